@@ -1,0 +1,34 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+# TORCH picks the torch build installed first (default: the CPU build 2.13.0), e.g.
+#   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) scripts/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
+
+bench: $(STAMP)
+	$(PY) scripts/bench.py sim
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,27 @@
+"""gnplace: place the ops of deep-learning training graphs on devices, learned once per family.
+
+Quick start::
+
+    import gnplace
+    graph = gnplace.load_graph("datasets/examples/mlp2x8w2048b512.gnpg")
+    cluster = gnplace.load_cluster("k80x4")
+    placement = gnplace.get_placer("round_robin").place(graph, cluster)
+    result = gnplace.simulate(graph, cluster, placement)
+    print(result.step_time, gnplace.lower_bound(graph, cluster).value)
+"""
+
+from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.exceptions import GnplaceError, InfeasiblePlacement, InvalidCluster, InvalidGraph, InvalidPlacement
+from gnplace.graph import OpGraph
+from gnplace.graph_io import from_networkx, load_graph, save_graph, to_networkx
+from gnplace.placement import Placement, load_placement, save_placement
+from gnplace.placers import PLACERS, get_placer
+from gnplace.sim import Simulator, StepResult, lower_bound, simulate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cluster", "Device", "load_cluster", "GnplaceError", "InfeasiblePlacement", "InvalidCluster", "InvalidGraph",
+    "InvalidPlacement", "OpGraph", "from_networkx", "load_graph", "save_graph", "to_networkx", "Placement",
+    "load_placement", "save_placement", "PLACERS", "get_placer", "Simulator", "StepResult", "lower_bound", "simulate",
+]

@@ -1,0 +1,45 @@
+"""The ``gnplace`` command: one module per subcommand, each parsing options and calling the library.
+
+Errors caused by input (a bad graph, cluster, placement or option) print one line on stderr and
+exit with status 2; they never print a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from gnplace.cli import simulate as simulate_cmd
+from gnplace.exceptions import GnplaceError
+
+__all__ = ["main", "build_parser"]
+
+SUBCOMMANDS = (simulate_cmd,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``gnplace`` command with every subcommand."""
+    parser = argparse.ArgumentParser(prog="gnplace", description="Place training graphs on devices and time them.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in SUBCOMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``gnplace`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except GnplaceError as err:
+        print(f"gnplace: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gnplace: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

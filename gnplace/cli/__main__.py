@@ -1,0 +1,7 @@
+"""``python -m gnplace.cli``."""
+
+import sys
+
+from gnplace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""``gnplace simulate GRAPH --cluster C --placer NAME|placement.json``: time one placed step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gnplace.cli.common import mib, ms, resolve_placement
+from gnplace.cluster import load_cluster
+from gnplace.graph_io import load_graph
+from gnplace.sim.bounds import lower_bound
+from gnplace.sim.simulator import Simulator
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``simulate`` on the subparsers ``sub``."""
+    p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
+                       description="Simulate one training step of GRAPH placed on a cluster; print step time, "
+                       "lower bound, utilisation and memory of every device.")
+    p.add_argument("graph", help="graph file (.gnpg or .json)")
+    p.add_argument("--cluster", "-c", default="k80x4", help="preset name or YAML file (default: k80x4)")
+    p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
+    p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode (default: default)")
+    p.add_argument("--seed", type=int, default=0, help="seed for stochastic placers (default: 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--timeline", metavar="PNG", help="also draw a Gantt chart of the step to this file")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace simulate``."""
+    graph = load_graph(args.graph)
+    cluster = load_cluster(args.cluster)
+    placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed)
+    sim = Simulator(args.mode)
+    result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))
+    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster))
+    report = {
+        "graph": graph.name,
+        "num_ops": graph.num_ops,
+        "num_groups": graph.num_groups,
+        "cluster": cluster.name,
+        "placer": placer_name,
+        "mode": args.mode,
+        **result.to_dict(),
+        "bound_s": bound.value,
+        "critical_path_s": bound.critical_path,
+        "work_bound_s": bound.work,
+        "ratio_to_bound": result.step_time / bound.value if bound.value > 0 else None,
+    }
+    if args.timeline:
+        from gnplace.viz import plot_timeline
+
+        plot_timeline(graph, result, args.timeline, title=f"{graph.name} on {cluster.name} ({placer_name})")
+        report["timeline"] = str(args.timeline)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    _print_table(report)
+    return 0
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{report['graph']}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
+        f"[bold]{report['cluster']}[/], placer [bold]{report['placer']}[/], mode {report['mode']}"
+    )
+    console.print(
+        f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "
+        f"(critical path {ms(report['critical_path_s'])} ms, work {ms(report['work_bound_s'])} ms)   "
+        f"step/bound {report['ratio_to_bound']:.3f}" + ("   [red bold]OUT OF MEMORY[/]" if report["oom"] else "")
+    )
+    table = Table()
+    for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):
+        table.add_column(col, justify="left" if col == "device" else "right")
+    for dev in report["devices"]:
+        table.add_row(
+            dev["name"], ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%", mib(dev["peak_memory_bytes"]),
+            mib(dev["memory_capacity_bytes"]), "[red]yes[/]" if dev["oom"] else "no",
+        )
+    console.print(table)
+    if "timeline" in report:
+        console.print(f"timeline written to {report['timeline']}")

@@ -1,0 +1,337 @@
+"""``Cluster``: the devices a graph is placed on and the links between every pair of them.
+
+A cluster is described in YAML (see ``gnplace/clusters/*.yaml`` for the shipped presets)::
+
+    name: k80x4
+    devices:
+      - {name: gpu, count: 4, kind: k80}          # gpu0 .. gpu3, specs from the k80 kind
+      - {name: cpu0, kind: cpu, memory: 64 GiB}   # any field of a kind can be overridden
+    links:
+      default: pcie3                              # every pair: a link kind or {bandwidth, latency}
+      groups:                                     # all pairs inside a group
+        - {devices: [gpu0, gpu1], link: nvlink2}
+      pairs:                                      # single pairs, last word
+        - {between: [cpu0, gpu0], link: {bandwidth: 12 GB/s, latency: 10 us}}
+
+Device fields (SI units, or strings with units): ``peak_flops`` (FLOP/s), ``mem_bandwidth``
+(bytes/s), ``memory`` (bytes), ``flops_efficiency`` and ``mem_efficiency`` (Paleo's "platform
+percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op). Link bandwidths are
+effective bytes/s (nominal rate times Paleo's PPP_comm); latencies are seconds per transfer.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gnplace.exceptions import InvalidCluster
+from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
+
+__all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a cluster.
+
+    Args:
+        name (str): unique name in its cluster, e.g. ``"gpu0"``.
+        kind (str): device kind, e.g. ``"k80"``; measured op costs are keyed by kind.
+        peak_flops (float): peak compute rate in FLOP/s.
+        mem_bandwidth (float): memory bandwidth in bytes/s.
+        memory (float): memory capacity in bytes.
+        flops_efficiency (float): fraction of ``peak_flops`` reached (Paleo's PPP) (default: 0.5).
+        mem_efficiency (float): fraction of ``mem_bandwidth`` reached (default: 0.7).
+        launch_overhead (float): seconds added to every op on this device (default: 5e-6).
+    """
+
+    name: str
+    kind: str
+    peak_flops: float
+    mem_bandwidth: float
+    memory: float
+    flops_efficiency: float = 0.5
+    mem_efficiency: float = 0.7
+    launch_overhead: float = 5e-6
+
+    @property
+    def effective_flops(self) -> float:
+        """FLOP/s this device reaches: ``peak_flops * flops_efficiency``."""
+        return self.peak_flops * self.flops_efficiency
+
+
+# Device kinds. Peak figures from Paleo's table and vendor data sheets (Qi et al., ICLR 2017;
+# NVIDIA K80/P100/V100 data sheets); one TensorFlow-visible K80 GPU is half the board.
+DEVICE_KINDS: dict[str, dict[str, Any]] = {
+    "k80": dict(peak_flops=2.8e12, mem_bandwidth=240e9, memory=12 * 2**30, flops_efficiency=0.45,
+                mem_efficiency=0.7, launch_overhead=5.7e-6),
+    "k40": dict(peak_flops=4.29e12, mem_bandwidth=288e9, memory=12 * 2**30, flops_efficiency=0.45,
+                mem_efficiency=0.7, launch_overhead=5.7e-6),
+    "titanx": dict(peak_flops=6.144e12, mem_bandwidth=336.5e9, memory=12 * 2**30, flops_efficiency=0.5,
+                   mem_efficiency=0.7, launch_overhead=5e-6),
+    "p100": dict(peak_flops=9.3e12, mem_bandwidth=732e9, memory=16 * 2**30, flops_efficiency=0.55,
+                 mem_efficiency=0.75, launch_overhead=5e-6),
+    "v100": dict(peak_flops=15.7e12, mem_bandwidth=900e9, memory=16 * 2**30, flops_efficiency=0.6,
+                 mem_efficiency=0.8, launch_overhead=4e-6),
+    "cpu": dict(peak_flops=289e9, mem_bandwidth=68e9, memory=64 * 2**30, flops_efficiency=0.5,
+                mem_efficiency=0.6, launch_overhead=1e-6),
+}
+
+# Link kinds: effective bandwidth (bytes/s) and latency (s). PCIe and network rates from Paleo's
+# table times a PPP_comm of 0.75; "placeto" is the channel of Placeto's simulator (7,600 B/us, 25 us).
+LINK_KINDS: dict[str, dict[str, float]] = {
+    "placeto": dict(bandwidth=7.6e9, latency=25e-6),
+    "pcie3": dict(bandwidth=128e9 / 8 * 0.75, latency=10e-6),
+    "pcie2": dict(bandwidth=64e9 / 8 * 0.75, latency=10e-6),
+    "nvlink2": dict(bandwidth=50e9 * 0.8, latency=5e-6),
+    "infiniband": dict(bandwidth=70e9 / 8 * 0.75, latency=20e-6),
+    "ethernet20g": dict(bandwidth=20e9 / 8 * 0.75, latency=50e-6),
+}
+
+_DEVICE_PARSERS = {
+    "peak_flops": parse_flops,
+    "mem_bandwidth": parse_rate,
+    "memory": parse_bytes,
+    "flops_efficiency": float,
+    "mem_efficiency": float,
+    "launch_overhead": parse_seconds,
+}
+
+
+class Cluster:
+    """Devices and the bandwidth and latency between every ordered pair of them.
+
+    Args:
+        devices (Sequence[Device]): the devices, ``num_devices`` of them, unique names.
+        bandwidth (array-like): ``[num_devices, num_devices]`` effective bytes/s from row to
+            column; the diagonal is ignored (no transfer on one device).
+        latency (array-like): ``[num_devices, num_devices]`` seconds per transfer.
+        name (str, optional): cluster name (default: ``"cluster"``).
+
+    Examples:
+        >>> c = load_cluster("k80x2")
+        >>> c
+        Cluster(name='k80x2', devices=['gpu0', 'gpu1'])
+        >>> float(c.transfer_time(0, 1, 7.6e9))  # 1 s of data + 25 us latency
+        1.000025
+    """
+
+    def __init__(self, devices: list[Device], bandwidth: Any, latency: Any, *, name: str = "cluster") -> None:
+        self.name = name
+        self.devices = tuple(devices)
+        d = len(self.devices)
+        if d == 0:
+            raise InvalidCluster(f"cluster {name!r} has no devices")
+        names = [dev.name for dev in self.devices]
+        if len(set(names)) != d:
+            dup = next(x for x in names if names.count(x) > 1)
+            raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
+        self.bandwidth = np.array(bandwidth, dtype=np.float64)
+        self.latency = np.array(latency, dtype=np.float64)
+        for label, matrix in (("bandwidth", self.bandwidth), ("latency", self.latency)):
+            if matrix.shape != (d, d):
+                raise InvalidCluster(f"cluster {name!r}: {label} matrix has shape {matrix.shape}, expected ({d}, {d})")
+            np.fill_diagonal(matrix, np.inf if label == "bandwidth" else 0.0)
+            matrix.flags.writeable = False
+        off = ~np.eye(d, dtype=bool)
+        if np.any(~(self.bandwidth[off] > 0)):
+            raise InvalidCluster(f"cluster {name!r}: every link needs a positive bandwidth")
+        if np.any(~(self.latency[off] >= 0)) or np.any(~np.isfinite(self.latency)):
+            raise InvalidCluster(f"cluster {name!r}: every link needs a finite latency >= 0")
+
+    @property
+    def num_devices(self) -> int:
+        """Number of devices."""
+        return len(self.devices)
+
+    @property
+    def device_names(self) -> list[str]:
+        """Device names in index order."""
+        return [d.name for d in self.devices]
+
+    @property
+    def memory(self) -> np.ndarray:
+        """Memory capacity of each device in bytes, ``[num_devices]``."""
+        return np.array([d.memory for d in self.devices], dtype=np.float64)
+
+    @property
+    def kinds(self) -> list[str]:
+        """Device kind of each device."""
+        return [d.kind for d in self.devices]
+
+    def index(self, device_name: str) -> int:
+        """Index of the device called ``device_name``.
+
+        Raises:
+            KeyError: if no device has that name.
+        """
+        try:
+            return self.device_names.index(device_name)
+        except ValueError:
+            raise KeyError(device_name) from None
+
+    def transfer_time(self, src: int, dst: int, num_bytes: float) -> float:
+        """Seconds to move ``num_bytes`` from device ``src`` to device ``dst`` (0 on one device)."""
+        if src == dst:
+            return 0.0
+        return float(self.latency[src, dst] + num_bytes / self.bandwidth[src, dst])
+
+    def __repr__(self) -> str:
+        return f"Cluster(name={self.name!r}, devices={self.device_names})"
+
+
+# ---------------------------------------------------------------------------------- loading
+def preset_names() -> list[str]:
+    """Names of the shipped cluster presets (``gnplace/clusters/*.yaml``)."""
+    folder = resources.files("gnplace") / "clusters"
+    return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
+    """Load a cluster by preset name (``"k80x4"``) or from a YAML file path.
+
+    Raises:
+        InvalidCluster: with one line naming the file, the key and the problem, if the name is
+            unknown or the file is malformed.
+    """
+    if isinstance(spec, Cluster):
+        return spec
+    text_spec = str(spec)
+    path = Path(text_spec)
+    if not (text_spec.endswith((".yaml", ".yml")) or path.exists()):
+        if text_spec not in preset_names():
+            raise InvalidCluster(f"unknown cluster {text_spec!r}: give a YAML file or one of {', '.join(preset_names())}")
+        source = f"{text_spec}.yaml"
+        text = (resources.files("gnplace") / "clusters" / source).read_text()
+    else:
+        source = text_spec
+        try:
+            text = path.read_text()
+        except OSError as err:
+            raise InvalidCluster(f"{source}: cannot read cluster file ({err.strerror})") from err
+        except UnicodeDecodeError as err:
+            raise InvalidCluster(f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InvalidCluster(f"{source}: not valid YAML{where}: {getattr(err, 'problem', err)}") from err
+    return cluster_from_dict(data, source=source)
+
+
+def _keys(entry: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    if not isinstance(entry, dict):
+        raise InvalidCluster(f"{where}: expected a mapping, got {type(entry).__name__}")
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise InvalidCluster(f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})")
+    missing = sorted(required - set(entry))
+    if missing:
+        raise InvalidCluster(f"{where}: missing key {missing[0]!r}")
+    return entry
+
+
+def _devices(entries: Any, source: str) -> list[Device]:
+    if not isinstance(entries, list) or not entries:
+        raise InvalidCluster(f"{source}: 'devices' must be a non-empty list")
+    allowed = {"name", "count", "kind"} | set(_DEVICE_PARSERS)
+    devices: list[Device] = []
+    for i, raw in enumerate(entries):
+        where = f"{source}: devices[{i}]"
+        entry = _keys(raw, where, allowed, {"name"})
+        kind = str(entry.get("kind", "custom")).lower()
+        if "kind" in entry and kind not in DEVICE_KINDS and not {"peak_flops", "mem_bandwidth", "memory"} <= set(entry):
+            raise InvalidCluster(f"{where}.kind: unknown device kind {kind!r} (known: {', '.join(DEVICE_KINDS)}; or give every field)")
+        spec: dict[str, Any] = dict(DEVICE_KINDS.get(kind, {}))
+        for key, parse in _DEVICE_PARSERS.items():
+            if key in entry:
+                try:
+                    spec[key] = parse(entry[key])
+                except (TypeError, ValueError) as err:
+                    raise InvalidCluster(f"{where}.{key}: {err}") from err
+        for key in ("peak_flops", "mem_bandwidth", "memory"):
+            if key not in spec:
+                raise InvalidCluster(f"{where}: missing key {key!r} (give it, or a known kind: {', '.join(DEVICE_KINDS)})")
+            if not spec[key] > 0:
+                raise InvalidCluster(f"{where}.{key}: must be positive, got {spec[key]}")
+        for key in ("flops_efficiency", "mem_efficiency"):
+            if key in spec and not 0 < spec[key] <= 1:
+                raise InvalidCluster(f"{where}.{key}: must be in (0, 1], got {spec[key]}")
+        if spec.get("launch_overhead", 0) < 0:
+            raise InvalidCluster(f"{where}.launch_overhead: must be >= 0, got {spec['launch_overhead']}")
+        count = entry.get("count", None)
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")
+        names = [f"{entry['name']}{j}" for j in range(count)] if count is not None else [str(entry["name"])]
+        devices.extend(Device(name=name, kind=kind, **spec) for name in names)
+    return devices
+
+
+def _link(raw: Any, where: str) -> tuple[float, float]:
+    if isinstance(raw, str):
+        if raw not in LINK_KINDS:
+            raise InvalidCluster(f"{where}: unknown link kind {raw!r} (known: {', '.join(LINK_KINDS)})")
+        return LINK_KINDS[raw]["bandwidth"], LINK_KINDS[raw]["latency"]
+    entry = _keys(raw, where, {"bandwidth", "latency"}, {"bandwidth"})
+    try:
+        bandwidth = parse_rate(entry["bandwidth"])
+        latency = parse_seconds(entry.get("latency", 0.0))
+    except (TypeError, ValueError) as err:
+        raise InvalidCluster(f"{where}: {err}") from err
+    if not bandwidth > 0:
+        raise InvalidCluster(f"{where}.bandwidth: must be positive, got {bandwidth}")
+    if latency < 0:
+        raise InvalidCluster(f"{where}.latency: must be >= 0, got {latency}")
+    return bandwidth, latency
+
+
+def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
+    """Build a :class:`Cluster` from the parsed YAML mapping (see the module docstring).
+
+    Raises:
+        InvalidCluster: naming ``source``, the key and the problem.
+    """
+    top = _keys(data, source, {"name", "description", "devices", "links"}, {"devices", "links"})
+    devices = _devices(top["devices"], source)
+    names = [d.name for d in devices]
+    if len(set(names)) != len(names):
+        dup = next(x for x in names if names.count(x) > 1)
+        raise InvalidCluster(f"{source}: device name {dup!r} is used twice")
+    index = {n: i for i, n in enumerate(names)}
+    d = len(devices)
+    links = _keys(top["links"], f"{source}: links", {"default", "groups", "pairs"}, {"default"})
+    bw0, lat0 = _link(links["default"], f"{source}: links.default")
+    bandwidth = np.full((d, d), bw0)
+    latency = np.full((d, d), lat0)
+
+    def lookup(name: Any, where: str) -> int:
+        if name not in index:
+            raise InvalidCluster(f"{where}: unknown device {name!r} (devices: {', '.join(names)})")
+        return index[name]
+
+    for key, members_key in (("groups", "devices"), ("pairs", "between")):
+        entries = links.get(key, []) or []
+        if not isinstance(entries, list):
+            raise InvalidCluster(f"{source}: links.{key} must be a list")
+        for j, raw in enumerate(entries):
+            where = f"{source}: links.{key}[{j}]"
+            entry = _keys(raw, where, {members_key, "link"}, {members_key, "link"})
+            members = entry[members_key]
+            if not isinstance(members, list) or len(members) < 2 or (key == "pairs" and len(members) != 2):
+                want = "two device names" if key == "pairs" else "a list of at least two device names"
+                raise InvalidCluster(f"{where}.{members_key}: expected {want}, got {members!r}")
+            idx = [lookup(m, f"{where}.{members_key}") for m in members]
+            bw, lat = _link(entry["link"], f"{where}.link")
+            for a in idx:
+                for b in idx:
+                    if a != b:
+                        bandwidth[a, b], latency[a, b] = bw, lat
+    name = str(top.get("name", Path(source).stem))
+    return Cluster(devices, bandwidth, latency, name=name)

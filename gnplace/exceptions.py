@@ -1,0 +1,46 @@
+"""The exceptions gnplace raises.
+
+Every error that bad input can cause derives from :class:`GnplaceError`, so that the command line
+can print it as one line and exit non-zero, and library users can catch one class. Messages name
+the object, the value found and, where there is one, the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GnplaceError",
+    "InvalidGraph",
+    "InvalidCluster",
+    "InvalidPlacement",
+    "InfeasiblePlacement",
+    "UnsupportedGraph",
+    "UnknownName",
+]
+
+
+class GnplaceError(Exception):
+    """Base class of every error gnplace raises on bad input."""
+
+
+class InvalidGraph(GnplaceError, ValueError):
+    """An :class:`~gnplace.graph.OpGraph` or graph file breaks a rule (cycle, dangling edge, ...)."""
+
+
+class InvalidCluster(GnplaceError, ValueError):
+    """A cluster description (preset name, YAML file or arguments) is malformed."""
+
+
+class InvalidPlacement(GnplaceError, ValueError):
+    """A placement does not fit its graph or cluster (wrong length, unknown device, ...)."""
+
+
+class InfeasiblePlacement(GnplaceError):
+    """No placement can satisfy a constraint, such as a memory budget that nothing fits."""
+
+
+class UnsupportedGraph(GnplaceError):
+    """A model or graph uses something gnplace cannot handle (an op it cannot trace, ...)."""
+
+
+class UnknownName(GnplaceError, ValueError):
+    """A name (of a placer, a cluster preset, a family, ...) that gnplace does not know."""

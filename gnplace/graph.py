@@ -1,0 +1,413 @@
+"""``OpGraph``: an immutable DAG of the ops of one training step.
+
+Every node is one op of a training graph (forward, backward or parameter update) with its cost
+inputs: FLOP, bytes it writes, bytes of parameters and optimizer state resident with it, and,
+optionally, measured seconds per device kind that override the cost model (as Placeto's measured op
+costs did). Every edge carries the bytes that flow from producer to consumer. Nodes that must share
+a device (an op, its gradient ops and its update op) share a colocation ``group`` id.
+
+All per-node and per-edge data live in read-only numpy arrays, so that the simulator and the
+placers read them without copies. The constructor validates once (see :meth:`OpGraph.validate`);
+code that receives an ``OpGraph`` can trust it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from gnplace.exceptions import InvalidGraph
+
+__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE"]
+
+#: Names of the phases, indexed by the values of :attr:`OpGraph.phase`.
+PHASES: tuple[str, ...] = ("forward", "backward", "update")
+FORWARD, BACKWARD, UPDATE = 0, 1, 2
+
+
+def _frozen(values: Any, dtype: Any, length: int, field: str) -> np.ndarray:
+    array = np.array(values, dtype=dtype, copy=True)
+    if array.ndim != 1 or array.shape[0] != length:
+        raise InvalidGraph(f"field {field!r} has shape {array.shape}, expected ({length},)")
+    array.flags.writeable = False
+    return array
+
+
+def _read_only(ptr: np.ndarray, other: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    for array in (ptr, other, size):
+        array.flags.writeable = False
+    return ptr, other, size
+
+
+def _as_float(values: Any, length: int, field: str) -> np.ndarray:
+    try:
+        return _frozen(values, np.float64, length, field)
+    except InvalidGraph:
+        raise
+    except (TypeError, ValueError) as err:
+        raise InvalidGraph(f"field {field!r} is not numeric: {err}") from err
+
+
+def _as_int(
+    values: Any, length: int, field: str, names: Sequence[str] | None = None, unit: str = " of bytes"
+) -> np.ndarray:
+    as_float = _as_float(values, length, field)
+
+    def where(i: int) -> str:
+        return f"node {names[i]!r}" if names is not None else f"position {i}"
+
+    if not np.all(np.isfinite(as_float)):
+        bad = int(np.flatnonzero(~np.isfinite(as_float))[0])
+        what = "NaN" if np.isnan(as_float[bad]) else "infinite"
+        raise InvalidGraph(f"{where(bad)} has {what} {field} ({as_float[bad]})")
+    if np.any(as_float != np.round(as_float)):
+        bad = int(np.flatnonzero(as_float != np.round(as_float))[0])
+        raise InvalidGraph(f"{where(bad)}: {field} must be a whole number{unit}, found {as_float[bad]}")
+    return _frozen(as_float, np.int64, length, field)
+
+
+class OpGraph:
+    """An immutable DAG of ops with their costs, colocation groups and edge sizes.
+
+    Args:
+        node_names (Sequence[str]): unique op names, ``num_ops`` of them.
+        edges (array-like): ``[num_edges, 2]`` pairs ``(producer, consumer)`` of node indices.
+        flops (array-like, optional): FLOP of each op (default: zeros).
+        out_bytes (array-like, optional): bytes each op writes, the size of its outputs
+            (default: the largest edge leaving the op, else 0).
+        param_bytes (array-like, optional): bytes of parameters and optimizer state resident on
+            the device of the op; non-zero on update ops (default: zeros).
+        edge_bytes (array-like, optional): bytes each edge carries, at most ``out_bytes`` of its
+            producer (default: ``out_bytes`` of the producer).
+        op_types (Sequence[str], optional): op type of each node, e.g. ``"conv2d"`` (default: ``"op"``).
+        phase (array-like, optional): 0 forward, 1 backward, 2 update, or the names in
+            :data:`PHASES` (default: forward).
+        group (array-like, optional): colocation group of each op; ops of one group are placed
+            together. Renumbered ``0..num_groups-1`` in order of first appearance
+            (default: one group per op).
+        module (Sequence[str], optional): owning module path of each op (default: ``""``).
+        cost_s (Mapping[str, array-like], optional): measured seconds of each op per device kind;
+            NaN marks an op that was not measured there (default: none).
+        name (str, optional): graph name (default: ``"graph"``).
+        meta (Mapping, optional): JSON-serialisable facts about the graph (family, seed, ...).
+
+    Raises:
+        InvalidGraph: on a cycle (the message lists nodes on it), an edge to a node that does not
+            exist, a duplicate edge or name, a negative or NaN size, or fields of the wrong length.
+
+    Examples:
+        >>> g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9, 2e9, 1e9],
+        ...             out_bytes=[4e6, 4e6, 0], name="chain")
+        >>> g
+        OpGraph(name='chain', num_ops=3, num_edges=2, num_groups=3)
+        >>> g.topological_order().tolist()
+        [0, 1, 2]
+    """
+
+    def __init__(
+        self,
+        node_names: Sequence[str],
+        edges: Any = (),
+        *,
+        flops: Any = None,
+        out_bytes: Any = None,
+        param_bytes: Any = None,
+        edge_bytes: Any = None,
+        op_types: Sequence[str] | None = None,
+        phase: Any = None,
+        group: Any = None,
+        module: Sequence[str] | None = None,
+        cost_s: Mapping[str, Any] | None = None,
+        name: str = "graph",
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        names = tuple(str(x) for x in node_names)
+        n = len(names)
+        self.name = str(name)
+        self.node_names = names
+        self.meta: dict[str, Any] = dict(meta or {})
+
+        try:
+            edge_array = np.asarray(edges if len(edges) else np.zeros((0, 2)), dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise InvalidGraph(f"graph {self.name!r}: edges must be [num_edges, 2] pairs of node indices ({err})") from err
+        if edge_array.ndim != 2 or edge_array.shape[1] != 2:
+            raise InvalidGraph(f"graph {self.name!r}: edges must be [num_edges, 2] pairs, got shape {edge_array.shape}")
+        m = edge_array.shape[0]
+        self.edge_src = _as_int(edge_array[:, 0], m, "edges", unit="")
+        self.edge_dst = _as_int(edge_array[:, 1], m, "edges", unit="")
+
+        self.flops = _as_float(np.zeros(n) if flops is None else flops, n, "flops")
+        if out_bytes is None:
+            fallback = np.zeros(n)
+            if edge_bytes is not None and m:
+                np.maximum.at(fallback, self._checked_src(n), _as_int(edge_bytes, m, "edge_bytes"))
+            out_bytes = fallback
+        self.out_bytes = _as_int(out_bytes, n, "out_bytes", names)
+        self.param_bytes = _as_int(np.zeros(n) if param_bytes is None else param_bytes, n, "param_bytes", names)
+        if edge_bytes is None:
+            edge_bytes = self.out_bytes[self._checked_src(n)] if m else np.zeros(0)
+        self.edge_bytes = _as_int(edge_bytes, m, "edge_bytes")
+        self.op_types = tuple(str(x) for x in (op_types if op_types is not None else ["op"] * n))
+        self.module = tuple(str(x) for x in (module if module is not None else [""] * n))
+        self.phase = self._phases(phase, n)
+        raw_group = np.arange(n) if group is None else group
+        _, first, inverse = np.unique(_as_int(raw_group, n, "group", unit=""), return_index=True, return_inverse=True)
+        # renumber groups in order of first appearance, so ids are stable under relabelling
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.shape[0])
+        self.group = _frozen(rank[inverse] if n else np.zeros(0), np.int64, n, "group")
+        self.cost_s: dict[str, np.ndarray] = {
+            str(kind).lower(): _as_float(values, n, f"cost_s[{kind!r}]") for kind, values in (cost_s or {}).items()
+        }
+        self.validate()
+
+    # ------------------------------------------------------------------ construction helpers
+    def _checked_src(self, n: int) -> np.ndarray:
+        self._check_edge_range(n)
+        return self.edge_src
+
+    def _check_edge_range(self, n: int) -> None:
+        for column, label in ((self.edge_src, "producer"), (self.edge_dst, "consumer")):
+            bad = np.flatnonzero((column < 0) | (column >= n))
+            if bad.size:
+                e = int(bad[0])
+                raise InvalidGraph(
+                    f"graph {self.name!r}: edge {e} ({int(self.edge_src[e])} -> {int(self.edge_dst[e])}) "
+                    f"names {label} {int(column[e])}, which is not a node (graph has {n} nodes)"
+                )
+
+    def _phases(self, phase: Any, n: int) -> np.ndarray:
+        if phase is None:
+            return _frozen(np.zeros(n), np.int8, n, "phase")
+        values = []
+        for i, p in enumerate(phase):
+            if isinstance(p, str):
+                if p not in PHASES:
+                    raise InvalidGraph(f"graph {self.name!r}: node {i} has unknown phase {p!r} (expected one of {PHASES})")
+                values.append(PHASES.index(p))
+            else:
+                try:
+                    known = float(p) in (0, 1, 2)
+                except (TypeError, ValueError):
+                    known = False
+                if not known:
+                    raise InvalidGraph(f"graph {self.name!r}: node {i} has unknown phase {p!r} (expected 0, 1 or 2)")
+                values.append(int(p))
+        return _frozen(values, np.int8, n, "phase")
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Check every invariant; raise :class:`~gnplace.exceptions.InvalidGraph` on the first broken one.
+
+        Checks: unique names, field lengths, edges inside the graph, no duplicate edges, no NaN or
+        negative sizes, edges no larger than their producer's output, measured costs non-negative,
+        and acyclicity (the error lists the nodes of one cycle).
+        """
+        n = self.num_ops
+        if len(set(self.node_names)) != n:
+            seen: set[str] = set()
+            dup = next(x for x in self.node_names if x in seen or seen.add(x))  # type: ignore[func-returns-value]
+            raise InvalidGraph(f"graph {self.name!r}: node name {dup!r} is used twice")
+        for field, values in (("op_types", self.op_types), ("module", self.module)):
+            if len(values) != n:
+                raise InvalidGraph(f"graph {self.name!r}: field {field!r} has {len(values)} entries, expected {n}")
+        self._check_edge_range(n)
+        for field in ("flops", "out_bytes", "param_bytes"):
+            values = getattr(self, field)
+            bad = np.flatnonzero(~(values >= 0))  # catches NaN too
+            if bad.size:
+                i = int(bad[0])
+                what = "NaN" if np.isnan(values[i]) else "negative"
+                raise InvalidGraph(f"graph {self.name!r}: node {self.node_names[i]!r} has {what} {field} ({values[i]})")
+        if not np.all(np.isfinite(self.flops)):
+            i = int(np.flatnonzero(~np.isfinite(self.flops))[0])
+            raise InvalidGraph(f"graph {self.name!r}: node {self.node_names[i]!r} has infinite flops")
+        bad = np.flatnonzero(self.edge_bytes < 0)
+        if bad.size:
+            raise InvalidGraph(f"graph {self.name!r}: edge {self._edge_label(int(bad[0]))} has negative bytes")
+        too_big = np.flatnonzero(self.edge_bytes > self.out_bytes[self.edge_src])
+        if too_big.size:
+            e = int(too_big[0])
+            raise InvalidGraph(
+                f"graph {self.name!r}: edge {self._edge_label(e)} carries {int(self.edge_bytes[e])} bytes, more than "
+                f"its producer writes ({int(self.out_bytes[self.edge_src[e]])} out_bytes)"
+            )
+        if self.num_edges:
+            keys = self.edge_src * max(n, 1) + self.edge_dst
+            uniq, counts = np.unique(keys, return_counts=True)
+            if np.any(counts > 1):
+                key = int(uniq[np.flatnonzero(counts > 1)[0]])
+                e = int(np.flatnonzero(keys == key)[0])
+                raise InvalidGraph(f"graph {self.name!r}: edge {self._edge_label(e)} appears twice")
+        for kind, values in self.cost_s.items():
+            bad = np.flatnonzero((values < 0) | np.isinf(values))
+            if bad.size:
+                i = int(bad[0])
+                raise InvalidGraph(
+                    f"graph {self.name!r}: node {self.node_names[i]!r} has invalid measured cost_s[{kind!r}] ({values[i]})"
+                )
+        self.topological_order()  # raises on a cycle
+
+    def _edge_label(self, e: int) -> str:
+        return f"{self.node_names[self.edge_src[e]]!r} -> {self.node_names[self.edge_dst[e]]!r}"
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def num_ops(self) -> int:
+        """Number of ops (nodes)."""
+        return len(self.node_names)
+
+    @property
+    def num_edges(self) -> int:
+        """Number of edges."""
+        return int(self.edge_src.shape[0])
+
+    @cached_property
+    def num_groups(self) -> int:
+        """Number of colocation groups."""
+        return int(self.group.max()) + 1 if self.num_ops else 0
+
+    def __len__(self) -> int:
+        return self.num_ops
+
+    def __repr__(self) -> str:
+        return (
+            f"OpGraph(name={self.name!r}, num_ops={self.num_ops}, num_edges={self.num_edges}, "
+            f"num_groups={self.num_groups})"
+        )
+
+    # ------------------------------------------------------------------ structure
+    @cached_property
+    def out_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Outgoing edges as CSR: ``(ptr [num_ops+1], consumer [num_edges], bytes [num_edges])``."""
+        order = np.argsort(self.edge_src, kind="stable")
+        ptr = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_src, minlength=self.num_ops), out=ptr[1:])
+        return _read_only(ptr, self.edge_dst[order], self.edge_bytes[order])
+
+    @cached_property
+    def in_csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Incoming edges as CSR: ``(ptr [num_ops+1], producer [num_edges], bytes [num_edges])``."""
+        order = np.argsort(self.edge_dst, kind="stable")
+        ptr = np.zeros(self.num_ops + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.edge_dst, minlength=self.num_ops), out=ptr[1:])
+        return _read_only(ptr, self.edge_src[order], self.edge_bytes[order])
+
+    @cached_property
+    def in_bytes(self) -> np.ndarray:
+        """Bytes each op reads from its producers, ``[num_ops]``."""
+        total = np.bincount(self.edge_dst, weights=self.edge_bytes, minlength=self.num_ops)
+        total.flags.writeable = False
+        return total
+
+    @cached_property
+    def _topo(self) -> np.ndarray:
+        n = self.num_ops
+        indegree = np.bincount(self.edge_dst, minlength=n).astype(np.int64)
+        ptr, consumers, _ = self.out_csr
+        frontier = list(np.flatnonzero(indegree == 0))
+        order: list[int] = []
+        head = 0
+        while head < len(frontier):
+            u = int(frontier[head])
+            head += 1
+            order.append(u)
+            for v in consumers[ptr[u] : ptr[u + 1]]:
+                indegree[v] -= 1
+                if indegree[v] == 0:
+                    frontier.append(int(v))
+        if len(order) != n:
+            raise InvalidGraph(f"graph {self.name!r} has a cycle: {' -> '.join(self._find_cycle(indegree))}")
+        result = np.asarray(order, dtype=np.int64)
+        result.flags.writeable = False
+        return result
+
+    def _find_cycle(self, indegree: np.ndarray) -> list[str]:
+        import networkx as nx
+
+        stuck = indegree > 0
+        sub = nx.DiGraph()
+        mask = stuck[self.edge_src] & stuck[self.edge_dst]
+        sub.add_edges_from(zip(self.edge_src[mask].tolist(), self.edge_dst[mask].tolist()))
+        cycle = nx.find_cycle(sub)
+        names = [self.node_names[u] for u, _ in cycle]
+        return names + [names[0]]
+
+    def topological_order(self) -> np.ndarray:
+        """Node indices in a topological order (Kahn's algorithm, ties by index), ``[num_ops]``.
+
+        Raises:
+            InvalidGraph: if the graph has a cycle.
+        """
+        return self._topo
+
+    def index(self, node_name: str) -> int:
+        """Index of the node called ``node_name``.
+
+        Raises:
+            KeyError: if no node has that name.
+        """
+        return self._name_index[node_name]
+
+    @cached_property
+    def _name_index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.node_names)}
+
+    def measured_cost(self, kind: str) -> np.ndarray | None:
+        """Measured seconds per op on device kind ``kind`` (NaN where unmeasured), or ``None``."""
+        return self.cost_s.get(kind.lower())
+
+    # ------------------------------------------------------------------ totals
+    @property
+    def total_flops(self) -> float:
+        """Sum of FLOP over all ops."""
+        return float(self.flops.sum())
+
+    @property
+    def total_param_bytes(self) -> int:
+        """Bytes of parameters and optimizer state resident over all ops."""
+        return int(self.param_bytes.sum())
+
+    def replace(self, **changes: Any) -> OpGraph:
+        """A copy with some constructor arguments replaced (the graph itself is immutable)."""
+        fields = dict(
+            node_names=self.node_names,
+            edges=np.stack([self.edge_src, self.edge_dst], axis=1),
+            flops=self.flops,
+            out_bytes=self.out_bytes,
+            param_bytes=self.param_bytes,
+            edge_bytes=self.edge_bytes,
+            op_types=self.op_types,
+            phase=self.phase,
+            group=self.group,
+            module=self.module,
+            cost_s=self.cost_s,
+            name=self.name,
+            meta=self.meta,
+        )
+        fields.update(changes)
+        names = fields.pop("node_names")
+        edges = fields.pop("edges")
+        return OpGraph(names, edges, **fields)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, OpGraph):
+            return NotImplemented
+        arrays = ("edge_src", "edge_dst", "flops", "out_bytes", "param_bytes", "edge_bytes", "phase", "group")
+        return (
+            self.name == other.name
+            and self.node_names == other.node_names
+            and self.op_types == other.op_types
+            and self.module == other.module
+            and self.meta == other.meta
+            and all(np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays)
+            and self.cost_s.keys() == other.cost_s.keys()
+            and all(np.array_equal(v, other.cost_s[k], equal_nan=True) for k, v in self.cost_s.items())
+        )
+
+    __hash__ = object.__hash__

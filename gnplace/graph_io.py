@@ -1,0 +1,225 @@
+"""Read and write :class:`~gnplace.graph.OpGraph` files, and convert to and from networkx.
+
+File format (``*.gnpg``, version 1): gzip-compressed UTF-8 JSON with columnar fields::
+
+    {"format": "gnplace-opgraph", "version": 1, "name": ..., "meta": {...},
+     "nodes": {"name": [...], "op_type": [...], "phase": [...], "flops": [...],
+               "out_bytes": [...], "param_bytes": [...], "group": [...], "module": [...]},
+     "edges": {"src": [...], "dst": [...], "bytes": [...]},
+     "cost_s": {"<device kind>": [seconds or null, ...]}}
+
+Sizes are integers (bytes), FLOP and seconds are floats written with Python's shortest exact
+``repr``, so a round trip is exact. Files are written deterministically (sorted keys, gzip header
+without a timestamp): the same graph always gives the same bytes. A path ending in ``.json`` is
+written and read uncompressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnplace.exceptions import InvalidGraph
+from gnplace.graph import PHASES, OpGraph
+
+__all__ = ["save_graph", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx"]
+
+FORMAT = "gnplace-opgraph"
+VERSION = 1
+
+
+def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
+    """The JSON-ready dictionary of ``graph`` in file format version 1."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": graph.name,
+        "meta": graph.meta,
+        "nodes": {
+            "name": list(graph.node_names),
+            "op_type": list(graph.op_types),
+            "phase": [PHASES[p] for p in graph.phase.tolist()],
+            "flops": graph.flops.tolist(),
+            "out_bytes": graph.out_bytes.tolist(),
+            "param_bytes": graph.param_bytes.tolist(),
+            "group": graph.group.tolist(),
+            "module": list(graph.module),
+        },
+        "edges": {"src": graph.edge_src.tolist(), "dst": graph.edge_dst.tolist(), "bytes": graph.edge_bytes.tolist()},
+        "cost_s": {k: [None if math.isnan(x) else x for x in v.tolist()] for k, v in sorted(graph.cost_s.items())},
+    }
+
+
+def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
+    """Build an :class:`OpGraph` from the dictionary :func:`graph_to_dict` writes.
+
+    Raises:
+        InvalidGraph: if the dictionary is not a gnplace graph of a known version, or the graph
+            it describes is invalid.
+    """
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvalidGraph(f"{source}: not a gnplace graph file (no 'format': {FORMAT!r} field)")
+    version = data.get("version")
+    if version != VERSION:
+        raise InvalidGraph(f"{source}: graph file version {version!r} is not supported (this gnplace reads {VERSION})")
+    try:
+        nodes, edges = data["nodes"], data["edges"]
+        cost_s = {k: np.array([np.nan if x is None else x for x in v], dtype=np.float64) for k, v in data.get("cost_s", {}).items()}
+        return OpGraph(
+            nodes["name"],
+            np.stack([np.asarray(edges["src"], dtype=np.int64), np.asarray(edges["dst"], dtype=np.int64)], axis=1)
+            if len(edges["src"])
+            else [],
+            flops=nodes["flops"],
+            out_bytes=nodes["out_bytes"],
+            param_bytes=nodes["param_bytes"],
+            edge_bytes=edges["bytes"],
+            op_types=nodes["op_type"],
+            phase=nodes["phase"],
+            group=nodes["group"],
+            module=nodes.get("module"),
+            cost_s=cost_s,
+            name=data.get("name", "graph"),
+            meta=data.get("meta", {}),
+        )
+    except KeyError as err:
+        raise InvalidGraph(f"{source}: graph file lacks field {err.args[0]!r}") from err
+    except InvalidGraph as err:
+        raise InvalidGraph(f"{source}: {err}") from err
+    except (TypeError, ValueError, AttributeError) as err:
+        raise InvalidGraph(f"{source}: malformed graph file ({err})") from err
+
+
+def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
+    """Write ``graph`` to ``path`` (``.gnpg``: gzip JSON; ``.json``: plain JSON), atomically.
+
+    The file is first written beside its target and then renamed, so an interrupted save never
+    leaves a truncated graph where a good one was.
+
+    Returns:
+        Path: the path written.
+    """
+    path = Path(path)
+    text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    payload = text.encode("utf-8")
+    if path.suffix != ".json":
+        payload = gzip.compress(payload, compresslevel=9, mtime=0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(payload)
+    os.replace(tmp, path)
+    return path
+
+
+def load_graph(path: str | os.PathLike[str]) -> OpGraph:
+    """Read a graph written by :func:`save_graph` (``.gnpg``, ``.json.gz`` or ``.json``).
+
+    Raises:
+        InvalidGraph: if the file is missing, truncated, not a gnplace graph, or holds an invalid graph.
+
+    Examples:
+        >>> import tempfile, os
+        >>> from gnplace.toy import chain_graph
+        >>> g = chain_graph(3)
+        >>> path = save_graph(g, os.path.join(tempfile.mkdtemp(), "chain.gnpg"))
+        >>> load_graph(path) == g
+        True
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError as err:
+        raise InvalidGraph(f"{path}: no such graph file") from err
+    except OSError as err:
+        raise InvalidGraph(f"{path}: cannot read graph file ({err.strerror})") from err
+    try:
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidGraph(f"{path}: not a readable gnplace graph file (corrupt or truncated: {err})") from err
+    return graph_from_dict(data, source=str(path))
+
+
+# ---------------------------------------------------------------------------------- networkx
+def to_networkx(graph: OpGraph) -> Any:
+    """A ``networkx.DiGraph`` view of ``graph``, nodes keyed by name.
+
+    Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``phase``
+    (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds). Edge
+    attribute: ``bytes``.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> G = to_networkx(chain_graph(2))
+        >>> sorted(G.nodes["op0"])
+        ['flops', 'group', 'module', 'op_type', 'out_bytes', 'param_bytes', 'phase']
+    """
+    import networkx as nx
+
+    G = nx.DiGraph(name=graph.name, **{"meta": graph.meta})
+    for i, name in enumerate(graph.node_names):
+        attrs: dict[str, Any] = dict(
+            flops=float(graph.flops[i]),
+            out_bytes=int(graph.out_bytes[i]),
+            param_bytes=int(graph.param_bytes[i]),
+            group=int(graph.group[i]),
+            op_type=graph.op_types[i],
+            phase=PHASES[int(graph.phase[i])],
+            module=graph.module[i],
+        )
+        measured = {k: float(v[i]) for k, v in graph.cost_s.items() if not math.isnan(v[i])}
+        if measured:
+            attrs["cost_s"] = measured
+        G.add_node(name, **attrs)
+    for s, d, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist()):
+        G.add_edge(graph.node_names[s], graph.node_names[d], bytes=b)
+    return G
+
+
+def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
+    """Build an :class:`OpGraph` from a ``networkx.DiGraph`` with the attributes of :func:`to_networkx`.
+
+    Missing attributes take defaults: ``flops`` 0, ``out_bytes`` the largest outgoing edge,
+    ``param_bytes`` 0, ``group`` one per node, ``phase`` forward, ``op_type`` ``"op"``, edge
+    ``bytes`` the producer's ``out_bytes``.
+
+    Raises:
+        InvalidGraph: if the graph is undirected, cyclic, or has invalid sizes.
+    """
+    if not G.is_directed():
+        raise InvalidGraph("from_networkx needs a directed graph (networkx.DiGraph)")
+    nodes = list(G.nodes)
+    index = {v: i for i, v in enumerate(nodes)}
+    data = [G.nodes[v] for v in nodes]
+    edge_list = list(G.edges(data=True))
+    out_bytes: list[float] = []
+    for v, attrs in zip(nodes, data):
+        if "out_bytes" in attrs:
+            out_bytes.append(attrs["out_bytes"])
+        else:
+            out_bytes.append(max((e.get("bytes", 0) for _, _, e in G.out_edges(v, data=True)), default=0))
+    kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})})
+    cost_s = {k: [attrs.get("cost_s", {}).get(k, math.nan) for attrs in data] for k in kinds}
+    return OpGraph(
+        [str(v) for v in nodes],
+        [(index[u], index[v]) for u, v, _ in edge_list],
+        flops=[attrs.get("flops", 0.0) for attrs in data],
+        out_bytes=out_bytes,
+        param_bytes=[attrs.get("param_bytes", 0) for attrs in data],
+        edge_bytes=[e.get("bytes", out_bytes[index[u]]) for u, _, e in edge_list],
+        op_types=[attrs.get("op_type", "op") for attrs in data],
+        phase=[attrs.get("phase", "forward") for attrs in data],
+        group=[attrs.get("group", i) for i, attrs in enumerate(data)],
+        module=[attrs.get("module", "") for attrs in data],
+        cost_s=cost_s,
+        name=name if name is not None else str(G.graph.get("name") or "graph"),
+        meta=G.graph.get("meta", {}),
+    )

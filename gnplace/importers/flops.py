@@ -1,0 +1,165 @@
+"""FLOP of aten ops from the shapes of their tensors.
+
+Rules follow Paleo (Qi et al., ICLR 2017) and the usual conventions of FLOP counters: a
+multiply-add is 2 FLOP; convolution ``2 N Ho Wo Cout (Cin / groups) Kh Kw``; matmul ``2 M K N``;
+the backward of a convolution or matmul has a data-gradient and a weight-gradient part, each as
+costly as the forward op; elementwise ops cost a few FLOP per output element, reductions one per
+input element. View-like ops are not counted here: the importer folds them into their producers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["op_flops", "VIEW_OPS", "FREE_OPS"]
+
+#: Ops that only re-describe memory (views, aliases) or detach: folded into their producer.
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute", "expand", "squeeze",
+    "unsqueeze", "detach", "alias", "slice", "select", "as_strided", "split", "split_with_sizes", "unbind",
+    "chunk", "narrow", "lift_fresh", "diagonal", "view_as", "expand_as", "unsafe_split", "numpy_T", "movedim",
+    "unflatten", "flatten", "_local_scalar_dense", "lift_fresh_copy",
+})
+
+#: Ops that move or create data but do no arithmetic: 0 FLOP, counted as known.
+FREE_OPS = frozenset({
+    "cat", "stack", "clone", "copy", "copy_", "_to_copy", "contiguous", "empty", "empty_like", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "scalar_tensor",
+    "arange", "index_select", "gather", "embedding", "constant_pad_nd", "index", "slice_backward", "select_backward",
+    "fill", "fill_", "zero_", "masked_fill", "masked_fill_", "clamp_min_", "where", "roll", "flip", "repeat",
+    "index_put", "index_put_", "select_scatter", "slice_scatter", "as_strided_scatter", "new_empty_strided",
+    "empty_strided", "bernoulli", "bernoulli_", "rand_like", "randn_like", "native_dropout", "_to_dtype",
+    "_unsafe_index", "detach_", "resize_", "set_", "split_copy", "unsqueeze_copy", "squeeze_copy", "view_copy",
+    "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin", "max_pool2d_with_indices_backward_indices",
+})
+
+# FLOP per output element of elementwise ops.
+_ELEMENTWISE: dict[str, float] = {
+    **dict.fromkeys(["add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "neg", "relu", "relu_",
+                     "threshold_backward", "clamp", "clamp_min", "clamp_max", "maximum", "minimum", "abs", "sign",
+                     "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "bitwise_and", "le_scalar",
+                     "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "reciprocal", "square",
+                     "native_dropout_backward", "masked_scale", "sign_", "floor", "ceil", "round", "fmod", "remainder",
+                     "mul_scalar", "addcmul", "addcdiv", "lerp", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
+                     "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not"], 1.0),
+    **dict.fromkeys(["sigmoid", "tanh", "exp", "log", "sigmoid_backward", "tanh_backward", "softplus", "elu",
+                     "silu", "gelu", "log1p", "expm1", "erf", "sin", "cos", "silu_backward", "gelu_backward",
+                     "elu_backward", "softplus_backward", "sigmoid_", "tanh_", "exp_", "log_sigmoid_forward",
+                     "log_sigmoid_backward", "hardswish", "hardsigmoid", "mish"], 4.0),
+}
+
+# FLOP per *input* element of reductions.
+_REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
+                         "std", "var_mean", "std_mean", "any", "all", "logsumexp", "count_nonzero", "cumsum"})
+
+
+def _numel(x: Any) -> int:
+    return int(x.numel()) if isinstance(x, torch.Tensor) else 0
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(int(s) for s in x.shape)
+
+
+def _conv_flops(x: Any, w: Any, out: Any, groups: int) -> float:
+    # 2 * N * Cout * prod(out spatial) * (Cin / groups) * prod(kernel spatial)
+    cin_per_group = _shape(w)[1]
+    kernel = math.prod(_shape(w)[2:])
+    return 2.0 * _numel(out) * cin_per_group * kernel
+
+
+def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float | None:
+    """FLOP of one aten op, or ``None`` if no rule knows ``name``.
+
+    Args:
+        name (str): the aten op name without overload, e.g. ``"convolution"``.
+        args (tuple): the op's positional arguments (fake or real tensors and scalars).
+        kwargs (dict): its keyword arguments.
+        outputs (list): its output tensors, flattened (``None`` for non-tensors).
+
+    Examples:
+        >>> a, b = torch.zeros(8, 16), torch.zeros(16, 4)
+        >>> op_flops("mm", (a, b), {}, [torch.zeros(8, 4)])
+        1024.0
+    """
+    out = next((o for o in outputs if isinstance(o, torch.Tensor)), None)
+    out_numel = sum(_numel(o) for o in outputs)
+    if name in ("mm", "matmul"):
+        m, k = _shape(args[0])[-2:]
+        n = _shape(args[1])[-1]
+        batch = math.prod(_shape(out)[:-2]) if out is not None and out.dim() > 2 else 1
+        return 2.0 * batch * m * k * n
+    if name == "addmm":  # bias + a @ b
+        m, k = _shape(args[1])
+        n = _shape(args[2])[1]
+        return 2.0 * m * k * n + m * n
+    if name in ("bmm", "baddbmm"):
+        a, b = (args[0], args[1]) if name == "bmm" else (args[1], args[2])
+        bsz, m, k = _shape(a)
+        n = _shape(b)[-1]
+        return 2.0 * bsz * m * k * n + (bsz * m * n if name == "baddbmm" else 0)
+    if name == "addbmm":
+        bsz, m, k = _shape(args[1])
+        return 2.0 * bsz * m * k * _shape(args[2])[-1]
+    if name in ("convolution", "_convolution", "conv2d", "conv1d", "cudnn_convolution"):
+        groups = int(args[8]) if len(args) > 8 else int(kwargs.get("groups", 1))
+        flops = _conv_flops(args[0], args[1], out, groups)
+        if len(args) > 2 and isinstance(args[2], torch.Tensor):
+            flops += _numel(out)
+        return flops
+    if name == "convolution_backward":
+        grad_out, x, w = args[0], args[1], args[2]
+        groups = int(args[9]) if len(args) > 9 else 1
+        mask = args[10] if len(args) > 10 else [True, True, True]
+        one = _conv_flops(x, w, grad_out, groups)
+        return one * bool(mask[0]) + one * bool(mask[1]) + _numel(grad_out) * bool(mask[2])
+    if name in ("avg_pool2d", "max_pool2d_with_indices", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
+                "avg_pool1d", "max_pool1d", "max_pool2d", "avg_pool3d", "max_pool3d_with_indices"):
+        kernel = args[1] if name.endswith("backward") is False else args[2]
+        try:
+            k = math.prod(int(s) for s in kernel) if len(kernel) > 1 else int(kernel[0]) ** 2
+        except TypeError:
+            k = 9
+        ref = args[0] if not name.endswith("backward") else args[1]
+        count = _numel(out) if not name.endswith("backward") else _numel(ref)
+        return float(count * k)
+    if name in ("_adaptive_avg_pool2d", "adaptive_avg_pool2d", "mean_dim", "_adaptive_avg_pool2d_backward"):
+        return float(_numel(args[0] if name.endswith("backward") is False else args[1]))
+    if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+                "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm", "batch_norm",
+                "layer_norm"):
+        return 5.0 * _numel(args[0])
+    if name in ("native_batch_norm_backward", "native_layer_norm_backward", "native_group_norm_backward"):
+        return 8.0 * _numel(args[0])
+    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax"):
+        return 5.0 * _numel(args[0])
+    if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
+        return 3.0 * _numel(args[0])
+    if name in ("nll_loss_forward", "nll_loss2d_forward"):
+        return float(_shape(args[0])[0] if args[0].dim() > 1 else 1)
+    if name in ("nll_loss_backward", "nll_loss2d_backward"):
+        return float(_numel(args[1]))
+    if name in ("embedding_dense_backward", "embedding_backward"):
+        return float(_numel(args[0]))
+    if name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+                "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention"):
+        q, k = args[0], args[1]
+        *batch, lq, d = _shape(q)
+        lk = _shape(k)[-2]
+        return 4.0 * math.prod(batch) * lq * lk * d + 5.0 * math.prod(batch) * lq * lk
+    if name in ("_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
+                "_scaled_dot_product_flash_attention_for_cpu_backward"):
+        q, k = args[1], args[2]
+        *batch, lq, d = _shape(q)
+        lk = _shape(k)[-2]
+        return 8.0 * math.prod(batch) * lq * lk * d + 10.0 * math.prod(batch) * lq * lk
+    if name in _ELEMENTWISE:
+        return _ELEMENTWISE[name] * out_numel
+    if name in _REDUCTIONS:
+        return float(_numel(args[0]))
+    if name in FREE_OPS or name in VIEW_OPS:
+        return 0.0
+    return None

@@ -1,0 +1,243 @@
+"""Training graphs from PyTorch modules: ``from_module(module, example_inputs) -> OpGraph``.
+
+The training step (forward, loss, backward) is recorded op by op (:mod:`gnplace.importers.trace`),
+then turned into an :class:`~gnplace.graph.OpGraph`:
+
+* view-like ops (views, reshapes, transposes, detach, split outputs) are folded into the op that
+  produced the data; ops that nothing of the step needs are dropped;
+* FLOP per op come from :func:`~gnplace.importers.flops.op_flops`; an op type with no rule is
+  counted at one FLOP per output element and listed once in a warning;
+* output bytes from dtype and shape; edges carry the bytes of the tensor they pass;
+* each user input becomes an ``input`` op; each trainable parameter gets one ``update`` op (the
+  optimizer's update, fed by the parameter's gradient) that holds the parameter and its optimizer
+  state (``param_bytes`` = parameter bytes x state factor: SGD 1, momentum 2, Adam 3; FLOP per
+  element: 2, 4 and 10, Paleo's and the spec's figures);
+* the colocation group of an op is the module call that ran it (gradient ops inherit it from their
+  forward op through autograd), the update op joins the group of the parameter's first consumer;
+  a parameter used by several groups (shared RNN weights, tied embeddings) is served to the others
+  by a ``read`` op in its home group, so that using it elsewhere costs a transfer of its bytes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten
+
+from gnplace.exceptions import UnsupportedGraph
+from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
+from gnplace.importers.flops import VIEW_OPS, op_flops
+from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
+
+__all__ = ["from_module", "trace_to_graph", "OPTIMIZERS"]
+
+#: Optimizer name -> (state factor: resident bytes per parameter byte, FLOP per parameter element).
+OPTIMIZERS: dict[str, tuple[int, float]] = {"sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0)}
+
+
+def from_module(
+    module: torch.nn.Module,
+    example_inputs: tuple[Any, ...],
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: str = "sgd",
+    name: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> OpGraph:
+    """The training graph of one step of ``module`` on ``example_inputs``.
+
+    Args:
+        module (torch.nn.Module): the model.
+        example_inputs (tuple): positional inputs of its forward; their shapes set the batch.
+        loss (callable, optional): maps the module's output to a scalar loss (default: the module
+            returns its loss).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        name (str, optional): graph name (default: the module's class name).
+        meta (dict, optional): facts to store with the graph.
+
+    Raises:
+        UnsupportedGraph: if the step cannot be traced (the message names the failing op).
+        ValueError: for an unknown optimizer.
+
+    Examples:
+        >>> import torch
+        >>> class Net(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.fc = torch.nn.Linear(4, 2)
+        ...     def forward(self, x):
+        ...         return self.fc(x).square().mean()
+        >>> g = from_module(Net(), (torch.zeros(8, 4),))
+        >>> "addmm" in g.op_types, int((g.phase == 2).sum()), g.num_groups
+        (True, 2, 2)
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+    trace = record_training_step(module, tuple(example_inputs), loss)
+    return trace_to_graph(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta)
+
+
+def _tensor_bytes(t: Any) -> int:
+    if not isinstance(t, torch.Tensor):
+        return 0
+    return int(t.numel()) * int(t.element_size())
+
+
+def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None) -> OpGraph:
+    """Turn a recorded training step into an :class:`OpGraph` (see the module docstring)."""
+    state_factor, update_flops = OPTIMIZERS[optimizer]
+    ops = trace.ops
+    # ---- fold views: each op output resolves to the Ref of the data it shows
+    resolved: dict[tuple[int, int], Ref] = {}
+
+    def resolve(ref: Ref) -> Ref:
+        if ref.kind != "op":
+            return ref
+        return resolved.get((ref.index, ref.output), ref)
+
+    is_view = [op.name in VIEW_OPS for op in ops]
+    for i, op in enumerate(ops):
+        if is_view[i]:
+            sources = [r for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)]
+            src = resolve(sources[0]) if sources else Ref("op", i, 0)
+            for k in range(len(op.outputs)):
+                resolved[(i, k)] = src
+    # ---- keep the ops the loss and the gradients need
+    needed = np.zeros(len(ops), dtype=bool)
+    roots = [resolve(trace.loss)] + [resolve(r) for r in trace.grads.values() if r is not None]
+    stack = [r.index for r in roots if r.kind == "op"]
+    inputs_of: list[list[Ref]] = []
+    for i, op in enumerate(ops):
+        inputs_of.append([resolve(r) for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)])
+    while stack:
+        i = stack.pop()
+        if needed[i]:
+            continue
+        needed[i] = True
+        stack.extend(r.index for r in inputs_of[i] if r.kind == "op" and not needed[r.index])
+    keep = [i for i in range(len(ops)) if needed[i] and not is_view[i]]
+    # ---- nodes
+    names: list[str] = []
+    op_types: list[str] = []
+    phase: list[int] = []
+    flops: list[float] = []
+    out_bytes: list[int] = []
+    param_bytes: list[int] = []
+    modules: list[str] = []
+    calls: list[tuple[str, int]] = []
+    node_of_op: dict[int, int] = {}
+    unknown: set[str] = set()
+    counters: dict[str, int] = {}
+
+    def add_node(label: str, kind: str, ph: int, fl: float, ob: int, pb: int, module: str, call: tuple[str, int]) -> int:
+        count = counters.get(label, 0)
+        counters[label] = count + 1
+        names.append(label if count == 0 else f"{label}_{count}")
+        op_types.append(kind)
+        phase.append(ph)
+        flops.append(float(fl))
+        out_bytes.append(int(ob))
+        param_bytes.append(int(pb))
+        modules.append(module)
+        calls.append(call)
+        return len(names) - 1
+
+    first_call: dict[str, tuple[str, int]] = {}
+    input_nodes: dict[str, int] = {}
+    for i in keep:
+        op = ops[i]
+        fl = op_flops(op.name, *_concrete_args(op, trace), op.outputs)
+        if fl is None:
+            unknown.add(op.name)
+            fl = float(sum(int(o.numel()) for o in op.outputs if isinstance(o, torch.Tensor)))
+        path, _ = op.call
+        prefix = ("grad/" if op.backward else "") + (path or "root")
+        node_of_op[i] = add_node(f"{prefix}/{op.name}", op.name, BACKWARD if op.backward else FORWARD, fl,
+                                 sum(_tensor_bytes(o) for o in op.outputs), 0, path, op.call)
+    for r in [r for i in keep for r in inputs_of[i]]:
+        if r.kind == "input" and r.name not in input_nodes:
+            x = trace.inputs[int(r.name)]
+            input_nodes[r.name] = add_node(f"input/{r.name}", "input", FORWARD, 0.0, _tensor_bytes(x), 0, "", ("", 0))
+    # ---- edges (merged per producer/consumer pair, bytes of the largest tensor passed)
+    edge_bytes: dict[tuple[int, int], int] = {}
+    param_users: dict[str, list[int]] = {}
+    for i in keep:
+        v = node_of_op[i]
+        for r in inputs_of[i]:
+            if r.kind == "op":
+                if r.index not in node_of_op:
+                    continue
+                u = node_of_op[r.index]
+                b = _tensor_bytes(ops[r.index].outputs[r.output])
+            elif r.kind == "input":
+                u = input_nodes[r.name]
+                b = out_bytes[u]
+            elif r.kind == "param":
+                param_users.setdefault(r.name, [])
+                if v not in param_users[r.name]:
+                    param_users[r.name].append(v)
+                continue
+            else:
+                continue
+            if u != v:
+                edge_bytes[(u, v)] = max(edge_bytes.get((u, v), 0), b)
+    # input ops belong to the call of their first consumer
+    for key, u in input_nodes.items():
+        consumers = sorted(v for (a, v) in edge_bytes if a == u)
+        if consumers:
+            calls[u] = calls[consumers[0]]
+    # ---- update ops, and read ops for parameters shared across groups
+    for pname, p in trace.params.items():
+        pbytes = int(p.numel()) * int(p.element_size())
+        users = param_users.get(pname, [])
+        forward_users = [v for v in users if phase[v] == FORWARD] or users
+        home = calls[min(forward_users)] if forward_users else ("", 0)
+        module_path = pname.rsplit(".", 1)[0] if "." in pname else ""
+        up = add_node(f"update/{pname}", f"{optimizer}_update", UPDATE, update_flops * p.numel(), 0,
+                      pbytes * state_factor, module_path, home)
+        grad = trace.grads.get(pname)
+        if grad is not None:
+            g = resolve(grad)
+            if g.kind == "op" and g.index in node_of_op:
+                u = node_of_op[g.index]
+                edge_bytes[(u, up)] = max(edge_bytes.get((u, up), 0), min(pbytes, out_bytes[u]))
+        away = [v for v in users if calls[v] != home]
+        if away:
+            rd = add_node(f"read/{pname}", "read", FORWARD, 0.0, pbytes, 0, module_path, home)
+            for v in away:
+                edge_bytes[(rd, v)] = pbytes
+    if unknown:
+        warnings.warn(
+            f"FLOP rules do not know {len(unknown)} op types, counted at 1 FLOP per output element: "
+            f"{', '.join(sorted(unknown))}",
+            stacklevel=3,
+        )
+    call_ids: dict[tuple[str, int], int] = {}
+    group = [call_ids.setdefault(c, len(call_ids)) for c in calls]
+    pairs = sorted(edge_bytes)
+    return OpGraph(
+        names, pairs, flops=flops, out_bytes=out_bytes, param_bytes=param_bytes,
+        edge_bytes=[edge_bytes[p] for p in pairs], op_types=op_types, phase=phase, group=group, module=modules,
+        name=name, meta=meta or {},
+    )
+
+
+def _concrete_args(op: Any, trace: TrainingTrace) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The op's arguments with every :class:`Ref` replaced by the (fake or real) tensor it names."""
+    from torch.utils._pytree import tree_map
+
+    def value(x: Any) -> Any:
+        if not isinstance(x, Ref):
+            return x
+        if x.kind == "op":
+            return trace.ops[x.index].outputs[x.output]
+        if x.kind == "param":
+            return trace.params[x.name]
+        if x.kind == "buffer":
+            return trace.buffers[x.name]
+        return trace.inputs[int(x.name)]
+
+    return tree_map(value, op.args), tree_map(value, op.kwargs)

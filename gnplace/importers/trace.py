@@ -1,0 +1,259 @@
+"""Record one training step (forward, loss, backward) of a PyTorch module as a list of aten ops.
+
+The recorder is a ``TorchDispatchMode`` under ``FakeTensorMode``: no real compute happens, so a
+large model records in seconds, and every op comes with the shapes and dtypes of its tensors.
+Module pre/post-forward hooks keep a stack of module *calls*; each forward op is tagged with the
+innermost call that ran it, and the post-forward hook tags every autograd node created inside the
+call (``Node.metadata``). During the backward pass ``torch._C._current_autograd_node()`` names the
+autograd node being run, so every gradient op inherits the call of its forward op: that is the
+colocation group (a module call, so that an RNN cell called at 35 time steps gives 35 groups).
+
+The record is executable: :meth:`TrainingTrace.replay` runs the recorded ops on real tensors, and
+the tests check it reproduces eager gradients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from gnplace.exceptions import UnsupportedGraph
+
+__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step"]
+
+CallKey = tuple[str, int]  # (module path, how many times that module was called before)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a tensor came from: ``kind`` is ``"op"`` (``index``: op, ``output``: which output),
+    ``"param"``, ``"buffer"`` or ``"input"`` (``name``)."""
+
+    kind: str
+    index: int = -1
+    output: int = 0
+    name: str = ""
+
+
+@dataclass
+class TracedOp:
+    """One recorded aten op.
+
+    Attributes:
+        func: the aten overload called.
+        args, kwargs: its arguments, tensors replaced by :class:`Ref`.
+        outputs: the fake output tensors, flattened (``None`` for non-tensor outputs).
+        call: the module call that owns the op (its colocation group).
+        backward: whether it ran in the backward pass.
+    """
+
+    func: Any
+    args: Any
+    kwargs: Any
+    outputs: list[Any]
+    call: CallKey
+    backward: bool
+
+    @property
+    def name(self) -> str:
+        """The op's short name, e.g. ``"convolution"`` or ``"add_"``."""
+        return str(self.func._opname)
+
+
+@dataclass
+class TrainingTrace:
+    """Every aten op of one training step, with where each of their tensors came from.
+
+    Attributes:
+        ops: the ops in execution order.
+        params: trainable parameters by name (the real tensors of the module).
+        buffers: buffers by name.
+        inputs: the example inputs (real tensors).
+        loss: :class:`Ref` of the loss.
+        grads: :class:`Ref` of each parameter's gradient (``None`` for a parameter the loss does not use).
+        module_calls: how many times each module path was called.
+    """
+
+    ops: list[TracedOp]
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    inputs: list[torch.Tensor]
+    loss: Ref
+    grads: dict[str, Ref | None]
+    module_calls: dict[str, int] = field(default_factory=dict)
+
+    def replay(
+        self, params: dict[str, torch.Tensor] | None = None, inputs: list[torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+        """Run the recorded ops on real tensors; returns the loss and each parameter's gradient."""
+        params = params if params is not None else {k: v.detach() for k, v in self.params.items()}
+        inputs = inputs if inputs is not None else self.inputs
+        values: list[list[Any]] = []
+
+        def resolve(x: Any) -> Any:
+            if isinstance(x, Ref):
+                if x.kind == "op":
+                    return values[x.index][x.output]
+                if x.kind == "param":
+                    return params[x.name]
+                if x.kind == "buffer":
+                    return self.buffers[x.name].clone()
+                return inputs[int(x.name)]
+            return x
+
+        with torch.no_grad():
+            for op in self.ops:
+                out = op.func(*tree_map(resolve, op.args), **tree_map(resolve, op.kwargs))
+                flat, _ = tree_flatten(out)
+                values.append(flat)
+        loss = resolve(self.loss)
+        return loss, {k: (resolve(r) if r is not None else None) for k, r in self.grads.items()}
+
+
+_SKIP_NAMESPACES = ("prim",)
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self, origin: dict[int, Ref], keep: list[Any], call_stack: list[CallKey]) -> None:
+        super().__init__()
+        self.origin = origin
+        self.keep = keep
+        self.call_stack = call_stack
+        self.ops: list[TracedOp] = []
+        self.current: str = ""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        self.current = str(func)
+        out = func(*args, **kwargs)
+        if func.namespace in _SKIP_NAMESPACES:
+            return out
+        node = torch._C._current_autograd_node()
+        if node is not None:
+            call = node.metadata.get("gnplace_call", ("", 0))
+        else:
+            call = self.call_stack[-1]
+
+        def to_ref(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                ref = self.origin.get(id(x))
+                if ref is None:  # a tensor made outside the step (a constant): keep it by value
+                    return x
+                return ref
+            return x
+
+        index = len(self.ops)
+        arg_refs, kwarg_refs = tree_map(to_ref, args), tree_map(to_ref, kwargs)  # before in-place outputs re-map
+        flat, _ = tree_flatten(out)
+        outputs: list[Any] = []
+        for k, t in enumerate(flat):
+            if isinstance(t, torch.Tensor):
+                self.origin[id(t)] = Ref("op", index, k)
+                self.keep.append(t)
+                outputs.append(t)
+            else:
+                outputs.append(None)
+        self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None))
+        return out
+
+
+def record_training_step(
+    module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
+) -> TrainingTrace:
+    """Record forward, loss and backward of one training step of ``module`` on ``example_inputs``.
+
+    Args:
+        module (torch.nn.Module): the model; its trainable parameters get gradients.
+        example_inputs (tuple): positional inputs of ``module.forward``.
+        loss (callable, optional): maps the module's output to a scalar loss (default: the module
+            returns the loss, a scalar tensor or a tuple whose first item is one).
+
+    Raises:
+        UnsupportedGraph: if the step cannot be run or traced; the message names the failing op.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    params = {k: p for k, p in module.named_parameters() if p.requires_grad}
+    buffers = dict(module.named_buffers())
+    inputs = [x for x in example_inputs]
+    origin: dict[int, Ref] = {}
+    keep: list[Any] = []
+    call_stack: list[CallKey] = [("", 0)]
+    calls: dict[str, int] = {}
+    paths = {id(m): name for name, m in module.named_modules()}
+
+    def pre_hook(mod: torch.nn.Module, _args: Any) -> None:
+        path = paths.get(id(mod), type(mod).__name__)
+        calls[path] = calls.get(path, -1) + 1
+        call_stack.append((path, calls[path]))
+
+    def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
+        tag = call_stack.pop()
+        _tag_autograd_nodes(output, tag)
+
+    handles = []
+    for mod in module.modules():
+        handles.append(mod.register_forward_pre_hook(pre_hook))
+        handles.append(mod.register_forward_hook(post_hook))
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    recorder = _Recorder(origin, keep, call_stack)
+    try:
+        with fake_mode:
+            fake_params = {}
+            for k, p in params.items():
+                fp = fake_mode.from_tensor(p.detach()).requires_grad_(True)
+                fake_params[k] = fp
+                origin[id(fp)] = Ref("param", name=k)
+            fake_buffers = {}
+            for k, b in buffers.items():
+                fb = fake_mode.from_tensor(b)
+                fake_buffers[k] = fb
+                origin[id(fb)] = Ref("buffer", name=k)
+            fake_inputs = []
+            for i, x in enumerate(inputs):
+                fx = fake_mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
+                if isinstance(fx, torch.Tensor):
+                    origin[id(fx)] = Ref("input", name=str(i))
+                fake_inputs.append(fx)
+            with recorder:
+                output = torch.func.functional_call(module, {**fake_params, **fake_buffers}, tuple(fake_inputs))
+                value = loss(output) if loss is not None else output
+                if isinstance(value, (tuple, list)):
+                    value = value[0]
+                if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                    raise UnsupportedGraph(
+                        f"{type(module).__name__} must return a scalar loss, or pass loss= to map its output to one"
+                    )
+                _tag_autograd_nodes(value, ("", 0))
+                wanted = [k for k, p in fake_params.items()]
+                grads = torch.autograd.grad(value, [fake_params[k] for k in wanted], allow_unused=True)
+    except UnsupportedGraph:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
+        where = f" at op {recorder.current}" if recorder.current else ""
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UnsupportedGraph(f"cannot trace a training step of {type(module).__name__}{where}: {first_line}") from err
+    finally:
+        for h in handles:
+            h.remove()
+    loss_ref = origin.get(id(value))
+    if loss_ref is None:
+        raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
+    grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
+    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, dict((k, v + 1) for k, v in calls.items()))
+
+
+def _tag_autograd_nodes(output: Any, tag: CallKey) -> None:
+    """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``."""
+    flat, _ = tree_flatten(output)
+    todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while todo:
+        node = todo.pop()
+        if node is None or "gnplace_call" in node.metadata:
+            continue
+        node.metadata["gnplace_call"] = tag
+        todo.extend(f for f, _ in node.next_functions if f is not None)

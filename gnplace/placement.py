@@ -1,0 +1,163 @@
+"""``Placement``: the device of every op of a graph, and its file format.
+
+A placement file is JSON::
+
+    {"format": "gnplace-placement", "version": 1, "graph": "<graph name>", "cluster": "<cluster name>",
+     "placer": "m_etf", "placement": {"<op name>": "<device name>", ...},
+     "predicted": {"step_time_s": ..., "peak_memory_bytes": {...}, "oom": [...]}}
+
+``placement`` must name every op; ``predicted`` is informative (what the simulator said when the
+file was written) and optional.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidPlacement
+from gnplace.graph import OpGraph
+
+__all__ = ["Placement", "as_placement", "save_placement", "load_placement"]
+
+FORMAT = "gnplace-placement"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The device index of every op, for one cluster.
+
+    Args:
+        devices (np.ndarray): int64 device index of each op, ``[num_ops]``.
+        cluster (Cluster): the cluster the indices refer to.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> g, c = chain_graph(3), load_cluster("k80x2")
+        >>> p = Placement.from_groups(g, c, [0, 1, 1])
+        >>> p.devices.tolist(), p.device_names(g)["op2"]
+        ([0, 1, 1], 'gpu1')
+    """
+
+    devices: np.ndarray
+    cluster: Cluster
+
+    def __post_init__(self) -> None:
+        array = np.array(self.devices, dtype=np.int64, copy=True)
+        array.flags.writeable = False
+        object.__setattr__(self, "devices", array)
+
+    @classmethod
+    def from_groups(cls, graph: OpGraph, cluster: Cluster, group_devices: Any) -> Placement:
+        """Expand a device per colocation group (``[num_groups]``) to a device per op."""
+        per_group = np.asarray(group_devices, dtype=np.int64)
+        if per_group.shape != (graph.num_groups,):
+            raise InvalidPlacement(
+                f"group placement has shape {per_group.shape}, graph {graph.name!r} has {graph.num_groups} groups"
+            )
+        return cls(per_group[graph.group], cluster)
+
+    def device_names(self, graph: OpGraph) -> dict[str, str]:
+        """Mapping of op name to device name."""
+        names = self.cluster.device_names
+        return {op: names[d] for op, d in zip(graph.node_names, self.devices.tolist())}
+
+    def check(self, graph: OpGraph) -> None:
+        """Raise :class:`InvalidPlacement` unless this places every op of ``graph`` on a device."""
+        if self.devices.shape != (graph.num_ops,):
+            got = f"{self.devices.shape[0]} entries" if self.devices.ndim == 1 else f"shape {self.devices.shape}"
+            raise InvalidPlacement(f"placement has {got}, graph {graph.name!r} has {graph.num_ops} ops")
+        bad = np.flatnonzero((self.devices < 0) | (self.devices >= self.cluster.num_devices))
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidPlacement(
+                f"op {graph.node_names[i]!r} is placed on device {int(self.devices[i])}, "
+                f"but cluster {self.cluster.name!r} has devices 0..{self.cluster.num_devices - 1}"
+            )
+
+    def splits_groups(self, graph: OpGraph) -> bool:
+        """Whether some colocation group has ops on more than one device."""
+        first = np.full(graph.num_groups, -1, dtype=np.int64)
+        first[graph.group[::-1]] = self.devices[::-1]
+        return bool(np.any(first[graph.group] != self.devices))
+
+
+def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
+    """Coerce ``placement`` (a :class:`Placement`, device indices, or op name to device name) and check it."""
+    if isinstance(placement, Placement):
+        result = placement if placement.cluster is cluster else Placement(placement.devices, cluster)
+    elif isinstance(placement, dict):
+        result = _from_names(graph, cluster, placement, source="placement")
+    else:
+        result = Placement(np.asarray(placement), cluster)
+    result.check(graph)
+    return result
+
+
+def _from_names(graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str) -> Placement:
+    names = cluster.device_names
+    devices = np.full(graph.num_ops, -1, dtype=np.int64)
+    for op, device in mapping.items():
+        if op not in graph._name_index:
+            raise InvalidPlacement(f"{source}: op {op!r} is not in graph {graph.name!r}")
+        if device not in names:
+            raise InvalidPlacement(f"{source}: op {op!r} is placed on unknown device {device!r} (cluster has {', '.join(names)})")
+        devices[graph.index(op)] = names.index(device)
+    missing = np.flatnonzero(devices < 0)
+    if missing.size:
+        raise InvalidPlacement(
+            f"{source}: {missing.size} ops of graph {graph.name!r} have no device, e.g. {graph.node_names[int(missing[0])]!r}"
+        )
+    return Placement(devices, cluster)
+
+
+def save_placement(
+    path: str | os.PathLike[str],
+    graph: OpGraph,
+    placement: Placement,
+    *,
+    placer: str = "",
+    predicted: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``placement`` of ``graph`` as a JSON placement file (atomically)."""
+    path = Path(path)
+    data = {
+        "format": FORMAT,
+        "version": VERSION,
+        "graph": graph.name,
+        "cluster": placement.cluster.name,
+        "placer": placer,
+        "placement": placement.device_names(graph),
+        "predicted": predicted or {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluster) -> Placement:
+    """Read a placement file written by :func:`save_placement` for ``graph`` on ``cluster``.
+
+    Raises:
+        InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as err:
+        raise InvalidPlacement(f"{path}: no such placement file") from err
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InvalidPlacement(f"{path}: not a readable placement file ({err})") from err
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("placement"), dict):
+        raise InvalidPlacement(f"{path}: not a gnplace placement file (no 'format': {FORMAT!r} and 'placement' map)")
+    return _from_names(graph, cluster, data["placement"], source=str(path))

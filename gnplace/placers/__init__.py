@@ -1,0 +1,37 @@
+"""Placers: every way gnplace turns a graph and a cluster into a :class:`~gnplace.placement.Placement`.
+
+Each placer lives in its own module and is registered by name in :data:`PLACERS`, so that the
+command line and evaluation find them all the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnplace.exceptions import UnknownName
+from gnplace.placers.base import Placer, group_order
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.placers.single import SinglePlacer
+
+__all__ = ["PLACERS", "get_placer", "Placer", "group_order"]
+
+#: Placer classes by registry name.
+PLACERS: dict[str, type] = {
+    SinglePlacer.name: SinglePlacer,
+    RoundRobinPlacer.name: RoundRobinPlacer,
+}
+
+
+def get_placer(name: str, **options: Any) -> Placer:
+    """A new placer registered as ``name``, built with ``options``.
+
+    Raises:
+        UnknownName: if no placer is registered under ``name``; the message lists the choices.
+
+    Examples:
+        >>> get_placer("round_robin")
+        RoundRobinPlacer()
+    """
+    if name not in PLACERS:
+        raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(PLACERS))})")
+    return PLACERS[name](**options)  # type: ignore[no-any-return]

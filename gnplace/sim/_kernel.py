@@ -1,0 +1,396 @@
+"""The compiled event loop of the step simulator (numba).
+
+One call simulates one training step of one placed graph. Semantics (see ``simulator.py``):
+
+* Each device runs one op at a time; ready ops wait in a FIFO queue ordered by the time they
+  became ready (events are handled in time order, so arrival order is ready-time order; ties go by
+  event order, which is deterministic).
+* An op is ready when every input is on its device: local producers have ended, remote ones have
+  arrived by transfer.
+* When an op ends, its output is sent once per remote device that consumes it (``mode 0``: over
+  the link between the two devices, one transfer at a time per ordered pair) or once over the
+  sender's outbound channel to all remote consumers together (``mode 1``: Placeto's simulator).
+* After an op with non-zero cost a device waits ``op_gap`` seconds; after a transfer its link
+  waits ``xfer_gap`` seconds.
+* Memory: parameters are resident from the start; an op's output occupies its device from the
+  op's start until its last local consumer has ended and its last outgoing transfer is done; a
+  received copy occupies the receiver from the transfer's start until its last consumer there ends.
+
+The only priority queue is the global event heap (time, sequence number); queues of devices and
+links are FIFO linked lists held in integer arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+OP_END = 0
+XFER_END = 1
+
+
+@njit(cache=True, inline="always")
+def _push(ht, hs, hp, size, t, seq, payload):  # type: ignore[no-untyped-def]
+    i = size
+    ht[i] = t
+    hs[i] = seq
+    hp[i] = payload
+    while i > 0:
+        parent = (i - 1) >> 1
+        if ht[i] < ht[parent] or (ht[i] == ht[parent] and hs[i] < hs[parent]):
+            ht[i], ht[parent] = ht[parent], ht[i]
+            hs[i], hs[parent] = hs[parent], hs[i]
+            hp[i], hp[parent] = hp[parent], hp[i]
+            i = parent
+        else:
+            break
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _pop(ht, hs, hp, size):  # type: ignore[no-untyped-def]
+    t = ht[0]
+    payload = hp[0]
+    size -= 1
+    if size > 0:
+        ht[0] = ht[size]
+        hs[0] = hs[size]
+        hp[0] = hp[size]
+        i = 0
+        while True:
+            left = 2 * i + 1
+            if left >= size:
+                break
+            best = left
+            right = left + 1
+            if right < size and (ht[right] < ht[left] or (ht[right] == ht[left] and hs[right] < hs[left])):
+                best = right
+            if ht[best] < ht[i] or (ht[best] == ht[i] and hs[best] < hs[i]):
+                ht[i], ht[best] = ht[best], ht[i]
+                hs[i], hs[best] = hs[best], hs[i]
+                hp[i], hp[best] = hp[best], hp[i]
+                i = best
+            else:
+                break
+    return t, payload, size
+
+
+@njit(cache=True)
+def simulate_step(  # type: ignore[no-untyped-def]
+    placement,  # int64 [n] device of each op
+    cost,  # float64 [n, D] seconds of each op on each device
+    out_bytes,  # float64 [n] bytes each op writes
+    param_bytes,  # float64 [n] resident bytes of each op
+    out_ptr,  # int64 [n+1] CSR of consumers
+    out_dst,  # int64 [m]
+    out_eb,  # float64 [m] bytes of each out-edge
+    in_ptr,  # int64 [n+1] CSR of producers
+    in_src,  # int64 [m]
+    inv_bw,  # float64 [D, D] seconds per byte of each link (mode 0)
+    lat,  # float64 [D, D] seconds per transfer (mode 0)
+    mode,  # 0: per-pair links; 1: Placeto's sender channel
+    channel_inv_bw,  # seconds per byte of the sender channel (mode 1)
+    op_gap,  # seconds a device waits after an op of non-zero cost
+    xfer_gap,  # seconds a link or channel waits after a transfer
+):
+    n = placement.shape[0]
+    D = cost.shape[1]
+    # ---- outputs
+    op_start = np.zeros(n)
+    op_end = np.zeros(n)
+    busy = np.zeros(D)
+    mem = np.zeros(D)
+    peak = np.zeros(D)
+    # ---- state
+    pending = np.empty(n, np.int64)
+    local_uses = np.zeros(n, np.int64)
+    remote_uses = np.zeros(n * D, np.int64)
+    recv_bytes = np.empty(n * D)
+    stamp = np.full(D, -1, np.int64)
+    xcap = 0  # exact number of transfers this placement needs
+    for v in range(n):
+        pending[v] = in_ptr[v + 1] - in_ptr[v]
+        dv = placement[v]
+        mem[dv] += param_bytes[v]
+        sends = 0
+        for e in range(out_ptr[v], out_ptr[v + 1]):
+            dw = placement[out_dst[e]]
+            if dw == dv:
+                local_uses[v] += 1
+            else:
+                remote_uses[v * D + dw] += 1
+                if stamp[dw] != v:
+                    stamp[dw] = v
+                    sends += 1
+        xcap += sends if mode == 0 else min(sends, 1)
+    if xcap < 1:
+        xcap = 1
+    x_node = np.empty(xcap, np.int64)
+    x_src = np.empty(xcap, np.int64)
+    x_dst = np.empty(xcap, np.int64)  # -1: every remote consumer (mode 1)
+    x_bytes = np.empty(xcap)
+    x_start = np.empty(xcap)
+    x_end = np.empty(xcap)
+    x_next = np.empty(xcap, np.int64)
+    nx = 0
+    for k in range(D):
+        peak[k] = mem[k]
+    dq_head = np.full(D, -1, np.int64)
+    dq_tail = np.full(D, -1, np.int64)
+    dq_next = np.empty(n, np.int64)
+    dev_running = np.zeros(D, np.bool_)
+    dev_avail = np.zeros(D)
+    L = D * D if mode == 0 else D
+    lq_head = np.full(L, -1, np.int64)
+    lq_tail = np.full(L, -1, np.int64)
+    link_busy = np.zeros(L, np.bool_)
+    link_avail = np.zeros(L)
+    ecap = n + xcap + 1
+    ht = np.empty(ecap)
+    hs = np.empty(ecap, np.int64)
+    hp = np.empty(ecap, np.int64)
+    hsize = 0
+    seq = 0
+    acc = np.zeros(D)
+    cnt = np.zeros(D, np.int64)
+    done = 0
+    step = 0.0
+
+    # initial ready ops, in index order
+    for v in range(n):
+        if pending[v] == 0:
+            dv = placement[v]
+            dq_next[v] = -1
+            if dq_tail[dv] == -1:
+                dq_head[dv] = v
+            else:
+                dq_next[dq_tail[dv]] = v
+            dq_tail[dv] = v
+    now = 0.0
+    start_devices = np.ones(D, np.bool_)
+    start_links = np.zeros(L, np.bool_)
+    touched_devices = np.arange(D)
+    n_touched_devices = D
+    touched_links = np.empty(L, np.int64)
+    n_touched_links = 0
+    while True:
+        # ---- start work on idle devices and links touched by the last event
+        for ti in range(n_touched_devices):
+            k = touched_devices[ti]
+            if start_devices[k]:
+                start_devices[k] = False
+                if not dev_running[k] and dq_head[k] != -1:
+                    v = dq_head[k]
+                    dq_head[k] = dq_next[v]
+                    if dq_head[k] == -1:
+                        dq_tail[k] = -1
+                    s = now if now > dev_avail[k] else dev_avail[k]
+                    c = cost[v, k]
+                    op_start[v] = s
+                    op_end[v] = s + c
+                    busy[k] += c
+                    dev_running[k] = True
+                    mem[k] += out_bytes[v]
+                    if mem[k] > peak[k]:
+                        peak[k] = mem[k]
+                    hsize = _push(ht, hs, hp, hsize, s + c, seq, v * 2 + OP_END)
+                    seq += 1
+        n_touched_devices = 0
+        for ti in range(n_touched_links):
+            li = touched_links[ti]
+            if start_links[li]:
+                start_links[li] = False
+                if not link_busy[li] and lq_head[li] != -1:
+                    x = lq_head[li]
+                    lq_head[li] = x_next[x]
+                    if lq_head[li] == -1:
+                        lq_tail[li] = -1
+                    s = now if now > link_avail[li] else link_avail[li]
+                    if mode == 0:
+                        dur = lat[x_src[x], x_dst[x]] + x_bytes[x] * inv_bw[x_src[x], x_dst[x]]
+                    else:
+                        dur = x_bytes[x] * channel_inv_bw
+                    x_start[x] = s
+                    x_end[x] = s + dur
+                    link_busy[li] = True
+                    link_avail[li] = s + dur + xfer_gap
+                    u = x_node[x]
+                    if mode == 0:
+                        k = x_dst[x]
+                        recv_bytes[u * D + k] = x_bytes[x]
+                        mem[k] += x_bytes[x]
+                        if mem[k] > peak[k]:
+                            peak[k] = mem[k]
+                    else:
+                        for k in range(D):
+                            if remote_uses[u * D + k] > 0:
+                                recv_bytes[u * D + k] = x_bytes[x]
+                                mem[k] += x_bytes[x]
+                                if mem[k] > peak[k]:
+                                    peak[k] = mem[k]
+                    hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * 2 + XFER_END)
+                    seq += 1
+        n_touched_links = 0
+        if hsize == 0:
+            break
+        now, payload, hsize = _pop(ht, hs, hp, hsize)
+        kind = payload & 1
+        ident = payload >> 1
+        if kind == OP_END:
+            v = ident
+            dv = placement[v]
+            done += 1
+            if now > step:
+                step = now
+            dev_running[dv] = False
+            dev_avail[dv] = now + (op_gap if cost[v, dv] > 0.0 else 0.0)
+            start_devices[dv] = True
+            touched_devices[n_touched_devices] = dv
+            n_touched_devices += 1
+            # inputs no longer needed by v
+            for e in range(in_ptr[v], in_ptr[v + 1]):
+                u = in_src[e]
+                du = placement[u]
+                if du == dv:
+                    local_uses[u] -= 1
+                    if local_uses[u] == 0:
+                        mem[dv] -= out_bytes[u]
+                else:
+                    remote_uses[u * D + dv] -= 1
+                    if remote_uses[u * D + dv] == 0:
+                        mem[dv] -= recv_bytes[u * D + dv]
+            # outputs: local consumers become ready; remote devices get one transfer
+            for k in range(D):
+                acc[k] = 0.0
+                cnt[k] = 0
+            for e in range(out_ptr[v], out_ptr[v + 1]):
+                w = out_dst[e]
+                dw = placement[w]
+                if dw == dv:
+                    pending[w] -= 1
+                    if pending[w] == 0:
+                        dq_next[w] = -1
+                        if dq_tail[dw] == -1:
+                            dq_head[dw] = w
+                        else:
+                            dq_next[dq_tail[dw]] = w
+                        dq_tail[dw] = w
+                else:
+                    acc[dw] += out_eb[e]
+                    cnt[dw] += 1
+            if mode == 0:
+                for k in range(D):
+                    if cnt[k] > 0:
+                        x = nx
+                        nx += 1
+                        x_node[x] = v
+                        x_src[x] = dv
+                        x_dst[x] = k
+                        x_bytes[x] = acc[k] if acc[k] < out_bytes[v] else out_bytes[v]
+                        li = dv * D + k
+                        x_next[x] = -1
+                        if lq_tail[li] == -1:
+                            lq_head[li] = x
+                        else:
+                            x_next[lq_tail[li]] = x
+                        lq_tail[li] = x
+                        start_links[li] = True
+                        touched_links[n_touched_links] = li
+                        n_touched_links += 1
+                        local_uses[v] += 1
+            else:
+                largest = -1.0
+                for k in range(D):
+                    if cnt[k] > 0 and acc[k] > largest:
+                        largest = acc[k]
+                if largest >= 0.0:
+                    x = nx
+                    nx += 1
+                    x_node[x] = v
+                    x_src[x] = dv
+                    x_dst[x] = -1
+                    x_bytes[x] = largest if largest < out_bytes[v] else out_bytes[v]
+                    li = dv
+                    x_next[x] = -1
+                    if lq_tail[li] == -1:
+                        lq_head[li] = x
+                    else:
+                        x_next[lq_tail[li]] = x
+                    lq_tail[li] = x
+                    start_links[li] = True
+                    touched_links[n_touched_links] = li
+                    n_touched_links += 1
+                    local_uses[v] += 1
+            if local_uses[v] == 0:
+                mem[dv] -= out_bytes[v]
+        else:
+            x = ident
+            u = x_node[x]
+            du = x_src[x]
+            li = du * D + x_dst[x] if mode == 0 else du
+            link_busy[li] = False
+            start_links[li] = True
+            touched_links[n_touched_links] = li
+            n_touched_links += 1
+            local_uses[u] -= 1
+            if local_uses[u] == 0:
+                mem[du] -= out_bytes[u]
+            for e in range(out_ptr[u], out_ptr[u + 1]):
+                w = out_dst[e]
+                dw = placement[w]
+                if (mode == 0 and dw == x_dst[x]) or (mode == 1 and dw != du):
+                    pending[w] -= 1
+                    if pending[w] == 0:
+                        dq_next[w] = -1
+                        if dq_tail[dw] == -1:
+                            dq_head[dw] = w
+                        else:
+                            dq_next[dq_tail[dw]] = w
+                        dq_tail[dw] = w
+                        if not start_devices[dw]:
+                            start_devices[dw] = True
+                            touched_devices[n_touched_devices] = dw
+                            n_touched_devices += 1
+    if done != n:
+        step = -1.0
+    return step, busy, peak, op_start, op_end, nx, x_node, x_src, x_dst, x_bytes, x_start, x_end
+
+
+@njit(cache=True, parallel=True)
+def simulate_many(  # type: ignore[no-untyped-def]
+    placements, cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
+    inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap,
+):
+    """Simulate ``placements[b]`` for every row ``b``; returns step times ``[B]`` and peaks ``[B, D]``."""
+    B = placements.shape[0]
+    D = cost.shape[1]
+    steps = np.empty(B)
+    peaks = np.empty((B, D))
+    busies = np.empty((B, D))
+    for b in prange(B):
+        result = simulate_step(
+            placements[b], cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
+            inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap,
+        )
+        steps[b] = result[0]
+        busies[b] = result[1]
+        peaks[b] = result[2]
+    return steps, busies, peaks
+
+
+@njit(cache=True)
+def longest_path(order, weight, out_ptr, out_dst):  # type: ignore[no-untyped-def]
+    """Length of the heaviest path (sum of node weights) of a DAG given in topological ``order``."""
+    n = order.shape[0]
+    finish = np.zeros(n)
+    best = 0.0
+    for i in range(n):
+        v = order[i]
+        finish[v] += weight[v]
+        if finish[v] > best:
+            best = finish[v]
+        for e in range(out_ptr[v], out_ptr[v + 1]):
+            w = out_dst[e]
+            if finish[v] > finish[w]:
+                finish[w] = finish[v]
+    return best

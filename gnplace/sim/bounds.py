@@ -1,0 +1,106 @@
+"""Lower bounds on the step time of any placement of a graph on a cluster.
+
+Two bounds, each valid for every placement and schedule:
+
+* **critical path**: the heaviest path of the DAG with every op on its fastest device and
+  transfers free, :math:`\\max_{\\text{path}} \\sum_{v} \\min_k t(v, k)`.
+* **work**: the step cannot end before the devices have done all the work. With op times
+  :math:`t(v,k)` that differ by device, the tightest such bound is the fractional assignment LP
+  :math:`\\min T` s.t. :math:`\\sum_v x_{vk} t(v,k) \\le T`, :math:`\\sum_k x_{vk} = 1`; by LP
+  duality it equals :math:`\\max_{\\lambda \\in \\Delta} \\sum_v \\min_k \\lambda_k t(v,k)`, and
+  every :math:`\\lambda` on the simplex gives a valid bound. We take the best of a few candidates
+  and a projected super-gradient ascent. On identical devices it is total work over device count.
+
+The max of the two is "the bound".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.sim import _kernel
+from gnplace.sim.costmodel import op_times
+
+__all__ = ["Bound", "lower_bound", "critical_path", "work_bound"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """Lower bounds on step time, in seconds.
+
+    Attributes:
+        critical_path (float): heaviest path with ops on their fastest device, transfers free.
+        work (float): all work spread ideally over all devices.
+    """
+
+    critical_path: float
+    work: float
+
+    @property
+    def value(self) -> float:
+        """The bound: the larger of the two, in seconds."""
+        return max(self.critical_path, self.work)
+
+
+def critical_path(graph: OpGraph, times: np.ndarray) -> float:
+    """Seconds of the heaviest path with each op at ``times.min(axis=1)`` and free transfers."""
+    if graph.num_ops == 0:
+        return 0.0
+    ptr, dst, _ = graph.out_csr
+    return float(_kernel.longest_path(graph.topological_order(), times.min(axis=1), ptr, dst))
+
+
+def _project_simplex(x: np.ndarray) -> np.ndarray:
+    u = np.sort(x)[::-1]
+    css = np.cumsum(u) - 1.0
+    rho = np.flatnonzero(u - css / np.arange(1, x.shape[0] + 1) > 0)[-1]
+    return np.maximum(x - css[rho] / (rho + 1.0), 0.0)
+
+
+def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
+    """Seconds of the fractional-assignment (work) bound for op times ``[num_ops, num_devices]``."""
+    if times.size == 0:
+        return 0.0
+    d = times.shape[1]
+
+    def value(lam: np.ndarray) -> float:
+        return float((times * lam[None, :]).min(axis=1).sum())
+
+    speed = 1.0 / np.maximum(times.sum(axis=0), 1e-300)
+    candidates = [np.full(d, 1.0 / d), speed / speed.sum()]
+    best_lam = max(candidates, key=value)
+    best = value(best_lam)
+    lam = best_lam.copy()
+    scale = float(times.min(axis=1).sum()) or 1.0
+    for it in range(iterations):
+        weighted = times * lam[None, :]
+        choice = weighted.argmin(axis=1)
+        grad = np.bincount(choice, weights=times[np.arange(times.shape[0]), choice], minlength=d)
+        lam = _project_simplex(lam + (0.5 / (it + 1)) * grad / scale)
+        current = value(lam)
+        if current > best:
+            best, best_lam = current, lam.copy()
+    return best
+
+
+def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = None) -> Bound:
+    """Lower bounds on the step time of ``graph`` on ``cluster``, in seconds.
+
+    Args:
+        times (np.ndarray, optional): op times ``[num_ops, num_devices]`` to use, such as
+            ``Simulator.op_times(graph, cluster)`` (default: the cost model's).
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> b = lower_bound(chain_graph(4), load_cluster("k80x2"))
+        >>> b.value == b.critical_path > b.work  # a chain cannot run in parallel
+        True
+    """
+    if times is None:
+        times = op_times(graph, cluster)
+    return Bound(critical_path(graph, times), work_bound(times))

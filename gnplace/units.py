@@ -1,0 +1,121 @@
+"""Parse quantities with units, as people write them in cluster files.
+
+Numbers are SI throughout gnplace (bytes, seconds, FLOP/s, bytes/s); these helpers let a YAML file
+say ``12 GiB``, ``7.6 GB/s``, ``128 Gbit/s``, ``25 us`` or ``2.8 TFLOP/s`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation, localcontext
+
+__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops"]
+
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
+def _split(value: object, what: str) -> tuple[Decimal, str]:
+    # numbers are kept as exact decimals until the one final rounding to float, so that
+    # "25 us" is exactly 25e-6 and "4.1 MB" exactly 4.1e6 (4.1 * 1e6 and 25 * 1e-6 are not)
+    if isinstance(value, bool):
+        raise ValueError(f"expected {what}, got {value!r}")
+    if isinstance(value, (int, float)):
+        return Decimal(value), ""
+    if not isinstance(value, str):
+        raise ValueError(f"expected {what}, got {value!r}")
+    match = re.fullmatch(_NUMBER + r"\s*([A-Za-z/]*)", value.strip())
+    if match is None:
+        raise ValueError(f"expected {what}, got {value!r}")
+    try:
+        return Decimal(match.group(1)), match.group(2)
+    except InvalidOperation:  # an exponent beyond any float
+        raise ValueError(f"expected {what}, got {value!r}") from None
+
+
+def _times(number: Decimal, *factors: float | Decimal) -> float:
+    """``number`` times ``factors``, computed exactly and rounded to float once."""
+    if not number.is_finite() or abs(number.adjusted()) > 1000:  # nan, inf, 0 or inf as a float anyway
+        result = float(number)
+        for factor in factors:
+            result *= float(factor)
+        return result
+    with localcontext() as ctx:
+        ctx.prec = 80
+        for factor in factors:
+            number = number * Decimal(factor)
+        return float(number)
+
+
+def _scaled(number: Decimal, unit: str, bases: dict[str, float], what: str, raw: object) -> float:
+    for base, factor in sorted(bases.items(), key=lambda kv: -len(kv[0])):
+        if unit.endswith(base):
+            prefix = unit[: len(unit) - len(base)]
+            if prefix in _BINARY:
+                return _times(number, _BINARY[prefix], factor)
+            if prefix in _PREFIX:
+                return _times(number, _PREFIX[prefix], factor)
+    raise ValueError(f"expected {what}, got {raw!r} (unknown unit {unit!r})")
+
+
+def _finite(x: float, what: str, raw: object) -> float:
+    if not math.isfinite(x):
+        raise ValueError(f"expected {what}, got {raw!r}")
+    return x
+
+
+def parse_bytes(value: object) -> float:
+    """Parse a size in bytes: a number, or a string such as ``"12 GiB"`` or ``"512MB"``.
+
+    Examples:
+        >>> parse_bytes("2 KiB"), parse_bytes(1e9), parse_bytes("1.5GB")
+        (2048.0, 1000000000.0, 1500000000.0)
+    """
+    number, unit = _split(value, "a size such as 16e9 or '16 GiB'")
+    if unit in ("", "B"):
+        return _finite(_times(number), "a size", value)
+    return _finite(_scaled(number, unit, {"B": 1.0}, "a size such as '16 GiB'", value), "a size", value)
+
+
+def parse_seconds(value: object) -> float:
+    """Parse a duration in seconds: a number, or ``"25 us"``, ``"5.7us"``, ``"1 ms"``, ``"2 s"``.
+
+    Examples:
+        >>> parse_seconds("25 us"), parse_seconds("1ms"), parse_seconds(0.5)
+        (2.5e-05, 0.001, 0.5)
+    """
+    number, unit = _split(value, "a duration such as 2.5e-5 or '25 us'")
+    scale = {"": "1", "s": "1", "ms": "1e-3", "us": "1e-6", "ns": "1e-9"}
+    if unit not in scale:
+        raise ValueError(f"expected a duration such as '25 us', got {value!r} (unknown unit {unit!r})")
+    return _finite(_times(number, Decimal(scale[unit])), "a duration", value)
+
+
+def parse_rate(value: object) -> float:
+    """Parse a bandwidth in bytes per second: ``"7.6 GB/s"``, ``"128 Gbit/s"`` or a number.
+
+    Examples:
+        >>> parse_rate("128 Gbit/s"), parse_rate("7.6 GB/s"), parse_rate(1e9)
+        (16000000000.0, 7600000000.0, 1000000000.0)
+    """
+    number, unit = _split(value, "a bandwidth such as 16e9 or '16 GB/s'")
+    if unit in ("", "B/s"):
+        return _finite(_times(number), "a bandwidth", value)
+    bases = {"B/s": 1.0, "bit/s": 0.125, "bps": 0.125}
+    return _finite(_scaled(number, unit, bases, "a bandwidth such as '16 GB/s'", value), "a bandwidth", value)
+
+
+def parse_flops(value: object) -> float:
+    """Parse a compute rate in FLOP/s: ``"2.8 TFLOP/s"``, ``"289 GFLOPS"`` or a number.
+
+    Examples:
+        >>> parse_flops("2.8 TFLOP/s"), parse_flops("289GFLOPS")
+        (2800000000000.0, 289000000000.0)
+    """
+    number, unit = _split(value, "a compute rate such as 2.8e12 or '2.8 TFLOP/s'")
+    if unit in ("", "FLOP/s", "FLOPS"):
+        return _finite(_times(number), "a compute rate", value)
+    bases = {"FLOP/s": 1.0, "FLOPS": 1.0}
+    return _finite(_scaled(number, unit, bases, "a compute rate such as '2.8 TFLOP/s'", value), "a compute rate", value)

@@ -1,0 +1,58 @@
+"""Plots: the timeline (Gantt chart) of a simulated step."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gnplace.graph import PHASES, OpGraph
+from gnplace.sim.simulator import StepResult
+
+__all__ = ["plot_timeline"]
+
+_PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
+
+
+def plot_timeline(graph: OpGraph, result: StepResult, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """Draw a Gantt chart of ``result.timeline``: one row per device for ops (coloured by phase)
+    and one row per sending device for transfers; times in milliseconds. Writes ``path`` (PNG, PDF, SVG).
+
+    Raises:
+        ValueError: if ``result`` was simulated without ``timeline=True``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    timeline = result.timeline
+    if timeline is None:
+        raise ValueError("the step result has no timeline: simulate with timeline=True")
+    names = result.device_names
+    d = len(names)
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * 2 * d))
+    for phase_index, phase in enumerate(PHASES):
+        mask = graph.phase == phase_index
+        starts = timeline.op_start[mask] * 1e3
+        widths = (timeline.op_end[mask] - timeline.op_start[mask]) * 1e3
+        rows = 2 * timeline.op_device[mask]
+        ax.barh(rows, widths, left=starts, height=0.8, color=_PHASE_COLOURS[phase], linewidth=0)
+    if timeline.num_transfers:
+        ax.barh(
+            2 * timeline.xfer_src + 1, (timeline.xfer_end - timeline.xfer_start) * 1e3, left=timeline.xfer_start * 1e3,
+            height=0.6, color="#8C8C8C", linewidth=0,
+        )
+    ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
+    ax.set_yticklabels([f"{n}" for n in names] + [f"{n} send" for n in names])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title or f"{graph.name}: step {result.step_time * 1e3:.3f} ms")
+    handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()] + [Patch(color="#8C8C8C", label="transfer")]
+    ax.legend(handles=handles, loc="lower right", fontsize="small")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

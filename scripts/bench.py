@@ -1,0 +1,105 @@
+"""Benchmarks of gnplace's hot paths; figures quoted in README.md come from here.
+
+Usage::
+
+    python scripts/bench.py sim [--ops 2000] [--devices 4] [--repeat 300] [--batch 256] [--json]
+
+``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
+layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
+the topological order, uniformly random: the worst case, most transfers), in both simulator
+modes, plus the throughput of the batched call. Single evaluations run on one core (the kernel
+is serial); the batched call uses every core numba is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+
+from gnplace.cluster import Cluster, Device
+from gnplace.sim import Simulator
+from gnplace.toy import layered_graph
+
+
+def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    """Median wall seconds of ``fn()`` over ``repeat`` calls, after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def k80_cluster(num_devices: int) -> Cluster:
+    """``num_devices`` K80 GPUs on Placeto's channel (the k80x4 preset generalised)."""
+    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS
+
+    devices = [Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(num_devices)]
+    link = LINK_KINDS["placeto"]
+    return Cluster(devices, np.full((num_devices,) * 2, link["bandwidth"]), np.full((num_devices,) * 2, link["latency"]),
+                   name=f"k80x{num_devices}")
+
+
+def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Time single and batched simulator evaluations."""
+    graph = layered_graph(args.ops, seed=0)
+    cluster = k80_cluster(args.devices)
+    rng = np.random.default_rng(0)
+    order = graph.topological_order()
+    blocks = np.empty(graph.num_ops, dtype=np.int64)
+    blocks[order] = np.arange(graph.num_ops) * args.devices // graph.num_ops
+    placements = {
+        "one device": np.zeros(graph.num_ops, dtype=np.int64),
+        "blocks": blocks,
+        "random": rng.integers(0, args.devices, graph.num_ops),
+    }
+    rows = []
+    for mode in ("default", "placeto"):
+        sim = Simulator(mode)
+        for name, placement in placements.items():
+            seconds = median_seconds(lambda: sim.time(graph, cluster, placement), args.repeat)
+            rows.append(dict(mode=mode, placement=name, call="time", ms_per_eval=seconds * 1e3))
+        batch = rng.integers(0, args.devices, (args.batch, graph.num_ops))
+        seconds = median_seconds(lambda: sim.time_batch(graph, cluster, batch), max(3, args.repeat // 50))
+        rows.append(dict(mode=mode, placement=f"random x{args.batch}", call=f"time_batch ({numba.get_num_threads()} threads)",
+                         ms_per_eval=seconds * 1e3 / args.batch))
+    return rows
+
+
+def main() -> None:
+    """Parse arguments and run the chosen benchmark."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="bench", required=True)
+    sim = sub.add_parser("sim", help="simulator evaluations")
+    sim.add_argument("--ops", type=int, default=2000)
+    sim.add_argument("--devices", type=int, default=4)
+    sim.add_argument("--repeat", type=int, default=300)
+    sim.add_argument("--batch", type=int, default=256)
+    sim.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = bench_sim(args)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"simulator: {args.ops}-op layered graph on {args.devices} K80s (median)")
+    for col in ("mode", "placement", "call", "ms per evaluation"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["mode"], row["placement"], row["call"], f"{row['ms_per_eval']:.3f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Tests of the ``gnplace simulate`` command, run in-process and once as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnplace.cli import main
+from gnplace.cluster import load_cluster
+from gnplace.graph import OpGraph
+from gnplace.graph_io import graph_to_dict, load_graph, save_graph
+from gnplace.placement import Placement, save_placement
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, mlp_training_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+
+
+@pytest.fixture(autouse=True)
+def plain_console(monkeypatch):
+    """A wide console without colours, whatever the environment says."""
+    monkeypatch.setenv("COLUMNS", "200")
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def squash(text: str) -> str:
+    """``text`` without any whitespace, so that line wrapping does not matter."""
+    return "".join(text.split())
+
+
+@pytest.fixture()
+def graph_file(tmp_path) -> Path:
+    return save_graph(mlp_training_graph(layers=2, width=8, batch=4, branches=2), tmp_path / "mlp.gnpg")
+
+
+def run_ok(capsys, *args: str) -> str:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Traceback" not in err
+    return out
+
+
+def run_error(capsys, *args: str) -> str:
+    """Run a command that must fail on its input; return its one line of stderr."""
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gnplace: error: "), err
+    assert err.endswith("\n")
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------- success
+def test_table_output(capsys, graph_file):
+    out = run_ok(capsys, str(graph_file), "--cluster", "k80x4", "--placer", "round_robin")
+    assert squash("mlp2x2w8b4 (26 ops, 5 groups) on k80x4, placer round_robin, mode default") in squash(out)
+    assert "step time" in out and "bound" in out
+    for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):
+        assert squash(col) in squash(out)
+    for name in ("gpu0", "gpu1", "gpu2", "gpu3"):
+        assert name in out
+    assert "OUT OF MEMORY" not in out
+
+
+def test_json_output(capsys, graph_file):
+    out = run_ok(capsys, str(graph_file), "-c", "v100x8", "-p", "round_robin", "--json")
+    report = json.loads(out)
+    assert report["graph"] == "mlp2x2w8b4" and report["cluster"] == "v100x8"
+    assert report["placer"] == "round_robin" and report["mode"] == "default"
+    assert report["num_ops"] == 26 and report["num_groups"] == 5
+    assert report["step_time_s"] > 0 and report["bound_s"] > 0
+    assert report["step_time_s"] >= report["bound_s"] * (1 - 1e-9)
+    assert report["ratio_to_bound"] == pytest.approx(report["step_time_s"] / report["bound_s"])
+    assert report["bound_s"] == pytest.approx(max(report["critical_path_s"], report["work_bound_s"]))
+    assert report["oom"] is False
+    devices = report["devices"]
+    assert [d["name"] for d in devices] == [f"gpu{i}" for i in range(8)]
+    for d in devices:
+        assert set(d) == {"name", "busy_s", "utilisation", "peak_memory_bytes", "memory_capacity_bytes", "oom"}
+        assert 0 <= d["utilisation"] <= 1 + 1e-12
+        assert d["memory_capacity_bytes"] == 16 * 2**30
+    assert "timeline" not in report
+
+
+def test_default_placer_and_cluster(capsys, graph_file):
+    report = json.loads(run_ok(capsys, str(graph_file), "--json"))
+    assert report["placer"] == "single" and report["cluster"] == "k80x4"
+    busy = [d["busy_s"] for d in report["devices"]]
+    assert sum(b > 0 for b in busy) == 1  # everything on one device
+
+
+def test_placeto_mode(capsys, graph_file):
+    default = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "round_robin", "--json"))
+    placeto = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "round_robin", "--json", "--mode", "placeto"))
+    assert placeto["mode"] == "placeto"
+    assert placeto["step_time_s"] != default["step_time_s"]
+
+
+def test_json_graph_file(capsys, tmp_path):
+    path = save_graph(chain_graph(3), tmp_path / "chain.json")
+    report = json.loads(run_ok(capsys, str(path), "-c", "k80x2", "--json"))
+    assert report["graph"] == "chain3" and report["num_ops"] == 3
+
+
+def test_cluster_yaml_file(capsys, graph_file, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\ndevices: [{name: acc, count: 3, kind: p100}]\nlinks: {default: nvlink2}\n")
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", str(path), "-p", "round_robin", "--json"))
+    assert report["cluster"] == "mine"
+    assert [d["name"] for d in report["devices"]] == ["acc0", "acc1", "acc2"]
+
+
+def test_timeline_png(capsys, graph_file, tmp_path):
+    png = tmp_path / "out" / "step.png"
+    out = run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "round_robin", "--timeline", str(png))
+    assert squash(f"timeline written to {png}") in squash(out)
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
+
+
+def test_timeline_with_json(capsys, graph_file, tmp_path):
+    png = tmp_path / "step.png"
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "--timeline", str(png), "--json"))
+    assert report["timeline"] == str(png)
+    assert png.stat().st_size > 0
+
+
+def test_placement_file_as_placer(capsys, graph_file, tmp_path):
+    g = load_graph(graph_file)
+    c = load_cluster("k80x2")
+    placement = Placement.from_groups(g, c, [1, 0, 0, 1, 1])
+    path = save_placement(tmp_path / "mine.json", g, placement, placer="by_hand")
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(path), "--json"))
+    assert report["placer"] == "mine.json"
+    assert report["step_time_s"] == Simulator().time(g, c, placement).step_time
+    busy = Simulator().time(g, c, placement).busy_time.tolist()
+    assert [d["busy_s"] for d in report["devices"]] == busy
+
+
+def test_oom_shown_in_table(capsys, tmp_path):
+    g = OpGraph(["w"], param_bytes=[2 * 2**30], name="fat")
+    path = save_graph(g, tmp_path / "fat.gnpg")
+    out = run_ok(capsys, str(path), "-c", "tight4")
+    assert "OUT OF MEMORY" in out
+    report = json.loads(run_ok(capsys, str(path), "-c", "tight4", "--json"))
+    assert report["oom"] is True and report["devices"][0]["oom"] is True
+
+
+# ------------------------------------------------------------------------------- errors
+def test_missing_graph_file(capsys, tmp_path):
+    path = tmp_path / "absent.gnpg"
+    assert run_error(capsys, str(path)) == f"gnplace: error: {path}: no such graph file"
+
+
+@pytest.mark.parametrize("content", [b"\x1f\x8b\x08\x00garbage", b"{not json", b"\xff\xfe\x00\x00"], ids=["gzip", "json", "binary"])
+def test_corrupt_graph_file(capsys, tmp_path, content):
+    path = tmp_path / "bad.gnpg"
+    path.write_bytes(content)
+    line = run_error(capsys, str(path))
+    assert line.startswith(f"gnplace: error: {path}: not a readable gnplace graph file (corrupt or truncated: ")
+
+
+def test_corrupt_deflate_stream(capsys, tmp_path, graph_file):
+    raw = bytearray(graph_file.read_bytes())
+    for i in range(20, 60):
+        raw[i] ^= 0xFF
+    path = tmp_path / "flipped.gnpg"
+    path.write_bytes(bytes(raw))
+    assert "not a readable gnplace graph file" in run_error(capsys, str(path))
+
+
+def test_truncated_graph_file(capsys, tmp_path, graph_file):
+    path = tmp_path / "half.gnpg"
+    path.write_bytes(graph_file.read_bytes()[:100])
+    assert "corrupt or truncated" in run_error(capsys, str(path))
+
+
+def test_non_gnplace_json(capsys, tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text('{"hello": "world"}')
+    assert run_error(capsys, str(path)) == (
+        f"gnplace: error: {path}: not a gnplace graph file (no 'format': 'gnplace-opgraph' field)"
+    )
+
+
+def test_cyclic_graph_written_by_hand(capsys, tmp_path):
+    data = {
+        "format": "gnplace-opgraph", "version": 1, "name": "loop", "meta": {},
+        "nodes": {
+            "name": ["a", "b", "c"], "op_type": ["op"] * 3, "phase": ["forward"] * 3, "flops": [1.0] * 3,
+            "out_bytes": [4, 4, 4], "param_bytes": [0, 0, 0], "group": [0, 1, 2], "module": [""] * 3,
+        },
+        "edges": {"src": [0, 1, 2], "dst": [1, 2, 0], "bytes": [4, 4, 4]},
+        "cost_s": {},
+    }
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps(data, indent=2))
+    assert run_error(capsys, str(path)) == f"gnplace: error: {path}: graph 'loop' has a cycle: a -> b -> c -> a"
+
+
+def test_graph_file_with_wrong_version(capsys, tmp_path):
+    data = graph_to_dict(chain_graph(2))
+    data["version"] = 99
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(data))
+    assert "graph file version 99 is not supported" in run_error(capsys, str(path))
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("devices: [{name: g, kind: tpu}]\nlinks: {default: pcie3}\n", "devices[0].kind: unknown device kind 'tpu'"),
+        ("devices: [{name: g, kind: k80}\nlinks: {default: pcie3}\n", "not valid YAML at line 2, column 1"),
+        ("devices: [{name: g, kind: k80, memory: 12 parsecs}]\nlinks: {default: pcie3}\n", "devices[0].memory: "),
+        ("- just\n- a list\n", "expected a mapping, got list"),
+        ("devices: [{name: g, count: 2, kind: k80}]\nlinks: {default: pcie3, pairs: [{between: [g0, g1, g0], link: pcie2}]}\n",
+         "links.pairs[0].between: expected two device names"),
+    ],
+)
+def test_malformed_cluster_yaml(capsys, graph_file, tmp_path, text, problem):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    line = run_error(capsys, str(graph_file), "--cluster", str(path))
+    assert line.startswith(f"gnplace: error: {path}: {problem}"), line
+
+
+def test_binary_cluster_file(capsys, graph_file, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x80")
+    assert run_error(capsys, str(graph_file), "-c", str(path)).startswith(f"gnplace: error: {path}: not valid YAML")
+
+
+def test_missing_cluster_file(capsys, graph_file, tmp_path):
+    path = tmp_path / "absent.yaml"
+    assert run_error(capsys, str(graph_file), "-c", str(path)) == (
+        f"gnplace: error: {path}: cannot read cluster file (No such file or directory)"
+    )
+
+
+def test_unknown_cluster(capsys, graph_file):
+    assert run_error(capsys, str(graph_file), "--cluster", "k80x16") == (
+        "gnplace: error: unknown cluster 'k80x16': give a YAML file or one of cpu_gpu, k80x2, k80x4, tight4, v100x8"
+    )
+
+
+def test_unknown_placer(capsys, graph_file):
+    assert run_error(capsys, str(graph_file), "--placer", "m_etf_xyz") == (
+        "gnplace: error: unknown placer 'm_etf_xyz' (choose one of: round_robin, single)"
+    )
+
+
+def test_missing_placement_file(capsys, graph_file, tmp_path):
+    path = tmp_path / "absent.json"
+    assert run_error(capsys, str(graph_file), "-p", str(path)) == f"gnplace: error: {path}: no such placement file"
+
+
+def test_placement_file_for_the_wrong_graph(capsys, graph_file, tmp_path):
+    c = load_cluster("k80x2")
+    path = save_placement(tmp_path / "chain.json", chain_graph(3), Placement([0, 1, 0], c))
+    line = run_error(capsys, str(graph_file), "-c", "k80x2", "-p", str(path))
+    assert line == f"gnplace: error: {path}: op 'op0' is not in graph 'mlp2x2w8b4'"
+
+
+def test_placement_file_for_the_wrong_cluster(capsys, tmp_path):
+    g = chain_graph(3)
+    graph_path = save_graph(g, tmp_path / "chain.gnpg")
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 3, 2], load_cluster("k80x4")))
+    line = run_error(capsys, str(graph_path), "-c", "k80x2", "-p", str(path))
+    assert line == f"gnplace: error: {path}: op 'op1' is placed on unknown device 'gpu3' (cluster has gpu0, gpu1)"
+
+
+def test_placement_file_that_is_not_json(capsys, graph_file, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("gpu0 gpu1")
+    assert run_error(capsys, str(graph_file), "-p", str(path)).startswith(
+        f"gnplace: error: {path}: not a readable placement file ("
+    )
+
+
+def test_bad_option_is_an_argparse_error(capsys, graph_file):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", str(graph_file), "--mode", "fastest"])
+    assert info.value.code == 2
+    assert "invalid choice: 'fastest'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- subprocess
+def test_module_entry_point_smoke(tmp_path):
+    assert EXAMPLE.is_file(), f"{EXAMPLE} is missing: run scripts/make_datasets.py"
+    png = tmp_path / "step.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnplace.cli", "simulate", str(EXAMPLE), "--cluster", "k80x4", "--placer", "round_robin",
+         "--json", "--timeline", str(png)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["graph"] == "mlp2x8w2048b512" and report["num_ops"] == 98
+    assert report["step_time_s"] > 0 and len(report["devices"]) == 4
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_module_entry_point_error_exit_code(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnplace.cli", "simulate", str(tmp_path / "absent.gnpg")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == f"gnplace: error: {tmp_path / 'absent.gnpg'}: no such graph file\n"

@@ -1,0 +1,116 @@
+"""Tests of the ``single`` placer: everything on the fastest device that holds the graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import cluster_from_dict, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers.single import SinglePlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, fork_graph, mlp_training_graph
+
+GiB = 2**30
+
+
+def two_speeds():
+    """``slow`` (1 TFLOP/s, 16 GiB) first, then ``fast`` (10 TFLOP/s, 1 GiB)."""
+    return cluster_from_dict(
+        {
+            "name": "two_speeds",
+            "devices": [
+                {"name": "slow", "peak_flops": 1e12, "mem_bandwidth": 1e11, "memory": 16 * GiB},
+                {"name": "fast", "peak_flops": 10e12, "mem_bandwidth": 1e12, "memory": 1 * GiB},
+            ],
+            "links": {"default": "pcie3"},
+        }
+    )
+
+
+def heavy_chain(param_bytes: int) -> OpGraph:
+    return OpGraph(
+        ["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e10] * 3, out_bytes=[1000] * 3,
+        param_bytes=[param_bytes, 0, 0], name="heavy",
+    )
+
+
+def test_name_and_repr():
+    assert SinglePlacer.name == "single"
+    assert repr(SinglePlacer()) == "SinglePlacer()"
+
+
+def test_all_ops_on_one_device():
+    g = mlp_training_graph(layers=3, width=16, batch=8)
+    p = SinglePlacer().place(g, load_cluster("k80x4"))
+    assert isinstance(p, Placement)
+    assert p.devices.shape == (g.num_ops,)
+    assert len(set(p.devices.tolist())) == 1
+    assert not p.splits_groups(g)
+
+
+def test_picks_the_gpu_over_the_cpu():
+    p = SinglePlacer().place(chain_graph(3), load_cluster("cpu_gpu"))
+    assert p.devices.tolist() == [1, 1, 1]
+
+
+def test_picks_the_fastest_device_when_everything_fits():
+    c = two_speeds()
+    p = SinglePlacer().place(heavy_chain(0), c)
+    assert p.devices.tolist() == [1, 1, 1]
+    assert p.cluster is c
+
+
+def test_picks_the_fastest_device_that_fits():
+    p = SinglePlacer().place(heavy_chain(2 * GiB), two_speeds())
+    assert p.devices.tolist() == [0, 0, 0]  # fast device has 1 GiB only
+    assert not Simulator().time(heavy_chain(2 * GiB), two_speeds(), p).is_oom
+
+
+def test_falls_back_to_fastest_when_nothing_fits():
+    g = heavy_chain(64 * GiB)
+    c = two_speeds()
+    p = SinglePlacer().place(g, c)
+    assert p.devices.tolist() == [1, 1, 1]
+    assert Simulator().time(g, c, p).is_oom
+
+
+def test_is_the_best_single_device_by_simulation():
+    g, c = fork_graph(), load_cluster("cpu_gpu")
+    sim = Simulator()
+    times = [sim.time(g, c, [k] * g.num_ops).step_time for k in range(c.num_devices)]
+    p = SinglePlacer().place(g, c)
+    assert p.devices[0] == int(np.argmin(times))
+
+
+def test_deterministic_and_seed_unused():
+    g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("v100x8")
+    runs = [SinglePlacer().place(g, c, seed=s).devices.tolist() for s in (None, 0, 1, 12345)]
+    assert all(r == runs[0] for r in runs)
+
+
+def test_uses_the_given_simulator():
+    class Recording(Simulator):
+        calls = 0
+
+        def time_batch(self, graph, cluster, placements):
+            Recording.calls += 1
+            return super().time_batch(graph, cluster, placements)
+
+    sim = Recording()
+    placer = SinglePlacer(simulator=sim)
+    assert placer.simulator is sim
+    placer.place(chain_graph(3), load_cluster("k80x2"))
+    assert Recording.calls == 1
+
+
+def test_placeto_mode_simulator_also_works():
+    p = SinglePlacer(Simulator("placeto")).place(chain_graph(3), load_cluster("cpu_gpu"))
+    assert p.devices.tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("preset", ["k80x2", "k80x4", "tight4", "v100x8"])
+def test_identical_devices_choose_the_first(preset):
+    # equal scores: argmin takes the lowest index, a stable choice
+    assert SinglePlacer().place(chain_graph(4), load_cluster(preset)).devices.tolist() == [0, 0, 0, 0]

@@ -1,0 +1,51 @@
+"""Lower bounds on step time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.graph import OpGraph
+from gnplace.sim import Simulator, lower_bound
+from gnplace.sim.bounds import critical_path, work_bound
+from gnplace.toy import layered_graph
+
+
+def test_critical_path_takes_each_op_on_its_fastest_device():
+    g = OpGraph(["a", "b", "c", "d"], [(0, 1), (0, 2), (1, 3), (2, 3)])
+    times = np.array([[1.0, 2.0], [5.0, 3.0], [1.0, 1.0], [2.0, 4.0]])
+    assert critical_path(g, times) == pytest.approx(1 + 3 + 2)
+
+
+def test_work_bound_on_identical_devices_is_total_over_count():
+    times = np.repeat(np.array([[1.0], [2.0], [3.0]]), 3, axis=1)
+    assert work_bound(times) == pytest.approx(2.0)
+
+
+def test_work_bound_on_proportional_devices_is_total_over_total_speed():
+    # device 1 is three times faster on every op: ideal split finishes at W / (1 + 3) in device-0 units
+    base = np.array([4.0, 8.0, 12.0, 16.0])
+    times = np.stack([base, base / 3], axis=1)
+    assert work_bound(times) == pytest.approx(base.sum() / 4, rel=1e-3)
+    assert work_bound(times) <= base.sum() / 4 + 1e-12  # never above the LP optimum
+
+
+def test_work_bound_is_valid_for_any_assignment():
+    rng = np.random.default_rng(0)
+    times = rng.uniform(0.1, 1.0, size=(50, 3))
+    bound = work_bound(times)
+    for _ in range(200):
+        choice = rng.integers(0, 3, 50)
+        loads = np.bincount(choice, weights=times[np.arange(50), choice], minlength=3)
+        assert loads.max() >= bound - 1e-12
+
+
+def test_lower_bound_is_below_simulated_steps():
+    g = layered_graph(400, seed=5)
+    c = load_cluster("cpu_gpu")
+    sim = Simulator()
+    b = lower_bound(g, c, times=sim.op_times(g, c))
+    steps = sim.time_batch(g, c, np.random.default_rng(1).integers(0, 2, (32, g.num_ops))).step_time
+    assert b.value == max(b.critical_path, b.work)
+    assert np.all(steps >= b.value)

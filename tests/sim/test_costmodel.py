@@ -1,0 +1,51 @@
+"""The Paleo-style cost model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.sim.costmodel import op_times, transfer_time
+
+
+def two_kinds() -> Cluster:
+    devices = [
+        Device("fast", "gpu", peak_flops=1e12, mem_bandwidth=1e11, memory=1e9, flops_efficiency=0.5,
+               mem_efficiency=0.25, launch_overhead=1e-5),
+        Device("slow", "cpu", peak_flops=1e11, mem_bandwidth=1e10, memory=1e9, flops_efficiency=1.0,
+               mem_efficiency=1.0, launch_overhead=0.0),
+    ]
+    return Cluster(devices, np.full((2, 2), 1e9), np.full((2, 2), 1e-5), name="two")
+
+
+def test_compute_memory_and_launch_terms():
+    # b reads 400 bytes from a, writes 100, holds 50 parameter bytes: traffic 400 + 100 + 2 * 50
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[0.0, 2e9], out_bytes=[400, 100], param_bytes=[0, 50])
+    t = op_times(g, two_kinds())
+    assert t[1, 0] == pytest.approx(2e9 / (1e12 * 0.5) + 600 / (1e11 * 0.25) + 1e-5)
+    assert t[1, 1] == pytest.approx(2e9 / 1e11 + 600 / 1e10)
+    assert t[0, 0] == pytest.approx(400 / (1e11 * 0.25) + 1e-5)
+    assert op_times(g, two_kinds(), launch_overhead=False)[1, 0] == pytest.approx(t[1, 0] - 1e-5)
+
+
+def test_measured_costs_win_where_present():
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4, 4], cost_s={"GPU": [0.25, np.nan]})
+    t = op_times(g, two_kinds())
+    modelled = op_times(g.replace(cost_s={}), two_kinds())
+    assert t[0, 0] == 0.25  # measured on kind 'gpu' (kinds are case-insensitive)
+    assert t[1, 0] == modelled[1, 0]  # NaN: not measured, modelled
+    assert np.array_equal(t[:, 1], modelled[:, 1])  # nothing measured on the cpu
+
+
+def test_transfer_time_is_latency_plus_bytes_over_bandwidth():
+    c = load_cluster("k80x2")
+    assert transfer_time(c, 0, 1, 7.6e6) == pytest.approx(25e-6 + 1e-3)
+    assert transfer_time(c, 1, 1, 7.6e6) == 0.0
+
+
+def test_faster_device_is_faster_on_presets():
+    g = OpGraph(["a"], flops=[1e10], out_bytes=[1e6])
+    t = op_times(g, load_cluster("cpu_gpu"))
+    assert t[0, 0] > 10 * t[0, 1]

@@ -1,0 +1,313 @@
+"""Hand-computed cases and properties of the step simulator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.exceptions import InvalidPlacement
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.sim import Simulator, lower_bound, simulate
+from gnplace.sim.simulator import PLACETO_OP_GAP, PLACETO_TRANSFER_GAP
+from gnplace.toy import layered_graph, mlp_training_graph
+
+
+def unit_cluster(num_devices: int = 2, *, bandwidth: float = 1e6, latency: float = 1e-3, memory: float = 1e12) -> Cluster:
+    """Devices of kind 'unit' (graphs give measured op times for it), links of 1 MB/s and 1 ms."""
+    devices = [
+        Device(f"d{k}", "unit", peak_flops=1e12, mem_bandwidth=1e12, memory=memory, launch_overhead=0.0)
+        for k in range(num_devices)
+    ]
+    bw = np.full((num_devices, num_devices), bandwidth)
+    lat = np.full((num_devices, num_devices), latency)
+    return Cluster(devices, bw, lat, name=f"unit{num_devices}")
+
+
+def timed_graph(names, edges, seconds, out_bytes, param_bytes=None) -> OpGraph:
+    """A graph whose ops take exactly ``seconds`` on 'unit' devices."""
+    return OpGraph(names, edges, out_bytes=out_bytes, param_bytes=param_bytes, cost_s={"unit": seconds}, name="hand")
+
+
+# ------------------------------------------------------------------------------- hand cases
+def test_chain_on_one_device_is_sum_of_op_times():
+    g = timed_graph(["a", "b", "c"], [(0, 1), (1, 2)], [1.0, 2.0, 0.5], [10, 10, 10])
+    r = simulate(g, unit_cluster(), [0, 0, 0], timeline=True)
+    assert r.step_time == pytest.approx(3.5)
+    assert r.timeline.op_start.tolist() == pytest.approx([0.0, 1.0, 3.0])
+    assert r.timeline.num_transfers == 0
+    assert r.busy_time.tolist() == pytest.approx([3.5, 0.0])
+
+
+def test_fork_across_two_devices_waits_for_its_transfers():
+    # src(1) -> left(2) on d0, right(3) on d1, both -> sink(1) on d0; 1e6 B at 1e6 B/s + 1 ms latency
+    g = timed_graph(["src", "left", "right", "sink"], [(0, 1), (0, 2), (1, 3), (2, 3)], [1, 2, 3, 1], [10**6] * 4)
+    r = simulate(g, unit_cluster(), [0, 0, 1, 0], timeline=True)
+    t = r.timeline
+    assert t.num_transfers == 2
+    assert t.xfer_node.tolist() == [0, 2]
+    assert t.xfer_start.tolist() == pytest.approx([1.0, 5.001])
+    assert t.xfer_end.tolist() == pytest.approx([2.001, 6.002])
+    assert t.op_start.tolist() == pytest.approx([0.0, 1.0, 2.001, 6.002])
+    assert r.step_time == pytest.approx(7.002)
+
+
+def test_shared_output_is_sent_once_per_device():
+    # src on d0 feeds three ops on d1 and one on d2: two transfers, not four
+    names = ["src", "a", "b", "c", "d"]
+    g = timed_graph(names, [(0, 1), (0, 2), (0, 3), (0, 4)], [1] * 5, [1000] * 5)
+    r = simulate(g, unit_cluster(3), [0, 1, 1, 1, 2], timeline=True)
+    t = r.timeline
+    assert sorted(zip(t.xfer_node.tolist(), t.xfer_dst.tolist())) == [(0, 1), (0, 2)]
+    # three consumers queue on d1 after one arrival at 1 + 0.001 + 0.001
+    assert r.step_time == pytest.approx(1.002 + 3.0)
+
+
+def test_one_transfer_at_a_time_per_link_direction():
+    # two producers on d0 end together; their outputs to d1 share the d0->d1 link
+    g = timed_graph(["p", "q", "x", "y"], [(0, 2), (1, 3)], [1, 1, 1, 1], [10**6, 10**6, 0, 0])
+    c = unit_cluster(3, latency=0.0)
+    r = simulate(g, c, [0, 2, 1, 1], timeline=True)
+    # p on d0 and q on d2 use different links: both arrive at 1 + 1
+    assert r.timeline.xfer_end.tolist() == pytest.approx([2.0, 2.0])
+    g2 = timed_graph(["p", "q", "x", "y"], [(0, 2), (1, 2), (1, 3)], [1, 1, 1, 1], [10**6, 10**6, 0, 0])
+    r2 = simulate(g2, c, [0, 0, 1, 1], timeline=True)
+    # p ends at 1, q at 2 on the same device; the second transfer waits for nothing but q
+    assert sorted(r2.timeline.xfer_end.tolist()) == pytest.approx([2.0, 3.0])
+    g3 = OpGraph(["p", "q", "r", "x"], [(0, 3), (1, 3), (2, 3)], out_bytes=[10**6] * 3 + [0],
+                 cost_s={"unit": [1.0, 1.0, 1.0, 1.0]})
+    c4 = unit_cluster(4, latency=0.0)
+    # three producers on three devices send to d3 over three distinct links, in parallel
+    r3 = simulate(g3, c4, [0, 1, 2, 3], timeline=True)
+    assert r3.timeline.xfer_end.tolist() == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_transfer_to_a_device_carries_its_edges_capped_at_the_output_size():
+    # both consumers on d1 need 1e6 + 1e5 bytes of an output of 1e6 bytes: one transfer of 1e6
+    g = OpGraph(["p", "a", "b"], [(0, 1), (0, 2)], out_bytes=[10**6, 0, 0], edge_bytes=[10**6, 10**5],
+                cost_s={"unit": [1.0, 1.0, 1.0]})
+    r = simulate(g, unit_cluster(2), [0, 1, 1], timeline=True)
+    assert r.timeline.xfer_bytes.tolist() == [10**6]
+    g2 = g.replace(edge_bytes=[10**5, 2 * 10**5])
+    assert simulate(g2, unit_cluster(2), [0, 1, 1], timeline=True).timeline.xfer_bytes.tolist() == [3 * 10**5]
+
+
+def test_link_serialises_back_to_back_transfers():
+    # p1, p2 on d0 each send 1 MB to d1: the second waits for the first on the d0 -> d1 link
+    g = timed_graph(["p1", "p2", "c1", "c2"], [(0, 2), (1, 3)], [1.0, 0.1, 0.0, 0.0], [10**6, 10**6, 0, 0])
+    r = simulate(g, unit_cluster(latency=0.0), [0, 0, 1, 1], timeline=True)
+    t = r.timeline
+    assert t.xfer_start.tolist() == pytest.approx([1.0, 2.0])
+    assert t.xfer_end.tolist() == pytest.approx([2.0, 3.0])
+    assert r.step_time == pytest.approx(3.0)
+
+
+def test_memory_freed_after_last_consumer():
+    # a(100) -> b(200) -> c(50): peak when b runs with a still live
+    g = timed_graph(["a", "b", "c"], [(0, 1), (1, 2)], [1, 1, 1], [100, 200, 50])
+    assert simulate(g, unit_cluster(), [0, 0, 0]).peak_memory.tolist() == [300.0, 0.0]
+    # a also feeds c: a stays live until c ends
+    g2 = timed_graph(["a", "b", "c"], [(0, 1), (1, 2), (0, 2)], [1, 1, 1], [100, 200, 50])
+    assert simulate(g2, unit_cluster(), [0, 0, 0]).peak_memory.tolist() == [350.0, 0.0]
+
+
+def test_memory_counts_parameters_and_received_copies():
+    g = timed_graph(["a", "b"], [(0, 1)], [1, 1], [100, 10], param_bytes=[1000, 7])
+    r = simulate(g, unit_cluster(), [0, 1])
+    # d0: parameters 1000 + output 100 (live until its transfer ends); d1: 7 + received 100 + own 10
+    assert r.peak_memory.tolist() == [1100.0, 117.0]
+
+
+def test_out_of_memory_is_flagged_per_device():
+    g2 = timed_graph(["a", "b", "c"], [(0, 1), (1, 2), (0, 2)], [1, 1, 1], [100, 200, 50])
+    r = simulate(g2, unit_cluster(memory=320), [0, 0, 0])
+    assert r.oom.tolist() == [True, False] and r.is_oom
+    ok = simulate(g2, unit_cluster(memory=350), [0, 0, 0])
+    assert not ok.is_oom
+
+
+# ------------------------------------------------------------------------------- placeto mode
+def test_placeto_mode_hand_case():
+    us = 1e-6
+    # src(10us) d0 -> left(20us) d0, right(30us) d1 -> sink(10us) d0; 7,600 B take 1 us on the channel
+    g = timed_graph(["src", "left", "right", "sink"], [(0, 1), (0, 2), (1, 3), (2, 3)],
+                    [10 * us, 20 * us, 30 * us, 10 * us], [7600] * 4)
+    r = Simulator("placeto").time(g, unit_cluster(), [0, 0, 1, 0], timeline=True)
+    t = r.timeline
+    assert t.op_start.tolist() == pytest.approx([0.0, 15.7 * us, 11 * us, 42 * us])
+    assert t.xfer_start.tolist() == pytest.approx([10 * us, 41 * us])
+    assert t.xfer_end.tolist() == pytest.approx([11 * us, 42 * us])
+    assert r.step_time == pytest.approx(52 * us)
+
+
+def test_placeto_mode_sends_once_to_all_remote_devices_and_channel_waits():
+    us = 1e-6
+    # src on d0 feeds d1 and d2 with one transfer; a second output of d0 waits 25 us on the channel
+    g = timed_graph(["src", "a", "b", "src2", "c"], [(0, 1), (0, 2), (3, 4)],
+                    [10 * us, 1 * us, 1 * us, 1 * us, 1 * us], [7600, 0, 0, 7600, 0])
+    r = Simulator("placeto").time(g, unit_cluster(3), [0, 1, 2, 0, 1], timeline=True)
+    t = r.timeline
+    assert t.xfer_dst.tolist() == [-1, -1]
+    assert t.xfer_start.tolist() == pytest.approx([10 * us, 11 * us + PLACETO_TRANSFER_GAP])
+    assert t.op_start[1] == pytest.approx(11 * us) and t.op_start[2] == pytest.approx(11 * us)
+
+
+def test_placeto_gap_only_after_nonzero_ops():
+    us = 1e-6
+    g = timed_graph(["a", "b", "c"], [(0, 1), (1, 2)], [1 * us, 0.0, 1 * us], [0, 0, 0])
+    r = Simulator("placeto").time(g, unit_cluster(), [0, 0, 0])
+    assert r.step_time == pytest.approx(2 * us + PLACETO_OP_GAP)
+
+
+# ------------------------------------------------------------------------------- API
+def test_invalid_placements_are_rejected():
+    g = timed_graph(["a", "b"], [(0, 1)], [1, 1], [1, 1])
+    c = unit_cluster()
+    with pytest.raises(InvalidPlacement, match="placement has 3 entries"):
+        simulate(g, c, [0, 0, 0])
+    with pytest.raises(InvalidPlacement, match="op 'b' is placed on device 5"):
+        simulate(g, c, [0, 5])
+    with pytest.raises(InvalidPlacement, match="expected"):
+        Simulator().time_batch(g, c, np.zeros((3, 5), dtype=int))
+    with pytest.raises(InvalidPlacement, match="outside"):
+        Simulator().time_batch(g, c, np.full((3, 2), 2))
+    with pytest.raises(ValueError, match="unknown simulator mode"):
+        Simulator("fast")  # type: ignore[arg-type]
+
+
+def test_placement_by_names_and_object_agree():
+    g = mlp_training_graph(layers=2, width=64, batch=8)
+    c = load_cluster("k80x2")
+    devices = np.arange(g.num_ops) % 2
+    by_index = simulate(g, c, devices)
+    by_object = simulate(g, c, Placement(devices, c))
+    by_names = simulate(g, c, Placement(devices, c).device_names(g))
+    assert by_index.step_time == by_object.step_time == by_names.step_time
+
+
+@pytest.mark.parametrize("mode", ["default", "placeto"])
+def test_batch_matches_single_evaluations(mode):
+    g = layered_graph(300, seed=3)
+    c = load_cluster("k80x4")
+    rng = np.random.default_rng(0)
+    placements = rng.integers(0, 4, size=(16, g.num_ops))
+    sim = Simulator(mode)
+    batch = sim.time_batch(g, c, placements)
+    for b in range(16):
+        one = sim.time(g, c, placements[b])
+        assert batch.step_time[b] == one.step_time
+        assert np.array_equal(batch.peak_memory[b], one.peak_memory)
+        assert np.array_equal(batch.busy_time[b], one.busy_time)
+
+
+def test_deterministic():
+    g = layered_graph(500, seed=1)
+    c = load_cluster("v100x8")
+    p = np.random.default_rng(2).integers(0, 8, g.num_ops)
+    a, b = simulate(g, c, p, timeline=True), simulate(g, c, p, timeline=True)
+    assert a.step_time == b.step_time
+    assert np.array_equal(a.timeline.op_start, b.timeline.op_start)
+
+
+def test_repr_and_to_dict():
+    assert repr(Simulator("placeto")) == "Simulator(mode='placeto')"
+    g = mlp_training_graph(layers=2, width=64, batch=8)
+    d = simulate(g, load_cluster("k80x2"), np.zeros(g.num_ops, dtype=int)).to_dict()
+    assert set(d) == {"step_time_s", "oom", "devices"}
+    assert d["devices"][0]["utilisation"] == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------------------- properties
+def reference_peaks(g: OpGraph, devices: np.ndarray, t, num_devices: int) -> np.ndarray:
+    """Peak memory recomputed from a timeline by a plain sweep (frees before allocations at equal times)."""
+    changes: list[tuple[float, int, int, float]] = []  # (time, order, device, delta)
+    base = np.bincount(devices, weights=g.param_bytes, minlength=num_devices).astype(float)
+    ptr, dst, _ = g.out_csr
+    for u in range(g.num_ops):
+        du = int(devices[u])
+        consumers = dst[ptr[u]:ptr[u + 1]]
+        local_ends = [t.op_end[w] for w in consumers if devices[w] == du]
+        sends = [t.xfer_end[x] for x in np.flatnonzero(t.xfer_node == u)]
+        free_at = max(local_ends + sends + [t.op_end[u]])
+        changes += [(t.op_start[u], 1, du, float(g.out_bytes[u])), (free_at, 0, du, -float(g.out_bytes[u]))]
+    for x in range(t.num_transfers):
+        u, k = int(t.xfer_node[x]), int(t.xfer_dst[x])
+        ends = [t.op_end[w] for w in dst[ptr[u]:ptr[u + 1]] if devices[w] == k]
+        changes += [(t.xfer_start[x], 1, k, float(t.xfer_bytes[x])), (max(ends), 0, k, -float(t.xfer_bytes[x]))]
+    mem, peak = base.copy(), base.copy()
+    for _, _, k, delta in sorted(changes):
+        mem[k] += delta
+        peak[k] = max(peak[k], mem[k])
+    return peak
+
+
+@st.composite
+def placed_graphs(draw):
+    n = draw(st.integers(1, 40))
+    edges = sorted({(u, v) for v in range(1, n) for u in draw(st.sets(st.integers(0, v - 1), max_size=3))})
+    seconds = draw(st.lists(st.floats(1e-6, 1e-2), min_size=n, max_size=n))
+    out_bytes = draw(st.lists(st.integers(0, 10**7), min_size=n, max_size=n))
+    params = draw(st.lists(st.integers(0, 10**6), min_size=n, max_size=n))
+    d = draw(st.integers(1, 4))
+    devices = np.array(draw(st.lists(st.integers(0, d - 1), min_size=n, max_size=n)))
+    g = OpGraph([f"n{i}" for i in range(n)], edges, out_bytes=out_bytes, param_bytes=params, cost_s={"unit": seconds})
+    return g, unit_cluster(d, bandwidth=1e9, latency=1e-5), devices
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs())
+def test_step_time_is_at_least_the_bound(case):
+    g, c, devices = case
+    sim = Simulator()
+    r = sim.time(g, c, devices)
+    bound = lower_bound(g, c, times=sim.op_times(g, c))
+    assert r.step_time >= bound.value * (1 - 1e-12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs())
+def test_schedule_respects_devices_links_and_dependencies(case):
+    g, c, devices = case
+    r = simulate(g, c, devices, timeline=True)
+    t = r.timeline
+    eps = 1e-12
+    for k in range(c.num_devices):  # one op at a time per device
+        on_k = np.flatnonzero(devices == k)
+        order = on_k[np.argsort(t.op_start[on_k], kind="stable")]
+        assert np.all(t.op_start[order][1:] >= t.op_end[order][:-1] - eps)
+    for a in range(c.num_devices):  # one transfer at a time per link direction
+        for b in range(c.num_devices):
+            xs = np.flatnonzero((t.xfer_src == a) & (t.xfer_dst == b))
+            order = xs[np.argsort(t.xfer_start[xs], kind="stable")]
+            assert np.all(t.xfer_start[order][1:] >= t.xfer_end[order][:-1] - eps)
+    for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):  # inputs present before start
+        if devices[u] == devices[v]:
+            assert t.op_start[v] >= t.op_end[u] - eps
+        else:
+            x = np.flatnonzero((t.xfer_node == u) & (t.xfer_dst == devices[v]))
+            assert x.size == 1 and t.xfer_start[x[0]] >= t.op_end[u] - eps
+            assert t.op_start[v] >= t.xfer_end[x[0]] - eps
+    assert r.step_time == pytest.approx(float(t.op_end.max()))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs())
+def test_peak_memory_matches_a_reference_sweep(case):
+    g, c, devices = case
+    r = simulate(g, c, devices, timeline=True)
+    assert r.peak_memory == pytest.approx(reference_peaks(g, devices, r.timeline, c.num_devices))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(placed_graphs(), st.sampled_from(["default", "placeto"]))
+def test_single_device_step_is_sum_of_op_times_plus_gaps(case, mode):
+    g, c, _ = case
+    sim = Simulator(mode)
+    r = sim.time(g, c, np.zeros(g.num_ops, dtype=int))
+    times = sim.op_times(g, c)[:, 0]
+    gaps = (g.num_ops - 1) * PLACETO_OP_GAP if mode == "placeto" else 0.0  # every op here costs > 0
+    assert r.step_time == pytest.approx(times.sum() + gaps, rel=1e-9)
+    assert r.busy_time[0] == pytest.approx(times.sum(), rel=1e-9)

@@ -1,0 +1,371 @@
+"""Tests of ``gnplace.cluster``: presets, YAML files and their error messages."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Cluster, Device, cluster_from_dict, load_cluster, preset_names
+from gnplace.exceptions import GnplaceError, InvalidCluster
+
+GiB = 2**30
+PCIE3 = LINK_KINDS["pcie3"]
+NVLINK = LINK_KINDS["nvlink2"]
+PLACETO = LINK_KINDS["placeto"]
+
+
+def write(tmp_path, text: str, name: str = "c.yaml"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def load_error(path) -> str:
+    with pytest.raises(InvalidCluster) as info:
+        load_cluster(path)
+    message = str(info.value)
+    assert "\n" not in message, message
+    return message
+
+
+# ------------------------------------------------------------------------------- presets
+def test_preset_names():
+    assert preset_names() == ["cpu_gpu", "k80x2", "k80x4", "tight4", "v100x8"]
+
+
+@pytest.mark.parametrize(
+    "preset, names, kind",
+    [
+        ("k80x2", ["gpu0", "gpu1"], ["k80"] * 2),
+        ("k80x4", ["gpu0", "gpu1", "gpu2", "gpu3"], ["k80"] * 4),
+        ("v100x8", [f"gpu{i}" for i in range(8)], ["v100"] * 8),
+        ("cpu_gpu", ["cpu0", "gpu0"], ["cpu", "p100"]),
+        ("tight4", ["gpu0", "gpu1", "gpu2", "gpu3"], ["k80"] * 4),
+    ],
+)
+def test_presets_load(preset, names, kind):
+    c = load_cluster(preset)
+    assert isinstance(c, Cluster)
+    assert c.name == preset
+    assert c.num_devices == len(names)
+    assert c.device_names == names
+    assert c.kinds == kind
+    assert repr(c) == f"Cluster(name={preset!r}, devices={names})"
+    assert c.bandwidth.shape == c.latency.shape == (len(names), len(names))
+    np.testing.assert_array_equal(c.bandwidth, c.bandwidth.T)
+    np.testing.assert_array_equal(c.latency, c.latency.T)
+    assert np.all(np.isinf(np.diag(c.bandwidth))) and np.all(np.diag(c.latency) == 0)
+    assert not c.bandwidth.flags.writeable and not c.latency.flags.writeable
+
+
+@pytest.mark.parametrize("preset", ["k80x2", "k80x4"])
+def test_k80_presets_use_placeto_channel(preset):
+    c = load_cluster(preset)
+    off = ~np.eye(c.num_devices, dtype=bool)
+    assert np.all(c.bandwidth[off] == 7.6e9)
+    assert np.all(c.latency[off] == 25e-6)
+    assert all(d.memory == 12 * GiB and d.peak_flops == 2.8e12 for d in c.devices)
+
+
+def test_v100x8_nvlink_inside_groups_of_four_pcie_between():
+    c = load_cluster("v100x8")
+    for a in range(8):
+        for b in range(8):
+            if a == b:
+                continue
+            link = NVLINK if a // 4 == b // 4 else PCIE3
+            assert c.bandwidth[a, b] == link["bandwidth"], (a, b)
+            assert c.latency[a, b] == link["latency"], (a, b)
+    assert c.bandwidth[0, 1] == 40e9 and c.bandwidth[0, 4] == 12e9
+    assert c.bandwidth[3, 2] > c.bandwidth[3, 4]
+
+
+def test_tight4_has_one_gib_per_device():
+    c = load_cluster("tight4")
+    assert c.memory.tolist() == [GiB] * 4
+    assert all(d.peak_flops == DEVICE_KINDS["k80"]["peak_flops"] for d in c.devices)
+    assert c.bandwidth[0, 1] == PCIE3["bandwidth"]
+
+
+def test_cpu_gpu_devices():
+    c = load_cluster("cpu_gpu")
+    cpu, gpu = c.devices
+    assert cpu.peak_flops == 289e9 and cpu.memory == 64 * GiB
+    assert gpu.peak_flops == 9.3e12 and gpu.memory == 16 * GiB
+    assert c.bandwidth[0, 1] == c.bandwidth[1, 0] == PCIE3["bandwidth"]
+
+
+def test_preset_by_yaml_file_name_in_package(tmp_path):
+    from importlib import resources
+
+    text = (resources.files("gnplace") / "clusters" / "v100x8.yaml").read_text()
+    path = tmp_path / "copy.yaml"
+    path.write_text(text)
+    a, b = load_cluster(path), load_cluster("v100x8")
+    assert a.device_names == b.device_names
+    np.testing.assert_array_equal(a.bandwidth, b.bandwidth)
+    np.testing.assert_array_equal(a.latency, b.latency)
+
+
+def test_load_cluster_passes_cluster_through():
+    c = load_cluster("k80x2")
+    assert load_cluster(c) is c
+
+
+def test_unknown_preset():
+    message = load_error("k80x3")
+    assert message == (
+        "unknown cluster 'k80x3': give a YAML file or one of cpu_gpu, k80x2, k80x4, tight4, v100x8"
+    )
+
+
+# ------------------------------------------------------------------------------- cluster object
+def test_cluster_helpers():
+    c = load_cluster("cpu_gpu")
+    assert c.index("gpu0") == 1
+    with pytest.raises(KeyError):
+        c.index("gpu7")
+    assert c.transfer_time(0, 0, 1e9) == 0.0
+    assert c.transfer_time(0, 1, 12e9) == pytest.approx(1.0 + 10e-6)
+    assert c.memory.dtype == np.float64
+    assert c.devices[1].effective_flops == pytest.approx(9.3e12 * 0.55)
+
+
+def test_transfer_time_placeto_channel():
+    c = load_cluster("k80x2")
+    assert c.transfer_time(1, 0, 7.6e9) == pytest.approx(1.000025)
+
+
+def test_device_is_frozen():
+    d = load_cluster("k80x2").devices[0]
+    with pytest.raises(AttributeError):
+        d.memory = 1  # type: ignore[misc]
+
+
+def _dev(name: str) -> Device:
+    return Device(name=name, kind="k80", peak_flops=1e12, mem_bandwidth=1e11, memory=1e9)
+
+
+@pytest.mark.parametrize(
+    "devices, bandwidth, latency, match",
+    [
+        ([], [], [], r"^cluster 'c' has no devices$"),
+        ([_dev("a"), _dev("a")], np.ones((2, 2)), np.zeros((2, 2)), r"^cluster 'c': device name 'a' is used twice$"),
+        ([_dev("a"), _dev("b")], np.ones((3, 3)), np.zeros((2, 2)), r"bandwidth matrix has shape \(3, 3\), expected \(2, 2\)"),
+        ([_dev("a"), _dev("b")], np.ones((2, 2)), np.zeros(2), r"latency matrix has shape \(2,\), expected \(2, 2\)"),
+        ([_dev("a"), _dev("b")], [[1, 0], [1, 1]], np.zeros((2, 2)), r"every link needs a positive bandwidth"),
+        ([_dev("a"), _dev("b")], [[1, np.nan], [1, 1]], np.zeros((2, 2)), r"every link needs a positive bandwidth"),
+        ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, -1], [0, 0]], r"every link needs a finite latency >= 0"),
+        ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, np.inf], [0, 0]], r"every link needs a finite latency >= 0"),
+    ],
+)
+def test_cluster_constructor_validation(devices, bandwidth, latency, match):
+    with pytest.raises(InvalidCluster, match=match):
+        Cluster(devices, bandwidth, latency, name="c")
+
+
+def test_cluster_constructor_ignores_diagonal():
+    c = Cluster([_dev("a"), _dev("b")], [[0, 2], [3, 0]], [[5, 1], [1, 5]])
+    assert c.bandwidth[0, 0] == np.inf and c.latency[0, 0] == 0
+    assert c.bandwidth[0, 1] == 2 and c.bandwidth[1, 0] == 3
+
+
+# ------------------------------------------------------------------------------- YAML files
+def test_yaml_with_unit_strings(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        name: mine
+        description: two custom devices and a host
+        devices:
+          - {name: acc, count: 2, kind: custom, peak_flops: 2.8 TFLOP/s, mem_bandwidth: 240 GB/s,
+             memory: 12 GiB, flops_efficiency: 0.45, mem_efficiency: 0.7, launch_overhead: 5.7 us}
+          - {name: host, kind: CPU, memory: 32 GiB}
+        links:
+          default: {bandwidth: 128 Gbit/s, latency: 25 us}
+          groups:
+            - {devices: [acc0, acc1], link: nvlink2}
+          pairs:
+            - {between: [host, acc1], link: {bandwidth: 7.6 GB/s}}
+        """,
+    )
+    c = load_cluster(path)
+    assert c.name == "mine"
+    assert c.device_names == ["acc0", "acc1", "host"]
+    assert c.kinds == ["custom", "custom", "cpu"]
+    acc = c.devices[0]
+    assert acc == Device("acc0", "custom", 2.8e12, 240e9, 12 * GiB, 0.45, 0.7, 5.7e-6)
+    host = c.devices[2]
+    assert host.memory == 32 * GiB and host.peak_flops == DEVICE_KINDS["cpu"]["peak_flops"]
+    assert host.launch_overhead == DEVICE_KINDS["cpu"]["launch_overhead"]
+    assert c.bandwidth[0, 1] == c.bandwidth[1, 0] == NVLINK["bandwidth"]
+    assert c.latency[0, 1] == NVLINK["latency"]
+    assert c.bandwidth[0, 2] == c.bandwidth[2, 0] == 16e9
+    assert c.latency[0, 2] == 25e-6
+    assert c.bandwidth[1, 2] == c.bandwidth[2, 1] == 7.6e9
+    assert c.latency[1, 2] == 0.0
+
+
+def test_yaml_numbers_without_units(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        devices:
+          - {name: d, count: 2, peak_flops: 1e12, mem_bandwidth: 1e11, memory: 1073741824}
+        links:
+          default: {bandwidth: 1e9, latency: 1e-5}
+        """,
+        name="plain.yml",
+    )
+    c = load_cluster(str(path))
+    assert c.name == "plain"  # from the file name
+    assert c.kinds == ["custom", "custom"]
+    assert c.devices[0].memory == GiB and c.devices[0].flops_efficiency == 0.5
+    assert c.bandwidth[0, 1] == 1e9 and c.latency[1, 0] == 1e-5
+
+
+def test_pairs_override_groups(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        devices: [{name: g, count: 3, kind: v100}]
+        links:
+          default: pcie3
+          groups: [{devices: [g0, g1, g2], link: nvlink2}]
+          pairs: [{between: [g2, g0], link: pcie2}]
+        """,
+    )
+    c = load_cluster(path)
+    assert c.bandwidth[0, 1] == NVLINK["bandwidth"]
+    assert c.bandwidth[0, 2] == c.bandwidth[2, 0] == LINK_KINDS["pcie2"]["bandwidth"]
+
+
+def test_empty_groups_and_pairs_are_fine(tmp_path):
+    path = write(tmp_path, "devices: [{name: g0, kind: k80}]\nlinks: {default: placeto, groups: [], pairs:}\n")
+    assert load_cluster(path).num_devices == 1
+
+
+def test_path_without_yaml_suffix_is_read_if_it_exists(tmp_path):
+    path = write(tmp_path, "devices: [{name: g0, kind: k80}]\nlinks: {default: placeto}\n", name="cluster.txt")
+    assert load_cluster(path).device_names == ["g0"]
+
+
+# ------------------------------------------------------------------------------- malformed YAML
+GOOD_DEVICES = "devices: [{name: gpu, count: 2, kind: k80}]\n"
+GOOD_LINKS = "links: {default: pcie3}\n"
+
+
+@pytest.mark.parametrize(
+    "text, key, problem",
+    [
+        # top level
+        (GOOD_DEVICES + GOOD_LINKS + "colour: red\n", "", r"unknown key 'colour' \(expected one of description, devices, links, name\)"),
+        (GOOD_LINKS, "", r"missing key 'devices'"),
+        (GOOD_DEVICES, "", r"missing key 'links'"),
+        ("- {name: gpu0}\n- {name: gpu1}\n", "", r"expected a mapping, got list"),
+        ("", "", r"expected a mapping, got NoneType"),
+        ("just text\n", "", r"expected a mapping, got str"),
+        # devices
+        ("devices: []\n" + GOOD_LINKS, "", r"'devices' must be a non-empty list"),
+        ("devices: {name: gpu}\n" + GOOD_LINKS, "", r"'devices' must be a non-empty list"),
+        ("devices: [gpu0]\n" + GOOD_LINKS, "devices[0]", r"expected a mapping, got str"),
+        ("devices: [{kind: k80}]\n" + GOOD_LINKS, "devices[0]", r"missing key 'name'"),
+        ("devices: [{name: g, kind: k80, colour: red}]\n" + GOOD_LINKS, "devices[0]", r"unknown key 'colour' \(expected one of "),
+        ("devices: [{name: g, kind: tpu}]\n" + GOOD_LINKS, "devices[0].kind", r"unknown device kind 'tpu' \(known: k80, k40, titanx, p100, v100, cpu; or give every field\)"),
+        ("devices: [{name: g, kind: k80}, {name: h, kind: a100}]\n" + GOOD_LINKS, "devices[1].kind", r"unknown device kind 'a100'"),
+        ("devices: [{name: g, peak_flops: 1e12, memory: 1e9}]\n" + GOOD_LINKS, "devices[0]", r"missing key 'mem_bandwidth' \(give it, or a known kind: "),
+        ("devices: [{name: g, kind: k80, memory: -1 GiB}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive, got -1073741824\.0"),
+        ("devices: [{name: g, kind: k80, memory: 0}]\n" + GOOD_LINKS, "devices[0].memory", r"must be positive, got 0\.0"),
+        ("devices: [{name: g, kind: k80, memory: 12 GB/s}]\n" + GOOD_LINKS, "devices[0].memory", r"expected a size such as '16 GiB', got '12 GB/s' \(unknown unit 'GB/s'\)"),
+        ("devices: [{name: g, kind: k80, memory: lots}]\n" + GOOD_LINKS, "devices[0].memory", r"expected a size such as 16e9 or '16 GiB', got 'lots'"),
+        ("devices: [{name: g, kind: k80, peak_flops: 3 TB}]\n" + GOOD_LINKS, "devices[0].peak_flops", r"expected a compute rate such as '2\.8 TFLOP/s', got '3 TB' \(unknown unit 'TB'\)$"),
+        ("devices: [{name: g, kind: k80, mem_bandwidth: 240 GB}]\n" + GOOD_LINKS, "devices[0].mem_bandwidth", r"expected a bandwidth such as '16 GB/s', got '240 GB' \(unknown unit 'GB'\)$"),
+        ("devices: [{name: g, kind: k80, launch_overhead: 5 min}]\n" + GOOD_LINKS, "devices[0].launch_overhead", r"expected a duration such as '25 us', got '5 min' \(unknown unit 'min'\)$"),
+        ("devices: [{name: g, kind: k80, launch_overhead: -5 us}]\n" + GOOD_LINKS, "devices[0].launch_overhead", r"must be >= 0, got -5e-06"),
+        ("devices: [{name: g, kind: k80, flops_efficiency: 1.5}]\n" + GOOD_LINKS, "devices[0].flops_efficiency", r"must be in \(0, 1\], got 1\.5"),
+        ("devices: [{name: g, kind: k80, mem_efficiency: 0}]\n" + GOOD_LINKS, "devices[0].mem_efficiency", r"must be in \(0, 1\], got 0\.0"),
+        ("devices: [{name: g, kind: k80, flops_efficiency: half}]\n" + GOOD_LINKS, "devices[0].flops_efficiency", r"could not convert string to float: 'half'"),
+        ("devices: [{name: g, kind: k80, count: 0}]\n" + GOOD_LINKS, "devices[0].count", r"must be a positive integer, got 0"),
+        ("devices: [{name: g, kind: k80, count: two}]\n" + GOOD_LINKS, "devices[0].count", r"must be a positive integer, got 'two'"),
+        ("devices: [{name: g, kind: k80, count: 1.5}]\n" + GOOD_LINKS, "devices[0].count", r"must be a positive integer, got 1\.5"),
+        ("devices: [{name: g, kind: k80, count: true}]\n" + GOOD_LINKS, "devices[0].count", r"must be a positive integer, got True"),
+        ("devices: [{name: gpu, count: 2, kind: k80}, {name: gpu1, kind: k80}]\n" + GOOD_LINKS, "", r"device name 'gpu1' is used twice"),
+        ("devices: [{name: a, kind: k80}, {name: a, kind: v100}]\n" + GOOD_LINKS, "", r"device name 'a' is used twice"),
+        # links
+        (GOOD_DEVICES + "links: pcie3\n", "links", r"expected a mapping, got str"),
+        (GOOD_DEVICES + "links:\n", "links", r"expected a mapping, got NoneType"),
+        (GOOD_DEVICES + "links: {groups: []}\n", "links", r"missing key 'default'"),
+        (GOOD_DEVICES + "links: {default: pcie3, extra: 1}\n", "links", r"unknown key 'extra' \(expected one of default, groups, pairs\)"),
+        (GOOD_DEVICES + "links: {default: pcie9}\n", "links.default", r"unknown link kind 'pcie9' \(known: placeto, pcie3, pcie2, nvlink2, infiniband, ethernet20g\)"),
+        (GOOD_DEVICES + "links: {default: {latency: 1 us}}\n", "links.default", r"missing key 'bandwidth'"),
+        (GOOD_DEVICES + "links: {default: {bandwidth: 1 GB/s, jitter: 1}}\n", "links.default", r"unknown key 'jitter'"),
+        (GOOD_DEVICES + "links: {default: {bandwidth: 1 GB}}\n", "links.default", r"expected a bandwidth such as '16 GB/s', got '1 GB' \(unknown unit 'GB'\)$"),
+        (GOOD_DEVICES + "links: {default: {bandwidth: 0 GB/s}}\n", "links.default.bandwidth", r"must be positive, got 0\.0"),
+        (GOOD_DEVICES + "links: {default: {bandwidth: 1 GB/s, latency: -2 us}}\n", "links.default.latency", r"must be >= 0, got -2e-06"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: {devices: [gpu0]}}\n", "", r"links\.groups must be a list$"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu9], link: nvlink2}]}\n", "links.groups[0].devices", r"unknown device 'gpu9' \(devices: gpu0, gpu1\)"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0], link: nvlink2}]}\n", "links.groups[0].devices", r"expected a list of at least two device names, got \['gpu0'\]"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu1]}]}\n", "links.groups[0]", r"missing key 'link'"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu1], link: warp}]}\n", "links.groups[0].link", r"unknown link kind 'warp'"),
+        (GOOD_DEVICES + "links: {default: pcie3, pairs: [{between: [gpu0, gpu1, gpu0], link: pcie2}]}\n", "links.pairs[0].between", r"expected two device names, got \['gpu0', 'gpu1', 'gpu0'\]"),
+        (GOOD_DEVICES + "links: {default: pcie3, pairs: [{between: gpu0, link: pcie2}]}\n", "links.pairs[0].between", r"expected two device names, got 'gpu0'"),
+        (GOOD_DEVICES + "links: {default: pcie3, pairs: [{between: [gpu0, cpu0], link: pcie2}]}\n", "links.pairs[0].between", r"unknown device 'cpu0'"),
+        (GOOD_DEVICES + "links: {default: pcie3, pairs: [{devices: [gpu0, gpu1], link: pcie2}]}\n", "links.pairs[0]", r"unknown key 'devices' \(expected one of between, link\)"),
+    ],
+)
+def test_malformed_cluster_file(tmp_path, text, key, problem):
+    path = write(tmp_path, text, name="bad.yaml")
+    message = load_error(path)
+    where = re.escape(f"{path}: {key}: " if key else f"{path}: ")
+    assert re.match(where + problem, message), message
+
+
+@pytest.mark.parametrize(
+    "text, line, column",
+    [
+        ("devices: [{name: g0, kind: k80}\nlinks: {default: pcie3}\n", 2, 1),
+        ("devices: [{name: g0 kind: k80}]\n", 1, 25),
+        ("links: {default: pcie3}\n\tdevices: []\n", 2, 1),
+        ("name: 'unterminated\n", 2, 1),
+    ],
+)
+def test_yaml_syntax_error(tmp_path, text, line, column):
+    path = write(tmp_path, text, name="syntax.yaml")
+    message = load_error(path)
+    assert message.startswith(f"{path}: not valid YAML at line {line}, column {column}: "), message
+
+
+def test_yaml_with_python_tag_is_rejected(tmp_path):
+    path = write(tmp_path, "devices: !!python/object/apply:os.system ['true']\nlinks: {default: pcie3}\n")
+    message = load_error(path)
+    assert message.startswith(f"{path}: not valid YAML"), message
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x01garbage\x80")
+    message = load_error(path)
+    assert message.startswith(f"{path}: not valid YAML: not UTF-8 text"), message
+
+
+def test_missing_yaml_file(tmp_path):
+    path = tmp_path / "absent.yaml"
+    assert load_error(path) == f"{path}: cannot read cluster file (No such file or directory)"
+
+
+def test_directory_named_like_yaml(tmp_path):
+    path = tmp_path / "dir.yaml"
+    path.mkdir()
+    assert load_error(path) == f"{path}: cannot read cluster file (Is a directory)"
+
+
+def test_cluster_from_dict_default_source():
+    with pytest.raises(InvalidCluster, match=r"^cluster: missing key 'devices'$"):
+        cluster_from_dict({"links": {"default": "pcie3"}})
+
+
+def test_invalid_cluster_is_a_gnplace_value_error():
+    assert issubclass(InvalidCluster, GnplaceError) and issubclass(InvalidCluster, ValueError)

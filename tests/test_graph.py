@@ -1,0 +1,569 @@
+"""Tests of ``gnplace.graph.OpGraph``: construction, defaults, structure views and validation."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from gnplace.exceptions import GnplaceError, InvalidGraph
+from gnplace.graph import BACKWARD, FORWARD, PHASES, UPDATE, OpGraph
+
+
+def diamond(**overrides) -> OpGraph:
+    """``a`` feeds ``b`` and ``c``, which both feed ``d``."""
+    fields = dict(
+        flops=[1e9, 2e9, 3e9, 4e9],
+        out_bytes=[100, 200, 300, 0],
+        param_bytes=[0, 10, 0, 20],
+        edge_bytes=[100, 60, 200, 300],
+        op_types=["input", "conv", "relu", "sum"],
+        phase=["forward", "forward", "backward", "update"],
+        group=[7, 7, 3, 9],
+        module=["", "net.conv", "net.relu", "net"],
+        cost_s={"K80": [1e-3, np.nan, 2e-3, 0.0]},
+        name="diamond",
+        meta={"family": "toy", "seed": 3},
+    )
+    fields.update(overrides)
+    return OpGraph(["a", "b", "c", "d"], [(0, 1), (0, 2), (1, 3), (2, 3)], **fields)
+
+
+def cycle_in(message: str) -> list[str]:
+    """The node names of the cycle an error message lists, ``"x -> y -> x"`` as ``[x, y, x]``."""
+    match = re.search(r"has a cycle: (.*)$", message)
+    assert match is not None, message
+    return match.group(1).split(" -> ")
+
+
+# ------------------------------------------------------------------------------- construction
+def test_fields_are_stored_as_given():
+    g = diamond()
+    assert g.name == "diamond"
+    assert g.node_names == ("a", "b", "c", "d")
+    assert g.num_ops == len(g) == 4
+    assert g.num_edges == 4
+    assert g.edge_src.tolist() == [0, 0, 1, 2]
+    assert g.edge_dst.tolist() == [1, 2, 3, 3]
+    assert g.flops.tolist() == [1e9, 2e9, 3e9, 4e9]
+    assert g.out_bytes.tolist() == [100, 200, 300, 0]
+    assert g.param_bytes.tolist() == [0, 10, 0, 20]
+    assert g.edge_bytes.tolist() == [100, 60, 200, 300]
+    assert g.op_types == ("input", "conv", "relu", "sum")
+    assert g.phase.tolist() == [FORWARD, FORWARD, BACKWARD, UPDATE]
+    assert g.module == ("", "net.conv", "net.relu", "net")
+    assert g.meta == {"family": "toy", "seed": 3}
+    assert g.total_flops == 1e10
+    assert g.total_param_bytes == 30
+    assert repr(g) == "OpGraph(name='diamond', num_ops=4, num_edges=4, num_groups=3)"
+
+
+def test_dtypes():
+    g = diamond()
+    for field in ("edge_src", "edge_dst", "out_bytes", "param_bytes", "edge_bytes", "group"):
+        assert getattr(g, field).dtype == np.int64, field
+    assert g.flops.dtype == np.float64
+    assert g.phase.dtype == np.int8
+    assert g.cost_s["k80"].dtype == np.float64
+
+
+def test_defaults():
+    g = OpGraph(["x", "y", "z"], [(0, 1), (0, 2)])
+    assert g.name == "graph"
+    assert g.flops.tolist() == [0.0, 0.0, 0.0]
+    assert g.out_bytes.tolist() == [0, 0, 0]
+    assert g.param_bytes.tolist() == [0, 0, 0]
+    assert g.edge_bytes.tolist() == [0, 0]
+    assert g.op_types == ("op", "op", "op")
+    assert g.module == ("", "", "")
+    assert g.phase.tolist() == [FORWARD] * 3
+    assert g.group.tolist() == [0, 1, 2]
+    assert g.num_groups == 3
+    assert g.cost_s == {}
+    assert g.meta == {}
+    assert g.measured_cost("k80") is None
+
+
+def test_edge_bytes_default_to_producer_out_bytes():
+    g = OpGraph(["x", "y", "z"], [(0, 1), (1, 2), (0, 2)], out_bytes=[5, 7, 0])
+    assert g.edge_bytes.tolist() == [5, 7, 5]
+
+
+def test_out_bytes_default_to_largest_outgoing_edge():
+    g = OpGraph(["x", "y", "z"], [(0, 1), (0, 2), (1, 2)], edge_bytes=[3, 9, 4])
+    assert g.out_bytes.tolist() == [9, 4, 0]
+    assert g.edge_bytes.tolist() == [3, 9, 4]
+
+
+def test_sizes_given_as_whole_floats_become_ints():
+    g = OpGraph(["x", "y"], [(0, 1)], out_bytes=[4e6, 0.0], param_bytes=[1e3, 2.0])
+    assert g.out_bytes.tolist() == [4_000_000, 0]
+    assert g.param_bytes.tolist() == [1000, 2]
+
+
+def test_edges_accept_numpy_array():
+    g = OpGraph(["x", "y", "z"], np.array([[0, 1], [1, 2]]))
+    assert g.edge_src.tolist() == [0, 1]
+    assert g.edge_dst.tolist() == [1, 2]
+
+
+def test_empty_graph():
+    g = OpGraph([], [])
+    assert g.num_ops == 0 and g.num_edges == 0 and g.num_groups == 0
+    assert g.topological_order().tolist() == []
+    assert g.in_bytes.tolist() == []
+
+
+def test_single_op_no_edges():
+    g = OpGraph(["only"], flops=[5.0])
+    assert g.num_edges == 0 and g.num_groups == 1
+    assert g.topological_order().tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    "phase, expected",
+    [
+        (["forward", "backward", "update"], [0, 1, 2]),
+        ([0, 1, 2], [0, 1, 2]),
+        (np.array([2, 0, 1]), [2, 0, 1]),
+        (["update", 1, "forward"], [2, 1, 0]),
+    ],
+)
+def test_phase_names_and_numbers(phase, expected):
+    g = OpGraph(["x", "y", "z"], phase=phase)
+    assert g.phase.tolist() == expected
+    assert [PHASES[p] for p in g.phase] == [PHASES[e] for e in expected]
+
+
+def test_cost_s_kinds_are_lower_cased_and_nan_is_unmeasured():
+    g = diamond()
+    assert list(g.cost_s) == ["k80"]
+    cost = g.measured_cost("K80")
+    assert cost is not None and cost is g.measured_cost("k80")
+    assert cost[0] == 1e-3 and np.isnan(cost[1]) and cost[3] == 0.0
+    assert g.measured_cost("v100") is None
+
+
+def test_index_by_name():
+    g = diamond()
+    assert [g.index(n) for n in "abcd"] == [0, 1, 2, 3]
+    with pytest.raises(KeyError):
+        g.index("nope")
+
+
+def test_meta_is_copied():
+    meta = {"seed": 1}
+    g = OpGraph(["x"], meta=meta)
+    meta["seed"] = 2
+    assert g.meta == {"seed": 1}
+
+
+# ------------------------------------------------------------------------------- groups
+@pytest.mark.parametrize(
+    "group, expected",
+    [
+        ([5, 5, 2, 7], [0, 0, 1, 2]),
+        ([3, 2, 1, 0], [0, 1, 2, 3]),
+        ([9, 1, 9, 1], [0, 1, 0, 1]),
+        ([0, 0, 0, 0], [0, 0, 0, 0]),
+        ([-4, 10, -4, 2], [0, 1, 0, 2]),
+        ([2.0, 2.0, 1.0, 0.0], [0, 0, 1, 2]),
+    ],
+)
+def test_groups_renumbered_in_order_of_first_appearance(group, expected):
+    g = OpGraph(["a", "b", "c", "d"], group=group)
+    assert g.group.tolist() == expected
+    assert g.num_groups == len(set(expected))
+
+
+def test_default_groups_one_per_op():
+    assert diamond(group=None).group.tolist() == [0, 1, 2, 3]
+
+
+def test_diamond_groups():
+    g = diamond()
+    assert g.group.tolist() == [0, 0, 1, 2]
+    assert g.num_groups == 3
+
+
+# ------------------------------------------------------------------------------- immutability
+ARRAYS = ("edge_src", "edge_dst", "flops", "out_bytes", "param_bytes", "edge_bytes", "phase", "group")
+
+
+@pytest.mark.parametrize("field", ARRAYS)
+def test_arrays_are_read_only(field):
+    g = diamond()
+    array = getattr(g, field)
+    assert not array.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        array[0] = 1
+
+
+def test_derived_arrays_are_read_only():
+    g = diamond()
+    views = [g.cost_s["k80"], g.in_bytes, g.topological_order(), *g.out_csr, *g.in_csr]
+    for array in views:
+        assert not array.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1
+    # and nothing changed
+    assert g.out_csr[1].tolist() == [1, 2, 3, 3]
+    assert g.topological_order().tolist() == [0, 1, 2, 3]
+
+
+def test_inputs_are_copied():
+    flops = np.array([1.0, 2.0])
+    out_bytes = np.array([4, 0])
+    edges = np.array([[0, 1]])
+    g = OpGraph(["x", "y"], edges, flops=flops, out_bytes=out_bytes)
+    flops[0] = 99.0
+    out_bytes[0] = 99
+    edges[0, 1] = 0
+    assert g.flops.tolist() == [1.0, 2.0]
+    assert g.out_bytes.tolist() == [4, 0]
+    assert g.edge_dst.tolist() == [1]
+    assert flops.flags.writeable  # the caller's array is left writeable
+
+
+def test_names_and_types_are_tuples():
+    g = diamond()
+    assert isinstance(g.node_names, tuple)
+    assert isinstance(g.op_types, tuple)
+    assert isinstance(g.module, tuple)
+
+
+# ------------------------------------------------------------------------------- structure
+def test_topological_order_of_chain_given_backwards():
+    g = OpGraph(["c", "b", "a"], [(2, 1), (1, 0)])
+    assert g.topological_order().tolist() == [2, 1, 0]
+
+
+def test_topological_order_ties_by_index():
+    g = OpGraph(list("abcde"), [(3, 0), (1, 0), (4, 2)])
+    assert g.topological_order().tolist() == [1, 3, 4, 0, 2]
+
+
+def test_topological_order_is_valid_on_random_dag():
+    rng = np.random.default_rng(0)
+    n = 60
+    perm = rng.permutation(n)
+    pairs = {(int(perm[i]), int(perm[j])) for i, j in rng.integers(0, n, size=(200, 2)) if i < j}
+    g = OpGraph([f"n{i}" for i in range(n)], sorted(pairs))
+    order = g.topological_order()
+    assert sorted(order.tolist()) == list(range(n))
+    position = np.empty(n, dtype=int)
+    position[order] = np.arange(n)
+    assert np.all(position[g.edge_src] < position[g.edge_dst])
+
+
+def test_out_csr():
+    g = diamond()
+    ptr, consumer, nbytes = g.out_csr
+    assert ptr.tolist() == [0, 2, 3, 4, 4]
+    assert consumer.tolist() == [1, 2, 3, 3]
+    assert nbytes.tolist() == [100, 60, 200, 300]
+
+
+def test_in_csr():
+    g = diamond()
+    ptr, producer, nbytes = g.in_csr
+    assert ptr.tolist() == [0, 0, 1, 2, 4]
+    assert producer.tolist() == [0, 0, 1, 2]
+    assert nbytes.tolist() == [100, 60, 200, 300]
+
+
+def test_csr_matches_edge_list_when_edges_unsorted():
+    g = OpGraph(list("abcd"), [(2, 3), (0, 3), (1, 2), (0, 1)], out_bytes=[1, 2, 3, 0])
+    ptr, consumer, nbytes = g.out_csr
+    out = {(u, int(consumer[e]), int(nbytes[e])) for u in range(4) for e in range(ptr[u], ptr[u + 1])}
+    ptr, producer, nbytes = g.in_csr
+    inn = {(int(producer[e]), v, int(nbytes[e])) for v in range(4) for e in range(ptr[v], ptr[v + 1])}
+    expected = {(0, 1, 1), (0, 3, 1), (1, 2, 2), (2, 3, 3)}
+    assert out == inn == expected
+
+
+def test_in_bytes():
+    g = diamond()
+    assert g.in_bytes.tolist() == [0, 100, 60, 500]
+    assert g.in_bytes.dtype == np.float64
+
+
+# ------------------------------------------------------------------------------- replace and equality
+def test_replace_changes_only_what_is_given():
+    g = diamond()
+    h = g.replace(name="other", flops=[0, 0, 0, 0])
+    assert h.name == "other" and h.flops.tolist() == [0, 0, 0, 0]
+    assert g.name == "diamond" and g.flops.tolist() == [1e9, 2e9, 3e9, 4e9]
+    assert h.replace(name="diamond", flops=g.flops) == g
+
+
+def test_replace_without_changes_is_equal_copy():
+    g = diamond()
+    h = g.replace()
+    assert h == g and h is not g
+
+
+def test_replace_validates():
+    with pytest.raises(InvalidGraph, match=r"node 'b' has negative flops \(-1\.0\)"):
+        diamond().replace(flops=[0, -1, 0, 0])
+    with pytest.raises(InvalidGraph, match="has a cycle"):
+        diamond().replace(edges=[(0, 1), (1, 0), (1, 3), (2, 3)])
+
+
+def test_replace_edges_with_their_bytes():
+    h = diamond().replace(edges=[(0, 1), (1, 2)], edge_bytes=[50, 70])
+    assert h.num_edges == 2
+    assert h.topological_order().tolist() == [0, 3, 1, 2]  # d has no inputs left
+    assert h.in_bytes.tolist() == [0, 50, 70, 0]
+
+
+def test_equality():
+    assert diamond() == diamond()
+    assert diamond() != diamond(name="x")
+    assert diamond() != diamond(flops=[1e9, 2e9, 3e9, 5e9])
+    assert diamond() != diamond(op_types=["input", "conv", "relu", "mean"])
+    assert diamond() != diamond(module=["", "", "", ""])
+    assert diamond() != diamond(meta={})
+    assert diamond() != diamond(group=[0, 1, 2, 3])
+    assert diamond() != diamond(phase=None)
+    assert diamond() != diamond(edge_bytes=[100, 60, 200, 299])
+    assert diamond() != diamond(cost_s={})
+    assert diamond() != diamond(cost_s={"k80": [1e-3, 5.0, 2e-3, 0.0]})
+    assert diamond() != diamond(cost_s={"v100": [1e-3, np.nan, 2e-3, 0.0]})
+    assert diamond() != "diamond"
+
+
+def test_equality_ignores_group_ids_but_not_partition():
+    assert diamond(group=[7, 7, 3, 9]) == diamond(group=[0, 0, 1, 2])
+
+
+def test_equality_treats_nan_costs_as_equal():
+    a = diamond(cost_s={"k80": [np.nan] * 4})
+    b = diamond(cost_s={"k80": [np.nan] * 4})
+    assert a == b
+
+
+def test_usable_as_dict_key():
+    g = diamond()
+    assert {g: 1}[g] == 1
+
+
+# ------------------------------------------------------------------------------- validation
+def test_invalid_graph_is_a_gnplace_value_error():
+    assert issubclass(InvalidGraph, GnplaceError)
+    assert issubclass(InvalidGraph, ValueError)
+
+
+@pytest.mark.parametrize(
+    "names, edges, cycle",
+    [
+        (["a", "b", "c"], [(0, 1), (1, 2), (2, 0)], ["a", "b", "c"]),
+        (["a", "b"], [(0, 1), (1, 0)], ["a", "b"]),
+        (["a", "b"], [(0, 0), (0, 1)], ["a"]),
+        # a cycle behind a source and with a tail leaving it
+        (["src", "a", "b", "c", "tail"], [(0, 1), (1, 2), (2, 3), (3, 1), (3, 4)], ["a", "b", "c"]),
+        # the tail comes first by index
+        (["tail", "a", "b", "c"], [(1, 2), (2, 3), (3, 1), (3, 0)], ["a", "b", "c"]),
+    ],
+)
+def test_cycle_message_lists_the_cycle(names, edges, cycle):
+    with pytest.raises(InvalidGraph, match=r"graph 'cyc' has a cycle: ") as info:
+        OpGraph(names, edges, name="cyc")
+    listed = cycle_in(str(info.value))
+    assert listed[0] == listed[-1]
+    assert sorted(listed[:-1]) == sorted(cycle)
+    index = {n: i for i, n in enumerate(names)}
+    for u, v in zip(listed, listed[1:]):
+        assert (index[u], index[v]) in edges
+
+
+def test_cycle_message_exact_for_simple_triangle():
+    with pytest.raises(InvalidGraph, match=r"^graph 'tri' has a cycle: a -> b -> c -> a$"):
+        OpGraph(["a", "b", "c"], [(0, 1), (1, 2), (2, 0)], name="tri")
+
+
+def test_cycle_message_names_one_cycle_of_two():
+    names = ["a", "b", "c", "d"]
+    with pytest.raises(InvalidGraph) as info:
+        OpGraph(names, [(0, 1), (1, 0), (2, 3), (3, 2)])
+    listed = cycle_in(str(info.value))
+    assert set(listed) in ({"a", "b"}, {"c", "d"})
+    assert len(listed) == 3
+
+
+@pytest.mark.parametrize(
+    "edges, kwargs, match",
+    [
+        ([(0, 5)], {}, r"edge 0 \(0 -> 5\) names consumer 5, which is not a node \(graph has 2 nodes\)"),
+        ([(0, 1), (7, 1)], {}, r"edge 1 \(7 -> 1\) names producer 7, which is not a node \(graph has 2 nodes\)"),
+        ([(-1, 1)], {}, r"edge 0 \(-1 -> 1\) names producer -1, which is not a node"),
+        ([(0, 2)], {"out_bytes": [1, 1]}, r"edge 0 \(0 -> 2\) names consumer 2, which is not a node"),
+        ([(0, 2)], {"out_bytes": [1, 1], "edge_bytes": [1]}, r"edge 0 \(0 -> 2\) names consumer 2, which is not a"),
+        ([(3, 1)], {"edge_bytes": [1]}, r"edge 0 \(3 -> 1\) names producer 3, which is not a node"),
+    ],
+)
+def test_dangling_edge(edges, kwargs, match):
+    with pytest.raises(InvalidGraph, match=r"graph 'g': " + match):
+        OpGraph(["a", "b"], edges, name="g", **kwargs)
+
+
+def test_duplicate_edge():
+    with pytest.raises(InvalidGraph, match=r"^graph 'g': edge 'a' -> 'b' appears twice$"):
+        OpGraph(["a", "b", "c"], [(0, 1), (1, 2), (0, 1)], name="g")
+
+
+def test_opposite_edges_are_not_duplicates_but_a_cycle():
+    with pytest.raises(InvalidGraph, match="has a cycle"):
+        OpGraph(["a", "b"], [(0, 1), (1, 0)])
+
+
+def test_duplicate_node_name():
+    with pytest.raises(InvalidGraph, match=r"^graph 'g': node name 'b' is used twice$"):
+        OpGraph(["a", "b", "c", "b"], name="g")
+
+
+@pytest.mark.parametrize(
+    "field, values, match",
+    [
+        ("flops", [1.0, -2.0], r"graph 'g': node 'y' has negative flops \(-2\.0\)"),
+        ("out_bytes", [-4, 0], r"graph 'g': node 'x' has negative out_bytes \(-4\)"),
+        ("param_bytes", [0, -1], r"graph 'g': node 'y' has negative param_bytes \(-1\)"),
+        ("flops", [np.nan, 1.0], r"graph 'g': node 'x' has NaN flops \(nan\)"),
+        ("flops", [1.0, np.inf], r"graph 'g': node 'y' has infinite flops"),
+        ("out_bytes", [8, np.nan], r"node 'y' has NaN out_bytes \(nan\)"),
+        ("out_bytes", [np.inf, 0], r"node 'x' has infinite out_bytes \(inf\)"),
+        ("param_bytes", [np.nan, 0], r"node 'x' has NaN param_bytes \(nan\)"),
+        ("out_bytes", [8, 2.5], r"node 'y': out_bytes must be a whole number of bytes, found 2\.5"),
+        ("param_bytes", [0.5, 0], r"node 'x': param_bytes must be a whole number of bytes, found 0\.5"),
+    ],
+)
+def test_bad_node_sizes(field, values, match):
+    kwargs = {"out_bytes": [8, 0]}
+    kwargs[field] = values
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], [(0, 1)], name="g", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "edge_bytes, match",
+    [
+        ([-3], r"^graph 'g': edge 'x' -> 'y' has negative bytes$"),
+        ([np.nan], r"has NaN edge_bytes \(nan\)"),
+        ([1.5], r"edge_bytes must be a whole number of bytes, found 1\.5"),
+    ],
+)
+def test_bad_edge_bytes(edge_bytes, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], [(0, 1)], out_bytes=[8, 0], edge_bytes=edge_bytes, name="g")
+
+
+@pytest.mark.parametrize("out_bytes", [None, [8, 0]])
+def test_nan_edge_bytes_reported_as_edge_bytes(out_bytes):
+    # also when out_bytes must be derived from the edges
+    with pytest.raises(InvalidGraph, match=r"NaN edge_bytes"):
+        OpGraph(["x", "y"], [(0, 1)], out_bytes=out_bytes, edge_bytes=[np.nan])
+
+
+def test_edge_larger_than_producer_output():
+    with pytest.raises(
+        InvalidGraph,
+        match=r"^graph 'g': edge 'x' -> 'z' carries 9 bytes, more than its producer writes \(8 out_bytes\)$",
+    ):
+        OpGraph(["x", "y", "z"], [(0, 1), (0, 2)], out_bytes=[8, 0, 0], edge_bytes=[8, 9], name="g")
+
+
+def test_edge_equal_to_producer_output_is_fine():
+    g = OpGraph(["x", "y"], [(0, 1)], out_bytes=[8, 0], edge_bytes=[8])
+    assert g.edge_bytes.tolist() == [8]
+
+
+@pytest.mark.parametrize(
+    "phase, match",
+    [
+        (["forward", "fwd"], r"^graph 'g': node 1 has unknown phase 'fwd' \(expected one of \('forward', 'backward', 'update'\)\)$"),
+        (["Forward", "update"], r"node 0 has unknown phase 'Forward'"),
+        ([0, 3], r"^graph 'g': node 1 has unknown phase 3 \(expected 0, 1 or 2\)$"),
+        ([-1, 0], r"node 0 has unknown phase -1 \(expected 0, 1 or 2\)"),
+        ([1.5, 0], r"node 0 has unknown phase 1\.5 \(expected 0, 1 or 2\)"),
+        ([None, 0], r"node 0 has unknown phase None \(expected 0, 1 or 2\)"),
+    ],
+)
+def test_unknown_phase(phase, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], phase=phase, name="g")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"flops": [1.0]}, r"^field 'flops' has shape \(1,\), expected \(2,\)$"),
+        ({"flops": [1.0, 2.0, 3.0]}, r"^field 'flops' has shape \(3,\), expected \(2,\)$"),
+        ({"flops": [[1.0, 2.0]]}, r"^field 'flops' has shape \(1, 2\), expected \(2,\)$"),
+        ({"out_bytes": [1]}, r"^field 'out_bytes' has shape \(1,\), expected \(2,\)$"),
+        ({"param_bytes": [0, 0, 0]}, r"^field 'param_bytes' has shape \(3,\), expected \(2,\)$"),
+        ({"edge_bytes": [1, 2]}, r"^field 'edge_bytes' has shape \(2,\), expected \(1,\)$"),
+        ({"edge_bytes": [1, 2], "out_bytes": [4, 4]}, r"^field 'edge_bytes' has shape \(2,\), expected \(1,\)$"),
+        ({"group": [0]}, r"^field 'group' has shape \(1,\), expected \(2,\)$"),
+        ({"phase": [0, 0, 0]}, r"^field 'phase' has shape \(3,\), expected \(2,\)$"),
+        ({"op_types": ["a"]}, r"^graph 'g': field 'op_types' has 1 entries, expected 2$"),
+        ({"module": ["a", "b", "c"]}, r"^graph 'g': field 'module' has 3 entries, expected 2$"),
+        ({"cost_s": {"k80": [1.0]}}, r"^field \"cost_s\['k80'\]\" has shape \(1,\), expected \(2,\)$"),
+    ],
+)
+def test_wrong_field_lengths(kwargs, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], [(0, 1)], name="g", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "edges, match",
+    [
+        ([0, 1], r"edges must be \[num_edges, 2\] pairs, got shape \(2,\)"),
+        ([(0, 1, 2)], r"edges must be \[num_edges, 2\] pairs, got shape \(1, 3\)"),
+        ([(0, 0.5)], r"edges must be a whole number, found 0\.5"),
+        ([(0, None)], r"has NaN edges"),
+        ([("x", "y")], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \(could not convert"),
+        ([(0, 1), (1,)], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \("),
+        (5, r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \("),
+    ],
+)
+def test_malformed_edges(edges, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], edges, name="g")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"flops": ["a", "b"]}, r"field 'flops' is not numeric"),
+        ({"out_bytes": ["4 MB", 1]}, r"field 'out_bytes' is not numeric"),
+        ({"out_bytes": [None, 1]}, r"node 'x' has NaN out_bytes"),
+        ({"group": [0, 0.5]}, r"group must be a whole number, found 0\.5"),
+    ],
+)
+def test_non_numeric_fields(kwargs, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "cost, match",
+    [
+        ([1e-3, -1e-3], r"^graph 'g': node 'y' has invalid measured cost_s\['k80'\] \(-0\.001\)$"),
+        ([np.inf, 0.0], r"^graph 'g': node 'x' has invalid measured cost_s\['k80'\] \(inf\)$"),
+    ],
+)
+def test_invalid_measured_cost(cost, match):
+    with pytest.raises(InvalidGraph, match=match):
+        OpGraph(["x", "y"], cost_s={"K80": cost}, name="g")
+
+
+def test_measured_cost_may_be_zero_or_nan():
+    g = OpGraph(["x", "y"], cost_s={"k80": [0.0, np.nan]})
+    assert g.cost_s["k80"][0] == 0.0 and np.isnan(g.cost_s["k80"][1])
+
+
+def test_validate_can_be_called_again():
+    g = diamond()
+    g.validate()  # a valid graph stays valid

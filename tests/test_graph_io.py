@@ -1,0 +1,430 @@
+"""Tests of ``gnplace.graph_io``: the graph file format and the networkx conversion."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from gnplace.exceptions import InvalidGraph
+from gnplace.graph import OpGraph
+from gnplace.graph_io import from_networkx, graph_from_dict, graph_to_dict, load_graph, save_graph, to_networkx
+from gnplace.toy import layered_graph, mlp_training_graph
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+
+
+def rich_graph() -> OpGraph:
+    """A graph that uses every field, with awkward values."""
+    return OpGraph(
+        ["in", "mm", "relu", "grad", "upd"],
+        [(0, 1), (1, 2), (2, 3), (0, 3), (3, 4)],
+        flops=[0.0, 1 / 3, 2.0**60 + 1e3, 1e-300, 7.000000000000001],
+        out_bytes=[12, 2**40, 8, 3, 0],
+        param_bytes=[0, 0, 0, 0, 2**33 + 1],
+        edge_bytes=[12, 2**40, 8, 5, 3],
+        op_types=["input", "matmul", "relu", "matmul", "sgd_update"],
+        phase=["forward", "forward", "forward", "backward", "update"],
+        group=[4, 1, 1, 4, 4],
+        module=["", "net.fc1", "net.fc1", "net.fc1", "net.fc1 ünïcode"],
+        cost_s={"k80": [1e-5, np.nan, 1 / 7, 0.0, np.nan], "v100": [np.nan] * 5, "cpu": [1.0, 2.0, 3.0, 4.0, 5.0]},
+        name="rich \"graph\"",
+        meta={"family": "mlp", "seed": 7, "nested": {"a": [1, 2.5, None, "x"]}, "flag": True},
+    )
+
+
+def assert_identical(a: OpGraph, b: OpGraph) -> None:
+    """Field-by-field equality, bit-exact for floats (NaN where NaN)."""
+    assert a == b
+    assert a.name == b.name and a.node_names == b.node_names
+    for field in ("edge_src", "edge_dst", "out_bytes", "param_bytes", "edge_bytes", "phase", "group"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+        assert getattr(a, field).dtype == getattr(b, field).dtype
+    assert a.flops.tobytes() == b.flops.tobytes()
+    assert sorted(a.cost_s) == sorted(b.cost_s)
+    for kind in a.cost_s:
+        assert a.cost_s[kind].tobytes() == b.cost_s[kind].tobytes(), kind
+    assert a.meta == b.meta and a.module == b.module and a.op_types == b.op_types
+
+
+# ------------------------------------------------------------------------------- round trip
+@pytest.mark.parametrize("suffix", [".gnpg", ".json", ".json.gz"])
+def test_round_trip_is_exact(tmp_path, suffix):
+    g = rich_graph()
+    path = save_graph(g, tmp_path / f"g{suffix}")
+    assert path == tmp_path / f"g{suffix}"
+    assert_identical(load_graph(path), g)
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [mlp_training_graph(layers=2, width=8, batch=4, branches=2), layered_graph(300, seed=5), OpGraph([], [])],
+    ids=["mlp", "layered", "empty"],
+)
+def test_round_trip_of_generated_graphs(tmp_path, graph):
+    assert_identical(load_graph(save_graph(graph, tmp_path / "g.gnpg")), graph)
+
+
+def test_float_flops_written_exactly(tmp_path):
+    g = OpGraph(["a", "b"], flops=[1 / 3, 0.1 + 0.2])
+    back = load_graph(save_graph(g, tmp_path / "g.json"))
+    assert back.flops[0] == 1 / 3
+    assert back.flops[1] == 0.1 + 0.2 != 0.3
+
+
+def test_unmeasured_cost_written_as_null(tmp_path):
+    path = save_graph(rich_graph(), tmp_path / "g.json")
+    data = json.loads(path.read_text())
+    assert data["cost_s"]["k80"] == [1e-5, None, 1 / 7, 0.0, None]
+    assert data["cost_s"]["v100"] == [None] * 5
+    back = load_graph(path)
+    assert np.isnan(back.cost_s["k80"][1]) and back.cost_s["k80"][2] == 1 / 7
+
+
+def test_gnpg_is_gzip_and_json_is_plain(tmp_path):
+    g = rich_graph()
+    gz = save_graph(g, tmp_path / "g.gnpg").read_bytes()
+    plain = save_graph(g, tmp_path / "g.json").read_bytes()
+    assert gz[:2] == b"\x1f\x8b"
+    assert gzip.decompress(gz) == plain
+    data = json.loads(plain)
+    assert data["format"] == "gnplace-opgraph" and data["version"] == 1
+    assert data["nodes"]["phase"] == ["forward", "forward", "forward", "backward", "update"]
+    assert data["nodes"]["group"] == [0, 1, 1, 0, 0]
+    assert data["edges"] == {"src": [0, 1, 2, 0, 3], "dst": [1, 2, 3, 3, 4], "bytes": [12, 2**40, 8, 5, 3]}
+    assert data["meta"] == g.meta and data["name"] == g.name
+
+
+def test_file_format_fields():
+    data = graph_to_dict(rich_graph())
+    assert set(data) == {"format", "version", "name", "meta", "nodes", "edges", "cost_s"}
+    assert set(data["nodes"]) == {"name", "op_type", "phase", "flops", "out_bytes", "param_bytes", "group", "module"}
+    assert list(data["cost_s"]) == sorted(data["cost_s"])
+    assert graph_from_dict(json.loads(json.dumps(data))) == rich_graph()
+
+
+@pytest.mark.parametrize("suffix", [".gnpg", ".json"])
+def test_same_graph_saved_twice_gives_identical_bytes(tmp_path, suffix):
+    a = save_graph(rich_graph(), tmp_path / f"a{suffix}").read_bytes()
+    b = save_graph(rich_graph(), tmp_path / f"b{suffix}").read_bytes()
+    assert a == b
+
+
+def test_saved_bytes_do_not_depend_on_insertion_order_of_meta_or_cost(tmp_path):
+    g1 = OpGraph(["x"], cost_s={"a": [1.0], "b": [2.0]}, meta={"p": 1, "q": 2})
+    g2 = OpGraph(["x"], cost_s={"b": [2.0], "a": [1.0]}, meta={"q": 2, "p": 1})
+    assert save_graph(g1, tmp_path / "1.gnpg").read_bytes() == save_graph(g2, tmp_path / "2.gnpg").read_bytes()
+
+
+def test_save_creates_parent_folders(tmp_path):
+    path = save_graph(rich_graph(), tmp_path / "a" / "b" / "g.gnpg")
+    assert path.is_file()
+
+
+def test_load_accepts_str_path(tmp_path):
+    save_graph(rich_graph(), tmp_path / "g.gnpg")
+    assert load_graph(str(tmp_path / "g.gnpg")) == rich_graph()
+
+
+def test_save_over_existing_file_is_atomic(tmp_path):
+    path = tmp_path / "g.gnpg"
+    save_graph(mlp_training_graph(layers=1, width=4, batch=2), path)
+    save_graph(rich_graph(), path)
+    assert load_graph(path) == rich_graph()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.gnpg"]  # no temporary left behind
+
+
+def test_interrupted_save_leaves_old_file_intact(tmp_path, monkeypatch):
+    import gnplace.graph_io as graph_io
+
+    path = tmp_path / "g.gnpg"
+    save_graph(rich_graph(), path)
+    before = path.read_bytes()
+
+    def crash(src, dst):
+        raise OSError("disk pulled out before the rename")
+
+    monkeypatch.setattr(graph_io.os, "replace", crash)
+    with pytest.raises(OSError, match="disk pulled out"):
+        save_graph(layered_graph(50, seed=1), path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before  # the target was never written in place
+    assert load_graph(path) == rich_graph()
+
+
+def test_failed_save_leaves_old_file_intact(tmp_path):
+    path = tmp_path / "g.gnpg"
+    save_graph(rich_graph(), path)
+    before = path.read_bytes()
+    with pytest.raises((TypeError, ValueError)):
+        save_graph(OpGraph(["x"], meta={"bad": object()}), path)
+    assert path.read_bytes() == before
+    assert load_graph(path) == rich_graph()
+
+
+def test_shipped_example_is_the_exact_toy_graph(tmp_path):
+    g = load_graph(EXAMPLE)
+    expected = mlp_training_graph(layers=8, width=2048, batch=512, branches=2)
+    assert g.name == "mlp2x8w2048b512"
+    assert g.num_ops == 98 and g.num_edges == 130 and g.num_groups == 17
+    assert_identical(g, expected)
+    # files are deterministic across processes: saving it again here gives the shipped bytes
+    assert save_graph(expected, tmp_path / EXAMPLE.name).read_bytes() == EXAMPLE.read_bytes()
+
+
+# ------------------------------------------------------------------------------- bad files
+def test_missing_file(tmp_path):
+    path = tmp_path / "nope.gnpg"
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: no such graph file$"):
+        load_graph(path)
+
+
+def test_directory_instead_of_file(tmp_path):
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(tmp_path))}: cannot read graph file \(Is a directory\)$"):
+        load_graph(tmp_path)
+
+
+def corrupt_cases(good: bytes) -> dict[str, bytes]:
+    flipped = bytearray(good)
+    for i in range(20, min(60, len(good) - 10)):
+        flipped[i] ^= 0xFF
+    crc = bytearray(good)
+    crc[-6] ^= 0xFF
+    return {
+        "truncated gzip": good[: len(good) // 2],
+        "gzip header only": good[:10],
+        "corrupt deflate stream": bytes(flipped),
+        "bad crc": bytes(crc),
+        "empty": b"",
+        "binary garbage": bytes(range(256)),
+        "truncated json": gzip.decompress(good)[:-7],
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["truncated gzip", "gzip header only", "corrupt deflate stream", "bad crc", "empty", "binary garbage", "truncated json"]
+)
+def test_corrupt_file(tmp_path, case):
+    good = save_graph(layered_graph(200, seed=0), tmp_path / "good.gnpg").read_bytes()
+    path = tmp_path / "bad.gnpg"
+    path.write_bytes(corrupt_cases(good)[case])
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: not a readable gnplace graph file \(corrupt or truncated: .+\)$") as info:
+        load_graph(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [{"nodes": [], "edges": []}, [1, 2, 3], "just a string", {"format": "gnplace-placement", "version": 1}, None],
+    ids=["dict", "list", "string", "placement", "null"],
+)
+def test_non_gnplace_json(tmp_path, content):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: not a gnplace graph file \(no 'format': 'gnplace-opgraph' field\)$"):
+        load_graph(path)
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", None])
+def test_wrong_version(tmp_path, version):
+    data = graph_to_dict(rich_graph())
+    data["version"] = version
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        InvalidGraph, match=rf"^{re.escape(str(path))}: graph file version {re.escape(repr(version))} is not supported \(this gnplace reads 1\)$"
+    ):
+        load_graph(path)
+
+
+def test_missing_version(tmp_path):
+    data = graph_to_dict(rich_graph())
+    del data["version"]
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidGraph, match=r"graph file version None is not supported"):
+        load_graph(path)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d.pop("nodes"), r"graph file lacks field 'nodes'"),
+        (lambda d: d.pop("edges"), r"graph file lacks field 'edges'"),
+        (lambda d: d["nodes"].pop("flops"), r"graph file lacks field 'flops'"),
+        (lambda d: d["edges"].pop("bytes"), r"graph file lacks field 'bytes'"),
+        (lambda d: d.__setitem__("nodes", []), r"malformed graph file"),
+        (lambda d: d.__setitem__("edges", None), r"malformed graph file"),
+        (lambda d: d.__setitem__("cost_s", []), r"malformed graph file"),
+        (lambda d: d.__setitem__("cost_s", {"k80": 3}), r"malformed graph file"),
+        (lambda d: d.__setitem__("cost_s", {"k80": ["fast"] * 5}), r"malformed graph file"),
+        (lambda d: d.__setitem__("meta", "x"), r"malformed graph file"),
+        (lambda d: d["nodes"].__setitem__("flops", [1.0]), r"field 'flops' has shape \(1,\), expected \(5,\)"),
+        (lambda d: d["nodes"].__setitem__("phase", ["forward"] * 4 + ["sideways"]), r"unknown phase 'sideways'"),
+        (lambda d: d["edges"].__setitem__("dst", [1, 2, 3, 3, 9]), r"names consumer 9, which is not a node"),
+        (lambda d: d["nodes"].__setitem__("out_bytes", [12, -1, 8, 3, 0]), r"node 'mm' has negative out_bytes"),
+        (lambda d: d["nodes"]["name"].__setitem__(1, "in"), r"node name 'in' is used twice"),
+    ],
+)
+def test_malformed_graph_file(tmp_path, mutate, match):
+    data = graph_to_dict(rich_graph())
+    mutate(data)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: .*{match}") as info:
+        load_graph(path)
+    assert "\n" not in str(info.value)
+
+
+def test_cyclic_graph_in_file(tmp_path):
+    data = graph_to_dict(OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], name="loop"))
+    data["edges"] = {"src": [0, 1, 2], "dst": [1, 2, 0], "bytes": [0, 0, 0]}
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: graph 'loop' has a cycle: a -> b -> c -> a$"):
+        load_graph(path)
+
+
+def test_graph_from_dict_defaults_for_optional_fields():
+    data = graph_to_dict(rich_graph())
+    for key in ("name", "meta", "cost_s"):
+        del data[key]
+    del data["nodes"]["module"]
+    g = graph_from_dict(data)
+    assert g.name == "graph" and g.meta == {} and g.cost_s == {} and g.module == ("",) * 5
+
+
+# ------------------------------------------------------------------------------- networkx
+def edge_set(g: OpGraph) -> set[tuple[str, str, int]]:
+    return {(g.node_names[s], g.node_names[d], int(b)) for s, d, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
+
+
+def test_to_networkx_attributes():
+    G = to_networkx(rich_graph())
+    assert isinstance(G, nx.DiGraph)
+    assert list(G.nodes) == ["in", "mm", "relu", "grad", "upd"]
+    assert G.graph["name"] == 'rich "graph"' and G.graph["meta"]["seed"] == 7
+    mm = G.nodes["mm"]
+    assert mm == {
+        "flops": 1 / 3, "out_bytes": 2**40, "param_bytes": 0, "group": 1, "op_type": "matmul",
+        "phase": "forward", "module": "net.fc1", "cost_s": {"cpu": 2.0},
+    }
+    assert G.nodes["in"]["cost_s"] == {"k80": 1e-5, "cpu": 1.0}
+    assert G.nodes["upd"]["phase"] == "update" and G.nodes["upd"]["param_bytes"] == 2**33 + 1
+    assert G.edges["in", "grad"] == {"bytes": 5}
+    assert G.number_of_edges() == 5
+
+
+def test_to_networkx_omits_cost_when_unmeasured():
+    G = to_networkx(OpGraph(["a", "b"], cost_s={"k80": [np.nan, 1.0]}))
+    assert "cost_s" not in G.nodes["a"]
+    assert G.nodes["b"]["cost_s"] == {"k80": 1.0}
+
+
+def test_networkx_round_trip_preserves_everything():
+    g = rich_graph()
+    back = from_networkx(to_networkx(g))
+    assert back.name == g.name and back.meta == g.meta
+    assert back.node_names == g.node_names
+    assert back.flops.tobytes() == g.flops.tobytes()
+    for field in ("out_bytes", "param_bytes", "phase", "group"):
+        assert getattr(back, field).tolist() == getattr(g, field).tolist(), field
+    assert back.op_types == g.op_types and back.module == g.module
+    assert edge_set(back) == edge_set(g)
+    # kinds measured on at least one op survive, with NaN where unmeasured
+    for kind in ("k80", "cpu"):
+        assert back.cost_s[kind].tobytes() == g.cost_s[kind].tobytes()
+
+
+def test_networkx_round_trip_is_equal_for_sorted_edges():
+    g = mlp_training_graph(layers=2, width=8, batch=4)
+    order = np.lexsort((g.edge_dst, g.edge_src))
+    g = g.replace(edges=np.stack([g.edge_src[order], g.edge_dst[order]], axis=1), edge_bytes=g.edge_bytes[order])
+    assert from_networkx(to_networkx(g)) == g
+
+
+def test_networkx_round_trip_of_layered_graph():
+    g = layered_graph(150, seed=2)
+    back = from_networkx(to_networkx(g))
+    assert back == g  # layered graph edges come sorted
+
+
+def test_from_networkx_defaults():
+    G = nx.DiGraph()
+    G.add_edge("a", "b", bytes=40)
+    G.add_edge("a", "c", bytes=10)
+    G.add_edge("b", "c")
+    G.add_node("d")
+    g = from_networkx(G)
+    assert g.name == "graph"
+    assert g.node_names == ("a", "b", "c", "d")
+    assert g.flops.tolist() == [0.0] * 4
+    assert g.out_bytes.tolist() == [40, 0, 0, 0]  # largest outgoing edge
+    assert g.param_bytes.tolist() == [0] * 4
+    assert g.group.tolist() == [0, 1, 2, 3]
+    assert g.phase.tolist() == [0] * 4
+    assert g.op_types == ("op",) * 4 and g.module == ("",) * 4
+    assert g.cost_s == {} and g.meta == {}
+    assert edge_set(g) == {("a", "b", 40), ("a", "c", 10), ("b", "c", 0)}
+
+
+def test_from_networkx_edge_bytes_default_to_out_bytes():
+    G = nx.DiGraph()
+    G.add_node("a", out_bytes=64)
+    G.add_node("b")
+    G.add_edge("a", "b")
+    g = from_networkx(G, name="given")
+    assert g.name == "given"
+    assert g.edge_bytes.tolist() == [64]
+
+
+def test_from_networkx_names_and_partial_costs():
+    G = nx.DiGraph(name="net")
+    G.add_node(1, flops=5.0, phase="backward", group=3, cost_s={"K80": 0.5})
+    G.add_node(2, flops=6.0, phase=2, group=3)
+    G.add_edge(1, 2)
+    g = from_networkx(G)
+    assert g.name == "net"
+    assert g.node_names == ("1", "2")
+    assert g.phase.tolist() == [1, 2]
+    assert g.group.tolist() == [0, 0]
+    assert g.cost_s["k80"][0] == 0.5 and np.isnan(g.cost_s["k80"][1])
+
+
+def test_from_networkx_rejects_undirected():
+    with pytest.raises(InvalidGraph, match=r"^from_networkx needs a directed graph \(networkx\.DiGraph\)$"):
+        from_networkx(nx.path_graph(3))
+
+
+def test_from_networkx_rejects_cycle():
+    G = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a")], name="ring")
+    with pytest.raises(InvalidGraph, match=r"^graph 'ring' has a cycle: a -> b -> c -> a$"):
+        from_networkx(G)
+
+
+def test_from_networkx_rejects_parallel_edges_of_multigraph():
+    G = nx.MultiDiGraph()
+    G.add_edge("a", "b")
+    G.add_edge("a", "b")
+    with pytest.raises(InvalidGraph, match=r"edge 'a' -> 'b' appears twice"):
+        from_networkx(G)
+
+
+def test_from_networkx_rejects_invalid_sizes():
+    G = nx.DiGraph()
+    G.add_node("a", out_bytes=4)
+    G.add_node("b")
+    G.add_edge("a", "b", bytes=5)
+    with pytest.raises(InvalidGraph, match=r"edge 'a' -> 'b' carries 5 bytes, more than its producer writes"):
+        from_networkx(G)
+    G.nodes["a"]["flops"] = math.nan
+    G.edges["a", "b"]["bytes"] = 4
+    with pytest.raises(InvalidGraph, match=r"node 'a' has NaN flops"):
+        from_networkx(G)
+

@@ -1,0 +1,290 @@
+"""Tests of ``gnplace.placement``: the Placement object and placement files."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import GnplaceError, InvalidPlacement
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement, as_placement, load_placement, save_placement
+from gnplace.toy import chain_graph, mlp_training_graph
+
+
+@pytest.fixture(scope="module")
+def k80x2():
+    return load_cluster("k80x2")
+
+
+@pytest.fixture(scope="module")
+def k80x4():
+    return load_cluster("k80x4")
+
+
+def grouped() -> OpGraph:
+    """Five ops in groups ``[0, 0, 1, 2, 1]`` (ids renumbered from 9, 9, 4, 7, 4)."""
+    return OpGraph([f"o{i}" for i in range(5)], [(0, 1), (1, 2), (2, 3), (3, 4)], group=[9, 9, 4, 7, 4], name="grouped")
+
+
+# ------------------------------------------------------------------------------- object
+def test_devices_are_read_only_int64_copy(k80x2):
+    source = np.array([0, 1, 1], dtype=np.int32)
+    p = Placement(source, k80x2)
+    source[0] = 1
+    assert p.devices.tolist() == [0, 1, 1]
+    assert p.devices.dtype == np.int64
+    assert not p.devices.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        p.devices[0] = 1
+
+
+def test_placement_is_frozen(k80x2):
+    p = Placement([0, 0], k80x2)
+    with pytest.raises(AttributeError):
+        p.devices = np.zeros(2)  # type: ignore[misc]
+
+
+def test_from_groups_expands_per_op(k80x4):
+    g = grouped()
+    p = Placement.from_groups(g, k80x4, [3, 1, 2])
+    assert p.devices.tolist() == [3, 3, 1, 2, 1]
+    assert p.cluster is k80x4
+    assert not p.splits_groups(g)
+
+
+@pytest.mark.parametrize("group_devices", [[0, 1], [0, 1, 2, 3], [[0, 1, 2]]])
+def test_from_groups_wrong_shape(k80x4, group_devices):
+    shape = np.asarray(group_devices).shape
+    with pytest.raises(
+        InvalidPlacement, match=rf"^group placement has shape {re.escape(str(shape))}, graph 'grouped' has 3 groups$"
+    ):
+        Placement.from_groups(grouped(), k80x4, group_devices)
+
+
+def test_device_names(k80x2):
+    g = chain_graph(3)
+    assert Placement([0, 1, 1], k80x2).device_names(g) == {"op0": "gpu0", "op1": "gpu1", "op2": "gpu1"}
+
+
+def test_check_accepts_valid(k80x4):
+    Placement([0, 3, 2], k80x4).check(chain_graph(3))
+
+
+@pytest.mark.parametrize(
+    "devices, match",
+    [
+        ([0, 1], r"^placement has 2 entries, graph 'chain3' has 3 ops$"),
+        ([0, 1, 1, 0], r"^placement has 4 entries, graph 'chain3' has 3 ops$"),
+        ([[0, 1, 1]], r"^placement has shape \(1, 3\), graph 'chain3' has 3 ops$"),
+        (0, r"^placement has shape \(\), graph 'chain3' has 3 ops$"),
+        ([0, 2, 1], r"^op 'op1' is placed on device 2, but cluster 'k80x2' has devices 0\.\.1$"),
+        ([0, 1, -1], r"^op 'op2' is placed on device -1, but cluster 'k80x2' has devices 0\.\.1$"),
+    ],
+)
+def test_check_errors(k80x2, devices, match):
+    with pytest.raises(InvalidPlacement, match=match):
+        Placement(devices, k80x2).check(chain_graph(3))
+
+
+@pytest.mark.parametrize(
+    "devices, splits",
+    [
+        ([0, 0, 1, 2, 1], False),
+        ([1, 1, 1, 1, 1], False),
+        ([0, 1, 1, 2, 1], True),  # group 0 on devices 0 and 1
+        ([0, 0, 1, 2, 3], True),  # group 1 on devices 1 and 3
+        ([0, 0, 1, 1, 1], False),  # two groups may share a device
+    ],
+)
+def test_splits_groups(k80x4, devices, splits):
+    assert Placement(devices, k80x4).splits_groups(grouped()) is splits
+
+
+def test_splits_groups_of_mlp(k80x4):
+    g = mlp_training_graph(layers=3, width=8, batch=4)
+    per_group = np.arange(g.num_groups) % 4
+    p = Placement.from_groups(g, k80x4, per_group)
+    assert not p.splits_groups(g)
+    devices = p.devices.copy()
+    first_matmul = g.index("t0.l0.matmul")
+    devices[g.index("t0.l0.update")] = (devices[first_matmul] + 1) % 4
+    assert Placement(devices, k80x4).splits_groups(g)
+
+
+# ------------------------------------------------------------------------------- as_placement
+def test_as_placement_from_list_and_array(k80x2):
+    g = chain_graph(3)
+    for value in ([0, 1, 0], np.array([0, 1, 0]), (0, 1, 0)):
+        p = as_placement(g, k80x2, value)
+        assert isinstance(p, Placement) and p.cluster is k80x2
+        assert p.devices.tolist() == [0, 1, 0]
+
+
+def test_as_placement_from_dict(k80x2):
+    g = chain_graph(3)
+    p = as_placement(g, k80x2, {"op2": "gpu0", "op0": "gpu1", "op1": "gpu1"})
+    assert p.devices.tolist() == [1, 1, 0]
+
+
+def test_as_placement_keeps_placement_of_same_cluster(k80x2):
+    p = Placement([0, 1, 0], k80x2)
+    assert as_placement(chain_graph(3), k80x2, p) is p
+
+
+def test_as_placement_rebinds_placement_to_given_cluster(k80x2, k80x4):
+    p = Placement([0, 1, 0], k80x2)
+    q = as_placement(chain_graph(3), k80x4, p)
+    assert q.cluster is k80x4 and q.devices.tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ([0, 1], r"placement has 2 entries, graph 'chain3' has 3 ops"),
+        ([0, 1, 5], r"op 'op2' is placed on device 5, but cluster 'k80x2' has devices 0\.\.1"),
+        ({"op0": "gpu0", "op1": "gpu1"}, r"^placement: 1 ops of graph 'chain3' have no device, e\.g\. 'op2'$"),
+        ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu7"}, r"^placement: op 'op2' is placed on unknown device 'gpu7' \(cluster has gpu0, gpu1\)$"),
+        ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu0", "op9": "gpu0"}, r"^placement: op 'op9' is not in graph 'chain3'$"),
+        ({"op0": 0, "op1": 0, "op2": 0}, r"placed on unknown device 0"),
+    ],
+)
+def test_as_placement_errors(k80x2, value, match):
+    with pytest.raises(InvalidPlacement, match=match):
+        as_placement(chain_graph(3), k80x2, value)
+
+
+def test_as_placement_checks_a_placement_object(k80x2):
+    with pytest.raises(InvalidPlacement, match="placement has 2 entries"):
+        as_placement(chain_graph(3), k80x2, Placement([0, 0], k80x2))
+
+
+def test_invalid_placement_is_a_gnplace_value_error():
+    assert issubclass(InvalidPlacement, GnplaceError) and issubclass(InvalidPlacement, ValueError)
+
+
+# ------------------------------------------------------------------------------- files
+def test_save_load_round_trip(tmp_path, k80x4):
+    g = mlp_training_graph(layers=2, width=8, batch=4)
+    p = Placement.from_groups(g, k80x4, [3, 0, 2])
+    path = save_placement(tmp_path / "sub" / "p.json", g, p, placer="round_robin", predicted={"step_time_s": 0.25})
+    assert path == tmp_path / "sub" / "p.json"
+    back = load_placement(path, g, k80x4)
+    assert back.devices.tolist() == p.devices.tolist()
+    assert back.cluster is k80x4
+    data = json.loads(path.read_text())
+    assert data["format"] == "gnplace-placement" and data["version"] == 1
+    assert data["graph"] == g.name and data["cluster"] == "k80x4" and data["placer"] == "round_robin"
+    assert data["predicted"] == {"step_time_s": 0.25}
+    assert data["placement"] == p.device_names(g)
+    assert list(data["placement"]) == list(g.node_names)
+
+
+def test_save_defaults_and_overwrite(tmp_path, k80x2):
+    g = chain_graph(3)
+    path = tmp_path / "p.json"
+    save_placement(path, g, Placement([0, 0, 0], k80x2))
+    save_placement(path, g, Placement([1, 1, 0], k80x2))
+    data = json.loads(path.read_text())
+    assert data["placer"] == "" and data["predicted"] == {}
+    assert load_placement(path, g, k80x2).devices.tolist() == [1, 1, 0]
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]
+
+
+def test_load_ignores_key_order_and_extra_fields(tmp_path, k80x2):
+    g = chain_graph(3)
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps({
+        "placement": {"op2": "gpu1", "op1": "gpu0", "op0": "gpu1"}, "version": 1,
+        "format": "gnplace-placement", "note": "written by hand",
+    }))
+    assert load_placement(path, g, k80x2).devices.tolist() == [1, 0, 1]
+
+
+def write_placement(tmp_path, mapping) -> object:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"format": "gnplace-placement", "version": 1, "placement": mapping}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "mapping, problem",
+    [
+        ({"op0": "gpu0", "op1": "gpu1"}, r"1 ops of graph 'chain3' have no device, e\.g\. 'op2'"),
+        ({}, r"3 ops of graph 'chain3' have no device, e\.g\. 'op0'"),
+        ({"op0": "gpu0", "op1": "gpu1", "op2": "tpu0"}, r"op 'op2' is placed on unknown device 'tpu0' \(cluster has gpu0, gpu1\)"),
+        ({"op0": "gpu0", "op1": "gpu1", "op2": "gpu1", "extra": "gpu0"}, r"op 'extra' is not in graph 'chain3'"),
+    ],
+)
+def test_bad_placement_file_contents(tmp_path, k80x2, mapping, problem):
+    path = write_placement(tmp_path, mapping)
+    with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(path))}: {problem}$"):
+        load_placement(path, chain_graph(3), k80x2)
+
+
+def test_placement_file_for_another_graph(tmp_path, k80x2):
+    path = save_placement(tmp_path / "p.json", chain_graph(4), Placement([0, 1, 0, 1], k80x2))
+    with pytest.raises(InvalidPlacement, match=r"op 'op3' is not in graph 'chain3'"):
+        load_placement(path, chain_graph(3), k80x2)
+    with pytest.raises(InvalidPlacement, match=r"1 ops of graph 'chain5' have no device, e\.g\. 'op4'"):
+        load_placement(path, chain_graph(5), k80x2)
+
+
+def test_placement_file_for_another_cluster(tmp_path, k80x2, k80x4):
+    g = chain_graph(3)
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 3, 2], k80x4))
+    with pytest.raises(InvalidPlacement, match=r"op 'op1' is placed on unknown device 'gpu3' \(cluster has gpu0, gpu1\)"):
+        load_placement(path, g, k80x2)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["not json at all", '{"format": "gnplace-placement", "placement": {', "", "\x00\x01"],
+    ids=["text", "truncated", "empty", "binary"],
+)
+def test_placement_file_not_json(tmp_path, k80x2, content):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(path))}: not a readable placement file \(.+\)$"):
+        load_placement(path, chain_graph(3), k80x2)
+
+
+def test_placement_file_not_utf8(tmp_path, k80x2):
+    path = tmp_path / "p.json"
+    path.write_bytes(b"\xff\xfe\xfa")
+    with pytest.raises(InvalidPlacement, match=r"not a readable placement file"):
+        load_placement(path, chain_graph(3), k80x2)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {"placement": {"op0": "gpu0"}},
+        {"format": "gnplace-opgraph", "placement": {}},
+        {"format": "gnplace-placement"},
+        {"format": "gnplace-placement", "placement": ["gpu0", "gpu1", "gpu0"]},
+        [1, 2],
+    ],
+)
+def test_json_that_is_not_a_placement(tmp_path, k80x2, content):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(
+        InvalidPlacement,
+        match=rf"^{re.escape(str(path))}: not a gnplace placement file \(no 'format': 'gnplace-placement' and 'placement' map\)$",
+    ):
+        load_placement(path, chain_graph(3), k80x2)
+
+
+def test_missing_placement_file(tmp_path, k80x2):
+    path = tmp_path / "absent.json"
+    with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(path))}: no such placement file$"):
+        load_placement(path, chain_graph(3), k80x2)
+
+
+def test_placement_path_is_directory(tmp_path, k80x2):
+    with pytest.raises(InvalidPlacement, match=r"not a readable placement file \(.*Is a directory"):
+        load_placement(tmp_path, chain_graph(3), k80x2)

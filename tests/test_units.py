@@ -1,0 +1,144 @@
+"""Tests of ``gnplace.units``: quantities with units as cluster files write them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (12, 12.0),
+        (1e9, 1e9),
+        ("512", 512.0),
+        ("512 B", 512.0),
+        ("512B", 512.0),
+        ("2 KiB", 2048.0),
+        ("12 GiB", 12 * 2.0**30),
+        ("1 MiB", 2.0**20),
+        ("1 TiB", 2.0**40),
+        ("1.5GB", 1.5e9),
+        ("16 GB", 16e9),
+        ("3 kB", 3e3),
+        ("3 KB", 3e3),
+        ("4.1 MB", 4.1e6),
+        ("2 TB", 2e12),
+        ("1 PB", 1e15),
+        (" 7 MB ", 7e6),
+        ("1e3 KB", 1e6),
+        (".5 GB", 5e8),
+        ("-1 GiB", -(2.0**30)),
+    ],
+)
+def test_parse_bytes(text, expected):
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (0.5, 0.5),
+        ("2", 2.0),
+        ("2 s", 2.0),
+        ("1 ms", 1e-3),
+        ("1ms", 1e-3),
+        ("25 us", 25e-6),
+        ("5.7us", 5.7e-6),
+        ("10 us", 10e-6),
+        ("3 ns", 3e-9),
+        ("2.5e-5", 2.5e-5),
+    ],
+)
+def test_parse_seconds(text, expected):
+    assert parse_seconds(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (1e9, 1e9),
+        ("7.6 GB/s", 7.6e9),
+        ("16 GB/s", 16e9),
+        ("128 Gbit/s", 16e9),
+        ("8 Mbps", 1e6),
+        ("100 B/s", 100.0),
+        ("1 GiB/s", 2.0**30),
+        ("12e9", 12e9),
+    ],
+)
+def test_parse_rate(text, expected):
+    assert parse_rate(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (2.8e12, 2.8e12),
+        ("2.8 TFLOP/s", 2.8e12),
+        ("289 GFLOPS", 289e9),
+        ("289GFLOPS", 289e9),
+        ("15.7 TFLOPS", 15.7e12),
+        ("5 FLOP/s", 5.0),
+        ("1e6", 1e6),
+    ],
+)
+def test_parse_flops(text, expected):
+    assert parse_flops(text) == expected
+
+
+@pytest.mark.parametrize("tenths", range(1, 400, 7))
+def test_decimal_quantities_are_exact(tenths):
+    # "x.y <prefix>unit" is the float nearest x.y * 10**k, as if the user wrote "x.ye<k>"
+    x = repr(tenths / 10)
+    assert parse_bytes(f"{x} MB") == float(f"{x}e6")
+    assert parse_bytes(f"{x} GB") == float(f"{x}e9")
+    assert parse_rate(f"{x} GB/s") == float(f"{x}e9")
+    assert parse_flops(f"{x} TFLOP/s") == float(f"{x}e12")
+    assert parse_seconds(f"{x} us") == float(f"{x}e-6")
+    assert parse_seconds(f"{x} ms") == float(f"{x}e-3")
+    assert parse_seconds(f"{x} ns") == float(f"{x}e-9")
+
+
+@pytest.mark.parametrize(
+    "parse, value, match",
+    [
+        (parse_bytes, "12 GB/s", r"unknown unit 'GB/s'"),
+        (parse_bytes, "12 XB", r"unknown unit 'XB'"),
+        (parse_bytes, "12 kiB", r"unknown unit 'kiB'"),
+        (parse_bytes, "12 b", r"unknown unit 'b'"),
+        (parse_bytes, "lots", r"expected a size such as 16e9 or '16 GiB', got 'lots'"),
+        (parse_bytes, "12 G iB", r"got '12 G iB'"),
+        (parse_bytes, "", r"got ''"),
+        (parse_bytes, None, r"got None"),
+        (parse_bytes, True, r"got True"),
+        (parse_bytes, [12], r"got \[12\]"),
+        (parse_bytes, math.nan, r"expected a size, got nan"),
+        (parse_bytes, math.inf, r"expected a size, got inf"),
+        (parse_bytes, "inf", r"got 'inf'"),
+        (parse_bytes, "nan GB", r"got 'nan GB'"),
+        (parse_bytes, "1e400 B", r"expected a size, got '1e400 B'"),
+        (parse_bytes, "1e99999999999999999999 KB", r"got '1e99999999999999999999 KB'"),
+        (parse_seconds, "25 µs", r"expected a duration such as 2\.5e-5 or '25 us', got '25 µs'"),
+        (parse_seconds, "2 min", r"unknown unit 'min'"),
+        (parse_seconds, "2 GB", r"unknown unit 'GB'"),
+        (parse_seconds, math.inf, r"expected a duration, got inf"),
+        (parse_rate, "16 GB", r"unknown unit 'GB'"),
+        (parse_rate, "16 Gb/s", r"unknown unit 'Gb/s'"),
+        (parse_rate, False, r"got False"),
+        (parse_flops, "2.8 TFLOP", r"unknown unit 'TFLOP'"),
+        (parse_flops, "2.8 T", r"unknown unit 'T'"),
+        (parse_flops, "fast", r"expected a compute rate such as 2\.8e12 or '2\.8 TFLOP/s', got 'fast'"),
+    ],
+)
+def test_bad_quantities(parse, value, match):
+    with pytest.raises(ValueError, match=match):
+        parse(value)
+
+
+def test_results_are_floats():
+    for value in (parse_bytes(12), parse_bytes("1 KiB"), parse_seconds(1), parse_rate("1 GB/s"), parse_flops(10)):
+        assert type(value) is float
