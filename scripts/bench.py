@@ -3,12 +3,16 @@
 Usage::
 
     python scripts/bench.py sim [--ops 2000] [--devices 4] [--repeat 300] [--batch 256] [--json]
+    python scripts/bench.py import [--layers 6 15 30]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
 the topological order, uniformly random: the worst case, most transfers), in both simulator
 modes, plus the throughput of the batched call. Single evaluations run on one core (the kernel
 is serial); the batched call uses every core numba is allowed.
+
+``import``: seconds to extract the training graph of ENAS cifar10 networks of growing depth with
+``gnplace.importers.torch.from_module`` on one core.
 """
 
 from __future__ import annotations
@@ -75,6 +79,24 @@ def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_import(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Time ``from_module`` (record + convert) on a cifar10 network of about ``--ops`` ops."""
+    import torch
+
+    from gnplace.families import cifar10
+    from gnplace.importers.torch import from_module
+
+    torch.set_num_threads(1)
+    rows = []
+    for layers in args.layers:
+        model, inputs = cifar10.sample(np.random.default_rng(0), layers=layers, channels=20, batch=32)
+        start = time.perf_counter()
+        graph = from_module(model, inputs)
+        seconds = time.perf_counter() - start
+        rows.append(dict(family="cifar10", layers=layers, ops=graph.num_ops, seconds=seconds))
+    return rows
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -85,7 +107,15 @@ def main() -> None:
     sim.add_argument("--repeat", type=int, default=300)
     sim.add_argument("--batch", type=int, default=256)
     sim.add_argument("--json", action="store_true")
+    imp = sub.add_parser("import", help="training-graph extraction from PyTorch (one core)")
+    imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30])
+    imp.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.bench == "import":
+        rows = bench_import(args)
+        print(json.dumps(rows, indent=1) if args.json else "\n".join(
+            f"cifar10 L={r['layers']}: {r['ops']} ops extracted in {r['seconds']:.1f} s" for r in rows))
+        return
     rows = bench_sim(args)
     if args.json:
         print(json.dumps(rows, indent=1))

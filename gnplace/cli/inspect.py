@@ -1,0 +1,91 @@
+"""``gnplace inspect GRAPH [--cluster C]``: what a graph holds and what it costs on one device."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from gnplace.cli.common import mib, ms
+from gnplace.cluster import load_cluster
+from gnplace.graph import PHASES, OpGraph
+from gnplace.graph_io import load_graph
+from gnplace.placers.single import SinglePlacer
+from gnplace.sim.bounds import critical_path
+from gnplace.sim.simulator import Simulator
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``inspect`` on the subparsers ``sub``."""
+    p = sub.add_parser("inspect", help="summarise a graph", description="Summarise GRAPH: ops by phase and type, "
+                       "FLOP, bytes, groups, critical path and simulated single-device step time on a cluster.")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
+    p.add_argument("--top", type=int, default=10, help="op types to list (default: 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any]:
+    """The numbers ``gnplace inspect`` prints (seconds, bytes, FLOP)."""
+    cluster = load_cluster(cluster_spec)
+    sim = Simulator()
+    placement = SinglePlacer(sim).place(graph, cluster)
+    result = sim.time(graph, cluster, placement)
+    types = Counter(graph.op_types)
+    flops_by_type: Counter[str] = Counter()
+    for t, f in zip(graph.op_types, graph.flops.tolist()):
+        flops_by_type[t] += f
+    return {
+        "graph": graph.name,
+        "meta": graph.meta,
+        "ops": graph.num_ops,
+        "edges": graph.num_edges,
+        "groups": graph.num_groups,
+        "ops_by_phase": {p: int((graph.phase == i).sum()) for i, p in enumerate(PHASES)},
+        "flops_by_phase": {p: float(graph.flops[graph.phase == i].sum()) for i, p in enumerate(PHASES)},
+        "top_op_types": [{"type": t, "count": c, "flops": flops_by_type[t]} for t, c in types.most_common(top)],
+        "total_flops": graph.total_flops,
+        "param_bytes": graph.total_param_bytes,
+        "activation_bytes": int(graph.out_bytes.sum()),
+        "edge_bytes": int(graph.edge_bytes.sum()),
+        "cluster": cluster.name,
+        "critical_path_s": critical_path(graph, sim.op_times(graph, cluster)),
+        "single_device": cluster.device_names[int(placement.devices[0])] if graph.num_ops else None,
+        "single_device_step_s": result.step_time,
+        "single_device_peak_bytes": float(result.peak_memory.max()),
+        "single_device_oom": result.is_oom,
+        "largest_group_ops": int(np.bincount(graph.group).max()) if graph.num_ops else 0,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace inspect``."""
+    report = summarise(load_graph(args.graph), args.cluster, args.top)
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]{report['graph']}[/]: {report['ops']} ops, {report['edges']} edges, {report['groups']} groups "
+                  f"(largest {report['largest_group_ops']} ops)")
+    phases = ", ".join(f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items())
+    console.print(f"by phase: {phases}")
+    console.print(f"total {report['total_flops'] / 1e9:.3f} GFLOP; parameters + optimizer state {mib(report['param_bytes'])} MiB; "
+                  f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
+    oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
+    console.print(f"on {report['cluster']}: critical path {ms(report['critical_path_s'])} ms; single device "
+                  f"({report['single_device']}) step {ms(report['single_device_step_s'])} ms, peak "
+                  f"{mib(report['single_device_peak_bytes'])} MiB{oom}")
+    table = Table(title="op types")
+    for col in ("type", "count", "GFLOP"):
+        table.add_column(col, justify="left" if col == "type" else "right")
+    for row in report["top_op_types"]:
+        table.add_row(row["type"], str(row["count"]), f"{row['flops'] / 1e9:.3f}")
+    console.print(table)
+    return 0

@@ -1,0 +1,146 @@
+"""Datasets of training graphs drawn from the families, with a manifest and a seeded split.
+
+A dataset folder holds one ``.gnpg`` file per graph and ``manifest.json``::
+
+    {"format": "gnplace-dataset", "version": 1, "family": "cifar10", "seed": 0, "optimizer": "sgd",
+     "graphs": [{"file": "cifar10_000.gnpg", "name": ..., "family": ..., "ops": ..., "groups": ...,
+                 "edges": ..., "total_flops": ..., "param_bytes": ..., "knobs": {...},
+                 "split": "train" | "test"}, ...]}
+
+Everything is a function of ``(family, count, seed)``: graph ``i`` is drawn with the generator
+``numpy.random.default_rng([seed, i])``, redrawn (with the same generator) until its op count lies
+in ``[min_ops, max_ops]``, and the test split is the first ``test_count`` entries of a permutation
+drawn from ``default_rng(seed)``. The same arguments always write byte-identical files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gnplace.exceptions import GnplaceError
+from gnplace.graph import OpGraph
+from gnplace.graph_io import save_graph
+
+__all__ = ["generate_graph", "generate_dataset", "load_manifest", "graph_summary"]
+
+
+def _family(name: str) -> Any:
+    from gnplace.families import get_family
+
+    get_family(name)  # raises UnknownName with the choices
+    return importlib.import_module(f"gnplace.families.{name}")
+
+
+def graph_summary(graph: OpGraph) -> dict[str, Any]:
+    """Size statistics of a graph, as stored in a manifest (FLOP and bytes per step)."""
+    return {
+        "name": graph.name,
+        "ops": graph.num_ops,
+        "groups": graph.num_groups,
+        "edges": graph.num_edges,
+        "total_flops": graph.total_flops,
+        "param_bytes": graph.total_param_bytes,
+    }
+
+
+def generate_graph(
+    family: str, index: int, *, seed: int = 0, optimizer: str = "sgd", min_ops: int = 200, max_ops: int = 5000,
+    max_draws: int = 20,
+) -> tuple[OpGraph, dict[str, Any]]:
+    """Graph ``index`` of ``family`` under ``seed``, and the knobs it was drawn with.
+
+    Raises:
+        GnplaceError: if no draw within ``max_draws`` has an op count in ``[min_ops, max_ops]``.
+    """
+    from gnplace.importers.torch import from_module
+
+    module = _family(family)
+    rng = np.random.default_rng([seed, index])
+    for _ in range(max_draws):
+        knobs = module.random_knobs(rng)
+        model, inputs = module.sample(rng, **knobs)
+        graph = from_module(
+            model, inputs, optimizer=optimizer, name=f"{family}_{index:03d}",
+            meta={"family": family, "seed": seed, "index": index, "optimizer": optimizer, "knobs": _jsonable(knobs)},
+        )
+        if min_ops <= graph.num_ops <= max_ops:
+            return graph, knobs
+    raise GnplaceError(f"{family}: no graph with {min_ops}..{max_ops} ops in {max_draws} draws for index {index}")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def generate_dataset(
+    family: str, count: int, out: str | os.PathLike[str], *, seed: int = 0, test_count: int | None = None,
+    optimizer: str = "sgd", progress: Callable[[int, OpGraph], None] | None = None, resume: bool = True,
+) -> Path:
+    """Write ``count`` graphs of ``family`` and their manifest to ``out``; returns the manifest path.
+
+    Args:
+        test_count (int, optional): graphs in the test split (default: a quarter of ``count``).
+        progress (callable, optional): called with ``(index, graph)`` after each graph.
+        resume (bool, optional): keep graph files that already exist from an interrupted run with
+            the same arguments instead of drawing them again (default: :obj:`True`).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    test_count = count // 4 if test_count is None else test_count
+    test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())
+    entries = []
+    for i in range(count):
+        path = out / f"{family}_{i:03d}.gnpg"
+        graph = None
+        if resume and path.exists():
+            from gnplace.graph_io import load_graph
+
+            try:
+                cached = load_graph(path)
+                if cached.meta.get("seed") == seed and cached.meta.get("optimizer") == optimizer:
+                    graph = cached
+            except GnplaceError:
+                graph = None
+        if graph is None:
+            graph, _ = generate_graph(family, i, seed=seed, optimizer=optimizer)
+            save_graph(graph, path)
+        entries.append({"file": path.name, "family": family, **graph_summary(graph), "knobs": graph.meta.get("knobs", {}),
+                        "split": "test" if i in test else "train"})
+        if progress is not None:
+            progress(i, graph)
+    manifest = {"format": "gnplace-dataset", "version": 1, "family": family, "seed": seed, "optimizer": optimizer,
+                "graphs": entries}
+    target = out / "manifest.json"
+    tmp = target.with_name("manifest.json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
+    return target
+
+
+def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a dataset folder's ``manifest.json``.
+
+    Raises:
+        GnplaceError: if it is missing or not a gnplace dataset manifest.
+    """
+    path = Path(folder) / "manifest.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise GnplaceError(f"{path}: not a readable dataset manifest ({err})") from err
+    if data.get("format") != "gnplace-dataset":
+        raise GnplaceError(f"{path}: not a gnplace dataset manifest")
+    return data  # type: ignore[no-any-return]

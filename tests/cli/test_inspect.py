@@ -1,0 +1,44 @@
+"""Tests of the ``gnplace inspect`` command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gnplace.cli import main
+from gnplace.graph_io import save_graph
+from gnplace.toy import mlp_training_graph
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def test_inspect_json_counts_phases_and_costs(tmp_path, capsys):
+    w, b = 1024, 256  # large enough for the GPU to beat the CPU
+    g = mlp_training_graph(layers=3, width=w, batch=b)
+    path = save_graph(g, tmp_path / "g.gnpg")
+    assert main(["inspect", str(path), "--cluster", "cpu_gpu", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ops"] == g.num_ops and report["groups"] == g.num_groups
+    assert report["ops_by_phase"] == {"forward": 8, "backward": 9, "update": 3}
+    assert report["flops_by_phase"]["backward"] == pytest.approx(3 * (2 * 2 * b * w * w + b * w))
+    assert report["single_device"] == "gpu0"
+    assert 0 < report["critical_path_s"] <= report["single_device_step_s"]
+
+
+def test_inspect_table(tmp_path, capsys):
+    path = save_graph(mlp_training_graph(layers=2, width=32, batch=4), tmp_path / "g.gnpg")
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "by phase" in out and "matmul" in out and "single device" in out
+
+
+def test_inspect_bad_graph_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.gnpg"
+    bad.write_bytes(b"\x1f\x8b\x08\x00broken")
+    assert main(["inspect", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and err.count("\n") == 1 and "Traceback" not in err
