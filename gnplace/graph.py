@@ -192,7 +192,7 @@ class OpGraph:
                 values.append(PHASES.index(p))
             else:
                 try:
-                    known = float(p) in (0, 1, 2)
+                    known = not isinstance(p, (bool, np.bool_)) and float(p) in (0, 1, 2)
                 except (TypeError, ValueError):
                     known = False
                 if not known:

@@ -16,6 +16,7 @@ written and read uncompressed.
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import math
@@ -164,7 +165,7 @@ def to_networkx(graph: OpGraph) -> Any:
     """
     import networkx as nx
 
-    G = nx.DiGraph(name=graph.name, **{"meta": graph.meta})
+    G = nx.DiGraph(name=graph.name, meta=copy.deepcopy(graph.meta))
     for i, name in enumerate(graph.node_names):
         attrs: dict[str, Any] = dict(
             flops=float(graph.flops[i]),

@@ -30,7 +30,7 @@ FORMAT = "gnplace-placement"
 VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Placement:
     """The device index of every op, for one cluster.
 
@@ -54,6 +54,13 @@ class Placement:
         array = np.array(self.devices, dtype=np.int64, copy=True)
         array.flags.writeable = False
         object.__setattr__(self, "devices", array)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Placement):
+            return NotImplemented
+        return self.cluster is other.cluster and np.array_equal(self.devices, other.devices)
+
+    __hash__ = object.__hash__
 
     @classmethod
     def from_groups(cls, graph: OpGraph, cluster: Cluster, group_devices: Any) -> Placement:

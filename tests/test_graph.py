@@ -567,3 +567,8 @@ def test_measured_cost_may_be_zero_or_nan():
 def test_validate_can_be_called_again():
     g = diamond()
     g.validate()  # a valid graph stays valid
+
+
+def test_boolean_phase_is_rejected():
+    with pytest.raises(InvalidGraph, match="unknown phase True"):
+        OpGraph(["a"], phase=[True])

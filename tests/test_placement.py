@@ -288,3 +288,14 @@ def test_missing_placement_file(tmp_path, k80x2):
 def test_placement_path_is_directory(tmp_path, k80x2):
     with pytest.raises(InvalidPlacement, match=r"not a readable placement file \(.*Is a directory"):
         load_placement(tmp_path, chain_graph(3), k80x2)
+
+
+def test_placements_compare_by_devices_and_cluster():
+    from gnplace.cluster import load_cluster
+    from gnplace.placement import Placement
+
+    c = load_cluster("k80x2")
+    assert Placement([0, 1], c) == Placement([0, 1], c)
+    assert Placement([0, 1], c) != Placement([1, 1], c)
+    assert Placement([0, 1], c) != Placement([0, 1], load_cluster("k80x2"))  # another cluster object
+    assert len({Placement([0, 1], c)}) == 1
