@@ -56,3 +56,58 @@ def plot_timeline(graph: OpGraph, result: StepResult, path: str | os.PathLike[st
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
+    """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    clusters = sorted({s["cluster"] for s in summary})
+    placers = sorted({s["placer"] for s in summary})
+    fig, axes = plt.subplots(1, len(clusters), figsize=(4 + 2.5 * len(clusters), 4), squeeze=False, sharey=True)
+    for ax, cluster in zip(axes[0], clusters):
+        values = []
+        for placer in placers:
+            picked = [s["vs_best"] for s in summary if s["cluster"] == cluster and s["placer"] == placer and s["vs_best"] == s["vs_best"]]
+            values.append(float(np.exp(np.mean(np.log(picked)))) if picked else np.nan)
+        ax.bar(range(len(placers)), values, color="#4C72B0")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(placers)))
+        ax.set_xticklabels(placers, rotation=60, ha="right", fontsize="small")
+        ax.set_title(cluster)
+    axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_best_timeline(rows: list, path: str | os.PathLike[str]) -> Path:
+    """Gantt chart of the best placement found for the first graph and cluster of ``rows`` (evaluation rows)."""
+    import math
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers import get_placer
+    from gnplace.sim.simulator import simulate
+
+    first = rows[0]
+    candidates = [r for r in rows if r.graph_path == first.graph_path and r.cluster == first.cluster
+                  and not r.oom and math.isfinite(r.step_time_s)]
+    best = min(candidates or [first], key=lambda r: r.step_time_s)
+    graph = load_graph(best.graph_path)
+    cluster = load_cluster(best.cluster) if best.cluster in _presets() else load_cluster(first.cluster)
+    placement = get_placer(best.placer).place(graph, cluster, seed=best.seed)
+    result = simulate(graph, cluster, placement, timeline=True)
+    return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
+
+
+def _presets() -> list[str]:
+    from gnplace.cluster import preset_names
+
+    return preset_names()

@@ -10,14 +10,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from gnplace.cli import evaluate as evaluate_cmd
 from gnplace.cli import generate as generate_cmd
 from gnplace.cli import inspect as inspect_cmd
+from gnplace.cli import place as place_cmd
 from gnplace.cli import simulate as simulate_cmd
 from gnplace.exceptions import GnplaceError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = (simulate_cmd, inspect_cmd, generate_cmd)
+SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

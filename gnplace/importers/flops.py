@@ -92,6 +92,11 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         n = _shape(args[1])[-1]
         batch = math.prod(_shape(out)[:-2]) if out is not None and out.dim() > 2 else 1
         return 2.0 * batch * m * k * n
+    if name in ("mv", "addmv"):  # matrix [M, N] times vector [N]
+        m, n = _shape(args[0] if name == "mv" else args[1])
+        return 2.0 * m * n + (m if name == "addmv" else 0)
+    if name in ("dot", "vdot"):
+        return 2.0 * _numel(args[0])
     if name == "addmm":  # bias + a @ b
         m, k = _shape(args[1])
         n = _shape(args[2])[1]

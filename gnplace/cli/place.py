@@ -1,0 +1,68 @@
+"""``gnplace place GRAPH --cluster C --placer NAME [-o placement.json]``: place a graph and save it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from gnplace.cli.common import mib, ms
+from gnplace.cluster import load_cluster
+from gnplace.graph_io import load_graph
+from gnplace.placement import save_placement
+from gnplace.placers import get_placer
+from gnplace.sim.simulator import Simulator
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``place`` on the subparsers ``sub``."""
+    p = sub.add_parser("place", help="place a graph with a placer and write the placement file",
+                       description="Place GRAPH on a cluster with a registered placer; write op -> device with the "
+                       "step time and memory the simulator predicts.")
+    p.add_argument("graph", help="graph file")
+    p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
+    p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
+    p.add_argument("--budget", type=int, default=None, help="simulator evaluations for search placers")
+    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
+    p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace place``."""
+    import inspect
+
+    from gnplace.placers import PLACERS
+
+    graph = load_graph(args.graph)
+    cluster = load_cluster(args.cluster)
+    sim = Simulator(args.mode)
+    options: dict[str, Any] = {}
+    params = inspect.signature(PLACERS[args.placer]).parameters if args.placer in PLACERS else {}
+    if "simulator" in params:
+        options["simulator"] = sim
+    if args.budget is not None:
+        options["budget"] = args.budget
+    placer = get_placer(args.placer, **options)
+    start = time.perf_counter()
+    placement = placer.place(graph, cluster, seed=args.seed)
+    took = time.perf_counter() - start
+    result = sim.time(graph, cluster, placement)
+    predicted = {**result.to_dict(), "place_seconds": took, "mode": args.mode}
+    if args.output:
+        save_placement(args.output, graph, placement, placer=args.placer, predicted=predicted)
+    if args.json:
+        print(json.dumps({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
+                          **predicted}, indent=1))
+        return 0
+    per_device = ", ".join(f"{n} {int((placement.devices == k).sum())} ops / {mib(result.peak_memory[k])} MiB"
+                           for k, n in enumerate(cluster.device_names))
+    oom = "  OUT OF MEMORY" if result.is_oom else ""
+    print(f"{graph.name} on {cluster.name} by {args.placer} in {took:.3f} s: step {ms(result.step_time)} ms{oom}")
+    print(f"  {per_device}")
+    if args.output:
+        print(f"  written to {args.output}")
+    return 0

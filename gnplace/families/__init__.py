@@ -1,0 +1,122 @@
+"""Graph families: random training models of the ENAS and NMT search spaces, as plain PyTorch modules.
+
+Placeto (Addanki et al., 2019) trained and tested its placer on three families of training
+graphs; gnplace regenerates them from the facts in ``/work/shared/specs/families.md``:
+
+========  ==========================================================  ======================
+name      what one sample is                                          inputs
+========  ==========================================================  ======================
+cifar10   an ENAS CNN (micro cells, or the macro space) on CIFAR-10   images, labels
+ptb       an ENAS recurrent cell unrolled into a language model       tokens, targets
+nmt       an LSTM encoder-decoder with attention (tensorflow/nmt)     source, target in, out
+========  ==========================================================  ======================
+
+Each family module has ``sample(rng, **knobs) -> (module, example_inputs)`` (``module(*inputs)``
+is the scalar training loss) and ``random_knobs(rng) -> dict`` (knobs spanning training graphs of
+a few hundred to about 5,000 aten ops). Sampling is deterministic: the same ``rng`` state gives the
+same architecture, weights and inputs. To trace without computing, build under fake tensors::
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        model, inputs = draw("ptb", seed=0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from torch import Tensor, nn
+
+from gnplace.exceptions import UnknownName
+from gnplace.families import cifar10, nmt, ptb
+from gnplace.seed import SeedLike, as_generator
+
+__all__ = ["FAMILIES", "RANDOM_KNOBS", "Sampler", "get_family", "random_knobs", "draw"]
+
+#: ``sample(rng, **knobs) -> (module, example_inputs)``.
+Sampler = Callable[..., tuple[nn.Module, tuple[Tensor, ...]]]
+
+#: The samplers by family name.
+FAMILIES: dict[str, Sampler] = {"cifar10": cifar10.sample, "ptb": ptb.sample, "nmt": nmt.sample}
+
+#: The knob samplers by family name.
+RANDOM_KNOBS: dict[str, Callable[[np.random.Generator], dict[str, Any]]] = {
+    "cifar10": cifar10.random_knobs,
+    "ptb": ptb.random_knobs,
+    "nmt": nmt.random_knobs,
+}
+
+
+def _check_name(name: str) -> None:
+    """Raise :class:`UnknownName` if ``name`` is not a family."""
+    if name not in FAMILIES:
+        raise UnknownName(f"unknown family {name!r} (choose one of: {', '.join(sorted(FAMILIES))})")
+
+
+def get_family(name: str) -> Sampler:
+    """The sampler of family ``name``.
+
+    Args:
+        name (str): one of :data:`FAMILIES`.
+
+    Returns:
+        Sampler: ``sample(rng, **knobs) -> (module, example_inputs)``.
+
+    Raises:
+        UnknownName: if ``name`` is not a family; the message lists the choices.
+
+    Examples:
+        >>> get_family("ptb").__module__
+        'gnplace.families.ptb'
+    """
+    _check_name(name)
+    return FAMILIES[name]
+
+
+def random_knobs(name: str, rng: np.random.Generator) -> dict[str, Any]:
+    """Draw knobs of family ``name`` spanning small to large training graphs.
+
+    Args:
+        name (str): one of :data:`FAMILIES`.
+        rng (numpy.random.Generator): the generator.
+
+    Returns:
+        dict[str, Any]: keyword arguments of the family's ``sample``.
+
+    Raises:
+        UnknownName: if ``name`` is not a family.
+
+    Examples:
+        >>> sorted(random_knobs("ptb", np.random.default_rng(0)))
+        ['batch', 'hidden', 'num_nodes', 'steps', 'vocab']
+    """
+    _check_name(name)
+    return RANDOM_KNOBS[name](rng)
+
+
+def draw(name: str, seed: SeedLike = None, **knobs: Any) -> tuple[nn.Module, tuple[Tensor, ...]]:
+    """Draw one member of family ``name``: random knobs (those given override them), then a sample.
+
+    Args:
+        name (str): one of :data:`FAMILIES`.
+        seed (int, numpy.random.Generator or None): the seed; ``None`` for a fresh one. (default: :obj:`None`)
+        **knobs: knobs fixed instead of drawn (keyword arguments of the family's ``sample``).
+
+    Returns:
+        tuple[nn.Module, tuple[Tensor, ...]]: the module (``forward`` returns the scalar loss) and
+        its example inputs.
+
+    Raises:
+        UnknownName: if ``name`` is not a family.
+
+    Examples:
+        >>> model, inputs = draw("ptb", seed=0, hidden=8, vocab=20, batch=2)
+        >>> model(*inputs).dim()
+        0
+    """
+    rng = as_generator(seed)
+    drawn = random_knobs(name, rng)
+    drawn.update(knobs)
+    return FAMILIES[name](rng, **drawn)

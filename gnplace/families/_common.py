@@ -1,0 +1,116 @@
+"""Helpers shared by the family samplers: seeding torch from a numpy generator, checking knobs.
+
+Every sampler draws its architecture from a ``numpy.random.Generator`` first and then builds the
+module (and its example inputs) with torch's global generator seeded from the same ``rng`` inside
+:func:`torch.random.fork_rng`, so that one ``rng`` state gives one module, weights included, and the
+caller's torch random state is left untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+from gnplace.exceptions import UnknownName
+
+__all__ = ["seeded_torch", "check_int", "check_choice", "log_uniform_int"]
+
+
+@contextmanager
+def seeded_torch(rng: np.random.Generator) -> Iterator[int]:
+    """Run the body with torch's CPU generator seeded from ``rng``; restore the old state after.
+
+    Args:
+        rng (numpy.random.Generator): draws the torch seed (one draw).
+
+    Yields:
+        int: the torch seed used.
+
+    Examples:
+        >>> import numpy as np
+        >>> with seeded_torch(np.random.default_rng(0)):
+        ...     a = torch.rand(2)
+        >>> with seeded_torch(np.random.default_rng(0)):
+        ...     b = torch.rand(2)
+        >>> bool((a == b).all())
+        True
+    """
+    seed = int(rng.integers(2**31))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield seed
+
+
+def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
+    """``value`` as an int, or :class:`ValueError` naming the knob if it is not in ``[low, high]``.
+
+    Args:
+        name (str): the knob's name, for the message.
+        value (int): the value given.
+        low (int): smallest allowed value.
+        high (int, optional): largest allowed value; ``None`` for no bound. (default: :obj:`None`)
+
+    Returns:
+        int: ``value`` converted to a Python int.
+
+    Raises:
+        TypeError: if ``value`` is not an integer.
+        ValueError: if ``value`` lies outside the range.
+
+    Examples:
+        >>> check_int("layers", 3, 1)
+        3
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"knob {name!r} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"knob {name!r} must be {bound}, got {value}")
+    return int(value)
+
+
+def check_choice(kind: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else :class:`~gnplace.exceptions.UnknownName`.
+
+    Args:
+        kind (str): what the name designates (``"search space"``, ``"attention"``), for the message.
+        value (str): the name given.
+        choices (Sequence[str]): the names allowed.
+
+    Returns:
+        str: ``value``.
+
+    Raises:
+        UnknownName: if ``value`` is not among ``choices``; the message lists them.
+
+    Examples:
+        >>> check_choice("space", "micro", ("micro", "macro"))
+        'micro'
+    """
+    if value not in choices:
+        raise UnknownName(f"unknown {kind} {value!r} (choose one of: {', '.join(choices)})")
+    return value
+
+
+def log_uniform_int(rng: np.random.Generator, low: int, high: int, multiple: int = 1) -> int:
+    """An integer in ``[low, high]`` drawn log-uniformly, rounded to a multiple of ``multiple``.
+
+    Args:
+        rng (numpy.random.Generator): the generator (one draw).
+        low (int): smallest value, a multiple of ``multiple``.
+        high (int): largest value, a multiple of ``multiple``.
+        multiple (int, optional): granularity of the result. (default: :obj:`1`)
+
+    Returns:
+        int: the value.
+
+    Examples:
+        >>> import numpy as np
+        >>> 16 <= log_uniform_int(np.random.default_rng(0), 16, 512, multiple=16) <= 512
+        True
+    """
+    value = float(np.exp(rng.uniform(np.log(low), np.log(high))))
+    return int(min(high, max(low, multiple * round(value / multiple))))

@@ -1,0 +1,573 @@
+r"""The cifar10 family: random CNNs from the ENAS search spaces (Pham et al., 2018), as plain modules.
+
+`Efficient Neural Architecture Search via Parameter Sharing <https://arxiv.org/abs/1802.03268>`_
+searched two spaces on CIFAR-10; Placeto (Addanki et al., 2019) placed the training graphs of
+architectures drawn from them. The facts below are those of ``/work/shared/specs/families.md``.
+
+Micro space (ENAS section 2.3, the default): a network of ``L + 2`` cells. A cell reads the outputs
+of the two previous cells and has ``B = 5`` blocks; block ``j`` picks two inputs among the two cell
+inputs and blocks ``0..j-1`` and one op for each among :data:`MICRO_OPS`, and adds the two results.
+The cell output concatenates the blocks that no later block consumed. Normal and reduction cells
+have their own architectures; a reduction cell runs the ops that read a cell input at stride 2
+(identity at stride 2 becomes a factorized reduction) and the network doubles its channels there.
+
+.. math::
+    s_{j+2} = \mathrm{op}_x(s_{x_j}) + \mathrm{op}_y(s_{y_j}), \qquad
+    \mathrm{out} = \mathrm{concat}\{s_i : i \geq 2, i \text{ not consumed}\}
+
+Macro space (ENAS section 2.4, ``space="macro"``): ``L`` layers, each one op of :data:`MACRO_OPS` on
+the previous layer, concatenated with the outputs of earlier layers it skips to (each with
+probability about 0.4), then projected back to the layer width by ReLU, 1x1 conv and BatchNorm.
+
+Both spaces share the stem (3x3 conv + BatchNorm), the head (ReLU, global average pool, dropout,
+linear to 10 classes) and the loss (softmax cross-entropy); inputs are 32x32 RGB images. Modules
+are returned in training mode (BatchNorm uses batch statistics), as in a training step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from gnplace.families._common import check_choice, check_int, log_uniform_int, seeded_torch
+
+__all__ = [
+    "MICRO_OPS", "MACRO_OPS", "SPACES", "MicroArch", "MacroArch", "sample_micro_arch", "sample_macro_arch",
+    "SepConv", "FactorizedReduction", "ReLUConvBN", "Cell", "MicroNet", "MacroLayer", "MacroNet",
+    "sample", "random_knobs",
+]
+
+#: ENAS micro ops, in the order of the ENAS code's op ids 0..4.
+MICRO_OPS: tuple[str, ...] = ("sep_conv_3x3", "sep_conv_5x5", "avg_pool_3x3", "max_pool_3x3", "identity")
+#: ENAS macro ops, in the order of the ENAS code's op ids 0..5.
+MACRO_OPS: tuple[str, ...] = ("conv_3x3", "conv_5x5", "sep_conv_3x3", "sep_conv_5x5", "avg_pool_3x3", "max_pool_3x3")
+#: The search spaces :func:`sample` knows.
+SPACES: tuple[str, ...] = ("micro", "macro")
+#: CIFAR-10 classes and image side (pixels).
+NUM_CLASSES = 10
+IMAGE_SIZE = 32
+
+#: A micro block: (x input id, x op id, y input id, y op id); ids 0 and 1 are the cell inputs.
+Block = tuple[int, int, int, int]
+
+
+# --------------------------------------------------------------------------------------------------
+# Architectures (what the ENAS controller samples)
+
+
+@dataclass(frozen=True)
+class MicroArch:
+    """A micro-space architecture: the blocks of the normal cell and of the reduction cell.
+
+    Attributes:
+        normal (tuple[Block, ...]): ``(x_id, x_op, y_id, y_op)`` per block of the normal cell;
+            block ``j`` reads ids in ``[0, j + 2)`` and op ids index :data:`MICRO_OPS`.
+        reduce (tuple[Block, ...]): the same for the reduction cell.
+    """
+
+    normal: tuple[Block, ...]
+    reduce: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class MacroArch:
+    """A macro-space architecture.
+
+    Attributes:
+        ops (tuple[int, ...]): op id (into :data:`MACRO_OPS`) of each layer.
+        skips (tuple[tuple[int, ...], ...]): for layer ``i``, the earlier layers ``j < i`` whose
+            outputs it concatenates with its own op's output.
+    """
+
+    ops: tuple[int, ...]
+    skips: tuple[tuple[int, ...], ...]
+
+
+def sample_micro_arch(rng: np.random.Generator, num_blocks: int = 5) -> MicroArch:
+    """Draw a micro architecture uniformly, as the untrained ENAS controller would.
+
+    Args:
+        rng (numpy.random.Generator): the generator (``8 * num_blocks`` draws).
+        num_blocks (int, optional): blocks per cell, ``B``. (default: :obj:`5`)
+
+    Returns:
+        MicroArch: the normal and reduction cells.
+
+    Examples:
+        >>> arch = sample_micro_arch(np.random.default_rng(0))
+        >>> len(arch.normal), len(arch.reduce)
+        (5, 5)
+    """
+
+    def cell() -> tuple[Block, ...]:
+        blocks: list[Block] = []
+        for j in range(num_blocks):
+            x_id, y_id = (int(i) for i in rng.integers(0, j + 2, size=2))
+            x_op, y_op = (int(o) for o in rng.integers(0, len(MICRO_OPS), size=2))
+            blocks.append((x_id, x_op, y_id, y_op))
+        return tuple(blocks)
+
+    normal = cell()
+    return MicroArch(normal=normal, reduce=cell())
+
+
+def sample_macro_arch(rng: np.random.Generator, num_layers: int, skip_prob: float = 0.4) -> MacroArch:
+    """Draw a macro architecture: a uniform op per layer, each skip connection with ``skip_prob``.
+
+    Args:
+        rng (numpy.random.Generator): the generator.
+        num_layers (int): layers, ``L``.
+        skip_prob (float, optional): probability of each skip connection to an earlier layer
+            (ENAS steers its controller towards 0.4). (default: :obj:`0.4`)
+
+    Returns:
+        MacroArch: ops and skips.
+
+    Examples:
+        >>> arch = sample_macro_arch(np.random.default_rng(0), 4)
+        >>> len(arch.ops), arch.skips[0]
+        (4, ())
+    """
+    ops = tuple(int(o) for o in rng.integers(0, len(MACRO_OPS), size=num_layers))
+    skips = tuple(tuple(int(j) for j in np.flatnonzero(rng.random(i) < skip_prob)) for i in range(num_layers))
+    return MacroArch(ops=ops, skips=skips)
+
+
+# --------------------------------------------------------------------------------------------------
+# Building blocks
+
+
+class ReLUConvBN(nn.Module):
+    """ReLU, ``k x k`` convolution without bias, BatchNorm (ENAS uses it to match channel counts).
+
+    Args:
+        c_in (int): input channels.
+        c_out (int): output channels.
+        kernel_size (int, optional): convolution side (pixels). (default: :obj:`1`)
+    """
+
+    def __init__(self, c_in: int, c_out: int, kernel_size: int = 1) -> None:
+        super().__init__()
+        self.relu = nn.ReLU()
+        self.conv = nn.Conv2d(c_in, c_out, kernel_size, padding=kernel_size // 2, bias=False)
+        self.bn = nn.BatchNorm2d(c_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[N, c_in, H, W] -> [N, c_out, H, W]``."""
+        return self.bn(self.conv(self.relu(x)))
+
+
+class SepConv(nn.Module):
+    """ENAS separable convolution: two times [ReLU, depthwise ``k x k``, pointwise 1x1, BatchNorm].
+
+    Only the first depthwise convolution has the stride.
+
+    Args:
+        channels (int): input and output channels.
+        kernel_size (int): depthwise side (pixels), 3 or 5.
+        stride (int, optional): stride of the first depthwise convolution. (default: :obj:`1`)
+    """
+
+    def __init__(self, channels: int, kernel_size: int, stride: int = 1) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for rep in range(2):
+            layers += [
+                nn.ReLU(),
+                nn.Conv2d(channels, channels, kernel_size, stride=stride if rep == 0 else 1,
+                          padding=kernel_size // 2, groups=channels, bias=False),
+                nn.Conv2d(channels, channels, 1, bias=False),
+                nn.BatchNorm2d(channels),
+            ]
+        self.op = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[N, C, H, W] -> [N, C, H / stride, W / stride]``."""
+        return self.op(x)
+
+
+class FactorizedReduction(nn.Module):
+    """ENAS factorized reduction: halve the resolution without losing every other pixel.
+
+    Two paths of 1x1 average pooling at stride 2 and a 1x1 convolution, the second shifted by one
+    pixel (pad bottom-right, drop the first row and column), concatenated, then BatchNorm.
+
+    Args:
+        c_in (int): input channels.
+        c_out (int): output channels (the paths get ``c_out // 2`` and the rest).
+        relu (bool, optional): apply ReLU first (as when calibrating a cell input). (default: :obj:`False`)
+    """
+
+    def __init__(self, c_in: int, c_out: int, relu: bool = False) -> None:
+        super().__init__()
+        self.relu = nn.ReLU() if relu else nn.Identity()
+        self.path1 = nn.Conv2d(c_in, c_out // 2, 1, bias=False)
+        self.path2 = nn.Conv2d(c_in, c_out - c_out // 2, 1, bias=False)
+        self.bn = nn.BatchNorm2d(c_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[N, c_in, H, W] -> [N, c_out, H / 2, W / 2]`` (H and W even)."""
+        x = self.relu(x)
+        p1 = self.path1(F.avg_pool2d(x, 1, 2))
+        shifted = F.pad(x, (0, 1, 0, 1))[:, :, 1:, 1:]
+        p2 = self.path2(F.avg_pool2d(shifted, 1, 2))
+        return self.bn(torch.cat([p1, p2], dim=1))
+
+
+def _cell_reads(blocks: tuple[Block, ...]) -> tuple[bool, bool]:
+    """Whether any block of a cell reads cell input 0 (cell ``i - 2``) and input 1 (cell ``i - 1``)."""
+    ids = {i for b in blocks for i in (b[0], b[2])}
+    return 0 in ids, 1 in ids
+
+
+def _micro_op(op: int, channels: int, stride: int) -> nn.Module:
+    """The module of micro op id ``op`` on ``channels`` channels at ``stride``."""
+    name = MICRO_OPS[op]
+    if name == "sep_conv_3x3":
+        return SepConv(channels, 3, stride)
+    if name == "sep_conv_5x5":
+        return SepConv(channels, 5, stride)
+    if name == "avg_pool_3x3":
+        # TensorFlow's SAME average pooling divides by the number of valid pixels.
+        return nn.AvgPool2d(3, stride, padding=1, count_include_pad=False)
+    if name == "max_pool_3x3":
+        return nn.MaxPool2d(3, stride, padding=1)
+    return nn.Identity() if stride == 1 else FactorizedReduction(channels, channels)
+
+
+class Head(nn.Module):
+    """ReLU, global average pool, dropout, linear to the class logits.
+
+    Args:
+        channels (int): input channels.
+        num_classes (int): logits.
+        dropout (float): drop probability.
+    """
+
+    def __init__(self, channels: int, num_classes: int, dropout: float) -> None:
+        super().__init__()
+        self.relu = nn.ReLU()
+        self.dropout = nn.Dropout(dropout)
+        self.linear = nn.Linear(channels, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[N, C, H, W] -> [N, num_classes]``."""
+        return self.linear(self.dropout(self.relu(x).mean(dim=(2, 3))))
+
+
+# --------------------------------------------------------------------------------------------------
+# Micro space
+
+
+class Cell(nn.Module):
+    """One ENAS micro cell (normal or reduction) with a fixed architecture.
+
+    The two inputs are first calibrated to ``c_out`` channels and the same resolution: the older
+    one goes through a factorized reduction when the newer one has half its resolution, and an
+    input with another channel count through ReLU-1x1 conv-BN (ENAS ``_maybe_calibrate_size``).
+
+    Args:
+        blocks (tuple[Block, ...]): the cell architecture.
+        c_pp (int): channels of the older input (output of cell ``i - 2``).
+        c_p (int): channels of the newer input (output of cell ``i - 1``).
+        c_out (int): channels of every block.
+        reduce_pp (bool): whether the older input has twice the resolution of the newer one.
+        reduction (bool): a reduction cell (ops reading a cell input use stride 2).
+
+    Attributes:
+        out_channels (int): channels of the output, ``c_out`` times the unconsumed blocks.
+    """
+
+    def __init__(self, blocks: tuple[Block, ...], c_pp: int, c_p: int, c_out: int, reduce_pp: bool,
+                 reduction: bool) -> None:
+        super().__init__()
+        self.blocks = blocks
+        self.reduction = reduction
+        read = _cell_reads(blocks)
+        # An input that no block reads is not calibrated (its parameters would get no gradient).
+        self.pre0: nn.Module | None = None
+        if read[0]:
+            if reduce_pp:
+                self.pre0 = FactorizedReduction(c_pp, c_out, relu=True)
+            else:
+                self.pre0 = ReLUConvBN(c_pp, c_out) if c_pp != c_out else nn.Identity()
+        self.pre1: nn.Module | None = None
+        if read[1]:
+            self.pre1 = ReLUConvBN(c_p, c_out) if c_p != c_out else nn.Identity()
+        self.ops = nn.ModuleList()
+        for x_id, x_op, y_id, y_op in blocks:
+            for src, op in ((x_id, x_op), (y_id, y_op)):
+                self.ops.append(_micro_op(op, c_out, 2 if reduction and src < 2 else 1))
+        consumed = {i for b in blocks for i in (b[0], b[2])}
+        self.concat = tuple(j + 2 for j in range(len(blocks)) if j + 2 not in consumed)
+        self.out_channels = c_out * len(self.concat)
+
+    def forward(self, s0: Tensor | None, s1: Tensor | None) -> Tensor:
+        """Outputs of cells ``i - 2`` and ``i - 1`` (``None`` where not read) to the output of this cell."""
+        states = [
+            self.pre0(s0) if self.pre0 is not None and s0 is not None else None,
+            self.pre1(s1) if self.pre1 is not None and s1 is not None else None,
+        ]
+        for j, (x_id, _, y_id, _) in enumerate(self.blocks):
+            x, y = states[x_id], states[y_id]
+            assert x is not None and y is not None
+            states.append(self.ops[2 * j](x) + self.ops[2 * j + 1](y))
+        outs = [states[i] for i in self.concat]
+        return outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)  # type: ignore[arg-type,return-value]
+
+    def extra_repr(self) -> str:
+        """Kind of cell and its blocks."""
+        return f"reduction={self.reduction}, blocks={self.blocks}"
+
+
+class MicroNet(nn.Module):
+    """An ENAS micro-space network with loss: ``forward(images, labels)`` is the mean cross-entropy.
+
+    Stem 3x3 conv to ``3 C`` channels + BatchNorm; ``L + 2`` cells with reductions at positions
+    ``L // 3`` and ``2 (L // 3) + 1``, channels ``C`` doubling at each; head and loss.
+
+    Args:
+        arch (MicroArch): the cells.
+        layers (int): ``L``.
+        channels (int): ``C``, the block width of the first cells.
+        dropout (float, optional): drop probability before the linear head. (default: :obj:`0.1`)
+        num_classes (int, optional): classes. (default: :obj:`10`)
+    """
+
+    def __init__(self, arch: MicroArch, layers: int, channels: int, dropout: float = 0.1,
+                 num_classes: int = NUM_CLASSES) -> None:
+        super().__init__()
+        self.arch = arch
+        self.stem = nn.Sequential(nn.Conv2d(3, 3 * channels, 3, padding=1, bias=False), nn.BatchNorm2d(3 * channels))
+        num_cells = layers + 2
+        reductions = {layers // 3, 2 * (layers // 3) + 1}
+        kinds = [arch.reduce if i in reductions else arch.normal for i in range(num_cells)]
+        # A cell whose output no later live cell reads is dead code (TensorFlow prunes it from
+        # the training graph); it is left out so that every parameter gets a gradient.
+        live = [False] * (num_cells - 1) + [True]
+        for i in reversed(range(num_cells)):
+            if live[i]:
+                read = _cell_reads(kinds[i])
+                for offset, used in ((2, read[0]), (1, read[1])):
+                    if used and i - offset >= 0:
+                        live[i - offset] = True
+        self.live = tuple(live)
+        c, c_pp, c_p, reduce_pp = channels, 3 * channels, 3 * channels, False
+        self.cells = nn.ModuleDict()  # position -> cell, live cells only
+        for i in range(num_cells):
+            reduction = i in reductions
+            if reduction:
+                c *= 2
+            cell = Cell(kinds[i], c_pp, c_p, c, reduce_pp, reduction)
+            if live[i]:
+                self.cells[str(i)] = cell
+            c_pp, c_p, reduce_pp = c_p, cell.out_channels, reduction
+        self.head = Head(c_p, num_classes, dropout)
+
+    def forward(self, images: Tensor, labels: Tensor) -> Tensor:
+        """Images ``[N, 3, 32, 32]`` (float) and labels ``[N]`` (int64) to the scalar loss."""
+        stem = self.stem(images)
+        s0: Tensor | None = stem
+        s1: Tensor | None = stem
+        for i in range(len(self.live)):
+            out = self.cells[str(i)](s0, s1) if self.live[i] else None
+            s0, s1 = s1, out
+        assert s1 is not None
+        return F.cross_entropy(self.head(s1), labels)
+
+
+# --------------------------------------------------------------------------------------------------
+# Macro space
+
+
+class MacroLayer(nn.Module):
+    """One ENAS macro layer: an op on the previous layer, then the skip concatenation.
+
+    Convolution branches are 1x1 conv-BN-ReLU then ``k x k`` conv (or separable conv)-BN-ReLU;
+    pooling branches 1x1 conv-BN-ReLU then 3x3 pooling (ENAS ``_conv_branch``, ``_pool_branch``).
+    A layer with an index above 0 concatenates the outputs of the layers it skips to with its own
+    and goes through ReLU, 1x1 conv back to ``channels`` and BatchNorm.
+
+    Args:
+        op (int): op id into :data:`MACRO_OPS`.
+        skips (tuple[int, ...]): the earlier layers read.
+        channels (int): width of the layer.
+        index (int): position of the layer.
+    """
+
+    def __init__(self, op: int, skips: tuple[int, ...], channels: int, index: int) -> None:
+        super().__init__()
+        self.op_name = MACRO_OPS[op]
+        self.skips = skips
+        self.index = index
+        c = channels
+        inp = [nn.Conv2d(c, c, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
+        k = 5 if self.op_name.endswith("5x5") else 3
+        if self.op_name.startswith("conv"):
+            out: list[nn.Module] = [nn.Conv2d(c, c, k, padding=k // 2, bias=False)]
+        elif self.op_name.startswith("sep_conv"):
+            out = [nn.Conv2d(c, c, k, padding=k // 2, groups=c, bias=False), nn.Conv2d(c, c, 1, bias=False)]
+        elif self.op_name.startswith("avg"):
+            out = [nn.AvgPool2d(3, 1, padding=1, count_include_pad=False)]
+        else:
+            out = [nn.MaxPool2d(3, 1, padding=1)]
+        if "conv" in self.op_name:
+            out += [nn.BatchNorm2d(c), nn.ReLU()]
+        self.branch = nn.Sequential(*inp, *out)
+        self.proj: nn.Module | None = None
+        if index > 0:
+            self.proj = ReLUConvBN((len(skips) + 1) * c, c)
+
+    def forward(self, *previous: Tensor) -> Tensor:
+        """Outputs of layers ``0..i-1`` (the stem output for layer 0) to this layer's output."""
+        out = self.branch(previous[-1])
+        if self.proj is None:
+            return out
+        return self.proj(torch.cat([previous[j] for j in self.skips] + [out], dim=1))
+
+    def extra_repr(self) -> str:
+        """Op and skips."""
+        return f"op={self.op_name!r}, skips={self.skips}"
+
+
+class MacroNet(nn.Module):
+    """An ENAS macro-space network with loss: ``forward(images, labels)`` is the mean cross-entropy.
+
+    Stem 3x3 conv to ``C`` channels + BatchNorm; ``L`` layers; after layers ``L // 3 - 1`` and
+    ``2 (L // 3) - 1`` every layer output so far goes through a factorized reduction to twice the
+    channels (ENAS ``pool_layers``); head and loss.
+
+    Args:
+        arch (MacroArch): ops and skips.
+        channels (int): ``C``, the width of the first layers.
+        dropout (float, optional): drop probability before the linear head. (default: :obj:`0.1`)
+        num_classes (int, optional): classes. (default: :obj:`10`)
+    """
+
+    def __init__(self, arch: MacroArch, channels: int, dropout: float = 0.1, num_classes: int = NUM_CLASSES) -> None:
+        super().__init__()
+        self.arch = arch
+        num_layers = len(arch.ops)
+        self.stem = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
+        distance = num_layers // 3
+        self.pool_layers = tuple(i for i in (distance - 1, 2 * distance - 1) if i >= 0)
+        self.layers = nn.ModuleList()
+        self.pools = nn.ModuleDict()
+        c = channels
+        for i, (op, skips) in enumerate(zip(arch.ops, arch.skips, strict=True)):
+            self.layers.append(MacroLayer(op, skips, c, i))
+            if i in self.pool_layers:
+                # Reduce only the outputs that a later layer reads (the others are dead code).
+                later = {j for k in range(i + 1, num_layers) for j in arch.skips[k] if j <= i} | {i}
+                self.pools[str(i)] = nn.ModuleDict({str(j): FactorizedReduction(c, 2 * c) for j in sorted(later)})
+                c *= 2
+        self.head = Head(c, num_classes, dropout)
+
+    def forward(self, images: Tensor, labels: Tensor) -> Tensor:
+        """Images ``[N, 3, 32, 32]`` (float) and labels ``[N]`` (int64) to the scalar loss."""
+        x = self.stem(images)
+        outs: list[Tensor] = []
+        for i, layer in enumerate(self.layers):
+            x = layer(*(outs if outs else [x]))
+            outs.append(x)
+            if str(i) in self.pools:
+                pools: nn.ModuleDict = self.pools[str(i)]  # type: ignore[assignment]
+                # An output no later layer reads keeps its old resolution; nothing reads it again.
+                outs = [pools[str(j)](o) if str(j) in pools else o for j, o in enumerate(outs)]
+                x = outs[-1]
+        return F.cross_entropy(self.head(x), labels)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sampling
+
+
+def sample(
+    rng: np.random.Generator,
+    *,
+    layers: int = 6,
+    channels: int = 20,
+    batch: int = 160,
+    space: str = "micro",
+    num_blocks: int = 5,
+    skip_prob: float = 0.4,
+    dropout: float = 0.1,
+) -> tuple[MicroNet | MacroNet, tuple[Tensor, Tensor]]:
+    """Draw a random ENAS CNN for CIFAR-10 and a batch of inputs.
+
+    The defaults are the ENAS micro search setting (L = 6, C = 20, batch 160); the final ENAS
+    micro net used L = 15, C = 36, batch 144, and the macro space L = 12..24, C = 36..96.
+
+    Args:
+        rng (numpy.random.Generator): draws the architecture, then the torch seed for weights and inputs.
+        layers (int, optional): ``L``: micro nets have ``L + 2`` cells, macro nets ``L`` layers. (default: :obj:`6`)
+        channels (int, optional): ``C``, width of the first cells or layers (channels). (default: :obj:`20`)
+        batch (int, optional): images per batch. (default: :obj:`160`)
+        space (str, optional): ``"micro"`` or ``"macro"``. (default: :obj:`"micro"`)
+        num_blocks (int, optional): micro blocks per cell, ``B``. (default: :obj:`5`)
+        skip_prob (float, optional): macro skip probability. (default: :obj:`0.4`)
+        dropout (float, optional): head drop probability. (default: :obj:`0.1`)
+
+    Returns:
+        tuple[MicroNet | MacroNet, tuple[Tensor, Tensor]]: the network (training mode; ``forward`` returns
+        the scalar loss) and its inputs: images ``[batch, 3, 32, 32]`` float32, labels ``[batch]`` int64.
+
+    Raises:
+        UnknownName: for an unknown ``space``.
+        ValueError: for a knob out of range.
+        TypeError: for a non-integer count knob.
+
+    Examples:
+        >>> model, (images, labels) = sample(np.random.default_rng(0), layers=1, channels=4, batch=2)
+        >>> tuple(images.shape), model(images, labels).dim()
+        ((2, 3, 32, 32), 0)
+    """
+    check_choice("search space", space, SPACES)
+    layers = check_int("layers", layers, 1)
+    channels = check_int("channels", channels, 2)
+    batch = check_int("batch", batch, 1)
+    num_blocks = check_int("num_blocks", num_blocks, 1)
+    arch = sample_micro_arch(rng, num_blocks) if space == "micro" else sample_macro_arch(rng, layers, skip_prob)
+    with seeded_torch(rng):  # the architecture is drawn first, then weights and inputs
+        model: MicroNet | MacroNet
+        if isinstance(arch, MicroArch):
+            model = MicroNet(arch, layers, channels, dropout)
+        else:
+            model = MacroNet(arch, channels, dropout)
+        images = torch.randn(batch, 3, IMAGE_SIZE, IMAGE_SIZE)
+        labels = torch.randint(0, NUM_CLASSES, (batch,))
+    return model, (images, labels)
+
+
+def random_knobs(rng: np.random.Generator, space: str = "micro") -> dict[str, Any]:
+    """Draw knobs for :func:`sample` spanning small to large training graphs.
+
+    Micro: ``layers`` 1..30 (about 300 to 3,700 ops of the imported training graph), ``channels``
+    8..48 (log-uniform, even), ``batch`` 32..160 (multiple of 16). Macro: ``layers`` 4..24 (about 400 to
+    2,500 nodes), ``channels`` 16..96, same batches.
+
+    Args:
+        rng (numpy.random.Generator): the generator.
+        space (str, optional): the search space to draw for. (default: :obj:`"micro"`)
+
+    Returns:
+        dict[str, Any]: keyword arguments of :func:`sample`.
+
+    Examples:
+        >>> sorted(random_knobs(np.random.default_rng(0)))
+        ['batch', 'channels', 'layers', 'space']
+    """
+    check_choice("search space", space, SPACES)
+    if space == "micro":
+        layers = int(rng.integers(1, 31))
+        channels = log_uniform_int(rng, 8, 48, multiple=2)
+    else:
+        layers = int(rng.integers(4, 25))
+        channels = log_uniform_int(rng, 16, 96, multiple=4)
+    batch = 16 * int(rng.integers(2, 11))
+    return {"layers": layers, "channels": channels, "batch": batch, "space": space}

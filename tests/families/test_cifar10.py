@@ -1,0 +1,192 @@
+"""Tests of the cifar10 family (ENAS micro and macro CNNs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.exceptions import UnknownName
+from gnplace.families import cifar10
+from gnplace.families.cifar10 import (
+    Cell,
+    FactorizedReduction,
+    MacroArch,
+    MacroNet,
+    MicroArch,
+    MicroNet,
+    SepConv,
+    random_knobs,
+    sample,
+    sample_macro_arch,
+    sample_micro_arch,
+)
+
+TINY: dict[str, Any] = {"layers": 1, "channels": 4, "batch": 2}
+
+
+def _num_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("space", ["micro", "macro"])
+def test_sampling_is_deterministic_under_a_seed(space: str) -> None:
+    knobs = dict(TINY, layers=3, space=space)
+    m1, x1 = sample(np.random.default_rng(5), **knobs)
+    m2, x2 = sample(np.random.default_rng(5), **knobs)
+    assert m1.arch == m2.arch
+    assert repr(m1) == repr(m2)
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    assert s1.keys() == s2.keys()
+    assert all(torch.equal(s1[k], s2[k]) for k in s1)
+    assert all(torch.equal(a, b) for a, b in zip(x1, x2))
+
+
+def test_different_seeds_give_different_architectures() -> None:
+    micro = {sample_micro_arch(np.random.default_rng(s)) for s in range(5)}
+    macro = {sample_macro_arch(np.random.default_rng(s), 8) for s in range(5)}
+    assert len(micro) == 5 and len(macro) == 5
+    m0, _ = sample(np.random.default_rng(0), **TINY)
+    m1, _ = sample(np.random.default_rng(1), **TINY)
+    assert m0.arch != m1.arch
+
+
+def test_sampled_architectures_follow_the_enas_rules() -> None:
+    arch = sample_micro_arch(np.random.default_rng(0), num_blocks=5)
+    for cell in (arch.normal, arch.reduce):
+        assert len(cell) == 5
+        for j, (x_id, x_op, y_id, y_op) in enumerate(cell):
+            assert 0 <= x_id < j + 2 and 0 <= y_id < j + 2
+            assert 0 <= x_op < len(cifar10.MICRO_OPS) and 0 <= y_op < len(cifar10.MICRO_OPS)
+    macro = sample_macro_arch(np.random.default_rng(0), 30, skip_prob=0.4)
+    assert all(all(j < i for j in skips) for i, skips in enumerate(macro.skips))
+    density = sum(len(s) for s in macro.skips) / sum(range(30))
+    assert 0.25 < density < 0.55
+
+
+@pytest.mark.parametrize("space,seed", [("micro", 0), ("micro", 1), ("macro", 0), ("macro", 1)])
+def test_loss_is_a_finite_scalar_and_every_parameter_gets_a_gradient(space: str, seed: int) -> None:
+    model, (images, labels) = sample(np.random.default_rng(seed), **dict(TINY, layers=3, space=space))
+    assert images.shape == (2, 3, 32, 32) and images.dtype == torch.float32
+    assert labels.shape == (2,) and labels.dtype == torch.int64
+    assert model.training
+    loss = model(images, labels)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None]
+    assert missing == []
+
+
+def test_reduction_cells_sit_at_l_div_3_and_2_l_div_3_plus_1_and_double_channels() -> None:
+    model, _ = sample(np.random.default_rng(0), layers=6, channels=4, batch=2)
+    assert isinstance(model, MicroNet)
+    kinds = {int(k): cell.reduction for k, cell in model.cells.items()}
+    assert [i for i, red in kinds.items() if red] == [i for i in (2, 5) if i in kinds]
+    widths = {int(k): cell.out_channels // len(cell.concat) for k, cell in model.cells.items()}
+    assert all(w == 4 * 2 ** sum(i >= r for r in (2, 5)) for i, w in widths.items())
+
+
+def test_output_of_the_cells_is_8x8_after_two_reductions() -> None:
+    model, (images, _) = sample(np.random.default_rng(0), layers=3, channels=4, batch=2)
+    seen: list[tuple[int, ...]] = []
+    model.head.register_forward_hook(lambda mod, args, out: seen.append(tuple(args[0].shape)))
+    model(images, torch.zeros(2, dtype=torch.int64))
+    assert seen[0][2:] == (8, 8)
+
+
+def test_cells_nobody_reads_are_left_out() -> None:
+    # Every block reads input 0 only: cell i's output is read by cell i + 2, never by cell i + 1,
+    # so the second-to-last cell is dead.
+    blocks = ((0, 0, 0, 2), (2, 1, 0, 4))
+    model = MicroNet(MicroArch(normal=blocks, reduce=blocks), layers=3, channels=4)
+    assert model.live == (True, False, True, False, True)
+    assert sorted(model.cells.keys()) == ["0", "2", "4"]
+    loss = model(torch.randn(2, 3, 32, 32), torch.tensor([1, 2]))
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+def test_parameter_counts_of_the_building_blocks() -> None:
+    c, k = 6, 5
+    assert _num_params(SepConv(c, k)) == 2 * (c * k * k + c * c + 2 * c)
+    assert _num_params(FactorizedReduction(5, 7)) == 5 * 3 + 5 * 4 + 2 * 7
+    cell = Cell(((0, 2, 1, 3), (2, 0, 0, 4)), c_pp=8, c_p=4, c_out=4, reduce_pp=False, reduction=False)
+    # pre0: ReLU-1x1 conv(8 -> 4)-BN; pre1: identity; block 1: sep conv 3x3 on 4 channels.
+    assert _num_params(cell) == (8 * 4 + 2 * 4) + 2 * (4 * 9 + 4 * 4 + 2 * 4)
+    assert cell.concat == (3,) and cell.out_channels == 4
+
+
+def test_parameter_count_of_a_hand_built_micro_net() -> None:
+    identity = ((0, 4, 1, 4),)  # one block: identity(input 0) + identity(input 1)
+    model = MicroNet(MicroArch(normal=identity, reduce=identity), layers=1, channels=4)
+    stem = 3 * 12 * 9 + 2 * 12
+    cell0 = 2 * (12 * 8 + 2 * 8) + 2 * (8 * 4 + 8 * 4 + 2 * 8)  # reduction: calibrate both, two FR(8)
+    cell1 = (12 * 8 * 2 + 2 * 16) + (8 * 16 + 2 * 16) + 2 * (16 * 8 * 2 + 2 * 16)  # reduction after reduction
+    cell2 = 8 * 8 * 2 + 2 * 16  # normal: FR of the older input, identities
+    head = 16 * 10 + 10
+    assert _num_params(model) == stem + cell0 + cell1 + cell2 + head
+
+
+def test_macro_net_reduces_every_read_output_and_doubles_channels() -> None:
+    arch = MacroArch(ops=(0, 1, 2, 3, 4, 5), skips=((), (0,), (), (0, 1), (), (2, 4)))
+    model = MacroNet(arch, channels=4)
+    assert model.pool_layers == (1, 3)
+    assert sorted(model.pools["1"].keys()) == ["0", "1"]  # layer 0 is read by layer 3
+    assert sorted(model.pools["3"].keys()) == ["2", "3"]  # layer 2 is read by layer 5
+    assert model.head.linear.in_features == 16
+    loss = model(torch.randn(2, 3, 32, 32), torch.tensor([0, 9]))
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("space", ["micro", "macro"])
+def test_torch_export_succeeds(space: str) -> None:
+    model, inputs = sample(np.random.default_rng(0), **dict(TINY, space=space))
+    exported = torch.export.export(model, inputs)
+    assert any(n.op == "call_function" for n in exported.graph.nodes)
+
+
+def test_joint_training_graph_traces_under_fake_tensors() -> None:
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class TupleLoss(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor]:
+            return (self.inner(*args),)
+
+    with FakeTensorMode():
+        model, inputs = sample(np.random.default_rng(0), **TINY)
+    graph, signature = aot_export_module(TupleLoss(model), inputs, trace_joint=True, output_loss_index=0)
+    assert len(signature.backward_signature.gradients_to_parameters) == len(list(model.parameters()))
+    assert 200 < sum(n.op == "call_function" for n in graph.graph.nodes) < 5000
+
+
+def test_bad_knobs_are_rejected() -> None:
+    with pytest.raises(UnknownName, match="micro, macro"):
+        sample(np.random.default_rng(0), space="nasnet")
+    with pytest.raises(ValueError, match="channels"):
+        sample(np.random.default_rng(0), channels=1)
+    with pytest.raises(ValueError, match="layers"):
+        sample(np.random.default_rng(0), layers=0)
+
+
+@pytest.mark.parametrize("space", ["micro", "macro"])
+def test_random_knobs_stay_in_their_ranges(space: str) -> None:
+    rng = np.random.default_rng(0)
+    draws = [random_knobs(rng, space=space) for _ in range(200)]
+    layers = [d["layers"] for d in draws]
+    channels = [d["channels"] for d in draws]
+    assert all(d["space"] == space for d in draws)
+    assert all(32 <= d["batch"] <= 160 and d["batch"] % 16 == 0 for d in draws)
+    if space == "micro":
+        assert min(layers) == 1 and max(layers) == 30
+        assert all(8 <= c <= 48 and c % 2 == 0 for c in channels)
+    else:
+        assert min(layers) == 4 and max(layers) == 24
+        assert all(16 <= c <= 96 for c in channels)

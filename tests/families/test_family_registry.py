@@ -1,0 +1,76 @@
+"""Tests of the family registry (``gnplace.families``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.exceptions import GnplaceError, UnknownName
+from gnplace.families import FAMILIES, RANDOM_KNOBS, cifar10, draw, get_family, nmt, ptb, random_knobs
+
+#: Tiny overrides that keep each family fast on CPU.
+TINY: dict[str, dict[str, Any]] = {
+    "cifar10": {"layers": 1, "channels": 4, "batch": 2},
+    "ptb": {"hidden": 8, "steps": 2, "batch": 2, "vocab": 20},
+    "nmt": {"units": 8, "batch": 2, "src_steps": 2, "tgt_steps": 2, "vocab": 20},
+}
+
+
+def test_the_three_families_are_registered() -> None:
+    assert FAMILIES == {"cifar10": cifar10.sample, "ptb": ptb.sample, "nmt": nmt.sample}
+    assert set(RANDOM_KNOBS) == set(FAMILIES)
+    for name in FAMILIES:
+        assert get_family(name) is FAMILIES[name]
+
+
+def test_unknown_family_lists_the_choices() -> None:
+    with pytest.raises(UnknownName, match=r"'imagenet'.*cifar10, nmt, ptb"):
+        get_family("imagenet")
+    with pytest.raises(GnplaceError):
+        random_knobs("imagenet", np.random.default_rng(0))
+    with pytest.raises(ValueError):
+        draw("imagenet", seed=0)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_random_knobs_are_deterministic_and_accepted_by_the_sampler(name: str) -> None:
+    a = random_knobs(name, np.random.default_rng(7))
+    b = random_knobs(name, np.random.default_rng(7))
+    assert a == b
+    # Every drawn knob is a keyword of the family's sampler, with a plain Python value.
+    model, inputs = FAMILIES[name](np.random.default_rng(0), **dict(a, **TINY[name]))
+    assert all(isinstance(v, (bool, int, str)) for v in a.values())
+    assert model(*inputs).dim() == 0
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_draw_is_deterministic_and_overrides_win(name: str) -> None:
+    m1, x1 = draw(name, seed=11, **TINY[name])
+    m2, x2 = draw(name, seed=11, **TINY[name])
+    assert repr(m1) == repr(m2)
+    assert all(torch.equal(a, b) for a, b in zip(x1, x2))
+    loss = m1(*x1)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    assert x1[0].shape[0] == 2  # the batch override won over the drawn batch
+
+
+def test_sampling_leaves_the_global_torch_generator_alone() -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    for name in FAMILIES:
+        draw(name, seed=0, **TINY[name])
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_same_generator_state_gives_the_same_module() -> None:
+    rng = np.random.default_rng(4)
+    state = rng.bit_generator.state
+    m1, _ = ptb.sample(rng, **TINY["ptb"])
+    rng.bit_generator.state = state
+    m2, _ = ptb.sample(rng, **TINY["ptb"])
+    assert m1.cell.arch == m2.cell.arch
+    assert torch.equal(m1.embedding.weight, m2.embedding.weight)

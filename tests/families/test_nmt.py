@@ -1,0 +1,164 @@
+"""Tests of the nmt family (LSTM encoder-decoder with attention)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.exceptions import UnknownName
+from gnplace.families.nmt import (
+    ATTENTIONS,
+    Attention,
+    LSTMCell,
+    NMTConfig,
+    NMTModel,
+    num_parameters,
+    random_knobs,
+    sample,
+)
+
+TINY: dict[str, Any] = {"units": 8, "batch": 2, "src_steps": 3, "tgt_steps": 2, "vocab": 20}
+
+
+def test_sampling_is_deterministic_under_a_seed() -> None:
+    m1, x1 = sample(np.random.default_rng(3), **TINY)
+    m2, x2 = sample(np.random.default_rng(3), **TINY)
+    assert m1.config == m2.config
+    s1, s2 = m1.state_dict(), m2.state_dict()
+    assert all(torch.equal(s1[k], s2[k]) for k in s1)
+    assert all(torch.equal(a, b) for a, b in zip(x1, x2))
+
+
+def test_different_seeds_give_different_weights_and_knobs() -> None:
+    m0, x0 = sample(np.random.default_rng(0), **TINY)
+    m1, x1 = sample(np.random.default_rng(1), **TINY)
+    assert not torch.equal(m0.projection, m1.projection)
+    assert not torch.equal(x0[0], x1[0])
+    # The architecture varies through the knobs (layers, units, attention, lengths, ...).
+    knobs = [random_knobs(np.random.default_rng(s)) for s in range(5)]
+    assert len({tuple(sorted(k.items())) for k in knobs}) == 5
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("layers,bidirectional", [(1, True), (3, True), (2, False)])
+def test_loss_is_a_finite_scalar_and_every_parameter_gets_a_gradient(
+    attention: str, layers: int, bidirectional: bool
+) -> None:
+    model, (src, tgt_in, tgt_out) = sample(
+        np.random.default_rng(0), **dict(TINY, layers=layers, attention=attention, bidirectional=bidirectional)
+    )
+    assert src.shape == (2, 3) and tgt_in.shape == tgt_out.shape == (2, 2)
+    assert torch.equal(tgt_in[:, 1:], tgt_out[:, :-1])
+    loss = model(src, tgt_in, tgt_out)
+    assert loss.dim() == 0 and torch.isfinite(loss)
+    loss.backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+    assert sum(p.numel() for p in model.parameters()) == num_parameters(model.config)
+
+
+def test_parameter_count_of_the_iwslt15_configuration() -> None:
+    h, v = 512, 17_000
+
+    def cell(n: int) -> int:
+        return 4 * h * (n + h) + 4 * h
+
+    encoder = 2 * cell(h) + cell(2 * h)  # bidirectional layer 0, layer 1 reads 2H
+    decoder = cell(2 * h) + cell(h)  # input feeding in layer 0
+    attention = h * h + 2 * h * h + 1  # keys, W_c [c; h], scale
+    expected = 2 * v * h + encoder + decoder + attention + h * v
+    assert num_parameters(NMTConfig(layers=2, units=h, vocab=v)) == expected
+    with torch.device("meta"):
+        model = NMTModel(NMTConfig(layers=2, units=h, vocab=v))
+    assert sum(p.numel() for p in model.parameters()) == expected
+
+
+def test_lstm_cell_matches_torch_lstm_cell() -> None:
+    torch.manual_seed(0)
+    ours = LSTMCell(3, 4, forget_bias=0.0)
+    ref = torch.nn.LSTMCell(3, 4)
+    i, j, f, o = ours.weight.detach().t().chunk(4)  # TensorFlow gate order i, j, f, o
+    bi, bj, bf, bo = ours.bias.detach().chunk(4)
+    with torch.no_grad():
+        weight = torch.cat([i, f, j, o])  # torch gate order i, f, g, o
+        ref.weight_ih.copy_(weight[:, :3])
+        ref.weight_hh.copy_(weight[:, 3:])
+        ref.bias_ih.copy_(torch.cat([bi, bf, bj, bo]))
+        ref.bias_hh.zero_()
+    x, h, c = torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 4)
+    h1, c1 = ours(x, h, c)
+    h2, c2 = ref(x, (h, c))
+    torch.testing.assert_close(h1, h2)
+    torch.testing.assert_close(c1, c2)
+
+
+def test_scaled_luong_attention_matches_a_hand_computation() -> None:
+    att = Attention("scaled_luong", memory_features=6, units=4)
+    with torch.no_grad():
+        att.scale.fill_(0.5)
+    memory, query = torch.randn(2, 5, 6), torch.randn(2, 4)
+    keys = memory @ att.memory_layer
+    weights = torch.softmax(0.5 * torch.einsum("bsh,bh->bs", keys, query), dim=1)
+    context = torch.einsum("bs,bsm->bm", weights, memory)
+    expected = torch.tanh(torch.cat([context, query], 1) @ att.attention_layer)
+    torch.testing.assert_close(att(query, att.keys(memory), memory), expected)
+
+
+def test_decoder_feeds_the_attention_vector_to_the_next_step() -> None:
+    model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), **dict(TINY, tgt_steps=3))
+    fed: list[torch.Tensor] = []
+    outputs: list[torch.Tensor] = []
+    model.decoder.cells[0].register_forward_hook(lambda m, args, out: fed.append(args[0]))
+    model.decoder.attention.register_forward_hook(lambda m, args, out: outputs.append(out))
+    model(src, tgt_in, tgt_out)
+    assert len(fed) == 3 and len(outputs) == 3
+    assert torch.equal(fed[0][:, 8:], torch.zeros(2, 8))
+    for t in (1, 2):
+        assert torch.equal(fed[t][:, 8:], outputs[t - 1])
+
+
+def test_torch_export_succeeds() -> None:
+    model, inputs = sample(np.random.default_rng(0), **dict(TINY, layers=2))
+    exported = torch.export.export(model, inputs)
+    assert any(n.op == "call_function" for n in exported.graph.nodes)
+
+
+def test_joint_training_graph_traces_under_fake_tensors() -> None:
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    class TupleLoss(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor]:
+            return (self.inner(*args),)
+
+    with FakeTensorMode():
+        model, inputs = sample(np.random.default_rng(0), layers=1, src_steps=2, tgt_steps=2)
+    graph, _ = aot_export_module(TupleLoss(model), inputs, trace_joint=True, output_loss_index=0)
+    assert 200 < sum(n.op == "call_function" for n in graph.graph.nodes) < 5000
+
+
+def test_bad_knobs_are_rejected() -> None:
+    with pytest.raises(UnknownName, match="scaled_luong"):
+        sample(np.random.default_rng(0), attention="monotonic")
+    with pytest.raises(ValueError, match="tgt_steps"):
+        sample(np.random.default_rng(0), tgt_steps=0)
+
+
+def test_random_knobs_stay_in_their_ranges() -> None:
+    rng = np.random.default_rng(0)
+    draws = [random_knobs(rng) for _ in range(300)]
+    for d in draws:
+        assert 1 <= d["layers"] <= 4
+        assert 2 <= d["src_steps"] <= 30 and 2 <= d["tgt_steps"] <= 30
+        assert d["layers"] * (d["src_steps"] + d["tgt_steps"]) <= 100
+        assert 128 <= d["units"] <= 1024 and d["units"] % 32 == 0
+        assert 16 <= d["batch"] <= 128 and 2000 <= d["vocab"] <= 32_000
+        assert d["attention"] in ATTENTIONS
+    assert {d["attention"] for d in draws} == set(ATTENTIONS)
+    assert {d["bidirectional"] for d in draws} == {True, False}

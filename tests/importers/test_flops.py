@@ -1,0 +1,48 @@
+"""FLOP rules of aten ops against closed forms."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnplace.importers.flops import FREE_OPS, VIEW_OPS, op_flops
+
+
+@pytest.mark.parametrize(
+    "name, args, out_shape, expected",
+    [
+        ("mm", (torch.zeros(8, 16), torch.zeros(16, 4)), (8, 4), 2 * 8 * 16 * 4),
+        ("addmm", (torch.zeros(4), torch.zeros(8, 16), torch.zeros(16, 4)), (8, 4), 2 * 8 * 16 * 4 + 8 * 4),
+        ("bmm", (torch.zeros(3, 8, 16), torch.zeros(3, 16, 4)), (3, 8, 4), 2 * 3 * 8 * 16 * 4),
+        ("mv", (torch.zeros(8, 16), torch.zeros(16)), (8,), 2 * 8 * 16),
+        ("relu", (torch.zeros(5, 5),), (5, 5), 25),
+        ("tanh", (torch.zeros(5, 5),), (5, 5), 100),
+        ("sum", (torch.zeros(5, 6),), (), 30),
+        ("_softmax", (torch.zeros(4, 10), -1, False), (4, 10), 200),
+    ],
+)
+def test_closed_forms(name, args, out_shape, expected):
+    assert op_flops(name, args, {}, [torch.zeros(out_shape)]) == expected
+
+
+def test_convolution_and_its_backward():
+    x, w = torch.zeros(2, 8, 10, 10), torch.zeros(16, 8, 3, 3)
+    out = torch.zeros(2, 16, 5, 5)
+    args = (x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
+    fwd = op_flops("convolution", args, {}, [out])
+    assert fwd == 2 * 2 * 16 * 5 * 5 * 8 * 9
+    grad_args = (out, x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
+    assert op_flops("convolution_backward", grad_args, {}, [x, w, None]) == 2 * fwd
+
+
+def test_depthwise_convolution_counts_one_input_channel_per_group():
+    x, w = torch.zeros(1, 8, 6, 6), torch.zeros(8, 1, 3, 3)
+    out = torch.zeros(1, 8, 6, 6)
+    assert op_flops("convolution", (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 8), {}, [out]) == 2 * 8 * 36 * 9
+
+
+def test_views_and_data_movement_are_free_and_unknown_ops_are_none():
+    assert not VIEW_OPS & {"mm", "add"}
+    assert op_flops("cat", ([torch.zeros(2)],), {}, [torch.zeros(4)]) == 0.0
+    assert "cat" in FREE_OPS
+    assert op_flops("special_zeta", (torch.zeros(3),), {}, [torch.zeros(3)]) is None

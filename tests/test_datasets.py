@@ -1,0 +1,99 @@
+"""Datasets of family graphs: determinism, manifest, split, resume, and the shipped files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnplace.datasets import generate_dataset, generate_graph, graph_summary, load_manifest
+from gnplace.exceptions import GnplaceError, UnknownName
+from gnplace.graph import UPDATE
+from gnplace.graph_io import load_graph, save_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+FAMILIES = ("cifar10", "ptb", "nmt")
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_same_seed_gives_byte_identical_files(tmp_path):
+    a = generate_dataset("cifar10", 2, tmp_path / "a", seed=7, test_count=1)
+    b = generate_dataset("cifar10", 2, tmp_path / "b", seed=7, test_count=1)
+    assert folder_bytes(a.parent) == folder_bytes(b.parent)
+    manifest = load_manifest(a.parent)
+    assert [e["split"] for e in manifest["graphs"]].count("test") == 1
+    for entry in manifest["graphs"]:
+        graph = load_graph(a.parent / entry["file"])
+        assert {k: entry[k] for k in ("name", "ops", "groups", "edges", "total_flops", "param_bytes")} == graph_summary(graph)
+        assert graph.meta["family"] == "cifar10" and graph.meta["seed"] == 7
+
+
+def test_other_seed_gives_other_graphs(tmp_path):
+    g1, _ = generate_graph("cifar10", 0, seed=1)
+    g2, _ = generate_graph("cifar10", 0, seed=2)
+    assert g1 != g2
+
+
+def test_resume_keeps_finished_graphs_and_redraws_missing_or_corrupt(tmp_path):
+    out = tmp_path / "ds"
+    generate_dataset("cifar10", 2, out, seed=3, test_count=0)
+    before = folder_bytes(out)
+    (out / "cifar10_000.gnpg").unlink()
+    (out / "cifar10_001.gnpg").write_bytes(b"not a graph")
+    calls = []
+    generate_dataset("cifar10", 2, out, seed=3, test_count=0, progress=lambda i, g: calls.append(i))
+    assert folder_bytes(out) == before and calls == [0, 1]
+
+
+def test_unknown_family_lists_choices(tmp_path):
+    with pytest.raises(UnknownName, match="cifar10"):
+        generate_dataset("imagenet", 1, tmp_path)
+
+
+def test_impossible_size_range_is_a_clear_error():
+    with pytest.raises(GnplaceError, match="no graph with 1..2 ops"):
+        generate_graph("cifar10", 0, min_ops=1, max_ops=2, max_draws=2)
+
+
+def test_load_manifest_rejects_other_files(tmp_path):
+    with pytest.raises(GnplaceError, match="not a readable dataset manifest"):
+        load_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
+    with pytest.raises(GnplaceError, match="not a gnplace dataset manifest"):
+        load_manifest(tmp_path)
+
+
+# ------------------------------------------------------------------------------------ shipped
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shipped_dataset_matches_its_manifest(family):
+    folder = ROOT / "datasets" / family
+    manifest = load_manifest(folder)
+    entries = manifest["graphs"]
+    assert len(entries) == 32
+    assert [e["split"] for e in entries].count("test") == 8
+    ops = []
+    for entry in entries:
+        graph = load_graph(folder / entry["file"])  # validates: a DAG with consistent sizes
+        assert graph_summary(graph) == {k: entry[k] for k in ("name", "ops", "groups", "edges", "total_flops", "param_bytes")}
+        assert graph.meta["family"] == family
+        ops.append(graph.num_ops)
+        params = [n for n in graph.node_names if n.startswith("update/")]
+        assert int((graph.phase == UPDATE).sum()) == len(params) == len(set(params))
+    assert 200 <= min(ops) and max(ops) <= 5000
+    assert max(ops) / min(ops) >= 4  # a spread of sizes
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shipped_graph_regenerates_byte_identical(family, tmp_path):
+    folder = ROOT / "datasets" / family
+    manifest = load_manifest(folder)
+    smallest = min(manifest["graphs"], key=lambda e: e["ops"])
+    index = int(smallest["file"].rsplit("_", 1)[1].split(".")[0])
+    graph, _ = generate_graph(family, index, seed=manifest["seed"], optimizer=manifest["optimizer"])
+    path = save_graph(graph, tmp_path / smallest["file"])
+    assert path.read_bytes() == (folder / smallest["file"]).read_bytes()
