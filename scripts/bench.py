@@ -4,6 +4,7 @@ Usage::
 
     python scripts/bench.py sim [--ops 2000] [--devices 4] [--repeat 300] [--batch 256] [--json]
     python scripts/bench.py import [--layers 6 15 30]
+    python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -13,6 +14,10 @@ is serial); the batched call uses every core numba is allowed.
 
 ``import``: seconds to extract the training graph of ENAS cifar10 networks of growing depth with
 ``gnplace.importers.torch.from_module`` on one core.
+
+``scale``: for ENAS cifar10 training graphs of about 10k, 50k and 100k ops (cells stacked), the
+seconds to coarsen to 1,000 groups, place the coarse graph with m_etf, expand and simulate the full
+graph; up to ``--full-up-to`` ops also m_etf on the full graph and the step-time cost of coarsening.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -97,6 +103,58 @@ def bench_import(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def large_graph(ops: int, cache: Path) -> Any:
+    """An ENAS cifar10 training graph of about ``ops`` ops (more cells stacked), cached in ``cache``."""
+    from gnplace.families import cifar10
+    from gnplace.graph_io import load_graph, save_graph
+    from gnplace.importers.torch import from_module
+
+    layers = max(1, round(ops / 119))
+    path = cache / f"cifar10_L{layers}.gnpg"
+    if path.exists():
+        return load_graph(path)
+    model, inputs = cifar10.sample(np.random.default_rng(0), layers=layers, channels=16, batch=32)
+    graph = from_module(model, inputs, name=f"cifar10_L{layers}")
+    save_graph(graph, path)
+    return graph
+
+
+def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Coarsen to ``--groups`` groups, place with m_etf, expand and simulate, for growing graphs."""
+    from gnplace.cluster import load_cluster
+    from gnplace.importers.coarsen import coarsen
+    from gnplace.placers import get_placer
+
+    cluster = load_cluster(args.cluster)
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for ops in args.ops:
+        graph = large_graph(ops, cache)
+        sim = Simulator()
+        sim.time(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64))  # compile and prepare outside the clock
+        t0 = time.perf_counter()
+        coarse = coarsen(graph, args.groups, cluster)
+        t1 = time.perf_counter()
+        placement = get_placer("m_etf").place(coarse.graph, cluster)
+        t2 = time.perf_counter()
+        full = coarse.expand(placement)
+        result = sim.time(graph, cluster, full)
+        t3 = time.perf_counter()
+        row = dict(ops=graph.num_ops, units=graph.num_groups, groups=coarse.graph.num_groups, coarse_nodes=coarse.graph.num_ops,
+                   coarsen_s=t1 - t0, place_s=t2 - t1, expand_simulate_s=t3 - t2, total_s=t3 - t0,
+                   step_ms=result.step_time * 1e3, oom=result.is_oom)
+        if graph.num_ops <= args.full_up_to:
+            t4 = time.perf_counter()
+            direct = get_placer("m_etf").place(graph, cluster)
+            row["full_m_etf_s"] = time.perf_counter() - t4
+            row["full_m_etf_step_ms"] = sim.time(graph, cluster, direct).step_time * 1e3
+            row["coarsening_cost_pct"] = (row["step_ms"] / row["full_m_etf_step_ms"] - 1) * 100
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,7 +168,16 @@ def main() -> None:
     imp = sub.add_parser("import", help="training-graph extraction from PyTorch (one core)")
     imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30])
     imp.add_argument("--json", action="store_true")
+    scale = sub.add_parser("scale", help="coarsen + m_etf + expand + simulate on 10k..100k-op graphs")
+    scale.add_argument("--ops", type=int, nargs="+", default=[10_000, 50_000, 100_000])
+    scale.add_argument("--groups", type=int, default=1000)
+    scale.add_argument("--cluster", default="k80x4")
+    scale.add_argument("--cache", default="out/bench")
+    scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")
     args = parser.parse_args()
+    if args.bench == "scale":
+        bench_scale(args)
+        return
     if args.bench == "import":
         rows = bench_import(args)
         print(json.dumps(rows, indent=1) if args.json else "\n".join(

@@ -10,6 +10,14 @@ from typing import Any
 
 from gnplace.exceptions import UnknownName
 from gnplace.placers.base import Placer, group_order
+from gnplace.placers.annealing import AnnealingPlacer
+from gnplace.placers.exact import ExactPlacer
+from gnplace.placers.expert import ExpertPlacer
+from gnplace.placers.heft import HeftPlacer
+from gnplace.placers.m_etf import METFPlacer
+from gnplace.placers.m_sct import MSCTPlacer
+from gnplace.placers.metis import MetisPlacer
+from gnplace.placers.random_search import RandomSearchPlacer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 
@@ -17,8 +25,11 @@ __all__ = ["PLACERS", "get_placer", "Placer", "group_order"]
 
 #: Placer classes by registry name.
 PLACERS: dict[str, type] = {
-    SinglePlacer.name: SinglePlacer,
-    RoundRobinPlacer.name: RoundRobinPlacer,
+    cls.name: cls
+    for cls in (
+        SinglePlacer, RoundRobinPlacer, ExpertPlacer, MetisPlacer, HeftPlacer, METFPlacer, MSCTPlacer,
+        RandomSearchPlacer, AnnealingPlacer, ExactPlacer,
+    )
 }
 
 

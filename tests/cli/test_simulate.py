@@ -254,8 +254,10 @@ def test_unknown_cluster(capsys, graph_file):
 
 
 def test_unknown_placer(capsys, graph_file):
+    from gnplace.placers import PLACERS
+
     assert run_error(capsys, str(graph_file), "--placer", "m_etf_xyz") == (
-        "gnplace: error: unknown placer 'm_etf_xyz' (choose one of: round_robin, single)"
+        f"gnplace: error: unknown placer 'm_etf_xyz' (choose one of: {', '.join(sorted(PLACERS))})"
     )
 
 

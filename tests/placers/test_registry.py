@@ -14,7 +14,8 @@ from gnplace.toy import chain_graph
 
 
 def test_registry_contents():
-    assert PLACERS == {"single": SinglePlacer, "round_robin": RoundRobinPlacer}
+    assert PLACERS["single"] is SinglePlacer and PLACERS["round_robin"] is RoundRobinPlacer
+    assert set(PLACERS) == {"single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct", "random_search", "annealing", "exact"}
     for name, cls in PLACERS.items():
         assert cls.name == name
 
@@ -30,7 +31,8 @@ def test_get_placer(name, cls, text):
 
 @pytest.mark.parametrize("name", ["nope", "Single", "round-robin", ""])
 def test_unknown_placer_lists_choices(name):
-    with pytest.raises(UnknownName, match=rf"^unknown placer {name!r} \(choose one of: round_robin, single\)$"):
+    choices = ", ".join(sorted(PLACERS))
+    with pytest.raises(UnknownName, match=rf"^unknown placer {name!r} \(choose one of: {choices}\)$"):
         get_placer(name)
 
 

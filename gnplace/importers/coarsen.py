@@ -1,0 +1,211 @@
+"""Coarsen a large graph into a chosen number of groups, and expand a coarse placement back to ops.
+
+Placers work on colocation groups; a graph of 100,000 ops has tens of thousands of them. Coarsening
+merges them in levels, as the hierarchical planner's grouper does (Mirhoseini et al., ICLR 2018):
+
+1. **colocation**: an op, its gradient ops and its update op are one unit already;
+2. **module hierarchy**: units whose ops share a module path prefix (cut at ``module_depth``
+   components) and lie on a chain are natural candidates, and METIS sees them as heavy edges;
+3. **METIS**: the unit graph (vertex weight: compute seconds on the fastest device; edge weight:
+   bytes between units) is partitioned by pymetis into ``num_groups`` balanced parts with few
+   bytes cut, which keeps parallel branches apart (their cut is small) and keeps the DAG's
+   parallelism.
+
+The result is a *coarse graph*: each coarse node is a set of ops of one part, contiguous enough
+that the coarse graph stays a DAG (ops are visited in topological order; an op joins its part's
+open node unless that node was opened before some producer's node, in which case the part opens
+a new node, so every coarse edge runs from an older node to a newer one). Coarse nodes of a part
+share one colocation group, so a placer that places groups places ``num_groups`` units. Coarse op
+times are the exact sums of their ops' times on each device kind of the cluster (stored as
+measured ``cost_s``), so the simulator charges the same compute; transfers carry each crossing
+tensor once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.sim.costmodel import op_times
+
+__all__ = ["Coarsening", "coarsen", "partition_units"]
+
+
+@dataclass(frozen=True)
+class Coarsening:
+    """A coarse graph and the map from the original ops to its nodes.
+
+    Attributes:
+        graph (OpGraph): the coarse graph (a DAG), one colocation group per part.
+        node_of_op (np.ndarray): coarse node of every original op, ``[num_ops]``.
+        part_of_unit (np.ndarray): part (coarse group) of every original colocation group.
+        original (OpGraph): the graph that was coarsened.
+    """
+
+    graph: OpGraph
+    node_of_op: np.ndarray
+    part_of_unit: np.ndarray
+    original: OpGraph
+
+    def expand(self, placement: Placement) -> Placement:
+        """The placement of the original graph that puts every op where its coarse node is."""
+        return Placement(placement.devices[self.node_of_op], placement.cluster)
+
+
+def _unit_graph(graph: OpGraph, weights: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """CSR adjacency of colocation groups (undirected), with integer edge weights (KiB, at least 1)."""
+    src = graph.group[graph.edge_src]
+    dst = graph.group[graph.edge_dst]
+    keep = src != dst
+    a = np.minimum(src[keep], dst[keep])
+    b = np.maximum(src[keep], dst[keep])
+    g = graph.num_groups
+    key = a * g + b
+    uniq, inverse = np.unique(key, return_inverse=True)
+    kib = np.bincount(inverse, weights=graph.edge_bytes[keep] / 1024.0)
+    ua, ub = uniq // g, uniq % g
+    w = np.maximum(1, np.minimum(kib, 2**30)).astype(np.int64)
+    rows = np.concatenate([ua, ub])
+    cols = np.concatenate([ub, ua])
+    ws = np.concatenate([w, w])
+    order = np.lexsort((cols, rows))
+    rows, cols, ws = rows[order], cols[order], ws[order]
+    xadj = np.zeros(g + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=g), out=xadj[1:])
+    return [xadj, cols], ws, weights
+
+
+def partition_units(graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int = 0) -> np.ndarray:
+    """Part (``0..num_groups-1``) of every colocation group: METIS on the unit graph.
+
+    Args:
+        unit_seconds (np.ndarray): compute seconds of each colocation group, ``[num_groups_in_graph]``.
+    """
+    units = graph.num_groups
+    if units <= num_groups:
+        return np.arange(units, dtype=np.int64)
+    import pymetis
+
+    (xadj, adjncy), eweights, _ = _unit_graph(graph, unit_seconds)
+    vweights = np.maximum(1, np.round(unit_seconds / max(unit_seconds.max(), 1e-300) * 1e6)).astype(np.int64)
+    options = pymetis.Options(seed=seed, contig=False)
+    with _quiet_stdout():  # METIS prints notes on nearly empty bisections from C
+        _, parts = pymetis.part_graph(
+            num_groups, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
+            eweights=eweights.tolist(), options=options,
+        )
+    parts = np.asarray(parts, dtype=np.int64)
+    _, parts = np.unique(parts, return_inverse=True)  # METIS may leave a part empty
+    return parts.astype(np.int64)
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Send file descriptor 1 to /dev/null for the duration (silences C libraries)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _acyclic_nodes(graph: OpGraph, part_of_op: np.ndarray) -> np.ndarray:
+    """Coarse node of each op: ops of one part, split wherever a producer's node is newer."""
+    node = np.full(graph.num_ops, -1, dtype=np.int64)
+    open_node: dict[int, int] = {}
+    ptr, src, _ = graph.in_csr
+    count = 0
+    for v in graph.topological_order().tolist():
+        p = int(part_of_op[v])
+        current = open_node.get(p, -1)
+        producers = node[src[ptr[v]:ptr[v + 1]]]
+        if current < 0 or (producers.size and producers.max() > current):
+            current = count
+            count += 1
+            open_node[p] = current
+        node[v] = current
+    return node
+
+
+def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0) -> Coarsening:
+    """Coarsen ``graph`` to ``num_groups`` colocation groups (see the module docstring).
+
+    Args:
+        graph (OpGraph): the graph.
+        num_groups (int): how many groups the coarse graph has at most (METIS may leave a part empty;
+            fewer if the graph has fewer colocation groups).
+        cluster (Cluster): the cluster whose device kinds the coarse op times are summed for.
+        seed (int, optional): METIS seed (default: 0).
+
+    Examples:
+        >>> from gnplace.toy import layered_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> c = coarsen(layered_graph(400, seed=0), 20, load_cluster("k80x4"))
+        >>> c.graph.num_groups, int(c.node_of_op.max()) + 1 == c.graph.num_ops
+        (20, True)
+    """
+    if num_groups < 1:
+        raise ValueError(f"num_groups must be at least 1, got {num_groups}")
+    times = op_times(graph, cluster)
+    unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
+    part_of_unit = partition_units(graph, num_groups, unit_seconds, seed=seed)
+    part_of_op = part_of_unit[graph.group]
+    node_of_op = _acyclic_nodes(graph, part_of_op)
+    n = int(node_of_op.max()) + 1 if graph.num_ops else 0
+
+    # coarse edges: each producer sends its largest edge to a coarse node once
+    cs, cd = node_of_op[graph.edge_src], node_of_op[graph.edge_dst]
+    cross = cs != cd
+    key = graph.edge_src[cross] * max(n, 1) + cd[cross]
+    uniq, inverse = np.unique(key, return_inverse=True)
+    per_tensor = np.zeros(uniq.shape[0], dtype=np.int64)
+    np.maximum.at(per_tensor, inverse, graph.edge_bytes[cross])
+    producer = uniq // max(n, 1)
+    tensor_src, tensor_dst = node_of_op[producer], uniq % max(n, 1)
+    pair = tensor_src * max(n, 1) + tensor_dst
+    pairs, pair_inverse = np.unique(pair, return_inverse=True)
+    pair_bytes = np.bincount(pair_inverse, weights=per_tensor).astype(np.int64)
+    # outputs that leave a node stay live on it; the largest internal output is its scratch space
+    leaves = np.zeros(graph.num_ops, dtype=bool)
+    leaves[graph.edge_src[cross]] = True
+    leaves |= np.bincount(graph.edge_src, minlength=graph.num_ops) == 0
+    external = np.bincount(node_of_op, weights=np.where(leaves, graph.out_bytes, 0), minlength=n)
+    scratch = np.zeros(n)
+    np.maximum.at(scratch, node_of_op, np.where(leaves, 0, graph.out_bytes))
+    out_bytes = (external + scratch).astype(np.int64)
+    node_part = np.zeros(n, dtype=np.int64)
+    node_part[node_of_op] = part_of_op
+    first_op = np.full(n, graph.num_ops, dtype=np.int64)
+    np.minimum.at(first_op, node_of_op, np.arange(graph.num_ops))
+    cost_s = {}
+    for k, dev in enumerate(cluster.devices):
+        if dev.kind not in cost_s:
+            cost_s[dev.kind] = np.bincount(node_of_op, weights=times[:, k], minlength=n)
+    coarse = OpGraph(
+        [f"c{i}" for i in range(n)],
+        np.stack([pairs // max(n, 1), pairs % max(n, 1)], axis=1) if pairs.size else [],
+        flops=np.bincount(node_of_op, weights=graph.flops, minlength=n),
+        out_bytes=out_bytes,
+        param_bytes=np.bincount(node_of_op, weights=graph.param_bytes, minlength=n).astype(np.int64),
+        edge_bytes=pair_bytes,
+        op_types=["cluster"] * n,
+        phase=graph.phase[first_op],
+        group=node_part,
+        module=[graph.module[i] for i in first_op.tolist()],
+        cost_s=cost_s,
+        name=f"{graph.name}@{num_groups}",
+        meta={**graph.meta, "coarsened_from": graph.name, "original_ops": graph.num_ops},
+    )
+    return Coarsening(coarse, node_of_op, part_of_unit, graph)

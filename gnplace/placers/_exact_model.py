@@ -1,0 +1,291 @@
+"""The CP-SAT model of the ``exact`` placer (see :mod:`gnplace.placers.exact` for the formulation).
+
+Kept apart so that OR-Tools is imported only when the exact placer runs. Times are integer ticks,
+memory integer units of a power of two bytes; every constraint below is named in the docstring of
+:mod:`gnplace.placers.exact`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placers.base import group_order
+
+__all__ = ["Outcome", "solve"]
+
+
+@dataclass
+class Outcome:
+    """What one solve found."""
+
+    status: str  # "optimal", "feasible", "infeasible" or "unknown"
+    solutions: list[np.ndarray]  # group placements [num_groups] of each improving solution, the best last
+    objective: float | None  # ticks
+    bound: float  # ticks
+    gap: float | None
+
+
+def solve(
+    graph: OpGraph,
+    cluster: Cluster,
+    dur: np.ndarray,
+    delay: np.ndarray,
+    *,
+    activation_memory: bool,
+    link_contention: bool,
+    op_gap: int,
+    symmetric: list[list[int]],
+    hint: np.ndarray | None,
+    time_limit: float,
+    num_workers: int,
+    random_seed: int,
+) -> Outcome:
+    """Build and solve the placement-and-schedule model; times in ticks.
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the devices.
+        dur (np.ndarray): int ticks of each op on each device, ``[num_ops, D]``.
+        delay (np.ndarray): int ticks of each edge's transfer between each device pair, ``[num_edges, D, D]``.
+        activation_memory (bool): count live activations, not only parameters, against memory.
+        link_contention (bool): transfers are tasks on links, one at a time per ordered device pair.
+        op_gap (int): ticks a device idles after each op of non-zero duration (Placeto's simulator).
+        symmetric (list[list[int]]): classes of interchangeable devices, for symmetry breaking.
+        hint (np.ndarray | None): a group placement to start the search from, ``[num_groups]``.
+        time_limit (float): wall seconds.
+        num_workers (int): solver threads.
+        random_seed (int): the solver's seed.
+
+    Returns:
+        Outcome: status, every improving solution (the final one last), objective and bound in ticks.
+    """
+    if graph.num_ops == 0:
+        return Outcome("optimal", [np.zeros(0, dtype=np.int64)], 0.0, 0.0, 0.0)
+    m = _Model(cp_model.CpModel(), graph, cluster, dur, delay, op_gap)
+    if link_contention:
+        m.add_transfers()
+    m.add_memory(activation_memory)
+    for members in symmetric:
+        m.break_symmetry(members)
+    model, x, devices = m.model, m.x, range(cluster.num_devices)
+    model.minimize(m.makespan)
+    if hint is not None:
+        for g in range(graph.num_groups):
+            for k in devices:
+                model.add_hint(x[g][k], int(hint[g]) == k)
+    solver = cp_model.CpSolver()
+    # deterministic: the limit is CP-SAT's deterministic time (about seconds) and parallel workers
+    # interleave in a fixed order; the wall-clock limit is only a safety net
+    solver.parameters.max_deterministic_time = time_limit
+    solver.parameters.max_time_in_seconds = 3.0 * time_limit
+    solver.parameters.interleave_search = True
+    solver.parameters.num_workers = num_workers
+    solver.parameters.random_seed = random_seed
+    solutions: list[np.ndarray] = []
+
+    class Collect(cp_model.CpSolverSolutionCallback):  # type: ignore[misc]
+        def on_solution_callback(self) -> None:
+            lits = [[self.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)]
+            solutions.append(np.array(lits, dtype=bool).argmax(axis=1).astype(np.int64))
+
+    status = solver.solve(model, Collect())
+    if status == cp_model.INFEASIBLE:
+        return Outcome("infeasible", [], None, 0.0, None)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if status == cp_model.MODEL_INVALID:  # pragma: no cover - a bug in this module
+            raise RuntimeError(f"CP-SAT rejected the model: {model.validate().splitlines()[0]}")
+        return Outcome("unknown", [], None, float(solver.best_objective_bound), None)
+    objective = float(solver.objective_value)
+    bound = float(solver.best_objective_bound)
+    chosen = np.array([[solver.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)], dtype=bool)
+    solutions.append(chosen.argmax(axis=1).astype(np.int64))  # the final one, last
+    gap = (objective - bound) / objective if objective > 0 else 0.0
+    return Outcome("optimal" if status == cp_model.OPTIMAL else "feasible", solutions, objective, bound, gap)
+
+
+class _Model:
+    """The CP-SAT model: placement literals, op intervals, precedence with delays, and add-ons."""
+
+    def __init__(
+        self, model: Any, graph: OpGraph, cluster: Cluster, dur: np.ndarray, delay: np.ndarray, op_gap: int = 0
+    ) -> None:
+        self.model, self.graph, self.cluster, self.delay = model, graph, cluster, delay
+        n, devices = graph.num_ops, range(cluster.num_devices)
+        self.group = group = graph.group.tolist()
+        self.horizon = int(dur.max(axis=1).sum() + delay.max(axis=(1, 2)).sum()) + 1
+        # ALGO LOGIC: placement literals, one set per colocation group
+        self.x = x = [[model.new_bool_var(f"x{g}_{k}") for k in devices] for g in range(graph.num_groups)]
+        for lits in x:
+            model.add_exactly_one(lits)
+        self.start = start = [model.new_int_var(0, self.horizon, f"s{v}") for v in range(n)]
+        self.end = end = [model.new_int_var(0, self.horizon, f"e{v}") for v in range(n)]
+        self.makespan = model.new_int_var(0, self.horizon, "makespan")
+        per_device: list[list[Any]] = [[] for _ in devices]
+        for v in range(n):
+            lits = x[group[v]]
+            model.add(end[v] == start[v] + sum(int(dur[v, k]) * lits[k] for k in devices))
+            model.add(self.makespan >= end[v])
+            for k in devices:
+                if dur[v, k] > 0:
+                    # the device is busy for the op and the gap after it; the output is ready at its end
+                    busy = int(dur[v, k]) + op_gap
+                    interval = model.new_optional_fixed_size_interval_var(start[v], busy, lits[k], "")
+                    per_device[k].append(interval)
+        for k in devices:
+            model.add_no_overlap(per_device[k])
+            # redundant: a device's work fits before the makespan (strengthens the bound)
+            model.add(sum(int(dur[v, k]) * x[group[v]][k] for v in range(n)) <= self.makespan)
+        # precedence, plus the transfer delay when producer and consumer sit on different devices
+        for e, (u, w) in enumerate(zip(graph.edge_src.tolist(), graph.edge_dst.tolist())):
+            model.add(start[w] >= end[u])
+            if group[u] != group[w]:
+                for a in devices:
+                    for b in devices:
+                        if a != b and delay[e, a, b] > 0:
+                            late = model.add(start[w] >= end[u] + int(delay[e, a, b]))
+                            late.only_enforce_if(x[group[u]][a], x[group[w]][b])
+        # remote[u]: consumers of u's output outside u's group, by group
+        ptr, dst, _ = graph.out_csr
+        self.remote: list[dict[int, list[int]]] = []
+        for u in range(n):
+            by_group: dict[int, list[int]] = {}
+            for w in dst[ptr[u] : ptr[u + 1]].tolist():
+                if group[w] != group[u]:
+                    by_group.setdefault(group[w], []).append(w)
+            self.remote.append(by_group)
+        self._received: dict[tuple[int, int], Any] = {}
+        self.transfer_start: dict[tuple[int, int], Any] = {}
+
+    def received(self, u: int, b: int) -> Any:
+        """Literal: u's output is sent to device b (u is not on b and a consumer is); forced up, not down."""
+        key = (u, b)
+        if key not in self._received:
+            lit = self.model.new_bool_var(f"recv{u}_{b}")
+            gu = self.group[u]
+            for gw in self.remote[u]:
+                self.model.add_bool_or([lit, self.x[gw][b].Not(), self.x[gu][b]])
+            self._received[key] = lit
+        return self._received[key]
+
+    def add_transfers(self) -> None:
+        """Transfers as tasks on links, one at a time per ordered device pair, as in the simulator.
+
+        Each output goes once to each remote device that consumes it, carrying the largest edge's
+        bytes (the simulator's size when edges carry the whole output); consumers start after it.
+        """
+        model, x, group, devices = self.model, self.x, self.group, range(self.cluster.num_devices)
+        links: dict[tuple[int, int], list[Any]] = {}
+        ptr, dst, _ = self.graph.out_csr
+        csr_edge = np.argsort(self.graph.edge_src, kind="stable")  # CSR position -> edge index
+        for u, by_group in enumerate(self.remote):
+            if not by_group:
+                continue
+            edges = [int(csr_edge[i]) for i in range(ptr[u], ptr[u + 1]) if group[int(dst[i])] != group[u]]
+            for b in devices:
+                sent = model.new_int_var(0, self.horizon, f"xfer{u}_{b}")
+                model.add(sent >= self.end[u])
+                self.transfer_start[u, b] = sent
+                here = self.received(u, b)
+                for a in devices:
+                    if a == b:
+                        continue
+                    size = max(int(self.delay[e, a, b]) for e in edges)
+                    on_link = model.new_bool_var(f"link{u}_{a}_{b}")  # u on a and sent to b
+                    model.add_bool_or([on_link, x[group[u]][a].Not(), here.Not()])
+                    model.add_implication(on_link, x[group[u]][a])
+                    model.add_implication(on_link, here)
+                    transfer = model.new_optional_fixed_size_interval_var(sent, size, on_link, "")
+                    links.setdefault((a, b), []).append(transfer)
+                    for gw, ws in by_group.items():
+                        for w in ws:
+                            model.add(self.start[w] >= sent + size).only_enforce_if(x[group[u]][a], x[gw][b])
+        for intervals in links.values():
+            model.add_no_overlap(intervals)
+
+    def add_memory(self, activations: bool) -> None:
+        """Resident parameters, plus live activations if asked, within each device's capacity.
+
+        Memory is counted in units of a power of two bytes that puts the largest capacity near 2^20
+        (demands rounded up, capacities down: conservative). An op's output lives on its device from
+        the op's start until its last local consumer ends and its transfers are done (before every
+        remote consumer starts); a received copy lives on the receiver from the transfer's start
+        until the last consumer there ends, as in the simulator.
+        """
+        model, graph, x, group = self.model, self.graph, self.x, self.group
+        capacity, devices = self.cluster.memory, range(self.cluster.num_devices)
+        unit = 2.0 ** max(0, math.ceil(math.log2(max(capacity.max(), 1.0) / 2**20)))
+        params = np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups)
+        resident = [sum(math.ceil(params[g] / unit) * x[g][k] for g in range(graph.num_groups) if params[g] > 0)
+                    for k in devices]
+        limit = [int(capacity[k] // unit) for k in devices]
+        if not activations:
+            for k in devices:
+                model.add(resident[k] <= limit[k])
+            return
+        intervals: list[list[Any]] = [[] for _ in devices]
+        demands: list[list[int]] = [[] for _ in devices]
+        ptr, consumers, edge_bytes = graph.out_csr
+        for u in range(graph.num_ops):
+            size = math.ceil(graph.out_bytes[u] / unit)
+            if size == 0:
+                continue
+            gu = group[u]
+            live_end = model.new_int_var(0, self.horizon, f"live{u}")
+            model.add(live_end >= self.end[u])
+            for w in consumers[ptr[u] : ptr[u + 1]].tolist():
+                if group[w] == gu:
+                    model.add(live_end >= self.end[w])
+                else:
+                    model.add(live_end >= self.start[w])
+                    for k in devices:
+                        model.add(live_end >= self.end[w]).only_enforce_if(x[gu][k], x[group[w]][k])
+            live = model.new_int_var(0, self.horizon, f"livesize{u}")
+            model.add(live == live_end - self.start[u])
+            for k in devices:
+                intervals[k].append(model.new_optional_interval_var(self.start[u], live, live_end, x[gu][k], ""))
+                demands[k].append(size)
+            if not self.remote[u]:
+                continue
+            copy_bytes = math.ceil(min(graph.out_bytes[u], edge_bytes[ptr[u] : ptr[u + 1]].sum()) / unit)
+            for k in devices:
+                arrives = self.transfer_start.get((u, k), self.end[u])
+                copy_end = model.new_int_var(0, self.horizon, f"copyend{u}_{k}")
+                model.add(copy_end >= arrives)
+                for gw, ws in self.remote[u].items():
+                    for w in ws:
+                        model.add(copy_end >= self.end[w]).only_enforce_if(x[gw][k])
+                copy = model.new_int_var(0, self.horizon, f"copysize{u}_{k}")
+                model.add(copy == copy_end - arrives)
+                intervals[k].append(model.new_optional_interval_var(arrives, copy, copy_end, self.received(u, k), ""))
+                demands[k].append(copy_bytes)
+        for k in devices:
+            free = model.new_int_var(0, limit[k], f"free{k}")  # memory units left for activations
+            model.add(free == limit[k] - resident[k])
+            model.add_cumulative(intervals[k], demands[k], free)
+
+    def break_symmetry(self, members: list[int]) -> None:
+        """Interchangeable devices ``members``: device ``members[i]`` is used only after ``members[i-1]``."""
+        model, x = self.model, self.x
+        used: list[Any] = [False] * len(members)  # literal "an earlier group sits on members[i]"
+        for g in group_order(self.graph).tolist():
+            for i in range(1, len(members)):
+                if used[i - 1] is False:
+                    model.add(x[g][members[i]] == 0)
+                else:
+                    model.add_implication(x[g][members[i]], used[i - 1])
+            now = []
+            for i, k in enumerate(members):
+                if used[i] is False:
+                    now.append(x[g][k])
+                else:
+                    lit = model.new_bool_var(f"used{g}_{k}")
+                    model.add_max_equality(lit, [used[i], x[g][k]])
+                    now.append(lit)
+            used = now

@@ -1,0 +1,191 @@
+"""``annealing``: simulated annealing over group placements, FlexFlow's MCMC search.
+
+Following FlexFlow (Jia, Zaharia & Aiken, "Beyond Data and Model Parallelism for Deep Neural
+Networks", SysML 2019, https://arxiv.org/abs/1807.05358), a Markov chain walks over placements:
+each step proposes a neighbour (one colocation group moved to another device, or two groups on
+different devices swapped), the simulator scores it, and the Metropolis rule accepts it with
+
+.. math::
+    \\Pr[\\text{accept } p'] = \\min\\Bigl(1, \\exp\\bigl(-\\frac{E(p') - E(p)}{T_i \\, E(p_0)}\\bigr)\\Bigr),
+    \\qquad E(p) = t(p)\\,\\bigl(1 + \\rho \\, \\textstyle\\sum_k \\max(0, m_k(p) - C_k) / \\max_k C_k\\bigr)
+
+where :math:`t` is the simulated step time (s), :math:`m_k` the peak and :math:`C_k` the capacity of
+device :math:`k` (bytes), :math:`\\rho` the OOM penalty and :math:`p_0` the start. Temperatures are
+relative to :math:`E(p_0)` and cool geometrically from :math:`T_0` to :math:`T_{end}` over the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers._search import Scorer, baseline_candidates, overflow
+from gnplace.seed import SeedLike, as_generator
+from gnplace.sim.simulator import Simulator
+
+__all__ = ["AnnealingPlacer"]
+
+_STARTS = ("best", "single", "round_robin", "random")
+
+
+class AnnealingPlacer:
+    """Simulated annealing over colocation-group placements with exactly ``budget`` simulator evaluations.
+
+    Proposals are scored ``k`` at a time with :meth:`~gnplace.sim.simulator.Simulator.time_batch`,
+    all from the current placement, and accepted in order: the first accepted one becomes the
+    current placement and the rest are dropped (their scores still count towards the best seen), so
+    the chain is exactly sequential annealing. ``k`` follows the recent acceptance rate (about one
+    acceptance per batch), at most ``batch``. Scoring the start candidates counts towards the budget.
+    The best feasible placement seen is returned; an out-of-memory one only if none fits.
+
+    Args:
+        budget (int, optional): simulator evaluations in all (default: 2000).
+        start (str or Placer, optional): where the chain starts: ``"best"`` of ``single`` and
+            ``round_robin`` (D + 1 evaluations), ``"single"`` (D), ``"round_robin"`` (1),
+            ``"random"`` (1), another registered placer's name, or a placer object (its own
+            evaluations are not counted; scoring its placement is) (default: ``"best"``).
+        initial_temperature (float, optional): :math:`T_0`, relative to the start's energy: a move
+            that is ``T_0`` times the start's step time worse is accepted with probability 1/e
+            (default: 0.05).
+        final_temperature (float, optional): :math:`T_{end}` at the last evaluation (default: 1e-4).
+        swap_probability (float, optional): chance a proposal swaps two groups rather than moving
+            one (default: 0.3).
+        oom_penalty (float, optional): :math:`\\rho`, energy multiplier per unit of relative memory
+            overflow (default: 10.0).
+        batch (int, optional): most proposals scored per simulator call (default: 16).
+        simulator (Simulator, optional): scores placements (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import fork_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> AnnealingPlacer(budget=50).place(fork_graph(), load_cluster("k80x2"), seed=0).devices.shape
+        (4,)
+    """
+
+    name = "annealing"
+
+    def __init__(
+        self,
+        budget: int = 2000,
+        start: Any = "best",
+        initial_temperature: float = 0.05,
+        final_temperature: float = 1e-4,
+        swap_probability: float = 0.3,
+        oom_penalty: float = 10.0,
+        batch: int = 16,
+        simulator: Simulator | None = None,
+    ) -> None:
+        if budget < 1 or batch < 1:
+            raise ValueError(f"AnnealingPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}")
+        if not 0 < final_temperature <= initial_temperature:
+            raise ValueError(
+                f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "
+                f"and {initial_temperature}"
+            )
+        if not 0.0 <= swap_probability <= 1.0:
+            raise ValueError(f"AnnealingPlacer: swap_probability must be in [0, 1], got {swap_probability}")
+        self.budget = int(budget)
+        self.start = start
+        self.initial_temperature = float(initial_temperature)
+        self.final_temperature = float(final_temperature)
+        self.swap_probability = float(swap_probability)
+        self.oom_penalty = float(oom_penalty)
+        self.batch = int(batch)
+        self.simulator = simulator or Simulator()
+
+    def __repr__(self) -> str:
+        return (
+            f"AnnealingPlacer(budget={self.budget}, start={self.start!r}, initial_temperature="
+            f"{self.initial_temperature}, final_temperature={self.final_temperature}, swap_probability="
+            f"{self.swap_probability}, oom_penalty={self.oom_penalty}, batch={self.batch})"
+        )
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Place ``graph`` on ``cluster`` with exactly ``budget`` simulator evaluations.
+
+        Fewer are made only where no move exists (one device, or a graph without ops).
+
+        Args:
+            graph (OpGraph): the graph.
+            cluster (Cluster): the devices.
+            seed (int, np.random.Generator or None, optional): seed of the chain (default: None).
+
+        Returns:
+            Placement: the best placement seen; every colocation group on one device.
+        """
+        rng = as_generator(seed)
+        num_groups, num_devices = graph.num_groups, cluster.num_devices
+        if num_groups == 0:
+            return Placement(np.zeros(0, dtype=np.int64), cluster)
+        scorer = Scorer(graph, cluster, self.simulator)
+        starts = self._start_candidates(graph, cluster, rng)[: self.budget]
+        scored = scorer(starts)
+        energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
+        first = int(np.argmin(energy))
+        current, current_energy = starts[first].copy(), float(energy[first])
+        if num_devices == 1:
+            return Placement.from_groups(graph, cluster, current)
+        scale = current_energy if current_energy > 0 else 1.0
+        ratio = self.final_temperature / self.initial_temperature
+        acceptance = 1.0  # running acceptance rate, sets how many proposals to score at once
+        while scorer.evaluations < self.budget:
+            k = int(min(self.batch, self.budget - scorer.evaluations, max(1, round(1.0 / max(acceptance, 1e-9)))))
+            proposals = np.stack([self._neighbour(current, num_devices, rng) for _ in range(k)])
+            index = scorer.evaluations + np.arange(k)
+            temperature = self.initial_temperature * ratio ** (index / max(self.budget - 1, 1))
+            scored = scorer(proposals)
+            energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
+            # ALGO LOGIC: Metropolis test of each proposal in turn; the first accepted one moves the chain
+            uniform = rng.random(k)
+            delta = (energy - current_energy) / scale
+            with np.errstate(over="ignore"):
+                accept = (delta <= 0) | (uniform < np.exp(-delta / temperature))
+            taken = int(np.argmax(accept)) if accept.any() else -1
+            if taken >= 0:
+                current, current_energy = proposals[taken], float(energy[taken])
+            tried = taken + 1 if taken >= 0 else k
+            acceptance = 0.8 * acceptance + 0.2 * float(taken >= 0) / tried
+        assert scorer.best is not None
+        return Placement.from_groups(graph, cluster, scorer.best)
+
+    def _energy(self, step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+        return step_time * (1.0 + self.oom_penalty * overflow(peak_memory, capacity))
+
+    def _neighbour(self, current: np.ndarray, num_devices: int, rng: np.random.Generator) -> np.ndarray:
+        proposal = current.copy()
+        if rng.random() < self.swap_probability:
+            a = int(rng.integers(current.shape[0]))
+            others = np.flatnonzero(current != current[a])
+            if others.size:
+                b = int(others[rng.integers(others.size)])
+                proposal[a], proposal[b] = current[b], current[a]
+                return proposal
+        g = int(rng.integers(current.shape[0]))
+        target = int(rng.integers(num_devices - 1))
+        proposal[g] = target + (target >= current[g])  # any device but the current one
+        return proposal
+
+    def _start_candidates(self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:
+        baselines = baseline_candidates(graph, cluster)
+        d = cluster.num_devices
+        if isinstance(self.start, str) and self.start in _STARTS:
+            if self.start == "best":
+                return baselines
+            if self.start == "single":
+                return baselines[:d]
+            if self.start == "round_robin":
+                return baselines[d:]
+            return rng.integers(0, d, size=(1, graph.num_groups))
+        placer = self.start
+        if isinstance(placer, str):
+            from gnplace.placers import get_placer  # deferred: the registry imports this module
+
+            placer = get_placer(placer)
+        devices = placer.place(graph, cluster, seed=rng).devices
+        per_group = np.empty(graph.num_groups, dtype=np.int64)
+        per_group[graph.group] = devices
+        return per_group[None, :]

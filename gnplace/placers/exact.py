@@ -1,0 +1,317 @@
+"""``exact``: an optimal placement and schedule of a small graph with the CP-SAT solver.
+
+In the style of Pesto (Hafeez, Sun, Wang, Agarwal & Sekar, "Towards Optimal Placement and Scheduling
+of DNN Operations with Pesto", Middleware 2021, https://doi.org/10.1145/3464298.3476132), placement
+and schedule are one constraint program, solved with OR-Tools CP-SAT (Perron & Didier,
+https://developers.google.com/optimization). With :math:`x_{gk} \\in \\{0,1\\}` group :math:`g` on
+device :math:`k`, :math:`s_v` the start and :math:`t_{vk}` the duration (ticks) of op :math:`v`:
+
+.. math::
+    \\min T \\quad\\text{s.t.}\\quad \\textstyle\\sum_k x_{gk} = 1, \\qquad
+    \\text{NoOverlap}_k\\{[s_v, s_v + t_{vk}) : x_{g(v)k}\\}, \\qquad
+    e_v = s_v + \\textstyle\\sum_k t_{vk} x_{g(v)k} \\le T,
+
+    s_w \\ge e_v + \\delta_{vw}^{ab} \\ \\text{if}\\ x_{g(v)a} \\wedge x_{g(w)b}
+    \\quad \\text{for each edge } (v, w), \\qquad
+    \\textstyle\\sum_g P_g x_{gk} + \\text{live activations}_k(t) \\le C_k \\ \\forall t
+
+where :math:`\\delta^{ab}_{vw}` is the latency plus bytes over bandwidth of the link :math:`a \\to b`
+(0 when :math:`a = b`), :math:`P_g` the resident parameter bytes of group :math:`g` and :math:`C_k` the
+capacity of device :math:`k` (a cumulative constraint over activation lifetimes). Ops of one group
+share one set of literals :math:`x_g`, so colocation holds by construction. With
+``link_contention`` each output also becomes a task on the link to each device that consumes it,
+one transfer at a time per ordered pair, as in the simulator; without it transfers are pure delays.
+
+The solver picks the best *order* of ops on each device; the simulator (like TensorFlow and
+PyTorch) runs ready ops first come, first served, so the simulated step time of the solver's
+placement can exceed its makespan. Pesto enforces its order with control edges; gnplace returns a
+placement only, so by default (``select="simulator"``) it returns whichever of the solver's
+improving solutions and the ``single``/``round_robin`` baselines simulates fastest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InfeasiblePlacement, UnsupportedGraph
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers._search import Scorer, baseline_candidates
+from gnplace.seed import SeedLike, as_generator
+from gnplace.sim.simulator import PLACETO_CHANNEL_BANDWIDTH, PLACETO_OP_GAP, Simulator
+
+__all__ = ["ExactPlacer", "brute_force", "delay_model"]
+
+
+def delay_model(
+    graph: OpGraph, cluster: Cluster, *, time_unit: float = 1e-9, simulator: Simulator | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Op durations and edge transfer delays of the solver's model, in integer ticks of ``time_unit``.
+
+    Durations are the simulator's op times (its ``mode`` decides launch overheads); a transfer over
+    edge ``(v, w)`` from device ``a`` to ``b`` takes the link's latency plus the edge's bytes over its
+    bandwidth (in Placeto's mode, bytes over the sender channel, whose device also idles
+    ``PLACETO_OP_GAP`` seconds after each op; the solver keeps the device busy for that gap).
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the devices.
+        time_unit (float, optional): seconds per tick (default: 1e-9).
+        simulator (Simulator, optional): whose op times to use (default: ``Simulator()``).
+
+    Returns:
+        tuple[np.ndarray, np.ndarray]: int64 durations ``[num_ops, D]`` and delays
+        ``[num_edges, D, D]`` (zero on the diagonal), rounded to the nearest tick.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> dur, delay = delay_model(chain_graph(2), load_cluster("k80x2"), time_unit=1e-6)
+        >>> dur.shape, delay.shape, int(delay[0, 0, 1])  # 25 us + 4 MB at 7.6 GB/s
+        ((2, 2), (1, 2, 2), 551)
+    """
+    simulator = simulator or Simulator()
+    seconds = simulator.op_times(graph, cluster)
+    d = cluster.num_devices
+    if simulator.mode == "placeto":
+        per_edge = graph.edge_bytes[:, None, None] / PLACETO_CHANNEL_BANDWIDTH * np.ones((1, d, d))
+    else:
+        per_edge = cluster.latency[None] + graph.edge_bytes[:, None, None] / cluster.bandwidth[None]
+    per_edge = per_edge * (1.0 - np.eye(d))[None]
+    return np.rint(seconds / time_unit).astype(np.int64), np.rint(per_edge / time_unit).astype(np.int64)
+
+
+def brute_force(
+    graph: OpGraph, cluster: Cluster, *, simulator: Simulator | None = None, limit: int = 200_000
+) -> Placement:
+    """The best of all ``D ** num_groups`` group placements by simulated step time (feasible first).
+
+    Args:
+        graph (OpGraph): a tiny graph.
+        cluster (Cluster): the devices.
+        simulator (Simulator, optional): scores placements (default: ``Simulator()``).
+        limit (int, optional): most placements to enumerate (default: 200,000).
+
+    Raises:
+        UnsupportedGraph: if there are more than ``limit`` placements.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> brute_force(chain_graph(3), load_cluster("k80x2")).devices.tolist()  # transfers cost more than they save
+        [0, 0, 0]
+    """
+    d, g = cluster.num_devices, graph.num_groups
+    if d**g > limit:
+        raise UnsupportedGraph(f"brute_force: graph {graph.name!r} has {d}^{g} placements, more than limit={limit}")
+    scorer = Scorer(graph, cluster, simulator or Simulator())
+    rows = itertools.product(range(d), repeat=g)
+    while chunk := list(itertools.islice(rows, 4096)):
+        scorer(np.asarray(chunk, dtype=np.int64).reshape(len(chunk), g))
+    assert scorer.best is not None
+    return Placement.from_groups(graph, cluster, scorer.best)
+
+
+class ExactPlacer:
+    """Solve placement and schedule of a small graph to optimality (or a proved gap) with CP-SAT.
+
+    After :meth:`place`, these attributes describe the solve: ``last_status`` (``"optimal"``,
+    ``"feasible"`` when the time limit stopped a solve with a solution, or ``"unknown"`` when it
+    stopped without one), ``last_objective_s`` (the solver's makespan, seconds; None if unknown),
+    ``last_bound_s`` (its proved lower bound, seconds), ``last_gap`` (``(objective - bound) /
+    objective``), ``last_model_step_time_s`` (simulated step time of the solver's placement),
+    ``last_step_time_s`` and ``last_oom`` (the simulator's verdict on the returned placement) and
+    ``last_solve_s`` (wall seconds of the whole call). Objective and bound are exact for the model
+    with op times rounded to ``time_unit``.
+
+    Args:
+        time_limit (float, optional): CP-SAT deterministic time the solver may run, about seconds;
+            a budget in deterministic time keeps the result reproducible (default: 30.0).
+        max_groups (int, optional): most colocation groups accepted (default: 60).
+        activation_memory (bool, optional): count live activations against memory, not only
+            resident parameters (default: :obj:`True`).
+        link_contention (bool, optional): model transfers as tasks on links, one at a time per
+            ordered device pair; ignored (transfers stay delays) with a Placeto-mode simulator
+            (default: :obj:`True`).
+        select (str, optional): ``"simulator"`` returns the fastest by simulation among the
+            solver's solutions and the baselines; ``"model"`` returns the solver's final solution
+            (default: ``"simulator"``).
+        time_unit (float, optional): seconds per tick of the integer model; ``None`` picks the
+            power of ten that puts a serial schedule near 10^7 ticks (default: ``None``).
+        num_workers (int, optional): solver threads, interleaved deterministically, so the same
+            inputs and ``seed`` give the same placement (default: 2).
+        simulator (Simulator, optional): op times and the final verdict (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import fork_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> placer = ExactPlacer(time_limit=10)
+        >>> p = placer.place(fork_graph(flops=1e11, out_bytes=1000), load_cluster("k80x2"), seed=0)
+        >>> placer.last_status, len(set(p.devices[1:3].tolist()))  # the two branches run in parallel
+        ('optimal', 2)
+    """
+
+    name = "exact"
+
+    def __init__(
+        self,
+        time_limit: float = 30.0,
+        max_groups: int = 60,
+        activation_memory: bool = True,
+        link_contention: bool = True,
+        select: str = "simulator",
+        time_unit: float | None = None,
+        num_workers: int = 2,
+        simulator: Simulator | None = None,
+    ) -> None:
+        if not time_limit > 0 or max_groups < 1 or num_workers < 1:
+            raise ValueError(
+                f"ExactPlacer needs time_limit > 0, max_groups >= 1 and num_workers >= 1, got {time_limit}, "
+                f"{max_groups}, {num_workers}"
+            )
+        if select not in ("simulator", "model"):
+            raise ValueError(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
+        if time_unit is not None and not time_unit > 0:
+            raise ValueError(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit}")
+        self.time_limit = float(time_limit)
+        self.max_groups = int(max_groups)
+        self.activation_memory = bool(activation_memory)
+        self.link_contention = bool(link_contention)
+        self.select = select
+        self.time_unit = time_unit
+        self.num_workers = int(num_workers)
+        self.simulator = simulator or Simulator()
+        self.last_status: str | None = None
+        self.last_objective_s: float | None = None
+        self.last_bound_s: float | None = None
+        self.last_gap: float | None = None
+        self.last_model_step_time_s: float | None = None
+        self.last_step_time_s: float | None = None
+        self.last_oom: bool | None = None
+        self.last_solve_s: float | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ExactPlacer(time_limit={self.time_limit}, max_groups={self.max_groups}, activation_memory="
+            f"{self.activation_memory}, link_contention={self.link_contention}, select={self.select!r}, "
+            f"time_unit={self.time_unit}, num_workers={self.num_workers})"
+        )
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """An optimal placement of ``graph`` on ``cluster`` under the delay model, or the best found in time.
+
+        Args:
+            graph (OpGraph): a graph of at most ``max_groups`` colocation groups.
+            cluster (Cluster): the devices.
+            seed (int, np.random.Generator or None, optional): seed of the solver (default: None).
+
+        Raises:
+            UnsupportedGraph: if the graph has more than ``max_groups`` colocation groups.
+            InfeasiblePlacement: if no placement fits in the devices' memory.
+        """
+        if graph.num_groups > self.max_groups:
+            raise UnsupportedGraph(
+                f"graph {graph.name!r} has {graph.num_groups} colocation groups, more than ExactPlacer's "
+                f"max_groups={self.max_groups}; coarsen it or use a search placer such as 'annealing'"
+            )
+        self._check_parameters_fit(graph, cluster)
+        from gnplace.placers._exact_model import solve  # deferred: importing ortools takes half a second
+
+        began = time.perf_counter()
+        baselines = Scorer(graph, cluster, self.simulator)  # single and round robin: the hint and the fallback
+        if graph.num_groups:
+            baselines(baseline_candidates(graph, cluster))
+        unit = self.time_unit or _auto_unit(graph, cluster, self.simulator)
+        dur, delay = delay_model(graph, cluster, time_unit=unit, simulator=self.simulator)
+        outcome = solve(
+            graph, cluster, dur, delay,
+            activation_memory=self.activation_memory,
+            link_contention=self.link_contention and self.simulator.mode == "default",
+            op_gap=round(PLACETO_OP_GAP / unit) if self.simulator.mode == "placeto" else 0,
+            symmetric=_interchangeable(cluster, dur),
+            hint=baselines.best if baselines.best_key[0] == 0 else None,
+            time_limit=self.time_limit,
+            num_workers=self.num_workers,
+            random_seed=int(as_generator(seed).integers(2**31 - 1)),
+        )
+        if outcome.status == "infeasible":
+            raise InfeasiblePlacement(
+                f"no placement of graph {graph.name!r} fits the memory of cluster {cluster.name!r} "
+                f"(parameters{' and live activations' if self.activation_memory else ''} exceed it); "
+                "use devices with more memory"
+            )
+        solver = Scorer(graph, cluster, self.simulator)
+        if outcome.solutions:  # the final solution first, so that it wins ties
+            solver(np.stack(outcome.solutions[::-1]))
+        per_group: np.ndarray | None
+        if self.select == "model" and outcome.solutions:
+            per_group = outcome.solutions[-1]
+        elif solver.best is not None and solver.best_key <= baselines.best_key:
+            per_group = solver.best
+        else:
+            per_group = baselines.best
+        placement = Placement.from_groups(graph, cluster, per_group if per_group is not None else np.zeros(0))
+        result = self.simulator.time(graph, cluster, placement)
+        self.last_status = outcome.status
+        self.last_objective_s = None if outcome.objective is None else outcome.objective * unit
+        self.last_bound_s = outcome.bound * unit
+        self.last_gap = outcome.gap
+        self.last_model_step_time_s = None
+        if outcome.solutions:
+            model_placement = Placement.from_groups(graph, cluster, outcome.solutions[-1])
+            self.last_model_step_time_s = self.simulator.time(graph, cluster, model_placement).step_time
+        self.last_step_time_s = result.step_time
+        self.last_oom = result.is_oom
+        self.last_solve_s = time.perf_counter() - began
+        return placement
+
+    def _check_parameters_fit(self, graph: OpGraph, cluster: Cluster) -> None:
+        per_group = np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups)
+        capacity = cluster.memory
+        if per_group.size and per_group.max() > capacity.max():
+            g = int(per_group.argmax())
+            raise InfeasiblePlacement(
+                f"colocation group {g} of graph {graph.name!r} holds {int(per_group[g])} bytes of parameters, more "
+                f"than the largest device of cluster {cluster.name!r} ({int(capacity.max())} bytes)"
+            )
+        if per_group.sum() > capacity.sum():
+            raise InfeasiblePlacement(
+                f"graph {graph.name!r} holds {int(per_group.sum())} bytes of parameters, more than all devices of "
+                f"cluster {cluster.name!r} together ({int(capacity.sum())} bytes)"
+            )
+
+
+def _auto_unit(graph: OpGraph, cluster: Cluster, simulator: Simulator) -> float:
+    """Power of ten (seconds) that puts the serial makespan of the slowest placement near 1e7 ticks."""
+    serial = float(simulator.op_times(graph, cluster).max(axis=1).sum())
+    serial += float(np.sum(cluster.latency.max() + graph.edge_bytes / cluster.bandwidth.min()))
+    if serial <= 0:
+        return 1e-9
+    return max(1e-12, 10.0 ** math.floor(math.log10(serial / 1e7)))
+
+
+def _interchangeable(cluster: Cluster, dur: np.ndarray) -> list[list[int]]:
+    """Classes of devices any permutation of which maps the model to itself (same specs, same links)."""
+    classes: list[list[int]] = []
+    for k, device in enumerate(cluster.devices):
+        for members in classes:
+            j = members[-1]
+            same = dataclasses.replace(device, name="") == dataclasses.replace(cluster.devices[j], name="")
+            if same and np.array_equal(dur[:, k], dur[:, j]) and _swap_invariant(cluster, j, k):
+                members.append(k)
+                break
+        else:
+            classes.append([k])
+    return [members for members in classes if len(members) > 1]
+
+
+def _swap_invariant(cluster: Cluster, a: int, b: int) -> bool:
+    perm = np.arange(cluster.num_devices)
+    perm[[a, b]] = perm[[b, a]]
+    return all(np.array_equal(m, m[np.ix_(perm, perm)]) for m in (cluster.bandwidth, cluster.latency))

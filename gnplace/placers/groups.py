@@ -1,0 +1,260 @@
+"""Group-level costs and the memory repair shared by the heuristic placers.
+
+A colocation group is placed as one unit, so the heuristics (expert, METIS, list scheduling) reason
+about groups: their compute time on each device, the bytes they exchange, and the memory they pin
+on their device. :func:`repair_memory` is the last step of every memory-aware placer: it checks a
+placement with the simulator and moves groups off devices that run out of memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers.base import group_order
+from gnplace.sim.simulator import Simulator
+
+__all__ = [
+    "group_times", "group_memory", "group_edges", "memory_need", "usable_devices", "contiguous_blocks", "repair_memory",
+]
+
+
+def group_times(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
+    """Seconds of each colocation group on each device, ``[num_groups, num_devices]``.
+
+    Args:
+        graph (OpGraph): the graph.
+        op_time (np.ndarray): seconds of each op on each device, ``[num_ops, num_devices]``
+            (:func:`~gnplace.sim.costmodel.op_times`).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.sim.costmodel import op_times
+        >>> g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("k80x2")
+        >>> group_times(g, op_times(g, c)).shape
+        (3, 2)
+    """
+    out = np.zeros((graph.num_groups, op_time.shape[1]))
+    np.add.at(out, graph.group, op_time)
+    return out
+
+
+def group_memory(graph: OpGraph) -> np.ndarray:
+    """Bytes a colocation group pins on its device, ``[num_groups]`` float64.
+
+    An upper bound on what the simulator charges: the group's parameters and optimizer state plus
+    every output its ops write, as if all were live at once (copies received from other devices
+    are not counted).
+
+    .. math::
+        M_g = \\sum_{v \\in g} P_v + B^{out}_v
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> group_memory(chain_graph(2)).tolist()
+        [4000000.0, 4000000.0]
+    """
+    per_op = graph.param_bytes.astype(np.float64) + graph.out_bytes
+    return np.bincount(graph.group, weights=per_op, minlength=graph.num_groups)
+
+
+def group_edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges of the graph with every group contracted to one vertex.
+
+    Returns:
+        tuple[np.ndarray, np.ndarray, np.ndarray]: ``(src, dst, bytes)``: distinct ordered pairs of
+        different groups and the bytes summed over the op edges between them, ``[num_pairs]`` each.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> [a.tolist() for a in group_edges(chain_graph(3))]
+        [[0, 1], [1, 2], [4000000.0, 4000000.0]]
+    """
+    gs, gd = graph.group[graph.edge_src], graph.group[graph.edge_dst]
+    cross = gs != gd
+    keys = gs[cross] * max(graph.num_groups, 1) + gd[cross]
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    weight = np.bincount(inverse, weights=graph.edge_bytes[cross], minlength=uniq.shape[0])
+    return uniq // max(graph.num_groups, 1), uniq % max(graph.num_groups, 1), weight
+
+
+def memory_need(graph: OpGraph, cluster: Cluster, simulator: Simulator | None = None) -> float:
+    """Bytes the graph needs in all: the simulated peak with every op on the fastest device.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> memory_need(chain_graph(3), load_cluster("k80x2"))  # two live outputs of 4 MB
+        8000000.0
+    """
+    sim = simulator or Simulator()
+    if graph.num_ops == 0:
+        return 0.0
+    fastest = int(np.argmin(sim.op_times(graph, cluster).sum(axis=0)))
+    return float(sim.time(graph, cluster, np.full(graph.num_ops, fastest)).peak_memory.max())
+
+
+def usable_devices(
+    op_time: np.ndarray, cluster: Cluster, need_bytes: float, *, min_speed: float = 0.0
+) -> np.ndarray:
+    """Devices fast enough to be worth using: speed at least ``min_speed`` times the fastest's.
+
+    A device's speed is the inverse of the graph's total op time on it. If the chosen devices hold
+    less than ``need_bytes`` together, slower devices join, fastest first, until they hold enough
+    (or all are in).
+
+    Args:
+        op_time (np.ndarray): seconds of each op on each device, ``[num_ops, num_devices]``.
+        cluster (Cluster): the devices.
+        need_bytes (float): bytes the graph needs in all (e.g. :func:`memory_need`).
+        min_speed (float, optional): 0 keeps every device, 1 only the fastest kind (default: 0).
+
+    Returns:
+        np.ndarray: sorted device indices.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.sim.costmodel import op_times
+        >>> g, c = chain_graph(3), load_cluster("cpu_gpu")
+        >>> usable_devices(op_times(g, c), c, 1e6, min_speed=0.5).tolist()  # the GPU only
+        [1]
+    """
+    total = op_time.sum(axis=0) if op_time.shape[0] else np.ones(cluster.num_devices)
+    speed = total.min() / np.maximum(total, 1e-300)
+    keep = speed >= min_speed * (1 - 1e-9)
+    memory = cluster.memory
+    for d in np.argsort(-speed, kind="stable"):
+        if memory[keep].sum() >= need_bytes:
+            break
+        keep[d] = True
+    return np.flatnonzero(keep)
+
+
+def contiguous_blocks(weight: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Cut a sequence of weights into ``len(shares)`` contiguous blocks in proportion to ``shares``.
+
+    Item ``i`` goes to the block whose share of the total holds the midpoint of its weight in the
+    prefix sum, so each block gets about its share; then no block is left empty: blocks advance by
+    at most one per item and every block gets an item (with fewer items than blocks, item ``i``
+    goes to block ``i``).
+
+    Args:
+        weight (np.ndarray): non-negative weight of each item in sequence order, ``[num_items]``.
+        shares (np.ndarray): relative size of each block, ``[num_blocks]``.
+
+    Returns:
+        np.ndarray: block index of each item, non-decreasing, ``[num_items]``.
+
+    Examples:
+        >>> contiguous_blocks(np.ones(6), np.ones(3)).tolist()
+        [0, 0, 1, 1, 2, 2]
+    """
+    k, n = len(shares), len(weight)
+    if n <= k:
+        return np.arange(n, dtype=np.int64)
+    w = np.asarray(weight, dtype=np.float64) + 1e-12  # zero-weight items still advance
+    mid = (np.cumsum(w) - w / 2) / w.sum()
+    bounds = np.cumsum(np.asarray(shares, dtype=np.float64))[:-1] / np.sum(shares)
+    raw = np.searchsorted(bounds, mid, side="right").tolist()
+    block = np.empty(n, dtype=np.int64)
+    current = 0
+    for i in range(n):  # step by at most one block, and leave an item for every later block
+        current = max(min(max(raw[i], current), current + (i > 0)), i - (n - k))
+        block[i] = current
+    return block
+
+
+def repair_memory(
+    graph: OpGraph, cluster: Cluster, group_devices: np.ndarray, *, simulator: Simulator | None = None,
+    max_rounds: int = 32,
+) -> np.ndarray:
+    """Move colocation groups off devices that run out of memory, checked with the simulator.
+
+    Each round simulates the placement; on every overflowing device, groups (largest
+    :func:`group_memory` first) move to the device with the most free memory that can take them,
+    until the estimated overflow is gone. If rounds run out while some device still overflows, the
+    best of three memory-balanced fallbacks (contiguous blocks in topological order balanced by
+    memory, round robin, first-fit decreasing bin packing) that fits is returned; if nothing fits,
+    the placement with the least overflow.
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the devices.
+        group_devices (np.ndarray): device of each colocation group, ``[num_groups]``.
+        simulator (Simulator, optional): checks memory (default: ``Simulator()``).
+        max_rounds (int, optional): rounds of moves before the fallbacks (default: 32).
+
+    Returns:
+        np.ndarray: device of each group, ``[num_groups]``; unchanged if it already fits.
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+        >>> fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64))
+        >>> bool(Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom)
+        False
+    """
+    sim = simulator or Simulator()
+    current = np.asarray(group_devices, dtype=np.int64).copy()
+    memory, capacity = group_memory(graph), cluster.memory
+    best, best_over = current.copy(), np.inf
+    for round_ in range(max_rounds + 1):
+        peak = sim.time(graph, cluster, Placement.from_groups(graph, cluster, current)).peak_memory
+        over = peak - capacity
+        if over.max() <= 0:
+            return current
+        if over.clip(0).sum() < best_over:
+            best, best_over = current.copy(), over.clip(0).sum()
+        if round_ == max_rounds:
+            break
+        free = np.where(over > 0, 0.0, capacity - peak)
+        moved = False
+        for d in np.argsort(-over, kind="stable")[: int((over > 0).sum())]:
+            room = free.copy()
+            room[d] = -np.inf
+            need = over[d]
+            mine = np.flatnonzero(current == d)
+            mine = mine[np.argsort(-memory[mine], kind="stable")]
+            for g in mine:  # largest first, each to the device with the most room that takes it
+                target = int(np.argmax(room))
+                if need > 0 and room[target] >= memory[g]:
+                    current[g], need, moved = target, need - memory[g], True
+                    room[target] -= memory[g]
+            if need == over[d] and len(mine) > 1 and room.max() > 0:  # none fits by the estimate
+                target = int(np.argmax(room))
+                current[mine[-1]], moved = target, True
+                room[target] -= memory[mine[-1]]
+            free = np.where(np.isinf(room), 0.0, room)
+        if not moved:
+            break
+    fallbacks = _memory_fallbacks(graph, cluster, memory)
+    scores = sim.time_batch(graph, cluster, fallbacks[:, graph.group])
+    fits = np.flatnonzero(~scores.oom)
+    if fits.size:
+        return fallbacks[fits[np.argmin(scores.step_time[fits])]]
+    return best
+
+
+def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> np.ndarray:
+    """Placements that spread memory evenly, ``[3, num_groups]``: blocks, round robin, bin packing."""
+    order = group_order(graph)
+    capacity = cluster.memory
+    d = cluster.num_devices
+    blocks = np.empty(graph.num_groups, dtype=np.int64)
+    blocks[order] = contiguous_blocks(memory[order], capacity)
+    robin = np.empty(graph.num_groups, dtype=np.int64)
+    robin[order] = np.arange(graph.num_groups) % d
+    packed = np.empty(graph.num_groups, dtype=np.int64)
+    free = capacity.copy()
+    for g in np.argsort(-memory, kind="stable"):
+        fits = np.flatnonzero(free >= memory[g])
+        target = int(fits[0]) if fits.size else int(np.argmax(free))
+        packed[g] = target
+        free[target] -= memory[g]
+    return np.stack([blocks, robin, packed])
+

@@ -1,0 +1,98 @@
+"""``m_sct``: memory-constrained Small Communication Time list scheduling, as in Baechi.
+
+SCT (Hanen & Munier, 1995) is ETF that keeps an op with its *favourite child*, the consumer whose
+edge is the most expensive to cut, so that the transfer between them disappears. Baechi
+(Jeon et al., SoCC 2020, https://doi.org/10.1145/3419111.3421302) picks favourite children by
+solving a linear-program relaxation; gnplace uses the LP-free rule: the favourite child of op
+:math:`u` is its consumer with the largest edge (bytes), and an op claimed as favourite by several
+producers belongs to the one with the largest edge. ETF (see :mod:`gnplace.placers.m_etf`) then
+runs unchanged except that a favourite child :math:`v` of :math:`u` goes to :math:`u`'s device
+:math:`d_u` instead of the ETF choice :math:`d` whenever
+
+.. math::
+    s(v, d_u) \\le s(v, d) + c_{uv}(d_u, d),
+
+that is, whenever waiting for :math:`d_u` costs no more than the transfer it saves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers.listsched import ListSchedule, etf_schedule, place_by_schedule, static_rank
+from gnplace.seed import SeedLike
+from gnplace.sim.simulator import Simulator
+
+__all__ = ["MSCTPlacer", "favourite_children"]
+
+
+def favourite_children(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's favourite parent (the producer it is the favourite child of) and that edge's bytes.
+
+    The favourite child of an op is its consumer over the largest edge (first in edge order on
+    ties); an op that is the favourite of several producers keeps the one with the largest edge.
+
+    Returns:
+        tuple[np.ndarray, np.ndarray]: producer index or -1, and bytes (0 where none), ``[num_ops]`` each.
+
+    Examples:
+        >>> from gnplace.toy import fork_graph
+        >>> parent, _ = favourite_children(fork_graph())
+        >>> parent.tolist()  # src favours left; left and right favour sink, left wins the tie
+        [-1, 0, -1, 1]
+    """
+    n = graph.num_ops
+    ptr, dst, size = graph.out_csr
+    parent = np.full(n, -1, dtype=np.int64)
+    best = np.full(n, -1.0)
+    for u in range(n):
+        lo, hi = ptr[u], ptr[u + 1]
+        if hi > lo:
+            e = lo + int(np.argmax(size[lo:hi]))
+            v = int(dst[e])
+            if size[e] > best[v]:
+                parent[v], best[v] = u, size[e]
+    return parent, np.maximum(best, 0.0)
+
+
+class MSCTPlacer:
+    """Place ops by memory-constrained SCT list scheduling (Baechi's m-SCT, LP-free favourite children).
+
+    Args:
+        memory_aware (bool, optional): respect device memory (default: :obj:`True`).
+        min_speed (float, optional): a group only goes to devices that run it at least this
+            fraction as fast as its fastest device: ETF compares start times, as if devices were
+            alike, and would hand heavy groups to an idle CPU beside a GPU (default: ``0.5``).
+        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import fork_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> g = fork_graph(flops=1e11, out_bytes=10**9)  # transfers cost more than waiting
+        >>> MSCTPlacer().place(g, load_cluster("k80x2")).devices.tolist()
+        [0, 0, 0, 0]
+    """
+
+    name = "m_sct"
+
+    def __init__(self, *, memory_aware: bool = True, min_speed: float = 0.5, simulator: Simulator | None = None) -> None:
+        self.memory_aware = memory_aware
+        self.min_speed = min_speed
+        self.simulator = simulator or Simulator()
+
+    def __repr__(self) -> str:
+        return f"MSCTPlacer(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+        parent, size = favourite_children(graph)
+
+        def run(schedule: ListSchedule) -> None:
+            etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster), favourite_parent=parent, favourite_bytes=size)
+
+        return place_by_schedule(
+            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
+        )

@@ -1,0 +1,113 @@
+"""``random_search``: the best of a fixed number of random group placements, scored by the simulator.
+
+Random search under an explicit evaluation budget is the baseline every learned placer must beat
+for the same number of simulator calls (Bergstra & Bengio, "Random Search for Hyper-Parameter
+Optimization", JMLR 2012, https://jmlr.org/papers/v13/bergstra12a.html).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers._search import Scorer, baseline_candidates, contiguous_blocks, group_work
+from gnplace.placers.base import group_order
+from gnplace.seed import SeedLike, as_generator
+from gnplace.sim.simulator import Simulator
+
+__all__ = ["RandomSearchPlacer"]
+
+
+class RandomSearchPlacer:
+    """Score ``budget`` group placements with the simulator and keep the best feasible one.
+
+    The candidates are, in order: each single device and round robin (so the result is never
+    worse than those baselines), the groups in topological order cut into blocks of equal work on
+    the 2, 3, ..., D fastest devices, then random draws: a ``block_fraction`` of them random
+    contiguous blocks (random cuts, random distinct devices), the rest uniform (each group on a
+    device drawn uniformly). Each candidate is one simulator evaluation; they are scored ``batch``
+    at a time with :meth:`~gnplace.sim.simulator.Simulator.time_batch`. The best placement that
+    fits in memory wins; an out-of-memory one is returned only if none fits (the least overflow).
+
+    Args:
+        budget (int, optional): simulator evaluations, i.e. placements scored (default: 1000).
+        batch (int, optional): placements scored per simulator call (default: 64).
+        block_fraction (float, optional): share of the random draws that are contiguous blocks,
+            0 to 1 (default: 0.25).
+        simulator (Simulator, optional): scores the candidates (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import fork_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> placer = RandomSearchPlacer(budget=20)
+        >>> placer
+        RandomSearchPlacer(budget=20, batch=64, block_fraction=0.25)
+        >>> placer.place(fork_graph(), load_cluster("k80x2"), seed=0).devices.shape
+        (4,)
+    """
+
+    name = "random_search"
+
+    def __init__(
+        self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, simulator: Simulator | None = None
+    ) -> None:
+        if budget < 1 or batch < 1:
+            raise ValueError(f"RandomSearchPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}")
+        if not 0.0 <= block_fraction <= 1.0:
+            raise ValueError(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction}")
+        self.budget = int(budget)
+        self.batch = int(batch)
+        self.block_fraction = float(block_fraction)
+        self.simulator = simulator or Simulator()
+
+    def __repr__(self) -> str:
+        return f"RandomSearchPlacer(budget={self.budget}, batch={self.batch}, block_fraction={self.block_fraction})"
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Place ``graph`` on ``cluster`` with exactly ``budget`` simulator evaluations.
+
+        Args:
+            graph (OpGraph): the graph.
+            cluster (Cluster): the devices.
+            seed (int, np.random.Generator or None, optional): seed of the random draws (default: None).
+
+        Returns:
+            Placement: the best placement scored; every colocation group on one device.
+        """
+        rng = as_generator(seed)
+        if graph.num_groups == 0:
+            return Placement(np.zeros(0, dtype=np.int64), cluster)
+        scorer = Scorer(graph, cluster, self.simulator)
+        structured = self._structured(graph, cluster)[: self.budget]
+        for start in range(0, structured.shape[0], self.batch):
+            scorer(structured[start : start + self.batch])
+        remaining = self.budget - structured.shape[0]
+        order = group_order(graph)
+        while remaining > 0:
+            size = min(self.batch, remaining)
+            scorer(self._draw(order, cluster.num_devices, size, rng))
+            remaining -= size
+        assert scorer.best is not None
+        return Placement.from_groups(graph, cluster, scorer.best)
+
+    def _structured(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        work = group_work(graph, self.simulator.op_times(graph, cluster))
+        fastest = np.argsort(work.sum(axis=0), kind="stable")
+        mean_work = work.mean(axis=1)
+        blocks = [contiguous_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]
+        return np.vstack([baseline_candidates(graph, cluster), *[b[None, :] for b in blocks]])
+
+    def _draw(self, order: np.ndarray, num_devices: int, size: int, rng: np.random.Generator) -> np.ndarray:
+        num_groups = order.shape[0]
+        draws = rng.integers(0, num_devices, size=(size, num_groups))
+        is_block = rng.random(size) < self.block_fraction
+        for row in np.flatnonzero(is_block):
+            # random cuts of the groups in topological order, one random distinct device per block
+            parts = int(rng.integers(2, num_devices + 1)) if num_devices > 1 else 1
+            parts = min(parts, num_groups)
+            cuts = np.sort(rng.choice(np.arange(1, num_groups), size=parts - 1, replace=False))
+            devices = rng.permutation(num_devices)[:parts]
+            draws[row, order] = devices[np.searchsorted(cuts, np.arange(num_groups), side="right")]
+        return draws

@@ -1,0 +1,290 @@
+"""Tests of the ``exact`` placer: CP-SAT placement and schedule, checked against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.exceptions import InfeasiblePlacement, UnsupportedGraph
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers.exact import ExactPlacer, brute_force, delay_model
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.placers.single import SinglePlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, fork_graph, layered_graph, mlp_training_graph
+
+GiB = 2**30
+UNIT = 1e-9  # seconds per tick in the brute-force comparisons
+
+
+def mixed_cluster(memory: float = 16 * GiB) -> Cluster:
+    """A CPU and two GPU kinds on PCIe 3 (12 GB/s, 10 us); graphs give measured op times per kind."""
+    devices = [
+        Device("cpu0", "cpu", peak_flops=3e11, mem_bandwidth=7e10, memory=memory),
+        Device("gpu0", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=memory),
+        Device("gpu1", "v100", peak_flops=1.5e13, mem_bandwidth=9e11, memory=memory),
+    ]
+    return Cluster(devices, np.full((3, 3), 12e9), np.full((3, 3), 10e-6), name="mixed")
+
+
+def measured(names, edges, ms_per_kind: dict[str, list[float]], out_bytes, group=None, name="measured") -> OpGraph:
+    return OpGraph(
+        names, edges, out_bytes=out_bytes, group=group, name=name,
+        cost_s={kind: np.asarray(ms) * 1e-3 for kind, ms in ms_per_kind.items()},
+    )
+
+
+def diamond() -> OpGraph:
+    """Diamond ``a -> {b, c, d} -> e``: three branches, each fastest on a different device."""
+    return measured(
+        list("abcde"), [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4)],
+        {"cpu": [1, 2, 9, 9, 1], "k80": [1, 9, 2, 9, 1], "v100": [1, 9, 9, 2, 1]}, [10**6] * 5, name="diamond",
+    )
+
+
+def grouped_dag() -> OpGraph:
+    """Six ops in four colocation groups, two parallel paths, mixed affinities."""
+    return measured(
+        [f"v{i}" for i in range(6)], [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)],
+        {"cpu": [0.5, 3, 1, 3, 1, 0.5], "k80": [0.5, 1, 3, 1, 3, 0.5], "v100": [0.5, 2, 2, 2, 2, 0.5]},
+        [2 * 10**6] * 6, group=[0, 1, 2, 1, 3, 0], name="grouped",
+    )
+
+
+def affinity_chain() -> OpGraph:
+    """A chain whose first ops are fastest on the CPU and last on the V100: a split can pay."""
+    return measured(
+        [f"c{i}" for i in range(5)], [(i, i + 1) for i in range(4)],
+        {"cpu": [1, 1, 5, 5, 5], "k80": [4, 4, 3, 3, 3], "v100": [6, 6, 1, 1, 1]}, [10**6] * 5, name="affinity",
+    )
+
+
+def delay_model_optimum(graph: OpGraph, cluster: Cluster) -> int:
+    """Brute force of the solver's delay model: every group placement, every topological order.
+
+    For a fixed order, ops are appended to their device as early as inputs allow (serial schedule
+    generation); the best over all orders is the optimum, since sorting an optimal schedule by start
+    time gives an order whose schedule is no later.
+    """
+    dur, delay = delay_model(graph, cluster, time_unit=UNIT)
+    preds = [[] for _ in range(graph.num_ops)]
+    for e, (u, w) in enumerate(zip(graph.edge_src.tolist(), graph.edge_dst.tolist())):
+        preds[w].append((u, e))
+    orders = [p for p in itertools.permutations(range(graph.num_ops))
+              if all(p.index(u) < p.index(w) for u, w in zip(graph.edge_src.tolist(), graph.edge_dst.tolist()))]
+    best = None
+    for per_group in itertools.product(range(cluster.num_devices), repeat=graph.num_groups):
+        device = [per_group[g] for g in graph.group.tolist()]
+        for order in orders:
+            free = [0] * cluster.num_devices
+            end = [0] * graph.num_ops
+            for v in order:
+                k = device[v]
+                ready = max([end[u] + int(delay[e, device[u], k]) for u, e in preds[v]], default=0)
+                end[v] = max(ready, free[k]) + int(dur[v, k])
+                free[k] = end[v]
+            makespan = max(end)
+            best = makespan if best is None else min(best, makespan)
+    return best
+
+
+def test_name_and_repr():
+    assert ExactPlacer.name == "exact"
+    assert repr(ExactPlacer()) == (
+        "ExactPlacer(time_limit=30.0, max_groups=60, activation_memory=True, link_contention=True, "
+        "select='simulator', time_unit=None, num_workers=2)"
+    )
+
+
+@pytest.mark.parametrize("make_graph", [diamond, grouped_dag, affinity_chain, fork_graph])
+def test_objective_equals_brute_force_of_the_delay_model(make_graph):
+    g, c = make_graph(), mixed_cluster()
+    placer = ExactPlacer(time_limit=20, time_unit=UNIT, link_contention=False, select="model")
+    p = placer.place(g, c, seed=0)
+    assert placer.last_status == "optimal"
+    assert placer.last_gap == 0.0
+    assert placer.last_bound_s == pytest.approx(placer.last_objective_s)
+    assert round(placer.last_objective_s / UNIT) == delay_model_optimum(g, c)
+    assert not p.splits_groups(g)
+
+
+@pytest.mark.parametrize(
+    "graph, cluster",
+    [
+        (affinity_chain(), mixed_cluster()),  # a chain: one transfer at a time, no contention
+        (chain_graph(5, flops=2e10, out_bytes=1000), load_cluster("cpu_gpu")),
+        (OpGraph([f"o{i}" for i in range(6)], [(i, i + 1) for i in range(5)], flops=[1e10, 5e9, 2e10, 1e9, 1e10, 3e9],
+                 out_bytes=[10**5] * 6, group=[0, 0, 1, 1, 2, 2], name="grouped_chain"), load_cluster("k80x2")),
+        (fork_graph(flops=1e11, out_bytes=1000), load_cluster("k80x2")),  # branches on distinct links
+        (fork_graph(flops=1e11, out_bytes=1000), load_cluster("k80x4")),
+    ],
+)
+@pytest.mark.parametrize("link_contention", [False, True])
+def test_simulated_step_equals_brute_force_where_no_contention_can_occur(graph, cluster, link_contention):
+    placer = ExactPlacer(time_limit=20, time_unit=UNIT, link_contention=link_contention, select="model")
+    p = placer.place(graph, cluster, seed=0)
+    sim = Simulator()
+    best = sim.time(graph, cluster, brute_force(graph, cluster)).step_time
+    tolerance = (graph.num_ops + graph.num_edges) * UNIT  # op and transfer times rounded to ticks
+    assert placer.last_status == "optimal"
+    assert sim.time(graph, cluster, p).step_time == pytest.approx(best, abs=tolerance)
+    assert placer.last_step_time_s == placer.last_model_step_time_s == pytest.approx(best, abs=tolerance)
+    assert placer.last_objective_s == pytest.approx(best, abs=tolerance)
+
+
+def test_objective_never_exceeds_the_simulated_step_time():
+    g, c = mlp_training_graph(layers=3, width=512, batch=64, branches=2), load_cluster("k80x4")
+    placer = ExactPlacer(time_limit=20, select="model")
+    p = placer.place(g, c, seed=0)
+    assert placer.last_status == "optimal"
+    step = Simulator().time(g, c, p).step_time
+    assert placer.last_step_time_s == step
+    assert placer.last_objective_s <= step * (1 + 1e-6)
+    # select="simulator" never returns worse than the model's choice or the baselines
+    chosen = ExactPlacer(time_limit=20).place(g, c, seed=0)
+    simulated = Simulator().time(g, c, chosen).step_time
+    assert simulated <= step
+    assert simulated <= Simulator().time(g, c, RoundRobinPlacer().place(g, c)).step_time
+
+
+def test_time_limit_gives_a_feasible_placement_and_a_gap():
+    g, c = layered_graph(40, seed=1), load_cluster("k80x4")
+    placer = ExactPlacer(time_limit=0.5)
+    p = placer.place(g, c, seed=0)
+    p.check(g)
+    assert placer.last_status in ("optimal", "feasible", "unknown")
+    if placer.last_status == "feasible":
+        assert 0.0 <= placer.last_gap <= 1.0
+        assert placer.last_bound_s <= placer.last_objective_s
+    assert placer.last_step_time_s <= Simulator().time(g, c, RoundRobinPlacer().place(g, c)).step_time
+
+
+def test_deterministic_under_seed_with_one_worker():
+    g, c = grouped_dag(), mixed_cluster()
+    runs = [ExactPlacer(num_workers=1, time_limit=20).place(g, c, seed=3).devices.tolist() for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+def test_returns_a_feasible_placement_when_memory_is_tight():
+    # three 0.6 GiB groups, 1 GiB devices: no device holds two, so the three must spread out
+    n = 3
+    g = OpGraph([f"l{i}" for i in range(n)], [(0, 1), (1, 2)], flops=[1e10] * n, out_bytes=[10**6] * n,
+                param_bytes=[int(0.6 * GiB)] * n, name="heavy")
+    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(3)]
+    c = Cluster(devices, np.full((3, 3), 12e9), np.full((3, 3), 10e-6), name="tight3")
+    sim = Simulator()
+    assert sim.time(g, c, SinglePlacer().place(g, c)).is_oom
+    placer = ExactPlacer(time_limit=10)
+    p = placer.place(g, c, seed=0)
+    assert sorted(p.devices.tolist()) == [0, 1, 2]
+    assert not placer.last_oom and not sim.time(g, c, p).is_oom
+
+
+def test_activation_memory_counts():
+    # a -> b -> c; a writes 0.7 GiB, c holds 0.5 GiB of parameters; 1 GiB devices. Parameters alone fit
+    # anywhere, but a's output and c's parameters cannot share a device: c must sit apart
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9] * 3, out_bytes=[int(0.7 * GiB), 1000, 0],
+                param_bytes=[0, 0, int(0.5 * GiB)], name="big_activation")
+    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
+    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    sim = Simulator()
+    placer = ExactPlacer(time_limit=10, select="model")
+    p = placer.place(g, c, seed=0)
+    assert p.devices[0] == p.devices[1] != p.devices[2]
+    assert not sim.time(g, c, p).is_oom
+    params_only = ExactPlacer(time_limit=10, select="model", activation_memory=False)
+    q = params_only.place(g, c, seed=0)
+    assert q.devices.tolist() == [0, 0, 0]  # no transfer: faster, and out of memory
+    assert sim.time(g, c, q).is_oom
+
+
+def test_too_many_groups_is_unsupported():
+    g = chain_graph(8)
+    message = r"^graph 'chain8' has 8 colocation groups, more than ExactPlacer's max_groups=5; coarsen it"
+    with pytest.raises(UnsupportedGraph, match=message):
+        ExactPlacer(max_groups=5).place(g, load_cluster("k80x2"))
+
+
+@pytest.mark.parametrize(
+    "params_gib, match",
+    [
+        ([0.5, 2.0], r"^colocation group 1 of graph 'heavy' holds \d+ bytes of parameters, more than the largest"),
+        ([0.9, 0.9, 0.9], r"^graph 'heavy' holds \d+ bytes of parameters, more than all devices"),
+    ],
+)
+def test_parameters_that_fit_nowhere_are_infeasible(params_gib, match):
+    n = len(params_gib)
+    g = OpGraph([f"l{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], flops=[1e9] * n,
+                out_bytes=[1000] * n, param_bytes=[int(p * GiB) for p in params_gib], name="heavy")
+    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
+    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    with pytest.raises(InfeasiblePlacement, match=match) as info:
+        ExactPlacer(time_limit=5).place(g, c)
+    assert "\n" not in str(info.value)
+
+
+def test_activations_that_fit_nowhere_are_infeasible():
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[2 * GiB, 0], name="huge_output")
+    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
+    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    message = r"^no placement of graph 'huge_output' fits the memory of cluster 'two'"
+    with pytest.raises(InfeasiblePlacement, match=message):
+        ExactPlacer(time_limit=5).place(g, c)
+
+
+def test_empty_graph():
+    placer = ExactPlacer()
+    assert placer.place(OpGraph([], []), load_cluster("k80x2")).devices.tolist() == []
+    assert placer.last_status == "optimal" and placer.last_objective_s == 0.0
+
+
+def test_brute_force_is_the_best_simulated_placement():
+    g, c = fork_graph(flops=1e11, out_bytes=1000), load_cluster("k80x2")
+    best = brute_force(g, c)
+    assert isinstance(best, Placement)
+    sim = Simulator()
+    all_steps = [sim.time(g, c, list(p)).step_time for p in itertools.product(range(2), repeat=4)]
+    assert sim.time(g, c, best).step_time == min(all_steps)
+    with pytest.raises(UnsupportedGraph, match="more than limit=10"):
+        brute_force(g, c, limit=10)
+
+
+def test_delay_model_ticks():
+    g, c = chain_graph(2, out_bytes=12_000), load_cluster("k80x2")
+    dur, delay = delay_model(g, c, time_unit=1e-6)
+    seconds = Simulator().op_times(g, c)
+    assert dur.tolist() == np.rint(seconds / 1e-6).astype(int).tolist()
+    assert delay[0].tolist() == [[0, 27], [27, 0]]  # 25 us + 12 kB at 7.6 GB/s = 26.6 us
+
+
+@pytest.mark.parametrize("kwargs", [dict(time_limit=0), dict(max_groups=0), dict(num_workers=0), dict(select="best"),
+                                    dict(time_unit=-1.0)])
+def test_bad_options(kwargs):
+    with pytest.raises(ValueError, match="ExactPlacer"):
+        ExactPlacer(**kwargs)
+
+
+def test_placeto_mode_simulator_matches_on_a_chain():
+    # Placeto's simulator: sender channel at 7.6 GB/s, 5.7 us idle after each op; a chain has no contention
+    g, c = affinity_chain(), mixed_cluster()
+    sim = Simulator("placeto")
+    placer = ExactPlacer(time_limit=20, time_unit=UNIT, select="model", simulator=sim)
+    p = placer.place(g, c, seed=0)
+    best = sim.time(g, c, brute_force(g, c, simulator=sim)).step_time
+    assert placer.last_status == "optimal"
+    assert placer.last_step_time_s == sim.time(g, c, p).step_time == pytest.approx(best, abs=10 * UNIT)
+    assert placer.last_objective_s == pytest.approx(best, abs=10 * UNIT)
+
+
+def test_single_device_cluster(tmp_path):
+    path = tmp_path / "one.yaml"
+    path.write_text("devices: [{name: only, kind: k80}]\nlinks: {default: pcie3}\n")
+    g = chain_graph(4)
+    placer = ExactPlacer(time_limit=5)
+    assert placer.place(g, load_cluster(path)).devices.tolist() == [0] * 4
+    assert placer.last_status == "optimal"
+    assert placer.last_objective_s == pytest.approx(placer.last_step_time_s, abs=1e-7)

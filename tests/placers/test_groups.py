@@ -1,0 +1,154 @@
+"""Tests of ``gnplace.placers.groups``: group-level costs, device choice and the memory repair.
+
+Also the memory guarantee of every heuristic placer: on random small graphs whose devices round
+robin fits, none returns an out-of-memory placement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnplace.cluster import Cluster, cluster_from_dict, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.placers.expert import ExpertPlacer
+from gnplace.placers.groups import (
+    contiguous_blocks, group_edges, group_memory, group_times, memory_need, repair_memory, usable_devices,
+)
+from gnplace.placers.heft import HeftPlacer
+from gnplace.placers.m_etf import METFPlacer
+from gnplace.placers.m_sct import MSCTPlacer
+from gnplace.placers.metis import MetisPlacer
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.sim.costmodel import op_times
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, mlp_training_graph
+
+GiB = 2**30
+
+
+def uniform_cluster(memory: list[float]) -> Cluster:
+    """One K80 per entry of ``memory`` (bytes), on PCIe 3."""
+    devices = [{"name": f"gpu{i}", "kind": "k80", "memory": float(m)} for i, m in enumerate(memory)]
+    return cluster_from_dict({"name": "custom", "devices": devices, "links": {"default": "pcie3"}})
+
+
+def test_group_times_sum_op_times_per_group():
+    g, c = mlp_training_graph(layers=3, width=32, batch=8), load_cluster("cpu_gpu")
+    t = op_times(g, c)
+    per_group = group_times(g, t)
+    assert per_group.shape == (g.num_groups, 2)
+    assert per_group.sum(axis=0) == pytest.approx(t.sum(axis=0))
+    assert per_group[1, 0] == pytest.approx(t[g.group == 1, 0].sum())
+
+
+def test_group_memory_is_params_plus_outputs():
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], out_bytes=[10, 20, 30], param_bytes=[0, 5, 7], group=[0, 0, 1])
+    assert group_memory(g).tolist() == [35.0, 37.0]
+
+
+def test_group_edges_contract_groups_and_sum_bytes():
+    g = OpGraph(["a", "b", "c", "d"], [(0, 2), (1, 2), (1, 3), (2, 3)], out_bytes=[1, 2, 4, 8], group=[0, 0, 1, 1])
+    src, dst, size = group_edges(g)
+    assert (src.tolist(), dst.tolist(), size.tolist()) == ([0], [1], [5.0])  # a -> c, b -> c, b -> d; c -> d is inside
+
+
+def test_memory_need_is_the_single_device_peak():
+    g, c = chain_graph(3), load_cluster("k80x2")
+    assert memory_need(g, c) == 8e6
+    assert memory_need(OpGraph([]), c) == 0.0
+
+
+def test_usable_devices_by_speed_and_memory():
+    g = mlp_training_graph(layers=2, width=256, batch=32)
+    c = load_cluster("cpu_gpu")
+    t = op_times(g, c)
+    assert usable_devices(t, c, 1e6, min_speed=1.0).tolist() == [1]
+    assert usable_devices(t, c, 1e6, min_speed=0.0).tolist() == [0, 1]
+    assert usable_devices(t, c, 20 * GiB, min_speed=1.0).tolist() == [0, 1]  # 16 GiB GPU: the CPU must help
+
+
+@pytest.mark.parametrize(
+    "weight, shares, expected",
+    [
+        ([1, 1, 1, 1, 1, 1], [1, 1, 1], [0, 0, 1, 1, 2, 2]),
+        ([3, 1, 1, 1], [1, 1], [0, 1, 1, 1]),
+        ([1, 1, 1, 1], [3, 1], [0, 0, 0, 1]),
+        ([100, 1, 1], [1, 1, 1], [0, 1, 2]),  # no block left empty
+        ([1, 1], [1, 1, 1], [0, 1]),
+        ([], [1, 1], []),
+    ],
+)
+def test_contiguous_blocks(weight, shares, expected):
+    assert contiguous_blocks(np.array(weight, dtype=float), np.array(shares, dtype=float)).tolist() == expected
+
+
+@given(st.lists(st.floats(0, 1e3), min_size=1, max_size=40), st.lists(st.floats(0.1, 10), min_size=1, max_size=8))
+def test_contiguous_blocks_are_contiguous_and_never_empty(weight, shares):
+    block = contiguous_blocks(np.array(weight), np.array(shares))
+    assert block.shape == (len(weight),)
+    assert np.all(np.diff(block) >= 0) and block[0] == 0 and block[-1] < len(shares)
+    if len(weight) >= len(shares):
+        assert np.unique(block).size == len(shares)
+
+
+def test_repair_leaves_a_fitting_placement_alone():
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    assert repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64)).tolist() == [0] * g.num_groups
+
+
+def test_repair_splits_a_graph_that_only_fits_split():
+    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+    fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64))
+    assert not Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
+
+
+def test_repair_falls_back_to_memory_balanced_placements():
+    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+    fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), max_rounds=0)  # fallbacks only
+    assert not Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
+
+
+def test_repair_returns_the_least_overflow_when_nothing_fits():
+    g = OpGraph(["a", "b"], [(0, 1)], param_bytes=[2 * GiB, 2 * GiB], out_bytes=[4, 4])
+    c = uniform_cluster([GiB, GiB])
+    fixed = repair_memory(g, c, np.array([0, 0]))
+    assert sorted(fixed.tolist()) == [0, 1]  # still out of memory, but by 2 GiB rather than 3
+
+
+@st.composite
+def graphs_with_room(draw: st.DrawFn) -> tuple[OpGraph, Cluster]:
+    """A random small DAG with colocation groups and a cluster whose memory round robin fits.
+
+    Each device's capacity is round robin's simulated peak on it times a random factor in
+    [1, 1.5] (plus one byte): a feasible placement exists, and capacities differ between devices.
+    """
+    n = draw(st.integers(3, 24))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    edges = sorted({(int(u), v) for v in range(1, n) for u in rng.choice(v, size=min(v, int(rng.integers(0, 3))), replace=False)})
+    graph = OpGraph(
+        [f"n{i}" for i in range(n)], edges, flops=10.0 ** rng.uniform(6, 11, n),
+        out_bytes=np.round(10.0 ** rng.uniform(3, 8.5, n)),
+        param_bytes=np.round((rng.random(n) < 0.3) * 10.0 ** rng.uniform(3, 9, n)),
+        group=np.cumsum(rng.random(n) < 0.6),  # runs of consecutive ops share a group
+    )
+    num_devices = draw(st.integers(2, 4))
+    base = uniform_cluster([GiB] * num_devices)  # the same links as the result, so the same timings
+    peak = Simulator().time(graph, base, RoundRobinPlacer().place(graph, base)).peak_memory
+    return graph, uniform_cluster((peak * rng.uniform(1.0, 1.5, num_devices) + 1).tolist())
+
+
+PLACERS = [ExpertPlacer(), MetisPlacer(), HeftPlacer(), METFPlacer(), MSCTPlacer()]
+
+
+@pytest.mark.parametrize("placer", PLACERS, ids=lambda p: p.name)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=graphs_with_room())
+def test_never_out_of_memory_when_round_robin_fits(placer, case):
+    g, c = case
+    p = placer.place(g, c, seed=0)
+    assert not p.splits_groups(g)
+    assert not Simulator().time(g, c, p).is_oom

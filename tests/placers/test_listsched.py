@@ -1,0 +1,139 @@
+"""Tests of ``gnplace.placers.listsched``: ranks, the schedule state and the ETF core."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnplace.cluster import cluster_from_dict, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.placers.listsched import (
+    ListSchedule, etf_schedule, mean_comm_time, place_by_schedule, static_rank, upward_rank,
+)
+from gnplace.placers.m_sct import favourite_children
+from gnplace.sim.costmodel import op_times
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, fork_graph, layered_graph
+
+GiB = 2**30
+
+
+def schedule_for(graph: OpGraph, cluster_name: str = "k80x2", **options) -> ListSchedule:
+    cluster = load_cluster(cluster_name)
+    return ListSchedule(graph, cluster, op_times(graph, cluster), **options)
+
+
+def test_upward_rank_is_the_longest_path_to_an_exit():
+    rank = upward_rank(fork_graph(), np.array([1.0, 2.0, 5.0, 1.0]), np.full(4, 0.5))
+    assert rank.tolist() == [1 + 0.5 + 5 + 0.5 + 1, 2 + 0.5 + 1, 5 + 0.5 + 1, 1]
+
+
+def test_mean_comm_time_averages_links():
+    c = load_cluster("v100x8")
+    t = mean_comm_time(c, np.arange(8), np.array([0.0, 1e9]))
+    off = ~np.eye(8, dtype=bool)
+    assert t[0] == pytest.approx(c.latency[off].mean())
+    assert t[1] == pytest.approx(c.latency[off].mean() + 1e9 * (1 / c.bandwidth[off]).mean())
+    assert mean_comm_time(c, np.array([3]), np.array([1e9])).tolist() == [0.0]
+
+
+def test_static_rank_orders_a_chain():
+    g, c = chain_graph(4), load_cluster("k80x2")
+    assert np.all(np.diff(static_rank(g, op_times(g, c), c)) < 0)
+
+
+def test_ready_time_counts_transfers_from_other_devices():
+    g = chain_graph(2, out_bytes=7_600_000)  # 1 ms on k80x2's 7.6 GB/s link, plus 25 us
+    s = schedule_for(g)
+    assert s.sources() == [0]
+    assert s.assign(0, 0, 0.0) == [1]
+    end = s.finish[0]
+    assert s.ready_time(1).tolist() == pytest.approx([end, end + 1e-3 + 25e-6])
+
+
+def test_the_first_op_of_a_group_fixes_it_and_reserves_its_memory():
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], out_bytes=[100, 100, 100], param_bytes=[0, 50, 0], group=[0, 0, 1])
+    s = schedule_for(g)
+    s.assign(0, 1, 0.0)
+    assert s.group_device.tolist() == [1, -1]
+    assert s.room.tolist() == [12 * GiB, 12 * GiB - 250]
+    assert s.candidates(1).tolist() == [False, True]
+    assert s.fits(1, 1) and not s.fits(1, 0)
+
+
+def test_candidates_are_devices_with_room_else_the_roomiest():
+    g = OpGraph(["a", "b"], param_bytes=[8 * GiB, 8 * GiB])
+    s = schedule_for(g)
+    s.assign(0, 0, 0.0)
+    assert s.candidates(1).tolist() == [False, True]
+    big = OpGraph(["a", "b", "c"], param_bytes=[8 * GiB, 8 * GiB, 20 * GiB])
+    s = schedule_for(big)
+    s.assign(0, 0, 0.0)
+    assert s.candidates(2).tolist() == [False, True]  # fits nowhere: the device with the most room
+    assert s.fits(2, 1) and not s.fits(2, 0)
+    assert schedule_for(big, memory_aware=False).candidates(2).tolist() == [True, True]
+
+
+def test_min_speed_keeps_heavy_groups_on_fast_devices():
+    g = OpGraph(["tiny", "heavy"], flops=[1.0, 1e12])
+    s = schedule_for(g, "cpu_gpu", min_speed=0.5)
+    assert s.candidates(0).tolist() == [True, False]  # 1 FLOP: the CPU's launch overhead is 5x smaller
+    assert s.candidates(1).tolist() == [False, True]
+
+
+def test_etf_runs_independent_chains_side_by_side():
+    names = [f"a{i}" for i in range(3)] + [f"b{i}" for i in range(3)]
+    g = OpGraph(names, [(0, 1), (1, 2), (3, 4), (4, 5)], flops=[1e11] * 6, out_bytes=[1000] * 6)
+    s = schedule_for(g)
+    etf_schedule(s, np.zeros(6))
+    assert s.op_device.tolist() in ([0, 0, 0, 1, 1, 1], [1, 1, 1, 0, 0, 0])
+    assert s.start[[0, 3]].tolist() == [0.0, 0.0]
+
+
+def test_etf_picks_the_earliest_start_and_breaks_ties_by_rank():
+    g = OpGraph(["x", "y"], flops=[1e11, 1e11])
+    s = schedule_for(g, "k80x4")
+    etf_schedule(s, np.array([1.0, 2.0]))
+    assert s.op_device.tolist() == [1, 0]  # both start at 0; y ranks higher and takes device 0
+
+
+def test_etf_keeps_groups_together():
+    g = layered_graph(200, seed=1).replace(group=np.arange(200) // 5)
+    s = schedule_for(g, "k80x4")
+    etf_schedule(s, np.zeros(200))
+    assert np.all(s.op_device == s.group_device[g.group])
+    assert np.all(s.start >= 0) and np.all(s.finish >= s.start)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.floats(0.0, 1.0))
+def test_etf_never_stalls_under_any_memory(seed, num_devices, min_speed):
+    # groups that fit nowhere, somewhere or everywhere, on devices of 1 MB to 1 GB
+    rng = np.random.default_rng(seed)
+    g = layered_graph(int(rng.integers(2, 60)), width=3, seed=rng)
+    g = g.replace(group=np.cumsum(rng.random(g.num_ops) < 0.5), param_bytes=np.round(10.0 ** rng.uniform(5, 9, g.num_ops)))
+    devices = [{"name": f"d{i}", "kind": "k80" if i % 2 else "cpu", "memory": float(10.0 ** rng.uniform(6, 9))}
+               for i in range(num_devices)]
+    c = cluster_from_dict({"name": "random", "devices": devices, "links": {"default": "pcie3"}})
+    s = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+    etf_schedule(s, rng.random(g.num_ops))
+    assert np.all(s.op_device >= 0)
+    assert np.all(s.op_device == s.group_device[g.group])
+    s = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)  # nor with m-SCT's favourite children
+    parent, size = favourite_children(g)
+    etf_schedule(s, rng.random(g.num_ops), favourite_parent=parent, favourite_bytes=size)
+    assert np.all(s.op_device >= 0) and np.all(s.op_device == s.group_device[g.group])
+
+
+def test_place_by_schedule_returns_a_checked_placement():
+    g, c = chain_graph(5), load_cluster("k80x4")
+    calls = []
+
+    def run(schedule: ListSchedule) -> None:
+        calls.append(schedule)
+        etf_schedule(schedule, np.zeros(g.num_ops))
+
+    p = place_by_schedule(g, c, run, simulator=Simulator(), memory_aware=True, min_speed=0.0)
+    assert len(calls) == 1 and p.devices.tolist() == [0] * 5

@@ -1,0 +1,113 @@
+"""Tests of the ``metis`` placer: a compute-balanced, cut-minimising partition of the group graph.
+
+The memory guarantee on random graphs is tested for every heuristic placer in ``test_groups.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import cluster_from_dict, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.graph_io import load_graph
+from gnplace.placers.metis import MetisPlacer, partition_groups
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.placers.single import SinglePlacer
+from gnplace.sim.costmodel import op_times
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+
+
+def two_chains(length: int = 4) -> OpGraph:
+    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
+    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
+    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
+    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
+
+
+def fast_and_slow():
+    """Two GPUs on PCIe, one three times faster than the other."""
+    return cluster_from_dict(
+        {
+            "name": "fast_and_slow",
+            "devices": [
+                {"name": "fast", "kind": "v100", "peak_flops": 3e13},
+                {"name": "slow", "kind": "v100", "peak_flops": 1e13},
+            ],
+            "links": {"default": "pcie3"},
+        }
+    )
+
+
+def test_name_and_repr():
+    assert MetisPlacer.name == "metis"
+    assert repr(MetisPlacer()) == "MetisPlacer(min_speed=0.1, memory_aware=True)"
+    assert repr(MetisPlacer(min_speed=0.0, memory_aware=False)) == "MetisPlacer(min_speed=0.0, memory_aware=False)"
+
+
+def test_partition_groups_balances_and_cuts_little():
+    parts = partition_groups(chain_graph(8), np.ones(8), 2)
+    assert sorted(np.bincount(parts).tolist()) == [4, 4]
+    assert int(np.sum(parts[1:] != parts[:-1])) == 1  # one cut edge: two contiguous halves
+
+
+def test_partition_groups_edge_cases():
+    assert partition_groups(chain_graph(3), np.ones(3), 1).tolist() == [0, 0, 0]
+    assert partition_groups(chain_graph(3), np.ones(3), 4).tolist() == [0, 1, 2]  # fewer groups than parts
+    isolated = OpGraph(["a", "b", "c", "d"], flops=[1e9] * 4)  # no edges at all
+    assert sorted(np.bincount(partition_groups(isolated, np.ones(4), 2), minlength=2).tolist()) == [2, 2]
+
+
+def test_two_independent_chains_get_one_device_each():
+    devices = MetisPlacer().place(two_chains(), load_cluster("k80x2"), seed=0).devices.tolist()
+    assert devices in ([0] * 4 + [1] * 4, [1] * 4 + [0] * 4)
+
+
+def test_groups_are_contracted():
+    g = mlp_training_graph(layers=6, width=64, batch=8)
+    p = MetisPlacer().place(g, load_cluster("k80x4"), seed=0)
+    assert not p.splits_groups(g)
+
+
+def test_faster_device_gets_more_work():
+    g, c = chain_graph(40), fast_and_slow()
+    p = MetisPlacer().place(g, c, seed=0)
+    busy = np.bincount(p.devices, weights=op_times(g, c)[np.arange(g.num_ops), p.devices], minlength=2)
+    counts = np.bincount(p.devices, minlength=2)
+    assert counts[0] > 2 * counts[1]  # about 3 : 1 by speed
+    assert busy[0] == pytest.approx(busy[1], rel=0.35)
+
+
+def test_a_much_slower_cpu_is_left_out_unless_min_speed_allows_it():
+    g, c = mlp_training_graph(layers=4, width=512, batch=64), load_cluster("cpu_gpu")
+    assert set(MetisPlacer().place(g, c, seed=0).devices.tolist()) == {1}
+    assert 0 in MetisPlacer(min_speed=0.0).place(layered_graph(200, seed=1), c, seed=0).devices.tolist()
+
+
+def test_graph_that_only_fits_split_is_not_oom():
+    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+    p = MetisPlacer().place(g, c, seed=0)
+    assert not p.splits_groups(g)
+    assert not Simulator().time(g, c, p).is_oom
+
+
+def test_is_deterministic_under_seed():
+    g, c = layered_graph(400, seed=2).replace(group=np.arange(400) // 4), load_cluster("k80x4")
+    assert MetisPlacer().place(g, c, seed=3) == MetisPlacer().place(g, c, seed=3)
+    assert MetisPlacer().place(g, c) == MetisPlacer().place(g, c)
+
+
+@pytest.mark.parametrize("cluster", ["k80x2", "k80x4"])
+def test_against_single_and_round_robin_on_the_example(cluster):
+    g, c, sim = load_graph(EXAMPLE), load_cluster(cluster), Simulator()
+    ours = sim.time(g, c, MetisPlacer().place(g, c, seed=0)).step_time
+    assert ours <= sim.time(g, c, SinglePlacer().place(g, c)).step_time
+    # a min-cut partition keeps neighbouring layers together, so it overlaps less of the backward
+    # pass than round robin's alternating layers on four GPUs (see test_m_etf.py)
+    robin = sim.time(g, c, RoundRobinPlacer().place(g, c)).step_time
+    assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin
