@@ -5,6 +5,7 @@ Usage::
     python scripts/bench.py sim [--ops 2000] [--devices 4] [--repeat 300] [--batch 256] [--json]
     python scripts/bench.py import [--layers 6 15 30]
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
+    python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -155,6 +156,37 @@ def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """How far each heuristic is from the exact placer on small graphs (coarsened dataset graphs, examples)."""
+    from gnplace.cluster import load_cluster
+    from gnplace.datasets import load_manifest
+    from gnplace.graph_io import load_graph
+    from gnplace.importers.coarsen import coarsen
+    from gnplace.placers import get_placer
+
+    root = Path(__file__).resolve().parent.parent / "datasets"
+    rows = []
+    for cluster_name in args.clusters:
+        cluster = load_cluster(cluster_name)
+        graphs = [load_graph(p) for p in sorted((root / "examples").glob("*.gnpg"))]
+        for family in ("cifar10", "ptb", "nmt"):
+            manifest = load_manifest(root / family)
+            for entry in [e for e in manifest["graphs"] if e["split"] == "test"][: args.per_family]:
+                graphs.append(coarsen(load_graph(root / family / entry["file"]), args.groups, cluster).graph)
+        for graph in graphs:
+            sim = Simulator()
+            exact = get_placer("exact", time_limit=args.time_limit, simulator=sim)
+            exact_step = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
+            row: dict[str, Any] = dict(graph=graph.name, cluster=cluster.name, groups=graph.num_groups,
+                                       status=exact.last_status, gap=exact.last_gap, exact_ms=exact_step * 1e3)
+            for name in args.placers:
+                step = sim.time(graph, cluster, get_placer(name).place(graph, cluster, seed=0)).step_time
+                row[name] = step / exact_step
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,7 +206,19 @@ def main() -> None:
     scale.add_argument("--cluster", default="k80x4")
     scale.add_argument("--cache", default="out/bench")
     scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")
+    exact = sub.add_parser("exact", help="heuristics against the exact placer on small graphs")
+    exact.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4"])
+    exact.add_argument("--groups", type=int, default=12, help="coarsen dataset graphs to this many groups")
+    exact.add_argument("--per-family", type=int, default=2)
+    exact.add_argument("--time-limit", type=float, default=20.0)
+    exact.add_argument("--placers", nargs="+", default=["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"])
     args = parser.parse_args()
+    if args.bench == "exact":
+        rows = bench_exact(args)
+        for name in args.placers:
+            ratios = [r[name] for r in rows]
+            print(f"{name}: geometric mean step / exact {float(np.exp(np.mean(np.log(ratios)))):.3f}, worst {max(ratios):.3f}")
+        return
     if args.bench == "scale":
         bench_scale(args)
         return

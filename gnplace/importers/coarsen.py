@@ -60,51 +60,98 @@ class Coarsening:
         return Placement(placement.devices[self.node_of_op], placement.cluster)
 
 
-def _unit_graph(graph: OpGraph, weights: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-    """CSR adjacency of colocation groups (undirected), with integer edge weights (KiB, at least 1)."""
-    src = graph.group[graph.edge_src]
-    dst = graph.group[graph.edge_dst]
+def _csr(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Undirected CSR adjacency of ``count`` units from directed unit edges, weights in KiB (at least 1)."""
     keep = src != dst
-    a = np.minimum(src[keep], dst[keep])
-    b = np.maximum(src[keep], dst[keep])
-    g = graph.num_groups
-    key = a * g + b
-    uniq, inverse = np.unique(key, return_inverse=True)
-    kib = np.bincount(inverse, weights=graph.edge_bytes[keep] / 1024.0)
-    ua, ub = uniq // g, uniq % g
+    a, b = np.minimum(src[keep], dst[keep]), np.maximum(src[keep], dst[keep])
+    uniq, inverse = np.unique(a * count + b, return_inverse=True)
+    kib = np.bincount(inverse, weights=nbytes[keep] / 1024.0) if uniq.size else np.zeros(0)
+    ua, ub = uniq // count, uniq % count
     w = np.maximum(1, np.minimum(kib, 2**30)).astype(np.int64)
-    rows = np.concatenate([ua, ub])
-    cols = np.concatenate([ub, ua])
-    ws = np.concatenate([w, w])
+    rows, cols, ws = np.concatenate([ua, ub]), np.concatenate([ub, ua]), np.concatenate([w, w])
     order = np.lexsort((cols, rows))
-    rows, cols, ws = rows[order], cols[order], ws[order]
-    xadj = np.zeros(g + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=g), out=xadj[1:])
-    return [xadj, cols], ws, weights
+    xadj = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=count), out=xadj[1:])
+    return xadj, cols[order], ws[order]
+
+
+def heavy_edge_matching(graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 2.0) -> np.ndarray:
+    """Merge colocation groups pairwise along the heaviest edges until about ``target`` remain.
+
+    Each round matches every unit at most once, heaviest edge (bytes) first, and merges a pair only
+    if its compute stays under ``cap_factor`` x the mean compute per target group, so merges
+    follow data dependencies (chains) rather than joining parallel branches. Stops when a round
+    merges nothing.
+
+    Returns:
+        np.ndarray: merged unit of every colocation group, numbered ``0..k-1``.
+    """
+    label = np.arange(graph.num_groups, dtype=np.int64)
+    src_unit, dst_unit = graph.group[graph.edge_src], graph.group[graph.edge_dst]
+    cap = cap_factor * float(unit_seconds.sum()) / max(target, 1)
+    while True:
+        count = int(label.max()) + 1 if label.size else 0
+        if count <= target:
+            return label
+        seconds = np.bincount(label, weights=unit_seconds, minlength=count)
+        a, b = label[src_unit], label[dst_unit]
+        keep = a != b
+        lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
+        key, inverse = np.unique(lo * count + hi, return_inverse=True)
+        weight = np.bincount(inverse, weights=graph.edge_bytes[keep]) if key.size else np.zeros(0)
+        merged_into = np.arange(count, dtype=np.int64)
+        matched = np.zeros(count, dtype=bool)
+        merges = 0
+        for e in np.lexsort((key, -weight)).tolist():
+            u, v = divmod(int(key[e]), count)
+            if matched[u] or matched[v] or seconds[u] + seconds[v] > cap:
+                continue
+            matched[u] = matched[v] = True
+            merged_into[v] = u
+            merges += 1
+            if count - merges <= target:
+                break
+        if merges == 0:
+            return label
+        _, label = np.unique(merged_into[label], return_inverse=True)
+        label = label.astype(np.int64)
+
+
+def metis_parts(graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num_parts: int, *, seed: int = 0) -> np.ndarray:
+    """Balanced METIS k-way partition of the units ``label`` (of each colocation group) into ``num_parts``.
+
+    Returns:
+        np.ndarray: part of every unit, numbered ``0..k-1`` (METIS may leave a part empty).
+    """
+    import pymetis
+
+    count = int(label.max()) + 1
+    if count <= num_parts:
+        return np.arange(count, dtype=np.int64)
+    seconds = np.bincount(label, weights=unit_seconds, minlength=count)
+    xadj, adjncy, eweights = _csr(label[graph.group[graph.edge_src]], label[graph.group[graph.edge_dst]],
+                                  graph.edge_bytes.astype(np.float64), count)
+    vweights = np.maximum(1, np.round(seconds / max(seconds.max(), 1e-300) * 1e6)).astype(np.int64)
+    options = pymetis.Options(seed=seed, contig=False)
+    with _quiet_stdout():  # METIS prints notes on nearly empty bisections from C
+        _, parts = pymetis.part_graph(
+            num_parts, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
+            eweights=eweights.tolist(), options=options,
+        )
+    _, parts = np.unique(np.asarray(parts, dtype=np.int64), return_inverse=True)
+    return parts.astype(np.int64)
 
 
 def partition_units(graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int = 0) -> np.ndarray:
-    """Part (``0..num_groups-1``) of every colocation group: METIS on the unit graph.
+    """Part (``0..k-1``, ``k <= num_groups``) of every colocation group: heavy-edge matching, then METIS.
 
     Args:
         unit_seconds (np.ndarray): compute seconds of each colocation group, ``[num_groups_in_graph]``.
     """
-    units = graph.num_groups
-    if units <= num_groups:
-        return np.arange(units, dtype=np.int64)
-    import pymetis
-
-    (xadj, adjncy), eweights, _ = _unit_graph(graph, unit_seconds)
-    vweights = np.maximum(1, np.round(unit_seconds / max(unit_seconds.max(), 1e-300) * 1e6)).astype(np.int64)
-    options = pymetis.Options(seed=seed, contig=False)
-    with _quiet_stdout():  # METIS prints notes on nearly empty bisections from C
-        _, parts = pymetis.part_graph(
-            num_groups, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
-            eweights=eweights.tolist(), options=options,
-        )
-    parts = np.asarray(parts, dtype=np.int64)
-    _, parts = np.unique(parts, return_inverse=True)  # METIS may leave a part empty
-    return parts.astype(np.int64)
+    label = heavy_edge_matching(graph, unit_seconds, num_groups)
+    if int(label.max(initial=-1)) + 1 <= num_groups:
+        return label
+    return metis_parts(graph, label, unit_seconds, num_groups, seed=seed)[label]
 
 
 @contextlib.contextmanager

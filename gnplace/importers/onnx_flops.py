@@ -1,0 +1,341 @@
+"""FLOP of ONNX ops, and of the gradient ops a training step would run for them, from shapes.
+
+The rules are those of :mod:`gnplace.importers.flops` (Paleo's conventions) restated for ONNX op
+types, so that a model imported from an ONNX file and the same model imported from PyTorch get
+the same forward FLOP: a multiply-add is 2 FLOP; ``Conv`` ``2 N Ho Wo Cout (Cin / groups) Kh Kw``
+(plus one per output element for a bias); ``MatMul`` and ``Gemm`` ``2 M K N``; elementwise ops a
+few FLOP per output element (1 for arithmetic, 4 for transcendental functions); reductions and
+global pooling one per input element; normalisations and softmax 5 per element.
+
+ONNX files hold only the forward graph, so the importer synthesises the backward pass.
+:func:`grad_flops` gives the FLOP of the gradient with respect to one input: for ``Conv``,
+``ConvTranspose``, ``Gemm``, ``MatMul`` and ``Einsum`` the data and weight gradients each cost the
+forward product; a bias gradient is a reduction over the output; elementwise gradients cost a few
+FLOP per output element (plus a reduction when the input was broadcast), mirroring the aten
+backward ops PyTorch runs (``threshold_backward``, ``tanh_backward``, ``native_layer_norm_backward``,
+...).
+
+Shapes are tuples of ints (``()`` for a scalar); ``None`` marks an absent optional input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "forward_flops",
+    "grad_flops",
+    "VIEW_OPS",
+    "FREE_OPS",
+    "STATIC_OPS",
+    "NON_DIFFERENTIABLE",
+    "SAVES_OTHER_INPUTS",
+    "SAVES_OWN_INPUT",
+    "SAVES_OUTPUT",
+    "canonical_op_type",
+]
+
+Shape = tuple[int, ...]
+
+#: Ops that only re-describe their first input (views, aliases, inference-mode dropout): folded into
+#: the op that produced the data, as the PyTorch importer folds aten views.
+VIEW_OPS = frozenset({
+    "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Slice", "Split",
+    "Dropout", "Optional", "OptionalGetElement",
+})
+
+#: Ops whose output depends only on shapes (known once the input shapes are), or that make data
+#: from nothing: their values are compile-time constants, so they are dropped like ``Constant``.
+STATIC_OPS = frozenset({
+    "Constant", "Shape", "Size", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Multinomial", "Bernoulli", "EyeLike",
+})
+
+#: Ops that move or create data but do no arithmetic: 0 FLOP, kept as nodes (like aten ``cat``).
+FREE_OPS = frozenset({
+    "Concat", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter", "Pad", "Tile",
+    "Cast", "CastLike", "Range", "ConstantOfShape", "OneHot", "Trilu", "NonZero", "ArgMax", "ArgMin", "TopK",
+    "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Unique", "CenterCropPad", "ConcatFromSequence",
+    "SplitToSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
+})
+
+# FLOP per output element of elementwise ops.
+_ELEMENTWISE: dict[str, float] = {
+    **dict.fromkeys(["Add", "Sub", "Mul", "Div", "Neg", "Relu", "LeakyRelu", "PRelu", "Clip", "Abs", "Sign", "Floor",
+                     "Ceil", "Round", "Reciprocal", "Sqrt", "Pow", "Mod", "Equal", "Less", "LessOrEqual", "Greater",
+                     "GreaterOrEqual", "Not", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+                     "BitwiseNot", "BitShift", "Where", "IsNaN", "IsInf", "ThresholdedRelu", "Shrink"], 1.0),
+    **dict.fromkeys(["Sigmoid", "Tanh", "Exp", "Log", "Erf", "Gelu", "Softplus", "Softsign", "Elu", "Selu", "Celu",
+                     "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                     "HardSigmoid", "HardSwish", "Mish"], 4.0),
+}
+
+# n-ary elementwise ops: (inputs - 1) FLOP per output element.
+_VARIADIC = frozenset({"Sum", "Mean", "Max", "Min"})
+
+# FLOP per output element of the gradient of elementwise ops (per input), after aten's backward ops:
+# add passes the gradient through, mul multiplies by the other factor, relu is threshold_backward, ...
+_ELEMENTWISE_GRAD: dict[str, float] = {
+    **dict.fromkeys(["Add", "Sum"], 0.0),
+    **dict.fromkeys(["Sub", "Neg", "Mul", "Relu", "LeakyRelu", "Clip", "Abs", "Where", "Max", "Min", "Mean", "Exp",
+                     "Log", "ThresholdedRelu", "Shrink", "Sign", "Floor", "Ceil", "Round"], 1.0),
+    **dict.fromkeys(["Div", "Sqrt", "Reciprocal", "PRelu"], 2.0),
+    "Pow": 3.0,
+}
+
+_NORMS = frozenset({"BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
+                    "RMSNormalization", "MeanVarianceNormalization", "LpNormalization", "SkipLayerNormalization"})
+_SOFTMAX = frozenset({"Softmax", "LogSoftmax", "Hardmax"})
+_REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum"})
+_POOLS = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxRoiPool"})
+_GLOBAL_POOLS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
+_MATMULS = frozenset({"MatMul", "MatMulInteger", "FusedMatMul"})
+
+#: Input positions through which no gradient flows (indices, shapes, masks, running statistics).
+NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
+    **dict.fromkeys(["Reshape", "Expand", "Tile", "Upsample", "TopK", "Split", "Squeeze", "Unsqueeze", "CumSum",
+                     "Trilu", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter",
+                     "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "Compress"], frozenset({1})),
+    "BatchNormalization": frozenset({3, 4}),
+    "Slice": frozenset({1, 2, 3, 4}),
+    "Pad": frozenset({1, 2, 3}),
+    "Resize": frozenset({1, 2, 3}),
+    "Clip": frozenset({1, 2}),
+    "Dropout": frozenset({1, 2}),
+    "Where": frozenset({0}),
+    "Attention": frozenset({3}),
+    "SoftmaxCrossEntropyLoss": frozenset({1, 2}),
+    "NegativeLogLikelihoodLoss": frozenset({1, 2}),
+    **dict.fromkeys(["Shape", "Size", "OneHot", "Range", "ConstantOfShape", "EyeLike", "ArgMax", "ArgMin", "NonZero",
+                     "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"],
+                    frozenset(range(8))),
+}
+
+#: Ops whose gradient with respect to one input reads the *other* inputs (products, selections).
+SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul", "Div", "Pow", "Where", "Attention",
+                                "Gather", "GatherElements", "GatherND", "Max", "Min", "PRelu",
+                                "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"} | _MATMULS | _NORMS)
+#: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
+SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
+                             "Pow", "Div", "Reciprocal", "Max", "Min", "HardSigmoid", "HardSwish", "Mish", "Selu",
+                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "Resize"} | _NORMS | _POOLS
+                            | _GLOBAL_POOLS | {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSumExp"})
+#: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
+SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX
+                         | _NORMS)
+
+# ops of other domains that behave like a standard op for FLOP counting
+_ALIASES = {"FastGelu": "Gelu", "BiasGelu": "Gelu", "QuickGelu": "Gelu", "BiasAdd": "Add",
+            "SimplifiedLayerNormalization": "LayerNormalization",
+            "SkipSimplifiedLayerNormalization": "SkipLayerNormalization"}
+
+
+def canonical_op_type(op_type: str, domain: str = "") -> str:
+    """The op type whose rules apply: the type itself in the standard domains, a known alias else.
+
+    Examples:
+        >>> canonical_op_type("FastGelu", "com.microsoft"), canonical_op_type("Conv")
+        ('Gelu', 'Conv')
+        >>> canonical_op_type("Conv", "my.domain")
+        'my.domain.Conv'
+    """
+    if domain in ("", "ai.onnx"):
+        return op_type
+    if domain == "com.microsoft":
+        return _ALIASES.get(op_type, op_type)
+    return f"{domain}.{op_type}"
+
+
+def _numel(shape: Shape | None) -> int:
+    return math.prod(shape) if shape is not None else 0
+
+
+def _kernel(attrs: Mapping[str, Any], weight: Shape | None) -> int:
+    kernel = attrs.get("kernel_shape")
+    if kernel:
+        return math.prod(int(k) for k in kernel)
+    return math.prod(weight[2:]) if weight is not None and len(weight) > 2 else 1
+
+
+def _gemm_mkn(attrs: Mapping[str, Any], a: Shape, out: Shape) -> tuple[int, int, int]:
+    k = a[0] if attrs.get("transA", 0) else a[-1]
+    return out[0], k, out[1]
+
+
+def _matmul_k(attrs: Mapping[str, Any], a: Shape) -> int:
+    if len(a) == 1:
+        return a[0]
+    return a[-2] if attrs.get("transA", 0) else a[-1]
+
+
+def _einsum_size(inputs: Sequence[Shape | None], attrs: Mapping[str, Any]) -> int | None:
+    """Product of the sizes of every index of an einsum (``None`` if the equation does not fit the shapes)."""
+    equation = str(attrs.get("equation", b"")).replace(" ", "")
+    if isinstance(attrs.get("equation"), bytes):
+        equation = attrs["equation"].decode().replace(" ", "")
+    terms = equation.partition("->")[0].split(",")
+    if len(terms) != len(inputs):
+        return None
+    sizes: dict[str, int] = {}
+    ellipsis = 1
+    for term, shape in zip(terms, inputs):
+        if shape is None:
+            return None
+        letters = term.replace("...", "")
+        if "..." in term:
+            head = term.index("...")
+            tail = len(letters) - head
+            if len(shape) < len(letters):
+                return None
+            ellipsis = max(ellipsis, math.prod(shape[head: len(shape) - tail]))
+            shape = shape[:head] + shape[len(shape) - tail:]
+        if len(letters) != len(shape):
+            return None
+        for letter, size in zip(letters, shape):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    return math.prod(sizes.values()) * ellipsis
+
+
+def _attention_sizes(attrs: Mapping[str, Any], q: Shape, k: Shape, v: Shape) -> tuple[int, int, int, int, int]:
+    """``(batch x heads, Lq, Lk, head size of q/k, head size of v)`` of an ``Attention`` op."""
+    if len(q) == 4:
+        return math.prod(q[:2]), q[2], k[2], q[3], v[3]
+    heads = int(attrs.get("q_num_heads", 1)) or 1
+    kv_heads = int(attrs.get("kv_num_heads", heads)) or heads
+    return q[0] * heads, q[1], k[1], q[2] // heads, v[2] // kv_heads
+
+
+def forward_flops(
+    op_type: str, attrs: Mapping[str, Any], inputs: Sequence[Shape | None], outputs: Sequence[Shape | None]
+) -> float | None:
+    """FLOP of one ONNX op, or ``None`` if no rule knows ``op_type``.
+
+    Args:
+        op_type (str): the op type after :func:`canonical_op_type`, e.g. ``"Conv"``.
+        attrs (Mapping): the node's attributes by name.
+        inputs (Sequence): shape of each input (``None`` for an absent optional input).
+        outputs (Sequence): shape of each output.
+
+    Examples:
+        >>> forward_flops("MatMul", {}, [(8, 16), (16, 4)], [(8, 4)])
+        1024.0
+        >>> forward_flops("Conv", {}, [(1, 3, 8, 8), (16, 3, 3, 3)], [(1, 16, 8, 8)])
+        55296.0
+        >>> forward_flops("Relu", {}, [(4, 5)], [(4, 5)]), forward_flops("Tanh", {}, [(4, 5)], [(4, 5)])
+        (20.0, 80.0)
+    """
+    out = outputs[0] if outputs else None
+    n_out = _numel(out)
+    x = inputs[0] if inputs else None
+    if op_type in _MATMULS:
+        return 2.0 * n_out * _matmul_k(attrs, x or ())
+    if op_type == "Gemm":
+        m, k, n = _gemm_mkn(attrs, x or (1, 1), out or (1, 1))
+        return 2.0 * m * k * n + (m * n if len(inputs) > 2 and inputs[2] is not None else 0)
+    if op_type == "Conv":
+        w = inputs[1]
+        flops = 2.0 * n_out * _numel(w[1:] if w is not None else None)
+        return flops + (n_out if len(inputs) > 2 and inputs[2] is not None else 0)
+    if op_type == "ConvTranspose":
+        w = inputs[1]
+        flops = 2.0 * _numel(x) * _numel(w[1:] if w is not None else None)
+        return flops + (n_out if len(inputs) > 2 and inputs[2] is not None else 0)
+    if op_type == "Einsum":
+        size = _einsum_size(inputs, attrs)
+        if size is None:
+            return None
+        return float(size) * (2.0 if len(inputs) > 1 else 1.0) * max(1, len(inputs) - 1)
+    if op_type == "Attention" and len(inputs) >= 3 and all(s is not None for s in inputs[:3]):
+        bh, lq, lk, d, dv = _attention_sizes(attrs, *inputs[:3])  # type: ignore[misc]
+        return 2.0 * bh * lq * lk * (d + dv) + 5.0 * bh * lq * lk
+    if op_type in _POOLS:
+        return float(n_out * _kernel(attrs, None))
+    if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
+        return float(_numel(x))
+    if op_type in _NORMS or op_type in _SOFTMAX:
+        return 5.0 * _numel(x)
+    if op_type == "SoftmaxCrossEntropyLoss":
+        return 5.0 * _numel(x) + (x[0] if x else 0)
+    if op_type == "NegativeLogLikelihoodLoss":
+        return float(x[0] if x else 0)
+    if op_type in ("Resize", "Upsample"):
+        mode = attrs.get("mode", b"nearest")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        return float(n_out * (1 if mode == "nearest" else 4))
+    if op_type in _VARIADIC:
+        return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
+    if op_type in _ELEMENTWISE:
+        return _ELEMENTWISE[op_type] * n_out
+    if op_type in FREE_OPS or op_type in VIEW_OPS or op_type in STATIC_OPS:
+        return 0.0
+    return None
+
+
+def grad_flops(
+    op_type: str, attrs: Mapping[str, Any], inputs: Sequence[Shape | None], outputs: Sequence[Shape | None],
+    position: int, forward: float,
+) -> float:
+    """FLOP of the gradient of one ONNX op with respect to its input at ``position``.
+
+    Args:
+        op_type (str): the op type after :func:`canonical_op_type`.
+        attrs (Mapping): the node's attributes.
+        inputs (Sequence): shape of each input.
+        outputs (Sequence): shape of each output.
+        position (int): which input the gradient is taken for.
+        forward (float): the op's forward FLOP (used by ops without a rule of their own).
+
+    Examples:
+        >>> x, w, b, y = (8, 16), (16, 4), (4,), (8, 4)
+        >>> [grad_flops("Gemm", {}, [x, w, b], [y], i, 0.0) for i in range(3)]
+        [1024.0, 1024.0, 32.0]
+        >>> grad_flops("Add", {}, [(8, 4), (4,)], [(8, 4)], 1, 32.0)  # a broadcast bias: a reduction
+        32.0
+    """
+    out = outputs[0] if outputs else None
+    n_out = _numel(out)
+    x = inputs[0] if inputs else None
+    mine = inputs[position] if position < len(inputs) else None
+    if op_type in _MATMULS:
+        return 2.0 * n_out * _matmul_k(attrs, x or ())
+    if op_type == "Gemm":
+        if position == 2:
+            return float(n_out)
+        m, k, n = _gemm_mkn(attrs, x or (1, 1), out or (1, 1))
+        return 2.0 * m * k * n
+    if op_type in ("Conv", "ConvTranspose"):
+        if position == 2:
+            return float(n_out)
+        w = inputs[1]
+        spatial = n_out if op_type == "Conv" else _numel(x)
+        return 2.0 * spatial * _numel(w[1:] if w is not None else None)
+    if op_type == "Einsum":
+        return forward
+    if op_type == "Attention" and len(inputs) >= 3 and all(s is not None for s in inputs[:3]):
+        bh, lq, lk, d, dv = _attention_sizes(attrs, *inputs[:3])  # type: ignore[misc]
+        # aten's attention backward (all three gradients): 8 B Lq Lk d + 10 B Lq Lk; a third each
+        return (2.0 * bh * lq * lk * (2 * d + 2 * dv) + 10.0 * bh * lq * lk) / 3.0
+    if op_type in _NORMS:
+        # native_*_norm_backward: 8 FLOP per element for all gradients; the data gradient the most
+        return (5.0 if position == 0 else 2.0 if position == 1 else 1.0) * _numel(x)
+    if op_type in _SOFTMAX:
+        return 3.0 * _numel(x)
+    if op_type == "SoftmaxCrossEntropyLoss":
+        return 3.0 * _numel(x)
+    if op_type in _POOLS:
+        return float(_numel(x) * _kernel(attrs, None))
+    if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
+        return float(_numel(x))
+    if op_type in ("Gather", "GatherElements", "GatherND", "Tile", "Resize", "Upsample"):
+        return float(n_out)  # scatter-add (embedding_dense_backward) or a reduction
+    if op_type in FREE_OPS:
+        return 0.0
+    if op_type in _ELEMENTWISE or op_type in _VARIADIC:
+        per = _ELEMENTWISE_GRAD.get(op_type, _ELEMENTWISE.get(op_type, 1.0))
+        broadcast = n_out if mine is not None and _numel(mine) < n_out else 0
+        return per * n_out + broadcast
+    return forward
