@@ -6,6 +6,7 @@ Usage::
     python scripts/bench.py import [--layers 6 15 30]
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
     python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20]
+    python scripts/bench.py placers [--ops 2000] [--cluster k80x4]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -187,6 +188,22 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Median wall seconds of each placer on a random layered graph (first call excluded)."""
+    from gnplace.cluster import load_cluster
+    from gnplace.placers import get_placer
+
+    graph = layered_graph(args.ops, seed=0)
+    cluster = load_cluster(args.cluster)
+    rows = []
+    for name in args.placers:
+        placer = get_placer(name)
+        seconds = median_seconds(lambda: placer.place(graph, cluster, seed=0), args.repeat)
+        rows.append(dict(placer=name, ops=graph.num_ops, cluster=cluster.name, seconds=seconds))
+        print(f"{name}: {graph.num_ops} ops on {cluster.name} placed in {seconds:.3f} s (median of {args.repeat})", flush=True)
+    return rows
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -212,7 +229,15 @@ def main() -> None:
     exact.add_argument("--per-family", type=int, default=2)
     exact.add_argument("--time-limit", type=float, default=20.0)
     exact.add_argument("--placers", nargs="+", default=["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"])
+    placers = sub.add_parser("placers", help="placement time of the fast placers")
+    placers.add_argument("--ops", type=int, default=2000)
+    placers.add_argument("--cluster", default="k80x4")
+    placers.add_argument("--repeat", type=int, default=5)
+    placers.add_argument("--placers", nargs="+", default=["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"])
     args = parser.parse_args()
+    if args.bench == "placers":
+        bench_placers(args)
+        return
     if args.bench == "exact":
         rows = bench_exact(args)
         for name in args.placers:

@@ -1,0 +1,14 @@
+"""Importers: turn a model (a PyTorch module, an ONNX file) into the training graph of one step.
+
+Both importers share the optimizer conventions below: each trainable parameter gets one update op
+holding the parameter and its optimizer state.
+"""
+
+from __future__ import annotations
+
+__all__ = ["OPTIMIZERS"]
+
+#: Optimizer name -> (state factor: resident bytes per parameter byte, FLOP per parameter element).
+#: SGD keeps the parameter (1), momentum adds a velocity (2), Adam two moments (3); FLOP per element
+#: are Paleo's and the spec's figures.
+OPTIMIZERS: dict[str, tuple[int, float]] = {"sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0)}

@@ -174,9 +174,7 @@ def _matmul_k(attrs: Mapping[str, Any], a: Shape) -> int:
 
 def _einsum_size(inputs: Sequence[Shape | None], attrs: Mapping[str, Any]) -> int | None:
     """Product of the sizes of every index of an einsum (``None`` if the equation does not fit the shapes)."""
-    equation = str(attrs.get("equation", b"")).replace(" ", "")
-    if isinstance(attrs.get("equation"), bytes):
-        equation = attrs["equation"].decode().replace(" ", "")
+    equation = str(attrs.get("equation", "")).replace(" ", "")
     terms = equation.partition("->")[0].split(",")
     if len(terms) != len(inputs):
         return None
@@ -216,7 +214,7 @@ def forward_flops(
 
     Args:
         op_type (str): the op type after :func:`canonical_op_type`, e.g. ``"Conv"``.
-        attrs (Mapping): the node's attributes by name.
+        attrs (Mapping): the node's attributes by name (strings as :class:`str`).
         inputs (Sequence): shape of each input (``None`` for an absent optional input).
         outputs (Sequence): shape of each output.
 
@@ -263,9 +261,7 @@ def forward_flops(
     if op_type == "NegativeLogLikelihoodLoss":
         return float(x[0] if x else 0)
     if op_type in ("Resize", "Upsample"):
-        mode = attrs.get("mode", b"nearest")
-        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
-        return float(n_out * (1 if mode == "nearest" else 4))
+        return float(n_out * (1 if str(attrs.get("mode", "nearest")) == "nearest" else 4))
     if op_type in _VARIADIC:
         return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
     if op_type in _ELEMENTWISE:

@@ -29,13 +29,12 @@ from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
+from gnplace.importers import OPTIMIZERS
 from gnplace.importers.flops import VIEW_OPS, op_flops
 from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
 
 __all__ = ["from_module", "trace_to_graph", "OPTIMIZERS"]
 
-#: Optimizer name -> (state factor: resident bytes per parameter byte, FLOP per parameter element).
-OPTIMIZERS: dict[str, tuple[int, float]] = {"sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0)}
 
 
 def from_module(

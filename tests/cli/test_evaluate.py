@@ -56,3 +56,19 @@ def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
     assert len(placement.devices) == graph.num_ops
     assert main(["simulate", str(graph_path), "-c", "tight4", "-p", str(target), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(report["step_time_s"])
+
+
+def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
+    out = tmp_path / "ev"
+    graphs = [str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), str(ROOT / "datasets" / "nmt" / "nmt_002.gnpg")]
+    placers = "single,round_robin,expert,metis,heft,m_etf,m_sct,random_search,annealing"
+    assert main(["evaluate", "--graphs", *graphs, "--clusters", "k80x2", "--placers", placers, "--budget", "20",
+                 "--jobs", "2", "--out", str(out)]) == 0
+    rows = (out / "results.csv").read_text().splitlines()[1:]
+    assert len(rows) == 2 * 9
+    md = (out / "results.md").read_text()
+    for family in ("ptb", "nmt"):
+        lines = [l.split("|") for l in md.splitlines() if l.startswith(f"| {family} |")]
+        assert len(lines) == 9
+        assert all(float(cells[5]) >= 1.0 - 1e-9 for cells in lines)  # nobody beats the best
+        assert sum(int(cells[8]) for cells in lines) >= 1  # and somebody is it
