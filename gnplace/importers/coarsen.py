@@ -75,11 +75,12 @@ def _csr(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, count: int) -> tu
     return xadj, cols[order], ws[order]
 
 
-def heavy_edge_matching(graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 2.0) -> np.ndarray:
+def heavy_edge_matching(graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 1.0) -> np.ndarray:
     """Merge colocation groups pairwise along the heaviest edges until about ``target`` remain.
 
     Each round matches every unit at most once, heaviest edge (bytes) first, and merges a pair only
-    if its compute stays under ``cap_factor`` x the mean compute per target group, so merges
+    if its compute stays under ``cap_factor`` x the mean compute per target group (default 1.0,
+    the best of 1, 1.5, 2 and 3 on the scale benchmark), so merges
     follow data dependencies (chains) rather than joining parallel branches. Stops when a round
     merges nothing.
 
