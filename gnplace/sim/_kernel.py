@@ -75,6 +75,17 @@ def _pop(ht, hs, hp, size):  # type: ignore[no-untyped-def]
     return t, payload, size
 
 
+@njit(cache=True, inline="always")
+def _append(head, tail, nxt, queue, item):  # type: ignore[no-untyped-def]
+    """Append ``item`` to FIFO ``queue``, a linked list held in ``head``, ``tail`` and ``nxt``."""
+    nxt[item] = -1
+    if tail[queue] == -1:
+        head[queue] = item
+    else:
+        nxt[tail[queue]] = item
+    tail[queue] = item
+
+
 @njit(cache=True)
 def simulate_step(  # type: ignore[no-untyped-def]
     placement,  # int64 [n] device of each op
@@ -160,12 +171,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     for v in range(n):
         if pending[v] == 0:
             dv = placement[v]
-            dq_next[v] = -1
-            if dq_tail[dv] == -1:
-                dq_head[dv] = v
-            else:
-                dq_next[dq_tail[dv]] = v
-            dq_tail[dv] = v
+            _append(dq_head, dq_tail, dq_next, dv, v)
     now = 0.0
     start_devices = np.ones(D, np.bool_)
     start_links = np.zeros(L, np.bool_)
@@ -269,12 +275,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 if dw == dv:
                     pending[w] -= 1
                     if pending[w] == 0:
-                        dq_next[w] = -1
-                        if dq_tail[dw] == -1:
-                            dq_head[dw] = w
-                        else:
-                            dq_next[dq_tail[dw]] = w
-                        dq_tail[dw] = w
+                        _append(dq_head, dq_tail, dq_next, dw, w)
                 else:
                     acc[dw] += out_eb[e]
                     cnt[dw] += 1
@@ -288,12 +289,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         x_dst[x] = k
                         x_bytes[x] = acc[k] if acc[k] < out_bytes[v] else out_bytes[v]
                         li = dv * D + k
-                        x_next[x] = -1
-                        if lq_tail[li] == -1:
-                            lq_head[li] = x
-                        else:
-                            x_next[lq_tail[li]] = x
-                        lq_tail[li] = x
+                        _append(lq_head, lq_tail, x_next, li, x)
                         start_links[li] = True
                         touched_links[n_touched_links] = li
                         n_touched_links += 1
@@ -311,12 +307,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                     x_dst[x] = -1
                     x_bytes[x] = largest if largest < out_bytes[v] else out_bytes[v]
                     li = dv
-                    x_next[x] = -1
-                    if lq_tail[li] == -1:
-                        lq_head[li] = x
-                    else:
-                        x_next[lq_tail[li]] = x
-                    lq_tail[li] = x
+                    _append(lq_head, lq_tail, x_next, li, x)
                     start_links[li] = True
                     touched_links[n_touched_links] = li
                     n_touched_links += 1
@@ -341,12 +332,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 if (mode == 0 and dw == x_dst[x]) or (mode == 1 and dw != du):
                     pending[w] -= 1
                     if pending[w] == 0:
-                        dq_next[w] = -1
-                        if dq_tail[dw] == -1:
-                            dq_head[dw] = w
-                        else:
-                            dq_next[dq_tail[dw]] = w
-                        dq_tail[dw] = w
+                        _append(dq_head, dq_tail, dq_next, dw, w)
                         if not start_devices[dw]:
                             start_devices[dw] = True
                             touched_devices[n_touched_devices] = dw
