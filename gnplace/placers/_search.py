@@ -16,7 +16,7 @@ from gnplace.graph import OpGraph
 from gnplace.placers.base import group_order
 from gnplace.sim.simulator import BatchResult, Simulator
 
-__all__ = ["Scorer", "baseline_candidates", "contiguous_blocks", "group_work", "overflow"]
+__all__ = ["Scorer", "baseline_candidates", "contiguous_blocks", "overflow"]
 
 
 class Scorer:
@@ -107,10 +107,3 @@ def contiguous_blocks(graph: OpGraph, weights: np.ndarray, devices: np.ndarray) 
     out = np.empty(graph.num_groups, dtype=np.int64)
     out[order] = devices[np.clip(block, 0, len(devices) - 1)]
     return out
-
-
-def group_work(graph: OpGraph, times: np.ndarray) -> np.ndarray:
-    """Seconds of each group on each device, ``[num_groups, num_devices]``, from op times ``[num_ops, D]``."""
-    work = np.zeros((graph.num_groups, times.shape[1]))
-    np.add.at(work, graph.group, times)
-    return work

@@ -26,9 +26,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
-from gnplace.placers.listsched import ListSchedule, place_by_schedule, static_rank
-from gnplace.seed import SeedLike
+from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, static_rank
 from gnplace.sim.simulator import Simulator
 
 __all__ = ["HeftPlacer", "heft_schedule"]
@@ -54,7 +52,7 @@ def heft_schedule(schedule: ListSchedule, rank: np.ndarray) -> None:
             heapq.heappush(ready, (-float(rank[w]), w))
 
 
-class HeftPlacer:
+class HeftPlacer(ListSchedulingPlacer):
     """Place ops by HEFT list scheduling, keeping colocation groups together and within memory.
 
     Args:
@@ -72,20 +70,11 @@ class HeftPlacer:
 
     name = "heft"
 
-    def __init__(self, *, memory_aware: bool = True, min_speed: float = 0.0, simulator: Simulator | None = None) -> None:
-        self.memory_aware = memory_aware
-        self.min_speed = min_speed
-        self.simulator = simulator or Simulator()
+    def __init__(
+        self, *, memory_aware: bool = True, min_speed: float = 0.0, simulator: Simulator | None = None
+    ) -> None:
+        super().__init__(memory_aware=memory_aware, min_speed=min_speed, simulator=simulator)
 
-    def __repr__(self) -> str:
-        return f"HeftPlacer(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
-
-    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
-
-        def run(schedule: ListSchedule) -> None:
-            heft_schedule(schedule, static_rank(graph, schedule.op_time, cluster))
-
-        return place_by_schedule(
-            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
-        )
+    def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
+        """HEFT: :func:`heft_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""
+        heft_schedule(schedule, static_rank(graph, schedule.op_time, cluster))

@@ -15,6 +15,9 @@ op of the group goes to the same device. A group only goes to devices that run i
 with room for it, unless none has room (then to the one with the most room, and the placer's
 final :func:`~gnplace.placers.groups.repair_memory` fixes what it can).
 
+:class:`ListSchedulingPlacer` holds what the three placers share: their options, ``repr`` and
+``place``, which builds the schedule, lets the placer fill it and repairs memory.
+
 Times follow the cost model: op ``v`` takes ``t[v, d]`` seconds on device ``d`` and an edge of
 ``b`` bytes from device ``a`` to ``c != a`` takes :math:`\\lambda_{ac} + b / W_{ac}` seconds.
 """
@@ -30,9 +33,13 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.groups import group_memory, group_times, repair_memory
+from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
 
-__all__ = ["ListSchedule", "upward_rank", "mean_comm_time", "static_rank", "etf_schedule", "place_by_schedule"]
+__all__ = [
+    "ListSchedule", "ListSchedulingPlacer", "upward_rank", "mean_comm_time", "static_rank", "etf_schedule",
+    "place_by_schedule",
+]
 
 
 def mean_comm_time(cluster: Cluster, devices: np.ndarray, num_bytes: np.ndarray) -> np.ndarray:
@@ -322,3 +329,45 @@ def place_by_schedule(
     if memory_aware:
         group_devices = repair_memory(graph, cluster, group_devices, simulator=simulator)
     return Placement.from_groups(graph, cluster, group_devices)
+
+
+class ListSchedulingPlacer:
+    """The options, ``repr`` and :meth:`place` shared by the list-scheduling placers (``heft``, ``m_etf``, ``m_sct``).
+
+    A subclass sets ``name`` and implements :meth:`fill_schedule`; :meth:`place` hands it an empty
+    :class:`ListSchedule` through :func:`place_by_schedule`. The default ``min_speed`` is the ETF
+    placers'; ``heft`` overrides it with 0.
+
+    Args:
+        memory_aware (bool, optional): respect device memory (default: :obj:`True`).
+        min_speed (float, optional): a group only goes to devices that run it at least this
+            fraction as fast as its fastest device: ETF compares start times, as if devices were
+            alike, and would hand heavy groups to an idle CPU beside a GPU (default: ``0.5``).
+        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+    """
+
+    name: str
+
+    def __init__(
+        self, *, memory_aware: bool = True, min_speed: float = 0.5, simulator: Simulator | None = None
+    ) -> None:
+        self.memory_aware = memory_aware
+        self.min_speed = min_speed
+        self.simulator = simulator or Simulator()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
+
+    def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
+        """Schedule every op of ``graph`` into the empty ``schedule``, in place."""
+        raise NotImplementedError
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+
+        def run(schedule: ListSchedule) -> None:
+            self.fill_schedule(graph, cluster, schedule)
+
+        return place_by_schedule(
+            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
+        )

@@ -18,27 +18,19 @@ from __future__ import annotations
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
-from gnplace.placers.listsched import ListSchedule, etf_schedule, place_by_schedule, static_rank
-from gnplace.seed import SeedLike
-from gnplace.sim.simulator import Simulator
+from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
 
 __all__ = ["METFPlacer"]
 
 
-class METFPlacer:
+class METFPlacer(ListSchedulingPlacer):
     """Place ops by memory-constrained ETF list scheduling (Baechi's m-ETF).
 
     Each colocation group goes where ETF schedules its first op; a group only goes to a device
     with room for it (:func:`~gnplace.placers.groups.group_memory`) when some device has room, and
-    the result is checked with the simulator and repaired if it runs out of memory.
-
-    Args:
-        memory_aware (bool, optional): respect device memory (default: :obj:`True`).
-        min_speed (float, optional): a group only goes to devices that run it at least this
-            fraction as fast as its fastest device: ETF compares start times, as if devices were
-            alike, and would hand heavy groups to an idle CPU beside a GPU (default: ``0.5``).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+    the result is checked with the simulator and repaired if it runs out of memory. Options
+    (``memory_aware``, ``min_speed``, default ``0.5``, and ``simulator``) are those of
+    :class:`~gnplace.placers.listsched.ListSchedulingPlacer`.
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -49,20 +41,6 @@ class METFPlacer:
 
     name = "m_etf"
 
-    def __init__(self, *, memory_aware: bool = True, min_speed: float = 0.5, simulator: Simulator | None = None) -> None:
-        self.memory_aware = memory_aware
-        self.min_speed = min_speed
-        self.simulator = simulator or Simulator()
-
-    def __repr__(self) -> str:
-        return f"METFPlacer(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
-
-    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
-
-        def run(schedule: ListSchedule) -> None:
-            etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster))
-
-        return place_by_schedule(
-            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
-        )
+    def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
+        """ETF: :func:`~gnplace.placers.listsched.etf_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""
+        etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster))

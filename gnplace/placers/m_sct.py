@@ -21,10 +21,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
-from gnplace.placers.listsched import ListSchedule, etf_schedule, place_by_schedule, static_rank
-from gnplace.seed import SeedLike
-from gnplace.sim.simulator import Simulator
+from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
 
 __all__ = ["MSCTPlacer", "favourite_children"]
 
@@ -58,15 +55,11 @@ def favourite_children(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
     return parent, np.maximum(best, 0.0)
 
 
-class MSCTPlacer:
+class MSCTPlacer(ListSchedulingPlacer):
     """Place ops by memory-constrained SCT list scheduling (Baechi's m-SCT, LP-free favourite children).
 
-    Args:
-        memory_aware (bool, optional): respect device memory (default: :obj:`True`).
-        min_speed (float, optional): a group only goes to devices that run it at least this
-            fraction as fast as its fastest device: ETF compares start times, as if devices were
-            alike, and would hand heavy groups to an idle CPU beside a GPU (default: ``0.5``).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+    Options (``memory_aware``, ``min_speed``, default ``0.5``, and ``simulator``) are those of
+    :class:`~gnplace.placers.listsched.ListSchedulingPlacer`.
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -78,21 +71,8 @@ class MSCTPlacer:
 
     name = "m_sct"
 
-    def __init__(self, *, memory_aware: bool = True, min_speed: float = 0.5, simulator: Simulator | None = None) -> None:
-        self.memory_aware = memory_aware
-        self.min_speed = min_speed
-        self.simulator = simulator or Simulator()
-
-    def __repr__(self) -> str:
-        return f"MSCTPlacer(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
-
-    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+    def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
+        """ETF that keeps each op's favourite child with it where waiting costs no more than the transfer."""
         parent, size = favourite_children(graph)
-
-        def run(schedule: ListSchedule) -> None:
-            etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster), favourite_parent=parent, favourite_bytes=size)
-
-        return place_by_schedule(
-            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
-        )
+        rank = static_rank(graph, schedule.op_time, cluster)
+        etf_schedule(schedule, rank, favourite_parent=parent, favourite_bytes=size)

@@ -12,8 +12,9 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers._search import Scorer, baseline_candidates, contiguous_blocks, group_work
+from gnplace.placers._search import Scorer, baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
+from gnplace.placers.groups import group_times
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 
@@ -93,7 +94,7 @@ class RandomSearchPlacer:
         return Placement.from_groups(graph, cluster, scorer.best)
 
     def _structured(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        work = group_work(graph, self.simulator.op_times(graph, cluster))
+        work = group_times(graph, self.simulator.op_times(graph, cluster))
         fastest = np.argsort(work.sum(axis=0), kind="stable")
         mean_work = work.mean(axis=1)
         blocks = [contiguous_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]

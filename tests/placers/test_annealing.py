@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.cluster import load_cluster
 from gnplace.exceptions import UnknownName
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
@@ -14,38 +13,6 @@ from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
-
-GiB = 2**30
-
-
-class CountingSimulator(Simulator):
-    """A simulator that counts the placements it scores and the size of each batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.evaluations = 0
-        self.batches: list[int] = []
-
-    def time(self, graph, cluster, placement, *, timeline=False):
-        self.evaluations += 1
-        self.batches.append(1)
-        return super().time(graph, cluster, placement, timeline=timeline)
-
-    def time_batch(self, graph, cluster, placements):
-        self.evaluations += len(placements)
-        self.batches.append(len(placements))
-        return super().time_batch(graph, cluster, placements)
-
-
-def small_gpus(num_devices: int = 2, memory: float = 1 * GiB) -> Cluster:
-    devices = [
-        Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=240e9, memory=memory) for k in range(num_devices)
-    ]
-    return Cluster(devices, np.full((num_devices,) * 2, 12e9), np.full((num_devices,) * 2, 10e-6), name="small")
-
-
-def step(graph, cluster, placement) -> float:
-    return Simulator().time(graph, cluster, placement).step_time
 
 
 def test_name_and_repr():
@@ -62,8 +29,8 @@ def test_name_and_repr():
     [(1, 16, "best"), (3, 16, "best"), (5, 16, "best"), (40, 1, "best"), (200, 16, "single"), (123, 5, "round_robin"),
      (77, 8, "random")],
 )
-def test_budget_is_exact_and_batches_bounded(budget, batch, start):
-    sim = CountingSimulator()
+def test_budget_is_exact_and_batches_bounded(budget, batch, start, counting_simulator):
+    sim = counting_simulator
     g, c = mlp_training_graph(layers=3, width=64, batch=8, branches=2), load_cluster("k80x4")
     p = AnnealingPlacer(budget=budget, batch=batch, start=start, simulator=sim).place(g, c, seed=0)
     assert sim.evaluations == budget
@@ -78,38 +45,34 @@ def test_deterministic_under_seed():
 
 
 @pytest.mark.parametrize("start", ["best", "single", "round_robin"])
-def test_never_worse_than_its_start(start):
+def test_never_worse_than_its_start(start, step_time):
     g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
-    best = step(g, c, AnnealingPlacer(budget=150, start=start).place(g, c, seed=0))
+    best = step_time(g, c, AnnealingPlacer(budget=150, start=start).place(g, c, seed=0))
     if start in ("best", "single"):
-        assert best <= step(g, c, SinglePlacer().place(g, c)) + 1e-15
+        assert best <= step_time(g, c, SinglePlacer().place(g, c)) + 1e-15
     if start in ("best", "round_robin"):
-        assert best <= step(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
+        assert best <= step_time(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
 
 
-def test_starts_from_a_placer_object_or_a_registered_name():
+def test_starts_from_a_placer_object_or_a_registered_name(counting_simulator, step_time):
     g, c = chain_graph(5), load_cluster("k80x2")
-    sim = CountingSimulator()
+    sim = counting_simulator
     p = AnnealingPlacer(budget=20, start=RoundRobinPlacer(), simulator=sim).place(g, c, seed=0)
     assert sim.evaluations == 20
-    assert step(g, c, p) <= step(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
+    assert step_time(g, c, p) <= step_time(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
     with pytest.raises(UnknownName, match="unknown placer 'nope'"):
         AnnealingPlacer(budget=5, start="nope").place(g, c, seed=0)
 
 
-def test_improves_on_a_parallel_graph():
+def test_improves_on_a_parallel_graph(step_time):
     g, c = layered_graph(60, seed=3), load_cluster("k80x4")
-    best = step(g, c, AnnealingPlacer(budget=600).place(g, c, seed=0))
-    assert best < 0.75 * step(g, c, RoundRobinPlacer().place(g, c))
+    best = step_time(g, c, AnnealingPlacer(budget=600).place(g, c, seed=0))
+    assert best < 0.75 * step_time(g, c, RoundRobinPlacer().place(g, c))
 
 
-def test_leaves_an_out_of_memory_start_for_a_feasible_placement():
+def test_leaves_an_out_of_memory_start_for_a_feasible_placement(heavy_groups, small_gpus):
     # every group holds 0.4 GiB: all on one 1 GiB device runs out of memory; two per device fits
-    n = 4
-    g = OpGraph(
-        [f"l{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], flops=[1e10] * n, out_bytes=[10**6] * n,
-        param_bytes=[int(0.4 * GiB)] * n, name="heavy",
-    )
+    g = heavy_groups([0.4] * 4)
     c = small_gpus()
     sim = Simulator()
     assert sim.time(g, c, SinglePlacer().place(g, c)).is_oom
@@ -117,11 +80,9 @@ def test_leaves_an_out_of_memory_start_for_a_feasible_placement():
     assert not sim.time(g, c, p).is_oom
 
 
-def test_single_device_cluster_and_empty_graph(tmp_path):
-    path = tmp_path / "one.yaml"
-    path.write_text("devices: [{name: only, kind: k80}]\nlinks: {default: pcie3}\n")
-    sim = CountingSimulator()
-    p = AnnealingPlacer(budget=50, simulator=sim).place(chain_graph(4), load_cluster(path), seed=0)
+def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simulator):
+    sim = counting_simulator
+    p = AnnealingPlacer(budget=50, simulator=sim).place(chain_graph(4), one_device_cluster, seed=0)
     assert p.devices.tolist() == [0] * 4
     assert sim.evaluations == 2  # the single candidate and round robin; no move exists
     assert AnnealingPlacer().place(OpGraph([], []), load_cluster("k80x2"), seed=0).devices.tolist() == []

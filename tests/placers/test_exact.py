@@ -169,13 +169,10 @@ def test_deterministic_under_seed_with_one_worker():
     assert runs[0] == runs[1]
 
 
-def test_returns_a_feasible_placement_when_memory_is_tight():
+def test_returns_a_feasible_placement_when_memory_is_tight(heavy_groups, small_gpus):
     # three 0.6 GiB groups, 1 GiB devices: no device holds two, so the three must spread out
-    n = 3
-    g = OpGraph([f"l{i}" for i in range(n)], [(0, 1), (1, 2)], flops=[1e10] * n, out_bytes=[10**6] * n,
-                param_bytes=[int(0.6 * GiB)] * n, name="heavy")
-    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(3)]
-    c = Cluster(devices, np.full((3, 3), 12e9), np.full((3, 3), 10e-6), name="tight3")
+    g = heavy_groups([0.6] * 3)
+    c = small_gpus(3, name="tight3")
     sim = Simulator()
     assert sim.time(g, c, SinglePlacer().place(g, c)).is_oom
     placer = ExactPlacer(time_limit=10)
@@ -184,13 +181,12 @@ def test_returns_a_feasible_placement_when_memory_is_tight():
     assert not placer.last_oom and not sim.time(g, c, p).is_oom
 
 
-def test_activation_memory_counts():
+def test_activation_memory_counts(small_gpus):
     # a -> b -> c; a writes 0.7 GiB, c holds 0.5 GiB of parameters; 1 GiB devices. Parameters alone fit
     # anywhere, but a's output and c's parameters cannot share a device: c must sit apart
     g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9] * 3, out_bytes=[int(0.7 * GiB), 1000, 0],
                 param_bytes=[0, 0, int(0.5 * GiB)], name="big_activation")
-    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
-    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    c = small_gpus(name="two")
     sim = Simulator()
     placer = ExactPlacer(time_limit=10, select="model")
     p = placer.place(g, c, seed=0)
@@ -216,21 +212,19 @@ def test_too_many_groups_is_unsupported():
         ([0.9, 0.9, 0.9], r"^graph 'heavy' holds \d+ bytes of parameters, more than all devices"),
     ],
 )
-def test_parameters_that_fit_nowhere_are_infeasible(params_gib, match):
+def test_parameters_that_fit_nowhere_are_infeasible(params_gib, match, small_gpus):
     n = len(params_gib)
     g = OpGraph([f"l{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], flops=[1e9] * n,
                 out_bytes=[1000] * n, param_bytes=[int(p * GiB) for p in params_gib], name="heavy")
-    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
-    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    c = small_gpus(name="two")
     with pytest.raises(InfeasiblePlacement, match=match) as info:
         ExactPlacer(time_limit=5).place(g, c)
     assert "\n" not in str(info.value)
 
 
-def test_activations_that_fit_nowhere_are_infeasible():
+def test_activations_that_fit_nowhere_are_infeasible(small_gpus):
     g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[2 * GiB, 0], name="huge_output")
-    devices = [Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=GiB) for k in range(2)]
-    c = Cluster(devices, np.full((2, 2), 12e9), np.full((2, 2), 10e-6), name="two")
+    c = small_gpus(name="two")
     message = r"^no placement of graph 'huge_output' fits the memory of cluster 'two'"
     with pytest.raises(InfeasiblePlacement, match=message):
         ExactPlacer(time_limit=5).place(g, c)
@@ -280,11 +274,9 @@ def test_placeto_mode_simulator_matches_on_a_chain():
     assert placer.last_objective_s == pytest.approx(best, abs=10 * UNIT)
 
 
-def test_single_device_cluster(tmp_path):
-    path = tmp_path / "one.yaml"
-    path.write_text("devices: [{name: only, kind: k80}]\nlinks: {default: pcie3}\n")
+def test_single_device_cluster(one_device_cluster):
     g = chain_graph(4)
     placer = ExactPlacer(time_limit=5)
-    assert placer.place(g, load_cluster(path)).devices.tolist() == [0] * 4
+    assert placer.place(g, one_device_cluster).devices.tolist() == [0] * 4
     assert placer.last_status == "optimal"
     assert placer.last_objective_s == pytest.approx(placer.last_step_time_s, abs=1e-7)

@@ -5,28 +5,14 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
-from gnplace.graph_io import load_graph
 from gnplace.placers.expert import ExpertPlacer, group_layers
-from gnplace.placers.round_robin import RoundRobinPlacer
-from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, mlp_training_graph
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
-
-
-def two_chains(length: int = 4) -> OpGraph:
-    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
-    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
-    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
-    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
 
 
 def stacked_rnn(layers: int = 3, steps: int = 4, **meta: str) -> OpGraph:
@@ -72,7 +58,7 @@ def test_blocks_follow_compute_not_op_count():
     assert ExpertPlacer().place(g, load_cluster("k80x2")).devices.tolist() == [0, 1, 1, 1]
 
 
-def test_two_independent_chains_get_one_device_each():
+def test_two_independent_chains_get_one_device_each(two_chains):
     assert ExpertPlacer().place(two_chains(), load_cluster("k80x2")).devices.tolist() == [0] * 4 + [1] * 4
 
 
@@ -125,8 +111,8 @@ def test_real_nmt_graph_gets_one_layer_per_device():
     assert where["decoder.attention"] == {2}
 
 
-def test_graph_that_only_fits_split_is_not_oom():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_graph_that_only_fits_split_is_not_oom(only_fits_split):
+    g, c = only_fits_split
     p = ExpertPlacer().place(g, c)
     assert not p.splits_groups(g)
     assert not Simulator().time(g, c, p).is_oom
@@ -138,11 +124,9 @@ def test_is_deterministic():
 
 
 @pytest.mark.parametrize("cluster", ["k80x2", "k80x4"])
-def test_against_single_and_round_robin_on_the_example(cluster):
-    g, c, sim = load_graph(EXAMPLE), load_cluster(cluster), Simulator()
-    ours = sim.time(g, c, ExpertPlacer().place(g, c)).step_time
-    assert ours <= sim.time(g, c, SinglePlacer().place(g, c)).step_time
+def test_against_single_and_round_robin_on_the_example(cluster, example_step_times):
+    ours, single, robin = example_step_times(ExpertPlacer(), cluster)
+    assert ours <= single
     # one tower per GPU on two GPUs; on four, each tower is cut into two blocks, which overlap less
     # of the backward pass than round robin's alternating layers
-    robin = sim.time(g, c, RoundRobinPlacer().place(g, c)).step_time
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin

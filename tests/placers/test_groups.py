@@ -100,14 +100,14 @@ def test_repair_leaves_a_fitting_placement_alone():
     assert repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64)).tolist() == [0] * g.num_groups
 
 
-def test_repair_splits_a_graph_that_only_fits_split():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_repair_splits_a_graph_that_only_fits_split(only_fits_split):
+    g, c = only_fits_split
     fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64))
     assert not Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
 
 
-def test_repair_falls_back_to_memory_balanced_placements():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_repair_falls_back_to_memory_balanced_placements(only_fits_split):
+    g, c = only_fits_split
     fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), max_rounds=0)  # fallbacks only
     assert not Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
 

@@ -5,30 +5,16 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
-from gnplace.graph_io import load_graph
 from gnplace.placers.heft import HeftPlacer, heft_schedule
 from gnplace.placers.listsched import ListSchedule, static_rank
-from gnplace.placers.round_robin import RoundRobinPlacer
-from gnplace.placers.single import SinglePlacer
 from gnplace.sim.costmodel import op_times
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
-
-
-def two_chains(length: int = 4) -> OpGraph:
-    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
-    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
-    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
-    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
+from gnplace.toy import chain_graph, layered_graph
 
 
 def test_name_and_repr():
@@ -37,7 +23,7 @@ def test_name_and_repr():
     assert repr(HeftPlacer(memory_aware=False, min_speed=0.5)) == "HeftPlacer(memory_aware=False, min_speed=0.5)"
 
 
-def test_two_independent_chains_get_one_device_each():
+def test_two_independent_chains_get_one_device_each(two_chains):
     devices = HeftPlacer().place(two_chains(), load_cluster("k80x2")).devices.tolist()
     assert devices in ([0] * 4 + [1] * 4, [1] * 4 + [0] * 4)
 
@@ -47,7 +33,7 @@ def test_chain_with_huge_transfers_stays_on_one_device():
     assert len(set(p.devices.tolist())) == 1
 
 
-def test_schedule_takes_ops_in_rank_order_and_finishes_early():
+def test_schedule_takes_ops_in_rank_order_and_finishes_early(two_chains):
     g, c = two_chains(), load_cluster("k80x2")
     t = op_times(g, c)
     s = ListSchedule(g, c, t)
@@ -56,8 +42,8 @@ def test_schedule_takes_ops_in_rank_order_and_finishes_early():
     assert s.finish.max() == pytest.approx(4 * t[0, 0])  # the two chains run side by side
 
 
-def test_graph_that_only_fits_split_is_not_oom():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_graph_that_only_fits_split_is_not_oom(only_fits_split):
+    g, c = only_fits_split
     p = HeftPlacer().place(g, c)
     assert not p.splits_groups(g)
     assert not Simulator().time(g, c, p).is_oom
@@ -84,10 +70,8 @@ def test_is_deterministic():
 
 
 @pytest.mark.parametrize("cluster", ["k80x2", "k80x4"])
-def test_against_single_and_round_robin_on_the_example(cluster):
-    g, c, sim = load_graph(EXAMPLE), load_cluster(cluster), Simulator()
-    ours = sim.time(g, c, HeftPlacer().place(g, c)).step_time
-    assert ours <= sim.time(g, c, SinglePlacer().place(g, c)).step_time
+def test_against_single_and_round_robin_on_the_example(cluster, example_step_times):
+    ours, single, robin = example_step_times(HeftPlacer(), cluster)
+    assert ours <= single
     # see test_m_etf.py: a group is fixed by its forward op, before the gradient overlap shows
-    robin = sim.time(g, c, RoundRobinPlacer().place(g, c)).step_time
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin

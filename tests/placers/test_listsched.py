@@ -83,9 +83,8 @@ def test_min_speed_keeps_heavy_groups_on_fast_devices():
     assert s.candidates(1).tolist() == [False, True]
 
 
-def test_etf_runs_independent_chains_side_by_side():
-    names = [f"a{i}" for i in range(3)] + [f"b{i}" for i in range(3)]
-    g = OpGraph(names, [(0, 1), (1, 2), (3, 4), (4, 5)], flops=[1e11] * 6, out_bytes=[1000] * 6)
+def test_etf_runs_independent_chains_side_by_side(two_chains):
+    g = two_chains(3)
     s = schedule_for(g)
     etf_schedule(s, np.zeros(6))
     assert s.op_device.tolist() in ([0, 0, 0, 1, 1, 1], [1, 1, 1, 0, 0, 0])

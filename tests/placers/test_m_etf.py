@@ -6,29 +6,17 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
-from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
 from gnplace.placers.m_etf import METFPlacer
-from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
-
-
-def two_chains(length: int = 4) -> OpGraph:
-    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
-    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
-    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
-    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
 
 
 def test_name_and_repr():
@@ -37,7 +25,7 @@ def test_name_and_repr():
     assert repr(METFPlacer(memory_aware=False, min_speed=0.0)) == "METFPlacer(memory_aware=False, min_speed=0.0)"
 
 
-def test_two_independent_chains_get_one_device_each():
+def test_two_independent_chains_get_one_device_each(two_chains):
     devices = METFPlacer().place(two_chains(), load_cluster("k80x2")).devices.tolist()
     assert devices in ([0] * 4 + [1] * 4, [1] * 4 + [0] * 4)
 
@@ -47,8 +35,8 @@ def test_chain_with_huge_transfers_stays_on_one_device():
     assert len(set(p.devices.tolist())) == 1
 
 
-def test_graph_that_only_fits_split_is_not_oom():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_graph_that_only_fits_split_is_not_oom(only_fits_split):
+    g, c = only_fits_split
     sim = Simulator()
     assert sim.time(g, c, SinglePlacer().place(g, c)).is_oom  # the premise: no single device holds it
     p = METFPlacer().place(g, c)
@@ -56,8 +44,8 @@ def test_graph_that_only_fits_split_is_not_oom():
     assert not sim.time(g, c, p).is_oom
 
 
-def test_memory_aware_false_ignores_memory():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_memory_aware_false_ignores_memory(only_fits_split):
+    g, c = only_fits_split
     assert Simulator().time(g, c, METFPlacer(memory_aware=False).place(g, c)).is_oom  # ETF keeps a chain together
 
 
@@ -87,14 +75,12 @@ def test_min_speed_zero_lets_etf_use_an_idle_cpu():
 
 
 @pytest.mark.parametrize("cluster", ["k80x2", "k80x4"])
-def test_against_single_and_round_robin_on_the_example(cluster):
-    g, c, sim = load_graph(EXAMPLE), load_cluster(cluster), Simulator()
-    ours = sim.time(g, c, METFPlacer().place(g, c)).step_time
-    assert ours <= sim.time(g, c, SinglePlacer().place(g, c)).step_time
+def test_against_single_and_round_robin_on_the_example(cluster, example_step_times):
+    ours, single, robin = example_step_times(METFPlacer(), cluster)
+    assert ours <= single
     # ETF fixes a layer's group when it schedules the layer's forward op, so it cannot foresee that
     # alternating layers lets one layer's weight gradient overlap the next one's data gradient, the
     # overlap round robin gets by accident: it matches round robin on two GPUs, not on four.
-    robin = sim.time(g, c, RoundRobinPlacer().place(g, c)).step_time
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin
 
 

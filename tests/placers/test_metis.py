@@ -5,29 +5,15 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.graph import OpGraph
-from gnplace.graph_io import load_graph
 from gnplace.placers.metis import MetisPlacer, partition_groups
-from gnplace.placers.round_robin import RoundRobinPlacer
-from gnplace.placers.single import SinglePlacer
 from gnplace.sim.costmodel import op_times
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
-
-
-def two_chains(length: int = 4) -> OpGraph:
-    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
-    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
-    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
-    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
 
 
 def fast_and_slow():
@@ -63,7 +49,7 @@ def test_partition_groups_edge_cases():
     assert sorted(np.bincount(partition_groups(isolated, np.ones(4), 2), minlength=2).tolist()) == [2, 2]
 
 
-def test_two_independent_chains_get_one_device_each():
+def test_two_independent_chains_get_one_device_each(two_chains):
     devices = MetisPlacer().place(two_chains(), load_cluster("k80x2"), seed=0).devices.tolist()
     assert devices in ([0] * 4 + [1] * 4, [1] * 4 + [0] * 4)
 
@@ -89,8 +75,8 @@ def test_a_much_slower_cpu_is_left_out_unless_min_speed_allows_it():
     assert 0 in MetisPlacer(min_speed=0.0).place(layered_graph(200, seed=1), c, seed=0).devices.tolist()
 
 
-def test_graph_that_only_fits_split_is_not_oom():
-    g, c = mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+def test_graph_that_only_fits_split_is_not_oom(only_fits_split):
+    g, c = only_fits_split
     p = MetisPlacer().place(g, c, seed=0)
     assert not p.splits_groups(g)
     assert not Simulator().time(g, c, p).is_oom
@@ -103,11 +89,9 @@ def test_is_deterministic_under_seed():
 
 
 @pytest.mark.parametrize("cluster", ["k80x2", "k80x4"])
-def test_against_single_and_round_robin_on_the_example(cluster):
-    g, c, sim = load_graph(EXAMPLE), load_cluster(cluster), Simulator()
-    ours = sim.time(g, c, MetisPlacer().place(g, c, seed=0)).step_time
-    assert ours <= sim.time(g, c, SinglePlacer().place(g, c)).step_time
+def test_against_single_and_round_robin_on_the_example(cluster, example_step_times):
+    ours, single, robin = example_step_times(MetisPlacer(), cluster, seed=0)
+    assert ours <= single
     # a min-cut partition keeps neighbouring layers together, so it overlaps less of the backward
     # pass than round robin's alternating layers on four GPUs (see test_m_etf.py)
-    robin = sim.time(g, c, RoundRobinPlacer().place(g, c)).step_time
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.random_search import RandomSearchPlacer
@@ -13,47 +13,6 @@ from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
-
-GiB = 2**30
-
-
-class CountingSimulator(Simulator):
-    """A simulator that counts the placements it scores and the size of each batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.evaluations = 0
-        self.batches: list[int] = []
-
-    def time(self, graph, cluster, placement, *, timeline=False):
-        self.evaluations += 1
-        self.batches.append(1)
-        return super().time(graph, cluster, placement, timeline=timeline)
-
-    def time_batch(self, graph, cluster, placements):
-        self.evaluations += len(placements)
-        self.batches.append(len(placements))
-        return super().time_batch(graph, cluster, placements)
-
-
-def small_gpus(num_devices: int = 2, memory: float = 1 * GiB) -> Cluster:
-    devices = [
-        Device(f"gpu{k}", "k80", peak_flops=2.8e12, mem_bandwidth=240e9, memory=memory) for k in range(num_devices)
-    ]
-    return Cluster(devices, np.full((num_devices,) * 2, 12e9), np.full((num_devices,) * 2, 10e-6), name="small")
-
-
-def heavy_groups(params_gib: list[float]) -> OpGraph:
-    """A chain of one op per group, each holding ``params_gib`` GiB of parameters."""
-    n = len(params_gib)
-    return OpGraph(
-        [f"l{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], flops=[1e10] * n, out_bytes=[10**6] * n,
-        param_bytes=[int(p * GiB) for p in params_gib], name="heavy",
-    )
-
-
-def step(graph, cluster, placement) -> float:
-    return Simulator().time(graph, cluster, placement).step_time
 
 
 def test_name_and_repr():
@@ -65,8 +24,8 @@ def test_name_and_repr():
 
 
 @pytest.mark.parametrize("budget, batch", [(1, 64), (3, 2), (8, 4), (100, 64), (257, 64), (50, 7)])
-def test_budget_is_exact_and_batches_bounded(budget, batch):
-    sim = CountingSimulator()
+def test_budget_is_exact_and_batches_bounded(budget, batch, counting_simulator):
+    sim = counting_simulator
     g, c = mlp_training_graph(layers=3, width=64, batch=8, branches=2), load_cluster("k80x4")
     p = RandomSearchPlacer(budget=budget, batch=batch, simulator=sim).place(g, c, seed=0)
     assert sim.evaluations == budget
@@ -84,21 +43,21 @@ def test_deterministic_under_seed():
 
 
 @pytest.mark.parametrize("preset", ["k80x2", "k80x4", "cpu_gpu", "v100x8"])
-def test_never_worse_than_single_and_round_robin(preset):
+def test_never_worse_than_single_and_round_robin(preset, step_time):
     g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster(preset)
-    best = step(g, c, RandomSearchPlacer(budget=100).place(g, c, seed=1))
-    assert best <= step(g, c, SinglePlacer().place(g, c)) + 1e-15
-    assert best <= step(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
+    best = step_time(g, c, RandomSearchPlacer(budget=100).place(g, c, seed=1))
+    assert best <= step_time(g, c, SinglePlacer().place(g, c)) + 1e-15
+    assert best <= step_time(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
 
 
-def test_search_beats_baselines_on_a_parallel_graph():
+def test_search_beats_baselines_on_a_parallel_graph(step_time):
     g, c = layered_graph(60, seed=3), load_cluster("k80x4")
-    best = step(g, c, RandomSearchPlacer(budget=500).place(g, c, seed=0))
-    baseline = min(step(g, c, RoundRobinPlacer().place(g, c)), step(g, c, SinglePlacer().place(g, c)))
+    best = step_time(g, c, RandomSearchPlacer(budget=500).place(g, c, seed=0))
+    baseline = min(step_time(g, c, RoundRobinPlacer().place(g, c)), step_time(g, c, SinglePlacer().place(g, c)))
     assert best < 0.8 * baseline
 
 
-def test_returns_a_feasible_placement_when_memory_is_tight():
+def test_returns_a_feasible_placement_when_memory_is_tight(heavy_groups, small_gpus):
     # 0.6 + 0.3 | 0.6 + 0.3 GiB fits two 1 GiB devices; single device and round robin (0.6 + 0.6) do not
     g, c = heavy_groups([0.6, 0.3, 0.6, 0.3]), small_gpus()
     sim = Simulator()
@@ -109,7 +68,7 @@ def test_returns_a_feasible_placement_when_memory_is_tight():
         assert not sim.time(g, c, p).is_oom
 
 
-def test_least_overflow_when_nothing_fits():
+def test_least_overflow_when_nothing_fits(heavy_groups, small_gpus):
     g, c = heavy_groups([0.9, 0.9, 0.9]), small_gpus()  # 2.7 GiB on 2 GiB of devices
     p = RandomSearchPlacer(budget=30).place(g, c, seed=0)
     result = Simulator().time(g, c, p)
@@ -117,10 +76,8 @@ def test_least_overflow_when_nothing_fits():
     assert len(set(p.devices.tolist())) == 2  # one device holds 0.9 GiB, the other 1.8: least overflow
 
 
-def test_single_device_cluster_and_empty_graph(tmp_path):
-    path = tmp_path / "one.yaml"
-    path.write_text("devices: [{name: only, kind: k80}]\nlinks: {default: pcie3}\n")
-    assert RandomSearchPlacer(budget=5).place(chain_graph(4), load_cluster(path), seed=0).devices.tolist() == [0] * 4
+def test_single_device_cluster_and_empty_graph(one_device_cluster):
+    assert RandomSearchPlacer(budget=5).place(chain_graph(4), one_device_cluster, seed=0).devices.tolist() == [0] * 4
     assert RandomSearchPlacer(budget=5).place(OpGraph([], []), load_cluster("k80x2"), seed=0).devices.tolist() == []
 
 

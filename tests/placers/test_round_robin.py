@@ -72,10 +72,8 @@ def test_deterministic_and_seed_unused():
     assert runs[0] == runs[1] == runs[2]
 
 
-def test_single_device_cluster(tmp_path):
-    path = tmp_path / "one.yaml"
-    path.write_text("devices: [{name: only, kind: k80}]\nlinks: {default: pcie3}\n")
-    p = RoundRobinPlacer().place(chain_graph(4), load_cluster(path))
+def test_single_device_cluster(one_device_cluster):
+    p = RoundRobinPlacer().place(chain_graph(4), one_device_cluster)
     assert p.devices.tolist() == [0, 0, 0, 0]
 
 
