@@ -15,6 +15,7 @@ __all__ = [
     "InfeasiblePlacement",
     "UnsupportedGraph",
     "UnknownName",
+    "InvalidArgument",
 ]
 
 
@@ -44,3 +45,7 @@ class UnsupportedGraph(GnplaceError):
 
 class UnknownName(GnplaceError, ValueError):
     """A name (of a placer, a cluster preset, a family, ...) that gnplace does not know."""
+
+
+class InvalidArgument(GnplaceError, ValueError):
+    """An argument's value is malformed (an ``--input-shape`` that is not ``NAME=D1,D2,...``, ...)."""

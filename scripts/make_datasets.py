@@ -2,12 +2,16 @@
 
 Usage::
 
-    python scripts/make_datasets.py [--out datasets] [--families cifar10,ptb,nmt] [--count 32] [--seed 0]
+    python scripts/make_datasets.py [--out datasets] [--families cifar10,ptb,nmt] [--count 32] [--seed 0] [--real]
 
 Writes ``datasets/examples/`` (exact MLP training graphs used by the demo and the README) and, for
 each family, ``datasets/<family>/``: ``count`` training graphs (same as ``gnplace generate``), their
 ``manifest.json`` with a 24/8 train/test split, and the statistics table ``datasets/README.md``.
 An interrupted run resumes: finished graph files are kept.
+
+``--real`` also builds ``datasets/real/``: training graphs of GPT-2, BERT-base, T5-small, ViT-Base
+and ResNet-50 from transformers configs (:mod:`gnplace.realmodels`; needs
+``pip install 'gnplace[models]'``, about 80 s on a 2-core machine). ``--families ''`` skips the families.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gnplace.datasets import generate_dataset, load_manifest
+from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph
 from gnplace.toy import mlp_training_graph
 
@@ -35,8 +40,54 @@ def write_examples(out: Path) -> None:
         print(f"{path}: {graph.num_ops} ops, {graph.num_groups} groups")
 
 
+def write_real(out: Path) -> None:
+    """``datasets/real/``: the real-model graphs, printing each one's size and build time."""
+    from gnplace.realmodels import write_real_dataset
+
+    def report(file: str, graph: OpGraph, seconds: float) -> None:
+        forward = float(graph.flops[graph.phase == FORWARD].sum())
+        print(f"{out / 'real' / file}: {graph.num_ops} ops, {graph.num_groups} groups, forward {forward / 1e9:.3f} GFLOP, "
+              f"step {graph.total_flops / 1e9:.3f} GFLOP, parameters {graph.total_param_bytes / 2**20:.1f} MiB, "
+              f"built in {seconds:.1f} s", flush=True)
+
+    write_real_dataset(out / "real", progress=report)
+
+
+def real_table(out: Path) -> list[str]:
+    """The README section of ``datasets/real/`` (empty if it was not built)."""
+    if not (out / "real" / "manifest.json").exists():
+        return []
+    from gnplace.graph_io import load_graph
+    from gnplace.realmodels import REAL_MODELS
+
+    lines = [
+        "",
+        "## Real models (`datasets/real/`)",
+        "",
+        "Built by `python scripts/make_datasets.py --real` (`gnplace.realmodels`, needs `pip install 'gnplace[models]'`)",
+        "from transformers configs with random weights, no download; all in the test split. `torch` graphs come from",
+        "`gnplace.importers.torch.from_module` with the model's own loss; `onnx` graphs from `torch.onnx.export(dynamo=True)`",
+        "of the forward pass to the logits, read by `gnplace.importers.onnx.from_onnx` (synthesised backward, a",
+        "one-FLOP-per-logit loss). Batch 8; sequences of 128 tokens, images of 224 x 224.",
+        "",
+        "| graph | model | importer | ops | groups | edges | forward GFLOP | GFLOP per step | parameter MiB |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for entry in load_manifest(out / "real")["graphs"]:
+        graph = load_graph(out / "real" / entry["file"])
+        forward = float(graph.flops[graph.phase == FORWARD].sum())
+        model = REAL_MODELS[graph.meta["model"]].description if graph.meta.get("model") in REAL_MODELS else graph.meta.get("model", "")
+        if graph.meta.get("importer") == "onnx":
+            model = "the same network, exported to ONNX"
+        lines.append(
+            f"| {entry['file']} | {model} | {graph.meta.get('importer', '')} | {entry['ops']} | {entry['groups']} "
+            f"| {entry['edges']} | {forward / 1e9:.1f} | {entry['total_flops'] / 1e9:.1f} | {entry['param_bytes'] / 2**20:.1f} |"
+        )
+    return lines
+
+
 def write_readme(out: Path, families: list[str]) -> None:
-    """``datasets/README.md``: one statistics row per family and split."""
+    """``datasets/README.md``: one statistics row per family and split, then the real models."""
     lines = [
         "# Shipped graph datasets",
         "",
@@ -60,6 +111,7 @@ def write_readme(out: Path, families: list[str]) -> None:
                 f"| {family} | {split} | {len(rows)} | {ops[0]} / {ops[len(ops) // 2]} / {ops[-1]} | {groups[len(groups) // 2]} "
                 f"| {min(flops):.1f} / {max(flops):.1f} | {min(params):.2f} / {max(params):.2f} |"
             )
+    lines += real_table(out)
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
@@ -71,6 +123,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--test-count", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--real", action="store_true", help="also build datasets/real/ (needs gnplace[models])")
     args = parser.parse_args()
     out = Path(args.out)
     write_examples(out)
@@ -80,7 +133,11 @@ def main() -> None:
             task = bar.add_task(family, total=args.count)
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,
                              progress=lambda i, g, task=task: bar.update(task, advance=1, description=f"{family}: {g.name} {g.num_ops} ops"))
-    write_readme(out, families)
+    if args.real:
+        write_real(out)
+    # keep the rows of families built before (--families '' --real rebuilds only the real set)
+    kept = [f for f in ("cifar10", "ptb", "nmt") if f not in families and (out / f / "manifest.json").exists()]
+    write_readme(out, families + kept)
     print(f"wrote {out / 'README.md'}")
 
 

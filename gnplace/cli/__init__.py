@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gnplace.cli import evaluate as evaluate_cmd
 from gnplace.cli import generate as generate_cmd
+from gnplace.cli import import_onnx as import_cmd
 from gnplace.cli import inspect as inspect_cmd
 from gnplace.cli import place as place_cmd
 from gnplace.cli import simulate as simulate_cmd
@@ -19,7 +20,7 @@ from gnplace.exceptions import GnplaceError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd)
+SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd, import_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

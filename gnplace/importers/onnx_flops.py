@@ -30,6 +30,7 @@ __all__ = [
     "VIEW_OPS",
     "FREE_OPS",
     "STATIC_OPS",
+    "TYPE_ONLY_INPUTS",
     "NON_DIFFERENTIABLE",
     "SAVES_OTHER_INPUTS",
     "SAVES_OWN_INPUT",
@@ -43,7 +44,7 @@ Shape = tuple[int, ...]
 #: the op that produced the data, as the PyTorch importer folds aten views.
 VIEW_OPS = frozenset({
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Slice", "Split",
-    "Dropout", "Optional", "OptionalGetElement",
+    "Dropout", "Optional", "OptionalGetElement", "SplitToSequence", "SequenceAt",
 })
 
 #: Ops whose output depends only on shapes (known once the input shapes are), or that make data
@@ -53,12 +54,15 @@ STATIC_OPS = frozenset({
     "Multinomial", "Bernoulli", "EyeLike",
 })
 
+#: Input positions whose type or shape an op reads, never the values: constants for the op's purposes.
+TYPE_ONLY_INPUTS: dict[str, frozenset[int]] = {"CastLike": frozenset({1})}
+
 #: Ops that move or create data but do no arithmetic: 0 FLOP, kept as nodes (like aten ``cat``).
 FREE_OPS = frozenset({
     "Concat", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter", "Pad", "Tile",
     "Cast", "CastLike", "Range", "ConstantOfShape", "OneHot", "Trilu", "NonZero", "ArgMax", "ArgMin", "TopK",
     "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Unique", "CenterCropPad", "ConcatFromSequence",
-    "SplitToSequence", "SequenceAt", "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
+    "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
 })
 
 # FLOP per output element of elementwise ops.

@@ -1,0 +1,63 @@
+"""``gnplace import MODEL.onnx -o GRAPH.gnpg``: the training graph of an ONNX model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from typing import Any
+
+from gnplace.graph import PHASES
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``import`` on the subparsers ``sub``."""
+    p = sub.add_parser("import", help="import an ONNX model as a training graph",
+                       description="Read the forward graph of MODEL (an .onnx file), synthesise its backward pass and "
+                       "one optimizer update per trainable initializer, and write the training graph to OUTPUT.")
+    p.add_argument("model", help="ONNX file")
+    p.add_argument("--output", "-o", required=True, help="graph file to write (.gnpg, or .json for plain JSON)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                   help="sizes of an input with dynamic dimensions, e.g. pixel_values=8,3,224,224 (repeatable)")
+    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd",
+                   help="optimizer whose state the update ops hold (default: sgd)")
+    p.add_argument("--name", default=None, help="graph name (default: the file name)")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace import``."""
+    from gnplace.graph_io import save_graph
+    from gnplace.importers.onnx import from_onnx, parse_input_shape
+
+    shapes: dict[str, list[int]] = {}
+    for text in args.input_shape:
+        name, dims = parse_input_shape(text)
+        shapes[name] = dims
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name)
+    path = save_graph(graph, args.output)
+    for w in caught:
+        print(f"gnplace: warning: {w.message}", file=sys.stderr)
+    summary = {
+        "graph": graph.name,
+        "output": str(path),
+        "ops": graph.num_ops,
+        "ops_by_phase": {p: int((graph.phase == i).sum()) for i, p in enumerate(PHASES)},
+        "edges": graph.num_edges,
+        "groups": graph.num_groups,
+        "flops_by_phase": {p: float(graph.flops[graph.phase == i].sum()) for i, p in enumerate(PHASES)},
+        "param_bytes": graph.total_param_bytes,
+        "input_shapes": graph.meta.get("input_shapes", {}),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    phases = ", ".join(f"{n} {p}" for p, n in summary["ops_by_phase"].items())
+    gflop = ", ".join(f"{p} {f / 1e9:.3f}" for p, f in summary["flops_by_phase"].items())
+    print(f"wrote {path}: {graph.num_ops} ops ({phases}), {graph.num_edges} edges, {graph.num_groups} groups; "
+          f"GFLOP {gflop}; parameters + optimizer state {graph.total_param_bytes / 2**20:.1f} MiB")
+    return 0

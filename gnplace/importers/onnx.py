@@ -1,0 +1,699 @@
+"""Training graphs from ONNX files: ``from_onnx(model) -> OpGraph``.
+
+An ONNX file holds the forward graph of a model. The importer reads it with static shapes
+(``onnx.shape_inference.infer_shapes(model, data_prop=True)``, after fixing the sizes of dynamic
+inputs from ``input_shapes``), and builds the training graph of one step by the conventions of the
+PyTorch importer (:mod:`gnplace.importers.torch`):
+
+* shape computations (``Constant``, ``Shape``, ``Gather`` or ``Concat`` of constants, anything whose
+  inputs are all constants) are dropped; view-like ops (``Reshape``, ``Transpose``, ``Squeeze``,
+  ``Unsqueeze``, ``Flatten``, ``Identity``, ``Slice``, ``Split``, ``Expand``, ``Dropout``) are folded
+  into the op that produced the data; ops no output needs are dropped;
+* forward FLOP come from :func:`~gnplace.importers.onnx_flops.forward_flops`; an op type with no
+  rule is counted at one FLOP per output element and listed once in a warning;
+* trainable parameters are the float initializers (at least two elements) read as weights: at an
+  input where a gradient flows (not a shape, an index or a batch-norm running statistic);
+* the graph outputs that depend on parameters feed one ``loss`` op (one FLOP per element), unless
+  the model already returns a scalar, which is then the loss;
+* the backward pass is synthesised: each forward op gets one gradient op per input that needs a
+  gradient (:func:`~gnplace.importers.onnx_flops.grad_flops`: for ``Conv``, ``Gemm`` and ``MatMul``
+  the data and the weight gradient each cost the forward product), fed by the gradient of the op's
+  outputs (gradient edges run in reverse) and by the activations the gradient reads (the op's other
+  inputs for products, its input or output for activations and norms). A value that several ops
+  read gets its gradients summed by a ``grad_sum`` op;
+* each trainable initializer gets one update op holding its bytes times the optimizer's state
+  factor; each forward op, its gradient ops and the updates of its initializers form one
+  colocation group; an initializer read by ops of several groups is served to the others by a
+  ``read`` op in the group of its first reader, as in the PyTorch importer.
+
+Only shapes and dtypes are read, never weight values: files with external data load without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import TensorProto
+
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
+from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
+from gnplace.importers import OPTIMIZERS
+from gnplace.importers.onnx_flops import (
+    NON_DIFFERENTIABLE,
+    SAVES_OTHER_INPUTS,
+    SAVES_OUTPUT,
+    SAVES_OWN_INPUT,
+    STATIC_OPS,
+    TYPE_ONLY_INPUTS,
+    VIEW_OPS,
+    canonical_op_type,
+    forward_flops,
+    grad_flops,
+)
+
+__all__ = ["from_onnx", "load_onnx", "parse_input_shape"]
+
+Shape = tuple[int, ...]
+
+_FLOAT_TYPES = frozenset({
+    TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+    *(getattr(TensorProto, n) for n in ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+      if hasattr(TensorProto, n)),
+})
+
+
+def _itemsize(elem_type: int) -> float:
+    """Bytes per element of an ONNX tensor type (sub-byte types count a fraction)."""
+    if elem_type in (getattr(TensorProto, "INT4", -1), getattr(TensorProto, "UINT4", -1),
+                     getattr(TensorProto, "FLOAT4E2M1", -1)):
+        return 0.5
+    try:
+        return float(onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+    except (KeyError, TypeError, ValueError):
+        return 4.0
+
+
+def parse_input_shape(text: str) -> tuple[str, list[int]]:
+    """Parse ``"name=1,3,224,224"`` into ``("name", [1, 3, 224, 224])``.
+
+    Raises:
+        InvalidArgument: if ``text`` is not ``name=d1,d2,...`` with positive integer sizes.
+
+    Examples:
+        >>> parse_input_shape("pixel_values=8,3,224,224")
+        ('pixel_values', [8, 3, 224, 224])
+        >>> parse_input_shape("scalar=")
+        ('scalar', [])
+    """
+    name, sep, dims = text.partition("=")
+    name = name.strip()
+    hint = f"bad input shape {text!r}: expected NAME=D1,D2,... with positive integer sizes, e.g. input_ids=8,128"
+    if not sep or not name:
+        raise InvalidArgument(hint)
+    parts = [p.strip() for p in dims.split(",")] if dims.strip() else []
+    try:
+        sizes = [int(p) for p in parts]
+    except ValueError:
+        raise InvalidArgument(hint) from None
+    if any(s <= 0 for s in sizes):
+        raise InvalidArgument(hint)
+    return name, sizes
+
+
+def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    """Read an ONNX model without its weight values, checking that it is a whole, readable model.
+
+    Raises:
+        InvalidGraph: if the file is missing, truncated, not ONNX, or names values nothing produces.
+    """
+    if isinstance(model, onnx.ModelProto):
+        proto, source = model, "ONNX model"
+    else:
+        path = Path(model)
+        source = str(path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError as err:
+            raise InvalidGraph(f"{path}: no such ONNX file") from err
+        except OSError as err:
+            raise InvalidGraph(f"{path}: cannot read ONNX file ({err.strerror})") from err
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(raw)
+        except Exception as err:  # noqa: BLE001 - protobuf raises DecodeError and, on some inputs, others
+            raise InvalidGraph(f"{path}: not a readable ONNX model (corrupt, truncated or another format)") from err
+    if not proto.HasField("graph") or (not proto.graph.node and not proto.graph.output):
+        raise InvalidGraph(f"{source}: not an ONNX model (it holds no graph)")
+    if proto.ir_version <= 0 or not proto.opset_import:
+        raise InvalidGraph(f"{source}: not a readable ONNX model (no IR version or opset; corrupt or truncated?)")
+    if proto.functions:
+        try:
+            proto = onnx.inliner.inline_local_functions(proto)
+        except Exception as err:  # noqa: BLE001
+            raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
+    _check_complete(proto, source)
+    return proto
+
+
+def _check_complete(proto: onnx.ModelProto, source: str) -> None:
+    g = proto.graph
+    known = {i.name for i in g.initializer} | {i.name for i in g.input} | {""}
+    known |= {i.values.name for i in g.sparse_initializer}
+    known |= {x for node in g.node for x in node.output}
+    for node in g.node:
+        for name in node.input:
+            if name not in known:
+                label = node.name or node.op_type
+                raise InvalidGraph(f"{source}: node {label!r} ({node.op_type}) reads {name!r}, which no node, "
+                                   f"initializer or input produces (truncated or malformed file?)")
+    for out in g.output:
+        if out.name not in known:
+            raise InvalidGraph(f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)")
+    for init in g.initializer:
+        # the values of small initializers feed shape inference: check they are whole (weights are never read)
+        numel = math.prod(init.dims)
+        if numel > _KEEP_VALUES or init.data_location == TensorProto.EXTERNAL or not init.HasField("raw_data"):
+            continue
+        expected = math.ceil(numel * _itemsize(init.data_type))
+        if len(init.raw_data) != expected:
+            raise InvalidGraph(f"{source}: initializer {init.name!r} holds {len(init.raw_data)} bytes, its shape "
+                               f"{list(init.dims)} needs {expected} (truncated or malformed file?)")
+
+
+def _dims(type_proto: onnx.TypeProto) -> list[int | str | None] | None:
+    """The dims of a tensor type (int, symbolic name or None), or None if it has no shape."""
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return None
+    dims: list[int | str | None] = []
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_value") and d.dim_value == 0:
+            dims.append(0)
+        else:
+            dims.append(d.dim_param or None)
+    return dims
+
+
+#: Initializers up to this many elements keep their values (shape computations may read them);
+#: larger ones are weights, whose values the importer never reads.
+_KEEP_VALUES = 4096
+_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data",
+                "external_data")
+
+
+def _without_weights(proto: onnx.ModelProto, *, copy: bool) -> onnx.ModelProto:
+    """``proto`` with the values of large initializers dropped (their names, types and dims stay)."""
+    if copy:
+        light = onnx.ModelProto()
+        light.CopyFrom(proto)
+        proto = light
+    for sparse in proto.graph.sparse_initializer:  # only its dense shape matters: a value-less dense one
+        dense = proto.graph.initializer.add(name=sparse.values.name, data_type=sparse.values.data_type)
+        dense.dims.extend(sparse.dims)
+    proto.graph.ClearField("sparse_initializer")
+    for init in proto.graph.initializer:
+        if math.prod(init.dims) > _KEEP_VALUES:
+            for field in _DATA_FIELDS:
+                init.ClearField(field)
+            init.data_location = TensorProto.DEFAULT
+    return proto
+
+
+def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
+    inits = {i.name for i in g.initializer}
+    inputs = {i.name: i for i in g.input if i.name not in inits}
+    for name, sizes in input_shapes.items():
+        if name not in inputs:
+            raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
+                              f"(inputs: {', '.join(inputs) or 'none'})")
+        sizes = [int(s) for s in sizes]
+        if any(s <= 0 for s in sizes):
+            raise InvalidArgument(f"{source}: input shape {name}={','.join(map(str, sizes))} has a size below 1")
+        tensor_type = inputs[name].type.tensor_type
+        declared = _dims(inputs[name].type)
+        if declared is not None:
+            if len(declared) != len(sizes):
+                raise InvalidArgument(f"{source}: input {name!r} has {len(declared)} dimensions "
+                                       f"{_show(declared)}, --input-shape gives {len(sizes)}")
+            for axis, (d, s) in enumerate(zip(declared, sizes)):
+                if isinstance(d, int) and d != s:
+                    raise InvalidArgument(f"{source}: input {name!r} has fixed size {d} at dimension {axis} "
+                                           f"{_show(declared)}, --input-shape gives {s}")
+        tensor_type.ClearField("shape")
+        for s in sizes:
+            tensor_type.shape.dim.add().dim_value = s
+    # shapes recorded for the old sizes would contradict the new ones: infer them again
+    del g.value_info[:]
+    for out in g.output:
+        if out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+
+
+def _show(dims: Sequence[int | str | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            continue
+        value = onnx.helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        attrs[a.name] = value
+    return attrs
+
+
+def _module_of(node: onnx.NodeProto) -> str:
+    """The owning module path recorded by the exporter (``pkg.torch.onnx.name_scopes`` or ``/a/b/Op``)."""
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                import ast
+
+                scopes = ast.literal_eval(prop.value)
+                return str(scopes[-2]) if len(scopes) >= 2 else ""
+            except (ValueError, SyntaxError, IndexError):
+                return ""
+    if node.name.startswith("/"):
+        return ".".join(p for p in node.name.split("/")[1:-1] if p)
+    return ""
+
+
+def _topological(nodes: Sequence[onnx.NodeProto], ready: set[str], source: str) -> list[int]:
+    """Node indices in an order where every value is produced before it is read."""
+    producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
+    waiting = [sum(1 for x in set(n.input) if x and x not in ready and x in producer) for n in nodes]
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for x in set(n.input):
+            if x and x not in ready and x in producer:
+                readers.setdefault(x, []).append(i)
+    order = [i for i, w in enumerate(waiting) if w == 0]
+    head = 0
+    while head < len(order):
+        i = order[head]
+        head += 1
+        for out in nodes[i].output:
+            for j in readers.get(out, []):
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    order.append(j)
+    if len(order) != len(nodes):
+        stuck = next(n for i, n in enumerate(nodes) if waiting[i] > 0)
+        raise InvalidGraph(f"{source}: the graph has a cycle through node {stuck.name or stuck.op_type!r}")
+    return order
+
+
+def from_onnx(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    optimizer: str = "sgd",
+    name: str | None = None,
+    trainable: Iterable[str] | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> OpGraph:
+    """The training graph of one step of the model in an ONNX file (see the module docstring).
+
+    Args:
+        model (str, Path or onnx.ModelProto): the ONNX file or a loaded model.
+        input_shapes (Mapping[str, list[int]], optional): sizes of the graph inputs, needed for
+            inputs with dynamic dimensions (default: the sizes the file declares).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        name (str, optional): graph name (default: the file name without suffix, or the graph's name).
+        trainable (Iterable[str], optional): names of the initializers to train (default: every float
+            initializer of at least two elements read as a weight).
+        meta (Mapping, optional): extra facts to store with the graph.
+
+    Returns:
+        OpGraph: forward, backward and update ops with FLOP, bytes and colocation groups.
+
+    Raises:
+        InvalidGraph: if the file is missing, truncated or not ONNX.
+        InvalidArgument: if ``input_shapes`` gives a size below 1, or a rank or fixed size the model contradicts.
+        UnsupportedGraph: if an input has a dynamic size that ``input_shapes`` does not give (the
+            message names the input), or shapes cannot be inferred.
+        UnknownName: for an unknown optimizer, or ``input_shapes`` naming no input of the model.
+
+    Examples:
+        >>> from onnx import TensorProto, helper, numpy_helper
+        >>> import numpy as np
+        >>> w = numpy_helper.from_array(np.zeros((16, 4), np.float32), "w")
+        >>> graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mlp",
+        ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+        ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], [w])
+        >>> g = from_onnx(helper.make_model(graph))
+        >>> g.node_names
+        ('mm', 'input/x', 'loss', 'grad/loss/y', 'grad/mm/w', 'update/w')
+        >>> float(g.flops[g.index("mm")]), float(g.flops[g.index("grad/mm/w")]), int(g.param_bytes[g.index("update/w")])
+        (1024.0, 1024.0, 256)
+    """
+    if optimizer not in OPTIMIZERS:
+        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+    proto = load_onnx(model)
+    if isinstance(model, onnx.ModelProto):
+        source = f"ONNX model {proto.graph.name!r}" if proto.graph.name else "ONNX model"
+        default_name = proto.graph.name or "onnx"
+    else:
+        source = str(model)
+        default_name = Path(model).name.removesuffix(".onnx")
+    proto = _without_weights(proto, copy=proto is model)
+    graph = proto.graph
+    order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
+    if order != sorted(order):  # shape inference reads nodes in file order
+        nodes = [onnx.NodeProto.FromString(graph.node[i].SerializeToString()) for i in order]
+        del graph.node[:]
+        graph.node.extend(nodes)
+    if input_shapes:
+        _fix_input_shapes(proto.graph, input_shapes, source)
+    _check_static_inputs(proto, source)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception as err:  # noqa: BLE001 - onnx raises several types here
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first}") from err
+    builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable)
+    graph_meta = {
+        "source": "onnx",
+        "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
+        "producer": f"{proto.producer_name} {proto.producer_version}".strip(),
+        "opset": max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
+        "optimizer": optimizer,
+        "input_shapes": {k: list(v) for k, v in builder.input_shapes.items()},
+        **dict(meta or {}),
+    }
+    return builder.build(name or default_name, graph_meta)
+
+
+def _check_static_inputs(proto: onnx.ModelProto, source: str) -> None:
+    g = proto.graph
+    inits = {i.name for i in g.initializer}
+    read = {x for n in g.node for x in n.input}
+    for value in g.input:
+        if value.name in inits or value.name not in read:
+            continue
+        dims = _dims(value.type)
+        if not value.type.HasField("tensor_type"):
+            raise UnsupportedGraph(f"{source}: input {value.name!r} is not a tensor; only tensor inputs are supported")
+        if dims is None or any(not isinstance(d, int) or d <= 0 for d in dims):
+            shown = _show(dims) if dims is not None else "of unknown rank"
+            example = ",".join(str(d) if isinstance(d, int) and d > 0 else "N" for d in (dims or ["N"]))
+            raise UnsupportedGraph(
+                f"{source}: input {value.name!r} has a dynamic shape {shown}; give its sizes with "
+                f"--input-shape {value.name}={example} (input_shapes={{{value.name!r}: [...]}} in Python)"
+            )
+
+
+class _Builder:
+    """Builds the training graph from a shape-inferred ONNX model (one use)."""
+
+    def __init__(self, proto: onnx.ModelProto, source: str, rule: tuple[int, float], optimizer: str,
+                 trainable: Iterable[str] | None) -> None:
+        self.proto = proto
+        self.source = source
+        self.state_factor, self.update_flops = rule
+        self.optimizer = optimizer
+        g = proto.graph
+        self.inits = {i.name: i for i in g.initializer}
+        self.types: dict[str, tuple[Shape | None, int]] = {}
+        for vi in [*g.input, *g.value_info, *g.output]:
+            dims = _dims(vi.type)
+            shape = tuple(d for d in dims) if dims is not None and all(isinstance(d, int) for d in dims) else None
+            self.types[vi.name] = (shape, vi.type.tensor_type.elem_type)  # type: ignore[assignment]
+        for init in self.inits.values():
+            self.types[init.name] = (tuple(int(d) for d in init.dims), init.data_type)
+        self.input_shapes = {vi.name: list(self.types[vi.name][0] or ()) for vi in g.input if vi.name not in self.inits}
+        self.nodes = list(g.node)
+        self.read = {x for n in self.nodes for x in n.input} | {o.name for o in g.output}
+        self.order = _topological(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
+        self.trainable_override = set(trainable) if trainable is not None else None
+        if self.trainable_override is not None:
+            missing = sorted(self.trainable_override - set(self.inits))
+            if missing:
+                raise UnknownName(f"{source}: trainable names {missing[0]!r}, which is not an initializer of the model")
+        # output nodes
+        self.names: list[str] = []
+        self.op_types: list[str] = []
+        self.phase: list[int] = []
+        self.flops: list[float] = []
+        self.out_bytes: list[int] = []
+        self.param_bytes: list[int] = []
+        self.group: list[int] = []
+        self.module: list[str] = []
+        self.edges: dict[tuple[int, int], int] = {}
+        self._counters: dict[str, int] = {}
+        self._used: set[str] = set()
+        self._groups = 0
+
+    # ------------------------------------------------------------------ helpers
+    def shape(self, value: str) -> Shape | None:
+        return self.types.get(value, (None, 0))[0]
+
+    def is_float(self, value: str) -> bool:
+        return self.types.get(value, (None, 0))[1] in _FLOAT_TYPES
+
+    def nbytes(self, value: str) -> int:
+        shape, elem = self.types.get(value, (None, 0))
+        return int(math.ceil(math.prod(shape) * _itemsize(elem))) if shape is not None else 0
+
+    def new_group(self) -> int:
+        self._groups += 1
+        return self._groups - 1
+
+    def add_node(self, label: str, kind: str, phase: int, flops: float, out_bytes: int, group: int, module: str,
+                 param_bytes: int = 0) -> int:
+        unique, count = label, self._counters.get(label, 0)
+        while unique in self._used:
+            count += 1
+            unique = f"{label}_{count}"
+        self._counters[label] = count
+        self._used.add(unique)
+        self.names.append(unique)
+        self.op_types.append(kind)
+        self.phase.append(phase)
+        self.flops.append(float(flops))
+        self.out_bytes.append(int(out_bytes))
+        self.param_bytes.append(int(param_bytes))
+        self.group.append(group)
+        self.module.append(module)
+        return len(self.names) - 1
+
+    def edge(self, u: int, v: int, nbytes: int) -> None:
+        if u != v:
+            self.edges[(u, v)] = max(self.edges.get((u, v), 0), min(int(nbytes), self.out_bytes[u]))
+
+    # ------------------------------------------------------------------ passes
+    def _needed(self) -> list[bool]:
+        producer = {out: i for i, n in enumerate(self.nodes) for out in n.output if out}
+        needed = [False] * len(self.nodes)
+        stack = [producer[o.name] for o in self.proto.graph.output if o.name in producer]
+        while stack:
+            i = stack.pop()
+            if needed[i]:
+                continue
+            needed[i] = True
+            stack.extend(producer[x] for x in self.nodes[i].input if x in producer and not needed[producer[x]])
+        return needed
+
+    def _trainable(self, needed: list[bool]) -> set[str]:
+        if self.trainable_override is not None:
+            return set(self.trainable_override)
+        found = set()
+        for i, node in enumerate(self.nodes):
+            if not needed[i]:
+                continue
+            kind = canonical_op_type(node.op_type, node.domain)
+            if kind in STATIC_OPS:
+                continue
+            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+            for pos, x in enumerate(node.input):
+                init = self.inits.get(x)
+                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES:
+                    continue
+                if math.prod(init.dims) >= 2:
+                    found.add(x)
+        return found
+
+    def build(self, graph_name: str, meta: dict[str, Any]) -> OpGraph:
+        needed = self._needed()
+        trainable = self._trainable(needed)
+        graph_inputs = {vi.name for vi in self.proto.graph.input if vi.name not in self.inits}
+        # where each value comes from: ("node", node index, producing value), ("param", name),
+        # ("input", name); absent = a constant
+        ref: dict[str, tuple[str, int, str]] = {}
+        for x in graph_inputs:
+            ref[x] = ("input", -1, x)
+        for x in trainable:
+            ref[x] = ("param", -1, x)
+        requires_grad: dict[str, bool] = {x: True for x in trainable}
+        input_node: dict[str, int] = {}
+        param_users: dict[str, list[int]] = {}
+        forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
+        unknown: set[str] = set()
+        for i in self.order:
+            node = self.nodes[i]
+            if not needed[i]:
+                continue
+            kind = canonical_op_type(node.op_type, node.domain)
+            type_only = TYPE_ONLY_INPUTS.get(kind, frozenset())
+            ins = [x for pos, x in enumerate(node.input) if x and pos not in type_only]
+            if kind in STATIC_OPS or all(x not in ref for x in ins):
+                continue  # a constant: computed once, before the step
+            if kind in VIEW_OPS:
+                data = node.input[0] if node.input else ""
+                if data not in ref:
+                    continue
+                for out in node.output:
+                    if out:
+                        ref[out] = ref[data]
+                        # a sequence (SplitToSequence) has no tensor type: it inherits its data's
+                        requires_grad[out] = requires_grad.get(data, False) and (
+                            self.is_float(out) or self.types.get(out, (None, 0))[1] == 0)
+                continue
+            for x in ins:
+                if self.shape(x) is None and x in ref:
+                    raise self._no_shape(x)
+            for out in node.output:
+                if out and out in self.read and self.shape(out) is None:
+                    raise self._no_shape(out, node)
+            attrs = _attributes(node)
+            in_shapes = [self.shape(x) if x else None for x in node.input]
+            out_shapes = [self.shape(x) if x else None for x in node.output]
+            fl = forward_flops(kind, attrs, in_shapes, out_shapes)
+            if fl is None:
+                unknown.add(kind)
+                fl = float(sum(math.prod(s) for s in out_shapes if s is not None))
+            label = node.name or f"{node.op_type}_{i}"
+            v = self.add_node(label, kind, FORWARD, fl, sum(self.nbytes(o) for o in node.output if o),
+                              self.new_group(), _module_of(node))
+            forward.append((v, node, kind, attrs))
+            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+            grad_in = any(requires_grad.get(x, False) for pos, x in enumerate(node.input) if x and pos not in skip)
+            for out in node.output:
+                if out:
+                    ref[out] = ("node", v, out)
+                    requires_grad[out] = grad_in and self.is_float(out)
+            for x in ins:
+                if x not in ref:
+                    continue
+                where, u, value = ref[x]
+                if where == "node":
+                    self.edge(u, v, self.nbytes(value))
+                elif where == "input":
+                    if value not in input_node:
+                        input_node[value] = self.add_node(f"input/{value}", "input", FORWARD, 0.0, self.nbytes(value),
+                                                          self.group[v], "")
+                    self.edge(input_node[value], v, self.nbytes(value))
+                elif v not in param_users.setdefault(value, []):
+                    param_users[value].append(v)
+        # ---- the loss: the outputs that depend on parameters
+        outputs = [o.name for o in self.proto.graph.output if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"]
+        seeded: set[int] = set()
+        contributions: dict[tuple[str, int, str], list[int]] = {}
+        if len(outputs) == 1 and math.prod(self.shape(outputs[0]) or ()) == 1:
+            seeded.add(ref[outputs[0]][1])  # the model returns its loss
+        elif outputs:
+            loss = self.add_node("loss", "loss", FORWARD, sum(math.prod(self.shape(o) or ()) for o in outputs), 4,
+                                 self.new_group(), "")
+            for o in dict.fromkeys(outputs):
+                _, u, value = ref[o]
+                self.edge(u, loss, self.nbytes(value))
+                g = self.add_node(f"grad/loss/{o}", "loss_grad", BACKWARD, math.prod(self.shape(o) or ()),
+                                  self.nbytes(o), self.group[loss], "")
+                self.edge(loss, g, 4)
+                contributions.setdefault(ref[o], []).append(g)
+        # ---- read ops for parameters used in several groups
+        home = {p: self.group[users[0]] for p, users in param_users.items()}
+        read_node: dict[str, int] = {}
+
+        def param_source(p: str, consumer: int) -> None:
+            if self.group[consumer] == home[p]:
+                return
+            if p not in read_node:
+                read_node[p] = self.add_node(f"read/{p}", "read", FORWARD, 0.0, self.nbytes(p), home[p],
+                                             self.module[param_users[p][0]])
+            self.edge(read_node[p], consumer, self.nbytes(p))
+
+        for p, users in param_users.items():
+            for v in users:
+                param_source(p, v)
+        # ---- backward, in reverse topological order of the forward ops
+        for v, node, kind, attrs in reversed(forward):
+            sources = []
+            for out in node.output:
+                key = ("node", v, out)
+                if out and key in contributions:
+                    sources.append(self._summed(contributions.pop(key), out, self.group[v], self.module[v]))
+            if not sources and v not in seeded:
+                continue  # no gradient reaches this op
+            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+            in_shapes = [self.shape(x) if x else None for x in node.input]
+            out_shapes = [self.shape(x) if x else None for x in node.output]
+            positions: dict[str, list[int]] = {}
+            for pos, x in enumerate(node.input):
+                if x and pos not in skip and requires_grad.get(x, False):
+                    positions.setdefault(x, []).append(pos)
+            for x, where in positions.items():
+                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in where)
+                g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl, self.nbytes(x),
+                                  self.group[v], self.module[v])
+                for s in sources:
+                    self.edge(s, g, self.out_bytes[s])
+                saved = []
+                if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:
+                    saved += [z for z in node.input if z and z != x]
+                if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
+                    saved.append(x)
+                for z in saved:
+                    if z not in ref:
+                        continue
+                    where_z, u, value = ref[z]
+                    if where_z == "node":
+                        self.edge(u, g, self.nbytes(value))
+                    elif where_z == "input":
+                        self.edge(input_node[value], g, self.nbytes(value))
+                    else:
+                        param_source(value, g)
+                if kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES:
+                    self.edge(v, g, self.out_bytes[v])
+                contributions.setdefault(ref[x], []).append(g)
+        # ---- one update op per trainable parameter, in the group of its first reader
+        for p in sorted(param_users, key=lambda p: param_users[p][0]):
+            pbytes = self.nbytes(p)
+            module = p.rsplit(".", 1)[0] if "." in p else self.module[param_users[p][0]]
+            grads = contributions.pop(("param", -1, p), [])
+            source = self._summed(grads, p, home[p], module) if grads else None
+            numel = math.prod(self.shape(p) or ())
+            up = self.add_node(f"update/{p}", f"{self.optimizer}_update", UPDATE, self.update_flops * numel, 0,
+                               home[p], module, param_bytes=pbytes * self.state_factor)
+            if source is not None:
+                self.edge(source, up, pbytes)
+        if unknown:
+            warnings.warn(
+                f"{self.source}: FLOP rules do not know {len(unknown)} op types, counted at 1 FLOP per output "
+                f"element: {', '.join(sorted(unknown))}",
+                stacklevel=3,
+            )
+        pairs = sorted(self.edges)
+        return OpGraph(
+            self.names, pairs, flops=self.flops, out_bytes=self.out_bytes, param_bytes=self.param_bytes,
+            edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
+            module=self.module, name=graph_name, meta=meta,
+        )
+
+    def _summed(self, grads: list[int], value: str, group: int, module: str) -> int:
+        """The one node holding the gradient of ``value``: its only contribution, or their sum."""
+        if len(grads) == 1:
+            return grads[0]
+        numel = math.prod(self.shape(value) or ())
+        s = self.add_node(f"grad_sum/{value}", "grad_sum", BACKWARD, (len(grads) - 1) * numel, self.nbytes(value),
+                          group, module)
+        for g in grads:
+            self.edge(g, s, self.out_bytes[g])
+        return s
+
+    def _no_shape(self, value: str, node: onnx.NodeProto | None = None) -> UnsupportedGraph:
+        if node is None:
+            producer = next((n for n in self.nodes if value in n.output), None)
+            node = producer
+        what = f"output {value!r} of node {node.name or node.op_type!r} ({node.op_type})" if node else f"value {value!r}"
+        return UnsupportedGraph(
+            f"{self.source}: shape inference could not find a static shape for {what}; the op may be "
+            f"data-dependent or unknown to ONNX shape inference (fix the input sizes with --input-shape NAME=DIMS, "
+            f"or re-export the model with static shapes)"
+        )
+
+
+_KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | frozenset({
+    "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",
+    "CumSum", "Resize", "Upsample", "Trilu", "ScatterND", "ScatterElements", "Scatter", "loss",
+})

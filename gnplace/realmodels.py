@@ -1,0 +1,292 @@
+"""Training graphs of real architectures that nobody on this project wrote: ``datasets/real/``.
+
+The models come from the configs of `transformers <https://huggingface.co/docs/transformers>`_
+(GPT-2, BERT-base, T5-small, ViT-Base/16, ResNet-50), built with random weights and no download,
+and are imported with :func:`gnplace.importers.torch.from_module` on a modest batch (8 sequences
+of 128 tokens, or 8 images of 224 x 224), the loss being the model's own (``labels=``). Each is
+also exported to ONNX (``torch.onnx.export(..., dynamo=True, optimize=False)``, which keeps
+training-mode batch norm) and imported with :func:`gnplace.importers.onnx.from_onnx`, so that the two
+importers can be compared on the same network.
+
+Building needs the optional dependencies ``pip install 'gnplace[models]'`` (transformers; onnxscript
+for the ONNX exports); reading the shipped graph files needs neither.
+
+Examples:
+    >>> sorted(REAL_MODELS)
+    ['bert_base', 'gpt2', 'resnet50', 't5_small', 'vit_base']
+    >>> REAL_MODELS["resnet50"].importers
+    ('torch', 'onnx')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gnplace.graph import OpGraph
+
+__all__ = ["RealModel", "REAL_MODELS", "build_model", "real_graph", "export_onnx", "write_real_dataset"]
+
+#: Batch of every real model: 8 sequences of :data:`SEQUENCE` tokens, or 8 images.
+BATCH = 8
+SEQUENCE = 128
+IMAGE = 224
+
+
+def _transformers() -> Any:
+    try:
+        import transformers
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("building the real models needs transformers: pip install 'gnplace[models]'") from err
+    transformers.logging.set_verbosity_error()
+    return transformers
+
+
+class _Step(nn.Module):
+    """A transformers model whose ``forward(*inputs)`` returns its training loss, or its logits.
+
+    Args:
+        model (nn.Module): the transformers model.
+        keys (tuple[str, ...]): keyword under which each positional input is passed.
+        output (str): ``"loss"`` (needs a ``labels`` key) or ``"logits"``.
+        extra (dict): further keywords of every call (``use_cache=False``, ...).
+    """
+
+    def __init__(self, model: nn.Module, keys: tuple[str, ...], output: str, extra: dict[str, Any]) -> None:
+        super().__init__()
+        self.model = model
+        self.keys = keys
+        self.output = output
+        self.extra = extra
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        result = self.model(**dict(zip(self.keys, inputs)), **self.extra)
+        return getattr(result, self.output)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """One real architecture: how to build it and what the shipped graph records.
+
+    Attributes:
+        name (str): file stem of its graph, e.g. ``"gpt2"``.
+        description (str): one line for the dataset README.
+        knobs (dict): the config values and batch that fix its graph (stored in the manifest).
+        importers (tuple[str, ...]): ``"torch"`` and/or ``"onnx"``: which importers ship a graph of it.
+    """
+
+    name: str
+    description: str
+    knobs: dict[str, Any]
+    importers: tuple[str, ...] = ("torch", "onnx")
+    _build: Callable[[Any, str], tuple[nn.Module, tuple[torch.Tensor, ...]]] | None = field(default=None, repr=False)
+
+
+def _tokens(vocab: int, length: int = SEQUENCE) -> torch.Tensor:
+    return torch.randint(0, vocab, (BATCH, length), generator=torch.Generator().manual_seed(0))
+
+
+def _gpt2(layers: int) -> Callable[[Any, str], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
+    def build(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+        cfg = tf.GPT2Config(n_layer=layers, attn_implementation="eager")
+        ids = _tokens(cfg.vocab_size)
+        model = tf.GPT2LMHeadModel(cfg)
+        if output == "loss":
+            return _Step(model, ("input_ids", "labels"), "loss", {"use_cache": False}), (ids, ids)
+        return _Step(model, ("input_ids",), "logits", {"use_cache": False}), (ids,)
+
+    return build
+
+
+def _bert(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    cfg = tf.BertConfig(attn_implementation="eager")
+    ids = _tokens(cfg.vocab_size)
+    model = tf.BertForMaskedLM(cfg)
+    if output == "loss":
+        return _Step(model, ("input_ids", "labels"), "loss", {}), (ids, ids)
+    return _Step(model, ("input_ids",), "logits", {}), (ids,)
+
+
+def _t5(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    cfg = tf.T5Config(decoder_start_token_id=0, pad_token_id=0, attn_implementation="eager")  # t5-small
+    model = tf.T5ForConditionalGeneration(cfg)
+    source, target = _tokens(cfg.vocab_size), _tokens(cfg.vocab_size, SEQUENCE // 4)
+    keys = ("input_ids", "labels") if output == "loss" else ("input_ids", "decoder_input_ids")
+    return _Step(model, keys, output, {"use_cache": False}), (source, target)
+
+
+def _images(num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(BATCH, 3, IMAGE, IMAGE, generator=gen), torch.randint(0, num_labels, (BATCH,), generator=gen)
+
+
+def _vit(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    cfg = tf.ViTConfig(num_labels=1000, attn_implementation="eager")  # ViT-Base/16
+    model = tf.ViTForImageClassification(cfg)
+    pixels, labels = _images(cfg.num_labels)
+    if output == "loss":
+        return _Step(model, ("pixel_values", "labels"), "loss", {}), (pixels, labels)
+    return _Step(model, ("pixel_values",), "logits", {}), (pixels,)
+
+
+def _resnet50(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    cfg = tf.ResNetConfig(layer_type="bottleneck", depths=[3, 4, 6, 3], hidden_sizes=[256, 512, 1024, 2048],
+                          embedding_size=64, num_labels=1000)
+    model = tf.ResNetForImageClassification(cfg)
+    pixels, labels = _images(cfg.num_labels)
+    if output == "loss":
+        return _Step(model, ("pixel_values", "labels"), "loss", {}), (pixels, labels)
+    return _Step(model, ("pixel_values",), "logits", {}), (pixels,)
+
+
+_TEXT = {"batch": BATCH, "sequence": SEQUENCE}
+_VISION = {"batch": BATCH, "image": IMAGE}
+
+#: Every real model by name.
+REAL_MODELS: dict[str, RealModel] = {
+    m.name: m
+    for m in [
+        RealModel("gpt2", "GPT-2 (124M): 12 layers, 768 wide, 12 heads, eager attention; causal LM loss",
+                  {"config": "GPT2Config(n_layer=12)", "layers": 12, **_TEXT}, _build=_gpt2(12)),
+        RealModel("bert_base", "BERT-base (110M): 12 layers, 768 wide; masked-LM loss on every token",
+                  {"config": "BertConfig()", "layers": 12, **_TEXT}, _build=_bert),
+        RealModel("t5_small", "T5-small (60M): 6 + 6 layers, 512 wide; 128 source and 32 target tokens",
+                  {"config": "T5Config()", "layers": 12, **_TEXT, "target_sequence": SEQUENCE // 4}, _build=_t5),
+        RealModel("vit_base", "ViT-Base/16 (86M): 12 layers, 768 wide, 196 patches; 1000 classes",
+                  {"config": "ViTConfig(num_labels=1000)", "layers": 12, **_VISION}, _build=_vit),
+        RealModel("resnet50", "ResNet-50 (25.6M): bottleneck stages 3-4-6-3, training-mode batch norm",
+                  {"config": "ResNetConfig(depths=[3, 4, 6, 3])", "layers": 50, **_VISION}, _build=_resnet50),
+    ]
+}
+
+
+def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The module of real model ``name`` (random weights, seeded) and its example inputs.
+
+    Args:
+        name (str): a key of :data:`REAL_MODELS`.
+        output (str, optional): ``"loss"``: ``forward(*inputs)`` returns the training loss;
+            ``"logits"``: it returns the logits, for export (default: ``"loss"``).
+
+    Raises:
+        UnknownName: for a name not in :data:`REAL_MODELS`.
+        ImportError: if transformers is not installed.
+    """
+    from gnplace.exceptions import UnknownName
+
+    if name not in REAL_MODELS:
+        raise UnknownName(f"unknown real model {name!r} (choose one of: {', '.join(REAL_MODELS)})")
+    tf = _transformers()
+    torch.manual_seed(0)
+    module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
+    return module.train(), inputs
+
+
+def _meta(name: str, importer: str, optimizer: str) -> dict[str, Any]:
+    return {"family": "real", "model": name, "importer": importer, "optimizer": optimizer,
+            "knobs": {**REAL_MODELS[name].knobs, "importer": importer}}
+
+
+def real_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
+    """The training graph of real model ``name`` through the PyTorch importer.
+
+    Raises:
+        UnknownName: for an unknown name.
+        ImportError: if transformers is not installed.
+    """
+    from gnplace.importers.torch import from_module
+
+    module, inputs = build_model(name)
+    return from_module(module, inputs, optimizer=optimizer, name=name, meta=_meta(name, "torch", optimizer))
+
+
+def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
+    """Export the forward pass (to the logits) of real model ``name`` to ONNX.
+
+    Uses ``torch.onnx.export(..., dynamo=True, optimize=False)``: the unoptimised export keeps
+    training-mode batch norm and one initializer per parameter (the optimiser would fold batch norm
+    into the convolutions and merge equal initializers such as freshly initialised norm weights).
+
+    Returns:
+        onnx.ModelProto: the model; also written to ``path`` if given.
+
+    Raises:
+        ImportError: if transformers or onnxscript is not installed.
+    """
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    module, inputs = build_model(name, output="logits")
+    registry_log = logging.getLogger("torch.onnx._internal.exporter._registration")  # "torchvision is not installed"
+    level = registry_log.level
+    registry_log.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, inputs, dynamo=True, optimize=False, verbose=False)
+    finally:
+        registry_log.setLevel(level)
+    proto = program.model_proto
+    if path is not None:
+        import onnx
+
+        onnx.save(proto, str(path))
+    return proto
+
+
+def real_onnx_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
+    """The training graph of real model ``name`` exported to ONNX and read by :func:`~gnplace.importers.onnx.from_onnx`."""
+    from gnplace.importers.onnx import from_onnx
+
+    return from_onnx(export_onnx(name), optimizer=optimizer, name=f"{name}_onnx", meta=_meta(name, "onnx", optimizer))
+
+
+def write_real_dataset(
+    out: str | os.PathLike[str], *, names: list[str] | None = None, optimizer: str = "sgd",
+    progress: Callable[[str, OpGraph, float], None] | None = None,
+) -> Path:
+    """Write the real-model graphs and their ``manifest.json`` to ``out``; returns the manifest path.
+
+    Each model of :data:`REAL_MODELS` gives ``<name>.gnpg`` (PyTorch importer) and, where its
+    ``importers`` include ONNX, ``<name>_onnx.gnpg``. Every entry is in the test split. The files
+    depend only on the library versions, not on the run: reruns write the same bytes.
+
+    Args:
+        out (str or Path): the folder.
+        names (list[str], optional): models to build (default: all of :data:`REAL_MODELS`).
+        optimizer (str, optional): optimizer of the update ops (default: ``"sgd"``).
+        progress (callable, optional): called with ``(file name, graph, seconds to build it)``.
+    """
+    from gnplace.datasets import graph_summary
+    from gnplace.graph_io import save_graph
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name in names or list(REAL_MODELS):
+        for importer in REAL_MODELS[name].importers:
+            start = time.perf_counter()
+            graph = real_graph(name, optimizer=optimizer) if importer == "torch" else real_onnx_graph(name, optimizer=optimizer)
+            seconds = time.perf_counter() - start
+            path = save_graph(graph, out / f"{graph.name}.gnpg")
+            entries.append({"file": path.name, "family": "real", **graph_summary(graph),
+                            "knobs": graph.meta["knobs"], "split": "test"})
+            if progress is not None:
+                progress(path.name, graph, seconds)
+    manifest = {"format": "gnplace-dataset", "version": 1, "family": "real", "seed": 0, "optimizer": optimizer,
+                "graphs": entries}
+    target = out / "manifest.json"
+    tmp = target.with_name("manifest.json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, target)
+    return target

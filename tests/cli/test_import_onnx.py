@@ -1,0 +1,107 @@
+"""``gnplace import MODEL.onnx -o GRAPH``: end to end, and every bad input as one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from gnplace.cli import main
+from gnplace.graph_io import load_graph
+
+
+def write_mlp(path, *, batch="batch", width=16, extra_nodes=(), extra_opsets=()):
+    """``relu(x @ w + b)`` with a dynamic (``"batch"``) or fixed batch, saved to ``path``."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(width).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Add", ["h", "b"], ["a"], name="add"),
+             helper.make_node("Relu", ["a"], ["y"], name="relu"), *extra_nodes]
+    out = nodes[-1].output[0]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, width])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), *extra_opsets])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_import_writes_the_training_graph(tmp_path, capsys):
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    assert main(["import", str(model), "-o", str(tmp_path / "mlp.gnpg")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote {tmp_path / 'mlp.gnpg'}: 12 ops (5 forward, 5 backward, 2 update)")
+    g = load_graph(tmp_path / "mlp.gnpg")
+    assert g.name == "mlp" and g.flops[g.index("mm")] == 2 * 8 * 16 * 16
+
+
+def test_import_with_input_shape_optimizer_and_json(tmp_path, capsys):
+    model = write_mlp(tmp_path / "mlp.onnx")
+    assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg"), "--input-shape", "x=32,16",
+                 "--optimizer", "adam", "--name", "net", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["graph"] == "net" and report["input_shapes"] == {"x": [32, 16]}
+    assert report["ops_by_phase"] == {"forward": 5, "backward": 5, "update": 2}
+    assert report["param_bytes"] == 3 * (16 * 16 + 16) * 4
+    assert report["flops_by_phase"]["forward"] == 2 * 32 * 16 * 16 + 3 * 32 * 16
+    assert load_graph(tmp_path / "g.gnpg").meta["optimizer"] == "adam"
+
+
+def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
+    lrn = helper.make_node("LRN", ["y4"], ["n"], name="lrn", size=3)
+    unsq = helper.make_node("Unsqueeze", ["y", "axes"], ["y4"], name="unsq")
+    model = write_mlp(tmp_path / "lrn.onnx", batch=4, extra_nodes=[unsq, lrn])
+    proto = onnx.load(str(model))
+    proto.graph.initializer.append(numpy_helper.from_array(np.array([2, 3], np.int64), "axes"))
+    model.write_bytes(proto.SerializeToString())
+    assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "LRN" in err
+
+
+@pytest.mark.parametrize(
+    "case, args, message",
+    [
+        ("truncated", [], "not a readable ONNX model"),
+        ("text", [], "not a readable ONNX model"),
+        ("missing", [], "no such ONNX file"),
+        ("dynamic", [], "input 'x' has a dynamic shape [batch, 16]; give its sizes with --input-shape x=N,16"),
+        ("dynamic", ["--input-shape", "x8,16"], "bad input shape 'x8,16'"),
+        ("dynamic", ["--input-shape", "x=8,sixteen"], "bad input shape 'x=8,sixteen'"),
+        ("dynamic", ["--input-shape", "x=8,0"], "bad input shape 'x=8,0'"),
+        ("dynamic", ["--input-shape", "y=8,16"], "'y', which is not an input of the model (inputs: x)"),
+        ("dynamic", ["--input-shape", "x=8,16,1"], "has 2 dimensions [batch, 16], --input-shape gives 3"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, args, message):
+    good = write_mlp(tmp_path / "good.onnx").read_bytes()
+    path = tmp_path / f"{case}.onnx"
+    if case == "truncated":
+        path.write_bytes(good[: len(good) * 2 // 3])
+    elif case == "text":
+        path.write_text("graph { node { op_type: 'Relu' } }\n")
+    elif case == "dynamic":
+        path.write_bytes(good)
+    assert main(["import", str(path), "-o", str(tmp_path / "g.gnpg"), *args]) == 2
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "g.gnpg").exists()
+
+
+def test_console_command_prints_no_traceback(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07\x12\x04nope" + bytes(range(256)))
+    run = subprocess.run([sys.executable, "-m", "gnplace.cli", "import", str(bad), "-o", str(tmp_path / "g.gnpg")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("gnplace: error:") and run.stderr.count("\n") == 1

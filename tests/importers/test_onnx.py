@@ -1,0 +1,379 @@
+"""Training graphs from ONNX files, against closed forms and against the PyTorch importer."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
+from gnplace.graph import BACKWARD, FORWARD, UPDATE
+from gnplace.graph_io import load_graph, save_graph
+from gnplace.importers import OPTIMIZERS
+from gnplace.importers.onnx import from_onnx, parse_input_shape
+
+F = TensorProto.FLOAT
+
+
+def weight(name: str, *shape: int) -> TensorProto:
+    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+
+def model(nodes, inputs, outputs, inits=(), value_info=(), opset=17):
+    graph = helper.make_graph(nodes, "test", inputs, outputs, list(inits), value_info=list(value_info))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def vi(name: str, shape, elem=F):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def gemm_model(m=8, k=16, n=4):
+    node = helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="fc", transB=1)
+    return model([node], [vi("x", [m, k])], [vi("y", [m, n])], [weight("w", n, k), weight("c", n)])
+
+
+def conv_model(batch=2, cin=3, cout=8, size=10, kernel=3):
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["h"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    inits = [weight("w1", cout, cin, kernel, kernel), weight("b1", cout), weight("w2", cout, cout, kernel, kernel)]
+    return model(nodes, [vi("x", [batch, cin, size, size])], [vi("y", [batch, cout, size, size])], inits)
+
+
+def chain_model(batch=8, width=16, layers=1, dynamic=False):
+    """``layers`` x (MatMul -> Add bias -> Relu)."""
+    nodes, inits, h = [], [], "x"
+    for i in range(layers):
+        nodes += [helper.make_node("MatMul", [h, f"w{i}"], [f"m{i}"], name=f"mm{i}"),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"], name=f"relu{i}")]
+        inits += [weight(f"w{i}", width, width), weight(f"b{i}", width)]
+        h = f"r{i}"
+    x = vi("x", ["batch", width] if dynamic else [batch, width])
+    return model(nodes, [x], [vi(h, ["batch", width] if dynamic else [batch, width])], inits)
+
+
+def kinds(g, phase):
+    return sorted(g.op_types[i] for i in np.flatnonzero(g.phase == phase))
+
+
+def phase_flops(g, phase):
+    return float(g.flops[g.phase == phase].sum())
+
+
+# ----------------------------------------------------------------------------- closed forms
+def test_gemm_flops_gradients_and_updates():
+    m, k, n = 8, 16, 4
+    g = from_onnx(gemm_model(m, k, n))
+    assert g.flops[g.index("fc")] == 2 * m * k * n + m * n
+    # x is an input: no data gradient; the weight gradient costs the product, the bias a reduction
+    assert g.flops[g.index("grad/fc/w")] == 2 * m * k * n
+    assert g.flops[g.index("grad/fc/c")] == m * n
+    assert not any(name.startswith("grad/fc/x") for name in g.node_names)
+    assert sorted(g.node_names[i] for i in np.flatnonzero(g.phase == UPDATE)) == ["update/c", "update/w"]
+    assert g.param_bytes[g.index("update/w")] == n * k * 4
+    assert g.flops[g.index("update/w")] == 2 * n * k
+    g.validate()
+
+
+def test_conv_flops_and_backward_about_twice_forward():
+    b, cin, cout, s, kk = 2, 3, 8, 10, 3
+    g = from_onnx(conv_model(b, cin, cout, s, kk))
+    out = b * cout * s * s
+    assert g.flops[g.index("conv1")] == 2 * out * cin * kk * kk + out
+    assert g.flops[g.index("conv2")] == 2 * out * cout * kk * kk
+    assert g.flops[g.index("grad/conv2/r")] == g.flops[g.index("grad/conv2/w2")] == 2 * out * cout * kk * kk
+    assert g.flops[g.index("grad/conv1/b1")] == out
+    assert not any(n.startswith("grad/conv1/x") for n in g.node_names)  # the image needs no gradient
+    ratio = phase_flops(g, BACKWARD) / phase_flops(g, FORWARD)
+    assert 1.5 <= ratio <= 2.1
+
+
+def test_matmul_add_relu_chain_ops_and_edges():
+    batch, width = 8, 16
+    g = from_onnx(chain_model(batch, width))
+    assert g.node_names == ("mm0", "input/x", "add0", "relu0", "loss", "grad/loss/r0", "grad/relu0/a0",
+                            "grad/add0/m0", "grad/add0/b0", "grad/mm0/w0", "update/w0", "update/b0")
+    f = dict(zip(g.node_names, g.flops.tolist()))
+    assert f["mm0"] == 2 * batch * width * width and f["grad/mm0/w0"] == 2 * batch * width * width
+    assert f["add0"] == f["relu0"] == f["grad/relu0/a0"] == batch * width
+    assert f["grad/add0/m0"] == 0 and f["grad/add0/b0"] == batch * width  # pass-through; broadcast reduction
+    edges = {(g.node_names[u], g.node_names[v]): b for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
+    act = batch * width * 4
+    assert edges[("input/x", "mm0")] == act and edges[("mm0", "add0")] == act
+    # gradient edges run in reverse, plus the saved activations the gradients read
+    assert edges[("grad/relu0/a0", "grad/add0/m0")] == act and edges[("grad/add0/m0", "grad/mm0/w0")] == act
+    assert edges[("relu0", "grad/relu0/a0")] == act  # relu's gradient reads its output
+    assert edges[("input/x", "grad/mm0/w0")] == act  # the weight gradient reads the input
+    assert edges[("grad/mm0/w0", "update/w0")] == width * width * 4
+
+
+def test_backward_about_twice_forward_for_deep_mlp():
+    g = from_onnx(chain_model(64, 128, layers=6))
+    ratio = phase_flops(g, BACKWARD) / phase_flops(g, FORWARD)
+    assert ratio == pytest.approx(2.0, rel=0.15)
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_one_update_per_initializer_holding_its_state(optimizer):
+    onnx_model = conv_model()
+    g = from_onnx(onnx_model, optimizer=optimizer)
+    factor, per_element = OPTIMIZERS[optimizer]
+    updates = {g.node_names[i]: i for i in np.flatnonzero(g.phase == UPDATE)}
+    assert sorted(updates) == sorted(f"update/{t.name}" for t in onnx_model.graph.initializer)
+    for t in onnx_model.graph.initializer:
+        i = updates[f"update/{t.name}"]
+        assert g.param_bytes[i] == np.prod(t.dims) * 4 * factor
+        assert g.flops[i] == per_element * np.prod(t.dims)
+        assert g.op_types[i] == f"{optimizer}_update"
+    assert g.total_param_bytes == sum(np.prod(t.dims) * 4 for t in onnx_model.graph.initializer) * factor
+    assert g.meta["optimizer"] == optimizer
+
+
+def test_groups_hold_an_op_its_gradients_and_its_updates():
+    g = from_onnx(conv_model())
+    conv1 = g.group[g.index("conv1")]
+    for name in ("grad/conv1/w1", "grad/conv1/b1", "update/w1", "update/b1"):
+        assert g.group[g.index(name)] == conv1
+    assert g.group[g.index("conv2")] == g.group[g.index("grad/conv2/r")] == g.group[g.index("update/w2")]
+    assert len({int(g.group[g.index(n)]) for n in ("conv1", "relu", "conv2", "loss")}) == 4
+    assert g.group[g.index("input/x")] == conv1  # an input joins its first reader
+
+
+def test_shared_weight_gets_one_update_a_read_op_and_summed_gradients():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="first"),
+             helper.make_node("Tanh", ["h"], ["t"], name="tanh"),
+             helper.make_node("MatMul", ["t", "w"], ["y"], name="second")]
+    g = from_onnx(model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)]))
+    assert [n for n in g.node_names if n.startswith("update/")] == ["update/w"]
+    read, first, second = g.index("read/w"), g.index("first"), g.index("second")
+    assert g.group[read] == g.group[first] == g.group[g.index("update/w")] != g.group[second]
+    edges = set(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
+    assert (read, second) in edges and (read, g.index("grad/second/t")) in edges
+    summed = g.index("grad_sum/w")
+    assert (g.index("grad/first/w"), summed) in edges and (g.index("grad/second/w"), summed) in edges
+    assert (summed, g.index("update/w")) in edges
+
+
+def test_shape_computations_and_views_are_folded():
+    # y = relu(reshape(transpose(x @ w), shape computed from Shape(x)))
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        helper.make_node("Transpose", ["h"], ["t"], name="tr", perm=[1, 0]),
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["s0"], name="gather_shape", axis=0),
+        helper.make_node("Unsqueeze", ["s0", "axes"], ["s0u"], name="unsq"),
+        helper.make_node("Concat", ["minus1", "s0u"], ["newshape"], name="concat_shape", axis=0),
+        helper.make_node("Reshape", ["t", "newshape"], ["r"], name="reshape"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
+    inits = [weight("w", 6, 6), numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    g = from_onnx(model(nodes, [vi("x", [4, 6])], [vi("y", [6, 4])], inits))
+    assert kinds(g, FORWARD) == ["MatMul", "Relu", "input", "loss"]
+    assert (g.index("mm"), g.index("relu")) in set(zip(g.edge_src.tolist(), g.edge_dst.tolist()))
+    assert [n for n in g.node_names if n.startswith("update/")] == ["update/w"]  # int constants are not trained
+
+
+def test_model_returning_a_scalar_is_its_own_loss():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("ReduceMean", ["h"], ["loss_value"], name="mean", keepdims=0)]
+    g = from_onnx(model(nodes, [vi("x", [4, 8])], [vi("loss_value", [])], [weight("w", 8, 2)]))
+    assert "loss" not in g.op_types
+    assert g.flops[g.index("mean")] == 4 * 2 and g.flops[g.index("grad/mean/h")] == 4 * 2
+
+
+def test_batch_norm_statistics_are_not_trained():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"], name="conv"),
+             helper.make_node("BatchNormalization", ["h", "scale", "bias", "mean", "var"], ["y"], name="bn")]
+    inits = [weight("w", 4, 3, 3, 3), weight("scale", 4), weight("bias", 4), weight("mean", 4), weight("var", 4)]
+    g = from_onnx(model(nodes, [vi("x", [2, 3, 8, 8])], [vi("y", [2, 4, 6, 6])], inits))
+    assert sorted(n for n in g.node_names if n.startswith("update/")) == ["update/bias", "update/scale", "update/w"]
+    assert g.flops[g.index("bn")] == 5 * 2 * 4 * 6 * 6
+    assert from_onnx(model(nodes, [vi("x", [2, 3, 8, 8])], [vi("y", [2, 4, 6, 6])], inits),
+                     trainable=["w"]).total_param_bytes == 4 * 3 * 3 * 3 * 4
+
+
+def test_unknown_op_types_are_counted_per_output_element_and_warned_once():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("LRN", ["h4"], ["n"], name="lrn", size=3),
+             helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
+             helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
+             helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
+    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 2, 8], np.int64), "shape4")]
+    onnx_model = model(nodes, [vi("x", [4, 8])], [vi("y", [2, 2, 2, 8])], inits,
+                       value_info=[vi("m1", [2, 2, 2, 8])])
+    onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = from_onnx(onnx_model)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and "2 op types" in messages[0]
+    assert "LRN" in messages[0] and "my.ops.Mystery" in messages[0]
+    assert g.flops[g.index("mystery1")] == g.flops[g.index("lrn")] == 64
+
+
+def test_round_trip_through_a_graph_file(tmp_path):
+    g = from_onnx(conv_model(), name="conv_net")
+    assert load_graph(save_graph(g, tmp_path / "conv.gnpg")) == g
+    assert g.name == "conv_net" and g.meta["source"] == "onnx" and g.meta["input_shapes"] == {"x": [2, 3, 10, 10]}
+
+
+def test_reads_files_and_names_the_graph_after_them(tmp_path):
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(chain_model().SerializeToString())
+    g = from_onnx(path)
+    assert g.name == "chain" and g == from_onnx(str(path))
+
+
+# ----------------------------------------------------------------------------- dynamic shapes
+def test_dynamic_input_without_shape_names_the_input():
+    with pytest.raises(UnsupportedGraph, match=r"input 'x' has a dynamic shape \[batch, 16\].*--input-shape x=N,16"):
+        from_onnx(chain_model(dynamic=True))
+
+
+def test_input_shapes_resolve_dynamic_dimensions():
+    fixed = from_onnx(chain_model(8, 16, layers=2))
+    resolved = from_onnx(chain_model(layers=2, dynamic=True), input_shapes={"x": [8, 16]})
+    assert np.array_equal(resolved.flops, fixed.flops) and np.array_equal(resolved.out_bytes, fixed.out_bytes)
+    assert resolved.meta["input_shapes"] == {"x": [8, 16]}
+
+
+def test_input_shapes_reach_shapes_computed_from_the_input():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Reshape", ["h", "s"], ["y"], name="reshape")]
+    onnx_model = model(nodes, [vi("x", ["b", 8])], [vi("y", ["b", 8])], [weight("w", 8, 8)])
+    g = from_onnx(onnx_model, input_shapes={"x": [32, 8]})
+    assert g.flops[g.index("mm")] == 2 * 32 * 8 * 8
+
+
+@pytest.mark.parametrize(
+    "shapes, error, match",
+    [
+        ({"y": [8, 16]}, UnknownName, r"'y', which is not an input .*inputs: x"),
+        ({"x": [8, 16, 1]}, InvalidArgument, r"has 2 dimensions \[batch, 16\], --input-shape gives 3"),
+        ({"x": [8, 15]}, InvalidArgument, r"fixed size 16 at dimension 1"),
+        ({"x": [0, 16]}, InvalidArgument, "below 1"),
+    ],
+)
+def test_bad_input_shapes(shapes, error, match):
+    with pytest.raises(error, match=match):
+        from_onnx(chain_model(dynamic=True), input_shapes=shapes)
+
+
+@pytest.mark.parametrize("text", ["x", "x=", "=1,2", "x=1,a", "x=1,-2", "x=1,,2"])
+def test_parse_input_shape_rejects_malformed_text(text):
+    if text == "x=":
+        assert parse_input_shape(text) == ("x", [])  # a scalar input
+        return
+    with pytest.raises(InvalidArgument, match="NAME=D1,D2"):
+        parse_input_shape(text)
+
+
+# ----------------------------------------------------------------------------- bad files
+def test_bad_files_raise_one_line_errors(tmp_path):
+    good = conv_model().SerializeToString()
+    cases = {
+        "truncated.onnx": good[: len(good) // 2],
+        "text.onnx": b"this is not an ONNX model\n",
+        "gzip.onnx": b"\x1f\x8b\x08\x00" + bytes(64),
+        "empty.onnx": b"",
+    }
+    for name, payload in cases.items():
+        (tmp_path / name).write_bytes(payload)
+        with pytest.raises(InvalidGraph) as info:
+            from_onnx(tmp_path / name)
+        assert name in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(InvalidGraph, match="no such ONNX file"):
+        from_onnx(tmp_path / "missing.onnx")
+
+
+def test_every_truncation_of_a_file_is_rejected_cleanly(tmp_path):
+    good = chain_model(layers=2).SerializeToString()
+    path = tmp_path / "cut.onnx"
+    for cut in range(0, len(good), max(1, len(good) // 97)):
+        path.write_bytes(good[:cut])
+        try:
+            g = from_onnx(path)
+        except GnplaceError as err:
+            assert "\n" not in str(err)
+        else:  # a cut on a field boundary can leave a smaller, still consistent model
+            g.validate()
+
+
+def test_a_node_reading_a_missing_value_is_malformed():
+    broken = model([helper.make_node("Relu", ["nowhere"], ["y"], name="relu")], [vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(InvalidGraph, match="reads 'nowhere'"):
+        from_onnx(broken)
+
+
+def test_unknown_optimizer():
+    with pytest.raises(UnknownName, match="sgd, momentum, adam"):
+        from_onnx(chain_model(), optimizer="lbfgs")
+
+
+# ----------------------------------------------------------------------------- against the PyTorch importer
+def _export(module, inputs, exporter: str):
+    torch = pytest.importorskip("torch")
+    import contextlib
+    import logging
+
+    import onnx
+
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            pytest.importorskip("onnxscript")
+            return torch.onnx.export(module, inputs, dynamo=True, optimize=False).model_proto
+        try:
+            torch.onnx.export(module, inputs, buffer, dynamo=False, training=torch.onnx.TrainingMode.TRAINING)
+        except Exception as err:  # noqa: BLE001 - the legacy exporter may be gone in a later torch
+            pytest.skip(f"legacy ONNX exporter unavailable: {err}")
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _small_cnn():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                        nn.Linear(32, 10))
+    return net, (torch.randn(4, 3, 16, 16),)
+
+
+def _small_mlp():
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.LayerNorm(256), nn.Linear(256, 256), nn.Tanh(),
+                        nn.Linear(256, 10))
+    return net, (torch.randn(32, 64),)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+@pytest.mark.parametrize("make", [_small_cnn, _small_mlp], ids=["cnn", "mlp"])
+def test_forward_flops_agree_with_the_torch_importer(make, exporter):
+    from gnplace.importers.torch import from_module
+
+    net, inputs = make()
+    torch_graph = from_module(net, inputs, loss=lambda out: out.square().mean())
+    onnx_graph = from_onnx(_export(net, inputs, exporter))
+    fwd_torch, fwd_onnx = phase_flops(torch_graph, FORWARD), phase_flops(onnx_graph, FORWARD)
+    assert fwd_onnx == pytest.approx(fwd_torch, rel=0.05)
+    assert phase_flops(onnx_graph, BACKWARD) == pytest.approx(phase_flops(torch_graph, BACKWARD), rel=0.10)
+    assert onnx_graph.total_param_bytes == torch_graph.total_param_bytes
+    assert int((onnx_graph.phase == UPDATE).sum()) == int((torch_graph.phase == UPDATE).sum())

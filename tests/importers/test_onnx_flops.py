@@ -1,0 +1,76 @@
+"""FLOP rules of ONNX ops and of their gradients, against closed forms."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnplace.importers.onnx_flops import FREE_OPS, VIEW_OPS, canonical_op_type, forward_flops, grad_flops
+
+
+@pytest.mark.parametrize(
+    "op, attrs, inputs, outputs, expected",
+    [
+        ("MatMul", {}, [(3, 8, 16), (16, 4)], [(3, 8, 4)], 2 * 3 * 8 * 16 * 4),
+        ("MatMul", {}, [(16,), (16, 4)], [(4,)], 2 * 16 * 4),
+        ("Gemm", {"transA": 1}, [(16, 8), (16, 4), (4,)], [(8, 4)], 2 * 8 * 16 * 4 + 8 * 4),
+        ("Gemm", {}, [(8, 16), (16, 4)], [(8, 4)], 2 * 8 * 16 * 4),
+        ("Conv", {"group": 4}, [(2, 8, 10, 10), (8, 2, 3, 3)], [(2, 8, 8, 8)], 2 * 2 * 8 * 8 * 8 * 2 * 9),
+        ("ConvTranspose", {}, [(1, 4, 5, 5), (4, 2, 3, 3), (2,)], [(1, 2, 11, 11)], 2 * 4 * 25 * 2 * 9 + 2 * 121),
+        ("Einsum", {"equation": "bij,bjk->bik"}, [(2, 3, 4), (2, 4, 5)], [(2, 3, 5)], 2 * 2 * 3 * 4 * 5),
+        ("Einsum", {"equation": "...ij,...jk->...ik"}, [(6, 3, 4), (6, 4, 5)], [(6, 3, 5)], 2 * 6 * 3 * 4 * 5),
+        ("Einsum", {"equation": "ij->i"}, [(3, 4)], [(3,)], 12),
+        ("MaxPool", {"kernel_shape": [3, 3]}, [(2, 4, 9, 9)], [(2, 4, 3, 3)], 2 * 4 * 9 * 9),
+        ("GlobalAveragePool", {}, [(2, 4, 7, 7)], [(2, 4, 1, 1)], 2 * 4 * 49),
+        ("ReduceMean", {}, [(5, 6)], [(5, 1)], 30),
+        ("LayerNormalization", {}, [(4, 10), (10,), (10,)], [(4, 10)], 200),
+        ("BatchNormalization", {}, [(2, 3, 4, 4)] + [(3,)] * 4, [(2, 3, 4, 4)], 5 * 96),
+        ("Softmax", {}, [(4, 10)], [(4, 10)], 200),
+        ("Relu", {}, [(5, 5)], [(5, 5)], 25),
+        ("Gelu", {}, [(5, 5)], [(5, 5)], 100),
+        ("Add", {}, [(5, 5), (5,)], [(5, 5)], 25),
+        ("Sum", {}, [(5,), (5,), (5,)], [(5,)], 10),
+        ("Where", {}, [(5,), (5,), (5,)], [(5,)], 5),
+        ("Attention", {}, [(2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16)], [(2, 4, 8, 16)],
+         2 * 8 * 8 * 8 * 32 + 5 * 8 * 8 * 8),
+        ("Concat", {}, [(2, 3), (2, 3)], [(4, 3)], 0),
+        ("Gather", {}, [(100, 8), (4,)], [(4, 8)], 0),
+    ],
+)
+def test_forward_closed_forms(op, attrs, inputs, outputs, expected):
+    assert forward_flops(op, attrs, inputs, outputs) == expected
+
+
+def test_unknown_op_has_no_rule():
+    assert forward_flops("NoSuchOp", {}, [(2,)], [(2,)]) is None
+    assert forward_flops("Einsum", {"equation": "ij,jk->ik"}, [(2, 3)], [(2, 2)]) is None  # does not fit
+
+
+def test_product_gradients_cost_the_forward_product():
+    x, w, out = (2, 8, 10, 10), (16, 8, 3, 3), (2, 16, 10, 10)
+    fwd = forward_flops("Conv", {}, [x, w], [out])
+    assert grad_flops("Conv", {}, [x, w], [out], 0, fwd) == grad_flops("Conv", {}, [x, w], [out], 1, fwd) == fwd
+    assert grad_flops("Conv", {}, [x, w, (16,)], [out], 2, fwd) == 2 * 16 * 100
+    a, b, y = (4, 8, 16), (16, 32), (4, 8, 32)
+    fwd = forward_flops("MatMul", {}, [a, b], [y])
+    assert grad_flops("MatMul", {}, [a, b], [y], 0, fwd) == grad_flops("MatMul", {}, [a, b], [y], 1, fwd) == fwd
+
+
+def test_elementwise_gradients_follow_aten():
+    s = [(4, 8)]
+    assert grad_flops("Add", {}, s * 2, s, 0, 32) == 0  # passes the gradient through
+    assert grad_flops("Add", {}, [(4, 8), (8,)], s, 1, 32) == 32  # broadcast bias: a reduction
+    assert grad_flops("Mul", {}, s * 2, s, 1, 32) == 32
+    assert grad_flops("Relu", {}, s, s, 0, 32) == 32  # threshold_backward
+    assert grad_flops("Tanh", {}, s, s, 0, 128) == 128  # tanh_backward
+    assert grad_flops("Softmax", {}, s, s, 0, 160) == 3 * 32
+    norm = [grad_flops("LayerNormalization", {}, [(4, 8), (8,), (8,)], s, i, 160) for i in range(3)]
+    assert sum(norm) == 8 * 32  # native_layer_norm_backward
+    assert grad_flops("Gather", {}, [(100, 8), (4,)], [(4, 8)], 0, 0) == 32  # embedding_dense_backward
+
+
+def test_op_tables_are_disjoint_and_aliases_resolve():
+    assert not VIEW_OPS & FREE_OPS
+    assert canonical_op_type("FusedMatMul", "com.microsoft") == "FusedMatMul"
+    assert canonical_op_type("FastGelu", "com.microsoft") == "Gelu"
+    assert canonical_op_type("Relu", "ai.onnx") == "Relu"
+    assert canonical_op_type("Relu", "custom") == "custom.Relu"

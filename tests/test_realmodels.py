@@ -1,0 +1,89 @@
+"""The shipped real-model graphs (``datasets/real/``) and the code that builds them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnplace.datasets import graph_summary, load_manifest
+from gnplace.exceptions import UnknownName
+from gnplace.graph import BACKWARD, FORWARD, UPDATE
+from gnplace.graph_io import load_graph
+from gnplace.realmodels import REAL_MODELS
+
+DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+REAL = DATASETS / "real"
+
+# parameter counts of the published architectures (GPT-2 with tied embeddings, BERT-base with its MLM head)
+PARAMETERS = {"gpt2": 124_439_808, "bert_base": 109_514_298, "t5_small": 60_506_624, "resnet50": 25_557_032}
+
+
+@pytest.fixture(scope="module")
+def manifest():
+    return load_manifest(REAL)
+
+
+@pytest.fixture(scope="module")
+def graphs(manifest):
+    return {e["file"]: load_graph(REAL / e["file"]) for e in manifest["graphs"]}
+
+
+def test_manifest_lists_every_file_in_the_test_split(manifest):
+    assert manifest["format"] == "gnplace-dataset" and manifest["family"] == "real"
+    files = [e["file"] for e in manifest["graphs"]]
+    assert sorted(files) == sorted(p.name for p in REAL.glob("*.gnpg"))
+    assert all(e["split"] == "test" and e["family"] == "real" for e in manifest["graphs"])
+    expected = [f"{name}.gnpg" if importer == "torch" else f"{name}_onnx.gnpg"
+                for name, model in REAL_MODELS.items() for importer in model.importers]
+    assert files == expected
+
+
+def test_manifest_matches_the_graphs(manifest, graphs):
+    for entry in manifest["graphs"]:
+        graph = graphs[entry["file"]]
+        graph.validate()
+        assert {k: entry[k] for k in graph_summary(graph)} == graph_summary(graph)
+        assert entry["knobs"] == graph.meta["knobs"] and graph.meta["family"] == "real"
+        assert 100 < graph.num_ops < 20_000
+        assert set(np.unique(graph.phase).tolist()) == {FORWARD, BACKWARD, UPDATE}
+
+
+def test_architectures_have_their_published_sizes(graphs):
+    for name, count in PARAMETERS.items():
+        assert graphs[f"{name}.gnpg"].total_param_bytes == 4 * count  # fp32, SGD
+    gpt2 = graphs["gpt2.gnpg"]
+    assert sum(1 for n in gpt2.node_names if n.startswith("update/") and n.endswith("attn.c_attn.weight")) == 12
+
+
+def test_torch_and_onnx_imports_agree(graphs):
+    for name, model in REAL_MODELS.items():
+        if "onnx" not in model.importers:
+            continue
+        by_torch, by_onnx = graphs[f"{name}.gnpg"], graphs[f"{name}_onnx.gnpg"]
+        for phase, rel in ((FORWARD, 0.05), (BACKWARD, 0.05)):
+            mine, theirs = by_onnx.flops[by_onnx.phase == phase].sum(), by_torch.flops[by_torch.phase == phase].sum()
+            assert mine == pytest.approx(theirs, rel=rel)
+        assert by_onnx.total_param_bytes == by_torch.total_param_bytes
+        assert int((by_onnx.phase == UPDATE).sum()) == int((by_torch.phase == UPDATE).sum())
+
+
+def test_shipped_datasets_stay_small():
+    total = sum(p.stat().st_size for p in DATASETS.rglob("*") if p.is_file())
+    assert total < 50 * 2**20
+    assert "## Real models" in (DATASETS / "README.md").read_text()
+
+
+def test_unknown_model_lists_the_choices():
+    from gnplace.realmodels import build_model
+
+    with pytest.raises(UnknownName, match="gpt2, bert_base, t5_small"):
+        build_model("alexnet")
+
+
+def test_rebuilding_a_model_gives_the_shipped_graph():
+    pytest.importorskip("transformers")
+    from gnplace.realmodels import real_graph
+
+    assert real_graph("resnet50") == load_graph(REAL / "resnet50.gnpg")
