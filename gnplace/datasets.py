@@ -28,7 +28,7 @@ from gnplace.exceptions import GnplaceError
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph
 
-__all__ = ["generate_graph", "generate_dataset", "load_manifest", "graph_summary"]
+__all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifest", "graph_summary"]
 
 
 def _family(name: str) -> Any:
@@ -121,6 +121,11 @@ def generate_dataset(
                         "split": "test" if i in test else "train"})
         if progress is not None:
             progress(i, graph)
+    return write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
+
+
+def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries: list[dict[str, Any]]) -> Path:
+    """Write ``out/manifest.json`` (atomically) for graph ``entries``; returns its path."""
     manifest = {"format": "gnplace-dataset", "version": 1, "family": family, "seed": seed, "optimizer": optimizer,
                 "graphs": entries}
     target = out / "manifest.json"

@@ -12,7 +12,6 @@ Spotlight report the same figures, see ``specs/evaluation.md``).
 from __future__ import annotations
 
 import csv
-import inspect
 import math
 import os
 import time
@@ -28,7 +27,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import GnplaceError
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
-from gnplace.placers import get_placer
+from gnplace.placers import get_placer, make_placer
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
@@ -114,16 +113,8 @@ def run_task(task: Task) -> Row:
     base = dict(graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=task.graph_path,
                 ops=graph.num_ops, groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed,
                 bound_s=bound, single_s=single_s)
-    options: dict[str, Any] = {}
-    from gnplace.placers import PLACERS
-
-    params = inspect.signature(PLACERS[task.placer]).parameters if task.placer in PLACERS else {}
-    if task.budget is not None and "budget" in params:
-        options["budget"] = task.budget
-    if "simulator" in params:
-        options["simulator"] = sim
     try:
-        placer = get_placer(task.placer, **options)
+        placer = make_placer(task.placer, simulator=sim, budget=task.budget)
         start = time.perf_counter()
         placement = placer.place(graph, cluster, seed=task.seed)
         took = time.perf_counter() - start

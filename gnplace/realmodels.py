@@ -20,7 +20,6 @@ Examples:
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -267,7 +266,7 @@ def write_real_dataset(
         optimizer (str, optional): optimizer of the update ops (default: ``"sgd"``).
         progress (callable, optional): called with ``(file name, graph, seconds to build it)``.
     """
-    from gnplace.datasets import graph_summary
+    from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
 
     out = Path(out)
@@ -283,10 +282,4 @@ def write_real_dataset(
                             "knobs": graph.meta["knobs"], "split": "test"})
             if progress is not None:
                 progress(path.name, graph, seconds)
-    manifest = {"format": "gnplace-dataset", "version": 1, "family": "real", "seed": 0, "optimizer": optimizer,
-                "graphs": entries}
-    target = out / "manifest.json"
-    tmp = target.with_name("manifest.json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, target)
-    return target
+    return write_manifest(out, family="real", seed=0, optimizer=optimizer, entries=entries)

@@ -87,13 +87,16 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def plot_best_timeline(rows: list, path: str | os.PathLike[str]) -> Path:
-    """Gantt chart of the best placement found for the first graph and cluster of ``rows`` (evaluation rows)."""
+def plot_best_timeline(rows: list, path: str | os.PathLike[str], *, budget: int | None = None) -> Path:
+    """Gantt chart of the best placement found for the first graph and cluster of ``rows`` (evaluation rows).
+
+    The best placer is run again with the evaluation's ``budget`` and seed to get its placement.
+    """
     import math
 
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
-    from gnplace.placers import get_placer
+    from gnplace.placers import make_placer
     from gnplace.sim.simulator import simulate
 
     first = rows[0]
@@ -102,7 +105,7 @@ def plot_best_timeline(rows: list, path: str | os.PathLike[str]) -> Path:
     best = min(candidates or [first], key=lambda r: r.step_time_s)
     graph = load_graph(best.graph_path)
     cluster = load_cluster(best.cluster) if best.cluster in _presets() else load_cluster(first.cluster)
-    placement = get_placer(best.placer).place(graph, cluster, seed=best.seed)
+    placement = make_placer(best.placer, budget=budget).place(graph, cluster, seed=best.seed)
     result = simulate(graph, cluster, placement, timeline=True)
     return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
 

@@ -67,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
         from gnplace.viz import plot_best_timeline, plot_ratios
 
         print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
-        print(f"wrote {plot_best_timeline(rows, Path(args.out) / 'best_timeline.png')}")
+        print(f"wrote {plot_best_timeline(rows, Path(args.out) / 'best_timeline.png', budget=args.budget)}")
     return 0

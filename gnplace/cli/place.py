@@ -11,7 +11,7 @@ from gnplace.cli.common import mib, ms
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
 from gnplace.placement import save_placement
-from gnplace.placers import get_placer
+from gnplace.placers import make_placer
 from gnplace.sim.simulator import Simulator
 
 
@@ -33,20 +33,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace place``."""
-    import inspect
-
-    from gnplace.placers import PLACERS
-
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
-    options: dict[str, Any] = {}
-    params = inspect.signature(PLACERS[args.placer]).parameters if args.placer in PLACERS else {}
-    if "simulator" in params:
-        options["simulator"] = sim
-    if args.budget is not None:
-        options["budget"] = args.budget
-    placer = get_placer(args.placer, **options)
+    placer = make_placer(args.placer, simulator=sim, budget=args.budget)
     start = time.perf_counter()
     placement = placer.place(graph, cluster, seed=args.seed)
     took = time.perf_counter() - start

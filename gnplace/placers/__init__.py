@@ -21,7 +21,7 @@ from gnplace.placers.random_search import RandomSearchPlacer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 
-__all__ = ["PLACERS", "get_placer", "Placer", "group_order"]
+__all__ = ["PLACERS", "get_placer", "make_placer", "Placer", "group_order"]
 
 #: Placer classes by registry name.
 PLACERS: dict[str, type] = {
@@ -45,4 +45,26 @@ def get_placer(name: str, **options: Any) -> Placer:
     """
     if name not in PLACERS:
         raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(PLACERS))})")
+    return PLACERS[name](**options)  # type: ignore[no-any-return]
+
+
+def make_placer(name: str, *, simulator: Any = None, budget: int | None = None, **options: Any) -> Placer:
+    """Like :func:`get_placer`, but passes ``simulator`` and ``budget`` only to placers that take them.
+
+    The command line and evaluation use this so that one ``--budget`` or simulator mode applies to
+    every placer that has such an option and is ignored by the others.
+
+    Examples:
+        >>> make_placer("round_robin", budget=10)
+        RoundRobinPlacer()
+    """
+    import inspect
+
+    if name not in PLACERS:
+        raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(PLACERS))})")
+    params = inspect.signature(PLACERS[name]).parameters
+    if simulator is not None and "simulator" in params:
+        options["simulator"] = simulator
+    if budget is not None and "budget" in params:
+        options["budget"] = budget
     return PLACERS[name](**options)  # type: ignore[no-any-return]

@@ -72,3 +72,10 @@ def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
         assert len(lines) == 9
         assert all(float(cells[5]) >= 1.0 - 1e-9 for cells in lines)  # nobody beats the best
         assert sum(int(cells[8]) for cells in lines) >= 1  # and somebody is it
+
+
+def test_place_budget_is_ignored_by_placers_without_one(tmp_path, capsys):
+    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
+    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "m_etf", "--budget", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["placer"] == "m_etf"
+    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "annealing", "--budget", "10", "--json"]) == 0
