@@ -16,7 +16,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gnplace import GnplaceError, PLACERS, get_placer, load_cluster, load_graph, lower_bound
+from gnplace import GnplaceError, PLACERS, load_cluster, load_graph, lower_bound
+from gnplace.placers import make_placer
 from gnplace.cluster import preset_names
 from gnplace.sim import Simulator
 
@@ -29,6 +30,10 @@ def main() -> int:
     parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
     parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
     parser.add_argument("--mode", choices=("default", "placeto"), default="default")
+    parser.add_argument("--placers", default=",".join(sorted(PLACERS, key=lambda n: (n != "single", n))),
+                        help="comma-separated placers (default: all, single first)")
+    parser.add_argument("--budget", type=int, default=200, help="simulator evaluations for search placers")
+    parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
     args = parser.parse_args()
     console = Console(width=150)
     sim = Simulator(args.mode)
@@ -43,11 +48,14 @@ def main() -> int:
                 cluster = load_cluster(cluster_name)
                 bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
                 single_step = None
-                for name in sorted(PLACERS, key=lambda n: (n != "single", n)):
+                for name in args.placers.split(","):
+                    options = {"time_limit": args.exact_time} if name == "exact" else {}
                     start = time.perf_counter()
-                    placement = get_placer(name).place(graph, cluster, seed=0)
+                    placement = make_placer(name, simulator=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
                     took = time.perf_counter() - start
                     result = sim.time(graph, cluster, placement)
+                    if name == "single":
+                        single_step = result.step_time
                     single_step = single_step or result.step_time
                     table.add_row(
                         cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",

@@ -131,8 +131,9 @@ class ExactPlacer:
     with op times rounded to ``time_unit``.
 
     Args:
-        time_limit (float, optional): CP-SAT deterministic time the solver may run, about seconds;
-            a budget in deterministic time keeps the result reproducible (default: 30.0).
+        time_limit (float, optional): CP-SAT deterministic time the solver may run (one unit took
+            1 to 4 wall seconds on a 2-core machine); a budget in deterministic time keeps the
+            result reproducible (default: 30.0).
         max_groups (int, optional): most colocation groups accepted (default: 60).
         activation_memory (bool, optional): count live activations against memory, not only
             resident parameters (default: :obj:`True`).
