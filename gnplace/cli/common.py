@@ -13,8 +13,10 @@ __all__ = ["resolve_placement", "ms", "mib"]
 
 
 def resolve_placement(graph: OpGraph, cluster: Cluster, placer: str, *, seed: int | None = None) -> tuple[str, Placement]:
-    """The placement named by ``placer``: a placement file (``*.json``) or a registered placer name."""
-    if placer.endswith(".json") or Path(placer).is_file():
+    """The placement named by ``placer``: a registered placer name, else a placement file."""
+    from gnplace.placers import PLACERS
+
+    if placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file()):
         return Path(placer).name, load_placement(placer, graph, cluster)
     return placer, get_placer(placer).place(graph, cluster, seed=seed)
 

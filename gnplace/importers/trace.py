@@ -186,18 +186,22 @@ def record_training_step(
     calls: dict[str, int] = {}
     paths = {id(m): name for name, m in module.named_modules()}
 
-    def pre_hook(mod: torch.nn.Module, _args: Any) -> None:
+    boundaries: list[list[Any]] = []  # per open call: autograd nodes of its inputs (made before it)
+
+    def pre_hook(mod: torch.nn.Module, args: Any, kwargs: Any) -> None:
         path = paths.get(id(mod), type(mod).__name__)
         calls[path] = calls.get(path, -1) + 1
         call_stack.append((path, calls[path]))
+        flat, _ = tree_flatten((args, kwargs))
+        boundaries.append([t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None])
 
     def post_hook(mod: torch.nn.Module, _args: Any, output: Any) -> None:
         tag = call_stack.pop()
-        _tag_autograd_nodes(output, tag)
+        _tag_autograd_nodes(output, tag, stop=boundaries.pop())
 
     handles = []
     for mod in module.modules():
-        handles.append(mod.register_forward_pre_hook(pre_hook))
+        handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
         handles.append(mod.register_forward_hook(post_hook))
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     recorder = _Recorder(origin, keep, call_stack)
@@ -247,13 +251,18 @@ def record_training_step(
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, dict((k, v + 1) for k, v in calls.items()))
 
 
-def _tag_autograd_nodes(output: Any, tag: CallKey) -> None:
-    """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``."""
+def _tag_autograd_nodes(output: Any, tag: CallKey, stop: list[Any] = ()) -> None:  # type: ignore[assignment]
+    """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``.
+
+    The walk does not enter the nodes in ``stop`` (those of the call's inputs): they, and what made
+    them, ran before the call, in its parent.
+    """
+    boundary = {id(node) for node in stop}
     flat, _ = tree_flatten(output)
     todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while todo:
         node = todo.pop()
-        if node is None or "gnplace_call" in node.metadata:
+        if node is None or id(node) in boundary or "gnplace_call" in node.metadata:
             continue
         node.metadata["gnplace_call"] = tag
         todo.extend(f for f, _ in node.next_functions if f is not None)

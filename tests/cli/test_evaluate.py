@@ -1,16 +1,12 @@
-"""``gnplace evaluate`` and ``gnplace place`` end to end."""
+"""``gnplace evaluate`` end to end (``gnplace place`` is tested in ``test_place.py``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from gnplace.cli import main
-from gnplace.graph_io import load_graph
-from gnplace.placement import load_placement
-from gnplace.cluster import load_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "datasets" / "examples"
@@ -44,20 +40,6 @@ def test_evaluate_rejects_unknown_placer_and_cluster(tmp_path, capsys):
     assert err.startswith("gnplace: error: unknown cluster 'k80x99'") and err.count("\n") == 1
 
 
-def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
-    graph_path = EXAMPLES / "mlp1x8w6144b256.gnpg"
-    target = tmp_path / "p.json"
-    assert main(["place", str(graph_path), "-c", "tight4", "-p", "round_robin", "-o", str(target), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    data = json.loads(target.read_text())
-    assert data["placer"] == "round_robin" and data["predicted"]["step_time_s"] == report["step_time_s"]
-    graph = load_graph(graph_path)
-    placement = load_placement(target, graph, load_cluster("tight4"))
-    assert len(placement.devices) == graph.num_ops
-    assert main(["simulate", str(graph_path), "-c", "tight4", "-p", str(target), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(report["step_time_s"])
-
-
 def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
     out = tmp_path / "ev"
     graphs = [str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), str(ROOT / "datasets" / "nmt" / "nmt_002.gnpg")]
@@ -72,10 +54,3 @@ def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
         assert len(lines) == 9
         assert all(float(cells[5]) >= 1.0 - 1e-9 for cells in lines)  # nobody beats the best
         assert sum(int(cells[8]) for cells in lines) >= 1  # and somebody is it
-
-
-def test_place_budget_is_ignored_by_placers_without_one(tmp_path, capsys):
-    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
-    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "m_etf", "--budget", "10", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["placer"] == "m_etf"
-    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "annealing", "--budget", "10", "--json"]) == 0

@@ -1,0 +1,88 @@
+"""Helpers shared by the subcommands: resolving ``--placer`` and formatting seconds and bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnplace.cli.common import mib, ms, resolve_placement
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidPlacement, UnknownName
+from gnplace.placement import Placement, save_placement
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.toy import chain_graph, fork_graph
+
+
+def test_registered_name_runs_that_placer():
+    g, c = chain_graph(5), load_cluster("k80x2")
+    name, placement = resolve_placement(g, c, "round_robin")
+    assert name == "round_robin"
+    assert placement == RoundRobinPlacer().place(g, c)
+    assert placement.devices.tolist() == [0, 1, 0, 1, 0]
+
+
+def test_seed_is_passed_to_the_placer():
+    g, c = fork_graph(), load_cluster("k80x4")
+    _, a = resolve_placement(g, c, "random_search", seed=3)
+    _, b = resolve_placement(g, c, "random_search", seed=3)
+    assert a == b
+
+
+def test_placement_file_is_read_back(tmp_path):
+    g, c = chain_graph(4), load_cluster("k80x2")
+    written = Placement([1, 1, 0, 1], c)
+    path = save_placement(tmp_path / "mine.json", g, written, placer="hand")
+    name, placement = resolve_placement(g, c, str(path))
+    assert name == "mine.json"  # the file name, not its path
+    assert placement == written and placement.cluster is c
+
+
+def test_existing_file_without_json_suffix_is_a_placement_file(tmp_path):
+    g, c = chain_graph(3), load_cluster("k80x2")
+    path = save_placement(tmp_path / "placement.txt", g, Placement([0, 1, 1], c))
+    name, placement = resolve_placement(g, c, str(path))
+    assert name == "placement.txt" and placement.devices.tolist() == [0, 1, 1]
+
+
+def test_missing_json_file_is_not_taken_for_a_placer_name(tmp_path):
+    g, c = chain_graph(3), load_cluster("k80x2")
+    with pytest.raises(InvalidPlacement, match="no such placement file"):
+        resolve_placement(g, c, str(tmp_path / "absent.json"))
+
+
+def test_placement_file_of_another_graph_is_rejected(tmp_path):
+    c = load_cluster("k80x2")
+    path = save_placement(tmp_path / "p.json", chain_graph(3), Placement([0, 1, 1], c))
+    with pytest.raises(InvalidPlacement, match="op 'op0' is not in graph 'fork'"):
+        resolve_placement(fork_graph(), c, str(path))
+
+
+def test_unknown_placer_name_lists_the_choices():
+    with pytest.raises(UnknownName, match=r"unknown placer 'magic' \(choose one of: .*round_robin"):
+        resolve_placement(chain_graph(2), load_cluster("k80x2"), "magic")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0, "0.000"), (1.0, "1000.000"), (0.0123456, "12.346"), (2.5e-6, "0.003"), (-0.001, "-1.000")],
+)
+def test_ms_gives_milliseconds_with_three_decimals(seconds, text):
+    assert ms(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("num_bytes", "text"),
+    [(0, "0.0"), (2**20, "1.0"), (1.5 * 2**20, "1.5"), (2**30, "1024.0"), (10**6, "1.0"), (52_429, "0.1")],
+)
+def test_mib_gives_mebibytes_with_one_decimal(num_bytes, text):
+    assert mib(num_bytes) == text
+
+
+def test_a_file_named_like_a_placer_does_not_hide_the_placer(tmp_path, monkeypatch):
+    from gnplace.cli.common import resolve_placement
+    from gnplace.cluster import load_cluster
+    from gnplace.toy import chain_graph
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "single").write_text("not a placement")
+    name, placement = resolve_placement(chain_graph(3), load_cluster("k80x2"), "single")
+    assert name == "single" and len(placement.devices) == 3

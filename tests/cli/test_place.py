@@ -1,0 +1,104 @@
+"""Tests of the ``gnplace place`` command, run in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gnplace.cli import main
+from gnplace.cluster import load_cluster
+from gnplace.graph_io import load_graph
+from gnplace.placement import load_placement
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "datasets" / "examples"
+
+
+def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
+    graph_path = EXAMPLES / "mlp1x8w6144b256.gnpg"
+    target = tmp_path / "p.json"
+    assert main(["place", str(graph_path), "-c", "tight4", "-p", "round_robin", "-o", str(target), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    data = json.loads(target.read_text())
+    assert data["placer"] == "round_robin" and data["predicted"]["step_time_s"] == report["step_time_s"]
+    graph = load_graph(graph_path)
+    placement = load_placement(target, graph, load_cluster("tight4"))
+    assert len(placement.devices) == graph.num_ops
+    assert main(["simulate", str(graph_path), "-c", "tight4", "-p", str(target), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(report["step_time_s"])
+
+
+def test_place_budget_is_ignored_by_placers_without_one(tmp_path, capsys):
+    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
+    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "m_etf", "--budget", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["placer"] == "m_etf"
+    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "annealing", "--budget", "10", "--json"]) == 0
+
+
+def test_text_output_names_every_device_and_the_file_written(tmp_path, capsys):
+    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
+    target = tmp_path / "out" / "rr.json"
+    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "round_robin", "-o", str(target)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    head, devices, written = captured.out.splitlines()
+    graph = load_graph(graph_path)
+    assert head.startswith(f"{graph.name} on k80x2 by round_robin in ") and " ms" in head
+    assert "OUT OF MEMORY" not in head
+    # "gpu0 N ops / M MiB, gpu1 N ops / M MiB", the counts adding up to the graph
+    counts = {}
+    for part in devices.strip().split(", "):
+        name, n, ops, slash, _, unit = part.split()
+        assert (ops, slash, unit) == ("ops", "/", "MiB")
+        counts[name] = int(n)
+    assert list(counts) == load_cluster("k80x2").device_names
+    assert sum(counts.values()) == graph.num_ops and min(counts.values()) > 0
+    assert written == f"  written to {target}"
+    placement = load_placement(target, graph, load_cluster("k80x2"))
+    assert [int((placement.devices == k).sum()) for k in range(2)] == list(counts.values())
+
+
+def test_text_output_without_output_file_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "single"]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 2 and "written to" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_of_memory_placement_is_flagged(capsys):
+    # the 1.1 GiB example does not fit one 1 GiB GPU of tight4
+    assert main(["place", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "-c", "tight4", "-p", "single"]) == 0
+    assert "OUT OF MEMORY" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_unknown_placer_is_one_error_line_and_exit_2(tmp_path, capsys):
+    target = tmp_path / "p.json"
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "magic", "-o", str(target)])
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("gnplace: error: unknown placer 'magic' (choose one of: ")
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such graph file"),
+        (b"this is not a graph", "not a readable gnplace graph file"),
+        (b'{"format": "something-else"}', "not a gnplace graph file"),
+    ],
+)
+def test_bad_graph_file_is_one_error_line_and_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.gnpg"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["place", str(path), "-c", "k80x2", "-p", "single"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"gnplace: error: {path}: {message}")
+    assert captured.err.count("\n") == 1

@@ -1,0 +1,138 @@
+"""Helpers shared by the family samplers: knob checks, log-uniform draws and seeded torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.exceptions import UnknownName
+from gnplace.families._common import check_choice, check_int, log_uniform_int, seeded_torch
+
+
+# ---------------------------------------------------------------------------------- check_int
+@pytest.mark.parametrize(("value", "low", "high"), [(1, 1, None), (7, 1, 7), (4, 1, 7), (10**9, 0, None), (-3, -5, -1)])
+def test_check_int_accepts_the_closed_range(value, low, high):
+    assert check_int("layers", value, low, high) == value
+
+
+def test_check_int_returns_a_python_int_for_numpy_integers():
+    out = check_int("width", np.int64(64), 1)
+    assert out == 64 and type(out) is int
+
+
+@pytest.mark.parametrize("value", [True, False, 3.0, "3", None, np.float32(2)])
+def test_check_int_rejects_non_integers(value):
+    with pytest.raises(TypeError, match=r"knob 'layers' must be an integer, got "):
+        check_int("layers", value, 0)
+
+
+def test_check_int_names_the_knob_and_the_bound():
+    with pytest.raises(ValueError, match=r"knob 'layers' must be >= 1, got 0"):
+        check_int("layers", 0, 1)
+    with pytest.raises(ValueError, match=r"knob 'cells' must be in \[2, 5\], got 6"):
+        check_int("cells", 6, 2, 5)
+    with pytest.raises(ValueError, match=r"knob 'cells' must be in \[2, 5\], got 1"):
+        check_int("cells", 1, 2, 5)
+
+
+# ---------------------------------------------------------------------------------- check_choice
+def test_check_choice_returns_a_known_name():
+    assert check_choice("space", "macro", ["micro", "macro"]) == "macro"
+
+
+def test_check_choice_lists_the_choices_of_an_unknown_name():
+    with pytest.raises(UnknownName, match=r"^unknown attention 'sparse' \(choose one of: dot, additive\)$"):
+        check_choice("attention", "sparse", ("dot", "additive"))
+
+
+def test_check_choice_is_case_sensitive_and_a_value_error():
+    with pytest.raises(ValueError, match="unknown space 'Micro'"):
+        check_choice("space", "Micro", ("micro",))
+
+
+# ---------------------------------------------------------------------------------- log_uniform_int
+@pytest.mark.parametrize(("low", "high", "multiple"), [(16, 512, 16), (1, 1000, 1), (8, 64, 8), (100, 300, 50)])
+def test_log_uniform_int_stays_in_range_on_the_grid(low, high, multiple):
+    rng = np.random.default_rng(0)
+    values = np.array([log_uniform_int(rng, low, high, multiple=multiple) for _ in range(2000)])
+    assert values.min() >= low and values.max() <= high
+    assert np.all(values % multiple == 0)
+    assert all(type(log_uniform_int(rng, low, high, multiple)) is int for _ in range(3))
+
+
+def test_log_uniform_int_reaches_both_ends_of_a_coarse_grid():
+    rng = np.random.default_rng(0)
+    values = {log_uniform_int(rng, 16, 512, multiple=16) for _ in range(3000)}
+    assert min(values) == 16 and max(values) == 512
+    assert len(values) > 20  # most multiples of 16 in between show up, not only the two ends
+
+
+def test_log_uniform_int_is_log_uniform_not_uniform():
+    rng = np.random.default_rng(1)
+    values = np.array([log_uniform_int(rng, 1, 10_000) for _ in range(4000)])
+    # log-uniform: each decade holds a quarter; a uniform draw would put 90% in the last one
+    decades = np.histogram(np.log10(values), bins=[0, 1, 2, 3, 4.01])[0] / values.size
+    assert np.allclose(decades, 0.25, atol=0.04)
+
+
+def test_log_uniform_int_with_equal_bounds_and_one_draw():
+    rng = np.random.default_rng(2)
+    assert log_uniform_int(rng, 32, 32, multiple=32) == 32
+    a, b = np.random.default_rng(3), np.random.default_rng(3)
+    log_uniform_int(a, 1, 100)
+    b.random()
+    assert a.random() == b.random()  # it took exactly one draw
+
+
+# ---------------------------------------------------------------------------------- seeded_torch
+def test_seeded_torch_is_deterministic_in_the_rng_state():
+    with seeded_torch(np.random.default_rng(0)) as seed_a:
+        a = torch.randn(5)
+        layer_a = torch.nn.Linear(3, 2).weight.detach().clone()
+    with seeded_torch(np.random.default_rng(0)) as seed_b:
+        b = torch.randn(5)
+        layer_b = torch.nn.Linear(3, 2).weight.detach().clone()
+    with seeded_torch(np.random.default_rng(1)) as seed_c:
+        c = torch.randn(5)
+    assert seed_a == seed_b != seed_c
+    assert torch.equal(a, b) and torch.equal(layer_a, layer_b)
+    assert not torch.equal(a, c)
+
+
+def test_seeded_torch_yields_the_seed_it_set():
+    expected = int(np.random.default_rng(7).integers(2**31))
+    with seeded_torch(np.random.default_rng(7)) as seed:
+        assert seed == expected and isinstance(seed, int)
+        assert torch.initial_seed() == seed
+
+
+def test_seeded_torch_advances_the_numpy_generator_by_one_draw():
+    rng, twin = np.random.default_rng(4), np.random.default_rng(4)
+    with seeded_torch(rng) as first:
+        pass
+    with seeded_torch(rng) as second:
+        pass
+    assert first != second
+    twin.integers(2**31)
+    assert int(twin.integers(2**31)) == second
+
+
+def test_seeded_torch_leaves_the_global_torch_state_as_it_was():
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    with seeded_torch(np.random.default_rng(0)):
+        torch.rand(1000)
+    assert torch.equal(torch.get_rng_state(), before)
+    after = torch.rand(3)
+    torch.manual_seed(123)
+    assert torch.equal(after, torch.rand(3))
+
+
+def test_seeded_torch_restores_the_state_when_the_body_raises():
+    before = torch.get_rng_state()
+    with pytest.raises(RuntimeError, match="boom"):
+        with seeded_torch(np.random.default_rng(0)):
+            torch.rand(10)
+            raise RuntimeError("boom")
+    assert torch.equal(torch.get_rng_state(), before)

@@ -1,0 +1,165 @@
+"""Recording one training step of a PyTorch module as aten ops (``gnplace.importers.trace``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from gnplace.exceptions import UnsupportedGraph
+from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
+
+
+def mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def mse(out: torch.Tensor) -> torch.Tensor:
+    return out.square().mean()
+
+
+class Twice(nn.Module):
+    """Calls ``fc`` twice; ``unused`` never runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.act = nn.Tanh()
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.act(self.fc(x))).sum()
+
+
+def calls_of(trace: TrainingTrace, name: str, *, backward: bool) -> list[tuple[str, int]]:
+    return [op.call for op in trace.ops if op.name == name and op.backward == backward]
+
+
+def test_a_module_called_twice_gives_two_calls():
+    trace = record_training_step(Twice(), (torch.randn(2, 4),))
+    assert trace.module_calls == {"": 1, "fc": 2, "act": 1}
+    assert calls_of(trace, "addmm", backward=False) == [("fc", 0), ("fc", 1)]
+    assert calls_of(trace, "tanh", backward=False) == [("act", 0)]
+    forward_calls = {op.call for op in trace.ops if not op.backward}
+    assert {("fc", 0), ("fc", 1)} <= forward_calls
+
+
+def test_backward_ops_carry_the_call_of_their_forward_op():
+    model = mlp()
+    trace = record_training_step(model, (torch.randn(5, 6),), loss=mse)
+    assert any(op.backward for op in trace.ops) and not trace.ops[0].backward
+    first_backward = next(i for i, op in enumerate(trace.ops) if op.backward)
+    assert all(op.backward for op in trace.ops[first_backward:])  # forward, then backward
+    # the ReLU's gradient runs in the ReLU's call, each weight gradient in its Linear's call
+    assert calls_of(trace, "relu", backward=False) == [("1", 0)]
+    assert calls_of(trace, "threshold_backward", backward=True) == [("1", 0)]
+    for name, ref in trace.grads.items():
+        assert ref is not None and ref.kind == "op"
+        assert trace.ops[ref.index].backward
+        assert trace.ops[ref.index].call == (name.split(".")[0], 0), name
+    # every backward op belongs to a call that ran forward ops
+    forward_calls = {op.call for op in trace.ops if not op.backward}
+    assert {op.call for op in trace.ops if op.backward} <= forward_calls
+
+
+def test_gradients_of_a_module_called_twice_go_to_each_call():
+    trace = record_training_step(Twice(), (torch.randn(2, 4),))
+    assert calls_of(trace, "tanh_backward", backward=True) == [("act", 0)]
+    # the weight gradient is an ``mm`` per call, each in the call whose addmm it differentiates
+    weight_grad_calls = {op.call for op in trace.ops if op.backward and op.name == "mm"}
+    assert weight_grad_calls == {("fc", 0), ("fc", 1)}
+
+
+def test_backward_of_a_functional_op_between_module_calls_keeps_its_call():
+    class Functional(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.b(torch.relu(self.a(x))).sum()
+
+    trace = record_training_step(Functional(), (torch.randn(2, 4),))
+    assert calls_of(trace, "relu", backward=False) == [("", 0)]
+    assert calls_of(trace, "threshold_backward", backward=True) == [("", 0)]  # is ("b", 0)
+
+
+def test_an_unused_parameter_gets_no_gradient():
+    trace = record_training_step(Twice(), (torch.randn(2, 4),))
+    assert trace.grads["unused.weight"] is None and trace.grads["unused.bias"] is None
+    assert isinstance(trace.grads["fc.weight"], Ref)
+    assert "unused" not in trace.module_calls
+    loss, grads = trace.replay()
+    assert grads["unused.weight"] is None
+
+
+def test_frozen_parameters_and_buffers_are_not_trainable():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    model[0].bias.requires_grad_(False)
+    trace = record_training_step(model, (torch.randn(3, 4),), loss=lambda out: out.sum())
+    assert set(trace.params) == {"0.weight", "1.weight", "1.bias"} == set(trace.grads)
+    assert set(trace.buffers) == {"1.running_mean", "1.running_var", "1.num_batches_tracked"}
+    assert trace.params["0.weight"] is model[0].weight  # the real tensors, not fakes
+
+
+def test_replay_reproduces_eager_loss_and_gradients():
+    model = mlp()
+    x = torch.randn(5, 6)
+    trace = record_training_step(model, (x,), loss=mse)
+    assert trace.loss.kind == "op"
+    loss, grads = trace.replay()
+    eager_loss = mse(model(x))
+    eager = torch.autograd.grad(eager_loss, list(model.parameters()))
+    assert torch.allclose(loss, eager_loss)
+    assert list(grads) == [name for name, _ in model.named_parameters()]
+    for (name, got), want in zip(grads.items(), eager):
+        assert got.shape == want.shape and torch.allclose(got, want, atol=1e-6), name
+
+
+def test_replay_with_new_parameters_and_inputs_is_a_function_of_them():
+    model = mlp()
+    trace = record_training_step(model, (torch.randn(5, 6),), loss=mse)
+    torch.manual_seed(1)
+    other = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    x = torch.randn(5, 6)
+    loss, grads = trace.replay({k: v.detach() for k, v in other.named_parameters()}, [x])
+    eager_loss = mse(other(x))
+    assert torch.allclose(loss, eager_loss)
+    for (name, got), want in zip(grads.items(), torch.autograd.grad(eager_loss, list(other.parameters()))):
+        assert torch.allclose(got, want, atol=1e-6), name
+
+
+def test_a_tuple_whose_first_item_is_the_loss_needs_no_loss_function():
+    class LossAndLogits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logits = self.fc(x)
+            return logits.sum(), logits
+
+    trace = record_training_step(LossAndLogits(), (torch.randn(4, 3),))
+    assert trace.ops[trace.loss.index].name == "sum"
+
+
+def test_a_non_scalar_output_without_loss_is_unsupported():
+    with pytest.raises(UnsupportedGraph, match="^Linear must return a scalar loss, or pass loss= to map its output"):
+        record_training_step(nn.Linear(4, 4), (torch.randn(2, 4),))  # returns [2, 4]
+
+
+def test_hooks_are_removed_after_success_and_after_failure():
+    model = mlp()
+    record_training_step(model, (torch.randn(5, 6),), loss=mse)
+    with pytest.raises(UnsupportedGraph, match="must return a scalar loss"):
+        record_training_step(model, (torch.randn(5, 6),))
+    for m in model.modules():
+        assert not m._forward_hooks and not m._forward_pre_hooks
+
+
+def test_a_failing_op_is_named():
+    message = r"^cannot trace a training step of Sequential at op aten\.addmm\.default: "
+    with pytest.raises(UnsupportedGraph, match=message):
+        record_training_step(mlp(), (torch.randn(5, 7),), loss=mse)  # 7 features into Linear(6, 8)

@@ -1,0 +1,103 @@
+"""The CP-SAT model of the ``exact`` placer, solved directly on tiny cases with known optima (ticks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.graph import OpGraph
+from gnplace.placers._exact_model import Outcome, solve
+from gnplace.toy import chain_graph, fork_graph
+
+GiB = 2**30
+
+
+def run(graph, cluster, dur, delay, **options) -> Outcome:
+    kwargs = dict(activation_memory=True, link_contention=False, op_gap=0, symmetric=[], hint=None,
+                  time_limit=10.0, num_workers=1, random_seed=0)
+    kwargs.update(options)
+    return solve(graph, cluster, np.asarray(dur, dtype=np.int64), np.asarray(delay, dtype=np.int64), **kwargs)
+
+
+def uniform_delay(graph: OpGraph, d: int, ticks: int) -> np.ndarray:
+    """``ticks`` for every edge between different devices, 0 on one device, ``[num_edges, d, d]``."""
+    return np.broadcast_to(ticks * (1 - np.eye(d, dtype=np.int64)), (graph.num_edges, d, d)).copy()
+
+
+def test_affinity_chain_splits_where_each_op_is_fast():
+    g = chain_graph(2)
+    dur = [[1, 10], [10, 1]]  # op0 fast on device 0, op1 on device 1
+    out = run(g, load_cluster("k80x2"), dur, uniform_delay(g, 2, 2))
+    assert out.status == "optimal"
+    assert out.objective == 4.0 and out.bound == 4.0 and out.gap == 0.0  # 1 + 2 (transfer) + 1
+    assert out.solutions[-1].tolist() == [0, 1]
+    assert out.solutions[-1].dtype == np.int64
+
+
+def test_affinity_is_not_worth_a_slow_transfer():
+    g = chain_graph(2)
+    out = run(g, load_cluster("k80x2"), [[1, 10], [10, 1]], uniform_delay(g, 2, 20))
+    assert out.status == "optimal" and out.objective == 11.0
+    assert out.solutions[-1].tolist() in ([0, 0], [1, 1])
+
+
+@pytest.mark.parametrize("link_contention", [False, True])
+def test_fork_runs_its_branches_in_parallel(link_contention):
+    # src -> {left, right} -> sink, 10 ticks each anywhere, 1 tick per transfer: one branch moves
+    # to the other device and the sink follows it (10 + 1 + 10 + 10 = 31; serial would be 40)
+    g, c = fork_graph(), load_cluster("k80x2")
+    out = run(g, c, np.full((4, 2), 10), uniform_delay(g, 2, 1), link_contention=link_contention, symmetric=[[0, 1]])
+    assert out.status == "optimal"
+    assert (out.objective, out.bound, out.gap) == (31.0, 31.0, 0.0)
+    src, left, right, sink = out.solutions[-1].tolist()
+    assert src == 0  # symmetry breaking: device 1 is used only after device 0
+    assert left != right and sink in (left, right) and src != sink
+
+
+def test_every_improving_solution_is_a_group_placement():
+    g, c = fork_graph(), load_cluster("k80x4")
+    out = run(g, c, np.full((4, 4), 10), uniform_delay(g, 4, 1))
+    assert out.solutions
+    for s in out.solutions:
+        assert s.shape == (g.num_groups,) and s.min() >= 0 and s.max() < 4
+    assert out.objective == 31.0
+
+
+def test_memory_forces_a_split(heavy_groups, small_gpus):
+    g = heavy_groups([0.6, 0.6])  # two groups that do not fit one 1 GiB GPU together
+    dur, delay = np.full((2, 2), 10), uniform_delay(g, 2, 5)
+    out = run(g, small_gpus(2, memory=1 * GiB), dur, delay, activation_memory=False)
+    assert out.status == "optimal" and out.objective == 25.0  # 10 + 5 + 10
+    assert sorted(out.solutions[-1].tolist()) == [0, 1]
+    roomy = run(g, small_gpus(2, memory=2 * GiB), dur, delay, activation_memory=False)
+    assert roomy.objective == 20.0 and len(set(roomy.solutions[-1].tolist())) == 1
+
+
+def test_no_placement_fits(heavy_groups, small_gpus):
+    # three 0.6 GiB groups, two 1 GiB GPUs: the total fits, the groups do not
+    g = heavy_groups([0.6, 0.6, 0.6])
+    out = run(g, small_gpus(2, memory=1 * GiB), np.full((3, 2), 10), uniform_delay(g, 2, 5), activation_memory=False)
+    assert out == Outcome("infeasible", [], None, 0.0, None)
+
+
+def test_op_gap_keeps_the_device_busy_after_each_op():
+    g = chain_graph(3)
+    out = run(g, load_cluster("k80x2"), np.full((3, 2), 10), uniform_delay(g, 2, 100), op_gap=3)
+    # the chain stays on one device, which idles 3 ticks after each op: 10 + 3 + 10 + 3 + 10
+    assert out.objective == 36.0 and len(set(out.solutions[-1].tolist())) == 1
+    no_gap = run(g, load_cluster("k80x2"), np.full((3, 2), 10), uniform_delay(g, 2, 100), op_gap=0)
+    assert no_gap.objective == 30.0
+    g2 = OpGraph(["a", "b"], [], flops=[1e9, 1e9])  # two independent ops
+    parallel = run(g2, load_cluster("k80x2"), np.full((2, 2), 10), np.zeros((0, 2, 2)), op_gap=3,
+                   symmetric=[[0, 1]])
+    assert parallel.objective == 10.0 and parallel.solutions[-1].tolist() == [0, 1]  # one device: 23
+    hinted = run(g2, load_cluster("k80x2"), np.full((2, 2), 10), np.zeros((0, 2, 2)), op_gap=3,
+                 hint=np.array([0, 0]))
+    assert hinted.objective == 10.0  # a hint is only where the search starts
+
+
+def test_empty_graph_is_trivially_optimal():
+    out = run(OpGraph([], []), load_cluster("k80x2"), np.zeros((0, 2)), np.zeros((0, 2, 2)))
+    assert out.status == "optimal" and (out.objective, out.bound, out.gap) == (0.0, 0.0, 0.0)
+    assert len(out.solutions) == 1 and out.solutions[0].shape == (0,)

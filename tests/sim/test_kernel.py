@@ -1,0 +1,155 @@
+"""The compiled event loop of the simulator, called directly with hand-built arrays."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from gnplace.sim._kernel import longest_path, simulate_many, simulate_step
+
+
+def frozen(array: np.ndarray) -> np.ndarray:
+    """``array`` made read-only, as the simulator passes it: numba then reuses the simulator's compiled kernel."""
+    array.flags.writeable = False
+    return array
+
+
+def csr(n: int, edges: list[tuple[int, int]], edge_bytes: list[float] | None = None):
+    """``(out_ptr, out_dst, out_eb, in_ptr, in_src)`` of ``edges`` on ``n`` nodes (indices read-only, as in OpGraph)."""
+    src = np.array([u for u, _ in edges], dtype=np.int64)
+    dst = np.array([w for _, w in edges], dtype=np.int64)
+    eb = np.array(edge_bytes if edge_bytes is not None else [0.0] * len(edges), dtype=np.float64)
+    out_order = np.argsort(src, kind="stable")
+    in_order = np.argsort(dst, kind="stable")
+    out_ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
+    in_ptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]).astype(np.int64)
+    return frozen(out_ptr), frozen(dst[out_order]), eb[out_order], frozen(in_ptr), frozen(src[in_order])
+
+
+def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0, latency=0.5, mode=0,
+         channel_inv_bw=0.0, op_gap=0.0, xfer_gap=0.0):
+    """Run ``simulate_step`` on a two-device cluster; edges carry their producer's whole output."""
+    n = len(placement)
+    out_bytes = np.asarray(out_bytes, dtype=np.float64)
+    out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, [out_bytes[u] for u, _ in edges])
+    d = np.asarray(cost).shape[1]
+    return simulate_step(
+        np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), out_bytes,
+        np.zeros(n) if param_bytes is None else np.asarray(param_bytes, dtype=np.float64),
+        out_ptr, out_dst, out_eb, in_ptr, in_src,
+        np.full((d, d), 1.0 / bandwidth), frozen(np.full((d, d), latency)), mode, channel_inv_bw, op_gap, xfer_gap,
+    )
+
+
+CHAIN_COST = [[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]  # seconds of op0, op1, op2 on either device
+CHAIN_BYTES = [100.0, 200.0, 0.0]
+CHAIN_EDGES = [(0, 1), (1, 2)]
+
+
+# ---------------------------------------------------------------------------------- longest_path
+def test_longest_path_finds_the_heaviest_path():
+    # 0 -> 1 -> 3 -> 4 weighs 1 + 5 + 1 + 3 = 10; 0 -> 2 -> 3 -> 4 only 7
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)]
+    out_ptr, out_dst, *_ = csr(5, edges)
+    weight = np.array([1.0, 5.0, 2.0, 1.0, 3.0])
+    order = frozen(np.arange(5))
+    assert longest_path(order, weight, out_ptr, out_dst) == 10.0
+    weight[2] = 6.0  # now the other branch: 1 + 6 + 1 + 3
+    assert longest_path(order, weight, out_ptr, out_dst) == 11.0
+
+
+def test_longest_path_takes_any_topological_order_and_lone_nodes():
+    # 3 -> 1 -> 0, 2 alone; order 3, 2, 1, 0
+    out_ptr, out_dst, *_ = csr(4, [(3, 1), (1, 0)])
+    order = frozen(np.array([3, 2, 1, 0]))
+    assert longest_path(order, np.array([1.0, 1.0, 2.5, 1.0]), out_ptr, out_dst) == 3.0
+    assert longest_path(order, np.array([1.0, 1.0, 4.0, 1.0]), out_ptr, out_dst) == 4.0  # the lone node
+
+
+def test_longest_path_of_an_empty_graph_is_zero():
+    empty = frozen(np.zeros(0, dtype=np.int64))
+    assert longest_path(empty, np.zeros(0), frozen(np.zeros(1, dtype=np.int64)), empty) == 0.0
+
+
+# ---------------------------------------------------------------------------------- simulate_step
+def test_chain_across_two_devices():
+    # op0 on device 0 [0, 1]; its 100 bytes cross at 100 B/s after 0.5 s latency [1, 2.5];
+    # op1 on device 1 [2.5, 4.5]; op2 next to it [4.5, 7.5]
+    out = step([0, 1, 1], CHAIN_COST, CHAIN_BYTES, CHAIN_EDGES)
+    total, busy, peak, op_start, op_end, nx, x_node, x_src, x_dst, x_bytes, x_start, x_end = out
+    assert total == pytest.approx(7.5)
+    assert op_start.tolist() == pytest.approx([0.0, 2.5, 4.5])
+    assert op_end.tolist() == pytest.approx([1.0, 4.5, 7.5])
+    assert busy.tolist() == pytest.approx([1.0, 5.0])
+    assert nx == 1
+    assert (x_node[0], x_src[0], x_dst[0], x_bytes[0]) == (0, 0, 1, 100.0)
+    assert (x_start[0], x_end[0]) == pytest.approx((1.0, 2.5))
+    # device 0 holds op0's output until its transfer is done; device 1 the received copy and op1's output
+    assert peak.tolist() == pytest.approx([100.0, 300.0])
+
+
+def test_chain_on_one_device_needs_no_transfer():
+    out = step([1, 1, 1], CHAIN_COST, CHAIN_BYTES, CHAIN_EDGES, param_bytes=[0.0, 50.0, 0.0])
+    total, busy, peak, _, op_end, nx = out[:6]
+    assert total == pytest.approx(6.0) and op_end.tolist() == pytest.approx([1.0, 3.0, 6.0])
+    assert nx == 0 and busy.tolist() == pytest.approx([0.0, 6.0])
+    # parameters resident from the start; op0's output freed once op1 has ended
+    assert peak.tolist() == pytest.approx([0.0, 50.0 + 100.0 + 200.0])
+
+
+def test_placeto_mode_uses_the_sender_channel_and_op_gap():
+    # channel: 100 bytes at 0.02 s/byte [1, 3]; device 1 idles 0.25 s after op1 before op2
+    out = step([0, 1, 1], CHAIN_COST, CHAIN_BYTES, CHAIN_EDGES, mode=1, channel_inv_bw=0.02, op_gap=0.25)
+    total, _, _, op_start, _, nx, _, x_src, x_dst, x_bytes, x_start, x_end = out
+    assert total == pytest.approx(8.25)
+    assert op_start.tolist() == pytest.approx([0.0, 3.0, 5.25])
+    assert nx == 1 and (x_src[0], x_dst[0], x_bytes[0]) == (0, -1, 100.0)
+    assert (x_start[0], x_end[0]) == pytest.approx((1.0, 3.0))
+
+
+def test_one_transfer_at_a_time_per_link_with_its_gap():
+    # op0 and op1 on device 0 both feed op2 on device 1; each transfer takes 1 s, then the link waits 0.5 s
+    cost = [[1.0, 1.0]] * 3
+    out = step([0, 0, 1], cost, [100.0, 100.0, 0.0], [(0, 2), (1, 2)], latency=0.0, xfer_gap=0.5)
+    total, _, _, op_start, _, nx, x_node, _, _, _, x_start, x_end = out
+    assert nx == 2 and x_node[:2].tolist() == [0, 1]
+    assert x_start[:2].tolist() == pytest.approx([1.0, 2.5]) and x_end[:2].tolist() == pytest.approx([2.0, 3.5])
+    assert op_start[2] == pytest.approx(3.5) and total == pytest.approx(4.5)
+
+
+def test_one_transfer_per_remote_device_however_many_consumers():
+    # op0 on device 0 feeds op1 and op2, both on device 1: one transfer
+    cost = [[1.0, 1.0]] * 3
+    out = step([0, 1, 1], cost, [100.0, 0.0, 0.0], [(0, 1), (0, 2)], latency=0.0)
+    total, nx = out[0], out[5]
+    assert nx == 1 and total == pytest.approx(1.0 + 1.0 + 1.0 + 1.0)
+
+
+def test_a_cycle_never_finishes():
+    out = step([0, 0], [[1.0, 1.0], [1.0, 1.0]], [1.0, 1.0], [(0, 1), (1, 0)])
+    assert out[0] == -1.0
+
+
+# ---------------------------------------------------------------------------------- simulate_many
+def test_simulate_many_equals_simulate_step_row_by_row():
+    rng = np.random.default_rng(0)
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4), (0, 4)]
+    n, d = 5, 2
+    cost = rng.uniform(0.5, 2.0, size=(n, d))
+    out_bytes = rng.uniform(10.0, 200.0, size=n)
+    param_bytes = rng.uniform(0.0, 50.0, size=n)
+    out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, [out_bytes[u] for u, _ in edges])
+    inv_bw = np.array([[0.0, 0.01], [0.02, 0.0]])
+    lat = frozen(np.array([[0.0, 0.1], [0.3, 0.0]]))
+    placements = np.array(list(itertools.product(range(d), repeat=n)), dtype=np.int64)
+    for mode, op_gap, xfer_gap in ((0, 0.0, 0.0), (1, 0.05, 0.1)):
+        args = (cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src, inv_bw, lat, mode, 0.005,
+                op_gap, xfer_gap)
+        steps, busies, peaks = simulate_many(placements, *args)
+        assert steps.shape == (len(placements),) and peaks.shape == busies.shape == (len(placements), d)
+        for b, placement in enumerate(placements):
+            one = simulate_step(placement, *args)
+            assert steps[b] == one[0] and np.array_equal(busies[b], one[1]) and np.array_equal(peaks[b], one[2])
+        assert len(np.unique(steps)) > 4  # the placements really differ
