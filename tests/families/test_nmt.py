@@ -125,17 +125,9 @@ def test_torch_export_succeeds() -> None:
     assert any(n.op == "call_function" for n in exported.graph.nodes)
 
 
-def test_joint_training_graph_traces_under_fake_tensors() -> None:
+def test_joint_training_graph_traces_under_fake_tensors(TupleLoss: type) -> None:  # noqa: N803
     from torch._functorch.aot_autograd import aot_export_module
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    class TupleLoss(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor]:
-            return (self.inner(*args),)
 
     with FakeTensorMode():
         model, inputs = sample(np.random.default_rng(0), layers=1, src_steps=2, tgt_steps=2)

@@ -113,17 +113,9 @@ def test_torch_export_succeeds() -> None:
     assert len(mms) == 4 * 3 + 1  # one matmul per node and step, plus the tied softmax
 
 
-def test_joint_training_graph_traces_under_fake_tensors() -> None:
+def test_joint_training_graph_traces_under_fake_tensors(TupleLoss: type) -> None:  # noqa: N803
     from torch._functorch.aot_autograd import aot_export_module
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    class TupleLoss(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor]:
-            return (self.inner(*args),)
 
     with FakeTensorMode():
         model, inputs = sample(np.random.default_rng(0), num_nodes=4, steps=2)
