@@ -102,14 +102,23 @@ def _graph(path: str) -> OpGraph:
     return load_graph(path)
 
 
+@lru_cache(maxsize=32)
+def _references(path: str, cluster_spec: str, mode: str) -> tuple[float, float]:
+    """Lower bound and single-device step time (seconds) of a graph on a cluster, once per worker."""
+    graph = _graph(path)
+    cluster = load_cluster(cluster_spec)
+    sim = Simulator(mode)  # type: ignore[arg-type]
+    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
+    single = get_placer("single", simulator=sim).place(graph, cluster)
+    return bound, sim.time(graph, cluster, single).step_time
+
+
 def run_task(task: Task) -> Row:
     """Place and time one graph on one cluster with one placer (runs in a worker process)."""
     graph = _graph(task.graph_path)
     cluster = load_cluster(task.cluster)
     sim = Simulator(task.mode)  # type: ignore[arg-type]
-    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
-    single = get_placer("single", simulator=sim).place(graph, cluster)
-    single_s = sim.time(graph, cluster, single).step_time
+    bound, single_s = _references(task.graph_path, task.cluster, task.mode)
     base = dict(graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=task.graph_path,
                 ops=graph.num_ops, groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed,
                 bound_s=bound, single_s=single_s)
