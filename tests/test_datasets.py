@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from gnplace.datasets import generate_dataset, generate_graph, graph_summary, load_manifest

@@ -27,7 +27,6 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
-from gnplace.exceptions import UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS
 from gnplace.importers.flops import VIEW_OPS, op_flops
@@ -144,7 +143,6 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
         calls.append(call)
         return len(names) - 1
 
-    first_call: dict[str, tuple[str, int]] = {}
     input_nodes: dict[str, int] = {}
     for i in keep:
         op = ops[i]
