@@ -1,15 +1,23 @@
-"""One place that turns a ``seed`` argument into a random generator."""
+"""One place that turns a ``seed`` argument into a random generator, numpy's or torch's.
+
+torch is imported inside the torch helpers only, so ``import gnplace.seed`` stays light.
+"""
 
 from __future__ import annotations
 
-from typing import Union
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["SeedLike", "as_generator"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["SeedLike", "as_generator", "seeded_torch", "torch_generator", "torch_seed"]
 
 #: seed (int, np.random.Generator or None): what every stochastic function of gnplace accepts.
-SeedLike = Union[int, np.random.Generator, None]
+SeedLike = int | np.random.Generator | None
 
 
 def as_generator(seed: SeedLike = None) -> np.random.Generator:
@@ -24,3 +32,87 @@ def as_generator(seed: SeedLike = None) -> np.random.Generator:
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int, a numpy Generator or None, got {seed!r}")
     return np.random.default_rng(seed)
+
+
+def torch_seed(seed: SeedLike = None) -> int:
+    """The int that seeds torch for ``seed``: an int as is, else one draw from its numpy generator.
+
+    Args:
+        seed (int, numpy.random.Generator or None): an int is used as the torch seed itself; a
+            generator gives one draw in ``[0, 2**31)`` (and so advances by one draw); ``None`` a fresh
+            seed. (default: :obj:`None`)
+
+    Returns:
+        int: the torch seed.
+
+    Raises:
+        TypeError: if ``seed`` is none of these.
+
+    Examples:
+        >>> torch_seed(5)
+        5
+        >>> torch_seed(np.random.default_rng(0)) == torch_seed(np.random.default_rng(0))
+        True
+    """
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return int(seed)
+    return int(as_generator(seed).integers(2**31))
+
+
+def torch_generator(seed: SeedLike = None) -> torch.Generator:
+    """A new CPU ``torch.Generator`` seeded with :func:`torch_seed` of ``seed``; the global one is untouched.
+
+    Args:
+        seed (int, numpy.random.Generator or None): the seed, as for :func:`torch_seed`. (default: :obj:`None`)
+
+    Returns:
+        torch.Generator: the generator, to pass as ``generator=`` to torch's sampling functions.
+
+    Raises:
+        TypeError: if ``seed`` is not an int, a numpy generator or None.
+
+    Examples:
+        >>> import torch
+        >>> bool((torch.rand(3, generator=torch_generator(0)) == torch.rand(3, generator=torch_generator(0))).all())
+        True
+    """
+    import torch
+
+    return torch.Generator().manual_seed(torch_seed(seed))
+
+
+@contextmanager
+def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
+    """Run the body with torch's global CPU generator seeded; restore its previous state afterwards.
+
+    Inside the body, ``torch.rand``, module initialisation and the like draw as after
+    ``torch.manual_seed(torch_seed(seed))``; on exit (normal or by an exception) the CPU generator is
+    back where it was, so the caller's random stream does not depend on what the body drew. Only the
+    CPU generator is seeded and restored (what the family samplers and real models build on); CUDA
+    and other accelerator generators are left alone.
+
+    Args:
+        seed (int, numpy.random.Generator or None): the seed, as for :func:`torch_seed` (a numpy
+            generator advances by one draw). (default: :obj:`None`)
+
+    Yields:
+        int: the torch seed used.
+
+    Raises:
+        TypeError: if ``seed`` is not an int, a numpy generator or None.
+
+    Examples:
+        >>> import torch
+        >>> with seeded_torch(np.random.default_rng(0)):
+        ...     a = torch.rand(2)
+        >>> with seeded_torch(np.random.default_rng(0)):
+        ...     b = torch.rand(2)
+        >>> bool((a == b).all())
+        True
+    """
+    import torch
+
+    value = torch_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(value)
+        yield value

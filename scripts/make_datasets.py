@@ -10,7 +10,7 @@ each family, ``datasets/<family>/``: ``count`` training graphs (same as ``gnplac
 An interrupted run resumes: finished graph files are kept.
 
 ``--real`` also builds ``datasets/real/``: training graphs of GPT-2, BERT-base, T5-small, ViT-Base
-and ResNet-50 from transformers configs (:mod:`gnplace.realmodels`; needs
+and ResNet-50 from transformers configs (:mod:`gnplace.families.realmodels`; needs
 ``pip install 'gnplace[models]'``, about 80 s on a 2-core machine). ``--families ''`` skips the families.
 """
 
@@ -42,7 +42,7 @@ def write_examples(out: Path) -> None:
 
 def write_real(out: Path) -> None:
     """``datasets/real/``: the real-model graphs, printing each one's size and build time."""
-    from gnplace.realmodels import write_real_dataset
+    from gnplace.families.realmodels import write_real_dataset
 
     def report(file: str, graph: OpGraph, seconds: float) -> None:
         forward = float(graph.flops[graph.phase == FORWARD].sum())
@@ -57,14 +57,14 @@ def real_table(out: Path) -> list[str]:
     """The README section of ``datasets/real/`` (empty if it was not built)."""
     if not (out / "real" / "manifest.json").exists():
         return []
+    from gnplace.families.realmodels import REAL_MODELS
     from gnplace.graph_io import load_graph
-    from gnplace.realmodels import REAL_MODELS
 
     lines = [
         "",
         "## Real models (`datasets/real/`)",
         "",
-        "Built by `python scripts/make_datasets.py --real` (`gnplace.realmodels`, needs `pip install 'gnplace[models]'`)",
+        "Built by `python scripts/make_datasets.py --real` (`gnplace.families.realmodels`, needs `pip install 'gnplace[models]'`)",
         "from transformers configs with random weights, no download; all in the test split. `torch` graphs come from",
         "`gnplace.importers.torch.from_module` with the model's own loss; `onnx` graphs from `torch.onnx.export(dynamo=True)`",
         "of the forward pass to the logits, read by `gnplace.importers.onnx.from_onnx` (synthesised backward, a",
@@ -132,7 +132,8 @@ def main() -> None:
         for family in families:
             task = bar.add_task(family, total=args.count)
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,
-                             progress=lambda i, g, task=task: bar.update(task, advance=1, description=f"{family}: {g.name} {g.num_ops} ops"))
+                             progress=lambda i, g, task=task, family=family: bar.update(
+                                 task, advance=1, description=f"{family}: {g.name} {g.num_ops} ops"))
     if args.real:
         write_real(out)
     # keep the rows of families built before (--families '' --real rebuilds only the real set)

@@ -1,11 +1,15 @@
-"""Tests of ``gnplace.seed.as_generator``."""
+"""Tests of ``gnplace.seed``: numpy generators from seeds, and seeded torch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+import torch
 
-from gnplace.seed import as_generator
+from gnplace.seed import as_generator, seeded_torch, torch_generator, torch_seed
 
 
 def test_int_seed_is_reproducible():
@@ -35,3 +39,115 @@ def test_none_gives_a_fresh_generator():
 def test_bad_seed(seed):
     with pytest.raises(TypeError, match=r"seed must be an int, a numpy Generator or None, got "):
         as_generator(seed)
+
+
+def test_importing_gnplace_seed_does_not_import_torch():
+    code = "import sys, gnplace.seed; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------------------------- torch_seed
+def test_torch_seed_uses_an_int_as_is():
+    assert torch_seed(0) == 0 and torch_seed(np.int64(12)) == 12
+    assert isinstance(torch_seed(np.int64(12)), int)
+
+
+def test_torch_seed_takes_one_draw_from_a_generator():
+    rng, twin = np.random.default_rng(4), np.random.default_rng(4)
+    assert torch_seed(rng) == int(twin.integers(2**31))
+    assert rng.random() == twin.random()  # both advanced by exactly one draw
+
+
+@pytest.mark.parametrize("seed", [1.5, "3", True])
+def test_torch_seed_rejects_bad_seeds(seed):
+    with pytest.raises(TypeError, match=r"seed must be an int, a numpy Generator or None, got "):
+        torch_seed(seed)
+
+
+# ---------------------------------------------------------------------------------- torch_generator
+def test_torch_generator_same_seed_same_draws():
+    a = torch.randn(5, generator=torch_generator(0))
+    b = torch.randn(5, generator=torch_generator(0))
+    c = torch.randn(5, generator=torch_generator(1))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_torch_generator_matches_a_manually_seeded_generator():
+    expected = torch.randint(0, 100, (8,), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(torch.randint(0, 100, (8,), generator=torch_generator(0)), expected)
+
+
+def test_torch_generator_leaves_the_global_generator_alone():
+    before = torch.get_rng_state()
+    torch.rand(10, generator=torch_generator(3))
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+# ---------------------------------------------------------------------------------- seeded_torch
+def test_seeded_torch_is_deterministic_in_the_rng_state():
+    with seeded_torch(np.random.default_rng(0)) as seed_a:
+        a = torch.randn(5)
+        layer_a = torch.nn.Linear(3, 2).weight.detach().clone()
+    with seeded_torch(np.random.default_rng(0)) as seed_b:
+        b = torch.randn(5)
+        layer_b = torch.nn.Linear(3, 2).weight.detach().clone()
+    with seeded_torch(np.random.default_rng(1)) as seed_c:
+        c = torch.randn(5)
+    assert seed_a == seed_b != seed_c
+    assert torch.equal(a, b) and torch.equal(layer_a, layer_b)
+    assert not torch.equal(a, c)
+
+
+def test_seeded_torch_with_an_int_draws_as_after_manual_seed():
+    torch.manual_seed(0)
+    expected = torch.randn(5)
+    with seeded_torch(0) as seed:
+        assert seed == 0
+        assert torch.equal(torch.randn(5), expected)
+
+
+def test_seeded_torch_yields_the_seed_it_set():
+    expected = int(np.random.default_rng(7).integers(2**31))
+    with seeded_torch(np.random.default_rng(7)) as seed:
+        assert seed == expected and isinstance(seed, int)
+        assert torch.initial_seed() == seed
+
+
+def test_seeded_torch_advances_the_numpy_generator_by_one_draw():
+    rng, twin = np.random.default_rng(4), np.random.default_rng(4)
+    with seeded_torch(rng) as first:
+        pass
+    with seeded_torch(rng) as second:
+        pass
+    assert first != second
+    twin.integers(2**31)
+    assert int(twin.integers(2**31)) == second
+
+
+@pytest.mark.parametrize("seed", [0, np.random.default_rng(0)], ids=["int", "generator"])
+def test_seeded_torch_leaves_the_global_torch_state_as_it_was(seed):
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    with seeded_torch(seed):
+        torch.rand(1000)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert torch.initial_seed() == 123
+    after = torch.rand(3)
+    torch.manual_seed(123)
+    assert torch.equal(after, torch.rand(3))
+
+
+def test_seeded_torch_restores_the_state_when_the_body_raises():
+    before = torch.get_rng_state()
+    with pytest.raises(RuntimeError, match="boom"), seeded_torch(np.random.default_rng(0)):
+        torch.rand(10)
+        raise RuntimeError("boom")
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_seeded_torch_rejects_a_bad_seed_before_touching_torch():
+    before = torch.get_rng_state()
+    with pytest.raises(TypeError, match=r"seed must be an int"), seeded_torch(2.5):  # type: ignore[arg-type]
+        pass
+    assert torch.equal(torch.get_rng_state(), before)

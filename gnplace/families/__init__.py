@@ -1,7 +1,7 @@
 """Graph families: random training models of the ENAS and NMT search spaces, as plain PyTorch modules.
 
 Placeto (Addanki et al., 2019) trained and tested its placer on three families of training
-graphs; gnplace regenerates them from the facts in ``/work/shared/specs/families.md``:
+graphs; gnplace regenerates them from the facts in ``docs/families.md``:
 
 ========  ==========================================================  ======================
 name      what one sample is                                          inputs
@@ -19,6 +19,12 @@ same architecture, weights and inputs. To trace without computing, build under f
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         model, inputs = draw("ptb", seed=0)
+
+The package also holds :mod:`gnplace.families.realmodels`: fixed real architectures (GPT-2,
+BERT-base, T5-small, ViT-Base/16, ResNet-50) built from transformers configs, whose graphs ship in
+``datasets/real/``. They are not in :data:`FAMILIES`: a real model has no knobs and no random draw
+(``build_model(name)`` instead of ``sample(rng, **knobs)``), and building one needs the optional
+``transformers``; import the module itself to use it.
 """
 
 from __future__ import annotations

@@ -1,47 +1,20 @@
-"""Helpers shared by the family samplers: seeding torch from a numpy generator, checking knobs.
+"""Helpers shared by the family samplers: checking knobs, drawing sizes.
 
 Every sampler draws its architecture from a ``numpy.random.Generator`` first and then builds the
-module (and its example inputs) with torch's global generator seeded from the same ``rng`` inside
-:func:`torch.random.fork_rng`, so that one ``rng`` state gives one module, weights included, and the
-caller's torch random state is left untouched.
+module (and its example inputs) inside :func:`gnplace.seed.seeded_torch` ``(rng)``: torch's global
+generator seeded from one draw of the same ``rng`` and restored afterwards, so that one ``rng``
+state gives one module, weights included, and the caller's torch random state is left untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import numpy as np
-import torch
 
 from gnplace.exceptions import UnknownName
 
-__all__ = ["seeded_torch", "check_int", "check_choice", "log_uniform_int"]
-
-
-@contextmanager
-def seeded_torch(rng: np.random.Generator) -> Iterator[int]:
-    """Run the body with torch's CPU generator seeded from ``rng``; restore the old state after.
-
-    Args:
-        rng (numpy.random.Generator): draws the torch seed (one draw).
-
-    Yields:
-        int: the torch seed used.
-
-    Examples:
-        >>> import numpy as np
-        >>> with seeded_torch(np.random.default_rng(0)):
-        ...     a = torch.rand(2)
-        >>> with seeded_torch(np.random.default_rng(0)):
-        ...     b = torch.rand(2)
-        >>> bool((a == b).all())
-        True
-    """
-    seed = int(rng.integers(2**31))
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield seed
+__all__ = ["check_int", "check_choice", "log_uniform_int"]
 
 
 def check_int(name: str, value: int, low: int, high: int | None = None) -> int:

@@ -2,7 +2,7 @@ r"""The cifar10 family: random CNNs from the ENAS search spaces (Pham et al., 20
 
 `Efficient Neural Architecture Search via Parameter Sharing <https://arxiv.org/abs/1802.03268>`_
 searched two spaces on CIFAR-10; Placeto (Addanki et al., 2019) placed the training graphs of
-architectures drawn from them. The facts below are those of ``/work/shared/specs/families.md``.
+architectures drawn from them. The facts below are those of ``docs/families.md``.
 
 Micro space (ENAS section 2.3, the default): a network of ``L + 2`` cells. A cell reads the outputs
 of the two previous cells and has ``B = 5`` blocks; block ``j`` picks two inputs among the two cell
@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_choice, check_int, log_uniform_int, seeded_torch
+from gnplace.families._common import check_choice, check_int, log_uniform_int
+from gnplace.seed import seeded_torch
 
 __all__ = [
     "MICRO_OPS", "MACRO_OPS", "SPACES", "MicroArch", "MacroArch", "sample_micro_arch", "sample_macro_arch",

@@ -3,7 +3,7 @@ r"""The nmt family: LSTM encoder-decoder translation models with attention, as i
 Placeto (Addanki et al., 2019) placed training graphs of the attention model of `tensorflow/nmt
 <https://github.com/tensorflow/nmt>`_ (Luong et al., 2017; GNMT, Wu et al., 2016), varying the
 unrolled length and the batch size; layers, units and attention kind are further axes. The facts
-below are those of ``/work/shared/specs/families.md``; the model is written from them, not ported.
+below are those of ``docs/families.md``; the model is written from them, not ported.
 
 Encoder: source embedding (width ``H``), ``layers`` LSTM layers of ``H`` units, the first one
 bidirectional by default (GNMT's encoder; its output is ``2H`` wide). Decoder: target embedding,
@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_choice, check_int, log_uniform_int, seeded_torch
+from gnplace.families._common import check_choice, check_int, log_uniform_int
+from gnplace.seed import seeded_torch
 
 __all__ = ["ATTENTIONS", "NMTConfig", "LSTMCell", "Attention", "Encoder", "Decoder", "NMTModel", "num_parameters",
            "sample", "random_knobs"]
@@ -361,9 +362,9 @@ def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
 
     ``layers`` 1..4; ``src_steps`` and ``tgt_steps`` 2..30, with
     ``layers * (src_steps + tgt_steps) <= 100`` (about 500 to 5,000 call_function
-    nodes of the joint training graph); ``units`` 128..1024 (log-uniform, multiple of 32); ``batch`` 16..128 (multiple of 16);
-    ``vocab`` 2,000..32,000 (log-uniform, multiple of 1,000); ``attention`` uniform among
-    :data:`ATTENTIONS`; ``bidirectional`` with probability 3/4.
+    nodes of the joint training graph); ``units`` 128..1024 (log-uniform, multiple of 32);
+    ``batch`` 16..128 (multiple of 16); ``vocab`` 2,000..32,000 (log-uniform, multiple of 1,000);
+    ``attention`` uniform among :data:`ATTENTIONS`; ``bidirectional`` with probability 3/4.
 
     Args:
         rng (numpy.random.Generator): the generator.

@@ -3,7 +3,7 @@ r"""The ptb family: random ENAS recurrent cells (Pham et al., 2018) unrolled int
 `Efficient Neural Architecture Search via Parameter Sharing <https://arxiv.org/abs/1802.03268>`_
 (section 2.1) searched a recurrent cell of ``N = 12`` nodes on Penn Treebank; Placeto (Addanki et
 al., 2019) placed the unrolled training graphs of cells drawn from that space. The facts below are
-those of ``/work/shared/specs/families.md``.
+those of ``docs/families.md``.
 
 Node 0 reads the input embedding and the previous hidden state through one ``2H x 2H`` matrix; node
 ``i > 0`` reads one earlier node ``j`` through an ``H x 2H`` matrix. Every node is a highway layer
@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_int, log_uniform_int, seeded_torch
+from gnplace.families._common import check_int, log_uniform_int
+from gnplace.seed import seeded_torch
 
 __all__ = ["ACTIVATIONS", "RNNArch", "sample_arch", "Node", "ENASCell", "PTBModel", "sample", "random_knobs",
            "num_parameters"]

@@ -1,13 +1,12 @@
-"""Helpers shared by the family samplers: knob checks, log-uniform draws and seeded torch."""
+"""Helpers shared by the family samplers: knob checks and log-uniform draws (seeded torch: ``tests/test_seed.py``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from gnplace.exceptions import UnknownName
-from gnplace.families._common import check_choice, check_int, log_uniform_int, seeded_torch
+from gnplace.families._common import check_choice, check_int, log_uniform_int
 
 
 # ---------------------------------------------------------------------------------- check_int
@@ -83,56 +82,3 @@ def test_log_uniform_int_with_equal_bounds_and_one_draw():
     log_uniform_int(a, 1, 100)
     b.random()
     assert a.random() == b.random()  # it took exactly one draw
-
-
-# ---------------------------------------------------------------------------------- seeded_torch
-def test_seeded_torch_is_deterministic_in_the_rng_state():
-    with seeded_torch(np.random.default_rng(0)) as seed_a:
-        a = torch.randn(5)
-        layer_a = torch.nn.Linear(3, 2).weight.detach().clone()
-    with seeded_torch(np.random.default_rng(0)) as seed_b:
-        b = torch.randn(5)
-        layer_b = torch.nn.Linear(3, 2).weight.detach().clone()
-    with seeded_torch(np.random.default_rng(1)) as seed_c:
-        c = torch.randn(5)
-    assert seed_a == seed_b != seed_c
-    assert torch.equal(a, b) and torch.equal(layer_a, layer_b)
-    assert not torch.equal(a, c)
-
-
-def test_seeded_torch_yields_the_seed_it_set():
-    expected = int(np.random.default_rng(7).integers(2**31))
-    with seeded_torch(np.random.default_rng(7)) as seed:
-        assert seed == expected and isinstance(seed, int)
-        assert torch.initial_seed() == seed
-
-
-def test_seeded_torch_advances_the_numpy_generator_by_one_draw():
-    rng, twin = np.random.default_rng(4), np.random.default_rng(4)
-    with seeded_torch(rng) as first:
-        pass
-    with seeded_torch(rng) as second:
-        pass
-    assert first != second
-    twin.integers(2**31)
-    assert int(twin.integers(2**31)) == second
-
-
-def test_seeded_torch_leaves_the_global_torch_state_as_it_was():
-    torch.manual_seed(123)
-    before = torch.get_rng_state()
-    with seeded_torch(np.random.default_rng(0)):
-        torch.rand(1000)
-    assert torch.equal(torch.get_rng_state(), before)
-    after = torch.rand(3)
-    torch.manual_seed(123)
-    assert torch.equal(after, torch.rand(3))
-
-
-def test_seeded_torch_restores_the_state_when_the_body_raises():
-    before = torch.get_rng_state()
-    with pytest.raises(RuntimeError, match="boom"):
-        with seeded_torch(np.random.default_rng(0)):
-            torch.rand(10)
-            raise RuntimeError("boom")
-    assert torch.equal(torch.get_rng_state(), before)

@@ -8,6 +8,11 @@ also exported to ONNX (``torch.onnx.export(..., dynamo=True, optimize=False)``, 
 training-mode batch norm) and imported with :func:`gnplace.importers.onnx.from_onnx`, so that the two
 importers can be compared on the same network.
 
+Unlike the random families of :mod:`gnplace.families` (``sample(rng, **knobs)``), each real model is
+one fixed network with fixed inputs: :func:`build_model` draws its weights under
+:func:`gnplace.seed.seeded_torch` ``(0)`` and its inputs from :func:`gnplace.seed.torch_generator` ``(0)``,
+so it is not in :data:`gnplace.families.FAMILIES`.
+
 Building needs the optional dependencies ``pip install 'gnplace[models]'`` (transformers; onnxscript
 for the ONNX exports); reading the shipped graph files needs neither.
 
@@ -31,6 +36,7 @@ import torch
 from torch import nn
 
 from gnplace.graph import OpGraph
+from gnplace.seed import seeded_torch, torch_generator
 
 __all__ = ["RealModel", "REAL_MODELS", "build_model", "real_graph", "export_onnx", "write_real_dataset"]
 
@@ -90,7 +96,7 @@ class RealModel:
 
 
 def _tokens(vocab: int, length: int = SEQUENCE) -> torch.Tensor:
-    return torch.randint(0, vocab, (BATCH, length), generator=torch.Generator().manual_seed(0))
+    return torch.randint(0, vocab, (BATCH, length), generator=torch_generator(0))
 
 
 def _gpt2(layers: int) -> Callable[[Any, str], tuple[nn.Module, tuple[torch.Tensor, ...]]]:
@@ -123,7 +129,7 @@ def _t5(tf: Any, output: str) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
 
 
 def _images(num_labels: int) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(0)
+    gen = torch_generator(0)
     return torch.randn(BATCH, 3, IMAGE, IMAGE, generator=gen), torch.randint(0, num_labels, (BATCH,), generator=gen)
 
 
@@ -170,6 +176,9 @@ REAL_MODELS: dict[str, RealModel] = {
 def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The module of real model ``name`` (random weights, seeded) and its example inputs.
 
+    The weights are drawn under :func:`gnplace.seed.seeded_torch` ``(0)``, so every call builds the same
+    module and the caller's torch random state is left as it was.
+
     Args:
         name (str): a key of :data:`REAL_MODELS`.
         output (str, optional): ``"loss"``: ``forward(*inputs)`` returns the training loss;
@@ -184,8 +193,8 @@ def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[to
     if name not in REAL_MODELS:
         raise UnknownName(f"unknown real model {name!r} (choose one of: {', '.join(REAL_MODELS)})")
     tf = _transformers()
-    torch.manual_seed(0)
-    module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
+    with seeded_torch(0):  # weights drawn from torch's generator seeded with 0; the caller's state is kept
+        module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
     return module.train(), inputs
 
 
@@ -235,6 +244,8 @@ def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
             program = torch.onnx.export(module, inputs, dynamo=True, optimize=False, verbose=False)
     finally:
         registry_log.setLevel(level)
+    if program is None:  # pragma: no cover - dynamo export returns a program or raises
+        raise RuntimeError(f"torch.onnx.export returned nothing for {type(module).__name__}")
     proto = program.model_proto
     if path is not None:
         import onnx
@@ -244,7 +255,10 @@ def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
 
 
 def real_onnx_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
-    """The training graph of real model ``name`` exported to ONNX and read by :func:`~gnplace.importers.onnx.from_onnx`."""
+    """The training graph of real model ``name``, exported to ONNX.
+
+    The ONNX file is read by :func:`~gnplace.importers.onnx.from_onnx`.
+    """
     from gnplace.importers.onnx import from_onnx
 
     return from_onnx(export_onnx(name), optimizer=optimizer, name=f"{name}_onnx", meta=_meta(name, "onnx", optimizer))
@@ -275,7 +289,10 @@ def write_real_dataset(
     for name in names or list(REAL_MODELS):
         for importer in REAL_MODELS[name].importers:
             start = time.perf_counter()
-            graph = real_graph(name, optimizer=optimizer) if importer == "torch" else real_onnx_graph(name, optimizer=optimizer)
+            if importer == "torch":
+                graph = real_graph(name, optimizer=optimizer)
+            else:
+                graph = real_onnx_graph(name, optimizer=optimizer)
             seconds = time.perf_counter() - start
             path = save_graph(graph, out / f"{graph.name}.gnpg")
             entries.append({"file": path.name, "family": "real", **graph_summary(graph),

@@ -9,11 +9,11 @@ import pytest
 
 from gnplace.datasets import graph_summary, load_manifest
 from gnplace.exceptions import UnknownName
+from gnplace.families.realmodels import REAL_MODELS
 from gnplace.graph import BACKWARD, FORWARD, UPDATE
 from gnplace.graph_io import load_graph
-from gnplace.realmodels import REAL_MODELS
 
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 REAL = DATASETS / "real"
 
 # parameter counts of the published architectures (GPT-2 with tied embeddings, BERT-base with its MLM head)
@@ -76,7 +76,7 @@ def test_shipped_datasets_stay_small():
 
 
 def test_unknown_model_lists_the_choices():
-    from gnplace.realmodels import build_model
+    from gnplace.families.realmodels import build_model
 
     with pytest.raises(UnknownName, match="gpt2, bert_base, t5_small"):
         build_model("alexnet")
@@ -84,6 +84,6 @@ def test_unknown_model_lists_the_choices():
 
 def test_rebuilding_a_model_gives_the_shipped_graph():
     pytest.importorskip("transformers")
-    from gnplace.realmodels import real_graph
+    from gnplace.families.realmodels import real_graph
 
     assert real_graph("resnet50") == load_graph(REAL / "resnet50.gnpg")

@@ -4,12 +4,12 @@ Placers work on colocation groups; a graph of 100,000 ops has tens of thousands 
 merges them in levels, as the hierarchical planner's grouper does (Mirhoseini et al., ICLR 2018):
 
 1. **colocation**: an op, its gradient ops and its update op are one unit already;
-2. **module hierarchy**: units whose ops share a module path prefix (cut at ``module_depth``
-   components) and lie on a chain are natural candidates, and METIS sees them as heavy edges;
-3. **METIS**: the unit graph (vertex weight: compute seconds on the fastest device; edge weight:
-   bytes between units) is partitioned by pymetis into ``num_groups`` balanced parts with few
-   bytes cut, which keeps parallel branches apart (their cut is small) and keeps the DAG's
-   parallelism.
+2. **heavy-edge matching**: units are merged pairwise along the heaviest byte edges first, under a
+   compute cap, so that merges follow chains of data dependencies (:func:`heavy_edge_matching`);
+3. **METIS**, if more than ``num_groups`` units remain: the unit graph (vertex weight: compute
+   seconds on the fastest device; edge weight: bytes between units) is partitioned by pymetis into
+   ``num_groups`` balanced parts with few bytes cut, which keeps parallel branches apart (their cut
+   is small) and keeps the DAG's parallelism.
 
 The result is a *coarse graph*: each coarse node is a set of ops of one part, contiguous enough
 that the coarse graph stays a DAG (ops are visited in topological order; an op joins its part's
@@ -75,7 +75,9 @@ def _csr(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, count: int) -> tu
     return xadj, cols[order], ws[order]
 
 
-def heavy_edge_matching(graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 1.0) -> np.ndarray:
+def heavy_edge_matching(
+    graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 1.0
+) -> np.ndarray:
     """Merge colocation groups pairwise along the heaviest edges until about ``target`` remain.
 
     Each round matches every unit at most once, heaviest edge (bytes) first, and merges a pair only
@@ -118,7 +120,9 @@ def heavy_edge_matching(graph: OpGraph, unit_seconds: np.ndarray, target: int, *
         label = label.astype(np.int64)
 
 
-def metis_parts(graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num_parts: int, *, seed: int = 0) -> np.ndarray:
+def metis_parts(
+    graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num_parts: int, *, seed: int = 0
+) -> np.ndarray:
     """Balanced METIS k-way partition of the units ``label`` (of each colocation group) into ``num_parts``.
 
     Returns:
@@ -135,19 +139,22 @@ def metis_parts(graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num
     vweights = np.maximum(1, np.round(seconds / max(seconds.max(), 1e-300) * 1e6)).astype(np.int64)
     options = pymetis.Options(seed=seed, contig=False)
     with _quiet_stdout():  # METIS prints notes on nearly empty bisections from C
-        _, parts = pymetis.part_graph(
+        _, raw_parts = pymetis.part_graph(
             num_parts, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
             eweights=eweights.tolist(), options=options,
         )
-    _, parts = np.unique(np.asarray(parts, dtype=np.int64), return_inverse=True)
-    return parts.astype(np.int64)
+    _, parts = np.unique(np.asarray(raw_parts, dtype=np.int64), return_inverse=True)
+    return np.asarray(parts, dtype=np.int64)
 
 
 def partition_units(graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int = 0) -> np.ndarray:
     """Part (``0..k-1``, ``k <= num_groups``) of every colocation group: heavy-edge matching, then METIS.
 
     Args:
+        graph (OpGraph): the graph.
+        num_groups (int): how many parts there may be at most.
         unit_seconds (np.ndarray): compute seconds of each colocation group, ``[num_groups_in_graph]``.
+        seed (int, optional): METIS seed (default: 0).
     """
     label = heavy_edge_matching(graph, unit_seconds, num_groups)
     if int(label.max(initial=-1)) + 1 <= num_groups:

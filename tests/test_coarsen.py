@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
+from gnplace.coarsen import coarsen
 from gnplace.graph_io import load_graph
-from gnplace.importers.coarsen import coarsen
 from gnplace.placement import Placement
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = [ROOT / "datasets" / "cifar10" / "cifar10_000.gnpg", ROOT / "datasets" / "ptb" / "ptb_001.gnpg",
           ROOT / "datasets" / "nmt" / "nmt_001.gnpg"]
 
