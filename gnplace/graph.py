@@ -4,7 +4,9 @@ Every node is one op of a training graph (forward, backward or parameter update)
 inputs: FLOP, bytes it writes, bytes of parameters and optimizer state resident with it, and,
 optionally, measured seconds per device kind that override the cost model (as Placeto's measured op
 costs did). Every edge carries the bytes that flow from producer to consumer. Nodes that must share
-a device (an op, its gradient ops and its update op) share a colocation ``group`` id.
+a device (an op, its gradient ops and its update op) share a colocation ``group`` id. Besides its raw
+``op_type`` (which depends on the importer: aten, ONNX, ...), each op has a canonical ``op_kind``
+from the one vocabulary of :mod:`gnplace.opkinds` (``matmul``, ``conv_grad``, ``update``, ...).
 
 All per-node and per-edge data live in read-only numpy arrays, so that the simulator and the
 placers read them without copies. The constructor validates once (see :meth:`OpGraph.validate`);
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidGraph
+from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE"]
 
@@ -85,6 +88,10 @@ class OpGraph:
         op_types (Sequence[str], optional): op type of each node, e.g. ``"conv2d"`` (default: ``"op"``).
         phase (array-like, optional): 0 forward, 1 backward, 2 update, or the names in
             :data:`PHASES` (default: forward).
+        op_kinds (Sequence[str], optional): canonical kind of each node, entries of
+            :data:`gnplace.opkinds.KIND_VOCABULARY`; an importer that knows more than the op type
+            tells (an ONNX ``Gather`` of a parameter is an ``embedding``) passes them (default:
+            :func:`gnplace.opkinds.canonical_kind` of each op type and phase).
         group (array-like, optional): colocation group of each op; ops of one group are placed
             together. Renumbered ``0..num_groups-1`` in order of first appearance
             (default: one group per op).
@@ -96,7 +103,8 @@ class OpGraph:
 
     Raises:
         InvalidGraph: on a cycle (the message lists nodes on it), an edge to a node that does not
-            exist, a duplicate edge or name, a negative or NaN size, or fields of the wrong length.
+            exist, a duplicate edge or name, a negative or NaN size, an op kind outside the
+            vocabulary, or fields of the wrong length.
 
     Examples:
         >>> g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9, 2e9, 1e9],
@@ -105,6 +113,8 @@ class OpGraph:
         OpGraph(name='chain', num_ops=3, num_edges=2, num_groups=3)
         >>> g.topological_order().tolist()
         [0, 1, 2]
+        >>> OpGraph(["x", "y"], [(0, 1)], op_types=["mm", "mm"], phase=[0, 1]).op_kinds
+        ('matmul', 'matmul_grad')
     """
 
     def __init__(
@@ -123,6 +133,7 @@ class OpGraph:
         cost_s: Mapping[str, Any] | None = None,
         name: str = "graph",
         meta: Mapping[str, Any] | None = None,
+        op_kinds: Sequence[str] | None = None,
     ) -> None:
         names = tuple(str(x) for x in node_names)
         n = len(names)
@@ -133,7 +144,9 @@ class OpGraph:
         try:
             edge_array = np.asarray(edges if len(edges) else np.zeros((0, 2)), dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise InvalidGraph(f"graph {self.name!r}: edges must be [num_edges, 2] pairs of node indices ({err})") from err
+            raise InvalidGraph(
+                f"graph {self.name!r}: edges must be [num_edges, 2] pairs of node indices ({err})"
+            ) from err
         if edge_array.ndim != 2 or edge_array.shape[1] != 2:
             raise InvalidGraph(f"graph {self.name!r}: edges must be [num_edges, 2] pairs, got shape {edge_array.shape}")
         m = edge_array.shape[0]
@@ -154,6 +167,9 @@ class OpGraph:
         self.op_types = tuple(str(x) for x in (op_types if op_types is not None else ["op"] * n))
         self.module = tuple(str(x) for x in (module if module is not None else [""] * n))
         self.phase = self._phases(phase, n)
+        if op_kinds is None and len(self.op_types) == n:
+            op_kinds = [canonical_kind(t, p) for t, p in zip(self.op_types, self.phase.tolist())]
+        self.op_kinds = tuple(str(x) for x in (op_kinds if op_kinds is not None else ()))
         raw_group = np.arange(n) if group is None else group
         _, first, inverse = np.unique(_as_int(raw_group, n, "group", unit=""), return_index=True, return_inverse=True)
         # renumber groups in order of first appearance, so ids are stable under relabelling
@@ -188,7 +204,9 @@ class OpGraph:
         for i, p in enumerate(phase):
             if isinstance(p, str):
                 if p not in PHASES:
-                    raise InvalidGraph(f"graph {self.name!r}: node {i} has unknown phase {p!r} (expected one of {PHASES})")
+                    raise InvalidGraph(
+                        f"graph {self.name!r}: node {i} has unknown phase {p!r} (expected one of {PHASES})"
+                    )
                 values.append(PHASES.index(p))
             else:
                 try:
@@ -204,18 +222,26 @@ class OpGraph:
     def validate(self) -> None:
         """Check every invariant; raise :class:`~gnplace.exceptions.InvalidGraph` on the first broken one.
 
-        Checks: unique names, field lengths, edges inside the graph, no duplicate edges, no NaN or
-        negative sizes, edges no larger than their producer's output, measured costs non-negative,
-        and acyclicity (the error lists the nodes of one cycle).
+        Checks: unique names, field lengths, op kinds in :data:`gnplace.opkinds.KIND_VOCABULARY`,
+        edges inside the graph, no duplicate edges, no NaN or negative sizes, edges no larger than
+        their producer's output, measured costs non-negative, and acyclicity (the error lists the
+        nodes of one cycle).
         """
         n = self.num_ops
         if len(set(self.node_names)) != n:
             seen: set[str] = set()
             dup = next(x for x in self.node_names if x in seen or seen.add(x))  # type: ignore[func-returns-value]
             raise InvalidGraph(f"graph {self.name!r}: node name {dup!r} is used twice")
-        for field, values in (("op_types", self.op_types), ("module", self.module)):
-            if len(values) != n:
-                raise InvalidGraph(f"graph {self.name!r}: field {field!r} has {len(values)} entries, expected {n}")
+        for field, entries in (("op_types", self.op_types), ("module", self.module), ("op_kinds", self.op_kinds)):
+            if len(entries) != n:
+                raise InvalidGraph(f"graph {self.name!r}: field {field!r} has {len(entries)} entries, expected {n}")
+        known = set(KIND_VOCABULARY)
+        for i, kind in enumerate(self.op_kinds):
+            if kind not in known:
+                raise InvalidGraph(
+                    f"graph {self.name!r}: node {self.node_names[i]!r} has unknown op kind {kind!r} "
+                    f"(expected one of gnplace.opkinds.KIND_VOCABULARY: {', '.join(KIND_VOCABULARY)})"
+                )
         self._check_edge_range(n)
         for field in ("flops", "out_bytes", "param_bytes"):
             values = getattr(self, field)
@@ -249,7 +275,8 @@ class OpGraph:
             if bad.size:
                 i = int(bad[0])
                 raise InvalidGraph(
-                    f"graph {self.name!r}: node {self.node_names[i]!r} has invalid measured cost_s[{kind!r}] ({values[i]})"
+                    f"graph {self.name!r}: node {self.node_names[i]!r} has invalid measured "
+                    f"cost_s[{kind!r}] ({values[i]})"
                 )
         self.topological_order()  # raises on a cycle
 
@@ -310,7 +337,7 @@ class OpGraph:
         n = self.num_ops
         indegree = np.bincount(self.edge_dst, minlength=n).astype(np.int64)
         ptr, consumers, _ = self.out_csr
-        frontier = list(np.flatnonzero(indegree == 0))
+        frontier: list[int] = np.flatnonzero(indegree == 0).tolist()
         order: list[int] = []
         head = 0
         while head < len(frontier):
@@ -374,8 +401,12 @@ class OpGraph:
         return int(self.param_bytes.sum())
 
     def replace(self, **changes: Any) -> OpGraph:
-        """A copy with some constructor arguments replaced (the graph itself is immutable)."""
-        fields = dict(
+        """A copy with some constructor arguments replaced (the graph itself is immutable).
+
+        Op kinds are kept, unless ``op_types`` or ``phase`` is replaced without ``op_kinds``: then
+        they are derived again from the new types and phases.
+        """
+        fields: dict[str, Any] = dict(
             node_names=self.node_names,
             edges=np.stack([self.edge_src, self.edge_dst], axis=1),
             flops=self.flops,
@@ -389,7 +420,10 @@ class OpGraph:
             cost_s=self.cost_s,
             name=self.name,
             meta=self.meta,
+            op_kinds=self.op_kinds,
         )
+        if ("op_types" in changes or "phase" in changes) and "op_kinds" not in changes:
+            fields["op_kinds"] = None
         fields.update(changes)
         names = fields.pop("node_names")
         edges = fields.pop("edges")
@@ -403,6 +437,7 @@ class OpGraph:
             self.name == other.name
             and self.node_names == other.node_names
             and self.op_types == other.op_types
+            and self.op_kinds == other.op_kinds
             and self.module == other.module
             and self.meta == other.meta
             and all(np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays)

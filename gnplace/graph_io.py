@@ -1,12 +1,17 @@
 """Read and write :class:`~gnplace.graph.OpGraph` files, and convert to and from networkx.
 
-File format (``*.gnpg``, version 1): gzip-compressed UTF-8 JSON with columnar fields::
+File format (``*.gnpg``, version 2): gzip-compressed UTF-8 JSON with columnar fields::
 
-    {"format": "gnplace-opgraph", "version": 1, "name": ..., "meta": {...},
-     "nodes": {"name": [...], "op_type": [...], "phase": [...], "flops": [...],
+    {"format": "gnplace-opgraph", "version": 2, "name": ..., "meta": {...},
+     "nodes": {"name": [...], "op_type": [...], "op_kind": [...], "phase": [...], "flops": [...],
                "out_bytes": [...], "param_bytes": [...], "group": [...], "module": [...]},
      "edges": {"src": [...], "dst": [...], "bytes": [...]},
      "cost_s": {"<device kind>": [seconds or null, ...]}}
+
+``op_type`` is the raw op type its importer gave (aten, ONNX, ...), ``op_kind`` the canonical kind
+from :data:`gnplace.opkinds.KIND_VOCABULARY`, checked on reading. Version 1 is version 2 without
+``op_kind``: it is still read, the kinds derived from op type and phase
+(:func:`gnplace.opkinds.canonical_kind`); files are always written as version 2.
 
 Sizes are integers (bytes), FLOP and seconds are floats written with Python's shortest exact
 ``repr``, so a round trip is exact. Files are written deterministically (sorted keys, gzip header
@@ -29,15 +34,19 @@ import numpy as np
 
 from gnplace.exceptions import InvalidGraph
 from gnplace.graph import PHASES, OpGraph
+from gnplace.opkinds import canonical_kind
 
 __all__ = ["save_graph", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx"]
 
 FORMAT = "gnplace-opgraph"
-VERSION = 1
+#: The version :func:`save_graph` writes.
+VERSION = 2
+#: The versions :func:`load_graph` reads (version 1 has no ``op_kind``: kinds are derived).
+READABLE_VERSIONS = (1, 2)
 
 
 def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
-    """The JSON-ready dictionary of ``graph`` in file format version 1."""
+    """The JSON-ready dictionary of ``graph`` in file format version 2."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -46,6 +55,7 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
         "nodes": {
             "name": list(graph.node_names),
             "op_type": list(graph.op_types),
+            "op_kind": list(graph.op_kinds),
             "phase": [PHASES[p] for p in graph.phase.tolist()],
             "flops": graph.flops.tolist(),
             "out_bytes": graph.out_bytes.tolist(),
@@ -61,18 +71,30 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
 def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
     """Build an :class:`OpGraph` from the dictionary :func:`graph_to_dict` writes.
 
+    Version 1 dictionaries (no ``op_kind``) are read too: their op kinds are derived from op type
+    and phase.
+
     Raises:
         InvalidGraph: if the dictionary is not a gnplace graph of a known version, or the graph
-            it describes is invalid.
+            it describes is invalid (an ``op_kind`` outside the vocabulary, a cycle, ...).
     """
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InvalidGraph(f"{source}: not a gnplace graph file (no 'format': {FORMAT!r} field)")
     version = data.get("version")
-    if version != VERSION:
-        raise InvalidGraph(f"{source}: graph file version {version!r} is not supported (this gnplace reads {VERSION})")
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        raise InvalidGraph(
+            f"{source}: graph file version {version!r} is not supported "
+            f"(this gnplace reads versions {' and '.join(map(str, READABLE_VERSIONS))})"
+        )
     try:
         nodes, edges = data["nodes"], data["edges"]
-        cost_s = {k: np.array([np.nan if x is None else x for x in v], dtype=np.float64) for k, v in data.get("cost_s", {}).items()}
+        op_kinds = nodes["op_kind"] if version >= 2 else None
+        if version >= 2 and not isinstance(op_kinds, list):
+            raise TypeError(f"'op_kind' must be a list of op kinds, found {type(op_kinds).__name__}")
+        cost_s = {
+            k: np.array([np.nan if x is None else x for x in v], dtype=np.float64)
+            for k, v in data.get("cost_s", {}).items()
+        }
         return OpGraph(
             nodes["name"],
             np.stack([np.asarray(edges["src"], dtype=np.int64), np.asarray(edges["dst"], dtype=np.int64)], axis=1)
@@ -89,6 +111,7 @@ def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
             cost_s=cost_s,
             name=data.get("name", "graph"),
             meta=data.get("meta", {}),
+            op_kinds=op_kinds,
         )
     except KeyError as err:
         raise InvalidGraph(f"{source}: graph file lacks field {err.args[0]!r}") from err
@@ -153,15 +176,15 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
 def to_networkx(graph: OpGraph) -> Any:
     """A ``networkx.DiGraph`` view of ``graph``, nodes keyed by name.
 
-    Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``phase``
-    (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds). Edge
-    attribute: ``bytes``.
+    Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``op_kind``,
+    ``phase`` (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds).
+    Edge attribute: ``bytes``.
 
     Examples:
         >>> from gnplace.toy import chain_graph
         >>> G = to_networkx(chain_graph(2))
         >>> sorted(G.nodes["op0"])
-        ['flops', 'group', 'module', 'op_type', 'out_bytes', 'param_bytes', 'phase']
+        ['flops', 'group', 'module', 'op_kind', 'op_type', 'out_bytes', 'param_bytes', 'phase']
     """
     import networkx as nx
 
@@ -173,6 +196,7 @@ def to_networkx(graph: OpGraph) -> Any:
             param_bytes=int(graph.param_bytes[i]),
             group=int(graph.group[i]),
             op_type=graph.op_types[i],
+            op_kind=graph.op_kinds[i],
             phase=PHASES[int(graph.phase[i])],
             module=graph.module[i],
         )
@@ -189,11 +213,20 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     """Build an :class:`OpGraph` from a ``networkx.DiGraph`` with the attributes of :func:`to_networkx`.
 
     Missing attributes take defaults: ``flops`` 0, ``out_bytes`` the largest outgoing edge,
-    ``param_bytes`` 0, ``group`` one per node, ``phase`` forward, ``op_type`` ``"op"``, edge
-    ``bytes`` the producer's ``out_bytes``.
+    ``param_bytes`` 0, ``group`` one per node, ``phase`` forward, ``op_type`` ``"op"``, ``op_kind``
+    derived from op type and phase (:func:`gnplace.opkinds.canonical_kind`), edge ``bytes`` the
+    producer's ``out_bytes``.
 
     Raises:
-        InvalidGraph: if the graph is undirected, cyclic, or has invalid sizes.
+        InvalidGraph: if the graph is undirected, cyclic, has invalid sizes or an unknown op kind.
+
+    Examples:
+        >>> import networkx as nx
+        >>> G = nx.DiGraph([("x", "y")])
+        >>> G.nodes["x"].update(op_type="mm")
+        >>> G.nodes["y"].update(op_type="Gather", op_kind="embedding")
+        >>> from_networkx(G).op_kinds
+        ('matmul', 'embedding')
     """
     if not G.is_directed():
         raise InvalidGraph("from_networkx needs a directed graph (networkx.DiGraph)")
@@ -209,6 +242,14 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
             out_bytes.append(max((e.get("bytes", 0) for _, _, e in G.out_edges(v, data=True)), default=0))
     kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})})
     cost_s = {k: [attrs.get("cost_s", {}).get(k, math.nan) for attrs in data] for k in kinds}
+    op_types = [attrs.get("op_type", "op") for attrs in data]
+    phases = [attrs.get("phase", "forward") for attrs in data]
+    op_kinds = None
+    if any("op_kind" in attrs for attrs in data):
+        op_kinds = [
+            attrs["op_kind"] if "op_kind" in attrs else canonical_kind(str(t), PHASES.index(p) if p in PHASES else p)
+            for attrs, t, p in zip(data, op_types, phases)
+        ]
     return OpGraph(
         [str(v) for v in nodes],
         [(index[u], index[v]) for u, v, _ in edge_list],
@@ -216,11 +257,12 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
         out_bytes=out_bytes,
         param_bytes=[attrs.get("param_bytes", 0) for attrs in data],
         edge_bytes=[e.get("bytes", out_bytes[index[u]]) for u, _, e in edge_list],
-        op_types=[attrs.get("op_type", "op") for attrs in data],
-        phase=[attrs.get("phase", "forward") for attrs in data],
+        op_types=op_types,
+        phase=phases,
         group=[attrs.get("group", i) for i, attrs in enumerate(data)],
         module=[attrs.get("module", "") for attrs in data],
         cost_s=cost_s,
         name=name if name is not None else str(G.graph.get("name") or "graph"),
         meta=G.graph.get("meta", {}),
+        op_kinds=op_kinds,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -96,3 +97,11 @@ def test_shipped_graph_regenerates_byte_identical(family, tmp_path):
     graph, _ = generate_graph(family, index, seed=manifest["seed"], optimizer=manifest["optimizer"])
     path = save_graph(graph, tmp_path / smallest["file"])
     assert path.read_bytes() == (folder / smallest["file"]).read_bytes()
+
+
+def test_every_shipped_graph_file_is_format_version_2():
+    files = sorted((ROOT / "datasets").glob("*/*.gnpg"))
+    assert len(files) == 3 * 32 + 2 + 10  # families, examples, real models
+    for path in files:
+        data = json.loads(gzip.decompress(path.read_bytes()))
+        assert data["version"] == 2 and len(data["nodes"]["op_kind"]) == len(data["nodes"]["name"]), path

@@ -51,6 +51,7 @@ def test_fields_are_stored_as_given():
     assert g.param_bytes.tolist() == [0, 10, 0, 20]
     assert g.edge_bytes.tolist() == [100, 60, 200, 300]
     assert g.op_types == ("input", "conv", "relu", "sum")
+    assert g.op_kinds == ("input", "conv", "activation_grad", "update")
     assert g.phase.tolist() == [FORWARD, FORWARD, BACKWARD, UPDATE]
     assert g.module == ("", "net.conv", "net.relu", "net")
     assert g.meta == {"family": "toy", "seed": 3}
@@ -76,6 +77,7 @@ def test_defaults():
     assert g.param_bytes.tolist() == [0, 0, 0]
     assert g.edge_bytes.tolist() == [0, 0]
     assert g.op_types == ("op", "op", "op")
+    assert g.op_kinds == ("other", "other", "other")
     assert g.module == ("", "", "")
     assert g.phase.tolist() == [FORWARD] * 3
     assert g.group.tolist() == [0, 1, 2]
@@ -230,6 +232,7 @@ def test_names_and_types_are_tuples():
     g = diamond()
     assert isinstance(g.node_names, tuple)
     assert isinstance(g.op_types, tuple)
+    assert isinstance(g.op_kinds, tuple)
     assert isinstance(g.module, tuple)
 
 
@@ -323,6 +326,7 @@ def test_equality():
     assert diamond() != diamond(name="x")
     assert diamond() != diamond(flops=[1e9, 2e9, 3e9, 5e9])
     assert diamond() != diamond(op_types=["input", "conv", "relu", "mean"])
+    assert diamond() != diamond(op_kinds=["input", "conv", "activation_grad", "other"])
     assert diamond() != diamond(module=["", "", "", ""])
     assert diamond() != diamond(meta={})
     assert diamond() != diamond(group=[0, 1, 2, 3])
@@ -332,6 +336,47 @@ def test_equality():
     assert diamond() != diamond(cost_s={"k80": [1e-3, 5.0, 2e-3, 0.0]})
     assert diamond() != diamond(cost_s={"v100": [1e-3, np.nan, 2e-3, 0.0]})
     assert diamond() != "diamond"
+
+
+# ------------------------------------------------------------------------------- op kinds
+def test_op_kinds_are_derived_from_op_type_and_phase():
+    g = OpGraph(
+        ["x", "mm", "grad", "upd", "odd"], [(0, 1), (1, 2), (2, 3)],
+        op_types=["input", "mm", "MatMul_grad", "sgd_update", "warp"], phase=[0, 0, 1, 2, 1],
+    )
+    assert g.op_kinds == ("input", "matmul", "matmul_grad", "update", "other_grad")
+
+
+def test_given_op_kinds_win_over_derived_ones():
+    g = OpGraph(["e", "g"], [(0, 1)], op_types=["Gather", "Gather_grad"], phase=[0, 1],
+                op_kinds=["embedding", "embedding_grad"])
+    assert g.op_kinds == ("embedding", "embedding_grad")
+    assert OpGraph(["e", "g"], [(0, 1)], op_types=["Gather", "Gather_grad"], phase=[0, 1]).op_kinds == (
+        "data_movement", "data_movement_grad")
+
+
+def test_unknown_op_kind_is_a_one_line_error():
+    with pytest.raises(
+        InvalidGraph,
+        match=r"^graph 'g': node 'y' has unknown op kind 'warp' \(expected one of gnplace\.opkinds\.KIND_VOCABULARY: "
+              r"input, read, matmul, .*, other, other_grad\)$",
+    ) as info:
+        OpGraph(["x", "y"], [(0, 1)], name="g", op_kinds=["input", "warp"])
+    assert "\n" not in str(info.value)
+    with pytest.raises(InvalidGraph, match=r"node 'x' has unknown op kind 'Conv'"):
+        OpGraph(["x"], op_kinds=["Conv"])
+
+
+def test_replace_keeps_op_kinds_unless_types_or_phases_change():
+    g = diamond(op_kinds=["input", "embedding", "activation_grad", "update"])
+    assert g.replace(name="other").op_kinds == g.op_kinds
+    assert g.replace(flops=[0, 0, 0, 0]).op_kinds == g.op_kinds
+    # new types or phases: the kinds are derived again, unless given too
+    assert g.replace(op_types=["input", "mm", "relu", "sum"]).op_kinds == ("input", "matmul", "activation_grad", "update")
+    assert g.replace(phase=[0, 1, 0, 2]).op_kinds == ("input", "conv_grad", "activation", "update")
+    kinds = ["input", "matmul", "activation", "update"]
+    assert g.replace(op_types=["input", "mm", "relu", "sum"], op_kinds=kinds).op_kinds == tuple(kinds)
+    assert g.replace(op_kinds=kinds).op_types == g.op_types
 
 
 def test_equality_ignores_group_ids_but_not_partition():
@@ -508,6 +553,7 @@ def test_unknown_phase(phase, match):
         ({"phase": [0, 0, 0]}, r"^field 'phase' has shape \(3,\), expected \(2,\)$"),
         ({"op_types": ["a"]}, r"^graph 'g': field 'op_types' has 1 entries, expected 2$"),
         ({"module": ["a", "b", "c"]}, r"^graph 'g': field 'module' has 3 entries, expected 2$"),
+        ({"op_kinds": ["other"]}, r"^graph 'g': field 'op_kinds' has 1 entries, expected 2$"),
         ({"cost_s": {"k80": [1.0]}}, r"^field \"cost_s\['k80'\]\" has shape \(1,\), expected \(2,\)$"),
     ],
 )

@@ -50,7 +50,7 @@ def assert_identical(a: OpGraph, b: OpGraph) -> None:
     assert sorted(a.cost_s) == sorted(b.cost_s)
     for kind in a.cost_s:
         assert a.cost_s[kind].tobytes() == b.cost_s[kind].tobytes(), kind
-    assert a.meta == b.meta and a.module == b.module and a.op_types == b.op_types
+    assert a.meta == b.meta and a.module == b.module and a.op_types == b.op_types and a.op_kinds == b.op_kinds
 
 
 # ------------------------------------------------------------------------------- round trip
@@ -94,8 +94,9 @@ def test_gnpg_is_gzip_and_json_is_plain(tmp_path):
     assert gz[:2] == b"\x1f\x8b"
     assert gzip.decompress(gz) == plain
     data = json.loads(plain)
-    assert data["format"] == "gnplace-opgraph" and data["version"] == 1
+    assert data["format"] == "gnplace-opgraph" and data["version"] == 2
     assert data["nodes"]["phase"] == ["forward", "forward", "forward", "backward", "update"]
+    assert data["nodes"]["op_kind"] == ["input", "matmul", "activation", "matmul_grad", "update"]
     assert data["nodes"]["group"] == [0, 1, 1, 0, 0]
     assert data["edges"] == {"src": [0, 1, 2, 0, 3], "dst": [1, 2, 3, 3, 4], "bytes": [12, 2**40, 8, 5, 3]}
     assert data["meta"] == g.meta and data["name"] == g.name
@@ -104,7 +105,7 @@ def test_gnpg_is_gzip_and_json_is_plain(tmp_path):
 def test_file_format_fields():
     data = graph_to_dict(rich_graph())
     assert set(data) == {"format", "version", "name", "meta", "nodes", "edges", "cost_s"}
-    assert set(data["nodes"]) == {"name", "op_type", "phase", "flops", "out_bytes", "param_bytes", "group", "module"}
+    assert set(data["nodes"]) == {"name", "op_type", "op_kind", "phase", "flops", "out_bytes", "param_bytes", "group", "module"}
     assert list(data["cost_s"]) == sorted(data["cost_s"])
     assert graph_from_dict(json.loads(json.dumps(data))) == rich_graph()
 
@@ -231,16 +232,90 @@ def test_non_gnplace_json(tmp_path, content):
         load_graph(path)
 
 
-@pytest.mark.parametrize("version", [2, 0, "1", None])
+@pytest.mark.parametrize("version", [3, 0, "1", "2", None, True, 2.5])
 def test_wrong_version(tmp_path, version):
     data = graph_to_dict(rich_graph())
     data["version"] = version
     path = tmp_path / "g.json"
     path.write_text(json.dumps(data))
     with pytest.raises(
-        InvalidGraph, match=rf"^{re.escape(str(path))}: graph file version {re.escape(repr(version))} is not supported \(this gnplace reads 1\)$"
+        InvalidGraph,
+        match=rf"^{re.escape(str(path))}: graph file version {re.escape(repr(version))} is not supported "
+              r"\(this gnplace reads versions 1 and 2\)$",
     ):
         load_graph(path)
+
+
+# ------------------------------------------------------------------------------- versions and op kinds
+def version_1(graph: OpGraph) -> dict:
+    """``graph`` as a version 1 file would hold it: no ``op_kind``."""
+    data = graph_to_dict(graph)
+    data["version"] = 1
+    del data["nodes"]["op_kind"]
+    return data
+
+
+def test_version_1_file_loads_with_derived_kinds(tmp_path):
+    path = tmp_path / "old.gnpg"
+    path.write_bytes(gzip.compress(json.dumps(version_1(rich_graph())).encode()))
+    g = load_graph(path)
+    assert_identical(g, rich_graph())
+    assert g.op_kinds == ("input", "matmul", "activation", "matmul_grad", "update")
+
+
+def test_version_1_file_ignores_given_kinds(tmp_path):
+    data = version_1(rich_graph())
+    data["nodes"]["op_kind"] = ["warp"] * 5  # not a field of version 1
+    assert graph_from_dict(data).op_kinds == rich_graph().op_kinds
+
+
+def test_version_2_round_trip_keeps_given_kinds(tmp_path):
+    kinds = ["input", "embedding", "activation", "embedding_grad", "update"]
+    g = rich_graph().replace(op_kinds=kinds)
+    back = load_graph(save_graph(g, tmp_path / "g.gnpg"))
+    assert_identical(back, g)
+    assert back.op_kinds == tuple(kinds) != rich_graph().op_kinds
+    assert back != rich_graph()
+
+
+def test_resaving_a_version_1_file_gives_version_2_bytes(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(version_1(rich_graph())))
+    new = save_graph(load_graph(old), tmp_path / "new.json")
+    assert new.read_bytes() == save_graph(rich_graph(), tmp_path / "direct.json").read_bytes()
+    assert json.loads(new.read_text())["version"] == 2
+
+
+def test_unknown_kind_in_version_2_file_is_a_one_line_error(tmp_path):
+    data = graph_to_dict(rich_graph())
+    data["nodes"]["op_kind"][2] = "relu"
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(
+        InvalidGraph,
+        match=rf"^{re.escape(str(path))}: graph 'rich \"graph\"': node 'relu' has unknown op kind 'relu' "
+              r"\(expected one of gnplace\.opkinds\.KIND_VOCABULARY: input, read, .*\)$",
+    ) as info:
+        load_graph(path)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda d: d["nodes"].pop("op_kind"), r"graph file lacks field 'op_kind'"),
+        (lambda d: d["nodes"].__setitem__("op_kind", ["input"]), r"field 'op_kinds' has 1 entries, expected 5"),
+        (lambda d: d["nodes"].__setitem__("op_kind", None), r"malformed graph file"),
+    ],
+)
+def test_malformed_op_kinds_in_version_2_file(tmp_path, mutate, match):
+    data = graph_to_dict(rich_graph())
+    mutate(data)
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: .*{match}"):
+        load_graph(path)
+
 
 
 def test_missing_version(tmp_path):
@@ -312,7 +387,7 @@ def test_to_networkx_attributes():
     assert G.graph["name"] == 'rich "graph"' and G.graph["meta"]["seed"] == 7
     mm = G.nodes["mm"]
     assert mm == {
-        "flops": 1 / 3, "out_bytes": 2**40, "param_bytes": 0, "group": 1, "op_type": "matmul",
+        "flops": 1 / 3, "out_bytes": 2**40, "param_bytes": 0, "group": 1, "op_type": "matmul", "op_kind": "matmul",
         "phase": "forward", "module": "net.fc1", "cost_s": {"cpu": 2.0},
     }
     assert G.nodes["in"]["cost_s"] == {"k80": 1e-5, "cpu": 1.0}
@@ -335,7 +410,7 @@ def test_networkx_round_trip_preserves_everything():
     assert back.flops.tobytes() == g.flops.tobytes()
     for field in ("out_bytes", "param_bytes", "phase", "group"):
         assert getattr(back, field).tolist() == getattr(g, field).tolist(), field
-    assert back.op_types == g.op_types and back.module == g.module
+    assert back.op_types == g.op_types and back.module == g.module and back.op_kinds == g.op_kinds
     assert edge_set(back) == edge_set(g)
     # kinds measured on at least one op survive, with NaN where unmeasured
     for kind in ("k80", "cpu"):
@@ -369,7 +444,7 @@ def test_from_networkx_defaults():
     assert g.param_bytes.tolist() == [0] * 4
     assert g.group.tolist() == [0, 1, 2, 3]
     assert g.phase.tolist() == [0] * 4
-    assert g.op_types == ("op",) * 4 and g.module == ("",) * 4
+    assert g.op_types == ("op",) * 4 and g.module == ("",) * 4 and g.op_kinds == ("other",) * 4
     assert g.cost_s == {} and g.meta == {}
     assert edge_set(g) == {("a", "b", 40), ("a", "c", 10), ("b", "c", 0)}
 
@@ -395,6 +470,32 @@ def test_from_networkx_names_and_partial_costs():
     assert g.phase.tolist() == [1, 2]
     assert g.group.tolist() == [0, 0]
     assert g.cost_s["k80"][0] == 0.5 and np.isnan(g.cost_s["k80"][1])
+
+
+def test_networkx_round_trip_keeps_given_kinds():
+    g = rich_graph().replace(op_kinds=["input", "embedding", "activation", "embedding_grad", "update"])
+    G = to_networkx(g)
+    assert G.nodes["mm"]["op_kind"] == "embedding"
+    assert from_networkx(G).op_kinds == g.op_kinds
+
+
+def test_from_networkx_derives_missing_kinds():
+    G = nx.DiGraph()
+    G.add_node("a", op_type="convolution")
+    G.add_node("b", op_type="convolution_backward", phase="backward")
+    G.add_node("c", op_type="Gather", op_kind="embedding")
+    G.add_node("d", op_type="adam_update", phase=2)
+    G.add_edge("a", "b")
+    assert from_networkx(G).op_kinds == ("conv", "conv_grad", "embedding", "update")
+    del G.nodes["c"]["op_kind"]
+    assert from_networkx(G).op_kinds == ("conv", "conv_grad", "data_movement", "update")
+
+
+def test_from_networkx_rejects_unknown_kind():
+    G = nx.DiGraph(name="net")
+    G.add_node("a", op_kind="teleport")
+    with pytest.raises(InvalidGraph, match=r"^graph 'net': node 'a' has unknown op kind 'teleport' \("):
+        from_networkx(G)
 
 
 def test_from_networkx_rejects_undirected():

@@ -33,7 +33,8 @@ FREE_OPS = frozenset({
     "index_put", "index_put_", "select_scatter", "slice_scatter", "as_strided_scatter", "new_empty_strided",
     "empty_strided", "bernoulli", "bernoulli_", "rand_like", "randn_like", "native_dropout", "_to_dtype",
     "_unsafe_index", "detach_", "resize_", "set_", "split_copy", "unsqueeze_copy", "squeeze_copy", "view_copy",
-    "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin", "max_pool2d_with_indices_backward_indices",
+    "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin",
+    "max_pool2d_with_indices_backward_indices",
 })
 
 # FLOP per output element of elementwise ops.
@@ -152,15 +153,15 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
     if name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
                 "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention"):
         q, k = args[0], args[1]
-        *batch, lq, d = _shape(q)
+        *lead, lq, d = _shape(q)
         lk = _shape(k)[-2]
-        return 4.0 * math.prod(batch) * lq * lk * d + 5.0 * math.prod(batch) * lq * lk
+        return 4.0 * math.prod(lead) * lq * lk * d + 5.0 * math.prod(lead) * lq * lk
     if name in ("_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention_backward",
                 "_scaled_dot_product_flash_attention_for_cpu_backward"):
         q, k = args[1], args[2]
-        *batch, lq, d = _shape(q)
+        *lead, lq, d = _shape(q)
         lk = _shape(k)[-2]
-        return 8.0 * math.prod(batch) * lq * lk * d + 10.0 * math.prod(batch) * lq * lk
+        return 8.0 * math.prod(lead) * lq * lk * d + 10.0 * math.prod(lead) * lq * lk
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

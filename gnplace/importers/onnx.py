@@ -24,7 +24,10 @@ PyTorch importer (:mod:`gnplace.importers.torch`):
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor; each forward op, its gradient ops and the updates of its initializers form one
   colocation group; an initializer read by ops of several groups is served to the others by a
-  ``read`` op in the group of its first reader, as in the PyTorch importer.
+  ``read`` op in the group of its first reader, as in the PyTorch importer;
+* op kinds (:mod:`gnplace.opkinds`) follow from op type and phase, except that a ``Gather`` from a
+  trainable initializer (and its gradient) is an ``embedding`` (``embedding_grad``): what PyTorch
+  records as ``embedding``, ONNX exports as ``Gather``.
 
 Only shapes and dtypes are read, never weight values: files with external data load without it.
 """
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx.inliner
 from onnx import TensorProto
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
@@ -56,6 +60,7 @@ from gnplace.importers.onnx_flops import (
     forward_flops,
     grad_flops,
 )
+from gnplace.opkinds import canonical_kind
 
 __all__ = ["from_onnx", "load_onnx", "parse_input_shape"]
 
@@ -154,7 +159,9 @@ def _check_complete(proto: onnx.ModelProto, source: str) -> None:
                                    f"initializer or input produces (truncated or malformed file?)")
     for out in g.output:
         if out.name not in known:
-            raise InvalidGraph(f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)")
+            raise InvalidGraph(
+                f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)"
+            )
     for init in g.initializer:
         # the values of small initializers feed shape inference: check they are whole (weights are never read)
         numel = math.prod(init.dims)
@@ -423,6 +430,7 @@ class _Builder:
         # output nodes
         self.names: list[str] = []
         self.op_types: list[str] = []
+        self.op_kinds: list[str] = []
         self.phase: list[int] = []
         self.flops: list[float] = []
         self.out_bytes: list[int] = []
@@ -450,7 +458,7 @@ class _Builder:
         return self._groups - 1
 
     def add_node(self, label: str, kind: str, phase: int, flops: float, out_bytes: int, group: int, module: str,
-                 param_bytes: int = 0) -> int:
+                 param_bytes: int = 0, op_kind: str | None = None) -> int:
         unique, count = label, self._counters.get(label, 0)
         while unique in self._used:
             count += 1
@@ -459,6 +467,7 @@ class _Builder:
         self._used.add(unique)
         self.names.append(unique)
         self.op_types.append(kind)
+        self.op_kinds.append(op_kind if op_kind is not None else canonical_kind(kind, phase))
         self.phase.append(phase)
         self.flops.append(float(flops))
         self.out_bytes.append(int(out_bytes))
@@ -553,8 +562,9 @@ class _Builder:
                 unknown.add(kind)
                 fl = float(sum(math.prod(s) for s in out_shapes if s is not None))
             label = node.name or f"{node.op_type}_{i}"
+            lookup = kind in _LOOKUPS and bool(node.input) and ref.get(node.input[0], ("",))[0] == "param"
             v = self.add_node(label, kind, FORWARD, fl, sum(self.nbytes(o) for o in node.output if o),
-                              self.new_group(), _module_of(node))
+                              self.new_group(), _module_of(node), op_kind="embedding" if lookup else None)
             forward.append((v, node, kind, attrs))
             skip = NON_DIFFERENTIABLE.get(kind, frozenset())
             grad_in = any(requires_grad.get(x, False) for pos, x in enumerate(node.input) if x and pos not in skip)
@@ -576,7 +586,10 @@ class _Builder:
                 elif v not in param_users.setdefault(value, []):
                     param_users[value].append(v)
         # ---- the loss: the outputs that depend on parameters
-        outputs = [o.name for o in self.proto.graph.output if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"]
+        outputs = [
+            o.name for o in self.proto.graph.output
+            if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"
+        ]
         seeded: set[int] = set()
         contributions: dict[tuple[str, int, str], list[int]] = {}
         if len(outputs) == 1 and math.prod(self.shape(outputs[0]) or ()) == 1:
@@ -622,10 +635,11 @@ class _Builder:
             for pos, x in enumerate(node.input):
                 if x and pos not in skip and requires_grad.get(x, False):
                     positions.setdefault(x, []).append(pos)
-            for x, where in positions.items():
-                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in where)
+            for x, slots in positions.items():
+                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots)
                 g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl, self.nbytes(x),
-                                  self.group[v], self.module[v])
+                                  self.group[v], self.module[v],
+                                  op_kind="embedding_grad" if self.op_kinds[v] == "embedding" else None)
                 for s in sources:
                     self.edge(s, g, self.out_bytes[s])
                 saved = []
@@ -667,7 +681,7 @@ class _Builder:
         return OpGraph(
             self.names, pairs, flops=self.flops, out_bytes=self.out_bytes, param_bytes=self.param_bytes,
             edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
-            module=self.module, name=graph_name, meta=meta,
+            module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
         )
 
     def _summed(self, grads: list[int], value: str, group: int, module: str) -> int:
@@ -685,13 +699,18 @@ class _Builder:
         if node is None:
             producer = next((n for n in self.nodes if value in n.output), None)
             node = producer
-        what = f"output {value!r} of node {node.name or node.op_type!r} ({node.op_type})" if node else f"value {value!r}"
+        what = (
+            f"output {value!r} of node {node.name or node.op_type!r} ({node.op_type})" if node else f"value {value!r}"
+        )
         return UnsupportedGraph(
             f"{self.source}: shape inference could not find a static shape for {what}; the op may be "
             f"data-dependent or unknown to ONNX shape inference (fix the input sizes with --input-shape NAME=DIMS, "
             f"or re-export the model with static shapes)"
         )
 
+
+#: Ops that are table look-ups (``embedding``) when they read a trainable initializer as their data.
+_LOOKUPS = frozenset({"Gather"})
 
 _KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",

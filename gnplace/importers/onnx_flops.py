@@ -251,9 +251,11 @@ def forward_flops(
         if size is None:
             return None
         return float(size) * (2.0 if len(inputs) > 1 else 1.0) * max(1, len(inputs) - 1)
-    if op_type == "Attention" and len(inputs) >= 3 and all(s is not None for s in inputs[:3]):
-        bh, lq, lk, d, dv = _attention_sizes(attrs, *inputs[:3])  # type: ignore[misc]
-        return 2.0 * bh * lq * lk * (d + dv) + 5.0 * bh * lq * lk
+    if op_type == "Attention" and len(inputs) >= 3:
+        q_shape, k_shape, v_shape = inputs[:3]
+        if q_shape is not None and k_shape is not None and v_shape is not None:
+            bh, lq, lk, d, dv = _attention_sizes(attrs, q_shape, k_shape, v_shape)
+            return 2.0 * bh * lq * lk * (d + dv) + 5.0 * bh * lq * lk
     if op_type in _POOLS:
         return float(n_out * _kernel(attrs, None))
     if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
@@ -315,10 +317,12 @@ def grad_flops(
         return 2.0 * spatial * _numel(w[1:] if w is not None else None)
     if op_type == "Einsum":
         return forward
-    if op_type == "Attention" and len(inputs) >= 3 and all(s is not None for s in inputs[:3]):
-        bh, lq, lk, d, dv = _attention_sizes(attrs, *inputs[:3])  # type: ignore[misc]
-        # aten's attention backward (all three gradients): 8 B Lq Lk d + 10 B Lq Lk; a third each
-        return (2.0 * bh * lq * lk * (2 * d + 2 * dv) + 10.0 * bh * lq * lk) / 3.0
+    if op_type == "Attention" and len(inputs) >= 3:
+        q_shape, k_shape, v_shape = inputs[:3]
+        if q_shape is not None and k_shape is not None and v_shape is not None:
+            bh, lq, lk, d, dv = _attention_sizes(attrs, q_shape, k_shape, v_shape)
+            # aten's attention backward (all three gradients): 8 B Lq Lk d + 10 B Lq Lk; a third each
+            return (2.0 * bh * lq * lk * (2 * d + 2 * dv) + 10.0 * bh * lq * lk) / 3.0
     if op_type in _NORMS:
         # native_*_norm_backward: 8 FLOP per element for all gradients; the data gradient the most
         return (5.0 if position == 0 else 2.0 if position == 1 else 1.0) * _numel(x)

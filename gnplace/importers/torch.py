@@ -1,5 +1,9 @@
 """Training graphs from PyTorch modules: ``from_module(module, example_inputs) -> OpGraph``.
 
+:func:`import_step` returns the graph together with the recorded step and the map from each
+recorded op to its node (:class:`ImportedStep`), for code that must run the step op by op on the
+devices a placement gives each node.
+
 The training step (forward, loss, backward) is recorded op by op (:mod:`gnplace.importers.trace`),
 then turned into an :class:`~gnplace.graph.OpGraph`:
 
@@ -21,7 +25,9 @@ then turned into an :class:`~gnplace.graph.OpGraph`:
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,8 +38,93 @@ from gnplace.importers import OPTIMIZERS
 from gnplace.importers.flops import VIEW_OPS, op_flops
 from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
 
-__all__ = ["from_module", "trace_to_graph", "OPTIMIZERS"]
+__all__ = ["from_module", "import_step", "ImportedStep", "trace_to_graph", "OPTIMIZERS"]
 
+
+@dataclass(frozen=True)
+class ImportedStep:
+    """A training graph with the recorded step it came from, and which node holds which op.
+
+    Attributes:
+        graph (OpGraph): the training graph (what :func:`from_module` returns).
+        trace (TrainingTrace): the recorded step; :meth:`TrainingTrace.replay` runs it.
+        node_of_op (Mapping[int, int]): trace op index -> graph node index: the node of every op
+            that became one; a view op folded into its producer maps to the node that holds the
+            data it shows (the producing op's, the ``input`` op's, or the update op of the
+            parameter it views). Absent: ops the step does not need (nothing of the loss or the
+            gradients reads them) and views of buffers or of constants, which have no node (run
+            them where their consumer runs).
+        update_node (Mapping[str, int]): parameter name -> its update node.
+        read_node (Mapping[str, int]): parameter name -> its ``read`` node, for parameters used by
+            several colocation groups.
+        input_node (Mapping[int, int]): position in ``example_inputs`` -> its ``input`` node, for
+            the inputs the step reads.
+    """
+
+    graph: OpGraph
+    trace: TrainingTrace
+    node_of_op: Mapping[int, int]
+    update_node: Mapping[str, int]
+    read_node: Mapping[str, int]
+    input_node: Mapping[int, int]
+
+
+def import_step(
+    module: torch.nn.Module,
+    example_inputs: tuple[Any, ...],
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: str = "sgd",
+    name: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> ImportedStep:
+    """Record one training step of ``module`` and build its graph, keeping the op-to-node map.
+
+    :func:`from_module` returns ``import_step(...).graph``.
+
+    Args:
+        module (torch.nn.Module): the model.
+        example_inputs (tuple): positional inputs of its forward; their shapes set the batch.
+        loss (callable, optional): maps the module's output to a scalar loss (default: the module
+            returns its loss).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        name (str, optional): graph name (default: the module's class name).
+        meta (dict, optional): facts to store with the graph.
+
+    Raises:
+        UnsupportedGraph: if the step cannot be traced (the message names the failing op).
+        ValueError: for an unknown optimizer.
+
+    Returns:
+        ImportedStep: the graph, the recorded step and the maps between their ops and nodes.
+
+    Examples:
+        >>> import torch
+        >>> step = import_step(torch.nn.Linear(4, 2), (torch.zeros(8, 4),), loss=lambda out: out.sum())
+        >>> op = next(i for i, o in enumerate(step.trace.ops) if o.name == "addmm")
+        >>> step.graph.node_names[step.node_of_op[op]], step.graph.node_names[step.update_node["weight"]]
+        ('root/addmm', 'update/weight')
+        >>> step.graph.op_kinds[step.input_node[0]]
+        'input'
+    """
+    return _import(module, example_inputs, loss=loss, optimizer=optimizer, name=name, meta=meta)
+
+
+def _import(
+    module: torch.nn.Module,
+    example_inputs: tuple[Any, ...],
+    *,
+    loss: Callable[[Any], torch.Tensor] | None,
+    optimizer: str,
+    name: str | None,
+    meta: dict[str, Any] | None,
+) -> ImportedStep:
+    """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+    trace = record_training_step(module, tuple(example_inputs), loss)
+    return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
+                          stacklevel=4)
 
 
 def from_module(
@@ -72,10 +163,7 @@ def from_module(
         >>> "addmm" in g.op_types, int((g.phase == 2).sum()), g.num_groups
         (True, 2, 2)
     """
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
-    trace = record_training_step(module, tuple(example_inputs), loss)
-    return trace_to_graph(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta)
+    return _import(module, example_inputs, loss=loss, optimizer=optimizer, name=name, meta=meta).graph
 
 
 def _tensor_bytes(t: Any) -> int:
@@ -84,8 +172,22 @@ def _tensor_bytes(t: Any) -> int:
     return int(t.numel()) * int(t.element_size())
 
 
-def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None) -> OpGraph:
+def trace_to_graph(
+    trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None
+) -> OpGraph:
     """Turn a recorded training step into an :class:`OpGraph` (see the module docstring)."""
+    return _trace_to_step(trace, optimizer=optimizer, name=name, meta=meta, stacklevel=3).graph
+
+
+def _trace_to_step(
+    trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None,
+    stacklevel: int = 2,
+) -> ImportedStep:
+    """:func:`trace_to_graph`, keeping which node holds each trace op, parameter and input.
+
+    ``stacklevel`` is that of the FLOP-rule warning (:func:`warnings.warn`): 2 names this
+    function's caller.
+    """
     state_factor, update_flops = OPTIMIZERS[optimizer]
     ops = trace.ops
     # ---- fold views: each op output resolves to the Ref of the data it shows
@@ -108,7 +210,7 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
     roots = [resolve(trace.loss)] + [resolve(r) for r in trace.grads.values() if r is not None]
     stack = [r.index for r in roots if r.kind == "op"]
     inputs_of: list[list[Ref]] = []
-    for i, op in enumerate(ops):
+    for op in ops:
         inputs_of.append([resolve(r) for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)])
     while stack:
         i = stack.pop()
@@ -130,7 +232,9 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
     unknown: set[str] = set()
     counters: dict[str, int] = {}
 
-    def add_node(label: str, kind: str, ph: int, fl: float, ob: int, pb: int, module: str, call: tuple[str, int]) -> int:
+    def add_node(
+        label: str, kind: str, ph: int, fl: float, ob: int, pb: int, module: str, call: tuple[str, int]
+    ) -> int:
         count = counters.get(label, 0)
         counters[label] = count + 1
         names.append(label if count == 0 else f"{label}_{count}")
@@ -182,11 +286,13 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
             if u != v:
                 edge_bytes[(u, v)] = max(edge_bytes.get((u, v), 0), b)
     # input ops belong to the call of their first consumer
-    for key, u in input_nodes.items():
+    for u in input_nodes.values():
         consumers = sorted(v for (a, v) in edge_bytes if a == u)
         if consumers:
             calls[u] = calls[consumers[0]]
     # ---- update ops, and read ops for parameters shared across groups
+    update_node: dict[str, int] = {}
+    read_node: dict[str, int] = {}
     for pname, p in trace.params.items():
         pbytes = int(p.numel()) * int(p.element_size())
         users = param_users.get(pname, [])
@@ -195,6 +301,7 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
         module_path = pname.rsplit(".", 1)[0] if "." in pname else ""
         up = add_node(f"update/{pname}", f"{optimizer}_update", UPDATE, update_flops * p.numel(), 0,
                       pbytes * state_factor, module_path, home)
+        update_node[pname] = up
         grad = trace.grads.get(pname)
         if grad is not None:
             g = resolve(grad)
@@ -204,21 +311,41 @@ def trace_to_graph(trace: TrainingTrace, *, optimizer: str = "sgd", name: str = 
         away = [v for v in users if calls[v] != home]
         if away:
             rd = add_node(f"read/{pname}", "read", FORWARD, 0.0, pbytes, 0, module_path, home)
+            read_node[pname] = rd
             for v in away:
                 edge_bytes[(rd, v)] = pbytes
     if unknown:
         warnings.warn(
             f"FLOP rules do not know {len(unknown)} op types, counted at 1 FLOP per output element: "
             f"{', '.join(sorted(unknown))}",
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     call_ids: dict[tuple[str, int], int] = {}
     group = [call_ids.setdefault(c, len(call_ids)) for c in calls]
     pairs = sorted(edge_bytes)
-    return OpGraph(
+    graph = OpGraph(
         names, pairs, flops=flops, out_bytes=out_bytes, param_bytes=param_bytes,
         edge_bytes=[edge_bytes[p] for p in pairs], op_types=op_types, phase=phase, group=group, module=modules,
         name=name, meta=meta or {},
+    )
+    # ---- views: the node that holds the data each one shows
+    for i in range(len(ops)):
+        if not is_view[i] or (i, 0) not in resolved:
+            continue
+        src = resolved[(i, 0)]
+        if src.kind == "op" and src.index in node_of_op and src.index != i:
+            node_of_op[i] = node_of_op[src.index]
+        elif src.kind == "input" and src.name in input_nodes:
+            node_of_op[i] = input_nodes[src.name]
+        elif src.kind == "param" and src.name in update_node:
+            node_of_op[i] = update_node[src.name]
+    return ImportedStep(
+        graph=graph,
+        trace=trace,
+        node_of_op=dict(sorted(node_of_op.items())),
+        update_node=update_node,
+        read_node=read_node,
+        input_node={int(k): v for k, v in sorted(input_nodes.items(), key=lambda kv: int(kv[0]))},
     )
 
 

@@ -14,8 +14,9 @@ the tests check it reproduces eager gradients.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -30,8 +31,11 @@ CallKey = tuple[str, int]  # (module path, how many times that module was called
 
 @dataclass(frozen=True)
 class Ref:
-    """Where a tensor came from: ``kind`` is ``"op"`` (``index``: op, ``output``: which output),
-    ``"param"``, ``"buffer"`` or ``"input"`` (``name``)."""
+    """Where a tensor came from.
+
+    ``kind`` is ``"op"`` (``index``: op, ``output``: which output), ``"param"``, ``"buffer"`` or
+    ``"input"`` (``name``).
+    """
 
     kind: str
     index: int = -1
@@ -134,7 +138,7 @@ class _Recorder(TorchDispatchMode):
             return out
         node = torch._C._current_autograd_node()
         if node is not None:
-            call = node.metadata.get("gnplace_call", ("", 0))
+            call = _node_metadata(node).get("gnplace_call", ("", 0))
         else:
             call = self.call_stack[-1]
 
@@ -177,7 +181,7 @@ def record_training_step(
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    params = {k: p for k, p in module.named_parameters() if p.requires_grad}
+    params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
     inputs = [x for x in example_inputs]
     origin: dict[int, Ref] = {}
@@ -248,10 +252,21 @@ def record_training_step(
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
     grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
-    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, dict((k, v + 1) for k, v in calls.items()))
+    module_calls = {k: v + 1 for k, v in calls.items()}
+    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls)
 
 
-def _tag_autograd_nodes(output: Any, tag: CallKey, stop: list[Any] = ()) -> None:  # type: ignore[assignment]
+def _node_metadata(node: Any) -> dict[str, Any]:
+    """The metadata dict of an autograd node.
+
+    torch's stubs declare ``Node.metadata`` a method, but autograd nodes expose it as a dict
+    attribute; this is the one place that reads it untyped.
+    """
+    metadata: dict[str, Any] = node.metadata
+    return metadata
+
+
+def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = ()) -> None:
     """Tag every untagged autograd node reachable from ``output`` with the module call ``tag``.
 
     The walk does not enter the nodes in ``stop`` (those of the call's inputs): they, and what made
@@ -262,7 +277,7 @@ def _tag_autograd_nodes(output: Any, tag: CallKey, stop: list[Any] = ()) -> None
     todo = [t.grad_fn for t in flat if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while todo:
         node = todo.pop()
-        if node is None or id(node) in boundary or "gnplace_call" in node.metadata:
+        if node is None or id(node) in boundary or "gnplace_call" in _node_metadata(node):
             continue
-        node.metadata["gnplace_call"] = tag
+        _node_metadata(node)["gnplace_call"] = tag
         todo.extend(f for f, _ in node.next_functions if f is not None)

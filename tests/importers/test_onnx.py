@@ -377,3 +377,17 @@ def test_forward_flops_agree_with_the_torch_importer(make, exporter):
     assert phase_flops(onnx_graph, BACKWARD) == pytest.approx(phase_flops(torch_graph, BACKWARD), rel=0.10)
     assert onnx_graph.total_param_bytes == torch_graph.total_param_bytes
     assert int((onnx_graph.phase == UPDATE).sum()) == int((torch_graph.phase == UPDATE).sum())
+
+
+def test_local_functions_are_inlined():
+    # a model whose MatMul + Relu sit inside a local function, as torch.onnx.export writes modules
+    body = [helper.make_node("MatMul", ["a", "b"], ["m"]), helper.make_node("Relu", ["m"], ["out"])]
+    function = helper.make_function("local", "LinearRelu", ["a", "b"], ["out"], body,
+                                    opset_imports=[helper.make_opsetid("", 17)])
+    call = helper.make_node("LinearRelu", ["x", "w"], ["y"], name="block", domain="local")
+    graph = helper.make_graph([call], "test", [vi("x", [8, 16])], [vi("y", [8, 16])], [weight("w", 16, 16)])
+    proto = helper.make_model(graph, functions=[function],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    g = from_onnx(proto)
+    assert {"MatMul", "Relu"} <= set(g.op_types)
+    assert int((g.phase == UPDATE).sum()) == 1

@@ -172,3 +172,186 @@ def test_shared_parameter_is_served_by_a_read_op():
 def test_deterministic():
     model, inputs = cnn_case()
     assert from_module(model, inputs) == from_module(model, inputs)
+
+
+# ------------------------------------------------------------------------------- the op-to-node map
+def needed_ops(trace) -> set[int]:
+    """Every trace op the loss or a gradient depends on, views included (walked independently)."""
+    from torch.utils._pytree import tree_flatten
+
+    from gnplace.importers.trace import Ref
+
+    roots = [trace.loss, *(r for r in trace.grads.values() if r is not None)]
+    todo = [r.index for r in roots if r.kind == "op"]
+    seen: set[int] = set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        op = trace.ops[i]
+        todo += [r.index for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref) and r.kind == "op"]
+    return seen
+
+
+def views_source(trace, i: int):
+    """The Ref that a chain of views starting at op ``i`` shows (``None``: a constant)."""
+    from torch.utils._pytree import tree_flatten
+
+    from gnplace.importers.trace import Ref
+
+    while trace.ops[i].name in VIEW_OPS:
+        sources = [r for r in tree_flatten((trace.ops[i].args, trace.ops[i].kwargs))[0] if isinstance(r, Ref)]
+        if not sources:
+            return None
+        if sources[0].kind != "op":
+            return sources[0]
+        i = sources[0].index
+    return Ref("op", i, 0)
+
+
+def replay_mapped(step):
+    """Replay only the ops the map covers, plus views of buffers and constants: what an executor runs."""
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    from gnplace.importers.trace import Ref
+
+    trace = step.trace
+    run = set(step.node_of_op)
+    for i in needed_ops(trace) - run:
+        src = views_source(trace, i)
+        assert trace.ops[i].name in VIEW_OPS and (src is None or src.kind == "buffer"), trace.ops[i].name
+        run.add(i)
+    values: dict[int, list] = {}
+    params = {k: v.detach() for k, v in trace.params.items()}
+
+    def resolve(x):
+        if not isinstance(x, Ref):
+            return x
+        if x.kind == "op":
+            return values[x.index][x.output]
+        if x.kind == "param":
+            return params[x.name]
+        if x.kind == "buffer":
+            return trace.buffers[x.name].clone()
+        return trace.inputs[int(x.name)]
+
+    with torch.no_grad():
+        for i in sorted(run):
+            op = trace.ops[i]
+            values[i] = tree_flatten(op.func(*tree_map(resolve, op.args), **tree_map(resolve, op.kwargs)))[0]
+    return resolve(trace.loss), {k: (resolve(r) if r is not None else None) for k, r in trace.grads.items()}
+
+
+def assert_map_covers_the_step(step, model, inputs):
+    """The facts an executor relies on, and the graph is that of ``from_module``."""
+    g, trace = step.graph, step.trace
+    kept = {i: v for i, v in step.node_of_op.items() if trace.ops[i].name not in VIEW_OPS}
+    # every kept trace op maps to its own node, of its op type, phase and call
+    for i, v in kept.items():
+        op = trace.ops[i]
+        assert g.op_types[v] == op.name and g.phase[v] == (BACKWARD if op.backward else FORWARD)
+        assert g.module[v] == op.call[0]
+    assert len(set(kept.values())) == len(kept)
+    # every forward and backward node but inputs and reads is the image of a trace op
+    images = set(kept.values())
+    for v in range(g.num_ops):
+        if g.phase[v] != UPDATE and g.op_types[v] not in ("input", "read"):
+            assert v in images, g.node_names[v]
+    # every op the step needs is mapped (views of buffers and constants have no node)
+    for i in needed_ops(trace) - set(step.node_of_op):
+        src = views_source(trace, i)
+        assert trace.ops[i].name in VIEW_OPS and (src is None or src.kind == "buffer"), trace.ops[i].name
+    # a view maps to the node holding the data it shows
+    for i, v in step.node_of_op.items():
+        if i in kept:
+            continue
+        src = views_source(trace, i)
+        if src.kind == "op":
+            assert v == step.node_of_op[src.index]
+        elif src.kind == "input":
+            assert v == step.input_node[int(src.name)]
+        else:
+            assert src.kind == "param" and v == step.update_node[src.name]
+    # parameters, reads and inputs
+    assert {p: g.node_names[v] for p, v in step.update_node.items()} == {p: f"update/{p}" for p in trace.params}
+    assert all(g.node_names[v] == f"read/{p}" for p, v in step.read_node.items())
+    assert all(g.node_names[v] == f"input/{k}" and g.op_types[v] == "input" for k, v in step.input_node.items())
+    assert sorted(v for v in range(g.num_ops) if g.op_types[v] == "input") == sorted(step.input_node.values())
+    # the trace still replays the eager step, and so does the part of it the map covers
+    eager_loss = model(*inputs)
+    eager = dict(zip([k for k, _ in model.named_parameters()], torch.autograd.grad(eager_loss, list(model.parameters()))))
+    for loss, grads in (trace.replay(), replay_mapped(step)):
+        assert torch.allclose(loss, eager_loss, atol=1e-5)
+        for name, got in grads.items():
+            assert torch.allclose(got, eager[name], atol=1e-4), name
+
+
+class Views(nn.Module):
+    """Views of an input, of a parameter, of a buffer and of an op's output; a tied weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.b.weight = self.a.weight
+        self.scale = nn.Parameter(torch.ones(2, 8))
+        self.register_buffer("shift", torch.full((2, 8), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x.view(4, 8)).relu()
+        h = h.reshape(2, 2, 8).transpose(0, 1) * self.scale.unsqueeze(0) + self.shift[None]
+        return self.b(h.flatten(0, 1)).square().mean()
+
+
+def test_import_step_gives_the_graph_of_from_module():
+    from gnplace.importers.torch import import_step, trace_to_graph
+
+    model, inputs = cnn_case()
+    step = import_step(model, inputs, optimizer="adam", name="cnn", meta={"k": 1})
+    assert step.graph == from_module(model, inputs, optimizer="adam", name="cnn", meta={"k": 1})
+    assert step.graph == trace_to_graph(step.trace, optimizer="adam", name="cnn", meta={"k": 1})
+    with pytest.raises(AttributeError):
+        step.graph = None  # frozen
+
+
+def test_op_to_node_map_of_a_small_cnn():
+    from gnplace.importers.torch import import_step
+
+    model, inputs = cnn_case()
+    step = import_step(model, inputs)
+    assert_map_covers_the_step(step, model, inputs)
+    conv = next(i for i, op in enumerate(step.trace.ops) if op.name == "convolution")
+    assert step.graph.node_names[step.node_of_op[conv]] == "conv1/convolution"
+    assert sorted(step.input_node) == [0, 1] and step.read_node == {}
+
+
+def test_op_to_node_map_folds_views_and_keeps_reads():
+    from gnplace.importers.torch import import_step
+
+    torch.manual_seed(0)
+    model, inputs = Views(), (torch.randn(2, 2, 8),)
+    step = import_step(model, inputs)
+    assert_map_covers_the_step(step, model, inputs)
+    g, ops = step.graph, step.trace.ops
+    assert list(step.read_node) == ["a.weight"]
+    views = {op.name for i, op in enumerate(ops) if i in step.node_of_op and op.name in VIEW_OPS}
+    assert {"view", "t", "unsqueeze", "transpose"} <= views
+    first_view = next(i for i, op in enumerate(ops) if op.name == "view")
+    assert step.node_of_op[first_view] == step.input_node[0]  # x.view(...) shows the input
+    transpose = next(i for i, op in enumerate(ops) if op.name == "transpose" and not op.backward)
+    assert g.op_types[step.node_of_op[transpose]] == "relu"  # a view of the relu's output
+
+
+def test_op_to_node_map_of_enas_family_graphs():
+    from gnplace.families import cifar10, ptb
+    from gnplace.importers.torch import import_step
+
+    for module, knobs in ((cifar10, {"layers": 2, "channels": 8, "batch": 8}),
+                          (ptb, {"hidden": 32, "steps": 3, "batch": 4, "vocab": 100, "num_nodes": 4})):
+        model, inputs = module.sample(np.random.default_rng(0), **knobs)
+        for m in model.modules():
+            if isinstance(m, nn.Dropout):
+                m.p = 0.0  # so that eager and replayed gradients can be compared
+        step = import_step(model, inputs)
+        assert_map_covers_the_step(step, model, inputs)
