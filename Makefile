@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench install clean
+.PHONY: demo test lint test-slow bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check gnplace tests scripts
+	$(VENV)/bin/mypy gnplace
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow
@@ -31,4 +35,4 @@ bench: $(STAMP)
 	$(PY) scripts/bench.py sim
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -21,7 +21,10 @@ effective bytes/s (nominal rate times Paleo's PPP_comm); latencies are seconds p
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -94,7 +97,7 @@ LINK_KINDS: dict[str, dict[str, float]] = {
     "ethernet20g": dict(bandwidth=20e9 / 8 * 0.75, latency=50e-6),
 }
 
-_DEVICE_PARSERS = {
+_DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
     "peak_flops": parse_flops,
     "mem_bandwidth": parse_rate,
     "memory": parse_bytes,
@@ -185,6 +188,23 @@ class Cluster:
     def __repr__(self) -> str:
         return f"Cluster(name={self.name!r}, devices={self.device_names})"
 
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of everything that shapes a step on this cluster: name, devices, links.
+
+        Two clusters with the same fingerprint time every placement alike; evaluation uses it to
+        tell whether a saved result is still valid.
+
+        Examples:
+            >>> load_cluster("k80x2").fingerprint() == load_cluster("k80x2").fingerprint()
+            True
+            >>> load_cluster("k80x2").fingerprint() == load_cluster("k80x4").fingerprint()
+            False
+        """
+        digest = hashlib.sha256(repr((self.name, [dataclasses.astuple(d) for d in self.devices])).encode())
+        digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
+        digest.update(np.ascontiguousarray(self.latency).tobytes())
+        return digest.hexdigest()
+
 
 # ---------------------------------------------------------------------------------- loading
 def preset_names() -> list[str]:
@@ -206,7 +226,9 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
     path = Path(text_spec)
     if not (text_spec.endswith((".yaml", ".yml")) or path.exists()):
         if text_spec not in preset_names():
-            raise InvalidCluster(f"unknown cluster {text_spec!r}: give a YAML file or one of {', '.join(preset_names())}")
+            raise InvalidCluster(
+                f"unknown cluster {text_spec!r}: give a YAML file or one of {', '.join(preset_names())}"
+            )
         source = f"{text_spec}.yaml"
         text = (resources.files("gnplace") / "clusters" / source).read_text()
     else:
@@ -216,7 +238,9 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
         except OSError as err:
             raise InvalidCluster(f"{source}: cannot read cluster file ({err.strerror})") from err
         except UnicodeDecodeError as err:
-            raise InvalidCluster(f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})") from err
+            raise InvalidCluster(
+                f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from err
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -248,7 +272,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
         entry = _keys(raw, where, allowed, {"name"})
         kind = str(entry.get("kind", "custom")).lower()
         if "kind" in entry and kind not in DEVICE_KINDS and not {"peak_flops", "mem_bandwidth", "memory"} <= set(entry):
-            raise InvalidCluster(f"{where}.kind: unknown device kind {kind!r} (known: {', '.join(DEVICE_KINDS)}; or give every field)")
+            raise InvalidCluster(
+                f"{where}.kind: unknown device kind {kind!r} (known: {', '.join(DEVICE_KINDS)}; or give every field)"
+            )
         spec: dict[str, Any] = dict(DEVICE_KINDS.get(kind, {}))
         for key, parse in _DEVICE_PARSERS.items():
             if key in entry:
@@ -258,7 +284,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
                     raise InvalidCluster(f"{where}.{key}: {err}") from err
         for key in ("peak_flops", "mem_bandwidth", "memory"):
             if key not in spec:
-                raise InvalidCluster(f"{where}: missing key {key!r} (give it, or a known kind: {', '.join(DEVICE_KINDS)})")
+                raise InvalidCluster(
+                    f"{where}: missing key {key!r} (give it, or a known kind: {', '.join(DEVICE_KINDS)})"
+                )
             if not spec[key] > 0:
                 raise InvalidCluster(f"{where}.{key}: must be positive, got {spec[key]}")
         for key in ("flops_efficiency", "mem_efficiency"):

@@ -92,7 +92,12 @@ def generate_dataset(
     """Write ``count`` graphs of ``family`` and their manifest to ``out``; returns the manifest path.
 
     Args:
+        family (str): one of :data:`gnplace.families.FAMILIES`.
+        count (int): how many graphs to write.
+        out (str or os.PathLike): folder to write the graphs and ``manifest.json`` to (created if missing).
+        seed (int, optional): seed of the graphs and of the split (default: 0).
         test_count (int, optional): graphs in the test split (default: a quarter of ``count``).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
         progress (callable, optional): called with ``(index, graph)`` after each graph.
         resume (bool, optional): keep graph files that already exist from an interrupted run with
             the same arguments instead of drawing them again (default: :obj:`True`).
@@ -117,8 +122,8 @@ def generate_dataset(
         if graph is None:
             graph, _ = generate_graph(family, i, seed=seed, optimizer=optimizer)
             save_graph(graph, path)
-        entries.append({"file": path.name, "family": family, **graph_summary(graph), "knobs": graph.meta.get("knobs", {}),
-                        "split": "test" if i in test else "train"})
+        entries.append({"file": path.name, "family": family, **graph_summary(graph),
+                        "knobs": graph.meta.get("knobs", {}), "split": "test" if i in test else "train"})
         if progress is not None:
             progress(i, graph)
     return write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)

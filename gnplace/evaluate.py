@@ -3,43 +3,63 @@
 Each run places the graph, times the placement with the simulator and records one row: step
 time (s), lower bound (s), peak memory (bytes), OOM, and the seconds the placer took. Rows are
 appended to ``results.csv`` as they finish, so an interrupted evaluation resumes where it stopped.
+
+A saved row is reused only when every input that shapes it is the same: the graph file's content,
+the cluster (its devices and links, not only its name), the placer and its options (with the
+content of any option that names a file, such as a checkpoint), the budget (for placers that take
+one), the seed and the simulator mode; these make the row's ``key``. A folder holds one row per
+graph, cluster, placer and seed: a task whose inputs changed replaces the old row.
+
 The summary gives, per family, cluster and placer, geometric means of the step time's ratio to
 the best non-learned placer on the same graph and cluster, to the single-device placement and to
 the lower bound, the number of OOM placements and the mean placement time (Placeto, Baechi and
-Spotlight report the same figures, see ``specs/evaluation.md``).
+Spotlight report the same figures, see ``docs/evaluation.md``).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gnplace.cluster import load_cluster
-from gnplace.exceptions import GnplaceError
+from gnplace.cluster import Cluster, load_cluster
+from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
-from gnplace.placers import get_placer, make_placer
+from gnplace.placement import Placement
+from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
-__all__ = ["Task", "Row", "collect_graphs", "run_task", "evaluate", "summarise", "write_markdown", "LEARNED"]
-
-#: Placers that learn (their rows are compared, never used as the "best non-learned" reference).
-LEARNED = frozenset({"gnplace", "gnplace_finetuned", "placeto", "reinforce", "hierarchical", "spotlight", "post"})
+__all__ = [
+    "Task", "Row", "collect_graphs", "task_key", "run_task", "place_task", "evaluate", "summarise", "write_markdown",
+]
 
 
 @dataclass(frozen=True)
 class Task:
-    """One placement to make and time."""
+    """One placement to make and time.
+
+    Attributes:
+        graph_path (str): graph file.
+        cluster (str): preset name or YAML file.
+        placer (str): registered placer name.
+        budget (int | None): timer evaluations for placers that take a budget (None: their default).
+        seed (int): seed of the placer.
+        mode (str): simulator mode, ``"default"`` or ``"placeto"``.
+        options (tuple[tuple[str, Any], ...]): further placer options as sorted ``(name, value)``
+            pairs of JSON values, e.g. ``(("checkpoint", "ckpt/base.ckpt"),)``; see :meth:`with_options`.
+    """
 
     graph_path: str
     cluster: str
@@ -47,11 +67,41 @@ class Task:
     budget: int | None = None
     seed: int = 0
     mode: str = "default"
+    options: tuple[tuple[str, Any], ...] = field(default=())
+
+    @classmethod
+    def with_options(cls, graph_path: str, cluster: str, placer: str, *, budget: int | None = None, seed: int = 0,
+                     mode: str = "default", **options: Any) -> Task:
+        """A task whose placer gets ``options`` (JSON values: numbers, strings, booleans, lists, None).
+
+        Raises:
+            InvalidArgument: if an option value cannot be written as JSON.
+        """
+        for name, value in options.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError) as err:
+                raise InvalidArgument(f"placer option {name}={value!r} is not a JSON value ({err})") from err
+        frozen = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
+        return cls(graph_path, cluster, placer, budget, seed, mode, frozen)
+
+    @property
+    def options_dict(self) -> dict[str, Any]:
+        """The placer options as a dictionary."""
+        return {k: _thaw(v) for k, v in self.options}
+
+
+def _freeze(value: Any) -> Any:
+    return tuple(_freeze(v) for v in value) if isinstance(value, list) else value
+
+
+def _thaw(value: Any) -> Any:
+    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
 
 
 @dataclass
 class Row:
-    """The result of one :class:`Task` (seconds, bytes)."""
+    """The result of one :class:`Task` (seconds, bytes) and the inputs that made it."""
 
     graph: str
     family: str
@@ -68,6 +118,17 @@ class Row:
     oom: bool
     place_seconds: float
     error: str = ""
+    learned: bool = False
+    budget: int | None = None
+    mode: str = "default"
+    options: str = "{}"
+    cluster_spec: str = ""
+    key: str = ""
+
+    def task(self) -> Task:
+        """The task that made this row."""
+        return Task.with_options(self.graph_path, self.cluster_spec or self.cluster, self.placer, budget=self.budget,
+                                 seed=self.seed, mode=self.mode, **json.loads(self.options))
 
 
 def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
@@ -97,61 +158,172 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     return paths
 
 
+# ---------------------------------------------------------------------------------- what shapes a row
+def _stamp(path: str) -> tuple[int, int] | None:
+    """``(size, mtime_ns)`` of a file, or None if ``path`` names no file: a cheap change detector."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_size, stat.st_mtime_ns) if os.path.isfile(path) else None
+
+
+@lru_cache(maxsize=256)
+def _file_digest(path: str, stamp: tuple[int, int]) -> str:
+    """SHA-256 (hex) of a file's bytes (cached while its size and modification time stay)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _value_identity(value: Any) -> Any:
+    """An option value, with the content digest added where it names an existing file."""
+    if isinstance(value, str):
+        stamp = _stamp(value)
+        if stamp is not None:
+            return {"file": value, "sha256": _file_digest(value, stamp)}
+    if isinstance(value, tuple):
+        return [_value_identity(v) for v in value]
+    return value
+
+
+def task_key(task: Task) -> str:
+    """SHA-256 (hex) of every input that shapes the row of ``task``.
+
+    The graph file's content, the cluster's :meth:`~gnplace.cluster.Cluster.fingerprint`, the
+    placer, its options (the content of options that name files), the budget where the placer
+    takes one, the seed and the simulator mode.
+
+    Raises:
+        GnplaceError: if the graph file, the cluster or the placer cannot be found.
+    """
+    stamp = _stamp(task.graph_path)
+    if stamp is None:
+        raise GnplaceError(f"{task.graph_path}: no such graph file")
+    accepts = PLACERS.info(task.placer).accepts
+    identity = {
+        "graph": _file_digest(task.graph_path, stamp),
+        "cluster": _cluster(task.cluster, _stamp(task.cluster)).fingerprint(),
+        "placer": task.placer,
+        "options": {k: _value_identity(v) for k, v in task.options},
+        "budget": task.budget if "budget" in accepts else None,
+        "seed": task.seed,
+        "mode": task.mode,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------------- one task (in a worker)
 @lru_cache(maxsize=8)
-def _graph(path: str) -> OpGraph:
+def _graph(path: str, stamp: tuple[int, int] | None) -> OpGraph:
     return load_graph(path)
 
 
+@lru_cache(maxsize=16)
+def _cluster(spec: str, stamp: tuple[int, int] | None) -> Cluster:
+    return load_cluster(spec)
+
+
+@lru_cache(maxsize=4)
+def _timer(mode: str) -> Simulator:
+    return Simulator(mode)  # type: ignore[arg-type]
+
+
 @lru_cache(maxsize=32)
-def _references(path: str, cluster_spec: str, mode: str) -> tuple[float, float]:
+def _placer(name: str, budget: int | None, mode: str, options: str) -> Any:
+    """A placer per (name, budget, mode, options) and worker, so that a checkpoint loads once."""
+    return make_placer(name, timer=_timer(mode), budget=budget, **json.loads(options))
+
+
+@lru_cache(maxsize=32)
+def _references(path: str, stamp: Any, cluster_spec: str, cluster_stamp: Any, mode: str) -> tuple[float, float]:
     """Lower bound and single-device step time (seconds) of a graph on a cluster, once per worker."""
-    graph = _graph(path)
-    cluster = load_cluster(cluster_spec)
-    sim = Simulator(mode)  # type: ignore[arg-type]
-    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
-    single = get_placer("single", simulator=sim).place(graph, cluster)
+    graph, cluster, sim = _graph(path, stamp), _cluster(cluster_spec, cluster_stamp), _timer(mode)
+    bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
+    single = make_placer("single", timer=sim).place(graph, cluster)
     return bound, sim.time(graph, cluster, single).step_time
 
 
-def run_task(task: Task) -> Row:
+def place_task(task: Task) -> tuple[OpGraph, Cluster, Placement, float]:
+    """Make the placement of ``task``: ``(graph, cluster, placement, seconds the placer took)``.
+
+    Raises:
+        GnplaceError: if the graph, cluster or placer is bad, or the placer fails on bad input.
+    """
+    graph = _graph(task.graph_path, _stamp(task.graph_path))
+    cluster = _cluster(task.cluster, _stamp(task.cluster))
+    placer = _placer(task.placer, task.budget, task.mode, json.dumps(task.options_dict, sort_keys=True))
+    start = time.perf_counter()
+    placement = placer.place(graph, cluster, seed=task.seed)
+    return graph, cluster, placement, time.perf_counter() - start
+
+
+def run_task(task: Task, key: str = "") -> Row:
     """Place and time one graph on one cluster with one placer (runs in a worker process)."""
-    graph = _graph(task.graph_path)
-    cluster = load_cluster(task.cluster)
-    sim = Simulator(task.mode)  # type: ignore[arg-type]
-    bound, single_s = _references(task.graph_path, task.cluster, task.mode)
-    base = dict(graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=task.graph_path,
-                ops=graph.num_ops, groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed,
-                bound_s=bound, single_s=single_s)
+    graph_stamp, cluster_stamp = _stamp(task.graph_path), _stamp(task.cluster)
+    graph, cluster = _graph(task.graph_path, graph_stamp), _cluster(task.cluster, cluster_stamp)
+    bound, single_s = _references(task.graph_path, graph_stamp, task.cluster, cluster_stamp, task.mode)
+    base: dict[str, Any] = dict(
+        graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=task.graph_path, ops=graph.num_ops,
+        groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed, bound_s=bound,
+        single_s=single_s, learned=PLACERS.info(task.placer).learned, budget=task.budget, mode=task.mode,
+        options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=task.cluster, key=key,
+    )
     try:
-        placer = make_placer(task.placer, simulator=sim, budget=task.budget)
-        start = time.perf_counter()
-        placement = placer.place(graph, cluster, seed=task.seed)
-        took = time.perf_counter() - start
+        _, _, placement, took = place_task(task)
     except GnplaceError as err:
         return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
                    error=str(err).splitlines()[0])
-    result = sim.time(graph, cluster, placement)
+    result = _timer(task.mode).time(graph, cluster, placement)
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),
                oom=result.is_oom, place_seconds=took)
 
 
+def _run_keyed(item: tuple[Task, str]) -> Row:
+    return run_task(*item)
+
+
+# ---------------------------------------------------------------------------------- the results file
+_INT_FIELDS = {"ops", "groups", "seed"}
+_FLOAT_FIELDS = {"step_time_s", "bound_s", "single_s", "peak_memory_bytes", "place_seconds"}
+_BOOL_FIELDS = {"oom", "learned"}
+
+
 def _read_rows(path: Path) -> list[Row]:
+    """Rows of ``results.csv``; a line cut short or written before keys existed is dropped (its task runs again)."""
     if not path.exists():
         return []
     rows = []
     with path.open(newline="") as handle:
         for raw in csv.DictReader(handle):
             try:
-                rows.append(Row(
-                    graph=raw["graph"], family=raw["family"], graph_path=raw["graph_path"], ops=int(raw["ops"]),
-                    groups=int(raw["groups"]), cluster=raw["cluster"], placer=raw["placer"], seed=int(raw["seed"]),
-                    step_time_s=float(raw["step_time_s"]), bound_s=float(raw["bound_s"]), single_s=float(raw["single_s"]),
-                    peak_memory_bytes=float(raw["peak_memory_bytes"]), oom=raw["oom"] == "True",
-                    place_seconds=float(raw["place_seconds"]), error=raw.get("error", ""),
-                ))
+                values: dict[str, Any] = {}
+                for f in fields(Row):
+                    text = raw[f.name]
+                    if text is None:
+                        raise ValueError(f"missing {f.name}")
+                    if f.name in _INT_FIELDS:
+                        values[f.name] = int(text)
+                    elif f.name in _FLOAT_FIELDS:
+                        values[f.name] = float(text)
+                    elif f.name in _BOOL_FIELDS:
+                        values[f.name] = text == "True"
+                    elif f.name == "budget":
+                        values[f.name] = int(text) if text else None
+                    else:
+                        values[f.name] = text
+                if not values["key"]:
+                    continue
+                rows.append(Row(**values))
             except (KeyError, ValueError, TypeError):
-                continue  # a line cut short by an interruption: run that task again
+                continue  # a line cut short by an interruption, or an older file: run that task again
     return rows
+
+
+def _identity(graph_path: str, cluster_name: str, placer: str, seed: int) -> tuple[str, str, str, int]:
+    return (os.path.normpath(graph_path), cluster_name, placer, seed)
 
 
 def evaluate(
@@ -160,16 +332,28 @@ def evaluate(
 ) -> list[Row]:
     """Run ``tasks`` (in ``jobs`` processes), appending rows to ``out/results.csv``; returns all rows.
 
-    Tasks whose row is already in ``results.csv`` are not run again.
+    A task whose :func:`task_key` matches a saved row is not run again; a saved row of the same
+    graph, cluster, placer and seed made with other inputs is replaced. Rows of other tasks in the
+    file are kept (an evaluation can be extended placer by placer).
+
+    Raises:
+        GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
-    done = _read_rows(csv_path)
-    seen = {(r.graph_path, r.cluster, r.placer, r.seed) for r in done}
-    todo = [t for t in tasks if (t.graph_path, load_cluster(t.cluster).name, t.placer, t.seed) not in seen]
+    keyed = [(t, task_key(t)) for t in tasks]
+    wanted = {_identity(t.graph_path, _cluster(t.cluster, _stamp(t.cluster)).name, t.placer, t.seed): k
+              for t, k in keyed}
+    done = []
+    for row in _read_rows(csv_path):
+        current = wanted.get(_identity(row.graph_path, row.cluster, row.placer, row.seed))
+        if current is None or current == row.key:  # another task's row, or still valid
+            done.append(row)
+    have = {r.key for r in done}
+    todo = [(t, k) for t, k in keyed if k not in have]
     names = [f.name for f in fields(Row)]
-    # rewrite the file with the rows that survived (drops a line cut short by an interruption)
+    # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
     tmp = csv_path.with_name("results.csv.tmp")
     with tmp.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=names)
@@ -186,13 +370,13 @@ def evaluate(
             progress(row)
 
     if jobs <= 1:
-        for task in todo:
-            record(run_task(task))
+        for item in todo:
+            record(_run_keyed(item))
     else:
         import multiprocessing
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for row in pool.map(run_task, todo):
+            for row in pool.map(_run_keyed, todo):
                 record(row)
     return rows
 
@@ -203,10 +387,14 @@ def _geomean(values: list[float]) -> float:
 
 
 def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time."""
+    """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time.
+
+    "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
+    and cluster (rows of learned placers are compared with it, never part of it).
+    """
     best: dict[tuple[str, str], float] = {}
     for r in rows:
-        if r.placer not in LEARNED and not r.oom and math.isfinite(r.step_time_s):
+        if not r.learned and not r.oom and math.isfinite(r.step_time_s):
             key = (r.graph_path, r.cluster)
             best[key] = min(best.get(key, math.inf), r.step_time_s)
     groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
@@ -217,12 +405,16 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
         summary.append({
             "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
-            "vs_best": _geomean([r.step_time_s / best[(r.graph_path, r.cluster)] for r in ok if (r.graph_path, r.cluster) in best]),
+            "vs_best": _geomean(
+                [r.step_time_s / best[(r.graph_path, r.cluster)] for r in ok if (r.graph_path, r.cluster) in best]
+            ),
             "vs_single": _geomean([r.step_time_s / r.single_s for r in ok]),
             "vs_bound": _geomean([r.step_time_s / r.bound_s for r in ok]),
             "oom": sum(r.oom for r in members),
             "errors": sum(bool(r.error) for r in members),
-            "best_count": sum(1 for r in ok if r.step_time_s <= best.get((r.graph_path, r.cluster), math.inf) * (1 + 1e-9)),
+            "best_count": sum(
+                1 for r in ok if r.step_time_s <= best.get((r.graph_path, r.cluster), math.inf) * (1 + 1e-9)
+            ),
             "place_s": sum(r.place_seconds for r in members if math.isfinite(r.place_seconds)) / max(1, len(members)),
         })
     return summary
@@ -231,13 +423,15 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
 def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write the summary as a Markdown table (ratios are geometric means; lower is better)."""
     lines = [
-        "| family | cluster | placer | graphs | step / best non-learned | step / single device | step / bound | best on | OOM | errors | place s (mean) |",
+        "| family | cluster | placer | graphs | step / best non-learned | step / single device | step / bound "
+        "| best on | OOM | errors | place s (mean) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in summary:
         lines.append(
-            f"| {s['family']} | {s['cluster']} | {s['placer']} | {s['graphs']} | {s['vs_best']:.3f} | {s['vs_single']:.3f} "
-            f"| {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} | {s['errors']} | {s['place_s']:.3f} |"
+            f"| {s['family']} | {s['cluster']} | {s['placer']} | {s['graphs']} | {s['vs_best']:.3f} "
+            f"| {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} | {s['errors']} "
+            f"| {s['place_s']:.3f} |"
         )
     path = Path(path)
     path.write_text("\n".join(lines) + "\n")

@@ -16,6 +16,8 @@ __all__ = [
     "UnsupportedGraph",
     "UnknownName",
     "InvalidArgument",
+    "BudgetExhausted",
+    "MissingDependency",
 ]
 
 
@@ -49,3 +51,11 @@ class UnknownName(GnplaceError, ValueError):
 
 class InvalidArgument(GnplaceError, ValueError):
     """An argument's value is malformed (an ``--input-shape`` that is not ``NAME=D1,D2,...``, ...)."""
+
+
+class BudgetExhausted(GnplaceError):
+    """A :class:`~gnplace.sim.timer.BudgetedTimer` was asked for more evaluations than its budget allows."""
+
+
+class MissingDependency(GnplaceError, ImportError):
+    """Something gnplace was asked for needs a library that is not installed."""

@@ -90,6 +90,24 @@ class Placement:
                 f"but cluster {self.cluster.name!r} has devices 0..{self.cluster.num_devices - 1}"
             )
 
+    def group_devices(self, graph: OpGraph) -> np.ndarray:
+        """The device of each colocation group, ``[num_groups]``: the inverse of :meth:`from_groups`.
+
+        Raises:
+            InvalidPlacement: if some colocation group has ops on more than one device.
+
+        Examples:
+            >>> from gnplace.toy import mlp_training_graph, toy_cluster
+            >>> g, c = mlp_training_graph(layers=2, width=8, batch=4), toy_cluster(2)
+            >>> Placement.from_groups(g, c, [1, 0, 1]).group_devices(g).tolist()
+            [1, 0, 1]
+        """
+        if self.splits_groups(graph):
+            raise InvalidPlacement(f"placement splits a colocation group of graph {graph.name!r} across devices")
+        per_group = np.zeros(graph.num_groups, dtype=np.int64)
+        per_group[graph.group] = self.devices
+        return per_group
+
     def splits_groups(self, graph: OpGraph) -> bool:
         """Whether some colocation group has ops on more than one device."""
         first = np.full(graph.num_groups, -1, dtype=np.int64)
@@ -116,12 +134,15 @@ def _from_names(graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, so
         if op not in graph._name_index:
             raise InvalidPlacement(f"{source}: op {op!r} is not in graph {graph.name!r}")
         if device not in names:
-            raise InvalidPlacement(f"{source}: op {op!r} is placed on unknown device {device!r} (cluster has {', '.join(names)})")
+            raise InvalidPlacement(
+                f"{source}: op {op!r} is placed on unknown device {device!r} (cluster has {', '.join(names)})"
+            )
         devices[graph.index(op)] = names.index(device)
     missing = np.flatnonzero(devices < 0)
     if missing.size:
         raise InvalidPlacement(
-            f"{source}: {missing.size} ops of graph {graph.name!r} have no device, e.g. {graph.node_names[int(missing[0])]!r}"
+            f"{source}: {missing.size} ops of graph {graph.name!r} have no device, "
+            f"e.g. {graph.node_names[int(missing[0])]!r}"
         )
     return Placement(devices, cluster)
 

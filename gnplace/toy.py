@@ -1,19 +1,28 @@
-"""Small graphs for examples, doctests, tests and benchmarks.
+"""Small graphs and clusters for examples, doctests, tests and benchmarks.
 
 ``chain_graph`` and ``fork_graph`` are hand-sized; ``mlp_training_graph`` is a real training
 graph of a multi-layer perceptron with exact FLOP and byte counts (forward, data- and
 weight-gradient ops, SGD updates, colocation groups); ``layered_graph`` draws a random DAG of a
-chosen size for benchmarks.
+chosen size for benchmarks. ``toy_cluster`` builds a cluster of identical devices on uniform links,
+``uniform_cluster`` one of given devices, and ``mixed_cluster`` a CPU with two GPU generations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from gnplace.cluster import Cluster, Device
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.seed import SeedLike, as_generator
 
-__all__ = ["chain_graph", "fork_graph", "mlp_training_graph", "layered_graph"]
+__all__ = [
+    "chain_graph", "fork_graph", "mlp_training_graph", "layered_graph", "toy_cluster", "uniform_cluster",
+    "mixed_cluster",
+]
+
+GiB = 2**30
 
 
 def chain_graph(num_ops: int, *, flops: float = 1e9, out_bytes: int = 4_000_000) -> OpGraph:
@@ -125,7 +134,10 @@ def layered_graph(num_ops: int, *, width: int = 8, seed: SeedLike = 0, name: str
     [1e6, 1e10] and output bytes in [1e4, 1e7]; every fourth op holds parameters.
 
     Args:
+        num_ops (int): how many ops.
+        width (int, optional): ops per layer (default: 8).
         seed (int, np.random.Generator or None, optional): seed (default: 0).
+        name (str, optional): graph name (default: ``"layered{num_ops}"``).
 
     Examples:
         >>> layered_graph(100, seed=1).num_ops
@@ -146,3 +158,71 @@ def layered_graph(num_ops: int, *, width: int = 8, seed: SeedLike = 0, name: str
         [f"n{i}" for i in range(num_ops)], sorted(edges), flops=flops, out_bytes=out_bytes,
         param_bytes=param_bytes, name=name or f"layered{num_ops}",
     )
+
+
+def uniform_cluster(
+    devices: Sequence[Device], *, bandwidth: float = 12e9, latency: float = 10e-6, name: str = "toy"
+) -> Cluster:
+    """A cluster of ``devices`` where every link has the same ``bandwidth`` (bytes/s) and ``latency`` (s).
+
+    Examples:
+        >>> uniform_cluster([Device("a", "cpu", 1e11, 1e10, 1e9), Device("b", "cpu", 1e11, 1e10, 1e9)])
+        Cluster(name='toy', devices=['a', 'b'])
+    """
+    d = len(devices)
+    return Cluster(list(devices), np.full((d, d), float(bandwidth)), np.full((d, d), float(latency)), name=name)
+
+
+def toy_cluster(
+    num_devices: int = 2,
+    *,
+    memory: float = 12 * GiB,
+    kind: str = "k80",
+    peak_flops: float = 2.8e12,
+    mem_bandwidth: float = 240e9,
+    launch_overhead: float = 5e-6,
+    bandwidth: float = 12e9,
+    latency: float = 10e-6,
+    prefix: str = "gpu",
+    name: str | None = None,
+) -> Cluster:
+    """``num_devices`` identical devices (K80-like by default) on uniform links.
+
+    Args:
+        num_devices (int, optional): how many devices, named ``{prefix}0``, ``{prefix}1``, ... (default: 2).
+        memory (float, optional): bytes per device (default: 12 GiB).
+        kind (str, optional): device kind, the key of measured op costs (default: ``"k80"``).
+        peak_flops (float, optional): FLOP/s per device (default: 2.8e12).
+        mem_bandwidth (float, optional): memory bytes/s per device (default: 240e9).
+        launch_overhead (float, optional): seconds added to every modelled op (default: 5e-6).
+        bandwidth (float, optional): bytes/s of every link (default: 12e9).
+        latency (float, optional): seconds per transfer on every link (default: 10e-6).
+        prefix (str, optional): device name prefix (default: ``"gpu"``).
+        name (str, optional): cluster name (default: ``"toy{num_devices}"``).
+
+    Examples:
+        >>> c = toy_cluster(3, memory=GiB)
+        >>> c, c.memory.tolist()
+        (Cluster(name='toy3', devices=['gpu0', 'gpu1', 'gpu2']), [1073741824.0, 1073741824.0, 1073741824.0])
+    """
+    devices = [
+        Device(f"{prefix}{k}", kind, peak_flops=peak_flops, mem_bandwidth=mem_bandwidth, memory=memory,
+               launch_overhead=launch_overhead)
+        for k in range(num_devices)
+    ]
+    return uniform_cluster(devices, bandwidth=bandwidth, latency=latency, name=name or f"toy{num_devices}")
+
+
+def mixed_cluster(*, memory: float = 16 * GiB, bandwidth: float = 12e9, latency: float = 10e-6) -> Cluster:
+    """A heterogeneous cluster: ``cpu0`` (0.3 TFLOP/s), ``gpu0`` (K80, 2.8 TFLOP/s) and ``gpu1`` (V100, 15 TFLOP/s).
+
+    Examples:
+        >>> mixed_cluster().kinds
+        ['cpu', 'k80', 'v100']
+    """
+    devices = [
+        Device("cpu0", "cpu", peak_flops=3e11, mem_bandwidth=7e10, memory=memory),
+        Device("gpu0", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=memory),
+        Device("gpu1", "v100", peak_flops=1.5e13, mem_bandwidth=9e11, memory=memory),
+    ]
+    return uniform_cluster(devices, bandwidth=bandwidth, latency=latency, name="mixed")

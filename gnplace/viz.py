@@ -13,9 +13,13 @@ __all__ = ["plot_timeline"]
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
 
 
-def plot_timeline(graph: OpGraph, result: StepResult, path: str | os.PathLike[str], *, title: str | None = None) -> Path:
-    """Draw a Gantt chart of ``result.timeline``: one row per device for ops (coloured by phase)
-    and one row per sending device for transfers; times in milliseconds. Writes ``path`` (PNG, PDF, SVG).
+def plot_timeline(
+    graph: OpGraph, result: StepResult, path: str | os.PathLike[str], *, title: str | None = None
+) -> Path:
+    """Draw a Gantt chart of ``result.timeline`` and write it to ``path`` (PNG, PDF, SVG).
+
+    One row per device for ops (coloured by phase) and one row per sending device for transfers;
+    times in milliseconds.
 
     Raises:
         ValueError: if ``result`` was simulated without ``timeline=True``.
@@ -72,7 +76,10 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     for ax, cluster in zip(axes[0], clusters):
         values = []
         for placer in placers:
-            picked = [s["vs_best"] for s in summary if s["cluster"] == cluster and s["placer"] == placer and s["vs_best"] == s["vs_best"]]
+            picked = [
+                s["vs_best"] for s in summary
+                if s["cluster"] == cluster and s["placer"] == placer and s["vs_best"] == s["vs_best"]
+            ]
             values.append(float(np.exp(np.mean(np.log(picked)))) if picked else np.nan)
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -85,32 +92,3 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-
-
-def plot_best_timeline(rows: list, path: str | os.PathLike[str], *, budget: int | None = None) -> Path:
-    """Gantt chart of the best placement found for the first graph and cluster of ``rows`` (evaluation rows).
-
-    The best placer is run again with the evaluation's ``budget`` and seed to get its placement.
-    """
-    import math
-
-    from gnplace.cluster import load_cluster
-    from gnplace.graph_io import load_graph
-    from gnplace.placers import make_placer
-    from gnplace.sim.simulator import simulate
-
-    first = rows[0]
-    candidates = [r for r in rows if r.graph_path == first.graph_path and r.cluster == first.cluster
-                  and not r.oom and math.isfinite(r.step_time_s)]
-    best = min(candidates or [first], key=lambda r: r.step_time_s)
-    graph = load_graph(best.graph_path)
-    cluster = load_cluster(best.cluster) if best.cluster in _presets() else load_cluster(first.cluster)
-    placement = make_placer(best.placer, budget=budget).place(graph, cluster, seed=best.seed)
-    result = simulate(graph, cluster, placement, timeline=True)
-    return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
-
-
-def _presets() -> list[str]:
-    from gnplace.cluster import preset_names
-
-    return preset_names()

@@ -78,10 +78,12 @@ def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
     for mode in ("default", "placeto"):
         sim = Simulator(mode)
         for name, placement in placements.items():
-            seconds = median_seconds(lambda: sim.time(graph, cluster, placement), args.repeat)
+            seconds = median_seconds(lambda sim=sim, placement=placement: sim.time(graph, cluster, placement),
+                                     args.repeat)
             rows.append(dict(mode=mode, placement=name, call="time", ms_per_eval=seconds * 1e3))
         batch = rng.integers(0, args.devices, (args.batch, graph.num_ops))
-        seconds = median_seconds(lambda: sim.time_batch(graph, cluster, batch), max(3, args.repeat // 50))
+        seconds = median_seconds(lambda sim=sim, batch=batch: sim.time_batch(graph, cluster, batch),
+                                 max(3, args.repeat // 50))
         rows.append(dict(mode=mode, placement=f"random x{args.batch}", call=f"time_batch ({numba.get_num_threads()} threads)",
                          ms_per_eval=seconds * 1e3 / args.batch))
     return rows
@@ -124,7 +126,7 @@ def large_graph(ops: int, cache: Path) -> Any:
 def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Coarsen to ``--groups`` groups, place with m_etf, expand and simulate, for growing graphs."""
     from gnplace.cluster import load_cluster
-    from gnplace.importers.coarsen import coarsen
+    from gnplace.coarsen import coarsen
     from gnplace.placers import get_placer
 
     cluster = load_cluster(args.cluster)
@@ -160,9 +162,9 @@ def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
 def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     """How far each heuristic is from the exact placer on small graphs (coarsened dataset graphs, examples)."""
     from gnplace.cluster import load_cluster
+    from gnplace.coarsen import coarsen
     from gnplace.datasets import load_manifest
     from gnplace.graph_io import load_graph
-    from gnplace.importers.coarsen import coarsen
     from gnplace.placers import get_placer
 
     root = Path(__file__).resolve().parent.parent / "datasets"
@@ -176,7 +178,7 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
                 graphs.append(coarsen(load_graph(root / family / entry["file"]), args.groups, cluster).graph)
         for graph in graphs:
             sim = Simulator()
-            exact = get_placer("exact", time_limit=args.time_limit, simulator=sim)
+            exact = get_placer("exact", time_limit=args.time_limit, timer=sim)
             exact_step = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
             row: dict[str, Any] = dict(graph=graph.name, cluster=cluster.name, groups=graph.num_groups,
                                        status=exact.last_status, gap=exact.last_gap, exact_ms=exact_step * 1e3)
@@ -198,7 +200,7 @@ def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for name in args.placers:
         placer = get_placer(name)
-        seconds = median_seconds(lambda: placer.place(graph, cluster, seed=0), args.repeat)
+        seconds = median_seconds(lambda placer=placer: placer.place(graph, cluster, seed=0), args.repeat)
         rows.append(dict(placer=name, ops=graph.num_ops, cluster=cluster.name, seconds=seconds))
         print(f"{name}: {graph.num_ops} ops on {cluster.name} placed in {seconds:.3f} s (median of {args.repeat})", flush=True)
     return rows

@@ -1,5 +1,7 @@
-"""The demo run by ``make demo``: every registered placer on the shipped example graph(s), on
-every cluster preset, scored by the simulator, printed as one table.
+"""The demo run by ``make demo``.
+
+Every registered placer on the shipped example graph(s), on every cluster preset, scored by the
+simulator, printed as one table.
 
 Usage::
 
@@ -16,9 +18,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from gnplace import GnplaceError, PLACERS, load_cluster, load_graph, lower_bound
-from gnplace.placers import make_placer
+from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
 from gnplace.cluster import preset_names
+from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "datasets" / "examples").glob("*.gnpg"))
@@ -32,7 +34,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=("default", "placeto"), default="default")
     parser.add_argument("--placers", default=",".join(sorted(PLACERS, key=lambda n: (n != "single", n))),
                         help="comma-separated placers (default: all, single first)")
-    parser.add_argument("--budget", type=int, default=200, help="simulator evaluations for search placers")
+    parser.add_argument("--budget", type=int, default=200, help="timer evaluations for search placers")
     parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
     args = parser.parse_args()
     console = Console(width=150)
@@ -46,12 +48,12 @@ def main() -> int:
                 table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
             for cluster_name in args.clusters.split(","):
                 cluster = load_cluster(cluster_name)
-                bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
+                bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
                 single_step = None
                 for name in args.placers.split(","):
                     options = {"time_limit": args.exact_time} if name == "exact" else {}
                     start = time.perf_counter()
-                    placement = make_placer(name, simulator=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
+                    placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
                     took = time.perf_counter() - start
                     result = sim.time(graph, cluster, placement)
                     if name == "single":

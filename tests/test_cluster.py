@@ -369,3 +369,14 @@ def test_cluster_from_dict_default_source():
 
 def test_invalid_cluster_is_a_gnplace_value_error():
     assert issubclass(InvalidCluster, GnplaceError) and issubclass(InvalidCluster, ValueError)
+
+
+def test_fingerprint_changes_with_devices_and_links(tmp_path):
+    base = "name: mine\ndevices: [{name: gpu, count: 2, kind: k80}]\nlinks: {default: pcie3}\n"
+    (tmp_path / "a.yaml").write_text(base)
+    (tmp_path / "b.yaml").write_text(base.replace("k80", "v100"))
+    (tmp_path / "c.yaml").write_text(base.replace("pcie3", "nvlink2"))
+    (tmp_path / "d.yaml").write_text(base)
+    prints = [load_cluster(tmp_path / f"{x}.yaml").fingerprint() for x in "abcd"]
+    assert len(set(prints[:3])) == 3 and prints[0] == prints[3]
+    assert len(prints[0]) == 64

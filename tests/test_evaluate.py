@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, write_markdown
+from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
 from gnplace.exceptions import GnplaceError
 from gnplace.graph_io import save_graph
 from gnplace.toy import mlp_training_graph
@@ -80,3 +81,125 @@ def test_summary_ratios_are_geometric_means_against_the_best_feasible(tmp_path):
     assert by["b"]["best_count"] == 1 and by["a"]["best_count"] == 1
     md = write_markdown(summarise(rows), tmp_path / "r.md").read_text()
     assert md.count("\n") == 2 + 3 and "| f | c | a | 2 |" in md
+
+
+# ---------------------------------------------------------------------------------- rows that cannot lie
+def test_a_new_budget_replaces_the_old_row(graphs, tmp_path):
+    path = str(graphs / "mlp3.gnpg")
+    out = tmp_path / "out"
+    small = evaluate([Task(path, "k80x4", "annealing", budget=5)], out)
+    assert small[0].budget == 5 and small[0].key
+    reran = []
+    rows = evaluate([Task(path, "k80x4", "annealing", budget=400)], out, progress=reran.append)
+    assert len(reran) == 1 and len(rows) == 1  # run again, and the budget-5 row is gone
+    assert rows[0].budget == 400
+    assert rows[0].step_time_s == run_task(Task(path, "k80x4", "annealing", budget=400)).step_time_s
+    assert rows[0].step_time_s <= small[0].step_time_s
+    assert len((out / "results.csv").read_text().splitlines()) == 2
+    same = []
+    evaluate([Task(path, "k80x4", "annealing", budget=400)], out, progress=same.append)
+    assert same == []
+
+
+def test_budget_only_counts_for_placers_that_take_one(graphs):
+    path = str(graphs / "mlp2.gnpg")
+    assert task_key(Task(path, "k80x2", "heft", budget=5)) == task_key(Task(path, "k80x2", "heft", budget=400))
+    assert task_key(Task(path, "k80x2", "annealing", budget=5)) != task_key(Task(path, "k80x2", "annealing", budget=400))
+
+
+def test_every_input_that_shapes_a_row_changes_its_key(graphs, tmp_path):
+    path = str(graphs / "mlp2.gnpg")
+    base = Task(path, "k80x2", "annealing", budget=10)
+    keys = {
+        task_key(base),
+        task_key(Task(path, "k80x2", "annealing", budget=10, seed=1)),
+        task_key(Task(path, "k80x2", "annealing", budget=10, mode="placeto")),
+        task_key(Task.with_options(path, "k80x2", "annealing", budget=10, start="single")),
+        task_key(Task(path, "k80x4", "annealing", budget=10)),
+        task_key(Task(str(graphs / "mlp3.gnpg"), "k80x2", "annealing", budget=10)),
+    }
+    assert len(keys) == 6
+    assert task_key(base) == task_key(Task(path, "k80x2", "annealing", budget=10))
+
+
+def test_a_changed_graph_file_is_run_again(graphs, tmp_path):
+    path = graphs / "g.gnpg"
+    save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)
+    out = tmp_path / "out"
+    first = evaluate([Task(str(path), "k80x2", "single")], out)
+    save_graph(mlp_training_graph(layers=2, width=1024, batch=128).replace(name="mlp"), path)
+    again = []
+    rows = evaluate([Task(str(path), "k80x2", "single")], out, progress=again.append)
+    assert len(again) == 1 and len(rows) == 1
+    assert rows[0].step_time_s > first[0].step_time_s  # the wider graph, not the stale row or cached graph
+
+
+def test_a_changed_cluster_file_is_run_again(graphs, tmp_path):
+    yaml_path = tmp_path / "mine.yaml"
+    yaml_path.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: k80}]\nlinks: {default: pcie3}\n")
+    task = Task(str(graphs / "mlp2.gnpg"), str(yaml_path), "round_robin")
+    out = tmp_path / "out"
+    first = evaluate([task], out)
+    yaml_path.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: v100}]\nlinks: {default: pcie3}\n")
+    again = []
+    rows = evaluate([task], out, progress=again.append)
+    assert len(again) == 1 and rows[0].step_time_s < first[0].step_time_s  # V100s are faster than K80s
+
+
+def test_an_option_naming_a_file_is_keyed_by_its_content(graphs, tmp_path):
+    ckpt = tmp_path / "weights.bin"
+    ckpt.write_bytes(b"one")
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=5, start=str(ckpt))
+    first = task_key(task)
+    ckpt.write_bytes(b"two!")
+    assert task_key(task) != first
+
+
+def test_placer_options_pass_through_the_task_and_the_row(graphs, tmp_path):
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=10, start="round_robin", batch=4)
+    assert task.options == (("batch", 4), ("start", "round_robin")) and task.options_dict["batch"] == 4
+    rows = evaluate([task], tmp_path / "out")
+    assert json.loads(rows[0].options) == {"batch": 4, "start": "round_robin"}
+    reread = evaluate([task], tmp_path / "out")
+    assert reread[0].task() == task
+    bad = run_task(Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=10, batch=0))
+    assert "batch" in bad.error and math.isnan(bad.step_time_s)
+    with pytest.raises(GnplaceError, match="not a JSON value"):
+        Task.with_options("g", "k80x2", "annealing", start=object())
+
+
+def test_placers_are_built_once_per_worker(graphs, monkeypatch):
+    import gnplace.evaluate as ev
+
+    ev._placer.cache_clear()
+    built = []
+    real = ev.make_placer
+
+    def counting(name, **kw):
+        built.append(name)
+        return real(name, **kw)
+
+    monkeypatch.setattr(ev, "make_placer", counting)
+    for g in ("mlp2.gnpg", "mlp3.gnpg"):
+        run_task(Task(str(graphs / g), "k80x2", "heft"))
+    assert built.count("heft") == 1
+    ev._placer.cache_clear()
+
+
+def test_learned_rows_are_compared_with_but_not_part_of_the_best():
+    rows = [row("g1", "a", 2.0), row("g1", "b", 1.0)]
+    rows[1].learned = True
+    by = {s["placer"]: s for s in summarise(rows)}
+    assert by["a"]["vs_best"] == pytest.approx(1.0) and by["b"]["vs_best"] == pytest.approx(0.5)
+
+
+def test_rows_of_an_older_results_file_are_run_again(graphs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").write_text(
+        "graph,family,graph_path,ops,groups,cluster,placer,seed,step_time_s,bound_s,single_s,peak_memory_bytes,oom,"
+        f"place_seconds,error\nmlp,,{graphs / 'mlp2.gnpg'},1,1,k80x2,single,0,1.0,1.0,1.0,0.0,False,0.1,\n"
+    )
+    ran = []
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out, progress=ran.append)
+    assert len(ran) == 1 and len(rows) == 1 and rows[0].step_time_s != 1.0

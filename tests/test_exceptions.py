@@ -10,12 +10,14 @@ import pytest
 import gnplace.exceptions as exceptions
 from gnplace.cli import main
 from gnplace.exceptions import (
+    BudgetExhausted,
     GnplaceError,
     InfeasiblePlacement,
     InvalidArgument,
     InvalidCluster,
     InvalidGraph,
     InvalidPlacement,
+    MissingDependency,
     UnknownName,
     UnsupportedGraph,
 )
@@ -27,7 +29,7 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x
 GiB = 2**30
 
 VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, InvalidArgument}
-NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph}
+NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph, BudgetExhausted, MissingDependency}
 
 
 def test_all_lists_every_exception_class_defined_here():

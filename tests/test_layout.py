@@ -22,3 +22,23 @@ def test_every_module_has_its_mirrored_test_file():
         if not mirrored_test(m).is_file()
     ]
     assert not missing, "modules without their mirrored test file:\n  " + "\n  ".join(missing)
+
+
+def test_import_gnplace_and_the_non_learned_placers_stay_light():
+    """``import gnplace`` and every non-learned placer never import torch-geometric or Lightning (nor torch)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gnplace\n"
+        "from gnplace.placers import PLACERS, make_placer\n"
+        "from gnplace.toy import chain_graph, toy_cluster\n"
+        "heavy = ('torch', 'torch_geometric', 'lightning', 'pytorch_lightning')\n"
+        "assert not [m for m in heavy if m in sys.modules], 'import gnplace'\n"
+        "for name in PLACERS.names(learned=False):\n"
+        "    make_placer(name, budget=5).place(chain_graph(3), toy_cluster(2), seed=0)\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

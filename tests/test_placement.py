@@ -299,3 +299,15 @@ def test_placements_compare_by_devices_and_cluster():
     assert Placement([0, 1], c) != Placement([1, 1], c)
     assert Placement([0, 1], c) != Placement([0, 1], load_cluster("k80x2"))  # another cluster object
     assert len({Placement([0, 1], c)}) == 1
+
+
+def test_group_devices_inverts_from_groups():
+    from gnplace.toy import toy_cluster
+
+    g, c = mlp_training_graph(layers=3, width=8, batch=4), toy_cluster(3)
+    per_group = np.array([2, 0, 1, 2])
+    assert Placement.from_groups(g, c, per_group).group_devices(g).tolist() == per_group.tolist()
+    split = np.zeros(g.num_ops, dtype=np.int64)
+    split[np.flatnonzero(g.group == 1)[0]] = 1
+    with pytest.raises(InvalidPlacement, match="splits a colocation group"):
+        Placement(split, c).group_devices(g)

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from gnplace.graph import BACKWARD, FORWARD, UPDATE
-from gnplace.toy import chain_graph, fork_graph, layered_graph, mlp_training_graph
+from gnplace.toy import (
+    chain_graph,
+    fork_graph,
+    layered_graph,
+    mixed_cluster,
+    mlp_training_graph,
+    toy_cluster,
+    uniform_cluster,
+)
 
 
 def test_chain_graph():
@@ -121,3 +129,24 @@ def test_layered_graph_shape(num_ops, width):
 
 def test_layered_graph_name():
     assert layered_graph(20, name="bench").name == "bench"
+
+
+def test_toy_cluster_is_uniform():
+    c = toy_cluster(3, memory=2**30, bandwidth=5e9, latency=2e-6, name="t")
+    assert c.name == "t" and c.device_names == ["gpu0", "gpu1", "gpu2"] and c.kinds == ["k80"] * 3
+    assert c.memory.tolist() == [2**30] * 3
+    off = ~np.eye(3, dtype=bool)
+    assert np.all(c.bandwidth[off] == 5e9) and np.all(c.latency[off] == 2e-6)
+    assert toy_cluster(1).name == "toy1" and toy_cluster(2, prefix="d").device_names == ["d0", "d1"]
+
+
+def test_mixed_cluster_has_three_speeds():
+    c = mixed_cluster(memory=2**30)
+    speeds = [d.peak_flops for d in c.devices]
+    assert speeds == sorted(speeds) and len(set(speeds)) == 3 and c.memory.tolist() == [2**30] * 3
+
+
+def test_uniform_cluster_keeps_the_given_devices():
+    c = mixed_cluster()
+    u = uniform_cluster(c.devices, bandwidth=1e9, name="u")
+    assert u.devices == c.devices and u.name == "u" and u.bandwidth[0, 1] == 1e9

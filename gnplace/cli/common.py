@@ -1,24 +1,70 @@
-"""Helpers shared by subcommands: resolving a placer argument, formatting units."""
+"""Helpers shared by subcommands: the ``--option`` flag, resolving a placer argument, formatting units."""
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, load_placement
-from gnplace.placers import get_placer
+from gnplace.placers.registry import PLACERS, make_placer
 
-__all__ = ["resolve_placement", "ms", "mib"]
+__all__ = ["add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib"]
 
 
-def resolve_placement(graph: OpGraph, cluster: Cluster, placer: str, *, seed: int | None = None) -> tuple[str, Placement]:
-    """The placement named by ``placer``: a registered placer name, else a placement file."""
-    from gnplace.placers import PLACERS
+def add_option_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the repeatable ``--option PLACER.NAME=VALUE`` flag to ``parser``."""
+    parser.add_argument(
+        "--option", "-O", action="append", default=[], metavar="PLACER.NAME=VALUE",
+        help="an option of one placer, e.g. annealing.start=heft or exact.time_limit=5 (YAML value; repeatable)",
+    )
 
+
+def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Options per placer from ``PLACER.NAME=VALUE`` strings; values are read as YAML scalars or lists.
+
+    Raises:
+        InvalidArgument: if an item is malformed or names a placer not in ``placers``.
+
+    Examples:
+        >>> parse_placer_options(["annealing.start=heft", "annealing.batch=8"], ["annealing"])
+        {'annealing': {'start': 'heft', 'batch': 8}}
+    """
+    import yaml
+
+    options: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, text = item.partition("=")
+        placer, dot, name = target.partition(".")
+        if not sep or not dot or not placer or not name.isidentifier():
+            raise InvalidArgument(f"--option {item!r}: expected PLACER.NAME=VALUE, e.g. annealing.start=heft")
+        if placer not in placers:
+            raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")
+        try:
+            value = yaml.safe_load(text) if text else ""
+        except yaml.YAMLError as err:
+            raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({err})") from err
+        if isinstance(value, dict):
+            raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
+        options.setdefault(placer, {})[name] = value
+    return options
+
+
+def resolve_placement(
+    graph: OpGraph, cluster: Cluster, placer: str, *, seed: int | None = None, timer: Any = None,
+    budget: int | None = None, options: dict[str, Any] | None = None,
+) -> tuple[str, Placement]:
+    """The placement named by ``placer``: a registered placer name, else a placement file.
+
+    A registered placer is run with ``timer``, ``budget`` and ``options``.
+    """
     if placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file()):
         return Path(placer).name, load_placement(placer, graph, cluster)
-    return placer, get_placer(placer).place(graph, cluster, seed=seed)
+    return placer, make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
 
 
 def ms(seconds: float) -> str:

@@ -53,7 +53,7 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
         "activation_bytes": int(graph.out_bytes.sum()),
         "edge_bytes": int(graph.edge_bytes.sum()),
         "cluster": cluster.name,
-        "critical_path_s": critical_path(graph, sim.op_times(graph, cluster)),
+        "critical_path_s": critical_path(graph, sim.cost_model.op_times(graph, cluster)),
         "single_device": cluster.device_names[int(placement.devices[0])] if graph.num_ops else None,
         "single_device_step_s": result.step_time,
         "single_device_peak_bytes": float(result.peak_memory.max()),
@@ -72,11 +72,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold]{report['graph']}[/]: {report['ops']} ops, {report['edges']} edges, {report['groups']} groups "
-                  f"(largest {report['largest_group_ops']} ops)")
-    phases = ", ".join(f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items())
+    console.print(f"[bold]{report['graph']}[/]: {report['ops']} ops, {report['edges']} edges, "
+                  f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
+    phases = ", ".join(
+        f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items()
+    )
     console.print(f"by phase: {phases}")
-    console.print(f"total {report['total_flops'] / 1e9:.3f} GFLOP; parameters + optimizer state {mib(report['param_bytes'])} MiB; "
+    console.print(f"total {report['total_flops'] / 1e9:.3f} GFLOP; "
+                  f"parameters + optimizer state {mib(report['param_bytes'])} MiB; "
                   f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
     oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
     console.print(f"on {report['cluster']}: critical path {ms(report['critical_path_s'])} ms; single device "

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from gnplace.cli.common import mib, ms
+from gnplace.cli.common import add_option_argument, mib, ms, parse_placer_options
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
 from gnplace.placement import save_placement
@@ -23,11 +23,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("graph", help="graph file")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
-    p.add_argument("--budget", type=int, default=None, help="simulator evaluations for search placers")
+    p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_option_argument(p)
     p.set_defaults(run=run)
 
 
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
-    placer = make_placer(args.placer, simulator=sim, budget=args.budget)
+    options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
+    placer = make_placer(args.placer, timer=sim, budget=args.budget, **options)
     start = time.perf_counter()
     placement = placer.place(graph, cluster, seed=args.seed)
     took = time.perf_counter() - start

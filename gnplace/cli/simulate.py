@@ -21,7 +21,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("graph", help="graph file (.gnpg or .json)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset name or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
-    p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode (default: default)")
+    p.add_argument("--mode", choices=("default", "placeto"), default="default",
+                   help="simulator mode (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed for stochastic placers (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", metavar="PNG", help="also draw a Gantt chart of the step to this file")
@@ -32,10 +33,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
     graph = load_graph(args.graph)
     cluster = load_cluster(args.cluster)
-    placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed)
     sim = Simulator(args.mode)
+    placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)
     result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))
-    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster))
+    bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster))
     report = {
         "graph": graph.name,
         "num_ops": graph.num_ops,

@@ -3,13 +3,13 @@
 Following FlexFlow (Jia, Zaharia & Aiken, "Beyond Data and Model Parallelism for Deep Neural
 Networks", SysML 2019, https://arxiv.org/abs/1807.05358), a Markov chain walks over placements:
 each step proposes a neighbour (one colocation group moved to another device, or two groups on
-different devices swapped), the simulator scores it, and the Metropolis rule accepts it with
+different devices swapped), the timer scores it, and the Metropolis rule accepts it with
 
 .. math::
     \\Pr[\\text{accept } p'] = \\min\\Bigl(1, \\exp\\bigl(-\\frac{E(p') - E(p)}{T_i \\, E(p_0)}\\bigr)\\Bigr),
     \\qquad E(p) = t(p)\\,\\bigl(1 + \\rho \\, \\textstyle\\sum_k \\max(0, m_k(p) - C_k) / \\max_k C_k\\bigr)
 
-where :math:`t` is the simulated step time (s), :math:`m_k` the peak and :math:`C_k` the capacity of
+where :math:`t` is the step time (s), :math:`m_k` the peak and :math:`C_k` the capacity of
 device :math:`k` (bytes), :math:`\\rho` the OOM penalty and :math:`p_0` the start. Temperatures are
 relative to :math:`E(p_0)` and cool geometrically from :math:`T_0` to :math:`T_{end}` over the budget.
 """
@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers._search import Scorer, baseline_candidates, overflow
+from gnplace.placers._search import baseline_candidates
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow
 
 __all__ = ["AnnealingPlacer"]
 
@@ -33,9 +35,9 @@ _STARTS = ("best", "single", "round_robin", "random")
 
 
 class AnnealingPlacer:
-    """Simulated annealing over colocation-group placements with exactly ``budget`` simulator evaluations.
+    """Simulated annealing over colocation-group placements with exactly ``budget`` timer evaluations.
 
-    Proposals are scored ``k`` at a time with :meth:`~gnplace.sim.simulator.Simulator.time_batch`,
+    Proposals are scored ``k`` at a time with :meth:`~gnplace.sim.timer.StepTimer.time_batch`,
     all from the current placement, and accepted in order: the first accepted one becomes the
     current placement and the rest are dropped (their scores still count towards the best seen), so
     the chain is exactly sequential annealing. ``k`` follows the recent acceptance rate (about one
@@ -43,7 +45,7 @@ class AnnealingPlacer:
     The best feasible placement seen is returned; an out-of-memory one only if none fits.
 
     Args:
-        budget (int, optional): simulator evaluations in all (default: 2000).
+        budget (int, optional): timer evaluations in all (default: 2000).
         start (str or Placer, optional): where the chain starts: ``"best"`` of ``single`` and
             ``round_robin`` (D + 1 evaluations), ``"single"`` (D), ``"round_robin"`` (1),
             ``"random"`` (1), another registered placer's name, or a placer object (its own
@@ -56,8 +58,8 @@ class AnnealingPlacer:
             one (default: 0.3).
         oom_penalty (float, optional): :math:`\\rho`, energy multiplier per unit of relative memory
             overflow (default: 10.0).
-        batch (int, optional): most proposals scored per simulator call (default: 16).
-        simulator (Simulator, optional): scores placements (default: ``Simulator()``).
+        batch (int, optional): most proposals scored per timer call (default: 16).
+        timer (StepTimer, optional): scores placements (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -67,6 +69,7 @@ class AnnealingPlacer:
     """
 
     name = "annealing"
+    accepts = frozenset({"timer", "budget"})
 
     def __init__(
         self,
@@ -77,17 +80,19 @@ class AnnealingPlacer:
         swap_probability: float = 0.3,
         oom_penalty: float = 10.0,
         batch: int = 16,
-        simulator: Simulator | None = None,
+        timer: StepTimer | None = None,
     ) -> None:
         if budget < 1 or batch < 1:
-            raise ValueError(f"AnnealingPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}")
+            raise InvalidArgument(
+                f"AnnealingPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}"
+            )
         if not 0 < final_temperature <= initial_temperature:
-            raise ValueError(
+            raise InvalidArgument(
                 f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "
                 f"and {initial_temperature}"
             )
         if not 0.0 <= swap_probability <= 1.0:
-            raise ValueError(f"AnnealingPlacer: swap_probability must be in [0, 1], got {swap_probability}")
+            raise InvalidArgument(f"AnnealingPlacer: swap_probability must be in [0, 1], got {swap_probability}")
         self.budget = int(budget)
         self.start = start
         self.initial_temperature = float(initial_temperature)
@@ -95,7 +100,7 @@ class AnnealingPlacer:
         self.swap_probability = float(swap_probability)
         self.oom_penalty = float(oom_penalty)
         self.batch = int(batch)
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return (
@@ -105,7 +110,7 @@ class AnnealingPlacer:
         )
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` with exactly ``budget`` simulator evaluations.
+        """Place ``graph`` on ``cluster`` with exactly ``budget`` timer evaluations.
 
         Fewer are made only where no move exists (one device, or a graph without ops).
 
@@ -121,9 +126,9 @@ class AnnealingPlacer:
         num_groups, num_devices = graph.num_groups, cluster.num_devices
         if num_groups == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
-        scorer = Scorer(graph, cluster, self.simulator)
+        scorer = BudgetedTimer(self.timer, self.budget)
         starts = self._start_candidates(graph, cluster, rng)[: self.budget]
-        scored = scorer(starts)
+        scored = scorer.time_groups(graph, cluster, starts)
         energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
         first = int(np.argmin(energy))
         current, current_energy = starts[first].copy(), float(energy[first])
@@ -137,7 +142,7 @@ class AnnealingPlacer:
             proposals = np.stack([self._neighbour(current, num_devices, rng) for _ in range(k)])
             index = scorer.evaluations + np.arange(k)
             temperature = self.initial_temperature * ratio ** (index / max(self.budget - 1, 1))
-            scored = scorer(proposals)
+            scored = scorer.time_groups(graph, cluster, proposals)
             energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
             # ALGO LOGIC: Metropolis test of each proposal in turn; the first accepted one moves the chain
             uniform = rng.random(k)
@@ -149,8 +154,9 @@ class AnnealingPlacer:
                 current, current_energy = proposals[taken], float(energy[taken])
             tried = taken + 1 if taken >= 0 else k
             acceptance = 0.8 * acceptance + 0.2 * float(taken >= 0) / tried
-        assert scorer.best is not None
-        return Placement.from_groups(graph, cluster, scorer.best)
+        best = scorer.best_placement(cluster)
+        assert best is not None
+        return best
 
     def _energy(self, step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         return step_time * (1.0 + self.oom_penalty * overflow(peak_memory, capacity))
@@ -182,10 +188,7 @@ class AnnealingPlacer:
             return rng.integers(0, d, size=(1, graph.num_groups))
         placer = self.start
         if isinstance(placer, str):
-            from gnplace.placers import get_placer  # deferred: the registry imports this module
+            from gnplace.placers.registry import make_placer  # deferred: the registry names this module
 
-            placer = get_placer(placer)
-        devices = placer.place(graph, cluster, seed=rng).devices
-        per_group = np.empty(graph.num_groups, dtype=np.int64)
-        per_group[graph.group] = devices
-        return per_group[None, :]
+            placer = make_placer(placer, timer=self.timer)
+        return placer.place(graph, cluster, seed=rng).group_devices(graph)[None, :]

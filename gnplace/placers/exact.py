@@ -39,31 +39,35 @@ import time
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InfeasiblePlacement, UnsupportedGraph
+from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, UnsupportedGraph
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers._search import Scorer, baseline_candidates
+from gnplace.placers._search import baseline_candidates
 from gnplace.seed import SeedLike, as_generator
-from gnplace.sim.simulator import PLACETO_CHANNEL_BANDWIDTH, PLACETO_OP_GAP, Simulator
+from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer, StepTimer
 
 __all__ = ["ExactPlacer", "brute_force", "delay_model"]
 
 
 def delay_model(
-    graph: OpGraph, cluster: Cluster, *, time_unit: float = 1e-9, simulator: Simulator | None = None
+    graph: OpGraph, cluster: Cluster, *, time_unit: float = 1e-9, cost_model: CostModel = DEFAULT_COSTS
 ) -> tuple[np.ndarray, np.ndarray]:
     """Op durations and edge transfer delays of the solver's model, in integer ticks of ``time_unit``.
 
-    Durations are the simulator's op times (its ``mode`` decides launch overheads); a transfer over
-    edge ``(v, w)`` from device ``a`` to ``b`` takes the link's latency plus the edge's bytes over its
-    bandwidth (in Placeto's mode, bytes over the sender channel, whose device also idles
-    ``PLACETO_OP_GAP`` seconds after each op; the solver keeps the device busy for that gap).
+    Durations are the cost model's op times (it decides launch overheads); a transfer over edge
+    ``(v, w)`` from device ``a`` to ``b`` takes :meth:`~gnplace.sim.costmodel.CostModel.edge_delays`:
+    the link's latency plus the edge's bytes over its bandwidth (with Placeto's shared channel,
+    bytes over the channel, whose device also idles ``cost_model.op_gap`` seconds after each op; the
+    solver keeps the device busy for that gap).
 
     Args:
         graph (OpGraph): the graph.
         cluster (Cluster): the devices.
         time_unit (float, optional): seconds per tick (default: 1e-9).
-        simulator (Simulator, optional): whose op times to use (default: ``Simulator()``).
+        cost_model (CostModel, optional): the costs to model, usually the timer's ``cost_model``
+            (default: :data:`~gnplace.sim.costmodel.DEFAULT_COSTS`).
 
     Returns:
         tuple[np.ndarray, np.ndarray]: int64 durations ``[num_ops, D]`` and delays
@@ -76,26 +80,20 @@ def delay_model(
         >>> dur.shape, delay.shape, int(delay[0, 0, 1])  # 25 us + 4 MB at 7.6 GB/s
         ((2, 2), (1, 2, 2), 551)
     """
-    simulator = simulator or Simulator()
-    seconds = simulator.op_times(graph, cluster)
-    d = cluster.num_devices
-    if simulator.mode == "placeto":
-        per_edge = graph.edge_bytes[:, None, None] / PLACETO_CHANNEL_BANDWIDTH * np.ones((1, d, d))
-    else:
-        per_edge = cluster.latency[None] + graph.edge_bytes[:, None, None] / cluster.bandwidth[None]
-    per_edge = per_edge * (1.0 - np.eye(d))[None]
+    seconds = cost_model.op_times(graph, cluster)
+    per_edge = cost_model.edge_delays(graph, cluster)
     return np.rint(seconds / time_unit).astype(np.int64), np.rint(per_edge / time_unit).astype(np.int64)
 
 
 def brute_force(
-    graph: OpGraph, cluster: Cluster, *, simulator: Simulator | None = None, limit: int = 200_000
+    graph: OpGraph, cluster: Cluster, *, timer: StepTimer | None = None, limit: int = 200_000
 ) -> Placement:
-    """The best of all ``D ** num_groups`` group placements by simulated step time (feasible first).
+    """The best of all ``D ** num_groups`` group placements by step time (feasible first).
 
     Args:
         graph (OpGraph): a tiny graph.
         cluster (Cluster): the devices.
-        simulator (Simulator, optional): scores placements (default: ``Simulator()``).
+        timer (StepTimer, optional): scores placements (default: ``Simulator()``).
         limit (int, optional): most placements to enumerate (default: 200,000).
 
     Raises:
@@ -110,23 +108,26 @@ def brute_force(
     d, g = cluster.num_devices, graph.num_groups
     if d**g > limit:
         raise UnsupportedGraph(f"brute_force: graph {graph.name!r} has {d}^{g} placements, more than limit={limit}")
-    scorer = Scorer(graph, cluster, simulator or Simulator())
+    scorer = BudgetedTimer(timer)
     rows = itertools.product(range(d), repeat=g)
     while chunk := list(itertools.islice(rows, 4096)):
-        scorer(np.asarray(chunk, dtype=np.int64).reshape(len(chunk), g))
-    assert scorer.best is not None
-    return Placement.from_groups(graph, cluster, scorer.best)
+        scorer.time_groups(graph, cluster, np.asarray(chunk, dtype=np.int64).reshape(len(chunk), g))
+    best = scorer.best_placement(cluster)
+    assert best is not None
+    return best
 
 
 class ExactPlacer:
     """Solve placement and schedule of a small graph to optimality (or a proved gap) with CP-SAT.
 
     After :meth:`place`, these attributes describe the solve: ``last_status`` (``"optimal"``,
-    ``"feasible"`` when the time limit stopped a solve with a solution, or ``"unknown"`` when it
-    stopped without one), ``last_objective_s`` (the solver's makespan, seconds; None if unknown),
+    ``"feasible"`` when the time limit stopped a solve with a solution, ``"unknown"`` when it
+    stopped without one, or ``"infeasible"`` when the model's memory accounting, stricter than the
+    timer's, admits no placement while a baseline fits; the baseline is returned),
+    ``last_objective_s`` (the solver's makespan, seconds; None if unknown),
     ``last_bound_s`` (its proved lower bound, seconds), ``last_gap`` (``(objective - bound) /
-    objective``), ``last_model_step_time_s`` (simulated step time of the solver's placement),
-    ``last_step_time_s`` and ``last_oom`` (the simulator's verdict on the returned placement) and
+    objective``), ``last_model_step_time_s`` (timed step of the solver's placement),
+    ``last_step_time_s`` and ``last_oom`` (the timer's verdict on the returned placement) and
     ``last_solve_s`` (wall seconds of the whole call). Objective and bound are exact for the model
     with op times rounded to ``time_unit``.
 
@@ -138,16 +139,17 @@ class ExactPlacer:
         activation_memory (bool, optional): count live activations against memory, not only
             resident parameters (default: :obj:`True`).
         link_contention (bool, optional): model transfers as tasks on links, one at a time per
-            ordered device pair; ignored (transfers stay delays) with a Placeto-mode simulator
-            (default: :obj:`True`).
-        select (str, optional): ``"simulator"`` returns the fastest by simulation among the
+            ordered device pair; ignored (transfers stay delays) when the timer's cost model has
+            Placeto's shared channel (default: :obj:`True`).
+        select (str, optional): ``"simulator"`` returns the fastest by the timer among the
             solver's solutions and the baselines; ``"model"`` returns the solver's final solution
             (default: ``"simulator"``).
         time_unit (float, optional): seconds per tick of the integer model; ``None`` picks the
             power of ten that puts a serial schedule near 10^7 ticks (default: ``None``).
         num_workers (int, optional): solver threads, interleaved deterministically, so the same
             inputs and ``seed`` give the same placement (default: 2).
-        simulator (Simulator, optional): op times and the final verdict (default: ``Simulator()``).
+        timer (StepTimer, optional): times the baselines, the solver's solutions and the result; op
+            and transfer times of the model come from its cost model (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -159,6 +161,7 @@ class ExactPlacer:
     """
 
     name = "exact"
+    accepts = frozenset({"timer"})
 
     def __init__(
         self,
@@ -169,17 +172,17 @@ class ExactPlacer:
         select: str = "simulator",
         time_unit: float | None = None,
         num_workers: int = 2,
-        simulator: Simulator | None = None,
+        timer: StepTimer | None = None,
     ) -> None:
         if not time_limit > 0 or max_groups < 1 or num_workers < 1:
-            raise ValueError(
+            raise InvalidArgument(
                 f"ExactPlacer needs time_limit > 0, max_groups >= 1 and num_workers >= 1, got {time_limit}, "
                 f"{max_groups}, {num_workers}"
             )
         if select not in ("simulator", "model"):
-            raise ValueError(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
+            raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
         if time_unit is not None and not time_unit > 0:
-            raise ValueError(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit}")
+            raise InvalidArgument(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit}")
         self.time_limit = float(time_limit)
         self.max_groups = int(max_groups)
         self.activation_memory = bool(activation_memory)
@@ -187,7 +190,7 @@ class ExactPlacer:
         self.select = select
         self.time_unit = time_unit
         self.num_workers = int(num_workers)
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
         self.last_status: str | None = None
         self.last_objective_s: float | None = None
         self.last_bound_s: float | None = None
@@ -225,40 +228,44 @@ class ExactPlacer:
         from gnplace.placers._exact_model import solve  # deferred: importing ortools takes half a second
 
         began = time.perf_counter()
-        baselines = Scorer(graph, cluster, self.simulator)  # single and round robin: the hint and the fallback
+        costs = self.timer.cost_model
+        baselines = BudgetedTimer(self.timer)  # single and round robin: the hint and the fallback
         if graph.num_groups:
-            baselines(baseline_candidates(graph, cluster))
-        unit = self.time_unit or _auto_unit(graph, cluster, self.simulator)
-        dur, delay = delay_model(graph, cluster, time_unit=unit, simulator=self.simulator)
+            baselines.time_groups(graph, cluster, baseline_candidates(graph, cluster))
+        baseline = baselines.best_placement(cluster)
+        unit = self.time_unit or _auto_unit(graph, cluster, costs)
+        dur, delay = delay_model(graph, cluster, time_unit=unit, cost_model=costs)
         outcome = solve(
             graph, cluster, dur, delay,
             activation_memory=self.activation_memory,
-            link_contention=self.link_contention and self.simulator.mode == "default",
-            op_gap=round(PLACETO_OP_GAP / unit) if self.simulator.mode == "placeto" else 0,
+            link_contention=self.link_contention and not costs.shared_channel,
+            op_gap=round(costs.op_gap / unit),
             symmetric=_interchangeable(cluster, dur),
-            hint=baselines.best if baselines.best_key[0] == 0 else None,
+            hint=baseline.group_devices(graph) if baseline is not None and baselines.best_key[0] == 0 else None,
             time_limit=self.time_limit,
             num_workers=self.num_workers,
             random_seed=int(as_generator(seed).integers(2**31 - 1)),
         )
-        if outcome.status == "infeasible":
+        if outcome.status == "infeasible" and baselines.best_key[0] > 0:
+            # the model's memory accounting is stricter than the timer's: a baseline that the
+            # timer finds within memory is returned rather than an error
             raise InfeasiblePlacement(
                 f"no placement of graph {graph.name!r} fits the memory of cluster {cluster.name!r} "
                 f"(parameters{' and live activations' if self.activation_memory else ''} exceed it); "
                 "use devices with more memory"
             )
-        solver = Scorer(graph, cluster, self.simulator)
+        solver = BudgetedTimer(self.timer)
         if outcome.solutions:  # the final solution first, so that it wins ties
-            solver(np.stack(outcome.solutions[::-1]))
-        per_group: np.ndarray | None
+            solver.time_groups(graph, cluster, np.stack(outcome.solutions[::-1]))
+        chosen: Placement | None
         if self.select == "model" and outcome.solutions:
-            per_group = outcome.solutions[-1]
+            chosen = Placement.from_groups(graph, cluster, outcome.solutions[-1])
         elif solver.best is not None and solver.best_key <= baselines.best_key:
-            per_group = solver.best
+            chosen = solver.best_placement(cluster)
         else:
-            per_group = baselines.best
-        placement = Placement.from_groups(graph, cluster, per_group if per_group is not None else np.zeros(0))
-        result = self.simulator.time(graph, cluster, placement)
+            chosen = baseline
+        placement = chosen if chosen is not None else Placement(np.zeros(0, dtype=np.int64), cluster)
+        result = self.timer.time(graph, cluster, placement)
         self.last_status = outcome.status
         self.last_objective_s = None if outcome.objective is None else outcome.objective * unit
         self.last_bound_s = outcome.bound * unit
@@ -266,7 +273,7 @@ class ExactPlacer:
         self.last_model_step_time_s = None
         if outcome.solutions:
             model_placement = Placement.from_groups(graph, cluster, outcome.solutions[-1])
-            self.last_model_step_time_s = self.simulator.time(graph, cluster, model_placement).step_time
+            self.last_model_step_time_s = self.timer.time(graph, cluster, model_placement).step_time
         self.last_step_time_s = result.step_time
         self.last_oom = result.is_oom
         self.last_solve_s = time.perf_counter() - began
@@ -288,9 +295,9 @@ class ExactPlacer:
             )
 
 
-def _auto_unit(graph: OpGraph, cluster: Cluster, simulator: Simulator) -> float:
+def _auto_unit(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:
     """Power of ten (seconds) that puts the serial makespan of the slowest placement near 1e7 ticks."""
-    serial = float(simulator.op_times(graph, cluster).max(axis=1).sum())
+    serial = float(costs.op_times(graph, cluster).max(axis=1).sum())
     serial += float(np.sum(cluster.latency.max() + graph.edge_bytes / cluster.bandwidth.min()))
     if serial <= 0:
         return 1e-9

@@ -30,11 +30,13 @@ import re
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.groups import contiguous_blocks, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = ["ExpertPlacer", "group_layers"]
 
@@ -95,7 +97,8 @@ class ExpertPlacer:
         strategy (str, optional): ``"auto"`` (layers for recurrent stacks, see the module
             docstring, else blocks), ``"layers"`` or ``"blocks"`` (default: ``"auto"``).
         memory_aware (bool, optional): repair a placement that runs out of memory (default: :obj:`True`).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+        timer (StepTimer, optional): checks memory; op-time estimates come from its cost model
+            (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -105,21 +108,22 @@ class ExpertPlacer:
     """
 
     name = "expert"
+    accepts = frozenset({"timer"})
 
-    def __init__(self, *, strategy: str = "auto", memory_aware: bool = True, simulator: Simulator | None = None) -> None:
+    def __init__(self, *, strategy: str = "auto", memory_aware: bool = True, timer: StepTimer | None = None) -> None:
         if strategy not in ("auto", "layers", "blocks"):
-            raise ValueError(f"ExpertPlacer: unknown strategy {strategy!r} (choose 'auto', 'layers' or 'blocks')")
+            raise InvalidArgument(f"ExpertPlacer: unknown strategy {strategy!r} (choose 'auto', 'layers' or 'blocks')")
         self.strategy = strategy
         self.memory_aware = memory_aware
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return f"ExpertPlacer(strategy={self.strategy!r}, memory_aware={self.memory_aware})"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
-        op_time = self.simulator.op_times(graph, cluster)
-        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.simulator), min_speed=1.0)
+        op_time = self.timer.cost_model.op_times(graph, cluster)
+        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=1.0)
         layer, recurrent = group_layers(graph)
         strategy = self.strategy
         if strategy == "auto":
@@ -132,5 +136,5 @@ class ExpertPlacer:
             speed = 1.0 / np.maximum(times[:, devices].sum(axis=0), 1e-300)
             per_group = devices[contiguous_blocks(times[:, devices[0]], speed)]
         if self.memory_aware:
-            per_group = repair_memory(graph, cluster, per_group, simulator=self.simulator)
+            per_group = repair_memory(graph, cluster, per_group, timer=self.timer)
         return Placement.from_groups(graph, cluster, per_group)

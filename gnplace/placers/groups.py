@@ -3,7 +3,8 @@
 A colocation group is placed as one unit, so the heuristics (expert, METIS, list scheduling) reason
 about groups: their compute time on each device, the bytes they exchange, and the memory they pin
 on their device. :func:`repair_memory` is the last step of every memory-aware placer: it checks a
-placement with the simulator and moves groups off devices that run out of memory.
+placement with a timer (the simulator, or real devices) and moves groups off devices that run out of
+memory.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.base import group_order
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = [
     "group_times", "group_memory", "group_edges", "memory_need", "usable_devices", "contiguous_blocks", "repair_memory",
@@ -81,8 +83,11 @@ def group_edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return uniq // max(graph.num_groups, 1), uniq % max(graph.num_groups, 1), weight
 
 
-def memory_need(graph: OpGraph, cluster: Cluster, simulator: Simulator | None = None) -> float:
-    """Bytes the graph needs in all: the simulated peak with every op on the fastest device.
+def memory_need(graph: OpGraph, cluster: Cluster, timer: StepTimer | None = None) -> float:
+    """Bytes the graph needs in all: the peak with every op on the fastest device, timed once by ``timer``.
+
+    The fastest device is the one with the least total op time by the timer's cost model
+    (default timer: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -90,10 +95,10 @@ def memory_need(graph: OpGraph, cluster: Cluster, simulator: Simulator | None = 
         >>> memory_need(chain_graph(3), load_cluster("k80x2"))  # two live outputs of 4 MB
         8000000.0
     """
-    sim = simulator or Simulator()
+    sim = timer or Simulator()
     if graph.num_ops == 0:
         return 0.0
-    fastest = int(np.argmin(sim.op_times(graph, cluster).sum(axis=0)))
+    fastest = int(np.argmin(sim.cost_model.op_times(graph, cluster).sum(axis=0)))
     return float(sim.time(graph, cluster, np.full(graph.num_ops, fastest)).peak_memory.max())
 
 
@@ -169,10 +174,10 @@ def contiguous_blocks(weight: np.ndarray, shares: np.ndarray) -> np.ndarray:
 
 
 def repair_memory(
-    graph: OpGraph, cluster: Cluster, group_devices: np.ndarray, *, simulator: Simulator | None = None,
+    graph: OpGraph, cluster: Cluster, group_devices: np.ndarray, *, timer: StepTimer | None = None,
     max_rounds: int = 32,
 ) -> np.ndarray:
-    """Move colocation groups off devices that run out of memory, checked with the simulator.
+    """Move colocation groups off devices that run out of memory, checked with a timer.
 
     Each round simulates the placement; on every overflowing device, groups (largest
     :func:`group_memory` first) move to the device with the most free memory that can take them,
@@ -185,7 +190,8 @@ def repair_memory(
         graph (OpGraph): the graph.
         cluster (Cluster): the devices.
         group_devices (np.ndarray): device of each colocation group, ``[num_groups]``.
-        simulator (Simulator, optional): checks memory (default: ``Simulator()``).
+        timer (StepTimer, optional): measures peak memory: one evaluation per round and three for
+            the fallbacks; a :class:`~gnplace.sim.timer.BudgetedTimer` counts them (default: ``Simulator()``).
         max_rounds (int, optional): rounds of moves before the fallbacks (default: 32).
 
     Returns:
@@ -199,7 +205,7 @@ def repair_memory(
         >>> bool(Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom)
         False
     """
-    sim = simulator or Simulator()
+    sim = timer or Simulator()
     current = np.asarray(group_devices, dtype=np.int64).copy()
     memory, capacity = group_memory(graph), cluster.memory
     best, best_over = current.copy(), np.inf

@@ -27,7 +27,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, static_rank
-from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = ["HeftPlacer", "heft_schedule"]
 
@@ -59,7 +59,8 @@ class HeftPlacer(ListSchedulingPlacer):
         memory_aware (bool, optional): respect device memory (default: :obj:`True`).
         min_speed (float, optional): a group only goes to devices that run it at least this
             fraction as fast as its fastest device (default: ``0``: HEFT weighs speed itself).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+        timer (StepTimer, optional): checks memory; op-time estimates come from its cost model
+            (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -71,9 +72,9 @@ class HeftPlacer(ListSchedulingPlacer):
     name = "heft"
 
     def __init__(
-        self, *, memory_aware: bool = True, min_speed: float = 0.0, simulator: Simulator | None = None
+        self, *, memory_aware: bool = True, min_speed: float = 0.0, timer: StepTimer | None = None
     ) -> None:
-        super().__init__(memory_aware=memory_aware, min_speed=min_speed, simulator=simulator)
+        super().__init__(memory_aware=memory_aware, min_speed=min_speed, timer=timer)
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """HEFT: :func:`heft_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""

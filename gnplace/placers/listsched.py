@@ -35,6 +35,7 @@ from gnplace.placement import Placement
 from gnplace.placers.groups import group_memory, group_times, repair_memory
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = [
     "ListSchedule", "ListSchedulingPlacer", "upward_rank", "mean_comm_time", "static_rank", "etf_schedule",
@@ -307,7 +308,7 @@ def etf_schedule(
 
 
 def place_by_schedule(
-    graph: OpGraph, cluster: Cluster, run: Callable[[ListSchedule], None], *, simulator: Simulator,
+    graph: OpGraph, cluster: Cluster, run: Callable[[ListSchedule], None], *, timer: StepTimer,
     memory_aware: bool, min_speed: float,
 ) -> Placement:
     """Build a :class:`ListSchedule`, let ``run`` fill it, and turn it into a memory-checked placement.
@@ -316,18 +317,18 @@ def place_by_schedule(
         graph (OpGraph): the graph.
         cluster (Cluster): the devices.
         run (callable): ``run(schedule)`` schedules every op.
-        simulator (Simulator): supplies op times and checks memory.
+        timer (StepTimer): checks memory; op-time estimates come from its cost model.
         memory_aware (bool): reserve group memory while scheduling and repair an out-of-memory result.
         min_speed (float): keep each group to devices at least this fraction as fast for it as
             its fastest device.
     """
     schedule = ListSchedule(
-        graph, cluster, simulator.op_times(graph, cluster), min_speed=min_speed, memory_aware=memory_aware
+        graph, cluster, timer.cost_model.op_times(graph, cluster), min_speed=min_speed, memory_aware=memory_aware
     )
     run(schedule)
     group_devices = schedule.group_device
     if memory_aware:
-        group_devices = repair_memory(graph, cluster, group_devices, simulator=simulator)
+        group_devices = repair_memory(graph, cluster, group_devices, timer=timer)
     return Placement.from_groups(graph, cluster, group_devices)
 
 
@@ -343,17 +344,19 @@ class ListSchedulingPlacer:
         min_speed (float, optional): a group only goes to devices that run it at least this
             fraction as fast as its fastest device: ETF compares start times, as if devices were
             alike, and would hand heavy groups to an idle CPU beside a GPU (default: ``0.5``).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+        timer (StepTimer, optional): checks memory; op-time estimates come from its cost model
+            (default: ``Simulator()``).
     """
 
     name: str
+    accepts = frozenset({"timer"})
 
     def __init__(
-        self, *, memory_aware: bool = True, min_speed: float = 0.5, simulator: Simulator | None = None
+        self, *, memory_aware: bool = True, min_speed: float = 0.5, timer: StepTimer | None = None
     ) -> None:
         self.memory_aware = memory_aware
         self.min_speed = min_speed
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(memory_aware={self.memory_aware}, min_speed={self.min_speed})"
@@ -369,5 +372,5 @@ class ListSchedulingPlacer:
             self.fill_schedule(graph, cluster, schedule)
 
         return place_by_schedule(
-            graph, cluster, run, simulator=self.simulator, memory_aware=self.memory_aware, min_speed=self.min_speed
+            graph, cluster, run, timer=self.timer, memory_aware=self.memory_aware, min_speed=self.min_speed
         )

@@ -28,8 +28,8 @@ class METFPlacer(ListSchedulingPlacer):
 
     Each colocation group goes where ETF schedules its first op; a group only goes to a device
     with room for it (:func:`~gnplace.placers.groups.group_memory`) when some device has room, and
-    the result is checked with the simulator and repaired if it runs out of memory. Options
-    (``memory_aware``, ``min_speed``, default ``0.5``, and ``simulator``) are those of
+    the result is checked with the timer and repaired if it runs out of memory. Options
+    (``memory_aware``, ``min_speed``, default ``0.5``, and ``timer``) are those of
     :class:`~gnplace.placers.listsched.ListSchedulingPlacer`.
 
     Examples:

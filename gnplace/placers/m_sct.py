@@ -58,7 +58,7 @@ def favourite_children(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
 class MSCTPlacer(ListSchedulingPlacer):
     """Place ops by memory-constrained SCT list scheduling (Baechi's m-SCT, LP-free favourite children).
 
-    Options (``memory_aware``, ``min_speed``, default ``0.5``, and ``simulator``) are those of
+    Options (``memory_aware``, ``min_speed``, default ``0.5``, and ``timer``) are those of
     :class:`~gnplace.placers.listsched.ListSchedulingPlacer`.
 
     Examples:

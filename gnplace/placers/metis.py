@@ -28,6 +28,7 @@ from gnplace.placement import Placement
 from gnplace.placers.groups import group_edges, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = ["MetisPlacer", "partition_groups"]
 
@@ -95,7 +96,8 @@ class MetisPlacer:
             (on this graph) unless memory needs them; the rest get shares of the work in
             proportion to their speed (default: ``0.1``).
         memory_aware (bool, optional): repair a partition that runs out of memory (default: :obj:`True`).
-        simulator (Simulator, optional): op times and the memory check (default: ``Simulator()``).
+        timer (StepTimer, optional): checks memory; op-time estimates come from its cost model
+            (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -106,19 +108,20 @@ class MetisPlacer:
     """
 
     name = "metis"
+    accepts = frozenset({"timer"})
 
-    def __init__(self, *, min_speed: float = 0.1, memory_aware: bool = True, simulator: Simulator | None = None) -> None:
+    def __init__(self, *, min_speed: float = 0.1, memory_aware: bool = True, timer: StepTimer | None = None) -> None:
         self.min_speed = min_speed
         self.memory_aware = memory_aware
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return f"MetisPlacer(min_speed={self.min_speed}, memory_aware={self.memory_aware})"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster``; ``seed`` (int, np.random.Generator or None) seeds METIS."""
-        op_time = self.simulator.op_times(graph, cluster)
-        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.simulator), min_speed=self.min_speed)
+        op_time = self.timer.cost_model.op_times(graph, cluster)
+        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=self.min_speed)
         times = group_times(graph, op_time)
         speed = 1.0 / np.maximum(times[:, devices].sum(axis=0), 1e-300)
         fastest = devices[int(np.argmax(speed))]
@@ -126,5 +129,5 @@ class MetisPlacer:
         parts = partition_groups(graph, times[:, fastest], devices.size, fractions=speed, seed=metis_seed)
         per_group = devices[parts]
         if self.memory_aware:
-            per_group = repair_memory(graph, cluster, per_group, simulator=self.simulator)
+            per_group = repair_memory(graph, cluster, per_group, timer=self.timer)
         return Placement.from_groups(graph, cluster, per_group)

@@ -1,7 +1,7 @@
-"""``random_search``: the best of a fixed number of random group placements, scored by the simulator.
+"""``random_search``: the best of a fixed number of random group placements, scored by a timer.
 
 Random search under an explicit evaluation budget is the baseline every learned placer must beat
-for the same number of simulator calls (Bergstra & Bengio, "Random Search for Hyper-Parameter
+for the same number of timer evaluations (Bergstra & Bengio, "Random Search for Hyper-Parameter
 Optimization", JMLR 2012, https://jmlr.org/papers/v13/bergstra12a.html).
 """
 
@@ -10,34 +10,37 @@ from __future__ import annotations
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers._search import Scorer, baseline_candidates, contiguous_blocks
+from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import group_times
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer, StepTimer
 
 __all__ = ["RandomSearchPlacer"]
 
 
 class RandomSearchPlacer:
-    """Score ``budget`` group placements with the simulator and keep the best feasible one.
+    """Score ``budget`` group placements with a timer and keep the best feasible one.
 
     The candidates are, in order: each single device and round robin (so the result is never
     worse than those baselines), the groups in topological order cut into blocks of equal work on
     the 2, 3, ..., D fastest devices, then random draws: a ``block_fraction`` of them random
     contiguous blocks (random cuts, random distinct devices), the rest uniform (each group on a
-    device drawn uniformly). Each candidate is one simulator evaluation; they are scored ``batch``
-    at a time with :meth:`~gnplace.sim.simulator.Simulator.time_batch`. The best placement that
+    device drawn uniformly). Each candidate is one timer evaluation; they are scored ``batch``
+    at a time with :meth:`~gnplace.sim.timer.StepTimer.time_batch`. The best placement that
     fits in memory wins; an out-of-memory one is returned only if none fits (the least overflow).
 
     Args:
-        budget (int, optional): simulator evaluations, i.e. placements scored (default: 1000).
-        batch (int, optional): placements scored per simulator call (default: 64).
+        budget (int, optional): timer evaluations, i.e. placements scored (default: 1000).
+        batch (int, optional): placements scored per timer call (default: 64).
         block_fraction (float, optional): share of the random draws that are contiguous blocks,
             0 to 1 (default: 0.25).
-        simulator (Simulator, optional): scores the candidates (default: ``Simulator()``).
+        timer (StepTimer, optional): scores the candidates; the work estimates of the block
+            candidates come from its cost model (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -50,24 +53,27 @@ class RandomSearchPlacer:
     """
 
     name = "random_search"
+    accepts = frozenset({"timer", "budget"})
 
     def __init__(
-        self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, simulator: Simulator | None = None
+        self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, timer: StepTimer | None = None
     ) -> None:
         if budget < 1 or batch < 1:
-            raise ValueError(f"RandomSearchPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}")
+            raise InvalidArgument(
+                f"RandomSearchPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}"
+            )
         if not 0.0 <= block_fraction <= 1.0:
-            raise ValueError(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction}")
+            raise InvalidArgument(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction}")
         self.budget = int(budget)
         self.batch = int(batch)
         self.block_fraction = float(block_fraction)
-        self.simulator = simulator or Simulator()
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return f"RandomSearchPlacer(budget={self.budget}, batch={self.batch}, block_fraction={self.block_fraction})"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` with exactly ``budget`` simulator evaluations.
+        """Place ``graph`` on ``cluster`` with exactly ``budget`` timer evaluations.
 
         Args:
             graph (OpGraph): the graph.
@@ -80,21 +86,20 @@ class RandomSearchPlacer:
         rng = as_generator(seed)
         if graph.num_groups == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
-        scorer = Scorer(graph, cluster, self.simulator)
+        scorer = BudgetedTimer(self.timer, self.budget)
         structured = self._structured(graph, cluster)[: self.budget]
         for start in range(0, structured.shape[0], self.batch):
-            scorer(structured[start : start + self.batch])
-        remaining = self.budget - structured.shape[0]
+            scorer.time_groups(graph, cluster, structured[start : start + self.batch])
         order = group_order(graph)
-        while remaining > 0:
-            size = min(self.batch, remaining)
-            scorer(self._draw(order, cluster.num_devices, size, rng))
-            remaining -= size
-        assert scorer.best is not None
-        return Placement.from_groups(graph, cluster, scorer.best)
+        while scorer.remaining:
+            size = min(self.batch, scorer.remaining)
+            scorer.time_groups(graph, cluster, self._draw(order, cluster.num_devices, size, rng))
+        best = scorer.best_placement(cluster)
+        assert best is not None
+        return best
 
     def _structured(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
-        work = group_times(graph, self.simulator.op_times(graph, cluster))
+        work = group_times(graph, self.timer.cost_model.op_times(graph, cluster))
         fastest = np.argsort(work.sum(axis=0), kind="stable")
         mean_work = work.mean(axis=1)
         blocks = [contiguous_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]

@@ -9,6 +9,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 
 __all__ = ["SinglePlacer"]
 
@@ -16,11 +17,12 @@ __all__ = ["SinglePlacer"]
 class SinglePlacer:
     """Place the whole graph on the device with the shortest simulated step among those it fits.
 
-    If it fits on no device, the fastest device overall is returned and the simulator reports
+    If it fits on no device, the fastest device overall is returned and the timer reports
     the out-of-memory device (a single device cannot do better; split the graph instead).
 
     Args:
-        simulator (Simulator, optional): scores the candidates (default: ``Simulator()``).
+        timer (StepTimer, optional): scores the candidates, one evaluation per device
+            (default: ``Simulator()``).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -30,9 +32,11 @@ class SinglePlacer:
     """
 
     name = "single"
+    accepts = frozenset({"timer"})
+    respects_memory = False  # one device cannot hold what only a split fits
 
-    def __init__(self, simulator: Simulator | None = None) -> None:
-        self.simulator = simulator or Simulator()
+    def __init__(self, timer: StepTimer | None = None) -> None:
+        self.timer = timer or Simulator()
 
     def __repr__(self) -> str:
         return "SinglePlacer()"
@@ -40,7 +44,7 @@ class SinglePlacer:
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on one device of ``cluster`` (``seed`` is unused: this placer is deterministic)."""
         candidates = np.repeat(np.arange(cluster.num_devices)[:, None], graph.num_ops, axis=1)
-        scores = self.simulator.time_batch(graph, cluster, candidates)
+        scores = self.timer.time_batch(graph, cluster, candidates)
         step = np.where(scores.oom, np.inf, scores.step_time)
         if np.all(np.isinf(step)):
             step = scores.step_time

@@ -362,7 +362,10 @@ def simulate_many(  # type: ignore[no-untyped-def]
     placements, cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
     inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap,
 ):
-    """Simulate ``placements[b]`` for every row ``b``; returns step times ``[B]``, busy seconds ``[B, D]`` and peak bytes ``[B, D]``."""
+    """Simulate ``placements[b]`` for every row ``b``.
+
+    Returns step times ``[B]``, busy seconds ``[B, D]`` and peak bytes ``[B, D]``.
+    """
     B = placements.shape[0]
     D = cost.shape[1]
     steps = np.empty(B)

@@ -91,8 +91,10 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
     """Lower bounds on the step time of ``graph`` on ``cluster``, in seconds.
 
     Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the cluster.
         times (np.ndarray, optional): op times ``[num_ops, num_devices]`` to use, such as
-            ``Simulator.op_times(graph, cluster)`` (default: the cost model's).
+            ``timer.cost_model.op_times(graph, cluster)`` (default: the default cost model's).
 
     Examples:
         >>> from gnplace.toy import chain_graph

@@ -14,16 +14,33 @@ optimizer-state bytes (read and written by an update op) and :math:`o_k` the lau
 A transfer of :math:`b` bytes from device :math:`a` to :math:`c` takes
 :math:`\\lambda_{ac} + b / W_{ac}` seconds (latency plus bytes over effective bandwidth; Paleo has no
 latency term, gnplace adds one). Where a graph carries measured seconds for a device kind, those win.
+
+:class:`CostModel` bundles these rules with the transfer rule a timer follows, so that a placer plans
+with the same costs its :class:`~gnplace.sim.timer.StepTimer` will charge: :data:`DEFAULT_COSTS` for
+the simulator's default mode (and for real devices, whose measured seconds live in the graph), and
+:data:`PLACETO_COSTS` for Placeto's reference simulator.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 
-__all__ = ["op_times", "transfer_time"]
+__all__ = [
+    "op_times", "transfer_time", "CostModel", "DEFAULT_COSTS", "PLACETO_COSTS", "PLACETO_CHANNEL_BANDWIDTH",
+    "PLACETO_OP_GAP", "PLACETO_TRANSFER_GAP",
+]
+
+#: Placeto's channel bandwidth, 7,600 bytes per microsecond, in bytes/s (Addanki et al., NeurIPS 2019).
+PLACETO_CHANNEL_BANDWIDTH = 7600e6
+#: Seconds Placeto's channel waits after each transfer.
+PLACETO_TRANSFER_GAP = 25e-6
+#: Seconds a device waits after each op of non-zero cost in Placeto's simulator.
+PLACETO_OP_GAP = 5.7e-6
 
 
 def op_times(graph: OpGraph, cluster: Cluster, *, launch_overhead: bool = True) -> np.ndarray:
@@ -49,7 +66,10 @@ def op_times(graph: OpGraph, cluster: Cluster, *, launch_overhead: bool = True) 
     traffic = graph.in_bytes + graph.out_bytes + 2.0 * graph.param_bytes
     times = np.empty((graph.num_ops, cluster.num_devices), dtype=np.float64)
     for k, dev in enumerate(cluster.devices):
-        modelled = graph.flops / (dev.peak_flops * dev.flops_efficiency) + traffic / (dev.mem_bandwidth * dev.mem_efficiency)
+        modelled = (
+            graph.flops / (dev.peak_flops * dev.flops_efficiency)
+            + traffic / (dev.mem_bandwidth * dev.mem_efficiency)
+        )
         if launch_overhead:
             modelled = modelled + dev.launch_overhead
         measured = graph.measured_cost(dev.kind)
@@ -60,3 +80,78 @@ def op_times(graph: OpGraph, cluster: Cluster, *, launch_overhead: bool = True) 
 def transfer_time(cluster: Cluster, src: int, dst: int, num_bytes: float) -> float:
     """Seconds to send ``num_bytes`` from device ``src`` to ``dst``: latency + bytes / bandwidth."""
     return cluster.transfer_time(src, dst, num_bytes)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The analytic costs of one step: op times (Paleo) and the rule transfers follow.
+
+    A :class:`~gnplace.sim.timer.StepTimer` names the cost model that describes it (its
+    ``cost_model``); placers estimate op and transfer times from that model, never by asking the
+    timer, so that a timer which can only time whole placements (real devices) still drives them.
+
+    Args:
+        launch_overhead (bool, optional): add each device's per-op launch overhead to modelled op
+            times (default: :obj:`True`).
+        op_gap (float, optional): seconds a device idles after each op of non-zero cost
+            (default: 0; Placeto: 5.7e-6).
+        channel_bandwidth (float or None, optional): ``None``: each output crosses the link
+            between its two devices (latency + bytes / bandwidth of the pair), one transfer at a time
+            per link direction; a number (bytes/s): Placeto's rule, each output is sent once over
+            the sender's channel at this rate to all remote consumers together (default: ``None``).
+        transfer_gap (float, optional): seconds a channel waits after each transfer (default: 0;
+            Placeto: 25e-6).
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> g, c = chain_graph(2), load_cluster("k80x2")
+        >>> bool((DEFAULT_COSTS.op_times(g, c) > PLACETO_COSTS.op_times(g, c)).all())  # launch overhead
+        True
+        >>> PLACETO_COSTS.shared_channel, DEFAULT_COSTS.shared_channel
+        (True, False)
+    """
+
+    launch_overhead: bool = True
+    op_gap: float = 0.0
+    channel_bandwidth: float | None = None
+    transfer_gap: float = 0.0
+
+    @property
+    def shared_channel(self) -> bool:
+        """Whether outputs go over one channel per sender (Placeto's rule) rather than per-pair links."""
+        return self.channel_bandwidth is not None
+
+    def op_times(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """Seconds of every op on every device, ``[num_ops, num_devices]`` (see :func:`op_times`)."""
+        return op_times(graph, cluster, launch_overhead=self.launch_overhead)
+
+    def edge_delays(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """Seconds each edge's bytes take from device ``a`` to ``b``, ``[num_edges, D, D]``, 0 on the diagonal.
+
+        Per-pair links: latency plus bytes over the pair's bandwidth; shared channel: bytes over
+        the channel bandwidth (its wait after the transfer is not part of the delay).
+
+        Examples:
+            >>> from gnplace.toy import chain_graph
+            >>> from gnplace.cluster import load_cluster
+            >>> delays = DEFAULT_COSTS.edge_delays(chain_graph(2), load_cluster("k80x2"))
+            >>> round(float(delays[0, 0, 1]) * 1e6, 3)  # microseconds: 25 us + 4 MB at 7.6 GB/s
+            551.316
+        """
+        d = cluster.num_devices
+        if self.channel_bandwidth is not None:
+            per_edge = graph.edge_bytes[:, None, None] / self.channel_bandwidth * np.ones((1, d, d))
+        else:
+            per_edge = cluster.latency[None] + graph.edge_bytes[:, None, None] / cluster.bandwidth[None]
+        return per_edge * (1.0 - np.eye(d))[None]
+
+
+#: The simulator's default costs: Paleo op times with launch overhead, per-pair links.
+DEFAULT_COSTS = CostModel()
+#: The costs of Placeto's reference simulator: no launch overhead but a gap after each op, one
+#: channel per sender at 7,600 bytes/us with 25 us after each transfer.
+PLACETO_COSTS = CostModel(
+    launch_overhead=False, op_gap=PLACETO_OP_GAP, channel_bandwidth=PLACETO_CHANNEL_BANDWIDTH,
+    transfer_gap=PLACETO_TRANSFER_GAP,
+)

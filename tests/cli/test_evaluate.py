@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ def test_evaluate_examples_with_plots(tmp_path, capsys):
     assert "tight4" in md and "round_robin" in md
     assert (out / "ratios.png").stat().st_size > 1000 and (out / "best_timeline.png").stat().st_size > 1000
     # the 1.1 GiB example cannot run on one 1 GiB GPU: the table must say so
-    single_tight = [l for l in md.splitlines() if "| tight4 | single |" in l]
+    single_tight = [line for line in md.splitlines() if "| tight4 | single |" in line]
     assert single_tight and single_tight[0].split("|")[9].strip() == "1"
 
 
@@ -50,7 +52,34 @@ def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
     assert len(rows) == 2 * 9
     md = (out / "results.md").read_text()
     for family in ("ptb", "nmt"):
-        lines = [l.split("|") for l in md.splitlines() if l.startswith(f"| {family} |")]
+        lines = [line.split("|") for line in md.splitlines() if line.startswith(f"| {family} |")]
         assert len(lines) == 9
         assert all(float(cells[5]) >= 1.0 - 1e-9 for cells in lines)  # nobody beats the best
         assert sum(int(cells[8]) for cells in lines) >= 1  # and somebody is it
+
+
+def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
+    out = tmp_path / "ev"
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    common = ["evaluate", "--graphs", graph, "--clusters", "k80x4", "--placers", "annealing", "--jobs", "1", "--out", str(out)]
+    assert main([*common, "--budget", "5"]) == 0
+    assert main([*common, "--budget", "400"]) == 0
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == 1 and rows[0]["budget"] == "400"
+    from gnplace.evaluate import Task, run_task
+
+    assert float(rows[0]["step_time_s"]) == run_task(Task(graph, "k80x4", "annealing", budget=400)).step_time_s
+
+
+def test_placer_options_reach_the_placer(tmp_path, capsys):
+    out = tmp_path / "ev"
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "annealing,heft", "--budget", "10", "-j", "1", "-o", str(out),
+                 "--option", "annealing.start=round_robin", "-O", "annealing.batch=2"]) == 0
+    rows = {r["placer"]: r for r in csv.DictReader((out / "results.csv").open())}
+    assert json.loads(rows["annealing"]["options"]) == {"batch": 2, "start": "round_robin"}
+    assert rows["heft"]["options"] == "{}"
+    assert main(["evaluate", "-g", graph, "-p", "heft", "-o", str(out), "-O", "annealing.batch=2"]) == 2
+    assert "placer 'annealing' is not among those run" in capsys.readouterr().err
+    assert main(["evaluate", "-g", graph, "-p", "heft", "-o", str(out), "-O", "heft=2"]) == 2
+    assert "expected PLACER.NAME=VALUE" in capsys.readouterr().err

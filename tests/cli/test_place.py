@@ -102,3 +102,15 @@ def test_bad_graph_file_is_one_error_line_and_exit_2(tmp_path, capsys, content, 
     assert captured.out == ""
     assert captured.err.startswith(f"gnplace: error: {path}: {message}")
     assert captured.err.count("\n") == 1
+
+
+def test_place_passes_placer_options_and_rejects_bad_ones(tmp_path, capsys):
+    graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "20", "--json",
+                 "-O", "annealing.start=round_robin"]) == 0
+    assert json.loads(capsys.readouterr().out)["placer"] == "annealing"
+    assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: AnnealingPlacer needs budget >= 1") and err.count("\n") == 1
+    assert main(["place", graph_path, "-c", "k80x2", "-p", "heft", "-O", "heft.colour=red"]) == 2
+    assert "placer 'heft' does not take these options" in capsys.readouterr().err

@@ -32,7 +32,7 @@ def test_name_and_repr():
 def test_budget_is_exact_and_batches_bounded(budget, batch, start, counting_simulator):
     sim = counting_simulator
     g, c = mlp_training_graph(layers=3, width=64, batch=8, branches=2), load_cluster("k80x4")
-    p = AnnealingPlacer(budget=budget, batch=batch, start=start, simulator=sim).place(g, c, seed=0)
+    p = AnnealingPlacer(budget=budget, batch=batch, start=start, timer=sim).place(g, c, seed=0)
     assert sim.evaluations == budget
     assert max(sim.batches) <= max(batch, 5)  # the start candidates (D + 1 = 5) are scored together
     assert isinstance(p, Placement) and not p.splits_groups(g)
@@ -57,7 +57,7 @@ def test_never_worse_than_its_start(start, step_time):
 def test_starts_from_a_placer_object_or_a_registered_name(counting_simulator, step_time):
     g, c = chain_graph(5), load_cluster("k80x2")
     sim = counting_simulator
-    p = AnnealingPlacer(budget=20, start=RoundRobinPlacer(), simulator=sim).place(g, c, seed=0)
+    p = AnnealingPlacer(budget=20, start=RoundRobinPlacer(), timer=sim).place(g, c, seed=0)
     assert sim.evaluations == 20
     assert step_time(g, c, p) <= step_time(g, c, RoundRobinPlacer().place(g, c)) + 1e-15
     with pytest.raises(UnknownName, match="unknown placer 'nope'"):
@@ -82,7 +82,7 @@ def test_leaves_an_out_of_memory_start_for_a_feasible_placement(heavy_groups, sm
 
 def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simulator):
     sim = counting_simulator
-    p = AnnealingPlacer(budget=50, simulator=sim).place(chain_graph(4), one_device_cluster, seed=0)
+    p = AnnealingPlacer(budget=50, timer=sim).place(chain_graph(4), one_device_cluster, seed=0)
     assert p.devices.tolist() == [0] * 4
     assert sim.evaluations == 2  # the single candidate and round robin; no move exists
     assert AnnealingPlacer().place(OpGraph([], []), load_cluster("k80x2"), seed=0).devices.tolist() == []

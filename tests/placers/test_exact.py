@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InfeasiblePlacement, UnsupportedGraph
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
@@ -15,20 +15,10 @@ from gnplace.placers.exact import ExactPlacer, brute_force, delay_model
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, fork_graph, layered_graph, mlp_training_graph
+from gnplace.toy import chain_graph, fork_graph, layered_graph, mixed_cluster, mlp_training_graph
 
 GiB = 2**30
 UNIT = 1e-9  # seconds per tick in the brute-force comparisons
-
-
-def mixed_cluster(memory: float = 16 * GiB) -> Cluster:
-    """A CPU and two GPU kinds on PCIe 3 (12 GB/s, 10 us); graphs give measured op times per kind."""
-    devices = [
-        Device("cpu0", "cpu", peak_flops=3e11, mem_bandwidth=7e10, memory=memory),
-        Device("gpu0", "k80", peak_flops=2.8e12, mem_bandwidth=2.4e11, memory=memory),
-        Device("gpu1", "v100", peak_flops=1.5e13, mem_bandwidth=9e11, memory=memory),
-    ]
-    return Cluster(devices, np.full((3, 3), 12e9), np.full((3, 3), 10e-6), name="mixed")
 
 
 def measured(names, edges, ms_per_kind: dict[str, list[float]], out_bytes, group=None, name="measured") -> OpGraph:
@@ -250,7 +240,7 @@ def test_brute_force_is_the_best_simulated_placement():
 def test_delay_model_ticks():
     g, c = chain_graph(2, out_bytes=12_000), load_cluster("k80x2")
     dur, delay = delay_model(g, c, time_unit=1e-6)
-    seconds = Simulator().op_times(g, c)
+    seconds = Simulator().cost_model.op_times(g, c)
     assert dur.tolist() == np.rint(seconds / 1e-6).astype(int).tolist()
     assert delay[0].tolist() == [[0, 27], [27, 0]]  # 25 us + 12 kB at 7.6 GB/s = 26.6 us
 
@@ -266,9 +256,9 @@ def test_placeto_mode_simulator_matches_on_a_chain():
     # Placeto's simulator: sender channel at 7.6 GB/s, 5.7 us idle after each op; a chain has no contention
     g, c = affinity_chain(), mixed_cluster()
     sim = Simulator("placeto")
-    placer = ExactPlacer(time_limit=20, time_unit=UNIT, select="model", simulator=sim)
+    placer = ExactPlacer(time_limit=20, time_unit=UNIT, select="model", timer=sim)
     p = placer.place(g, c, seed=0)
-    best = sim.time(g, c, brute_force(g, c, simulator=sim)).step_time
+    best = sim.time(g, c, brute_force(g, c, timer=sim)).step_time
     assert placer.last_status == "optimal"
     assert placer.last_step_time_s == sim.time(g, c, p).step_time == pytest.approx(best, abs=10 * UNIT)
     assert placer.last_objective_s == pytest.approx(best, abs=10 * UNIT)

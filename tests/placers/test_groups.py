@@ -16,7 +16,13 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.expert import ExpertPlacer
 from gnplace.placers.groups import (
-    contiguous_blocks, group_edges, group_memory, group_times, memory_need, repair_memory, usable_devices,
+    contiguous_blocks,
+    group_edges,
+    group_memory,
+    group_times,
+    memory_need,
+    repair_memory,
+    usable_devices,
 )
 from gnplace.placers.heft import HeftPlacer
 from gnplace.placers.m_etf import METFPlacer

@@ -10,7 +10,12 @@ from hypothesis import strategies as st
 from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.listsched import (
-    ListSchedule, etf_schedule, mean_comm_time, place_by_schedule, static_rank, upward_rank,
+    ListSchedule,
+    etf_schedule,
+    mean_comm_time,
+    place_by_schedule,
+    static_rank,
+    upward_rank,
 )
 from gnplace.placers.m_sct import favourite_children
 from gnplace.sim.costmodel import op_times
@@ -134,5 +139,5 @@ def test_place_by_schedule_returns_a_checked_placement():
         calls.append(schedule)
         etf_schedule(schedule, np.zeros(g.num_ops))
 
-    p = place_by_schedule(g, c, run, simulator=Simulator(), memory_aware=True, min_speed=0.0)
+    p = place_by_schedule(g, c, run, timer=Simulator(), memory_aware=True, min_speed=0.0)
     assert len(calls) == 1 and p.devices.tolist() == [0] * 5

@@ -27,7 +27,7 @@ def test_name_and_repr():
 def test_budget_is_exact_and_batches_bounded(budget, batch, counting_simulator):
     sim = counting_simulator
     g, c = mlp_training_graph(layers=3, width=64, batch=8, branches=2), load_cluster("k80x4")
-    p = RandomSearchPlacer(budget=budget, batch=batch, simulator=sim).place(g, c, seed=0)
+    p = RandomSearchPlacer(budget=budget, batch=batch, timer=sim).place(g, c, seed=0)
     assert sim.evaluations == budget
     assert max(sim.batches) <= batch
     assert isinstance(p, Placement) and not p.splits_groups(g)

@@ -1,23 +1,71 @@
-"""Tests of the placer registry ``gnplace.placers``."""
+"""Tests of the placer registry ``gnplace.placers.registry``: lazy entries, metadata, one lookup."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import GnplaceError, UnknownName
-from gnplace.placers import PLACERS, Placer, get_placer
+from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
+from gnplace.placers import PLACERS, Placer, PlacerRegistry, get_placer, make_placer, register_placer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph
 
+BUILT_IN = ["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct", "random_search", "annealing", "exact"]
+
 
 def test_registry_contents():
     assert PLACERS["single"] is SinglePlacer and PLACERS["round_robin"] is RoundRobinPlacer
-    assert set(PLACERS) == {"single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct", "random_search", "annealing", "exact"}
+    assert set(BUILT_IN) <= set(PLACERS)
     for name, cls in PLACERS.items():
         assert cls.name == name
+
+
+def test_entries_resolve_on_first_use():
+    # a fresh interpreter: importing gnplace and asking what is registered imports no placer module
+    code = (
+        "import sys, gnplace; from gnplace.placers import PLACERS; names = list(PLACERS); "
+        "assert 'exact' in PLACERS; "
+        "print(sorted(m for m in sys.modules if m.startswith('gnplace.placers.') and m not in "
+        "('gnplace.placers.base', 'gnplace.placers.registry')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_string_entry_is_imported_on_first_use_and_cached():
+    registry = PlacerRegistry({"rr": "gnplace.placers.round_robin:RoundRobinPlacer"})
+    assert registry._entries["rr"] == "gnplace.placers.round_robin:RoundRobinPlacer"
+    assert registry["rr"] is RoundRobinPlacer
+    assert registry._entries["rr"] is RoundRobinPlacer
+
+
+def test_metadata_is_read_from_the_class():
+    info = PLACERS.info("annealing")
+    assert info.accepts == frozenset({"timer", "budget"}) and not info.learned and info.respects_memory
+    assert info.target == "gnplace.placers.annealing:AnnealingPlacer"
+    assert info.summary.startswith("Simulated annealing")
+    assert PLACERS.info("round_robin").accepts == frozenset()
+    assert not PLACERS.info("single").respects_memory
+    assert PLACERS.names(learned=False)[: len(BUILT_IN)] == BUILT_IN
+
+
+def test_a_learned_placer_is_told_apart():
+    class Learner(SinglePlacer):
+        name = "learner"
+        learned = True
+        accepts = frozenset({"timer", "checkpoint"})
+
+        def __init__(self, checkpoint=None, timer=None):
+            super().__init__(timer=timer)
+            self.checkpoint = checkpoint
+
+    registry = PlacerRegistry({"single": SinglePlacer, "learner": Learner})
+    assert registry.names(learned=True) == ["learner"] and registry.names(learned=False) == ["single"]
 
 
 @pytest.mark.parametrize("name, cls, text", [("single", SinglePlacer, "SinglePlacer()"), ("round_robin", RoundRobinPlacer, "RoundRobinPlacer()")])
@@ -42,15 +90,59 @@ def test_unknown_name_is_a_gnplace_error():
 
 def test_options_are_passed_to_the_placer():
     sim = Simulator("placeto")
-    assert get_placer("single", simulator=sim).simulator is sim
+    assert get_placer("single", timer=sim).timer is sim
 
 
-def test_unknown_option_raises_type_error():
-    with pytest.raises(TypeError):
+def test_make_placer_passes_shared_options_only_to_placers_that_accept_them():
+    sim = Simulator("placeto")
+    annealing = make_placer("annealing", timer=sim, budget=7, checkpoint="ignored.ckpt")
+    assert annealing.timer is sim and annealing.budget == 7
+    assert make_placer("heft", timer=sim, budget=7).timer is sim
+    assert repr(make_placer("round_robin", timer=sim, budget=7, checkpoint="x")) == "RoundRobinPlacer()"
+    assert make_placer("annealing", budget=None).budget == 2000  # None: the placer's default
+
+
+def test_unknown_option_is_one_clear_error():
+    with pytest.raises(InvalidArgument, match="placer 'round_robin' does not take these options"):
         get_placer("round_robin", temperature=1.0)
 
 
-@pytest.mark.parametrize("name", sorted(PLACERS))
+@pytest.mark.parametrize("name, options", [("annealing", {"budget": 0}), ("random_search", {"batch": 0}),
+                                           ("expert", {"strategy": "magic"}), ("exact", {"select": "best"})])
+def test_bad_option_values_are_invalid_arguments(name, options):
+    with pytest.raises(InvalidArgument, match=name.split("_")[0].capitalize() if name != "random_search" else "RandomSearch"):
+        make_placer(name, **options)
+
+
+def test_register_and_resolve_errors():
+    registry = PlacerRegistry()
+    registry.register("mine", "gnplace.placers.single:SinglePlacer")
+    with pytest.raises(InvalidArgument, match="already registered"):
+        registry.register("mine", SinglePlacer)
+    registry.register("mine", SinglePlacer, replace=True)
+    for bad in ("no_colon", "a:b:c", ":Class"):
+        with pytest.raises(InvalidArgument, match="module:Class"):
+            registry.register("x", bad)
+    with pytest.raises(InvalidArgument, match="letters"):
+        registry.register("has space", SinglePlacer)
+    registry.register("missing", "gnplace_no_such_module:Placer")
+    with pytest.raises(MissingDependency, match="placer 'missing' needs gnplace_no_such_module"):
+        registry["missing"]
+    registry.register("not_a_placer", "gnplace.toy:chain_graph")
+    with pytest.raises(UnknownName, match="not a placer class"):
+        registry["not_a_placer"]
+
+
+def test_register_placer_adds_to_the_one_registry():
+    register_placer("test_only_single", "gnplace.placers.single:SinglePlacer")
+    try:
+        assert "test_only_single" in PLACERS
+        assert type(make_placer("test_only_single")) is SinglePlacer
+    finally:
+        PLACERS._entries.pop("test_only_single")
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
 def test_every_placer_places_every_op(name):
     g, c = chain_graph(6), load_cluster("k80x4")
     p = get_placer(name).place(g, c, seed=0)

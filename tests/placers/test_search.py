@@ -1,14 +1,12 @@
-"""Pieces shared by the search placers: the scorer, memory overflow, baseline candidates and blocks."""
+"""Pieces shared by the search placers: baseline candidates and blocks."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
-from gnplace.placers._search import Scorer, baseline_candidates, contiguous_blocks, overflow
-from gnplace.sim.simulator import Simulator
+from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.toy import chain_graph, mlp_training_graph
 
 GiB = 2**30
@@ -17,76 +15,6 @@ GiB = 2**30
 def backwards_graph() -> OpGraph:
     """Chain ``c -> b -> a``: topological order runs against the group ids (groups 2, 1, 0)."""
     return OpGraph(["a", "b", "c"], [(2, 1), (1, 0)], flops=[1e9] * 3, out_bytes=[1000] * 3, name="backwards")
-
-
-# ---------------------------------------------------------------------------------- overflow
-def test_overflow_sums_bytes_over_capacity_relative_to_the_largest_device():
-    peak = np.array([[1.0, 2.0], [3.0, 0.5], [5.0, 5.0], [2.0, 4.0]])
-    assert overflow(peak, np.array([2.0, 4.0])).tolist() == [0.0, 0.25, 1.0, 0.0]
-    assert overflow(peak, np.array([4.0, 4.0])).tolist() == [0.0, 0.0, 0.5, 0.0]
-
-
-def test_overflow_of_an_empty_batch():
-    assert overflow(np.zeros((0, 3)), np.ones(3)).shape == (0,)
-
-
-# ---------------------------------------------------------------------------------- Scorer
-def test_scorer_scores_group_placements_as_op_placements(counting_simulator):
-    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
-    scorer = Scorer(g, c, counting_simulator)
-    candidates = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 1]])
-    result = scorer(candidates)
-    expected = Simulator().time_batch(g, c, candidates[:, g.group])
-    assert np.array_equal(result.step_time, expected.step_time)
-    assert np.array_equal(result.peak_memory, expected.peak_memory)
-    assert scorer.evaluations == 3 and counting_simulator.batches == [3]
-    scorer(candidates[:1])
-    assert scorer.evaluations == 4 and counting_simulator.evaluations == 4
-
-
-def test_scorer_prefers_a_slower_placement_that_fits(heavy_groups, small_gpus):
-    g, c = heavy_groups([0.8, 0.8]), small_gpus(2, memory=1 * GiB)  # both groups on one GPU: out of memory
-    scorer = Scorer(g, c, Simulator())
-    assert scorer.best is None and scorer.best_key == (np.inf, np.inf)
-    result = scorer(np.array([[0, 0], [1, 1], [0, 1]]))
-    assert result.oom.tolist() == [True, True, False]
-    assert result.step_time[2] > result.step_time[0]  # the split pays for a transfer
-    assert scorer.best.tolist() == [0, 1]
-    assert scorer.best_key == (0.0, pytest.approx(float(result.step_time[2])))
-
-
-def test_scorer_ranks_out_of_memory_placements_by_overflow(heavy_groups, small_gpus):
-    g, c = heavy_groups([1.2, 1.2]), small_gpus(2, memory=1 * GiB)  # nothing fits
-    scorer = Scorer(g, c, Simulator())
-    result = scorer(np.array([[0, 0], [1, 0]]))
-    assert result.oom.all()
-    assert scorer.best.tolist() == [1, 0]  # 0.2 GiB over on each GPU beats 1.4 GiB over on one
-    assert scorer.best_key[0] == pytest.approx(0.4, abs=0.01)
-    assert scorer.best_key[0] == pytest.approx(float(overflow(result.peak_memory, c.memory)[1]))
-
-
-def test_scorer_keeps_the_best_across_calls_and_the_first_of_ties(two_chains):
-    g, c = two_chains(3), load_cluster("k80x2")
-    scorer = Scorer(g, c, Simulator())
-    split = np.array([[0, 0, 0, 1, 1, 1]])
-    scorer(np.array([[0] * 6, [1] * 6]))  # equal on symmetric devices: the first wins
-    assert scorer.best.tolist() == [0] * 6
-    serial_key = scorer.best_key
-    scorer(split)  # the two chains in parallel is faster
-    assert scorer.best.tolist() == [0, 0, 0, 1, 1, 1] and scorer.best_key[1] < serial_key[1]
-    best_key = scorer.best_key
-    scorer(np.array([[1, 1, 1, 0, 0, 0], [0] * 6]))  # as good, but later: no change
-    assert scorer.best.tolist() == [0, 0, 0, 1, 1, 1] and scorer.best_key == best_key
-    assert scorer.evaluations == 5
-
-
-def test_scorer_keeps_a_copy_of_the_best(two_chains):
-    g, c = two_chains(2), load_cluster("k80x2")
-    scorer = Scorer(g, c, Simulator())
-    candidates = np.array([[0, 0, 1, 1]])
-    scorer(candidates)
-    candidates[:] = 1
-    assert scorer.best.tolist() == [0, 0, 1, 1]
 
 
 # ---------------------------------------------------------------------------------- baseline_candidates

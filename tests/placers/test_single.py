@@ -90,7 +90,7 @@ def test_deterministic_and_seed_unused():
     assert all(r == runs[0] for r in runs)
 
 
-def test_uses_the_given_simulator():
+def test_uses_the_given_timer():
     class Recording(Simulator):
         calls = 0
 
@@ -99,13 +99,13 @@ def test_uses_the_given_simulator():
             return super().time_batch(graph, cluster, placements)
 
     sim = Recording()
-    placer = SinglePlacer(simulator=sim)
-    assert placer.simulator is sim
+    placer = SinglePlacer(timer=sim)
+    assert placer.timer is sim
     placer.place(chain_graph(3), load_cluster("k80x2"))
     assert Recording.calls == 1
 
 
-def test_placeto_mode_simulator_also_works():
+def test_placeto_mode_timer_also_works():
     p = SinglePlacer(Simulator("placeto")).place(chain_graph(3), load_cluster("cpu_gpu"))
     assert p.devices.tolist() == [1, 1, 1]
 

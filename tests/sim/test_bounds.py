@@ -45,7 +45,7 @@ def test_lower_bound_is_below_simulated_steps():
     g = layered_graph(400, seed=5)
     c = load_cluster("cpu_gpu")
     sim = Simulator()
-    b = lower_bound(g, c, times=sim.op_times(g, c))
+    b = lower_bound(g, c, times=sim.cost_model.op_times(g, c))
     steps = sim.time_batch(g, c, np.random.default_rng(1).integers(0, 2, (32, g.num_ops))).step_time
     assert b.value == max(b.critical_path, b.work)
     assert np.all(steps >= b.value)

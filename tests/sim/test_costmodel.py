@@ -7,7 +7,8 @@ import pytest
 
 from gnplace.cluster import Cluster, Device, load_cluster
 from gnplace.graph import OpGraph
-from gnplace.sim.costmodel import op_times, transfer_time
+from gnplace.sim.costmodel import DEFAULT_COSTS, PLACETO_COSTS, CostModel, op_times, transfer_time
+from gnplace.toy import chain_graph, uniform_cluster
 
 
 def two_kinds() -> Cluster:
@@ -17,7 +18,7 @@ def two_kinds() -> Cluster:
         Device("slow", "cpu", peak_flops=1e11, mem_bandwidth=1e10, memory=1e9, flops_efficiency=1.0,
                mem_efficiency=1.0, launch_overhead=0.0),
     ]
-    return Cluster(devices, np.full((2, 2), 1e9), np.full((2, 2), 1e-5), name="two")
+    return uniform_cluster(devices, bandwidth=1e9, latency=1e-5, name="two")
 
 
 def test_compute_memory_and_launch_terms():
@@ -49,3 +50,22 @@ def test_faster_device_is_faster_on_presets():
     g = OpGraph(["a"], flops=[1e10], out_bytes=[1e6])
     t = op_times(g, load_cluster("cpu_gpu"))
     assert t[0, 0] > 10 * t[0, 1]
+
+
+def test_cost_models_of_the_two_modes():
+    g, c = chain_graph(3), load_cluster("k80x2")
+    assert np.array_equal(DEFAULT_COSTS.op_times(g, c), op_times(g, c))
+    assert np.array_equal(PLACETO_COSTS.op_times(g, c), op_times(g, c, launch_overhead=False))
+    assert PLACETO_COSTS.op_gap == 5.7e-6 and PLACETO_COSTS.transfer_gap == 25e-6 and PLACETO_COSTS.shared_channel
+    assert not DEFAULT_COSTS.shared_channel and DEFAULT_COSTS.op_gap == 0.0
+
+
+def test_edge_delays_follow_links_or_the_shared_channel():
+    g, c = chain_graph(3, out_bytes=7_600_000), load_cluster("k80x2")
+    links = DEFAULT_COSTS.edge_delays(g, c)
+    channel = PLACETO_COSTS.edge_delays(g, c)
+    assert links.shape == channel.shape == (2, 2, 2)
+    assert links[:, 0, 0].tolist() == [0.0, 0.0] and channel[:, 1, 1].tolist() == [0.0, 0.0]
+    assert links[0, 0, 1] == pytest.approx(c.transfer_time(0, 1, 7_600_000))
+    assert channel[0, 1, 0] == pytest.approx(7_600_000 / 7600e6)
+    assert CostModel(channel_bandwidth=1e9).edge_delays(g, c)[1, 0, 1] == pytest.approx(7.6e-3)

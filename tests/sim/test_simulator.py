@@ -7,24 +7,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gnplace.cluster import Cluster, Device, load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.sim import Simulator, lower_bound, simulate
 from gnplace.sim.simulator import PLACETO_OP_GAP, PLACETO_TRANSFER_GAP
-from gnplace.toy import layered_graph, mlp_training_graph
+from gnplace.toy import layered_graph, mlp_training_graph, toy_cluster
 
 
 def unit_cluster(num_devices: int = 2, *, bandwidth: float = 1e6, latency: float = 1e-3, memory: float = 1e12) -> Cluster:
     """Devices of kind 'unit' (graphs give measured op times for it), links of 1 MB/s and 1 ms."""
-    devices = [
-        Device(f"d{k}", "unit", peak_flops=1e12, mem_bandwidth=1e12, memory=memory, launch_overhead=0.0)
-        for k in range(num_devices)
-    ]
-    bw = np.full((num_devices, num_devices), bandwidth)
-    lat = np.full((num_devices, num_devices), latency)
-    return Cluster(devices, bw, lat, name=f"unit{num_devices}")
+    return toy_cluster(num_devices, kind="unit", peak_flops=1e12, mem_bandwidth=1e12, memory=memory, launch_overhead=0.0,
+                       bandwidth=bandwidth, latency=latency, prefix="d", name=f"unit{num_devices}")
 
 
 def timed_graph(names, edges, seconds, out_bytes, param_bytes=None) -> OpGraph:
@@ -263,7 +258,7 @@ def test_step_time_is_at_least_the_bound(case):
     g, c, devices = case
     sim = Simulator()
     r = sim.time(g, c, devices)
-    bound = lower_bound(g, c, times=sim.op_times(g, c))
+    bound = lower_bound(g, c, times=sim.cost_model.op_times(g, c))
     assert r.step_time >= bound.value * (1 - 1e-12)
 
 
@@ -307,7 +302,7 @@ def test_single_device_step_is_sum_of_op_times_plus_gaps(case, mode):
     g, c, _ = case
     sim = Simulator(mode)
     r = sim.time(g, c, np.zeros(g.num_ops, dtype=int))
-    times = sim.op_times(g, c)[:, 0]
+    times = sim.cost_model.op_times(g, c)[:, 0]
     gaps = (g.num_ops - 1) * PLACETO_OP_GAP if mode == "placeto" else 0.0  # every op here costs > 0
     assert r.step_time == pytest.approx(times.sum() + gaps, rel=1e-9)
     assert r.busy_time[0] == pytest.approx(times.sum(), rel=1e-9)

@@ -1,0 +1,231 @@
+"""The one registry of placers: a name for every way gnplace places a graph, learned or not.
+
+Each name maps to a class or to a ``"module:Class"`` string that is imported on first use, so that
+``import gnplace`` stays light and placers that need heavy libraries (torch-geometric, Lightning,
+OR-Tools) load only when asked for. What a placer is and which shared options it takes live on its
+class, as class attributes read by :meth:`PlacerRegistry.info`:
+
+``name`` (str)
+    its registry name;
+``learned`` (bool, default False)
+    whether it learns (its results are compared with, never used as, the best non-learned reference);
+``accepts`` (frozenset of str, default empty)
+    which of the shared options :data:`SHARED_OPTIONS` its constructor takes: ``timer`` (any
+    :class:`~gnplace.sim.timer.StepTimer`), ``budget`` (timer evaluations), ``checkpoint`` (a file);
+``respects_memory`` (bool, default True)
+    whether it never returns an out-of-memory placement when round robin fits.
+
+:func:`make_placer` is the one lookup the command line, evaluation and the demo call: it passes each
+shared option only to the placers that accept it, and turns a bad option into one clear error.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gnplace.exceptions import InvalidArgument, MissingDependency, UnknownName
+
+__all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer"]
+
+#: Options every placer that takes them takes under these names.
+SHARED_OPTIONS: tuple[str, ...] = ("timer", "budget", "checkpoint")
+
+
+@dataclass(frozen=True)
+class PlacerInfo:
+    """What the registry knows of a placer, read from its class.
+
+    Attributes:
+        name (str): registry name.
+        target (str): ``"module:Class"`` it resolves to.
+        learned (bool): whether it learns.
+        accepts (frozenset[str]): the shared options (:data:`SHARED_OPTIONS`) it takes.
+        respects_memory (bool): whether it avoids out-of-memory placements when round robin fits.
+        summary (str): first line of the class docstring.
+    """
+
+    name: str
+    target: str
+    learned: bool
+    accepts: frozenset[str]
+    respects_memory: bool
+    summary: str
+
+
+class PlacerRegistry(Mapping[str, type]):
+    """Placer classes by name; entries given as ``"module:Class"`` strings are imported on first use.
+
+    A read-only :class:`~collections.abc.Mapping` from name to class: ``name in PLACERS`` and
+    iteration never import anything, ``PLACERS[name]`` resolves the class.
+
+    Args:
+        entries (Mapping[str, type | str], optional): initial entries (default: none).
+
+    Examples:
+        >>> registry = PlacerRegistry({"single": "gnplace.placers.single:SinglePlacer"})
+        >>> "single" in registry, registry["single"].__name__
+        (True, 'SinglePlacer')
+        >>> registry.info("single").accepts
+        frozenset({'timer'})
+    """
+
+    def __init__(self, entries: Mapping[str, type | str] | None = None) -> None:
+        self._entries: dict[str, type | str] = {}
+        for name, target in (entries or {}).items():
+            self.register(name, target)
+
+    def register(self, name: str, target: type | str, *, replace: bool = False) -> None:
+        """Register ``target`` (a class or ``"module:Class"``) as ``name``.
+
+        Raises:
+            InvalidArgument: if ``name`` is taken (and ``replace`` is false) or ``target`` is malformed.
+        """
+        if not isinstance(name, str) or not name or not name.replace("_", "").isalnum():
+            raise InvalidArgument(f"placer name must be letters, digits and underscores, got {name!r}")
+        if name in self._entries and not replace:
+            raise InvalidArgument(f"a placer is already registered as {name!r} (pass replace=True to change it)")
+        if isinstance(target, str) and (target.count(":") != 1 or not all(target.split(":"))):
+            raise InvalidArgument(f"placer {name!r}: target must be 'module:Class', got {target!r}")
+        if not isinstance(target, (str, type)):
+            raise InvalidArgument(f"placer {name!r}: target must be a class or 'module:Class', got {target!r}")
+        self._entries[name] = target
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __getitem__(self, name: str) -> type:
+        return self.resolve(name)
+
+    def resolve(self, name: str) -> type:
+        """The class registered as ``name``, importing its module on first use.
+
+        Raises:
+            UnknownName: if nothing is registered as ``name``; the message lists the choices.
+            MissingDependency: if its module cannot be imported (a library it needs is missing).
+        """
+        target = self._entries.get(name)
+        if target is None:
+            raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
+        if isinstance(target, type):
+            return target
+        module_name, class_name = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise MissingDependency(f"placer {name!r} needs {module_name} ({err}); install what it names") from err
+        cls = getattr(module, class_name, None)
+        if not isinstance(cls, type) or not callable(getattr(cls, "place", None)):
+            raise UnknownName(f"placer {name!r}: {target} is not a placer class")
+        self._entries[name] = cls
+        return cls
+
+    def info(self, name: str) -> PlacerInfo:
+        """What the class registered as ``name`` declares about itself (resolves it).
+
+        Raises:
+            UnknownName: if nothing is registered as ``name``.
+        """
+        cls = self.resolve(name)
+        accepts = frozenset(getattr(cls, "accepts", frozenset()))
+        unknown = accepts - set(SHARED_OPTIONS)
+        if unknown:
+            raise InvalidArgument(f"placer {name!r} declares unknown shared options {sorted(unknown)}")
+        doc = (cls.__doc__ or "").strip().splitlines()
+        return PlacerInfo(
+            name=name,
+            target=f"{cls.__module__}:{cls.__qualname__}",
+            learned=bool(getattr(cls, "learned", False)),
+            accepts=accepts,
+            respects_memory=bool(getattr(cls, "respects_memory", True)),
+            summary=doc[0] if doc else "",
+        )
+
+    def names(self, *, learned: bool | None = None) -> list[str]:
+        """Registered names in registration order; only learned (or non-learned) ones if ``learned`` is given.
+
+        Filtering by ``learned`` resolves every placer.
+        """
+        if learned is None:
+            return list(self._entries)
+        return [n for n in self._entries if self.info(n).learned == learned]
+
+
+#: Every placer gnplace ships, by name.
+PLACERS = PlacerRegistry({
+    "single": "gnplace.placers.single:SinglePlacer",
+    "round_robin": "gnplace.placers.round_robin:RoundRobinPlacer",
+    "expert": "gnplace.placers.expert:ExpertPlacer",
+    "metis": "gnplace.placers.metis:MetisPlacer",
+    "heft": "gnplace.placers.heft:HeftPlacer",
+    "m_etf": "gnplace.placers.m_etf:METFPlacer",
+    "m_sct": "gnplace.placers.m_sct:MSCTPlacer",
+    "random_search": "gnplace.placers.random_search:RandomSearchPlacer",
+    "annealing": "gnplace.placers.annealing:AnnealingPlacer",
+    "exact": "gnplace.placers.exact:ExactPlacer",
+})
+
+
+def register_placer(name: str, target: type | str, *, replace: bool = False) -> None:
+    """Add a placer to :data:`PLACERS` (a class, or ``"module:Class"`` imported on first use).
+
+    Examples:
+        >>> register_placer("my_single", "gnplace.placers.single:SinglePlacer")
+        >>> make_placer("my_single")
+        SinglePlacer()
+        >>> PLACERS._entries.pop("my_single") is not None  # tidy up
+        True
+    """
+    PLACERS.register(name, target, replace=replace)
+
+
+def get_placer(name: str, **options: Any) -> Any:
+    """A new placer registered as ``name``, built with ``options``.
+
+    Raises:
+        UnknownName: if no placer is registered under ``name``; the message lists the choices.
+        InvalidArgument: if the placer rejects an option or its value.
+
+    Examples:
+        >>> get_placer("round_robin")
+        RoundRobinPlacer()
+    """
+    cls = PLACERS.resolve(name)
+    try:
+        return cls(**options)
+    except TypeError as err:
+        raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
+    except ValueError as err:
+        if isinstance(err, InvalidArgument):
+            raise
+        raise InvalidArgument(f"placer {name!r}: {err}") from err
+
+
+def make_placer(
+    name: str, *, timer: Any = None, budget: int | None = None, checkpoint: str | None = None, **options: Any
+) -> Any:
+    """Like :func:`get_placer`, but passes the shared options only to placers that accept them.
+
+    The command line and evaluation use this so that one ``--budget``, timer or checkpoint applies
+    to every placer that declares the option in its ``accepts`` and is ignored by the others.
+    ``None`` means "the placer's default".
+
+    Examples:
+        >>> make_placer("round_robin", budget=10)
+        RoundRobinPlacer()
+        >>> make_placer("annealing", budget=10).budget
+        10
+    """
+    accepts = PLACERS.info(name).accepts
+    for key, value in (("timer", timer), ("budget", budget), ("checkpoint", checkpoint)):
+        if value is not None and key in accepts:
+            options[key] = value
+    return get_placer(name, **options)

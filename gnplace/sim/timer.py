@@ -1,0 +1,336 @@
+"""``StepTimer``: how gnplace scores a placement, by simulation or on real devices.
+
+Everything gnplace produces is an :class:`~gnplace.graph.OpGraph` placed on a
+:class:`~gnplace.cluster.Cluster`; a :class:`StepTimer` says how long one training step of it takes.
+The simulator (:class:`~gnplace.sim.simulator.Simulator`) is one timer, a real-device executor is
+another, and every placer, search and learner takes ``timer=`` so that either scores it.
+
+A timer implements :meth:`StepTimer.time`; :meth:`StepTimer.time_batch` times many placements of one
+graph (a plain loop unless the timer has something faster, as the simulator does). A timer names the
+:class:`~gnplace.sim.costmodel.CostModel` that describes it (``cost_model``): placers plan with op-time
+estimates from that model, never from the timer.
+
+:class:`BudgetedTimer` wraps any timer, counts the placements it times (one evaluation each),
+refuses to go past a budget and remembers the best placement seen: the evaluation counter that
+search, memory repair and reinforcement learning share.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidPlacement
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement, as_placement
+from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
+
+__all__ = ["Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch"]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When and where every op and transfer of a timed step ran.
+
+    Attributes:
+        op_start (np.ndarray): start of each op in seconds, ``[num_ops]``.
+        op_end (np.ndarray): end of each op in seconds, ``[num_ops]``.
+        op_device (np.ndarray): device index of each op, ``[num_ops]``.
+        xfer_node (np.ndarray): the op whose output each transfer carries, ``[num_transfers]``.
+        xfer_src (np.ndarray): sending device of each transfer.
+        xfer_dst (np.ndarray): receiving device (-1: all remote consumers, Placeto's mode).
+        xfer_bytes (np.ndarray): bytes of each transfer.
+        xfer_start (np.ndarray): start of each transfer in seconds.
+        xfer_end (np.ndarray): end of each transfer in seconds.
+    """
+
+    op_start: np.ndarray
+    op_end: np.ndarray
+    op_device: np.ndarray
+    xfer_node: np.ndarray
+    xfer_src: np.ndarray
+    xfer_dst: np.ndarray
+    xfer_bytes: np.ndarray
+    xfer_start: np.ndarray
+    xfer_end: np.ndarray
+
+    @property
+    def num_transfers(self) -> int:
+        """Number of transfers in the step."""
+        return int(self.xfer_node.shape[0])
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one simulated (or measured) training step costs.
+
+    Attributes:
+        step_time (float): seconds from the first op's start to the last op's end.
+        busy_time (np.ndarray): seconds each device computed, ``[num_devices]``.
+        peak_memory (np.ndarray): peak bytes resident on each device, ``[num_devices]``.
+        memory_capacity (np.ndarray): bytes each device holds, ``[num_devices]``.
+        device_names (list[str]): device names in index order.
+        timeline (Timeline | None): every op and transfer, when asked for.
+    """
+
+    step_time: float
+    busy_time: np.ndarray
+    peak_memory: np.ndarray
+    memory_capacity: np.ndarray
+    device_names: list[str]
+    timeline: Timeline | None = field(default=None, repr=False)
+
+    @property
+    def oom(self) -> np.ndarray:
+        """Whether each device's peak memory exceeds its capacity, ``[num_devices]`` bool."""
+        return self.peak_memory > self.memory_capacity
+
+    @property
+    def is_oom(self) -> bool:
+        """Whether any device runs out of memory."""
+        return bool(self.oom.any())
+
+    @property
+    def utilisation(self) -> np.ndarray:
+        """Fraction of the step each device computed, ``[num_devices]``."""
+        return self.busy_time / self.step_time if self.step_time > 0 else np.zeros_like(self.busy_time)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (seconds and bytes)."""
+        return {
+            "step_time_s": self.step_time,
+            "oom": self.is_oom,
+            "devices": [
+                {
+                    "name": name,
+                    "busy_s": float(self.busy_time[k]),
+                    "utilisation": float(self.utilisation[k]),
+                    "peak_memory_bytes": float(self.peak_memory[k]),
+                    "memory_capacity_bytes": float(self.memory_capacity[k]),
+                    "oom": bool(self.oom[k]),
+                }
+                for k, name in enumerate(self.device_names)
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Step times and memory of many placements of one graph.
+
+    Attributes:
+        step_time (np.ndarray): seconds, ``[batch]``.
+        busy_time (np.ndarray): seconds each device computed, ``[batch, num_devices]``.
+        peak_memory (np.ndarray): peak bytes per device, ``[batch, num_devices]``.
+        oom (np.ndarray): whether each placement runs a device out of memory, ``[batch]``.
+    """
+
+    step_time: np.ndarray
+    busy_time: np.ndarray
+    peak_memory: np.ndarray
+    oom: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.step_time.shape[0])
+
+    @classmethod
+    def from_results(cls, results: Sequence[StepResult], num_devices: int) -> BatchResult:
+        """Stack single results (all of one cluster of ``num_devices`` devices) into a batch."""
+        if not results:
+            empty = np.zeros((0, num_devices))
+            return cls(np.zeros(0), empty, empty.copy(), np.zeros(0, dtype=bool))
+        return cls(
+            np.array([r.step_time for r in results], dtype=np.float64),
+            np.stack([np.asarray(r.busy_time, dtype=np.float64) for r in results]),
+            np.stack([np.asarray(r.peak_memory, dtype=np.float64) for r in results]),
+            np.array([r.is_oom for r in results], dtype=bool),
+        )
+
+
+def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray:
+    """``placements`` as a C-contiguous int64 array ``[batch, num_ops]`` of valid device indices.
+
+    Raises:
+        InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
+    """
+    try:
+        array = np.ascontiguousarray(np.asarray(placements, dtype=np.int64))
+    except (TypeError, ValueError) as err:
+        raise InvalidPlacement(f"batch of placements is not an integer array ({err})") from err
+    if array.ndim != 2 or array.shape[1] != graph.num_ops:
+        raise InvalidPlacement(f"batch of placements has shape {array.shape}, expected (batch, {graph.num_ops})")
+    if array.size and (array.min() < 0 or array.max() >= cluster.num_devices):
+        raise InvalidPlacement(f"batch of placements names a device outside 0..{cluster.num_devices - 1}")
+    return array
+
+
+class StepTimer(ABC):
+    """Times one training step of a placed graph: the simulator, real devices, or a wrapper of either.
+
+    Subclasses implement :meth:`time`; :meth:`time_batch` loops over :meth:`time` unless a subclass
+    has a faster way. ``cost_model`` is the :class:`~gnplace.sim.costmodel.CostModel` whose op and
+    transfer estimates placers plan with when this timer scores them (default: the Paleo model
+    with launch overheads, which also reads measured op seconds from the graph).
+
+    Examples:
+        >>> from gnplace.toy import chain_graph, toy_cluster
+        >>> from gnplace.sim.simulator import Simulator
+        >>> class Slow(StepTimer):  # a timer that can only time one placement at a time
+        ...     def time(self, graph, cluster, placement, *, timeline=False):
+        ...         return Simulator().time(graph, cluster, placement)
+        >>> g, c = chain_graph(3), toy_cluster(2)
+        >>> Slow().time_batch(g, c, [[0, 0, 0], [0, 1, 0]]).step_time.shape
+        (2,)
+    """
+
+    #: The analytic costs that describe this timer; placers estimate op times from it.
+    cost_model: CostModel = DEFAULT_COSTS
+
+    @abstractmethod
+    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
+        """Time one step of ``graph`` on ``cluster`` under ``placement``.
+
+        Args:
+            graph (OpGraph): the graph.
+            cluster (Cluster): the cluster.
+            placement (Placement | array-like | dict): a :class:`~gnplace.placement.Placement`, a
+                device index per op, or op name to device name.
+            timeline (bool, optional): also return when every op and transfer ran, where the timer
+                can (default: :obj:`False`).
+
+        Raises:
+            InvalidPlacement: if ``placement`` does not place every op on a device of ``cluster``.
+        """
+
+    def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
+        """Time many placements of one graph, ``[batch, num_ops]`` device indices; one :meth:`time` each.
+
+        Raises:
+            InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
+        """
+        array = check_batch(graph, cluster, placements)
+        results = [self.time(graph, cluster, Placement(row, cluster)) for row in array]
+        return BatchResult.from_results(results, cluster.num_devices)
+
+
+def overflow(peak_memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Bytes over capacity summed over devices, relative to the largest capacity: 0 where everything fits, ``[batch]``.
+
+    Args:
+        peak_memory (np.ndarray): peak bytes per device, ``[batch, num_devices]``.
+        capacity (np.ndarray): bytes each device holds, ``[num_devices]``.
+
+    Examples:
+        >>> overflow(np.array([[1.0, 2.0], [3.0, 1.0]]), np.array([2.0, 2.0])).tolist()
+        [0.0, 0.5]
+    """
+    return np.maximum(peak_memory - capacity[None, :], 0.0).sum(axis=1) / capacity.max()
+
+
+class BudgetedTimer(StepTimer):
+    """Counts the evaluations of another timer, stops at a budget and keeps the best placement seen.
+
+    One evaluation is one placement timed: :meth:`time` spends one, :meth:`time_batch` one per row.
+    A call that would go past ``budget`` raises :class:`~gnplace.exceptions.BudgetExhausted` before
+    timing anything. The best placement is tracked for the graph and cluster timed last (a new
+    pair starts afresh): feasible placements (no device over capacity) rank by step time; when none
+    fits, by least :func:`overflow`; among equals the first seen wins.
+
+    Args:
+        timer (StepTimer, optional): the timer that does the work (default:
+            :class:`~gnplace.sim.simulator.Simulator`).
+        budget (int or None, optional): most evaluations, ``None`` for no limit (default: ``None``).
+
+    Attributes:
+        evaluations (int): placements timed so far.
+        best (np.ndarray | None): device per op of the best placement seen, ``[num_ops]``.
+        best_key (tuple[float, float]): its ``(overflow, step seconds)``; ``(inf, inf)`` before any.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph, toy_cluster
+        >>> g, c = chain_graph(3), toy_cluster(2)
+        >>> timer = BudgetedTimer(budget=3)
+        >>> _ = timer.time_batch(g, c, [[0, 1, 0], [0, 0, 0]])
+        >>> timer.evaluations, timer.remaining, timer.best.tolist()
+        (2, 1, [0, 0, 0])
+    """
+
+    def __init__(self, timer: StepTimer | None = None, budget: int | None = None) -> None:
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0):
+            raise InvalidArgument(f"BudgetedTimer: budget must be a whole number >= 0 or None, got {budget!r}")
+        if timer is None:
+            from gnplace.sim.simulator import Simulator  # deferred: the simulator module imports this one
+
+            timer = Simulator()
+        self.timer = timer
+        self.budget = None if budget is None else int(budget)
+        self.evaluations = 0
+        self.best: np.ndarray | None = None
+        self.best_key: tuple[float, float] = (np.inf, np.inf)
+        self._pair: tuple[OpGraph, Cluster] | None = None
+
+    def __repr__(self) -> str:
+        return f"BudgetedTimer({self.timer!r}, budget={self.budget})"
+
+    @property
+    def cost_model(self) -> CostModel:  # type: ignore[override]
+        """The wrapped timer's cost model."""
+        return self.timer.cost_model
+
+    @property
+    def remaining(self) -> int | None:
+        """Evaluations left, ``None`` without a budget."""
+        return None if self.budget is None else self.budget - self.evaluations
+
+    def best_placement(self, cluster: Cluster) -> Placement | None:
+        """The best placement seen (of the pair timed last) as a :class:`Placement`, or ``None``."""
+        return None if self.best is None else Placement(self.best, cluster)
+
+    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
+        """Time one placement with the wrapped timer (one evaluation)."""
+        placed = as_placement(graph, cluster, placement)
+        self._spend(1)
+        result = self.timer.time(graph, cluster, placed, timeline=timeline)
+        self._consider(graph, cluster, placed.devices[None, :], np.array([result.step_time]),
+                       np.asarray(result.peak_memory, dtype=np.float64)[None, :])
+        return result
+
+    def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
+        """Time ``[batch, num_ops]`` placements with the wrapped timer (``batch`` evaluations)."""
+        array = check_batch(graph, cluster, placements)
+        self._spend(array.shape[0])
+        result = self.timer.time_batch(graph, cluster, array)
+        self._consider(graph, cluster, array, result.step_time, result.peak_memory)
+        return result
+
+    def time_groups(self, graph: OpGraph, cluster: Cluster, group_placements: np.ndarray) -> BatchResult:
+        """Time placements given as a device per colocation group, ``[batch, num_groups]``."""
+        return self.time_batch(graph, cluster, np.asarray(group_placements, dtype=np.int64)[:, graph.group])
+
+    def _spend(self, count: int) -> None:
+        if self.budget is not None and self.evaluations + count > self.budget:
+            raise BudgetExhausted(
+                f"timing {count} more placement(s) would exceed the budget of {self.budget} evaluations "
+                f"({self.evaluations} spent)"
+            )
+        self.evaluations += count
+
+    def _consider(
+        self, graph: OpGraph, cluster: Cluster, array: np.ndarray, step_time: np.ndarray, peak_memory: np.ndarray
+    ) -> None:
+        if self._pair is None or self._pair[0] is not graph or self._pair[1] is not cluster:
+            self._pair = (graph, cluster)
+            self.best, self.best_key = None, (np.inf, np.inf)
+        if array.shape[0] == 0:
+            return
+        over = overflow(peak_memory, cluster.memory)
+        # lexicographic: least overflow (0 for feasible), then shortest step; first one wins ties
+        i = int(np.lexsort((step_time, over))[0])
+        key = (float(over[i]), float(step_time[i]))
+        if key < self.best_key:
+            self.best_key, self.best = key, array[i].copy()

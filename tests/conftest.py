@@ -1,0 +1,120 @@
+"""Fixtures shared across the test packages: small graphs, clusters and timers.
+
+pytest imports test modules with ``--import-mode=importlib``, so they cannot import each other;
+helpers used by more than one module live here as fixtures (a builder function where a test
+needs several variants). Clusters come from :mod:`gnplace.toy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from gnplace.cluster import Cluster, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepResult, StepTimer
+from gnplace.toy import mlp_training_graph, toy_cluster
+
+GiB = 2**30
+
+
+class CountingSimulator(Simulator):
+    """A simulator that counts the placements it scores and the size of each batch."""
+
+    def __init__(self, mode="default") -> None:
+        super().__init__(mode)
+        self.evaluations = 0
+        self.batches: list[int] = []
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        self.evaluations += 1
+        self.batches.append(1)
+        return super().time(graph, cluster, placement, timeline=timeline)
+
+    def time_batch(self, graph, cluster, placements):
+        self.evaluations += len(placements)
+        self.batches.append(len(placements))
+        return super().time_batch(graph, cluster, placements)
+
+
+class TimeOnlyTimer(StepTimer):
+    """A timer that implements only :meth:`time`, as a slow real-device timer would; counts its calls."""
+
+    def __init__(self, mode="default") -> None:
+        self.simulator = Simulator(mode)
+        self.cost_model = self.simulator.cost_model
+        self.calls = 0
+
+    def time(self, graph, cluster, placement, *, timeline=False) -> StepResult:
+        self.calls += 1
+        return self.simulator.time(graph, cluster, placement, timeline=timeline)
+
+
+def _two_chains(length: int = 4) -> OpGraph:
+    """Two independent equal chains, ``a0 -> a1 -> ...`` then ``b0 -> b1 -> ...``."""
+    edges = [(i, i + 1) for i in range(length - 1)] + [(length + i, length + i + 1) for i in range(length - 1)]
+    names = [f"a{i}" for i in range(length)] + [f"b{i}" for i in range(length)]
+    return OpGraph(names, edges, flops=[1e11] * 2 * length, out_bytes=[1000] * 2 * length)
+
+
+def _heavy_groups(params_gib: list[float]) -> OpGraph:
+    """A chain of one op per group, each holding ``params_gib`` GiB of parameters."""
+    n = len(params_gib)
+    return OpGraph(
+        [f"l{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], flops=[1e10] * n, out_bytes=[10**6] * n,
+        param_bytes=[int(p * GiB) for p in params_gib], name="heavy",
+    )
+
+
+def _small_gpus(num_devices: int = 2, memory: float = 1 * GiB, name: str = "small") -> Cluster:
+    """``num_devices`` K80s of ``memory`` bytes each, joined by 12 GB/s, 10 us links."""
+    return toy_cluster(num_devices, memory=memory, name=name)
+
+
+def _step_time(graph: OpGraph, cluster: Cluster, placement) -> float:
+    """The simulated step time of ``placement`` (seconds)."""
+    return Simulator().time(graph, cluster, placement).step_time
+
+
+@pytest.fixture
+def two_chains() -> Callable[..., OpGraph]:
+    """Builds two independent equal chains: ``two_chains(length=4)``."""
+    return _two_chains
+
+
+@pytest.fixture
+def heavy_groups() -> Callable[[list[float]], OpGraph]:
+    """Builds a chain of one op per group with the given GiB of parameters each: ``heavy_groups([0.6, 0.3])``."""
+    return _heavy_groups
+
+
+@pytest.fixture
+def small_gpus() -> Callable[..., Cluster]:
+    """Builds a cluster of small K80s: ``small_gpus(num_devices=2, memory=1 GiB, name="small")``."""
+    return _small_gpus
+
+
+@pytest.fixture
+def step_time() -> Callable[..., float]:
+    """The simulated step time of a placement: ``step_time(graph, cluster, placement)``."""
+    return _step_time
+
+
+@pytest.fixture
+def counting_simulator() -> CountingSimulator:
+    """A new :class:`CountingSimulator`."""
+    return CountingSimulator()
+
+
+@pytest.fixture
+def time_only_timer() -> TimeOnlyTimer:
+    """A new :class:`TimeOnlyTimer` (the simulator behind a timer that has only ``time``)."""
+    return TimeOnlyTimer()
+
+
+@pytest.fixture
+def only_fits_split() -> tuple[OpGraph, Cluster]:
+    """An MLP on ``tight4`` that no single device holds: ``(graph, cluster)``."""
+    return mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")

@@ -1,0 +1,92 @@
+"""The contract every registered placer keeps, learned or not, checked on random graphs and clusters.
+
+Every name in :data:`gnplace.placers.PLACERS` is tested (a placer that joins the registry joins this
+suite): a valid placement of every op, colocation groups whole, the same placement for the same
+seed, and, for placers that declare ``respects_memory``, no device out of memory whenever round
+robin fits. Graphs are random layered DAGs with random colocation groups (hypothesis), clusters
+have 1 to 4 devices whose memory is set just above what round robin needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnplace.graph import OpGraph
+from gnplace.placers import PLACERS, make_placer
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, layered_graph, mixed_cluster, toy_cluster
+
+#: Options that keep each placer quick on tiny graphs (search budgets, solver time); others take defaults.
+FAST: dict[str, dict[str, Any]] = {"exact": {"time_limit": 0.2, "num_workers": 1}}
+BUDGET = 30
+
+NAMES = list(PLACERS)
+
+
+def placer_for(name: str) -> Any:
+    """A fresh placer registered as ``name``, with a small budget where it takes one."""
+    return make_placer(name, budget=BUDGET, **FAST.get(name, {}))
+
+
+@st.composite
+def grouped_graphs(draw: st.DrawFn) -> OpGraph:
+    """A random layered DAG of 3 to 24 ops, grouped into runs of consecutive ops (at most 12 groups)."""
+    num_ops = draw(st.integers(3, 24))
+    graph = layered_graph(num_ops, width=draw(st.integers(1, 4)), seed=draw(st.integers(0, 2**16)))
+    run = draw(st.integers(1, 3))
+    groups = np.minimum(np.arange(num_ops) // run, 11)
+    return graph.replace(group=groups)
+
+
+def tight_cluster(graph: OpGraph, num_devices: int, slack: float):
+    """``num_devices`` GPUs with ``slack`` times the memory round robin needs on its fullest device."""
+    roomy = toy_cluster(num_devices)
+    peak = Simulator().time(graph, roomy, RoundRobinPlacer().place(graph, roomy)).peak_memory.max()
+    return toy_cluster(num_devices, memory=max(float(peak) * slack, 1.0), name="tight")
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graph=grouped_graphs(), num_devices=st.integers(1, 4), slack=st.floats(1.0, 1.5))
+def test_valid_whole_groups_deterministic_and_within_memory(name, graph, num_devices, slack):
+    cluster = tight_cluster(graph, num_devices, slack)
+    placement = placer_for(name).place(graph, cluster, seed=7)
+    placement.check(graph)
+    assert placement.cluster is cluster
+    assert not placement.splits_groups(graph)
+    again = placer_for(name).place(graph, cluster, seed=7)
+    assert np.array_equal(placement.devices, again.devices), "same seed, same placement"
+    result = Simulator().time(graph, cluster, placement)
+    if PLACERS.info(name).respects_memory:
+        assert not result.is_oom, f"{name} ran out of memory where round robin fits"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_same_placer_object_is_reusable(name):
+    graph, cluster = layered_graph(16, width=4, seed=3).replace(group=np.arange(16) // 2), mixed_cluster()
+    placer = placer_for(name)
+    first = placer.place(graph, cluster, seed=1)
+    placer.place(chain_graph(5), toy_cluster(3), seed=2)
+    assert np.array_equal(placer.place(graph, cluster, seed=1).devices, first.devices)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_device_and_one_op(name):
+    one = toy_cluster(1)
+    assert placer_for(name).place(chain_graph(4), one, seed=0).devices.tolist() == [0, 0, 0, 0]
+    assert placer_for(name).place(chain_graph(1), toy_cluster(3), seed=0).devices.shape == (1,)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declares_its_metadata(name):
+    info = PLACERS.info(name)
+    assert PLACERS[name].name == name
+    assert info.accepts <= {"timer", "budget", "checkpoint"}
+    assert info.summary, "the class docstring's first line describes the placer"
+    assert "budget" not in info.accepts or "timer" in info.accepts  # a budget counts timer evaluations

@@ -1,0 +1,193 @@
+"""The ``StepTimer`` interface, ``BudgetedTimer`` and ranking by memory overflow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import BudgetExhausted, GnplaceError, InvalidArgument, InvalidPlacement
+from gnplace.placement import Placement
+from gnplace.placers.annealing import AnnealingPlacer
+from gnplace.placers.groups import repair_memory
+from gnplace.placers.random_search import RandomSearchPlacer
+from gnplace.sim.costmodel import PLACETO_COSTS
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow
+from gnplace.toy import chain_graph, mlp_training_graph
+
+GiB = 2**30
+
+
+# ---------------------------------------------------------------------------------- StepTimer
+def test_step_timer_needs_time():
+    class NoTime(StepTimer):
+        pass
+
+    with pytest.raises(TypeError):
+        NoTime()  # type: ignore[abstract]
+
+
+def test_default_time_batch_loops_over_time_and_matches_the_simulator(time_only_timer):
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    batch = np.random.default_rng(0).integers(0, 2, size=(5, g.num_ops))
+    looped = time_only_timer.time_batch(g, c, batch)
+    direct = Simulator().time_batch(g, c, batch)
+    assert time_only_timer.calls == 5
+    assert np.array_equal(looped.step_time, direct.step_time)
+    assert np.array_equal(looped.peak_memory, direct.peak_memory)
+    assert np.array_equal(looped.busy_time, direct.busy_time)
+    assert np.array_equal(looped.oom, direct.oom)
+
+
+def test_default_time_batch_checks_the_batch(time_only_timer):
+    g, c = chain_graph(3), load_cluster("k80x2")
+    with pytest.raises(InvalidPlacement, match="shape"):
+        time_only_timer.time_batch(g, c, np.zeros((2, 4), dtype=int))
+    with pytest.raises(InvalidPlacement, match="outside"):
+        time_only_timer.time_batch(g, c, np.full((2, 3), 5))
+    empty = time_only_timer.time_batch(g, c, np.zeros((0, 3), dtype=int))
+    assert len(empty) == 0 and empty.peak_memory.shape == (0, 2)
+
+
+def test_a_timer_names_its_cost_model():
+    assert Simulator().cost_model.launch_overhead and not Simulator("placeto").cost_model.launch_overhead
+    assert Simulator("placeto").cost_model is PLACETO_COSTS
+    assert BudgetedTimer(Simulator("placeto")).cost_model is PLACETO_COSTS
+
+
+def test_batch_result_from_results():
+    g, c = chain_graph(3), load_cluster("k80x2")
+    sim = Simulator()
+    results = [sim.time(g, c, p) for p in ([0, 0, 0], [0, 1, 0])]
+    batch = BatchResult.from_results(results, c.num_devices)
+    assert batch.step_time.tolist() == [r.step_time for r in results]
+    assert batch.peak_memory.shape == (2, 2) and batch.oom.tolist() == [False, False]
+
+
+# ---------------------------------------------------------------------------------- overflow
+def test_overflow_sums_bytes_over_capacity_relative_to_the_largest_device():
+    peak = np.array([[1.0, 2.0], [3.0, 0.5], [5.0, 5.0], [2.0, 4.0]])
+    assert overflow(peak, np.array([2.0, 4.0])).tolist() == [0.0, 0.25, 1.0, 0.0]
+    assert overflow(peak, np.array([4.0, 4.0])).tolist() == [0.0, 0.0, 0.5, 0.0]
+
+
+def test_overflow_of_an_empty_batch():
+    assert overflow(np.zeros((0, 3)), np.ones(3)).shape == (0,)
+
+
+# ---------------------------------------------------------------------------------- BudgetedTimer
+def test_budgeted_timer_times_group_placements_as_op_placements(counting_simulator):
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    timer = BudgetedTimer(counting_simulator)
+    candidates = np.array([[0, 0, 0], [0, 1, 0], [1, 0, 1]])
+    result = timer.time_groups(g, c, candidates)
+    expected = Simulator().time_batch(g, c, candidates[:, g.group])
+    assert np.array_equal(result.step_time, expected.step_time)
+    assert np.array_equal(result.peak_memory, expected.peak_memory)
+    assert timer.evaluations == 3 and counting_simulator.batches == [3]
+    timer.time(g, c, Placement.from_groups(g, c, candidates[0]))
+    assert timer.evaluations == 4 and counting_simulator.evaluations == 4
+    assert timer.remaining is None
+
+
+def test_budget_is_enforced_before_timing(counting_simulator):
+    g, c = chain_graph(3), load_cluster("k80x2")
+    timer = BudgetedTimer(counting_simulator, budget=3)
+    timer.time_batch(g, c, np.zeros((2, 3), dtype=int))
+    assert timer.remaining == 1
+    with pytest.raises(BudgetExhausted, match="budget of 3 evaluations"):
+        timer.time_batch(g, c, np.zeros((2, 3), dtype=int))
+    assert counting_simulator.evaluations == 2 and timer.evaluations == 2
+    timer.time(g, c, [0, 1, 0])
+    with pytest.raises(BudgetExhausted):
+        timer.time(g, c, [0, 0, 0])
+    assert issubclass(BudgetExhausted, GnplaceError)
+
+
+@pytest.mark.parametrize("budget", [-1, 2.5, True, "3"])
+def test_bad_budget(budget):
+    with pytest.raises(InvalidArgument, match="budget"):
+        BudgetedTimer(budget=budget)
+
+
+def test_budgeted_timer_prefers_a_slower_placement_that_fits(heavy_groups, small_gpus):
+    g, c = heavy_groups([0.8, 0.8]), small_gpus(2, memory=1 * GiB)  # both groups on one GPU: out of memory
+    timer = BudgetedTimer()
+    assert timer.best is None and timer.best_key == (np.inf, np.inf) and timer.best_placement(c) is None
+    result = timer.time_groups(g, c, np.array([[0, 0], [1, 1], [0, 1]]))
+    assert result.oom.tolist() == [True, True, False]
+    assert result.step_time[2] > result.step_time[0]  # the split pays for a transfer
+    assert timer.best.tolist() == [0, 1]
+    assert timer.best_placement(c).devices.tolist() == [0, 1]
+    assert timer.best_key == (0.0, pytest.approx(float(result.step_time[2])))
+
+
+def test_budgeted_timer_ranks_out_of_memory_placements_by_overflow(heavy_groups, small_gpus):
+    g, c = heavy_groups([1.2, 1.2]), small_gpus(2, memory=1 * GiB)  # nothing fits
+    timer = BudgetedTimer()
+    result = timer.time_groups(g, c, np.array([[0, 0], [1, 0]]))
+    assert result.oom.all()
+    assert timer.best.tolist() == [1, 0]  # 0.2 GiB over on each GPU beats 1.4 GiB over on one
+    assert timer.best_key[0] == pytest.approx(0.4, abs=0.01)
+    assert timer.best_key[0] == pytest.approx(float(overflow(result.peak_memory, c.memory)[1]))
+
+
+def test_budgeted_timer_keeps_the_best_across_calls_and_the_first_of_ties(two_chains):
+    g, c = two_chains(3), load_cluster("k80x2")
+    timer = BudgetedTimer(Simulator())
+    timer.time_batch(g, c, np.array([[0] * 6, [1] * 6]))  # equal on symmetric devices: the first wins
+    assert timer.best.tolist() == [0] * 6
+    serial_key = timer.best_key
+    timer.time(g, c, [0, 0, 0, 1, 1, 1])  # the two chains in parallel is faster
+    assert timer.best.tolist() == [0, 0, 0, 1, 1, 1] and timer.best_key[1] < serial_key[1]
+    best_key = timer.best_key
+    timer.time_batch(g, c, np.array([[1, 1, 1, 0, 0, 0], [0] * 6]))  # as good, but later: no change
+    assert timer.best.tolist() == [0, 0, 0, 1, 1, 1] and timer.best_key == best_key
+    assert timer.evaluations == 5
+
+
+def test_budgeted_timer_keeps_a_copy_of_the_best_and_starts_afresh_on_a_new_graph(two_chains):
+    g, c = two_chains(2), load_cluster("k80x2")
+    timer = BudgetedTimer()
+    candidates = np.array([[0, 0, 1, 1]])
+    timer.time_batch(g, c, candidates)
+    candidates[:] = 1
+    assert timer.best.tolist() == [0, 0, 1, 1]
+    other = chain_graph(2)
+    timer.time(other, c, [1, 1])
+    assert timer.best.tolist() == [1, 1] and timer.evaluations == 2
+
+
+# ---------------------------------------------------------------------------------- slow timers drive the searches
+def test_a_time_only_timer_drives_random_search(time_only_timer):
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    ours = RandomSearchPlacer(budget=40, batch=8, timer=time_only_timer).place(g, c, seed=3)
+    reference = RandomSearchPlacer(budget=40, batch=8).place(g, c, seed=3)
+    assert time_only_timer.calls == 40
+    assert ours == Placement(reference.devices, c)
+
+
+def test_a_time_only_timer_drives_annealing(time_only_timer):
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    ours = AnnealingPlacer(budget=60, timer=time_only_timer).place(g, c, seed=1)
+    reference = AnnealingPlacer(budget=60).place(g, c, seed=1)
+    assert time_only_timer.calls == 60
+    assert ours.devices.tolist() == reference.devices.tolist()
+
+
+def test_a_time_only_timer_drives_memory_repair(time_only_timer, only_fits_split):
+    g, c = only_fits_split
+    start = np.zeros(g.num_groups, dtype=np.int64)
+    counted = BudgetedTimer(time_only_timer)
+    fixed = repair_memory(g, c, start, timer=counted)
+    assert counted.evaluations == time_only_timer.calls > 0
+    assert fixed.tolist() == repair_memory(g, c, start).tolist()
+    assert not Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
+
+
+def test_repair_memory_stops_at_the_budget(only_fits_split):
+    g, c = only_fits_split
+    with pytest.raises(BudgetExhausted):
+        repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), timer=BudgetedTimer(budget=1))
+
