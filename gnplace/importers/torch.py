@@ -136,20 +136,9 @@ def from_module(
     name: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> OpGraph:
-    """The training graph of one step of ``module`` on ``example_inputs``.
+    """The training graph of one step of ``module`` on ``example_inputs``: ``import_step(...).graph``.
 
-    Args:
-        module (torch.nn.Module): the model.
-        example_inputs (tuple): positional inputs of its forward; their shapes set the batch.
-        loss (callable, optional): maps the module's output to a scalar loss (default: the module
-            returns its loss).
-        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
-        name (str, optional): graph name (default: the module's class name).
-        meta (dict, optional): facts to store with the graph.
-
-    Raises:
-        UnsupportedGraph: if the step cannot be traced (the message names the failing op).
-        ValueError: for an unknown optimizer.
+    Arguments, defaults and errors are those of :func:`import_step`.
 
     Examples:
         >>> import torch

@@ -18,7 +18,10 @@ __all__ = ["Placer", "group_order"]
 class Placer(Protocol):
     """Places every colocation group of a graph on a device of a cluster.
 
-    Implementations set a registry ``name`` and are deterministic under ``seed``.
+    Implementations set a registry ``name`` and are deterministic under ``seed``. They may declare,
+    as class attributes read by :class:`~gnplace.placers.registry.PlacerRegistry`, ``learned``
+    (default False), ``accepts`` (the shared options ``timer``, ``budget``, ``checkpoint`` their
+    constructor takes; default none) and ``respects_memory`` (default True).
     """
 
     name: str
