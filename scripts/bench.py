@@ -7,6 +7,9 @@ Usage::
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
     python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20]
     python scripts/bench.py placers [--ops 2000] [--cluster k80x4]
+    python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
+    python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
+    python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -20,6 +23,18 @@ is serial); the batched call uses every core numba is allowed.
 ``scale``: for ENAS cifar10 training graphs of about 10k, 50k and 100k ops (cells stacked), the
 seconds to coarsen to 1,000 groups, place the coarse graph with m_etf, expand and simulate the full
 graph; up to ``--full-up-to`` ops also m_etf on the full graph and the step-time cost of coarsening.
+
+``search``: the search placers (by default ``ppo``, ``reinforce``, ``annealing``) with one budget of
+timer evaluations on the test graphs of each family, against ``auto`` (the best fast placer):
+geometric mean of step time over ``auto``'s per family and cluster, through ``gnplace.evaluate`` (its
+``results.csv`` in ``--out`` resumes an interrupted run; ``--jobs`` processes of one thread each).
+
+``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` and
+``annealing`` on a few graphs, one PNG per graph and cluster, and the evaluations each needed to
+first reach the final quality of the worst of them.
+
+``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
+policy steps) on a random layered graph of about ``--nodes`` decision nodes.
 """
 
 from __future__ import annotations
@@ -206,6 +221,146 @@ def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _geomean(values: list[float]) -> float:
+    values = [v for v in values if np.isfinite(v) and v > 0]
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Search placers against ``auto`` on the test split, through the evaluation harness."""
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: --jobs processes share the cores
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from gnplace.evaluate import Task, collect_graphs, evaluate
+
+    root = Path(__file__).resolve().parent.parent / "datasets"
+    graphs = []
+    for family in args.families:
+        found = collect_graphs([str(root / family)], split=args.split)
+        graphs += found[: args.per_family] if args.per_family else found
+    tasks = [Task(str(g), c, "auto", seed=args.seed) for g in graphs for c in args.clusters]
+    tasks += [Task(str(g), c, p, budget=args.budget, seed=args.seed) for g in graphs for c in args.clusters
+              for p in args.placers]
+    done = [0]
+
+    def progress(row: Any) -> None:
+        done[0] += 1
+        print(f"[{done[0]}/{len(tasks)}] {row.graph} {row.cluster} {row.placer}: {row.step_time_s * 1e3:.3f} ms "
+              f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
+
+    rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress)
+    wanted = {(str(g), c) for g in graphs for c in args.clusters}
+    auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto"}
+    summary = []
+    families = {r.graph_path: r.family for r in rows}
+    for family in args.families:
+        for cluster in args.clusters:
+            line: dict[str, Any] = {"family": family, "cluster": cluster}
+            for placer in args.placers:
+                ratios = [r.step_time_s / auto[(r.graph_path, r.cluster)] for r in rows
+                          if r.placer == placer and r.budget == args.budget and families[r.graph_path] == family
+                          and r.cluster == load_cluster_name(cluster) and (r.graph_path, cluster) in wanted
+                          and (r.graph_path, r.cluster) in auto]
+                line[placer] = _geomean(ratios)
+                line[f"{placer}_n"] = len(ratios)
+            summary.append(line)
+    return summary
+
+
+def load_cluster_name(spec: str) -> str:
+    """The name of the cluster ``spec`` (a preset or a YAML file)."""
+    from gnplace.cluster import load_cluster
+
+    return load_cluster(spec).name
+
+
+def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Learning curves (best step over auto's against evaluations) of the search placers; PNGs in ``--out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers import make_placer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for path in args.graphs:
+        graph, cluster = load_graph(path), load_cluster(args.cluster)
+        sim = Simulator()
+        auto = sim.time(graph, cluster, make_placer("auto").place(graph, cluster, seed=args.seed)).step_time
+        curves: dict[str, tuple[list[int], list[float]]] = {}
+        for name in args.placers:
+            placer = make_placer(name, budget=args.budget)
+            start = time.perf_counter()
+            placer.place(graph, cluster, seed=args.seed)
+            seconds = time.perf_counter() - start
+            if hasattr(placer, "last_history"):
+                evals, best = zip(*placer.last_history)
+            else:
+                evals, _, best = zip(*placer.last_trace)
+            curves[name] = (list(evals), [b / auto for b in best])
+            rows.append({"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
+                         "seconds": seconds})
+            print(f"{graph.name} {cluster.name} {name}: {best[-1] / auto:.4f} of auto in {seconds:.0f} s", flush=True)
+        # evaluations each needed to reach the worst final quality (the level all of them reach)
+        level = max(c[1][-1] for c in curves.values())
+        for row in rows[-len(args.placers):]:
+            evals, ratio = curves[row["placer"]]
+            row["evaluations_to_common_level"] = next(e for e, q in zip(evals, ratio) if q <= level + 1e-12)
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for name, (evals, ratio) in curves.items():
+            ax.step(evals, ratio, where="post", label=name)
+        ax.set_xlabel("timer evaluations")
+        ax.set_ylabel("best step time / auto")
+        ax.set_title(f"{graph.name} on {cluster.name}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / f"curve_{graph.name}_{cluster.name}.png", dpi=110)
+        plt.close(fig)
+    return rows
+
+
+def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
+    """Seconds of one PPO iteration (rollout, timing, epochs) on a graph of about ``--nodes`` decision nodes."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.rl.agent import log_probs, sample
+    from gnplace.rl.ppo import normalise_advantages, ppo_loss
+    from gnplace.rl.problem import PlacementProblem
+    from gnplace.train import LearnerConfig, PlacementLearner
+
+    graph = layered_graph(args.nodes, width=8, seed=0)
+    cluster = load_cluster(args.cluster)
+    sim = Simulator()
+    problem = PlacementProblem.build(graph, cluster, sim, max_nodes=args.nodes)
+    learner = PlacementLearner(LearnerConfig(samples=args.samples, epochs=args.epochs))
+    optimizer = torch.optim.Adam(learner.policy.parameters(), lr=1e-3)
+
+    def iteration() -> None:
+        traj = sample(learner.policy, problem.mdp, args.samples, learner.rng)
+        _, reward = problem.score(traj.rollout.group_devices, sim, 4.0)
+        adv = normalise_advantages(reward)
+        for _ in range(args.epochs):
+            new = log_probs(learner.policy, learner.policy.encode(problem.inp), traj)
+            loss, _ = ppo_loss(new, traj.old_log_probs, traj.actions, adv, traj.mask, clip=0.2, beta=1.0, entropy=0.01)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    seconds = median_seconds(iteration, args.repeat)
+    result = {"nodes": problem.inp.decision.num_ops, "groups": problem.inp.num_groups, "samples": args.samples,
+              "epochs": args.epochs, "seconds_per_iteration": seconds, "threads": torch.get_num_threads()}
+    print(json.dumps(result))
+    return result
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -236,7 +391,47 @@ def main() -> None:
     placers.add_argument("--cluster", default="k80x4")
     placers.add_argument("--repeat", type=int, default=5)
     placers.add_argument("--placers", nargs="+", default=["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"])
+    search = sub.add_parser("search", help="search placers against auto on the test split")
+    search.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
+    search.add_argument("--budget", type=int, default=20_000)
+    search.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    search.add_argument("--split", default="test")
+    search.add_argument("--per-family", type=int, default=0, help="graphs per family (0: all)")
+    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--jobs", type=int, default=2)
+    search.add_argument("--out", default="out/bench_search")
+    curves = sub.add_parser("curves", help="learning curves of the search placers")
+    curves.add_argument("--graphs", nargs="+", default=["datasets/cifar10/cifar10_002.gnpg", "datasets/ptb/ptb_002.gnpg",
+                                                         "datasets/nmt/nmt_002.gnpg"])
+    curves.add_argument("--cluster", default="k80x4")
+    curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
+    curves.add_argument("--budget", type=int, default=20_000)
+    curves.add_argument("--seed", type=int, default=0)
+    curves.add_argument("--out", default="docs/figures")
+    speed = sub.add_parser("ppo-speed", help="seconds of one PPO iteration")
+    speed.add_argument("--nodes", type=int, default=1000)
+    speed.add_argument("--cluster", default="k80x4")
+    speed.add_argument("--samples", type=int, default=32)
+    speed.add_argument("--epochs", type=int, default=10)
+    speed.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    if args.bench == "search":
+        summary = bench_search(args)
+        head = "| family | cluster | " + " | ".join(f"{p} / auto" for p in args.placers) + " |"
+        print(f"budget {args.budget} evaluations; geometric mean of step time over auto's")
+        print(head)
+        print("| --- " * (2 + len(args.placers)) + "|")
+        for line in summary:
+            cells = " | ".join(f"{line[p]:.3f} ({line[p + '_n']})" for p in args.placers)
+            print(f"| {line['family']} | {line['cluster']} | {cells} |")
+        return
+    if args.bench == "curves":
+        print(json.dumps(bench_curves(args), indent=1))
+        return
+    if args.bench == "ppo-speed":
+        bench_ppo_speed(args)
+        return
     if args.bench == "placers":
         bench_placers(args)
         return

@@ -28,6 +28,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--algo", choices=("ppo", "reinforce"), default=None,
+                   help="learning algorithm of a learned search placer (ppo's REINFORCE ablation: --algo reinforce)")
     add_option_argument(p)
     p.set_defaults(run=run)
 
@@ -38,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
+    if args.algo is not None:
+        options["algo"] = args.algo
     placer = make_placer(args.placer, timer=sim, budget=args.budget, **options)
     start = time.perf_counter()
     placement = placer.place(graph, cluster, seed=args.seed)

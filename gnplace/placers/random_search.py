@@ -26,8 +26,9 @@ __all__ = ["RandomSearchPlacer"]
 class RandomSearchPlacer:
     """Score ``budget`` group placements with a timer and keep the best feasible one.
 
-    The candidates are, in order: each single device and round robin (so the result is never
-    worse than those baselines), the groups in topological order cut into blocks of equal work on
+    The candidates are, in order: the placement of the ``start`` placer (by default ``auto``, the
+    best fast heuristic, so the result is never worse than it), each single device and round robin,
+    the groups in topological order cut into blocks of equal work on
     the 2, 3, ..., D fastest devices, then random draws: a ``block_fraction`` of them random
     contiguous blocks (random cuts, random distinct devices), the rest uniform (each group on a
     device drawn uniformly). Each candidate is one timer evaluation; they are scored ``batch``
@@ -39,6 +40,8 @@ class RandomSearchPlacer:
         batch (int, optional): placements scored per timer call (default: 64).
         block_fraction (float, optional): share of the random draws that are contiguous blocks,
             0 to 1 (default: 0.25).
+        start (str or None, optional): registered placer whose placement is the first candidate
+            (its own evaluations are not counted, scoring its placement is), or None (default: ``"auto"``).
         timer (StepTimer, optional): scores the candidates; the work estimates of the block
             candidates come from its cost model (default: ``Simulator()``).
 
@@ -47,7 +50,7 @@ class RandomSearchPlacer:
         >>> from gnplace.cluster import load_cluster
         >>> placer = RandomSearchPlacer(budget=20)
         >>> placer
-        RandomSearchPlacer(budget=20, batch=64, block_fraction=0.25)
+        RandomSearchPlacer(budget=20, batch=64, block_fraction=0.25, start='auto')
         >>> placer.place(fork_graph(), load_cluster("k80x2"), seed=0).devices.shape
         (4,)
     """
@@ -56,7 +59,8 @@ class RandomSearchPlacer:
     accepts = frozenset({"timer", "budget"})
 
     def __init__(
-        self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, timer: StepTimer | None = None
+        self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, start: str | None = "auto",
+        timer: StepTimer | None = None,
     ) -> None:
         if budget < 1 or batch < 1:
             raise InvalidArgument(
@@ -67,10 +71,15 @@ class RandomSearchPlacer:
         self.budget = int(budget)
         self.batch = int(batch)
         self.block_fraction = float(block_fraction)
+        self.start = start
         self.timer = timer or Simulator()
+        self.last_trace: list[tuple[int, float, float]] = []
 
     def __repr__(self) -> str:
-        return f"RandomSearchPlacer(budget={self.budget}, batch={self.batch}, block_fraction={self.block_fraction})"
+        return (
+            f"RandomSearchPlacer(budget={self.budget}, batch={self.batch}, block_fraction={self.block_fraction}, "
+            f"start={self.start!r})"
+        )
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with exactly ``budget`` timer evaluations.
@@ -87,23 +96,30 @@ class RandomSearchPlacer:
         if graph.num_groups == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
         scorer = BudgetedTimer(self.timer, self.budget)
-        structured = self._structured(graph, cluster)[: self.budget]
+        structured = self._structured(graph, cluster, rng)[: self.budget]
         for start in range(0, structured.shape[0], self.batch):
             scorer.time_groups(graph, cluster, structured[start : start + self.batch])
         order = group_order(graph)
         while scorer.remaining:
             size = min(self.batch, scorer.remaining)
             scorer.time_groups(graph, cluster, self._draw(order, cluster.num_devices, size, rng))
+        self.last_trace = scorer.trace
         best = scorer.best_placement(cluster)
         assert best is not None
         return best
 
-    def _structured(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+    def _structured(self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:
         work = group_times(graph, self.timer.cost_model.op_times(graph, cluster))
         fastest = np.argsort(work.sum(axis=0), kind="stable")
         mean_work = work.mean(axis=1)
         blocks = [contiguous_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]
-        return np.vstack([baseline_candidates(graph, cluster), *[b[None, :] for b in blocks]])
+        first = []
+        if self.start is not None:
+            from gnplace.placers.registry import make_placer  # deferred: the registry names this module
+
+            start = make_placer(self.start, timer=self.timer).place(graph, cluster, seed=rng)
+            first = [start.group_devices(graph)[None, :]]
+        return np.vstack([*first, baseline_candidates(graph, cluster), *[b[None, :] for b in blocks]])
 
     def _draw(self, order: np.ndarray, num_devices: int, size: int, rng: np.random.Generator) -> np.ndarray:
         num_groups = order.shape[0]

@@ -171,6 +171,9 @@ PLACERS = PlacerRegistry({
     "random_search": "gnplace.placers.random_search:RandomSearchPlacer",
     "annealing": "gnplace.placers.annealing:AnnealingPlacer",
     "exact": "gnplace.placers.exact:ExactPlacer",
+    "auto": "gnplace.placers.auto:AutoPlacer",
+    "ppo": "gnplace.rl.search:PPOSearchPlacer",
+    "reinforce": "gnplace.rl.search:ReinforceSearchPlacer",
 })
 
 

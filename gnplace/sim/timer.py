@@ -250,6 +250,8 @@ class BudgetedTimer(StepTimer):
         evaluations (int): placements timed so far.
         best (np.ndarray | None): device per op of the best placement seen, ``[num_ops]``.
         best_key (tuple[float, float]): its ``(overflow, step seconds)``; ``(inf, inf)`` before any.
+        trace (list[tuple[int, float, float]]): ``(evaluations, overflow, step seconds)`` of the best
+            after every call: the search's learning curve.
 
     Examples:
         >>> from gnplace.toy import chain_graph, toy_cluster
@@ -273,6 +275,7 @@ class BudgetedTimer(StepTimer):
         self.best: np.ndarray | None = None
         self.best_key: tuple[float, float] = (np.inf, np.inf)
         self._pair: tuple[OpGraph, Cluster] | None = None
+        self.trace: list[tuple[int, float, float]] = []
 
     def __repr__(self) -> str:
         return f"BudgetedTimer({self.timer!r}, budget={self.budget})"
@@ -325,7 +328,7 @@ class BudgetedTimer(StepTimer):
     ) -> None:
         if self._pair is None or self._pair[0] is not graph or self._pair[1] is not cluster:
             self._pair = (graph, cluster)
-            self.best, self.best_key = None, (np.inf, np.inf)
+            self.best, self.best_key, self.trace = None, (np.inf, np.inf), []
         if array.shape[0] == 0:
             return
         over = overflow(peak_memory, cluster.memory)
@@ -334,3 +337,4 @@ class BudgetedTimer(StepTimer):
         key = (float(over[i]), float(step_time[i]))
         if key < self.best_key:
             self.best_key, self.best = key, array[i].copy()
+        self.trace.append((self.evaluations, *self.best_key))

@@ -114,3 +114,16 @@ def test_place_passes_placer_options_and_rejects_bad_ones(tmp_path, capsys):
     assert err.startswith("gnplace: error: AnnealingPlacer needs budget >= 1") and err.count("\n") == 1
     assert main(["place", graph_path, "-c", "k80x2", "-p", "heft", "-O", "heft.colour=red"]) == 2
     assert "placer 'heft' does not take these options" in capsys.readouterr().err
+
+
+def test_learned_search_placer_from_the_command_line(capsys):
+    graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    common = ["place", graph_path, "-c", "k80x2", "-p", "ppo", "--budget", "40", "--json",
+              "-O", "ppo.samples=8", "-O", "ppo.epochs=2", "-O", "ppo.imitation_steps=1"]
+    assert main(common) == 0
+    ppo = json.loads(capsys.readouterr().out)
+    assert main([*common, "--algo", "reinforce"]) == 0
+    reinforce = json.loads(capsys.readouterr().out)
+    assert ppo["placer"] == reinforce["placer"] == "ppo" and ppo["step_time_s"] > 0 and reinforce["step_time_s"] > 0
+    assert main(["place", graph_path, "-p", "heft", "--algo", "ppo"]) == 2
+    assert "does not take these options" in capsys.readouterr().err

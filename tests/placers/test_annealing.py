@@ -18,7 +18,7 @@ from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
-        "AnnealingPlacer(budget=2000, start='best', initial_temperature=0.05, final_temperature=0.0001, "
+        "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.05, final_temperature=0.0001, "
         "swap_probability=0.3, oom_penalty=10.0, batch=16)"
     )
     assert "start='round_robin'" in repr(AnnealingPlacer(start="round_robin"))
@@ -82,7 +82,7 @@ def test_leaves_an_out_of_memory_start_for_a_feasible_placement(heavy_groups, sm
 
 def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simulator):
     sim = counting_simulator
-    p = AnnealingPlacer(budget=50, timer=sim).place(chain_graph(4), one_device_cluster, seed=0)
+    p = AnnealingPlacer(budget=50, start="best", timer=sim).place(chain_graph(4), one_device_cluster, seed=0)
     assert p.devices.tolist() == [0] * 4
     assert sim.evaluations == 2  # the single candidate and round robin; no move exists
     assert AnnealingPlacer().place(OpGraph([], []), load_cluster("k80x2"), seed=0).devices.tolist() == []
@@ -101,3 +101,14 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
 def test_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         AnnealingPlacer(**kwargs)
+
+
+def test_starts_from_auto_by_default_and_never_ends_worse(counting_simulator, step_time):
+    from gnplace.placers.auto import AutoPlacer
+
+    g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("v100x8")
+    auto_sim = type(counting_simulator)()
+    reference = AutoPlacer(timer=auto_sim).place(g, c, seed=0)
+    p = AnnealingPlacer(budget=40, timer=counting_simulator).place(g, c, seed=0)
+    assert counting_simulator.evaluations == 40 + auto_sim.evaluations  # auto's own work is not in the budget
+    assert step_time(g, c, p) <= step_time(g, c, reference) + 1e-15

@@ -17,9 +17,9 @@ from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 
 def test_name_and_repr():
     assert RandomSearchPlacer.name == "random_search"
-    assert repr(RandomSearchPlacer()) == "RandomSearchPlacer(budget=1000, batch=64, block_fraction=0.25)"
-    assert repr(RandomSearchPlacer(budget=7, batch=3, block_fraction=0.0)) == (
-        "RandomSearchPlacer(budget=7, batch=3, block_fraction=0.0)"
+    assert repr(RandomSearchPlacer()) == "RandomSearchPlacer(budget=1000, batch=64, block_fraction=0.25, start='auto')"
+    assert repr(RandomSearchPlacer(budget=7, batch=3, block_fraction=0.0, start=None)) == (
+        "RandomSearchPlacer(budget=7, batch=3, block_fraction=0.0, start=None)"
     )
 
 
@@ -27,7 +27,7 @@ def test_name_and_repr():
 def test_budget_is_exact_and_batches_bounded(budget, batch, counting_simulator):
     sim = counting_simulator
     g, c = mlp_training_graph(layers=3, width=64, batch=8, branches=2), load_cluster("k80x4")
-    p = RandomSearchPlacer(budget=budget, batch=batch, timer=sim).place(g, c, seed=0)
+    p = RandomSearchPlacer(budget=budget, batch=batch, start=None, timer=sim).place(g, c, seed=0)
     assert sim.evaluations == budget
     assert max(sim.batches) <= batch
     assert isinstance(p, Placement) and not p.splits_groups(g)
@@ -85,3 +85,14 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster):
 def test_bad_options(kwargs):
     with pytest.raises(ValueError, match="RandomSearchPlacer"):
         RandomSearchPlacer(**kwargs)
+
+
+def test_starts_from_auto_and_never_ends_worse(counting_simulator, step_time):
+    from gnplace.placers.auto import AutoPlacer
+
+    g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
+    auto_sim = type(counting_simulator)()
+    reference = AutoPlacer(timer=auto_sim).place(g, c, seed=0)
+    p = RandomSearchPlacer(budget=30, timer=counting_simulator).place(g, c, seed=0)
+    assert counting_simulator.evaluations == 30 + auto_sim.evaluations  # auto's own work is not in the budget
+    assert step_time(g, c, p) <= step_time(g, c, reference) + 1e-15

@@ -1,0 +1,87 @@
+"""``auto``: the best of the fast placers for this graph and cluster, the reference every learned result meets.
+
+No fast heuristic wins everywhere: on the shipped test graphs ``heft`` is usually best on identical
+GPUs, but on heterogeneous clusters ``heft``, ``m_etf`` and ``m_sct`` can lose to a single device,
+and ``expert`` or ``metis`` win some graphs. ``auto`` runs each of the fast placers (``single``,
+``expert``, ``metis``, ``heft``, ``m_etf``, ``m_sct``; each well under a second on thousands of ops),
+times their placements with its timer and returns the best: feasible placements by step time first,
+then, when nothing fits, the least memory overflow. It is what a user should run when no learned
+policy is at hand, and the reference of the policy's reward and of every learned figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.seed import SeedLike
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer, StepTimer
+
+__all__ = ["AutoPlacer", "FAST_PLACERS"]
+
+#: The fast placers ``auto`` chooses among, in tie-breaking order.
+FAST_PLACERS: tuple[str, ...] = ("single", "expert", "metis", "heft", "m_etf", "m_sct")
+
+
+class AutoPlacer:
+    """The best by the timer of the fast placers' placements (fits first, then the shortest step).
+
+    Each candidate placer plans with the same timer (its cost model for estimates, the timer for
+    memory checks); their placements are then timed together, one evaluation each. Ties go to the
+    earlier candidate. After :meth:`place`, ``last_choice`` names the winner and
+    ``last_step_times`` maps each candidate to its step time (seconds).
+
+    Args:
+        candidates (Sequence[str], optional): registered placer names to choose among
+            (default: :data:`FAST_PLACERS`).
+        timer (StepTimer, optional): plans and times the candidates (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> placer = AutoPlacer()
+        >>> p = placer.place(mlp_training_graph(layers=4, width=1024, batch=256), load_cluster("k80x4"))
+        >>> placer.last_choice in FAST_PLACERS, p.devices.shape
+        (True, (26,))
+    """
+
+    name = "auto"
+    accepts = frozenset({"timer"})
+
+    def __init__(self, candidates: Sequence[str] = FAST_PLACERS, timer: StepTimer | None = None) -> None:
+        candidates = tuple(candidates)
+        if not candidates or "auto" in candidates:
+            raise InvalidArgument(f"AutoPlacer needs candidate placers other than 'auto', got {candidates!r}")
+        self.candidates = candidates
+        self.timer = timer or Simulator()
+        self.last_choice: str | None = None
+        self.last_step_times: dict[str, float] = {}
+
+    def __repr__(self) -> str:
+        return f"AutoPlacer(candidates={self.candidates!r})"
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Place ``graph`` with every candidate and return the best by the timer.
+
+        Args:
+            graph (OpGraph): the graph.
+            cluster (Cluster): the devices.
+            seed (int, np.random.Generator or None, optional): passed to every candidate (default: None).
+        """
+        from gnplace.placers.registry import make_placer  # deferred: the registry names this module
+
+        placements = [make_placer(name, timer=self.timer).place(graph, cluster, seed=seed) for name in self.candidates]
+        scorer = BudgetedTimer(self.timer)
+        result = scorer.time_batch(graph, cluster, np.stack([p.devices for p in placements]))
+        best = scorer.best
+        assert best is not None
+        index = next(i for i, p in enumerate(placements) if np.array_equal(p.devices, best))
+        self.last_choice = self.candidates[index]
+        self.last_step_times = {name: float(t) for name, t in zip(self.candidates, result.step_time.tolist())}
+        return placements[index]

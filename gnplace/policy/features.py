@@ -1,0 +1,285 @@
+"""What the placement policy sees of a graph and a cluster: the decision graph and its features.
+
+A training graph of any size is first coarsened (:func:`gnplace.coarsen.coarsen`) into the
+*decision graph*: at most ``max_nodes`` nodes (default 1,000), each a run of ops of one colocation
+group, so that the policy decides once per group and a 100,000-op graph costs what a 1,000-op graph
+does. Coarsening keeps every colocation group while the node count allows it, and merges groups by
+heavy-edge matching and METIS only beyond that; a placement of the decision graph's groups expands
+back to every op exactly (:meth:`PolicyInput.expand`).
+
+Static features, computed once per (graph, cluster), each normalised so that a 200-op and a
+100,000-op graph look alike (logarithms standardised over the graph, times over the critical path,
+fractions):
+
+* **node** (:data:`NODE_FEATURES`): ops, FLOP, output and parameter bytes (log, standardised), the
+  phase mix and the histogram of canonical op kinds (:mod:`gnplace.opkinds`) of its ops, its compute
+  time on the fastest device (log, standardised) and the spread across devices, topological depth,
+  t-level and b-level (HEFT's upward rank) over the critical path, in and out degree;
+* **edge** (:data:`EDGE_FEATURES`): bytes (log, standardised), mean transfer time over the mean
+  node time, whether both ends share a group;
+* **device** (:data:`DEVICE_FEATURES`): peak FLOP/s, memory bandwidth and capacity relative to the
+  cluster's largest, its speed on this graph (total op time relative to the fastest device), its
+  capacity over the graph's memory, the mean bandwidth and latency of its links to the others.
+
+The dynamic features of a decision (device ready times, data arrival, earliest start and finish,
+memory left, ...) come from the placement MDP, :mod:`gnplace.rl.env`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from gnplace.cluster import Cluster
+from gnplace.coarsen import Coarsening, coarsen
+from gnplace.graph import OpGraph
+from gnplace.opkinds import OP_KINDS
+from gnplace.placers.groups import group_memory, group_times
+from gnplace.placers.listsched import mean_comm_time, upward_rank
+from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
+
+__all__ = [
+    "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "PolicyInput", "decision_graph", "build_policy_input",
+]
+
+#: Names of the node feature columns, in order.
+NODE_FEATURES: tuple[str, ...] = (
+    "log_ops", "log_flops", "log_out_bytes", "log_param_bytes", "forward", "backward", "update",
+    *(f"kind_{k}" for k in OP_KINDS),
+    "log_time", "time_spread", "depth", "t_level", "b_level", "log_in_degree", "log_out_degree",
+)
+#: Names of the edge feature columns, in order.
+EDGE_FEATURES: tuple[str, ...] = ("log_bytes", "transfer_time", "same_group")
+#: Names of the device feature columns, in order.
+DEVICE_FEATURES: tuple[str, ...] = (
+    "log_peak_flops", "log_mem_bandwidth", "log_capacity", "speed", "capacity_over_need", "log_link_bandwidth",
+    "log_link_latency",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyInput:
+    """One (graph, cluster) as the policy and the placement MDP see it.
+
+    Attributes:
+        graph (OpGraph): the graph to place.
+        cluster (Cluster): the devices.
+        coarsening (Coarsening): the decision graph (``coarsening.graph``) and the map of every op
+            of ``graph`` to its node.
+        op_time (np.ndarray): seconds of each decision node on each device, ``[N, D]``.
+        group_time (np.ndarray): seconds of each group on each device, ``[G, D]``.
+        group_bytes (np.ndarray): bytes each group pins on its device, ``[G]``.
+        order (np.ndarray): the priority order of the nodes (upward rank, a topological order), ``[N]``.
+        node_x (torch.Tensor): node features, ``[N, len(NODE_FEATURES)]`` float32.
+        edge_index (torch.Tensor): decision-graph edges ``(producer, consumer)``, ``[2, E]`` int64.
+        edge_x (torch.Tensor): edge features, ``[E, len(EDGE_FEATURES)]`` float32.
+        node_group (torch.Tensor): group of each node, ``[N]`` int64.
+        device_x (torch.Tensor): device features, ``[D, len(DEVICE_FEATURES)]`` float32.
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+    coarsening: Coarsening
+    op_time: np.ndarray
+    group_time: np.ndarray
+    group_bytes: np.ndarray
+    order: np.ndarray
+    node_x: torch.Tensor
+    edge_index: torch.Tensor
+    edge_x: torch.Tensor
+    node_group: torch.Tensor
+    device_x: torch.Tensor
+
+    @property
+    def decision(self) -> OpGraph:
+        """The decision graph (coarse nodes; one colocation group per placement unit)."""
+        return self.coarsening.graph
+
+    @property
+    def num_groups(self) -> int:
+        """Number of placement decisions ``G``."""
+        return self.decision.num_groups
+
+    def expand(self, group_devices: np.ndarray) -> np.ndarray:
+        """Device of every op of :attr:`graph` from a device per decision group, ``[..., G] -> [..., num_ops]``."""
+        group_devices = np.asarray(group_devices, dtype=np.int64)
+        return group_devices[..., self.decision.group[self.coarsening.node_of_op]]
+
+    def groups_of(self, devices: np.ndarray) -> np.ndarray:
+        """Device of every decision group from a placement of :attr:`graph` that keeps them whole, ``[G]``."""
+        per_group = np.zeros(self.num_groups, dtype=np.int64)
+        per_group[self.decision.group[self.coarsening.node_of_op]] = np.asarray(devices, dtype=np.int64)
+        return per_group
+
+
+def decision_graph(graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, seed: int = 0) -> Coarsening:
+    """Coarsen ``graph`` until it has at most ``max_nodes`` nodes, keeping every group while that suffices.
+
+    Examples:
+        >>> from gnplace.toy import layered_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> decision_graph(layered_graph(3000, seed=0), load_cluster("k80x4"), max_nodes=500).graph.num_ops <= 500
+        True
+    """
+    groups = max(graph.num_groups, 1)
+    result = coarsen(graph, groups, cluster, seed=seed)
+    while result.graph.num_ops > max_nodes and groups > 1:
+        groups = max(1, min(groups - 1, int(groups * max_nodes / result.graph.num_ops * 0.95)))
+        result = coarsen(graph, groups, cluster, seed=seed)
+    return result
+
+
+def _standardise(values: np.ndarray) -> np.ndarray:
+    """``(v - mean) / std`` over the graph (0 where every value is the same)."""
+    if values.size == 0:
+        return values
+    std = values.std()
+    return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
+
+
+def _t_level(graph: OpGraph, cost: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    """Longest path from any source to each node's start (seconds), ``[N]``; ``comm`` in out-CSR order."""
+    ptr, succ, _ = graph.out_csr
+    level = np.zeros(graph.num_ops)
+    for v in graph.topological_order().tolist():
+        lo, hi = ptr[v], ptr[v + 1]
+        if hi > lo:
+            np.maximum.at(level, succ[lo:hi], level[v] + cost[v] + comm[lo:hi])
+    return level
+
+
+def _depth(graph: OpGraph) -> np.ndarray:
+    """Topological depth of each node (sources 0), ``[N]``."""
+    ptr, succ, _ = graph.out_csr
+    depth = np.zeros(graph.num_ops)
+    for v in graph.topological_order().tolist():
+        lo, hi = ptr[v], ptr[v + 1]
+        if hi > lo:
+            np.maximum.at(depth, succ[lo:hi], depth[v] + 1)
+    return depth
+
+
+def _node_features(graph: OpGraph, co: Coarsening, op_time: np.ndarray, comm: np.ndarray) -> np.ndarray:
+    coarse = co.graph
+    n = coarse.num_ops
+    node = co.node_of_op
+    count = np.bincount(node, minlength=n).astype(np.float64)
+    phase = np.zeros((n, 3))
+    np.add.at(phase, (node, graph.phase.astype(np.int64)), 1.0)
+    kind_index = {k: i for i, k in enumerate(OP_KINDS)}
+    kinds = np.zeros((n, len(OP_KINDS)))
+    # the stored canonical kind of every op (importers know more than the raw type), base form
+    fine_kind = np.array([kind_index[k.removesuffix("_grad")] for k in graph.op_kinds], dtype=np.int64)
+    np.add.at(kinds, (node, fine_kind), 1.0)
+    share = count[:, None].clip(min=1.0)
+    fastest = op_time.min(axis=1)
+    mean_time = op_time.mean(axis=1)
+    b_level = upward_rank(coarse, mean_time, comm)
+    t_level = _t_level(coarse, mean_time, comm)
+    critical = max(float((b_level + t_level).max()) if n else 0.0, 1e-12)
+    depth = _depth(coarse)
+    in_deg = np.bincount(coarse.edge_dst, minlength=n)
+    out_deg = np.bincount(coarse.edge_src, minlength=n)
+    columns = [
+        _standardise(np.log1p(count)),
+        _standardise(np.log1p(coarse.flops)),
+        _standardise(np.log1p(coarse.out_bytes.astype(np.float64))),
+        _standardise(np.log1p(coarse.param_bytes.astype(np.float64))),
+        *(phase / share).T,
+        *(kinds / share).T,
+        _standardise(np.log(fastest + 1e-12)),
+        np.log(op_time.max(axis=1) / np.maximum(fastest, 1e-12) + 1e-12).clip(0.0, 10.0),
+        depth / max(float(depth.max()) if n else 0.0, 1.0),
+        t_level / critical,
+        b_level / critical,
+        np.log1p(in_deg),
+        np.log1p(out_deg),
+    ]
+    return np.stack(columns, axis=1) if n else np.zeros((0, len(NODE_FEATURES)))
+
+
+def _device_features(cluster: Cluster, op_time: np.ndarray, need: float) -> np.ndarray:
+    d = cluster.num_devices
+    flops = np.array([dev.effective_flops for dev in cluster.devices])
+    bandwidth = np.array([dev.mem_bandwidth * dev.mem_efficiency for dev in cluster.devices])
+    capacity = cluster.memory
+    total = op_time.sum(axis=0) if op_time.size else np.ones(d)
+    off = ~np.eye(d, dtype=bool)
+    if d > 1:
+        link_bw = np.array([cluster.bandwidth[k][off[k]].mean() for k in range(d)])
+        link_lat = np.array([cluster.latency[k][off[k]].mean() for k in range(d)])
+    else:
+        link_bw, link_lat = np.ones(1), np.zeros(1)
+    columns = [
+        np.log(flops / flops.max()),
+        np.log(bandwidth / bandwidth.max()),
+        np.log(capacity / capacity.max()),
+        np.log(total.min() / np.maximum(total, 1e-300)).clip(-10.0, 0.0),
+        np.log(capacity / max(need, 1.0)).clip(-10.0, 10.0),
+        np.log(link_bw / link_bw.max()),
+        np.log1p(link_lat / 1e-5),
+    ]
+    return np.stack(columns, axis=1)
+
+
+def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
+    """Nodes by decreasing rank, ties by topological position: a topological order when ranks grow upstream."""
+    position = np.empty(graph.num_ops, dtype=np.int64)
+    position[graph.topological_order()] = np.arange(graph.num_ops)
+    order = np.lexsort((position, -rank))
+    # a zero-cost node can tie its producer; repair any producer-after-consumer by topological position
+    placed = np.empty_like(position)
+    placed[order] = np.arange(graph.num_ops)
+    if graph.num_edges and np.any(placed[graph.edge_src] > placed[graph.edge_dst]):
+        order = graph.topological_order().copy()
+    return order
+
+
+def build_policy_input(
+    graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0
+) -> PolicyInput:
+    """Coarsen ``graph`` for ``cluster`` and compute every static feature the policy and the MDP need.
+
+    Args:
+        graph (OpGraph): the graph to place.
+        cluster (Cluster): the devices.
+        cost_model (CostModel, optional): op and transfer estimates, usually the timer's
+            (default: :data:`~gnplace.sim.costmodel.DEFAULT_COSTS`).
+        max_nodes (int, optional): most nodes of the decision graph (default: 1,000).
+        seed (int, optional): seed of the coarsening's METIS step (default: 0).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
+        >>> inp.num_groups, tuple(inp.node_x.shape) == (inp.decision.num_ops, len(NODE_FEATURES))
+        (4, True)
+    """
+    co = decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed)
+    coarse = co.graph
+    op_time = cost_model.op_times(coarse, cluster)
+    comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])
+    g_time = group_times(coarse, op_time)
+    g_bytes = group_memory(coarse)
+    rank = upward_rank(coarse, op_time.mean(axis=1), comm)
+    node_x = _node_features(graph, co, op_time, comm)
+    src, dst = coarse.edge_src, coarse.edge_dst
+    mean_node = max(float(op_time.min(axis=1).mean()) if coarse.num_ops else 0.0, 1e-12)
+    edge_comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.edge_bytes.astype(np.float64))
+    edge_x = np.stack([
+        _standardise(np.log1p(coarse.edge_bytes.astype(np.float64))),
+        np.log1p(edge_comm / mean_node),
+        (coarse.group[src] == coarse.group[dst]).astype(np.float64),
+    ], axis=1) if coarse.num_edges else np.zeros((0, len(EDGE_FEATURES)))
+    device_x = _device_features(cluster, op_time, float(g_bytes.sum()))
+    return PolicyInput(
+        graph=graph, cluster=cluster, coarsening=co, op_time=op_time, group_time=g_time, group_bytes=g_bytes,
+        order=_priority_order(coarse, rank),
+        node_x=torch.as_tensor(node_x, dtype=torch.float32),
+        edge_index=torch.as_tensor(np.stack([src, dst]) if coarse.num_edges else np.zeros((2, 0)), dtype=torch.long),
+        edge_x=torch.as_tensor(edge_x, dtype=torch.float32),
+        node_group=torch.as_tensor(np.array(coarse.group), dtype=torch.long),
+        device_x=torch.as_tensor(device_x, dtype=torch.float32),
+    )

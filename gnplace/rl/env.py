@@ -1,0 +1,302 @@
+"""The placement MDP of Spotlight: groups placed stage by stage, many episodes at once.
+
+Spotlight (Gao, Chen & Li, ICML 2018) places a graph as a multi-stage decision process. Here the
+stages follow a list schedule of the decision graph (:mod:`gnplace.policy.features`): nodes are
+taken in priority order (upward rank, a topological order), each is scheduled on its group's device
+at its earliest start, and the first node of each colocation group is a *decision*: the policy picks
+the group's device there. The state a decision sees is what has been placed so far, as the landed
+list schedulers keep it (:class:`~gnplace.placers.listsched.ListSchedule`): per device the time it
+is next free, the memory left and the work assigned; per candidate device the time the node's inputs
+arrive there (producers' finish plus the transfer over the link from their devices), its earliest
+start and the group's earliest finish. An episode ends when every group has a device; its reward is
+the step time of the finished placement, measured by a timer on the original graph
+(:mod:`gnplace.rl.reward`).
+
+:class:`PlacementMDP` plays ``B`` episodes of one graph at once in numpy, one vectorised update per
+node, so a batch of rollouts costs about what one does. The dynamic features of each decision
+(:data:`DYNAMIC_FEATURES`, ``[B, D]`` per feature) are kept for the policy update.
+
+Time quantities are in units of the group's work (its least seconds on any device, at least the mean
+over groups), so that features do not depend on the graph's size or the devices' speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnplace.policy.features import PolicyInput
+
+__all__ = ["DYNAMIC_FEATURES", "REFINE_FEATURES", "Rollout", "PlacementMDP", "RefinementMDP", "Chooser"]
+
+#: Names of the dynamic features of a (decision, device) pair, in order; ``eft_gap`` must stay first.
+DYNAMIC_FEATURES: tuple[str, ...] = (
+    "eft_gap",  # group's earliest finish there minus the best allowed one, in group work
+    "est_gap",  # earliest start there minus the earliest anywhere, in group work
+    "arrival_gap",  # when the inputs would all be there minus the earliest anywhere, in group work
+    "log_slowdown",  # log of the group's seconds there over its seconds on its fastest device
+    "memory_left",  # bytes left there after placing the group, over the device's capacity (clipped to [-1, 1])
+    "parents_here",  # share of the bytes of the node's inputs produced there
+    "load",  # work already there minus the mean over devices, over the graph's work per device
+    "is_eft",  # whether the device is the earliest-finish choice
+    "fits",  # whether the group fits there
+)
+
+#: ``choose(decision, group, dynamic [B, D, F], mask [B, D]) -> devices [B]``: the policy's move.
+Chooser = Callable[[int, int, np.ndarray, np.ndarray], np.ndarray]
+
+
+@dataclass
+class Rollout:
+    """``B`` finished episodes of one graph.
+
+    Attributes:
+        groups (np.ndarray): the group decided at each decision, ``[S]`` (``S`` = number of groups).
+        dynamic (np.ndarray): dynamic features, ``[B, S, D, len(DYNAMIC_FEATURES)]`` float32.
+        mask (np.ndarray): devices allowed at each decision, ``[B, S, D]`` bool.
+        actions (np.ndarray): the device chosen at each decision, ``[B, S]`` int64.
+        group_devices (np.ndarray): device of every group, ``[B, G]`` int64.
+        finish (np.ndarray): the list schedule's finish time of the last node, ``[B]`` seconds (an
+            estimate; rewards come from a timer).
+    """
+
+    groups: np.ndarray
+    dynamic: np.ndarray
+    mask: np.ndarray
+    actions: np.ndarray
+    group_devices: np.ndarray
+    finish: np.ndarray
+
+
+class PlacementMDP:
+    """Plays ``B`` episodes of the multi-stage placement MDP of one graph and cluster at once.
+
+    Args:
+        inp (PolicyInput): the decision graph, its op and group times, priority order and memory.
+
+    Examples:
+        >>> import numpy as np
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.policy.features import build_policy_input
+        >>> inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
+        >>> mdp = PlacementMDP(inp)
+        >>> eft = lambda s, g, dyn, mask: dyn[:, :, DYNAMIC_FEATURES.index("is_eft")].argmax(axis=1)
+        >>> r = mdp.rollout(4, eft)
+        >>> r.group_devices.shape, r.dynamic.shape[1:3]
+        ((4, 4), (4, 2))
+    """
+
+    def __init__(self, inp: PolicyInput) -> None:
+        self.inp = inp
+        coarse = inp.decision
+        cluster = inp.cluster
+        self.num_devices = cluster.num_devices
+        self.num_groups = inp.num_groups
+        self.order = inp.order
+        self.group = coarse.group
+        self.op_time = inp.op_time
+        self.group_time = inp.group_time
+        self.group_bytes = inp.group_bytes
+        self.capacity = cluster.memory.astype(np.float64)
+        self.latency = cluster.latency
+        with np.errstate(divide="ignore"):
+            self.inv_bw = 1.0 / cluster.bandwidth  # 0 on the diagonal: nothing to send on one device
+        fastest = self.group_time.min(axis=1) if self.num_groups else np.zeros(0)
+        floor = float(fastest.mean()) if fastest.size else 1.0
+        self.scale = np.maximum(fastest, max(floor, 1e-12))
+        self.work_per_device = max(float(fastest.sum()) / self.num_devices, 1e-12)
+        ptr, src, nbytes = coarse.in_csr
+        self.preds = [src[ptr[v]:ptr[v + 1]] for v in range(coarse.num_ops)]
+        self.pred_bytes = [nbytes[ptr[v]:ptr[v + 1]].astype(np.float64) for v in range(coarse.num_ops)]
+
+    def rollout(self, batch: int, choose: Chooser) -> Rollout:
+        """Play ``batch`` episodes, asking ``choose`` for each group's device.
+
+        Args:
+            batch (int): episodes ``B``.
+            choose (Chooser): the policy; it gets the decision index, the group, the dynamic
+                features ``[B, D, F]`` (float32) and the allowed devices ``[B, D]`` and returns a
+                device per episode, ``[B]``.
+        """
+        b_idx = np.arange(batch)
+        n, d, g_count = self.op_time.shape[0], self.num_devices, self.num_groups
+        node_dev = np.zeros((batch, n), dtype=np.int64)
+        finish = np.zeros((batch, n))
+        free = np.zeros((batch, d))
+        room = np.repeat(self.capacity[None, :], batch, axis=0)
+        load = np.zeros((batch, d))
+        group_dev = np.full((batch, g_count), -1, dtype=np.int64)
+        decided = np.zeros(g_count, dtype=bool)
+        dynamic = np.zeros((batch, g_count, d, len(DYNAMIC_FEATURES)), dtype=np.float32)
+        mask_all = np.zeros((batch, g_count, d), dtype=bool)
+        actions = np.zeros((batch, g_count), dtype=np.int64)
+        groups = np.zeros(g_count, dtype=np.int64)
+        s = 0
+        for v in self.order.tolist():
+            preds = self.preds[v]
+            if preds.size:
+                where = node_dev[:, preds]  # [B, P]
+                transfer = self.latency[where] + self.pred_bytes[v][None, :, None] * self.inv_bw[where]  # [B, P, D]
+                arrive = finish[:, preds][:, :, None] + transfer
+                ready = arrive.max(axis=1)
+            else:
+                ready = np.zeros((batch, d))
+            start = np.maximum(ready, free)
+            g = int(self.group[v])
+            if not decided[g]:
+                # ALGO LOGIC: a decision stage: features of every candidate device, then the policy's move
+                fits = room >= self.group_bytes[g]
+                mask = np.where(fits.any(axis=1, keepdims=True), fits, room == room.max(axis=1, keepdims=True))
+                features = self._features(v, g, ready, start, room, load, where if preds.size else None, fits, mask)
+                chosen = np.asarray(choose(s, g, features, mask), dtype=np.int64)
+                dynamic[:, s], mask_all[:, s], actions[:, s], groups[s] = features, mask, chosen, g
+                group_dev[:, g] = chosen
+                room[b_idx, chosen] -= self.group_bytes[g]
+                load[b_idx, chosen] += self.group_time[g, chosen]
+                decided[g] = True
+                s += 1
+            dev = group_dev[:, g]
+            begin = start[b_idx, dev]
+            end = begin + self.op_time[v, dev]
+            finish[:, v] = end
+            node_dev[:, v] = dev
+            free[b_idx, dev] = np.maximum(free[b_idx, dev], end)
+        return Rollout(groups, dynamic, mask_all, actions, group_dev, finish.max(axis=1) if n else np.zeros(batch))
+
+    def _features(
+        self, v: int, g: int, ready: np.ndarray, start: np.ndarray, room: np.ndarray, load: np.ndarray,
+        where: np.ndarray | None, fits: np.ndarray, mask: np.ndarray,
+    ) -> np.ndarray:
+        """The dynamic features ``[B, D, F]`` of the decision for group ``g`` at its first node ``v``."""
+        scale = self.scale[g]
+        work = self.group_time[g]
+        eft = start + work[None, :]
+        best = np.where(mask, eft, np.inf).min(axis=1, keepdims=True)
+        out = np.empty((*start.shape, len(DYNAMIC_FEATURES)), dtype=np.float32)
+        out[..., 0] = np.clip((eft - best) / scale, -20.0, 20.0)
+        out[..., 1] = np.clip((start - start.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
+        out[..., 2] = np.clip((ready - ready.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
+        out[..., 3] = np.clip(np.log(work / max(float(work.min()), 1e-300)), 0.0, 10.0)[None, :]
+        out[..., 4] = np.clip((room - self.group_bytes[g]) / self.capacity[None, :], -1.0, 1.0)
+        if where is not None and self.pred_bytes[v].sum() > 0:
+            share = self.pred_bytes[v] / self.pred_bytes[v].sum()
+            here = where[:, :, None] == np.arange(start.shape[1])[None, None, :]  # [B, P, D]
+            out[..., 5] = np.einsum("bpd,p->bd", here, share)
+        else:
+            out[..., 5] = 0.0
+        out[..., 6] = np.clip((load - load.mean(axis=1, keepdims=True)) / self.work_per_device, -5.0, 5.0)
+        out[..., 7] = (eft == best) & mask
+        out[..., 8] = fits
+        return out
+
+
+#: Names of the dynamic features of a refinement move to a device, in order (``stay_cost`` first: the rule term).
+REFINE_FEATURES: tuple[str, ...] = (
+    "stay_cost",  # 0 on the group's current device, 1 elsewhere: the prior keeps groups where they are
+    "log_slowdown",  # log of the group's seconds there over its seconds on its fastest device
+    "memory_left",  # bytes left there after the move, over the device's capacity (clipped to [-1, 1])
+    "neighbours_here",  # share of the bytes the group exchanges with other groups that sit there
+    "utilisation",  # the device's busy seconds over the current step time (from the last timing)
+    "load",  # work there minus the mean over devices, over the graph's work per device
+    "is_current",  # whether the group is there now
+    "fits",  # whether the group fits there
+    "zero",  # padding to the policy's feature width
+)
+
+
+class RefinementMDP:
+    """Placeto's and GiPH's refinement MDP: ``B`` chains move one group at a time from a start placement.
+
+    The groups are visited in priority order, cyclically; at each step the policy picks the visited
+    group's device in every chain (it may keep it), every chain's new placement is timed, and the
+    reward of the move is the decrease in step time (Addanki et al., NeurIPS 2019), here over the
+    reference's. The best placement seen is kept by the caller, so the search never returns worse
+    than its start. After each pass over the groups, every chain restarts from the best placement
+    seen.
+
+    Args:
+        inp (PolicyInput): the decision graph.
+        start (np.ndarray): the start placement, a device per group, ``[G]``.
+        start_step (float): its step time, seconds.
+        chains (int): ``B``.
+    """
+
+    def __init__(self, inp: PolicyInput, start: np.ndarray, start_step: float, chains: int) -> None:
+        self.inp = inp
+        self.num_groups, self.num_devices = inp.num_groups, inp.cluster.num_devices
+        coarse = inp.decision
+        first = np.full(self.num_groups, coarse.num_ops, dtype=np.int64)
+        position = np.empty(coarse.num_ops, dtype=np.int64)
+        position[inp.order] = np.arange(coarse.num_ops)
+        np.minimum.at(first, coarse.group, position)
+        self.cycle = np.argsort(first, kind="stable")
+        gs, gd = coarse.group[coarse.edge_src], coarse.group[coarse.edge_dst]
+        cross = gs != gd
+        self.neighbours = np.zeros((self.num_groups, self.num_groups))
+        np.add.at(self.neighbours, (gs[cross], gd[cross]), coarse.edge_bytes[cross])
+        self.neighbours = self.neighbours + self.neighbours.T
+        self.capacity = inp.cluster.memory.astype(np.float64)
+        fastest = inp.group_time.min(axis=1)
+        self.work_per_device = max(float(fastest.sum()) / self.num_devices, 1e-12)
+        self.current = np.repeat(np.asarray(start, dtype=np.int64)[None, :], chains, axis=0)
+        self.step_time = np.full(chains, float(start_step))
+        self.busy = np.zeros((chains, self.num_devices))
+        self.steps = 0
+
+    @property
+    def group(self) -> int:
+        """The group visited at this step."""
+        return int(self.cycle[self.steps % max(self.num_groups, 1)])
+
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+        """Dynamic features ``[B, D, F]`` and allowed devices ``[B, D]`` of a move of :attr:`group`."""
+        g, inp = self.group, self.inp
+        b, d = self.current.shape[0], self.num_devices
+        here = self.current[:, g]
+        onehot = np.zeros((b, d), dtype=bool)
+        onehot[np.arange(b), here] = True
+        used = np.zeros((b, d))
+        np.add.at(used, (np.repeat(np.arange(b), self.num_groups), self.current.ravel()), np.tile(inp.group_bytes, b))
+        room = self.capacity[None, :] - used + np.where(onehot, inp.group_bytes[g], 0.0)
+        fits = room >= inp.group_bytes[g]
+        mask = fits | onehot
+        load = np.zeros((b, d))
+        work = inp.group_time[np.arange(self.num_groups)[None, :], self.current]
+        np.add.at(load, (np.repeat(np.arange(b), self.num_groups), self.current.ravel()), work.ravel())
+        nb = self.neighbours[g]
+        total = nb.sum()
+        share = np.zeros((b, d))
+        if total > 0:
+            np.add.at(share, (np.repeat(np.arange(b), self.num_groups), self.current.ravel()), np.tile(nb / total, b))
+        gt = inp.group_time[g]
+        out = np.zeros((b, d, len(REFINE_FEATURES)), dtype=np.float32)
+        out[..., 0] = ~onehot
+        out[..., 1] = np.clip(np.log(gt / max(float(gt.min()), 1e-300)), 0.0, 10.0)[None, :]
+        out[..., 2] = np.clip((room - inp.group_bytes[g]) / self.capacity[None, :], -1.0, 1.0)
+        out[..., 3] = share
+        out[..., 4] = self.busy / np.maximum(self.step_time[:, None], 1e-300)
+        out[..., 5] = np.clip((load - load.mean(axis=1, keepdims=True)) / self.work_per_device, -5.0, 5.0)
+        out[..., 6] = onehot
+        out[..., 7] = fits
+        return out, mask
+
+    def move(self, devices: np.ndarray) -> np.ndarray:
+        """Put :attr:`group` on ``devices`` (``[B]``) in every chain; the new placements, ``[B, G]``."""
+        self.current[:, self.group] = devices
+        self.steps += 1
+        return self.current.copy()
+
+    def record(self, step_time: np.ndarray, busy: np.ndarray) -> np.ndarray:
+        """Store the timing of the new placements; returns the decrease in step time of each chain (seconds)."""
+        before = self.step_time
+        self.step_time, self.busy = np.asarray(step_time, dtype=np.float64), np.asarray(busy, dtype=np.float64)
+        return before - self.step_time
+
+    def restart(self, start: np.ndarray, start_step: float) -> None:
+        """Every chain back to ``start`` (``[G]``, step time ``start_step`` seconds), when a pass ends."""
+        self.current[:] = np.asarray(start, dtype=np.int64)[None, :]
+        self.step_time[:] = float(start_step)
+        self.busy[:] = 0.0

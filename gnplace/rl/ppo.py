@@ -1,0 +1,116 @@
+"""Spotlight's proximal policy optimisation: the clipped surrogate with an adaptive KL penalty.
+
+Spotlight (Gao, Chen & Li, ICML 2018) trains its placement policy with PPO (Schulman et al., 2017,
+https://arxiv.org/abs/1707.06347) with a KL penalty whose coefficient :math:`\\beta` starts at 1 and
+ten epochs of stochastic gradient ascent on each batch of sampled placements. Here every decision
+:math:`t` of episode :math:`b` shares the episode's advantage :math:`\\hat A_b` (the reward comes
+only at the end, and there is no discount: all decisions of a placement matter alike), and
+
+.. math::
+    L(\\theta) = \\mathbb{E}_{b,t}\\Bigl[-\\min\\bigl(r_{bt}(\\theta)\\hat A_b,\\;
+        \\mathrm{clip}(r_{bt}(\\theta), 1-\\epsilon, 1+\\epsilon)\\hat A_b\\bigr)
+        + \\beta\\,\\mathrm{KL}\\bigl(\\pi_{\\theta_{old}}(\\cdot|s_{bt}) \\,\\|\\, \\pi_\\theta(\\cdot|s_{bt})\\bigr)
+        - c_H \\, H\\bigl(\\pi_\\theta(\\cdot|s_{bt})\\bigr)\\Bigr],
+    \\qquad r_{bt}(\\theta) = \\frac{\\pi_\\theta(a_{bt}|s_{bt})}{\\pi_{\\theta_{old}}(a_{bt}|s_{bt})}
+
+with advantages normalised per graph over its ``B`` samples,
+:math:`\\hat A_b = (R_b - \\bar R) / (\\sigma_R + 10^{-8})` (the mean over the samples of the same
+graph is the baseline). After each batch the coefficient adapts (Schulman et al. 2017, section 4):
+halved when the mean KL is below ``target / 1.5``, doubled above ``1.5 target``.
+
+Logged metrics (namespaced as CleanRL does): ``losses/policy`` the clipped surrogate,
+``losses/approx_kl`` the mean exact KL between the old and the new policy per decision,
+``losses/clipfrac`` the share of decisions whose ratio left ``[1 - eps, 1 + eps]``,
+``losses/entropy`` the mean entropy per decision, ``losses/beta`` the KL coefficient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["PPOConfig", "normalise_advantages", "ppo_loss", "adapt_beta"]
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO's hyperparameters (Spotlight's where it states them).
+
+    Attributes:
+        epochs (int): gradient steps on each batch of sampled placements (Spotlight: 10) (default: 10).
+        clip (float): :math:`\\epsilon` of the clipped ratio (default: 0.2).
+        beta (float): initial KL coefficient :math:`\\beta` (Spotlight: "the typical value of 1") (default: 1.0).
+        kl_target (float): KL per decision the adaptive :math:`\\beta` aims at (default: 0.01).
+        entropy (float): entropy bonus :math:`c_H` (default: 0.01).
+    """
+
+    epochs: int = 10
+    clip: float = 0.2
+    beta: float = 1.0
+    kl_target: float = 0.01
+    entropy: float = 0.01
+
+
+def normalise_advantages(rewards: np.ndarray) -> torch.Tensor:
+    """:math:`(R - \\bar R) / (\\sigma_R + 10^{-8})` over the samples of one graph, ``[B]``.
+
+    Examples:
+        >>> normalise_advantages(np.array([1.0, 3.0])).tolist()
+        [-1.0, 1.0]
+    """
+    r = torch.as_tensor(rewards, dtype=torch.float32)
+    return (r - r.mean()) / (r.std(unbiased=False) + 1e-8)
+
+
+def ppo_loss(
+    new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor,
+    mask: torch.Tensor, *, clip: float, beta: float, entropy: float,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The loss above on one graph's batch, and its metrics.
+
+    Args:
+        new_log_probs (torch.Tensor): :math:`\\log\\pi_\\theta` of every device, ``[B, S, D]``.
+        old_log_probs (torch.Tensor): :math:`\\log\\pi_{\\theta_{old}}` of every device, ``[B, S, D]``.
+        actions (torch.Tensor): devices chosen, ``[B, S]`` int64.
+        advantages (torch.Tensor): :math:`\\hat A_b`, ``[B]``.
+        mask (torch.Tensor): allowed devices, ``[B, S, D]`` bool.
+        clip (float): :math:`\\epsilon`.
+        beta (float): :math:`\\beta`.
+        entropy (float): :math:`c_H`.
+    """
+    index = actions.unsqueeze(-1)
+    new_logp = new_log_probs.gather(-1, index).squeeze(-1)  # log pi_theta(a_t | s_t)
+    old_logp = old_log_probs.gather(-1, index).squeeze(-1)
+    # ALGO LOGIC: the probability ratio r_t(theta) and the clipped surrogate
+    ratio = (new_logp - old_logp).exp()
+    adv = advantages[:, None]
+    pg_loss1 = -adv * ratio
+    pg_loss2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip)
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    # ALGO LOGIC: KL(pi_old || pi_theta) per decision, exact over the allowed devices
+    p_old = old_log_probs.exp()
+    kl = torch.where(mask, p_old * (old_log_probs - new_log_probs), torch.zeros_like(p_old)).sum(-1).mean()
+    p_new = new_log_probs.exp()
+    ent = -torch.where(mask, p_new * new_log_probs, torch.zeros_like(p_new)).sum(-1).mean()
+    loss = pg_loss + beta * kl - entropy * ent
+    clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+    return loss, {
+        "losses/policy": float(pg_loss.detach()), "losses/approx_kl": float(kl.detach()),
+        "losses/entropy": float(ent.detach()), "losses/clipfrac": float(clipfrac),
+    }
+
+
+def adapt_beta(beta: float, kl: float, target: float) -> float:
+    """Schulman et al.'s rule: halve :math:`\\beta` below ``target / 1.5``, double it above ``1.5 target``.
+
+    Examples:
+        >>> adapt_beta(1.0, 0.001, 0.01), adapt_beta(1.0, 0.1, 0.01), adapt_beta(1.0, 0.01, 0.01)
+        (0.5, 2.0, 1.0)
+    """
+    if kl < target / 1.5:
+        return beta / 2.0
+    if kl > target * 1.5:
+        return beta * 2.0
+    return beta

@@ -1,0 +1,129 @@
+"""One (graph, cluster) to learn on: the MDP, the reference placement and how a placement is rewarded.
+
+The reward of a finished placement is its step time measured by a timer on the original graph,
+relative to the reference (``auto``, the best fast placer for this graph and cluster), with a penalty
+for memory it overflows (Placeto charges a penalty per GB over the limit; here per unit of the
+largest device's capacity, :func:`~gnplace.sim.timer.overflow`):
+
+.. math::
+    r = -\\log \\frac{T}{T_{\\mathrm{auto}}} - \\rho \\, \\frac{\\sum_k \\max(0, m_k - C_k)}{\\max_k C_k}
+
+so that 0 means "as good as auto", positive is better, and rewards of graphs of any size are alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.graph import OpGraph
+from gnplace.policy.features import PolicyInput, build_policy_input
+from gnplace.rl.env import PlacementMDP
+from gnplace.sim.timer import BatchResult, StepTimer, overflow
+
+__all__ = ["PlacementProblem", "reward"]
+
+
+def reward(step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray, reference: float,
+           oom_penalty: float) -> np.ndarray:
+    """``-log(T / T_ref) - rho * overflow`` of each placement, ``[B]`` (see the module docstring).
+
+    Examples:
+        >>> reward(np.array([1.0, 4.0]), np.zeros((2, 2)), np.ones(2), 2.0, 4.0).round(3).tolist()
+        [0.693, -0.693]
+    """
+    return -np.log(np.asarray(step_time) / reference) - oom_penalty * overflow(peak_memory, capacity)
+
+
+@dataclass(eq=False)
+class PlacementProblem:
+    """A graph and cluster prepared for learning: policy input, MDP, reference and the best placement seen.
+
+    Attributes:
+        inp (PolicyInput): the decision graph and its features.
+        mdp (PlacementMDP): the multi-stage placement MDP.
+        reference_devices (np.ndarray): the reference placement of every op, ``[num_ops]``.
+        reference_groups (np.ndarray): the reference as a device per decision group (the device
+            that runs most of the group's work), ``[G]``.
+        reference_step (float): its step time by the timer, seconds.
+        best_devices (np.ndarray): the best placement seen so far (starts as the reference).
+        best_step (float): its step time, seconds (OOM placements never replace a fitting one).
+        evaluations (int): placements timed for this problem.
+        history (list[tuple[int, float]]): ``(evaluations, best step seconds)`` after each scored batch,
+            starting with the reference: the learning curve.
+    """
+
+    inp: PolicyInput
+    mdp: PlacementMDP
+    reference_devices: np.ndarray
+    reference_groups: np.ndarray
+    reference_step: float
+    best_devices: np.ndarray = field(init=False)
+    best_step: float = field(init=False)
+    best_oom: bool = field(init=False, default=False)
+    evaluations: int = field(init=False, default=0)
+    history: list[tuple[int, float]] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.best_devices = self.reference_devices.copy()
+        self.best_step = self.reference_step
+
+    @classmethod
+    def build(
+        cls, graph: OpGraph, cluster: Cluster, timer: StepTimer, *, max_nodes: int = 1000, reference: str = "auto",
+        seed: int = 0,
+    ) -> PlacementProblem:
+        """Prepare ``graph`` on ``cluster``: coarsen, compute features, place and time the reference.
+
+        The reference placer's own evaluations are made with ``timer``; timing its placement is
+        counted as this problem's first evaluation.
+        """
+        from gnplace.placers.registry import make_placer
+
+        inp = build_policy_input(graph, cluster, cost_model=timer.cost_model, max_nodes=max_nodes, seed=seed)
+        placement = make_placer(reference, timer=timer).place(graph, cluster, seed=seed)
+        result = timer.time(graph, cluster, placement)
+        problem = cls(inp, PlacementMDP(inp), placement.devices.copy(), majority_groups(inp, placement.devices),
+                      float(result.step_time))
+        problem.best_oom = result.is_oom
+        problem.evaluations = 1
+        problem.history.append((1, problem.best_step))
+        return problem
+
+    @property
+    def name(self) -> str:
+        """``graph@cluster``."""
+        return f"{self.inp.graph.name}@{self.inp.cluster.name}"
+
+    def best_groups(self) -> np.ndarray:
+        """The best placement seen as a device per decision group, ``[G]``."""
+        return majority_groups(self.inp, self.best_devices)
+
+    def score(self, group_devices: np.ndarray, timer: StepTimer, oom_penalty: float) -> tuple[BatchResult, np.ndarray]:
+        """Time placements given per decision group (``[B, G]``) on the original graph; their rewards ``[B]``.
+
+        Keeps the best placement seen (fitting ones first).
+        """
+        devices = self.inp.expand(group_devices)
+        result = timer.time_batch(self.inp.graph, self.inp.cluster, devices)
+        self.evaluations += devices.shape[0]
+        capacity = self.inp.cluster.memory
+        rewards = reward(result.step_time, result.peak_memory, capacity, self.reference_step, oom_penalty)
+        fits = ~result.oom
+        if fits.any():
+            i = int(np.flatnonzero(fits)[np.argmin(result.step_time[fits])])
+            if self.best_oom or result.step_time[i] < self.best_step:
+                self.best_devices, self.best_step, self.best_oom = devices[i].copy(), float(result.step_time[i]), False
+        self.history.append((self.evaluations, self.best_step))
+        return result, rewards
+
+
+def majority_groups(inp: PolicyInput, devices: np.ndarray) -> np.ndarray:
+    """The device of each decision group that runs the most of its work in ``devices``, ``[G]``."""
+    node_group = inp.decision.group[inp.coarsening.node_of_op]
+    work = inp.graph.flops + 1.0  # every op counts, heavier ones more
+    table = np.zeros((inp.num_groups, inp.cluster.num_devices))
+    np.add.at(table, (node_group, np.asarray(devices, dtype=np.int64)), work)
+    return table.argmax(axis=1).astype(np.int64)

@@ -1,0 +1,213 @@
+"""Search placers that learn: a fresh policy trained on one graph for a budget of timer evaluations.
+
+``ppo`` is Spotlight's method used as a search: a :class:`~gnplace.policy.gnn.PlacementPolicy`
+starts from the earliest-finish-time rule, imitates the reference placement (``auto``'s), then
+samples batches of placements, has them timed and improves by PPO until the budget is spent; the
+best placement seen wins, and the reference is one of them, so the search never returns worse than
+``auto``. ``reinforce`` is the same with one REINFORCE step per batch (the policy-gradient ablation).
+Both run on the Lightning system of :mod:`gnplace.train` and take any
+:class:`~gnplace.sim.timer.StepTimer`, so the same code searches against the simulator or real devices.
+
+On a terminal, Lightning's progress bar shows the iterations. Evaluations: timing the reference
+placement is one; each batch of samples is ``samples``; the
+reference placer's own evaluations (``auto`` times its six candidates) are not counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement
+from gnplace.seed import SeedLike, as_generator
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer, StepTimer
+
+__all__ = ["PPOSearchPlacer", "ReinforceSearchPlacer", "quiet_lightning"]
+
+
+class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
+    """Silence Lightning's start-up lines and its advice for training on big datasets, for placers."""
+
+    def __enter__(self) -> None:
+        self._loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+        self._levels = [lg.level for lg in self._loggers]
+        for lg in self._loggers:
+            lg.setLevel(logging.ERROR)
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", module="lightning")
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._warnings.__exit__(*exc)
+        for lg, level in zip(self._loggers, self._levels):
+            lg.setLevel(level)
+
+
+class PPOSearchPlacer:
+    """Train a fresh placement policy on one graph with PPO for ``budget`` evaluations; return the best seen.
+
+    Args:
+        budget (int, optional): timer evaluations in all (default: 2000).
+        samples (int, optional): placements per iteration, ``B`` (default: 32).
+        epochs (int, optional): PPO steps per batch (default: 10).
+        imitation_steps (int, optional): imitation steps on the reference before PPO (default: 30).
+        lr (float, optional): Adam's learning rate (default: 3e-3).
+        entropy (float, optional): entropy bonus (default: 0.01).
+        elite (float, optional): weight of the cross-entropy pull toward the best placement seen
+            (default: 1.0; see :class:`~gnplace.train.LearnerConfig`).
+        hidden (int, optional): the policy's embedding width (default: 64).
+        layers (int, optional): the policy's message-passing rounds (default: 4).
+        max_nodes (int, optional): most nodes of the decision graph (default: 1,000).
+        algo (str, optional): ``"ppo"`` or ``"reinforce"`` (default: ``"ppo"``).
+        mode (str, optional): ``"construct"`` (Spotlight's MDP) or ``"refine"`` (Placeto's and
+            GiPH's; see :class:`~gnplace.train.LearnerConfig`) (default: ``"construct"``).
+        reference (str, optional): the registered placer whose placement starts the search and
+            is imitated first (default: ``"auto"``).
+        polish (float, optional): share of the budget spent last on simulated annealing from the
+            best placement the policy found (a local search around the policy, as REGAL puts one around
+            its learned proposals); 0 spends it all on the policy (default: 0.0).
+        timer (StepTimer, optional): times placements (default: ``Simulator()``).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> placer = PPOSearchPlacer(budget=65, samples=16, epochs=2, imitation_steps=2)
+        >>> placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0).devices.shape
+        (20,)
+        >>> placer.last_evaluations <= 65
+        True
+    """
+
+    name = "ppo"
+    learned = True
+    accepts = frozenset({"timer", "budget"})
+    algo = "ppo"
+
+    def __init__(
+        self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
+        entropy: float = 0.01, elite: float = 1.0, hidden: int = 64, layers: int = 4, max_nodes: int = 1000,
+        algo: str | None = None, mode: str = "construct", reference: str = "auto", polish: float = 0.0,
+        timer: StepTimer | None = None,
+    ) -> None:
+        from gnplace.train import LearnerConfig
+
+        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+            raise InvalidArgument(f"{type(self).__name__} needs a budget >= 1, got {budget!r}")
+        if max_nodes < 1:
+            raise InvalidArgument(f"{type(self).__name__} needs max_nodes >= 1, got {max_nodes}")
+        if not 0.0 <= polish < 1.0:
+            raise InvalidArgument(f"{type(self).__name__}: polish must be in [0, 1), got {polish}")
+        self.budget = int(budget)
+        self.polish = float(polish)
+        self.reference = reference
+        self.max_nodes = int(max_nodes)
+        self.config = LearnerConfig(
+            algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
+            entropy=entropy, elite=elite, hidden=hidden, layers=layers, mode=mode,
+        )
+        self.timer = timer or Simulator()
+        self.last_evaluations = 0
+        self.last_reference_step: float | None = None
+        self.last_step: float | None = None
+        self.last_history: list[tuple[int, float]] = []
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"{type(self).__name__}(budget={self.budget}, samples={c.samples}, epochs={c.epochs}, "
+                f"imitation_steps={c.imitation_steps}, algo={c.algo!r})")
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        """Search for a placement of ``graph`` on ``cluster`` within the budget.
+
+        Args:
+            graph (OpGraph): the graph.
+            cluster (Cluster): the devices.
+            seed (int, np.random.Generator or None, optional): seed of the policy and its samples (default: None).
+
+        Returns:
+            Placement: the best placement timed (the reference, ``auto``'s, unless a sample beat it).
+        """
+        import lightning as L
+        import torch
+
+        from gnplace.train import PlacementDataModule, PlacementLearner
+
+        if graph.num_ops == 0:
+            return Placement(np.zeros(0, dtype=np.int64), cluster)
+        seed_value = int(as_generator(seed).integers(2**31 - 1))
+        counted = BudgetedTimer(self.timer, self.budget)
+        data = PlacementDataModule([(graph, cluster)], timer=self.timer, max_nodes=self.max_nodes, seed=seed_value,
+                                   reference=self.reference)
+        problem = data.problem(0)
+        counted.evaluations = 1  # timing the reference placement
+        self.last_reference_step = problem.reference_step
+        polish_budget = int(self.budget * self.polish)
+        policy_budget = self.budget - 1 - polish_budget
+        samples = min(self.config.samples, max(policy_budget, 0))
+        iterations = policy_budget // samples if samples >= 2 and cluster.num_devices > 1 else 0
+        if iterations > 0:
+            config = replace(self.config, samples=samples, seed=seed_value)
+            data.steps_per_epoch = config.imitation_steps + iterations
+            learner = PlacementLearner(config, counted)
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
+            try:
+                with quiet_lightning():
+                    trainer = L.Trainer(
+                        max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=sys.stderr.isatty(), enable_model_summary=False, num_sanity_val_steps=0,
+                    )
+                    trainer.fit(learner, datamodule=data)
+            finally:
+                torch.set_num_threads(threads)
+        best = Placement(problem.best_devices, cluster)
+        history = list(problem.history)
+        used = problem.evaluations
+        if polish_budget > 0 and cluster.num_devices > 1:
+            from gnplace.placers.annealing import AnnealingPlacer
+
+            annealer = AnnealingPlacer(budget=polish_budget, start=_Given(best), timer=self.timer)
+            polished = annealer.place(graph, cluster, seed=seed_value)
+            before = history[-1][1]
+            history += [(used + e, step) for e, over, step in annealer.last_trace if over == 0 and step < before]
+            if history[-1][1] < problem.best_step:
+                best = polished
+            used += polish_budget
+        self.last_evaluations = used
+        self.last_step = history[-1][1]
+        self.last_history = history
+        return best
+
+
+class _Given:
+    """A placer that returns one given placement (the start of the polishing chain)."""
+
+    name = "given"
+
+    def __init__(self, placement: Placement) -> None:
+        self.placement = placement
+
+    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
+        return self.placement
+
+
+class ReinforceSearchPlacer(PPOSearchPlacer):
+    """:class:`PPOSearchPlacer` with one REINFORCE step per batch instead of PPO: the policy-gradient ablation.
+
+    Examples:
+        >>> ReinforceSearchPlacer(budget=100)
+        ReinforceSearchPlacer(budget=100, samples=32, epochs=10, imitation_steps=30, algo='reinforce')
+    """
+
+    name = "reinforce"
+    algo = "reinforce"

@@ -1,0 +1,457 @@
+"""Training the placement policy under Lightning: the system (``PlacementLearner``) and its data.
+
+Lightning's split (its style guide): the *model* is the plain :class:`~gnplace.policy.gnn.PlacementPolicy`;
+the *system* :class:`PlacementLearner` owns the science of one training iteration; the
+:class:`PlacementDataModule` answers "which (graph, cluster) pairs, in which order"; the ``Trainer``
+owns the engineering (loop, checkpoints, logs, progress bar, devices).
+
+One iteration (:meth:`PlacementLearner.training_step`, manual optimisation):
+
+1. **imitation** (the first ``imitation_steps`` iterations): the reference placement of each pair is
+   replayed through the MDP and the policy is fitted to its choices (:mod:`gnplace.rl.imitation`); no
+   placement is timed;
+2. **reinforcement** afterwards: for each pair of the batch, ``samples`` placements are drawn from
+   the policy in one batched rollout (:mod:`gnplace.rl.agent`), timed together by the timer
+   (``time_batch``), rewarded against the reference (:mod:`gnplace.rl.problem`), and the policy takes
+   ``epochs`` PPO steps (:mod:`gnplace.rl.ppo`) or one REINFORCE step (:mod:`gnplace.rl.reinforce`).
+
+The iteration count, the sampling generator, the KL coefficient and the best placement of each pair
+are saved in checkpoints (plain tensors and numbers: they load with ``weights_only=True``), and the
+pairs of an iteration depend only on the seed and the iteration count, so ``Trainer.fit(ckpt_path=...)``
+continues a run exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+
+from gnplace.cluster import Cluster, load_cluster
+from gnplace.graph import OpGraph
+from gnplace.graph_io import load_graph
+from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
+from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teacher_forced
+from gnplace.rl.env import RefinementMDP
+from gnplace.rl.imitation import imitation_loss
+from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss
+from gnplace.rl.problem import PlacementProblem
+from gnplace.rl.reinforce import reinforce_loss
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer, overflow
+
+__all__ = [
+    "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "iterations_for_budget",
+    "fit",
+]
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Every hyperparameter of the learner; each field has a default.
+
+    Attributes:
+        algo (str): ``"ppo"`` (Spotlight's) or ``"reinforce"`` (the policy-gradient ablation) (default: ``"ppo"``).
+        mode (str): the MDP: ``"construct"`` (Spotlight's multi-stage placement, every group per
+            episode) or ``"refine"`` (Placeto's and GiPH's: chains move one group per step from the best
+            placement seen) (default: ``"construct"``).
+        samples (int): placements sampled per (graph, cluster) per iteration, ``B`` (default: 32).
+        epochs (int): PPO gradient steps per batch (Spotlight: 10) (default: 10).
+        clip (float): PPO's ratio clip :math:`\\epsilon` (default: 0.2).
+        beta (float): initial KL coefficient :math:`\\beta` (Spotlight: 1) (default: 1.0).
+        kl_target (float): KL per decision the adaptive :math:`\\beta` aims at (default: 0.01).
+        entropy (float): entropy bonus :math:`c_H` (default: 0.01).
+        elite (float): weight of a cross-entropy pull toward the best placement seen so far (it starts
+            as the reference), Post's idea of minimising the cross-entropy to the best samples (Gao et al.,
+            NeurIPS 2018) applied to the incumbent; 0 turns it off (default: 0.0).
+        lr (float): Adam's learning rate (default: 1e-3).
+        grad_clip (float): gradient norm bound (default: 1.0).
+        oom_penalty (float): reward penalty :math:`\\rho` per unit of relative memory overflow (default: 4.0).
+        imitation_steps (int): iterations of imitation before reinforcement (default: 0).
+        hidden (int): embedding width of the policy (default: 64).
+        head (int): width of the policy head's hidden layer (default: 32).
+        layers (int): message-passing rounds of the policy (default: 4).
+        alpha (float): initial weight of the EFT rule in the logits (default: 3.0).
+        seed (int): seed of the policy's weights and of the sampling (default: 0).
+    """
+
+    algo: str = "ppo"
+    mode: str = "construct"
+    samples: int = 32
+    epochs: int = 10
+    clip: float = 0.2
+    beta: float = 1.0
+    kl_target: float = 0.01
+    entropy: float = 0.01
+    elite: float = 0.0
+    lr: float = 1e-3
+    grad_clip: float = 1.0
+    oom_penalty: float = 4.0
+    imitation_steps: int = 0
+    hidden: int = 64
+    head: int = 32
+    layers: int = 4
+    alpha: float = 3.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from gnplace.exceptions import InvalidArgument
+
+        if self.algo not in ("ppo", "reinforce"):
+            raise InvalidArgument(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
+        if self.mode not in ("construct", "refine"):
+            raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
+        if self.samples < 2 or self.epochs < 1 or self.imitation_steps < 0:
+            raise InvalidArgument(
+                f"need samples >= 2, epochs >= 1, imitation_steps >= 0; got {self.samples}, {self.epochs}, "
+                f"{self.imitation_steps}"
+            )
+        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0):
+            raise InvalidArgument("lr, clip and grad_clip must be positive and beta non-negative")
+
+    @property
+    def policy(self) -> PolicyConfig:
+        """The policy network's shape."""
+        return PolicyConfig(hidden=self.hidden, head=self.head, layers=self.layers, alpha=self.alpha)
+
+
+class PlacementLearner(L.LightningModule):
+    """The system that trains a :class:`~gnplace.policy.gnn.PlacementPolicy` (see the module docstring).
+
+    Args:
+        config (LearnerConfig, optional): hyperparameters (default: ``LearnerConfig()``).
+        timer (StepTimer, optional): times sampled placements (default: ``Simulator()``); not saved.
+    """
+
+    def __init__(self, config: LearnerConfig | None = None, timer: StepTimer | None = None) -> None:
+        super().__init__()
+        self.config = config = config or LearnerConfig()
+        self.save_hyperparameters(asdict(config))
+        from gnplace.seed import seeded_torch
+
+        with seeded_torch(config.seed):
+            self.policy = PlacementPolicy(config.policy)
+        self.automatic_optimization = False
+        self.timer: StepTimer = timer or Simulator()
+        self.rng = np.random.default_rng(config.seed)
+        self.beta = config.beta
+        self.iteration = 0
+        self._teachers: dict[int, tuple[tuple[int, float], Trajectories]] = {}
+        self._refiners: dict[int, RefinementMDP] = {}
+
+    def forward(self, problem: PlacementProblem) -> np.ndarray:
+        """The policy's greedy placement of ``problem``, a device per decision group ``[G]`` (inference only)."""
+        with torch.no_grad():
+            return sample(self.policy, problem.mdp, 1, greedy=True).rollout.group_devices[0]
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        """One iteration: imitation first, then sampling, timing and a policy update.
+
+        The pairs come from the :class:`PlacementDataModule` by this learner's iteration count (the
+        loop's ``batch`` is only a tick), so that a resumed run continues exactly.
+        """
+        data = getattr(self.trainer, "datamodule", None)
+        if not isinstance(data, PlacementDataModule):
+            from gnplace.exceptions import InvalidArgument
+
+            raise InvalidArgument("PlacementLearner trains with a PlacementDataModule (fit(..., datamodule=...))")
+        batch = data.batch(self.iteration)
+        if self.iteration < self.config.imitation_steps:
+            self._imitation_step(batch)
+        else:
+            self._reinforcement_step(batch)
+        self.iteration += 1
+
+    def _update(self, loss: torch.Tensor) -> None:
+        """One gradient step of Adam on ``loss``, the gradient norm bounded."""
+        optimizer = self.optimizers()
+        assert not isinstance(optimizer, list)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip,  # type: ignore[arg-type]
+                            gradient_clip_algorithm="norm")
+        optimizer.step()
+
+    def _imitation_step(self, batch: list[PlacementProblem]) -> None:
+        trajectories = [self._incumbent(p) for p in batch]
+        losses, stats = [], []
+        for problem, traj in zip(batch, trajectories):
+            enc = self.policy.encode(problem.inp)
+            loss, info = imitation_loss(log_probs(self.policy, enc, traj), traj.actions, traj.equivalent)
+            losses.append(loss)
+            stats.append(info)
+        self._update(torch.stack(losses).mean())
+        self._log_mean(stats)
+
+    def _reinforcement_step(self, batch: list[PlacementProblem]) -> None:
+        cfg = self.config
+        # ALGO LOGIC: rollouts of the current policy, timed together, rewarded against the reference
+        rollouts, advantages, rewards, ratios = [], [], [], []
+        for problem in batch:
+            if cfg.mode == "refine":
+                traj, reward = self._refine_step(problem)
+            else:
+                traj = sample(self.policy, problem.mdp, cfg.samples, self.rng)
+                _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
+            rollouts.append(traj)
+            advantages.append(normalise_advantages(reward))
+            rewards.append(float(reward.mean()))
+            ratios.append(problem.best_step / problem.reference_step)
+        epochs = cfg.epochs if cfg.algo == "ppo" else 1
+        stats: list[dict[str, float]] = []
+        for _ in range(epochs):
+            losses = []
+            pulled = cfg.elite > 0 and cfg.mode == "construct"  # the incumbent is a constructive trajectory
+            incumbents = [self._incumbent(p) for p in batch] if pulled else [None] * len(batch)
+            for problem, traj, adv, best in zip(batch, rollouts, advantages, incumbents):
+                enc = self.policy.encode(problem.inp)
+                new = log_probs(self.policy, enc, traj)
+                if cfg.algo == "ppo":
+                    loss, info = ppo_loss(new, traj.old_log_probs, traj.actions, adv, traj.mask, clip=cfg.clip,
+                                          beta=self.beta, entropy=cfg.entropy)
+                else:
+                    loss, info = reinforce_loss(new, traj.actions, adv, traj.mask, entropy=cfg.entropy)
+                if best is not None:
+                    # Post's cross-entropy pull, toward the best placement seen
+                    pull, _ = imitation_loss(log_probs(self.policy, enc, best), best.actions, best.equivalent)
+                    loss = loss + cfg.elite * pull
+                losses.append(loss)
+                stats.append(info)
+            self._update(torch.stack(losses).mean())
+        if cfg.algo == "ppo":
+            self.beta = adapt_beta(self.beta, stats[-1]["losses/approx_kl"], cfg.kl_target)
+        self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}
+                                for r, q in zip(rewards, ratios)])
+
+    def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
+        """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""
+        cfg = self.config
+        mdp = self._refiners.get(id(problem))
+        if mdp is None:
+            mdp = self._refiners[id(problem)] = RefinementMDP(
+                problem.inp, problem.best_groups(), problem.best_step, cfg.samples
+            )
+        traj = sample_move(self.policy, mdp, self.rng)
+        result, _ = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
+        gain = mdp.record(result.step_time, result.busy_time) / problem.reference_step
+        reward = gain - cfg.oom_penalty * overflow(result.peak_memory, problem.inp.cluster.memory)
+        if mdp.steps % max(problem.inp.num_groups, 1) == 0:
+            mdp.restart(problem.best_groups(), problem.best_step)
+        return traj, reward
+
+    def _incumbent(self, problem: PlacementProblem) -> Trajectories:
+        """The best placement seen of ``problem`` replayed through its MDP (cached until it changes)."""
+        key = (id(problem), problem.best_step)
+        cached = self._teachers.get(id(problem))
+        if cached is None or cached[0] != key:
+            cached = (key, teacher_forced(problem.mdp, problem.best_groups()))
+            self._teachers[id(problem)] = cached
+        return cached[1]
+
+    def _log_mean(self, stats: list[dict[str, float]]) -> None:
+        if self._trainer is None or not stats:
+            return
+        keys = {k for s in stats for k in s}
+        values = {k: float(np.mean([s[k] for s in stats if k in s])) for k in sorted(keys)}
+        self.log_dict(values, prog_bar=False, on_step=True, on_epoch=False, batch_size=1)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """Adam over the policy's parameters."""
+        return torch.optim.Adam(self.policy.parameters(), lr=self.config.lr)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep the iteration, the sampling generator's state and :math:`\\beta` (numbers only)."""
+        checkpoint["gnplace"] = {"iteration": self.iteration, "beta": self.beta, "rng": self.rng.bit_generator.state}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Restore what :meth:`on_save_checkpoint` kept."""
+        state = checkpoint.get("gnplace", {})
+        self.iteration = int(state.get("iteration", 0))
+        self.beta = float(state.get("beta", self.config.beta))
+        if "rng" in state:
+            self.rng.bit_generator.state = state["rng"]
+
+
+class ProblemStream:
+    """The ticks of the training loop: one per iteration, ``steps_per_epoch`` per epoch.
+
+    What each iteration trains on is decided by the learner's own iteration count
+    (:meth:`PlacementDataModule.batch`), which checkpoints keep exactly, so a resumed run draws the
+    same pairs whatever the loop does with its data on a restart. The stream itself only paces epochs.
+
+    Args:
+        steps_per_epoch (int): ticks per epoch.
+    """
+
+    def __init__(self, steps_per_epoch: int) -> None:
+        self.steps_per_epoch = steps_per_epoch
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.steps_per_epoch))
+
+
+class PlacementDataModule(L.LightningDataModule):
+    """The (graph, cluster) pairs a learner trains on, prepared lazily and kept.
+
+    Args:
+        pairs (Sequence[tuple]): ``(graph, cluster)`` pairs; graphs as :class:`OpGraph` or file paths,
+            clusters as :class:`Cluster`, preset names or YAML files.
+        pairs_per_step (int, optional): pairs in each training batch (default: 1).
+        steps_per_epoch (int, optional): batches per epoch (default: 100).
+        timer (StepTimer, optional): times the reference placements (default: ``Simulator()``).
+        max_nodes (int, optional): most nodes of each decision graph (default: 1,000).
+        reference (str, optional): the registered placer whose placement is the reference (default: ``"auto"``).
+        seed (int, optional): seed of the batch order (default: 0).
+    """
+
+    def __init__(
+        self, pairs: Sequence[tuple[OpGraph | str, Cluster | str]], *, pairs_per_step: int = 1,
+        steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not pairs:
+            from gnplace.exceptions import InvalidArgument
+
+            raise InvalidArgument("PlacementDataModule needs at least one (graph, cluster) pair")
+        self.pairs = list(pairs)
+        self.pairs_per_step = max(1, int(pairs_per_step))
+        self.steps_per_epoch = max(1, int(steps_per_epoch))
+        self.timer: StepTimer = timer or Simulator()
+        self.max_nodes = max_nodes
+        self.reference = reference
+        self.seed = seed
+        self._problems: dict[int, PlacementProblem] = {}
+        self._restored: dict[int, dict[str, Any]] = {}
+
+    def batch(self, iteration: int) -> list[PlacementProblem]:
+        """The pairs of iteration ``iteration``: ``pairs_per_step`` of them, by ``default_rng((seed, iteration))``.
+
+        Examples:
+            >>> data = PlacementDataModule([("g0", "k80x2"), ("g1", "k80x2"), ("g2", "k80x2")], pairs_per_step=2)
+            >>> data._problems = {0: "a", 1: "b", 2: "c"}  # prepared problems stand here
+            >>> data.batch(5) == data.batch(5), len(data.batch(5))
+            (True, 2)
+        """
+        rng = np.random.default_rng((self.seed, iteration))
+        count = len(self.pairs)
+        picks = rng.choice(count, size=min(self.pairs_per_step, count), replace=False) if count > 1 else [0]
+        return [self.problem(int(i)) for i in picks]
+
+    def problem(self, index: int) -> PlacementProblem:
+        """The prepared problem of pair ``index`` (coarsened, featurised, reference timed), built once."""
+        if index not in self._problems:
+            graph, cluster = self.pairs[index]
+            graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
+            cluster = load_cluster(cluster)
+            problem = PlacementProblem.build(
+                graph, cluster, self.timer, max_nodes=self.max_nodes, reference=self.reference, seed=self.seed
+            )
+            saved = self._restored.pop(index, None)
+            if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed
+                problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
+                problem.best_step, problem.best_oom = float(saved["best_step"]), bool(saved["best_oom"])
+                problem.evaluations = int(saved["evaluations"])
+                problem.history = [(int(e), float(t)) for e, t in saved["history"]]
+            self._problems[index] = problem
+        return self._problems[index]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The best placement seen of every prepared pair (lists and numbers), saved in checkpoints."""
+        return {"problems": {
+            i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
+                "evaluations": p.evaluations, "history": [list(h) for h in p.history]}
+            for i, p in self._problems.items()
+        }}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (applied when each pair is prepared)."""
+        self._restored = {int(i): s for i, s in state.get("problems", {}).items()}
+        for i in list(self._restored):
+            self._problems.pop(i, None)
+
+    def train_dataloader(self) -> ProblemStream:
+        """The ticks of the loop, ``steps_per_epoch`` per epoch (see :class:`ProblemStream`)."""
+        return ProblemStream(self.steps_per_epoch)
+
+
+class StopAfter(L.Callback):
+    """Stop training once the learner has done ``iterations`` iterations (imitation included).
+
+    Args:
+        iterations (int): the learner's iteration count at which to stop.
+    """
+
+    def __init__(self, iterations: int) -> None:
+        self.iterations = iterations
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Ask the trainer to stop after the iteration that reaches the count."""
+        if getattr(pl_module, "iteration", 0) >= self.iterations:
+            trainer.should_stop = True
+
+
+def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
+    """Reinforcement iterations that spend at most ``budget`` timer evaluations on ``pairs`` pairs.
+
+    Examples:
+        >>> iterations_for_budget(1000, 32)
+        31
+    """
+    return max(0, math.floor(budget / (samples * pairs)))
+
+
+def fit(
+    pairs: Sequence[tuple[OpGraph | str, Cluster | str]], out: str | Path, *, config: LearnerConfig | None = None,
+    iterations: int = 1000, pairs_per_step: int = 1, steps_per_epoch: int = 100, checkpoint_every_s: float = 300.0,
+    resume: bool = False, progress: bool = True, timer: StepTimer | None = None, max_nodes: int = 1000,
+) -> PlacementLearner:
+    """Train a policy on ``pairs`` for ``iterations`` iterations, with logs and checkpoints under ``out``.
+
+    ``out/logs`` holds Lightning's CSV logs (``metrics.csv``), ``out/tensorboard`` its TensorBoard
+    events, ``out/checkpoints/last.ckpt`` the latest checkpoint, written every ``checkpoint_every_s``
+    seconds and at the end; with ``resume`` a run continues from it exactly.
+
+    Args:
+        pairs (Sequence[tuple]): ``(graph, cluster)`` pairs (see :class:`PlacementDataModule`).
+        out (str or Path): output folder.
+        config (LearnerConfig, optional): hyperparameters (default: ``LearnerConfig()``).
+        iterations (int, optional): iterations in all, imitation included (default: 1000).
+        pairs_per_step (int, optional): pairs per iteration (default: 1).
+        steps_per_epoch (int, optional): iterations per epoch, the logging cadence (default: 100).
+        checkpoint_every_s (float, optional): seconds between checkpoints (default: 300).
+        resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists (default: :obj:`False`).
+        progress (bool, optional): show Lightning's progress bar (default: :obj:`True`).
+        timer (StepTimer, optional): times placements (default: ``Simulator()``).
+        max_nodes (int, optional): most nodes of each decision graph (default: 1,000).
+    """
+    from datetime import timedelta
+
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    out = Path(out)
+    config = config or LearnerConfig()
+    data = PlacementDataModule(pairs, pairs_per_step=pairs_per_step, steps_per_epoch=steps_per_epoch, timer=timer,
+                               max_nodes=max_nodes, seed=config.seed)
+    learner = PlacementLearner(config, timer)
+    checkpoints = ModelCheckpoint(dirpath=out / "checkpoints", save_last=True, save_top_k=0,
+                                  train_time_interval=timedelta(seconds=checkpoint_every_s))
+    trainer = L.Trainer(
+        max_epochs=-1, accelerator="cpu", devices=1, callbacks=[checkpoints, StopAfter(iterations)],
+        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out,
+    )
+    last = out / "checkpoints" / "last.ckpt"
+    trainer.fit(learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None)
+    trainer.save_checkpoint(last)
+    return learner

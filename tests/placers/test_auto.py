@@ -1,0 +1,44 @@
+"""``auto``: the best of the fast placers, by the timer."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.placers import make_placer
+from gnplace.placers.auto import FAST_PLACERS, AutoPlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import layered_graph, mixed_cluster, mlp_training_graph
+
+
+def test_name_repr_and_registry():
+    assert AutoPlacer.name == "auto" and type(make_placer("auto")) is AutoPlacer
+    assert repr(AutoPlacer()) == f"AutoPlacer(candidates={FAST_PLACERS!r})"
+    with pytest.raises(InvalidArgument, match="other than 'auto'"):
+        AutoPlacer(candidates=("auto",))
+
+
+@pytest.mark.parametrize("cluster", [load_cluster("k80x4"), load_cluster("cpu_gpu"), mixed_cluster()])
+def test_is_the_minimum_of_its_candidates(cluster):
+    g = layered_graph(120, width=6, seed=4).replace(group=[i // 3 for i in range(120)])
+    sim = Simulator()
+    placer = AutoPlacer()
+    step = sim.time(g, cluster, placer.place(g, cluster, seed=0)).step_time
+    others = {n: sim.time(g, cluster, make_placer(n).place(g, cluster, seed=0)).step_time for n in FAST_PLACERS}
+    assert step == min(others.values())
+    assert placer.last_step_times == pytest.approx(others)
+    assert others[placer.last_choice] == step
+
+
+def test_first_candidate_wins_ties():
+    g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("cpu_gpu")  # every placer: all on the GPU
+    placer = AutoPlacer(candidates=("heft", "single"))
+    placer.place(g, c)
+    assert placer.last_step_times["heft"] == placer.last_step_times["single"] and placer.last_choice == "heft"
+
+
+def test_uses_its_timer(counting_simulator):
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    AutoPlacer(candidates=("single", "round_robin"), timer=counting_simulator).place(g, c)
+    assert counting_simulator.batches[-1] == 2  # the candidates are timed together at the end

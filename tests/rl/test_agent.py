@@ -1,0 +1,64 @@
+"""Rollouts of the policy: sampled, greedy, teacher-forced; log-probabilities for the update."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from gnplace.cluster import load_cluster
+from gnplace.policy.features import build_policy_input
+from gnplace.policy.gnn import PlacementPolicy
+from gnplace.rl.agent import log_probs, sample, sample_move, teacher_forced
+from gnplace.rl.env import PlacementMDP, RefinementMDP
+from gnplace.toy import layered_graph
+
+
+def setup(seed=0):
+    torch.manual_seed(seed)
+    inp = build_policy_input(layered_graph(80, seed=4).replace(group=np.arange(80) // 2), load_cluster("k80x4"))
+    return PlacementPolicy(), PlacementMDP(inp)
+
+
+def test_the_numpy_head_of_rollouts_matches_the_torch_head_of_updates():
+    policy, mdp = setup()
+    traj = sample(policy, mdp, 6, np.random.default_rng(0))
+    with torch.no_grad():
+        again = log_probs(policy, policy.encode(mdp.inp), traj)
+    finite = torch.isfinite(traj.old_log_probs)
+    assert torch.equal(finite, torch.isfinite(again))
+    assert torch.allclose(traj.old_log_probs[finite], again[finite], atol=1e-5)
+
+
+def test_samples_are_seeded_and_greedy_is_the_argmax():
+    policy, mdp = setup()
+    a = sample(policy, mdp, 4, np.random.default_rng(3)).rollout.group_devices
+    b = sample(policy, mdp, 4, np.random.default_rng(3)).rollout.group_devices
+    assert np.array_equal(a, b)
+    greedy = sample(policy, mdp, 2, greedy=True)
+    assert np.array_equal(greedy.actions[0], greedy.old_log_probs[0].argmax(-1).numpy())
+    assert np.array_equal(greedy.rollout.group_devices[0], greedy.rollout.group_devices[1])
+
+
+def test_sampled_devices_are_always_allowed():
+    policy, mdp = setup()
+    traj = sample(policy, mdp, 8, np.random.default_rng(1))
+    chosen = traj.mask.gather(-1, traj.actions.unsqueeze(-1)).squeeze(-1)
+    assert chosen.all()
+
+
+def test_teacher_forcing_follows_the_target_and_marks_equivalent_devices():
+    _, mdp = setup()
+    target = np.arange(mdp.num_groups) % 4
+    traj = teacher_forced(mdp, target)
+    assert np.array_equal(traj.rollout.group_devices[0], target)
+    assert traj.equivalent.gather(-1, traj.actions.unsqueeze(-1)).all()
+    assert traj.equivalent[0, 0].all()  # at the first decision every idle K80 is alike
+
+
+def test_a_refinement_move_is_one_decision():
+    policy, mdp = setup()
+    chains = RefinementMDP(mdp.inp, np.zeros(mdp.num_groups, dtype=np.int64), 1.0, chains=5)
+    traj = sample_move(policy, chains, np.random.default_rng(0))
+    assert traj.actions.shape == (5, 1) and traj.rollout.group_devices.shape == (5, mdp.num_groups)
+    # the untrained prior keeps the group where it is most of the time
+    assert (traj.actions[:, 0] == 0).float().mean() >= 0.4

@@ -1,0 +1,85 @@
+"""The placement MDPs: Spotlight's multi-stage construction and the refinement chains."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnplace.cluster import load_cluster
+from gnplace.placers.heft import HeftPlacer
+from gnplace.policy.features import build_policy_input
+from gnplace.rl.env import DYNAMIC_FEATURES, REFINE_FEATURES, PlacementMDP, RefinementMDP
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import layered_graph, mlp_training_graph, toy_cluster
+
+GiB = 2**30
+
+
+def eft(s, g, dynamic, mask):
+    return np.where(mask, dynamic[:, :, 0], np.inf).argmin(axis=1)
+
+
+def random_choice(rng):
+    def choose(s, g, dynamic, mask):
+        return np.array([rng.choice(np.flatnonzero(row)) for row in mask])
+    return choose
+
+
+def test_every_group_is_decided_once_in_priority_order():
+    g, c = mlp_training_graph(layers=4, width=64, batch=8, branches=2), load_cluster("k80x4")
+    mdp = PlacementMDP(build_policy_input(g, c))
+    r = mdp.rollout(5, random_choice(np.random.default_rng(0)))
+    assert sorted(r.groups.tolist()) == list(range(mdp.num_groups))
+    assert r.group_devices.shape == (5, mdp.num_groups) and r.dynamic.shape[-1] == len(DYNAMIC_FEATURES)
+    assert np.array_equal(r.group_devices[:, r.groups], r.actions)
+
+
+def test_masking_never_places_a_group_where_it_does_not_fit():
+    # 8 layers of ~0.6 GiB of parameters each on four 1 GiB GPUs: at most one layer per device fits at first
+    g = mlp_training_graph(layers=6, width=8192, batch=64)
+    c = toy_cluster(4, memory=2 * GiB)
+    inp = build_policy_input(g, c)
+    mdp = PlacementMDP(inp)
+    r = mdp.rollout(16, random_choice(np.random.default_rng(1)))
+    used = np.zeros((16, 4))
+    for s, grp in enumerate(r.groups):
+        fits_somewhere = (used + inp.group_bytes[grp] <= c.memory[None, :]).any(axis=1)
+        chosen = r.actions[:, s]
+        assert np.all(r.mask[np.arange(16), s, chosen])
+        fits_there = used[np.arange(16), chosen] + inp.group_bytes[grp] <= c.memory[chosen]
+        assert np.all(fits_there | ~fits_somewhere)  # only where nothing fits may a group overflow
+        used[np.arange(16), chosen] += inp.group_bytes[grp]
+
+
+def test_eft_decoding_is_a_list_schedule_close_to_heft():
+    g, c = layered_graph(200, seed=5).replace(group=np.arange(200) // 2), load_cluster("k80x4")
+    inp = build_policy_input(g, c)
+    r = PlacementMDP(inp).rollout(1, eft)
+    sim = Simulator()
+    ours = sim.time(g, c, inp.expand(r.group_devices[0])).step_time
+    heft = sim.time(g, c, HeftPlacer().place(g, c)).step_time
+    assert ours <= 1.25 * heft
+
+
+def test_features_are_bounded_and_the_eft_choice_has_zero_gap():
+    g, c = layered_graph(150, seed=2), load_cluster("v100x8")
+    r = PlacementMDP(build_policy_input(g, c)).rollout(3, eft)
+    assert np.isfinite(r.dynamic).all() and np.abs(r.dynamic).max() <= 20.0
+    is_eft = r.dynamic[..., DYNAMIC_FEATURES.index("is_eft")].astype(bool)
+    assert np.all(r.dynamic[..., 0][is_eft] == 0.0) and np.all(is_eft.any(axis=-1))
+
+
+def test_refinement_chains_move_one_group_at_a_time_and_restart():
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    inp = build_policy_input(g, c)
+    start = np.zeros(inp.num_groups, dtype=np.int64)
+    mdp = RefinementMDP(inp, start, 1.0, chains=3)
+    features, mask = mdp.observe()
+    assert features.shape == (3, 2, len(REFINE_FEATURES)) and mask.all()
+    assert features[:, 0, REFINE_FEATURES.index("is_current")].all() and (features[:, :, 0] == [0, 1]).all()
+    group = mdp.group
+    after = mdp.move(np.array([1, 0, 1]))
+    assert after[:, group].tolist() == [1, 0, 1] and (np.delete(after, group, axis=1) == 0).all()
+    gain = mdp.record(np.array([0.5, 1.0, 2.0]), np.zeros((3, 2)))
+    assert gain.tolist() == [0.5, 0.0, -1.0]
+    mdp.restart(start, 1.0)
+    assert (mdp.current == 0).all() and (mdp.step_time == 1.0).all()

@@ -1,0 +1,53 @@
+"""Spotlight's PPO loss against hand-computed values, and the adaptive KL coefficient."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.rl.ppo import PPOConfig, adapt_beta, normalise_advantages, ppo_loss
+
+
+def test_ppo_loss_equals_a_hand_computed_value():
+    # two episodes, one decision, two devices
+    old = torch.log(torch.tensor([[[0.5, 0.5]], [[0.8, 0.2]]]))
+    new = torch.log(torch.tensor([[[0.75, 0.25]], [[0.5, 0.5]]]))
+    actions = torch.tensor([[0], [1]])
+    adv = torch.tensor([1.0, -1.0])
+    mask = torch.ones(2, 1, 2, dtype=torch.bool)
+    loss, stats = ppo_loss(new, old, actions, adv, mask, clip=0.2, beta=0.5, entropy=0.1)
+    # ratios 1.5 (clipped to 1.2 for A=+1) and 2.5 (A=-1: max(-(-1)*2.5, -(-1)*1.2) = 2.5)
+    pg = (-1.2 + 2.5) / 2
+    kl = (0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25) + 0.8 * math.log(0.8 / 0.5) + 0.2 * math.log(0.2 / 0.5)) / 2
+    ent = (-(0.75 * math.log(0.75) + 0.25 * math.log(0.25)) + math.log(2)) / 2
+    assert float(loss) == pytest.approx(pg + 0.5 * kl - 0.1 * ent, rel=1e-6)
+    assert stats["losses/approx_kl"] == pytest.approx(kl, rel=1e-6)
+    assert stats["losses/clipfrac"] == 1.0
+
+
+def test_masked_devices_do_not_count():
+    old = torch.log(torch.tensor([[[1.0, 0.0]]]))
+    new = torch.log(torch.tensor([[[1.0, 0.0]]]))
+    mask = torch.tensor([[[True, False]]])
+    loss, stats = ppo_loss(new, old, torch.tensor([[0]]), torch.tensor([1.0]), mask, clip=0.2, beta=1.0, entropy=0.1)
+    assert torch.isfinite(loss) and stats["losses/approx_kl"] == 0.0 and stats["losses/entropy"] == 0.0
+
+
+def test_the_gradient_raises_the_probability_of_good_actions():
+    logits = torch.zeros(1, 1, 2, requires_grad=True)
+    old = torch.log_softmax(logits.detach(), -1)
+    loss, _ = ppo_loss(torch.log_softmax(logits, -1), old, torch.tensor([[1]]), torch.tensor([1.0]),
+                       torch.ones(1, 1, 2, dtype=torch.bool), clip=0.2, beta=0.0, entropy=0.0)
+    loss.backward()
+    assert logits.grad[0, 0, 1] < 0 < logits.grad[0, 0, 0]
+
+
+def test_advantages_and_beta():
+    assert normalise_advantages(np.array([2.0, 2.0])).tolist() == [0.0, 0.0]
+    a = normalise_advantages(np.array([0.0, 1.0, 2.0]))
+    assert float(a.mean()) == pytest.approx(0.0, abs=1e-7) and float(a.std(unbiased=False)) == pytest.approx(1.0, rel=1e-6)
+    assert adapt_beta(1.0, 0.0, 0.01) == 0.5 and adapt_beta(0.5, 1.0, 0.01) == 1.0
+    assert PPOConfig().epochs == 10 and PPOConfig().beta == 1.0

@@ -1,0 +1,48 @@
+"""A (graph, cluster) prepared for learning: reference, rewards, best placement seen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.placers import make_placer
+from gnplace.rl.problem import PlacementProblem, majority_groups, reward
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import mlp_training_graph, toy_cluster
+
+GiB = 2**30
+
+
+def test_reward_is_log_speedup_minus_the_overflow_penalty():
+    r = reward(np.array([1.0, 1.0]), np.array([[0.5, 0.5], [1.5, 0.5]]), np.ones(2), 2.0, 4.0)
+    assert r[0] == pytest.approx(np.log(2.0)) and r[1] == pytest.approx(np.log(2.0) - 4.0 * 0.5)
+
+
+def test_the_reference_is_auto_and_counts_one_evaluation():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim)
+    auto = make_placer("auto").place(g, c, seed=0)
+    assert np.array_equal(p.reference_devices, auto.devices)
+    assert p.reference_step == sim.time(g, c, auto).step_time
+    assert p.evaluations == 1 and p.history == [(1, p.reference_step)]
+    assert np.array_equal(p.inp.expand(p.reference_groups), auto.devices)  # groups are whole
+
+
+def test_score_keeps_the_best_fitting_placement(heavy_groups):
+    g, c = heavy_groups([0.6, 0.6]), toy_cluster(2, memory=1 * GiB)
+    p = PlacementProblem.build(g, c, Simulator(), reference="round_robin")
+    start = p.best_step
+    result, rewards = p.score(np.array([[0, 0], [1, 0]]), Simulator(), 4.0)
+    assert result.oom.tolist() == [True, False]
+    assert rewards[0] < rewards[1]
+    assert p.best_step <= start and not p.best_oom and p.evaluations == 3
+    assert len(p.history) == 2
+
+
+def test_majority_groups_picks_the_device_with_most_work():
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    p = PlacementProblem.build(g, c, Simulator())
+    devices = p.inp.expand(np.array([1, 0, 1]))
+    assert majority_groups(p.inp, devices).tolist() == [1, 0, 1]

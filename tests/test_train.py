@@ -1,0 +1,122 @@
+"""The Lightning system: iterations, the stateful data stream, checkpoints and an exact resume."""
+
+from __future__ import annotations
+
+import lightning as L
+import numpy as np
+import pytest
+import torch
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.rl.search import quiet_lightning
+from gnplace.toy import layered_graph, mlp_training_graph
+from gnplace.train import LearnerConfig, PlacementDataModule, PlacementLearner, ProblemStream, StopAfter
+
+CONFIG = LearnerConfig(samples=8, epochs=2, imitation_steps=2, elite=1.0)
+
+
+def pairs():
+    return [(mlp_training_graph(layers=3, width=128, batch=16), "k80x2"),
+            (layered_graph(60, seed=1).replace(group=np.arange(60) // 3), load_cluster("k80x4"))]
+
+
+def trainer(tmp_path, stop, **kw):
+    return L.Trainer(max_epochs=-1, accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                     enable_model_summary=False, enable_checkpointing=False, callbacks=[StopAfter(stop)],
+                     default_root_dir=tmp_path, **kw)
+
+
+def run(tmp_path, stop, ckpt=None, data=None):
+    learner = PlacementLearner(CONFIG)
+    data = data or PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    with quiet_lightning():
+        t = trainer(tmp_path, stop)
+        t.fit(learner, datamodule=data, ckpt_path=ckpt)
+    return t, learner, data
+
+
+def test_config_is_validated():
+    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1)):
+        with pytest.raises(InvalidArgument):
+            LearnerConfig(**bad)
+    assert CONFIG.policy.hidden == 64
+
+
+def test_the_pairs_of_an_iteration_depend_only_on_seed_and_iteration():
+    data = PlacementDataModule(pairs(), pairs_per_step=1, steps_per_epoch=3, seed=0)
+    data._problems = {0: "a", 1: "b"}  # the draw only picks indices
+    seq = [data.batch(i)[0] for i in range(8)]
+    assert seq == [data.batch(i)[0] for i in range(8)] and set(seq) == {"a", "b"}
+    assert len(ProblemStream(3)) == 3 and list(ProblemStream(3)) == [0, 1, 2]
+
+
+def test_iterations_imitate_then_reinforce(tmp_path):
+    _, learner, data = run(tmp_path, 5)
+    assert learner.iteration == 5
+    for i in range(2):
+        p = data.problem(i)
+        assert p.evaluations == 1 + 3 * CONFIG.samples  # the reference, then 3 reinforcement iterations
+        assert p.best_step <= p.reference_step
+
+
+def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path):
+    _, straight, straight_data = run(tmp_path / "a", 6)
+    t, _, _ = run(tmp_path / "b", 3)
+    path = tmp_path / "b" / "mid.ckpt"
+    t.save_checkpoint(path)
+    checkpoint = torch.load(path, weights_only=True)  # tensors and plain data only
+    assert checkpoint["gnplace"]["iteration"] == 3
+    _, resumed, resumed_data = run(tmp_path / "c", 6, ckpt=str(path))
+    assert resumed.iteration == 6 and resumed.beta == straight.beta
+    for key, value in straight.policy.state_dict().items():
+        assert torch.equal(value, resumed.policy.state_dict()[key]), key
+    for i in range(2):
+        assert resumed_data.problem(i).best_step == straight_data.problem(i).best_step
+        assert resumed_data.problem(i).evaluations == straight_data.problem(i).evaluations
+
+
+def test_reinforce_and_refine_run(tmp_path):
+    for config in (LearnerConfig(samples=8, algo="reinforce"), LearnerConfig(samples=8, epochs=2, mode="refine")):
+        learner = PlacementLearner(config)
+        data = PlacementDataModule(pairs()[:1], steps_per_epoch=3)
+        with quiet_lightning():
+            trainer(tmp_path, 3).fit(learner, datamodule=data)
+        assert data.problem(0).evaluations == 1 + 3 * 8
+
+
+def test_metrics_are_logged_to_csv(tmp_path):
+    from lightning.pytorch.loggers import CSVLogger
+
+    learner = PlacementLearner(CONFIG)
+    data = PlacementDataModule(pairs()[:1], steps_per_epoch=4)
+    with quiet_lightning():
+        t = L.Trainer(max_epochs=1, accelerator="cpu", logger=CSVLogger(tmp_path), log_every_n_steps=1,
+                      enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+        t.fit(learner, datamodule=data)
+    text = (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text()
+    for name in ("reward/mean", "losses/approx_kl", "losses/entropy", "imitation/accuracy", "best/vs_reference"):
+        assert name in text
+
+
+def test_the_training_script_logs_checkpoints_and_resumes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    graph = root / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+    cmd = [sys.executable, str(root / "scripts" / "train.py"), "--graphs", str(graph), "--split", "all",
+           "--clusters", "k80x2", "--iterations", "3", "--samples", "4", "--epochs", "1", "--imitation-steps", "1",
+           "--out", str(tmp_path), "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
+    assert "reward/mean" in next((tmp_path / "logs").rglob("metrics.csv")).read_text()
+    again = subprocess.run(cmd[:cmd.index("--iterations") + 1] + ["5"] + cmd[cmd.index("--iterations") + 2:] + ["--resume"],
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "trained 5 iterations" in again.stdout
+    bad = subprocess.run(cmd[:2] + ["--graphs", str(tmp_path / "missing.gnpg")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("train: error:")
