@@ -187,7 +187,21 @@ class PlacementLearner(L.LightningModule):
             losses.append(loss)
             stats.append(info)
         self._update(torch.stack(losses).mean())
+        if self.iteration == self.config.imitation_steps - 1:  # the end of imitation: how good is the greedy policy?
+            for problem in batch:
+                stats.append({"greedy/after_imitation": self.greedy_step(problem) / problem.reference_step})
         self._log_mean(stats)
+
+    def greedy_step(self, problem: PlacementProblem) -> float:
+        """Step time (seconds) of the policy's greedy placement of ``problem``, timed once (one evaluation).
+
+        Also kept as ``problem.greedy_steps[iteration]``.
+        """
+        devices = self.forward(problem)[None, :]
+        result, _ = problem.score(devices, self.timer, self.config.oom_penalty)
+        step = float(result.step_time[0])
+        problem.greedy_steps[self.iteration] = step
+        return step
 
     def _reinforcement_step(self, batch: list[PlacementProblem]) -> None:
         cfg = self.config

@@ -32,8 +32,8 @@ def main() -> int:
     parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
     parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
     parser.add_argument("--mode", choices=("default", "placeto"), default="default")
-    parser.add_argument("--placers", default=",".join(sorted(PLACERS, key=lambda n: (n != "single", n))),
-                        help="comma-separated placers (default: all, single first)")
+    parser.add_argument("--placers", default=",".join(sorted(PLACERS.names(learned=False), key=lambda n: (n != "single", n))),
+                        help="comma-separated placers (default: every non-learned one, single first)")
     parser.add_argument("--budget", type=int, default=200, help="timer evaluations for search placers")
     parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
     args = parser.parse_args()

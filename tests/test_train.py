@@ -56,7 +56,8 @@ def test_iterations_imitate_then_reinforce(tmp_path):
     assert learner.iteration == 5
     for i in range(2):
         p = data.problem(i)
-        assert p.evaluations == 1 + 3 * CONFIG.samples  # the reference, then 3 reinforcement iterations
+        assert p.evaluations == 1 + 1 + 3 * CONFIG.samples  # the reference, the greedy policy after imitation, 3 iterations
+        assert set(p.greedy_steps) == {CONFIG.imitation_steps - 1}
         assert p.best_step <= p.reference_step
 
 

@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--graphs", "-g", nargs="+", required=True, help="graph files or dataset folders")
     p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
-    p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: all registered)")
+    p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: every non-learned one)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gnplace.cluster import load_cluster
 
-    placers = args.placers.split(",") if args.placers else list(PLACERS)
+    placers = args.placers.split(",") if args.placers else PLACERS.names(learned=False)
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
     options = parse_placer_options(args.option, placers)

@@ -53,6 +53,8 @@ class PlacementProblem:
         evaluations (int): placements timed for this problem.
         history (list[tuple[int, float]]): ``(evaluations, best step seconds)`` after each scored batch,
             starting with the reference: the learning curve.
+        greedy_steps (dict[int, float]): step time of the policy's greedy placement, by the iteration
+            it was measured at (the end of imitation, the end of a search).
     """
 
     inp: PolicyInput
@@ -65,6 +67,7 @@ class PlacementProblem:
     best_oom: bool = field(init=False, default=False)
     evaluations: int = field(init=False, default=0)
     history: list[tuple[int, float]] = field(init=False, default_factory=list)
+    greedy_steps: dict[int, float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()

@@ -120,6 +120,8 @@ class PPOSearchPlacer:
         self.last_reference_step: float | None = None
         self.last_step: float | None = None
         self.last_history: list[tuple[int, float]] = []
+        self.last_greedy_after_imitation: float | None = None
+        self.last_greedy_after_search: float | None = None
 
     def __repr__(self) -> str:
         c = self.config
@@ -152,7 +154,8 @@ class PPOSearchPlacer:
         counted.evaluations = 1  # timing the reference placement
         self.last_reference_step = problem.reference_step
         polish_budget = int(self.budget * self.polish)
-        policy_budget = self.budget - 1 - polish_budget
+        greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
+        policy_budget = self.budget - 1 - polish_budget - greedy_checks
         samples = min(self.config.samples, max(policy_budget, 0))
         iterations = policy_budget // samples if samples >= 2 and cluster.num_devices > 1 else 0
         if iterations > 0:
@@ -168,8 +171,11 @@ class PPOSearchPlacer:
                         enable_progress_bar=sys.stderr.isatty(), enable_model_summary=False, num_sanity_val_steps=0,
                     )
                     trainer.fit(learner, datamodule=data)
+                self.last_greedy_after_search = learner.greedy_step(problem) / problem.reference_step
             finally:
                 torch.set_num_threads(threads)
+            after = problem.greedy_steps.get(config.imitation_steps - 1)
+            self.last_greedy_after_imitation = None if after is None else after / problem.reference_step
         best = Placement(problem.best_devices, cluster)
         history = list(problem.history)
         used = problem.evaluations

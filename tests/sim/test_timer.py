@@ -162,16 +162,16 @@ def test_budgeted_timer_keeps_a_copy_of_the_best_and_starts_afresh_on_a_new_grap
 # ---------------------------------------------------------------------------------- slow timers drive the searches
 def test_a_time_only_timer_drives_random_search(time_only_timer):
     g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
-    ours = RandomSearchPlacer(budget=40, batch=8, timer=time_only_timer).place(g, c, seed=3)
-    reference = RandomSearchPlacer(budget=40, batch=8).place(g, c, seed=3)
+    ours = RandomSearchPlacer(budget=40, batch=8, start=None, timer=time_only_timer).place(g, c, seed=3)
+    reference = RandomSearchPlacer(budget=40, batch=8, start=None).place(g, c, seed=3)
     assert time_only_timer.calls == 40
     assert ours == Placement(reference.devices, c)
 
 
 def test_a_time_only_timer_drives_annealing(time_only_timer):
     g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
-    ours = AnnealingPlacer(budget=60, timer=time_only_timer).place(g, c, seed=1)
-    reference = AnnealingPlacer(budget=60).place(g, c, seed=1)
+    ours = AnnealingPlacer(budget=60, start="best", timer=time_only_timer).place(g, c, seed=1)
+    reference = AnnealingPlacer(budget=60, start="best").place(g, c, seed=1)
     assert time_only_timer.calls == 60
     assert ours.devices.tolist() == reference.devices.tolist()
 
