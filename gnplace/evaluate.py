@@ -25,7 +25,7 @@ import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
@@ -70,13 +70,17 @@ class Task:
     options: tuple[tuple[str, Any], ...] = field(default=())
 
     @classmethod
-    def with_options(cls, graph_path: str, cluster: str, placer: str, *, budget: int | None = None, seed: int = 0,
-                     mode: str = "default", **options: Any) -> Task:
-        """A task whose placer gets ``options`` (JSON values: numbers, strings, booleans, lists, None).
+    def with_options(cls, graph_path: str, cluster: str, placer: str, options: Mapping[str, Any] | None = None, *,
+                     budget: int | None = None, seed: int = 0, mode: str = "default") -> Task:
+        """A task whose placer gets ``options`` (names to JSON values: numbers, strings, booleans, lists, None).
+
+        The options are a mapping, not keywords, so a placer option may share a name with a task field
+        (``ppo``'s ``mode`` is its MDP, the task's ``mode`` the simulator's).
 
         Raises:
             InvalidArgument: if an option value cannot be written as JSON.
         """
+        options = dict(options or {})
         for name, value in options.items():
             try:
                 json.dumps(value)
@@ -127,8 +131,9 @@ class Row:
 
     def task(self) -> Task:
         """The task that made this row."""
-        return Task.with_options(self.graph_path, self.cluster_spec or self.cluster, self.placer, budget=self.budget,
-                                 seed=self.seed, mode=self.mode, **json.loads(self.options))
+        options = json.loads(self.options)
+        return Task.with_options(self.graph_path, self.cluster_spec or self.cluster, self.placer, options,
+                                 budget=self.budget, seed=self.seed, mode=self.mode)
 
 
 def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:

@@ -30,8 +30,8 @@ geometric mean of step time over ``auto``'s per family and cluster, through ``gn
 ``results.csv`` in ``--out`` resumes an interrupted run; ``--jobs`` processes of one thread each).
 
 ``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` and
-``annealing`` on a few graphs, one PNG per graph and cluster, and the evaluations each needed to
-first reach the final quality of the worst of them.
+``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
+it, and the evaluations each placer needed to first reach each other's final quality.
 
 ``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
 policy steps) on a random layered graph of about ``--nodes`` decision nodes.
@@ -304,14 +304,23 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
             else:
                 evals, _, best = zip(*placer.last_trace)
             curves[name] = (list(evals), [b / auto for b in best])
-            rows.append({"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
-                         "seconds": seconds})
+            row = {"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
+                   "seconds": seconds}
+            for attr in ("last_greedy_after_imitation", "last_greedy_after_search"):
+                if getattr(placer, attr, None) is not None:  # greedy policy's step over auto's (learned placers)
+                    row[attr.removeprefix("last_")] = getattr(placer, attr)
+            rows.append(row)
             print(f"{graph.name} {cluster.name} {name}: {best[-1] / auto:.4f} of auto in {seconds:.0f} s", flush=True)
-        # evaluations each needed to reach the worst final quality (the level all of them reach)
-        level = max(c[1][-1] for c in curves.values())
         for row in rows[-len(args.placers):]:
             evals, ratio = curves[row["placer"]]
-            row["evaluations_to_common_level"] = next(e for e, q in zip(evals, ratio) if q <= level + 1e-12)
+            # evaluations this placer needed to first reach each placer's final quality (None: never reached)
+            row["evaluations_to_reach"] = {
+                other: next((e for e, q in zip(evals, ratio) if q <= curve[1][-1] + 1e-12), None)
+                for other, curve in curves.items()}
+        changes = {name: [(e, q) for i, (e, q) in enumerate(zip(*curve)) if i == 0 or q < curve[1][i - 1]]
+                   for name, curve in curves.items()}  # the step function's corners
+        (out / f"curve_{graph.name}_{cluster.name}.json").write_text(json.dumps(
+            {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n")
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for name, (evals, ratio) in curves.items():
             ax.step(evals, ratio, where="post", label=name)

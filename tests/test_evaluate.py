@@ -114,7 +114,7 @@ def test_every_input_that_shapes_a_row_changes_its_key(graphs, tmp_path):
         task_key(base),
         task_key(Task(path, "k80x2", "annealing", budget=10, seed=1)),
         task_key(Task(path, "k80x2", "annealing", budget=10, mode="placeto")),
-        task_key(Task.with_options(path, "k80x2", "annealing", budget=10, start="single")),
+        task_key(Task.with_options(path, "k80x2", "annealing", dict(start="single"), budget=10)),
         task_key(Task(path, "k80x4", "annealing", budget=10)),
         task_key(Task(str(graphs / "mlp3.gnpg"), "k80x2", "annealing", budget=10)),
     }
@@ -149,23 +149,23 @@ def test_a_changed_cluster_file_is_run_again(graphs, tmp_path):
 def test_an_option_naming_a_file_is_keyed_by_its_content(graphs, tmp_path):
     ckpt = tmp_path / "weights.bin"
     ckpt.write_bytes(b"one")
-    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=5, start=str(ckpt))
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", dict(start=str(ckpt)), budget=5)
     first = task_key(task)
     ckpt.write_bytes(b"two!")
     assert task_key(task) != first
 
 
 def test_placer_options_pass_through_the_task_and_the_row(graphs, tmp_path):
-    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=10, start="round_robin", batch=4)
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", dict(start="round_robin", batch=4), budget=10)
     assert task.options == (("batch", 4), ("start", "round_robin")) and task.options_dict["batch"] == 4
     rows = evaluate([task], tmp_path / "out")
     assert json.loads(rows[0].options) == {"batch": 4, "start": "round_robin"}
     reread = evaluate([task], tmp_path / "out")
     assert reread[0].task() == task
-    bad = run_task(Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=10, batch=0))
+    bad = run_task(Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", dict(batch=0), budget=10))
     assert "batch" in bad.error and math.isnan(bad.step_time_s)
     with pytest.raises(GnplaceError, match="not a JSON value"):
-        Task.with_options("g", "k80x2", "annealing", start=object())
+        Task.with_options("g", "k80x2", "annealing", dict(start=object()))
 
 
 def test_placers_are_built_once_per_worker(graphs, monkeypatch):

@@ -24,6 +24,10 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
+"""Options given to every placer that accepts them at once (``--budget``, ``--seed``), never through ``--option``."""
+
+
 def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Options per placer from ``PLACER.NAME=VALUE`` strings; values are read as YAML scalars or lists.
 
@@ -42,6 +46,9 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         placer, dot, name = target.partition(".")
         if not sep or not dot or not placer or not name.isidentifier():
             raise InvalidArgument(f"--option {item!r}: expected PLACER.NAME=VALUE, e.g. annealing.start=heft")
+        if name in SHARED_OPTIONS:
+            flag = f"; use --{name}" if name in ("budget", "seed") else ""
+            raise InvalidArgument(f"--option {item!r}: {name!r} is shared by every placer, not per placer{flag}")
         if placer not in placers:
             raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")
         try:

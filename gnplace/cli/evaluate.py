@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     for c in clusters:
         load_cluster(c)  # fail early on a bad cluster
     graphs = collect_graphs(args.graphs, split=args.split)
-    tasks = [Task.with_options(str(g), c, p, budget=args.budget, seed=args.seed, mode=args.mode, **options.get(p, {}))
+    tasks = [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed, mode=args.mode)
              for g in graphs for c in clusters for p in placers]
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
         job = bar.add_task("evaluate", total=len(tasks))

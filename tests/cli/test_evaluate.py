@@ -83,3 +83,20 @@ def test_placer_options_reach_the_placer(tmp_path, capsys):
     assert "placer 'annealing' is not among those run" in capsys.readouterr().err
     assert main(["evaluate", "-g", graph, "-p", "heft", "-o", str(out), "-O", "heft=2"]) == 2
     assert "expected PLACER.NAME=VALUE" in capsys.readouterr().err
+
+
+def test_an_option_may_share_a_task_field_name(tmp_path, capsys):
+    """``-O ppo.mode=refine`` is the placer's MDP; the task's ``--mode`` stays the simulator's."""
+    out = tmp_path / "ev"
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "ppo", "--budget", "64", "-j", "1", "-o", str(out),
+                 "-O", "ppo.mode=refine", "-O", "ppo.samples=8", "-O", "ppo.imitation_steps=1", "-O", "ppo.epochs=1"]) == 0
+    row = next(csv.DictReader((out / "results.csv").open()))
+    assert json.loads(row["options"])["mode"] == "refine" and row["mode"] == "default" and not row["error"]
+
+
+@pytest.mark.parametrize("name", ["budget", "seed", "timer", "checkpoint"])
+def test_shared_options_are_not_per_placer(tmp_path, capsys, name):
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["evaluate", "-g", graph, "-p", "annealing", "-o", str(tmp_path), "-O", f"annealing.{name}=5"]) == 2
+    assert "shared by every placer" in capsys.readouterr().err
