@@ -325,12 +325,14 @@ class PlacementDataModule(L.LightningDataModule):
         max_nodes (int, optional): most nodes of each decision graph (default: 1,000).
         reference (str, optional): the registered placer whose placement is the reference (default: ``"auto"``).
         seed (int, optional): seed of the batch order (default: 0).
+        reference_seed (int, optional): seed the reference placer runs with (default: ``seed``); a search
+            passes its caller's seed, so its reference is the placement ``auto`` gives under that seed.
     """
 
     def __init__(
         self, pairs: Sequence[tuple[OpGraph | str, Cluster | str]], *, pairs_per_step: int = 1,
         steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
-        seed: int = 0,
+        seed: int = 0, reference_seed: int | None = None,
     ) -> None:
         super().__init__()
         if not pairs:
@@ -344,6 +346,7 @@ class PlacementDataModule(L.LightningDataModule):
         self.max_nodes = max_nodes
         self.reference = reference
         self.seed = seed
+        self.reference_seed = seed if reference_seed is None else reference_seed
         self._problems: dict[int, PlacementProblem] = {}
         self._restored: dict[int, dict[str, Any]] = {}
 
@@ -368,7 +371,8 @@ class PlacementDataModule(L.LightningDataModule):
             graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
             cluster = load_cluster(cluster)
             problem = PlacementProblem.build(
-                graph, cluster, self.timer, max_nodes=self.max_nodes, reference=self.reference, seed=self.seed
+                graph, cluster, self.timer, max_nodes=self.max_nodes, reference=self.reference, seed=self.seed,
+                reference_seed=self.reference_seed,
             )
             saved = self._restored.pop(index, None)
             if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed

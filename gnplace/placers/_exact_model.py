@@ -82,10 +82,12 @@ def solve(
                 model.add_hint(x[g][k], int(hint[g]) == k)
     solver = cp_model.CpSolver()
     # deterministic: the limit is CP-SAT's deterministic time and parallel workers interleave in a
-    # fixed order; the wall-clock limit (10x, measured 1-4 wall seconds per deterministic unit on a
-    # 2-core machine) is only a safety net against a pathological model
+    # fixed order; the wall-clock limit (10x plus 30 s; measured 1-4 wall seconds per deterministic unit
+    # on a 2-core machine) is only a safety net against a pathological model: with a short budget on a
+    # loaded machine, a tight wall limit would end the search at a load-dependent point (seen with 0.2 units
+    # and a 2 s wall limit while two other jobs shared the cores)
     solver.parameters.max_deterministic_time = time_limit
-    solver.parameters.max_time_in_seconds = 10.0 * time_limit
+    solver.parameters.max_time_in_seconds = 10.0 * time_limit + 30.0
     solver.parameters.interleave_search = True
     solver.parameters.num_workers = num_workers
     solver.parameters.random_seed = random_seed

@@ -76,17 +76,18 @@ class PlacementProblem:
     @classmethod
     def build(
         cls, graph: OpGraph, cluster: Cluster, timer: StepTimer, *, max_nodes: int = 1000, reference: str = "auto",
-        seed: int = 0,
+        seed: int = 0, reference_seed: int | None = None,
     ) -> PlacementProblem:
         """Prepare ``graph`` on ``cluster``: coarsen, compute features, place and time the reference.
 
-        The reference placer's own evaluations are made with ``timer``; timing its placement is
-        counted as this problem's first evaluation.
+        The reference placer runs with ``reference_seed`` (default: ``seed``) and its own evaluations
+        are made with ``timer``; timing its placement is counted as this problem's first evaluation.
         """
         from gnplace.placers.registry import make_placer
 
         inp = build_policy_input(graph, cluster, cost_model=timer.cost_model, max_nodes=max_nodes, seed=seed)
-        placement = make_placer(reference, timer=timer).place(graph, cluster, seed=seed)
+        placement = make_placer(reference, timer=timer).place(
+            graph, cluster, seed=seed if reference_seed is None else reference_seed)
         result = timer.time(graph, cluster, placement)
         problem = cls(inp, PlacementMDP(inp), placement.devices.copy(), majority_groups(inp, placement.devices),
                       float(result.step_time))

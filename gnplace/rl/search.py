@@ -148,8 +148,10 @@ class PPOSearchPlacer:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
         seed_value = int(as_generator(seed).integers(2**31 - 1))
         counted = BudgetedTimer(self.timer, self.budget)
+        # the reference runs under the caller's seed, so it is the placement `auto` itself gives for that seed
+        reference_seed = int(seed) if isinstance(seed, int | np.integer) else seed_value
         data = PlacementDataModule([(graph, cluster)], timer=self.timer, max_nodes=self.max_nodes, seed=seed_value,
-                                   reference=self.reference)
+                                   reference=self.reference, reference_seed=reference_seed)
         problem = data.problem(0)
         counted.evaluations = 1  # timing the reference placement
         self.last_reference_step = problem.reference_step

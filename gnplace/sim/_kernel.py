@@ -175,63 +175,65 @@ def simulate_step(  # type: ignore[no-untyped-def]
     touched_links = np.empty(L, np.int64)
     n_touched_links = 0
     while True:
-        # ---- start work on idle devices and links touched by the last event
-        for ti in range(n_touched_devices):
-            k = touched_devices[ti]
-            if start_devices[k]:
-                start_devices[k] = False
-                if not dev_running[k] and dq_head[k] != -1:
-                    v = dq_head[k]
-                    dq_head[k] = dq_next[v]
-                    if dq_head[k] == -1:
-                        dq_tail[k] = -1
-                    s = now if now > dev_avail[k] else dev_avail[k]
-                    c = cost[v, k]
-                    op_start[v] = s
-                    op_end[v] = s + c
-                    busy[k] += c
-                    dev_running[k] = True
-                    mem[k] += out_bytes[v]
-                    if mem[k] > peak[k]:
-                        peak[k] = mem[k]
-                    hsize = _push(ht, hs, hp, hsize, s + c, seq, v * 2 + OP_END)
-                    seq += 1
-        n_touched_devices = 0
-        for ti in range(n_touched_links):
-            li = touched_links[ti]
-            if start_links[li]:
-                start_links[li] = False
-                if not link_busy[li] and lq_head[li] != -1:
-                    x = lq_head[li]
-                    lq_head[li] = x_next[x]
-                    if lq_head[li] == -1:
-                        lq_tail[li] = -1
-                    s = now if now > link_avail[li] else link_avail[li]
-                    if mode == 0:
-                        dur = lat[x_src[x], x_dst[x]] + x_bytes[x] * inv_bw[x_src[x], x_dst[x]]
-                    else:
-                        dur = x_bytes[x] * channel_inv_bw
-                    x_start[x] = s
-                    x_end[x] = s + dur
-                    link_busy[li] = True
-                    link_avail[li] = s + dur + xfer_gap
-                    u = x_node[x]
-                    if mode == 0:
-                        k = x_dst[x]
-                        recv_bytes[u * D + k] = x_bytes[x]
-                        mem[k] += x_bytes[x]
+        # ---- start work on idle devices and links touched by the last events, once every event of
+        # this instant is processed: memory freed at time t is free for what starts at t
+        if hsize == 0 or ht[0] != now:
+            for ti in range(n_touched_devices):
+                k = touched_devices[ti]
+                if start_devices[k]:
+                    start_devices[k] = False
+                    if not dev_running[k] and dq_head[k] != -1:
+                        v = dq_head[k]
+                        dq_head[k] = dq_next[v]
+                        if dq_head[k] == -1:
+                            dq_tail[k] = -1
+                        s = now if now > dev_avail[k] else dev_avail[k]
+                        c = cost[v, k]
+                        op_start[v] = s
+                        op_end[v] = s + c
+                        busy[k] += c
+                        dev_running[k] = True
+                        mem[k] += out_bytes[v]
                         if mem[k] > peak[k]:
                             peak[k] = mem[k]
-                    else:
-                        for k in range(D):
-                            if remote_uses[u * D + k] > 0:
-                                recv_bytes[u * D + k] = x_bytes[x]
-                                mem[k] += x_bytes[x]
-                                if mem[k] > peak[k]:
-                                    peak[k] = mem[k]
-                    hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * 2 + XFER_END)
-                    seq += 1
-        n_touched_links = 0
+                        hsize = _push(ht, hs, hp, hsize, s + c, seq, v * 2 + OP_END)
+                        seq += 1
+            n_touched_devices = 0
+            for ti in range(n_touched_links):
+                li = touched_links[ti]
+                if start_links[li]:
+                    start_links[li] = False
+                    if not link_busy[li] and lq_head[li] != -1:
+                        x = lq_head[li]
+                        lq_head[li] = x_next[x]
+                        if lq_head[li] == -1:
+                            lq_tail[li] = -1
+                        s = now if now > link_avail[li] else link_avail[li]
+                        if mode == 0:
+                            dur = lat[x_src[x], x_dst[x]] + x_bytes[x] * inv_bw[x_src[x], x_dst[x]]
+                        else:
+                            dur = x_bytes[x] * channel_inv_bw
+                        x_start[x] = s
+                        x_end[x] = s + dur
+                        link_busy[li] = True
+                        link_avail[li] = s + dur + xfer_gap
+                        u = x_node[x]
+                        if mode == 0:
+                            k = x_dst[x]
+                            recv_bytes[u * D + k] = x_bytes[x]
+                            mem[k] += x_bytes[x]
+                            if mem[k] > peak[k]:
+                                peak[k] = mem[k]
+                        else:
+                            for k in range(D):
+                                if remote_uses[u * D + k] > 0:
+                                    recv_bytes[u * D + k] = x_bytes[x]
+                                    mem[k] += x_bytes[x]
+                                    if mem[k] > peak[k]:
+                                        peak[k] = mem[k]
+                        hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * 2 + XFER_END)
+                        seq += 1
+            n_touched_links = 0
         if hsize == 0:
             break
         now, payload, hsize = _pop(ht, hs, hp, hsize)
@@ -245,9 +247,10 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 step = now
             dev_running[dv] = False
             dev_avail[dv] = now + (op_gap if cost[v, dv] > 0.0 else 0.0)
-            start_devices[dv] = True
-            touched_devices[n_touched_devices] = dv
-            n_touched_devices += 1
+            if not start_devices[dv]:
+                start_devices[dv] = True
+                touched_devices[n_touched_devices] = dv
+                n_touched_devices += 1
             # inputs no longer needed by v
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 u = in_src[e]
@@ -295,9 +298,10 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         else:
                             x_next[lq_tail[li]] = x
                         lq_tail[li] = x
-                        start_links[li] = True
-                        touched_links[n_touched_links] = li
-                        n_touched_links += 1
+                        if not start_links[li]:
+                            start_links[li] = True
+                            touched_links[n_touched_links] = li
+                            n_touched_links += 1
                         local_uses[v] += 1
             else:
                 largest = -1.0
@@ -318,9 +322,10 @@ def simulate_step(  # type: ignore[no-untyped-def]
                     else:
                         x_next[lq_tail[li]] = x
                     lq_tail[li] = x
-                    start_links[li] = True
-                    touched_links[n_touched_links] = li
-                    n_touched_links += 1
+                    if not start_links[li]:
+                        start_links[li] = True
+                        touched_links[n_touched_links] = li
+                        n_touched_links += 1
                     local_uses[v] += 1
             if local_uses[v] == 0:
                 mem[dv] -= out_bytes[v]
@@ -330,9 +335,10 @@ def simulate_step(  # type: ignore[no-untyped-def]
             du = x_src[x]
             li = du * D + x_dst[x] if mode == 0 else du
             link_busy[li] = False
-            start_links[li] = True
-            touched_links[n_touched_links] = li
-            n_touched_links += 1
+            if not start_links[li]:
+                start_links[li] = True
+                touched_links[n_touched_links] = li
+                n_touched_links += 1
             local_uses[u] -= 1
             if local_uses[u] == 0:
                 mem[du] -= out_bytes[u]
@@ -349,9 +355,10 @@ def simulate_step(  # type: ignore[no-untyped-def]
                             dq_next[dq_tail[dw]] = w
                         dq_tail[dw] = w
                         if not start_devices[dw]:
-                            start_devices[dw] = True
-                            touched_devices[n_touched_devices] = dw
-                            n_touched_devices += 1
+                            if not start_devices[dw]:
+                                start_devices[dw] = True
+                                touched_devices[n_touched_devices] = dw
+                                n_touched_devices += 1
     if done != n:
         step = -1.0
     return step, busy, peak, op_start, op_end, nx, x_node, x_src, x_dst, x_bytes, x_start, x_end

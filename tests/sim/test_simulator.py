@@ -109,6 +109,15 @@ def test_memory_freed_after_last_consumer():
     assert simulate(g2, unit_cluster(), [0, 0, 0]).peak_memory.tolist() == [350.0, 0.0]
 
 
+def test_memory_freed_at_an_instant_is_free_for_what_starts_then():
+    # a (d0) and b (d1) both end at t=1; b's output has no consumer and is freed then, when a's
+    # output starts arriving on d1 for c: d1 never holds both (found by the reference-sweep property)
+    g = timed_graph(["a", "b", "c"], [(0, 2)], [1, 1, 1], [100, 100, 0])
+    r = simulate(g, unit_cluster(), [0, 1, 1], timeline=True)
+    assert r.timeline.op_end[0] == r.timeline.op_end[1] == r.timeline.xfer_start[0]
+    assert r.peak_memory.tolist() == [100.0, 100.0]
+
+
 def test_memory_counts_parameters_and_received_copies():
     g = timed_graph(["a", "b"], [(0, 1)], [1, 1], [100, 10], param_bytes=[1000, 7])
     r = simulate(g, unit_cluster(), [0, 1])
