@@ -18,6 +18,7 @@ __all__ = [
     "InvalidArgument",
     "BudgetExhausted",
     "MissingDependency",
+    "InvalidCheckpoint",
 ]
 
 
@@ -59,3 +60,7 @@ class BudgetExhausted(GnplaceError):
 
 class MissingDependency(GnplaceError, ImportError):
     """Something gnplace was asked for needs a library that is not installed."""
+
+
+class InvalidCheckpoint(GnplaceError, ValueError):
+    """A checkpoint file is missing, truncated, corrupt, foreign or made for other features."""

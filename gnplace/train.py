@@ -24,6 +24,7 @@ continues a run exactly where it stopped.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,8 +48,8 @@ from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer, overflow
 
 __all__ = [
-    "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "iterations_for_budget",
-    "fit",
+    "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "TimedCheckpoint",
+    "iterations_for_budget", "fit",
 ]
 
 
@@ -70,6 +71,11 @@ class LearnerConfig:
         elite (float): weight of a cross-entropy pull toward the best placement seen so far (it starts
             as the reference), Post's idea of minimising the cross-entropy to the best samples (Gao et al.,
             NeurIPS 2018) applied to the incumbent; 0 turns it off (default: 0.0).
+        elite_target (str): what the pull aims at: ``"best"``, the best placement seen, the reference
+            included (a search: never let go of the incumbent), or ``"samples"``, the best the policy itself
+            sampled (pretraining: Post's cross-entropy to the best samples, which the policy can reach by
+            itself, where imitating another placer's choices past a warm start degrades its greedy
+            decoding) (default: ``"best"``).
         lr (float): Adam's learning rate (default: 1e-3).
         grad_clip (float): gradient norm bound (default: 1.0).
         oom_penalty (float): reward penalty :math:`\\rho` per unit of relative memory overflow (default: 4.0).
@@ -90,6 +96,7 @@ class LearnerConfig:
     kl_target: float = 0.01
     entropy: float = 0.01
     elite: float = 0.0
+    elite_target: str = "best"
     lr: float = 1e-3
     grad_clip: float = 1.0
     oom_penalty: float = 4.0
@@ -105,6 +112,8 @@ class LearnerConfig:
 
         if self.algo not in ("ppo", "reinforce"):
             raise InvalidArgument(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
+        if self.elite_target not in ("best", "samples"):
+            raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
         if self.samples < 2 or self.epochs < 1 or self.imitation_steps < 0:
@@ -142,7 +151,9 @@ class PlacementLearner(L.LightningModule):
         self.rng = np.random.default_rng(config.seed)
         self.beta = config.beta
         self.iteration = 0
-        self._teachers: dict[int, tuple[tuple[int, float], Trajectories]] = {}
+        self._teachers: dict[tuple[int, str], tuple[tuple[Any, ...], Trajectories]] = {}
+        self._val_ratios: list[tuple[str, float, bool]] = []
+        self.last_validation: dict[str, float] = {}
         self._refiners: dict[int, RefinementMDP] = {}
 
     def forward(self, problem: PlacementProblem) -> np.ndarray:
@@ -162,6 +173,9 @@ class PlacementLearner(L.LightningModule):
 
             raise InvalidArgument("PlacementLearner trains with a PlacementDataModule (fit(..., datamodule=...))")
         batch = data.batch(self.iteration)
+        world, rank = self._world()
+        if world > 1:  # data parallel: each rank simulates its own share of the pairs (DDP averages the gradients)
+            batch = batch[rank::world]
         if self.iteration < self.config.imitation_steps:
             self._imitation_step(batch)
         else:
@@ -174,14 +188,50 @@ class PlacementLearner(L.LightningModule):
         assert not isinstance(optimizer, list)
         optimizer.zero_grad()
         self.manual_backward(loss)
+        self._average_gradients()
         self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip,  # type: ignore[arg-type]
                             gradient_clip_algorithm="norm")
         optimizer.step()
 
+    def _world(self) -> tuple[int, int]:
+        """``(world size, this process's rank)``: ``(1, 0)`` outside a distributed run."""
+        if self._trainer is None:
+            return 1, 0
+        return int(self.trainer.world_size), int(self.trainer.global_rank)
+
+    def _average_gradients(self) -> None:
+        """Average the gradients over the ranks of a distributed run.
+
+        Every backward of the step is averaged, not only the first one DDP's hooks see: PPO takes
+        ``epochs`` steps per batch.
+        """
+        world, _ = self._world()
+        if world <= 1 or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.policy.parameters()]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        torch.distributed.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for p, g in zip(self.policy.parameters(), grads):
+            n = g.numel()
+            p.grad = flat[offset:offset + n].view_as(g).clone()
+            offset += n
+
+    def _mean_over_ranks(self, value: float) -> float:
+        """``value`` averaged over the ranks of a distributed run (itself otherwise)."""
+        world, _ = self._world()
+        if world <= 1 or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return value
+        t = torch.tensor([value], dtype=torch.float64)
+        torch.distributed.all_reduce(t)
+        return float(t[0]) / world
+
     def _imitation_step(self, batch: list[PlacementProblem]) -> None:
-        trajectories = [self._incumbent(p) for p in batch]
+        trajectories = [self._incumbent(p) for p in batch]  # the reference: nothing better is known yet
         losses, stats = [], []
         for problem, traj in zip(batch, trajectories):
+            assert traj is not None
             enc = self.policy.encode(problem.inp)
             loss, info = imitation_loss(log_probs(self.policy, enc, traj), traj.actions, traj.equivalent)
             losses.append(loss)
@@ -222,7 +272,7 @@ class PlacementLearner(L.LightningModule):
         for _ in range(epochs):
             losses = []
             pulled = cfg.elite > 0 and cfg.mode == "construct"  # the incumbent is a constructive trajectory
-            incumbents = [self._incumbent(p) for p in batch] if pulled else [None] * len(batch)
+            incumbents = [self._incumbent(p, cfg.elite_target) for p in batch] if pulled else [None] * len(batch)
             for problem, traj, adv, best in zip(batch, rollouts, advantages, incumbents):
                 enc = self.policy.encode(problem.inp)
                 new = log_probs(self.policy, enc, traj)
@@ -232,14 +282,15 @@ class PlacementLearner(L.LightningModule):
                 else:
                     loss, info = reinforce_loss(new, traj.actions, adv, traj.mask, entropy=cfg.entropy)
                 if best is not None:
-                    # Post's cross-entropy pull, toward the best placement seen
+                    # Post's cross-entropy pull, toward the best placement seen (or the best the policy sampled)
                     pull, _ = imitation_loss(log_probs(self.policy, enc, best), best.actions, best.equivalent)
                     loss = loss + cfg.elite * pull
                 losses.append(loss)
                 stats.append(info)
             self._update(torch.stack(losses).mean())
         if cfg.algo == "ppo":
-            self.beta = adapt_beta(self.beta, stats[-1]["losses/approx_kl"], cfg.kl_target)
+            # the same beta on every rank: the KL of the last epoch, averaged over the ranks
+            self.beta = adapt_beta(self.beta, self._mean_over_ranks(stats[-1]["losses/approx_kl"]), cfg.kl_target)
         self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}
                                 for r, q in zip(rewards, ratios)])
 
@@ -259,13 +310,23 @@ class PlacementLearner(L.LightningModule):
             mdp.restart(problem.best_groups(), problem.best_step)
         return traj, reward
 
-    def _incumbent(self, problem: PlacementProblem) -> Trajectories:
-        """The best placement seen of ``problem`` replayed through its MDP (cached until it changes)."""
-        key = (id(problem), problem.best_step)
-        cached = self._teachers.get(id(problem))
+    def _incumbent(self, problem: PlacementProblem, target: str = "best") -> Trajectories | None:
+        """A placement of ``problem`` replayed through its MDP (cached until it changes), or None if there is none.
+
+        ``target`` ``"best"``: the best placement seen, the reference included; ``"samples"``: the best
+        placement the policy itself produced (:attr:`PlacementProblem.sample_best_devices`).
+        """
+        if target == "samples":
+            if problem.sample_best_devices is None:
+                return None
+            key, groups = (id(problem), "samples", problem.sample_best_step), problem.sample_best_groups()
+        else:
+            key, groups = (id(problem), "best", problem.best_step), problem.best_groups()
+        slot = (id(problem), target)
+        cached = self._teachers.get(slot)
         if cached is None or cached[0] != key:
-            cached = (key, teacher_forced(problem.mdp, problem.best_groups()))
-            self._teachers[id(problem)] = cached
+            cached = (key, teacher_forced(problem.mdp, groups))
+            self._teachers[slot] = cached
         return cached[1]
 
     def _log_mean(self, stats: list[dict[str, float]]) -> None:
@@ -281,15 +342,59 @@ class PlacementLearner(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Keep the iteration, the sampling generator's state and :math:`\\beta` (numbers only)."""
-        checkpoint["gnplace"] = {"iteration": self.iteration, "beta": self.beta, "rng": self.rng.bit_generator.state}
+        from gnplace.policy.checkpoint import feature_set
+
+        checkpoint["gnplace"] = {"iteration": self.iteration, "beta": self.beta, "rng": self.rng.bit_generator.state,
+                                 "features": feature_set()}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore what :meth:`on_save_checkpoint` kept."""
+        """Restore what :meth:`on_save_checkpoint` kept (a rank other than 0 reseeds its own draws)."""
         state = checkpoint.get("gnplace", {})
         self.iteration = int(state.get("iteration", 0))
         self.beta = float(state.get("beta", self.config.beta))
-        if "rng" in state:
+        world, rank = self._world()
+        if world > 1:
+            self.rng = np.random.default_rng((self.config.seed, rank, self.iteration))
+        elif "rng" in state:
             self.rng.bit_generator.state = state["rng"]
+
+    def setup(self, stage: str) -> None:
+        """In a distributed run, give each rank its own stream of samples (rank 0 keeps the single-process one)."""
+        world, rank = self._world()
+        if world > 1 and rank > 0:
+            self.rng = np.random.default_rng((self.config.seed, rank))
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """Time the greedy placement of one held-out pair; its ratio to the reference is kept for the epoch's log."""
+        data = getattr(self.trainer, "datamodule", None)
+        if not isinstance(data, PlacementDataModule):
+            return
+        index = int(batch)
+        problem = data.val_problem(index)
+        devices = self.forward(problem)[None, :]
+        result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, problem.inp.expand(devices))
+        ratio = float(result.step_time[0]) / problem.reference_step
+        self._val_ratios.append((data.val_family(index), ratio, bool(result.oom[0])))
+
+    def on_validation_epoch_start(self) -> None:
+        """Start collecting the held-out ratios of this validation."""
+        self._val_ratios = []
+
+    def on_validation_epoch_end(self) -> None:
+        """Log the held-out results of this validation.
+
+        ``val/greedy_vs_auto`` is the geometric mean of the greedy step time over the reference's,
+        overall and per family (``val/<family>``); ``val/oom`` the share of greedy placements that overflow.
+        """
+        ratios = getattr(self, "_val_ratios", [])
+        if not ratios:
+            return
+        values = {"val/greedy_vs_auto": float(np.exp(np.mean([np.log(r) for _, r, _ in ratios]))),
+                  "val/oom": float(np.mean([o for _, _, o in ratios]))}
+        for family in sorted({f for f, _, _ in ratios}):
+            values[f"val/{family}"] = float(np.exp(np.mean([np.log(r) for f, r, _ in ratios if f == family])))
+        self.last_validation = values
+        self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 
 
 class ProblemStream:
@@ -333,6 +438,7 @@ class PlacementDataModule(L.LightningDataModule):
         self, pairs: Sequence[tuple[OpGraph | str, Cluster | str]], *, pairs_per_step: int = 1,
         steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
         seed: int = 0, reference_seed: int | None = None,
+        val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (),
     ) -> None:
         super().__init__()
         if not pairs:
@@ -349,6 +455,8 @@ class PlacementDataModule(L.LightningDataModule):
         self.reference_seed = seed if reference_seed is None else reference_seed
         self._problems: dict[int, PlacementProblem] = {}
         self._restored: dict[int, dict[str, Any]] = {}
+        self.val_pairs = list(val_pairs)
+        self._val_problems: dict[int, PlacementProblem] = {}
 
     def batch(self, iteration: int) -> list[PlacementProblem]:
         """The pairs of iteration ``iteration``: ``pairs_per_step`` of them, by ``default_rng((seed, iteration))``.
@@ -380,14 +488,38 @@ class PlacementDataModule(L.LightningDataModule):
                 problem.best_step, problem.best_oom = float(saved["best_step"]), bool(saved["best_oom"])
                 problem.evaluations = int(saved["evaluations"])
                 problem.history = [(int(e), float(t)) for e, t in saved["history"]]
+                if saved.get("sample_best_devices") is not None:
+                    problem.sample_best_devices = np.asarray(saved["sample_best_devices"], dtype=np.int64)
+                    problem.sample_best_step = float(saved["sample_best_step"])
             self._problems[index] = problem
         return self._problems[index]
+
+    def val_problem(self, index: int) -> PlacementProblem:
+        """The prepared held-out problem of ``val_pairs[index]``, built once."""
+        if index not in self._val_problems:
+            graph, cluster = self.val_pairs[index]
+            graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
+            self._val_problems[index] = PlacementProblem.build(
+                graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
+                seed=self.seed, reference_seed=self.reference_seed,
+            )
+        return self._val_problems[index]
+
+    def val_family(self, index: int) -> str:
+        """The family of held-out pair ``index`` (its graph's ``meta["family"]``, else ``"other"``)."""
+        return str(self.val_problem(index).inp.graph.meta.get("family", "other"))
+
+    def val_dataloader(self) -> ProblemStream:
+        """One tick per held-out pair (empty without ``val_pairs``)."""
+        return ProblemStream(len(self.val_pairs))
 
     def state_dict(self) -> dict[str, Any]:
         """The best placement seen of every prepared pair (lists and numbers), saved in checkpoints."""
         return {"problems": {
             i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
-                "evaluations": p.evaluations, "history": [list(h) for h in p.history]}
+                "evaluations": p.evaluations, "history": [list(h) for h in p.history],
+                "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
+                "sample_best_step": p.sample_best_step}
             for i, p in self._problems.items()
         }}
 
@@ -416,6 +548,36 @@ class StopAfter(L.Callback):
         """Ask the trainer to stop after the iteration that reaches the count."""
         if getattr(pl_module, "iteration", 0) >= self.iterations:
             trainer.should_stop = True
+
+
+class TimedCheckpoint(L.Callback):
+    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training (and nowhere else).
+
+    Lightning's ``ModelCheckpoint(train_time_interval=...)`` does not apply to manual optimisation, which
+    every learner here uses, so this callback keeps the clock itself. Saving goes through
+    ``Trainer.save_checkpoint``, whose checkpoint I/O writes a temporary file and moves it into place,
+    so a kill leaves the previous checkpoint whole. In a distributed run rank 0's clock decides for all.
+
+    Args:
+        path (str or Path): the checkpoint file (``last.ckpt``).
+        every_s (float): seconds between checkpoints.
+    """
+
+    def __init__(self, path: str | Path, every_s: float) -> None:
+        self.path = Path(path)
+        self.every_s = float(every_s)
+        self._last = time.monotonic()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Start the clock."""
+        self._last = time.monotonic()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Save when the interval has passed."""
+        due = trainer.strategy.broadcast(time.monotonic() - self._last >= self.every_s)
+        if due:
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self._last = time.monotonic()
 
 
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
@@ -452,9 +614,6 @@ def fit(
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         max_nodes (int, optional): most nodes of each decision graph (default: 1,000).
     """
-    from datetime import timedelta
-
-    from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     out = Path(out)
@@ -462,14 +621,15 @@ def fit(
     data = PlacementDataModule(pairs, pairs_per_step=pairs_per_step, steps_per_epoch=steps_per_epoch, timer=timer,
                                max_nodes=max_nodes, seed=config.seed)
     learner = PlacementLearner(config, timer)
-    checkpoints = ModelCheckpoint(dirpath=out / "checkpoints", save_last=True, save_top_k=0,
-                                  train_time_interval=timedelta(seconds=checkpoint_every_s))
-    trainer = L.Trainer(
-        max_epochs=-1, accelerator="cpu", devices=1, callbacks=[checkpoints, StopAfter(iterations)],
-        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out,
-    )
     last = out / "checkpoints" / "last.ckpt"
-    trainer.fit(learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None)
-    trainer.save_checkpoint(last)
+    trainer = L.Trainer(
+        max_epochs=-1, accelerator="cpu", devices=1, callbacks=[TimedCheckpoint(last, checkpoint_every_s),
+                                                                StopAfter(iterations)],
+        enable_checkpointing=False,
+        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
+    )
+    trainer.fit(learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
+                weights_only=True)
+    trainer.save_checkpoint(last, weights_only=False)
     return learner

@@ -10,6 +10,8 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--jobs 2]
+    python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -32,6 +34,14 @@ geometric mean of step time over ``auto``'s per family and cluster, through ``gn
 ``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` and
 ``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
 it, and the evaluations each placer needed to first reach each other's final quality.
+
+``zeroshot``: the pretrained policy (greedy, and greedy plus K samples scored by the simulator) on
+every test graph of each family on the five presets, the real models, and a few test graphs on four
+clusters no pretraining saw (``configs/clusters/``): geometric mean of step time over ``auto``'s, and
+the portfolio (the better of the policy's and auto's placement); rows in ``OUT/zeroshot.json``.
+
+``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
+expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
 
 ``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
 policy steps) on a random layered graph of about ``--nodes`` decision nodes.
@@ -370,6 +380,115 @@ def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
     return result
 
 
+def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any]:
+    """One (graph, cluster): the policy's greedy and best-of-K placements, auto, and the portfolio of both."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.auto import AutoPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    torch.set_num_threads(1)
+    path, cluster_spec, checkpoint, samples, group = task
+    graph, cluster = load_graph(path), load_cluster(cluster_spec)
+    sim = Simulator()
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim)
+    start = time.perf_counter()
+    ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0))
+    took = time.perf_counter() - start
+    auto = AutoPlacer(timer=sim)
+    theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=0))
+    greedy_only = PolicyPlacer(checkpoint=checkpoint, samples=0, timer=sim)
+    greedy = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0))
+    fits_auto = not theirs.is_oom
+    portfolio = min(ours.step_time if not ours.is_oom else np.inf, theirs.step_time if fits_auto else np.inf)
+    return dict(
+        group=group, graph=graph.name, family=str(graph.meta.get("family", group)), ops=graph.num_ops,
+        cluster=cluster.name, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
+        greedy=greedy.step_time / theirs.step_time, greedy_oom=greedy.is_oom, policy=ours.step_time / theirs.step_time,
+        policy_oom=ours.is_oom, portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None,
+        place_s=took,
+    )
+
+
+def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Zero-shot placement of the test splits, the real models and unseen clusters against auto."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gnplace.datasets import load_manifest
+
+    tasks: list[tuple[str, str, str | None, int, str]] = []
+    test_graphs = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        graphs = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+        test_graphs.append(graphs)
+        tasks += [(g, c, args.checkpoint, args.samples, "test") for c in args.clusters for g in graphs]
+    real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
+    tasks += [(g, c, args.checkpoint, args.samples, "real") for c in args.real_clusters for g in real]
+    few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
+    tasks += [(g, c, args.checkpoint, args.samples, "unseen") for c in args.unseen_clusters for g in few]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for row in pool.map(_zero_shot_row, tasks):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (out / "zeroshot.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables of :func:`bench_zeroshot`'s rows: geometric means over auto, OOM counts, seconds."""
+    lines = []
+    for group in ("test", "real", "unseen"):
+        part = [r for r in rows if r["group"] == group]
+        if not part:
+            continue
+        lines += [f"\n**{group}** (geometric mean of step time over auto's; OOM where auto fits)\n",
+                  "| family | cluster | graphs | greedy | greedy + K | portfolio | OOM | place s |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        keys = sorted({(r["family"] if group == "test" else group, r["cluster"]) for r in part})
+        for fam, cluster in keys:
+            sel = [r for r in part if (r["family"] if group == "test" else group) == fam and r["cluster"] == cluster]
+            oom = sum(r["policy_oom"] and not r["auto_oom"] for r in sel)
+            port = [r["portfolio"] for r in sel if r["portfolio"] is not None]
+            lines.append(f"| {fam} | {cluster} | {len(sel)} | {_geomean([r['greedy'] for r in sel]):.3f} | "
+                         f"{_geomean([r['policy'] for r in sel]):.3f} | {_geomean(port) if port else float('nan'):.3f} | "
+                         f"{oom} | {np.mean([r['place_s'] for r in sel]):.2f} |")
+        lines.append(f"| all | | {len(part)} | {_geomean([r['greedy'] for r in part]):.3f} | "
+                     f"{_geomean([r['policy'] for r in part]):.3f} | "
+                     f"{_geomean([r['portfolio'] for r in part if r['portfolio'] is not None]):.3f} | "
+                     f"{sum(r['policy_oom'] and not r['auto_oom'] for r in part)} | |")
+    return "\n".join(lines)
+
+
+def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    torch.set_num_threads(1)
+    cluster = load_cluster(args.cluster)
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)
+    rows = []
+    for ops in args.ops:
+        graph = large_graph(ops, cache)
+        placer.place(graph, cluster, seed=0)  # warm: compile the simulator, load the policy
+        seconds = median_seconds(lambda g=graph: placer.place(g, cluster, seed=0), args.repeat)
+        row = dict(ops=graph.num_ops, cluster=cluster.name, samples=args.samples, seconds=seconds,
+                   step_ms=placer.last_step * 1e3 if placer.last_step else None)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     """Parse arguments and run the chosen benchmark."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -424,7 +543,31 @@ def main() -> None:
     speed.add_argument("--samples", type=int, default=32)
     speed.add_argument("--epochs", type=int, default=10)
     speed.add_argument("--repeat", type=int, default=5)
+    zs = sub.add_parser("zeroshot", help="zero-shot placement by the pretrained policy against auto")
+    zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    zs.add_argument("--samples", type=int, default=16)
+    zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
+    zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])
+    zs.add_argument("--unseen-clusters", nargs="*", default=[f"configs/clusters/{n}.yaml" for n in (
+        "mixed_generations", "hosts3x4", "p100x16", "newkind4")])
+    zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
+    zs.add_argument("--jobs", type=int, default=2)
+    zs.add_argument("--out", default="out/bench_zeroshot")
+    lat = sub.add_parser("latency", help="seconds of the policy's greedy placement of 10k and 100k-op graphs")
+    lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
+    lat.add_argument("--cluster", default="k80x4")
+    lat.add_argument("--checkpoint", default=None)
+    lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
+    lat.add_argument("--repeat", type=int, default=3)
+    lat.add_argument("--cache", default="out/bench")
     args = parser.parse_args()
+    if args.bench == "zeroshot":
+        print(zeroshot_tables(bench_zeroshot(args)))
+        return
+    if args.bench == "latency":
+        bench_latency(args)
+        return
     if args.bench == "search":
         summary = bench_search(args)
         head = "| family | cluster | " + " | ".join(f"{p} / auto" for p in args.placers) + " |"

@@ -1,11 +1,15 @@
-"""The demo run by ``make demo``.
+"""The demo run by ``make demo``: zero-shot placement with the shipped pretrained policy.
 
-Every registered placer on the shipped example graph(s), on every cluster preset, scored by the
-simulator, printed as one table.
+The main job of gnplace: the shipped policy (``checkpoints/gnplace-base.ckpt``) places graphs it has
+never seen, each family's test graphs and two real models (GPT-2 and ResNet-50, imported from
+PyTorch), on two clusters, with no search; the simulator times its placement beside ``auto`` (the
+best fast heuristic), one device and the lower bound. Prints the table and the geometric means per
+family, and writes the Gantt chart of one placement to ``out/demo/``.
 
 Usage::
 
-    python scripts/demo.py [GRAPH ...] [--clusters k80x2,k80x4,...] [--mode default|placeto]
+    python scripts/demo.py [--clusters k80x4,tight4] [--samples 16] [--jobs 2] [--checkpoint PATH]
+    python scripts/demo.py --baselines [GRAPH ...]    # every non-learned placer on the example graphs
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -23,11 +30,95 @@ from gnplace.cluster import preset_names
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 
-EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "datasets" / "examples").glob("*.gnpg"))
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "datasets" / "examples").glob("*.gnpg"))
+REAL = ("gpt2", "resnet50")
 
 
-def main() -> int:
+def _zero_shot(task: tuple[str, str, str | None, int]) -> dict[str, Any]:
+    """One row: the policy's placement of a graph file on a cluster beside auto, single and the bound."""
+    from gnplace.rl.zeroshot import PolicyPlacer, compare_with_references
+
+    path, cluster_name, checkpoint, samples = task
+    sim = Simulator()
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim)
+    _, row = compare_with_references(graph, cluster, placer, seed=0, timer=sim)
+    row["family"] = str(graph.meta.get("family", "real"))
+    row["path"] = path
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--baselines" in argv:
+        return baselines([a for a in argv if a != "--baselines"])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clusters", default="k80x4,tight4", help="comma-separated presets or YAML files")
+    parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one")
+    parser.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")
+    parser.add_argument("--out", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
+    args = parser.parse_args(argv)
+    console = Console(width=150)
+    started = time.perf_counter()
+    try:
+        from gnplace.datasets import load_manifest
+        from gnplace.rl.zeroshot import PolicyPlacer
+        from gnplace.viz import plot_timeline
+
+        PolicyPlacer(checkpoint=args.checkpoint)  # a missing or corrupt checkpoint fails here, in one line
+        graphs = []
+        for family in ("cifar10", "ptb", "nmt"):
+            folder = ROOT / "datasets" / family
+            graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+        graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
+        clusters = [c for c in args.clusters.split(",") if c]
+        tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            rows = list(pool.map(_zero_shot, tasks))
+        table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
+        for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
+                    "policy / auto", "place s"):
+            table.add_column(col, justify="left" if col in ("cluster", "graph", "auto is") else "right")
+        for r in rows:
+            ratio = r["policy_vs_auto"]
+            colour = "green" if ratio < 0.995 else ("red" if ratio > 1.005 else "white")
+            table.add_row(r["cluster"], r["graph"], str(r["ops"]), f"{r['policy'] * 1e3:.3f}",
+                          f"{r['auto'] * 1e3:.3f}", r["auto_choice"], f"{r['single'] * 1e3:.3f}",
+                          f"{r['bound'] * 1e3:.3f}", f"[{colour}]{ratio:.3f}[/]" + (" OOM" if r["oom"] else ""),
+                          f"{r['place_seconds']:.2f}")
+        console.print(table)
+        summary = Table(title="policy / auto (geometric mean)")
+        summary.add_column("family")
+        for c in clusters:
+            summary.add_column(c, justify="right")
+        for family in ("cifar10", "ptb", "nmt", "real"):
+            cells = []
+            for c in clusters:
+                vals = [r["policy_vs_auto"] for r in rows if r["family"] == family and r["cluster"] == c]
+                cells.append(f"{float(np.exp(np.mean(np.log(vals)))):.3f}" if vals else "-")
+            summary.add_row(family, *cells)
+        console.print(summary)
+        first = rows[0]
+        sim = Simulator()
+        graph, cluster = load_graph(first["path"]), load_cluster(first["cluster"])
+        placement = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, timer=sim).place(graph, cluster, seed=0)
+        result = sim.time(graph, cluster, placement, timeline=True)
+        chart = plot_timeline(graph, result, Path(args.out) / f"gantt_{graph.name}_{cluster.name}.png",
+                              title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
+                                    f"step {result.step_time * 1e3:.3f} ms")
+        console.print(f"Gantt chart of {graph.name} on {cluster.name}: {chart}")
+    except GnplaceError as err:
+        print(f"demo: error: {err}", file=sys.stderr)
+        return 2
+    console.print(f"{len(rows)} placements in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+def baselines(argv: list[str]) -> int:
+    """Every non-learned placer on the example graphs and every preset (``demo.py --baselines``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
     parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
@@ -36,7 +127,7 @@ def main() -> int:
                         help="comma-separated placers (default: every non-learned one, single first)")
     parser.add_argument("--budget", type=int, default=200, help="timer evaluations for search placers")
     parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     console = Console(width=150)
     sim = Simulator(args.mode)
     try:

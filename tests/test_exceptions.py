@@ -14,6 +14,7 @@ from gnplace.exceptions import (
     GnplaceError,
     InfeasiblePlacement,
     InvalidArgument,
+    InvalidCheckpoint,
     InvalidCluster,
     InvalidGraph,
     InvalidPlacement,
@@ -28,7 +29,7 @@ from gnplace.toy import chain_graph
 EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
 GiB = 2**30
 
-VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, InvalidArgument}
+VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, InvalidArgument, InvalidCheckpoint}
 NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph, BudgetExhausted, MissingDependency}
 
 
@@ -133,9 +134,9 @@ def test_cli_lets_other_errors_through(monkeypatch):
     """Only :class:`GnplaceError` is bad input; a bug keeps its traceback."""
     import gnplace.cli.place as place_cmd
 
-    def broken(path):
+    def broken(spec):
         raise RuntimeError("a bug, not bad input")
 
-    monkeypatch.setattr(place_cmd, "load_graph", broken)
+    monkeypatch.setattr(place_cmd, "load_cluster", broken)
     with pytest.raises(RuntimeError, match="a bug, not bad input"):
         main(["place", str(EXAMPLE)])

@@ -121,3 +121,14 @@ def test_the_training_script_logs_checkpoints_and_resumes(tmp_path):
     assert "trained 5 iterations" in again.stdout
     bad = subprocess.run(cmd[:2] + ["--graphs", str(tmp_path / "missing.gnpg")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.startswith("train: error:")
+
+
+def test_elite_target_is_checked():
+    import pytest
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.train import LearnerConfig
+
+    assert LearnerConfig(elite_target="samples").elite_target == "samples"
+    with pytest.raises(InvalidArgument, match="elite_target"):
+        LearnerConfig(elite_target="auto")

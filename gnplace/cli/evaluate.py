@@ -26,6 +26,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: every non-learned one)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint", default=None,
+                   help="policy checkpoint of the placers that take one, e.g. policy (default: the shipped one)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--out", "-o", default="out/evaluate", help="output folder (default: out/evaluate)")
@@ -46,6 +48,12 @@ def run(args: argparse.Namespace) -> int:
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
     options = parse_placer_options(args.option, placers)
+    for name in placers:
+        if "checkpoint" in PLACERS.info(name).accepts:
+            from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
+
+            # named in the options, so a row is recomputed when the checkpoint's content changes
+            options.setdefault(name, {})["checkpoint"] = str(args.checkpoint or SHIPPED_CHECKPOINT)
     clusters = [c for c in args.clusters.split(",") if c]
     for c in clusters:
         load_cluster(c)  # fail early on a bad cluster

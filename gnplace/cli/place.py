@@ -1,4 +1,8 @@
-"""``gnplace place GRAPH --cluster C --placer NAME [-o placement.json]``: place a graph and save it."""
+"""``gnplace place GRAPH --cluster C --placer NAME [-o placement.json]``: place a graph and save it.
+
+GRAPH is a graph file, an ONNX file or ``module:factory`` (:mod:`gnplace.importers.sources`);
+``-p policy`` places it zero-shot with the pretrained policy (``--checkpoint``, ``-O policy.samples=K``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any
 
 from gnplace.cli.common import add_option_argument, mib, ms, parse_placer_options
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import load_graph
 from gnplace.placement import save_placement
 from gnplace.placers import make_placer
 from gnplace.sim.simulator import Simulator
@@ -20,10 +23,13 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("place", help="place a graph with a placer and write the placement file",
                        description="Place GRAPH on a cluster with a registered placer; write op -> device with the "
                        "step time and memory the simulator predicts.")
-    p.add_argument("graph", help="graph file")
+    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
+    p.add_argument("--checkpoint", default=None, help="policy checkpoint of learned placers (default: the shipped one)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                   help="ONNX input sizes for dynamic dimensions (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
@@ -36,13 +42,17 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace place``."""
-    graph = load_graph(args.graph)
+    from gnplace.importers.onnx import parse_input_shape
+    from gnplace.importers.sources import load_graph_source
+
+    shapes = dict(parse_input_shape(t) for t in args.input_shape)
+    graph = load_graph_source(args.graph, input_shapes=shapes or None)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.algo is not None:
         options["algo"] = args.algo
-    placer = make_placer(args.placer, timer=sim, budget=args.budget, **options)
+    placer = make_placer(args.placer, timer=sim, budget=args.budget, checkpoint=args.checkpoint, **options)
     start = time.perf_counter()
     placement = placer.place(graph, cluster, seed=args.seed)
     took = time.perf_counter() - start

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gnplace.exceptions import InvalidArgument, MissingDependency, UnknownName
+from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
 
 __all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer"]
 
@@ -174,6 +174,7 @@ PLACERS = PlacerRegistry({
     "auto": "gnplace.placers.auto:AutoPlacer",
     "ppo": "gnplace.rl.search:PPOSearchPlacer",
     "reinforce": "gnplace.rl.search:ReinforceSearchPlacer",
+    "policy": "gnplace.rl.zeroshot:PolicyPlacer",
 })
 
 
@@ -207,7 +208,7 @@ def get_placer(name: str, **options: Any) -> Any:
     except TypeError as err:
         raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
     except ValueError as err:
-        if isinstance(err, InvalidArgument):
+        if isinstance(err, GnplaceError):  # already one clear error (a bad checkpoint, a bad value)
             raise
         raise InvalidArgument(f"placer {name!r}: {err}") from err
 

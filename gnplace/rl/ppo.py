@@ -89,11 +89,14 @@ def ppo_loss(
     pg_loss1 = -adv * ratio
     pg_loss2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip)
     pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    # masked devices have log-probability -inf: zero them before any product, or 0 * -inf poisons the gradient
+    old_safe = old_log_probs.masked_fill(~mask, 0.0)
+    new_safe = new_log_probs.masked_fill(~mask, 0.0)
     # ALGO LOGIC: KL(pi_old || pi_theta) per decision, exact over the allowed devices
-    p_old = old_log_probs.exp()
-    kl = torch.where(mask, p_old * (old_log_probs - new_log_probs), torch.zeros_like(p_old)).sum(-1).mean()
-    p_new = new_log_probs.exp()
-    ent = -torch.where(mask, p_new * new_log_probs, torch.zeros_like(p_new)).sum(-1).mean()
+    p_old = old_safe.exp() * mask
+    kl = (p_old * (old_safe - new_safe)).sum(-1).mean()
+    p_new = new_safe.exp() * mask
+    ent = -(p_new * new_safe).sum(-1).mean()  # H(pi_theta(.|s_t))
     loss = pg_loss + beta * kl - entropy * ent
     clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
     return loss, {

@@ -55,6 +55,9 @@ class PlacementProblem:
             starting with the reference: the learning curve.
         greedy_steps (dict[int, float]): step time of the policy's greedy placement, by the iteration
             it was measured at (the end of imitation, the end of a search).
+        sample_best_devices (np.ndarray | None): the best fitting placement scored by :meth:`score`
+            (the policy's own: the reference is not among them), ``[num_ops]``; None before any fits.
+        sample_best_step (float): its step time, seconds (``inf`` before any).
     """
 
     inp: PolicyInput
@@ -68,6 +71,8 @@ class PlacementProblem:
     evaluations: int = field(init=False, default=0)
     history: list[tuple[int, float]] = field(init=False, default_factory=list)
     greedy_steps: dict[int, float] = field(init=False, default_factory=dict)
+    sample_best_devices: np.ndarray | None = field(init=False, default=None)
+    sample_best_step: float = field(init=False, default=float("inf"))
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()
@@ -105,6 +110,11 @@ class PlacementProblem:
         """The best placement seen as a device per decision group, ``[G]``."""
         return majority_groups(self.inp, self.best_devices)
 
+    def sample_best_groups(self) -> np.ndarray:
+        """The best placement the policy produced as a device per decision group, ``[G]`` (one must exist)."""
+        assert self.sample_best_devices is not None
+        return self.inp.groups_of(self.sample_best_devices)
+
     def score(self, group_devices: np.ndarray, timer: StepTimer, oom_penalty: float) -> tuple[BatchResult, np.ndarray]:
         """Time placements given per decision group (``[B, G]``) on the original graph; their rewards ``[B]``.
 
@@ -120,6 +130,8 @@ class PlacementProblem:
             i = int(np.flatnonzero(fits)[np.argmin(result.step_time[fits])])
             if self.best_oom or result.step_time[i] < self.best_step:
                 self.best_devices, self.best_step, self.best_oom = devices[i].copy(), float(result.step_time[i]), False
+            if result.step_time[i] < self.sample_best_step:
+                self.sample_best_devices, self.sample_best_step = devices[i].copy(), float(result.step_time[i])
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
 

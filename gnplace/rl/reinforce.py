@@ -44,6 +44,6 @@ def reinforce_loss(
     logp = new_log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # log pi_theta(a_t | s_t)
     # ALGO LOGIC: score-function gradient of the episode's log-likelihood, weighted by its advantage
     pg_loss = -(advantages[:, None] * logp).mean()
-    p = new_log_probs.exp()
-    ent = -torch.where(mask, p * new_log_probs, torch.zeros_like(p)).sum(-1).mean()
+    safe = new_log_probs.masked_fill(~mask, 0.0)  # 0 * -inf at masked devices would poison the gradient
+    ent = -(safe.exp() * mask * safe).sum(-1).mean()
     return pg_loss - entropy * ent, {"losses/policy": float(pg_loss.detach()), "losses/entropy": float(ent.detach())}

@@ -171,6 +171,7 @@ class PPOSearchPlacer:
                     trainer = L.Trainer(
                         max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=sys.stderr.isatty(), enable_model_summary=False, num_sanity_val_steps=0,
+                        limit_val_batches=0,
                     )
                     trainer.fit(learner, datamodule=data)
                 self.last_greedy_after_search = learner.greedy_step(problem) / problem.reference_step

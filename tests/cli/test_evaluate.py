@@ -100,3 +100,25 @@ def test_shared_options_are_not_per_placer(tmp_path, capsys, name):
     graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
     assert main(["evaluate", "-g", graph, "-p", "annealing", "-o", str(tmp_path), "-O", f"annealing.{name}=5"]) == 2
     assert "shared by every placer" in capsys.readouterr().err
+
+
+def test_the_policy_is_compared_like_any_placer_and_its_checkpoint_keys_the_rows(tmp_path, capsys):
+    import torch
+
+    from gnplace.policy.checkpoint import save_policy
+    from gnplace.policy.gnn import PlacementPolicy
+
+    torch.manual_seed(0)
+    checkpoint = save_policy(tmp_path / "a.ckpt", PlacementPolicy())
+    out = tmp_path / "ev"
+    args = ["evaluate", "--graphs", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "--clusters", "k80x4", "--placers",
+            "auto,policy", "--jobs", "1", "--out", str(out), "--checkpoint", str(checkpoint)]
+    assert main(args) == 0
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert {r["placer"] for r in rows} == {"auto", "policy"}
+    before = {r["placer"]: r["key"] for r in rows}
+    torch.manual_seed(1)
+    save_policy(checkpoint, PlacementPolicy())  # new weights in the same file: the policy's row is redone
+    assert main(args) == 0
+    after = {r["placer"]: r["key"] for r in csv.DictReader((out / "results.csv").open())}
+    assert after["auto"] == before["auto"] and after["policy"] != before["policy"]

@@ -127,3 +127,45 @@ def test_learned_search_placer_from_the_command_line(capsys):
     assert ppo["placer"] == reinforce["placer"] == "ppo" and ppo["step_time_s"] > 0 and reinforce["step_time_s"] > 0
     assert main(["place", graph_path, "-p", "heft", "--algo", "ppo"]) == 2
     assert "does not take these options" in capsys.readouterr().err
+
+
+def _fresh_policy(tmp_path):
+    import torch
+
+    from gnplace.policy.checkpoint import save_policy
+    from gnplace.policy.gnn import PlacementPolicy
+
+    torch.manual_seed(0)
+    return save_policy(tmp_path / "policy.ckpt", PlacementPolicy())
+
+
+def test_place_with_the_policy_placer_and_a_checkpoint(tmp_path, capsys):
+    checkpoint = _fresh_policy(tmp_path)
+    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
+    args = ["place", str(graph_path), "-c", "k80x4", "-p", "policy", "--checkpoint", str(checkpoint),
+            "-O", "policy.samples=4", "--json"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == first["step_time_s"]  # deterministic
+    (tmp_path / "bad.ckpt").write_bytes(b"garbage")
+    assert main(["place", str(graph_path), "-p", "policy", "--checkpoint", str(tmp_path / "bad.ckpt")]) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err
+
+
+def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path):
+    import subprocess
+    import sys
+
+    checkpoint = _fresh_policy(tmp_path)
+    script = [sys.executable, str(ROOT / "scripts" / "place.py")]
+    done = subprocess.run([*script, str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg"), "-c", "tight4", "--checkpoint",
+                           str(checkpoint), "--samples", "4", "--json", "-o", str(tmp_path / "p.json")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)
+    assert row["bound"] <= row["policy"] and row["policy_vs_auto"] == pytest.approx(row["policy"] / row["auto"])
+    assert not row["oom"] and (tmp_path / "p.json").is_file()
+    done = subprocess.run([*script, "nope.gnpg", "--checkpoint", str(checkpoint)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

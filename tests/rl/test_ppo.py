@@ -51,3 +51,22 @@ def test_advantages_and_beta():
     assert float(a.mean()) == pytest.approx(0.0, abs=1e-7) and float(a.std(unbiased=False)) == pytest.approx(1.0, rel=1e-6)
     assert adapt_beta(1.0, 0.0, 0.01) == 0.5 and adapt_beta(0.5, 1.0, 0.01) == 1.0
     assert PPOConfig().epochs == 10 and PPOConfig().beta == 1.0
+
+
+@pytest.mark.parametrize("loss_name", ["ppo", "reinforce"])
+def test_a_masked_device_leaves_the_gradient_finite(loss_name):
+    """Masked devices have log-probability -inf; 0 * -inf in the KL or entropy term must not poison the gradient."""
+    from gnplace.rl.reinforce import reinforce_loss
+
+    logits = torch.tensor([[[0.3, -0.2, 0.0]], [[0.1, 0.4, 0.0]]], requires_grad=True)
+    mask = torch.tensor([[[True, True, False]], [[True, True, False]]])
+    new = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+    actions, adv = torch.tensor([[0], [1]]), torch.tensor([1.0, -1.0])
+    if loss_name == "ppo":
+        loss, stats = ppo_loss(new, new.detach(), actions, adv, mask, clip=0.2, beta=1.0, entropy=0.01)
+        assert math.isfinite(stats["losses/approx_kl"]) and math.isfinite(stats["losses/entropy"])
+    else:
+        loss, stats = reinforce_loss(new, actions, adv, mask, entropy=0.01)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
+    assert float(logits.grad[..., 2].abs().sum()) == 0.0

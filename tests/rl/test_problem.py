@@ -46,3 +46,16 @@ def test_majority_groups_picks_the_device_with_most_work():
     p = PlacementProblem.build(g, c, Simulator())
     devices = p.inp.expand(np.array([1, 0, 1]))
     assert majority_groups(p.inp, devices).tolist() == [1, 0, 1]
+
+
+def test_the_policys_own_best_excludes_the_reference():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim)
+    assert p.sample_best_devices is None and p.sample_best_step == float("inf")
+    worst = np.zeros((1, p.inp.num_groups), dtype=np.int64)
+    spread = (np.arange(p.inp.num_groups) % c.num_devices)[None, :]
+    result, _ = p.score(np.concatenate([worst, spread]), sim, 4.0)
+    assert p.sample_best_step == pytest.approx(result.step_time.min())
+    assert np.array_equal(p.sample_best_groups(), [worst[0], spread[0]][int(np.argmin(result.step_time))])
+    assert p.best_step <= p.sample_best_step or p.best_step == p.reference_step

@@ -1,0 +1,48 @@
+"""``gnplace pretrain [--config FILE] [--out DIR] [--resume] [--devices N --strategy ddp]``: pretrain a policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``pretrain`` on the subparsers ``sub``."""
+    p = sub.add_parser(
+        "pretrain", help="pretrain the placement policy across families and clusters",
+        description="Imitation of auto, then PPO over the training splits of every family on preset and random "
+        "clusters (configs/pretrain.yaml holds every hyperparameter). Logs, checkpoints every few minutes, "
+        "--resume after a kill, data-parallel with --devices N --strategy ddp.",
+    )
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``gnplace pretrain`` and ``scripts/pretrain.py``."""
+    p.add_argument("--config", default=None, help="YAML config (default: configs/pretrain.yaml)")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value, e.g. schedule.iterations=100 (repeatable)")
+    p.add_argument("--seed", type=int, default=None, help="overrides learner.seed")
+    p.add_argument("--out", default="out/pretrain", help="output folder (default: out/pretrain)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
+    p.add_argument("--devices", type=int, default=1, help="data-parallel processes (default: 1)")
+    p.add_argument("--strategy", default="auto", help="Lightning strategy for --devices > 1: ddp or ddp_spawn")
+    p.add_argument("--num-nodes", type=int, default=1,
+                   help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
+    p.add_argument("--export", default=None, help="copy the final policy here, e.g. checkpoints/gnplace-base.ckpt")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace pretrain``."""
+    from gnplace.pretrain import load_pretrain_config, pretrain
+
+    config = load_pretrain_config(args.config, args.set, seed=args.seed)
+    result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
+                      num_nodes=args.num_nodes,
+                      progress=not args.no_progress, export=args.export)
+    if result["rank"] == 0:
+        print(json.dumps({k: v for k, v in result.items() if k != "rank"}, indent=1))
+    return 0

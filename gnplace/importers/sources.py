@@ -1,0 +1,98 @@
+"""One argument for any graph a user has: a graph file, an ONNX file or a Python ``module:factory``.
+
+:func:`load_graph_source` is what ``gnplace place`` and ``scripts/place.py`` call on their GRAPH
+argument:
+
+* ``*.gnpg`` / ``*.json``: a graph file (:func:`gnplace.graph_io.load_graph`);
+* ``*.onnx``: an ONNX model, imported with :func:`gnplace.importers.onnx.from_onnx` (``input_shapes``
+  for dynamic dimensions);
+* ``package.module:factory`` (or ``path/to/file.py:factory``): a function that returns
+  ``(module, example_inputs)``, imported with :func:`gnplace.importers.torch.from_module`; the
+  module's output on the inputs is the training loss (a scalar).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gnplace.exceptions import InvalidArgument, InvalidGraph
+from gnplace.graph import OpGraph
+
+__all__ = ["load_graph_source", "load_factory"]
+
+
+def load_factory(spec: str) -> Any:
+    """The callable named by ``"module:factory"`` or ``"file.py:factory"``.
+
+    Raises:
+        InvalidArgument: if the module or the attribute cannot be found, or is not callable.
+    """
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr.isidentifier():
+        raise InvalidArgument(f"{spec!r}: expected MODULE:FACTORY or FILE.py:FACTORY")
+    try:
+        if target.endswith(".py"):
+            path = Path(target)
+            if not path.is_file():
+                raise InvalidArgument(f"{spec!r}: no such file {target}")
+            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert module_spec is not None and module_spec.loader is not None
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules.setdefault(path.stem, module)
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except InvalidArgument:
+        raise
+    except Exception as err:  # noqa: BLE001 - a user's module may raise anything on import
+        raise InvalidArgument(f"{spec!r}: cannot import {target} ({type(err).__name__}: {err})") from err
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InvalidArgument(f"{spec!r}: {target} has no callable {attr!r}")
+    return factory
+
+
+def load_graph_source(
+    spec: str, *, input_shapes: Mapping[str, Sequence[int]] | None = None, optimizer: str = "sgd"
+) -> OpGraph:
+    """The training graph named by ``spec`` (see the module docstring).
+
+    Args:
+        spec (str): a graph file, an ONNX file or ``module:factory``.
+        input_shapes (Mapping, optional): ONNX input sizes for dynamic dimensions (default: the file's).
+        optimizer (str, optional): optimizer of imported models (default: ``"sgd"``).
+
+    Raises:
+        InvalidGraph: if a file is missing or malformed.
+        InvalidArgument: if a factory cannot be found or does not return ``(module, example_inputs)``.
+
+    Examples:
+        >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
+        True
+    """
+    path = Path(spec)
+    if path.suffix.lower() == ".onnx":
+        from gnplace.importers.onnx import from_onnx
+
+        return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer)
+    if path.suffix.lower() in (".gnpg", ".json") or path.exists():
+        from gnplace.graph_io import load_graph
+
+        return load_graph(path)
+    if ":" in spec:
+        import torch
+
+        from gnplace.importers.torch import from_module
+
+        made = load_factory(spec)()
+        if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
+            raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
+        module, inputs = made
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        return from_module(module, inputs, optimizer=optimizer, name=spec.rpartition(":")[2])
+    raise InvalidGraph(f"{spec}: no such graph file (give a .gnpg or .onnx file, or MODULE:FACTORY)")

@@ -1,0 +1,165 @@
+"""Policy checkpoints: the weights, the network's shape and the features it was trained with.
+
+A gnplace policy checkpoint is a ``torch.save`` file of plain data only, so it loads with
+``torch.load(..., weights_only=True)`` (no pickled code runs)::
+
+    {"format": "gnplace-policy", "version": 1,
+     "policy": {hidden, layers, head, dynamic_features, alpha},   # PolicyConfig
+     "features": {"node": [...], "edge": [...], "device": [...], "dynamic": [...], "op_kinds": [...]},
+     "state_dict": {name: tensor},
+     "meta": {...}}                                                # how it was made: plain values
+
+A policy works only with the features it was trained with, so loading compares the feature lists
+with this gnplace's and refuses a checkpoint made for others. :func:`load_policy` also reads the
+Lightning checkpoints that training writes (``last.ckpt``: the learner's ``state_dict`` under
+``policy.`` and its hyperparameters), so a run's checkpoint can be used before it is exported.
+
+Writes are atomic: the file is written next to its destination and renamed over it, so a kill
+leaves either the old checkpoint or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnplace.exceptions import InvalidCheckpoint
+from gnplace.opkinds import OP_KINDS
+from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES
+from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
+
+__all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save"]
+
+FORMAT = "gnplace-policy"
+VERSION = 1
+
+
+def feature_set() -> dict[str, list[str]]:
+    """The names of every feature the policy sees in this version of gnplace, by kind."""
+    from gnplace.rl.env import DYNAMIC_FEATURES
+
+    return {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES), "device": list(DEVICE_FEATURES),
+            "dynamic": list(DYNAMIC_FEATURES), "op_kinds": list(OP_KINDS)}
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(obj, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def save_policy(path: str | os.PathLike[str], policy: PlacementPolicy, meta: dict[str, Any] | None = None) -> Path:
+    """Write ``policy`` as a gnplace policy checkpoint (atomically); ``meta`` must be plain values.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> _ = torch.manual_seed(0)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     _ = save_policy(f"{d}/p.ckpt", PlacementPolicy(), {"steps": 3})
+        ...     policy, meta = load_policy(f"{d}/p.ckpt")
+        >>> meta["steps"], policy.config.hidden
+        (3, 64)
+    """
+    state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+    return atomic_torch_save({
+        "format": FORMAT, "version": VERSION, "policy": asdict(policy.config), "features": feature_set(),
+        "state_dict": state, "meta": dict(meta or {}),
+    }, path)
+
+
+def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load any checkpoint file with ``weights_only=True``; a missing, truncated or corrupt one is one clear error.
+
+    Raises:
+        InvalidCheckpoint: if the file is missing, is not a torch checkpoint, or holds anything but plain data.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidCheckpoint(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
+        text = str(err).strip()
+        reason = text.splitlines()[0].split(". ")[0] if text else type(err).__name__
+        raise InvalidCheckpoint(
+            f"{path}: not a readable checkpoint (truncated, corrupt or unsafe: {reason[:120]})"
+        ) from err
+    if not isinstance(data, dict):
+        raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (holds a {type(data).__name__})")
+    return data
+
+
+def _policy_config(raw: Any, path: Path) -> PolicyConfig:
+    names = {f.name for f in fields(PolicyConfig)}
+    if not isinstance(raw, dict):
+        raise InvalidCheckpoint(f"{path}: the policy's shape is missing")
+    try:
+        return PolicyConfig(**{k: raw[k] for k in names if k in raw})
+    except (TypeError, ValueError) as err:
+        raise InvalidCheckpoint(f"{path}: the policy's shape is malformed ({err})") from err
+
+
+def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str, Any]]:
+    """The policy in ``path`` (a gnplace policy checkpoint or a training run's Lightning checkpoint), and its meta.
+
+    The policy is in evaluation mode.
+
+    Raises:
+        InvalidCheckpoint: if the file is unreadable, foreign (neither kind), made for other features or
+            for another network shape.
+    """
+    path = Path(path)
+    data = read_checkpoint(path)
+    if data.get("format") == FORMAT:
+        if data.get("version") != VERSION:
+            raise InvalidCheckpoint(
+                f"{path}: checkpoint version {data.get('version')!r}; this gnplace reads {VERSION}"
+            )
+        trained = data.get("features")
+        if trained != feature_set():
+            mine = feature_set()
+            diff = sorted(k for k in mine if not isinstance(trained, dict) or trained.get(k) != mine[k])
+            raise InvalidCheckpoint(
+                f"{path}: made for other policy features ({', '.join(diff) or 'all'} differ); retrain or use a "
+                "checkpoint of this gnplace version"
+            )
+        config, state, meta = _policy_config(data.get("policy"), path), data.get("state_dict"), data.get("meta", {})
+    elif isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict):
+        hp = data.get("hyper_parameters", {})
+        config = _policy_config(hp, path)
+        state = {k.removeprefix("policy."): v for k, v in data["state_dict"].items() if k.startswith("policy.")}
+        meta = {"source": "training checkpoint", "iteration": data["gnplace"].get("iteration")}
+        trained = data["gnplace"].get("features")
+        if trained is not None and trained != feature_set():
+            raise InvalidCheckpoint(f"{path}: made for other policy features; retrain with this gnplace version")
+    else:
+        raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (no policy weights in it)")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InvalidCheckpoint(f"{path}: the policy weights are missing or malformed")
+    policy = PlacementPolicy(config)
+    try:
+        policy.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0]
+        raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({first[:160]})") from err
+    policy.eval()
+    return policy, dict(meta) if isinstance(meta, dict) else {}

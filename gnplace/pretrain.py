@@ -1,0 +1,449 @@
+"""Pretraining one placement policy across graph families and clusters: config, data, run, export.
+
+The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped checkpoint):
+
+1. **data**: the training splits of the ``cifar10``, ``ptb`` and ``nmt`` datasets, less the last
+   ``val_per_family`` graphs of each family, which are held out for validation; every graph is
+   paired with every cluster: the presets and ``random_clusters`` random ones
+   (:func:`~gnplace.cluster_sampler.random_cluster`: 2 to 8 devices of mixed kinds, speeds, memories
+   and links, a quarter of them memory-tight). Each iteration draws ``pairs_per_step`` pairs.
+2. **imitation warm start**: for ``learner.imitation_steps`` iterations the policy is fitted to the
+   reference placement (``auto``'s) of each drawn pair (:mod:`gnplace.rl.imitation`);
+3. **PPO** afterwards (Spotlight's, :mod:`gnplace.rl.ppo`), with the pull toward the best placement
+   seen of each pair (``learner.elite``, Post's cross-entropy term);
+4. **validation** at the end of every epoch of ``steps_per_epoch`` iterations: the greedy placement of
+   every held-out (graph, cluster) pair, logged as ``val/greedy_vs_auto`` (geometric mean of step
+   time over ``auto``'s), per family and as the share that overflows memory.
+
+Engineering is Lightning's: its ``Trainer`` runs the loop, shows progress, logs to CSV and
+TensorBoard, writes ``OUT/checkpoints/last.ckpt`` atomically every ``checkpoint_every_s`` seconds
+(``--resume`` continues from it after a kill, losing at most one interval), and runs data-parallel on
+``devices`` processes with ``strategy="ddp"`` (each rank simulates its own share of the pairs of an
+iteration; gradients are averaged). ``OUT/policy.ckpt``, the policy alone
+(:mod:`gnplace.policy.checkpoint`), is written after every validation and at the end, and
+``OUT/best.ckpt`` whenever the held-out geometric mean improves: model selection on held-out
+*training* graphs, never on the test splits. ``--export`` copies ``best.ckpt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+
+__all__ = [
+    "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
+    "ExportPolicy", "RankDigest", "check_resumable",
+]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pretrain.yaml"
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which (graph, cluster) pairs pretraining sees.
+
+    Attributes:
+        root (str): folder of the datasets: absolute, or relative to the working directory if it is
+            there, else to the parent of the config file's folder (the repository, for
+            ``configs/pretrain.yaml``) (default: ``"datasets"``).
+        families (tuple[str, ...]): dataset folders under ``root`` (default: the three families).
+        val_per_family (int): training graphs of each family held out for validation (default: 2).
+        presets (tuple[str, ...]): cluster presets (default: all five).
+        random_clusters (int): random clusters (default: 12).
+        random_cluster_seed (int): seed of the first random cluster; the others follow (default: 1000).
+        val_clusters (tuple[str, ...]): clusters of the validation pairs (default: k80x4, v100x8, tight4).
+        max_nodes (int): most nodes of a decision graph (default: 1,000).
+    """
+
+    root: str = "datasets"
+    families: tuple[str, ...] = ("cifar10", "ptb", "nmt")
+    val_per_family: int = 2
+    presets: tuple[str, ...] = ("k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu")
+    random_clusters: int = 12
+    random_cluster_seed: int = 1000
+    val_clusters: tuple[str, ...] = ("k80x4", "v100x8", "tight4")
+    max_nodes: int = 1000
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """How long pretraining runs and how often it validates and checkpoints.
+
+    Attributes:
+        iterations (int): iterations in all, imitation included (default: 550).
+        pairs_per_step (int): pairs drawn per iteration (default: 4).
+        steps_per_epoch (int): iterations between validations (default: 50).
+        checkpoint_every_s (float): seconds between checkpoints (default: 120).
+    """
+
+    iterations: int = 550
+    pairs_per_step: int = 4
+    steps_per_epoch: int = 50
+    checkpoint_every_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Every hyperparameter of pretraining: data, schedule and the learner's.
+
+    Attributes:
+        data (DataConfig): the pairs.
+        schedule (ScheduleConfig): length and cadence.
+        learner (LearnerConfig): the learner's hyperparameters (:class:`gnplace.train.LearnerConfig`).
+        base (str): folder that relative data paths start from (the config file's repository).
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    learner: Any = None
+    base: str = str(DEFAULT_CONFIG.parent.parent)
+
+    def __post_init__(self) -> None:
+        from gnplace.train import LearnerConfig
+
+        if self.learner is None:
+            object.__setattr__(self, "learner", LearnerConfig())
+        if self.schedule.iterations < 1 or self.schedule.pairs_per_step < 1 or self.schedule.steps_per_epoch < 1:
+            raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
+        if self.data.val_per_family < 0 or self.data.random_clusters < 0:
+            raise InvalidArgument("data: val_per_family and random_clusters must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (what a YAML config holds, and what checkpoints record)."""
+        return {"data": _plain(dataclasses.asdict(self.data)), "schedule": dataclasses.asdict(self.schedule),
+                "learner": dataclasses.asdict(self.learner)}
+
+    def digest(self) -> str:
+        """SHA-256 of :meth:`to_dict`: two runs with the same digest (and seed) train the same policy."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _section(cls: type, raw: Any, name: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, Mapping):
+        raise InvalidArgument(f"pretrain config: {name!r} must be a mapping, got {type(raw).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise InvalidArgument(f"pretrain config: unknown key {name}.{unknown[0]} (known: {', '.join(known)})")
+    values = {}
+    for key, value in raw.items():
+        default = known[key].default
+        if isinstance(default, tuple):
+            if isinstance(value, str):
+                value = [v for v in value.split(",") if v]
+            if not isinstance(value, list):
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be a list, got {value!r}")
+            value = tuple(str(v) for v in value)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be true or false, got {value!r}")
+        elif isinstance(default, (int, float)) and not isinstance(default, bool):
+            if isinstance(value, str):  # YAML 1.1 reads 3e-4 as a string
+                try:
+                    value = float(value)
+                except ValueError:
+                    pass
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
+            if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be an integer, got {value!r}")
+            value = type(default)(value)
+        elif isinstance(default, str) and not isinstance(value, str):
+            raise InvalidArgument(f"pretrain config: {name}.{key} must be a string, got {value!r}")
+        values[key] = value
+    return cls(**values)
+
+
+def load_pretrain_config(
+    path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = (), *, seed: int | None = None
+) -> PretrainConfig:
+    """Read a pretraining config (YAML: sections ``data``, ``schedule``, ``learner``), then apply overrides.
+
+    Args:
+        path (str or Path, optional): the YAML file (default: ``configs/pretrain.yaml`` of the repository).
+        overrides (Sequence[str], optional): ``SECTION.KEY=VALUE`` strings (YAML values), applied in order.
+        seed (int, optional): overrides ``learner.seed``.
+
+    Raises:
+        InvalidArgument: if the file is missing or malformed, or names an unknown key.
+
+    Examples:
+        >>> c = load_pretrain_config(overrides=["schedule.iterations=5", "learner.samples=8"])
+        >>> c.schedule.iterations, c.learner.samples
+        (5, 8)
+    """
+    import yaml
+
+    from gnplace.train import LearnerConfig
+
+    path = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except (OSError, yaml.YAMLError) as err:
+        raise InvalidArgument(f"{path}: not a readable YAML config ({str(err).splitlines()[0]})") from err
+    if raw is None and not path.is_file():
+        raise InvalidArgument(f"{path}: no such config file")
+    raw = dict(raw or {})
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{path}: a pretraining config is a mapping of sections data, schedule, learner")
+    unknown = sorted(set(raw) - {"data", "schedule", "learner"})
+    if unknown:
+        raise InvalidArgument(f"{path}: unknown section {unknown[0]!r} (sections: data, schedule, learner)")
+    sections = {k: dict(raw.get(k) or {}) for k in ("data", "schedule", "learner")}
+    for item in overrides:
+        target, sep, text = item.partition("=")
+        section, dot, key = target.partition(".")
+        if not sep or not dot or section not in sections or not key:
+            raise InvalidArgument(
+                f"override {item!r}: expected SECTION.KEY=VALUE with SECTION data, schedule or learner"
+            )
+        try:
+            sections[section][key] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise InvalidArgument(f"override {item!r}: value is not YAML ({err})") from err
+    if seed is not None:
+        sections["learner"]["seed"] = int(seed)
+    try:
+        learner = _section(LearnerConfig, sections["learner"], "learner")
+    except InvalidArgument:
+        raise
+    return PretrainConfig(
+        data=_section(DataConfig, sections["data"], "data"),
+        schedule=_section(ScheduleConfig, sections["schedule"], "schedule"),
+        learner=learner, base=str(path.resolve().parent.parent),
+    )
+
+
+def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
+    """Training and held-out graph files of every family (the training split only)."""
+    from gnplace.evaluate import collect_graphs
+
+    root = Path(config.data.root)
+    if not root.is_absolute():  # the working directory's, else the repository's of the config file
+        root = root if root.is_dir() else Path(config.base) / root
+    train, val = [], []
+    for family in config.data.families:
+        graphs = collect_graphs([str(root / family)], split="train")
+        cut = len(graphs) - config.data.val_per_family
+        if cut < 1:
+            raise InvalidArgument(f"family {family!r}: {len(graphs)} training graphs, cannot hold out "
+                                  f"{config.data.val_per_family}")
+        train += graphs[:cut]
+        val += graphs[cut:]
+    return train, val
+
+
+def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """The training and the validation ``(graph file, cluster)`` pairs of ``config``.
+
+    Clusters are preset names or random :class:`~gnplace.cluster.Cluster` objects.
+    """
+    from gnplace.cluster import load_cluster
+    from gnplace.cluster_sampler import random_cluster
+
+    train, val = _family_graphs(config)
+    clusters: list[Any] = [load_cluster(p) for p in config.data.presets]
+    clusters += [random_cluster(config.data.random_cluster_seed + i) for i in range(config.data.random_clusters)]
+    if not clusters:
+        raise InvalidArgument("data: no clusters (give presets or random_clusters)")
+    pairs = [(str(g), c) for g in train for c in clusters]
+    val_pairs = [(str(g), load_cluster(c)) for g in val for c in config.data.val_clusters]
+    return pairs, val_pairs
+
+
+class ExportPolicy(L.Callback):
+    """Write the policy alone (:func:`~gnplace.policy.checkpoint.save_policy`) after each validation and at the end.
+
+    Only rank 0 writes. The meta records the iterations done, the wall seconds of the run (across
+    resumes: the elapsed time is kept in Lightning's checkpoints), the config and the last validation.
+
+    Args:
+        path (Path): the policy checkpoint to write.
+        config (PretrainConfig): the run's config, recorded in the meta.
+    """
+
+    def __init__(self, path: Path, config: PretrainConfig) -> None:
+        self.path, self.config = path, config
+        self.best_path = path.with_name("best.ckpt")
+        self.started = time.monotonic()
+        self.elapsed_before = 0.0
+        self.best_score = float("inf")
+
+    def elapsed(self) -> float:
+        """Wall seconds of the run so far, earlier sessions of a resumed run included."""
+        return self.elapsed_before + time.monotonic() - self.started
+
+    def export(self, trainer: L.Trainer, pl_module: Any, path: Path | None = None) -> None:
+        """Write the policy checkpoint (rank 0 only)."""
+        if trainer.global_rank != 0:
+            return
+        from gnplace.policy.checkpoint import save_policy
+
+        save_policy(path or self.path, pl_module.policy, {
+            "iterations": int(pl_module.iteration), "wall_seconds": round(self.elapsed(), 1),
+            "config": self.config.to_dict(), "config_digest": self.config.digest(),
+            "validation": dict(pl_module.last_validation), "processes": int(trainer.world_size),
+        })
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Export after every validation; also to ``best.ckpt`` when the held-out geometric mean improves."""
+        if trainer.sanity_checking:
+            return
+        self.export(trainer, pl_module)
+        score = pl_module.last_validation.get("val/greedy_vs_auto")
+        if score is not None and score < self.best_score:
+            self.best_score = float(score)
+            self.export(trainer, pl_module, self.best_path)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Export at the end."""
+        self.export(trainer, pl_module)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The elapsed wall seconds, kept in Lightning's checkpoints."""
+        return {"elapsed": self.elapsed(), "best_score": self.best_score}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the wall-clock count and the best validation of a resumed run."""
+        self.elapsed_before = float(state.get("elapsed", 0.0))
+        self.best_score = float(state.get("best_score", float("inf")))
+        self.started = time.monotonic()
+
+
+class RankDigest(L.Callback):
+    """At the end of a distributed run, each rank writes ``rank<r>.json``: its iteration and a digest of its weights.
+
+    Data-parallel ranks must end with the same weights; the test of the DDP run compares the files.
+
+    Args:
+        folder (Path): where the files go.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Write this rank's digest (distributed runs only)."""
+        if trainer.world_size <= 1:
+            return
+        digest = hashlib.sha256()
+        for name, tensor in sorted(pl_module.policy.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().numpy().tobytes())
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(
+            {"rank": trainer.global_rank, "iteration": int(pl_module.iteration), "weights": digest.hexdigest()}
+        ))
+
+
+def check_resumable(path: Path, config: PretrainConfig) -> None:
+    """Refuse a training checkpoint that cannot continue this run: unreadable, foreign, or another config.
+
+    Raises:
+        InvalidCheckpoint: with one line saying which.
+    """
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    data = read_checkpoint(path)
+    if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
+        raise InvalidCheckpoint(f"{path}: not a gnplace training checkpoint (cannot resume from it)")
+    saved = data.get("hyper_parameters", {})
+    mine = dataclasses.asdict(config.learner)
+    differ = sorted(k for k in mine if k in saved and saved[k] != mine[k])
+    if differ:
+        raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); "
+                                "resume with the same config or use another --out")
+
+
+def pretrain(
+    config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
+    strategy: str = "auto", num_nodes: int = 1, progress: bool = True, export: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Pretrain a policy as ``config`` says; logs and checkpoints under ``out``.
+
+    Args:
+        config (PretrainConfig): every hyperparameter.
+        out (str or Path): output folder: ``logs/`` (CSV), ``tensorboard/``, ``checkpoints/last.ckpt``,
+            ``policy.ckpt``.
+        resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists (default: :obj:`False`).
+        devices (int, optional): processes (data-parallel ranks) (default: 1).
+        strategy (str, optional): Lightning's strategy, e.g. ``"ddp"`` or ``"ddp_spawn"`` for ``devices > 1``
+            (default: ``"auto"``).
+        num_nodes (int, optional): machines of a multi-node run; Lightning reads ``MASTER_ADDR``,
+            ``MASTER_PORT`` and ``NODE_RANK`` from the environment (default: 1).
+        progress (bool, optional): show Lightning's progress bar (default: :obj:`True`).
+        export (str or Path, optional): also copy the policy with the best validation there (e.g.
+            ``checkpoints/gnplace-base.ckpt``).
+
+    Returns:
+        dict: ``iterations``, ``wall_seconds``, ``validation`` (the last), ``policy`` (its path).
+
+    Raises:
+        InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
+    """
+    import torch
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from gnplace.rl.search import quiet_lightning
+    from gnplace.train import PlacementDataModule, PlacementLearner, StopAfter, TimedCheckpoint
+
+    if devices < 1 or num_nodes < 1:
+        raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
+    out = Path(out)
+    last = out / "checkpoints" / "last.ckpt"
+    ckpt_path = None
+    if resume and last.exists():
+        check_resumable(last, config)
+        ckpt_path = str(last)
+    pairs, val_pairs = pretrain_pairs(config)
+    schedule = config.schedule
+    data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
+                               max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs)
+    torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
+    learner = PlacementLearner(config.learner)
+    exporter = ExportPolicy(out / "policy.ckpt", config)
+    trainer = L.Trainer(
+        max_epochs=-1, accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+        enable_checkpointing=False,
+        callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
+                   RankDigest(out / "ranks")],
+        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
+        use_distributed_sampler=False, deterministic=False,
+    )
+    with quiet_lightning():
+        trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+    trainer.save_checkpoint(last, weights_only=False)
+    if trainer.global_rank == 0 and export is not None:
+        import shutil
+
+        Path(export).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(export).with_name(f".{Path(export).name}.tmp")
+        chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
+        shutil.copyfile(chosen, tmp)
+        os.replace(tmp, export)
+    return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
+            "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
+            "best": str(exporter.best_path), "best_validation": exporter.best_score,
+            "rank": int(trainer.global_rank)}

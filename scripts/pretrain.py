@@ -1,0 +1,38 @@
+"""Pretrain the placement policy across the three families and many clusters (``gnplace pretrain``).
+
+Usage::
+
+    python scripts/pretrain.py [--config configs/pretrain.yaml] [--set schedule.iterations=100] \\
+        [--out out/pretrain] [--resume] [--devices 2 --strategy ddp] [--export checkpoints/gnplace-base.ckpt]
+
+The defaults of ``configs/pretrain.yaml`` reproduce the shipped ``checkpoints/gnplace-base.ckpt``
+(see its model card, ``checkpoints/README.md``). Errors in the config or a corrupt checkpoint under
+``--resume`` print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gnplace.cli.pretrain import add_arguments, run
+from gnplace.exceptions import GnplaceError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the flags and pretrain; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except GnplaceError as err:
+        print(f"pretrain: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pretrain: interrupted (resume with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

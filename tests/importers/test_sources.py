@@ -1,0 +1,71 @@
+"""One GRAPH argument for graph files, ONNX files and Python ``module:factory`` references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from gnplace.exceptions import InvalidArgument, InvalidGraph
+from gnplace.importers.sources import load_factory, load_graph_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FACTORY = '''
+import torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+    def forward(self, x):
+        return self.body(x).square().mean()  # the training loss
+
+
+def make():
+    return Net(), (torch.zeros(4, 8),)
+
+def not_a_pair():
+    return 3
+'''
+
+
+def _onnx_file(path: Path, dynamic: bool = False) -> Path:
+    w = numpy_helper.from_array(np.ones((16, 4), dtype=np.float32), "w")
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16] if dynamic else [8, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4] if dynamic else [8, 4])
+    graph = helper.make_graph([node], "g", [x], [y], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_graph_files_onnx_files_and_factories_give_training_graphs(tmp_path):
+    assert load_graph_source(str(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")).num_ops > 0
+    from_onnx = load_graph_source(str(_onnx_file(tmp_path / "m.onnx")))
+    assert from_onnx.num_ops > 1 and (from_onnx.phase == 2).any()  # backward and an update were synthesised
+    dynamic = load_graph_source(str(_onnx_file(tmp_path / "d.onnx", dynamic=True)), input_shapes={"x": [8, 16]})
+    assert dynamic.num_ops == from_onnx.num_ops
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    graph = load_graph_source(f"{tmp_path / 'mymodels.py'}:make")
+    assert graph.name == "make" and "addmm" in graph.op_types and (graph.phase == 2).sum() == 4
+
+
+def test_bad_sources_are_one_clear_error(tmp_path):
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    with pytest.raises(InvalidGraph, match="no such graph file"):
+        load_graph_source(str(tmp_path / "missing.gnpg"))
+    with pytest.raises(InvalidGraph):
+        load_graph_source(str(tmp_path / "missing.onnx"))
+    with pytest.raises(InvalidArgument, match="cannot import"):
+        load_graph_source("no_such_module_here:make")
+    with pytest.raises(InvalidArgument, match="no callable"):
+        load_factory(f"{tmp_path / 'mymodels.py'}:absent")
+    with pytest.raises(InvalidArgument, match=r"return \(module, example_inputs\)"):
+        load_graph_source(f"{tmp_path / 'mymodels.py'}:not_a_pair")
+    with pytest.raises(InvalidArgument, match="MODULE:FACTORY"):
+        load_factory("nocolon")

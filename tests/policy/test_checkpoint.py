@@ -1,0 +1,101 @@
+"""Policy checkpoints: round trip, weights-only loading, and one clear error for every bad file."""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import pytest
+import torch
+
+from gnplace.exceptions import InvalidCheckpoint
+from gnplace.policy import checkpoint as ckpt
+from gnplace.policy.checkpoint import feature_set, load_policy, read_checkpoint, save_policy
+from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
+
+
+@pytest.fixture
+def saved(tmp_path):
+    torch.manual_seed(3)
+    policy = PlacementPolicy(PolicyConfig(hidden=16, layers=2, head=8))
+    path = save_policy(tmp_path / "p.ckpt", policy, {"iterations": 5, "note": "test"})
+    return policy, path
+
+
+def test_round_trip_keeps_weights_shape_and_meta(saved):
+    policy, path = saved
+    loaded, meta = load_policy(path)
+    assert meta == {"iterations": 5, "note": "test"}
+    assert loaded.config == policy.config and not loaded.training
+    for (name, a), (_, b) in zip(policy.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_the_file_holds_plain_data_only_and_is_an_ordinary_file(saved):
+    _, path = saved
+    data = torch.load(path, weights_only=True)
+    assert data["format"] == "gnplace-policy" and data["features"] == feature_set()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def test_a_damaged_file_is_one_clear_error(saved, tmp_path, damage):
+    _, path = saved
+    bad = tmp_path / "bad.ckpt"
+    raw = path.read_bytes()
+    bad.write_bytes({"truncated": raw[: len(raw) // 2], "garbage": os.urandom(4096), "empty": b""}[damage])
+    with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint") as err:
+        load_policy(bad)
+    assert "\n" not in str(err.value)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+def test_pickled_code_is_refused_not_run(tmp_path, capsys):
+    path = tmp_path / "evil.ckpt"
+    with open(path, "wb") as f:
+        pickle.dump({"format": "gnplace-policy", "x": _Evil()}, f, protocol=2)
+    with pytest.raises(InvalidCheckpoint):
+        load_policy(path)
+    assert "code ran" not in capsys.readouterr().out
+
+
+def test_foreign_missing_and_mismatched_checkpoints(saved, tmp_path):
+    _, path = saved
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"model": {"w": torch.zeros(2)}}, foreign)
+    with pytest.raises(InvalidCheckpoint, match="not a gnplace checkpoint"):
+        load_policy(foreign)
+    with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
+        load_policy(tmp_path / "nope.ckpt")
+    data = torch.load(path, weights_only=True)
+    data["features"]["node"] = data["features"]["node"][:-1]
+    torch.save(data, tmp_path / "other_features.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="other policy features"):
+        load_policy(tmp_path / "other_features.ckpt")
+    data = torch.load(path, weights_only=True)
+    data["policy"]["hidden"] = 32
+    torch.save(data, tmp_path / "other_shape.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="do not fit"):
+        load_policy(tmp_path / "other_shape.ckpt")
+    assert isinstance(read_checkpoint(path), dict)
+
+
+def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
+    policy, path = saved
+    before = path.read_bytes()
+
+    def broken(obj, handle):
+        handle.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(ckpt.torch, "save", broken)
+    with pytest.raises(OSError):
+        save_policy(path, policy)
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind

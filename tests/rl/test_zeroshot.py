@@ -1,0 +1,84 @@
+"""Zero-shot placement with a pretrained policy: feasible, deterministic, the best of its candidates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidCheckpoint
+from gnplace.graph_io import load_graph
+from gnplace.placers.registry import PLACERS, make_placer
+from gnplace.policy.checkpoint import save_policy
+from gnplace.policy.gnn import PlacementPolicy
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, PolicyPlacer, compare_with_references
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import layered_graph, toy_cluster
+
+TEST_GRAPH = "datasets/nmt/nmt_011.gnpg"  # a test-split graph: never seen in pretraining
+
+
+@pytest.fixture(scope="module")
+def fresh_checkpoint(tmp_path_factory):
+    torch.manual_seed(0)
+    return save_policy(tmp_path_factory.mktemp("ckpt") / "fresh.ckpt", PlacementPolicy())
+
+
+def test_a_test_graph_gets_a_feasible_placement_deterministic_under_a_seed(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("tight4")
+    sim = Simulator()
+    a = PolicyPlacer(checkpoint=fresh_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=3)
+    b = PolicyPlacer(checkpoint=fresh_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=3)
+    assert np.array_equal(a.devices, b.devices)
+    assert not sim.time(graph, cluster, a).is_oom
+
+
+def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    sim = Simulator()
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)
+    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, timer=sim)
+    t0 = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0)).step_time
+    t1 = sim.time(graph, cluster, with_samples.place(graph, cluster, seed=0)).step_time
+    assert greedy_only.last_evaluations == 1 and with_samples.last_evaluations == 17
+    assert t1 <= t0 and with_samples.last_greedy_step == pytest.approx(t0)
+    assert with_samples.last_step == pytest.approx(t1)
+
+
+def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("cpu_gpu")
+    sim = Simulator()
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, portfolio=True, timer=sim)
+    ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time
+    auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    assert ours <= auto * (1 + 1e-12)
+    assert placer.last_evaluations == 5 + 6
+
+
+def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint):
+    graph = layered_graph(3000, width=12, seed=1)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150)
+    placement = placer.place(graph, toy_cluster(4), seed=0)
+    assert placement.devices.shape == (3000,) and len(np.unique(placement.devices)) > 1
+
+
+def test_trivial_inputs_and_bad_checkpoints(fresh_checkpoint, tmp_path):
+    graph = load_graph(TEST_GRAPH)
+    assert not PolicyPlacer(checkpoint=fresh_checkpoint).place(graph, toy_cluster(1)).devices.any()
+    with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
+        PolicyPlacer(checkpoint=tmp_path / "missing.ckpt")
+    (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(InvalidCheckpoint):
+        make_placer("policy", checkpoint=str(tmp_path / "bad.ckpt"))
+
+
+def test_the_shipped_checkpoint_loads_and_places_a_shipped_graph():
+    assert SHIPPED_CHECKPOINT.is_file(), "checkpoints/gnplace-base.ckpt must ship with the repository"
+    placer = make_placer("policy")  # the registry's name, the shipped checkpoint by default
+    assert placer.meta["iterations"] > 0 and "validation" in placer.meta
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    placement, row = compare_with_references(graph, cluster, placer, seed=0)
+    assert placement.devices.shape == (graph.num_ops,) and not row["oom"]
+    assert row["bound"] <= row["policy"] <= row["single"] * 1.5
+    assert PLACERS.info("policy").learned and "checkpoint" in PLACERS.info("policy").accepts

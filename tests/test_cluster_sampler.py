@@ -1,0 +1,53 @@
+"""Random clusters for pretraining: reproducible, varied, valid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import LINK_KINDS
+from gnplace.cluster_sampler import GPU_KINDS, TIGHT_MEMORY, random_cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import mlp_training_graph
+
+
+def test_the_same_seed_gives_the_same_cluster_and_others_differ():
+    assert random_cluster(7).fingerprint() == random_cluster(7).fingerprint()
+    assert len({random_cluster(s).fingerprint() for s in range(20)}) == 20
+
+
+def test_clusters_cover_sizes_kinds_memories_and_links():
+    clusters = [random_cluster(s) for s in range(200)]
+    sizes = {c.num_devices for c in clusters}
+    assert sizes == set(range(2, 9))
+    kinds = {k for c in clusters for k in c.kinds}
+    assert set(GPU_KINDS) | {"cpu"} == kinds
+    assert any(len(set(c.kinds) - {"cpu"}) > 1 for c in clusters)  # mixed GPU generations
+    tight = [c for c in clusters if any(m in TIGHT_MEMORY for m in c.memory)]
+    assert 0.1 < len(tight) / len(clusters) < 0.4
+    speeds = {round(d.peak_flops / 1e9) for c in clusters for d in c.devices if d.kind == "v100"}
+    assert len(speeds) > 10  # speeds are scaled, not only the table's
+    bandwidths = {float(b) for c in clusters for b in c.bandwidth[~np.eye(c.num_devices, dtype=bool)]}
+    assert {LINK_KINDS["nvlink2"]["bandwidth"], LINK_KINDS["ethernet20g"]["bandwidth"]} <= bandwidths
+
+
+def test_a_cpu_talks_to_its_gpus_over_pcie_or_the_network():
+    for seed in range(100):
+        c = random_cluster(seed, cpu_probability=1.0)
+        cpu = c.kinds.index("cpu")
+        others = np.delete(c.bandwidth[cpu], cpu)
+        assert set(others.tolist()) <= {LINK_KINDS[k]["bandwidth"] for k in ("pcie3", "infiniband", "ethernet20g")}
+
+
+def test_device_range_is_respected_and_checked():
+    assert all(random_cluster(s, min_devices=3, max_devices=3).num_devices == 3 for s in range(10))
+    with pytest.raises(InvalidArgument):
+        random_cluster(0, min_devices=4, max_devices=2)
+
+
+def test_a_random_cluster_times_a_placement():
+    graph = mlp_training_graph(layers=3, width=256, batch=32)
+    cluster = random_cluster(11)
+    devices = np.arange(graph.num_ops) % cluster.num_devices
+    assert Simulator().time(graph, cluster, devices).step_time > 0

@@ -1,0 +1,196 @@
+"""Pretraining: the config, the pairs, a tiny run end to end, determinism, resume after a kill, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.graph_io import save_graph
+from gnplace.policy.checkpoint import load_policy
+from gnplace.pretrain import DEFAULT_CONFIG, load_pretrain_config, pretrain, pretrain_pairs
+from gnplace.toy import mlp_training_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory) -> Path:
+    """A YAML config over two tiny families of toy MLPs: seconds per run."""
+    base = tmp_path_factory.mktemp("tiny")
+    for f, family in enumerate(("alpha", "beta")):
+        for i in range(3):
+            graph = mlp_training_graph(layers=2 + i, width=256 * (1 + f), batch=32)
+            graph.meta["family"] = family
+            save_graph(graph, base / "data" / family / f"{family}_{i}.gnpg")
+    config = {
+        "data": {"root": str(base / "data"), "families": ["alpha", "beta"], "val_per_family": 1,
+                 "presets": ["k80x2"], "random_clusters": 1, "val_clusters": ["k80x2"], "max_nodes": 50},
+        "schedule": {"iterations": 4, "pairs_per_step": 2, "steps_per_epoch": 2, "checkpoint_every_s": 60},
+        "learner": {"samples": 4, "epochs": 2, "imitation_steps": 1, "hidden": 16, "head": 8, "layers": 2,
+                    "elite": 1.0, "elite_target": "samples", "seed": 0},
+    }
+    path = base / "configs" / "tiny.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_policy(path)[0].state_dict()
+
+
+def test_the_shipped_config_reads_and_overrides_apply():
+    config = load_pretrain_config(DEFAULT_CONFIG, ["schedule.iterations=5", "learner.lr=3e-4"], seed=9)
+    assert config.schedule.iterations == 5 and config.learner.lr == 3e-4 and config.learner.seed == 9
+    assert config.data.families == ("cifar10", "ptb", "nmt")
+    assert load_pretrain_config().digest() == load_pretrain_config(DEFAULT_CONFIG).digest() != config.digest()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("data: {colour: red}", "unknown key data.colour"),
+    ("schedule: {iterations: many}", "must be a number"),
+    ("schedule: {iterations: 2.5}", "must be an integer"),
+    ("optimiser: {}", "unknown section"),
+    ("learner: {algo: sarsa}", "algo"),
+    ("data: [1, 2", "not a readable YAML"),
+])
+def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidArgument, match=message):
+        load_pretrain_config(path)
+    with pytest.raises(InvalidArgument, match="no such config"):
+        load_pretrain_config(tmp_path / "missing.yaml")
+    with pytest.raises(InvalidArgument, match="SECTION.KEY=VALUE"):
+        load_pretrain_config(overrides=["iterations=3"])
+
+
+def test_pretraining_never_sees_a_test_graph_and_holds_out_validation_graphs():
+    pairs, val_pairs = pretrain_pairs(load_pretrain_config())
+    train_graphs = {Path(g).stem for g, _ in pairs}
+    val_graphs = {Path(g).stem for g, _ in val_pairs}
+    manifests = {f: json.loads((ROOT / "datasets" / f / "manifest.json").read_text()) for f in ("cifar10", "ptb", "nmt")}
+    test_graphs = {e["name"] for m in manifests.values() for e in m["graphs"] if e["split"] == "test"}
+    assert not (train_graphs | val_graphs) & test_graphs
+    assert not train_graphs & val_graphs and len(val_graphs) == 6 and len(train_graphs) == 66
+    clusters = {c.name for _, c in pairs}
+    assert {"k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"} < clusters
+    assert sum(name.startswith("rand") for name in clusters) == 12
+    assert all(isinstance(c, Cluster) for _, c in pairs)
+
+
+def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tmp_path):
+    config = load_pretrain_config(tiny_config)
+    result = pretrain(config, tmp_path / "run", progress=False)
+    assert result["iterations"] == 4
+    assert set(result["validation"]) >= {"val/greedy_vs_auto", "val/oom", "val/alpha", "val/beta"}
+    policy, meta = load_policy(tmp_path / "run" / "policy.ckpt")
+    assert meta["iterations"] == 4 and meta["config_digest"] == config.digest() and meta["wall_seconds"] > 0
+    # the training checkpoint loads without pickled code, and the policy placer reads it too
+    data = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert data["gnplace"]["iteration"] == 4
+    assert load_policy(tmp_path / "run" / "checkpoints" / "last.ckpt")[0].config == policy.config
+    metrics = (next((tmp_path / "run" / "logs").glob("version_*")) / "metrics.csv").read_text()
+    assert "val/greedy_vs_auto" in metrics and "imitation/loss" in metrics and "losses/approx_kl" in metrics
+
+
+def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tmp_path):
+    config = load_pretrain_config(tiny_config)
+    pretrain(config, tmp_path / "a", progress=False)
+    pretrain(config, tmp_path / "b", progress=False)
+    a, b = _weights(tmp_path / "a" / "policy.ckpt"), _weights(tmp_path / "b" / "policy.ckpt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    other = load_pretrain_config(tiny_config, seed=1)
+    pretrain(other, tmp_path / "c", progress=False)
+    c = _weights(tmp_path / "c" / "policy.ckpt")
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
+    out = tmp_path / "run"
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
+    result = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=5"]), out, resume=True, progress=False)
+    assert result["iterations"] == 5
+    with pytest.raises(InvalidCheckpoint, match="other learner settings"):
+        pretrain(load_pretrain_config(tiny_config, ["learner.lr=0.5"]), out, resume=True, progress=False)
+    last = out / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:5000])
+    with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint"):
+        pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
+    torch.save({"state_dict": {}}, last)
+    with pytest.raises(InvalidCheckpoint, match="not a gnplace training checkpoint"):
+        pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
+
+
+def _script(*args: str) -> list[str]:
+    return [sys.executable, str(ROOT / "scripts" / "pretrain.py"), "--no-progress", *args]
+
+
+def test_resume_after_kill_9_loses_at_most_one_interval(tiny_config, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        _script("--config", str(tiny_config), "--out", str(out), "--set", "schedule.iterations=100000",
+                "--set", "schedule.checkpoint_every_s=0.5"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    last = out / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 120
+    saved = 0
+    while time.monotonic() < deadline and saved < 3:
+        time.sleep(0.5)
+        if last.exists():
+            try:
+                saved = torch.load(last, weights_only=True)["gnplace"]["iteration"]
+            except Exception:  # noqa: BLE001 - an atomic write never leaves half a file; retry on a race
+                saved = 0
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert saved >= 3, proc.stderr.read() if proc.stderr else "no checkpoint written"
+    saved = torch.load(last, weights_only=True)["gnplace"]["iteration"]  # what the kill left
+    done = subprocess.run(
+        _script("--config", str(tiny_config), "--out", str(out), "--resume", "--set", f"schedule.iterations={saved + 2}",
+                "--set", "schedule.checkpoint_every_s=0.5"),
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["iterations"] == saved + 2
+
+
+def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_path):
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"\x00" * 100)
+    done = subprocess.run(_script("--config", str(tiny_config), "--out", str(tmp_path / "run"), "--resume"),
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "not a readable checkpoint" in done.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schedule: {iterations: -1}")
+    done = subprocess.run(_script("--config", str(bad)), capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and "iterations" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ddp_with_two_cpu_processes_agrees_and_writes_a_loadable_checkpoint(tiny_config, tmp_path):
+    out = tmp_path / "ddp"
+    done = subprocess.run(
+        _script("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp",
+                "--set", "schedule.iterations=3"),
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((out / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["iteration"] == ranks[1]["iteration"] == 3
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    policy, meta = load_policy(out / "policy.ckpt")
+    assert meta["processes"] == 2 and meta["iterations"] == 3
