@@ -198,13 +198,12 @@ def load_pretrain_config(
     from gnplace.train import LearnerConfig
 
     path = Path(path) if path is not None else DEFAULT_CONFIG
+    if not path.is_file():
+        raise InvalidArgument(f"{path}: no such config file")
     try:
-        raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+        raw = yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
         raise InvalidArgument(f"{path}: not a readable YAML config ({str(err).splitlines()[0]})") from err
-    if raw is None and not path.is_file():
-        raise InvalidArgument(f"{path}: no such config file")
-    raw = dict(raw or {})
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{path}: a pretraining config is a mapping of sections data, schedule, learner")
     unknown = sorted(set(raw) - {"data", "schedule", "learner"})
@@ -224,10 +223,7 @@ def load_pretrain_config(
             raise InvalidArgument(f"override {item!r}: value is not YAML ({err})") from err
     if seed is not None:
         sections["learner"]["seed"] = int(seed)
-    try:
-        learner = _section(LearnerConfig, sections["learner"], "learner")
-    except InvalidArgument:
-        raise
+    learner = _section(LearnerConfig, sections["learner"], "learner")
     return PretrainConfig(
         data=_section(DataConfig, sections["data"], "data"),
         schedule=_section(ScheduleConfig, sections["schedule"], "schedule"),

@@ -200,32 +200,26 @@ class PlacementLearner(L.LightningModule):
         return int(self.trainer.world_size), int(self.trainer.global_rank)
 
     def _average_gradients(self) -> None:
-        """Average the gradients over the ranks of a distributed run.
+        """Average the gradients over the ranks of a distributed run (the strategy's ``reduce``).
 
         Every backward of the step is averaged, not only the first one DDP's hooks see: PPO takes
         ``epochs`` steps per batch.
         """
-        world, _ = self._world()
-        if world <= 1 or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        if self._world()[0] <= 1:
             return
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.policy.parameters()]
-        flat = torch.cat([g.reshape(-1) for g in grads])
-        torch.distributed.all_reduce(flat)
-        flat /= world
+        params = list(self.policy.parameters())
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = self.trainer.strategy.reduce(torch.cat([g.reshape(-1) for g in grads]), reduce_op="mean")
         offset = 0
-        for p, g in zip(self.policy.parameters(), grads):
-            n = g.numel()
-            p.grad = flat[offset:offset + n].view_as(g).clone()
-            offset += n
+        for p, g in zip(params, grads):
+            p.grad = flat[offset:offset + g.numel()].view_as(g).clone()
+            offset += g.numel()
 
     def _mean_over_ranks(self, value: float) -> float:
         """``value`` averaged over the ranks of a distributed run (itself otherwise)."""
-        world, _ = self._world()
-        if world <= 1 or not torch.distributed.is_available() or not torch.distributed.is_initialized():
+        if self._world()[0] <= 1:
             return value
-        t = torch.tensor([value], dtype=torch.float64)
-        torch.distributed.all_reduce(t)
-        return float(t[0]) / world
+        return float(self.trainer.strategy.reduce(torch.tensor([value], dtype=torch.float64), reduce_op="mean")[0])
 
     def _imitation_step(self, batch: list[PlacementProblem]) -> None:
         trajectories = [self._incumbent(p) for p in batch]  # the reference: nothing better is known yet

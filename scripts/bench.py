@@ -399,14 +399,12 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any
     took = time.perf_counter() - start
     auto = AutoPlacer(timer=sim)
     theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=0))
-    greedy_only = PolicyPlacer(checkpoint=checkpoint, samples=0, timer=sim)
-    greedy = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0))
     fits_auto = not theirs.is_oom
     portfolio = min(ours.step_time if not ours.is_oom else np.inf, theirs.step_time if fits_auto else np.inf)
     return dict(
         group=group, graph=graph.name, family=str(graph.meta.get("family", group)), ops=graph.num_ops,
         cluster=cluster.name, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
-        greedy=greedy.step_time / theirs.step_time, greedy_oom=greedy.is_oom, policy=ours.step_time / theirs.step_time,
+        greedy=placer.last_greedy_step / theirs.step_time, greedy_oom=placer.last_greedy_oom, policy=ours.step_time / theirs.step_time,
         policy_oom=ours.is_oom, portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None,
         place_s=took,
     )

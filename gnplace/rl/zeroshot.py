@@ -74,7 +74,7 @@ class PolicyPlacer:
             (default: 1,000).
         timer (StepTimer, optional): scores the candidates (default: ``Simulator()``).
 
-    After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer),
+    After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"sample"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
@@ -107,6 +107,7 @@ class PolicyPlacer:
         self.timer = timer or Simulator()
         self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
         self.last_greedy_step: float | None = None
+        self.last_greedy_oom = False
         self.last_step: float | None = None
         self.last_choice: str | None = None
         self.last_evaluations = 0
@@ -164,7 +165,7 @@ class PolicyPlacer:
         # fitting placements by step time first, then the least overflow
         order = np.lexsort((result.step_time, excess, result.oom))
         best = int(order[0])
-        self.last_greedy_step = float(result.step_time[0])
+        self.last_greedy_step, self.last_greedy_oom = float(result.step_time[0]), bool(result.oom[0])
         self.last_step = float(result.step_time[best])
         self.last_choice = names[best]
         chosen = candidates[best].copy()
@@ -194,7 +195,6 @@ def compare_with_references(
     import time
 
     from gnplace.placers.auto import AutoPlacer
-    from gnplace.placers.registry import make_placer
     from gnplace.sim.bounds import lower_bound
 
     timer = timer or placer.timer
@@ -203,8 +203,9 @@ def compare_with_references(
     took = time.perf_counter() - start
     result = timer.time(graph, cluster, placement)
     auto = AutoPlacer(timer=timer)
-    auto_step = float(timer.time(graph, cluster, auto.place(graph, cluster, seed=seed)).step_time)
-    single_step = float(timer.time(graph, cluster, make_placer("single", timer=timer).place(graph, cluster)).step_time)
+    auto.place(graph, cluster, seed=seed)  # times every candidate, single among them
+    assert auto.last_choice is not None
+    auto_step, single_step = auto.last_step_times[auto.last_choice], auto.last_step_times["single"]
     bound = float(lower_bound(graph, cluster, times=timer.cost_model.op_times(graph, cluster)).value)
     row = {
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "policy": float(result.step_time),
