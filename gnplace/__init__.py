@@ -21,7 +21,17 @@ from gnplace.sim import Simulator, StepResult, lower_bound, simulate
 __version__ = "0.1.0"
 
 __all__ = [
+    "apply",
     "Cluster", "Device", "load_cluster", "GnplaceError", "InfeasiblePlacement", "InvalidCluster", "InvalidGraph",
     "InvalidPlacement", "OpGraph", "from_networkx", "load_graph", "save_graph", "to_networkx", "Placement",
     "load_placement", "save_placement", "PLACERS", "get_placer", "Simulator", "StepResult", "lower_bound", "simulate",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``gnplace.apply`` is imported on first use: it needs torch, which ``import gnplace`` does not load."""
+    if name == "apply":
+        from gnplace.execute.apply import apply
+
+        return apply
+    raise AttributeError(f"module 'gnplace' has no attribute {name!r}")

@@ -19,6 +19,7 @@ __all__ = [
     "BudgetExhausted",
     "MissingDependency",
     "InvalidCheckpoint",
+    "ExecutionFailed",
 ]
 
 
@@ -64,3 +65,7 @@ class MissingDependency(GnplaceError, ImportError):
 
 class InvalidCheckpoint(GnplaceError, ValueError):
     """A checkpoint file is missing, truncated, corrupt, foreign or made for other features."""
+
+
+class ExecutionFailed(GnplaceError):
+    """A placed step could not run on real devices: a rank died, a device is missing, the step cannot be replayed."""

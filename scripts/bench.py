@@ -12,6 +12,8 @@ Usage::
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
+    python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
+    python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -42,6 +44,19 @@ the portfolio (the better of the policy's and auto's placement); rows in ``OUT/z
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
+
+``finetune``: sample efficiency of fine-tuning. On the first test graphs of each family, PPO from a
+fresh policy (``ppo``) and PPO from the shipped checkpoint (``finetune``) each spend ``--budget``
+simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
+evaluations each needed to first reach PPO-from-scratch's final quality (their quotient is the
+saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes).
+
+``fidelity``: the simulator against real steps on a two-rank CPU cluster (``torch.distributed``,
+gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profile`` calibration
+(op seconds measured per op, link latency and bandwidth by ping-pong), then ``--placements`` placements
+(single, round_robin, auto, and random ones) measured with :class:`~gnplace.execute.dist.DistTimer`
+and simulated: median absolute relative error of the simulator, and whether the best measured
+placement beats ``single`` and ``round_robin``.
 
 ``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
 policy steps) on a random layered graph of about ``--nodes`` decision nodes.
@@ -463,6 +478,125 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _first_reaching(history: list[list[float]], target: float) -> int | None:
+    """Evaluations after which a search's best step time first reached ``target`` seconds (``None``: never)."""
+    for evaluations, step in history:
+        if step <= target * (1 + 1e-9):
+            return int(evaluations)
+    return None
+
+
+def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
+    import torch
+
+    from gnplace import load_cluster, load_graph
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    torch.set_num_threads(1)
+    path, cluster_name, budget, seed, tuning = task
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
+                           "cluster": cluster.name, "budget": budget, "finetune_options": tuning}
+    for name, placer in (("scratch", PPOSearchPlacer(budget=budget)),
+                         ("finetune", FineTunePlacer(budget=budget, **tuning))):
+        start = time.perf_counter()
+        placer.place(graph, cluster, seed=seed)
+        reference = placer.last_reference_step
+        row[f"{name}_s"] = time.perf_counter() - start
+        row[f"{name}_final"] = placer.last_step / reference
+        row[f"{name}_history"] = [[e, t / reference] for e, t in placer.last_history]
+    target = row["scratch_final"]
+    row["scratch_evals_to_final"] = _first_reaching(row["scratch_history"], target)
+    row["finetune_evals_to_scratch_final"] = _first_reaching(row["finetune_history"], target)
+    return row
+
+
+def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (see the module docstring)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gnplace.datasets import load_manifest
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    done_file = out / "finetune.json"
+    rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
+    tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
+              "imitation_steps": args.ft_imitation}
+    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if r.get("finetune_options") == tuning}
+    tasks = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        graphs = [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]
+        for entry in graphs:
+            for cluster in args.clusters:
+                if (Path(entry["file"]).stem, cluster, args.budget) not in done:
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning))
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for row in pool.map(_finetune_row, tasks):
+            rows.append(row)
+            done_file.write_text(json.dumps(rows, indent=1))
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+    return rows
+
+
+def finetune_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`bench_finetune`'s rows."""
+    lines = ["| graph | cluster | scratch / auto | finetune / auto | scratch evals to its final | "
+             "finetune evals to that | saving |", "| --- " * 7 + "|"]
+    savings = []
+    for r in rows:
+        a, b = r["scratch_evals_to_final"], r["finetune_evals_to_scratch_final"]
+        saving = (a / b) if (a and b) else None
+        if saving is not None:
+            savings.append(saving)
+        lines.append(f"| {r['graph']} | {r['cluster']} | {r['scratch_final']:.3f} | {r['finetune_final']:.3f} | {a} | "
+                     f"{b if b is not None else 'never'} | {f'{saving:.1f}x' if saving else '-'} |")
+    reached = sum(r["finetune_evals_to_scratch_final"] is not None for r in rows)
+    lines.append(f"\nfine-tuning reached PPO-from-scratch's final quality on {reached}/{len(rows)} pairs"
+                 + (f"; median saving {statistics.median(savings):.1f}x" if savings else ""))
+    return "\n".join(lines)
+
+
+def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
+    """The simulator against real two-rank steps after calibration, and fine-tuning on real steps."""
+    from gnplace.execute.dist import DistTimer
+    from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
+    from gnplace.finetune import finetune
+    from gnplace.importers.sources import load_step_source
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"graphs": {}}
+    errors = []
+    for source in args.graphs:
+        step, _ = load_step_source(source)
+        name = source.rpartition(":")[2]
+        with DistTimer(step, repeats=args.repeats) as timer:
+            calibration = calibrate(step, timer=timer, repeats=args.repeats, name=f"ranks2-{name}")
+            calibration.save(out / name)
+            wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
+            rows = simulator_error(calibration, timer, wanted)
+        errors += [r["error"] for r in rows]
+        entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
+                                 "median_abs_error": statistics.median(r["error"] for r in rows)}
+        if args.finetune_budget:
+            summary = finetune(source, str(out / name / "cluster.yaml"), timer="dist", budget=args.finetune_budget,
+                               samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
+                               out=out / name / "finetune", progress=False)
+            assert summary is not None
+            entry["finetune"] = {k: v for k, v in summary.items() if k != "history"}
+        report["graphs"][name] = entry
+        print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
+                          **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
+                              "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
+                             if "finetune" in entry else {})}), flush=True)
+    report["median_abs_error"] = statistics.median(errors)
+    report["placements"] = len(errors)
+    (out / "fidelity.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
 def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
     import torch
@@ -559,7 +693,33 @@ def main() -> None:
     lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
     lat.add_argument("--repeat", type=int, default=3)
     lat.add_argument("--cache", default="out/bench")
+    ft = sub.add_parser("finetune", help="fine-tuning from the checkpoint against PPO from scratch")
+    ft.add_argument("--budget", type=int, default=4000)
+    ft.add_argument("--clusters", nargs="+", default=["k80x4"])
+    ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    ft.add_argument("--per-family", type=int, default=2)
+    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--jobs", type=int, default=2)
+    ft.add_argument("--out", default="out/bench_finetune")
+    ft.add_argument("--ft-samples", type=int, default=16, help="fine-tuning: placements per iteration")
+    ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch")
+    ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")
+    ft.add_argument("--ft-imitation", type=int, default=0, help="fine-tuning: imitation steps on auto first")
+    fid = sub.add_parser("fidelity", help="simulator against real two-rank steps after calibration")
+    fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
+    fid.add_argument("--placements", type=int, default=8, help="placements per graph")
+    fid.add_argument("--repeats", type=int, default=7, help="timed steps per measurement (median)")
+    fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
+    fid.add_argument("--seed", type=int, default=0)
+    fid.add_argument("--out", default="out/bench_fidelity")
     args = parser.parse_args()
+    if args.bench == "fidelity":
+        report = bench_fidelity(args)
+        print(f"median absolute error over {report['placements']} placements: {report['median_abs_error']:.1%}")
+        return
+    if args.bench == "finetune":
+        print(finetune_table(bench_finetune(args)))
+        return
     if args.bench == "zeroshot":
         print(zeroshot_tables(bench_zeroshot(args)))
         return

@@ -11,6 +11,7 @@ import gnplace.exceptions as exceptions
 from gnplace.cli import main
 from gnplace.exceptions import (
     BudgetExhausted,
+    ExecutionFailed,
     GnplaceError,
     InfeasiblePlacement,
     InvalidArgument,
@@ -30,7 +31,8 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x
 GiB = 2**30
 
 VALUE_ERRORS = {InvalidGraph, InvalidCluster, InvalidPlacement, UnknownName, InvalidArgument, InvalidCheckpoint}
-NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph, BudgetExhausted, MissingDependency}
+NOT_VALUE_ERRORS = {GnplaceError, InfeasiblePlacement, UnsupportedGraph, BudgetExhausted, MissingDependency,
+                    ExecutionFailed}
 
 
 def test_all_lists_every_exception_class_defined_here():

@@ -11,17 +11,20 @@ import sys
 from collections.abc import Sequence
 
 from gnplace.cli import evaluate as evaluate_cmd
+from gnplace.cli import finetune as finetune_cmd
 from gnplace.cli import generate as generate_cmd
 from gnplace.cli import import_onnx as import_cmd
 from gnplace.cli import inspect as inspect_cmd
 from gnplace.cli import place as place_cmd
 from gnplace.cli import pretrain as pretrain_cmd
+from gnplace.cli import profile as profile_cmd
 from gnplace.cli import simulate as simulate_cmd
 from gnplace.exceptions import GnplaceError
 
 __all__ = ["main", "build_parser"]
 
-SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd, import_cmd, pretrain_cmd)
+SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd, import_cmd, pretrain_cmd, finetune_cmd,
+               profile_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import add_option_argument, mib, ms, parse_placer_options
@@ -34,6 +35,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--device-map", default=None, metavar="FILE",
+                   help="also write the placement as a module-level device_map (JSON) for transformers' "
+                   "from_pretrained and accelerate's dispatch_model; with MODULE:FACTORY, compare with accelerate's")
     p.add_argument("--algo", choices=("ppo", "reinforce"), default=None,
                    help="learning algorithm of a learned search placer (ppo's REINFORCE ablation: --algo reinforce)")
     add_option_argument(p)
@@ -46,7 +50,14 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.sources import load_graph_source
 
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
-    graph = load_graph_source(args.graph, input_shapes=shapes or None)
+    module = None
+    if args.device_map and ":" in args.graph and not Path(args.graph).exists():
+        from gnplace.importers.sources import load_step_source
+
+        step, module = load_step_source(args.graph)
+        graph = step.graph
+    else:
+        graph = load_graph_source(args.graph, input_shapes=shapes or None)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
@@ -60,9 +71,21 @@ def run(args: argparse.Namespace) -> int:
     predicted = {**result.to_dict(), "place_seconds": took, "mode": args.mode}
     if args.output:
         save_placement(args.output, graph, placement, placer=args.placer, predicted=predicted)
+    compared: dict[str, float] = {}
+    if args.device_map:
+        from gnplace.exceptions import MissingDependency
+        from gnplace.execute.device_map import compare_device_maps, to_device_map
+
+        device_map = to_device_map(graph, placement, cluster)
+        Path(args.device_map).write_text(json.dumps(device_map, indent=1))
+        try:
+            compared = compare_device_maps(graph, cluster, placement, module, sim)
+        except MissingDependency:
+            compared = compare_device_maps(graph, cluster, placement, None, sim)
     if args.json:
+        extra = {"device_map": args.device_map, "device_map_step_s": compared} if args.device_map else {}
         print(json.dumps({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
-                          **predicted}, indent=1))
+                          **predicted, **extra}, indent=1))
         return 0
     per_device = ", ".join(f"{n} {int((placement.devices == k).sum())} ops / {mib(result.peak_memory[k])} MiB"
                            for k, n in enumerate(cluster.device_names))
@@ -71,4 +94,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"  {per_device}")
     if args.output:
         print(f"  written to {args.output}")
+    if args.device_map:
+        print(f"  device_map written to {args.device_map}; simulated step times:")
+        for name, seconds in compared.items():
+            print(f"    {name:<20} {ms(seconds)} ms")
     return 0

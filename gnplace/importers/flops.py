@@ -148,6 +148,10 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return float(_shape(args[0])[0] if args[0].dim() > 1 else 1)
     if name in ("nll_loss_backward", "nll_loss2d_backward"):
         return float(_numel(args[1]))
+    if name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):  # difference, square (or abs), sum
+        return 3.0 * _numel(args[0])
+    if name in ("mse_loss_backward", "l1_loss_backward", "smooth_l1_loss_backward", "huber_loss_backward"):
+        return 3.0 * _numel(args[1])
     if name in ("embedding_dense_backward", "embedding_backward"):
         return float(_numel(args[0]))
     if name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",

@@ -23,7 +23,7 @@ from typing import Any
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 
-__all__ = ["load_graph_source", "load_factory"]
+__all__ = ["load_graph_source", "load_factory", "load_step_source"]
 
 
 def load_factory(spec: str) -> Any:
@@ -85,14 +85,32 @@ def load_graph_source(
 
         return load_graph(path)
     if ":" in spec:
-        import torch
-
-        from gnplace.importers.torch import from_module
-
-        made = load_factory(spec)()
-        if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
-            raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
-        module, inputs = made
-        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
-        return from_module(module, inputs, optimizer=optimizer, name=spec.rpartition(":")[2])
+        return load_step_source(spec, optimizer=optimizer)[0].graph
     raise InvalidGraph(f"{spec}: no such graph file (give a .gnpg or .onnx file, or MODULE:FACTORY)")
+
+
+def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
+    """The recorded training step of ``module:factory`` and the module: ``(ImportedStep, torch.nn.Module)``.
+
+    Real-device timing, ``gnplace profile`` and ``gnplace.apply`` need the step itself, not only its
+    graph, so they take a factory.
+
+    Raises:
+        InvalidArgument: if ``spec`` is not ``module:factory``, or the factory does not return
+            ``(module, example_inputs)``.
+    """
+    import torch
+
+    from gnplace.importers.torch import import_step
+
+    if ":" not in spec or Path(spec).suffix.lower() in (".gnpg", ".json", ".onnx"):
+        raise InvalidArgument(
+            f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
+            "returning (module, example_inputs))"
+        )
+    made = load_factory(spec)()
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
+        raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
+    module, inputs = made
+    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+    return import_step(module, inputs, optimizer=optimizer, name=spec.rpartition(":")[2]), module

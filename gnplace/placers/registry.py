@@ -173,6 +173,7 @@ PLACERS = PlacerRegistry({
     "exact": "gnplace.placers.exact:ExactPlacer",
     "auto": "gnplace.placers.auto:AutoPlacer",
     "ppo": "gnplace.rl.search:PPOSearchPlacer",
+    "finetune": "gnplace.rl.search:FineTunePlacer",
     "reinforce": "gnplace.rl.search:ReinforceSearchPlacer",
     "policy": "gnplace.rl.zeroshot:PolicyPlacer",
 })

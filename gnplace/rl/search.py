@@ -31,7 +31,7 @@ from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
 
-__all__ = ["PPOSearchPlacer", "ReinforceSearchPlacer", "quiet_lightning"]
+__all__ = ["PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning"]
 
 
 class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
@@ -77,6 +77,13 @@ class PPOSearchPlacer:
             best placement the policy found (a local search around the policy, as REGAL puts one around
             its learned proposals); 0 spends it all on the policy (default: 0.0).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
+        checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
+            (fine-tuning; its network shape replaces ``hidden`` and ``layers``) (default: ``None``).
+        out (str, optional): folder for Lightning's checkpoint ``last.ckpt`` (written every
+            ``checkpoint_every_s`` seconds and at the end) and CSV logs (default: none written).
+        resume (bool, optional): continue from ``out/last.ckpt`` if it exists (default: :obj:`False`).
+        checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
+        progress (bool or None, optional): show Lightning's progress bar (default: on a terminal).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -97,7 +104,8 @@ class PPOSearchPlacer:
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
         entropy: float = 0.01, elite: float = 1.0, hidden: int = 64, layers: int = 4, max_nodes: int = 1000,
         algo: str | None = None, mode: str = "construct", reference: str = "auto", polish: float = 0.0,
-        timer: StepTimer | None = None,
+        timer: StepTimer | None = None, checkpoint: str | None = None, out: str | None = None, resume: bool = False,
+        checkpoint_every_s: float = 60.0, progress: bool | None = None,
     ) -> None:
         from gnplace.train import LearnerConfig
 
@@ -111,9 +119,20 @@ class PPOSearchPlacer:
         self.polish = float(polish)
         self.reference = reference
         self.max_nodes = int(max_nodes)
+        self.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.out = None if out is None else str(out)
+        self.resume = bool(resume)
+        self.checkpoint_every_s = float(checkpoint_every_s)
+        self.progress = progress
+        shape: dict[str, Any] = {"hidden": hidden, "layers": layers}
+        if self.checkpoint is not None:
+            from gnplace.rl.zeroshot import cached_policy
+
+            policy, _ = cached_policy(self.checkpoint)  # raises InvalidCheckpoint on a bad file, before any work
+            shape = {k: getattr(policy.config, k) for k in ("hidden", "layers", "head", "alpha")}
         self.config = LearnerConfig(
             algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-            entropy=entropy, elite=elite, hidden=hidden, layers=layers, mode=mode,
+            entropy=entropy, elite=elite, mode=mode, **shape,
         )
         self.timer = timer or Simulator()
         self.last_evaluations = 0
@@ -164,16 +183,37 @@ class PPOSearchPlacer:
             config = replace(self.config, samples=samples, seed=seed_value)
             data.steps_per_epoch = config.imitation_steps + iterations
             learner = PlacementLearner(config, counted)
+            if self.checkpoint is not None:
+                from gnplace.rl.zeroshot import cached_policy
+
+                learner.policy.load_state_dict(cached_policy(self.checkpoint)[0].state_dict())
+            callbacks: list[Any] = []
+            last = None
+            if self.out is not None:
+                from pathlib import Path
+
+                from lightning.pytorch.loggers import CSVLogger
+
+                from gnplace.train import TimedCheckpoint
+
+                last = Path(self.out) / "last.ckpt"
+                callbacks.append(TimedCheckpoint(last, self.checkpoint_every_s))
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
             try:
                 with quiet_lightning():
                     trainer = L.Trainer(
-                        max_epochs=1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=sys.stderr.isatty(), enable_model_summary=False, num_sanity_val_steps=0,
-                        limit_val_batches=0,
+                        max_epochs=1, accelerator="cpu", devices=1,
+                        logger=CSVLogger(self.out, name="logs") if self.out is not None else False,
+                        log_every_n_steps=1, enable_checkpointing=False, callbacks=callbacks,
+                        enable_progress_bar=sys.stderr.isatty() if self.progress is None else self.progress,
+                        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                     )
-                    trainer.fit(learner, datamodule=data)
+                    resume_from = str(last) if self.resume and last is not None and last.exists() else None
+                    trainer.fit(learner, datamodule=data, ckpt_path=resume_from, weights_only=True)
+                    if last is not None:
+                        trainer.save_checkpoint(last, weights_only=False)
+                problem = data.problem(0)  # a resumed run rebuilds the problem with its saved best placement
                 self.last_greedy_after_search = learner.greedy_step(problem) / problem.reference_step
             finally:
                 torch.set_num_threads(threads)
@@ -208,6 +248,34 @@ class _Given:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         return self.placement
+
+
+class FineTunePlacer(PPOSearchPlacer):
+    """:class:`PPOSearchPlacer` starting from a pretrained policy (the shipped checkpoint by default): fine-tuning.
+
+    Placeto's and GiPH's point: a policy pretrained on a family is a far better start than a fresh one,
+    so a search from it needs fewer evaluations. No imitation by default (the policy already places
+    well), PPO with the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
+
+    Examples:
+        >>> FineTunePlacer(budget=200).checkpoint.endswith("gnplace-base.ckpt")
+        True
+    """
+
+    name = "finetune"
+    accepts = frozenset({"timer", "budget", "checkpoint"})
+
+    def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
+                 lr: float = 1e-3, checkpoint: str | None = None, **kwargs: Any) -> None:
+        from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
+
+        super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
+                         checkpoint=str(checkpoint or SHIPPED_CHECKPOINT), **kwargs)
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"FineTunePlacer(budget={self.budget}, samples={c.samples}, epochs={c.epochs}, "
+                f"checkpoint={self.checkpoint!r})")
 
 
 class ReinforceSearchPlacer(PPOSearchPlacer):

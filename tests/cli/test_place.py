@@ -169,3 +169,17 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path):
     done = subprocess.run([*script, "nope.gnpg", "--checkpoint", str(checkpoint)], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys):
+    import json
+
+    from gnplace.cli import main
+
+    out = tmp_path / "map.json"
+    assert main(["place", "gnplace.execute.examples:branchy", "-c", "k80x4", "-p", "auto", "--device-map", str(out),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    device_map = json.loads(out.read_text())
+    assert device_map and set(device_map.values()) <= {0, 1, 2, 3}
+    assert set(report["device_map_step_s"]) == {"placement", "device_map", "accelerate_auto", "accelerate_balanced"}

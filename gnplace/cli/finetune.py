@@ -1,0 +1,66 @@
+"""``gnplace finetune GRAPH --cluster C [--checkpoint P] --timer sim|local|dist --budget N``: fine-tune the policy."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``finetune`` on the subparsers ``sub``."""
+    p = sub.add_parser(
+        "finetune", help="fine-tune the pretrained policy on one graph and cluster",
+        description="PPO from the policy checkpoint on GRAPH placed on the cluster, each placement scored by the "
+        "simulator (--timer sim), real steps in this process (local) or one torch.distributed rank per device "
+        "(dist). Checkpoints every minute, --resume after a kill, the best placement in OUT/placement.json.",
+    )
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``gnplace finetune`` and ``scripts/finetune.py``."""
+    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (real timers need MODULE:FACTORY)")
+    p.add_argument("-c", "--cluster", required=True, help="cluster preset or YAML file (e.g. gnplace profile's)")
+    p.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
+    p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")
+    p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
+    p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 1e-3)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
+    p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")
+    p.add_argument("--repeats", type=int, default=5, help="timed steps per real measurement (default: 5)")
+    p.add_argument("--costs", default=None, help="graph file from gnplace profile: plan with its measured op seconds")
+    p.add_argument("-o", "--out", default="out/finetune", help="output folder (default: out/finetune)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/last.ckpt")
+    p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints (default: 60)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace finetune``."""
+    import json
+
+    from gnplace.finetune import finetune
+
+    summary = finetune(
+        args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
+        resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
+        devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
+        costs=args.costs, checkpoint_every_s=args.checkpoint_every,
+    )
+    if summary is None:  # a serving rank of a torchrun launch
+        return 0
+    if args.json:
+        print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=1))
+        return 0
+    ms = 1e3
+    print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
+          f"{summary['evaluations']} evaluations in {summary['seconds']:.1f} s")
+    print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
+    for name in ("auto", "single", "round_robin"):
+        print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms")
+    print(f"  best placement: {summary['placement']}")
+    return 0

@@ -1,0 +1,82 @@
+"""``gnplace profile MODULE:FACTORY [--timer dist|local] -o OUT``: calibrate the simulator on real devices."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``profile`` on the subparsers ``sub``."""
+    p = sub.add_parser(
+        "profile", help="measure ops and links on real devices; write a calibrated graph and cluster",
+        description="Time every op of the model's training step on each real device and the links between them, "
+        "write OUT/graph.gnpg (measured op seconds) and OUT/cluster.yaml, then measure --placements placements "
+        "and report the simulator's error against them (OUT/fidelity.json).",
+    )
+    p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs))")
+    p.add_argument("--timer", default="dist", choices=["dist", "local"],
+                   help="dist: one torch.distributed rank per device (default); local: devices of this process")
+    p.add_argument("--ranks", type=int, default=2, help="dist: ranks (devices) (default: 2)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads per device (default: 1)")
+    p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
+    p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
+    p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``gnplace profile``."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
+    from gnplace.importers.sources import load_step_source
+
+    if args.ranks < 1 or args.threads < 1 or args.repeats < 1:
+        raise InvalidArgument("--ranks, --threads and --repeats must be at least 1")
+    step, _ = load_step_source(args.graph)
+    timer: Any
+    if args.timer == "dist":
+        from gnplace.execute.dist import DistTimer
+
+        timer = DistTimer(step, threads=args.threads, repeats=args.repeats)
+        devices = None
+    else:
+        from gnplace.execute.local import LocalTimer
+
+        devices = args.devices.split(",") if args.devices else None
+        timer = LocalTimer(step, devices=devices, repeats=args.repeats, threads=args.threads)
+    try:
+        calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,
+                                repeats=args.repeats, name=f"profiled-{args.timer}")
+        graph_path, cluster_path = calibration.save(args.out)
+        rows = []
+        if args.placements > 0:
+            wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
+            rows = simulator_error(calibration, timer, wanted)
+    finally:
+        if hasattr(timer, "close"):
+            timer.close()
+    report = {"graph": str(graph_path), "cluster": str(cluster_path), "links": calibration.links,
+              "placements": rows,
+              "median_abs_error": float(np.median([r["error"] for r in rows])) if rows else None}
+    Path(args.out, "fidelity.json").write_text(json.dumps(report, indent=1))
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
+    for pair, link in calibration.links.items():
+        print(f"  link {pair}: latency {link['latency'] * 1e6:.1f} us, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
+    if rows:
+        print(f"{'placement':<16} {'measured ms':>12} {'simulated ms':>13} {'error':>7}")
+        for r in rows:
+            print(f"{r['name']:<16} {r['measured_s'] * 1e3:12.3f} {r['simulated_s'] * 1e3:13.3f} {r['error']:7.1%}")
+        print(f"median absolute error of the simulator: {report['median_abs_error']:.1%}")
+    return 0

@@ -1,0 +1,143 @@
+"""``gnplace.apply``: a module whose training step runs placed, ready to train with.
+
+The step is recorded once (:func:`~gnplace.importers.torch.import_step`); calling the placed module
+runs the recorded forward, loss and backward op by op on the devices the placement gives them and
+returns the loss; ``loss.backward()`` then hands each parameter the gradient the placed step
+computed (the same loss and gradients as eager PyTorch), so any ``torch.optim`` optimizer trains it.
+Each parameter lives on the device of its update node, where the optimizer updates it.
+
+Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes;
+buffers (batch-norm running statistics) are read, not updated, by the placed step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from gnplace.exceptions import InvalidArgument
+from gnplace.execute.base import torch_devices
+from gnplace.execute.program import compile_step
+from gnplace.execute.runner import run_step
+
+__all__ = ["apply", "PlacedModule"]
+
+
+class _PlacedStep(torch.autograd.Function):
+    """Runs the whole placed step in ``forward``; ``backward`` hands out the gradients it computed."""
+
+    @staticmethod
+    def forward(ctx: Any, placed: PlacedModule, *tensors: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        names = placed.param_names
+        params = {name: t.detach() for name, t in zip(names, tensors[:len(names)])}
+        inputs = list(tensors[len(names):])
+        out = run_step(placed.program, placed.plan, placed.devices, params=params, inputs=inputs)
+        ctx.grads = [out.grads.get(name) for name in names]
+        ctx.num_inputs = len(inputs)
+        assert out.loss is not None
+        return out.loss.detach().clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor) -> Any:  # type: ignore[override]
+        grads = [None if g is None else g * grad_loss.to(g.device) for g in ctx.grads]
+        return (None, *grads, *([None] * ctx.num_inputs))
+
+
+class PlacedModule(torch.nn.Module):
+    """A module whose call runs one training step of the wrapped module placed, and returns its loss.
+
+    Build it with :func:`apply`. ``placed(*inputs)`` returns the loss; ``backward()`` on it fills
+    ``.grad`` of the wrapped module's parameters (which now live on their placed devices).
+
+    Attributes:
+        module (torch.nn.Module): the wrapped module (its parameters are this module's).
+        program (Program): the recorded step.
+        plan (Plan): where each op runs.
+        devices (list[torch.device]): the torch device of each cluster device.
+    """
+
+    def __init__(self, module: torch.nn.Module, step: Any, placement: Any, devices: Sequence[torch.device]) -> None:
+        super().__init__()
+        self.module = module
+        self.program = compile_step(step)
+        self.plan = self.program.plan(placement)
+        self.devices = list(devices)
+        self.param_names = list(self.program.params)
+        self.input_shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
+        named = dict(module.named_parameters())
+        with torch.no_grad():
+            for name in self.param_names:
+                p = named[name]
+                p.data = p.data.to(self.devices[self.plan.param_device.get(name, 0)])
+
+    def forward(self, *inputs: Any) -> torch.Tensor:
+        """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
+
+        Raises:
+            InvalidArgument: if the inputs differ in number or shape from the recorded step's.
+        """
+        if len(inputs) != len(self.input_shapes):
+            raise InvalidArgument(f"the placed step takes {len(self.input_shapes)} inputs, got {len(inputs)}")
+        moved = []
+        for k, (x, shape) in enumerate(zip(inputs, self.input_shapes)):
+            if isinstance(x, torch.Tensor):
+                if tuple(x.shape) != shape:
+                    raise InvalidArgument(
+                        f"input {k} has shape {tuple(x.shape)}; the step was recorded for {shape} (apply again with it)"
+                    )
+                x = x.to(self.devices[self.plan.input_device.get(k, 0)])
+            moved.append(x)
+        named = dict(self.module.named_parameters())
+        loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
+        return loss
+
+
+def apply(
+    module: torch.nn.Module,
+    placement: Any,
+    example_inputs: tuple[Any, ...],
+    *,
+    loss: Callable[[Any], torch.Tensor] | None = None,
+    devices: Sequence[str] | None = None,
+    step: Any = None,
+) -> PlacedModule:
+    """A module whose training step runs placed (see the module docstring).
+
+    Args:
+        module (torch.nn.Module): the model.
+        placement (Placement): a placement of the training graph of ``module`` on ``example_inputs``
+            (``import_step(module, example_inputs, loss=loss).graph``), on a cluster whose devices are
+            torch devices here.
+        example_inputs (tuple): inputs shaped as the training batches.
+        loss (callable, optional): maps the module's output to a scalar loss (default: the module returns it).
+        devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
+            GPUs ``cuda:0..``).
+        step (ImportedStep, optional): the step already recorded (default: recorded here).
+
+    Returns:
+        PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
+
+    Examples:
+        >>> import torch
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.importers.torch import import_step
+        >>> from gnplace.placement import Placement
+        >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        >>> x = torch.randn(16, 4)
+        >>> graph = import_step(net, (x,), loss=lambda y: y.square().mean()).graph
+        >>> placement = Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2"))
+        >>> placed = apply(net, placement, (x,), loss=lambda y: y.square().mean(), devices=["cpu", "cpu"])
+        >>> placed(x).backward()
+        >>> net[0].weight.grad.shape
+        torch.Size([8, 4])
+    """
+    from gnplace.importers.torch import import_step
+
+    if step is None:
+        step = import_step(module, tuple(example_inputs), loss=loss)
+    cluster = getattr(placement, "cluster", None)
+    if cluster is None:
+        raise InvalidArgument("apply needs a Placement (it names the cluster whose devices run the step)")
+    return PlacedModule(module, step, placement, torch_devices(cluster, devices))

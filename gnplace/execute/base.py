@@ -1,0 +1,136 @@
+"""What the real-device timers share: the step they run, devices, a cache of measurements, OOM results."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
+from gnplace.execute.program import Program, compile_step
+from gnplace.graph import OpGraph
+from gnplace.placement import as_placement
+from gnplace.sim.timer import StepResult, StepTimer
+
+__all__ = ["RealStepTimer", "torch_devices", "as_program", "oom_result"]
+
+
+def as_program(step: Any) -> Program:
+    """``step`` as a :class:`Program`: a program already, or an imported step to compile."""
+    if isinstance(step, Program):
+        return step
+    if hasattr(step, "trace") and hasattr(step, "node_of_op"):
+        return compile_step(step)
+    raise InvalidArgument(
+        f"a real-device timer needs the recorded step (gnplace.importers.torch.import_step), got {type(step).__name__}"
+    )
+
+
+def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[torch.device]:
+    """The torch device of every device of ``cluster``.
+
+    Without ``names``: a device of kind ``cpu`` (or named ``cpu...``) is ``cpu``; the others are
+    ``cuda:0``, ``cuda:1``, ... in cluster order.
+
+    Raises:
+        ExecutionFailed: if a device is not one torch can see here.
+
+    Examples:
+        >>> from gnplace.cluster import load_cluster
+        >>> [str(d) for d in torch_devices(load_cluster("cpu_gpu"), ["cpu", "cpu"])]
+        ['cpu', 'cpu']
+    """
+    if names is None:
+        gpus = 0
+        picked: list[str] = []
+        for dev in cluster.devices:
+            if dev.kind == "cpu" or dev.name.startswith("cpu"):
+                picked.append("cpu")
+            else:
+                picked.append(f"cuda:{gpus}")
+                gpus += 1
+        names = picked
+    if len(names) != cluster.num_devices:
+        raise InvalidArgument(
+            f"{len(names)} torch devices given for the {cluster.num_devices} devices of {cluster.name!r}"
+        )
+    devices: list[torch.device] = []
+    for cluster_device, name in zip(cluster.devices, names):
+        try:
+            device = torch.device(name)
+        except RuntimeError as err:
+            raise InvalidArgument(f"{name!r} is not a torch device ({err})") from err
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if (device.index or 0) >= count:
+                raise ExecutionFailed(
+                    f"cluster device {cluster_device.name!r} runs on {name}, but torch sees {count} CUDA device(s) here"
+                )
+        devices.append(device)
+    return devices
+
+
+def oom_result(graph: OpGraph, cluster: Cluster, placement: Any, device: int, needed: float) -> StepResult:
+    """The result of a step that ran out of memory on ``device``: not timed, marked over capacity.
+
+    Its step time is the simulator's estimate of the placement (finite, so that a learner's reward
+    stays defined), and the device's peak is ``max(needed, 2 x capacity)``, so that the reward's
+    overflow penalty applies and no search keeps it as its best.
+    """
+    from gnplace.sim.simulator import Simulator
+
+    estimate = Simulator().time(graph, cluster, placement)
+    peak = np.array(estimate.peak_memory, dtype=np.float64)
+    capacity = cluster.memory
+    peak[device] = max(float(needed) if np.isfinite(needed) else 0.0, 2.0 * float(capacity[device]))
+    return StepResult(float(estimate.step_time), np.zeros(cluster.num_devices), peak, capacity, cluster.device_names)
+
+
+class RealStepTimer(StepTimer):
+    """A :class:`StepTimer` that runs the step on real devices; measurements are cached by placement.
+
+    Subclasses implement :meth:`_measure`.
+
+    Args:
+        step (ImportedStep or Program): the recorded training step of the graph to be timed.
+        warmup (int): untimed steps before the timed ones.
+        repeats (int): timed steps; the step time is their median.
+        lr (float): SGD learning rate of the update each step applies (to the executor's copy of the parameters).
+    """
+
+    def __init__(self, step: Any, *, warmup: int = 1, repeats: int = 5, lr: float = 1e-3) -> None:
+        if warmup < 0 or repeats < 1:
+            raise InvalidArgument(f"need warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
+        self.program = as_program(step)
+        self.warmup = int(warmup)
+        self.repeats = int(repeats)
+        self.lr = float(lr)
+        self.cache: dict[tuple[str, bytes], StepResult] = {}
+        self.measured = 0  # placements run (cache misses)
+
+    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
+        """Run ``placement`` ``warmup + repeats`` times and return the median step (cached by placement).
+
+        Raises:
+            InvalidPlacement: if ``graph`` is not the graph of the recorded step, or the placement is malformed.
+            ExecutionFailed: if the step cannot run (a device or a rank is missing or died).
+        """
+        if graph.num_ops != self.program.num_nodes:
+            raise InvalidPlacement(
+                f"this timer runs the recorded step of {self.program.graph_name!r} ({self.program.num_nodes} nodes); "
+                f"got graph {graph.name!r} with {graph.num_ops}"
+            )
+        placed = as_placement(graph, cluster, placement)
+        key = (cluster.fingerprint(), placed.devices.astype(np.int64).tobytes())
+        if key not in self.cache:
+            self.cache[key] = self._measure(graph, cluster, placed)
+            self.measured += 1
+        return self.cache[key]
+
+    @abstractmethod
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
+        """Run and time one placement (no cache)."""

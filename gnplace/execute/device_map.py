@@ -1,0 +1,230 @@
+"""Placements as ``device_map`` dicts, for transformers' ``from_pretrained`` and accelerate's ``dispatch_model``.
+
+A ``device_map`` names, for module paths of a model, the device its parameters (and, under
+accelerate's hooks, its forward) go to: an int for a GPU, ``"cpu"``. :func:`to_device_map` turns a
+placement of a training graph imported from PyTorch into one: every parameter goes to the device of
+its update node (where gnplace keeps it), and modules whose parameters all share a device are merged
+into their parent, so the map is as short as the placement allows.
+
+:func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
+node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
+asks accelerate itself for its ``"auto"`` map (fill devices in module order up to their memory) or its
+``"balanced"`` one (the same fill with memory spread evenly), for comparison.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument, MissingDependency
+from gnplace.graph import OpGraph
+from gnplace.placement import Placement, as_placement
+
+__all__ = ["to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps"]
+
+
+def device_map_values(cluster: Cluster) -> list[int | str]:
+    """The ``device_map`` value of each device of ``cluster``: ``"cpu"`` for CPUs, GPUs ``0, 1, ...`` in order.
+
+    Examples:
+        >>> from gnplace.cluster import load_cluster
+        >>> device_map_values(load_cluster("cpu_gpu"))
+        ['cpu', 0]
+    """
+    values: list[int | str] = []
+    gpus = 0
+    for dev in cluster.devices:
+        if dev.kind.startswith("cpu") or dev.name.startswith("cpu"):
+            values.append("cpu")
+        else:
+            values.append(gpus)
+            gpus += 1
+    return values
+
+
+def _parameter_devices(graph: OpGraph, devices: np.ndarray) -> dict[str, int]:
+    found = {}
+    for i, name in enumerate(graph.node_names):
+        if name.startswith("update/"):
+            found[name.removeprefix("update/")] = int(devices[i])
+    return found
+
+
+def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None) -> dict[str, int | str]:
+    """The module-level ``device_map`` of ``placement`` (see the module docstring).
+
+    Args:
+        graph (OpGraph): a training graph imported from PyTorch (it has an ``update/<parameter>`` node
+            per parameter).
+        placement (Placement or array-like): its placement.
+        cluster (Cluster, optional): the cluster (default: the placement's).
+
+    Raises:
+        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module).
+
+    Examples:
+        >>> import torch
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.importers.torch import from_module
+        >>> net = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        >>> g = from_module(net, (torch.zeros(2, 4),), loss=lambda y: y.sum())
+        >>> cluster = load_cluster("k80x2")
+        >>> devices = [1 if "update/2" in n else 0 for n in g.node_names]
+        >>> to_device_map(g, Placement(devices, cluster))
+        {'0': 0, '1': 0, '2': 1}
+    """
+    cluster = cluster or getattr(placement, "cluster", None)
+    if cluster is None:
+        raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
+    placed = as_placement(graph, cluster, placement)
+    per_param = _parameter_devices(graph, placed.devices)
+    if not per_param:
+        raise InvalidArgument(
+            f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"
+        )
+    values = device_map_values(cluster)
+    # the devices under every module path (a parameter's path and each prefix of it)
+    under: dict[str, set[int]] = defaultdict(set)
+    for param, dev in per_param.items():
+        parts = param.split(".")
+        for k in range(len(parts) + 1):  # every enclosing module, and the parameter itself
+            under[".".join(parts[:k])].add(dev)
+    chosen: dict[str, int | str] = {}
+
+    def children(prefix: str) -> list[str]:
+        depth = prefix.count(".") + 1 if prefix else 0
+        return sorted({p for p in under if p.count(".") == depth and p != prefix
+                       and (not prefix or p.startswith(prefix + "."))})
+
+    def walk(prefix: str) -> None:
+        if len(under[prefix]) == 1:  # everything below is on one device: one key
+            chosen[prefix] = values[next(iter(under[prefix]))]
+            return
+        for child in children(prefix):
+            if child in per_param:  # a parameter held directly by a module that is split
+                chosen[child] = values[per_param[child]]
+            else:
+                walk(child)
+
+    walk("")
+    return dict(sorted(chosen.items(), key=lambda kv: _order(kv[0], graph)))
+
+
+def _order(key: str, graph: OpGraph) -> tuple[int, str]:
+    """Sort keys in the order their modules first appear in the graph (module order), then by name."""
+    for i, module in enumerate(graph.module):
+        if module == key or module.startswith(key + "."):
+            return (i, key)
+    return (graph.num_ops, key)
+
+
+def from_device_map(graph: OpGraph, cluster: Cluster, device_map: dict[str, Any]) -> Placement:
+    """The placement a ``device_map`` gives ``graph``: each node where the longest key prefixing its module says.
+
+    Nodes of no mapped module (inputs, the loss) run where their first producer runs, or, with
+    none, where the map's first module does.
+
+    Raises:
+        InvalidArgument: if a value names no device of ``cluster``.
+    """
+    values = device_map_values(cluster)
+
+    def index(value: Any) -> int:
+        if isinstance(value, str) and value.startswith("cuda:"):
+            value = int(value.split(":", 1)[1])
+        if value in values:
+            return values.index(value)
+        raise InvalidArgument(f"device_map value {value!r} is no device of {cluster.name!r} (have {values})")
+
+    keys = sorted(device_map, key=len, reverse=True)
+    first = index(next(iter(device_map.values()))) if device_map else 0
+    devices = np.full(graph.num_ops, -1, dtype=np.int64)
+    for i, module in enumerate(graph.module):
+        name = graph.node_names[i]
+        path = name.removeprefix("update/").rsplit(".", 1)[0] if name.startswith("update/") else module
+        if name.startswith("update/") and "." not in name.removeprefix("update/"):
+            path = name.removeprefix("update/")
+        for key in keys:
+            if key == "" or path == key or path.startswith(key + "."):
+                devices[i] = index(device_map[key])
+                break
+    in_ptr, in_src, _ = graph.in_csr
+    for v in graph.topological_order():
+        if devices[v] < 0:
+            sources = in_src[in_ptr[v]:in_ptr[v + 1]]
+            devices[v] = devices[sources[0]] if len(sources) and devices[sources[0]] >= 0 else first
+    return Placement(devices, cluster)
+
+
+def accelerate_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any]:
+    """Accelerate's own ``device_map`` for ``module`` on ``cluster``'s devices and memories.
+
+    Args:
+        module (torch.nn.Module): the model.
+        cluster (Cluster): the devices (their memory is accelerate's ``max_memory``).
+        mode (str, optional): ``"auto"`` or ``"balanced"`` (default: ``"auto"``).
+
+    Raises:
+        MissingDependency: without accelerate (``pip install accelerate``).
+    """
+    try:
+        from accelerate import infer_auto_device_map
+        from accelerate.utils import get_balanced_memory
+    except ImportError as err:
+        raise MissingDependency(
+            "comparing with accelerate's device_map needs accelerate: pip install accelerate"
+        ) from err
+    if mode not in ("auto", "balanced"):
+        raise InvalidArgument(f"mode must be 'auto' or 'balanced', got {mode!r}")
+    import warnings
+
+    values = device_map_values(cluster)
+    memory: dict[int | str, int] = {}
+    for value, dev in zip(values, cluster.devices):
+        memory[value] = memory.get(value, 0) + int(dev.memory)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import logging
+
+        logger = logging.getLogger("accelerate")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            if mode == "balanced":
+                gpu_memory = {k: v for k, v in memory.items() if k != "cpu"}
+                if len(gpu_memory) > 1:
+                    balanced = get_balanced_memory(module, max_memory=dict(gpu_memory))
+                    memory = {**memory, **{k: int(v) for k, v in balanced.items() if k in gpu_memory}}
+            found = dict(infer_auto_device_map(module, max_memory=memory))
+        finally:
+            logger.setLevel(level)
+    return found
+
+
+def compare_device_maps(
+    graph: OpGraph, cluster: Cluster, placement: Any, module: Any = None, timer: Any = None
+) -> dict[str, float]:
+    """Simulated step seconds of ``placement``, of its ``device_map``, and of accelerate's maps (given ``module``).
+
+    Returns:
+        dict[str, float]: ``"placement"``, ``"device_map"`` (the placement at module granularity, what
+        accelerate would run) and, with ``module`` and accelerate installed, ``"accelerate_auto"`` and
+        ``"accelerate_balanced"``.
+    """
+    from gnplace.sim.simulator import Simulator
+
+    timer = timer or Simulator()
+    found = {
+        "placement": timer.time(graph, cluster, placement).step_time,
+        "device_map": timer.time(graph, cluster, from_device_map(graph, cluster, to_device_map(graph, placement,
+                                                                                               cluster))).step_time,
+    }
+    if module is not None:
+        for mode in ("auto", "balanced"):
+            theirs = from_device_map(graph, cluster, accelerate_device_map(module, cluster, mode))
+            found[f"accelerate_{mode}"] = timer.time(graph, cluster, theirs).step_time
+    return found

@@ -1,0 +1,535 @@
+"""``DistTimer``: time placed training steps across processes with ``torch.distributed``, one rank per device.
+
+Rank ``r`` is device ``r`` of the cluster. Every rank runs the ops placed on it in the one recorded
+(topological) order, except that it may run a later op whose inputs are all there before an
+earlier one still waiting for a tensor (a device's ready queue, as in the simulator). After an op
+whose output another rank consumes, the producer sends that output once to each consuming rank
+(``isend``, tagged by tensor); every rank posts all its receives (``irecv``) when the step starts and
+waits for one only when no op it could run is ready. Parameters and inputs cross before the first
+op and gradients to their parameter's rank after the last. Sends never wait and receives are all
+posted, so a step cannot deadlock: the earliest op (in the recorded order) not yet run anywhere has
+every input made, and its rank either runs it or something else that is ready.
+
+Processes: rank 0 is the process that times (the driver: a search, fine-tuning). Without
+``torch.distributed``'s environment variables the timer starts ranks ``1..n-1`` itself on this
+machine (``spawn``) and gives each ``threads`` CPU threads (default 1: two ranks of one thread on a
+CPU-only machine are a real two-device cluster, with real compute and real transfers over gloo).
+Across hosts, start every process with ``torchrun`` (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
+``WORLD_SIZE``): rank 0 runs the timing code and the others call :func:`serve` (``gnplace finetune``
+and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every rank has a GPU.
+
+The step time is the slowest rank's, all ranks starting together after a barrier; the median of
+``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is
+reported out of memory without running (the count is exact: :meth:`~gnplace.execute.program.Program.peak_bytes`).
+A rank that dies ends the timer with :class:`~gnplace.exceptions.ExecutionFailed` naming it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import ExecutionFailed, InvalidArgument
+from gnplace.execute.base import RealStepTimer, oom_result
+from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten
+from gnplace.execute.runner import call_op
+from gnplace.graph import OpGraph
+from gnplace.importers.trace import Ref
+from gnplace.sim.timer import StepResult
+
+__all__ = ["DistTimer", "serve", "run_rank", "transfer_tags", "launched_by_torchrun"]
+
+
+def launched_by_torchrun() -> bool:
+    """Whether this process is one of several started with torch.distributed's environment variables."""
+    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def _rank_device(backend: str) -> torch.device:
+    if backend == "nccl":
+        local = os.environ.get("LOCAL_RANK", dist.get_rank() % max(1, torch.cuda.device_count()))
+        return torch.device("cuda", int(local))
+    return torch.device("cpu")
+
+
+def transfer_tags(plan: Plan) -> dict[tuple[Ref, int], int]:
+    """A message tag for every ``(tensor, destination)`` that crosses ranks under ``plan``, the same on every rank."""
+    tags: dict[tuple[Ref, int], int] = {}
+    for after in sorted(plan.moves):
+        for ref, _, dst in plan.moves[after]:
+            tags[(ref, dst)] = len(tags)
+    for _, ref, _, dst in plan.grad_moves:
+        tags.setdefault((ref, dst), len(tags))
+    return tags
+
+
+def run_rank(
+    program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
+    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64,
+) -> tuple[float, float, dict[str, Any]]:
+    """Run this rank's share of one step (see the module docstring).
+
+    Every receive is posted at the start, each tensor under its own tag (:func:`transfer_tags`); a
+    rank then runs the first of its ops (in the recorded order, looking ``window`` ops ahead) whose
+    inputs have all arrived, as a device runs its ready ops in the simulator, and waits only when
+    none has. An in-place op runs only after every earlier op of the rank, and no later op before it.
+
+    Args:
+        program (Program): the step.
+        plan (Plan): where everything runs (the same on every rank).
+        rank (int): this rank (its device index in the plan).
+        device (torch.device): this rank's torch device.
+        params (dict): this rank's parameters (those the plan puts on it), updated in place.
+        lr (float): SGD learning rate (0: no update).
+        collect (bool): return the loss and this rank's gradients as CPU tensors.
+        op_seconds (np.ndarray, optional): filled with the seconds of each op from the end of the
+            previous one (the loop's own overhead charged to the op): calibration runs every op on
+            one rank with it, which needs no process group.
+        window (int): how many of its next ops a rank looks through for one that is ready.
+
+    Returns:
+        tuple: wall seconds of the step on this rank, seconds spent computing, and (with
+        ``collect``) ``{"loss": ..., "grads": {...}}`` of what lives on this rank.
+    """
+    ops = program.ops
+    mine = [i for i in range(len(ops)) if int(plan.op_device[i]) == rank]
+    fns = {i: resolve_aten(ops[i].target) for i in mine}
+    inputs_of = {i: _refs(ops[i]) for i in mine}
+    tags = transfer_tags(plan)
+    values: dict[Ref, Any] = {}
+    buffers: dict[str, torch.Tensor] = {}
+    for name, p in params.items():
+        values[Ref("param", name=name)] = p
+    for k, d in plan.input_device.items():
+        if d == rank:
+            values[Ref("input", name=str(k))] = program.inputs[k].to(device)
+    keep = {program.loss, *[g for g in program.grads.values() if g is not None]}
+    uses: dict[Ref, int] = {}
+    for i in mine:
+        for ref in set(inputs_of[i]):
+            uses[ref] = uses.get(ref, 0) + 1
+    pending: list[Any] = []
+    arriving: dict[Ref, Any] = {}
+    waited = 0.0  # seconds spent waiting for tensors from other ranks (not computing)
+    start = time.perf_counter()
+    for moves in [*plan.moves.values(), [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]]:
+        for ref, src, dst in moves:
+            if dst == rank and ref not in arriving:
+                shape, dtype = _meta(program, ref)
+                buffer = torch.empty(shape, dtype=dtype, device=device)
+                arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
+                values[ref] = buffer
+
+    def send(moves: list[tuple[Ref, int, int]]) -> None:
+        for ref, src, dst in moves:
+            if src == rank:
+                tensor = values[ref].contiguous()
+                pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
+
+    def resolve(ref: Ref) -> Any:
+        if ref.kind == "buffer":
+            if ref.name not in buffers:
+                buffers[ref.name] = program.buffers[ref.name].to(device, copy=True)
+            return buffers[ref.name]
+        work = arriving.pop(ref, None)
+        if work is not None:
+            nonlocal waited
+            t0 = time.perf_counter()
+            work.wait()
+            waited += time.perf_counter() - t0
+        return values[ref]
+
+    def ready(i: int) -> bool:
+        for ref in inputs_of[i]:
+            work = arriving.get(ref)
+            if work is not None:
+                if not work.is_completed():
+                    return False
+            elif ref.kind == "op" and ref not in values:  # made by an earlier op of this rank not yet run
+                return False
+        return True
+
+    send(plan.moves.get(BEFORE, []))
+    busy = 0.0
+    done = [False] * len(mine)
+    first = 0  # the earliest of this rank's ops not yet run
+    last = time.perf_counter()
+    while first < len(mine):
+        pick = first
+        if ops[mine[first]].mutates is None:
+            for k in range(first, min(len(mine), first + window)):
+                if done[k]:
+                    continue
+                if ops[mine[k]].mutates is not None:
+                    break  # nothing passes an in-place op
+                if ready(mine[k]):
+                    pick = k
+                    break
+        i = mine[pick]
+        op = ops[i]
+        t0, waited_before = time.perf_counter(), waited
+        flat = call_op(op, fns[i], resolve, device)
+        for k, value in enumerate(flat):
+            if op.out_shapes[k] is not None:
+                values[Ref("op", i, k)] = value
+        busy += time.perf_counter() - t0 - (waited - waited_before)
+        send(plan.moves.get(i, []))
+        for ref in set(inputs_of[i]):
+            uses[ref] -= 1
+            if uses[ref] == 0 and ref not in keep and ref.kind == "op" and ref not in arriving:
+                values.pop(ref, None)
+        done[pick] = True
+        while first < len(mine) and done[first]:
+            first += 1
+        if op_seconds is not None:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            now = time.perf_counter()
+            op_seconds[i] = now - last
+            last = now
+    grad_sends = [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]
+    send(grad_sends)
+    grads: dict[str, Any] = {}
+    for name, ref, _, dst in plan.grad_moves:
+        if dst == rank:
+            grads[name] = resolve(ref)
+    for name, grad_ref in program.grads.items():
+        if grad_ref is not None and name in params and name not in grads:
+            grads[name] = resolve(grad_ref)
+    if lr:
+        with torch.no_grad():
+            for name, g in grads.items():
+                params[name].sub_(g, alpha=lr)
+    for work, _ in pending:
+        work.wait()
+    for work in arriving.values():
+        work.wait()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    collected: dict[str, Any] = {}
+    if collect:
+        if plan.value_device.get(program.loss, 0) == rank:
+            collected["loss"] = resolve(program.loss).detach().cpu()
+        collected["grads"] = {k: v.detach().cpu() for k, v in grads.items()}
+    return seconds, busy, collected
+
+
+def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
+    if ref.kind == "op":
+        op = program.ops[ref.index]
+        shape, dtype = op.out_shapes[ref.output], op.out_dtypes[ref.output]
+        assert shape is not None and dtype is not None
+        return shape, dtype
+    tensor = program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
+    return tuple(tensor.shape), tensor.dtype
+
+
+def _refs(op: Any) -> list[Ref]:
+    from gnplace.execute.program import refs_in
+
+    return refs_in((op.args, op.kwargs))
+
+
+def _run_command(program: Program, placement: np.ndarray, device: torch.device, options: dict[str, Any]) -> Any:
+    """Every rank's side of one ``run`` command: warm-up and timed steps; gathers per-rank figures."""
+    rank = dist.get_rank()
+    plan = program.plan(placement)
+    params = {k: v.to(device, copy=True) for k, v in program.params.items() if plan.param_device.get(k) == rank}
+    seconds: list[float] = []
+    busy: list[float] = []
+    collected: dict[str, Any] = {}
+    for r in range(options["warmup"] + options["repeats"]):
+        dist.barrier()
+        s, b, got = run_rank(program, plan, rank, device, params, lr=options["lr"],
+                             collect=options["collect"] and r == 0)
+        collected = collected or got
+        if r >= options["warmup"]:
+            seconds.append(s)
+            busy.append(b)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (seconds, busy, collected))
+    return gathered
+
+
+def pingpong(peer: int, sizes: list[int], repeats: int, device: torch.device) -> list[float]:
+    """Median one-way seconds of sending ``sizes`` bytes between rank 0 and ``peer`` (half a round trip).
+
+    Ranks 0 and ``peer`` take part (the others return at once); rank 0 returns the times.
+    """
+    rank = dist.get_rank()
+    if rank not in (0, peer):
+        return []
+    other = peer if rank == 0 else 0
+    times = []
+    for size in sizes:
+        buffer = torch.zeros(max(1, size // 4), dtype=torch.float32, device=device)
+        trips = []
+        for r in range(repeats + 1):
+            start = time.perf_counter()
+            if rank == 0:
+                dist.send(buffer, other)
+                dist.recv(buffer, other)
+            else:
+                dist.recv(buffer, other)
+                dist.send(buffer, other)
+            if r:  # the first exchange sets the connection up
+                trips.append(time.perf_counter() - start)
+        times.append(float(np.median(trips)) / 2)
+    return times
+
+
+def serve() -> None:
+    """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
+
+    Start it in every process but rank 0's when launching across hosts with ``torchrun``; it joins
+    the process group from the environment if this process has none yet.
+    """
+    if not dist.is_initialized():
+        backend = os.environ.get("GNPLACE_DIST_BACKEND", "gloo")
+        dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("GNPLACE_DIST_TIMEOUT", 300))))
+    device = _rank_device(dist.get_backend())
+    program: Program | None = None
+    try:
+        while True:
+            box: list[Any] = [None]
+            dist.broadcast_object_list(box, src=0)
+            command, payload = box[0]
+            if command == "stop":
+                break
+            if command == "program":
+                program = pickle.loads(payload)
+            elif command == "run":
+                assert program is not None
+                _run_command(program, payload["placement"], device, payload)
+            elif command == "pingpong":
+                pingpong(payload["peer"], payload["sizes"], payload["repeats"], device)
+    finally:
+        dist.destroy_process_group()
+
+
+def _worker(rank: int, world: int, init_method: str, backend: str, threads: int, timeout_s: float) -> None:
+    torch.set_num_threads(threads)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout_s))
+    serve()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DistTimer(RealStepTimer):
+    """Times a placed training step with one ``torch.distributed`` rank per cluster device (see the module docstring).
+
+    Args:
+        step (ImportedStep or Program): the recorded step (:func:`~gnplace.importers.torch.import_step`).
+        backend (str, optional): ``"gloo"`` or ``"nccl"`` (default: ``"gloo"``).
+        threads (int, optional): CPU threads of each rank (default: 1).
+        warmup (int, optional): untimed steps first (default: 1).
+        repeats (int, optional): timed steps, the median is reported (default: 5).
+        lr (float, optional): SGD learning rate of each step's update (default: 1e-3).
+        timeout_s (float, optional): seconds a collective may wait before failing (default: 120).
+
+    The ranks start at the first :meth:`time` and stay up until :meth:`close` (also at exit; use the
+    timer as a context manager to close it early).
+    """
+
+    def __init__(
+        self, step: Any, *, backend: str = "gloo", threads: int = 1, warmup: int = 1, repeats: int = 5,
+        lr: float = 1e-3, timeout_s: float = 120.0,
+    ) -> None:
+        super().__init__(step, warmup=warmup, repeats=repeats, lr=lr)
+        if backend not in ("gloo", "nccl"):
+            raise InvalidArgument(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        self.backend = backend
+        self.threads = int(threads)
+        self.timeout_s = float(timeout_s)
+        self.world = 0
+        self._procs: list[Any] = []
+        self._owns_group = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"DistTimer({self.program.graph_name!r}, backend={self.backend!r}, world={self.world})"
+
+    def __enter__(self) -> DistTimer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the ranks this timer started (1..n-1)."""
+        return [int(p.pid) for p in self._procs]
+
+    def start(self, world: int) -> None:
+        """Bring up ``world`` ranks (this process is rank 0) and send them the program."""
+        if self.world == world and dist.is_initialized():
+            return
+        if self.world:
+            self.close()
+        self._closed = False
+        if launched_by_torchrun():
+            if int(os.environ["WORLD_SIZE"]) != world or int(os.environ["RANK"]) != 0:
+                raise ExecutionFailed(
+                    f"torchrun started {os.environ['WORLD_SIZE']} processes (this is rank {os.environ['RANK']}); "
+                    f"the cluster has {world} devices and the timer runs on rank 0"
+                )
+            if not dist.is_initialized():
+                dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+        else:
+            if dist.is_initialized():
+                raise ExecutionFailed("a torch.distributed process group is already running in this process")
+            import torch.multiprocessing as mp
+
+            init_method = f"tcp://127.0.0.1:{_free_port()}"
+            context = mp.get_context("spawn")
+            self._procs = [
+                context.Process(target=_worker, daemon=True,
+                                args=(r, world, init_method, self.backend, self.threads, self.timeout_s))
+                for r in range(1, world)
+            ]
+            for p in self._procs:
+                p.start()
+            try:
+                dist.init_process_group(self.backend, init_method=init_method, rank=0, world_size=world,
+                                        timeout=timedelta(seconds=self.timeout_s))
+            except Exception as err:  # noqa: BLE001 - reported with the ranks' state
+                self._fail(err)
+        self._owns_group = True
+        self.world = world
+        atexit.register(self.close)
+        self._broadcast(("program", pickle.dumps(self.program)))
+
+    def _check_ranks(self) -> None:
+        for r, p in enumerate(self._procs, start=1):
+            if not p.is_alive():
+                raise ExecutionFailed(f"rank {r} of the distributed timer died (exit code {p.exitcode}); timer closed")
+
+    def _fail(self, err: BaseException) -> None:
+        try:
+            self._check_ranks()
+        except ExecutionFailed as dead:
+            self.close(force=True)
+            raise dead from err
+        self.close(force=True)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ExecutionFailed(f"the distributed step failed: {first}") from err
+
+    def _broadcast(self, command: tuple[str, Any]) -> None:
+        try:
+            self._check_ranks()
+        except ExecutionFailed:
+            self.close(force=True)
+            raise
+        try:
+            dist.broadcast_object_list([command], src=0)
+        except Exception as err:  # noqa: BLE001 - a dead rank shows up here
+            self._fail(err)
+
+    def run(self, cluster: Cluster, placement: Any, *, collect: bool = False) -> list[Any]:
+        """Run the step under ``placement`` on every rank; each rank's ``(seconds, busy seconds, collected)``.
+
+        Raises:
+            ExecutionFailed: if a rank dies or a collective fails (the timer is then closed).
+        """
+        devices = self.program.node_devices(placement)
+        if devices.size and devices.max() >= cluster.num_devices:
+            raise InvalidArgument(f"placement names device {devices.max()}, the cluster has {cluster.num_devices}")
+        self.start(cluster.num_devices)
+        options = {"placement": devices, "warmup": self.warmup, "repeats": self.repeats, "lr": self.lr,
+                   "collect": collect}
+        self._broadcast(("run", options))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            return list(_run_command(self.program, devices, _rank_device(self.backend), options))
+        except Exception as err:  # noqa: BLE001 - a dead rank shows up here
+            self._fail(err)
+            raise  # unreachable: _fail raises
+        finally:
+            torch.set_num_threads(threads)
+
+    @contextmanager
+    def using(self, program: Program) -> Iterator[None]:
+        """Run another program on the same ranks for a while (calibration probes); measurements stay apart."""
+        saved, saved_cache = self.program, self.cache
+        self.program, self.cache = program, {}
+        if self.world:
+            self._broadcast(("program", pickle.dumps(program)))
+        try:
+            yield
+        finally:
+            self.program, self.cache = saved, saved_cache
+            if self.world and not self._closed:
+                self._broadcast(("program", pickle.dumps(saved)))
+
+    def link_times(self, world: int, sizes: list[int], repeats: int = 20) -> dict[int, list[float]]:
+        """Median one-way seconds of each size in ``sizes`` (bytes) from rank 0 to every other rank.
+
+        Returns:
+            dict[int, list[float]]: per rank ``1..world-1``, seconds per size.
+        """
+        self.start(world)
+        device = _rank_device(self.backend)
+        found = {}
+        for peer in range(1, world):
+            self._broadcast(("pingpong", {"peer": peer, "sizes": list(sizes), "repeats": repeats}))
+            try:
+                found[peer] = pingpong(peer, list(sizes), repeats, device)
+            except Exception as err:  # noqa: BLE001 - a dead rank shows up here
+                self._fail(err)
+        return found
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
+        plan = self.program.plan(placement)
+        peak = self.program.peak_bytes(plan, cluster.num_devices)
+        over = np.flatnonzero(peak > cluster.memory)
+        if over.size:
+            return oom_result(graph, cluster, placement, int(over[0]), float(peak[over[0]]))
+        per_rank = self.run(cluster, placement)
+        seconds = np.array([r[0] for r in per_rank])  # [ranks, repeats]
+        busy = np.array([r[1] for r in per_rank])
+        step = float(np.median(seconds.max(axis=0)))
+        return StepResult(step, np.median(busy, axis=1), peak, cluster.memory, cluster.device_names)
+
+    def close(self, force: bool = False) -> None:
+        """Stop the ranks and leave the process group (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_group and dist.is_initialized():
+            if not force:
+                try:
+                    self._check_ranks()
+                    dist.broadcast_object_list([("stop", None)], src=0)
+                except Exception:  # noqa: BLE001, S110 - closing: nothing more to report
+                    pass
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001, S110
+                pass
+        for p in self._procs:
+            p.join(timeout=5 if not force else 0.5)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+        self._procs = []
+        self._owns_group = False
+        self.world = 0

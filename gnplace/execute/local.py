@@ -1,0 +1,106 @@
+"""``LocalTimer``: time placed training steps in this process, over the devices torch sees (``cuda:0..n``, ``cpu``).
+
+Each cluster device is a torch device (:func:`~gnplace.execute.base.torch_devices`: CPUs are ``cpu``,
+GPUs ``cuda:0``, ``cuda:1``, ... in order, or given). One thread walks the ops in recorded order and
+launches each on its device; CUDA queues its kernels, so GPUs and the CPU overlap as they would in
+an eager training step. A step is timed from its first op to its last with every device
+synchronised; the result is the median of ``repeats`` steps after ``warmup`` untimed ones.
+
+Memory: the bytes resident on each device (parameters and live tensors) are counted as the step runs;
+a device that would hold more than its capacity in the cluster, or a real ``torch.OutOfMemoryError``,
+ends the step, which is reported as out of memory (:func:`~gnplace.execute.base.oom_result`), never
+raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnplace.cluster import Cluster
+from gnplace.exceptions import ExecutionFailed
+from gnplace.execute.base import RealStepTimer, oom_result, torch_devices
+from gnplace.execute.runner import DeviceOutOfMemory, run_step
+from gnplace.graph import OpGraph
+from gnplace.sim.timer import StepResult
+
+__all__ = ["LocalTimer"]
+
+
+class LocalTimer(RealStepTimer):
+    """Times a placed training step on the devices of this process (a :class:`~gnplace.sim.timer.StepTimer`).
+
+    Args:
+        step (ImportedStep or Program): the recorded step (:func:`~gnplace.importers.torch.import_step`).
+        devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
+            GPUs ``cuda:0..``).
+        warmup (int, optional): untimed steps first (default: 1).
+        repeats (int, optional): timed steps, the median is reported (default: 5).
+        lr (float, optional): SGD learning rate of each step's update (default: 1e-3).
+        threads (int, optional): torch CPU threads while timing (default: unchanged).
+
+    Attributes:
+        last_moves (int): tensors that crossed devices in the last measured step.
+        last_moved_bytes (float): their bytes.
+
+    Examples:
+        >>> import torch
+        >>> from gnplace.importers.torch import import_step
+        >>> from gnplace.cluster import load_cluster
+        >>> step = import_step(torch.nn.Linear(8, 4), (torch.randn(16, 8),), loss=lambda y: y.square().mean())
+        >>> timer = LocalTimer(step, devices=["cpu", "cpu"], repeats=3)
+        >>> result = timer.time(step.graph, load_cluster("k80x2"), [0] * step.graph.num_ops)
+        >>> result.step_time > 0, result.is_oom
+        (True, False)
+    """
+
+    def __init__(
+        self, step: Any, devices: Sequence[str] | None = None, *, warmup: int = 1, repeats: int = 5, lr: float = 1e-3,
+        threads: int | None = None,
+    ) -> None:
+        super().__init__(step, warmup=warmup, repeats=repeats, lr=lr)
+        self.devices = None if devices is None else list(devices)
+        self.threads = threads
+        self.last_moves = 0
+        self.last_moved_bytes = 0.0
+
+    def __repr__(self) -> str:
+        return f"LocalTimer({self.program.graph_name!r}, devices={self.devices}, repeats={self.repeats})"
+
+    def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
+        devices = torch_devices(cluster, self.devices)
+        plan = self.program.plan(placement)
+        capacity = cluster.memory
+        threads = torch.get_num_threads()
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
+        try:
+            params = {k: v.to(devices[plan.param_device.get(k, 0)], copy=True) for k, v in self.program.params.items()}
+            seconds, busy = [], []
+            peak = np.zeros(cluster.num_devices)
+            for r in range(self.warmup + self.repeats):
+                out = run_step(self.program, plan, devices, params=params, lr=self.lr, capacity=capacity,
+                               keep_outputs=False)
+                peak = np.maximum(peak, out.peak_bytes)
+                if r >= self.warmup:
+                    seconds.append(out.seconds)
+                    busy.append(out.busy)
+            self.last_moves, self.last_moved_bytes = out.moves, out.moved_bytes
+        except DeviceOutOfMemory as err:
+            for dev in {d for d in devices if d.type == "cuda"}:
+                with torch.cuda.device(dev):
+                    torch.cuda.empty_cache()
+            return oom_result(graph, cluster, placement, err.device, err.needed)
+        except ExecutionFailed:
+            raise
+        except Exception as err:  # noqa: BLE001 - a failing op becomes one clear line
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ExecutionFailed(f"the placed step of {graph.name!r} failed: {first}") from err
+        finally:
+            torch.set_num_threads(threads)
+        return StepResult(
+            float(np.median(seconds)), np.median(np.stack(busy), axis=0), peak, capacity, cluster.device_names,
+        )

@@ -1,0 +1,397 @@
+"""Calibration: measure a step's ops and the links on real devices, so that the simulator predicts them.
+
+:func:`calibrate` times every op of a recorded step on each kind of device (all ops on one device,
+each op charged from the end of the previous one, so the executor's own per-op overhead is in it;
+median of ``repeats`` steps), the SGD update of every parameter, and the links (half the round trip
+of a ping-pong at several sizes, fitted to ``latency + bytes / bandwidth`` by least squares). It
+returns the graph with the measured seconds in ``cost_s`` (per device kind, summed per node) and a
+cluster whose devices and links are the measured ones; :meth:`Calibration.save` writes both
+(``graph.gnpg`` and ``cluster.yaml``) for ``gnplace simulate``, ``place`` and ``finetune``.
+
+Device kinds of a calibrated cluster are named after what was measured (``cpu-1t``: one CPU
+thread; a GPU's name), so that measured costs never leak onto a preset's devices.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnplace.cluster import Cluster, cluster_from_dict
+from gnplace.exceptions import InvalidArgument
+from gnplace.execute.base import as_program
+from gnplace.execute.program import Program
+from gnplace.graph import OpGraph
+
+__all__ = [
+    "Calibration", "calibrate", "measure_op_seconds", "node_seconds", "fit_link", "probe_link", "LINK_SIZES",
+    "fidelity_placements", "simulator_error",
+]
+
+#: Message sizes of the link ping-pong, bytes.
+LINK_SIZES = [4, 4096, 65536, 1 << 20, 4 << 20]
+
+
+@dataclass
+class Calibration:
+    """What :func:`calibrate` measured.
+
+    Attributes:
+        graph (OpGraph): the step's graph with measured ``cost_s`` of every node per device kind.
+        cluster (Cluster): the measured devices and links.
+        node_seconds (dict[str, np.ndarray]): seconds of every node per device kind.
+        links (dict[str, dict[str, float]]): fitted ``bandwidth`` (bytes/s) and ``latency`` (s) per pair.
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+    node_seconds: dict[str, np.ndarray]
+    links: dict[str, dict[str, float]] = field(default_factory=dict)
+    cluster_spec: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, out: str | os.PathLike[str]) -> tuple[Path, Path]:
+        """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml``; returns their paths."""
+        import yaml
+
+        from gnplace.graph_io import save_graph
+
+        folder = Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        graph_path = save_graph(self.graph, folder / "graph.gnpg")
+        cluster_path = folder / "cluster.yaml"
+        tmp = cluster_path.with_suffix(".yaml.tmp")
+        tmp.write_text(yaml.safe_dump(self.cluster_spec, sort_keys=False))
+        os.replace(tmp, cluster_path)
+        return Path(graph_path), cluster_path
+
+
+def measure_op_seconds(program: Program, device: torch.device, *, repeats: int = 5, threads: int = 1) -> np.ndarray:
+    """Median seconds of every op of ``program`` with all of them on ``device``, ``[num_ops]``.
+
+    Each op is charged from the end of the previous one (the executor's loop included); one
+    untimed step warms up first.
+    """
+    from gnplace.execute.dist import run_rank
+
+    plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        params = {k: v.to(device, copy=True) for k, v in program.params.items()}
+        runs = np.zeros((repeats, len(program.ops)))
+        for r in range(repeats + 1):
+            row = np.zeros(len(program.ops))
+            run_rank(program, plan, 0, device, params, lr=0.0, op_seconds=row)
+            if r:
+                runs[r - 1] = row
+    finally:
+        torch.set_num_threads(saved)
+    return np.median(runs, axis=0)
+
+
+def _update_seconds(program: Program, device: torch.device, repeats: int, threads: int) -> dict[str, float]:
+    """Median seconds of the SGD update of each parameter on ``device``."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        found = {}
+        for name, p in program.params.items():
+            param, grad = p.to(device, copy=True), torch.ones_like(p, device=device)
+            times = []
+            for _ in range(repeats + 1):
+                start = time.perf_counter()
+                param.sub_(grad, alpha=1e-3)
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - start)
+            found[name] = float(np.median(times[1:]))
+        return found
+    finally:
+        torch.set_num_threads(saved)
+
+
+def node_seconds(program: Program, op_seconds: np.ndarray, update_seconds: dict[str, float]) -> np.ndarray:
+    """Seconds of every node of the program's graph: its ops' seconds summed, ``[num_nodes]``.
+
+    An op with no node (a view of a buffer) is charged to the next op that has one; an update node
+    gets its parameter's update seconds.
+    """
+    seconds = np.zeros(program.num_nodes)
+    carry = 0.0
+    for i, op in enumerate(program.ops):
+        if op.node < 0:
+            carry += float(op_seconds[i])
+            continue
+        seconds[op.node] += float(op_seconds[i]) + carry
+        carry = 0.0
+    for name, node in program.param_node.items():
+        seconds[node] += update_seconds.get(name, 0.0)
+    return seconds
+
+
+def fit_link(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
+    """``(bandwidth bytes/s, latency s)`` of ``seconds = latency + bytes / bandwidth``, least squares.
+
+    Examples:
+        >>> bw, lat = fit_link([0, 1000, 2000], [1e-5, 2e-5, 3e-5])
+        >>> round(bw), round(lat * 1e6, 3)
+        (100000000, 10.0)
+    """
+    slope, intercept = np.polyfit(np.asarray(sizes, dtype=np.float64), np.asarray(seconds, dtype=np.float64), 1)
+    bandwidth = 1.0 / slope if slope > 0 else 1e12
+    return float(bandwidth), float(max(intercept, 0.0))
+
+
+class _Towers(torch.nn.Module):
+    """Two chains of linear layers over one input, summed: the link probe's model."""
+
+    def __init__(self, width: int, layers: int) -> None:
+        super().__init__()
+        self.a = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+        self.b = torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.a(x) + self.b(x)).square().mean()
+
+
+def probe_link(timer: Any, peer: int, ranks: int, *, widths: tuple[int, ...] = (8, 128, 512, 1024),
+               layers: int = 12, batch: int = 64, repeats: int = 5) -> tuple[list[int], list[float]]:
+    """Seconds per transfer between rank 0 and ``peer`` as the executor pays them under load, at several sizes.
+
+    A probe: two chains of ``layers`` linear layers of width ``w`` (each edge ``batch x w`` float32),
+    whose training step runs once with one chain on each rank (both busy, nothing crosses) and once
+    with every layer crossing: layer ``k`` of the first chain on one rank and of the second on the
+    other, swapping at every layer, so both ranks compute all the time and at every layer boundary
+    each sends one tensor to the other. The extra seconds over the layer boundaries crossed is what one
+    transfer of that size costs the step, with everything the executor adds to the wire while both
+    ranks compute (the copy, the bookkeeping, a communication thread waiting for a core): on a
+    host with as many cores as ranks that is several times the idle ping-pong time.
+
+    Returns:
+        tuple: the bytes of each probe's transfers and the seconds per transfer.
+    """
+    from gnplace.importers.torch import import_step
+
+    sizes, seconds = [], []
+    generator = torch.Generator().manual_seed(0)
+    cluster = cluster_from_dict({"name": "probe", "devices": [{"name": f"r{r}", "kind": "cpu"} for r in range(ranks)],
+                                 "links": {"default": "pcie3"}})
+    for width in widths:
+        model = _Towers(width, layers)
+        x = torch.randn(batch, width, generator=generator)
+        step = import_step(model, (x,))
+        program = as_program(step)
+        graph = step.graph
+
+        def rank_of(path: str, crossing: bool) -> int:
+            parts = path.split(".")
+            if len(parts) < 2 or parts[0] not in ("a", "b") or not parts[1].isdigit():
+                return 0
+            side = 0 if parts[0] == "a" else 1
+            if crossing:
+                side = (side + int(parts[1])) % 2
+            return peer if side else 0
+
+        paths = [n.removeprefix("update/").rsplit(".", 1)[0] if n.startswith("update/") else m
+                 for n, m in zip(graph.node_names, graph.module)]
+        together = np.array([rank_of(p, False) for p in paths], dtype=np.int64)
+        apart = np.array([rank_of(p, True) for p in paths], dtype=np.int64)
+        with timer.using(program):
+            one, two = (float(np.median(np.max([r[0] for r in timer.run(cluster, p)], axis=0)))
+                        for p in (together, apart))
+        crossings = max(program.plan(apart).num_moves - program.plan(together).num_moves, 2) / 2
+        sizes.append(batch * width * 4)
+        seconds.append(max(two - one, 0.0) / crossings)
+    return sizes, seconds
+
+
+def _device_kind(device: torch.device, threads: int) -> str:
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return f"cpu-{threads}t"
+
+
+def _device_rates(device: torch.device, threads: int) -> tuple[float, float, float]:
+    """Measured ``(FLOP/s of a matmul, bytes/s of a copy, memory bytes)`` of ``device``."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        n = 512
+        a = torch.randn(n, n, device=device)
+        b = torch.empty(8 << 20, device=device)
+
+        def best(fn: Any) -> float:
+            times = []
+            for _ in range(4):
+                start = time.perf_counter()
+                fn()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - start)
+            return min(times[1:])
+
+        flops = 2 * n**3 / best(lambda: a @ a)
+        bandwidth = 2 * b.numel() * b.element_size() / best(lambda: b.clone())
+    finally:
+        torch.set_num_threads(saved)
+    if device.type == "cuda":
+        memory = float(torch.cuda.get_device_properties(device).total_memory)
+    else:
+        try:
+            memory = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (ValueError, OSError, AttributeError):
+            memory = 8.0 * 2**30
+    return float(flops), float(bandwidth), memory
+
+
+def calibrate(
+    step: Any,
+    *,
+    timer: Any = None,
+    devices: list[str] | None = None,
+    ranks: int = 2,
+    threads: int = 1,
+    repeats: int = 5,
+    name: str = "calibrated",
+    probe_widths: tuple[int, ...] = (8, 32, 64),
+) -> Calibration:
+    """Measure ``step``'s ops and the links of the real cluster that ``timer`` runs on.
+
+    Args:
+        step (ImportedStep or Program): the recorded step (with its graph: an ImportedStep).
+        timer (DistTimer or LocalTimer, optional): the executor whose cluster is measured: a
+            :class:`~gnplace.execute.dist.DistTimer` (``ranks`` ranks of ``threads`` threads) or a
+            :class:`~gnplace.execute.local.LocalTimer` over ``devices`` (default: a DistTimer).
+        devices (list[str], optional): torch devices of a local cluster (default: ``["cpu"]`` and
+            ``cuda:0`` when there is one).
+        ranks (int, optional): ranks of a distributed cluster (default: 2).
+        threads (int, optional): CPU threads per device (default: 1).
+        repeats (int, optional): timed steps per measurement (default: 5).
+        name (str, optional): the cluster's name (default: ``"calibrated"``).
+        probe_widths (tuple[int, ...], optional): layer widths of the link probe (:func:`probe_link`).
+
+    Returns:
+        Calibration: the measured graph and cluster.
+    """
+    from gnplace.execute.dist import DistTimer
+    from gnplace.execute.local import LocalTimer
+
+    graph = getattr(step, "graph", None)
+    if graph is None:
+        raise InvalidArgument("calibrate needs the imported step (import_step), which carries the graph")
+    program = as_program(step)
+    if timer is None:
+        timer = DistTimer(program, threads=threads)
+    if isinstance(timer, DistTimer):
+        threads = timer.threads
+        kinds = [_device_kind(torch.device("cpu") if timer.backend == "gloo" else torch.device("cuda", r), threads)
+                 for r in range(ranks)]
+        torch_devs = [torch.device("cpu") if timer.backend == "gloo" else torch.device("cuda", r) for r in range(ranks)]
+        names = [f"rank{r}" for r in range(ranks)]
+        links = {}
+        wire = timer.link_times(ranks, LINK_SIZES)  # idle ping-pong: the wire's bandwidth
+        for peer in range(1, ranks):
+            bandwidth, _ = fit_link(LINK_SIZES[1:], wire[peer][1:])
+            _, loaded = probe_link(timer, peer, ranks, widths=probe_widths, repeats=repeats)
+            links[f"rank0-rank{peer}"] = {"bandwidth": bandwidth, "latency": float(np.median(loaded))}
+    elif isinstance(timer, LocalTimer):
+        wanted = devices or timer.devices or (["cpu", "cuda:0"] if torch.cuda.is_available() else ["cpu"])
+        torch_devs = [torch.device(d) for d in wanted]
+        kinds = [_device_kind(d, threads) for d in torch_devs]
+        names = [f"{d.type}{k}" for k, d in enumerate(torch_devs)]
+        links = {}
+        for a in range(len(torch_devs)):
+            for b in range(len(torch_devs)):
+                if a < b and torch_devs[a] != torch_devs[b]:
+                    secs = [_copy_seconds(n, torch_devs[a], torch_devs[b]) for n in LINK_SIZES]
+                    bw, lat = fit_link(LINK_SIZES, secs)
+                    links[f"{names[a]}-{names[b]}"] = {"bandwidth": bw, "latency": lat}
+    else:
+        raise InvalidArgument(f"calibrate measures a DistTimer or a LocalTimer, got {type(timer).__name__}")
+    seconds: dict[str, np.ndarray] = {}
+    spec_devices = []
+    for dev_name, kind, dev in zip(names, kinds, torch_devs):
+        if kind not in seconds:
+            ops = measure_op_seconds(program, dev, repeats=repeats, threads=threads)
+            updates = _update_seconds(program, dev, repeats, threads)
+            seconds[kind] = node_seconds(program, ops, updates)
+        flops, bandwidth, memory = _device_rates(dev, threads)
+        if dev.type == "cpu":
+            memory = memory / max(1, sum(d.type == "cpu" for d in torch_devs))
+        spec_devices.append({"name": dev_name, "kind": kind, "peak_flops": flops, "mem_bandwidth": bandwidth,
+                             "memory": memory, "flops_efficiency": 1.0, "mem_efficiency": 1.0, "launch_overhead": 0.0})
+    default = {"bandwidth": 1e12, "latency": 0.0}
+    if links:
+        default = {"bandwidth": float(np.mean([v["bandwidth"] for v in links.values()])),
+                   "latency": float(np.mean([v["latency"] for v in links.values()]))}
+    pairs = [{"between": key.split("-", 1), "link": value} for key, value in links.items()]
+    spec = {"name": name, "description": f"measured by gnplace profile on {graph.name}",
+            "devices": spec_devices, "links": {"default": default, "pairs": pairs}}
+    cluster = cluster_from_dict(spec, source=name)
+    measured = graph.replace(cost_s={**graph.cost_s, **seconds})
+    return Calibration(measured, cluster, seconds, links, spec)
+
+
+def _copy_seconds(num_bytes: int, src: torch.device, dst: torch.device, repeats: int = 10) -> float:
+    """Median seconds to copy ``num_bytes`` from ``src`` to ``dst`` (devices synchronised)."""
+    x = torch.zeros(max(1, num_bytes // 4), device=src)
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        x.to(dst)
+        for d in (src, dst):
+            if d.type == "cuda":
+                torch.cuda.synchronize(d)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:]))
+
+
+def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """``count`` placements to check the simulator on: one device each, the fast placers, then random ones.
+
+    Random placements put each colocation group on a uniform device, as every placer places groups.
+    """
+    from gnplace.placers import get_placer
+
+    found: dict[str, np.ndarray] = {}
+    for d in range(cluster.num_devices):
+        found[f"single:{cluster.devices[d].name}"] = np.full(graph.num_ops, d, dtype=np.int64)
+    for name in ("round_robin", "metis", "heft", "m_etf", "m_sct", "expert"):
+        devices = get_placer(name).place(graph, cluster, seed=seed).devices
+        if not any(np.array_equal(devices, v) for v in found.values()):
+            found[name] = np.asarray(devices, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    k = 0
+    while len(found) < count:
+        found[f"random{k}"] = rng.integers(0, cluster.num_devices, graph.num_groups)[graph.group]
+        k += 1
+    return dict(list(found.items())[:count])
+
+
+def simulator_error(calibration: Calibration, timer: Any, placements: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """Measured (by ``timer``) and simulated step seconds of each placement on the calibrated cluster.
+
+    Returns:
+        list[dict]: per placement ``name``, ``measured_s``, ``simulated_s`` and ``error`` (relative,
+        ``|simulated - measured| / measured``).
+    """
+    from gnplace.sim.simulator import Simulator
+
+    graph, cluster = calibration.graph, calibration.cluster
+    sim = Simulator()
+    rows = []
+    for name, devices in placements.items():
+        measured = timer.time(graph, cluster, devices)
+        simulated = sim.time(graph, cluster, devices)
+        rows.append({"name": name, "measured_s": measured.step_time, "simulated_s": simulated.step_time,
+                     "error": abs(simulated.step_time - measured.step_time) / measured.step_time,
+                     "oom": measured.is_oom})
+    return rows

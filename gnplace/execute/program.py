@@ -1,0 +1,385 @@
+"""A recorded training step as a picklable program, and where each of its ops runs under a placement.
+
+:func:`compile_step` turns an :class:`~gnplace.importers.torch.ImportedStep` into a :class:`Program`:
+the aten ops the loss and the gradients need, in recorded (topological) order, each naming the
+graph node that holds it, its arguments with tensors replaced by :class:`~gnplace.importers.trace.Ref`,
+and the shape, dtype and bytes of its outputs. Ops are named by their qualified aten name, so a
+program crosses process boundaries (``torch.distributed`` ranks receive it pickled).
+
+:meth:`Program.plan` maps a placement of the graph to a :class:`Plan`: the device of every op and of
+every parameter and input, and every tensor that crosses devices (from which device, to which, and
+after which op). The rules:
+
+* an op that became a graph node runs on its node's device; a view (folded into its producer in the
+  graph) runs where its first consumer runs, so that only the data it shows crosses devices, once,
+  as the simulator charges it;
+* an in-place op runs where the tensor it writes lives, so that aliasing is kept;
+* an op with no node (a view of a buffer or of a constant) runs where its first consumer runs;
+* a parameter lives on the device of its update node (it is updated there); an input on the device
+  of its input node; buffers and constants are copied to whichever device uses them;
+* a tensor crosses to another device once per consuming device, right after the op that makes it
+  (parameters and inputs before the first op); each gradient crosses to its parameter's device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten
+
+from gnplace.exceptions import ExecutionFailed, InvalidPlacement
+from gnplace.importers.trace import Ref
+
+__all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in"]
+
+#: Where a value is made before the first op (parameters and inputs): its "op index" in a plan.
+BEFORE = -1
+
+
+@dataclass(frozen=True)
+class ProgramOp:
+    """One op of a :class:`Program`.
+
+    Attributes:
+        target (str): qualified aten overload, e.g. ``"aten.convolution.default"``.
+        args (Any): positional arguments, tensors of the step replaced by :class:`Ref`.
+        kwargs (dict): keyword arguments, likewise.
+        node (int): the graph node that holds the op, -1 for none.
+        mutates (Ref | None): the argument an in-place op writes, else ``None``.
+        out_shapes (list): shape of each flattened output (``None`` for a non-tensor output).
+        out_dtypes (list): dtype of each flattened output (``None`` for a non-tensor output).
+        out_bytes (int): bytes of the op's tensor outputs (0 for a view, which shares its source's storage).
+        is_view (bool): whether the op only re-describes its input's memory (a view, a reshape, detach).
+    """
+
+    target: str
+    args: Any
+    kwargs: dict[str, Any]
+    node: int
+    mutates: Ref | None
+    out_shapes: list[tuple[int, ...] | None]
+    out_dtypes: list[torch.dtype | None]
+    out_bytes: int
+    is_view: bool = False
+
+
+def resolve_aten(target: str) -> Any:
+    """The aten overload a qualified name names, e.g. ``resolve_aten("aten.mm.default")``.
+
+    Raises:
+        ExecutionFailed: if this torch has no such op.
+
+    Examples:
+        >>> resolve_aten("aten.mm.default") is torch.ops.aten.mm.default
+        True
+    """
+    try:
+        namespace, name, overload = target.split(".")
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    except (ValueError, AttributeError, RuntimeError) as err:
+        raise ExecutionFailed(f"this torch has no op {target!r}: record the step with the torch that runs it") from err
+
+
+def refs_in(value: Any) -> list[Ref]:
+    """Every :class:`Ref` inside ``value`` (nested lists, tuples and dicts), in order."""
+    return [x for x in tree_flatten(value)[0] if isinstance(x, Ref)]
+
+
+@dataclass
+class Plan:
+    """Where every op, parameter and input of a :class:`Program` runs under one placement.
+
+    Attributes:
+        op_device (np.ndarray): device index of every op, ``[num_ops]``.
+        param_device (dict[str, int]): device of each parameter (its update node's).
+        input_device (dict[int, int]): device of each example input (its input node's).
+        moves (dict[int, list[tuple[Ref, int, int]]]): after op ``i`` (or :data:`BEFORE` the first
+            op), the tensors that cross devices: ``(ref, source device, destination device)``.
+        grad_moves (list[tuple[str, Ref, int, int]]): gradients that cross to their parameter's
+            device after the last op: ``(parameter, ref, source device, destination device)``.
+        last_use (dict[Ref, int]): index of the last op that reads each value (``num_ops`` for
+            values read after the step: the loss and the gradients).
+        value_device (dict[Ref, int]): the device each op output, parameter and input is made on.
+    """
+
+    op_device: np.ndarray
+    param_device: dict[str, int]
+    input_device: dict[int, int]
+    moves: dict[int, list[tuple[Ref, int, int]]] = field(default_factory=dict)
+    grad_moves: list[tuple[str, Ref, int, int]] = field(default_factory=list)
+    last_use: dict[Ref, int] = field(default_factory=dict)
+    value_device: dict[Ref, int] = field(default_factory=dict)
+
+    @property
+    def num_moves(self) -> int:
+        """Tensors that cross devices in one step (gradients included)."""
+        return sum(len(v) for v in self.moves.values()) + len(self.grad_moves)
+
+
+@dataclass
+class Program:
+    """One training step as a list of aten ops with the nodes of a graph that hold them (see the module docstring).
+
+    Attributes:
+        ops (list[ProgramOp]): the ops, in recorded order (a topological order).
+        params (dict[str, torch.Tensor]): initial value of each trainable parameter.
+        buffers (dict[str, torch.Tensor]): buffers (running statistics ...).
+        inputs (list[torch.Tensor]): the example inputs.
+        loss (Ref): the loss.
+        grads (dict[str, Ref | None]): each parameter's gradient.
+        param_node (dict[str, int]): each parameter's update node.
+        input_node (dict[int, int]): each read input's node.
+        num_nodes (int): nodes of the graph the program belongs to.
+        graph_name (str): that graph's name.
+    """
+
+    ops: list[ProgramOp]
+    params: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+    inputs: list[torch.Tensor]
+    loss: Ref
+    grads: dict[str, Ref | None]
+    param_node: dict[str, int]
+    input_node: dict[int, int]
+    num_nodes: int
+    graph_name: str = "graph"
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+    def node_devices(self, placement: Any) -> np.ndarray:
+        """``placement`` (a Placement or device index per node) as an int array ``[num_nodes]``.
+
+        Raises:
+            InvalidPlacement: if it does not give a device to every node of the program's graph.
+        """
+        devices = np.asarray(getattr(placement, "devices", placement), dtype=np.int64).reshape(-1)
+        if devices.shape[0] != self.num_nodes:
+            raise InvalidPlacement(
+                f"placement has {devices.shape[0]} devices, the graph {self.graph_name!r} has {self.num_nodes} nodes"
+            )
+        if devices.size and devices.min() < 0:
+            raise InvalidPlacement("placement names a negative device index")
+        return devices
+
+    def plan(self, placement: Any) -> Plan:
+        """Where each op runs and which tensors cross devices under ``placement`` (see the module docstring)."""
+        devices = self.node_devices(placement)
+        n = len(self.ops)
+        param_device = {k: int(devices[v]) for k, v in self.param_node.items()}
+        input_device = {k: int(devices[v]) for k, v in self.input_node.items()}
+        op_device = np.full(n, -1, dtype=np.int64)
+        for i, op in enumerate(self.ops):
+            if op.node >= 0:
+                op_device[i] = devices[op.node]
+
+        def home(ref: Ref) -> int:
+            if ref.kind == "op":
+                return int(op_device[ref.index])
+            if ref.kind == "param":
+                return param_device.get(ref.name, -1)
+            if ref.kind == "input":
+                return input_device.get(int(ref.name), -1)
+            return -1  # a buffer: copied wherever it is used
+
+        consumers: list[list[int]] = [[] for _ in range(n)]
+        for i, op in enumerate(self.ops):
+            for ref in refs_in((op.args, op.kwargs)):
+                if ref.kind == "op":
+                    consumers[ref.index].append(i)
+        for i, op in enumerate(self.ops):  # a view is free: it runs where it is used, so only its source crosses
+            if op.is_view and consumers[i]:
+                op_device[i] = -1
+        for _ in range(2):  # in-place ops follow what they write; views and ops with no node, their first consumer
+            for i, op in enumerate(self.ops):
+                if op.mutates is not None and home(op.mutates) >= 0:
+                    op_device[i] = home(op.mutates)
+            for i in range(n - 1, -1, -1):
+                if op_device[i] < 0:
+                    placed = [int(op_device[j]) for j in consumers[i] if op_device[j] >= 0]
+                    if placed:
+                        op_device[i] = placed[0]
+        fallback = int(devices[0]) if devices.size else 0
+        op_device[op_device < 0] = fallback
+        plan = Plan(op_device, param_device, input_device)
+        for name, d in param_device.items():
+            plan.value_device[Ref("param", name=name)] = d
+        for k, d in input_device.items():
+            plan.value_device[Ref("input", name=str(k))] = d
+        for i, op in enumerate(self.ops):
+            for k, shape in enumerate(op.out_shapes):
+                if shape is not None:
+                    plan.value_device[Ref("op", i, k)] = int(op_device[i])
+        seen: set[tuple[Ref, int]] = set()
+        for i, op in enumerate(self.ops):
+            d = int(op_device[i])
+            for ref in refs_in((op.args, op.kwargs)):
+                plan.last_use[ref] = i
+                src = plan.value_device.get(ref, -1)
+                if src < 0 or src == d or (ref, d) in seen:
+                    continue
+                seen.add((ref, d))
+                after = ref.index if ref.kind == "op" else BEFORE
+                plan.moves.setdefault(after, []).append((ref, src, d))
+        for ref in [self.loss, *[g for g in self.grads.values() if g is not None]]:
+            plan.last_use[ref] = n
+        for name, grad_ref in self.grads.items():
+            if grad_ref is None or name not in param_device:
+                continue
+            src = plan.value_device.get(grad_ref, param_device[name])
+            if src != param_device[name]:
+                plan.grad_moves.append((name, grad_ref, src, param_device[name]))
+        return plan
+
+    def value_bytes(self, ref: Ref) -> int:
+        """Bytes of the tensor ``ref`` names (an op output, a parameter or an input)."""
+        if ref.kind == "op":
+            op = self.ops[ref.index]
+            shape, dtype = op.out_shapes[ref.output], op.out_dtypes[ref.output]
+            if shape is None or dtype is None:
+                return 0
+            return int(np.prod(shape, dtype=np.int64)) * torch.empty(0, dtype=dtype).element_size()
+        if ref.kind == "param":
+            p = self.params[ref.name]
+            return int(p.numel()) * int(p.element_size())
+        if ref.kind == "input":
+            x = self.inputs[int(ref.name)]
+            return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
+        return 0
+
+    def peak_bytes(self, plan: Plan, num_devices: int) -> np.ndarray:
+        """Most bytes resident on each device during a step under ``plan``, ``[num_devices]``, without running it.
+
+        The count the executor keeps as it runs: parameters on their devices, each op's new outputs
+        (views and in-place results share storage and add nothing), each copy on another device,
+        every value freed after its last use.
+        """
+        live = np.zeros(num_devices)
+        for name, d in plan.param_device.items():
+            live[d] += self.value_bytes(Ref("param", name=name))
+        peak = live.copy()
+        holders: dict[Ref, list[tuple[int, int]]] = {}
+
+        def add(ref: Ref, device: int, size: int) -> None:
+            holders.setdefault(ref, []).append((device, size))
+            live[device] += size
+            peak[device] = max(peak[device], live[device])
+
+        keep = {self.loss, *[g for g in self.grads.values() if g is not None]}
+        for ref, _, dst in plan.moves.get(BEFORE, ()):
+            add(ref, dst, self.value_bytes(ref))
+        for i, op in enumerate(self.ops):
+            d = int(plan.op_device[i])
+            for k, shape in enumerate(op.out_shapes):
+                if shape is not None:
+                    ref = Ref("op", i, k)
+                    add(ref, d, self.value_bytes(ref) if op.out_bytes else 0)
+            for ref, _, dst in plan.moves.get(i, ()):
+                add(ref, dst, self.value_bytes(ref))
+            for ref in set(refs_in((op.args, op.kwargs))):
+                if plan.last_use.get(ref) == i and ref not in keep:
+                    for device, size in holders.pop(ref, ()):
+                        live[device] -= size
+        return peak
+
+    def values_made(self) -> Iterator[tuple[int, Ref]]:
+        """``(op index, ref)`` of every tensor output of every op."""
+        for i, op in enumerate(self.ops):
+            for k, shape in enumerate(op.out_shapes):
+                if shape is not None:
+                    yield i, Ref("op", i, k)
+
+
+def compile_step(step: Any) -> Program:
+    """The :class:`Program` of an imported step (:func:`~gnplace.importers.torch.import_step`).
+
+    Only the ops the loss and the gradients need are kept; their indices are renumbered.
+
+    Examples:
+        >>> import torch
+        >>> from gnplace.importers.torch import import_step
+        >>> step = import_step(torch.nn.Linear(4, 2), (torch.zeros(8, 4),), loss=lambda out: out.sum())
+        >>> program = compile_step(step)
+        >>> [op.target for op in program.ops][:2], program.num_nodes == step.graph.num_ops
+        (['aten.t.default', 'aten.addmm.default'], True)
+    """
+    trace = step.trace
+    ops = trace.ops
+    needed = np.zeros(len(ops), dtype=bool)
+    stack = [r.index for r in [trace.loss, *[g for g in trace.grads.values() if g is not None]] if r.kind == "op"]
+    while stack:
+        i = stack.pop()
+        if needed[i]:
+            continue
+        needed[i] = True
+        stack.extend(r.index for r in refs_in((ops[i].args, ops[i].kwargs)) if r.kind == "op" and not needed[r.index])
+    keep = [i for i in range(len(ops)) if needed[i]]
+    new_index = {old: new for new, old in enumerate(keep)}
+
+    def renumber(value: Any) -> Any:
+        from torch.utils._pytree import tree_map
+
+        def one(x: Any) -> Any:
+            if isinstance(x, Ref) and x.kind == "op":
+                return Ref("op", new_index[x.index], x.output)
+            if isinstance(x, torch.Tensor):  # a constant made outside the step: a real tensor, kept by value
+                return x.detach().clone()
+            if isinstance(x, torch.device):
+                return torch.device("cpu")  # re-targeted to the op's device when it runs
+            return x
+
+        return tree_map(one, value)
+
+    program_ops: list[ProgramOp] = []
+    from gnplace.importers.flops import VIEW_OPS
+
+    for i in keep:
+        op = ops[i]
+        mutates = None
+        schema = op.func._schema
+        for k, argument in enumerate(schema.arguments):
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                value = op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
+                if isinstance(value, Ref):
+                    mutates = renumber(value)
+                break
+        shapes: list[tuple[int, ...] | None] = []
+        dtypes: list[torch.dtype | None] = []
+        for out in op.outputs:
+            if isinstance(out, torch.Tensor):
+                shapes.append(tuple(int(s) for s in out.shape))
+                dtypes.append(out.dtype)
+            else:
+                shapes.append(None)
+                dtypes.append(None)
+        size = 0 if op.name in VIEW_OPS or mutates is not None else sum(
+            int(o.numel()) * int(o.element_size()) for o in op.outputs if isinstance(o, torch.Tensor))
+        program_ops.append(ProgramOp(
+            target=str(op.func), args=renumber(op.args), kwargs=renumber(op.kwargs),
+            node=int(step.node_of_op.get(i, -1)), mutates=mutates, out_shapes=shapes, out_dtypes=dtypes,
+            out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None,
+        ))
+
+    def renumbered(ref: Ref) -> Ref:
+        if ref.kind != "op":
+            return ref
+        if ref.index not in new_index:
+            raise ExecutionFailed("the recorded step's loss or gradients come from an op it does not keep")
+        return Ref("op", new_index[ref.index], ref.output)
+
+    return Program(
+        ops=program_ops,
+        params={k: v.detach().clone() for k, v in trace.params.items()},
+        buffers={k: v.detach().clone() for k, v in trace.buffers.items()},
+        inputs=[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in trace.inputs],
+        loss=renumbered(trace.loss),
+        grads={k: (renumbered(r) if r is not None else None) for k, r in trace.grads.items()},
+        param_node=dict(step.update_node),
+        input_node=dict(step.input_node),
+        num_nodes=step.graph.num_ops,
+        graph_name=step.graph.name,
+    )

@@ -1,0 +1,244 @@
+"""Run one placed training step of a :class:`~gnplace.execute.program.Program` in this process.
+
+:func:`run_step` walks the program's ops in order, runs each on the torch device its plan gives it,
+moves a tensor to another device once per consuming device (right after the op that makes it), frees
+every value after its last use, applies the SGD update to each parameter on its own device, and
+counts the bytes resident on each device (parameters plus live tensors) against a capacity.
+:func:`call_op` runs one op; the distributed executor shares it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten
+from gnplace.importers.trace import Ref
+
+__all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error"]
+
+
+class DeviceOutOfMemory(Exception):
+    """A step needs more bytes on a device than it holds (raised inside the executor, reported as OOM)."""
+
+    def __init__(self, device: int, needed: float) -> None:
+        super().__init__(f"device {device} out of memory ({needed:.0f} bytes needed)")
+        self.device = device
+        self.needed = needed
+
+
+def is_oom_error(err: BaseException) -> bool:
+    """Whether ``err`` is torch running out of device memory (CUDA's or the allocator's)."""
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+@dataclass
+class StepOutput:
+    """What one executed step gives back.
+
+    Attributes:
+        loss (torch.Tensor | None): the loss (on its device); ``None`` when not kept.
+        grads (dict[str, torch.Tensor | None]): each parameter's gradient, on the parameter's device.
+        seconds (float): wall seconds of the step, devices synchronised at the end.
+        busy (np.ndarray): seconds the host spent in each device's ops, ``[num_devices]`` (on a CUDA
+            device this is launch time unless ``sync_each_op``).
+        op_seconds (np.ndarray | None): seconds of each op (from the end of the previous op, so
+            the executor's own overhead is charged to the op), when ``sync_each_op``.
+        peak_bytes (np.ndarray): most bytes resident on each device (parameters and live tensors).
+        moved_bytes (float): bytes that crossed devices.
+        moves (int): tensors that crossed devices.
+    """
+
+    loss: torch.Tensor | None
+    grads: dict[str, torch.Tensor | None]
+    seconds: float
+    busy: np.ndarray
+    op_seconds: np.ndarray | None
+    peak_bytes: np.ndarray
+    moved_bytes: float
+    moves: int
+
+
+def synchronize(devices: Sequence[torch.device]) -> None:
+    """Wait for every CUDA device among ``devices`` to finish its queued work."""
+    for dev in {d for d in devices if d.type == "cuda"}:
+        torch.cuda.synchronize(dev)
+
+
+def _nbytes(x: Any) -> int:
+    return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
+
+
+def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch.device) -> list[Any]:
+    """Run ``op`` (its aten overload ``fn``) with its references resolved, new tensors made on ``device``.
+
+    Returns:
+        list: the op's outputs, flattened.
+    """
+
+    def arg(x: Any) -> Any:
+        if isinstance(x, Ref):
+            return resolve(x)
+        if isinstance(x, torch.Tensor):  # a constant of the step
+            return x.to(device)
+        if isinstance(x, torch.device):
+            return device
+        return x
+
+    kwargs = tree_map(arg, op.kwargs)
+    if "device" in kwargs:
+        kwargs["device"] = device
+    out = fn(*tree_map(arg, op.args), **kwargs)
+    flat, _ = tree_flatten(out)
+    return flat
+
+
+def run_step(
+    program: Program,
+    plan: Plan,
+    devices: Sequence[torch.device],
+    *,
+    params: dict[str, torch.Tensor] | None = None,
+    inputs: Sequence[torch.Tensor] | None = None,
+    lr: float = 0.0,
+    capacity: np.ndarray | None = None,
+    keep_outputs: bool = True,
+    sync_each_op: bool = False,
+) -> StepOutput:
+    """Run one step of ``program`` placed by ``plan`` over the torch ``devices`` (cluster index -> device).
+
+    Args:
+        program (Program): the step.
+        plan (Plan): where each op runs (:meth:`Program.plan`).
+        devices (Sequence[torch.device]): the torch device of each cluster device.
+        params (dict, optional): parameter values, already on their plan devices (default: the
+            program's initial values, moved there).
+        inputs (Sequence, optional): input values, already on their devices (default: the program's).
+        lr (float, optional): SGD learning rate of the update applied in place to ``params``; 0 skips
+            the update (default: 0).
+        capacity (np.ndarray, optional): bytes each device may hold, ``[num_devices]``; a step that
+            needs more raises :class:`DeviceOutOfMemory` (default: no limit).
+        keep_outputs (bool, optional): return the loss and the gradients (default: :obj:`True`).
+        sync_each_op (bool, optional): synchronise after every op and time each (profiling)
+            (default: :obj:`False`).
+
+    Raises:
+        DeviceOutOfMemory: if ``capacity`` is exceeded.
+        torch.OutOfMemoryError: if a device runs out of memory for real.
+    """
+    num_devices = len(devices)
+    fns = [resolve_aten(op.target) for op in program.ops]
+    if params is None:
+        params = {k: v.to(devices[plan.param_device.get(k, 0)]) for k, v in program.params.items()}
+    if inputs is None:
+        inputs = [x.to(devices[plan.input_device.get(k, 0)]) if isinstance(x, torch.Tensor) else x
+                  for k, x in enumerate(program.inputs)]
+    resident = np.zeros(num_devices)
+    for k, p in params.items():
+        resident[plan.param_device.get(k, 0)] += _nbytes(p)
+    live = resident.copy()
+    peak = live.copy()
+    busy = np.zeros(num_devices)
+    op_seconds = np.zeros(len(program.ops)) if sync_each_op else None
+    values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
+    sizes: dict[tuple[Ref, int], int] = {}
+    buffers: dict[tuple[str, int], torch.Tensor] = {}
+    keep = {program.loss, *[g for g in program.grads.values() if g is not None]}
+    moved_bytes, moves = 0.0, 0
+
+    where: dict[Ref, list[int]] = {}  # devices holding a copy of each op output
+
+    def admit(key: tuple[Ref, int], value: Any, size: int) -> None:
+        values[key] = value
+        where.setdefault(key[0], []).append(key[1])
+        if size:
+            sizes[key] = size
+            live[key[1]] += size
+            peak[key[1]] = max(peak[key[1]], live[key[1]])
+            if capacity is not None and live[key[1]] > capacity[key[1]]:
+                raise DeviceOutOfMemory(key[1], live[key[1]])
+
+    def home(ref: Ref) -> int:
+        return plan.value_device.get(ref, 0)
+
+    for name, p in params.items():
+        values[(Ref("param", name=name), plan.param_device.get(name, 0))] = p
+    for position, x in enumerate(inputs):
+        values[(Ref("input", name=str(position)), plan.input_device.get(position, 0))] = x
+
+    def move_after(index: int) -> None:
+        nonlocal moved_bytes, moves
+        for ref, src, dst in plan.moves.get(index, ()):
+            value = values[(ref, src)]
+            admit((ref, dst), value.to(devices[dst]), _nbytes(value))
+            moved_bytes += _nbytes(value)
+            moves += 1
+
+    synchronize(devices)
+    start = time.perf_counter()
+    move_after(BEFORE)
+    last = start
+    for i, op in enumerate(program.ops):
+        d = int(plan.op_device[i])
+        device = devices[d]
+
+        def resolve(ref: Ref, d: int = d, device: torch.device = device) -> Any:
+            if ref.kind == "buffer":
+                key = (ref.name, d)
+                if key not in buffers:
+                    buffers[key] = program.buffers[ref.name].to(device, copy=True)
+                return buffers[key]
+            return values[(ref, d)]
+
+        t0 = time.perf_counter()
+        try:
+            flat = call_op(op, fns[i], resolve, device)
+        except Exception as err:
+            if is_oom_error(err):
+                raise DeviceOutOfMemory(d, float("inf")) from err
+            raise
+        for out_index, value in enumerate(flat):
+            if op.out_shapes[out_index] is not None:
+                admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0)
+        if sync_each_op:
+            synchronize([device])
+            now = time.perf_counter()
+            assert op_seconds is not None
+            op_seconds[i] = now - last
+            last = now
+        busy[d] += time.perf_counter() - t0
+        move_after(i)
+        for ref in {r for r in _refs(op) if plan.last_use.get(r) == i and r not in keep}:
+            for dev in where.pop(ref, ()):
+                values.pop((ref, dev), None)
+                live[dev] -= sizes.pop((ref, dev), 0)
+    grads: dict[str, torch.Tensor | None] = {}
+    for name, grad_ref in program.grads.items():
+        if grad_ref is None:
+            grads[name] = None
+            continue
+        target = plan.param_device.get(name, home(grad_ref))
+        src = home(grad_ref)
+        grads[name] = values[(grad_ref, src)] if src == target else values[(grad_ref, src)].to(devices[target])
+        if src != target:
+            moved_bytes += _nbytes(grads[name])
+            moves += 1
+    if lr:
+        with torch.no_grad():
+            for name, g in grads.items():
+                if g is not None:
+                    params[name].sub_(g, alpha=lr)
+    synchronize(devices)
+    seconds = time.perf_counter() - start
+    loss = values.get((program.loss, home(program.loss))) if keep_outputs else None
+    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, op_seconds, peak, moved_bytes, moves)
+
+
+def _refs(op: ProgramOp) -> list[Ref]:
+    return [x for x in tree_flatten((op.args, op.kwargs))[0] if isinstance(x, Ref)]

@@ -1,0 +1,166 @@
+"""Fine-tuning the pretrained policy on one graph and cluster, scored by the simulator or by real steps.
+
+:func:`finetune` runs PPO from a policy checkpoint (the shipped one by default) on the target pair for
+a budget of timer evaluations (:class:`~gnplace.rl.search.FineTunePlacer`), with the timer named by
+``timer``:
+
+* ``"sim"``: the simulator (any graph source);
+* ``"local"``: real steps in this process over the devices torch sees
+  (:class:`~gnplace.execute.local.LocalTimer`; the graph must come from ``module:factory``);
+* ``"dist"``: real steps with one ``torch.distributed`` rank per cluster device
+  (:class:`~gnplace.execute.dist.DistTimer`; ``module:factory``; under ``torchrun`` the ranks other
+  than 0 serve the timer and return).
+
+Lightning shows progress and writes ``OUT/last.ckpt`` every ``checkpoint_every_s`` seconds and at the
+end (``resume=True`` continues from it) and CSV logs in ``OUT/logs``; the best placement goes to
+``OUT/placement.json`` and a summary, with the same timer's step times of ``single``, ``round_robin``
+and ``auto`` beside it, to ``OUT/summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from gnplace.exceptions import InvalidArgument
+
+__all__ = ["finetune", "TIMERS"]
+
+#: The timers fine-tuning can score with.
+TIMERS = ("sim", "local", "dist")
+
+
+def _with_costs(graph: Any, costs: str | None) -> Any:
+    """``graph`` with the measured ``cost_s`` of the profiled graph file ``costs`` (same nodes)."""
+    if costs is None:
+        return graph
+    from gnplace.graph_io import load_graph
+
+    measured = load_graph(costs)
+    if measured.node_names != graph.node_names:
+        raise InvalidArgument(
+            f"{costs}: profiled for another graph ({measured.num_ops} nodes, this one {graph.num_ops})"
+        )
+    return graph.replace(cost_s={**graph.cost_s, **measured.cost_s})
+
+
+def finetune(
+    source: str,
+    cluster: Any,
+    *,
+    checkpoint: str | None = None,
+    timer: str = "sim",
+    budget: int = 1000,
+    out: str | os.PathLike[str] = "out/finetune",
+    resume: bool = False,
+    seed: int = 0,
+    samples: int = 16,
+    epochs: int = 4,
+    lr: float = 1e-3,
+    devices: list[str] | None = None,
+    threads: int = 1,
+    repeats: int = 5,
+    costs: str | None = None,
+    checkpoint_every_s: float = 60.0,
+    progress: bool | None = None,
+) -> dict[str, Any] | None:
+    """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
+
+    Args:
+        source (str): a graph file, an ONNX file or ``module:factory`` (real timers: ``module:factory``).
+        cluster (Cluster or str): the target cluster (a preset, a YAML file such as ``gnplace profile``'s).
+        checkpoint (str, optional): the policy to start from (default: the shipped checkpoint).
+        timer (str, optional): ``"sim"``, ``"local"`` or ``"dist"`` (default: ``"sim"``).
+        budget (int, optional): timer evaluations in all (default: 1,000).
+        out (str or Path, optional): output folder (default: ``out/finetune``).
+        resume (bool, optional): continue from ``OUT/last.ckpt`` (default: :obj:`False`).
+        seed (int, optional): seed (default: 0).
+        samples (int, optional): placements per PPO iteration (default: 16).
+        epochs (int, optional): PPO epochs per batch (default: 4).
+        lr (float, optional): Adam's learning rate (default: 1e-3).
+        devices (list[str], optional): torch device of each cluster device for ``"local"``.
+        threads (int, optional): CPU threads per rank for ``"dist"`` (default: 1).
+        repeats (int, optional): timed steps per real measurement, median taken (default: 5).
+        costs (str, optional): a graph file from ``gnplace profile`` whose measured op seconds the
+            policy plans with (default: the cost model).
+        checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
+        progress (bool, optional): show the progress bar (default: on a terminal).
+
+    Returns:
+        dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank.
+
+    Raises:
+        InvalidArgument: for an unknown timer, or a real timer with a graph file.
+        InvalidCheckpoint: for a bad checkpoint.
+    """
+    from gnplace.cluster import load_cluster
+    from gnplace.placement import save_placement
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+
+    if timer not in TIMERS:
+        raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
+    step_timer: Any
+    closer = None
+    if timer == "sim":
+        from gnplace.importers.sources import load_graph_source
+        from gnplace.sim.simulator import Simulator
+
+        graph = load_graph_source(source)
+        step_timer = Simulator()
+    else:
+        from gnplace.importers.sources import load_step_source
+
+        if timer == "dist":
+            from gnplace.execute.dist import launched_by_torchrun, serve
+
+            if launched_by_torchrun() and int(os.environ["RANK"]) > 0:
+                serve()
+                return None
+        step, _ = load_step_source(source)
+        graph = step.graph
+        if timer == "local":
+            from gnplace.execute.local import LocalTimer
+
+            step_timer = LocalTimer(step, devices=devices, repeats=repeats)
+        else:
+            from gnplace.execute.dist import DistTimer
+
+            step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
+    graph = _with_costs(graph, costs)
+    cluster = load_cluster(cluster)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, checkpoint=checkpoint,
+                                timer=step_timer, out=str(folder), resume=resume,
+                                checkpoint_every_s=checkpoint_every_s, progress=progress)
+        start = time.perf_counter()
+        best = placer.place(graph, cluster, seed=seed)
+        seconds = time.perf_counter() - start
+        save_placement(folder / "placement.json", graph, best)
+        others = {}
+        for name in ("single", "round_robin", "auto"):
+            kwargs = {"timer": step_timer} if name == "auto" else {}
+            placed = get_placer(name, **kwargs).place(graph, cluster, seed=seed)
+            others[name] = step_timer.time(graph, cluster, placed).step_time
+        result = step_timer.time(graph, cluster, best)
+    finally:
+        if closer is not None:
+            closer.close()
+    summary = {
+        "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
+        "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
+        "step_time_s": result.step_time, "oom": result.is_oom, "single_s": others["single"],
+        "round_robin_s": others["round_robin"], "auto_s": others["auto"],
+        "speedup_vs_single": others["single"] / result.step_time, "vs_auto": result.step_time / others["auto"],
+        "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,
+        "placement": str(folder / "placement.json"),
+    }
+    tmp = folder / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1))
+    os.replace(tmp, folder / "summary.json")
+    return summary

@@ -1,0 +1,41 @@
+"""Fine-tune the pretrained policy on one graph and cluster (``gnplace finetune``).
+
+Usage::
+
+    python scripts/finetune.py GRAPH --cluster C [--checkpoint checkpoints/gnplace-base.ckpt] \\
+        [--timer sim|local|dist] [--budget 1000] [-o out/finetune] [--resume]
+
+Real timers take the model as ``MODULE:FACTORY`` (a function returning ``(module, example_inputs)``):
+``--timer local`` runs each step in this process over the devices torch sees (``--devices cuda:0,cpu``);
+``--timer dist`` runs one torch.distributed rank per cluster device (started here; across hosts,
+launch this script with ``torchrun`` and every rank but 0 serves the timer). Profile the cluster
+first (``gnplace profile``) and pass its ``cluster.yaml`` and ``--costs graph.gnpg``. Errors print one
+line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gnplace.cli.finetune import add_arguments, run
+from gnplace.exceptions import GnplaceError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the flags and fine-tune; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except GnplaceError as err:
+        print(f"finetune: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("finetune: interrupted (resume with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

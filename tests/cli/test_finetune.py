@@ -1,0 +1,49 @@
+"""``gnplace finetune`` and ``scripts/finetune.py``: a tiny run, a kill and resume, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gnplace.cli import main
+from gnplace.graph_io import save_graph
+from gnplace.toy import mlp_training_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
+    graph = save_graph(mlp_training_graph(layers=3, width=128, batch=16), tmp_path / "g.gnpg")
+    assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "--samples", "8", "--epochs", "1",
+                 "-o", str(tmp_path / "run")]) == 0
+    text = capsys.readouterr().out
+    assert "fine-tuned" in text and "auto" in text and "round_robin" in text
+    assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "--samples", "8", "--epochs", "1",
+                 "-o", str(tmp_path / "run"), "--resume", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evaluations"] <= 30
+
+
+def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"\x00" * 64)
+    assert main(["finetune", str(graph), "-c", "k80x2", "--checkpoint", str(bad), "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and len(err.strip().splitlines()) == 1
+    assert main(["finetune", str(graph), "-c", "k80x2", "--timer", "dist", "-o", str(tmp_path)]) == 2
+    assert "MODULE:FACTORY" in capsys.readouterr().err
+
+
+def test_script_runs_two_rank_fine_tuning(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", "k80x2",
+         "--timer", "dist", "--budget", "12", "--samples", "4", "--epochs", "1", "--repeats", "1",
+         "-o", str(tmp_path), "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout)
+    assert summary["timer"] == "dist" and summary["step_time_s"] > 0
+    assert (tmp_path / "placement.json").exists()

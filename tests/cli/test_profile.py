@@ -1,0 +1,25 @@
+"""``gnplace profile``: calibration on two ranks, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+from gnplace.cli import main
+from gnplace.cluster import load_cluster
+
+
+def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
+    out = tmp_path / "prof"
+    assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "3", "--repeats", "2",
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "median absolute error" in text and "link rank0-rank1" in text
+    report = json.loads((out / "fidelity.json").read_text())
+    assert len(report["placements"]) == 3 and report["median_abs_error"] >= 0
+    assert load_cluster(out / "cluster.yaml").num_devices == 2
+
+
+def test_profile_needs_a_factory(tmp_path, capsys):
+    assert main(["profile", "datasets/examples/mlp2x8w2048b512.gnpg", "-o", str(tmp_path)]) == 2
+    assert "MODULE:FACTORY" in capsys.readouterr().err
+    assert main(["profile", "no_such_module:f", "-o", str(tmp_path)]) == 2

@@ -1,0 +1,84 @@
+"""The distributed executor: two ranks of one thread (gloo), started once for the module."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.cluster import cluster_from_dict
+from gnplace.exceptions import ExecutionFailed
+from gnplace.execute.dist import DistTimer, transfer_tags
+from gnplace.execute.examples import tiny
+from gnplace.execute.program import compile_step
+from gnplace.importers.torch import import_step
+
+
+def _cluster(memory="64GiB"):
+    return cluster_from_dict({"name": "ranks2", "devices": [{"name": "rank", "count": 2, "kind": "cpu",
+                                                             "memory": memory}], "links": {"default": "pcie3"}})
+
+
+@pytest.fixture(scope="module")
+def setup():
+    module, inputs = tiny()
+    step = import_step(module, inputs)
+    module.zero_grad()
+    loss = module(*inputs)
+    loss.backward()
+    eager = (loss.detach(), {k: p.grad.clone() for k, p in module.named_parameters()})
+    timer = DistTimer(step, repeats=2, timeout_s=30)
+    yield step, eager, timer
+    timer.close()
+
+
+def test_two_ranks_give_eager_loss_and_gradients(setup):
+    step, (want_loss, want_grads), timer = setup
+    rng = np.random.default_rng(0)
+    for devices in [(step.graph.group % 2).astype(np.int64), rng.integers(0, 2, step.graph.num_groups)[step.graph.group]]:
+        per_rank = timer.run(_cluster(), devices, collect=True)
+        grads, losses = {}, []
+        for _, _, collected in per_rank:
+            grads.update(collected["grads"])
+            losses += [collected["loss"]] if "loss" in collected else []
+        torch.testing.assert_close(losses[0], want_loss)
+        assert set(grads) == set(want_grads)
+        for name, grad in want_grads.items():
+            torch.testing.assert_close(grads[name], grad)
+        # rank 1 computed gradients from tensors rank 0 sent it over gloo
+        assert compile_step(step).plan(devices).num_moves > 0
+
+
+def test_step_time_is_measured_and_cached(setup):
+    step, _, timer = setup
+    devices = (step.graph.group % 2).astype(np.int64)
+    first = timer.time(step.graph, _cluster(), devices)
+    assert first.step_time > 0 and not first.is_oom and first.busy_time.shape == (2,)
+    measured = timer.measured
+    assert timer.time(step.graph, _cluster(), devices) is first and timer.measured == measured
+
+
+def test_over_capacity_is_out_of_memory_without_running(setup):
+    step, _, timer = setup
+    result = timer.time(step.graph, _cluster("2KiB"), np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert result.is_oom
+
+
+def test_tags_are_unique_per_transfer(setup):
+    step, _, _ = setup
+    plan = compile_step(step).plan(np.random.default_rng(3).integers(0, 2, step.graph.num_ops))
+    tags = transfer_tags(plan)
+    assert len(set(tags.values())) == len(tags) == plan.num_moves
+
+
+def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the module's ranks
+    step, _, timer = setup
+    devices = (step.graph.group % 2).astype(np.int64)
+    timer.time(step.graph, _cluster(), devices)
+    os.kill(timer.worker_pids[0], signal.SIGKILL)
+    time.sleep(0.5)
+    with pytest.raises(ExecutionFailed, match="rank 1 .* died"):
+        timer.time(step.graph, _cluster(), 1 - devices)
+    assert timer.world == 0  # closed

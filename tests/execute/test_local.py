@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import torch
+
+from gnplace.cluster import cluster_from_dict
+from gnplace.exceptions import ExecutionFailed, InvalidPlacement
+from gnplace.execute.local import LocalTimer
+from gnplace.importers.torch import import_step
+from gnplace.toy import chain_graph
+
+
+def _cpu_cluster(memory="64GiB"):
+    return cluster_from_dict({"name": "cpu2", "devices": [{"name": "cpu", "count": 2, "kind": "cpu", "memory": memory}],
+                              "links": {"default": "pcie3"}})
+
+
+def _step():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    return import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+
+
+def test_times_placements_counts_moves_and_caches():
+    step = _step()
+    cluster = _cpu_cluster()
+    timer = LocalTimer(step, repeats=3)
+    single = timer.time(step.graph, cluster, np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert single.step_time > 0 and not single.is_oom and timer.last_moves == 0
+    split = step.graph.group % 2
+    timer.time(step.graph, cluster, split)
+    assert timer.last_moves > 0 and timer.last_moved_bytes > 0
+    timer.time(step.graph, cluster, split)
+    assert timer.measured == 2  # the repeat came from the cache
+
+
+def test_a_device_over_capacity_is_reported_out_of_memory_not_raised():
+    step = _step()
+    cluster = _cpu_cluster(memory="4KiB")
+    result = LocalTimer(step, repeats=1).time(step.graph, cluster, np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert result.is_oom and result.oom[0]
+
+
+def test_a_real_torch_oom_is_caught(monkeypatch):
+    step = _step()
+    import gnplace.execute.runner as runner
+
+    real = runner.call_op
+
+    def failing(op, fn, resolve, device):
+        if op.target == "aten.addmm.default":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(op, fn, resolve, device)
+
+    monkeypatch.setattr(runner, "call_op", failing)
+    result = LocalTimer(step, repeats=1).time(step.graph, _cpu_cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert result.is_oom
+
+
+def test_another_graph_or_a_failing_op_is_one_clear_error(monkeypatch):
+    step = _step()
+    timer = LocalTimer(step, repeats=1)
+    with pytest.raises(InvalidPlacement, match="recorded step"):
+        timer.time(chain_graph(3), _cpu_cluster(), [0, 0, 0])
+    import gnplace.execute.runner as runner
+
+    def broken(op, fn, resolve, device):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied\nlong trace")
+
+    monkeypatch.setattr(runner, "call_op", broken)
+    with pytest.raises(ExecutionFailed, match="shapes cannot be multiplied$"):
+        timer.time(step.graph, _cpu_cluster(), np.ones(step.graph.num_ops, dtype=np.int64))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_and_cpu_really_move_tensors():
+    from gnplace.cluster import load_cluster
+    from gnplace.execute.program import compile_step
+    from gnplace.execute.runner import run_step
+
+    step = _step()
+    program = compile_step(step)
+    devices = (step.graph.group % 2).astype(np.int64)
+    plan = program.plan(devices)
+    out = run_step(program, plan, [torch.device("cpu"), torch.device("cuda:0")])
+    assert out.moves > 0
+    assert {str(g.device.type) for g in out.grads.values()} == {"cpu", "cuda"}
+    result = LocalTimer(step, repeats=3).time(step.graph, load_cluster("cpu_gpu"), devices)
+    assert result.step_time > 0 and not result.is_oom

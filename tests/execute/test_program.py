@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+import torch
+
+from gnplace.exceptions import ExecutionFailed, InvalidPlacement
+from gnplace.execute.program import BEFORE, compile_step, resolve_aten
+from gnplace.execute.runner import run_step
+from gnplace.importers.torch import import_step
+
+
+def _step():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3))
+    return import_step(net, (torch.randn(5, 6),), loss=lambda y: y.square().mean())
+
+
+def test_program_keeps_only_needed_ops_and_names_their_nodes():
+    step = _step()
+    program = compile_step(step)
+    assert program.num_nodes == step.graph.num_ops
+    assert all(-1 <= op.node < step.graph.num_ops for op in program.ops)
+    assert {op.node for op in program.ops if op.node >= 0} | set(program.param_node.values()) >= {
+        i for i, k in enumerate(step.graph.op_kinds) if k not in ("input", "update", "read")}
+    assert len(program.ops) <= len(step.trace.ops)
+
+
+def test_views_run_where_they_are_used_and_only_data_crosses():
+    step = _step()
+    program = compile_step(step)
+    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
+    devices[step.update_node["2.weight"]] = 1  # the last layer's weight lives on device 1
+    plan = program.plan(devices)
+    views = [i for i, op in enumerate(program.ops) if op.is_view]
+    assert views
+    for i in views:  # every view runs where its consumer runs
+        consumers = [j for j, op in enumerate(program.ops) if any(
+            getattr(r, "index", None) == i and r.kind == "op" for r in _refs(op))]
+        if consumers:
+            assert plan.op_device[i] == plan.op_device[consumers[0]]
+    # the weight crosses once to device 0 (its consumers), its gradient back to device 1
+    weight_moves = [m for m in plan.moves.get(BEFORE, []) if m[0].name == "2.weight"]
+    assert [(src, dst) for _, src, dst in weight_moves] == [(1, 0)]
+    assert [g[0] for g in plan.grad_moves] == ["2.weight"]
+
+
+def _refs(op):
+    from gnplace.execute.program import refs_in
+
+    return refs_in((op.args, op.kwargs))
+
+
+def test_static_peak_bytes_match_the_executor_count():
+    step = _step()
+    program = compile_step(step)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        plan = program.plan(rng.integers(0, 3, step.graph.num_ops))
+        out = run_step(program, plan, [torch.device("cpu")] * 3)
+        np.testing.assert_allclose(program.peak_bytes(plan, 3), out.peak_bytes)
+
+
+def test_plan_rejects_a_placement_of_another_graph():
+    program = compile_step(_step())
+    with pytest.raises(InvalidPlacement, match="nodes"):
+        program.plan([0, 1])
+
+
+def test_resolve_aten_names_a_missing_op():
+    with pytest.raises(ExecutionFailed, match="no op"):
+        resolve_aten("aten.no_such_op.default")
