@@ -13,6 +13,7 @@ Usage::
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
+    python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
@@ -57,6 +58,11 @@ gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profi
 (single, round_robin, auto, and random ones) measured with :class:`~gnplace.execute.dist.DistTimer`
 and simulated: median absolute relative error of the simulator, and whether the best measured
 placement beats ``single`` and ``round_robin``.
+
+``device-map``: models drawn from the three families, placed by ``auto`` and ``policy``; each
+placement's step time as a module-level ``device_map`` (what accelerate would run) and that of
+accelerate's own ``"auto"`` and ``"balanced"`` maps for the cluster's devices and memories, over
+the placement at op granularity (simulator).
 
 ``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
 policy steps) on a random layered graph of about ``--nodes`` decision nodes.
@@ -597,6 +603,50 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Gnplace's placements as module-level device_maps against accelerate's "auto" and "balanced" (simulator)."""
+    import warnings
+
+    from gnplace import load_cluster
+    from gnplace.execute.device_map import compare_device_maps
+    from gnplace.families import draw
+    from gnplace.importers.torch import import_step
+    from gnplace.placers import get_placer
+
+    rows = []
+    models = [(family, seed) for family in args.families for seed in range(args.per_family)]
+    for family, seed in models:
+        module, inputs = draw(family, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = import_step(module, inputs, name=f"{family}_{seed}").graph
+        for cluster_name in args.clusters:
+            cluster = load_cluster(cluster_name)
+            for placer_name in args.placers:
+                placement = get_placer(placer_name).place(graph, cluster, seed=0)
+                found = compare_device_maps(graph, cluster, placement, module)
+                row = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "placer": placer_name,
+                       **{k: v for k, v in found.items()}}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def device_map_table(rows: list[dict[str, Any]]) -> str:
+    """Geometric means over the placement at op granularity, per cluster and placer."""
+    lines = ["| cluster | placer | graphs | its device_map | accelerate auto | accelerate balanced |",
+             "| --- " * 6 + "|"]
+    for key in sorted({(r["cluster"], r["placer"]) for r in rows}):
+        sel = [r for r in rows if (r["cluster"], r["placer"]) == key]
+
+        def gm(column: str, sel: list[dict[str, Any]] = sel) -> float:
+            return float(np.exp(np.mean([np.log(r[column] / r["placement"]) for r in sel])))
+
+        lines.append(f"| {key[0]} | {key[1]} | {len(sel)} | {gm('device_map'):.3f} | {gm('accelerate_auto'):.3f} | "
+                     f"{gm('accelerate_balanced'):.3f} |")
+    return "\n".join(lines)
+
+
 def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
     import torch
@@ -712,7 +762,15 @@ def main() -> None:
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--out", default="out/bench_fidelity")
+    dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")
+    dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    dm.add_argument("--per-family", type=int, default=3)
+    dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    dm.add_argument("--placers", nargs="+", default=["auto", "policy"])
     args = parser.parse_args()
+    if args.bench == "device-map":
+        print(device_map_table(bench_device_map(args)))
+        return
     if args.bench == "fidelity":
         report = bench_fidelity(args)
         print(f"median absolute error over {report['placements']} placements: {report['median_abs_error']:.1%}")

@@ -47,3 +47,27 @@ def test_script_runs_two_rank_fine_tuning(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["timer"] == "dist" and summary["step_time_s"] > 0
     assert (tmp_path / "placement.json").exists()
+
+
+def test_kill_and_resume(tmp_path):
+    """A ``kill -9`` mid-run leaves a whole checkpoint; ``--resume`` finishes within the budget."""
+    import os
+    import signal
+    import time
+
+    graph = save_graph(mlp_training_graph(layers=4, width=256, batch=32), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    command = [sys.executable, str(ROOT / "scripts" / "finetune.py"), str(graph), "-c", "k80x4", "--budget", "600",
+               "--samples", "8", "--epochs", "1", "--checkpoint-every", "0.2", "-o", str(out), "--json"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (out / "last.ckpt").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (out / "last.ckpt").exists() and not (out / "summary.json").exists()
+    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout)["evaluations"] <= 600
