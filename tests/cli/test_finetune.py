@@ -71,3 +71,20 @@ def test_kill_and_resume(tmp_path):
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["evaluations"] <= 600
+
+
+def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
+    """Across hosts the ranks are started by torchrun (MASTER_ADDR, RANK, ...): here two on one host."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+         str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist",
+         "--budget", "12", "--samples", "4", "--epochs", "1", "--repeats", "1", "-o", str(tmp_path), "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["timer"] == "dist"
