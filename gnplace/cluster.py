@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from gnplace.exceptions import InvalidCluster
+from gnplace.limits import MAX_DEVICES, parse_yaml, read_file
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 __all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS"]
@@ -233,21 +233,14 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
         text = (resources.files("gnplace") / "clusters" / source).read_text()
     else:
         source = text_spec
+        raw = read_file(path, InvalidCluster, "cluster file")
         try:
-            text = path.read_text()
-        except OSError as err:
-            raise InvalidCluster(f"{source}: cannot read cluster file ({err.strerror})") from err
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             raise InvalidCluster(
                 f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})"
             ) from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InvalidCluster(f"{source}: not valid YAML{where}: {getattr(err, 'problem', err)}") from err
-    return cluster_from_dict(data, source=source)
+    return cluster_from_dict(parse_yaml(text, InvalidCluster, source), source=source)
 
 
 def _keys(entry: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -297,6 +290,8 @@ def _devices(entries: Any, source: str) -> list[Device]:
         count = entry.get("count", None)
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")
+        if len(devices) + (count or 1) > MAX_DEVICES:
+            raise InvalidCluster(f"{where}.count: more than {MAX_DEVICES} devices in all, the limit")
         names = [f"{entry['name']}{j}" for j in range(count)] if count is not None else [str(entry["name"])]
         devices.extend(Device(name=name, kind=kind, **spec) for name in names)
     return devices

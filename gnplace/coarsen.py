@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.sim.costmodel import op_times
@@ -212,7 +213,7 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0)
         (20, True)
     """
     if num_groups < 1:
-        raise ValueError(f"num_groups must be at least 1, got {num_groups}")
+        raise InvalidArgument(f"num_groups must be at least 1, got {num_groups}")
     times = op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
     part_of_unit = partition_units(graph, num_groups, unit_seconds, seed=seed)

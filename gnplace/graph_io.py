@@ -26,7 +26,6 @@ import gzip
 import json
 import math
 import os
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidGraph
 from gnplace.graph import PHASES, OpGraph
+from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
 __all__ = ["save_graph", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx"]
@@ -68,6 +68,47 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
     }
 
 
+def _column(container: dict[str, Any], key: str, kind: str, length: int | None, limit: int = MAX_NODES) -> list[Any]:
+    """``container[key]`` checked to be a list of ``length`` values of ``kind``.
+
+    Kinds: ``"str"``; ``"str|int"`` (a name or an integer); ``"int"`` (whole numbers, floats with no
+    fraction allowed, at most :data:`~gnplace.limits.MAX_COUNT` in size); ``"number"`` (finite int or
+    float, no larger than that); ``"number?"`` (a number or ``None``). Booleans and strings are never
+    numbers.
+
+    Raises:
+        KeyError: if the key is missing (reported by the caller as a missing field).
+        InvalidGraph: naming the field, the position and the value found.
+    """
+    value = container[key]
+    if not isinstance(value, list):
+        raise InvalidGraph(f"field {key!r} must be a list, found {type(value).__name__}")
+    if len(value) > limit:
+        raise InvalidGraph(f"field {key!r} has {len(value)} entries, over the limit of {limit}")
+    if length is not None and len(value) != length:
+        raise InvalidGraph(f"field {key!r} has {len(value)} entries, expected {length}")
+    if kind == "str":
+        bad = next((i for i, x in enumerate(value) if not isinstance(x, str)), None)
+        if bad is not None:
+            raise InvalidGraph(f"field {key!r}[{bad}] must be a string, found {value[bad]!r}")
+        return value
+    if kind == "str|int":
+        bad = next((i for i, x in enumerate(value) if type(x) not in (str, int)), None)
+        if bad is not None:
+            raise InvalidGraph(f"field {key!r}[{bad}] must be a name or an integer, found {value[bad]!r}")
+        return value
+    for i, x in enumerate(value):
+        if x is None and kind == "number?":
+            continue
+        if type(x) not in (int, float):
+            raise InvalidGraph(f"field {key!r}[{i}] must be a number, found {x!r}")
+        if not math.isfinite(x) or abs(x) > MAX_COUNT:
+            raise InvalidGraph(f"field {key!r}[{i}] is too large ({x!r}; the limit is {MAX_COUNT})")
+        if kind == "int" and isinstance(x, float) and not x.is_integer():
+            raise InvalidGraph(f"field {key!r}[{i}] must be a whole number, found {x!r}")
+    return value
+
+
 def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
     """Build an :class:`OpGraph` from the dictionary :func:`graph_to_dict` writes.
 
@@ -88,29 +129,42 @@ def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
         )
     try:
         nodes, edges = data["nodes"], data["edges"]
-        op_kinds = nodes["op_kind"] if version >= 2 else None
-        if version >= 2 and not isinstance(op_kinds, list):
-            raise TypeError(f"'op_kind' must be a list of op kinds, found {type(op_kinds).__name__}")
+        if not isinstance(nodes, dict) or not isinstance(edges, dict):
+            raise InvalidGraph("'nodes' and 'edges' must be mappings of columns")
+        names = _column(nodes, "name", "str", None, MAX_NODES)
+        n = len(names)
+        columns = {key: _column(nodes, key, kind, n) for key, kind in (
+            ("op_type", "str"), ("phase", "str|int"), ("group", "int"), ("flops", "number"), ("out_bytes", "int"),
+            ("param_bytes", "int"))}
+        module = _column(nodes, "module", "str", n) if "module" in nodes else None
+        op_kinds = _column(nodes, "op_kind", "str", n) if version >= 2 else None
+        src = _column(edges, "src", "int", None, MAX_EDGES)
+        dst = _column(edges, "dst", "int", len(src))
+        edge_bytes = _column(edges, "bytes", "int", len(src))
+        raw_cost = data.get("cost_s", {})
+        if not isinstance(raw_cost, dict):
+            raise InvalidGraph("'cost_s' must map device kinds to lists of seconds")
         cost_s = {
-            k: np.array([np.nan if x is None else x for x in v], dtype=np.float64)
-            for k, v in data.get("cost_s", {}).items()
+            str(k): np.array([np.nan if x is None else x for x in _column(raw_cost, k, "number?", n)], dtype=np.float64)
+            for k in raw_cost
         }
+        name, meta = data.get("name", "graph"), data.get("meta", {})
+        if not isinstance(name, str) or not isinstance(meta, dict):
+            raise InvalidGraph("'name' must be a string and 'meta' a mapping")
         return OpGraph(
-            nodes["name"],
-            np.stack([np.asarray(edges["src"], dtype=np.int64), np.asarray(edges["dst"], dtype=np.int64)], axis=1)
-            if len(edges["src"])
-            else [],
-            flops=nodes["flops"],
-            out_bytes=nodes["out_bytes"],
-            param_bytes=nodes["param_bytes"],
-            edge_bytes=edges["bytes"],
-            op_types=nodes["op_type"],
-            phase=nodes["phase"],
-            group=nodes["group"],
-            module=nodes.get("module"),
+            names,
+            np.stack([np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)], axis=1) if src else [],
+            flops=columns["flops"],
+            out_bytes=columns["out_bytes"],
+            param_bytes=columns["param_bytes"],
+            edge_bytes=edge_bytes,
+            op_types=columns["op_type"],
+            phase=columns["phase"],
+            group=columns["group"],
+            module=module,
             cost_s=cost_s,
-            name=data.get("name", "graph"),
-            meta=data.get("meta", {}),
+            name=name,
+            meta=meta,
             op_kinds=op_kinds,
         )
     except KeyError as err:
@@ -157,18 +211,14 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
         True
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as err:
-        raise InvalidGraph(f"{path}: no such graph file") from err
-    except OSError as err:
-        raise InvalidGraph(f"{path}: cannot read graph file ({err.strerror})") from err
+    raw = read_file(path, InvalidGraph, "graph file")
     try:
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InvalidGraph(f"{path}: not a readable gnplace graph file (corrupt or truncated: {err})") from err
+            raw = gunzip(raw, InvalidGraph, str(path))
+        data = parse_json(raw, InvalidGraph, str(path))
+    except InvalidGraph as err:
+        problem = str(err).removeprefix(f"{path}: ")
+        raise InvalidGraph(f"{path}: not a readable gnplace graph file ({problem})") from err
     return graph_from_dict(data, source=str(path))
 
 

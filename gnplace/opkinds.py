@@ -67,6 +67,8 @@ Examples:
 
 from __future__ import annotations
 
+from gnplace.exceptions import UnknownName
+
 __all__ = [
     "KIND_VOCABULARY",
     "NO_GRADIENT_FORM",
@@ -293,10 +295,10 @@ def gradient_form(kind: str) -> str:
     ``input``, ``read`` and ``update`` have none and stay as they are.
 
     Raises:
-        ValueError: if ``kind`` is not a base kind.
+        UnknownName: if ``kind`` is not a base kind (a ``ValueError``).
     """
     if kind not in OP_KINDS:
-        raise ValueError(f"unknown base op kind {kind!r} (expected one of {', '.join(OP_KINDS)})")
+        raise UnknownName(f"unknown base op kind {kind!r} (expected one of {', '.join(OP_KINDS)})")
     return kind if kind in NO_GRADIENT_FORM else f"{kind}_grad"
 
 
@@ -329,7 +331,7 @@ def op_kind_index(kind: str) -> int:
     """Position of ``kind`` in :data:`KIND_VOCABULARY` (the index a feature embedding uses).
 
     Raises:
-        ValueError: if ``kind`` is not in the vocabulary.
+        UnknownName: if ``kind`` is not in the vocabulary (a ``ValueError``).
 
     Examples:
         >>> op_kind_index("matmul"), op_kind_index("matmul_grad")
@@ -338,4 +340,4 @@ def op_kind_index(kind: str) -> int:
     try:
         return _INDEX[kind]
     except KeyError:
-        raise ValueError(f"unknown op kind {kind!r} (expected one of {', '.join(KIND_VOCABULARY)})") from None
+        raise UnknownName(f"unknown op kind {kind!r} (expected one of {', '.join(KIND_VOCABULARY)})") from None

@@ -179,13 +179,14 @@ def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluste
     Raises:
         InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit.
     """
+    from gnplace.limits import parse_json, read_file
+
     path = Path(path)
+    raw = read_file(path, InvalidPlacement, "placement file")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise InvalidPlacement(f"{path}: no such placement file") from err
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InvalidPlacement(f"{path}: not a readable placement file ({err})") from err
+        data = parse_json(raw, InvalidPlacement, str(path))
+    except InvalidPlacement as err:
+        raise InvalidPlacement(f"{path}: not a readable placement file ({str(err).removeprefix(f'{path}: ')})") from err
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("placement"), dict):
         raise InvalidPlacement(f"{path}: not a gnplace placement file (no 'format': {FORMAT!r} and 'placement' map)")
     return _from_names(graph, cluster, data["placement"], source=str(path))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -166,6 +167,8 @@ def _section(cls: type, raw: Any, name: str) -> Any:
                     pass
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
+            if not math.isfinite(value) or abs(value) > 2**62:
+                raise InvalidArgument(f"pretrain config: {name}.{key} is too large, got {value!r}")
             if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be an integer, got {value!r}")
             value = type(default)(value)
@@ -193,22 +196,25 @@ def load_pretrain_config(
         >>> c.schedule.iterations, c.learner.samples
         (5, 8)
     """
-    import yaml
-
+    from gnplace.limits import parse_yaml, read_file
     from gnplace.train import LearnerConfig
 
     path = Path(path) if path is not None else DEFAULT_CONFIG
     if not path.is_file():
         raise InvalidArgument(f"{path}: no such config file")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise InvalidArgument(f"{path}: not a readable YAML config ({str(err).splitlines()[0]})") from err
+        text = read_file(path, InvalidArgument, "config file").decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidArgument(f"{path}: not a readable YAML config (not UTF-8 text)") from err
+    raw = parse_yaml(text, InvalidArgument, str(path)) or {}
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{path}: a pretraining config is a mapping of sections data, schedule, learner")
     unknown = sorted(set(raw) - {"data", "schedule", "learner"})
     if unknown:
         raise InvalidArgument(f"{path}: unknown section {unknown[0]!r} (sections: data, schedule, learner)")
+    for k in ("data", "schedule", "learner"):
+        if raw.get(k) is not None and not isinstance(raw[k], Mapping):
+            raise InvalidArgument(f"{path}: section {k!r} must be a mapping of keys, got {type(raw[k]).__name__}")
     sections = {k: dict(raw.get(k) or {}) for k in ("data", "schedule", "learner")}
     for item in overrides:
         target, sep, text = item.partition("=")
@@ -217,10 +223,7 @@ def load_pretrain_config(
             raise InvalidArgument(
                 f"override {item!r}: expected SECTION.KEY=VALUE with SECTION data, schedule or learner"
             )
-        try:
-            sections[section][key] = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise InvalidArgument(f"override {item!r}: value is not YAML ({err})") from err
+        sections[section][key] = parse_yaml(text, InvalidArgument, f"override {item!r}")
     if seed is not None:
         sections["learner"]["seed"] = int(seed)
     learner = _section(LearnerConfig, sections["learner"], "learner")

@@ -353,13 +353,13 @@ def test_binary_file(tmp_path):
 
 def test_missing_yaml_file(tmp_path):
     path = tmp_path / "absent.yaml"
-    assert load_error(path) == f"{path}: cannot read cluster file (No such file or directory)"
+    assert load_error(path) == f"{path}: no such cluster file"
 
 
 def test_directory_named_like_yaml(tmp_path):
     path = tmp_path / "dir.yaml"
     path.mkdir()
-    assert load_error(path) == f"{path}: cannot read cluster file (Is a directory)"
+    assert load_error(path) == f"{path}: is a folder, not a cluster file"
 
 
 def test_cluster_from_dict_default_source():

@@ -187,7 +187,7 @@ def test_missing_file(tmp_path):
 
 
 def test_directory_instead_of_file(tmp_path):
-    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(tmp_path))}: cannot read graph file \(Is a directory\)$"):
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(tmp_path))}: is a folder, not a graph file$"):
         load_graph(tmp_path)
 
 
@@ -215,7 +215,7 @@ def test_corrupt_file(tmp_path, case):
     good = save_graph(layered_graph(200, seed=0), tmp_path / "good.gnpg").read_bytes()
     path = tmp_path / "bad.gnpg"
     path.write_bytes(corrupt_cases(good)[case])
-    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: not a readable gnplace graph file \(corrupt or truncated: .+\)$") as info:
+    with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: not a readable gnplace graph file \(.+\)$") as info:
         load_graph(path)
     assert "\n" not in str(info.value)
 
@@ -304,8 +304,8 @@ def test_unknown_kind_in_version_2_file_is_a_one_line_error(tmp_path):
     "mutate, match",
     [
         (lambda d: d["nodes"].pop("op_kind"), r"graph file lacks field 'op_kind'"),
-        (lambda d: d["nodes"].__setitem__("op_kind", ["input"]), r"field 'op_kinds' has 1 entries, expected 5"),
-        (lambda d: d["nodes"].__setitem__("op_kind", None), r"malformed graph file"),
+        (lambda d: d["nodes"].__setitem__("op_kind", ["input"]), r"field 'op_kind' has 1 entries, expected 5"),
+        (lambda d: d["nodes"].__setitem__("op_kind", None), r"field 'op_kind' must be a list, found NoneType"),
     ],
 )
 def test_malformed_op_kinds_in_version_2_file(tmp_path, mutate, match):
@@ -334,13 +334,17 @@ def test_missing_version(tmp_path):
         (lambda d: d.pop("edges"), r"graph file lacks field 'edges'"),
         (lambda d: d["nodes"].pop("flops"), r"graph file lacks field 'flops'"),
         (lambda d: d["edges"].pop("bytes"), r"graph file lacks field 'bytes'"),
-        (lambda d: d.__setitem__("nodes", []), r"malformed graph file"),
-        (lambda d: d.__setitem__("edges", None), r"malformed graph file"),
-        (lambda d: d.__setitem__("cost_s", []), r"malformed graph file"),
-        (lambda d: d.__setitem__("cost_s", {"k80": 3}), r"malformed graph file"),
-        (lambda d: d.__setitem__("cost_s", {"k80": ["fast"] * 5}), r"malformed graph file"),
-        (lambda d: d.__setitem__("meta", "x"), r"malformed graph file"),
-        (lambda d: d["nodes"].__setitem__("flops", [1.0]), r"field 'flops' has shape \(1,\), expected \(5,\)"),
+        (lambda d: d.__setitem__("nodes", []), r"'nodes' and 'edges' must be mappings of columns"),
+        (lambda d: d.__setitem__("edges", None), r"'nodes' and 'edges' must be mappings of columns"),
+        (lambda d: d.__setitem__("cost_s", []), r"'cost_s' must map device kinds to lists of seconds"),
+        (lambda d: d.__setitem__("cost_s", {"k80": 3}), r"field 'k80' must be a list, found int"),
+        (lambda d: d.__setitem__("cost_s", {"k80": ["fast"] * 5}), r"field 'k80'\[0\] must be a number, found 'fast'"),
+        (lambda d: d.__setitem__("meta", "x"), r"'name' must be a string and 'meta' a mapping"),
+        (lambda d: d["nodes"].__setitem__("flops", [1.0]), r"field 'flops' has 1 entries, expected 5"),
+        (lambda d: d["nodes"].__setitem__("flops", [1.0, "3", 1, 1, 1]), r"field 'flops'\[1\] must be a number, found '3'"),
+        (lambda d: d["nodes"].__setitem__("out_bytes", [1, True, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a number, found True"),
+        (lambda d: d["nodes"].__setitem__("out_bytes", [1, 1e40, 1, 1, 1]), r"field 'out_bytes'\[1\] is too large"),
+        (lambda d: d["nodes"].__setitem__("out_bytes", [1, 2.5, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a whole number"),
         (lambda d: d["nodes"].__setitem__("phase", ["forward"] * 4 + ["sideways"]), r"unknown phase 'sideways'"),
         (lambda d: d["edges"].__setitem__("dst", [1, 2, 3, 3, 9]), r"names consumer 9, which is not a node"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [12, -1, 8, 3, 0]), r"node 'mm' has negative out_bytes"),

@@ -63,7 +63,10 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("schedule: {iterations: 2.5}", "must be an integer"),
     ("optimiser: {}", "unknown section"),
     ("learner: {algo: sarsa}", "algo"),
-    ("data: [1, 2", "not a readable YAML"),
+    ("data: [1, 2", "not valid YAML"),
+    ("data: 3.5", "section .data. must be a mapping"),
+    ("schedule: {iterations: .inf}", "too large"),
+    ("a: &x [1]\nb: *x", "anchors"),
 ])
 def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"

@@ -122,12 +122,9 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
     else:
         path = Path(model)
         source = str(path)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError as err:
-            raise InvalidGraph(f"{path}: no such ONNX file") from err
-        except OSError as err:
-            raise InvalidGraph(f"{path}: cannot read ONNX file ({err.strerror})") from err
+        from gnplace.limits import read_file
+
+        raw = read_file(path, InvalidGraph, "ONNX file")
         proto = onnx.ModelProto()
         try:
             proto.ParseFromString(raw)
@@ -137,6 +134,7 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
         raise InvalidGraph(f"{source}: not an ONNX model (it holds no graph)")
     if proto.ir_version <= 0 or not proto.opset_import:
         raise InvalidGraph(f"{source}: not a readable ONNX model (no IR version or opset; corrupt or truncated?)")
+    _check_text(proto, source)
     if proto.functions:
         try:
             proto = onnx.inliner.inline_local_functions(proto)
@@ -144,6 +142,22 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
     return proto
+
+
+def _check_text(proto: onnx.ModelProto, source: str) -> None:
+    """Raise if a name or op type of the graph is not UTF-8 text (protobuf then hands out bytes).
+
+    Raises:
+        InvalidGraph: naming the node, for a corrupt file whose strings do not decode.
+    """
+    graph = proto.graph
+    named = [*graph.input, *graph.output, *graph.value_info, *graph.initializer]
+    if any(not isinstance(item.name, str) for item in named):
+        raise InvalidGraph(f"{source}: not a readable ONNX model (a tensor name is not UTF-8 text; corrupt?)")
+    for i, node in enumerate(graph.node):
+        texts = [node.name, node.op_type, node.domain, *node.input, *node.output]
+        if any(not isinstance(t, str) for t in texts):
+            raise InvalidGraph(f"{source}: not a readable ONNX model (node {i} has a name that is not UTF-8 text)")
 
 
 def _check_complete(proto: onnx.ModelProto, source: str) -> None:

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
+from gnplace.exceptions import UnknownName
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS
 from gnplace.importers.flops import VIEW_OPS, op_flops
@@ -93,7 +94,7 @@ def import_step(
 
     Raises:
         UnsupportedGraph: if the step cannot be traced (the message names the failing op).
-        ValueError: for an unknown optimizer.
+        UnknownName: for an unknown optimizer (a ``ValueError``).
 
     Returns:
         ImportedStep: the graph, the recorded step and the maps between their ops and nodes.
@@ -121,7 +122,7 @@ def _import(
 ) -> ImportedStep:
     """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
     if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
     trace = record_training_step(module, tuple(example_inputs), loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
                           stacklevel=4)

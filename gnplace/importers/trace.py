@@ -129,11 +129,16 @@ class _Recorder(TorchDispatchMode):
         self.call_stack = call_stack
         self.ops: list[TracedOp] = []
         self.current: str = ""
+        self.failed: str = ""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         self.current = str(func)
-        out = func(*args, **kwargs)
+        try:
+            out = func(*args, **kwargs)
+        except Exception:
+            self.failed = str(func)  # the op itself failed, not the model's Python code around it
+            raise
         if func.namespace in _SKIP_NAMESPACES:
             return out
         node = torch._C._current_autograd_node()
@@ -242,9 +247,21 @@ def record_training_step(
     except UnsupportedGraph:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
-        where = f" at op {recorder.current}" if recorder.current else ""
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UnsupportedGraph(f"cannot trace a training step of {type(module).__name__}{where}: {first_line}") from err
+        name = type(module).__name__
+        if "DataDependent" in type(err).__name__ or recorder.failed.startswith("aten._local_scalar_dense"):
+            raise UnsupportedGraph(
+                f"cannot trace a training step of {name}: its forward reads a tensor's value "
+                f"({recorder.failed or first_line}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "
+                "follow data-dependent control flow"
+            ) from err
+        if recorder.failed:
+            raise UnsupportedGraph(f"cannot trace a training step of {name}: op {recorder.failed} failed: "
+                                   f"{first_line}") from err
+        raise UnsupportedGraph(
+            f"cannot trace a training step of {name}: its forward raised {type(err).__name__}: {first_line} "
+            f"(the example inputs go to {_forward_signature(module)} by position, in the order given)"
+        ) from err
     finally:
         for h in handles:
             h.remove()
@@ -254,6 +271,18 @@ def record_training_step(
     grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
     module_calls = {k: v + 1 for k, v in calls.items()}
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls)
+
+
+def _forward_signature(module: torch.nn.Module) -> str:
+    """``forward(a, b, ...)`` of ``module``: what the example inputs are matched to."""
+    import inspect
+
+    try:
+        names = [p.name for p in inspect.signature(module.forward).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return "forward"
+    return f"forward({', '.join(names)})"
 
 
 def _node_metadata(node: Any) -> dict[str, Any]:

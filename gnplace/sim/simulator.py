@@ -32,6 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import UnknownName
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, as_placement
 from gnplace.sim import _kernel
@@ -104,7 +105,7 @@ class Simulator(StepTimer):
 
     def __init__(self, mode: SimMode = "default", *, cache_size: int = 16) -> None:
         if mode not in MODE_COSTS:
-            raise ValueError(f"unknown simulator mode {mode!r} (choose 'default' or 'placeto')")
+            raise UnknownName(f"unknown simulator mode {mode!r} (choose 'default' or 'placeto')")
         self.mode: SimMode = mode
         self.cost_model = MODE_COSTS[mode]
         self.cache_size = cache_size

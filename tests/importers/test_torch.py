@@ -136,8 +136,21 @@ def test_untraceable_module_names_the_failing_op():
                 h = h * 2
             return h.sum()
 
-    with pytest.raises(UnsupportedGraph, match="cannot trace a training step of Bad at op"):
+    with pytest.raises(UnsupportedGraph, match="cannot trace a training step of Bad: its forward reads a tensor's value"):
         from_module(Bad(), (torch.randn(2, 4),))
+
+
+def test_a_forward_that_raises_is_named_with_how_inputs_are_matched():
+    class Picky(nn.Module):
+        def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor | None = None) -> torch.Tensor:
+            if embeds is not None:
+                raise ValueError("You cannot specify both input_ids and embeds")
+            return input_ids.float().sum()
+
+    with pytest.raises(UnsupportedGraph, match=r"its forward raised ValueError: You cannot specify both input_ids and "
+                                                r"embeds \(the example inputs go to forward\(input_ids, embeds\) by "
+                                                r"position"):
+        from_module(Picky(), (torch.ones(2), torch.ones(2)))
 
 
 def test_non_scalar_output_needs_a_loss():

@@ -1,0 +1,298 @@
+"""Every reader against hostile input: generated mutations of valid files end in a valid object or one
+``GnplaceError`` line (exit 2 through the CLI), never another exception, a hang or a memory blow-up.
+
+The default run tries a few dozen inputs per reader; ``make test-slow`` (``pytest -m slow``) runs the
+same generators for over a thousand inputs across all readers and the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gzip
+import io
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gnplace.cli import main
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import GnplaceError, InvalidCluster, InvalidGraph
+from gnplace.graph_io import graph_to_dict, load_graph, save_graph
+from gnplace.limits import MAX_DEPTH, check_depth, gunzip, parse_json, parse_yaml
+from gnplace.placement import load_placement
+from gnplace.toy import mlp_training_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPH = mlp_training_graph(layers=2, width=32, batch=4)
+GRAPH_DOC = graph_to_dict(GRAPH)
+CLUSTER_TEXT = (ROOT / "gnplace" / "clusters" / "k80x4.yaml").read_text()
+CONFIG_DOC = yaml.safe_load((ROOT / "configs" / "pretrain.yaml").read_text())
+CHECKPOINT = (ROOT / "checkpoints" / "gnplace-base.ckpt").read_bytes()
+WEIRD = [None, True, False, "3", "", -1, 0, 1e40, -1e40, 2**70, [], {}, [1, 2], "x" * 40, 1.5, "1e9", {"a": 1},
+         "__DEEP__"]
+FAST = settings(max_examples=25, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SLOW = settings(max_examples=250, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+
+
+# ------------------------------------------------------------------ mutations of valid inputs
+def mutate_doc(doc, rng: random.Random):
+    """One structural mutation: a weird value, a missing key, deep nesting or a huge list, somewhere."""
+    doc = copy.deepcopy(doc)
+    paths: list[list] = []
+
+    def walk(x, path):
+        paths.append(path)
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, [*path, k])
+        elif isinstance(x, list) and x:
+            for i in rng.sample(range(len(x)), min(3, len(x))):
+                walk(x[i], [*path, i])
+
+    walk(doc, [])
+    path = rng.choice(paths)
+    if not path:
+        return rng.choice(WEIRD)
+    parent = doc
+    for k in path[:-1]:
+        parent = parent[k]
+    key = path[-1]
+    action = rng.choice(["weird", "weird", "delete", "deep", "grow"])
+    if action == "weird":
+        parent[key] = rng.choice(WEIRD)
+    elif action == "delete":
+        parent.pop(key)
+    elif action == "deep":
+        parent[key] = "__DEEP__"
+    elif isinstance(parent[key], list):
+        parent[key] = parent[key] * rng.choice([2, 500])
+    return doc
+
+
+def to_json(doc, rng: random.Random) -> str:
+    depth = rng.choice([MAX_DEPTH + 1, 5_000, 200_000])
+    return json.dumps(doc).replace('"__DEEP__"', "[" * depth + "]" * depth)
+
+
+def mutate_bytes(raw: bytes, rng: random.Random) -> bytes:
+    """Truncation, byte flips or inserted garbage."""
+    data = bytearray(raw)
+    action = rng.choice(["truncate", "flip", "insert"])
+    if action == "truncate":
+        return bytes(data[: rng.randrange(len(data))])
+    if action == "flip":
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        return bytes(data)
+    at = rng.randrange(len(data))
+    return bytes(data[:at]) + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + bytes(data[at:])
+
+
+def hostile_yaml(rng: random.Random) -> str:
+    cases = [
+        lambda: CLUSTER_TEXT.replace("count: 4", "count: " + rng.choice(
+            ["10000000", "true", "4.5", '"4"', "-3", "1e40", "[]", "null"])),
+        lambda: "a: &a [1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b]\n",
+        lambda: "devices: " + "[" * 100_000 + "]" * 100_000 + "\nlinks: {default: pcie3}\n",
+        lambda: "devices:\n" + "".join("  " * i + "- \n" for i in range(200)),
+        lambda: mutate_bytes(CLUSTER_TEXT.encode(), rng).decode("latin-1"),
+        lambda: CLUSTER_TEXT.replace("k80", rng.choice(["", "K80 ", "v100\x00", "nope"])),
+        lambda: CLUSTER_TEXT + "\n" + rng.choice(["links: 5", "devices: {}", "name: [1]", "- x", "links: {default: {bandwidth: -1}}"]),
+    ]
+    return rng.choice(cases)()
+
+
+def run_cli(argv) -> tuple[int, str]:
+    """The CLI's exit status and stderr; any exception escaping ``main`` fails the test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, err.getvalue()
+
+
+def assert_clean(code: int, err: str) -> None:
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        lines = [line for line in err.strip().splitlines() if "Warning" not in line and not line.startswith("  ")]
+        assert len(lines) == 1 and lines[0].startswith("gnplace: error: "), err
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fuzz")
+    save_graph(GRAPH, folder / "good.json")
+    assert run_cli(["place", folder / "good.json", "-c", "k80x2", "-p", "m_etf", "-o", folder / "placement.json"])[0] == 0
+    return folder
+
+
+# ------------------------------------------------------------------------- the readers
+def graph_case(rng: random.Random, folder: Path) -> list:
+    kind = rng.choice(["json", "gnpg", "bytes"])
+    if kind == "json":
+        (folder / "g.json").write_text(to_json(mutate_doc(GRAPH_DOC, rng), rng))
+        return ["simulate", folder / "g.json", "-c", "k80x2"]
+    if kind == "gnpg":
+        (folder / "g.gnpg").write_bytes(gzip.compress(to_json(mutate_doc(GRAPH_DOC, rng), rng).encode()))
+    else:
+        good = gzip.compress(json.dumps(GRAPH_DOC).encode())
+        (folder / "g.gnpg").write_bytes(mutate_bytes(good, rng))
+    return ["simulate", folder / "g.gnpg", "-c", "k80x2"]
+
+
+def cluster_case(rng: random.Random, folder: Path) -> list:
+    (folder / "c.yaml").write_text(hostile_yaml(rng), encoding="latin-1")
+    return ["simulate", folder / "good.json", "-c", folder / "c.yaml"]
+
+
+def placement_case(rng: random.Random, folder: Path) -> list:
+    doc = json.loads((folder / "placement.json").read_text())
+    (folder / "p.json").write_text(to_json(mutate_doc(doc, rng), rng))
+    return ["simulate", folder / "good.json", "-c", "k80x2", "-p", folder / "p.json"]
+
+
+def checkpoint_case(rng: random.Random, folder: Path) -> list:
+    (folder / "bad.ckpt").write_bytes(mutate_bytes(CHECKPOINT, rng))
+    return ["place", folder / "good.json", "-c", "k80x2", "-p", "policy", "--checkpoint", folder / "bad.ckpt"]
+
+
+def onnx_case(rng: random.Random, folder: Path) -> list:
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.zeros((16, 4), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                               helper.make_node("Relu", ["y"], ["z"], name="relu")], "mlp",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [8, 4])], [w])
+    good = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    (folder / "m.onnx").write_bytes(mutate_bytes(good, rng))
+    return ["place", folder / "m.onnx", "-c", "k80x2"]
+
+
+READERS = {"graph": graph_case, "cluster": cluster_case, "placement": placement_case,
+           "checkpoint": checkpoint_case, "onnx": onnx_case}
+
+
+def check_reader(name: str, rng: random.Random, folder: Path) -> None:
+    argv = READERS[name](rng, folder)
+    output = folder / "kept.json"
+    output.write_text('{"keep": "me"}')
+    if argv[0] == "place":
+        argv = [*argv, "-o", output]
+    assert_clean(*run_cli(argv))
+    if argv[0] == "place" and output.read_text() != '{"keep": "me"}':  # only a successful run may replace it
+        assert json.loads(output.read_text())["format"] == "gnplace-placement"
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@FAST
+@given(rng=st.randoms(use_true_random=False))
+def test_reader_survives_hostile_input(files, reader, rng):
+    check_reader(reader, rng, files)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reader", sorted(READERS))
+@SLOW
+@given(rng=st.randoms(use_true_random=False))
+def test_reader_survives_hostile_input_long(files, reader, rng):
+    check_reader(reader, rng, files)
+
+
+def config_check(rng: random.Random, folder: Path) -> None:
+    from gnplace.pretrain import load_pretrain_config
+
+    doc = mutate_doc(CONFIG_DOC, rng)
+    text = yaml.safe_dump(doc).replace("__DEEP__", "[" * 3000 + "]" * 3000)
+    if rng.random() < 0.2:
+        text = mutate_bytes(text.encode(), rng).decode("latin-1")
+    path = folder / "cfg.yaml"
+    path.write_text(text, encoding="latin-1")
+    override = rng.choice(["learner.lr=1e-3", "schedule.iterations=1e99", "schedule.iterations=.inf", "data.presets=[",
+                           "learner.samples=true", "data.families=cifar10"])
+    try:
+        load_pretrain_config(path, [override])
+    except GnplaceError as err:
+        assert "\n" not in str(err)
+
+
+@FAST
+@given(rng=st.randoms(use_true_random=False))
+def test_pretraining_config_survives_hostile_input(files, rng):
+    config_check(rng, files)
+
+
+@pytest.mark.slow
+@SLOW
+@given(rng=st.randoms(use_true_random=False))
+def test_pretraining_config_survives_hostile_input_long(files, rng):
+    config_check(rng, files)
+
+
+# --------------------------------------------------------------------- the limits themselves
+def test_deep_json_and_yaml_are_refused_before_recursing():
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(InvalidGraph, match="nested more than 64 levels deep"):
+        parse_json(deep, InvalidGraph, "g.json")
+    with pytest.raises(InvalidGraph, match="nested more than 64 levels deep"):
+        parse_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), InvalidGraph, "g.json")
+    with pytest.raises(InvalidCluster, match="nested more than 64 levels deep"):
+        parse_yaml("a: " + deep, InvalidCluster, "c.yaml")
+    check_depth([[1]], InvalidGraph, "ok")
+
+
+def test_yaml_aliases_and_json_constants_are_refused():
+    with pytest.raises(InvalidCluster, match="anchors"):
+        parse_yaml("a: &x [1]\nb: *x\n", InvalidCluster, "c.yaml")
+    with pytest.raises(InvalidGraph, match="NaN is not a number JSON allows"):
+        parse_json('{"a": NaN}', InvalidGraph, "g.json")
+
+
+def test_a_gzip_bomb_stops_at_the_limit(monkeypatch):
+    import gnplace.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_TEXT_BYTES", 1000)
+    with pytest.raises(InvalidGraph, match="decompresses to more than 1000 bytes"):
+        gunzip(gzip.compress(b"0" * 100_000), InvalidGraph, "g.gnpg")
+    assert gunzip(gzip.compress(b"0" * 10), InvalidGraph, "g.gnpg") == b"0" * 10
+
+
+def test_a_huge_device_count_fails_before_allocating(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text(CLUSTER_TEXT.replace("count: 4", "count: 10000000"))
+    with pytest.raises(InvalidCluster, match="more than 4096 devices in all"):
+        load_cluster(path)
+
+
+def test_numbers_are_checked_not_coerced(tmp_path):
+    for mutate, message in [
+        (lambda d: d["nodes"]["out_bytes"].__setitem__(0, 1e40), "is too large"),
+        (lambda d: d["nodes"]["flops"].__setitem__(0, "3"), "must be a number, found '3'"),
+        (lambda d: d["nodes"]["group"].__setitem__(0, True), "must be a number, found True"),
+    ]:
+        doc = copy.deepcopy(GRAPH_DOC)
+        mutate(doc)
+        path = tmp_path / "g.json"
+        path.write_text(json.dumps(doc))
+        with pytest.raises(InvalidGraph, match=message):
+            load_graph(path)
+
+
+def test_a_failing_command_leaves_an_existing_output_untouched(files, tmp_path):
+    output = tmp_path / "placement.json"
+    output.write_bytes(b"precious")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("devices: [")
+    assert run_cli(["place", files / "good.json", "-c", bad, "-o", output])[0] == 2
+    assert run_cli(["place", tmp_path / "absent.gnpg", "-c", "k80x2", "-o", output])[0] == 2
+    assert output.read_bytes() == b"precious"
+    placement = load_placement(files / "placement.json", GRAPH, load_cluster("k80x2"))
+    assert placement.devices.shape == (GRAPH.num_ops,)
