@@ -92,9 +92,14 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         InvalidCheckpoint: if the file is missing, is not a torch checkpoint, or holds anything but plain data.
     """
+    from gnplace.limits import MAX_FILE_BYTES
+
     path = Path(path)
     if not path.is_file():
         raise InvalidCheckpoint(f"{path}: no such checkpoint file")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InvalidCheckpoint(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a checkpoint")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
