@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gnplace.cli.common import run_reporting_errors
 from gnplace.cli.finetune import add_arguments, run
-from gnplace.exceptions import GnplaceError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,14 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except GnplaceError as err:
-        print(f"finetune: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("finetune: interrupted (resume with --resume)", file=sys.stderr)
-        return 130
+    return run_reporting_errors(run, args, "finetune", "interrupted (resume with --resume)")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gnplace.cli.common import run_reporting_errors
 from gnplace.cli.pretrain import add_arguments, run
-from gnplace.exceptions import GnplaceError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,14 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except GnplaceError as err:
-        print(f"pretrain: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("pretrain: interrupted (resume with --resume)", file=sys.stderr)
-        return 130
+    return run_reporting_errors(run, args, "pretrain", "interrupted (resume with --resume)")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from gnplace.cli import place as place_cmd
 from gnplace.cli import pretrain as pretrain_cmd
 from gnplace.cli import profile as profile_cmd
 from gnplace.cli import simulate as simulate_cmd
-from gnplace.exceptions import GnplaceError
+from gnplace.cli.common import run_reporting_errors
 
 __all__ = ["main", "build_parser"]
 
@@ -38,16 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``gnplace`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return int(args.run(args) or 0)
-    except GnplaceError as err:
-        print(f"gnplace: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("gnplace: interrupted", file=sys.stderr)
-        return 130
+    args = build_parser().parse_args(argv)
+    return run_reporting_errors(args.run, args, "gnplace")
 
 
 if __name__ == "__main__":  # pragma: no cover

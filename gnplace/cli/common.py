@@ -82,3 +82,23 @@ def ms(seconds: float) -> str:
 def mib(num_bytes: float) -> str:
     """Bytes as MiB with one decimal."""
     return f"{num_bytes / 2**20:.1f}"
+
+
+def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
+    """``run(args)``'s exit status; a :class:`~gnplace.exceptions.GnplaceError` is one ``PROG: error:`` line and 2.
+
+    The ``gnplace`` command and the scripts that share its subcommands (``scripts/pretrain.py``,
+    ``scripts/finetune.py``) report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130.
+    """
+    import sys
+
+    from gnplace.exceptions import GnplaceError
+
+    try:
+        return int(run(args) or 0)
+    except GnplaceError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return 130

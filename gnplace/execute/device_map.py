@@ -24,7 +24,10 @@ from gnplace.exceptions import InvalidArgument, MissingDependency
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, as_placement
 
-__all__ = ["to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps"]
+__all__ = [
+    "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
+    "module_paths",
+]
 
 
 def device_map_values(cluster: Cluster) -> list[int | str]:
@@ -44,6 +47,16 @@ def device_map_values(cluster: Cluster) -> list[int | str]:
             values.append(gpus)
             gpus += 1
     return values
+
+
+def module_paths(graph: OpGraph) -> list[str]:
+    """The module path each node belongs to: its ``module``, or for an update node its parameter's full name.
+
+    A parameter's name (``"layer.weight"``) lies under its module's path, so a ``device_map`` key that
+    prefixes one prefixes the other; a parameter of the root module is its own key.
+    """
+    return [name.removeprefix("update/") if name.startswith("update/") else module
+            for name, module in zip(graph.node_names, graph.module)]
 
 
 def _parameter_devices(graph: OpGraph, devices: np.ndarray) -> dict[str, int]:
@@ -143,11 +156,7 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: dict[str, Any]
     keys = sorted(device_map, key=len, reverse=True)
     first = index(next(iter(device_map.values()))) if device_map else 0
     devices = np.full(graph.num_ops, -1, dtype=np.int64)
-    for i, module in enumerate(graph.module):
-        name = graph.node_names[i]
-        path = name.removeprefix("update/").rsplit(".", 1)[0] if name.startswith("update/") else module
-        if name.startswith("update/") and "." not in name.removeprefix("update/"):
-            path = name.removeprefix("update/")
+    for i, path in enumerate(module_paths(graph)):
         for key in keys:
             if key == "" or path == key or path.startswith(key + "."):
                 devices[i] = index(device_map[key])

@@ -43,7 +43,7 @@ import torch.distributed as dist
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.base import RealStepTimer, oom_result
-from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten
+from gnplace.execute.program import BEFORE, Plan, Program, refs_in, resolve_aten
 from gnplace.execute.runner import call_op
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
@@ -106,7 +106,7 @@ def run_rank(
     ops = program.ops
     mine = [i for i in range(len(ops)) if int(plan.op_device[i]) == rank]
     fns = {i: resolve_aten(ops[i].target) for i in mine}
-    inputs_of = {i: _refs(ops[i]) for i in mine}
+    inputs_of = {i: refs_in((ops[i].args, ops[i].kwargs)) for i in mine}
     tags = transfer_tags(plan)
     values: dict[Ref, Any] = {}
     buffers: dict[str, torch.Tensor] = {}
@@ -235,12 +235,6 @@ def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
         return shape, dtype
     tensor = program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
     return tuple(tensor.shape), tensor.dtype
-
-
-def _refs(op: Any) -> list[Ref]:
-    from gnplace.execute.program import refs_in
-
-    return refs_in((op.args, op.kwargs))
 
 
 def _run_command(program: Program, placement: np.ndarray, device: torch.device, options: dict[str, Any]) -> Any:

@@ -177,6 +177,7 @@ def probe_link(timer: Any, peer: int, ranks: int, *, widths: tuple[int, ...] = (
     Returns:
         tuple: the bytes of each probe's transfers and the seconds per transfer.
     """
+    from gnplace.execute.device_map import module_paths
     from gnplace.importers.torch import import_step
 
     sizes, seconds = [], []
@@ -199,8 +200,7 @@ def probe_link(timer: Any, peer: int, ranks: int, *, widths: tuple[int, ...] = (
                 side = (side + int(parts[1])) % 2
             return peer if side else 0
 
-        paths = [n.removeprefix("update/").rsplit(".", 1)[0] if n.startswith("update/") else m
-                 for n, m in zip(graph.node_names, graph.module)]
+        paths = module_paths(graph)
         together = np.array([rank_of(p, False) for p in paths], dtype=np.int64)
         apart = np.array([rank_of(p, True) for p in paths], dtype=np.int64)
         with timer.using(program):

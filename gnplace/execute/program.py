@@ -23,7 +23,6 @@ after which op). The rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,13 +284,6 @@ class Program:
                     for device, size in holders.pop(ref, ()):
                         live[device] -= size
         return peak
-
-    def values_made(self) -> Iterator[tuple[int, Ref]]:
-        """``(op index, ref)`` of every tensor output of every op."""
-        for i, op in enumerate(self.ops):
-            for k, shape in enumerate(op.out_shapes):
-                if shape is not None:
-                    yield i, Ref("op", i, k)
 
 
 def compile_step(step: Any) -> Program:

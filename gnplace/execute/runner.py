@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten
+from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, refs_in, resolve_aten
 from gnplace.importers.trace import Ref
 
 __all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error"]
@@ -47,9 +47,7 @@ class StepOutput:
         grads (dict[str, torch.Tensor | None]): each parameter's gradient, on the parameter's device.
         seconds (float): wall seconds of the step, devices synchronised at the end.
         busy (np.ndarray): seconds the host spent in each device's ops, ``[num_devices]`` (on a CUDA
-            device this is launch time unless ``sync_each_op``).
-        op_seconds (np.ndarray | None): seconds of each op (from the end of the previous op, so
-            the executor's own overhead is charged to the op), when ``sync_each_op``.
+            device this is launch time).
         peak_bytes (np.ndarray): most bytes resident on each device (parameters and live tensors).
         moved_bytes (float): bytes that crossed devices.
         moves (int): tensors that crossed devices.
@@ -59,7 +57,6 @@ class StepOutput:
     grads: dict[str, torch.Tensor | None]
     seconds: float
     busy: np.ndarray
-    op_seconds: np.ndarray | None
     peak_bytes: np.ndarray
     moved_bytes: float
     moves: int
@@ -109,7 +106,6 @@ def run_step(
     lr: float = 0.0,
     capacity: np.ndarray | None = None,
     keep_outputs: bool = True,
-    sync_each_op: bool = False,
 ) -> StepOutput:
     """Run one step of ``program`` placed by ``plan`` over the torch ``devices`` (cluster index -> device).
 
@@ -125,8 +121,6 @@ def run_step(
         capacity (np.ndarray, optional): bytes each device may hold, ``[num_devices]``; a step that
             needs more raises :class:`DeviceOutOfMemory` (default: no limit).
         keep_outputs (bool, optional): return the loss and the gradients (default: :obj:`True`).
-        sync_each_op (bool, optional): synchronise after every op and time each (profiling)
-            (default: :obj:`False`).
 
     Raises:
         DeviceOutOfMemory: if ``capacity`` is exceeded.
@@ -145,7 +139,6 @@ def run_step(
     live = resident.copy()
     peak = live.copy()
     busy = np.zeros(num_devices)
-    op_seconds = np.zeros(len(program.ops)) if sync_each_op else None
     values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
     sizes: dict[tuple[Ref, int], int] = {}
     buffers: dict[tuple[str, int], torch.Tensor] = {}
@@ -183,7 +176,6 @@ def run_step(
     synchronize(devices)
     start = time.perf_counter()
     move_after(BEFORE)
-    last = start
     for i, op in enumerate(program.ops):
         d = int(plan.op_device[i])
         device = devices[d]
@@ -206,15 +198,9 @@ def run_step(
         for out_index, value in enumerate(flat):
             if op.out_shapes[out_index] is not None:
                 admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0)
-        if sync_each_op:
-            synchronize([device])
-            now = time.perf_counter()
-            assert op_seconds is not None
-            op_seconds[i] = now - last
-            last = now
         busy[d] += time.perf_counter() - t0
         move_after(i)
-        for ref in {r for r in _refs(op) if plan.last_use.get(r) == i and r not in keep}:
+        for ref in {r for r in refs_in((op.args, op.kwargs)) if plan.last_use.get(r) == i and r not in keep}:
             for dev in where.pop(ref, ()):
                 values.pop((ref, dev), None)
                 live[dev] -= sizes.pop((ref, dev), 0)
@@ -237,8 +223,5 @@ def run_step(
     synchronize(devices)
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None
-    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, op_seconds, peak, moved_bytes, moves)
+    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, peak, moved_bytes, moves)
 
-
-def _refs(op: ProgramOp) -> list[Ref]:
-    return [x for x in tree_flatten((op.args, op.kwargs))[0] if isinstance(x, Ref)]
