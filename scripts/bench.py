@@ -15,6 +15,10 @@ Usage::
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
+    python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2]
+
+``report``: every placer side by side, the seeds' learned placers included, written to
+``docs/RESULTS.md`` and ``docs/figures/report_*.png`` (``scripts/report.py`` says what each section holds).
 
 ``sim``: median seconds of one simulator evaluation of a random layered graph (``gnplace.toy.
 layered_graph``) on a K80 cluster, for three placements (all on one device, contiguous blocks of
@@ -762,12 +766,18 @@ def main() -> None:
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--out", default="out/bench_fidelity")
+    import report
+
+    report.add_parser(sub)
     dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")
     dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     dm.add_argument("--per-family", type=int, default=3)
     dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     dm.add_argument("--placers", nargs="+", default=["auto", "policy"])
     args = parser.parse_args()
+    if args.bench == "report":
+        report.run(args)
+        return
     if args.bench == "device-map":
         print(device_map_table(bench_device_map(args)))
         return

@@ -176,6 +176,11 @@ PLACERS = PlacerRegistry({
     "finetune": "gnplace.rl.search:FineTunePlacer",
     "reinforce": "gnplace.rl.search:ReinforceSearchPlacer",
     "policy": "gnplace.rl.zeroshot:PolicyPlacer",
+    "rnn_pg": "gnplace.rl.rnn_pg:RnnPGPlacer",
+    "hierarchical": "gnplace.rl.hierarchical:HierarchicalPlacer",
+    "spotlight": "gnplace.rl.spotlight:SpotlightPlacer",
+    "post": "gnplace.rl.post:PostPlacer",
+    "placeto": "gnplace.rl.placeto:PlacetoPlacer",
 })
 
 

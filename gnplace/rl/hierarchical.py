@@ -1,0 +1,130 @@
+"""``hierarchical``: Mirhoseini et al., "A Hierarchical Model for Device Placement", ICLR 2018.
+
+Two networks, trained jointly from scratch on one graph:
+
+* the **Grouper** (:class:`~gnplace.policy.grouper.Grouper`), a feed-forward network (hidden 64)
+  that reads each unit (here: a colocation group of the decision graph, so colocation is kept) and
+  gives a softmax over :math:`K` groups,
+  :math:`K = \\min(256, 20 \\times \\text{devices}, \\text{units})` (TensorFlow grappler's default);
+* the **Placer**, the seq2seq policy (:class:`~gnplace.policy.seq2seq.Seq2SeqPolicy`, bidirectional
+  encoder) that reads the :math:`K` groups in index order and emits a device per group. A group's
+  embedding is built from its members, as the paper does: the sum of their inputs (op-kind counts,
+  sizes: :func:`~gnplace.policy.seq2seq.sequence_features`), their number (normalised), and its row
+  of the adjacency between groups (edges from it to every group, normalised).
+
+A sample is a grouping :math:`g` and a placement :math:`d` of the groups; every unit runs on its
+group's device. Both networks are trained with REINFORCE on the joint log-likelihood,
+
+.. math::
+    \\nabla J \\approx \\tfrac{1}{B}\\textstyle\\sum_b (R_b - \\bar R)\\,
+        \\nabla\\bigl[\\log p_{grouper}(g_b) + \\log p_{placer}(d_b \\mid g_b)\\bigr],
+
+with :math:`R = -\\sqrt{T}` (:func:`~gnplace.rl.comparator.sqrt_reward`; the paper charges failing
+placements 100 s), :math:`\\bar R` an exponential moving average (decay 0.9), Adam with learning
+rate 0.1 decayed by 0.95 (here: every 10 updates, to a floor of 1e-3, our choice: the paper does not
+say how often), gradient norm bound 1.0, and Gaussian noise of standard deviation 0.5 on the Placer's
+logits during the first half of the budget ("early on"; the log-likelihoods are the noiseless ones).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem
+from gnplace.rl.rnn_pg import MovingBaseline
+
+if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
+    import torch
+
+__all__ = ["HierarchicalPlacer", "default_groups"]
+
+
+def default_groups(num_devices: int, units: int) -> int:
+    """:math:`K = \\min(256, 20 \\times \\text{devices}, \\text{units})`, at least 1.
+
+    Examples:
+        >>> default_groups(4, 1000), default_groups(4, 30), default_groups(16, 5000)
+        (80, 30, 256)
+    """
+    return max(1, min(256, 20 * num_devices, units))
+
+
+class HierarchicalPlacer(ComparatorPlacer):
+    """The hierarchical planner: Grouper and Placer trained jointly with REINFORCE on one graph (module docstring).
+
+    Args:
+        groups (int or None, optional): :math:`K` (default: :func:`default_groups`).
+        grouper_hidden (int, optional): the Grouper's hidden width (default: 64).
+        lr (float, optional): Adam's initial learning rate (the paper: 0.1; see above) (default: 0.01).
+        lr_decay (float, optional): its decay every ``decay_every`` updates (default: 0.95).
+        decay_every (int, optional): updates between decays (default: 10).
+        min_lr (float, optional): its floor (default: 1e-3).
+        noise (float, optional): standard deviation of the Placer's logit noise early on (default: 0.5).
+        decay (float, optional): the moving-average baseline's decay (default: 0.9).
+        clip (float, optional): gradient-norm bound (default: 1.0).
+        **kwargs: budget, samples, hidden, layers, max_nodes, timer, progress, as for
+            :class:`~gnplace.rl.comparator.ComparatorPlacer`.
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> placer = HierarchicalPlacer(budget=32, samples=8, hidden=16, layers=1)
+        >>> placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0).devices.shape
+        (20,)
+    """
+
+    name = "hierarchical"
+
+    def __init__(self, groups: int | None = None, grouper_hidden: int = 64, lr: float = 0.01, lr_decay: float = 0.95,
+                 decay_every: int = 10, min_lr: float = 1e-3, noise: float = 0.5, decay: float = 0.9, clip: float = 1.0,
+                 **kwargs: Any) -> None:
+        super().__init__(lr=lr, **kwargs)
+        self.groups = None if groups is None else int(groups)
+        self.grouper_hidden = int(grouper_hidden)
+        self.lr_decay, self.min_lr, self.noise = float(lr_decay), float(min_lr), float(noise)
+        self.decay_every = max(1, int(decay_every))
+        self.decay, self.clip = float(decay), float(clip)
+
+    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
+        """Joint REINFORCE of the Grouper and the Placer until the budget no longer holds a batch."""
+        import torch
+
+        from gnplace.policy.grouper import Grouper, group_inputs
+        from gnplace.policy.seq2seq import Seq2SeqPolicy, group_edges
+
+        groups = self.groups or default_groups(problem.inp.cluster.num_devices, problem.units)
+        groups = max(1, min(groups, problem.units))
+        position = np.empty(problem.units, dtype=np.int64)
+        position[problem.order] = np.arange(problem.units)
+        edges = torch.as_tensor(position[group_edges(problem.inp)].reshape(-1, 2))
+        grouper = Grouper(problem.x.shape[1], groups, self.grouper_hidden)
+        placer = Seq2SeqPolicy(problem.x.shape[1] + 1 + groups, problem.inp.cluster.num_devices, hidden=self.hidden,
+                               layers=self.layers)
+        params = [*grouper.parameters(), *placer.parameters()]
+        optimiser = torch.optim.Adam(params, lr=self.lr)
+        baseline = MovingBaseline(self.decay)
+        noisy_until = self.budget // 2
+        while problem.remaining >= self.samples:
+            with torch.no_grad():
+                grouping = torch.multinomial(grouper(problem.x).exp(), self.samples, replacement=True,
+                                             generator=generator).T  # g ~ p_grouper, [B, S]
+                inputs = group_inputs(problem.x, grouping, groups, edges)
+                noise = self.noise if problem.timer.evaluations < noisy_until else 0.0
+                placement, _ = placer.sample(inputs, self.samples, generator, noise=noise)  # d ~ p_placer(. | g)
+            actions = placement.gather(1, grouping)  # every unit on its group's device
+            _, rewards = problem.score(actions.numpy())
+            advantages = torch.as_tensor(rewards - baseline.update(rewards), dtype=torch.float32)  # R_b - R_bar
+            logp_group = grouper(problem.x).gather(1, grouping.T).sum(0)  # log p_grouper(g_b), [B]
+            logp_place = placer.log_probs(inputs, placement).gather(-1, placement.unsqueeze(-1)).squeeze(-1).sum(1)
+            loss = -(advantages * (logp_group + logp_place)).mean()
+            optimiser.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, self.clip)
+            optimiser.step()
+            self.last_updates += 1
+            if self.last_updates % self.decay_every == 0:
+                for param_group in optimiser.param_groups:  # lr <- max(0.95 lr, min_lr), staircase
+                    param_group["lr"] = max(param_group["lr"] * self.lr_decay, self.min_lr)
+            tick()

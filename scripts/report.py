@@ -1,0 +1,605 @@
+"""The benchmark report: every placer side by side, written to ``docs/RESULTS.md`` and ``docs/figures/``.
+
+Run by ``python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md]
+[--figures docs/figures] [--jobs 2]``. Sections (each table and figure says the command above it):
+
+1. **Every placer** on the test splits and the real models on the cluster presets (``gnplace.evaluate``):
+   step time over the best fast placer and over the lower bound, OOM count, seconds to place.
+2. **Learned placers** (gnplace zero-shot and fine-tuned, gnplace PPO from scratch, and the seeds'
+   methods ``rnn_pg``, ``hierarchical``, ``spotlight``, ``post``, ``placeto``) with one budget of
+   simulator evaluations on a few test graphs per family: step over ``auto``'s and over the bound,
+   evaluations used, policy updates, seconds, OOM; their learning curves.
+3. **The seeds' claims** measured on those runs: Spotlight against the policy gradient, Post against
+   Spotlight, Placeto's training steps against the RNN's, Placeto's zero-shot placement within a family
+   (pretrained on the family's train split).
+4. **Against the proved optimum**: the small graphs of ``docs/exact_gap.md``, the exact CP-SAT
+   placement against ``auto`` and gnplace zero-shot.
+5. **Time to place** against graph size (ENAS cifar10 graphs up to 100,000 ops).
+
+Every run is saved under ``--out`` as it finishes (JSON lines, and ``gnplace.evaluate``'s
+``results.csv``), so an interrupted report resumes; ``--quick`` runs a small version of every section
+(under 5 minutes on 2 cores; the tests run it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["single", "expert", "metis", "heft", "m_etf", "m_sct"]
+LEARNED = ["policy", "finetune", "ppo", "rnn_pg", "hierarchical", "spotlight", "post", "placeto"]
+SEEDS = ["rnn_pg", "hierarchical", "spotlight", "post", "placeto"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """What one report runs (``full`` or ``quick``)."""
+
+    families: tuple[str, ...] = ("cifar10", "ptb", "nmt")
+    table_clusters: tuple[str, ...] = ("k80x2", "k80x4", "v100x8", "cpu_gpu", "tight4")
+    table_per_family: int | None = None  # test graphs per family in section 1 (None: all)
+    table_placers: tuple[str, ...] = (*FAST, "auto", "policy")
+    real: bool = True
+    rl_per_family: int = 2
+    rl_clusters: tuple[str, ...] = ("k80x4", "tight4")
+    rl_budget: int = 1000
+    rl_placers: tuple[str, ...] = tuple(LEARNED)
+    placeto_train_graphs: int = 8
+    placeto_episodes: int = 400
+    exact_clusters: tuple[str, ...] = ("k80x2", "k80x4")
+    exact_per_family: int = 2
+    exact_examples: bool = True
+    exact_time_limit: float = 20.0
+    scale_ops: tuple[int, ...] = (1_000, 10_000, 100_000)
+    scale_placers: tuple[str, ...] = ("m_etf", "auto", "policy", "rnn_pg", "placeto")
+    scale_budget: int = 64
+    scale_auto_up_to: int = 20_000
+
+
+FULL = Config()
+QUICK = Config(
+    families=("ptb", "nmt"), table_clusters=("k80x4", "cpu_gpu"), table_per_family=1,
+    table_placers=("single", "heft", "auto", "policy"), real=False, rl_per_family=1, rl_clusters=("k80x4",),
+    rl_budget=64, placeto_train_graphs=2, placeto_episodes=2, exact_clusters=("k80x2",), exact_per_family=1,
+    exact_examples=False, exact_time_limit=2.0, scale_ops=(500, 2_000), scale_placers=("m_etf", "policy", "rnn_pg"),
+    scale_budget=32,
+)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def geomean(values: Iterable[float]) -> float:
+    """Geometric mean of the finite positive values (nan if none)."""
+    kept = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(math.log(v) for v in kept) / len(kept)) if kept else math.nan
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A number for a table (``-`` for none or nan)."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+class Store:
+    """Rows saved one JSON line each as they finish, keyed so that a rerun skips what is done."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            text = path.read_text()
+            if text and not text.endswith("\n"):  # cut short by a kill: new rows start on a line of their own
+                with path.open("a") as handle:
+                    handle.write("\n")
+            for line in text.splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by a kill: its task runs again
+                    continue
+                self.rows[row["key"]] = row
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Save ``row`` (it must hold ``key``)."""
+        self.rows[row["key"]] = row
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+    def run(self, tasks: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: int,
+            label: str) -> list[dict[str, Any]]:
+        """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order."""
+        todo = [t for t in tasks if t["key"] not in self.rows]
+        print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
+        if jobs <= 1 or len(todo) <= 1:
+            for i, task in enumerate(todo):
+                self.add(fn(task))
+                print(f"[report] {label} {i + 1}/{len(todo)}: {task['key']}", flush=True)
+        else:
+            import multiprocessing
+
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                for i, row in enumerate(pool.map(fn, todo)):
+                    self.add(row)
+                    print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
+        return [self.rows[t["key"]] for t in tasks]
+
+
+def test_graphs(family: str, count: int | None) -> list[str]:
+    """The first ``count`` test graphs of a shipped family (all if None)."""
+    from gnplace.datasets import load_manifest
+
+    folder = ROOT / "datasets" / family
+    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+    return files if count is None else files[:count]
+
+
+def train_graphs(family: str, count: int) -> list[str]:
+    """The first ``count`` train graphs of a shipped family."""
+    from gnplace.datasets import load_manifest
+
+    folder = ROOT / "datasets" / family
+    return [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "train"][:count]
+
+
+@lru_cache(maxsize=64)
+def _references(path: str, cluster_name: str) -> tuple[float, float]:
+    """``auto``'s step seconds (seed 0) and the lower bound of a graph on a cluster."""
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.registry import make_placer
+    from gnplace.sim.bounds import lower_bound
+    from gnplace.sim.simulator import Simulator
+
+    graph, cluster, sim = load_graph(path), load_cluster(cluster_name), Simulator()
+    auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
+    return float(auto), float(bound)
+
+
+# ------------------------------------------------------------------------------ section 2: learned placers
+def make_learned(name: str, budget: int, checkpoint: str | None) -> Any:
+    """A learned placer as the report runs it (``policy``: greedy plus 16 samples; the rest: ``budget``)."""
+    from gnplace.placers.registry import make_placer
+
+    if name == "policy":
+        return make_placer("policy", samples=16)
+    if name == "placeto_zs":  # a budget below one episode: one greedy episode, no training (zero-shot)
+        return make_placer("placeto", budget=1, checkpoint=checkpoint, progress=False)
+    options: dict[str, Any] = {"budget": budget, "progress": False}
+    return make_placer(name, **options)
+
+
+def learned_row(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one learned placer on one graph and cluster; its step ratios, evaluations and learning curve."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.sim.simulator import Simulator
+
+    torch.set_num_threads(1)
+    graph, cluster = load_graph(task["graph"]), load_cluster(task["cluster"])
+    auto, bound = _references(task["graph"], task["cluster"])
+    placer = make_learned(task["placer"], task["budget"], task.get("checkpoint"))
+    start = time.perf_counter()
+    placement = placer.place(graph, cluster, seed=task["seed"])
+    seconds = time.perf_counter() - start
+    result = Simulator().time(graph, cluster, placement)
+    history = getattr(placer, "last_history", None) or [(getattr(placer, "last_evaluations", 1), result.step_time)]
+    return {
+        **task, "name": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
+        "step_s": result.step_time, "auto_s": auto, "bound_s": bound, "vs_auto": result.step_time / auto,
+        "vs_bound": result.step_time / bound, "oom": bool(result.is_oom), "seconds": seconds,
+        "evaluations": int(getattr(placer, "last_evaluations", 0) or 0),
+        "updates": getattr(placer, "last_updates", None),
+        "episodes": getattr(placer, "last_episodes", None),
+        "history": [[int(e), float(s) / auto] for e, s in history],
+    }
+
+
+def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out: Path) -> str:
+    """Placeto pretrained on the family's train graphs (cached in ``out``); the checkpoint's path."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.rl.placeto import pretrain_placeto, save_placeto
+
+    path = out / f"placeto_{family}_{cluster_name}_{config.placeto_episodes}.pt"
+    if not path.exists():
+        torch.set_num_threads(1)
+        graphs = [load_graph(p) for p in train_graphs(family, config.placeto_train_graphs)]
+        start = time.perf_counter()
+        model = pretrain_placeto(graphs, load_cluster(cluster_name), episodes=config.placeto_episodes, seed=0)
+        save_placeto(model, path)
+        print(f"[report] placeto pretrained on {family} ({len(graphs)} graphs, {config.placeto_episodes} episodes) "
+              f"in {time.perf_counter() - start:.0f} s", flush=True)
+    return str(path)
+
+
+def first_reaching(history: list[list[float]], target: float) -> int | None:
+    """Evaluations after which a learning curve first reached ``target`` (None: never)."""
+    for evaluations, value in history:
+        if value <= target * (1 + 1e-9):
+            return int(evaluations)
+    return None
+
+
+# ------------------------------------------------------------------------------------ section 4: exact
+def exact_row(task: dict[str, Any]) -> dict[str, Any]:
+    """The exact placement of one small graph against auto and gnplace zero-shot."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.coarsen import coarsen
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.registry import make_placer
+    from gnplace.sim.simulator import Simulator
+
+    torch.set_num_threads(1)
+    cluster, sim = load_cluster(task["cluster"]), Simulator()
+    graph = load_graph(task["graph"])
+    if task["groups"]:
+        graph = coarsen(graph, task["groups"], cluster).graph
+    exact = make_placer("exact", time_limit=task["time_limit"], timer=sim)
+    exact_s = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
+    row = {**task, "name": graph.name, "groups_placed": graph.num_groups, "status": exact.last_status,
+           "exact_ms": exact_s * 1e3}
+    for name in ("auto", "policy"):
+        placer = make_placer(name, timer=sim, **({"samples": 16} if name == "policy" else {}))
+        row[name] = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time / exact_s
+    return row
+
+
+# ------------------------------------------------------------------------------------ section 5: scale
+def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]]:
+    """Seconds to place ENAS cifar10 graphs of growing size (one core)."""
+    import torch
+    from bench import large_graph  # type: ignore[import-not-found]
+
+    from gnplace.cluster import load_cluster
+    from gnplace.placers.registry import make_placer
+
+    torch.set_num_threads(1)
+    cluster = load_cluster("k80x4")
+    rows = []
+    for ops in config.scale_ops:
+        graph = None
+        for name in config.scale_placers:
+            key = f"scale|{ops}|{name}|{config.scale_budget}"
+            if key not in store.rows:
+                if name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # no coarsening: minutes at 100k
+                    continue
+                graph = graph or large_graph(ops, cache)
+                options: dict[str, Any] = {}
+                if name in SEEDS or name in ("ppo", "finetune"):
+                    options = {"budget": config.scale_budget}
+                placer = make_placer(name, **options)
+                start = time.perf_counter()
+                placer.place(graph, cluster, seed=0)
+                store.add({"key": key, "ops": graph.num_ops, "placer": name, "seconds": time.perf_counter() - start,
+                           "budget": options.get("budget")})
+                print(f"[report] scale {graph.num_ops} ops {name}: {store.rows[key]['seconds']:.1f} s", flush=True)
+            rows.append(store.rows[key])
+    return rows
+
+
+# -------------------------------------------------------------------------------------------- figures
+def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
+    """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = sorted({r["family"] for r in rows})
+    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6), squeeze=False)
+    for ax, family in zip(axes[0], families):
+        part = [r for r in rows if r["family"] == family and r["cluster"] == cluster]
+        graph = sorted({r["name"] for r in part})[0]
+        for r in sorted(part, key=lambda r: r["placer"]):
+            if r["name"] != graph:
+                continue
+            h = np.array(r["history"], dtype=float)
+            if len(h) == 1:
+                ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3)
+            else:
+                ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"])
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("symlog", linthresh=10)
+        ax.set_title(f"{graph} on {cluster}")
+        ax.set_xlabel("simulator evaluations")
+        ax.set_ylabel("best step / auto's")
+    axes[0][-1].legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]) -> None:
+    """Geometric mean of step over auto's per placer and family (bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    families = sorted({r["family"] for r in rows})
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    width = 0.8 / max(len(families), 1)
+    for i, family in enumerate(families):
+        values = [geomean(r["vs_auto"] for r in rows if r["family"] == family and r["placer"] == p and not r["oom"])
+                  for p in placers]
+        ax.bar(np.arange(len(placers)) + i * width, values, width, label=family)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(np.arange(len(placers)) + width * (len(families) - 1) / 2, placers, rotation=20)
+    ax.set_ylabel("step / auto's (geometric mean)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
+    """Seconds to place against ops, log-log, one line per placer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for name in sorted({r["placer"] for r in rows}):
+        part = sorted((r["ops"], r["seconds"]) for r in rows if r["placer"] == name)
+        budget = next((r["budget"] for r in rows if r["placer"] == name and r.get("budget")), None)
+        ax.plot(*zip(*part), marker="o", label=name + (f" (budget {budget})" if budget else ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ops in the training graph")
+    ax.set_ylabel("seconds to place (one core)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------- report
+def learned_table(rows: list[dict[str, Any]], placers: list[str]) -> list[str]:
+    """Markdown lines: per family and cluster, each learned placer's geometric means and totals."""
+    lines = ["| family | cluster | placer | graphs | step / auto | step / bound | evaluations (mean) | updates (mean) "
+             "| seconds (mean) | OOM |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for family in sorted({r["family"] for r in rows}):
+        for cluster in sorted({r["cluster"] for r in rows}):
+            for placer in placers:
+                part = [r for r in rows if r["family"] == family and r["cluster"] == cluster and r["placer"] == placer]
+                if not part:
+                    continue
+                ok = [r for r in part if not r["oom"]]
+                lines.append(
+                    f"| {family} | {cluster} | {placer} | {len(part)} | {fmt(geomean(r['vs_auto'] for r in ok))} "
+                    f"| {fmt(geomean(r['vs_bound'] for r in ok))} | {np.mean([r['evaluations'] for r in part]):.0f} "
+                    f"| {_mean_or_dash([r['updates'] for r in part])} | {np.mean([r['seconds'] for r in part]):.1f} "
+                    f"| {sum(r['oom'] for r in part)} |")
+    return lines
+
+
+def _mean_or_dash(values: list[Any]) -> str:
+    kept = [v for v in values if v is not None]
+    return f"{np.mean(kept):.0f}" if kept else "-"
+
+
+def claims(rows: list[dict[str, Any]]) -> list[str]:
+    """The seeds' claims measured on the learned runs (Markdown lines)."""
+    by = {(r["graph"], r["cluster"], r["placer"]): r for r in rows}
+    pairs = sorted({(r["graph"], r["cluster"]) for r in rows})
+
+    def ratio(a: str, b: str) -> tuple[float, int]:
+        values = [by[(g, c, a)]["step_s"] / by[(g, c, b)]["step_s"] for g, c in pairs
+                  if (g, c, a) in by and (g, c, b) in by and not by[(g, c, a)]["oom"] and not by[(g, c, b)]["oom"]]
+        return geomean(values), len(values)
+
+    def reach(a: str, b: str) -> list[str]:
+        """How many evaluations and updates ``a`` needed to reach ``b``'s final quality, per pair."""
+        out = []
+        for g, c in pairs:
+            if (g, c, a) not in by or (g, c, b) not in by:
+                continue
+            ra, rb = by[(g, c, a)], by[(g, c, b)]
+            target = rb["history"][-1][1]
+            ea, eb = first_reaching(ra["history"], target), first_reaching(rb["history"], target)
+            updates = ""
+            if ea is not None and ra["evaluations"] and ra["updates"] is not None and rb["updates"] is not None:
+                ua = ra["updates"] * ea / ra["evaluations"]
+                ub = rb["updates"] * (eb or rb["evaluations"]) / max(rb["evaluations"], 1)
+                updates = f", about {ua:.0f} updates against {ub:.0f}"
+            out.append(f"{ra['name']}@{c}: {ea if ea is not None else 'never'} evaluations against {eb}{updates}")
+        return out
+
+    lines = []
+    r, n = ratio("spotlight", "rnn_pg")
+    lines += [f"- **Spotlight (PPO) against the policy gradient (rnn_pg).** Published: Spotlight's placements train "
+              f"in 60.9% of the policy gradient's time. Measured: Spotlight's step time is {fmt(r * 100, 1)}% of "
+              f"rnn_pg's (geometric mean over {n} graph-cluster pairs, equal budgets). "
+              + ("The direction holds." if r < 1 else "The direction does not hold at this budget.")]
+    r, n = ratio("post", "spotlight")
+    lines += [f"- **Post against Spotlight.** Published: up to 63.7% shorter training times than the prior methods "
+              f"for the same learning time. Measured: Post's step time is {fmt(r * 100, 1)}% of Spotlight's "
+              f"({n} pairs, equal budgets). " + ("The direction holds." if r < 1 else "The direction does not hold.")]
+    lines += ["- **Placeto's training steps against the RNN's.** Published: up to 6.1x fewer training steps to "
+              "placements on par with the RNN method's. Measured: evaluations (and policy updates) Placeto needed to "
+              "first reach rnn_pg's final step time, against rnn_pg's own: "
+              + "; ".join(reach("placeto", "rnn_pg")) + "."]
+    r, n = ratio("placeto", "rnn_pg")
+    lines += [f"  Placeto's final step time is {fmt(r * 100, 1)}% of rnn_pg's ({n} pairs)."]
+    r_zs, n = ratio("placeto_zs", "placeto")
+    r_zs_auto = geomean(by[(g, c, "placeto_zs")]["vs_auto"] for g, c in pairs if (g, c, "placeto_zs") in by)
+    lines += [f"- **Placeto zero-shot within a family.** Published: pretrained Placeto places unseen graphs of its "
+              f"family without retraining. Measured: pretrained on each family's train graphs, its zero-shot "
+              f"placement of the test graphs is {fmt(r_zs_auto)}x auto's step time and {fmt(r_zs * 100, 1)}% of "
+              f"Placeto trained on the graph itself for the full budget ({n} pairs)."]
+    return lines
+
+
+def machine() -> str:
+    """One line: the machine, Python and torch."""
+    import torch
+
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()} "
+            f"{platform.release()}; Python {platform.python_version()}, torch {torch.__version__}")
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Run every section (resuming from ``--out``), then write the report and its figures."""
+    config = QUICK if args.quick else FULL
+    out, figures, doc = Path(args.out), Path(args.figures), Path(args.doc)
+    out.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    command = "python scripts/bench.py report" + (" --quick" if args.quick else "")
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+    # 1. every placer on the test splits (and real models) on the presets
+    from gnplace.evaluate import Task, evaluate, summarise
+
+    paths = [p for f in config.families for p in test_graphs(f, config.table_per_family)]
+    if config.real:
+        paths += sorted(str(p) for p in (ROOT / "datasets" / "real").glob("*.gnpg"))
+    tasks = [Task.with_options(p, c, name, {"samples": 16} if name == "policy" else None)
+             for p in paths for c in config.table_clusters for name in config.table_placers]
+    print(f"[report] section 1: {len(tasks)} placements", flush=True)
+    table_rows = evaluate(tasks, out / "table", jobs=args.jobs)
+    summary = summarise([r for r in table_rows if r.key])
+
+    # 2. learned placers with one budget
+    store = Store(out / "learned.jsonl")
+    rl_graphs = [p for f in config.families for p in test_graphs(f, config.rl_per_family)]
+    learned_tasks = [
+        {"key": f"{Path(p).stem}|{c}|{name}|{config.rl_budget}", "graph": p, "cluster": c, "placer": name,
+         "budget": config.rl_budget, "seed": 0}
+        for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
+    for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
+        ckpt = pretrain_placeto_family(family, config, config.rl_clusters[0], out)
+        learned_tasks += [
+            {"key": f"{Path(p).stem}|{config.rl_clusters[0]}|placeto_zs|{config.placeto_episodes}", "graph": p,
+             "cluster": config.rl_clusters[0], "placer": "placeto_zs", "budget": config.rl_budget, "seed": 0,
+             "checkpoint": ckpt}
+            for p in test_graphs(family, config.rl_per_family)]
+    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2")
+    placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
+    plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
+                config.rl_clusters[0])
+    plot_learned_bars(learned, figures / "report_learned.png", placers)
+
+    # 4. the proved optimum
+    exact_store = Store(out / "exact.jsonl")
+    exact_paths = [str(p) for p in sorted((ROOT / "datasets" / "examples").glob("*.gnpg"))] if config.exact_examples \
+        else []
+    exact_graphs = [(p, 0) for p in exact_paths] + [
+        (p, 12) for f in ("cifar10", "ptb", "nmt") for p in test_graphs(f, config.exact_per_family)]
+    exact_tasks = [{"key": f"{Path(p).stem}@{g}|{c}|{config.exact_time_limit}", "graph": p, "groups": g,
+                    "cluster": c, "time_limit": config.exact_time_limit}
+                   for c in config.exact_clusters for p, g in exact_graphs]
+    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4")
+
+    # 5. time to place against size
+    scale = scale_rows(config, Path("out/bench"), Store(out / "scale.jsonl"))  # graphs shared with `bench.py scale`
+    plot_scale(scale, figures / "report_scale.png")
+
+    minutes = (time.perf_counter() - started) / 60
+    rel = os.path.relpath(figures, doc.parent)
+    lines = [
+        "# gnplace benchmark report" + (" (quick)" if args.quick else ""),
+        "",
+        f"Produced by `{command}` on {date.today().isoformat()}, on {machine()}; this run took {minutes:.1f} "
+        f"minutes (sections already saved under `{args.out}` are reused, so a resumed run is shorter). All step "
+        "times are simulated (`gnplace.sim.Simulator`, default mode); ratios are geometric means, lower is better.",
+        "",
+        "## 1. Every placer on the test splits" + (" and the real models" if config.real else ""),
+        "",
+        f"`{command}` (section 1; rows in `{args.out}/table/results.csv`). 'step / best non-learned' is against the "
+        "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
+        "checkpoint, greedy plus 16 sampled placements, best by the simulator).",
+        "",
+        "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in summary:
+        lines.append(f"| {s['family']} | {s['cluster']} | {s['placer']} | {s['graphs']} | {fmt(s['vs_best'])} "
+                     f"| {fmt(s['vs_bound'])} | {s['best_count']} | {s['oom']} | {fmt(s['place_s'])} |")
+    lines += [
+        "",
+        f"## 2. Learned placers, {config.rl_budget} simulator evaluations each",
+        "",
+        f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
+        f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (17 evaluations); "
+        "`finetune`: PPO from the shipped checkpoint; `ppo`: gnplace's PPO from a fresh policy (both start from "
+        "`auto`'s placement, which they imitate, so they never return worse than it); the seeds' methods start "
+        "from a uniformly random policy, as in their papers. `placeto_zs`: Placeto pretrained on the family's "
+        f"first {config.placeto_train_graphs} train graphs ({config.placeto_episodes} episodes, on "
+        f"{config.rl_clusters[0]}), one greedy episode on the test graph. Evaluations count every placement the "
+        "simulator timed (Placeto times one per MDP step); updates count policy-gradient steps on a batch.",
+        "",
+        *learned_table(learned, placers),
+        "",
+        "![step over auto per learned placer](" + f"{rel}/report_learned.png)",
+        "",
+        f"`{command}` (section 2): learning curves, best step time over `auto`'s against evaluations, "
+        f"first graph of each family on {config.rl_clusters[0]} (a star: a placer that made one placement).",
+        "",
+        f"![learning curves]({rel}/report_curves.png)",
+        "",
+        "## 3. The seeds' claims, measured",
+        "",
+        f"`{command}` (from the runs of section 2).",
+        "",
+        *claims(learned),
+        "",
+        "## 4. Against the proved optimum",
+        "",
+        f"`{command}` (section 4; rows in `{args.out}/exact.jsonl`): the small graphs of `docs/exact_gap.md` "
+        f"(test graphs coarsened to 12 groups, and the example graphs), CP-SAT with a limit of "
+        f"{config.exact_time_limit:g}. Each cell is the step time over the exact placement's.",
+        "",
+        "| graph | cluster | groups | exact status | exact ms | auto | gnplace zero-shot |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in exact:
+        lines.append(f"| {r['name']} | {r['cluster']} | {r['groups_placed']} | {r['status']} | {fmt(r['exact_ms'])} "
+                     f"| {fmt(r['auto'])} | {fmt(r['policy'])} |")
+    lines += ["", f"Geometric mean over {len(exact)} cases: auto {fmt(geomean(r['auto'] for r in exact))}, "
+              f"gnplace zero-shot {fmt(geomean(r['policy'] for r in exact))} (target: within 1.05).", "",
+              "## 5. Time to place against graph size", "",
+              f"`{command}` (section 5; rows in `{args.out}/scale.jsonl`): ENAS cifar10 training graphs with more "
+              f"cells stacked, on k80x4, one core; the learned search placers with a budget of {config.scale_budget} "
+              f"evaluations; `auto` and `m_etf` (which place every op, no coarsening) up to {config.scale_auto_up_to:,} ops.", "",
+              "| ops | " + " | ".join(config.scale_placers) + " |",
+              "| --- | " + " | ".join("---" for _ in config.scale_placers) + " |"]
+    for ops in sorted({r["ops"] for r in scale}):
+        cells = [fmt(next((r["seconds"] for r in scale if r["ops"] == ops and r["placer"] == p), None), 2)
+                 for p in config.scale_placers]
+        lines.append(f"| {ops:,} | " + " | ".join(cells) + " |")
+    lines += ["", f"![time to place]({rel}/report_scale.png)", ""]
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text("\n".join(lines))
+    print(f"[report] wrote {doc} and {figures}/report_*.png in {minutes:.1f} min", flush=True)
+    return doc
+
+
+def add_parser(sub: Any) -> None:
+    """The ``report`` subcommand's options."""
+    report = sub.add_parser("report", help="every placer side by side: docs/RESULTS.md and docs/figures/report_*.png")
+    report.add_argument("--quick", action="store_true", help="a small version of every section (under 5 minutes)")
+    report.add_argument("--out", default="out/report", help="where runs are saved (a rerun resumes)")
+    report.add_argument("--doc", default="docs/RESULTS.md")
+    report.add_argument("--figures", default="docs/figures")
+    report.add_argument("--jobs", type=int, default=2)

@@ -1,0 +1,66 @@
+"""What the seeds' recurrent placers share: the sequence problem, the reward and the budget loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.rl.comparator import FAIL_FACTOR, SequenceProblem, sqrt_reward
+from gnplace.rl.rnn_pg import RnnPGPlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, mlp_training_graph, toy_cluster
+
+
+def test_sqrt_reward_charges_a_fixed_time_to_failures():
+    r = sqrt_reward(np.array([0.5, 2.0, 0.1]), np.array([False, False, True]), 2.0)
+    assert r.tolist() == pytest.approx([-0.5, -1.0, -np.sqrt(FAIL_FACTOR)])
+
+
+def test_problem_maps_sequence_actions_to_every_op_and_counts_evaluations():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=1000, seed=0)
+    actions = np.zeros((2, problem.units), dtype=np.int64)
+    actions[1, 0] = 1
+    devices = problem.devices(actions)
+    assert devices.shape == (2, g.num_ops) and devices[0].sum() == 0
+    for group in np.unique(g.group):  # ops of one group share a device
+        assert len(set(devices[1][g.group == group].tolist())) == 1
+    assert devices[1].sum() > 0
+    result, rewards = problem.score(actions)
+    assert problem.remaining == 8 and problem.history == [(2, problem.best_step)] and rewards.shape == (2,)
+    assert problem.best_step == pytest.approx(result.step_time[~result.oom].min())
+
+
+def test_single_device_and_empty_graphs_are_trivial():
+    placer = RnnPGPlacer(budget=16, samples=4, hidden=8, layers=1)
+    assert placer.place(chain_graph(3), toy_cluster(1), seed=0).devices.tolist() == [0, 0, 0]
+    assert placer.last_evaluations == 0
+    assert placer.place(chain_graph(0), toy_cluster(2), seed=0).devices.tolist() == []
+
+
+def test_a_budget_below_one_batch_buys_random_placements():
+    placer = RnnPGPlacer(budget=5, samples=8, hidden=8, layers=1)
+    p = placer.place(mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2"), seed=0)
+    assert placer.last_evaluations == 5 and placer.last_updates == 0 and p.devices.shape == (14,)
+
+
+@pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(samples=1), dict(hidden=7), dict(lr=0.0),
+                                 dict(max_nodes=0), dict(layers=True)])
+def test_bad_arguments_are_one_line_errors(bad):
+    with pytest.raises(InvalidArgument) as err:
+        RnnPGPlacer(**bad)
+    assert "\n" not in str(err.value)
+
+
+def test_an_overflowing_best_is_repaired_outside_the_budget(heavy_groups, small_gpus):
+    g, c = heavy_groups([0.6, 0.6, 0.6]), small_gpus(3, memory=1 * 2**30)  # fits only one group per device
+    placer = RnnPGPlacer(budget=1, samples=2, hidden=8, layers=1)
+    repaired = 0
+    for seed in range(8):  # one random placement each: most overflow
+        p = placer.place(g, c, seed=seed)
+        assert placer.last_evaluations == 1
+        assert not Simulator().time(g, c, p).is_oom and sorted(p.devices.tolist()) == [0, 1, 2]
+        repaired += placer.last_repair_evaluations > 0
+    assert repaired >= 1

@@ -1,0 +1,232 @@
+"""``placeto``: progressive placement trained by REINFORCE, family pretraining, zero-shot placement, checkpoints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.graph import OpGraph
+from gnplace.placers import PLACERS
+from gnplace.policy.features import build_policy_input
+from gnplace.rl.placeto import (
+    PlacetoPlacer,
+    estimate_starts,
+    load_placeto,
+    prepare_problem,
+    pretrain_placeto,
+    save_placeto,
+)
+from gnplace.sim.costmodel import DEFAULT_COSTS
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph, toy_cluster
+
+SMALL = dict(hidden=16, rounds=4)
+
+
+def grouped_layers(num_ops: int = 60, seed: int = 2) -> OpGraph:
+    """A layered DAG in groups of three ops: 20 decisions where placement matters."""
+    return layered_graph(num_ops, seed=seed).replace(group=np.arange(num_ops) // 3)
+
+
+def random_steps(graph: OpGraph, cluster, count: int = 300) -> np.ndarray:
+    """Step seconds of ``count`` uniformly random group placements of ``graph``."""
+    inp = build_policy_input(graph, cluster, max_nodes=128)
+    rng = np.random.default_rng(123)
+    groups = rng.integers(cluster.num_devices, size=(count, inp.num_groups))
+    return Simulator().time_batch(graph, cluster, inp.expand(groups)).step_time
+
+
+@pytest.fixture(scope="module")
+def family():
+    """Two small training graphs, a third to place zero-shot, and a two-GPU cluster."""
+    train = [mlp_training_graph(layers=3, width=256, batch=32), grouped_layers(30, seed=1)]
+    return train, grouped_layers(36, seed=5), load_cluster("k80x2")
+
+
+@pytest.fixture(scope="module")
+def pretrained(family):
+    train, _, cluster = family
+    return pretrain_placeto(train, cluster, episodes=8, seed=3, batch=4, **SMALL)
+
+
+def test_beats_random_placements_and_keeps_its_promises(counting_simulator):
+    g, c = grouped_layers(), load_cluster("k80x4")
+    random = random_steps(g, c)
+    assert random.mean() > 1.2 * random.min()  # placement matters here
+    placer = PlacetoPlacer(budget=300, timer=counting_simulator)
+    placement = placer.place(g, c, seed=0)
+    step = Simulator().time(g, c, placement).step_time
+    assert step < np.median(random) and step < random.mean()
+    assert not placement.splits_groups(g)
+    # the budget, the counters and the learning curve
+    assert placer.last_evaluations == counting_simulator.evaluations <= 300
+    # training episodes cost 1 + G evaluations each (the last update may have fewer than 4), the greedy one 1
+    assert placer.last_updates >= 3
+    assert placer.last_evaluations == (placer.last_episodes - 1) * (1 + g.num_groups) + 1
+    evals = [e for e, _ in placer.last_history]
+    steps = [s for _, s in placer.last_history]
+    assert evals == sorted(set(evals)) and evals[-1] == placer.last_evaluations
+    assert steps == sorted(steps, reverse=True)
+    assert placer.last_step == pytest.approx(steps[-1]) == pytest.approx(step)
+
+
+def test_same_seed_same_placement():
+    g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
+    runs = [PlacetoPlacer(budget=120, **SMALL).place(g, c, seed=s).devices for s in (5, 5, 6)]
+    assert np.array_equal(runs[0], runs[1])
+    placer = PlacetoPlacer(budget=120, **SMALL)
+    first = placer.place(g, c, seed=np.random.default_rng(9))
+    assert np.array_equal(placer.place(g, c, seed=np.random.default_rng(9)).devices, first.devices)
+
+
+def test_budgets_below_one_episode_buy_random_placements(counting_simulator):
+    g, c = grouped_layers(), load_cluster("k80x4")
+    for budget in (1, 7):
+        placer = PlacetoPlacer(budget=budget, timer=counting_simulator)
+        placement = placer.place(g, c, seed=0)
+        placement.check(g)
+        assert placer.last_evaluations == budget and placer.last_updates == 0
+    assert counting_simulator.evaluations == 8
+
+
+def test_more_passes_cost_longer_episodes():
+    g, c = chain_graph(6), toy_cluster(2)
+    placer = PlacetoPlacer(budget=200, passes=2, **SMALL)
+    placer.place(g, c, seed=0)
+    # 6 groups, 2 sweeps: an episode is 1 + 12 evaluations; updates of 4 episodes, one greedy episode at the end
+    assert placer.last_evaluations <= 200 and placer.last_updates >= 3
+
+
+def test_edge_cases_and_bad_options(counting_simulator):
+    c = load_cluster("k80x2")
+    assert PlacetoPlacer().place(OpGraph([], []), c).devices.tolist() == []
+    placer = PlacetoPlacer(timer=counting_simulator)
+    assert placer.place(chain_graph(4), toy_cluster(1), seed=0).devices.tolist() == [0, 0, 0, 0]
+    assert counting_simulator.evaluations == 0 and placer.last_evaluations == 0
+    assert PlacetoPlacer(budget=30).place(chain_graph(1), toy_cluster(3), seed=0).devices.shape == (1,)
+    bad = (dict(budget=0), dict(budget=2.5), dict(budget=True), dict(episodes=0), dict(hidden=0), dict(rounds=0),
+           dict(lr=0.0), dict(lr_end=-1.0), dict(entropy=-0.1), dict(clip=0.0), dict(max_nodes=0),
+           dict(oom_penalty=float("nan")), dict(passes=0))
+    for options in bad:
+        with pytest.raises(InvalidArgument) as err:
+            PlacetoPlacer(**options)
+        assert "\n" not in str(err.value)
+
+
+def test_out_of_memory_placements_are_repaired(heavy_groups, small_gpus):
+    g, c = heavy_groups([0.6, 0.6, 0.6, 0.6]), small_gpus(2, memory=1.3 * 2**30)  # two groups per GPU fit
+    repaired = 0
+    for seed in range(4):
+        placer = PlacetoPlacer(budget=1)  # one random placement: often three groups on one GPU
+        result = Simulator().time(g, c, placer.place(g, c, seed=seed))
+        assert not result.is_oom and placer.last_step == pytest.approx(result.step_time)
+        assert placer.last_evaluations == 1  # the repair's evaluations are outside the budget
+        repaired += placer.last_repair_evaluations > 0
+    assert repaired >= 1
+
+
+def test_list_schedule_start_times():
+    g, c = chain_graph(3), load_cluster("k80x2")
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    order = problem.inp.order
+    cost = problem.op_time[order]
+    same = estimate_starts(problem, np.zeros((1, 3), dtype=np.int64))[0, order]
+    assert same.tolist() == pytest.approx([0.0, cost[0, 0], cost[0, 0] + cost[1, 0]])
+    split = np.zeros((1, 3), dtype=np.int64)
+    split[0, order[1]] = 1  # the middle op on the other GPU: its input crosses the link first
+    starts = estimate_starts(problem, split)[0, order]
+    delay = c.transfer_time(0, 1, float(g.edge_bytes[0]))
+    assert starts[1] == pytest.approx(cost[0, 0] + delay)
+    assert starts[2] == pytest.approx(starts[1] + cost[1, 1] + delay)
+
+
+def test_decisions_visit_groups_in_priority_order_with_masks_outside_the_group():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    problem = prepare_problem(g, c, cost_model=DEFAULT_COSTS)
+    group = problem.node_group
+    position = np.empty(problem.num_nodes, dtype=np.int64)
+    position[problem.inp.order] = np.arange(problem.num_nodes)
+    firsts = [position[group == k].min() for k in problem.visit]
+    assert sorted(problem.visit.tolist()) == list(range(problem.num_groups)) and firsts == sorted(firsts)
+    members = problem.members.numpy()
+    assert members.sum(axis=0).tolist() == [1] * problem.num_nodes  # every node in exactly one group
+    for mask in (problem.parents, problem.children, problem.parallel):
+        assert not (mask.numpy() & members).any()
+
+
+def test_pretraining_zero_shot_and_checkpoint_round_trip(family, pretrained, tmp_path, counting_simulator):
+    train, test_graph, cluster = family
+    assert pretrained.num_devices == 2 and pretrained.meta["episodes"] == 8 and pretrained.meta["updates"] == 2
+    again = pretrain_placeto(train, cluster, episodes=8, seed=3, batch=4, **SMALL)
+    for name, tensor in pretrained.network.state_dict().items():
+        assert torch.equal(tensor, again.network.state_dict()[name]), f"{name}: same seed, same weights"
+    first = save_placeto(pretrained, tmp_path / "a.pt")
+    loaded = load_placeto(first)
+    assert loaded.meta["graphs"] == [g.name for g in train] and loaded.network.config == pretrained.network.config
+    second = save_placeto(loaded, tmp_path / "b.pt")
+    # zero-shot: one greedy episode from a random start, one evaluation
+    zero = PlacetoPlacer(budget=1, checkpoint=str(first), timer=counting_simulator)
+    placed = zero.place(test_graph, cluster, seed=0)
+    placed.check(test_graph)
+    assert zero.last_evaluations == counting_simulator.evaluations == 1 and zero.last_episodes == 1
+    assert zero.last_updates == 0
+    twin = PlacetoPlacer(budget=1, checkpoint=str(second)).place(test_graph, cluster, seed=0)
+    assert np.array_equal(placed.devices, twin.devices)
+    # fine-tuning from the checkpoint with a budget of a few episodes
+    tuned = PlacetoPlacer(budget=150, checkpoint=str(first))
+    tuned.place(test_graph, cluster, seed=0)
+    assert tuned.last_updates >= 1 and tuned.last_evaluations <= 150
+    assert tuned.hyper.hidden == SMALL["hidden"]  # the checkpoint's shape wins
+
+
+def test_a_checkpoint_places_only_on_its_number_of_devices(pretrained, tmp_path):
+    path = save_placeto(pretrained, tmp_path / "two.pt")
+    with pytest.raises(InvalidArgument, match="trained for 2 devices") as err:
+        PlacetoPlacer(budget=1, checkpoint=str(path)).place(chain_graph(4), load_cluster("k80x4"), seed=0)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_checkpoint_files_are_one_line_errors(pretrained, tmp_path):
+    good = save_placeto(pretrained, tmp_path / "good.pt")
+    raw = good.read_bytes()
+    (tmp_path / "truncated.pt").write_bytes(raw[: len(raw) // 2])
+    (tmp_path / "garbage.pt").write_bytes(b"not a checkpoint at all" * 10)
+    torch.save({"format": "gnplace-policy", "version": 1}, tmp_path / "foreign.pt")
+    torch.save({"format": "gnplace-placeto", "version": 99}, tmp_path / "future.pt")
+    torch.save({"format": "gnplace-placeto", "version": 1, "config": {"num_devices": 2, "hidden": 16, "rounds": 4,
+                "features": ["other"]}, "state_dict": {}}, tmp_path / "features.pt")
+    torch.save({"format": "gnplace-placeto", "version": 1, "config": {"num_devices": 3, "hidden": 16, "rounds": 4,
+                "features": ["run_time", "out_bytes", "device_0", "device_1", "device_2", "visited", "current",
+                             "start"]}, "state_dict": pretrained.network.state_dict()}, tmp_path / "shape.pt")
+    for name in ("missing", "truncated", "garbage", "foreign", "future", "features", "shape"):
+        with pytest.raises(InvalidCheckpoint) as err:
+            load_placeto(tmp_path / f"{name}.pt")
+        assert "\n" not in str(err.value), name
+    with pytest.raises(InvalidCheckpoint):
+        PlacetoPlacer(checkpoint=str(tmp_path / "garbage.pt"))
+
+
+def test_pretraining_refuses_bad_input(family):
+    train, _, cluster = family
+    for args, options in (((train, toy_cluster(1)), {}), (([], cluster), {}), (([OpGraph([], [])], cluster), {}),
+                          ((train, cluster), {"batch": 0}), ((train, cluster), {"gamma": 2.0}),
+                          ((train, cluster), {"unknown": 1})):
+        with pytest.raises(InvalidArgument):
+            pretrain_placeto(*args, episodes=4, **options)
+    with pytest.raises(InvalidArgument):
+        pretrain_placeto(train, cluster, episodes=0)
+
+
+def test_progress_bar_on_request(capsys):
+    PlacetoPlacer(budget=40, progress=True, **SMALL).place(chain_graph(4), toy_cluster(2), seed=0)
+    assert "placeto" in capsys.readouterr().err
+
+
+@pytest.mark.skipif("placeto" not in PLACERS, reason="the registry entry is added separately")
+def test_registered_as_a_learned_placer():
+    info = PLACERS.info("placeto")
+    assert PLACERS["placeto"] is PlacetoPlacer and info.learned
+    assert info.accepts == frozenset({"timer", "budget", "checkpoint"})

@@ -1,0 +1,63 @@
+"""``scripts/bench.py report``: the benchmark report, its quick mode end to end, and its helpers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _report_module():
+    spec = importlib.util.spec_from_file_location("gnplace_report_script", ROOT / "scripts" / "report.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_geomean_and_first_reaching():
+    report = _report_module()
+    assert report.geomean([1.0, 4.0, float("nan"), None]) == pytest.approx(2.0)
+    assert report.first_reaching([[1, 1.2], [17, 1.0], [33, 0.9]], 1.0) == 17
+    assert report.first_reaching([[1, 1.2]], 1.0) is None
+
+
+def test_store_resumes_and_skips_a_line_cut_short(tmp_path):
+    report = _report_module()
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"key": "a", "v": 1}) + "\n" + '{"key": "b", "v"')
+    store = report.Store(path)
+    assert set(store.rows) == {"a"}
+    ran = []
+    rows = store.run([{"key": "a"}, {"key": "b"}], lambda t: ran.append(t["key"]) or {**t, "v": 2}, 1, "test")
+    assert ran == ["b"] and [r["v"] for r in rows] == [1, 2]
+    assert set(report.Store(path).rows) == {"a", "b"}
+
+
+def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
+    doc, figures, out = tmp_path / "RESULTS.md", tmp_path / "figures", tmp_path / "out"
+    command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "report", "--quick", "--out", str(out),
+               "--doc", str(doc), "--figures", str(figures), "--jobs", "2"]
+    first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    text = doc.read_text()
+    for heading in ("## 1. Every placer", "## 2. Learned placers", "## 3. The seeds' claims",
+                    "## 4. Against the proved optimum", "## 5. Time to place"):
+        assert heading in text
+    assert "python scripts/bench.py report --quick" in text and "cores" in text  # the command, the machine
+    for placer in ("rnn_pg", "hierarchical", "spotlight", "post", "placeto", "placeto_zs", "policy", "finetune"):
+        assert f"| {placer} |" in text
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(images) == 3 and all((doc.parent / image).is_file() for image in images)
+    # a rerun finds every run saved and places nothing again
+    second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert re.search(r"section 2: \d+ saved, 0 to run", second.stdout)
+    assert re.search(r"section 4: \d+ saved, 0 to run", second.stdout)
