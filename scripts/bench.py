@@ -15,7 +15,7 @@ Usage::
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
-    python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2]
+    python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
 
 ``report``: every placer side by side, the seeds' learned placers included, written to
 ``docs/RESULTS.md`` and ``docs/figures/report_*.png`` (``scripts/report.py`` says what each section holds).
