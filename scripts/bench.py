@@ -84,6 +84,7 @@ from typing import Any
 
 import numba
 import numpy as np
+import report
 
 from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
@@ -488,14 +489,6 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _first_reaching(history: list[list[float]], target: float) -> int | None:
-    """Evaluations after which a search's best step time first reached ``target`` seconds (``None``: never)."""
-    for evaluations, step in history:
-        if step <= target * (1 + 1e-9):
-            return int(evaluations)
-    return None
-
-
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
     import torch
 
@@ -516,8 +509,8 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, 
         row[f"{name}_final"] = placer.last_step / reference
         row[f"{name}_history"] = [[e, t / reference] for e, t in placer.last_history]
     target = row["scratch_final"]
-    row["scratch_evals_to_final"] = _first_reaching(row["scratch_history"], target)
-    row["finetune_evals_to_scratch_final"] = _first_reaching(row["finetune_history"], target)
+    row["scratch_evals_to_final"] = report.first_reaching(row["scratch_history"], target)
+    row["finetune_evals_to_scratch_final"] = report.first_reaching(row["finetune_history"], target)
     return row
 
 
@@ -577,7 +570,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"graphs": {}}
+    summary: dict[str, Any] = {"graphs": {}}
     errors = []
     for source in args.graphs:
         step, _ = load_step_source(source)
@@ -596,15 +589,15 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
                                out=out / name / "finetune", progress=False)
             assert summary is not None
             entry["finetune"] = {k: v for k, v in summary.items() if k != "history"}
-        report["graphs"][name] = entry
+        summary["graphs"][name] = entry
         print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
                           **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
                               "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
                              if "finetune" in entry else {})}), flush=True)
-    report["median_abs_error"] = statistics.median(errors)
-    report["placements"] = len(errors)
-    (out / "fidelity.json").write_text(json.dumps(report, indent=1))
-    return report
+    summary["median_abs_error"] = statistics.median(errors)
+    summary["placements"] = len(errors)
+    (out / "fidelity.json").write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -766,8 +759,6 @@ def main() -> None:
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--out", default="out/bench_fidelity")
-    import report
-
     report.add_parser(sub)
     dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")
     dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
@@ -782,8 +773,8 @@ def main() -> None:
         print(device_map_table(bench_device_map(args)))
         return
     if args.bench == "fidelity":
-        report = bench_fidelity(args)
-        print(f"median absolute error over {report['placements']} placements: {report['median_abs_error']:.1%}")
+        fidelity = bench_fidelity(args)
+        print(f"median absolute error over {fidelity['placements']} placements: {fidelity['median_abs_error']:.1%}")
         return
     if args.bench == "finetune":
         print(finetune_table(bench_finetune(args)))

@@ -20,6 +20,7 @@ from gnplace.sim.timer import StepTimer
 
 __all__ = [
     "group_times", "group_memory", "group_edges", "memory_need", "usable_devices", "contiguous_blocks", "repair_memory",
+    "repair_placement",
 ]
 
 
@@ -244,6 +245,27 @@ def repair_memory(
     if fits.size:
         return fallbacks[fits[np.argmin(scores.step_time[fits])]]
     return best
+
+
+def repair_placement(
+    graph: OpGraph, cluster: Cluster, devices: np.ndarray, timer: StepTimer,
+) -> tuple[np.ndarray, int, float | None]:
+    """A placement of every op (``[num_ops]``) with groups moved off overflowing devices by :func:`repair_memory`.
+
+    Returns:
+        tuple: the repaired devices (``devices`` unchanged if the repair still overflows), the
+        evaluations the repair spent, and the repaired step seconds (``None`` if it still overflows).
+    """
+    from gnplace.sim.timer import BudgetedTimer
+
+    counter = BudgetedTimer(timer)
+    per_group = np.zeros(graph.num_groups, dtype=np.int64)
+    per_group[graph.group] = devices
+    fixed = repair_memory(graph, cluster, per_group, timer=counter)[graph.group]
+    result = counter.time(graph, cluster, fixed)
+    if result.is_oom:
+        return devices, counter.evaluations, None
+    return fixed, counter.evaluations, float(result.step_time)
 
 
 def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> np.ndarray:

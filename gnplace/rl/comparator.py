@@ -257,15 +257,9 @@ class ComparatorPlacer:
 
     def _repair(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
         """``devices`` with groups moved off overflowing devices if that fits (evaluations outside the budget)."""
-        from gnplace.placers.groups import repair_memory
+        from gnplace.placers.groups import repair_placement
 
-        counter = BudgetedTimer(self.timer)
-        per_group = np.zeros(graph.num_groups, dtype=np.int64)
-        per_group[graph.group] = devices
-        fixed = repair_memory(graph, cluster, per_group, timer=counter)[graph.group]
-        result = counter.time(graph, cluster, fixed)
-        self.last_repair_evaluations = counter.evaluations
-        if result.is_oom:
-            return devices
-        self.last_step = float(result.step_time)
+        fixed, self.last_repair_evaluations, step = repair_placement(graph, cluster, devices, self.timer)
+        if step is not None:
+            self.last_step = step
         return fixed

@@ -22,6 +22,7 @@ from gnplace.placers.groups import (
     group_times,
     memory_need,
     repair_memory,
+    repair_placement,
     usable_devices,
 )
 from gnplace.placers.heft import HeftPlacer
@@ -158,3 +159,14 @@ def test_never_out_of_memory_when_round_robin_fits(placer, case):
     p = placer.place(g, c, seed=0)
     assert not p.splits_groups(g)
     assert not Simulator().time(g, c, p).is_oom
+
+
+def test_repair_placement_of_every_op_counts_its_evaluations(only_fits_split):
+    g, c = only_fits_split
+    fixed, evaluations, step = repair_placement(g, c, np.zeros(g.num_ops, dtype=np.int64), Simulator())
+    result = Simulator().time(g, c, fixed)
+    assert not result.is_oom and step == pytest.approx(result.step_time) and evaluations >= 1
+    hopeless = OpGraph(["a", "b"], [(0, 1)], param_bytes=[2 * GiB, 2 * GiB], out_bytes=[4, 4])
+    start = np.array([0, 0])
+    kept, _, step = repair_placement(hopeless, uniform_cluster([GiB, GiB]), start, Simulator())
+    assert step is None and kept.tolist() == [0, 0]
