@@ -564,31 +564,39 @@ def finetune_table(rows: list[dict[str, Any]]) -> str:
 def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     """The simulator against real two-rank steps after calibration, and fine-tuning on real steps."""
     from gnplace.execute.dist import DistTimer
+    from gnplace.execute.local import LocalTimer
     from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
     from gnplace.finetune import finetune
     from gnplace.importers.sources import load_step_source
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"graphs": {}}
+    devices = args.devices.split(",") if args.devices else None
+    summary: dict[str, Any] = {"graphs": {}, "timer": args.timer, "devices": devices}
     errors = []
     for source in args.graphs:
         step, _ = load_step_source(source)
         name = source.rpartition(":")[2]
-        with DistTimer(step, repeats=args.repeats) as timer:
-            calibration = calibrate(step, timer=timer, repeats=args.repeats, name=f"ranks2-{name}")
+        timer: Any = (DistTimer(step, repeats=args.repeats) if args.timer == "dist"
+                      else LocalTimer(step, devices=devices, repeats=args.repeats, threads=args.threads))
+        try:
+            calibration = calibrate(step, timer=timer, devices=devices, repeats=args.repeats,
+                                    threads=args.threads, name=f"{args.timer}-{name}")
             calibration.save(out / name)
             wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
             rows = simulator_error(calibration, timer, wanted)
+        finally:
+            if hasattr(timer, "close"):
+                timer.close()
         errors += [r["error"] for r in rows]
         entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
                                  "median_abs_error": statistics.median(r["error"] for r in rows)}
         if args.finetune_budget:
-            summary = finetune(source, str(out / name / "cluster.yaml"), timer="dist", budget=args.finetune_budget,
-                               samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
-                               out=out / name / "finetune", progress=False)
-            assert summary is not None
-            entry["finetune"] = {k: v for k, v in summary.items() if k != "history"}
+            tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
+                             samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
+                             devices=devices, out=out / name / "finetune", progress=False)
+            assert tuned is not None
+            entry["finetune"] = {k: v for k, v in tuned.items() if k != "history"}
         summary["graphs"][name] = entry
         print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
                           **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
@@ -758,6 +766,10 @@ def main() -> None:
     fid.add_argument("--repeats", type=int, default=7, help="timed steps per measurement (median)")
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
     fid.add_argument("--seed", type=int, default=0)
+    fid.add_argument("--timer", default="dist", choices=["dist", "local"],
+                     help="dist: two gloo ranks of one thread (default); local: --devices of this process")
+    fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
+    fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
     fid.add_argument("--out", default="out/bench_fidelity")
     report.add_parser(sub)
     dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["mlp", "convnet", "branchy", "tiny", "Regression"]
+__all__ = ["mlp", "convnet", "branchy", "transformer", "tiny", "Regression"]
 
 
 class Regression(nn.Module):
@@ -75,3 +75,26 @@ def branchy() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Four parallel towers of three tanh layers (width 384) on a batch of 128: parallel work."""
     torch.manual_seed(0)
     return _made(_Branches(384, 3), torch.randn(128, 384), 8, 0)
+
+
+class _Tokens(nn.Module):
+    """Token embedding, a transformer encoder and a per-token head: a language-model-shaped body."""
+
+    def __init__(self, vocab: int, width: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, 16)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens)))
+
+
+def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """Two encoder layers (width 256, 4 heads) over 32 sequences of 64 tokens: real-device runs on a GPU."""
+    torch.manual_seed(0)
+    body = _Tokens(1000, 256, 2, 4)
+    generator = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 1000, (32, 64), generator=generator)
+    return Regression(body), (tokens, torch.randn(32, 64, 16, generator=generator))

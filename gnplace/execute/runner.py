@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from gnplace.exceptions import ExecutionFailed
 from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, refs_in, resolve_aten
 from gnplace.importers.trace import Ref
 
@@ -77,6 +78,10 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
 
     Returns:
         list: the op's outputs, flattened.
+
+    Raises:
+        ExecutionFailed: if the op cannot run there (one line naming the op and the device); running out
+            of device memory is raised as it is, for the caller to report as OOM.
     """
 
     def arg(x: Any) -> Any:
@@ -91,7 +96,13 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
     kwargs = tree_map(arg, op.kwargs)
     if "device" in kwargs:
         kwargs["device"] = device
-    out = fn(*tree_map(arg, op.args), **kwargs)
+    try:
+        out = fn(*tree_map(arg, op.args), **kwargs)
+    except Exception as err:
+        if is_oom_error(err):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ExecutionFailed(f"op {op.target} failed on {device}: {first}") from err
     flat, _ = tree_flatten(out)
     return flat
 

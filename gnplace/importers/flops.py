@@ -140,7 +140,7 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return 5.0 * _numel(args[0])
     if name in ("native_batch_norm_backward", "native_layer_norm_backward", "native_group_norm_backward"):
         return 8.0 * _numel(args[0])
-    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax"):
+    if name in ("_softmax", "_log_softmax", "softmax", "log_softmax", "_safe_softmax"):
         return 5.0 * _numel(args[0])
     if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
         return 3.0 * _numel(args[0])

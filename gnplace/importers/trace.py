@@ -185,6 +185,7 @@ def record_training_step(
         UnsupportedGraph: if the step cannot be run or traced; the message names the failing op.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
@@ -232,7 +233,9 @@ def record_training_step(
                 if isinstance(fx, torch.Tensor):
                     origin[id(fx)] = Ref("input", name=str(i))
                 fake_inputs.append(fx)
-            with recorder:
+            # attention through its math decomposition (matmuls, softmax): the fused kernels are device-specific
+            # (on CPU, aten._scaled_dot_product_flash_attention_for_cpu), and a recorded step runs on every device
+            with recorder, sdpa_kernel(SDPBackend.MATH):
                 output = torch.func.functional_call(module, {**fake_params, **fake_buffers}, tuple(fake_inputs))
                 value = loss(output) if loss is not None else output
                 if isinstance(value, (tuple, list)):

@@ -81,8 +81,15 @@ def test_cuda_and_cpu_really_move_tensors():
     program = compile_step(step)
     devices = (step.graph.group % 2).astype(np.int64)
     plan = program.plan(devices)
-    out = run_step(program, plan, [torch.device("cpu"), torch.device("cuda:0")])
-    assert out.moves > 0
-    assert {str(g.device.type) for g in out.grads.values()} == {"cpu", "cuda"}
+    torch_devices = [torch.device("cpu"), torch.device("cuda:0")]
+    out = run_step(program, plan, torch_devices)
+    assert out.moves > 0 and set(plan.op_device.tolist()) == {0, 1}
+    for name, grad in out.grads.items():  # each gradient ends where its parameter's update runs
+        assert grad.device.type == torch_devices[plan.param_device.get(name, 0)].type
+    torch.manual_seed(0)  # the model and batch of _step(), run eagerly
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    net(torch.randn(8, 16)).square().mean().backward()
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(out.grads[name].cpu(), p.grad, rtol=1e-4, atol=1e-6)
     result = LocalTimer(step, repeats=3).time(step.graph, load_cluster("cpu_gpu"), devices)
     assert result.step_time > 0 and not result.is_oom

@@ -26,7 +26,7 @@ class Net(torch.nn.Module):
 
 def _eager(net, x):
     net.zero_grad()
-    loss = net(x)
+    loss = net(*x) if isinstance(x, tuple) else net(x)
     loss.backward()
     return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
 
@@ -67,3 +67,41 @@ def test_capacity_is_enforced_and_torch_oom_recognised():
     assert info.value.device == 0
     assert is_oom_error(torch.OutOfMemoryError("CUDA out of memory"))
     assert not is_oom_error(ValueError("shape mismatch"))
+
+
+def test_an_op_that_cannot_run_on_a_device_fails_in_one_line():
+    from gnplace.exceptions import ExecutionFailed
+    from gnplace.execute.runner import call_op
+
+    torch.manual_seed(0)
+    program = compile_step(import_step(Net(), (torch.randn(4, 8),)))
+    op = program.ops[0]
+
+    def cpu_only(*args, **kwargs):  # as a kernel recorded on one backend fails on another
+        raise NotImplementedError("Could not run 'aten::x' with arguments from the 'CUDA' backend.\nCPU: registered")
+
+    with pytest.raises(ExecutionFailed, match=rf"^op {op.target} failed on cpu: Could not run .*backend\.$"):
+        call_op(op, cpu_only, lambda ref: None, CPU)
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    with pytest.raises(torch.OutOfMemoryError):  # left to the executor, which reports the placement as OOM
+        call_op(op, oom, lambda ref: None, CPU)
+
+
+def test_attention_is_recorded_with_ops_every_device_runs():
+    from gnplace.execute.examples import transformer
+
+    module, inputs = transformer()
+    step = import_step(module, inputs)
+    targets = {op.target for op in compile_step(step).ops}
+    assert not any(t.endswith("_for_cpu") or "flash" in t or "efficient_attention" in t for t in targets)
+    assert "aten._safe_softmax.default" in targets
+    program = compile_step(step)
+    devices = (step.graph.group % 2).astype(np.int64)
+    out = run_step(program, program.plan(devices), [CPU, CPU])
+    want_loss, want_grads = _eager(module, inputs)  # eager runs the fused CPU attention kernel
+    torch.testing.assert_close(out.loss, want_loss, rtol=1e-4, atol=1e-6)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(out.grads[name], grad, rtol=1e-3, atol=1e-5)
