@@ -179,6 +179,21 @@ class Cluster:
         except ValueError:
             raise KeyError(device_name) from None
 
+    def subset(self, indices: Any, *, name: str | None = None) -> Cluster:
+        """The cluster of the devices at ``indices``, in that order, with the links between them.
+
+        Examples:
+            >>> c = load_cluster("k80x4").subset([2, 0])
+            >>> c.device_names, c.name
+            (['gpu2', 'gpu0'], 'k80x4[2,0]')
+        """
+        keep = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if keep.size == 0 or keep.min() < 0 or keep.max() >= self.num_devices:
+            raise InvalidCluster(f"cluster {self.name!r} has no devices {keep.tolist()} (it has {self.num_devices})")
+        label = name if name is not None else f"{self.name}[{','.join(map(str, keep.tolist()))}]"
+        return Cluster([self.devices[i] for i in keep], self.bandwidth[np.ix_(keep, keep)],
+                       self.latency[np.ix_(keep, keep)], name=label)
+
     def transfer_time(self, src: int, dst: int, num_bytes: float) -> float:
         """Seconds to move ``num_bytes`` from device ``src`` to device ``dst`` (0 on one device)."""
         if src == dst:

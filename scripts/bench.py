@@ -45,7 +45,8 @@ it, and the evaluations each placer needed to first reach each other's final qua
 ``zeroshot``: the pretrained policy (greedy, and greedy plus K samples scored by the simulator) on
 every test graph of each family on the five presets, the real models, and a few test graphs on four
 clusters no pretraining saw (``configs/clusters/``): geometric mean of step time over ``auto``'s, and
-the portfolio (the better of the policy's and auto's placement); rows in ``OUT/zeroshot.json``.
+the policy with ``subsets`` (greedy also on the fastest k devices alone), and the portfolio (the better of
+the policy's and auto's placement); rows in ``OUT/zeroshot.json``.
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
@@ -423,6 +424,10 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any
     start = time.perf_counter()
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0))
     took = time.perf_counter() - start
+    wide = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=True)
+    start = time.perf_counter()
+    subsets = sim.time(graph, cluster, wide.place(graph, cluster, seed=0))
+    took_subsets = time.perf_counter() - start
     auto = AutoPlacer(timer=sim)
     theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=0))
     fits_auto = not theirs.is_oom
@@ -432,7 +437,7 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any
         cluster=cluster.name, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
         greedy=placer.last_greedy_step / theirs.step_time, greedy_oom=placer.last_greedy_oom, policy=ours.step_time / theirs.step_time,
         policy_oom=ours.is_oom, portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None,
-        place_s=took,
+        place_s=took, subsets=subsets.step_time / theirs.step_time, subsets_oom=subsets.is_oom, subsets_s=took_subsets,
     )
 
 
@@ -472,20 +477,24 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
         if not part:
             continue
         lines += [f"\n**{group}** (geometric mean of step time over auto's; OOM where auto fits)\n",
-                  "| family | cluster | graphs | greedy | greedy + K | portfolio | OOM | place s |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| family | cluster | graphs | greedy | greedy + K | + subsets | portfolio | OOM | place s | "
+                  "+ subsets s |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         keys = sorted({(r["family"] if group == "test" else group, r["cluster"]) for r in part})
         for fam, cluster in keys:
             sel = [r for r in part if (r["family"] if group == "test" else group) == fam and r["cluster"] == cluster]
             oom = sum(r["policy_oom"] and not r["auto_oom"] for r in sel)
             port = [r["portfolio"] for r in sel if r["portfolio"] is not None]
+            oom_subsets = sum(r["subsets_oom"] and not r["auto_oom"] for r in sel)
             lines.append(f"| {fam} | {cluster} | {len(sel)} | {_geomean([r['greedy'] for r in sel]):.3f} | "
-                         f"{_geomean([r['policy'] for r in sel]):.3f} | {_geomean(port) if port else float('nan'):.3f} | "
-                         f"{oom} | {np.mean([r['place_s'] for r in sel]):.2f} |")
+                         f"{_geomean([r['policy'] for r in sel]):.3f} | {_geomean([r['subsets'] for r in sel]):.3f} | "
+                         f"{_geomean(port) if port else float('nan'):.3f} | {oom} ({oom_subsets}) | "
+                         f"{np.mean([r['place_s'] for r in sel]):.2f} | {np.mean([r['subsets_s'] for r in sel]):.2f} |")
         lines.append(f"| all | | {len(part)} | {_geomean([r['greedy'] for r in part]):.3f} | "
-                     f"{_geomean([r['policy'] for r in part]):.3f} | "
+                     f"{_geomean([r['policy'] for r in part]):.3f} | {_geomean([r['subsets'] for r in part]):.3f} | "
                      f"{_geomean([r['portfolio'] for r in part if r['portfolio'] is not None]):.3f} | "
-                     f"{sum(r['policy_oom'] and not r['auto_oom'] for r in part)} | |")
+                     f"{sum(r['policy_oom'] and not r['auto_oom'] for r in part)} "
+                     f"({sum(r['subsets_oom'] and not r['auto_oom'] for r in part)}) | | |")
     return "\n".join(lines)
 
 

@@ -380,3 +380,17 @@ def test_fingerprint_changes_with_devices_and_links(tmp_path):
     prints = [load_cluster(tmp_path / f"{x}.yaml").fingerprint() for x in "abcd"]
     assert len(set(prints[:3])) == 3 and prints[0] == prints[3]
     assert len(prints[0]) == 64
+
+
+def test_a_subset_keeps_its_devices_and_the_links_between_them():
+    c = load_cluster("v100x8")
+    sub = c.subset([5, 0, 4])
+    assert sub.device_names == ["gpu5", "gpu0", "gpu4"] and sub.name == "v100x8[5,0,4]"
+    for i, a in enumerate([5, 0, 4]):
+        for j, b in enumerate([5, 0, 4]):
+            if i != j:
+                assert sub.bandwidth[i, j] == c.bandwidth[a, b] and sub.latency[i, j] == c.latency[a, b]
+    with pytest.raises(InvalidCluster, match="has no devices"):
+        c.subset([0, 8])
+    with pytest.raises(InvalidCluster, match="has no devices"):
+        c.subset([])

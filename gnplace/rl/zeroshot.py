@@ -73,9 +73,14 @@ class PolicyPlacer:
         max_nodes (int, optional): most nodes of the decision graph; larger graphs are coarsened
             (default: 1,000).
         timer (StepTimer, optional): scores the candidates (default: ``Simulator()``).
+        subsets (bool, optional): also decode greedily on the fastest ``k`` devices alone, for every
+            ``k`` from 2 to ``D - 1``, and time those ``D - 2`` placements with the rest: a placement
+            that leaves slow or surplus devices idle, which the per-node decoder rarely finds on many
+            devices (default: :obj:`False`).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"sample"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
+    ``last_choice`` (``"greedy"``, ``"sample"``, ``"greedy on the k fastest"``, ``"repaired"`` or a heuristic's
+    name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -94,7 +99,7 @@ class PolicyPlacer:
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
-        max_nodes: int = 1000, timer: StepTimer | None = None,
+        max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = False,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -103,6 +108,7 @@ class PolicyPlacer:
         self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
+        self.subsets = bool(subsets)
         self.max_nodes = int(max_nodes)
         self.timer = timer or Simulator()
         self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
@@ -113,7 +119,8 @@ class PolicyPlacer:
         self.last_evaluations = 0
 
     def __repr__(self) -> str:
-        return f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, portfolio={self.portfolio})"
+        return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
+                f"portfolio={self.portfolio}, subsets={self.subsets})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -147,10 +154,14 @@ class PolicyPlacer:
                 groups = [sample(self.policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices]
                 if self.samples > 0:
                     groups.append(sample(self.policy, mdp, self.samples, rng, enc=enc).rollout.group_devices)
+                candidates = inp.expand(np.concatenate(groups, axis=0))
+                names = ["greedy"] + ["sample"] * self.samples
+                if self.subsets:
+                    extra, extra_names = self._greedy_on_fastest(graph, cluster, coarsen_seed)
+                    candidates = np.concatenate([candidates, extra], axis=0)
+                    names += extra_names
         finally:
             torch.set_num_threads(threads)
-        candidates = inp.expand(np.concatenate(groups, axis=0))
-        names = ["greedy"] + ["sample"] * self.samples
         if self.portfolio:
             from gnplace.placers.auto import FAST_PLACERS
             from gnplace.placers.registry import make_placer
@@ -180,6 +191,30 @@ class PolicyPlacer:
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         return Placement(chosen, cluster)
+
+
+    def _greedy_on_fastest(self, graph: OpGraph, cluster: Cluster, seed: int) -> tuple[np.ndarray, list[str]]:
+        """Greedy placements on the fastest ``k`` devices, ``k = 2 .. D-1``: ``([D-2, num_ops], names)``.
+
+        Devices are ranked by effective FLOP/s (ties by index) and the policy decodes on the cluster of
+        the ``k`` first, its devices' indices mapped back to ``cluster``'s.
+        """
+        from gnplace.policy.features import build_policy_input
+        from gnplace.rl.agent import sample
+        from gnplace.rl.env import PlacementMDP
+
+        by_speed = np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
+        found, names = [], []
+        for size in range(2, cluster.num_devices):
+            keep = by_speed[:size]
+            inp = build_policy_input(graph, cluster.subset(keep), cost_model=self.timer.cost_model,
+                                     max_nodes=self.max_nodes, seed=seed)
+            greedy = sample(self.policy, PlacementMDP(inp), 1, greedy=True).rollout.group_devices
+            found.append(keep[inp.expand(greedy)])
+            names.append(f"greedy on the {size} fastest")
+        if not found:
+            return np.zeros((0, graph.num_ops), dtype=np.int64), []
+        return np.concatenate(found, axis=0), names
 
 
 def compare_with_references(

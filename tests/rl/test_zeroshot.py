@@ -56,6 +56,24 @@ def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
     assert placer.last_evaluations == 5 + 6
 
 
+def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
+    sim = Simulator()
+    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=True, timer=sim)
+    extra, names = wide._greedy_on_fastest(graph, cluster, seed=0)
+    d = cluster.num_devices
+    assert extra.shape == (d - 2, graph.num_ops) and len(names) == d - 2
+    by_speed = np.argsort([-dev.effective_flops for dev in cluster.devices], kind="stable")
+    for k, row in zip(range(2, d), extra):
+        assert set(row.tolist()) <= set(by_speed[:k].tolist())
+    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim)
+    t_plain = sim.time(graph, cluster, plain.place(graph, cluster, seed=0)).step_time
+    t_wide = sim.time(graph, cluster, wide.place(graph, cluster, seed=0)).step_time
+    assert t_wide <= t_plain and wide.last_evaluations == 5 + d - 2  # the same candidates, and d - 2 more
+    again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=True, timer=sim)
+    assert np.array_equal(again.place(graph, cluster, seed=0).devices, wide.place(graph, cluster, seed=0).devices)
+
+
 def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint):
     graph = layered_graph(3000, width=12, seed=1)
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150)
