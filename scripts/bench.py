@@ -572,8 +572,7 @@ def finetune_table(rows: list[dict[str, Any]]) -> str:
 
 def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     """The simulator against real two-rank steps after calibration, and fine-tuning on real steps."""
-    from gnplace.execute.dist import DistTimer
-    from gnplace.execute.local import LocalTimer
+    from gnplace.execute.base import real_timer
     from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
     from gnplace.finetune import finetune
     from gnplace.importers.sources import load_step_source
@@ -586,8 +585,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     for source in args.graphs:
         step, _ = load_step_source(source)
         name = source.rpartition(":")[2]
-        timer: Any = (DistTimer(step, repeats=args.repeats) if args.timer == "dist"
-                      else LocalTimer(step, devices=devices, repeats=args.repeats, threads=args.threads))
+        timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
         try:
             calibration = calibrate(step, timer=timer, devices=devices, repeats=args.repeats,
                                     threads=args.threads, name=f"{args.timer}-{name}")

@@ -240,14 +240,13 @@ def first_reaching(history: list[list[float]], target: float) -> int | None:
 
 
 # ------------------------------------------------------------------------------------ section 4: exact
-def exact_row(task: dict[str, Any]) -> dict[str, Any]:
-    """The exact placement of one small graph against auto and gnplace zero-shot."""
+def _small_case(task: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``(graph, cluster, simulator)`` of an exact-section task: its graph, coarsened to ``groups`` if set (one core)."""
     import torch
 
     from gnplace.cluster import load_cluster
     from gnplace.coarsen import coarsen
     from gnplace.graph_io import load_graph
-    from gnplace.placers.registry import make_placer
     from gnplace.sim.simulator import Simulator
 
     torch.set_num_threads(1)
@@ -255,6 +254,14 @@ def exact_row(task: dict[str, Any]) -> dict[str, Any]:
     graph = load_graph(task["graph"])
     if task["groups"]:
         graph = coarsen(graph, task["groups"], cluster).graph
+    return graph, cluster, sim
+
+
+def exact_row(task: dict[str, Any]) -> dict[str, Any]:
+    """The exact placement of one small graph against auto and gnplace zero-shot."""
+    from gnplace.placers.registry import make_placer
+
+    graph, cluster, sim = _small_case(task)
     exact = make_placer("exact", time_limit=task["time_limit"], timer=sim)
     exact_s = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
     row = {**task, "name": graph.name, "groups_placed": graph.num_groups, "status": exact.last_status,
@@ -267,19 +274,9 @@ def exact_row(task: dict[str, Any]) -> dict[str, Any]:
 
 def sampled_row(task: dict[str, Any]) -> dict[str, Any]:
     """Gnplace zero-shot with ``samples`` sampled placements on one small graph, over the exact placement's step."""
-    import torch
-
-    from gnplace.cluster import load_cluster
-    from gnplace.coarsen import coarsen
-    from gnplace.graph_io import load_graph
     from gnplace.placers.registry import make_placer
-    from gnplace.sim.simulator import Simulator
 
-    torch.set_num_threads(1)
-    cluster, sim = load_cluster(task["cluster"]), Simulator()
-    graph = load_graph(task["graph"])
-    if task["groups"]:
-        graph = coarsen(graph, task["groups"], cluster).graph
+    graph, cluster, sim = _small_case(task)
     placement = make_placer("policy", timer=sim, samples=task["samples"]).place(graph, cluster, seed=0)
     return {**task, "ratio": sim.time(graph, cluster, placement).step_time / (task["exact_ms"] / 1e3)}
 

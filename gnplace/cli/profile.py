@@ -36,23 +36,15 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from gnplace.exceptions import InvalidArgument
+    from gnplace.execute.base import real_timer
     from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
     from gnplace.importers.sources import load_step_source
 
     if args.ranks < 1 or args.threads < 1 or args.repeats < 1:
         raise InvalidArgument("--ranks, --threads and --repeats must be at least 1")
     step, _ = load_step_source(args.graph)
-    timer: Any
-    if args.timer == "dist":
-        from gnplace.execute.dist import DistTimer
-
-        timer = DistTimer(step, threads=args.threads, repeats=args.repeats)
-        devices = None
-    else:
-        from gnplace.execute.local import LocalTimer
-
-        devices = args.devices.split(",") if args.devices else None
-        timer = LocalTimer(step, devices=devices, repeats=args.repeats, threads=args.threads)
+    devices = args.devices.split(",") if args.devices and args.timer == "local" else None
+    timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
     try:
         calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,
                                 repeats=args.repeats, name=f"profiled-{args.timer}")

@@ -16,7 +16,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import as_placement
 from gnplace.sim.timer import StepResult, StepTimer
 
-__all__ = ["RealStepTimer", "torch_devices", "as_program", "oom_result"]
+__all__ = ["RealStepTimer", "real_timer", "torch_devices", "as_program", "oom_result"]
 
 
 def as_program(step: Any) -> Program:
@@ -134,3 +134,29 @@ class RealStepTimer(StepTimer):
     @abstractmethod
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
         """Run and time one placement (no cache)."""
+
+
+def real_timer(kind: str, step: Any, *, devices: Sequence[str] | None = None, threads: int = 1,
+               repeats: int = 5) -> RealStepTimer:
+    """The real-device timer called ``kind``: ``"dist"`` (one rank per device) or ``"local"`` (this process).
+
+    Args:
+        kind (str): ``"dist"``: a :class:`~gnplace.execute.dist.DistTimer` of ranks of ``threads`` threads;
+            ``"local"``: a :class:`~gnplace.execute.local.LocalTimer` over ``devices``.
+        step (ImportedStep or Program): the recorded step.
+        devices (Sequence[str], optional): ``"local"``: the torch device of each cluster device.
+        threads (int, optional): CPU threads of each rank, or of the ``cpu`` device (default: 1).
+        repeats (int, optional): timed steps per measurement, the median reported (default: 5).
+
+    Raises:
+        InvalidArgument: for another ``kind``.
+    """
+    if kind == "dist":
+        from gnplace.execute.dist import DistTimer
+
+        return DistTimer(step, threads=threads, repeats=repeats)
+    if kind == "local":
+        from gnplace.execute.local import LocalTimer
+
+        return LocalTimer(step, devices=devices, repeats=repeats, threads=threads)
+    raise InvalidArgument(f"unknown real timer {kind!r} (choose dist or local)")

@@ -3,7 +3,7 @@ import torch
 
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument
-from gnplace.execute.base import as_program, oom_result, torch_devices
+from gnplace.execute.base import as_program, oom_result, real_timer, torch_devices
 from gnplace.toy import chain_graph
 
 
@@ -27,3 +27,15 @@ def test_oom_result_is_marked_over_capacity_with_a_finite_time():
     result = oom_result(graph, cluster, [0, 1, 0], device=1, needed=float("inf"))
     assert result.is_oom and result.oom.tolist() == [False, True]
     assert 0 < result.step_time < float("inf")
+
+
+def test_real_timer_by_name():
+    from gnplace.execute.examples import tiny
+    from gnplace.execute.local import LocalTimer
+    from gnplace.importers.torch import import_step
+
+    step = import_step(*tiny())
+    timer = real_timer("local", step, devices=["cpu", "cpu"], repeats=2)
+    assert isinstance(timer, LocalTimer) and timer.devices == ["cpu", "cpu"] and timer.repeats == 2
+    with pytest.raises(InvalidArgument, match="unknown real timer 'tpu'"):
+        real_timer("tpu", step)
