@@ -5,8 +5,8 @@ time (s), lower bound (s), peak memory (bytes), OOM, and the seconds the placer 
 appended to ``results.csv`` as they finish, so an interrupted evaluation resumes where it stopped.
 
 A saved row is reused only when every input that shapes it is the same: the graph file's content,
-the cluster (its devices and links, not only its name), the placer and its options (with the
-content of any option that names a file, such as a checkpoint), the budget (for placers that take
+the cluster (its devices and links, not only its name), the placer, its revision and its options
+(with the content of any option that names a file, such as a checkpoint), the budget (for placers that take
 one), the seed and the simulator mode; these make the row's ``key``. A folder holds one row per
 graph, cluster, placer and seed: a task whose inputs changed replaces the old row.
 
@@ -198,8 +198,8 @@ def task_key(task: Task) -> str:
     """SHA-256 (hex) of every input that shapes the row of ``task``.
 
     The graph file's content, the cluster's :meth:`~gnplace.cluster.Cluster.fingerprint`, the
-    placer, its options (the content of options that name files), the budget where the placer
-    takes one, the seed and the simulator mode.
+    placer and its ``revision`` (where it declares one), its options (the content of options that
+    name files), the budget where the placer takes one, the seed and the simulator mode.
 
     Raises:
         GnplaceError: if the graph file, the cluster or the placer cannot be found.
@@ -207,7 +207,8 @@ def task_key(task: Task) -> str:
     stamp = _stamp(task.graph_path)
     if stamp is None:
         raise GnplaceError(f"{task.graph_path}: no such graph file")
-    accepts = PLACERS.info(task.placer).accepts
+    info = PLACERS.info(task.placer)
+    accepts = info.accepts
     identity = {
         "graph": _file_digest(task.graph_path, stamp),
         "cluster": _cluster(task.cluster, _stamp(task.cluster)).fingerprint(),
@@ -217,6 +218,8 @@ def task_key(task: Task) -> str:
         "seed": task.seed,
         "mode": task.mode,
     }
+    if info.revision:  # a placer whose defaults changed: rows saved before are not reused
+        identity["revision"] = info.revision
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 

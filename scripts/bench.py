@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
@@ -42,11 +42,13 @@ geometric mean of step time over ``auto``'s per family and cluster, through ``gn
 ``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
 it, and the evaluations each placer needed to first reach each other's final quality.
 
-``zeroshot``: the pretrained policy (greedy, and greedy plus K samples scored by the simulator) on
-every test graph of each family on the five presets, the real models, and a few test graphs on four
-clusters no pretraining saw (``configs/clusters/``): geometric mean of step time over ``auto``'s, and
-the policy with ``subsets`` (greedy also on the fastest k devices alone), and the portfolio (the better of
-the policy's and auto's placement); rows in ``OUT/zeroshot.json``.
+``zeroshot``: the pretrained policy on every test graph of each family on the five presets, the real
+models, and a few test graphs on four clusters no pretraining saw (``configs/clusters/``): geometric
+mean of step time over ``auto``'s of its greedy placement on the whole cluster, of greedy plus K
+samples at temperature 1 on the whole cluster (the default before 2026-11-23), of what ``policy``
+returns (greedy also on the fastest k devices alone, K tempered samples on the best of those device
+sets), and of the portfolio (the better of the policy's and auto's placement); rows in
+``OUT/zeroshot.json``.
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
@@ -407,7 +409,7 @@ def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
     return result
 
 
-def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any]:
+def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) -> dict[str, Any]:
     """One (graph, cluster): the policy's greedy and best-of-K placements, auto, and the portfolio of both."""
     import torch
 
@@ -417,17 +419,18 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any
     from gnplace.rl.zeroshot import PolicyPlacer
 
     torch.set_num_threads(1)
-    path, cluster_spec, checkpoint, samples, group = task
+    path, cluster_spec, checkpoint, samples, group, options = task
     graph, cluster = load_graph(path), load_cluster(cluster_spec)
     sim = Simulator()
-    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim)
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, **options)  # default: subsets, tempered
     start = time.perf_counter()
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0))
     took = time.perf_counter() - start
-    wide = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=True)
+    # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
+    plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,))
     start = time.perf_counter()
-    subsets = sim.time(graph, cluster, wide.place(graph, cluster, seed=0))
-    took_subsets = time.perf_counter() - start
+    untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=0))
+    took_plain = time.perf_counter() - start
     auto = AutoPlacer(timer=sim)
     theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=0))
     fits_auto = not theirs.is_oom
@@ -435,9 +438,10 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str]) -> dict[str, Any
     return dict(
         group=group, graph=graph.name, family=str(graph.meta.get("family", group)), ops=graph.num_ops,
         cluster=cluster.name, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
-        greedy=placer.last_greedy_step / theirs.step_time, greedy_oom=placer.last_greedy_oom, policy=ours.step_time / theirs.step_time,
-        policy_oom=ours.is_oom, portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None,
-        place_s=took, subsets=subsets.step_time / theirs.step_time, subsets_oom=subsets.is_oom, subsets_s=took_subsets,
+        greedy=placer.last_greedy_step / theirs.step_time, greedy_oom=placer.last_greedy_oom,
+        policy=ours.step_time / theirs.step_time, policy_oom=ours.is_oom, policy_choice=placer.last_choice,
+        portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None, place_s=took,
+        plain=untempered.step_time / theirs.step_time, plain_oom=untempered.is_oom, plain_s=took_plain,
     )
 
 
@@ -447,17 +451,20 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.datasets import load_manifest
 
-    tasks: list[tuple[str, str, str | None, int, str]] = []
+    options: dict[str, Any] = {"subsets": args.subsets}
+    if args.temperatures:
+        options["temperatures"] = tuple(args.temperatures)
+    tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
     test_graphs = []
     for family in args.families:
         folder = Path("datasets") / family
         graphs = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
         test_graphs.append(graphs)
-        tasks += [(g, c, args.checkpoint, args.samples, "test") for c in args.clusters for g in graphs]
+        tasks += [(g, c, args.checkpoint, args.samples, "test", options) for c in args.clusters for g in graphs]
     real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
-    tasks += [(g, c, args.checkpoint, args.samples, "real") for c in args.real_clusters for g in real]
+    tasks += [(g, c, args.checkpoint, args.samples, "real", options) for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
-    tasks += [(g, c, args.checkpoint, args.samples, "unseen") for c in args.unseen_clusters for g in few]
+    tasks += [(g, c, args.checkpoint, args.samples, "unseen", options) for c in args.unseen_clusters for g in few]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -469,6 +476,16 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _zeroshot_cells(rows: list[dict[str, Any]]) -> str:
+    """Greedy, greedy + K at tau 1, policy and portfolio geometric means, and OOM counts (the tau-1 one in brackets)."""
+    port = [r["portfolio"] for r in rows if r["portfolio"] is not None]
+    oom = sum(r["policy_oom"] and not r["auto_oom"] for r in rows)
+    oom_plain = sum(r["plain_oom"] and not r["auto_oom"] for r in rows)
+    return (f"{_geomean([r['greedy'] for r in rows]):.3f} | {_geomean([r['plain'] for r in rows]):.3f} | "
+            f"{_geomean([r['policy'] for r in rows]):.3f} | {_geomean(port) if port else float('nan'):.3f} | "
+            f"{oom} ({oom_plain})")
+
+
 def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     """Markdown tables of :func:`bench_zeroshot`'s rows: geometric means over auto, OOM counts, seconds."""
     lines = []
@@ -477,24 +494,15 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
         if not part:
             continue
         lines += [f"\n**{group}** (geometric mean of step time over auto's; OOM where auto fits)\n",
-                  "| family | cluster | graphs | greedy | greedy + K | + subsets | portfolio | OOM | place s | "
-                  "+ subsets s |",
+                  "| family | cluster | graphs | greedy | greedy + K, tau 1 | policy | portfolio | OOM | place s | "
+                  "greedy + K s |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         keys = sorted({(r["family"] if group == "test" else group, r["cluster"]) for r in part})
         for fam, cluster in keys:
             sel = [r for r in part if (r["family"] if group == "test" else group) == fam and r["cluster"] == cluster]
-            oom = sum(r["policy_oom"] and not r["auto_oom"] for r in sel)
-            port = [r["portfolio"] for r in sel if r["portfolio"] is not None]
-            oom_subsets = sum(r["subsets_oom"] and not r["auto_oom"] for r in sel)
-            lines.append(f"| {fam} | {cluster} | {len(sel)} | {_geomean([r['greedy'] for r in sel]):.3f} | "
-                         f"{_geomean([r['policy'] for r in sel]):.3f} | {_geomean([r['subsets'] for r in sel]):.3f} | "
-                         f"{_geomean(port) if port else float('nan'):.3f} | {oom} ({oom_subsets}) | "
-                         f"{np.mean([r['place_s'] for r in sel]):.2f} | {np.mean([r['subsets_s'] for r in sel]):.2f} |")
-        lines.append(f"| all | | {len(part)} | {_geomean([r['greedy'] for r in part]):.3f} | "
-                     f"{_geomean([r['policy'] for r in part]):.3f} | {_geomean([r['subsets'] for r in part]):.3f} | "
-                     f"{_geomean([r['portfolio'] for r in part if r['portfolio'] is not None]):.3f} | "
-                     f"{sum(r['policy_oom'] and not r['auto_oom'] for r in part)} "
-                     f"({sum(r['subsets_oom'] and not r['auto_oom'] for r in part)}) | | |")
+            lines.append(f"| {fam} | {cluster} | {len(sel)} | " + _zeroshot_cells(sel)
+                         + f" | {np.mean([r['place_s'] for r in sel]):.2f} | {np.mean([r['plain_s'] for r in sel]):.2f} |")
+        lines.append(f"| all | | {len(part)} | " + _zeroshot_cells(part) + " | | |")
     return "\n".join(lines)
 
 
@@ -670,7 +678,7 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     cluster = load_cluster(args.cluster)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets)
     rows = []
     for ops in args.ops:
         graph = large_graph(ops, cache)
@@ -748,10 +756,16 @@ def main() -> None:
     zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
     zs.add_argument("--jobs", type=int, default=2)
     zs.add_argument("--out", default="out/bench_zeroshot")
+    zs.add_argument("--no-subsets", dest="subsets", action="store_false",
+                    help="the policy decodes on the whole cluster only (ablation)")
+    zs.add_argument("--temperatures", type=float, nargs="+", default=None,
+                    help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
     lat = sub.add_parser("latency", help="seconds of the policy's greedy placement of 10k and 100k-op graphs")
     lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     lat.add_argument("--cluster", default="k80x4")
     lat.add_argument("--checkpoint", default=None)
+    lat.add_argument("--subsets", action="store_true",
+                     help="also decode on the fastest k devices alone (default: one greedy placement on all)")
     lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
     lat.add_argument("--repeat", type=int, default=3)
     lat.add_argument("--cache", default="out/bench")

@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--seed S] \\
-        [-o placement.json] [--json] [--portfolio] [--subsets] [--input-shape NAME=D1,D2,...]
+        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
 ``torch.nn.Module`` and example inputs). The policy (the shipped ``checkpoints/gnplace-base.ckpt``
@@ -20,6 +20,16 @@ import json
 import sys
 
 
+def _temperatures(text: str) -> list[float]:
+    """``"0.1,0.2"`` as ``[0.1, 0.2]``; a malformed list is an :class:`InvalidArgument` (one line, exit 2)."""
+    from gnplace.exceptions import InvalidArgument
+
+    try:
+        return [float(t) for t in text.split(",")]
+    except ValueError:
+        raise InvalidArgument(f"--temperatures needs numbers separated by commas, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.exceptions import GnplaceError
@@ -31,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
-    parser.add_argument("--subsets", action="store_true",
-                        help="also decode greedily on the fastest k devices alone, k = 2 .. D-1")
+    parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
+                        help="also decode greedily on the fastest k devices alone, k = 2 .. D-1 (default: on)")
+    parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
+                        help="sampling temperatures, cycled over the samples (default: 0.1,0.2,0.3,0.5)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
     parser.add_argument("--output", "-o", default=None, help="placement file to write")
@@ -50,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         graph = load_graph_source(args.graph, input_shapes=shapes or None)
         cluster = load_cluster(args.cluster)
         sim = Simulator()
-        placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio, subsets=args.subsets,
-                             timer=sim)
+        taus = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
+        placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
+                              subsets=args.subsets, timer=sim, **taus)
         placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
         if args.output:
             predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

@@ -170,9 +170,17 @@ def _references(path: str, cluster_name: str) -> tuple[float, float]:
     return float(auto), float(bound)
 
 
+def revised(name: str) -> str:
+    """``name``, with the placer's registry ``revision`` where it declares one: rows saved before it are not reused."""
+    from gnplace.placers.registry import PLACERS
+
+    revision = PLACERS.info(name).revision if name in PLACERS else ""
+    return f"{name}@{revision}" if revision else name
+
+
 # ------------------------------------------------------------------------------ section 2: learned placers
 def make_learned(name: str, budget: int, checkpoint: str | None) -> Any:
-    """A learned placer as the report runs it (``policy``: greedy plus 16 samples; the rest: ``budget``)."""
+    """A learned placer as the report runs it (``policy``: its defaults, 16 samples; the rest: ``budget``)."""
     from gnplace.placers.registry import make_placer
 
     if name == "policy":
@@ -296,7 +304,7 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
     for ops in config.scale_ops:
         graph = None
         for name in config.scale_placers:
-            key = f"scale|{ops}|{name}|{config.scale_budget}"
+            key = f"scale|{ops}|{revised(name)}|{config.scale_budget}"
             if key not in store.rows:
                 if name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # no coarsening: minutes at 100k
                     continue
@@ -539,7 +547,7 @@ def run(args: argparse.Namespace) -> Path:
     store = Store(out / "learned.jsonl")
     rl_graphs = [p for f in config.families for p in test_graphs(f, config.rl_per_family)]
     learned_tasks = [
-        {"key": f"{Path(p).stem}|{c}|{name}|{config.rl_budget}", "graph": p, "cluster": c, "placer": name,
+        {"key": f"{Path(p).stem}|{c}|{revised(name)}|{config.rl_budget}", "graph": p, "cluster": c, "placer": name,
          "budget": config.rl_budget, "seed": 0}
         for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
@@ -561,7 +569,7 @@ def run(args: argparse.Namespace) -> Path:
         else []
     exact_graphs = [(p, 0) for p in exact_paths] + [
         (p, 12) for f in ("cifar10", "ptb", "nmt") for p in test_graphs(f, config.exact_per_family)]
-    exact_tasks = [{"key": f"{Path(p).stem}@{g}|{c}|{config.exact_time_limit}", "graph": p, "groups": g,
+    exact_tasks = [{"key": f"{Path(p).stem}@{g}|{c}|{config.exact_time_limit}|{revised('policy')}", "graph": p, "groups": g,
                     "cluster": c, "time_limit": config.exact_time_limit}
                    for c in config.exact_clusters for p, g in exact_graphs]
     exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4")
@@ -592,7 +600,8 @@ def run(args: argparse.Namespace) -> Path:
         "",
         f"`{command}` (section 1; rows in `{args.out}/table/results.csv`). 'step / best non-learned' is against the "
         "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
-        "checkpoint, greedy plus 16 sampled placements, best by the simulator).",
+        "checkpoint: greedy on the whole cluster and on its fastest k devices alone, then 16 tempered samples, best "
+        "by the simulator; D + 16 evaluations on D devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -605,7 +614,7 @@ def run(args: argparse.Namespace) -> Path:
         f"## 2. Learned placers, {config.rl_budget} simulator evaluations each",
         "",
         f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
-        f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (17 evaluations); "
+        f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (D + 16 evaluations); "
         "`finetune`: PPO from the shipped checkpoint; `ppo`: gnplace's PPO from a fresh policy (both start from "
         "`auto`'s placement, which they imitate, so they never return worse than it); the seeds' methods start "
         "from a uniformly random policy, as in their papers. `placeto_zs`: Placeto pretrained on the family's "
@@ -630,7 +639,7 @@ def run(args: argparse.Namespace) -> Path:
         "",
         "**gnplace against every comparator at equal budgets.** Each comparator's best step time (over `auto`'s, "
         "geometric mean over the family's runs on both clusters) after at most as many evaluations as gnplace "
-        "used: 17 for zero-shot, the whole budget for fine-tuning; 'none yet' where a comparator had timed "
+        "used: D + 16 for zero-shot on D devices, the whole budget for fine-tuning; 'none yet' where a comparator had timed "
         f"nothing by then. `{command}` (from the runs of section 2).",
         "",
         *equal_budgets([r for r in learned if r["placer"] != "placeto_zs"], [p for p in SEEDS if p in placers]),
@@ -648,10 +657,10 @@ def run(args: argparse.Namespace) -> Path:
     for r, k in zip(exact, sampled):
         lines.append(f"| {r['name']} | {r['cluster']} | {r['groups_placed']} | {r['status']} | {fmt(r['exact_ms'])} "
                      f"| {fmt(r['auto'])} | {fmt(r['policy'])} | {fmt(min(r['auto'], r['policy']))} | {fmt(k)} |")
-    lines += ["", "'gnplace zero-shot' is the `policy` placer as everywhere in this report (greedy plus 16 sampled "
-              "placements, 17 evaluations); 'zero-shot portfolio' the better of it and `auto` by the simulator, what "
+    lines += ["", "'gnplace zero-shot' is the `policy` placer as everywhere in this report (greedy on every device "
+              "subset plus 16 tempered samples, D + 16 evaluations); 'zero-shot portfolio' the better of it and `auto` by the simulator, what "
               f"`policy` with `portfolio=True` returns; the last column `policy` with {config.exact_samples} samples "
-              f"({config.exact_samples + 1} evaluations, still no training).", "",
+              f"(D + {config.exact_samples} evaluations, still no training).", "",
               f"Geometric mean over {len(exact)} cases: auto {fmt(geomean(r['auto'] for r in exact))}, "
               f"gnplace zero-shot {fmt(geomean(r['policy'] for r in exact))}, zero-shot portfolio "
               f"{fmt(geomean(min(r['auto'], r['policy']) for r in exact))}, zero-shot with {config.exact_samples} "

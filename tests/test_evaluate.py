@@ -122,6 +122,15 @@ def test_every_input_that_shapes_a_row_changes_its_key(graphs, tmp_path):
     assert task_key(base) == task_key(Task(path, "k80x2", "annealing", budget=10))
 
 
+def test_a_placer_revision_changes_its_key(graphs, monkeypatch):
+    from gnplace.placers.heft import HeftPlacer
+
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft")
+    before = task_key(task)
+    monkeypatch.setattr(HeftPlacer, "revision", "2", raising=False)
+    assert task_key(task) != before
+
+
 def test_a_changed_graph_file_is_run_again(graphs, tmp_path):
     path = graphs / "g.gnpg"
     save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)

@@ -13,7 +13,10 @@ class, as class attributes read by :meth:`PlacerRegistry.info`:
     which of the shared options :data:`SHARED_OPTIONS` its constructor takes: ``timer`` (any
     :class:`~gnplace.sim.timer.StepTimer`), ``budget`` (timer evaluations), ``checkpoint`` (a file);
 ``respects_memory`` (bool, default True)
-    whether it never returns an out-of-memory placement when round robin fits.
+    whether it never returns an out-of-memory placement when round robin fits;
+``revision`` (str, default empty)
+    changed when what the placer returns for the same options changes (new defaults), so that
+    :func:`~gnplace.evaluate.evaluate` does not reuse rows saved before.
 
 :func:`make_placer` is the one lookup the command line, evaluation and the demo call: it passes each
 shared option only to the placers that accept it, and turns a bad option into one clear error.
@@ -45,6 +48,7 @@ class PlacerInfo:
         accepts (frozenset[str]): the shared options (:data:`SHARED_OPTIONS`) it takes.
         respects_memory (bool): whether it avoids out-of-memory placements when round robin fits.
         summary (str): first line of the class docstring.
+        revision (str): changes when the placer's results under the same options change.
     """
 
     name: str
@@ -53,6 +57,7 @@ class PlacerInfo:
     accepts: frozenset[str]
     respects_memory: bool
     summary: str
+    revision: str = ""
 
 
 class PlacerRegistry(Mapping[str, type]):
@@ -147,6 +152,7 @@ class PlacerRegistry(Mapping[str, type]):
             accepts=accepts,
             respects_memory=bool(getattr(cls, "respects_memory", True)),
             summary=doc[0] if doc else "",
+            revision=str(getattr(cls, "revision", "")),
         )
 
     def names(self, *, learned: bool | None = None) -> list[str]:

@@ -238,7 +238,8 @@ def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
 
 
 def build_policy_input(
-    graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0
+    graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0,
+    coarsening: Coarsening | None = None,
 ) -> PolicyInput:
     """Coarsen ``graph`` for ``cluster`` and compute every static feature the policy and the MDP need.
 
@@ -249,6 +250,9 @@ def build_policy_input(
             (default: :data:`~gnplace.sim.costmodel.DEFAULT_COSTS`).
         max_nodes (int, optional): most nodes of the decision graph (default: 1,000).
         seed (int, optional): seed of the coarsening's METIS step (default: 0).
+        coarsening (Coarsening, optional): a decision graph of ``graph`` already made by
+            :func:`decision_graph` (for another set of the same devices, say), reused instead of
+            coarsening again (default: None).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -257,7 +261,7 @@ def build_policy_input(
         >>> inp.num_groups, tuple(inp.node_x.shape) == (inp.decision.num_ops, len(NODE_FEATURES))
         (4, True)
     """
-    co = decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed)
+    co = coarsening if coarsening is not None else decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed)
     coarse = co.graph
     op_time = cost_model.op_times(coarse, cluster)
     comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])

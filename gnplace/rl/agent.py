@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.policy.gnn import Encoded, PlacementPolicy
 from gnplace.rl.env import PlacementMDP, RefinementMDP, Rollout
 
@@ -102,7 +103,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 @torch.no_grad()
 def sample(
     policy: PlacementPolicy, mdp: PlacementMDP, batch: int, rng: np.random.Generator | None = None, *,
-    greedy: bool = False, enc: Encoded | None = None,
+    greedy: bool = False, enc: Encoded | None = None, temperature: float | np.ndarray = 1.0,
 ) -> Trajectories:
     """Play ``batch`` episodes with the policy: devices drawn from its distribution, or its argmax if ``greedy``.
 
@@ -116,18 +117,27 @@ def sample(
         rng (np.random.Generator, optional): the source of the draws (default: a fresh unseeded one).
         greedy (bool, optional): take the most likely device at every decision (default: :obj:`False`).
         enc (Encoded, optional): the policy's encoding of the graph, if already computed.
+        temperature (float or np.ndarray, optional): the draws follow ``softmax(logits / tau)``, one
+            ``tau`` for all episodes or one per episode (``[B]``); below 1 they stay nearer the greedy
+            placement (default: 1). The recorded log-probabilities are the policy's own (``tau = 1``).
     """
     enc = enc if enc is not None else policy.encode(mdp.inp)
+    tau = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (batch,)).reshape(batch, 1)
+    if not (tau > 0).all():
+        raise InvalidArgument(f"sampling temperatures must be > 0, got {temperature!r}")
+    tempered = not (greedy or (tau == 1.0).all())
     arrays = _head_arrays(policy, enc)
     rng = rng if rng is not None else np.random.default_rng()
     old = np.zeros((batch, mdp.num_groups, mdp.num_devices), dtype=np.float32)
 
     def choose(s: int, g: int, dynamic: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        log_p = _log_softmax(_numpy_logits(arrays, g, dynamic, mask))
+        logits = _numpy_logits(arrays, g, dynamic, mask)
+        log_p = _log_softmax(logits)
         old[:, s] = log_p
         if greedy:
             return log_p.argmax(axis=-1)
-        cdf = np.cumsum(np.exp(log_p), axis=-1)
+        draw = _log_softmax(logits / tau) if tempered else log_p  # pi(a|s)^(1/tau), renormalised
+        cdf = np.cumsum(np.exp(draw), axis=-1)
         u = rng.random(batch) * cdf[:, -1]
         return np.minimum((u[:, None] >= cdf).sum(axis=-1), mdp.num_devices - 1)
 

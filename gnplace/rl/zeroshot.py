@@ -1,15 +1,15 @@
 """``policy``: zero-shot placement by a pretrained policy, no training on the graph at hand.
 
 The pretrained :class:`~gnplace.policy.gnn.PlacementPolicy` (the shipped
-``checkpoints/gnplace-base.ckpt`` unless another is given) encodes the graph once, decodes its
-greedy placement and ``samples`` sampled ones in one batched rollout of the placement MDP
-(:mod:`gnplace.rl.agent`), has them all timed together (``time_batch``) and returns the best: fitting
+``checkpoints/gnplace-base.ckpt`` unless another is given) encodes the graph once per device set,
+decodes its greedy placement on the whole cluster and on the fastest ``k`` devices alone, then
+``samples`` tempered samples on the best of those device sets in one batched rollout of the placement
+MDP (:mod:`gnplace.rl.agent`); every candidate is timed (``time_batch``) and the best returned: fitting
 placements by step time first, then the least memory overflow; when none fits, the best is
 repaired (:func:`~gnplace.placers.groups.repair_memory`) as every memory-aware placer's is. This is
-the "sample K and keep the
-best" wrapper of the learned-placer literature (SLIM, EAS); with ``portfolio`` the fast heuristics'
-placements (``auto``'s candidates) join the candidates as well, so the result is never worse than
-``auto``'s, at the cost of running them.
+the "sample K and keep the best" wrapper of the learned-placer literature (SLIM, EAS); with
+``portfolio`` the fast heuristics' placements (``auto``'s candidates) join the candidates as well,
+so the result is never worse than ``auto``'s, at the cost of running them.
 
 Graphs past the policy's node limit are coarsened first (:mod:`gnplace.policy.features`), so a
 100,000-op graph places in seconds.
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,7 +31,10 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import StepTimer, overflow
+from gnplace.sim.timer import BatchResult, StepTimer, overflow
+
+if TYPE_CHECKING:
+    from gnplace.coarsen import Coarsening
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "cached_policy"]
 
@@ -61,26 +65,40 @@ def cached_policy(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     return _load(str(path.resolve()), (stat.st_size, stat.st_mtime_ns))
 
 
+#: Sampling temperatures of the ``K`` samples, cycled: tempered draws stay near the greedy placement,
+#: where the best placements are; at ``tau = 1`` the best of 16 samples is slower than the greedy one.
+DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
+
+
 class PolicyPlacer:
-    """Zero-shot placement with a pretrained policy: greedy plus ``samples`` sampled placements, best by the timer.
+    """Zero-shot placement by a pretrained policy: greedy decodes, then ``samples`` tempered samples, best by the timer.
+
+    The policy decodes greedily on the whole cluster and, with ``subsets``, on the fastest ``k``
+    devices alone for every ``k`` from 2 to ``D - 1`` (a placement that leaves slow or surplus devices
+    idle, which the per-node decoder rarely finds on many devices); ``k = 1``, the whole graph on the
+    fastest device, is a candidate too. The ``K`` samples are then drawn on the device set (``k >= 2``)
+    whose greedy placement was fastest, at the ``temperatures`` in turn, and every candidate is timed;
+    the best that fits is returned.
 
     Args:
         checkpoint (str, optional): a policy checkpoint, or a pretraining run's ``last.ckpt``
             (default: the shipped ``checkpoints/gnplace-base.ckpt``).
-        samples (int, optional): sampled placements beside the greedy one, ``K`` (default: 16).
+        samples (int, optional): sampled placements beside the greedy ones, ``K`` (default: 16).
         portfolio (bool, optional): also time the fast heuristics' placements (``auto``'s candidates)
             and keep the best of all (default: :obj:`False`).
         max_nodes (int, optional): most nodes of the decision graph; larger graphs are coarsened
             (default: 1,000).
         timer (StepTimer, optional): scores the candidates (default: ``Simulator()``).
-        subsets (bool, optional): also decode greedily on the fastest ``k`` devices alone, for every
-            ``k`` from 2 to ``D - 1``, and time those ``D - 2`` placements with the rest: a placement
-            that leaves slow or surplus devices idle, which the per-node decoder rarely finds on many
-            devices (default: :obj:`False`).
+        subsets (bool, optional): also decode greedily on the fastest ``k`` devices alone,
+            ``k = 2 .. D-1`` (one more encoding each), and try the fastest device alone: ``D - 1``
+            more candidates (default: :obj:`True`).
+        temperatures (sequence of float, optional): sampling temperatures ``tau`` (draws from
+            ``softmax(logits / tau)``), cycled over the samples (default: :data:`DEFAULT_TEMPERATURES`;
+            ``(1.0,)`` samples the policy itself).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"sample"``, ``"greedy on the k fastest"``, ``"repaired"`` or a heuristic's
-    name), ``last_evaluations``.
+    ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"sample"``, ``"sample on the k fastest"``,
+    ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -89,26 +107,32 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations
-        5
+        >>> placer.last_evaluations  # greedy on both GPUs, on the faster alone, and 4 samples
+        6
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
+    revision = "3"  # 2026-11-23: subsets (one coarsening for all device sets) and tempered samples by default
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
-        max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = False,
+        max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
+        temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
         if max_nodes < 1:
             raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, got {max_nodes}")
+        taus = (temperatures,) if isinstance(temperatures, (int, float)) else tuple(temperatures)
+        if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in taus):
+            raise InvalidArgument(f"PolicyPlacer needs temperatures > 0, got {temperatures!r}")
         self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
         self.subsets = bool(subsets)
+        self.temperatures = tuple(float(t) for t in taus)
         self.max_nodes = int(max_nodes)
         self.timer = timer or Simulator()
         self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
@@ -120,7 +144,7 @@ class PolicyPlacer:
 
     def __repr__(self) -> str:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
-                f"portfolio={self.portfolio}, subsets={self.subsets})")
+                f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -133,9 +157,7 @@ class PolicyPlacer:
         """
         import torch
 
-        from gnplace.policy.features import build_policy_input
-        from gnplace.rl.agent import sample
-        from gnplace.rl.env import PlacementMDP
+        from gnplace.policy.features import decision_graph
 
         self.last_evaluations = 0
         if graph.num_ops == 0 or cluster.num_devices == 1:
@@ -143,44 +165,49 @@ class PolicyPlacer:
             return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
-        inp = build_policy_input(graph, cluster, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                 seed=coarsen_seed)
-        mdp = PlacementMDP(inp)
+        d = cluster.num_devices
+        sizes = range(2, d + 1) if self.subsets else range(d, d + 1)
+        by_speed = _by_speed(cluster)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small tensors: one thread is fastest
         try:
             with torch.no_grad():
-                enc = self.policy.encode(inp)
-                groups = [sample(self.policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices]
+                # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
+                whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed)
+                decoders = [self._decoder(graph, cluster, size, whole) for size in sizes][::-1]
+                candidates = np.concatenate([dec.greedy() for dec in decoders], axis=0)
+                names = [dec.name("greedy") for dec in decoders]
+                if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
+                    candidates = np.concatenate([candidates, np.full((1, graph.num_ops), by_speed[0])], axis=0)
+                    names.append("greedy on the 1 fastest")
+                timed = self.timer.time_batch(graph, cluster, candidates)
                 if self.samples > 0:
-                    groups.append(sample(self.policy, mdp, self.samples, rng, enc=enc).rollout.group_devices)
-                candidates = inp.expand(np.concatenate(groups, axis=0))
-                names = ["greedy"] + ["sample"] * self.samples
-                if self.subsets:
-                    extra, extra_names = self._greedy_on_fastest(graph, cluster, coarsen_seed)
-                    candidates = np.concatenate([candidates, extra], axis=0)
-                    names += extra_names
+                    best = decoders[int(_ranking(_head(timed, len(decoders)), cluster)[0])]
+                    taus = np.resize(np.asarray(self.temperatures), self.samples)
+                    drawn = best.sample(self.samples, rng, taus)
+                    sampled = self.timer.time_batch(graph, cluster, drawn)
+                    candidates = np.concatenate([candidates, drawn], axis=0)
+                    names += [best.name("sample")] * self.samples
+                    timed = _concat_results(timed, sampled)
         finally:
             torch.set_num_threads(threads)
+        result = timed
         if self.portfolio:
             from gnplace.placers.auto import FAST_PLACERS
             from gnplace.placers.registry import make_placer
 
-            for name in FAST_PLACERS:
-                placed = make_placer(name, timer=self.timer).place(graph, cluster, seed=coarsen_seed)
-                candidates = np.concatenate([candidates, placed.devices[None, :]], axis=0)
-                names.append(name)
-        result = self.timer.time_batch(graph, cluster, candidates)
+            heuristics = np.stack([make_placer(name, timer=self.timer).place(graph, cluster, seed=coarsen_seed).devices
+                                   for name in FAST_PLACERS])
+            result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
+            candidates = np.concatenate([candidates, heuristics], axis=0)
+            names += list(FAST_PLACERS)
         self.last_evaluations = int(candidates.shape[0])
-        excess = overflow(result.peak_memory, cluster.memory)
-        # fitting placements by step time first, then the least overflow
-        order = np.lexsort((result.step_time, excess, result.oom))
-        best = int(order[0])
+        best_index = int(_ranking(result, cluster)[0])
         self.last_greedy_step, self.last_greedy_oom = float(result.step_time[0]), bool(result.oom[0])
-        self.last_step = float(result.step_time[best])
-        self.last_choice = names[best]
-        chosen = candidates[best].copy()
-        if result.oom[best]:  # nothing fits: move groups off overflowing devices, as every memory-aware placer does
+        self.last_step = float(result.step_time[best_index])
+        self.last_choice = names[best_index]
+        chosen = candidates[best_index].copy()
+        if result.oom[best_index]:  # nothing fits: move groups off overflowing devices, as memory-aware placers do
             from gnplace.placers.groups import repair_memory
 
             per_group = np.zeros(graph.num_groups, dtype=np.int64)
@@ -192,29 +219,74 @@ class PolicyPlacer:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         return Placement(chosen, cluster)
 
+    def _decoder(self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening) -> _Decoder:
+        """The policy on the ``size`` fastest devices (by effective FLOP/s, ties by index), or on all of them.
 
-    def _greedy_on_fastest(self, graph: OpGraph, cluster: Cluster, seed: int) -> tuple[np.ndarray, list[str]]:
-        """Greedy placements on the fastest ``k`` devices, ``k = 2 .. D-1``: ``([D-2, num_ops], names)``.
-
-        Devices are ranked by effective FLOP/s (ties by index) and the policy decodes on the cluster of
-        the ``k`` first, its devices' indices mapped back to ``cluster``'s.
+        ``coarsening`` is the decision graph made for the whole cluster, reused for every device set.
         """
         from gnplace.policy.features import build_policy_input
-        from gnplace.rl.agent import sample
+
+        if size == cluster.num_devices:
+            keep = np.arange(size)
+            sub = cluster
+        else:
+            keep = _by_speed(cluster)[:size]
+            sub = cluster.subset(keep)
+        inp = build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
+                                 coarsening=coarsening)
+        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
+
+
+class _Decoder:
+    """The policy's decoding of one graph on a set of a cluster's devices, placements mapped back to the cluster."""
+
+    def __init__(self, policy: Any, inp: Any, keep: np.ndarray, whole: bool) -> None:
         from gnplace.rl.env import PlacementMDP
 
-        by_speed = np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
-        found, names = [], []
-        for size in range(2, cluster.num_devices):
-            keep = by_speed[:size]
-            inp = build_policy_input(graph, cluster.subset(keep), cost_model=self.timer.cost_model,
-                                     max_nodes=self.max_nodes, seed=seed)
-            greedy = sample(self.policy, PlacementMDP(inp), 1, greedy=True).rollout.group_devices
-            found.append(keep[inp.expand(greedy)])
-            names.append(f"greedy on the {size} fastest")
-        if not found:
-            return np.zeros((0, graph.num_ops), dtype=np.int64), []
-        return np.concatenate(found, axis=0), names
+        self.policy, self.inp, self.keep, self.whole = policy, inp, keep, whole
+        self.mdp = PlacementMDP(inp)
+        self.enc = policy.encode(inp)
+
+    def name(self, kind: str) -> str:
+        return kind if self.whole else f"{kind} on the {self.keep.size} fastest"
+
+    def greedy(self) -> np.ndarray:
+        """The greedy placement, ``[1, num_ops]`` device indices of the whole cluster."""
+        from gnplace.rl.agent import sample
+
+        greedy = sample(self.policy, self.mdp, 1, greedy=True, enc=self.enc)
+        return self.keep[self.inp.expand(greedy.rollout.group_devices)]
+
+    def sample(self, count: int, rng: np.random.Generator, temperature: np.ndarray) -> np.ndarray:
+        """``count`` placements drawn at the given temperatures (``[count]``), ``[count, num_ops]``."""
+        from gnplace.rl.agent import sample
+
+        drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
+        return self.keep[self.inp.expand(drawn.rollout.group_devices)]
+
+
+def _by_speed(cluster: Cluster) -> np.ndarray:
+    """Device indices from the fastest (effective FLOP/s) to the slowest, ties by index."""
+    return np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
+
+
+def _head(result: BatchResult, count: int) -> BatchResult:
+    """The timings of the first ``count`` candidates."""
+    return BatchResult(result.step_time[:count], result.busy_time[:count], result.peak_memory[:count],
+                       result.oom[:count])
+
+
+def _ranking(result: BatchResult, cluster: Cluster) -> np.ndarray:
+    """Candidates from best to worst: fitting ones by step time first, then by the least overflow."""
+    excess = overflow(result.peak_memory, cluster.memory)
+    return np.lexsort((result.step_time, excess, result.oom))
+
+
+def _concat_results(first: BatchResult, second: BatchResult) -> BatchResult:
+    """Two batch timings as one, candidates of ``first`` first."""
+    return BatchResult(*(np.concatenate([a, b]) for a, b in (
+        (first.step_time, second.step_time), (first.busy_time, second.busy_time),
+        (first.peak_memory, second.peak_memory), (first.oom, second.oom))))
 
 
 def compare_with_references(

@@ -169,6 +169,26 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path):
     done = subprocess.run([*script, "nope.gnpg", "--checkpoint", str(checkpoint)], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    ptb = str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg")
+    done = subprocess.run([*script, ptb, "-c", "tight4", "--checkpoint", str(checkpoint), "--samples", "2",
+                           "--no-subsets", "--temperatures", "1", "--json"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["choice"] in ("greedy", "sample")  # the whole cluster only
+
+
+def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("place_script", ROOT / "scripts" / "place.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    checkpoint = _fresh_policy(tmp_path)
+    for bad in ("0.2,x", "0"):
+        assert script.main([str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg"), "--checkpoint", str(checkpoint),
+                            "--temperatures", bad]) == 2
+        err = capsys.readouterr().err
+        assert "temperatures" in err and err.count("\n") == 1
 
 
 def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys):

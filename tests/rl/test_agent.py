@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.policy.features import build_policy_input
 from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl.agent import log_probs, sample, sample_move, teacher_forced
@@ -37,6 +39,22 @@ def test_samples_are_seeded_and_greedy_is_the_argmax():
     greedy = sample(policy, mdp, 2, greedy=True)
     assert np.array_equal(greedy.actions[0], greedy.old_log_probs[0].argmax(-1).numpy())
     assert np.array_equal(greedy.rollout.group_devices[0], greedy.rollout.group_devices[1])
+
+
+def test_a_cold_temperature_samples_the_greedy_placement_and_keeps_the_policys_log_probs():
+    policy, mdp = setup()
+    def argmax_every_step(traj, rows):  # a most likely device at each decision (ties between alike devices)
+        chosen = traj.old_log_probs.gather(-1, traj.actions.unsqueeze(-1)).squeeze(-1)
+        return torch.allclose(chosen[rows], traj.old_log_probs.max(-1).values[rows])
+
+    cold = sample(policy, mdp, 4, np.random.default_rng(0), temperature=1e-4)
+    assert argmax_every_step(cold, slice(None))
+    assert cold.old_log_probs.exp().nan_to_num().sum(-1).allclose(torch.ones(4, mdp.num_groups))  # pi, not pi^(1/tau)
+    assert (cold.old_log_probs.max(-1).values < -1e-3).any()  # ... which is not one-hot
+    mixed = sample(policy, mdp, 3, np.random.default_rng(0), temperature=np.array([1e-4, 1.0, 1e-4]))
+    assert argmax_every_step(mixed, [0, 2]) and not argmax_every_step(mixed, [1])
+    with pytest.raises(InvalidArgument, match="temperatures"):
+        sample(policy, mdp, 2, np.random.default_rng(0), temperature=0.0)
 
 
 def test_sampled_devices_are_always_allowed():

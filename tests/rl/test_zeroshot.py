@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidCheckpoint
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph_io import load_graph
 from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.policy.checkpoint import save_policy
+from gnplace.policy.features import decision_graph
 from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, PolicyPlacer, compare_with_references
 from gnplace.sim.simulator import Simulator
@@ -37,13 +38,23 @@ def test_a_test_graph_gets_a_feasible_placement_deterministic_under_a_seed(fresh
 def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
-    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)
-    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, timer=sim)
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
+    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, subsets=False, timer=sim)
     t0 = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0)).step_time
     t1 = sim.time(graph, cluster, with_samples.place(graph, cluster, seed=0)).step_time
     assert greedy_only.last_evaluations == 1 and with_samples.last_evaluations == 17
     assert t1 <= t0 and with_samples.last_greedy_step == pytest.approx(t0)
     assert with_samples.last_step == pytest.approx(t1)
+
+
+def test_untempered_samples_are_the_policys_own_draws(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=False, temperatures=[1.0])
+    assert placer.temperatures == (1.0,)
+    assert placer.place(graph, cluster, seed=0).devices.shape == (graph.num_ops,)
+    for bad in ([], [0.0], [-1.0], [True]):
+        with pytest.raises(InvalidArgument, match="temperatures"):
+            PolicyPlacer(checkpoint=fresh_checkpoint, temperatures=bad)
 
 
 def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
@@ -53,25 +64,40 @@ def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     assert ours <= auto * (1 + 1e-12)
-    assert placer.last_evaluations == 5 + 6
+    assert placer.last_evaluations == 2 + 4 + 6  # greedy on both devices and on the faster, 4 samples, 6 heuristics
 
 
 def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
     sim = Simulator()
-    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=True, timer=sim)
-    extra, names = wide._greedy_on_fastest(graph, cluster, seed=0)
     d = cluster.num_devices
-    assert extra.shape == (d - 2, graph.num_ops) and len(names) == d - 2
+    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)  # subsets are the default
+    assert wide.subsets
     by_speed = np.argsort([-dev.effective_flops for dev in cluster.devices], kind="stable")
-    for k, row in zip(range(2, d), extra):
-        assert set(row.tolist()) <= set(by_speed[:k].tolist())
-    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim)
+    whole = decision_graph(graph, cluster, seed=0)
+    for k in range(2, d):
+        decoder = wide._decoder(graph, cluster, k, whole)
+        assert decoder.name("greedy") == f"greedy on the {k} fastest"
+        assert set(decoder.greedy()[0].tolist()) <= set(by_speed[:k].tolist())
+    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
     t_plain = sim.time(graph, cluster, plain.place(graph, cluster, seed=0)).step_time
     t_wide = sim.time(graph, cluster, wide.place(graph, cluster, seed=0)).step_time
-    assert t_wide <= t_plain and wide.last_evaluations == 5 + d - 2  # the same candidates, and d - 2 more
-    again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=True, timer=sim)
-    assert np.array_equal(again.place(graph, cluster, seed=0).devices, wide.place(graph, cluster, seed=0).devices)
+    assert t_wide <= t_plain and wide.last_evaluations == d  # the whole cluster's greedy, k = 2 .. d-1, and k = 1
+    assert wide.last_greedy_step == pytest.approx(t_plain)  # the first candidate is the whole cluster's greedy
+
+
+def test_samples_are_drawn_on_the_best_device_set_and_are_deterministic(fresh_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
+    sim = Simulator()
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=6, timer=sim)
+    first = placer.place(graph, cluster, seed=4)
+    assert placer.last_evaluations == cluster.num_devices + 6
+    assert placer.last_step == pytest.approx(sim.time(graph, cluster, first).step_time)
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)
+    greedy_only.place(graph, cluster, seed=4)
+    assert placer.last_step <= greedy_only.last_step
+    again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=6, timer=sim).place(graph, cluster, seed=4)
+    assert np.array_equal(again.devices, first.devices)
 
 
 def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint):
