@@ -182,7 +182,7 @@ class PolicyPlacer:
                     names.append("greedy on the 1 fastest")
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 if self.samples > 0:
-                    best = decoders[int(_ranking(_head(timed, len(decoders)), cluster)[0])]
+                    best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
                     taus = np.resize(np.asarray(self.temperatures), self.samples)
                     drawn = best.sample(self.samples, rng, taus)
                     sampled = self.timer.time_batch(graph, cluster, drawn)
@@ -268,12 +268,6 @@ class _Decoder:
 def _by_speed(cluster: Cluster) -> np.ndarray:
     """Device indices from the fastest (effective FLOP/s) to the slowest, ties by index."""
     return np.argsort([-d.effective_flops for d in cluster.devices], kind="stable")
-
-
-def _head(result: BatchResult, count: int) -> BatchResult:
-    """The timings of the first ``count`` candidates."""
-    return BatchResult(result.step_time[:count], result.busy_time[:count], result.peak_memory[:count],
-                       result.oom[:count])
 
 
 def _ranking(result: BatchResult, cluster: Cluster) -> np.ndarray:
