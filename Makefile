@@ -22,11 +22,11 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gnplace tests scripts
-	$(VENV)/bin/mypy gnplace
+	$(VENV)/bin/mypy gnplace scripts
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow

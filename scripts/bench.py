@@ -78,6 +78,7 @@ policy steps) on a random layered graph of about ``--nodes`` decision nodes.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -132,12 +133,10 @@ def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
     for mode in ("default", "placeto"):
         sim = Simulator(mode)
         for name, placement in placements.items():
-            seconds = median_seconds(lambda sim=sim, placement=placement: sim.time(graph, cluster, placement),
-                                     args.repeat)
+            seconds = median_seconds(functools.partial(sim.time, graph, cluster, placement), args.repeat)
             rows.append(dict(mode=mode, placement=name, call="time", ms_per_eval=seconds * 1e3))
         batch = rng.integers(0, args.devices, (args.batch, graph.num_ops))
-        seconds = median_seconds(lambda sim=sim, batch=batch: sim.time_batch(graph, cluster, batch),
-                                 max(3, args.repeat // 50))
+        seconds = median_seconds(functools.partial(sim.time_batch, graph, cluster, batch), max(3, args.repeat // 50))
         rows.append(dict(mode=mode, placement=f"random x{args.batch}", call=f"time_batch ({numba.get_num_threads()} threads)",
                          ms_per_eval=seconds * 1e3 / args.batch))
     return rows
@@ -254,7 +253,7 @@ def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for name in args.placers:
         placer = get_placer(name)
-        seconds = median_seconds(lambda placer=placer: placer.place(graph, cluster, seed=0), args.repeat)
+        seconds = median_seconds(functools.partial(placer.place, graph, cluster, seed=0), args.repeat)
         rows.append(dict(placer=name, ops=graph.num_ops, cluster=cluster.name, seconds=seconds))
         print(f"{name}: {graph.num_ops} ops on {cluster.name} placed in {seconds:.3f} s (median of {args.repeat})", flush=True)
     return rows
@@ -339,10 +338,10 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
             placer.place(graph, cluster, seed=args.seed)
             seconds = time.perf_counter() - start
             if hasattr(placer, "last_history"):
-                evals, best = zip(*placer.last_history)
+                evals, best = map(list, zip(*placer.last_history))
             else:
-                evals, _, best = zip(*placer.last_trace)
-            curves[name] = (list(evals), [b / auto for b in best])
+                evals, _, best = map(list, zip(*placer.last_trace))
+            curves[name] = (evals, [b / auto for b in best])
             row = {"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
                    "seconds": seconds}
             for attr in ("last_greedy_after_imitation", "last_greedy_after_search"):
@@ -435,6 +434,7 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) 
     theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=0))
     fits_auto = not theirs.is_oom
     portfolio = min(ours.step_time if not ours.is_oom else np.inf, theirs.step_time if fits_auto else np.inf)
+    assert placer.last_greedy_step is not None  # set by place()
     return dict(
         group=group, graph=graph.name, family=str(graph.meta.get("family", group)), ops=graph.num_ops,
         cluster=cluster.name, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
@@ -521,9 +521,10 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, 
                          ("finetune", FineTunePlacer(budget=budget, **tuning))):
         start = time.perf_counter()
         placer.place(graph, cluster, seed=seed)
-        reference = placer.last_reference_step
+        reference, last = placer.last_reference_step, placer.last_step
+        assert reference is not None and last is not None  # set by place()
         row[f"{name}_s"] = time.perf_counter() - start
-        row[f"{name}_final"] = placer.last_step / reference
+        row[f"{name}_final"] = last / reference
         row[f"{name}_history"] = [[e, t / reference] for e, t in placer.last_history]
     target = row["scratch_final"]
     row["scratch_evals_to_final"] = report.first_reaching(row["scratch_history"], target)
@@ -683,7 +684,7 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     for ops in args.ops:
         graph = large_graph(ops, cache)
         placer.place(graph, cluster, seed=0)  # warm: compile the simulator, load the policy
-        seconds = median_seconds(lambda g=graph: placer.place(g, cluster, seed=0), args.repeat)
+        seconds = median_seconds(functools.partial(placer.place, graph, cluster, seed=0), args.repeat)
         row = dict(ops=graph.num_ops, cluster=cluster.name, samples=args.samples, seconds=seconds,
                    step_ms=placer.last_step * 1e3 if placer.last_step else None)
         rows.append(row)

@@ -17,9 +17,10 @@ and ResNet-50 from transformers configs (:mod:`gnplace.families.realmodels`; nee
 from __future__ import annotations
 
 import argparse
+import functools
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from gnplace.datasets import generate_dataset, load_manifest
 from gnplace.graph import FORWARD, OpGraph
@@ -115,6 +116,11 @@ def write_readme(out: Path, families: list[str]) -> None:
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
+def _advance(bar: Progress, task: TaskID, family: str, index: int, graph: OpGraph) -> None:
+    """Progress callback of ``generate_dataset``: one graph of ``family`` done."""
+    bar.update(task, advance=1, description=f"{family}: {graph.name} {graph.num_ops} ops")
+
+
 def main() -> None:
     """Write every shipped graph under ``--out``."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,8 +138,7 @@ def main() -> None:
         for family in families:
             task = bar.add_task(family, total=args.count)
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,
-                             progress=lambda i, g, task=task, family=family: bar.update(
-                                 task, advance=1, description=f"{family}: {g.name} {g.num_ops} ops"))
+                             progress=functools.partial(_advance, bar, task, family))
     if args.real:
         write_real(out)
     # keep the rows of families built before (--families '' --real rebuilds only the real set)

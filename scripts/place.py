@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def _temperatures(text: str) -> list[float]:
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         graph = load_graph_source(args.graph, input_shapes=shapes or None)
         cluster = load_cluster(args.cluster)
         sim = Simulator()
-        taus = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
+        taus: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
         placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
                               subsets=args.subsets, timer=sim, **taus)
         placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)

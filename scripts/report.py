@@ -75,10 +75,10 @@ class Config:
 
 FULL = Config()
 QUICK = Config(
-    families=("ptb", "nmt"), table_clusters=("k80x4", "cpu_gpu"), table_per_family=1,
+    families=("ptb",), table_clusters=("k80x4", "cpu_gpu"), table_per_family=1,
     table_placers=("single", "heft", "auto", "policy"), real=False, rl_per_family=1, rl_clusters=("k80x4",),
     rl_budget=64, placeto_train_graphs=2, placeto_episodes=2, exact_clusters=("k80x2",), exact_per_family=1,
-    exact_examples=False, exact_time_limit=2.0, exact_samples=8, scale_ops=(500, 2_000),
+    exact_examples=False, exact_time_limit=0.5, exact_samples=8, scale_ops=(500, 2_000),
     scale_placers=("m_etf", "policy", "rnn_pg"), scale_budget=32,
 )
 
@@ -275,7 +275,8 @@ def exact_row(task: dict[str, Any]) -> dict[str, Any]:
     row = {**task, "name": graph.name, "groups_placed": graph.num_groups, "status": exact.last_status,
            "exact_ms": exact_s * 1e3}
     for name in ("auto", "policy"):
-        placer = make_placer(name, timer=sim, **({"samples": 16} if name == "policy" else {}))
+        options: dict[str, Any] = {"samples": 16} if name == "policy" else {}
+        placer = make_placer(name, timer=sim, **options)
         row[name] = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time / exact_s
     return row
 
@@ -568,7 +569,7 @@ def run(args: argparse.Namespace) -> Path:
     exact_paths = [str(p) for p in sorted((ROOT / "datasets" / "examples").glob("*.gnpg"))] if config.exact_examples \
         else []
     exact_graphs = [(p, 0) for p in exact_paths] + [
-        (p, 12) for f in ("cifar10", "ptb", "nmt") for p in test_graphs(f, config.exact_per_family)]
+        (p, 12) for f in config.families for p in test_graphs(f, config.exact_per_family)]
     exact_tasks = [{"key": f"{Path(p).stem}@{g}|{c}|{config.exact_time_limit}|{revised('policy')}", "graph": p, "groups": g,
                     "cluster": c, "time_limit": config.exact_time_limit}
                    for c in config.exact_clusters for p, g in exact_graphs]

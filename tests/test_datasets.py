@@ -21,33 +21,28 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def test_same_seed_gives_byte_identical_files(tmp_path):
-    a = generate_dataset("cifar10", 2, tmp_path / "a", seed=7, test_count=1)
-    b = generate_dataset("cifar10", 2, tmp_path / "b", seed=7, test_count=1)
+def test_same_seed_gives_byte_identical_files_and_resume_redraws_missing_or_corrupt(tmp_path):
+    a = generate_dataset("ptb", 2, tmp_path / "a", seed=7, test_count=1)
+    b = generate_dataset("ptb", 2, tmp_path / "b", seed=7, test_count=1)
     assert folder_bytes(a.parent) == folder_bytes(b.parent)
     manifest = load_manifest(a.parent)
     assert [e["split"] for e in manifest["graphs"]].count("test") == 1
     for entry in manifest["graphs"]:
         graph = load_graph(a.parent / entry["file"])
         assert {k: entry[k] for k in ("name", "ops", "groups", "edges", "total_flops", "param_bytes")} == graph_summary(graph)
-        assert graph.meta["family"] == "cifar10" and graph.meta["seed"] == 7
+        assert graph.meta["family"] == "ptb" and graph.meta["seed"] == 7
+    # a rerun keeps finished graphs and draws the missing and the corrupt ones again, byte for byte
+    (b.parent / "ptb_000.gnpg").unlink()
+    (b.parent / "ptb_001.gnpg").write_bytes(b"not a graph")
+    calls = []
+    generate_dataset("ptb", 2, b.parent, seed=7, test_count=1, progress=lambda i, g: calls.append(i))
+    assert folder_bytes(b.parent) == folder_bytes(a.parent) and calls == [0, 1]
 
 
 def test_other_seed_gives_other_graphs(tmp_path):
     g1, _ = generate_graph("cifar10", 0, seed=1)
     g2, _ = generate_graph("cifar10", 0, seed=2)
     assert g1 != g2
-
-
-def test_resume_keeps_finished_graphs_and_redraws_missing_or_corrupt(tmp_path):
-    out = tmp_path / "ds"
-    generate_dataset("cifar10", 2, out, seed=3, test_count=0)
-    before = folder_bytes(out)
-    (out / "cifar10_000.gnpg").unlink()
-    (out / "cifar10_001.gnpg").write_bytes(b"not a graph")
-    calls = []
-    generate_dataset("cifar10", 2, out, seed=3, test_count=0, progress=lambda i, g: calls.append(i))
-    assert folder_bytes(out) == before and calls == [0, 1]
 
 
 def test_unknown_family_lists_choices(tmp_path):
@@ -57,7 +52,7 @@ def test_unknown_family_lists_choices(tmp_path):
 
 def test_impossible_size_range_is_a_clear_error():
     with pytest.raises(GnplaceError, match="no graph with 1..2 ops"):
-        generate_graph("cifar10", 0, min_ops=1, max_ops=2, max_draws=2)
+        generate_graph("cifar10", 0, min_ops=1, max_ops=2, max_draws=1)
 
 
 def test_load_manifest_rejects_other_files(tmp_path):

@@ -34,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
 
         manifest = generate_dataset(args.family, args.count, args.out, seed=args.seed, test_count=args.test_count,
                                     optimizer=args.optimizer, progress=advance)
-    print(f"wrote {args.count} graphs and {manifest}")
+    print(f"wrote {args.count} graph{'' if args.count == 1 else 's'} and {manifest}")
     return 0

@@ -153,7 +153,17 @@ def test_place_with_the_policy_placer_and_a_checkpoint(tmp_path, capsys):
     assert "not a readable checkpoint" in capsys.readouterr().err
 
 
-def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path):
+def _place_script():
+    """``scripts/place.py`` as a module, to call its ``main`` in this process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("place_script", ROOT / "scripts" / "place.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, capsys):
     import subprocess
     import sys
 
@@ -166,23 +176,19 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path):
     row = json.loads(done.stdout)
     assert row["bound"] <= row["policy"] and row["policy_vs_auto"] == pytest.approx(row["policy"] / row["auto"])
     assert not row["oom"] and (tmp_path / "p.json").is_file()
-    done = subprocess.run([*script, "nope.gnpg", "--checkpoint", str(checkpoint)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    capsys.readouterr()
+    in_process = _place_script()  # the other cases in this process: no second start-up
+    assert in_process.main(["nope.gnpg", "--checkpoint", str(checkpoint)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
     ptb = str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg")
-    done = subprocess.run([*script, ptb, "-c", "tight4", "--checkpoint", str(checkpoint), "--samples", "2",
-                           "--no-subsets", "--temperatures", "1", "--json"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["choice"] in ("greedy", "sample")  # the whole cluster only
+    assert in_process.main([ptb, "-c", "tight4", "--checkpoint", str(checkpoint), "--samples", "2", "--no-subsets",
+                            "--temperatures", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["choice"] in ("greedy", "sample")  # the whole cluster only
 
 
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("place_script", ROOT / "scripts" / "place.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _place_script()
     checkpoint = _fresh_policy(tmp_path)
     for bad in ("0.2,x", "0"):
         assert script.main([str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg"), "--checkpoint", str(checkpoint),
