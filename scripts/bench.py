@@ -12,6 +12,7 @@ Usage::
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
+    python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
@@ -52,6 +53,11 @@ sets), and of the portfolio (the better of the policy's and auto's placement); r
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
+
+``constructor``: how well the placement MDP's list schedule (the source of the policy's dynamic
+features: earliest start and finish per device) predicts the simulator, for the policy's greedy
+placement of test graphs: its finish time over the simulated step on the decision graph it plays
+and on the original graph; ``--op-level`` repeats it with no coarsening (every op a node).
 
 ``finetune``: sample efficiency of fine-tuning. On the first test graphs of each family, PPO from a
 fresh policy (``ppo``) and PPO from the shipped checkpoint (``finetune``) each spend ``--budget``
@@ -668,6 +674,56 @@ def device_map_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The placement MDP's own finish time against the simulator, for the policy's greedy placement.
+
+    Per test graph and cluster: the list schedule's finish time of the greedy placement (what the
+    policy's dynamic features are computed from) over the simulated step of the same placement on the
+    decision graph (the coarse graph the MDP plays), and over the simulated step on the original graph
+    (what the reward scores); with ``--op-level``, the same with every op its own decision node.
+    """
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.coarsen import Coarsening
+    from gnplace.datasets import load_manifest
+    from gnplace.graph_io import load_graph
+    from gnplace.policy.features import build_policy_input
+    from gnplace.rl.agent import sample
+    from gnplace.rl.env import PlacementMDP
+    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
+    from gnplace.sim.simulator import Simulator
+
+    torch.set_num_threads(1)
+    policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT)
+    sim = Simulator()
+    rows = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        for entry in [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]:
+            graph = load_graph(folder / entry["file"])
+            for name in args.clusters:
+                cluster = load_cluster(name)
+                row: dict[str, Any] = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name}
+                levels: list[tuple[str, Coarsening | None]] = [("coarse", None)]
+                if args.op_level:
+                    levels.append(("op", Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)))
+                for label, coarsening in levels:
+                    inp = build_policy_input(graph, cluster, coarsening=coarsening)
+                    with torch.no_grad():
+                        greedy = sample(policy, PlacementMDP(inp), 1, greedy=True, enc=policy.encode(inp)).rollout
+                    on_decision = greedy.group_devices[:, inp.decision.group]
+                    decision_step = float(sim.time_batch(inp.decision, cluster, on_decision).step_time[0])
+                    step = float(sim.time_batch(graph, cluster, inp.expand(greedy.group_devices)).step_time[0])
+                    row[f"{label}_nodes"] = inp.decision.num_ops
+                    row[f"{label}_mdp_over_decision_sim"] = float(greedy.finish[0]) / decision_step
+                    row[f"{label}_mdp_over_sim"] = float(greedy.finish[0]) / step
+                    row[f"{label}_step_ms"] = step * 1e3
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
 def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
     import torch
@@ -761,6 +817,12 @@ def main() -> None:
                     help="the policy decodes on the whole cluster only (ablation)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
+    con = sub.add_parser("constructor", help="the placement MDP's finish time against the simulator")
+    con.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    con.add_argument("--per-family", type=int, default=2)
+    con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"])
+    con.add_argument("--op-level", action="store_true", help="also with every op its own decision node")
     lat = sub.add_parser("latency", help="seconds of the policy's greedy placement of 10k and 100k-op graphs")
     lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     lat.add_argument("--cluster", default="k80x4")
@@ -818,6 +880,12 @@ def main() -> None:
         return
     if args.bench == "latency":
         bench_latency(args)
+        return
+    if args.bench == "constructor":
+        rows = bench_constructor(args)
+        for key in [k for k in rows[0] if k.endswith(("_mdp_over_decision_sim", "_mdp_over_sim"))] if rows else []:
+            values = [r[key] for r in rows]
+            print(f"{key}: {min(values):.3f} .. {max(values):.3f} (median {float(np.median(values)):.3f})")
         return
     if args.bench == "search":
         summary = bench_search(args)

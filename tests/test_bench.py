@@ -23,3 +23,24 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
     assert set(summary["graphs"]) == {"tiny", "branchy"} and summary["placements"] == 6
     for entry in summary["graphs"].values():
         assert len(entry["placements"]) == 3 and entry["finetune"]["step_time_s"] > 0
+
+
+def test_constructor_compares_the_mdps_finish_time_with_the_simulator(monkeypatch):
+    """The list schedule's finish time of the greedy placement over the simulated step, coarse and op-level."""
+    import argparse
+    import importlib.util
+
+    monkeypatch.chdir(ROOT)  # the benchmarks read datasets/ from the repository root
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # bench.py imports report.py beside it
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    args = argparse.Namespace(checkpoint=None, families=["ptb"], per_family=1, clusters=["k80x2"], op_level=True)
+    rows = bench.bench_constructor(args)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["op_nodes"] == row["ops"] > row["coarse_nodes"] > 0
+    for level in ("coarse", "op"):
+        # an estimate of the same step: within a factor of two, never a unit or scale slip
+        assert 0.5 < row[f"{level}_mdp_over_sim"] < 2.0 and 0.5 < row[f"{level}_mdp_over_decision_sim"] < 2.0
+    assert row["op_mdp_over_sim"] == row["op_mdp_over_decision_sim"]  # no coarsening: one graph
