@@ -119,7 +119,7 @@ class PolicyPlacer:
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
-        temperatures: Sequence[float] = DEFAULT_TEMPERATURES,
+        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = 4000,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -132,6 +132,9 @@ class PolicyPlacer:
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
         self.subsets = bool(subsets)
+        if isinstance(op_level, bool) or not isinstance(op_level, (int, np.integer)) or op_level < 0:
+            raise InvalidArgument(f"PolicyPlacer needs op_level >= 0 ops, got {op_level!r}")
+        self.op_level = int(op_level)
         self.temperatures = tuple(float(t) for t in taus)
         self.max_nodes = int(max_nodes)
         self.timer = timer or Simulator()
@@ -180,6 +183,10 @@ class PolicyPlacer:
                 if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
                     candidates = np.concatenate([candidates, np.full((1, graph.num_ops), by_speed[0])], axis=0)
                     names.append("greedy on the 1 fastest")
+                if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
+                    op_level = _Decoder(self.policy, self._input(graph, cluster, _ops_alone(graph)), np.arange(d), True)
+                    candidates = np.concatenate([candidates, op_level.greedy()], axis=0)
+                    names.append("greedy, op level")
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 if self.samples > 0:
                     best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
@@ -224,17 +231,20 @@ class PolicyPlacer:
 
         ``coarsening`` is the decision graph made for the whole cluster, reused for every device set.
         """
-        from gnplace.policy.features import build_policy_input
-
         if size == cluster.num_devices:
             keep = np.arange(size)
             sub = cluster
         else:
             keep = _by_speed(cluster)[:size]
             sub = cluster.subset(keep)
-        inp = build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                 coarsening=coarsening)
-        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
+        return _Decoder(self.policy, self._input(graph, sub, coarsening), keep, size == cluster.num_devices)
+
+    def _input(self, graph: OpGraph, cluster: Cluster, coarsening: Coarsening) -> Any:
+        """The policy's input for ``graph`` on ``cluster`` with the decision graph ``coarsening``."""
+        from gnplace.policy.features import build_policy_input
+
+        return build_policy_input(graph, cluster, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
+                                  coarsening=coarsening)
 
 
 class _Decoder:
@@ -263,6 +273,13 @@ class _Decoder:
 
         drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
         return self.keep[self.inp.expand(drawn.rollout.group_devices)]
+
+
+def _ops_alone(graph: OpGraph) -> Coarsening:
+    """The decision graph with every op its own node (groups kept): no coarsening."""
+    from gnplace.coarsen import Coarsening
+
+    return Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:
