@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 0] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
@@ -457,7 +457,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.datasets import load_manifest
 
-    options: dict[str, Any] = {"subsets": args.subsets}
+    options: dict[str, Any] = {"subsets": args.subsets, "op_level": args.op_level}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
@@ -688,7 +688,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.coarsen import Coarsening
     from gnplace.datasets import load_manifest
     from gnplace.graph_io import load_graph
-    from gnplace.policy.features import build_policy_input
+    from gnplace.policy.features import build_policy_input, ops_alone
     from gnplace.rl.agent import sample
     from gnplace.rl.env import PlacementMDP
     from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
@@ -707,7 +707,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row: dict[str, Any] = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name}
                 levels: list[tuple[str, Coarsening | None]] = [("coarse", None)]
                 if args.op_level:
-                    levels.append(("op", Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)))
+                    levels.append(("op", ops_alone(graph)))
                 for label, coarsening in levels:
                     inp = build_policy_input(graph, cluster, coarsening=coarsening)
                     with torch.no_grad():
@@ -815,6 +815,8 @@ def main() -> None:
     zs.add_argument("--out", default="out/bench_zeroshot")
     zs.add_argument("--no-subsets", dest="subsets", action="store_false",
                     help="the policy decodes on the whole cluster only (ablation)")
+    zs.add_argument("--op-level", type=int, default=0, metavar="OPS",
+                    help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 0)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
     con = sub.add_parser("constructor", help="the placement MDP's finish time against the simulator")

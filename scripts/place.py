@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--seed S] \\
-        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
+        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
 ``torch.nn.Module`` and example inputs). The policy (the shipped ``checkpoints/gnplace-base.ckpt``
@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
                         help="also decode greedily on the fastest k devices alone, k = 2 .. D-1 (default: on)")
+    parser.add_argument("--op-level", type=int, default=0, metavar="OPS",
+                        help="on graphs of at most OPS ops, also decode with no coarsening (default: 0, never)")
     parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
                         help="sampling temperatures, cycled over the samples (default: 0.1,0.2,0.3,0.5)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         sim = Simulator()
         taus: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
         placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                              subsets=args.subsets, timer=sim, **taus)
+                              subsets=args.subsets, op_level=args.op_level, timer=sim, **taus)
         placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
         if args.output:
             predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

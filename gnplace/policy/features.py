@@ -41,7 +41,8 @@ from gnplace.placers.listsched import mean_comm_time, upward_rank
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
-    "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "PolicyInput", "decision_graph", "build_policy_input",
+    "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "PolicyInput", "decision_graph", "ops_alone",
+    "build_policy_input",
 ]
 
 #: Names of the node feature columns, in order.
@@ -129,6 +130,18 @@ def decision_graph(graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, s
         groups = max(1, min(groups - 1, int(groups * max_nodes / result.graph.num_ops * 0.95)))
         result = coarsen(graph, groups, cluster, seed=seed)
     return result
+
+
+def ops_alone(graph: OpGraph) -> Coarsening:
+    """The decision graph with every op its own node and the groups kept: no coarsening.
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> g = mlp_training_graph(layers=3, width=64, batch=8)
+        >>> ops_alone(g).graph is g
+        True
+    """
+    return Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)
 
 
 def _standardise(values: np.ndarray) -> np.ndarray:

@@ -95,10 +95,15 @@ class PolicyPlacer:
         temperatures (sequence of float, optional): sampling temperatures ``tau`` (draws from
             ``softmax(logits / tau)``), cycled over the samples (default: :data:`DEFAULT_TEMPERATURES`;
             ``(1.0,)`` samples the policy itself).
+        op_level (int, optional): on graphs of at most this many ops, also decode greedily on the
+            whole cluster with every op its own decision node (no coarsening: a consumer does not wait
+            for a merged node), one more encoding and candidate; 0 never (default: 0). On the test
+            splits, 4,000 took ``policy`` from 1.009 to 1.000 of ``auto``'s step time, mostly on
+            cifar10 (``python scripts/bench.py zeroshot --op-level 4000``).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"sample"``, ``"sample on the k fastest"``,
-    ``"repaired"`` or a heuristic's name), ``last_evaluations``.
+    ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
+    ``"sample on the k fastest"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -119,7 +124,7 @@ class PolicyPlacer:
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
-        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = 4000,
+        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = 0,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -147,7 +152,8 @@ class PolicyPlacer:
 
     def __repr__(self) -> str:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
-                f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures})")
+                f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures}, "
+                f"op_level={self.op_level})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -160,7 +166,7 @@ class PolicyPlacer:
         """
         import torch
 
-        from gnplace.policy.features import decision_graph
+        from gnplace.policy.features import decision_graph, ops_alone
 
         self.last_evaluations = 0
         if graph.num_ops == 0 or cluster.num_devices == 1:
@@ -184,7 +190,7 @@ class PolicyPlacer:
                     candidates = np.concatenate([candidates, np.full((1, graph.num_ops), by_speed[0])], axis=0)
                     names.append("greedy on the 1 fastest")
                 if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
-                    op_level = _Decoder(self.policy, self._input(graph, cluster, _ops_alone(graph)), np.arange(d), True)
+                    op_level = _Decoder(self.policy, self._input(graph, cluster, ops_alone(graph)), np.arange(d), True)
                     candidates = np.concatenate([candidates, op_level.greedy()], axis=0)
                     names.append("greedy, op level")
                 timed = self.timer.time_batch(graph, cluster, candidates)
@@ -273,13 +279,6 @@ class _Decoder:
 
         drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
         return self.keep[self.inp.expand(drawn.rollout.group_devices)]
-
-
-def _ops_alone(graph: OpGraph) -> Coarsening:
-    """The decision graph with every op its own node (groups kept): no coarsening."""
-    from gnplace.coarsen import Coarsening
-
-    return Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:

@@ -100,6 +100,35 @@ def test_samples_are_drawn_on_the_best_device_set_and_are_deterministic(fresh_ch
     assert np.array_equal(again.devices, first.devices)
 
 
+def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint):
+    from gnplace.policy.features import build_policy_input, ops_alone
+    from gnplace.rl.agent import sample
+    from gnplace.rl.env import PlacementMDP
+
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    sim = Simulator()
+    coarse = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
+    coarse.place(graph, cluster, seed=0)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=graph.num_ops, timer=sim)
+    placement = placer.place(graph, cluster, seed=0)
+    assert placer.last_evaluations == coarse.last_evaluations + 1 == 2
+    # the extra candidate is the op-level greedy placement; the result is the better of the two
+    inp = build_policy_input(graph, cluster, coarsening=ops_alone(graph))
+    assert inp.decision.num_ops == graph.num_ops
+    with torch.no_grad():
+        greedy = sample(placer.policy, PlacementMDP(inp), 1, greedy=True, enc=placer.policy.encode(inp))
+    op_step = sim.time(graph, cluster, inp.expand(greedy.rollout.group_devices)[0]).step_time
+    assert placer.last_step == pytest.approx(min(coarse.last_step, op_step))
+    assert (placer.last_choice == "greedy, op level") == (op_step < coarse.last_step)
+    assert placement == placer.place(graph, cluster, seed=0)
+    # a graph past the limit gets no op-level candidate, and a bad limit is one clear error
+    small = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=graph.num_ops - 1, timer=sim)
+    small.place(graph, cluster, seed=0)
+    assert small.last_evaluations == 1
+    with pytest.raises(InvalidArgument, match="op_level"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, op_level=-1)
+
+
 def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint):
     graph = layered_graph(3000, width=12, seed=1)
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150)
