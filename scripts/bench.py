@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 0] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
@@ -432,7 +432,8 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) 
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0))
     took = time.perf_counter() - start
     # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
-    plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,))
+    plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
+                         op_level=0)
     start = time.perf_counter()
     untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=0))
     took_plain = time.perf_counter() - start
@@ -457,7 +458,9 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.datasets import load_manifest
 
-    options: dict[str, Any] = {"subsets": args.subsets, "op_level": args.op_level}
+    options: dict[str, Any] = {"subsets": args.subsets}
+    if args.op_level is not None:
+        options["op_level"] = args.op_level
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
@@ -815,8 +818,8 @@ def main() -> None:
     zs.add_argument("--out", default="out/bench_zeroshot")
     zs.add_argument("--no-subsets", dest="subsets", action="store_false",
                     help="the policy decodes on the whole cluster only (ablation)")
-    zs.add_argument("--op-level", type=int, default=0, metavar="OPS",
-                    help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 0)")
+    zs.add_argument("--op-level", type=int, default=None, metavar="OPS",
+                    help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
     con = sub.add_parser("constructor", help="the placement MDP's finish time against the simulator")

@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
                         help="also decode greedily on the fastest k devices alone, k = 2 .. D-1 (default: on)")
-    parser.add_argument("--op-level", type=int, default=0, metavar="OPS",
-                        help="on graphs of at most OPS ops, also decode with no coarsening (default: 0, never)")
+    parser.add_argument("--op-level", type=int, default=None, metavar="OPS",
+                        help="on graphs of at most OPS ops, also decode with no coarsening (default: 4000; 0: never)")
     parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
                         help="sampling temperatures, cycled over the samples (default: 0.1,0.2,0.3,0.5)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -65,9 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         graph = load_graph_source(args.graph, input_shapes=shapes or None)
         cluster = load_cluster(args.cluster)
         sim = Simulator()
-        taus: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
+        options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
+        if args.op_level is not None:
+            options["op_level"] = args.op_level
         placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                              subsets=args.subsets, op_level=args.op_level, timer=sim, **taus)
+                              subsets=args.subsets, timer=sim, **options)
         placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
         if args.output:
             predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

@@ -70,10 +70,16 @@ def cached_policy(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
 DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
 
 
+#: Graphs of at most this many ops also get a greedy decode with no coarsening: on the test splits this took
+#: ``policy`` from 1.009 to 1.000 of ``auto``'s step time, mostly on cifar10 (v100x8: 1.011 to 0.977).
+DEFAULT_OP_LEVEL = 4000
+
+
 class PolicyPlacer:
     """Zero-shot placement by a pretrained policy: greedy decodes, then ``samples`` tempered samples, best by the timer.
 
-    The policy decodes greedily on the whole cluster and, with ``subsets``, on the fastest ``k``
+    The policy decodes greedily on the whole cluster (on graphs of at most ``op_level`` ops also with no
+    coarsening) and, with ``subsets``, on the fastest ``k``
     devices alone for every ``k`` from 2 to ``D - 1`` (a placement that leaves slow or surplus devices
     idle, which the per-node decoder rarely finds on many devices); ``k = 1``, the whole graph on the
     fastest device, is a candidate too. The ``K`` samples are then drawn on the device set (``k >= 2``)
@@ -97,9 +103,8 @@ class PolicyPlacer:
             ``(1.0,)`` samples the policy itself).
         op_level (int, optional): on graphs of at most this many ops, also decode greedily on the
             whole cluster with every op its own decision node (no coarsening: a consumer does not wait
-            for a merged node), one more encoding and candidate; 0 never (default: 0). On the test
-            splits, 4,000 took ``policy`` from 1.009 to 1.000 of ``auto``'s step time, mostly on
-            cifar10 (``python scripts/bench.py zeroshot --op-level 4000``).
+            for a merged node), one more encoding and candidate; 0 never (default:
+            :data:`DEFAULT_OP_LEVEL`).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
@@ -112,19 +117,19 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # greedy on both GPUs, on the faster alone, and 4 samples
-        6
+        >>> placer.last_evaluations  # greedy on both GPUs, on the faster alone and at op level, and 4 samples
+        7
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "3"  # 2026-11-23: subsets (one coarsening for all device sets) and tempered samples by default
+    revision = "4"  # 2026-11-23: subsets, tempered samples, and op-level greedy up to 4,000 ops by default
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
-        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = 0,
+        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")

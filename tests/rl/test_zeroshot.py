@@ -38,8 +38,8 @@ def test_a_test_graph_gets_a_feasible_placement_deterministic_under_a_seed(fresh
 def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
-    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
-    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, subsets=False, timer=sim)
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
+    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, subsets=False, op_level=0, timer=sim)
     t0 = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0)).step_time
     t1 = sim.time(graph, cluster, with_samples.place(graph, cluster, seed=0)).step_time
     assert greedy_only.last_evaluations == 1 and with_samples.last_evaluations == 17
@@ -64,14 +64,15 @@ def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     assert ours <= auto * (1 + 1e-12)
-    assert placer.last_evaluations == 2 + 4 + 6  # greedy on both devices and on the faster, 4 samples, 6 heuristics
+    # greedy on both devices, on the faster alone and at op level, 4 samples, 6 heuristics
+    assert placer.last_evaluations == 3 + 4 + 6
 
 
 def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
     sim = Simulator()
     d = cluster.num_devices
-    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)  # subsets are the default
+    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, op_level=0, timer=sim)  # subsets are the default
     assert wide.subsets
     by_speed = np.argsort([-dev.effective_flops for dev in cluster.devices], kind="stable")
     whole = decision_graph(graph, cluster, seed=0)
@@ -79,7 +80,7 @@ def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkp
         decoder = wide._decoder(graph, cluster, k, whole)
         assert decoder.name("greedy") == f"greedy on the {k} fastest"
         assert set(decoder.greedy()[0].tolist()) <= set(by_speed[:k].tolist())
-    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
+    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
     t_plain = sim.time(graph, cluster, plain.place(graph, cluster, seed=0)).step_time
     t_wide = sim.time(graph, cluster, wide.place(graph, cluster, seed=0)).step_time
     assert t_wide <= t_plain and wide.last_evaluations == d  # the whole cluster's greedy, k = 2 .. d-1, and k = 1
@@ -91,7 +92,7 @@ def test_samples_are_drawn_on_the_best_device_set_and_are_deterministic(fresh_ch
     sim = Simulator()
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=6, timer=sim)
     first = placer.place(graph, cluster, seed=4)
-    assert placer.last_evaluations == cluster.num_devices + 6
+    assert placer.last_evaluations == cluster.num_devices + 1 + 6  # greedy on every device set and at op level
     assert placer.last_step == pytest.approx(sim.time(graph, cluster, first).step_time)
     greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)
     greedy_only.place(graph, cluster, seed=4)
@@ -107,7 +108,8 @@ def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint)
 
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
-    coarse = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, timer=sim)
+    assert graph.num_ops <= PolicyPlacer(checkpoint=fresh_checkpoint).op_level  # on by default for this graph
+    coarse = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
     coarse.place(graph, cluster, seed=0)
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=graph.num_ops, timer=sim)
     placement = placer.place(graph, cluster, seed=0)
