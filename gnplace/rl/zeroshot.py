@@ -2,7 +2,8 @@
 
 The pretrained :class:`~gnplace.policy.gnn.PlacementPolicy` (the shipped
 ``checkpoints/gnplace-base.ckpt`` unless another is given) encodes the graph once per device set,
-decodes its greedy placement on the whole cluster and on the fastest ``k`` devices alone, then
+decodes its greedy placement on the whole cluster and on the fastest ``k`` devices alone (on graphs of
+at most ``op_level`` ops also on the whole cluster with no coarsening, every op a decision), then
 ``samples`` tempered samples on the best of those device sets in one batched rollout of the placement
 MDP (:mod:`gnplace.rl.agent`); every candidate is timed (``time_batch``) and the best returned: fitting
 placements by step time first, then the least memory overflow; when none fits, the best is
