@@ -689,7 +689,6 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.cluster import load_cluster
     from gnplace.coarsen import Coarsening
-    from gnplace.datasets import load_manifest
     from gnplace.graph_io import load_graph
     from gnplace.policy.features import build_policy_input, ops_alone
     from gnplace.rl.agent import sample
@@ -702,9 +701,8 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     sim = Simulator()
     rows = []
     for family in args.families:
-        folder = Path("datasets") / family
-        for entry in [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]:
-            graph = load_graph(folder / entry["file"])
+        for path in report.test_graphs(family, args.per_family):
+            graph = load_graph(path)
             for name in args.clusters:
                 cluster = load_cluster(name)
                 row: dict[str, Any] = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name}

@@ -7,7 +7,11 @@ needs several variants). Clusters come from :mod:`gnplace.toy`.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,6 +22,27 @@ from gnplace.sim.timer import StepResult, StepTimer
 from gnplace.toy import mlp_training_graph, toy_cluster
 
 GiB = 2**30
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def load_script(monkeypatch) -> Callable[[str], ModuleType]:
+    """``load_script("place")``: ``scripts/place.py`` as a module, to call its functions in this process.
+
+    ``scripts/`` goes on ``sys.path`` (``bench.py`` imports ``report.py`` beside it) and the module
+    into ``sys.modules`` (dataclasses look their module up), both undone after the test.
+    """
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, spec.name, module)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 class CountingSimulator(Simulator):

@@ -25,16 +25,11 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
         assert len(entry["placements"]) == 3 and entry["finetune"]["step_time_s"] > 0
 
 
-def test_constructor_compares_the_mdps_finish_time_with_the_simulator(monkeypatch):
+def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_script):
     """The list schedule's finish time of the greedy placement over the simulated step, coarse and op-level."""
     import argparse
-    import importlib.util
 
-    monkeypatch.chdir(ROOT)  # the benchmarks read datasets/ from the repository root
-    monkeypatch.syspath_prepend(str(ROOT / "scripts"))  # bench.py imports report.py beside it
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench")
     args = argparse.Namespace(checkpoint=None, families=["ptb"], per_family=1, clusters=["k80x2"], op_level=True)
     rows = bench.bench_constructor(args)
     assert len(rows) == 1

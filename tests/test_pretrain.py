@@ -170,12 +170,8 @@ def test_resume_after_kill_9_loses_at_most_one_interval(tiny_config, tmp_path):
     assert json.loads(done.stdout)["iterations"] == saved + 2
 
 
-def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_path, capsys):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("pretrain_script", ROOT / "scripts" / "pretrain.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)  # the script's main in this process: the exit status and stderr it gives
+def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_path, capsys, load_script):
+    script = load_script("pretrain")  # the script's main in this process: the exit status and stderr it gives
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     last.parent.mkdir(parents=True)
     last.write_bytes(b"\x00" * 100)

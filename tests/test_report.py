@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -14,23 +13,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _report_module():
-    spec = importlib.util.spec_from_file_location("gnplace_report_script", ROOT / "scripts" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_geomean_and_first_reaching():
-    report = _report_module()
+def test_geomean_and_first_reaching(load_script):
+    report = load_script("report")
     assert report.geomean([1.0, 4.0, float("nan"), None]) == pytest.approx(2.0)
     assert report.first_reaching([[1, 1.2], [17, 1.0], [33, 0.9]], 1.0) == 17
     assert report.first_reaching([[1, 1.2]], 1.0) is None
 
 
-def test_store_resumes_and_skips_a_line_cut_short(tmp_path):
-    report = _report_module()
+def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
+    report = load_script("report")
     path = tmp_path / "rows.jsonl"
     path.write_text(json.dumps({"key": "a", "v": 1}) + "\n" + '{"key": "b", "v"')
     store = report.Store(path)

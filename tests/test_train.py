@@ -100,8 +100,7 @@ def test_metrics_are_logged_to_csv(tmp_path):
         assert name in text
 
 
-def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys):
-    import importlib.util
+def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys, load_script):
     import subprocess
     import sys
     from pathlib import Path
@@ -120,9 +119,7 @@ def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys):
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert "trained 5 iterations" in again.stdout
-    spec = importlib.util.spec_from_file_location("train_script", root / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)  # a bad argument in this process: no third start-up
+    script = load_script("train")  # a bad argument in this process: no third start-up
     assert script.main(["--graphs", str(tmp_path / "missing.gnpg")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("train: error:") and err.count("\n") == 1

@@ -182,7 +182,6 @@ class PolicyPlacer:
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
         sizes = range(2, d + 1) if self.subsets else range(d, d + 1)
-        by_speed = _by_speed(cluster)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small tensors: one thread is fastest
         try:
@@ -190,15 +189,15 @@ class PolicyPlacer:
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
                 whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed)
                 decoders = [self._decoder(graph, cluster, size, whole) for size in sizes][::-1]
-                candidates = np.concatenate([dec.greedy() for dec in decoders], axis=0)
+                greedy = [dec.greedy() for dec in decoders]
                 names = [dec.name("greedy") for dec in decoders]
                 if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
-                    candidates = np.concatenate([candidates, np.full((1, graph.num_ops), by_speed[0])], axis=0)
+                    greedy.append(np.full((1, graph.num_ops), _by_speed(cluster)[0]))
                     names.append("greedy on the 1 fastest")
                 if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
-                    op_level = _Decoder(self.policy, self._input(graph, cluster, ops_alone(graph)), np.arange(d), True)
-                    candidates = np.concatenate([candidates, op_level.greedy()], axis=0)
+                    greedy.append(self._decoder(graph, cluster, d, ops_alone(graph)).greedy())
                     names.append("greedy, op level")
+                candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 if self.samples > 0:
                     best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
@@ -241,22 +240,20 @@ class PolicyPlacer:
     def _decoder(self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening) -> _Decoder:
         """The policy on the ``size`` fastest devices (by effective FLOP/s, ties by index), or on all of them.
 
-        ``coarsening`` is the decision graph made for the whole cluster, reused for every device set.
+        ``coarsening`` is the decision graph to decode on: the one made for the whole cluster, reused
+        for every device set, or :func:`~gnplace.policy.features.ops_alone`.
         """
+        from gnplace.policy.features import build_policy_input
+
         if size == cluster.num_devices:
             keep = np.arange(size)
             sub = cluster
         else:
             keep = _by_speed(cluster)[:size]
             sub = cluster.subset(keep)
-        return _Decoder(self.policy, self._input(graph, sub, coarsening), keep, size == cluster.num_devices)
-
-    def _input(self, graph: OpGraph, cluster: Cluster, coarsening: Coarsening) -> Any:
-        """The policy's input for ``graph`` on ``cluster`` with the decision graph ``coarsening``."""
-        from gnplace.policy.features import build_policy_input
-
-        return build_policy_input(graph, cluster, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                  coarsening=coarsening)
+        inp = build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
+                                 coarsening=coarsening)
+        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
 
 
 class _Decoder:

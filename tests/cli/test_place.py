@@ -153,17 +153,7 @@ def test_place_with_the_policy_placer_and_a_checkpoint(tmp_path, capsys):
     assert "not a readable checkpoint" in capsys.readouterr().err
 
 
-def _place_script():
-    """``scripts/place.py`` as a module, to call its ``main`` in this process."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("place_script", ROOT / "scripts" / "place.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
-def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, capsys):
+def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, capsys, load_script):
     import subprocess
     import sys
 
@@ -177,7 +167,7 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
     assert row["bound"] <= row["policy"] and row["policy_vs_auto"] == pytest.approx(row["policy"] / row["auto"])
     assert not row["oom"] and (tmp_path / "p.json").is_file()
     capsys.readouterr()
-    in_process = _place_script()  # the other cases in this process: no second start-up
+    in_process = load_script("place")  # the other cases in this process: no second start-up
     assert in_process.main(["nope.gnpg", "--checkpoint", str(checkpoint)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -187,8 +177,8 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
     assert json.loads(capsys.readouterr().out)["choice"] in ("greedy", "sample")  # the whole cluster only, coarsened
 
 
-def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys):
-    script = _place_script()
+def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):
+    script = load_script("place")
     checkpoint = _fresh_policy(tmp_path)
     for bad in ("0.2,x", "0"):
         assert script.main([str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg"), "--checkpoint", str(checkpoint),
