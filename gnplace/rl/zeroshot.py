@@ -125,7 +125,7 @@ class PolicyPlacer:
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "4"  # 2026-11-23: subsets, tempered samples, and op-level greedy up to 4,000 ops by default
+    revision = "5"  # 2026-11-23: the MDP's schedule keeps link contention and fills idle gaps
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
