@@ -228,7 +228,12 @@ class _IdleTime:
         self.b_idx = np.arange(batch)
 
     def earliest(self, ready: np.ndarray, work: np.ndarray) -> np.ndarray:
-        """Earliest start on every device (``[B, D]``) of an op ready at ``ready`` (``[B, D]``) taking ``work`` (``[D]``)."""
+        """Earliest start on every device, ``[B, D]`` seconds, of an op whose inputs are there at ``ready``.
+
+        Args:
+            ready (np.ndarray): when the op's inputs would be on each device, ``[B, D]`` seconds.
+            work (np.ndarray): the op's seconds on each device, ``[D]``.
+        """
         begin = np.maximum(self.hole_start, ready[..., None])
         fits = (begin + work[None, :, None] <= self.hole_end) & (self.hole_end > self.hole_start)
         in_hole = np.where(fits, begin, np.inf).min(axis=2)
