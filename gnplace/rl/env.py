@@ -15,8 +15,8 @@ the step time of the finished placement, measured by a timer on the original gra
 The schedule keeps the simulator's semantics where a list schedule can (:mod:`gnplace.rl._schedule`):
 an output crosses a link once per receiving device, each link carries one transfer at a time, and
 an op ready early fills an idle gap of its device instead of waiting behind later ops. Without
-them the schedule was 11% optimistic to 15% pessimistic against the simulator on decision graphs
-of the test splits, with them 7% either way (``python scripts/bench.py constructor``).
+them the schedule's finish was 0.89-1.15 of the simulated step on decision graphs of the test
+splits, with them 0.93-1.08 (``python scripts/bench.py constructor``).
 
 :class:`PlacementMDP` plays ``B`` episodes of one graph at once in numpy, one vectorised update per
 node, so a batch of rollouts costs about what one does. The dynamic features of each decision
@@ -218,14 +218,14 @@ class _IdleTime:
     The simulator runs whatever op is ready, so a device never idles while one waits; a list schedule
     that only appends (in priority order) leaves the gaps its later ops could have filled. Here an op
     goes into the earliest gap long enough for it (insertion, as in HEFT), of the ``holes`` largest
-    gaps kept per device, and otherwise after the device's last op. Times in seconds.
+    gaps kept per device, and otherwise after the device's last op. Times in seconds. The arrays are
+    updated by :func:`~gnplace.rl._schedule.schedule_node`; :meth:`earliest` only reads them.
     """
 
     def __init__(self, batch: int, devices: int, holes: int = 4) -> None:
         self.free = np.zeros((batch, devices))  # end of each device's last op
         self.hole_start = np.zeros((batch, devices, holes))
         self.hole_end = np.zeros((batch, devices, holes))  # empty holes have start == end
-        self.b_idx = np.arange(batch)
 
     def earliest(self, ready: np.ndarray, work: np.ndarray) -> np.ndarray:
         """Earliest start on every device, ``[B, D]`` seconds, of an op whose inputs are there at ``ready``.
