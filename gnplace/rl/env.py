@@ -181,7 +181,8 @@ class PlacementMDP:
         done = finish[:, preds]  # [B, P]
         transfer = self.latency[where] + pred_bytes[None, :, None] * self.inv_bw[where]  # [B, P, D]
         queued = np.maximum(done[:, :, None], link_free[np.arange(batch)[:, None], where]) + transfer
-        arrive = np.where(np.isfinite(sent[:, preds]), sent[:, preds], queued)
+        already = sent[:, preds]  # [B, P, D]
+        arrive = np.where(np.isfinite(already), already, queued)
         arrive = np.where(where[:, :, None] == np.arange(d), done[:, :, None], arrive)
         return arrive.max(axis=1)
 
