@@ -36,7 +36,7 @@ from gnplace.cluster import Cluster
 from gnplace.coarsen import Coarsening, coarsen
 from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
-from gnplace.placers.groups import group_memory, group_times
+from gnplace.placers.groups import group_times, held_at_peak
 from gnplace.placers.listsched import mean_comm_time, upward_rank
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
@@ -71,7 +71,8 @@ class PolicyInput:
             of ``graph`` to its node.
         op_time (np.ndarray): seconds of each decision node on each device, ``[N, D]``.
         group_time (np.ndarray): seconds of each group on each device, ``[G, D]``.
-        group_bytes (np.ndarray): bytes each group pins on its device, ``[G]``.
+        group_bytes (np.ndarray): bytes each group holds at the memory peak of the step run on the
+            fastest device alone (:func:`~gnplace.placers.groups.held_at_peak`), ``[G]``.
         order (np.ndarray): the priority order of the nodes (upward rank, a topological order), ``[N]``.
         node_x (torch.Tensor): node features, ``[N, len(NODE_FEATURES)]`` float32.
         edge_index (torch.Tensor): decision-graph edges ``(producer, consumer)``, ``[2, E]`` int64.
@@ -279,7 +280,9 @@ def build_policy_input(
     op_time = cost_model.op_times(coarse, cluster)
     comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])
     g_time = group_times(coarse, op_time)
-    g_bytes = group_memory(coarse)
+    # the bytes a group holds at the peak of a one-device step, not all its outputs at once (2.3-10x more)
+    held = held_at_peak(graph, cluster)
+    g_bytes = np.bincount(coarse.group[co.node_of_op], weights=held, minlength=coarse.num_groups)
     rank = upward_rank(coarse, op_time.mean(axis=1), comm)
     node_x = _node_features(graph, co, op_time, comm)
     src, dst = coarse.edge_src, coarse.edge_dst

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gnplace.placers.groups import group_memory
 from gnplace.policy.features import PolicyInput
 
 __all__ = ["SEQUENCE_EXTRA_FEATURES", "sequence_order", "sequence_features", "group_edges", "Seq2SeqPolicy"]
@@ -102,7 +103,7 @@ def sequence_features(inp: PolicyInput, order: np.ndarray | None = None) -> torc
     consumer_offset = np.where(consumers > 0, consumer_pos / np.maximum(consumers, 1) - position, 0.0)
     extra = np.stack([
         _standardise(np.log(inp.group_time.min(axis=1) + 1e-12)),
-        _standardise(np.log1p(inp.group_bytes.astype(np.float64))),
+        _standardise(np.log1p(group_memory(inp.decision))),  # the group's size: params plus every output
         position, np.log1p(producers), np.log1p(consumers), producer_offset, consumer_offset,
     ], axis=1)
     return torch.as_tensor(np.concatenate([mean_x, extra], axis=1)[order], dtype=torch.float32)

@@ -99,7 +99,7 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "2"  # 2026-11-23: the MDP's schedule keeps link contention and fills idle gaps
+    revision = "3"  # 2026-11-23: the MDP charges a group the bytes it holds at the peak (held_at_peak)
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,

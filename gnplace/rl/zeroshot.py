@@ -125,7 +125,7 @@ class PolicyPlacer:
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "5"  # 2026-11-23: the MDP's schedule keeps link contention and fills idle gaps
+    revision = "6"  # 2026-11-23: the MDP charges a group the bytes it holds at the peak (held_at_peak)
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,

@@ -20,6 +20,7 @@ from gnplace.placers.groups import (
     group_edges,
     group_memory,
     group_times,
+    held_at_peak,
     memory_need,
     repair_memory,
     repair_placement,
@@ -61,6 +62,18 @@ def test_group_edges_contract_groups_and_sum_bytes():
     g = OpGraph(["a", "b", "c", "d"], [(0, 2), (1, 2), (1, 3), (2, 3)], out_bytes=[1, 2, 4, 8], group=[0, 0, 1, 1])
     src, dst, size = group_edges(g)
     assert (src.tolist(), dst.tolist(), size.tolist()) == ([0], [1], [5.0])  # a -> c, b -> c, b -> d; c -> d is inside
+
+
+def test_held_at_peak_sums_to_the_single_device_peak_and_keeps_what_backward_needs():
+    g, c = mlp_training_graph(layers=4, width=256, batch=64), load_cluster("k80x2")
+    held = held_at_peak(g, c)
+    assert held.sum() == pytest.approx(memory_need(g, c))
+    assert np.all(held >= g.param_bytes) and np.all(held <= g.param_bytes + g.out_bytes)
+    assert held.sum() < group_memory(g).sum()  # gradients and transient outputs are not all live at once
+    assert ((held > g.param_bytes) & (g.phase == 0)).any()  # forward activations wait for the backward pass
+    # a chain: the peak holds two outputs of 4 MB (the running op's and its input), never the third
+    assert held_at_peak(chain_graph(3), c).tolist() == [4e6, 4e6, 0.0]
+    assert held_at_peak(OpGraph([]), c).size == 0
 
 
 def test_memory_need_is_the_single_device_peak():
