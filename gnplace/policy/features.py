@@ -253,7 +253,7 @@ def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
 
 def build_policy_input(
     graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0,
-    coarsening: Coarsening | None = None,
+    coarsening: Coarsening | None = None, held: np.ndarray | None = None,
 ) -> PolicyInput:
     """Coarsen ``graph`` for ``cluster`` and compute every static feature the policy and the MDP need.
 
@@ -267,6 +267,10 @@ def build_policy_input(
         coarsening (Coarsening, optional): a decision graph of ``graph`` already made by
             :func:`decision_graph` (for another set of the same devices, say), reused instead of
             coarsening again (default: None).
+        held (np.ndarray, optional): bytes each op of ``graph`` holds at the memory peak,
+            ``[num_ops]``, reused from :func:`~gnplace.placers.groups.held_at_peak` of the whole
+            cluster when placing on a subset of its fastest devices (default: None: computed here,
+            one simulation).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -281,7 +285,7 @@ def build_policy_input(
     comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])
     g_time = group_times(coarse, op_time)
     # the bytes a group holds at the peak of a one-device step, not all its outputs at once (2.3-10x more)
-    held = held_at_peak(graph, cluster)
+    held = held_at_peak(graph, cluster) if held is None else np.asarray(held, dtype=np.float64)
     g_bytes = np.bincount(coarse.group[co.node_of_op], weights=held, minlength=coarse.num_groups)
     rank = upward_rank(coarse, op_time.mean(axis=1), comm)
     node_x = _node_features(graph, co, op_time, comm)

@@ -172,6 +172,7 @@ class PolicyPlacer:
         """
         import torch
 
+        from gnplace.placers.groups import held_at_peak
         from gnplace.policy.features import decision_graph, ops_alone
 
         self.last_evaluations = 0
@@ -188,14 +189,15 @@ class PolicyPlacer:
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
                 whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed)
-                decoders = [self._decoder(graph, cluster, size, whole) for size in sizes][::-1]
+                held = held_at_peak(graph, cluster)  # one simulation for every device set
+                decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
                 greedy = [dec.greedy() for dec in decoders]
                 names = [dec.name("greedy") for dec in decoders]
                 if self.subsets:  # k = 1: the whole graph on the fastest device, nothing to decode
                     greedy.append(np.full((1, graph.num_ops), _by_speed(cluster)[0]))
                     names.append("greedy on the 1 fastest")
                 if graph.num_ops <= self.op_level:  # every op its own decision node: no node waits for a merged one
-                    greedy.append(self._decoder(graph, cluster, d, ops_alone(graph)).greedy())
+                    greedy.append(self._decoder(graph, cluster, d, ops_alone(graph), held).greedy())
                     names.append("greedy, op level")
                 candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
@@ -237,11 +239,14 @@ class PolicyPlacer:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         return Placement(chosen, cluster)
 
-    def _decoder(self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening) -> _Decoder:
+    def _decoder(
+        self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray,
+    ) -> _Decoder:
         """The policy on the ``size`` fastest devices (by effective FLOP/s, ties by index), or on all of them.
 
         ``coarsening`` is the decision graph to decode on: the one made for the whole cluster, reused
-        for every device set, or :func:`~gnplace.policy.features.ops_alone`.
+        for every device set, or :func:`~gnplace.policy.features.ops_alone`; ``held`` the bytes each op
+        holds at the memory peak (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster).
         """
         from gnplace.policy.features import build_policy_input
 
@@ -252,7 +257,7 @@ class PolicyPlacer:
             keep = _by_speed(cluster)[:size]
             sub = cluster.subset(keep)
         inp = build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                 coarsening=coarsening)
+                                 coarsening=coarsening, held=held)
         return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
 
 
