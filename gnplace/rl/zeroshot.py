@@ -240,13 +240,14 @@ class PolicyPlacer:
         return Placement(chosen, cluster)
 
     def _decoder(
-        self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray,
+        self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,
     ) -> _Decoder:
         """The policy on the ``size`` fastest devices (by effective FLOP/s, ties by index), or on all of them.
 
         ``coarsening`` is the decision graph to decode on: the one made for the whole cluster, reused
         for every device set, or :func:`~gnplace.policy.features.ops_alone`; ``held`` the bytes each op
-        holds at the memory peak (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster).
+        holds at the memory peak (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster; None:
+        computed for the device set).
         """
         from gnplace.policy.features import build_policy_input
 
