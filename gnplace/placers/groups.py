@@ -100,8 +100,12 @@ def memory_need(graph: OpGraph, cluster: Cluster, timer: StepTimer | None = None
     sim = timer or Simulator()
     if graph.num_ops == 0:
         return 0.0
-    fastest = int(np.argmin(sim.cost_model.op_times(graph, cluster).sum(axis=0)))
-    return float(sim.time(graph, cluster, np.full(graph.num_ops, fastest)).peak_memory.max())
+    return float(sim.time(graph, cluster, np.full(graph.num_ops, _fastest(graph, cluster, sim))).peak_memory.max())
+
+
+def _fastest(graph: OpGraph, cluster: Cluster, timer: StepTimer) -> int:
+    """The device with the least total op time of ``graph`` by ``timer``'s cost model."""
+    return int(np.argmin(timer.cost_model.op_times(graph, cluster).sum(axis=0)))
 
 
 def held_at_peak(graph: OpGraph, cluster: Cluster, timer: Simulator | None = None) -> np.ndarray:
@@ -125,13 +129,10 @@ def held_at_peak(graph: OpGraph, cluster: Cluster, timer: Simulator | None = Non
     params = graph.param_bytes.astype(np.float64)
     if n == 0:
         return params
-    fastest = int(np.argmin(sim.cost_model.op_times(graph, cluster).sum(axis=0)))
-    run = sim.time(graph, cluster, np.full(n, fastest), timeline=True).timeline
+    run = sim.time(graph, cluster, np.full(n, _fastest(graph, cluster, sim)), timeline=True).timeline
     assert run is not None
-    ptr, consumers, _ = graph.out_csr
-    last = np.maximum.reduceat(run.op_end[consumers], ptr[:-1].clip(max=max(consumers.size - 1, 0))) \
-        if consumers.size else np.zeros(n)
-    release = np.where(np.diff(ptr) > 0, np.maximum(last, run.op_end), run.op_end)
+    release = run.op_end.copy()  # an output is freed when the op ends, or its last consumer does
+    np.maximum.at(release, graph.edge_src, run.op_end[graph.edge_dst])
     out = graph.out_bytes.astype(np.float64)
     # sweep: memory freed at an instant is free for what starts at it, so frees sort first
     times = np.concatenate([release, run.op_start])
