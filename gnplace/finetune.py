@@ -11,6 +11,10 @@ a budget of timer evaluations (:class:`~gnplace.rl.search.FineTunePlacer`), with
   (:class:`~gnplace.execute.dist.DistTimer`; ``module:factory``; under ``torchrun`` the ranks other
   than 0 serve the timer and return).
 
+The search starts from the better of ``auto``'s placement and the checkpoint's zero-shot one
+(``zero_shot``; the zero-shot candidates' evaluations count against the budget), so fine-tuning never
+returns worse than placing zero-shot with the same checkpoint.
+
 Lightning shows progress and writes ``OUT/last.ckpt`` every ``checkpoint_every_s`` seconds and at the
 end (``resume=True`` continues from it) and CSV logs in ``OUT/logs``; the best placement goes to
 ``OUT/placement.json`` and a summary, with the same timer's step times of ``single``, ``round_robin``
@@ -67,6 +71,7 @@ def finetune(
     costs: str | None = None,
     checkpoint_every_s: float = 60.0,
     progress: bool | None = None,
+    zero_shot: bool = True,
 ) -> dict[str, Any] | None:
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
@@ -89,6 +94,9 @@ def finetune(
             policy plans with (default: the cost model).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
         progress (bool, optional): show the progress bar (default: on a terminal).
+        zero_shot (bool, optional): start from the better of ``auto``'s placement and the checkpoint's
+            zero-shot one (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, 16 samples; its evaluations count
+            against ``budget``); :obj:`False`: from ``auto``'s alone (default: :obj:`True`).
 
     Returns:
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank.
@@ -138,7 +146,7 @@ def finetune(
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, checkpoint=checkpoint,
                                 timer=step_timer, out=str(folder), resume=resume,
-                                checkpoint_every_s=checkpoint_every_s, progress=progress)
+                                checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot)
         start = time.perf_counter()
         best = placer.place(graph, cluster, seed=seed)
         seconds = time.perf_counter() - start
@@ -158,7 +166,8 @@ def finetune(
     summary = {
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
-        "step_time_s": result.step_time, "oom": result.is_oom, "single_s": others["single"],
+        "step_time_s": result.step_time, "oom": result.is_oom, "zero_shot_s": placer.last_zero_shot_step,
+        "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],
         "speedup_vs_single": others["single"] / result.step_time, "vs_auto": result.step_time / others["auto"],
         "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,

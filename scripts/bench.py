@@ -60,7 +60,8 @@ placement of test graphs: its finish time over the simulated step on the decisio
 and on the original graph; ``--op-level`` repeats it with no coarsening (every op a node).
 
 ``finetune``: sample efficiency of fine-tuning. On the first test graphs of each family, PPO from a
-fresh policy (``ppo``) and PPO from the shipped checkpoint (``finetune``) each spend ``--budget``
+fresh policy (``ppo``) and PPO from the shipped checkpoint (``finetune``, starting from the better of
+``auto``'s and the checkpoint's zero-shot placement unless ``--no-ft-zero-shot``) each spend ``--budget``
 simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
 evaluations each needed to first reach PPO-from-scratch's final quality (their quotient is the
 saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes).
@@ -552,7 +553,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     done_file = out / "finetune.json"
     rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
     tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
-              "imitation_steps": args.ft_imitation}
+              "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot}
     done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if r.get("finetune_options") == tuning}
     tasks = []
     for family in args.families:
@@ -847,6 +848,8 @@ def main() -> None:
     ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch")
     ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")
     ft.add_argument("--ft-imitation", type=int, default=0, help="fine-tuning: imitation steps on auto first")
+    ft.add_argument("--no-ft-zero-shot", dest="ft_zero_shot", action="store_false",
+                    help="fine-tuning starts from auto's placement alone, not from the better of it and zero-shot's")
     fid = sub.add_parser("fidelity", help="simulator against real two-rank steps after calibration")
     fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
     fid.add_argument("--placements", type=int, default=8, help="placements per graph")

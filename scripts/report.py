@@ -616,8 +616,10 @@ def run(args: argparse.Namespace) -> Path:
         "",
         f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
         f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (D + 1 + 16 evaluations); "
-        "`finetune`: PPO from the shipped checkpoint; `ppo`: gnplace's PPO from a fresh policy (both start from "
-        "`auto`'s placement, which they imitate, so they never return worse than it); the seeds' methods start "
+        "`finetune`: PPO from the shipped checkpoint, starting from the better of `auto`'s placement and the "
+        "checkpoint's zero-shot one (D + 18 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, "
+        "starting from `auto`'s placement, which it imitates first (neither returns worse than its start); the "
+        "seeds' methods start "
         "from a uniformly random policy, as in their papers. `placeto_zs`: Placeto pretrained on the family's "
         f"first {config.placeto_train_graphs} train graphs ({config.placeto_episodes} episodes, on "
         f"{config.rl_clusters[0]}), one greedy episode on the test graph. Evaluations count every placement the "

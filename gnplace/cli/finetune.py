@@ -28,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 1e-3)")
+    p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
+                   help="start from auto's placement alone (default: from the better of it and the "
+                        "checkpoint's zero-shot placement, whose evaluations count against the budget)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
-        costs=args.costs, checkpoint_every_s=args.checkpoint_every,
+        costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot,
     )
     if summary is None:  # a serving rank of a torchrun launch
         return 0
@@ -60,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
           f"{summary['evaluations']} evaluations in {summary['seconds']:.1f} s")
     print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
+    if summary.get("zero_shot_s") is not None:
+        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms  (where fine-tuning started)")
     for name in ("auto", "single", "round_robin"):
         print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms")
     print(f"  best placement: {summary['placement']}")

@@ -135,6 +135,21 @@ class PlacementProblem:
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
 
+    def offer(self, devices: np.ndarray, step: float, oom: bool, evaluations: int) -> None:
+        """Record a placement found outside the policy's rollouts (a zero-shot start, say) as a candidate best.
+
+        Args:
+            devices (np.ndarray): device of every op, ``[num_ops]``.
+            step (float): its step time by the timer, seconds.
+            oom (bool): whether it overflows a device's memory.
+            evaluations (int): timer evaluations spent finding and timing it, added to :attr:`evaluations`.
+        """
+        self.evaluations += int(evaluations)
+        if not oom and (self.best_oom or step < self.best_step):
+            self.best_devices = np.asarray(devices, dtype=np.int64).copy()
+            self.best_step, self.best_oom = float(step), False
+        self.history.append((self.evaluations, self.best_step))
+
 
 def majority_groups(inp: PolicyInput, devices: np.ndarray) -> np.ndarray:
     """The device of each decision group that runs the most of its work in ``devices``, ``[G]``."""

@@ -79,6 +79,11 @@ class PPOSearchPlacer:
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
             (fine-tuning; its network shape replaces ``hidden`` and ``layers``) (default: ``None``).
+        zero_shot (bool, optional): with a ``checkpoint``, first place the graph zero-shot with it
+            (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, ``zero_shot_samples`` samples; its evaluations
+            count against the budget) and start the search from the better of that and the reference,
+            so fine-tuning starts where zero-shot placement ends (default: :obj:`False`).
+        zero_shot_samples (int, optional): the zero-shot placer's samples ``K`` (default: 16).
         out (str, optional): folder for Lightning's checkpoint ``last.ckpt`` (written every
             ``checkpoint_every_s`` seconds and at the end) and CSV logs (default: none written).
         resume (bool, optional): continue from ``out/last.ckpt`` if it exists (default: :obj:`False`).
@@ -106,7 +111,8 @@ class PPOSearchPlacer:
         entropy: float = 0.01, elite: float = 1.0, hidden: int = 64, layers: int = 4, max_nodes: int = 1000,
         algo: str | None = None, mode: str = "construct", reference: str = "auto", polish: float = 0.0,
         timer: StepTimer | None = None, checkpoint: str | None = None, out: str | None = None, resume: bool = False,
-        checkpoint_every_s: float = 60.0, progress: bool | None = None,
+        checkpoint_every_s: float = 60.0, progress: bool | None = None, zero_shot: bool = False,
+        zero_shot_samples: int = 16,
     ) -> None:
         from gnplace.train import LearnerConfig
 
@@ -125,6 +131,8 @@ class PPOSearchPlacer:
         self.resume = bool(resume)
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
+        self.zero_shot = bool(zero_shot) and self.checkpoint is not None
+        self.zero_shot_samples = int(zero_shot_samples)
         shape: dict[str, Any] = {"hidden": hidden, "layers": layers}
         if self.checkpoint is not None:
             from gnplace.rl.zeroshot import cached_policy
@@ -142,6 +150,7 @@ class PPOSearchPlacer:
         self.last_history: list[tuple[int, float]] = []
         self.last_greedy_after_imitation: float | None = None
         self.last_greedy_after_search: float | None = None
+        self.last_zero_shot_step: float | None = None
 
     def __repr__(self) -> str:
         c = self.config
@@ -177,7 +186,8 @@ class PPOSearchPlacer:
         self.last_reference_step = problem.reference_step
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
-        policy_budget = self.budget - 1 - polish_budget - greedy_checks
+        start_budget = self._zero_shot_start(problem, counted, seed_value) if self.zero_shot else 0
+        policy_budget = self.budget - 1 - start_budget - polish_budget - greedy_checks
         samples = min(self.config.samples, max(policy_budget, 0))
         iterations = policy_budget // samples if samples >= 2 and cluster.num_devices > 1 else 0
         if iterations > 0:
@@ -239,6 +249,32 @@ class PPOSearchPlacer:
         return best
 
 
+    def _zero_shot_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
+        """Offer the checkpoint's zero-shot placement of ``problem`` as its best; the evaluations it took.
+
+        Spends nothing (and offers nothing) when the budget cannot cover the zero-shot candidates, the
+        policy's greedy decodes and ``zero_shot_samples`` samples, and still leave one PPO batch.
+        """
+        from gnplace.rl.zeroshot import PolicyPlacer
+
+        graph, cluster = problem.inp.graph, problem.inp.cluster
+        if cluster.num_devices < 2:
+            return 0
+        assert self.checkpoint is not None
+        placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
+                              timer=counted)
+        before = counted.evaluations
+        needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
+        if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
+            return 0
+        placement = placer.place(graph, cluster, seed=seed)
+        result = counted.time(graph, cluster, placement)
+        spent = counted.evaluations - before
+        problem.offer(placement.devices, float(result.step_time), bool(result.is_oom), spent)
+        self.last_zero_shot_step = float(result.step_time)
+        return spent
+
+
 class _Given:
     """A placer that returns one given placement (the start of the polishing chain)."""
 
@@ -255,8 +291,11 @@ class FineTunePlacer(PPOSearchPlacer):
     """:class:`PPOSearchPlacer` starting from a pretrained policy (the shipped checkpoint by default): fine-tuning.
 
     Placeto's and GiPH's point: a policy pretrained on a family is a far better start than a fresh one,
-    so a search from it needs fewer evaluations. No imitation by default (the policy already places
-    well), PPO with the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
+    so a search from it needs fewer evaluations. The search starts from the better of ``auto``'s
+    placement and the checkpoint's own zero-shot placement (``zero_shot``, on by default; about
+    ``D + 18`` evaluations on ``D`` devices, counted), so it never returns worse than either. No
+    imitation by default (the policy already places well), PPO with the pretraining's step sizes.
+    Arguments as for :class:`PPOSearchPlacer`.
 
     Examples:
         >>> FineTunePlacer(budget=200).checkpoint.endswith("gnplace-base.ckpt")
@@ -267,11 +306,11 @@ class FineTunePlacer(PPOSearchPlacer):
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
-                 lr: float = 1e-3, checkpoint: str | None = None, **kwargs: Any) -> None:
+                 lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, **kwargs: Any) -> None:
         from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
 
         super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-                         checkpoint=str(checkpoint or SHIPPED_CHECKPOINT), **kwargs)
+                         checkpoint=str(checkpoint or SHIPPED_CHECKPOINT), zero_shot=zero_shot, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config

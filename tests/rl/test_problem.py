@@ -59,3 +59,15 @@ def test_the_policys_own_best_excludes_the_reference():
     assert p.sample_best_step == pytest.approx(result.step_time.min())
     assert np.array_equal(p.sample_best_groups(), [worst[0], spread[0]][int(np.argmin(result.step_time))])
     assert p.best_step <= p.sample_best_step or p.best_step == p.reference_step
+
+
+def test_an_offered_placement_replaces_the_best_only_if_it_fits_and_is_faster():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    p = PlacementProblem.build(g, c, Simulator(), reference="round_robin")
+    start, devices = p.best_step, np.zeros(g.num_ops, dtype=np.int64)
+    p.offer(devices, start / 2, True, 5)  # faster but overflowing: kept out
+    assert p.best_step == start and p.evaluations == 6 and p.history[-1] == (6, start)
+    p.offer(devices, start * 2, False, 1)  # fits but slower: kept out
+    p.offer(devices, start / 2, False, 1)
+    assert p.best_step == start / 2 and p.best_devices.tolist() == devices.tolist() and p.history[-1] == (8, start / 2)
+    assert p.sample_best_devices is None  # not the policy's own sample

@@ -80,3 +80,24 @@ def test_the_reference_is_auto_under_the_callers_seed():
         np.testing.assert_array_equal(found.devices, auto.devices)
         assert sim.time(g, c, PPOSearchPlacer(budget=40, samples=8, epochs=1, imitation_steps=1).place(
             g, c, seed=seed)).step_time <= sim.time(g, c, auto).step_time
+
+
+def test_fine_tuning_starts_from_the_better_of_auto_and_the_zero_shot_placement():
+    from gnplace.graph_io import load_graph
+    from gnplace.rl.search import FineTunePlacer
+
+    g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
+    placer = FineTunePlacer(budget=60, samples=8, epochs=1)
+    placer.place(g, c, seed=0)
+    assert placer.last_zero_shot_step is not None and placer.last_reference_step is not None
+    (first, reference), (spent, start) = placer.last_history[:2]
+    assert (first, reference) == (1, placer.last_reference_step)
+    # greedy on 3 device sets, the fastest alone, at op level, 16 samples, the winner timed again
+    assert spent == 1 + 22 and start == min(placer.last_reference_step, placer.last_zero_shot_step)
+    assert placer.last_step <= start and placer.last_evaluations <= 60
+    plain = FineTunePlacer(budget=60, samples=8, epochs=1, zero_shot=False)
+    plain.place(g, c, seed=0)
+    assert plain.last_zero_shot_step is None and plain.last_history[1][0] == 1 + 8
+    short = FineTunePlacer(budget=30, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
+    short.place(g, c, seed=0)
+    assert short.last_zero_shot_step is None
