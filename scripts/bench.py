@@ -39,8 +39,8 @@ timer evaluations on the test graphs of each family, against ``auto`` (the best 
 geometric mean of step time over ``auto``'s per family and cluster, through ``gnplace.evaluate`` (its
 ``results.csv`` in ``--out`` resumes an interrupted run; ``--jobs`` processes of one thread each).
 
-``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` and
-``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
+``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` (both with
+no annealing prelude: the algorithms alone) and ``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
 it, and the evaluations each placer needed to first reach each other's final quality.
 
 ``zeroshot``: the pretrained policy on every test graph of each family on the five presets, the real
@@ -340,7 +340,10 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         auto = sim.time(graph, cluster, make_placer("auto").place(graph, cluster, seed=args.seed)).step_time
         curves: dict[str, tuple[list[int], list[float]]] = {}
         for name in args.placers:
-            placer = make_placer(name, budget=args.budget)
+            # the learning algorithms alone: no annealing prelude, so PPO, REINFORCE and annealing stay apart
+            learned_search = name in ("ppo", "reinforce")
+            alone: dict[str, Any] = {"prelude": 0.0} if learned_search else {}
+            placer = make_placer(name, budget=args.budget, **alone)
             start = time.perf_counter()
             placer.place(graph, cluster, seed=args.seed)
             seconds = time.perf_counter() - start
@@ -527,7 +530,7 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, 
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
                            "cluster": cluster.name, "budget": budget, "finetune_options": tuning}
-    for name, placer in (("scratch", PPOSearchPlacer(budget=budget)),
+    for name, placer in (("scratch", PPOSearchPlacer(budget=budget, prelude=0.0)),  # PPO alone, as fine-tuning
                          ("finetune", FineTunePlacer(budget=budget, **tuning))):
         start = time.perf_counter()
         placer.place(graph, cluster, seed=seed)

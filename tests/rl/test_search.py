@@ -101,3 +101,15 @@ def test_fine_tuning_starts_from_the_better_of_auto_and_the_zero_shot_placement(
     short = FineTunePlacer(budget=30, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
     short.place(g, c, seed=0)
     assert short.last_zero_shot_step is None
+
+
+def test_an_annealing_prelude_starts_the_search_from_annealings_best():
+    g, c = layered_graph(60, seed=3).replace(group=np.arange(60) // 3), load_cluster("k80x4")
+    sim = Simulator()
+    placer = PPOSearchPlacer(budget=100, prelude=0.5, **FAST)
+    found = sim.time(g, c, placer.place(g, c, seed=0)).step_time
+    assert placer.last_evaluations <= 100
+    evaluations, start = placer.last_history[1]
+    assert evaluations == 1 + 50 and found <= start <= placer.last_history[0][1]
+    with pytest.raises(InvalidArgument):
+        PPOSearchPlacer(prelude=0.6, polish=0.5)
