@@ -37,7 +37,8 @@ graph; up to ``--full-up-to`` ops also m_etf on the full graph and the step-time
 ``search``: the search placers (by default ``ppo``, ``reinforce``, ``annealing``) with one budget of
 timer evaluations on the test graphs of each family, against ``auto`` (the best fast placer):
 geometric mean of step time over ``auto``'s per family and cluster, through ``gnplace.evaluate`` (its
-``results.csv`` in ``--out`` resumes an interrupted run; ``--jobs`` processes of one thread each).
+``results.csv`` in ``--out`` resumes an interrupted run; ``--jobs`` processes of one thread each;
+``-O PLACER.NAME=VALUE`` passes an option, e.g. ``-O ppo.prelude=0`` for PPO alone).
 
 ``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` (both with
 no annealing prelude: the algorithms alone) and ``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
@@ -97,6 +98,7 @@ import numba
 import numpy as np
 import report
 
+from gnplace.cli.common import add_option_argument, parse_placer_options
 from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
@@ -285,8 +287,9 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
         found = collect_graphs([str(root / family)], split=args.split)
         graphs += found[: args.per_family] if args.per_family else found
     tasks = [Task(str(g), c, "auto", seed=args.seed) for g in graphs for c in args.clusters]
-    tasks += [Task(str(g), c, p, budget=args.budget, seed=args.seed) for g in graphs for c in args.clusters
-              for p in args.placers]
+    options = parse_placer_options(args.option, args.placers)
+    tasks += [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed)
+              for g in graphs for c in args.clusters for p in args.placers]
     done = [0]
 
     def progress(row: Any) -> None:
@@ -305,6 +308,7 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
             for placer in args.placers:
                 ratios = [r.step_time_s / auto[(r.graph_path, r.cluster)] for r in rows
                           if r.placer == placer and r.budget == args.budget and families[r.graph_path] == family
+                          and json.loads(r.options) == options.get(placer, {})
                           and r.cluster == load_cluster_name(cluster) and (r.graph_path, cluster) in wanted
                           and (r.graph_path, r.cluster) in auto]
                 line[placer] = _geomean(ratios)
@@ -793,6 +797,7 @@ def main() -> None:
     search.add_argument("--seed", type=int, default=0)
     search.add_argument("--jobs", type=int, default=2)
     search.add_argument("--out", default="out/bench_search")
+    add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
     curves = sub.add_parser("curves", help="learning curves of the search placers")
     curves.add_argument("--graphs", nargs="+", default=["datasets/cifar10/cifar10_002.gnpg", "datasets/ptb/ptb_002.gnpg",
                                                          "datasets/nmt/nmt_002.gnpg"])
