@@ -7,7 +7,8 @@ owns the engineering (loop, checkpoints, logs, progress bar, devices).
 
 One iteration (:meth:`PlacementLearner.training_step`, manual optimisation):
 
-1. **imitation** (the first ``imitation_steps`` iterations): the reference placement of each pair is
+1. **imitation** (the first ``imitation_steps`` iterations): the best placement known of each pair (the
+   reference, unless a search offered a better start: :meth:`~gnplace.rl.problem.PlacementProblem.offer`) is
    replayed through the MDP and the policy is fitted to its choices (:mod:`gnplace.rl.imitation`); no
    placement is timed;
 2. **reinforcement** afterwards: for each pair of the batch, ``samples`` placements are drawn from
@@ -222,7 +223,7 @@ class PlacementLearner(L.LightningModule):
         return float(self.trainer.strategy.reduce(torch.tensor([value], dtype=torch.float64), reduce_op="mean")[0])
 
     def _imitation_step(self, batch: list[PlacementProblem]) -> None:
-        trajectories = [self._incumbent(p) for p in batch]  # the reference: nothing better is known yet
+        trajectories = [self._incumbent(p) for p in batch]  # the best so far: the reference, or a search's start
         losses, stats = [], []
         for problem, traj in zip(batch, trajectories):
             assert traj is not None
