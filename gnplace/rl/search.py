@@ -110,7 +110,7 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "4"  # 2026-11-23: a fifth of the budget anneals first (prelude)
+    revision = "4"  # 2026-11-24: a fifth of the budget anneals first (prelude)
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -257,7 +257,6 @@ class PPOSearchPlacer:
         self.last_history = history
         return best
 
-
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
         """Anneal from ``problem``'s best placement for ``prelude`` of the budget and offer the result.
 
@@ -272,9 +271,9 @@ class PPOSearchPlacer:
         annealer = AnnealingPlacer(budget=budget, start=_Given(Placement(problem.best_devices, cluster)), timer=counted)
         before = counted.evaluations
         found = annealer.place(graph, cluster, seed=seed)
-        result = self.timer.time(graph, cluster, found)  # the annealer's best, timed before: not counted again
+        _, excess, step = annealer.last_trace[-1]  # the best the chain timed: (evaluations, overflow, seconds)
         spent = counted.evaluations - before
-        problem.offer(found.devices, float(result.step_time), bool(result.is_oom), spent)
+        problem.offer(found.devices, float(step), excess > 0, spent)
         return spent
 
     def _zero_shot_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
