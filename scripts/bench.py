@@ -41,8 +41,9 @@ geometric mean of step time over ``auto``'s per family and cluster, through ``gn
 ``-O PLACER.NAME=VALUE`` passes an option, e.g. ``-O ppo.prelude=0`` for PPO alone).
 
 ``curves``: best step time over ``auto``'s against evaluations for ``ppo``, ``reinforce`` (both with
-no annealing prelude: the algorithms alone) and ``annealing`` on a few graphs: one PNG per graph and cluster, the curves' corners as JSON beside
-it, and the evaluations each placer needed to first reach each other's final quality.
+no annealing prelude: the algorithms alone) and ``annealing`` on a few graphs: one PNG per graph and
+cluster, the curves' corners as JSON beside it, and the evaluations each placer needed to first
+reach each other's final quality.
 
 ``zeroshot``: the pretrained policy on every test graph of each family on the five presets, the real
 models, and a few test graphs on four clusters no pretraining saw (``configs/clusters/``): geometric
@@ -345,8 +346,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         curves: dict[str, tuple[list[int], list[float]]] = {}
         for name in args.placers:
             # the learning algorithms alone: no annealing prelude, so PPO, REINFORCE and annealing stay apart
-            learned_search = name in ("ppo", "reinforce")
-            alone: dict[str, Any] = {"prelude": 0.0} if learned_search else {}
+            alone: dict[str, Any] = {"prelude": 0.0} if name in ("ppo", "reinforce") else {}
             placer = make_placer(name, budget=args.budget, **alone)
             start = time.perf_counter()
             placer.place(graph, cluster, seed=args.seed)

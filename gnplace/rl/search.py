@@ -288,12 +288,12 @@ class PPOSearchPlacer:
         if cluster.num_devices < 2:
             return 0
         assert self.checkpoint is not None
-        placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
-                              timer=counted)
-        before = counted.evaluations
         needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
             return 0
+        placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
+                              timer=counted)
+        before = counted.evaluations
         placement = placer.place(graph, cluster, seed=seed)
         result = counted.time(graph, cluster, placement)
         spent = counted.evaluations - before
