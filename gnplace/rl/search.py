@@ -79,8 +79,8 @@ class PPOSearchPlacer:
             its learned proposals); 0 spends it all on the policy (default: 0.0).
         prelude (float, optional): share of the budget spent first on simulated annealing from the
             reference; the policy then imitates and searches from the better of the two, so the search
-            is never worse than annealing with that budget. Annealing's local moves find what the
-            policy's constructive samples miss on ptb and nmt, and the policy finds on cifar10 what
+            is never worse than annealing with that budget. Annealing finds what the policy's
+            constructive samples miss on ptb and nmt, and the policy finds on some cifar10 graphs what
             annealing misses (see the README) (default: 0.2; 0 for Spotlight's PPO alone).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
@@ -110,7 +110,7 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "4"  # 2026-11-24: a fifth of the budget anneals first (prelude)
+    revision = "5"  # 2026-11-24: the prelude anneals with block, pull and sibling moves
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
@@ -19,7 +20,8 @@ def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
         "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.05, final_temperature=0.0001, "
-        "swap_probability=0.3, oom_penalty=10.0, batch=16)"
+        "swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, max_block=64, "
+        "oom_penalty=10.0, batch=16)"
     )
     assert "start='round_robin'" in repr(AnnealingPlacer(start="round_robin"))
 
@@ -96,6 +98,9 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(initial_temperature=0.01, final_temperature=0.1), "final_temperature"),
         (dict(final_temperature=0.0), "final_temperature"),
         (dict(swap_probability=2.0), "swap_probability"),
+        (dict(block_probability=-0.1), "block_probability"),
+        (dict(block_probability=0.5, pull_probability=0.4, sibling_probability=0.2), "sum to at most 1"),
+        (dict(max_block=1), "max_block >= 2"),
     ],
 )
 def test_bad_options(kwargs, message):
@@ -112,3 +117,57 @@ def test_starts_from_auto_by_default_and_never_ends_worse(counting_simulator, st
     p = AnnealingPlacer(budget=40, timer=counting_simulator).place(g, c, seed=0)
     assert counting_simulator.evaluations == 40 + auto_sim.evaluations  # auto's own work is not in the budget
     assert step_time(g, c, p) <= step_time(g, c, reference) + 1e-15
+
+
+def _moves(graph, **kwargs):
+    from gnplace.placers.annealing import _Moves
+
+    return _Moves(graph, AnnealingPlacer(**kwargs))
+
+
+def test_a_block_moves_groups_contiguous_in_topological_order_to_one_device():
+    g = chain_graph(10)  # one group per op, topological order 0..9
+    moves = _moves(g, block_probability=1.0, pull_probability=0.0, sibling_probability=0.0, max_block=4)
+    rng = np.random.default_rng(0)
+    current = np.arange(10) % 4  # neighbours on different devices: no block is on one device already
+    for _ in range(50):
+        proposal = moves.propose(current, 4, rng)
+        runs = [(i, n) for n in (2, 3, 4) for i in range(11 - n)
+                if np.unique(proposal[i : i + n]).size == 1
+                and np.array_equal(np.delete(proposal, range(i, i + n)), np.delete(current, range(i, i + n)))]
+        assert runs, proposal  # one run of 2 to 4 consecutive groups on one device, the rest unchanged
+
+
+def test_a_pull_moves_a_group_onto_a_neighbour_across_a_cut_edge():
+    g = chain_graph(6)
+    moves = _moves(g, block_probability=0.0, pull_probability=1.0, sibling_probability=0.0)
+    rng = np.random.default_rng(1)
+    current = np.array([0, 0, 0, 1, 1, 1])  # the only cut edge is 2 -> 3
+    seen = {tuple(moves.propose(current, 2, rng)) for _ in range(40)}
+    assert seen == {(0, 0, 0, 0, 1, 1), (0, 0, 1, 1, 1, 1)}
+
+
+def test_a_sibling_move_takes_the_calls_of_one_module_together():
+    # two calls of module "cell" (groups 0 and 2) around a call of "head" (group 1)
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], module=["cell", "head", "cell"])
+    moves = _moves(g, block_probability=0.0, pull_probability=0.0, sibling_probability=1.0)
+    assert [s.tolist() for s in moves.siblings] == [[0, 2]]
+    rng = np.random.default_rng(2)
+    current = np.zeros(3, dtype=np.int64)
+    for _ in range(30):
+        proposal = moves.propose(current, 3, rng)
+        changed = set(np.flatnonzero(proposal != current).tolist())
+        assert changed in ({0}, {2}, {0, 2})  # all calls, or a window of consecutive ones
+    assert _moves(chain_graph(3)).siblings == []  # ops outside any module are not calls of one cell
+
+
+def test_structural_moves_escape_a_local_optimum_of_single_moves(step_time):
+    # a long chain cut once: every single move or swap adds a transfer, moving the cut needs a block
+    from gnplace.placers.auto import AutoPlacer
+
+    g, c = layered_graph(60, seed=3), load_cluster("k80x4")
+    plain = AnnealingPlacer(budget=400, block_probability=0, pull_probability=0, sibling_probability=0)
+    rich = AnnealingPlacer(budget=400)
+    reference = step_time(g, c, AutoPlacer().place(g, c, seed=0))
+    assert step_time(g, c, rich.place(g, c, seed=0)) <= step_time(g, c, plain.place(g, c, seed=0)) + 1e-15
+    assert step_time(g, c, rich.place(g, c, seed=0)) <= reference + 1e-15
