@@ -232,8 +232,8 @@ class _Moves:
         group = graph.group
         src, dst = group[graph.edge_src], group[graph.edge_dst]
         between = src != dst
-        pairs = np.unique(np.stack([src[between], dst[between]], axis=1), axis=0) if between.any() else np.zeros((0, 2))
-        self.edge_src, self.edge_dst = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+        pairs = np.unique(np.stack([src[between], dst[between]], axis=1), axis=0)  # distinct group edges
+        self.edge_src, self.edge_dst = pairs[:, 0], pairs[:, 1]
         first_op = np.full(graph.num_groups, -1, dtype=np.int64)
         for v in graph.topological_order().tolist():
             if first_op[group[v]] < 0:
@@ -254,9 +254,7 @@ class _Moves:
             top = min(p.max_block, n)
             length = min(int(np.exp(rng.uniform(np.log(2), np.log(top + 1)))), top)  # log-uniform in [2, top]
             first = int(rng.integers(0, n - length + 1))
-            moved = self._to_one_device(current, self.order[first : first + length], num_devices, rng)
-            if moved is not None:
-                return moved
+            return self._to_one_device(current, self.order[first : first + length], num_devices, rng)
         elif u < p.block_probability + p.pull_probability:
             cut = np.flatnonzero(current[self.edge_src] != current[self.edge_dst])
             if cut.size:
@@ -274,24 +272,18 @@ class _Moves:
                 length = int(rng.integers(1, calls.shape[0] + 1))
                 first = int(rng.integers(0, calls.shape[0] - length + 1))
                 calls = calls[first : first + length]
-            moved = self._to_one_device(current, calls, num_devices, rng)
-            if moved is not None:
-                return moved
+            return self._to_one_device(current, calls, num_devices, rng)
         return self._one_or_two(current, num_devices, rng)
 
     @staticmethod
-    def _to_one_device(
-        current: np.ndarray, groups: np.ndarray, num_devices: int, rng: np.random.Generator
-    ) -> np.ndarray | None:
-        """``groups`` moved to one device, drawn among those not already holding all of them."""
+    def _to_one_device(current: np.ndarray, groups: np.ndarray, devices: int, rng: np.random.Generator) -> np.ndarray:
+        """``groups`` moved to one device, drawn among those not already holding all of them (2+ devices)."""
         held = np.unique(current[groups])
         if held.size == 1:
-            if num_devices < 2:
-                return None
-            target = int(rng.integers(num_devices - 1))
+            target = int(rng.integers(devices - 1))
             target += target >= held[0]  # any device but the one they share
         else:
-            target = int(rng.integers(num_devices))
+            target = int(rng.integers(devices))
         proposal = current.copy()
         proposal[groups] = target
         return proposal

@@ -303,7 +303,7 @@ class PPOSearchPlacer:
 
 
 class _Given:
-    """A placer that returns one given placement (the start of the polishing chain)."""
+    """A placer that returns one given placement (the start of the prelude's or the polish's annealing chain)."""
 
     name = "given"
 
