@@ -13,15 +13,18 @@ where :math:`t` is the step time (s), :math:`m_k` the peak and :math:`C_k` the c
 device :math:`k` (bytes), :math:`\\rho` the OOM penalty and :math:`p_0` the start. Temperatures are
 relative to :math:`E(p_0)` and cool geometrically from :math:`T_0` to :math:`T_{end}` over the budget.
 
-Besides FlexFlow's two proposals, three move many groups at once or follow the graph, because a
+Besides FlexFlow's two proposals, four move many groups at once or follow the graph, because a
 placement that is a local optimum for single moves is common: each group moved alone adds
 transfers on both sides of it. A *block* moves a run of groups that are contiguous in topological
 order to one device (a pipeline cut moves); a *pull* moves a group onto the device of a producer or
 consumer across a cut edge (a transfer disappears); a *sibling* move takes the groups that repeat
 one module (the same cell called at every time step of a recurrent network), all of them or a
-window of consecutive calls, to one device. Measured with ``python scripts/bench.py search --placers
-annealing --per-family 2`` (20,000 evaluations, 18 test graph and cluster pairs): 0.950x ``auto`` with
-FlexFlow's moves alone, 0.920x with these (seed 0; see the README).
+window of consecutive calls, to one device; a *module* move takes one subtree of the module
+hierarchy (one branch of a convolutional cell, a whole cell, an encoder) to one device. The branches
+of a cell interleave in topological order, so no block follows one. Measured with ``python
+scripts/bench.py search --placers annealing --per-family 2`` (20,000 evaluations, 18 test graph and
+cluster pairs): 0.950x ``auto`` with FlexFlow's moves alone, 0.920x with blocks, pulls and siblings,
+0.895x with module moves too (seed 0; seeds 1 and 2: 0.900 and 0.894; see the README).
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ class AnnealingPlacer:
         sibling_probability (float, optional): chance a proposal moves the groups whose first op has
             one module (the calls of one cell), all or a window of consecutive ones, to one device
             (default: 0.1).
+        module_probability (float, optional): chance a proposal moves the groups of one subtree of the
+            module hierarchy (a branch of a cell, a cell, an encoder: the groups whose first op's module path
+            starts with one prefix) to one device (default: 0.3).
         max_block (int, optional): most groups in a block (default: 64).
         oom_penalty (float, optional): :math:`\\rho`, energy multiplier per unit of relative memory
             overflow (default: 10.0).
@@ -91,7 +97,7 @@ class AnnealingPlacer:
 
     name = "annealing"
     accepts = frozenset({"timer", "budget"})
-    revision = "2"  # 2026-11-24: block, pull and sibling proposals
+    revision = "3"  # 2026-11-24: module-subtree proposals (revision 2: block, pull and sibling)
 
     def __init__(
         self,
@@ -103,6 +109,7 @@ class AnnealingPlacer:
         block_probability: float = 0.2,
         pull_probability: float = 0.2,
         sibling_probability: float = 0.1,
+        module_probability: float = 0.3,
         max_block: int = 64,
         oom_penalty: float = 10.0,
         batch: int = 16,
@@ -119,11 +126,12 @@ class AnnealingPlacer:
             )
         if not 0.0 <= swap_probability <= 1.0:
             raise InvalidArgument(f"AnnealingPlacer: swap_probability must be in [0, 1], got {swap_probability}")
-        moves = (block_probability, pull_probability, sibling_probability)
+        moves = (block_probability, pull_probability, sibling_probability, module_probability)
         if min(moves) < 0.0 or sum(moves) > 1.0:
             raise InvalidArgument(
-                "AnnealingPlacer: block_probability, pull_probability and sibling_probability must be >= 0 and sum "
-                f"to at most 1, got {block_probability}, {pull_probability} and {sibling_probability}"
+                "AnnealingPlacer: block_probability, pull_probability, sibling_probability and module_probability must "
+                f"be >= 0 and sum to at most 1, got {block_probability}, {pull_probability}, {sibling_probability} "
+                f"and {module_probability}"
             )
         if max_block < 2:
             raise InvalidArgument(f"AnnealingPlacer needs max_block >= 2, got {max_block}")
@@ -135,6 +143,7 @@ class AnnealingPlacer:
         self.block_probability = float(block_probability)
         self.pull_probability = float(pull_probability)
         self.sibling_probability = float(sibling_probability)
+        self.module_probability = float(module_probability)
         self.max_block = int(max_block)
         self.oom_penalty = float(oom_penalty)
         self.batch = int(batch)
@@ -146,7 +155,8 @@ class AnnealingPlacer:
             f"AnnealingPlacer(budget={self.budget}, start={self.start!r}, initial_temperature="
             f"{self.initial_temperature}, final_temperature={self.final_temperature}, swap_probability="
             f"{self.swap_probability}, block_probability={self.block_probability}, pull_probability="
-            f"{self.pull_probability}, sibling_probability={self.sibling_probability}, max_block={self.max_block}, "
+            f"{self.pull_probability}, sibling_probability={self.sibling_probability}, module_probability="
+            f"{self.module_probability}, max_block={self.max_block}, "
             f"oom_penalty={self.oom_penalty}, batch={self.batch})"
         )
 
@@ -244,11 +254,20 @@ class _Moves:
             if module:  # ops outside any module are not calls of one cell
                 calls.setdefault(module, []).append(g)
         self.siblings = [np.asarray(groups, dtype=np.int64) for groups in calls.values() if len(groups) > 1]
+        subtrees: dict[str, list[int]] = {}  # module path prefix -> the groups under it, in topological order
+        for g in self.order.tolist():
+            parts = graph.module[first_op[g]].split(".") if graph.module[first_op[g]] else []
+            for depth in range(1, len(parts) + 1):
+                subtrees.setdefault(".".join(parts[:depth]), []).append(g)
+        # one entry per distinct set of groups (``cells.3.ops.2`` and ``cells.3.ops.2.op`` may hold the same)
+        distinct = {tuple(groups) for groups in subtrees.values() if 1 < len(groups) < graph.num_groups}
+        self.modules = [np.asarray(groups, dtype=np.int64) for groups in sorted(distinct)]
 
     def propose(self, current: np.ndarray, num_devices: int, rng: np.random.Generator) -> np.ndarray:
         """A neighbour of ``current`` (group devices ``[num_groups]``) that differs from it where a move exists."""
         p = self.placer
         u = rng.random()
+        sibling_end = p.block_probability + p.pull_probability + p.sibling_probability  # cumulative shares
         if u < p.block_probability and self.order.shape[0] > 1:
             n = self.order.shape[0]
             top = min(p.max_block, n)
@@ -266,13 +285,15 @@ class _Moves:
                 else:
                     proposal[b] = current[a]  # the consumer joins its producer
                 return proposal
-        elif u < p.block_probability + p.pull_probability + p.sibling_probability and self.siblings:
+        elif u < sibling_end and self.siblings:
             calls = self.siblings[int(rng.integers(len(self.siblings)))]
             if rng.random() < 0.5:  # a window of consecutive calls rather than all of them
                 length = int(rng.integers(1, calls.shape[0] + 1))
                 first = int(rng.integers(0, calls.shape[0] - length + 1))
                 calls = calls[first : first + length]
             return self._to_one_device(current, calls, num_devices, rng)
+        elif u < sibling_end + p.module_probability and self.modules:
+            return self._to_one_device(current, self.modules[int(rng.integers(len(self.modules)))], num_devices, rng)
         return self._one_or_two(current, num_devices, rng)
 
     @staticmethod

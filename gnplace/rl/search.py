@@ -110,7 +110,7 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "5"  # 2026-11-24: the prelude anneals with block, pull and sibling moves
+    revision = "6"  # 2026-11-24: the prelude anneals with module-subtree moves too
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,

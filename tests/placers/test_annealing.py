@@ -20,7 +20,8 @@ def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
         "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.05, final_temperature=0.0001, "
-        "swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, max_block=64, "
+        "swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, "
+        "module_probability=0.3, max_block=64, "
         "oom_penalty=10.0, batch=16)"
     )
     assert "start='round_robin'" in repr(AnnealingPlacer(start="round_robin"))
@@ -100,6 +101,8 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(swap_probability=2.0), "swap_probability"),
         (dict(block_probability=-0.1), "block_probability"),
         (dict(block_probability=0.5, pull_probability=0.4, sibling_probability=0.2), "sum to at most 1"),
+        (dict(module_probability=-0.1), "module_probability"),
+        (dict(block_probability=0.4, module_probability=0.5), "sum to at most 1"),
         (dict(max_block=1), "max_block >= 2"),
     ],
 )
@@ -127,7 +130,7 @@ def _moves(graph, **kwargs):
 
 def test_a_block_moves_groups_contiguous_in_topological_order_to_one_device():
     g = chain_graph(10)  # one group per op, topological order 0..9
-    moves = _moves(g, block_probability=1.0, pull_probability=0.0, sibling_probability=0.0, max_block=4)
+    moves = _moves(g, block_probability=1.0, pull_probability=0.0, sibling_probability=0.0, module_probability=0.0, max_block=4)
     rng = np.random.default_rng(0)
     current = np.arange(10) % 4  # neighbours on different devices: no block is on one device already
     for _ in range(50):
@@ -140,7 +143,7 @@ def test_a_block_moves_groups_contiguous_in_topological_order_to_one_device():
 
 def test_a_pull_moves_a_group_onto_a_neighbour_across_a_cut_edge():
     g = chain_graph(6)
-    moves = _moves(g, block_probability=0.0, pull_probability=1.0, sibling_probability=0.0)
+    moves = _moves(g, block_probability=0.0, pull_probability=1.0, sibling_probability=0.0, module_probability=0.0)
     rng = np.random.default_rng(1)
     current = np.array([0, 0, 0, 1, 1, 1])  # the only cut edge is 2 -> 3
     seen = {tuple(moves.propose(current, 2, rng)) for _ in range(40)}
@@ -150,7 +153,7 @@ def test_a_pull_moves_a_group_onto_a_neighbour_across_a_cut_edge():
 def test_a_sibling_move_takes_the_calls_of_one_module_together():
     # two calls of module "cell" (groups 0 and 2) around a call of "head" (group 1)
     g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], module=["cell", "head", "cell"])
-    moves = _moves(g, block_probability=0.0, pull_probability=0.0, sibling_probability=1.0)
+    moves = _moves(g, block_probability=0.0, pull_probability=0.0, sibling_probability=1.0, module_probability=0.0)
     assert [s.tolist() for s in moves.siblings] == [[0, 2]]
     rng = np.random.default_rng(2)
     current = np.zeros(3, dtype=np.int64)
@@ -161,12 +164,33 @@ def test_a_sibling_move_takes_the_calls_of_one_module_together():
     assert _moves(chain_graph(3)).siblings == []  # ops outside any module are not calls of one cell
 
 
+def test_a_module_move_takes_one_subtree_of_the_module_hierarchy_to_one_device():
+    # cell.0 holds groups 0 and 1 (its branches a and b), cell.1 groups 2 and 3, and head group 4
+    modules = ["cell.0.a", "cell.0.b", "cell.1.a", "cell.1.b", "head"]
+    g = OpGraph(["a", "b", "c", "d", "e"], [(0, 2), (1, 2), (2, 4), (3, 4)], module=modules)
+    moves = _moves(g, block_probability=0.0, pull_probability=0.0, sibling_probability=0.0, module_probability=1.0)
+    assert sorted(sorted(m.tolist()) for m in moves.modules) == [[0, 1], [0, 1, 2, 3], [2, 3]]  # 2+ groups, not all
+    rng = np.random.default_rng(3)
+    current = np.array([0, 1, 2, 3, 0])
+    seen = set()
+    for _ in range(60):
+        proposal = moves.propose(current, 4, rng)
+        changed = np.flatnonzero(proposal != current)
+        subtree = next(m for m in ([0, 1], [2, 3], [0, 1, 2, 3]) if set(changed.tolist()) <= set(m))
+        assert np.unique(proposal[subtree]).size == 1  # the whole subtree on one device
+        seen.add(tuple(subtree))
+    assert seen == {(0, 1), (2, 3), (0, 1, 2, 3)}
+    assert _moves(chain_graph(3)).modules == []  # no module paths, no subtrees
+
+
 def test_structural_moves_escape_a_local_optimum_of_single_moves(step_time):
     # a long chain cut once: every single move or swap adds a transfer, moving the cut needs a block
     from gnplace.placers.auto import AutoPlacer
 
     g, c = layered_graph(60, seed=3), load_cluster("k80x4")
-    plain = AnnealingPlacer(budget=400, block_probability=0, pull_probability=0, sibling_probability=0)
+    plain = AnnealingPlacer(
+        budget=400, block_probability=0, pull_probability=0, sibling_probability=0, module_probability=0
+    )
     rich = AnnealingPlacer(budget=400)
     reference = step_time(g, c, AutoPlacer().place(g, c, seed=0))
     assert step_time(g, c, rich.place(g, c, seed=0)) <= step_time(g, c, plain.place(g, c, seed=0)) + 1e-15
