@@ -248,17 +248,17 @@ class _Moves:
         for v in graph.topological_order().tolist():
             if first_op[group[v]] < 0:
                 first_op[group[v]] = v
-        calls: dict[str, list[int]] = {}
-        for g in self.order.tolist():
-            module = graph.module[first_op[g]]
-            if module:  # ops outside any module are not calls of one cell
-                calls.setdefault(module, []).append(g)
-        self.siblings = [np.asarray(groups, dtype=np.int64) for groups in calls.values() if len(groups) > 1]
+        calls: dict[str, list[int]] = {}  # module path -> the groups that call it, in topological order
         subtrees: dict[str, list[int]] = {}  # module path prefix -> the groups under it, in topological order
         for g in self.order.tolist():
-            parts = graph.module[first_op[g]].split(".") if graph.module[first_op[g]] else []
+            module = graph.module[first_op[g]]
+            if not module:  # ops outside any module are neither calls of one cell nor in a subtree
+                continue
+            calls.setdefault(module, []).append(g)
+            parts = module.split(".")
             for depth in range(1, len(parts) + 1):
                 subtrees.setdefault(".".join(parts[:depth]), []).append(g)
+        self.siblings = [np.asarray(groups, dtype=np.int64) for groups in calls.values() if len(groups) > 1]
         # one entry per distinct set of groups (``cells.3.ops.2`` and ``cells.3.ops.2.op`` may hold the same)
         distinct = {tuple(groups) for groups in subtrees.values() if 1 < len(groups) < graph.num_groups}
         self.modules = [np.asarray(groups, dtype=np.int64) for groups in sorted(distinct)]
