@@ -4,9 +4,12 @@ Placers work on colocation groups; a graph of 100,000 ops has tens of thousands 
 merges them in levels, as the hierarchical planner's grouper does (Mirhoseini et al., ICLR 2018):
 
 1. **colocation**: an op, its gradient ops and its update op are one unit already;
-2. **heavy-edge matching**: units are merged pairwise along the heaviest byte edges first, under a
+2. **module subtrees** (only with ``modules=True``): groups under one module, connected through each
+   other, become one unit, whole subtrees at a time from the leaves up (a branch of a cell, then a
+   cell), the hierarchical planner's grouping by the model's own structure (:func:`module_units`);
+3. **heavy-edge matching**: units are merged pairwise along the heaviest byte edges first, under a
    compute cap, so that merges follow chains of data dependencies (:func:`heavy_edge_matching`);
-3. **METIS**, if more than ``num_groups`` units remain: the unit graph (vertex weight: compute
+4. **METIS**, if more than ``num_groups`` units remain: the unit graph (vertex weight: compute
    seconds on the fastest device; edge weight: bytes between units) is partitioned by pymetis into
    ``num_groups`` balanced parts with few bytes cut, which keeps parallel branches apart (their cut
    is small) and keeps the DAG's parallelism.
@@ -37,7 +40,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.sim.costmodel import op_times
 
-__all__ = ["Coarsening", "coarsen", "partition_units"]
+__all__ = ["Coarsening", "coarsen", "module_units", "partition_units"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ def _csr(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, count: int) -> tu
 
 
 def heavy_edge_matching(
-    graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 1.0
+    graph: OpGraph, unit_seconds: np.ndarray, target: int, *, cap_factor: float = 1.0,
+    start: np.ndarray | None = None,
 ) -> np.ndarray:
     """Merge colocation groups pairwise along the heaviest edges until about ``target`` remain.
 
@@ -85,12 +89,13 @@ def heavy_edge_matching(
     if its compute stays under ``cap_factor`` x the mean compute per target group (default 1.0,
     the best of 1, 1.5, 2 and 3 on the scale benchmark), so merges
     follow data dependencies (chains) rather than joining parallel branches. Stops when a round
-    merges nothing.
+    merges nothing. ``start`` (unit of every colocation group, ``0..k-1``) begins from units already
+    merged, such as :func:`module_units`'s (default: every group alone).
 
     Returns:
         np.ndarray: merged unit of every colocation group, numbered ``0..k-1``.
     """
-    label = np.arange(graph.num_groups, dtype=np.int64)
+    label = np.arange(graph.num_groups, dtype=np.int64) if start is None else np.asarray(start, dtype=np.int64)
     src_unit, dst_unit = graph.group[graph.edge_src], graph.group[graph.edge_dst]
     cap = cap_factor * float(unit_seconds.sum()) / max(target, 1)
     while True:
@@ -121,6 +126,55 @@ def heavy_edge_matching(
         label = label.astype(np.int64)
 
 
+def module_units(graph: OpGraph, target: int) -> np.ndarray:
+    """Merge colocation groups along the module hierarchy, a whole subtree at a time, toward ``target`` units.
+
+    Level by level from the leaves up, the groups whose first op's module path shares one prefix of
+    that length, and that are connected through each other's edges, become one unit: in an ENAS cell
+    the relu, conv and batch-norm modules of ``cells.3.ops.2`` become one branch, then the branches of
+    ``cells.3`` one cell. A level is taken while more than ``target`` units remain, and only if it
+    leaves at least a quarter of ``target`` (a level that would fold a network into a handful of
+    units, all the nodes of a recurrent cell say, is not). Groups outside any module stay alone.
+    Every unit is a whole subtree's call, so a placement by units moves a branch or a cell at once,
+    the move :class:`~gnplace.placers.annealing.AnnealingPlacer`'s module proposals make.
+
+    Returns:
+        np.ndarray: unit of every colocation group, numbered ``0..k-1``.
+
+    Examples:
+        >>> from gnplace.graph_io import load_graph
+        >>> g = load_graph("datasets/cifar10/cifar10_002.gnpg")  # 516 groups, 52 cell branches
+        >>> g.num_groups, int(module_units(g, 300).max()) + 1
+        (516, 152)
+    """
+    import networkx as nx
+
+    label = np.arange(graph.num_groups, dtype=np.int64)
+    if graph.num_groups <= target:
+        return label
+    first = np.full(graph.num_groups, graph.num_ops, dtype=np.int64)
+    np.minimum.at(first, graph.group, np.arange(graph.num_ops))
+    paths = [graph.module[i].split(".") if graph.module[i] else [] for i in first.tolist()]
+    src, dst = graph.group[graph.edge_src], graph.group[graph.edge_dst]
+    cross = src != dst
+    pairs = list(zip(src[cross].tolist(), dst[cross].tolist()))
+    for depth in range(max((len(p) for p in paths), default=0) - 1, 0, -1):
+        key = [".".join(p[:depth]) if len(p) > depth else f"#{k}" for k, p in enumerate(paths)]
+        joined = nx.Graph()
+        joined.add_nodes_from(range(graph.num_groups))
+        joined.add_edges_from((a, b) for a, b in pairs if key[a] == key[b])
+        unit = np.zeros(graph.num_groups, dtype=np.int64)
+        for u, members in enumerate(sorted(nx.connected_components(joined), key=min)):
+            unit[list(members)] = u
+        count = int(unit.max()) + 1
+        if count < target / 4:
+            break
+        label = unit
+        if count <= target:
+            break
+    return label
+
+
 def metis_parts(
     graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num_parts: int, *, seed: int = 0
 ) -> np.ndarray:
@@ -148,7 +202,9 @@ def metis_parts(
     return np.asarray(parts, dtype=np.int64)
 
 
-def partition_units(graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int = 0) -> np.ndarray:
+def partition_units(
+    graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int = 0, modules: bool = False
+) -> np.ndarray:
     """Part (``0..k-1``, ``k <= num_groups``) of every colocation group: heavy-edge matching, then METIS.
 
     Args:
@@ -156,8 +212,10 @@ def partition_units(graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *
         num_groups (int): how many parts there may be at most.
         unit_seconds (np.ndarray): compute seconds of each colocation group, ``[num_groups_in_graph]``.
         seed (int, optional): METIS seed (default: 0).
+        modules (bool, optional): merge module subtrees first (:func:`module_units`) (default: :obj:`False`).
     """
-    label = heavy_edge_matching(graph, unit_seconds, num_groups)
+    start = module_units(graph, num_groups) if modules else None
+    label = heavy_edge_matching(graph, unit_seconds, num_groups, start=start)
     if int(label.max(initial=-1)) + 1 <= num_groups:
         return label
     return metis_parts(graph, label, unit_seconds, num_groups, seed=seed)[label]
@@ -195,7 +253,7 @@ def _acyclic_nodes(graph: OpGraph, part_of_op: np.ndarray) -> np.ndarray:
     return node
 
 
-def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0) -> Coarsening:
+def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0, modules: bool = False) -> Coarsening:
     """Coarsen ``graph`` to ``num_groups`` colocation groups (see the module docstring).
 
     Args:
@@ -204,6 +262,8 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0)
             fewer if the graph has fewer colocation groups).
         cluster (Cluster): the cluster whose device kinds the coarse op times are summed for.
         seed (int, optional): METIS seed (default: 0).
+        modules (bool, optional): merge module subtrees before heavy edges (:func:`module_units`)
+            (default: :obj:`False`).
 
     Examples:
         >>> from gnplace.toy import layered_graph
@@ -216,7 +276,7 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0)
         raise InvalidArgument(f"num_groups must be at least 1, got {num_groups}")
     times = op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
-    part_of_unit = partition_units(graph, num_groups, unit_seconds, seed=seed)
+    part_of_unit = partition_units(graph, num_groups, unit_seconds, seed=seed, modules=modules)
     part_of_op = part_of_unit[graph.group]
     node_of_op = _acyclic_nodes(graph, part_of_op)
     n = int(node_of_op.max()) + 1 if graph.num_ops else 0

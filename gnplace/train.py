@@ -77,6 +77,10 @@ class LearnerConfig:
             sampled (pretraining: Post's cross-entropy to the best samples, which the policy can reach by
             itself, where imitating another placer's choices past a warm start degrades its greedy
             decoding) (default: ``"best"``).
+        prior (float): logit bonus :math:`\\kappa` of the best placement's device for every group while
+            sampling, so that samples stay near the incumbent and the policy learns which moves from it pay
+            (a search's setting, with anchored scoring; the behaviour and updated policies both carry it);
+            0 samples the policy alone (default: 0.0).
         lr (float): Adam's learning rate (default: 1e-3).
         grad_clip (float): gradient norm bound (default: 1.0).
         oom_penalty (float): reward penalty :math:`\\rho` per unit of relative memory overflow (default: 4.0).
@@ -98,6 +102,7 @@ class LearnerConfig:
     entropy: float = 0.01
     elite: float = 0.0
     elite_target: str = "best"
+    prior: float = 0.0
     lr: float = 1e-3
     grad_clip: float = 1.0
     oom_penalty: float = 4.0
@@ -122,8 +127,8 @@ class LearnerConfig:
                 f"need samples >= 2, epochs >= 1, imitation_steps >= 0; got {self.samples}, {self.epochs}, "
                 f"{self.imitation_steps}"
             )
-        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0):
-            raise InvalidArgument("lr, clip and grad_clip must be positive and beta non-negative")
+        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0 and self.prior >= 0):
+            raise InvalidArgument("lr, clip and grad_clip must be positive and beta and prior non-negative")
 
     @property
     def policy(self) -> PolicyConfig:
@@ -256,7 +261,7 @@ class PlacementLearner(L.LightningModule):
             if cfg.mode == "refine":
                 traj, reward = self._refine_step(problem)
             else:
-                traj = sample(self.policy, problem.mdp, cfg.samples, self.rng)
+                traj = sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=self._prior(problem))
                 _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
             rollouts.append(traj)
             advantages.append(normalise_advantages(reward))
@@ -288,6 +293,14 @@ class PlacementLearner(L.LightningModule):
             self.beta = adapt_beta(self.beta, self._mean_over_ranks(stats[-1]["losses/approx_kl"]), cfg.kl_target)
         self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}
                                 for r, q in zip(rewards, ratios)])
+
+    def _prior(self, problem: PlacementProblem) -> np.ndarray | None:
+        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[B, G, D]``."""
+        if self.config.prior <= 0:
+            return None
+        bias = np.zeros((self.config.samples, problem.inp.num_groups, problem.inp.cluster.num_devices))
+        bias[:, np.arange(problem.inp.num_groups), problem.best_groups()] = self.config.prior  # + kappa 1[d = best_g]
+        return bias
 
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
         """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""
@@ -427,13 +440,18 @@ class PlacementDataModule(L.LightningDataModule):
         seed (int, optional): seed of the batch order (default: 0).
         reference_seed (int, optional): seed the reference placer runs with (default: ``seed``); a search
             passes its caller's seed, so its reference is the placement ``auto`` gives under that seed.
+        modules (bool, optional): coarsen graphs along their module hierarchy first
+            (:func:`~gnplace.policy.features.decision_graph`) (default: :obj:`False`).
+        anchored (bool, optional): score each problem's placements relative to its best seen
+            (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`; a search's setting) (default: :obj:`False`).
     """
 
     def __init__(
         self, pairs: Sequence[tuple[OpGraph | str, Cluster | str]], *, pairs_per_step: int = 1,
         steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
         seed: int = 0, reference_seed: int | None = None,
-        val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (),
+        val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (), modules: bool = False,
+        anchored: bool = False,
     ) -> None:
         super().__init__()
         if not pairs:
@@ -445,6 +463,8 @@ class PlacementDataModule(L.LightningDataModule):
         self.steps_per_epoch = max(1, int(steps_per_epoch))
         self.timer: StepTimer = timer or Simulator()
         self.max_nodes = max_nodes
+        self.modules = bool(modules)
+        self.anchored = bool(anchored)
         self.reference = reference
         self.seed = seed
         self.reference_seed = seed if reference_seed is None else reference_seed
@@ -475,8 +495,9 @@ class PlacementDataModule(L.LightningDataModule):
             cluster = load_cluster(cluster)
             problem = PlacementProblem.build(
                 graph, cluster, self.timer, max_nodes=self.max_nodes, reference=self.reference, seed=self.seed,
-                reference_seed=self.reference_seed,
+                reference_seed=self.reference_seed, modules=self.modules,
             )
+            problem.anchored = self.anchored
             saved = self._restored.pop(index, None)
             if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed
                 problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
@@ -496,7 +517,7 @@ class PlacementDataModule(L.LightningDataModule):
             graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
             self._val_problems[index] = PlacementProblem.build(
                 graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
-                seed=self.seed, reference_seed=self.reference_seed,
+                seed=self.seed, reference_seed=self.reference_seed, modules=self.modules,
             )
         return self._val_problems[index]
 

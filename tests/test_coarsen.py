@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.coarsen import coarsen
+from gnplace.coarsen import coarsen, module_units
 from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
 from gnplace.sim import Simulator
@@ -73,3 +73,33 @@ def test_deterministic():
     a = coarsen(g, 30, load_cluster("k80x4"), seed=1)
     b = coarsen(g, 30, load_cluster("k80x4"), seed=1)
     assert a.graph == b.graph and np.array_equal(a.node_of_op, b.node_of_op)
+
+
+def test_module_units_merge_whole_branches_of_a_cell():
+    g = load_graph(GRAPHS[0])
+    units = module_units(g, 200)
+    first = np.full(g.num_groups, g.num_ops)
+    np.minimum.at(first, g.group, np.arange(g.num_ops))
+    branches: dict[str, set[int]] = {}
+    for k, op in enumerate(first.tolist()):
+        path = g.module[op].split(".")
+        if len(path) >= 5 and path[2] == "ops":  # cells.<i>.ops.<j>.<layer>...: a branch of a cell
+            branches.setdefault(".".join(path[:4]), set()).add(int(units[k]))
+    assert branches and all(len(u) == 1 for u in branches.values())  # every branch is one unit
+    assert len(set(units.tolist())) > len(branches)  # and the branches stay apart
+    assert np.array_equal(module_units(g, g.num_groups), np.arange(g.num_groups))  # nothing to merge
+
+
+def test_module_units_never_fold_a_network_into_a_handful_of_units():
+    g = load_graph(GRAPHS[1])  # ptb: every cell node is one module under `cell.nodes`
+    units = module_units(g, g.num_groups - 1)
+    assert int(units.max()) + 1 >= (g.num_groups - 1) / 4
+
+
+def test_module_coarsening_keeps_a_dag_of_whole_groups():
+    g = load_graph(GRAPHS[0])
+    c = coarsen(g, 100, load_cluster("k80x4"), modules=True)
+    assert c.graph.num_groups <= 100 and len(c.graph.topological_order()) == c.graph.num_ops
+    part_of_op = c.graph.group[c.node_of_op]
+    for unit in np.unique(g.group):
+        assert np.unique(part_of_op[g.group == unit]).size == 1

@@ -37,7 +37,7 @@ def run(tmp_path, stop, ckpt=None, data=None):
 
 
 def test_config_is_validated():
-    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1)):
+    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1), dict(prior=-1.0)):
         with pytest.raises(InvalidArgument):
             LearnerConfig(**bad)
     assert CONFIG.policy.hidden == 64

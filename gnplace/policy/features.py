@@ -116,8 +116,14 @@ class PolicyInput:
         return per_group
 
 
-def decision_graph(graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, seed: int = 0) -> Coarsening:
+def decision_graph(
+    graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, seed: int = 0, modules: bool = False
+) -> Coarsening:
     """Coarsen ``graph`` until it has at most ``max_nodes`` nodes, keeping every group while that suffices.
+
+    With ``modules``, a graph that must be coarsened is merged along its module hierarchy first
+    (whole branches, then cells: :func:`~gnplace.coarsen.module_units`), so each decision places a
+    whole subtree of the model.
 
     Examples:
         >>> from gnplace.toy import layered_graph
@@ -129,7 +135,7 @@ def decision_graph(graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, s
     result = coarsen(graph, groups, cluster, seed=seed)
     while result.graph.num_ops > max_nodes and groups > 1:
         groups = max(1, min(groups - 1, int(groups * max_nodes / result.graph.num_ops * 0.95)))
-        result = coarsen(graph, groups, cluster, seed=seed)
+        result = coarsen(graph, groups, cluster, seed=seed, modules=modules)
     return result
 
 
@@ -253,7 +259,7 @@ def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
 
 def build_policy_input(
     graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0,
-    coarsening: Coarsening | None = None, held: np.ndarray | None = None,
+    coarsening: Coarsening | None = None, held: np.ndarray | None = None, modules: bool = False,
 ) -> PolicyInput:
     """Coarsen ``graph`` for ``cluster`` and compute every static feature the policy and the MDP need.
 
@@ -271,6 +277,8 @@ def build_policy_input(
             ``[num_ops]``, reused from :func:`~gnplace.placers.groups.held_at_peak` of the whole
             cluster when placing on a subset of its fastest devices (default: None: computed here,
             one simulation).
+        modules (bool, optional): coarsen along the module hierarchy first (see
+            :func:`decision_graph`) (default: :obj:`False`).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -279,7 +287,8 @@ def build_policy_input(
         >>> inp.num_groups, tuple(inp.node_x.shape) == (inp.decision.num_ops, len(NODE_FEATURES))
         (4, True)
     """
-    co = coarsening if coarsening is not None else decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed)
+    co = coarsening if coarsening is not None else decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed,
+                                                                  modules=modules)
     coarse = co.graph
     op_time = cost_model.op_times(coarse, cluster)
     comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])

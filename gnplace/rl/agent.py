@@ -35,6 +35,9 @@ class Trajectories:
             ``[B, S, D]`` (``-inf`` where masked); all zeros for teacher-forced rollouts.
         equivalent (torch.Tensor | None): for teacher-forced rollouts, the devices interchangeable
             with the chosen one at each decision (same device and dynamic features), ``[B, S, D]``.
+        bias (torch.Tensor | None): logits added to the policy's at every decision while sampling
+            (:func:`sample`'s ``bias``), ``[B, S, D]``; the behaviour policy includes it, and so does
+            :func:`log_probs`, so that PPO's ratio compares like with like.
     """
 
     rollout: Rollout
@@ -44,6 +47,7 @@ class Trajectories:
     actions: torch.Tensor
     old_log_probs: torch.Tensor
     equivalent: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
 
 
 def _wrap(rollout: Rollout, old: torch.Tensor) -> Trajectories:
@@ -104,6 +108,7 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
 def sample(
     policy: PlacementPolicy, mdp: PlacementMDP, batch: int, rng: np.random.Generator | None = None, *,
     greedy: bool = False, enc: Encoded | None = None, temperature: float | np.ndarray = 1.0,
+    bias: np.ndarray | None = None,
 ) -> Trajectories:
     """Play ``batch`` episodes with the policy: devices drawn from its distribution, or its argmax if ``greedy``.
 
@@ -120,6 +125,9 @@ def sample(
         temperature (float or np.ndarray, optional): the draws follow ``softmax(logits / tau)``, one
             ``tau`` for all episodes or one per episode (``[B]``); below 1 they stay nearer the greedy
             placement (default: 1). The recorded log-probabilities are the policy's own (``tau = 1``).
+        bias (np.ndarray, optional): logits added to the policy's for each group and device in each
+            episode, ``[B, G, D]`` (a search's pull toward its best placement; default: none). The
+            recorded log-probabilities and the trajectories' ``bias`` include it.
     """
     enc = enc if enc is not None else policy.encode(mdp.inp)
     tau = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (batch,)).reshape(batch, 1)
@@ -132,6 +140,8 @@ def sample(
 
     def choose(s: int, g: int, dynamic: np.ndarray, mask: np.ndarray) -> np.ndarray:
         logits = _numpy_logits(arrays, g, dynamic, mask)
+        if bias is not None:
+            logits = logits + bias[:, g]
         log_p = _log_softmax(logits)
         old[:, s] = log_p
         if greedy:
@@ -141,7 +151,10 @@ def sample(
         u = rng.random(batch) * cdf[:, -1]
         return np.minimum((u[:, None] >= cdf).sum(axis=-1), mdp.num_devices - 1)
 
-    return _wrap(mdp.rollout(batch, choose), torch.from_numpy(old))
+    traj = _wrap(mdp.rollout(batch, choose), torch.from_numpy(old))
+    if bias is not None:
+        traj.bias = torch.from_numpy(np.ascontiguousarray(bias[:, traj.rollout.groups], dtype=np.float32))
+    return traj
 
 
 @torch.no_grad()
@@ -186,5 +199,11 @@ def teacher_forced(mdp: PlacementMDP, group_devices: np.ndarray, batch: int = 1)
 
 
 def log_probs(policy: PlacementPolicy, enc: Encoded, traj: Trajectories) -> torch.Tensor:
-    """The policy's log-probability of every device at every decision of ``traj``, ``[B, S, D]`` (differentiable)."""
-    return torch.log_softmax(policy.logits(enc, traj.groups, traj.dynamic, traj.mask), dim=-1)
+    """The policy's log-probability of every device at every decision of ``traj``, ``[B, S, D]`` (differentiable).
+
+    With the trajectories' sampling ``bias``, the biased policy's, as they were drawn.
+    """
+    logits = policy.logits(enc, traj.groups, traj.dynamic, traj.mask)
+    if traj.bias is not None:
+        logits = logits + traj.bias
+    return torch.log_softmax(logits, dim=-1)

@@ -5,7 +5,13 @@
 :class:`~gnplace.policy.gnn.PlacementPolicy` starts from the earliest-finish-time rule, imitates the
 best placement so far, samples batches of placements, has them timed and improves by PPO until the
 budget is spent; the best placement seen wins, and the reference is one of them, so the search never
-returns worse than ``auto``. ``reinforce`` is the same with one REINFORCE step per batch (the policy-gradient ablation).
+returns worse than ``auto``. Three things make the policy search *around* the best placement rather
+than beside it (revision 7): a graph too big for ``max_nodes`` is coarsened along its module
+hierarchy, so one decision places a whole branch of a cell (``modules``); a group the policy leaves
+where the best placement has it keeps that placement's ops (``anchor``), so the incumbent's own
+choices reproduce it exactly; and sampling adds a logit bonus ``prior`` to the incumbent's device,
+so a sample moves a few groups and PPO learns which moves pay. ``reinforce`` is the same with one
+REINFORCE step per batch (the policy-gradient ablation).
 Both run on the Lightning system of :mod:`gnplace.train` and take any
 :class:`~gnplace.sim.timer.StepTimer`, so the same code searches against the simulator or real devices.
 
@@ -82,6 +88,17 @@ class PPOSearchPlacer:
             is never worse than annealing with that budget. Annealing finds what the policy's
             constructive samples miss on ptb and nmt, and the policy finds on some cifar10 graphs what
             annealing misses (see the README) (default: 0.2; 0 for Spotlight's PPO alone).
+        modules (bool, optional): coarsen a graph too big for ``max_nodes`` along its module hierarchy
+            first, so that each decision places a whole branch or cell
+            (:func:`~gnplace.coarsen.module_units`) (default: :obj:`True`).
+        anchor (bool, optional): score the policy's placements relative to the best seen, so that a
+            group the policy leaves where the best placement has it keeps that placement's ops
+            (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`) (default: :obj:`True`).
+        prior (float, optional): logit bonus of the best placement's device for every group while
+            sampling (see :class:`~gnplace.train.LearnerConfig`): each decision keeps the incumbent's
+            device unless the policy prefers another by more than ``e**prior``, so a sample differs from
+            the best placement in a few groups, a local search whose moves the policy learns; 0 samples
+            the policy alone (default: 6.0).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
             (fine-tuning; its network shape replaces ``hidden`` and ``layers``) (default: ``None``).
@@ -110,7 +127,7 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "6"  # 2026-11-24: the prelude anneals with module-subtree moves too
+    revision = "7"  # 2026-11-24: module-subtree decisions, anchored scoring, sampling prior (6: prelude moves)
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -118,7 +135,8 @@ class PPOSearchPlacer:
         algo: str | None = None, mode: str = "construct", reference: str = "auto", polish: float = 0.0,
         timer: StepTimer | None = None, checkpoint: str | None = None, out: str | None = None, resume: bool = False,
         checkpoint_every_s: float = 60.0, progress: bool | None = None, zero_shot: bool = False,
-        zero_shot_samples: int = 16, prelude: float = 0.2,
+        zero_shot_samples: int = 16, prelude: float = 0.2, modules: bool = True, anchor: bool = True,
+        prior: float = 6.0,
     ) -> None:
         from gnplace.train import LearnerConfig
 
@@ -130,6 +148,7 @@ class PPOSearchPlacer:
             raise InvalidArgument(f"{type(self).__name__}: polish and prelude must be in [0, 1) and sum to less "
                                   f"than 1, got {polish} and {prelude}")
         self.prelude = float(prelude)
+        self.modules, self.anchor = bool(modules), bool(anchor)
         self.budget = int(budget)
         self.polish = float(polish)
         self.reference = reference
@@ -149,7 +168,7 @@ class PPOSearchPlacer:
             shape = {k: getattr(policy.config, k) for k in ("hidden", "layers", "head", "alpha")}
         self.config = LearnerConfig(
             algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-            entropy=entropy, elite=elite, mode=mode, **shape,
+            entropy=entropy, elite=elite, mode=mode, prior=prior, **shape,
         )
         self.timer = timer or Simulator()
         self.last_evaluations = 0
@@ -188,7 +207,8 @@ class PPOSearchPlacer:
         # the reference runs under the caller's seed, so it is the placement `auto` itself gives for that seed
         reference_seed = int(seed) if isinstance(seed, int | np.integer) else seed_value
         data = PlacementDataModule([(graph, cluster)], timer=self.timer, max_nodes=self.max_nodes, seed=seed_value,
-                                   reference=self.reference, reference_seed=reference_seed)
+                                   reference=self.reference, reference_seed=reference_seed, modules=self.modules,
+                                   anchored=self.anchor)
         problem = data.problem(0)
         counted.evaluations = 1  # timing the reference placement
         self.last_reference_step = problem.reference_step
@@ -321,8 +341,9 @@ class FineTunePlacer(PPOSearchPlacer):
     so a search from it needs fewer evaluations. The search starts from the better of ``auto``'s
     placement and the checkpoint's own zero-shot placement (``zero_shot``, on by default; about
     ``D + 18`` evaluations on ``D`` devices, counted), so it never returns worse than either. No
-    imitation by default (the policy already places well), PPO with the pretraining's step sizes.
-    Arguments as for :class:`PPOSearchPlacer`.
+    imitation by default (the policy already places well), PPO with the pretraining's step sizes, and
+    the decision graph, scoring and sampling the checkpoint was pretrained with (``modules``,
+    ``anchor`` and ``prior`` off). Arguments as for :class:`PPOSearchPlacer`.
 
     Examples:
         >>> FineTunePlacer(budget=200).checkpoint.endswith("gnplace-base.ckpt")
@@ -332,14 +353,16 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
+    revision = "6"  # unchanged since 2026-11-24: the search's revision 7 options are off here
+
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
                  lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, prelude: float = 0.0,
-                 **kwargs: Any) -> None:
+                 modules: bool = False, anchor: bool = False, prior: float = 0.0, **kwargs: Any) -> None:
         from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
 
         super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
                          checkpoint=str(checkpoint or SHIPPED_CHECKPOINT), zero_shot=zero_shot, prelude=prelude,
-                         **kwargs)
+                         modules=modules, anchor=anchor, prior=prior, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config

@@ -80,3 +80,21 @@ def test_a_refinement_move_is_one_decision():
     assert traj.actions.shape == (5, 1) and traj.rollout.group_devices.shape == (5, mdp.num_groups)
     # the untrained prior keeps the group where it is most of the time
     assert (traj.actions[:, 0] == 0).float().mean() >= 0.4
+
+
+def test_a_sampling_bias_pulls_samples_to_its_devices_and_log_probs_carry_it():
+    policy, mdp = setup()
+    target = np.arange(mdp.num_groups) % mdp.num_devices
+    bias = np.zeros((8, mdp.num_groups, mdp.num_devices))
+    bias[:, np.arange(mdp.num_groups), target] = 30.0  # overwhelming: every allowed target is taken
+    traj = sample(policy, mdp, 8, np.random.default_rng(0), bias=bias)
+    allowed = traj.mask.numpy()[:, np.arange(traj.groups.numel()), target[traj.groups.numpy()]]
+    chosen = traj.rollout.group_devices[:, traj.groups.numpy()]
+    assert allowed.any() and (chosen[allowed] == target[traj.groups.numpy()][None, :].repeat(8, 0)[allowed]).all()
+    assert traj.bias is not None and traj.bias.shape == traj.mask.shape
+    with torch.no_grad():
+        again = log_probs(policy, policy.encode(mdp.inp), traj)  # the biased policy, as the samples were drawn
+    finite = torch.isfinite(traj.old_log_probs)
+    assert torch.allclose(traj.old_log_probs[finite], again[finite], atol=1e-4)
+    plain = sample(policy, mdp, 8, np.random.default_rng(0))
+    assert plain.bias is None and not np.array_equal(plain.rollout.group_devices, traj.rollout.group_devices)

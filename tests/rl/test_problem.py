@@ -71,3 +71,25 @@ def test_an_offered_placement_replaces_the_best_only_if_it_fits_and_is_faster():
     p.offer(devices, start / 2, False, 1)
     assert p.best_step == start / 2 and p.best_devices.tolist() == devices.tolist() and p.history[-1] == (8, start / 2)
     assert p.sample_best_devices is None  # not the policy's own sample
+
+
+def test_an_anchored_score_keeps_the_incumbents_ops_in_every_group_a_sample_leaves_in_place():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim, reference="single")
+    group = p.inp.decision.group[p.inp.coarsening.node_of_op]
+    split = int(group[0])
+    incumbent = np.zeros(g.num_ops, dtype=np.int64)
+    incumbent[np.flatnonzero(group == split)[:1]] = 3  # the incumbent splits one group over two devices
+    p.offer(incumbent, 0.0, False, 1)  # as a search's start (step time immaterial here)
+    p.anchored = True
+    same = p.best_groups()[None, :]
+    moved = same.copy()
+    other = (split + 1) % p.inp.num_groups
+    moved[0, other] = 2
+    anchored = p.anchor(np.concatenate([same, moved]), p.inp.expand(np.concatenate([same, moved])))
+    assert np.array_equal(anchored[0], incumbent)  # the incumbent's own choices give the incumbent back
+    assert (anchored[1][group == other] == 2).all()  # the moved group moves whole
+    assert np.array_equal(anchored[1][group != other], incumbent[group != other])  # and nothing else changes
+    result, _ = p.score(same, sim, 4.0)
+    assert result.step_time[0] == pytest.approx(sim.time(g, c, incumbent).step_time)
