@@ -295,11 +295,11 @@ class PlacementLearner(L.LightningModule):
                                 for r, q in zip(rewards, ratios)])
 
     def _prior(self, problem: PlacementProblem) -> np.ndarray | None:
-        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[B, G, D]``."""
+        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``."""
         if self.config.prior <= 0:
             return None
-        bias = np.zeros((self.config.samples, problem.inp.num_groups, problem.inp.cluster.num_devices))
-        bias[:, np.arange(problem.inp.num_groups), problem.best_groups()] = self.config.prior  # + kappa 1[d = best_g]
+        bias = np.zeros((problem.inp.num_groups, problem.inp.cluster.num_devices))
+        bias[np.arange(problem.inp.num_groups), problem.best_groups()] = self.config.prior  # + kappa 1[d = best_g]
         return bias
 
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:

@@ -132,7 +132,7 @@ def decision_graph(
         True
     """
     groups = max(graph.num_groups, 1)
-    result = coarsen(graph, groups, cluster, seed=seed)
+    result = coarsen(graph, groups, cluster, seed=seed, modules=modules)
     while result.graph.num_ops > max_nodes and groups > 1:
         groups = max(1, min(groups - 1, int(groups * max_nodes / result.graph.num_ops * 0.95)))
         result = coarsen(graph, groups, cluster, seed=seed, modules=modules)

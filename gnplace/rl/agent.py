@@ -125,9 +125,9 @@ def sample(
         temperature (float or np.ndarray, optional): the draws follow ``softmax(logits / tau)``, one
             ``tau`` for all episodes or one per episode (``[B]``); below 1 they stay nearer the greedy
             placement (default: 1). The recorded log-probabilities are the policy's own (``tau = 1``).
-        bias (np.ndarray, optional): logits added to the policy's for each group and device in each
-            episode, ``[B, G, D]`` (a search's pull toward its best placement; default: none). The
-            recorded log-probabilities and the trajectories' ``bias`` include it.
+        bias (np.ndarray, optional): logits added to the policy's for each group and device, ``[G, D]``
+            for every episode or ``[B, G, D]`` per episode (a search's pull toward its best placement;
+            default: none). The recorded log-probabilities and the trajectories' ``bias`` include it.
     """
     enc = enc if enc is not None else policy.encode(mdp.inp)
     tau = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (batch,)).reshape(batch, 1)
@@ -137,6 +137,8 @@ def sample(
     arrays = _head_arrays(policy, enc)
     rng = rng if rng is not None else np.random.default_rng()
     old = np.zeros((batch, mdp.num_groups, mdp.num_devices), dtype=np.float32)
+    if bias is not None:
+        bias = np.broadcast_to(bias, (batch, mdp.num_groups, mdp.num_devices))
 
     def choose(s: int, g: int, dynamic: np.ndarray, mask: np.ndarray) -> np.ndarray:
         logits = _numpy_logits(arrays, g, dynamic, mask)

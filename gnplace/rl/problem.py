@@ -127,9 +127,7 @@ class PlacementProblem:
         Keeps the best placement seen (fitting ones first). With :attr:`anchored`, each placement is
         :meth:`anchor`'s.
         """
-        devices = self.inp.expand(group_devices)
-        if self.anchored:
-            devices = self.anchor(group_devices, devices)
+        devices = self.anchor(group_devices) if self.anchored else self.inp.expand(group_devices)
         result = timer.time_batch(self.inp.graph, self.inp.cluster, devices)
         self.evaluations += devices.shape[0]
         capacity = self.inp.cluster.memory
@@ -144,7 +142,7 @@ class PlacementProblem:
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
 
-    def anchor(self, group_devices: np.ndarray, devices: np.ndarray) -> np.ndarray:
+    def anchor(self, group_devices: np.ndarray) -> np.ndarray:
         """Placements relative to the best seen: a group left on the best's device keeps its ops, ``[B, num_ops]``.
 
         The policy decides per decision group, and the best placement seen (an annealing chain's, say)
@@ -155,7 +153,6 @@ class PlacementProblem:
 
         Args:
             group_devices (np.ndarray): a device per decision group of each placement, ``[B, G]``.
-            devices (np.ndarray): those placements expanded to ops, ``[B, num_ops]``.
 
         Examples:
             >>> from gnplace.toy import mlp_training_graph
@@ -165,11 +162,11 @@ class PlacementProblem:
             ...                            Simulator(), reference="single")
             >>> p.best_devices[:2] = 1  # an incumbent that splits the first group
             >>> same = p.best_groups()[None, :]
-            >>> bool((p.anchor(same, p.inp.expand(same)) == p.best_devices).all())
+            >>> bool((p.anchor(same) == p.best_devices).all())
             True
         """
-        op_group = self.inp.decision.group[self.inp.coarsening.node_of_op]
-        kept = np.asarray(group_devices)[:, op_group] == self.best_groups()[op_group]
+        devices = self.inp.expand(group_devices)
+        kept = devices == self.inp.expand(self.best_groups())[None, :]
         return np.where(kept, self.best_devices[None, :], devices)
 
     def offer(self, devices: np.ndarray, step: float, oom: bool, evaluations: int) -> None:

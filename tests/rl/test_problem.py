@@ -87,7 +87,7 @@ def test_an_anchored_score_keeps_the_incumbents_ops_in_every_group_a_sample_leav
     moved = same.copy()
     other = (split + 1) % p.inp.num_groups
     moved[0, other] = 2
-    anchored = p.anchor(np.concatenate([same, moved]), p.inp.expand(np.concatenate([same, moved])))
+    anchored = p.anchor(np.concatenate([same, moved]))
     assert np.array_equal(anchored[0], incumbent)  # the incumbent's own choices give the incumbent back
     assert (anchored[1][group == other] == 2).all()  # the moved group moves whole
     assert np.array_equal(anchored[1][group != other], incumbent[group != other])  # and nothing else changes
