@@ -11,9 +11,9 @@ a budget of timer evaluations (:class:`~gnplace.rl.search.FineTunePlacer`), with
   (:class:`~gnplace.execute.dist.DistTimer`; ``module:factory``; under ``torchrun`` the ranks other
   than 0 serve the timer and return).
 
-The search starts from the better of ``auto``'s placement and the checkpoint's zero-shot one
-(``zero_shot``; the zero-shot candidates' evaluations count against the budget), so fine-tuning never
-returns worse than placing zero-shot with the same checkpoint.
+The checkpoint's zero-shot placement is timed first and returned if the search, which starts from
+``auto``'s placement, ends slower (``zero_shot``; the zero-shot candidates' evaluations count against
+the budget), so fine-tuning never returns worse than ``auto`` or placing zero-shot with the same checkpoint.
 
 Lightning shows progress and writes ``OUT/last.ckpt`` every ``checkpoint_every_s`` seconds and at the
 end (``resume=True`` continues from it) and CSV logs in ``OUT/logs``; the best placement goes to
@@ -94,9 +94,10 @@ def finetune(
             policy plans with (default: the cost model).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
         progress (bool, optional): show the progress bar (default: on a terminal).
-        zero_shot (bool, optional): start from the better of ``auto``'s placement and the checkpoint's
-            zero-shot one (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, 16 samples; its evaluations count
-            against ``budget``); :obj:`False`: from ``auto``'s alone (default: :obj:`True`).
+        zero_shot (bool, optional): time the checkpoint's zero-shot placement first
+            (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, 16 samples; its evaluations count against
+            ``budget``) and return it if the search ends slower; :obj:`False`: ``auto``'s placement
+            and the search alone (default: :obj:`True`).
 
     Returns:
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank.

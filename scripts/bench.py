@@ -13,7 +13,7 @@ Usage::
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
-    python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3]
+    python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [-O finetune.prior=0]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
     python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
@@ -62,9 +62,9 @@ placement of test graphs: its finish time over the simulated step on the decisio
 and on the original graph; ``--op-level`` repeats it with no coarsening (every op a node).
 
 ``finetune``: sample efficiency of fine-tuning. On the first test graphs of each family, PPO from a
-fresh policy (``ppo``) and PPO from the shipped checkpoint (``finetune``, starting from the better of
-``auto``'s and the checkpoint's zero-shot placement unless ``--no-ft-zero-shot``) each spend ``--budget``
-simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
+fresh policy (``ppo`` with no annealing prelude; ``-O scratch.NAME=VALUE`` changes it) and PPO from
+the shipped checkpoint (``finetune``; its zero-shot placement a candidate unless ``--no-ft-zero-shot``;
+``-O finetune.NAME=VALUE`` sets any other option) each spend ``--budget`` simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
 evaluations each needed to first reach PPO-from-scratch's final quality (their quotient is the
 saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes).
 
@@ -523,18 +523,19 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _finetune_row(task: tuple[str, str, int, int, dict[str, Any]]) -> dict[str, Any]:
+def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
     import torch
 
     from gnplace import load_cluster, load_graph
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     torch.set_num_threads(1)
-    path, cluster_name, budget, seed, tuning = task
+    path, cluster_name, budget, seed, tuning, scratch = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
-                           "cluster": cluster.name, "budget": budget, "finetune_options": tuning}
-    for name, placer in (("scratch", PPOSearchPlacer(budget=budget, prelude=0.0)),  # PPO alone, as fine-tuning
+                           "cluster": cluster.name, "budget": budget, "finetune_options": tuning,
+                           "scratch_options": scratch}
+    for name, placer in (("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})),  # PPO alone
                          ("finetune", FineTunePlacer(budget=budget, **tuning))):
         start = time.perf_counter()
         placer.place(graph, cluster, seed=seed)
@@ -559,9 +560,12 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     done_file = out / "finetune.json"
     rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
+    options = parse_placer_options(args.option, ["scratch", "finetune"])
     tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
-              "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot}
-    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if r.get("finetune_options") == tuning}
+              "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot, **options.get("finetune", {})}
+    scratch = options.get("scratch", {})
+    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows
+            if r.get("finetune_options") == tuning and r.get("scratch_options", {}) == scratch}
     tasks = []
     for family in args.families:
         folder = Path("datasets") / family
@@ -569,7 +573,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
         for entry in graphs:
             for cluster in args.clusters:
                 if (Path(entry["file"]).stem, cluster, args.budget) not in done:
-                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning))
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch))
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for row in pool.map(_finetune_row, tasks):
             rows.append(row)
@@ -857,7 +861,8 @@ def main() -> None:
     ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")
     ft.add_argument("--ft-imitation", type=int, default=0, help="fine-tuning: imitation steps on auto first")
     ft.add_argument("--no-ft-zero-shot", dest="ft_zero_shot", action="store_false",
-                    help="fine-tuning starts from auto's placement alone, not from the better of it and zero-shot's")
+                    help="fine-tuning skips the checkpoint's zero-shot placement (auto's and the search's alone)")
+    add_option_argument(ft)  # -O finetune.prior=6, -O scratch.modules=false
     fid = sub.add_parser("fidelity", help="simulator against real two-rank steps after calibration")
     fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
     fid.add_argument("--placements", type=int, default=8, help="placements per graph")

@@ -616,8 +616,8 @@ def run(args: argparse.Namespace) -> Path:
         "",
         f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
         f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (D + 1 + 16 evaluations); "
-        "`finetune`: PPO from the shipped checkpoint, starting from the better of `auto`'s placement and the "
-        "checkpoint's zero-shot one (D + 18 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, after "
+        "`finetune`: PPO from the shipped checkpoint around `auto`'s placement, returning the checkpoint's "
+        "zero-shot placement instead if that is faster (D + 18 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, after "
         "a fifth of the budget annealing from `auto`'s placement, imitating the best placement so far first "
         "(neither returns worse than its start); the seeds' methods start "
         "from a uniformly random policy, as in their papers. `placeto_zs`: Placeto pretrained on the family's "

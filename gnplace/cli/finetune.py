@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 1e-3)")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
-                   help="start from auto's placement alone (default: from the better of it and the "
-                        "checkpoint's zero-shot placement, whose evaluations count against the budget)")
+                   help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
+                        "counted, and returned if the search from auto's placement ends slower)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")

@@ -82,19 +82,26 @@ def test_the_reference_is_auto_under_the_callers_seed():
             g, c, seed=seed)).step_time <= sim.time(g, c, auto).step_time
 
 
-def test_fine_tuning_starts_from_the_better_of_auto_and_the_zero_shot_placement():
+def test_fine_tuning_returns_the_better_of_its_search_and_the_zero_shot_placement():
     from gnplace.graph_io import load_graph
     from gnplace.rl.search import FineTunePlacer
 
     g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
+    sim = Simulator()
     placer = FineTunePlacer(budget=60, samples=8, epochs=1)
-    placer.place(g, c, seed=0)
-    assert placer.last_zero_shot_step is not None and placer.last_reference_step is not None
-    (first, reference), (spent, start) = placer.last_history[:2]
-    assert (first, reference) == (1, placer.last_reference_step)
+    found = sim.time(g, c, placer.place(g, c, seed=0)).step_time
+    reference, zero_shot = placer.last_reference_step, placer.last_zero_shot_step
+    assert zero_shot is not None and reference is not None
+    (first, at_first), (spent, at_spent) = placer.last_history[:2]
+    assert (first, at_first) == (1, reference)
     # greedy on 3 device sets, the fastest alone, at op level, 16 samples, the winner timed again
-    assert spent == 1 + 22 and start == min(placer.last_reference_step, placer.last_zero_shot_step)
-    assert placer.last_step <= start and placer.last_evaluations <= 60
+    assert spent == 1 + 22 and at_spent == min(reference, zero_shot)  # counted from when it was timed
+    assert found == placer.last_step <= min(reference, zero_shot) and placer.last_evaluations <= 60
+    steps = [s for _, s in placer.last_history]
+    assert steps == sorted(steps, reverse=True)
+    centred = FineTunePlacer(budget=60, samples=8, epochs=1, zero_shot_start=True)  # revision 6's start
+    centred.place(g, c, seed=0)
+    assert centred.last_history[1] == (1 + 22, min(reference, zero_shot))
     plain = FineTunePlacer(budget=60, samples=8, epochs=1, zero_shot=False)
     plain.place(g, c, seed=0)
     assert plain.last_zero_shot_step is None and plain.last_history[1][0] == 1 + 8
