@@ -65,6 +65,12 @@ class DataConfig:
         random_cluster_seed (int): seed of the first random cluster; the others follow (default: 1000).
         val_clusters (tuple[str, ...]): clusters of the validation pairs (default: k80x4, v100x8, tight4).
         max_nodes (int): most nodes of a decision graph (default: 1,000).
+        modules (bool): coarsen graphs along their module hierarchy first, as the ``ppo`` search does
+            (:func:`~gnplace.policy.features.decision_graph`) (default: :obj:`False`).
+        anchored (bool): score each pair's placements relative to its best seen, as the ``ppo`` search
+            does (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`); with ``learner.prior`` this is
+            pretraining in the search's regime: the policy learns which moves from a good placement pay
+            (default: :obj:`False`).
     """
 
     root: str = "datasets"
@@ -75,6 +81,8 @@ class DataConfig:
     random_cluster_seed: int = 1000
     val_clusters: tuple[str, ...] = ("k80x4", "v100x8", "tight4")
     max_nodes: int = 1000
+    modules: bool = False
+    anchored: bool = False
 
 
 @dataclass(frozen=True)
@@ -310,7 +318,8 @@ class ExportPolicy(L.Callback):
         if trainer.sanity_checking:
             return
         self.export(trainer, pl_module)
-        score = pl_module.last_validation.get("val/greedy_vs_auto")
+        validation = pl_module.last_validation  # the best of the samples when validation draws them
+        score = validation.get("val/best_vs_auto", validation.get("val/greedy_vs_auto"))
         if score is not None and score < self.best_score:
             self.best_score = float(score)
             self.export(trainer, pl_module, self.best_path)
@@ -418,7 +427,8 @@ def pretrain(
     pairs, val_pairs = pretrain_pairs(config)
     schedule = config.schedule
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
-                               max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs)
+                               max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
+                               modules=config.data.modules, anchored=config.data.anchored)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
     learner = PlacementLearner(config.learner)
     exporter = ExportPolicy(out / "policy.ckpt", config)

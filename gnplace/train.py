@@ -42,7 +42,7 @@ from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teacher_forced
 from gnplace.rl.env import RefinementMDP
 from gnplace.rl.imitation import imitation_loss
-from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss
+from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
 from gnplace.rl.problem import PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
@@ -81,6 +81,12 @@ class LearnerConfig:
             sampling, so that samples stay near the incumbent and the policy learns which moves from it pay
             (a search's setting, with anchored scoring; the behaviour and updated policies both carry it);
             0 samples the policy alone (default: 0.0).
+        risk (float): share of each pair's samples whose advantage is kept, the best ones, as
+            :math:`R - R_\\epsilon` (the risk-seeking policy gradient:
+            :func:`~gnplace.rl.ppo.risk_seeking_advantages`); 1 keeps all, normalised (default: 1.0).
+        val_samples (int): placements sampled per held-out pair at each validation, with the ``prior``
+            around the reference (the same draws each time); validation then also logs the best of them and
+            the greedy one, ``val/best_vs_auto``, which selects the exported checkpoint (default: 0).
         lr (float): Adam's learning rate (default: 1e-3).
         grad_clip (float): gradient norm bound (default: 1.0).
         oom_penalty (float): reward penalty :math:`\\rho` per unit of relative memory overflow (default: 4.0).
@@ -103,6 +109,8 @@ class LearnerConfig:
     elite: float = 0.0
     elite_target: str = "best"
     prior: float = 0.0
+    risk: float = 1.0
+    val_samples: int = 0
     lr: float = 1e-3
     grad_clip: float = 1.0
     oom_penalty: float = 4.0
@@ -122,13 +130,15 @@ class LearnerConfig:
             raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
-        if self.samples < 2 or self.epochs < 1 or self.imitation_steps < 0:
+        if self.samples < 2 or self.epochs < 1 or self.imitation_steps < 0 or self.val_samples < 0:
             raise InvalidArgument(
-                f"need samples >= 2, epochs >= 1, imitation_steps >= 0; got {self.samples}, {self.epochs}, "
-                f"{self.imitation_steps}"
+                f"need samples >= 2, epochs >= 1, imitation_steps >= 0, val_samples >= 0; got {self.samples}, "
+                f"{self.epochs}, {self.imitation_steps}, {self.val_samples}"
             )
-        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0 and self.prior >= 0):
-            raise InvalidArgument("lr, clip and grad_clip must be positive and beta and prior non-negative")
+        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0 and self.prior >= 0
+                and 0 < self.risk <= 1):
+            raise InvalidArgument("lr, clip and grad_clip must be positive, beta and prior non-negative and risk "
+                                  "in (0, 1]")
 
     @property
     def policy(self) -> PolicyConfig:
@@ -158,7 +168,7 @@ class PlacementLearner(L.LightningModule):
         self.beta = config.beta
         self.iteration = 0
         self._teachers: dict[tuple[int, str], tuple[tuple[Any, ...], Trajectories]] = {}
-        self._val_ratios: list[tuple[str, float, bool]] = []
+        self._val_ratios: list[tuple[str, float, bool, float]] = []
         self.last_validation: dict[str, float] = {}
         self._refiners: dict[int, RefinementMDP] = {}
 
@@ -264,7 +274,9 @@ class PlacementLearner(L.LightningModule):
                 traj = sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=self._prior(problem))
                 _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
             rollouts.append(traj)
-            advantages.append(normalise_advantages(reward))
+            # A_i: normalised over the pair's samples, or the best share's excess over R_epsilon (risk-seeking)
+            advantages.append(normalise_advantages(reward) if cfg.risk >= 1
+                              else risk_seeking_advantages(reward, cfg.risk))
             rewards.append(float(reward.mean()))
             ratios.append(problem.best_step / problem.reference_step)
         epochs = cfg.epochs if cfg.algo == "ppo" else 1
@@ -373,16 +385,31 @@ class PlacementLearner(L.LightningModule):
             self.rng = np.random.default_rng((self.config.seed, rank))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
-        """Time the greedy placement of one held-out pair; its ratio to the reference is kept for the epoch's log."""
+        """Time the greedy placement of one held-out pair (and ``val_samples`` samples); keep the ratios.
+
+        With a ``prior``, the greedy decode and the samples carry it around the reference placement
+        (and, with an anchored data module, keep its ops where a group stays), as a search from
+        ``auto`` would; the samples come from a generator seeded by the pair, the same each validation.
+        """
         data = getattr(self.trainer, "datamodule", None)
         if not isinstance(data, PlacementDataModule):
             return
         index = int(batch)
         problem = data.val_problem(index)
-        devices = self.forward(problem)[None, :]
-        result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, problem.inp.expand(devices))
-        ratio = float(result.step_time[0]) / problem.reference_step
-        self._val_ratios.append((data.val_family(index), ratio, bool(result.oom[0])))
+        bias = self._prior(problem)  # a held-out problem is never scored: its best placement is the reference
+        with torch.no_grad():
+            enc = self.policy.encode(problem.inp)
+            groups = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
+            if self.config.val_samples > 0:
+                rng = np.random.default_rng((self.config.seed, index))
+                drawn = sample(self.policy, problem.mdp, self.config.val_samples, rng, enc=enc, bias=bias)
+                groups = np.concatenate([groups, drawn.rollout.group_devices])
+        devices = problem.anchor(groups) if data.anchored else problem.inp.expand(groups)
+        result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, devices)
+        ratios = result.step_time / problem.reference_step
+        fits = ~result.oom
+        best = float(ratios[fits].min()) if fits.any() else float(ratios[0])
+        self._val_ratios.append((data.val_family(index), float(ratios[0]), bool(result.oom[0]), best))
 
     def on_validation_epoch_start(self) -> None:
         """Start collecting the held-out ratios of this validation."""
@@ -392,15 +419,26 @@ class PlacementLearner(L.LightningModule):
         """Log the held-out results of this validation.
 
         ``val/greedy_vs_auto`` is the geometric mean of the greedy step time over the reference's,
-        overall and per family (``val/<family>``); ``val/oom`` the share of greedy placements that overflow.
+        overall and per family (``val/<family>``); ``val/oom`` the share of greedy placements that
+        overflow; with ``val_samples``, ``val/best_vs_auto`` the geometric mean of the best fitting
+        placement of the greedy one and the samples (per family ``val/best/<family>``).
         """
         ratios = getattr(self, "_val_ratios", [])
         if not ratios:
             return
-        values = {"val/greedy_vs_auto": float(np.exp(np.mean([np.log(r) for _, r, _ in ratios]))),
-                  "val/oom": float(np.mean([o for _, _, o in ratios]))}
-        for family in sorted({f for f, _, _ in ratios}):
-            values[f"val/{family}"] = float(np.exp(np.mean([np.log(r) for f, r, _ in ratios if f == family])))
+
+        def geomean(values: list[float]) -> float:
+            return float(np.exp(np.mean(np.log(values))))
+
+        values = {"val/greedy_vs_auto": geomean([r for _, r, _, _ in ratios]),
+                  "val/oom": float(np.mean([o for _, _, o, _ in ratios]))}
+        families = sorted({f for f, _, _, _ in ratios})
+        for family in families:
+            values[f"val/{family}"] = geomean([r for f, r, _, _ in ratios if f == family])
+        if self.config.val_samples > 0:
+            values["val/best_vs_auto"] = geomean([b for _, _, _, b in ratios])
+            for family in families:
+                values[f"val/best/{family}"] = geomean([b for f, _, _, b in ratios if f == family])
         self.last_validation = values
         self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 

@@ -441,7 +441,7 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) 
     took = time.perf_counter() - start
     # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
     plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
-                         op_level=0)
+                         op_level=0, around=False)
     start = time.perf_counter()
     untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=0))
     took_plain = time.perf_counter() - start

@@ -108,6 +108,22 @@ def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tm
     assert "val/greedy_vs_auto" in metrics and "imitation/loss" in metrics and "losses/approx_kl" in metrics
 
 
+def test_pretraining_in_the_search_regime_validates_samples_around_auto(tiny_config, tmp_path):
+    overrides = ["data.modules=true", "data.anchored=true", "learner.prior=3", "learner.val_samples=4",
+                 "learner.risk=0.5", "learner.imitation_steps=0"]
+    config = load_pretrain_config(tiny_config, overrides)
+    assert config.data.modules and config.data.anchored and config.learner.prior == 3.0
+    result = pretrain(config, tmp_path / "run", progress=False)
+    validation = result["validation"]
+    # the best of the greedy decode and the samples can only beat the greedy decode alone
+    assert validation["val/best_vs_auto"] <= validation["val/greedy_vs_auto"]
+    assert result["best_validation"] <= validation["val/best_vs_auto"]  # best.ckpt is selected on it
+    _, meta = load_policy(tmp_path / "run" / "best.ckpt")
+    assert meta["config"]["learner"]["prior"] == 3.0 and meta["config"]["data"]["anchored"] is True
+    with pytest.raises(InvalidArgument, match="risk"):
+        load_pretrain_config(tiny_config, ["learner.risk=0"])
+
+
 def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tmp_path):
     config = load_pretrain_config(tiny_config)
     pretrain(config, tmp_path / "a", progress=False)

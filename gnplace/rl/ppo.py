@@ -64,6 +64,25 @@ def normalise_advantages(rewards: np.ndarray) -> torch.Tensor:
     return (r - r.mean()) / (r.std(unbiased=False) + 1e-8)
 
 
+def risk_seeking_advantages(rewards: np.ndarray, share: float) -> torch.Tensor:
+    """Advantages of the best ``share`` of one graph's samples only, 0 for the others, ``[B]``.
+
+    :math:`(R - R_\\epsilon) / \\sigma_R` where :math:`R \\ge R_\\epsilon`, the :math:`1 - \\epsilon`
+    quantile of the rewards (``share`` is :math:`\\epsilon`).
+
+    The risk-seeking policy gradient (Petersen et al., "Deep symbolic regression", ICLR 2021, eq. 3)
+    raises the expected *best* of the samples rather than their mean: a placer that keeps the best of
+    ``K`` samples should not learn to avoid every risky move because most of them lose.
+
+    Examples:
+        >>> risk_seeking_advantages(np.array([1.0, 2.0, 3.0, 4.0]), 0.5).tolist()
+        [0.0, 0.0, 0.4472135901451111, 1.3416407108306885]
+    """
+    r = torch.as_tensor(rewards, dtype=torch.float32)
+    cut = torch.quantile(r, 1.0 - share)  # R_epsilon
+    return torch.where(r >= cut, r - cut, torch.zeros_like(r)) / (r.std(unbiased=False) + 1e-8)
+
+
 def ppo_loss(
     new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor,
     mask: torch.Tensor, *, clip: float, beta: float, entropy: float,

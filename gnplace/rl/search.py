@@ -317,17 +317,20 @@ class PPOSearchPlacer:
             candidates, the policy's greedy decodes and ``zero_shot_samples`` samples, and still
             leave one PPO batch.
         """
+        from gnplace.placers.auto import FAST_PLACERS
         from gnplace.rl.zeroshot import PolicyPlacer
 
         graph, cluster = problem.inp.graph, problem.inp.cluster
         if cluster.num_devices < 2:
             return None
         assert self.checkpoint is not None
-        needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
-        if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
-            return None
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
                               timer=counted)
+        needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
+        if placer.around:  # auto's own timings (its six heuristics' placements, its reference), the greedy around it
+            needed += 3 * len(FAST_PLACERS) + 3
+        if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
+            return None
         before = counted.evaluations
         placement = placer.place(graph, cluster, seed=seed)
         result = counted.time(graph, cluster, placement)
@@ -363,8 +366,9 @@ class FineTunePlacer(PPOSearchPlacer):
     on by default; about ``D + 18`` evaluations on ``D`` devices, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. Then PPO
     searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
-    scoring, the sampling prior), with no imitation (the policy already places well) and the
-    pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
+    scoring, the sampling prior), with no imitation (the policy already places well), the
+    pretraining's step sizes and, by default, the prior the checkpoint was pretrained with (``prior``;
+    6 for a checkpoint pretrained without one). Arguments as for :class:`PPOSearchPlacer`.
 
     Examples:
         >>> FineTunePlacer(budget=200).checkpoint.endswith("gnplace-base.ckpt")
@@ -374,16 +378,18 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    revision = "7"  # 2026-11-24: the search's revision 7; the zero-shot placement a candidate, not the centre
+    revision = "8"  # 2026-11-24: the prior the checkpoint was pretrained with (7: zero-shot a candidate)
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
                  lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, prelude: float = 0.0,
-                 **kwargs: Any) -> None:
-        from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
+                 prior: float | None = None, **kwargs: Any) -> None:
+        from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy, pretraining
 
+        checkpoint = str(checkpoint or SHIPPED_CHECKPOINT)
+        if prior is None:  # the prior the policy was pretrained with, else the search's
+            prior = pretraining(cached_policy(checkpoint)[1])["prior"] or 6.0
         super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-                         checkpoint=str(checkpoint or SHIPPED_CHECKPOINT), zero_shot=zero_shot, prelude=prelude,
-                         **kwargs)
+                         checkpoint=checkpoint, zero_shot=zero_shot, prelude=prelude, prior=prior, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config

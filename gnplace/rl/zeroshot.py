@@ -5,7 +5,9 @@ The pretrained :class:`~gnplace.policy.gnn.PlacementPolicy` (the shipped
 decodes its greedy placement on the whole cluster and on the fastest ``k`` devices alone (on graphs of
 at most ``op_level`` ops also on the whole cluster with no coarsening, every op a decision), then
 ``samples`` tempered samples on the best of those device sets in one batched rollout of the placement
-MDP (:mod:`gnplace.rl.agent`); every candidate is timed (``time_batch``) and the best returned: fitting
+MDP (:mod:`gnplace.rl.agent`), or, for a checkpoint pretrained in the search's regime (a sampling prior
+around ``auto``'s placement: ``learner.prior`` in its config), ``samples`` samples around ``auto``'s
+placement with that prior; every candidate is timed (``time_batch``) and the best returned: fitting
 placements by step time first, then the least memory overflow; when none fits, the best is
 repaired (:func:`~gnplace.placers.groups.repair_memory`) as every memory-aware placer's is. This is
 the "sample K and keep the best" wrapper of the learned-placer literature (SLIM, EAS); with
@@ -19,6 +21,7 @@ Graphs past the policy's node limit are coarsened first (:mod:`gnplace.policy.fe
 from __future__ import annotations
 
 import functools
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,12 +35,12 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BatchResult, StepTimer, overflow
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow
 
 if TYPE_CHECKING:
     from gnplace.coarsen import Coarsening
 
-__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "cached_policy"]
+__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "cached_policy", "pretraining"]
 
 #: The pretrained policy gnplace ships.
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "checkpoints" / "gnplace-base.ckpt"
@@ -106,10 +109,19 @@ class PolicyPlacer:
             whole cluster with every op its own decision node (no coarsening: a consumer does not wait
             for a merged node), one more encoding and candidate; 0 never (default:
             :data:`DEFAULT_OP_LEVEL`).
+        around (bool or None, optional): draw the ``samples`` around ``auto``'s placement, as the policy
+            was pretrained to (its greedy decode and samples with a logit bonus ``prior`` on ``auto``'s
+            device of every decision group, a group left there keeping ``auto``'s ops), and make
+            ``auto``'s placement a candidate too, so the result is never slower than ``auto``'s; runs
+            ``auto`` (its six heuristics, timed) first. None: when the checkpoint was pretrained with a
+            prior (default: None).
+        prior (float, optional): the logit bonus ``kappa`` of the samples around ``auto`` (default: the
+            checkpoint's pretraining prior, else 3).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
-    ``"sample on the k fastest"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
+    ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``, ``"auto"``,
+    ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -118,19 +130,20 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # greedy on both GPUs, on the faster alone and at op level, and 4 samples
-        7
+        >>> placer.last_evaluations  # 3 greedy decodes; auto, the greedy decode around it, 4 samples; auto's 16
+        25
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "6"  # 2026-11-23: the MDP charges a group the bytes it holds at the peak (held_at_peak)
+    revision = "7"  # 2026-11-24: samples around auto with a checkpoint pretrained so (6: held_at_peak)
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
         temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
+        around: bool | None = None, prior: float | None = None,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -150,16 +163,23 @@ class PolicyPlacer:
         self.max_nodes = int(max_nodes)
         self.timer = timer or Simulator()
         self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
+        trained = pretraining(self.meta)
+        self.around = trained["prior"] > 0 if around is None else bool(around)
+        self.prior = float(prior if prior is not None else trained["prior"] or 3.0)
+        if not (math.isfinite(self.prior) and self.prior >= 0):
+            raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
+        self.modules, self.anchored = trained["modules"], trained["anchored"]
         self.last_greedy_step: float | None = None
         self.last_greedy_oom = False
         self.last_step: float | None = None
         self.last_choice: str | None = None
         self.last_evaluations = 0
+        self._auto_evaluations = 0  # evaluations auto made in the last place() (samples around auto)
 
     def __repr__(self) -> str:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
                 f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures}, "
-                f"op_level={self.op_level})")
+                f"op_level={self.op_level}, around={self.around})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -201,7 +221,14 @@ class PolicyPlacer:
                     names.append("greedy, op level")
                 candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
-                if self.samples > 0:
+                if self.samples > 0 and self.around:  # the search's regime: samples around auto's placement
+                    # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
+                    auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
+                    drawn, labels = self._around(graph, cluster, rng, coarsen_seed, auto_seed)
+                    timed = _concat_results(timed, self.timer.time_batch(graph, cluster, drawn))
+                    candidates = np.concatenate([candidates, drawn], axis=0)
+                    names += labels
+                elif self.samples > 0:
                     best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
                     taus = np.resize(np.asarray(self.temperatures), self.samples)
                     drawn = best.sample(self.samples, rng, taus)
@@ -222,6 +249,8 @@ class PolicyPlacer:
             candidates = np.concatenate([candidates, heuristics], axis=0)
             names += list(FAST_PLACERS)
         self.last_evaluations = int(candidates.shape[0])
+        if self.samples > 0 and self.around:  # auto timed its heuristics' placements to choose its own
+            self.last_evaluations += self._auto_evaluations
         best_index = int(_ranking(result, cluster)[0])
         self.last_greedy_step, self.last_greedy_oom = float(result.step_time[0]), bool(result.oom[0])
         self.last_step = float(result.step_time[best_index])
@@ -238,6 +267,32 @@ class PolicyPlacer:
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         return Placement(chosen, cluster)
+
+    def _around(
+        self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
+    ) -> tuple[np.ndarray, list[str]]:
+        """``auto``'s placement, the greedy decode and ``samples`` samples around it, ``[samples + 2, num_ops]``.
+
+        The policy decides per decision group (module subtrees first when it was pretrained so) with
+        a bonus ``prior`` on ``auto``'s device of each group (:math:`\\kappa 1[d = d^{auto}_g]`, as in
+        pretraining); with anchoring, a group left on ``auto``'s device keeps ``auto``'s ops.
+        """
+        from gnplace.rl.agent import sample
+        from gnplace.rl.problem import PlacementProblem
+
+        counted = BudgetedTimer(self.timer)  # auto's own evaluations (it times its heuristics' placements)
+        problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
+                                         reference_seed=auto_seed, modules=self.modules)
+        self._auto_evaluations = counted.evaluations
+        bias = np.zeros((problem.inp.num_groups, cluster.num_devices))
+        bias[np.arange(problem.inp.num_groups), problem.reference_groups] = self.prior
+        enc = self.policy.encode(problem.inp)
+        greedy = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
+        drawn = sample(self.policy, problem.mdp, self.samples, rng, enc=enc, bias=bias).rollout.group_devices
+        groups = np.concatenate([greedy, drawn])
+        placed = problem.anchor(groups) if self.anchored else problem.inp.expand(groups)
+        return (np.concatenate([problem.reference_devices[None, :], placed]),
+                ["auto", "greedy around auto"] + ["sample around auto"] * self.samples)
 
     def _decoder(
         self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,
@@ -288,6 +343,20 @@ class _Decoder:
 
         drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
         return self.keep[self.inp.expand(drawn.rollout.group_devices)]
+
+
+def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
+    """How a checkpoint was pretrained, from its meta: the sampling ``prior``, ``modules`` and ``anchored``."""
+    def section(parent: Any, key: str) -> dict[str, Any]:
+        value = parent.get(key) if isinstance(parent, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    config = section(meta, "config")
+    learner, data = section(config, "learner"), section(config, "data")
+    prior = learner.get("prior", 0.0)
+    prior = float(prior) if isinstance(prior, (int, float)) and not isinstance(prior, bool) else 0.0
+    return {"prior": prior if math.isfinite(prior) and prior > 0 else 0.0,
+            "modules": data.get("modules") is True, "anchored": data.get("anchored") is True}
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:

@@ -88,24 +88,25 @@ def test_fine_tuning_returns_the_better_of_its_search_and_the_zero_shot_placemen
 
     g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
     sim = Simulator()
-    placer = FineTunePlacer(budget=60, samples=8, epochs=1)
+    placer = FineTunePlacer(budget=100, samples=8, epochs=1)
     found = sim.time(g, c, placer.place(g, c, seed=0)).step_time
     reference, zero_shot = placer.last_reference_step, placer.last_zero_shot_step
     assert zero_shot is not None and reference is not None
     (first, at_first), (spent, at_spent) = placer.last_history[:2]
     assert (first, at_first) == (1, reference)
-    # greedy on 3 device sets, the fastest alone, at op level, 16 samples, the winner timed again
-    assert spent == 1 + 22 and at_spent == min(reference, zero_shot)  # counted from when it was timed
-    assert found == placer.last_step <= min(reference, zero_shot) and placer.last_evaluations <= 60
+    # greedy on 3 device sets, the fastest alone, at op level; auto (18 evaluations of its own), its placement, the
+    # greedy decode and 16 samples around it (the shipped checkpoint was pretrained so); the winner timed again
+    assert spent == 1 + 42 and at_spent == min(reference, zero_shot)  # counted from when it was timed
+    assert found == placer.last_step <= min(reference, zero_shot) and placer.last_evaluations <= 100
     steps = [s for _, s in placer.last_history]
     assert steps == sorted(steps, reverse=True)
-    centred = FineTunePlacer(budget=60, samples=8, epochs=1, zero_shot_start=True)  # revision 6's start
+    centred = FineTunePlacer(budget=100, samples=8, epochs=1, zero_shot_start=True)  # revision 6's start
     centred.place(g, c, seed=0)
-    assert centred.last_history[1] == (1 + 22, min(reference, zero_shot))
-    plain = FineTunePlacer(budget=60, samples=8, epochs=1, zero_shot=False)
+    assert centred.last_history[1] == (1 + 42, min(reference, zero_shot))
+    plain = FineTunePlacer(budget=100, samples=8, epochs=1, zero_shot=False)
     plain.place(g, c, seed=0)
     assert plain.last_zero_shot_step is None and plain.last_history[1][0] == 1 + 8
-    short = FineTunePlacer(budget=30, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
+    short = FineTunePlacer(budget=50, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
     short.place(g, c, seed=0)
     assert short.last_zero_shot_step is None
 

@@ -15,6 +15,7 @@ from gnplace.policy.features import decision_graph
 from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, PolicyPlacer, compare_with_references
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import layered_graph, toy_cluster
 
 TEST_GRAPH = "datasets/nmt/nmt_011.gnpg"  # a test-split graph: never seen in pretraining
@@ -66,6 +67,38 @@ def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
     assert ours <= auto * (1 + 1e-12)
     # greedy on both devices, on the faster alone and at op level, 4 samples, 6 heuristics
     assert placer.last_evaluations == 3 + 4 + 6
+
+
+@pytest.fixture(scope="module")
+def search_regime_checkpoint(tmp_path_factory):
+    """A fresh policy whose meta says it was pretrained around auto (prior 3, module decisions, anchored)."""
+    torch.manual_seed(0)
+    config = {"learner": {"prior": 3.0}, "data": {"modules": True, "anchored": True}}
+    return save_policy(tmp_path_factory.mktemp("ckpt") / "around.ckpt", PlacementPolicy(), {"config": config})
+
+
+def test_a_checkpoint_pretrained_around_auto_samples_around_auto(fresh_checkpoint, search_regime_checkpoint):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    sim = Simulator()
+    counted = BudgetedTimer(sim)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=counted)
+    assert placer.around and placer.prior == 3.0 and placer.modules and placer.anchored
+    first = placer.place(graph, cluster, seed=0)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=0)
+    assert np.array_equal(first.devices, again.devices)
+    auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    ours = sim.time(graph, cluster, first).step_time
+    assert ours <= auto * (1 + 1e-12) and placer.last_step == pytest.approx(ours)
+    # every evaluation counted: 5 greedy decodes; auto's placement, the greedy decode and 8 samples around it; and
+    # auto's own (it times its heuristics' placements, and some of them plan with the timer)
+    assert placer.last_evaluations == counted.evaluations > 5 + 2 + 8 + 6
+    # the old regime's checkpoint samples the policy alone unless asked; a prior of 0 keeps auto's placement
+    assert not PolicyPlacer(checkpoint=fresh_checkpoint).around
+    alone = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, around=False, timer=sim)
+    alone.place(graph, cluster, seed=0)
+    assert alone.last_evaluations == 5 + 8 and alone.last_choice is not None and "auto" not in alone.last_choice
+    with pytest.raises(InvalidArgument, match="prior"):
+        PolicyPlacer(checkpoint=search_regime_checkpoint, prior=-1.0)
 
 
 def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkpoint):
