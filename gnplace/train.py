@@ -308,11 +308,7 @@ class PlacementLearner(L.LightningModule):
 
     def _prior(self, problem: PlacementProblem) -> np.ndarray | None:
         """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``."""
-        if self.config.prior <= 0:
-            return None
-        bias = np.zeros((problem.inp.num_groups, problem.inp.cluster.num_devices))
-        bias[np.arange(problem.inp.num_groups), problem.best_groups()] = self.config.prior  # + kappa 1[d = best_g]
-        return bias
+        return problem.prior(self.config.prior) if self.config.prior > 0 else None
 
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
         """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""

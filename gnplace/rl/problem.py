@@ -116,6 +116,16 @@ class PlacementProblem:
         """The best placement seen as a device per decision group, ``[G]``."""
         return majority_groups(self.inp, self.best_devices)
 
+    def prior(self, kappa: float) -> np.ndarray:
+        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``.
+
+        Added to the policy's logits (:func:`~gnplace.rl.agent.sample`'s ``bias``), each decision keeps
+        the incumbent's device unless the policy prefers another by more than ``e**kappa``.
+        """
+        bias = np.zeros((self.inp.num_groups, self.inp.cluster.num_devices))
+        bias[np.arange(self.inp.num_groups), self.best_groups()] = kappa  # + kappa 1[d = best_g]
+        return bias
+
     def sample_best_groups(self) -> np.ndarray:
         """The best placement the policy produced as a device per decision group, ``[G]`` (one must exist)."""
         assert self.sample_best_devices is not None

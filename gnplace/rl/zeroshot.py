@@ -174,7 +174,6 @@ class PolicyPlacer:
         self.last_step: float | None = None
         self.last_choice: str | None = None
         self.last_evaluations = 0
-        self._auto_evaluations = 0  # evaluations auto made in the last place() (samples around auto)
 
     def __repr__(self) -> str:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
@@ -221,10 +220,11 @@ class PolicyPlacer:
                     names.append("greedy, op level")
                 candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
+                auto_evaluations = 0
                 if self.samples > 0 and self.around:  # the search's regime: samples around auto's placement
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
-                    drawn, labels = self._around(graph, cluster, rng, coarsen_seed, auto_seed)
+                    drawn, labels, auto_evaluations = self._around(graph, cluster, rng, coarsen_seed, auto_seed)
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, drawn))
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += labels
@@ -248,9 +248,7 @@ class PolicyPlacer:
             result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
             candidates = np.concatenate([candidates, heuristics], axis=0)
             names += list(FAST_PLACERS)
-        self.last_evaluations = int(candidates.shape[0])
-        if self.samples > 0 and self.around:  # auto timed its heuristics' placements to choose its own
-            self.last_evaluations += self._auto_evaluations
+        self.last_evaluations = int(candidates.shape[0]) + auto_evaluations  # auto's own, choosing its placement
         best_index = int(_ranking(result, cluster)[0])
         self.last_greedy_step, self.last_greedy_oom = float(result.step_time[0]), bool(result.oom[0])
         self.last_step = float(result.step_time[best_index])
@@ -270,8 +268,10 @@ class PolicyPlacer:
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
-    ) -> tuple[np.ndarray, list[str]]:
+    ) -> tuple[np.ndarray, list[str], int]:
         """``auto``'s placement, the greedy decode and ``samples`` samples around it, ``[samples + 2, num_ops]``.
+
+        Also returns the candidates' names and the evaluations ``auto`` made to choose its placement.
 
         The policy decides per decision group (module subtrees first when it was pretrained so) with
         a bonus ``prior`` on ``auto``'s device of each group (:math:`\\kappa 1[d = d^{auto}_g]`, as in
@@ -283,16 +283,14 @@ class PolicyPlacer:
         counted = BudgetedTimer(self.timer)  # auto's own evaluations (it times its heuristics' placements)
         problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
                                          reference_seed=auto_seed, modules=self.modules)
-        self._auto_evaluations = counted.evaluations
-        bias = np.zeros((problem.inp.num_groups, cluster.num_devices))
-        bias[np.arange(problem.inp.num_groups), problem.reference_groups] = self.prior
+        bias = problem.prior(self.prior)  # around the reference: a new problem's best placement
         enc = self.policy.encode(problem.inp)
         greedy = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
         drawn = sample(self.policy, problem.mdp, self.samples, rng, enc=enc, bias=bias).rollout.group_devices
         groups = np.concatenate([greedy, drawn])
         placed = problem.anchor(groups) if self.anchored else problem.inp.expand(groups)
         return (np.concatenate([problem.reference_devices[None, :], placed]),
-                ["auto", "greedy around auto"] + ["sample around auto"] * self.samples)
+                ["auto", "greedy around auto"] + ["sample around auto"] * self.samples, counted.evaluations)
 
     def _decoder(
         self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,
