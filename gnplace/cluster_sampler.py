@@ -63,7 +63,8 @@ def random_cluster(
     kinds = [str(k) for k in rng.choice(GPU_KINDS, size=int(rng.integers(1, 4)), replace=True)]
     tight = rng.random() < tight_probability
     tight_memory = float(rng.choice(TIGHT_MEMORY))
-    scale = {k: (float(rng.uniform(0.7, 1.3)), float(rng.uniform(0.7, 1.3))) for k in set(kinds)}
+    # per kind, in order of first appearance (iterating a set of strings would follow PYTHONHASHSEED)
+    scale = {k: (float(rng.uniform(0.7, 1.3)), float(rng.uniform(0.7, 1.3))) for k in dict.fromkeys(kinds)}
     devices: list[Device] = []
     for i in range(gpus):
         kind = kinds[i * len(kinds) // gpus]  # kinds in runs, as GPUs of one generation sit together

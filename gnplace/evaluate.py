@@ -199,7 +199,8 @@ def task_key(task: Task) -> str:
 
     The graph file's content, the cluster's :meth:`~gnplace.cluster.Cluster.fingerprint`, the
     placer and its ``revision`` (where it declares one), its options (the content of options that
-    name files), the budget where the placer takes one, the seed and the simulator mode.
+    name files, and of the placer's default checkpoint when none is given), the budget where the
+    placer takes one, the seed and the simulator mode.
 
     Raises:
         GnplaceError: if the graph file, the cluster or the placer cannot be found.
@@ -220,6 +221,8 @@ def task_key(task: Task) -> str:
     }
     if info.revision:  # a placer whose defaults changed: rows saved before are not reused
         identity["revision"] = info.revision
+    if info.default_checkpoint and "checkpoint" not in dict(task.options):  # the shipped weights, as they are now
+        identity["checkpoint"] = _value_identity(info.default_checkpoint)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 

@@ -13,7 +13,7 @@ Usage::
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
-    python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [-O finetune.prior=0]
+    python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--finetune-budget 60]
     python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
@@ -563,6 +563,8 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     options = parse_placer_options(args.option, ["scratch", "finetune"])
     tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
               "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot, **options.get("finetune", {})}
+    if args.checkpoint:  # another policy to fine-tune from (an untrained one: the control)
+        tuning["checkpoint"] = args.checkpoint
     scratch = options.get("scratch", {})
     done = {(r["graph"], r["cluster"], r["budget"]) for r in rows
             if r.get("finetune_options") == tuning and r.get("scratch_options", {}) == scratch}
@@ -856,6 +858,7 @@ def main() -> None:
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--jobs", type=int, default=2)
     ft.add_argument("--out", default="out/bench_finetune")
+    ft.add_argument("--checkpoint", default=None, help="fine-tune from this policy (default: the shipped one)")
     ft.add_argument("--ft-samples", type=int, default=16, help="fine-tuning: placements per iteration")
     ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch")
     ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")

@@ -171,11 +171,22 @@ def _references(path: str, cluster_name: str) -> tuple[float, float]:
 
 
 def revised(name: str) -> str:
-    """``name``, with the placer's registry ``revision`` where it declares one: rows saved before it are not reused."""
+    """``name``, with the placer's registry ``revision`` where it declares one: rows saved before it are not reused.
+
+    A placer that loads the shipped checkpoint by default also carries the first 8 hex digits of the
+    checkpoint's SHA-256, so that a new checkpoint runs its rows again.
+    """
+    import hashlib
+
     from gnplace.placers.registry import PLACERS
 
-    revision = PLACERS.info(name).revision if name in PLACERS else ""
-    return f"{name}@{revision}" if revision else name
+    if name not in PLACERS:
+        return name
+    info = PLACERS.info(name)
+    label = f"{name}@{info.revision}" if info.revision else name
+    if info.default_checkpoint and Path(info.default_checkpoint).is_file():
+        label += "+" + hashlib.sha256(Path(info.default_checkpoint).read_bytes()).hexdigest()[:8]
+    return label
 
 
 # ------------------------------------------------------------------------------ section 2: learned placers

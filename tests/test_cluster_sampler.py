@@ -51,3 +51,19 @@ def test_a_random_cluster_times_a_placement():
     cluster = random_cluster(11)
     devices = np.arange(graph.num_ops) % cluster.num_devices
     assert Simulator().time(graph, cluster, devices).step_time > 0
+
+
+def test_a_cluster_does_not_depend_on_the_string_hash_seed():
+    """Each process hashes strings with its own seed: nothing drawn may follow a set of names' order."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from gnplace.cluster_sampler import random_cluster; "
+              "print([random_cluster(1000 + i).fingerprint() for i in range(12)])")
+    prints = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": str(hash_seed)}).stdout
+        for hash_seed in (0, 1, 2, 3)
+    }
+    assert len(prints) == 1

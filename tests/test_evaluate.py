@@ -131,6 +131,26 @@ def test_a_placer_revision_changes_its_key(graphs, monkeypatch):
     assert task_key(task) != before
 
 
+@pytest.mark.parametrize("name, module, cls", [("policy", "gnplace.rl.zeroshot", "PolicyPlacer"),
+                                                ("finetune", "gnplace.rl.search", "FineTunePlacer")])
+def test_a_new_default_checkpoint_changes_the_key(graphs, tmp_path, monkeypatch, name, module, cls):
+    import importlib
+
+    placer = getattr(importlib.import_module(module), cls)
+    ckpt = tmp_path / "shipped.ckpt"
+    ckpt.write_bytes(b"old weights")
+    monkeypatch.setattr(placer, "default_checkpoint", ckpt)
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", name, budget=50)
+    first = task_key(task)
+    assert task_key(task) == first
+    ckpt.write_bytes(b"new weights")  # a newly shipped checkpoint: the saved row is stale
+    assert task_key(task) != first
+    explicit = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", name, dict(checkpoint=str(ckpt)), budget=50)
+    before = task_key(explicit)
+    ckpt.write_bytes(b"newer weights")
+    assert task_key(explicit) != before
+
+
 def test_a_changed_graph_file_is_run_again(graphs, tmp_path):
     path = graphs / "g.gnpg"
     save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)

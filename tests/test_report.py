@@ -20,6 +20,20 @@ def test_geomean_and_first_reaching(load_script):
     assert report.first_reaching([[1, 1.2]], 1.0) is None
 
 
+def test_revised_names_carry_the_revision_and_the_shipped_checkpoint(tmp_path, monkeypatch, load_script):
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    report = load_script("report")
+    assert report.revised("single") == "single" and report.revised("no_such_placer") == "no_such_placer"
+    ckpt = tmp_path / "shipped.ckpt"
+    ckpt.write_bytes(b"old weights")
+    monkeypatch.setattr(PolicyPlacer, "default_checkpoint", ckpt)
+    first = report.revised("policy")
+    assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}", first)
+    ckpt.write_bytes(b"new weights")
+    assert report.revised("policy") != first  # a new checkpoint: the report runs the policy's rows again
+
+
 def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
     report = load_script("report")
     path = tmp_path / "rows.jsonl"

@@ -16,7 +16,10 @@ class, as class attributes read by :meth:`PlacerRegistry.info`:
     whether it never returns an out-of-memory placement when round robin fits;
 ``revision`` (str, default empty)
     changed when what the placer returns for the same options changes (new defaults), so that
-    :func:`~gnplace.evaluate.evaluate` does not reuse rows saved before.
+    :func:`~gnplace.evaluate.evaluate` does not reuse rows saved before;
+``default_checkpoint`` (str or Path, default none)
+    the weights it loads when no ``checkpoint`` is given (the shipped one), whose content is part of
+    a saved row's identity as well, so that a new checkpoint is not answered with old rows.
 
 :func:`make_placer` is the one lookup the command line, evaluation and the demo call: it passes each
 shared option only to the placers that accept it, and turns a bad option into one clear error.
@@ -49,6 +52,7 @@ class PlacerInfo:
         respects_memory (bool): whether it avoids out-of-memory placements when round robin fits.
         summary (str): first line of the class docstring.
         revision (str): changes when the placer's results under the same options change.
+        default_checkpoint (str): the checkpoint file it loads when given none (empty: none).
     """
 
     name: str
@@ -58,6 +62,7 @@ class PlacerInfo:
     respects_memory: bool
     summary: str
     revision: str = ""
+    default_checkpoint: str = ""
 
 
 class PlacerRegistry(Mapping[str, type]):
@@ -153,6 +158,7 @@ class PlacerRegistry(Mapping[str, type]):
             respects_memory=bool(getattr(cls, "respects_memory", True)),
             summary=doc[0] if doc else "",
             revision=str(getattr(cls, "revision", "")),
+            default_checkpoint=str(getattr(cls, "default_checkpoint", "") or ""),
         )
 
     def names(self, *, learned: bool | None = None) -> list[str]:

@@ -138,6 +138,7 @@ class PolicyPlacer:
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     revision = "7"  # 2026-11-24: samples around auto with a checkpoint pretrained so (6: held_at_peak)
+    default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
