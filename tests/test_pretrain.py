@@ -136,6 +136,21 @@ def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+def test_the_same_policy_whatever_the_processes_string_hash_seed(tiny_config, tmp_path):
+    """Two processes hash strings differently (``PYTHONHASHSEED``): nothing pretraining draws may depend on it."""
+    weights = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"hash{hash_seed}"
+        done = subprocess.run(
+            _script("--config", str(tiny_config), "--out", str(out), "--set", "data.random_clusters=4",
+                    "--set", "schedule.iterations=6"),
+            capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        weights.append(_weights(out / "policy.ckpt"))
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
 def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     out = tmp_path / "run"
     pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
