@@ -42,7 +42,8 @@ from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
 __all__ = [
-    "Task", "Row", "collect_graphs", "task_key", "run_task", "place_task", "evaluate", "summarise", "write_markdown",
+    "Task", "Row", "collect_graphs", "file_digest", "task_key", "run_task", "place_task", "evaluate", "summarise",
+    "write_markdown",
 ]
 
 
@@ -183,12 +184,18 @@ def _file_digest(path: str, stamp: tuple[int, int]) -> str:
     return digest.hexdigest()
 
 
+def file_digest(path: str | os.PathLike[str]) -> str | None:
+    """SHA-256 (hex) of the file at ``path``, or None if it names no file (cached while the file is unchanged)."""
+    stamp = _stamp(os.fspath(path))
+    return None if stamp is None else _file_digest(os.fspath(path), stamp)
+
+
 def _value_identity(value: Any) -> Any:
     """An option value, with the content digest added where it names an existing file."""
     if isinstance(value, str):
-        stamp = _stamp(value)
-        if stamp is not None:
-            return {"file": value, "sha256": _file_digest(value, stamp)}
+        digest = file_digest(value)
+        if digest is not None:
+            return {"file": value, "sha256": digest}
     if isinstance(value, tuple):
         return [_value_identity(v) for v in value]
     return value

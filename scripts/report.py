@@ -176,17 +176,15 @@ def revised(name: str) -> str:
     A placer that loads the shipped checkpoint by default also carries the first 8 hex digits of the
     checkpoint's SHA-256, so that a new checkpoint runs its rows again.
     """
-    import hashlib
-
+    from gnplace.evaluate import file_digest
     from gnplace.placers.registry import PLACERS
 
     if name not in PLACERS:
         return name
     info = PLACERS.info(name)
     label = f"{name}@{info.revision}" if info.revision else name
-    if info.default_checkpoint and Path(info.default_checkpoint).is_file():
-        label += "+" + hashlib.sha256(Path(info.default_checkpoint).read_bytes()).hexdigest()[:8]
-    return label
+    digest = file_digest(info.default_checkpoint) if info.default_checkpoint else None
+    return f"{label}+{digest[:8]}" if digest else label
 
 
 # ------------------------------------------------------------------------------ section 2: learned placers

@@ -371,8 +371,8 @@ class FineTunePlacer(PPOSearchPlacer):
     the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
 
     The prior is the search's, not the checkpoint's pretraining prior (2 for the shipped one): over
-    the 18 pairs of ``bench.py finetune`` with the shipped checkpoint, prior 6 reached PPO-from-scratch's
-    final quality on 13 pairs (prior 2: 8) and ended at 0.903x ``auto`` (prior 2: 0.907x).
+    the 18 pairs of ``bench.py finetune`` with the checkpoint shipped before 72981d82, prior 6 reached
+    PPO-from-scratch's final quality on 13 pairs (prior 2: 8) and ended at 0.903x ``auto`` (prior 2: 0.907x).
 
     Examples:
         >>> FineTunePlacer(budget=200).checkpoint.endswith("gnplace-base.ckpt")
