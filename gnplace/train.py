@@ -400,8 +400,7 @@ class PlacementLearner(L.LightningModule):
                 rng = np.random.default_rng((self.config.seed, index))
                 drawn = sample(self.policy, problem.mdp, self.config.val_samples, rng, enc=enc, bias=bias)
                 groups = np.concatenate([groups, drawn.rollout.group_devices])
-        devices = problem.anchor(groups) if data.anchored else problem.inp.expand(groups)
-        result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, devices)
+        result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, problem.placements(groups))
         ratios = result.step_time / problem.reference_step
         fits = ~result.oom
         best = float(ratios[fits].min()) if fits.any() else float(ratios[0])
@@ -549,10 +548,12 @@ class PlacementDataModule(L.LightningDataModule):
         if index not in self._val_problems:
             graph, cluster = self.val_pairs[index]
             graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
-            self._val_problems[index] = PlacementProblem.build(
+            problem = PlacementProblem.build(
                 graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
                 seed=self.seed, reference_seed=self.reference_seed, modules=self.modules,
             )
+            problem.anchored = self.anchored  # validation expands its placements as training does
+            self._val_problems[index] = problem
         return self._val_problems[index]
 
     def val_family(self, index: int) -> str:

@@ -137,7 +137,7 @@ class PlacementProblem:
         Keeps the best placement seen (fitting ones first). With :attr:`anchored`, each placement is
         :meth:`anchor`'s.
         """
-        devices = self.anchor(group_devices) if self.anchored else self.inp.expand(group_devices)
+        devices = self.placements(group_devices)
         result = timer.time_batch(self.inp.graph, self.inp.cluster, devices)
         self.evaluations += devices.shape[0]
         capacity = self.inp.cluster.memory
@@ -151,6 +151,10 @@ class PlacementProblem:
                 self.sample_best_devices, self.sample_best_step = devices[i].copy(), float(result.step_time[i])
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
+
+    def placements(self, group_devices: np.ndarray) -> np.ndarray:
+        """Every op's device from a device per decision group (``[B, G]``): :meth:`anchor`'s if :attr:`anchored`."""
+        return self.anchor(group_devices) if self.anchored else self.inp.expand(group_devices)
 
     def anchor(self, group_devices: np.ndarray) -> np.ndarray:
         """Placements relative to the best seen: a group left on the best's device keeps its ops, ``[B, num_ops]``.

@@ -284,13 +284,13 @@ class PolicyPlacer:
         counted = BudgetedTimer(self.timer)  # auto's own evaluations (it times its heuristics' placements)
         problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
                                          reference_seed=auto_seed, modules=self.modules)
+        problem.anchored = self.anchored
         bias = problem.prior(self.prior)  # around the reference: a new problem's best placement
         enc = self.policy.encode(problem.inp)
         greedy = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
         drawn = sample(self.policy, problem.mdp, self.samples, rng, enc=enc, bias=bias).rollout.group_devices
         groups = np.concatenate([greedy, drawn])
-        placed = problem.anchor(groups) if self.anchored else problem.inp.expand(groups)
-        return (np.concatenate([problem.reference_devices[None, :], placed]),
+        return (np.concatenate([problem.reference_devices[None, :], problem.placements(groups)]),
                 ["auto", "greedy around auto"] + ["sample around auto"] * self.samples, counted.evaluations)
 
     def _decoder(
