@@ -523,14 +523,7 @@ class PlacementDataModule(L.LightningDataModule):
     def problem(self, index: int) -> PlacementProblem:
         """The prepared problem of pair ``index`` (coarsened, featurised, reference timed), built once."""
         if index not in self._problems:
-            graph, cluster = self.pairs[index]
-            graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
-            cluster = load_cluster(cluster)
-            problem = PlacementProblem.build(
-                graph, cluster, self.timer, max_nodes=self.max_nodes, reference=self.reference, seed=self.seed,
-                reference_seed=self.reference_seed, modules=self.modules,
-            )
-            problem.anchored = self.anchored
+            problem = self._prepare(self.pairs[index])
             saved = self._restored.pop(index, None)
             if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed
                 problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
@@ -545,16 +538,20 @@ class PlacementDataModule(L.LightningDataModule):
 
     def val_problem(self, index: int) -> PlacementProblem:
         """The prepared held-out problem of ``val_pairs[index]``, built once."""
-        if index not in self._val_problems:
-            graph, cluster = self.val_pairs[index]
-            graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
-            problem = PlacementProblem.build(
-                graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
-                seed=self.seed, reference_seed=self.reference_seed, modules=self.modules,
-            )
-            problem.anchored = self.anchored  # validation expands its placements as training does
-            self._val_problems[index] = problem
+        if index not in self._val_problems:  # validation expands its placements as training does
+            self._val_problems[index] = self._prepare(self.val_pairs[index])
         return self._val_problems[index]
+
+    def _prepare(self, pair: tuple[OpGraph | str, Cluster | str]) -> PlacementProblem:
+        """A (graph, cluster) pair as a problem: coarsened, featurised, reference timed, anchored as configured."""
+        graph, cluster = pair
+        graph = graph if isinstance(graph, OpGraph) else load_graph(graph)
+        problem = PlacementProblem.build(
+            graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
+            seed=self.seed, reference_seed=self.reference_seed, modules=self.modules,
+        )
+        problem.anchored = self.anchored
+        return problem
 
     def val_family(self, index: int) -> str:
         """The family of held-out pair ``index`` (its graph's ``meta["family"]``, else ``"other"``)."""
