@@ -11,6 +11,7 @@ Usage::
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
+    python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
@@ -52,6 +53,11 @@ samples at temperature 1 on the whole cluster (the default before 2026-11-23), o
 returns (greedy also on the fastest k devices alone, K tempered samples on the best of those device
 sets), and of the portfolio (the better of the policy's and auto's placement); rows in
 ``OUT/zeroshot.json``.
+
+``vs-search``: a ``zeroshot`` run against a ``search`` run on the test pairs both placed (by default
+the first two test graphs of each family on k80x4, v100x8 and tight4): geometric means of step time
+over ``auto``'s per family and cluster and for all pairs, and their quotient (the "within 5% of a
+20,000-evaluation search" target is a quotient of at most 1.05).
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
@@ -523,6 +529,40 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo") -> list[dict[str, Any]]:
+    """Zero-shot against a search on the pairs both placed: step times over ``auto``'s, and their quotient.
+
+    Args:
+        zeroshot (Path): a :func:`bench_zeroshot` run's ``zeroshot.json``.
+        search (Path): a :func:`bench_search` run's ``results.csv`` (``auto`` and ``placer`` rows).
+        placer (str, optional): the search placer of ``search`` to compare with (default: ``"ppo"``).
+
+    Returns:
+        list of dict: per (family, cluster) and for all pairs: ``pairs``, geometric means ``policy``
+        and ``search`` (step time over ``auto``'s) and ``ratio`` (``policy / search``: at most 1.05 is
+        the "within 5% of the search" target).
+    """
+    import csv
+
+    with search.open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if not r["error"] and r["oom"] != "True"]
+    auto = {(r["graph"], r["cluster"]): float(r["step_time_s"]) for r in rows if r["placer"] == "auto"}
+    found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / auto[(r["graph"], r["cluster"])]
+             for r in rows if r["placer"] == placer and (r["graph"], r["cluster"]) in auto}
+    ours = {(r["graph"], r["cluster"]): (r["family"], r["policy"]) for r in json.loads(zeroshot.read_text())
+            if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
+    if not ours:
+        raise SystemExit(f"no test pair of {zeroshot} is in {search}'s {placer} rows")
+    cells = sorted({(fam, cluster) for (_, cluster), (fam, _) in ours.items()}) + [("all", "")]
+    table = []
+    for fam, cluster in cells:
+        keys = [k for k, (f, _) in ours.items() if fam == "all" or (f == fam and k[1] == cluster)]
+        policy, searched = _geomean([ours[k][1] for k in keys]), _geomean([found[k] for k in keys])
+        table.append({"family": fam, "cluster": cluster, "pairs": len(keys), "policy": policy,
+                      "search": searched, "ratio": policy / searched})
+    return table
+
+
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
     import torch
 
@@ -878,6 +918,10 @@ def main() -> None:
     fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
     fid.add_argument("--out", default="out/bench_fidelity")
     report.add_parser(sub)
+    vs = sub.add_parser("vs-search", help="a zeroshot run against a search run on the pairs both placed")
+    vs.add_argument("zeroshot", type=Path, help="zeroshot.json of `bench.py zeroshot`")
+    vs.add_argument("search", type=Path, help="results.csv of `bench.py search`")
+    vs.add_argument("--placer", default="ppo", help="the search placer to compare with (default: ppo)")
     dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")
     dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     dm.add_argument("--per-family", type=int, default=3)
@@ -886,6 +930,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.bench == "report":
         report.run(args)
+        return
+    if args.bench == "vs-search":
+        print(f"| family | cluster | pairs | policy / auto | {args.placer} / auto | policy / {args.placer} |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for line in zeroshot_against_search(args.zeroshot, args.search, args.placer):
+            print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {line['policy']:.3f} | "
+                  f"{line['search']:.3f} | {line['ratio']:.3f} |")
         return
     if args.bench == "device-map":
         print(device_map_table(bench_device_map(args)))

@@ -39,3 +39,30 @@ def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_scrip
         # an estimate of the same step: within a factor of two, never a unit or scale slip
         assert 0.5 < row[f"{level}_mdp_over_sim"] < 2.0 and 0.5 < row[f"{level}_mdp_over_decision_sim"] < 2.0
     assert row["op_mdp_over_sim"] == row["op_mdp_over_decision_sim"]  # no coarsening: one graph
+
+
+def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script, tmp_path):
+    """Only pairs in both runs count; auto's row of the search run is the search's reference."""
+    import csv
+    import math
+
+    bench = load_script("bench")
+    zeroshot = tmp_path / "zeroshot.json"
+    zeroshot.write_text(json.dumps([
+        {"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4", "policy": 0.9},
+        {"group": "test", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 1.0},
+        {"group": "test", "graph": "c", "family": "ptb", "cluster": "k80x4", "policy": 0.5},  # not searched
+        {"group": "real", "graph": "a", "family": "real", "cluster": "k80x4", "policy": 0.1},  # not a test pair
+    ]))
+    search = tmp_path / "results.csv"
+    with search.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["graph", "cluster", "placer", "step_time_s", "oom", "error"])
+        writer.writeheader()
+        for graph, placer, step in (("a", "auto", 2.0), ("a", "ppo", 1.6), ("b", "auto", 4.0), ("b", "ppo", 4.0),
+                                    ("b", "annealing", 1.0)):
+            writer.writerow({"graph": graph, "cluster": "k80x4", "placer": placer, "step_time_s": step,
+                             "oom": "False", "error": ""})
+    table = bench.zeroshot_against_search(zeroshot, search)
+    assert [(r["family"], r["pairs"]) for r in table] == [("ptb", 2), ("all", 2)]
+    assert math.isclose(table[-1]["policy"], math.sqrt(0.9)) and math.isclose(table[-1]["search"], math.sqrt(0.8))
+    assert math.isclose(table[-1]["ratio"], math.sqrt(0.9 / 0.8))

@@ -95,7 +95,8 @@ class PolicyPlacer:
             (default: the shipped ``checkpoints/gnplace-base.ckpt``).
         samples (int, optional): sampled placements beside the greedy ones, ``K`` (default: 16).
         portfolio (bool, optional): also time the fast heuristics' placements (``auto``'s candidates)
-            and keep the best of all (default: :obj:`False`).
+            and keep the best of all; with samples ``around`` ``auto``'s placement, that placement (the
+            best of them) is a candidate already and nothing more is run (default: :obj:`False`).
         max_nodes (int, optional): most nodes of the decision graph; larger graphs are coarsened
             (default: 1,000).
         timer (StepTimer, optional): scores the candidates (default: ``Simulator()``).
@@ -137,7 +138,7 @@ class PolicyPlacer:
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "7"  # 2026-11-24: samples around auto with a checkpoint pretrained so (6: held_at_peak)
+    revision = "8"  # 2026-11-24: portfolio runs no heuristic around auto (7: samples around auto; 6: held_at_peak)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
 
     def __init__(
@@ -222,7 +223,8 @@ class PolicyPlacer:
                 candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 auto_evaluations = 0
-                if self.samples > 0 and self.around:  # the search's regime: samples around auto's placement
+                around_auto = self.samples > 0 and self.around
+                if around_auto:  # the search's regime: samples around auto's placement
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
                     drawn, labels, auto_evaluations = self._around(graph, cluster, rng, coarsen_seed, auto_seed)
@@ -240,7 +242,7 @@ class PolicyPlacer:
         finally:
             torch.set_num_threads(threads)
         result = timed
-        if self.portfolio:
+        if self.portfolio and not around_auto:  # around auto, auto's placement is a candidate already
             from gnplace.placers.auto import FAST_PLACERS
             from gnplace.placers.registry import make_placer
 

@@ -99,6 +99,10 @@ def test_a_checkpoint_pretrained_around_auto_samples_around_auto(fresh_checkpoin
     assert alone.last_evaluations == 5 + 8 and alone.last_choice is not None and "auto" not in alone.last_choice
     with pytest.raises(InvalidArgument, match="prior"):
         PolicyPlacer(checkpoint=search_regime_checkpoint, prior=-1.0)
+    # auto's placement is a candidate already: the portfolio runs no heuristic again
+    portfolio = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, portfolio=True, timer=sim)
+    assert np.array_equal(portfolio.place(graph, cluster, seed=0).devices, first.devices)
+    assert portfolio.last_evaluations == placer.last_evaluations
 
 
 def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkpoint):
