@@ -11,7 +11,7 @@ Usage::
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
-    python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo]
+    python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo] [--budget N] [--seed S]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
@@ -57,7 +57,8 @@ sets), and of the portfolio (the better of the policy's and auto's placement); r
 ``vs-search``: a ``zeroshot`` run against a ``search`` run on the test pairs both placed (by default
 the first two test graphs of each family on k80x4, v100x8 and tight4): geometric means of step time
 over ``auto``'s per family and cluster and for all pairs, and their quotient (the "within 5% of a
-20,000-evaluation search" target is a quotient of at most 1.05).
+20,000-evaluation search" target is a quotient of at most 1.05). A search run holding several rows of
+the placer for one pair (several budgets or seeds) is refused unless ``--budget`` and ``--seed`` pick one.
 
 ``latency``: seconds of the policy's greedy placement (coarsening, features, encoding, decoding,
 expansion and scoring included) of ENAS cifar10 graphs of about 10k and 100k ops, on one core.
@@ -97,6 +98,7 @@ import functools
 import json
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -529,13 +531,20 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo") -> list[dict[str, Any]]:
+def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", budget: int | None = None,
+                            seed: int | None = None) -> list[dict[str, Any]]:
     """Zero-shot against a search on the pairs both placed: step times over ``auto``'s, and their quotient.
 
     Args:
         zeroshot (Path): a :func:`bench_zeroshot` run's ``zeroshot.json``.
         search (Path): a :func:`bench_search` run's ``results.csv`` (``auto`` and ``placer`` rows).
         placer (str, optional): the search placer of ``search`` to compare with (default: ``"ppo"``).
+        budget (int, optional): keep only the ``placer`` rows of this budget (evaluations).
+        seed (int, optional): keep only the ``placer`` rows of this seed.
+
+    Raises:
+        SystemExit: no pair in common, or ``search`` holds several ``placer`` rows for one pair (several
+            budgets, seeds or options) and ``budget`` and ``seed`` do not single one out.
 
     Returns:
         list of dict: per (family, cluster) and for all pairs: ``pairs``, geometric means ``policy``
@@ -547,8 +556,16 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo") -
     with search.open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if not r["error"] and r["oom"] != "True"]
     auto = {(r["graph"], r["cluster"]): float(r["step_time_s"]) for r in rows if r["placer"] == "auto"}
+    searched_rows = [r for r in rows if r["placer"] == placer and (r["graph"], r["cluster"]) in auto
+                     and (budget is None or r.get("budget") == str(budget))
+                     and (seed is None or r.get("seed") == str(seed))]
+    runs = Counter((r["graph"], r["cluster"]) for r in searched_rows)
+    if runs and max(runs.values()) > 1:
+        settings = sorted({(r.get("budget", ""), r.get("seed", ""), r.get("options", "")) for r in searched_rows})
+        raise SystemExit(f"{search} holds {max(runs.values())} {placer} rows for one pair (budget, seed, options: "
+                         f"{settings}); choose one with --budget and --seed")
     found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / auto[(r["graph"], r["cluster"])]
-             for r in rows if r["placer"] == placer and (r["graph"], r["cluster"]) in auto}
+             for r in searched_rows}
     ours = {(r["graph"], r["cluster"]): (r["family"], r["policy"]) for r in json.loads(zeroshot.read_text())
             if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
     if not ours:
@@ -922,6 +939,8 @@ def main() -> None:
     vs.add_argument("zeroshot", type=Path, help="zeroshot.json of `bench.py zeroshot`")
     vs.add_argument("search", type=Path, help="results.csv of `bench.py search`")
     vs.add_argument("--placer", default="ppo", help="the search placer to compare with (default: ppo)")
+    vs.add_argument("--budget", type=int, default=None, help="only the search rows of this budget (evaluations)")
+    vs.add_argument("--seed", type=int, default=None, help="only the search rows of this seed")
     dm = sub.add_parser("device-map", help="placements as device_maps against accelerate's auto and balanced")
     dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     dm.add_argument("--per-family", type=int, default=3)
@@ -934,7 +953,7 @@ def main() -> None:
     if args.bench == "vs-search":
         print(f"| family | cluster | pairs | policy / auto | {args.placer} / auto | policy / {args.placer} |")
         print("| --- | --- | --- | --- | --- | --- |")
-        for line in zeroshot_against_search(args.zeroshot, args.search, args.placer):
+        for line in zeroshot_against_search(args.zeroshot, args.search, args.placer, args.budget, args.seed):
             print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {line['policy']:.3f} | "
                   f"{line['search']:.3f} | {line['ratio']:.3f} |")
         return

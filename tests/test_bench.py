@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -66,3 +68,26 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
     assert [(r["family"], r["pairs"]) for r in table] == [("ptb", 2), ("all", 2)]
     assert math.isclose(table[-1]["policy"], math.sqrt(0.9)) and math.isclose(table[-1]["search"], math.sqrt(0.8))
     assert math.isclose(table[-1]["ratio"], math.sqrt(0.9 / 0.8))
+
+
+def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):
+    """Two budgets of one placer on one pair: refused unless --budget picks one, which is then used."""
+    import csv
+    import math
+
+    bench = load_script("bench")
+    zeroshot = tmp_path / "zeroshot.json"
+    zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
+                                     "policy": 0.9}]))
+    search = tmp_path / "results.csv"
+    with search.open("w", newline="") as handle:
+        fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for placer, step, budget in (("auto", 2.0, ""), ("ppo", 1.6, "20000"), ("ppo", 1.8, "2000")):
+            writer.writerow({"graph": "a", "cluster": "k80x4", "placer": placer, "step_time_s": step, "oom": "False",
+                             "error": "", "budget": budget, "seed": "0", "options": "{}"})
+    with pytest.raises(SystemExit, match="2 ppo rows for one pair"):
+        bench.zeroshot_against_search(zeroshot, search)
+    table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
+    assert math.isclose(table[-1]["search"], 0.9) and math.isclose(table[-1]["ratio"], 1.0)
