@@ -21,8 +21,22 @@ def test_finetune_with_the_simulator_writes_the_best_placement_and_resumes(tmp_p
     assert summary["step_time_s"] <= summary["zero_shot_s"] * (1 + 1e-9)
     assert (out / "placement.json").exists() and (out / "last.ckpt").exists()
     assert json.loads((out / "summary.json").read_text())["timer"] == "sim"
+    logged = _logged_iterations(out)
+    assert logged == list(range(len(logged))) and logged  # one session, from the start
     again = finetune(str(path), "k80x2", budget=80, samples=8, epochs=1, out=out, resume=True, progress=False)
     assert again is not None and again["step_time_s"] == pytest.approx(summary["step_time_s"])
+    assert _logged_iterations(out) == logged  # resuming a finished run trains nothing more
+
+
+def _logged_iterations(out):
+    """The iterations every session of a fine-tuning run logged (Lightning's CSV logs), in order."""
+    import csv
+
+    steps = []
+    for metrics in sorted((out / "logs").glob("version_*/metrics.csv"), key=lambda m: int(m.parent.name[8:])):
+        with metrics.open(newline="") as handle:
+            steps += [int(r["step"]) for r in csv.DictReader(handle)]
+    return steps
 
 
 @pytest.mark.parametrize("timer", ["local", "dist"])

@@ -151,11 +151,21 @@ def test_the_same_policy_whatever_the_processes_string_hash_seed(tiny_config, tm
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
+def _session_steps(out: Path) -> list[int]:
+    """The PPO iterations the newest session of a run logged (its CSV log's rows with a policy loss)."""
+    import csv
+
+    newest = max((out / "logs").glob("version_*"), key=lambda v: int(v.name.split("_")[1]))
+    with (newest / "metrics.csv").open(newline="") as handle:
+        return [int(r["step"]) for r in csv.DictReader(handle) if r.get("losses/policy")]
+
+
 def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     out = tmp_path / "run"
     pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
     result = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=5"]), out, resume=True, progress=False)
     assert result["iterations"] == 5
+    assert _session_steps(out) == [2, 3, 4]  # the resumed session ran only the iterations after the saved two
     with pytest.raises(InvalidCheckpoint, match="other learner settings"):
         pretrain(load_pretrain_config(tiny_config, ["learner.lr=0.5"]), out, resume=True, progress=False)
     last = out / "checkpoints" / "last.ckpt"
@@ -199,6 +209,7 @@ def test_resume_after_kill_9_loses_at_most_one_interval(tiny_config, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["iterations"] == saved + 2
+    assert _session_steps(out) == [saved, saved + 1]  # it went on from the last checkpoint, not from the start
 
 
 def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_path, capsys, load_script):

@@ -58,7 +58,8 @@ def test_iterations_imitate_then_reinforce(tmp_path):
         p = data.problem(i)
         assert p.evaluations == 1 + 1 + 3 * CONFIG.samples  # the reference, the greedy policy after imitation, 3 iterations
         assert set(p.greedy_steps) == {CONFIG.imitation_steps - 1}
-        assert p.best_step <= p.reference_step
+        steps = [step for _, step in p.history]  # the best so far after each timing, ending at the best
+        assert steps == sorted(steps, reverse=True) and steps[-1] == p.best_step and steps[0] == p.reference_step
 
 
 def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path):

@@ -65,7 +65,8 @@ class PPOSearchPlacer:
     """Train a fresh placement policy on one graph with PPO for ``budget`` evaluations; return the best seen.
 
     Args:
-        budget (int, optional): timer evaluations in all (default: 2000).
+        budget (int, optional): timer evaluations of the search, all included but the reference placer's
+            own (``auto`` times its six candidates first) (default: 2000).
         samples (int, optional): placements per iteration, ``B`` (default: 32).
         epochs (int, optional): PPO steps per batch (default: 10).
         imitation_steps (int, optional): imitation steps on the reference before PPO (default: 30).

@@ -8,8 +8,9 @@ from gnplace.cli.common import mib, ms, resolve_placement
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidPlacement, UnknownName
 from gnplace.placement import Placement, save_placement
+from gnplace.placers.registry import make_placer
 from gnplace.placers.round_robin import RoundRobinPlacer
-from gnplace.toy import chain_graph, fork_graph
+from gnplace.toy import chain_graph, fork_graph, layered_graph
 
 
 def test_registered_name_runs_that_placer():
@@ -20,11 +21,14 @@ def test_registered_name_runs_that_placer():
     assert placement.devices.tolist() == [0, 1, 0, 1, 0]
 
 
-def test_seed_is_passed_to_the_placer():
-    g, c = fork_graph(), load_cluster("k80x4")
-    _, a = resolve_placement(g, c, "random_search", seed=3)
-    _, b = resolve_placement(g, c, "random_search", seed=3)
-    assert a == b
+def test_seed_budget_and_options_are_passed_to_the_placer():
+    """The placement is the placer's own under the same seed, budget and options, and another seed changes it."""
+    g, c = layered_graph(30, seed=0), load_cluster("k80x4")
+    kwargs = {"budget": 16, "options": {"start": None}}  # no deterministic start: the random draws decide
+    _, a = resolve_placement(g, c, "random_search", seed=3, **kwargs)
+    _, b = resolve_placement(g, c, "random_search", seed=4, **kwargs)
+    assert a == make_placer("random_search", budget=16, start=None).place(g, c, seed=3)
+    assert a != b
 
 
 def test_placement_file_is_read_back(tmp_path):

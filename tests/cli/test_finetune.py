@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import torch
 
 from gnplace.cli import main
 from gnplace.graph_io import save_graph
@@ -68,9 +71,15 @@ def test_kill_and_resume(tmp_path):
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     assert (out / "last.ckpt").exists() and not (out / "summary.json").exists()
+    saved = torch.load(out / "last.ckpt", weights_only=True)["gnplace"]["iteration"]  # what the kill left
+    assert saved > 0
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads(resumed.stdout)["evaluations"] <= 3000
+    newest = max((out / "logs").glob("version_*"), key=lambda v: int(v.name.split("_")[1]))
+    with (newest / "metrics.csv").open(newline="") as handle:
+        steps = [int(r["step"]) for r in csv.DictReader(handle)]
+    assert steps[0] == saved  # the resumed session went on from the checkpoint, not from the start
 
 
 def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 
 from gnplace.cli import main
+from gnplace.cluster import load_cluster
 from gnplace.graph_io import save_graph
+from gnplace.policy.checkpoint import load_policy
+from gnplace.rl.zeroshot import PolicyPlacer
+from gnplace.sim.simulator import Simulator
 from gnplace.toy import mlp_training_graph
 
 
@@ -33,6 +38,17 @@ def test_pretrain_runs_and_exports(tmp_path, capsys):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["iterations"] == 3 and export.is_file()
+    # the export is the run's best policy, of the configured shape, and it places a graph zero-shot
+    best = Path(report["best"]) if Path(report["best"]).is_file() else Path(report["policy"])
+    assert export.read_bytes() == best.read_bytes()
+    policy, meta = load_policy(export)
+    assert (policy.config.hidden, policy.config.head, policy.config.layers) == (8, 4, 1)
+    assert 1 <= meta["iterations"] <= 3
+    graph, cluster = mlp_training_graph(layers=2, width=128, batch=16), load_cluster("k80x2")
+    placer = PolicyPlacer(export, samples=2)
+    placement = placer.place(graph, cluster, seed=0)
+    assert placement.devices.shape == (graph.num_ops,) and set(placement.devices.tolist()) <= {0, 1}
+    assert placer.last_evaluations > 0 and placer.last_step == Simulator().time(graph, cluster, placement).step_time
 
 
 def test_bad_config_and_bad_resume_exit_2(tmp_path, capsys):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
+
 from gnplace.cli import main
 from gnplace.cluster import load_cluster
 
@@ -15,7 +18,13 @@ def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "median absolute error" in text and "link rank0-rank1" in text
     report = json.loads((out / "fidelity.json").read_text())
-    assert len(report["placements"]) == 3 and report["median_abs_error"] >= 0
+    rows = report["placements"]
+    assert len(rows) == 3
+    for row in rows:  # each error is the relative gap between the simulated and the measured step
+        assert row["measured_s"] > 0 and row["simulated_s"] > 0
+        assert row["error"] == pytest.approx(abs(row["simulated_s"] - row["measured_s"]) / row["measured_s"])
+    assert report["median_abs_error"] == pytest.approx(float(np.median([row["error"] for row in rows])))
+    assert f"median absolute error of the simulator: {report['median_abs_error']:.1%}" in text
     assert load_cluster(out / "cluster.yaml").num_devices == 2
 
 

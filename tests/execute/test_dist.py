@@ -34,21 +34,48 @@ def setup():
     timer.close()
 
 
-def test_two_ranks_give_eager_loss_and_gradients(setup):
+def test_two_ranks_give_eager_loss_and_gradients(setup, monkeypatch):
+    """Each rank returns the eager gradients of its own parameters, from tensors that really crossed over gloo."""
     step, (want_loss, want_grads), timer = setup
+    sent, posted = [], []  # what rank 0 (this process) hands to gloo
+    isend, irecv = torch.distributed.isend, torch.distributed.irecv
+
+    def spy_isend(tensor, dst, tag=0, **kwargs):
+        sent.append((dst, tag))
+        return isend(tensor, dst, tag=tag, **kwargs)
+
+    def spy_irecv(tensor, src, tag=0, **kwargs):
+        posted.append((src, tag))
+        return irecv(tensor, src, tag=tag, **kwargs)
+
+    monkeypatch.setattr(torch.distributed, "isend", spy_isend)
+    monkeypatch.setattr(torch.distributed, "irecv", spy_irecv)
     rng = np.random.default_rng(0)
     for devices in [(step.graph.group % 2).astype(np.int64), rng.integers(0, 2, step.graph.num_groups)[step.graph.group]]:
+        sent.clear()
+        posted.clear()
         per_rank = timer.run(_cluster(), devices, collect=True)
+        plan = compile_step(step).plan(devices)
         grads, losses = {}, []
-        for _, _, collected in per_rank:
+        for rank, (_, _, collected) in enumerate(per_rank):
+            # every rank returns the gradients of exactly the parameters that live on it
+            assert set(collected["grads"]) == {k for k, d in plan.param_device.items() if d == rank}
             grads.update(collected["grads"])
             losses += [collected["loss"]] if "loss" in collected else []
+        assert set(plan.op_device.tolist()) == {0, 1}  # both ranks run ops
         torch.testing.assert_close(losses[0], want_loss)
         assert set(grads) == set(want_grads)
         for name, grad in want_grads.items():
             torch.testing.assert_close(grads[name], grad)
-        # rank 1 computed gradients from tensors rank 0 sent it over gloo
-        assert compile_step(step).plan(devices).num_moves > 0
+        # rank 0 sent each tensor the plan moves from it, once per step, and posted a receive for each it needs
+        tags = transfer_tags(plan)
+        moves = [(ref, src, dst) for m in plan.moves.values() for ref, src, dst in m]
+        moves += [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]
+        steps = timer.warmup + timer.repeats
+        want_sent = sorted((dst, tags[(ref, dst)]) for ref, src, dst in moves if src == 0) * steps
+        want_posted = sorted({(src, tags[(ref, dst)]) for ref, src, dst in moves if dst == 0}) * steps
+        assert sorted(sent) == sorted(want_sent) and any(dst == 1 for dst, _ in sent)
+        assert sorted(posted) == sorted(want_posted) and posted
 
 
 def test_step_time_is_measured_and_cached(setup):

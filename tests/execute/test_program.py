@@ -6,6 +6,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidPlacement
 from gnplace.execute.program import BEFORE, compile_step, resolve_aten
 from gnplace.execute.runner import run_step
 from gnplace.importers.torch import import_step
+from gnplace.importers.trace import Ref
 
 
 def _step():
@@ -25,19 +26,39 @@ def test_program_keeps_only_needed_ops_and_names_their_nodes():
 
 
 def test_views_run_where_they_are_used_and_only_data_crosses():
+    """A view runs where its first consumer runs; its source crosses to it, and other consumers get its output."""
     step = _step()
     program = compile_step(step)
-    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
-    devices[step.update_node["2.weight"]] = 1  # the last layer's weight lives on device 1
-    plan = program.plan(devices)
     views = [i for i, op in enumerate(program.ops) if op.is_view]
-    assert views
-    for i in views:  # every view runs where its consumer runs
-        consumers = [j for j, op in enumerate(program.ops) if any(
-            getattr(r, "index", None) == i and r.kind == "op" for r in _refs(op))]
-        if consumers:
-            assert plan.op_device[i] == plan.op_device[consumers[0]]
-    # the weight crosses once to device 0 (its consumers), its gradient back to device 1
+    consumers = {i: [j for j, op in enumerate(program.ops) if any(r.kind == "op" and r.index == i for r in _refs(op))]
+                 for i in views}
+    source_crossed = split_consumers = 0
+    for seed in range(6):  # random placements over two devices
+        plan = program.plan(np.random.default_rng(seed).integers(0, 2, step.graph.num_ops))
+        assert set(plan.op_device.tolist()) == {0, 1}
+        moved = {(after, ref, src, dst) for after, moves in plan.moves.items() for ref, src, dst in moves}
+        for i in views:
+            if not consumers[i]:
+                continue
+            d = int(plan.op_device[i])
+            assert d == plan.op_device[consumers[i][0]]
+            for source in _refs(program.ops[i]):  # the data the view shows crosses to it
+                src = plan.value_device[source]
+                if src != d:
+                    source_crossed += 1
+                    assert (source.index if source.kind == "op" else BEFORE, source, src, d) in moved
+            for j in consumers[i]:  # every consumer runs by the view or receives its output
+                dst = int(plan.op_device[j])
+                if dst != d:
+                    split_consumers += 1
+                    assert (i, Ref("op", i, 0), d, dst) in moved
+    assert source_crossed and split_consumers  # both cases occur
+
+    # the last layer's weight on device 1, all else on 0: it crosses once to device 0 (its
+    # consumers), its gradient back to device 1
+    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
+    devices[step.update_node["2.weight"]] = 1
+    plan = program.plan(devices)
     weight_moves = [m for m in plan.moves.get(BEFORE, []) if m[0].name == "2.weight"]
     assert [(src, dst) for _, src, dst in weight_moves] == [(1, 0)]
     assert [g[0] for g in plan.grad_moves] == ["2.weight"]

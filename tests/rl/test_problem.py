@@ -55,10 +55,14 @@ def test_the_policys_own_best_excludes_the_reference():
     assert p.sample_best_devices is None and p.sample_best_step == float("inf")
     worst = np.zeros((1, p.inp.num_groups), dtype=np.int64)
     spread = (np.arange(p.inp.num_groups) % c.num_devices)[None, :]
+    slower, _ = p.score(spread, sim, 4.0)  # round robin: slower than the reference (auto's single device)
+    assert p.sample_best_step == pytest.approx(slower.step_time[0])
+    assert p.sample_best_step > p.reference_step == p.best_step
+    assert np.array_equal(p.sample_best_groups(), spread[0])
     result, _ = p.score(np.concatenate([worst, spread]), sim, 4.0)
     assert p.sample_best_step == pytest.approx(result.step_time.min())
     assert np.array_equal(p.sample_best_groups(), [worst[0], spread[0]][int(np.argmin(result.step_time))])
-    assert p.best_step <= p.sample_best_step or p.best_step == p.reference_step
+    assert p.best_step == pytest.approx(min(p.reference_step, p.sample_best_step))
 
 
 def test_an_offered_placement_replaces_the_best_only_if_it_fits_and_is_faster():

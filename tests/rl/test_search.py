@@ -46,19 +46,38 @@ def test_never_worse_than_its_start(mode):
 
 
 def test_same_seed_same_placement_and_budget_respected(counting_simulator):
+    """The budget bounds the timer's real calls, ``auto``'s own six candidates aside (not counted)."""
     g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
     runs = [PPOSearchPlacer(budget=65, **FAST).place(g, c, seed=s).devices.tolist() for s in (5, 5)]
     assert runs[0] == runs[1]
     placer = ReinforceSearchPlacer(budget=65, timer=counting_simulator, **FAST)
     placer.place(g, c, seed=1)
-    assert placer.last_evaluations <= 65
+    by_auto = type(counting_simulator)()
+    make_placer("auto", timer=by_auto).place(g, c, seed=1)  # the reference, under the caller's seed
+    assert counting_simulator.evaluations - by_auto.evaluations == placer.last_evaluations <= 65
+    assert placer.last_evaluations > 65 - FAST["samples"]  # and it is spent: less than one batch is left
 
 
-def test_polishing_spends_the_rest_of_the_budget_on_annealing():
+def test_polishing_spends_the_rest_of_the_budget_on_annealing(monkeypatch):
+    """Half the budget goes to an annealing chain from the search's best placement, run last."""
+    from gnplace.placers import annealing
+
+    chains = []
+    place = annealing.AnnealingPlacer.place
+
+    def spy(self, graph, cluster, *, seed=None):
+        chains.append((self.budget, Simulator().time(graph, cluster, self.start.place(graph, cluster)).step_time))
+        return place(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
     g, c = layered_graph(60, seed=3).replace(group=np.arange(60) // 3), load_cluster("k80x4")
-    placer = PPOSearchPlacer(budget=100, polish=0.5, **FAST)
-    placer.place(g, c, seed=0)
-    assert placer.last_evaluations <= 100
+    placer = PPOSearchPlacer(budget=100, polish=0.5, prelude=0.0, **FAST)
+    placed = placer.place(g, c, seed=0)
+    assert [budget for budget, _ in chains] == [50]
+    assert 50 < placer.last_evaluations <= 100
+    start = chains[0][1]  # the search's best, where the chain began
+    assert start <= placer.last_reference_step * (1 + 1e-9)
+    assert Simulator().time(g, c, placed).step_time <= start * (1 + 1e-9) and placer.last_step <= start * (1 + 1e-9)
 
 
 def test_edge_cases_and_bad_options():

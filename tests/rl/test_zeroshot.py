@@ -48,11 +48,24 @@ def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
     assert with_samples.last_step == pytest.approx(t1)
 
 
-def test_untempered_samples_are_the_policys_own_draws(fresh_checkpoint):
+def test_untempered_samples_are_the_policys_own_draws(fresh_checkpoint, monkeypatch):
+    """The samples are drawn at the temperatures asked for, cycled: at 1.0, the policy's own distribution."""
+    from gnplace.rl import zeroshot
+
+    drawn_at = []
+    sample = zeroshot._Decoder.sample
+
+    def spy(self, count, rng, temperature):
+        drawn_at.append(np.asarray(temperature, dtype=float).tolist())
+        return sample(self, count, rng, temperature)
+
+    monkeypatch.setattr(zeroshot._Decoder, "sample", spy)
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=False, temperatures=[1.0])
     assert placer.temperatures == (1.0,)
     assert placer.place(graph, cluster, seed=0).devices.shape == (graph.num_ops,)
+    PolicyPlacer(checkpoint=fresh_checkpoint, samples=5, subsets=False).place(graph, cluster, seed=0)
+    assert drawn_at == [[1.0] * 4, [0.1, 0.2, 0.3, 0.5, 0.1]]
     for bad in ([], [0.0], [-1.0], [True]):
         with pytest.raises(InvalidArgument, match="temperatures"):
             PolicyPlacer(checkpoint=fresh_checkpoint, temperatures=bad)
@@ -168,11 +181,27 @@ def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint)
         PolicyPlacer(checkpoint=fresh_checkpoint, op_level=-1)
 
 
-def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint):
+def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint, monkeypatch):
+    """The policy decides over at most ``max_nodes`` nodes; the placement comes back for every op."""
+    from gnplace.rl import zeroshot
+
+    sizes = []
+    init = zeroshot._Decoder.__init__
+
+    def spy(self, policy, inp, keep, whole):
+        sizes.append(inp.decision.num_ops)  # decision nodes
+        init(self, policy, inp, keep, whole)
+
+    monkeypatch.setattr(zeroshot._Decoder, "__init__", spy)
     graph = layered_graph(3000, width=12, seed=1)
     placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150)
     placement = placer.place(graph, toy_cluster(4), seed=0)
     assert placement.devices.shape == (3000,) and len(np.unique(placement.devices)) > 1
+    # every device set's decoder works on the coarse graph; the op-level greedy (graphs up to op_level ops) does not
+    assert len(sizes) == 4 and max(sizes[:3]) <= 150 and sizes[3] == 3000
+    sizes.clear()
+    PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150, op_level=0).place(graph, toy_cluster(4), seed=0)
+    assert len(sizes) == 3 and max(sizes) <= 150
 
 
 def test_trivial_inputs_and_bad_checkpoints(fresh_checkpoint, tmp_path):
