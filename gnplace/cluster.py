@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidCluster
-from gnplace.limits import MAX_DEVICES, parse_yaml, read_file
+from gnplace.limits import MAX_DEVICES, MIN_RATE, parse_yaml, read_file
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 __all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS"]
@@ -300,6 +300,12 @@ def _devices(entries: Any, source: str) -> list[Device]:
         for key in ("flops_efficiency", "mem_efficiency"):
             if key in spec and not 0 < spec[key] <= 1:
                 raise InvalidCluster(f"{where}.{key}: must be in (0, 1], got {spec[key]}")
+        defaults = {f.name: f.default for f in dataclasses.fields(Device) if f.default is not dataclasses.MISSING}
+        rates = (("peak_flops", "flops_efficiency", "FLOP/s"), ("mem_bandwidth", "mem_efficiency", "B/s"))
+        for rate, efficiency, unit in rates:
+            reached = spec[rate] * spec.get(efficiency, defaults[efficiency])
+            if reached < MIN_RATE:
+                raise InvalidCluster(f"{where}.{rate}: reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}")
         if spec.get("launch_overhead", 0) < 0:
             raise InvalidCluster(f"{where}.launch_overhead: must be >= 0, got {spec['launch_overhead']}")
         count = entry.get("count", None)
@@ -325,6 +331,8 @@ def _link(raw: Any, where: str) -> tuple[float, float]:
         raise InvalidCluster(f"{where}: {err}") from err
     if not bandwidth > 0:
         raise InvalidCluster(f"{where}.bandwidth: must be positive, got {bandwidth}")
+    if bandwidth < MIN_RATE:
+        raise InvalidCluster(f"{where}.bandwidth: {bandwidth:.3g} B/s is under the limit of {MIN_RATE:g}")
     if latency < 0:
         raise InvalidCluster(f"{where}.latency: must be >= 0, got {latency}")
     return bandwidth, latency
@@ -350,7 +358,7 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
     latency = np.full((d, d), lat0)
 
     def lookup(name: Any, where: str) -> int:
-        if name not in index:
+        if not isinstance(name, str) or name not in index:
             raise InvalidCluster(f"{where}: unknown device {name!r} (devices: {', '.join(names)})")
         return index[name]
 

@@ -149,8 +149,8 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(folder) / "manifest.json"
     try:
         data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise GnplaceError(f"{path}: not a readable dataset manifest ({err})") from err
-    if data.get("format") != "gnplace-dataset":
+    if not isinstance(data, dict) or data.get("format") != "gnplace-dataset":
         raise GnplaceError(f"{path}: not a gnplace dataset manifest")
     return data  # type: ignore[no-any-return]

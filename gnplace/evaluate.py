@@ -18,6 +18,7 @@ Spotlight report the same figures, see ``docs/evaluation.md``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import GnplaceError, InvalidArgument
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
@@ -150,8 +151,7 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
         path = Path(spec)
         if path.is_dir():
             if (path / "manifest.json").exists():
-                entries = load_manifest(path)["graphs"]
-                found = [path / e["file"] for e in entries if split == "all" or e["split"] == split]
+                found = [path / f for f in _manifest_files(path, load_manifest(path), split)]
             else:
                 found = sorted(path.glob("*.gnpg"))
             if not found:
@@ -162,6 +162,27 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
         else:
             raise GnplaceError(f"{path}: no such graph file or folder")
     return paths
+
+
+def _manifest_files(folder: Path, manifest: Any, split: str) -> list[str]:
+    """The graph files of ``split`` listed by a dataset folder's manifest, each entry checked.
+
+    Raises:
+        InvalidGraph: if ``graphs`` is not a list of objects with a string ``file`` (and ``split``).
+    """
+    where = folder / "manifest.json"
+    entries = manifest.get("graphs") if isinstance(manifest, dict) else None
+    if not isinstance(entries, list):
+        raise InvalidGraph(f"{where}: 'graphs' must be a list of entries, got {type(entries).__name__}")
+    files = []
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str) or not entry["file"]:
+            raise InvalidGraph(f"{where}: graph entry {k} needs a 'file' name (a string), got {entry!r:.80}")
+        if split != "all" and not isinstance(entry.get("split"), str):
+            raise InvalidGraph(f"{where}: graph entry {k} needs a 'split' (a string), got {entry.get('split')!r:.40}")
+        if split == "all" or entry["split"] == split:
+            files.append(entry["file"])
+    return files
 
 
 # ---------------------------------------------------------------------------------- what shapes a row
@@ -313,30 +334,39 @@ def _read_rows(path: Path) -> list[Row]:
     """Rows of ``results.csv``; a line cut short or written before keys existed is dropped (its task runs again)."""
     if not path.exists():
         return []
+    if not path.is_file():
+        raise InvalidArgument(f"{path}: not a results file (a folder); move it away or pick another output folder")
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            raws = list(csv.DictReader(handle))
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise InvalidArgument(
+            f"{path}: not a results file of gnplace evaluate ({' '.join(str(err).split())[:120]}); "
+            "move it away or pick another output folder"
+        ) from None
     rows = []
-    with path.open(newline="") as handle:
-        for raw in csv.DictReader(handle):
-            try:
-                values: dict[str, Any] = {}
-                for f in fields(Row):
-                    text = raw[f.name]
-                    if text is None:
-                        raise ValueError(f"missing {f.name}")
-                    if f.name in _INT_FIELDS:
-                        values[f.name] = int(text)
-                    elif f.name in _FLOAT_FIELDS:
-                        values[f.name] = float(text)
-                    elif f.name in _BOOL_FIELDS:
-                        values[f.name] = text == "True"
-                    elif f.name == "budget":
-                        values[f.name] = int(text) if text else None
-                    else:
-                        values[f.name] = text
-                if not values["key"]:
-                    continue
-                rows.append(Row(**values))
-            except (KeyError, ValueError, TypeError):
-                continue  # a line cut short by an interruption, or an older file: run that task again
+    for raw in raws:
+        try:
+            values: dict[str, Any] = {}
+            for f in fields(Row):
+                text = raw[f.name]
+                if text is None:
+                    raise ValueError(f"missing {f.name}")
+                if f.name in _INT_FIELDS:
+                    values[f.name] = int(text)
+                elif f.name in _FLOAT_FIELDS:
+                    values[f.name] = float(text)
+                elif f.name in _BOOL_FIELDS:
+                    values[f.name] = text == "True"
+                elif f.name == "budget":
+                    values[f.name] = int(text) if text else None
+                else:
+                    values[f.name] = text
+            if not values["key"]:
+                continue
+            rows.append(Row(**values))
+        except (KeyError, ValueError, TypeError):
+            continue  # a line cut short by an interruption, or an older file: run that task again
     return rows
 
 
@@ -358,6 +388,10 @@ def evaluate(
         GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found.
     """
     out = Path(out)
+    if jobs < 1:
+        raise InvalidArgument(f"evaluate needs jobs >= 1, got {jobs}")
+    if out.exists() and not out.is_dir():
+        raise InvalidArgument(f"{out}: the output folder is a file")
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     keyed = [(t, task_key(t)) for t in tasks]
@@ -373,15 +407,20 @@ def evaluate(
     names = [f.name for f in fields(Row)]
     # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
     tmp = csv_path.with_name("results.csv.tmp")
-    with tmp.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=names)
-        writer.writeheader()
-        writer.writerows(asdict(r) for r in done)
-    os.replace(tmp, csv_path)
+    try:
+        with tmp.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=names)
+            writer.writeheader()
+            writer.writerows(asdict(r) for r in done)
+        os.replace(tmp, csv_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     rows = list(done)
 
     def record(row: Row) -> None:
-        with csv_path.open("a", newline="") as handle:
+        with csv_path.open("a", newline="", encoding="utf-8") as handle:
             csv.DictWriter(handle, fieldnames=names).writerow(asdict(row))
         rows.append(row)
         if progress is not None:

@@ -16,7 +16,8 @@ The checkpoint's zero-shot placement is timed first and returned if the search, 
 the budget), so fine-tuning never returns worse than ``auto`` or placing zero-shot with the same checkpoint.
 
 Lightning shows progress and writes ``OUT/last.ckpt`` every ``checkpoint_every_s`` seconds and at the
-end (``resume=True`` continues from it) and CSV logs in ``OUT/logs``; the best placement goes to
+end (``resume=True`` continues from it, and refuses one that is unreadable or another run's: of
+another graph, cluster or starting checkpoint) and CSV logs in ``OUT/logs``; the best placement goes to
 ``OUT/placement.json`` and a summary, with the same timer's step times of ``single``, ``round_robin``
 and ``auto`` beside it, to ``OUT/summary.json``. With a real timer the best placement is measured
 again for the summary, beside the others: the best of many noisy measurements flatters itself.
@@ -104,7 +105,8 @@ def finetune(
 
     Raises:
         InvalidArgument: for an unknown timer, or a real timer with a graph file.
-        InvalidCheckpoint: for a bad checkpoint.
+        InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` that is unreadable,
+            foreign or another run's (nothing in ``out`` is written then).
     """
     from gnplace.cluster import load_cluster
     from gnplace.placement import save_placement

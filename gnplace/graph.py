@@ -400,6 +400,34 @@ class OpGraph:
         """Bytes of parameters and optimizer state resident over all ops."""
         return int(self.param_bytes.sum())
 
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of everything that shapes a step of this graph: all but its name and meta.
+
+        Two graphs with the same fingerprint pose the same placement problem; a resumed search
+        checks it (:meth:`~gnplace.cluster.Cluster.fingerprint` is the cluster's).
+
+        Examples:
+            >>> from gnplace.toy import mlp_training_graph
+            >>> mlp_training_graph(layers=2).fingerprint() == mlp_training_graph(layers=2).fingerprint()
+            True
+            >>> mlp_training_graph(layers=2).fingerprint() == mlp_training_graph(layers=3).fingerprint()
+            False
+        """
+        import hashlib
+
+        digest = hashlib.sha256()
+        for values in (self.node_names, self.op_types, self.op_kinds, self.module):
+            digest.update(repr(tuple(values)).encode())
+        arrays = [getattr(self, name) for name in ("edge_src", "edge_dst", "flops", "out_bytes", "param_bytes",
+                                                   "edge_bytes", "phase", "group")]
+        for kind in sorted(self.cost_s):
+            digest.update(repr(kind).encode())
+            arrays.append(self.cost_s[kind])
+        for values in arrays:
+            digest.update(repr((values.dtype.str, values.shape)).encode())
+            digest.update(np.ascontiguousarray(values).tobytes())
+        return digest.hexdigest()
+
     def replace(self, **changes: Any) -> OpGraph:
         """A copy with some constructor arguments replaced (the graph itself is immutable).
 

@@ -21,17 +21,20 @@ written and read uncompressed.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import errno
 import gzip
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import PHASES, OpGraph
 from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
@@ -189,10 +192,61 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     payload = text.encode("utf-8")
     if path.suffix != ".json":
         payload = gzip.compress(payload, compresslevel=9, mtime=0)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomically(path, payload)
+
+
+def check_writable(path: str | os.PathLike[str], what: str = "output file", suffixes: Sequence[str] = ()) -> None:
+    """Refuse an output file ``path`` that cannot be written, before any work is done.
+
+    ``path`` must not be a folder (nor end with ``/``), its nearest existing ancestor must be a
+    writable folder (the others are made when it is written), and when ``suffixes`` are given its
+    suffix must be one of them.
+
+    Raises:
+        InvalidArgument: naming ``what`` (e.g. ``--output``), the path and what is wrong.
+    """
+    text = os.fspath(path)
+    target = Path(text)
+    if text.endswith(("/", os.sep)) or target.is_dir():
+        raise InvalidArgument(f"{what} {text}: is a folder, expected a file")
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise InvalidArgument(f"{what} {text}: unsupported file type {target.suffix or '(none)'!r}; "
+                              f"expected one of {', '.join(suffixes)}")
+    parent = target.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not writable")
+
+
+def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
+    """Write ``payload`` to ``path`` through ``PATH.tmp`` and a rename; a failed write leaves no ``.tmp`` behind.
+
+    The parent folders are made. What was at ``path`` before stays as it was when the write fails.
+
+    Raises:
+        IsADirectoryError: if ``path`` is a folder (or ends with ``/``).
+        NotADirectoryError: if one of its parents is a file.
+        OSError: if the file cannot be written.
+    """
+    text = os.fspath(path)
+    path = Path(path)
+    if text.endswith(("/", os.sep)) or path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(payload)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

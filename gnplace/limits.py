@@ -14,6 +14,7 @@ limit                     value
 ``MAX_EDGES``             100,000,000 edges in a graph
 ``MAX_DEVICES``           4,096 devices in a cluster
 ``MAX_COUNT``             2**62 for any size, count or index (bytes, FLOP as integers)
+``MIN_RATE``              1,000 per second for a device's or link's effective rate (FLOP/s, bytes/s)
 ========================  ==========================================================
 
 YAML is read without anchors and aliases (``&a`` / ``*a``): nothing gnplace reads needs them, and
@@ -31,7 +32,7 @@ from typing import Any
 from gnplace.exceptions import GnplaceError
 
 __all__ = [
-    "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT",
+    "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
     "read_file", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
@@ -42,6 +43,7 @@ MAX_NODES = 20_000_000
 MAX_EDGES = 100_000_000
 MAX_DEVICES = 4096
 MAX_COUNT = 2**62
+MIN_RATE = 1e3  # slower than this, op and transfer times overflow float64 for graphs within the limits
 
 
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:

@@ -155,8 +155,7 @@ def save_placement(
     placer: str = "",
     predicted: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``placement`` of ``graph`` as a JSON placement file (atomically)."""
-    path = Path(path)
+    """Write ``placement`` of ``graph`` as a JSON placement file (atomically; a failed write leaves no ``.tmp``)."""
     data = {
         "format": FORMAT,
         "version": VERSION,
@@ -166,11 +165,9 @@ def save_placement(
         "placement": placement.device_names(graph),
         "predicted": predicted or {},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+    from gnplace.graph_io import write_atomically
+
+    return write_atomically(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
 
 
 def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluster) -> Placement:

@@ -27,6 +27,7 @@ iteration; gradients are averaged). ``OUT/policy.ckpt``, the policy alone
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -44,7 +45,7 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
-    "ExportPolicy", "RankDigest", "check_resumable",
+    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy",
 ]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pretrain.yaml"
@@ -384,6 +385,20 @@ def check_resumable(path: Path, config: PretrainConfig) -> None:
                                 "resume with the same config or use another --out")
 
 
+def check_strategy(strategy: str) -> str:
+    """``strategy`` if Lightning knows it (``"auto"``, ``"ddp"``, ``"ddp_spawn"``, ...).
+
+    Raises:
+        InvalidArgument: naming the strategies Lightning knows.
+    """
+    from lightning.pytorch.strategies import StrategyRegistry
+
+    known = ["auto", *StrategyRegistry.available_strategies()]
+    if strategy not in known:
+        raise InvalidArgument(f"--strategy {strategy!r} is not a Lightning strategy; known: {', '.join(known)}")
+    return strategy
+
+
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
     strategy: str = "auto", num_nodes: int = 1, progress: bool = True, export: str | os.PathLike[str] | None = None,
@@ -394,7 +409,8 @@ def pretrain(
         config (PretrainConfig): every hyperparameter.
         out (str or Path): output folder: ``logs/`` (CSV), ``tensorboard/``, ``checkpoints/last.ckpt``,
             ``policy.ckpt``.
-        resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists (default: :obj:`False`).
+        resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists; without it,
+            a folder that holds a run already is refused (default: :obj:`False`).
         devices (int, optional): processes (data-parallel ranks) (default: 1).
         strategy (str, optional): Lightning's strategy, e.g. ``"ddp"`` or ``"ddp_spawn"`` for ``devices > 1``
             (default: ``"auto"``).
@@ -409,6 +425,7 @@ def pretrain(
 
     Raises:
         InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
+        InvalidArgument: if ``out`` holds a run already and ``resume`` is off.
     """
     import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
@@ -418,9 +435,17 @@ def pretrain(
 
     if devices < 1 or num_nodes < 1:
         raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
+    check_strategy(strategy)
+    if export is not None:
+        from gnplace.graph_io import check_writable
+
+        check_writable(export, "export path")  # refused now, not after the whole run
     out = Path(out)
     last = out / "checkpoints" / "last.ckpt"
     ckpt_path = None
+    launched = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    if last.exists() and not resume and not launched:  # a new run would overwrite the earlier run's checkpoints
+        raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     if resume and last.exists():
         check_resumable(last, config)
         ckpt_path = str(last)
@@ -432,15 +457,20 @@ def pretrain(
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
     learner = PlacementLearner(config.learner)
     exporter = ExportPolicy(out / "policy.ckpt", config)
-    trainer = L.Trainer(
-        max_epochs=-1, accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
-        enable_checkpointing=False,
-        callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
-                   RankDigest(out / "ranks")],
-        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
-        use_distributed_sampler=False, deterministic=False,
-    )
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        trainer = L.Trainer(
+            max_epochs=-1, accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+            enable_checkpointing=False,
+            callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
+                       RankDigest(out / "ranks")],
+            logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+            enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
+            use_distributed_sampler=False, deterministic=False,
+        )
+    except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
+        raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
     with quiet_lightning():
         trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     trainer.save_checkpoint(last, weights_only=False)
@@ -450,8 +480,13 @@ def pretrain(
         Path(export).parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(export).with_name(f".{Path(export).name}.tmp")
         chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
-        shutil.copyfile(chosen, tmp)
-        os.replace(tmp, export)
+        try:
+            shutil.copyfile(chosen, tmp)
+            os.replace(tmp, export)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
     return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
             "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
             "best": str(exporter.best_path), "best_validation": exporter.best_score,

@@ -23,6 +23,10 @@ SeedLike = int | np.random.Generator | None
 def as_generator(seed: SeedLike = None) -> np.random.Generator:
     """A ``numpy.random.Generator`` from an int seed, an existing generator (returned as is) or None.
 
+    Raises:
+        TypeError: if ``seed`` is none of these.
+        InvalidArgument: if ``seed`` is a negative int (numpy seeds are non-negative).
+
     Examples:
         >>> bool(as_generator(3).integers(100) == as_generator(3).integers(100))
         True
@@ -31,6 +35,10 @@ def as_generator(seed: SeedLike = None) -> np.random.Generator:
         return seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed must be an int, a numpy Generator or None, got {seed!r}")
+    if seed is not None and seed < 0:
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument(f"seed must be >= 0, got {seed}")
     return np.random.default_rng(seed)
 
 

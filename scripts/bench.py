@@ -96,7 +96,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import shutil
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -107,7 +109,7 @@ import numba
 import numpy as np
 import report
 
-from gnplace.cli.common import add_option_argument, parse_placer_options
+from gnplace.cli.common import add_option_argument, parse_placer_options, run_reporting_errors
 from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
@@ -688,6 +690,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
         entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
                                  "median_abs_error": statistics.median(r["error"] for r in rows)}
         if args.finetune_budget:
+            shutil.rmtree(out / name / "finetune", ignore_errors=True)  # this run's calibration: fine-tune anew
             tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
                              samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
                              devices=devices, out=out / name / "finetune", progress=False)
@@ -820,8 +823,8 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
-def main() -> None:
-    """Parse arguments and run the chosen benchmark."""
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and run the chosen benchmark; returns the exit status (bad input: one line and 2)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="bench", required=True)
     sim = sub.add_parser("sim", help="simulator evaluations")
@@ -946,39 +949,46 @@ def main() -> None:
     dm.add_argument("--per-family", type=int, default=3)
     dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     dm.add_argument("--placers", nargs="+", default=["auto", "policy"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    return run_reporting_errors(run, args, "bench")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args.bench`` names."""
+    _check_counts(args)
     if args.bench == "report":
         report.run(args)
-        return
+        return 0
     if args.bench == "vs-search":
+        lines = list(zeroshot_against_search(args.zeroshot, args.search, args.placer, args.budget, args.seed))
         print(f"| family | cluster | pairs | policy / auto | {args.placer} / auto | policy / {args.placer} |")
         print("| --- | --- | --- | --- | --- | --- |")
-        for line in zeroshot_against_search(args.zeroshot, args.search, args.placer, args.budget, args.seed):
+        for line in lines:
             print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {line['policy']:.3f} | "
                   f"{line['search']:.3f} | {line['ratio']:.3f} |")
-        return
+        return 0
     if args.bench == "device-map":
         print(device_map_table(bench_device_map(args)))
-        return
+        return 0
     if args.bench == "fidelity":
         fidelity = bench_fidelity(args)
         print(f"median absolute error over {fidelity['placements']} placements: {fidelity['median_abs_error']:.1%}")
-        return
+        return 0
     if args.bench == "finetune":
         print(finetune_table(bench_finetune(args)))
-        return
+        return 0
     if args.bench == "zeroshot":
         print(zeroshot_tables(bench_zeroshot(args)))
-        return
+        return 0
     if args.bench == "latency":
         bench_latency(args)
-        return
+        return 0
     if args.bench == "constructor":
         rows = bench_constructor(args)
         for key in [k for k in rows[0] if k.endswith(("_mdp_over_decision_sim", "_mdp_over_sim"))] if rows else []:
             values = [r[key] for r in rows]
             print(f"{key}: {min(values):.3f} .. {max(values):.3f} (median {float(np.median(values)):.3f})")
-        return
+        return 0
     if args.bench == "search":
         summary = bench_search(args)
         head = "| family | cluster | " + " | ".join(f"{p} / auto" for p in args.placers) + " |"
@@ -988,34 +998,34 @@ def main() -> None:
         for line in summary:
             cells = " | ".join(f"{line[p]:.3f} ({line[p + '_n']})" for p in args.placers)
             print(f"| {line['family']} | {line['cluster']} | {cells} |")
-        return
+        return 0
     if args.bench == "curves":
         print(json.dumps(bench_curves(args), indent=1))
-        return
+        return 0
     if args.bench == "ppo-speed":
         bench_ppo_speed(args)
-        return
+        return 0
     if args.bench == "placers":
         bench_placers(args)
-        return
+        return 0
     if args.bench == "exact":
         rows = bench_exact(args)
         for name in args.placers:
             ratios = [r[name] for r in rows]
             print(f"{name}: geometric mean step / exact {float(np.exp(np.mean(np.log(ratios)))):.3f}, worst {max(ratios):.3f}")
-        return
+        return 0
     if args.bench == "scale":
         bench_scale(args)
-        return
+        return 0
     if args.bench == "import":
         rows = bench_import(args)
         print(json.dumps(rows, indent=1) if args.json else "\n".join(
             f"cifar10 L={r['layers']}: {r['ops']} ops extracted in {r['seconds']:.1f} s" for r in rows))
-        return
+        return 0
     rows = bench_sim(args)
     if args.json:
         print(json.dumps(rows, indent=1))
-        return
+        return 0
     from rich.console import Console
     from rich.table import Table
 
@@ -1025,7 +1035,21 @@ def main() -> None:
     for row in rows:
         table.add_row(row["mode"], row["placement"], row["call"], f"{row['ms_per_eval']:.3f}")
     Console().print(table)
+    return 0
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    """Refuse negative sizes, counts and budgets (and fewer than one device or repeat) as one error line."""
+    from gnplace.cli.common import check_count
+
+    minimum_one = {"devices", "repeat", "repeats", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
+                   "layers", "groups"}
+    for name, value in sorted(vars(args).items()):
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool) and name not in ("seed",):
+                check_count(v, "--" + name.replace("_", "-"), minimum=1 if name in minimum_one else 0)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -33,8 +33,6 @@ def _temperatures(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
-    from gnplace.exceptions import GnplaceError
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
@@ -53,30 +51,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", "-o", default=None, help="placement file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    try:
-        from gnplace.cluster import load_cluster
-        from gnplace.importers.onnx import parse_input_shape
-        from gnplace.importers.sources import load_graph_source
-        from gnplace.placement import save_placement
-        from gnplace.rl.zeroshot import PolicyPlacer, compare_with_references
-        from gnplace.sim.simulator import Simulator
+    from gnplace.cli.common import run_reporting_errors
 
-        shapes = dict(parse_input_shape(t) for t in args.input_shape)
-        graph = load_graph_source(args.graph, input_shapes=shapes or None)
-        cluster = load_cluster(args.cluster)
-        sim = Simulator()
-        options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
-        if args.op_level is not None:
-            options["op_level"] = args.op_level
-        placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                              subsets=args.subsets, timer=sim, **options)
-        placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
-        if args.output:
-            predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}
+    return run_reporting_errors(run, args, "place")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
+    from gnplace.cli.common import check_count, check_output_file, require_ops, writing
+    from gnplace.cluster import load_cluster
+    from gnplace.importers.onnx import parse_input_shape
+    from gnplace.importers.sources import load_graph_source
+    from gnplace.placement import save_placement
+    from gnplace.rl.zeroshot import PolicyPlacer, compare_with_references
+    from gnplace.sim.simulator import Simulator
+
+    check_count(args.samples, "--samples")
+    check_count(args.op_level, "--op-level")
+    if args.output:
+        check_output_file(args.output, "--output")
+    shapes = dict(parse_input_shape(t) for t in args.input_shape)
+    graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
+    cluster = load_cluster(args.cluster)
+    sim = Simulator()
+    options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
+    if args.op_level is not None:
+        options["op_level"] = args.op_level
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
+                          subsets=args.subsets, timer=sim, **options)
+    placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
+    if args.output:
+        predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}
+        with writing(args.output):
             save_placement(args.output, graph, placement, placer="policy", predicted=predicted)
-    except GnplaceError as err:
-        print(f"place: error: {err}", file=sys.stderr)
-        return 2
     if args.json:
         print(json.dumps({**row, "checkpoint": str(placer.checkpoint), "output": args.output}, indent=1))
         return 0

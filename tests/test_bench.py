@@ -91,3 +91,21 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
         bench.zeroshot_against_search(zeroshot, search)
     table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
     assert math.isclose(table[-1]["search"], 0.9) and math.isclose(table[-1]["ratio"], 1.0)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["vs-search", "nosuch.json", "nosuch.csv"], "No such file or directory"),
+    (["placers", "--cluster", "nosuch"], "unknown cluster 'nosuch'"),
+    (["sim", "--ops", "-5"], "--ops must be at least 1, got -5"),
+    (["sim", "--devices", "0"], "--devices must be at least 1, got 0"),
+    (["ppo-speed", "--samples", "-1"], "--samples must be at least 0, got -1"),
+    (["latency", "--checkpoint", "TRUNCATED", "--ops", "100"], "not a readable checkpoint"),
+])
+def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, argv, message):
+    truncated = tmp_path / "truncated.ckpt"
+    truncated.write_bytes((ROOT / "checkpoints" / "gnplace-base.ckpt").read_bytes()[:1000])
+    bench = load_script("bench")
+    code = bench.main([str(truncated) if a == "TRUNCATED" else a for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and "Traceback" not in err
+    assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err

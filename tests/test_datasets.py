@@ -58,8 +58,12 @@ def test_impossible_size_range_is_a_clear_error():
 def test_load_manifest_rejects_other_files(tmp_path):
     with pytest.raises(GnplaceError, match="not a readable dataset manifest"):
         load_manifest(tmp_path)
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": "other"}))
-    with pytest.raises(GnplaceError, match="not a gnplace dataset manifest"):
+    for other in ({"format": "other"}, ["format", "gnplace-dataset"], "gnplace-dataset"):
+        (tmp_path / "manifest.json").write_text(json.dumps(other))
+        with pytest.raises(GnplaceError, match="not a gnplace dataset manifest"):
+            load_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_bytes(b"\xff\xfe{")
+    with pytest.raises(GnplaceError, match="not a readable dataset manifest"):
         load_manifest(tmp_path)
 
 

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,3 +59,67 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(InvalidCheckpoint):
         finetune(str(path), "k80x2", checkpoint=str(bad), out=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished fine-tuning run of a tiny graph on k80x2, and the bytes of each file it wrote."""
+    root = tmp_path_factory.mktemp("finished")
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), root / "a.gnpg")
+    out = root / "run"
+    finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, progress=False)
+    saved = {name: (out / name).read_bytes() for name in ("last.ckpt", "placement.json", "summary.json")}
+    return path, out, saved
+
+
+def _unchanged(out, saved):
+    for name, data in saved.items():
+        assert (out / name).read_bytes() == data, f"{name} was overwritten"
+
+
+def test_resume_into_another_graphs_or_clusters_run_is_refused_and_keeps_it(finished_run, tmp_path):
+    path, out, saved = finished_run
+    other = save_graph(mlp_training_graph(layers=3, width=64, batch=8), tmp_path / "b.gnpg")
+    with pytest.raises(InvalidCheckpoint, match="run of another graph.*use another -o"):
+        finetune(str(other), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
+    _unchanged(out, saved)
+    with pytest.raises(InvalidCheckpoint, match=r"run of another cluster \(k80x2; here k80x4\)"):
+        finetune(str(path), "k80x4", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
+    _unchanged(out, saved)
+    # fine-tuning another policy (here the run's own fine-tuned one) is another run too
+    with pytest.raises(InvalidCheckpoint, match="another policy checkpoint to start from"):
+        finetune(str(path), "k80x2", checkpoint=str(out / "last.ckpt"), budget=40, samples=4, epochs=1, out=out,
+                 resume=True, progress=False)
+    _unchanged(out, saved)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "foreign", "unrecorded", "directory"])
+def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run, tmp_path, kind):
+    path, finished, saved = finished_run
+    out = tmp_path / "run"
+    out.mkdir()
+    for name in ("placement.json", "summary.json"):
+        (out / name).write_bytes(saved[name])
+    last = out / "last.ckpt"
+    if kind == "truncated":
+        last.write_bytes(saved["last.ckpt"][: len(saved["last.ckpt"]) // 2])
+    elif kind == "foreign":  # the shipped policy checkpoint copied there: a torch file, but no Lightning run
+        last.write_bytes((Path(__file__).parents[1] / "checkpoints" / "gnplace-base.ckpt").read_bytes())
+    elif kind == "unrecorded":  # a Lightning run that does not say what it placed (pretraining's, an older one)
+        import torch
+
+        from gnplace.rl.search import RUN_KEY
+
+        data = torch.load(finished / "last.ckpt", weights_only=True)
+        del data[RUN_KEY]
+        torch.save(data, last)
+    else:
+        last.mkdir()
+    before = None if kind == "directory" else last.read_bytes()
+    message = {"truncated": "not a readable checkpoint", "foreign": "not a fine-tuning run's checkpoint",
+               "unrecorded": "records no graph or cluster", "directory": "not a checkpoint file"}[kind]
+    with pytest.raises(InvalidCheckpoint, match=message):
+        finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
+    assert last.is_dir() if before is None else last.read_bytes() == before
+    _unchanged(out, {k: v for k, v in saved.items() if k != "last.ckpt"})
+    assert not (out / "logs").exists()  # refused before Lightning started

@@ -618,3 +618,13 @@ def test_validate_can_be_called_again():
 def test_boolean_phase_is_rejected():
     with pytest.raises(InvalidGraph, match="unknown phase True"):
         OpGraph(["a"], phase=[True])
+
+
+def test_fingerprint_tells_graphs_apart_but_not_their_names():
+    from gnplace.toy import mlp_training_graph
+
+    g = mlp_training_graph(layers=2, width=64, batch=8)
+    assert g.fingerprint() == g.replace(name="renamed", meta={"family": "x"}).fingerprint()
+    assert g.fingerprint() != g.replace(flops=g.flops * 2).fingerprint()
+    assert g.fingerprint() != g.replace(group=np.arange(g.num_ops)).fingerprint()
+    assert g.fingerprint() != mlp_training_graph(layers=3, width=64, batch=8).fingerprint()

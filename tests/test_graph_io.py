@@ -533,3 +533,26 @@ def test_from_networkx_rejects_invalid_sizes():
     with pytest.raises(InvalidGraph, match=r"node 'a' has NaN flops"):
         from_networkx(G)
 
+
+
+def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, monkeypatch):
+    """A write that fails (a folder in the way, a parent that is a file, the rename) loses nothing, leaves no .tmp."""
+    import os
+
+    g = layered_graph(5, seed=0)
+    target = save_graph(g, tmp_path / "g.gnpg")
+    before = target.read_bytes()
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(IsADirectoryError):
+        save_graph(g, tmp_path / "dir")
+    with pytest.raises(NotADirectoryError):
+        save_graph(g, target / "inner.gnpg")
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_graph(mlp_training_graph(layers=2, width=4, batch=2), target)
+    assert target.read_bytes() == before
+    assert not list(tmp_path.rglob("*.tmp"))

@@ -311,3 +311,24 @@ def test_group_devices_inverts_from_groups():
     split[np.flatnonzero(g.group == 1)[0]] = 1
     with pytest.raises(InvalidPlacement, match="splits a colocation group"):
         Placement(split, c).group_devices(g)
+
+
+def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, monkeypatch):
+    import os
+
+    g, c = chain_graph(3), load_cluster("k80x2")
+    target = save_placement(tmp_path / "p.json", g, Placement([0, 1, 1], c))
+    before = target.read_bytes()
+    with pytest.raises(IsADirectoryError):
+        save_placement(str(tmp_path) + "/", g, Placement([0, 0, 0], c))
+    with pytest.raises(NotADirectoryError):
+        save_placement(target / "p.json", g, Placement([0, 0, 0], c))
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_placement(target, g, Placement([0, 0, 0], c))
+    assert target.read_bytes() == before
+    assert not list(tmp_path.rglob("*.tmp"))

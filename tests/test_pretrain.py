@@ -166,6 +166,10 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     result = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=5"]), out, resume=True, progress=False)
     assert result["iterations"] == 5
     assert _session_steps(out) == [2, 3, 4]  # the resumed session ran only the iterations after the saved two
+    saved = (out / "checkpoints" / "last.ckpt").read_bytes()
+    with pytest.raises(InvalidArgument, match="holds a run already"):  # a new run would overwrite it
+        pretrain(load_pretrain_config(tiny_config), out, progress=False)
+    assert (out / "checkpoints" / "last.ckpt").read_bytes() == saved
     with pytest.raises(InvalidCheckpoint, match="other learner settings"):
         pretrain(load_pretrain_config(tiny_config, ["learner.lr=0.5"]), out, resume=True, progress=False)
     last = out / "checkpoints" / "last.ckpt"
@@ -240,3 +244,17 @@ def test_ddp_with_two_cpu_processes_agrees_and_writes_a_loadable_checkpoint(tiny
     assert ranks[0]["weights"] == ranks[1]["weights"]
     policy, meta = load_policy(out / "policy.ckpt")
     assert meta["processes"] == 2 and meta["iterations"] == 3
+
+
+def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_path):
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.pretrain import check_strategy, load_pretrain_config, pretrain
+
+    assert check_strategy("ddp_spawn") == "ddp_spawn" and check_strategy("auto") == "auto"
+    config = load_pretrain_config(None, [])
+    with pytest.raises(InvalidArgument, match="not a Lightning strategy"):
+        pretrain(config, tmp_path / "run", strategy="nosuch")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InvalidArgument, match="export path"):
+        pretrain(config, tmp_path / "run", export=tmp_path / "file" / "p.ckpt")
+    assert not (tmp_path / "run").exists()

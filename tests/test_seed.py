@@ -41,6 +41,13 @@ def test_bad_seed(seed):
         as_generator(seed)
 
 
+def test_a_negative_seed_is_a_clear_error():
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="seed must be >= 0, got -1"):
+        as_generator(-1)
+
+
 def test_importing_gnplace_seed_does_not_import_torch():
     code = "import sys, gnplace.seed; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,7 +1,9 @@
 """The ``gnplace`` command: one module per subcommand, each parsing options and calling the library.
 
-Errors caused by input (a bad graph, cluster, placement or option) print one line on stderr and
-exit with status 2; they never print a traceback.
+Errors caused by input (a bad graph, cluster, placement or option, an output path that cannot be
+written) print one line on stderr and exit with status 2; they never print a traceback, and a file
+written before stays as it was. Warnings print as one ``gnplace: warning:`` line each. ``evaluate``
+exits with status 1 when some of its runs failed (their errors are in ``results.csv``).
 """
 
 from __future__ import annotations

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
-__all__ = ["add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib"]
+__all__ = [
+    "add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib", "check_count",
+    "check_output_file", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
+]
 
 
 def add_option_argument(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +59,8 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         try:
             value = yaml.safe_load(text) if text else ""
         except yaml.YAMLError as err:
-            raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({err})") from err
+            problem = " ".join(str(getattr(err, "problem", None) or err).split())
+            raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None
         if isinstance(value, dict):
             raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
         options.setdefault(placer, {})[name] = value
@@ -84,21 +90,95 @@ def mib(num_bytes: float) -> str:
     return f"{num_bytes / 2**20:.1f}"
 
 
-def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
-    """``run(args)``'s exit status; a :class:`~gnplace.exceptions.GnplaceError` is one ``PROG: error:`` line and 2.
+def check_count(value: int | None, flag: str, *, minimum: int = 0) -> None:
+    """Refuse ``value`` below ``minimum`` (``None``: not given, accepted) with an :class:`InvalidArgument`."""
+    if value is not None and value < minimum:
+        raise InvalidArgument(f"{flag} must be at least {minimum}, got {value}")
 
-    The ``gnplace`` command and the scripts that share its subcommands (``scripts/pretrain.py``,
-    ``scripts/finetune.py``) report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130.
+
+def require_ops(graph: OpGraph, source: str) -> OpGraph:
+    """``graph``, refused with an :class:`InvalidGraph` when it has no ops (nothing to place or time)."""
+    if graph.num_ops == 0:
+        raise InvalidGraph(f"{source}: graph {graph.name!r} has no ops; there is nothing to place")
+    return graph
+
+
+def check_output_file(path: str | os.PathLike[str], flag: str, suffixes: Sequence[str] = ()) -> None:
+    """Refuse an output file ``path`` that cannot be written, before any work is done.
+
+    ``path`` must not be a folder (nor end with ``/``), its nearest existing ancestor must be a
+    writable folder, and when ``suffixes`` are given its suffix must be one of them.
+
+    Raises:
+        InvalidArgument: naming ``flag``, the path and what is wrong.
+    """
+    from gnplace.graph_io import check_writable
+
+    check_writable(path, flag, suffixes)
+
+
+@contextlib.contextmanager
+def writing(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn an :class:`OSError` raised while writing ``path`` into one :class:`InvalidArgument` line."""
+    try:
+        yield
+    except OSError as err:
+        raise InvalidArgument(f"cannot write {os.fspath(path)}: {err.strerror or err}") from err
+
+
+def describe_os_error(err: OSError) -> str:
+    """``err`` as one line: ``FILE: reason`` (``FILE -> FILE2: reason`` for a rename)."""
+    if err.filename is None:
+        return " ".join(str(err).split())
+    where = os.fsdecode(err.filename) + (f" -> {os.fsdecode(err.filename2)}" if err.filename2 is not None else "")
+    return f"{where}: {err.strerror or type(err).__name__}"
+
+
+def one_line(text: str) -> str:
+    """``text`` with its whitespace, newlines included, folded into single spaces."""
+    return " ".join(text.split())
+
+
+TORCH_UNSAFE_LOAD_WARNING = r"(?s).*weights_only"
+"""torch's warning about loading a checkpoint with ``weights_only=False``: gnplace loads with
+``weights_only=True`` and refuses what that cannot read, so the warning only repeats the refusal."""
+
+
+def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
+    """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
+
+    A :class:`~gnplace.exceptions.GnplaceError`, an :class:`OSError` (a file that cannot be read or
+    written: ``PROG: error: FILE: reason``) and a ``SystemExit`` with a message are reported as one
+    line with status 2; other exceptions (programming errors) propagate. Warnings print as one
+    ``PROG: warning: ...`` line each, and torch's warning about unsafe checkpoint loading, which
+    only repeats the refusal of such a file, is silenced. The ``gnplace`` command and the scripts
+    (``scripts/pretrain.py``, ``scripts/finetune.py``, ``scripts/place.py``, ``scripts/bench.py``)
+    report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130.
     """
     import sys
+    import warnings
 
     from gnplace.exceptions import GnplaceError
 
-    try:
-        return int(run(args) or 0)
-    except GnplaceError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: {interrupted}", file=sys.stderr)
-        return 130
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)
+        try:
+            return int(run(args) or 0)
+        except GnplaceError as err:
+            print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
+            return 2
+        except OSError as err:
+            print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
+            return 2
+        except SystemExit as err:
+            if err.code is None or isinstance(err.code, int):
+                raise
+            print(f"{prog}: error: {one_line(str(err.code))}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{prog}: {interrupted}", file=sys.stderr)
+            return 130

@@ -5,11 +5,22 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, parse_placer_options
-from gnplace.evaluate import Row, Task, collect_graphs, evaluate, place_task, summarise, write_markdown
+from gnplace.cli.common import add_option_argument, check_count, parse_placer_options, writing
+from gnplace.evaluate import (
+    Row,
+    Task,
+    collect_graphs,
+    evaluate,
+    place_task,
+    summarise,
+    task_key,
+    write_markdown,
+)
+from gnplace.exceptions import InvalidArgument
 from gnplace.placers.registry import PLACERS
 
 
@@ -19,7 +30,9 @@ def add_parser(sub: Any) -> None:
                        description="Run every placer on every graph and cluster (in parallel processes), write "
                        "results.csv and results.md (geometric-mean ratios to the best non-learned placer, to the "
                        "single device and to the lower bound; OOM counts; placement time). A rerun skips rows whose "
-                       "inputs (graph content, cluster, placer options, budget, seed, mode) are unchanged.")
+                       "inputs (graph content, cluster, placer options, budget, seed, mode) are unchanged. A run "
+                       "that fails is a row with its error; if any failed, one line on stderr counts them and the "
+                       "exit status is 1 (bad input: 2).")
     p.add_argument("--graphs", "-g", nargs="+", required=True, help="graph files or dataset folders")
     p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
@@ -44,7 +57,12 @@ def run(args: argparse.Namespace) -> int:
 
     from gnplace.cluster import load_cluster
 
-    placers = args.placers.split(",") if args.placers else PLACERS.names(learned=False)
+    check_count(args.jobs, "--jobs", minimum=1)
+    check_count(args.budget, "--budget")
+    placers = list(dict.fromkeys(p for p in args.placers.split(",") if p)) if args.placers is not None \
+        else PLACERS.names(learned=False)
+    if not placers:
+        raise InvalidArgument(f"--placers {args.placers!r} names no placer")
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
     options = parse_placer_options(args.option, placers)
@@ -54,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
 
             # named in the options, so a row is recomputed when the checkpoint's content changes
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint or SHIPPED_CHECKPOINT)
-    clusters = [c for c in args.clusters.split(",") if c]
+    clusters = list(dict.fromkeys(c for c in args.clusters.split(",") if c))
+    if not clusters:
+        raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
     for c in clusters:
         load_cluster(c)  # fail early on a bad cluster
     graphs = collect_graphs(args.graphs, split=args.split)
@@ -65,8 +85,11 @@ def run(args: argparse.Namespace) -> int:
         rows = evaluate(tasks, args.out, jobs=args.jobs,
                         progress=lambda r: bar.update(job, advance=1, description=f"{r.graph} {r.cluster} {r.placer}"))
         bar.update(job, completed=len(tasks))
+    keys = {task_key(t) for t in tasks}
+    failed = [r for r in rows if r.key in keys and r.error]
     summary = summarise(rows)
-    md = write_markdown(summary, Path(args.out) / "results.md")
+    with writing(Path(args.out) / "results.md"):
+        md = write_markdown(summary, Path(args.out) / "results.md")
     table = Table(title=f"{len(graphs)} graphs x {len(clusters)} clusters x {len(placers)} placers (geometric means)")
     for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
         table.add_column(col, justify="left" if col in ("family", "cluster", "placer") else "right")
@@ -78,20 +101,34 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from gnplace.viz import plot_ratios
 
-        print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
-        print(f"wrote {_plot_best_timeline(rows, Path(args.out) / 'best_timeline.png')}")
+        with writing(Path(args.out) / "ratios.png"):
+            print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
+        with writing(Path(args.out) / "best_timeline.png"):
+            timeline = _plot_best_timeline(rows, Path(args.out) / "best_timeline.png")
+        print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
+    if failed:
+        first = failed[0]
+        print(f"gnplace: {len(failed)} of {len(tasks)} runs failed (see the error column of "
+              f"{Path(args.out) / 'results.csv'}); first: {first.placer} on {first.graph} {first.cluster}: "
+              f"{first.error}", file=sys.stderr)
+        return 1
     return 0
 
 
-def _plot_best_timeline(rows: list[Row], path: Path) -> Path:
-    """Gantt chart of the fastest placement that fits for the first graph and cluster of ``rows``, made again."""
+def _plot_best_timeline(rows: list[Row], path: Path) -> Path | None:
+    """Gantt chart of the fastest placement that fits for the first graph and cluster of ``rows``, made again.
+
+    None (nothing drawn) when every run of that graph and cluster failed.
+    """
     from gnplace.sim.simulator import Simulator
     from gnplace.viz import plot_timeline
 
     first = rows[0]
-    candidates = [r for r in rows if r.graph_path == first.graph_path and r.cluster == first.cluster
-                  and not r.oom and math.isfinite(r.step_time_s)]
-    best = min(candidates or [first], key=lambda r: r.step_time_s)
+    placed = [r for r in rows if r.graph_path == first.graph_path and r.cluster == first.cluster and not r.error]
+    if not placed:
+        return None
+    candidates = [r for r in placed if not r.oom and math.isfinite(r.step_time_s)]
+    best = min(candidates or placed, key=lambda r: r.step_time_s)
     task = best.task()
     graph, cluster, placement, _ = place_task(task)
     result = Simulator(task.mode).time(graph, cluster, placement, timeline=True)  # type: ignore[arg-type]

@@ -29,9 +29,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace import``."""
+    from gnplace.cli.common import check_output_file, one_line, writing
     from gnplace.graph_io import save_graph
     from gnplace.importers.onnx import from_onnx, parse_input_shape
 
+    check_output_file(args.output, "--output")
     shapes: dict[str, list[int]] = {}
     for text in args.input_shape:
         name, dims = parse_input_shape(text)
@@ -39,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name)
-    path = save_graph(graph, args.output)
+    with writing(args.output):
+        path = save_graph(graph, args.output)
     for w in caught:
-        print(f"gnplace: warning: {w.message}", file=sys.stderr)
+        print(f"gnplace: warning: {one_line(str(w.message))}", file=sys.stderr)
     summary = {
         "graph": graph.name,
         "output": str(path),

@@ -12,8 +12,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, mib, ms, parse_placer_options
+from gnplace.cli.common import (
+    add_option_argument,
+    check_count,
+    check_output_file,
+    mib,
+    ms,
+    parse_placer_options,
+    require_ops,
+    writing,
+)
 from gnplace.cluster import load_cluster
+from gnplace.graph_io import write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import make_placer
 from gnplace.sim.simulator import Simulator
@@ -49,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
 
+    check_count(args.budget, "--budget")
+    if args.output:
+        check_output_file(args.output, "--output")
+    if args.device_map:
+        check_output_file(args.device_map, "--device-map")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():
@@ -58,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         graph = step.graph
     else:
         graph = load_graph_source(args.graph, input_shapes=shapes or None)
+    require_ops(graph, args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
@@ -70,14 +86,16 @@ def run(args: argparse.Namespace) -> int:
     result = sim.time(graph, cluster, placement)
     predicted = {**result.to_dict(), "place_seconds": took, "mode": args.mode}
     if args.output:
-        save_placement(args.output, graph, placement, placer=args.placer, predicted=predicted)
+        with writing(args.output):
+            save_placement(args.output, graph, placement, placer=args.placer, predicted=predicted)
     compared: dict[str, float] = {}
     if args.device_map:
         from gnplace.exceptions import MissingDependency
         from gnplace.execute.device_map import compare_device_maps, to_device_map
 
         device_map = to_device_map(graph, placement, cluster)
-        Path(args.device_map).write_text(json.dumps(device_map, indent=1))
+        with writing(args.device_map):
+            write_atomically(args.device_map, json.dumps(device_map, indent=1).encode("utf-8"))
         try:
             compared = compare_device_maps(graph, cluster, placement, module, sim)
         except MissingDependency:

@@ -35,20 +35,28 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from gnplace.cli.common import check_count, writing
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.base import real_timer
-    from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
+    from gnplace.execute.profile import calibrate, fidelity_placements, parse_torch_devices, simulator_error
+    from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
     if args.ranks < 1 or args.threads < 1 or args.repeats < 1:
         raise InvalidArgument("--ranks, --threads and --repeats must be at least 1")
-    step, _ = load_step_source(args.graph)
+    check_count(args.placements, "--placements")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InvalidArgument(f"--out {args.out}: is a file, expected a folder")
     devices = args.devices.split(",") if args.devices and args.timer == "local" else None
+    if devices is not None:
+        parse_torch_devices(devices)  # fail early on a name torch does not know
+    step, _ = load_step_source(args.graph)
     timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
     try:
         calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,
                                 repeats=args.repeats, name=f"profiled-{args.timer}")
-        graph_path, cluster_path = calibration.save(args.out)
+        with writing(args.out):
+            graph_path, cluster_path = calibration.save(args.out)
         rows = []
         if args.placements > 0:
             wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
@@ -59,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     report = {"graph": str(graph_path), "cluster": str(cluster_path), "links": calibration.links,
               "placements": rows,
               "median_abs_error": float(np.median([r["error"] for r in rows])) if rows else None}
-    Path(args.out, "fidelity.json").write_text(json.dumps(report, indent=1))
+    with writing(Path(args.out, "fidelity.json")):
+        write_atomically(Path(args.out, "fidelity.json"), json.dumps(report, indent=1).encode("utf-8"))
     if args.json:
         print(json.dumps(report, indent=1))
         return 0

@@ -6,11 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import mib, ms, resolve_placement
+from gnplace.cli.common import check_output_file, mib, ms, require_ops, resolve_placement, writing
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
+
+TIMELINE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+"""The file types ``--timeline`` can draw (matplotlib's formats, by suffix)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -25,13 +28,16 @@ def add_parser(sub: Any) -> None:
                    help="simulator mode (default: default)")
     p.add_argument("--seed", type=int, default=0, help="seed for stochastic placers (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--timeline", metavar="PNG", help="also draw a Gantt chart of the step to this file")
+    p.add_argument("--timeline", metavar="PNG",
+                   help="also draw a Gantt chart of the step to this file (.png, .pdf, .svg, ...)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
-    graph = load_graph(args.graph)
+    if args.timeline:
+        check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
+    graph = require_ops(load_graph(args.graph), args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)
@@ -53,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline:
         from gnplace.viz import plot_timeline
 
-        plot_timeline(graph, result, args.timeline, title=f"{graph.name} on {cluster.name} ({placer_name})")
+        with writing(args.timeline):
+            plot_timeline(graph, result, args.timeline, title=f"{graph.name} on {cluster.name} ({placer_name})")
         report["timeline"] = str(args.timeline)
     if args.json:
         print(json.dumps(report, indent=1))

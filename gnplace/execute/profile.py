@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -252,6 +253,21 @@ def _device_rates(device: torch.device, threads: int) -> tuple[float, float, flo
     return float(flops), float(bandwidth), memory
 
 
+def parse_torch_devices(names: Sequence[str]) -> list[torch.device]:
+    """``names`` as torch devices.
+
+    Raises:
+        InvalidArgument: naming the first one torch does not know (``"bogus"``, ``"cuda:x"``, ...).
+    """
+    devices = []
+    for name in names:
+        try:
+            devices.append(torch.device(name))
+        except (RuntimeError, TypeError, ValueError) as err:
+            raise InvalidArgument(f"{name!r} is not a torch device ({' '.join(str(err).split())})") from None
+    return devices
+
+
 def calibrate(
     step: Any,
     *,
@@ -304,7 +320,7 @@ def calibrate(
             links[f"rank0-rank{peer}"] = {"bandwidth": bandwidth, "latency": float(np.median(loaded))}
     elif isinstance(timer, LocalTimer):
         wanted = devices or timer.devices or (["cpu", "cuda:0"] if torch.cuda.is_available() else ["cpu"])
-        torch_devs = [torch.device(d) for d in wanted]
+        torch_devs = parse_torch_devices(wanted)
         kinds = [_device_kind(d, threads) for d in torch_devs]
         names = [f"{d.type}{k}" for k, d in enumerate(torch_devs)]
         links = {}

@@ -88,8 +88,12 @@ def solve(
     # and a 2 s wall limit while two other jobs shared the cores)
     solver.parameters.max_deterministic_time = time_limit
     solver.parameters.max_time_in_seconds = 10.0 * time_limit + 30.0
-    solver.parameters.interleave_search = True
-    solver.parameters.num_workers = num_workers
+    # one worker is deterministic by itself, and one device leaves nothing to search in parallel; with
+    # interleaving, OR-Tools 9.15 aborted the process (CHECK "threshold > 0") on a one-device model whose
+    # memory was exactly the peak (11 ops; tests/placers/test_exact.py reproduces it)
+    workers = 1 if cluster.num_devices == 1 else num_workers
+    solver.parameters.interleave_search = workers > 1
+    solver.parameters.num_workers = workers
     solver.parameters.random_seed = random_seed
     solutions: list[np.ndarray] = []
 

@@ -115,10 +115,15 @@ class AnnealingPlacer:
         batch: int = 16,
         timer: StepTimer | None = None,
     ) -> None:
-        if budget < 1 or batch < 1:
+        def whole(value: Any) -> bool:
+            return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+        if not (whole(budget) and whole(batch)) or budget < 1 or batch < 1:
             raise InvalidArgument(
-                f"AnnealingPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}"
+                f"AnnealingPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
+        if not isinstance(start, str) and not callable(getattr(start, "place", None)):
+            raise InvalidArgument(f"AnnealingPlacer: start must be a placer's name or a placer, got {start!r}")
         if not 0 < final_temperature <= initial_temperature:
             raise InvalidArgument(
                 f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import math
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike
 
-__all__ = ["Placer", "group_order"]
+__all__ = ["Placer", "check_flag", "check_fraction", "group_order"]
 
 
 @runtime_checkable
@@ -47,3 +49,29 @@ def group_order(graph: OpGraph) -> np.ndarray:
             seen[g] = True
             order.append(g)
     return np.asarray(order, dtype=np.int64)
+
+
+def check_fraction(owner: str, name: str, value: Any) -> float:
+    """``value`` as a float if it is a number in ``[0, 1]``; else :class:`InvalidArgument` naming ``owner.name``.
+
+    Examples:
+        >>> check_fraction("m_etf", "min_speed", 0.5)
+        0.5
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or not (
+        math.isfinite(value) and 0.0 <= value <= 1.0
+    ):
+        raise InvalidArgument(f"{owner}: {name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_flag(owner: str, name: str, value: Any) -> bool:
+    """``value`` if it is a bool (YAML's true/false); else :class:`InvalidArgument` naming ``owner.name``.
+
+    Examples:
+        >>> check_flag("expert", "memory_aware", False)
+        False
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidArgument(f"{owner}: {name} must be true or false, got {value!r}")
+    return bool(value)

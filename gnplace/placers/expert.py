@@ -33,6 +33,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.placement import Placement
+from gnplace.placers.base import check_flag
 from gnplace.placers.groups import contiguous_blocks, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
@@ -114,7 +115,7 @@ class ExpertPlacer:
         if strategy not in ("auto", "layers", "blocks"):
             raise InvalidArgument(f"ExpertPlacer: unknown strategy {strategy!r} (choose 'auto', 'layers' or 'blocks')")
         self.strategy = strategy
-        self.memory_aware = memory_aware
+        self.memory_aware = check_flag("expert", "memory_aware", memory_aware)
         self.timer = timer or Simulator()
 
     def __repr__(self) -> str:

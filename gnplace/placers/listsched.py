@@ -32,6 +32,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
+from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
@@ -354,8 +355,9 @@ class ListSchedulingPlacer:
     def __init__(
         self, *, memory_aware: bool = True, min_speed: float = 0.5, timer: StepTimer | None = None
     ) -> None:
-        self.memory_aware = memory_aware
-        self.min_speed = min_speed
+        owner = getattr(self, "name", type(self).__name__)
+        self.memory_aware = check_flag(owner, "memory_aware", memory_aware)
+        self.min_speed = check_fraction(owner, "min_speed", min_speed)
         self.timer = timer or Simulator()
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ import pymetis
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
+from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_edges, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -111,8 +112,8 @@ class MetisPlacer:
     accepts = frozenset({"timer"})
 
     def __init__(self, *, min_speed: float = 0.1, memory_aware: bool = True, timer: StepTimer | None = None) -> None:
-        self.min_speed = min_speed
-        self.memory_aware = memory_aware
+        self.min_speed = check_fraction(self.name, "min_speed", min_speed)
+        self.memory_aware = check_flag(self.name, "memory_aware", memory_aware)
         self.timer = timer or Simulator()
 
     def __repr__(self) -> str:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 from torch_geometric.nn import MessagePassing
@@ -62,6 +63,16 @@ class PolicyConfig:
     head: int = 32
     dynamic_features: int = 9
     alpha: float = 3.0
+
+    def __post_init__(self) -> None:
+        from gnplace.exceptions import InvalidArgument
+
+        for name in ("hidden", "layers", "head", "dynamic_features"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise InvalidArgument(f"the policy's {name} must be an int >= 1, got {value!r}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not math.isfinite(self.alpha):
+            raise InvalidArgument(f"the policy's alpha must be a finite number, got {self.alpha!r}")
 
 
 class DirectedConv(MessagePassing):

@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
     from gnplace.policy.features import PolicyInput
 
-__all__ = ["FAIL_FACTOR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_positive"]
+__all__ = ["FAIL_FACTOR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_positive", "check_unit",
+           "check_whole"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
@@ -66,6 +67,21 @@ def check_positive(owner: str, **values: Any) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
             raise InvalidArgument(f"{owner}: {name} must be > 0, got {value!r}")
+
+
+def check_whole(owner: str, **values: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a whole number >= 1."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
+
+
+def check_unit(owner: str, *, closed: bool = False, **values: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of ``values`` not in ``[0, 1)`` (``[0, 1]`` if ``closed``)."""
+    for name, value in values.items():
+        number = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+        if not number or not (0.0 <= value <= 1.0) or (value == 1.0 and not closed):
+            raise InvalidArgument(f"{owner}: {name} must be in [0, 1{']' if closed else ')'}, got {value!r}")
 
 
 @dataclass(eq=False)

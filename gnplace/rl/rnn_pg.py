@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem
+from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem, check_positive, check_unit
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
     import torch
@@ -88,6 +88,8 @@ class RnnPGPlacer(ComparatorPlacer):
 
     def __init__(self, decay: float = 0.9, clip: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        check_unit(type(self).__name__, decay=decay)
+        check_positive(type(self).__name__, clip=clip)
         self.decay, self.clip = float(decay), float(clip)
 
     def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:

@@ -26,12 +26,13 @@ import logging
 import sys
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
@@ -39,7 +40,15 @@ from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
 
-__all__ = ["PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning"]
+__all__ = [
+    "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning", "RUN_KEY",
+]
+
+#: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
+RUN_KEY = "gnplace_run"
+
+#: What a Lightning training checkpoint holds that a resumed run needs, with the learner's own section.
+_LIGHTNING_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "loops", "gnplace")
 
 
 class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
@@ -116,7 +125,10 @@ class PPOSearchPlacer:
         zero_shot_samples (int, optional): the zero-shot placer's samples ``K`` (default: 16).
         out (str, optional): folder for Lightning's checkpoint ``last.ckpt`` (written every
             ``checkpoint_every_s`` seconds and at the end) and CSV logs (default: none written).
-        resume (bool, optional): continue from ``out/last.ckpt`` if it exists (default: :obj:`False`).
+        resume (bool, optional): continue from ``out/last.ckpt`` if it exists; one that is unreadable,
+            not a search's or another run's (another graph, cluster, problem setting or starting
+            checkpoint, :meth:`run_identity`) is refused with :class:`~gnplace.exceptions.InvalidCheckpoint`
+            before anything is timed or written (default: :obj:`False`).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
         progress (bool or None, optional): show Lightning's progress bar (default: on a terminal).
 
@@ -208,6 +220,16 @@ class PPOSearchPlacer:
 
         from gnplace.train import PlacementDataModule, PlacementLearner
 
+        last = None if self.out is None else Path(self.out) / "last.ckpt"
+        identity = {} if last is None else self.run_identity(graph, cluster)
+        resume_from = None
+        if last is not None and (last.exists() or last.is_symlink()):
+            if not last.is_file():
+                raise InvalidCheckpoint(f"{last}: not a checkpoint file (move it away or use another -o)")
+            if not self.resume:  # a new run would overwrite it: the earlier run's state is not ours to drop
+                raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another -o")
+            self.check_resumable(last, identity)  # refused here, before anything is timed or written
+            resume_from = str(last)
         if graph.num_ops == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
         seed_value = int(as_generator(seed).integers(2**31 - 1))
@@ -237,16 +259,12 @@ class PPOSearchPlacer:
 
                 learner.policy.load_state_dict(cached_policy(self.checkpoint)[0].state_dict())
             callbacks: list[Any] = []
-            last = None
-            if self.out is not None:
-                from pathlib import Path
-
+            if last is not None:
                 from lightning.pytorch.loggers import CSVLogger
 
                 from gnplace.train import TimedCheckpoint
 
-                last = Path(self.out) / "last.ckpt"
-                callbacks.append(TimedCheckpoint(last, self.checkpoint_every_s))
+                callbacks += [_record_run(identity), TimedCheckpoint(last, self.checkpoint_every_s)]
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
             try:
@@ -258,7 +276,6 @@ class PPOSearchPlacer:
                         enable_progress_bar=sys.stderr.isatty() if self.progress is None else self.progress,
                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                     )
-                    resume_from = str(last) if self.resume and last is not None and last.exists() else None
                     trainer.fit(learner, datamodule=data, ckpt_path=resume_from, weights_only=True)
                     if last is not None:
                         trainer.save_checkpoint(last, weights_only=False)
@@ -289,6 +306,65 @@ class PPOSearchPlacer:
         self.last_step = history[-1][1]
         self.last_history = history
         return best
+
+    def run_identity(self, graph: OpGraph, cluster: Cluster) -> dict[str, Any]:
+        """What a run of this placer on ``graph`` and ``cluster`` is: saved in its checkpoints, checked on resume.
+
+        The graph's and the cluster's fingerprints (:meth:`~gnplace.graph.OpGraph.fingerprint`),
+        the settings that shape the problem or the policy (``max_nodes``, ``modules``, ``anchor``, the
+        reference placer, the MDP, the algorithm, the policy's shape, the kind of timer) and the content
+        of the checkpoint fine-tuned from (plain data: it goes into Lightning checkpoints).
+        """
+        from gnplace.evaluate import file_digest
+
+        c = self.config
+        return {
+            "graph": graph.fingerprint(), "graph_name": graph.name, "ops": graph.num_ops,
+            "cluster": cluster.fingerprint(), "cluster_name": cluster.name,
+            "checkpoint": None if self.checkpoint is None else file_digest(self.checkpoint),
+            "settings": {
+                "max_nodes": self.max_nodes, "modules": self.modules, "anchor": self.anchor,
+                "reference": str(self.reference), "mode": c.mode, "algo": c.algo, "hidden": c.hidden,
+                "layers": c.layers, "head": c.head, "alpha": float(c.alpha), "timer": type(self.timer).__name__,
+            },
+        }
+
+    def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:
+        """Refuse a checkpoint ``path`` that cannot continue the run ``identity``: unreadable, foreign or another run's.
+
+        Reads the file only (``weights_only``), so a refused checkpoint stays as it was.
+
+        Raises:
+            InvalidCheckpoint: with one line saying which.
+        """
+        from gnplace.policy.checkpoint import read_checkpoint
+
+        kind = "fine-tuning" if self.checkpoint is not None else "search"
+        data = read_checkpoint(path)
+        if any(key not in data for key in _LIGHTNING_KEYS) or not isinstance(data.get("state_dict"), dict) \
+                or not isinstance(data.get("gnplace"), dict):
+            raise InvalidCheckpoint(f"{path}: not a {kind} run's checkpoint (cannot resume from it; use another -o)")
+        saved = data.get(RUN_KEY)
+        if not isinstance(saved, dict):
+            raise InvalidCheckpoint(f"{path}: records no graph or cluster (another kind of run, or an older "
+                                    "gnplace's), so it cannot be checked: use another -o")
+        differ = []
+        if saved.get("graph") != identity["graph"]:
+            differ.append(f"another graph ({saved.get('graph_name')!r}, {saved.get('ops')} ops; "
+                          f"here {identity['graph_name']!r}, {identity['ops']} ops)")
+        if saved.get("cluster") != identity["cluster"]:
+            name, here = saved.get("cluster_name"), identity["cluster_name"]
+            differ.append(f"another cluster ({name}; here {here})" if name != here
+                          else f"another cluster ({name} with other devices)")
+        if saved.get("checkpoint") != identity["checkpoint"]:
+            differ.append("another policy checkpoint to start from")
+        settings, mine = saved.get("settings"), identity["settings"]
+        changed = sorted(k for k in mine if not isinstance(settings, dict) or settings.get(k) != mine[k])
+        if changed:
+            differ.append(f"other settings ({', '.join(changed)})")
+        if differ:
+            raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
+                                    "resume with the same inputs or use another -o")
 
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
         """Anneal from ``problem``'s best placement for ``prelude`` of the budget and offer the result.
@@ -345,6 +421,19 @@ class PPOSearchPlacer:
             problem.history.append((problem.evaluations, problem.best_step))
         self.last_zero_shot_step = step
         return placement.devices, step, oom, problem.evaluations, spent
+
+
+def _record_run(identity: dict[str, Any]) -> Any:
+    """A Lightning callback that writes ``identity`` into every checkpoint under :data:`RUN_KEY`."""
+    import lightning as L
+
+    class RecordRun(L.Callback):
+        def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule,
+                               checkpoint: dict[str, Any]) -> None:
+            """Record the run (Lightning calls this before the learner adds its ``"gnplace"`` section)."""
+            checkpoint[RUN_KEY] = identity
+
+    return RecordRun()
 
 
 class _Given:

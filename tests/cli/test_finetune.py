@@ -97,3 +97,17 @@ def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["timer"] == "dist"
+
+
+def test_resume_into_another_clusters_run_exits_2_and_keeps_it(tmp_path, capsys):
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    run = ["finetune", str(graph), "--budget", "30", "--samples", "4", "--epochs", "1", "-o", str(tmp_path / "run")]
+    assert main(run + ["-c", "k80x2"]) == 0
+    capsys.readouterr()
+    files = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert {"last.ckpt", "placement.json", "summary.json"} <= set(files)
+    assert main(run + ["-c", "k80x4", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and len(err.strip().splitlines()) == 1
+    assert "run of another cluster" in err and "use another -o" in err
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == files

@@ -270,3 +270,16 @@ def test_single_device_cluster(one_device_cluster):
     assert placer.place(g, one_device_cluster).devices.tolist() == [0] * 4
     assert placer.last_status == "optimal"
     assert placer.last_objective_s == pytest.approx(placer.last_step_time_s, abs=1e-7)
+
+
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_one_device_with_exactly_its_memory_does_not_abort_the_solver(num_workers):
+    """OR-Tools 9.15's interleaved search aborted the whole process (a failed CHECK) on this model."""
+    from gnplace.toy import toy_cluster
+
+    graph = layered_graph(11, width=3, seed=23532)
+    roomy = toy_cluster(1)
+    peak = Simulator().time(graph, roomy, RoundRobinPlacer().place(graph, roomy)).peak_memory.max()
+    cluster = toy_cluster(1, memory=float(peak), name="tight")
+    placer = ExactPlacer(time_limit=0.2, num_workers=num_workers)
+    assert placer.place(graph, cluster, seed=7).devices.tolist() == [0] * 11

@@ -114,6 +114,29 @@ def test_bad_option_values_are_invalid_arguments(name, options):
         make_placer(name, **options)
 
 
+@pytest.mark.parametrize("name, options, message", [
+    ("m_etf", {"min_speed": 5.0}, r"m_etf: min_speed must be a number in \[0, 1\], got 5\.0"),  # used to loop forever
+    ("m_sct", {"min_speed": float("nan")}, "m_sct: min_speed"),
+    ("heft", {"min_speed": float("inf")}, "heft: min_speed"),
+    ("metis", {"min_speed": "abc"}, "metis: min_speed"),
+    ("heft", {"memory_aware": "maybe"}, "heft: memory_aware must be true or false"),
+    ("expert", {"memory_aware": 1}, "expert: memory_aware"),
+    ("annealing", {"start": 5}, "start must be a placer's name or a placer"),
+    ("annealing", {"batch": 1.5}, "integers budget >= 1 and batch >= 1"),
+    ("annealing", {"batch": True}, "integers budget"),
+    ("spotlight", {"epochs": 0}, "epochs must be a whole number >= 1"),
+    ("post", {"clip": -1.0}, "clip must be > 0"),
+    ("rnn_pg", {"clip": -1.0}, "clip must be > 0"),
+    ("rnn_pg", {"decay": 1.0}, r"decay must be in \[0, 1\)"),
+    ("hierarchical", {"groups": -1}, "groups must be a whole number >= 1"),
+    ("hierarchical", {"noise": -0.5}, "noise must be >= 0"),
+])
+def test_option_values_of_the_wrong_type_or_range_are_one_clear_error(name, options, message):
+    """Checked when the placer is made, before any work: not a hang, a numpy error or a silent default."""
+    with pytest.raises(InvalidArgument, match=message):
+        make_placer(name, **options)
+
+
 def test_register_and_resolve_errors():
     registry = PlacerRegistry()
     registry.register("mine", "gnplace.placers.single:SinglePlacer")

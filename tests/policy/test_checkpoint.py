@@ -83,6 +83,11 @@ def test_foreign_missing_and_mismatched_checkpoints(saved, tmp_path):
     torch.save(data, tmp_path / "other_shape.ckpt")
     with pytest.raises(InvalidCheckpoint, match="do not fit"):
         load_policy(tmp_path / "other_shape.ckpt")
+    for bad in (-5, "abc", 0):  # a shape no network has: refused before any tensor is made
+        data["policy"]["hidden"] = bad
+        torch.save(data, tmp_path / "bad_shape.ckpt")
+        with pytest.raises(InvalidCheckpoint, match=r"shape is malformed \(the policy's hidden must be an int >= 1"):
+            load_policy(tmp_path / "bad_shape.ckpt")
     assert isinstance(read_checkpoint(path), dict)
 
 

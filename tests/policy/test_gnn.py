@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gnplace.cluster import load_cluster
@@ -57,3 +58,11 @@ def test_untrained_logits_are_the_eft_rule_and_masked():
     assert logits[2] == float("-inf")
     allowed = logits[[0, 1, 3]] - logits[0]
     assert torch.allclose(allowed, torch.tensor([0.0, -2.0, -1.0]))
+
+
+@pytest.mark.parametrize("bad", [dict(hidden=-5), dict(hidden="8"), dict(layers=0), dict(head=True), dict(alpha=float("inf"))])
+def test_a_shape_no_network_has_is_refused(bad):
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="the policy's"):
+        PolicyConfig(**bad)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.exact import brute_force
-from gnplace.rl.search import PPOSearchPlacer, ReinforceSearchPlacer
+from gnplace.rl.search import RUN_KEY, PPOSearchPlacer, ReinforceSearchPlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import layered_graph, mlp_training_graph
 
@@ -140,3 +140,20 @@ def test_an_annealing_prelude_starts_the_search_from_annealings_best():
     assert evaluations == 1 + 50 and found <= start <= placer.last_history[0][1]
     with pytest.raises(InvalidArgument):
         PPOSearchPlacer(prelude=0.6, polish=0.5)
+
+
+def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_refused(tmp_path):
+    import torch
+
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    placer = PPOSearchPlacer(budget=50, out=str(tmp_path), **FAST)
+    placer.place(g, c, seed=0)
+    last = tmp_path / "last.ckpt"
+    saved = last.read_bytes()
+    run = torch.load(last, weights_only=True)[RUN_KEY]
+    assert run == placer.run_identity(g, c) and run["cluster_name"] == "k80x2" and run["checkpoint"] is None
+    again = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, max_nodes=8, **FAST)
+    with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(max_nodes\)"):
+        again.place(g, c, seed=0)
+    assert last.read_bytes() == saved
+    PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes

@@ -1,0 +1,301 @@
+"""Bad input on every command: one ``gnplace: error:`` line, exit 2, no traceback, nothing saved lost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from gnplace.cli import main
+from gnplace.cli.common import parse_placer_options, run_reporting_errors
+from gnplace.exceptions import InvalidArgument
+from gnplace.graph import OpGraph
+from gnplace.graph_io import save_graph
+from gnplace.toy import chain_graph
+
+KEPT = b"an earlier result, not to be lost\n"
+
+
+@pytest.fixture(autouse=True)
+def plain_console(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture()
+def graph(tmp_path) -> str:
+    return str(save_graph(chain_graph(6), tmp_path / "chain.gnpg"))
+
+
+@pytest.fixture()
+def kept(tmp_path) -> Path:
+    """A file that must stay byte-identical, and a file in the way of a folder."""
+    path = tmp_path / "kept"
+    path.write_bytes(KEPT)
+    return path
+
+
+def one_error(capsys, code: int, expected: int = 2, prefix: str = "gnplace: error: ") -> str:
+    out, err = capsys.readouterr()
+    assert code == expected, (out, err)
+    assert "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith(prefix), err
+    return err
+
+
+def no_tmp_left(folder: Path) -> None:
+    assert not [p for p in folder.rglob("*.tmp")], list(folder.rglob("*"))
+
+
+# ------------------------------------------------------------------------------ 1: output paths
+@pytest.mark.parametrize("where", ["under_file", "folder", "folder_slash"])
+def test_place_output_that_cannot_be_written(tmp_path, capsys, graph, kept, where):
+    (tmp_path / "dir").mkdir()
+    target = {"under_file": str(kept / "out.json"), "folder": str(tmp_path / "dir"),
+              "folder_slash": str(tmp_path / "dir") + "/"}[where]
+    err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "single", "-o", target]))
+    assert target in err
+    assert kept.read_bytes() == KEPT
+    no_tmp_left(tmp_path)
+
+
+def test_place_device_map_under_a_file(tmp_path, capsys, graph, kept):
+    code = main(["place", graph, "-c", "k80x2", "-p", "single", "--device-map", str(kept / "dm.json")])
+    assert "--device-map" in one_error(capsys, code)
+    assert kept.read_bytes() == KEPT
+
+
+def test_place_device_map_is_written_atomically(tmp_path, capsys):
+    target = tmp_path / "maps" / "dm.json"
+    assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "single", "--device-map", str(target)]) == 0
+    assert isinstance(json.loads(target.read_text()), dict)
+    no_tmp_left(tmp_path)
+
+
+def test_a_write_that_fails_late_is_one_line_and_leaves_no_tmp(tmp_path, capsys, graph, kept, monkeypatch):
+    """An OSError at write time (a full disk, /proc, ...) is one line; the old file and folder stay clean."""
+    target = tmp_path / "p.json"
+    target.write_bytes(KEPT)
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device", str(dst))
+
+    monkeypatch.setattr(os, "replace", full_disk)  # after PATH.tmp is written
+    err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "single", "-o", str(target)]))
+    assert f"cannot write {target}: No space left on device" in err
+    assert target.read_bytes() == KEPT
+    no_tmp_left(tmp_path)
+
+
+@pytest.mark.parametrize("name, message", [("t.xyz", "unsupported file type '.xyz'"), ("kept/t.png", "not a folder")])
+def test_simulate_timeline_that_cannot_be_drawn(tmp_path, capsys, graph, kept, name, message):
+    code = main(["simulate", graph, "-c", "k80x2", "--timeline", str(tmp_path / name)])
+    assert message in one_error(capsys, code)
+    assert kept.read_bytes() == KEPT and not (tmp_path / "t.xyz").exists()
+
+
+def test_import_output_folder(tmp_path, capsys):
+    (tmp_path / "dir").mkdir()
+    model = _onnx_mlp(tmp_path / "m.onnx")
+    assert "is a folder" in one_error(capsys, main(["import", str(model), "-o", str(tmp_path / "dir") + "/"]))
+
+
+def test_generate_evaluate_profile_pretrain_out_is_a_file(capsys, graph, kept):
+    for args in (["generate", "-f", "ptb", "-n", "1", "-o", str(kept)],
+                 ["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(kept)],
+                 ["profile", "gnplace.execute.examples:tiny", "--timer", "local", "-o", str(kept)],
+                 ["pretrain", "--out", str(kept), "--no-progress"]):
+        assert "is a file" in one_error(capsys, main(args)), args
+        assert kept.read_bytes() == KEPT
+
+
+def test_evaluate_results_csv_that_is_a_folder(tmp_path, capsys, graph):
+    (tmp_path / "out" / "results.csv").mkdir(parents=True)
+    code = main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(tmp_path / "out")])
+    assert "not a results file" in one_error(capsys, code)
+
+
+def test_run_reporting_errors_reports_os_errors_but_not_programming_errors(capsys):
+    def missing(args):
+        open("/nonexistent/x")  # noqa: SIM115
+
+    assert run_reporting_errors(missing, argparse.Namespace(), "tool") == 2
+    assert capsys.readouterr().err == "tool: error: /nonexistent/x: No such file or directory\n"
+
+    def stops(args):
+        raise SystemExit("no pair in\ncommon")
+
+    assert run_reporting_errors(stops, argparse.Namespace(), "tool") == 2
+    assert capsys.readouterr().err == "tool: error: no pair in common\n"
+
+    def bug(args):
+        return {}["key"]
+
+    with pytest.raises(KeyError):
+        run_reporting_errors(bug, argparse.Namespace(), "tool")
+
+
+# ------------------------------------------------------------------------------ 2: -O values
+def test_unparsable_option_value_is_one_line(capsys, graph):
+    with pytest.raises(InvalidArgument) as caught:
+        parse_placer_options(["m_etf.x=[unclosed"], ["m_etf"])
+    assert "\n" not in str(caught.value)
+    one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "m_etf", "-O", "m_etf.x=[unclosed"]))
+
+
+# ------------------------------------------------------------------------------ 3: empty graph
+def test_empty_graph_is_refused_by_simulate_and_place(tmp_path, capsys):
+    empty = str(save_graph(OpGraph([], name="empty"), tmp_path / "empty.json"))
+    for command in ("simulate", "place"):
+        assert "has no ops" in one_error(capsys, main([command, empty, "-c", "k80x2"]))
+
+
+# ------------------------------------------------------------------------------ 4: evaluate
+@pytest.mark.parametrize("graphs", [[{"file": 5, "split": "train"}], "x", [7]])
+def test_evaluate_malformed_manifest(tmp_path, capsys, graphs):
+    (tmp_path / "ds").mkdir()
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs}))
+    code = main(["evaluate", "-g", str(tmp_path / "ds"), "-c", "k80x2", "-p", "single", "-o", str(tmp_path / "o")])
+    assert "manifest.json" in one_error(capsys, code)
+
+
+def test_evaluate_binary_results_file_is_kept(tmp_path, capsys, graph):
+    out = tmp_path / "out"
+    out.mkdir()
+    binary = bytes(range(128, 256)) * 3
+    (out / "results.csv").write_bytes(binary)
+    code = main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(out)])
+    assert "not a results file" in one_error(capsys, code)
+    assert (out / "results.csv").read_bytes() == binary
+    no_tmp_left(out)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--jobs", "-3"], "--jobs must be at least 1"),
+    (["-c", ","], "names no cluster"),
+    (["-p", ","], "names no placer"),
+    (["--budget", "-5"], "--budget must be at least 0"),
+])
+def test_evaluate_refuses_bad_counts_and_empty_lists(tmp_path, capsys, graph, args, message):
+    code = main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-o", str(tmp_path / "o"), *args])
+    assert message in one_error(capsys, code)
+
+
+def test_evaluate_runs_a_duplicated_placer_once(tmp_path, capsys, graph):
+    out = tmp_path / "o"
+    assert main(["evaluate", "-g", graph, "-c", "k80x2,k80x2", "-p", "single,single", "-j", "1", "-o", str(out)]) == 0
+    assert len((out / "results.csv").read_text().splitlines()) == 2  # header and one row
+
+
+@pytest.mark.parametrize("plot", [False, True])
+def test_evaluate_with_failed_runs_exits_1_with_a_count(tmp_path, capsys, graph, plot):
+    out = tmp_path / "o"
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    args = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "single,policy", "--checkpoint", str(bad), "-j", "1",
+            "-o", str(out), *(["--plot"] if plot else [])]
+    err = one_error(capsys, main(args), expected=1, prefix="gnplace: 1 of 2 runs failed")
+    assert "policy" in err
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 3 and "not a readable checkpoint" in "".join(rows)
+
+
+# ------------------------------------------------------------------------------ 5: counts
+@pytest.mark.parametrize("args, message", [
+    (["-n", "-2"], "--count must be at least 1"),
+    (["-n", "0"], "--count must be at least 1"),
+    (["-n", "4", "--test-count", "-1"], "--test-count must be at least 0"),
+    (["-n", "4", "--test-count", "5"], "--test-count 5 is more than --count 4"),
+])
+def test_generate_refuses_bad_counts(tmp_path, capsys, args, message):
+    assert message in one_error(capsys, main(["generate", "-f", "ptb", "-o", str(tmp_path / "ds"), *args]))
+    assert not (tmp_path / "ds").exists()
+
+
+def test_profile_refuses_negative_placements(tmp_path, capsys):
+    code = main(["profile", "gnplace.execute.examples:tiny", "--placements", "-1", "-o", str(tmp_path / "p")])
+    assert "--placements must be at least 0" in one_error(capsys, code)
+
+
+def test_place_refuses_a_negative_budget(capsys, graph):
+    code = main(["place", graph, "-c", "k80x2", "-p", "policy", "--budget", "-5"])
+    assert "--budget must be at least 0, got -5" in one_error(capsys, code)
+
+
+# ------------------------------------------------------------------------------ 6, 7: pretrain, profile
+def test_pretrain_unknown_strategy_and_unwritable_export(tmp_path, capsys, kept):
+    out = str(tmp_path / "run")
+    err = one_error(capsys, main(["pretrain", "--out", out, "--no-progress", "--strategy", "nosuch"]))
+    assert "--strategy 'nosuch' is not a Lightning strategy" in err and "ddp_spawn" in err
+    (tmp_path / "dir").mkdir()
+    for export in (str(tmp_path / "dir") + "/", str(kept / "p.ckpt")):
+        assert "export path" in one_error(capsys, main(["pretrain", "--out", out, "--no-progress", "--export", export]))
+    assert not (tmp_path / "run").exists()  # refused before training started
+
+
+def test_profile_unknown_torch_device(tmp_path, capsys):
+    code = main(["profile", "gnplace.execute.examples:tiny", "--timer", "local", "--devices", "cpu,bogus",
+                 "-o", str(tmp_path / "p")])
+    assert "'bogus' is not a torch device" in one_error(capsys, code)
+
+
+# ------------------------------------------------------------------------------ 9: warnings
+def _onnx_mlp(path: Path, unknown_op: bool = False) -> Path:
+    """``relu(x @ w)``, with an LRN op (unknown to the importer) after it when ``unknown_op``."""
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"])]
+    inits = [w]
+    if unknown_op:
+        nodes += [helper.make_node("Unsqueeze", ["y", "axes"], ["y4"], name="unsq"),
+                  helper.make_node("LRN", ["y4"], ["n"], name="lrn", size=3)]
+        inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), "axes"))
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)], inits)
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return path
+
+
+def test_unknown_onnx_op_in_place_is_one_warning_line(tmp_path, capsys):
+    model = _onnx_mlp(tmp_path / "lrn.onnx", unknown_op=True)
+    assert main(["place", str(model), "-c", "k80x2", "-p", "single"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "LRN" in err, err
+
+
+def test_warnings_are_single_lines_and_torch_unsafe_load_warning_is_silenced(capsys):
+    def warns(args):
+        warnings.warn("first line\nsecond line", UserWarning, stacklevel=1)
+        warnings.warn("You are using `torch.load` with `weights_only=False` ... \n arbitrary code", UserWarning,
+                      stacklevel=1)
+        raise InvalidArgument("refused")
+
+    assert run_reporting_errors(warns, argparse.Namespace(), "tool") == 2
+    assert capsys.readouterr().err == "tool: warning: first line second line\ntool: error: refused\n"
+
+
+def test_refused_pickled_checkpoint_is_one_line(tmp_path, capsys, graph):
+    import torch
+
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"x": argparse.Namespace(a=1)}, evil)
+    code = main(["place", graph, "-c", "k80x2", "-p", "policy", "--checkpoint", str(evil)])
+    assert "not a readable checkpoint" in one_error(capsys, code)
+
+
+# ------------------------------------------------------------------------------ scripts/place.py
+def test_place_script_reports_like_the_command(tmp_path, capsys, load_script, kept):
+    place = load_script("place")
+    empty = str(save_graph(OpGraph([], name="empty"), tmp_path / "empty.json"))
+    assert "has no ops" in one_error(capsys, place.main([empty, "-c", "k80x2"]), prefix="place: error: ")
+    (tmp_path / "dir").mkdir()
+    graph = str(save_graph(chain_graph(4), tmp_path / "g.gnpg"))
+    for target in (str(tmp_path / "dir") + "/", str(kept / "p.json")):
+        code = place.main([graph, "-c", "k80x2", "--samples", "0", "-o", target])
+        assert target in one_error(capsys, code, prefix="place: error: --output")
+    assert kept.read_bytes() == KEPT
