@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import GnplaceError
+from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph
 
@@ -88,6 +88,7 @@ def _jsonable(value: Any) -> Any:
 def generate_dataset(
     family: str, count: int, out: str | os.PathLike[str], *, seed: int = 0, test_count: int | None = None,
     optimizer: str = "sgd", progress: Callable[[int, OpGraph], None] | None = None, resume: bool = True,
+    overwrite: bool = False,
 ) -> Path:
     """Write ``count`` graphs of ``family`` and their manifest to ``out``; returns the manifest path.
 
@@ -101,11 +102,22 @@ def generate_dataset(
         progress (callable, optional): called with ``(index, graph)`` after each graph.
         resume (bool, optional): keep graph files that already exist from an interrupted run with
             the same arguments instead of drawing them again (default: :obj:`True`).
+        overwrite (bool, optional): replace a finished dataset of other arguments in ``out`` (its graph
+            files that the new one does not name are deleted); without it, that is refused, and a
+            finished dataset of the same arguments is written again byte for byte (default: :obj:`False`).
+
+    Raises:
+        InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
+            optimizer or test split) and ``overwrite`` is off.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     test_count = count // 4 if test_count is None else test_count
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())
+    names = [f"{family}_{i:03d}.gnpg" for i in range(count)]
+    wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
+              "test": sorted(names[i] for i in test)}
+    stale = _other_dataset(out, wanted, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
     entries = []
     for i in range(count):
         path = out / f"{family}_{i:03d}.gnpg"
@@ -126,7 +138,41 @@ def generate_dataset(
                         "knobs": graph.meta.get("knobs", {}), "split": "test" if i in test else "train"})
         if progress is not None:
             progress(i, graph)
-    return write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
+    manifest = write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
+    for name in stale:  # the replaced dataset's graphs that the new one does not name
+        (out / name).unlink(missing_ok=True)
+    return manifest
+
+
+def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[str]:
+    """The graph files of a finished dataset in ``out`` that ``wanted`` would not write again.
+
+    Raises:
+        InvalidArgument: if that dataset was drawn with other arguments and ``overwrite`` is off.
+    """
+    if not (out / "manifest.json").exists():
+        return []  # nothing there, or an interrupted run (the manifest is written last)
+    try:
+        old = load_manifest(out)
+        entries = old["graphs"]
+        files = [str(e["file"]) for e in entries]
+        tests = sorted(str(e["file"]) for e in entries if e.get("split") == "test")
+        have = {"family": old.get("family"), "seed": old.get("seed"), "optimizer": old.get("optimizer"),
+                "files": files, "test": tests}
+    except (GnplaceError, KeyError, TypeError) as err:
+        if overwrite:
+            return []
+        raise InvalidArgument(f"{out} holds a manifest.json that is not a gnplace dataset's ({err}): use another "
+                              "folder, or overwrite it") from err
+    if have == wanted:
+        return []
+    if not overwrite:
+        raise InvalidArgument(
+            f"{out} holds another dataset ({have['family']}, {len(files)} graphs, seed {have['seed']}, "
+            f"{have['optimizer']}, {len(tests)} in the test split): use another folder, or overwrite it"
+        )
+    keep = set(wanted["files"])
+    return [name for name in files if name not in keep and Path(name).name == name]
 
 
 def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries: list[dict[str, Any]]) -> Path:

@@ -115,6 +115,9 @@ def finetune(
 
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
+    for name, value in (("repeats", repeats), ("threads", threads)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
     step_timer: Any
     closer = None
     if timer == "sim":

@@ -139,6 +139,11 @@ class LearnerConfig:
                 and 0 < self.risk <= 1):
             raise InvalidArgument("lr, clip and grad_clip must be positive, beta and prior non-negative and risk "
                                   "in (0, 1]")
+        numbers = {"lr": self.lr, "clip": self.clip, "beta": self.beta, "grad_clip": self.grad_clip,
+                   "prior": self.prior, "entropy": self.entropy, "elite": self.elite}
+        for name, value in numbers.items():
+            if not math.isfinite(value):
+                raise InvalidArgument(f"{name} must be a finite number, got {value}")
 
     @property
     def policy(self) -> PolicyConfig:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gnplace.datasets import generate_dataset, generate_graph, graph_summary, load_manifest
-from gnplace.exceptions import GnplaceError, UnknownName
+from gnplace.exceptions import GnplaceError, InvalidArgument, UnknownName
 from gnplace.graph import UPDATE
 from gnplace.graph_io import load_graph, save_graph
 
@@ -37,6 +37,24 @@ def test_same_seed_gives_byte_identical_files_and_resume_redraws_missing_or_corr
     calls = []
     generate_dataset("ptb", 2, b.parent, seed=7, test_count=1, progress=lambda i, g: calls.append(i))
     assert folder_bytes(b.parent) == folder_bytes(a.parent) and calls == [0, 1]
+
+
+def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_path):
+    first = generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1)
+    before = folder_bytes(tmp_path)
+    assert generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1) == first  # the same arguments: the same bytes
+    assert folder_bytes(tmp_path) == before
+    for other in (dict(count=1), dict(seed=8), dict(test_count=0), dict(optimizer="adam")):
+        arguments = {"count": 2, "seed": 7, "test_count": 1, **other}
+        with pytest.raises(InvalidArgument, match="holds another dataset \\(ptb, 2 graphs, seed 7, sgd, 1 in the test"):
+            generate_dataset("ptb", arguments.pop("count"), tmp_path, **arguments)
+        assert folder_bytes(tmp_path) == before
+    generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0, overwrite=True)
+    assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg"]  # ptb_001 went with the old dataset
+    assert load_manifest(tmp_path)["seed"] == 8
+    (tmp_path / "manifest.json").write_text("[]")
+    with pytest.raises(InvalidArgument, match="not a gnplace dataset's"):
+        generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0)
 
 
 def test_other_seed_gives_other_graphs(tmp_path):

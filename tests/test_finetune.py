@@ -123,3 +123,17 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
     assert last.is_dir() if before is None else last.read_bytes() == before
     _unchanged(out, {k: v for k, v in saved.items() if k != "last.ckpt"})
     assert not (out / "logs").exists()  # refused before Lightning started
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(lr=float("inf")), "lr must be a finite number"),
+    (dict(checkpoint_every_s=-1.0), "checkpoint_every_s must be a number of seconds > 0"),
+    (dict(checkpoint_every_s=float("nan")), "checkpoint_every_s"),
+    (dict(repeats=0), "repeats must be a whole number >= 1"),
+    (dict(threads=0), "threads must be a whole number >= 1"),
+])
+def test_settings_out_of_range_are_refused_before_any_work(tmp_path, bad, message):
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    with pytest.raises(InvalidArgument, match=message):
+        finetune(str(path), "k80x2", budget=20, out=tmp_path / "run", progress=False, **bad)
+    assert not (tmp_path / "run" / "last.ckpt").exists()

@@ -14,13 +14,16 @@ def add_parser(sub: Any) -> None:
     """Register ``generate`` on the subparsers ``sub``."""
     p = sub.add_parser("generate", help="draw training graphs of a family into a dataset folder",
                        description="Draw COUNT training graphs of FAMILY (seeded, byte-identical on rerun) into OUT, "
-                       "with manifest.json and a train/test split. An interrupted run resumes where it stopped.")
+                       "with manifest.json and a train/test split. An interrupted run resumes where it stopped; "
+                       "a finished dataset of other arguments in OUT is kept unless --overwrite.")
     p.add_argument("--family", "-f", required=True, help="cifar10, ptb or nmt")
     p.add_argument("--count", "-n", type=int, default=32, help="graphs to draw (default: 32)")
     p.add_argument("--seed", "-s", type=int, default=0, help="dataset seed (default: 0)")
     p.add_argument("--test-count", type=int, default=None, help="graphs in the test split (default: count / 4)")
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
     p.add_argument("--out", "-o", required=True, help="output folder")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a dataset of other arguments in OUT (refused without it)")
     p.set_defaults(run=run)
 
 
@@ -44,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
 
         with writing(args.out):
             manifest = generate_dataset(args.family, args.count, args.out, seed=args.seed, test_count=args.test_count,
-                                        optimizer=args.optimizer, progress=advance)
+                                        optimizer=args.optimizer, progress=advance, overwrite=args.overwrite)
     print(f"wrote {args.count} graph{'' if args.count == 1 else 's'} and {manifest}")
     return 0

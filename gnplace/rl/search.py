@@ -175,6 +175,11 @@ class PPOSearchPlacer:
         self.checkpoint = None if checkpoint is None else str(checkpoint)
         self.out = None if out is None else str(out)
         self.resume = bool(resume)
+        if isinstance(checkpoint_every_s, bool) or not isinstance(checkpoint_every_s, int | float) or not (
+            0 < checkpoint_every_s < float("inf")
+        ):
+            raise InvalidArgument(f"{type(self).__name__}: checkpoint_every_s must be a number of seconds > 0, "
+                                  f"got {checkpoint_every_s!r}")
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
         self.zero_shot = bool(zero_shot) and self.checkpoint is not None

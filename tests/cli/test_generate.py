@@ -23,3 +23,16 @@ def test_generate_unknown_family_is_one_line(tmp_path, capsys):
     assert main(["generate", "--family", "imagenet", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error:") and "cifar10" in err and err.count("\n") == 1
+
+
+def test_another_dataset_in_the_folder_is_kept_unless_overwrite(tmp_path, capsys):
+    args = ["generate", "--family", "ptb", "--count", "1", "--test-count", "0", "--out", str(tmp_path)]
+    assert main(args + ["--seed", "4"]) == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    capsys.readouterr()
+    assert main(args + ["--seed", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and "holds another dataset" in err and err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert main(args + ["--seed", "5", "--overwrite"]) == 0
+    assert json.loads((tmp_path / "manifest.json").read_text())["seed"] == 5
