@@ -8,6 +8,8 @@ memory integer units of a power of two bytes; every constraint below is named in
 from __future__ import annotations
 
 import math
+import multiprocessing
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +70,32 @@ def solve(
     """
     if graph.num_ops == 0:
         return Outcome("optimal", [np.zeros(0, dtype=np.int64)], 0.0, 0.0, 0.0)
+    args = (graph, cluster, dur, delay, activation_memory, link_contention, op_gap, symmetric, hint, time_limit)
+    workers = 1 if cluster.num_devices == 1 else num_workers  # one device: nothing to search in parallel
+    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return _solve(*args, workers, random_seed)
+    # CP-SAT's deterministic parallel search (interleave_search) aborted the whole process in OR-Tools
+    # 9.15 on about 1 in 300 random small models (failed CHECKs "threshold > 0", "heuristics.fixed_search
+    # != nullptr"; tests/placers/test_exact.py keeps five): it runs in a forked child, and a model that kills
+    # the child is solved again here with one worker, deterministic too and never seen to abort
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
+            return pool.submit(_solve, *args, workers, random_seed).result()
+    except BrokenProcessPool:
+        warnings.warn(f"CP-SAT's parallel search aborted on graph {graph.name!r}; solved again with one worker",
+                      RuntimeWarning, stacklevel=2)
+        return _solve(*args, 1, random_seed)
+
+
+def _solve(
+    graph: OpGraph, cluster: Cluster, dur: np.ndarray, delay: np.ndarray, activation_memory: bool,
+    link_contention: bool, op_gap: int, symmetric: list[list[int]], hint: np.ndarray | None, time_limit: float,
+    workers: int, random_seed: int,
+) -> Outcome:
+    """:func:`solve` in this process with ``workers`` solver threads (interleaved, so deterministic, if several)."""
     m = _Model(cp_model.CpModel(), graph, cluster, dur, delay, op_gap)
     if link_contention:
         m.add_transfers()
@@ -88,11 +116,7 @@ def solve(
     # and a 2 s wall limit while two other jobs shared the cores)
     solver.parameters.max_deterministic_time = time_limit
     solver.parameters.max_time_in_seconds = 10.0 * time_limit + 30.0
-    # one worker is deterministic by itself, and one device leaves nothing to search in parallel; with
-    # interleaving, OR-Tools 9.15 aborted the process (CHECK "threshold > 0") on a one-device model whose
-    # memory was exactly the peak (11 ops; tests/placers/test_exact.py reproduces it)
-    workers = 1 if cluster.num_devices == 1 else num_workers
-    solver.parameters.interleave_search = workers > 1
+    solver.parameters.interleave_search = workers > 1  # one worker is deterministic by itself
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = random_seed
     solutions: list[np.ndarray] = []
