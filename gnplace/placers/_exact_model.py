@@ -82,12 +82,22 @@ def solve(
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
+        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_quiet_stderr) as pool:
             return pool.submit(_solve, *args, workers, random_seed).result()
     except BrokenProcessPool:
         warnings.warn(f"CP-SAT's parallel search aborted on graph {graph.name!r}; solved again with one worker",
                       RuntimeWarning, stacklevel=2)
         return _solve(*args, 1, random_seed)
+
+
+def _quiet_stderr() -> None:
+    """In the solver's child process: OR-Tools' abort trace (and Python's fault handler) write nowhere."""
+    import faulthandler
+    import os
+
+    faulthandler.disable()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
 
 
 def _solve(
