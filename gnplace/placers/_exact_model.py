@@ -75,7 +75,7 @@ def solve(
     if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
         return _solve(*args, workers, random_seed)
     # CP-SAT's deterministic parallel search (interleave_search) aborted the whole process in OR-Tools
-    # 9.15 on about 1 in 300 random small models (failed CHECKs "threshold > 0", "heuristics.fixed_search
+    # 9.15 on about 1 in 100 random small models (failed CHECKs "threshold > 0", "heuristics.fixed_search
     # != nullptr"; tests/placers/test_exact.py keeps five): it runs in a forked child, and a model that kills
     # the child is solved again here with one worker, deterministic too and never seen to abort
     from concurrent.futures import ProcessPoolExecutor
