@@ -18,9 +18,9 @@ Spotlight report the same figures, see ``docs/evaluation.md``).
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
+import io
 import json
 import math
 import os
@@ -36,7 +36,7 @@ from typing import Any
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
-from gnplace.graph_io import load_graph
+from gnplace.graph_io import load_graph, write_atomically
 from gnplace.placement import Placement
 from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.sim.bounds import lower_bound
@@ -406,17 +406,11 @@ def evaluate(
     todo = [(t, k) for t, k in keyed if k not in have]
     names = [f.name for f in fields(Row)]
     # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
-    tmp = csv_path.with_name("results.csv.tmp")
-    try:
-        with tmp.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=names)
-            writer.writeheader()
-            writer.writerows(asdict(r) for r in done)
-        os.replace(tmp, csv_path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=names)
+    writer.writeheader()
+    writer.writerows(asdict(r) for r in done)
+    write_atomically(csv_path, text.getvalue().encode("utf-8"))
     rows = list(done)
 
     def record(row: Row) -> None:

@@ -27,7 +27,6 @@ iteration; gradients are averaged). ``OUT/policy.ckpt``, the policy alone
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -475,18 +474,10 @@ def pretrain(
         trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     trainer.save_checkpoint(last, weights_only=False)
     if trainer.global_rank == 0 and export is not None:
-        import shutil
+        from gnplace.graph_io import write_atomically
 
-        Path(export).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(export).with_name(f".{Path(export).name}.tmp")
         chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
-        try:
-            shutil.copyfile(chosen, tmp)
-            os.replace(tmp, export)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            raise
+        write_atomically(export, chosen.read_bytes())
     return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
             "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
             "best": str(exporter.best_path), "best_validation": exporter.best_score,

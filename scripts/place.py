@@ -58,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
-    from gnplace.cli.common import check_count, check_output_file, require_ops, writing
+    from gnplace.cli.common import check_count, require_ops, writing
     from gnplace.cluster import load_cluster
+    from gnplace.graph_io import check_writable
     from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
     from gnplace.placement import save_placement
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.samples, "--samples")
     check_count(args.op_level, "--op-level")
     if args.output:
-        check_output_file(args.output, "--output")
+        check_writable(args.output, "--output")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
     cluster = load_cluster(args.cluster)

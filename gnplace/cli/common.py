@@ -17,7 +17,7 @@ from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
     "add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib", "check_count",
-    "check_output_file", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
+    "check_output_folder", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
 ]
 
 
@@ -103,18 +103,10 @@ def require_ops(graph: OpGraph, source: str) -> OpGraph:
     return graph
 
 
-def check_output_file(path: str | os.PathLike[str], flag: str, suffixes: Sequence[str] = ()) -> None:
-    """Refuse an output file ``path`` that cannot be written, before any work is done.
-
-    ``path`` must not be a folder (nor end with ``/``), its nearest existing ancestor must be a
-    writable folder, and when ``suffixes`` are given its suffix must be one of them.
-
-    Raises:
-        InvalidArgument: naming ``flag``, the path and what is wrong.
-    """
-    from gnplace.graph_io import check_writable
-
-    check_writable(path, flag, suffixes)
+def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:
+    """Refuse an output folder ``path`` that is a file, before any work is done (:class:`InvalidArgument`)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
 
 
 @contextlib.contextmanager

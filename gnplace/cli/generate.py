@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import check_count, writing
+from gnplace.cli.common import check_count, check_output_folder, writing
 from gnplace.datasets import generate_dataset
 from gnplace.exceptions import InvalidArgument
 
@@ -29,16 +29,13 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace generate``."""
-    from pathlib import Path
-
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     check_count(args.count, "--count", minimum=1)
     check_count(args.test_count, "--test-count")
     if args.test_count is not None and args.test_count > args.count:
         raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InvalidArgument(f"--out {args.out}: is a file, expected a folder")
+    check_output_folder(args.out)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
         task = bar.add_task(f"{args.family} graphs", total=args.count)
 

@@ -29,11 +29,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace import``."""
-    from gnplace.cli.common import check_output_file, one_line, writing
-    from gnplace.graph_io import save_graph
+    from gnplace.cli.common import one_line, writing
+    from gnplace.graph_io import check_writable, save_graph
     from gnplace.importers.onnx import from_onnx, parse_input_shape
 
-    check_output_file(args.output, "--output")
+    check_writable(args.output, "--output")
     shapes: dict[str, list[int]] = {}
     for text in args.input_shape:
         name, dims = parse_input_shape(text)

@@ -15,7 +15,6 @@ from typing import Any
 from gnplace.cli.common import (
     add_option_argument,
     check_count,
-    check_output_file,
     mib,
     ms,
     parse_placer_options,
@@ -23,7 +22,7 @@ from gnplace.cli.common import (
     writing,
 )
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import write_atomically
+from gnplace.graph_io import check_writable, write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import make_placer
 from gnplace.sim.simulator import Simulator
@@ -61,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_count(args.budget, "--budget")
     if args.output:
-        check_output_file(args.output, "--output")
+        check_writable(args.output, "--output")
     if args.device_map:
-        check_output_file(args.device_map, "--device-map")
+        check_writable(args.device_map, "--device-map")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():

@@ -37,13 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
-    from pathlib import Path
-
-    from gnplace.exceptions import InvalidArgument
+    from gnplace.cli.common import check_output_folder
     from gnplace.pretrain import load_pretrain_config, pretrain
 
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InvalidArgument(f"--out {args.out}: is a file, expected a folder")
+    check_output_folder(args.out)
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes,

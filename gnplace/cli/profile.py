@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from gnplace.cli.common import check_count, writing
+    from gnplace.cli.common import check_count, check_output_folder, writing
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.base import real_timer
     from gnplace.execute.profile import calibrate, fidelity_placements, parse_torch_devices, simulator_error
@@ -45,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ranks < 1 or args.threads < 1 or args.repeats < 1:
         raise InvalidArgument("--ranks, --threads and --repeats must be at least 1")
     check_count(args.placements, "--placements")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InvalidArgument(f"--out {args.out}: is a file, expected a folder")
+    check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices and args.timer == "local" else None
     if devices is not None:
         parse_torch_devices(devices)  # fail early on a name torch does not know

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import check_output_file, mib, ms, require_ops, resolve_placement, writing
+from gnplace.cli.common import mib, ms, require_ops, resolve_placement, writing
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import load_graph
+from gnplace.graph_io import check_writable, load_graph
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
@@ -36,7 +36,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
     if args.timeline:
-        check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
+        check_writable(args.timeline, "--timeline", TIMELINE_SUFFIXES)
     graph = require_ops(load_graph(args.graph), args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)

@@ -44,8 +44,8 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
     from gnplace.policy.features import PolicyInput
 
-__all__ = ["FAIL_FACTOR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_positive", "check_unit",
-           "check_whole"]
+__all__ = ["FAIL_FACTOR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
+           "check_positive", "check_unit", "check_whole"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
@@ -67,6 +67,13 @@ def check_positive(owner: str, **values: Any) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
             raise InvalidArgument(f"{owner}: {name} must be > 0, got {value!r}")
+
+
+def check_nonnegative(owner: str, **values: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a number >= 0."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+            raise InvalidArgument(f"{owner}: {name} must be >= 0, got {value!r}")
 
 
 def check_whole(owner: str, **values: Any) -> None:

@@ -32,8 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidArgument
-from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem, check_positive, check_unit, check_whole
+from gnplace.rl.comparator import (
+    ComparatorPlacer,
+    SequenceProblem,
+    check_nonnegative,
+    check_positive,
+    check_unit,
+    check_whole,
+)
 from gnplace.rl.rnn_pg import MovingBaseline
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
@@ -91,8 +97,7 @@ class HierarchicalPlacer(ComparatorPlacer):
         check_positive(owner, min_lr=min_lr, clip=clip, lr_decay=lr_decay)
         check_unit(owner, decay=decay)
         check_unit(owner, closed=True, lr_decay=lr_decay)
-        if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
-            raise InvalidArgument(f"{owner}: noise must be >= 0, got {noise!r}")
+        check_nonnegative(owner, noise=noise)
         self.groups = None if groups is None else int(groups)
         self.grouper_hidden = int(grouper_hidden)
         self.lr_decay, self.min_lr, self.noise = float(lr_decay), float(min_lr), float(noise)

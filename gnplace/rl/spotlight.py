@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gnplace.exceptions import InvalidArgument
-from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem, check_positive, check_whole
+from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem, check_nonnegative, check_positive, check_whole
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
     import torch
@@ -106,9 +105,7 @@ class SpotlightPlacer(ComparatorPlacer):
         owner = type(self).__name__
         check_whole(owner, epochs=epochs)
         check_positive(owner, clip=clip)
-        for name, value in (("beta", beta), ("entropy", entropy)):
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise InvalidArgument(f"{owner}: {name} must be >= 0, got {value!r}")
+        check_nonnegative(owner, beta=beta, entropy=entropy)
         self.config = PPOConfig(epochs=int(epochs), clip=float(clip), beta=float(beta), entropy=float(entropy))
 
     def extra_loss(self, actions: torch.Tensor, rewards: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
