@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
     python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo] [--budget N] [--seed S]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
@@ -476,7 +476,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.datasets import load_manifest
 
-    options: dict[str, Any] = {"subsets": args.subsets}
+    options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.op_level is not None:
         options["op_level"] = args.op_level
     if args.temperatures:
@@ -895,6 +895,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
+    zs.add_argument("--rounds", type=int, default=1,
+                    help="the policy's rounds: samples drawn around the best placement so far (default: 1)")
     con = sub.add_parser("constructor", help="the placement MDP's finish time against the simulator")
     con.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])

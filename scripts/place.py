@@ -2,7 +2,7 @@
 
 Usage::
 
-    python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--seed S] \\
+    python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--rounds R] [--seed S] \\
         [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     parser.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="draw the samples in this many rounds, each around the best placement so far (default: 1)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.op_level is not None:
         options["op_level"] = args.op_level
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                          subsets=args.subsets, timer=sim, **options)
+                          subsets=args.subsets, timer=sim, rounds=args.rounds, **options)
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
         predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

@@ -206,6 +206,20 @@ def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, cap
         assert "temperatures" in err and err.count("\n") == 1
 
 
+def test_the_zero_shot_script_draws_samples_in_rounds(tmp_path, capsys, load_script):
+    script = load_script("place")
+    ptb = str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg")
+    assert script.main([ptb, "-c", "tight4", "--samples", "4", "--rounds", "2", "--json"]) == 0  # the shipped policy
+    row = json.loads(capsys.readouterr().out)
+    assert row["policy"] <= row["auto"] * (1 + 1e-12) and not row["oom"]
+    checkpoint = _fresh_policy(tmp_path)  # no pretraining prior: nothing to re-centre
+    for args, message in ((["--rounds", "0"], "rounds >= 1"), (["--rounds", "2", "--checkpoint", str(checkpoint)],
+                                                               "re-centre")):
+        assert script.main([ptb, "--samples", "4", *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+
+
 def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys):
     import json
 

@@ -223,3 +223,50 @@ def test_the_shipped_checkpoint_loads_and_places_a_shipped_graph():
     assert placement.devices.shape == (graph.num_ops,) and not row["oom"]
     assert row["bound"] <= row["policy"] <= row["single"] * 1.5
     assert PLACERS.info("policy").learned and "checkpoint" in PLACERS.info("policy").accepts
+
+
+def test_rounds_recentre_the_samples_on_the_best_placement_so_far(search_regime_checkpoint, monkeypatch):
+    from gnplace.rl.problem import PlacementProblem, majority_groups
+
+    graph, cluster = load_graph("datasets/cifar10/cifar10_002.gnpg"), load_cluster("k80x4")
+    sim = Simulator()
+    centres: list[np.ndarray] = []  # the incumbent's device per group, each time a round draws around it
+    scored: list[np.ndarray] = []  # the placements each round timed
+    original_prior, original_score = PlacementProblem.prior, PlacementProblem.score
+
+    def prior(self, kappa):
+        bias = original_prior(self, kappa)
+        centres.append((self.inp, bias.argmax(axis=1), self.reference_devices))
+        return bias
+
+    def score(self, group_devices, timer, oom_penalty):
+        scored.append(self.placements(group_devices))
+        return original_score(self, group_devices, timer, oom_penalty)
+
+    monkeypatch.setattr(PlacementProblem, "prior", prior)
+    monkeypatch.setattr(PlacementProblem, "score", score)
+    counted = BudgetedTimer(sim)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, rounds=3, timer=counted)
+    chosen = placer.place(graph, cluster, seed=0)
+    assert len(centres) == len(scored) == 3 and [s.shape[0] for s in scored] == [1 + 3, 1 + 3, 1 + 2]
+    inp, first, auto_devices = centres[0]
+    assert np.array_equal(first, majority_groups(inp, auto_devices))  # round 1 draws around auto's placement
+    best = auto_devices  # each later round draws around the fastest fitting placement timed before it
+    for (_, centre, _), timed in zip(centres[1:], scored[:-1], strict=True):
+        result = sim.time_batch(graph, cluster, np.concatenate([best[None, :], timed]))
+        fits = np.flatnonzero(~result.oom)
+        best = np.concatenate([best[None, :], timed])[fits[np.argmin(result.step_time[fits])]]
+        assert np.array_equal(centre, majority_groups(inp, best))
+    assert not np.array_equal(centres[1][1], centres[0][1]), "the test needs a round that moved the incumbent"
+    # deterministic, never slower than auto, every evaluation counted (two more greedy decodes than one round)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, rounds=3, timer=sim)
+    assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
+    auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    assert sim.time(graph, cluster, chosen).step_time <= auto * (1 + 1e-12)
+    one = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=sim)
+    one.place(graph, cluster, seed=0)
+    assert placer.last_evaluations == counted.evaluations == one.last_evaluations + 2
+    for bad, message in (({"rounds": 0}, "rounds >= 1"), ({"rounds": 9}, "one round per sample"),
+                         ({"rounds": 2, "around": False}, "re-centre")):
+        with pytest.raises(InvalidArgument, match=message):
+            PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, **bad)
