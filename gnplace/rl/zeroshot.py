@@ -181,7 +181,7 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
         self.modules, self.anchored = trained["modules"], trained["anchored"]
         if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
-            raise InvalidArgument(f"PolicyPlacer needs rounds >= 1, got {rounds!r}")
+            raise InvalidArgument(f"PolicyPlacer needs rounds >= 1, a whole number, got {rounds!r}")
         if rounds > 1 and not self.around:
             raise InvalidArgument("PolicyPlacer's rounds re-centre samples drawn around auto's placement, and this "
                                   "checkpoint has no pretraining prior: use rounds=1 or around=True")
