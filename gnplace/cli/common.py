@@ -59,7 +59,7 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         try:
             value = yaml.safe_load(text) if text else ""
         except yaml.YAMLError as err:
-            problem = " ".join(str(getattr(err, "problem", None) or err).split())
+            problem = one_line(str(getattr(err, "problem", None) or err))
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None
         if isinstance(value, dict):
             raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
@@ -121,7 +121,7 @@ def writing(path: str | os.PathLike[str]) -> Iterator[None]:
 def describe_os_error(err: OSError) -> str:
     """``err`` as one line: ``FILE: reason`` (``FILE -> FILE2: reason`` for a rename)."""
     if err.filename is None:
-        return " ".join(str(err).split())
+        return one_line(str(err))
     where = os.fsdecode(err.filename) + (f" -> {os.fsdecode(err.filename2)}" if err.filename2 is not None else "")
     return f"{where}: {err.strerror or type(err).__name__}"
 
