@@ -39,6 +39,7 @@ from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.placement import Placement
 from gnplace.placers.registry import PLACERS, make_placer
+from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
@@ -161,7 +162,10 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
             paths.append(path)
         else:
             raise GnplaceError(f"{path}: no such graph file or folder")
-    return paths
+    unique: dict[Path, Path] = {}
+    for path in paths:  # a file named twice (itself and in its folder) is one graph
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def _manifest_files(folder: Path, manifest: Any, split: str) -> list[str]:
@@ -312,10 +316,13 @@ def run_task(task: Task, key: str = "") -> Row:
     )
     try:
         _, _, placement, took = place_task(task)
-    except GnplaceError as err:
+        result = _timer(task.mode).time(graph, cluster, placement)
+    except Exception as err:  # noqa: BLE001 - one placer's failure is its row; the others' rows are kept
+        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        if not isinstance(err, GnplaceError):
+            message = f"{type(err).__name__}: {message}" if message else type(err).__name__
         return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
-                   error=str(err).splitlines()[0])
-    result = _timer(task.mode).time(graph, cluster, placement)
+                   error=message)
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),
                oom=result.is_oom, place_seconds=took)
 
@@ -338,12 +345,17 @@ def _read_rows(path: Path) -> list[Row]:
         raise InvalidArgument(f"{path}: not a results file (a folder); move it away or pick another output folder")
     try:
         with path.open(newline="", encoding="utf-8") as handle:
-            raws = list(csv.DictReader(handle))
+            reader = csv.DictReader(handle)
+            raws = list(reader)
+            header = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as err:
         raise InvalidArgument(
             f"{path}: not a results file of gnplace evaluate ({' '.join(str(err).split())[:120]}); "
             "move it away or pick another output folder"
         ) from None
+    if header and not {"graph", "cluster", "placer"} <= set(header):  # another tool's table: not ours to rewrite
+        raise InvalidArgument(f"{path}: not a results file of gnplace evaluate (columns {', '.join(header[:5])}); "
+                              "move it away or pick another output folder")
     rows = []
     for raw in raws:
         try:
@@ -395,6 +407,10 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     keyed = [(t, task_key(t)) for t in tasks]
+    for t in {(t.placer, t.budget, t.mode, json.dumps(t.options_dict, sort_keys=True)) for t, _ in keyed}:
+        _placer(*t)  # bad options or a bad checkpoint are refused here, before saved rows are replaced
+    for seed in {t.seed for t, _ in keyed}:
+        as_generator(seed)
     wanted = {_identity(t.graph_path, _cluster(t.cluster, _stamp(t.cluster)).name, t.placer, t.seed): k
               for t, k in keyed}
     done = []

@@ -329,8 +329,8 @@ class ExportPolicy(L.Callback):
         self.export(trainer, pl_module)
 
     def state_dict(self) -> dict[str, Any]:
-        """The elapsed wall seconds, kept in Lightning's checkpoints."""
-        return {"elapsed": self.elapsed(), "best_score": self.best_score}
+        """The elapsed wall seconds, the best validation and the config, kept in Lightning's checkpoints."""
+        return {"elapsed": self.elapsed(), "best_score": self.best_score, "config": self.config.to_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the wall-clock count and the best validation of a resumed run."""
@@ -365,8 +365,18 @@ class RankDigest(L.Callback):
         ))
 
 
-def check_resumable(path: Path, config: PretrainConfig) -> None:
+#: Settings a resumed run may change: how long it runs and how often it checkpoints.
+RESUMABLE_CHANGES = frozenset({"iterations", "checkpoint_every_s"})
+
+
+def check_resumable(path: Path, config: PretrainConfig) -> int:
     """Refuse a training checkpoint that cannot continue this run: unreadable, foreign, or another config.
+
+    Every setting but :data:`RESUMABLE_CHANGES` must be the checkpoint's, so that a resumed run is the
+    run it continues.
+
+    Returns:
+        int: the iterations the checkpoint has done.
 
     Raises:
         InvalidCheckpoint: with one line saying which.
@@ -376,12 +386,46 @@ def check_resumable(path: Path, config: PretrainConfig) -> None:
     data = read_checkpoint(path)
     if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
         raise InvalidCheckpoint(f"{path}: not a gnplace training checkpoint (cannot resume from it)")
+    from gnplace.rl.search import RUN_KEY
+
+    if RUN_KEY in data:
+        raise InvalidCheckpoint(f"{path}: a search or fine-tuning run's checkpoint, not pretraining's "
+                                "(cannot resume from it)")
     saved = data.get("hyper_parameters", {})
     mine = dataclasses.asdict(config.learner)
     differ = sorted(k for k in mine if k in saved and saved[k] != mine[k])
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); "
                                 "resume with the same config or use another --out")
+    recorded = next((state["config"] for state in (data.get("callbacks") or {}).values()
+                     if isinstance(state, dict) and isinstance(state.get("config"), dict)), None)
+    if recorded is not None:  # checkpoints before 2026-11-24 recorded the learner's settings alone
+        wanted = config.to_dict()
+        differ = [f"{section}.{key}" for section in ("data", "schedule")
+                  for key, value in wanted[section].items()
+                  if key not in RESUMABLE_CHANGES and recorded.get(section, {}).get(key, value) != value]
+        if differ:
+            raise InvalidCheckpoint(f"{path}: made with other settings ({', '.join(differ)}); "
+                                    "resume with the same config or use another --out")
+    iteration = data["gnplace"].get("iteration", 0)
+    return int(iteration) if isinstance(iteration, int) else 0
+
+
+def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """The summary of a run that has done its iterations already, read from its exported policies."""
+    from gnplace.graph_io import write_atomically
+    from gnplace.policy.checkpoint import load_policy
+
+    meta = load_policy(out / "policy.ckpt")[1]
+    best_path = out / "best.ckpt"
+    best = load_policy(best_path)[1].get("validation", {}) if best_path.exists() else {}
+    score = best.get("val/best_vs_auto", best.get("val/greedy_vs_auto"))
+    if export is not None:
+        write_atomically(export, (best_path if best_path.exists() else out / "policy.ckpt").read_bytes())
+    return {"iterations": int(meta.get("iterations", 0)), "wall_seconds": meta.get("wall_seconds"),
+            "validation": dict(meta.get("validation", {})), "policy": str(out / "policy.ckpt"),
+            "best": str(best_path), "best_validation": float(score) if score is not None else float("inf"),
+            "rank": 0, "already_done": True}
 
 
 def check_strategy(strategy: str) -> str:
@@ -446,7 +490,8 @@ def pretrain(
     if last.exists() and not resume and not launched:  # a new run would overwrite the earlier run's checkpoints
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     if resume and last.exists():
-        check_resumable(last, config)
+        if check_resumable(last, config) >= config.schedule.iterations and (out / "policy.ckpt").exists():
+            return _finished(out, export)  # nothing left to train: leave every file as it is
         ckpt_path = str(last)
     pairs, val_pairs = pretrain_pairs(config)
     schedule = config.schedule
@@ -460,7 +505,8 @@ def pretrain(
 
     try:
         trainer = L.Trainer(
-            max_epochs=-1, accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+            max_epochs=math.ceil(schedule.iterations / schedule.steps_per_epoch),  # the bar's "Epoch k/N"
+            accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
             enable_checkpointing=False,
             callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
                        RankDigest(out / "ranks")],

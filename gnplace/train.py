@@ -130,11 +130,11 @@ class LearnerConfig:
             raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
-        if self.samples < 2 or self.epochs < 1 or self.imitation_steps < 0 or self.val_samples < 0:
-            raise InvalidArgument(
-                f"need samples >= 2, epochs >= 1, imitation_steps >= 0, val_samples >= 0; got {self.samples}, "
-                f"{self.epochs}, {self.imitation_steps}, {self.val_samples}"
-            )
+        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0}
+        bad = [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
+               if getattr(self, name) < least]
+        if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
+            raise InvalidArgument(f"need {'; '.join(bad)}")
         if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0 and self.prior >= 0
                 and 0 < self.risk <= 1):
             raise InvalidArgument("lr, clip and grad_clip must be positive, beta and prior non-negative and risk "

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op-level", type=int, default=None, metavar="OPS",
                         help="on graphs of at most OPS ops, also decode with no coarsening (default: 4000; 0: never)")
     parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
-                        help="sampling temperatures, cycled over the samples (default: 0.1,0.2,0.3,0.5)")
+                        help="sampling temperatures, cycled over the samples, for checkpoints that do not sample "
+                             "around auto (default: 0.1,0.2,0.3,0.5; the shipped one samples around auto at 1)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
     parser.add_argument("--output", "-o", default=None, help="placement file to write")
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
-    from gnplace.cli.common import check_count, require_ops, writing
+    from gnplace.cli.common import check_count, check_not_input, require_ops, writing
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import check_writable
     from gnplace.importers.onnx import parse_input_shape
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.op_level, "--op-level")
     if args.output:
         check_writable(args.output, "--output")
+        check_not_input(args.output, args.graph)
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
     cluster = load_cluster(args.cluster)
@@ -94,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
           f"({row['choice']} of greedy + {args.samples} samples)")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
                        ("single", "single"), ("lower bound", "bound")):
-        print(f"  {label:<18} {row[key] * 1e3:10.3f} ms   {row[key] / row['auto']:6.3f}x auto")
+        if row[key] is None:  # nothing to decode (one device, or no ops): no greedy placement
+            print(f"  {label:<18} {'-':>10}")
+            continue
+        ratio = f"{row[key] / row['auto']:6.3f}x auto" if row["auto"] else ""
+        print(f"  {label:<18} {row[key] * 1e3:10.3f} ms   {ratio}")
     if row["oom"]:
         print("  the policy's placement is OUT OF MEMORY")
     if args.output:

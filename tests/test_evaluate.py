@@ -232,3 +232,42 @@ def test_rows_of_an_older_results_file_are_run_again(graphs, tmp_path):
     ran = []
     rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out, progress=ran.append)
     assert len(ran) == 1 and len(rows) == 1 and rows[0].step_time_s != 1.0
+
+
+def test_a_graph_named_twice_is_one_graph(graphs):
+    assert collect_graphs([str(graphs), str(graphs / "mlp2.gnpg")]) == collect_graphs([str(graphs)])
+
+
+def test_bad_options_or_seeds_are_refused_before_saved_rows_are_touched(graphs, tmp_path):
+    out = tmp_path / "out"
+    evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", budget=20)], out)
+    saved = (out / "results.csv").read_bytes()
+    bad_option = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", {"initial_temperature": "abc"},
+                                   budget=20)
+    with pytest.raises(GnplaceError):
+        evaluate([bad_option], out)
+    with pytest.raises(GnplaceError, match="seed must be >= 0"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", seed=-5, budget=20)], out)
+    assert (out / "results.csv").read_bytes() == saved
+
+
+def test_a_results_file_of_another_tool_is_refused_and_kept(graphs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(GnplaceError, match="not a results file of gnplace evaluate"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out)
+    assert (out / "results.csv").read_text() == "a,b,c\n1,2,3\n"
+
+
+def test_a_placer_that_crashes_fails_its_row_alone(graphs, tmp_path, monkeypatch):
+    from gnplace.placers.heft import HeftPlacer
+
+    def crash(self, graph, cluster, *, seed=None):
+        raise IndexError("index 0 is out of bounds")
+
+    monkeypatch.setattr(HeftPlacer, "place", crash)
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("heft", "single")], tmp_path / "out")
+    by = {r.placer: r for r in rows}
+    assert by["heft"].error == "IndexError: index 0 is out of bounds" and math.isnan(by["heft"].step_time_s)
+    assert not by["single"].error and by["single"].step_time_s > 0

@@ -556,3 +556,10 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, monkeypatch)
         save_graph(mlp_training_graph(layers=2, width=4, batch=2), target)
     assert target.read_bytes() == before
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_an_onnx_file_given_as_a_graph_file_points_to_the_importer(tmp_path):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"\x08\x07")  # whatever it holds: the suffix says it is a model
+    with pytest.raises(InvalidGraph, match="an ONNX model, not a gnplace graph file; convert it with `gnplace import"):
+        load_graph(model)

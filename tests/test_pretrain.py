@@ -172,12 +172,27 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     assert (out / "checkpoints" / "last.ckpt").read_bytes() == saved
     with pytest.raises(InvalidCheckpoint, match="other learner settings"):
         pretrain(load_pretrain_config(tiny_config, ["learner.lr=0.5"]), out, resume=True, progress=False)
+    for other, named in (("data.random_clusters=3", "data.random_clusters"),
+                         ("schedule.pairs_per_step=1", "schedule.pairs_per_step")):  # the run would not be the same
+        with pytest.raises(InvalidCheckpoint, match=rf"other settings \({named}\)"):
+            pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=6", other]), out, resume=True,
+                     progress=False)
+    files = {p: p.read_bytes() for p in out.rglob("*.ckpt")}
+    for iterations in (5, 3):  # done already: nothing is trained and no file changes
+        done = pretrain(load_pretrain_config(tiny_config, [f"schedule.iterations={iterations}"]), out, resume=True,
+                        progress=False, export=tmp_path / "exported.ckpt")
+        assert done["iterations"] == 5 and done["already_done"] and done["validation"] == result["validation"]
+        assert {p: p.read_bytes() for p in out.rglob("*.ckpt")} == files
+    assert (tmp_path / "exported.ckpt").read_bytes() == (out / "best.ckpt").read_bytes()
     last = out / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:5000])
     with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint"):
         pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
     torch.save({"state_dict": {}}, last)
     with pytest.raises(InvalidCheckpoint, match="not a gnplace training checkpoint"):
+        pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
+    torch.save({"state_dict": {}, "gnplace": {}, "gnplace_run": {"graph": "..."}}, last)  # fine-tuning's last.ckpt
+    with pytest.raises(InvalidCheckpoint, match="fine-tuning run's checkpoint, not pretraining's"):
         pretrain(load_pretrain_config(tiny_config), out, resume=True, progress=False)
 
 

@@ -17,7 +17,7 @@ from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
     "add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib", "check_count",
-    "check_output_folder", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
+    "check_output_folder", "check_not_input", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
 ]
 
 
@@ -101,6 +101,12 @@ def require_ops(graph: OpGraph, source: str) -> OpGraph:
     if graph.num_ops == 0:
         raise InvalidGraph(f"{source}: graph {graph.name!r} has no ops; there is nothing to place")
     return graph
+
+
+def check_not_input(path: str | os.PathLike[str] | None, source: str, flag: str = "--output") -> None:
+    """Refuse an output file that is the input graph file ``source`` (it would be overwritten)."""
+    if path is not None and Path(source).exists() and Path(path).resolve() == Path(source).resolve():
+        raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input graph; write the placement to another file")
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:

@@ -47,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     import json
 
+    from gnplace.cli.common import check_output_folder
     from gnplace.finetune import finetune
 
+    check_output_folder(args.out, "--out")
     summary = finetune(
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
@@ -64,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
           f"{summary['evaluations']} evaluations in {summary['seconds']:.1f} s")
     print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
+    if summary["chosen"] != "search":
+        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms afresh, slower than "
+              f"{summary['chosen']}'s placement, which is returned)")
     if summary.get("zero_shot_s") is not None:
-        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms  (where fine-tuning started)")
+        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms  (a candidate; the search starts from auto)")
     for name in ("auto", "single", "round_robin"):
         print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms")
     print(f"  best placement: {summary['placement']}")

@@ -15,6 +15,7 @@ from typing import Any
 from gnplace.cli.common import (
     add_option_argument,
     check_count,
+    check_not_input,
     mib,
     ms,
     parse_placer_options,
@@ -61,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.budget, "--budget")
     if args.output:
         check_writable(args.output, "--output")
+        check_not_input(args.output, args.graph)
     if args.device_map:
         check_writable(args.device_map, "--device-map")
+        check_not_input(args.device_map, args.graph, "--device-map")
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():
@@ -73,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         graph = load_graph_source(args.graph, input_shapes=shapes or None)
     require_ops(graph, args.graph)
+    if args.device_map:  # refused before placing, and before --output is written
+        from gnplace.execute.device_map import require_parameters
+
+        require_parameters(graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})

@@ -81,7 +81,8 @@ def _print_table(report: dict[str, Any]) -> None:
     console.print(
         f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "
         f"(critical path {ms(report['critical_path_s'])} ms, work {ms(report['work_bound_s'])} ms)   "
-        f"step/bound {report['ratio_to_bound']:.3f}" + ("   [red bold]OUT OF MEMORY[/]" if report["oom"] else "")
+        + (f"step/bound {report['ratio_to_bound']:.3f}" if report["ratio_to_bound"] is not None else "step/bound -")
+        + ("   [red bold]OUT OF MEMORY[/]" if report["oom"] else "")
     )
     table = Table()
     for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):

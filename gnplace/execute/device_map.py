@@ -26,7 +26,7 @@ from gnplace.placement import Placement, as_placement
 
 __all__ = [
     "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
-    "module_paths",
+    "module_paths", "require_parameters",
 ]
 
 
@@ -67,6 +67,18 @@ def _parameter_devices(graph: OpGraph, devices: np.ndarray) -> dict[str, int]:
     return found
 
 
+def require_parameters(graph: OpGraph) -> None:
+    """Refuse a graph with no ``update/<parameter>`` node: it has no modules to map.
+
+    Raises:
+        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module).
+    """
+    if not any(name.startswith("update/") for name in graph.node_names):
+        raise InvalidArgument(
+            f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"
+        )
+
+
 def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None) -> dict[str, int | str]:
     """The module-level ``device_map`` of ``placement`` (see the module docstring).
 
@@ -93,12 +105,9 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
     cluster = cluster or getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
+    require_parameters(graph)
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
-    if not per_param:
-        raise InvalidArgument(
-            f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"
-        )
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)
     under: dict[str, set[int]] = defaultdict(set)

@@ -69,7 +69,7 @@ def load_graph_source(
 
     Raises:
         InvalidGraph: if a file is missing or malformed.
-        InvalidArgument: if a factory cannot be found or does not return ``(module, example_inputs)``.
+        InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``.
 
     Examples:
         >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
@@ -96,7 +96,7 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
     graph, so they take a factory.
 
     Raises:
-        InvalidArgument: if ``spec`` is not ``module:factory``, or the factory does not return
+        InvalidArgument: if ``spec`` is not ``module:factory``, or the factory raises or does not return
             ``(module, example_inputs)``.
     """
     import torch
@@ -108,7 +108,11 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
             f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
             "returning (module, example_inputs))"
         )
-    made = load_factory(spec)()
+    factory = load_factory(spec)
+    try:
+        made = factory()
+    except Exception as err:  # noqa: BLE001 - the user's code: any failure is one line, not a traceback
+        raise InvalidArgument(f"{spec!r}: the factory raised {type(err).__name__}: {err}") from err
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
         raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
     module, inputs = made

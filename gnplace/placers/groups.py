@@ -171,7 +171,7 @@ def usable_devices(
         [1]
     """
     total = op_time.sum(axis=0) if op_time.shape[0] else np.ones(cluster.num_devices)
-    speed = total.min() / np.maximum(total, 1e-300)
+    speed = np.where(total > 0, total.min() / np.maximum(total, 1e-300), 1.0)  # no work at all: all as fast
     keep = speed >= min_speed * (1 - 1e-9)
     memory = cluster.memory
     for d in np.argsort(-speed, kind="stable"):

@@ -209,6 +209,19 @@ def register_placer(name: str, target: type | str, *, replace: bool = False) -> 
     PLACERS.register(name, target, replace=replace)
 
 
+def _takes(cls: Any, options: dict[str, Any]) -> bool:
+    """Whether ``cls(**options)`` names only keywords its constructor has."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return True
+    return set(options) <= set(parameters)
+
+
 def get_placer(name: str, **options: Any) -> Any:
     """A new placer registered as ``name``, built with ``options``.
 
@@ -224,7 +237,10 @@ def get_placer(name: str, **options: Any) -> Any:
     try:
         return cls(**options)
     except TypeError as err:
-        raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
+        if not _takes(cls, options):
+            raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
+        given = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "timer" and v is not None)
+        raise InvalidArgument(f"placer {name!r}: an option value of the wrong type ({given}): {err}") from err
     except ValueError as err:
         if isinstance(err, GnplaceError):  # already one clear error (a bad checkpoint, a bad value)
             raise

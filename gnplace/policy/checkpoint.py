@@ -140,6 +140,8 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
                 f"{path}: checkpoint version {data.get('version')!r}; this gnplace reads {VERSION}"
             )
         trained = data.get("features")
+        if not isinstance(trained, dict) or "state_dict" not in data:
+            raise InvalidCheckpoint(f"{path}: an incomplete gnplace policy checkpoint (no feature list or weights)")
         if trained != feature_set():
             mine = feature_set()
             diff = sorted(k for k in mine if not isinstance(trained, dict) or trained.get(k) != mine[k])
@@ -160,6 +162,11 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
         raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (no policy weights in it)")
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise InvalidCheckpoint(f"{path}: the policy weights are missing or malformed")
+    broken = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
+    if broken:
+        raise InvalidCheckpoint(f"{path}: the policy weights are not finite (NaN or infinity in {broken[0]}"
+                                f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}); retrain or use "
+                                "another checkpoint")
     policy = PlacementPolicy(config)
     try:
         policy.load_state_dict(state)

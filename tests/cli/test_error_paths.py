@@ -70,6 +70,22 @@ def test_place_device_map_under_a_file(tmp_path, capsys, graph, kept):
     assert kept.read_bytes() == KEPT
 
 
+def test_place_device_map_of_a_graph_without_parameters_keeps_the_output_file(tmp_path, capsys, graph, kept):
+    """The graph is refused before anything is placed or written: the earlier ``-o`` file stays."""
+    code = main(["place", graph, "-c", "k80x2", "-p", "single", "-o", str(kept), "--device-map",
+                 str(tmp_path / "dm.json")])
+    assert "has no parameters" in one_error(capsys, code)
+    assert kept.read_bytes() == KEPT and not (tmp_path / "dm.json").exists()
+
+
+def test_place_refuses_to_write_over_its_input_graph(tmp_path, capsys, graph):
+    before = Path(graph).read_bytes()
+    for flag in ("-o", "--device-map"):
+        err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "single", flag, graph]))
+        assert "is the input graph" in err
+    assert Path(graph).read_bytes() == before
+
+
 def test_place_device_map_is_written_atomically(tmp_path, capsys):
     target = tmp_path / "maps" / "dm.json"
     assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "single", "--device-map", str(target)]) == 0
@@ -196,14 +212,25 @@ def test_evaluate_runs_a_duplicated_placer_once(tmp_path, capsys, graph):
 @pytest.mark.parametrize("plot", [False, True])
 def test_evaluate_with_failed_runs_exits_1_with_a_count(tmp_path, capsys, graph, plot):
     out = tmp_path / "o"
+    args = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "single,exact", "-O", "exact.max_groups=2",
+            "-j", "1", "-o", str(out), *(["--plot"] if plot else [])]
+    err = one_error(capsys, main(args), expected=1, prefix="gnplace: 1 of 2 runs failed")
+    assert "exact" in err
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 3 and "max_groups=2" in "".join(rows)
+
+
+def test_evaluate_with_a_bad_checkpoint_exits_2_and_keeps_saved_rows(tmp_path, capsys, graph):
+    out = tmp_path / "o"
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single,policy", "-j", "1", "-o", str(out)]) == 0
+    saved = (out / "results.csv").read_bytes()
+    capsys.readouterr()
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"not a checkpoint")
     args = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "single,policy", "--checkpoint", str(bad), "-j", "1",
-            "-o", str(out), *(["--plot"] if plot else [])]
-    err = one_error(capsys, main(args), expected=1, prefix="gnplace: 1 of 2 runs failed")
-    assert "policy" in err
-    rows = (out / "results.csv").read_text().splitlines()
-    assert len(rows) == 3 and "not a readable checkpoint" in "".join(rows)
+            "-o", str(out)]
+    assert "not a readable checkpoint" in one_error(capsys, main(args))  # refused before anything runs
+    assert (out / "results.csv").read_bytes() == saved
 
 
 # ------------------------------------------------------------------------------ 5: counts

@@ -37,6 +37,11 @@ def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
     assert err.startswith("gnplace: error:") and len(err.strip().splitlines()) == 1
     assert main(["finetune", str(graph), "-c", "k80x2", "--timer", "dist", "-o", str(tmp_path)]) == 2
     assert "MODULE:FACTORY" in capsys.readouterr().err
+    assert main(["finetune", str(graph), "-c", "k80x2", "-o", str(bad)]) == 2  # a file where the folder goes
+    assert "is a file, expected a folder" in capsys.readouterr().err and bad.read_bytes() == b"\x00" * 64
+    assert main(["finetune", str(graph), "-c", "k80x2", "--samples", "1", "-o", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "need samples >= 2, got 1" in err and "imitation_steps" not in err  # only what is wrong, and settable
 
 
 def test_script_runs_two_rank_fine_tuning(tmp_path):

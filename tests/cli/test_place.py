@@ -220,6 +220,15 @@ def test_the_zero_shot_script_draws_samples_in_rounds(tmp_path, capsys, load_scr
         assert message in err and err.count("\n") == 1
 
 
+def test_the_zero_shot_script_on_one_device_prints_its_table(tmp_path, capsys, load_script):
+    one = tmp_path / "one.yaml"
+    one.write_text("devices: [{name: g, kind: v100}]\nlinks: {default: pcie3}\n")
+    ptb = str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg")
+    assert load_script("place").main([ptb, "-c", str(one), "-o", str(tmp_path / "p.json")]) == 0
+    table = capsys.readouterr().out
+    assert "policy" in table and "lower bound" in table and (tmp_path / "p.json").exists()
+
+
 def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys):
     import json
 

@@ -31,6 +31,9 @@ def make():
 
 def not_a_pair():
     return 3
+
+def broken():
+    raise ValueError("no weights here")
 '''
 
 
@@ -69,3 +72,7 @@ def test_bad_sources_are_one_clear_error(tmp_path):
         load_graph_source(f"{tmp_path / 'mymodels.py'}:not_a_pair")
     with pytest.raises(InvalidArgument, match="MODULE:FACTORY"):
         load_factory("nocolon")
+    with pytest.raises(InvalidArgument, match="the factory raised TypeError: .*missing 1 required positional"):
+        load_graph_source("gnplace.execute.examples:Regression")  # a class that needs its body
+    with pytest.raises(InvalidArgument, match="the factory raised ValueError: no weights here"):
+        load_graph_source(f"{tmp_path / 'mymodels.py'}:broken")

@@ -105,6 +105,9 @@ def test_make_placer_passes_shared_options_only_to_placers_that_accept_them():
 def test_unknown_option_is_one_clear_error():
     with pytest.raises(InvalidArgument, match="placer 'round_robin' does not take these options"):
         get_placer("round_robin", temperature=1.0)
+    with pytest.raises(InvalidArgument, match=r"placer 'annealing': an option value of the wrong type "
+                                              r"\(initial_temperature='abc'\)"):
+        get_placer("annealing", initial_temperature="abc")
 
 
 @pytest.mark.parametrize("name, options", [("annealing", {"budget": 0}), ("random_search", {"batch": 0}),

@@ -91,6 +91,20 @@ def test_foreign_missing_and_mismatched_checkpoints(saved, tmp_path):
     assert isinstance(read_checkpoint(path), dict)
 
 
+def test_incomplete_and_non_finite_checkpoints_are_refused(saved, tmp_path):
+    _, path = saved
+    torch.save({"format": "gnplace-policy", "version": torch.load(path, weights_only=True)["version"]},
+               tmp_path / "bare.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="incomplete gnplace policy checkpoint"):
+        load_policy(tmp_path / "bare.ckpt")
+    data = torch.load(path, weights_only=True)
+    name = next(k for k, v in data["state_dict"].items() if v.is_floating_point())
+    data["state_dict"][name] = torch.full_like(data["state_dict"][name], float("nan"))
+    torch.save(data, tmp_path / "nan.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=rf"not finite \(NaN or infinity in {name}\)"):
+        load_policy(tmp_path / "nan.ckpt")
+
+
 def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
     policy, path = saved
     before = path.read_bytes()
