@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph, first_line
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.placement import Placement
@@ -318,9 +318,9 @@ def run_task(task: Task, key: str = "") -> Row:
         _, _, placement, took = place_task(task)
         result = _timer(task.mode).time(graph, cluster, placement)
     except Exception as err:  # noqa: BLE001 - one placer's failure is its row; the others' rows are kept
-        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        if not isinstance(err, GnplaceError):
-            message = f"{type(err).__name__}: {message}" if message else type(err).__name__
+        message = first_line(err)
+        if not isinstance(err, GnplaceError) and str(err).strip():  # a crash: name its kind
+            message = f"{type(err).__name__}: {message}"
         return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
                    error=message)
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),

@@ -69,3 +69,9 @@ class InvalidCheckpoint(GnplaceError, ValueError):
 
 class ExecutionFailed(GnplaceError):
     """A placed step could not run on real devices: a rank died, a device is missing, the step cannot be replayed."""
+
+
+def first_line(err: BaseException) -> str:  # a helper beside the classes, so not in __all__ (the classes only)
+    """The first line of ``err``'s message, or its type's name when it has none (for one-line reports)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

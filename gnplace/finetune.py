@@ -165,23 +165,23 @@ def finetune(
         cache = getattr(step_timer, "cache", None)
         if cache is not None:  # real steps: measure the winner afresh, beside the others (no selection bias)
             cache.clear()
-        others, placed = {}, {}
+        measured, placed = {}, {}
         for name in ("single", "round_robin", "auto"):
             kwargs = {"timer": step_timer} if name == "auto" else {}
             placed[name] = get_placer(name, **kwargs).place(graph, cluster, seed=seed)
-            others[name] = step_timer.time(graph, cluster, placed[name])
+            measured[name] = step_timer.time(graph, cluster, placed[name])
         result = searched = step_timer.time(graph, cluster, best)
         chosen = "search"
-        fastest = min(("auto", "single"), key=lambda name: (others[name].is_oom, others[name].step_time))
-        if (result.is_oom, result.step_time) > (others[fastest].is_oom, others[fastest].step_time):
+        fastest = min(("auto", "single"), key=lambda name: (measured[name].is_oom, measured[name].step_time))
+        if (result.is_oom, result.step_time) > (measured[fastest].is_oom, measured[fastest].step_time):
             # the search kept its best by the least of noisy measurements; measured afresh beside the others
             # it lost: return the one that won, never a placement measured slower than auto's or single's
-            chosen, result = fastest, others[fastest]
+            chosen, result = fastest, measured[fastest]
             save_placement(folder / "placement.json", graph, placed[fastest])
     finally:
         if closer is not None:
             closer.close()
-    others = {name: timed.step_time for name, timed in others.items()}
+    others = {name: timed.step_time for name, timed in measured.items()}
     summary = {
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,

@@ -414,11 +414,11 @@ def check_resumable(path: Path, config: PretrainConfig) -> int:
 def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
     """The summary of a run that has done its iterations already, read from its exported policies."""
     from gnplace.graph_io import write_atomically
-    from gnplace.policy.checkpoint import load_policy
+    from gnplace.policy.checkpoint import read_checkpoint
 
-    meta = load_policy(out / "policy.ckpt")[1]
+    meta = read_checkpoint(out / "policy.ckpt").get("meta", {})  # the meta alone: no network is built
     best_path = out / "best.ckpt"
-    best = load_policy(best_path)[1].get("validation", {}) if best_path.exists() else {}
+    best = read_checkpoint(best_path).get("meta", {}).get("validation", {}) if best_path.exists() else {}
     score = best.get("val/best_vs_auto", best.get("val/greedy_vs_auto"))
     if export is not None:
         write_atomically(export, (best_path if best_path.exists() else out / "policy.ckpt").read_bytes())

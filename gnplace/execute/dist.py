@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import ExecutionFailed, InvalidArgument
+from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, oom_result
 from gnplace.execute.program import BEFORE, Plan, Program, refs_in, resolve_aten
 from gnplace.execute.runner import call_op
@@ -423,7 +423,7 @@ class DistTimer(RealStepTimer):
             self.close(force=True)
             raise dead from err
         self.close(force=True)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExecutionFailed(f"the distributed step failed: {first}") from err
 
     def _broadcast(self, command: tuple[str, Any]) -> None:

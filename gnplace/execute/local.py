@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import ExecutionFailed
+from gnplace.exceptions import ExecutionFailed, first_line
 from gnplace.execute.base import RealStepTimer, oom_result, torch_devices
 from gnplace.execute.runner import DeviceOutOfMemory, run_step
 from gnplace.graph import OpGraph
@@ -97,7 +97,7 @@ class LocalTimer(RealStepTimer):
         except ExecutionFailed:
             raise
         except Exception as err:  # noqa: BLE001 - a failing op becomes one clear line
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            first = first_line(err)
             raise ExecutionFailed(f"the placed step of {graph.name!r} failed: {first}") from err
         finally:
             torch.set_num_threads(threads)

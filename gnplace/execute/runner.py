@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gnplace.exceptions import ExecutionFailed
+from gnplace.exceptions import ExecutionFailed, first_line
 from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, refs_in, resolve_aten
 from gnplace.importers.trace import Ref
 
@@ -101,7 +101,7 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
     except Exception as err:
         if is_oom_error(err):
             raise
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise ExecutionFailed(f"op {op.target} failed on {device}: {first}") from err
     flat, _ = tree_flatten(out)
     return flat

@@ -45,7 +45,7 @@ import onnx
 import onnx.inliner
 from onnx import TensorProto
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph, first_line
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS
 from gnplace.importers.onnx_flops import (
@@ -380,7 +380,7 @@ def from_onnx(
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as err:  # noqa: BLE001 - onnx raises several types here
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first}") from err
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable)
     graph_meta = {

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gnplace.exceptions import UnsupportedGraph
+from gnplace.exceptions import UnsupportedGraph, first_line
 
 __all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step"]
 
@@ -250,19 +250,19 @@ def record_training_step(
     except UnsupportedGraph:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        first = first_line(err)
         name = type(module).__name__
         if "DataDependent" in type(err).__name__ or recorder.failed.startswith("aten._local_scalar_dense"):
             raise UnsupportedGraph(
                 f"cannot trace a training step of {name}: its forward reads a tensor's value "
-                f"({recorder.failed or first_line}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "
+                f"({recorder.failed or first}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "
                 "follow data-dependent control flow"
             ) from err
         if recorder.failed:
             raise UnsupportedGraph(f"cannot trace a training step of {name}: op {recorder.failed} failed: "
-                                   f"{first_line}") from err
+                                   f"{first}") from err
         raise UnsupportedGraph(
-            f"cannot trace a training step of {name}: its forward raised {type(err).__name__}: {first_line} "
+            f"cannot trace a training step of {name}: its forward raised {type(err).__name__}: {first} "
             f"(the example inputs go to {_forward_signature(module)} by position, in the order given)"
         ) from err
     finally:
