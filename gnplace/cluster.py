@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidCluster
-from gnplace.limits import MAX_DEVICES, MIN_RATE, parse_yaml, read_file
+from gnplace.limits import MAX_COUNT, MAX_DEVICES, MIN_RATE, parse_yaml, read_file
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 __all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS"]
@@ -278,6 +278,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
     for i, raw in enumerate(entries):
         where = f"{source}: devices[{i}]"
         entry = _keys(raw, where, allowed, {"name"})
+        if not isinstance(entry["name"], str) or not entry["name"].strip() or entry["name"] != entry["name"].strip():
+            raise InvalidCluster(f"{where}.name: must be a non-empty name without surrounding spaces, "
+                                 f"got {entry['name']!r}")
         kind = str(entry.get("kind", "custom")).lower()
         if "kind" in entry and kind not in DEVICE_KINDS and not {"peak_flops", "mem_bandwidth", "memory"} <= set(entry):
             raise InvalidCluster(
@@ -297,6 +300,8 @@ def _devices(entries: Any, source: str) -> list[Device]:
                 )
             if not spec[key] > 0:
                 raise InvalidCluster(f"{where}.{key}: must be positive, got {spec[key]}")
+        if spec["memory"] > MAX_COUNT:
+            raise InvalidCluster(f"{where}.memory: {spec['memory']:.4g} bytes is over the limit of 2**62")
         for key in ("flops_efficiency", "mem_efficiency"):
             if key in spec and not 0 < spec[key] <= 1:
                 raise InvalidCluster(f"{where}.{key}: must be in (0, 1], got {spec[key]}")
@@ -374,6 +379,9 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
                 want = "two device names" if key == "pairs" else "a list of at least two device names"
                 raise InvalidCluster(f"{where}.{members_key}: expected {want}, got {members!r}")
             idx = [lookup(m, f"{where}.{members_key}") for m in members]
+            if len(set(idx)) != len(idx):
+                twice = next(m for m in members if members.count(m) > 1)
+                raise InvalidCluster(f"{where}.{members_key}: names device {twice!r} twice (a link joins two devices)")
             bw, lat = _link(entry["link"], f"{where}.link")
             for a in idx:
                 for b in idx:

@@ -143,7 +143,8 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     """Graph files named by ``specs``: files, or folders (their manifest's graphs of ``split``, or every ``*.gnpg``).
 
     Raises:
-        GnplaceError: if a path does not exist or a folder holds no graphs.
+        GnplaceError: if a path does not exist, a folder holds no graphs, or ``split`` is asked of a folder
+            without a manifest.
     """
     from gnplace.datasets import load_manifest
 
@@ -153,6 +154,9 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
         if path.is_dir():
             if (path / "manifest.json").exists():
                 found = [path / f for f in _manifest_files(path, load_manifest(path), split)]
+            elif split != "all":
+                raise GnplaceError(f"{path}: no manifest.json, so no {split!r} split to choose (--split all takes "
+                                   "every graph of the folder)")
             else:
                 found = sorted(path.glob("*.gnpg"))
             if not found:

@@ -186,4 +186,9 @@ def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluste
         raise InvalidPlacement(f"{path}: not a readable placement file ({str(err).removeprefix(f'{path}: ')})") from err
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("placement"), dict):
         raise InvalidPlacement(f"{path}: not a gnplace placement file (no 'format': {FORMAT!r} and 'placement' map)")
+    version = data.get("version")
+    if version != VERSION:
+        raise InvalidPlacement(
+            f"{path}: placement file version {version!r}; this gnplace reads version {VERSION} (write it again)"
+        )
     return _from_names(graph, cluster, data["placement"], source=str(path))

@@ -243,7 +243,7 @@ def load_pretrain_config(
 
 
 def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
-    """Training and held-out graph files of every family (the training split only)."""
+    """Training and held-out graph files of every family (the training split only, where a manifest has one)."""
     from gnplace.evaluate import collect_graphs
 
     root = Path(config.data.root)
@@ -251,7 +251,8 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
         root = root if root.is_dir() else Path(config.base) / root
     train, val = [], []
     for family in config.data.families:
-        graphs = collect_graphs([str(root / family)], split="train")
+        folder = root / family  # a dataset's training split; every graph of a folder of bare graph files
+        graphs = collect_graphs([str(folder)], split="train" if (folder / "manifest.json").exists() else "all")
         cut = len(graphs) - config.data.val_per_family
         if cut < 1:
             raise InvalidArgument(f"family {family!r}: {len(graphs)} training graphs, cannot hold out "

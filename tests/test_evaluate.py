@@ -29,6 +29,8 @@ def test_collect_graphs(graphs, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(GnplaceError, match="no graphs"):
         collect_graphs([str(tmp_path / "empty")])
+    with pytest.raises(GnplaceError, match=r"no manifest\.json, so no 'test' split to choose \(--split all takes"):
+        collect_graphs([str(graphs)], split="test")  # a folder of bare graph files has no split to choose from
 
 
 def test_run_task_times_the_placement(graphs):

@@ -332,3 +332,15 @@ def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, monkeyp
         save_placement(target, g, Placement([0, 0, 0], c))
     assert target.read_bytes() == before
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("version", [2, "1", None])
+def test_placement_file_of_another_version_is_refused(tmp_path, k80x2, version):
+    path = tmp_path / "p.json"
+    content = {"format": "gnplace-placement", "placement": {"op0": "gpu0", "op1": "gpu1", "op2": "gpu0"}}
+    if version is not None:
+        content["version"] = version
+    path.write_text(json.dumps(content))
+    with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(path))}: placement file version {version!r}; "
+                                               r"this gnplace reads version 1 \(write it again\)$"):
+        load_placement(path, chain_graph(3), k80x2)

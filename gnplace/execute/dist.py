@@ -12,8 +12,11 @@ every input made, and its rank either runs it or something else that is ready.
 
 Processes: rank 0 is the process that times (the driver: a search, fine-tuning). Without
 ``torch.distributed``'s environment variables the timer starts ranks ``1..n-1`` itself on this
-machine (``spawn``) and gives each ``threads`` CPU threads (default 1: two ranks of one thread on a
-CPU-only machine are a real two-device cluster, with real compute and real transfers over gloo).
+machine (fresh interpreters running :func:`_worker_main`, so a caller's script needs no ``__main__``
+guard) and gives each ``threads`` CPU threads (default 1: two ranks of one thread on a CPU-only
+machine are a real two-device cluster, with real compute and real transfers over gloo). A rank that
+dies while starting is reported at once with the last line it wrote; ranks whose driver is killed
+(``kill -9``) exit on their own within a second.
 Across hosts, start every process with ``torchrun`` (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
 ``WORLD_SIZE``): rank 0 runs the timing code and the others call :func:`serve` (``gnplace finetune``
 and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every rank has a GPU.
@@ -29,7 +32,10 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
-import socket
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -314,17 +320,45 @@ def serve() -> None:
         dist.destroy_process_group()
 
 
-def _worker(rank: int, world: int, init_method: str, backend: str, threads: int, timeout_s: float) -> None:
-    torch.set_num_threads(threads)
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
-                            timeout=timedelta(seconds=timeout_s))
-    serve()
+def _watch_parent(parent: int) -> None:
+    """End this worker when the process that started it is gone (a driver killed with ``kill -9``)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _worker_main() -> None:
+    """A rank started by :class:`DistTimer`: ``python -c ... RANK WORLD HOST PORT BACKEND THREADS TIMEOUT_S``.
+
+    It reports itself up in the timer's store (so that rank 0 sees a rank that dies while starting),
+    joins the process group and serves rank 0. Any failure is one line on stderr (which rank 0
+    reads back) and exit code 1, never a traceback.
+    """
+    rank, world, host, port, backend, threads, timeout_s = sys.argv[1:8]
+    threading.Thread(target=_watch_parent, args=(int(os.environ["GNPLACE_DIST_PARENT"]),), daemon=True).start()
+    try:
+        torch.set_num_threads(int(threads))
+        timeout = timedelta(seconds=float(timeout_s))
+        store = dist.TCPStore(host, int(port), int(world), is_master=False, timeout=timeout)
+        store.set(f"gnplace/up/{rank}", "1")
+        dist.init_process_group(backend, store=store, rank=int(rank), world_size=int(world), timeout=timeout)
+        serve()
+    except BaseException as err:  # noqa: BLE001 - one line for rank 0 to report
+        print(f"rank {rank}: {first_line(err)}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+_WORKER_CODE = "from gnplace.execute.dist import _worker_main; _worker_main()"  # what each started rank runs
+
+
+def _last_line(log: Any) -> str:
+    """The last non-empty line a worker wrote to its stderr file (empty if none)."""
+    try:
+        log.seek(0)
+        lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return ""
+    return lines[-1] if lines else ""
 
 
 class DistTimer(RealStepTimer):
@@ -354,7 +388,9 @@ class DistTimer(RealStepTimer):
         self.threads = int(threads)
         self.timeout_s = float(timeout_s)
         self.world = 0
-        self._procs: list[Any] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._logs: list[Any] = []  # each started rank's stderr (a temporary file)
+        self._store: Any = None
         self._owns_group = False
         self._closed = False
 
@@ -390,31 +426,58 @@ class DistTimer(RealStepTimer):
         else:
             if dist.is_initialized():
                 raise ExecutionFailed("a torch.distributed process group is already running in this process")
-            import torch.multiprocessing as mp
-
-            init_method = f"tcp://127.0.0.1:{_free_port()}"
-            context = mp.get_context("spawn")
-            self._procs = [
-                context.Process(target=_worker, daemon=True,
-                                args=(r, world, init_method, self.backend, self.threads, self.timeout_s))
-                for r in range(1, world)
-            ]
-            for p in self._procs:
-                p.start()
-            try:
-                dist.init_process_group(self.backend, init_method=init_method, rank=0, world_size=world,
-                                        timeout=timedelta(seconds=self.timeout_s))
-            except Exception as err:  # noqa: BLE001 - reported with the ranks' state
-                self._fail(err)
+            self._spawn(world)
         self._owns_group = True
         self.world = world
         atexit.register(self.close)
         self._broadcast(("program", pickle.dumps(self.program)))
 
-    def _check_ranks(self) -> None:
+    def _spawn(self, world: int) -> None:
+        """Start ranks ``1..world-1`` as fresh interpreters on this machine and join them as rank 0.
+
+        Each rank reports itself up in a TCP store before joining the process group, and rank 0 waits
+        for those reports while watching the processes, so that a rank that dies while starting (a
+        failed import, a killed process) ends the timer at once with its last line of stderr, not
+        after ``timeout_s``. A fresh interpreter (not ``multiprocessing``'s spawn) also spares the
+        caller's script the ``if __name__ == "__main__"`` guard.
+        """
+        timeout = timedelta(seconds=self.timeout_s)
+        store = dist.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False, timeout=timeout)
+        env = {**os.environ, "GNPLACE_DIST_PARENT": str(os.getpid()),
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the modules this process sees
+        for r in range(1, world):
+            log = tempfile.TemporaryFile()
+            args = [str(r), str(world), "127.0.0.1", str(store.port), self.backend, str(self.threads),
+                    str(self.timeout_s)]
+            self._procs.append(subprocess.Popen([sys.executable, "-c", _WORKER_CODE, *args], env=env,
+                                                stdin=subprocess.DEVNULL, stderr=log))
+            self._logs.append(log)
+        deadline = time.monotonic() + self.timeout_s
+        waiting = [f"gnplace/up/{r}" for r in range(1, world)]
+        while waiting:
+            self._check_ranks(starting=True)
+            waiting = [key for key in waiting if not store.check([key])]
+            if waiting and time.monotonic() > deadline:
+                self.close(force=True)
+                raise ExecutionFailed(f"{len(waiting)} rank(s) of the distributed timer did not start within "
+                                      f"{self.timeout_s:g} s")
+            time.sleep(0.02 if waiting else 0)
+        self._store = store
+        try:
+            dist.init_process_group(self.backend, store=store, rank=0, world_size=world, timeout=timeout)
+        except Exception as err:  # noqa: BLE001 - reported with the ranks' state
+            self._fail(err)
+
+    def _check_ranks(self, starting: bool = False) -> None:
         for r, p in enumerate(self._procs, start=1):
-            if not p.is_alive():
-                raise ExecutionFailed(f"rank {r} of the distributed timer died (exit code {p.exitcode}); timer closed")
+            code = p.poll()
+            if code is not None:
+                said = _last_line(self._logs[r - 1])
+                why = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+                when = " while starting" if starting else ""
+                self.close(force=True)
+                raise ExecutionFailed(f"rank {r} of the distributed timer died{when} ({why}"
+                                      f"{': ' + said if said else ''}); timer closed")
 
     def _fail(self, err: BaseException) -> None:
         try:
@@ -520,10 +583,19 @@ class DistTimer(RealStepTimer):
             except Exception:  # noqa: BLE001, S110
                 pass
         for p in self._procs:
-            p.join(timeout=5 if not force else 0.5)
-            if p.is_alive():
+            try:
+                p.wait(timeout=5 if not force else 0.5)
+            except subprocess.TimeoutExpired:
                 p.terminate()
-                p.join(timeout=5)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for log in self._logs:
+            log.close()
+        self._logs = []
+        self._store = None
         self._procs = []
         self._owns_group = False
         self.world = 0

@@ -64,12 +64,14 @@ def load_graph_source(
 
     Args:
         spec (str): a graph file, an ONNX file or ``module:factory``.
-        input_shapes (Mapping, optional): ONNX input sizes for dynamic dimensions (default: the file's).
+        input_shapes (Mapping, optional): ONNX input sizes for dynamic dimensions (default: the file's);
+            refused for any other source.
         optimizer (str, optional): optimizer of imported models (default: ``"sgd"``).
 
     Raises:
         InvalidGraph: if a file is missing or malformed.
-        InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``.
+        InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``,
+            or ``input_shapes`` are given for a source that is not an ONNX file.
 
     Examples:
         >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
@@ -80,6 +82,10 @@ def load_graph_source(
         from gnplace.importers.onnx import from_onnx
 
         return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer)
+    if input_shapes:
+        what = "a graph file" if path.suffix.lower() in (".gnpg", ".json") or path.exists() else "a MODULE:FACTORY"
+        raise InvalidArgument(f"{spec}: input shapes (--input-shape) apply to ONNX models only, and this is {what} "
+                              "(a factory's shapes are those of its example inputs)")
     if path.suffix.lower() in (".gnpg", ".json") or path.exists():
         from gnplace.graph_io import load_graph
 

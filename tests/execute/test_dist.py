@@ -2,6 +2,8 @@
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -109,3 +111,59 @@ def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the
     with pytest.raises(ExecutionFailed, match="rank 1 .* died"):
         timer.time(step.graph, _cluster(), 1 - devices)
     assert timer.world == 0  # closed
+
+
+def test_a_rank_that_dies_while_starting_is_reported_at_once(monkeypatch):
+    """A rank that fails before joining (a failed import) ends the timer in seconds, naming what it said."""
+    import gnplace.execute.dist as dist_module
+
+    monkeypatch.setattr(dist_module, "_WORKER_CODE", "import sys; print('cannot import mymodel', file=sys.stderr); sys.exit(3)")
+    step = import_step(*tiny())
+    timer = DistTimer(step, timeout_s=60)
+    start = time.perf_counter()
+    with pytest.raises(ExecutionFailed, match=r"rank 1 .* died while starting \(exit code 3: cannot import mymodel\)"):
+        timer.time(step.graph, _cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert time.perf_counter() - start < 30  # not the 60 s timeout
+    assert timer.world == 0 and not timer.worker_pids
+    assert not torch.distributed.is_initialized()
+
+
+def test_ranks_end_quietly_when_the_driver_is_killed(tmp_path):
+    """kill -9 of the process that started the ranks: they exit on their own, printing no traceback."""
+    script = tmp_path / "driver.py"  # no __main__ guard: the ranks do not re-run the caller's script
+    script.write_text(
+        "import time, numpy as np\n"
+        "from gnplace.cluster import cluster_from_dict\n"
+        "from gnplace.execute.dist import DistTimer\n"
+        "from gnplace.execute.examples import tiny\n"
+        "from gnplace.importers.torch import import_step\n"
+        "step = import_step(*tiny())\n"
+        "c = cluster_from_dict({'name': 'r2', 'devices': [{'name': 'rank', 'count': 2, 'kind': 'cpu', "
+        "'memory': '64GiB'}], 'links': {'default': 'pcie3'}})\n"
+        "timer = DistTimer(step, timeout_s=60)\n"
+        "timer.time(step.graph, c, (step.graph.group % 2).astype(np.int64))\n"
+        "print(*timer.worker_pids, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    driver = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in driver.stdout.readline().split()]
+        assert pids
+        driver.kill()
+        driver.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in pids)
+        assert "Traceback" not in driver.stderr.read()
+    finally:
+        driver.kill()
+
+
+def _alive(pid):
+    """Whether ``pid`` runs (a zombie left for a parent that does not reap counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -76,3 +76,14 @@ def test_bad_sources_are_one_clear_error(tmp_path):
         load_graph_source("gnplace.execute.examples:Regression")  # a class that needs its body
     with pytest.raises(InvalidArgument, match="the factory raised ValueError: no weights here"):
         load_graph_source(f"{tmp_path / 'mymodels.py'}:broken")
+
+
+def test_input_shapes_for_a_source_that_is_not_onnx_are_refused(tmp_path):
+    """--input-shape sizes an ONNX model's dynamic inputs; given for anything else it would be silently dropped."""
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    graph_file = str(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
+    with pytest.raises(InvalidArgument, match="apply to ONNX models only, and this is a graph file"):
+        load_graph_source(graph_file, input_shapes={"x": [8, 16]})
+    with pytest.raises(InvalidArgument, match="apply to ONNX models only, and this is a MODULE:FACTORY"):
+        load_graph_source(f"{tmp_path / 'mymodels.py'}:make", input_shapes={"x": [8, 16]})
+    assert load_graph_source(graph_file, input_shapes={}).num_ops > 0  # none given: nothing to refuse
