@@ -108,8 +108,14 @@ def generate_dataset(
 
     Raises:
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
-            optimizer or test split) and ``overwrite`` is off.
+            optimizer or test split) and ``overwrite`` is off, or ``seed`` is negative.
+        UnknownName: for an unknown family (before any folder is made).
     """
+    from gnplace.families import get_family
+
+    get_family(family)  # an unknown family is refused before any folder is made
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidArgument(f"seed must be a whole number >= 0, got {seed!r}")
     out = Path(out)
     test_count = count // 4 if test_count is None else test_count
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())

@@ -122,3 +122,11 @@ def test_every_shipped_graph_file_is_format_version_2():
     for path in files:
         data = json.loads(gzip.decompress(path.read_bytes()))
         assert data["version"] == 2 and len(data["nodes"]["op_kind"]) == len(data["nodes"]["name"]), path
+
+
+def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_made(tmp_path):
+    with pytest.raises(UnknownName, match="unknown family 'foo'"):
+        generate_dataset("foo", 2, tmp_path / "a")
+    with pytest.raises(InvalidArgument, match="seed must be a whole number >= 0, got -1"):
+        generate_dataset("ptb", 1, tmp_path / "b", seed=-1)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

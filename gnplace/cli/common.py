@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
 
 
 SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # exponent notation YAML 1.1 leaves a string
 """Options given to every placer that accepts them at once (``--budget``, ``--seed``), never through ``--option``."""
 
 
@@ -52,7 +55,7 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         if not sep or not dot or not placer or not name.isidentifier():
             raise InvalidArgument(f"--option {item!r}: expected PLACER.NAME=VALUE, e.g. annealing.start=heft")
         if name in SHARED_OPTIONS:
-            flag = f"; use --{name}" if name in ("budget", "seed") else ""
+            flag = f"; use --{name}" if name in ("budget", "seed", "checkpoint") else ""
             raise InvalidArgument(f"--option {item!r}: {name!r} is shared by every placer, not per placer{flag}")
         if placer not in placers:
             raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")
@@ -61,8 +64,12 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         except yaml.YAMLError as err:
             problem = one_line(str(getattr(err, "problem", None) or err))
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None
+        if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
+            value = float(value)  # 1e-3: YAML 1.1 reads an exponent without a dot as a string
         if isinstance(value, dict):
             raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidArgument(f"--option {item!r}: value must be a finite number")
         options.setdefault(placer, {})[name] = value
     return options
 
@@ -104,9 +111,19 @@ def require_ops(graph: OpGraph, source: str) -> OpGraph:
 
 
 def check_not_input(path: str | os.PathLike[str] | None, source: str, flag: str = "--output") -> None:
-    """Refuse an output file that is the input graph file ``source`` (it would be overwritten)."""
-    if path is not None and Path(source).exists() and Path(path).resolve() == Path(source).resolve():
-        raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input graph; write the placement to another file")
+    """Refuse an output file that is the input ``source`` (a graph or ONNX file, or the file of ``FILE.py:factory``).
+
+    Raises:
+        InvalidArgument: if writing ``path`` would overwrite the input.
+    """
+    if path is None:
+        return
+    inputs = [Path(source)]
+    if ":" in source:
+        inputs.append(Path(source.rsplit(":", 1)[0]))  # a factory's file
+    for given in inputs:
+        if given.is_file() and Path(path).resolve() == given.resolve():
+            raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input {given.name}; write to another file")
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:

@@ -31,11 +31,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace generate``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from gnplace.families import get_family
+
     check_count(args.count, "--count", minimum=1)
     check_count(args.test_count, "--test-count")
     if args.test_count is not None and args.test_count > args.count:
         raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")
     check_output_folder(args.out)
+    get_family(args.family)  # refused before the progress bar is drawn
+    check_count(args.seed, "--seed")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
         task = bar.add_task(f"{args.family} graphs", total=args.count)
 

@@ -29,10 +29,11 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace import``."""
-    from gnplace.cli.common import one_line, writing
+    from gnplace.cli.common import check_not_input, one_line, writing
     from gnplace.graph_io import check_writable, save_graph
     from gnplace.importers.onnx import from_onnx, parse_input_shape
 
+    check_not_input(args.output, args.model)
     check_writable(args.output, "--output")
     shapes: dict[str, list[int]] = {}
     for text in args.input_shape:

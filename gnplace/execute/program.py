@@ -286,6 +286,36 @@ class Program:
         return peak
 
 
+def _written(op: Any) -> Any:
+    """The argument an in-place recorded op writes (its schema's ``a!`` argument), or ``None``."""
+    for k, argument in enumerate(op.func._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            return op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
+    return None
+
+
+def _refuse_writes_into_views(ops: list[Any]) -> None:
+    """Refuse a step that writes in place into a view of another tensor (``y[:, 0] = 0``).
+
+    The write changes the viewed tensor, but the recording ties the tensor's later users to the op
+    that made it, not to the write; run op by op, on one device or several, the write would be lost
+    (a wrong loss and wrong gradients), so such a step is refused rather than run wrongly.
+
+    Raises:
+        ExecutionFailed: naming the write and the view.
+    """
+    from gnplace.importers.flops import VIEW_OPS
+
+    for op in ops:
+        target = _written(op)
+        if isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS:
+            raise ExecutionFailed(
+                f"the step writes in place into a view ({op.func} into the {ops[target.index].func} of another "
+                "tensor, as y[:, 0] = 0 does), which running it op by op cannot keep; write it out of place "
+                "(torch.where, index_put, torch.cat) to run it on devices"
+            )
+
+
 def compile_step(step: Any) -> Program:
     """The :class:`Program` of an imported step (:func:`~gnplace.importers.torch.import_step`).
 
@@ -301,6 +331,7 @@ def compile_step(step: Any) -> Program:
     """
     trace = step.trace
     ops = trace.ops
+    _refuse_writes_into_views(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in [trace.loss, *[g for g in trace.grads.values() if g is not None]] if r.kind == "op"]
     while stack:
@@ -331,14 +362,8 @@ def compile_step(step: Any) -> Program:
 
     for i in keep:
         op = ops[i]
-        mutates = None
-        schema = op.func._schema
-        for k, argument in enumerate(schema.arguments):
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                value = op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
-                if isinstance(value, Ref):
-                    mutates = renumber(value)
-                break
+        written = _written(op)
+        mutates = renumber(written) if isinstance(written, Ref) else None
         shapes: list[tuple[int, ...] | None] = []
         dtypes: list[torch.dtype | None] = []
         for out in op.outputs:

@@ -60,6 +60,7 @@ from gnplace.importers.onnx_flops import (
     forward_flops,
     grad_flops,
 )
+from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import canonical_kind
 
 __all__ = ["from_onnx", "load_onnx", "parse_input_shape"]
@@ -108,6 +109,8 @@ def parse_input_shape(text: str) -> tuple[str, list[int]]:
         raise InvalidArgument(hint) from None
     if any(s <= 0 for s in sizes):
         raise InvalidArgument(hint)
+    if math.prod(sizes) > MAX_COUNT:
+        raise InvalidArgument(f"bad input shape {text!r}: {math.prod(sizes):.3g} elements, over the limit of 2**62")
     return name, sizes
 
 
@@ -465,7 +468,13 @@ class _Builder:
 
     def nbytes(self, value: str) -> int:
         shape, elem = self.types.get(value, (None, 0))
-        return int(math.ceil(math.prod(shape) * _itemsize(elem))) if shape is not None else 0
+        if shape is None:
+            return 0
+        size = math.ceil(math.prod(shape) * _itemsize(elem))
+        if size > MAX_COUNT:
+            raise UnsupportedGraph(f"{self.source}: value {value!r} of shape {_show(shape)} holds {size:.3g} bytes, "
+                                   "over the limit of 2**62")
+        return int(size)
 
     def new_group(self) -> int:
         self._groups += 1

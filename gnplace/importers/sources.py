@@ -26,6 +26,13 @@ from gnplace.graph import OpGraph
 __all__ = ["load_graph_source", "load_factory", "load_step_source"]
 
 
+def _failure(err: BaseException) -> str:
+    """What the user's code did, in a few words: ``ValueError: ...`` or ``SystemExit (sys.exit(2))``."""
+    if isinstance(err, SystemExit):
+        return f"SystemExit (sys.exit({err.code!r}); a module that parses the command line on import?)"
+    return f"{type(err).__name__}: {err}"
+
+
 def load_factory(spec: str) -> Any:
     """The callable named by ``"module:factory"`` or ``"file.py:factory"``.
 
@@ -43,14 +50,17 @@ def load_factory(spec: str) -> Any:
             module_spec = importlib.util.spec_from_file_location(path.stem, path)
             assert module_spec is not None and module_spec.loader is not None
             module = importlib.util.module_from_spec(module_spec)
+            folder = str(path.resolve().parent)
+            if folder not in sys.path:  # its own imports of files beside it work, as under `python FILE.py`
+                sys.path.insert(0, folder)
             sys.modules.setdefault(path.stem, module)
             module_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(target)
     except InvalidArgument:
         raise
-    except Exception as err:  # noqa: BLE001 - a user's module may raise anything on import
-        raise InvalidArgument(f"{spec!r}: cannot import {target} ({type(err).__name__}: {err})") from err
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - a user's module may raise (or exit) on import
+        raise InvalidArgument(f"{spec!r}: cannot import {target} ({_failure(err)})") from err
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise InvalidArgument(f"{spec!r}: {target} has no callable {attr!r}")
@@ -117,8 +127,8 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
     factory = load_factory(spec)
     try:
         made = factory()
-    except Exception as err:  # noqa: BLE001 - the user's code: any failure is one line, not a traceback
-        raise InvalidArgument(f"{spec!r}: the factory raised {type(err).__name__}: {err}") from err
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
+        raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
     if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
         raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
     module, inputs = made

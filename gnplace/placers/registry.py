@@ -237,7 +237,7 @@ def get_placer(name: str, **options: Any) -> Any:
     try:
         return cls(**options)
     except TypeError as err:
-        if not _takes(cls, options):
+        if not _takes(cls, options) or "unexpected keyword argument" in str(err):
             raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
         given = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "timer" and v is not None)
         raise InvalidArgument(f"placer {name!r}: an option value of the wrong type ({given}): {err}") from err

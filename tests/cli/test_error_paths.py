@@ -82,8 +82,30 @@ def test_place_refuses_to_write_over_its_input_graph(tmp_path, capsys, graph):
     before = Path(graph).read_bytes()
     for flag in ("-o", "--device-map"):
         err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "single", flag, graph]))
-        assert "is the input graph" in err
+        assert f"is the input {Path(graph).name}; write to another file" in err
     assert Path(graph).read_bytes() == before
+
+
+def test_outputs_over_a_factory_file_or_an_onnx_model_are_refused(tmp_path, capsys):
+    """place -o / --device-map over FILE.py of FILE.py:factory, and import -o over the ONNX model it reads."""
+    factory = tmp_path / "mymodel.py"
+    factory.write_text("import torch\n\ndef make():\n    return torch.nn.Linear(4, 1), (torch.zeros(2, 4),)\n")
+    before = factory.read_bytes()
+    for flag in ("-o", "--device-map"):
+        err = one_error(capsys, main(["place", f"{factory}:make", "-c", "k80x2", "-p", "single", flag, str(factory)]))
+        assert "is the input mymodel.py; write to another file" in err
+    assert factory.read_bytes() == before
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = tmp_path / "m.onnx"
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])), model)
+    before = model.read_bytes()
+    err = one_error(capsys, main(["import", str(model), "-o", str(model)]))
+    assert "is the input m.onnx; write to another file" in err
+    assert model.read_bytes() == before
 
 
 def test_place_device_map_is_written_atomically(tmp_path, capsys):
@@ -326,3 +348,17 @@ def test_place_script_reports_like_the_command(tmp_path, capsys, load_script, ke
         code = place.main([graph, "-c", "k80x2", "--samples", "0", "-o", target])
         assert target in one_error(capsys, code, prefix="place: error: --output")
     assert kept.read_bytes() == KEPT
+
+
+def test_option_values_in_exponent_notation_are_numbers_and_must_be_finite():
+    assert parse_placer_options(["rnn_pg.lr=1e-3", "rnn_pg.name='x'"], ["rnn_pg"]) == {"rnn_pg": {"lr": 1e-3, "name": "x"}}
+    for value in (".inf", "-.inf", ".nan"):
+        with pytest.raises(InvalidArgument, match="value must be a finite number"):
+            parse_placer_options([f"rnn_pg.lr={value}"], ["rnn_pg"])
+    with pytest.raises(InvalidArgument, match="'checkpoint' is shared by every placer, not per placer; use --checkpoint"):
+        parse_placer_options(["placeto.checkpoint=x.pt"], ["placeto"])
+
+
+def test_an_unknown_option_of_a_comparator_is_named_as_unknown(capsys, graph):
+    err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "rnn_pg", "--budget", "8", "-O", "rnn_pg.bogus=1"]))
+    assert "placer 'rnn_pg' does not take these options" in err and "bogus" in err

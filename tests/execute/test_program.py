@@ -89,3 +89,46 @@ def test_plan_rejects_a_placement_of_another_graph():
 def test_resolve_aten_names_a_missing_op():
     with pytest.raises(ExecutionFailed, match="no op"):
         resolve_aten("aten.no_such_op.default")
+
+
+class _WritesIntoAView(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        y[:, 0] = 0.0  # the later users of y read the write through the view
+        return (y * y).sum()
+
+
+class _WritesInPlace(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        y.add_(1.0).relu_()  # in place on the tensor itself: its users follow the writes
+        return (y * y).sum()
+
+
+def test_a_write_into_a_view_is_refused_not_run_wrongly():
+    """Run op by op the write would be lost (eager 0.59 against 2.48 placed); the program refuses the step."""
+    step = import_step(_WritesIntoAView(), (torch.randn(2, 4),))
+    assert step.graph.num_ops > 0  # the graph itself places and simulates
+    with pytest.raises(ExecutionFailed, match=r"writes in place into a view \(aten\.fill_.* into the aten\.select"):
+        compile_step(step)
+
+
+def test_in_place_ops_on_a_tensor_itself_run_as_eager():
+    torch.manual_seed(0)
+    module, x = _WritesInPlace(), torch.randn(2, 4)
+    step = import_step(module, (x,))
+    loss = module(x)
+    loss.backward()
+    program = compile_step(step)
+    out = run_step(program, program.plan(np.zeros(program.num_nodes, dtype=np.int64)), [torch.device("cpu")])
+    torch.testing.assert_close(out.loss, loss.detach())
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(out.grads[name], p.grad)

@@ -279,6 +279,21 @@ def test_parse_input_shape_rejects_malformed_text(text):
         parse_input_shape(text)
 
 
+@pytest.mark.parametrize("text", ["x=99999999999999999999,16", "x=4611686018427387904,16"])
+def test_parse_input_shape_refuses_sizes_past_the_limit(text):
+    with pytest.raises(InvalidArgument, match=r"elements, over the limit of 2\*\*62"):
+        parse_input_shape(text)
+
+
+def test_a_value_too_large_to_count_is_refused_not_wrapped():
+    huge = chain_model(dynamic=True)
+    dim = huge.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.ClearField("dim_param")
+    dim.dim_value = 2**61  # 2**61 x 16 float32: 2**67 bytes
+    with pytest.raises(UnsupportedGraph, match=r"holds 1\.48e\+20 bytes, over the limit of 2\*\*62"):
+        from_onnx(huge)
+
+
 # ----------------------------------------------------------------------------- bad files
 def test_bad_files_raise_one_line_errors(tmp_path):
     good = conv_model().SerializeToString()

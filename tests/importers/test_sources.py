@@ -87,3 +87,17 @@ def test_input_shapes_for_a_source_that_is_not_onnx_are_refused(tmp_path):
     with pytest.raises(InvalidArgument, match="apply to ONNX models only, and this is a MODULE:FACTORY"):
         load_graph_source(f"{tmp_path / 'mymodels.py'}:make", input_shapes={"x": [8, 16]})
     assert load_graph_source(graph_file, input_shapes={}).num_ops > 0  # none given: nothing to refuse
+
+
+def test_a_factory_file_imports_files_beside_it_and_exits_are_one_error(tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "helper.py").write_text(FACTORY)
+    (folder / "model.py").write_text("from helper import make\n")
+    assert load_graph_source(f"{folder / 'model.py'}:make").num_ops > 0  # as `python pkg/model.py` would see it
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(2)\n")
+    with pytest.raises(InvalidArgument, match=r"cannot import .*exits\.py \(SystemExit \(sys\.exit\(2\)"):
+        load_graph_source(f"{tmp_path / 'exits.py'}:make")
+    (tmp_path / "quits.py").write_text("import sys\n\ndef make():\n    sys.exit(0)\n")
+    with pytest.raises(InvalidArgument, match=r"the factory raised SystemExit \(sys\.exit\(0\)"):
+        load_graph_source(f"{tmp_path / 'quits.py'}:make")
