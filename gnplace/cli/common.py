@@ -32,8 +32,9 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
 
 
 SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
-_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # exponent notation YAML 1.1 leaves a string
 """Options given to every placer that accepts them at once (``--budget``, ``--seed``), never through ``--option``."""
+
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # exponent notation YAML 1.1 leaves a string
 
 
 def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -390,7 +390,7 @@ class DistTimer(RealStepTimer):
         self.world = 0
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []  # each started rank's stderr (a temporary file)
-        self._store: Any = None
+        self._store: Any = None  # rank 0 hosts the ranks' TCP store: held while the process group lives
         self._owns_group = False
         self._closed = False
 
@@ -469,6 +469,7 @@ class DistTimer(RealStepTimer):
             self._fail(err)
 
     def _check_ranks(self, starting: bool = False) -> None:
+        """Raise :class:`ExecutionFailed` naming the first started rank that has died, the timer closed first."""
         for r, p in enumerate(self._procs, start=1):
             code = p.poll()
             if code is not None:
@@ -481,20 +482,15 @@ class DistTimer(RealStepTimer):
 
     def _fail(self, err: BaseException) -> None:
         try:
-            self._check_ranks()
+            self._check_ranks()  # closes the timer and raises if a rank died
         except ExecutionFailed as dead:
-            self.close(force=True)
             raise dead from err
         self.close(force=True)
         first = first_line(err)
         raise ExecutionFailed(f"the distributed step failed: {first}") from err
 
     def _broadcast(self, command: tuple[str, Any]) -> None:
-        try:
-            self._check_ranks()
-        except ExecutionFailed:
-            self.close(force=True)
-            raise
+        self._check_ranks()
         try:
             dist.broadcast_object_list([command], src=0)
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here

@@ -92,11 +92,12 @@ def load_graph_source(
         from gnplace.importers.onnx import from_onnx
 
         return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer)
+    graph_file = path.suffix.lower() in (".gnpg", ".json") or path.exists()
     if input_shapes:
-        what = "a graph file" if path.suffix.lower() in (".gnpg", ".json") or path.exists() else "a MODULE:FACTORY"
+        what = "a graph file" if graph_file else "a MODULE:FACTORY"
         raise InvalidArgument(f"{spec}: input shapes (--input-shape) apply to ONNX models only, and this is {what} "
                               "(a factory's shapes are those of its example inputs)")
-    if path.suffix.lower() in (".gnpg", ".json") or path.exists():
+    if graph_file:
         from gnplace.graph_io import load_graph
 
         return load_graph(path)

@@ -91,31 +91,26 @@ def test_resolve_aten_names_a_missing_op():
         resolve_aten("aten.no_such_op.default")
 
 
-class _WritesIntoAView(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.linear(x)
-        y[:, 0] = 0.0  # the later users of y read the write through the view
-        return (y * y).sum()
-
-
 class _WritesInPlace(torch.nn.Module):
-    def __init__(self) -> None:
+    """``y = linear(x)`` written in place: into a view of it (``y[:, 0] = 0``), or on the tensor itself."""
+
+    def __init__(self, into_view: bool) -> None:
         super().__init__()
         self.linear = torch.nn.Linear(4, 3)
+        self.into_view = into_view
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.linear(x)
-        y.add_(1.0).relu_()  # in place on the tensor itself: its users follow the writes
+        if self.into_view:
+            y[:, 0] = 0.0  # the later users of y read the write through the view
+        else:
+            y.add_(1.0).relu_()  # in place on the tensor itself: its users follow the writes
         return (y * y).sum()
 
 
 def test_a_write_into_a_view_is_refused_not_run_wrongly():
     """Run op by op the write would be lost (eager 0.59 against 2.48 placed); the program refuses the step."""
-    step = import_step(_WritesIntoAView(), (torch.randn(2, 4),))
+    step = import_step(_WritesInPlace(into_view=True), (torch.randn(2, 4),))
     assert step.graph.num_ops > 0  # the graph itself places and simulates
     with pytest.raises(ExecutionFailed, match=r"writes in place into a view \(aten\.fill_.* into the aten\.select"):
         compile_step(step)
@@ -123,7 +118,7 @@ def test_a_write_into_a_view_is_refused_not_run_wrongly():
 
 def test_in_place_ops_on_a_tensor_itself_run_as_eager():
     torch.manual_seed(0)
-    module, x = _WritesInPlace(), torch.randn(2, 4)
+    module, x = _WritesInPlace(into_view=False), torch.randn(2, 4)
     step = import_step(module, (x,))
     loss = module(x)
     loss.backward()
