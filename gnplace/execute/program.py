@@ -294,26 +294,63 @@ def _written(op: Any) -> Any:
     return None
 
 
+#: View ops whose outputs are disjoint pieces of their input: a write into one piece leaves the others as they were.
+_SPLIT_OPS = frozenset({"split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind"})
+
+
 def _refuse_writes_into_views(ops: list[Any]) -> None:
-    """Refuse a step that writes in place into a view of another tensor (``y[:, 0] = 0``).
+    """Refuse a step that writes in place into a view and then reads the viewed tensor (``y[:, 0] = 0``).
 
     The write changes the viewed tensor, but the recording ties the tensor's later users to the op
     that made it, not to the write; run op by op, on one device or several, the write would be lost
-    (a wrong loss and wrong gradients), so such a step is refused rather than run wrongly.
+    (a wrong loss and wrong gradients), so such a step is refused rather than run wrongly. A write
+    whose view is the only thing read afterwards (LSTM cells activate their gate chunks in place,
+    ``gates.unsafe_chunk(4)[0].sigmoid_()``) is kept: its readers follow the write's own result.
 
     Raises:
         ExecutionFailed: naming the write and the view.
     """
     from gnplace.importers.flops import VIEW_OPS
 
-    for op in ops:
+    def storage(ref: Any) -> tuple[Any, tuple[tuple[int, int], ...]]:
+        """The tensor whose memory ``ref`` shares, and the pieces of it that ``ref`` lies in.
+
+        Views and in-place results share their input's memory; the pieces are split outputs,
+        outermost first (disjoint, so a write into one leaves its siblings alone).
+        """
+        pieces = []
+        while isinstance(ref, Ref) and ref.kind == "op":
+            op = ops[ref.index]
+            if op.name in VIEW_OPS and op.args and isinstance(op.args[0], Ref):
+                if op.name in _SPLIT_OPS:
+                    pieces.append((ref.index, ref.output))
+                ref = op.args[0]
+            elif isinstance(_written(op), Ref):
+                ref = _written(op)
+            else:
+                break
+        return ref, tuple(reversed(pieces))
+
+    def overlap(a: tuple[Any, tuple[Any, ...]], b: tuple[Any, tuple[Any, ...]]) -> bool:
+        """Whether two :func:`storage` answers can share memory: the same tensor, and one piece inside the other."""
+        n = min(len(a[1]), len(b[1]))
+        return a[0] == b[0] and a[1][:n] == b[1][:n]
+
+    for w, op in enumerate(ops):
         target = _written(op)
-        if isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS:
-            raise ExecutionFailed(
-                f"the step writes in place into a view ({op.func} into the {ops[target.index].func} of another "
-                "tensor, as y[:, 0] = 0 does), which running it op by op cannot keep; write it out of place "
-                "(torch.where, index_put, torch.cat) to run it on devices"
-            )
+        if not (isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS):
+            continue
+        written = storage(target)
+        for j in range(w + 1, len(ops)):
+            for ref in refs_in((ops[j].args, ops[j].kwargs)):
+                # a value made from the write on sees it; one made before it and sharing its memory does not
+                if (ref.kind != "op" or ref.index < w) and overlap(storage(ref), written):
+                    raise ExecutionFailed(
+                        f"the step writes in place into a view ({op.func} into the {ops[target.index].func} of "
+                        f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
+                        "running it op by op cannot keep; write it out of place (torch.where, index_put, torch.cat) "
+                        "to run it on devices"
+                    )
 
 
 def compile_step(step: Any) -> Program:

@@ -97,6 +97,9 @@ _REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "R
 _POOLS = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxRoiPool"})
 _GLOBAL_POOLS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
 _MATMULS = frozenset({"MatMul", "MatMulInteger", "FusedMatMul"})
+#: Recurrent layers: FLOP per hidden unit, time step and sequence of everything but the gate
+#: matmuls (the two bias adds per gate, the gate activations at 4 FLOP, the cell and state updates).
+_RECURRENT: dict[str, float] = {"LSTM": 32.0, "GRU": 24.0, "RNN": 6.0}
 
 #: Input positions through which no gradient flows (indices, shapes, masks, running statistics).
 NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
@@ -211,6 +214,26 @@ def _attention_sizes(attrs: Mapping[str, Any], q: Shape, k: Shape, v: Shape) -> 
     return q[0] * heads, q[1], k[1], q[2] // heads, v[2] // kv_heads
 
 
+def _recurrent_sizes(
+    op_type: str, attrs: Mapping[str, Any], inputs: Sequence[Shape | None]
+) -> tuple[int, int, int, int, int] | None:
+    """The sizes of an ``LSTM``, ``GRU`` or ``RNN`` node, or ``None`` for other ops and unknown shapes.
+
+    ``X`` is ``[seq, batch, input]`` (``[batch, seq, input]`` under ``layout=1``), ``W`` is
+    ``[directions, gates x hidden, input]`` and ``R`` is ``[directions, gates x hidden, hidden]``.
+
+    Returns:
+        tuple: steps x batch x directions, gates x hidden, input size, hidden size, batch x directions.
+    """
+    if op_type not in _RECURRENT or len(inputs) < 3:
+        return None
+    x, w, r = inputs[:3]
+    if x is None or w is None or r is None or len(x) != 3 or len(w) != 3 or len(r) != 3:
+        return None
+    seq, batch = (x[1], x[0]) if int(attrs.get("layout", 0)) == 1 else (x[0], x[1])
+    return seq * batch * w[0], w[1], w[2], r[2], batch * w[0]
+
+
 def forward_flops(
     op_type: str, attrs: Mapping[str, Any], inputs: Sequence[Shape | None], outputs: Sequence[Shape | None]
 ) -> float | None:
@@ -256,6 +279,11 @@ def forward_flops(
         if q_shape is not None and k_shape is not None and v_shape is not None:
             bh, lq, lk, d, dv = _attention_sizes(attrs, q_shape, k_shape, v_shape)
             return 2.0 * bh * lq * lk * (d + dv) + 5.0 * bh * lq * lk
+    sizes = _recurrent_sizes(op_type, attrs, inputs)
+    if sizes is not None:
+        rows, gates, size_in, hidden, _ = sizes
+        # per step: gates = W x_t + R h_{t-1} + b (2 FLOP per multiply-add), then the cell's elementwise update
+        return rows * (2.0 * gates * (size_in + hidden) + _RECURRENT[op_type] * hidden)
     if op_type in _POOLS:
         return float(n_out * _kernel(attrs, None))
     if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
@@ -317,6 +345,16 @@ def grad_flops(
         return 2.0 * spatial * _numel(w[1:] if w is not None else None)
     if op_type == "Einsum":
         return forward
+    sizes = _recurrent_sizes(op_type, attrs, inputs)
+    if sizes is not None:
+        rows, gates, size_in, hidden, rows_per_step = sizes
+        if position == 0:  # back through time: the gates' gradient through R and the cell, then dX = dgates W
+            return rows * (2.0 * gates * (size_in + hidden) + 2.0 * _RECURRENT[op_type] * hidden)
+        if position in (1, 2):  # dW = sum_t dgates_t x_t^T, dR = sum_t dgates_t h_{t-1}^T
+            return rows * 2.0 * gates * (size_in if position == 1 else hidden)
+        if position == 3:  # both biases: a reduction of the gates' gradient over steps and batch
+            return rows * 2.0 * gates
+        return float(rows_per_step * hidden)  # initial states and peepholes: one step's worth
     if op_type == "Attention" and len(inputs) >= 3:
         q_shape, k_shape, v_shape = inputs[:3]
         if q_shape is not None and k_shape is not None and v_shape is not None:

@@ -14,7 +14,9 @@ the tests check it reproduces eager gradients.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,7 +237,10 @@ def record_training_step(
                 fake_inputs.append(fx)
             # attention through its math decomposition (matmuls, softmax): the fused kernels are device-specific
             # (on CPU, aten._scaled_dot_product_flash_attention_for_cpu), and a recorded step runs on every device
-            with recorder, sdpa_kernel(SDPBackend.MATH):
+            # recurrent layers through their cells' matmuls and activations for the same reason: with oneDNN on,
+            # nn.LSTM and nn.GRU record as aten.mkldnn_rnn_layer, a CPU-only kernel whose backward needs the
+            # forward's opaque workspace (empty under fake tensors)
+            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
                 output = torch.func.functional_call(module, {**fake_params, **fake_buffers}, tuple(fake_inputs))
                 value = loss(output) if loss is not None else output
                 if isinstance(value, (tuple, list)):
@@ -274,6 +279,15 @@ def record_training_step(
     grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
     module_calls = {k: v + 1 for k, v in calls.items()}
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls)
+
+
+@contextmanager
+def _without_onednn() -> Iterator[None]:
+    """Record with oneDNN (mkldnn) off, so that composite ops take their portable decompositions."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # said on every switch
+        with torch.backends.mkldnn.flags(enabled=False):
+            yield
 
 
 def _forward_signature(module: torch.nn.Module) -> str:

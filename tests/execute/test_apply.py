@@ -46,3 +46,36 @@ def test_inputs_of_another_shape_are_refused():
         placed(torch.randn(3, 4))
     with pytest.raises(InvalidArgument, match="Placement"):
         gnplace.apply(net, [0] * graph.num_ops, (x,), loss=_loss)
+
+
+class _Recurrent(torch.nn.Module):
+    """Embedding, a two-layer recurrent layer of ``kind`` and a classifier; returns the token loss."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(30, 8)
+        self.rnn = getattr(torch.nn, kind)(8, 12, num_layers=2, batch_first=True, bidirectional=kind == "GRU")
+        self.head = torch.nn.Linear(24 if kind == "GRU" else 12, 30)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        hidden = self.rnn(self.embed(tokens))[0]
+        return torch.nn.functional.cross_entropy(self.head(hidden).flatten(0, 1), targets.flatten())
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_recurrent_layers_run_placed_with_eager_gradients(kind):
+    """nn.LSTM and nn.GRU record through their cells (not oneDNN's CPU-only kernel) and run on two devices."""
+    torch.manual_seed(0)
+    net = _Recurrent(kind)
+    reference = copy.deepcopy(net)
+    tokens, targets = torch.randint(0, 30, (3, 5)), torch.randint(0, 30, (3, 5))
+    step = import_step(net, (tokens, targets))
+    assert not any("rnn" in t for t in step.graph.op_types)
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    loss = gnplace.apply(net, placement, (tokens, targets), devices=["cpu", "cpu"], step=step)(tokens, targets)
+    loss.backward()
+    eager = reference(tokens, targets)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)

@@ -116,6 +116,38 @@ def test_a_write_into_a_view_is_refused_not_run_wrongly():
         compile_step(step)
 
 
+class _WritesIntoAPiece(torch.nn.Module):
+    """Halves of ``y = linear(x)`` activated in place; the loss reads the halves, or ``y`` itself."""
+
+    def __init__(self, read_whole: bool) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 6)
+        self.read_whole = read_whole
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        first, second = y.unsafe_chunk(2, dim=1)  # as the LSTM cell splits its gates
+        first.sigmoid_()
+        second.tanh_()
+        return (y * y).sum() if self.read_whole else (first * second).sum()
+
+
+def test_writes_into_pieces_run_unless_the_whole_is_read_after():
+    """The LSTM cell's pattern (activations in place on the gates' chunks) runs; reading the whole is refused."""
+    torch.manual_seed(0)
+    module, x = _WritesIntoAPiece(read_whole=False), torch.randn(3, 4)
+    step = import_step(module, (x,))
+    loss = module(x)
+    loss.backward()
+    program = compile_step(step)
+    out = run_step(program, program.plan(np.arange(program.num_nodes) % 2), [torch.device("cpu")] * 2)
+    torch.testing.assert_close(out.loss, loss.detach())
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(out.grads[name], p.grad)
+    with pytest.raises(ExecutionFailed, match=r"into the aten\.unsafe_split.* and then reads that tensor"):
+        compile_step(import_step(_WritesIntoAPiece(read_whole=True), (x,)))
+
+
 def test_in_place_ops_on_a_tensor_itself_run_as_eager():
     torch.manual_seed(0)
     module, x = _WritesInPlace(into_view=False), torch.randn(2, 4)

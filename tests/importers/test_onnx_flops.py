@@ -74,3 +74,16 @@ def test_op_tables_are_disjoint_and_aliases_resolve():
     assert canonical_op_type("FastGelu", "com.microsoft") == "Gelu"
     assert canonical_op_type("Relu", "ai.onnx") == "Relu"
     assert canonical_op_type("Relu", "custom") == "custom.Relu"
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_recurrent_layers_count_their_gate_matmuls(layout):
+    """LSTM with 2 directions, 5 steps, batch 3, input 8, hidden 16: gates W x + R h per step and direction."""
+    x = (5, 3, 8) if layout == 0 else (3, 5, 8)
+    w, r, b = (2, 64, 8), (2, 64, 16), (2, 128)
+    rows = 5 * 3 * 2
+    expected = rows * (2 * 64 * (8 + 16) + 32 * 16)
+    assert forward_flops("LSTM", {"layout": layout}, [x, w, r, b], [(5, 2, 3, 16)]) == expected
+    grads = [grad_flops("LSTM", {"layout": layout}, [x, w, r, b], [(5, 2, 3, 16)], k, 0.0) for k in range(4)]
+    assert grads[1] == rows * 2 * 64 * 8 and grads[2] == rows * 2 * 64 * 16 and grads[3] == rows * 2 * 64
+    assert grads[0] > forward_flops("GRU", {}, [(5, 3, 8), (2, 48, 8), (2, 48, 16)], [(5, 2, 3, 16)])

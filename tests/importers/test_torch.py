@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -368,3 +370,17 @@ def test_op_to_node_map_of_enas_family_graphs():
                 m.p = 0.0  # so that eager and replayed gradients can be compared
         step = import_step(model, inputs)
         assert_map_covers_the_step(step, model, inputs)
+
+
+def test_lstm_layer_imports_as_its_cells_matmuls():
+    """nn.LSTM records through its cells (oneDNN's fused kernel is off while recording): no unknown op,
+    and the forward matmuls are the closed form, 2 FLOP per multiply-add of W x and R h at each step."""
+    lstm = nn.LSTM(8, 16, batch_first=True)
+    x = torch.randn(3, 5, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an unknown op type would warn
+        g = from_module(lstm, (x,), loss=lambda out: out[0].sum())
+    forward = np.flatnonzero(g.phase == FORWARD)
+    matmul = sum(g.flops[i] for i in forward if g.op_types[i] in ("mm", "addmm"))
+    # x W_ih^T for all 15 rows at once, then h W_hh^T + b_hh at each of the 5 steps of batch 3
+    assert matmul == 2 * 15 * 8 * 64 + 5 * (2 * 3 * 16 * 64 + 3 * 64)
