@@ -6,8 +6,11 @@ returns the loss; ``loss.backward()`` then hands each parameter the gradient the
 computed (the same loss and gradients as eager PyTorch), so any ``torch.optim`` optimizer trains it.
 Each parameter lives on the device of its update node, where the optimizer updates it.
 
-Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes;
-buffers (batch-norm running statistics) are read, not updated, by the placed step.
+The step reads the module's buffers as they are at each call (a ``load_state_dict`` is seen) and
+writes back the ones it updates (batch norm's running statistics and batch count), as an eager
+training step does, so the module evaluates as if trained eagerly.
+
+Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes.
 """
 
 from __future__ import annotations
@@ -33,7 +36,12 @@ class _PlacedStep(torch.autograd.Function):
         names = placed.param_names
         params = {name: t.detach() for name, t in zip(names, tensors[:len(names)])}
         inputs = list(tensors[len(names):])
-        out = run_step(placed.program, placed.plan, placed.devices, params=params, inputs=inputs)
+        live = dict(placed.module.named_buffers())
+        out = run_step(placed.program, placed.plan, placed.devices, params=params, inputs=inputs,
+                       buffers={name: live[name] for name in placed.program.buffers})
+        with torch.no_grad():  # the step's running statistics, as an eager training step updates them
+            for name, value in out.buffers.items():
+                live[name].copy_(value)
         ctx.grads = [out.grads.get(name) for name in names]
         ctx.num_inputs = len(inputs)
         assert out.loss is not None

@@ -53,6 +53,8 @@ class ProgramOp:
         out_dtypes (list): dtype of each flattened output (``None`` for a non-tensor output).
         out_bytes (int): bytes of the op's tensor outputs (0 for a view, which shares its source's storage).
         is_view (bool): whether the op only re-describes its input's memory (a view, a reshape, detach).
+        writes_buffers (tuple[str, ...]): the buffers the op updates in place (batch norm's running
+            statistics and batch count, in training).
     """
 
     target: str
@@ -64,6 +66,7 @@ class ProgramOp:
     out_dtypes: list[torch.dtype | None]
     out_bytes: int
     is_view: bool = False
+    writes_buffers: tuple[str, ...] = ()
 
 
 def resolve_aten(target: str) -> Any:
@@ -286,6 +289,28 @@ class Program:
         return peak
 
 
+#: Ops that update arguments their schema does not mark as written, by position: batch norm's
+#: running mean and variance (``native_batch_norm`` in training updates them in place).
+_UNMARKED_WRITES: dict[str, tuple[int, ...]] = {
+    "native_batch_norm": (3, 4), "_native_batch_norm_legit": (3, 4), "cudnn_batch_norm": (3, 4),
+    "miopen_batch_norm": (3, 4),
+}
+
+
+def _written_buffers(op: Any) -> tuple[str, ...]:
+    """Names of the buffers a recorded op updates in place (``Ref("buffer")`` arguments it writes)."""
+    positions = set(_UNMARKED_WRITES.get(op.name, ()))
+    for k, argument in enumerate(op.func._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            positions.add(k)
+    names = []
+    for k in sorted(positions):
+        value = op.args[k] if k < len(op.args) else None
+        if isinstance(value, Ref) and value.kind == "buffer":
+            names.append(value.name)
+    return tuple(names)
+
+
 def _written(op: Any) -> Any:
     """The argument an in-place recorded op writes (its schema's ``a!`` argument), or ``None``."""
     for k, argument in enumerate(op.func._schema.arguments):
@@ -356,7 +381,8 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
 def compile_step(step: Any) -> Program:
     """The :class:`Program` of an imported step (:func:`~gnplace.importers.torch.import_step`).
 
-    Only the ops the loss and the gradients need are kept; their indices are renumbered.
+    Only the ops the loss and the gradients need, and those that update buffers (batch norm's running
+    statistics), are kept; their indices are renumbered.
 
     Examples:
         >>> import torch
@@ -371,6 +397,7 @@ def compile_step(step: Any) -> Program:
     _refuse_writes_into_views(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in [trace.loss, *[g for g in trace.grads.values() if g is not None]] if r.kind == "op"]
+    stack += [i for i, op in enumerate(ops) if _written_buffers(op)]
     while stack:
         i = stack.pop()
         if needed[i]:
@@ -415,7 +442,7 @@ def compile_step(step: Any) -> Program:
         program_ops.append(ProgramOp(
             target=str(op.func), args=renumber(op.args), kwargs=renumber(op.kwargs),
             node=int(step.node_of_op.get(i, -1)), mutates=mutates, out_shapes=shapes, out_dtypes=dtypes,
-            out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None,
+            out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None, writes_buffers=_written_buffers(op),
         ))
 
     def renumbered(ref: Ref) -> Ref:

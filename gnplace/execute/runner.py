@@ -10,8 +10,8 @@ counts the bytes resident on each device (parameters plus live tensors) against 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,8 @@ class StepOutput:
         peak_bytes (np.ndarray): most bytes resident on each device (parameters and live tensors).
         moved_bytes (float): bytes that crossed devices.
         moves (int): tensors that crossed devices.
+        buffers (dict[str, torch.Tensor]): the new value of each buffer the step updated (batch norm's
+            running statistics), on the device that updated it.
     """
 
     loss: torch.Tensor | None
@@ -61,6 +63,7 @@ class StepOutput:
     peak_bytes: np.ndarray
     moved_bytes: float
     moves: int
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def synchronize(devices: Sequence[torch.device]) -> None:
@@ -117,6 +120,7 @@ def run_step(
     lr: float = 0.0,
     capacity: np.ndarray | None = None,
     keep_outputs: bool = True,
+    buffers: Mapping[str, torch.Tensor] | None = None,
 ) -> StepOutput:
     """Run one step of ``program`` placed by ``plan`` over the torch ``devices`` (cluster index -> device).
 
@@ -132,6 +136,9 @@ def run_step(
         capacity (np.ndarray, optional): bytes each device may hold, ``[num_devices]``; a step that
             needs more raises :class:`DeviceOutOfMemory` (default: no limit).
         keep_outputs (bool, optional): return the loss and the gradients (default: :obj:`True`).
+        buffers (Mapping, optional): the buffers' values to start from, copied to each device that
+            uses them (default: the program's, as recorded); the step's updates come back in
+            :attr:`StepOutput.buffers`.
 
     Raises:
         DeviceOutOfMemory: if ``capacity`` is exceeded.
@@ -152,7 +159,9 @@ def run_step(
     busy = np.zeros(num_devices)
     values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
     sizes: dict[tuple[Ref, int], int] = {}
-    buffers: dict[tuple[str, int], torch.Tensor] = {}
+    start_buffers = program.buffers if buffers is None else buffers
+    copies: dict[tuple[str, int], torch.Tensor] = {}  # (buffer, device) -> the step's copy there
+    updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
     keep = {program.loss, *[g for g in program.grads.values() if g is not None]}
     moved_bytes, moves = 0.0, 0
 
@@ -194,9 +203,9 @@ def run_step(
         def resolve(ref: Ref, d: int = d, device: torch.device = device) -> Any:
             if ref.kind == "buffer":
                 key = (ref.name, d)
-                if key not in buffers:
-                    buffers[key] = program.buffers[ref.name].to(device, copy=True)
-                return buffers[key]
+                if key not in copies:
+                    copies[key] = start_buffers[ref.name].detach().to(device, copy=True)
+                return copies[key]
             return values[(ref, d)]
 
         t0 = time.perf_counter()
@@ -210,6 +219,8 @@ def run_step(
             if op.out_shapes[out_index] is not None:
                 admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0)
         busy[d] += time.perf_counter() - t0
+        for name in op.writes_buffers:
+            updated[name] = d
         move_after(i)
         for ref in {r for r in refs_in((op.args, op.kwargs)) if plan.last_use.get(r) == i and r not in keep}:
             for dev in where.pop(ref, ()):
@@ -234,5 +245,6 @@ def run_step(
     synchronize(devices)
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None
-    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, peak, moved_bytes, moves)
+    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, peak, moved_bytes, moves,
+                      {name: copies[(name, d)] for name, d in updated.items()})
 

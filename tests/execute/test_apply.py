@@ -79,3 +79,28 @@ def test_recurrent_layers_run_placed_with_eager_gradients(kind):
     torch.testing.assert_close(loss, eager.detach())
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_batch_norm_statistics_update_as_in_eager_training():
+    """Running mean, variance and batch count follow eager training, and a load_state_dict is seen."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(10, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placement = Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    for _ in range(3):
+        batch = torch.randn(10, 5)
+        placed(batch).backward()
+        _loss(reference(batch)).backward()
+    for name, value in reference.named_buffers():
+        torch.testing.assert_close(dict(net.named_buffers())[name], value)
+    assert int(net[1].num_batches_tracked) == 3
+    net[1].load_state_dict(torch.nn.BatchNorm1d(6).state_dict())  # statistics reset under the placed module
+    reference[1].load_state_dict(torch.nn.BatchNorm1d(6).state_dict())
+    batch = torch.randn(10, 5)
+    placed(batch)
+    reference(batch)
+    torch.testing.assert_close(net[1].running_mean, reference[1].running_mean)
+    assert int(net[1].num_batches_tracked) == 1
