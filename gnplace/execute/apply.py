@@ -118,7 +118,7 @@ def apply(
         placement (Placement): a placement of the training graph of ``module`` on ``example_inputs``
             (``import_step(module, example_inputs, loss=loss).graph``), on a cluster whose devices are
             torch devices here.
-        example_inputs (tuple): inputs shaped as the training batches.
+        example_inputs (tuple): inputs shaped as the training batches (a lone tensor is one input).
         loss (callable, optional): maps the module's output to a scalar loss (default: the module returns it).
         devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
             GPUs ``cuda:0..``).
@@ -142,9 +142,10 @@ def apply(
         torch.Size([8, 4])
     """
     from gnplace.importers.torch import import_step
+    from gnplace.importers.trace import positional_inputs
 
     if step is None:
-        step = import_step(module, tuple(example_inputs), loss=loss)
+        step = import_step(module, positional_inputs(example_inputs), loss=loss)
     cluster = getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("apply needs a Placement (it names the cluster whose devices run the step)")

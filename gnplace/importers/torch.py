@@ -85,7 +85,8 @@ def import_step(
 
     Args:
         module (torch.nn.Module): the model.
-        example_inputs (tuple): positional inputs of its forward; their shapes set the batch.
+        example_inputs (tuple): positional inputs of its forward (a lone tensor is one input); their
+            shapes set the batch.
         loss (callable, optional): maps the module's output to a scalar loss (default: the module
             returns its loss).
         optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
@@ -123,7 +124,7 @@ def _import(
     """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
     if optimizer not in OPTIMIZERS:
         raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
-    trace = record_training_step(module, tuple(example_inputs), loss)
+    trace = record_training_step(module, example_inputs, loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
                           stacklevel=4)
 

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from gnplace.exceptions import UnsupportedGraph, first_line
 
-__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step"]
+__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs"]
 
 CallKey = tuple[str, int]  # (module path, how many times that module was called before)
 
@@ -172,6 +172,16 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+def positional_inputs(example_inputs: Any) -> tuple[Any, ...]:
+    """``example_inputs`` as the tuple of positional inputs of ``forward``: a lone tensor is one input.
+
+    Examples:
+        >>> len(positional_inputs(torch.zeros(3, 2))), len(positional_inputs([torch.zeros(3), 1]))
+        (1, 2)
+    """
+    return (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
+
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -179,7 +189,7 @@ def record_training_step(
 
     Args:
         module (torch.nn.Module): the model; its trainable parameters get gradients.
-        example_inputs (tuple): positional inputs of ``module.forward``.
+        example_inputs (tuple): positional inputs of ``module.forward`` (a lone tensor is one input).
         loss (callable, optional): maps the module's output to a scalar loss (default: the module
             returns the loss, a scalar tensor or a tuple whose first item is one).
 
@@ -191,7 +201,7 @@ def record_training_step(
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
-    inputs = [x for x in example_inputs]
+    inputs = list(positional_inputs(example_inputs))
     origin: dict[int, Ref] = {}
     keep: list[Any] = []
     call_stack: list[CallKey] = [("", 0)]

@@ -104,3 +104,12 @@ def test_batch_norm_statistics_update_as_in_eager_training():
     reference(batch)
     torch.testing.assert_close(net[1].running_mean, reference[1].running_mean)
     assert int(net[1].num_batches_tracked) == 1
+
+
+def test_a_lone_tensor_is_one_example_input():
+    net = torch.nn.Linear(4, 1)
+    x = torch.randn(6, 4)
+    graph = import_step(net, x, loss=_loss).graph
+    placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), x, loss=_loss,
+                           devices=["cpu", "cpu"])
+    torch.testing.assert_close(placed(x), _loss(net(x)).detach())
