@@ -163,8 +163,41 @@ def _check_text(proto: onnx.ModelProto, source: str) -> None:
             raise InvalidGraph(f"{source}: not a readable ONNX model (node {i} has a name that is not UTF-8 text)")
 
 
+def _check_inner_sizes(
+    kind: str, attrs: dict[str, Any], shapes: Sequence[tuple[int, ...] | None], label: str, source: str
+) -> None:
+    """Refuse a ``MatMul`` or ``Gemm`` whose operands' inner sizes differ (shape inference lets it pass).
+
+    Raises:
+        InvalidGraph: naming the node and both shapes.
+    """
+    if kind not in ("MatMul", "Gemm") or len(shapes) < 2 or shapes[0] is None or shapes[1] is None:
+        return
+    a, b = shapes[0], shapes[1]
+    if len(a) < 1 or len(b) < 1:
+        return
+    if kind == "MatMul":
+        inner_a, inner_b = a[-1], (b[-2] if len(b) >= 2 else b[0])
+    elif len(a) == 2 and len(b) == 2:
+        inner_a = a[0] if int(attrs.get("transA", 0)) else a[1]
+        inner_b = b[1] if int(attrs.get("transB", 0)) else b[0]
+    else:
+        return
+    if inner_a != inner_b:
+        raise InvalidGraph(f"{source}: node {label!r} ({kind}) multiplies shapes {list(a)} and {list(b)}, whose "
+                           f"inner sizes differ ({inner_a} against {inner_b})")
+
+
 def _check_complete(proto: onnx.ModelProto, source: str) -> None:
     g = proto.graph
+    made: set[str] = {i.name for i in g.initializer} | {i.name for i in g.input}
+    for node in g.node:
+        for name in node.output:
+            if name and name in made:
+                label = node.name or node.op_type
+                raise InvalidGraph(f"{source}: value {name!r} is assigned twice (again by node {label!r}); an ONNX "
+                                   "graph assigns each value once")
+            made.add(name)
     known = {i.name for i in g.initializer} | {i.name for i in g.input} | {""}
     known |= {i.values.name for i in g.sparse_initializer}
     known |= {x for node in g.node for x in node.output}
@@ -580,6 +613,7 @@ class _Builder:
             attrs = _attributes(node)
             in_shapes = [self.shape(x) if x else None for x in node.input]
             out_shapes = [self.shape(x) if x else None for x in node.output]
+            _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
             fl = forward_flops(kind, attrs, in_shapes, out_shapes)
             if fl is None:
                 unknown.add(kind)

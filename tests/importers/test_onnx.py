@@ -406,3 +406,19 @@ def test_local_functions_are_inlined():
     g = from_onnx(proto)
     assert {"MatMul", "Relu"} <= set(g.op_types)
     assert int((g.phase == UPDATE).sum()) == 1
+
+
+def test_a_value_assigned_twice_is_malformed():
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="first"), helper.make_node("Neg", ["x"], ["y"], name="again")]
+    with pytest.raises(InvalidGraph, match="value 'y' is assigned twice \\(again by node 'again'\\)"):
+        from_onnx(model(nodes, [vi("x", [2])], [vi("y", [2])]))
+
+
+@pytest.mark.parametrize("node, shape", [
+    (helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), (5, 4)),
+    (helper.make_node("Gemm", ["x", "w"], ["y"], name="mm", transB=1), (4, 5)),
+])
+def test_a_product_of_mismatched_shapes_is_malformed(node, shape):
+    """Shape inference lets x[8, 16] @ w[5, 4] through; the importer names the node and the sizes."""
+    with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) multiplies shapes \[8, 16\] and"):
+        from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", *shape)]))
