@@ -68,6 +68,7 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
     assert [(r["family"], r["pairs"]) for r in table] == [("ptb", 2), ("all", 2)]
     assert math.isclose(table[-1]["policy"], math.sqrt(0.9)) and math.isclose(table[-1]["search"], math.sqrt(0.8))
     assert math.isclose(table[-1]["ratio"], math.sqrt(0.9 / 0.8))
+    assert math.isclose(table[-1]["share"], (1 - math.sqrt(0.9)) / (1 - math.sqrt(0.8)))
 
 
 def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):
@@ -91,6 +92,7 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
         bench.zeroshot_against_search(zeroshot, search)
     table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
     assert math.isclose(table[-1]["search"], 0.9) and math.isclose(table[-1]["ratio"], 1.0)
+    assert math.isclose(table[-1]["share"], 1.0)
 
 
 @pytest.mark.parametrize("argv, message", [
