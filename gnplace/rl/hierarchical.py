@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.rl.comparator import (
     ComparatorPlacer,
     SequenceProblem,
@@ -125,7 +126,12 @@ class HierarchicalPlacer(ComparatorPlacer):
         noisy_until = self.budget // 2
         while problem.remaining >= self.samples:
             with torch.no_grad():
-                grouping = torch.multinomial(grouper(problem.x).exp(), self.samples, replacement=True,
+                p_grouper = grouper(problem.x).exp()
+                if not bool(torch.isfinite(p_grouper).all()):
+                    raise InvalidArgument(f"hierarchical diverged: the Grouper's probabilities are not finite after "
+                                          f"{problem.timer.evaluations} evaluations (lower hierarchical.lr, now "
+                                          f"{self.lr:g})")
+                grouping = torch.multinomial(p_grouper, self.samples, replacement=True,
                                              generator=generator).T  # g ~ p_grouper, [B, S]
                 inputs = group_inputs(problem.x, grouping, groups, edges)
                 noise = self.noise if problem.timer.evaluations < noisy_until else 0.0

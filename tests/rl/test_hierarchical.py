@@ -43,3 +43,10 @@ def test_deterministic_under_a_seed():
     g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
     runs = [HierarchicalPlacer(budget=48, **SMALL).place(g, c, seed=3).devices for _ in range(2)]
     assert np.array_equal(*runs)
+
+
+def test_divergence_is_one_error_naming_the_learning_rate(two_chains):
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"hierarchical diverged: .* \(lower hierarchical.lr, now 1e\+30\)"):
+        HierarchicalPlacer(budget=160, lr=1e30, **SMALL).place(two_chains(4), load_cluster("k80x2"), seed=0)
