@@ -92,70 +92,50 @@ def test_resolve_aten_names_a_missing_op():
 
 
 class _WritesInPlace(torch.nn.Module):
-    """``y = linear(x)`` written in place: into a view of it (``y[:, 0] = 0``), or on the tensor itself."""
+    """``y = linear(x)`` written in place: into a view of it (``y[:, 0] = 0``), on the tensor itself, or
+    into its halves as the LSTM cell activates its gates, the loss then reading the halves or ``y``."""
 
-    def __init__(self, into_view: bool) -> None:
+    def __init__(self, how: str) -> None:
         super().__init__()
-        self.linear = torch.nn.Linear(4, 3)
-        self.into_view = into_view
+        self.linear = torch.nn.Linear(4, 6)
+        self.how = how
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.linear(x)
-        if self.into_view:
+        if self.how == "view":
             y[:, 0] = 0.0  # the later users of y read the write through the view
-        else:
+        elif self.how == "itself":
             y.add_(1.0).relu_()  # in place on the tensor itself: its users follow the writes
+        else:
+            first, second = y.unsafe_chunk(2, dim=1)  # disjoint pieces: a write into one leaves the other
+            first.sigmoid_()
+            second.tanh_()
+            if self.how == "pieces":
+                return (first * second).sum()
         return (y * y).sum()
 
 
-def test_a_write_into_a_view_is_refused_not_run_wrongly():
-    """Run op by op the write would be lost (eager 0.59 against 2.48 placed); the program refuses the step."""
-    step = import_step(_WritesInPlace(into_view=True), (torch.randn(2, 4),))
+@pytest.mark.parametrize("how, match", [
+    ("view", r"writes in place into a view \(aten\.fill_.* into the aten\.select"),
+    ("pieces then whole", r"into the aten\.unsafe_split.* and then reads that tensor"),
+])
+def test_a_write_into_a_view_then_read_through_the_whole_is_refused(how, match):
+    """Run op by op the write would be lost (a wrong loss and gradients); the program refuses the step."""
+    step = import_step(_WritesInPlace(how), (torch.randn(2, 4),))
     assert step.graph.num_ops > 0  # the graph itself places and simulates
-    with pytest.raises(ExecutionFailed, match=r"writes in place into a view \(aten\.fill_.* into the aten\.select"):
+    with pytest.raises(ExecutionFailed, match=match):
         compile_step(step)
 
 
-class _WritesIntoAPiece(torch.nn.Module):
-    """Halves of ``y = linear(x)`` activated in place; the loss reads the halves, or ``y`` itself."""
-
-    def __init__(self, read_whole: bool) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 6)
-        self.read_whole = read_whole
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.linear(x)
-        first, second = y.unsafe_chunk(2, dim=1)  # as the LSTM cell splits its gates
-        first.sigmoid_()
-        second.tanh_()
-        return (y * y).sum() if self.read_whole else (first * second).sum()
-
-
-def test_writes_into_pieces_run_unless_the_whole_is_read_after():
-    """The LSTM cell's pattern (activations in place on the gates' chunks) runs; reading the whole is refused."""
+@pytest.mark.parametrize("how", ["itself", "pieces"])
+def test_in_place_writes_whose_readers_follow_them_run_as_eager(how):
     torch.manual_seed(0)
-    module, x = _WritesIntoAPiece(read_whole=False), torch.randn(3, 4)
+    module, x = _WritesInPlace(how), torch.randn(3, 4)
     step = import_step(module, (x,))
     loss = module(x)
     loss.backward()
     program = compile_step(step)
     out = run_step(program, program.plan(np.arange(program.num_nodes) % 2), [torch.device("cpu")] * 2)
-    torch.testing.assert_close(out.loss, loss.detach())
-    for name, p in module.named_parameters():
-        torch.testing.assert_close(out.grads[name], p.grad)
-    with pytest.raises(ExecutionFailed, match=r"into the aten\.unsafe_split.* and then reads that tensor"):
-        compile_step(import_step(_WritesIntoAPiece(read_whole=True), (x,)))
-
-
-def test_in_place_ops_on_a_tensor_itself_run_as_eager():
-    torch.manual_seed(0)
-    module, x = _WritesInPlace(into_view=False), torch.randn(2, 4)
-    step = import_step(module, (x,))
-    loss = module(x)
-    loss.backward()
-    program = compile_step(step)
-    out = run_step(program, program.plan(np.zeros(program.num_nodes, dtype=np.int64)), [torch.device("cpu")])
     torch.testing.assert_close(out.loss, loss.detach())
     for name, p in module.named_parameters():
         torch.testing.assert_close(out.grads[name], p.grad)
