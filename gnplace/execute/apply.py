@@ -142,10 +142,9 @@ def apply(
         torch.Size([8, 4])
     """
     from gnplace.importers.torch import import_step
-    from gnplace.importers.trace import positional_inputs
 
     if step is None:
-        step = import_step(module, positional_inputs(example_inputs), loss=loss)
+        step = import_step(module, example_inputs, loss=loss)
     cluster = getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("apply needs a Placement (it names the cluster whose devices run the step)")

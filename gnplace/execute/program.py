@@ -297,25 +297,23 @@ _UNMARKED_WRITES: dict[str, tuple[int, ...]] = {
 }
 
 
+def _write_positions(op: Any) -> list[int]:
+    """Positions of the arguments a recorded op writes in place: its schema's ``a!`` arguments."""
+    return [k for k, argument in enumerate(op.func._schema.arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write]
+
+
 def _written_buffers(op: Any) -> tuple[str, ...]:
     """Names of the buffers a recorded op updates in place (``Ref("buffer")`` arguments it writes)."""
-    positions = set(_UNMARKED_WRITES.get(op.name, ()))
-    for k, argument in enumerate(op.func._schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            positions.add(k)
-    names = []
-    for k in sorted(positions):
-        value = op.args[k] if k < len(op.args) else None
-        if isinstance(value, Ref) and value.kind == "buffer":
-            names.append(value.name)
-    return tuple(names)
+    positions = sorted({*_UNMARKED_WRITES.get(op.name, ()), *_write_positions(op)})
+    values = [op.args[k] for k in positions if k < len(op.args)]
+    return tuple(v.name for v in values if isinstance(v, Ref) and v.kind == "buffer")
 
 
 def _written(op: Any) -> Any:
-    """The argument an in-place recorded op writes (its schema's ``a!`` argument), or ``None``."""
-    for k, argument in enumerate(op.func._schema.arguments):
-        if argument.alias_info is not None and argument.alias_info.is_write:
-            return op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
+    """The argument an in-place recorded op writes (its schema's first ``a!`` argument), or ``None``."""
+    for k in _write_positions(op):
+        return op.args[k] if k < len(op.args) else op.kwargs.get(op.func._schema.arguments[k].name)
     return None
 
 
@@ -337,45 +335,54 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
     """
     from gnplace.importers.flops import VIEW_OPS
 
-    def storage(ref: Any) -> tuple[Any, tuple[tuple[int, int], ...]]:
+    written = [_written(op) for op in ops]
+
+    known: dict[Ref, tuple[Ref, tuple[tuple[int, int], ...]]] = {}
+
+    def storage(ref: Ref) -> tuple[Ref, tuple[tuple[int, int], ...]]:
         """The tensor whose memory ``ref`` shares, and the pieces of it that ``ref`` lies in.
 
         Views and in-place results share their input's memory; the pieces are split outputs,
-        outermost first (disjoint, so a write into one leaves its siblings alone).
+        outermost first (disjoint, so a write into one leaves its siblings alone). Walked without
+        recursion (a chain of in-place writes can be long) and remembered for every ref on the way.
         """
-        pieces = []
-        while isinstance(ref, Ref) and ref.kind == "op":
-            op = ops[ref.index]
+        chain: list[tuple[Ref, tuple[int, int] | None]] = []  # from ref toward its tensor, with the piece taken
+        at = ref
+        while at not in known and at.kind == "op":
+            op = ops[at.index]
             if op.name in VIEW_OPS and op.args and isinstance(op.args[0], Ref):
-                if op.name in _SPLIT_OPS:
-                    pieces.append((ref.index, ref.output))
-                ref = op.args[0]
-            elif isinstance(_written(op), Ref):
-                ref = _written(op)
+                chain.append((at, (at.index, at.output) if op.name in _SPLIT_OPS else None))
+                at = op.args[0]
+            elif isinstance(written[at.index], Ref):
+                chain.append((at, None))
+                at = written[at.index]
             else:
                 break
-        return ref, tuple(reversed(pieces))
+        base, pieces = known.setdefault(at, (at, ()))
+        for step, piece in reversed(chain):
+            pieces = pieces + (piece,) if piece is not None else pieces
+            known[step] = (base, pieces)
+        return known[ref]
 
-    def overlap(a: tuple[Any, tuple[Any, ...]], b: tuple[Any, tuple[Any, ...]]) -> bool:
-        """Whether two :func:`storage` answers can share memory: the same tensor, and one piece inside the other."""
-        n = min(len(a[1]), len(b[1]))
-        return a[0] == b[0] and a[1][:n] == b[1][:n]
-
-    for w, op in enumerate(ops):
-        target = _written(op)
+    reads: dict[Ref, list[tuple[int, Ref, tuple[tuple[int, int], ...]]]] = {}  # tensor -> (reader, ref, pieces)
+    for j, op in enumerate(ops):
+        for ref in refs_in((op.args, op.kwargs)):
+            base, pieces = storage(ref)
+            reads.setdefault(base, []).append((j, ref, pieces))
+    for w, target in enumerate(written):
         if not (isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS):
             continue
-        written = storage(target)
-        for j in range(w + 1, len(ops)):
-            for ref in refs_in((ops[j].args, ops[j].kwargs)):
-                # a value made from the write on sees it; one made before it and sharing its memory does not
-                if (ref.kind != "op" or ref.index < w) and overlap(storage(ref), written):
-                    raise ExecutionFailed(
-                        f"the step writes in place into a view ({op.func} into the {ops[target.index].func} of "
-                        f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
-                        "running it op by op cannot keep; write it out of place (torch.where, index_put, torch.cat) "
-                        "to run it on devices"
-                    )
+        base, pieces = storage(target)
+        for j, ref, other in reads.get(base, ()):
+            n = min(len(pieces), len(other))  # one piece inside the other: they share memory
+            # a value made from the write on sees it; one made before it and sharing its memory does not
+            if j > w and (ref.kind != "op" or ref.index < w) and pieces[:n] == other[:n]:
+                raise ExecutionFailed(
+                    f"the step writes in place into a view ({ops[w].func} into the {ops[target.index].func} of "
+                    f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
+                    "running it op by op cannot keep; write it out of place (torch.where, index_put, torch.cat) "
+                    "to run it on devices"
+                )
 
 
 def compile_step(step: Any) -> Program:
@@ -397,7 +404,8 @@ def compile_step(step: Any) -> Program:
     _refuse_writes_into_views(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in [trace.loss, *[g for g in trace.grads.values() if g is not None]] if r.kind == "op"]
-    stack += [i for i, op in enumerate(ops) if _written_buffers(op)]
+    buffer_writes = [_written_buffers(op) for op in ops]
+    stack += [i for i, names in enumerate(buffer_writes) if names]
     while stack:
         i = stack.pop()
         if needed[i]:
@@ -442,7 +450,7 @@ def compile_step(step: Any) -> Program:
         program_ops.append(ProgramOp(
             target=str(op.func), args=renumber(op.args), kwargs=renumber(op.kwargs),
             node=int(step.node_of_op.get(i, -1)), mutates=mutates, out_shapes=shapes, out_dtypes=dtypes,
-            out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None, writes_buffers=_written_buffers(op),
+            out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None, writes_buffers=buffer_writes[i],
         ))
 
     def renumbered(ref: Ref) -> Ref:

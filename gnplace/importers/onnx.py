@@ -198,9 +198,7 @@ def _check_complete(proto: onnx.ModelProto, source: str) -> None:
                 raise InvalidGraph(f"{source}: value {name!r} is assigned twice (again by node {label!r}); an ONNX "
                                    "graph assigns each value once")
             made.add(name)
-    known = {i.name for i in g.initializer} | {i.name for i in g.input} | {""}
-    known |= {i.values.name for i in g.sparse_initializer}
-    known |= {x for node in g.node for x in node.output}
+    known = made | {i.values.name for i in g.sparse_initializer} | {""}
     for node in g.node:
         for name in node.input:
             if name not in known:
