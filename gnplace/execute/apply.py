@@ -6,6 +6,9 @@ returns the loss; ``loss.backward()`` then hands each parameter the gradient the
 computed (the same loss and gradients as eager PyTorch), so any ``torch.optim`` optimizer trains it.
 Each parameter lives on the device of its update node, where the optimizer updates it.
 
+Inputs given to :func:`apply` with ``requires_grad`` get their gradients too (the step was recorded
+computing them), so layers before the placed module, or an attack on the input, train through it.
+
 The step reads the module's buffers as they are at each call (a ``load_state_dict`` is seen) and
 writes back the ones it updates (batch norm's running statistics and batch count), as an eager
 training step does, so the module evaluates as if trained eagerly.
@@ -43,14 +46,14 @@ class _PlacedStep(torch.autograd.Function):
             for name, value in out.buffers.items():
                 live[name].copy_(value)
         ctx.grads = [out.grads.get(name) for name in names]
-        ctx.num_inputs = len(inputs)
+        ctx.input_grads = [out.input_grads.get(k) for k in range(len(inputs))]
         assert out.loss is not None
         return out.loss.detach().clone()
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> Any:  # type: ignore[override]
-        grads = [None if g is None else g * grad_loss.to(g.device) for g in ctx.grads]
-        return (None, *grads, *([None] * ctx.num_inputs))
+        grads = [None if g is None else g * grad_loss.to(g.device) for g in (*ctx.grads, *ctx.input_grads)]
+        return (None, *grads)
 
 
 class PlacedModule(torch.nn.Module):
@@ -84,7 +87,8 @@ class PlacedModule(torch.nn.Module):
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
 
         Raises:
-            InvalidArgument: if the inputs differ in number or shape from the recorded step's.
+            InvalidArgument: if the inputs differ in number or shape from the recorded step's, or one
+                requires a gradient that the step was not recorded to compute.
         """
         if len(inputs) != len(self.input_shapes):
             raise InvalidArgument(f"the placed step takes {len(self.input_shapes)} inputs, got {len(inputs)}")
@@ -94,6 +98,11 @@ class PlacedModule(torch.nn.Module):
                 if tuple(x.shape) != shape:
                     raise InvalidArgument(
                         f"input {k} has shape {tuple(x.shape)}; the step was recorded for {shape} (apply again with it)"
+                    )
+                if x.requires_grad and k not in self.program.input_grads:
+                    raise InvalidArgument(
+                        f"input {k} requires grad, but the step was recorded without its gradient: give apply "
+                        "example inputs with requires_grad=True where the gradient is wanted"
                     )
                 x = x.to(self.devices[self.plan.input_device.get(k, 0)])
             moved.append(x)
@@ -118,7 +127,8 @@ def apply(
         placement (Placement): a placement of the training graph of ``module`` on ``example_inputs``
             (``import_step(module, example_inputs, loss=loss).graph``), on a cluster whose devices are
             torch devices here.
-        example_inputs (tuple): inputs shaped as the training batches (a lone tensor is one input).
+        example_inputs (tuple): inputs shaped as the training batches (a lone tensor is one input);
+            those with ``requires_grad`` get gradients when the placed module is called with such inputs.
         loss (callable, optional): maps the module's output to a scalar loss (default: the module returns it).
         devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
             GPUs ``cuda:0..``).

@@ -121,7 +121,7 @@ def run_rank(
     for k, d in plan.input_device.items():
         if d == rank:
             values[Ref("input", name=str(k))] = program.inputs[k].to(device)
-    keep = {program.loss, *[g for g in program.grads.values() if g is not None]}
+    keep = set(program.results())
     uses: dict[Ref, int] = {}
     for i in mine:
         for ref in set(inputs_of[i]):

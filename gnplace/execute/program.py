@@ -137,6 +137,7 @@ class Program:
         input_node (dict[int, int]): each read input's node.
         num_nodes (int): nodes of the graph the program belongs to.
         graph_name (str): that graph's name.
+        input_grads (dict[int, Ref | None]): the gradient of each input recorded with ``requires_grad``.
     """
 
     ops: list[ProgramOp]
@@ -149,9 +150,14 @@ class Program:
     input_node: dict[int, int]
     num_nodes: int
     graph_name: str = "graph"
+    input_grads: dict[int, Ref | None] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def results(self) -> list[Ref]:
+        """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
+        return [self.loss, *[g for g in (*self.grads.values(), *self.input_grads.values()) if g is not None]]
 
     def node_devices(self, placement: Any) -> np.ndarray:
         """``placement`` (a Placement or device index per node) as an int array ``[num_nodes]``.
@@ -227,7 +233,7 @@ class Program:
                 seen.add((ref, d))
                 after = ref.index if ref.kind == "op" else BEFORE
                 plan.moves.setdefault(after, []).append((ref, src, d))
-        for ref in [self.loss, *[g for g in self.grads.values() if g is not None]]:
+        for ref in self.results():
             plan.last_use[ref] = n
         for name, grad_ref in self.grads.items():
             if grad_ref is None or name not in param_device:
@@ -271,7 +277,7 @@ class Program:
             live[device] += size
             peak[device] = max(peak[device], live[device])
 
-        keep = {self.loss, *[g for g in self.grads.values() if g is not None]}
+        keep = set(self.results())
         for ref, _, dst in plan.moves.get(BEFORE, ()):
             add(ref, dst, self.value_bytes(ref))
         for i, op in enumerate(self.ops):
@@ -403,7 +409,7 @@ def compile_step(step: Any) -> Program:
     ops = trace.ops
     _refuse_writes_into_views(ops)
     needed = np.zeros(len(ops), dtype=bool)
-    stack = [r.index for r in [trace.loss, *[g for g in trace.grads.values() if g is not None]] if r.kind == "op"]
+    stack = [r.index for r in trace.results() if r.kind == "op"]
     buffer_writes = [_written_buffers(op) for op in ops]
     stack += [i for i, names in enumerate(buffer_writes) if names]
     while stack:
@@ -471,4 +477,5 @@ def compile_step(step: Any) -> Program:
         input_node=dict(step.input_node),
         num_nodes=step.graph.num_ops,
         graph_name=step.graph.name,
+        input_grads={k: (renumbered(r) if r is not None else None) for k, r in trace.input_grads.items()},
     )

@@ -54,6 +54,8 @@ class StepOutput:
         moves (int): tensors that crossed devices.
         buffers (dict[str, torch.Tensor]): the new value of each buffer the step updated (batch norm's
             running statistics), on the device that updated it.
+        input_grads (dict[int, torch.Tensor | None]): the gradient of each input recorded with
+            ``requires_grad`` (by position), on the input's device.
     """
 
     loss: torch.Tensor | None
@@ -64,6 +66,7 @@ class StepOutput:
     moved_bytes: float
     moves: int
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+    input_grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
 
 
 def synchronize(devices: Sequence[torch.device]) -> None:
@@ -162,7 +165,7 @@ def run_step(
     start_buffers = program.buffers if buffers is None else buffers
     copies: dict[tuple[str, int], torch.Tensor] = {}  # (buffer, device) -> the step's copy there
     updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
-    keep = {program.loss, *[g for g in program.grads.values() if g is not None]}
+    keep = set(program.results())
     moved_bytes, moves = 0.0, 0
 
     where: dict[Ref, list[int]] = {}  # devices holding a copy of each op output
@@ -226,17 +229,21 @@ def run_step(
             for dev in where.pop(ref, ()):
                 values.pop((ref, dev), None)
                 live[dev] -= sizes.pop((ref, dev), 0)
-    grads: dict[str, torch.Tensor | None] = {}
-    for name, grad_ref in program.grads.items():
-        if grad_ref is None:
-            grads[name] = None
-            continue
-        target = plan.param_device.get(name, home(grad_ref))
-        src = home(grad_ref)
-        grads[name] = values[(grad_ref, src)] if src == target else values[(grad_ref, src)].to(devices[target])
-        if src != target:
-            moved_bytes += _nbytes(grads[name])
-            moves += 1
+    def deliver(ref: Ref | None, target: int | None) -> torch.Tensor | None:
+        """The value ``ref`` names, moved to device ``target`` (None: where it was made)."""
+        nonlocal moved_bytes, moves
+        if ref is None:
+            return None
+        src = home(ref)
+        if target is None or src == target:
+            return values[(ref, src)]
+        moved_bytes += _nbytes(values[(ref, src)])
+        moves += 1
+        return values[(ref, src)].to(devices[target])
+
+    # each gradient goes to its parameter's device, where the update runs; an input's to the input's
+    grads = {name: deliver(ref, plan.param_device.get(name)) for name, ref in program.grads.items()}
+    input_grads = {k: deliver(ref, plan.input_device.get(k, 0)) for k, ref in program.input_grads.items()}
     if lr:
         with torch.no_grad():
             for name, g in grads.items():
@@ -246,5 +253,5 @@ def run_step(
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None
     return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, peak, moved_bytes, moves,
-                      {name: copies[(name, d)] for name, d in updated.items()})
+                      {name: copies[(name, d)] for name, d in updated.items()}, input_grads if keep_outputs else {})
 

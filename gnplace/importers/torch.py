@@ -86,7 +86,8 @@ def import_step(
     Args:
         module (torch.nn.Module): the model.
         example_inputs (tuple): positional inputs of its forward (a lone tensor is one input); their
-            shapes set the batch.
+            shapes set the batch. The step also computes the gradient of each one with
+            ``requires_grad``, as eager ``backward()`` does, and the graph holds those ops too.
         loss (callable, optional): maps the module's output to a scalar loss (default: the module
             returns its loss).
         optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
@@ -198,7 +199,7 @@ def _trace_to_step(
                 resolved[(i, k)] = src
     # ---- keep the ops the loss and the gradients need
     needed = np.zeros(len(ops), dtype=bool)
-    roots = [resolve(trace.loss)] + [resolve(r) for r in trace.grads.values() if r is not None]
+    roots = [resolve(r) for r in trace.results()]
     stack = [r.index for r in roots if r.kind == "op"]
     inputs_of: list[list[Ref]] = []
     for op in ops:

@@ -82,6 +82,8 @@ class TrainingTrace:
         loss: :class:`Ref` of the loss.
         grads: :class:`Ref` of each parameter's gradient (``None`` for a parameter the loss does not use).
         module_calls: how many times each module path was called.
+        input_grads: :class:`Ref` of the gradient of each input given with ``requires_grad`` (by
+            position; ``None`` for one the loss does not use), as eager ``backward()`` fills its ``.grad``.
     """
 
     ops: list[TracedOp]
@@ -91,6 +93,11 @@ class TrainingTrace:
     loss: Ref
     grads: dict[str, Ref | None]
     module_calls: dict[str, int] = field(default_factory=dict)
+    input_grads: dict[int, Ref | None] = field(default_factory=dict)
+
+    def results(self) -> list[Ref]:
+        """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
+        return [self.loss, *[g for g in (*self.grads.values(), *self.input_grads.values()) if g is not None]]
 
     def replay(
         self, params: dict[str, torch.Tensor] | None = None, inputs: list[torch.Tensor] | None = None
@@ -240,9 +247,13 @@ def record_training_step(
                 fake_buffers[k] = fb
                 origin[id(fb)] = Ref("buffer", name=k)
             fake_inputs = []
+            differentiated: list[int] = []  # inputs given with requires_grad: the step computes their gradients
             for i, x in enumerate(inputs):
-                fx = fake_mode.from_tensor(x) if isinstance(x, torch.Tensor) else x
+                fx = fake_mode.from_tensor(x.detach()) if isinstance(x, torch.Tensor) else x
                 if isinstance(fx, torch.Tensor):
+                    if x.requires_grad:
+                        fx.requires_grad_(True)
+                        differentiated.append(i)
                     origin[id(fx)] = Ref("input", name=str(i))
                 fake_inputs.append(fx)
             # attention through its math decomposition (matmuls, softmax): the fused kernels are device-specific
@@ -261,7 +272,8 @@ def record_training_step(
                     )
                 _tag_autograd_nodes(value, ("", 0))
                 wanted = [k for k, p in fake_params.items()]
-                grads = torch.autograd.grad(value, [fake_params[k] for k in wanted], allow_unused=True)
+                grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
+                                                    *[fake_inputs[i] for i in differentiated]], allow_unused=True)
     except UnsupportedGraph:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
@@ -287,8 +299,11 @@ def record_training_step(
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
     grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
+    input_grad_refs = {i: (origin.get(id(g)) if g is not None else None)
+                       for i, g in zip(differentiated, grads[len(wanted):])}
     module_calls = {k: v + 1 for k, v in calls.items()}
-    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls)
+    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs)
+
 
 
 @contextmanager

@@ -113,3 +113,26 @@ def test_a_lone_tensor_is_one_example_input():
     placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), x, loss=_loss,
                            devices=["cpu", "cpu"])
     torch.testing.assert_close(placed(x), _loss(net(x)).detach())
+
+
+def test_inputs_given_with_requires_grad_get_eager_gradients():
+    """A layer before the placed module trains through it; an input the step was not recorded to differentiate is refused."""
+    torch.manual_seed(0)
+    front, net = torch.nn.Linear(3, 6), torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    front_ref, net_ref = copy.deepcopy(front), copy.deepcopy(net)
+    example = torch.randn(10, 6, requires_grad=True)
+    step = import_step(net, (example,), loss=_loss)
+    assert list(step.trace.input_grads) == [0]
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (example,), loss=_loss, devices=["cpu", "cpu"], step=step)
+    batch = torch.randn(10, 3)
+    placed(front(batch)).backward()
+    _loss(net_ref(front_ref(batch))).backward()
+    for a, b in zip([*front.parameters(), *net.parameters()], [*front_ref.parameters(), *net_ref.parameters()]):
+        torch.testing.assert_close(a.grad, b.grad)
+    plain = import_step(net, (example.detach(),), loss=_loss)
+    assert plain.graph.num_ops < step.graph.num_ops and not plain.trace.input_grads
+    without = gnplace.apply(net, Placement([0] * plain.graph.num_ops, load_cluster("k80x2")), (example.detach(),),
+                            loss=_loss, devices=["cpu", "cpu"], step=plain)
+    with pytest.raises(InvalidArgument, match="input 0 requires grad"):
+        without(front(batch))
