@@ -101,7 +101,9 @@ def generate_dataset(
         optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
         progress (callable, optional): called with ``(index, graph)`` after each graph.
         resume (bool, optional): keep graph files that already exist from an interrupted run with
-            the same arguments instead of drawing them again (default: :obj:`True`).
+            the same arguments instead of drawing them again (default: :obj:`True`). Graphs of
+            ``family`` an interrupted run of a larger ``count`` left beyond this one's are deleted once
+            the manifest is written, so the folder holds the dataset the manifest lists.
         overwrite (bool, optional): replace a finished dataset of other arguments in ``out`` (its graph
             files that the new one does not name are deleted); without it, that is refused, and a
             finished dataset of the same arguments is written again byte for byte (default: :obj:`False`).
@@ -123,6 +125,8 @@ def generate_dataset(
     wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
               "test": sorted(names[i] for i in test)}
     stale = _other_dataset(out, wanted, overwrite)
+    if not (out / "manifest.json").exists():
+        stale += _interrupted_leftovers(out, family, set(names))
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for i in range(count):
@@ -148,6 +152,30 @@ def generate_dataset(
     for name in stale:  # the replaced dataset's graphs that the new one does not name
         (out / name).unlink(missing_ok=True)
     return manifest
+
+
+def _interrupted_leftovers(out: Path, family: str, names: set[str]) -> list[str]:
+    """Graph files an interrupted, larger run of ``family`` left in ``out`` that ``names`` does not hold.
+
+    Only files named as this function's graphs (``family_NNN.gnpg``) whose graph says it was drawn for
+    ``family`` count: a finished dataset would not list them, so they go once the manifest is written.
+    """
+    import re
+
+    from gnplace.graph_io import load_graph
+
+    pattern = re.compile(rf"{re.escape(family)}_\d{{3,}}\.gnpg")
+    leftovers = []
+    for path in sorted(out.glob(f"{family}_*.gnpg")) if out.is_dir() else []:
+        if path.name in names or not pattern.fullmatch(path.name):
+            continue
+        try:
+            drawn = load_graph(path).meta.get("family") == family
+        except GnplaceError:
+            drawn = False
+        if drawn:
+            leftovers.append(path.name)
+    return leftovers
 
 
 def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[str]:

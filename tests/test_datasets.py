@@ -57,6 +57,16 @@ def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_pa
         generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0)
 
 
+def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(tmp_path):
+    generate_dataset("ptb", 3, tmp_path, seed=7, test_count=1)
+    (tmp_path / "manifest.json").unlink()  # as if killed before the manifest
+    (tmp_path / "ptb_notes.gnpg").write_text("a user's file")
+    save_graph(generate_graph("nmt", 0, seed=7)[0], tmp_path / "nmt_000.gnpg")  # another family's graph
+    generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1)
+    assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "nmt_000.gnpg", "ptb_000.gnpg", "ptb_001.gnpg",
+                                              "ptb_notes.gnpg"]
+
+
 def test_other_seed_gives_other_graphs(tmp_path):
     g1, _ = generate_graph("cifar10", 0, seed=1)
     g2, _ = generate_graph("cifar10", 0, seed=2)
