@@ -144,7 +144,28 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
         except Exception as err:  # noqa: BLE001
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
+    _refuse_control_flow(proto, source)
     return proto
+
+
+#: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).
+_CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
+
+
+def _refuse_control_flow(proto: onnx.ModelProto, source: str) -> None:
+    """Refuse a graph with control flow: the work of its subgraphs is neither timed nor differentiated.
+
+    Raises:
+        UnsupportedGraph: naming the first such node.
+    """
+    for node in proto.graph.node:
+        if node.op_type in _CONTROL_FLOW and node.domain in ("", "ai.onnx"):
+            label = node.name or node.op_type
+            raise UnsupportedGraph(
+                f"{source}: node {label!r} is control flow ({node.op_type}), whose subgraphs gnplace cannot "
+                "import: export the model with its branches and loops traced out (torch.onnx.export records "
+                "the path the example input takes)"
+            )
 
 
 def _check_text(proto: onnx.ModelProto, source: str) -> None:

@@ -285,6 +285,12 @@ def record_training_step(
                 f"({recorder.failed or first}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "
                 "follow data-dependent control flow"
             ) from err
+        if "DynamicOutputShape" in type(err).__name__:  # nonzero, unique, x[mask], packed sequences
+            raise UnsupportedGraph(
+                f"cannot trace a training step of {name}: the output shape of {recorder.failed or first} depends "
+                "on the data (as in x[mask], nonzero, unique or pack_padded_sequence); a recorded step has fixed "
+                "shapes (use masks of a fixed shape, e.g. torch.where, or padded sequences)"
+            ) from err
         if recorder.failed:
             raise UnsupportedGraph(f"cannot trace a training step of {name}: op {recorder.failed} failed: "
                                    f"{first}") from err

@@ -422,3 +422,15 @@ def test_a_product_of_mismatched_shapes_is_malformed(node, shape):
     """Shape inference lets x[8, 16] @ w[5, 4] through; the importer names the node and the sizes."""
     with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) multiplies shapes \[8, 16\] and"):
         from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", *shape)]))
+
+
+def test_control_flow_is_refused_not_dropped():
+    """An If's branches are subgraphs: importing without them gave an empty graph and exit 0."""
+    branch = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["t"])], "then", [], [vi("t", [8, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", [8, 4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], name="choose", then_branch=branch, else_branch=other)]
+    zero = numpy_helper.from_array(np.zeros((), np.float32), "zero")
+    with pytest.raises(UnsupportedGraph, match="node 'choose' is control flow \\(If\\)"):
+        from_onnx(model(nodes, [vi("x", [8, 4])], [vi("y", [8, 4])], [weight("w", 4, 4), zero]))

@@ -142,6 +142,21 @@ def test_untraceable_module_names_the_failing_op():
         from_module(Bad(), (torch.randn(2, 4),))
 
 
+@pytest.mark.parametrize("select", [lambda h: h[h > 0], torch.nonzero, torch.unique])
+def test_a_shape_that_depends_on_the_data_is_named(select):
+    class Masked(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.fc(x)
+            return h.sum() + select(h).float().sum()
+
+    with pytest.raises(UnsupportedGraph, match="the output shape of aten.* depends on the data"):
+        from_module(Masked(), (torch.randn(2, 4),))
+
+
 def test_a_forward_that_raises_is_named_with_how_inputs_are_matched():
     class Picky(nn.Module):
         def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor | None = None) -> torch.Tensor:
