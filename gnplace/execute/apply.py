@@ -13,7 +13,9 @@ The step reads the module's buffers as they are at each call (a ``load_state_dic
 writes back the ones it updates (batch norm's running statistics and batch count), as an eager
 training step does, so the module evaluates as if trained eagerly.
 
-Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes.
+Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes and
+nesting (tensors in tuples, lists and dicts are inputs too), and what is not a tensor (a number, a
+flag) is a constant of the step: a call with another value is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import torch_devices
 from gnplace.execute.program import compile_step
 from gnplace.execute.runner import run_step
+from gnplace.importers.trace import input_leaves
 
 __all__ = ["apply", "PlacedModule"]
 
@@ -76,6 +79,7 @@ class PlacedModule(torch.nn.Module):
         self.plan = self.program.plan(placement)
         self.devices = list(devices)
         self.param_names = list(self.program.params)
+        self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self.input_shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
         named = dict(module.named_parameters())
         with torch.no_grad():
@@ -87,21 +91,33 @@ class PlacedModule(torch.nn.Module):
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
 
         Raises:
-            InvalidArgument: if the inputs differ in number or shape from the recorded step's, or one
-                requires a gradient that the step was not recorded to compute.
+            InvalidArgument: if the inputs differ in number, nesting or shape from the recorded step's, a
+                constant (not a tensor) differs, or an input requires a gradient that the step was not
+                recorded to compute.
         """
-        if len(inputs) != len(self.input_shapes):
-            raise InvalidArgument(f"the placed step takes {len(self.input_shapes)} inputs, got {len(inputs)}")
+        leaves, spec = input_leaves(inputs)
+        if spec.num_children != self.input_spec.num_children:
+            raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
+        if spec != self.input_spec:
+            raise InvalidArgument(f"the placed step takes inputs nested as {_nesting(self.input_spec)} (the example "
+                                  f"inputs), got {_nesting(spec)}")
         moved = []
-        for k, (x, shape) in enumerate(zip(inputs, self.input_shapes)):
+        for k, (x, shape, recorded) in enumerate(zip(leaves, self.input_shapes, self.program.inputs)):
+            if isinstance(x, torch.Tensor) != isinstance(recorded, torch.Tensor) or (
+                    not isinstance(x, torch.Tensor) and not _same_constant(x, recorded)):
+                raise InvalidArgument(
+                    f"{self._input_label(k)} is {_show(x)}; the step was recorded with {_show(recorded)}, a "
+                    "constant of the step: apply again with it"
+                )
             if isinstance(x, torch.Tensor):
                 if tuple(x.shape) != shape:
                     raise InvalidArgument(
-                        f"input {k} has shape {tuple(x.shape)}; the step was recorded for {shape} (apply again with it)"
+                        f"{self._input_label(k)} has shape {tuple(x.shape)}; the step was recorded for {shape} "
+                        "(apply again with it)"
                     )
                 if x.requires_grad and k not in self.program.input_grads:
                     raise InvalidArgument(
-                        f"input {k} requires grad, but the step was recorded without its gradient: give apply "
+                        f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: give apply "
                         "example inputs with requires_grad=True where the gradient is wanted"
                     )
                 x = x.to(self.devices[self.plan.input_device.get(k, 0)])
@@ -109,6 +125,10 @@ class PlacedModule(torch.nn.Module):
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
         return loss
+
+    def _input_label(self, leaf: int) -> str:
+        """``input k``, or ``input leaf k`` when the inputs nest (leaves counted in order)."""
+        return f"input {leaf}" if self.input_spec.num_leaves == self.input_spec.num_children else f"input leaf {leaf}"
 
 
 def apply(
@@ -159,3 +179,27 @@ def apply(
     if cluster is None:
         raise InvalidArgument("apply needs a Placement (it names the cluster whose devices run the step)")
     return PlacedModule(module, step, placement, torch_devices(cluster, devices))
+
+
+def _same_constant(value: Any, recorded: Any) -> bool:
+    """Whether a non-tensor input equals the one the step was recorded with (and is of its type)."""
+    if value is recorded:
+        return True
+    try:
+        return type(value) is type(recorded) and bool(value == recorded)
+    except Exception:  # noqa: BLE001 - a comparison that is not a plain truth value: not the same constant
+        return False
+
+
+def _show(value: Any) -> str:
+    """A short description of an input: a tensor's shape, or a constant's repr."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _nesting(spec: Any) -> str:
+    """A pytree spec on one line, shortened."""
+    text = " ".join(str(spec).split())
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
 from gnplace.exceptions import UnsupportedGraph, first_line
 
-__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs"]
+__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves"]
 
 CallKey = tuple[str, int]  # (module path, how many times that module was called before)
 
@@ -78,12 +78,14 @@ class TrainingTrace:
         ops: the ops in execution order.
         params: trainable parameters by name (the real tensors of the module).
         buffers: buffers by name.
-        inputs: the example inputs (real tensors).
+        inputs: the example inputs (real tensors), flattened: the leaves of the positional inputs
+            (a tuple or dict of tensors given as one input holds several), as :func:`input_leaves` lists them.
         loss: :class:`Ref` of the loss.
         grads: :class:`Ref` of each parameter's gradient (``None`` for a parameter the loss does not use).
         module_calls: how many times each module path was called.
         input_grads: :class:`Ref` of the gradient of each input given with ``requires_grad`` (by
             position; ``None`` for one the loss does not use), as eager ``backward()`` fills its ``.grad``.
+        input_spec: how the positional inputs nest (the pytree spec the leaves ``inputs`` unflatten by).
     """
 
     ops: list[TracedOp]
@@ -94,6 +96,7 @@ class TrainingTrace:
     grads: dict[str, Ref | None]
     module_calls: dict[str, int] = field(default_factory=dict)
     input_grads: dict[int, Ref | None] = field(default_factory=dict)
+    input_spec: TreeSpec | None = None
 
     def results(self) -> list[Ref]:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
@@ -189,6 +192,20 @@ def positional_inputs(example_inputs: Any) -> tuple[Any, ...]:
     return (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
 
 
+def input_leaves(example_inputs: Any) -> tuple[list[Any], TreeSpec]:
+    """The leaves of the positional inputs (tensors inside tuples, lists and dicts included) and their nesting.
+
+    The recorded step reads each tensor leaf as an input, so a batch nested as the example is followed
+    at every call.
+
+    Examples:
+        >>> leaves, spec = input_leaves(({"a": torch.zeros(2), "b": torch.ones(3)}, 2.0))
+        >>> [tuple(x.shape) if isinstance(x, torch.Tensor) else x for x in leaves]
+        [(2,), (3,), 2.0]
+    """
+    return tree_flatten(positional_inputs(example_inputs))
+
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -208,7 +225,7 @@ def record_training_step(
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
-    inputs = list(positional_inputs(example_inputs))
+    inputs, input_spec = input_leaves(example_inputs)
     origin: dict[int, Ref] = {}
     keep: list[Any] = []
     call_stack: list[CallKey] = [("", 0)]
@@ -262,7 +279,8 @@ def record_training_step(
             # nn.LSTM and nn.GRU record as aten.mkldnn_rnn_layer, a CPU-only kernel whose backward needs the
             # forward's opaque workspace (empty under fake tensors)
             with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
-                output = torch.func.functional_call(module, {**fake_params, **fake_buffers}, tuple(fake_inputs))
+                output = torch.func.functional_call(module, {**fake_params, **fake_buffers},
+                                                    tree_unflatten(fake_inputs, input_spec))
                 value = loss(output) if loss is not None else output
                 if isinstance(value, (tuple, list)):
                     value = value[0]
@@ -308,7 +326,8 @@ def record_training_step(
     input_grad_refs = {i: (origin.get(id(g)) if g is not None else None)
                        for i, g in zip(differentiated, grads[len(wanted):])}
     module_calls = {k: v + 1 for k, v in calls.items()}
-    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs)
+    return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
+                         input_spec)
 
 
 

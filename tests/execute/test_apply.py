@@ -136,3 +136,41 @@ def test_inputs_given_with_requires_grad_get_eager_gradients():
                             loss=_loss, devices=["cpu", "cpu"], step=plain)
     with pytest.raises(InvalidArgument, match="input 0 requires grad"):
         without(front(batch))
+
+
+class _Nested(torch.nn.Module):
+    """Takes a pair of tensors, a dict of one and a number."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(5, 3), torch.nn.Linear(4, 3)
+
+    def forward(self, pair, named, scale):
+        return ((self.a(pair[0]) + self.b(pair[1])) * scale).square().mean() + self.a(named["x"]).sum()
+
+
+def test_tensors_nested_in_the_inputs_are_inputs_and_constants_are_checked():
+    """A tuple or dict of tensors is followed at every call (it was frozen to the example batch)."""
+    torch.manual_seed(0)
+    net = _Nested()
+    reference = copy.deepcopy(net)
+    example = ((torch.randn(6, 5), torch.randn(6, 4)), {"x": torch.randn(2, 5)}, 1.0)
+    step = import_step(net, example)
+    assert len(step.trace.inputs) == 4 and sorted(step.input_node) == [0, 1, 2]
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, example, devices=["cpu", "cpu"], step=step)
+    batch = ((10 * torch.randn(6, 5), torch.randn(6, 4)), {"x": torch.randn(2, 5)}, 1.0)
+    loss = placed(*batch)
+    loss.backward()
+    eager = reference(*batch)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    pair, named, _ = batch
+    with pytest.raises(InvalidArgument, match="input leaf 3 is 3.0; the step was recorded with 1.0"):
+        placed(pair, named, 3.0)
+    with pytest.raises(InvalidArgument, match="nested as"):
+        placed(list(pair), named, 1.0)
+    with pytest.raises(InvalidArgument, match="takes 3 inputs, got 2"):
+        placed(pair, named)
