@@ -117,8 +117,8 @@ class PlacedModule(torch.nn.Module):
                     )
                 if x.requires_grad and k not in self.program.input_grads:
                     raise InvalidArgument(
-                        f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: give apply "
-                        "example inputs with requires_grad=True where the gradient is wanted"
+                        f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
+                        "give apply example inputs with requires_grad=True where the gradient is wanted"
                     )
                 x = x.to(self.devices[self.plan.input_device.get(k, 0)])
             moved.append(x)
