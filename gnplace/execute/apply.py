@@ -9,7 +9,8 @@ Each parameter lives on the device of its update node, where the optimizer updat
 Inputs given to :func:`apply` with ``requires_grad`` get their gradients too (the step was recorded
 computing them), so layers before the placed module, or an attack on the input, train through it.
 
-The step reads the module's buffers as they are at each call (a ``load_state_dict`` is seen) and
+The step reads the module's buffers and frozen parameters as they are at each call (a
+``load_state_dict`` is seen) and
 writes back the ones it updates (batch norm's running statistics and batch count), as an eager
 training step does, so the module evaluates as if trained eagerly.
 
@@ -42,7 +43,7 @@ class _PlacedStep(torch.autograd.Function):
         names = placed.param_names
         params = {name: t.detach() for name, t in zip(names, tensors[:len(names)])}
         inputs = list(tensors[len(names):])
-        live = dict(placed.module.named_buffers())
+        live = placed.live_state()
         out = run_step(placed.program, placed.plan, placed.devices, params=params, inputs=inputs,
                        buffers={name: live[name] for name in placed.program.buffers})
         with torch.no_grad():  # the step's running statistics, as an eager training step updates them
@@ -125,6 +126,12 @@ class PlacedModule(torch.nn.Module):
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
         return loss
+
+    def live_state(self) -> dict[str, torch.Tensor]:
+        """The module's buffers and frozen parameters as they are now: the step reads them at each call."""
+        state = dict(self.module.named_buffers())
+        state.update({k: p for k, p in self.module.named_parameters() if not p.requires_grad})
+        return state
 
     def _input_label(self, leaf: int) -> str:
         """``input k``, or ``input leaf k`` when the inputs nest (leaves counted in order)."""

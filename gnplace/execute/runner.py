@@ -163,6 +163,7 @@ def run_step(
     values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
     sizes: dict[tuple[Ref, int], int] = {}
     start_buffers = program.buffers if buffers is None else buffers
+    written = {name for op in program.ops for name in op.writes_buffers}
     copies: dict[tuple[str, int], torch.Tensor] = {}  # (buffer, device) -> the step's copy there
     updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
     keep = set(program.results())
@@ -207,7 +208,8 @@ def run_step(
             if ref.kind == "buffer":
                 key = (ref.name, d)
                 if key not in copies:
-                    copies[key] = start_buffers[ref.name].detach().to(device, copy=True)
+                    # a copy of what the step writes; what it only reads (frozen parameters) is used in place
+                    copies[key] = start_buffers[ref.name].detach().to(device, copy=ref.name in written)
                 return copies[key]
             return values[(ref, d)]
 

@@ -77,7 +77,7 @@ class TrainingTrace:
     Attributes:
         ops: the ops in execution order.
         params: trainable parameters by name (the real tensors of the module).
-        buffers: buffers by name.
+        buffers: buffers by name, and the frozen parameters (``requires_grad`` off), read the same way.
         inputs: the example inputs (real tensors), flattened: the leaves of the positional inputs
             (a tuple or dict of tensors given as one input holds several), as :func:`input_leaves` lists them.
         loss: :class:`Ref` of the loss.
@@ -225,6 +225,8 @@ def record_training_step(
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
+    # frozen parameters are read like buffers, at each run (a later load_state_dict is seen), never constants
+    buffers.update({k: p for k, p in module.named_parameters() if not p.requires_grad})
     inputs, input_spec = input_leaves(example_inputs)
     origin: dict[int, Ref] = {}
     keep: list[Any] = []

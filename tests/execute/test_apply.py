@@ -174,3 +174,23 @@ def test_tensors_nested_in_the_inputs_are_inputs_and_constants_are_checked():
         placed(list(pair), named, 1.0)
     with pytest.raises(InvalidArgument, match="takes 3 inputs, got 2"):
         placed(pair, named)
+
+
+def test_frozen_parameters_are_read_at_each_call():
+    """A frozen layer's weights are the module's, not the recorded values (a load_state_dict is seen)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.ReLU(), torch.nn.Linear(5, 2))
+    net[0].requires_grad_(False)
+    x = torch.randn(6, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    net.load_state_dict({k: torch.randn_like(v) for k, v in net.state_dict().items()})
+    loss = placed(x)
+    loss.backward()
+    reference = copy.deepcopy(net)
+    eager = _loss(reference(x))
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    torch.testing.assert_close(net[2].weight.grad, reference[2].weight.grad)
+    assert net[0].weight.grad is None

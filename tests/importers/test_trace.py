@@ -100,7 +100,7 @@ def test_frozen_parameters_and_buffers_are_not_trainable():
     model[0].bias.requires_grad_(False)
     trace = record_training_step(model, (torch.randn(3, 4),), loss=lambda out: out.sum())
     assert set(trace.params) == {"0.weight", "1.weight", "1.bias"} == set(trace.grads)
-    assert set(trace.buffers) == {"1.running_mean", "1.running_var", "1.num_batches_tracked"}
+    assert set(trace.buffers) == {"1.running_mean", "1.running_var", "1.num_batches_tracked", "0.bias"}  # read each run
     assert trace.params["0.weight"] is model[0].weight  # the real tensors, not fakes
 
 
