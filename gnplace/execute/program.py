@@ -309,18 +309,60 @@ def _write_positions(op: Any) -> list[int]:
             if argument.alias_info is not None and argument.alias_info.is_write]
 
 
+def _argument(op: Any, position: int) -> Any:
+    """The recorded op's argument at schema ``position``, given by position or by keyword (``out=``)."""
+    return op.args[position] if position < len(op.args) else op.kwargs.get(op.func._schema.arguments[position].name)
+
+
 def _written_buffers(op: Any) -> tuple[str, ...]:
     """Names of the buffers a recorded op updates in place (``Ref("buffer")`` arguments it writes)."""
     positions = sorted({*_UNMARKED_WRITES.get(op.name, ()), *_write_positions(op)})
-    values = [op.args[k] for k in positions if k < len(op.args)]
+    values = [_argument(op, k) for k in positions]
     return tuple(v.name for v in values if isinstance(v, Ref) and v.kind == "buffer")
 
 
 def _written(op: Any) -> Any:
     """The argument an in-place recorded op writes (its schema's first ``a!`` argument), or ``None``."""
     for k in _write_positions(op):
-        return op.args[k] if k < len(op.args) else op.kwargs.get(op.func._schema.arguments[k].name)
+        return _argument(op, k)
     return None
+
+
+#: View ops whose output is the whole of their input: a write into it is a write into the input.
+_WHOLE_VIEWS = frozenset({"alias", "detach"})
+
+
+def _buffers_by_name(ops: list[Any]) -> list[Any]:
+    """The ops with every read of a buffer named as the buffer, ``Ref("buffer")``.
+
+    A recorded op that writes a buffer in place (``num_batches_tracked.add_(1)``, ``div(..., out=u)``)
+    returns the buffer, and the recording names that result as the op's output; so does a whole view
+    of a buffer (``alias``, ``detach``; instance norm writes its statistics through one). A second
+    batch norm call, or a write through such a view, then reads an op's output and was not seen as
+    updating the buffer: it was dropped, or its update lost. Naming them as the buffer makes every
+    buffer write visible, and the executor keeps each buffer's latest value wherever it is used.
+    """
+    from dataclasses import replace
+
+    from torch.utils._pytree import tree_map
+
+    aliases: dict[Ref, Ref] = {}  # an op output that is a buffer -> Ref("buffer")
+
+    def named(x: Any) -> Any:
+        return aliases.get(x, x) if isinstance(x, Ref) else x
+
+    renamed = []
+    for i, op in enumerate(ops):
+        if aliases:
+            op = replace(op, args=tree_map(named, op.args), kwargs=tree_map(named, op.kwargs))
+        written = _written(op)
+        returns = op.func._schema.returns
+        if isinstance(written, Ref) and written.kind == "buffer" and returns and returns[0].alias_info is not None:
+            aliases[Ref("op", i, 0)] = written
+        elif op.name in _WHOLE_VIEWS and op.args and isinstance(op.args[0], Ref) and op.args[0].kind == "buffer":
+            aliases[Ref("op", i, 0)] = op.args[0]
+        renamed.append(op)
+    return renamed
 
 
 #: View ops whose outputs are disjoint pieces of their input: a write into one piece leaves the others as they were.
@@ -406,7 +448,7 @@ def compile_step(step: Any) -> Program:
         (['aten.t.default', 'aten.addmm.default'], True)
     """
     trace = step.trace
-    ops = trace.ops
+    ops = _buffers_by_name(trace.ops)
     _refuse_writes_into_views(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in trace.results() if r.kind == "op"]

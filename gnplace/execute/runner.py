@@ -166,6 +166,7 @@ def run_step(
     written = {name for op in program.ops for name in op.writes_buffers}
     copies: dict[tuple[str, int], torch.Tensor] = {}  # (buffer, device) -> the step's copy there
     updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
+    fresh: dict[str, set[int]] = {}  # buffer -> the devices whose copy holds its latest value
     keep = set(program.results())
     moved_bytes, moves = 0.0, 0
 
@@ -207,7 +208,11 @@ def run_step(
         def resolve(ref: Ref, d: int = d, device: torch.device = device) -> Any:
             if ref.kind == "buffer":
                 key = (ref.name, d)
-                if key not in copies:
+                latest = fresh.get(ref.name)  # devices holding the buffer's latest value, once the step wrote it
+                if latest is not None and d not in latest:  # written on another device since: bring that value
+                    copies[key] = copies[(ref.name, next(iter(latest)))].to(device, copy=True)
+                    latest.add(d)
+                elif key not in copies:
                     # a copy of what the step writes; what it only reads (frozen parameters) is used in place
                     copies[key] = start_buffers[ref.name].detach().to(device, copy=ref.name in written)
                 return copies[key]
@@ -226,6 +231,7 @@ def run_step(
         busy[d] += time.perf_counter() - t0
         for name in op.writes_buffers:
             updated[name] = d
+            fresh[name] = {d}
         move_after(i)
         for ref in {r for r in refs_in((op.args, op.kwargs)) if plan.last_use.get(r) == i and r not in keep}:
             for dev in where.pop(ref, ()):

@@ -247,6 +247,7 @@ def record_training_step(
         tag = call_stack.pop()
         _tag_autograd_nodes(output, tag, stop=boundaries.pop())
 
+    attributes = _tensor_attributes(module)  # hooks may set them while recording (old-style spectral_norm)
     handles = []
     for mod in module.modules():
         handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
@@ -321,6 +322,7 @@ def record_training_step(
     finally:
         for h in handles:
             h.remove()
+        _restore_attributes(attributes)
     loss_ref = origin.get(id(value))
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
@@ -331,6 +333,25 @@ def record_training_step(
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
                          input_spec)
 
+
+
+def _tensor_attributes(module: torch.nn.Module) -> list[tuple[torch.nn.Module, dict[str, Any]]]:
+    """Each submodule's plain tensor attributes (not parameters or buffers), to put back after recording.
+
+    A forward hook that assigns one (``nn.utils.spectral_norm`` sets ``module.weight`` before each call)
+    would otherwise leave a fake tensor of the recording on the user's module.
+    """
+    return [(mod, {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor)}) for mod in module.modules()]
+
+
+def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any]]]) -> None:
+    """Put back the tensor attributes :func:`_tensor_attributes` saw; drop tensors the recording added."""
+    for mod, saved in attributes:
+        for k, v in list(vars(mod).items()):
+            if isinstance(v, torch.Tensor) and k not in saved:
+                delattr(mod, k)
+        for k, v in saved.items():
+            object.__setattr__(mod, k, v)
 
 
 @contextmanager

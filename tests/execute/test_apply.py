@@ -194,3 +194,36 @@ def test_frozen_parameters_are_read_at_each_call():
     torch.testing.assert_close(loss, eager.detach())
     torch.testing.assert_close(net[2].weight.grad, reference[2].weight.grad)
     assert net[0].weight.grad is None
+
+
+class _TwiceNormed(torch.nn.Module):
+    """One batch norm called twice, an instance norm with running statistics, a spectral-normed layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.bn = torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)
+        self.inorm = torch.nn.InstanceNorm1d(4, track_running_stats=True)
+        self.spectral = torch.nn.utils.spectral_norm(torch.nn.Linear(4, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.bn(self.fc(torch.relu(self.bn(self.fc(x)))))
+        return self.spectral(self.inorm(h.reshape(2, 4, 4)).reshape(8, 4)).square().mean()
+
+
+def test_every_buffer_write_is_kept_wherever_it_runs():
+    """A second batch norm call, writes through a view (instance norm) and out= writes (spectral norm) update buffers."""
+    torch.manual_seed(0)
+    net = _TwiceNormed()
+    reference = copy.deepcopy(net)
+    x = torch.randn(8, 4)
+    step = import_step(net, (x,))
+    copy.deepcopy(net)  # recording left no fake tensor on the module (spectral norm sets its weight in a hook)
+    for placement in ([0] * step.graph.num_ops, [k % 2 for k in range(step.graph.num_ops)]):
+        placed = gnplace.apply(net, Placement(placement, load_cluster("k80x2")), (x,), devices=["cpu", "cpu"],
+                               step=step)
+        batch = torch.randn(8, 4)
+        placed(batch).backward()
+        reference(batch).backward()
+        for name, value in reference.named_buffers():
+            torch.testing.assert_close(dict(net.named_buffers())[name], value, msg=name)
+    assert int(net.bn.num_batches_tracked) == 4  # two calls a step, two steps
