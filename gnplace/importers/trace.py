@@ -281,9 +281,14 @@ def record_training_step(
             # recurrent layers through their cells' matmuls and activations for the same reason: with oneDNN on,
             # nn.LSTM and nn.GRU record as aten.mkldnn_rnn_layer, a CPU-only kernel whose backward needs the
             # forward's opaque workspace (empty under fake tensors)
-            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
-                output = torch.func.functional_call(module, {**fake_params, **fake_buffers},
-                                                    tree_unflatten(fake_inputs, input_spec))
+            wanted = list(fake_params)
+
+            def step(*args: Any) -> tuple[torch.Tensor, tuple[torch.Tensor | None, ...]]:
+                """Forward, loss and gradients, all with the fake parameters in the module.
+
+                A checkpointed segment recomputes its forward during the backward, and must read them too.
+                """
+                output = module(*args)
                 value = loss(output) if loss is not None else output
                 if isinstance(value, (tuple, list)):
                     value = value[0]
@@ -292,9 +297,13 @@ def record_training_step(
                         f"{type(module).__name__} must return a scalar loss, or pass loss= to map its output to one"
                     )
                 _tag_autograd_nodes(value, ("", 0))
-                wanted = [k for k, p in fake_params.items()]
-                grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
-                                                    *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                return value, torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
+                                                          *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+
+            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
+                state = {f"module.{k}": v for k, v in {**fake_params, **fake_buffers}.items()}
+                value, grads = torch.func.functional_call(_Call(module, step), state,
+                                                          tree_unflatten(fake_inputs, input_spec))
     except UnsupportedGraph:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
@@ -333,6 +342,18 @@ def record_training_step(
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
                          input_spec)
 
+
+
+class _Call(torch.nn.Module):
+    """Holds ``module`` (so that ``functional_call`` swaps its state) and runs ``fn`` as its forward."""
+
+    def __init__(self, module: torch.nn.Module, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.module = module
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
 
 
 def _tensor_attributes(module: torch.nn.Module) -> list[tuple[torch.nn.Module, dict[str, Any]]]:

@@ -227,3 +227,34 @@ def test_every_buffer_write_is_kept_wherever_it_runs():
         for name, value in reference.named_buffers():
             torch.testing.assert_close(dict(net.named_buffers())[name], value, msg=name)
     assert int(net.bn.num_batches_tracked) == 4  # two calls a step, two steps
+
+
+class _Checkpointed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.GELU(), torch.nn.Linear(8, 5))
+        self.out = torch.nn.Linear(5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.utils.checkpoint.checkpoint(self.inner, x, use_reentrant=False))
+
+
+def test_a_checkpointed_segment_recomputes_with_the_current_weights():
+    """The recomputation in the backward reads the parameters given to the step, not those at recording."""
+    torch.manual_seed(0)
+    net = _Checkpointed()
+    reference = copy.deepcopy(net)
+    x = torch.randn(4, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    ours, theirs = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(reference.parameters(), lr=0.5)
+    for _ in range(3):
+        ours.zero_grad()
+        theirs.zero_grad()
+        placed(x).backward()
+        _loss(reference(x)).backward()
+        for a, b in zip(net.parameters(), reference.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
+        ours.step()
+        theirs.step()
