@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx.inliner
 from onnx import TensorProto
@@ -432,11 +433,11 @@ def from_onnx(
     if input_shapes:
         _fix_input_shapes(proto.graph, input_shapes, source)
     _check_static_inputs(proto, source)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
-    except Exception as err:  # noqa: BLE001 - onnx raises several types here
-        first = first_line(err)
-        raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first}") from err
+    inferred = _infer_shapes(proto, source)
+    for _ in range(_FOLD_ROUNDS):  # shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice)
+        if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred):
+            break
+        inferred = _infer_shapes(proto, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable)
     graph_meta = {
         "source": "onnx",
@@ -448,6 +449,102 @@ def from_onnx(
         **dict(meta or {}),
     }
     return builder.build(name or default_name, graph_meta)
+
+
+def _infer_shapes(proto: onnx.ModelProto, source: str) -> onnx.ModelProto:
+    """ONNX shape inference with data propagation (shape computations on static shapes).
+
+    Raises:
+        UnsupportedGraph: if inference fails, with its first line.
+    """
+    try:
+        return onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception as err:  # noqa: BLE001 - onnx raises several types here
+        raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
+
+
+#: Ops folded to constants when all their inputs are known small tensors: the arithmetic of shape computations.
+_SHAPE_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Floor", "Ceil", "Min", "Max", "Gather", "Concat",
+    "Unsqueeze", "Squeeze", "Slice", "Cast", "Reshape", "Equal", "Less", "Greater", "Not", "Where", "Range",
+    "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile",
+})
+#: Most elements of a folded value: shape computations are small.
+_FOLD_LIMIT = 4096
+_FOLD_ROUNDS = 8
+
+
+def _unshaped(inferred: onnx.ModelProto) -> bool:
+    """Whether some node output has no static shape after inference."""
+    g = inferred.graph
+    dims = {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+    return any(out and (dims.get(out) is None or any(not isinstance(d, int) for d in dims[out] or ()))
+               for node in g.node for out in node.output)
+
+
+def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> bool:
+    """Replace, in ``proto``, the shape computations on static shapes by constants; whether any was.
+
+    ``Shape`` and ``Size`` of a value whose shape is inferred become its sizes, and then each
+    :data:`_SHAPE_OPS` node whose inputs are all known small tensors (constants, small initializers,
+    values folded before it) becomes a ``Constant`` of its value, computed by ONNX's reference
+    evaluator. Shape inference's data propagation covers part of this; it stops at ``Div``, so the
+    split sizes of ``torch.chunk`` exports (``Shape -> Gather -> Add -> Div -> Mul -> Slice``) were
+    left unknown.
+    """
+    from onnx import helper, numpy_helper
+
+    g = inferred.graph
+    shapes = {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+    known: dict[str, Any] = {}
+    for init in proto.graph.initializer:
+        if math.prod(init.dims) <= _FOLD_LIMIT and any(init.HasField(f) or len(getattr(init, f)) for f in
+                                                          ("raw_data", "int64_data", "int32_data", "float_data")):
+            try:
+                known[init.name] = numpy_helper.to_array(init)
+            except Exception:  # noqa: BLE001 - an initializer numpy cannot read is simply not known
+                continue
+    folded = 0
+    for index, node in enumerate(proto.graph.node):
+        if node.domain not in ("", "ai.onnx") or len(node.output) != 1 or not node.output[0]:
+            continue
+        out = str(node.output[0])
+        value = None
+        try:
+            if node.op_type == "Constant":
+                known[out] = _evaluate(node, {})
+                continue
+            if node.op_type in ("Shape", "Size") and node.input:
+                dims = shapes.get(node.input[0])
+                if dims is None or any(not isinstance(d, int) for d in dims):
+                    continue
+                sizes = [int(d) for d in dims if isinstance(d, int)]
+                if node.op_type == "Size":
+                    value = np.asarray(math.prod(sizes), dtype=np.int64)
+                else:
+                    attrs = {str(a.name): int(helper.get_attribute_value(a)) for a in node.attribute}
+                    value = np.asarray(sizes, dtype=np.int64)[attrs.get("start", 0):attrs.get("end", len(sizes))]
+            elif node.op_type in _SHAPE_OPS and node.input and all(x == "" or x in known for x in node.input):
+                value = _evaluate(node, {x: known[x] for x in node.input if x})
+            else:
+                continue
+        except Exception:  # noqa: BLE001 - a node the evaluator cannot compute stays as it is
+            continue
+        if value is None or value.size > _FOLD_LIMIT:
+            continue
+        known[out] = value
+        constant = helper.make_node("Constant", [], [out], name=node.name, value=numpy_helper.from_array(value, out))
+        proto.graph.node[index].CopyFrom(constant)
+        folded += 1
+    return folded > 0
+
+
+def _evaluate(node: onnx.NodeProto, feeds: dict[str, Any]) -> Any:
+    """The first output of one node on known inputs, by ONNX's reference evaluator (a numpy array)."""
+    from onnx.reference import ReferenceEvaluator
+
+    outputs: Any = ReferenceEvaluator(node).run(None, feeds)
+    return np.asarray(outputs[0])
 
 
 def _check_static_inputs(proto: onnx.ModelProto, source: str) -> None:

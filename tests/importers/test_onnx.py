@@ -434,3 +434,22 @@ def test_control_flow_is_refused_not_dropped():
     zero = numpy_helper.from_array(np.zeros((), np.float32), "zero")
     with pytest.raises(UnsupportedGraph, match="node 'choose' is control flow \\(If\\)"):
         from_onnx(model(nodes, [vi("x", [8, 4])], [vi("y", [8, 4])], [weight("w", 4, 4), zero]))
+
+
+def test_shape_arithmetic_past_data_propagation_is_folded():
+    """torch.chunk exports its split size as Shape -> Gather -> Div -> Slice; ONNX's data propagation stops at Div."""
+    const = numpy_helper.from_array
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+             helper.make_node("Shape", ["y"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["width"], axis=0),
+             helper.make_node("Div", ["width", "two"], ["half"]),
+             helper.make_node("Unsqueeze", ["half", "zero"], ["end"]),
+             helper.make_node("Slice", ["y", "start", "end", "one_axis"], ["left"], name="slice"),
+             helper.make_node("Relu", ["left"], ["out"], name="relu")]
+    inits = [weight("w", 16, 8), const(np.array(1, np.int64), "one"), const(np.array(2, np.int64), "two"),
+             const(np.array([0], np.int64), "zero"), const(np.array([0], np.int64), "start"),
+             const(np.array([1], np.int64), "one_axis")]
+    g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("out", [8, 4])], inits))
+    assert {"MatMul", "Relu"} <= set(g.op_types)
+    assert float(g.flops[g.index("mm")]) == 2 * 8 * 16 * 8
+    assert int(g.out_bytes[g.index("relu")]) == 8 * 4 * 4
