@@ -56,12 +56,12 @@ def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise error(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a {what}")
+            raise error(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for {_article(what)} {what}")
         return path.read_bytes()
     except FileNotFoundError as err:
         raise error(f"{path}: no such {what}") from err
     except IsADirectoryError as err:
-        raise error(f"{path}: is a folder, not a {what}") from err
+        raise error(f"{path}: is a folder, not {_article(what)} {what}") from err
     except OSError as err:
         raise error(f"{path}: cannot read {what} ({err.strerror})") from err
 
@@ -184,3 +184,8 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
         raise error(f"{source}: not valid YAML{where}: {problem}") from err
     check_depth(data, error, source)
     return data
+
+
+def _article(noun: str) -> str:
+    """``"an"`` before a vowel sound (an ONNX file, an event log), else ``"a"``."""
+    return "an" if noun[:1].upper() in "AEIO" else "a"

@@ -310,6 +310,9 @@ def test_bad_files_raise_one_line_errors(tmp_path):
         assert name in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(InvalidGraph, match="no such ONNX file"):
         from_onnx(tmp_path / "missing.onnx")
+    (tmp_path / "folder.onnx").mkdir()
+    with pytest.raises(InvalidGraph, match="is a folder, not an ONNX file$"):
+        from_onnx(tmp_path / "folder.onnx")
 
 
 def test_every_truncation_of_a_file_is_rejected_cleanly(tmp_path):
