@@ -557,6 +557,9 @@ def _check_static_inputs(proto: onnx.ModelProto, source: str) -> None:
         dims = _dims(value.type)
         if not value.type.HasField("tensor_type"):
             raise UnsupportedGraph(f"{source}: input {value.name!r} is not a tensor; only tensor inputs are supported")
+        if dims is not None and 0 in dims:
+            raise UnsupportedGraph(f"{source}: input {value.name!r} has shape {_show(dims)}, with no elements; "
+                                   "export the model with an example input of at least one element per dimension")
         if dims is None or any(not isinstance(d, int) or d <= 0 for d in dims):
             shown = _show(dims) if dims is not None else "of unknown rank"
             example = ",".join(str(d) if isinstance(d, int) and d > 0 else "N" for d in (dims or ["N"]))

@@ -238,6 +238,8 @@ def test_reads_files_and_names_the_graph_after_them(tmp_path):
 def test_dynamic_input_without_shape_names_the_input():
     with pytest.raises(UnsupportedGraph, match=r"input 'x' has a dynamic shape \[batch, 16\].*--input-shape x=N,16"):
         from_onnx(chain_model(dynamic=True))
+    with pytest.raises(UnsupportedGraph, match=r"input 'x' has shape \[0, 16\], with no elements"):
+        from_onnx(chain_model(batch=0))
 
 
 def test_input_shapes_resolve_dynamic_dimensions():
