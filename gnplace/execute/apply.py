@@ -81,6 +81,8 @@ class PlacedModule(torch.nn.Module):
         self.devices = list(devices)
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
+        self.input_dtypes = [x.dtype if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
+        self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
         self.input_shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
         named = dict(module.named_parameters())
         with torch.no_grad():
@@ -92,10 +94,14 @@ class PlacedModule(torch.nn.Module):
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
 
         Raises:
-            InvalidArgument: if the inputs differ in number, nesting or shape from the recorded step's, a
-                constant (not a tensor) differs, or an input requires a gradient that the step was not
-                recorded to compute.
+            InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
+                step's, a constant (not a tensor) differs, an input requires a gradient that the step was
+                not recorded to compute, or a submodule's train or eval mode changed since :func:`apply`.
         """
+        if [m.training for m in self.module.modules()] != self.recorded_modes:
+            mode = "train" if self.module.training else "eval"
+            raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
+                                  f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
         leaves, spec = input_leaves(inputs)
         if spec.num_children != self.input_spec.num_children:
             raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
@@ -116,6 +122,9 @@ class PlacedModule(torch.nn.Module):
                         f"{self._input_label(k)} has shape {tuple(x.shape)}; the step was recorded for {shape} "
                         "(apply again with it)"
                     )
+                if x.dtype != self.input_dtypes[k]:
+                    raise InvalidArgument(f"{self._input_label(k)} has dtype {x.dtype}; the step was recorded for "
+                                          f"{self.input_dtypes[k]} (convert it, or apply again with it)")
                 if x.requires_grad and k not in self.program.input_grads:
                     raise InvalidArgument(
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "

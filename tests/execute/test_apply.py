@@ -258,3 +258,19 @@ def test_a_checkpointed_segment_recomputes_with_the_current_weights():
             torch.testing.assert_close(a.grad, b.grad)
         ours.step()
         theirs.step()
+
+
+def test_another_mode_or_dtype_than_recorded_is_refused():
+    """Batch norm recorded in train mode would stay in it after .eval(); a float64 batch failed inside an op."""
+    net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5))
+    x = torch.randn(6, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), (x,), loss=_loss,
+                           devices=["cpu", "cpu"])
+    with pytest.raises(InvalidArgument, match="input 0 has dtype torch.float64; the step was recorded for torch.float32"):
+        placed(x.double())
+    placed.eval()
+    with pytest.raises(InvalidArgument, match="the module is in eval mode now.*apply again on the module in eval mode"):
+        placed(x)
+    placed.train()
+    placed(x)
