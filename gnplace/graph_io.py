@@ -209,6 +209,8 @@ def check_writable(path: str | os.PathLike[str], what: str = "output file", suff
     target = Path(text)
     if text.endswith(("/", os.sep)) or target.is_dir():
         raise InvalidArgument(f"{what} {text}: is a folder, expected a file")
+    if target.exists() and not target.is_file():
+        raise InvalidArgument(f"{what} {text}: is not a regular file (a device, pipe or socket), expected a file")
     if suffixes and target.suffix.lower() not in suffixes:
         raise InvalidArgument(f"{what} {text}: unsupported file type {target.suffix or '(none)'!r}; "
                               f"expected one of {', '.join(suffixes)}")
@@ -221,13 +223,27 @@ def check_writable(path: str | os.PathLike[str], what: str = "output file", suff
         raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not writable")
 
 
+def regular_target(path: Path) -> Path:
+    """The file a write to ``path`` replaces: the target of a symbolic link, written through, not replaced.
+
+    Raises:
+        OSError: if ``path`` is a device, pipe or socket (a rename over it would replace it by a file).
+    """
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.exists() and not target.is_file():
+        raise OSError(errno.EINVAL, "not a regular file (a device, pipe or socket)", os.fspath(path))
+    return target
+
+
 def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     """Write ``payload`` to ``path`` through ``PATH.tmp`` and a rename; a failed write leaves no ``.tmp`` behind.
 
-    The parent folders are made. What was at ``path`` before stays as it was when the write fails.
+    The parent folders are made. What was at ``path`` before stays as it was when the write fails. A
+    symbolic link is written through (its target is replaced, the link stays).
 
     Raises:
         IsADirectoryError: if ``path`` is a folder (or ends with ``/``).
+        OSError: if ``path`` is a device, pipe or socket.
         NotADirectoryError: if one of its parents is a file.
         OSError: if the file cannot be written.
     """
@@ -235,6 +251,7 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     path = Path(path)
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+    path = regular_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):

@@ -12,7 +12,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from gnplace.exceptions import InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.graph_io import from_networkx, graph_from_dict, graph_to_dict, load_graph, save_graph, to_networkx
 from gnplace.toy import layered_graph, mlp_training_graph
@@ -563,3 +563,20 @@ def test_an_onnx_file_given_as_a_graph_file_points_to_the_importer(tmp_path):
     model.write_bytes(b"\x08\x07")  # whatever it holds: the suffix says it is a model
     with pytest.raises(InvalidGraph, match="an ONNX model, not a gnplace graph file; convert it with `gnplace import"):
         load_graph(model)
+
+
+def test_writes_go_through_links_and_never_replace_devices_or_pipes(tmp_path):
+    import os
+
+    from gnplace.graph_io import check_writable, write_atomically
+
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "link.json").symlink_to("real.json")
+    write_atomically(tmp_path / "link.json", b"new")
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == "new"
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InvalidArgument, match="pipe: is not a regular file"):
+        check_writable(tmp_path / "pipe", "--output")
+    with pytest.raises(OSError, match="not a regular file"):
+        write_atomically(tmp_path / "pipe", b"x")
+    assert not (tmp_path / "pipe").is_file()

@@ -48,8 +48,10 @@ def feature_set() -> dict[str, list[str]]:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
-    """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
+    """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target)."""
+    from gnplace.graph_io import regular_target
+
+    path = regular_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
