@@ -567,13 +567,18 @@ class PlacementDataModule(L.LightningDataModule):
         return ProblemStream(len(self.val_pairs))
 
     def state_dict(self) -> dict[str, Any]:
-        """The best placement seen of every prepared pair (lists and numbers), saved in checkpoints."""
+        """The best placement seen of every prepared pair (lists and numbers), saved in checkpoints.
+
+        A pair restored from a checkpoint but not prepared again since (a finished run resumed, which
+        trains no more) keeps the state it was restored with: saving it again loses nothing.
+        """
         return {"problems": {
-            i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
+            **{i: dict(saved) for i, saved in self._restored.items() if i not in self._problems},
+            **{i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
                 "evaluations": p.evaluations, "history": [list(h) for h in p.history],
                 "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
                 "sample_best_step": p.sample_best_step}
-            for i, p in self._problems.items()
+               for i, p in self._problems.items()},
         }}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -24,9 +24,11 @@ def test_finetune_with_the_simulator_writes_the_best_placement_and_resumes(tmp_p
     assert json.loads((out / "summary.json").read_text())["timer"] == "sim"
     logged = _logged_iterations(out)
     assert logged == list(range(len(logged))) and logged  # one session, from the start
-    again = finetune(str(path), "k80x2", budget=80, samples=8, epochs=1, out=out, resume=True, progress=False)
-    assert again is not None and again["step_time_s"] == pytest.approx(summary["step_time_s"])
-    assert _logged_iterations(out) == logged  # resuming a finished run trains nothing more
+    for _ in range(2):  # resuming a finished run trains nothing more, and saves its state again whole
+        again = finetune(str(path), "k80x2", budget=80, samples=8, epochs=1, out=out, resume=True, progress=False)
+        assert again is not None and again["step_time_s"] == pytest.approx(summary["step_time_s"])
+        assert again["evaluations"] == summary["evaluations"]
+        assert _logged_iterations(out) == logged
 
 
 def test_a_search_best_that_measures_slower_afresh_is_not_returned(tmp_path, monkeypatch):
@@ -111,6 +113,11 @@ def test_resume_into_another_graphs_or_clusters_run_is_refused_and_keeps_it(fini
     with pytest.raises(InvalidCheckpoint, match=r"run of another cluster \(k80x2; here k80x4\)"):
         finetune(str(path), "k80x4", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     _unchanged(out, saved)
+    for other_settings, name in ((dict(seed=5), "seed"), (dict(budget=60), "budget"), (dict(lr=1e-2), "lr")):
+        arguments = {"budget": 40, "samples": 4, "epochs": 1, **other_settings}
+        with pytest.raises(InvalidCheckpoint, match=rf"run of other settings \({name}\)"):
+            finetune(str(path), "k80x2", out=out, resume=True, progress=False, **arguments)
+        _unchanged(out, saved)
     # fine-tuning another policy (here the run's own fine-tuned one) is another run too
     with pytest.raises(InvalidCheckpoint, match="another policy checkpoint to start from"):
         finetune(str(path), "k80x2", checkpoint=str(out / "last.ckpt"), budget=40, samples=4, epochs=1, out=out,

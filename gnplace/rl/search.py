@@ -227,6 +227,8 @@ class PPOSearchPlacer:
 
         last = None if self.out is None else Path(self.out) / "last.ckpt"
         identity = {} if last is None else self.run_identity(graph, cluster)
+        if identity:  # the run's seed too: resuming under another would mix two runs' draws
+            identity["settings"]["seed"] = int(seed) if isinstance(seed, int | np.integer) else None
         resume_from = None
         if last is not None and (last.exists() or last.is_symlink()):
             if not last.is_file():
@@ -331,6 +333,7 @@ class PPOSearchPlacer:
                 "max_nodes": self.max_nodes, "modules": self.modules, "anchor": self.anchor,
                 "reference": str(self.reference), "mode": c.mode, "algo": c.algo, "hidden": c.hidden,
                 "layers": c.layers, "head": c.head, "alpha": float(c.alpha), "timer": type(self.timer).__name__,
+                "budget": self.budget, "samples": c.samples, "epochs": c.epochs, "lr": float(c.lr),
             },
         }
 

@@ -151,7 +151,9 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     last = tmp_path / "last.ckpt"
     saved = last.read_bytes()
     run = torch.load(last, weights_only=True)[RUN_KEY]
-    assert run == placer.run_identity(g, c) and run["cluster_name"] == "k80x2" and run["checkpoint"] is None
+    expected = placer.run_identity(g, c)
+    expected["settings"]["seed"] = 0
+    assert run == expected and run["cluster_name"] == "k80x2" and run["checkpoint"] is None
     again = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, max_nodes=8, **FAST)
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(max_nodes\)"):
         again.place(g, c, seed=0)
