@@ -178,6 +178,25 @@ def test_run_reporting_errors_reports_os_errors_but_not_programming_errors(capsy
         run_reporting_errors(bug, argparse.Namespace(), "tool")
 
 
+@pytest.mark.parametrize("after", [lambda: SystemExit(1), lambda: SystemError("returned a result with an exception set")])
+def test_a_ctrl_c_that_a_library_turned_into_another_exception_is_an_interrupt(capsys, after):
+    """Lightning's trainer exits 1 after a Ctrl-C; numba's compiled loops raise SystemError."""
+    def run(args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise after() from None
+
+    assert run_reporting_errors(run, argparse.Namespace(), "tool") == 130
+    assert capsys.readouterr().err == "tool: interrupted\n"
+
+    def plain(args):
+        raise after()
+
+    with pytest.raises(type(after())):
+        run_reporting_errors(plain, argparse.Namespace(), "tool")
+
+
 # ------------------------------------------------------------------------------ 2: -O values
 def test_unparsable_option_value_is_one_line(capsys, graph):
     with pytest.raises(InvalidArgument) as caught:
