@@ -127,6 +127,9 @@ class PretrainConfig:
             raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
         if self.data.val_per_family < 0 or self.data.random_clusters < 0:
             raise InvalidArgument("data: val_per_family and random_clusters must be >= 0")
+        every = self.schedule.checkpoint_every_s
+        if not (isinstance(every, (int, float)) and math.isfinite(every) and every > 0):
+            raise InvalidArgument(f"schedule: checkpoint_every_s must be a positive number of seconds, got {every!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (what a YAML config holds, and what checkpoints record)."""

@@ -130,7 +130,7 @@ class LearnerConfig:
             raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
-        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0}
+        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0}
         bad = [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
                if getattr(self, name) < least]
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set

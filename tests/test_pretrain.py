@@ -67,6 +67,8 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("data: 3.5", "section .data. must be a mapping"),
     ("schedule: {iterations: .inf}", "too large"),
     ("a: &x [1]\nb: *x", "anchors"),
+    ("learner: {seed: -1}", "seed >= 0, got -1"),
+    ("schedule: {checkpoint_every_s: -5}", "checkpoint_every_s must be a positive number of seconds"),
 ])
 def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
