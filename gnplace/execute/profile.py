@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster, cluster_from_dict
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.base import as_program
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
@@ -258,13 +258,19 @@ def parse_torch_devices(names: Sequence[str]) -> list[torch.device]:
 
     Raises:
         InvalidArgument: naming the first one torch does not know (``"bogus"``, ``"cuda:x"``, ...).
+        ExecutionFailed: for a CUDA device this torch does not see (a CPU-only build, or too few GPUs).
     """
     devices = []
     for name in names:
         try:
-            devices.append(torch.device(name))
+            device = torch.device(name)
         except (RuntimeError, TypeError, ValueError) as err:
             raise InvalidArgument(f"{name!r} is not a torch device ({' '.join(str(err).split())})") from None
+        if device.type == "cuda":
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if (device.index or 0) >= count:
+                raise ExecutionFailed(f"{name} was asked for, but torch sees {count} CUDA device(s) here")
+        devices.append(device)
     return devices
 
 

@@ -45,3 +45,16 @@ def test_calibration_of_this_process_devices():
     calibration = calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=2)
     assert calibration.cluster.device_names == ["cpu0"]
     assert calibration.graph.cost_s["cpu-1t"].shape == (step.graph.num_ops,)
+
+
+def test_a_cuda_device_torch_does_not_see_is_one_error():
+    import torch
+
+    from gnplace.exceptions import ExecutionFailed, InvalidArgument
+    from gnplace.execute.profile import parse_torch_devices
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ExecutionFailed, match=f"cuda:{count} was asked for, but torch sees {count} CUDA device"):
+        parse_torch_devices(["cpu", f"cuda:{count}"])
+    with pytest.raises(InvalidArgument, match="'bogus' is not a torch device"):
+        parse_torch_devices(["bogus"])
