@@ -234,6 +234,7 @@ def get_placer(name: str, **options: Any) -> Any:
         RoundRobinPlacer()
     """
     cls = PLACERS.resolve(name)
+    _check_flags(name, cls, options)
     try:
         return cls(**options)
     except TypeError as err:
@@ -245,6 +246,30 @@ def get_placer(name: str, **options: Any) -> Any:
         if isinstance(err, GnplaceError):  # already one clear error (a bad checkpoint, a bad value)
             raise
         raise InvalidArgument(f"placer {name!r}: {err}") from err
+
+
+def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
+    """Refuse a value other than true or false for an option the placer declares ``bool``.
+
+    Placers read flags with ``bool(value)``, under which any non-empty text (``maybe``) or number is true.
+
+    Raises:
+        InvalidArgument: naming the option and the value.
+    """
+    import inspect
+
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return
+    for key, value in options.items():
+        parameter = parameters.get(key)
+        if parameter is None or value is None or isinstance(value, bool):
+            continue
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+        if {part.strip() for part in text.split("|")} <= {"bool", "None"}:
+            raise InvalidArgument(f"{name}: {key} must be true or false, got {value!r}")
 
 
 def make_placer(

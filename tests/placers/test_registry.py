@@ -178,3 +178,11 @@ def test_every_placer_places_every_op(name):
 
 def test_non_placer_is_not_a_placer():
     assert not isinstance(object(), Placer)
+
+
+@pytest.mark.parametrize("value", ["maybe", 3, "banana"])
+def test_a_flag_option_takes_true_or_false_only(value):
+    """Placers read flags with bool(), under which any text is true."""
+    with pytest.raises(InvalidArgument, match=f"ppo: modules must be true or false, got {value!r}"):
+        get_placer("ppo", modules=value)
+    assert get_placer("ppo", modules=False).modules is False
