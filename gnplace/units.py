@@ -10,7 +10,7 @@ import math
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops"]
+__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes"]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -119,3 +119,16 @@ def parse_flops(value: object) -> float:
         return _finite(_times(number), "a compute rate", value)
     bases = {"FLOP/s": 1.0, "FLOPS": 1.0}
     return _finite(_scaled(number, unit, bases, "a compute rate such as '2.8 TFLOP/s'", value), "a compute rate", value)
+
+
+def format_bytes(value: float) -> str:
+    """Bytes in the largest binary unit that keeps the number at least 1, e.g. ``"1.50 GiB"``.
+
+    Examples:
+        >>> format_bytes(1536), format_bytes(3 * 2**30), format_bytes(12)
+        ('1.50 KiB', '3.00 GiB', '12 B')
+    """
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"

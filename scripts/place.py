@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
-    from gnplace.cli.common import check_count, check_not_input, require_ops, writing
+    from gnplace.cli.common import check_count, check_not_input, require_memory, require_ops, writing
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import check_writable
     from gnplace.importers.onnx import parse_input_shape
@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
     cluster = load_cluster(args.cluster)
+    require_memory(graph, cluster)
     sim = Simulator()
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
     if args.op_level is not None:

@@ -19,6 +19,7 @@ from gnplace.cli.common import (
     mib,
     ms,
     parse_placer_options,
+    require_memory,
     require_ops,
     writing,
 )
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
         require_parameters(graph)
     cluster = load_cluster(args.cluster)
+    require_memory(graph, cluster)  # an impossible memory budget: refused before any placer runs
     sim = Simulator(args.mode)
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.algo is not None:

@@ -25,7 +25,7 @@ from gnplace.graph import OpGraph
 from gnplace.sim import _kernel
 from gnplace.sim.costmodel import op_times
 
-__all__ = ["Bound", "lower_bound", "critical_path", "work_bound"]
+__all__ = ["Bound", "lower_bound", "critical_path", "work_bound", "memory_shortfall"]
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,25 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
     if times is None:
         times = op_times(graph, cluster)
     return Bound(critical_path(graph, times), work_bound(times))
+
+
+def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
+    """Why no placement of ``graph`` can fit the memory of ``cluster``, or None when this bound cannot tell.
+
+    Parameters and optimizer state (``param_bytes``) stay resident on their op's device, so no
+    placement fits when they exceed the devices' memory in all, or when one op's exceed the largest
+    device's. Activations only add to that: a placement that passes may still run out of memory.
+    """
+    from gnplace.units import format_bytes
+
+    total, capacity = float(graph.param_bytes.sum()), float(np.sum(cluster.memory))
+    if total > capacity:
+        return (f"its parameters and optimizer state need {format_bytes(total)}, and the {cluster.num_devices} "
+                f"devices of {cluster.name!r} hold {format_bytes(capacity)} in all")
+    if graph.num_ops:
+        largest = int(np.argmax(graph.param_bytes))
+        need, room = float(graph.param_bytes[largest]), float(np.max(cluster.memory))
+        if need > room:
+            return (f"op {graph.node_names[largest]!r} holds {format_bytes(need)} of parameters and optimizer state, "
+                    f"and the largest device of {cluster.name!r} holds {format_bytes(room)}")
+    return None

@@ -241,3 +241,14 @@ def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys
     device_map = json.loads(out.read_text())
     assert device_map and set(device_map.values()) <= {0, 1, 2, 3}
     assert set(report["device_map_step_s"]) == {"placement", "device_map", "accelerate_auto", "accelerate_balanced"}
+
+
+def test_an_impossible_memory_budget_is_one_error_and_writes_nothing(tmp_path, capsys):
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 KiB}\nlinks: {default: placeto}\n")
+    target = tmp_path / "p.json"
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", str(tiny), "-p", "heft", "-o", str(target)])
+    assert code == 2 and not target.exists()
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: no placement of 'mlp2x8w2048b512' fits the memory of 'tiny': its parameters")
+    assert err.count("\n") == 1

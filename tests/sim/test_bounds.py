@@ -49,3 +49,23 @@ def test_lower_bound_is_below_simulated_steps():
     steps = sim.time_batch(g, c, np.random.default_rng(1).integers(0, 2, (32, g.num_ops))).step_time
     assert b.value == max(b.critical_path, b.work)
     assert np.all(steps >= b.value)
+
+
+
+def test_memory_shortfall_proves_only_what_no_placement_can_fit(tmp_path):
+    from gnplace.sim.bounds import memory_shortfall
+    from gnplace.toy import mlp_training_graph
+
+    graph = mlp_training_graph(layers=2, width=256, batch=8)
+    assert memory_shortfall(graph, load_cluster("k80x2")) is None
+    params, largest = float(graph.param_bytes.sum()), float(graph.param_bytes.max())
+
+    def cluster(*memories):
+        devices = "".join(f"  - {{name: d{k}, kind: k80, memory: {int(m)}}}\n" for k, m in enumerate(memories))
+        (tmp_path / "c.yaml").write_text(f"name: small\ndevices:\n{devices}links: {{default: placeto}}\n")
+        return load_cluster(tmp_path / "c.yaml")
+
+    assert "need" in memory_shortfall(graph, cluster(params / 3, params / 3))  # less than all parameters in all
+    many = [largest * 0.9] * (int(params // (largest * 0.9)) + 2)  # room for all in all, not for the largest op
+    assert "largest device" in memory_shortfall(graph, cluster(*many))
+    assert memory_shortfall(graph, cluster(params / 2 + largest, params / 2 + largest)) is None  # may fit
