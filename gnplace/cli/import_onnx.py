@@ -23,6 +23,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd",
                    help="optimizer whose state the update ops hold (default: sgd)")
     p.add_argument("--name", default=None, help="graph name (default: the file name)")
+    p.add_argument("--allow-unknown-ops", action="store_true",
+                   help="count ops of custom domains without a FLOP rule at 1 FLOP per output element (with a "
+                        "warning) instead of refusing the model")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(run=run)
 
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         shapes[name] = dims
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name)
+        graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name,
+                          allow_unknown_ops=args.allow_unknown_ops)
     with writing(args.output):
         path = save_graph(graph, args.output)
     for w in caught:

@@ -146,7 +146,23 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
     _refuse_control_flow(proto, source)
+    _refuse_undefined_ops(proto, source)
     return proto
+
+
+def _refuse_undefined_ops(proto: onnx.ModelProto, source: str) -> None:
+    """Refuse a node of the standard domain whose op type ONNX does not define (a misspelt or invented op).
+
+    Raises:
+        UnsupportedGraph: naming the first such node and its type.
+    """
+    import onnx.defs
+
+    for node in proto.graph.node:
+        if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type):
+            label = node.name or node.op_type
+            raise UnsupportedGraph(f"{source}: node {label!r} has op type {node.op_type!r}, which is not an ONNX "
+                                   "operator (a custom op belongs in its own domain)")
 
 
 #: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).
@@ -378,6 +394,7 @@ def from_onnx(
     name: str | None = None,
     trainable: Iterable[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    allow_unknown_ops: bool = False,
 ) -> OpGraph:
     """The training graph of one step of the model in an ONNX file (see the module docstring).
 
@@ -390,6 +407,10 @@ def from_onnx(
         trainable (Iterable[str], optional): names of the initializers to train (default: every float
             initializer of at least two elements read as a weight).
         meta (Mapping, optional): extra facts to store with the graph.
+        allow_unknown_ops (bool, optional): count an op of a custom domain that gnplace has no FLOP
+            rule for at 1 FLOP per output element, with a warning, instead of refusing the model
+            (default: :obj:`False`). A standard ONNX op without a rule is always counted so, with a
+            warning; an op type of the standard domain that ONNX does not define is always refused.
 
     Returns:
         OpGraph: forward, backward and update ops with FLOP, bytes and colocation groups.
@@ -439,6 +460,7 @@ def from_onnx(
             break
         inferred = _infer_shapes(proto, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable)
+    builder.allow_unknown_ops = bool(allow_unknown_ops)
     graph_meta = {
         "source": "onnx",
         "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
@@ -576,6 +598,7 @@ class _Builder:
                  trainable: Iterable[str] | None) -> None:
         self.proto = proto
         self.source = source
+        self.allow_unknown_ops = False
         self.state_factor, self.update_flops = rule
         self.optimizer = optimizer
         g = proto.graph
@@ -735,6 +758,12 @@ class _Builder:
             _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
             fl = forward_flops(kind, attrs, in_shapes, out_shapes)
             if fl is None:
+                if node.domain not in ("", "ai.onnx") and not self.allow_unknown_ops:
+                    raise UnsupportedGraph(
+                        f"{self.source}: node {node.name or node.op_type!r} is {kind}, an op of a custom domain "
+                        "that gnplace has no FLOP rule for (--allow-unknown-ops counts it at 1 FLOP per output "
+                        "element)"
+                    )
                 unknown.add(kind)
                 fl = float(sum(math.prod(s) for s in out_shapes if s is not None))
             label = node.name or f"{node.op_type}_{i}"

@@ -105,3 +105,18 @@ def test_console_command_prints_no_traceback(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith("gnplace: error:") and run.stderr.count("\n") == 1
+
+
+def test_a_custom_op_is_refused_unless_allowed(tmp_path, capsys):
+    path = write_mlp(tmp_path / "custom.onnx", batch=4, extra_nodes=[
+        helper.make_node("Mystery", ["y"], ["z"], name="mystery", domain="my.ops")],
+        extra_opsets=[helper.make_opsetid("my.ops", 1)])
+    model = onnx.load(str(path))
+    del model.graph.output[:]  # a custom op's output shape is declared: shape inference cannot know it
+    model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 16]))
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "g.gnpg"
+    assert main(["import", str(path), "-o", str(out)]) == 2
+    assert "my.ops.Mystery, an op of a custom domain" in one_line_error(capsys) and not out.exists()
+    assert main(["import", str(path), "-o", str(out), "--allow-unknown-ops"]) == 0
+    assert "mystery" in load_graph(out).node_names

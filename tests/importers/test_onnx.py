@@ -202,7 +202,7 @@ def test_batch_norm_statistics_are_not_trained():
                      trainable=["w"]).total_param_bytes == 4 * 3 * 3 * 3 * 4
 
 
-def test_unknown_op_types_are_counted_per_output_element_and_warned_once():
+def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("LRN", ["h4"], ["n"], name="lrn", size=3),
              helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
@@ -212,9 +212,11 @@ def test_unknown_op_types_are_counted_per_output_element_and_warned_once():
     onnx_model = model(nodes, [vi("x", [4, 8])], [vi("y", [2, 2, 2, 8])], inits,
                        value_info=[vi("m1", [2, 2, 2, 8])])
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
+    with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
+        from_onnx(onnx_model)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        g = from_onnx(onnx_model)
+        g = from_onnx(onnx_model, allow_unknown_ops=True)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "2 op types" in messages[0]
     assert "LRN" in messages[0] and "my.ops.Mystery" in messages[0]
@@ -458,3 +460,10 @@ def test_shape_arithmetic_past_data_propagation_is_folded():
     assert {"MatMul", "Relu"} <= set(g.op_types)
     assert float(g.flops[g.index("mm")]) == 2 * 8 * 16 * 8
     assert int(g.out_bytes[g.index("relu")]) == 8 * 4 * 4
+
+
+def test_an_op_type_onnx_does_not_define_is_refused():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
+    with pytest.raises(UnsupportedGraph, match="node 'frob' has op type 'FrobnicateOp', which is not an ONNX operator"):
+        from_onnx(model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)], value_info=[vi("h", [4, 8])]))
