@@ -27,7 +27,6 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -446,10 +445,25 @@ def evaluate(
     else:
         import multiprocessing
 
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for row in pool.map(_run_keyed, todo):
+        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_leave_interrupts_to_the_parent)
+        try:
+            for row in pool.imap(_run_keyed, todo):
                 record(row)
+        except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could hang)
+            pool.terminate()
+            raise
+        else:
+            pool.close()
+        finally:
+            pool.join()
     return rows
+
+
+def _leave_interrupts_to_the_parent() -> None:
+    """Worker start-up: ignore Ctrl-C, which the terminal sends to every process; the parent stops the workers."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _geomean(values: list[float]) -> float:

@@ -65,6 +65,22 @@ def test_evaluate_in_worker_processes_matches_serial(graphs, tmp_path):
     assert [r.step_time_s for r in serial] == [r.step_time_s for r in parallel]
 
 
+def test_an_interrupt_stops_the_worker_processes_and_keeps_the_rows_saved(graphs, tmp_path):
+    """Ctrl-C used to leave evaluate waiting on its workers now and then; they are stopped, not awaited."""
+    import multiprocessing
+
+    tasks = [Task(str(g), c, "round_robin") for g in collect_graphs([str(graphs)]) for c in ("k80x2", "k80x4")]
+
+    def interrupt(row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(tasks, tmp_path, jobs=2, progress=interrupt)
+    assert multiprocessing.active_children() == []
+    assert len((tmp_path / "results.csv").read_text().splitlines()) == 2  # the header and the row before it
+    assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
+
+
 def row(path: str, placer: str, step: float, *, oom: bool = False, single: float = 4.0, bound: float = 1.0) -> Row:
     return Row(graph=path, family="f", graph_path=path, ops=1, groups=1, cluster="c", placer=placer, seed=0,
                step_time_s=step, bound_s=bound, single_s=single, peak_memory_bytes=0.0, oom=oom, place_seconds=0.5)
