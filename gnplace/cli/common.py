@@ -112,6 +112,17 @@ def mib(num_bytes: float) -> str:
     return f"{num_bytes / 2**20:.1f}"
 
 
+def whole_number(text: str) -> int:
+    """An argparse ``type``: a whole number >= 0 (a seed, a count), else argparse's one-line error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
 def check_count(value: int | None, flag: str, *, minimum: int = 0) -> None:
     """Refuse ``value`` below ``minimum`` (``None``: not given, accepted) with an :class:`InvalidArgument`."""
     if value is not None and value < minimum:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, check_count, parse_placer_options, writing
+from gnplace.cli.common import add_option_argument, check_count, parse_placer_options, whole_number, writing
 from gnplace.evaluate import (
     Row,
     Task,
@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
     p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: every non-learned one)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--checkpoint", default=None,
                    help="policy checkpoint of the placers that take one, e.g. policy (default: the shipped one)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")

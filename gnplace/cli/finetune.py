@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gnplace.cli.common import whole_number
+
 
 def add_parser(sub: Any) -> None:
     """Register ``finetune`` on the subparsers ``sub``."""
@@ -31,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per real measurement (default: 5)")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import mib, ms
+from gnplace.cli.common import mib, ms, whole_number
 from gnplace.cluster import load_cluster
 from gnplace.graph import PHASES, OpGraph
 from gnplace.graph_io import load_graph
@@ -24,7 +24,7 @@ def add_parser(sub: Any) -> None:
                        "FLOP, bytes, groups, critical path and simulated single-device step time on a cluster.")
     p.add_argument("graph", help="graph file")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
-    p.add_argument("--top", type=int, default=10, help="op types to list (default: 10)")
+    p.add_argument("--top", type=whole_number, default=10, help="op types to list (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run)
 

@@ -21,6 +21,7 @@ from gnplace.cli.common import (
     parse_placer_options,
     require_memory,
     require_ops,
+    whole_number,
     writing,
 )
 from gnplace.cluster import load_cluster
@@ -42,7 +43,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--checkpoint", default=None, help="policy checkpoint of learned placers (default: the shipped one)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="ONNX input sizes for dynamic dimensions (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from gnplace.cli.common import whole_number
+
 
 def add_parser(sub: Any) -> None:
     """Register ``pretrain`` on the subparsers ``sub``."""
@@ -24,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML config (default: configs/pretrain.yaml)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value, e.g. schedule.iterations=100 (repeatable)")
-    p.add_argument("--seed", type=int, default=None, help="overrides learner.seed")
+    p.add_argument("--seed", type=whole_number, default=None, help="overrides learner.seed")
     p.add_argument("--out", default="out/pretrain", help="output folder (default: out/pretrain)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
     p.add_argument("--devices", type=int, default=1, help="data-parallel processes (default: 1)")

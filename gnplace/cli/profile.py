@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from gnplace.cli.common import whole_number
+
 
 def add_parser(sub: Any) -> None:
     """Register ``profile`` on the subparsers ``sub``."""
@@ -23,7 +25,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
     p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import mib, ms, require_ops, resolve_placement, writing
+from gnplace.cli.common import mib, ms, require_ops, resolve_placement, whole_number, writing
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import check_writable, load_graph
 from gnplace.sim.bounds import lower_bound
@@ -26,7 +26,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default",
                    help="simulator mode (default: default)")
-    p.add_argument("--seed", type=int, default=0, help="seed for stochastic placers (default: 0)")
+    p.add_argument("--seed", type=whole_number, default=0, help="seed for stochastic placers (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", metavar="PNG",
                    help="also draw a Gantt chart of the step to this file (.png, .pdf, .svg, ...)")

@@ -381,3 +381,18 @@ def test_option_values_in_exponent_notation_are_numbers_and_must_be_finite():
 def test_an_unknown_option_of_a_comparator_is_named_as_unknown(capsys, graph):
     err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "rnn_pg", "--budget", "8", "-O", "rnn_pg.bogus=1"]))
     assert "placer 'rnn_pg' does not take these options" in err and "bogus" in err
+
+
+@pytest.mark.parametrize("command", [
+    ["place", "G", "-c", "k80x2", "-p", "heft", "--seed", "-1"],
+    ["simulate", "G", "-c", "k80x2", "-p", "heft", "--seed", "-1"],
+    ["inspect", "G", "--top", "-1"],
+    ["evaluate", "-g", "G", "-c", "k80x2", "-p", "heft", "--seed", "x"],
+])
+def test_a_negative_seed_or_count_is_refused_by_the_parser(command, capsys, tmp_path):
+    """heft ignores its seed, so -1 used to pass; inspect --top -1 listed all but one op type."""
+    path = save_graph(chain_graph(3), tmp_path / "g.gnpg")
+    with pytest.raises(SystemExit) as caught:
+        main([str(path) if part == "G" else part for part in command])
+    assert caught.value.code == 2
+    assert "expected a whole number >= 0" in capsys.readouterr().err
