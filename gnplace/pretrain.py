@@ -211,6 +211,8 @@ def load_pretrain_config(
     from gnplace.train import LearnerConfig
 
     path = Path(path) if path is not None else DEFAULT_CONFIG
+    if path.is_dir():
+        raise InvalidArgument(f"{path}: is a folder, not a config file")
     if not path.is_file():
         raise InvalidArgument(f"{path}: no such config file")
     try:

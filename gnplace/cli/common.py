@@ -97,7 +97,7 @@ def resolve_placement(
 
     A registered placer is run with ``timer``, ``budget`` and ``options``.
     """
-    if placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file()):
+    if placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file() or Path(placer).is_dir()):
         return Path(placer).name, load_placement(placer, graph, cluster)
     return placer, make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
 

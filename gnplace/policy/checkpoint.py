@@ -97,6 +97,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     from gnplace.limits import MAX_FILE_BYTES
 
     path = Path(path)
+    if path.is_dir():
+        raise InvalidCheckpoint(f"{path}: is a folder, not a checkpoint file")
     if not path.is_file():
         raise InvalidCheckpoint(f"{path}: no such checkpoint file")
     size = path.stat().st_size

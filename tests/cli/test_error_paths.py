@@ -396,3 +396,17 @@ def test_a_negative_seed_or_count_is_refused_by_the_parser(command, capsys, tmp_
         main([str(path) if part == "G" else part for part in command])
     assert caught.value.code == 2
     assert "expected a whole number >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, message", [
+    (["place", "G", "-c", "k80x2", "-p", "policy", "--checkpoint", "D"], "is a folder, not a checkpoint file"),
+    (["pretrain", "--config", "D", "--out", "D/run"], "is a folder, not a config file"),
+    (["simulate", "G", "-c", "k80x2", "-p", "D"], "is a folder, not a placement file"),
+])
+def test_a_folder_where_a_file_is_expected_is_named_as_one(command, message, capsys, tmp_path):
+    path = save_graph(chain_graph(3), tmp_path / "g.gnpg")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert main([str(path) if p == "G" else p.replace("D", str(folder)) if p.startswith("D") else p
+                 for p in command]) == 2
+    assert message in capsys.readouterr().err
