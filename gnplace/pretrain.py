@@ -510,16 +510,17 @@ def pretrain(
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     try:
-        trainer = L.Trainer(
-            max_epochs=math.ceil(schedule.iterations / schedule.steps_per_epoch),  # the bar's "Epoch k/N"
-            accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
-            enable_checkpointing=False,
-            callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
-                       RankDigest(out / "ranks")],
-            logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-            enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
-            use_distributed_sampler=False, deterministic=False,
-        )
+        with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
+            trainer = L.Trainer(
+                max_epochs=math.ceil(schedule.iterations / schedule.steps_per_epoch),  # the bar's "Epoch k/N"
+                accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+                enable_checkpointing=False,
+                callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
+                           RankDigest(out / "ranks")],
+                logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+                enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
+                use_distributed_sampler=False, deterministic=False,
+            )
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
     with quiet_lightning():
