@@ -120,6 +120,8 @@ def finetune(
 
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
+    if devices and timer != "local":
+        raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
     for name, value in (("repeats", repeats), ("threads", threads)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")

@@ -135,10 +135,12 @@ class LearnerConfig:
                if getattr(self, name) < least]
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
-        if not (self.lr > 0 and self.clip > 0 and self.beta >= 0 and self.grad_clip > 0 and self.prior >= 0
-                and 0 < self.risk <= 1):
-            raise InvalidArgument("lr, clip and grad_clip must be positive, beta and prior non-negative and risk "
-                                  "in (0, 1]")
+        ranges = {"lr": (self.lr, self.lr > 0, "> 0"), "clip": (self.clip, self.clip > 0, "> 0"),
+                  "grad_clip": (self.grad_clip, self.grad_clip > 0, "> 0"), "beta": (self.beta, self.beta >= 0, ">= 0"),
+                  "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]")}
+        wrong = [f"{name} {rule}, got {value}" for name, (value, ok, rule) in ranges.items() if not ok]
+        if wrong:
+            raise InvalidArgument(f"need {'; '.join(wrong)}")
         numbers = {"lr": self.lr, "clip": self.clip, "beta": self.beta, "grad_clip": self.grad_clip,
                    "prior": self.prior, "entropy": self.entropy, "elite": self.elite}
         for name, value in numbers.items():

@@ -169,3 +169,12 @@ def test_settings_out_of_range_are_refused_before_any_work(tmp_path, bad, messag
     with pytest.raises(InvalidArgument, match=message):
         finetune(str(path), "k80x2", budget=20, out=tmp_path / "run", progress=False, **bad)
     assert not (tmp_path / "run" / "last.ckpt").exists()
+
+
+def test_a_bad_step_size_or_devices_for_another_timer_is_refused_before_anything_runs(tmp_path):
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    with pytest.raises(InvalidArgument, match="need lr > 0, got -1.0"):
+        finetune(str(path), "k80x2", lr=-1.0, out=tmp_path / "a", progress=False)
+    with pytest.raises(InvalidArgument, match="the sim timer takes none"):
+        finetune(str(path), "k80x2", devices=["cpu", "cpu"], out=tmp_path / "b", progress=False)
+    assert not (tmp_path / "b").exists()

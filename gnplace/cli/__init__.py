@@ -40,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``gnplace`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding lacks prints escaped, never a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     return run_reporting_errors(args.run, args, "gnplace")
 

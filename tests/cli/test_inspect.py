@@ -42,3 +42,21 @@ def test_inspect_bad_graph_is_one_line(tmp_path, capsys):
     assert main(["inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error:") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_name_the_terminal_cannot_encode_prints_escaped(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import chain_graph
+
+    graph = chain_graph(3)
+    path = save_graph(type(graph)(graph.node_names, list(zip(graph.edge_src, graph.edge_dst)), flops=graph.flops,
+                                  name="модель", op_types=graph.op_types), tmp_path / "g.gnpg")
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    done = subprocess.run([sys.executable, "-m", "gnplace.cli", "inspect", str(path)], capture_output=True, env=env,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("\\u043c")  # the name, escaped
