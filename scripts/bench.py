@@ -696,7 +696,8 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
             shutil.rmtree(out / name / "finetune", ignore_errors=True)  # this run's calibration: fine-tune anew
             tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
                              samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
-                             devices=devices, out=out / name / "finetune", progress=False)
+                             devices=devices if args.timer == "local" else None, out=out / name / "finetune",
+                             progress=False)
             assert tuned is not None
             entry["finetune"] = {k: v for k, v in tuned.items() if k != "history"}
         summary["graphs"][name] = entry
