@@ -138,6 +138,8 @@ class Program:
         num_nodes (int): nodes of the graph the program belongs to.
         graph_name (str): that graph's name.
         input_grads (dict[int, Ref | None]): the gradient of each input recorded with ``requires_grad``.
+        buffer_alias (dict[Ref, str]): op results that are a buffer itself (an in-place write's result,
+            a whole view of it), by buffer name: the local executor reads them as the buffer.
     """
 
     ops: list[ProgramOp]
@@ -151,6 +153,7 @@ class Program:
     num_nodes: int
     graph_name: str = "graph"
     input_grads: dict[int, Ref | None] = field(default_factory=dict)
+    buffer_alias: dict[Ref, str] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -314,11 +317,20 @@ def _argument(op: Any, position: int) -> Any:
     return op.args[position] if position < len(op.args) else op.kwargs.get(op.func._schema.arguments[position].name)
 
 
-def _written_buffers(op: Any) -> tuple[str, ...]:
-    """Names of the buffers a recorded op updates in place (``Ref("buffer")`` arguments it writes)."""
+def _written_buffers(op: Any, aliases: dict[Ref, str] | None = None) -> tuple[str, ...]:
+    """Names of the buffers a recorded op updates in place.
+
+    The arguments it writes that are a buffer: ``Ref("buffer")``, or an op result that is one
+    (``aliases``, :func:`_buffer_aliases`).
+    """
     positions = sorted({*_UNMARKED_WRITES.get(op.name, ()), *_write_positions(op)})
-    values = [_argument(op, k) for k in positions]
-    return tuple(v.name for v in values if isinstance(v, Ref) and v.kind == "buffer")
+    names = []
+    for value in (_argument(op, k) for k in positions):
+        if isinstance(value, Ref) and value.kind == "buffer":
+            names.append(value.name)
+        elif isinstance(value, Ref) and aliases and value in aliases:
+            names.append(aliases[value])
+    return tuple(names)
 
 
 def _written(op: Any) -> Any:
@@ -332,37 +344,32 @@ def _written(op: Any) -> Any:
 _WHOLE_VIEWS = frozenset({"alias", "detach"})
 
 
-def _buffers_by_name(ops: list[Any]) -> list[Any]:
-    """The ops with every read of a buffer named as the buffer, ``Ref("buffer")``.
+def _buffer_aliases(ops: list[Any]) -> dict[Ref, str]:
+    """The op results that are a buffer itself, ``Ref -> buffer name``.
 
     A recorded op that writes a buffer in place (``num_batches_tracked.add_(1)``, ``div(..., out=u)``)
     returns the buffer, and the recording names that result as the op's output; so does a whole view
     of a buffer (``alias``, ``detach``; instance norm writes its statistics through one). A second
-    batch norm call, or a write through such a view, then reads an op's output and was not seen as
-    updating the buffer: it was dropped, or its update lost. Naming them as the buffer makes every
-    buffer write visible, and the executor keeps each buffer's latest value wherever it is used.
+    batch norm call, or a write through such a view, then writes an op's output: without this map it
+    was not seen as updating the buffer, and was dropped or its update lost. The local executor reads
+    such a result as the buffer's latest value (:func:`~gnplace.execute.runner.run_step`), which is
+    what eager PyTorch reads: the same tensor.
     """
-    from dataclasses import replace
+    aliases: dict[Ref, str] = {}
 
-    from torch.utils._pytree import tree_map
+    def buffer_of(x: Any) -> str | None:
+        if isinstance(x, Ref):
+            return x.name if x.kind == "buffer" else aliases.get(x)
+        return None
 
-    aliases: dict[Ref, Ref] = {}  # an op output that is a buffer -> Ref("buffer")
-
-    def named(x: Any) -> Any:
-        return aliases.get(x, x) if isinstance(x, Ref) else x
-
-    renamed = []
     for i, op in enumerate(ops):
-        if aliases:
-            op = replace(op, args=tree_map(named, op.args), kwargs=tree_map(named, op.kwargs))
-        written = _written(op)
+        written = buffer_of(_written(op))
         returns = op.func._schema.returns
-        if isinstance(written, Ref) and written.kind == "buffer" and returns and returns[0].alias_info is not None:
+        if written is not None and returns and returns[0].alias_info is not None:
             aliases[Ref("op", i, 0)] = written
-        elif op.name in _WHOLE_VIEWS and op.args and isinstance(op.args[0], Ref) and op.args[0].kind == "buffer":
-            aliases[Ref("op", i, 0)] = op.args[0]
-        renamed.append(op)
-    return renamed
+        elif op.name in _WHOLE_VIEWS and op.args and buffer_of(op.args[0]) is not None:
+            aliases[Ref("op", i, 0)] = str(buffer_of(op.args[0]))
+    return aliases
 
 
 #: View ops whose outputs are disjoint pieces of their input: a write into one piece leaves the others as they were.
@@ -448,11 +455,12 @@ def compile_step(step: Any) -> Program:
         (['aten.t.default', 'aten.addmm.default'], True)
     """
     trace = step.trace
-    ops = _buffers_by_name(trace.ops)
+    ops = trace.ops
     _refuse_writes_into_views(ops)
+    aliases = _buffer_aliases(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in trace.results() if r.kind == "op"]
-    buffer_writes = [_written_buffers(op) for op in ops]
+    buffer_writes = [_written_buffers(op, aliases) for op in ops]
     stack += [i for i, names in enumerate(buffer_writes) if names]
     while stack:
         i = stack.pop()
@@ -520,4 +528,6 @@ def compile_step(step: Any) -> Program:
         num_nodes=step.graph.num_ops,
         graph_name=step.graph.name,
         input_grads={k: (renumbered(r) if r is not None else None) for k, r in trace.input_grads.items()},
+        buffer_alias={Ref("op", new_index[r.index], r.output): name for r, name in aliases.items()
+                      if r.index in new_index},
     )

@@ -206,15 +206,16 @@ def run_step(
         device = devices[d]
 
         def resolve(ref: Ref, d: int = d, device: torch.device = device) -> Any:
-            if ref.kind == "buffer":
-                key = (ref.name, d)
-                latest = fresh.get(ref.name)  # devices holding the buffer's latest value, once the step wrote it
+            name = ref.name if ref.kind == "buffer" else program.buffer_alias.get(ref)
+            if name is not None:  # a buffer, or an op's result that is the buffer: its latest value here
+                key = (name, d)
+                latest = fresh.get(name)  # devices holding the buffer's latest value, once the step wrote it
                 if latest is not None and d not in latest:  # written on another device since: bring that value
-                    copies[key] = copies[(ref.name, next(iter(latest)))].to(device, copy=True)
+                    copies[key] = copies[(name, next(iter(latest)))].to(device, copy=True)
                     latest.add(d)
                 elif key not in copies:
                     # a copy of what the step writes; what it only reads (frozen parameters) is used in place
-                    copies[key] = start_buffers[ref.name].detach().to(device, copy=ref.name in written)
+                    copies[key] = start_buffers[name].detach().to(device, copy=name in written)
                 return copies[key]
             return values[(ref, d)]
 

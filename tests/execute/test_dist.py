@@ -167,3 +167,43 @@ def _alive(pid):
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class _RunningMean(torch.nn.Module):
+    """A buffer updated in place in two steps, then read by the forward (as running-mean normalisers do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+        self.register_buffer("mean", torch.full((4,), 5.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.first(x)
+        with torch.no_grad():
+            self.mean.mul_(0.5).add_(h.mean(0) * 0.5)
+        return self.second(h - self.mean).square().mean()
+
+
+def test_a_buffer_updated_in_place_then_read_gives_the_eager_loss_wherever_the_cut():
+    """The update's second op writes the first's result: run on another rank, it must get that value."""
+    from gnplace.execute.runner import run_step
+
+    torch.manual_seed(0)
+    module = _RunningMean()
+    x = torch.randn(8, 4)
+    step = import_step(module, (x,))
+    eager = _RunningMean()
+    eager.load_state_dict(module.state_dict())
+    want = eager(x).detach()
+    program = compile_step(step)
+    cuts = [np.array([0 if v < cut else 1 for v in range(step.graph.num_ops)]) for cut in range(step.graph.num_ops)]
+    for devices in cuts:
+        out = run_step(program, program.plan(devices), [torch.device("cpu")] * 2)
+        torch.testing.assert_close(out.loss, want)
+    timer = DistTimer(step, repeats=1, timeout_s=30)
+    try:
+        for devices in cuts[1::2]:
+            losses = [c["loss"] for _, _, c in timer.run(_cluster(), devices, collect=True) if "loss" in c]
+            torch.testing.assert_close(losses[0], want)
+    finally:
+        timer.close()
