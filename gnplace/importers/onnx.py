@@ -491,6 +491,9 @@ _SHAPE_OPS = frozenset({
     "Unsqueeze", "Squeeze", "Slice", "Cast", "Reshape", "Equal", "Less", "Greater", "Not", "Where", "Range",
     "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile",
 })
+#: Element types of shape arithmetic (whole numbers and flags): only these are folded.
+_INDEX_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.UINT64,
+                          TensorProto.UINT32, TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL})
 #: Most elements of a folded value: shape computations are small.
 _FOLD_LIMIT = 4096
 _FOLD_ROUNDS = 8
@@ -518,10 +521,10 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
 
     g = inferred.graph
     shapes = {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+    opsets = {o.domain or "": int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")}
     known: dict[str, Any] = {}
-    for init in proto.graph.initializer:
-        if math.prod(init.dims) <= _FOLD_LIMIT and any(init.HasField(f) or len(getattr(init, f)) for f in
-                                                          ("raw_data", "int64_data", "int32_data", "float_data")):
+    for init in proto.graph.initializer:  # whole numbers only: a small float initializer may be a weight
+        if init.data_type in _INDEX_TYPES and math.prod(init.dims) <= _FOLD_LIMIT:
             try:
                 known[init.name] = numpy_helper.to_array(init)
             except Exception:  # noqa: BLE001 - an initializer numpy cannot read is simply not known
@@ -534,7 +537,7 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
         value = None
         try:
             if node.op_type == "Constant":
-                known[out] = _evaluate(node, {})
+                known[out] = _evaluate(node, {}, opsets)
                 continue
             if node.op_type in ("Shape", "Size") and node.input:
                 dims = shapes.get(node.input[0])
@@ -547,13 +550,13 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
                     attrs = {str(a.name): int(helper.get_attribute_value(a)) for a in node.attribute}
                     value = np.asarray(sizes, dtype=np.int64)[attrs.get("start", 0):attrs.get("end", len(sizes))]
             elif node.op_type in _SHAPE_OPS and node.input and all(x == "" or x in known for x in node.input):
-                value = _evaluate(node, {x: known[x] for x in node.input if x})
+                value = _evaluate(node, {x: known[x] for x in node.input if x}, opsets)
             else:
                 continue
         except Exception:  # noqa: BLE001 - a node the evaluator cannot compute stays as it is
             continue
-        if value is None or value.size > _FOLD_LIMIT:
-            continue
+        if value is None or value.size > _FOLD_LIMIT or value.dtype.kind not in "iub":
+            continue  # shape arithmetic is in whole numbers; a float result may come from a weight
         known[out] = value
         constant = helper.make_node("Constant", [], [out], name=node.name, value=numpy_helper.from_array(value, out))
         proto.graph.node[index].CopyFrom(constant)
@@ -561,11 +564,11 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
     return folded > 0
 
 
-def _evaluate(node: onnx.NodeProto, feeds: dict[str, Any]) -> Any:
-    """The first output of one node on known inputs, by ONNX's reference evaluator (a numpy array)."""
+def _evaluate(node: onnx.NodeProto, feeds: dict[str, Any], opsets: dict[str, int]) -> Any:
+    """The first output of one node on known inputs, under the model's ``opsets``, by ONNX's reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
-    outputs: Any = ReferenceEvaluator(node).run(None, feeds)
+    outputs: Any = ReferenceEvaluator(node, opsets=opsets or None).run(None, feeds)
     return np.asarray(outputs[0])
 
 

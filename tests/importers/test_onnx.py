@@ -452,14 +452,17 @@ def test_shape_arithmetic_past_data_propagation_is_folded():
              helper.make_node("Div", ["width", "two"], ["half"]),
              helper.make_node("Unsqueeze", ["half", "zero"], ["end"]),
              helper.make_node("Slice", ["y", "start", "end", "one_axis"], ["left"], name="slice"),
-             helper.make_node("Relu", ["left"], ["out"], name="relu")]
-    inits = [weight("w", 16, 8), const(np.array(1, np.int64), "one"), const(np.array(2, np.int64), "two"),
+             helper.make_node("Unsqueeze", ["b", "zero"], ["b2"]),  # a small weight is no shape arithmetic
+             helper.make_node("Add", ["left", "b2"], ["biased"], name="bias"),
+             helper.make_node("Relu", ["biased"], ["out"], name="relu")]
+    inits = [weight("w", 16, 8), weight("b", 4), const(np.array(1, np.int64), "one"), const(np.array(2, np.int64), "two"),
              const(np.array([0], np.int64), "zero"), const(np.array([0], np.int64), "start"),
              const(np.array([1], np.int64), "one_axis")]
     g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("out", [8, 4])], inits))
     assert {"MatMul", "Relu"} <= set(g.op_types)
     assert float(g.flops[g.index("mm")]) == 2 * 8 * 16 * 8
     assert int(g.out_bytes[g.index("relu")]) == 8 * 4 * 4
+    assert {"update/w", "update/b"} <= set(g.node_names)
 
 
 def test_an_op_type_onnx_does_not_define_is_refused():
