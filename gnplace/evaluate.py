@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidGraph, first_line
+from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.placement import Placement
@@ -444,18 +444,26 @@ def evaluate(
             record(_run_keyed(item))
     else:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
-        pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_leave_interrupts_to_the_parent)
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_leave_interrupts_to_the_parent)
+        futures = [pool.submit(_run_keyed, item) for item in todo]  # in order; never cancelled (see below)
         try:
-            for row in pool.imap(_run_keyed, todo):
-                record(row)
-        except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could hang)
-            pool.terminate()
+            for future in futures:
+                record(future.result())
+        except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): the rows so far are saved
+            raise ExecutionFailed(f"an evaluation worker process died ({err}); the {len(rows)} rows finished "
+                                  "are saved: run again to resume") from None
+        except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could take long)
+            # terminated, not cancelled: the pool marks the pending futures broken (cancelling them too races
+            # with that, and its thread prints an InvalidStateError)
+            for process in list((getattr(pool, "_processes", None) or {}).values()):
+                process.terminate()
             raise
-        else:
-            pool.close()
         finally:
-            pool.join()
+            pool.shutdown(wait=True)
     return rows
 
 
