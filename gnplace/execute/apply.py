@@ -137,9 +137,19 @@ class PlacedModule(torch.nn.Module):
         return loss
 
     def live_state(self) -> dict[str, torch.Tensor]:
-        """The module's buffers and frozen parameters as they are now: the step reads them at each call."""
+        """The module's buffers and frozen parameters as they are now: the step reads them at each call.
+
+        Raises:
+            InvalidArgument: if a parameter frozen when the step was recorded trains now (the step has
+                no gradient for it).
+        """
         state = dict(self.module.named_buffers())
-        state.update({k: p for k, p in self.module.named_parameters() if not p.requires_grad})
+        params = dict(self.module.named_parameters())
+        unfrozen = sorted(k for k in self.program.buffers if k in params and params[k].requires_grad)
+        if unfrozen:
+            raise InvalidArgument(f"parameter {unfrozen[0]} was frozen when the step was recorded and trains now: "
+                                  "apply again to get its gradient")
+        state.update({k: p for k, p in params.items() if k in self.program.buffers})
         return state
 
     def _input_label(self, leaf: int) -> str:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.inliner
 from onnx import TensorProto
 
@@ -146,23 +147,7 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
     _refuse_control_flow(proto, source)
-    _refuse_undefined_ops(proto, source)
     return proto
-
-
-def _refuse_undefined_ops(proto: onnx.ModelProto, source: str) -> None:
-    """Refuse a node of the standard domain whose op type ONNX does not define (a misspelt or invented op).
-
-    Raises:
-        UnsupportedGraph: naming the first such node and its type.
-    """
-    import onnx.defs
-
-    for node in proto.graph.node:
-        if node.domain in ("", "ai.onnx") and not onnx.defs.has(node.op_type):
-            label = node.name or node.op_type
-            raise UnsupportedGraph(f"{source}: node {label!r} has op type {node.op_type!r}, which is not an ONNX "
-                                   "operator (a custom op belongs in its own domain)")
 
 
 #: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).
@@ -407,10 +392,11 @@ def from_onnx(
         trainable (Iterable[str], optional): names of the initializers to train (default: every float
             initializer of at least two elements read as a weight).
         meta (Mapping, optional): extra facts to store with the graph.
-        allow_unknown_ops (bool, optional): count an op of a custom domain that gnplace has no FLOP
-            rule for at 1 FLOP per output element, with a warning, instead of refusing the model
-            (default: :obj:`False`). A standard ONNX op without a rule is always counted so, with a
-            warning; an op type of the standard domain that ONNX does not define is always refused.
+        allow_unknown_ops (bool, optional): count an op that gnplace has no FLOP rule for, of a
+            custom domain or of a type ONNX does not define (old experimental ops such as
+            ``ImageScaler``), at 1 FLOP per output element, with a warning, instead of refusing the
+            model (default: :obj:`False`). A standard ONNX op without a rule is always counted so,
+            with a warning.
 
     Returns:
         OpGraph: forward, backward and update ops with FLOP, bytes and colocation groups.
@@ -761,11 +747,14 @@ class _Builder:
             _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
             fl = forward_flops(kind, attrs, in_shapes, out_shapes)
             if fl is None:
-                if node.domain not in ("", "ai.onnx") and not self.allow_unknown_ops:
+                standard = node.domain in ("", "ai.onnx")
+                if not self.allow_unknown_ops and (not standard or not onnx.defs.has(node.op_type)):
+                    what = f"has op type {node.op_type!r}, which ONNX does not define" if standard else \
+                        f"is {kind}, an op of a custom domain that gnplace has no FLOP rule for"
                     raise UnsupportedGraph(
-                        f"{self.source}: node {node.name or node.op_type!r} is {kind}, an op of a custom domain "
-                        "that gnplace has no FLOP rule for (--allow-unknown-ops counts it at 1 FLOP per output "
-                        "element)"
+                        f"{self.source}: node {node.name or node.op_type!r} {what} (`gnplace import "
+                        "--allow-unknown-ops` counts it at 1 FLOP per output element, and the graph file it "
+                        "writes places like any other)"
                     )
                 unknown.add(kind)
                 fl = float(sum(math.prod(s) for s in out_shapes if s is not None))

@@ -32,6 +32,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
 
 __all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer"]
@@ -264,7 +266,7 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
         return
     for key, value in options.items():
         parameter = parameters.get(key)
-        if parameter is None or value is None or isinstance(value, bool):
+        if parameter is None or value is None or isinstance(value, (bool, np.bool_)):
             continue
         annotation = parameter.annotation
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))

@@ -194,6 +194,9 @@ def test_frozen_parameters_are_read_at_each_call():
     torch.testing.assert_close(loss, eager.detach())
     torch.testing.assert_close(net[2].weight.grad, reference[2].weight.grad)
     assert net[0].weight.grad is None
+    net[0].requires_grad_(True)  # unfrozen after apply: the step has no gradient for it
+    with pytest.raises(InvalidArgument, match="parameter 0.bias was frozen when the step was recorded"):
+        placed(x)
 
 
 class _TwiceNormed(torch.nn.Module):

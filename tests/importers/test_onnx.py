@@ -465,8 +465,11 @@ def test_shape_arithmetic_past_data_propagation_is_folded():
     assert {"update/w", "update/b"} <= set(g.node_names)
 
 
-def test_an_op_type_onnx_does_not_define_is_refused():
+def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
-    with pytest.raises(UnsupportedGraph, match="node 'frob' has op type 'FrobnicateOp', which is not an ONNX operator"):
-        from_onnx(model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)], value_info=[vi("h", [4, 8])]))
+    onnx_model = model(nodes, [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)], value_info=[vi("h", [4, 8])])
+    with pytest.raises(UnsupportedGraph, match="node 'frob' has op type 'FrobnicateOp', which ONNX does not define"):
+        from_onnx(onnx_model)
+    with pytest.warns(UserWarning, match="FrobnicateOp"):
+        assert "frob" in from_onnx(onnx_model, allow_unknown_ops=True).node_names

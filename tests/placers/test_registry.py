@@ -186,3 +186,6 @@ def test_a_flag_option_takes_true_or_false_only(value):
     with pytest.raises(InvalidArgument, match=f"ppo: modules must be true or false, got {value!r}"):
         get_placer("ppo", modules=value)
     assert get_placer("ppo", modules=False).modules is False
+    import numpy as np
+
+    assert get_placer("metis", memory_aware=np.False_).memory_aware is False  # numpy's flags are flags too
