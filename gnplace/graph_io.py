@@ -251,7 +251,7 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     path = Path(path)
     if text.endswith(("/", os.sep)) or path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
-    path = regular_target(path)
+    given, path = path, regular_target(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -264,7 +264,7 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
         raise
-    return path
+    return given
 
 
 def load_graph(path: str | os.PathLike[str]) -> OpGraph:

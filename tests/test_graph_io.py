@@ -572,7 +572,7 @@ def test_writes_go_through_links_and_never_replace_devices_or_pipes(tmp_path):
 
     (tmp_path / "real.json").write_text("old")
     (tmp_path / "link.json").symlink_to("real.json")
-    write_atomically(tmp_path / "link.json", b"new")
+    assert write_atomically(tmp_path / "link.json", b"new") == tmp_path / "link.json"  # the path given
     assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == "new"
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(InvalidArgument, match="pipe: is not a regular file"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from gnplace.exceptions import InvalidArgument
@@ -211,8 +212,12 @@ def _same_constant(value: Any, recorded: Any) -> bool:
     """Whether a non-tensor input equals the one the step was recorded with (and is of its type)."""
     if value is recorded:
         return True
+    if type(value) is not type(recorded):
+        return False
+    if isinstance(value, np.ndarray):
+        return value.shape == recorded.shape and value.dtype == recorded.dtype and bool(np.array_equal(value, recorded))
     try:
-        return type(value) is type(recorded) and bool(value == recorded)
+        return bool(value == recorded)
     except Exception:  # noqa: BLE001 - a comparison that is not a plain truth value: not the same constant
         return False
 
