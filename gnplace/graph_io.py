@@ -209,8 +209,11 @@ def check_writable(path: str | os.PathLike[str], what: str = "output file", suff
     target = Path(text)
     if text.endswith(("/", os.sep)) or target.is_dir():
         raise InvalidArgument(f"{what} {text}: is a folder, expected a file")
-    if target.exists() and not target.is_file():
-        raise InvalidArgument(f"{what} {text}: is not a regular file (a device, pipe or socket), expected a file")
+    try:
+        regular_target(target)
+    except OSError:
+        raise InvalidArgument(f"{what} {text}: is not a regular file (a device, pipe or socket), expected a file") \
+            from None
     if suffixes and target.suffix.lower() not in suffixes:
         raise InvalidArgument(f"{what} {text}: unsupported file type {target.suffix or '(none)'!r}; "
                               f"expected one of {', '.join(suffixes)}")

@@ -82,9 +82,7 @@ class PlacedModule(torch.nn.Module):
         self.devices = list(devices)
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
-        self.input_dtypes = [x.dtype if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
-        self.input_shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in self.program.inputs]
         named = dict(module.named_parameters())
         with torch.no_grad():
             for name in self.param_names:
@@ -110,7 +108,7 @@ class PlacedModule(torch.nn.Module):
             raise InvalidArgument(f"the placed step takes inputs nested as {_nesting(self.input_spec)} (the example "
                                   f"inputs), got {_nesting(spec)}")
         moved = []
-        for k, (x, shape, recorded) in enumerate(zip(leaves, self.input_shapes, self.program.inputs)):
+        for k, (x, recorded) in enumerate(zip(leaves, self.program.inputs)):
             if isinstance(x, torch.Tensor) != isinstance(recorded, torch.Tensor) or (
                     not isinstance(x, torch.Tensor) and not _same_constant(x, recorded)):
                 raise InvalidArgument(
@@ -118,14 +116,14 @@ class PlacedModule(torch.nn.Module):
                     "constant of the step: apply again with it"
                 )
             if isinstance(x, torch.Tensor):
-                if tuple(x.shape) != shape:
+                if x.shape != recorded.shape:
                     raise InvalidArgument(
-                        f"{self._input_label(k)} has shape {tuple(x.shape)}; the step was recorded for {shape} "
-                        "(apply again with it)"
+                        f"{self._input_label(k)} has shape {tuple(x.shape)}; the step was recorded for "
+                        f"{tuple(recorded.shape)} (apply again with it)"
                     )
-                if x.dtype != self.input_dtypes[k]:
+                if x.dtype != recorded.dtype:
                     raise InvalidArgument(f"{self._input_label(k)} has dtype {x.dtype}; the step was recorded for "
-                                          f"{self.input_dtypes[k]} (convert it, or apply again with it)")
+                                          f"{recorded.dtype} (convert it, or apply again with it)")
                 if x.requires_grad and k not in self.program.input_grads:
                     raise InvalidArgument(
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "

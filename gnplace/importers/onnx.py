@@ -445,8 +445,7 @@ def from_onnx(
         if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred):
             break
         inferred = _infer_shapes(proto, source)
-    builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable)
-    builder.allow_unknown_ops = bool(allow_unknown_ops)
+    builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops))
     graph_meta = {
         "source": "onnx",
         "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
@@ -485,12 +484,17 @@ _FOLD_LIMIT = 4096
 _FOLD_ROUNDS = 8
 
 
+def _value_dims(inferred: onnx.ModelProto) -> dict[str, list[int | str | None] | None]:
+    """The dims of every value whose type the (shape-inferred) model declares, by name."""
+    g = inferred.graph
+    return {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+
+
 def _unshaped(inferred: onnx.ModelProto) -> bool:
     """Whether some node output has no static shape after inference."""
-    g = inferred.graph
-    dims = {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+    dims = _value_dims(inferred)
     return any(out and (dims.get(out) is None or any(not isinstance(d, int) for d in dims[out] or ()))
-               for node in g.node for out in node.output)
+               for node in inferred.graph.node for out in node.output)
 
 
 def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> bool:
@@ -505,8 +509,7 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
     """
     from onnx import helper, numpy_helper
 
-    g = inferred.graph
-    shapes = {v.name: _dims(v.type) for v in [*g.value_info, *g.output, *g.input]}
+    shapes = _value_dims(inferred)
     opsets = {o.domain or "": int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")}
     known: dict[str, Any] = {}
     for init in proto.graph.initializer:  # whole numbers only: a small float initializer may be a weight
@@ -584,10 +587,10 @@ class _Builder:
     """Builds the training graph from a shape-inferred ONNX model (one use)."""
 
     def __init__(self, proto: onnx.ModelProto, source: str, rule: tuple[int, float], optimizer: str,
-                 trainable: Iterable[str] | None) -> None:
+                 trainable: Iterable[str] | None, allow_unknown_ops: bool = False) -> None:
         self.proto = proto
         self.source = source
-        self.allow_unknown_ops = False
+        self.allow_unknown_ops = allow_unknown_ops
         self.state_factor, self.update_flops = rule
         self.optimizer = optimizer
         g = proto.graph

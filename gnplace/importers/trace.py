@@ -335,13 +335,12 @@ def record_training_step(
     loss_ref = origin.get(id(value))
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
-    grad_refs = {k: (origin.get(id(g)) if g is not None else None) for k, g in zip(wanted, grads)}
-    input_grad_refs = {i: (origin.get(id(g)) if g is not None else None)
-                       for i, g in zip(differentiated, grads[len(wanted):])}
+    made = [origin.get(id(g)) if g is not None else None for g in grads]  # where each gradient was made
+    grad_refs = dict(zip(wanted, made))
+    input_grad_refs = dict(zip(differentiated, made[len(wanted):]))
     module_calls = {k: v + 1 for k, v in calls.items()}
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
                          input_spec)
-
 
 
 class _Call(torch.nn.Module):

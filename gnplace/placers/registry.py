@@ -32,8 +32,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
 
 __all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer"]
@@ -260,18 +258,20 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
     """
     import inspect
 
+    from gnplace.placers.base import check_flag
+
     try:
         parameters = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         return
     for key, value in options.items():
         parameter = parameters.get(key)
-        if parameter is None or value is None or isinstance(value, (bool, np.bool_)):
+        if parameter is None or value is None:
             continue
         annotation = parameter.annotation
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
         if {part.strip() for part in text.split("|")} <= {"bool", "None"}:
-            raise InvalidArgument(f"{name}: {key} must be true or false, got {value!r}")
+            check_flag(name, key, value)
 
 
 def make_placer(
