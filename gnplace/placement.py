@@ -175,6 +175,9 @@ def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluste
 
     Raises:
         InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit.
+
+    Warns (:class:`UserWarning`) when the file was written for a graph of another name whose op
+    names are all the same: such a placement applies, but may not be the one meant.
     """
     from gnplace.limits import parse_json, read_file
 
@@ -191,4 +194,12 @@ def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluste
         raise InvalidPlacement(
             f"{path}: placement file version {version!r}; this gnplace reads version {VERSION} (write it again)"
         )
-    return _from_names(graph, cluster, data["placement"], source=str(path))
+    placement = _from_names(graph, cluster, data["placement"], source=str(path))
+    written_for = data.get("graph")
+    if isinstance(written_for, str) and written_for and written_for != graph.name:
+        import warnings
+
+        # every op name matched, so the placement applies; the user may still have picked the wrong file
+        warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
+                      "so it is used as it is", stacklevel=2)
+    return placement

@@ -344,3 +344,12 @@ def test_placement_file_of_another_version_is_refused(tmp_path, k80x2, version):
     with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(path))}: placement file version {version!r}; "
                                                r"this gnplace reads version 1 \(write it again\)$"):
         load_placement(path, chain_graph(3), k80x2)
+
+
+def test_a_placement_written_for_another_graph_warns_but_applies(tmp_path, k80x2):
+    g = chain_graph(3)
+    path = save_placement(tmp_path / "p.json", g, Placement([1, 0, 1], k80x2))
+    other = chain_graph(3, flops=2e9)
+    other.name = "another"
+    with pytest.warns(UserWarning, match=r"written for graph 'chain3', not 'another'; its op names all match"):
+        assert load_placement(path, other, k80x2).devices.tolist() == [1, 0, 1]

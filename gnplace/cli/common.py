@@ -41,7 +41,8 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
     """Options per placer from ``PLACER.NAME=VALUE`` strings; values are read as YAML scalars or lists.
 
     Raises:
-        InvalidArgument: if an item is malformed or names a placer not in ``placers``.
+        InvalidArgument: if an item is malformed, names a placer not in ``placers``, or gives one
+            option two different values.
 
     Examples:
         >>> parse_placer_options(["annealing.start=heft", "annealing.batch=8"], ["annealing"])
@@ -71,7 +72,11 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
             raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidArgument(f"--option {item!r}: value must be a finite number")
-        options.setdefault(placer, {})[name] = value
+        given = options.setdefault(placer, {})
+        if name in given and given[name] != value:  # the last would win silently: say which value is meant
+            raise InvalidArgument(f"--option {placer}.{name} is given twice, as {given[name]!r} and {value!r}: "
+                                  "give it once")
+        given[name] = value
     return options
 
 

@@ -101,7 +101,7 @@ class PlacedModule(torch.nn.Module):
             mode = "train" if self.module.training else "eval"
             raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
                                   f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
-        leaves, spec = input_leaves(inputs)
+        leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
         if spec.num_children != self.input_spec.num_children:
             raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
         if spec != self.input_spec:
@@ -226,6 +226,25 @@ def _show(value: Any) -> str:
         return f"a tensor of shape {tuple(value.shape)}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _keyed_as(value: Any, spec: Any) -> Any:
+    """``value`` with each dict's keys in the order of the same dict in ``spec`` (a pytree spec), where the keys agree.
+
+    A dict's keys are names, not positions: ``{"b": y, "a": x}`` is the batch ``{"a": x, "b": y}``.
+
+    Examples:
+        >>> from torch.utils._pytree import tree_flatten
+        >>> _, spec = tree_flatten(({"a": 1, "b": [2, {"c": 3, "d": 4}]},))
+        >>> _keyed_as(({"b": [2, {"d": 4, "c": 3}], "a": 1},), spec)
+        ({'a': 1, 'b': [2, {'c': 3, 'd': 4}]},)
+    """
+    children = spec.children()
+    if spec.type is dict and type(value) is dict and set(value) == set(spec.context):
+        return {key: _keyed_as(value[key], child) for key, child in zip(spec.context, children)}
+    if spec.type in (tuple, list) and type(value) is spec.type and len(value) == len(children):
+        return spec.type(_keyed_as(item, child) for item, child in zip(value, children))
+    return value
 
 
 def _nesting(spec: Any) -> str:

@@ -410,3 +410,12 @@ def test_a_folder_where_a_file_is_expected_is_named_as_one(command, message, cap
     assert main([str(path) if p == "G" else p.replace("D", str(folder)) if p.startswith("D") else p
                  for p in command]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_option_given_twice_with_two_values_is_refused(capsys, graph):
+    with pytest.raises(InvalidArgument, match=r"--option annealing.batch is given twice, as 8 and 16: give it once"):
+        parse_placer_options(["annealing.batch=8", "annealing.batch=16"], ["annealing"])
+    assert parse_placer_options(["annealing.batch=8", "annealing.batch=8"], ["annealing"]) == {"annealing": {"batch": 8}}
+    err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "annealing", "--budget", "8",
+                                  "-O", "annealing.batch=8", "-O", "annealing.batch=16"]))
+    assert "given twice" in err

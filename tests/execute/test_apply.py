@@ -176,6 +176,37 @@ def test_tensors_nested_in_the_inputs_are_inputs_and_constants_are_checked():
         placed(pair, named)
 
 
+class _Keyed(torch.nn.Module):
+    """Takes a dict of two tensors of different widths."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(5, 3), torch.nn.Linear(4, 3)
+
+    def forward(self, named):
+        return (self.a(named["x"]) * self.b(named["y"])).square().mean()
+
+
+def test_a_dict_input_is_read_by_key_not_by_order():
+    """``{"y": ..., "x": ...}`` is the batch ``{"x": ..., "y": ...}`` (it was refused as another nesting)."""
+    torch.manual_seed(0)
+    net = _Keyed()
+    reference = copy.deepcopy(net)
+    example = ({"x": torch.randn(6, 5), "y": torch.randn(6, 4)},)
+    placement = Placement([k % 2 for k in range(import_step(net, example).graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, example, devices=["cpu", "cpu"])
+    batch = {"y": torch.randn(6, 4), "x": torch.randn(6, 5)}
+    loss = placed(batch)
+    loss.backward()
+    eager = reference(batch)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    with pytest.raises(InvalidArgument, match="nested as"):
+        placed({"x": batch["x"], "z": batch["y"]})
+
+
 def test_frozen_parameters_are_read_at_each_call():
     """A frozen layer's weights are the module's, not the recorded values (a load_state_dict is seen)."""
     torch.manual_seed(0)
