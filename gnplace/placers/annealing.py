@@ -39,6 +39,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
+from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow
@@ -87,6 +88,7 @@ class AnnealingPlacer:
             overflow (default: 10.0).
         batch (int, optional): most proposals scored per timer call (default: 16).
         timer (StepTimer, optional): scores placements (default: ``Simulator()``).
+        progress (bool or None, optional): show a bar of the evaluations on stderr (default: on a terminal).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -114,6 +116,7 @@ class AnnealingPlacer:
         oom_penalty: float = 10.0,
         batch: int = 16,
         timer: StepTimer | None = None,
+        progress: bool | None = None,
     ) -> None:
         def whole(value: Any) -> bool:
             return isinstance(value, int | np.integer) and not isinstance(value, bool)
@@ -153,6 +156,7 @@ class AnnealingPlacer:
         self.oom_penalty = float(oom_penalty)
         self.batch = int(batch)
         self.timer = timer or Simulator()
+        self.progress = progress
         self.last_trace: list[tuple[int, float, float]] = []
 
     def __repr__(self) -> str:
@@ -194,27 +198,43 @@ class AnnealingPlacer:
         scale = current_energy if current_energy > 0 else 1.0
         ratio = self.final_temperature / self.initial_temperature
         acceptance = 1.0  # running acceptance rate, sets how many proposals to score at once
-        while scorer.evaluations < self.budget:
-            k = int(min(self.batch, self.budget - scorer.evaluations, max(1, round(1.0 / max(acceptance, 1e-9)))))
-            proposals = np.stack([moves.propose(current, num_devices, rng) for _ in range(k)])
-            index = scorer.evaluations + np.arange(k)
-            temperature = self.initial_temperature * ratio ** (index / max(self.budget - 1, 1))
-            scored = scorer.time_groups(graph, cluster, proposals)
-            energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
-            # ALGO LOGIC: Metropolis test of each proposal in turn; the first accepted one moves the chain
-            uniform = rng.random(k)
-            delta = (energy - current_energy) / scale
-            with np.errstate(over="ignore"):
-                accept = (delta <= 0) | (uniform < np.exp(-delta / temperature))
-            taken = int(np.argmax(accept)) if accept.any() else -1
-            if taken >= 0:
-                current, current_energy = proposals[taken], float(energy[taken])
-            tried = taken + 1 if taken >= 0 else k
-            acceptance = 0.8 * acceptance + 0.2 * float(taken >= 0) / tried
+        with evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
+            while scorer.evaluations < self.budget:
+                current, current_energy, acceptance = self._step(
+                    graph, cluster, scorer, moves, rng, current, current_energy, acceptance, scale, ratio)
+                advance_to(scorer.evaluations)
         self.last_trace = scorer.trace
         best = scorer.best_placement(cluster)
         assert best is not None
         return best
+
+    def _step(
+        self, graph: OpGraph, cluster: Cluster, scorer: BudgetedTimer, moves: _Moves, rng: np.random.Generator,
+        current: np.ndarray, current_energy: float, acceptance: float, scale: float, ratio: float,
+    ) -> tuple[np.ndarray, float, float]:
+        """One batch of proposals from ``current`` and their Metropolis tests; the chain's new state.
+
+        Returns the current placement (a device per group), its energy (seconds, penalised) and the
+        running acceptance rate.
+        """
+        num_devices = cluster.num_devices
+        k = int(min(self.batch, self.budget - scorer.evaluations, max(1, round(1.0 / max(acceptance, 1e-9)))))
+        proposals = np.stack([moves.propose(current, num_devices, rng) for _ in range(k)])
+        index = scorer.evaluations + np.arange(k)
+        temperature = self.initial_temperature * ratio ** (index / max(self.budget - 1, 1))
+        scored = scorer.time_groups(graph, cluster, proposals)
+        energy = self._energy(scored.step_time, scored.peak_memory, cluster.memory)
+        # ALGO LOGIC: Metropolis test of each proposal in turn; the first accepted one moves the chain
+        uniform = rng.random(k)
+        delta = (energy - current_energy) / scale
+        with np.errstate(over="ignore"):
+            accept = (delta <= 0) | (uniform < np.exp(-delta / temperature))
+        taken = int(np.argmax(accept)) if accept.any() else -1
+        if taken >= 0:
+            current, current_energy = proposals[taken], float(energy[taken])
+        tried = taken + 1 if taken >= 0 else k
+        acceptance = 0.8 * acceptance + 0.2 * float(taken >= 0) / tried
+        return current, current_energy, acceptance
 
     def _energy(self, step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
         return step_time * (1.0 + self.oom_penalty * overflow(peak_memory, capacity))

@@ -16,6 +16,7 @@ from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import group_times
+from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
@@ -44,6 +45,7 @@ class RandomSearchPlacer:
             (its own evaluations are not counted, scoring its placement is), or None (default: ``"auto"``).
         timer (StepTimer, optional): scores the candidates; the work estimates of the block
             candidates come from its cost model (default: ``Simulator()``).
+        progress (bool or None, optional): show a bar of the evaluations on stderr (default: on a terminal).
 
     Examples:
         >>> from gnplace.toy import fork_graph
@@ -60,7 +62,7 @@ class RandomSearchPlacer:
 
     def __init__(
         self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, start: str | None = "auto",
-        timer: StepTimer | None = None,
+        timer: StepTimer | None = None, progress: bool | None = None,
     ) -> None:
         if budget < 1 or batch < 1:
             raise InvalidArgument(
@@ -73,6 +75,7 @@ class RandomSearchPlacer:
         self.block_fraction = float(block_fraction)
         self.start = start
         self.timer = timer or Simulator()
+        self.progress = progress
         self.last_trace: list[tuple[int, float, float]] = []
 
     def __repr__(self) -> str:
@@ -100,9 +103,11 @@ class RandomSearchPlacer:
         for start in range(0, structured.shape[0], self.batch):
             scorer.time_groups(graph, cluster, structured[start : start + self.batch])
         order = group_order(graph)
-        while scorer.remaining:
-            size = min(self.batch, scorer.remaining)
-            scorer.time_groups(graph, cluster, self._draw(order, cluster.num_devices, size, rng))
+        with evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
+            while scorer.remaining:
+                size = min(self.batch, scorer.remaining)
+                scorer.time_groups(graph, cluster, self._draw(order, cluster.num_devices, size, rng))
+                advance_to(scorer.evaluations)
         self.last_trace = scorer.trace
         best = scorer.best_placement(cluster)
         assert best is not None

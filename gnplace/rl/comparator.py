@@ -23,7 +23,6 @@ drawn only when the budget still holds all of it.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -252,14 +251,12 @@ class ComparatorPlacer:
         problem = SequenceProblem.build(graph, cluster, self.timer, self.budget, max_nodes=self.max_nodes,
                                         seed=seed_value)
         generator = torch.Generator().manual_seed(seed_value)
-        from rich.progress import Progress
+        from gnplace.progress import evaluation_bar
 
-        show = sys.stderr.isatty() if self.progress is None else self.progress
-        with _one_thread(), Progress(disable=not show, transient=True) as bar:
-            task = bar.add_task(f"{self.name} {graph.name}", total=self.budget)
+        with _one_thread(), evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
 
             def tick() -> None:
-                bar.update(task, completed=problem.timer.evaluations)
+                advance_to(problem.timer.evaluations)
 
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed_value)  # the policy's initial weights

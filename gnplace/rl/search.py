@@ -302,7 +302,8 @@ class PPOSearchPlacer:
         if polish_budget > 0 and cluster.num_devices > 1:
             from gnplace.placers.annealing import AnnealingPlacer
 
-            annealer = AnnealingPlacer(budget=polish_budget, start=_Given(best), timer=self.timer)
+            annealer = AnnealingPlacer(budget=polish_budget, start=_Given(best), timer=self.timer,
+                                       progress=self.progress)
             polished = annealer.place(graph, cluster, seed=seed_value)
             before = history[-1][1]
             history += [(used + e, step) for e, over, step in annealer.last_trace if over == 0 and step < before]
@@ -385,7 +386,8 @@ class PPOSearchPlacer:
         budget = int(self.budget * self.prelude)
         if budget < 1 or cluster.num_devices < 2:
             return 0
-        annealer = AnnealingPlacer(budget=budget, start=_Given(Placement(problem.best_devices, cluster)), timer=counted)
+        annealer = AnnealingPlacer(budget=budget, start=_Given(Placement(problem.best_devices, cluster)), timer=counted,
+                                   progress=self.progress)
         before = counted.evaluations
         found = annealer.place(graph, cluster, seed=seed)
         _, excess, step = annealer.last_trace[-1]  # the best the chain timed: (evaluations, overflow, seconds)
