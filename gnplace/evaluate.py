@@ -41,6 +41,7 @@ from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import relative_step
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "task_key", "run_task", "place_task", "evaluate", "summarise",
@@ -499,10 +500,11 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
         summary.append({
             "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
             "vs_best": _geomean(
-                [r.step_time_s / best[(r.graph_path, r.cluster)] for r in ok if (r.graph_path, r.cluster) in best]
+                [relative_step(r.step_time_s, best[(r.graph_path, r.cluster)]) for r in ok
+                 if (r.graph_path, r.cluster) in best]
             ),
-            "vs_single": _geomean([r.step_time_s / r.single_s for r in ok]),
-            "vs_bound": _geomean([r.step_time_s / r.bound_s for r in ok]),
+            "vs_single": _geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
+            "vs_bound": _geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom for r in members),
             "errors": sum(bool(r.error) for r in members),
             "best_count": sum(

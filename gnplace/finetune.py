@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.sim.timer import relative_step
 
 __all__ = ["finetune", "TIMERS"]
 
@@ -191,7 +192,8 @@ def finetune(
         "search_step_s": searched.step_time, "zero_shot_s": placer.last_zero_shot_step,
         "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],
-        "speedup_vs_single": others["single"] / result.step_time, "vs_auto": result.step_time / others["auto"],
+        "speedup_vs_single": relative_step(others["single"], result.step_time),
+        "vs_auto": relative_step(result.step_time, others["auto"]),
         "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,
         "placement": str(folder / "placement.json"),
     }

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidGraph
+from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE"]
@@ -69,7 +70,16 @@ def _as_int(
     if np.any(as_float != np.round(as_float)):
         bad = int(np.flatnonzero(as_float != np.round(as_float))[0])
         raise InvalidGraph(f"{where(bad)}: {field} must be a whole number{unit}, found {as_float[bad]}")
+    _check_size(as_float, field, where)  # before the cast, which would wrap a huge value to a negative one
     return _frozen(as_float, np.int64, length, field)
+
+
+def _check_size(values: np.ndarray, field: str, where: Any) -> None:
+    """Refuse a magnitude over :data:`~gnplace.limits.MAX_COUNT`, as a graph file's reader does."""
+    too_big = np.flatnonzero(np.abs(values) > MAX_COUNT)
+    if too_big.size:
+        bad = int(too_big[0])
+        raise InvalidGraph(f"{where(bad)} has {field} too large ({values[bad]:.6g}; the limit is 2**62)")
 
 
 class OpGraph:
@@ -253,6 +263,9 @@ class OpGraph:
         if not np.all(np.isfinite(self.flops)):
             i = int(np.flatnonzero(~np.isfinite(self.flops))[0])
             raise InvalidGraph(f"graph {self.name!r}: node {self.node_names[i]!r} has infinite flops")
+        _check_size(self.flops, "flops", lambda i: f"graph {self.name!r}: node {self.node_names[i]!r}")
+        for kind, seconds in self.cost_s.items():
+            _check_size(seconds[np.isfinite(seconds)], f"cost_s[{kind!r}]", lambda i: f"graph {self.name!r}: a node")
         bad = np.flatnonzero(self.edge_bytes < 0)
         if bad.size:
             raise InvalidGraph(f"graph {self.name!r}: edge {self._edge_label(int(bad[0]))} has negative bytes")

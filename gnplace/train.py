@@ -43,10 +43,10 @@ from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teach
 from gnplace.rl.env import RefinementMDP
 from gnplace.rl.imitation import imitation_loss
 from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
-from gnplace.rl.problem import PlacementProblem
+from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import StepTimer, overflow
+from gnplace.sim.timer import StepTimer, overflow, relative_step
 
 __all__ = [
     "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "TimedCheckpoint",
@@ -256,7 +256,8 @@ class PlacementLearner(L.LightningModule):
         self._update(torch.stack(losses).mean())
         if self.iteration == self.config.imitation_steps - 1:  # the end of imitation: how good is the greedy policy?
             for problem in batch:
-                stats.append({"greedy/after_imitation": self.greedy_step(problem) / problem.reference_step})
+                greedy = relative_step(self.greedy_step(problem), problem.reference_step)
+                stats.append({"greedy/after_imitation": greedy})
         self._log_mean(stats)
 
     def greedy_step(self, problem: PlacementProblem) -> float:
@@ -285,7 +286,7 @@ class PlacementLearner(L.LightningModule):
             advantages.append(normalise_advantages(reward) if cfg.risk >= 1
                               else risk_seeking_advantages(reward, cfg.risk))
             rewards.append(float(reward.mean()))
-            ratios.append(problem.best_step / problem.reference_step)
+            ratios.append(relative_step(problem.best_step, problem.reference_step))
         epochs = cfg.epochs if cfg.algo == "ppo" else 1
         stats: list[dict[str, float]] = []
         for _ in range(epochs):
@@ -327,7 +328,7 @@ class PlacementLearner(L.LightningModule):
             )
         traj = sample_move(self.policy, mdp, self.rng)
         result, _ = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
-        gain = mdp.record(result.step_time, result.busy_time) / problem.reference_step
+        gain = mdp.record(result.step_time, result.busy_time) / max(problem.reference_step, STEP_FLOOR_S)
         reward = gain - cfg.oom_penalty * overflow(result.peak_memory, problem.inp.cluster.memory)
         if mdp.steps % max(problem.inp.num_groups, 1) == 0:
             mdp.restart(problem.best_groups(), problem.best_step)
@@ -408,7 +409,7 @@ class PlacementLearner(L.LightningModule):
                 drawn = sample(self.policy, problem.mdp, self.config.val_samples, rng, enc=enc, bias=bias)
                 groups = np.concatenate([groups, drawn.rollout.group_devices])
         result = self.timer.time_batch(problem.inp.graph, problem.inp.cluster, problem.placements(groups))
-        ratios = result.step_time / problem.reference_step
+        ratios = np.maximum(result.step_time, STEP_FLOOR_S) / max(problem.reference_step, STEP_FLOOR_S)
         fits = ~result.oom
         best = float(ratios[fits].min()) if fits.any() else float(ratios[0])
         self._val_ratios.append((data.val_family(index), float(ratios[0]), bool(result.oom[0]), best))

@@ -289,3 +289,16 @@ def test_a_placer_that_crashes_fails_its_row_alone(graphs, tmp_path, monkeypatch
     by = {r.placer: r for r in rows}
     assert by["heft"].error == "IndexError: index 0 is out of bounds" and math.isnan(by["heft"].step_time_s)
     assert not by["single"].error and by["single"].step_time_s > 0
+
+
+def test_steps_of_no_work_summarise_as_ratios_of_one(tmp_path):
+    """A 0 s step beside a 0 s best, single and bound is 1.0 of each (it was a ZeroDivisionError)."""
+    from gnplace.graph import OpGraph
+    path = save_graph(OpGraph(["a", "b"], [(0, 1)], name="idle"), tmp_path / "idle.gnpg")
+    cluster = tmp_path / "z2.yaml"
+    cluster.write_text("name: z2\ndevices:\n  - {name: gpu, count: 2, kind: k80, launch_overhead: 0}\n"
+                       "links:\n  default: pcie3\n")
+    rows = evaluate([Task(str(path), str(cluster), p) for p in ("single", "m_etf")], tmp_path / "ev")
+    assert [r.step_time_s for r in rows] == [0.0, 0.0]
+    summary = summarise(rows)
+    assert [(s["vs_best"], s["vs_single"], s["vs_bound"]) for s in summary] == [(1.0, 1.0, 1.0)] * 2

@@ -628,3 +628,15 @@ def test_fingerprint_tells_graphs_apart_but_not_their_names():
     assert g.fingerprint() != g.replace(flops=g.flops * 2).fingerprint()
     assert g.fingerprint() != g.replace(group=np.arange(g.num_ops)).fingerprint()
     assert g.fingerprint() != mlp_training_graph(layers=3, width=64, batch=8).fingerprint()
+
+
+@pytest.mark.parametrize("field, value", [("flops", 1e19), ("out_bytes", 2**63 + 2**50), ("param_bytes", 2**62 + 2**40)])
+def test_a_size_a_graph_file_could_not_hold_is_refused_when_built(tmp_path, field, value):
+    """Over 2**62 the reader refuses the file, so the graph is refused when built (it was saved, then unreadable;
+    a huge out_bytes also wrapped to a negative one)."""
+    with pytest.raises(InvalidGraph, match=rf"node 'a' has {field} too large .*the limit is 2\*\*62"):
+        OpGraph(["a"], [], name="x", **{field: [value]})
+    from gnplace.graph_io import load_graph, save_graph
+
+    limit = OpGraph(["a"], [], name="x", **{field: [2**62]})
+    assert getattr(load_graph(save_graph(limit, tmp_path / "g.gnpg")), field)[0] == 2**62

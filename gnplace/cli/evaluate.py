@@ -66,12 +66,9 @@ def run(args: argparse.Namespace) -> int:
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
     options = parse_placer_options(args.option, placers)
-    for name in placers:
-        if "checkpoint" in PLACERS.info(name).accepts:
-            from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
-
-            # named in the options, so a row is recomputed when the checkpoint's content changes
-            options.setdefault(name, {})["checkpoint"] = str(args.checkpoint or SHIPPED_CHECKPOINT)
+    if args.checkpoint:  # to the placers that read its format; the others keep their own (evaluate keys rows by both)
+        for name in checkpoint_readers(args.checkpoint, placers):
+            options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)
     clusters = list(dict.fromkeys(c for c in args.clusters.split(",") if c))
     if not clusters:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
@@ -133,3 +130,25 @@ def _plot_best_timeline(rows: list[Row], path: Path) -> Path | None:
     graph, cluster, placement, _ = place_task(task)
     result = Simulator(task.mode).time(graph, cluster, placement, timeline=True)  # type: ignore[arg-type]
     return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
+
+
+def checkpoint_readers(path: str, placers: list[str]) -> list[str]:
+    """The placers among ``placers`` that read the checkpoint file ``path`` (by its ``"format"``).
+
+    A training run's ``last.ckpt`` (no ``"format"``) is a policy checkpoint, as the ``policy`` placer reads it.
+
+    Raises:
+        InvalidCheckpoint: if the file is unreadable.
+        InvalidArgument: if none of ``placers`` takes a checkpoint of its format.
+    """
+    from gnplace.policy.checkpoint import FORMAT, read_checkpoint
+
+    found = read_checkpoint(path).get("format") or FORMAT
+    infos = [PLACERS.info(name) for name in placers]
+    readers = [i.name for i in infos if "checkpoint" in i.accepts and i.checkpoint_format == found]
+    if not readers:
+        takers = [f"{i.name} ({i.checkpoint_format})" for i in infos if "checkpoint" in i.accepts]
+        which = f"; of the placers run, these take one: {', '.join(takers)}" if takers else \
+            "; none of the placers run takes a checkpoint"
+        raise InvalidArgument(f"--checkpoint {path} is a {found!r} checkpoint{which}")
+    return readers

@@ -20,6 +20,9 @@ class, as class attributes read by :meth:`PlacerRegistry.info`:
 ``default_checkpoint`` (str or Path, default none)
     the weights it loads when no ``checkpoint`` is given (the shipped one), whose content is part of
     a saved row's identity as well, so that a new checkpoint is not answered with old rows.
+``checkpoint_format`` (str, default none)
+    the ``"format"`` field of the checkpoint files it reads (``"gnplace-policy"``,
+    ``"gnplace-placeto"``), so that one ``--checkpoint`` goes to the placers that can read it.
 
 :func:`make_placer` is the one lookup the command line, evaluation and the demo call: it passes each
 shared option only to the placers that accept it, and turns a bad option into one clear error.
@@ -53,6 +56,7 @@ class PlacerInfo:
         summary (str): first line of the class docstring.
         revision (str): changes when the placer's results under the same options change.
         default_checkpoint (str): the checkpoint file it loads when given none (empty: none).
+        checkpoint_format (str): the ``"format"`` of the checkpoint files it reads (empty: it takes none).
     """
 
     name: str
@@ -63,6 +67,7 @@ class PlacerInfo:
     summary: str
     revision: str = ""
     default_checkpoint: str = ""
+    checkpoint_format: str = ""
 
 
 class PlacerRegistry(Mapping[str, type]):
@@ -159,6 +164,7 @@ class PlacerRegistry(Mapping[str, type]):
             summary=doc[0] if doc else "",
             revision=str(getattr(cls, "revision", "")),
             default_checkpoint=str(getattr(cls, "default_checkpoint", "") or ""),
+            checkpoint_format=str(getattr(cls, "checkpoint_format", "") or ""),
         )
 
     def names(self, *, learned: bool | None = None) -> list[str]:

@@ -236,7 +236,7 @@ def _device_features(cluster: Cluster, op_time: np.ndarray, need: float) -> np.n
         np.log(flops / flops.max()),
         np.log(bandwidth / bandwidth.max()),
         np.log(capacity / capacity.max()),
-        np.log(total.min() / np.maximum(total, 1e-300)).clip(-10.0, 0.0),
+        np.log(np.maximum(total.min(), 1e-300) / np.maximum(total, 1e-300)).clip(-10.0, 0.0),  # 0 s of work: 0
         np.log(capacity / max(need, 1.0)).clip(-10.0, 10.0),
         np.log(link_bw / link_bw.max()),
         np.log1p(link_lat / 1e-5),

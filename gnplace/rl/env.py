@@ -199,7 +199,7 @@ class PlacementMDP:
         out[..., 0] = np.clip((eft - best) / scale, -20.0, 20.0)
         out[..., 1] = np.clip((start - start.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
         out[..., 2] = np.clip((ready - ready.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
-        out[..., 3] = np.clip(np.log(work / max(float(work.min()), 1e-300)), 0.0, 10.0)[None, :]
+        out[..., 3] = np.clip(np.log(np.maximum(work, 1e-300) / max(float(work.min()), 1e-300)), 0.0, 10.0)[None, :]
         out[..., 4] = np.clip((room - self.group_bytes[g]) / self.capacity[None, :], -1.0, 1.0)
         if where.size and self.pred_bytes[v].sum() > 0:
             share = self.pred_bytes[v] / self.pred_bytes[v].sum()

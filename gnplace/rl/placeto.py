@@ -562,6 +562,7 @@ class PlacetoPlacer:
     name = "placeto"
     learned = True
     accepts = frozenset({"timer", "budget", "checkpoint"})
+    checkpoint_format = FORMAT  # saved by save_placeto, read by load_placeto
 
     def __init__(
         self, budget: int = 2000, episodes: int = 4, hidden: int = 32, rounds: int = 8, lr: float = 1e-3,

@@ -23,7 +23,10 @@ from gnplace.policy.features import PolicyInput, build_policy_input
 from gnplace.rl.env import PlacementMDP
 from gnplace.sim.timer import BatchResult, StepTimer, overflow
 
-__all__ = ["PlacementProblem", "reward"]
+__all__ = ["PlacementProblem", "reward", "STEP_FLOOR_S"]
+
+#: Step times below this (seconds) count as this in rewards: no real training step is that short.
+STEP_FLOOR_S = 1e-12
 
 
 def reward(step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray, reference: float,
@@ -34,7 +37,10 @@ def reward(step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray,
         >>> reward(np.array([1.0, 4.0]), np.zeros((2, 2)), np.ones(2), 2.0, 4.0).round(3).tolist()
         [0.693, -0.693]
     """
-    return -np.log(np.asarray(step_time) / reference) - oom_penalty * overflow(peak_memory, capacity)
+    # floored at a picosecond, far below any real step, so that a step of no work (0 s: zero-FLOP ops, no
+    # launch overhead) is "as good as the reference" rather than a division by zero
+    ratio = np.maximum(np.asarray(step_time, dtype=float), STEP_FLOOR_S) / max(reference, STEP_FLOOR_S)
+    return -np.log(ratio) - oom_penalty * overflow(peak_memory, capacity)
 
 
 @dataclass(eq=False)

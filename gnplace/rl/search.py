@@ -38,7 +38,7 @@ from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer
+from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step
 
 __all__ = [
     "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning", "RUN_KEY",
@@ -249,6 +249,9 @@ class PPOSearchPlacer:
         problem = data.problem(0)
         counted.evaluations = 1  # timing the reference placement
         self.last_reference_step = problem.reference_step
+        if problem.reference_step <= 0 and not problem.best_oom:  # a step of no work (0 s): nothing is faster
+            self.last_evaluations, self.last_step, self.last_history = 1, 0.0, list(problem.history)
+            return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
         zero_shot = self._zero_shot(problem, counted, seed_value) if self.zero_shot else None
@@ -287,11 +290,11 @@ class PPOSearchPlacer:
                     if last is not None:
                         trainer.save_checkpoint(last, weights_only=False)
                 problem = data.problem(0)  # a resumed run rebuilds the problem with its saved best placement
-                self.last_greedy_after_search = learner.greedy_step(problem) / problem.reference_step
+                self.last_greedy_after_search = relative_step(learner.greedy_step(problem), problem.reference_step)
             finally:
                 torch.set_num_threads(threads)
             after = problem.greedy_steps.get(config.imitation_steps - 1)
-            self.last_greedy_after_imitation = None if after is None else after / problem.reference_step
+            self.last_greedy_after_imitation = None if after is None else relative_step(after, problem.reference_step)
         history = list(problem.history)
         if zero_shot is not None and not self.zero_shot_start:  # the candidate beside the search
             devices, step, oom, timed_at, _ = zero_shot
@@ -484,6 +487,7 @@ class FineTunePlacer(PPOSearchPlacer):
 
     revision = "9"  # 2026-11-24: the search's prior 6 again (8: the checkpoint's pretraining prior)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
+    checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
                  lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, prelude: float = 0.0,

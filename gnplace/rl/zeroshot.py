@@ -36,7 +36,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, relative_step
 
 if TYPE_CHECKING:
     from gnplace.coarsen import Coarsening
@@ -149,6 +149,7 @@ class PolicyPlacer:
     accepts = frozenset({"timer", "checkpoint"})
     revision = "8"  # 2026-11-24: portfolio runs no heuristic around auto (7: samples around auto; 6: held_at_peak)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
+    checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
@@ -438,6 +439,7 @@ def compare_with_references(
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "policy": float(result.step_time),
         "greedy": placer.last_greedy_step, "choice": placer.last_choice, "auto": auto_step,
         "auto_choice": auto.last_choice, "single": single_step, "bound": bound,
-        "policy_vs_auto": float(result.step_time) / auto_step, "oom": bool(result.is_oom), "place_seconds": took,
+        "policy_vs_auto": relative_step(float(result.step_time), auto_step), "oom": bool(result.is_oom),
+        "place_seconds": took,
     }
     return placement, row

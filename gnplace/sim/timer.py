@@ -30,7 +30,9 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement, as_placement
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
-__all__ = ["Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch"]
+__all__ = [
+    "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
+]
 
 
 @dataclass(frozen=True)
@@ -338,3 +340,15 @@ class BudgetedTimer(StepTimer):
         if key < self.best_key:
             self.best_key, self.best = key, array[i].copy()
         self.trace.append((self.evaluations, *self.best_key))
+
+
+def relative_step(step: float, reference: float) -> float:
+    """``T / T_ref``, the step time relative to the reference's; 1 when both are 0 s (a step of no work).
+
+    Examples:
+        >>> relative_step(0.5, 2.0), relative_step(0.0, 0.0), relative_step(1e-3, 0.0)
+        (0.25, 1.0, inf)
+    """
+    if reference > 0:
+        return step / reference
+    return 1.0 if step <= 0 else float("inf")

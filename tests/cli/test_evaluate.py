@@ -122,3 +122,31 @@ def test_the_policy_is_compared_like_any_placer_and_its_checkpoint_keys_the_rows
     assert main(args) == 0
     after = {r["placer"]: r["key"] for r in csv.DictReader((out / "results.csv").open())}
     assert after["auto"] == before["auto"] and after["policy"] != before["policy"]
+
+
+def test_a_checkpoint_goes_to_the_placers_that_read_its_format(tmp_path, capsys):
+    """placeto reads its own format: without --checkpoint it trains from scratch beside the shipped policy."""
+    import torch
+
+    from gnplace.policy.checkpoint import save_policy
+    from gnplace.policy.gnn import PlacementPolicy
+
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    base = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "policy,placeto", "--budget", "20", "-j", "1",
+            "-O", "placeto.hidden=8", "-O", "placeto.rounds=2", "-O", "policy.samples=2"]
+    assert main([*base, "-o", str(tmp_path / "a")]) == 0
+    rows = list(csv.DictReader((tmp_path / "a" / "results.csv").open()))
+    assert {r["placer"]: r["error"] for r in rows} == {"policy": "", "placeto": ""}
+    torch.manual_seed(0)
+    checkpoint = save_policy(tmp_path / "p.ckpt", PlacementPolicy())
+    assert main([*base, "-o", str(tmp_path / "b"), "--checkpoint", str(checkpoint)]) == 0
+    options = {r["placer"]: json.loads(r["options"]) for r in csv.DictReader((tmp_path / "b" / "results.csv").open())}
+    assert options["policy"]["checkpoint"] == str(checkpoint) and "checkpoint" not in options["placeto"]
+    capsys.readouterr()
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "placeto", "--checkpoint", str(checkpoint),
+                 "-o", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "is a 'gnplace-policy' checkpoint; of the placers run, these take one: placeto (gnplace-placeto)" in err
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "--checkpoint", str(checkpoint),
+                 "-o", str(tmp_path / "d")]) == 2
+    assert "none of the placers run takes a checkpoint" in capsys.readouterr().err

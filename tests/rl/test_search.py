@@ -159,3 +159,18 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
         again.place(g, c, seed=0)
     assert last.read_bytes() == saved
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
+
+
+@pytest.mark.parametrize("name", ["ppo", "reinforce", "finetune", "policy", "placeto", "rnn_pg"])
+def test_a_step_of_no_work_places_without_dividing_by_zero(name):
+    """Zero-FLOP ops on devices without launch overhead time 0 s: legal input (it was a ZeroDivisionError)."""
+    import warnings
+
+    from gnplace.toy import toy_cluster
+
+    graph, cluster = OpGraph(["a", "b"], [(0, 1)]), toy_cluster(2, launch_overhead=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no log(0) or 0/0 in features and rewards either
+        placer = make_placer(name, **({} if name == "policy" else {"budget": 50}))
+        placement = placer.place(graph, cluster, seed=0)
+    assert Simulator().time(graph, cluster, placement).step_time == 0.0
