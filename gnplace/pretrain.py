@@ -430,7 +430,7 @@ def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any
         write_atomically(export, (best_path if best_path.exists() else out / "policy.ckpt").read_bytes())
     return {"iterations": int(meta.get("iterations", 0)), "wall_seconds": meta.get("wall_seconds"),
             "validation": dict(meta.get("validation", {})), "policy": str(out / "policy.ckpt"),
-            "best": str(best_path), "best_validation": float(score) if score is not None else float("inf"),
+            "best": str(best_path), "best_validation": float(score) if score is not None else None,
             "rank": 0, "already_done": True}
 
 
@@ -480,7 +480,13 @@ def pretrain(
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     from gnplace.rl.search import quiet_lightning
-    from gnplace.train import PlacementDataModule, PlacementLearner, StopAfter, TimedCheckpoint
+    from gnplace.train import (
+        AtomicCheckpointIO,
+        PlacementDataModule,
+        PlacementLearner,
+        StopAfter,
+        TimedCheckpoint,
+    )
 
     if devices < 1 or num_nodes < 1:
         raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
@@ -519,13 +525,16 @@ def pretrain(
                            RankDigest(out / "ranks")],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
-                use_distributed_sampler=False, deterministic=False,
+                use_distributed_sampler=False, deterministic=False, plugins=[AtomicCheckpointIO()],
             )
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
     with quiet_lightning():
-        trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
-    trainer.save_checkpoint(last, weights_only=False)
+        trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)  # TimedCheckpoint saves last.ckpt
+    if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
+        summary = _finished(out, export)
+        summary["already_done"] = False
+        return summary
     if trainer.global_rank == 0 and export is not None:
         from gnplace.graph_io import write_atomically
 
@@ -533,5 +542,17 @@ def pretrain(
         write_atomically(export, chosen.read_bytes())
     return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
             "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
-            "best": str(exporter.best_path), "best_validation": exporter.best_score,
+            "best": str(exporter.best_path), "best_validation": _finite_or_none(exporter.best_score),
             "rank": int(trainer.global_rank)}
+
+
+def _spawned(trainer: L.Trainer) -> bool:
+    """Whether the trainer ran its ranks in processes it started (``ddp_spawn``, ``ddp_fork``), not in this one."""
+    from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher  # no public name
+
+    return isinstance(getattr(trainer.strategy, "launcher", None), _MultiProcessingLauncher)
+
+
+def _finite_or_none(value: float) -> float | None:
+    """``value``, or None where it is not finite (JSON has no Infinity: no validation ran)."""
+    return value if math.isfinite(value) else None

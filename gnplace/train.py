@@ -34,6 +34,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
@@ -611,13 +612,30 @@ class StopAfter(L.Callback):
             trainer.should_stop = True
 
 
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning checkpoint I/O that writes a temporary file beside the checkpoint and renames it into place.
+
+    Lightning's own writes its temporary file in the system's temporary folder and moves it: across
+    file systems that move is a copy, so a kill or a full disk in the middle left a truncated
+    ``last.ckpt`` where the previous one was. Pass it to ``L.Trainer(plugins=[...])``.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        """``torch.save`` to ``path`` atomically (:func:`~gnplace.policy.checkpoint.atomic_torch_save`)."""
+        from gnplace.policy.checkpoint import atomic_torch_save
+
+        atomic_torch_save(checkpoint, path)
+
+
 class TimedCheckpoint(L.Callback):
-    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training (and nowhere else).
+    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training and when training ends.
 
     Lightning's ``ModelCheckpoint(train_time_interval=...)`` does not apply to manual optimisation, which
     every learner here uses, so this callback keeps the clock itself. Saving goes through
-    ``Trainer.save_checkpoint``, whose checkpoint I/O writes a temporary file and moves it into place,
-    so a kill leaves the previous checkpoint whole. In a distributed run rank 0's clock decides for all.
+    ``Trainer.save_checkpoint``; with :class:`AtomicCheckpointIO` it writes a temporary file beside the
+    checkpoint and renames it into place, so a kill leaves the previous checkpoint whole. In a
+    distributed run rank 0's clock decides for all. The last save runs in the training processes, so
+    a run whose ranks were spawned (``ddp_spawn``) saves its trained state, not the launcher's.
 
     Args:
         path (str or Path): the checkpoint file (``last.ckpt``).
@@ -639,6 +657,10 @@ class TimedCheckpoint(L.Callback):
         if due:
             trainer.save_checkpoint(self.path, weights_only=False)
             self._last = time.monotonic()
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Save the finished run (every rank calls it; rank 0 writes)."""
+        trainer.save_checkpoint(self.path, weights_only=False)
 
 
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
@@ -689,8 +711,8 @@ def fit(
         enable_checkpointing=False,
         logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
         enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
+        plugins=[AtomicCheckpointIO()],
     )
     trainer.fit(learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
-                weights_only=True)
-    trainer.save_checkpoint(last, weights_only=False)
+                weights_only=True)  # TimedCheckpoint saves the finished run
     return learner

@@ -275,3 +275,20 @@ def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_
     with pytest.raises(InvalidArgument, match="export path"):
         pretrain(config, tmp_path / "run", export=tmp_path / "file" / "p.ckpt")
     assert not (tmp_path / "run").exists()
+
+
+def test_ddp_spawn_saves_the_trained_state_and_reports_it(tiny_config, tmp_path):
+    """The ranks of ddp_spawn train in processes of their own: last.ckpt and the summary are theirs, not the
+    launcher's untrained copy (last.ckpt was at iteration 0, and --resume trained the whole run again)."""
+    out = tmp_path / "spawn"
+    args = ("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp_spawn",
+            "--set", "schedule.iterations=3")
+    done = subprocess.run(_script(*args), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{"):])
+    assert summary["iterations"] == 3 and summary["validation"]
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    assert read_checkpoint(out / "checkpoints" / "last.ckpt")["gnplace"]["iteration"] == 3
+    again = subprocess.run(_script(*args, "--resume"), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout[again.stdout.index("{"):])["already_done"] is True

@@ -223,7 +223,7 @@ class PPOSearchPlacer:
         import lightning as L
         import torch
 
-        from gnplace.train import PlacementDataModule, PlacementLearner
+        from gnplace.train import AtomicCheckpointIO, PlacementDataModule, PlacementLearner
 
         last = None if self.out is None else Path(self.out) / "last.ckpt"
         identity = {} if last is None else self.run_identity(graph, cluster)
@@ -285,10 +285,9 @@ class PPOSearchPlacer:
                         log_every_n_steps=1, enable_checkpointing=False, callbacks=callbacks,
                         enable_progress_bar=sys.stderr.isatty() if self.progress is None else self.progress,
                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+                        plugins=[AtomicCheckpointIO()],
                     )
-                    trainer.fit(learner, datamodule=data, ckpt_path=resume_from, weights_only=True)
-                    if last is not None:
-                        trainer.save_checkpoint(last, weights_only=False)
+                    trainer.fit(learner, datamodule=data, ckpt_path=resume_from, weights_only=True)  # saves at the end
                 problem = data.problem(0)  # a resumed run rebuilds the problem with its saved best placement
                 self.last_greedy_after_search = relative_step(learner.greedy_step(problem), problem.reference_step)
             finally:
