@@ -288,8 +288,9 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
 class ExportPolicy(L.Callback):
     """Write the policy alone (:func:`~gnplace.policy.checkpoint.save_policy`) after each validation and at the end.
 
-    Only rank 0 writes. The meta records the iterations done, the wall seconds of the run (across
-    resumes: the elapsed time is kept in Lightning's checkpoints), the config and the last validation.
+    Only rank 0 writes. The meta records the iterations done, the config and the last validation; the
+    wall seconds of the run (across resumes) are kept in Lightning's checkpoints and the run's summary,
+    so that the same config and seed export the same file.
 
     Args:
         path (Path): the policy checkpoint to write.
@@ -314,7 +315,9 @@ class ExportPolicy(L.Callback):
         from gnplace.policy.checkpoint import save_policy
 
         save_policy(path or self.path, pl_module.policy, {
-            "iterations": int(pl_module.iteration), "wall_seconds": round(self.elapsed(), 1),
+            # no wall time here (it is the run's, in last.ckpt and the summary): the same config and seed
+            # give the same file, byte for byte
+            "iterations": int(pl_module.iteration),
             "config": self.config.to_dict(), "config_digest": self.config.digest(),
             "validation": dict(pl_module.last_validation), "processes": int(trainer.world_size),
         })
@@ -428,7 +431,12 @@ def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any
     score = best.get("val/best_vs_auto", best.get("val/greedy_vs_auto"))
     if export is not None:
         write_atomically(export, (best_path if best_path.exists() else out / "policy.ckpt").read_bytes())
-    return {"iterations": int(meta.get("iterations", 0)), "wall_seconds": meta.get("wall_seconds"),
+    last = out / "checkpoints" / "last.ckpt"
+    states = (read_checkpoint(last).get("callbacks") or {}).values() if last.is_file() else []
+    elapsed = next((s["elapsed"] for s in states if isinstance(s, dict) and isinstance(s.get("elapsed"), float)),
+                   meta.get("wall_seconds"))  # exported policies before 2026-11-25 held it
+    return {"iterations": int(meta.get("iterations", 0)),
+            "wall_seconds": round(elapsed, 1) if isinstance(elapsed, float) else None,
             "validation": dict(meta.get("validation", {})), "policy": str(out / "policy.ckpt"),
             "best": str(best_path), "best_validation": float(score) if score is not None else None,
             "rank": 0, "already_done": True}

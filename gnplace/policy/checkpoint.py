@@ -127,6 +127,24 @@ def _policy_config(raw: Any, path: Path) -> PolicyConfig:
         raise InvalidCheckpoint(f"{path}: the policy's shape is malformed ({err})") from err
 
 
+def _training_config(data: dict[str, Any], hyper: Any) -> dict[str, Any]:
+    """How a training run's Lightning checkpoint was trained, as an exported policy's ``meta["config"]`` says.
+
+    A pretraining run records its whole config (in its exporter's callback state); a search or fine-tuning
+    run records its learner's settings (Lightning's hyperparameters) and its problem's (``gnplace_run``).
+    Zero-shot placement reads the sampling prior and the decision graph's settings from it, so a run's
+    ``last.ckpt`` decodes as the policy exported from the same run does.
+    """
+    for state in (data.get("callbacks") or {}).values():
+        if isinstance(state, dict) and isinstance(state.get("config"), dict):
+            return dict(state["config"])
+    run = data.get("gnplace_run")
+    settings = run.get("settings") if isinstance(run, dict) else None
+    settings = settings if isinstance(settings, dict) else {}
+    return {"learner": dict(hyper) if isinstance(hyper, dict) else {},
+            "data": {"modules": settings.get("modules") is True, "anchored": settings.get("anchor") is True}}
+
+
 def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str, Any]]:
     """The policy in ``path`` (a gnplace policy checkpoint or a training run's Lightning checkpoint), and its meta.
 
@@ -158,7 +176,8 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
         hp = data.get("hyper_parameters", {})
         config = _policy_config(hp, path)
         state = {k.removeprefix("policy."): v for k, v in data["state_dict"].items() if k.startswith("policy.")}
-        meta = {"source": "training checkpoint", "iteration": data["gnplace"].get("iteration")}
+        meta = {"source": "training checkpoint", "iteration": data["gnplace"].get("iteration"),
+                "config": _training_config(data, hp)}
         trained = data["gnplace"].get("features")
         if trained is not None and trained != feature_set():
             raise InvalidCheckpoint(f"{path}: made for other policy features; retrain with this gnplace version")
