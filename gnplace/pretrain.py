@@ -125,8 +125,15 @@ class PretrainConfig:
             object.__setattr__(self, "learner", LearnerConfig())
         if self.schedule.iterations < 1 or self.schedule.pairs_per_step < 1 or self.schedule.steps_per_epoch < 1:
             raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
-        if self.data.val_per_family < 0 or self.data.random_clusters < 0:
-            raise InvalidArgument("data: val_per_family and random_clusters must be >= 0")
+        if self.data.val_per_family < 0 or self.data.random_clusters < 0 or self.data.random_cluster_seed < 0:
+            raise InvalidArgument("data: val_per_family, random_clusters and random_cluster_seed must be >= 0")
+        if self.data.max_nodes < 1:
+            raise InvalidArgument(f"data: max_nodes must be >= 1, got {self.data.max_nodes}")
+        for name in ("families", "presets", "val_clusters"):
+            listed = getattr(self.data, name)
+            twice = sorted({x for x in listed if listed.count(x) > 1})
+            if twice:
+                raise InvalidArgument(f"data: {name} names {', '.join(map(str, twice))} more than once")
         every = self.schedule.checkpoint_every_s
         if not (isinstance(every, (int, float)) and math.isfinite(every) and every > 0):
             raise InvalidArgument(f"schedule: checkpoint_every_s must be a positive number of seconds, got {every!r}")
@@ -417,7 +424,28 @@ def check_resumable(path: Path, config: PretrainConfig) -> int:
             raise InvalidCheckpoint(f"{path}: made with other settings ({', '.join(differ)}); "
                                     "resume with the same config or use another --out")
     iteration = data["gnplace"].get("iteration", 0)
-    return int(iteration) if isinstance(iteration, int) else 0
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= 2**62:
+        raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
+                                "cannot resume from it")
+    if not isinstance(saved, dict):
+        raise InvalidCheckpoint(f"{path}: its learner settings are malformed; cannot resume from it")
+    _check_weights(path, data["state_dict"], config)
+    return iteration
+
+
+def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) -> None:
+    """Refuse saved weights that do not fit the policy ``config`` describes (a damaged or edited checkpoint)."""
+    import torch
+
+    from gnplace.policy.gnn import PlacementPolicy
+
+    mine = PlacementPolicy(config.learner.policy).state_dict()
+    for name, tensor in mine.items():
+        saved = state.get(f"policy.{name}")
+        if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape:
+            found = "missing" if saved is None else f"shaped {tuple(getattr(saved, 'shape', ()))}"
+            raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy (policy.{name} is {found}, "
+                                    f"expected {tuple(tensor.shape)}); cannot resume from it")
 
 
 def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:

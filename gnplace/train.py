@@ -138,12 +138,15 @@ class LearnerConfig:
             raise InvalidArgument(f"need {'; '.join(bad)}")
         ranges = {"lr": (self.lr, self.lr > 0, "> 0"), "clip": (self.clip, self.clip > 0, "> 0"),
                   "grad_clip": (self.grad_clip, self.grad_clip > 0, "> 0"), "beta": (self.beta, self.beta >= 0, ">= 0"),
-                  "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]")}
+                  "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]"),
+                  "kl_target": (self.kl_target, self.kl_target > 0, "> 0"),
+                  "alpha": (self.alpha, self.alpha > 0, "> 0")}
         wrong = [f"{name} {rule}, got {value}" for name, (value, ok, rule) in ranges.items() if not ok]
         if wrong:
             raise InvalidArgument(f"need {'; '.join(wrong)}")
         numbers = {"lr": self.lr, "clip": self.clip, "beta": self.beta, "grad_clip": self.grad_clip,
-                   "prior": self.prior, "entropy": self.entropy, "elite": self.elite}
+                   "prior": self.prior, "entropy": self.entropy, "elite": self.elite, "kl_target": self.kl_target,
+                   "alpha": self.alpha}
         for name, value in numbers.items():
             if not math.isfinite(value):
                 raise InvalidArgument(f"{name} must be a finite number, got {value}")

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    return run_reporting_errors(run, args, "pretrain", "interrupted (resume with --resume)")
+    return run_reporting_errors(run, args, "pretrain", "interrupted (--resume continues from the last checkpoint written, if any)")
 
 
 if __name__ == "__main__":

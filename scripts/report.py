@@ -19,7 +19,8 @@ command above it):
 
 Every run is saved under ``--out`` as it finishes (JSON lines, and ``gnplace.evaluate``'s
 ``results.csv``), so an interrupted report resumes; ``--quick`` runs a small version of every section
-(under 5 minutes on 2 cores; the tests run it).
+(about a minute on 2 cores; the tests run it) and writes it under ``--out`` unless ``--doc`` and
+``--figures`` say otherwise.
 """
 
 from __future__ import annotations
@@ -534,7 +535,9 @@ def machine() -> str:
 def run(args: argparse.Namespace) -> Path:
     """Run every section (resuming from ``--out``), then write the report and its figures."""
     config = QUICK if args.quick else FULL
-    out, figures, doc = Path(args.out), Path(args.figures), Path(args.doc)
+    out = Path(args.out)
+    doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else Path("docs/RESULTS.md"))
+    figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else Path("docs/figures"))
     out.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -701,9 +704,12 @@ def run(args: argparse.Namespace) -> Path:
 def add_parser(sub: Any) -> None:
     """The ``report`` subcommand's options."""
     report = sub.add_parser("report", help="every placer side by side: docs/RESULTS.md and docs/figures/report_*.png")
-    report.add_argument("--quick", action="store_true", help="a small version of every section (under 5 minutes)")
+    report.add_argument("--quick", action="store_true",
+                        help="a small version of every section (about a minute on 2 cores), written under --out")
     report.add_argument("--out", default="out/report", help="where runs are saved (a rerun resumes)")
-    report.add_argument("--doc", default="docs/RESULTS.md")
-    report.add_argument("--figures", default="docs/figures")
+    report.add_argument("--doc", default=None,
+                        help="the report (default: docs/RESULTS.md; with --quick OUT/RESULTS.md, so the "
+                             "committed report stays as it is)")
+    report.add_argument("--figures", default=None, help="its figures (default: docs/figures; with --quick OUT/figures)")
     report.add_argument("--jobs", type=int, default=2)
     report.add_argument("--cache", default="out/bench", help="large generated graphs (shared with `bench.py scale`)")

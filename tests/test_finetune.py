@@ -113,7 +113,8 @@ def test_resume_into_another_graphs_or_clusters_run_is_refused_and_keeps_it(fini
     with pytest.raises(InvalidCheckpoint, match=r"run of another cluster \(k80x2; here k80x4\)"):
         finetune(str(path), "k80x4", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     _unchanged(out, saved)
-    for other_settings, name in ((dict(seed=5), "seed"), (dict(budget=60), "budget"), (dict(lr=1e-2), "lr")):
+    for other_settings, name in ((dict(seed=5), "seed"), (dict(budget=60), "budget"), (dict(lr=1e-2), "lr"),
+                                 (dict(zero_shot=False), "zero_shot")):
         arguments = {"budget": 40, "samples": 4, "epochs": 1, **other_settings}
         with pytest.raises(InvalidCheckpoint, match=rf"run of other settings \({name}\)"):
             finetune(str(path), "k80x2", out=out, resume=True, progress=False, **arguments)

@@ -69,6 +69,11 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("a: &x [1]\nb: *x", "anchors"),
     ("learner: {seed: -1}", "seed >= 0, got -1"),
     ("schedule: {checkpoint_every_s: -5}", "checkpoint_every_s must be a positive number of seconds"),
+    ("learner: {alpha: 0}", "alpha > 0, got 0"),
+    ("learner: {kl_target: 0}", "kl_target > 0, got 0"),
+    ("data: {random_cluster_seed: -1}", "random_cluster_seed must be >= 0"),
+    ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
+    ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
 ])
 def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -198,6 +203,19 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
         assert done["iterations"] == 5 and done["already_done"] and done["validation"] == result["validation"]
         assert {p: p.read_bytes() for p in out.rglob("*.ckpt")} == files
     assert (tmp_path / "exported.ckpt").read_bytes() == (out / "best.ckpt").read_bytes()
+    # an edited or damaged checkpoint: one clear error, not a traceback from inside Lightning
+    state = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+    name = next(k for k in state["state_dict"] if k.startswith("policy.") and state["state_dict"][k].dim() == 2)
+    for edit, message in ((lambda d: d["gnplace"].update(iteration="abc"), "not a whole number of iterations"),
+                          (lambda d: d["state_dict"].update({name: torch.zeros(3, 3)}),
+                           rf"the weights do not fit the config's policy \({name} is shaped \(3, 3\)")):
+        damaged = tmp_path / "damaged"
+        (damaged / "checkpoints").mkdir(parents=True, exist_ok=True)
+        copy = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)
+        edit(copy)
+        torch.save(copy, damaged / "checkpoints" / "last.ckpt")
+        with pytest.raises(InvalidCheckpoint, match=message):
+            pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=9"]), damaged, resume=True, progress=False)
     last = out / "checkpoints" / "last.ckpt"
     last.write_bytes(last.read_bytes()[:5000])
     with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint"):

@@ -61,8 +61,13 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
         assert f"| {placer} |" in text
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
     assert len(images) == 3 and all((doc.parent / image).is_file() for image in images)
-    # a rerun finds every run saved and places nothing again
-    second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
+    # a rerun finds every run saved and places nothing again; without --doc and --figures a quick report is
+    # written under --out, never over the committed docs/RESULTS.md
+    committed = (ROOT / "docs" / "RESULTS.md").read_bytes()
+    second = subprocess.run([c for c in command if c not in (str(doc), str(figures), "--doc", "--figures")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
+    assert (ROOT / "docs" / "RESULTS.md").read_bytes() == committed
+    assert "(quick)" in (out / "RESULTS.md").read_text() and list((out / "figures").glob("report_*.png"))
     assert re.search(r"section 2: \d+ saved, 0 to run", second.stdout)
     assert re.search(r"section 4: \d+ saved, 0 to run", second.stdout)

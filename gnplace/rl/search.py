@@ -337,6 +337,10 @@ class PPOSearchPlacer:
                 "reference": str(self.reference), "mode": c.mode, "algo": c.algo, "hidden": c.hidden,
                 "layers": c.layers, "head": c.head, "alpha": float(c.alpha), "timer": type(self.timer).__name__,
                 "budget": self.budget, "samples": c.samples, "epochs": c.epochs, "lr": float(c.lr),
+                # how the budget is spent: a resume under others would overrun it or mix two searches
+                "zero_shot": self.zero_shot, "zero_shot_samples": self.zero_shot_samples,
+                "zero_shot_start": self.zero_shot_start, "prelude": self.prelude, "polish": self.polish,
+                "prior": float(c.prior), "imitation_steps": c.imitation_steps,
             },
         }
 
