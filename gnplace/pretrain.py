@@ -44,7 +44,7 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
-    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy",
+    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest",
 ]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pretrain.yaml"
@@ -292,6 +292,17 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
     return pairs, val_pairs
 
 
+def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> str:
+    """SHA-256 of what the pairs hold: every graph file's content and every cluster's fingerprint, in order.
+
+    A resumed run must train on the pairs it started with: its saved best placements belong to them.
+    """
+    from gnplace.evaluate import file_digest
+
+    listed = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
 class ExportPolicy(L.Callback):
     """Write the policy alone (:func:`~gnplace.policy.checkpoint.save_policy`) after each validation and at the end.
 
@@ -304,8 +315,8 @@ class ExportPolicy(L.Callback):
         config (PretrainConfig): the run's config, recorded in the meta.
     """
 
-    def __init__(self, path: Path, config: PretrainConfig) -> None:
-        self.path, self.config = path, config
+    def __init__(self, path: Path, config: PretrainConfig, pairs: str = "") -> None:
+        self.path, self.config, self.pairs = path, config, pairs
         self.best_path = path.with_name("best.ckpt")
         self.started = time.monotonic()
         self.elapsed_before = 0.0
@@ -345,8 +356,9 @@ class ExportPolicy(L.Callback):
         self.export(trainer, pl_module)
 
     def state_dict(self) -> dict[str, Any]:
-        """The elapsed wall seconds, the best validation and the config, kept in Lightning's checkpoints."""
-        return {"elapsed": self.elapsed(), "best_score": self.best_score, "config": self.config.to_dict()}
+        """The elapsed wall seconds, best validation, config and pairs' digest, kept in Lightning's checkpoints."""
+        return {"elapsed": self.elapsed(), "best_score": self.best_score, "config": self.config.to_dict(),
+                "pairs": self.pairs}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the wall-clock count and the best validation of a resumed run."""
@@ -385,7 +397,7 @@ class RankDigest(L.Callback):
 RESUMABLE_CHANGES = frozenset({"iterations", "checkpoint_every_s"})
 
 
-def check_resumable(path: Path, config: PretrainConfig) -> int:
+def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None) -> int:
     """Refuse a training checkpoint that cannot continue this run: unreadable, foreign, or another config.
 
     Every setting but :data:`RESUMABLE_CHANGES` must be the checkpoint's, so that a resumed run is the
@@ -408,13 +420,16 @@ def check_resumable(path: Path, config: PretrainConfig) -> int:
         raise InvalidCheckpoint(f"{path}: a search or fine-tuning run's checkpoint, not pretraining's "
                                 "(cannot resume from it)")
     saved = data.get("hyper_parameters", {})
+    if not isinstance(saved, dict):
+        raise InvalidCheckpoint(f"{path}: its learner settings are malformed; cannot resume from it")
     mine = dataclasses.asdict(config.learner)
     differ = sorted(k for k in mine if k in saved and saved[k] != mine[k])
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); "
                                 "resume with the same config or use another --out")
-    recorded = next((state["config"] for state in (data.get("callbacks") or {}).values()
-                     if isinstance(state, dict) and isinstance(state.get("config"), dict)), None)
+    exporter = next((state for state in (data.get("callbacks") or {}).values()
+                     if isinstance(state, dict) and isinstance(state.get("config"), dict)), {})
+    recorded = exporter.get("config")
     if recorded is not None:  # checkpoints before 2026-11-24 recorded the learner's settings alone
         wanted = config.to_dict()
         differ = [f"{section}.{key}" for section in ("data", "schedule")
@@ -423,12 +438,13 @@ def check_resumable(path: Path, config: PretrainConfig) -> int:
         if differ:
             raise InvalidCheckpoint(f"{path}: made with other settings ({', '.join(differ)}); "
                                     "resume with the same config or use another --out")
+    if pairs is not None and exporter.get("pairs") not in (None, pairs):  # recorded since 2026-11-25
+        raise InvalidCheckpoint(f"{path}: made with other graphs or clusters (a dataset folder or a cluster file "
+                                "changed since); resume with the same data or use another --out")
     iteration = data["gnplace"].get("iteration", 0)
     if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= 2**62:
         raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
                                 "cannot resume from it")
-    if not isinstance(saved, dict):
-        raise InvalidCheckpoint(f"{path}: its learner settings are malformed; cannot resume from it")
     _check_weights(path, data["state_dict"], config)
     return iteration
 
@@ -537,18 +553,19 @@ def pretrain(
     launched = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
     if last.exists() and not resume and not launched:  # a new run would overwrite the earlier run's checkpoints
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
+    pairs, val_pairs = pretrain_pairs(config)
+    digest = pairs_digest(pairs, val_pairs)
     if resume and last.exists():
-        if check_resumable(last, config) >= config.schedule.iterations and (out / "policy.ckpt").exists():
+        if check_resumable(last, config, digest) >= config.schedule.iterations and (out / "policy.ckpt").exists():
             return _finished(out, export)  # nothing left to train: leave every file as it is
         ckpt_path = str(last)
-    pairs, val_pairs = pretrain_pairs(config)
     schedule = config.schedule
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
     learner = PlacementLearner(config.learner)
-    exporter = ExportPolicy(out / "policy.ckpt", config)
+    exporter = ExportPolicy(out / "policy.ckpt", config, digest)
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     try:

@@ -322,3 +322,20 @@ def test_ddp_spawn_saves_the_trained_state_and_reports_it(tiny_config, tmp_path)
     assert read_checkpoint(out / "checkpoints" / "last.ckpt")["gnplace"]["iteration"] == 3
     again = subprocess.run(_script(*args, "--resume"), capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert again.returncode == 0 and json.loads(again.stdout[again.stdout.index("{"):])["already_done"] is True
+
+
+def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):
+    """A graph added to a family between runs: refused in one line (it was an IndexError inside training)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_config.parent.parent / "data", data)
+    config = load_pretrain_config(tiny_config, [f"data.root={data}", "schedule.iterations=2"])
+    out = tmp_path / "run"
+    pretrain(config, out, progress=False)
+    more = load_pretrain_config(tiny_config, [f"data.root={data}", "schedule.iterations=4"])
+    save_graph(mlp_training_graph(layers=5, width=128, batch=16), data / "alpha" / "alpha_3.gnpg")
+    with pytest.raises(InvalidCheckpoint, match="made with other graphs or clusters"):
+        pretrain(more, out, resume=True, progress=False)
+    (data / "alpha" / "alpha_3.gnpg").unlink()
+    assert pretrain(more, out, resume=True, progress=False)["iterations"] == 4
