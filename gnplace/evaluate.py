@@ -280,8 +280,15 @@ def _timer(mode: str) -> Simulator:
 
 @lru_cache(maxsize=32)
 def _placer(name: str, budget: int | None, mode: str, options: str) -> Any:
-    """A placer per (name, budget, mode, options) and worker, so that a checkpoint loads once."""
-    return make_placer(name, timer=_timer(mode), budget=budget, **json.loads(options))
+    """A placer per (name, budget, mode, options) and worker, so that a checkpoint loads once.
+
+    Its own progress bar is turned off: evaluation shows one bar of its rows, and several worker
+    processes drawing their own on one terminal garble it.
+    """
+    placer = make_placer(name, timer=_timer(mode), budget=budget, **json.loads(options))
+    if hasattr(placer, "progress"):
+        placer.progress = False
+    return placer
 
 
 @lru_cache(maxsize=32)

@@ -458,10 +458,15 @@ def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) ->
     mine = PlacementPolicy(config.learner.policy).state_dict()
     for name, tensor in mine.items():
         saved = state.get(f"policy.{name}")
-        if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape:
-            found = "missing" if saved is None else f"shaped {tuple(getattr(saved, 'shape', ()))}"
+        if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape or saved.dtype != tensor.dtype:
+            found = "missing" if saved is None else \
+                f"{tuple(getattr(saved, 'shape', ()))} {getattr(saved, 'dtype', type(saved).__name__)}"
             raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy (policy.{name} is {found}, "
-                                    f"expected {tuple(tensor.shape)}); cannot resume from it")
+                                    f"expected {tuple(tensor.shape)} {tensor.dtype}); cannot resume from it")
+    extra = sorted(k for k in state if k.startswith("policy.") and k.removeprefix("policy.") not in mine)
+    if extra:
+        raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy ({extra[0]} is not one of its "
+                                "weights); cannot resume from it")
 
 
 def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -574,8 +579,9 @@ def pretrain(
                 max_epochs=math.ceil(schedule.iterations / schedule.steps_per_epoch),  # the bar's "Epoch k/N"
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
-                callbacks=[TimedCheckpoint(last, schedule.checkpoint_every_s), StopAfter(schedule.iterations), exporter,
-                           RankDigest(out / "ranks")],
+                # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
+                callbacks=[StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
+                           TimedCheckpoint(last, schedule.checkpoint_every_s)],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
                 use_distributed_sampler=False, deterministic=False, plugins=[AtomicCheckpointIO()],

@@ -627,6 +627,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         """``torch.save`` to ``path`` atomically (:func:`~gnplace.policy.checkpoint.atomic_torch_save`)."""
         from gnplace.policy.checkpoint import atomic_torch_save
 
+        if storage_options is not None:  # as Lightning's own local I/O: there is nothing to pass them to
+            raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
+
         atomic_torch_save(checkpoint, path)
 
 

@@ -302,3 +302,20 @@ def test_steps_of_no_work_summarise_as_ratios_of_one(tmp_path):
     assert [r.step_time_s for r in rows] == [0.0, 0.0]
     summary = summarise(rows)
     assert [(s["vs_best"], s["vs_single"], s["vs_bound"]) for s in summary] == [(1.0, 1.0, 1.0)] * 2
+
+
+def test_placers_run_by_evaluate_draw_no_bar_of_their_own():
+    """Evaluation shows one bar; workers drawing their own on one terminal garbled it."""
+    from gnplace.evaluate import _placer
+
+    assert _placer("annealing", 100, "default", "{}").progress is False
+    assert _placer("ppo", 100, "default", "{}").progress is False
+
+
+def test_the_checkpoint_formats_placers_declare_are_the_files_formats():
+    from gnplace.placers.registry import PLACERS
+    from gnplace.policy.checkpoint import FORMAT
+    from gnplace.rl.placeto import FORMAT as PLACETO_FORMAT
+
+    formats = {name: PLACERS.info(name).checkpoint_format for name in ("policy", "finetune", "placeto")}
+    assert formats == {"policy": FORMAT, "finetune": FORMAT, "placeto": PLACETO_FORMAT}

@@ -179,3 +179,19 @@ def test_a_bad_step_size_or_devices_for_another_timer_is_refused_before_anything
     with pytest.raises(InvalidArgument, match="the sim timer takes none"):
         finetune(str(path), "k80x2", devices=["cpu", "cpu"], out=tmp_path / "b", progress=False)
     assert not (tmp_path / "b").exists()
+
+
+def test_a_run_of_an_older_gnplace_is_refused_as_unrecorded_not_as_changed(finished_run, tmp_path):
+    """A setting an older gnplace did not record cannot be checked: said so, not "other settings"."""
+    import shutil
+
+    import torch
+
+    path, out, _ = finished_run
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    state = torch.load(old / "last.ckpt", weights_only=True)
+    del state["gnplace_run"]["settings"]["prior"]
+    torch.save(state, old / "last.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=r"run of an older gnplace, which did not record prior, so it cannot"):
+        finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=old, resume=True, progress=False)

@@ -208,7 +208,12 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     name = next(k for k in state["state_dict"] if k.startswith("policy.") and state["state_dict"][k].dim() == 2)
     for edit, message in ((lambda d: d["gnplace"].update(iteration="abc"), "not a whole number of iterations"),
                           (lambda d: d["state_dict"].update({name: torch.zeros(3, 3)}),
-                           rf"the weights do not fit the config's policy \({name} is shaped \(3, 3\)")):
+                           rf"the weights do not fit the config's policy \({name} is \(3, 3\) torch.float32"),
+                          (lambda d: d["state_dict"].update({name: d["state_dict"][name].double()}),
+                           rf"\({name} is .* torch.float64, expected .* torch.float32\)"),
+                          (lambda d: d["state_dict"].update({"policy.extra": torch.zeros(1)}),
+                           r"\(policy.extra is not one of its weights\)"),
+                          (lambda d: d.update(hyper_parameters=None), "learner settings are malformed")):
         damaged = tmp_path / "damaged"
         (damaged / "checkpoints").mkdir(parents=True, exist_ok=True)
         copy = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)

@@ -40,7 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--checkpoint", default=None,
-                   help="policy checkpoint of the placers that take one, e.g. policy (default: the shipped one)")
+                   help="a checkpoint for the placers that read its kind (a policy's: policy, finetune; a Placeto "
+                        "one: placeto); the others keep their default (the shipped policy, Placeto from scratch)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--out", "-o", default="out/evaluate", help="output folder (default: out/evaluate)")

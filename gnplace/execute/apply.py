@@ -21,6 +21,7 @@ flag) is a constant of the step: a call with another value is refused.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -231,19 +232,28 @@ def _show(value: Any) -> str:
 def _keyed_as(value: Any, spec: Any) -> Any:
     """``value`` with each dict's keys in the order of the same dict in ``spec`` (a pytree spec), where the keys agree.
 
-    A dict's keys are names, not positions: ``{"b": y, "a": x}`` is the batch ``{"a": x, "b": y}``.
+    A dict's keys are names, not positions: ``{"b": y, "a": x}`` is the batch ``{"a": x, "b": y}``. An
+    ``OrderedDict`` keeps its order (its order is part of its meaning); tuples, lists and namedtuples are
+    followed into.
 
     Examples:
         >>> from torch.utils._pytree import tree_flatten
         >>> _, spec = tree_flatten(({"a": 1, "b": [2, {"c": 3, "d": 4}]},))
         >>> _keyed_as(({"b": [2, {"d": 4, "c": 3}], "a": 1},), spec)
         ({'a': 1, 'b': [2, {'c': 3, 'd': 4}]},)
+        >>> from collections import namedtuple
+        >>> Pair = namedtuple("Pair", "named n")
+        >>> _, spec = tree_flatten((Pair({"a": 1, "b": 2}, 3),))
+        >>> _keyed_as((Pair({"b": 2, "a": 1}, 3),), spec)
+        (Pair(named={'a': 1, 'b': 2}, n=3),)
     """
     children = spec.children()
     if spec.type is dict and type(value) is dict and set(value) == set(spec.context):
         return {key: _keyed_as(value[key], child) for key, child in zip(spec.context, children)}
     if spec.type in (tuple, list) and type(value) is spec.type and len(value) == len(children):
         return spec.type(_keyed_as(item, child) for item, child in zip(value, children))
+    if spec.type is namedtuple and type(value) is spec.context:  # torch's pytree: the class is the context
+        return spec.context(*(_keyed_as(item, child) for item, child in zip(value, children)))
     return value
 
 

@@ -251,6 +251,7 @@ class PPOSearchPlacer:
         self.last_reference_step = problem.reference_step
         if problem.reference_step <= 0 and not problem.best_oom:  # a step of no work (0 s): nothing is faster
             self.last_evaluations, self.last_step, self.last_history = 1, 0.0, list(problem.history)
+            self.last_greedy_after_imitation = self.last_greedy_after_search = self.last_zero_shot_step = None
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
@@ -374,7 +375,12 @@ class PPOSearchPlacer:
         if saved.get("checkpoint") != identity["checkpoint"]:
             differ.append("another policy checkpoint to start from")
         settings, mine = saved.get("settings"), identity["settings"]
-        changed = sorted(k for k in mine if not isinstance(settings, dict) or settings.get(k) != mine[k])
+        settings = settings if isinstance(settings, dict) else {}
+        unrecorded = sorted(k for k in mine if k not in settings)
+        if unrecorded and not differ:  # an older gnplace's run: what it did not record cannot be checked
+            raise InvalidCheckpoint(f"{path}: a {kind} run of an older gnplace, which did not record "
+                                    f"{', '.join(unrecorded)}, so it cannot be checked: use another -o")
+        changed = sorted(k for k in mine if k in settings and settings[k] != mine[k])
         if changed:
             differ.append(f"other settings ({', '.join(changed)})")
         if differ:
