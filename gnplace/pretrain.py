@@ -576,7 +576,9 @@ def pretrain(
     try:
         with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
             trainer = L.Trainer(
-                max_epochs=math.ceil(schedule.iterations / schedule.steps_per_epoch),  # the bar's "Epoch k/N"
+                # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
+                # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
+                max_epochs=-1,
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy

@@ -344,3 +344,11 @@ def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):
         pretrain(more, out, resume=True, progress=False)
     (data / "alpha" / "alpha_3.gnpg").unlink()
     assert pretrain(more, out, resume=True, progress=False)["iterations"] == 4
+
+
+def test_a_run_stopped_mid_epoch_extends_to_the_iterations_asked(tiny_config, tmp_path):
+    """3 iterations at 2 per epoch, then extended to 6: six (an epoch limit ended it at 5)."""
+    out = tmp_path / "run"
+    assert pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=3"]), out, progress=False)["iterations"] == 3
+    extended = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=6"]), out, resume=True, progress=False)
+    assert extended["iterations"] == 6
