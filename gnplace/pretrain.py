@@ -409,7 +409,7 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     Raises:
         InvalidCheckpoint: with one line saying which.
     """
-    from gnplace.policy.checkpoint import read_checkpoint
+    from gnplace.policy.checkpoint import pretraining_state, read_checkpoint
 
     data = read_checkpoint(path)
     if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
@@ -427,8 +427,7 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); "
                                 "resume with the same config or use another --out")
-    exporter = next((state for state in (data.get("callbacks") or {}).values()
-                     if isinstance(state, dict) and isinstance(state.get("config"), dict)), {})
+    exporter = pretraining_state(data)
     recorded = exporter.get("config")
     if recorded is not None:  # checkpoints before 2026-11-24 recorded the learner's settings alone
         wanted = config.to_dict()
@@ -472,7 +471,7 @@ def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) ->
 def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
     """The summary of a run that has done its iterations already, read from its exported policies."""
     from gnplace.graph_io import write_atomically
-    from gnplace.policy.checkpoint import read_checkpoint
+    from gnplace.policy.checkpoint import pretraining_state, read_checkpoint
 
     meta = read_checkpoint(out / "policy.ckpt").get("meta", {})  # the meta alone: no network is built
     best_path = out / "best.ckpt"
@@ -481,9 +480,9 @@ def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any
     if export is not None:
         write_atomically(export, (best_path if best_path.exists() else out / "policy.ckpt").read_bytes())
     last = out / "checkpoints" / "last.ckpt"
-    states = (read_checkpoint(last).get("callbacks") or {}).values() if last.is_file() else []
-    elapsed = next((s["elapsed"] for s in states if isinstance(s, dict) and isinstance(s.get("elapsed"), float)),
-                   meta.get("wall_seconds"))  # exported policies before 2026-11-25 held it
+    elapsed = pretraining_state(read_checkpoint(last)).get("elapsed") if last.is_file() else None
+    if not isinstance(elapsed, float):
+        elapsed = meta.get("wall_seconds")  # exported policies before 2026-11-25 held it
     return {"iterations": int(meta.get("iterations", 0)),
             "wall_seconds": round(elapsed, 1) if isinstance(elapsed, float) else None,
             "validation": dict(meta.get("validation", {})), "policy": str(out / "policy.ckpt"),

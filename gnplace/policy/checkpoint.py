@@ -33,7 +33,8 @@ from gnplace.opkinds import OP_KINDS
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 
-__all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save"]
+__all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save",
+           "pretraining_state"]
 
 FORMAT = "gnplace-policy"
 VERSION = 1
@@ -127,6 +128,17 @@ def _policy_config(raw: Any, path: Path) -> PolicyConfig:
         raise InvalidCheckpoint(f"{path}: the policy's shape is malformed ({err})") from err
 
 
+def pretraining_state(data: dict[str, Any]) -> dict[str, Any]:
+    """What a pretraining run keeps in its Lightning checkpoint ``data`` beside the weights, or ``{}``.
+
+    The state of its exporter callback (:class:`gnplace.pretrain.ExportPolicy`): the run's ``config``,
+    its ``elapsed`` wall seconds, its ``best_score`` and its ``pairs`` digest.
+    """
+    callbacks = data.get("callbacks")
+    states = callbacks.values() if isinstance(callbacks, dict) else []
+    return next((s for s in states if isinstance(s, dict) and isinstance(s.get("config"), dict)), {})
+
+
 def _training_config(data: dict[str, Any], hyper: Any) -> dict[str, Any]:
     """How a training run's Lightning checkpoint was trained, as an exported policy's ``meta["config"]`` says.
 
@@ -135,9 +147,9 @@ def _training_config(data: dict[str, Any], hyper: Any) -> dict[str, Any]:
     Zero-shot placement reads the sampling prior and the decision graph's settings from it, so a run's
     ``last.ckpt`` decodes as the policy exported from the same run does.
     """
-    for state in (data.get("callbacks") or {}).values():
-        if isinstance(state, dict) and isinstance(state.get("config"), dict):
-            return dict(state["config"])
+    recorded = pretraining_state(data).get("config")
+    if recorded is not None:
+        return dict(recorded)
     run = data.get("gnplace_run")
     settings = run.get("settings") if isinstance(run, dict) else None
     settings = settings if isinstance(settings, dict) else {}
