@@ -8,7 +8,9 @@ The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped chec
    (:func:`~gnplace.cluster_sampler.random_cluster`: 2 to 8 devices of mixed kinds, speeds, memories
    and links, a quarter of them memory-tight). Each iteration draws ``pairs_per_step`` pairs.
 2. **imitation warm start**: for ``learner.imitation_steps`` iterations the policy is fitted to the
-   reference placement (``auto``'s) of each drawn pair (:mod:`gnplace.rl.imitation`);
+   reference placement (``auto``'s) of each drawn pair (:mod:`gnplace.rl.imitation`), or, with
+   ``data.teacher_budget``, to the placement a long search found for it (:mod:`gnplace.rl.teacher`:
+   searched once per training pair before training, in parallel, and kept under ``OUT/teacher``);
 3. **PPO** afterwards (Spotlight's, :mod:`gnplace.rl.ppo`), with the pull toward the best placement
    seen of each pair (``learner.elite``, Post's cross-entropy term);
 4. **validation** at the end of every epoch of ``steps_per_epoch`` iterations: the greedy placement of
@@ -71,6 +73,11 @@ class DataConfig:
             does (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`); with ``learner.prior`` this is
             pretraining in the search's regime: the policy learns which moves from a good placement pay
             (default: :obj:`False`).
+        teacher_budget (int): simulator evaluations of the annealing search whose placement of each
+            training pair is its best before training, the imitation target
+            (:func:`~gnplace.rl.teacher.search_placement`); 0: ``auto``'s placement (default: 0).
+        max_ops (int): train only on graphs of at most this many ops (the held-out ones are kept); 0: all
+            (default: 0).
     """
 
     root: str = "datasets"
@@ -83,6 +90,8 @@ class DataConfig:
     max_nodes: int = 1000
     modules: bool = False
     anchored: bool = False
+    teacher_budget: int = 0
+    max_ops: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,8 @@ class PretrainConfig:
             raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
         if self.data.val_per_family < 0 or self.data.random_clusters < 0 or self.data.random_cluster_seed < 0:
             raise InvalidArgument("data: val_per_family, random_clusters and random_cluster_seed must be >= 0")
+        if self.data.teacher_budget < 0 or self.data.max_ops < 0:
+            raise InvalidArgument("data: teacher_budget and max_ops must be >= 0")
         if self.data.max_nodes < 1:
             raise InvalidArgument(f"data: max_nodes must be >= 1, got {self.data.max_nodes}")
         for name in ("families", "presets", "val_clusters"):
@@ -269,7 +280,14 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
         if cut < 1:
             raise InvalidArgument(f"family {family!r}: {len(graphs)} training graphs, cannot hold out "
                                   f"{config.data.val_per_family}")
-        train += graphs[:cut]
+        kept = graphs[:cut]
+        if config.data.max_ops:
+            from gnplace.graph_io import load_graph
+
+            kept = [g for g in kept if load_graph(g).num_ops <= config.data.max_ops]
+            if not kept:
+                raise InvalidArgument(f"family {family!r}: no training graph of at most {config.data.max_ops} ops")
+        train += kept
         val += graphs[cut:]
     return train, val
 
@@ -292,15 +310,70 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
     return pairs, val_pairs
 
 
-def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> str:
+def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]], teacher_budget: int = 0) -> str:
     """SHA-256 of what the pairs hold: every graph file's content and every cluster's fingerprint, in order.
 
-    A resumed run must train on the pairs it started with: its saved best placements belong to them.
+    A resumed run must train on the pairs it started with: its saved best placements belong to them (and,
+    with a ``teacher_budget``, start as the search's placements of that budget).
     """
     from gnplace.evaluate import file_digest
 
-    listed = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
+    listed: list[Any] = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
+    if teacher_budget:
+        listed.append({"teacher_budget": int(teacher_budget)})
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
+def _search_one(task: tuple[str, Any, int, int, str]) -> tuple[str, str]:
+    """Search one training pair (in a worker process); returns the graph file and the cluster's name."""
+    import torch
+
+    from gnplace.graph_io import load_graph
+    from gnplace.rl.teacher import search_placement
+
+    torch.set_num_threads(1)
+    graph, cluster, budget, seed, cache = task
+    search_placement(load_graph(graph), cluster, budget=budget, seed=seed, cache=cache)
+    return graph, cluster.name
+
+
+def teacher_placements(
+    pairs: list[tuple[str, Any]], budget: int, seed: int, cache: Path, *, workers: int | None = None,
+    progress: bool | None = None,
+) -> dict[int, Any]:
+    """The search's placement of every training pair (:mod:`gnplace.rl.teacher`), searched where not cached.
+
+    The searches run in ``workers`` processes (default: one per core) and each is kept in ``cache`` as
+    soon as it ends, so a killed run loses at most the searches under way.
+
+    Returns:
+        dict[int, np.ndarray]: the device of every op, by pair index.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.progress import evaluation_bar
+    from gnplace.rl.teacher import cache_path, search_placement
+
+    clusters = [load_cluster(c) for _, c in pairs]
+    todo = [(str(g), c, budget, seed, str(cache)) for (g, _), c in zip(pairs, clusters)
+            if not cache_path(cache, load_graph(g), c, budget, seed).is_file()]
+    if todo:
+        workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
+        with evaluation_bar(f"teacher searches ({budget} evaluations each)", len(todo), progress) as advance_to:
+            if workers == 1:
+                for done, task in enumerate(todo, 1):
+                    _search_one(task)
+                    advance_to(done)
+            else:
+                import multiprocessing
+
+                with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                    for done, _ in enumerate(pool.map(_search_one, todo), 1):
+                        advance_to(done)
+    return {i: search_placement(load_graph(g), c, budget=budget, seed=seed, cache=cache).devices
+            for i, ((g, _), c) in enumerate(zip(pairs, clusters))}
 
 
 class ExportPolicy(L.Callback):
@@ -558,15 +631,17 @@ def pretrain(
     if last.exists() and not resume and not launched:  # a new run would overwrite the earlier run's checkpoints
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     pairs, val_pairs = pretrain_pairs(config)
-    digest = pairs_digest(pairs, val_pairs)
+    digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
         if check_resumable(last, config, digest) >= config.schedule.iterations and (out / "policy.ckpt").exists():
             return _finished(out, export)  # nothing left to train: leave every file as it is
         ckpt_path = str(last)
     schedule = config.schedule
+    starts = teacher_placements(pairs, config.data.teacher_budget, config.learner.seed, out / "teacher",
+                                progress=progress) if config.data.teacher_budget else {}
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
-                               modules=config.data.modules, anchored=config.data.anchored)
+                               modules=config.data.modules, anchored=config.data.anchored, starts=starts)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
     learner = PlacementLearner(config.learner)
     exporter = ExportPolicy(out / "policy.ckpt", config, digest)

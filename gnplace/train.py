@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
+from gnplace.placement import Placement
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teacher_forced
 from gnplace.rl.env import RefinementMDP
@@ -489,6 +490,9 @@ class PlacementDataModule(L.LightningDataModule):
             (:func:`~gnplace.policy.features.decision_graph`) (default: :obj:`False`).
         anchored (bool, optional): score each problem's placements relative to its best seen
             (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`; a search's setting) (default: :obj:`False`).
+        starts (Mapping[int, np.ndarray], optional): a placement (device of every op) offered to pair
+            ``i`` as its best before training, timed then: a search's, which imitation then fits
+            (:mod:`gnplace.rl.teacher`) (default: none).
     """
 
     def __init__(
@@ -496,7 +500,7 @@ class PlacementDataModule(L.LightningDataModule):
         steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
         seed: int = 0, reference_seed: int | None = None,
         val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (), modules: bool = False,
-        anchored: bool = False,
+        anchored: bool = False, starts: Mapping[int, np.ndarray] | None = None,
     ) -> None:
         super().__init__()
         if not pairs:
@@ -517,6 +521,7 @@ class PlacementDataModule(L.LightningDataModule):
         self._restored: dict[int, dict[str, Any]] = {}
         self.val_pairs = list(val_pairs)
         self._val_problems: dict[int, PlacementProblem] = {}
+        self.starts = dict(starts or {})
 
     def batch(self, iteration: int) -> list[PlacementProblem]:
         """The pairs of iteration ``iteration``: ``pairs_per_step`` of them, by ``default_rng((seed, iteration))``.
@@ -536,6 +541,10 @@ class PlacementDataModule(L.LightningDataModule):
         """The prepared problem of pair ``index`` (coarsened, featurised, reference timed), built once."""
         if index not in self._problems:
             problem = self._prepare(self.pairs[index])
+            if index in self.starts:  # a search's placement: the best before training, imitation's target
+                start = Placement(np.asarray(self.starts[index], dtype=np.int64), problem.inp.cluster)
+                timed = self.timer.time(problem.inp.graph, problem.inp.cluster, start)
+                problem.offer(start.devices, float(timed.step_time), bool(timed.is_oom), evaluations=1)
             saved = self._restored.pop(index, None)
             if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed
                 problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)

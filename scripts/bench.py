@@ -451,7 +451,7 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) 
     took = time.perf_counter() - start
     # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
     plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
-                         op_level=0, around=False)
+                         op_level=0, around=False, constructor="none")
     start = time.perf_counter()
     untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=0))
     took_plain = time.perf_counter() - start
@@ -481,6 +481,10 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
         options["op_level"] = args.op_level
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
+    if args.constructor is not None:
+        options["constructor"] = args.constructor
+    if args.constructor_samples is not None:
+        options["constructor_samples"] = args.constructor_samples
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
     test_graphs = []
     for family in args.families:
@@ -885,6 +889,10 @@ def main(argv: list[str] | None = None) -> int:
     zs = sub.add_parser("zeroshot", help="zero-shot placement by the pretrained policy against auto")
     zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     zs.add_argument("--samples", type=int, default=16)
+    zs.add_argument("--constructor", default=None, metavar="PATH",
+                    help="the policy's constructor checkpoint, or none (default: the shipped one)")
+    zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
+                    help="the constructor's samples beside its greedy placement (default: 4)")
     zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
     zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])

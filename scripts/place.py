@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="draw the samples in this many rounds, each around the best placement so far (default: 1)")
+    parser.add_argument("--constructor", default=None, metavar="PATH",
+                        help="the search-distilled constructor's checkpoint, or none (default: the shipped one)")
+    parser.add_argument("--constructor-samples", type=int, default=4, metavar="N",
+                        help="the constructor's samples beside its greedy placement (default: 4)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
@@ -84,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if args.op_level is not None:
         options["op_level"] = args.op_level
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                          subsets=args.subsets, timer=sim, rounds=args.rounds, **options)
+                          subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
+                          constructor_samples=args.constructor_samples, **options)
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
         predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

@@ -169,6 +169,22 @@ def test_a_new_default_checkpoint_changes_the_key(graphs, tmp_path, monkeypatch,
     assert task_key(explicit) != before
 
 
+def test_a_new_shipped_constructor_changes_the_policys_key(graphs, tmp_path, monkeypatch):
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    built = tmp_path / "construct.ckpt"
+    built.write_bytes(b"old constructor")
+    monkeypatch.setattr(PolicyPlacer, "default_files", {"constructor": built})
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", "policy")
+    first = task_key(task)
+    built.write_bytes(b"new constructor")
+    assert task_key(task) != first
+    told = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "policy", dict(constructor="none"))
+    before = task_key(told)
+    built.write_bytes(b"newer constructor")  # not read when the option names another
+    assert task_key(told) == before
+
+
 def test_a_changed_graph_file_is_run_again(graphs, tmp_path):
     path = graphs / "g.gnpg"
     save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)

@@ -74,6 +74,8 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("data: {random_cluster_seed: -1}", "random_cluster_seed must be >= 0"),
     ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
     ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
+    ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
+    ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),
 ])
 def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -352,3 +354,41 @@ def test_a_run_stopped_mid_epoch_extends_to_the_iterations_asked(tiny_config, tm
     assert pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=3"]), out, progress=False)["iterations"] == 3
     extended = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=6"]), out, resume=True, progress=False)
     assert extended["iterations"] == 6
+
+
+def test_the_constructor_config_trains_on_small_cifar10_graphs_and_imitates_searches():
+    config = load_pretrain_config(ROOT / "configs" / "constructor.yaml")
+    assert config.data.teacher_budget > 0 and config.learner.imitation_steps == config.schedule.iterations
+    pairs, val_pairs = pretrain_pairs(config)
+    from gnplace.graph_io import load_graph
+
+    assert pairs and all(load_graph(g).num_ops <= config.data.max_ops for g, _ in pairs)
+    held_out = {Path(g).name for g, _ in val_pairs}
+    assert held_out and not held_out & {Path(g).name for g, _ in pairs}  # max_ops never moves a graph out of held-out
+
+
+def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_config, tmp_path):
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.annealing import AnnealingPlacer
+    from gnplace.rl.teacher import cache_path
+
+    overrides = ["data.teacher_budget=30", "data.random_clusters=0", "schedule.iterations=2",
+                 "learner.imitation_steps=2"]
+    config = load_pretrain_config(tiny_config, overrides)
+    pretrain(config, tmp_path / "run", progress=False)
+    pairs, _ = pretrain_pairs(config)
+    kept = sorted((tmp_path / "run" / "teacher").glob("*.json"))
+    assert len(kept) == len(pairs)
+    graph, cluster = load_graph(pairs[0][0]), load_cluster("k80x2")
+    searched = AnnealingPlacer(budget=30).place(graph, cluster, seed=0)
+    from gnplace.placement import load_placement
+
+    assert (load_placement(cache_path(tmp_path / "run" / "teacher", graph, cluster, 30, 0), graph, cluster).devices
+            == searched.devices).all()
+    again = load_pretrain_config(tiny_config, overrides)
+    pretrain(again, tmp_path / "again", progress=False)  # the same config and seed: the same policy
+    assert (tmp_path / "run" / "policy.ckpt").read_bytes() == (tmp_path / "again" / "policy.ckpt").read_bytes()
+    with pytest.raises(InvalidCheckpoint, match=r"other settings \(data.teacher_budget\)"):  # another teacher: refused
+        pretrain(load_pretrain_config(tiny_config, overrides + ["data.teacher_budget=31"]),
+                 tmp_path / "run", resume=True, progress=False)

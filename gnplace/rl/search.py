@@ -476,7 +476,7 @@ class FineTunePlacer(PPOSearchPlacer):
     Placeto's and GiPH's point: a policy pretrained on a family should be a better start than a fresh
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
-    on by default; about ``D + 18`` evaluations on ``D`` devices, counted) and returned if the search
+    on by default; about ``D + 23`` evaluations on ``D`` devices, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. Then PPO
     searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
     scoring, the search's sampling prior of 6), with no imitation (the policy already places well) and

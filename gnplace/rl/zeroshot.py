@@ -41,10 +41,16 @@ from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, r
 if TYPE_CHECKING:
     from gnplace.coarsen import Coarsening
 
-__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "cached_policy", "pretraining"]
+__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "cached_policy", "pretraining"]
 
 #: The pretrained policy gnplace ships.
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "checkpoints" / "gnplace-base.ckpt"
+
+#: The constructor gnplace ships: a policy distilled from long searches (``configs/constructor.yaml``).
+SHIPPED_CONSTRUCTOR = SHIPPED_CHECKPOINT.with_name("gnplace-construct.ckpt")
+
+#: The constructor's samples beside its greedy placement.
+DEFAULT_CONSTRUCTOR_SAMPLES = 4
 
 
 @functools.lru_cache(maxsize=4)
@@ -126,9 +132,16 @@ class PolicyPlacer:
             the test splits on k80x2, k80x4, v100x8 and tight4, 256 samples in 4 rounds place at 0.953x
             ``auto``'s step time against 0.956x in one round; 16 samples at 0.965x in 4 rounds and
             0.964x in one (README; default: 1).
+        constructor (str, optional): a second policy checkpoint whose greedy placement and
+            ``constructor_samples`` samples (at temperature 1, no prior) join the candidates: a policy
+            that builds whole placements, distilled from long searches (:mod:`gnplace.rl.teacher`), where
+            this policy moves groups around ``auto``'s; ``"none"``: no constructor (default: the shipped
+            ``checkpoints/gnplace-construct.ckpt``).
+        constructor_samples (int, optional): the constructor's samples (default: 4).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
+    ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"``,
+    ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"auto"``, ``"repaired"`` or a
     heuristic's name), ``last_evaluations``.
@@ -140,15 +153,16 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy decodes; auto, the greedy decode around it, 4 samples; auto's 16
-        25
+        >>> placer.last_evaluations  # 3 greedy; auto, the greedy around it, 4 samples; 5 constructor's; auto's 16
+        30
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "8"  # 2026-11-24: portfolio runs no heuristic around auto (7: samples around auto; 6: held_at_peak)
+    revision = "9"  # 2026-11-24: the constructor's candidates (8: no heuristic around auto; 7: samples around auto)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
+    default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(
@@ -156,6 +170,7 @@ class PolicyPlacer:
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
         temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
         around: bool | None = None, prior: float | None = None, rounds: int = 1,
+        constructor: str | os.PathLike[str] | None = None, constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -190,6 +205,17 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs at most one round per sample, got rounds={rounds} "
                                   f"for samples={self.samples}")
         self.rounds = int(rounds)
+        if isinstance(constructor_samples, bool) or not isinstance(constructor_samples, (int, np.integer)) \
+                or constructor_samples < 0:
+            raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
+        self.constructor_samples = int(constructor_samples)
+        off = constructor is not None and str(constructor).strip().lower() in ("none", "false", "off", "")
+        self.constructor = None if off else Path(constructor) if constructor is not None else SHIPPED_CONSTRUCTOR
+        self.constructor_policy: Any = None
+        self.constructor_modules = False
+        if self.constructor is not None:
+            self.constructor_policy, constructor_meta = cached_policy(self.constructor)  # fail early here too
+            self.constructor_modules = pretraining(constructor_meta)["modules"]
         self.last_greedy_step: float | None = None
         self.last_greedy_oom = False
         self.last_step: float | None = None
@@ -199,7 +225,9 @@ class PolicyPlacer:
     def __repr__(self) -> str:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
                 f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures}, "
-                f"op_level={self.op_level}, around={self.around}, rounds={self.rounds})")
+                f"op_level={self.op_level}, around={self.around}, rounds={self.rounds}, "
+                f"constructor={None if self.constructor is None else str(self.constructor)!r}, "
+                f"constructor_samples={self.constructor_samples})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -243,10 +271,11 @@ class PolicyPlacer:
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 auto_evaluations = 0
                 around_auto = self.samples > 0 and self.around
+                shared = None  # the decision graph around auto, which the constructor reuses when it decides alike
                 if around_auto:  # the search's regime: samples around auto's placement
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
-                    drawn, drawn_timed, labels, auto_evaluations = self._around(
+                    drawn, drawn_timed, labels, auto_evaluations, shared = self._around(
                         graph, cluster, rng, coarsen_seed, auto_seed)
                     timed = _concat_results(timed, drawn_timed)
                     candidates = np.concatenate([candidates, drawn], axis=0)
@@ -259,6 +288,12 @@ class PolicyPlacer:
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += [best.name("sample")] * self.samples
                     timed = _concat_results(timed, sampled)
+                if self.constructor_policy is not None:  # whole placements built by the search-distilled policy
+                    reuse = shared if shared is not None and self.modules == self.constructor_modules else None
+                    built = self._construct(graph, cluster, coarsen_seed, reuse)
+                    timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
+                    candidates = np.concatenate([candidates, built], axis=0)
+                    names += ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1)
         finally:
             torch.set_num_threads(threads)
         result = timed
@@ -291,11 +326,11 @@ class PolicyPlacer:
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
-    ) -> tuple[np.ndarray, BatchResult, list[str], int]:
+    ) -> tuple[np.ndarray, BatchResult, list[str], int, Any]:
         """``auto``'s placement, then per round a greedy decode and samples around the best so far, timed.
 
-        Returns the candidates (``[samples + rounds + 1, num_ops]``), their timings, their names and
-        the evaluations ``auto`` made to choose its placement.
+        Returns the candidates (``[samples + rounds + 1, num_ops]``), their timings, their names, the
+        evaluations ``auto`` made to choose its placement and the policy input they were decoded on.
 
         The policy decides per decision group (module subtrees first when it was pretrained so) with
         a bonus ``prior`` on the incumbent's device of each group (:math:`\\kappa 1[d = d^{inc}_g]`, as
@@ -325,7 +360,30 @@ class PolicyPlacer:
             timed = _concat_results(timed, result)
             where = "auto" if index == 0 else "the best so far"
             names += [f"greedy around {where}"] + [f"sample around {where}"] * share.size
-        return np.concatenate(candidates), timed, names, counted.evaluations
+        return np.concatenate(candidates), timed, names, counted.evaluations, problem.inp
+
+    def _construct(self, graph: OpGraph, cluster: Cluster, seed: int, inp: Any = None) -> np.ndarray:
+        """The constructor's greedy placement and ``constructor_samples`` samples, ``[1 + samples, num_ops]``.
+
+        ``inp`` is a policy input of ``graph`` on ``cluster`` made with ``seed`` and the constructor's
+        ``modules`` setting, reused rather than coarsened again (default: made here). Its samples draw
+        from their own generator (seeded from ``seed``), so that the other candidates are the same with
+        or without a constructor.
+        """
+        from gnplace.policy.features import build_policy_input
+        from gnplace.rl.agent import sample
+        from gnplace.rl.env import PlacementMDP
+
+        if inp is None:
+            inp = build_policy_input(graph, cluster, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
+                                     seed=seed, modules=self.constructor_modules)
+        mdp, enc = PlacementMDP(inp), self.constructor_policy.encode(inp)
+        groups = sample(self.constructor_policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices
+        if self.constructor_samples:
+            rng = np.random.default_rng((seed, 1))
+            drawn = sample(self.constructor_policy, mdp, self.constructor_samples, rng, enc=enc).rollout.group_devices
+            groups = np.concatenate([groups, drawn])
+        return inp.expand(groups)
 
     def _decoder(
         self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,

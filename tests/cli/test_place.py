@@ -192,8 +192,11 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
     assert err.count("\n") == 1 and "Traceback" not in err
     ptb = str(ROOT / "datasets" / "ptb" / "ptb_030.gnpg")
     assert in_process.main([ptb, "-c", "tight4", "--checkpoint", str(checkpoint), "--samples", "2", "--no-subsets",
-                            "--op-level", "0", "--temperatures", "1", "--json"]) == 0
+                            "--op-level", "0", "--temperatures", "1", "--constructor", "none", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["choice"] in ("greedy", "sample")  # the whole cluster only, coarsened
+    assert in_process.main([ptb, "-c", "tight4", "--constructor", str(tmp_path / "gone.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "gone.ckpt: no such checkpoint" in err and err.count("\n") == 1
 
 
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):

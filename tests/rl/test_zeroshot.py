@@ -22,7 +22,7 @@ TEST_GRAPH = "datasets/nmt/nmt_011.gnpg"  # a test-split graph: never seen in pr
 
 
 @pytest.fixture(scope="module")
-def fresh_checkpoint(tmp_path_factory):
+def fresh_checkpoint(tmp_path_factory):  # the tests before the constructor's place without it
     torch.manual_seed(0)
     return save_policy(tmp_path_factory.mktemp("ckpt") / "fresh.ckpt", PlacementPolicy())
 
@@ -30,8 +30,8 @@ def fresh_checkpoint(tmp_path_factory):
 def test_a_test_graph_gets_a_feasible_placement_deterministic_under_a_seed(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("tight4")
     sim = Simulator()
-    a = PolicyPlacer(checkpoint=fresh_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=3)
-    b = PolicyPlacer(checkpoint=fresh_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=3)
+    a = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=8, timer=sim).place(graph, cluster, seed=3)
+    b = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=8, timer=sim).place(graph, cluster, seed=3)
     assert np.array_equal(a.devices, b.devices)
     assert not sim.time(graph, cluster, a).is_oom
 
@@ -39,8 +39,8 @@ def test_a_test_graph_gets_a_feasible_placement_deterministic_under_a_seed(fresh
 def test_the_result_is_the_best_of_greedy_and_samples(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
-    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
-    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, samples=16, subsets=False, op_level=0, timer=sim)
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=0, timer=sim)
+    with_samples = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=16, subsets=False, op_level=0, timer=sim)
     t0 = sim.time(graph, cluster, greedy_only.place(graph, cluster, seed=0)).step_time
     t1 = sim.time(graph, cluster, with_samples.place(graph, cluster, seed=0)).step_time
     assert greedy_only.last_evaluations == 1 and with_samples.last_evaluations == 17
@@ -61,20 +61,20 @@ def test_untempered_samples_are_the_policys_own_draws(fresh_checkpoint, monkeypa
 
     monkeypatch.setattr(zeroshot._Decoder, "sample", spy)
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
-    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, subsets=False, temperatures=[1.0])
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=4, subsets=False, temperatures=[1.0])
     assert placer.temperatures == (1.0,)
     assert placer.place(graph, cluster, seed=0).devices.shape == (graph.num_ops,)
-    PolicyPlacer(checkpoint=fresh_checkpoint, samples=5, subsets=False).place(graph, cluster, seed=0)
+    PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=5, subsets=False).place(graph, cluster, seed=0)
     assert drawn_at == [[1.0] * 4, [0.1, 0.2, 0.3, 0.5, 0.1]]
     for bad in ([], [0.0], [-1.0], [True]):
         with pytest.raises(InvalidArgument, match="temperatures"):
-            PolicyPlacer(checkpoint=fresh_checkpoint, temperatures=bad)
+            PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", temperatures=bad)
 
 
 def test_the_portfolio_is_never_worse_than_auto(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("cpu_gpu")
     sim = Simulator()
-    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, portfolio=True, timer=sim)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=4, portfolio=True, timer=sim)
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     assert ours <= auto * (1 + 1e-12)
@@ -94,10 +94,10 @@ def test_a_checkpoint_pretrained_around_auto_samples_around_auto(fresh_checkpoin
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
     counted = BudgetedTimer(sim)
-    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=counted)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, timer=counted)
     assert placer.around and placer.prior == 3.0 and placer.modules and placer.anchored
     first = placer.place(graph, cluster, seed=0)
-    again = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=sim).place(graph, cluster, seed=0)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, timer=sim).place(graph, cluster, seed=0)
     assert np.array_equal(first.devices, again.devices)
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     ours = sim.time(graph, cluster, first).step_time
@@ -106,14 +106,14 @@ def test_a_checkpoint_pretrained_around_auto_samples_around_auto(fresh_checkpoin
     # auto's own (it times its heuristics' placements, and some of them plan with the timer)
     assert placer.last_evaluations == counted.evaluations > 5 + 2 + 8 + 6
     # the old regime's checkpoint samples the policy alone unless asked; a prior of 0 keeps auto's placement
-    assert not PolicyPlacer(checkpoint=fresh_checkpoint).around
-    alone = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, around=False, timer=sim)
+    assert not PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none").around
+    alone = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, around=False, timer=sim)
     alone.place(graph, cluster, seed=0)
     assert alone.last_evaluations == 5 + 8 and alone.last_choice is not None and "auto" not in alone.last_choice
     with pytest.raises(InvalidArgument, match="prior"):
-        PolicyPlacer(checkpoint=search_regime_checkpoint, prior=-1.0)
+        PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", prior=-1.0)
     # auto's placement is a candidate already: the portfolio runs no heuristic again
-    portfolio = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, portfolio=True, timer=sim)
+    portfolio = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, portfolio=True, timer=sim)
     assert np.array_equal(portfolio.place(graph, cluster, seed=0).devices, first.devices)
     assert portfolio.last_evaluations == placer.last_evaluations
 
@@ -122,7 +122,7 @@ def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkp
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
     sim = Simulator()
     d = cluster.num_devices
-    wide = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, op_level=0, timer=sim)  # subsets are the default
+    wide = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, op_level=0, timer=sim)  # subsets are the default
     assert wide.subsets
     by_speed = np.argsort([-dev.effective_flops for dev in cluster.devices], kind="stable")
     whole = decision_graph(graph, cluster, seed=0)
@@ -130,7 +130,7 @@ def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkp
         decoder = wide._decoder(graph, cluster, k, whole)
         assert decoder.name("greedy") == f"greedy on the {k} fastest"
         assert set(decoder.greedy()[0].tolist()) <= set(by_speed[:k].tolist())
-    plain = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
+    plain = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=0, timer=sim)
     t_plain = sim.time(graph, cluster, plain.place(graph, cluster, seed=0)).step_time
     t_wide = sim.time(graph, cluster, wide.place(graph, cluster, seed=0)).step_time
     assert t_wide <= t_plain and wide.last_evaluations == d  # the whole cluster's greedy, k = 2 .. d-1, and k = 1
@@ -140,14 +140,14 @@ def test_subsets_add_greedy_placements_on_the_fastest_devices_alone(fresh_checkp
 def test_samples_are_drawn_on_the_best_device_set_and_are_deterministic(fresh_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("configs/clusters/mixed_generations.yaml")
     sim = Simulator()
-    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=6, timer=sim)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=6, timer=sim)
     first = placer.place(graph, cluster, seed=4)
     assert placer.last_evaluations == cluster.num_devices + 1 + 6  # greedy on every device set and at op level
     assert placer.last_step == pytest.approx(sim.time(graph, cluster, first).step_time)
-    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, timer=sim)
+    greedy_only = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, timer=sim)
     greedy_only.place(graph, cluster, seed=4)
     assert placer.last_step <= greedy_only.last_step
-    again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=6, timer=sim).place(graph, cluster, seed=4)
+    again = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=6, timer=sim).place(graph, cluster, seed=4)
     assert np.array_equal(again.devices, first.devices)
 
 
@@ -158,10 +158,10 @@ def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint)
 
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
-    assert graph.num_ops <= PolicyPlacer(checkpoint=fresh_checkpoint).op_level  # on by default for this graph
-    coarse = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=0, timer=sim)
+    assert graph.num_ops <= PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none").op_level  # on by default for this graph
+    coarse = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=0, timer=sim)
     coarse.place(graph, cluster, seed=0)
-    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=graph.num_ops, timer=sim)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=graph.num_ops, timer=sim)
     placement = placer.place(graph, cluster, seed=0)
     assert placer.last_evaluations == coarse.last_evaluations + 1 == 2
     # the extra candidate is the op-level greedy placement; the result is the better of the two
@@ -174,11 +174,11 @@ def test_op_level_adds_the_greedy_placement_with_no_coarsening(fresh_checkpoint)
     assert (placer.last_choice == "greedy, op level") == (op_step < coarse.last_step)
     assert placement == placer.place(graph, cluster, seed=0)
     # a graph past the limit gets no op-level candidate, and a bad limit is one clear error
-    small = PolicyPlacer(checkpoint=fresh_checkpoint, samples=0, subsets=False, op_level=graph.num_ops - 1, timer=sim)
+    small = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=graph.num_ops - 1, timer=sim)
     small.place(graph, cluster, seed=0)
     assert small.last_evaluations == 1
     with pytest.raises(InvalidArgument, match="op_level"):
-        PolicyPlacer(checkpoint=fresh_checkpoint, op_level=-1)
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", op_level=-1)
 
 
 def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint, monkeypatch):
@@ -194,19 +194,19 @@ def test_graphs_past_the_node_limit_are_coarsened(fresh_checkpoint, monkeypatch)
 
     monkeypatch.setattr(zeroshot._Decoder, "__init__", spy)
     graph = layered_graph(3000, width=12, seed=1)
-    placer = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150)
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=2, max_nodes=150)
     placement = placer.place(graph, toy_cluster(4), seed=0)
     assert placement.devices.shape == (3000,) and len(np.unique(placement.devices)) > 1
     # every device set's decoder works on the coarse graph; the op-level greedy (graphs up to op_level ops) does not
     assert len(sizes) == 4 and max(sizes[:3]) <= 150 and sizes[3] == 3000
     sizes.clear()
-    PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, max_nodes=150, op_level=0).place(graph, toy_cluster(4), seed=0)
+    PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=2, max_nodes=150, op_level=0).place(graph, toy_cluster(4), seed=0)
     assert len(sizes) == 3 and max(sizes) <= 150
 
 
 def test_trivial_inputs_and_bad_checkpoints(fresh_checkpoint, tmp_path):
     graph = load_graph(TEST_GRAPH)
-    assert not PolicyPlacer(checkpoint=fresh_checkpoint).place(graph, toy_cluster(1)).devices.any()
+    assert not PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none").place(graph, toy_cluster(1)).devices.any()
     with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
         PolicyPlacer(checkpoint=tmp_path / "missing.ckpt")
     (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
@@ -246,7 +246,7 @@ def test_rounds_recentre_the_samples_on_the_best_placement_so_far(search_regime_
     monkeypatch.setattr(PlacementProblem, "prior", prior)
     monkeypatch.setattr(PlacementProblem, "score", score)
     counted = BudgetedTimer(sim)
-    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, rounds=3, timer=counted)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=counted)
     chosen = placer.place(graph, cluster, seed=0)
     assert len(centres) == len(scored) == 3 and [s.shape[0] for s in scored] == [1 + 3, 1 + 3, 1 + 2]
     inp, first, auto_devices = centres[0]
@@ -259,14 +259,49 @@ def test_rounds_recentre_the_samples_on_the_best_placement_so_far(search_regime_
         assert np.array_equal(centre, majority_groups(inp, best))
     assert not np.array_equal(centres[1][1], centres[0][1]), "the test needs a round that moved the incumbent"
     # deterministic, never slower than auto, every evaluation counted (two more greedy decodes than one round)
-    again = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, rounds=3, timer=sim)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=sim)
     assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     assert sim.time(graph, cluster, chosen).step_time <= auto * (1 + 1e-12)
-    one = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, timer=sim)
+    one = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, timer=sim)
     one.place(graph, cluster, seed=0)
     assert placer.last_evaluations == counted.evaluations == one.last_evaluations + 2
     for bad, message in (({"rounds": 0}, "rounds >= 1"), ({"rounds": 9}, "one round per sample"),
                          ({"rounds": 2, "around": False}, "re-centre")):
         with pytest.raises(InvalidArgument, match=message):
-            PolicyPlacer(checkpoint=search_regime_checkpoint, samples=8, **bad)
+            PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, **bad)
+
+
+def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(fresh_checkpoint, tmp_path):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    sim = Simulator()
+    torch.manual_seed(1)
+    builder = save_policy(tmp_path / "builder.ckpt", PlacementPolicy())
+    alone = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim, constructor="none")
+    paired = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim, constructor=builder,
+                          constructor_samples=3)
+    t0 = sim.time(graph, cluster, alone.place(graph, cluster, seed=2)).step_time
+    t1 = sim.time(graph, cluster, paired.place(graph, cluster, seed=2)).step_time
+    assert paired.last_evaluations == alone.last_evaluations + 4  # the constructor's greedy and 3 samples
+    assert t1 <= t0 and alone.constructor is None
+    again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim, constructor=builder, constructor_samples=3)
+    assert np.array_equal(again.place(graph, cluster, seed=2).devices, paired.place(graph, cluster, seed=2).devices)
+    with pytest.raises(InvalidArgument, match="constructor_samples >= 0"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor_samples=-1)
+    with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor=tmp_path / "missing.ckpt")
+
+
+def test_the_shipped_constructor_loads_and_builds_placements_of_its_own():
+    from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR, pretraining
+
+    assert SHIPPED_CONSTRUCTOR.is_file(), "checkpoints/gnplace-construct.ckpt must ship with the repository"
+    placer = PolicyPlacer()
+    assert placer.constructor == SHIPPED_CONSTRUCTOR and placer.constructor_samples == 4
+    from gnplace.rl.zeroshot import cached_policy
+
+    meta = cached_policy(SHIPPED_CONSTRUCTOR)[1]
+    assert meta["config"]["data"]["teacher_budget"] > 0 and pretraining(meta)["prior"] == 0.0
+    graph, cluster = load_graph("datasets/cifar10/cifar10_025.gnpg"), load_cluster("k80x2")
+    built = placer._construct(graph, cluster, seed=0)
+    assert built.shape == (5, graph.num_ops) and len({row.tobytes() for row in built}) > 1

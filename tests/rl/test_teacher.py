@@ -1,0 +1,42 @@
+"""The search teacher: an annealing search's placement, kept per pair and read back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.placers.annealing import AnnealingPlacer
+from gnplace.rl import teacher
+from gnplace.rl.teacher import cache_path, search_placement
+from gnplace.toy import mlp_training_graph
+
+
+@pytest.fixture()
+def pair():
+    return mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+
+
+def test_the_teacher_is_the_annealing_search_and_keeps_its_placement(pair, tmp_path, monkeypatch):
+    graph, cluster = pair
+    expected = AnnealingPlacer(budget=40).place(graph, cluster, seed=3).devices
+    first = search_placement(graph, cluster, budget=40, seed=3, cache=tmp_path)
+    assert np.array_equal(first.devices, expected)
+    assert cache_path(tmp_path, graph, cluster, 40, 3).is_file()
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again")
+
+    monkeypatch.setattr(AnnealingPlacer, "place", no_search)
+    assert np.array_equal(search_placement(graph, cluster, budget=40, seed=3, cache=tmp_path).devices, expected)
+    with pytest.raises(AssertionError, match="searched again"):  # another budget is another search
+        search_placement(graph, cluster, budget=41, seed=3, cache=tmp_path)
+
+
+def test_the_cache_name_follows_the_graph_cluster_budget_and_seed(pair, tmp_path):
+    graph, cluster = pair
+    names = {cache_path(tmp_path, graph, cluster, 40, 0), cache_path(tmp_path, graph, cluster, 40, 1),
+             cache_path(tmp_path, graph, cluster, 50, 0), cache_path(tmp_path, graph, load_cluster("k80x4"), 40, 0),
+             cache_path(tmp_path, mlp_training_graph(layers=4, width=256, batch=32), cluster, 40, 0)}
+    assert len(names) == 5
+    assert teacher.__all__ == ["search_placement", "cache_path"]
