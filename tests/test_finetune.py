@@ -195,3 +195,20 @@ def test_a_run_of_an_older_gnplace_is_refused_as_unrecorded_not_as_changed(finis
     torch.save(state, old / "last.ckpt")
     with pytest.raises(InvalidCheckpoint, match=r"run of an older gnplace, which did not record prior, so it cannot"):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=old, resume=True, progress=False)
+
+
+def test_a_run_whose_zero_shot_had_another_constructor_is_refused(finished_run, tmp_path):
+    """The zero-shot candidates include the shipped constructor's: a run made with another is not continued."""
+    import shutil
+
+    import torch
+
+    path, out, _ = finished_run
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    state = torch.load(other / "last.ckpt", weights_only=True)
+    assert state["gnplace_run"]["settings"]["constructor"] is not None
+    state["gnplace_run"]["settings"]["constructor"] = "0" * 64
+    torch.save(state, other / "last.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=r"other settings \(constructor\)"):
+        finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=other, resume=True, progress=False)

@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTOR
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step
@@ -342,6 +342,8 @@ class PPOSearchPlacer:
                 "zero_shot": self.zero_shot, "zero_shot_samples": self.zero_shot_samples,
                 "zero_shot_start": self.zero_shot_start, "prelude": self.prelude, "polish": self.polish,
                 "prior": float(c.prior), "imitation_steps": c.imitation_steps,
+                # the zero-shot candidates include the shipped constructor's (gnplace.rl.zeroshot)
+                "constructor": file_digest(SHIPPED_CONSTRUCTOR) if self.checkpoint else None,
             },
         }
 
@@ -429,6 +431,8 @@ class PPOSearchPlacer:
         needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
         if placer.around:  # auto's own timings (its six heuristics' placements, its reference), the greedy around it
             needed += 3 * len(FAST_PLACERS) + 3
+        if placer.constructor_policy is not None:  # the constructor's greedy placement and samples
+            needed += 1 + placer.constructor_samples
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
             return None
         before = counted.evaluations
@@ -494,8 +498,9 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    revision = "9"  # 2026-11-24: the search's prior 6 again (8: the checkpoint's pretraining prior)
+    revision = "10"  # 2026-11-24: zero-shot with the constructor's candidates (9: the search's prior 6 again)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
+    default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's, in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
