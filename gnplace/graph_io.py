@@ -239,7 +239,10 @@ def regular_target(path: Path) -> Path:
 
 
 def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` through ``PATH.tmp`` and a rename; a failed write leaves no ``.tmp`` behind.
+    """Write ``payload`` to ``path`` through ``PATH.PID.tmp`` and a rename; a failed write leaves no ``.tmp`` behind.
+
+    The temporary name carries the process id, so two processes writing the same file (ranks filling
+    one cache) never move each other's temporary file.
 
     The parent folders are made. What was at ``path`` before stays as it was when the write fails. A
     symbolic link is written through (its target is replaced, the link stays).
@@ -259,7 +262,7 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(payload)
         os.replace(tmp, path)

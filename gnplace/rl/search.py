@@ -329,7 +329,7 @@ class PPOSearchPlacer:
         from gnplace.evaluate import file_digest
 
         c = self.config
-        return {
+        identity: dict[str, Any] = {
             "graph": graph.fingerprint(), "graph_name": graph.name, "ops": graph.num_ops,
             "cluster": cluster.fingerprint(), "cluster_name": cluster.name,
             "checkpoint": None if self.checkpoint is None else file_digest(self.checkpoint),
@@ -342,10 +342,11 @@ class PPOSearchPlacer:
                 "zero_shot": self.zero_shot, "zero_shot_samples": self.zero_shot_samples,
                 "zero_shot_start": self.zero_shot_start, "prelude": self.prelude, "polish": self.polish,
                 "prior": float(c.prior), "imitation_steps": c.imitation_steps,
-                # the zero-shot candidates include the shipped constructor's (gnplace.rl.zeroshot)
-                "constructor": file_digest(SHIPPED_CONSTRUCTOR) if self.checkpoint else None,
             },
         }
+        if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructor's
+            identity["settings"]["constructor"] = file_digest(SHIPPED_CONSTRUCTOR)  # (a search from scratch: none)
+        return identity
 
     def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:
         """Refuse a checkpoint ``path`` that cannot continue the run ``identity``: unreadable, foreign or another run's.

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 
@@ -34,7 +36,8 @@ def cache_path(folder: str | os.PathLike[str], graph: OpGraph, cluster: Cluster,
     that a changed graph or cluster is searched afresh rather than read from a stale file.
     """
     key = hashlib.sha256(f"{graph.fingerprint()}|{cluster.fingerprint()}|{budget}|{seed}".encode()).hexdigest()
-    return Path(folder) / f"{graph.name}@{cluster.name}-{key[:16]}.json"
+    readable = re.sub(r"[^A-Za-z0-9_.+@-]", "_", f"{graph.name}@{cluster.name}").lstrip(".")  # never a path
+    return Path(folder) / f"{readable}-{key[:16]}.json"
 
 
 def search_placement(
@@ -60,7 +63,11 @@ def search_placement(
 
     path = cache_path(cache, graph, cluster, budget, seed) if cache is not None else None
     if path is not None and path.is_file():
-        return load_placement(path, graph, cluster)
+        try:
+            return load_placement(path, graph, cluster)
+        except InvalidPlacement as err:
+            raise InvalidPlacement(f"{err} (a damaged search in the teacher cache: delete it to search the pair "
+                                   "again)") from None
     placement = AnnealingPlacer(budget=budget, timer=Simulator()).place(graph, cluster, seed=seed)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

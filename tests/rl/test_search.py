@@ -175,3 +175,12 @@ def test_a_step_of_no_work_places_without_dividing_by_zero(name):
         placer = make_placer(name, **({} if name == "policy" else {"budget": 50}))
         placement = placer.place(graph, cluster, seed=0)
     assert Simulator().time(graph, cluster, placement).step_time == 0.0
+
+
+def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
+    from gnplace.graph_io import load_graph
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
+    assert "constructor" not in PPOSearchPlacer(budget=100).run_identity(g, c)["settings"]  # older runs resume
+    assert len(FineTunePlacer(budget=100).run_identity(g, c)["settings"]["constructor"]) == 64

@@ -40,3 +40,17 @@ def test_the_cache_name_follows_the_graph_cluster_budget_and_seed(pair, tmp_path
              cache_path(tmp_path, mlp_training_graph(layers=4, width=256, batch=32), cluster, 40, 0)}
     assert len(names) == 5
     assert teacher.__all__ == ["search_placement", "cache_path"]
+
+
+def test_a_graph_name_never_makes_a_path_and_a_damaged_search_says_what_to_do(pair, tmp_path):
+    from gnplace.exceptions import InvalidPlacement
+
+    graph, cluster = pair
+    odd = graph.replace(name="../net/0")
+    path = cache_path(tmp_path, odd, cluster, 40, 0)
+    assert path.parent == tmp_path and "/" not in path.name and not path.name.startswith(".")
+    search_placement(odd, cluster, budget=40, seed=0, cache=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    path.write_text("{ not json")
+    with pytest.raises(InvalidPlacement, match="delete it to search the pair again"):
+        search_placement(odd, cluster, budget=40, seed=0, cache=tmp_path)
