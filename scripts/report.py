@@ -175,7 +175,8 @@ def revised(name: str) -> str:
     """``name``, with the placer's registry ``revision`` where it declares one: rows saved before it are not reused.
 
     A placer that loads the shipped checkpoint by default also carries the first 8 hex digits of the
-    checkpoint's SHA-256, so that a new checkpoint runs its rows again.
+    checkpoint's SHA-256, and of each other file it loads by default (``policy``'s constructor), so that a
+    new checkpoint runs its rows again.
     """
     from gnplace.evaluate import file_digest
     from gnplace.placers.registry import PLACERS
@@ -185,7 +186,11 @@ def revised(name: str) -> str:
     info = PLACERS.info(name)
     label = f"{name}@{info.revision}" if info.revision else name
     digest = file_digest(info.default_checkpoint) if info.default_checkpoint else None
-    return f"{label}+{digest[:8]}" if digest else label
+    label = f"{label}+{digest[:8]}" if digest else label
+    for entry in info.default_files:
+        extra = file_digest(entry.partition("=")[2])
+        label = f"{label}+{extra[:8]}" if extra else label
+    return label
 
 
 # ------------------------------------------------------------------------------ section 2: learned placers
@@ -614,8 +619,9 @@ def run(args: argparse.Namespace) -> Path:
         f"`{command}` (section 1; rows in `{args.out}/table/results.csv`). 'step / best non-learned' is against the "
         "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
         "checkpoint: greedy on the whole cluster, on its fastest k devices alone and, up to 4,000 ops, with no "
-        "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it, best by the "
-        "simulator; about D + 18 evaluations on D devices besides `auto`'s own).",
+        "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
+        "constructor's greedy placement and 4 samples; best by the simulator; about D + 23 evaluations on D "
+        "devices besides `auto`'s own).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -630,7 +636,7 @@ def run(args: argparse.Namespace) -> Path:
         f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
         f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (its candidates and `auto`'s own evaluations); "
         "`finetune`: PPO from the shipped checkpoint around `auto`'s placement, returning the checkpoint's "
-        "zero-shot placement instead if that is faster (D + 18 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, after "
+        "zero-shot placement instead if that is faster (D + 23 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, after "
         "a fifth of the budget annealing from `auto`'s placement, imitating the best placement so far first "
         "(neither returns worse than its start); the seeds' methods start "
         "from a uniformly random policy, as in their papers. `placeto_zs`: Placeto pretrained on the family's "

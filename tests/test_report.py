@@ -28,10 +28,16 @@ def test_revised_names_carry_the_revision_and_the_shipped_checkpoint(tmp_path, m
     ckpt = tmp_path / "shipped.ckpt"
     ckpt.write_bytes(b"old weights")
     monkeypatch.setattr(PolicyPlacer, "default_checkpoint", ckpt)
+    built = tmp_path / "construct.ckpt"
+    built.write_bytes(b"old constructor")
+    monkeypatch.setattr(PolicyPlacer, "default_files", {"constructor": built})
     first = report.revised("policy")
-    assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}", first)
+    assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}\+[0-9a-f]{{8}}", first)
     ckpt.write_bytes(b"new weights")
     assert report.revised("policy") != first  # a new checkpoint: the report runs the policy's rows again
+    second = report.revised("policy")
+    built.write_bytes(b"new constructor")
+    assert report.revised("policy") != second  # so does a new constructor
 
 
 def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
