@@ -259,8 +259,7 @@ def task_key(task: Task) -> str:
         identity["revision"] = info.revision
     if info.default_checkpoint and "checkpoint" not in dict(task.options):  # the shipped weights, as they are now
         identity["checkpoint"] = _value_identity(info.default_checkpoint)
-    for entry in info.default_files:  # other shipped files it reads unless told otherwise (policy's constructor)
-        option, _, path = entry.partition("=")
+    for option, path in info.default_files:  # other shipped files it reads unless told otherwise (a constructor)
         if option not in dict(task.options):
             identity[f"default {option}"] = _value_identity(path)
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()

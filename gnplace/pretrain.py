@@ -324,8 +324,8 @@ def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]],
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
 
 
-def _search_one(task: tuple[str, Any, int, int, str]) -> tuple[str, str]:
-    """Search one training pair (in a worker process); returns the graph file and the cluster's name."""
+def _search_one(task: tuple[str, Any, int, int, str]) -> None:
+    """Search one training pair and keep its placement in the cache (in a worker process)."""
     import torch
 
     from gnplace.graph_io import load_graph
@@ -334,7 +334,6 @@ def _search_one(task: tuple[str, Any, int, int, str]) -> tuple[str, str]:
     torch.set_num_threads(1)
     graph, cluster, budget, seed, cache = task
     search_placement(load_graph(graph), cluster, budget=budget, seed=seed, cache=cache)
-    return graph, cluster.name
 
 
 def teacher_placements(
@@ -349,6 +348,8 @@ def teacher_placements(
     Returns:
         dict[int, np.ndarray]: the device of every op, by pair index.
     """
+    import contextlib
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     from gnplace.cluster import load_cluster
@@ -356,23 +357,19 @@ def teacher_placements(
     from gnplace.progress import evaluation_bar
     from gnplace.rl.teacher import cache_path, search_placement
 
+    graphs = {g: load_graph(g) for g, _ in pairs}  # each file read once, whatever its clusters
     clusters = [load_cluster(c) for _, c in pairs]
     todo = [(str(g), c, budget, seed, str(cache)) for (g, _), c in zip(pairs, clusters)
-            if not cache_path(cache, load_graph(g), c, budget, seed).is_file()]
+            if not cache_path(cache, graphs[g], c, budget, seed).is_file()]
     if todo:
         workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
-        with evaluation_bar(f"teacher searches ({budget} evaluations each)", len(todo), progress) as advance_to:
-            if workers == 1:
-                for done, task in enumerate(todo, 1):
-                    _search_one(task)
-                    advance_to(done)
-            else:
-                import multiprocessing
-
-                with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-                    for done, _ in enumerate(pool.map(_search_one, todo), 1):
-                        advance_to(done)
-    return {i: search_placement(load_graph(g), c, budget=budget, seed=seed, cache=cache).devices
+        with contextlib.ExitStack() as stack, evaluation_bar(
+                f"teacher searches ({budget} evaluations each)", len(todo), progress) as advance_to:
+            mapper = map if workers == 1 else stack.enter_context(
+                ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))).map
+            for done, _ in enumerate(mapper(_search_one, todo), 1):
+                advance_to(done)
+    return {i: search_placement(graphs[g], c, budget=budget, seed=seed, cache=cache).devices
             for i, ((g, _), c) in enumerate(zip(pairs, clusters))}
 
 

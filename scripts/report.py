@@ -187,8 +187,8 @@ def revised(name: str) -> str:
     label = f"{name}@{info.revision}" if info.revision else name
     digest = file_digest(info.default_checkpoint) if info.default_checkpoint else None
     label = f"{label}+{digest[:8]}" if digest else label
-    for entry in info.default_files:
-        extra = file_digest(entry.partition("=")[2])
+    for _, path in info.default_files:
+        extra = file_digest(path)
         label = f"{label}+{extra[:8]}" if extra else label
     return label
 

@@ -57,8 +57,8 @@ class PlacerInfo:
         revision (str): changes when the placer's results under the same options change.
         default_checkpoint (str): the checkpoint file it loads when given none (empty: none).
         checkpoint_format (str): the ``"format"`` of the checkpoint files it reads (empty: it takes none).
-        default_files (tuple[str, ...]): other files it loads by default, as ``{option: path}`` pairs
-            ``("option=path", ...)``, whose content its results depend on unless the option is given.
+        default_files (tuple[tuple[str, str], ...]): other files it loads by default, as ``(option, path)``
+            pairs, whose content its results depend on unless the option is given.
     """
 
     name: str
@@ -70,7 +70,7 @@ class PlacerInfo:
     revision: str = ""
     default_checkpoint: str = ""
     checkpoint_format: str = ""
-    default_files: tuple[str, ...] = ()
+    default_files: tuple[tuple[str, str], ...] = ()
 
 
 class PlacerRegistry(Mapping[str, type]):
@@ -168,7 +168,7 @@ class PlacerRegistry(Mapping[str, type]):
             revision=str(getattr(cls, "revision", "")),
             default_checkpoint=str(getattr(cls, "default_checkpoint", "") or ""),
             checkpoint_format=str(getattr(cls, "checkpoint_format", "") or ""),
-            default_files=tuple(f"{k}={v}" for k, v in dict(getattr(cls, "default_files", {}) or {}).items()),
+            default_files=tuple((k, str(v)) for k, v in dict(getattr(cls, "default_files", {}) or {}).items()),
         )
 
     def names(self, *, learned: bool | None = None) -> list[str]:
