@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--refine 4] [--split test] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--jobs 2]
     python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo] [--budget N] [--seed S]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
@@ -485,11 +485,16 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
         options["constructor"] = args.constructor
     if args.constructor_samples is not None:
         options["constructor_samples"] = args.constructor_samples
+    if args.constructor_temperature is not None:
+        options["constructor_temperature"] = args.constructor_temperature
+    if args.refine is not None:
+        options["refine"] = args.refine
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
     test_graphs = []
     for family in args.families:
         folder = Path("datasets") / family
-        graphs = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+        graphs = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"]
+                  if e["split"] == args.split and e["ops"] > args.min_ops]
         test_graphs.append(graphs)
         tasks += [(g, c, args.checkpoint, args.samples, "test", options) for c in args.clusters for g in graphs]
     real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
@@ -893,7 +898,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the policy's constructor checkpoint, or none (default: the shipped one)")
     zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
                     help="the constructor's samples beside its greedy placement (default: 4)")
+    zs.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
+                    help="sampling temperature of the constructor's samples (default: 0.1)")
+    zs.add_argument("--refine", type=int, default=None, metavar="N",
+                    help="samples of the policy's last round, around the best of all its other candidates "
+                         "(default: 4; 0: none)")
     zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    zs.add_argument("--split", choices=("test", "train"), default="test",
+                    help="the split placed: train for tuning decoding settings on graphs other than the test "
+                         "graphs (default: test)")
+    zs.add_argument("--min-ops", type=int, default=0, metavar="OPS", help="only graphs of more than OPS ops")
     zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
     zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])
     zs.add_argument("--unseen-clusters", nargs="*", default=[f"configs/clusters/{n}.yaml" for n in (

@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the search-distilled constructor's checkpoint, or none (default: the shipped one)")
     parser.add_argument("--constructor-samples", type=int, default=4, metavar="N",
                         help="the constructor's samples beside its greedy placement (default: 4)")
+    parser.add_argument("--constructor-temperature", type=float, default=0.1, metavar="TAU",
+                        help="sampling temperature of the constructor's samples (default: 0.1)")
+    parser.add_argument("--refine", type=int, default=4, metavar="N",
+                        help="samples of a last round around the best placement of all the others, for checkpoints "
+                             "that sample around auto (default: 4; 0: none)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
@@ -89,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         options["op_level"] = args.op_level
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
                           subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
-                          constructor_samples=args.constructor_samples, **options)
+                          constructor_samples=args.constructor_samples,
+                          constructor_temperature=args.constructor_temperature, refine=args.refine, **options)
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
         predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

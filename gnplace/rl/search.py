@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTOR
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTOR, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step
@@ -346,6 +346,7 @@ class PPOSearchPlacer:
         }
         if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructor's
             identity["settings"]["constructor"] = file_digest(SHIPPED_CONSTRUCTOR)  # (a search from scratch: none)
+            identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision  # how its candidates are drawn
         return identity
 
     def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:
@@ -421,7 +422,6 @@ class PPOSearchPlacer:
             leave one PPO batch.
         """
         from gnplace.placers.auto import FAST_PLACERS
-        from gnplace.rl.zeroshot import PolicyPlacer
 
         graph, cluster = problem.inp.graph, problem.inp.cluster
         if cluster.num_devices < 2:
@@ -431,7 +431,7 @@ class PPOSearchPlacer:
                               timer=counted)
         needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
         if placer.around:  # auto's own timings (its six heuristics' placements, its reference), the greedy around it
-            needed += 3 * len(FAST_PLACERS) + 3
+            needed += 3 * len(FAST_PLACERS) + 3 + (placer.refine + 1 if placer.refine else 0)  # and the last round
         if placer.constructor_policy is not None:  # the constructor's greedy placement and samples
             needed += 1 + placer.constructor_samples
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
@@ -481,7 +481,7 @@ class FineTunePlacer(PPOSearchPlacer):
     Placeto's and GiPH's point: a policy pretrained on a family should be a better start than a fresh
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
-    on by default; about ``D + 23`` evaluations on ``D`` devices, counted) and returned if the search
+    on by default; about ``D + 28`` evaluations on ``D`` devices, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. Then PPO
     searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
     scoring, the search's sampling prior of 6), with no imitation (the policy already places well) and
@@ -499,7 +499,7 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    revision = "10"  # 2026-11-24: zero-shot with the constructor's candidates (9: the search's prior 6 again)
+    revision = "11"  # 2026-11-25: zero-shot policy revision 10 (10: the constructor's candidates; 9: prior 6 again)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's, in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)

@@ -52,6 +52,14 @@ SHIPPED_CONSTRUCTOR = SHIPPED_CHECKPOINT.with_name("gnplace-construct.ckpt")
 #: The constructor's samples beside its greedy placement.
 DEFAULT_CONSTRUCTOR_SAMPLES = 4
 
+#: Sampling temperature of the constructor's samples: near its greedy placement, which wins most often. Chosen on
+#: the cifar10 training graphs the constructor never saw (more than 2,400 ops, on k80x2, k80x4, v100x8 and tight4):
+#: 0.996x the step time of samples at 1 there, better on 10 of 40 pairs and worse on none (README).
+DEFAULT_CONSTRUCTOR_TEMPERATURE = 0.1
+
+#: Samples of the last round, drawn around the best candidate of all before it (the constructor's included).
+DEFAULT_REFINE = 4
+
 
 @functools.lru_cache(maxsize=4)
 def _load(path: str, stamp: tuple[int, int]) -> tuple[Any, dict[str, Any]]:
@@ -133,18 +141,25 @@ class PolicyPlacer:
             ``auto``'s step time against 0.956x in one round; 16 samples at 0.965x in 4 rounds and
             0.964x in one (README; default: 1).
         constructor (str, optional): a second policy checkpoint whose greedy placement and
-            ``constructor_samples`` samples (at temperature 1, no prior) join the candidates: a policy
+            ``constructor_samples`` samples (at ``constructor_temperature``, no prior) join the candidates: a policy
             that builds whole placements, distilled from long searches (:mod:`gnplace.rl.teacher`), where
             this policy moves groups around ``auto``'s; ``"none"``: no constructor (default: the shipped
             ``checkpoints/gnplace-construct.ckpt``).
         constructor_samples (int, optional): the constructor's samples (default: 4).
+        constructor_temperature (float, optional): their sampling temperature ``tau`` (default:
+            :data:`DEFAULT_CONSTRUCTOR_TEMPERATURE`, 0.1).
+        refine (int, optional): with samples around ``auto``, a last round after every other candidate
+            (the constructor's included): a greedy decode and ``refine`` samples of this policy around
+            the best placement timed so far, so that a constructor's placement that beats ``auto``'s is
+            searched around as well; ``refine + 1`` more evaluations, and never a slower result; 0: no last
+            round (default: :data:`DEFAULT_REFINE`, 4).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"``,
     ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
-    ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"auto"``, ``"repaired"`` or a
-    heuristic's name), ``last_evaluations``.
+    ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
+    ``"sample, last round"``, ``"auto"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -153,14 +168,14 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto, the greedy around it, 4 samples; 5 constructor's; auto's 16
-        30
+        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 samples around it; 5 constructor's; 5 last; auto's 16
+        35
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "9"  # 2026-11-24: the constructor's candidates (8: no heuristic around auto; 7: samples around auto)
+    revision = "10"  # 2026-11-25: a last round around the best, constructor samples at tau 0.1 (9: the constructor)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -171,6 +186,7 @@ class PolicyPlacer:
         temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
         around: bool | None = None, prior: float | None = None, rounds: int = 1,
         constructor: str | os.PathLike[str] | None = None, constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
+        constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -209,6 +225,13 @@ class PolicyPlacer:
                 or constructor_samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
         self.constructor_samples = int(constructor_samples)
+        if isinstance(constructor_temperature, bool) or not isinstance(constructor_temperature, (int, float)) \
+                or not (math.isfinite(constructor_temperature) and constructor_temperature > 0):
+            raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0, got {constructor_temperature!r}")
+        self.constructor_temperature = float(constructor_temperature)
+        if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
+            raise InvalidArgument(f"PolicyPlacer needs refine >= 0 samples, a whole number, got {refine!r}")
+        self.refine = int(refine)
         off = constructor is not None and str(constructor).strip().lower() in ("none", "false", "off", "")
         self.constructor = None if off else Path(constructor) if constructor is not None else SHIPPED_CONSTRUCTOR
         self.constructor_policy: Any = None
@@ -227,7 +250,8 @@ class PolicyPlacer:
                 f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures}, "
                 f"op_level={self.op_level}, around={self.around}, rounds={self.rounds}, "
                 f"constructor={None if self.constructor is None else str(self.constructor)!r}, "
-                f"constructor_samples={self.constructor_samples})")
+                f"constructor_samples={self.constructor_samples}, "
+                f"constructor_temperature={self.constructor_temperature}, refine={self.refine})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -271,12 +295,11 @@ class PolicyPlacer:
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 auto_evaluations = 0
                 around_auto = self.samples > 0 and self.around
-                shared = None  # the decision graph around auto, which the constructor reuses when it decides alike
-                if around_auto:  # the search's regime: samples around auto's placement
+                if around_auto:  # the search's regime: samples around auto's placement, the constructor's among them
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
-                    drawn, drawn_timed, labels, auto_evaluations, shared = self._around(
-                        graph, cluster, rng, coarsen_seed, auto_seed)
+                    drawn, drawn_timed, labels, auto_evaluations = self._around(
+                        graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed))
                     timed = _concat_results(timed, drawn_timed)
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += labels
@@ -288,9 +311,8 @@ class PolicyPlacer:
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += [best.name("sample")] * self.samples
                     timed = _concat_results(timed, sampled)
-                if self.constructor_policy is not None:  # whole placements built by the search-distilled policy
-                    reuse = shared if shared is not None and self.modules == self.constructor_modules else None
-                    built = self._construct(graph, cluster, coarsen_seed, reuse)
+                if self.constructor_policy is not None and not around_auto:  # around auto, _around built them
+                    built = self._construct(graph, cluster, coarsen_seed)
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
                     candidates = np.concatenate([candidates, built], axis=0)
                     names += ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1)
@@ -326,11 +348,17 @@ class PolicyPlacer:
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
-    ) -> tuple[np.ndarray, BatchResult, list[str], int, Any]:
-        """``auto``'s placement, then per round a greedy decode and samples around the best so far, timed.
+        greedy: tuple[np.ndarray, BatchResult],
+    ) -> tuple[np.ndarray, BatchResult, list[str], int]:
+        """``auto``'s placement, rounds of samples around the best so far, the constructor's, a last round; timed.
 
-        Returns the candidates (``[samples + rounds + 1, num_ops]``), their timings, their names, the
-        evaluations ``auto`` made to choose its placement and the policy input they were decoded on.
+        Per round a greedy decode and samples around the best placement so far; then the constructor's
+        candidates, and a last round around the best of all.
+
+        Returns the candidates (``[samples + rounds + 1 (+ constructor's) (+ refine + 1), num_ops]``),
+        their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
+        holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
+        centre is the best of those too.
 
         The policy decides per decision group (module subtrees first when it was pretrained so) with
         a bonus ``prior`` on the incumbent's device of each group (:math:`\\kappa 1[d = d^{inc}_g]`, as
@@ -360,7 +388,30 @@ class PolicyPlacer:
             timed = _concat_results(timed, result)
             where = "auto" if index == 0 else "the best so far"
             names += [f"greedy around {where}"] + [f"sample around {where}"] * share.size
-        return np.concatenate(candidates), timed, names, counted.evaluations, problem.inp
+        offers = [greedy]
+        if self.constructor_policy is not None:  # whole placements built by the search-distilled policy
+            reuse = problem.inp if self.modules == self.constructor_modules else None  # the same decision graph
+            built = self._construct(graph, cluster, seed, reuse)
+            result = self.timer.time_batch(graph, cluster, built)
+            offers.append((built, result))
+            candidates.append(built)
+            timed = _concat_results(timed, result)
+            names += ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1)
+        if self.refine:  # the last round, around the best of everything before it
+            for placements, result in offers:  # the incumbent moves to the fastest that fits, if faster
+                fits = np.flatnonzero(~result.oom)
+                if fits.size:
+                    i = int(fits[np.argmin(result.step_time[fits])])
+                    problem.offer(placements[i], float(result.step_time[i]), False, evaluations=0)  # counted already
+            bias = problem.prior(self.prior)  # + kappa 1[d = d^inc_g]
+            groups = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
+            drawn = sample(self.policy, problem.mdp, self.refine, rng, enc=enc, bias=bias).rollout.group_devices
+            groups = np.concatenate([groups, drawn])
+            candidates.append(problem.placements(groups))  # anchored to the best so far
+            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
+            timed = _concat_results(timed, result)
+            names += ["greedy, last round"] + ["sample, last round"] * self.refine
+        return np.concatenate(candidates), timed, names, counted.evaluations
 
     def _construct(self, graph: OpGraph, cluster: Cluster, seed: int, inp: Any = None) -> np.ndarray:
         """The constructor's greedy placement and ``constructor_samples`` samples, ``[1 + samples, num_ops]``.
@@ -381,7 +432,9 @@ class PolicyPlacer:
         groups = sample(self.constructor_policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices
         if self.constructor_samples:
             rng = np.random.default_rng((seed, 1))
-            drawn = sample(self.constructor_policy, mdp, self.constructor_samples, rng, enc=enc).rollout.group_devices
+            taus = np.full(self.constructor_samples, self.constructor_temperature)  # softmax(logits / tau)
+            drawn = sample(self.constructor_policy, mdp, self.constructor_samples, rng, enc=enc,
+                           temperature=taus).rollout.group_devices
             groups = np.concatenate([groups, drawn])
         return inp.expand(groups)
 

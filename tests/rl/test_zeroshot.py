@@ -246,7 +246,8 @@ def test_rounds_recentre_the_samples_on_the_best_placement_so_far(search_regime_
     monkeypatch.setattr(PlacementProblem, "prior", prior)
     monkeypatch.setattr(PlacementProblem, "score", score)
     counted = BudgetedTimer(sim)
-    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=counted)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=counted,
+                          refine=0)
     chosen = placer.place(graph, cluster, seed=0)
     assert len(centres) == len(scored) == 3 and [s.shape[0] for s in scored] == [1 + 3, 1 + 3, 1 + 2]
     inp, first, auto_devices = centres[0]
@@ -259,17 +260,63 @@ def test_rounds_recentre_the_samples_on_the_best_placement_so_far(search_regime_
         assert np.array_equal(centre, majority_groups(inp, best))
     assert not np.array_equal(centres[1][1], centres[0][1]), "the test needs a round that moved the incumbent"
     # deterministic, never slower than auto, every evaluation counted (two more greedy decodes than one round)
-    again = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=sim)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, rounds=3, timer=sim,
+                         refine=0)
     assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
     auto = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
     assert sim.time(graph, cluster, chosen).step_time <= auto * (1 + 1e-12)
-    one = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, timer=sim)
+    one = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, timer=sim, refine=0)
     one.place(graph, cluster, seed=0)
     assert placer.last_evaluations == counted.evaluations == one.last_evaluations + 2
     for bad, message in (({"rounds": 0}, "rounds >= 1"), ({"rounds": 9}, "one round per sample"),
                          ({"rounds": 2, "around": False}, "re-centre")):
         with pytest.raises(InvalidArgument, match=message):
             PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", samples=8, **bad)
+
+
+def test_the_last_round_draws_around_the_best_of_every_candidate_the_constructors_included(
+        search_regime_checkpoint, tmp_path, monkeypatch):
+    from gnplace.rl.problem import PlacementProblem, majority_groups
+
+    graph, cluster = load_graph("datasets/cifar10/cifar10_002.gnpg"), load_cluster("k80x4")
+    sim = Simulator()
+    torch.manual_seed(1)
+    builder = save_policy(tmp_path / "builder.ckpt", PlacementPolicy())
+    # a constructor whose placements are a short search's: faster than auto's and than the samples around it
+    searched = make_placer("annealing", budget=1000, timer=sim).place(graph, cluster, seed=0).devices
+    monkeypatch.setattr(PolicyPlacer, "_construct",
+                        lambda self, *args, **kwargs: np.repeat(searched[None, :], 1 + self.constructor_samples, 0))
+    centres: list[tuple] = []
+    original_prior = PlacementProblem.prior
+
+    def prior(self, kappa):
+        bias = original_prior(self, kappa)
+        centres.append((self.inp, bias.argmax(axis=1)))
+        return bias
+
+    monkeypatch.setattr(PlacementProblem, "prior", prior)
+    few = {"op_level": 0, "subsets": False}  # fewer greedy decodes to compete with the constructor
+    without = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=4, timer=sim, constructor=builder, refine=0, **few)
+    first = without.place(graph, cluster, seed=0)
+    assert without.last_choice == "constructor greedy", "the test needs a constructor that wins before the last round"
+    assert len(centres) == 1
+    counted = BudgetedTimer(sim)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=4, timer=counted, constructor=builder, refine=3, **few)
+    chosen = placer.place(graph, cluster, seed=0)
+    # the last round (its greedy decode and 3 samples, 4 more evaluations) draws around the constructor's placement
+    assert len(centres) == 3
+    inp, centre = centres[-1]
+    assert np.array_equal(centre, majority_groups(inp, searched))
+    assert placer.last_evaluations == counted.evaluations == without.last_evaluations + 4
+    # never slower than without it, and deterministic
+    assert sim.time(graph, cluster, chosen).step_time <= sim.time(graph, cluster, first).step_time * (1 + 1e-12)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=4, timer=sim, constructor=builder, refine=3, **few)
+    assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
+    for bad, message in (({"refine": -1}, "refine >= 0"), ({"refine": 1.5}, "refine >= 0"),
+                         ({"constructor_temperature": 0}, "constructor_temperature > 0"),
+                         ({"constructor_temperature": float("nan")}, "constructor_temperature > 0")):
+        with pytest.raises(InvalidArgument, match=message):
+            PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", **bad)
 
 
 def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(fresh_checkpoint, tmp_path):
