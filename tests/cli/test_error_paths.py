@@ -369,6 +369,29 @@ def test_place_script_reports_like_the_command(tmp_path, capsys, load_script, ke
     assert kept.read_bytes() == KEPT
 
 
+def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_bad_ones(
+        tmp_path, capsys, load_script, monkeypatch):
+    from gnplace.rl import zeroshot
+
+    place = load_script("place")
+    graph = str(save_graph(chain_graph(4), tmp_path / "g.gnpg"))
+    made: list[zeroshot.PolicyPlacer] = []
+    original = zeroshot.PolicyPlacer.__init__
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(zeroshot.PolicyPlacer, "__init__", record)
+    assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--constructor-temperature", "0.5",
+                       "--json"]) == 0
+    capsys.readouterr()
+    assert (made[-1].refine, made[-1].constructor_temperature) == (1, 0.5)
+    for flag, value, message in (("--refine", "-1", "refine >= 0"), ("--constructor-temperature", "0",
+                                                                         "constructor_temperature > 0")):
+        assert message in one_error(capsys, place.main([graph, "-c", "k80x2", flag, value]), prefix="place: error: ")
+
+
 def test_option_values_in_exponent_notation_are_numbers_and_must_be_finite():
     assert parse_placer_options(["rnn_pg.lr=1e-3", "rnn_pg.name='x'"], ["rnn_pg"]) == {"rnn_pg": {"lr": 1e-3, "name": "x"}}
     for value in (".inf", "-.inf", ".nan"):
