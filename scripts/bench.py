@@ -490,13 +490,14 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.refine is not None:
         options["refine"] = args.refine
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
-    test_graphs = []
+    test_graphs = []  # the unseen clusters place test graphs whatever the split
     for family in args.families:
         folder = Path("datasets") / family
-        graphs = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"]
-                  if e["split"] == args.split and e["ops"] > args.min_ops]
-        test_graphs.append(graphs)
-        tasks += [(g, c, args.checkpoint, args.samples, "test", options) for c in args.clusters for g in graphs]
+        entries = load_manifest(folder)["graphs"]
+        graphs = [str(folder / e["file"]) for e in entries if e["split"] == args.split and e["ops"] > args.min_ops]
+        test_graphs.append([str(folder / e["file"]) for e in entries if e["split"] == "test"])
+        # rows of training graphs are grouped "train", so that tables and vs-search never take them for test pairs
+        tasks += [(g, c, args.checkpoint, args.samples, args.split, options) for c in args.clusters for g in graphs]
     real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
     tasks += [(g, c, args.checkpoint, args.samples, "real", options) for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
@@ -525,7 +526,7 @@ def _zeroshot_cells(rows: list[dict[str, Any]]) -> str:
 def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
     """Markdown tables of :func:`bench_zeroshot`'s rows: geometric means over auto, OOM counts, seconds."""
     lines = []
-    for group in ("test", "real", "unseen"):
+    for group in ("test", "train", "real", "unseen"):
         part = [r for r in rows if r["group"] == group]
         if not part:
             continue
@@ -533,9 +534,10 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
                   "| family | cluster | graphs | greedy | greedy + K, tau 1 | policy | portfolio | OOM | place s | "
                   "greedy + K s |",
                   "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        keys = sorted({(r["family"] if group == "test" else group, r["cluster"]) for r in part})
+        keys = sorted({(r["family"] if group in ("test", "train") else group, r["cluster"]) for r in part})
         for fam, cluster in keys:
-            sel = [r for r in part if (r["family"] if group == "test" else group) == fam and r["cluster"] == cluster]
+            sel = [r for r in part
+                   if (r["family"] if group in ("test", "train") else group) == fam and r["cluster"] == cluster]
             lines.append(f"| {fam} | {cluster} | {len(sel)} | " + _zeroshot_cells(sel)
                          + f" | {np.mean([r['place_s'] for r in sel]):.2f} | {np.mean([r['plain_s'] for r in sel]):.2f} |")
         lines.append(f"| all | | {len(part)} | " + _zeroshot_cells(part) + " | | |")

@@ -55,6 +55,7 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
         {"group": "test", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 1.0},
         {"group": "test", "graph": "c", "family": "ptb", "cluster": "k80x4", "policy": 0.5},  # not searched
         {"group": "real", "graph": "a", "family": "real", "cluster": "k80x4", "policy": 0.1},  # not a test pair
+        {"group": "train", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 0.1},  # --split train: nor this
     ]))
     search = tmp_path / "results.csv"
     with search.open("w", newline="") as handle:
@@ -69,6 +70,10 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
     assert math.isclose(table[-1]["policy"], math.sqrt(0.9)) and math.isclose(table[-1]["search"], math.sqrt(0.8))
     assert math.isclose(table[-1]["ratio"], math.sqrt(0.9 / 0.8))
     assert math.isclose(table[-1]["share"], (1 - math.sqrt(0.9)) / (1 - math.sqrt(0.8)))
+    tables = bench.zeroshot_tables([{**row, "greedy": 1.0, "plain": 1.0, "portfolio": None, "policy_oom": False,
+                                     "auto_oom": False, "plain_oom": False, "place_s": 0.1, "plain_s": 0.1}
+                                    for row in json.loads(zeroshot.read_text())])
+    assert "**train**" in tables and tables.index("**test**") < tables.index("**train**")  # apart, never mixed
 
 
 def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):

@@ -346,7 +346,8 @@ class PPOSearchPlacer:
         }
         if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructor's
             identity["settings"]["constructor"] = file_digest(SHIPPED_CONSTRUCTOR)  # (a search from scratch: none)
-            identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision  # how its candidates are drawn
+        if self.zero_shot:  # how the zero-shot candidates are drawn (a run without them does not depend on it)
+            identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision
         return identity
 
     def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:

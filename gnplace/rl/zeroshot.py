@@ -57,6 +57,9 @@ DEFAULT_CONSTRUCTOR_SAMPLES = 4
 #: 0.996x the step time of samples at 1 there, better on 10 of 40 pairs and worse on none (README).
 DEFAULT_CONSTRUCTOR_TEMPERATURE = 0.1
 
+#: The least sampling temperature: logits divided by less overflow (``softmax(logits / tau)`` turns to NaN).
+MIN_TEMPERATURE = 1e-6
+
 #: Samples of the last round, drawn around the best candidate of all before it (the constructor's included).
 DEFAULT_REFINE = 4
 
@@ -193,8 +196,10 @@ class PolicyPlacer:
         if max_nodes < 1:
             raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, got {max_nodes}")
         taus = (temperatures,) if isinstance(temperatures, (int, float)) else tuple(temperatures)
-        if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in taus):
-            raise InvalidArgument(f"PolicyPlacer needs temperatures > 0, got {temperatures!r}")
+        if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+                               and t >= MIN_TEMPERATURE for t in taus):
+            raise InvalidArgument(f"PolicyPlacer needs temperatures > 0 (at least {MIN_TEMPERATURE}), "
+                                  f"got {temperatures!r}")
         self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
@@ -226,8 +231,9 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
         self.constructor_samples = int(constructor_samples)
         if isinstance(constructor_temperature, bool) or not isinstance(constructor_temperature, (int, float)) \
-                or not (math.isfinite(constructor_temperature) and constructor_temperature > 0):
-            raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0, got {constructor_temperature!r}")
+                or not (math.isfinite(constructor_temperature) and constructor_temperature >= MIN_TEMPERATURE):
+            raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0 (at least {MIN_TEMPERATURE}), "
+                                  f"got {constructor_temperature!r}")
         self.constructor_temperature = float(constructor_temperature)
         if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
             raise InvalidArgument(f"PolicyPlacer needs refine >= 0 samples, a whole number, got {refine!r}")
@@ -418,8 +424,8 @@ class PolicyPlacer:
 
         ``inp`` is a policy input of ``graph`` on ``cluster`` made with ``seed`` and the constructor's
         ``modules`` setting, reused rather than coarsened again (default: made here). Its samples draw
-        from their own generator (seeded from ``seed``), so that the other candidates are the same with
-        or without a constructor.
+        from their own generator (seeded from ``seed``), so that the draws of the other candidates are the
+        same with or without a constructor (the last round's centre may move to the constructor's placement).
         """
         from gnplace.policy.features import build_policy_input
         from gnplace.rl.agent import sample

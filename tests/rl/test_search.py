@@ -180,7 +180,11 @@ def test_a_step_of_no_work_places_without_dividing_by_zero(name):
 def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     from gnplace.graph_io import load_graph
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
 
     g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
     assert "constructor" not in PPOSearchPlacer(budget=100).run_identity(g, c)["settings"]  # older runs resume
     assert len(FineTunePlacer(budget=100).run_identity(g, c)["settings"]["constructor"]) == 64
+    # the zero-shot step's revision, only where there is one: a run without it resumes across policy revisions
+    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_revision"] == PolicyPlacer.revision
+    assert "zero_shot_revision" not in FineTunePlacer(budget=100, zero_shot=False).run_identity(g, c)["settings"]

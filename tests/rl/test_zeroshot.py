@@ -314,7 +314,9 @@ def test_the_last_round_draws_around_the_best_of_every_candidate_the_constructor
     assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
     for bad, message in (({"refine": -1}, "refine >= 0"), ({"refine": 1.5}, "refine >= 0"),
                          ({"constructor_temperature": 0}, "constructor_temperature > 0"),
-                         ({"constructor_temperature": float("nan")}, "constructor_temperature > 0")):
+                         ({"constructor_temperature": float("nan")}, "constructor_temperature > 0"),
+                         ({"constructor_temperature": 1e-320}, "constructor_temperature > 0"),
+                         ({"temperatures": (0.1, 1e-320)}, "temperatures > 0")):
         with pytest.raises(InvalidArgument, match=message):
             PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", **bad)
 
