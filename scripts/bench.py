@@ -477,18 +477,11 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.datasets import load_manifest
 
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
-    if args.op_level is not None:
-        options["op_level"] = args.op_level
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
-    if args.constructor is not None:
-        options["constructor"] = args.constructor
-    if args.constructor_samples is not None:
-        options["constructor_samples"] = args.constructor_samples
-    if args.constructor_temperature is not None:
-        options["constructor_temperature"] = args.constructor_temperature
-    if args.refine is not None:
-        options["refine"] = args.refine
+    for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine"):
+        if getattr(args, name) is not None:  # given: else the placer's default
+            options[name] = getattr(args, name)
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
     test_graphs = []  # the unseen clusters place test graphs whatever the split
     for family in args.families:

@@ -383,40 +383,37 @@ class PolicyPlacer:
         candidates = [problem.reference_devices[None, :]]
         timed = self.timer.time_batch(graph, cluster, candidates[0])
         names = ["auto"]
-        for index, share in enumerate(np.array_split(np.arange(self.samples), self.rounds)):
+        def draw_round(count: int, label: str) -> tuple[np.ndarray, BatchResult, list[str]]:
+            """A greedy decode and ``count`` samples around the incumbent, scored (the incumbent moves to the best)."""
             bias = problem.prior(self.prior)  # + kappa 1[d = d^inc_g]: around the incumbent
             groups = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
-            if share.size:
-                drawn = sample(self.policy, problem.mdp, share.size, rng, enc=enc, bias=bias).rollout.group_devices
+            if count:
+                drawn = sample(self.policy, problem.mdp, count, rng, enc=enc, bias=bias).rollout.group_devices
                 groups = np.concatenate([groups, drawn])
-            candidates.append(problem.placements(groups))  # before scoring: anchored to this round's incumbent
-            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)  # the incumbent moves to the best that fits
+            devices = problem.placements(groups)  # before scoring: anchored to this round's incumbent
+            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
+            return devices, result, [f"greedy{label}"] + [f"sample{label}"] * count
+
+        def add(devices: np.ndarray, result: BatchResult, labels: list[str]) -> None:
+            nonlocal timed
+            candidates.append(devices)
             timed = _concat_results(timed, result)
-            where = "auto" if index == 0 else "the best so far"
-            names += [f"greedy around {where}"] + [f"sample around {where}"] * share.size
+            names.extend(labels)
+
+        for index, share in enumerate(np.array_split(np.arange(self.samples), self.rounds)):
+            add(*draw_round(share.size, " around auto" if index == 0 else " around the best so far"))
         offers = [greedy]
         if self.constructor_policy is not None:  # whole placements built by the search-distilled policy
             reuse = problem.inp if self.modules == self.constructor_modules else None  # the same decision graph
             built = self._construct(graph, cluster, seed, reuse)
-            result = self.timer.time_batch(graph, cluster, built)
-            offers.append((built, result))
-            candidates.append(built)
-            timed = _concat_results(timed, result)
-            names += ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1)
+            offers.append((built, self.timer.time_batch(graph, cluster, built)))
+            add(*offers[-1], ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1))
         if self.refine:  # the last round, around the best of everything before it
             for placements, result in offers:  # the incumbent moves to the fastest that fits, if faster
-                fits = np.flatnonzero(~result.oom)
-                if fits.size:
-                    i = int(fits[np.argmin(result.step_time[fits])])
-                    problem.offer(placements[i], float(result.step_time[i]), False, evaluations=0)  # counted already
-            bias = problem.prior(self.prior)  # + kappa 1[d = d^inc_g]
-            groups = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
-            drawn = sample(self.policy, problem.mdp, self.refine, rng, enc=enc, bias=bias).rollout.group_devices
-            groups = np.concatenate([groups, drawn])
-            candidates.append(problem.placements(groups))  # anchored to the best so far
-            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
-            timed = _concat_results(timed, result)
-            names += ["greedy, last round"] + ["sample, last round"] * self.refine
+                best = int(_ranking(result, cluster)[0])
+                if not result.oom[best]:
+                    problem.offer(placements[best], float(result.step_time[best]), False, evaluations=0)  # counted
+            add(*draw_round(self.refine, ", last round"))
         return np.concatenate(candidates), timed, names, counted.evaluations
 
     def _construct(self, graph: OpGraph, cluster: Cluster, seed: int, inp: Any = None) -> np.ndarray:
