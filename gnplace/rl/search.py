@@ -255,7 +255,8 @@ class PPOSearchPlacer:
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
-        zero_shot = self._zero_shot(problem, counted, seed_value) if self.zero_shot else None
+        # zero-shot under the caller's seed too: its placement is the one `policy` gives for that seed
+        zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
         start_budget = 0 if zero_shot is None else zero_shot[4]
         start_budget += self._annealing_start(problem, counted, seed_value)
         policy_budget = self.budget - 1 - start_budget - polish_budget - greedy_checks
@@ -348,6 +349,7 @@ class PPOSearchPlacer:
             identity["settings"]["constructor"] = file_digest(SHIPPED_CONSTRUCTOR)  # (a search from scratch: none)
         if self.zero_shot:  # how the zero-shot candidates are drawn (a run without them does not depend on it)
             identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision
+            identity["settings"]["zero_shot_seed"] = "caller"  # revision 12 (11 drew from the search's own seed)
         return identity
 
     def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:
@@ -483,7 +485,9 @@ class FineTunePlacer(PPOSearchPlacer):
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
     on by default; about ``D + 28`` evaluations on ``D`` devices, counted) and returned if the search
-    ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. Then PPO
+    ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
+    under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
+    gives for the same seed. Then PPO
     searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
     scoring, the search's sampling prior of 6), with no imitation (the policy already places well) and
     the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
@@ -500,7 +504,7 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    revision = "11"  # 2026-11-25: zero-shot policy revision 10 (10: the constructor's candidates; 9: prior 6 again)
+    revision = "12"  # 2026-11-25: zero-shot under the caller's seed (11: policy revision 10; 10: the constructor)
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's, in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
