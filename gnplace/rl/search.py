@@ -424,19 +424,13 @@ class PPOSearchPlacer:
             candidates, the policy's greedy decodes and ``zero_shot_samples`` samples, and still
             leave one PPO batch.
         """
-        from gnplace.placers.auto import FAST_PLACERS
-
         graph, cluster = problem.inp.graph, problem.inp.cluster
         if cluster.num_devices < 2:
             return None
         assert self.checkpoint is not None
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
                               timer=counted)
-        needed = cluster.num_devices + 2 + self.zero_shot_samples  # device sets, op level, samples, repair
-        if placer.around:  # auto's own timings (its six heuristics' placements, its reference), the greedy around it
-            needed += 3 * len(FAST_PLACERS) + 3 + (placer.refine + 1 if placer.refine else 0)  # and the last round
-        if placer.constructor_policy is not None:  # the constructor's greedy placement and samples
-            needed += 1 + placer.constructor_samples
+        needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
             return None
         before = counted.evaluations

@@ -259,6 +259,22 @@ class PolicyPlacer:
                 f"constructor_samples={self.constructor_samples}, "
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine})")
 
+    def evaluations_needed(self, cluster: Cluster) -> int:
+        """At most how many timer evaluations :meth:`place` makes on ``cluster``: what a caller budgets for it.
+
+        Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
+        devices); around ``auto``, ``auto``'s own timings (its heuristics' placements, its reference),
+        the greedy decodes around it and the last round; the constructor's greedy placement and samples.
+        """
+        from gnplace.placers.auto import FAST_PLACERS
+
+        needed = cluster.num_devices + 2 + self.samples
+        if self.around:
+            needed += 3 * len(FAST_PLACERS) + 3 + (self.refine + 1 if self.refine else 0)
+        if self.constructor_policy is not None:
+            needed += 1 + self.constructor_samples
+        return needed
+
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
 
