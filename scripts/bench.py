@@ -73,7 +73,9 @@ fresh policy (``ppo`` with no annealing prelude; ``-O scratch.NAME=VALUE`` chang
 the shipped checkpoint (``finetune``; its zero-shot placement a candidate unless ``--no-ft-zero-shot``;
 ``-O finetune.NAME=VALUE`` sets any other option) each spend ``--budget`` simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
 evaluations each needed to first reach PPO-from-scratch's final quality (their quotient is the
-saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes).
+saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other fine-tuning
+options or revision in the same ``OUT`` reuses the searches from scratch of the same pair, budget,
+seed, options and revision (deterministic on one machine) and adds its rows.
 
 ``fidelity``: the simulator against real steps on a two-rank CPU cluster (``torch.distributed``,
 gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profile`` calibration
@@ -589,20 +591,30 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
     return table
 
 
-def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]]) -> dict[str, Any]:
+#: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
+_SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
+
+
+def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
+                  ) -> dict[str, Any]:
     import torch
 
     from gnplace import load_cluster, load_graph
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     torch.set_num_threads(1)
-    path, cluster_name, budget, seed, tuning, scratch = task
+    path, cluster_name, budget, seed, tuning, scratch, scratch_done = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
-                           "cluster": cluster.name, "budget": budget, "finetune_options": tuning,
-                           "scratch_options": scratch}
-    for name, placer in (("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})),  # PPO alone
-                         ("finetune", FineTunePlacer(budget=budget, **tuning))):
+                           "cluster": cluster.name, "budget": budget, "seed": seed, "finetune_options": tuning,
+                           "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision}
+    placers: list[tuple[str, PPOSearchPlacer]] = [("finetune", FineTunePlacer(budget=budget, **tuning))]
+    if scratch_done is not None:  # the same search from scratch ran in this folder already: deterministic, reused
+        row.update({k: scratch_done[k] for k in _SCRATCH_FIELDS if k in scratch_done})
+    else:
+        placers.insert(0, ("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})))  # PPO alone
+        row["scratch_revision"] = PPOSearchPlacer.revision
+    for name, placer in placers:
         start = time.perf_counter()
         placer.place(graph, cluster, seed=seed)
         reference, last = placer.last_reference_step, placer.last_step
@@ -632,22 +644,32 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.checkpoint:  # another policy to fine-tune from (an untrained one: the control)
         tuning["checkpoint"] = args.checkpoint
     scratch = options.get("scratch", {})
-    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows
-            if r.get("finetune_options") == tuning and r.get("scratch_options", {}) == scratch}
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
+        return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
+                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision)
+
+    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if same_scratch(r)
+            and r.get("finetune_options") == tuning and r.get("finetune_revision") == FineTunePlacer.revision}
+    scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
     tasks = []
     for family in args.families:
         folder = Path("datasets") / family
         graphs = [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]
         for entry in graphs:
             for cluster in args.clusters:
-                if (Path(entry["file"]).stem, cluster, args.budget) not in done:
-                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch))
+                key = (Path(entry["file"]).stem, cluster, args.budget)
+                if key not in done:
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch,
+                                  scratch_rows.get(key)))
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         for row in pool.map(_finetune_row, tasks):
             rows.append(row)
             done_file.write_text(json.dumps(rows, indent=1))
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
-    return rows
+    return [r for r in rows if same_scratch(r) and r.get("finetune_options") == tuning  # this run's, not others'
+            and r.get("finetune_revision") == FineTunePlacer.revision and r.get("budget") == args.budget]
 
 
 def finetune_table(rows: list[dict[str, Any]]) -> str:

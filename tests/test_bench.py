@@ -116,3 +116,18 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
     out, err = capsys.readouterr()
     assert code == 2 and not out and "Traceback" not in err
     assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_and_options(tmp_path):
+    """A second fine-tuning variant in the same folder times only fine-tuning; the first one's rows stay."""
+    base = [sys.executable, "scripts/bench.py", "finetune", "--families", "ptb", "--per-family", "1",
+            "--clusters", "k80x2", "--budget", "40", "--jobs", "1", "--out", str(tmp_path)]
+    for extra in ([], ["-O", "finetune.prior=2"], ["-O", "scratch.prior=2"]):
+        done = subprocess.run(base + extra, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    first, second, third = json.loads((tmp_path / "finetune.json").read_text())
+    assert first["seed"] == second["seed"] == 0 and second["finetune_options"]["prior"] == 2
+    for key in ("scratch_s", "scratch_final", "scratch_history", "scratch_revision"):  # reused: the same wall time too
+        assert first[key] == second[key]
+    assert third["scratch_options"] == {"prior": 2} and third["scratch_s"] != first["scratch_s"]  # searched anew
+    assert done.stdout.count("| ptb_") == 1  # the table shows this run's variant only
