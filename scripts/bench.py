@@ -633,6 +633,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     from concurrent.futures import ProcessPoolExecutor
 
     from gnplace.datasets import load_manifest
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -644,14 +645,16 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.checkpoint:  # another policy to fine-tune from (an untrained one: the control)
         tuning["checkpoint"] = args.checkpoint
     scratch = options.get("scratch", {})
-    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
                 and r.get("scratch_revision", "7") == PPOSearchPlacer.revision)
 
-    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if same_scratch(r)
-            and r.get("finetune_options") == tuning and r.get("finetune_revision") == FineTunePlacer.revision}
+    def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
+        return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
+                and r.get("finetune_revision") == FineTunePlacer.revision)
+
+    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if this_run(r)}
     scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
     tasks = []
     for family in args.families:
@@ -668,8 +671,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append(row)
             done_file.write_text(json.dumps(rows, indent=1))
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
-    return [r for r in rows if same_scratch(r) and r.get("finetune_options") == tuning  # this run's, not others'
-            and r.get("finetune_revision") == FineTunePlacer.revision and r.get("budget") == args.budget]
+    return [r for r in rows if this_run(r)]
 
 
 def finetune_table(rows: list[dict[str, Any]]) -> str:
