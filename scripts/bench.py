@@ -73,7 +73,8 @@ fresh policy (``ppo`` with no annealing prelude; ``-O scratch.NAME=VALUE`` chang
 the shipped checkpoint (``finetune``; its zero-shot placement a candidate unless ``--no-ft-zero-shot``;
 ``-O finetune.NAME=VALUE`` sets any other option) each spend ``--budget`` simulator evaluations; reported per graph: both final step times over ``auto``'s, and the
 evaluations each needed to first reach PPO-from-scratch's final quality (their quotient is the
-saving). Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other fine-tuning
+saving); then, by cluster, by family and over all pairs, the geometric means after 100, 400 and 1,000
+evaluations and at the end, and the same saving read on each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other fine-tuning
 options or revision in the same ``OUT`` reuses the searches from scratch of the same pair, budget,
 seed, options and revision (deterministic on one machine) and adds its rows.
 
@@ -692,6 +693,46 @@ def finetune_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _mean_curve(rows: list[dict[str, Any]], name: str) -> list[list[float]]:
+    """The geometric mean over ``rows`` of ``name``'s best step so far over ``auto``'s, as a learning curve.
+
+    Returns ``[[evaluations, ratio]]`` at every evaluation count where one of the rows improved, the
+    form :func:`report.first_reaching` reads.
+    """
+    histories = [r[f"{name}_history"] for r in rows]
+    counts = sorted({int(e) for h in histories for e, _ in h})
+    return [[e, report.geomean(min(1.0, report.best_at(h, e)) for h in histories)] for e in counts]
+
+
+def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 400, 1000)) -> str:
+    """Markdown table of :func:`bench_finetune`'s rows by cluster, by family and over all of them.
+
+    For each group: the geometric mean of the best step so far over ``auto``'s after each of ``points``
+    evaluations and at the end, for PPO from scratch and for fine-tuning; then the evaluations after
+    which each mean first reaches scratch's final mean, and their ratio (the issue's "10x fewer
+    evaluations", read on the group's mean). A pair counts as ``auto``'s step (1.0) before its first
+    evaluation.
+    """
+    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    lines = [f"| group | pairs | scratch {head} | finetune {head} | scratch reaches its final mean after | "
+             "finetune after | saving |", "| --- " * 7 + "|"]
+    groups = [(f"cluster {c}", [r for r in rows if r["cluster"] == c]) for c in dict.fromkeys(r["cluster"] for r in rows)]
+    groups += [(f"family {f}", [r for r in rows if r["family"] == f]) for f in dict.fromkeys(r["family"] for r in rows)]
+    for title, part in [*groups, ("all", rows)]:
+        if not part:
+            continue
+        cells, reach = [], []
+        target = report.geomean(r["scratch_final"] for r in part)
+        for name in ("scratch", "finetune"):
+            at = [report.geomean(min(1.0, report.best_at(r[f"{name}_history"], p)) for r in part) for p in points]
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{name}_final"] for r in part)]))
+            reach.append(report.first_reaching(_mean_curve(part, name), target))
+        saving = f"{reach[0] / reach[1]:.1f}x" if reach[0] and reach[1] else "-"
+        lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach[0] if reach[0] else '-'} | "
+                     f"{reach[1] if reach[1] else 'never'} | {saving} |")
+    return "\n".join(lines)
+
+
 def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     """The simulator against real two-rank steps after calibration, and fine-tuning on real steps."""
     from gnplace.execute.base import real_timer
@@ -1023,7 +1064,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"median absolute error over {fidelity['placements']} placements: {fidelity['median_abs_error']:.1%}")
         return 0
     if args.bench == "finetune":
-        print(finetune_table(bench_finetune(args)))
+        rows = bench_finetune(args)
+        print(finetune_table(rows))
+        print("\ngeometric means of the best step so far over auto's:\n")
+        print(finetune_summary(rows))
         return 0
     if args.bench == "zeroshot":
         print(zeroshot_tables(bench_zeroshot(args)))

@@ -131,3 +131,22 @@ def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_an
         assert first[key] == second[key]
     assert third["scratch_options"] == {"prior": 2} and third["scratch_s"] != first["scratch_s"]  # searched anew
     assert done.stdout.count("| ptb_") == 1  # the table shows this run's variant only
+
+
+def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_script):
+    """Means by cluster, by family and overall, and the evaluations after which each reaches scratch's final mean."""
+    bench = load_script("bench")
+
+    def row(family, cluster, scratch, finetune):
+        return {"family": family, "cluster": cluster, "scratch_history": scratch, "finetune_history": finetune,
+                "scratch_final": scratch[-1][1], "finetune_final": finetune[-1][1]}
+
+    rows = [row("ptb", "k80x4", [[1, 1.0], [400, 0.81]], [[1, 1.0], [40, 0.81]]),  # reached 10x sooner
+            row("nmt", "k80x4", [[1, 1.0], [300, 0.64]], [[1, 1.0], [50, 0.9]])]  # never reached
+    lines = bench.finetune_summary(rows, points=(100,)).splitlines()
+    by_group = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    assert set(by_group) == {"cluster k80x4", "family ptb", "family nmt", "all"}
+    assert by_group["family ptb"].endswith("| 0.810 / 0.810 | 400 | 40 | 10.0x |")
+    assert by_group["family nmt"].endswith("| 1.000 / 0.640 | 0.900 / 0.900 | 300 | never | - |")
+    # all: scratch's final mean is sqrt(0.81 * 0.64) = 0.72, reached at 400; fine-tuning's, sqrt(0.81 * 0.9), never
+    assert by_group["all"].endswith("| 1.000 / 0.720 | 0.854 / 0.854 | 400 | never | - |")
