@@ -716,17 +716,18 @@ def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100,
     head = " / ".join(f"{p:,}" for p in points) + " / final"
     lines = [f"| group | pairs | scratch {head} | finetune {head} | scratch reaches its final mean after | "
              "finetune after | saving |", "| --- " * 7 + "|"]
-    groups = [(f"cluster {c}", [r for r in rows if r["cluster"] == c]) for c in dict.fromkeys(r["cluster"] for r in rows)]
-    groups += [(f"family {f}", [r for r in rows if r["family"] == f]) for f in dict.fromkeys(r["family"] for r in rows)]
+    groups = [(f"{field} {value}", [r for r in rows if r[field] == value])
+              for field in ("cluster", "family") for value in dict.fromkeys(r[field] for r in rows)]
     for title, part in [*groups, ("all", rows)]:
         if not part:
             continue
         cells, reach = [], []
         target = report.geomean(r["scratch_final"] for r in part)
         for name in ("scratch", "finetune"):
-            at = [report.geomean(min(1.0, report.best_at(r[f"{name}_history"], p)) for r in part) for p in points]
+            curve = _mean_curve(part, name)  # non-increasing: its best up to p is its value at p
+            at = [min(1.0, report.best_at(curve, p)) for p in points]
             cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{name}_final"] for r in part)]))
-            reach.append(report.first_reaching(_mean_curve(part, name), target))
+            reach.append(report.first_reaching(curve, target))
         saving = f"{reach[0] / reach[1]:.1f}x" if reach[0] and reach[1] else "-"
         lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach[0] if reach[0] else '-'} | "
                      f"{reach[1] if reach[1] else 'never'} | {saving} |")
