@@ -48,7 +48,7 @@ from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seek
 from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import StepTimer, overflow, relative_step
+from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step
 
 __all__ = [
     "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "TimedCheckpoint",
@@ -285,7 +285,10 @@ class PlacementLearner(L.LightningModule):
                 traj, reward = self._refine_step(problem)
             else:
                 traj = sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=self._prior(problem))
+                timed_before = problem.evaluations
                 _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
+                if problem.widening and problem.memo and cfg.prior > 0:  # the next batch's kappa, by its new share
+                    problem.widen(problem.evaluations - timed_before, cfg.samples, cfg.prior)
             rollouts.append(traj)
             # A_i: normalised over the pair's samples, or the best share's excess over R_epsilon (risk-seeking)
             advantages.append(normalise_advantages(reward) if cfg.risk >= 1
@@ -318,10 +321,20 @@ class PlacementLearner(L.LightningModule):
             self.beta = adapt_beta(self.beta, self._mean_over_ranks(stats[-1]["losses/approx_kl"]), cfg.kl_target)
         self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}
                                 for r, q in zip(rewards, ratios)])
+        if self._trainer is not None and isinstance(self.timer, BudgetedTimer) and self.timer.budget is not None:
+            # a search: its bar shows the evaluations spent (with a memo it may end before its last iteration)
+            # and the best step so far over the reference's
+            self.log_dict({"evaluations": int(self.timer.evaluations), "best": float(np.mean(ratios))},
+                          prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
 
     def _prior(self, problem: PlacementProblem) -> np.ndarray | None:
-        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``."""
-        return problem.prior(self.config.prior) if self.config.prior > 0 else None
+        """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``.
+
+        ``kappa`` is the pair's adapted one if it widens (:attr:`~gnplace.rl.problem.PlacementProblem.kappa`).
+        """
+        if self.config.prior <= 0:
+            return None
+        return problem.prior(self.config.prior if problem.kappa is None else problem.kappa)
 
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
         """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""
@@ -490,6 +503,11 @@ class PlacementDataModule(L.LightningDataModule):
             (:func:`~gnplace.policy.features.decision_graph`) (default: :obj:`False`).
         anchored (bool, optional): score each problem's placements relative to its best seen
             (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`; a search's setting) (default: :obj:`False`).
+        memo (bool, optional): time each distinct placement of a pair once and count only new ones
+            (:attr:`~gnplace.rl.problem.PlacementProblem.memo`; a search's setting) (default: :obj:`False`).
+        widen (bool, optional): with ``memo``, adapt each pair's sampling prior to the share of new
+            placements in its batches (:meth:`~gnplace.rl.problem.PlacementProblem.widen`; a search's
+            setting) (default: :obj:`False`).
         starts (Mapping[int, np.ndarray], optional): a placement (device of every op) offered to pair
             ``i`` as its best before training, timed then: a search's, which imitation then fits
             (:mod:`gnplace.rl.teacher`) (default: none).
@@ -500,7 +518,8 @@ class PlacementDataModule(L.LightningDataModule):
         steps_per_epoch: int = 100, timer: StepTimer | None = None, max_nodes: int = 1000, reference: str = "auto",
         seed: int = 0, reference_seed: int | None = None,
         val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (), modules: bool = False,
-        anchored: bool = False, starts: Mapping[int, np.ndarray] | None = None,
+        anchored: bool = False, starts: Mapping[int, np.ndarray] | None = None, memo: bool = False,
+        widen: bool = False,
     ) -> None:
         super().__init__()
         if not pairs:
@@ -514,6 +533,8 @@ class PlacementDataModule(L.LightningDataModule):
         self.max_nodes = max_nodes
         self.modules = bool(modules)
         self.anchored = bool(anchored)
+        self.memo = bool(memo)
+        self.widen = bool(widen) and self.memo
         self.reference = reference
         self.seed = seed
         self.reference_seed = seed if reference_seed is None else reference_seed
@@ -554,6 +575,10 @@ class PlacementDataModule(L.LightningDataModule):
                 if saved.get("sample_best_devices") is not None:
                     problem.sample_best_devices = np.asarray(saved["sample_best_devices"], dtype=np.int64)
                     problem.sample_best_step = float(saved["sample_best_step"])
+                problem.kappa = None if saved.get("kappa") is None else float(saved["kappa"])
+                problem.timed.update({bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
+                                                           np.asarray(peak, dtype=np.float64), bool(oom))
+                                      for key, step, busy, peak, oom in saved.get("timed", [])})
             self._problems[index] = problem
         return self._problems[index]
 
@@ -571,7 +596,7 @@ class PlacementDataModule(L.LightningDataModule):
             graph, load_cluster(cluster), self.timer, max_nodes=self.max_nodes, reference=self.reference,
             seed=self.seed, reference_seed=self.reference_seed, modules=self.modules,
         )
-        problem.anchored = self.anchored
+        problem.anchored, problem.memo, problem.widening = self.anchored, self.memo, self.widen
         return problem
 
     def val_family(self, index: int) -> str:
@@ -593,7 +618,9 @@ class PlacementDataModule(L.LightningDataModule):
             **{i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
                 "evaluations": p.evaluations, "history": [list(h) for h in p.history],
                 "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
-                "sample_best_step": p.sample_best_step}
+                "sample_best_step": p.sample_best_step, "kappa": p.kappa,
+                **({"timed": [[key.hex(), step, busy.tolist(), peak.tolist(), oom]
+                              for key, (step, busy, peak, oom) in p.timed.items()]} if p.memo else {})}
                for i, p in self._problems.items()},
         }}
 
@@ -621,6 +648,27 @@ class StopAfter(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Ask the trainer to stop after the iteration that reaches the count."""
         if getattr(pl_module, "iteration", 0) >= self.iterations:
+            trainer.should_stop = True
+
+
+class StopAtBudget(L.Callback):
+    """Stop training once a budgeted timer has fewer than ``keep`` evaluations left.
+
+    A search that times each distinct placement once (:attr:`~gnplace.rl.problem.PlacementProblem.memo`)
+    spends a varying number of evaluations per iteration; it iterates until the next batch might not
+    fit in what is left of its budget.
+
+    Args:
+        timer (BudgetedTimer): the timer the learner's placements are timed with.
+        keep (int): evaluations that must be left to go on (a batch's samples and what is reserved after it).
+    """
+
+    def __init__(self, timer: Any, keep: int) -> None:
+        self.timer, self.keep = timer, int(keep)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Ask the trainer to stop when the budget left cannot cover another batch."""
+        if self.timer.remaining is not None and self.timer.remaining < self.keep:
             trainer.should_stop = True
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import lightning as L
 import numpy as np
 import pytest
@@ -27,9 +29,9 @@ def trainer(tmp_path, stop, **kw):
                      default_root_dir=tmp_path, **kw)
 
 
-def run(tmp_path, stop, ckpt=None, data=None):
-    learner = PlacementLearner(CONFIG)
-    data = data or PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+def run(tmp_path, stop, ckpt=None, data=None, memo=False, config=CONFIG, widen=False):
+    learner = PlacementLearner(config)
+    data = data or PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3, memo=memo, widen=widen)
     with quiet_lightning():
         t = trainer(tmp_path, stop)
         t.fit(learner, datamodule=data, ckpt_path=ckpt)
@@ -62,20 +64,25 @@ def test_iterations_imitate_then_reinforce(tmp_path):
         assert steps == sorted(steps, reverse=True) and steps[-1] == p.best_step and steps[0] == p.reference_step
 
 
-def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path):
-    _, straight, straight_data = run(tmp_path / "a", 6)
-    t, _, _ = run(tmp_path / "b", 3)
+@pytest.mark.parametrize("memo, widen", [(False, False), (True, False), (True, True)])
+def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen):
+    config = replace(CONFIG, prior=2.0) if widen else CONFIG
+    _, straight, straight_data = run(tmp_path / "a", 6, memo=memo, config=config, widen=widen)
+    t, _, _ = run(tmp_path / "b", 3, memo=memo, config=config, widen=widen)
     path = tmp_path / "b" / "mid.ckpt"
     t.save_checkpoint(path)
     checkpoint = torch.load(path, weights_only=True)  # tensors and plain data only
     assert checkpoint["gnplace"]["iteration"] == 3
-    _, resumed, resumed_data = run(tmp_path / "c", 6, ckpt=str(path))
+    _, resumed, resumed_data = run(tmp_path / "c", 6, ckpt=str(path), memo=memo, config=config, widen=widen)
     assert resumed.iteration == 6 and resumed.beta == straight.beta
     for key, value in straight.policy.state_dict().items():
         assert torch.equal(value, resumed.policy.state_dict()[key]), key
     for i in range(2):
         assert resumed_data.problem(i).best_step == straight_data.problem(i).best_step
         assert resumed_data.problem(i).evaluations == straight_data.problem(i).evaluations
+        assert resumed_data.problem(i).timed.keys() == straight_data.problem(i).timed.keys()  # the memo comes back
+        assert resumed_data.problem(i).kappa == straight_data.problem(i).kappa  # and widen's prior
+        assert (straight_data.problem(i).kappa is not None) == widen
 
 
 def test_reinforce_and_refine_run(tmp_path):

@@ -13,6 +13,7 @@ so that 0 means "as good as auto", positive is better, and rewards of graphs of 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,10 +24,17 @@ from gnplace.policy.features import PolicyInput, build_policy_input
 from gnplace.rl.env import PlacementMDP
 from gnplace.sim.timer import BatchResult, StepTimer, overflow
 
-__all__ = ["PlacementProblem", "reward", "STEP_FLOOR_S"]
+__all__ = ["PlacementProblem", "reward", "placement_key", "STEP_FLOOR_S"]
 
 #: Step times below this (seconds) count as this in rewards: no real training step is that short.
 STEP_FLOOR_S = 1e-12
+
+#: :meth:`PlacementProblem.widen`: a batch with a smaller share of new placements lowers the prior by 1 ...
+WIDEN_BELOW = 0.25
+#: ... and one with a larger share raises it by 1, back toward the configured prior ...
+NARROW_ABOVE = 0.5
+#: ... which never drops below this.
+KAPPA_FLOOR = 1.0
 
 
 def reward(step_time: np.ndarray, peak_memory: np.ndarray, capacity: np.ndarray, reference: float,
@@ -66,6 +74,15 @@ class PlacementProblem:
         sample_best_step (float): its step time, seconds (``inf`` before any).
         anchored (bool): score placements relative to the best seen (:meth:`anchor`); a search sets
             it (default: :obj:`False`).
+        memo (bool): time each distinct placement once: :meth:`score` takes a placement timed before
+            from :attr:`timed` and counts only the new ones as evaluations; a search sets it, so that
+            its budget buys placements it has not measured yet (default: :obj:`False`).
+        timed (dict[bytes, tuple]): with :attr:`memo`, what :meth:`score` measured of each placement, by
+            :func:`placement_key`: ``(step seconds, busy seconds [D], peak bytes [D], oom)``.
+        widening (bool): with :attr:`memo`, the learner adapts the sampling prior to how many of each
+            batch's placements are new (:meth:`widen`); a search sets it (default: :obj:`False`).
+        kappa (float | None): the sampling prior :math:`\\kappa` this pair samples with now, when it is
+            :attr:`widening`; None samples with the learner's configured one.
     """
 
     inp: PolicyInput
@@ -82,6 +99,10 @@ class PlacementProblem:
     sample_best_devices: np.ndarray | None = field(init=False, default=None)
     sample_best_step: float = field(init=False, default=float("inf"))
     anchored: bool = field(init=False, default=False)
+    memo: bool = field(init=False, default=False)
+    timed: dict[bytes, tuple[float, np.ndarray, np.ndarray, bool]] = field(init=False, default_factory=dict)
+    widening: bool = field(init=False, default=False)
+    kappa: float | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()
@@ -109,6 +130,9 @@ class PlacementProblem:
         problem = cls(inp, PlacementMDP(inp), placement.devices.copy(), majority_groups(inp, placement.devices),
                       float(result.step_time))
         problem.best_oom = result.is_oom
+        problem.timed[placement_key(placement.devices)] = (
+            float(result.step_time), np.asarray(result.busy_time, dtype=np.float64),
+            np.asarray(result.peak_memory, dtype=np.float64), bool(result.is_oom))
         problem.evaluations = 1
         problem.history.append((1, problem.best_step))
         return problem
@@ -132,6 +156,32 @@ class PlacementProblem:
         bias[np.arange(self.inp.num_groups), self.best_groups()] = kappa  # + kappa 1[d = best_g]
         return bias
 
+    def widen(self, new: int, batch: int, ceiling: float) -> float:
+        """Adapt :attr:`kappa` to the share of a batch's ``batch`` placements that were ``new`` (not timed before).
+
+        A policy that has collapsed onto placements already timed (fewer than :data:`WIDEN_BELOW` of
+        them new) samples further from the incumbent next time: :math:`\\kappa` drops by 1, to at
+        least :data:`KAPPA_FLOOR`; once more than :data:`NARROW_ABOVE` are new it rises by 1 again, up
+        to ``ceiling`` (the configured prior). Returns the new :math:`\\kappa`.
+
+        Examples:
+            >>> from gnplace.toy import mlp_training_graph
+            >>> from gnplace.cluster import load_cluster
+            >>> from gnplace.sim.simulator import Simulator
+            >>> p = PlacementProblem.build(mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2"),
+            ...                            Simulator(), reference="single")
+            >>> p.widen(2, 16, 6.0), p.widen(0, 16, 6.0), p.widen(12, 16, 6.0), p.widen(16, 16, 6.0)
+            (5.0, 4.0, 5.0, 6.0)
+        """
+        kappa = ceiling if self.kappa is None else self.kappa
+        share = new / max(batch, 1)
+        if share < WIDEN_BELOW:
+            kappa = max(min(KAPPA_FLOOR, ceiling), kappa - 1.0)
+        elif share > NARROW_ABOVE:
+            kappa = min(ceiling, kappa + 1.0)
+        self.kappa = kappa
+        return kappa
+
     def sample_best_groups(self) -> np.ndarray:
         """The best placement the policy produced as a device per decision group, ``[G]`` (one must exist)."""
         assert self.sample_best_devices is not None
@@ -144,8 +194,11 @@ class PlacementProblem:
         :meth:`anchor`'s.
         """
         devices = self.placements(group_devices)
-        result = timer.time_batch(self.inp.graph, self.inp.cluster, devices)
-        self.evaluations += devices.shape[0]
+        if self.memo:
+            result = self._time_new(devices, timer)
+        else:
+            result = timer.time_batch(self.inp.graph, self.inp.cluster, devices)
+            self.evaluations += devices.shape[0]
         capacity = self.inp.cluster.memory
         rewards = reward(result.step_time, result.peak_memory, capacity, self.reference_step, oom_penalty)
         fits = ~result.oom
@@ -157,6 +210,30 @@ class PlacementProblem:
                 self.sample_best_devices, self.sample_best_step = devices[i].copy(), float(result.step_time[i])
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
+
+    def _time_new(self, devices: np.ndarray, timer: StepTimer) -> BatchResult:
+        """Every placement's result (``devices`` ``[B, num_ops]``), timing only those not in :attr:`timed`.
+
+        A placement sampled twice in the batch, or timed by an earlier batch, is timed once: only the
+        new ones are evaluations. Repeats are common around an incumbent (a sample that moves no group
+        is the incumbent itself), and a real timer caches them anyway
+        (:class:`~gnplace.execute.base.RealStepTimer`): timing one again would spend budget on nothing new.
+        """
+        keys = [placement_key(row) for row in devices]
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            if key not in self.timed:
+                first.setdefault(key, i)  # each new placement's first row, in batch order
+        new = list(first.values())
+        if new:
+            fresh = timer.time_batch(self.inp.graph, self.inp.cluster, devices[new])
+            for j, i in enumerate(new):
+                self.timed[keys[i]] = (float(fresh.step_time[j]), fresh.busy_time[j].copy(),
+                                       fresh.peak_memory[j].copy(), bool(fresh.oom[j]))
+            self.evaluations += len(new)
+        rows = [self.timed[key] for key in keys]
+        return BatchResult(np.array([r[0] for r in rows], dtype=np.float64), np.stack([r[1] for r in rows]),
+                           np.stack([r[2] for r in rows]), np.array([r[3] for r in rows], dtype=bool))
 
     def placements(self, group_devices: np.ndarray) -> np.ndarray:
         """Every op's device from a device per decision group (``[B, G]``): :meth:`anchor`'s if :attr:`anchored`."""
@@ -203,6 +280,16 @@ class PlacementProblem:
             self.best_devices = np.asarray(devices, dtype=np.int64).copy()
             self.best_step, self.best_oom = float(step), False
         self.history.append((self.evaluations, self.best_step))
+
+
+def placement_key(devices: np.ndarray) -> bytes:
+    """A 16-byte digest of a placement (device of every op), :attr:`PlacementProblem.timed`'s key.
+
+    Examples:
+        >>> placement_key(np.array([0, 1])) == placement_key(np.array([0, 1])) != placement_key(np.array([1, 0]))
+        True
+    """
+    return hashlib.blake2b(np.ascontiguousarray(devices, dtype=np.int64).tobytes(), digest_size=16).digest()
 
 
 def majority_groups(inp: PolicyInput, devices: np.ndarray) -> np.ndarray:

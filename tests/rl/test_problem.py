@@ -97,3 +97,33 @@ def test_an_anchored_score_keeps_the_incumbents_ops_in_every_group_a_sample_leav
     assert np.array_equal(anchored[1][group != other], incumbent[group != other])  # and nothing else changes
     result, _ = p.score(same, sim, 4.0)
     assert result.step_time[0] == pytest.approx(sim.time(g, c, incumbent).step_time)
+
+
+def test_a_memo_times_each_distinct_placement_once_and_counts_only_new_ones(counting_simulator):
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    p = PlacementProblem.build(g, c, Simulator())
+    p.memo = True
+    spread = (np.arange(p.inp.num_groups) % c.num_devices)[None, :]
+    batch = np.concatenate([spread, spread, p.reference_groups[None, :]])  # a repeat, and the reference itself
+    result, rewards = p.score(batch, counting_simulator, 4.0)
+    assert counting_simulator.evaluations == 1 and p.evaluations == 2 and p.history[-1][0] == 2
+    assert result.step_time[0] == result.step_time[1] and rewards[0] == rewards[1]
+    assert result.step_time[2] == p.reference_step  # the reference was timed when the problem was built
+    again, _ = p.score(batch[:1], counting_simulator, 4.0)  # timed by an earlier batch: no evaluation
+    assert counting_simulator.evaluations == 1 and p.evaluations == 2
+    plain = PlacementProblem.build(g, c, Simulator())  # without the memo: every row timed and counted
+    unmemoised, _ = plain.score(batch, Simulator(), 4.0)
+    assert plain.evaluations == 4
+    for field in ("step_time", "busy_time", "peak_memory", "oom"):
+        assert np.array_equal(getattr(result, field), getattr(unmemoised, field)), field
+
+
+def test_widen_lowers_the_prior_while_batches_repeat_placements_and_restores_it_when_they_do_not():
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    p = PlacementProblem.build(g, c, Simulator(), reference="single")
+    assert p.kappa is None
+    assert [p.widen(0, 16, 3.0) for _ in range(4)] == [2.0, 1.0, 1.0, 1.0]  # floored at KAPPA_FLOOR
+    assert p.widen(6, 16, 3.0) == 1.0  # between the two thresholds: kept
+    assert [p.widen(16, 16, 3.0) for _ in range(3)] == [2.0, 3.0, 3.0]  # back up to the configured prior
+    low = PlacementProblem.build(g, c, Simulator(), reference="single")
+    assert low.widen(0, 16, 0.5) == 0.5  # a prior below the floor is never raised by widening
