@@ -10,7 +10,7 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.exact import brute_force
-from gnplace.rl.search import RUN_KEY, PPOSearchPlacer, ReinforceSearchPlacer
+from gnplace.rl.search import RUN_KEY, FineTunePlacer, PPOSearchPlacer, ReinforceSearchPlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import layered_graph, mlp_training_graph
 
@@ -50,16 +50,17 @@ def test_same_seed_same_placement_and_budget_respected(counting_simulator):
     g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
     runs = [PPOSearchPlacer(budget=65, **FAST).place(g, c, seed=s).devices.tolist() for s in (5, 5)]
     assert runs[0] == runs[1]
-    placer = ReinforceSearchPlacer(budget=65, timer=counting_simulator, **FAST)
+    placer = ReinforceSearchPlacer(budget=65, timer=counting_simulator, memo=False, **FAST)
     placer.place(g, c, seed=1)
     by_auto = type(counting_simulator)()
     make_placer("auto", timer=by_auto).place(g, c, seed=1)  # the reference, under the caller's seed
     assert counting_simulator.evaluations - by_auto.evaluations == placer.last_evaluations <= 65
     assert placer.last_evaluations > 65 - FAST["samples"]  # and it is spent: less than one batch is left
+    # (with the memo, repeats cost nothing and a search may end with budget left: the next test)
 
 
 def test_polishing_spends_the_rest_of_the_budget_on_annealing(monkeypatch):
-    """Half the budget goes to an annealing chain from the search's best placement, run last."""
+    """Half the budget goes to an annealing chain from the search's best placement, run last, with what the search left."""
     from gnplace.placers import annealing
 
     chains = []
@@ -73,8 +74,12 @@ def test_polishing_spends_the_rest_of_the_budget_on_annealing(monkeypatch):
     g, c = layered_graph(60, seed=3).replace(group=np.arange(60) // 3), load_cluster("k80x4")
     placer = PPOSearchPlacer(budget=100, polish=0.5, prelude=0.0, **FAST)
     placed = placer.place(g, c, seed=0)
-    assert [budget for budget, _ in chains] == [50]
-    assert 50 < placer.last_evaluations <= 100
+    assert len(chains) == 1 and chains[0][0] >= 50  # its share, and what the memoised search did not spend
+    assert placer.last_evaluations == 100 and placer.last_polish_evaluations == chains[0][0]
+    unpolished = PPOSearchPlacer(budget=100, polish=0.5, prelude=0.0, memo=False, **FAST)
+    unpolished.place(g, c, seed=0)
+    assert [budget for budget, _ in chains[1:]] == [50]  # without the memo the search spends its own share
+    assert 50 < unpolished.last_evaluations <= 100
     start = chains[0][1]  # the search's best, where the chain began
     assert start <= placer.last_reference_step * (1 + 1e-9)
     assert Simulator().time(g, c, placed).step_time <= start * (1 + 1e-9) and placer.last_step <= start * (1 + 1e-9)
@@ -125,7 +130,7 @@ def test_fine_tuning_returns_the_better_of_its_search_and_the_zero_shot_placemen
     assert centred.last_history[1] == (1 + 52, min(reference, zero_shot))
     plain = FineTunePlacer(budget=100, samples=8, epochs=1, zero_shot=False)
     plain.place(g, c, seed=0)
-    assert plain.last_zero_shot_step is None and plain.last_history[1][0] == 1 + 8
+    assert plain.last_zero_shot_step is None and 1 < plain.last_history[1][0] <= 1 + 8  # new samples only
     short = FineTunePlacer(budget=50, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
     short.place(g, c, seed=0)
     assert short.last_zero_shot_step is None
@@ -158,6 +163,10 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     again = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, max_nodes=8, **FAST)
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(max_nodes\)"):
         again.place(g, c, seed=0)
+    assert last.read_bytes() == saved
+    narrow = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, widen=False, **FAST)
+    with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(widen\)"):
+        narrow.place(g, c, seed=0)
     assert last.read_bytes() == saved
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
 
@@ -206,3 +215,58 @@ def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
         zero_shot = sim.time(g, c, PolicyPlacer().place(g, c, seed=seed)).step_time
         assert placer.last_zero_shot_step == zero_shot  # `gnplace place -p policy --seed S`'s placement
         assert placer.last_step is not None and placer.last_step <= zero_shot  # so never worse than it
+
+
+def test_a_search_times_each_distinct_placement_once_and_spends_its_budget_on_new_ones():
+    """``memo``: no placement reaches the timer twice, so every evaluation counted is a new placement."""
+    from gnplace.rl.problem import placement_key
+
+    class Recording(Simulator):
+        def __init__(self) -> None:
+            super().__init__()
+            self.keys: list[bytes] = []
+
+        def time_batch(self, graph, cluster, placements):
+            self.keys += [placement_key(np.asarray(row)) for row in placements]
+            return super().time_batch(graph, cluster, placements)
+
+    g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
+    by_auto = Recording()
+    make_placer("auto", timer=by_auto).place(g, c, seed=0)  # the reference's own candidates come first
+    timer = Recording()
+    placer = PPOSearchPlacer(budget=120, timer=timer, prelude=0.0, **FAST)
+    placer.place(g, c, seed=0)
+    assert timer.keys[:len(by_auto.keys)] == by_auto.keys
+    searched = timer.keys[len(by_auto.keys):]
+    policy = searched[:len(searched) - placer.last_polish_evaluations]  # the polish's chain comes last
+    assert len(policy) == len(set(policy)) > 0
+    assert placer.last_evaluations == 1 + len(searched) == 120  # the reference, new placements, then the polish
+    unmemoised = PPOSearchPlacer(budget=120, memo=False, prelude=0.0, **FAST)
+    unmemoised.place(g, c, seed=0)
+    assert placer.last_step <= unmemoised.last_step  # the same search, its samples timed once each
+
+
+def test_widen_lowers_the_prior_of_a_search_that_repeats_its_placements(monkeypatch):
+    """``widen``: batches that bring few new placements lower kappa for the next one, never below the floor."""
+    from gnplace.rl.problem import KAPPA_FLOOR, PlacementProblem
+
+    seen: list[tuple[int, int, float]] = []
+    widen = PlacementProblem.widen
+
+    def recording(self, new, batch, ceiling):
+        kappa = widen(self, new, batch, ceiling)
+        seen.append((new, batch, kappa))
+        return kappa
+
+    monkeypatch.setattr(PlacementProblem, "widen", recording)
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")  # few placements to find
+    placer = PPOSearchPlacer(budget=200, prelude=0.0, **FAST)  # on by default (revision 9)
+    placer.place(g, c, seed=0)
+    assert seen and all(batch == FAST["samples"] for _, batch, _ in seen)
+    assert any(kappa < 6.0 for _, _, kappa in seen) and all(KAPPA_FLOOR <= kappa <= 6.0 for _, _, kappa in seen)
+    assert placer.last_evaluations <= 200
+    seen.clear()
+    PPOSearchPlacer(budget=200, prelude=0.0, widen=False, **FAST).place(g, c, seed=0)
+    assert seen == []
+    assert FineTunePlacer(budget=200).widen is False  # fine-tuning's default
+    assert PPOSearchPlacer(budget=200, widen=True, memo=False).widen is False  # needs the memo
