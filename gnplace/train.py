@@ -287,7 +287,7 @@ class PlacementLearner(L.LightningModule):
                 traj = sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=self._prior(problem))
                 timed_before = problem.evaluations
                 _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
-                if problem.widening and problem.memo and cfg.prior > 0:  # the next batch's kappa, by its new share
+                if problem.widening and cfg.prior > 0:  # the next batch's kappa, by its new share
                     problem.widen(problem.evaluations - timed_before, cfg.samples, cfg.prior)
             rollouts.append(traj)
             # A_i: normalised over the pair's samples, or the best share's excess over R_epsilon (risk-seeking)

@@ -336,7 +336,9 @@ class PPOSearchPlacer:
         # memo: a search whose samples stopped being new placements ends with budget left; annealing from
         # the best placement spends it on placements not timed yet (revision 10)
         polish_now = polish_budget + (max(self.budget - used - polish_budget, 0) if self.memo else 0)
-        if polish_now >= 2 and cluster.num_devices > 1:
+        if polish_now < 2 or cluster.num_devices == 1:
+            polish_now = 0
+        if polish_now:
             from gnplace.placers.annealing import AnnealingPlacer
 
             annealer = AnnealingPlacer(budget=polish_now, start=_Given(best), timer=self.timer,
@@ -347,7 +349,7 @@ class PPOSearchPlacer:
             if history[-1][1] < problem.best_step:
                 best = polished
             used += polish_now
-        self.last_polish_evaluations = polish_now if polish_now >= 2 and cluster.num_devices > 1 else 0
+        self.last_polish_evaluations = polish_now
         self.last_evaluations = used
         self.last_step = history[-1][1]
         self.last_history = history
