@@ -454,12 +454,11 @@ def evaluate(
         for item in todo:
             record(_run_keyed(item))
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
 
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_leave_interrupts_to_the_parent)
+        from gnplace.workers import process_pool
+
+        pool = process_pool(jobs, ignore_interrupts=True)  # Ctrl-C reaches the parent alone; it stops the workers
         futures = [pool.submit(_run_keyed, item) for item in todo]  # in order; never cancelled (see below)
         try:
             for future in futures:
@@ -476,13 +475,6 @@ def evaluate(
         finally:
             pool.shutdown(wait=True)
     return rows
-
-
-def _leave_interrupts_to_the_parent() -> None:
-    """Worker start-up: ignore Ctrl-C, which the terminal sends to every process; the parent stops the workers."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _geomean(values: list[float]) -> float:

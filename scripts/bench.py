@@ -475,9 +475,8 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any]]) 
 
 def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Zero-shot placement of the test splits, the real models and unseen clusters against auto."""
-    from concurrent.futures import ProcessPoolExecutor
-
     from gnplace.datasets import load_manifest
+    from gnplace.workers import process_pool
 
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
@@ -501,7 +500,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with process_pool(args.jobs) as pool:
         for row in pool.map(_zero_shot_row, tasks):
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -631,10 +630,9 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
 
 def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (see the module docstring)."""
-    from concurrent.futures import ProcessPoolExecutor
-
     from gnplace.datasets import load_manifest
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+    from gnplace.workers import process_pool
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -667,7 +665,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if key not in done:
                     tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch,
                                   scratch_rows.get(key)))
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with process_pool(args.jobs) as pool:
         for row in pool.map(_finetune_row, tasks):
             rows.append(row)
             done_file.write_text(json.dumps(rows, indent=1))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
 from gnplace.cluster import preset_names
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
+from gnplace.workers import process_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "datasets" / "examples").glob("*.gnpg"))
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
         clusters = [c for c in args.clusters.split(",") if c]
         tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
-        with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        with process_pool(args.jobs) as pool:
             rows = list(pool.map(_zero_shot, tasks))
         table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
         for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",

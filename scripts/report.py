@@ -33,7 +33,6 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -130,9 +129,9 @@ class Store:
                 self.add(fn(task))
                 print(f"[report] {label} {i + 1}/{len(todo)}: {task['key']}", flush=True)
         else:
-            import multiprocessing
+            from gnplace.workers import process_pool
 
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with process_pool(jobs) as pool:
                 for i, row in enumerate(pool.map(fn, todo)):
                     self.add(row)
                     print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)

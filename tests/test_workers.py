@@ -1,0 +1,60 @@
+"""``gnplace.workers``: pool workers end when their parent dies, so a killed run leaves nothing running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gnplace.workers import PARENT_POLL_S, process_pool
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PARENT = f"""
+import os, sys, time
+sys.path.insert(0, {str(ROOT)!r})
+from gnplace.workers import process_pool
+
+pool = process_pool(1)
+print(pool.submit(os.getpid).result(), flush=True)
+pool.submit(time.sleep, 600)  # a long task under way when the parent is killed
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a container's init may never reap one)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return fields[0] != "Z"
+
+
+def test_the_pool_runs_tasks():
+    with process_pool(2) as pool:
+        assert list(pool.map(abs, [-1, -2, 3])) == [1, 2, 3]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_a_worker_exits_when_its_parent_is_killed():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        assert worker != parent.pid and _running(worker)
+        time.sleep(3 * PARENT_POLL_S)
+        assert _running(worker), "the worker must live while its parent does"
+        os.kill(parent.pid, signal.SIGKILL)  # no chance for the parent to stop its workers
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 20 * PARENT_POLL_S
+        while _running(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(worker), "the worker outlived its killed parent"
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
