@@ -401,10 +401,20 @@ class PlacementLearner(L.LightningModule):
             self.rng.bit_generator.state = state["rng"]
 
     def setup(self, stage: str) -> None:
-        """In a distributed run, give each rank its own stream of samples (rank 0 keeps the single-process one)."""
+        """In a distributed run, give each rank its own stream of samples (rank 0 keeps the single-process one).
+
+        The ranks on one machine also share its cores for their simulations (:mod:`gnplace.workers`: ranks
+        whose parallel loops each take every core spin against each other).
+        """
         world, rank = self._world()
         if world > 1 and rank > 0:
             self.rng = np.random.default_rng((self.config.seed, rank))
+        if world > 1:
+            import numba
+
+            from gnplace.workers import threads_per_worker
+
+            numba.set_num_threads(min(threads_per_worker(self.trainer.num_devices), numba.config.NUMBA_NUM_THREADS))
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         """Time the greedy placement of one held-out pair (and ``val_samples`` samples); keep the ratios.

@@ -289,10 +289,6 @@ def _geomean(values: list[float]) -> float:
 
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
-    import os
-
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per worker: --jobs processes share the cores
-    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     from gnplace.evaluate import Task, collect_graphs, evaluate
 
     root = Path(__file__).resolve().parent.parent / "datasets"

@@ -58,3 +58,26 @@ def test_a_worker_exits_when_its_parent_is_killed():
     finally:
         parent.kill()
         parent.wait(timeout=30)
+
+
+
+def _worker_threads(_: int) -> tuple[int, int]:
+    """numba's and torch's compute threads in this (worker) process."""
+    import numba
+    import torch
+
+    return numba.get_num_threads(), torch.get_num_threads()
+
+
+def test_workers_share_the_cores():
+    # two workers of as many threads as cores each spin against each other (4x slower measured): split them
+    with process_pool(2, threads=1) as pool:
+        assert list(pool.map(_worker_threads, [0, 1])) == [(1, 1), (1, 1)]
+
+
+def test_threads_per_worker_splits_the_cores():
+    from gnplace.workers import threads_per_worker
+
+    assert threads_per_worker(1, cores=2) == 2
+    assert threads_per_worker(3, cores=16) == 5
+    assert threads_per_worker(8, cores=2) == 1
