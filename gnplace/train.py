@@ -410,11 +410,9 @@ class PlacementLearner(L.LightningModule):
         if world > 1 and rank > 0:
             self.rng = np.random.default_rng((self.config.seed, rank))
         if world > 1:
-            import numba
+            from gnplace.workers import limit_threads, threads_per_worker
 
-            from gnplace.workers import threads_per_worker
-
-            numba.set_num_threads(min(threads_per_worker(self.trainer.num_devices), numba.config.NUMBA_NUM_THREADS))
+            limit_threads(threads_per_worker(self.trainer.num_devices), torch=False)
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         """Time the greedy placement of one held-out pair (and ``val_samples`` samples); keep the ratios.

@@ -64,18 +64,19 @@ def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | N
 
 
 def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:
-    """Worker start-up: optionally ignore Ctrl-C, use ``threads`` compute threads, and watch ``parent`` (a process id)."""
+    """Worker start-up: optionally ignore Ctrl-C, use ``threads`` compute threads, watch ``parent`` (a process id)."""
     if ignore_interrupts:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     limit_threads(threads)
     threading.Thread(target=_exit_when_orphaned, args=(parent,), name="gnplace-parent-watch", daemon=True).start()
 
 
-def limit_threads(threads: int) -> None:
+def limit_threads(threads: int, *, torch: bool = True) -> None:
     """Use at most ``threads`` compute threads in this process: numba's parallel loops, torch and OpenMP.
 
     Libraries not loaded yet read the environment when they are; those loaded are told directly (the
-    workers import gnplace, which loads numba, before their initializer runs).
+    workers import gnplace, which loads numba, before their initializer runs). ``torch=False`` leaves
+    a loaded torch's own setting alone (pretraining keeps one thread for its small tensors).
     """
     import sys
 
@@ -86,9 +87,9 @@ def limit_threads(threads: int) -> None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     else:
         os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(threads)
+    loaded_torch = sys.modules.get("torch")
+    if torch and loaded_torch is not None:
+        loaded_torch.set_num_threads(threads)
 
 
 def _exit_when_orphaned(parent: int) -> None:
