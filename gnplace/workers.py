@@ -11,8 +11,8 @@ threads is not safe.
 The workers also share the cores rather than each taking all of them: the simulator's batches
 (numba's OpenMP threads) and torch's intra-op pool start one thread per core in every process, and
 OpenMP threads spin while they wait. Two teacher searches in two processes of two threads each on
-two cores took 40 s for 50,000 evaluations each, against 12 s with one thread each (and 10 s for
-one search alone with two threads): ``threads_per_worker`` splits the cores among the workers.
+two cores took 40-48 s for 50,000 evaluations each, against 12 s with one thread each (and 10 s
+for one search alone with two threads): ``threads_per_worker`` splits the cores among the workers.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -78,8 +79,6 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
     workers import gnplace, which loads numba, before their initializer runs). ``torch=False`` leaves
     a loaded torch's own setting alone (pretraining keeps one thread for its small tensors).
     """
-    import sys
-
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(threads)
     numba = sys.modules.get("numba")

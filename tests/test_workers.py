@@ -60,7 +60,6 @@ def test_a_worker_exits_when_its_parent_is_killed():
         parent.wait(timeout=30)
 
 
-
 def _worker_threads(_: int) -> tuple[int, int]:
     """numba's and torch's compute threads in this (worker) process."""
     import numba
