@@ -246,7 +246,7 @@ def task_key(task: Task) -> str:
         raise GnplaceError(f"{task.graph_path}: no such graph file")
     info = PLACERS.info(task.placer)
     accepts = info.accepts
-    identity = {
+    identity: dict[str, Any] = {
         "graph": _file_digest(task.graph_path, stamp),
         "cluster": _cluster(task.cluster, _stamp(task.cluster)).fingerprint(),
         "placer": task.placer,
@@ -259,9 +259,12 @@ def task_key(task: Task) -> str:
         identity["revision"] = info.revision
     if info.default_checkpoint and "checkpoint" not in dict(task.options):  # the shipped weights, as they are now
         identity["checkpoint"] = _value_identity(info.default_checkpoint)
-    for option, path in info.default_files:  # other shipped files it reads unless told otherwise (a constructor)
+    shipped: dict[str, list[Any]] = {}
+    for option, path in info.default_files:  # other shipped files it reads unless told otherwise (constructors)
         if option not in dict(task.options):
-            identity[f"default {option}"] = _value_identity(path)
+            shipped.setdefault(option, []).append(_value_identity(path))
+    for option, files in shipped.items():
+        identity[f"default {option}"] = files[0] if len(files) == 1 else files
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
 

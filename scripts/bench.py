@@ -477,7 +477,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
-    for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine"):
+    for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
+                 "constructor_sizes"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     tasks: list[tuple[str, str, str | None, int, str, dict[str, Any]]] = []
@@ -949,12 +950,15 @@ def main(argv: list[str] | None = None) -> int:
     zs = sub.add_parser("zeroshot", help="zero-shot placement by the pretrained policy against auto")
     zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     zs.add_argument("--samples", type=int, default=16)
-    zs.add_argument("--constructor", default=None, metavar="PATH",
-                    help="the policy's constructor checkpoint, or none (default: the shipped one)")
+    zs.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
+                    help="the policy's constructor checkpoints, or none (default: the shipped ones)")
     zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
                     help="the constructor's samples beside its greedy placement (default: 4)")
     zs.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
                     help="sampling temperature of the constructor's samples (default: 0.1)")
+    zs.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
+                    help="device counts k: on larger clusters each constructor also places on the k fastest "
+                         "devices alone (default: the placer's, 4; none given: the whole cluster only)")
     zs.add_argument("--refine", type=int, default=None, metavar="N",
                     help="samples of the policy's last round, around the best of all its other candidates "
                          "(default: 4; 0: none)")

@@ -40,12 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="draw the samples in this many rounds, each around the best placement so far (default: 1)")
-    parser.add_argument("--constructor", default=None, metavar="PATH",
-                        help="the search-distilled constructor's checkpoint, or none (default: the shipped one)")
+    parser.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
+                        help="the search-distilled constructors' checkpoints, or none (default: the two shipped ones)")
     parser.add_argument("--constructor-samples", type=int, default=4, metavar="N",
                         help="the constructor's samples beside its greedy placement (default: 4)")
     parser.add_argument("--constructor-temperature", type=float, default=0.1, metavar="TAU",
                         help="sampling temperature of the constructor's samples (default: 0.1)")
+    parser.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
+                        help="device counts k: on larger clusters each constructor also places on the k fastest "
+                             "devices alone (default: 4; none given: the whole cluster only)")
     parser.add_argument("--refine", type=int, default=4, metavar="N",
                         help="samples of a last round around the best placement of all the others, for checkpoints "
                              "that sample around auto (default: 4; 0: none)")
@@ -92,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
     if args.op_level is not None:
         options["op_level"] = args.op_level
+    if args.constructor_sizes is not None:
+        options["constructor_sizes"] = tuple(args.constructor_sizes)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
                           subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
                           constructor_samples=args.constructor_samples,

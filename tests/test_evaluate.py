@@ -335,3 +335,16 @@ def test_the_checkpoint_formats_placers_declare_are_the_files_formats():
 
     formats = {name: PLACERS.info(name).checkpoint_format for name in ("policy", "finetune", "placeto")}
     assert formats == {"policy": FORMAT, "finetune": FORMAT, "placeto": PLACETO_FORMAT}
+
+
+def test_every_one_of_several_shipped_constructors_is_in_the_policys_key(graphs, tmp_path, monkeypatch):
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    first_file, second_file = tmp_path / "a.ckpt", tmp_path / "b.ckpt"
+    first_file.write_bytes(b"first constructor")
+    second_file.write_bytes(b"second constructor")
+    monkeypatch.setattr(PolicyPlacer, "default_files", {"constructor": (first_file, second_file)})
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", "policy")
+    before = task_key(task)
+    second_file.write_bytes(b"second constructor, retrained")
+    assert task_key(task) != before  # the second file counts as much as the first

@@ -58,7 +58,8 @@ class PlacerInfo:
         default_checkpoint (str): the checkpoint file it loads when given none (empty: none).
         checkpoint_format (str): the ``"format"`` of the checkpoint files it reads (empty: it takes none).
         default_files (tuple[tuple[str, str], ...]): other files it loads by default, as ``(option, path)``
-            pairs, whose content its results depend on unless the option is given.
+            pairs (an option that loads several files by default appears once per file), whose content its
+            results depend on unless the option is given.
     """
 
     name: str
@@ -168,7 +169,8 @@ class PlacerRegistry(Mapping[str, type]):
             revision=str(getattr(cls, "revision", "")),
             default_checkpoint=str(getattr(cls, "default_checkpoint", "") or ""),
             checkpoint_format=str(getattr(cls, "checkpoint_format", "") or ""),
-            default_files=tuple((k, str(v)) for k, v in dict(getattr(cls, "default_files", {}) or {}).items()),
+            default_files=tuple((k, str(path)) for k, v in dict(getattr(cls, "default_files", {}) or {}).items()
+                                for path in (v if isinstance(v, (tuple, list)) else (v,))),
         )
 
     def names(self, *, learned: bool | None = None) -> list[str]:

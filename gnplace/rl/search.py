@@ -40,7 +40,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTOR, PolicyPlacer
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step
@@ -382,8 +382,8 @@ class PPOSearchPlacer:
                 "widen": self.widen,
             },
         }
-        if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructor's
-            identity["settings"]["constructor"] = file_digest(SHIPPED_CONSTRUCTOR)  # (a search from scratch: none)
+        if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructors'
+            identity["settings"]["constructor"] = [file_digest(p) for p in SHIPPED_CONSTRUCTORS]  # (from scratch: none)
         if self.zero_shot:  # how the zero-shot candidates are drawn (a run without them does not depend on it)
             identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision
             identity["settings"]["zero_shot_seed"] = "caller"  # revision 12 (11 drew from the search's own seed)
@@ -541,9 +541,11 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    revision = "15"  # 2026-11-27: what the search leaves goes to the polish (14: memo; 13: prior 4)
+    # 2026-11-27: zero-shot candidates of policy revision 11, two constructors (15: what the search leaves goes to the
+    # polish; 14: memo; 13: prior 4)
+    revision = "16"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
-    default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's, in its zero-shot candidates
+    default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors', in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,

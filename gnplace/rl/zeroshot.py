@@ -41,13 +41,19 @@ from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, r
 if TYPE_CHECKING:
     from gnplace.coarsen import Coarsening
 
-__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "cached_policy", "pretraining"]
+__all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
+           "pretraining"]
 
 #: The pretrained policy gnplace ships.
 SHIPPED_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "checkpoints" / "gnplace-base.ckpt"
 
 #: The constructor gnplace ships: a policy distilled from long searches (``configs/constructor.yaml``).
 SHIPPED_CONSTRUCTOR = SHIPPED_CHECKPOINT.with_name("gnplace-construct.ckpt")
+
+#: The constructors ``policy`` consults by default: the first, and a second taught on the searches of the cifar10 and
+#: ptb training graphs (``configs/constructor-cifar10-ptb.yaml``); their placements differ, and the best of both
+#: beats either alone (model card).
+SHIPPED_CONSTRUCTORS = (SHIPPED_CONSTRUCTOR, SHIPPED_CHECKPOINT.with_name("gnplace-construct-cifar10-ptb.ckpt"))
 
 #: The constructor's samples beside its greedy placement.
 DEFAULT_CONSTRUCTOR_SAMPLES = 4
@@ -56,6 +62,11 @@ DEFAULT_CONSTRUCTOR_SAMPLES = 4
 #: the cifar10 training graphs the constructor never saw (more than 2,400 ops, on k80x2, k80x4, v100x8 and tight4):
 #: 0.996x the step time of samples at 1 there, better on 10 of 40 pairs and worse on none (README).
 DEFAULT_CONSTRUCTOR_TEMPERATURE = 0.1
+
+#: Device counts ``k`` on which the constructor also places, on a cluster's ``k`` fastest devices (where ``k`` is below
+#: the cluster's count): it was taught on clusters of 2 and 4 devices, and on 8 it builds worse placements than on
+#: the 4 fastest of them (README).
+DEFAULT_CONSTRUCTOR_SIZES: tuple[int, ...] = (4,)
 
 #: The least sampling temperature: logits divided by less overflow (``softmax(logits / tau)`` turns to NaN).
 MIN_TEMPERATURE = 1e-6
@@ -143,14 +154,18 @@ class PolicyPlacer:
             the test splits on k80x2, k80x4, v100x8 and tight4, 256 samples in 4 rounds place at 0.953x
             ``auto``'s step time against 0.956x in one round; 16 samples at 0.965x in 4 rounds and
             0.964x in one (README; default: 1).
-        constructor (str, optional): a second policy checkpoint whose greedy placement and
-            ``constructor_samples`` samples (at ``constructor_temperature``, no prior) join the candidates: a policy
-            that builds whole placements, distilled from long searches (:mod:`gnplace.rl.teacher`), where
-            this policy moves groups around ``auto``'s; ``"none"``: no constructor (default: the shipped
-            ``checkpoints/gnplace-construct.ckpt``).
-        constructor_samples (int, optional): the constructor's samples (default: 4).
+        constructor (str, Path or sequence of them, optional): constructors, policy checkpoints whose greedy
+            placement and ``constructor_samples`` samples (at ``constructor_temperature``, no prior) each join
+            the candidates: policies that build whole placements, distilled from long searches
+            (:mod:`gnplace.rl.teacher`), where this policy moves groups around ``auto``'s; several paths
+            as a sequence or separated by commas; ``"none"``: no constructor (default:
+            :data:`SHIPPED_CONSTRUCTORS`, the two shipped ones).
+        constructor_samples (int, optional): each constructor's samples per device set (default: 4).
         constructor_temperature (float, optional): their sampling temperature ``tau`` (default:
             :data:`DEFAULT_CONSTRUCTOR_TEMPERATURE`, 0.1).
+        constructor_sizes (sequence of int, optional): device counts ``k``: on every cluster of more than
+            ``k`` devices each constructor also places on the ``k`` fastest alone, a greedy placement and
+            ``constructor_samples`` samples more per ``k`` (default: :data:`DEFAULT_CONSTRUCTOR_SIZES`).
         refine (int, optional): with samples around ``auto``, a last round after every other candidate
             (the constructor's included): a greedy decode and ``refine`` samples of this policy around
             the best placement timed so far, so that a constructor's placement that beats ``auto``'s is
@@ -158,7 +173,8 @@ class PolicyPlacer:
             round (default: :data:`DEFAULT_REFINE`, 4).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"``,
+    ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
+    greedy"`` and so on for the second; ``" on the k fastest"`` added on a device subset),
     ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
@@ -171,16 +187,18 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 samples around it; 5 constructor's; 5 last; auto's 16
-        35
+        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 around it; 5 per constructor; 5 last; auto's 16
+        40
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
-    revision = "10"  # 2026-11-25: a last round around the best, constructor samples at tau 0.1 (9: the constructor)
+    # 2026-11-27: two constructors, each also on the 4 fastest devices of larger clusters (10: a last round around
+    # the best, constructor samples at tau 0.1; 9: the constructor)
+    revision = "11"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
-    default_files = {"constructor": SHIPPED_CONSTRUCTOR}  # so is the constructor's
+    default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(
@@ -190,6 +208,7 @@ class PolicyPlacer:
         around: bool | None = None, prior: float | None = None, rounds: int = 1,
         constructor: str | os.PathLike[str] | None = None, constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
+        constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
     ) -> None:
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
@@ -235,16 +254,20 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0 (at least {MIN_TEMPERATURE}), "
                                   f"got {constructor_temperature!r}")
         self.constructor_temperature = float(constructor_temperature)
+        sizes = (constructor_sizes,) if isinstance(constructor_sizes, (int, np.integer)) else constructor_sizes
+        if isinstance(sizes, (str, bytes)) or not all(
+                isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 2 for k in sizes):
+            raise InvalidArgument(f"PolicyPlacer needs constructor_sizes of whole numbers >= 2 (devices), "
+                                  f"got {constructor_sizes!r}")
+        self.constructor_sizes = tuple(sorted({int(k) for k in sizes}))
         if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
             raise InvalidArgument(f"PolicyPlacer needs refine >= 0 samples, a whole number, got {refine!r}")
         self.refine = int(refine)
-        off = constructor is not None and str(constructor).strip().lower() in ("none", "false", "off", "")
-        self.constructor = None if off else Path(constructor) if constructor is not None else SHIPPED_CONSTRUCTOR
-        self.constructor_policy: Any = None
-        self.constructor_modules = False
-        if self.constructor is not None:
-            self.constructor_policy, constructor_meta = cached_policy(self.constructor)  # fail early here too
-            self.constructor_modules = pretraining(constructor_meta)["modules"]
+        self.constructors = _constructor_paths(constructor)
+        self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
+        for path in self.constructors:
+            built_by, constructor_meta = cached_policy(path)  # fail early here too
+            self.constructor_policies.append((built_by, pretraining(constructor_meta)["modules"]))
         self.last_greedy_step: float | None = None
         self.last_greedy_oom = False
         self.last_step: float | None = None
@@ -255,9 +278,10 @@ class PolicyPlacer:
         return (f"PolicyPlacer(checkpoint={str(self.checkpoint)!r}, samples={self.samples}, "
                 f"portfolio={self.portfolio}, subsets={self.subsets}, temperatures={self.temperatures}, "
                 f"op_level={self.op_level}, around={self.around}, rounds={self.rounds}, "
-                f"constructor={None if self.constructor is None else str(self.constructor)!r}, "
+                f"constructor={[str(p) for p in self.constructors]!r}, "
                 f"constructor_samples={self.constructor_samples}, "
-                f"constructor_temperature={self.constructor_temperature}, refine={self.refine})")
+                f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
+                f"constructor_sizes={self.constructor_sizes})")
 
     def evaluations_needed(self, cluster: Cluster) -> int:
         """At most how many timer evaluations :meth:`place` makes on ``cluster``: what a caller budgets for it.
@@ -270,10 +294,16 @@ class PolicyPlacer:
 
         needed = cluster.num_devices + 2 + self.samples
         if self.around:
-            needed += 3 * len(FAST_PLACERS) + 3 + (self.refine + 1 if self.refine else 0)
-        if self.constructor_policy is not None:
-            needed += 1 + self.constructor_samples
+            # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
+            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3 + \
+                (self.refine + 1 if self.refine else 0)
+        needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
+            len(self.constructor_policies)
         return needed
+
+    def _constructor_subsets(self, cluster: Cluster) -> tuple[int, ...]:
+        """The counts ``k`` of :attr:`constructor_sizes` below ``cluster``'s devices: the extra device sets."""
+        return tuple(k for k in self.constructor_sizes if k < cluster.num_devices)
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` with the policy (see the class docstring).
@@ -321,7 +351,7 @@ class PolicyPlacer:
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
                     drawn, drawn_timed, labels, auto_evaluations = self._around(
-                        graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed))
+                        graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held)
                     timed = _concat_results(timed, drawn_timed)
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += labels
@@ -333,11 +363,11 @@ class PolicyPlacer:
                     candidates = np.concatenate([candidates, drawn], axis=0)
                     names += [best.name("sample")] * self.samples
                     timed = _concat_results(timed, sampled)
-                if self.constructor_policy is not None and not around_auto:  # around auto, _around built them
-                    built = self._construct(graph, cluster, coarsen_seed)
+                if self.constructor_policies and not around_auto:  # around auto, _around built them
+                    built, built_names = self._construct(graph, cluster, coarsen_seed, held=held)
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
                     candidates = np.concatenate([candidates, built], axis=0)
-                    names += ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1)
+                    names += built_names
         finally:
             torch.set_num_threads(threads)
         result = timed
@@ -370,7 +400,7 @@ class PolicyPlacer:
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
-        greedy: tuple[np.ndarray, BatchResult],
+        greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
     ) -> tuple[np.ndarray, BatchResult, list[str], int]:
         """``auto``'s placement, rounds of samples around the best so far, the constructor's, a last round; timed.
 
@@ -419,11 +449,11 @@ class PolicyPlacer:
         for index, share in enumerate(np.array_split(np.arange(self.samples), self.rounds)):
             add(*draw_round(share.size, " around auto" if index == 0 else " around the best so far"))
         offers = [greedy]
-        if self.constructor_policy is not None:  # whole placements built by the search-distilled policy
-            reuse = problem.inp if self.modules == self.constructor_modules else None  # the same decision graph
-            built = self._construct(graph, cluster, seed, reuse)
+        if self.constructor_policies:  # whole placements built by the search-distilled policies
+            reuse = {self.modules: problem.inp}  # the same decision graph where they decide as this policy does
+            built, built_names = self._construct(graph, cluster, seed, reuse, held=held)
             offers.append((built, self.timer.time_batch(graph, cluster, built)))
-            add(*offers[-1], ["constructor greedy"] + ["constructor sample"] * (built.shape[0] - 1))
+            add(*offers[-1], built_names)
         if self.refine:  # the last round, around the best of everything before it
             for placements, result in offers:  # the incumbent moves to the fastest that fits, if faster
                 best = int(_ranking(result, cluster)[0])
@@ -432,30 +462,61 @@ class PolicyPlacer:
             add(*draw_round(self.refine, ", last round"))
         return np.concatenate(candidates), timed, names, counted.evaluations
 
-    def _construct(self, graph: OpGraph, cluster: Cluster, seed: int, inp: Any = None) -> np.ndarray:
-        """The constructor's greedy placement and ``constructor_samples`` samples, ``[1 + samples, num_ops]``.
+    def _construct(
+        self, graph: OpGraph, cluster: Cluster, seed: int, inputs: dict[bool, Any] | None = None,
+        held: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, list[str]]:
+        """Every constructor's greedy placement and ``constructor_samples`` samples, on the whole cluster and subsets.
 
-        ``inp`` is a policy input of ``graph`` on ``cluster`` made with ``seed`` and the constructor's
-        ``modules`` setting, reused rather than coarsened again (default: made here). Its samples draw
-        from their own generator (seeded from ``seed``), so that the draws of the other candidates are the
-        same with or without a constructor (the last round's centre may move to the constructor's placement).
+        For each constructor in turn, on the whole cluster, then on the ``k`` fastest devices for each
+        ``k`` of :meth:`_constructor_subsets`: ``[(1 + samples) * (1 + subsets) * constructors, num_ops]``
+        placements and their names. ``inputs`` maps a ``modules`` setting to a policy input of ``graph``
+        on ``cluster`` made with ``seed`` and that setting, reused rather than coarsened again (default:
+        made here, and kept in it for the next constructor); the subsets reuse its decision graph, and
+        ``held`` (bytes each op holds at the memory peak on the whole cluster; default: computed once).
+        Each constructor's samples draw from their own generators (seeded from ``seed``, its rank and
+        ``k``), so that the draws of every other candidate are the same with or without it (the last
+        round's centre may move to a constructor's placement).
         """
+        from gnplace.placers.groups import held_at_peak
         from gnplace.policy.features import build_policy_input
+
+        inputs = {} if inputs is None else inputs
+        subsets = self._constructor_subsets(cluster)
+        if held is None:
+            held = held_at_peak(graph, cluster)
+        built, names = [], []
+        for rank, (policy, modules) in enumerate(self.constructor_policies, 1):
+            label = "constructor" if rank == 1 else f"constructor {rank}"
+            inp = inputs.get(modules)
+            if inp is None:
+                inp = inputs[modules] = build_policy_input(graph, cluster, cost_model=self.timer.cost_model,
+                                                           max_nodes=self.max_nodes, seed=seed, modules=modules,
+                                                           held=held)
+            built.append(self._construct_on(policy, inp, np.random.default_rng((seed, rank))))
+            names += [f"{label} greedy"] + [f"{label} sample"] * self.constructor_samples
+            for k in subsets:
+                keep = _by_speed(cluster)[:k]
+                sub = build_policy_input(graph, cluster.subset(keep), cost_model=self.timer.cost_model,
+                                         max_nodes=self.max_nodes, coarsening=inp.coarsening, held=held)
+                built.append(keep[self._construct_on(policy, sub, np.random.default_rng((seed, rank, k)))])
+                names += [f"{label} greedy on the {k} fastest"] + \
+                    [f"{label} sample on the {k} fastest"] * self.constructor_samples
+        return np.concatenate(built), names
+
+    def _construct_on(self, policy: Any, inp: Any, rng: np.random.Generator) -> np.ndarray:
+        """A constructor's greedy placement and samples on ``inp``'s devices, ``[1 + samples, num_ops]``."""
         from gnplace.rl.agent import sample
         from gnplace.rl.env import PlacementMDP
 
-        if inp is None:
-            inp = build_policy_input(graph, cluster, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                     seed=seed, modules=self.constructor_modules)
-        mdp, enc = PlacementMDP(inp), self.constructor_policy.encode(inp)
-        groups = sample(self.constructor_policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices
+        mdp, enc = PlacementMDP(inp), policy.encode(inp)
+        groups = sample(policy, mdp, 1, greedy=True, enc=enc).rollout.group_devices
         if self.constructor_samples:
-            rng = np.random.default_rng((seed, 1))
             taus = np.full(self.constructor_samples, self.constructor_temperature)  # softmax(logits / tau)
-            drawn = sample(self.constructor_policy, mdp, self.constructor_samples, rng, enc=enc,
+            drawn = sample(policy, mdp, self.constructor_samples, rng, enc=enc,
                            temperature=taus).rollout.group_devices
             groups = np.concatenate([groups, drawn])
-        return inp.expand(groups)
+        return inp.expand(groups)  # type: ignore[no-any-return]
 
     def _decoder(
         self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None = None,
@@ -506,6 +567,32 @@ class _Decoder:
 
         drawn = sample(self.policy, self.mdp, count, rng, enc=self.enc, temperature=temperature)
         return self.keep[self.inp.expand(drawn.rollout.group_devices)]
+
+
+def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
+    """The constructor checkpoints named by ``constructor`` (see :class:`PolicyPlacer`); ``()`` for none.
+
+    Examples:
+        >>> [p.name for p in _constructor_paths("a.ckpt, b.ckpt")], _constructor_paths("none")
+        (['a.ckpt', 'b.ckpt'], ())
+    """
+    if constructor is None:
+        return SHIPPED_CONSTRUCTORS
+    if isinstance(constructor, (str, os.PathLike)):
+        text = os.fspath(constructor)
+        parts = [text] if isinstance(constructor, os.PathLike) else [part.strip() for part in text.split(",")]
+    elif isinstance(constructor, Sequence):
+        parts = [os.fspath(part) if isinstance(part, (str, os.PathLike)) else part for part in constructor]
+    else:
+        raise InvalidArgument(f"PolicyPlacer's constructor must be a checkpoint path, several, or none; "
+                              f"got {constructor!r}")
+    if not all(isinstance(part, str) for part in parts):
+        raise InvalidArgument(f"PolicyPlacer's constructors must be checkpoint paths, got {constructor!r}")
+    if len(parts) == 1 and parts[0].strip().lower() in ("none", "false", "off", ""):
+        return ()
+    if any(not part for part in parts):
+        raise InvalidArgument(f"PolicyPlacer's constructor names an empty path: {constructor!r}")
+    return tuple(Path(part) for part in parts)
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:

@@ -387,6 +387,14 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
                        "--json"]) == 0
     capsys.readouterr()
     assert (made[-1].refine, made[-1].constructor_temperature) == (1, 0.5)
+    from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR
+
+    assert place.main([graph, "-c", "k80x2", "--samples", "2", "--constructor", str(SHIPPED_CONSTRUCTOR),
+                       "--constructor-sizes", "--json"]) == 0
+    capsys.readouterr()
+    assert (made[-1].constructors, made[-1].constructor_sizes) == ((SHIPPED_CONSTRUCTOR,), ())
+    assert "constructor_sizes of whole numbers >= 2" in one_error(
+        capsys, place.main([graph, "-c", "k80x2", "--constructor-sizes", "1"]), prefix="place: error: ")
     for flag, value, message in (("--refine", "-1", "refine >= 0"), ("--constructor-temperature", "0",
                                                                          "constructor_temperature > 0")):
         assert message in one_error(capsys, place.main([graph, "-c", "k80x2", flag, value]), prefix="place: error: ")

@@ -285,7 +285,8 @@ def test_the_last_round_draws_around_the_best_of_every_candidate_the_constructor
     # a constructor whose placements are a short search's: faster than auto's and than the samples around it
     searched = make_placer("annealing", budget=1000, timer=sim).place(graph, cluster, seed=0).devices
     monkeypatch.setattr(PolicyPlacer, "_construct",
-                        lambda self, *args, **kwargs: np.repeat(searched[None, :], 1 + self.constructor_samples, 0))
+                        lambda self, *args, **kwargs: (np.repeat(searched[None, :], 1 + self.constructor_samples, 0),
+                                                       ["constructor greedy"] + ["constructor sample"] * 4))
     centres: list[tuple] = []
     original_prior = PlacementProblem.prior
 
@@ -332,7 +333,7 @@ def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(f
     t0 = sim.time(graph, cluster, alone.place(graph, cluster, seed=2)).step_time
     t1 = sim.time(graph, cluster, paired.place(graph, cluster, seed=2)).step_time
     assert paired.last_evaluations == alone.last_evaluations + 4  # the constructor's greedy and 3 samples
-    assert t1 <= t0 and alone.constructor is None
+    assert t1 <= t0 and alone.constructors == ()
     again = PolicyPlacer(checkpoint=fresh_checkpoint, samples=4, timer=sim, constructor=builder, constructor_samples=3)
     assert np.array_equal(again.place(graph, cluster, seed=2).devices, paired.place(graph, cluster, seed=2).devices)
     with pytest.raises(InvalidArgument, match="constructor_samples >= 0"):
@@ -342,15 +343,78 @@ def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(f
 
 
 def test_the_shipped_constructor_loads_and_builds_placements_of_its_own():
-    from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR, pretraining
+    from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR, SHIPPED_CONSTRUCTORS, pretraining
 
     assert SHIPPED_CONSTRUCTOR.is_file(), "checkpoints/gnplace-construct.ckpt must ship with the repository"
     placer = PolicyPlacer()
-    assert placer.constructor == SHIPPED_CONSTRUCTOR and placer.constructor_samples == 4
+    assert placer.constructors == SHIPPED_CONSTRUCTORS and placer.constructor_samples == 4
     from gnplace.rl.zeroshot import cached_policy
 
     meta = cached_policy(SHIPPED_CONSTRUCTOR)[1]
     assert meta["config"]["data"]["teacher_budget"] > 0 and pretraining(meta)["prior"] == 0.0
     graph, cluster = load_graph("datasets/cifar10/cifar10_025.gnpg"), load_cluster("k80x2")
-    built = placer._construct(graph, cluster, seed=0)
-    assert built.shape == (5, graph.num_ops) and len({row.tobytes() for row in built}) > 1
+    built, names = placer._construct(graph, cluster, seed=0)
+    assert built.shape == (10, graph.num_ops) and len({row.tobytes() for row in built[:5]}) > 1
+    assert names[0] == "constructor greedy" and names[5] == "constructor 2 greedy"  # each shipped one, 2 devices
+    second = cached_policy(SHIPPED_CONSTRUCTORS[1])[1]
+    assert second["config"]["data"]["families"] == ["cifar10", "ptb"] and pretraining(second)["prior"] == 0.0
+
+
+def test_the_constructor_also_places_on_the_fastest_k_devices_of_larger_clusters(fresh_checkpoint, tmp_path):
+    graph, eight, four = load_graph(TEST_GRAPH), load_cluster("v100x8"), load_cluster("k80x4")
+    sim = Simulator()
+    torch.manual_seed(1)
+    builder = save_policy(tmp_path / "builder.ckpt", PlacementPolicy())
+    whole = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, timer=sim, constructor=builder,
+                         constructor_samples=2, constructor_sizes=())
+    four_too = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, timer=sim, constructor=builder,
+                            constructor_samples=2, constructor_sizes=(4, 8, 16))
+    built, names = four_too._construct(graph, eight, seed=3)
+    alone, alone_names = whole._construct(graph, eight, seed=3)
+    assert built.shape == (6, graph.num_ops) and names[3:] == ["constructor greedy on the 4 fastest"] + [
+        "constructor sample on the 4 fastest"] * 2  # 8 and 16 are not below 8 devices
+    assert np.array_equal(built[:3], alone) and alone_names == names[:3]  # the whole cluster's are unchanged
+    fastest = {int(d) for d in np.argsort([-d.effective_flops for d in eight.devices], kind="stable")[:4]}
+    assert set(np.unique(built[3:]).tolist()) <= fastest
+    assert four_too.evaluations_needed(eight) == whole.evaluations_needed(eight) + 3
+    assert four_too.evaluations_needed(four) == whole.evaluations_needed(four)  # nothing below 4 devices asked
+    four_too.place(graph, eight, seed=3)
+    whole.place(graph, eight, seed=3)
+    assert four_too.last_evaluations == whole.last_evaluations + 3
+    assert four_too.last_evaluations <= four_too.evaluations_needed(eight)  # an upper bound on 8 devices too
+    assert four_too.last_step <= whole.last_step  # candidates are only added
+    same = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, timer=sim, constructor=builder, constructor_samples=2,
+                        constructor_sizes=(4,))
+    assert np.array_equal(same.place(graph, four, seed=3).devices,
+                          whole.place(graph, four, seed=3).devices)  # on 4 devices: as without
+    for bad in ((1,), (True,), ("4",), "4", (2.5,)):
+        with pytest.raises(InvalidArgument, match="constructor_sizes"):
+            PolicyPlacer(checkpoint=fresh_checkpoint, constructor=builder, constructor_sizes=bad)
+
+
+def test_several_constructors_each_add_their_candidates_and_the_first_ones_are_unchanged(fresh_checkpoint, tmp_path):
+    graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
+    sim = Simulator()
+    torch.manual_seed(1)
+    first = save_policy(tmp_path / "first.ckpt", PlacementPolicy())
+    torch.manual_seed(2)
+    second = save_policy(tmp_path / "second.ckpt", PlacementPolicy())
+    one = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, timer=sim, constructor=first, constructor_samples=2)
+    two = PolicyPlacer(checkpoint=fresh_checkpoint, samples=2, timer=sim, constructor=f"{first}, {second}",
+                       constructor_samples=2)
+    assert two.constructors == (first, second) == PolicyPlacer(
+        checkpoint=fresh_checkpoint, constructor=[first, second]).constructors
+    built, names = two._construct(graph, cluster, seed=5)
+    alone, _ = one._construct(graph, cluster, seed=5)
+    assert np.array_equal(built[:3], alone)  # the first constructor's draws do not depend on the second
+    assert names[3:] == ["constructor 2 greedy", "constructor 2 sample", "constructor 2 sample"]
+    assert two.evaluations_needed(cluster) == one.evaluations_needed(cluster) + 3
+    two.place(graph, cluster, seed=5)
+    one.place(graph, cluster, seed=5)
+    assert two.last_evaluations == one.last_evaluations + 3
+    with pytest.raises(InvalidArgument, match="empty path"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor=f"{first},")
+    with pytest.raises(InvalidArgument, match="checkpoint path"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor=3)
+    with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor=[first, tmp_path / "missing.ckpt"])
