@@ -206,7 +206,8 @@ class PolicyPlacer:
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
         temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
         around: bool | None = None, prior: float | None = None, rounds: int = 1,
-        constructor: str | os.PathLike[str] | None = None, constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
+        constructor: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
     ) -> None:
@@ -402,15 +403,16 @@ class PolicyPlacer:
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
         greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
     ) -> tuple[np.ndarray, BatchResult, list[str], int]:
-        """``auto``'s placement, rounds of samples around the best so far, the constructor's, a last round; timed.
+        """``auto``'s placement, rounds of samples around the best so far, the constructors', a last round; timed.
 
-        Per round a greedy decode and samples around the best placement so far; then the constructor's
+        Per round a greedy decode and samples around the best placement so far; then the constructors'
         candidates, and a last round around the best of all.
 
-        Returns the candidates (``[samples + rounds + 1 (+ constructor's) (+ refine + 1), num_ops]``),
+        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine + 1), num_ops]``),
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
-        centre is the best of those too.
+        centre is the best of those too. ``held``: the bytes each op holds at the memory peak on the whole
+        cluster, for the constructors' inputs (default: computed there).
 
         The policy decides per decision group (module subtrees first when it was pretrained so) with
         a bonus ``prior`` on the incumbent's device of each group (:math:`\\kappa 1[d = d^{inc}_g]`, as
