@@ -488,6 +488,7 @@ class PolicyPlacer:
         if held is None:
             held = held_at_peak(graph, cluster)
         built, names = [], []
+        on_subsets: dict[tuple[bool, int], tuple[np.ndarray, Any]] = {}  # one input per decision graph and k
         for rank, (policy, modules) in enumerate(self.constructor_policies, 1):
             label = "constructor" if rank == 1 else f"constructor {rank}"
             inp = inputs.get(modules)
@@ -498,9 +499,9 @@ class PolicyPlacer:
             built.append(self._construct_on(policy, inp, np.random.default_rng((seed, rank))))
             names += [f"{label} greedy"] + [f"{label} sample"] * self.constructor_samples
             for k in subsets:
-                keep = _by_speed(cluster)[:k]
-                sub = build_policy_input(graph, cluster.subset(keep), cost_model=self.timer.cost_model,
-                                         max_nodes=self.max_nodes, coarsening=inp.coarsening, held=held)
+                if (modules, k) not in on_subsets:
+                    on_subsets[modules, k] = self._device_set_input(graph, cluster, k, inp.coarsening, held)
+                keep, sub = on_subsets[modules, k]
                 built.append(keep[self._construct_on(policy, sub, np.random.default_rng((seed, rank, k)))])
                 names += [f"{label} greedy on the {k} fastest"] + \
                     [f"{label} sample on the {k} fastest"] * self.constructor_samples
@@ -530,17 +531,26 @@ class PolicyPlacer:
         holds at the memory peak (:func:`~gnplace.placers.groups.held_at_peak` of the whole cluster; None:
         computed for the device set).
         """
+        keep, inp = self._device_set_input(graph, cluster, size, coarsening, held)
+        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
+
+    def _device_set_input(
+        self, graph: OpGraph, cluster: Cluster, size: int, coarsening: Coarsening, held: np.ndarray | None,
+    ) -> tuple[np.ndarray, Any]:
+        """The ``size`` fastest devices' indices (all of them for ``size = D``) and a policy input on them alone.
+
+        The input decides on ``coarsening`` with ``held`` (see :meth:`_decoder`); device ``i`` of the
+        input is device ``keep[i]`` of ``cluster``.
+        """
         from gnplace.policy.features import build_policy_input
 
         if size == cluster.num_devices:
-            keep = np.arange(size)
-            sub = cluster
+            keep, sub = np.arange(size), cluster
         else:
             keep = _by_speed(cluster)[:size]
             sub = cluster.subset(keep)
-        inp = build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
-                                 coarsening=coarsening, held=held)
-        return _Decoder(self.policy, inp, keep, size == cluster.num_devices)
+        return keep, build_policy_input(graph, sub, cost_model=self.timer.cost_model, max_nodes=self.max_nodes,
+                                        coarsening=coarsening, held=held)
 
 
 class _Decoder:
