@@ -43,19 +43,31 @@ def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_scrip
     assert row["op_mdp_over_sim"] == row["op_mdp_over_decision_sim"]  # no coarsening: one graph
 
 
+def test_zeroshot_row_places_policy_and_auto_under_its_seed(load_script):
+    """``--seed`` reaches both placements, is recorded, and repeats; the policy is never slower than auto."""
+    bench = load_script("bench")
+    path = str(ROOT / "datasets" / "ptb" / "ptb_029.gnpg")  # auto's metis partition differs under seeds 0 and 1
+    rows = [bench._zero_shot_row((path, "cpu_gpu", None, 4, "test", {}, seed)) for seed in (0, 1, 1)]
+    assert [r["seed"] for r in rows] == [0, 1, 1]
+    assert rows[1] == {**rows[2], "place_s": rows[1]["place_s"], "plain_s": rows[1]["plain_s"]}  # same seed, same row
+    assert rows[0]["auto_ms"] < rows[1]["auto_ms"]  # auto under each row's own seed
+    assert all(0 < r["policy"] <= 1.0 for r in rows)  # auto's placement for that seed is among the policy's candidates
+
+
 def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script, tmp_path):
-    """Only pairs in both runs count; auto's row of the search run is the search's reference."""
+    """Only pairs in both runs count; auto's row of the search run is the reference of both."""
     import csv
     import math
 
     bench = load_script("bench")
     zeroshot = tmp_path / "zeroshot.json"
     zeroshot.write_text(json.dumps([
-        {"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4", "policy": 0.9},
-        {"group": "test", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 1.0},
-        {"group": "test", "graph": "c", "family": "ptb", "cluster": "k80x4", "policy": 0.5},  # not searched
-        {"group": "real", "graph": "a", "family": "real", "cluster": "k80x4", "policy": 0.1},  # not a test pair
-        {"group": "train", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 0.1},  # --split train: nor this
+        # a run under another seed: its own auto took 2.5 s on a, so 0.72 of it is 0.9 of the search's 2.0 s
+        {"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4", "policy": 0.72, "auto_ms": 2500.0},
+        {"group": "test", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 1.0, "auto_ms": 4000.0},
+        {"group": "test", "graph": "c", "family": "ptb", "cluster": "k80x4", "policy": 0.5, "auto_ms": 1.0},  # not searched
+        {"group": "real", "graph": "a", "family": "real", "cluster": "k80x4", "policy": 0.1, "auto_ms": 1.0},  # not test
+        {"group": "train", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 0.1, "auto_ms": 1.0},  # nor this
     ]))
     search = tmp_path / "results.csv"
     with search.open("w", newline="") as handle:
@@ -84,7 +96,7 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
     bench = load_script("bench")
     zeroshot = tmp_path / "zeroshot.json"
     zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
-                                     "policy": 0.9}]))
+                                     "policy": 0.9, "auto_ms": 2000.0}]))
     search = tmp_path / "results.csv"
     with search.open("w", newline="") as handle:
         fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
