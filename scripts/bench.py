@@ -487,7 +487,10 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
                  "constructor_sizes"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
-    tasks: list[tuple[str, str, str | None, int, str, dict[str, Any], int]] = []
+    def task(graph: str, cluster: str, group: str) -> tuple[str, str, str | None, int, str, dict[str, Any], int]:
+        return graph, cluster, args.checkpoint, args.samples, group, options, args.seed
+
+    tasks = []
     test_graphs = []  # the unseen clusters place test graphs whatever the split
     for family in args.families:
         folder = Path("datasets") / family
@@ -495,13 +498,11 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
         graphs = [str(folder / e["file"]) for e in entries if e["split"] == args.split and e["ops"] > args.min_ops]
         test_graphs.append([str(folder / e["file"]) for e in entries if e["split"] == "test"])
         # rows of training graphs are grouped "train", so that tables and vs-search never take them for test pairs
-        tasks += [(g, c, args.checkpoint, args.samples, args.split, options, args.seed)
-                  for c in args.clusters for g in graphs]
+        tasks += [task(g, c, args.split) for c in args.clusters for g in graphs]
     real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
-    tasks += [(g, c, args.checkpoint, args.samples, "real", options, args.seed) for c in args.real_clusters for g in real]
+    tasks += [task(g, c, "real") for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
-    tasks += [(g, c, args.checkpoint, args.samples, "unseen", options, args.seed)
-              for c in args.unseen_clusters for g in few]
+    tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
