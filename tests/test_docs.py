@@ -1,0 +1,124 @@
+"""The documentation's code: the README's quick start runs, and every command it shows names real options.
+
+Each command shown in ``README.md``, the model card and ``docs/`` (in ``sh`` blocks, and inline in
+backticks) is checked against the ``--help`` of the program it calls: the subcommand must exist and
+every option it passes must be one that program accepts, so a renamed flag cannot leave the docs
+behind. Placeholders (``GRAPH``, ``C``, ``PATH``) and optional parts in brackets are fine: only the
+program, the subcommand and the option names are checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "checkpoints" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: scripts whose first argument is a subcommand
+WITH_SUBCOMMANDS = {"bench"}
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    """The fenced code blocks of ``text`` in ``language``."""
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def _commands(path: Path) -> list[str]:
+    """The ``gnplace ...`` and ``python scripts/X.py ...`` commands that ``path`` shows."""
+    text = path.read_text()
+    found = []
+    for block in _blocks(text, "sh"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if line.startswith(("gnplace ", "python scripts/")):
+                found.append(line)
+    found += re.findall(r"`((?:gnplace|python scripts/\w+\.py) [^`]*)`", text)
+    return found
+
+
+def _program(command: str) -> tuple[str, list[str], list[str]]:
+    """``(program, subcommand words, option names)`` of a documented command."""
+    words = shlex.split(command.replace("[", " ").replace("]", " "))
+    if words[0] == "gnplace":
+        program, rest = "gnplace", words[1:]
+        head = rest[:1]
+    else:
+        program, rest = Path(words[1]).stem, words[2:]
+        head = rest[:1] if program in WITH_SUBCOMMANDS else []
+    if head and head[0].startswith("-"):
+        head = []
+    options = [w.split("=")[0] for w in rest if re.fullmatch(r"--?[A-Za-z][\w-]*(=.*)?", w)]
+    return program, head, options
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(f"{path.relative_to(ROOT)}", command) for path in DOCS for command in _commands(path)]
+
+
+@pytest.fixture(scope="module")
+def helps():
+    """``help(program, subcommand words)``: its ``--help`` text, and the exit status of asking for it."""
+    import importlib.util
+    import sys
+
+    from gnplace.cli import main as gnplace_main
+
+    cache: dict[tuple[str, tuple[str, ...]], tuple[int, str]] = {}
+    sys.path.insert(0, str(ROOT / "scripts"))
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"{name}_docs_script", ROOT / "scripts" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def help_of(program: str, head: list[str]) -> tuple[int, str]:
+        key = (program, tuple(head))
+        if key not in cache:
+            main = gnplace_main if program == "gnplace" else load(program).main
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                try:
+                    status = main([*head, "--help"])
+                except SystemExit as stop:
+                    status = stop.code
+            cache[key] = (int(status or 0), out.getvalue())
+        return cache[key]
+
+    yield help_of
+    sys.path.remove(str(ROOT / "scripts"))
+
+
+def test_every_document_shows_commands():
+    """The parsing below finds what it checks (a regex that matches nothing would pass every case)."""
+    cases = _cases()
+    assert len(cases) > 60
+    assert {doc for doc, _ in cases} >= {"README.md", "checkpoints/README.md"}
+
+
+@pytest.mark.parametrize(("doc", "command"), _cases())
+def test_documented_command_names_real_options(doc, command, helps):
+    program, head, options = _program(command)
+    assert (ROOT / "scripts" / f"{program}.py").exists() or program == "gnplace", f"{doc}: no program {program}"
+    status, text = helps(program, head)
+    assert status == 0, f"{doc}: `{command}`: {' '.join([program, *head])} --help exits {status}: {text[-300:]}"
+    unknown = [o for o in options if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)]
+    assert not unknown, f"{doc}: `{command}`: {program} {' '.join(head)} has no option {', '.join(unknown)}"
+
+
+def test_readme_quick_start_runs(monkeypatch, capsys):
+    """The README's Python quick start, run as written from the repository root."""
+    blocks = _blocks((ROOT / "README.md").read_text(), "python")
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    printed = capsys.readouterr().out
+    assert re.search(r"\d+\.\d{3} ms, bound \d+\.\d{3} ms", printed)
