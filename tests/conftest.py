@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -25,13 +25,8 @@ GiB = 2**30
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def load_script(monkeypatch) -> Callable[[str], ModuleType]:
-    """``load_script("place")``: ``scripts/place.py`` as a module, to call its functions in this process.
-
-    ``scripts/`` goes on ``sys.path`` (``bench.py`` imports ``report.py`` beside it) and the module
-    into ``sys.modules`` (dataclasses look their module up), both undone after the test.
-    """
+def _script_loader(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    """A ``load(name)`` of ``scripts/NAME.py`` whose changes to ``sys.path`` and ``sys.modules`` ``monkeypatch`` undoes."""
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
 
     def load(name: str) -> ModuleType:
@@ -43,6 +38,23 @@ def load_script(monkeypatch) -> Callable[[str], ModuleType]:
         return module
 
     return load
+
+
+@pytest.fixture
+def load_script(monkeypatch) -> Callable[[str], ModuleType]:
+    """``load_script("place")``: ``scripts/place.py`` as a module, to call its functions in this process.
+
+    ``scripts/`` goes on ``sys.path`` (``bench.py`` imports ``report.py`` beside it) and the module
+    into ``sys.modules`` (dataclasses look their module up), both undone after the test.
+    """
+    return _script_loader(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def load_script_in_module() -> Iterator[Callable[[str], ModuleType]]:
+    """:func:`load_script` for a whole test module, undone after the module."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _script_loader(monkeypatch)
 
 
 class CountingSimulator(Simulator):

@@ -10,6 +10,7 @@ program, the subcommand and the option names are checked.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import shlex
@@ -61,23 +62,12 @@ def _cases() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def helps():
+def helps(load_script_in_module):
     """``help(program, subcommand words)``: its ``--help`` text, and the exit status of asking for it."""
-    import importlib.util
-    import sys
-
     from gnplace.cli import main as gnplace_main
 
     cache: dict[tuple[str, tuple[str, ...]], tuple[int, str]] = {}
-    sys.path.insert(0, str(ROOT / "scripts"))
-
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(f"{name}_docs_script", ROOT / "scripts" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
+    load = functools.cache(load_script_in_module)  # each script once, whatever its subcommands
 
     def help_of(program: str, head: list[str]) -> tuple[int, str]:
         key = (program, tuple(head))
@@ -92,8 +82,7 @@ def helps():
             cache[key] = (int(status or 0), out.getvalue())
         return cache[key]
 
-    yield help_of
-    sys.path.remove(str(ROOT / "scripts"))
+    return help_of
 
 
 def test_every_document_shows_commands():
