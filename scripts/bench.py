@@ -80,10 +80,11 @@ seed, options and revision (deterministic on one machine) and adds its rows.
 
 ``fidelity``: the simulator against real steps on a two-rank CPU cluster (``torch.distributed``,
 gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profile`` calibration
-(op seconds measured per op, link latency and bandwidth by ping-pong), then ``--placements`` placements
-(single, round_robin, auto, and random ones) measured with :class:`~gnplace.execute.dist.DistTimer`
-and simulated: median absolute relative error of the simulator, and whether the best measured
-placement beats ``single`` and ``round_robin``.
+(op seconds measured per op and scaled to the measured one-device step, link latency and bandwidth),
+then ``--placements`` placements that split the step (the fast placers', random ones) measured with
+:class:`~gnplace.execute.dist.DistTimer` and simulated: median absolute relative error of the
+simulator; with ``--finetune-budget``, whether fine-tuning's best measured placement beats ``single``
+and ``round_robin``.
 
 ``device-map``: models drawn from the three families, placed by ``auto`` and ``policy``; each
 placement's step time as a module-level ``device_map`` (what accelerate would run) and that of
@@ -766,7 +767,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
                 timer.close()
         errors += [r["error"] for r in rows]
         entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
-                                 "median_abs_error": statistics.median(r["error"] for r in rows)}
+                                 "median_abs_error": statistics.median(r["error"] for r in rows) if rows else None}
         if args.finetune_budget:
             shutil.rmtree(out / name / "finetune", ignore_errors=True)  # this run's calibration: fine-tune anew
             tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
@@ -780,7 +781,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
                           **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
                               "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
                              if "finetune" in entry else {})}), flush=True)
-    summary["median_abs_error"] = statistics.median(errors)
+    summary["median_abs_error"] = statistics.median(errors) if errors else None
     summary["placements"] = len(errors)
     (out / "fidelity.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -1072,7 +1073,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.bench == "fidelity":
         fidelity = bench_fidelity(args)
-        print(f"median absolute error over {fidelity['placements']} placements: {fidelity['median_abs_error']:.1%}")
+        if fidelity["median_abs_error"] is None:
+            print("no placement splits these steps over these devices: nothing to check the simulator on")
+        else:
+            print(f"median absolute error over {fidelity['placements']} placements that split the step: "
+                  f"{fidelity['median_abs_error']:.1%}")
         return 0
     if args.bench == "finetune":
         rows = bench_finetune(args)

@@ -15,7 +15,8 @@ def add_parser(sub: Any) -> None:
         "profile", help="measure ops and links on real devices; write a calibrated graph and cluster",
         description="Time every op of the model's training step on each real device and the links between them, "
         "write OUT/graph.gnpg (measured op seconds) and OUT/cluster.yaml, then measure --placements placements "
-        "and report the simulator's error against them (OUT/fidelity.json).",
+        "(that split the step: each device kind's ops are scaled to its measured one-device step) and report the "
+        "simulator's error against them (OUT/fidelity.json).",
     )
     p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs))")
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(timer, "close"):
             timer.close()
     report = {"graph": str(graph_path), "cluster": str(cluster_path), "links": calibration.links,
-              "placements": rows,
+              "one_device_scale": calibration.scale, "placements": rows,
               "median_abs_error": float(np.median([r["error"] for r in rows])) if rows else None}
     with writing(Path(args.out, "fidelity.json")):
         write_atomically(Path(args.out, "fidelity.json"), json.dumps(report, indent=1).encode("utf-8"))
@@ -76,9 +77,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
     for pair, link in calibration.links.items():
         print(f"  link {pair}: latency {link['latency'] * 1e6:.1f} us, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
+    for kind, factor in calibration.scale.items():
+        print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it)")
     if rows:
         print(f"{'placement':<16} {'measured ms':>12} {'simulated ms':>13} {'error':>7}")
         for r in rows:
             print(f"{r['name']:<16} {r['measured_s'] * 1e3:12.3f} {r['simulated_s'] * 1e3:13.3f} {r['error']:7.1%}")
-        print(f"median absolute error of the simulator: {report['median_abs_error']:.1%}")
+        print(f"median absolute error of the simulator: {report['median_abs_error']:.1%} "
+              "(placements that split the step; one-device steps are what the calibration is scaled to)")
+    elif args.placements > 0:
+        print("no placement splits this step over these devices (one device, or one colocation group): "
+              "the simulator's one-device step is the measured one by construction")
     return 0

@@ -3,7 +3,12 @@
 :func:`calibrate` times every op of a recorded step on each kind of device (all ops on one device,
 each op charged from the end of the previous one, so the executor's own per-op overhead is in it;
 median of ``repeats`` steps), the SGD update of every parameter, and the links (half the round trip
-of a ping-pong at several sizes, fitted to ``latency + bytes / bandwidth`` by least squares). It
+of a ping-pong at several sizes, fitted to ``latency + bytes / bandwidth`` by least squares). The
+ops' seconds of each kind are then scaled so that the simulated one-device step equals the step the
+timer measures with every op on that device: the per-op times give each op's share, the timer's
+executor the total (on a CUDA device each op is timed to its completion, which adds a
+synchronisation per op and removes the overlap of launches with kernels, so the shares alone put a
+one-GPU step up to 50% above the measured one). It
 returns the graph with the measured seconds in ``cost_s`` (per device kind, summed per node) and a
 cluster whose devices and links are the measured ones; :meth:`Calibration.save` writes both
 (``graph.gnpg`` and ``cluster.yaml``) for ``gnplace simulate``, ``place`` and ``finetune``.
@@ -49,6 +54,8 @@ class Calibration:
         cluster (Cluster): the measured devices and links.
         node_seconds (dict[str, np.ndarray]): seconds of every node per device kind.
         links (dict[str, dict[str, float]]): fitted ``bandwidth`` (bytes/s) and ``latency`` (s) per pair.
+        scale (dict[str, float]): per device kind, the one-device step the timer measured over the sum
+            of the per-op seconds (the factor applied to them; 1 where the step ran out of memory).
     """
 
     graph: OpGraph
@@ -56,6 +63,7 @@ class Calibration:
     node_seconds: dict[str, np.ndarray]
     links: dict[str, dict[str, float]] = field(default_factory=dict)
     cluster_spec: dict[str, Any] = field(default_factory=dict)
+    scale: dict[str, float] = field(default_factory=dict)
 
     def save(self, out: str | os.PathLike[str]) -> tuple[Path, Path]:
         """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml``; returns their paths."""
@@ -358,8 +366,28 @@ def calibrate(
     spec = {"name": name, "description": f"measured by gnplace profile on {graph.name}",
             "devices": spec_devices, "links": {"default": default, "pairs": pairs}}
     cluster = cluster_from_dict(spec, source=name)
+    scale = _anchor_to_one_device_steps(graph.replace(cost_s={**graph.cost_s, **seconds}), cluster, timer, kinds)
+    seconds = {kind: values * scale[kind] for kind, values in seconds.items()}
     measured = graph.replace(cost_s={**graph.cost_s, **seconds})
-    return Calibration(measured, cluster, seconds, links, spec)
+    return Calibration(measured, cluster, seconds, links, spec, scale)
+
+
+def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, kinds: list[str]) -> dict[str, float]:
+    """Per device kind, the timer's one-device step (seconds) over the simulator's from the per-op seconds.
+
+    The first device of each kind runs the whole step under ``timer``; a step that runs out of memory
+    there leaves that kind's factor at 1.
+    """
+    from gnplace.sim.simulator import Simulator
+
+    sim = Simulator()
+    scale: dict[str, float] = {}
+    for kind in dict.fromkeys(kinds):
+        single = np.full(graph.num_ops, kinds.index(kind), dtype=np.int64)
+        real = timer.time(graph, cluster, single)
+        predicted = sim.time(graph, cluster, single).step_time
+        scale[kind] = real.step_time / predicted if not real.is_oom and predicted > 0 else 1.0
+    return scale
 
 
 def _copy_seconds(num_bytes: int, src: torch.device, dst: torch.device, repeats: int = 10) -> float:
@@ -377,24 +405,30 @@ def _copy_seconds(num_bytes: int, src: torch.device, dst: torch.device, repeats:
 
 
 def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: int = 0) -> dict[str, np.ndarray]:
-    """``count`` placements to check the simulator on: one device each, the fast placers, then random ones.
+    """``count`` placements that split the step, to check the simulator on: the fast placers', then random ones.
 
-    Random placements put each colocation group on a uniform device, as every placer places groups.
+    One-device placements are left out, the fast placers' too when they put everything on one
+    device: :func:`calibrate` scales each kind's ops to the one-device step it measured, so there
+    the simulator agrees with the measurement by construction. Random placements put each
+    colocation group on a uniform device, as every placer places groups; fewer than ``count`` come
+    back when the graph cannot be split (one group, or one device).
     """
     from gnplace.placers import get_placer
 
+    singles = [np.full(graph.num_ops, d, dtype=np.int64) for d in range(cluster.num_devices)]
     found: dict[str, np.ndarray] = {}
-    for d in range(cluster.num_devices):
-        found[f"single:{cluster.devices[d].name}"] = np.full(graph.num_ops, d, dtype=np.int64)
     for name in ("round_robin", "metis", "heft", "m_etf", "m_sct", "expert"):
-        devices = get_placer(name).place(graph, cluster, seed=seed).devices
-        if not any(np.array_equal(devices, v) for v in found.values()):
-            found[name] = np.asarray(devices, dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    k = 0
-    while len(found) < count:
-        found[f"random{k}"] = rng.integers(0, cluster.num_devices, graph.num_groups)[graph.group]
-        k += 1
+        devices = np.asarray(get_placer(name).place(graph, cluster, seed=seed).devices, dtype=np.int64)
+        if not any(np.array_equal(devices, v) for v in [*singles, *found.values()]):
+            found[name] = devices
+    if cluster.num_devices > 1 and graph.num_groups > 1:
+        rng = np.random.default_rng(seed)
+        k = 0
+        while len(found) < count:
+            devices = rng.integers(0, cluster.num_devices, graph.num_groups)[graph.group]
+            if len(np.unique(devices)) > 1:
+                found[f"random{k}"] = devices
+                k += 1
     return dict(list(found.items())[:count])
 
 

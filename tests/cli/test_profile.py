@@ -26,6 +26,16 @@ def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     assert report["median_abs_error"] == pytest.approx(float(np.median([row["error"] for row in rows])))
     assert f"median absolute error of the simulator: {report['median_abs_error']:.1%}" in text
     assert load_cluster(out / "cluster.yaml").num_devices == 2
+    assert not any(row["name"].startswith("single") for row in rows)  # calibration is scaled to those
+    assert set(report["one_device_scale"]) == {"cpu-1t"} and "cpu-1t: the one-device step measured" in text
+
+
+def test_profile_of_one_device_says_nothing_splits(tmp_path, capsys):
+    out = tmp_path / "one"
+    assert main(["profile", "gnplace.execute.examples:tiny", "--timer", "local", "--devices", "cpu",
+                 "--placements", "3", "--repeats", "2", "-o", str(out)]) == 0
+    assert "no placement splits this step" in capsys.readouterr().out
+    assert json.loads((out / "fidelity.json").read_text())["median_abs_error"] is None
 
 
 def test_profile_needs_a_factory(tmp_path, capsys):

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from gnplace.cluster import load_cluster
+from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.execute.dist import DistTimer
 from gnplace.execute.examples import tiny
 from gnplace.execute.local import LocalTimer
@@ -36,8 +36,10 @@ def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads
     assert cluster.num_devices == 2 and cluster.kinds == ["cpu-1t", "cpu-1t"]
     assert np.isfinite(graph.cost_s["cpu-1t"]).all() and graph.cost_s["cpu-1t"].sum() > 0
     assert "rank0-rank1" in calibration.links and calibration.links["rank0-rank1"]["latency"] >= 0
+    assert set(calibration.scale) == {"cpu-1t"} and 0.2 < calibration.scale["cpu-1t"] < 5
     assert len(rows) == 5 and all(r["measured_s"] > 0 and r["simulated_s"] > 0 for r in rows)
-    assert list(placements)[:2] == ["single:rank0", "single:rank1"]
+    assert not any(name.startswith("single") for name in placements)
+    assert all(len(np.unique(devices)) == 2 for devices in placements.values())  # each splits the step
 
 
 def test_calibration_of_this_process_devices():
@@ -58,3 +60,46 @@ def test_a_cuda_device_torch_does_not_see_is_one_error():
         parse_torch_devices(["cpu", f"cuda:{count}"])
     with pytest.raises(InvalidArgument, match="'bogus' is not a torch device"):
         parse_torch_devices(["bogus"])
+
+
+class _FixedTimer:
+    """A timer whose every step takes ``seconds`` (what the anchoring reads of a real one)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def time(self, graph, cluster, placement):
+        from gnplace.sim.timer import StepResult
+
+        n = cluster.num_devices
+        return StepResult(self.seconds, np.zeros(n), np.zeros(n), cluster.memory, cluster.device_names)
+
+
+def test_anchoring_scales_each_kind_to_the_timers_one_device_step():
+    from gnplace.execute.profile import _anchor_to_one_device_steps
+    from gnplace.sim.simulator import Simulator
+
+    step = import_step(*tiny())
+    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4), "v100": np.full(step.graph.num_ops, 3e-4)})
+    cluster = cluster_from_dict({"name": "ab", "devices": [{"name": "x", "kind": "k80"}, {"name": "y", "kind": "v100"}],
+                                 "links": {"default": "pcie3"}})
+    scale = _anchor_to_one_device_steps(graph, cluster, _FixedTimer(2e-3), ["k80", "v100"])
+    for k, kind in enumerate(["k80", "v100"]):
+        anchored = graph.replace(cost_s={**graph.cost_s, kind: graph.cost_s[kind] * scale[kind]})
+        single = np.full(graph.num_ops, k)
+        assert Simulator().time(anchored, cluster, single).step_time == pytest.approx(2e-3, rel=1e-9)
+    assert scale["k80"] == pytest.approx(3 * scale["v100"], rel=1e-6)
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_a_one_gpu_step_is_simulated_as_measured_after_calibration():
+    # each CUDA op is timed to its completion: unanchored, the simulator put a one-GPU convnet step
+    # 50% above the one LocalTimer measured (H200, 2026-11-27); a second timer measures afresh
+    from gnplace.execute.examples import convnet
+
+    step = import_step(*convnet())
+    calibration = calibrate(step, timer=LocalTimer(step, devices=["cuda:0", "cpu"], repeats=9),
+                            devices=["cuda:0", "cpu"], repeats=9)
+    check = LocalTimer(step, devices=["cuda:0", "cpu"], repeats=9)
+    [row] = simulator_error(calibration, check, {"single:cuda0": np.zeros(step.graph.num_ops, dtype=np.int64)})
+    assert row["error"] < 0.3, row
