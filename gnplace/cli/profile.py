@@ -77,8 +77,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
     for pair, link in calibration.links.items():
         print(f"  link {pair}: latency {link['latency'] * 1e6:.1f} us, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
+    overhead = {dev.kind: dev.launch_overhead for dev in calibration.cluster.devices}
     for kind, factor in calibration.scale.items():
-        print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it)")
+        print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it); "
+              f"other models get {overhead[kind] * 1e6:.1f} us per op on top of the measured rates")
     if rows:
         print(f"{'placement':<16} {'measured ms':>12} {'simulated ms':>13} {'error':>7}")
         for r in rows:

@@ -13,6 +13,12 @@ returns the graph with the measured seconds in ``cost_s`` (per device kind, summ
 cluster whose devices and links are the measured ones; :meth:`Calibration.save` writes both
 (``graph.gnpg`` and ``cluster.yaml``) for ``gnplace simulate``, ``place`` and ``finetune``.
 
+Another model placed on the calibrated cluster has no measured seconds: the simulator then models
+its ops (Paleo) from each device's measured matmul FLOP/s and copy bandwidth plus a per-op overhead,
+``launch_overhead``, which :func:`fitted_launch_overhead` sets so that the model gives the profiled
+step's one-device total (0 where the rates alone already give more). Without it a one-GPU step of
+a small model, launch-bound, was modelled 18-86 times too fast (H200, 2026-11-27).
+
 Device kinds of a calibrated cluster are named after what was measured (``cpu-1t``: one CPU
 thread; a GPU's name), so that measured costs never leak onto a preset's devices.
 """
@@ -38,7 +44,7 @@ from gnplace.graph import OpGraph
 
 __all__ = [
     "Calibration", "calibrate", "measure_op_seconds", "node_seconds", "fit_link", "probe_link", "LINK_SIZES",
-    "fidelity_placements", "simulator_error",
+    "fidelity_placements", "simulator_error", "fitted_launch_overhead",
 ]
 
 #: Message sizes of the link ping-pong, bytes.
@@ -368,8 +374,41 @@ def calibrate(
     cluster = cluster_from_dict(spec, source=name)
     scale = _anchor_to_one_device_steps(graph.replace(cost_s={**graph.cost_s, **seconds}), cluster, timer, kinds)
     seconds = {kind: values * scale[kind] for kind, values in seconds.items()}
+    for k, (device, kind) in enumerate(zip(spec_devices, kinds)):
+        device["launch_overhead"] = fitted_launch_overhead(graph, cluster, k, seconds[kind])
+    cluster = cluster_from_dict(spec, source=name)
     measured = graph.replace(cost_s={**graph.cost_s, **seconds})
     return Calibration(measured, cluster, seconds, links, spec, scale)
+
+
+def fitted_launch_overhead(graph: OpGraph, cluster: Cluster, device: int, seconds: np.ndarray) -> float:
+    """Seconds per op that the cost model adds on ``device`` so that its ops sum to ``seconds``'s total.
+
+    Args:
+        graph (OpGraph): the profiled step's graph.
+        cluster (Cluster): the calibrated cluster (its measured FLOP/s and bandwidth per device).
+        device (int): the device's index.
+        seconds (np.ndarray): the measured seconds of every node on that device, ``[num_ops]``.
+
+    Returns:
+        float: ``(sum(seconds) - sum(modelled)) / num_ops`` seconds, at least 0, where ``modelled`` is
+        the cost model's time of each op from the device's rates alone (no overhead).
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.sim.costmodel import op_times
+        >>> graph, cluster = chain_graph(4), load_cluster("k80x2")
+        >>> modelled = op_times(graph, cluster, launch_overhead=False)[:, 0]
+        >>> round(fitted_launch_overhead(graph, cluster, 0, modelled + 50e-6) * 1e6, 6)
+        50.0
+    """
+    from gnplace.sim.costmodel import op_times
+
+    if graph.num_ops == 0:
+        return 0.0
+    modelled = op_times(graph.replace(cost_s={}), cluster, launch_overhead=False)[:, device]
+    return max(0.0, float((np.sum(seconds) - np.sum(modelled)) / graph.num_ops))
 
 
 def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, kinds: list[str]) -> dict[str, float]:

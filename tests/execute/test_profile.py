@@ -5,7 +5,14 @@ from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.execute.dist import DistTimer
 from gnplace.execute.examples import tiny
 from gnplace.execute.local import LocalTimer
-from gnplace.execute.profile import calibrate, fidelity_placements, fit_link, node_seconds, simulator_error
+from gnplace.execute.profile import (
+    calibrate,
+    fidelity_placements,
+    fit_link,
+    fitted_launch_overhead,
+    node_seconds,
+    simulator_error,
+)
 from gnplace.execute.program import compile_step
 from gnplace.graph_io import load_graph
 from gnplace.importers.torch import import_step
@@ -37,6 +44,9 @@ def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads
     assert np.isfinite(graph.cost_s["cpu-1t"]).all() and graph.cost_s["cpu-1t"].sum() > 0
     assert "rank0-rank1" in calibration.links and calibration.links["rank0-rank1"]["latency"] >= 0
     assert set(calibration.scale) == {"cpu-1t"} and 0.2 < calibration.scale["cpu-1t"] < 5
+    for k, device in enumerate(cluster.devices):  # the per-op overhead other models are simulated with
+        fitted = fitted_launch_overhead(step.graph, calibration.cluster, k, calibration.node_seconds["cpu-1t"])
+        assert device.launch_overhead == pytest.approx(fitted) and fitted >= 0
     assert len(rows) == 5 and all(r["measured_s"] > 0 and r["simulated_s"] > 0 for r in rows)
     assert not any(name.startswith("single") for name in placements)
     assert all(len(np.unique(devices)) == 2 for devices in placements.values())  # each splits the step
@@ -103,3 +113,23 @@ def test_a_one_gpu_step_is_simulated_as_measured_after_calibration():
     check = LocalTimer(step, devices=["cuda:0", "cpu"], repeats=9)
     [row] = simulator_error(calibration, check, {"single:cuda0": np.zeros(step.graph.num_ops, dtype=np.int64)})
     assert row["error"] < 0.3, row
+
+
+def test_another_model_on_a_calibrated_cluster_gets_the_fitted_per_op_overhead():
+    # the profiled graph's seconds: the rates' model plus 40 us an op (a launch-bound GPU's shape)
+    from gnplace.sim.costmodel import op_times
+    from gnplace.sim.simulator import Simulator
+
+    step = import_step(*tiny())
+    graph = step.graph
+    spec = {"name": "m", "devices": [{"name": "g", "kind": "gpu-x", "peak_flops": 1e13, "mem_bandwidth": 1e12,
+                                      "memory": 1e10, "flops_efficiency": 1.0, "mem_efficiency": 1.0,
+                                      "launch_overhead": 0.0}], "links": {"default": "pcie3"}}
+    cluster = cluster_from_dict(spec)
+    seconds = op_times(graph, cluster, launch_overhead=False)[:, 0] + 40e-6
+    overhead = fitted_launch_overhead(graph, cluster, 0, seconds)
+    assert overhead == pytest.approx(40e-6)
+    spec["devices"][0]["launch_overhead"] = overhead
+    single = np.zeros(graph.num_ops, dtype=np.int64)
+    assert Simulator().time(graph, cluster_from_dict(spec), single).step_time == pytest.approx(seconds.sum())
+    assert fitted_launch_overhead(graph, cluster, 0, seconds * 0) == 0.0  # never negative
