@@ -190,6 +190,7 @@ def finetune(
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
         "step_time_s": result.step_time, "oom": result.is_oom, "chosen": chosen,
         "search_step_s": searched.step_time, "zero_shot_s": placer.last_zero_shot_step,
+        "zero_shot_budget_needed": placer.last_zero_shot_budget_needed,
         "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],
         "speedup_vs_single": relative_step(others["single"], result.step_time),

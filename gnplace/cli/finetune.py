@@ -73,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
               f"{summary['chosen']}'s placement, which is returned)")
     if summary.get("zero_shot_s") is not None:
         print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms  (a candidate; the search starts from auto)")
+    elif summary.get("zero_shot_budget_needed") is not None:
+        print(f"  zero-shot    not timed: its candidates and one PPO batch need --budget "
+              f"{summary['zero_shot_budget_needed']} or more")
     for name in ("auto", "single", "round_robin"):
         print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms")
     print(f"  best placement: {summary['placement']}")

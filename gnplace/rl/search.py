@@ -228,6 +228,7 @@ class PPOSearchPlacer:
         self.last_greedy_after_imitation: float | None = None
         self.last_greedy_after_search: float | None = None
         self.last_zero_shot_step: float | None = None
+        self.last_zero_shot_budget_needed: int | None = None  # set when the budget was too small to time it
 
     def __repr__(self) -> str:
         c = self.config
@@ -278,6 +279,7 @@ class PPOSearchPlacer:
             self.last_evaluations, self.last_step, self.last_history = 1, 0.0, list(problem.history)
             self.last_polish_evaluations = 0
             self.last_greedy_after_imitation = self.last_greedy_after_search = self.last_zero_shot_step = None
+            self.last_zero_shot_budget_needed = None
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
@@ -462,6 +464,7 @@ class PPOSearchPlacer:
             leave one PPO batch.
         """
         graph, cluster = problem.inp.graph, problem.inp.cluster
+        self.last_zero_shot_budget_needed = None
         if cluster.num_devices < 2:
             return None
         assert self.checkpoint is not None
@@ -469,6 +472,7 @@ class PPOSearchPlacer:
                               timer=counted)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
+            self.last_zero_shot_budget_needed = counted.evaluations + needed + 1 + 2 * self.config.samples
             return None
         before = counted.evaluations
         placement = placer.place(graph, cluster, seed=seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,9 +24,17 @@ def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
                  "-o", str(tmp_path / "run")]) == 0
     text = capsys.readouterr().out
     assert "fine-tuned" in text and "auto" in text and "round_robin" in text
+    # 30 evaluations leave no room for the zero-shot candidates beside a PPO batch: said, with the budget that does
+    needed = int(re.search(r"zero-shot +not timed: .* need --budget (\d+) or more", text).group(1))
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "--samples", "8", "--epochs", "1",
                  "-o", str(tmp_path / "run"), "--resume", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["evaluations"] <= 30
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["evaluations"] <= 30 and resumed["zero_shot_s"] is None
+    assert resumed["zero_shot_budget_needed"] == needed
+    assert main(["finetune", str(graph), "-c", "k80x2", "--budget", str(needed), "--samples", "8", "--epochs", "1",
+                 "-o", str(tmp_path / "enough"), "--json"]) == 0
+    enough = json.loads(capsys.readouterr().out)
+    assert enough["zero_shot_s"] is not None and enough["zero_shot_budget_needed"] is None
 
 
 def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
