@@ -103,11 +103,16 @@ def test_documented_command_names_real_options(doc, command, helps):
 
 
 def test_readme_quick_start_runs(monkeypatch, capsys):
-    """The README's Python quick start, run as written from the repository root."""
+    """The README's Python quick start, run as written from the repository root: the main job included."""
     blocks = _blocks((ROOT / "README.md").read_text(), "python")
     assert blocks
     monkeypatch.chdir(ROOT)
+    session: dict = {}  # the blocks continue one session, as a reader would type them
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+        exec(compile(block, "README.md", "exec"), session)  # noqa: S102 - the README's own example
     printed = capsys.readouterr().out
     assert re.search(r"\d+\.\d{3} ms, bound \d+\.\d{3} ms", printed)
+    step = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(single|auto|policy|bound) +(\d+\.\d{3}) ms$",
+                                                                printed, re.MULTILINE)}
+    assert step.keys() == {"single", "auto", "policy", "bound"}, printed
+    assert step["bound"] <= step["policy"] <= step["auto"] <= step["single"]  # zero-shot is never slower than auto
