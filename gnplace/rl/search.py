@@ -251,6 +251,7 @@ class PPOSearchPlacer:
 
         from gnplace.train import AtomicCheckpointIO, PlacementDataModule, PlacementLearner, StopAtBudget
 
+        self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
         last = None if self.out is None else Path(self.out) / "last.ckpt"
         identity = {} if last is None else self.run_identity(graph, cluster)
         if identity:  # the run's seed too: resuming under another would mix two runs' draws
@@ -278,8 +279,7 @@ class PPOSearchPlacer:
         if problem.reference_step <= 0 and not problem.best_oom:  # a step of no work (0 s): nothing is faster
             self.last_evaluations, self.last_step, self.last_history = 1, 0.0, list(problem.history)
             self.last_polish_evaluations = 0
-            self.last_greedy_after_imitation = self.last_greedy_after_search = self.last_zero_shot_step = None
-            self.last_zero_shot_budget_needed = None
+            self.last_greedy_after_imitation = self.last_greedy_after_search = None
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
@@ -464,7 +464,6 @@ class PPOSearchPlacer:
             leave one PPO batch.
         """
         graph, cluster = problem.inp.graph, problem.inp.cluster
-        self.last_zero_shot_budget_needed = None
         if cluster.num_devices < 2:
             return None
         assert self.checkpoint is not None

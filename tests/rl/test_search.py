@@ -134,6 +134,11 @@ def test_fine_tuning_returns_the_better_of_its_search_and_the_zero_shot_placemen
     short = FineTunePlacer(budget=50, samples=8, epochs=1)  # too small a budget for the zero-shot candidates
     short.place(g, c, seed=0)
     assert short.last_zero_shot_step is None
+    needed = short.last_zero_shot_budget_needed  # the reference, the candidates (at most), one batch of 8
+    assert needed is not None and 1 + 57 + 1 + 2 * 8 <= needed <= 100
+    assert placer.last_zero_shot_budget_needed is None and plain.last_zero_shot_budget_needed is None
+    short.place(g, load_cluster("k80x2"), seed=0)  # another call says its own, not the last one's
+    assert short.last_zero_shot_budget_needed is not None and short.last_zero_shot_budget_needed < needed
 
 
 def test_an_annealing_prelude_starts_the_search_from_annealings_best():
