@@ -751,7 +751,8 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     devices = args.devices.split(",") if args.devices else None
     summary: dict[str, Any] = {"graphs": {}, "timer": args.timer, "devices": devices}
-    errors = []
+    errors: list[float] = []
+    biases: list[float] = []
     for source in args.graphs:
         step, _ = load_step_source(source)
         name = source.rpartition(":")[2]
@@ -766,8 +767,11 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
             if hasattr(timer, "close"):
                 timer.close()
         errors += [r["error"] for r in rows]
+        signed = [r["simulated_s"] / r["measured_s"] - 1.0 for r in rows]  # > 0: the simulator predicts too slow
+        biases += signed
         entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
-                                 "median_abs_error": statistics.median(r["error"] for r in rows) if rows else None}
+                                 "median_abs_error": statistics.median(r["error"] for r in rows) if rows else None,
+                                 "median_signed_error": statistics.median(signed) if signed else None}
         if args.finetune_budget:
             shutil.rmtree(out / name / "finetune", ignore_errors=True)  # this run's calibration: fine-tune anew
             tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
@@ -778,10 +782,12 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
             entry["finetune"] = {k: v for k, v in tuned.items() if k != "history"}
         summary["graphs"][name] = entry
         print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
+                          "median_signed_error": entry["median_signed_error"],
                           **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
                               "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
                              if "finetune" in entry else {})}), flush=True)
     summary["median_abs_error"] = statistics.median(errors) if errors else None
+    summary["median_signed_error"] = statistics.median(biases) if biases else None
     summary["placements"] = len(errors)
     (out / "fidelity.json").write_text(json.dumps(summary, indent=1))
     return summary
@@ -1077,7 +1083,8 @@ def run(args: argparse.Namespace) -> int:
             print("no placement splits these steps over these devices: nothing to check the simulator on")
         else:
             print(f"median absolute error over {fidelity['placements']} placements that split the step: "
-                  f"{fidelity['median_abs_error']:.1%}")
+                  f"{fidelity['median_abs_error']:.1%} (median signed error {fidelity['median_signed_error']:+.1%}: "
+                  "simulated over measured, minus 1)")
         return 0
     if args.bench == "finetune":
         rows = bench_finetune(args)

@@ -25,6 +25,10 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
     assert set(summary["graphs"]) == {"tiny", "branchy"} and summary["placements"] == 6
     for entry in summary["graphs"].values():
         assert len(entry["placements"]) == 3 and entry["finetune"]["step_time_s"] > 0
+        signed = sorted(r["simulated_s"] / r["measured_s"] - 1 for r in entry["placements"])
+        assert entry["median_signed_error"] == pytest.approx(signed[1])  # > 0: the simulator too slow
+        assert not any(r["name"].startswith("single") for r in entry["placements"])  # calibration's own
+    assert "median signed error" in done.stdout
 
 
 def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_script):
