@@ -107,7 +107,8 @@ def finetune(
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Step times
         in seconds: ``step_time_s`` of the placement returned (``chosen``: ``"search"``, or ``"auto"`` or
         ``"single"`` when the search's best measured slower afresh), ``search_step_s`` of the search's best,
-        and those of ``single``, ``round_robin``, ``auto`` and the zero-shot placement.
+        and those of ``single``, ``round_robin``, ``auto`` and the zero-shot placement, each measured
+        afresh after the search (``zero_shot_s`` is ``None`` when the budget left it untimed).
 
     Raises:
         InvalidArgument: for an unknown timer, or a real timer with a graph file.
@@ -115,7 +116,7 @@ def finetune(
             foreign or another run's (nothing in ``out`` is written then).
     """
     from gnplace.cluster import load_cluster
-    from gnplace.placement import save_placement
+    from gnplace.placement import Placement, save_placement
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
 
@@ -174,6 +175,9 @@ def finetune(
             placed[name] = get_placer(name, **kwargs).place(graph, cluster, seed=seed)
             measured[name] = step_timer.time(graph, cluster, placed[name])
         result = searched = step_timer.time(graph, cluster, best)
+        zero_shot_devices = placer.last_zero_shot_placement  # measured afresh too (the search's was one draw)
+        zero_shot_s = None if zero_shot_devices is None else \
+            step_timer.time(graph, cluster, Placement(zero_shot_devices, cluster)).step_time
         chosen = "search"
         fastest = min(("auto", "single"), key=lambda name: (measured[name].is_oom, measured[name].step_time))
         if (result.is_oom, result.step_time) > (measured[fastest].is_oom, measured[fastest].step_time):
@@ -189,7 +193,7 @@ def finetune(
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
         "step_time_s": result.step_time, "oom": result.is_oom, "chosen": chosen,
-        "search_step_s": searched.step_time, "zero_shot_s": placer.last_zero_shot_step,
+        "search_step_s": searched.step_time, "zero_shot_s": zero_shot_s,
         "zero_shot_budget_needed": placer.last_zero_shot_budget_needed,
         "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],

@@ -56,6 +56,24 @@ def test_a_search_best_that_measures_slower_afresh_is_not_returned(tmp_path, mon
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["chosen"] == summary["chosen"]
 
 
+def test_the_zero_shot_placement_is_reported_as_measured_afresh_not_as_the_search_drew_it(tmp_path, monkeypatch):
+    """On real steps the search's timing of the zero-shot placement is one (possibly lucky) draw."""
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+
+    path = save_graph(mlp_training_graph(layers=3, width=256, batch=32), tmp_path / "g.gnpg")
+
+    def lucky_zero_shot(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_history = 1, [(1, 0.0)]
+        self.last_zero_shot_step = 1e-9  # a measurement no later one repeats
+        self.last_zero_shot_placement = get_placer("round_robin").place(graph, cluster, seed=seed).devices
+        return get_placer("auto").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", lucky_zero_shot)
+    summary = finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["zero_shot_s"] == summary["round_robin_s"] > 1e-6
+
+
 def _logged_iterations(out):
     """The iterations every session of a fine-tuning run logged (Lightning's CSV logs), in order."""
     import csv

@@ -227,7 +227,8 @@ class PPOSearchPlacer:
         self.last_history: list[tuple[int, float]] = []
         self.last_greedy_after_imitation: float | None = None
         self.last_greedy_after_search: float | None = None
-        self.last_zero_shot_step: float | None = None
+        self.last_zero_shot_step: float | None = None  # as the search timed it (real steps: one noisy measurement)
+        self.last_zero_shot_placement: np.ndarray | None = None  # its devices [num_ops], to measure afresh
         self.last_zero_shot_budget_needed: int | None = None  # set when the budget was too small to time it
 
     def __repr__(self) -> str:
@@ -252,6 +253,7 @@ class PPOSearchPlacer:
         from gnplace.train import AtomicCheckpointIO, PlacementDataModule, PlacementLearner, StopAtBudget
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
+        self.last_zero_shot_placement = None
         last = None if self.out is None else Path(self.out) / "last.ckpt"
         identity = {} if last is None else self.run_identity(graph, cluster)
         if identity:  # the run's seed too: resuming under another would mix two runs' draws
@@ -483,7 +485,7 @@ class PPOSearchPlacer:
         else:  # counted now, offered after the search
             problem.evaluations += spent
             problem.history.append((problem.evaluations, problem.best_step))
-        self.last_zero_shot_step = step
+        self.last_zero_shot_step, self.last_zero_shot_placement = step, placement.devices.copy()
         return placement.devices, step, oom, problem.evaluations, spent
 
 
