@@ -26,15 +26,12 @@ tensor once.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.cstdout import quiet_c_stdout
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
@@ -193,7 +190,7 @@ def metis_parts(
                                   graph.edge_bytes.astype(np.float64), count)
     vweights = np.maximum(1, np.round(seconds / max(seconds.max(), 1e-300) * 1e6)).astype(np.int64)
     options = pymetis.Options(seed=seed, contig=False)
-    with _quiet_stdout():  # METIS prints notes on nearly empty bisections from C
+    with quiet_c_stdout():  # METIS prints notes on nearly empty bisections from C
         _, raw_parts = pymetis.part_graph(
             num_parts, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
             eweights=eweights.tolist(), options=options,
@@ -219,20 +216,6 @@ def partition_units(
     if int(label.max(initial=-1)) + 1 <= num_groups:
         return label
     return metis_parts(graph, label, unit_seconds, num_groups, seed=seed)[label]
-
-
-@contextlib.contextmanager
-def _quiet_stdout() -> Iterator[None]:
-    """Send file descriptor 1 to /dev/null for the duration (silences C libraries)."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 1)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
 
 
 def _acyclic_nodes(graph: OpGraph, part_of_op: np.ndarray) -> np.ndarray:

@@ -608,6 +608,7 @@ def pretrain(
         AtomicCheckpointIO,
         PlacementDataModule,
         PlacementLearner,
+        RunProgressBar,
         StopAfter,
         TimedCheckpoint,
     )
@@ -652,7 +653,8 @@ def pretrain(
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
                 callbacks=[StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
-                           TimedCheckpoint(last, schedule.checkpoint_every_s)],
+                           TimedCheckpoint(last, schedule.checkpoint_every_s)]
+                + ([RunProgressBar()] if progress else []),
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
                 use_distributed_sampler=False, deterministic=False, plugins=[AtomicCheckpointIO()],

@@ -34,6 +34,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from gnplace.cluster import Cluster, load_cluster
@@ -659,6 +660,17 @@ class StopAfter(L.Callback):
             trainer.should_stop = True
 
 
+class RunProgressBar(RichProgressBar):
+    """Lightning's rich progress bar, titled for a run that :class:`StopAfter` ends, not an epoch limit.
+
+    Such a run sets ``max_epochs=-1``, which the stock bar writes as "Epoch 3/-2"; this one writes "Epoch 3".
+    """
+
+    def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
+        title = f"Epoch {current_epoch}"
+        return f"{title:{len(self.validation_description)}}"  # padded as the stock bar does, against flicker
+
+
 class StopAtBudget(L.Callback):
     """Stop training once a budgeted timer has fewer than ``keep`` evaluations left.
 
@@ -777,8 +789,9 @@ def fit(
     learner = PlacementLearner(config, timer)
     last = out / "checkpoints" / "last.ckpt"
     trainer = L.Trainer(
-        max_epochs=-1, accelerator="cpu", devices=1, callbacks=[TimedCheckpoint(last, checkpoint_every_s),
-                                                                StopAfter(iterations)],
+        max_epochs=-1, accelerator="cpu", devices=1,
+        callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations)]
+        + ([RunProgressBar()] if progress else []),
         enable_checkpointing=False,
         logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
         enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, limit_val_batches=0,

@@ -142,3 +142,10 @@ def test_elite_target_is_checked():
     assert LearnerConfig(elite_target="samples").elite_target == "samples"
     with pytest.raises(InvalidArgument, match="elite_target"):
         LearnerConfig(elite_target="auto")
+
+
+def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
+    from gnplace.train import RunProgressBar
+
+    # the stock bar writes "Epoch 3/-2" for max_epochs=-1, which the runs ended by StopAfter use
+    assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"

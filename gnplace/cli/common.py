@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import re
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,12 @@ def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> No
     """Refuse an output folder ``path`` that is a file, before any work is done (:class:`InvalidArgument`)."""
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
+
+
+def note_nothing_to_resume(last: str | os.PathLike[str], prog: str) -> None:
+    """Say on stderr that ``--resume`` found no checkpoint ``last``, so the run starts afresh (rank 0 only)."""
+    if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0" and not Path(last).exists():
+        print(f"{prog}: --resume: no {os.fspath(last)} yet, so a new run starts", file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -48,11 +48,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     import json
+    from pathlib import Path
 
-    from gnplace.cli.common import check_output_folder
+    from gnplace.cli.common import check_output_folder, note_nothing_to_resume
     from gnplace.finetune import finetune
 
     check_output_folder(args.out, "--out")
+    if args.resume:
+        note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune")
     summary = finetune(
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,

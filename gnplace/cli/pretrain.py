@@ -39,11 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
-    from gnplace.cli.common import check_output_folder
+    from pathlib import Path
+
+    from gnplace.cli.common import check_output_folder, note_nothing_to_resume
     from gnplace.pretrain import load_pretrain_config, pretrain
 
     check_output_folder(args.out)
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
+    if args.resume:
+        note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes,
                       progress=not args.no_progress, export=args.export)

@@ -23,6 +23,7 @@ import numpy as np
 import pymetis
 
 from gnplace.cluster import Cluster
+from gnplace.cstdout import quiet_c_stdout
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.base import check_flag, check_fraction
@@ -82,10 +83,11 @@ def partition_groups(
     kwargs = dict(vweights=_integer_weights(weight, 1e7).tolist(), tpwgts=tpwgts, options=options)
     if w.size:
         kwargs["eweights"] = _integer_weights(w, 1e8).tolist()
-    if hasattr(pymetis, "CSRAdjacency"):
-        result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj.tolist(), b.tolist()), **kwargs)
-    else:  # pragma: no cover - pymetis < 2025.2
-        result = pymetis.part_graph(parts, xadj=xadj.tolist(), adjncy=b.tolist(), **kwargs)
+    with quiet_c_stdout():  # METIS's notes on bisections with a small target share, printed from C
+        if hasattr(pymetis, "CSRAdjacency"):
+            result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj.tolist(), b.tolist()), **kwargs)
+        else:  # pragma: no cover - pymetis < 2025.2
+            result = pymetis.part_graph(parts, xadj=xadj.tolist(), adjncy=b.tolist(), **kwargs)
     return np.asarray(result[1], dtype=np.int64)
 
 

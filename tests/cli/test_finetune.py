@@ -28,12 +28,16 @@ def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
     needed = int(re.search(r"zero-shot +not timed: .* need --budget (\d+) or more", text).group(1))
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "--samples", "8", "--epochs", "1",
                  "-o", str(tmp_path / "run"), "--resume", "--json"]) == 0
-    resumed = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    resumed = json.loads(captured.out)
+    assert "a new run starts" not in captured.err  # there was a run to resume
     assert resumed["evaluations"] <= 30 and resumed["zero_shot_s"] is None
     assert resumed["zero_shot_budget_needed"] == needed
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", str(needed), "--samples", "8", "--epochs", "1",
-                 "-o", str(tmp_path / "enough"), "--json"]) == 0
-    enough = json.loads(capsys.readouterr().out)
+                 "-o", str(tmp_path / "enough"), "--json", "--resume"]) == 0
+    captured = capsys.readouterr()
+    enough = json.loads(captured.out)
+    assert "--resume: no " in captured.err and "so a new run starts" in captured.err  # nothing there to resume
     assert enough["zero_shot_s"] is not None and enough["zero_shot_budget_needed"] is None
 
 

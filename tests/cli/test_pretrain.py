@@ -61,3 +61,12 @@ def test_bad_config_and_bad_resume_exit_2(tmp_path, capsys):
     assert main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--resume", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error:") and err.count("\n") == 1
+
+
+def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path, capsys):
+    config = _config(tmp_path)
+    code = main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--no-progress", "--resume"])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "--resume: no " in captured.err and "so a new run starts" in captured.err
+    assert json.loads(captured.out)["iterations"] == 2

@@ -5,6 +5,8 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,15 @@ def test_against_single_and_round_robin_on_the_example(cluster, example_step_tim
     # a min-cut partition keeps neighbouring layers together, so it overlaps less of the backward
     # pass than round robin's alternating layers on four GPUs (see test_m_etf.py)
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin
+
+
+def test_metis_notes_printed_from_c_stay_off_stdout(capfd):
+    # ptb_017 (72 groups) on this random 8-device cluster makes METIS print "***Cannot bisect a graph with
+    # 0 vertices!" from C: past sys.stdout, into a progress bar or a --json document
+    from gnplace.cluster_sampler import random_cluster
+    from gnplace.graph_io import load_graph
+
+    graph = load_graph(Path(__file__).resolve().parents[2] / "datasets" / "ptb" / "ptb_017.gnpg")
+    placement = MetisPlacer().place(graph, random_cluster(1001), seed=0)
+    assert placement.devices.shape == (graph.num_ops,)
+    assert capfd.readouterr().out == ""

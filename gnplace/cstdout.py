@@ -1,0 +1,35 @@
+"""Silence what C libraries write to standard output.
+
+METIS (through pymetis) prints notes such as ``***Cannot bisect a graph with 0 vertices!`` from C when a
+recursive bisection meets a part with a small target share; they go to file descriptor 1, past
+``sys.stdout``, and would land in the middle of a progress bar or a ``--json`` document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
+__all__ = ["quiet_c_stdout"]
+
+
+@contextlib.contextmanager
+def quiet_c_stdout() -> Iterator[None]:
+    """Send file descriptor 1 to ``/dev/null`` for the duration; Python's ``sys.stdout`` is flushed first.
+
+    Examples:
+        >>> with quiet_c_stdout():
+        ...     os.write(1, b"not shown\\n")
+        10
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
