@@ -8,11 +8,20 @@ recursive bisection meets a part with a small target share; they go to file desc
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
 from collections.abc import Iterator
 
 __all__ = ["quiet_c_stdout"]
+
+
+def _flush_c_stdio() -> None:
+    """Flush the C library's stdio buffers, so that text a C call buffered goes where fd 1 points now."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to load by name (Windows): nothing buffered to flush
+        pass
 
 
 @contextlib.contextmanager
@@ -31,5 +40,6 @@ def quiet_c_stdout() -> Iterator[None]:
         try:
             yield
         finally:
+            _flush_c_stdio()  # into /dev/null, not into whatever is written after
             os.dup2(saved, 1)
             os.close(saved)

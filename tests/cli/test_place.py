@@ -255,3 +255,19 @@ def test_an_impossible_memory_budget_is_one_error_and_writes_nothing(tmp_path, c
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error: no placement of 'mlp2x8w2048b512' fits the memory of 'tiny': its parameters")
     assert err.count("\n") == 1
+
+
+def test_json_stays_json_when_metis_prints_from_c(tmp_path):
+    # on p100x16 METIS prints "***Cannot bisect a graph with 0 vertices!" from C; with stdout a pipe, C buffers it,
+    # and it once came out ahead of the JSON document
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "gnplace.cli", "place", str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg"),
+         "-c", str(ROOT / "configs" / "clusters" / "p100x16.yaml"), "-p", "metis", "--json",
+         "-o", str(tmp_path / "p.json")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["placer"] == "metis"
