@@ -1,0 +1,41 @@
+"""``quiet_c_stdout``: what C writes to standard output inside is dropped, what comes after is kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gnplace.cstdout import quiet_c_stdout
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="C's stdio through ctypes.CDLL(None)")
+
+# C's stdout is fully buffered when it is not a terminal, unless Python runs unbuffered (-u, PYTHONUNBUFFERED):
+# so a fresh interpreter without it, writing to a pipe, where a buffer the block left would come out after it
+_SCRIPT = """
+import ctypes, os
+from gnplace.cstdout import quiet_c_stdout
+libc = ctypes.CDLL(None)
+print("before", flush=True)
+with quiet_c_stdout():
+    libc.printf(b"buffered by C\\n")
+    os.write(1, b"written to fd 1\\n")
+libc.fflush(None)
+print("after", flush=True)
+"""
+
+
+def test_c_output_inside_is_dropped_and_output_after_is_kept():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "before\nafter\n"
+
+
+def test_fd_1_is_given_back_after_an_exception(capfd):
+    with pytest.raises(RuntimeError), quiet_c_stdout():
+        raise RuntimeError("inside")
+    os.write(1, b"still here\n")
+    assert capfd.readouterr().out == "still here\n"
