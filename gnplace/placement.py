@@ -170,11 +170,23 @@ def save_placement(
     return write_atomically(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
 
 
-def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluster) -> Placement:
+def load_placement(
+    path: str | os.PathLike[str], graph: OpGraph, cluster: Cluster | str | os.PathLike[str] | None = None, *,
+    warn_other_name: bool = True,
+) -> Placement:
     """Read a placement file written by :func:`save_placement` for ``graph`` on ``cluster``.
 
+    Args:
+        path (str or Path): the placement file.
+        graph (OpGraph): the graph it places.
+        cluster (Cluster, str or Path, optional): the cluster it was made for, or its preset name or YAML
+            file (default: the preset the file names).
+        warn_other_name (bool, optional): warn when the file names another graph (default: :obj:`True`).
+
     Raises:
-        InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit.
+        InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit; or, without
+            ``cluster``, if the cluster the file names is not a preset.
+        InvalidCluster: if ``cluster`` is a name or file that does not load.
 
     Warns (:class:`UserWarning`) when the file was written for a graph of another name whose op
     names are all the same: such a placement applies, but may not be the one meant.
@@ -194,12 +206,30 @@ def load_placement(path: str | os.PathLike[str], graph: OpGraph, cluster: Cluste
         raise InvalidPlacement(
             f"{path}: placement file version {version!r}; this gnplace reads version {VERSION} (write it again)"
         )
+    if cluster is None:
+        cluster = _recorded_cluster(data, path)
+    elif not isinstance(cluster, Cluster):
+        from gnplace.cluster import load_cluster
+
+        cluster = load_cluster(cluster)
     placement = _from_names(graph, cluster, data["placement"], source=str(path))
     written_for = data.get("graph")
-    if isinstance(written_for, str) and written_for and written_for != graph.name:
+    if warn_other_name and isinstance(written_for, str) and written_for and written_for != graph.name:
         import warnings
 
         # every op name matched, so the placement applies; the user may still have picked the wrong file
         warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
                       "so it is used as it is", stacklevel=2)
     return placement
+
+
+def _recorded_cluster(data: dict[str, Any], path: Path) -> Cluster:
+    """The preset that a placement file names as its cluster (:class:`InvalidPlacement` if it names none)."""
+    from gnplace.cluster import load_cluster, preset_names
+
+    name = data.get("cluster")
+    if not isinstance(name, str) or not name:
+        raise InvalidPlacement(f"{path}: names no cluster; give the cluster it was made for")
+    if name not in preset_names():
+        raise InvalidPlacement(f"{path}: was made for cluster {name!r}, which is not a preset; give its cluster file")
+    return load_cluster(name)

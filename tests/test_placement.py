@@ -183,6 +183,24 @@ def test_save_load_round_trip(tmp_path, k80x4):
     assert list(data["placement"]) == list(g.node_names)
 
 
+def test_load_takes_the_cluster_the_file_names_or_the_one_given(tmp_path, k80x4):
+    g = mlp_training_graph(layers=2, width=8, batch=4)
+    path = save_placement(tmp_path / "p.json", g, Placement.from_groups(g, k80x4, [3, 0, 2]))
+    by_name = load_placement(path, g)  # the preset the file names
+    assert by_name.cluster.name == "k80x4" and by_name.devices.tolist() == load_placement(path, g, k80x4).devices.tolist()
+    assert load_placement(path, g, "k80x4").cluster.name == "k80x4"
+    data = json.loads(path.read_text())
+    data["cluster"] = "my_lab"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidPlacement, match="made for cluster 'my_lab', which is not a preset; give its cluster file"):
+        load_placement(path, g)
+    del data["cluster"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(InvalidPlacement, match="names no cluster"):
+        load_placement(path, g)
+    assert load_placement(path, g, k80x4).devices.tolist() == by_name.devices.tolist()
+
+
 def test_save_defaults_and_overwrite(tmp_path, k80x2):
     g = chain_graph(3)
     path = tmp_path / "p.json"

@@ -21,6 +21,7 @@ flag) is a constant of the step: a call with another value is refused.
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -165,20 +166,24 @@ def apply(
     loss: Callable[[Any], torch.Tensor] | None = None,
     devices: Sequence[str] | None = None,
     step: Any = None,
+    cluster: Any = None,
 ) -> PlacedModule:
     """A module whose training step runs placed (see the module docstring).
 
     Args:
         module (torch.nn.Module): the model.
-        placement (Placement): a placement of the training graph of ``module`` on ``example_inputs``
-            (``import_step(module, example_inputs, loss=loss).graph``), on a cluster whose devices are
-            torch devices here.
+        placement (Placement, str or Path): a placement of the training graph of ``module`` on
+            ``example_inputs`` (``import_step(module, example_inputs, loss=loss).graph``), on a cluster whose
+            devices are torch devices here; or a placement file of it, as ``gnplace place MODULE:FACTORY -o
+            FILE``, ``scripts/place.py`` and ``gnplace finetune`` (``OUT/placement.json``) write.
         example_inputs (tuple): inputs shaped as the training batches (a lone tensor is one input);
             those with ``requires_grad`` get gradients when the placed module is called with such inputs.
         loss (callable, optional): maps the module's output to a scalar loss (default: the module returns it).
         devices (Sequence[str], optional): torch device of each cluster device (default: CPUs ``cpu``,
             GPUs ``cuda:0..``).
         step (ImportedStep, optional): the step already recorded (default: recorded here).
+        cluster (Cluster, str or Path, optional): with a placement file, the cluster it was made for, or its
+            preset name or YAML file (default: the preset the file names).
 
     Returns:
         PlacedModule: call it with a batch to get the loss; ``backward()`` fills the parameters' gradients.
@@ -201,10 +206,19 @@ def apply(
 
     if step is None:
         step = import_step(module, example_inputs, loss=loss)
-    cluster = getattr(placement, "cluster", None)
-    if cluster is None:
-        raise InvalidArgument("apply needs a Placement (it names the cluster whose devices run the step)")
-    return PlacedModule(module, step, placement, torch_devices(cluster, devices))
+    if isinstance(placement, (str, os.PathLike)):
+        from gnplace.placement import load_placement
+
+        # the command line names a module:factory's graph after the factory, import_step after the module's
+        # class: the names differ by design, and every op name must match anyway
+        placement = load_placement(placement, step.graph, cluster, warn_other_name=False)
+    elif cluster is not None:
+        raise InvalidArgument("cluster= goes with a placement file; a Placement holds its own cluster")
+    placed_on = getattr(placement, "cluster", None)
+    if placed_on is None:
+        raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
+                              "run the step)")
+    return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
 
 
 def _same_constant(value: Any, recorded: Any) -> bool:

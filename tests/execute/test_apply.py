@@ -308,3 +308,27 @@ def test_another_mode_or_dtype_than_recorded_is_refused():
         placed(x)
     placed.train()
     placed(x)
+
+
+def test_a_placement_file_written_by_the_cli_applies(tmp_path):
+    # what a user does: place a module:factory from the command line, then train the module with the file
+    from gnplace.cli import main
+    from gnplace.execute.examples import branchy
+
+    path = tmp_path / "p.json"
+    assert main(["place", "gnplace.execute.examples:branchy", "-c", "k80x2", "-p", "round_robin", "-o", str(path)]) == 0
+    module, inputs = branchy()
+    reference = copy.deepcopy(module)
+    placed = gnplace.apply(module, path, inputs, devices=["cpu", "cpu"])  # the file names k80x2, a preset
+    again = gnplace.apply(copy.deepcopy(reference), str(path), inputs, devices=["cpu", "cpu"], cluster="k80x2")
+    loss = placed(*inputs)
+    loss.backward()
+    torch.testing.assert_close(loss, again(*inputs))
+    eager = reference(*inputs)
+    eager.backward()
+    torch.testing.assert_close(loss, eager)
+    for a, b in zip(module.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    with pytest.raises(InvalidArgument, match="cluster= goes with a placement file"):
+        gnplace.apply(module, Placement([0] * import_step(module, inputs).graph.num_ops, load_cluster("k80x2")),
+                      inputs, devices=["cpu", "cpu"], cluster="k80x2")
