@@ -12,7 +12,7 @@ import numpy as np
 from gnplace.cli.common import mib, ms, whole_number
 from gnplace.cluster import load_cluster
 from gnplace.graph import PHASES, OpGraph
-from gnplace.graph_io import load_graph
+from gnplace.importers.sources import load_graph_source
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.bounds import critical_path
 from gnplace.sim.simulator import Simulator
@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
     """Register ``inspect`` on the subparsers ``sub``."""
     p = sub.add_parser("inspect", help="summarise a graph", description="Summarise GRAPH: ops by phase and type, "
                        "FLOP, bytes, groups, critical path and simulated single-device step time on a cluster.")
-    p.add_argument("graph", help="graph file")
+    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--top", type=whole_number, default=10, help="op types to list (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -64,7 +64,7 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace inspect``."""
-    report = summarise(load_graph(args.graph), args.cluster, args.top)
+    report = summarise(load_graph_source(args.graph), args.cluster, args.top)
     if args.json:
         print(json.dumps(report, indent=1))
         return 0

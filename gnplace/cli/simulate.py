@@ -8,7 +8,8 @@ from typing import Any
 
 from gnplace.cli.common import mib, ms, require_ops, resolve_placement, whole_number, writing
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import check_writable, load_graph
+from gnplace.graph_io import check_writable
+from gnplace.importers.sources import load_graph_source
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 
@@ -21,7 +22,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
                        description="Simulate one training step of GRAPH placed on a cluster; print step time, "
                        "lower bound, utilisation and memory of every device.")
-    p.add_argument("graph", help="graph file (.gnpg or .json)")
+    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset name or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default",
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
     if args.timeline:
         check_writable(args.timeline, "--timeline", TIMELINE_SUFFIXES)
-    graph = require_ops(load_graph(args.graph), args.graph)
+    graph = require_ops(load_graph_source(args.graph), args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)

@@ -36,6 +36,12 @@ def test_inspect_table(tmp_path, capsys):
     assert "by phase" in out and "matmul" in out and "single device" in out
 
 
+def test_inspect_a_module_factory(capsys):
+    assert main(["inspect", "gnplace.execute.examples:tiny", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ops"] > 0 and report["ops_by_phase"]["update"] > 0
+
+
 def test_inspect_bad_graph_is_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.gnpg"
     bad.write_bytes(b"\x1f\x8b\x08\x00broken")

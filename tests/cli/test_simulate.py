@@ -147,6 +147,16 @@ def test_placement_file_as_placer(capsys, graph_file, tmp_path):
     assert [d["busy_s"] for d in report["devices"]] == busy
 
 
+def test_module_factory_and_its_placement_file(capsys, tmp_path):
+    # gnplace place takes MODULE:FACTORY and writes a placement file; simulate takes the same pair
+    path = tmp_path / "p.json"
+    assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "round_robin", "-o", str(path),
+                 "--json"]) == 0
+    placed = json.loads(capsys.readouterr().out)
+    report = json.loads(run_ok(capsys, "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", str(path), "--json"))
+    assert report["placer"] == "p.json" and report["step_time_s"] == placed["step_time_s"]
+
+
 def test_oom_shown_in_table(capsys, tmp_path):
     g = OpGraph(["w"], param_bytes=[2 * 2**30], name="fat")
     path = save_graph(g, tmp_path / "fat.gnpg")
