@@ -405,13 +405,14 @@ def _identity(graph_path: str, cluster_name: str, placer: str, seed: int) -> tup
 
 def evaluate(
     tasks: Iterable[Task], out: str | os.PathLike[str], *, jobs: int = 1,
-    progress: Callable[[Row], None] | None = None,
+    progress: Callable[[Row], None] | None = None, reused: Callable[[int], None] | None = None,
 ) -> list[Row]:
     """Run ``tasks`` (in ``jobs`` processes), appending rows to ``out/results.csv``; returns all rows.
 
     A task whose :func:`task_key` matches a saved row is not run again; a saved row of the same
     graph, cluster, placer and seed made with other inputs is replaced. Rows of other tasks in the
-    file are kept (an evaluation can be extended placer by placer).
+    file are kept (an evaluation can be extended placer by placer). ``progress`` is called with each
+    row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved rows stand.
 
     Raises:
         GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found.
@@ -437,6 +438,8 @@ def evaluate(
             done.append(row)
     have = {r.key for r in done}
     todo = [(t, k) for t, k in keyed if k not in have]
+    if reused is not None:
+        reused(len({k for _, k in keyed} & have))
     names = [f.name for f in fields(Row)]
     # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
     text = io.StringIO(newline="")

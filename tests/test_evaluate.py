@@ -44,12 +44,13 @@ def test_run_task_times_the_placement(graphs):
 def test_evaluate_writes_rows_and_resumes(graphs, tmp_path):
     tasks = [Task(str(g), c, p) for g in collect_graphs([str(graphs)]) for c in ("k80x2", "tight4") for p in ("single", "round_robin")]
     out = tmp_path / "out"
-    seen = []
-    rows = evaluate(tasks, out, progress=seen.append)
+    seen, counts = [], []
+    rows = evaluate(tasks, out, progress=seen.append, reused=counts.append)
     assert len(rows) == len(seen) == 8
     again = []
-    rows2 = evaluate(tasks, out, progress=again.append)
+    rows2 = evaluate(tasks, out, progress=again.append, reused=counts.append)
     assert again == [] and len(rows2) == 8  # nothing run twice
+    assert counts == [0, 8]  # told before running: the saved rows that stand
     # a line cut short by an interruption is run again
     text = (out / "results.csv").read_text().splitlines()
     (out / "results.csv").write_text("\n".join(text[:-1] + [text[-1][:10]]) + "\n")

@@ -80,7 +80,12 @@ def run(args: argparse.Namespace) -> int:
              for g in graphs for c in clusters for p in placers]
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
         job = bar.add_task("evaluate", total=len(tasks))
-        rows = evaluate(tasks, args.out, jobs=args.jobs,
+        def resume_at(count: int) -> None:  # a rerun starts its bar at the rows saved before
+            if count:
+                bar.update(job, completed=count)
+                bar.console.print(f"reusing {count} saved rows of {Path(args.out) / 'results.csv'}", soft_wrap=True)
+
+        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at,
                         progress=lambda r: bar.update(job, advance=1, description=f"{r.graph} {r.cluster} {r.placer}"))
         bar.update(job, completed=len(tasks))
     keys = {task_key(t) for t in tasks}

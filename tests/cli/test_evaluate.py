@@ -63,7 +63,11 @@ def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
     graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
     common = ["evaluate", "--graphs", graph, "--clusters", "k80x4", "--placers", "annealing", "--jobs", "1", "--out", str(out)]
     assert main([*common, "--budget", "5"]) == 0
+    assert "reusing" not in capsys.readouterr().out
+    assert main([*common, "--budget", "5"]) == 0
+    assert f"reusing 1 saved rows of {out / 'results.csv'}" in capsys.readouterr().out
     assert main([*common, "--budget", "400"]) == 0
+    assert "reusing" not in capsys.readouterr().out  # another budget: the saved row does not stand
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert len(rows) == 1 and rows[0]["budget"] == "400"
     from gnplace.evaluate import Task, run_task
