@@ -43,6 +43,7 @@ from typing import Any
 import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.workers import is_launched_rank
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -623,8 +624,8 @@ def pretrain(
     out = Path(out)
     last = out / "checkpoints" / "last.ckpt"
     ckpt_path = None
-    launched = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
-    if last.exists() and not resume and not launched:  # a new run would overwrite the earlier run's checkpoints
+    # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)
+    if last.exists() and not resume and not is_launched_rank():
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     pairs, val_pairs = pretrain_pairs(config)
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)

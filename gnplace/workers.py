@@ -25,10 +25,19 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["PARENT_POLL_S", "limit_threads", "process_pool", "threads_per_worker"]
+__all__ = ["PARENT_POLL_S", "is_launched_rank", "limit_threads", "process_pool", "threads_per_worker"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
+
+
+def is_launched_rank() -> bool:
+    """Whether this process is a rank other than 0 that a launcher started (Lightning's DDP, torchrun).
+
+    Such ranks find ``LOCAL_RANK`` or ``NODE_RANK`` set to something other than ``0``; rank 0, and a
+    process no launcher started, do not.
+    """
+    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
 
 
 def threads_per_worker(jobs: int, cores: int | None = None) -> int:

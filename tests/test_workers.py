@@ -80,3 +80,18 @@ def test_threads_per_worker_splits_the_cores():
     assert threads_per_worker(1, cores=2) == 2
     assert threads_per_worker(3, cores=16) == 5
     assert threads_per_worker(8, cores=2) == 1
+
+
+def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
+    from gnplace.workers import is_launched_rank
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("NODE_RANK", raising=False)
+    assert not is_launched_rank()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert not is_launched_rank()
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert is_launched_rank()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("NODE_RANK", "1")
+    assert is_launched_rank()

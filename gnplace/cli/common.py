@@ -166,7 +166,9 @@ def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> No
 
 def note_nothing_to_resume(last: str | os.PathLike[str], prog: str) -> None:
     """Say on stderr that ``--resume`` found no checkpoint ``last``, so the run starts afresh (rank 0 only)."""
-    if os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0" and not Path(last).exists():
+    from gnplace.workers import is_launched_rank
+
+    if not is_launched_rank() and not Path(last).exists():
         print(f"{prog}: --resume: no {os.fspath(last)} yet, so a new run starts", file=sys.stderr)
 
 
