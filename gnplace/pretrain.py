@@ -43,6 +43,7 @@ from typing import Any
 import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.shipped import shipped_path
 from gnplace.workers import is_launched_rank
 
 __all__ = [
@@ -50,7 +51,8 @@ __all__ = [
     "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest",
 ]
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pretrain.yaml"
+#: The config of the shipped checkpoint (``configs/pretrain.yaml``; a wheel's copy: :mod:`gnplace.shipped`).
+DEFAULT_CONFIG = shipped_path("configs/pretrain.yaml")
 
 
 @dataclass(frozen=True)
@@ -273,6 +275,12 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
     root = Path(config.data.root)
     if not root.is_absolute():  # the working directory's, else the repository's of the config file
         root = root if root.is_dir() else Path(config.base) / root
+    if not root.is_dir():  # e.g. a wheel install run outside a checkout: the families are not on disk
+        raise InvalidArgument(
+            f"data.root {config.data.root!r}: no such folder in the working directory or at {root}; "
+            f"run from a gnplace checkout, or write each family there first "
+            f"(gnplace generate --family F --out {config.data.root}/F)"
+        )
     train, val = [], []
     for family in config.data.families:
         folder = root / family  # a dataset's training split; every graph of a folder of bare graph files

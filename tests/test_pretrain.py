@@ -88,6 +88,16 @@ def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
         load_pretrain_config(overrides=["iterations=3"])
 
 
+def test_a_missing_data_root_is_one_line_naming_both_places_looked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # neither the working directory nor the config's repository has it
+    with pytest.raises(InvalidArgument, match=r"data.root 'nowhere': no such folder in the working directory or at "
+                                              r".*nowhere; .*gnplace generate --family F --out nowhere/F"):
+        pretrain_pairs(load_pretrain_config(overrides=["data.root=nowhere"]))
+    (tmp_path / "nowhere").mkdir()  # the working directory's folder is read first: now a family is missing
+    with pytest.raises(Exception, match="nowhere/cifar10: no such graph file or folder"):
+        pretrain_pairs(load_pretrain_config(overrides=["data.root=nowhere"]))
+
+
 def test_pretraining_never_sees_a_test_graph_and_holds_out_validation_graphs():
     pairs, val_pairs = pretrain_pairs(load_pretrain_config())
     train_graphs = {Path(g).stem for g, _ in pairs}

@@ -35,6 +35,7 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
+from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, relative_step
 
@@ -44,16 +45,16 @@ if TYPE_CHECKING:
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
            "pretraining"]
 
-#: The pretrained policy gnplace ships.
-SHIPPED_CHECKPOINT = Path(__file__).resolve().parent.parent.parent / "checkpoints" / "gnplace-base.ckpt"
+#: The pretrained policy gnplace ships (``checkpoints/gnplace-base.ckpt``; a wheel's copy: :mod:`gnplace.shipped`).
+SHIPPED_CHECKPOINT = shipped_path("checkpoints/gnplace-base.ckpt")
 
 #: The constructor gnplace ships: a policy distilled from long searches (``configs/constructor.yaml``).
-SHIPPED_CONSTRUCTOR = SHIPPED_CHECKPOINT.with_name("gnplace-construct.ckpt")
+SHIPPED_CONSTRUCTOR = shipped_path("checkpoints/gnplace-construct.ckpt")
 
 #: The constructors ``policy`` consults by default: the first, and a second taught on the searches of the cifar10 and
 #: ptb training graphs (``configs/constructor-cifar10-ptb.yaml``); their placements differ, and the best of both
 #: beats either alone (model card).
-SHIPPED_CONSTRUCTORS = (SHIPPED_CONSTRUCTOR, SHIPPED_CHECKPOINT.with_name("gnplace-construct-cifar10-ptb.ckpt"))
+SHIPPED_CONSTRUCTORS = (SHIPPED_CONSTRUCTOR, shipped_path("checkpoints/gnplace-construct-cifar10-ptb.ckpt"))
 
 #: The constructor's samples beside its greedy placement.
 DEFAULT_CONSTRUCTOR_SAMPLES = 4
@@ -92,8 +93,8 @@ def cached_policy(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
     try:
         stat = path.stat()
     except OSError:
-        hint = " (the shipped checkpoint is missing: reinstall, or pretrain one with scripts/pretrain.py)" \
-            if path == SHIPPED_CHECKPOINT else ""
+        hint = " (the shipped checkpoint is missing from this install: reinstall gnplace, or pass another checkpoint)" \
+            if path in (SHIPPED_CHECKPOINT, *SHIPPED_CONSTRUCTORS) else ""
         raise InvalidCheckpoint(f"{path}: no such checkpoint file{hint}") from None
     return _load(str(path.resolve()), (stat.st_size, stat.st_mtime_ns))
 

@@ -1,0 +1,113 @@
+"""The shipped checkpoints and pretraining config: found in a checkout, and carried by the sdist and the wheel."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import gnplace.shipped as shipped
+from gnplace.pretrain import DEFAULT_CONFIG
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: What a wheel must carry, from the repository's top level (setup.py's SHIPPED, spelled out).
+SHIPPED_FILES = sorted(
+    [str(p.relative_to(ROOT)) for p in (ROOT / "checkpoints").glob("*.ckpt")]
+    + ["checkpoints/README.md", "configs/pretrain.yaml"]
+)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_checkout_reads_its_own_files():
+    assert SHIPPED_CHECKPOINT == ROOT / "checkpoints" / "gnplace-base.ckpt"
+    assert all(path.parent == ROOT / "checkpoints" and path.is_file() for path in SHIPPED_CONSTRUCTORS)
+    assert DEFAULT_CONFIG == ROOT / "configs" / "pretrain.yaml"
+    assert len(SHIPPED_FILES) == 5  # three checkpoints, the model card, the config
+
+
+def test_the_packaged_copy_wins_over_the_folder_beside_the_package(tmp_path, monkeypatch):
+    packaged, checkout = tmp_path / "pkg", tmp_path / "top"
+    (packaged / "checkpoints").mkdir(parents=True)
+    (checkout / "checkpoints").mkdir(parents=True)
+    (packaged / "checkpoints" / "a.ckpt").write_bytes(b"packaged")
+    (checkout / "checkpoints" / "b.ckpt").write_bytes(b"checkout")
+    monkeypatch.setattr(shipped, "PACKAGED", packaged)
+    monkeypatch.setattr(shipped, "CHECKOUT", checkout)
+    assert shipped.shipped_path("checkpoints/a.ckpt") == packaged / "checkpoints" / "a.ckpt"
+    assert shipped.shipped_path("checkpoints/b.ckpt") == checkout / "checkpoints" / "b.ckpt"
+    assert shipped.shipped_path("checkpoints/c.ckpt") == checkout / "checkpoints" / "c.ckpt"  # missing: the caller says so
+
+
+def _build(source: Path, kind: str, out: Path) -> Path:
+    """``setuptools.build_meta.build_<kind>`` of ``source`` into ``out`` (what pip and ``python -m build`` call)."""
+    out.mkdir(parents=True, exist_ok=True)
+    code = f"from setuptools import build_meta; print(build_meta.build_{kind}({str(out)!r}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=source, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return out / done.stdout.strip().splitlines()[-1]
+
+
+def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_with_them(tmp_path):
+    """The route of ``python -m build`` (sdist, then the wheel from it) and ``pip install``, outside the checkout."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "gnplace", source / "gnplace", ignore=shutil.ignore_patterns("__pycache__", "_shipped"))
+    for relative in SHIPPED_FILES:
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / relative, source / relative)
+
+    sdist = _build(source, "sdist", tmp_path / "sdist")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path / "unpacked", filter="data")
+        top = tmp_path / "unpacked" / archive.getnames()[0].split("/")[0]
+    assert all((top / relative).is_file() for relative in SHIPPED_FILES)
+
+    wheel = _build(top, "wheel", tmp_path / "wheel")
+    with zipfile.ZipFile(wheel) as archive:
+        carried = {n.removeprefix("gnplace/_shipped/"): _digest(archive.read(n))
+                   for n in archive.namelist() if n.startswith("gnplace/_shipped/")}
+    assert carried == {relative: _digest((ROOT / relative).read_bytes()) for relative in SHIPPED_FILES}
+
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:  # what pip install does with a pure-Python wheel
+        archive.extractall(site)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    code = (
+        "import json, gnplace.rl.zeroshot as z, gnplace.pretrain as p\n"
+        "print(json.dumps([str(z.SHIPPED_CHECKPOINT), [str(c) for c in z.SHIPPED_CONSTRUCTORS], str(p.DEFAULT_CONFIG),"
+        " p.load_pretrain_config().digest() == p.load_pretrain_config(p.DEFAULT_CONFIG).digest()]))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr[-2000:]
+    checkpoint, constructors, config, config_loads = json.loads(found.stdout)
+    assert Path(checkpoint) == site / "gnplace" / "_shipped" / "checkpoints" / "gnplace-base.ckpt"
+    assert all(Path(c).parent == Path(checkpoint).parent for c in constructors)
+    assert Path(config) == site / "gnplace" / "_shipped" / "configs" / "pretrain.yaml" and config_loads
+
+    graph = ROOT / "datasets" / "ptb" / "ptb_017.gnpg"
+    placed = subprocess.run(
+        [sys.executable, "-m", "gnplace.cli", "place", str(graph), "-c", "k80x2", "-p", "policy", "--json"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert placed.returncode == 0, placed.stderr[-2000:]
+    in_checkout = subprocess.run(
+        [sys.executable, "-m", "gnplace.cli", "place", str(graph), "-c", "k80x2", "-p", "policy", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    for key in ("devices", "step_time_s"):  # the same placement as the checkout's, from the wheel's copies
+        assert json.loads(placed.stdout)[key] == json.loads(in_checkout.stdout)[key]
