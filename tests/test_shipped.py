@@ -12,6 +12,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import gnplace
 import gnplace.shipped as shipped
 from gnplace.pretrain import DEFAULT_CONFIG
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
@@ -76,6 +77,7 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
     assert all((top / relative).is_file() for relative in SHIPPED_FILES)
 
     wheel = _build(top, "wheel", tmp_path / "wheel")
+    assert wheel.name.startswith(f"gnplace-{gnplace.__version__}-")  # pyproject reads the package's version
     with zipfile.ZipFile(wheel) as archive:
         carried = {n.removeprefix("gnplace/_shipped/"): _digest(archive.read(n))
                    for n in archive.namelist() if n.startswith("gnplace/_shipped/")}

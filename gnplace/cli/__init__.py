@@ -31,7 +31,10 @@ SUBCOMMANDS = (simulate_cmd, place_cmd, evaluate_cmd, inspect_cmd, generate_cmd,
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``gnplace`` command with every subcommand."""
+    from gnplace import __version__
+
     parser = argparse.ArgumentParser(prog="gnplace", description="Place training graphs on devices and time them.")
+    parser.add_argument("--version", action="version", version=f"gnplace {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(sub)
