@@ -3,8 +3,10 @@
 A ``device_map`` names, for module paths of a model, the device its parameters (and, under
 accelerate's hooks, its forward) go to: an int for a GPU, ``"cpu"``. :func:`to_device_map` turns a
 placement of a training graph imported from PyTorch into one: every parameter goes to the device of
-its update node (where gnplace keeps it), and modules whose parameters all share a device are merged
-into their parent, so the map is as short as the placement allows.
+its update node (where gnplace keeps it), a tied parameter (``lm_head.weight`` tied to the input
+embedding) with the parameter it shares, a buffer or frozen parameter with its module's ops, and
+modules whose state all shares a device are merged into their parent, so the map is as short as the
+placement allows and names every state-dict entry (``from_pretrained`` refuses a map that misses one).
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
@@ -67,6 +69,32 @@ def _parameter_devices(graph: OpGraph, devices: np.ndarray) -> dict[str, int]:
     return found
 
 
+def _module_device(graph: OpGraph, devices: np.ndarray, path: str) -> int:
+    """The device most nodes of module ``path`` run on, else its nearest enclosing module's (ties: the lower index)."""
+    while True:
+        inside = np.array([not path or m == path or m.startswith(path + ".") for m in graph.module], dtype=bool)
+        if inside.any():
+            return int(np.bincount(devices[inside]).argmax())
+        path = path.rpartition(".")[0]
+
+
+def _state_devices(graph: OpGraph, devices: np.ndarray, per_param: dict[str, int]) -> dict[str, int]:
+    """Devices of the state-dict entries without an update node, from the import's record (``graph.meta``).
+
+    A tied parameter goes with the parameter it shares; a buffer or frozen parameter with the ops of
+    its module. Graphs imported before gnplace recorded these (or from ONNX) have neither entry.
+    """
+    tied = graph.meta.get("tied_parameters")
+    untrained = graph.meta.get("untrained_state")
+    tied = {str(k): str(v) for k, v in tied.items()} if isinstance(tied, dict) else {}
+    untrained = [str(k) for k in untrained] if isinstance(untrained, list) else []
+    found = {name: _module_device(graph, devices, name.rpartition(".")[0]) for name in untrained}
+    for alias, name in tied.items():
+        held = per_param.get(name, found.get(name))
+        found[alias] = held if held is not None else _module_device(graph, devices, alias.rpartition(".")[0])
+    return found
+
+
 def require_parameters(graph: OpGraph) -> None:
     """Refuse a graph with no ``update/<parameter>`` node: it has no modules to map.
 
@@ -108,10 +136,12 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
     require_parameters(graph)
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
+    # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
+    per_key = per_param | _state_devices(graph, placed.devices, per_param)
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)
     under: dict[str, set[int]] = defaultdict(set)
-    for param, dev in per_param.items():
+    for param, dev in per_key.items():
         parts = param.split(".")
         for k in range(len(parts) + 1):  # every enclosing module, and the parameter itself
             under[".".join(parts[:k])].add(dev)
@@ -127,8 +157,8 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
             chosen[prefix] = values[next(iter(under[prefix]))]
             return
         for child in children(prefix):
-            if child in per_param:  # a parameter held directly by a module that is split
-                chosen[child] = values[per_param[child]]
+            if child in per_key:  # a parameter (or buffer) held directly by a module that is split
+                chosen[child] = values[per_key[child]]
             else:
                 walk(child)
 

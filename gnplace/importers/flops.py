@@ -35,6 +35,7 @@ FREE_OPS = frozenset({
     "_unsafe_index", "detach_", "resize_", "set_", "split_copy", "unsqueeze_copy", "squeeze_copy", "view_copy",
     "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin",
     "max_pool2d_with_indices_backward_indices", "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_",
+    "tril", "triu", "tril_", "triu_",  # masks (causal attention): a copy that zeroes a triangle, as ONNX's Trilu
 })
 
 # FLOP per output element of elementwise ops.

@@ -171,6 +171,22 @@ def trace_to_graph(
     return _trace_to_step(trace, optimizer=optimizer, name=name, meta=meta, stacklevel=3).graph
 
 
+def _state_meta(trace: TrainingTrace, meta: dict[str, Any] | None) -> dict[str, Any]:
+    """``meta`` with what a ``device_map`` of the graph must also place (:mod:`gnplace.execute.device_map`).
+
+    ``tied_parameters`` maps each tied parameter name to the parameter it shares (no update node of its
+    own), ``untrained_state`` lists the buffers and frozen parameters of modules without a trainable
+    parameter of their own (:attr:`TrainingTrace.untrained_state`); each is left out when empty, so a
+    model without either keeps the meta it was given.
+    """
+    out = dict(meta or {})
+    if trace.tied:
+        out["tied_parameters"] = dict(trace.tied)
+    if trace.untrained_state:
+        out["untrained_state"] = list(trace.untrained_state)
+    return out
+
+
 def _trace_to_step(
     trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None,
     stacklevel: int = 2,
@@ -318,7 +334,7 @@ def _trace_to_step(
     graph = OpGraph(
         names, pairs, flops=flops, out_bytes=out_bytes, param_bytes=param_bytes,
         edge_bytes=[edge_bytes[p] for p in pairs], op_types=op_types, phase=phase, group=group, module=modules,
-        name=name, meta=meta or {},
+        name=name, meta=_state_meta(trace, meta),
     )
     # ---- views: the node that holds the data each one shows
     for i in range(len(ops)):

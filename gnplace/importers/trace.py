@@ -86,6 +86,12 @@ class TrainingTrace:
         input_grads: :class:`Ref` of the gradient of each input given with ``requires_grad`` (by
             position; ``None`` for one the loss does not use), as eager ``backward()`` fills its ``.grad``.
         input_spec: how the positional inputs nest (the pytree spec the leaves ``inputs`` unflatten by).
+        tied: state-dict names of parameters that are another's tensor (``lm_head.weight`` of a model that
+            ties it to its input embedding), each to the name the tensor is held under in ``params`` or
+            ``buffers``.
+        untrained_state: state-dict names of the persistent buffers and frozen parameters (no gradient, no
+            update) of modules that hold no trainable parameter themselves, which a ``device_map`` must place
+            too (a module's other buffers go with its parameters: their updates share its group).
     """
 
     ops: list[TracedOp]
@@ -97,6 +103,8 @@ class TrainingTrace:
     module_calls: dict[str, int] = field(default_factory=dict)
     input_grads: dict[int, Ref | None] = field(default_factory=dict)
     input_spec: TreeSpec | None = None
+    tied: dict[str, str] = field(default_factory=dict)
+    untrained_state: list[str] = field(default_factory=list)
 
     def results(self) -> list[Ref]:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
@@ -339,8 +347,33 @@ def record_training_step(
     grad_refs = dict(zip(wanted, made))
     input_grad_refs = dict(zip(differentiated, made[len(wanted):]))
     module_calls = {k: v + 1 for k, v in calls.items()}
+    tied, untrained_state = _state_names(module)
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
-                         input_spec)
+                         input_spec, tied, untrained_state)
+
+
+def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
+    """The tied parameter names of ``module`` and the state-dict names no update writes nor travels with.
+
+    Returns:
+        tuple: ``{alias: name}`` for each parameter registered under a second name (``named_parameters``
+        lists a tensor once, under its first name), and the state-dict names, in state-dict order, of the
+        persistent buffers and parameters without ``requires_grad`` of modules with no trainable parameter
+        of their own (batch norm's running statistics go with its weight; a frozen layer's weight is listed),
+        aliases left out.
+    """
+    first: dict[int, str] = {}
+    tied = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            tied[name] = first[id(p)]
+        else:
+            first[id(p)] = name
+    trained = {name for name, p in module.named_parameters() if p.requires_grad}
+    owners = {name.rpartition(".")[0] for name in trained}  # modules holding a trainable parameter directly
+    untrained = [name for name in module.state_dict(keep_vars=True)
+                 if name not in trained and name not in tied and name.rpartition(".")[0] not in owners]
+    return tied, untrained
 
 
 class _Call(torch.nn.Module):

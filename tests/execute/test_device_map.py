@@ -57,3 +57,91 @@ def test_accelerate_maps_are_valid_placements():
         assert placement.devices.shape == (graph.num_ops,)
     with pytest.raises(InvalidArgument, match="mode"):
         accelerate_device_map(net, cluster, "sequential")
+
+
+class _Scale(torch.nn.Module):
+    """A module whose only state is a persistent buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("factor", torch.full((8,), 0.5))
+
+    def forward(self, x):
+        return x * self.factor
+
+
+class _TiedNet(torch.nn.Module):
+    """Tied input and output embeddings (as GPT-2's ``lm_head``), batch norm buffers, a buffer-only and a frozen module."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(10, 8)
+        self.body = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8))
+        self.scale = _Scale()
+        self.frozen = torch.nn.Linear(8, 8).requires_grad_(False)
+        self.head = torch.nn.Linear(8, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.frozen(self.scale(self.body(self.embed(ids)))))
+
+
+def test_a_split_map_names_tied_parameters_buffers_and_frozen_state_as_accelerate_requires():
+    from accelerate import dispatch_model
+    from accelerate.utils import check_device_map
+
+    net = _TiedNet()
+    ids = torch.tensor([1, 2, 3, 4])
+    graph = from_module(net, (ids,), loss=lambda y: y.sum())
+    assert graph.meta["tied_parameters"] == {"head.weight": "embed.weight"}
+    # batch norm's running statistics go with its weight and bias (one group), so they are not listed
+    assert graph.meta["untrained_state"] == ["scale.factor", "frozen.weight", "frozen.bias"]
+    assert "update/head.weight" not in graph.node_names and "update/frozen.weight" not in graph.node_names
+    on_one = [1 if module.startswith(("body", "scale")) else 0 for module in graph.module]
+    device_map = to_device_map(graph, Placement(on_one, load_cluster("k80x2")))
+    # the tied head goes with the embedding it shares, the buffer-only module with its ops
+    assert device_map == {"embed": 0, "body": 1, "scale": 1, "frozen": 0, "head": 0}
+    check_device_map(net, device_map)  # every state-dict entry has a device (it refused lm_head-like keys before)
+
+    cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
+                              "links": {"default": "pcie3"}})
+    on_cpus = to_device_map(graph, Placement(on_one, cpus))
+    assert list(on_cpus) == list(device_map) and set(on_cpus.values()) == {"cpu"}
+    net.eval()
+    with torch.no_grad():
+        want = net(ids)
+        torch.testing.assert_close(dispatch_model(net, device_map=on_cpus)(ids), want)
+
+
+def test_graphs_without_the_import_record_map_their_parameters_as_before():
+    net = _net()
+    graph = _graph(net)
+    assert "tied_parameters" not in graph.meta and "untrained_state" not in graph.meta  # nothing to record
+    graph.meta["tied_parameters"] = "not a mapping"  # a hand-edited file's meta is read leniently
+    placement = from_device_map(graph, load_cluster("k80x2"), {"0": 0, "1": 0, "2": 1, "3": 1})
+    assert to_device_map(graph, placement) == {"0": 0, "1": 0, "2": 1, "3": 1}
+
+
+def test_a_split_gpt2_map_loads_with_from_pretrained(tmp_path):
+    """transformers' own loader takes the exported map of a model whose ``lm_head`` is tied (where transformers is
+    installed: ``pip install -e '.[models]'``); one device stands for the other as ``"disk"``, the one other place
+    a CPU-only machine offers."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    model.save_pretrained(tmp_path / "tiny")
+    ids = torch.randint(0, 100, (2, 8))
+    graph = from_module(model, (ids,), loss=lambda out: out.logits.mean())
+    assert graph.meta["tied_parameters"] == {"lm_head.weight": "transformer.wte.weight"}
+    second = [1 if module.startswith(("transformer.h.1", "transformer.ln_f")) else 0 for module in graph.module]
+    device_map = to_device_map(graph, Placement(second, load_cluster("cpu_gpu")))
+    assert device_map["lm_head"] == device_map["transformer.wte"] == "cpu" and device_map["transformer.h.1"] == 0
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "tiny", device_map={k: "cpu" if v == "cpu" else "disk" for k, v in device_map.items()},
+        offload_folder=tmp_path / "offload",
+    )
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids).logits, model(ids).logits)

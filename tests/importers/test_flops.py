@@ -46,3 +46,24 @@ def test_views_and_data_movement_are_free_and_unknown_ops_are_none():
     assert op_flops("cat", ([torch.zeros(2)],), {}, [torch.zeros(4)]) == 0.0
     assert "cat" in FREE_OPS
     assert op_flops("special_zeta", (torch.zeros(3),), {}, [torch.zeros(3)]) is None
+
+
+def test_a_causal_mask_imports_without_an_unknown_op_warning():
+    """transformers 5 builds GPT-2's causal mask with ``torch.tril``: a masking copy, free as ONNX's ``Trilu`` is."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 6)
+
+        def forward(self, x):
+            return self.proj(x) @ torch.tril(torch.ones(6, 6)) + torch.triu(x)
+
+    assert op_flops("tril", (torch.zeros(6, 6),), {}, [torch.zeros(6, 6)]) == 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
+        graph = from_module(Masked(), (torch.randn(6, 6),), loss=lambda y: y.sum())
+    assert {"tril", "triu"} <= set(graph.op_types)
