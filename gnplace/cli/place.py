@@ -25,6 +25,7 @@ from gnplace.cli.common import (
     writing,
 )
 from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_writable, write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import make_placer
@@ -50,6 +51,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device-map", default=None, metavar="FILE",
                    help="also write the placement as a module-level device_map (JSON) for transformers' "
                    "from_pretrained and accelerate's dispatch_model; with MODULE:FACTORY, compare with accelerate's")
+    p.add_argument("--device-map-root", default="", metavar="MODULE",
+                   help="make the device_map's keys relative to this submodule, e.g. 'model' when the factory wraps "
+                   "a transformers model in a module that computes its loss (default: the imported module)")
     p.add_argument("--algo", choices=("ppo", "reinforce"), default=None,
                    help="learning algorithm of a learned search placer (ppo's REINFORCE ablation: --algo reinforce)")
     add_option_argument(p)
@@ -65,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(args.output, "--output")
         check_not_input(args.output, args.graph)
+    if args.device_map_root and not args.device_map:
+        raise InvalidArgument("--device-map-root needs --device-map")
     if args.device_map:
         check_writable(args.device_map, "--device-map")
         check_not_input(args.device_map, args.graph, "--device-map")
@@ -81,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device_map:  # refused before placing, and before --output is written
         from gnplace.execute.device_map import require_parameters
 
-        require_parameters(graph)
+        require_parameters(graph, args.device_map_root)
     cluster = load_cluster(args.cluster)
     require_memory(graph, cluster)  # an impossible memory budget: refused before any placer runs
     sim = Simulator(args.mode)
@@ -102,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         from gnplace.exceptions import MissingDependency
         from gnplace.execute.device_map import compare_device_maps, to_device_map
 
-        device_map = to_device_map(graph, placement, cluster)
+        device_map = to_device_map(graph, placement, cluster, root=args.device_map_root)
         with writing(args.device_map):
             write_atomically(args.device_map, json.dumps(device_map, indent=1).encode("utf-8"))
         try:

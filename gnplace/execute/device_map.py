@@ -95,19 +95,31 @@ def _state_devices(graph: OpGraph, devices: np.ndarray, per_param: dict[str, int
     return found
 
 
-def require_parameters(graph: OpGraph) -> None:
-    """Refuse a graph with no ``update/<parameter>`` node: it has no modules to map.
+def require_parameters(graph: OpGraph, root: str = "") -> None:
+    """Refuse a graph with no ``update/<parameter>`` node (it has no modules to map), or none under ``root``.
+
+    Args:
+        graph (OpGraph): the graph.
+        root (str, optional): the submodule a map's keys would be relative to (see :func:`to_device_map`).
 
     Raises:
-        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module).
+        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
+            ``root`` holds none of them.
     """
-    if not any(name.startswith("update/") for name in graph.node_names):
+    params = [name.removeprefix("update/") for name in graph.node_names if name.startswith("update/")]
+    if not params:
         raise InvalidArgument(
             f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"
         )
+    if root and not any(p.startswith(root + ".") for p in params):
+        tops = sorted({p.split(".")[0] for p in params})
+        raise InvalidArgument(f"device_map root {root!r}: no parameter of graph {graph.name!r} lies under it "
+                              f"(its top-level modules: {', '.join(tops[:8])})")
 
 
-def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None) -> dict[str, int | str]:
+def to_device_map(
+    graph: OpGraph, placement: Any, cluster: Cluster | None = None, *, root: str = ""
+) -> dict[str, int | str]:
     """The module-level ``device_map`` of ``placement`` (see the module docstring).
 
     Args:
@@ -115,9 +127,14 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
             per parameter).
         placement (Placement or array-like): its placement.
         cluster (Cluster, optional): the cluster (default: the placement's).
+        root (str, optional): a submodule path the keys are made relative to, for the model inside a
+            wrapper that only computes the loss: with ``root="model"`` the key ``model.transformer.h.0``
+            becomes ``transformer.h.0``, what ``from_pretrained`` of the inner model expects (default:
+            ``""``, the imported module itself).
 
     Raises:
-        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module).
+        InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
+            ``root`` is given and holds none of them, or some state lies outside ``root``.
 
     Examples:
         >>> import torch
@@ -133,11 +150,15 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
     cluster = cluster or getattr(placement, "cluster", None)
     if cluster is None:
         raise InvalidArgument("to_device_map needs the cluster (pass a Placement, or cluster=)")
-    require_parameters(graph)
+    require_parameters(graph, root)
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
     per_key = per_param | _state_devices(graph, placed.devices, per_param)
+    outside = [key for key in per_key if root and not key.startswith(root + ".")]
+    if outside:
+        raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
+                              "cannot place it")
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)
     under: dict[str, set[int]] = defaultdict(set)
@@ -162,8 +183,9 @@ def to_device_map(graph: OpGraph, placement: Any, cluster: Cluster | None = None
             else:
                 walk(child)
 
-    walk("")
-    return dict(sorted(chosen.items(), key=lambda kv: _order(kv[0], graph)))
+    walk(root)
+    ordered = sorted(chosen.items(), key=lambda kv: _order(kv[0], graph))
+    return {("" if key == root else key.removeprefix(root + ".") if root else key): value for key, value in ordered}
 
 
 def _order(key: str, graph: OpGraph) -> tuple[int, str]:

@@ -246,6 +246,65 @@ def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys
     assert set(report["device_map_step_s"]) == {"placement", "device_map", "accelerate_auto", "accelerate_balanced"}
 
 
+WRAPPED = """
+import torch
+
+class Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 32)
+        self.blocks = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(4)])
+        self.head = torch.nn.Linear(32, 50, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.blocks(self.embed(ids)))
+
+class WithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.model = Inner()
+
+    def forward(self, ids):
+        return self.model(ids).logsumexp(-1).mean()
+
+def make():
+    return WithLoss(), (torch.arange(16) % 50,)
+"""
+
+
+def test_a_device_map_relative_to_the_model_inside_a_loss_wrapper(tmp_path, capsys):
+    """The keys ``from_pretrained`` of the inner model expects: no ``model.`` prefix, the tied head included."""
+    import importlib.util
+
+    from accelerate.utils import check_device_map
+
+    (tmp_path / "wrapped.py").write_text(WRAPPED)
+    factory, out, plain = f"{tmp_path / 'wrapped.py'}:make", tmp_path / "map.json", tmp_path / "plain.json"
+    assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", "--device-map", str(plain)]) == 0
+    assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", "--device-map", str(out),
+                 "--device-map-root", "model"]) == 0
+    capsys.readouterr()
+    wrapped, relative = json.loads(plain.read_text()), json.loads(out.read_text())
+    assert len(set(relative.values())) > 1 and "head" in relative  # split, and the tied head has a device
+    assert wrapped == {f"model.{k}": v for k, v in relative.items()}
+    spec = importlib.util.spec_from_file_location("wrapped_models", tmp_path / "wrapped.py")
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    check_device_map(models.Inner(), relative)  # accelerate's own check: every state-dict entry has a device
+
+    for argv, message in [
+        (["--device-map", str(tmp_path / "m.json"), "--device-map-root", "encoder"],
+         "device_map root 'encoder': no parameter of graph 'make' lies under it (its top-level modules: model)"),
+        (["--device-map-root", "model"], "--device-map-root needs --device-map"),
+    ]:
+        assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err == f"gnplace: error: {message}\n"
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_an_impossible_memory_budget_is_one_error_and_writes_nothing(tmp_path, capsys):
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 KiB}\nlinks: {default: placeto}\n")

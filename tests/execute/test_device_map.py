@@ -145,3 +145,29 @@ def test_a_split_gpt2_map_loads_with_from_pretrained(tmp_path):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+
+
+def test_a_map_relative_to_a_submodule_strips_its_prefix_and_refuses_state_outside_it():
+    class Wrapper(torch.nn.Module):
+        def __init__(self, scaled):
+            super().__init__()
+            self.model = _TiedNet()
+            if scaled:
+                self.temperature = torch.nn.Parameter(torch.ones(()))
+
+        def forward(self, ids):
+            logits = self.model(ids)
+            return (logits * self.temperature if hasattr(self, "temperature") else logits).sum()
+
+    ids = torch.tensor([1, 2, 3, 4])
+    graph = from_module(Wrapper(scaled=False), (ids,))
+    on_one = [1 if module.startswith(("model.body", "model.scale")) else 0 for module in graph.module]
+    placement = Placement(on_one, load_cluster("k80x2"))
+    assert to_device_map(graph, placement, root="model") == {"embed": 0, "body": 1, "scale": 1, "frozen": 0, "head": 0}
+    assert to_device_map(graph, Placement(np.zeros(graph.num_ops, dtype=np.int64), load_cluster("k80x2")),
+                         root="model") == {"": 0}
+    with pytest.raises(InvalidArgument, match="root 'model.embed.weight': no parameter"):
+        to_device_map(graph, placement, root="model.embed.weight")
+    scaled = from_module(Wrapper(scaled=True), (ids,))
+    with pytest.raises(InvalidArgument, match="root 'model': 'temperature' lies outside it"):
+        to_device_map(scaled, Placement(np.zeros(scaled.num_ops, dtype=np.int64), load_cluster("k80x2")), root="model")
