@@ -371,7 +371,11 @@ def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
             first[id(p)] = name
     trained = {name for name, p in module.named_parameters() if p.requires_grad}
     owners = {name.rpartition(".")[0] for name in trained}  # modules holding a trainable parameter directly
-    untrained = [name for name in module.state_dict(keep_vars=True)
+    try:
+        state = list(module.state_dict(keep_vars=True))
+    except Exception:  # noqa: BLE001 - a model's own state_dict override: the record is advice, the import goes on
+        state = []
+    untrained = [name for name in state
                  if name not in trained and name not in tied and name.rpartition(".")[0] not in owners]
     return tied, untrained
 

@@ -163,3 +163,22 @@ def test_a_failing_op_is_named():
     message = r"^cannot trace a training step of Sequential: op aten\.addmm\.default failed: a and b must have"
     with pytest.raises(UnsupportedGraph, match=message):
         record_training_step(mlp(), (torch.randn(5, 7),), loss=mse)  # 7 features into Linear(6, 8)
+
+
+def test_a_model_whose_state_dict_raises_still_imports_without_the_state_record():
+    from gnplace.importers.torch import from_module
+
+    class Odd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.register_buffer("scale", torch.ones(3))
+
+        def forward(self, x):
+            return (self.lin(x) * self.scale).sum()
+
+        def state_dict(self, *args, **kwargs):
+            raise RuntimeError("this model saves itself another way")
+
+    graph = from_module(Odd(), (torch.randn(2, 3),))
+    assert "update/lin.weight" in graph.node_names and "untrained_state" not in graph.meta
