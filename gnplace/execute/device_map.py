@@ -185,7 +185,9 @@ def to_device_map(
 
     walk(root)
     ordered = sorted(chosen.items(), key=lambda kv: _order(kv[0], graph))
-    return {("" if key == root else key.removeprefix(root + ".") if root else key): value for key, value in ordered}
+    if not root:
+        return dict(ordered)
+    return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
 
 
 def _order(key: str, graph: OpGraph) -> tuple[int, str]:
