@@ -332,3 +332,35 @@ def test_a_placement_file_written_by_the_cli_applies(tmp_path):
     with pytest.raises(InvalidArgument, match="cluster= goes with a placement file"):
         gnplace.apply(module, Placement([0] * import_step(module, inputs).graph.num_ops, load_cluster("k80x2")),
                       inputs, devices=["cpu", "cpu"], cluster="k80x2")
+
+
+def test_a_transformers_gpt2_with_tied_embeddings_trains_placed_like_eager():
+    """A real model: GPT-2 from transformers (its ``lm_head`` tied to the token embedding), inside the loss
+    wrapper a factory returns, split op by op over two CPU devices."""
+    transformers = pytest.importorskip("transformers")
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=300, n_positions=32,
+                                             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+            self.model = transformers.GPT2LMHeadModel(config)
+
+        def forward(self, ids):
+            return self.model(ids, labels=ids).loss
+
+    torch.manual_seed(0)
+    net = WithLoss()
+    eager = copy.deepcopy(net)
+    ids = torch.randint(0, 300, (2, 16))
+    want = eager(ids)
+    want.backward()
+    step = import_step(net, (ids,))
+    placement = gnplace.get_placer("round_robin").place(step.graph, load_cluster("k80x2"))
+    assert len(set(placement.devices.tolist())) == 2
+    got = gnplace.apply(net, placement, (ids,), devices=["cpu", "cpu"], step=step)(ids)
+    got.backward()
+    torch.testing.assert_close(got, want)
+    assert net.model.lm_head.weight is net.model.transformer.wte.weight  # still tied, one gradient
+    for (name, theirs), (_, ours) in zip(eager.named_parameters(), net.named_parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad, msg=name)
