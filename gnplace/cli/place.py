@@ -131,4 +131,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"  device_map written to {args.device_map}; simulated step times:")
         for name, seconds in compared.items():
             print(f"    {name:<20} {ms(seconds)} ms")
+        wrapper = _single_top_module(device_map) if not args.device_map_root else None
+        if wrapper:
+            print(f"  every key is under {wrapper!r}: --device-map-root {wrapper} writes them relative to it, "
+                  "as from_pretrained of that submodule names them")
     return 0
+
+
+def _single_top_module(device_map: dict[str, Any]) -> str | None:
+    """The first path component every key of a split ``device_map`` shares (a loss wrapper's model), if any."""
+    tops = {key.split(".")[0] for key in device_map}
+    if len(device_map) < 2 or len(tops) != 1 or "" in device_map:
+        return None
+    return next(iter(tops))

@@ -283,9 +283,10 @@ def test_a_device_map_relative_to_the_model_inside_a_loss_wrapper(tmp_path, caps
     (tmp_path / "wrapped.py").write_text(WRAPPED)
     factory, out, plain = f"{tmp_path / 'wrapped.py'}:make", tmp_path / "map.json", tmp_path / "plain.json"
     assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", "--device-map", str(plain)]) == 0
+    assert "every key is under 'model': --device-map-root model writes them" in capsys.readouterr().out
     assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", "--device-map", str(out),
                  "--device-map-root", "model"]) == 0
-    capsys.readouterr()
+    assert "every key is under" not in capsys.readouterr().out
     wrapped, relative = json.loads(plain.read_text()), json.loads(out.read_text())
     assert len(set(relative.values())) > 1 and "head" in relative  # split, and the tied head has a device
     assert wrapped == {f"model.{k}": v for k, v in relative.items()}
