@@ -155,7 +155,7 @@ def to_device_map(
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
     per_key = per_param | _state_devices(graph, placed.devices, per_param)
-    outside = [key for key in per_key if root and not key.startswith(root + ".")]
+    outside = [key for key in per_key if not key.startswith(root + ".")] if root else []
     if outside:
         raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
                               "cannot place it")
