@@ -5,7 +5,9 @@ Rank ``r`` is device ``r`` of the cluster. Every rank runs the ops placed on it 
 earlier one still waiting for a tensor (a device's ready queue, as in the simulator). After an op
 whose output another rank consumes, the producer sends that output once to each consuming rank
 (``isend``, tagged by tensor); every rank posts all its receives (``irecv``) when the step starts and
-waits for one only when no op it could run is ready. Parameters and inputs cross before the first
+waits for one only when no op it could run is ready (gloo cannot show a receive arriving before it is
+waited for, so there an op reading another rank's tensor runs only as the rank's earliest op left,
+once no other op is ready: see :func:`run_rank`). Parameters and inputs cross before the first
 op and gradients to their parameter's rank after the last. Sends never wait and receives are all
 posted, so a step cannot deadlock: the earliest op (in the recorded order) not yet run anywhere has
 every input made, and its rank either runs it or something else that is ready.
@@ -91,6 +93,9 @@ def run_rank(
     rank then runs the first of its ops (in the recorded order, looking ``window`` ops ahead) whose
     inputs have all arrived, as a device runs its ready ops in the simulator, and waits only when
     none has. An in-place op runs only after every earlier op of the rank, and no later op before it.
+    Gloo's receives cannot be seen arriving (a receive's ``is_completed()`` stays false until its
+    ``wait()``, torch 2.13), so with gloo an op that reads another rank's tensor runs only as the rank's
+    earliest op not yet run, once no other op in the window is ready, and the rank then waits for it.
 
     Args:
         program (Program): the step.
