@@ -91,6 +91,12 @@ placement's step time as a module-level ``device_map`` (what accelerate would ru
 accelerate's own ``"auto"`` and ``"balanced"`` maps for the cluster's devices and memories, over
 the placement at op granularity (simulator).
 
+``apply``: what running a step op by op costs. For each of ``--models`` (``module:factory``), the
+training step (zero the gradients, loss, backward) of the module eagerly and of
+``gnplace.apply(module, placement)`` with every op on one CPU, in ``--rounds`` alternating rounds
+of ``--repeat`` steps each, one thread; reported per model: the best round's median step of each
+and their quotient (placed over eager).
+
 ``ppo-speed``: seconds of one PPO iteration (rollout of ``--samples`` placements, timing, ``--epochs``
 policy steps) on a random layered graph of about ``--nodes`` decision nodes.
 """
@@ -885,6 +891,48 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def _training_step(module: Any, run: Any, inputs: tuple[Any, ...]) -> None:
+    """Zero ``module``'s gradients, then ``run(*inputs).backward()``."""
+    module.zero_grad(set_to_none=True)
+    run(*inputs).backward()
+
+
+def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread)."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.execute.apply import apply
+    from gnplace.importers.sources import load_factory
+    from gnplace.importers.torch import import_step
+    from gnplace.placement import Placement
+
+    torch.set_num_threads(1)
+    rows = []
+    for source in args.models:
+        module, inputs = load_factory(source)()
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        step = import_step(module, inputs)
+        one_device = Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("cpu_gpu"))
+        placed = apply(module, one_device, inputs, devices=["cpu", "cpu"], step=step)  # all on device 0
+        eager_step = functools.partial(_training_step, module, module, inputs)
+        placed_step = functools.partial(_training_step, module, placed, inputs)
+        best = {"eager": np.inf, "placed": np.inf}
+        steps: list[tuple[str, Callable[[], None]]] = [("eager", eager_step), ("placed", placed_step)]
+        for r in range(args.rounds):  # alternate, so that the machine's drift falls on both alike
+            for name, fn in steps if r % 2 == 0 else steps[::-1]:
+                best[name] = min(best[name], median_seconds(fn, args.repeat))
+        row = dict(model=source, ops=len(placed.program.ops), eager_s=best["eager"], placed_s=best["placed"],
+                   ratio=best["placed"] / best["eager"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("\n| model | ops run | eager step (ms) | placed on one CPU (ms) | placed / eager |\n| --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(f"| {row['model'].rpartition(':')[2]} | {row['ops']} | {row['eager_s'] * 1e3:.2f} | "
+              f"{row['placed_s'] * 1e3:.2f} | {row['ratio']:.2f} |")
+    return rows
+
+
 def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
     import torch
@@ -1007,6 +1055,11 @@ def main(argv: list[str] | None = None) -> int:
     con.add_argument("--per-family", type=int, default=2)
     con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"])
     con.add_argument("--op-level", action="store_true", help="also with every op its own decision node")
+    app = sub.add_parser("apply", help="a step placed by gnplace.apply on one CPU against eager PyTorch's")
+    app.add_argument("--models", nargs="+", default=[f"gnplace.execute.examples:{name}" for name in
+                                                      ("mlp", "convnet", "branchy", "transformer")])
+    app.add_argument("--rounds", type=int, default=6)
+    app.add_argument("--repeat", type=int, default=20)
     lat = sub.add_parser("latency", help="seconds of the policy's greedy placement of 10k and 100k-op graphs")
     lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     lat.add_argument("--cluster", default="k80x4")
@@ -1098,6 +1151,9 @@ def run(args: argparse.Namespace) -> int:
     if args.bench == "latency":
         bench_latency(args)
         return 0
+    if args.bench == "apply":
+        bench_apply(args)
+        return 0
     if args.bench == "constructor":
         rows = bench_constructor(args)
         for key in [k for k in rows[0] if k.endswith(("_mdp_over_decision_sim", "_mdp_over_sim"))] if rows else []:
@@ -1157,7 +1213,7 @@ def _check_counts(args: argparse.Namespace) -> None:
     """Refuse negative sizes, counts and budgets (and fewer than one device or repeat) as one error line."""
     from gnplace.cli.common import check_count
 
-    minimum_one = {"devices", "repeat", "repeats", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
+    minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
                    "layers", "groups"}
     for name, value in sorted(vars(args).items()):
         values = value if isinstance(value, list) else [value]

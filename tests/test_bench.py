@@ -31,6 +31,17 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
     assert "median signed error" in done.stdout
 
 
+def test_apply_times_a_placed_step_beside_eager(load_script, capsys):
+    """The placed module's step and eager PyTorch's, both real and both on this CPU."""
+    import argparse
+
+    bench = load_script("bench")
+    rows = bench.bench_apply(argparse.Namespace(models=["gnplace.execute.examples:tiny"], rounds=2, repeat=2))
+    assert len(rows) == 1 and rows[0]["ops"] > 0 and rows[0]["eager_s"] > 0 and rows[0]["placed_s"] > 0
+    assert rows[0]["ratio"] == rows[0]["placed_s"] / rows[0]["eager_s"]
+    assert "| tiny |" in capsys.readouterr().out
+
+
 def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_script):
     """The list schedule's finish time of the greedy placement over the simulated step, coarse and op-level."""
     import argparse
@@ -123,6 +134,8 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
     (["sim", "--devices", "0"], "--devices must be at least 1, got 0"),
     (["ppo-speed", "--samples", "-1"], "--samples must be at least 0, got -1"),
     (["latency", "--checkpoint", "TRUNCATED", "--ops", "100"], "not a readable checkpoint"),
+    (["apply", "--rounds", "0"], "--rounds must be at least 1, got 0"),
+    (["apply", "--models", "gnplace.execute.examples:nosuch"], "nosuch"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, argv, message):
     truncated = tmp_path / "truncated.ckpt"

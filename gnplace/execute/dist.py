@@ -51,7 +51,7 @@ import torch.distributed as dist
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, oom_result
-from gnplace.execute.program import BEFORE, Plan, Program, refs_in, resolve_aten
+from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten
 from gnplace.execute.runner import call_op
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
@@ -117,7 +117,7 @@ def run_rank(
     ops = program.ops
     mine = [i for i in range(len(ops)) if int(plan.op_device[i]) == rank]
     fns = {i: resolve_aten(ops[i].target) for i in mine}
-    inputs_of = {i: refs_in((ops[i].args, ops[i].kwargs)) for i in mine}
+    inputs_of = {i: ops[i].reads for i in mine}
     tags = transfer_tags(plan)
     values: dict[Ref, Any] = {}
     buffers: dict[str, torch.Tensor] = {}

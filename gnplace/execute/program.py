@@ -23,6 +23,7 @@ after which op). The rules:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,7 @@ class ProgramOp:
         is_view (bool): whether the op only re-describes its input's memory (a view, a reshape, detach).
         writes_buffers (tuple[str, ...]): the buffers the op updates in place (batch norm's running
             statistics and batch count, in training).
+        reads (tuple[Ref, ...]): every :class:`Ref` in ``args`` and ``kwargs``, in order (worked out once).
     """
 
     target: str
@@ -67,8 +69,17 @@ class ProgramOp:
     out_bytes: int
     is_view: bool = False
     writes_buffers: tuple[str, ...] = ()
+    reads: tuple[Ref, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reads", tuple(refs_in((self.args, self.kwargs))))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields, without what an executor keeps on the op for itself (its argument makers)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
 
+@functools.cache
 def resolve_aten(target: str) -> Any:
     """The aten overload a qualified name names, e.g. ``resolve_aten("aten.mm.default")``.
 
@@ -199,7 +210,7 @@ class Program:
 
         consumers: list[list[int]] = [[] for _ in range(n)]
         for i, op in enumerate(self.ops):
-            for ref in refs_in((op.args, op.kwargs)):
+            for ref in op.reads:
                 if ref.kind == "op":
                     consumers[ref.index].append(i)
         for i, op in enumerate(self.ops):  # a view is free: it runs where it is used, so only its source crosses
@@ -228,7 +239,7 @@ class Program:
         seen: set[tuple[Ref, int]] = set()
         for i, op in enumerate(self.ops):
             d = int(op_device[i])
-            for ref in refs_in((op.args, op.kwargs)):
+            for ref in op.reads:
                 plan.last_use[ref] = i
                 src = plan.value_device.get(ref, -1)
                 if src < 0 or src == d or (ref, d) in seen:
@@ -291,7 +302,7 @@ class Program:
                     add(ref, d, self.value_bytes(ref) if op.out_bytes else 0)
             for ref, _, dst in plan.moves.get(i, ()):
                 add(ref, dst, self.value_bytes(ref))
-            for ref in set(refs_in((op.args, op.kwargs))):
+            for ref in set(op.reads):
                 if plan.last_use.get(ref) == i and ref not in keep:
                     for device, size in holders.pop(ref, ()):
                         live[device] -= size

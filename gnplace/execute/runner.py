@@ -19,7 +19,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from gnplace.exceptions import ExecutionFailed, first_line
-from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, refs_in, resolve_aten
+from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten
 from gnplace.importers.trace import Ref
 
 __all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error"]
@@ -79,6 +79,104 @@ def _nbytes(x: Any) -> int:
     return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
 
 
+#: How to make an argument at run time from ``(resolve, device)``: ``None`` for a constant used as it is.
+_Build = Callable[[Callable[[Ref], Any], torch.device], Any] | None
+
+
+def _builder(x: Any) -> _Build:
+    """A maker of ``x`` with its references resolved, its tensors moved to the device and its device replaced.
+
+    Only plain tuples, lists and dicts are looked into (what the trace records arguments in);
+    :func:`_op_builders` checks that against ``tree_flatten`` and falls back to it when they differ.
+    """
+    if isinstance(x, Ref):
+        return lambda resolve, device: resolve(x)
+    if isinstance(x, torch.Tensor):  # a constant of the step
+        return lambda resolve, device: x.to(device)
+    if isinstance(x, torch.device):
+        return lambda resolve, device: device
+    kind = type(x)
+    if kind is tuple or kind is list:
+        made = [(k, b) for k, b in enumerate(_builder(v) for v in x) if b is not None]
+        if not made:
+            return None
+        items = list(x)
+
+        def sequence(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
+            out = items.copy()
+            for k, b in made:
+                out[k] = b(resolve, device)
+            return out if kind is list else tuple(out)
+
+        return sequence
+    if kind is dict:
+        made_d = [(k, b) for k, b in ((k, _builder(v)) for k, v in x.items()) if b is not None]
+        if not made_d:
+            return None
+        fixed = dict(x)
+
+        def mapping(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
+            out = fixed.copy()
+            for k, b in made_d:
+                out[k] = b(resolve, device)
+            return out
+
+        return mapping
+    return None
+
+
+def _moved(x: Any) -> bool:
+    return isinstance(x, (Ref, torch.Tensor, torch.device))
+
+
+def _op_builders(op: ProgramOp) -> tuple[Any, Any]:
+    """``op``'s argument makers ``(args, kwargs)``, worked out on first use and kept on the op (not pickled)."""
+    made = op.__dict__.get("_builders")
+    if made is not None:
+        return made
+
+    def arg(resolve: Callable[[Ref], Any], device: torch.device) -> Callable[[Any], Any]:
+        def one(x: Any) -> Any:
+            if isinstance(x, Ref):
+                return resolve(x)
+            if isinstance(x, torch.Tensor):
+                return x.to(device)
+            if isinstance(x, torch.device):
+                return device
+            return x
+        return one
+
+    found = [x for x in tree_flatten((op.args, op.kwargs))[0] if _moved(x)]
+    args, kwargs = _builder(tuple(op.args)), _builder(dict(op.kwargs))
+
+    def counted(x: Any) -> int:
+        kind = type(x)
+        if _moved(x):
+            return 1
+        if kind is tuple or kind is list:
+            return sum(counted(v) for v in x)
+        if kind is dict:
+            return sum(counted(v) for v in x.values())
+        return 0
+
+    if counted((tuple(op.args), dict(op.kwargs))) == len(found):
+        made = (args or (lambda resolve, device: tuple(op.args)), kwargs or (lambda resolve, device: dict(op.kwargs)))
+    else:  # something to resolve sits in another container: tree_map, as before
+        made = (lambda resolve, device: tree_map(arg(resolve, device), op.args),
+                lambda resolve, device: tree_map(arg(resolve, device), op.kwargs))
+    object.__setattr__(op, "_builders", made)  # a frozen dataclass: kept beside its fields, dropped by pickling
+    return made
+
+
+def _flat(out: Any) -> list[Any]:
+    """An op's outputs flattened as ``tree_flatten`` does, without it for the usual tensor or tuple of tensors."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(x is None or isinstance(x, torch.Tensor) for x in out):
+        return list(out)
+    return tree_flatten(out)[0]
+
+
 def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch.device) -> list[Any]:
     """Run ``op`` (its aten overload ``fn``) with its references resolved, new tensors made on ``device``.
 
@@ -89,28 +187,18 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
         ExecutionFailed: if the op cannot run there (one line naming the op and the device); running out
             of device memory is raised as it is, for the caller to report as OOM.
     """
-
-    def arg(x: Any) -> Any:
-        if isinstance(x, Ref):
-            return resolve(x)
-        if isinstance(x, torch.Tensor):  # a constant of the step
-            return x.to(device)
-        if isinstance(x, torch.device):
-            return device
-        return x
-
-    kwargs = tree_map(arg, op.kwargs)
+    make_args, make_kwargs = _op_builders(op)
+    kwargs = make_kwargs(resolve, device)
     if "device" in kwargs:
         kwargs["device"] = device
     try:
-        out = fn(*tree_map(arg, op.args), **kwargs)
+        out = fn(*make_args(resolve, device), **kwargs)
     except Exception as err:
         if is_oom_error(err):
             raise
         first = first_line(err)
         raise ExecutionFailed(f"op {op.target} failed on {device}: {first}") from err
-    flat, _ = tree_flatten(out)
-    return flat
+    return _flat(out)
 
 
 def run_step(
@@ -234,7 +322,7 @@ def run_step(
             updated[name] = d
             fresh[name] = {d}
         move_after(i)
-        for ref in {r for r in refs_in((op.args, op.kwargs)) if plan.last_use.get(r) == i and r not in keep}:
+        for ref in {r for r in op.reads if plan.last_use.get(r) == i and r not in keep}:
             for dev in where.pop(ref, ()):
                 values.pop((ref, dev), None)
                 live[dev] -= sizes.pop((ref, dev), 0)

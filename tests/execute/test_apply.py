@@ -364,3 +364,18 @@ def test_a_transformers_gpt2_with_tied_embeddings_trains_placed_like_eager():
     assert net.model.lm_head.weight is net.model.transformer.wte.weight  # still tied, one gradient
     for (name, theirs), (_, ours) in zip(eager.named_parameters(), net.named_parameters()):
         torch.testing.assert_close(ours.grad, theirs.grad, msg=name)
+
+
+def test_a_scaled_loss_scales_the_gradients():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    x = torch.randn(8, 6)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement(np.zeros(graph.num_ops, dtype=np.int64), load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    placed(x).backward()
+    once = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    (placed(x) * 3.0).backward()  # not 1: each gradient is scaled, as autograd would
+    for g, p in zip(once, net.parameters()):
+        torch.testing.assert_close(p.grad, 3.0 * g)

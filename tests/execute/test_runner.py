@@ -105,3 +105,84 @@ def test_attention_is_recorded_with_ops_every_device_runs():
     torch.testing.assert_close(out.loss, want_loss, rtol=1e-4, atol=1e-6)
     for name, grad in want_grads.items():
         torch.testing.assert_close(out.grads[name], grad, rtol=1e-3, atol=1e-5)
+
+
+class _Awkward(torch.nn.Module):
+    """Ops whose arguments nest tensors (cat's list, a dict-built constant) and whose outputs are tuples."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.norm = torch.nn.LayerNorm(16)  # native_layer_norm: a tuple of three outputs
+        self.register_buffer("shift", torch.arange(8.0))
+
+    def forward(self, x):
+        h = self.norm(torch.cat([self.a(x), x + self.shift], dim=1))
+        var, mean = torch.var_mean(h, dim=1)
+        parts = torch.split(h, 4, dim=1)
+        return (var.sum() + mean.sum() + parts[1].square().mean() + torch.stack(list(parts[:2])).mean()
+                + torch.zeros(2, device=x.device).sum())
+
+
+@pytest.mark.parametrize("make", ["net", "awkward", "transformer"])
+def test_argument_makers_build_what_tree_map_builds(make):
+    from torch.utils._pytree import tree_flatten, tree_map
+
+    from gnplace.execute.examples import transformer
+    from gnplace.execute.runner import _flat, _op_builders
+    from gnplace.importers.trace import Ref
+
+    torch.manual_seed(0)
+    if make == "transformer":
+        module, inputs = transformer()
+    else:
+        module, inputs = (Net(), (torch.randn(4, 8),)) if make == "net" else (_Awkward(), (torch.randn(4, 8),))
+    program = compile_step(import_step(module, inputs))
+    token: dict[Ref, object] = {}
+
+    def resolve(ref):  # a distinct object per reference, to check each lands where tree_map puts it
+        return token.setdefault(ref, object())
+
+    def reference(x):
+        if isinstance(x, Ref):
+            return resolve(x)
+        if isinstance(x, torch.Tensor):
+            return x.to(CPU)
+        return CPU if isinstance(x, torch.device) else x
+
+    def same(a, b):
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and torch.equal(a, b)
+        if isinstance(a, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a is b or a == b
+
+    nested = 0
+    for op in program.ops:
+        make_args, make_kwargs = _op_builders(op)
+        assert same(tuple(tree_map(reference, op.args)), make_args(resolve, CPU)), op.target
+        assert same(tree_map(reference, op.kwargs), make_kwargs(resolve, CPU)), op.target
+        assert op.reads == tuple(x for x in tree_flatten((op.args, op.kwargs))[0] if isinstance(x, Ref))
+        nested += any(isinstance(a, (list, tuple)) and any(isinstance(x, Ref) for x in a) for a in op.args)
+    assert make != "awkward" or nested >= 2  # cat's and stack's lists of tensors
+    t = torch.ones(2)
+    for out in (t, (t, None), [t, t], torch.max(torch.ones(2, 2), dim=1), ((t, [t]), 3), None, 2.0):
+        assert _flat(out) == tree_flatten(out)[0] or all(a is b for a, b in zip(_flat(out), tree_flatten(out)[0]))
+
+
+def test_a_program_that_ran_still_pickles_and_runs_the_same():
+    import pickle
+
+    torch.manual_seed(0)
+    net, x = Net(), torch.randn(16, 8)
+    program = compile_step(import_step(net, (x,)))
+    plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
+    first = run_step(program, plan, [CPU])  # the ops keep their argument makers now
+    again = pickle.loads(pickle.dumps(program))  # as the distributed timer sends it to its ranks
+    assert not any("_builders" in op.__dict__ for op in again.ops)
+    second = run_step(again, again.plan(np.zeros(again.num_nodes, dtype=np.int64)), [CPU])
+    torch.testing.assert_close(first.loss, second.loss)
+    for name, grad in first.grads.items():
+        torch.testing.assert_close(grad, second.grads[name])
