@@ -126,7 +126,36 @@ def _builder(x: Any) -> _Build:
 
 
 def _moved(x: Any) -> bool:
+    """Whether ``x`` is replaced at run time: a reference, a tensor constant or a device."""
     return isinstance(x, (Ref, torch.Tensor, torch.device))
+
+
+def _plain_count(x: Any) -> int:
+    """How many replaced leaves :func:`_builder` finds in ``x`` (it looks into plain tuples, lists, dicts only)."""
+    kind = type(x)
+    if _moved(x):
+        return 1
+    if kind is tuple or kind is list:
+        return sum(_plain_count(v) for v in x)
+    if kind is dict:
+        return sum(_plain_count(v) for v in x.values())
+    return 0
+
+
+def _tree_maker(value: Any) -> Callable[[Callable[[Ref], Any], torch.device], Any]:
+    """The slow, general maker: ``tree_map`` over ``value`` at every call."""
+
+    def make(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
+        def one(x: Any) -> Any:
+            if isinstance(x, Ref):
+                return resolve(x)
+            if isinstance(x, torch.Tensor):
+                return x.to(device)
+            return device if isinstance(x, torch.device) else x
+
+        return tree_map(one, value)
+
+    return make
 
 
 def _op_builders(op: ProgramOp) -> tuple[Any, Any]:
@@ -134,36 +163,12 @@ def _op_builders(op: ProgramOp) -> tuple[Any, Any]:
     made = op.__dict__.get("_builders")
     if made is not None:
         return made
-
-    def arg(resolve: Callable[[Ref], Any], device: torch.device) -> Callable[[Any], Any]:
-        def one(x: Any) -> Any:
-            if isinstance(x, Ref):
-                return resolve(x)
-            if isinstance(x, torch.Tensor):
-                return x.to(device)
-            if isinstance(x, torch.device):
-                return device
-            return x
-        return one
-
-    found = [x for x in tree_flatten((op.args, op.kwargs))[0] if _moved(x)]
-    args, kwargs = _builder(tuple(op.args)), _builder(dict(op.kwargs))
-
-    def counted(x: Any) -> int:
-        kind = type(x)
-        if _moved(x):
-            return 1
-        if kind is tuple or kind is list:
-            return sum(counted(v) for v in x)
-        if kind is dict:
-            return sum(counted(v) for v in x.values())
-        return 0
-
-    if counted((tuple(op.args), dict(op.kwargs))) == len(found):
-        made = (args or (lambda resolve, device: tuple(op.args)), kwargs or (lambda resolve, device: dict(op.kwargs)))
-    else:  # something to resolve sits in another container: tree_map, as before
-        made = (lambda resolve, device: tree_map(arg(resolve, device), op.args),
-                lambda resolve, device: tree_map(arg(resolve, device), op.kwargs))
+    args, kwargs = tuple(op.args), dict(op.kwargs)
+    if _plain_count((args, kwargs)) == sum(_moved(x) for x in tree_flatten((args, kwargs))[0]):
+        made = (_builder(args) or (lambda resolve, device: args),
+                _builder(kwargs) or (lambda resolve, device: dict(kwargs)))  # a fresh dict: "device" may be set
+    else:  # something to replace sits in another kind of container: tree_map, as before
+        made = (_tree_maker(args), _tree_maker(kwargs))
     object.__setattr__(op, "_builders", made)  # a frozen dataclass: kept beside its fields, dropped by pickling
     return made
 

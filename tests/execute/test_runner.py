@@ -186,3 +186,18 @@ def test_a_program_that_ran_still_pickles_and_runs_the_same():
     torch.testing.assert_close(first.loss, second.loss)
     for name, grad in first.grads.items():
         torch.testing.assert_close(grad, second.grads[name])
+
+
+def test_a_reference_in_another_kind_of_container_is_still_resolved():
+    from collections import namedtuple
+
+    from gnplace.execute.program import ProgramOp
+    from gnplace.execute.runner import _op_builders
+    from gnplace.importers.trace import Ref
+
+    Pair = namedtuple("Pair", "left right")
+    ref = Ref("op", 0)
+    op = ProgramOp("aten.add.Tensor", (Pair(ref, 2), [ref]), {"alpha": Pair(1, ref)}, 0, None, [(1,)], [torch.float32], 4)
+    make_args, make_kwargs = _op_builders(op)  # tree_map's way: it looks into the namedtuple
+    assert make_args(lambda r: "x", CPU) == (Pair("x", 2), ["x"])
+    assert make_kwargs(lambda r: "x", CPU) == {"alpha": Pair(1, "x")}
