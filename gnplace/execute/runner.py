@@ -96,32 +96,20 @@ def _builder(x: Any) -> _Build:
     if isinstance(x, torch.device):
         return lambda resolve, device: device
     kind = type(x)
-    if kind is tuple or kind is list:
-        made = [(k, b) for k, b in enumerate(_builder(v) for v in x) if b is not None]
+    if kind is tuple or kind is list or kind is dict:
+        slots = x.items() if kind is dict else enumerate(x)
+        made = [(k, b) for k, b in ((k, _builder(v)) for k, v in slots) if b is not None]
         if not made:
             return None
-        items = list(x)
+        fixed = dict(x) if kind is dict else list(x)
 
-        def sequence(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
-            out = items.copy()
+        def container(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
+            out = fixed.copy()
             for k, b in made:
                 out[k] = b(resolve, device)
-            return out if kind is list else tuple(out)
+            return tuple(out) if kind is tuple else out
 
-        return sequence
-    if kind is dict:
-        made_d = [(k, b) for k, b in ((k, _builder(v)) for k, v in x.items()) if b is not None]
-        if not made_d:
-            return None
-        fixed = dict(x)
-
-        def mapping(resolve: Callable[[Ref], Any], device: torch.device) -> Any:
-            out = fixed.copy()
-            for k, b in made_d:
-                out[k] = b(resolve, device)
-            return out
-
-        return mapping
+        return container
     return None
 
 
