@@ -59,8 +59,6 @@ class _PlacedStep(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> Any:  # type: ignore[override]
-        if grad_loss.numel() == 1 and float(grad_loss) == 1.0:  # loss.backward(): the step's gradients as they are
-            return (None, *ctx.grads, *ctx.input_grads)
         grads = [None if g is None else g * grad_loss.to(g.device) for g in (*ctx.grads, *ctx.input_grads)]
         return (None, *grads)
 
