@@ -900,19 +900,18 @@ def _training_step(module: Any, run: Any, inputs: tuple[Any, ...]) -> None:
 def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread)."""
     import torch
+    from torch.utils._pytree import tree_unflatten
 
     from gnplace.cluster import load_cluster
     from gnplace.execute.apply import apply
-    from gnplace.importers.sources import load_factory
-    from gnplace.importers.torch import import_step
+    from gnplace.importers.sources import load_step_source
     from gnplace.placement import Placement
 
     torch.set_num_threads(1)
     rows = []
     for source in args.models:
-        module, inputs = load_factory(source)()
-        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
-        step = import_step(module, inputs)
+        step, module = load_step_source(source)
+        inputs = tuple(tree_unflatten(step.trace.inputs, step.trace.input_spec))  # the factory's example inputs
         one_device = Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("cpu_gpu"))
         placed = apply(module, one_device, inputs, devices=["cpu", "cpu"], step=step)  # all on device 0
         eager_step = functools.partial(_training_step, module, module, inputs)
