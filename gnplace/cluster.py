@@ -15,7 +15,9 @@ A cluster is described in YAML (see ``gnplace/clusters/*.yaml`` for the shipped 
 
 Device fields (SI units, or strings with units): ``peak_flops`` (FLOP/s), ``mem_bandwidth``
 (bytes/s), ``memory`` (bytes), ``flops_efficiency`` and ``mem_efficiency`` (Paleo's "platform
-percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op). Link bandwidths are
+percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op), ``message_cpu`` (seconds
+of compute each message sent or received costs while the other end computes; 0 but for measured
+CPU ranks, see :mod:`gnplace.sim._kernel`). Link bandwidths are
 effective bytes/s (nominal rate times Paleo's PPP_comm); latencies are seconds per transfer.
 """
 
@@ -52,6 +54,9 @@ class Device:
         flops_efficiency (float): fraction of ``peak_flops`` reached (Paleo's PPP) (default: 0.5).
         mem_efficiency (float): fraction of ``mem_bandwidth`` reached (default: 0.7).
         launch_overhead (float): seconds added to every op on this device (default: 5e-6).
+        message_cpu (float): seconds of this device's compute that each transfer it sends or receives
+            takes while the other end computes (default: 0). ``gnplace profile`` measures it for CPU
+            ranks whose communication threads share the cores with their compute.
     """
 
     name: str
@@ -62,6 +67,7 @@ class Device:
     flops_efficiency: float = 0.5
     mem_efficiency: float = 0.7
     launch_overhead: float = 5e-6
+    message_cpu: float = 0.0
 
     @property
     def effective_flops(self) -> float:
@@ -104,6 +110,7 @@ _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
     "flops_efficiency": float,
     "mem_efficiency": float,
     "launch_overhead": parse_seconds,
+    "message_cpu": parse_seconds,
 }
 
 
@@ -215,7 +222,10 @@ class Cluster:
             >>> load_cluster("k80x2").fingerprint() == load_cluster("k80x4").fingerprint()
             False
         """
-        digest = hashlib.sha256(repr((self.name, [dataclasses.astuple(d) for d in self.devices])).encode())
+        # message_cpu joins a device's tuple only where it is set, so clusters without it keep the
+        # fingerprints that saved results and pretraining runs recorded before the field existed
+        devices = [dataclasses.astuple(d)[:-1] + ((d.message_cpu,) if d.message_cpu else ()) for d in self.devices]
+        digest = hashlib.sha256(repr((self.name, devices)).encode())
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
         return digest.hexdigest()
@@ -311,8 +321,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
             reached = spec[rate] * spec.get(efficiency, defaults[efficiency])
             if reached < MIN_RATE:
                 raise InvalidCluster(f"{where}.{rate}: reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}")
-        if spec.get("launch_overhead", 0) < 0:
-            raise InvalidCluster(f"{where}.launch_overhead: must be >= 0, got {spec['launch_overhead']}")
+        for key in ("launch_overhead", "message_cpu"):
+            if not spec.get(key, 0) >= 0:
+                raise InvalidCluster(f"{where}.{key}: must be >= 0, got {spec[key]}")
         count = entry.get("count", None)
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")

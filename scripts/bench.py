@@ -775,7 +775,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
         errors += [r["error"] for r in rows]
         signed = [r["simulated_s"] / r["measured_s"] - 1.0 for r in rows]  # > 0: the simulator predicts too slow
         biases += signed
-        entry: dict[str, Any] = {"links": calibration.links, "placements": rows,
+        entry: dict[str, Any] = {"links": calibration.links, "message_cpu_s": calibration.message_cpu, "placements": rows,
                                  "median_abs_error": statistics.median(r["error"] for r in rows) if rows else None,
                                  "median_signed_error": statistics.median(signed) if signed else None}
         if args.finetune_budget:

@@ -183,7 +183,7 @@ def test_yaml_with_unit_strings(tmp_path):
         devices:
           - {name: acc, count: 2, kind: custom, peak_flops: 2.8 TFLOP/s, mem_bandwidth: 240 GB/s,
              memory: 12 GiB, flops_efficiency: 0.45, mem_efficiency: 0.7, launch_overhead: 5.7 us}
-          - {name: host, kind: CPU, memory: 32 GiB}
+          - {name: host, kind: CPU, memory: 32 GiB, message_cpu: 0.6 ms}
         links:
           default: {bandwidth: 128 Gbit/s, latency: 25 us}
           groups:
@@ -201,6 +201,7 @@ def test_yaml_with_unit_strings(tmp_path):
     host = c.devices[2]
     assert host.memory == 32 * GiB and host.peak_flops == DEVICE_KINDS["cpu"]["peak_flops"]
     assert host.launch_overhead == DEVICE_KINDS["cpu"]["launch_overhead"]
+    assert host.message_cpu == pytest.approx(6e-4) and acc.message_cpu == 0.0
     assert c.bandwidth[0, 1] == c.bandwidth[1, 0] == NVLINK["bandwidth"]
     assert c.latency[0, 1] == NVLINK["latency"]
     assert c.bandwidth[0, 2] == c.bandwidth[2, 0] == 16e9
@@ -285,6 +286,8 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         ("devices: [{name: g, kind: k80, mem_bandwidth: 240 GB}]\n" + GOOD_LINKS, "devices[0].mem_bandwidth", r"expected a bandwidth such as '16 GB/s', got '240 GB' \(unknown unit 'GB'\)$"),
         ("devices: [{name: g, kind: k80, launch_overhead: 5 min}]\n" + GOOD_LINKS, "devices[0].launch_overhead", r"expected a duration such as '25 us', got '5 min' \(unknown unit 'min'\)$"),
         ("devices: [{name: g, kind: k80, launch_overhead: -5 us}]\n" + GOOD_LINKS, "devices[0].launch_overhead", r"must be >= 0, got -5e-06"),
+        ("devices: [{name: g, kind: k80, message_cpu: -5 us}]\n" + GOOD_LINKS, "devices[0].message_cpu", r"must be >= 0, got -5e-06"),
+        ("devices: [{name: g, kind: k80, message_cpu: soon}]\n" + GOOD_LINKS, "devices[0].message_cpu", r"expected a duration"),
         ("devices: [{name: g, kind: k80, flops_efficiency: 1.5}]\n" + GOOD_LINKS, "devices[0].flops_efficiency", r"must be in \(0, 1\], got 1\.5"),
         ("devices: [{name: g, kind: k80, mem_efficiency: 0}]\n" + GOOD_LINKS, "devices[0].mem_efficiency", r"must be in \(0, 1\], got 0\.0"),
         ("devices: [{name: g, kind: k80, flops_efficiency: half}]\n" + GOOD_LINKS, "devices[0].flops_efficiency", r"could not convert string to float: 'half'"),
@@ -405,3 +408,17 @@ def test_a_subset_keeps_its_devices_and_the_links_between_them():
         c.subset([0, 8])
     with pytest.raises(InvalidCluster, match="has no devices"):
         c.subset([])
+
+
+def test_message_cpu_changes_the_fingerprint_only_where_it_is_set():
+    import dataclasses
+
+    base = load_cluster("k80x2")
+    same = Cluster([dataclasses.replace(d, message_cpu=0.0) for d in base.devices], base.bandwidth, base.latency,
+                   name=base.name)
+    charged = Cluster([dataclasses.replace(d, message_cpu=5e-4) for d in base.devices], base.bandwidth,
+                      base.latency, name=base.name)
+    # clusters without it keep the fingerprint that saved results recorded before the field existed
+    assert same.fingerprint() == base.fingerprint() == (
+        "256f334bb6adc03b00bc6d526cae729624db009d3bc81600d5a793520758b257")
+    assert charged.fingerprint() != base.fingerprint()

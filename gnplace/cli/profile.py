@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(timer, "close"):
             timer.close()
     report = {"graph": str(graph_path), "cluster": str(cluster_path), "links": calibration.links,
-              "one_device_scale": calibration.scale, "placements": rows,
+              "one_device_scale": calibration.scale, "message_cpu_s": calibration.message_cpu, "placements": rows,
               "median_abs_error": float(np.median([r["error"] for r in rows])) if rows else None}
     with writing(Path(args.out, "fidelity.json")):
         write_atomically(Path(args.out, "fidelity.json"), json.dumps(report, indent=1).encode("utf-8"))
@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     for kind, factor in calibration.scale.items():
         print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it); "
               f"other models get {overhead[kind] * 1e6:.1f} us per op on top of the measured rates")
+    if calibration.message_cpu:
+        print(f"  a message costs each end {calibration.message_cpu * 1e6:.0f} us of compute while the other end "
+              "computes (both ranks' communication threads need a core)")
     if rows:
         print(f"{'placement':<16} {'measured ms':>12} {'simulated ms':>13} {'error':>7}")
         for r in rows:

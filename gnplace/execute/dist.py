@@ -296,6 +296,53 @@ def pingpong(peer: int, sizes: list[int], repeats: int, device: torch.device) ->
     return times
 
 
+def exchange_cost(peer: int, rounds: int, device: torch.device, *, iterations: int = 50, width: int = 256) -> float:
+    """Seconds of each rank's time that a message exchanged while both ranks compute adds, per message end.
+
+    Ranks 0 and ``peer`` each run ``iterations`` chunks of compute (four ``width``-wide matrix
+    products) in two ways, ``rounds`` times each and alternating: alone, and with a receive from the
+    other rank posted before each chunk and, after it, a send to it and a wait for both, as the
+    executor posts receives up front and sends after each op. Each message then costs its sender
+    and its receiver, so half the extra seconds per chunk is what one end of one message costs.
+    On CPU ranks that share a host's cores this is far more than the wire time (0.3-0.9 ms on a
+    2-core VM against 35-100 us between an idle rank and a computing one): both communication
+    threads need a core while both ranks compute. Rank 0 returns its measurement, others 0.
+    """
+    rank = dist.get_rank()
+    if rank not in (0, peer):
+        return 0.0
+    other = peer if rank == 0 else 0
+    matrix = torch.randn(width, width, generator=torch.Generator().manual_seed(0)).to(device)
+    outbox, inbox = torch.zeros(16, device=device), torch.zeros(16, device=device)
+
+    def together() -> None:  # both ranks start each loop within a round trip
+        if rank == 0:
+            dist.send(outbox, other)
+            dist.recv(inbox, other)
+        else:
+            dist.recv(inbox, other)
+            dist.send(outbox, other)
+
+    def chunks(talk: bool) -> float:
+        together()
+        start = time.perf_counter()
+        for _ in range(iterations):
+            receive = dist.irecv(inbox, other) if talk else None
+            for _ in range(4):
+                matrix @ matrix
+            if receive is not None:
+                send = dist.isend(outbox, other)
+                receive.wait()
+                send.wait()
+        return (time.perf_counter() - start) / iterations
+
+    alone, talking = [], []
+    for _ in range(rounds):
+        alone.append(chunks(False))
+        talking.append(chunks(True))
+    return max(0.0, float(np.median(talking) - np.median(alone)) / 2)
+
+
 def serve() -> None:
     """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
 
@@ -321,6 +368,8 @@ def serve() -> None:
                 _run_command(program, payload["placement"], device, payload)
             elif command == "pingpong":
                 pingpong(payload["peer"], payload["sizes"], payload["repeats"], device)
+            elif command == "exchange":
+                exchange_cost(payload["peer"], payload["rounds"], device)
     finally:
         dist.destroy_process_group()
 
@@ -553,6 +602,28 @@ class DistTimer(RealStepTimer):
                 found[peer] = pingpong(peer, list(sizes), repeats, device)
             except Exception as err:  # noqa: BLE001 - a dead rank shows up here
                 self._fail(err)
+        return found
+
+    def message_costs(self, world: int, rounds: int = 3) -> dict[int, float]:
+        """Seconds per message end, exchanged while both ranks compute, between rank 0 and every other rank.
+
+        Returns:
+            dict[int, float]: per rank ``1..world-1``, :func:`exchange_cost` measured with it.
+        """
+        self.start(world)
+        device = _rank_device(self.backend)
+        found = {}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            for peer in range(1, world):
+                self._broadcast(("exchange", {"peer": peer, "rounds": rounds}))
+                try:
+                    found[peer] = exchange_cost(peer, rounds, device)
+                except Exception as err:  # noqa: BLE001 - a dead rank shows up here
+                    self._fail(err)
+        finally:
+            torch.set_num_threads(threads)
         return found
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:

@@ -62,6 +62,9 @@ class Calibration:
         links (dict[str, dict[str, float]]): fitted ``bandwidth`` (bytes/s) and ``latency`` (s) per pair.
         scale (dict[str, float]): per device kind, the one-device step the timer measured over the sum
             of the per-op seconds (the factor applied to them; 1 where the step ran out of memory).
+        message_cpu (float): seconds of compute each message costs its sender and its receiver while
+            the other end computes (:attr:`~gnplace.cluster.Device.message_cpu` of every rank of a
+            gloo cluster, from :meth:`~gnplace.execute.dist.DistTimer.message_costs`; 0 otherwise).
     """
 
     graph: OpGraph
@@ -70,6 +73,7 @@ class Calibration:
     links: dict[str, dict[str, float]] = field(default_factory=dict)
     cluster_spec: dict[str, Any] = field(default_factory=dict)
     scale: dict[str, float] = field(default_factory=dict)
+    message_cpu: float = 0.0
 
     def save(self, out: str | os.PathLike[str]) -> tuple[Path, Path]:
         """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml``; returns their paths."""
@@ -320,6 +324,7 @@ def calibrate(
     from gnplace.execute.dist import DistTimer
     from gnplace.execute.local import LocalTimer
 
+    message_cpu = 0.0
     graph = getattr(step, "graph", None)
     if graph is None:
         raise InvalidArgument("calibrate needs the imported step (import_step), which carries the graph")
@@ -338,6 +343,8 @@ def calibrate(
             bandwidth, _ = fit_link(LINK_SIZES[1:], wire[peer][1:])
             _, loaded = probe_link(timer, peer, ranks, widths=probe_widths, repeats=repeats)
             links[f"rank0-rank{peer}"] = {"bandwidth": bandwidth, "latency": float(np.median(loaded))}
+        if timer.backend == "gloo" and ranks > 1:  # communication threads sharing the cores: see exchange_cost
+            message_cpu = float(np.median(list(timer.message_costs(ranks).values())))
     elif isinstance(timer, LocalTimer):
         wanted = devices or timer.devices or (["cpu", "cuda:0"] if torch.cuda.is_available() else ["cpu"])
         torch_devs = parse_torch_devices(wanted)
@@ -363,7 +370,8 @@ def calibrate(
         if dev.type == "cpu":
             memory = memory / max(1, sum(d.type == "cpu" for d in torch_devs))
         spec_devices.append({"name": dev_name, "kind": kind, "peak_flops": flops, "mem_bandwidth": bandwidth,
-                             "memory": memory, "flops_efficiency": 1.0, "mem_efficiency": 1.0, "launch_overhead": 0.0})
+                             "memory": memory, "flops_efficiency": 1.0, "mem_efficiency": 1.0, "launch_overhead": 0.0,
+                             **({"message_cpu": message_cpu} if message_cpu else {})})
     default = {"bandwidth": 1e12, "latency": 0.0}
     if links:
         default = {"bandwidth": float(np.mean([v["bandwidth"] for v in links.values()])),
@@ -378,7 +386,7 @@ def calibrate(
         device["launch_overhead"] = fitted_launch_overhead(graph, cluster, k, seconds[kind])
     cluster = cluster_from_dict(spec, source=name)
     measured = graph.replace(cost_s={**graph.cost_s, **seconds})
-    return Calibration(measured, cluster, seconds, links, spec, scale)
+    return Calibration(measured, cluster, seconds, links, spec, scale, message_cpu)
 
 
 def fitted_launch_overhead(graph: OpGraph, cluster: Cluster, device: int, seconds: np.ndarray) -> float:

@@ -12,6 +12,10 @@ One call simulates one training step of one placed graph. Semantics (see ``simul
   sender's outbound channel to all remote consumers together (``mode 1``: Placeto's simulator).
 * After an op with non-zero cost a device waits ``op_gap`` seconds; after a transfer its link
   waits ``xfer_gap`` seconds.
+* A message's CPU: when a transfer is queued at its producer's end while its receiver computes,
+  the sender's next op takes ``msg_cpu[sender]`` seconds longer; when it arrives while its sender
+  computes, the receiver's next op takes ``msg_cpu[receiver]`` longer (``mode 0`` only; 0 for every
+  preset). It models CPU ranks whose communication threads find no idle core when both ends compute.
 * Memory: parameters are resident from the start; an op's output occupies its device from the
   op's start until its last local consumer has ended and its last outgoing transfer is done; a
   received copy occupies the receiver from the transfer's start until its last consumer there ends.
@@ -93,6 +97,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     channel_inv_bw,  # seconds per byte of the sender channel (mode 1)
     op_gap,  # seconds a device waits after an op of non-zero cost
     xfer_gap,  # seconds a link or channel waits after a transfer
+    msg_cpu,  # float64 [D] seconds a message costs each end's compute while the other end computes (mode 0)
 ):
     n = placement.shape[0]
     D = cost.shape[1]
@@ -141,6 +146,12 @@ def simulate_step(  # type: ignore[no-untyped-def]
     dq_next = np.empty(n, np.int64)
     dev_running = np.zeros(D, np.bool_)
     dev_avail = np.zeros(D)
+    debt = np.zeros(D)  # message CPU seconds each device's next op pays
+    charge = False
+    if mode == 0:
+        for k in range(D):
+            if msg_cpu[k] > 0.0:
+                charge = True
     L = D * D if mode == 0 else D
     lq_head = np.full(L, -1, np.int64)
     lq_tail = np.full(L, -1, np.int64)
@@ -188,7 +199,8 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         if dq_head[k] == -1:
                             dq_tail[k] = -1
                         s = now if now > dev_avail[k] else dev_avail[k]
-                        c = cost[v, k]
+                        c = cost[v, k] + debt[k]
+                        debt[k] = 0.0
                         op_start[v] = s
                         op_end[v] = s + c
                         busy[k] += c
@@ -291,6 +303,8 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         x_src[x] = dv
                         x_dst[x] = k
                         x_bytes[x] = acc[k] if acc[k] < out_bytes[v] else out_bytes[v]
+                        if charge and dev_running[k]:
+                            debt[dv] += msg_cpu[dv]
                         li = dv * D + k
                         x_next[x] = -1
                         if lq_tail[li] == -1:
@@ -342,6 +356,8 @@ def simulate_step(  # type: ignore[no-untyped-def]
             local_uses[u] -= 1
             if local_uses[u] == 0:
                 mem[du] -= out_bytes[u]
+            if charge and dev_running[du]:
+                debt[x_dst[x]] += msg_cpu[x_dst[x]]
             for e in range(out_ptr[u], out_ptr[u + 1]):
                 w = out_dst[e]
                 dw = placement[w]
@@ -367,7 +383,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
 @njit(cache=True, parallel=True)
 def simulate_many(  # type: ignore[no-untyped-def]
     placements, cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
-    inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap,
+    inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap, msg_cpu,
 ):
     """Simulate ``placements[b]`` for every row ``b``.
 
@@ -381,7 +397,7 @@ def simulate_many(  # type: ignore[no-untyped-def]
     for b in prange(B):
         result = simulate_step(
             placements[b], cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
-            inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap,
+            inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap, msg_cpu,
         )
         steps[b] = result[0]
         busies[b] = result[1]

@@ -78,6 +78,7 @@ class _Prepared:
             1.0 / (channel if channel is not None else PLACETO_CHANNEL_BANDWIDTH),
             costs.op_gap,
             costs.transfer_gap,
+            np.array([d.message_cpu for d in cluster.devices], dtype=np.float64),
         )
 
 

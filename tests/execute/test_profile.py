@@ -44,6 +44,9 @@ def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads
     assert np.isfinite(graph.cost_s["cpu-1t"]).all() and graph.cost_s["cpu-1t"].sum() > 0
     assert "rank0-rank1" in calibration.links and calibration.links["rank0-rank1"]["latency"] >= 0
     assert set(calibration.scale) == {"cpu-1t"} and 0.2 < calibration.scale["cpu-1t"] < 5
+    # what a message costs each computing rank: measured, written to the cluster file, read back
+    assert 0 < calibration.message_cpu < 0.1
+    assert [d.message_cpu for d in cluster.devices] == pytest.approx([calibration.message_cpu] * 2)
     for k, device in enumerate(cluster.devices):  # the per-op overhead other models are simulated with
         fitted = fitted_launch_overhead(step.graph, calibration.cluster, k, calibration.node_seconds["cpu-1t"])
         assert device.launch_overhead == pytest.approx(fitted) and fitted >= 0

@@ -29,7 +29,7 @@ def csr(n: int, edges: list[tuple[int, int]], edge_bytes: list[float] | None = N
 
 
 def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0, latency=0.5, mode=0,
-         channel_inv_bw=0.0, op_gap=0.0, xfer_gap=0.0):
+         channel_inv_bw=0.0, op_gap=0.0, xfer_gap=0.0, msg_cpu=0.0):
     """Run ``simulate_step`` on a two-device cluster; edges carry their producer's whole output."""
     n = len(placement)
     out_bytes = np.asarray(out_bytes, dtype=np.float64)
@@ -40,6 +40,7 @@ def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0
         np.zeros(n) if param_bytes is None else np.asarray(param_bytes, dtype=np.float64),
         out_ptr, out_dst, out_eb, in_ptr, in_src,
         np.full((d, d), 1.0 / bandwidth), frozen(np.full((d, d), latency)), mode, channel_inv_bw, op_gap, xfer_gap,
+        np.full(d, float(msg_cpu)),
     )
 
 
@@ -127,6 +128,41 @@ def test_one_transfer_per_remote_device_however_many_consumers():
     assert nx == 1 and total == pytest.approx(1.0 + 1.0 + 1.0 + 1.0)
 
 
+# fork: op0 on device 0 feeds op1 (device 0, 3 s) and op2 (device 1, 1 s), which join in op3 on device 0
+FORK_COST = [[1.0, 1.0], [3.0, 3.0], [1.0, 1.0], [1.0, 1.0]]
+FORK_EDGES = [(0, 1), (0, 2), (1, 3), (2, 3)]
+
+
+def test_a_message_costs_each_end_compute_only_while_the_other_end_computes():
+    # op0's output leaves device 0 at 1 s while device 1 is idle: no charge to device 0; it arrives at
+    # 1.5 s while device 0 computes op1, so device 1's op2 pays 0.25 s: [1.5, 2.75]. op2's output
+    # leaves at 2.75 s while device 0 computes: device 1 would pay on its next op (it has none); it
+    # arrives at 3.25 s while device 1 idles: op3 pays nothing and starts when op1 ends, at 4 s
+    plain = step([0, 0, 1, 0], FORK_COST, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, bandwidth=1e9, latency=0.5)
+    charged = step([0, 0, 1, 0], FORK_COST, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, bandwidth=1e9, latency=0.5,
+                   msg_cpu=0.25)
+    assert plain[3].tolist() == pytest.approx([0.0, 1.0, 1.5, 4.0]) and plain[0] == pytest.approx(5.0)
+    assert charged[3].tolist() == pytest.approx([0.0, 1.0, 1.5, 4.0]) and charged[0] == pytest.approx(5.0)
+    assert charged[4][2] == pytest.approx(2.75) and charged[1].tolist() == pytest.approx([5.0, 1.25])
+    # op1 made short (0.5 s): op0's output now arrives at 1.5 s with device 0 idle; op2 pays nothing
+    short = [[1.0, 1.0], [0.5, 0.5], [1.0, 1.0], [1.0, 1.0]]
+    quiet = step([0, 0, 1, 0], short, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, bandwidth=1e9, latency=0.5, msg_cpu=0.25)
+    assert quiet[4][2] == pytest.approx(2.5) and quiet[0] == pytest.approx(4.0)
+
+
+def test_a_charged_message_delays_the_critical_path():
+    # op2 on device 1 is now the long branch (3 s): its 0.25 s charge moves the whole step
+    cost = [[1.0, 1.0], [3.0, 3.0], [3.0, 3.0], [1.0, 1.0]]
+    plain = step([0, 0, 1, 0], cost, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, bandwidth=1e9, latency=0.5)
+    charged = step([0, 0, 1, 0], cost, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, bandwidth=1e9, latency=0.5,
+                   msg_cpu=0.25)
+    assert charged[0] == pytest.approx(plain[0] + 0.25)
+    # Placeto's channel mode charges nothing
+    placeto = [step([0, 0, 1, 0], cost, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, mode=1, channel_inv_bw=1e-9,
+                    msg_cpu=m)[0] for m in (0.0, 0.25)]
+    assert placeto[0] == placeto[1]
+
+
 def test_a_cycle_never_finishes():
     out = step([0, 0], [[1.0, 1.0], [1.0, 1.0]], [1.0, 1.0], [(0, 1), (1, 0)])
     assert out[0] == -1.0
@@ -146,7 +182,7 @@ def test_simulate_many_equals_simulate_step_row_by_row():
     placements = np.array(list(itertools.product(range(d), repeat=n)), dtype=np.int64)
     for mode, op_gap, xfer_gap in ((0, 0.0, 0.0), (1, 0.05, 0.1)):
         args = (cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src, inv_bw, lat, mode, 0.005,
-                op_gap, xfer_gap)
+                op_gap, xfer_gap, np.array([0.0, 0.25]))
         steps, busies, peaks = simulate_many(placements, *args)
         assert steps.shape == (len(placements),) and peaks.shape == busies.shape == (len(placements), d)
         for b, placement in enumerate(placements):
