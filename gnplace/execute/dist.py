@@ -269,6 +269,16 @@ def _run_command(program: Program, placement: np.ndarray, device: torch.device, 
     return gathered
 
 
+def _round_trip(rank: int, other: int, outbox: torch.Tensor, inbox: torch.Tensor) -> None:
+    """Rank 0 sends ``outbox`` to ``other`` and receives ``inbox`` back; the other rank the reverse."""
+    if rank == 0:
+        dist.send(outbox, other)
+        dist.recv(inbox, other)
+    else:
+        dist.recv(inbox, other)
+        dist.send(outbox, other)
+
+
 def pingpong(peer: int, sizes: list[int], repeats: int, device: torch.device) -> list[float]:
     """Median one-way seconds of sending ``sizes`` bytes between rank 0 and ``peer`` (half a round trip).
 
@@ -284,12 +294,7 @@ def pingpong(peer: int, sizes: list[int], repeats: int, device: torch.device) ->
         trips = []
         for r in range(repeats + 1):
             start = time.perf_counter()
-            if rank == 0:
-                dist.send(buffer, other)
-                dist.recv(buffer, other)
-            else:
-                dist.recv(buffer, other)
-                dist.send(buffer, other)
+            _round_trip(rank, other, buffer, buffer)
             if r:  # the first exchange sets the connection up
                 trips.append(time.perf_counter() - start)
         times.append(float(np.median(trips)) / 2)
@@ -304,8 +309,8 @@ def exchange_cost(peer: int, rounds: int, device: torch.device, *, iterations: i
     other rank posted before each chunk and, after it, a send to it and a wait for both, as the
     executor posts receives up front and sends after each op. Each message then costs its sender
     and its receiver, so half the extra seconds per chunk is what one end of one message costs.
-    On CPU ranks that share a host's cores this is far more than the wire time (0.3-0.9 ms on a
-    2-core VM against 35-100 us between an idle rank and a computing one): both communication
+    On CPU ranks that share a host's cores this is far more than the wire time (0.6-0.9 ms on a
+    2-core VM with 1.4 ms chunks, against 60 us from a computing rank to an idle one): both communication
     threads need a core while both ranks compute. Rank 0 returns its measurement, others 0.
     """
     rank = dist.get_rank()
@@ -315,16 +320,8 @@ def exchange_cost(peer: int, rounds: int, device: torch.device, *, iterations: i
     matrix = torch.randn(width, width, generator=torch.Generator().manual_seed(0)).to(device)
     outbox, inbox = torch.zeros(16, device=device), torch.zeros(16, device=device)
 
-    def together() -> None:  # both ranks start each loop within a round trip
-        if rank == 0:
-            dist.send(outbox, other)
-            dist.recv(inbox, other)
-        else:
-            dist.recv(inbox, other)
-            dist.send(outbox, other)
-
     def chunks(talk: bool) -> float:
-        together()
+        _round_trip(rank, other, outbox, inbox)  # both ranks start within a round trip of each other
         start = time.perf_counter()
         for _ in range(iterations):
             receive = dist.irecv(inbox, other) if talk else None
