@@ -224,7 +224,9 @@ class Cluster:
         """
         # message_cpu joins a device's tuple only where it is set, so clusters without it keep the
         # fingerprints that saved results and pretraining runs recorded before the field existed
-        devices = [dataclasses.astuple(d)[:-1] + ((d.message_cpu,) if d.message_cpu else ()) for d in self.devices]
+        older = [f.name for f in dataclasses.fields(Device) if f.name != "message_cpu"]
+        devices = [tuple(getattr(d, key) for key in older) + ((d.message_cpu,) if d.message_cpu else ())
+                   for d in self.devices]
         digest = hashlib.sha256(repr((self.name, devices)).encode())
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
