@@ -591,13 +591,18 @@ class DistTimer(RealStepTimer):
         Returns:
             dict[int, list[float]]: per rank ``1..world-1``, seconds per size.
         """
-        self.start(world)
         device = _rank_device(self.backend)
+        return self._each_peer(world, "pingpong", {"sizes": list(sizes), "repeats": repeats},
+                               lambda peer: pingpong(peer, list(sizes), repeats, device))
+
+    def _each_peer(self, world: int, command: str, options: dict[str, Any], measure: Any) -> dict[int, Any]:
+        """Run ``command`` with ``options`` on the ranks and ``measure(peer)`` here, for each peer ``1..world-1``."""
+        self.start(world)
         found = {}
         for peer in range(1, world):
-            self._broadcast(("pingpong", {"peer": peer, "sizes": list(sizes), "repeats": repeats}))
+            self._broadcast((command, {"peer": peer, **options}))
             try:
-                found[peer] = pingpong(peer, list(sizes), repeats, device)
+                found[peer] = measure(peer)
             except Exception as err:  # noqa: BLE001 - a dead rank shows up here
                 self._fail(err)
         return found
@@ -608,21 +613,14 @@ class DistTimer(RealStepTimer):
         Returns:
             dict[int, float]: per rank ``1..world-1``, :func:`exchange_cost` measured with it.
         """
-        self.start(world)
         device = _rank_device(self.backend)
-        found = {}
         threads = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
+        torch.set_num_threads(self.threads)  # rank 0 computes as its rank would
         try:
-            for peer in range(1, world):
-                self._broadcast(("exchange", {"peer": peer, "rounds": rounds}))
-                try:
-                    found[peer] = exchange_cost(peer, rounds, device)
-                except Exception as err:  # noqa: BLE001 - a dead rank shows up here
-                    self._fail(err)
+            return self._each_peer(world, "exchange", {"rounds": rounds},
+                                   lambda peer: exchange_cost(peer, rounds, device))
         finally:
             torch.set_num_threads(threads)
-        return found
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
         plan = self.program.plan(placement)
