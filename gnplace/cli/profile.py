@@ -15,8 +15,8 @@ def add_parser(sub: Any) -> None:
         "profile", help="measure ops and links on real devices; write a calibrated graph and cluster",
         description="Time every op of the model's training step on each real device and the links between them, "
         "write OUT/graph.gnpg (measured op seconds) and OUT/cluster.yaml, then measure --placements placements "
-        "(that split the step: each device kind's ops are scaled to its measured one-device step) and report the "
-        "simulator's error against them (OUT/fidelity.json).",
+        "(that split the step: each device kind's ops are scaled to the median of its measured one-device steps), "
+        "each --rounds times in turn, and report the simulator's error against their medians (OUT/fidelity.json).",
     )
     p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs))")
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
@@ -26,6 +26,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
     p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="measurements of each checked placement, in turn; the median is its step (default: 3)")
+    p.add_argument("--anchor-rounds", type=int, default=5,
+                   help="measurements of each device kind's one-device step; its ops are scaled to the median "
+                   "(default: 5)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -45,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
-    if args.ranks < 1 or args.threads < 1 or args.repeats < 1:
-        raise InvalidArgument("--ranks, --threads and --repeats must be at least 1")
+    if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds) < 1:
+        raise InvalidArgument("--ranks, --threads, --repeats, --rounds and --anchor-rounds must be at least 1")
     check_count(args.placements, "--placements")
     check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices and args.timer == "local" else None
@@ -56,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
     timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
     try:
         calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,
-                                repeats=args.repeats, name=f"profiled-{args.timer}")
+                                repeats=args.repeats, name=f"profiled-{args.timer}", anchor_rounds=args.anchor_rounds)
         with writing(args.out):
             graph_path, cluster_path = calibration.save(args.out)
         rows = []
         if args.placements > 0:
             wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
-            rows = simulator_error(calibration, timer, wanted)
+            rows = simulator_error(calibration, timer, wanted, rounds=args.rounds)
     finally:
         if hasattr(timer, "close"):
             timer.close()

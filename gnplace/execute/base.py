@@ -13,7 +13,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
-from gnplace.placement import as_placement
+from gnplace.placement import Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer
 
 __all__ = ["RealStepTimer", "real_timer", "torch_devices", "as_program", "oom_result"]
@@ -119,17 +119,37 @@ class RealStepTimer(StepTimer):
             InvalidPlacement: if ``graph`` is not the graph of the recorded step, or the placement is malformed.
             ExecutionFailed: if the step cannot run (a device or a rank is missing or died).
         """
-        if graph.num_ops != self.program.num_nodes:
-            raise InvalidPlacement(
-                f"this timer runs the recorded step of {self.program.graph_name!r} ({self.program.num_nodes} nodes); "
-                f"got graph {graph.name!r} with {graph.num_ops}"
-            )
-        placed = as_placement(graph, cluster, placement)
+        placed = self._placed(graph, cluster, placement)
         key = (cluster.fingerprint(), placed.devices.astype(np.int64).tobytes())
         if key not in self.cache:
             self.cache[key] = self._measure(graph, cluster, placed)
             self.measured += 1
         return self.cache[key]
+
+    def measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
+        """Run and time ``placement`` afresh, past the cache: one more sample of its step.
+
+        The median of a few such samples, taken apart in time, is steadier than one. On this
+        project's 2-vCPU VM one measurement of a placement (the median of 7 steps) varied by 9-16%
+        (coefficient of variation) from one second to the next, in bursts that 21 steps per
+        measurement did not average out (2026-11-28, fifteen interleaved measurements of each of four
+        placements of ``examples:convnet`` on two ranks).
+
+        Raises:
+            InvalidPlacement: if ``graph`` is not the graph of the recorded step, or the placement is malformed.
+            ExecutionFailed: if the step cannot run (a device or a rank is missing or died).
+        """
+        placed = self._placed(graph, cluster, placement)
+        self.measured += 1
+        return self._measure(graph, cluster, placed)
+
+    def _placed(self, graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
+        if graph.num_ops != self.program.num_nodes:
+            raise InvalidPlacement(
+                f"this timer runs the recorded step of {self.program.graph_name!r} ({self.program.num_nodes} nodes); "
+                f"got graph {graph.name!r} with {graph.num_ops}"
+            )
+        return as_placement(graph, cluster, placement)
 
     @abstractmethod
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:

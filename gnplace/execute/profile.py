@@ -302,6 +302,7 @@ def calibrate(
     repeats: int = 5,
     name: str = "calibrated",
     probe_widths: tuple[int, ...] = (8, 32, 64),
+    anchor_rounds: int = 5,
 ) -> Calibration:
     """Measure ``step``'s ops and the links of the real cluster that ``timer`` runs on.
 
@@ -317,6 +318,9 @@ def calibrate(
         repeats (int, optional): timed steps per measurement (default: 5).
         name (str, optional): the cluster's name (default: ``"calibrated"``).
         probe_widths (tuple[int, ...], optional): layer widths of the link probe (:func:`probe_link`).
+        anchor_rounds (int, optional): measurements of each kind's one-device step, whose median the
+            kind's op seconds are scaled to (default: 5; see :meth:`RealStepTimer.measure
+            <gnplace.execute.base.RealStepTimer.measure>` for why one is not enough).
 
     Returns:
         Calibration: the measured graph and cluster.
@@ -324,6 +328,8 @@ def calibrate(
     from gnplace.execute.dist import DistTimer
     from gnplace.execute.local import LocalTimer
 
+    if anchor_rounds < 1:
+        raise InvalidArgument(f"anchor_rounds must be at least 1, got {anchor_rounds}")
     message_cpu = 0.0
     graph = getattr(step, "graph", None)
     if graph is None:
@@ -380,7 +386,8 @@ def calibrate(
     spec = {"name": name, "description": f"measured by gnplace profile on {graph.name}",
             "devices": spec_devices, "links": {"default": default, "pairs": pairs}}
     cluster = cluster_from_dict(spec, source=name)
-    scale = _anchor_to_one_device_steps(graph.replace(cost_s={**graph.cost_s, **seconds}), cluster, timer, kinds)
+    scale = _anchor_to_one_device_steps(graph.replace(cost_s={**graph.cost_s, **seconds}), cluster, timer, kinds,
+                                        rounds=anchor_rounds)
     seconds = {kind: values * scale[kind] for kind, values in seconds.items()}
     for k, (device, kind) in enumerate(zip(spec_devices, kinds)):
         device["launch_overhead"] = fitted_launch_overhead(graph, cluster, k, seconds[kind])
@@ -419,21 +426,29 @@ def fitted_launch_overhead(graph: OpGraph, cluster: Cluster, device: int, second
     return max(0.0, float((np.sum(seconds) - np.sum(modelled)) / graph.num_ops))
 
 
-def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, kinds: list[str]) -> dict[str, float]:
+def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, kinds: list[str],
+                                rounds: int = 1) -> dict[str, float]:
     """Per device kind, the timer's one-device step (seconds) over the simulator's from the per-op seconds.
 
-    The first device of each kind runs the whole step under ``timer``; a step that runs out of memory
-    there leaves that kind's factor at 1.
+    The first device of each kind runs the whole step under ``timer``, ``rounds`` times (the kinds in
+    turn, each measurement afresh), and the median measured step is the kind's; a step that runs
+    out of memory there leaves that kind's factor at 1.
     """
     from gnplace.sim.simulator import Simulator
 
     sim = Simulator()
+    wanted = list(dict.fromkeys(kinds))
+    singles = {kind: np.full(graph.num_ops, kinds.index(kind), dtype=np.int64) for kind in wanted}
+    measured: dict[str, list[Any]] = {kind: [] for kind in wanted}
+    for _ in range(rounds):
+        for kind in wanted:
+            measured[kind].append(timer.measure(graph, cluster, singles[kind]))
     scale: dict[str, float] = {}
-    for kind in dict.fromkeys(kinds):
-        single = np.full(graph.num_ops, kinds.index(kind), dtype=np.int64)
-        real = timer.time(graph, cluster, single)
-        predicted = sim.time(graph, cluster, single).step_time
-        scale[kind] = real.step_time / predicted if not real.is_oom and predicted > 0 else 1.0
+    for kind in wanted:
+        predicted = sim.time(graph, cluster, singles[kind]).step_time
+        oom = any(r.is_oom for r in measured[kind])
+        real = float(np.median([r.step_time for r in measured[kind]]))
+        scale[kind] = real / predicted if not oom and predicted > 0 else 1.0
     return scale
 
 
@@ -479,22 +494,41 @@ def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: i
     return dict(list(found.items())[:count])
 
 
-def simulator_error(calibration: Calibration, timer: Any, placements: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+def simulator_error(calibration: Calibration, timer: Any, placements: dict[str, np.ndarray], *,
+                    rounds: int = 1) -> list[dict[str, Any]]:
     """Measured (by ``timer``) and simulated step seconds of each placement on the calibrated cluster.
 
+    Args:
+        calibration (Calibration): the calibrated graph and cluster the simulator runs on.
+        timer (RealStepTimer): the real-device timer.
+        placements (dict[str, np.ndarray]): the placements to check, by name.
+        rounds (int, optional): measurements of each placement, afresh and in turn (every
+            placement once per round), so that each placement's samples fall at different moments
+            of the machine; the median is its measured step (default: 1).
+
     Returns:
-        list[dict]: per placement ``name``, ``measured_s``, ``simulated_s`` and ``error`` (relative,
-        ``|simulated - measured| / measured``).
+        list[dict]: per placement ``name``, ``measured_s`` (the median), ``rounds_s`` (every
+        measurement), ``simulated_s``, ``error`` (relative, ``|simulated - measured| / measured``)
+        and ``oom`` (out of memory in any round).
+
+    Raises:
+        InvalidArgument: if ``rounds`` is less than 1.
     """
     from gnplace.sim.simulator import Simulator
 
+    if rounds < 1:
+        raise InvalidArgument(f"rounds must be at least 1, got {rounds}")
     graph, cluster = calibration.graph, calibration.cluster
     sim = Simulator()
+    samples: dict[str, list[Any]] = {name: [] for name in placements}
+    for _ in range(rounds):
+        for name, devices in placements.items():
+            samples[name].append(timer.measure(graph, cluster, devices))
     rows = []
     for name, devices in placements.items():
-        measured = timer.time(graph, cluster, devices)
-        simulated = sim.time(graph, cluster, devices)
-        rows.append({"name": name, "measured_s": measured.step_time, "simulated_s": simulated.step_time,
-                     "error": abs(simulated.step_time - measured.step_time) / measured.step_time,
-                     "oom": measured.is_oom})
+        seconds = [r.step_time for r in samples[name]]
+        measured = float(np.median(seconds))
+        simulated = sim.time(graph, cluster, devices).step_time
+        rows.append({"name": name, "measured_s": measured, "rounds_s": seconds, "simulated_s": simulated,
+                     "error": abs(simulated - measured) / measured, "oom": any(r.is_oom for r in samples[name])})
     return rows

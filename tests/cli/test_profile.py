@@ -14,7 +14,7 @@ from gnplace.cluster import load_cluster
 def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     out = tmp_path / "prof"
     assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "3", "--repeats", "2",
-                 "-o", str(out)]) == 0
+                 "--rounds", "2", "--anchor-rounds", "2", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "median absolute error" in text and "link rank0-rank1" in text
     report = json.loads((out / "fidelity.json").read_text())
@@ -22,6 +22,7 @@ def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     assert len(rows) == 3
     for row in rows:  # each error is the relative gap between the simulated and the measured step
         assert row["measured_s"] > 0 and row["simulated_s"] > 0
+        assert len(row["rounds_s"]) == 2 and row["measured_s"] == pytest.approx(np.median(row["rounds_s"]))
         assert row["error"] == pytest.approx(abs(row["simulated_s"] - row["measured_s"]) / row["measured_s"])
     assert report["median_abs_error"] == pytest.approx(float(np.median([row["error"] for row in rows])))
     assert f"median absolute error of the simulator: {report['median_abs_error']:.1%}" in text
@@ -42,3 +43,11 @@ def test_profile_needs_a_factory(tmp_path, capsys):
     assert main(["profile", "datasets/examples/mlp2x8w2048b512.gnpg", "-o", str(tmp_path)]) == 2
     assert "MODULE:FACTORY" in capsys.readouterr().err
     assert main(["profile", "no_such_module:f", "-o", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--anchor-rounds", "--repeats"])
+def test_profile_refuses_no_measurements_in_one_line(tmp_path, capsys, flag):
+    assert main(["profile", "gnplace.execute.examples:tiny", flag, "0", "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rounds and --anchor-rounds must be at least 1" in err
+    assert not (tmp_path / "x").exists()

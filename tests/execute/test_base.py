@@ -39,3 +39,36 @@ def test_real_timer_by_name():
     assert isinstance(timer, LocalTimer) and timer.devices == ["cpu", "cpu"] and timer.repeats == 2
     with pytest.raises(InvalidArgument, match="unknown real timer 'tpu'"):
         real_timer("tpu", step)
+
+
+def test_time_caches_by_placement_and_measure_runs_afresh():
+    from gnplace.exceptions import InvalidPlacement
+    from gnplace.execute.base import RealStepTimer
+    from gnplace.execute.examples import tiny
+    from gnplace.importers.torch import import_step
+
+    class Counting(RealStepTimer):
+        runs = 0
+
+        def _measure(self, graph, cluster, placement):
+            self.runs += 1
+            return _result(cluster, 1e-3 * self.runs)
+
+    def _result(cluster, seconds):
+        import numpy as np
+
+        from gnplace.sim.timer import StepResult
+
+        n = cluster.num_devices
+        return StepResult(seconds, np.zeros(n), np.zeros(n), cluster.memory, cluster.device_names)
+
+    step = import_step(*tiny())
+    graph, cluster = step.graph, load_cluster("k80x2")
+    timer = Counting(step)
+    single = [0] * graph.num_ops
+    assert timer.time(graph, cluster, single).step_time == timer.time(graph, cluster, single).step_time == 1e-3
+    assert [timer.measure(graph, cluster, single).step_time for _ in range(2)] == [2e-3, 3e-3]
+    assert timer.time(graph, cluster, single).step_time == 1e-3  # the cache keeps the first measurement
+    assert timer.runs == timer.measured == 3
+    with pytest.raises(InvalidPlacement, match="recorded step"):
+        timer.measure(chain_graph(3), cluster, [0, 0, 0])

@@ -56,10 +56,14 @@ def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads
 
 
 def test_calibration_of_this_process_devices():
+    from gnplace.exceptions import InvalidArgument
+
     step = import_step(*tiny())
-    calibration = calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=2)
+    calibration = calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=2, anchor_rounds=2)
     assert calibration.cluster.device_names == ["cpu0"]
     assert calibration.graph.cost_s["cpu-1t"].shape == (step.graph.num_ops,)
+    with pytest.raises(InvalidArgument, match="anchor_rounds must be at least 1"):
+        calibrate(step, timer=LocalTimer(step), devices=["cpu"], anchor_rounds=0)
 
 
 def test_a_cuda_device_torch_does_not_see_is_one_error():
@@ -76,16 +80,19 @@ def test_a_cuda_device_torch_does_not_see_is_one_error():
 
 
 class _FixedTimer:
-    """A timer whose every step takes ``seconds`` (what the anchoring reads of a real one)."""
+    """A timer whose steps take ``seconds`` in turn, the last one from then on (what calibration reads of a real one)."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, *seconds: float) -> None:
+        self.seconds = list(seconds)
+        self.calls: list[bytes] = []  # every placement measured, in order
 
-    def time(self, graph, cluster, placement):
+    def measure(self, graph, cluster, placement):
         from gnplace.sim.timer import StepResult
 
+        self.calls.append(np.asarray(placement, dtype=np.int64).tobytes())
+        step = self.seconds.pop(0) if len(self.seconds) > 1 else self.seconds[0]
         n = cluster.num_devices
-        return StepResult(self.seconds, np.zeros(n), np.zeros(n), cluster.memory, cluster.device_names)
+        return StepResult(step, np.zeros(n), np.zeros(n), cluster.memory, cluster.device_names)
 
 
 def test_anchoring_scales_each_kind_to_the_timers_one_device_step():
@@ -96,12 +103,49 @@ def test_anchoring_scales_each_kind_to_the_timers_one_device_step():
     graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4), "v100": np.full(step.graph.num_ops, 3e-4)})
     cluster = cluster_from_dict({"name": "ab", "devices": [{"name": "x", "kind": "k80"}, {"name": "y", "kind": "v100"}],
                                  "links": {"default": "pcie3"}})
-    scale = _anchor_to_one_device_steps(graph, cluster, _FixedTimer(2e-3), ["k80", "v100"])
+    scale = _anchor_to_one_device_steps(graph, cluster, _FixedTimer(2e-3), ["k80", "v100"], rounds=3)
     for k, kind in enumerate(["k80", "v100"]):
         anchored = graph.replace(cost_s={**graph.cost_s, kind: graph.cost_s[kind] * scale[kind]})
         single = np.full(graph.num_ops, k)
         assert Simulator().time(anchored, cluster, single).step_time == pytest.approx(2e-3, rel=1e-9)
     assert scale["k80"] == pytest.approx(3 * scale["v100"], rel=1e-6)
+
+
+def test_anchoring_takes_the_median_of_its_rounds_with_the_kinds_in_turn():
+    from gnplace.execute.profile import _anchor_to_one_device_steps
+    from gnplace.sim.simulator import Simulator
+
+    step = import_step(*tiny())
+    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4), "v100": np.full(step.graph.num_ops, 3e-4)})
+    cluster = cluster_from_dict({"name": "ab", "devices": [{"name": "x", "kind": "k80"}, {"name": "y", "kind": "v100"}],
+                                 "links": {"default": "pcie3"}})
+    # rounds alternate the kinds: k80 measures 9, 1, 2 ms (median 2), v100 4, 8, 3 ms (median 4)
+    timer = _FixedTimer(9e-3, 4e-3, 1e-3, 8e-3, 2e-3, 3e-3)
+    scale = _anchor_to_one_device_steps(graph, cluster, timer, ["k80", "v100"], rounds=3)
+    for k, (kind, median) in enumerate([("k80", 2e-3), ("v100", 4e-3)]):
+        single = np.full(graph.num_ops, k)
+        assert scale[kind] * Simulator().time(graph, cluster, single).step_time == pytest.approx(median, rel=1e-9)
+    firsts = [np.full(graph.num_ops, k, dtype=np.int64).tobytes() for k in (0, 1)]
+    assert timer.calls == firsts * 3
+
+
+def test_simulator_error_measures_the_placements_in_turn_and_reports_the_median():
+    from gnplace.exceptions import InvalidArgument
+
+    step = import_step(*tiny())
+    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4)})
+    cluster = load_cluster("k80x2")
+    calibration = type("C", (), {"graph": graph, "cluster": cluster})()
+    a, b = np.zeros(graph.num_ops, dtype=np.int64), np.arange(graph.num_ops, dtype=np.int64) % 2
+    timer = _FixedTimer(5e-3, 1e-3, 9e-3, 2e-3, 4e-3, 3e-3)  # a: 5, 9, 4 ms; b: 1, 2, 3 ms
+    rows = simulator_error(calibration, timer, {"a": a, "b": b}, rounds=3)
+    assert timer.calls == [a.tobytes(), b.tobytes()] * 3
+    assert [r["rounds_s"] for r in rows] == [[5e-3, 9e-3, 4e-3], [1e-3, 2e-3, 3e-3]]
+    assert [r["measured_s"] for r in rows] == [5e-3, 2e-3]
+    for r in rows:
+        assert r["error"] == pytest.approx(abs(r["simulated_s"] - r["measured_s"]) / r["measured_s"])
+    with pytest.raises(InvalidArgument, match="rounds must be at least 1"):
+        simulator_error(calibration, timer, {"a": a}, rounds=0)
 
 
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
