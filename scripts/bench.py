@@ -16,7 +16,7 @@ Usage::
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
-    python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--rounds 5] [--anchor-rounds 5] [--finetune-budget 60]
+    python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--rounds 5] [--anchor-rounds 5] [--probe-rounds 5] [--finetune-budget 60]
     python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
 
 ``report``: every placer side by side, the seeds' learned placers included, written to
@@ -81,7 +81,8 @@ seed, options and revision (deterministic on one machine) and adds its rows.
 ``fidelity``: the simulator against real steps on a two-rank CPU cluster (``torch.distributed``,
 gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profile`` calibration
 (op seconds measured per op and scaled to the median of ``--anchor-rounds`` measurements of the
-one-device step, link latency and bandwidth), then ``--placements`` placements that split the step
+one-device step, link bandwidth, and link latency and message cost from the medians of
+``--probe-rounds`` probes), then ``--placements`` placements that split the step
 (the fast placers', random ones) measured ``--rounds`` times each, in turn, with
 :class:`~gnplace.execute.dist.DistTimer`, and simulated: median absolute relative error of the
 simulator against each placement's median measurement; with ``--finetune-budget``, whether fine-tuning's best measured placement beats ``single``
@@ -766,7 +767,8 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
         timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
         try:
             calibration = calibrate(step, timer=timer, devices=devices, repeats=args.repeats,
-                                    threads=args.threads, name=f"{args.timer}-{name}", anchor_rounds=args.anchor_rounds)
+                                    threads=args.threads, name=f"{args.timer}-{name}", anchor_rounds=args.anchor_rounds,
+                                    probe_rounds=args.probe_rounds)
             calibration.save(out / name)
             wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
             rows = simulator_error(calibration, timer, wanted, rounds=args.rounds)
@@ -1093,6 +1095,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="measurements of each placement, in turn; the median is its step (default: 5)")
     fid.add_argument("--anchor-rounds", type=int, default=5,
                      help="calibration: measurements of the one-device step, the median anchored to (default: 5)")
+    fid.add_argument("--probe-rounds", type=int, default=5,
+                     help="calibration: rounds of the link and message probes, the medians kept (default: 5)")
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
     fid.add_argument("--seed", type=int, default=0)
     fid.add_argument("--timer", default="dist", choices=["dist", "local"],

@@ -31,6 +31,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--anchor-rounds", type=int, default=5,
                    help="measurements of each device kind's one-device step; its ops are scaled to the median "
                    "(default: 5)")
+    p.add_argument("--probe-rounds", type=int, default=5,
+                   help="dist: rounds of the link and message probes; their medians are kept (default: 5)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -50,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
-    if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds) < 1:
-        raise InvalidArgument("--ranks, --threads, --repeats, --rounds and --anchor-rounds must be at least 1")
+    if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds, args.probe_rounds) < 1:
+        raise InvalidArgument("--ranks, --threads, --repeats, --rounds, --anchor-rounds and --probe-rounds must be at "
+                              "least 1")
     check_count(args.placements, "--placements")
     check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices and args.timer == "local" else None
@@ -61,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
     try:
         calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,
-                                repeats=args.repeats, name=f"profiled-{args.timer}", anchor_rounds=args.anchor_rounds)
+                                repeats=args.repeats, name=f"profiled-{args.timer}", anchor_rounds=args.anchor_rounds,
+                                probe_rounds=args.probe_rounds)
         with writing(args.out):
             graph_path, cluster_path = calibration.save(args.out)
         rows = []

@@ -303,6 +303,7 @@ def calibrate(
     name: str = "calibrated",
     probe_widths: tuple[int, ...] = (8, 32, 64),
     anchor_rounds: int = 5,
+    probe_rounds: int = 5,
 ) -> Calibration:
     """Measure ``step``'s ops and the links of the real cluster that ``timer`` runs on.
 
@@ -321,6 +322,10 @@ def calibrate(
         anchor_rounds (int, optional): measurements of each kind's one-device step, whose median the
             kind's op seconds are scaled to (default: 5; see :meth:`RealStepTimer.measure
             <gnplace.execute.base.RealStepTimer.measure>` for why one is not enough).
+        probe_rounds (int, optional): rounds of the loaded-link probe (:func:`probe_link`) and of the
+            message probe (:meth:`DistTimer.message_costs <gnplace.execute.dist.DistTimer.message_costs>`),
+            in turn, whose medians give each link's latency and ``message_cpu`` (default: 5; one round
+            of each varied by 8% and 16% from one second to the next on a 2-vCPU VM).
 
     Returns:
         Calibration: the measured graph and cluster.
@@ -328,8 +333,10 @@ def calibrate(
     from gnplace.execute.dist import DistTimer
     from gnplace.execute.local import LocalTimer
 
-    if anchor_rounds < 1:
-        raise InvalidArgument(f"anchor_rounds must be at least 1, got {anchor_rounds}")
+    if anchor_rounds < 1 or probe_rounds < 1:
+        raise InvalidArgument(
+            f"anchor_rounds and probe_rounds must be at least 1, got {anchor_rounds} and {probe_rounds}"
+        )
     message_cpu = 0.0
     graph = getattr(step, "graph", None)
     if graph is None:
@@ -345,12 +352,18 @@ def calibrate(
         names = [f"rank{r}" for r in range(ranks)]
         links = {}
         wire = timer.link_times(ranks, LINK_SIZES)  # idle ping-pong: the wire's bandwidth
+        loaded: dict[int, list[float]] = {peer: [] for peer in range(1, ranks)}
+        per_message: list[float] = []
+        for _ in range(probe_rounds):  # the loaded link and the message cost in turn, medians kept
+            for peer in range(1, ranks):
+                loaded[peer] += probe_link(timer, peer, ranks, widths=probe_widths, repeats=repeats)[1]
+            if timer.backend == "gloo" and ranks > 1:  # communication threads sharing the cores: see exchange_cost
+                per_message += list(timer.message_costs(ranks).values())
         for peer in range(1, ranks):
             bandwidth, _ = fit_link(LINK_SIZES[1:], wire[peer][1:])
-            _, loaded = probe_link(timer, peer, ranks, widths=probe_widths, repeats=repeats)
-            links[f"rank0-rank{peer}"] = {"bandwidth": bandwidth, "latency": float(np.median(loaded))}
-        if timer.backend == "gloo" and ranks > 1:  # communication threads sharing the cores: see exchange_cost
-            message_cpu = float(np.median(list(timer.message_costs(ranks).values())))
+            links[f"rank0-rank{peer}"] = {"bandwidth": bandwidth, "latency": float(np.median(loaded[peer]))}
+        if per_message:
+            message_cpu = float(np.median(per_message))
     elif isinstance(timer, LocalTimer):
         wanted = devices or timer.devices or (["cpu", "cuda:0"] if torch.cuda.is_available() else ["cpu"])
         torch_devs = parse_torch_devices(wanted)

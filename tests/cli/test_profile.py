@@ -45,9 +45,9 @@ def test_profile_needs_a_factory(tmp_path, capsys):
     assert main(["profile", "no_such_module:f", "-o", str(tmp_path)]) == 2
 
 
-@pytest.mark.parametrize("flag", ["--rounds", "--anchor-rounds", "--repeats"])
+@pytest.mark.parametrize("flag", ["--rounds", "--anchor-rounds", "--probe-rounds", "--repeats"])
 def test_profile_refuses_no_measurements_in_one_line(tmp_path, capsys, flag):
     assert main(["profile", "gnplace.execute.examples:tiny", flag, "0", "-o", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--rounds and --anchor-rounds must be at least 1" in err
+    assert err.count("\n") == 1 and "--anchor-rounds and --probe-rounds must be at least 1" in err
     assert not (tmp_path / "x").exists()

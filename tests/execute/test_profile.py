@@ -55,6 +55,21 @@ def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads
     assert all(len(np.unique(devices)) == 2 for devices in placements.values())  # each splits the step
 
 
+def test_calibration_keeps_the_medians_of_its_link_and_message_probe_rounds(monkeypatch):
+    import gnplace.execute.profile as profile
+
+    step = import_step(*tiny())
+    latencies = iter([[1e-3, 9e-3], [2e-3, 3e-3], [8e-3, 4e-3]])  # per round, seconds at two widths
+    messages = iter([5e-4, 1e-4, 2e-4])
+    monkeypatch.setattr(profile, "probe_link", lambda *a, **k: ([8, 64], next(latencies)))
+    with DistTimer(step, repeats=2) as timer:
+        monkeypatch.setattr(timer, "message_costs", lambda ranks: {1: next(messages)})
+        calibration = calibrate(step, timer=timer, repeats=2, anchor_rounds=1, probe_rounds=3)
+    assert calibration.links["rank0-rank1"]["latency"] == pytest.approx(3.5e-3)  # the median of all six
+    assert calibration.message_cpu == pytest.approx(2e-4)
+    assert next(latencies, None) is None and next(messages, None) is None  # three rounds of each, no more
+
+
 def test_calibration_of_this_process_devices():
     from gnplace.exceptions import InvalidArgument
 
@@ -62,8 +77,9 @@ def test_calibration_of_this_process_devices():
     calibration = calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=2, anchor_rounds=2)
     assert calibration.cluster.device_names == ["cpu0"]
     assert calibration.graph.cost_s["cpu-1t"].shape == (step.graph.num_ops,)
-    with pytest.raises(InvalidArgument, match="anchor_rounds must be at least 1"):
-        calibrate(step, timer=LocalTimer(step), devices=["cpu"], anchor_rounds=0)
+    for rounds in ({"anchor_rounds": 0}, {"probe_rounds": 0}):
+        with pytest.raises(InvalidArgument, match="anchor_rounds and probe_rounds must be at least 1"):
+            calibrate(step, timer=LocalTimer(step), devices=["cpu"], **rounds)
 
 
 def test_a_cuda_device_torch_does_not_see_is_one_error():
