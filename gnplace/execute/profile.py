@@ -324,8 +324,8 @@ def calibrate(
             <gnplace.execute.base.RealStepTimer.measure>` for why one is not enough).
         probe_rounds (int, optional): rounds of the loaded-link probe (:func:`probe_link`) and of the
             message probe (:meth:`DistTimer.message_costs <gnplace.execute.dist.DistTimer.message_costs>`),
-            in turn, whose medians give each link's latency and ``message_cpu`` (default: 5; one round
-            of each varied by 8% and 16% from one second to the next on a 2-vCPU VM).
+            in turn, whose medians give each link's latency and ``message_cpu`` (default: 5; from one
+            round to the next on a 2-vCPU VM the latency varied by 16% and ``message_cpu`` by 8%).
 
     Returns:
         Calibration: the measured graph and cluster.
