@@ -450,19 +450,33 @@ def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, ki
     from gnplace.sim.simulator import Simulator
 
     sim = Simulator()
-    wanted = list(dict.fromkeys(kinds))
-    singles = {kind: np.full(graph.num_ops, kinds.index(kind), dtype=np.int64) for kind in wanted}
-    measured: dict[str, list[Any]] = {kind: [] for kind in wanted}
-    for _ in range(rounds):
-        for kind in wanted:
-            measured[kind].append(timer.measure(graph, cluster, singles[kind]))
+    singles = {kind: np.full(graph.num_ops, kinds.index(kind), dtype=np.int64) for kind in dict.fromkeys(kinds)}
+    measured = _measure_in_turn(timer, graph, cluster, singles, rounds)
     scale: dict[str, float] = {}
-    for kind in wanted:
-        predicted = sim.time(graph, cluster, singles[kind]).step_time
-        oom = any(r.is_oom for r in measured[kind])
-        real = float(np.median([r.step_time for r in measured[kind]]))
+    for kind, single in singles.items():
+        predicted = sim.time(graph, cluster, single).step_time
+        real, _, oom = measured[kind]
         scale[kind] = real / predicted if not oom and predicted > 0 else 1.0
     return scale
+
+
+def _measure_in_turn(timer: Any, graph: OpGraph, cluster: Cluster, placements: dict[str, np.ndarray],
+                     rounds: int) -> dict[str, tuple[float, list[float], bool]]:
+    """Measure every placement afresh ``rounds`` times, the placements in turn (one each per round).
+
+    Returns:
+        dict: per placement, its median step (seconds), every measured step (seconds) and whether
+        any measurement ran out of memory.
+    """
+    samples: dict[str, list[Any]] = {name: [] for name in placements}
+    for _ in range(rounds):
+        for name, devices in placements.items():
+            samples[name].append(timer.measure(graph, cluster, devices))
+    found = {}
+    for name, results in samples.items():
+        seconds = [r.step_time for r in results]
+        found[name] = (float(np.median(seconds)), seconds, any(r.is_oom for r in results))
+    return found
 
 
 def _copy_seconds(num_bytes: int, src: torch.device, dst: torch.device, repeats: int = 10) -> float:
@@ -533,15 +547,11 @@ def simulator_error(calibration: Calibration, timer: Any, placements: dict[str, 
         raise InvalidArgument(f"rounds must be at least 1, got {rounds}")
     graph, cluster = calibration.graph, calibration.cluster
     sim = Simulator()
-    samples: dict[str, list[Any]] = {name: [] for name in placements}
-    for _ in range(rounds):
-        for name, devices in placements.items():
-            samples[name].append(timer.measure(graph, cluster, devices))
+    measured = _measure_in_turn(timer, graph, cluster, placements, rounds)
     rows = []
     for name, devices in placements.items():
-        seconds = [r.step_time for r in samples[name]]
-        measured = float(np.median(seconds))
+        median, seconds, oom = measured[name]
         simulated = sim.time(graph, cluster, devices).step_time
-        rows.append({"name": name, "measured_s": measured, "rounds_s": seconds, "simulated_s": simulated,
-                     "error": abs(simulated - measured) / measured, "oom": any(r.is_oom for r in samples[name])})
+        rows.append({"name": name, "measured_s": median, "rounds_s": seconds, "simulated_s": simulated,
+                     "error": abs(simulated - median) / median, "oom": oom})
     return rows
