@@ -69,6 +69,7 @@ def finetune(
     samples: int = 16,
     epochs: int = 4,
     lr: float = 1e-3,
+    screen: int = 48,
     devices: list[str] | None = None,
     threads: int = 1,
     repeats: int = 5,
@@ -91,6 +92,9 @@ def finetune(
         samples (int, optional): placements per PPO iteration (default: 16).
         epochs (int, optional): PPO epochs per batch (default: 4).
         lr (float, optional): Adam's learning rate (default: 1e-3).
+        screen (int, optional): candidates drawn per placement timed: a model learned from the
+            placements timed so far picks which to time (:mod:`gnplace.rl.screen`); 1 times every sample
+            drawn (default: 48).
         devices (list[str], optional): torch device of each cluster device for ``"local"``.
         threads (int, optional): CPU threads per rank for ``"dist"`` (default: 1).
         repeats (int, optional): timed steps per real measurement, median taken (default: 5).
@@ -124,7 +128,7 @@ def finetune(
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
     if devices and timer != "local":
         raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
-    for name, value in (("repeats", repeats), ("threads", threads)):
+    for name, value in (("repeats", repeats), ("threads", threads), ("screen", screen)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
     step_timer: Any
@@ -159,8 +163,8 @@ def finetune(
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, checkpoint=checkpoint,
-                                timer=step_timer, out=str(folder), resume=resume,
+        placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
+                                checkpoint=checkpoint, timer=step_timer, out=str(folder), resume=resume,
                                 checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot)
         start = time.perf_counter()
         best = placer.place(graph, cluster, seed=seed)

@@ -46,8 +46,9 @@ from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teach
 from gnplace.rl.env import RefinementMDP
 from gnplace.rl.imitation import imitation_loss
 from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
-from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
+from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem, placement_key
 from gnplace.rl.reinforce import reinforce_loss
+from gnplace.rl.screen import MoveScreen
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step
 
@@ -84,6 +85,10 @@ class LearnerConfig:
             sampling, so that samples stay near the incumbent and the policy learns which moves from it pay
             (a search's setting, with anchored scoring; the behaviour and updated policies both carry it);
             0 samples the policy alone (default: 0.0).
+        screen (int): candidates drawn per placement timed, ``M``: once a pair's
+            :class:`~gnplace.rl.screen.MoveScreen` has learned from enough timed placements, each batch
+            draws ``M * samples`` placements and times and learns from only the ``samples`` new ones the
+            screen ranks fastest; 1 times every sample drawn (fine-tuning's revision 17; default: 1).
         risk (float): share of each pair's samples whose advantage is kept, the best ones, as
             :math:`R - R_\\epsilon` (the risk-seeking policy gradient:
             :func:`~gnplace.rl.ppo.risk_seeking_advantages`); 1 keeps all, normalised (default: 1.0).
@@ -112,6 +117,7 @@ class LearnerConfig:
     elite: float = 0.0
     elite_target: str = "best"
     prior: float = 0.0
+    screen: int = 1
     risk: float = 1.0
     val_samples: int = 0
     lr: float = 1e-3
@@ -133,7 +139,7 @@ class LearnerConfig:
             raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
-        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0}
+        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1}
         bad = [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
                if getattr(self, name) < least]
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
@@ -285,9 +291,11 @@ class PlacementLearner(L.LightningModule):
             if cfg.mode == "refine":
                 traj, reward = self._refine_step(problem)
             else:
-                traj = sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=self._prior(problem))
+                traj = self._draw(problem)
                 timed_before = problem.evaluations
-                _, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
+                result, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
+                if problem.screen is not None:
+                    problem.screen.observe(traj.rollout.group_devices, result.step_time, result.oom)
                 if problem.widening and cfg.prior > 0:  # the next batch's kappa, by its new share
                     problem.widen(problem.evaluations - timed_before, cfg.samples, cfg.prior)
             rollouts.append(traj)
@@ -327,6 +335,37 @@ class PlacementLearner(L.LightningModule):
             # and the best step so far over the reference's
             self.log_dict({"evaluations": int(self.timer.evaluations), "best": float(np.mean(ratios))},
                           prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
+
+    def _draw(self, problem: PlacementProblem) -> Trajectories:
+        """The batch of ``samples`` placements of ``problem`` to time: drawn, or screened from ``screen`` times as many.
+
+        With ``screen`` ``M > 1`` the pair gets a :class:`~gnplace.rl.screen.MoveScreen`, which learns
+        from every batch timed; once it is :attr:`~gnplace.rl.screen.MoveScreen.ready`, ``M * samples``
+        placements are drawn and the ``samples`` distinct ones not timed before that it ranks fastest
+        are kept (repeats fill the batch if fewer are new: they cost nothing). The PPO update then
+        learns from the kept ones with their behaviour log-probabilities, a batch filtered toward the
+        better samples, as the cross-entropy method filters toward its elite.
+        """
+        cfg = self.config
+        bias = self._prior(problem)
+        if cfg.screen <= 1:
+            return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
+        if problem.screen is None:
+            problem.screen = MoveScreen(problem.inp.num_groups, problem.inp.cluster.num_devices)
+        if not problem.screen.ready:
+            return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
+        drawn = sample(self.policy, problem.mdp, cfg.samples * cfg.screen, self.rng, bias=bias)
+        keys = [placement_key(row) for row in problem.placements(drawn.rollout.group_devices)]
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            if key not in problem.timed:
+                first.setdefault(key, i)
+        new = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+        kept = new[problem.screen.rank(drawn.rollout.group_devices[new])][: cfg.samples]
+        if kept.shape[0] < cfg.samples:  # too few new placements: repeats, already timed, fill the batch
+            rest = np.setdiff1d(np.arange(len(keys)), kept, assume_unique=True)
+            kept = np.concatenate([kept, rest[: cfg.samples - kept.shape[0]]])
+        return drawn.take(kept)
 
     def _prior(self, problem: PlacementProblem) -> np.ndarray | None:
         """The sampling bias toward the best placement seen: ``kappa`` on its device of every group, ``[G, D]``.
@@ -588,6 +627,9 @@ class PlacementDataModule(L.LightningDataModule):
                 problem.timed.update({bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
                                                            np.asarray(peak, dtype=np.float64), bool(oom))
                                       for key, step, busy, peak, oom in saved.get("timed", [])})
+                if saved.get("screen") is not None:  # what the pair's screen had learned
+                    problem.screen = MoveScreen(problem.inp.num_groups, problem.inp.cluster.num_devices)
+                    problem.screen.restore(saved["screen"])
             self._problems[index] = problem
         return self._problems[index]
 
@@ -629,7 +671,8 @@ class PlacementDataModule(L.LightningDataModule):
                 "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
                 "sample_best_step": p.sample_best_step, "kappa": p.kappa,
                 **({"timed": [[key.hex(), step, busy.tolist(), peak.tolist(), oom]
-                              for key, (step, busy, peak, oom) in p.timed.items()]} if p.memo else {})}
+                              for key, (step, busy, peak, oom) in p.timed.items()]} if p.memo else {}),
+                **({"screen": p.screen.state()} if p.screen is not None else {})}
                for i, p in self._problems.items()},
         }}
 

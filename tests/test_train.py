@@ -39,7 +39,8 @@ def run(tmp_path, stop, ckpt=None, data=None, memo=False, config=CONFIG, widen=F
 
 
 def test_config_is_validated():
-    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1), dict(prior=-1.0)):
+    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1), dict(prior=-1.0),
+                dict(screen=0)):
         with pytest.raises(InvalidArgument):
             LearnerConfig(**bad)
     assert CONFIG.policy.hidden == 64
@@ -64,9 +65,12 @@ def test_iterations_imitate_then_reinforce(tmp_path):
         assert steps == sorted(steps, reverse=True) and steps[-1] == p.best_step and steps[0] == p.reference_step
 
 
-@pytest.mark.parametrize("memo, widen", [(False, False), (True, False), (True, True)])
-def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen):
+@pytest.mark.parametrize("memo, widen, screen", [(False, False, 1), (True, False, 1), (True, True, 1),
+                                                  (True, False, 4)])
+def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen, screen):
     config = replace(CONFIG, prior=2.0) if widen else CONFIG
+    if screen > 1:  # 16 samples a batch: the screen learns from the first two and screens from the third on
+        config = replace(CONFIG, samples=16, screen=screen)
     _, straight, straight_data = run(tmp_path / "a", 6, memo=memo, config=config, widen=widen)
     t, _, _ = run(tmp_path / "b", 3, memo=memo, config=config, widen=widen)
     path = tmp_path / "b" / "mid.ckpt"
@@ -83,6 +87,37 @@ def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen):
         assert resumed_data.problem(i).timed.keys() == straight_data.problem(i).timed.keys()  # the memo comes back
         assert resumed_data.problem(i).kappa == straight_data.problem(i).kappa  # and widen's prior
         assert (straight_data.problem(i).kappa is not None) == widen
+        if screen > 1:  # and what the screen learned (the mlp on two devices has only 16 placements to learn from)
+            assert resumed_data.problem(i).screen.state() == straight_data.problem(i).screen.state()
+    assert screen == 1 or straight_data.problem(1).screen.ready
+
+
+def test_a_screened_batch_times_the_new_placements_its_screen_ranks_fastest(tmp_path, monkeypatch):
+    import gnplace.train as train
+    from gnplace.rl.agent import Trajectories
+    from gnplace.rl.screen import MoveScreen
+
+    drawn, ranked, kept = [], [], []
+    sample, rank, take = train.sample, MoveScreen.rank, Trajectories.take
+    monkeypatch.setattr(train, "sample", lambda *a, **k: drawn.append(a[2]) or sample(*a, **k))
+    monkeypatch.setattr(MoveScreen, "rank", lambda self, x: ranked.append((x, rank(self, x))) or ranked[-1][1])
+    monkeypatch.setattr(Trajectories, "take", lambda self, i: kept.append((self, i)) or take(self, i))
+    config = LearnerConfig(samples=8, epochs=1, screen=4, prior=2.0)
+    data = PlacementDataModule(pairs()[1:], steps_per_epoch=8, seed=3, memo=True)
+    learner = PlacementLearner(config)
+    evaluations = []
+    monkeypatch.setattr(PlacementLearner, "_log_mean",
+                        lambda self, stats: evaluations.append(data.problem(0).evaluations))
+    with quiet_lightning():
+        trainer(tmp_path, 8).fit(learner, datamodule=data)
+    screen = data.problem(0).screen
+    assert screen is not None and screen.ready and ranked and len(kept) == len(ranked)
+    assert drawn == [8] * (8 - len(ranked)) + [32] * len(ranked)  # the batch alone until the screen is ready
+    for (candidates, order), (whole, index) in zip(ranked, kept):
+        best = candidates[order[:8]]  # the new placements ranked fastest, in that order, are the batch
+        assert np.array_equal(whole.rollout.group_devices[index[:len(best)]], best)
+    new = np.diff([1] + evaluations)[-len(ranked):]
+    assert (new == 8).all()  # every placement of a screened batch is new: each is an evaluation
 
 
 def test_reinforce_and_refine_run(tmp_path):

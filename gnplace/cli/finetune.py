@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
     p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default: 1e-3)")
+    p.add_argument("--screen", type=int, default=48,
+                   help="candidates drawn per placement timed: a model fit on the placements timed so far picks "
+                        "which to time; 1 times every sample (default: 48)")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     summary = finetune(
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
+        screen=args.screen,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot,
     )

@@ -49,6 +49,16 @@ class Trajectories:
     equivalent: torch.Tensor | None = None
     bias: torch.Tensor | None = None
 
+    def take(self, index: np.ndarray) -> Trajectories:
+        """The episodes ``index`` (``[B']`` ints), in that order (a screened batch: :mod:`gnplace.rl.screen`)."""
+        r = self.rollout
+        rows = torch.as_tensor(np.asarray(index, dtype=np.int64))
+        rollout = Rollout(r.groups, r.dynamic[index], r.mask[index], r.actions[index], r.group_devices[index],
+                          r.finish[index])
+        return Trajectories(rollout, self.groups, self.dynamic[rows], self.mask[rows], self.actions[rows],
+                            self.old_log_probs[rows], None if self.equivalent is None else self.equivalent[rows],
+                            None if self.bias is None else self.bias[rows])
+
 
 def _wrap(rollout: Rollout, old: torch.Tensor) -> Trajectories:
     return Trajectories(

@@ -22,6 +22,7 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.policy.features import PolicyInput, build_policy_input
 from gnplace.rl.env import PlacementMDP
+from gnplace.rl.screen import MoveScreen
 from gnplace.sim.timer import BatchResult, StepTimer, overflow
 
 __all__ = ["PlacementProblem", "reward", "placement_key", "STEP_FLOOR_S"]
@@ -83,6 +84,8 @@ class PlacementProblem:
             batch's placements are new (:meth:`widen`); a search sets it (default: :obj:`False`).
         kappa (float | None): the sampling prior :math:`\\kappa` this pair samples with now, when it is
             :attr:`widening`; None samples with the learner's configured one.
+        screen (MoveScreen | None): the model that ranks this pair's drawn placements before any is
+            timed, when the learner screens (its ``screen`` setting); None otherwise.
     """
 
     inp: PolicyInput
@@ -103,6 +106,7 @@ class PlacementProblem:
     timed: dict[bytes, tuple[float, np.ndarray, np.ndarray, bool]] = field(init=False, default_factory=dict)
     widening: bool = field(init=False, default=False)
     kappa: float | None = field(init=False, default=None)
+    screen: MoveScreen | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()

@@ -129,3 +129,11 @@ def test_resume_into_another_clusters_run_exits_2_and_keeps_it(tmp_path, capsys)
     assert err.startswith("gnplace: error:") and len(err.strip().splitlines()) == 1
     assert "run of another cluster" in err and "use another -o" in err
     assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir() if p.is_file()} == files
+
+
+def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys):
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "0", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == "gnplace: error: screen must be a whole number >= 1, got 0\n" and not out.exists()

@@ -98,3 +98,18 @@ def test_a_sampling_bias_pulls_samples_to_its_devices_and_log_probs_carry_it():
     assert torch.allclose(traj.old_log_probs[finite], again[finite], atol=1e-4)
     plain = sample(policy, mdp, 8, np.random.default_rng(0))
     assert plain.bias is None and not np.array_equal(plain.rollout.group_devices, traj.rollout.group_devices)
+
+
+def test_taking_episodes_keeps_each_ones_decisions_and_log_probs_together():
+    policy, mdp = setup()
+    bias = np.zeros((mdp.num_groups, mdp.num_devices))
+    bias[:, 2] = 1.0
+    traj = sample(policy, mdp, 6, np.random.default_rng(0), bias=bias)
+    part = traj.take(np.array([4, 1]))
+    assert part.rollout.group_devices.tolist() == traj.rollout.group_devices[[4, 1]].tolist()
+    for name in ("dynamic", "mask", "actions", "old_log_probs", "bias"):
+        assert torch.equal(getattr(part, name), getattr(traj, name)[[4, 1]]), name
+    assert torch.equal(part.groups, traj.groups) and part.rollout.finish.tolist() == traj.rollout.finish[[4, 1]].tolist()
+    with torch.no_grad():  # the update re-evaluates the kept episodes as it would have in the whole batch
+        enc = policy.encode(mdp.inp)
+        assert torch.allclose(log_probs(policy, enc, part), log_probs(policy, enc, traj)[[4, 1]])

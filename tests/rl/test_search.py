@@ -206,6 +206,10 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     # revision 12 seeds the zero-shot step with the caller's seed: a revision 11 run does not resume under it
     assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_seed"] == "caller"
     assert "zero_shot_seed" not in FineTunePlacer(budget=100, zero_shot=False).run_identity(g, c)["settings"]
+    # the screen, where a search screens: runs of before it, which screened none, resume with screen 1
+    assert "screen" not in PPOSearchPlacer(budget=100).run_identity(g, c)["settings"]
+    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["screen"] == 48
+    assert "screen" not in FineTunePlacer(budget=100, screen=1).run_identity(g, c)["settings"]
 
 
 def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
