@@ -18,10 +18,10 @@ not with the groups times the devices):
 with :math:`\\phi(x) \\in \\{0, 1\\}^{G D}` the device of each group, :math:`\\Phi_c` the centred
 features of the window and :math:`y` their log step times. It is the first-order term of the
 surrogate models of Bayesian optimisation over combinatorial structures (BOCS, Baptista and Poloczek,
-ICML 2018). Measured on the 18 fine-tuning pairs of ``bench.py finetune``, its ranking of the next
-batch put its top six at the 10th-40th percentile of their actual step times (0.5 would be chance),
-and the group's majority device ranked as well as the share of its work on each device (see the
-README).
+ICML 2018). On six of the fine-tuning pairs of ``bench.py finetune``, fit on a run's timed
+placements and asked to rank the next 96, it put its top six at the 10th-40th percentile of their
+actual step times (50th would be chance); the group's majority device ranked as well as the share of
+its work on each device, and per-device loads added nothing (``docs/measured-real-devices.md``).
 """
 
 from __future__ import annotations

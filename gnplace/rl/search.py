@@ -542,11 +542,11 @@ class FineTunePlacer(PPOSearchPlacer):
 
     Each batch is screened (revision 17, ``screen`` 48): once a :class:`~gnplace.rl.screen.MoveScreen`
     has learned from 32 timed placements, 48 times the batch is drawn and only the 16 new placements
-    it ranks fastest are timed. Over the 18 pairs at 1,000 evaluations, the best step after 400
-    evaluations went from 0.915 / 0.922 / 0.919x ``auto`` (revision 16, seeds 0 / 1 / 2) to 0.910 /
-    0.918 / 0.915 in a throwaway version of it, and after 1,000 from 0.903 / 0.914 / 0.910 to 0.900 /
-    0.907 / 0.906; drawing 48 times the batch makes a simulator-timed run about 2.5 times slower,
-    nothing beside real steps (README).
+    it ranks fastest are timed. Over the 18 pairs of ``bench.py finetune`` at 4,000 evaluations (seed
+    0) it ends at 0.891x ``auto`` against revision 16's 0.896 and reaches the search from scratch's
+    final mean 3.7 times sooner (1.9); at 1,000 evaluations under seeds 1 and 2 a throwaway version of
+    it moved the best after 400 from 0.922 and 0.919 to 0.918 and 0.915. Drawing 48 times the batch
+    makes a simulator-timed run about 2.2 times slower, nothing beside real steps (README).
 
     ``widen`` is off: fine-tuning's batches rarely repeat placements (its prior is lower), and with it
     on the 18 pairs at 1,000 evaluations gave 0.934 / 0.918 / 0.905 after 100 / 400 / 1,000 evaluations
