@@ -47,8 +47,7 @@ class MoveScreen:
 
     Examples:
         >>> screen = MoveScreen(num_groups=3, num_devices=2, least=4)
-        >>> rng = np.random.default_rng(0)
-        >>> x = rng.integers(0, 2, size=(8, 3))
+        >>> x = (np.arange(8)[:, None] >> np.arange(3)) & 1  # the 8 placements of 3 groups on 2 devices
         >>> screen.observe(x, np.exp(1.0 + 0.5 * x[:, 0]), np.zeros(8, dtype=bool))  # group 0 on device 1 is slow
         >>> screen.ready, screen.rank(np.array([[1, 0, 0], [0, 0, 0]])).tolist()
         (True, [1, 0])
