@@ -545,8 +545,10 @@ class FineTunePlacer(PPOSearchPlacer):
     it ranks fastest are timed. Over the 18 pairs of ``bench.py finetune`` at 4,000 evaluations (seed
     0) it ends at 0.891x ``auto`` against revision 16's 0.896 and reaches the search from scratch's
     final mean 3.7 times sooner (1.9); at 1,000 evaluations under seeds 1 and 2 a throwaway version of
-    it moved the best after 400 from 0.922 and 0.919 to 0.918 and 0.915. Drawing 48 times the batch
-    makes a simulator-timed run about 2.2 times slower, nothing beside real steps (README).
+    it moved the best after 400 from 0.922 and 0.919 to 0.918 and 0.915. The screen helps a search from
+    fresh weights as much (``screen=48`` here: 0.892 at 4,000), so it is not the checkpoint's gain.
+    Drawing 48 times the batch makes a simulator-timed run about 2.2 times slower, nothing beside real
+    steps (README).
 
     ``widen`` is off: fine-tuning's batches rarely repeat placements (its prior is lower), and with it
     on the 18 pairs at 1,000 evaluations gave 0.934 / 0.918 / 0.905 after 100 / 400 / 1,000 evaluations
