@@ -547,7 +547,7 @@ class FineTunePlacer(PPOSearchPlacer):
     final mean 3.7 times sooner (1.9); at 1,000 evaluations under seeds 1 and 2 a throwaway version of
     it moved the best after 400 from 0.922 and 0.919 to 0.918 and 0.915. The screen helps a search from
     fresh weights as much (``screen=48`` here: 0.892 at 4,000), so it is not the checkpoint's gain.
-    Drawing 48 times the batch makes a simulator-timed run about 2.2 times slower, nothing beside real
+    Drawing 48 times the batch makes a simulator-timed run about twice as slow, nothing beside real
     steps (README).
 
     ``widen`` is off: fine-tuning's batches rarely repeat placements (its prior is lower), and with it
