@@ -46,9 +46,8 @@ from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teach
 from gnplace.rl.env import RefinementMDP
 from gnplace.rl.imitation import imitation_loss
 from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
-from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem, placement_key
+from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
-from gnplace.rl.screen import MoveScreen
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step
 
@@ -350,18 +349,13 @@ class PlacementLearner(L.LightningModule):
         bias = self._prior(problem)
         if cfg.screen <= 1:
             return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
-        if problem.screen is None:
-            problem.screen = MoveScreen(problem.inp.num_groups, problem.inp.cluster.num_devices)
-        if not problem.screen.ready:
+        screen = problem.start_screen()
+        if not screen.ready:
             return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
         drawn = sample(self.policy, problem.mdp, cfg.samples * cfg.screen, self.rng, bias=bias)
-        keys = [placement_key(row) for row in problem.placements(drawn.rollout.group_devices)]
-        first: dict[bytes, int] = {}
-        for i, key in enumerate(keys):
-            if key not in problem.timed:
-                first.setdefault(key, i)
-        new = np.fromiter(first.values(), dtype=np.int64, count=len(first))
-        kept = new[problem.screen.rank(drawn.rollout.group_devices[new])][: cfg.samples]
+        keys, rows = problem.untimed(problem.placements(drawn.rollout.group_devices))
+        new = np.asarray(rows, dtype=np.int64)
+        kept = new[screen.rank(drawn.rollout.group_devices[new])][: cfg.samples]
         if kept.shape[0] < cfg.samples:  # too few new placements: repeats, already timed, fill the batch
             rest = np.setdiff1d(np.arange(len(keys)), kept, assume_unique=True)
             kept = np.concatenate([kept, rest[: cfg.samples - kept.shape[0]]])
@@ -628,8 +622,7 @@ class PlacementDataModule(L.LightningDataModule):
                                                            np.asarray(peak, dtype=np.float64), bool(oom))
                                       for key, step, busy, peak, oom in saved.get("timed", [])})
                 if saved.get("screen") is not None:  # what the pair's screen had learned
-                    problem.screen = MoveScreen(problem.inp.num_groups, problem.inp.cluster.num_devices)
-                    problem.screen.restore(saved["screen"])
+                    problem.start_screen().restore(saved["screen"])
             self._problems[index] = problem
         return self._problems[index]
 

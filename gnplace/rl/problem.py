@@ -215,6 +215,26 @@ class PlacementProblem:
         self.history.append((self.evaluations, self.best_step))
         return result, rewards
 
+    def untimed(self, devices: np.ndarray) -> tuple[list[bytes], list[int]]:
+        """Each placement's :func:`placement_key` (``devices`` ``[B, num_ops]``), and the rows not in :attr:`timed`.
+
+        Returns:
+            ``(keys [B], rows)``: ``rows`` holds the first row of each distinct placement not timed
+            before, in batch order.
+        """
+        keys = [placement_key(row) for row in devices]
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            if key not in self.timed:
+                first.setdefault(key, i)  # each new placement's first row, in batch order
+        return keys, list(first.values())
+
+    def start_screen(self) -> MoveScreen:
+        """This pair's :attr:`screen`, made (empty) the first time it is asked for."""
+        if self.screen is None:
+            self.screen = MoveScreen(self.inp.num_groups, self.inp.cluster.num_devices)
+        return self.screen
+
     def _time_new(self, devices: np.ndarray, timer: StepTimer) -> BatchResult:
         """Every placement's result (``devices`` ``[B, num_ops]``), timing only those not in :attr:`timed`.
 
@@ -223,12 +243,7 @@ class PlacementProblem:
         is the incumbent itself), and a real timer caches them anyway
         (:class:`~gnplace.execute.base.RealStepTimer`): timing one again would spend budget on nothing new.
         """
-        keys = [placement_key(row) for row in devices]
-        first: dict[bytes, int] = {}
-        for i, key in enumerate(keys):
-            if key not in self.timed:
-                first.setdefault(key, i)  # each new placement's first row, in batch order
-        new = list(first.values())
+        keys, new = self.untimed(devices)
         if new:
             fresh = timer.time_batch(self.inp.graph, self.inp.cluster, devices[new])
             for j, i in enumerate(new):

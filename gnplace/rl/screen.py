@@ -88,6 +88,10 @@ class MoveScreen:
             if len(self._rows) > self.window:
                 del self._rows[next(iter(self._rows))]
 
+    def _seen(self) -> np.ndarray:
+        """The window's placements, a device per group, ``[n, G]``."""
+        return np.frombuffer(b"".join(self._rows), dtype=np.int64).reshape(-1, self.num_groups)
+
     def _features(self, group_devices: np.ndarray) -> np.ndarray:
         """phi(x): the one-hot device of every group, ``[B, G * D]`` float64."""
         rows = np.asarray(group_devices, dtype=np.int64).reshape(-1, self.num_groups)
@@ -99,7 +103,7 @@ class MoveScreen:
         """The model's log step seconds of placements given as a device per group ``[B, G]``, ``[B]``."""
         if not self._rows:
             return np.zeros(np.asarray(group_devices).reshape(-1, self.num_groups).shape[0])
-        seen = np.frombuffer(b"".join(self._rows), dtype=np.int64).reshape(-1, self.num_groups)
+        seen = self._seen()
         y = np.fromiter(self._rows.values(), dtype=np.float64, count=len(self._rows))
         phi = self._features(seen)
         mean_phi, mu = phi.mean(axis=0), y.mean()
@@ -115,8 +119,7 @@ class MoveScreen:
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint keeps: the window's placements and log step times (lists)."""
-        seen = np.frombuffer(b"".join(self._rows), dtype=np.int64).reshape(-1, self.num_groups)
-        return {"groups": seen.tolist(), "log_step": list(self._rows.values())}
+        return {"groups": self._seen().tolist(), "log_step": list(self._rows.values())}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Put back what :meth:`state` kept."""
