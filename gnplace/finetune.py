@@ -70,6 +70,7 @@ def finetune(
     epochs: int = 4,
     lr: float = 1e-3,
     screen: int = 48,
+    screen_model: str = "auto",
     devices: list[str] | None = None,
     threads: int = 1,
     repeats: int = 5,
@@ -95,6 +96,10 @@ def finetune(
         screen (int, optional): candidates drawn per placement timed: a model learned from the
             placements timed so far picks which to time (:mod:`gnplace.rl.screen`); 1 times every sample
             drawn (default: 48).
+        screen_model (str, optional): what that model starts from: ``"simulator"``, the simulator's step
+            of each candidate on ``cluster`` (with ``costs``' op seconds), corrected by what the timer
+            measures; ``"learned"``, nothing; ``"auto"``, the simulator with a real timer and nothing with
+            ``"sim"`` (default: ``"auto"``).
         devices (list[str], optional): torch device of each cluster device for ``"local"``.
         threads (int, optional): CPU threads per rank for ``"dist"`` (default: 1).
         repeats (int, optional): timed steps per real measurement, median taken (default: 5).
@@ -126,6 +131,11 @@ def finetune(
 
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
+    if screen_model not in ("auto", "learned", "simulator"):
+        raise InvalidArgument(f"unknown screen model {screen_model!r} (choose one of: auto, learned, simulator)")
+    if screen_model == "simulator" and timer == "sim":
+        raise InvalidArgument("the simulator screen ranks a real timer's candidates; with --timer sim it would "
+                              "make evaluations free (use --screen-model learned)")
     if devices and timer != "local":
         raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
     for name, value in (("repeats", repeats), ("threads", threads), ("screen", screen)):
@@ -164,6 +174,7 @@ def finetune(
     folder.mkdir(parents=True, exist_ok=True)
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
+                                screen_model=screen_model,
                                 checkpoint=checkpoint, timer=step_timer, out=str(folder), resume=resume,
                                 checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot)
         start = time.perf_counter()

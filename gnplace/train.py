@@ -38,6 +38,7 @@ from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from gnplace.cluster import Cluster, load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
@@ -49,12 +50,16 @@ from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seek
 from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step
+from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step, simulated
 
 __all__ = [
     "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "TimedCheckpoint",
     "iterations_for_budget", "fit",
 ]
+
+
+#: What a search's screen starts from (:attr:`LearnerConfig.screen_model`).
+SCREEN_MODELS = ("learned", "simulator")
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,11 @@ class LearnerConfig:
             :class:`~gnplace.rl.screen.MoveScreen` has learned from enough timed placements, each batch
             draws ``M * samples`` placements and times and learns from only the ``samples`` new ones the
             screen ranks fastest; 1 times every sample drawn (fine-tuning's revision 17; default: 1).
+        screen_model (str): what the screen starts from: ``"learned"``, nothing (it learns from the
+            pair's timed placements alone, and ranks once it has seen 32), or ``"simulator"``, the
+            simulator's step time of each candidate on the pair's graph and cluster, corrected by what it
+            learns (a real timer's search, after ``gnplace profile``; refused with the simulator as the
+            timer, whose evaluations it would make free) (default: ``"learned"``).
         risk (float): share of each pair's samples whose advantage is kept, the best ones, as
             :math:`R - R_\\epsilon` (the risk-seeking policy gradient:
             :func:`~gnplace.rl.ppo.risk_seeking_advantages`); 1 keeps all, normalised (default: 1.0).
@@ -117,6 +127,7 @@ class LearnerConfig:
     elite_target: str = "best"
     prior: float = 0.0
     screen: int = 1
+    screen_model: str = "learned"
     risk: float = 1.0
     val_samples: int = 0
     lr: float = 1e-3
@@ -130,14 +141,15 @@ class LearnerConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        from gnplace.exceptions import InvalidArgument
-
         if self.algo not in ("ppo", "reinforce"):
             raise InvalidArgument(f"algo must be 'ppo' or 'reinforce', got {self.algo!r}")
         if self.elite_target not in ("best", "samples"):
             raise InvalidArgument(f"elite_target must be 'best' or 'samples', got {self.elite_target!r}")
         if self.mode not in ("construct", "refine"):
             raise InvalidArgument(f"mode must be 'construct' or 'refine', got {self.mode!r}")
+        if self.screen_model not in SCREEN_MODELS:
+            raise InvalidArgument(f"screen_model must be one of {', '.join(map(repr, SCREEN_MODELS))}, "
+                                  f"got {self.screen_model!r}")
         low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1}
         bad = [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
                if getattr(self, name) < least]
@@ -182,6 +194,9 @@ class PlacementLearner(L.LightningModule):
             self.policy = PlacementPolicy(config.policy)
         self.automatic_optimization = False
         self.timer: StepTimer = timer or Simulator()
+        if config.screen > 1 and config.screen_model == "simulator" and simulated(self.timer):
+            raise InvalidArgument("screen_model 'simulator' ranks candidates by the simulator, which would make a "
+                                  "simulator-timed search's evaluations free: use it with a real timer")
         self.rng = np.random.default_rng(config.seed)
         self.beta = config.beta
         self.iteration = 0
@@ -292,9 +307,12 @@ class PlacementLearner(L.LightningModule):
             else:
                 traj = self._draw(problem)
                 timed_before = problem.evaluations
+                # log T_hat of the batch as it is timed (scoring may move the incumbent its placements anchor to)
+                base = problem.model_log_step(problem.placements(traj.rollout.group_devices)) \
+                    if problem.model is not None else None
                 result, reward = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
                 if problem.screen is not None:
-                    problem.screen.observe(traj.rollout.group_devices, result.step_time, result.oom)
+                    problem.screen.observe(traj.rollout.group_devices, result.step_time, result.oom, base)
                 if problem.widening and cfg.prior > 0:  # the next batch's kappa, by its new share
                     problem.widen(problem.evaluations - timed_before, cfg.samples, cfg.prior)
             rollouts.append(traj)
@@ -349,13 +367,16 @@ class PlacementLearner(L.LightningModule):
         bias = self._prior(problem)
         if cfg.screen <= 1:
             return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
+        if cfg.screen_model == "simulator" and problem.model is None:
+            problem.model = Simulator()  # the screen ranks by it, corrected by what the timer measures
         screen = problem.start_screen()
         if not screen.ready:
             return sample(self.policy, problem.mdp, cfg.samples, self.rng, bias=bias)
         drawn = sample(self.policy, problem.mdp, cfg.samples * cfg.screen, self.rng, bias=bias)
-        keys, rows = problem.untimed(problem.placements(drawn.rollout.group_devices))
+        devices = problem.placements(drawn.rollout.group_devices)
+        keys, rows = problem.untimed(devices)
         new = np.asarray(rows, dtype=np.int64)
-        kept = new[screen.rank(drawn.rollout.group_devices[new])][: cfg.samples]
+        kept = new[screen.rank(drawn.rollout.group_devices[new], problem.model_log_step(devices[new]))][: cfg.samples]
         if kept.shape[0] < cfg.samples:  # too few new placements: repeats, already timed, fill the batch
             rest = np.setdiff1d(np.arange(len(keys)), kept, assume_unique=True)
             kept = np.concatenate([kept, rest[: cfg.samples - kept.shape[0]]])

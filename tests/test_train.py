@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.cluster import load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
+from gnplace.placement import as_placement
 from gnplace.rl.search import quiet_lightning
+from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 from gnplace.toy import layered_graph, mlp_training_graph
 from gnplace.train import LearnerConfig, PlacementDataModule, PlacementLearner, ProblemStream, StopAfter
 
@@ -100,7 +103,8 @@ def test_a_screened_batch_times_the_new_placements_its_screen_ranks_fastest(tmp_
     drawn, ranked, kept = [], [], []
     sample, rank, take = train.sample, MoveScreen.rank, Trajectories.take
     monkeypatch.setattr(train, "sample", lambda *a, **k: drawn.append(a[2]) or sample(*a, **k))
-    monkeypatch.setattr(MoveScreen, "rank", lambda self, x: ranked.append((x, rank(self, x))) or ranked[-1][1])
+    monkeypatch.setattr(MoveScreen, "rank",
+                        lambda self, x, base=None: ranked.append((x, rank(self, x, base))) or ranked[-1][1])
     monkeypatch.setattr(Trajectories, "take", lambda self, i: kept.append((self, i)) or take(self, i))
     config = LearnerConfig(samples=8, epochs=1, screen=4, prior=2.0)
     data = PlacementDataModule(pairs()[1:], steps_per_epoch=8, seed=3, memo=True)
@@ -118,6 +122,62 @@ def test_a_screened_batch_times_the_new_placements_its_screen_ranks_fastest(tmp_
         assert np.array_equal(whole.rollout.group_devices[index[:len(best)]], best)
     new = np.diff([1] + evaluations)[-len(ranked):]
     assert (new == 8).all()  # every placement of a screened batch is new: each is an evaluation
+
+
+class MeasuredSteps(StepTimer):
+    """A stand-in for real steps: the simulator on a cluster with slower links than the one placed on."""
+
+    def __init__(self):
+        self.sim, self.slow = Simulator(), {}
+
+    def _slow(self, cluster):
+        if cluster.name not in self.slow:
+            self.slow[cluster.name] = Cluster(list(cluster.devices), cluster.bandwidth / 3, cluster.latency * 2,
+                                              name=cluster.name)
+        return self.slow[cluster.name]
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        return self.sim.time(graph, self._slow(cluster), as_placement(graph, cluster, placement).devices)
+
+    def time_batch(self, graph, cluster, placements):
+        return self.sim.time_batch(graph, self._slow(cluster), placements)
+
+
+def test_a_simulator_screen_ranks_a_real_timers_first_batch_by_the_simulator(tmp_path, monkeypatch):
+    import gnplace.train as train
+    from gnplace.rl.agent import Trajectories
+
+    kept, drawn = [], []
+    take, sample = Trajectories.take, train.sample
+    monkeypatch.setattr(train, "sample", lambda *a, **k: drawn.append(a[2]) or sample(*a, **k))
+    monkeypatch.setattr(Trajectories, "take", lambda self, i: kept.append((self, i)) or take(self, i))
+    config = LearnerConfig(samples=8, epochs=1, screen=4, prior=2.0, screen_model="simulator")
+    data = PlacementDataModule(pairs()[1:], steps_per_epoch=3, seed=3, memo=True, timer=MeasuredSteps())
+    learner = PlacementLearner(config, timer=data.timer)
+    with quiet_lightning():
+        trainer(tmp_path, 3).fit(learner, datamodule=data)
+    problem = data.problem(0)
+    assert drawn == [32] * 3 and len(kept) == 3  # screened from the first batch: the simulator needs no data
+    assert problem.screen is not None and problem.screen.residual and len(problem.screen) > 0
+    whole, index = kept[0]
+    devices = problem.inp.expand(whole.rollout.group_devices)  # the first batch: the incumbent was the reference
+    anchored = np.where(devices == problem.inp.expand(problem.reference_groups)[None, :],
+                        problem.reference_devices[None, :], devices)
+    step = Simulator().time_batch(problem.inp.graph, problem.inp.cluster, anchored).step_time
+    first = {}  # each new placement's first row (the reference's was timed before)
+    for i, row in enumerate(anchored):
+        if not np.array_equal(row, problem.reference_devices):
+            first.setdefault(row.tobytes(), i)
+    new = sorted(first.values(), key=lambda i: step[i])
+    assert len(new) > 8 and sorted(index.tolist()) == sorted(new[:8])  # the simulator's fastest new ones
+
+
+def test_a_simulator_screen_is_refused_with_the_simulator_as_the_timer():
+    with pytest.raises(InvalidArgument, match="free"):
+        PlacementLearner(LearnerConfig(screen=4, screen_model="simulator"))
+    with pytest.raises(InvalidArgument, match="screen_model"):
+        LearnerConfig(screen_model="oracle")
+    PlacementLearner(LearnerConfig(screen=4, screen_model="simulator"), timer=MeasuredSteps())
 
 
 def test_reinforce_and_refine_run(tmp_path):

@@ -33,6 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--screen", type=int, default=48,
                    help="candidates drawn per placement timed: a model fit on the placements timed so far picks "
                         "which to time; 1 times every sample (default: 48)")
+    p.add_argument("--screen-model", default="auto", choices=["auto", "learned", "simulator"],
+                   help="what that model starts from: the simulator's step of each candidate, corrected by what is "
+                        "measured (simulator), or nothing (learned); auto: the simulator with a real timer")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     summary = finetune(
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
-        screen=args.screen,
+        screen=args.screen, screen_model=args.screen_model,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot,
     )

@@ -86,6 +86,9 @@ class PlacementProblem:
             :attr:`widening`; None samples with the learner's configured one.
         screen (MoveScreen | None): the model that ranks this pair's drawn placements before any is
             timed, when the learner screens (its ``screen`` setting); None otherwise.
+        model (StepTimer | None): a cheaper model of the timer, the simulator beside real steps, whose
+            prediction the :attr:`screen` starts from and corrects (:meth:`model_log_step`); None: the
+            screen learns from the timed placements alone (default: None).
     """
 
     inp: PolicyInput
@@ -107,6 +110,7 @@ class PlacementProblem:
     widening: bool = field(init=False, default=False)
     kappa: float | None = field(init=False, default=None)
     screen: MoveScreen | None = field(init=False, default=None)
+    model: StepTimer | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()
@@ -230,10 +234,21 @@ class PlacementProblem:
         return keys, list(first.values())
 
     def start_screen(self) -> MoveScreen:
-        """This pair's :attr:`screen`, made (empty) the first time it is asked for."""
+        """This pair's :attr:`screen`, made (empty) the first time it is asked for (residual over a :attr:`model`)."""
         if self.screen is None:
-            self.screen = MoveScreen(self.inp.num_groups, self.inp.cluster.num_devices)
+            self.screen = MoveScreen(self.inp.num_groups, self.inp.cluster.num_devices, residual=self.model is not None)
         return self.screen
+
+    def model_log_step(self, devices: np.ndarray) -> np.ndarray | None:
+        """:attr:`model`'s log step seconds of placements ``[B, num_ops]``, ``[B]``; None without a model.
+
+        A placement the model finds out of memory gets ``inf``: ranked last.
+        """
+        if self.model is None:
+            return None
+        result = self.model.time_batch(self.inp.graph, self.inp.cluster, devices)
+        step = np.maximum(np.asarray(result.step_time, dtype=np.float64), STEP_FLOOR_S)
+        return np.where(result.oom, np.inf, np.log(step))
 
     def _time_new(self, devices: np.ndarray, timer: StepTimer) -> BatchResult:
         """Every placement's result (``devices`` ``[B, num_ops]``), timing only those not in :attr:`timed`.

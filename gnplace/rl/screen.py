@@ -22,6 +22,13 @@ ICML 2018). On six of the fine-tuning pairs of ``bench.py finetune``, fit on a r
 placements and asked to rank the next 96, it put its top six at the 10th-40th percentile of their
 actual step times (50th would be chance); the group's majority device ranked as well as the share of
 its work on each device, and per-device loads added nothing (``docs/measured-real-devices.md``).
+
+With ``residual`` the screen starts from a cheaper model of the same step, the calibrated simulator
+beside a real timer (``gnplace profile``'s cluster and op seconds), and learns only what it gets
+wrong: the targets are :math:`\\log T(x) - \\log \\hat T(x)` and the ranking is by
+:math:`\\log \\hat T(x)` plus the learned correction, so it ranks from the first batch, before any
+placement is timed. Spotlight and the hierarchical planner timed every sample on the devices;
+the simulator, about a millisecond a placement, picks which are worth the seconds of real steps.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ class MoveScreen:
         window (int, optional): most recent distinct placements it is fit on (default: 256).
         ridge (float, optional): the ridge :math:`\\lambda` (default: 1.0).
         least (int, optional): placements it must have seen before it ranks (:attr:`ready`) (default: 32).
+        residual (bool, optional): learn the residual over a base prediction of log step seconds, given to
+            :meth:`observe` and :meth:`predict` as ``base``, and rank from the start (default: :obj:`False`).
 
     Examples:
         >>> screen = MoveScreen(num_groups=3, num_devices=2, least=4)
@@ -54,7 +63,7 @@ class MoveScreen:
     """
 
     def __init__(self, num_groups: int, num_devices: int, *, window: int = 256, ridge: float = 1.0,
-                 least: int = 32) -> None:
+                 least: int = 32, residual: bool = False) -> None:
         if num_groups < 1 or num_devices < 1:
             raise InvalidArgument(f"MoveScreen needs groups and devices, got {num_groups} and {num_devices}")
         if window < 2 or least < 2 or ridge <= 0:
@@ -62,6 +71,7 @@ class MoveScreen:
                                   f"and {ridge}")
         self.num_groups, self.num_devices = int(num_groups), int(num_devices)
         self.window, self.ridge, self.least = int(window), float(ridge), int(least)
+        self.residual = bool(residual)
         self._rows: dict[bytes, float] = {}  # device per group (bytes) -> log step seconds, oldest first
 
     def __len__(self) -> int:
@@ -70,23 +80,42 @@ class MoveScreen:
 
     @property
     def ready(self) -> bool:
-        """Whether it has seen ``least`` placements and ranks (before, a search times what it draws)."""
-        return len(self._rows) >= self.least
+        """Whether it ranks: it has seen ``least`` placements, or it corrects a base prediction (``residual``).
 
-    def observe(self, group_devices: np.ndarray, step: np.ndarray, oom: np.ndarray) -> None:
+        Before, a search times what it draws.
+        """
+        return self.residual or len(self._rows) >= self.least
+
+    def observe(self, group_devices: np.ndarray, step: np.ndarray, oom: np.ndarray,
+                base: np.ndarray | None = None) -> None:
         """Learn from timed placements: a device per group ``[B, G]``, their step times ``[B]`` (seconds), OOM ``[B]``.
 
         An OOM placement is not learned from (its step says nothing of its penalty); one seen before is
-        not learned twice. The oldest leave the window first.
+        not learned twice. The oldest leave the window first. With :attr:`residual`, ``base`` is the base
+        model's log step seconds of each placement ``[B]``, and a placement it cannot predict (``inf``:
+        out of memory by it) is not learned from either.
         """
         rows = np.ascontiguousarray(group_devices, dtype=np.int64).reshape(-1, self.num_groups)
-        for row, seconds, over in zip(rows, np.asarray(step, dtype=np.float64), np.asarray(oom, dtype=bool)):
+        offset = self._base(base, rows.shape[0])
+        for row, seconds, over, b in zip(rows, np.asarray(step, dtype=np.float64), np.asarray(oom, dtype=bool), offset):
             key = row.tobytes()
-            if over or not np.isfinite(seconds) or seconds <= 0 or key in self._rows:
+            if over or not np.isfinite(seconds) or seconds <= 0 or not np.isfinite(b) or key in self._rows:
                 continue
-            self._rows[key] = float(np.log(seconds))  # y = log T
+            self._rows[key] = float(np.log(seconds) - b)  # y = log T, or log T - log T_hat with a base
             if len(self._rows) > self.window:
                 del self._rows[next(iter(self._rows))]
+
+    def _base(self, base: np.ndarray | None, count: int) -> np.ndarray:
+        """The base log seconds of ``count`` placements (zeros without :attr:`residual`), ``[count]``."""
+        if self.residual != (base is not None):
+            raise InvalidArgument("a residual MoveScreen needs the base model's log step seconds, and only it takes "
+                                  "them")
+        if base is None:
+            return np.zeros(count)
+        offset = np.asarray(base, dtype=np.float64).reshape(-1)
+        if offset.shape[0] != count:
+            raise InvalidArgument(f"base has {offset.shape[0]} values for {count} placements")
+        return offset
 
     def _seen(self) -> np.ndarray:
         """The window's placements, a device per group, ``[n, G]``."""
@@ -99,10 +128,16 @@ class MoveScreen:
         phi[np.arange(rows.shape[0])[:, None], np.arange(self.num_groups)[None, :] * self.num_devices + rows] = 1.0
         return phi
 
-    def predict(self, group_devices: np.ndarray) -> np.ndarray:
-        """The model's log step seconds of placements given as a device per group ``[B, G]``, ``[B]``."""
+    def predict(self, group_devices: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+        """The model's log step seconds of placements given as a device per group ``[B, G]``, ``[B]``.
+
+        With :attr:`residual`, ``base`` is the base model's log step seconds of each ``[B]``, and the
+        prediction is it plus the learned correction.
+        """
+        count = np.asarray(group_devices).reshape(-1, self.num_groups).shape[0]
+        offset = self._base(base, count)
         if not self._rows:
-            return np.zeros(np.asarray(group_devices).reshape(-1, self.num_groups).shape[0])
+            return offset
         seen = self._seen()
         y = np.fromiter(self._rows.values(), dtype=np.float64, count=len(self._rows))
         phi = self._features(seen)
@@ -111,17 +146,21 @@ class MoveScreen:
         # alpha = (Phi_c Phi_c^T + lambda I)^-1 (y - mu)
         alpha = np.linalg.solve(centred @ centred.T + self.ridge * np.eye(len(y)), y - mu)
         w = centred.T @ alpha  # w = Phi_c^T alpha
-        return (self._features(group_devices) - mean_phi) @ w + mu
+        return offset + (self._features(group_devices) - mean_phi) @ w + mu
 
-    def rank(self, group_devices: np.ndarray) -> np.ndarray:
-        """Indices of the placements ``[B, G]``, the fastest by the model first (ties in the given order), ``[B]``."""
-        return np.argsort(self.predict(group_devices), kind="stable")
+    def rank(self, group_devices: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+        """Indices of the placements ``[B, G]``, the fastest by the model first (ties in the given order), ``[B]``.
+
+        ``base`` as for :meth:`predict`.
+        """
+        return np.argsort(self.predict(group_devices, base), kind="stable")
 
     def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps: the window's placements and log step times (lists)."""
-        return {"groups": self._seen().tolist(), "log_step": list(self._rows.values())}
+        """What a checkpoint keeps: the window's placements and log step times (lists), and :attr:`residual`."""
+        return {"groups": self._seen().tolist(), "log_step": list(self._rows.values()), "residual": self.residual}
 
     def restore(self, state: dict[str, Any]) -> None:
         """Put back what :meth:`state` kept."""
+        self.residual = bool(state.get("residual", False))
         self._rows = {np.asarray(g, dtype=np.int64).tobytes(): float(y)
                       for g, y in zip(state.get("groups", []), state.get("log_step", []))}

@@ -43,7 +43,7 @@ from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step
+from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated
 
 __all__ = [
     "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning", "RUN_KEY",
@@ -137,6 +137,10 @@ class PPOSearchPlacer:
             :class:`~gnplace.rl.screen.MoveScreen` has learned from 32 timed placements, each batch draws
             ``M`` times ``samples`` and times only the new ones it ranks fastest (see
             :class:`~gnplace.train.LearnerConfig`); 1 times every sample (default: 1; fine-tuning: 48).
+        screen_model (str, optional): what the screen starts from (``LearnerConfig.screen_model``):
+            ``"learned"``, nothing; ``"simulator"``, the simulator's step of each candidate, corrected by
+            what the timer measures; ``"auto"``, the simulator beside a real timer and nothing with the
+            simulator as the timer (default: ``"auto"``).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
             (fine-tuning; its network shape replaces ``hidden`` and ``layers``) (default: ``None``).
@@ -183,6 +187,7 @@ class PPOSearchPlacer:
         checkpoint_every_s: float = 60.0, progress: bool | None = None, zero_shot: bool = False,
         zero_shot_samples: int = 16, zero_shot_start: bool = False, prelude: float = 0.2, modules: bool = True,
         anchor: bool = True, prior: float = 6.0, memo: bool = True, widen: bool = True, screen: int = 1,
+        screen_model: str = "auto",
     ) -> None:
         from gnplace.train import LearnerConfig
 
@@ -218,12 +223,14 @@ class PPOSearchPlacer:
 
             policy, _ = cached_policy(self.checkpoint)  # raises InvalidCheckpoint on a bad file, before any work
             shape = {k: getattr(policy.config, k) for k in ("hidden", "layers", "head", "alpha")}
+        self.timer = timer or Simulator()
+        if screen_model == "auto":  # the simulator ranks a real timer's candidates; it cannot rank its own
+            screen_model = "learned" if simulated(self.timer) else "simulator"
         self.config = LearnerConfig(
             algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
-            entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, **shape,
+            entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model, **shape,
         )
         self.widen = bool(widen) and self.memo
-        self.timer = timer or Simulator()
         self.last_evaluations = 0
         self.last_polish_evaluations = 0  # of last_evaluations, the polish's annealing chain's
         self.last_reference_step: float | None = None
@@ -392,6 +399,8 @@ class PPOSearchPlacer:
         }
         if c.screen > 1:  # (runs of before the screen, which had none, still resume)
             identity["settings"]["screen"] = c.screen
+            if c.screen_model != "learned":  # (nor those of before its models)
+                identity["settings"]["screen_model"] = c.screen_model
         if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructors'
             identity["settings"]["constructor"] = [file_digest(p) for p in SHIPPED_CONSTRUCTORS]  # (from scratch: none)
         if self.zero_shot:  # how the zero-shot candidates are drawn (a run without them does not depend on it)
@@ -548,7 +557,10 @@ class FineTunePlacer(PPOSearchPlacer):
     it moved the best after 400 from 0.922 and 0.919 to 0.918 and 0.915. The screen helps a search from
     fresh weights as much (``screen=48`` here: 0.892 at 4,000), so it is not the checkpoint's gain.
     Drawing 48 times the batch makes a simulator-timed run about twice as slow, nothing beside real
-    steps (README).
+    steps (README). With a real timer the screen starts from the simulator (``screen_model`` ``"auto"``,
+    2026-11-28): it ranks each candidate by its simulated step on the pair's cluster (``gnplace
+    profile``'s, with its op seconds), corrected by a ridge model of what the real steps measure, and
+    so screens from the first batch (see :class:`~gnplace.rl.screen.MoveScreen`'s ``residual``).
 
     ``widen`` is off: fine-tuning's batches rarely repeat placements (its prior is lower), and with it
     on the 18 pairs at 1,000 evaluations gave 0.934 / 0.918 / 0.905 after 100 / 400 / 1,000 evaluations

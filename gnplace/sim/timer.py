@@ -32,6 +32,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
     "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
+    "simulated",
 ]
 
 
@@ -352,3 +353,18 @@ def relative_step(step: float, reference: float) -> float:
     if reference > 0:
         return step / reference
     return 1.0 if step <= 0 else float("inf")
+
+
+def simulated(timer: StepTimer) -> bool:
+    """Whether ``timer`` is the simulator, under any :class:`BudgetedTimer` around it (not real steps).
+
+    Examples:
+        >>> from gnplace.sim.simulator import Simulator
+        >>> simulated(Simulator()), simulated(BudgetedTimer(Simulator(), budget=3))
+        (True, True)
+    """
+    from gnplace.sim.simulator import Simulator  # deferred: the simulator module imports this one
+
+    while isinstance(timer, BudgetedTimer):
+        timer = timer.timer
+    return isinstance(timer, Simulator)

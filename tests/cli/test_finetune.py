@@ -137,3 +137,12 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "0", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == "gnplace: error: screen must be a whole number >= 1, got 0\n" and not out.exists()
+
+
+def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_written(tmp_path, capsys):
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", "--screen-model", "simulator", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: the simulator screen ranks a real timer's candidates") and err.count("\n") == 1
+    assert not out.exists()

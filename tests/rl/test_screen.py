@@ -57,6 +57,36 @@ def test_its_state_comes_back_and_ranks_the_same():
     assert np.array_equal(MoveScreen(8, 3).predict(fresh), np.zeros(10))  # nothing learned: no preference
 
 
+def test_a_residual_screen_ranks_by_its_base_at_once_and_learns_what_the_base_misses():
+    rng = np.random.default_rng(2)
+    cost, step = additive(rng)
+    seen, fresh = rng.integers(0, 3, size=(60, 8)), rng.integers(0, 3, size=(30, 8))
+    base = lambda x: np.log(step(x)) - 0.4 * (x[:, 0] == 2)  # noqa: E731 (a model blind to group 0 on device 2)
+    screen = MoveScreen(8, 3, residual=True)
+    assert screen.ready and np.array_equal(screen.rank(fresh, base(fresh)), np.argsort(base(fresh), kind="stable"))
+    screen.observe(seen, step(seen), np.zeros(60, dtype=bool), base(seen))
+    before = np.abs(base(fresh) - np.log(step(fresh))).max()
+    after = np.abs(screen.predict(fresh, base(fresh)) - np.log(step(fresh))).max()
+    assert before > 0.35 and after < 0.1  # the residual corrects the base
+    again = MoveScreen(8, 3)
+    again.restore(screen.state())  # a residual screen comes back residual
+    assert again.residual and np.array_equal(again.predict(fresh, base(fresh)), screen.predict(fresh, base(fresh)))
+    # a placement the base puts out of memory (inf) is ranked last and not learned from
+    assert screen.rank(fresh[:3], np.array([0.0, np.inf, -1.0])).tolist() == [2, 0, 1]
+    screen.observe(fresh[:1], step(fresh[:1]), np.zeros(1, dtype=bool), np.array([np.inf]))
+    assert len(screen) == 60 - (len(seen) - len({r.tobytes() for r in seen}))
+
+
+def test_a_base_goes_with_a_residual_screen_only():
+    x = np.zeros((2, 4), dtype=np.int64)
+    with pytest.raises(InvalidArgument, match="residual"):
+        MoveScreen(4, 2).predict(x, np.zeros(2))
+    with pytest.raises(InvalidArgument, match="residual"):
+        MoveScreen(4, 2, residual=True).observe(x, np.ones(2), np.zeros(2, dtype=bool))
+    with pytest.raises(InvalidArgument, match="3 values for 2"):
+        MoveScreen(4, 2, residual=True).predict(x, np.zeros(3))
+
+
 @pytest.mark.parametrize("bad", [dict(num_groups=0), dict(window=1), dict(least=1), dict(ridge=0.0)])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(InvalidArgument):

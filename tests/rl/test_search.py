@@ -12,7 +12,15 @@ from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.exact import brute_force
 from gnplace.rl.search import RUN_KEY, FineTunePlacer, PPOSearchPlacer, ReinforceSearchPlacer
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import StepTimer
 from gnplace.toy import layered_graph, mlp_training_graph
+
+
+class StandIn(StepTimer):
+    """A timer that is not the simulator (real steps' stand-in: it times with the simulator underneath)."""
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        return Simulator().time(graph, cluster, placement, timeline=timeline)
 
 FAST = dict(samples=16, epochs=3, imitation_steps=3)
 
@@ -210,6 +218,11 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     assert "screen" not in PPOSearchPlacer(budget=100).run_identity(g, c)["settings"]
     assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["screen"] == 48
     assert "screen" not in FineTunePlacer(budget=100, screen=1).run_identity(g, c)["settings"]
+    # what the screen starts from: the simulator beside real steps ("auto"), nothing with the simulator as the timer
+    assert "screen_model" not in FineTunePlacer(budget=100).run_identity(g, c)["settings"]
+    real = FineTunePlacer(budget=100, timer=StandIn())
+    assert real.config.screen_model == "simulator" and real.run_identity(g, c)["settings"]["screen_model"] == "simulator"
+    assert FineTunePlacer(budget=100, timer=StandIn(), screen_model="learned").config.screen_model == "learned"
 
 
 def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
