@@ -16,6 +16,7 @@ Usage::
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
+    python scripts/bench.py screen-model [--mismatch 0.5 0.5 2] [--budget 400] [--clusters k80x4 v100x8 tight4] [--per-family 1] [--jobs 2]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--rounds 5] [--anchor-rounds 5] [--probe-rounds 5] [--finetune-budget 60]
     python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
 
@@ -78,6 +79,16 @@ evaluations and at the end, and the same saving read on each group's mean. Rows 
 options or revision in the same ``OUT`` reuses the searches from scratch of the same pair, budget,
 seed, options and revision (deterministic on one machine) and adds its rows.
 
+``screen-model``: what fine-tuning's screen should start from when the timer is not the simulator,
+measured against a stand-in for real steps (:class:`MismatchedSteps`): the simulator on the same
+graph and cluster with every op's seconds on each device kind scaled by ``exp(sigma * N(0, 1))`` and
+link bandwidth and latency scaled, none of which the placer knows (``--mismatch SIGMA BANDWIDTH
+LATENCY``). Each pair is fine-tuned twice with the same budget and seed, its screen starting from
+nothing (``learned``) and from the simulator of the placer's own view (``simulator``); reported: the
+geometric means of the best step so far over ``auto``'s (``auto`` timed by the stand-in) after 100, 200
+and 400 evaluations and at the end, and the evaluations after which the simulator screen's mean first
+reaches the learned screen's final mean. Rows in ``OUT/screen_model.json`` (an interrupted run resumes).
+
 ``fidelity``: the simulator against real steps on a two-rank CPU cluster (``torch.distributed``,
 gloo, one thread a rank). For each of ``--graphs`` small models: ``gnplace profile`` calibration
 (op seconds measured per op and scaled to the median of ``--anchor-rounds`` measurements of the
@@ -124,6 +135,7 @@ import report
 from gnplace.cli.common import add_option_argument, parse_placer_options, run_reporting_errors
 from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
+from gnplace.sim.timer import StepTimer
 from gnplace.toy import layered_graph
 
 
@@ -802,6 +814,119 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+class MismatchedSteps(StepTimer):
+    """A stand-in for real steps: the simulator on op seconds and links that the placer does not know.
+
+    Every op's seconds on each device kind are the cost model's times ``exp(sigma * N(0, 1))``
+    (measured ``cost_s``, drawn once under ``seed``), link bandwidths are multiplied by ``bandwidth``
+    and latencies by ``latency``; the graph and cluster a placer passes in are replaced by these.
+    """
+
+    def __init__(self, graph: Any, cluster: Cluster, sigma: float, bandwidth: float, latency: float,
+                 seed: int = 1234) -> None:
+        from gnplace.sim.costmodel import DEFAULT_COSTS
+
+        rng = np.random.default_rng(seed)
+        seconds = DEFAULT_COSTS.op_times(graph, cluster)  # [ops, devices]
+        kinds = cluster.kinds
+        cost = {kind: seconds[:, kinds.index(kind)] * np.exp(sigma * rng.standard_normal(graph.num_ops))
+                for kind in sorted(set(kinds))}
+        self.graph = graph.replace(cost_s=cost)
+        self.cluster = Cluster(list(cluster.devices), cluster.bandwidth * bandwidth, cluster.latency * latency,
+                               name=cluster.name)
+        self.sim = Simulator()
+
+    def time(self, graph: Any, cluster: Cluster, placement: Any, *, timeline: bool = False) -> Any:
+        """One step of the mismatched graph and cluster under ``placement`` (``graph`` and ``cluster`` ignored)."""
+        return self.sim.time(self.graph, self.cluster, placement, timeline=timeline)
+
+    def time_batch(self, graph: Any, cluster: Cluster, placements: Any) -> Any:
+        """Many placements of the mismatched graph and cluster (``graph`` and ``cluster`` ignored)."""
+        return self.sim.time_batch(self.graph, self.cluster, placements)
+
+
+SCREEN_MODELS = ("learned", "simulator")
+
+
+def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]]) -> dict[str, Any]:
+    import torch
+
+    from gnplace import load_cluster, load_graph
+    from gnplace.rl.search import FineTunePlacer
+
+    torch.set_num_threads(1)
+    path, cluster_name, budget, seed, mismatch = task
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
+                           "budget": budget, "seed": seed, "mismatch": list(mismatch),
+                           "finetune_revision": FineTunePlacer.revision}
+    for model in SCREEN_MODELS:
+        placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
+                                progress=False)
+        start = time.perf_counter()
+        placer.place(graph, cluster, seed=seed)
+        reference, last = placer.last_reference_step, placer.last_step
+        assert reference is not None and last is not None  # set by place()
+        row[f"{model}_s"] = time.perf_counter() - start
+        row[f"{model}_final"] = last / reference
+        row[f"{model}_history"] = [[e, t / reference] for e, t in placer.last_history]
+    return row
+
+
+def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fine-tuning with its screen learned alone and started from the simulator, on mismatched steps (module docstring)."""
+    from gnplace.datasets import load_manifest
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.workers import process_pool
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    done_file = out / "screen_model.json"
+    rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
+    mismatch = [float(v) for v in args.mismatch]
+
+    def this_run(r: dict[str, Any]) -> bool:
+        return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
+                and r["finetune_revision"] == FineTunePlacer.revision)
+
+    done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
+    tasks = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        for entry in [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]:
+            for cluster in args.clusters:
+                if (Path(entry["file"]).stem, cluster) not in done:
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuple(mismatch)))
+    with process_pool(args.jobs) as pool:
+        for row in pool.map(_screen_model_row, tasks):
+            rows.append(row)
+            done_file.write_text(json.dumps(rows, indent=1))
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+    return [r for r in rows if this_run(r)]
+
+
+def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 200, 400)) -> str:
+    """Markdown table of :func:`bench_screen_model`'s rows: each screen's geometric mean curve, by family and in all."""
+    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    lines = [f"| group | pairs | learned {head} | simulator {head} | simulator reaches learned's final mean after |"
+             f" better / worse |", "| --- " * 6 + "|"]
+    groups = [(f"family {f}", [r for r in rows if r["family"] == f]) for f in dict.fromkeys(r["family"] for r in rows)]
+    for title, part in [*groups, ("all", rows)]:
+        if not part:
+            continue
+        cells = []
+        for model in SCREEN_MODELS:
+            curve = _mean_curve(part, model)
+            at = [min(1.0, report.best_at(curve, p)) for p in points]
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{model}_final"] for r in part)]))
+        reach = report.first_reaching(_mean_curve(part, "simulator"), report.geomean(r["learned_final"] for r in part))
+        better = sum(r["simulator_final"] < r["learned_final"] for r in part)
+        worse = sum(r["simulator_final"] > r["learned_final"] for r in part)
+        lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach if reach else 'never'} | "
+                     f"{better} / {worse} |")
+    return "\n".join(lines)
+
+
 def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Gnplace's placements as module-level device_maps against accelerate's "auto" and "balanced" (simulator)."""
     import warnings
@@ -1087,6 +1212,16 @@ def main(argv: list[str] | None = None) -> int:
     ft.add_argument("--no-ft-zero-shot", dest="ft_zero_shot", action="store_false",
                     help="fine-tuning skips the checkpoint's zero-shot placement (auto's and the search's alone)")
     add_option_argument(ft)  # -O finetune.prior=6, -O scratch.modules=false
+    sm = sub.add_parser("screen-model", help="fine-tuning's screen from nothing or from the simulator, mismatched steps")
+    sm.add_argument("--mismatch", nargs=3, type=float, default=[0.5, 0.5, 2.0], metavar=("SIGMA", "BANDWIDTH", "LATENCY"),
+                    help="op-seconds noise and link bandwidth and latency factors of the stand-in for real steps")
+    sm.add_argument("--budget", type=int, default=400)
+    sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    sm.add_argument("--per-family", type=int, default=1)
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--jobs", type=int, default=2)
+    sm.add_argument("--out", default="out/bench_screen_model")
     fid = sub.add_parser("fidelity", help="simulator against real two-rank steps after calibration")
     fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
     fid.add_argument("--placements", type=int, default=8, help="placements per graph")
@@ -1146,6 +1281,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"median absolute error over {fidelity['placements']} placements that split the step: "
                   f"{fidelity['median_abs_error']:.1%} (median signed error {fidelity['median_signed_error']:+.1%}: "
                   "simulated over measured, minus 1)")
+        return 0
+    if args.bench == "screen-model":
+        print(screen_model_summary(bench_screen_model(args)))
         return 0
     if args.bench == "finetune":
         rows = bench_finetune(args)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,3 +180,35 @@ def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_sc
     assert by_group["family nmt"].endswith("| 1.000 / 0.640 | 0.900 / 0.900 | 300 | never | - |")
     # all: scratch's final mean is sqrt(0.81 * 0.64) = 0.72, reached at 400; fine-tuning's, sqrt(0.81 * 0.9), never
     assert by_group["all"].endswith("| 1.000 / 0.720 | 0.854 / 0.854 | 400 | never | - |")
+
+
+def test_screen_model_fine_tunes_each_pair_with_both_screens_on_mismatched_steps(tmp_path):
+    """Both screens on one pair, timed by the stand-in for real steps; a second run resumes with nothing to do."""
+    cmd = [sys.executable, "scripts/bench.py", "screen-model", "--families", "ptb", "--clusters", "k80x2",
+           "--budget", "110", "--jobs", "1", "--mismatch", "0.3", "0.5", "2", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "screen_model.json").read_text())
+    assert row["mismatch"] == [0.3, 0.5, 2.0] and row["cluster"] == "k80x2"
+    for model in ("learned", "simulator"):
+        history = row[f"{model}_history"]
+        assert 0 < row[f"{model}_final"] <= 1.0 and history[-1][1] == row[f"{model}_final"] and history[-1][0] <= 110
+    assert "| family ptb | 1 |" in done.stdout and "| all | 1 |" in done.stdout
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and len(json.loads((tmp_path / "screen_model.json").read_text())) == 1
+
+
+def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
+    bench = load_script("bench")
+    from gnplace.cluster import load_cluster
+    from gnplace.sim.simulator import Simulator
+    from gnplace.toy import mlp_training_graph
+
+    graph, cluster = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    split = np.arange(graph.num_ops) % 2
+    same = bench.MismatchedSteps(graph, cluster, 0.0, 1.0, 1.0)
+    assert same.time(graph, cluster, split).step_time == pytest.approx(Simulator().time(graph, cluster, split).step_time)
+    slow_links = bench.MismatchedSteps(graph, cluster, 0.0, 0.1, 1.0)
+    assert slow_links.time(graph, cluster, split).step_time > same.time(graph, cluster, split).step_time
+    noisy = bench.MismatchedSteps(graph, cluster, 0.5, 1.0, 1.0)
+    assert noisy.time_batch(graph, cluster, [split, split]).step_time[0] != same.time(graph, cluster, split).step_time
