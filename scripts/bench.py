@@ -623,6 +623,36 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
 _SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
 
 
+def _search_fields(name: str, placer: Any, graph: Any, cluster: Any, seed: int) -> dict[str, Any]:
+    """Run a search placer once: ``name_s`` (wall seconds), ``name_final`` and ``name_history`` (over its reference)."""
+    start = time.perf_counter()
+    placer.place(graph, cluster, seed=seed)
+    reference, last = placer.last_reference_step, placer.last_step
+    assert reference is not None and last is not None  # set by place()
+    return {f"{name}_s": time.perf_counter() - start, f"{name}_final": last / reference,
+            f"{name}_history": [[e, t / reference] for e, t in placer.last_history]}
+
+
+def _rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
+    """``folder/name`` (the folder made) and the rows an earlier run left there (a run resumes)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    done_file = out / name
+    return done_file, json.loads(done_file.read_text()) if done_file.exists() else []
+
+
+def _add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, done_file: Path,
+              rows: list[dict[str, Any]]) -> None:
+    """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes."""
+    from gnplace.workers import process_pool
+
+    with process_pool(jobs) as pool:
+        for row in pool.map(job, tasks):
+            rows.append(row)
+            done_file.write_text(json.dumps(rows, indent=1))
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+
+
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
                   ) -> dict[str, Any]:
     import torch
@@ -643,13 +673,7 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
         placers.insert(0, ("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})))  # PPO alone
         row["scratch_revision"] = PPOSearchPlacer.revision
     for name, placer in placers:
-        start = time.perf_counter()
-        placer.place(graph, cluster, seed=seed)
-        reference, last = placer.last_reference_step, placer.last_step
-        assert reference is not None and last is not None  # set by place()
-        row[f"{name}_s"] = time.perf_counter() - start
-        row[f"{name}_final"] = last / reference
-        row[f"{name}_history"] = [[e, t / reference] for e, t in placer.last_history]
+        row.update(_search_fields(name, placer, graph, cluster, seed))
     target = row["scratch_final"]
     row["scratch_evals_to_final"] = report.first_reaching(row["scratch_history"], target)
     row["finetune_evals_to_scratch_final"] = report.first_reaching(row["finetune_history"], target)
@@ -660,12 +684,8 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (see the module docstring)."""
     from gnplace.datasets import load_manifest
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
-    from gnplace.workers import process_pool
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    done_file = out / "finetune.json"
-    rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
+    done_file, rows = _rows_file(args.out, "finetune.json")
     options = parse_placer_options(args.option, ["scratch", "finetune"])
     tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
               "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot, **options.get("finetune", {})}
@@ -693,11 +713,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if key not in done:
                     tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch,
                                   scratch_rows.get(key)))
-    with process_pool(args.jobs) as pool:
-        for row in pool.map(_finetune_row, tasks):
-            rows.append(row)
-            done_file.write_text(json.dumps(rows, indent=1))
-            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+    _add_rows(_finetune_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r)]
 
 
@@ -863,13 +879,7 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
     for model in SCREEN_MODELS:
         placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
                                 progress=False)
-        start = time.perf_counter()
-        placer.place(graph, cluster, seed=seed)
-        reference, last = placer.last_reference_step, placer.last_step
-        assert reference is not None and last is not None  # set by place()
-        row[f"{model}_s"] = time.perf_counter() - start
-        row[f"{model}_final"] = last / reference
-        row[f"{model}_history"] = [[e, t / reference] for e, t in placer.last_history]
+        row.update(_search_fields(model, placer, graph, cluster, seed))
     return row
 
 
@@ -877,12 +887,8 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning with its screen learned alone and started from the simulator, on mismatched steps (module docstring)."""
     from gnplace.datasets import load_manifest
     from gnplace.rl.search import FineTunePlacer
-    from gnplace.workers import process_pool
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    done_file = out / "screen_model.json"
-    rows: list[dict[str, Any]] = json.loads(done_file.read_text()) if done_file.exists() else []
+    done_file, rows = _rows_file(args.out, "screen_model.json")
     mismatch = [float(v) for v in args.mismatch]
 
     def this_run(r: dict[str, Any]) -> bool:
@@ -897,11 +903,7 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
             for cluster in args.clusters:
                 if (Path(entry["file"]).stem, cluster) not in done:
                     tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuple(mismatch)))
-    with process_pool(args.jobs) as pool:
-        for row in pool.map(_screen_model_row, tasks):
-            rows.append(row)
-            done_file.write_text(json.dumps(rows, indent=1))
-            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+    _add_rows(_screen_model_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r)]
 
 
