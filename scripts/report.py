@@ -619,8 +619,9 @@ def run(args: argparse.Namespace) -> Path:
         "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
         "checkpoint: greedy on the whole cluster, on its fastest k devices alone and, up to 4,000 ops, with no "
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
-        "constructor's greedy placement and 4 samples; then a last round, a greedy decode and 4 samples around the "
-        "best of all those; best by the simulator; about D + 28 evaluations on D devices besides `auto`'s own).",
+        "greedy placement and 4 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
+        "a last round, a greedy decode and 4 samples around the best of all those; best by the simulator; D + 33 "
+        "evaluations on D devices besides `auto`'s own, D + 43 past 4 devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -635,7 +636,7 @@ def run(args: argparse.Namespace) -> Path:
         f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
         f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (its candidates and `auto`'s own evaluations); "
         "`finetune`: PPO from the shipped checkpoint around `auto`'s placement, returning the checkpoint's "
-        "zero-shot placement instead if that is faster (D + 28 evaluations, counted); `ppo`: gnplace's PPO from a fresh policy, after "
+        "zero-shot placement instead if that is faster (its zero-shot evaluations counted), each batch drawn 48 times and the 16 new placements a learned model of the step ranks fastest timed; `ppo`: gnplace's PPO from a fresh policy, after "
         "a fifth of the budget annealing from `auto`'s placement, imitating the best placement so far first "
         "(neither returns worse than its start; both time each distinct placement once, so a repeated "
         "sample costs no evaluation, and what a search leaves when its samples stop being new goes to "

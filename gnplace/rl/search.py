@@ -535,7 +535,7 @@ class FineTunePlacer(PPOSearchPlacer):
     Placeto's and GiPH's point: a policy pretrained on a family should be a better start than a fresh
     one, so a search from it needs fewer evaluations (the README measures how far the shipped
     checkpoint is from that). The checkpoint's own zero-shot placement is timed first (``zero_shot``,
-    on by default; about ``D + 28`` evaluations on ``D`` devices, counted) and returned if the search
+    on by default; ``D + 33`` evaluations on ``D`` devices, ``D + 43`` past 4, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
     gives for the same seed. Then PPO
