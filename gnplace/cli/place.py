@@ -28,7 +28,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_writable, write_atomically
 from gnplace.placement import save_placement
-from gnplace.placers import make_placer
+from gnplace.placers import PLACERS, make_placer
 from gnplace.sim.simulator import Simulator
 
 
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.sources import load_graph_source
 
     check_count(args.budget, "--budget")
+    PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
+    options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.output:
         check_writable(args.output, "--output")
         check_not_input(args.output, args.graph)
@@ -91,7 +93,6 @@ def run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     require_memory(graph, cluster)  # an impossible memory budget: refused before any placer runs
     sim = Simulator(args.mode)
-    options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.algo is not None:
         options["algo"] = args.algo
     placer = make_placer(args.placer, timer=sim, budget=args.budget, checkpoint=args.checkpoint, **options)

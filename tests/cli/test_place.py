@@ -85,6 +85,15 @@ def test_unknown_placer_is_one_error_line_and_exit_2(tmp_path, capsys):
     assert not target.exists()
 
 
+def test_unknown_placer_is_named_before_its_options(capsys):
+    # a comma list (what evaluate's --placers takes) is one unknown name here, not 'an option of a
+    # placer not among those run'
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "annealing,policy",
+                 "-O", "annealing.start=policy"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("gnplace: error: unknown placer 'annealing,policy' (choose one of: ")
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
