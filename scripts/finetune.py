@@ -5,7 +5,8 @@ Usage::
     python scripts/finetune.py GRAPH --cluster C [--checkpoint checkpoints/gnplace-base.ckpt] \\
         [--timer sim|local|dist] [--budget 1000] [-o out/finetune] [--resume]
 
-Real timers take the model as ``MODULE:FACTORY`` (a function returning ``(module, example_inputs)``):
+Real timers take the model as ``MODULE:FACTORY`` (a function returning ``(module, example_inputs)``, or
+``(module, example_inputs, loss)`` where the module returns logits):
 ``--timer local`` runs each step in this process over the devices torch sees (``--devices cuda:0,cpu``);
 ``--timer dist`` runs one torch.distributed rank per cluster device (started here; across hosts,
 launch this script with ``torchrun`` and every rank but 0 serves the timer). Profile the cluster

@@ -6,7 +6,8 @@ Usage::
         [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
-``torch.nn.Module`` and example inputs). The policy (the shipped ``checkpoints/gnplace-base.ckpt``
+``torch.nn.Module`` and example inputs, and a ``loss`` callable third where the module does not return its
+loss). The policy (the shipped ``checkpoints/gnplace-base.ckpt``
 unless ``--checkpoint`` names another) decodes its greedy placement and K samples (default 16), the
 simulator scores them and the best is kept; its step time is printed beside ``single``, ``auto``
 (the best fast heuristic) and the simulator's lower bound. Same as

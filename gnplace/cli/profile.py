@@ -18,7 +18,8 @@ def add_parser(sub: Any) -> None:
         "(that split the step: each device kind's ops are scaled to the median of its measured one-device steps), "
         "each --rounds times in turn, and report the simulator's error against their medians (OUT/fidelity.json).",
     )
-    p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs))")
+    p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs), or (module, "
+                                 "example_inputs, loss))")
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
                    help="dist: one torch.distributed rank per device (default); local: devices of this process")
     p.add_argument("--ranks", type=int, default=2, help="dist: ranks (devices) (default: 2)")

@@ -8,7 +8,9 @@ argument:
   for dynamic dimensions);
 * ``package.module:factory`` (or ``path/to/file.py:factory``): a function that returns
   ``(module, example_inputs)``, imported with :func:`gnplace.importers.torch.from_module`; the
-  module's output on the inputs is the training loss (a scalar).
+  module's output on the inputs is the training loss (a scalar), or ``(module, example_inputs,
+  loss)`` with ``loss`` a callable that maps the module's output to it (``lambda out: out.sum()``,
+  a criterion bound to its targets).
 """
 
 from __future__ import annotations
@@ -80,8 +82,9 @@ def load_graph_source(
 
     Raises:
         InvalidGraph: if a file is missing or malformed.
-        InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``,
-            or ``input_shapes`` are given for a source that is not an ONNX file.
+        InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``
+            or ``(module, example_inputs, loss)``, or ``input_shapes`` are given for a source that is not an
+            ONNX file.
 
     Examples:
         >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
@@ -114,7 +117,7 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
 
     Raises:
         InvalidArgument: if ``spec`` is not ``module:factory``, or the factory raises or does not return
-            ``(module, example_inputs)``.
+            ``(module, example_inputs)`` or ``(module, example_inputs, loss)``.
     """
     import torch
 
@@ -130,8 +133,10 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
         made = factory()
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
         raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
-    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module)):
-        raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs)")
-    module, inputs = made
+    if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
+            and (len(made) == 2 or made[2] is None or callable(made[2]))):
+        raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs) or (module, "
+                              "example_inputs, loss) with loss a callable from the module's output to a scalar")
+    module, inputs, loss = made if len(made) == 3 else (*made, None)
     inputs = inputs if isinstance(inputs, tuple) else (inputs,)
-    return import_step(module, inputs, optimizer=optimizer, name=spec.rpartition(":")[2]), module
+    return import_step(module, inputs, loss=loss, optimizer=optimizer, name=spec.rpartition(":")[2]), module

@@ -301,8 +301,11 @@ def record_training_step(
                 if isinstance(value, (tuple, list)):
                     value = value[0]
                 if not isinstance(value, torch.Tensor) or value.numel() != 1:
+                    got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) \
+                        else f"a {type(value).__name__}"
                     raise UnsupportedGraph(
-                        f"{type(module).__name__} must return a scalar loss, or pass loss= to map its output to one"
+                        f"{type(module).__name__} must return a scalar loss, not {got}: pass loss= to map its "
+                        "output to one (from a MODULE:FACTORY, return (module, example_inputs, loss))"
                     )
                 _tag_autograd_nodes(value, ("", 0))
                 return value, torch.autograd.grad(value, [*[fake_params[k] for k in wanted],

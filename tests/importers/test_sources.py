@@ -7,10 +7,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph
-from gnplace.importers.sources import load_factory, load_graph_source
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnsupportedGraph
+from gnplace.importers.sources import load_factory, load_graph_source, load_step_source
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,16 @@ def make():
 
 def not_a_pair():
     return 3
+
+def logits():
+    return torch.nn.Linear(8, 3), (torch.zeros(4, 8),)
+
+def logits_and_loss():
+    target = torch.tensor([0, 1, 2, 0])
+    return torch.nn.Linear(8, 3), (torch.zeros(4, 8),), lambda out: torch.nn.functional.cross_entropy(out, target)
+
+def loss_not_callable():
+    return torch.nn.Linear(8, 3), (torch.zeros(4, 8),), "cross_entropy"
 
 def broken():
     raise ValueError("no weights here")
@@ -56,6 +67,19 @@ def test_graph_files_onnx_files_and_factories_give_training_graphs(tmp_path):
     (tmp_path / "mymodels.py").write_text(FACTORY)
     graph = load_graph_source(f"{tmp_path / 'mymodels.py'}:make")
     assert graph.name == "make" and "addmm" in graph.op_types and (graph.phase == 2).sum() == 4
+
+
+def test_a_factory_may_give_the_loss_of_a_module_that_returns_logits(tmp_path):
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    with pytest.raises(UnsupportedGraph, match=r"not a tensor of shape \(4, 3\).*return \(module, example_inputs, "
+                                                r"loss\)"):
+        load_graph_source(f"{tmp_path / 'mymodels.py'}:logits")
+    graph = load_graph_source(f"{tmp_path / 'mymodels.py'}:logits_and_loss")
+    assert {"addmm", "_log_softmax"} <= set(graph.op_types) and (graph.phase == 2).sum() == 2  # weight, bias
+    step, module = load_step_source(f"{tmp_path / 'mymodels.py'}:logits_and_loss")
+    assert isinstance(module, torch.nn.Linear) and step.graph.num_ops == graph.num_ops
+    with pytest.raises(InvalidArgument, match=r"\(module, example_inputs, loss\) with loss a callable"):
+        load_graph_source(f"{tmp_path / 'mymodels.py'}:loss_not_callable")
 
 
 def test_bad_sources_are_one_clear_error(tmp_path):

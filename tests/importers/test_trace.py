@@ -146,7 +146,7 @@ def test_a_tuple_whose_first_item_is_the_loss_needs_no_loss_function():
 
 
 def test_a_non_scalar_output_without_loss_is_unsupported():
-    with pytest.raises(UnsupportedGraph, match="^Linear must return a scalar loss, or pass loss= to map its output"):
+    with pytest.raises(UnsupportedGraph, match=r"^Linear must return a scalar loss, not a tensor of shape \(2, 4\): pass loss= to map its output"):
         record_training_step(nn.Linear(4, 4), (torch.randn(2, 4),))  # returns [2, 4]
 
 
