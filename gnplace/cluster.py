@@ -400,5 +400,7 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
                 for b in idx:
                     if a != b:
                         bandwidth[a, b], latency[a, b] = bw, lat
-    name = str(top.get("name", Path(source).stem))
+    name = top.get("name", Path(source).stem)
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidCluster(f"{source}: name: expected a non-empty string, got {name!r}")
     return Cluster(devices, bandwidth, latency, name=name)

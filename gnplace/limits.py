@@ -150,7 +150,7 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
 
 
 def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
-    """Parse YAML within the limits: no anchors or aliases, at most :data:`MAX_DEPTH` levels.
+    """Parse YAML within the limits: no anchors or aliases, no key twice in a mapping, at most :data:`MAX_DEPTH` levels.
 
     Raises:
         error: one line naming ``source`` and, where known, the line and column.
@@ -158,7 +158,21 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        """``SafeLoader`` that refuses aliases and anchors."""
+        """``SafeLoader`` that refuses aliases, anchors and a key twice in one mapping (the last would win silently)."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
+            seen: set[Any] = set()
+            for key_node, _ in getattr(node, "value", []):
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # an unhashable key: the base class names that problem
+                    break
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                            key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
 
         def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: D102
             if self.check_event(yaml.AliasEvent):

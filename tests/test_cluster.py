@@ -301,6 +301,8 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         ("devices: [{name: ' gpu', kind: k80}]\n" + GOOD_LINKS, "devices[0].name", r"must be a non-empty name without surrounding spaces, got ' gpu'"),
         ("devices: [{name: 7, kind: k80}]\n" + GOOD_LINKS, "devices[0].name", r"must be a non-empty name without surrounding spaces, got 7"),
         ("devices: [{name: g, kind: k80, memory: 1e19}]\n" + GOOD_LINKS, "devices[0].memory", r"1e\+19 bytes is over the limit of 2\*\*62"),
+        ("name: [a, b]\n" + GOOD_DEVICES + GOOD_LINKS, "name", r"expected a non-empty string, got \['a', 'b'\]"),
+        ("name: ''\n" + GOOD_DEVICES + GOOD_LINKS, "name", r"expected a non-empty string, got ''"),
         # links
         (GOOD_DEVICES + "links: pcie3\n", "links", r"expected a mapping, got str"),
         (GOOD_DEVICES + "links:\n", "links", r"expected a mapping, got NoneType"),
@@ -340,6 +342,7 @@ def test_malformed_cluster_file(tmp_path, text, key, problem):
 @pytest.mark.parametrize(
     "text, line, column",
     [
+        (GOOD_DEVICES + GOOD_LINKS + "links: {default: nvlink2}\n", 3, 1),  # a key twice: not the last silently
         ("devices: [{name: g0, kind: k80}\nlinks: {default: pcie3}\n", 2, 1),
         ("devices: [{name: g0 kind: k80}]\n", 1, 25),
         ("links: {default: pcie3}\n\tdevices: []\n", 2, 1),

@@ -256,6 +256,16 @@ def test_yaml_aliases_and_json_constants_are_refused():
         parse_json('{"a": NaN}', InvalidGraph, "g.json")
 
 
+def test_a_yaml_key_given_twice_is_refused_not_overwritten():
+    # PyYAML keeps the last of two equal keys: a second `links:` would silently replace the first
+    text = "devices: [{name: a, count: 2, kind: v100}]\nlinks: {default: pcie3}\nlinks: {default: nvlink2}\n"
+    with pytest.raises(InvalidCluster, match="^c.yaml: not valid YAML at line 3, column 1: key 'links' is given twice$"):
+        parse_yaml(text, InvalidCluster, "c.yaml")
+    with pytest.raises(InvalidCluster, match="key 'kind' is given twice"):
+        parse_yaml("devices: [{name: a, kind: v100, kind: k80}]\n", InvalidCluster, "c.yaml")
+    assert parse_yaml("a: {x: 1}\nb: {x: 2}\n", InvalidCluster, "c.yaml") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
 def test_a_gzip_bomb_stops_at_the_limit(monkeypatch):
     import gnplace.limits as limits
 

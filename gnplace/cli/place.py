@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnplace.cli.common import (
     add_option_argument,
     check_count,
@@ -121,8 +123,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
                           **predicted, **extra}, indent=1))
         return 0
-    per_device = ", ".join(f"{n} {int((placement.devices == k).sum())} ops / {mib(result.peak_memory[k])} MiB"
-                           for k, n in enumerate(cluster.device_names))
+    counts = np.bincount(placement.devices, minlength=cluster.num_devices)
+    shown = [k for k in range(cluster.num_devices) if counts[k] or cluster.num_devices <= 16]
+    per_device = ", ".join(f"{cluster.device_names[k]} {int(counts[k])} ops / {mib(result.peak_memory[k])} MiB"
+                           for k in shown)
+    if len(shown) < cluster.num_devices:  # a large cluster: the devices used, and how many are not
+        per_device += f"; {cluster.num_devices - len(shown)} of {cluster.num_devices} devices unused"
     oom = "  OUT OF MEMORY" if result.is_oom else ""
     print(f"{graph.name} on {cluster.name} by {args.placer} in {took:.3f} s: step {ms(result.step_time)} ms{oom}")
     print(f"  {per_device}")

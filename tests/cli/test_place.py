@@ -85,6 +85,14 @@ def test_unknown_placer_is_one_error_line_and_exit_2(tmp_path, capsys):
     assert not target.exists()
 
 
+def test_a_large_cluster_lists_the_devices_used(tmp_path, capsys):
+    cluster = tmp_path / "big.yaml"
+    cluster.write_text("devices: [{name: a, count: 40, kind: v100}]\nlinks: {default: pcie3}\n")
+    assert main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", str(cluster), "-p", "single"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == "  a0 98 ops / 360.0 MiB; 39 of 40 devices unused"
+
+
 def test_unknown_placer_is_named_before_its_options(capsys):
     # a comma list (what evaluate's --placers takes) is one unknown name here, not 'an option of a
     # placer not among those run'
