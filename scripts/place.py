@@ -80,10 +80,12 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
     from gnplace.placement import save_placement
-    from gnplace.rl.zeroshot import PolicyPlacer, compare_with_references
+    from gnplace.rl.zeroshot import MAX_SAMPLES, PolicyPlacer, compare_with_references
     from gnplace.sim.simulator import Simulator
 
-    check_count(args.samples, "--samples")
+    for count, flag in ((args.samples, "--samples"), (args.constructor_samples, "--constructor-samples"),
+                        (args.refine, "--refine")):
+        check_count(count, flag, maximum=MAX_SAMPLES)
     check_count(args.op_level, "--op-level")
     if args.output:
         check_writable(args.output, "--output")

@@ -129,10 +129,12 @@ def whole_number(text: str) -> int:
     return value
 
 
-def check_count(value: int | None, flag: str, *, minimum: int = 0) -> None:
-    """Refuse ``value`` below ``minimum`` (``None``: not given, accepted) with an :class:`InvalidArgument`."""
+def check_count(value: int | None, flag: str, *, minimum: int = 0, maximum: int | None = None) -> None:
+    """Refuse ``value`` out of ``minimum..maximum`` (``None``: not given, accepted) with an :class:`InvalidArgument`."""
     if value is not None and value < minimum:
         raise InvalidArgument(f"{flag} must be at least {minimum}, got {value}")
+    if value is not None and maximum is not None and value > maximum:
+        raise InvalidArgument(f"{flag} must be at most {maximum}, got {value}")
 
 
 def require_ops(graph: OpGraph, source: str) -> OpGraph:

@@ -74,6 +74,9 @@ MIN_TEMPERATURE = 1e-6
 
 #: Samples of the last round, drawn around the best candidate of all before it (the constructor's included).
 DEFAULT_REFINE = 4
+#: Most samples of one kind (``samples``, ``constructor_samples``, ``refine``): each kind is drawn as one batch of
+#: rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node graph: 8 GB each).
+MAX_SAMPLES = 4096
 
 
 @functools.lru_cache(maxsize=4)
@@ -212,6 +215,10 @@ class PolicyPlacer:
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
     ) -> None:
+        for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine)):
+            if isinstance(count, (int, np.integer)) and not isinstance(count, bool) and count > MAX_SAMPLES:
+                raise InvalidArgument(f"PolicyPlacer needs {label} <= {MAX_SAMPLES} (one batch of rollouts), "
+                                      f"got {count}")
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
         if max_nodes < 1:
