@@ -171,12 +171,12 @@ def finetune(
     graph = _with_costs(graph, costs)
     cluster = load_cluster(cluster)
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
                                 screen_model=screen_model,
                                 checkpoint=checkpoint, timer=step_timer, out=str(folder), resume=resume,
                                 checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot)
+        folder.mkdir(parents=True, exist_ok=True)  # after the settings are checked: a refused run writes nothing
         start = time.perf_counter()
         best = placer.place(graph, cluster, seed=seed)
         seconds = time.perf_counter() - start

@@ -58,6 +58,10 @@ __all__ = [
 ]
 
 
+#: Most placements drawn in one batch (``samples * screen``, ``val_samples``): a batch of rollouts holds float32 logits
+#: of placements x decision nodes x devices, 0.5 GB at this many on a 1,000-node graph and 8 devices.
+MAX_DRAWN = 16384
+
 #: What a search's screen starts from (:attr:`LearnerConfig.screen_model`).
 SCREEN_MODELS = ("learned", "simulator")
 
@@ -155,6 +159,10 @@ class LearnerConfig:
                if getattr(self, name) < least]
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
+        drawn = {"samples x screen": self.samples * self.screen, "val_samples": self.val_samples}
+        over = [f"{name} <= {MAX_DRAWN}, got {value}" for name, value in drawn.items() if value > MAX_DRAWN]
+        if over:  # one batch of rollouts holds samples x decision nodes x devices logits
+            raise InvalidArgument(f"need {'; '.join(over)} (placements drawn in one batch)")
         ranges = {"lr": (self.lr, self.lr > 0, "> 0"), "clip": (self.clip, self.clip > 0, "> 0"),
                   "grad_clip": (self.grad_clip, self.grad_clip > 0, "> 0"), "beta": (self.beta, self.beta >= 0, ">= 0"),
                   "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]"),

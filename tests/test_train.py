@@ -47,6 +47,12 @@ def test_config_is_validated():
         with pytest.raises(InvalidArgument):
             LearnerConfig(**bad)
     assert CONFIG.policy.hidden == 64
+    # one batch draws samples x screen placements: past the limit it is refused, not a MemoryError mid-run
+    with pytest.raises(InvalidArgument, match=r"^need samples x screen <= 16384, got 1600000 \(placements drawn"):
+        LearnerConfig(samples=16, screen=100_000)
+    with pytest.raises(InvalidArgument, match=r"val_samples <= 16384, got 20000"):
+        LearnerConfig(val_samples=20_000)
+    assert LearnerConfig(samples=32, screen=512).screen == 512
 
 
 def test_the_pairs_of_an_iteration_depend_only_on_seed_and_iteration():

@@ -137,6 +137,10 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "0", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err == "gnplace: error: screen must be a whole number >= 1, got 0\n" and not out.exists()
+    # a screen past what one batch may draw is refused by the learner's settings, also before the folder is made
+    assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "100000", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
 
 
 def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_written(tmp_path, capsys):
