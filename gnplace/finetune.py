@@ -153,7 +153,7 @@ def finetune(
         from gnplace.importers.sources import load_step_source
 
         if timer == "dist":
-            from gnplace.execute.dist import launched_by_torchrun, serve
+            from gnplace.execute.dist import check_cores, launched_by_torchrun, serve
 
             if launched_by_torchrun() and int(os.environ["RANK"]) > 0:
                 serve()
@@ -170,6 +170,8 @@ def finetune(
             step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
     graph = _with_costs(graph, costs)
     cluster = load_cluster(cluster)
+    if timer == "dist" and not launched_by_torchrun():
+        check_cores(cluster.num_devices, threads)  # one rank per device, each a core of this machine
     folder = Path(out)
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,

@@ -57,7 +57,23 @@ from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
 from gnplace.sim.timer import StepResult
 
-__all__ = ["DistTimer", "serve", "run_rank", "transfer_tags", "launched_by_torchrun"]
+__all__ = ["DistTimer", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores"]
+
+
+def check_cores(world: int, threads: int) -> None:
+    """Refuse ``world`` ranks of ``threads`` threads each that this machine cannot give a core each.
+
+    Ranks that share cores time their contention, not the cluster they stand for.
+
+    Raises:
+        InvalidArgument: if ``world * threads`` is more than the cores this process may run on.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if world * threads > cores:
+        raise InvalidArgument(
+            f"{world} ranks of {threads} thread(s) need {world * threads} cores on this machine, which gives this "
+            f"process {cores}: use fewer devices or threads, or start the ranks on several hosts with torchrun"
+        )
 
 
 def launched_by_torchrun() -> bool:
@@ -476,6 +492,7 @@ class DistTimer(RealStepTimer):
             if not dist.is_initialized():
                 dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
         else:
+            check_cores(world, self.threads)
             if dist.is_initialized():
                 raise ExecutionFailed("a torch.distributed process group is already running in this process")
             self._spawn(world)

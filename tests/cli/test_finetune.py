@@ -143,6 +143,16 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
 
 
+def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    out = tmp_path / "run"
+    code = main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x4", "--timer", "dist", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("gnplace: error: 4 ranks of 1 thread(s) need 4 cores") and not out.exists()
+
+
 def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_written(tmp_path, capsys):
     graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
     out = tmp_path / "run"

@@ -207,3 +207,23 @@ def test_a_buffer_updated_in_place_then_read_gives_the_eager_loss_wherever_the_c
             torch.testing.assert_close(losses[0], want)
     finally:
         timer.close()
+
+
+def test_ranks_this_machine_cannot_give_a_core_each_are_refused_before_any_starts(setup, monkeypatch):
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.execute.dist import check_cores
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    check_cores(2, 1)
+    with pytest.raises(InvalidArgument, match=r"^3 ranks of 1 thread\(s\) need 3 cores on this machine, which gives "
+                                              r"this process 2: use fewer devices"):
+        check_cores(3, 1)
+    with pytest.raises(InvalidArgument, match="2 ranks of 2 thread"):
+        check_cores(2, 2)
+    step = setup[0]
+    timer = DistTimer(step, repeats=1, timeout_s=30)
+    four = cluster_from_dict({"name": "ranks4", "devices": [{"name": "rank", "count": 4, "kind": "cpu"}],
+                              "links": {"default": "pcie3"}})
+    with pytest.raises(InvalidArgument, match="4 ranks of 1 thread"):
+        timer.time(step.graph, four, np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert timer.world == 0 and not timer.worker_pids  # nothing was started
