@@ -44,7 +44,7 @@ import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.shipped import shipped_path
-from gnplace.workers import is_launched_rank
+from gnplace.workers import available_cores, is_launched_rank
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -624,6 +624,10 @@ def pretrain(
 
     if devices < 1 or num_nodes < 1:
         raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
+    if devices > available_cores():  # CPU ranks sharing cores only slow each other (64 on 2 cores: silent for minutes)
+        raise InvalidArgument(f"{devices} processes on this machine need a core each, and it gives this process "
+                              f"{available_cores()}: use --devices {available_cores()} or fewer, and --num-nodes for "
+                              "more machines")
     check_strategy(strategy)
     if export is not None:
         from gnplace.graph_io import check_writable

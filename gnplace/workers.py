@@ -25,7 +25,8 @@ import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["PARENT_POLL_S", "is_launched_rank", "limit_threads", "process_pool", "threads_per_worker"]
+__all__ = ["PARENT_POLL_S", "available_cores", "is_launched_rank", "limit_threads", "process_pool",
+           "threads_per_worker"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
@@ -38,6 +39,18 @@ def is_launched_rank() -> bool:
     process no launcher started, do not.
     """
     return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells it, else the machine's): at least 1.
+
+    Examples:
+        >>> available_cores() >= 1
+        True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def threads_per_worker(jobs: int, cores: int | None = None) -> int:

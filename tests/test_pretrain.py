@@ -321,6 +321,13 @@ def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_
     (tmp_path / "file").write_text("x")
     with pytest.raises(InvalidArgument, match="export path"):
         pretrain(config, tmp_path / "run", export=tmp_path / "file" / "p.ckpt")
+    import gnplace.pretrain
+
+    with pytest.MonkeyPatch.context() as patch:  # more CPU ranks than cores: refused, not minutes of silence
+        patch.setattr(gnplace.pretrain, "available_cores", lambda: 2)
+        with pytest.raises(InvalidArgument, match=r"^64 processes on this machine need a core each, and it gives this "
+                                                  r"process 2: use --devices 2 or fewer"):
+            pretrain(config, tmp_path / "run", devices=64, strategy="ddp")
     assert not (tmp_path / "run").exists()
 
 

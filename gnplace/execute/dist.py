@@ -68,7 +68,9 @@ def check_cores(world: int, threads: int) -> None:
     Raises:
         InvalidArgument: if ``world * threads`` is more than the cores this process may run on.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from gnplace.workers import available_cores
+
+    cores = available_cores()
     if world * threads > cores:
         raise InvalidArgument(
             f"{world} ranks of {threads} thread(s) need {world * threads} cores on this machine, which gives this "
