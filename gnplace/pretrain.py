@@ -624,10 +624,10 @@ def pretrain(
 
     if devices < 1 or num_nodes < 1:
         raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
-    if devices > available_cores():  # CPU ranks sharing cores only slow each other (64 on 2 cores: silent for minutes)
+    cores = available_cores()
+    if devices > cores:  # CPU ranks sharing cores only slow each other (64 on 2 cores: silent for minutes)
         raise InvalidArgument(f"{devices} processes on this machine need a core each, and it gives this process "
-                              f"{available_cores()}: use --devices {available_cores()} or fewer, and --num-nodes for "
-                              "more machines")
+                              f"{cores}: use --devices {cores} or fewer, and --num-nodes for more machines")
     check_strategy(strategy)
     if export is not None:
         from gnplace.graph_io import check_writable

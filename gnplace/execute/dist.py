@@ -56,6 +56,7 @@ from gnplace.execute.runner import call_op
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
 from gnplace.sim.timer import StepResult
+from gnplace.workers import available_cores
 
 __all__ = ["DistTimer", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores"]
 
@@ -68,8 +69,6 @@ def check_cores(world: int, threads: int) -> None:
     Raises:
         InvalidArgument: if ``world * threads`` is more than the cores this process may run on.
     """
-    from gnplace.workers import available_cores
-
     cores = available_cores()
     if world * threads > cores:
         raise InvalidArgument(
