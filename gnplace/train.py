@@ -25,6 +25,7 @@ continues a run exactly where it stopped.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -743,13 +744,25 @@ class StopAtBudget(L.Callback):
     spends a varying number of evaluations per iteration; it iterates until the next batch might not
     fit in what is left of its budget.
 
+    A resumed run restores its problem, evaluations included, from the checkpoint; ``spent`` (a
+    callable giving the problem's :attr:`~gnplace.rl.problem.PlacementProblem.evaluations`) sets the
+    timer's count to it when training starts, so that the evaluations spent before the checkpoint
+    count against the budget again (without it, a search resumed after a kill spent its budget anew:
+    7,950 evaluations for a budget of 6,000).
+
     Args:
         timer (BudgetedTimer): the timer the learner's placements are timed with.
         keep (int): evaluations that must be left to go on (a batch's samples and what is reserved after it).
+        spent (callable, optional): the evaluations spent so far, read after a checkpoint is restored.
     """
 
-    def __init__(self, timer: Any, keep: int) -> None:
-        self.timer, self.keep = timer, int(keep)
+    def __init__(self, timer: Any, keep: int, spent: Any = None) -> None:
+        self.timer, self.keep, self.spent = timer, int(keep), spent
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Count what the run had spent before its checkpoint (a fresh run: what was spent before training)."""
+        if self.spent is not None:
+            self.timer.evaluations = int(self.spent())
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Ask the trainer to stop when the budget left cannot cover another batch."""
@@ -776,7 +789,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class TimedCheckpoint(L.Callback):
-    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training and when training ends.
+    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training, on Ctrl-C and when training ends.
 
     Lightning's ``ModelCheckpoint(train_time_interval=...)`` does not apply to manual optimisation, which
     every learner here uses, so this callback keeps the clock itself. Saving goes through
@@ -784,6 +797,11 @@ class TimedCheckpoint(L.Callback):
     checkpoint and renames it into place, so a kill leaves the previous checkpoint whole. In a
     distributed run rank 0's clock decides for all. The last save runs in the training processes, so
     a run whose ranks were spawned (``ddp_spawn``) saves its trained state, not the launcher's.
+
+    A first Ctrl-C (SIGINT) lets the iteration under way finish, saves it and then stops the run as
+    Ctrl-C does (a ``KeyboardInterrupt``), so that ``--resume`` loses nothing; a second stops at once,
+    from the last checkpoint. Where the handler cannot be installed (not the main thread, or SIGINT
+    ignored or handled by the caller) Ctrl-C acts as before.
 
     Args:
         path (str or Path): the checkpoint file (``last.ckpt``).
@@ -794,21 +812,55 @@ class TimedCheckpoint(L.Callback):
         self.path = Path(path)
         self.every_s = float(every_s)
         self._last = time.monotonic()
+        self._interrupted = False
+        self._previous: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Start the clock."""
+        """Start the clock; take over the first Ctrl-C."""
+        import signal
+        import threading
+
         self._last = time.monotonic()
+        self._interrupted = False
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            rank = trainer.global_rank
+
+            def stop_after_this_iteration(signum: int, frame: Any) -> None:
+                self._interrupted = True
+                signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+                if rank == 0:
+                    print("\nstopping after this iteration, which is saved first (Ctrl-C again to stop now)",
+                          file=sys.stderr, flush=True)
+
+            self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        """Save when the interval has passed."""
-        due = trainer.strategy.broadcast(time.monotonic() - self._last >= self.every_s)
-        if due:
+        """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does)."""
+        due, interrupted = trainer.strategy.broadcast((time.monotonic() - self._last >= self.every_s,
+                                                       self._interrupted))
+        if due or interrupted:
             trainer.save_checkpoint(self.path, weights_only=False)
             self._last = time.monotonic()
+        if interrupted:
+            self._restore()
+            raise KeyboardInterrupt
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Save the finished run (every rank calls it; rank 0 writes)."""
+        self._restore()
         trainer.save_checkpoint(self.path, weights_only=False)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """Give Ctrl-C back to the caller."""
+        self._restore()
+
+    def _restore(self) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
 
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:

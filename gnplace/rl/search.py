@@ -321,7 +321,8 @@ class PPOSearchPlacer:
 
                 callbacks += [_record_run(identity), TimedCheckpoint(last, self.checkpoint_every_s)]
             if self.memo:  # a batch, the greedy check at the end and the polish must fit in what is left
-                callbacks.append(StopAtBudget(counted, samples + polish_budget + 1))
+                callbacks.append(StopAtBudget(counted, samples + polish_budget + 1,
+                                              spent=lambda: data.problem(0).evaluations))
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
             try:

@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gnplace.cli import main
 from gnplace.graph_io import save_graph
-from gnplace.toy import mlp_training_graph
+from gnplace.toy import layered_graph, mlp_training_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +77,8 @@ def test_kill_and_resume(tmp_path):
     import signal
     import time
 
-    graph = save_graph(mlp_training_graph(layers=4, width=256, batch=32), tmp_path / "g.gnpg")
+    # 20 groups on 4 devices: the search keeps finding new placements, so its budget, not its iterations, ends it
+    graph = save_graph(layered_graph(60, seed=1).replace(group=np.arange(60) // 3), tmp_path / "g.gnpg")
     out = tmp_path / "run"
     command = [sys.executable, str(ROOT / "scripts" / "finetune.py"), str(graph), "-c", "k80x4", "--budget", "3000",
                "--samples", "8", "--epochs", "1", "--checkpoint-every", "0.2", "-o", str(out), "--json"]
@@ -93,11 +95,49 @@ def test_kill_and_resume(tmp_path):
     assert saved > 0
     resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert json.loads(resumed.stdout)["evaluations"] <= 3000
+    finished = json.loads(resumed.stdout)
+    assert finished["evaluations"] <= 3000
+    # the resumed run is the run that was not killed: what it had spent before the kill counts against the budget
+    # (it once spent the budget anew after the checkpoint), and every best-so-far lands where it did
+    straight = subprocess.run(command[:command.index("-o")] + ["-o", str(tmp_path / "straight"), "--json"],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert straight.returncode == 0, straight.stderr[-2000:]
+    uninterrupted = json.loads(straight.stdout)
+    histories = [json.loads((folder / "summary.json").read_text())["history"] for folder in (out, tmp_path / "straight")]
+    assert histories[0] == histories[1]
+    assert (finished["evaluations"], finished["step_time_s"]) == (uninterrupted["evaluations"],
+                                                                  uninterrupted["step_time_s"])
     newest = max((out / "logs").glob("version_*"), key=lambda v: int(v.name.split("_")[1]))
     with (newest / "metrics.csv").open(newline="") as handle:
         steps = [int(r["step"]) for r in csv.DictReader(handle)]
     assert steps[0] == saved  # the resumed session went on from the checkpoint, not from the start
+
+
+def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_path):
+    """A first Ctrl-C lets the iteration finish and saves it (no checkpoint was due), then stops with 130."""
+    import signal
+    import time
+
+    graph = save_graph(layered_graph(60, seed=1).replace(group=np.arange(60) // 3), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    command = [sys.executable, str(ROOT / "scripts" / "finetune.py"), str(graph), "-c", "k80x4", "--budget", "3000",
+               "--samples", "8", "--epochs", "1", "--checkpoint-every", "3600", "-o", str(out), "--json"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's
+    deadline = time.time() + 120
+    while not (out / "logs").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.05)  # the logger's folder: training has started
+    time.sleep(1.0)
+    assert process.poll() is None, "the run ended before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    assert "stopping after this iteration, which is saved first" in err and "finetune: interrupted (--resume" in err
+    saved = torch.load(out / "last.ckpt", weights_only=True)["gnplace"]["iteration"]
+    assert saved > 0 and not (out / "summary.json").exists()
+    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads(resumed.stdout)["evaluations"] == 3000
 
 
 def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
