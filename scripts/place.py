@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**row, "checkpoint": str(placer.checkpoint), "output": args.output}, indent=1))
         return 0
     print(f"{graph.name} ({graph.num_ops} ops) on {cluster.name}: policy placed it in {row['place_seconds']:.2f} s "
-          f"({row['choice']} of greedy + {args.samples} samples)")
+          f"({row['choice']}: the fastest of {row['evaluations']} placements simulated, auto's included)")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
                        ("single", "single"), ("lower bound", "bound")):
         if row[key] is None:  # nothing to decode (one device, or no ops): no greedy placement

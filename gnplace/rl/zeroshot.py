@@ -654,8 +654,9 @@ def compare_with_references(
 
     Returns:
         tuple: the policy's placement, and a row of seconds (``policy``, ``greedy``, ``auto``,
-        ``single``, ``bound``), ``policy_vs_auto``, ``auto_choice``, ``choice``, ``oom`` and
-        ``place_seconds`` (the policy's wall time, coarsening included).
+        ``single``, ``bound``), ``policy_vs_auto``, ``auto_choice``, ``choice``, ``oom``,
+        ``place_seconds`` (the policy's wall time, coarsening included) and ``evaluations`` (the
+        placements it timed, ``auto``'s included).
     """
     import time
 
@@ -677,6 +678,6 @@ def compare_with_references(
         "greedy": placer.last_greedy_step, "choice": placer.last_choice, "auto": auto_step,
         "auto_choice": auto.last_choice, "single": single_step, "bound": bound,
         "policy_vs_auto": relative_step(float(result.step_time), auto_step), "oom": bool(result.is_oom),
-        "place_seconds": took,
+        "place_seconds": took, "evaluations": int(placer.last_evaluations),
     }
     return placement, row

@@ -385,8 +385,10 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
     monkeypatch.setattr(zeroshot.PolicyPlacer, "__init__", record)
     assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--constructor-temperature", "0.5",
                        "--json"]) == 0
-    capsys.readouterr()
-    assert (made[-1].refine, made[-1].constructor_temperature) == (1, 0.5)
+    counted = json.loads(capsys.readouterr().out)["evaluations"]
+    assert (made[-1].refine, made[-1].constructor_temperature) == (1, 0.5) and counted == made[-1].last_evaluations
+    assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--constructor-temperature", "0.5"]) == 0
+    assert f"the fastest of {counted} placements simulated, auto's included)" in capsys.readouterr().out.splitlines()[0]
     from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR
 
     assert place.main([graph, "-c", "k80x2", "--samples", "2", "--constructor", str(SHIPPED_CONSTRUCTOR),
