@@ -172,6 +172,10 @@ def finetune(
     cluster = load_cluster(cluster)
     if timer == "dist" and not launched_by_torchrun():
         check_cores(cluster.num_devices, threads)  # one rank per device, each a core of this machine
+    if timer == "local":
+        from gnplace.execute.base import torch_devices
+
+        torch_devices(cluster, devices)  # a torch device for every cluster device, refused before the folder is made
     folder = Path(out)
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,

@@ -193,6 +193,16 @@ def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, caps
     assert code == 2 and err.startswith("gnplace: error: 4 ranks of 1 thread(s) need 4 cores") and not out.exists()
 
 
+def test_local_devices_that_do_not_match_the_cluster_exit_2_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "run"
+    for devices, message in (("cpu", "1 torch devices given for the 2 devices of 'k80x2'"),
+                             ("cuda:99,cpu", "cluster device 'gpu0' runs on cuda:99, but torch sees")):
+        code = main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
+                     devices, "-o", str(out)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"gnplace: error: {message}") and not out.exists()
+
+
 def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_written(tmp_path, capsys):
     graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
     out = tmp_path / "run"
