@@ -25,9 +25,11 @@ continues a run exactly where it stopped.
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -753,16 +755,15 @@ class StopAtBudget(L.Callback):
     Args:
         timer (BudgetedTimer): the timer the learner's placements are timed with.
         keep (int): evaluations that must be left to go on (a batch's samples and what is reserved after it).
-        spent (callable, optional): the evaluations spent so far, read after a checkpoint is restored.
+        spent (callable): the evaluations spent so far, read after a checkpoint is restored.
     """
 
-    def __init__(self, timer: Any, keep: int, spent: Any = None) -> None:
+    def __init__(self, timer: Any, keep: int, spent: Callable[[], int]) -> None:
         self.timer, self.keep, self.spent = timer, int(keep), spent
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Count what the run had spent before its checkpoint (a fresh run: what was spent before training)."""
-        if self.spent is not None:
-            self.timer.evaluations = int(self.spent())
+        self.timer.evaluations = int(self.spent())
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Ask the trainer to stop when the budget left cannot cover another batch."""
@@ -817,9 +818,6 @@ class TimedCheckpoint(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Start the clock; take over the first Ctrl-C."""
-        import signal
-        import threading
-
         self._last = time.monotonic()
         self._interrupted = False
         if threading.current_thread() is threading.main_thread() \
@@ -856,8 +854,6 @@ class TimedCheckpoint(L.Callback):
         self._restore()
 
     def _restore(self) -> None:
-        import signal
-
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
