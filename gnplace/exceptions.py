@@ -75,3 +75,29 @@ def first_line(err: BaseException) -> str:  # a helper beside the classes, so no
     """The first line of ``err``'s message, or its type's name when it has none (for one-line reports)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def after_interrupt(err: BaseException) -> bool:  # a helper, as first_line
+    """Whether ``err`` was raised while handling a Ctrl-C (a ``KeyboardInterrupt`` in its context chain).
+
+    Lightning's trainer answers Ctrl-C with ``sys.exit(1)`` after its own shutdown, and numba's compiled
+    loops hand it back as a ``SystemError``: both carry the ``KeyboardInterrupt`` as their context.
+
+    Examples:
+        >>> try:
+        ...     try:
+        ...         raise KeyboardInterrupt
+        ...     except KeyboardInterrupt:
+        ...         raise SystemExit(1)
+        ... except SystemExit as err:
+        ...     after_interrupt(err), after_interrupt(SystemExit(1))
+        (True, False)
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

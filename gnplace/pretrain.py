@@ -620,6 +620,7 @@ def pretrain(
         RunProgressBar,
         StopAfter,
         TimedCheckpoint,
+        fit_interruptibly,
     )
 
     if devices < 1 or num_nodes < 1:
@@ -675,7 +676,8 @@ def pretrain(
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
     with quiet_lightning():
-        trainer.fit(learner, datamodule=data, ckpt_path=ckpt_path, weights_only=True)  # TimedCheckpoint saves last.ckpt
+        fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
+                          weights_only=True)  # TimedCheckpoint saves last.ckpt
     if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
         summary = _finished(out, export)
         summary["already_done"] = False

@@ -41,7 +41,7 @@ from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, after_interrupt
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
@@ -57,7 +57,7 @@ from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step,
 
 __all__ = [
     "LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "StopAfter", "TimedCheckpoint",
-    "iterations_for_budget", "fit",
+    "iterations_for_budget", "fit", "fit_interruptibly",
 ]
 
 
@@ -859,6 +859,27 @@ class TimedCheckpoint(L.Callback):
             self._previous = None
 
 
+def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+    """``trainer.fit(*args, **kwargs)``, where Ctrl-C reaches the caller as a ``KeyboardInterrupt``.
+
+    Lightning answers Ctrl-C by shutting the run down and calling ``sys.exit(1)``: a program or
+    notebook that calls :func:`gnplace.finetune` or :func:`gnplace.pretrain.pretrain` would see a
+    ``SystemExit``, as if the run had asked to end the program. Here the interrupt is raised as Python
+    raises it anywhere else, with the SIGINT handler the caller had; what :class:`TimedCheckpoint`
+    saved stays saved.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        trainer.fit(*args, **kwargs)
+    except SystemExit as err:
+        if not after_interrupt(err):
+            raise
+        raise KeyboardInterrupt from err
+    finally:
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
+
+
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
     """Reinforcement iterations that spend at most ``budget`` timer evaluations on ``pairs`` pairs.
 
@@ -910,6 +931,6 @@ def fit(
         enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
         plugins=[AtomicCheckpointIO()],
     )
-    trainer.fit(learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
-                weights_only=True)  # TimedCheckpoint saves the finished run
+    fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
+                      weights_only=True)  # TimedCheckpoint saves the finished run
     return learner

@@ -250,3 +250,38 @@ def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
 
     # the stock bar writes "Epoch 3/-2" for max_epochs=-1, which the runs ended by StopAfter use
     assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"
+
+
+class _CtrlC(L.Callback):
+    """Presses Ctrl-C, as Lightning sees it, at the first batch."""
+
+    def on_train_batch_start(self, *args):
+        raise KeyboardInterrupt
+
+
+def _boring_trainer(tmp_path, callbacks):
+    return L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                     callbacks=callbacks)
+
+
+def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path):
+    import signal
+
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from gnplace.train import fit_interruptibly
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [_CtrlC()])
+        with pytest.raises(SystemExit):  # Lightning's own answer
+            trainer.fit(BoringModel())
+    with quiet_lightning():
+        with pytest.raises(KeyboardInterrupt):
+            fit_interruptibly(_boring_trainer(tmp_path, [_CtrlC()]), BoringModel())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with quiet_lightning():  # a run that is not interrupted is untouched
+        trainer = _boring_trainer(tmp_path, [])
+        fit_interruptibly(trainer, BoringModel())
+    assert trainer.global_step == 2

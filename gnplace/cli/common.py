@@ -215,7 +215,7 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
     import sys
     import warnings
 
-    from gnplace.exceptions import GnplaceError
+    from gnplace.exceptions import GnplaceError, after_interrupt
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
@@ -232,7 +232,7 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
             print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
             return 2
         except SystemExit as err:
-            if _after_interrupt(err):  # Lightning's trainer exits 1 on Ctrl-C, after its own shutdown
+            if after_interrupt(err):  # Lightning's trainer exits 1 on Ctrl-C, after its own shutdown
                 print(f"{prog}: {interrupted}", file=sys.stderr)
                 return 130
             if err.code is None or isinstance(err.code, int):
@@ -243,19 +243,7 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
         except SystemError as err:
-            if not _after_interrupt(err):  # numba's compiled loops hand a Ctrl-C back as a SystemError
+            if not after_interrupt(err):  # numba's compiled loops hand a Ctrl-C back as a SystemError
                 raise
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
-
-
-def _after_interrupt(err: BaseException) -> bool:
-    """Whether ``err`` was raised while handling a Ctrl-C (a ``KeyboardInterrupt`` in its context chain)."""
-    seen: set[int] = set()
-    cause: BaseException | None = err
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False

@@ -261,7 +261,13 @@ class PPOSearchPlacer:
         import lightning as L
         import torch
 
-        from gnplace.train import AtomicCheckpointIO, PlacementDataModule, PlacementLearner, StopAtBudget
+        from gnplace.train import (
+            AtomicCheckpointIO,
+            PlacementDataModule,
+            PlacementLearner,
+            StopAtBudget,
+            fit_interruptibly,
+        )
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
         self.last_zero_shot_placement = None
@@ -335,7 +341,8 @@ class PPOSearchPlacer:
                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                         plugins=[AtomicCheckpointIO()],
                     )
-                    trainer.fit(learner, datamodule=data, ckpt_path=resume_from, weights_only=True)  # saves at the end
+                    fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=resume_from,
+                                      weights_only=True)  # saves at the end
                 problem = data.problem(0)  # a resumed run rebuilds the problem with its saved best placement
                 self.last_greedy_after_search = relative_step(learner.greedy_step(problem), problem.reference_step)
             finally:
