@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -275,13 +275,13 @@ class PPOSearchPlacer:
         identity = {} if last is None else self.run_identity(graph, cluster)
         if identity:  # the run's seed too: resuming under another would mix two runs' draws
             identity["settings"]["seed"] = int(seed) if isinstance(seed, int | np.integer) else None
-        resume_from = None
+        resume_from, saved_start = None, None
         if last is not None and (last.exists() or last.is_symlink()):
             if not last.is_file():
                 raise InvalidCheckpoint(f"{last}: not a checkpoint file (move it away or use another -o)")
             if not self.resume:  # a new run would overwrite it: the earlier run's state is not ours to drop
                 raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another -o")
-            self.check_resumable(last, identity)  # refused here, before anything is timed or written
+            saved_start = self.check_resumable(last, identity).get("start")  # refused here, before anything is timed
             resume_from = str(last)
         if graph.num_ops == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster)
@@ -302,10 +302,21 @@ class PPOSearchPlacer:
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
-        # zero-shot under the caller's seed too: its placement is the one `policy` gives for that seed
-        zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
-        start_budget = 0 if zero_shot is None else zero_shot[4]
-        start_budget += self._annealing_start(problem, counted, seed_value)
+        start = _SearchStart.restore(saved_start) if resume_from is not None else None
+        if start is None:  # a new run (or one checkpointed by an older gnplace): time the start
+            # zero-shot under the caller's seed too: its placement is the one `policy` gives for that seed
+            zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
+            start = _SearchStart(zero_shot, self._annealing_start(problem, counted, seed_value),
+                                 self.last_zero_shot_budget_needed)
+            if identity:  # in every checkpoint: a resumed run takes it from there instead of timing it again
+                identity["start"] = start.state()
+        else:  # resumed: the checkpoint restores the problem these evaluations went into
+            self.last_zero_shot_budget_needed = start.budget_needed
+            if start.zero_shot is not None:
+                self.last_zero_shot_step = start.zero_shot[1]
+                self.last_zero_shot_placement = start.zero_shot[0].copy()
+        zero_shot = start.zero_shot
+        start_budget = start.spent
         policy_budget = self.budget - 1 - start_budget - polish_budget - greedy_checks
         samples = min(self.config.samples, max(policy_budget, 0))
         iterations = policy_budget // samples if samples >= 2 and cluster.num_devices > 1 else 0
@@ -416,10 +427,13 @@ class PPOSearchPlacer:
             identity["settings"]["zero_shot_seed"] = "caller"  # revision 12 (11 drew from the search's own seed)
         return identity
 
-    def check_resumable(self, path: Path, identity: dict[str, Any]) -> None:
+    def check_resumable(self, path: Path, identity: dict[str, Any]) -> dict[str, Any]:
         """Refuse a checkpoint ``path`` that cannot continue the run ``identity``: unreadable, foreign or another run's.
 
         Reads the file only (``weights_only``), so a refused checkpoint stays as it was.
+
+        Returns:
+            dict: the run recorded in the checkpoint (``identity``'s keys, and the search's start).
 
         Raises:
             InvalidCheckpoint: with one line saying which.
@@ -457,6 +471,7 @@ class PPOSearchPlacer:
         if differ:
             raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
                                     "resume with the same inputs or use another -o")
+        return saved
 
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:
         """Anneal from ``problem``'s best placement for ``prelude`` of the budget and offer the result.
@@ -510,6 +525,50 @@ class PPOSearchPlacer:
             problem.history.append((problem.evaluations, problem.best_step))
         self.last_zero_shot_step, self.last_zero_shot_placement = step, placement.devices.copy()
         return placement.devices, step, oom, problem.evaluations, spent
+
+
+@dataclass(frozen=True)
+class _SearchStart:
+    """What a search timed before training: its zero-shot candidate and the annealing prelude.
+
+    Saved in every checkpoint of the run, so that a resumed run neither times these placements again
+    (on a real timer, real steps: the zero-shot candidates alone are ``D + 33`` of them) nor measures
+    its zero-shot candidate anew.
+
+    Attributes:
+        zero_shot: ``(devices [num_ops], step seconds, oom, evaluations when it was timed, evaluations
+            it took)`` (see :meth:`PPOSearchPlacer._zero_shot`), or ``None``.
+        prelude (int): evaluations the annealing prelude spent.
+        budget_needed (int or None): the budget the zero-shot candidates would have needed, where they
+            did not fit.
+    """
+
+    zero_shot: tuple[np.ndarray, float, bool, int, int] | None
+    prelude: int
+    budget_needed: int | None
+
+    @property
+    def spent(self) -> int:
+        """Evaluations spent before training (zero-shot candidates and prelude)."""
+        return self.prelude + (0 if self.zero_shot is None else self.zero_shot[4])
+
+    def state(self) -> dict[str, Any]:
+        """Plain data for a checkpoint (lists and numbers)."""
+        zero_shot = None if self.zero_shot is None else [self.zero_shot[0].tolist(), *self.zero_shot[1:]]
+        return {"zero_shot": zero_shot, "prelude": self.prelude, "budget_needed": self.budget_needed}
+
+    @classmethod
+    def restore(cls, state: Any) -> _SearchStart | None:
+        """The start :meth:`state` saved, or ``None`` where a checkpoint holds none or a malformed one."""
+        try:
+            zero_shot = state["zero_shot"]
+            if zero_shot is not None:
+                devices, step, oom, timed_at, spent = zero_shot
+                zero_shot = (np.asarray(devices, dtype=np.int64), float(step), bool(oom), int(timed_at), int(spent))
+            needed = state["budget_needed"]
+            return cls(zero_shot, int(state["prelude"]), None if needed is None else int(needed))
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 def _record_run(identity: dict[str, Any]) -> Any:

@@ -172,6 +172,8 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     run = torch.load(last, weights_only=True)[RUN_KEY]
     expected = placer.run_identity(g, c)
     expected["settings"]["seed"] = 0
+    start = run.pop("start")  # what the search timed before training: no zero-shot step, the prelude's evaluations
+    assert start == {"zero_shot": None, "prelude": 10, "budget_needed": None}
     assert run == expected and run["cluster_name"] == "k80x2" and run["checkpoint"] is None
     again = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, max_nodes=8, **FAST)
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(max_nodes\)"):
@@ -182,6 +184,42 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
         narrow.place(g, c, seed=0)
     assert last.read_bytes() == saved
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
+
+
+@pytest.mark.parametrize("cls", [PPOSearchPlacer, FineTunePlacer])
+def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypatch, cls):
+    """The prelude (ppo) and the zero-shot candidates (finetune) are not timed again on resume: on a real
+    timer they are real steps, and a new measurement of the zero-shot candidate would not be the run's."""
+    from gnplace.train import TimedCheckpoint
+
+    g, c = layered_graph(60, seed=1).replace(group=np.arange(60) // 3), load_cluster("k80x2")
+    settings = dict(budget=300, samples=16, epochs=1, progress=False)
+    straight = cls(**settings)
+    expected = straight.place(g, c, seed=0)
+    saves, original = [], TimedCheckpoint.on_train_batch_end
+
+    def stop_after_three_saves(self, trainer, *args):
+        original(self, trainer, *args)
+        saves.append(trainer.global_step)
+        if len(saves) == 3:
+            raise KeyboardInterrupt
+
+    out = str(tmp_path / "run")
+    with monkeypatch.context() as patch:
+        patch.setattr(TimedCheckpoint, "on_train_batch_end", stop_after_three_saves)
+        with pytest.raises(KeyboardInterrupt):
+            cls(out=out, checkpoint_every_s=1e-9, **settings).place(g, c, seed=0)
+
+    def timed_again(*args):
+        raise AssertionError("the resumed run timed its start again")
+
+    monkeypatch.setattr(cls, "_zero_shot", timed_again)
+    monkeypatch.setattr(cls, "_annealing_start", timed_again)
+    resumed = cls(out=out, resume=True, checkpoint_every_s=1e-9, **settings)
+    placement = resumed.place(g, c, seed=0)
+    assert np.array_equal(placement.devices, expected.devices)
+    assert resumed.last_history == straight.last_history and resumed.last_evaluations == straight.last_evaluations
+    assert resumed.last_zero_shot_step == straight.last_zero_shot_step
 
 
 @pytest.mark.parametrize("name", ["ppo", "reinforce", "finetune", "policy", "placeto", "rnn_pg"])
