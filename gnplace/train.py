@@ -641,20 +641,8 @@ class PlacementDataModule(L.LightningDataModule):
                 timed = self.timer.time(problem.inp.graph, problem.inp.cluster, start)
                 problem.offer(start.devices, float(timed.step_time), bool(timed.is_oom), evaluations=1)
             saved = self._restored.pop(index, None)
-            if saved is not None:  # a resumed run: the best placement seen so far, as checkpointed
-                problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
-                problem.best_step, problem.best_oom = float(saved["best_step"]), bool(saved["best_oom"])
-                problem.evaluations = int(saved["evaluations"])
-                problem.history = [(int(e), float(t)) for e, t in saved["history"]]
-                if saved.get("sample_best_devices") is not None:
-                    problem.sample_best_devices = np.asarray(saved["sample_best_devices"], dtype=np.int64)
-                    problem.sample_best_step = float(saved["sample_best_step"])
-                problem.kappa = None if saved.get("kappa") is None else float(saved["kappa"])
-                problem.timed.update({bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
-                                                           np.asarray(peak, dtype=np.float64), bool(oom))
-                                      for key, step, busy, peak, oom in saved.get("timed", [])})
-                if saved.get("screen") is not None:  # what the pair's screen had learned
-                    problem.start_screen().restore(saved["screen"])
+            if saved is not None:
+                _restore_problem(problem, saved)
             self._problems[index] = problem
         return self._problems[index]
 
@@ -691,7 +679,8 @@ class PlacementDataModule(L.LightningDataModule):
         """
         return {"problems": {
             **{i: dict(saved) for i, saved in self._restored.items() if i not in self._problems},
-            **{i: {"best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
+            **{i: {"reference_step": p.reference_step,
+                   "best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
                 "evaluations": p.evaluations, "history": [list(h) for h in p.history],
                 "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
                 "sample_best_step": p.sample_best_step, "kappa": p.kappa,
@@ -702,14 +691,43 @@ class PlacementDataModule(L.LightningDataModule):
         }}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved (applied when each pair is prepared)."""
+        """Restore what :meth:`state_dict` saved: at once into a pair already prepared, else when it is.
+
+        A pair prepared before the restore (a search prepares its one pair first) is not prepared again,
+        so its reference placement is not timed again: on a real timer that would be real steps, and a
+        new measurement.
+        """
         self._restored = {int(i): s for i, s in state.get("problems", {}).items()}
         for i in list(self._restored):
-            self._problems.pop(i, None)
+            if i in self._problems:
+                _restore_problem(self._problems[i], self._restored.pop(i))
 
     def train_dataloader(self) -> ProblemStream:
         """The ticks of the loop, ``steps_per_epoch`` per epoch (see :class:`ProblemStream`)."""
         return ProblemStream(self.steps_per_epoch)
+
+
+def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> None:
+    """Put a resumed run's state of one pair, as :meth:`PlacementDataModule.state_dict` saved it, into ``problem``.
+
+    The best placement seen so far, the evaluations and history, the sampling prior, the placements
+    timed (memo), the screen and, where saved, the reference's step as the run first timed it.
+    """
+    if saved.get("reference_step") is not None:  # (checkpoints of before 2026-11-28 keep the step timed now)
+        problem.reference_step = float(saved["reference_step"])
+    problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
+    problem.best_step, problem.best_oom = float(saved["best_step"]), bool(saved["best_oom"])
+    problem.evaluations = int(saved["evaluations"])
+    problem.history = [(int(e), float(t)) for e, t in saved["history"]]
+    if saved.get("sample_best_devices") is not None:
+        problem.sample_best_devices = np.asarray(saved["sample_best_devices"], dtype=np.int64)
+        problem.sample_best_step = float(saved["sample_best_step"])
+    problem.kappa = None if saved.get("kappa") is None else float(saved["kappa"])
+    problem.timed.update({bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
+                                               np.asarray(peak, dtype=np.float64), bool(oom))
+                          for key, step, busy, peak, oom in saved.get("timed", [])})
+    if saved.get("screen") is not None:  # what the pair's screen had learned
+        problem.start_screen().restore(saved["screen"])
 
 
 class StopAfter(L.Callback):

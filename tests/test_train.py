@@ -178,6 +178,40 @@ def test_a_simulator_screen_ranks_a_real_timers_first_batch_by_the_simulator(tmp
     assert len(new) > 8 and sorted(index.tolist()) == sorted(new[:8])  # the simulator's fastest new ones
 
 
+class DriftingSteps(StepTimer):
+    """Real steps' stand-in whose every timing is 1% slower than the one before: a new measurement differs."""
+
+    def __init__(self):
+        self.sim, self.calls = Simulator(), 0
+
+    def time(self, graph, cluster, placement, *, timeline=False):
+        self.calls += 1
+        result = self.sim.time(graph, cluster, as_placement(graph, cluster, placement).devices)
+        return replace(result, step_time=result.step_time * (1 + 0.01 * self.calls))
+
+
+def test_a_pair_prepared_before_a_restore_takes_the_saved_state_without_timing_its_reference_again():
+    first = PlacementDataModule(pairs()[:1], timer=DriftingSteps(), seed=3, memo=True)
+    problem = first.problem(0)
+    faster = problem.reference_step / 2
+    problem.offer(np.zeros_like(problem.best_devices), faster, False, evaluations=5)
+    saved = first.state_dict()
+    timer = DriftingSteps()
+    timer.calls = 100  # a later session's measurements
+    again = PlacementDataModule(pairs()[:1], timer=timer, seed=3, memo=True)
+    prepared = again.problem(0)  # a resumed search prepares its pair before the checkpoint is restored
+    calls = timer.calls
+    assert prepared.reference_step != problem.reference_step  # measured anew
+    again.load_state_dict(saved)
+    assert again.problem(0) is prepared and timer.calls == calls  # not prepared nor timed again
+    assert prepared.reference_step == problem.reference_step  # the run's own measurement
+    assert prepared.best_step == faster and prepared.evaluations == problem.evaluations
+    assert prepared.history == problem.history and prepared.timed.keys() == problem.timed.keys()
+    later = PlacementDataModule(pairs()[:1], timer=DriftingSteps(), seed=3, memo=True)
+    later.load_state_dict(saved)  # a pair not prepared yet takes it when it is (pretraining)
+    assert later.problem(0).reference_step == problem.reference_step and later.problem(0).best_step == faster
+
+
 def test_a_simulator_screen_is_refused_with_the_simulator_as_the_timer():
     with pytest.raises(InvalidArgument, match="free"):
         PlacementLearner(LearnerConfig(screen=4, screen_model="simulator"))

@@ -354,7 +354,8 @@ class PPOSearchPlacer:
                     )
                     fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=resume_from,
                                       weights_only=True)  # saves at the end
-                problem = data.problem(0)  # a resumed run rebuilds the problem with its saved best placement
+                problem = data.problem(0)  # a resumed run's, with its saved best placement and reference step
+                self.last_reference_step = problem.reference_step
                 self.last_greedy_after_search = relative_step(learner.greedy_step(problem), problem.reference_step)
             finally:
                 torch.set_num_threads(threads)
