@@ -302,19 +302,19 @@ class PPOSearchPlacer:
             return Placement(problem.best_devices, cluster)
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
-        start = _SearchStart.restore(saved_start) if resume_from is not None else None
+        start = _SearchStart.restore(saved_start, graph.num_ops) if resume_from is not None else None
         if start is None:  # a new run (or one checkpointed by an older gnplace): time the start
             # zero-shot under the caller's seed too: its placement is the one `policy` gives for that seed
             zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
             start = _SearchStart(zero_shot, self._annealing_start(problem, counted, seed_value),
                                  self.last_zero_shot_budget_needed)
-            if identity:  # in every checkpoint: a resumed run takes it from there instead of timing it again
-                identity["start"] = start.state()
         else:  # resumed: the checkpoint restores the problem these evaluations went into
             self.last_zero_shot_budget_needed = start.budget_needed
             if start.zero_shot is not None:
                 self.last_zero_shot_step = start.zero_shot[1]
                 self.last_zero_shot_placement = start.zero_shot[0].copy()
+        if identity:  # in every checkpoint, a resumed run's too: a resume takes it from there, not timing it again
+            identity["start"] = start.state()
         zero_shot = start.zero_shot
         start_budget = start.spent
         policy_budget = self.budget - 1 - start_budget - polish_budget - greedy_checks
@@ -559,13 +559,15 @@ class _SearchStart:
         return {"zero_shot": zero_shot, "prelude": self.prelude, "budget_needed": self.budget_needed}
 
     @classmethod
-    def restore(cls, state: Any) -> _SearchStart | None:
-        """The start :meth:`state` saved, or ``None`` where a checkpoint holds none or a malformed one."""
+    def restore(cls, state: Any, num_ops: int) -> _SearchStart | None:
+        """The start :meth:`state` saved for a graph of ``num_ops`` ops; ``None`` where none or a malformed one is."""
         try:
             zero_shot = state["zero_shot"]
             if zero_shot is not None:
                 devices, step, oom, timed_at, spent = zero_shot
                 zero_shot = (np.asarray(devices, dtype=np.int64), float(step), bool(oom), int(timed_at), int(spent))
+                if zero_shot[0].shape != (num_ops,):
+                    return None
             needed = state["budget_needed"]
             return cls(zero_shot, int(state["prelude"]), None if needed is None else int(needed))
         except (KeyError, TypeError, ValueError):

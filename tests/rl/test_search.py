@@ -190,6 +190,8 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
 def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypatch, cls):
     """The prelude (ppo) and the zero-shot candidates (finetune) are not timed again on resume: on a real
     timer they are real steps, and a new measurement of the zero-shot candidate would not be the run's."""
+    import torch
+
     from gnplace.train import TimedCheckpoint
 
     g, c = layered_graph(60, seed=1).replace(group=np.arange(60) // 3), load_cluster("k80x2")
@@ -209,6 +211,9 @@ def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypa
         patch.setattr(TimedCheckpoint, "on_train_batch_end", stop_after_three_saves)
         with pytest.raises(KeyboardInterrupt):
             cls(out=out, checkpoint_every_s=1e-9, **settings).place(g, c, seed=0)
+    saved_start = torch.load(tmp_path / "run" / "last.ckpt", weights_only=True)[RUN_KEY]["start"]
+    assert (saved_start["zero_shot"] is None) == (cls is PPOSearchPlacer) and (saved_start["prelude"] > 0) == (
+        cls is PPOSearchPlacer)
 
     def timed_again(*args):
         raise AssertionError("the resumed run timed its start again")
@@ -217,6 +222,7 @@ def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypa
     monkeypatch.setattr(cls, "_annealing_start", timed_again)
     resumed = cls(out=out, resume=True, checkpoint_every_s=1e-9, **settings)
     placement = resumed.place(g, c, seed=0)
+    assert torch.load(tmp_path / "run" / "last.ckpt", weights_only=True)[RUN_KEY]["start"] == saved_start  # kept
     assert np.array_equal(placement.devices, expected.devices)
     assert resumed.last_history == straight.last_history and resumed.last_evaluations == straight.last_evaluations
     assert resumed.last_zero_shot_step == straight.last_zero_shot_step
