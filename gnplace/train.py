@@ -881,7 +881,7 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     """``trainer.fit(*args, **kwargs)``, where Ctrl-C reaches the caller as a ``KeyboardInterrupt``.
 
     Lightning answers Ctrl-C by shutting the run down and calling ``sys.exit(1)``: a program or
-    notebook that calls :func:`gnplace.finetune` or :func:`gnplace.pretrain.pretrain` would see a
+    notebook that calls :func:`gnplace.finetune.finetune` or :func:`gnplace.pretrain.pretrain` would see a
     ``SystemExit``, as if the run had asked to end the program. Here the interrupt is raised as Python
     raises it anywhere else, with the SIGINT handler the caller had; what :class:`TimedCheckpoint`
     saved stays saved.
