@@ -308,11 +308,10 @@ class PPOSearchPlacer:
             zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
             start = _SearchStart(zero_shot, self._annealing_start(problem, counted, seed_value),
                                  self.last_zero_shot_budget_needed)
-        else:  # resumed: the checkpoint restores the problem these evaluations went into
-            self.last_zero_shot_budget_needed = start.budget_needed
-            if start.zero_shot is not None:
-                self.last_zero_shot_step = start.zero_shot[1]
-                self.last_zero_shot_placement = start.zero_shot[0].copy()
+        # what the run reports of its start (a resumed run's problem, these evaluations in it, is the checkpoint's)
+        self.last_zero_shot_budget_needed = start.budget_needed
+        if start.zero_shot is not None:
+            self.last_zero_shot_step, self.last_zero_shot_placement = start.zero_shot[1], start.zero_shot[0].copy()
         if identity:  # in every checkpoint, a resumed run's too: a resume takes it from there, not timing it again
             identity["start"] = start.state()
         zero_shot = start.zero_shot
@@ -524,7 +523,6 @@ class PPOSearchPlacer:
         else:  # counted now, offered after the search
             problem.evaluations += spent
             problem.history.append((problem.evaluations, problem.best_step))
-        self.last_zero_shot_step, self.last_zero_shot_placement = step, placement.devices.copy()
         return placement.devices, step, oom, problem.evaluations, spent
 
 
