@@ -25,6 +25,14 @@ of a cell interleave in topological order, so no block follows one. Measured wit
 scripts/bench.py search --placers annealing --per-family 2`` (20,000 evaluations, 18 test graph and
 cluster pairs): 0.950x ``auto`` with FlexFlow's moves alone, 0.920x with blocks, pulls and siblings,
 0.895x with module moves too (seed 0; seeds 1 and 2: 0.900 and 0.894; see the README).
+
+The chain starts cold (revision 4, 2026-11-28): :math:`T_0 = 10^{-3}`, so that a move 0.1% slower than
+the start is accepted with probability :math:`1/e`. From ``auto``'s placement, where most moves lose,
+a hotter chain spends its budget wandering off and back. Over the same 18 pairs, geometric mean over
+``auto``'s step after 400 / 1,000 / 4,000 / 20,000 evaluations, :math:`T_0` 0.05 (revision 3) against
+:math:`10^{-3}`: 0.965 / 0.946 / 0.913 / 0.895 against **0.934 / 0.915 / 0.895 / 0.883** (cifar10 at
+20,000: 0.835 against 0.806; ptb 0.929 against 0.925; nmt 0.925 against 0.922;
+``docs/measured-search.md``).
 """
 
 from __future__ import annotations
@@ -69,7 +77,7 @@ class AnnealingPlacer:
             slower than ``auto`` on cifar10 test graphs).
         initial_temperature (float, optional): :math:`T_0`, relative to the start's energy: a move
             that is ``T_0`` times the start's step time worse is accepted with probability 1/e
-            (default: 0.05).
+            (default: 0.001; revision 3's was 0.05).
         final_temperature (float, optional): :math:`T_{end}` at the last evaluation (default: 1e-4).
         swap_probability (float, optional): chance that a one- or two-group proposal swaps two groups
             rather than moving one (default: 0.3).
@@ -99,13 +107,13 @@ class AnnealingPlacer:
 
     name = "annealing"
     accepts = frozenset({"timer", "budget"})
-    revision = "3"  # 2026-11-24: module-subtree proposals (revision 2: block, pull and sibling)
+    revision = "4"  # 2026-11-28: T_0 0.001 (3: module-subtree proposals; 2: block, pull and sibling)
 
     def __init__(
         self,
         budget: int = 2000,
         start: Any = "auto",
-        initial_temperature: float = 0.05,
+        initial_temperature: float = 0.001,
         final_temperature: float = 1e-4,
         swap_probability: float = 0.3,
         block_probability: float = 0.2,

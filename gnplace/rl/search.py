@@ -177,7 +177,9 @@ class PPOSearchPlacer:
     learned = True
     accepts = frozenset({"timer", "budget"})
     algo = "ppo"
-    revision = "10"  # 2026-11-27: the budget a memoised search leaves goes to the polish (9: widen; 8: memo)
+    # 2026-11-28: its prelude and polish anneal from T_0 0.001 (annealing revision 4); 10: the budget a memoised
+    # search leaves goes to the polish (9: widen; 8: memo)
+    revision = "11"
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -642,9 +644,10 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
 
-    # 2026-11-28: screened batches, 48 candidates per placement timed (16: zero-shot candidates of policy revision 11,
-    # two constructors; 15: what the search leaves goes to the polish; 14: memo; 13: prior 4)
-    revision = "17"
+    # 2026-11-28: the polish anneals from T_0 0.001 (annealing revision 4); 17: screened batches, 48 candidates per
+    # placement timed (16: zero-shot candidates of policy revision 11, two constructors; 15: what the search leaves
+    # goes to the polish; 14: memo; 13: prior 4)
+    revision = "18"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors', in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)

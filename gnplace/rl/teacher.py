@@ -9,7 +9,8 @@ al., NeurIPS 2017; Silver et al., Nature 2017): behaviour cloning (:mod:`gnplace
 the search's placement instead of ``auto``'s.
 
 :func:`search_placement` runs the search (:class:`~gnplace.placers.annealing.AnnealingPlacer` from
-``auto``'s placement, ``budget`` simulator evaluations, seeded) and keeps its placement in a cache
+``auto``'s placement, ``budget`` simulator evaluations, seeded, at annealing revision 3's starting
+temperature :data:`TEACHER_TEMPERATURE`, the search the shipped constructors imitated) and keeps its placement in a cache
 folder, one placement file per pair, written atomically: a killed pretraining run that resumes loses at
 most the search under way, and the same pair, budget and seed give the same placement.
 """
@@ -27,6 +28,12 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 
 __all__ = ["search_placement", "cache_path"]
+
+#: :math:`T_0` of the teacher's annealing: 0.05, that of annealing revision 3, with which the shipped
+#: constructors' teacher placements were searched (``configs/constructor*.yaml``). The ``annealing``
+#: placer starts colder since revision 4 (0.001); the teacher keeps 0.05 so that the constructors'
+#: recipe, and its cached searches, still give the same placements.
+TEACHER_TEMPERATURE = 0.05
 
 
 def cache_path(folder: str | os.PathLike[str], graph: OpGraph, cluster: Cluster, budget: int, seed: int) -> Path:
@@ -55,7 +62,7 @@ def search_placement(
 
     Returns:
         Placement: the best placement the search timed, the same as ``gnplace place GRAPH -c CLUSTER -p
-        annealing --budget BUDGET --seed SEED`` gives.
+        annealing --budget BUDGET --seed SEED -O annealing.initial_temperature=0.05`` gives.
     """
     from gnplace.placement import load_placement, save_placement
     from gnplace.placers.annealing import AnnealingPlacer
@@ -68,7 +75,8 @@ def search_placement(
         except InvalidPlacement as err:
             raise InvalidPlacement(f"{err} (a damaged search in the teacher cache: delete it to search the pair "
                                    "again)") from None
-    placement = AnnealingPlacer(budget=budget, timer=Simulator()).place(graph, cluster, seed=seed)
+    placement = AnnealingPlacer(budget=budget, initial_temperature=TEACHER_TEMPERATURE,
+                                timer=Simulator()).place(graph, cluster, seed=seed)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_placement(path, graph, placement, placer=f"annealing, {budget} evaluations, seed {seed}")

@@ -19,7 +19,7 @@ from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
-        "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.05, final_temperature=0.0001, "
+        "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.001, final_temperature=0.0001, "
         "swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, "
         "module_probability=0.3, max_block=64, "
         "oom_penalty=10.0, batch=16)"

@@ -17,10 +17,20 @@ def pair():
     return mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
 
 
+def _spy(init, made):
+    def spied(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self.initial_temperature)
+    return spied
+
+
 def test_the_teacher_is_the_annealing_search_and_keeps_its_placement(pair, tmp_path, monkeypatch):
     graph, cluster = pair
-    expected = AnnealingPlacer(budget=40).place(graph, cluster, seed=3).devices
+    expected = AnnealingPlacer(budget=40, initial_temperature=0.05).place(graph, cluster, seed=3).devices
+    made = []
+    monkeypatch.setattr(AnnealingPlacer, "__init__", _spy(AnnealingPlacer.__init__, made))
     first = search_placement(graph, cluster, budget=40, seed=3, cache=tmp_path)
+    assert made == [0.05]  # the shipped constructors' teacher: annealing revision 3's T_0, not today's default
     assert np.array_equal(first.devices, expected)
     assert cache_path(tmp_path, graph, cluster, 40, 3).is_file()
 
