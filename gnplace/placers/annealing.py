@@ -32,7 +32,9 @@ a hotter chain spends its budget wandering off and back. Over the same 18 pairs,
 ``auto``'s step after 400 / 1,000 / 4,000 / 20,000 evaluations, :math:`T_0` 0.05 (revision 3) against
 :math:`10^{-3}`: 0.965 / 0.946 / 0.913 / 0.895 against **0.934 / 0.915 / 0.895 / 0.883** (cifar10 at
 20,000: 0.835 against 0.806; ptb 0.929 against 0.925; nmt 0.925 against 0.922;
-``docs/measured-search.md``).
+``docs/measured-search.md``). Where it loses: ptb on two devices, where the hot chain crosses to
+another basin and the cold one stays in ``auto``'s (the eight ptb test graphs on k80x2 at 20,000
+evaluations: 0.983 against 0.954); ``initial_temperature=0.05`` gives revision 3's chain.
 """
 
 from __future__ import annotations

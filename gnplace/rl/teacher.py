@@ -10,9 +10,10 @@ the search's placement instead of ``auto``'s.
 
 :func:`search_placement` runs the search (:class:`~gnplace.placers.annealing.AnnealingPlacer` from
 ``auto``'s placement, ``budget`` simulator evaluations, seeded, at annealing revision 3's starting
-temperature :data:`TEACHER_TEMPERATURE`, the search the shipped constructors imitated) and keeps its placement in a cache
-folder, one placement file per pair, written atomically: a killed pretraining run that resumes loses at
-most the search under way, and the same pair, budget and seed give the same placement.
+temperature :data:`TEACHER_TEMPERATURE`, the search the shipped constructors imitated) and keeps its
+placement in a cache folder, one placement file per pair, written atomically: a killed pretraining run
+that resumes loses at most the search under way, and the same pair, budget and seed give the same
+placement.
 """
 
 from __future__ import annotations
