@@ -6,17 +6,14 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import load_cluster
-from gnplace.placers import PLACERS, make_placer
 from gnplace.rl.hierarchical import HierarchicalPlacer
 from gnplace.sim.simulator import Simulator
 
 SMALL = dict(samples=16, hidden=32, layers=1)
 
 
-def test_registered_as_a_learned_budgeted_placer():
-    info = PLACERS.info("hierarchical")
-    assert PLACERS["hierarchical"] is HierarchicalPlacer and info.learned and {"timer", "budget"} <= info.accepts
-    assert make_placer("hierarchical", budget=10).budget == 10
+def test_registered_as_a_learned_budgeted_placer(seed_placer_checks):
+    seed_placer_checks.registered("hierarchical", HierarchicalPlacer)
 
 
 def test_learns_on_a_small_graph_and_beats_random_placements(two_chains):
@@ -37,12 +34,8 @@ def test_learns_on_a_small_graph_and_beats_random_placements(two_chains):
     assert gain > 0.02 and np.mean(rewards[-5:]) > first + gain / 2
 
 
-def test_deterministic_under_a_seed():
-    from gnplace.toy import mlp_training_graph
-
-    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
-    runs = [HierarchicalPlacer(budget=48, **SMALL).place(g, c, seed=3).devices for _ in range(2)]
-    assert np.array_equal(*runs)
+def test_deterministic_under_a_seed(seed_placer_checks):
+    seed_placer_checks.deterministic(HierarchicalPlacer)
 
 
 def test_divergence_is_one_error_naming_the_learning_rate(two_chains):
