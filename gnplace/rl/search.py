@@ -52,6 +52,11 @@ __all__ = [
 #: With ``memo``, a search iterates at most this many times as often as a budget of all-new batches takes.
 MEMO_ITERATIONS = 4
 
+#: ``reheat_after`` of the annealing prelude and polish: ``None``, annealing revision 4's chain, which never
+#: reheats. ``ppo`` revision 11 and ``finetune`` revision 18 were measured with it; the ``annealing`` placer
+#: reheats a stalled chain since revision 5, not measured inside the searches yet.
+SEARCH_REHEAT_AFTER: float | None = None
+
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
 RUN_KEY = "gnplace_run"
 
@@ -378,7 +383,7 @@ class PPOSearchPlacer:
             from gnplace.placers.annealing import AnnealingPlacer
 
             annealer = AnnealingPlacer(budget=polish_now, start=_Given(best), timer=self.timer,
-                                       progress=self.progress)
+                                       reheat_after=SEARCH_REHEAT_AFTER, progress=self.progress)
             polished = annealer.place(graph, cluster, seed=seed_value)
             before = history[-1][1]
             history += [(used + e, step) for e, over, step in annealer.last_trace if over == 0 and step < before]
@@ -487,7 +492,7 @@ class PPOSearchPlacer:
         if budget < 1 or cluster.num_devices < 2:
             return 0
         annealer = AnnealingPlacer(budget=budget, start=_Given(Placement(problem.best_devices, cluster)), timer=counted,
-                                   progress=self.progress)
+                                   reheat_after=SEARCH_REHEAT_AFTER, progress=self.progress)
         before = counted.evaluations
         found = annealer.place(graph, cluster, seed=seed)
         _, excess, step = annealer.last_trace[-1]  # the best the chain timed: (evaluations, overflow, seconds)

@@ -33,7 +33,7 @@ __all__ = ["search_placement", "cache_path"]
 #: :math:`T_0` of the teacher's annealing: 0.05, that of annealing revision 3, with which the shipped
 #: constructors' teacher placements were searched (``configs/constructor*.yaml``). The ``annealing``
 #: placer starts colder since revision 4 (0.001); the teacher keeps 0.05 so that the constructors'
-#: recipe, and its cached searches, still give the same placements.
+#: recipe, and its cached searches, still give the same placements (and never reheats, as revision 3 did not).
 TEACHER_TEMPERATURE = 0.05
 
 
@@ -76,7 +76,7 @@ def search_placement(
         except InvalidPlacement as err:
             raise InvalidPlacement(f"{err} (a damaged search in the teacher cache: delete it to search the pair "
                                    "again)") from None
-    placement = AnnealingPlacer(budget=budget, initial_temperature=TEACHER_TEMPERATURE,
+    placement = AnnealingPlacer(budget=budget, initial_temperature=TEACHER_TEMPERATURE, reheat_after=None,
                                 timer=Simulator()).place(graph, cluster, seed=seed)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
         "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.001, final_temperature=0.0001, "
-        "swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, "
+        "reheat_after=0.2, reheat_temperature=0.05, swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, "
         "module_probability=0.3, max_block=64, "
         "oom_penalty=10.0, batch=16)"
     )
@@ -104,6 +104,9 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(module_probability=-0.1), "module_probability"),
         (dict(block_probability=0.4, module_probability=0.5), "sum to at most 1"),
         (dict(max_block=1), "max_block >= 2"),
+        (dict(reheat_after=1.0), "reheat_after"),
+        (dict(reheat_after=0.0), "reheat_after"),
+        (dict(reheat_temperature=0.0), "reheat_temperature"),
     ],
 )
 def test_bad_options(kwargs, message):
@@ -195,3 +198,41 @@ def test_structural_moves_escape_a_local_optimum_of_single_moves(step_time):
     reference = step_time(g, c, AutoPlacer().place(g, c, seed=0))
     assert step_time(g, c, rich.place(g, c, seed=0)) <= step_time(g, c, plain.place(g, c, seed=0)) + 1e-15
     assert step_time(g, c, rich.place(g, c, seed=0)) <= reference + 1e-15
+
+
+def _schedules(monkeypatch, placer, graph, cluster):
+    """Run ``placer`` and return, per batch, ``(evaluations before it, schedule, current placement, best so far)``."""
+    from gnplace.placers import annealing
+
+    calls = []
+    step = annealing.AnnealingPlacer._step
+
+    def spy(self, graph, cluster, scorer, moves, rng, current, current_energy, acceptance, scale, schedule):
+        best = scorer.best_placement(cluster).group_devices(graph)
+        calls.append((scorer.evaluations, schedule, current.copy(), best))
+        return step(self, graph, cluster, scorer, moves, rng, current, current_energy, acceptance, scale, schedule)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "_step", spy)
+    placer.place(graph, cluster, seed=0)
+    return calls
+
+
+def test_a_stalled_chain_reheats_once_from_the_best_placement(monkeypatch):
+    g, c = layered_graph(60, seed=3), load_cluster("k80x4")
+    calls = _schedules(monkeypatch, AnnealingPlacer(budget=600, reheat_after=0.05), g, c)
+    schedules = [schedule for _, schedule, _, _ in calls]
+    assert schedules[0] == (0, 0.001)
+    hot = [i for i, schedule in enumerate(schedules) if schedule[1] == 0.05]
+    assert hot and len({schedules[i] for i in hot}) == 1  # once
+    first = hot[0]
+    spent, (start, _) = calls[first][0], schedules[first]
+    assert start == spent and 0.05 * 600 < spent < 0.9 * 600
+    assert np.array_equal(calls[first][2], calls[first][3])  # from the best placement seen
+    assert all(schedule == (0, 0.001) for schedule in schedules[:first])
+
+
+@pytest.mark.parametrize("options", [dict(reheat_after=None), dict(initial_temperature=0.05)])
+def test_never_reheats_when_off_or_already_hot(monkeypatch, options):
+    g, c = layered_graph(60, seed=3), load_cluster("k80x4")
+    calls = _schedules(monkeypatch, AnnealingPlacer(budget=600, **options), g, c)
+    assert {schedule for _, schedule, _, _ in calls} == {(0, AnnealingPlacer(**options).initial_temperature)}
