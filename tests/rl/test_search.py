@@ -149,6 +149,24 @@ def test_fine_tuning_returns_the_better_of_its_search_and_the_zero_shot_placemen
     assert short.last_zero_shot_budget_needed is not None and short.last_zero_shot_budget_needed < needed
 
 
+def test_the_prelude_and_the_polish_keep_annealing_revision_4s_chain(monkeypatch):
+    """``ppo`` revision 11 was measured with chains that never reheat; annealing's own default does since revision 5."""
+    from gnplace.placers import annealing
+
+    reheats = []
+    place = annealing.AnnealingPlacer.place
+
+    def spy(self, graph, cluster, *, seed=None):
+        reheats.append(self.reheat_after)
+        return place(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
+    g, c = layered_graph(60, seed=3).replace(group=np.arange(60) // 3), load_cluster("k80x4")
+    PPOSearchPlacer(budget=100, prelude=0.3, polish=0.3, **FAST).place(g, c, seed=0)
+    assert len(reheats) == 2 and reheats == [None, None]
+    assert annealing.AnnealingPlacer().reheat_after == 0.2
+
+
 def test_an_annealing_prelude_starts_the_search_from_annealings_best():
     g, c = layered_graph(60, seed=3).replace(group=np.arange(60) // 3), load_cluster("k80x4")
     sim = Simulator()
