@@ -20,8 +20,8 @@ def test_name_and_repr():
     assert AnnealingPlacer.name == "annealing"
     assert repr(AnnealingPlacer()) == (
         "AnnealingPlacer(budget=2000, start='auto', initial_temperature=0.001, final_temperature=0.0001, "
-        "reheat_after=0.2, reheat_temperature=0.05, swap_probability=0.3, block_probability=0.2, pull_probability=0.2, sibling_probability=0.1, "
-        "module_probability=0.3, max_block=64, "
+        "reheat_after=0.2, reheat_temperature=0.05, swap_probability=0.3, block_probability=0.2, "
+        "pull_probability=0.2, sibling_probability=0.1, module_probability=0.3, max_block=64, "
         "oom_penalty=10.0, batch=16)"
     )
     assert "start='round_robin'" in repr(AnnealingPlacer(start="round_robin"))

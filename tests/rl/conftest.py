@@ -19,8 +19,6 @@ SMALL = dict(samples=16, hidden=32, layers=1)
 class SeedPlacerChecks:
     """What every recurrent seed placer (``rnn_pg``, ``hierarchical``, ``spotlight``, ``post``) must do."""
 
-    small = SMALL
-
     @staticmethod
     def registered(name: str, placer_class: type[Placer]) -> None:
         """``name`` is registered as ``placer_class``, learned, taking a timer and a budget."""
