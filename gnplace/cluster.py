@@ -70,6 +70,19 @@ class Device:
     message_cpu: float = 0.0
 
     @property
+    def is_cpu(self) -> bool:
+        """Whether this is a CPU: its kind or its name starts with ``cpu`` (``cpu``, ``cpu-1t``, ``cpu0``).
+
+        ``gnplace profile`` names the kind of a CPU rank ``cpu-<threads>t``. Real execution runs a CPU on torch's
+        ``cpu``, and a ``device_map`` names it ``"cpu"``.
+
+        Examples:
+            >>> load_cluster("cpu_gpu").devices[0].is_cpu, load_cluster("cpu_gpu").devices[1].is_cpu
+            (True, False)
+        """
+        return self.kind.startswith("cpu") or self.name.startswith("cpu")
+
+    @property
     def effective_flops(self) -> float:
         """FLOP/s this device reaches: ``peak_flops * flops_efficiency``."""
         return self.peak_flops * self.flops_efficiency

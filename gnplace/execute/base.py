@@ -33,8 +33,8 @@ def as_program(step: Any) -> Program:
 def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[torch.device]:
     """The torch device of every device of ``cluster``.
 
-    Without ``names``: a device of kind ``cpu`` (or named ``cpu...``) is ``cpu``; the others are
-    ``cuda:0``, ``cuda:1``, ... in cluster order.
+    Without ``names``: a CPU (:attr:`~gnplace.cluster.Device.is_cpu`: kind or name ``cpu...``, as the ``cpu-1t``
+    ranks ``gnplace profile`` writes) is ``cpu``; the others are ``cuda:0``, ``cuda:1``, ... in cluster order.
 
     Raises:
         ExecutionFailed: if a device is not one torch can see here.
@@ -48,7 +48,7 @@ def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[
         gpus = 0
         picked: list[str] = []
         for dev in cluster.devices:
-            if dev.kind == "cpu" or dev.name.startswith("cpu"):
+            if dev.is_cpu:
                 picked.append("cpu")
             else:
                 picked.append(f"cuda:{gpus}")

@@ -43,7 +43,7 @@ def device_map_values(cluster: Cluster) -> list[int | str]:
     values: list[int | str] = []
     gpus = 0
     for dev in cluster.devices:
-        if dev.kind.startswith("cpu") or dev.name.startswith("cpu"):
+        if dev.is_cpu:
             values.append("cpu")
         else:
             values.append(gpus)

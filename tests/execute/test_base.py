@@ -17,6 +17,16 @@ def test_torch_devices_default_cpu_and_gpus_in_order():
         torch_devices(cluster, ["cpu"])
 
 
+def test_torch_devices_runs_profiled_cpu_ranks_on_cpu():
+    # gnplace profile --timer dist names its CPU ranks rank0, rank1 and their kind cpu-1t
+    from gnplace.cluster import cluster_from_dict
+
+    rates = {"peak_flops": 1e11, "mem_bandwidth": 5e9, "memory": 1e10}
+    cluster = cluster_from_dict({"name": "profiled-dist", "links": {"default": "pcie3"},
+                                 "devices": [{"name": f"rank{r}", "kind": "cpu-1t", **rates} for r in range(2)]})
+    assert [str(d) for d in torch_devices(cluster)] == ["cpu", "cpu"]
+
+
 def test_as_program_refuses_a_plain_graph():
     with pytest.raises(InvalidArgument, match="import_step"):
         as_program(chain_graph(3))
