@@ -308,7 +308,7 @@ def sampled_row(task: dict[str, Any]) -> dict[str, Any]:
 def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]]:
     """Seconds to place ENAS cifar10 graphs of growing size (one core)."""
     import torch
-    from bench import large_graph  # type: ignore[import-not-found]
+    from benchmarks.common import large_graph
 
     from gnplace.cluster import load_cluster
     from gnplace.placers.registry import make_placer
@@ -710,9 +710,17 @@ def run(args: argparse.Namespace) -> Path:
     return doc
 
 
+def run_report(args: argparse.Namespace) -> int:
+    """``bench.py report``: :func:`run`, exit status 0."""
+    run(args)
+    return 0
+
+
 def add_parser(sub: Any) -> None:
-    """The ``report`` subcommand's options."""
-    report = sub.add_parser("report", help="every placer side by side: docs/RESULTS.md and docs/figures/report_*.png")
+    """The ``report`` subcommand's options (``args.handler`` runs it)."""
+    report = sub.add_parser("report", help="every placer side by side: docs/RESULTS.md and docs/figures/report_*.png",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    report.set_defaults(handler=run_report)
     report.add_argument("--quick", action="store_true",
                         help="a small version of every section (about a minute on 2 cores), written under --out")
     report.add_argument("--out", default="out/report", help="where runs are saved (a rerun resumes)")

@@ -26,15 +26,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script_loader(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
-    """A ``load(name)`` of ``scripts/NAME.py`` whose changes to ``sys.path`` and ``sys.modules`` ``monkeypatch`` undoes."""
+    """A ``load(name)`` of ``scripts/NAME.py`` whose changes to ``sys.path`` and ``sys.modules`` ``monkeypatch`` undoes.
+
+    A dotted name (``"benchmarks.zeroshot"``) imports that module of a package under ``scripts/``.
+    Every module of ``scripts/`` the load imported leaves ``sys.modules`` after the test; the
+    libraries it imported (torch, ...) stay, as they cannot be imported twice.
+    """
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
 
     def load(name: str) -> ModuleType:
-        spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        monkeypatch.setitem(sys.modules, spec.name, module)
-        spec.loader.exec_module(module)
+        before = set(sys.modules)
+        if "." in name:
+            module = importlib.import_module(name)
+        else:
+            spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            monkeypatch.setitem(sys.modules, spec.name, module)
+            spec.loader.exec_module(module)
+        scripts = ROOT / "scripts"
+        for added in set(sys.modules) - before:
+            where = getattr(sys.modules[added], "__file__", None)
+            if where is not None and Path(where).resolve().is_relative_to(scripts):
+                monkeypatch.setitem(sys.modules, added, sys.modules[added])  # undone: removed again
         return module
 
     return load

@@ -36,7 +36,7 @@ def test_apply_times_a_placed_step_beside_eager(load_script, capsys):
     """The placed module's step and eager PyTorch's, both real and both on this CPU."""
     import argparse
 
-    bench = load_script("bench")
+    bench = load_script("benchmarks.execute")
     rows = bench.bench_apply(argparse.Namespace(models=["gnplace.execute.examples:tiny"], rounds=2, repeat=2))
     assert len(rows) == 1 and rows[0]["ops"] > 0 and rows[0]["eager_s"] > 0 and rows[0]["placed_s"] > 0
     assert rows[0]["ratio"] == rows[0]["placed_s"] / rows[0]["eager_s"]
@@ -47,7 +47,7 @@ def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_scrip
     """The list schedule's finish time of the greedy placement over the simulated step, coarse and op-level."""
     import argparse
 
-    bench = load_script("bench")
+    bench = load_script("benchmarks.zeroshot")
     args = argparse.Namespace(checkpoint=None, families=["ptb"], per_family=1, clusters=["k80x2"], op_level=True)
     rows = bench.bench_constructor(args)
     assert len(rows) == 1
@@ -61,7 +61,7 @@ def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_scrip
 
 def test_zeroshot_row_places_policy_and_auto_under_its_seed(load_script):
     """``--seed`` reaches both placements, is recorded, and repeats; the policy is never slower than auto."""
-    bench = load_script("bench")
+    bench = load_script("benchmarks.zeroshot")
     path = str(ROOT / "datasets" / "ptb" / "ptb_029.gnpg")  # auto's metis partition differs under seeds 0 and 1
     rows = [bench._zero_shot_row((path, "cpu_gpu", None, 4, "test", {}, seed)) for seed in (0, 1, 1)]
     assert [r["seed"] for r in rows] == [0, 1, 1]
@@ -75,7 +75,7 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
     import csv
     import math
 
-    bench = load_script("bench")
+    bench = load_script("benchmarks.zeroshot")
     zeroshot = tmp_path / "zeroshot.json"
     zeroshot.write_text(json.dumps([
         # a run under another seed: its own auto took 2.5 s on a, so 0.72 of it is 0.9 of the search's 2.0 s
@@ -109,7 +109,7 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
     import csv
     import math
 
-    bench = load_script("bench")
+    bench = load_script("benchmarks.zeroshot")
     zeroshot = tmp_path / "zeroshot.json"
     zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
                                      "policy": 0.9, "auto_ms": 2000.0}]))
@@ -165,7 +165,7 @@ def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_an
 
 def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_script):
     """Means by cluster, by family and overall, and the evaluations after which each reaches scratch's final mean."""
-    bench = load_script("bench")
+    bench = load_script("benchmarks.finetune")
 
     def row(family, cluster, scratch, finetune):
         return {"family": family, "cluster": cluster, "scratch_history": scratch, "finetune_history": finetune,
@@ -199,7 +199,7 @@ def test_screen_model_fine_tunes_each_pair_with_both_screens_on_mismatched_steps
 
 
 def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
-    bench = load_script("bench")
+    bench = load_script("benchmarks.finetune")
     from gnplace.cluster import load_cluster
     from gnplace.sim.simulator import Simulator
     from gnplace.toy import mlp_training_graph

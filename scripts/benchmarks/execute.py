@@ -1,0 +1,233 @@
+"""Real steps and exports: the simulator's fidelity after calibration, ``gnplace.apply``'s cost, ``device_map``."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import shutil
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import add_command, median_seconds
+
+
+def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
+    """The simulator against real two-rank steps after calibration, and fine-tuning on real steps."""
+    from gnplace.execute.base import real_timer
+    from gnplace.execute.profile import calibrate, fidelity_placements, simulator_error
+    from gnplace.finetune import finetune
+    from gnplace.importers.sources import load_step_source
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    devices = args.devices.split(",") if args.devices else None
+    summary: dict[str, Any] = {"graphs": {}, "timer": args.timer, "devices": devices}
+    errors: list[float] = []
+    biases: list[float] = []
+    for source in args.graphs:
+        step, _ = load_step_source(source)
+        name = source.rpartition(":")[2]
+        timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
+        try:
+            calibration = calibrate(step, timer=timer, devices=devices, repeats=args.repeats,
+                                    threads=args.threads, name=f"{args.timer}-{name}", anchor_rounds=args.anchor_rounds,
+                                    probe_rounds=args.probe_rounds)
+            calibration.save(out / name)
+            wanted = fidelity_placements(calibration.graph, calibration.cluster, args.placements, seed=args.seed)
+            rows = simulator_error(calibration, timer, wanted, rounds=args.rounds)
+        finally:
+            if hasattr(timer, "close"):
+                timer.close()
+        errors += [r["error"] for r in rows]
+        signed = [r["simulated_s"] / r["measured_s"] - 1.0 for r in rows]  # > 0: the simulator predicts too slow
+        biases += signed
+        entry: dict[str, Any] = {"links": calibration.links, "message_cpu_s": calibration.message_cpu, "placements": rows,
+                                 "median_abs_error": statistics.median(r["error"] for r in rows) if rows else None,
+                                 "median_signed_error": statistics.median(signed) if signed else None}
+        if args.finetune_budget:
+            shutil.rmtree(out / name / "finetune", ignore_errors=True)  # this run's calibration: fine-tune anew
+            tuned = finetune(source, str(out / name / "cluster.yaml"), timer=args.timer, budget=args.finetune_budget,
+                             samples=8, epochs=2, repeats=args.repeats, costs=str(out / name / "graph.gnpg"),
+                             devices=devices if args.timer == "local" else None, out=out / name / "finetune",
+                             progress=False)
+            assert tuned is not None
+            entry["finetune"] = {k: v for k, v in tuned.items() if k != "history"}
+        summary["graphs"][name] = entry
+        print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
+                          "median_signed_error": entry["median_signed_error"],
+                          **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
+                              "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
+                             if "finetune" in entry else {})}), flush=True)
+    summary["median_abs_error"] = statistics.median(errors) if errors else None
+    summary["median_signed_error"] = statistics.median(biases) if biases else None
+    summary["placements"] = len(errors)
+    (out / "fidelity.json").write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def _training_step(module: Any, run: Any, inputs: tuple[Any, ...]) -> None:
+    """Zero ``module``'s gradients, then ``run(*inputs).backward()``."""
+    module.zero_grad(set_to_none=True)
+    run(*inputs).backward()
+
+
+def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread)."""
+    import torch
+    from torch.utils._pytree import tree_unflatten
+
+    from gnplace.cluster import load_cluster
+    from gnplace.execute.apply import apply
+    from gnplace.importers.sources import load_step_source
+    from gnplace.placement import Placement
+
+    torch.set_num_threads(1)
+    rows = []
+    for source in args.models:
+        step, module = load_step_source(source)
+        inputs = tuple(tree_unflatten(step.trace.inputs, step.trace.input_spec))  # the factory's example inputs
+        one_device = Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("cpu_gpu"))
+        placed = apply(module, one_device, inputs, devices=["cpu", "cpu"], step=step)  # all on device 0
+        eager_step = functools.partial(_training_step, module, module, inputs)
+        placed_step = functools.partial(_training_step, module, placed, inputs)
+        best = {"eager": np.inf, "placed": np.inf}
+        steps: list[tuple[str, Callable[[], None]]] = [("eager", eager_step), ("placed", placed_step)]
+        for r in range(args.rounds):  # alternate, so that the machine's drift falls on both alike
+            for name, fn in steps if r % 2 == 0 else steps[::-1]:
+                best[name] = min(best[name], median_seconds(fn, args.repeat))
+        row = dict(model=source, ops=len(placed.program.ops), eager_s=best["eager"], placed_s=best["placed"],
+                   ratio=best["placed"] / best["eager"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print("\n| model | ops run | eager step (ms) | placed on one CPU (ms) | placed / eager |\n| --- | --- | --- | --- | --- |")
+    for row in rows:
+        print(f"| {row['model'].rpartition(':')[2]} | {row['ops']} | {row['eager_s'] * 1e3:.2f} | "
+              f"{row['placed_s'] * 1e3:.2f} | {row['ratio']:.2f} |")
+    return rows
+
+
+def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Gnplace's placements as module-level device_maps against accelerate's "auto" and "balanced" (simulator)."""
+    import warnings
+
+    from gnplace import load_cluster
+    from gnplace.execute.device_map import compare_device_maps
+    from gnplace.families import draw
+    from gnplace.importers.torch import import_step
+    from gnplace.placers import get_placer
+
+    rows = []
+    models = [(family, seed) for family in args.families for seed in range(args.per_family)]
+    for family, seed in models:
+        module, inputs = draw(family, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graph = import_step(module, inputs, name=f"{family}_{seed}").graph
+        for cluster_name in args.clusters:
+            cluster = load_cluster(cluster_name)
+            for placer_name in args.placers:
+                placement = get_placer(placer_name).place(graph, cluster, seed=0)
+                found = compare_device_maps(graph, cluster, placement, module)
+                row = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "placer": placer_name,
+                       **{k: v for k, v in found.items()}}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def device_map_table(rows: list[dict[str, Any]]) -> str:
+    """Geometric means over the placement at op granularity, per cluster and placer."""
+    lines = ["| cluster | placer | graphs | its device_map | accelerate auto | accelerate balanced |",
+             "| --- " * 6 + "|"]
+    for key in sorted({(r["cluster"], r["placer"]) for r in rows}):
+        sel = [r for r in rows if (r["cluster"], r["placer"]) == key]
+
+        def gm(column: str, sel: list[dict[str, Any]] = sel) -> float:
+            return float(np.exp(np.mean([np.log(r[column] / r["placement"]) for r in sel])))
+
+        lines.append(f"| {key[0]} | {key[1]} | {len(sel)} | {gm('device_map'):.3f} | {gm('accelerate_auto'):.3f} | "
+                     f"{gm('accelerate_balanced'):.3f} |")
+    return "\n".join(lines)
+
+
+def run_fidelity(args: argparse.Namespace) -> int:
+    """``fidelity``: the simulator against real steps on a two-rank CPU cluster (gloo, one thread a rank).
+
+    For each of ``--graphs`` small models: ``gnplace profile`` calibration (op seconds measured per op
+    and scaled to the median of ``--anchor-rounds`` measurements of the one-device step, link
+    bandwidth, and link latency and message cost from the medians of ``--probe-rounds`` probes), then
+    ``--placements`` placements that split the step (the fast placers', random ones) measured
+    ``--rounds`` times each, in turn, with :class:`~gnplace.execute.dist.DistTimer`, and simulated.
+    Reported: the median absolute relative error of the simulator against each placement's median
+    measurement; with ``--finetune-budget``, whether fine-tuning's best measured placement beats
+    ``single`` and ``round_robin``. ``--timer local --devices cuda:0,cpu`` measures the devices of
+    this process instead.
+    """
+    fidelity = bench_fidelity(args)
+    if fidelity["median_abs_error"] is None:
+        print("no placement splits these steps over these devices: nothing to check the simulator on")
+    else:
+        print(f"median absolute error over {fidelity['placements']} placements that split the step: "
+              f"{fidelity['median_abs_error']:.1%} (median signed error {fidelity['median_signed_error']:+.1%}: "
+              "simulated over measured, minus 1)")
+    return 0
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    """``apply``: what running a training step op by op costs.
+
+    For each of ``--models`` (``module:factory``), the training step (zero the gradients, loss,
+    backward) of the module eagerly and of ``gnplace.apply(module, placement)`` with every op on one
+    CPU, in ``--rounds`` alternating rounds of ``--repeat`` steps each, one thread. Reported per
+    model: the best round's median step of each and their quotient (placed over eager).
+    """
+    bench_apply(args)
+    return 0
+
+
+def run_device_map(args: argparse.Namespace) -> int:
+    """``device-map``: placements exported as module-level ``device_map`` dicts, against accelerate's own.
+
+    Models drawn from the three families are placed by ``auto`` and ``policy``; reported: each
+    placement's step time as a module-level ``device_map`` (what accelerate would run) and that of
+    accelerate's own ``"auto"`` and ``"balanced"`` maps for the cluster's devices and memories, over
+    the placement at op granularity (simulator).
+    """
+    print(device_map_table(bench_device_map(args)))
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``fidelity``, ``apply`` and ``device-map`` subcommands."""
+    fid = add_command(sub, "fidelity", run_fidelity, "simulator against real two-rank steps after calibration")
+    fid.add_argument("--graphs", nargs="+", default=[f"gnplace.execute.examples:{n}" for n in ("mlp", "convnet", "branchy")])
+    fid.add_argument("--placements", type=int, default=8, help="placements per graph")
+    fid.add_argument("--repeats", type=int, default=7, help="timed steps per measurement (median)")
+    fid.add_argument("--rounds", type=int, default=5,
+                     help="measurements of each placement, in turn; the median is its step (default: 5)")
+    fid.add_argument("--anchor-rounds", type=int, default=5,
+                     help="calibration: measurements of the one-device step, the median anchored to (default: 5)")
+    fid.add_argument("--probe-rounds", type=int, default=5,
+                     help="calibration: rounds of the link and message probes, the medians kept (default: 5)")
+    fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
+    fid.add_argument("--seed", type=int, default=0)
+    fid.add_argument("--timer", default="dist", choices=["dist", "local"],
+                     help="dist: two gloo ranks of one thread (default); local: --devices of this process")
+    fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
+    fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
+    fid.add_argument("--out", default="out/bench_fidelity")
+    app = add_command(sub, "apply", run_apply, "a step placed by gnplace.apply on one CPU against eager PyTorch's")
+    app.add_argument("--models", nargs="+", default=[f"gnplace.execute.examples:{name}" for name in
+                                                      ("mlp", "convnet", "branchy", "transformer")])
+    app.add_argument("--rounds", type=int, default=6)
+    app.add_argument("--repeat", type=int, default=20)
+    dm = add_command(sub, "device-map", run_device_map, "placements as device_maps against accelerate's auto and balanced")
+    dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    dm.add_argument("--per-family", type=int, default=3)
+    dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    dm.add_argument("--placers", nargs="+", default=["auto", "policy"])

@@ -1,0 +1,312 @@
+"""Fine-tuning from the shipped checkpoint against PPO from scratch, and where fine-tuning's screen starts."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import report
+
+from gnplace.cli.common import add_option_argument, parse_placer_options
+from gnplace.cluster import Cluster
+from gnplace.sim import Simulator
+from gnplace.sim.timer import StepTimer
+
+from .common import add_command, add_rows, rows_file, search_fields
+
+#: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
+_SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
+
+
+def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
+                  ) -> dict[str, Any]:
+    import torch
+
+    from gnplace import load_cluster, load_graph
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    torch.set_num_threads(1)
+    path, cluster_name, budget, seed, tuning, scratch, scratch_done = task
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
+                           "cluster": cluster.name, "budget": budget, "seed": seed, "finetune_options": tuning,
+                           "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision}
+    placers: list[tuple[str, PPOSearchPlacer]] = [("finetune", FineTunePlacer(budget=budget, **tuning))]
+    if scratch_done is not None:  # the same search from scratch ran in this folder already: deterministic, reused
+        row.update({k: scratch_done[k] for k in _SCRATCH_FIELDS if k in scratch_done})
+    else:
+        placers.insert(0, ("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})))  # PPO alone
+        row["scratch_revision"] = PPOSearchPlacer.revision
+    for name, placer in placers:
+        row.update(search_fields(name, placer, graph, cluster, seed))
+    target = row["scratch_final"]
+    row["scratch_evals_to_final"] = report.first_reaching(row["scratch_history"], target)
+    row["finetune_evals_to_scratch_final"] = report.first_reaching(row["finetune_history"], target)
+    return row
+
+
+def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (:func:`run_finetune` says more)."""
+    from gnplace.datasets import load_manifest
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    done_file, rows = rows_file(args.out, "finetune.json")
+    options = parse_placer_options(args.option, ["scratch", "finetune"])
+    tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
+              "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot, **options.get("finetune", {})}
+    if args.checkpoint:  # another policy to fine-tune from (an untrained one: the control)
+        tuning["checkpoint"] = args.checkpoint
+    scratch = options.get("scratch", {})
+
+    def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
+        return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
+                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision)
+
+    def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
+        return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
+                and r.get("finetune_revision") == FineTunePlacer.revision)
+
+    done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if this_run(r)}
+    scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
+    tasks = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        graphs = [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]
+        for entry in graphs:
+            for cluster in args.clusters:
+                key = (Path(entry["file"]).stem, cluster, args.budget)
+                if key not in done:
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch,
+                                  scratch_rows.get(key)))
+    add_rows(_finetune_row, tasks, args.jobs, done_file, rows)
+    return [r for r in rows if this_run(r)]
+
+
+def finetune_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`bench_finetune`'s rows."""
+    lines = ["| graph | cluster | scratch / auto | finetune / auto | scratch evals to its final | "
+             "finetune evals to that | saving |", "| --- " * 7 + "|"]
+    savings = []
+    for r in rows:
+        a, b = r["scratch_evals_to_final"], r["finetune_evals_to_scratch_final"]
+        saving = (a / b) if (a and b) else None
+        if saving is not None:
+            savings.append(saving)
+        lines.append(f"| {r['graph']} | {r['cluster']} | {r['scratch_final']:.3f} | {r['finetune_final']:.3f} | {a} | "
+                     f"{b if b is not None else 'never'} | {f'{saving:.1f}x' if saving else '-'} |")
+    reached = sum(r["finetune_evals_to_scratch_final"] is not None for r in rows)
+    lines.append(f"\nfine-tuning reached PPO-from-scratch's final quality on {reached}/{len(rows)} pairs"
+                 + (f"; median saving {statistics.median(savings):.1f}x" if savings else ""))
+    return "\n".join(lines)
+
+
+def _mean_curve(rows: list[dict[str, Any]], name: str) -> list[list[float]]:
+    """The geometric mean over ``rows`` of ``name``'s best step so far over ``auto``'s, as a learning curve.
+
+    Returns ``[[evaluations, ratio]]`` at every evaluation count where one of the rows improved, the
+    form :func:`report.first_reaching` reads.
+    """
+    histories = [r[f"{name}_history"] for r in rows]
+    counts = sorted({int(e) for h in histories for e, _ in h})
+    return [[e, report.geomean(min(1.0, report.best_at(h, e)) for h in histories)] for e in counts]
+
+
+def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 400, 1000)) -> str:
+    """Markdown table of :func:`bench_finetune`'s rows by cluster, by family and over all of them.
+
+    For each group: the geometric mean of the best step so far over ``auto``'s after each of ``points``
+    evaluations and at the end, for PPO from scratch and for fine-tuning; then the evaluations after
+    which each mean first reaches scratch's final mean, and their ratio (the issue's "10x fewer
+    evaluations", read on the group's mean). A pair counts as ``auto``'s step (1.0) before its first
+    evaluation.
+    """
+    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    lines = [f"| group | pairs | scratch {head} | finetune {head} | scratch reaches its final mean after | "
+             "finetune after | saving |", "| --- " * 7 + "|"]
+    groups = [(f"{field} {value}", [r for r in rows if r[field] == value])
+              for field in ("cluster", "family") for value in dict.fromkeys(r[field] for r in rows)]
+    for title, part in [*groups, ("all", rows)]:
+        if not part:
+            continue
+        cells, reach = [], []
+        target = report.geomean(r["scratch_final"] for r in part)
+        for name in ("scratch", "finetune"):
+            curve = _mean_curve(part, name)  # non-increasing: its best up to p is its value at p
+            at = [min(1.0, report.best_at(curve, p)) for p in points]
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{name}_final"] for r in part)]))
+            reach.append(report.first_reaching(curve, target))
+        saving = f"{reach[0] / reach[1]:.1f}x" if reach[0] and reach[1] else "-"
+        lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach[0] if reach[0] else '-'} | "
+                     f"{reach[1] if reach[1] else 'never'} | {saving} |")
+    return "\n".join(lines)
+
+
+class MismatchedSteps(StepTimer):
+    """A stand-in for real steps: the simulator on op seconds and links that the placer does not know.
+
+    Every op's seconds on each device kind are the cost model's times ``exp(sigma * N(0, 1))``
+    (measured ``cost_s``, drawn once under ``seed``), link bandwidths are multiplied by ``bandwidth``
+    and latencies by ``latency``; the graph and cluster a placer passes in are replaced by these.
+    """
+
+    def __init__(self, graph: Any, cluster: Cluster, sigma: float, bandwidth: float, latency: float,
+                 seed: int = 1234) -> None:
+        from gnplace.sim.costmodel import DEFAULT_COSTS
+
+        rng = np.random.default_rng(seed)
+        seconds = DEFAULT_COSTS.op_times(graph, cluster)  # [ops, devices]
+        kinds = cluster.kinds
+        cost = {kind: seconds[:, kinds.index(kind)] * np.exp(sigma * rng.standard_normal(graph.num_ops))
+                for kind in sorted(set(kinds))}
+        self.graph = graph.replace(cost_s=cost)
+        self.cluster = Cluster(list(cluster.devices), cluster.bandwidth * bandwidth, cluster.latency * latency,
+                               name=cluster.name)
+        self.sim = Simulator()
+
+    def time(self, graph: Any, cluster: Cluster, placement: Any, *, timeline: bool = False) -> Any:
+        """One step of the mismatched graph and cluster under ``placement`` (``graph`` and ``cluster`` ignored)."""
+        return self.sim.time(self.graph, self.cluster, placement, timeline=timeline)
+
+    def time_batch(self, graph: Any, cluster: Cluster, placements: Any) -> Any:
+        """Many placements of the mismatched graph and cluster (``graph`` and ``cluster`` ignored)."""
+        return self.sim.time_batch(self.graph, self.cluster, placements)
+
+
+SCREEN_MODELS = ("learned", "simulator")
+
+
+def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]]) -> dict[str, Any]:
+    import torch
+
+    from gnplace import load_cluster, load_graph
+    from gnplace.rl.search import FineTunePlacer
+
+    torch.set_num_threads(1)
+    path, cluster_name, budget, seed, mismatch = task
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
+                           "budget": budget, "seed": seed, "mismatch": list(mismatch),
+                           "finetune_revision": FineTunePlacer.revision}
+    for model in SCREEN_MODELS:
+        placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
+                                progress=False)
+        row.update(search_fields(model, placer, graph, cluster, seed))
+    return row
+
+
+def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fine-tuning with its screen learned alone and started from the simulator, on mismatched steps (:func:`run_screen_model`)."""
+    from gnplace.datasets import load_manifest
+    from gnplace.rl.search import FineTunePlacer
+
+    done_file, rows = rows_file(args.out, "screen_model.json")
+    mismatch = [float(v) for v in args.mismatch]
+
+    def this_run(r: dict[str, Any]) -> bool:
+        return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
+                and r["finetune_revision"] == FineTunePlacer.revision)
+
+    done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
+    tasks = []
+    for family in args.families:
+        folder = Path("datasets") / family
+        for entry in [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]:
+            for cluster in args.clusters:
+                if (Path(entry["file"]).stem, cluster) not in done:
+                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuple(mismatch)))
+    add_rows(_screen_model_row, tasks, args.jobs, done_file, rows)
+    return [r for r in rows if this_run(r)]
+
+
+def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 200, 400)) -> str:
+    """Markdown table of :func:`bench_screen_model`'s rows: each screen's geometric mean curve, by family and in all."""
+    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    lines = [f"| group | pairs | learned {head} | simulator {head} | simulator reaches learned's final mean after |"
+             f" better / worse |", "| --- " * 6 + "|"]
+    groups = [(f"family {f}", [r for r in rows if r["family"] == f]) for f in dict.fromkeys(r["family"] for r in rows)]
+    for title, part in [*groups, ("all", rows)]:
+        if not part:
+            continue
+        cells = []
+        for model in SCREEN_MODELS:
+            curve = _mean_curve(part, model)
+            at = [min(1.0, report.best_at(curve, p)) for p in points]
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{model}_final"] for r in part)]))
+        reach = report.first_reaching(_mean_curve(part, "simulator"), report.geomean(r["learned_final"] for r in part))
+        better = sum(r["simulator_final"] < r["learned_final"] for r in part)
+        worse = sum(r["simulator_final"] > r["learned_final"] for r in part)
+        lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach if reach else 'never'} | "
+                     f"{better} / {worse} |")
+    return "\n".join(lines)
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    """``finetune``: sample efficiency of fine-tuning, against PPO from scratch with the same budget.
+
+    On the first test graphs of each family, PPO from a fresh policy (``ppo`` with no annealing
+    prelude; ``-O scratch.NAME=VALUE`` changes it) and PPO from the shipped checkpoint (``finetune``;
+    its zero-shot placement a candidate unless ``--no-ft-zero-shot``; ``-O finetune.NAME=VALUE`` sets
+    any other option) each spend ``--budget`` simulator evaluations. Reported per graph: both final
+    step times over ``auto``'s, and the evaluations each needed to first reach PPO-from-scratch's
+    final quality (their quotient is the saving); then, by cluster, by family and over all pairs, the
+    geometric means after 100, 400 and 1,000 evaluations and at the end, and the same saving read on
+    each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other
+    fine-tuning options or revision in the same ``OUT`` reuses the searches from scratch of the same
+    pair, budget, seed, options and revision (deterministic on one machine) and adds its rows.
+    """
+    rows = bench_finetune(args)
+    print(finetune_table(rows))
+    print("\ngeometric means of the best step so far over auto's:\n")
+    print(finetune_summary(rows))
+    return 0
+
+
+def run_screen_model(args: argparse.Namespace) -> int:
+    """``screen-model``: what fine-tuning's screen should start from when the timer is not the simulator.
+
+    Measured against a stand-in for real steps (:class:`MismatchedSteps`): the simulator on the same
+    graph and cluster with every op's seconds on each device kind scaled by ``exp(sigma * N(0, 1))``
+    and link bandwidth and latency scaled, none of which the placer knows (``--mismatch SIGMA
+    BANDWIDTH LATENCY``). Each pair is fine-tuned twice with the same budget and seed, its screen
+    starting from nothing (``learned``) and from the simulator of the placer's own view
+    (``simulator``). Reported: the geometric means of the best step so far over ``auto``'s (``auto``
+    timed by the stand-in) after 100, 200 and 400 evaluations and at the end, and the evaluations
+    after which the simulator screen's mean first reaches the learned screen's final mean. Rows in
+    ``OUT/screen_model.json`` (an interrupted run resumes).
+    """
+    print(screen_model_summary(bench_screen_model(args)))
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``finetune`` and ``screen-model`` subcommands."""
+    ft = add_command(sub, "finetune", run_finetune, "fine-tuning from the checkpoint against PPO from scratch")
+    ft.add_argument("--budget", type=int, default=4000)
+    ft.add_argument("--clusters", nargs="+", default=["k80x4"])
+    ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    ft.add_argument("--per-family", type=int, default=2)
+    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--jobs", type=int, default=2)
+    ft.add_argument("--out", default="out/bench_finetune")
+    ft.add_argument("--checkpoint", default=None, help="fine-tune from this policy (default: the shipped one)")
+    ft.add_argument("--ft-samples", type=int, default=16, help="fine-tuning: placements per iteration")
+    ft.add_argument("--ft-epochs", type=int, default=4, help="fine-tuning: PPO epochs per batch")
+    ft.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning: learning rate")
+    ft.add_argument("--ft-imitation", type=int, default=0, help="fine-tuning: imitation steps on auto first")
+    ft.add_argument("--no-ft-zero-shot", dest="ft_zero_shot", action="store_false",
+                    help="fine-tuning skips the checkpoint's zero-shot placement (auto's and the search's alone)")
+    add_option_argument(ft)  # -O finetune.prior=6, -O scratch.modules=false
+    sm = add_command(sub, "screen-model", run_screen_model,
+                     "fine-tuning's screen from nothing or from the simulator, mismatched steps")
+    sm.add_argument("--mismatch", nargs=3, type=float, default=[0.5, 0.5, 2.0], metavar=("SIGMA", "BANDWIDTH", "LATENCY"),
+                    help="op-seconds noise and link bandwidth and latency factors of the stand-in for real steps")
+    sm.add_argument("--budget", type=int, default=400)
+    sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    sm.add_argument("--per-family", type=int, default=1)
+    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--jobs", type=int, default=2)
+    sm.add_argument("--out", default="out/bench_screen_model")

@@ -1,0 +1,99 @@
+"""The fast placers: how far each is from the exact placer on small graphs, and how long each takes."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from typing import Any
+
+from report import geomean
+
+from gnplace.sim import Simulator
+from gnplace.toy import layered_graph
+
+from .common import DATASETS, add_command, median_seconds
+
+#: The fast placers both benchmarks run by default.
+FAST_PLACERS = ["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"]
+
+
+def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """How far each heuristic is from the exact placer on small graphs (coarsened dataset graphs, examples)."""
+    from gnplace.cluster import load_cluster
+    from gnplace.coarsen import coarsen
+    from gnplace.datasets import load_manifest
+    from gnplace.graph_io import load_graph
+    from gnplace.placers import get_placer
+
+    rows = []
+    for cluster_name in args.clusters:
+        cluster = load_cluster(cluster_name)
+        graphs = [load_graph(p) for p in sorted((DATASETS / "examples").glob("*.gnpg"))]
+        for family in ("cifar10", "ptb", "nmt"):
+            manifest = load_manifest(DATASETS / family)
+            for entry in [e for e in manifest["graphs"] if e["split"] == "test"][: args.per_family]:
+                graphs.append(coarsen(load_graph(DATASETS / family / entry["file"]), args.groups, cluster).graph)
+        for graph in graphs:
+            sim = Simulator()
+            exact = get_placer("exact", time_limit=args.time_limit, timer=sim)
+            exact_step = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
+            row: dict[str, Any] = dict(graph=graph.name, cluster=cluster.name, groups=graph.num_groups,
+                                       status=exact.last_status, gap=exact.last_gap, exact_ms=exact_step * 1e3)
+            for name in args.placers:
+                step = sim.time(graph, cluster, get_placer(name).place(graph, cluster, seed=0)).step_time
+                row[name] = step / exact_step
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Median wall seconds of each placer on a random layered graph (first call excluded)."""
+    from gnplace.cluster import load_cluster
+    from gnplace.placers import get_placer
+
+    graph = layered_graph(args.ops, seed=0)
+    cluster = load_cluster(args.cluster)
+    rows = []
+    for name in args.placers:
+        placer = get_placer(name)
+        seconds = median_seconds(functools.partial(placer.place, graph, cluster, seed=0), args.repeat)
+        rows.append(dict(placer=name, ops=graph.num_ops, cluster=cluster.name, seconds=seconds))
+        print(f"{name}: {graph.num_ops} ops on {cluster.name} placed in {seconds:.3f} s (median of {args.repeat})", flush=True)
+    return rows
+
+
+def run_exact(args: argparse.Namespace) -> int:
+    """``exact``: each fast placer's step time over the exact placer's (CP-SAT) on small graphs.
+
+    The graphs are the shipped examples and ``--per-family`` test graphs of each family coarsened
+    to ``--groups`` groups; the exact placer runs for at most ``--time-limit`` seconds a graph and
+    reports whether it proved its placement optimal, and its gap.
+    """
+    rows = bench_exact(args)
+    for name in args.placers:
+        ratios = [r[name] for r in rows]
+        print(f"{name}: geometric mean step / exact {geomean(ratios):.3f}, worst {max(ratios):.3f}")
+    return 0
+
+
+def run_placers(args: argparse.Namespace) -> int:
+    """``placers``: median wall seconds of each fast placer on a random layered graph (first call excluded)."""
+    bench_placers(args)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``exact`` and ``placers`` subcommands."""
+    exact = add_command(sub, "exact", run_exact, "heuristics against the exact placer on small graphs")
+    exact.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4"])
+    exact.add_argument("--groups", type=int, default=12, help="coarsen dataset graphs to this many groups")
+    exact.add_argument("--per-family", type=int, default=2)
+    exact.add_argument("--time-limit", type=float, default=20.0)
+    exact.add_argument("--placers", nargs="+", default=FAST_PLACERS)
+    placers = add_command(sub, "placers", run_placers, "placement time of the fast placers")
+    placers.add_argument("--ops", type=int, default=2000)
+    placers.add_argument("--cluster", default="k80x4")
+    placers.add_argument("--repeat", type=int, default=5)
+    placers.add_argument("--placers", nargs="+", default=FAST_PLACERS)

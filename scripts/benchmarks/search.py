@@ -1,0 +1,222 @@
+"""The search placers (``ppo``, ``reinforce``, ``annealing``) against ``auto``, their learning curves, PPO's speed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from report import geomean
+
+from gnplace.cli.common import add_option_argument, parse_placer_options
+from gnplace.sim import Simulator
+from gnplace.toy import layered_graph
+
+from .common import DATASETS, add_command, load_cluster_name, median_seconds
+
+
+def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Search placers against ``auto`` on the test split, through the evaluation harness."""
+    from gnplace.evaluate import Task, collect_graphs, evaluate
+
+    graphs = []
+    for family in args.families:
+        found = collect_graphs([str(DATASETS / family)], split=args.split)
+        graphs += found[: args.per_family] if args.per_family else found
+    tasks = [Task(str(g), c, "auto", seed=args.seed) for g in graphs for c in args.clusters]
+    options = parse_placer_options(args.option, args.placers)
+    tasks += [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed)
+              for g in graphs for c in args.clusters for p in args.placers]
+    done = [0]
+
+    def progress(row: Any) -> None:
+        done[0] += 1
+        print(f"[{done[0]}/{len(tasks)}] {row.graph} {row.cluster} {row.placer}: {row.step_time_s * 1e3:.3f} ms "
+              f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
+
+    rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress)
+    wanted = {(str(g), c) for g in graphs for c in args.clusters}
+    auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto"}
+    summary = []
+    families = {r.graph_path: r.family for r in rows}
+    for family in args.families:
+        for cluster in args.clusters:
+            line: dict[str, Any] = {"family": family, "cluster": cluster}
+            for placer in args.placers:
+                ratios = [r.step_time_s / auto[(r.graph_path, r.cluster)] for r in rows
+                          if r.placer == placer and r.budget == args.budget and families[r.graph_path] == family
+                          and json.loads(r.options) == options.get(placer, {})
+                          and r.cluster == load_cluster_name(cluster) and (r.graph_path, cluster) in wanted
+                          and (r.graph_path, r.cluster) in auto]
+                line[placer] = geomean(ratios)
+                line[f"{placer}_n"] = len(ratios)
+            summary.append(line)
+    return summary
+
+
+def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Learning curves (best step over auto's against evaluations) of the search placers; PNGs in ``--out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers import make_placer
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for path in args.graphs:
+        graph, cluster = load_graph(path), load_cluster(args.cluster)
+        sim = Simulator()
+        auto = sim.time(graph, cluster, make_placer("auto").place(graph, cluster, seed=args.seed)).step_time
+        curves: dict[str, tuple[list[int], list[float]]] = {}
+        for name in args.placers:
+            # the learning algorithms alone: no annealing prelude, so PPO, REINFORCE and annealing stay apart
+            alone: dict[str, Any] = {"prelude": 0.0} if name in ("ppo", "reinforce") else {}
+            placer = make_placer(name, budget=args.budget, **alone)
+            start = time.perf_counter()
+            placer.place(graph, cluster, seed=args.seed)
+            seconds = time.perf_counter() - start
+            if hasattr(placer, "last_history"):
+                evals, best = map(list, zip(*placer.last_history))
+            else:
+                evals, _, best = map(list, zip(*placer.last_trace))
+            curves[name] = (evals, [b / auto for b in best])
+            row = {"graph": graph.name, "cluster": cluster.name, "placer": name, "final": best[-1] / auto,
+                   "seconds": seconds}
+            for attr in ("last_greedy_after_imitation", "last_greedy_after_search"):
+                if getattr(placer, attr, None) is not None:  # greedy policy's step over auto's (learned placers)
+                    row[attr.removeprefix("last_")] = getattr(placer, attr)
+            rows.append(row)
+            print(f"{graph.name} {cluster.name} {name}: {best[-1] / auto:.4f} of auto in {seconds:.0f} s", flush=True)
+        for row in rows[-len(args.placers):]:
+            evals, ratio = curves[row["placer"]]
+            # evaluations this placer needed to first reach each placer's final quality (None: never reached)
+            row["evaluations_to_reach"] = {
+                other: next((e for e, q in zip(evals, ratio) if q <= curve[1][-1] + 1e-12), None)
+                for other, curve in curves.items()}
+        changes = {name: [(e, q) for i, (e, q) in enumerate(zip(*curve)) if i == 0 or q < curve[1][i - 1]]
+                   for name, curve in curves.items()}  # the step function's corners
+        (out / f"curve_{graph.name}_{cluster.name}.json").write_text(json.dumps(
+            {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n")
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for name, (evals, ratio) in curves.items():
+            ax.step(evals, ratio, where="post", label=name)
+        ax.set_xlabel("timer evaluations")
+        ax.set_ylabel("best step time / auto")
+        ax.set_title(f"{graph.name} on {cluster.name}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / f"curve_{graph.name}_{cluster.name}.png", dpi=110)
+        plt.close(fig)
+    return rows
+
+
+def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
+    """Seconds of one PPO iteration (rollout, timing, epochs) on a graph of about ``--nodes`` decision nodes."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.rl.agent import log_probs, sample
+    from gnplace.rl.ppo import normalise_advantages, ppo_loss
+    from gnplace.rl.problem import PlacementProblem
+    from gnplace.train import LearnerConfig, PlacementLearner
+
+    graph = layered_graph(args.nodes, width=8, seed=0)
+    cluster = load_cluster(args.cluster)
+    sim = Simulator()
+    problem = PlacementProblem.build(graph, cluster, sim, max_nodes=args.nodes)
+    learner = PlacementLearner(LearnerConfig(samples=args.samples, epochs=args.epochs))
+    optimizer = torch.optim.Adam(learner.policy.parameters(), lr=1e-3)
+
+    def iteration() -> None:
+        traj = sample(learner.policy, problem.mdp, args.samples, learner.rng)
+        _, reward = problem.score(traj.rollout.group_devices, sim, 4.0)
+        adv = normalise_advantages(reward)
+        for _ in range(args.epochs):
+            new = log_probs(learner.policy, learner.policy.encode(problem.inp), traj)
+            loss, _ = ppo_loss(new, traj.old_log_probs, traj.actions, adv, traj.mask, clip=0.2, beta=1.0, entropy=0.01)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    seconds = median_seconds(iteration, args.repeat)
+    result = {"nodes": problem.inp.decision.num_ops, "groups": problem.inp.num_groups, "samples": args.samples,
+              "epochs": args.epochs, "seconds_per_iteration": seconds, "threads": torch.get_num_threads()}
+    print(json.dumps(result))
+    return result
+
+
+def run_search(args: argparse.Namespace) -> int:
+    """``search``: the search placers with one budget of timer evaluations on the test graphs, against ``auto``.
+
+    By default ``ppo``, ``reinforce`` and ``annealing`` on the test graphs of each family; reported:
+    the geometric mean of step time over ``auto``'s (the best fast placer) per family and cluster,
+    through ``gnplace.evaluate`` (its ``results.csv`` in ``--out`` resumes an interrupted run;
+    ``--jobs`` processes of one thread each; ``-O PLACER.NAME=VALUE`` passes an option, e.g.
+    ``-O ppo.prelude=0`` for PPO alone).
+    """
+    summary = bench_search(args)
+    head = "| family | cluster | " + " | ".join(f"{p} / auto" for p in args.placers) + " |"
+    print(f"budget {args.budget} evaluations; geometric mean of step time over auto's")
+    print(head)
+    print("| --- " * (2 + len(args.placers)) + "|")
+    for line in summary:
+        cells = " | ".join(f"{line[p]:.3f} ({line[p + '_n']})" for p in args.placers)
+        print(f"| {line['family']} | {line['cluster']} | {cells} |")
+    return 0
+
+
+def run_curves(args: argparse.Namespace) -> int:
+    """``curves``: best step time over ``auto``'s against evaluations, for the search placers on a few graphs.
+
+    ``ppo`` and ``reinforce`` run with no annealing prelude (the algorithms alone), beside
+    ``annealing``: one PNG per graph and cluster, the curves' corners as JSON beside it, and the
+    evaluations each placer needed to first reach each other's final quality.
+    """
+    print(json.dumps(bench_curves(args), indent=1))
+    return 0
+
+
+def run_ppo_speed(args: argparse.Namespace) -> int:
+    """``ppo-speed``: seconds of one PPO iteration on a random layered graph of about ``--nodes`` decision nodes.
+
+    One iteration is a rollout of ``--samples`` placements, their timing, and ``--epochs`` policy steps.
+    """
+    bench_ppo_speed(args)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``search``, ``curves`` and ``ppo-speed`` subcommands."""
+    search = add_command(sub, "search", run_search, "search placers against auto on the test split")
+    search.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
+    search.add_argument("--budget", type=int, default=20_000)
+    search.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    search.add_argument("--split", default="test")
+    search.add_argument("--per-family", type=int, default=0, help="graphs per family (0: all)")
+    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--jobs", type=int, default=2)
+    search.add_argument("--out", default="out/bench_search")
+    add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
+    curves = add_command(sub, "curves", run_curves, "learning curves of the search placers")
+    curves.add_argument("--graphs", nargs="+", default=["datasets/cifar10/cifar10_002.gnpg", "datasets/ptb/ptb_002.gnpg",
+                                                         "datasets/nmt/nmt_002.gnpg"])
+    curves.add_argument("--cluster", default="k80x4")
+    curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
+    curves.add_argument("--budget", type=int, default=20_000)
+    curves.add_argument("--seed", type=int, default=0)
+    curves.add_argument("--out", default="docs/figures")
+    speed = add_command(sub, "ppo-speed", run_ppo_speed, "seconds of one PPO iteration")
+    speed.add_argument("--nodes", type=int, default=1000)
+    speed.add_argument("--cluster", default="k80x4")
+    speed.add_argument("--samples", type=int, default=32)
+    speed.add_argument("--epochs", type=int, default=10)
+    speed.add_argument("--repeat", type=int, default=5)

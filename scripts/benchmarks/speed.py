@@ -1,0 +1,163 @@
+"""Speed of the simulator, of the PyTorch importer and of coarsening on graphs of up to 100,000 ops."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+
+from gnplace.sim import Simulator
+from gnplace.toy import layered_graph
+
+from .common import add_command, k80_cluster, large_graph, median_seconds
+
+
+def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Time single and batched simulator evaluations."""
+    graph = layered_graph(args.ops, seed=0)
+    cluster = k80_cluster(args.devices)
+    rng = np.random.default_rng(0)
+    order = graph.topological_order()
+    blocks = np.empty(graph.num_ops, dtype=np.int64)
+    blocks[order] = np.arange(graph.num_ops) * args.devices // graph.num_ops
+    placements = {
+        "one device": np.zeros(graph.num_ops, dtype=np.int64),
+        "blocks": blocks,
+        "random": rng.integers(0, args.devices, graph.num_ops),
+    }
+    rows = []
+    for mode in ("default", "placeto"):
+        sim = Simulator(mode)
+        for name, placement in placements.items():
+            seconds = median_seconds(functools.partial(sim.time, graph, cluster, placement), args.repeat)
+            rows.append(dict(mode=mode, placement=name, call="time", ms_per_eval=seconds * 1e3))
+        batch = rng.integers(0, args.devices, (args.batch, graph.num_ops))
+        seconds = median_seconds(functools.partial(sim.time_batch, graph, cluster, batch), max(3, args.repeat // 50))
+        rows.append(dict(mode=mode, placement=f"random x{args.batch}", call=f"time_batch ({numba.get_num_threads()} threads)",
+                         ms_per_eval=seconds * 1e3 / args.batch))
+    return rows
+
+
+def bench_import(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Time ``from_module`` (record + convert) on a cifar10 network of about ``--ops`` ops."""
+    import torch
+
+    from gnplace.families import cifar10
+    from gnplace.importers.torch import from_module
+
+    torch.set_num_threads(1)
+    rows = []
+    for layers in args.layers:
+        model, inputs = cifar10.sample(np.random.default_rng(0), layers=layers, channels=20, batch=32)
+        start = time.perf_counter()
+        graph = from_module(model, inputs)
+        seconds = time.perf_counter() - start
+        rows.append(dict(family="cifar10", layers=layers, ops=graph.num_ops, seconds=seconds))
+    return rows
+
+
+def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Coarsen to ``--groups`` groups, place with m_etf, expand and simulate, for growing graphs."""
+    from gnplace.cluster import load_cluster
+    from gnplace.coarsen import coarsen
+    from gnplace.placers import get_placer
+
+    cluster = load_cluster(args.cluster)
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for ops in args.ops:
+        graph = large_graph(ops, cache)
+        sim = Simulator()
+        sim.time(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64))  # compile and prepare outside the clock
+        t0 = time.perf_counter()
+        coarse = coarsen(graph, args.groups, cluster)
+        t1 = time.perf_counter()
+        placement = get_placer("m_etf").place(coarse.graph, cluster)
+        t2 = time.perf_counter()
+        full = coarse.expand(placement)
+        result = sim.time(graph, cluster, full)
+        t3 = time.perf_counter()
+        row = dict(ops=graph.num_ops, units=graph.num_groups, groups=coarse.graph.num_groups, coarse_nodes=coarse.graph.num_ops,
+                   coarsen_s=t1 - t0, place_s=t2 - t1, expand_simulate_s=t3 - t2, total_s=t3 - t0,
+                   step_ms=result.step_time * 1e3, oom=result.is_oom)
+        if graph.num_ops <= args.full_up_to:
+            t4 = time.perf_counter()
+            direct = get_placer("m_etf").place(graph, cluster)
+            row["full_m_etf_s"] = time.perf_counter() - t4
+            row["full_m_etf_step_ms"] = sim.time(graph, cluster, direct).step_time * 1e3
+            row["coarsening_cost_pct"] = (row["step_ms"] / row["full_m_etf_step_ms"] - 1) * 100
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    """``sim``: median seconds of one simulator evaluation of a random layered graph.
+
+    The graph is ``gnplace.toy.layered_graph`` on a K80 cluster, timed for three placements (all on
+    one device, contiguous blocks of the topological order, uniformly random: the worst case, most
+    transfers), in both simulator modes, plus the throughput of the batched call. Single evaluations
+    run on one core (the kernel is serial); the batched call uses every core numba is allowed.
+    """
+    rows = bench_sim(args)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"simulator: {args.ops}-op layered graph on {args.devices} K80s (median)")
+    for col in ("mode", "placement", "call", "ms per evaluation"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["mode"], row["placement"], row["call"], f"{row['ms_per_eval']:.3f}")
+    Console().print(table)
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """``import``: seconds to extract the training graph of ENAS cifar10 networks of growing depth.
+
+    Each network goes through ``gnplace.importers.torch.from_module`` on one core.
+    """
+    rows = bench_import(args)
+    print(json.dumps(rows, indent=1) if args.json else "\n".join(
+        f"cifar10 L={r['layers']}: {r['ops']} ops extracted in {r['seconds']:.1f} s" for r in rows))
+    return 0
+
+
+def run_scale(args: argparse.Namespace) -> int:
+    """``scale``: coarsening, placing and simulating ENAS cifar10 training graphs of about 10k, 50k and 100k ops.
+
+    For graphs of growing size (cells stacked): the seconds to coarsen to ``--groups`` groups, place
+    the coarse graph with m_etf, expand and simulate the full graph; up to ``--full-up-to`` ops also
+    m_etf on the full graph and the step-time cost of coarsening.
+    """
+    bench_scale(args)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``sim``, ``import`` and ``scale`` subcommands."""
+    sim = add_command(sub, "sim", run_sim, "simulator evaluations")
+    sim.add_argument("--ops", type=int, default=2000)
+    sim.add_argument("--devices", type=int, default=4)
+    sim.add_argument("--repeat", type=int, default=300)
+    sim.add_argument("--batch", type=int, default=256)
+    sim.add_argument("--json", action="store_true")
+    imp = add_command(sub, "import", run_import, "training-graph extraction from PyTorch (one core)")
+    imp.add_argument("--layers", type=int, nargs="+", default=[6, 15, 30])
+    imp.add_argument("--json", action="store_true")
+    scale = add_command(sub, "scale", run_scale, "coarsen + m_etf + expand + simulate on 10k..100k-op graphs")
+    scale.add_argument("--ops", type=int, nargs="+", default=[10_000, 50_000, 100_000])
+    scale.add_argument("--groups", type=int, default=1000)
+    scale.add_argument("--cluster", default="k80x4")
+    scale.add_argument("--cache", default="out/bench")
+    scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")

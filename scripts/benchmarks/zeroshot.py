@@ -1,0 +1,379 @@
+"""Zero-shot placement by the pretrained policy: against ``auto`` and a search, its latency, its constructor."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import report
+from report import geomean
+
+from gnplace.sim import Simulator
+
+from .common import add_command, large_graph, median_seconds
+
+
+def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], int]) -> dict[str, Any]:
+    """One (graph, cluster): the policy's greedy and best-of-K placements, auto, and the portfolio of both.
+
+    Both the policy and ``auto``, the reference of every ratio, place under the task's seed: ``policy``
+    samples around ``auto``'s placement for that seed, and ``auto`` itself depends on it through
+    ``metis``'s partition (ptb_029 on cpu_gpu: 2.18 ms under seeds 0, 2 and 3, 2.59 under seed 1).
+    ``vs-search`` divides absolute step times by the search run's own ``auto``.
+    """
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.auto import AutoPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    torch.set_num_threads(1)
+    path, cluster_spec, checkpoint, samples, group, options, seed = task
+    graph, cluster = load_graph(path), load_cluster(cluster_spec)
+    sim = Simulator()
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, **options)  # default: subsets, tempered
+    start = time.perf_counter()
+    ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=seed))
+    took = time.perf_counter() - start
+    # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
+    plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
+                         op_level=0, around=False, constructor="none")
+    start = time.perf_counter()
+    untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=seed))
+    took_plain = time.perf_counter() - start
+    auto = AutoPlacer(timer=sim)
+    theirs = sim.time(graph, cluster, auto.place(graph, cluster, seed=seed))
+    fits_auto = not theirs.is_oom
+    portfolio = min(ours.step_time if not ours.is_oom else np.inf, theirs.step_time if fits_auto else np.inf)
+    assert placer.last_greedy_step is not None  # set by place()
+    return dict(
+        group=group, graph=graph.name, family=str(graph.meta.get("family", group)), ops=graph.num_ops,
+        cluster=cluster.name, seed=seed, auto_ms=theirs.step_time * 1e3, auto_choice=auto.last_choice, auto_oom=theirs.is_oom,
+        greedy=placer.last_greedy_step / theirs.step_time, greedy_oom=placer.last_greedy_oom,
+        policy=ours.step_time / theirs.step_time, policy_oom=ours.is_oom, policy_choice=placer.last_choice,
+        portfolio=float(portfolio / theirs.step_time) if np.isfinite(portfolio) else None, place_s=took,
+        plain=untempered.step_time / theirs.step_time, plain_oom=untempered.is_oom, plain_s=took_plain,
+    )
+
+
+def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Zero-shot placement of the test splits, the real models and unseen clusters against auto."""
+    from gnplace.datasets import load_manifest
+    from gnplace.workers import process_pool
+
+    options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
+    if args.temperatures:
+        options["temperatures"] = tuple(args.temperatures)
+    for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
+                 "constructor_sizes"):
+        if getattr(args, name) is not None:  # given: else the placer's default
+            options[name] = getattr(args, name)
+    def task(graph: str, cluster: str, group: str) -> tuple[str, str, str | None, int, str, dict[str, Any], int]:
+        return graph, cluster, args.checkpoint, args.samples, group, options, args.seed
+
+    tasks = []
+    test_graphs = []  # the unseen clusters place test graphs whatever the split
+    for family in args.families:
+        folder = Path("datasets") / family
+        entries = load_manifest(folder)["graphs"]
+        graphs = [str(folder / e["file"]) for e in entries if e["split"] == args.split and e["ops"] > args.min_ops]
+        test_graphs.append([str(folder / e["file"]) for e in entries if e["split"] == "test"])
+        # rows of training graphs are grouped "train", so that tables and vs-search never take them for test pairs
+        tasks += [task(g, c, args.split) for c in args.clusters for g in graphs]
+    real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
+    tasks += [task(g, c, "real") for c in args.real_clusters for g in real]
+    few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
+    tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with process_pool(args.jobs) as pool:
+        for row in pool.map(_zero_shot_row, tasks):
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (out / "zeroshot.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def _zeroshot_cells(rows: list[dict[str, Any]]) -> str:
+    """Greedy, greedy + K at tau 1, policy and portfolio geometric means, and OOM counts (the tau-1 one in brackets)."""
+    port = [r["portfolio"] for r in rows if r["portfolio"] is not None]
+    oom = sum(r["policy_oom"] and not r["auto_oom"] for r in rows)
+    oom_plain = sum(r["plain_oom"] and not r["auto_oom"] for r in rows)
+    return (f"{geomean([r['greedy'] for r in rows]):.3f} | {geomean([r['plain'] for r in rows]):.3f} | "
+            f"{geomean([r['policy'] for r in rows]):.3f} | {geomean(port) if port else float('nan'):.3f} | "
+            f"{oom} ({oom_plain})")
+
+
+def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
+    """Markdown tables of :func:`bench_zeroshot`'s rows: geometric means over auto, OOM counts, seconds."""
+    lines = []
+    for group in ("test", "train", "real", "unseen"):
+        part = [r for r in rows if r["group"] == group]
+        if not part:
+            continue
+        lines += [f"\n**{group}** (geometric mean of step time over auto's; OOM where auto fits)\n",
+                  "| family | cluster | graphs | greedy | greedy + K, tau 1 | policy | portfolio | OOM | place s | "
+                  "greedy + K s |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        keys = sorted({(r["family"] if group in ("test", "train") else group, r["cluster"]) for r in part})
+        for fam, cluster in keys:
+            sel = [r for r in part
+                   if (r["family"] if group in ("test", "train") else group) == fam and r["cluster"] == cluster]
+            lines.append(f"| {fam} | {cluster} | {len(sel)} | " + _zeroshot_cells(sel)
+                         + f" | {np.mean([r['place_s'] for r in sel]):.2f} | {np.mean([r['plain_s'] for r in sel]):.2f} |")
+        lines.append(f"| all | | {len(part)} | " + _zeroshot_cells(part) + " | | |")
+    return "\n".join(lines)
+
+
+def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", budget: int | None = None,
+                            seed: int | None = None) -> list[dict[str, Any]]:
+    """Zero-shot against a search on the pairs both placed: step times over ``auto``'s, and their quotient.
+
+    Args:
+        zeroshot (Path): a :func:`bench_zeroshot` run's ``zeroshot.json``.
+        search (Path): a :func:`bench_search` run's ``results.csv`` (``auto`` and ``placer`` rows).
+        placer (str, optional): the search placer of ``search`` to compare with (default: ``"ppo"``).
+        budget (int, optional): keep only the ``placer`` rows of this budget (evaluations).
+        seed (int, optional): keep only the ``placer`` rows of this seed.
+
+    Raises:
+        SystemExit: no pair in common, or ``search`` holds several ``placer`` rows for one pair (several
+            budgets, seeds or options) and ``budget`` and ``seed`` do not single one out.
+
+    Returns:
+        list of dict: per (family, cluster) and for all pairs: ``pairs``, geometric means ``policy``
+        and ``search`` (step time over ``auto``'s), ``ratio`` (``policy / search``: at most 1.05 is
+        the "within 5% of the search" target) and ``share``, the share of the search's gain over
+        ``auto`` that zero-shot placement gets, ``(1 - policy) / (1 - search)`` (``nan`` where the
+        search gains nothing).
+    """
+    import csv
+
+    with search.open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if not r["error"] and r["oom"] != "True"]
+    auto = {(r["graph"], r["cluster"]): float(r["step_time_s"]) for r in rows if r["placer"] == "auto"}
+    searched_rows = [r for r in rows if r["placer"] == placer and (r["graph"], r["cluster"]) in auto
+                     and (budget is None or r.get("budget") == str(budget))
+                     and (seed is None or r.get("seed") == str(seed))]
+    runs = Counter((r["graph"], r["cluster"]) for r in searched_rows)
+    if runs and max(runs.values()) > 1:
+        settings = sorted({(r.get("budget", ""), r.get("seed", ""), r.get("options", "")) for r in searched_rows})
+        raise SystemExit(f"{search} holds {max(runs.values())} {placer} rows for one pair (budget, seed, options: "
+                         f"{settings}); choose one with --budget and --seed")
+    found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / auto[(r["graph"], r["cluster"])]
+             for r in searched_rows}
+    # the policy's step time over the search run's auto (a zero-shot run under another seed divides by another auto)
+    ours = {(r["graph"], r["cluster"]): (r["family"], r["policy"] * r["auto_ms"] / 1e3 / auto[(r["graph"], r["cluster"])])
+            for r in json.loads(zeroshot.read_text()) if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
+    if not ours:
+        raise SystemExit(f"no test pair of {zeroshot} is in {search}'s {placer} rows")
+    cells = sorted({(fam, cluster) for (_, cluster), (fam, _) in ours.items()}) + [("all", "")]
+    table = []
+    for fam, cluster in cells:
+        keys = [k for k, (f, _) in ours.items() if fam == "all" or (f == fam and k[1] == cluster)]
+        policy, searched = geomean([ours[k][1] for k in keys]), geomean([found[k] for k in keys])
+        share = (1.0 - policy) / (1.0 - searched) if searched < 1.0 else float("nan")
+        table.append({"family": fam, "cluster": cluster, "pairs": len(keys), "policy": policy,
+                      "search": searched, "ratio": policy / searched, "share": share})
+    return table
+
+
+def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    torch.set_num_threads(1)
+    cluster = load_cluster(args.cluster)
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets)
+    rows = []
+    for ops in args.ops:
+        graph = large_graph(ops, cache)
+        placer.place(graph, cluster, seed=0)  # warm: compile the simulator, load the policy
+        seconds = median_seconds(functools.partial(placer.place, graph, cluster, seed=0), args.repeat)
+        row = dict(ops=graph.num_ops, cluster=cluster.name, samples=args.samples, seconds=seconds,
+                   step_ms=placer.last_step * 1e3 if placer.last_step else None)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The placement MDP's own finish time against the simulator, for the policy's greedy placement.
+
+    Per test graph and cluster: the list schedule's finish time of the greedy placement (what the
+    policy's dynamic features are computed from) over the simulated step of the same placement on the
+    decision graph (the coarse graph the MDP plays), and over the simulated step on the original graph
+    (what the reward scores); with ``--op-level``, the same with every op its own decision node.
+    """
+    import torch
+
+    from gnplace.cluster import load_cluster
+    from gnplace.coarsen import Coarsening
+    from gnplace.graph_io import load_graph
+    from gnplace.policy.features import build_policy_input, ops_alone
+    from gnplace.rl.agent import sample
+    from gnplace.rl.env import PlacementMDP
+    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
+    from gnplace.sim.simulator import Simulator
+
+    torch.set_num_threads(1)
+    policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT)
+    sim = Simulator()
+    rows = []
+    for family in args.families:
+        for path in report.test_graphs(family, args.per_family):
+            graph = load_graph(path)
+            for name in args.clusters:
+                cluster = load_cluster(name)
+                row: dict[str, Any] = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name}
+                levels: list[tuple[str, Coarsening | None]] = [("coarse", None)]
+                if args.op_level:
+                    levels.append(("op", ops_alone(graph)))
+                for label, coarsening in levels:
+                    inp = build_policy_input(graph, cluster, coarsening=coarsening)
+                    with torch.no_grad():
+                        greedy = sample(policy, PlacementMDP(inp), 1, greedy=True, enc=policy.encode(inp)).rollout
+                    on_decision = greedy.group_devices[:, inp.decision.group]
+                    decision_step = float(sim.time_batch(inp.decision, cluster, on_decision).step_time[0])
+                    step = float(sim.time_batch(graph, cluster, inp.expand(greedy.group_devices)).step_time[0])
+                    row[f"{label}_nodes"] = inp.decision.num_ops
+                    row[f"{label}_mdp_over_decision_sim"] = float(greedy.finish[0]) / decision_step
+                    row[f"{label}_mdp_over_sim"] = float(greedy.finish[0]) / step
+                    row[f"{label}_step_ms"] = step * 1e3
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def run_zeroshot(args: argparse.Namespace) -> int:
+    """``zeroshot``: the pretrained policy on every test graph of each family, the real models and unseen clusters.
+
+    The test graphs are placed on the five presets, the real models on ``--real-clusters``, and a few
+    test graphs on four clusters no pretraining saw (``configs/clusters/``). Reported per family and
+    cluster: the geometric mean of step time over ``auto``'s of the policy's greedy placement on the
+    whole cluster, of greedy plus K samples at temperature 1 on the whole cluster (the default
+    before 2026-11-23), of what ``policy`` returns (greedy also on the fastest k devices alone, K
+    tempered samples on the best of those device sets), and of the portfolio (the better of the
+    policy's and auto's placement); rows in ``OUT/zeroshot.json``. ``--seed S`` places the policy and
+    ``auto`` under seed S (default 0).
+    """
+    print(zeroshot_tables(bench_zeroshot(args)))
+    return 0
+
+
+def run_vs_search(args: argparse.Namespace) -> int:
+    """``vs-search``: a ``zeroshot`` run against a ``search`` run on the test pairs both placed.
+
+    By default the search run holds the first two test graphs of each family on k80x4, v100x8 and
+    tight4. Reported: the geometric means of step time over the search run's ``auto`` per family and
+    cluster and for all pairs, and their quotient (the "within 5% of a 20,000-evaluation search"
+    target is a quotient of at most 1.05). A search run holding several rows of the placer for one
+    pair (several budgets or seeds) is refused unless ``--budget`` and ``--seed`` pick one.
+    """
+    lines = zeroshot_against_search(args.zeroshot, args.search, args.placer, args.budget, args.seed)
+    print(f"| family | cluster | pairs | policy / auto | {args.placer} / auto | policy / {args.placer} "
+          f"| policy's share of {args.placer}'s gain |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for line in lines:
+        print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {line['policy']:.3f} | "
+              f"{line['search']:.3f} | {line['ratio']:.3f} | {line['share']:.0%} |")
+    return 0
+
+
+def run_latency(args: argparse.Namespace) -> int:
+    """``latency``: seconds of the policy's greedy placement of ENAS cifar10 graphs of about 10k and 100k ops.
+
+    Coarsening, features, encoding, decoding, expansion and scoring included, on one core.
+    """
+    bench_latency(args)
+    return 0
+
+
+def run_constructor(args: argparse.Namespace) -> int:
+    """``constructor``: how well the placement MDP's list schedule predicts the simulator.
+
+    The list schedule is the source of the policy's dynamic features (earliest start and finish per
+    device). For the policy's greedy placement of test graphs: its finish time over the simulated
+    step on the decision graph it plays and on the original graph; ``--op-level`` repeats it with no
+    coarsening (every op a node).
+    """
+    rows = bench_constructor(args)
+    for key in [k for k in rows[0] if k.endswith(("_mdp_over_decision_sim", "_mdp_over_sim"))] if rows else []:
+        values = [r[key] for r in rows]
+        print(f"{key}: {min(values):.3f} .. {max(values):.3f} (median {float(np.median(values)):.3f})")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """The ``zeroshot``, ``vs-search``, ``latency`` and ``constructor`` subcommands."""
+    zs = add_command(sub, "zeroshot", run_zeroshot, "zero-shot placement by the pretrained policy against auto")
+    zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    zs.add_argument("--samples", type=int, default=16)
+    zs.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
+                    help="the policy's constructor checkpoints, or none (default: the shipped ones)")
+    zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
+                    help="the constructor's samples beside its greedy placement (default: 4)")
+    zs.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
+                    help="sampling temperature of the constructor's samples (default: 0.1)")
+    zs.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
+                    help="device counts k: on larger clusters each constructor also places on the k fastest "
+                         "devices alone (default: the placer's, 4; none given: the whole cluster only)")
+    zs.add_argument("--refine", type=int, default=None, metavar="N",
+                    help="samples of the policy's last round, around the best of all its other candidates "
+                         "(default: 4; 0: none)")
+    zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    zs.add_argument("--split", choices=("test", "train"), default="test",
+                    help="the split placed: train for tuning decoding settings on graphs other than the test "
+                         "graphs (default: test)")
+    zs.add_argument("--min-ops", type=int, default=0, metavar="OPS", help="only graphs of more than OPS ops")
+    zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
+    zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])
+    zs.add_argument("--unseen-clusters", nargs="*", default=[f"configs/clusters/{n}.yaml" for n in (
+        "mixed_generations", "hosts3x4", "p100x16", "newkind4")])
+    zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
+    zs.add_argument("--seed", type=int, default=0,
+                    help="seed of the policy's and auto's placements (default: 0)")
+    zs.add_argument("--jobs", type=int, default=2)
+    zs.add_argument("--out", default="out/bench_zeroshot")
+    zs.add_argument("--no-subsets", dest="subsets", action="store_false",
+                    help="the policy decodes on the whole cluster only (ablation)")
+    zs.add_argument("--op-level", type=int, default=None, metavar="OPS",
+                    help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
+    zs.add_argument("--temperatures", type=float, nargs="+", default=None,
+                    help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
+    zs.add_argument("--rounds", type=int, default=1,
+                    help="the policy's rounds: samples drawn around the best placement so far (default: 1)")
+    vs = add_command(sub, "vs-search", run_vs_search, "a zeroshot run against a search run on the pairs both placed")
+    vs.add_argument("zeroshot", type=Path, help="zeroshot.json of `bench.py zeroshot`")
+    vs.add_argument("search", type=Path, help="results.csv of `bench.py search`")
+    vs.add_argument("--placer", default="ppo", help="the search placer to compare with (default: ppo)")
+    vs.add_argument("--budget", type=int, default=None, help="only the search rows of this budget (evaluations)")
+    vs.add_argument("--seed", type=int, default=None, help="only the search rows of this seed")
+    lat = add_command(sub, "latency", run_latency, "seconds of the policy's greedy placement of 10k and 100k-op graphs")
+    lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
+    lat.add_argument("--cluster", default="k80x4")
+    lat.add_argument("--checkpoint", default=None)
+    lat.add_argument("--subsets", action="store_true",
+                     help="also decode on the fastest k devices alone (default: one greedy placement on all)")
+    lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
+    lat.add_argument("--repeat", type=int, default=3)
+    lat.add_argument("--cache", default="out/bench")
+    con = add_command(sub, "constructor", run_constructor, "the placement MDP's finish time against the simulator")
+    con.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    con.add_argument("--per-family", type=int, default=2)
+    con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"])
+    con.add_argument("--op-level", action="store_true", help="also with every op its own decision node")
