@@ -612,16 +612,9 @@ def pretrain(
     import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
+    from gnplace.callbacks import AtomicCheckpointIO, RunProgressBar, StopAfter, TimedCheckpoint, fit_interruptibly
     from gnplace.rl.search import quiet_lightning
-    from gnplace.train import (
-        AtomicCheckpointIO,
-        PlacementDataModule,
-        PlacementLearner,
-        RunProgressBar,
-        StopAfter,
-        TimedCheckpoint,
-        fit_interruptibly,
-    )
+    from gnplace.train import PlacementDataModule, PlacementLearner
 
     if devices < 1 or num_nodes < 1:
         raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")

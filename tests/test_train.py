@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from gnplace.callbacks import StopAfter
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.placement import as_placement
@@ -16,7 +17,7 @@ from gnplace.rl.search import quiet_lightning
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 from gnplace.toy import layered_graph, mlp_training_graph
-from gnplace.train import LearnerConfig, PlacementDataModule, PlacementLearner, ProblemStream, StopAfter
+from gnplace.train import LearnerConfig, PlacementDataModule, PlacementLearner, ProblemStream
 
 CONFIG = LearnerConfig(samples=8, epochs=2, imitation_steps=2, elite=1.0)
 
@@ -277,45 +278,3 @@ def test_elite_target_is_checked():
     assert LearnerConfig(elite_target="samples").elite_target == "samples"
     with pytest.raises(InvalidArgument, match="elite_target"):
         LearnerConfig(elite_target="auto")
-
-
-def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
-    from gnplace.train import RunProgressBar
-
-    # the stock bar writes "Epoch 3/-2" for max_epochs=-1, which the runs ended by StopAfter use
-    assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"
-
-
-class _CtrlC(L.Callback):
-    """Presses Ctrl-C, as Lightning sees it, at the first batch."""
-
-    def on_train_batch_start(self, *args):
-        raise KeyboardInterrupt
-
-
-def _boring_trainer(tmp_path, callbacks):
-    return L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-                     callbacks=callbacks)
-
-
-def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path):
-    import signal
-
-    from lightning.pytorch.demos.boring_classes import BoringModel
-
-    from gnplace.train import fit_interruptibly
-
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with quiet_lightning():
-        trainer = _boring_trainer(tmp_path, [_CtrlC()])
-        with pytest.raises(SystemExit):  # Lightning's own answer
-            trainer.fit(BoringModel())
-    with quiet_lightning():
-        with pytest.raises(KeyboardInterrupt):
-            fit_interruptibly(_boring_trainer(tmp_path, [_CtrlC()]), BoringModel())
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with quiet_lightning():  # a run that is not interrupted is untouched
-        trainer = _boring_trainer(tmp_path, [])
-        fit_interruptibly(trainer, BoringModel())
-    assert trainer.global_step == 2

@@ -268,13 +268,8 @@ class PPOSearchPlacer:
         import lightning as L
         import torch
 
-        from gnplace.train import (
-            AtomicCheckpointIO,
-            PlacementDataModule,
-            PlacementLearner,
-            StopAtBudget,
-            fit_interruptibly,
-        )
+        from gnplace.callbacks import AtomicCheckpointIO, StopAtBudget, fit_interruptibly
+        from gnplace.train import PlacementDataModule, PlacementLearner
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
         self.last_zero_shot_placement = None
@@ -340,7 +335,7 @@ class PPOSearchPlacer:
             if last is not None:
                 from lightning.pytorch.loggers import CSVLogger
 
-                from gnplace.train import TimedCheckpoint
+                from gnplace.callbacks import TimedCheckpoint
 
                 callbacks += [_record_run(identity), TimedCheckpoint(last, self.checkpoint_every_s)]
             if self.memo:  # a batch, the greedy check at the end and the polish must fit in what is left

@@ -210,7 +210,7 @@ def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypa
     timer they are real steps, and a new measurement of the zero-shot candidate would not be the run's."""
     import torch
 
-    from gnplace.train import TimedCheckpoint
+    from gnplace.callbacks import TimedCheckpoint
 
     g, c = layered_graph(60, seed=1).replace(group=np.arange(60) // 3), load_cluster("k80x2")
     settings = dict(budget=300, samples=16, epochs=1, progress=False)

@@ -1,0 +1,199 @@
+"""How runs under Lightning stop, save and show progress: callbacks and checkpoint I/O.
+
+Training (:func:`gnplace.train.fit`), pretraining (:func:`gnplace.pretrain.pretrain`) and the search
+placers (:mod:`gnplace.rl.search`, fine-tuning included) all run a ``Trainer`` with manual optimisation
+and no epoch limit. What they share is here:
+
+- :class:`StopAfter` and :class:`StopAtBudget` end a run after a number of iterations or when a
+  budget of timer evaluations runs out;
+- :class:`TimedCheckpoint` writes a checkpoint every few minutes, on the first Ctrl-C and at the end,
+  through :class:`AtomicCheckpointIO`, so that a kill leaves the previous checkpoint whole;
+- :func:`fit_interruptibly` hands Ctrl-C back to the caller as a ``KeyboardInterrupt``;
+- :class:`RunProgressBar` titles Lightning's rich bar for such runs.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from gnplace.exceptions import after_interrupt
+
+__all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "fit_interruptibly"]
+
+
+class StopAfter(L.Callback):
+    """Stop training once the learner has done ``iterations`` iterations (imitation included).
+
+    Args:
+        iterations (int): the learner's iteration count at which to stop.
+    """
+
+    def __init__(self, iterations: int) -> None:
+        self.iterations = iterations
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Ask the trainer to stop after the iteration that reaches the count."""
+        if getattr(pl_module, "iteration", 0) >= self.iterations:
+            trainer.should_stop = True
+
+
+class RunProgressBar(RichProgressBar):
+    """Lightning's rich progress bar, titled for a run that :class:`StopAfter` ends, not an epoch limit.
+
+    Such a run sets ``max_epochs=-1``, which the stock bar writes as "Epoch 3/-2"; this one writes "Epoch 3".
+    """
+
+    def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
+        title = f"Epoch {current_epoch}"
+        return f"{title:{len(self.validation_description)}}"  # padded as the stock bar does, against flicker
+
+
+class StopAtBudget(L.Callback):
+    """Stop training once a budgeted timer has fewer than ``keep`` evaluations left.
+
+    A search that times each distinct placement once (:attr:`~gnplace.rl.problem.PlacementProblem.memo`)
+    spends a varying number of evaluations per iteration; it iterates until the next batch might not
+    fit in what is left of its budget.
+
+    A resumed run restores its problem, evaluations included, from the checkpoint; ``spent`` (a
+    callable giving the problem's :attr:`~gnplace.rl.problem.PlacementProblem.evaluations`) sets the
+    timer's count to it when training starts, so that the evaluations spent before the checkpoint
+    count against the budget again (without it, a search resumed after a kill spent its budget anew:
+    7,950 evaluations for a budget of 6,000).
+
+    Args:
+        timer (BudgetedTimer): the timer the learner's placements are timed with.
+        keep (int): evaluations that must be left to go on (a batch's samples and what is reserved after it).
+        spent (callable): the evaluations spent so far, read after a checkpoint is restored.
+    """
+
+    def __init__(self, timer: Any, keep: int, spent: Callable[[], int]) -> None:
+        self.timer, self.keep, self.spent = timer, int(keep), spent
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Count what the run had spent before its checkpoint (a fresh run: what was spent before training)."""
+        self.timer.evaluations = int(self.spent())
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Ask the trainer to stop when the budget left cannot cover another batch."""
+        if self.timer.remaining is not None and self.timer.remaining < self.keep:
+            trainer.should_stop = True
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning checkpoint I/O that writes a temporary file beside the checkpoint and renames it into place.
+
+    Lightning's own writes its temporary file in the system's temporary folder and moves it: across
+    file systems that move is a copy, so a kill or a full disk in the middle left a truncated
+    ``last.ckpt`` where the previous one was. Pass it to ``L.Trainer(plugins=[...])``.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        """``torch.save`` to ``path`` atomically (:func:`~gnplace.policy.checkpoint.atomic_torch_save`)."""
+        from gnplace.policy.checkpoint import atomic_torch_save
+
+        if storage_options is not None:  # as Lightning's own local I/O: there is nothing to pass them to
+            raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
+
+        atomic_torch_save(checkpoint, path)
+
+
+class TimedCheckpoint(L.Callback):
+    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training, on Ctrl-C and when training ends.
+
+    Lightning's ``ModelCheckpoint(train_time_interval=...)`` does not apply to manual optimisation, which
+    every learner here uses, so this callback keeps the clock itself. Saving goes through
+    ``Trainer.save_checkpoint``; with :class:`AtomicCheckpointIO` it writes a temporary file beside the
+    checkpoint and renames it into place, so a kill leaves the previous checkpoint whole. In a
+    distributed run rank 0's clock decides for all. The last save runs in the training processes, so
+    a run whose ranks were spawned (``ddp_spawn``) saves its trained state, not the launcher's.
+
+    A first Ctrl-C (SIGINT) lets the iteration under way finish, saves it and then stops the run as
+    Ctrl-C does (a ``KeyboardInterrupt``), so that ``--resume`` loses nothing; a second stops at once,
+    from the last checkpoint. Where the handler cannot be installed (not the main thread, or SIGINT
+    ignored or handled by the caller) Ctrl-C acts as before.
+
+    Args:
+        path (str or Path): the checkpoint file (``last.ckpt``).
+        every_s (float): seconds between checkpoints.
+    """
+
+    def __init__(self, path: str | Path, every_s: float) -> None:
+        self.path = Path(path)
+        self.every_s = float(every_s)
+        self._last = time.monotonic()
+        self._interrupted = False
+        self._previous: Any = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Start the clock; take over the first Ctrl-C."""
+        self._last = time.monotonic()
+        self._interrupted = False
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            rank = trainer.global_rank
+
+            def stop_after_this_iteration(signum: int, frame: Any) -> None:
+                self._interrupted = True
+                signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+                if rank == 0:
+                    print("\nstopping after this iteration, which is saved first (Ctrl-C again to stop now)",
+                          file=sys.stderr, flush=True)
+
+            self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does)."""
+        due, interrupted = trainer.strategy.broadcast((time.monotonic() - self._last >= self.every_s,
+                                                       self._interrupted))
+        if due or interrupted:
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self._last = time.monotonic()
+        if interrupted:
+            self._restore()
+            raise KeyboardInterrupt
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Save the finished run (every rank calls it; rank 0 writes)."""
+        self._restore()
+        trainer.save_checkpoint(self.path, weights_only=False)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """Give Ctrl-C back to the caller."""
+        self._restore()
+
+    def _restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+
+def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+    """``trainer.fit(*args, **kwargs)``, where Ctrl-C reaches the caller as a ``KeyboardInterrupt``.
+
+    Lightning answers Ctrl-C by shutting the run down and calling ``sys.exit(1)``: a program or
+    notebook that calls :func:`gnplace.finetune.finetune` or :func:`gnplace.pretrain.pretrain` would see a
+    ``SystemExit``, as if the run had asked to end the program. Here the interrupt is raised as Python
+    raises it anywhere else, with the SIGINT handler the caller had; what :class:`TimedCheckpoint`
+    saved stays saved.
+    """
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        trainer.fit(*args, **kwargs)
+    except SystemExit as err:
+        if not after_interrupt(err):
+            raise
+        raise KeyboardInterrupt from err
+    finally:
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)

@@ -1,0 +1,120 @@
+"""How runs stop, save and show progress: the callbacks, on Lightning's boring model."""
+
+from __future__ import annotations
+
+import signal
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.demos.boring_classes import BoringModel
+
+from gnplace.callbacks import (
+    AtomicCheckpointIO,
+    RunProgressBar,
+    StopAfter,
+    StopAtBudget,
+    TimedCheckpoint,
+    fit_interruptibly,
+)
+from gnplace.rl.search import quiet_lightning
+from gnplace.sim.timer import BudgetedTimer
+from gnplace.toy import chain_graph, toy_cluster
+
+
+class _CtrlC(L.Callback):
+    """Presses Ctrl-C, as Lightning sees it, at the first batch."""
+
+    def on_train_batch_start(self, *args):
+        raise KeyboardInterrupt
+
+
+class _CountingModel(BoringModel):
+    """The boring model with the learners' iteration count, which :class:`StopAfter` reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.iteration = 0
+
+    def training_step(self, batch, batch_idx):
+        self.iteration += 1
+        return super().training_step(batch, batch_idx)
+
+
+def _boring_trainer(tmp_path, callbacks, **kw):
+    settings = dict(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    return L.Trainer(**{**settings, **kw}, callbacks=callbacks)
+
+
+def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
+    # the stock bar writes "Epoch 3/-2" for max_epochs=-1, which the runs ended by StopAfter use
+    assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"
+
+
+def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path):
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [_CtrlC()])
+        with pytest.raises(SystemExit):  # Lightning's own answer
+            trainer.fit(BoringModel())
+    with quiet_lightning():
+        with pytest.raises(KeyboardInterrupt):
+            fit_interruptibly(_boring_trainer(tmp_path, [_CtrlC()]), BoringModel())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with quiet_lightning():  # a run that is not interrupted is untouched
+        trainer = _boring_trainer(tmp_path, [])
+        fit_interruptibly(trainer, BoringModel())
+    assert trainer.global_step == 2
+
+
+def test_stop_after_ends_an_open_ended_run_at_the_learners_iteration_count(tmp_path):
+    model = _CountingModel()
+    with quiet_lightning():
+        fit_interruptibly(_boring_trainer(tmp_path, [StopAfter(5)], max_steps=-1, max_epochs=-1), model)
+    assert model.iteration == 5
+
+
+def test_stop_at_budget_stops_when_a_batch_no_longer_fits_and_counts_what_a_resumed_run_spent(tmp_path):
+    timer = BudgetedTimer(budget=10)
+    graph, cluster = chain_graph(3), toy_cluster(2)
+
+    class SpendThree(L.Callback):  # each iteration times three placements
+        def on_train_batch_start(self, *args):
+            for _ in range(3):
+                timer.time(graph, cluster, [0, 0, 0])
+
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [SpendThree(), StopAtBudget(timer, keep=3, spent=lambda: 4)],
+                                  max_steps=-1, max_epochs=-1)
+        fit_interruptibly(trainer, BoringModel())
+    # 4 spent before the checkpoint, then 3 a batch: 7 leaves 3 (go on), 10 leaves 0 (stop)
+    assert trainer.global_step == 2 and timer.evaluations == 10
+
+
+def test_atomic_checkpoint_io_writes_a_whole_file_and_refuses_storage_options(tmp_path):
+    path = tmp_path / "sub" / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"step": torch.tensor(3)}, path)
+    assert torch.load(path, weights_only=True)["step"].item() == 3
+    assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]  # no temporary file left beside it
+    with pytest.raises(TypeError, match="storage_options"):
+        AtomicCheckpointIO().save_checkpoint({}, path, storage_options={"bucket": "x"})
+
+
+def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path):
+    path = tmp_path / "last.ckpt"
+    saved_at = []
+
+    class Watch(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if path.exists():
+                saved_at.append((trainer.global_step, torch.load(path, weights_only=False)["global_step"]))
+                path.unlink()
+
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=0.0), Watch()], max_steps=3,
+                                  plugins=[AtomicCheckpointIO()])
+        fit_interruptibly(trainer, BoringModel())
+    assert saved_at == [(1, 1), (2, 2), (3, 3)]  # every iteration, with an interval of zero
+    assert torch.load(path, weights_only=False)["global_step"] == 3  # and once more when training ends
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C given back
