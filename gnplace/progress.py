@@ -1,4 +1,4 @@
-"""A progress bar of timer evaluations for placers that search under a budget.
+"""A progress bar of timer evaluations for placers that search under a budget (or of any count of steps).
 
 Searches with a budget of thousands of evaluations run for minutes; on a terminal they show how far
 they are, on stderr (stdout stays the command's output, ``--json`` included), and the bar is removed
@@ -20,7 +20,7 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Itera
 
     Args:
         label (str): what runs, e.g. ``"annealing cifar10_002"``.
-        total (int): the budget, in timer evaluations.
+        total (int): the budget, in timer evaluations (or any count: Placeto's pretraining counts episodes).
         enabled (bool or None, optional): show it; None: when stderr is a terminal (default: None).
 
     Examples:

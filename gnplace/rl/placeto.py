@@ -75,7 +75,6 @@ Choices where the paper is silent (besides those of the network, see
 from __future__ import annotations
 
 import math
-import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -89,6 +88,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
+from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -499,25 +499,6 @@ def _network(config: PlacetoConfig, seed: int, state: dict[str, torch.Tensor] | 
     return net
 
 
-class _Progress:
-    """A tqdm bar (or nothing) advanced to a counter's value."""
-
-    def __init__(self, enabled: bool | None, total: int, unit: str) -> None:
-        self.bar: Any = None
-        if sys.stderr.isatty() if enabled is None else enabled:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=total, unit=unit, desc="placeto", leave=False)
-
-    def to(self, value: int) -> None:
-        if self.bar is not None:
-            self.bar.update(value - self.bar.n)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 # ---------------------------------------------------------------------------------------------- the placer
 class PlacetoPlacer:
     """Placeto: a graph network refines a random placement group by group, trained by REINFORCE on the graph.
@@ -641,26 +622,25 @@ class PlacetoPlacer:
         config = PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds)
         net = _network(config, seed_value, None if model is None else model.network.state_dict())
         counted = BudgetedTimer(self.timer, self.budget)
-        bar = _Progress(self.progress, self.budget, "eval")
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small tensors: more threads spin and slow it down
         try:
-            if model is not None and self.budget <= per_episode:
-                # Placeto's zero-shot placement: one greedy episode from a random start
-                net.eval()
-                start = rng.integers(d, size=(1, g))
-                final = _play(net, problem, start, passes=h.passes, rng=rng, greedy=True).final
-                counted.time_batch(graph, cluster, problem.inp.expand(final))
-                self.last_episodes = 1
-            elif self.budget < per_episode:
-                # not one episode affordable: the best of the random starting placements
-                counted.time_batch(graph, cluster, problem.inp.expand(rng.integers(d, size=(self.budget, g))))
-            else:
-                self._train(net, problem, counted, rng, per_episode, bar)
-            bar.to(counted.evaluations)
+            with evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
+                if model is not None and self.budget <= per_episode:
+                    # Placeto's zero-shot placement: one greedy episode from a random start
+                    net.eval()
+                    start = rng.integers(d, size=(1, g))
+                    final = _play(net, problem, start, passes=h.passes, rng=rng, greedy=True).final
+                    counted.time_batch(graph, cluster, problem.inp.expand(final))
+                    self.last_episodes = 1
+                elif self.budget < per_episode:
+                    # not one episode affordable: the best of the random starting placements
+                    counted.time_batch(graph, cluster, problem.inp.expand(rng.integers(d, size=(self.budget, g))))
+                else:
+                    self._train(net, problem, counted, rng, per_episode, advance_to)
+                advance_to(counted.evaluations)
         finally:
             torch.set_num_threads(threads)
-            bar.close()
         assert counted.best is not None
         self.last_evaluations = counted.evaluations
         trace = counted.trace
@@ -673,7 +653,7 @@ class PlacetoPlacer:
         return Placement(best, cluster)
 
     def _train(self, net: PlacetoGNN, problem: PlacetoProblem, counted: BudgetedTimer, rng: np.random.Generator,
-               per_episode: int, bar: _Progress) -> None:
+               per_episode: int, advance_to: Callable[[int], None]) -> None:
         """REINFORCE updates while an episode fits in the budget, then one greedy episode from the best."""
         h = self.hyper
         d, g = problem.num_devices, problem.num_groups
@@ -689,7 +669,7 @@ class PlacetoPlacer:
             start = rng.integers(d, size=(count, g))  # p_0: uniformly random
             played = _play(net, problem, start, passes=h.passes, rng=rng, timer=counted, penalty=h.oom_penalty,
                            gamma=h.gamma,
-                           on_timed=lambda: bar.to(counted.evaluations))
+                           on_timed=lambda: advance_to(counted.evaluations))
             learner.update(problem, played, key=0)
             self.last_episodes += count
         self.last_updates = learner.updates
@@ -784,26 +764,25 @@ def pretrain_placeto(
     learner = _Learner(net, h, len(plan))
     counted = BudgetedTimer(timer)
     final_cost: list[list[float]] = [[] for _ in graphs]
-    bar = _Progress(progress, int(episodes), "episode")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     played_so_far = 0
     try:
-        net.train()
-        for k, count in enumerate(plan):
-            index = k % len(problems)
-            problem = problems[index]
-            start = rng.integers(d, size=(count, problem.num_groups))
-            played = _play(net, problem, start, passes=h.passes, rng=rng, timer=counted, penalty=h.oom_penalty,
-                           gamma=h.gamma)
-            learner.update(problem, played, key=index)
-            assert played.final_cost is not None
-            final_cost[index].extend(played.final_cost.tolist())
-            played_so_far += count
-            bar.to(played_so_far)
+        with evaluation_bar(f"placeto pretraining on {cluster.name} (episodes)", int(episodes), progress) as advance_to:
+            net.train()
+            for k, count in enumerate(plan):
+                index = k % len(problems)
+                problem = problems[index]
+                start = rng.integers(d, size=(count, problem.num_groups))
+                played = _play(net, problem, start, passes=h.passes, rng=rng, timer=counted, penalty=h.oom_penalty,
+                               gamma=h.gamma)
+                learner.update(problem, played, key=index)
+                assert played.final_cost is not None
+                final_cost[index].extend(played.final_cost.tolist())
+                played_so_far += count
+                advance_to(played_so_far)
     finally:
         torch.set_num_threads(threads)
-        bar.close()
     net.eval()
     meta = {
         "graphs": [g.name for g in graphs], "cluster": cluster.name, "episodes": int(episodes),

@@ -225,9 +225,14 @@ def test_pretraining_refuses_bad_input(family):
         pretrain_placeto(train, cluster, episodes=0)
 
 
-def test_progress_bar_on_request(capsys):
-    PlacetoPlacer(budget=40, progress=True, **SMALL).place(chain_graph(4), toy_cluster(2), seed=0)
-    assert "placeto" in capsys.readouterr().err
+def test_progress_bar_on_request(capsys, monkeypatch):
+    """gnplace's one evaluation bar, drawn on stderr as on a terminal; stdout and the placement untouched."""
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich draws as on a terminal
+    shown = PlacetoPlacer(budget=40, progress=True, **SMALL).place(chain_graph(4), toy_cluster(2), seed=0)
+    drawn = capsys.readouterr()
+    assert "placeto chain4" in drawn.err and "/40" in drawn.err and drawn.out == ""
+    hidden = PlacetoPlacer(budget=40, progress=False, **SMALL).place(chain_graph(4), toy_cluster(2), seed=0)
+    assert capsys.readouterr().err == "" and (shown.devices == hidden.devices).all()
 
 
 def test_registered_as_a_learned_placer():
