@@ -41,7 +41,7 @@ from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import relative_step
+from gnplace.sim.timer import geomean, relative_step
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "task_key", "run_task", "place_task", "evaluate", "summarise",
@@ -483,11 +483,6 @@ def evaluate(
     return rows
 
 
-def _geomean(values: list[float]) -> float:
-    values = [v for v in values if math.isfinite(v) and v > 0]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
-
-
 def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time.
 
@@ -507,12 +502,12 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
         summary.append({
             "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
-            "vs_best": _geomean(
+            "vs_best": geomean(
                 [relative_step(r.step_time_s, best[(r.graph_path, r.cluster)]) for r in ok
                  if (r.graph_path, r.cluster) in best]
             ),
-            "vs_single": _geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
-            "vs_bound": _geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
+            "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
+            "vs_bound": geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom for r in members),
             "errors": sum(bool(r.error) for r in members),
             "best_count": sum(

@@ -48,7 +48,7 @@ from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seek
 from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow, relative_step, simulated
+from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step, simulated
 
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit"]
 
@@ -513,9 +513,6 @@ class PlacementLearner(L.LightningModule):
         ratios = getattr(self, "_val_ratios", [])
         if not ratios:
             return
-
-        def geomean(values: list[float]) -> float:
-            return float(np.exp(np.mean(np.log(values))))
 
         values = {"val/greedy_vs_auto": geomean([r for _, r, _, _ in ratios]),
                   "val/oom": float(np.mean([o for _, _, o, _ in ratios]))}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
+from gnplace.sim.timer import geomean
 
 __all__ = ["plot_timeline"]
 
@@ -68,7 +69,6 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     clusters = sorted({s["cluster"] for s in summary})
     placers = sorted({s["placer"] for s in summary})
@@ -76,11 +76,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     for ax, cluster in zip(axes[0], clusters):
         values = []
         for placer in placers:
-            picked = [
-                s["vs_best"] for s in summary
-                if s["cluster"] == cluster and s["placer"] == placer and s["vs_best"] == s["vs_best"]
-            ]
-            values.append(float(np.exp(np.mean(np.log(picked)))) if picked else np.nan)
+            values.append(geomean(s["vs_best"] for s in summary if s["cluster"] == cluster and s["placer"] == placer))
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(placers)))

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -28,6 +27,7 @@ from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
 from gnplace.cluster import preset_names
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
+from gnplace.sim.timer import geomean
 from gnplace.workers import process_pool
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for c in clusters:
                 vals = [r["policy_vs_auto"] for r in rows if r["family"] == family and r["cluster"] == c]
-                cells.append(f"{float(np.exp(np.mean(np.log(vals)))):.3f}" if vals else "-")
+                cells.append(f"{geomean(vals):.3f}" if vals else "-")
             summary.add_row(family, *cells)
         console.print(summary)
         first = rows[0]

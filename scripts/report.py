@@ -32,7 +32,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gnplace.sim.timer import geomean
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["single", "expert", "metis", "heft", "m_etf", "m_sct"]
@@ -84,12 +86,6 @@ QUICK = Config(
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-def geomean(values: Iterable[float]) -> float:
-    """Geometric mean of the finite positive values (nan if none)."""
-    kept = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    return math.exp(sum(math.log(v) for v in kept) / len(kept)) if kept else math.nan
-
-
 def fmt(value: float | None, digits: int = 3) -> str:
     """A number for a table (``-`` for none or nan)."""
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"

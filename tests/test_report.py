@@ -8,14 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_geomean_and_first_reaching(load_script):
+def test_first_reaching(load_script):
     report = load_script("report")
-    assert report.geomean([1.0, 4.0, float("nan"), None]) == pytest.approx(2.0)
     assert report.first_reaching([[1, 1.2], [17, 1.0], [33, 0.9]], 1.0) == 17
     assert report.first_reaching([[1, 1.2]], 1.0) is None
 

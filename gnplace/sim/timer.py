@@ -17,8 +17,9 @@ search, memory repair and reinforcement learning share.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
     "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
-    "simulated",
+    "geomean", "simulated",
 ]
 
 
@@ -353,6 +354,23 @@ def relative_step(step: float, reference: float) -> float:
     if reference > 0:
         return step / reference
     return 1.0 if step <= 0 else float("inf")
+
+
+def geomean(values: Iterable[float | None]) -> float:
+    """Geometric mean of the finite positive values, such as step times relative to a reference; nan if none.
+
+    How gnplace averages :func:`relative_step` ratios over graphs (tables, validation logs, plots):
+    a ratio that is missing (None, nan) or infinite (a step of work against a reference of none)
+    is left out rather than making the mean meaningless.
+
+    Examples:
+        >>> geomean([0.5, 2.0, 1.0]), geomean([0.25, None, float("inf"), 1.0])
+        (1.0, 0.5)
+        >>> geomean([])
+        nan
+    """
+    kept = [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
+    return math.exp(sum(math.log(v) for v in kept) / len(kept)) if kept else math.nan
 
 
 def simulated(timer: StepTimer) -> bool:

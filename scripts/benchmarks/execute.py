@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.sim.timer import geomean
+
 from .common import add_command, median_seconds
 
 
@@ -148,7 +150,7 @@ def device_map_table(rows: list[dict[str, Any]]) -> str:
         sel = [r for r in rows if (r["cluster"], r["placer"]) == key]
 
         def gm(column: str, sel: list[dict[str, Any]] = sel) -> float:
-            return float(np.exp(np.mean([np.log(r[column] / r["placement"]) for r in sel])))
+            return geomean(r[column] / r["placement"] for r in sel)
 
         lines.append(f"| {key[0]} | {key[1]} | {len(sel)} | {gm('device_map'):.3f} | {gm('accelerate_auto'):.3f} | "
                      f"{gm('accelerate_balanced'):.3f} |")

@@ -13,7 +13,7 @@ import report
 from gnplace.cli.common import add_option_argument, parse_placer_options
 from gnplace.cluster import Cluster
 from gnplace.sim import Simulator
-from gnplace.sim.timer import StepTimer
+from gnplace.sim.timer import StepTimer, geomean
 
 from .common import add_command, add_rows, rows_file, search_fields
 
@@ -111,7 +111,7 @@ def _mean_curve(rows: list[dict[str, Any]], name: str) -> list[list[float]]:
     """
     histories = [r[f"{name}_history"] for r in rows]
     counts = sorted({int(e) for h in histories for e, _ in h})
-    return [[e, report.geomean(min(1.0, report.best_at(h, e)) for h in histories)] for e in counts]
+    return [[e, geomean(min(1.0, report.best_at(h, e)) for h in histories)] for e in counts]
 
 
 def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 400, 1000)) -> str:
@@ -132,11 +132,11 @@ def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100,
         if not part:
             continue
         cells, reach = [], []
-        target = report.geomean(r["scratch_final"] for r in part)
+        target = geomean(r["scratch_final"] for r in part)
         for name in ("scratch", "finetune"):
             curve = _mean_curve(part, name)  # non-increasing: its best up to p is its value at p
             at = [min(1.0, report.best_at(curve, p)) for p in points]
-            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{name}_final"] for r in part)]))
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, geomean(r[f"{name}_final"] for r in part)]))
             reach.append(report.first_reaching(curve, target))
         saving = f"{reach[0] / reach[1]:.1f}x" if reach[0] and reach[1] else "-"
         lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach[0] if reach[0] else '-'} | "
@@ -234,8 +234,8 @@ def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (
         for model in SCREEN_MODELS:
             curve = _mean_curve(part, model)
             at = [min(1.0, report.best_at(curve, p)) for p in points]
-            cells.append(" / ".join(f"{v:.3f}" for v in [*at, report.geomean(r[f"{model}_final"] for r in part)]))
-        reach = report.first_reaching(_mean_curve(part, "simulator"), report.geomean(r["learned_final"] for r in part))
+            cells.append(" / ".join(f"{v:.3f}" for v in [*at, geomean(r[f"{model}_final"] for r in part)]))
+        reach = report.first_reaching(_mean_curve(part, "simulator"), geomean(r["learned_final"] for r in part))
         better = sum(r["simulator_final"] < r["learned_final"] for r in part)
         worse = sum(r["simulator_final"] > r["learned_final"] for r in part)
         lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach if reach else 'never'} | "

@@ -7,9 +7,8 @@ import functools
 import json
 from typing import Any
 
-from report import geomean
-
 from gnplace.sim import Simulator
+from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
 from .common import DATASETS, add_command, median_seconds

@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from report import geomean
-
 from gnplace.cli.common import add_option_argument, parse_placer_options
 from gnplace.sim import Simulator
+from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
 from .common import DATASETS, add_command, load_cluster_name, median_seconds

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import report
-from report import geomean
 
 from gnplace.sim import Simulator
+from gnplace.sim.timer import geomean
 
 from .common import add_command, large_graph, median_seconds
 

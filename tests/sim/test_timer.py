@@ -191,3 +191,13 @@ def test_repair_memory_stops_at_the_budget(only_fits_split):
     with pytest.raises(BudgetExhausted):
         repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), timer=BudgetedTimer(budget=1))
 
+
+
+def test_geomean_averages_the_ratios_there_are():
+    import math
+
+    from gnplace.sim.timer import geomean
+
+    assert geomean([1.0, 4.0, float("nan"), None]) == pytest.approx(2.0)
+    assert geomean(r for r in (0.5, float("inf"), 0.0, -1.0, 2.0)) == pytest.approx(1.0)  # a generator; inf, 0 dropped
+    assert math.isnan(geomean([])) and math.isnan(geomean([None, float("nan")]))
