@@ -9,15 +9,18 @@ and no epoch limit. What they share is here:
 - :class:`TimedCheckpoint` writes a checkpoint every few minutes, on the first Ctrl-C and at the end,
   through :class:`AtomicCheckpointIO`, so that a kill leaves the previous checkpoint whole;
 - :func:`fit_interruptibly` hands Ctrl-C back to the caller as a ``KeyboardInterrupt``;
-- :class:`RunProgressBar` titles Lightning's rich bar for such runs.
+- :class:`RunProgressBar` titles Lightning's rich bar for such runs, and :class:`quiet_lightning`
+  silences what Lightning prints that says nothing to a placer's user.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +31,8 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from gnplace.exceptions import after_interrupt
 
-__all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "fit_interruptibly"]
+__all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "fit_interruptibly",
+           "quiet_lightning"]
 
 
 class StopAfter(L.Callback):
@@ -197,3 +201,22 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     finally:
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, handler)
+
+
+class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
+    """Silence Lightning's start-up lines and its advice for training on big datasets, for placers."""
+
+    def __enter__(self) -> None:
+        self._loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+        self._levels = [lg.level for lg in self._loggers]
+        for lg in self._loggers:
+            lg.setLevel(logging.ERROR)
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", module="lightning")
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._warnings.__exit__(*exc)
+        for lg, level in zip(self._loggers, self._levels):
+            lg.setLevel(level)

@@ -612,8 +612,14 @@ def pretrain(
     import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    from gnplace.callbacks import AtomicCheckpointIO, RunProgressBar, StopAfter, TimedCheckpoint, fit_interruptibly
-    from gnplace.rl.search import quiet_lightning
+    from gnplace.callbacks import (
+        AtomicCheckpointIO,
+        RunProgressBar,
+        StopAfter,
+        TimedCheckpoint,
+        fit_interruptibly,
+        quiet_lightning,
+    )
     from gnplace.train import PlacementDataModule, PlacementLearner
 
     if devices < 1 or num_nodes < 1:

@@ -16,8 +16,8 @@ from gnplace.callbacks import (
     StopAtBudget,
     TimedCheckpoint,
     fit_interruptibly,
+    quiet_lightning,
 )
-from gnplace.rl.search import quiet_lightning
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, toy_cluster
 

@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.callbacks import StopAfter
+from gnplace.callbacks import StopAfter, quiet_lightning
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.placement import as_placement
-from gnplace.rl.search import quiet_lightning
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 from gnplace.toy import layered_graph, mlp_training_graph

@@ -27,9 +27,7 @@ budget it left (revision 10).
 
 from __future__ import annotations
 
-import logging
 import sys
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,7 +44,7 @@ from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated
 
 __all__ = [
-    "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "quiet_lightning", "RUN_KEY",
+    "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "RUN_KEY",
 ]
 
 #: With ``memo``, a search iterates at most this many times as often as a budget of all-new batches takes.
@@ -62,25 +60,6 @@ RUN_KEY = "gnplace_run"
 
 #: What a Lightning training checkpoint holds that a resumed run needs, with the learner's own section.
 _LIGHTNING_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "loops", "gnplace")
-
-
-class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
-    """Silence Lightning's start-up lines and its advice for training on big datasets, for placers."""
-
-    def __enter__(self) -> None:
-        self._loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-        self._levels = [lg.level for lg in self._loggers]
-        for lg in self._loggers:
-            lg.setLevel(logging.ERROR)
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.filterwarnings("ignore", module="lightning")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-
-    def __exit__(self, *exc: Any) -> None:
-        self._warnings.__exit__(*exc)
-        for lg, level in zip(self._loggers, self._levels):
-            lg.setLevel(level)
 
 
 class PPOSearchPlacer:
@@ -268,7 +247,7 @@ class PPOSearchPlacer:
         import lightning as L
         import torch
 
-        from gnplace.callbacks import AtomicCheckpointIO, StopAtBudget, fit_interruptibly
+        from gnplace.callbacks import AtomicCheckpointIO, StopAtBudget, fit_interruptibly, quiet_lightning
         from gnplace.train import PlacementDataModule, PlacementLearner
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
