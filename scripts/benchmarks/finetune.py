@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +18,41 @@ from gnplace.cluster import Cluster
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
-from .common import add_command, add_rows, rows_file, search_fields
+from .common import add_command
 
 #: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
 _SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
+
+
+def search_fields(name: str, placer: Any, graph: Any, cluster: Any, seed: int) -> dict[str, Any]:
+    """Run a search placer once: ``name_s`` (wall seconds), ``name_final`` and ``name_history`` (over its reference)."""
+    start = time.perf_counter()
+    placer.place(graph, cluster, seed=seed)
+    reference, last = placer.last_reference_step, placer.last_step
+    assert reference is not None and last is not None  # set by place()
+    return {f"{name}_s": time.perf_counter() - start, f"{name}_final": last / reference,
+            f"{name}_history": [[e, t / reference] for e, t in placer.last_history]}
+
+
+def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
+    """``folder/name`` (the folder made) and the rows an earlier run left there (a run resumes)."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    done_file = out / name
+    return done_file, json.loads(done_file.read_text()) if done_file.exists() else []
+
+
+def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, done_file: Path,
+             rows: list[dict[str, Any]]) -> None:
+    """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes."""
+    from gnplace.graph_io import write_atomically
+    from gnplace.workers import process_pool
+
+    with process_pool(jobs) as pool:
+        for row in pool.map(job, tasks):
+            rows.append(row)
+            write_atomically(done_file, json.dumps(rows, indent=1).encode())  # a kill never truncates it
+            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
 
 
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]

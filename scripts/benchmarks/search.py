@@ -13,7 +13,14 @@ from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
-from .common import DATASETS, add_command, load_cluster_name, median_seconds
+from .common import DATASETS, add_command, median_seconds
+
+
+def load_cluster_name(spec: str) -> str:
+    """The name of the cluster ``spec`` (a preset or a YAML file)."""
+    from gnplace.cluster import load_cluster
+
+    return load_cluster(spec).name
 
 
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -12,10 +12,21 @@ from typing import Any
 import numba
 import numpy as np
 
+from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
-from .common import add_command, k80_cluster, large_graph, median_seconds
+from .common import add_command, large_graph, median_seconds
+
+
+def k80_cluster(num_devices: int) -> Cluster:
+    """``num_devices`` K80 GPUs on Placeto's channel (the k80x4 preset generalised)."""
+    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS
+
+    devices = [Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(num_devices)]
+    link = LINK_KINDS["placeto"]
+    return Cluster(devices, np.full((num_devices,) * 2, link["bandwidth"]), np.full((num_devices,) * 2, link["latency"]),
+                   name=f"k80x{num_devices}")
 
 
 def bench_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
