@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from benchmarks.common import best_at, first_reaching, large_graph, test_graphs
 
 from gnplace.sim.timer import geomean
 
@@ -132,15 +133,6 @@ class Store:
                     self.add(row)
                     print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
         return [self.rows[t["key"]] for t in tasks]
-
-
-def test_graphs(family: str, count: int | None) -> list[str]:
-    """The first ``count`` test graphs of a shipped family (all if None)."""
-    from gnplace.datasets import load_manifest
-
-    folder = ROOT / "datasets" / family
-    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
-    return files if count is None else files[:count]
 
 
 def train_graphs(family: str, count: int) -> list[str]:
@@ -249,14 +241,6 @@ def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out:
     return str(path)
 
 
-def first_reaching(history: list[list[float]], target: float) -> int | None:
-    """Evaluations after which a learning curve first reached ``target`` (None: never)."""
-    for evaluations, value in history:
-        if value <= target * (1 + 1e-9):
-            return int(evaluations)
-    return None
-
-
 # ------------------------------------------------------------------------------------ section 4: exact
 def _small_case(task: dict[str, Any]) -> tuple[Any, Any, Any]:
     """``(graph, cluster, simulator)`` of an exact-section task: its graph, coarsened to ``groups`` if set (one core)."""
@@ -304,7 +288,6 @@ def sampled_row(task: dict[str, Any]) -> dict[str, Any]:
 def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]]:
     """Seconds to place ENAS cifar10 graphs of growing size (one core)."""
     import torch
-    from benchmarks.common import large_graph
 
     from gnplace.cluster import load_cluster
     from gnplace.placers.registry import make_placer
@@ -492,12 +475,6 @@ def claims(rows: list[dict[str, Any]]) -> list[str]:
               f"placement of the test graphs is {fmt(r_zs_auto)}x auto's step time and {fmt(r_zs * 100, 1)}% of "
               f"Placeto trained on the graph itself for the full budget ({n} pairs)."]
     return lines
-
-
-def best_at(history: list[list[float]], evaluations: int) -> float:
-    """The best value of a learning curve after at most ``evaluations`` evaluations (inf: none yet)."""
-    values = [v for e, v in history if e <= evaluations]
-    return min(values) if values else math.inf
 
 
 def equal_budgets(rows: list[dict[str, Any]], seeds: list[str]) -> list[str]:

@@ -212,3 +212,11 @@ def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
     assert slow_links.time(graph, cluster, split).step_time > same.time(graph, cluster, split).step_time
     noisy = bench.MismatchedSteps(graph, cluster, 0.5, 1.0, 1.0)
     assert noisy.time_batch(graph, cluster, [split, split]).step_time[0] != same.time(graph, cluster, split).step_time
+
+
+def test_learning_curves_are_read_at_a_budget_and_at_a_target(load_script):
+    common = load_script("benchmarks.common")
+    curve = [[1, 1.2], [17, 1.0], [33, 0.9]]
+    assert common.first_reaching(curve, 1.0) == 17 and common.first_reaching([[1, 1.2]], 1.0) is None
+    assert common.best_at(curve, 20) == 1.0 and common.best_at(curve, 0) == float("inf")
+    assert [Path(p).stem for p in common.test_graphs("ptb", 2)] == ["ptb_002", "ptb_004"]

@@ -11,12 +11,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_first_reaching(load_script):
-    report = load_script("report")
-    assert report.first_reaching([[1, 1.2], [17, 1.0], [33, 0.9]], 1.0) == 17
-    assert report.first_reaching([[1, 1.2]], 1.0) is None
-
-
 def test_revised_names_carry_the_revision_and_the_shipped_checkpoint(tmp_path, monkeypatch, load_script):
     from gnplace.rl.zeroshot import PolicyPlacer
 

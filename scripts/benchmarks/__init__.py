@@ -2,8 +2,8 @@
 
 Each module's ``add_parsers(sub)`` adds its subcommands to ``bench.py``'s parser; a subcommand's
 handler (``args.handler``) runs it, prints its figures and returns the exit status, and its
-docstring is the subcommand's ``--help``. The ``bench_*`` functions return the rows, for tests and
-for ``scripts/report.py``.
+docstring is the subcommand's ``--help``. The ``bench_*`` functions return the rows (tests call
+them); ``scripts/report.py`` shares :mod:`benchmarks.common`'s graphs and learning-curve readers.
 
 - :mod:`benchmarks.speed`: the simulator, the PyTorch importer and coarsening at scale;
 - :mod:`benchmarks.heuristics`: the fast placers against the exact one, and their speed;
@@ -11,5 +11,5 @@ for ``scripts/report.py``.
 - :mod:`benchmarks.zeroshot`: the pretrained policy's zero-shot placement, its latency, its constructor;
 - :mod:`benchmarks.finetune`: fine-tuning against PPO from scratch, and fine-tuning's screen;
 - :mod:`benchmarks.execute`: real steps (simulator fidelity, ``gnplace.apply``) and ``device_map`` exports;
-- :mod:`benchmarks.common`: what several of them share.
+- :mod:`benchmarks.common`: what several of them, and the report, share.
 """

@@ -1,9 +1,10 @@
-"""What several benchmarks share: their subcommands, timing a call, large generated graphs, the datasets folder."""
+"""What several benchmarks share: their subcommands, timing a call, graphs, reading learning curves."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -50,3 +51,26 @@ def large_graph(ops: int, cache: Path) -> Any:
     graph = from_module(model, inputs, name=f"cifar10_L{layers}")
     save_graph(graph, path)
     return graph
+
+
+def test_graphs(family: str, count: int | None) -> list[str]:
+    """The first ``count`` test graphs of a shipped family (all if None)."""
+    from gnplace.datasets import load_manifest
+
+    folder = DATASETS / family
+    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+    return files if count is None else files[:count]
+
+
+def first_reaching(history: list[list[float]], target: float) -> int | None:
+    """Evaluations after which a learning curve first reached ``target`` (None: never)."""
+    for evaluations, value in history:
+        if value <= target * (1 + 1e-9):
+            return int(evaluations)
+    return None
+
+
+def best_at(history: list[list[float]], evaluations: int) -> float:
+    """The best value of a learning curve after at most ``evaluations`` evaluations (inf: none yet)."""
+    values = [v for e, v in history if e <= evaluations]
+    return min(values) if values else math.inf

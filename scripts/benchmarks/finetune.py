@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import report
 
 from gnplace.cli.common import add_option_argument, parse_placer_options
 from gnplace.cluster import Cluster
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
-from .common import add_command
+from .common import add_command, best_at, first_reaching
 
 #: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
 _SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
@@ -77,8 +76,8 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
     for name, placer in placers:
         row.update(search_fields(name, placer, graph, cluster, seed))
     target = row["scratch_final"]
-    row["scratch_evals_to_final"] = report.first_reaching(row["scratch_history"], target)
-    row["finetune_evals_to_scratch_final"] = report.first_reaching(row["finetune_history"], target)
+    row["scratch_evals_to_final"] = first_reaching(row["scratch_history"], target)
+    row["finetune_evals_to_scratch_final"] = first_reaching(row["finetune_history"], target)
     return row
 
 
@@ -141,11 +140,11 @@ def _mean_curve(rows: list[dict[str, Any]], name: str) -> list[list[float]]:
     """The geometric mean over ``rows`` of ``name``'s best step so far over ``auto``'s, as a learning curve.
 
     Returns ``[[evaluations, ratio]]`` at every evaluation count where one of the rows improved, the
-    form :func:`report.first_reaching` reads.
+    form :func:`~benchmarks.common.first_reaching` reads.
     """
     histories = [r[f"{name}_history"] for r in rows]
     counts = sorted({int(e) for h in histories for e, _ in h})
-    return [[e, geomean(min(1.0, report.best_at(h, e)) for h in histories)] for e in counts]
+    return [[e, geomean(min(1.0, best_at(h, e)) for h in histories)] for e in counts]
 
 
 def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 400, 1000)) -> str:
@@ -169,9 +168,9 @@ def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100,
         target = geomean(r["scratch_final"] for r in part)
         for name in ("scratch", "finetune"):
             curve = _mean_curve(part, name)  # non-increasing: its best up to p is its value at p
-            at = [min(1.0, report.best_at(curve, p)) for p in points]
+            at = [min(1.0, best_at(curve, p)) for p in points]
             cells.append(" / ".join(f"{v:.3f}" for v in [*at, geomean(r[f"{name}_final"] for r in part)]))
-            reach.append(report.first_reaching(curve, target))
+            reach.append(first_reaching(curve, target))
         saving = f"{reach[0] / reach[1]:.1f}x" if reach[0] and reach[1] else "-"
         lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach[0] if reach[0] else '-'} | "
                      f"{reach[1] if reach[1] else 'never'} | {saving} |")
@@ -267,9 +266,9 @@ def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (
         cells = []
         for model in SCREEN_MODELS:
             curve = _mean_curve(part, model)
-            at = [min(1.0, report.best_at(curve, p)) for p in points]
+            at = [min(1.0, best_at(curve, p)) for p in points]
             cells.append(" / ".join(f"{v:.3f}" for v in [*at, geomean(r[f"{model}_final"] for r in part)]))
-        reach = report.first_reaching(_mean_curve(part, "simulator"), geomean(r["learned_final"] for r in part))
+        reach = first_reaching(_mean_curve(part, "simulator"), geomean(r["learned_final"] for r in part))
         better = sum(r["simulator_final"] < r["learned_final"] for r in part)
         worse = sum(r["simulator_final"] > r["learned_final"] for r in part)
         lines.append(f"| {title} | {len(part)} | {cells[0]} | {cells[1]} | {reach if reach else 'never'} | "

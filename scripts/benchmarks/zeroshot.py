@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import report
 
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 
-from .common import add_command, large_graph, median_seconds
+from .common import add_command, large_graph, median_seconds, test_graphs
 
 
 def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], int]) -> dict[str, Any]:
@@ -234,7 +233,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     sim = Simulator()
     rows = []
     for family in args.families:
-        for path in report.test_graphs(family, args.per_family):
+        for path in test_graphs(family, args.per_family):
             graph = load_graph(path)
             for name in args.clusters:
                 cluster = load_cluster(name)
