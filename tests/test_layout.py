@@ -24,6 +24,14 @@ def test_every_module_has_its_mirrored_test_file():
     assert not missing, "modules without their mirrored test file:\n  " + "\n  ".join(missing)
 
 
+def test_every_benchmark_module_has_its_test_file():
+    """``scripts/benchmarks/<mod>.py`` -> ``tests/benchmarks/test_<mod>.py``."""
+    modules = [p for p in sorted((ROOT / "scripts" / "benchmarks").glob("*.py")) if p.name != "__init__.py"]
+    assert len(modules) >= 7
+    missing = [m.name for m in modules if not (ROOT / "tests" / "benchmarks" / f"test_{m.stem}.py").is_file()]
+    assert not missing, f"benchmark modules without tests/benchmarks/test_<name>.py: {missing}"
+
+
 def test_import_gnplace_and_the_non_learned_placers_stay_light():
     """``import gnplace`` and every non-learned placer never import torch-geometric or Lightning (nor torch)."""
     import subprocess

@@ -1,0 +1,54 @@
+"""``scripts/benchmarks/execute.py``. Benchmarks of real steps: the simulator's fidelity after calibration, and ``gnplace.apply``'s cost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
+    """Calibration, the simulator's error and fine-tuning on real steps, for two models in one run."""
+    graphs = [f"gnplace.execute.examples:{name}" for name in ("tiny", "branchy")]
+    done = subprocess.run(
+        [sys.executable, "scripts/bench.py", "fidelity", "--timer", "local", "--devices", "cpu,cpu", "--graphs", *graphs,
+         "--placements", "3", "--repeats", "1", "--finetune-budget", "4", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((tmp_path / "fidelity.json").read_text())
+    assert set(summary["graphs"]) == {"tiny", "branchy"} and summary["placements"] == 6
+    for entry in summary["graphs"].values():
+        assert len(entry["placements"]) == 3 and entry["finetune"]["step_time_s"] > 0
+        signed = sorted(r["simulated_s"] / r["measured_s"] - 1 for r in entry["placements"])
+        assert entry["median_signed_error"] == pytest.approx(signed[1])  # > 0: the simulator too slow
+        assert not any(r["name"].startswith("single") for r in entry["placements"])  # calibration's own
+    assert "median signed error" in done.stdout
+
+
+def test_apply_times_a_placed_step_beside_eager(load_script, capsys):
+    """The placed module's step and eager PyTorch's, both real and both on this CPU."""
+    import argparse
+
+    bench = load_script("benchmarks.execute")
+    rows = bench.bench_apply(argparse.Namespace(models=["gnplace.execute.examples:tiny"], rounds=2, repeat=2))
+    assert len(rows) == 1 and rows[0]["ops"] > 0 and rows[0]["eager_s"] > 0 and rows[0]["placed_s"] > 0
+    assert rows[0]["ratio"] == rows[0]["placed_s"] / rows[0]["eager_s"]
+    assert "| tiny |" in capsys.readouterr().out
+
+
+def test_device_map_compares_the_placement_with_its_module_map_and_accelerates(load_script):
+    import argparse
+
+    bench = load_script("benchmarks.execute")
+    args = argparse.Namespace(families=["ptb"], per_family=1, clusters=["k80x2"], placers=["auto"])
+    (row,) = bench.bench_device_map(args)
+    assert row["placer"] == "auto" and row["cluster"] == "k80x2"
+    for column in ("placement", "device_map", "accelerate_auto", "accelerate_balanced"):
+        assert row[column] > 0
+    assert "| k80x2 | auto | 1 |" in bench.device_map_table([row])

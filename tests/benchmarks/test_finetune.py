@@ -1,0 +1,79 @@
+"""``scripts/benchmarks/finetune.py``. Benchmarks of fine-tuning: against PPO from scratch, its summary, and its screen on mismatched steps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_and_options(tmp_path):
+    """A second fine-tuning variant in the same folder times only fine-tuning; the first one's rows stay."""
+    base = [sys.executable, "scripts/bench.py", "finetune", "--families", "ptb", "--per-family", "1",
+            "--clusters", "k80x2", "--budget", "40", "--jobs", "1", "--out", str(tmp_path)]
+    for extra in ([], ["-O", "finetune.prior=2"], ["-O", "scratch.prior=2"]):
+        done = subprocess.run(base + extra, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    first, second, third = json.loads((tmp_path / "finetune.json").read_text())
+    assert first["seed"] == second["seed"] == 0 and second["finetune_options"]["prior"] == 2
+    for key in ("scratch_s", "scratch_final", "scratch_history", "scratch_revision"):  # reused: the same wall time too
+        assert first[key] == second[key]
+    assert third["scratch_options"] == {"prior": 2} and third["scratch_s"] != first["scratch_s"]  # searched anew
+    assert done.stdout.count("| ptb_") == 1  # the table shows this run's variant only
+
+
+def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_script):
+    """Means by cluster, by family and overall, and the evaluations after which each reaches scratch's final mean."""
+    bench = load_script("benchmarks.finetune")
+
+    def row(family, cluster, scratch, finetune):
+        return {"family": family, "cluster": cluster, "scratch_history": scratch, "finetune_history": finetune,
+                "scratch_final": scratch[-1][1], "finetune_final": finetune[-1][1]}
+
+    rows = [row("ptb", "k80x4", [[1, 1.0], [400, 0.81]], [[1, 1.0], [40, 0.81]]),  # reached 10x sooner
+            row("nmt", "k80x4", [[1, 1.0], [300, 0.64]], [[1, 1.0], [50, 0.9]])]  # never reached
+    lines = bench.finetune_summary(rows, points=(100,)).splitlines()
+    by_group = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    assert set(by_group) == {"cluster k80x4", "family ptb", "family nmt", "all"}
+    assert by_group["family ptb"].endswith("| 0.810 / 0.810 | 400 | 40 | 10.0x |")
+    assert by_group["family nmt"].endswith("| 1.000 / 0.640 | 0.900 / 0.900 | 300 | never | - |")
+    # all: scratch's final mean is sqrt(0.81 * 0.64) = 0.72, reached at 400; fine-tuning's, sqrt(0.81 * 0.9), never
+    assert by_group["all"].endswith("| 1.000 / 0.720 | 0.854 / 0.854 | 400 | never | - |")
+
+
+def test_screen_model_fine_tunes_each_pair_with_both_screens_on_mismatched_steps(tmp_path):
+    """Both screens on one pair, timed by the stand-in for real steps; a second run resumes with nothing to do."""
+    cmd = [sys.executable, "scripts/bench.py", "screen-model", "--families", "ptb", "--clusters", "k80x2",
+           "--budget", "110", "--jobs", "1", "--mismatch", "0.3", "0.5", "2", "--out", str(tmp_path)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "screen_model.json").read_text())
+    assert row["mismatch"] == [0.3, 0.5, 2.0] and row["cluster"] == "k80x2"
+    for model in ("learned", "simulator"):
+        history = row[f"{model}_history"]
+        assert 0 < row[f"{model}_final"] <= 1.0 and history[-1][1] == row[f"{model}_final"] and history[-1][0] <= 110
+    assert "| family ptb | 1 |" in done.stdout and "| all | 1 |" in done.stdout
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and len(json.loads((tmp_path / "screen_model.json").read_text())) == 1
+
+
+def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
+    bench = load_script("benchmarks.finetune")
+    from gnplace.cluster import load_cluster
+    from gnplace.sim.simulator import Simulator
+    from gnplace.toy import mlp_training_graph
+
+    graph, cluster = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    split = np.arange(graph.num_ops) % 2
+    same = bench.MismatchedSteps(graph, cluster, 0.0, 1.0, 1.0)
+    assert same.time(graph, cluster, split).step_time == pytest.approx(Simulator().time(graph, cluster, split).step_time)
+    slow_links = bench.MismatchedSteps(graph, cluster, 0.0, 0.1, 1.0)
+    assert slow_links.time(graph, cluster, split).step_time > same.time(graph, cluster, split).step_time
+    noisy = bench.MismatchedSteps(graph, cluster, 0.5, 1.0, 1.0)
+    assert noisy.time_batch(graph, cluster, [split, split]).step_time[0] != same.time(graph, cluster, split).step_time

@@ -1,0 +1,34 @@
+"""``scripts/benchmarks/search.py``: search placers against ``auto``, their learning curves, PPO's speed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+
+def test_search_summarises_each_placer_over_auto_per_family_and_cluster(load_script, tmp_path):
+    search = load_script("benchmarks.search")
+    args = argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=0,
+                              placers=["annealing"], option=[], budget=60, jobs=1, out=str(tmp_path))
+    (line,) = search.bench_search(args)
+    assert line["family"] == "ptb" and line["cluster"] == "k80x2" and line["annealing_n"] == 1
+    assert 0 < line["annealing"] <= 1.0 + 1e-9  # annealing starts from auto's placement
+    assert (tmp_path / "results.csv").exists()  # a rerun resumes from it
+
+
+def test_curves_write_each_placers_curve_and_who_reached_whose_final(load_script, tmp_path):
+    search = load_script("benchmarks.search")
+    args = argparse.Namespace(graphs=["datasets/ptb/ptb_002.gnpg"], cluster="k80x2", placers=["annealing"],
+                              budget=40, seed=0, out=str(tmp_path))
+    (row,) = search.bench_curves(args)
+    assert row["placer"] == "annealing" and row["final"] <= 1.0 + 1e-9
+    assert row["evaluations_to_reach"]["annealing"] <= 40  # its own final, reached within the budget
+    corners = json.loads((tmp_path / "curve_ptb_002_k80x2.json").read_text())["best_over_auto"]["annealing"]
+    assert math.isclose(corners[-1][1], row["final"]) and (tmp_path / "curve_ptb_002_k80x2.png").exists()
+
+
+def test_ppo_speed_times_one_iteration(load_script):
+    search = load_script("benchmarks.search")
+    result = search.bench_ppo_speed(argparse.Namespace(nodes=60, cluster="k80x2", samples=4, epochs=1, repeat=1))
+    assert result["seconds_per_iteration"] > 0 and result["samples"] == 4 and 0 < result["nodes"] <= 60

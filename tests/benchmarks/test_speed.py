@@ -1,0 +1,28 @@
+"""``scripts/benchmarks/speed.py``: the simulator's, the importer's and coarsening's timings, on small sizes."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def test_sim_times_each_placement_in_both_modes_and_the_batched_call(load_script):
+    speed = load_script("benchmarks.speed")
+    rows = speed.bench_sim(argparse.Namespace(ops=200, devices=2, repeat=3, batch=8))
+    assert [(r["mode"], r["placement"]) for r in rows[:4]] == [
+        ("default", "one device"), ("default", "blocks"), ("default", "random"), ("default", "random x8")]
+    assert len(rows) == 8 and all(r["ms_per_eval"] > 0 for r in rows)
+
+
+def test_scale_coarsens_places_and_simulates_and_compares_with_the_full_graph(load_script, tmp_path):
+    speed = load_script("benchmarks.speed")
+    args = argparse.Namespace(ops=[300], groups=20, cluster="k80x2", cache=str(tmp_path), full_up_to=1000)
+    (row,) = speed.bench_scale(args)
+    assert row["groups"] <= 20 < row["units"] and row["step_ms"] > 0 and not row["oom"]
+    assert row["total_s"] >= row["coarsen_s"] and "coarsening_cost_pct" in row  # small enough for m_etf on all ops
+    assert list(tmp_path.glob("cifar10_L*.gnpg"))  # the generated graph is cached for the next run
+
+
+def test_import_times_the_extraction_of_a_cifar10_network(load_script):
+    speed = load_script("benchmarks.speed")
+    (row,) = speed.bench_import(argparse.Namespace(layers=[1]))
+    assert row["layers"] == 1 and row["ops"] > 50 and row["seconds"] > 0

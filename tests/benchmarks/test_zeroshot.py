@@ -1,0 +1,106 @@
+"""``scripts/benchmarks/zeroshot.py``. Benchmarks of zero-shot placement: one pair's row, the comparison with a search, the constructor."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_constructor_compares_the_mdps_finish_time_with_the_simulator(load_script):
+    """The list schedule's finish time of the greedy placement over the simulated step, coarse and op-level."""
+    import argparse
+
+    bench = load_script("benchmarks.zeroshot")
+    args = argparse.Namespace(checkpoint=None, families=["ptb"], per_family=1, clusters=["k80x2"], op_level=True)
+    rows = bench.bench_constructor(args)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["op_nodes"] == row["ops"] > row["coarse_nodes"] > 0
+    for level in ("coarse", "op"):
+        # an estimate of the same step: within a factor of two, never a unit or scale slip
+        assert 0.5 < row[f"{level}_mdp_over_sim"] < 2.0 and 0.5 < row[f"{level}_mdp_over_decision_sim"] < 2.0
+    assert row["op_mdp_over_sim"] == row["op_mdp_over_decision_sim"]  # no coarsening: one graph
+
+
+def test_zeroshot_row_places_policy_and_auto_under_its_seed(load_script):
+    """``--seed`` reaches both placements, is recorded, and repeats; the policy is never slower than auto."""
+    bench = load_script("benchmarks.zeroshot")
+    path = str(ROOT / "datasets" / "ptb" / "ptb_029.gnpg")  # auto's metis partition differs under seeds 0 and 1
+    rows = [bench._zero_shot_row((path, "cpu_gpu", None, 4, "test", {}, seed)) for seed in (0, 1, 1)]
+    assert [r["seed"] for r in rows] == [0, 1, 1]
+    assert rows[1] == {**rows[2], "place_s": rows[1]["place_s"], "plain_s": rows[1]["plain_s"]}  # same seed, same row
+    assert rows[0]["auto_ms"] < rows[1]["auto_ms"]  # auto under each row's own seed
+    assert all(0 < r["policy"] <= 1.0 for r in rows)  # auto's placement for that seed is among the policy's candidates
+
+
+def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script, tmp_path):
+    """Only pairs in both runs count; auto's row of the search run is the reference of both."""
+    import csv
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    zeroshot = tmp_path / "zeroshot.json"
+    zeroshot.write_text(json.dumps([
+        # a run under another seed: its own auto took 2.5 s on a, so 0.72 of it is 0.9 of the search's 2.0 s
+        {"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4", "policy": 0.72, "auto_ms": 2500.0},
+        {"group": "test", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 1.0, "auto_ms": 4000.0},
+        {"group": "test", "graph": "c", "family": "ptb", "cluster": "k80x4", "policy": 0.5, "auto_ms": 1.0},  # not searched
+        {"group": "real", "graph": "a", "family": "real", "cluster": "k80x4", "policy": 0.1, "auto_ms": 1.0},  # not test
+        {"group": "train", "graph": "b", "family": "ptb", "cluster": "k80x4", "policy": 0.1, "auto_ms": 1.0},  # nor this
+    ]))
+    search = tmp_path / "results.csv"
+    with search.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["graph", "cluster", "placer", "step_time_s", "oom", "error"])
+        writer.writeheader()
+        for graph, placer, step in (("a", "auto", 2.0), ("a", "ppo", 1.6), ("b", "auto", 4.0), ("b", "ppo", 4.0),
+                                    ("b", "annealing", 1.0)):
+            writer.writerow({"graph": graph, "cluster": "k80x4", "placer": placer, "step_time_s": step,
+                             "oom": "False", "error": ""})
+    table = bench.zeroshot_against_search(zeroshot, search)
+    assert [(r["family"], r["pairs"]) for r in table] == [("ptb", 2), ("all", 2)]
+    assert math.isclose(table[-1]["policy"], math.sqrt(0.9)) and math.isclose(table[-1]["search"], math.sqrt(0.8))
+    assert math.isclose(table[-1]["ratio"], math.sqrt(0.9 / 0.8))
+    assert math.isclose(table[-1]["share"], (1 - math.sqrt(0.9)) / (1 - math.sqrt(0.8)))
+    tables = bench.zeroshot_tables([{**row, "greedy": 1.0, "plain": 1.0, "portfolio": None, "policy_oom": False,
+                                     "auto_oom": False, "plain_oom": False, "place_s": 0.1, "plain_s": 0.1}
+                                    for row in json.loads(zeroshot.read_text())])
+    assert "**train**" in tables and tables.index("**test**") < tables.index("**train**")  # apart, never mixed
+
+
+def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):
+    """Two budgets of one placer on one pair: refused unless --budget picks one, which is then used."""
+    import csv
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    zeroshot = tmp_path / "zeroshot.json"
+    zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
+                                     "policy": 0.9, "auto_ms": 2000.0}]))
+    search = tmp_path / "results.csv"
+    with search.open("w", newline="") as handle:
+        fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for placer, step, budget in (("auto", 2.0, ""), ("ppo", 1.6, "20000"), ("ppo", 1.8, "2000")):
+            writer.writerow({"graph": "a", "cluster": "k80x4", "placer": placer, "step_time_s": step, "oom": "False",
+                             "error": "", "budget": budget, "seed": "0", "options": "{}"})
+    with pytest.raises(SystemExit, match="2 ppo rows for one pair"):
+        bench.zeroshot_against_search(zeroshot, search)
+    table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
+    assert math.isclose(table[-1]["search"], 0.9) and math.isclose(table[-1]["ratio"], 1.0)
+    assert math.isclose(table[-1]["share"], 1.0)
+
+
+def test_latency_times_the_greedy_placement_of_a_generated_graph(load_script, tmp_path):
+    import argparse
+
+    bench = load_script("benchmarks.zeroshot")
+    args = argparse.Namespace(ops=[300], cluster="k80x2", checkpoint=None, samples=0, subsets=False, repeat=1,
+                              cache=str(tmp_path))
+    (row,) = bench.bench_latency(args)
+    assert row["ops"] > 300 and row["seconds"] > 0 and row["step_ms"] > 0
+    assert (tmp_path / "cifar10_L3.gnpg").exists()  # 300 ops: three cells, cached for the next run
