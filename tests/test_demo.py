@@ -1,0 +1,48 @@
+"""``scripts/demo.py`` (``make demo``): zero-shot placement of every family and the real models, end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "scripts/demo.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_demo_places_each_familys_test_graphs_and_the_real_models_and_draws_a_gantt_chart(tmp_path):
+    """The main job on one cluster with few samples (``make demo``: two clusters, 16 samples, about 2 minutes)."""
+    done = _demo("--clusters", "k80x2", "--samples", "2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    means = done.stdout[done.stdout.index("policy / auto"):]
+    for family in ("cifar10", "ptb", "nmt", "real"):
+        line = next(line for line in means.splitlines() if f" {family} " in line)
+        assert 0.5 < float(line.split("│")[2]) <= 1.05, line  # a geometric mean over auto, beside 1
+    assert "gpt2" in done.stdout and "resnet50" in done.stdout
+    assert [p.name for p in tmp_path.glob("*.png")] == ["gantt_cifar10_002_k80x2.png"]
+
+
+def test_baselines_runs_each_placer_on_each_cluster(tmp_path):
+    done = _demo("--baselines", "datasets/examples/mlp1x8w6144b256.gnpg", "--clusters", "k80x2,k80x4",
+                 "--placers", "single,heft,annealing", "--budget", "20")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│ k80x")]
+    assert [(r.split("│")[1].strip(), r.split("│")[2].strip()) for r in rows] == [
+        (c, p) for c in ("k80x2", "k80x4") for p in ("single", "heft", "annealing")]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--clusters", "nosuch"], "unknown cluster 'nosuch'"),
+    (["--clusters", "k80x2", "--samples", "-2"], "samples >= 0"),
+    (["--baselines", "nosuch.gnpg"], "no such graph file"),
+])
+def test_bad_input_is_one_error_line_and_exit_2(args, message):
+    done = _demo(*args)
+    assert done.returncode == 2 and done.stderr.startswith("demo: error: ") and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
