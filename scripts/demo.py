@@ -64,17 +64,19 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=150)
     started = time.perf_counter()
     try:
+        clusters = [c for c in args.clusters.split(",") if c]
+        for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
+            load_cluster(name)
         from gnplace.datasets import load_manifest
         from gnplace.rl.zeroshot import PolicyPlacer
         from gnplace.viz import plot_timeline
 
-        PolicyPlacer(checkpoint=args.checkpoint)  # a missing or corrupt checkpoint fails here, in one line
+        PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)  # a bad checkpoint or count fails here, in one line
         graphs = []
         for family in ("cifar10", "ptb", "nmt"):
             folder = ROOT / "datasets" / family
             graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
         graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
-        clusters = [c for c in args.clusters.split(",") if c]
         tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
         with process_pool(args.jobs) as pool:
             rows = list(pool.map(_zero_shot, tasks))
