@@ -29,7 +29,7 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     for cluster_name in args.clusters:
         cluster = load_cluster(cluster_name)
         graphs = [load_graph(p) for p in sorted((DATASETS / "examples").glob("*.gnpg"))]
-        for family in ("cifar10", "ptb", "nmt"):
+        for family in ("cifar10", "ptb", "nmt") if args.per_family else ():  # --per-family 0: the examples alone
             manifest = load_manifest(DATASETS / family)
             for entry in [e for e in manifest["graphs"] if e["split"] == "test"][: args.per_family]:
                 graphs.append(coarsen(load_graph(DATASETS / family / entry["file"]), args.groups, cluster).graph)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 
 
-def test_exact_reports_each_heuristic_over_the_proven_optimum(load_script):
+def test_exact_reports_each_heuristic_over_the_proven_optimum(load_script, tmp_path, monkeypatch):
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import mlp_training_graph
+
     heuristics = load_script("benchmarks.heuristics")
-    args = argparse.Namespace(clusters=["k80x2"], groups=5, per_family=0, time_limit=2.0, placers=["single", "heft"])
-    rows = heuristics.bench_exact(args)  # the two shipped examples (9 and 17 groups); no dataset graph
-    assert [r["graph"] for r in rows] == ["mlp1x8w6144b256", "mlp2x8w2048b512"]
-    assert any(r["status"] == "optimal" for r in rows)
-    for row in [r for r in rows if r["status"] == "optimal"]:
-        assert row["gap"] == 0.0 and row["single"] >= 1.0 - 1e-9 and row["heft"] >= 1.0 - 1e-9  # none beats the optimum
+    save_graph(mlp_training_graph(layers=3, width=256, batch=32), tmp_path / "examples" / "mlp3.gnpg")
+    monkeypatch.setattr(heuristics, "DATASETS", tmp_path)  # one small example graph, and no dataset graph
+    args = argparse.Namespace(clusters=["k80x2"], groups=5, per_family=0, time_limit=5.0, placers=["single", "heft"])
+    (row,) = heuristics.bench_exact(args)
+    assert row["status"] == "optimal" and row["gap"] == 0.0  # four groups on two devices: proven optimal
+    assert row["single"] >= 1.0 - 1e-9 and row["heft"] >= 1.0 - 1e-9  # no heuristic beats the optimum
 
 
 def test_placers_times_each_placer(load_script, capsys):
