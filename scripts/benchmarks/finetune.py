@@ -17,7 +17,7 @@ from gnplace.cluster import Cluster
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
-from .common import add_command, best_at, first_reaching
+from .common import add_command, best_at, first_reaching, test_graphs
 
 #: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
 _SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
@@ -83,7 +83,6 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
 
 def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (:func:`run_finetune` says more)."""
-    from gnplace.datasets import load_manifest
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     done_file, rows = rows_file(args.out, "finetune.json")
@@ -106,14 +105,11 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
     tasks = []
     for family in args.families:
-        folder = Path("datasets") / family
-        graphs = [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]
-        for entry in graphs:
+        for path in test_graphs(family, args.per_family):
             for cluster in args.clusters:
-                key = (Path(entry["file"]).stem, cluster, args.budget)
+                key = (Path(path).stem, cluster, args.budget)
                 if key not in done:
-                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuning, scratch,
-                                  scratch_rows.get(key)))
+                    tasks.append((path, cluster, args.budget, args.seed, tuning, scratch, scratch_rows.get(key)))
     add_rows(_finetune_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r)]
 
@@ -232,7 +228,6 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
 
 def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning with its screen learned alone and started from the simulator, on mismatched steps (:func:`run_screen_model`)."""
-    from gnplace.datasets import load_manifest
     from gnplace.rl.search import FineTunePlacer
 
     done_file, rows = rows_file(args.out, "screen_model.json")
@@ -245,11 +240,10 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
     tasks = []
     for family in args.families:
-        folder = Path("datasets") / family
-        for entry in [e for e in load_manifest(folder)["graphs"] if e["split"] == "test"][: args.per_family]:
+        for path in test_graphs(family, args.per_family):
             for cluster in args.clusters:
-                if (Path(entry["file"]).stem, cluster) not in done:
-                    tasks.append((str(folder / entry["file"]), cluster, args.budget, args.seed, tuple(mismatch)))
+                if (Path(path).stem, cluster) not in done:
+                    tasks.append((path, cluster, args.budget, args.seed, tuple(mismatch)))
     add_rows(_screen_model_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r)]
 

@@ -11,7 +11,7 @@ from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
-from .common import DATASETS, add_command, median_seconds
+from .common import DATASETS, add_command, median_seconds, test_graphs
 
 #: The fast placers both benchmarks run by default.
 FAST_PLACERS = ["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"]
@@ -21,7 +21,6 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     """How far each heuristic is from the exact placer on small graphs (coarsened dataset graphs, examples)."""
     from gnplace.cluster import load_cluster
     from gnplace.coarsen import coarsen
-    from gnplace.datasets import load_manifest
     from gnplace.graph_io import load_graph
     from gnplace.placers import get_placer
 
@@ -30,9 +29,7 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
         cluster = load_cluster(cluster_name)
         graphs = [load_graph(p) for p in sorted((DATASETS / "examples").glob("*.gnpg"))]
         for family in ("cifar10", "ptb", "nmt") if args.per_family else ():  # --per-family 0: the examples alone
-            manifest = load_manifest(DATASETS / family)
-            for entry in [e for e in manifest["graphs"] if e["split"] == "test"][: args.per_family]:
-                graphs.append(coarsen(load_graph(DATASETS / family / entry["file"]), args.groups, cluster).graph)
+            graphs += [coarsen(load_graph(p), args.groups, cluster).graph for p in test_graphs(family, args.per_family)]
         for graph in graphs:
             sim = Simulator()
             exact = get_placer("exact", time_limit=args.time_limit, timer=sim)
