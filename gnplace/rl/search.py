@@ -55,6 +55,13 @@ MEMO_ITERATIONS = 4
 #: reheats a stalled chain since revision 5, not measured inside the searches yet.
 SEARCH_REHEAT_AFTER: float | None = None
 
+#: Each constructor's samples among a search's zero-shot candidates, and the ``policy`` revision whose candidates
+#: those are. The search's budget pays for every candidate, so it keeps ``policy`` revision 11's 4 (D + 33
+#: evaluations on D devices) where ``policy`` itself now draws 16 (D + 57): ``finetune`` revision 18 was measured
+#: with them, and on real steps at budgets of a hundred the difference would be a fifth of the budget.
+ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
+_ZERO_SHOT_REVISION = "11"
+
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
 RUN_KEY = "gnplace_run"
 
@@ -404,7 +411,7 @@ class PPOSearchPlacer:
         if self.checkpoint is not None:  # fine-tuning's zero-shot candidates include the shipped constructors'
             identity["settings"]["constructor"] = [file_digest(p) for p in SHIPPED_CONSTRUCTORS]  # (from scratch: none)
         if self.zero_shot:  # how the zero-shot candidates are drawn (a run without them does not depend on it)
-            identity["settings"]["zero_shot_revision"] = PolicyPlacer.revision
+            identity["settings"]["zero_shot_revision"] = _ZERO_SHOT_REVISION
             identity["settings"]["zero_shot_seed"] = "caller"  # revision 12 (11 drew from the search's own seed)
         return identity
 
@@ -489,7 +496,7 @@ class PPOSearchPlacer:
             return None
         assert self.checkpoint is not None
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
-                              timer=counted)
+                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, timer=counted)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
             self.last_zero_shot_budget_needed = counted.evaluations + needed + 1 + 2 * self.config.samples
@@ -587,7 +594,7 @@ class FineTunePlacer(PPOSearchPlacer):
     on by default; ``D + 33`` evaluations on ``D`` devices, ``D + 43`` past 4, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
-    gives for the same seed. Then PPO
+    gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`). Then PPO
     searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
     scoring, a sampling prior), with no imitation (the policy already places well) and the
     pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.

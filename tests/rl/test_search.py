@@ -263,7 +263,7 @@ def test_a_step_of_no_work_places_without_dividing_by_zero(name):
 
 def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     from gnplace.graph_io import load_graph
-    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+    from gnplace.rl.search import ZERO_SHOT_CONSTRUCTOR_SAMPLES, FineTunePlacer, PPOSearchPlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     g, c = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x4")
@@ -271,7 +271,9 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     digests = FineTunePlacer(budget=100).run_identity(g, c)["settings"]["constructor"]
     assert [len(d) for d in digests] == [64, 64] and digests[0] != digests[1]  # both shipped constructors
     # the zero-shot step's revision, only where there is one: a run without it resumes across policy revisions
-    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_revision"] == PolicyPlacer.revision
+    # policy revision 11's candidates (4 constructor samples), whatever policy's own default since: runs resume
+    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_revision"] == "11"
+    assert PolicyPlacer.revision != "11" and PolicyPlacer().constructor_samples != ZERO_SHOT_CONSTRUCTOR_SAMPLES
     assert "zero_shot_revision" not in FineTunePlacer(budget=100, zero_shot=False).run_identity(g, c)["settings"]
     # revision 12 seeds the zero-shot step with the caller's seed: a revision 11 run does not resume under it
     assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_seed"] == "caller"
@@ -289,15 +291,16 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
 
 def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
     from gnplace.graph_io import load_graph
-    from gnplace.rl.search import FineTunePlacer
+    from gnplace.rl.search import ZERO_SHOT_CONSTRUCTOR_SAMPLES, FineTunePlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     g, c = load_graph("datasets/ptb/ptb_002.gnpg"), load_cluster("k80x4")  # its zero-shot step moves with the seed
     sim = Simulator()
+    zero_shot_placer = PolicyPlacer(constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES)  # what the budget pays for
     for seed in (0, 1):
         placer = FineTunePlacer(budget=80, samples=8, epochs=1)
         placer.place(g, c, seed=seed)
-        zero_shot = sim.time(g, c, PolicyPlacer().place(g, c, seed=seed)).step_time
+        zero_shot = sim.time(g, c, zero_shot_placer.place(g, c, seed=seed)).step_time
         assert placer.last_zero_shot_step == zero_shot  # `gnplace place -p policy --seed S`'s placement
         assert placer.last_step is not None and placer.last_step <= zero_shot  # so never worse than it
 

@@ -347,15 +347,15 @@ def test_the_shipped_constructor_loads_and_builds_placements_of_its_own():
 
     assert SHIPPED_CONSTRUCTOR.is_file(), "checkpoints/gnplace-construct.ckpt must ship with the repository"
     placer = PolicyPlacer()
-    assert placer.constructors == SHIPPED_CONSTRUCTORS and placer.constructor_samples == 4
+    assert placer.constructors == SHIPPED_CONSTRUCTORS and placer.constructor_samples == 16
     from gnplace.rl.zeroshot import cached_policy
 
     meta = cached_policy(SHIPPED_CONSTRUCTOR)[1]
     assert meta["config"]["data"]["teacher_budget"] > 0 and pretraining(meta)["prior"] == 0.0
     graph, cluster = load_graph("datasets/cifar10/cifar10_025.gnpg"), load_cluster("k80x2")
     built, names = placer._construct(graph, cluster, seed=0)
-    assert built.shape == (10, graph.num_ops) and len({row.tobytes() for row in built[:5]}) > 1
-    assert names[0] == "constructor greedy" and names[5] == "constructor 2 greedy"  # each shipped one, 2 devices
+    assert built.shape == (34, graph.num_ops) and len({row.tobytes() for row in built[:17]}) > 1
+    assert names[0] == "constructor greedy" and names[17] == "constructor 2 greedy"  # each shipped one, 2 devices
     second = cached_policy(SHIPPED_CONSTRUCTORS[1])[1]
     assert second["config"]["data"]["families"] == ["cifar10", "ptb"] and pretraining(second)["prior"] == 0.0
 
