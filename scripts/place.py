@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="draw the samples in this many rounds, each around the best placement so far (default: 1)")
     parser.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                         help="the search-distilled constructors' checkpoints, or none (default: the two shipped ones)")
-    parser.add_argument("--constructor-samples", type=int, default=4, metavar="N",
-                        help="the constructor's samples beside its greedy placement (default: 4)")
-    parser.add_argument("--constructor-temperature", type=float, default=0.1, metavar="TAU",
+    parser.add_argument("--constructor-samples", type=int, default=None, metavar="N",
+                        help="each constructor's samples beside its greedy placement, per device set (default: 16)")
+    parser.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
                         help="sampling temperature of the constructor's samples (default: 0.1)")
     parser.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
                         help="device counts k: on larger clusters each constructor also places on the k fastest "
                              "devices alone (default: 4; none given: the whole cluster only)")
-    parser.add_argument("--refine", type=int, default=4, metavar="N",
+    parser.add_argument("--refine", type=int, default=None, metavar="N",
                         help="samples of a last round around the best placement of all the others, for checkpoints "
                              "that sample around auto (default: 4; 0: none)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
@@ -100,10 +100,11 @@ def run(args: argparse.Namespace) -> int:
         options["op_level"] = args.op_level
     if args.constructor_sizes is not None:
         options["constructor_sizes"] = tuple(args.constructor_sizes)
+    for name in ("constructor_samples", "constructor_temperature", "refine"):  # given: else the placer's default
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
-                          subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
-                          constructor_samples=args.constructor_samples,
-                          constructor_temperature=args.constructor_temperature, refine=args.refine, **options)
+                          subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor, **options)
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
         predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}

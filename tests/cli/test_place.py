@@ -348,3 +348,19 @@ def test_json_stays_json_when_metis_prints_from_c(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["placer"] == "metis"
+
+
+def test_the_zero_shot_script_places_with_the_placers_defaults_unless_told(capsys, load_script):
+    """Flags left out take ``PolicyPlacer``'s defaults (the script kept copies of them, 4 constructor samples)."""
+    from gnplace.rl.zeroshot import DEFAULT_CONSTRUCTOR_SAMPLES, PolicyPlacer
+
+    script = load_script("place")
+    graph = str(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
+    assert script.main([graph, "-c", "k80x2", "--samples", "4", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    placer = PolicyPlacer(samples=4)
+    placer.place(load_graph(graph), load_cluster("k80x2"), seed=0)
+    assert row["evaluations"] == placer.last_evaluations
+    assert script.main([graph, "-c", "k80x2", "--samples", "4", "--constructor-samples", "4", "--json"]) == 0
+    fewer = json.loads(capsys.readouterr().out)["evaluations"]
+    assert fewer == row["evaluations"] - 2 * (DEFAULT_CONSTRUCTOR_SAMPLES - 4)  # two constructors, two devices
