@@ -592,9 +592,9 @@ def run(args: argparse.Namespace) -> Path:
         "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
         "checkpoint: greedy on the whole cluster, on its fastest k devices alone and, up to 4,000 ops, with no "
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
-        "greedy placement and 4 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
-        "a last round, a greedy decode and 4 samples around the best of all those; best by the simulator; D + 33 "
-        "evaluations on D devices besides `auto`'s own, D + 43 past 4 devices).",
+        "greedy placement and 16 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
+        "a last round, a greedy decode and 4 samples around the best of all those; best by the simulator; D + 57 "
+        "evaluations on D devices besides `auto`'s own, D + 91 past 4 devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
