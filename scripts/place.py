@@ -96,11 +96,9 @@ def run(args: argparse.Namespace) -> int:
     require_memory(graph, cluster)
     sim = Simulator()
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
-    if args.op_level is not None:
-        options["op_level"] = args.op_level
     if args.constructor_sizes is not None:
         options["constructor_sizes"] = tuple(args.constructor_sizes)
-    for name in ("constructor_samples", "constructor_temperature", "refine"):  # given: else the placer's default
+    for name in ("op_level", "constructor_samples", "constructor_temperature", "refine"):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
