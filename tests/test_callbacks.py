@@ -22,6 +22,15 @@ from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, toy_cluster
 
 
+@pytest.fixture
+def default_ctrl_c():
+    """Python's own SIGINT handler for the test, whatever the test run inherited: a run started in the
+    background (``make test &``, nohup) ignores SIGINT, and the callbacks rightly leave that alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 class _CtrlC(L.Callback):
     """Presses Ctrl-C, as Lightning sees it, at the first batch."""
 
@@ -52,7 +61,7 @@ def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
     assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"
 
 
-def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path):
+def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path, default_ctrl_c):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with quiet_lightning():
         trainer = _boring_trainer(tmp_path, [_CtrlC()])
@@ -101,7 +110,7 @@ def test_atomic_checkpoint_io_writes_a_whole_file_and_refuses_storage_options(tm
         AtomicCheckpointIO().save_checkpoint({}, path, storage_options={"bucket": "x"})
 
 
-def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path):
+def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path, default_ctrl_c):
     path = tmp_path / "last.ckpt"
     saved_at = []
 
