@@ -58,7 +58,9 @@ SEARCH_REHEAT_AFTER: float | None = None
 #: Each constructor's samples among a search's zero-shot candidates, and the ``policy`` revision whose candidates
 #: those are. The search's budget pays for every candidate, so it keeps ``policy`` revision 11's 4 (D + 33
 #: evaluations on D devices) where ``policy`` itself now draws 16 (D + 57): ``finetune`` revision 18 was measured
-#: with them, and on real steps at budgets of a hundred the difference would be a fifth of the budget.
+#: with them, and on real steps at budgets of a hundred the difference would be a fifth of the budget. With 16 the
+#: 18 pairs of ``bench.py finetune`` were no better after 400 or 1,000 evaluations under seeds 0 and 1, and worse
+#: after 100 (docs/measured-real-devices.md, 2026-11-29).
 ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
 _ZERO_SHOT_REVISION = "11"
 
