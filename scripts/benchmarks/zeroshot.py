@@ -324,7 +324,7 @@ def add_parsers(sub: Any) -> None:
     zs.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                     help="the policy's constructor checkpoints, or none (default: the shipped ones)")
     zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
-                    help="the constructor's samples beside its greedy placement (default: 4)")
+                    help="the constructor's samples beside its greedy placement (default: the placer's, 16)")
     zs.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
                     help="sampling temperature of the constructor's samples (default: 0.1)")
     zs.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
