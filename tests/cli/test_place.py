@@ -364,3 +364,19 @@ def test_the_zero_shot_script_places_with_the_placers_defaults_unless_told(capsy
     assert script.main([graph, "-c", "k80x2", "--samples", "4", "--constructor-samples", "4", "--json"]) == 0
     fewer = json.loads(capsys.readouterr().out)["evaluations"]
     assert fewer == row["evaluations"] - 2 * (DEFAULT_CONSTRUCTOR_SAMPLES - 4)  # two constructors, two devices
+
+
+@pytest.mark.parametrize("command", [["place"], ["bench", "zeroshot"]])
+def test_the_help_states_the_placers_defaults(command, capsys, load_script):
+    """What ``--help`` says a flag left out means is what the placer does (the bench said 4 samples after 16 came)."""
+    from gnplace.rl import zeroshot
+
+    script = load_script(command[0])
+    with pytest.raises(SystemExit):
+        script.main([*command[1:], "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for flag, default in (("--constructor-samples", zeroshot.DEFAULT_CONSTRUCTOR_SAMPLES),
+                          ("--constructor-temperature", zeroshot.DEFAULT_CONSTRUCTOR_TEMPERATURE),
+                          ("--refine", zeroshot.DEFAULT_REFINE)):
+        said = text.split(f"{flag} ")[-1].split("(default: ")[1].split(")")[0]
+        assert said.split(", ")[-1].split(";")[0] == f"{default:g}", flag
