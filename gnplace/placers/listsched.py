@@ -151,6 +151,8 @@ class ListSchedule:
         self.in_ptr, self.in_src, self.in_bytes = graph.in_csr
         self.out_ptr, self.out_dst, _ = graph.out_csr
         self.pending = np.diff(self.in_ptr).astype(np.int64)
+        self._only = np.eye(num_devices, dtype=bool)  # row d: device d alone, what a placed group may use
+        self._only.flags.writeable = False
 
     def sources(self) -> list[int]:
         """Ops with no producers, ready at time 0."""
@@ -161,6 +163,10 @@ class ListSchedule:
         lo, hi = self.in_ptr[v], self.in_ptr[v + 1]
         if hi == lo:
             return np.zeros(self.device_free.shape[0])
+        if hi - lo == 1:  # one producer, most ops: the same sums without the matrix and its max
+            p = self.in_src[lo]
+            w = self.op_device[p]
+            return self.finish[p] + self.latency[w] + self.in_bytes[lo] * self.inv_bw[w]  # type: ignore[no-any-return]
         preds = self.in_src[lo:hi]
         where = self.op_device[preds]
         arrive = self.finish[preds][:, None] + self.latency[where] + self.in_bytes[lo:hi, None] * self.inv_bw[where]
@@ -175,7 +181,7 @@ class ListSchedule:
         g = self.graph.group[v]
         fixed = self.group_device[g]
         if fixed >= 0:
-            return np.arange(self.room.shape[0]) == fixed  # type: ignore[no-any-return]
+            return self._only[fixed]  # type: ignore[no-any-return]
         room = np.where(self.group_ok[g], self.room, -np.inf)
         fits = room >= self.group_bytes[g]
         return fits if fits.any() else room == room.max()  # type: ignore[no-any-return]
@@ -191,7 +197,7 @@ class ListSchedule:
         need = self.group_bytes[g]
         if self.room[d] >= need:
             return True
-        most = np.max(self.room, where=self.group_ok[g], initial=-np.inf)
+        most = np.maximum.reduce(self.room, where=self.group_ok[g], initial=-np.inf)  # np.max without its wrapper
         return bool(most < need and self.room[d] == most)
 
     def assign(self, v: int, d: int, start: float) -> list[int]:
@@ -247,7 +253,7 @@ def etf_schedule(
     listings = [0]
 
     def enlist(v: int) -> None:
-        for d in np.flatnonzero(schedule.candidates(v) & ~listed[v]).tolist():
+        for d in (schedule.candidates(v) & ~listed[v]).nonzero()[0].tolist():
             listed[v, d] = True
             listings[0] += 1
             heapq.heappush(waiting[d], (float(ready_at[v, d]), neg_rank[v], v))
