@@ -141,3 +141,25 @@ def test_place_by_schedule_returns_a_checked_placement():
 
     p = place_by_schedule(g, c, run, timer=Simulator(), memory_aware=True, min_speed=0.0)
     assert len(calls) == 1 and p.devices.tolist() == [0] * 5
+
+
+@pytest.mark.parametrize(("graph", "cluster", "pinned"), [
+    ("ptb/ptb_002", "tight4", {"heft": "17a473857ebcb6e9", "m_etf": "6deea7352eca5641", "m_sct": "f218789b2b2595cf"}),
+    ("nmt/nmt_002", "cpu_gpu", {"heft": "9ebddd342f4cd7b7", "m_etf": "6d8b5cd36ec86968", "m_sct": "6d8b5cd36ec86968"}),
+    ("cifar10/cifar10_002", "v100x8",
+     {"heft": "9c48bfa3cca5c9f1", "m_etf": "fc73f3b8acf90d9f", "m_sct": "c3941290df34d7c1"}),
+])
+def test_the_list_schedulers_place_shipped_graphs_as_they_always_have(graph, cluster, pinned):
+    """Speed work on the schedule state must not change a schedule: ``auto`` and every figure measured against
+    it rest on these placements (pinned 2026-11-29, before list scheduling was made faster)."""
+    import hashlib
+    from pathlib import Path
+
+    from gnplace.graph_io import load_graph
+    from gnplace.placers import get_placer
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "datasets" / f"{graph}.gnpg")
+    c = load_cluster(cluster)
+    for name, digest in pinned.items():
+        devices = get_placer(name).place(g, c, seed=0).devices.astype(np.int64)
+        assert hashlib.sha256(devices.tobytes()).hexdigest()[:16] == digest, name
