@@ -20,12 +20,11 @@ Memory is handled as in Baechi's memory-constrained schedulers (:mod:`gnplace.pl
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
+from gnplace.placers._listsched_kernel import heft_kernel
 from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, static_rank
 from gnplace.sim.timer import StepTimer
 
@@ -37,19 +36,14 @@ def heft_schedule(schedule: ListSchedule, rank: np.ndarray) -> None:
 
     The first op of a colocation group places the whole group, so its finish is counted as that
     of the whole group's work started there (start plus the group's seconds on the device); later
-    ops of the group follow it. Ties go to the lower device index. Fills ``schedule`` in place.
+    ops of the group follow it. Ties go to the lower device index. Fills ``schedule`` in place; the loop
+    is compiled (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
     """
-    ready = [(-float(rank[v]), v) for v in schedule.sources()]
-    heapq.heapify(ready)
-    while ready:
-        _, v = heapq.heappop(ready)
-        start = np.maximum(schedule.ready_time(v), schedule.device_free)
-        g = schedule.graph.group[v]
-        work = schedule.op_time[v] if schedule.group_device[g] >= 0 else schedule.group_time[g]
-        finish = np.where(schedule.candidates(v), start + work, np.inf)
-        d = int(np.argmin(finish))
-        for w in schedule.assign(v, d, float(start[d])):
-            heapq.heappush(ready, (-float(rank[w]), w))
+    s = schedule
+    heft_kernel(
+        s.op_time, s.group_time, -np.asarray(rank, dtype=np.float64), s.group, s.group_ok, s.group_bytes, s.room,
+        s.latency, s.inv_bw, s.in_ptr, s.in_src, s.in_bytes, s.out_ptr, s.out_dst, s.pending, s.op_device, s.start,
+        s.finish, s.device_free, s.group_device)
 
 
 class HeftPlacer(ListSchedulingPlacer):

@@ -24,7 +24,6 @@ Times follow the cost model: op ``v`` takes ``t[v, d]`` seconds on device ``d`` 
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 import numpy as np
@@ -32,6 +31,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
+from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
 from gnplace.seed import SeedLike
@@ -132,15 +132,17 @@ class ListSchedule:
         memory_aware: bool = True,
     ) -> None:
         self.graph = graph
-        self.op_time = op_time
+        self.op_time = np.ascontiguousarray(op_time, dtype=np.float64)
         n, num_devices = op_time.shape
-        self.group_time = group_times(graph, op_time)
+        self.group = graph.group
+        self.group_time = np.ascontiguousarray(group_times(graph, self.op_time), dtype=np.float64)
         fastest = self.group_time.min(axis=1, keepdims=True)
         self.group_ok = self.group_time * min_speed <= fastest * (1 + 1e-9)
         self.memory_aware = memory_aware
-        self.group_bytes = group_memory(graph) if memory_aware else np.zeros(graph.num_groups)
+        self.group_bytes = np.asarray(group_memory(graph) if memory_aware else np.zeros(graph.num_groups),
+                                      dtype=np.float64)
         self.room = cluster.memory.astype(np.float64) if memory_aware else np.full(num_devices, np.inf)
-        self.latency = cluster.latency
+        self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
         with np.errstate(divide="ignore"):
             self.inv_bw = 1.0 / cluster.bandwidth  # 0 on the diagonal: no transfer on one device
         self.op_device = np.full(n, -1, dtype=np.int64)
@@ -148,11 +150,10 @@ class ListSchedule:
         self.finish = np.zeros(n)
         self.device_free = np.zeros(num_devices)
         self.group_device = np.full(graph.num_groups, -1, dtype=np.int64)
-        self.in_ptr, self.in_src, self.in_bytes = graph.in_csr
+        self.in_ptr, self.in_src, in_bytes = graph.in_csr
+        self.in_bytes = np.asarray(in_bytes, dtype=np.float64)
         self.out_ptr, self.out_dst, _ = graph.out_csr
         self.pending = np.diff(self.in_ptr).astype(np.int64)
-        self._only = np.eye(num_devices, dtype=bool)  # row d: device d alone, what a placed group may use
-        self._only.flags.writeable = False
 
     def sources(self) -> list[int]:
         """Ops with no producers, ready at time 0."""
@@ -160,17 +161,10 @@ class ListSchedule:
 
     def ready_time(self, v: int) -> np.ndarray:
         """When all inputs of ``v`` (whose producers are scheduled) could be on each device, ``[num_devices]``."""
-        lo, hi = self.in_ptr[v], self.in_ptr[v + 1]
-        if hi == lo:
-            return np.zeros(self.device_free.shape[0])
-        if hi - lo == 1:  # one producer, most ops: the same sums without the matrix and its max
-            p = self.in_src[lo]
-            w = self.op_device[p]
-            return self.finish[p] + self.latency[w] + self.in_bytes[lo] * self.inv_bw[w]  # type: ignore[no-any-return]
-        preds = self.in_src[lo:hi]
-        where = self.op_device[preds]
-        arrive = self.finish[preds][:, None] + self.latency[where] + self.in_bytes[lo:hi, None] * self.inv_bw[where]
-        return arrive.max(axis=0)  # type: ignore[no-any-return]
+        out = np.empty(self.device_free.shape[0])
+        _ready_time(v, out, self.finish, self.op_device, self.latency, self.inv_bw, self.in_ptr, self.in_src,
+                    self.in_bytes)
+        return out
 
     def candidates(self, v: int) -> np.ndarray:
         """Devices ``v`` may go to now, ``bool [num_devices]``.
@@ -178,41 +172,21 @@ class ListSchedule:
         Its group's device once the group is placed; else the devices fast enough for the group
         (``min_speed``) with room for it, or, if none has room, those of them with the most room.
         """
-        g = self.graph.group[v]
-        fixed = self.group_device[g]
-        if fixed >= 0:
-            return self._only[fixed]  # type: ignore[no-any-return]
-        room = np.where(self.group_ok[g], self.room, -np.inf)
-        fits = room >= self.group_bytes[g]
-        return fits if fits.any() else room == room.max()  # type: ignore[no-any-return]
+        out = np.empty(self.device_free.shape[0], dtype=bool)
+        _candidates(v, out, self.group, self.group_device, self.group_ok, self.group_bytes, self.room)
+        return out
 
     def fits(self, v: int, d: int) -> bool:
         """Whether ``v`` may still go to device ``d``: whether ``d`` is among :meth:`candidates`."""
-        g = self.graph.group[v]
-        fixed = self.group_device[g]
-        if fixed >= 0:
-            return bool(fixed == d)
-        if not self.group_ok[g, d]:
-            return False
-        need = self.group_bytes[g]
-        if self.room[d] >= need:
-            return True
-        most = np.maximum.reduce(self.room, where=self.group_ok[g], initial=-np.inf)  # np.max without its wrapper
-        return bool(most < need and self.room[d] == most)
+        return bool(_fits(v, d, self.group, self.group_device, self.group_ok, self.group_bytes, self.room))
 
     def assign(self, v: int, d: int, start: float) -> list[int]:
         """Schedule op ``v`` on device ``d`` at ``start`` seconds; returns the ops this makes ready."""
-        g = self.graph.group[v]
-        if self.group_device[g] < 0:
-            self.group_device[g] = d
-            self.room[d] -= self.group_bytes[g]
-        self.op_device[v] = d
-        self.start[v] = start
-        self.finish[v] = start + self.op_time[v, d]
-        self.device_free[d] = max(self.device_free[d], self.finish[v])
-        succ = self.out_dst[self.out_ptr[v] : self.out_ptr[v + 1]]
-        self.pending[succ] -= 1
-        return succ[self.pending[succ] == 0].tolist()  # type: ignore[no-any-return]
+        ready = np.empty(max(1, self.out_ptr[v + 1] - self.out_ptr[v]), dtype=np.int64)
+        count = _assign(v, d, float(start), ready, self.group, self.group_device, self.group_bytes, self.room,
+                        self.op_device, self.start, self.finish, self.device_free, self.op_time, self.out_ptr,
+                        self.out_dst, self.pending)
+        return ready[:count].tolist()  # type: ignore[no-any-return]
 
 
 def etf_schedule(
@@ -231,7 +205,9 @@ def etf_schedule(
     device is free, by arrival time, and ops that could start as soon as the device is free, by
     rank. The earliest start on a device is then read off the heap tops, so a step costs
     ``O(num_devices log num_ops)``; stale entries (ops scheduled elsewhere, groups fixed elsewhere
-    or out of room) are dropped when they reach a top.
+    or out of room) are dropped when they reach a top. The loop is compiled
+    (:func:`~gnplace.placers._listsched_kernel.etf_kernel`); :class:`ListSchedule`'s methods say what
+    each of its steps does.
 
     Args:
         schedule (ListSchedule): the empty schedule; filled in place.
@@ -240,78 +216,16 @@ def etf_schedule(
             or -1, ``[num_ops]`` (default: none, plain ETF).
         favourite_bytes (np.ndarray, optional): bytes on the edge from that producer, ``[num_ops]``.
     """
-    n, num_devices = schedule.op_time.shape
-    devices = list(range(num_devices))
-    ready_at = np.zeros((n, num_devices))
-    listed = np.zeros((n, num_devices), dtype=bool)
-    done = np.zeros(n, dtype=bool)
-    waiting: list[list[tuple[float, float, int]]] = [[] for _ in range(num_devices)]
-    startable: list[list[tuple[float, int]]] = [[] for _ in range(num_devices)]
-    neg_rank = (-np.asarray(rank, dtype=np.float64)).tolist()
-    free = schedule.device_free
-
-    listings = [0]
-
-    def enlist(v: int) -> None:
-        for d in (schedule.candidates(v) & ~listed[v]).nonzero()[0].tolist():
-            listed[v, d] = True
-            listings[0] += 1
-            heapq.heappush(waiting[d], (float(ready_at[v, d]), neg_rank[v], v))
-
-    def usable(v: int, d: int) -> bool:
-        if done[v]:
-            return False
-        if schedule.fits(v, d):
-            return True
-        listed[v, d] = False  # out of room or group fixed elsewhere: drop here, list where it fits
-        enlist(v)
-        return False
-
-    def clean(d: int) -> None:
-        """Move ops that could start when ``d`` is free to the rank heap; drop stale tops."""
-        wait, now = waiting[d], startable[d]
-        while wait and (wait[0][0] <= free[d] or not usable(wait[0][2], d)):
-            _, r, v = heapq.heappop(wait)
-            if not done[v] and listed[v, d]:
-                heapq.heappush(now, (r, v))
-        while now and not usable(now[0][1], d):
-            heapq.heappop(now)
-
-    def make_ready(vs: list[int]) -> None:
-        for v in vs:
-            ready_at[v] = schedule.ready_time(v)
-            enlist(v)
-
-    make_ready(schedule.sources())
-    for _ in range(n):
-        before = -1
-        while before != listings[0]:  # a dropped top may be listed on a device already cleaned
-            before = listings[0]
-            for d in devices:
-                clean(d)
-        best: tuple[float, float, float, int, int] | None = None
-        for d in devices:
-            if startable[d]:
-                r, v = startable[d][0]
-                key = (float(free[d]), r, free[d] + schedule.op_time[v, d], d, v)
-            elif waiting[d]:
-                s, r, v = waiting[d][0]
-                key = (s, r, s + schedule.op_time[v, d], d, v)
-            else:
-                continue
-            if best is None or key < best:
-                best = key
-        assert best is not None, "list scheduling stalled: no ready op has a device"
-        start, _, _, d, v = best
-        if favourite_parent is not None and favourite_bytes is not None and favourite_parent[v] >= 0:
-            p = int(schedule.op_device[favourite_parent[v]])
-            if 0 <= p != d and schedule.fits(v, p):
-                start_p = max(float(ready_at[v, p]), float(free[p]))
-                saved = schedule.latency[p, d] + favourite_bytes[v] * schedule.inv_bw[p, d]
-                if start_p <= start + saved:
-                    start, d = start_p, p
-        done[v] = True
-        make_ready(schedule.assign(v, d, start))
+    n = schedule.op_time.shape[0]
+    if favourite_parent is None or favourite_bytes is None:
+        favourite_parent, favourite_bytes = np.full(n, -1, dtype=np.int64), np.zeros(n)
+    s = schedule
+    finished = etf_kernel(
+        s.op_time, -np.asarray(rank, dtype=np.float64), s.group, s.group_ok, s.group_bytes, s.room, s.latency,
+        s.inv_bw, s.in_ptr, s.in_src, s.in_bytes, s.out_ptr, s.out_dst, s.pending, s.op_device, s.start, s.finish,
+        s.device_free, s.group_device, np.asarray(favourite_parent, dtype=np.int64),
+        np.asarray(favourite_bytes, dtype=np.float64))
+    assert finished, "list scheduling stalled: no ready op has a device"
 
 
 def place_by_schedule(

@@ -1,0 +1,335 @@
+"""The compiled loops of list scheduling (numba): ETF (``m_etf``, ``m_sct``) and HEFT.
+
+Each function fills the arrays of one :class:`~gnplace.placers.listsched.ListSchedule` in place and
+makes exactly the choices its Python description there makes (``etf_schedule``, ``heft_schedule``):
+the same ready times, the same devices an op may use, the same ties. Only the bookkeeping differs:
+the per-device heaps are arrays (``keys [num_devices, capacity, 2]``, ``ops [num_devices,
+capacity]``, ``size [num_devices]``) that double when full. Ordered by key, then op index, every
+entry of one heap is distinct, so any binary heap pops them in the order ``heapq`` does.
+
+Times are seconds: ``op_time [num_ops, num_devices]``, ``latency`` and ``inv_bw`` (seconds per
+byte, 0 within a device) ``[num_devices, num_devices]``; memory in bytes (``room``, ``group_bytes``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _before(a0: float, a1: float, av: int, b0: float, b1: float, bv: int) -> bool:
+    """Whether the entry ``(a0, a1, av)`` comes before ``(b0, b1, bv)`` (tuple order)."""
+    if a0 != b0:
+        return a0 < b0
+    if a1 != b1:
+        return a1 < b1
+    return av < bv
+
+
+@njit(cache=True)
+def _push(keys, ops, size, d, k0, k1, v):  # type: ignore[no-untyped-def]
+    """Push ``(k0, k1, v)`` onto heap ``d``; returns the arrays (new ones when they had to grow)."""
+    if size[d] == ops.shape[1]:
+        grown_keys = np.empty((keys.shape[0], 2 * keys.shape[1], 2))
+        grown_ops = np.empty((ops.shape[0], 2 * ops.shape[1]), dtype=np.int64)
+        grown_keys[:, : keys.shape[1]] = keys
+        grown_ops[:, : ops.shape[1]] = ops
+        keys, ops = grown_keys, grown_ops
+    i = size[d]
+    size[d] += 1
+    while i > 0:  # sift the new entry up
+        parent = (i - 1) >> 1
+        if not _before(k0, k1, v, keys[d, parent, 0], keys[d, parent, 1], ops[d, parent]):
+            break
+        keys[d, i, 0], keys[d, i, 1], ops[d, i] = keys[d, parent, 0], keys[d, parent, 1], ops[d, parent]
+        i = parent
+    keys[d, i, 0], keys[d, i, 1], ops[d, i] = k0, k1, v
+    return keys, ops
+
+
+@njit(cache=True)
+def _pop(keys, ops, size, d):  # type: ignore[no-untyped-def]
+    """Remove the top of heap ``d`` (the caller read it first)."""
+    size[d] -= 1
+    n = size[d]
+    if n == 0:
+        return
+    k0, k1, v = keys[d, n, 0], keys[d, n, 1], ops[d, n]  # the last entry sinks from the top
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and _before(keys[d, right, 0], keys[d, right, 1], ops[d, right],
+                                 keys[d, child, 0], keys[d, child, 1], ops[d, child]):
+            child = right
+        if not _before(keys[d, child, 0], keys[d, child, 1], ops[d, child], k0, k1, v):
+            break
+        keys[d, i, 0], keys[d, i, 1], ops[d, i] = keys[d, child, 0], keys[d, child, 1], ops[d, child]
+        i = child
+    keys[d, i, 0], keys[d, i, 1], ops[d, i] = k0, k1, v
+
+
+@njit(cache=True)
+def _ready_time(v, out, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes):  # type: ignore[no-untyped-def]
+    """``ListSchedule.ready_time(v)`` into ``out [num_devices]``: when every input could be on each device."""
+    lo, hi = in_ptr[v], in_ptr[v + 1]
+    out[:] = 0.0
+    for e in range(lo, hi):
+        p = in_src[e]
+        w = op_device[p]
+        for d in range(out.shape[0]):
+            arrive = finish[p] + latency[w, d] + in_bytes[e] * inv_bw[w, d]
+            if e == lo or arrive > out[d]:
+                out[d] = arrive
+
+
+@njit(cache=True)
+def _fits(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+    """``ListSchedule.fits``: whether ``v`` may still go to device ``d``."""
+    g = group[v]
+    fixed = group_device[g]
+    if fixed >= 0:
+        return fixed == d
+    if not group_ok[g, d]:
+        return False
+    need = group_bytes[g]
+    if room[d] >= need:
+        return True
+    most = -np.inf
+    for k in range(room.shape[0]):
+        if group_ok[g, k] and room[k] > most:
+            most = room[k]
+    return most < need and room[d] == most
+
+
+@njit(cache=True)
+def _candidates(v, out, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+    """``ListSchedule.candidates(v)`` into ``out`` (bool ``[num_devices]``): the devices ``v`` may go to now."""
+    g = group[v]
+    fixed = group_device[g]
+    num_devices = out.shape[0]
+    if fixed >= 0:
+        for d in range(num_devices):
+            out[d] = d == fixed
+        return
+    most = -np.inf
+    any_fits = False
+    for d in range(num_devices):
+        r = room[d] if group_ok[g, d] else -np.inf
+        out[d] = r >= group_bytes[g]
+        any_fits = any_fits or out[d]
+        if r > most:
+            most = r
+    if not any_fits:
+        for d in range(num_devices):
+            out[d] = (room[d] if group_ok[g, d] else -np.inf) == most
+
+
+@njit(cache=True)
+def _assign(  # type: ignore[no-untyped-def]
+    v, d, start, ready, group, group_device, group_bytes, room, op_device, start_s, finish, device_free, op_time,
+    out_ptr, out_dst, pending,
+):
+    """``ListSchedule.assign``: schedule ``v`` on ``d`` at ``start``; the ops it makes ready go into ``ready``.
+
+    Returns how many (they fill ``ready[:count]`` in the order of ``v``'s out-edges).
+    """
+    g = group[v]
+    if group_device[g] < 0:
+        group_device[g] = d
+        room[d] -= group_bytes[g]
+    op_device[v] = d
+    start_s[v] = start
+    finish[v] = start + op_time[v, d]
+    device_free[d] = max(device_free[d], finish[v])
+    count = 0
+    for e in range(out_ptr[v], out_ptr[v + 1]):
+        w = out_dst[e]
+        pending[w] -= 1
+    for e in range(out_ptr[v], out_ptr[v + 1]):  # after every decrement, as numpy's fancy indexing reads them
+        w = out_dst[e]
+        if pending[w] == 0:
+            ready[count] = w
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def etf_kernel(  # type: ignore[no-untyped-def]
+    op_time,  # float64 [n, D] seconds of each op on each device
+    neg_rank,  # float64 [n] minus each op's priority (lower first)
+    group,  # int64 [n] colocation group of each op
+    group_ok,  # bool [G, D] devices fast enough for each group (min_speed)
+    group_bytes,  # float64 [G] bytes each group reserves (0 without memory awareness)
+    room,  # float64 [D] bytes left on each device (updated)
+    latency,  # float64 [D, D] seconds per transfer
+    inv_bw,  # float64 [D, D] seconds per byte, 0 within a device
+    in_ptr, in_src, in_bytes,  # int64 [n+1], int64 [m], float64 [m]: CSR of producers
+    out_ptr, out_dst,  # int64 [n+1], int64 [m]: CSR of consumers
+    pending,  # int64 [n] producers not yet scheduled (updated)
+    op_device, start_s, finish,  # int64 / float64 / float64 [n]: the schedule (filled)
+    device_free,  # float64 [D] when each device is next free (updated)
+    group_device,  # int64 [G] device of each group, -1 while unplaced (filled)
+    favourite_parent,  # int64 [n] the producer each op is the favourite child of, or -1 (m-SCT)
+    favourite_bytes,  # float64 [n] bytes on the edge from that producer
+):
+    """Earliest Task First over the schedule's arrays, in place (``favourite_parent`` all -1: plain ETF).
+
+    Returns ``False`` if the schedule stalled (a ready op with no device), else ``True``.
+    """
+    n, num_devices = op_time.shape
+    ready_at = np.zeros((n, num_devices))
+    listed = np.zeros((n, num_devices), dtype=np.bool_)
+    done = np.zeros(n, dtype=np.bool_)
+    capacity = max(16, n // num_devices + 16)
+    wait_keys, wait_ops = np.empty((num_devices, capacity, 2)), np.empty((num_devices, capacity), dtype=np.int64)
+    now_keys, now_ops = np.empty((num_devices, capacity, 2)), np.empty((num_devices, capacity), dtype=np.int64)
+    wait_size = np.zeros(num_devices, dtype=np.int64)
+    now_size = np.zeros(num_devices, dtype=np.int64)
+    allowed = np.empty(num_devices, dtype=np.bool_)
+    ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
+    pending_ops = np.empty(n, dtype=np.int64)  # ops made ready, not yet listed (a stack of what assign returns)
+    listings = 0
+
+    # make_ready(sources): ready times and listing, in index order
+    count = 0
+    for v in range(n):
+        if pending[v] == 0:
+            pending_ops[count] = v
+            count += 1
+    for i in range(count):
+        v = pending_ops[i]
+        _ready_time(v, ready_at[v], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
+        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
+        for d in range(num_devices):
+            if allowed[d] and not listed[v, d]:
+                listed[v, d] = True
+                listings += 1
+                wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, d, ready_at[v, d], neg_rank[v], v)
+
+    for _ in range(n):
+        before = -1
+        while before != listings:  # a dropped top may be listed on a device already cleaned
+            before = listings
+            for d in range(num_devices):
+                # clean(d): ops that could start when d is free go to the rank heap; stale tops are dropped
+                while wait_size[d] > 0:
+                    v = wait_ops[d, 0]
+                    if not wait_keys[d, 0, 0] <= device_free[d]:
+                        # usable(v, d)?
+                        if not done[v] and _fits(v, d, group, group_device, group_ok, group_bytes, room):
+                            break
+                        if not done[v]:  # out of room or its group fixed elsewhere: list it where it fits
+                            listed[v, d] = False
+                            _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
+                            for k in range(num_devices):
+                                if allowed[k] and not listed[v, k]:
+                                    listed[v, k] = True
+                                    listings += 1
+                                    wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[v, k],
+                                                                neg_rank[v], v)
+                    r = wait_keys[d, 0, 1]
+                    _pop(wait_keys, wait_ops, wait_size, d)
+                    if not done[v] and listed[v, d]:
+                        now_keys, now_ops = _push(now_keys, now_ops, now_size, d, r, 0.0, v)
+                while now_size[d] > 0:
+                    v = now_ops[d, 0]
+                    if not done[v] and _fits(v, d, group, group_device, group_ok, group_bytes, room):
+                        break
+                    if not done[v]:
+                        listed[v, d] = False
+                        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
+                        for k in range(num_devices):
+                            if allowed[k] and not listed[v, k]:
+                                listed[v, k] = True
+                                listings += 1
+                                wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[v, k],
+                                                            neg_rank[v], v)
+                    _pop(now_keys, now_ops, now_size, d)
+        # the earliest start over the heap tops: (start, -rank, finish, device, op)
+        best_d = -1
+        best_v = -1
+        best_start = best_r = best_finish = 0.0
+        for d in range(num_devices):
+            if now_size[d] > 0:
+                v = now_ops[d, 0]
+                s, r = device_free[d], now_keys[d, 0, 0]
+            elif wait_size[d] > 0:
+                v = wait_ops[d, 0]
+                s, r = wait_keys[d, 0, 0], wait_keys[d, 0, 1]
+            else:
+                continue
+            f = s + op_time[v, d]
+            if best_d < 0 or s < best_start or (s == best_start and (r < best_r or (r == best_r and (
+                    f < best_finish or (f == best_finish and (d < best_d or (d == best_d and v < best_v))))))):
+                best_d, best_v, best_start, best_r, best_finish = d, v, s, r, f
+        if best_d < 0:
+            return False
+        start, d, v = best_start, best_d, best_v
+        parent = favourite_parent[v]
+        if parent >= 0:
+            p = op_device[parent]
+            if 0 <= p and p != d and _fits(v, p, group, group_device, group_ok, group_bytes, room):
+                start_p = max(ready_at[v, p], device_free[p])
+                saved = latency[p, d] + favourite_bytes[v] * inv_bw[p, d]
+                if start_p <= start + saved:
+                    start, d = start_p, p
+        done[v] = True
+        count = _assign(v, d, start, ready, group, group_device, group_bytes, room, op_device, start_s, finish,
+                        device_free, op_time, out_ptr, out_dst, pending)
+        for i in range(count):  # make_ready
+            w = ready[i]
+            _ready_time(w, ready_at[w], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
+            _candidates(w, allowed, group, group_device, group_ok, group_bytes, room)
+            for k in range(num_devices):
+                if allowed[k] and not listed[w, k]:
+                    listed[w, k] = True
+                    listings += 1
+                    wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[w, k], neg_rank[w], w)
+    return True
+
+
+@njit(cache=True)
+def heft_kernel(  # type: ignore[no-untyped-def]
+    op_time, group_time,  # float64 [n, D], [G, D]: seconds of each op and each whole group on each device
+    neg_rank, group, group_ok, group_bytes, room, latency, inv_bw, in_ptr, in_src, in_bytes, out_ptr, out_dst,
+    pending, op_device, start_s, finish, device_free, group_device,  # as etf_kernel's
+):
+    """HEFT over the schedule's arrays, in place.
+
+    Highest rank first among ready ops, each on its earliest-finish device (a group's first op counts the
+    whole group's seconds there); ties go to the lower device index.
+    """
+    n, num_devices = op_time.shape
+    keys = np.empty((1, max(16, n), 2))
+    ops = np.empty((1, max(16, n)), dtype=np.int64)
+    size = np.zeros(1, dtype=np.int64)
+    at = np.empty(num_devices)
+    allowed = np.empty(num_devices, dtype=np.bool_)
+    ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
+    for v in range(n):
+        if pending[v] == 0:
+            keys, ops = _push(keys, ops, size, 0, neg_rank[v], 0.0, v)
+    while size[0] > 0:
+        v = ops[0, 0]
+        _pop(keys, ops, size, 0)
+        _ready_time(v, at, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
+        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
+        g = group[v]
+        best_d = -1
+        best_finish = np.inf
+        for d in range(num_devices):
+            start = max(at[d], device_free[d])
+            at[d] = start
+            work = op_time[v, d] if group_device[g] >= 0 else group_time[g, d]
+            f = start + work if allowed[d] else np.inf
+            if best_d < 0 or f < best_finish:
+                best_d, best_finish = d, f
+        count = _assign(v, best_d, at[best_d], ready, group, group_device, group_bytes, room, op_device, start_s,
+                        finish, device_free, op_time, out_ptr, out_dst, pending)
+        for i in range(count):
+            w = ready[i]
+            keys, ops = _push(keys, ops, size, 0, neg_rank[w], 0.0, w)

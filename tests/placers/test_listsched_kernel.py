@@ -1,0 +1,82 @@
+"""Tests of ``gnplace.placers._listsched_kernel``: the array heaps and the compiled ETF and HEFT loops."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gnplace.cluster import load_cluster
+from gnplace.graph import OpGraph
+from gnplace.placers._listsched_kernel import _pop, _push
+from gnplace.placers.heft import heft_schedule
+from gnplace.placers.listsched import ListSchedule, etf_schedule, static_rank
+from gnplace.sim.costmodel import op_times
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.booleans()), min_size=1, max_size=200))
+def test_the_array_heaps_pop_what_heapq_pops(steps):
+    """Pushes and pops on two heaps of capacity 4 (so they grow), keys with many ties, against ``heapq``."""
+    keys, ops = np.empty((2, 4, 2)), np.empty((2, 4), dtype=np.int64)
+    size = np.zeros(2, dtype=np.int64)
+    reference: list[list[tuple[float, float, int]]] = [[], []]
+    for v, (a, b, pop) in enumerate(steps):
+        d = v % 2
+        if pop and reference[d]:
+            assert (keys[d, 0, 0], keys[d, 0, 1], ops[d, 0]) == heapq.heappop(reference[d])
+            _pop(keys, ops, size, d)
+        else:
+            keys, ops = _push(keys, ops, size, d, float(a), float(b), v)
+            heapq.heappush(reference[d], (float(a), float(b), v))
+        assert size.tolist() == [len(r) for r in reference]
+    for d in range(2):
+        while reference[d]:
+            assert (keys[d, 0, 0], keys[d, 0, 1], ops[d, 0]) == heapq.heappop(reference[d])
+            _pop(keys, ops, size, d)
+    assert size.tolist() == [0, 0]
+
+
+def _assert_valid(s: ListSchedule, graph: OpGraph) -> None:
+    """Every op placed with its group, after its inputs arrive, and no two ops of a device overlap."""
+    assert np.all(s.op_device >= 0) and np.all(s.op_device == s.group_device[graph.group])
+    for v in range(graph.num_ops):
+        d = s.op_device[v]
+        for e in range(s.in_ptr[v], s.in_ptr[v + 1]):
+            p = s.in_src[e]
+            arrive = s.finish[p] + s.latency[s.op_device[p], d] + s.in_bytes[e] * s.inv_bw[s.op_device[p], d]
+            assert s.start[v] >= arrive - 1e-15
+    for d in range(s.device_free.shape[0]):
+        on = np.flatnonzero(s.op_device == d)
+        order = on[np.argsort(s.start[on], kind="stable")]
+        assert np.all(s.start[order][1:] >= s.finish[order][:-1] - 1e-15)
+        assert s.device_free[d] == (s.finish[on].max() if on.size else 0.0)
+
+
+def test_many_ready_ops_outgrow_the_first_heaps_and_schedule_validly():
+    """300 independent ops with three consumers each on 8 devices: each device's heaps start with room for 53."""
+    n = 300
+    edges = [(i, n + i % 100) for i in range(n)]
+    graph = OpGraph([f"op{i}" for i in range(n + 100)], edges, flops=np.full(n + 100, 1e9), out_bytes=np.full(n + 100, 1e6))
+    cluster = load_cluster("v100x8")
+    for schedule_with in (etf_schedule, heft_schedule):
+        s = ListSchedule(graph, cluster, op_times(graph, cluster))
+        schedule_with(s, static_rank(graph, s.op_time, cluster))
+        _assert_valid(s, graph)
+        assert len(set(s.op_device.tolist())) == 8  # the independent ops spread over every device
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(0, 2**32 - 1))
+def test_schedules_of_random_graphs_are_valid(seed):
+    from gnplace.toy import layered_graph
+
+    rng = np.random.default_rng(seed)
+    graph = layered_graph(int(rng.integers(2, 40)), width=3, seed=rng)
+    cluster = load_cluster(["k80x2", "cpu_gpu", "tight4"][int(rng.integers(3))])
+    for schedule_with in (etf_schedule, heft_schedule):
+        s = ListSchedule(graph, cluster, op_times(graph, cluster), min_speed=float(rng.random()))
+        schedule_with(s, rng.random(graph.num_ops))
+        _assert_valid(s, graph)
