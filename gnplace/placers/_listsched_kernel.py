@@ -157,6 +157,44 @@ def _assign(  # type: ignore[no-untyped-def]
     return count
 
 
+@njit(cache=True, inline="always")
+def _enlist(  # type: ignore[no-untyped-def]
+    v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings, group, group_device, group_ok,
+    group_bytes, room,
+):
+    """ETF's ``enlist``: list ``v`` by its ready time on every device it may use and is not listed on.
+
+    Returns ``(wait_keys, wait_ops, listings)``: the heaps (grown if need be) and the listings made so far.
+    """
+    _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
+    for d in range(allowed.shape[0]):
+        if allowed[d] and not listed[v, d]:
+            listed[v, d] = True
+            listings += 1
+            wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, d, ready_at[v, d], neg_rank[v], v)
+    return wait_keys, wait_ops, listings
+
+
+@njit(cache=True, inline="always")
+def _usable(  # type: ignore[no-untyped-def]
+    v, d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings, group, group_device,
+    group_ok, group_bytes, room,
+):
+    """ETF's ``usable``: whether the heap top ``v`` may still start on ``d``.
+
+    An op scheduled already may not; one whose group went elsewhere or no longer has room on ``d`` may
+    not, and is listed where it fits. Returns ``(usable, wait_keys, wait_ops, listings)``.
+    """
+    if done[v]:
+        return False, wait_keys, wait_ops, listings
+    if _fits(v, d, group, group_device, group_ok, group_bytes, room):
+        return True, wait_keys, wait_ops, listings
+    listed[v, d] = False
+    wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size,
+                                            listings, group, group_device, group_ok, group_bytes, room)
+    return False, wait_keys, wait_ops, listings
+
+
 @njit(cache=True)
 def etf_kernel(  # type: ignore[no-untyped-def]
     op_time,  # float64 [n, D] seconds of each op on each device
@@ -191,25 +229,13 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     now_size = np.zeros(num_devices, dtype=np.int64)
     allowed = np.empty(num_devices, dtype=np.bool_)
     ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
-    pending_ops = np.empty(n, dtype=np.int64)  # ops made ready, not yet listed (a stack of what assign returns)
     listings = 0
 
-    # make_ready(sources): ready times and listing, in index order
-    count = 0
-    for v in range(n):
+    for v in range(n):  # make_ready(sources), in index order: their ready times are 0
         if pending[v] == 0:
-            pending_ops[count] = v
-            count += 1
-    for i in range(count):
-        v = pending_ops[i]
-        _ready_time(v, ready_at[v], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
-        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
-        for d in range(num_devices):
-            if allowed[d] and not listed[v, d]:
-                listed[v, d] = True
-                listings += 1
-                wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, d, ready_at[v, d], neg_rank[v], v)
-
+            wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
+                                                    wait_size, listings, group, group_device, group_ok, group_bytes,
+                                                    room)
     for _ in range(n):
         before = -1
         while before != listings:  # a dropped top may be listed on a device already cleaned
@@ -219,35 +245,21 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 while wait_size[d] > 0:
                     v = wait_ops[d, 0]
                     if not wait_keys[d, 0, 0] <= device_free[d]:
-                        # usable(v, d)?
-                        if not done[v] and _fits(v, d, group, group_device, group_ok, group_bytes, room):
+                        usable, wait_keys, wait_ops, listings = _usable(
+                            v, d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings,
+                            group, group_device, group_ok, group_bytes, room)
+                        if usable:
                             break
-                        if not done[v]:  # out of room or its group fixed elsewhere: list it where it fits
-                            listed[v, d] = False
-                            _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
-                            for k in range(num_devices):
-                                if allowed[k] and not listed[v, k]:
-                                    listed[v, k] = True
-                                    listings += 1
-                                    wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[v, k],
-                                                                neg_rank[v], v)
                     r = wait_keys[d, 0, 1]
                     _pop(wait_keys, wait_ops, wait_size, d)
                     if not done[v] and listed[v, d]:
                         now_keys, now_ops = _push(now_keys, now_ops, now_size, d, r, 0.0, v)
                 while now_size[d] > 0:
-                    v = now_ops[d, 0]
-                    if not done[v] and _fits(v, d, group, group_device, group_ok, group_bytes, room):
+                    usable, wait_keys, wait_ops, listings = _usable(
+                        now_ops[d, 0], d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size,
+                        listings, group, group_device, group_ok, group_bytes, room)
+                    if usable:
                         break
-                    if not done[v]:
-                        listed[v, d] = False
-                        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
-                        for k in range(num_devices):
-                            if allowed[k] and not listed[v, k]:
-                                listed[v, k] = True
-                                listings += 1
-                                wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[v, k],
-                                                            neg_rank[v], v)
                     _pop(now_keys, now_ops, now_size, d)
         # the earliest start over the heap tops: (start, -rank, finish, device, op)
         best_d = -1
@@ -283,12 +295,9 @@ def etf_kernel(  # type: ignore[no-untyped-def]
         for i in range(count):  # make_ready
             w = ready[i]
             _ready_time(w, ready_at[w], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
-            _candidates(w, allowed, group, group_device, group_ok, group_bytes, room)
-            for k in range(num_devices):
-                if allowed[k] and not listed[w, k]:
-                    listed[w, k] = True
-                    listings += 1
-                    wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, k, ready_at[w, k], neg_rank[w], w)
+            wait_keys, wait_ops, listings = _enlist(w, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
+                                                    wait_size, listings, group, group_device, group_ok, group_bytes,
+                                                    room)
     return True
 
 
