@@ -342,3 +342,45 @@ def heft_kernel(  # type: ignore[no-untyped-def]
         for i in range(count):
             w = ready[i]
             keys, ops = _push(keys, ops, size, 0, neg_rank[w], 0.0, w)
+
+
+@njit(cache=True)
+def upward_rank_kernel(rank, topo, ptr, succ, comm):  # type: ignore[no-untyped-def]
+    """HEFT's upward rank in place: ``rank`` (seconds ``[n]``) holds each op's own cost on entry.
+
+    ``rank[v] += max over out-edges e = (v, s) of comm[e] + rank[s]``, in reverse topological order
+    ``topo``; ``ptr``, ``succ`` and ``comm`` (seconds) follow ``graph.out_csr``.
+    """
+    for i in range(topo.shape[0] - 1, -1, -1):
+        v = topo[i]
+        lo, hi = ptr[v], ptr[v + 1]
+        if hi > lo:
+            longest = comm[lo] + rank[succ[lo]]
+            for e in range(lo + 1, hi):
+                path = comm[e] + rank[succ[e]]
+                if path > longest:
+                    longest = path
+            rank[v] += longest
+
+
+@njit(cache=True)
+def favourite_children_kernel(ptr, dst, size):  # type: ignore[no-untyped-def]
+    """m-SCT's favourite children over ``graph.out_csr`` (``size`` in bytes): see ``m_sct.favourite_children``.
+
+    Returns ``(parent [n], bytes [n])``: the producer each op is the favourite child of (its largest
+    out-edge, the first of equals), the largest such producer winning, the first on a tie; -1 and 0 for none.
+    """
+    n = ptr.shape[0] - 1
+    parent = np.full(n, -1, dtype=np.int64)
+    best = np.full(n, -1.0)
+    for u in range(n):
+        lo, hi = ptr[u], ptr[u + 1]
+        if hi > lo:
+            e = lo
+            for k in range(lo + 1, hi):
+                if size[k] > size[e]:
+                    e = k
+            v = dst[e]
+            if size[e] > best[v]:
+                parent[v], best[v] = u, size[e]
+    return parent, np.maximum(best, 0.0)

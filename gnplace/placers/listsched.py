@@ -35,7 +35,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel
+from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel, upward_rank_kernel
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
 from gnplace.seed import SeedLike
@@ -82,12 +82,9 @@ def upward_rank(graph: OpGraph, cost: np.ndarray, comm: np.ndarray) -> np.ndarra
         [4.0, 2.5, 1.0]
     """
     ptr, succ, _ = graph.out_csr
-    rank = np.asarray(cost, dtype=np.float64).copy()
-    topo = graph.topological_order()
-    for v in topo[::-1].tolist():
-        lo, hi = ptr[v], ptr[v + 1]
-        if hi > lo:
-            rank[v] += float(np.max(comm[lo:hi] + rank[succ[lo:hi]]))
+    rank = np.array(cost, dtype=np.float64)
+    upward_rank_kernel(rank, np.asarray(graph.topological_order(), dtype=np.int64), ptr, succ,
+                       np.asarray(comm, dtype=np.float64))
     return rank
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
+from gnplace.placers._listsched_kernel import favourite_children_kernel
 from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
 
 __all__ = ["MSCTPlacer", "favourite_children"]
@@ -41,18 +42,9 @@ def favourite_children(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
         >>> parent.tolist()  # src favours left; left and right favour sink, left wins the tie
         [-1, 0, -1, 1]
     """
-    n = graph.num_ops
     ptr, dst, size = graph.out_csr
-    parent = np.full(n, -1, dtype=np.int64)
-    best = np.full(n, -1.0)
-    for u in range(n):
-        lo, hi = ptr[u], ptr[u + 1]
-        if hi > lo:
-            e = lo + int(np.argmax(size[lo:hi]))
-            v = int(dst[e])
-            if size[e] > best[v]:
-                parent[v], best[v] = u, size[e]
-    return parent, np.maximum(best, 0.0)
+    parent, size_of = favourite_children_kernel(ptr, dst, np.asarray(size, dtype=np.float64))
+    return parent, size_of
 
 
 class MSCTPlacer(ListSchedulingPlacer):
