@@ -18,9 +18,9 @@ final :func:`~gnplace.placers.groups.repair_memory` fixes what it can).
 :class:`ListSchedulingPlacer` holds what the three placers share: their options, ``repr`` and
 ``place``, which builds the schedule, lets the placer fill it and repairs memory.
 
-The scheduling loops and :class:`ListSchedule`'s steps run compiled
+The scheduling loops, :class:`ListSchedule`'s steps and the upward rank run compiled
 (:mod:`gnplace.placers._listsched_kernel`, numba): list-scheduling every op of a 93,567-op graph took
-3-4 s a placer in Python and takes 0.5-1 s.
+3-4 s a placer in Python and takes 0.1-0.5 s.
 
 Times follow the cost model: op ``v`` takes ``t[v, d]`` seconds on device ``d`` and an edge of
 ``b`` bytes from device ``a`` to ``c != a`` takes :math:`\\lambda_{ac} + b / W_{ac}` seconds.
