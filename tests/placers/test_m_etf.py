@@ -5,8 +5,6 @@ The memory guarantee on random graphs is tested for every heuristic placer in ``
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -84,13 +82,10 @@ def test_against_single_and_round_robin_on_the_example(cluster, example_step_tim
     assert ours <= robin * (1 + 1e-9) if cluster == "k80x2" else ours <= 1.3 * robin
 
 
-def test_places_2000_ops_on_4_devices_in_under_a_second():
+def test_places_2000_ops_on_4_devices_using_them_all():
+    """The size ``bench.py placers`` times (speed lives there, not in a test): every device used, faster than one."""
     g, c = layered_graph(2000), load_cluster("k80x4")
-    placer = METFPlacer()
-    placer.place(g, c)  # compile and cache the simulator
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        placer.place(g, c)
-        times.append(time.perf_counter() - start)
-    assert float(np.median(times)) < 1.0
+    placement = METFPlacer().place(g, c)
+    assert set(placement.devices.tolist()) == {0, 1, 2, 3}
+    sim = Simulator()
+    assert sim.time(g, c, placement).step_time < sim.time(g, c, SinglePlacer().place(g, c)).step_time
