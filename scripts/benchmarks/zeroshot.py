@@ -71,7 +71,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
-                 "constructor_sizes"):
+                 "constructor_sizes", "prior"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     def task(graph: str, cluster: str, group: str) -> tuple[str, str, str | None, int, str, dict[str, Any], int]:
@@ -353,6 +353,9 @@ def add_parsers(sub: Any) -> None:
                     help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
+    zs.add_argument("--prior", type=float, default=None, metavar="KAPPA",
+                    help="the logit bonus of the policy's samples on auto's devices (default: the checkpoint's "
+                         "pretraining prior)")
     zs.add_argument("--rounds", type=int, default=1,
                     help="the policy's rounds: samples drawn around the best placement so far (default: 1)")
     vs = add_command(sub, "vs-search", run_vs_search, "a zeroshot run against a search run on the pairs both placed")
