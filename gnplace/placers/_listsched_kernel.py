@@ -1,11 +1,13 @@
-"""The compiled loops of list scheduling (numba): ETF (``m_etf``, ``m_sct``) and HEFT.
+"""The compiled loops of list scheduling (numba): ETF, HEFT, the upward rank, m-SCT's favourite children.
 
-Each function fills the arrays of one :class:`~gnplace.placers.listsched.ListSchedule` in place and
-makes exactly the choices its Python description there makes (``etf_schedule``, ``heft_schedule``):
-the same ready times, the same devices an op may use, the same ties. Only the bookkeeping differs:
-the per-device heaps are arrays (``keys [num_devices, capacity, 2]``, ``ops [num_devices,
-capacity]``, ``size [num_devices]``) that double when full. Ordered by key, then op index, every
-entry of one heap is distinct, so any binary heap pops them in the order ``heapq`` does.
+The schedulers fill the arrays of one :class:`~gnplace.placers.listsched.ListSchedule` in place and
+make the choices that ``etf_schedule``'s and ``heft_schedule``'s docstrings describe, step by step as
+:class:`~gnplace.placers.listsched.ListSchedule`'s methods (which call the helpers here): the same
+ready times, the same devices an op may use, the same ties as the Python loops they replaced on
+2026-11-29 (``tests/placers/test_listsched.py`` pins placements of shipped graphs). The per-device
+heaps are arrays (``keys [num_devices, capacity, 2]``, ``ops [num_devices, capacity]``, ``size
+[num_devices]``) that double when full. Ordered by key, then op index, every entry of one heap is
+distinct, so any binary heap pops them in the order ``heapq`` did.
 
 Times are seconds: ``op_time [num_ops, num_devices]``, ``latency`` and ``inv_bw`` (seconds per
 byte, 0 within a device) ``[num_devices, num_devices]``; memory in bytes (``room``, ``group_bytes``).
