@@ -201,6 +201,8 @@ def _usable(  # type: ignore[no-untyped-def]
 def etf_kernel(  # type: ignore[no-untyped-def]
     op_time,  # float64 [n, D] seconds of each op on each device
     neg_rank,  # float64 [n] minus each op's priority (lower first)
+    favourite_parent,  # int64 [n] the producer each op is the favourite child of, or -1 (m-SCT)
+    favourite_bytes,  # float64 [n] bytes on the edge from that producer
     group,  # int64 [n] colocation group of each op
     group_ok,  # bool [G, D] devices fast enough for each group (min_speed)
     group_bytes,  # float64 [G] bytes each group reserves (0 without memory awareness)
@@ -213,10 +215,10 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     op_device, start_s, finish,  # int64 / float64 / float64 [n]: the schedule (filled)
     device_free,  # float64 [D] when each device is next free (updated)
     group_device,  # int64 [G] device of each group, -1 while unplaced (filled)
-    favourite_parent,  # int64 [n] the producer each op is the favourite child of, or -1 (m-SCT)
-    favourite_bytes,  # float64 [n] bytes on the edge from that producer
 ):
-    """Earliest Task First over the schedule's arrays, in place (``favourite_parent`` all -1: plain ETF).
+    """Earliest Task First over the schedule's arrays (``ListSchedule.arrays``, from ``group`` on), in place.
+
+    ``favourite_parent`` all -1: plain ETF; else m-SCT's rule.
 
     Returns ``False`` if the schedule stalled (a ready op with no device), else ``True``.
     """
@@ -307,7 +309,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
 def heft_kernel(  # type: ignore[no-untyped-def]
     op_time, group_time,  # float64 [n, D], [G, D]: seconds of each op and each whole group on each device
     neg_rank, group, group_ok, group_bytes, room, latency, inv_bw, in_ptr, in_src, in_bytes, out_ptr, out_dst,
-    pending, op_device, start_s, finish, device_free, group_device,  # as etf_kernel's
+    pending, op_device, start_s, finish, device_free, group_device,  # as etf_kernel's (ListSchedule.arrays)
 ):
     """HEFT over the schedule's arrays, in place.
 

@@ -39,11 +39,7 @@ def heft_schedule(schedule: ListSchedule, rank: np.ndarray) -> None:
     ops of the group follow it. Ties go to the lower device index. Fills ``schedule`` in place; the loop
     is compiled (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
     """
-    s = schedule
-    heft_kernel(
-        s.op_time, s.group_time, -np.asarray(rank, dtype=np.float64), s.group, s.group_ok, s.group_bytes, s.room,
-        s.latency, s.inv_bw, s.in_ptr, s.in_src, s.in_bytes, s.out_ptr, s.out_dst, s.pending, s.op_device, s.start,
-        s.finish, s.device_free, s.group_device)
+    heft_kernel(schedule.op_time, schedule.group_time, -np.asarray(rank, dtype=np.float64), *schedule.arrays())
 
 
 class HeftPlacer(ListSchedulingPlacer):

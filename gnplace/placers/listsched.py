@@ -156,6 +156,18 @@ class ListSchedule:
         self.out_ptr, self.out_dst, _ = graph.out_csr
         self.pending = np.diff(self.in_ptr).astype(np.int64)
 
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The state the compiled schedulers read and fill, their last arguments in this order.
+
+        ``group``, ``group_ok``, ``group_bytes``, ``room``, ``latency``, ``inv_bw``, the producers' CSR
+        (``in_ptr``, ``in_src``, ``in_bytes``), the consumers' (``out_ptr``, ``out_dst``), ``pending``,
+        ``op_device``, ``start``, ``finish``, ``device_free``, ``group_device``: the arrays themselves, so
+        that the schedulers fill them in place.
+        """
+        return (self.group, self.group_ok, self.group_bytes, self.room, self.latency, self.inv_bw, self.in_ptr,
+                self.in_src, self.in_bytes, self.out_ptr, self.out_dst, self.pending, self.op_device, self.start,
+                self.finish, self.device_free, self.group_device)
+
     def sources(self) -> list[int]:
         """Ops with no producers, ready at time 0."""
         return np.flatnonzero(self.pending == 0).tolist()
@@ -220,12 +232,9 @@ def etf_schedule(
     n = schedule.op_time.shape[0]
     if favourite_parent is None or favourite_bytes is None:
         favourite_parent, favourite_bytes = np.full(n, -1, dtype=np.int64), np.zeros(n)
-    s = schedule
-    finished = etf_kernel(
-        s.op_time, -np.asarray(rank, dtype=np.float64), s.group, s.group_ok, s.group_bytes, s.room, s.latency,
-        s.inv_bw, s.in_ptr, s.in_src, s.in_bytes, s.out_ptr, s.out_dst, s.pending, s.op_device, s.start, s.finish,
-        s.device_free, s.group_device, np.asarray(favourite_parent, dtype=np.int64),
-        np.asarray(favourite_bytes, dtype=np.float64))
+    finished = etf_kernel(schedule.op_time, -np.asarray(rank, dtype=np.float64),
+                          np.asarray(favourite_parent, dtype=np.int64), np.asarray(favourite_bytes, dtype=np.float64),
+                          *schedule.arrays())
     assert finished, "list scheduling stalled: no ready op has a device"
 
 

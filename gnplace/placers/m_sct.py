@@ -43,8 +43,7 @@ def favourite_children(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
         [-1, 0, -1, 1]
     """
     ptr, dst, size = graph.out_csr
-    parent, size_of = favourite_children_kernel(ptr, dst, np.asarray(size, dtype=np.float64))
-    return parent, size_of
+    return favourite_children_kernel(ptr, dst, np.asarray(size, dtype=np.float64))  # type: ignore[no-any-return]
 
 
 class MSCTPlacer(ListSchedulingPlacer):
