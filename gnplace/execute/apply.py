@@ -131,7 +131,7 @@ class PlacedModule(torch.nn.Module):
                         f"{self._input_label(k)} requires grad, but the step was recorded without its gradient: "
                         "give apply example inputs with requires_grad=True where the gradient is wanted"
                     )
-                x = x.to(self.devices[self.plan.input_device.get(k, 0)])
+                x = _laid_out_as(x.to(self.devices[self.plan.input_device.get(k, 0)]), recorded)
             moved.append(x)
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
@@ -219,6 +219,33 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _laid_out_as(x: torch.Tensor, recorded: torch.Tensor) -> torch.Tensor:
+    """``x`` with ``recorded``'s strides, so that the step's views see the memory layout it was recorded with.
+
+    A ``reshape`` of a contiguous tensor is recorded as a ``view``, which fails on a transposed or
+    channels-last input of the same shape (and a recorded channels-last input fares the same the
+    other way). The copy is differentiable, so an input's gradient still reaches it. Where the
+    recorded strides overlap or leave gaps (an expanded or sliced example input), ``x`` is made
+    contiguous instead.
+    """
+    if x.stride() == recorded.stride():
+        return x
+    if not _dense(tuple(recorded.shape), recorded.stride()):
+        return x.contiguous()
+    laid_out = torch.empty_strided(tuple(recorded.shape), recorded.stride(), dtype=x.dtype, device=x.device)
+    return laid_out.copy_(x)
+
+
+def _dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether ``stride`` lays ``shape`` out over exactly its elements, each once (a permuted contiguous layout)."""
+    expected = 1
+    for step, size in sorted((step, size) for size, step in zip(shape, stride) if size > 1):
+        if step != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _same_constant(value: Any, recorded: Any) -> bool:

@@ -379,3 +379,44 @@ def test_a_scaled_loss_scales_the_gradients():
     (placed(x) * 3.0).backward()  # not 1: each gradient is scaled, as autograd would
     for g, p in zip(once, net.parameters()):
         torch.testing.assert_close(p.grad, 3.0 * g)
+
+
+
+class _Flatten(torch.nn.Module):
+    """A convolution and the input itself flattened by ``reshape`` (recorded as a view) into classifiers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.direct = torch.nn.Linear(3 * 6 * 6, 2)
+        self.fc = torch.nn.Linear(4 * 4 * 4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.direct(x.reshape(x.shape[0], -1)).square().mean() + self.fc(self.conv(x).flatten(1)).mean()
+
+
+@pytest.mark.parametrize("recorded_layout", ["contiguous", "channels_last"])
+def test_inputs_laid_out_otherwise_than_recorded_give_eager_gradients(recorded_layout):
+    """A transposed or channels-last input of the recorded shape runs as eager does (a view failed on it)."""
+    torch.manual_seed(0)
+    net = _Flatten()
+    x = torch.randn(2, 3, 6, 6)
+    if recorded_layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    step = import_step(net, (x.requires_grad_(True),))
+    placement = Placement(np.arange(step.graph.num_ops) % 2, load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x,), devices=["cpu", "cpu"], step=step)
+    reference = copy.deepcopy(net)
+    for given in (torch.randn(6, 6, 3, 2).permute(3, 2, 1, 0),
+                  torch.randn(2, 3, 6, 6).contiguous(memory_format=torch.channels_last), torch.randn(2, 3, 6, 6)):
+        ours, theirs = given.clone().requires_grad_(True), given.clone().requires_grad_(True)  # strides kept
+        assert ours.stride() == given.stride()
+        net.zero_grad()
+        reference.zero_grad()
+        loss, expected = placed(ours), reference(theirs)
+        loss.backward()
+        expected.backward()
+        torch.testing.assert_close(loss, expected)
+        torch.testing.assert_close(ours.grad, theirs.grad)
+        for a, b in zip(net.parameters(), reference.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
