@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
@@ -37,7 +38,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.sim.costmodel import op_times
 
-__all__ = ["Coarsening", "coarsen", "module_units", "partition_units"]
+__all__ = ["Coarsening", "coarsen", "coarsen_within", "module_units", "partition_units"]
 
 
 @dataclass(frozen=True)
@@ -154,12 +155,15 @@ def module_units(graph: OpGraph, target: int) -> np.ndarray:
     paths = [graph.module[i].split(".") if graph.module[i] else [] for i in first.tolist()]
     src, dst = graph.group[graph.edge_src], graph.group[graph.edge_dst]
     cross = src != dst
-    pairs = list(zip(src[cross].tolist(), dst[cross].tolist()))
+    pairs = np.unique(np.stack([src[cross], dst[cross]], axis=1), axis=0)  # distinct group edges
     for depth in range(max((len(p) for p in paths), default=0) - 1, 0, -1):
-        key = [".".join(p[:depth]) if len(p) > depth else f"#{k}" for k, p in enumerate(paths)]
+        ids: dict[str, int] = {}  # the prefix of each group's path at this depth, as an integer
+        key = np.array([ids.setdefault(".".join(p[:depth]) if len(p) > depth else f"#{k}", len(ids))
+                        for k, p in enumerate(paths)], dtype=np.int64)
+        same = pairs[key[pairs[:, 0]] == key[pairs[:, 1]]]
         joined = nx.Graph()
         joined.add_nodes_from(range(graph.num_groups))
-        joined.add_edges_from((a, b) for a, b in pairs if key[a] == key[b])
+        joined.add_edges_from(same.tolist())
         unit = np.zeros(graph.num_groups, dtype=np.int64)
         for u, members in enumerate(sorted(nx.connected_components(joined), key=min)):
             unit[list(members)] = u
@@ -220,18 +224,28 @@ def partition_units(
 
 def _acyclic_nodes(graph: OpGraph, part_of_op: np.ndarray) -> np.ndarray:
     """Coarse node of each op: ops of one part, split wherever a producer's node is newer."""
-    node = np.full(graph.num_ops, -1, dtype=np.int64)
-    open_node: dict[int, int] = {}
     ptr, src, _ = graph.in_csr
+    parts = int(part_of_op.max()) + 1 if part_of_op.size else 0
+    return _acyclic_kernel(graph.topological_order(), np.asarray(part_of_op, dtype=np.int64), ptr, src, parts)
+
+
+@njit(cache=True)
+def _acyclic_kernel(order, part_of_op, ptr, src, parts):  # type: ignore[no-untyped-def]
+    """:func:`_acyclic_nodes`'s loop: an op joins its part's open node unless a producer's node is newer."""
+    node = np.full(part_of_op.shape[0], -1, dtype=np.int64)
+    open_node = np.full(parts, -1, dtype=np.int64)  # the node each part adds its ops to, -1 before its first
     count = 0
-    for v in graph.topological_order().tolist():
-        p = int(part_of_op[v])
-        current = open_node.get(p, -1)
-        producers = node[src[ptr[v]:ptr[v + 1]]]
-        if current < 0 or (producers.size and producers.max() > current):
+    for v in order:
+        current = open_node[part_of_op[v]]
+        split = current < 0
+        for i in range(ptr[v], ptr[v + 1]):
+            if split:
+                break
+            split = node[src[i]] > current
+        if split:
             current = count
             count += 1
-            open_node[p] = current
+            open_node[part_of_op[v]] = current
         node[v] = current
     return node
 
@@ -259,9 +273,57 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0,
         raise InvalidArgument(f"num_groups must be at least 1, got {num_groups}")
     times = op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
+    part_of_unit, node_of_op = _parts_and_nodes(graph, num_groups, unit_seconds, seed=seed, modules=modules)
+    return _coarse_graph(graph, cluster, times, num_groups, part_of_unit, node_of_op)
+
+
+def coarsen_within(
+    graph: OpGraph, max_nodes: int, cluster: Cluster, *, seed: int = 0, modules: bool = False
+) -> Coarsening:
+    """Coarsen ``graph`` to at most ``max_nodes`` coarse nodes, keeping every group while that suffices.
+
+    The coarse graph of all the graph's groups comes first; while it has more than ``max_nodes`` nodes,
+    the graph is coarsened again to ``min(G - 1, floor(0.95 G max_nodes / N))`` groups, ``G`` the last
+    group count and ``N`` its node count. Only the last coarse graph is built: the same result as
+    calling :func:`coarsen` with each count in turn.
+
+    Args:
+        graph (OpGraph): the graph.
+        max_nodes (int): the most nodes the coarse graph may have (at one group it has one).
+        cluster (Cluster): the cluster whose device kinds the coarse op times are summed for.
+        seed (int, optional): METIS seed (default: 0).
+        modules (bool, optional): merge module subtrees before heavy edges (default: :obj:`False`).
+
+    Examples:
+        >>> from gnplace.toy import layered_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> coarsen_within(layered_graph(3000, seed=0), 500, load_cluster("k80x4")).graph.num_ops <= 500
+        True
+    """
+    times = op_times(graph, cluster)
+    unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
+    groups = max(graph.num_groups, 1)
+    part_of_unit, node_of_op = _parts_and_nodes(graph, groups, unit_seconds, seed=seed, modules=modules)
+    while (nodes := int(node_of_op.max()) + 1 if graph.num_ops else 0) > max_nodes and groups > 1:
+        groups = max(1, min(groups - 1, int(groups * max_nodes / nodes * 0.95)))
+        part_of_unit, node_of_op = _parts_and_nodes(graph, groups, unit_seconds, seed=seed, modules=modules)
+    return _coarse_graph(graph, cluster, times, groups, part_of_unit, node_of_op)
+
+
+def _parts_and_nodes(
+    graph: OpGraph, num_groups: int, unit_seconds: np.ndarray, *, seed: int, modules: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Part of every colocation group (at most ``num_groups``) and coarse node of every op."""
     part_of_unit = partition_units(graph, num_groups, unit_seconds, seed=seed, modules=modules)
+    return part_of_unit, _acyclic_nodes(graph, part_of_unit[graph.group])
+
+
+def _coarse_graph(
+    graph: OpGraph, cluster: Cluster, times: np.ndarray, num_groups: int, part_of_unit: np.ndarray,
+    node_of_op: np.ndarray,
+) -> Coarsening:
+    """The coarse graph of the parts ``part_of_unit`` and nodes ``node_of_op``; ``times`` ``[num_ops, D]`` (s)."""
     part_of_op = part_of_unit[graph.group]
-    node_of_op = _acyclic_nodes(graph, part_of_op)
     n = int(node_of_op.max()) + 1 if graph.num_ops else 0
 
     # coarse edges: each producer sends its largest edge to a coarse node once

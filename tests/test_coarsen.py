@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gnplace.cluster import load_cluster
-from gnplace.coarsen import coarsen, module_units
+from gnplace.coarsen import _acyclic_nodes, coarsen, coarsen_within, module_units
 from gnplace.graph_io import load_graph
 from gnplace.placement import Placement
 from gnplace.sim import Simulator
@@ -103,3 +105,47 @@ def test_module_coarsening_keeps_a_dag_of_whole_groups():
     part_of_op = c.graph.group[c.node_of_op]
     for unit in np.unique(g.group):
         assert np.unique(part_of_op[g.group == unit]).size == 1
+
+
+@pytest.mark.parametrize(("path", "max_nodes", "modules"), [(GRAPHS[0], 300, False), (GRAPHS[0], 120, True),
+                                                            (GRAPHS[2], 200, True), (GRAPHS[1], 5000, False)],
+                         ids=["cifar10", "cifar10-modules", "nmt-modules", "ptb-no-coarsening"])
+def test_coarsen_within_is_coarsen_with_each_count_in_turn(path, max_nodes, modules):
+    """Only the last coarse graph is built, but the counts tried and the result are the plain loop's."""
+    g = load_graph(path)
+    cluster = load_cluster("k80x4")
+    groups = g.num_groups
+    expected = coarsen(g, groups, cluster, seed=3, modules=modules)
+    while expected.graph.num_ops > max_nodes and groups > 1:
+        groups = max(1, min(groups - 1, int(groups * max_nodes / expected.graph.num_ops * 0.95)))
+        expected = coarsen(g, groups, cluster, seed=3, modules=modules)
+    got = coarsen_within(g, max_nodes, cluster, seed=3, modules=modules)
+    assert got.graph == expected.graph and got.graph.name == expected.graph.name
+    assert np.array_equal(got.node_of_op, expected.node_of_op)
+    assert np.array_equal(got.part_of_unit, expected.part_of_unit)
+    assert got.graph.num_ops <= max_nodes
+
+
+def _acyclic_nodes_reference(graph, part_of_op):
+    """The loop that the compiled one replaced, in Python."""
+    node = np.full(graph.num_ops, -1, dtype=np.int64)
+    open_node: dict[int, int] = {}
+    ptr, src, _ = graph.in_csr
+    count = 0
+    for v in graph.topological_order().tolist():
+        current = open_node.get(int(part_of_op[v]), -1)
+        producers = node[src[ptr[v]:ptr[v + 1]]]
+        if current < 0 or (producers.size and producers.max() > current):
+            current = count
+            count += 1
+            open_node[int(part_of_op[v])] = current
+        node[v] = current
+    return node
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.integers(1, 300), parts=st.integers(1, 12), seed=st.integers(0, 2**16))
+def test_acyclic_nodes_match_the_python_loop(ops, parts, seed):
+    g = layered_graph(ops, seed=seed)
+    part_of_op = np.random.default_rng(seed).integers(0, parts, g.num_ops)
+    assert np.array_equal(_acyclic_nodes(g, part_of_op), _acyclic_nodes_reference(g, part_of_op))

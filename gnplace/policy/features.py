@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster
-from gnplace.coarsen import Coarsening, coarsen
+from gnplace.coarsen import Coarsening, coarsen_within
 from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
 from gnplace.placers.groups import group_times, held_at_peak
@@ -131,12 +131,7 @@ def decision_graph(
         >>> decision_graph(layered_graph(3000, seed=0), load_cluster("k80x4"), max_nodes=500).graph.num_ops <= 500
         True
     """
-    groups = max(graph.num_groups, 1)
-    result = coarsen(graph, groups, cluster, seed=seed, modules=modules)
-    while result.graph.num_ops > max_nodes and groups > 1:
-        groups = max(1, min(groups - 1, int(groups * max_nodes / result.graph.num_ops * 0.95)))
-        result = coarsen(graph, groups, cluster, seed=seed, modules=modules)
-    return result
+    return coarsen_within(graph, max_nodes, cluster, seed=seed, modules=modules)
 
 
 def ops_alone(graph: OpGraph) -> Coarsening:
