@@ -443,11 +443,17 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
             n = min(len(pieces), len(other))  # one piece inside the other: they share memory
             # a value made from the write on sees it; one made before it and sharing its memory does not
             if j > w and (ref.kind != "op" or ref.index < w) and pieces[:n] == other[:n]:
+                if ops[w].backward:  # nothing the user wrote: a backward formula of PyTorch's own
+                    who, advice = "the step's backward (PyTorch's own)", (
+                        "so this step cannot run on devices op by op (its graph still places and simulates)")
+                else:
+                    who, advice = "the step", (
+                        "write it out of place (torch.where, index_put, torch.cat) to run it on devices; a write "
+                        "inside PyTorch or a library cannot be run so (the graph still places and simulates)")
                 raise ExecutionFailed(
-                    f"the step writes in place into a view ({ops[w].func} into the {ops[target.index].func} of "
+                    f"{who} writes in place into a view ({ops[w].func} into the {ops[target.index].func} of "
                     f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
-                    "running it op by op cannot keep; write it out of place (torch.where, index_put, torch.cat) "
-                    "to run it on devices"
+                    f"running it op by op cannot keep; {advice}"
                 )
 
 

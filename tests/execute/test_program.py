@@ -139,3 +139,22 @@ def test_in_place_writes_whose_readers_follow_them_run_as_eager(how):
     torch.testing.assert_close(out.loss, loss.detach())
     for name, p in module.named_parameters():
         torch.testing.assert_close(out.grads[name], p.grad)
+
+
+class _Spectral(torch.nn.Module):
+    """A spectral filter: rfft, a learned complex weight, irfft (whose backward writes into a view)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.full((5,), 0.5 + 0.1j, dtype=torch.cfloat))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.irfft(torch.fft.rfft(x, dim=-1) * self.weight, n=8, dim=-1).square().mean()
+
+
+def test_a_write_into_a_view_by_pytorchs_own_backward_is_named_so():
+    """The user wrote nothing in place, so the error does not tell them to write it out of place."""
+    step = import_step(_Spectral(), (torch.randn(3, 8),))
+    with pytest.raises(ExecutionFailed, match=r"the step's backward \(PyTorch's own\) writes in place") as caught:
+        compile_step(step)
+    assert "out of place" not in str(caught.value)
