@@ -214,6 +214,16 @@ def input_leaves(example_inputs: Any) -> tuple[list[Any], TreeSpec]:
     return tree_flatten(positional_inputs(example_inputs))
 
 
+def _raised_in(err: BaseException, function: str) -> bool:
+    """Whether ``err`` was raised inside a call of a function named ``function`` (its traceback's frames)."""
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -321,6 +331,13 @@ def record_training_step(
         first = first_line(err)
         name = type(module).__name__
         if "DataDependent" in type(err).__name__ or recorder.failed.startswith("aten._local_scalar_dense"):
+            if _raised_in(err, "_detect_is_causal_mask"):  # torch.nn's transformers compare a mask with a causal one
+                raise UnsupportedGraph(
+                    f"cannot trace a training step of {name}: a torch.nn transformer layer reads its attention "
+                    f"mask's values to tell whether it is causal ({recorder.failed or first}); say which it is: "
+                    "is_causal=True with a causal mask, is_causal=False with any other (tgt_is_causal and "
+                    "src_is_causal for nn.Transformer)"
+                ) from err
             raise UnsupportedGraph(
                 f"cannot trace a training step of {name}: its forward reads a tensor's value "
                 f"({recorder.failed or first}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "

@@ -399,3 +399,24 @@ def test_lstm_layer_imports_as_its_cells_matmuls():
     matmul = sum(g.flops[i] for i in forward if g.op_types[i] in ("mm", "addmm"))
     # x W_ih^T for all 15 rows at once, then h W_hh^T + b_hh at each of the 5 steps of batch 3
     assert matmul == 2 * 15 * 8 * 64 + 5 * (2 * 3 * 16 * 64 + 3 * 64)
+
+
+class _Causal(nn.Module):
+    """A torch.nn transformer encoder under a causal mask, told that it is causal or left to find out."""
+
+    def __init__(self, told: bool) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.told = told
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(x.shape[1])
+        return self.encoder(x, mask=mask, is_causal=True if self.told else None).square().mean()
+
+
+def test_a_transformer_left_to_detect_a_causal_mask_is_told_how_to_say_it():
+    """torch.nn compares the mask with a causal one (a data-dependent read): the error names the fix, which works."""
+    with pytest.raises(UnsupportedGraph, match=r"reads its attention mask's values .* is_causal=True with a causal"):
+        from_module(_Causal(told=False), (torch.randn(2, 5, 8),))
+    assert from_module(_Causal(told=True), (torch.randn(2, 5, 8),)).num_ops > 0
