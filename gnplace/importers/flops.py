@@ -36,6 +36,7 @@ FREE_OPS = frozenset({
     "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin",
     "max_pool2d_with_indices_backward_indices", "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_",
     "tril", "triu", "tril_", "triu_",  # masks (causal attention): a copy that zeroes a triangle, as ONNX's Trilu
+    "_conj",  # flips a complex tensor's conjugate bit; the conjugation happens inside the op that reads it
 })
 
 # FLOP per output element of elementwise ops.
@@ -167,6 +168,12 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         *lead, lq, d = _shape(q)
         lk = _shape(k)[-2]
         return 8.0 * math.prod(lead) * lq * lk * d + 10.0 * math.prod(lead) * lq * lk
+    if name in ("_fft_r2c", "_fft_c2r", "_fft_c2c"):  # FFTW's benchmark convention: 5 N log2 N per complex
+        signal = args[0] if name != "_fft_c2r" else out  # transform of N points, half that for a real one
+        dims = [int(d) % max(signal.dim(), 1) for d in args[1]]
+        points = math.prod(_shape(signal)[d] for d in dims)
+        per = (5.0 if name == "_fft_c2c" else 2.5) * points * math.log2(max(points, 2))
+        return per * _numel(signal) / max(points, 1)
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

@@ -67,3 +67,29 @@ def test_a_causal_mask_imports_without_an_unknown_op_warning():
         warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
         graph = from_module(Masked(), (torch.randn(6, 6),), loss=lambda y: y.sum())
     assert {"tril", "triu"} <= set(graph.op_types)
+
+
+def test_fourier_transforms_cost_fftws_5_n_log2_n_and_import_without_an_unknown_op_warning():
+    """A complex transform of N points is 5 N log2 N FLOP, a real one half that, per transformed signal."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    x, spectrum = torch.zeros(3, 4, 8), torch.zeros(3, 4, 5, dtype=torch.cfloat)
+    assert op_flops("_fft_r2c", (x, [2], 0, True), {}, [spectrum]) == 3 * 4 * 2.5 * 8 * 3
+    assert op_flops("_fft_c2r", (spectrum, [2], 0, 8), {}, [x]) == 3 * 4 * 2.5 * 8 * 3
+    both = torch.zeros(3, 4, 8, dtype=torch.cfloat)
+    assert op_flops("_fft_c2c", (both, [1, 2], 0, True), {}, [both]) == 3 * 5 * 32 * 5
+
+    class Spectral(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(5, dtype=torch.cfloat))
+
+        def forward(self, x):
+            return torch.fft.irfft(torch.fft.rfft(x, dim=-1) * self.weight, n=8, dim=-1).square().mean()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
+        graph = from_module(Spectral(), (torch.randn(3, 8),))
+    assert {"_fft_r2c", "_fft_c2r"} <= set(graph.op_types)
