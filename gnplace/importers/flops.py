@@ -170,7 +170,7 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return 8.0 * math.prod(lead) * lq * lk * d + 10.0 * math.prod(lead) * lq * lk
     if name in ("_fft_r2c", "_fft_c2r", "_fft_c2c"):  # FFTW's benchmark convention: 5 N log2 N per complex
         signal = args[0] if name != "_fft_c2r" else out  # transform of N points, half that for a real one
-        dims = [int(d) % max(signal.dim(), 1) for d in args[1]]
+        dims = [int(d) % max(len(_shape(signal)), 1) for d in args[1]]
         points = math.prod(_shape(signal)[d] for d in dims)
         per = (5.0 if name == "_fft_c2c" else 2.5) * points * math.log2(max(points, 2))
         return per * _numel(signal) / max(points, 1)
