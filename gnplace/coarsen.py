@@ -156,17 +156,20 @@ def module_units(graph: OpGraph, target: int) -> np.ndarray:
     src, dst = graph.group[graph.edge_src], graph.group[graph.edge_dst]
     cross = src != dst
     pairs = np.unique(np.stack([src[cross], dst[cross]], axis=1), axis=0)  # distinct group edges
+    joined = nx.Graph()  # the groups joined to another so far; the rest stay alone
+    added = np.zeros(pairs.shape[0], dtype=bool)
     for depth in range(max((len(p) for p in paths), default=0) - 1, 0, -1):
         ids: dict[str, int] = {}  # the prefix of each group's path at this depth, as an integer
         key = np.array([ids.setdefault(".".join(p[:depth]) if len(p) > depth else f"#{k}", len(ids))
                         for k, p in enumerate(paths)], dtype=np.int64)
-        same = pairs[key[pairs[:, 0]] == key[pairs[:, 1]]]
-        joined = nx.Graph()
-        joined.add_nodes_from(range(graph.num_groups))
-        joined.add_edges_from(same.tolist())
-        unit = np.zeros(graph.num_groups, dtype=np.int64)
-        for u, members in enumerate(sorted(nx.connected_components(joined), key=min)):
-            unit[list(members)] = u
+        same = key[pairs[:, 0]] == key[pairs[:, 1]]  # a superset of the deeper level's: prefixes of prefixes
+        joined.add_edges_from(pairs[same & ~added].tolist())
+        added |= same
+        lowest = np.arange(graph.num_groups, dtype=np.int64)  # each group's component, by its lowest group
+        for members in nx.connected_components(joined):
+            lowest[list(members)] = min(members)
+        _, unit = np.unique(lowest, return_inverse=True)  # numbered in the order of their lowest groups
+        unit = unit.astype(np.int64)
         count = int(unit.max()) + 1
         if count < target / 4:
             break
