@@ -16,7 +16,8 @@ training step does, so the module evaluates as if trained eagerly.
 
 Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes and
 nesting (tensors in tuples, lists and dicts are inputs too), and what is not a tensor (a number, a
-flag) is a constant of the step: a call with another value is refused.
+flag) is a constant of the step: a call with another value is refused. Their memory layout may
+differ (a transposed or channels-last tensor): such an input is copied into the example input's.
 """
 
 from __future__ import annotations
