@@ -26,6 +26,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--allow-unknown-ops", action="store_true",
                    help="count ops of custom domains without a FLOP rule at 1 FLOP per output element (with a "
                         "warning) instead of refusing the model")
+    p.add_argument("--trainable", action="append", default=None, metavar="NAME",
+                   help="an initializer to train, the others not (repeatable; default: every float initializer "
+                        "of at least two elements read as a weight)")
+    p.add_argument("--frozen", action="append", default=None, metavar="NAME",
+                   help="an initializer not to train (repeatable): a buffer or a frozen weight, which an ONNX file "
+                        "does not tell from a weight")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(run=run)
 
@@ -45,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name,
-                          allow_unknown_ops=args.allow_unknown_ops)
+                          allow_unknown_ops=args.allow_unknown_ops, trainable=args.trainable, frozen=args.frozen)
     with writing(args.output):
         path = save_graph(graph, args.output)
     for w in caught:

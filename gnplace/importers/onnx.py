@@ -380,6 +380,7 @@ def from_onnx(
     trainable: Iterable[str] | None = None,
     meta: Mapping[str, Any] | None = None,
     allow_unknown_ops: bool = False,
+    frozen: Iterable[str] | None = None,
 ) -> OpGraph:
     """The training graph of one step of the model in an ONNX file (see the module docstring).
 
@@ -391,6 +392,9 @@ def from_onnx(
         name (str, optional): graph name (default: the file name without suffix, or the graph's name).
         trainable (Iterable[str], optional): names of the initializers to train (default: every float
             initializer of at least two elements read as a weight).
+        frozen (Iterable[str], optional): names of initializers not to train, out of ``trainable`` or the
+            default ones: buffers and frozen weights, which an ONNX file does not tell from weights
+            (default: none).
         meta (Mapping, optional): extra facts to store with the graph.
         allow_unknown_ops (bool, optional): count an op that gnplace has no FLOP rule for, of a
             custom domain or of a type ONNX does not define (old experimental ops such as
@@ -406,7 +410,8 @@ def from_onnx(
         InvalidArgument: if ``input_shapes`` gives a size below 1, or a rank or fixed size the model contradicts.
         UnsupportedGraph: if an input has a dynamic size that ``input_shapes`` does not give (the
             message names the input), or shapes cannot be inferred.
-        UnknownName: for an unknown optimizer, or ``input_shapes`` naming no input of the model.
+        UnknownName: for an unknown optimizer, or ``input_shapes``, ``trainable`` or ``frozen`` naming
+            no input or initializer of the model.
 
     Examples:
         >>> from onnx import TensorProto, helper, numpy_helper
@@ -445,7 +450,8 @@ def from_onnx(
         if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred):
             break
         inferred = _infer_shapes(proto, source)
-    builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops))
+    builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops),
+                       frozen)
     graph_meta = {
         "source": "onnx",
         "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
@@ -587,7 +593,8 @@ class _Builder:
     """Builds the training graph from a shape-inferred ONNX model (one use)."""
 
     def __init__(self, proto: onnx.ModelProto, source: str, rule: tuple[int, float], optimizer: str,
-                 trainable: Iterable[str] | None, allow_unknown_ops: bool = False) -> None:
+                 trainable: Iterable[str] | None, allow_unknown_ops: bool = False,
+                 frozen: Iterable[str] | None = None) -> None:
         self.proto = proto
         self.source = source
         self.allow_unknown_ops = allow_unknown_ops
@@ -611,6 +618,10 @@ class _Builder:
             missing = sorted(self.trainable_override - set(self.inits))
             if missing:
                 raise UnknownName(f"{source}: trainable names {missing[0]!r}, which is not an initializer of the model")
+        self.frozen = set(frozen) if frozen is not None else set()
+        if self.frozen - set(self.inits):
+            raise UnknownName(f"{source}: frozen names {sorted(self.frozen - set(self.inits))[0]!r}, which is not "
+                              "an initializer of the model")
         # output nodes
         self.names: list[str] = []
         self.op_types: list[str] = []
@@ -684,6 +695,9 @@ class _Builder:
         return needed
 
     def _trainable(self, needed: list[bool]) -> set[str]:
+        return self._weights(needed) - self.frozen
+
+    def _weights(self, needed: list[bool]) -> set[str]:
         if self.trainable_override is not None:
             return set(self.trainable_override)
         found = set()

@@ -58,6 +58,17 @@ def test_import_with_input_shape_optimizer_and_json(tmp_path, capsys):
     assert load_graph(tmp_path / "g.gnpg").meta["optimizer"] == "adam"
 
 
+@pytest.mark.parametrize("args", [["--frozen", "b"], ["--trainable", "w"]], ids=["frozen", "trainable"])
+def test_an_initializer_left_untrained_gets_no_gradient_and_no_update(tmp_path, capsys, args):
+    """A buffer or frozen weight, which an ONNX file does not tell from a weight, named on the command line."""
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg"), "--json", *args]) == 0
+    assert json.loads(capsys.readouterr().out)["ops_by_phase"]["update"] == 1
+    g = load_graph(tmp_path / "g.gnpg")
+    assert "update/w" in g.node_names and "update/b" not in g.node_names
+    assert int(g.param_bytes.sum()) == 16 * 16 * 4
+
+
 def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
     lrn = helper.make_node("LRN", ["y4"], ["n"], name="lrn", size=3)
     unsq = helper.make_node("Unsqueeze", ["y", "axes"], ["y4"], name="unsq")
@@ -82,6 +93,8 @@ def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
         ("dynamic", ["--input-shape", "x=8,0"], "bad input shape 'x=8,0'"),
         ("dynamic", ["--input-shape", "y=8,16"], "'y', which is not an input of the model (inputs: x)"),
         ("dynamic", ["--input-shape", "x=8,16,1"], "has 2 dimensions [batch, 16], --input-shape gives 3"),
+        ("fixed", ["--frozen", "bias"], "frozen names 'bias', which is not an initializer of the model"),
+        ("fixed", ["--trainable", "bias"], "trainable names 'bias', which is not an initializer of the model"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, args, message):
@@ -93,6 +106,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, args, message)
         path.write_text("graph { node { op_type: 'Relu' } }\n")
     elif case == "dynamic":
         path.write_bytes(good)
+    elif case == "fixed":
+        write_mlp(path, batch=8)
     assert main(["import", str(path), "-o", str(tmp_path / "g.gnpg"), *args]) == 2
     assert message in one_line_error(capsys)
     assert not (tmp_path / "g.gnpg").exists()
