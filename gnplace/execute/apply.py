@@ -226,10 +226,9 @@ def _laid_out_as(x: torch.Tensor, recorded: torch.Tensor) -> torch.Tensor:
     """``x`` with ``recorded``'s strides, so that the step's views see the memory layout it was recorded with.
 
     A ``reshape`` of a contiguous tensor is recorded as a ``view``, which fails on a transposed or
-    channels-last input of the same shape (and a recorded channels-last input fares the same the
-    other way). The copy is differentiable, so an input's gradient still reaches it. Where the
-    recorded strides overlap or leave gaps (an expanded or sliced example input), ``x`` is made
-    contiguous instead.
+    channels-last input of the same shape. The copy is differentiable, so an input's gradient still
+    reaches it. Where the recorded strides overlap or leave gaps (an expanded or sliced example
+    input), ``x`` is made contiguous instead.
     """
     if x.stride() == recorded.stride():
         return x
