@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,10 @@ def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str
     """
     path = Path(path)
     try:
-        size = path.stat().st_size
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
+            raise error(f"{path}: is not a regular file (a device or a pipe), not {_article(what)} {what}")
+        size = status.st_size
         if size > MAX_FILE_BYTES:
             raise error(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for {_article(what)} {what}")
         return path.read_bytes()

@@ -306,3 +306,16 @@ def test_a_failing_command_leaves_an_existing_output_untouched(files, tmp_path):
     assert output.read_bytes() == b"precious"
     placement = load_placement(files / "placement.json", GRAPH, load_cluster("k80x2"))
     assert placement.devices.shape == (GRAPH.num_ops,)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_devices_and_pipes_are_refused_before_reading(tmp_path, capsys):
+    """/dev/zero reports a size of 0 and never ends, a pipe blocks: neither is read (they ran out of memory or hung)."""
+    import os
+
+    fifo = tmp_path / "graph.gnpg"
+    os.mkfifo(fifo)
+    for args in (["inspect", "/dev/zero"], ["inspect", str(fifo)], ["inspect", str(fifo), "-c", "/dev/zero"]):
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a regular file (a device or a pipe)" in err

@@ -144,8 +144,14 @@ def require_ops(graph: OpGraph, source: str) -> OpGraph:
     return graph
 
 
-def check_not_input(path: str | os.PathLike[str] | None, source: str, flag: str = "--output") -> None:
-    """Refuse an output file that is the input ``source`` (a graph or ONNX file, or the file of ``FILE.py:factory``).
+def check_not_input(
+    path: str | os.PathLike[str] | None, source: str, flag: str = "--output",
+    others: Sequence[str | os.PathLike[str] | None] = (),
+) -> None:
+    """Refuse an output file that is an input: ``source`` or one of ``others``.
+
+    ``source`` is a graph or ONNX file, or the file of ``FILE.py:factory``; ``others`` are the
+    command's other input files (a checkpoint, a cluster file, a placement file), where given.
 
     Raises:
         InvalidArgument: if writing ``path`` would overwrite the input.
@@ -155,6 +161,7 @@ def check_not_input(path: str | os.PathLike[str] | None, source: str, flag: str 
     inputs = [Path(source)]
     if ":" in source:
         inputs.append(Path(source.rsplit(":", 1)[0]))  # a factory's file
+    inputs += [Path(other) for other in others if other is not None]
     for given in inputs:
         if given.is_file() and Path(path).resolve() == given.resolve():
             raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input {given.name}; write to another file")

@@ -72,12 +72,14 @@ def run(args: argparse.Namespace) -> int:
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.output:
         check_writable(args.output, "--output")
-        check_not_input(args.output, args.graph)
+        check_not_input(args.output, args.graph, others=(args.cluster, args.checkpoint, args.device_map))
     if args.device_map_root and not args.device_map:
         raise InvalidArgument("--device-map-root needs --device-map")
     if args.device_map:
         check_writable(args.device_map, "--device-map")
-        check_not_input(args.device_map, args.graph, "--device-map")
+        if args.output and Path(args.output).resolve() == Path(args.device_map).resolve():
+            raise InvalidArgument(f"--device-map {args.device_map}: is the --output file too; write to another file")
+        check_not_input(args.device_map, args.graph, "--device-map", others=(args.cluster, args.checkpoint))
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import mib, ms, require_ops, resolve_placement, whole_number, writing
+from gnplace.cli.common import check_not_input, mib, ms, require_ops, resolve_placement, whole_number, writing
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import check_writable
 from gnplace.importers.sources import load_graph_source
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
     if args.timeline:
         check_writable(args.timeline, "--timeline", TIMELINE_SUFFIXES)
+        check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
     graph = require_ops(load_graph_source(args.graph), args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)

@@ -86,6 +86,35 @@ def test_place_refuses_to_write_over_its_input_graph(tmp_path, capsys, graph):
     assert Path(graph).read_bytes() == before
 
 
+def test_outputs_over_the_other_inputs_or_each_other_are_refused(tmp_path, capsys, graph):
+    """A cluster file, a checkpoint or a placement read, or -o and --device-map on one file: refused, nothing lost."""
+    import shutil
+
+    root = Path(__file__).parents[2]
+    cluster = shutil.copy(root / "gnplace" / "clusters" / "k80x2.yaml", tmp_path / "k80x2.yaml")
+    checkpoint = shutil.copy(root / "checkpoints" / "gnplace-base.ckpt", tmp_path / "base.ckpt")
+    placement = tmp_path / "p.json"
+    assert main(["place", graph, "-c", str(cluster), "-p", "single", "-o", str(placement)]) == 0
+    capsys.readouterr()
+    kept = {path: Path(path).read_bytes() for path in (cluster, checkpoint, placement)}
+    for args in (["place", graph, "-c", str(cluster), "-o", str(cluster)],
+                 ["place", graph, "-c", str(cluster), "--device-map", str(cluster)],
+                 ["place", graph, "-p", "policy", "--checkpoint", str(checkpoint), "-o", str(checkpoint)],
+                 ["place", graph, "-o", str(tmp_path / "same.json"), "--device-map", str(tmp_path / "same.json")]):
+        (tmp_path / "same.json").write_text("{}")
+        err = one_error(capsys, main(args))
+        assert "is the input" in err and "write to another file" in err
+    (tmp_path / "same.json").unlink()
+    err = one_error(capsys, main(["place", graph, "-o", str(tmp_path / "same.json"), "--device-map",
+                                  str(tmp_path / "same.json")]))
+    assert "is the --output file too" in err and not (tmp_path / "same.json").exists()
+    svg = shutil.copy(placement, tmp_path / "p.svg")  # a placement file that happens to end in .svg
+    kept[svg] = Path(svg).read_bytes()
+    err = one_error(capsys, main(["simulate", graph, "-c", "k80x2", "-p", str(svg), "--timeline", str(svg)]))
+    assert "--timeline" in err and "is the input p.svg" in err
+    assert all(Path(path).read_bytes() == content for path, content in kept.items())
+
+
 def test_outputs_over_a_factory_file_or_an_onnx_model_are_refused(tmp_path, capsys):
     """place -o / --device-map over FILE.py of FILE.py:factory, and import -o over the ONNX model it reads."""
     factory = tmp_path / "mymodel.py"
