@@ -131,7 +131,7 @@ class PlacerRegistry(Mapping[str, type]):
             UnknownName: if nothing is registered as ``name``; the message lists the choices.
             MissingDependency: if its module cannot be imported (a library it needs is missing).
         """
-        target = self._entries.get(name)
+        target = self._entries.get(name) if isinstance(name, str) else None
         if target is None:
             raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
         if isinstance(target, type):

@@ -189,3 +189,10 @@ def test_a_flag_option_takes_true_or_false_only(value):
     import numpy as np
 
     assert get_placer("metis", memory_aware=np.False_).memory_aware is False  # numpy's flags are flags too
+
+
+@pytest.mark.parametrize("name", [[], [1], {"a": 1}, 3])
+def test_a_name_that_is_not_a_string_is_an_unknown_placer(name):
+    """A list from ``-O random_search.start=[]`` was looked up as a key: a TypeError, not one line."""
+    with pytest.raises(UnknownName, match="unknown placer"):
+        PLACERS.resolve(name)
