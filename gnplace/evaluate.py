@@ -393,6 +393,9 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = text
             if not values["key"]:
                 continue
+            measured = ("bound_s", "single_s") if values["error"] else ("step_time_s", "bound_s", "single_s")
+            if not all(math.isfinite(values[name]) and values[name] >= 0 for name in measured):
+                continue  # a value no run writes (nan, inf, negative without an error): run that task again
             rows.append(Row(**values))
         except (KeyError, ValueError, TypeError):
             continue  # a line cut short by an interruption, or an older file: run that task again

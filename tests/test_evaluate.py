@@ -59,6 +59,26 @@ def test_evaluate_writes_rows_and_resumes(graphs, tmp_path):
     assert len(redo) == 1
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-5"])
+def test_a_saved_step_time_no_run_writes_is_run_again(graphs, tmp_path, value):
+    """A row edited or damaged to a nan, infinite or negative step time (and no error) is not reused."""
+    import csv
+
+    tasks = [Task(str(g), "k80x2", "single") for g in collect_graphs([str(graphs)])][:2]
+    out = tmp_path / "out"
+    evaluate(tasks, out)
+    with (out / "results.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[0]["step_time_s"] = value
+    with (out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    redo = []
+    again = evaluate(tasks, out, progress=redo.append)
+    assert len(redo) == 1 and all(r.step_time_s > 0 for r in again)
+
+
 def test_evaluate_in_worker_processes_matches_serial(graphs, tmp_path):
     tasks = [Task(str(g), "k80x4", "round_robin") for g in collect_graphs([str(graphs)])]
     serial = evaluate(tasks, tmp_path / "a")
