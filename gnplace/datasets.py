@@ -31,6 +31,9 @@ from gnplace.graph_io import save_graph
 __all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifest", "graph_summary"]
 
 
+#: Most graphs one dataset holds: a million files of a few hundred KiB each is already past most disks.
+MAX_GRAPHS = 1_000_000
+
 def _family(name: str) -> Any:
     from gnplace.families import get_family
 
@@ -110,7 +113,8 @@ def generate_dataset(
 
     Raises:
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
-            optimizer or test split) and ``overwrite`` is off, or ``seed`` is negative.
+            optimizer or test split) and ``overwrite`` is off, ``seed`` is negative, or ``count`` is
+            not from 1 to :data:`MAX_GRAPHS`.
         UnknownName: for an unknown family (before any folder is made).
     """
     from gnplace.families import get_family
@@ -118,6 +122,8 @@ def generate_dataset(
     get_family(family)  # an unknown family is refused before any folder is made
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidArgument(f"seed must be a whole number >= 0, got {seed!r}")
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= MAX_GRAPHS:
+        raise InvalidArgument(f"count must be a whole number from 1 to {MAX_GRAPHS:,}, got {count!r}")
     out = Path(out)
     test_count = count // 4 if test_count is None else test_count
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from gnplace.cli.common import check_count, check_output_folder, writing
-from gnplace.datasets import generate_dataset
+from gnplace.datasets import MAX_GRAPHS, generate_dataset
 from gnplace.exceptions import InvalidArgument
 
 
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gnplace.families import get_family
 
-    check_count(args.count, "--count", minimum=1)
+    check_count(args.count, "--count", minimum=1, maximum=MAX_GRAPHS)
     check_count(args.test_count, "--test-count")
     if args.test_count is not None and args.test_count > args.count:
         raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")

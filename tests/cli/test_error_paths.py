@@ -307,6 +307,7 @@ def test_evaluate_with_a_bad_checkpoint_exits_2_and_keeps_saved_rows(tmp_path, c
 @pytest.mark.parametrize("args, message", [
     (["-n", "-2"], "--count must be at least 1"),
     (["-n", "0"], "--count must be at least 1"),
+    (["-n", "99999999999"], "--count must be at most 1000000"),  # drawing the split needed 745 GiB
     (["-n", "4", "--test-count", "-1"], "--test-count must be at least 0"),
     (["-n", "4", "--test-count", "5"], "--test-count 5 is more than --count 4"),
 ])
