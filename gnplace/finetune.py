@@ -123,11 +123,14 @@ def finetune(
         InvalidArgument: for an unknown timer, or a real timer with a graph file.
         InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` that is unreadable,
             foreign or another run's (nothing in ``out`` is written then).
+        InfeasiblePlacement: if no placement of the graph fits the cluster's memory (nothing is written).
     """
     from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InfeasiblePlacement
     from gnplace.placement import Placement, save_placement
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.bounds import memory_shortfall
 
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
@@ -170,6 +173,11 @@ def finetune(
             step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
     graph = _with_costs(graph, costs)
     cluster = load_cluster(cluster)
+    short = memory_shortfall(graph, cluster)
+    if short is not None:  # an impossible memory budget: refused before any search, as gnplace place refuses it
+        if closer is not None:
+            closer.close()
+        raise InfeasiblePlacement(f"no placement of {graph.name!r} fits the memory of {cluster.name!r}: {short}")
     if timer == "dist" and not launched_by_torchrun():
         check_cores(cluster.num_devices, threads)  # one rank per device, each a core of this machine
     if timer == "local":

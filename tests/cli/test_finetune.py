@@ -56,6 +56,11 @@ def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
     assert main(["finetune", str(graph), "-c", "k80x2", "--samples", "1", "-o", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "need samples >= 2, got 1" in err and "imitation_steps" not in err  # only what is wrong, and settable
+    tiny = tmp_path / "tiny.yaml"  # k80x2 with one byte of memory a device: no placement fits
+    tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1}\nlinks:\n  default: pcie3\n")
+    assert main(["finetune", str(graph), "-c", str(tiny), "--budget", "20", "-o", str(tmp_path / "tiny_run")]) == 2
+    err = capsys.readouterr().err
+    assert "fits the memory of" in err and not (tmp_path / "tiny_run").exists()
 
 
 def test_script_runs_two_rank_fine_tuning(tmp_path):
