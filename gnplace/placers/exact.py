@@ -174,6 +174,10 @@ class ExactPlacer:
         num_workers: int = 2,
         timer: StepTimer | None = None,
     ) -> None:
+        whole = isinstance(num_workers, (int, np.integer)) and not isinstance(num_workers, bool)
+        if not whole or not 1 <= num_workers <= 1024:
+            raise InvalidArgument(f"ExactPlacer needs num_workers, solver threads, a whole number from 1 to 1024, "
+                                  f"got {num_workers!r}")
         if not time_limit > 0 or max_groups < 1 or num_workers < 1:
             raise InvalidArgument(
                 f"ExactPlacer needs time_limit > 0, max_groups >= 1 and num_workers >= 1, got {time_limit}, "

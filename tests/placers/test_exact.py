@@ -247,7 +247,8 @@ def test_delay_model_ticks():
 
 
 @pytest.mark.parametrize("kwargs", [dict(time_limit=0), dict(max_groups=0), dict(num_workers=0), dict(select="best"),
-                                    dict(time_unit=-1.0)])
+                                    dict(time_unit=-1.0), dict(num_workers=True), dict(num_workers=1e15),
+                                    dict(num_workers=10**15)])
 def test_bad_options(kwargs):
     with pytest.raises(ValueError, match="ExactPlacer"):
         ExactPlacer(**kwargs)
