@@ -55,6 +55,10 @@ __all__ = [
 DEFAULT_CONFIG = shipped_path("configs/pretrain.yaml")
 
 
+#: Most random clusters a pretraining run draws (the shipped config: 12).
+MAX_RANDOM_CLUSTERS = 10_000
+
+
 @dataclass(frozen=True)
 class DataConfig:
     """Which (graph, cluster) pairs pretraining sees.
@@ -139,6 +143,9 @@ class PretrainConfig:
             raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
         if self.data.val_per_family < 0 or self.data.random_clusters < 0 or self.data.random_cluster_seed < 0:
             raise InvalidArgument("data: val_per_family, random_clusters and random_cluster_seed must be >= 0")
+        if self.data.random_clusters > MAX_RANDOM_CLUSTERS:  # each is drawn and digested before the first step
+            raise InvalidArgument(f"data: random_clusters must be at most {MAX_RANDOM_CLUSTERS:,}, got "
+                                  f"{self.data.random_clusters}")
         if self.data.teacher_budget < 0 or self.data.max_ops < 0:
             raise InvalidArgument("data: teacher_budget and max_ops must be >= 0")
         if self.data.max_nodes < 1:

@@ -73,6 +73,7 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("learner: {kl_target: 0}", "kl_target > 0, got 0"),
     ("data: {random_cluster_seed: -1}", "random_cluster_seed must be >= 0"),
     ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
+    ("data: {random_clusters: 1000000000}", "random_clusters must be at most 10,000"),
     ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
     ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
     ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),

@@ -46,6 +46,12 @@ __all__ = ["PolicyConfig", "DirectedConv", "GraphEncoder", "Encoded", "Placement
 EFT_GAP = 0
 
 
+#: Widest embedding or head layer a policy may have (the shipped ones: 64 and 32).
+MAX_WIDTH = 8192
+#: Most rounds of message passing a policy may have (the shipped ones: 4).
+MAX_LAYERS = 64
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     """The policy network's shape.
@@ -71,6 +77,9 @@ class PolicyConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise InvalidArgument(f"the policy's {name} must be an int >= 1, got {value!r}")
+            most = MAX_LAYERS if name == "layers" else MAX_WIDTH  # a corrupt or absurd file: refused, not allocated
+            if value > most:
+                raise InvalidArgument(f"the policy's {name} must be at most {most}, got {value!r}")
         if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not math.isfinite(self.alpha):
             raise InvalidArgument(f"the policy's alpha must be a finite number, got {self.alpha!r}")
 

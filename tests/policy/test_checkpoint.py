@@ -88,6 +88,10 @@ def test_foreign_missing_and_mismatched_checkpoints(saved, tmp_path):
         torch.save(data, tmp_path / "bad_shape.ckpt")
         with pytest.raises(InvalidCheckpoint, match=r"shape is malformed \(the policy's hidden must be an int >= 1"):
             load_policy(tmp_path / "bad_shape.ckpt")
+    data["policy"]["hidden"] = 10**6  # a network of terabytes: refused before any tensor is allocated
+    torch.save(data, tmp_path / "huge_shape.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=r"shape is malformed \(the policy's hidden must be at most 8192"):
+        load_policy(tmp_path / "huge_shape.ckpt")
     assert isinstance(read_checkpoint(path), dict)
 
 

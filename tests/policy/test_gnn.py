@@ -60,7 +60,8 @@ def test_untrained_logits_are_the_eft_rule_and_masked():
     assert torch.allclose(allowed, torch.tensor([0.0, -2.0, -1.0]))
 
 
-@pytest.mark.parametrize("bad", [dict(hidden=-5), dict(hidden="8"), dict(layers=0), dict(head=True), dict(alpha=float("inf"))])
+@pytest.mark.parametrize("bad", [dict(hidden=-5), dict(hidden="8"), dict(layers=0), dict(head=True), dict(alpha=float("inf")),
+                                 dict(hidden=10**6), dict(head=10**9), dict(layers=10**5)])  # not allocated, not run
 def test_a_shape_no_network_has_is_refused(bad):
     from gnplace.exceptions import InvalidArgument
 
