@@ -132,6 +132,8 @@ def generate_dataset(
               "test": sorted(names[i] for i in test)}
     stale = _other_dataset(out, wanted, overwrite)
     if not (out / "manifest.json").exists():
+        if not overwrite:
+            _refuse_other_graphs(out, names, family, seed, optimizer)
         stale += _interrupted_leftovers(out, family, set(names))
     out.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -158,6 +160,32 @@ def generate_dataset(
     for name in stale:  # the replaced dataset's graphs that the new one does not name
         (out / name).unlink(missing_ok=True)
     return manifest
+
+
+def _refuse_other_graphs(out: Path, names: list[str], family: str, seed: int, optimizer: str) -> None:
+    """Refuse to draw over graph files that another run drew (another family, seed or optimizer), with no manifest.
+
+    Without a manifest the folder holds an interrupted run, whose graphs this one keeps or draws again;
+    a graph of the same name drawn with other arguments is another dataset's, not to be lost. A file
+    that does not load is an interrupted write, drawn again.
+
+    Raises:
+        InvalidArgument: naming the first such file.
+    """
+    from gnplace.graph_io import load_graph
+
+    for name in names:
+        path = out / name
+        if not path.is_file():
+            continue
+        try:
+            meta = load_graph(path).meta
+        except GnplaceError:
+            continue
+        drawn = (meta.get("family"), meta.get("seed"), meta.get("optimizer"))
+        if drawn != (family, seed, optimizer):
+            raise InvalidArgument(f"{path} holds a graph drawn with other arguments ({drawn[0]}, seed {drawn[1]}, "
+                                  f"{drawn[2]}): use another folder, or overwrite it")
 
 
 def _interrupted_leftovers(out: Path, family: str, names: set[str]) -> list[str]:

@@ -140,3 +140,16 @@ def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_ma
     with pytest.raises(InvalidArgument, match="seed must be a whole number >= 0, got -1"):
         generate_dataset("ptb", 1, tmp_path / "b", seed=-1)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_graphs_of_another_run_without_a_manifest_are_not_drawn_over(tmp_path):
+    """Graph files drawn with another seed, their manifest gone: refused without overwrite, not replaced."""
+    out = tmp_path / "ds"
+    generate_dataset("ptb", 2, out, seed=1)
+    (out / "manifest.json").unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(InvalidArgument, match=r"ptb_000.gnpg holds a graph drawn with other arguments \(ptb, seed 1"):
+        generate_dataset("ptb", 2, out, seed=0)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    generate_dataset("ptb", 2, out, seed=0, overwrite=True)
+    assert load_manifest(out)["seed"] == 0
