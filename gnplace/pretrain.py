@@ -646,6 +646,10 @@ def pretrain(
     # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)
     if last.exists() and not resume and not is_launched_rank():
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
+    exported = [name for name in ("policy.ckpt", "best.ckpt") if (out / name).exists()]
+    if exported and not last.exists() and not is_launched_rank():  # stopped before its first checkpoint
+        raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
+                              "from: use another --out, or move them away")
     pairs, val_pairs = pretrain_pairs(config)
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():

@@ -202,6 +202,13 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     with pytest.raises(InvalidArgument, match="holds a run already"):  # a new run would overwrite it
         pretrain(load_pretrain_config(tiny_config), out, progress=False)
     assert (out / "checkpoints" / "last.ckpt").read_bytes() == saved
+    stopped = tmp_path / "stopped"  # a run stopped before its first checkpoint: its exports are kept too
+    stopped.mkdir()
+    (stopped / "policy.ckpt").write_bytes((out / "policy.ckpt").read_bytes())
+    for resume in (False, True):
+        with pytest.raises(InvalidArgument, match="holds policy.ckpt of an earlier run but no checkpoints/last.ckpt"):
+            pretrain(load_pretrain_config(tiny_config), stopped, resume=resume, progress=False)
+    assert (stopped / "policy.ckpt").read_bytes() == (out / "policy.ckpt").read_bytes()
     with pytest.raises(InvalidCheckpoint, match="other learner settings"):
         pretrain(load_pretrain_config(tiny_config, ["learner.lr=0.5"]), out, resume=True, progress=False)
     for other, named in (("data.random_clusters=3", "data.random_clusters"),
