@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.op_level, "--op-level")
     if args.output:
         check_writable(args.output, "--output")
-        check_not_input(args.output, args.graph)
+        check_not_input(args.output, args.graph, others=(args.cluster, args.checkpoint, *(args.constructor or ())))
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
     cluster = load_cluster(args.cluster)
