@@ -397,6 +397,9 @@ def test_place_script_reports_like_the_command(tmp_path, capsys, load_script, ke
         code = place.main([graph, "-c", "k80x2", "--samples", "0", "-o", target])
         assert target in one_error(capsys, code, prefix="place: error: --output")
     assert kept.read_bytes() == KEPT
+    code = place.main([graph, "-c", "k80x2", "--samples", "0", "--checkpoint", str(kept), "-o", str(kept)])
+    assert "is the input kept" in one_error(capsys, code, prefix="place: error: --output")
+    assert kept.read_bytes() == KEPT
 
 
 def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_bad_ones(
