@@ -130,7 +130,7 @@ def finetune(
     from gnplace.placement import Placement, save_placement
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
-    from gnplace.sim.bounds import memory_shortfall
+    from gnplace.sim.bounds import require_memory
 
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
@@ -173,11 +173,12 @@ def finetune(
             step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
     graph = _with_costs(graph, costs)
     cluster = load_cluster(cluster)
-    short = memory_shortfall(graph, cluster)
-    if short is not None:  # an impossible memory budget: refused before any search, as gnplace place refuses it
+    try:
+        require_memory(graph, cluster)  # an impossible memory budget: refused before any search, as by gnplace place
+    except InfeasiblePlacement:
         if closer is not None:
             closer.close()
-        raise InfeasiblePlacement(f"no placement of {graph.name!r} fits the memory of {cluster.name!r}: {short}")
+        raise
     if timer == "dist" and not launched_by_torchrun():
         check_cores(cluster.num_devices, threads)  # one rank per device, each a core of this machine
     if timer == "local":

@@ -74,13 +74,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
-    from gnplace.cli.common import check_count, check_not_input, require_memory, require_ops, writing
+    from gnplace.cli.common import check_count, check_not_input, require_ops, writing
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import check_writable
     from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
     from gnplace.placement import save_placement
     from gnplace.rl.zeroshot import MAX_SAMPLES, PolicyPlacer, compare_with_references
+    from gnplace.sim.bounds import require_memory
     from gnplace.sim.simulator import Simulator
 
     for count, flag in ((args.samples, "--samples"), (args.constructor_samples, "--constructor-samples"),

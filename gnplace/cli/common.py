@@ -81,20 +81,6 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
     return options
 
 
-def require_memory(graph: OpGraph, cluster: Cluster) -> None:
-    """Refuse a memory budget that no placement of ``graph`` on ``cluster`` can fit.
-
-    Raises:
-        InfeasiblePlacement: saying what does not fit (:func:`~gnplace.sim.bounds.memory_shortfall`).
-    """
-    from gnplace.exceptions import InfeasiblePlacement
-    from gnplace.sim.bounds import memory_shortfall
-
-    short = memory_shortfall(graph, cluster)
-    if short is not None:
-        raise InfeasiblePlacement(f"no placement of {graph.name!r} fits the memory of {cluster.name!r}: {short}")
-
-
 def resolve_placement(
     graph: OpGraph, cluster: Cluster, placer: str, *, seed: int | None = None, timer: Any = None,
     budget: int | None = None, options: dict[str, Any] | None = None,

@@ -21,7 +21,6 @@ from gnplace.cli.common import (
     mib,
     ms,
     parse_placer_options,
-    require_memory,
     require_ops,
     whole_number,
     writing,
@@ -31,6 +30,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_writable, write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import PLACERS, make_placer
+from gnplace.sim.bounds import require_memory
 from gnplace.sim.simulator import Simulator
 
 

@@ -178,11 +178,9 @@ class ExactPlacer:
         if not whole or not 1 <= num_workers <= 1024:
             raise InvalidArgument(f"ExactPlacer needs num_workers, solver threads, a whole number from 1 to 1024, "
                                   f"got {num_workers!r}")
-        if not time_limit > 0 or max_groups < 1 or num_workers < 1:
-            raise InvalidArgument(
-                f"ExactPlacer needs time_limit > 0, max_groups >= 1 and num_workers >= 1, got {time_limit}, "
-                f"{max_groups}, {num_workers}"
-            )
+        if not time_limit > 0 or max_groups < 1:
+            raise InvalidArgument(f"ExactPlacer needs time_limit > 0 and max_groups >= 1, got {time_limit}, "
+                                  f"{max_groups}")
         if select not in ("simulator", "model"):
             raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
         if time_unit is not None and not time_unit > 0:

@@ -25,7 +25,7 @@ from gnplace.graph import OpGraph
 from gnplace.sim import _kernel
 from gnplace.sim.costmodel import op_times
 
-__all__ = ["Bound", "lower_bound", "critical_path", "work_bound", "memory_shortfall"]
+__all__ = ["Bound", "lower_bound", "critical_path", "work_bound", "memory_shortfall", "require_memory"]
 
 
 @dataclass(frozen=True)
@@ -128,3 +128,16 @@ def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
             return (f"op {graph.node_names[largest]!r} holds {format_bytes(need)} of parameters and optimizer state, "
                     f"and the largest device of {cluster.name!r} holds {format_bytes(room)}")
     return None
+
+
+def require_memory(graph: OpGraph, cluster: Cluster) -> None:
+    """Refuse a memory budget that no placement of ``graph`` on ``cluster`` can fit.
+
+    Raises:
+        InfeasiblePlacement: saying what does not fit (:func:`memory_shortfall`).
+    """
+    from gnplace.exceptions import InfeasiblePlacement
+
+    short = memory_shortfall(graph, cluster)
+    if short is not None:
+        raise InfeasiblePlacement(f"no placement of {graph.name!r} fits the memory of {cluster.name!r}: {short}")
