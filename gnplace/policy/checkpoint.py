@@ -15,13 +15,16 @@ Lightning checkpoints that training writes (``last.ckpt``: the learner's ``state
 ``policy.`` and its hyperparameters), so a run's checkpoint can be used before it is exported.
 
 Writes are atomic: the file is written next to its destination and renamed over it, so a kill
-leaves either the old checkpoint or the new one, never half of one.
+leaves either the old checkpoint or the new one, never half of one. Reads check every entry of the file
+against the CRC-32 that ``torch.save`` recorded for it (``torch.load`` does not), so a flipped byte in
+the weights is refused as corrupt rather than loaded as a slightly different policy.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -100,11 +103,14 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         raise InvalidCheckpoint(f"{path}: is a folder, not a checkpoint file")
-    if not path.is_file():
+    if not path.exists():
         raise InvalidCheckpoint(f"{path}: no such checkpoint file")
+    if not path.is_file():
+        raise InvalidCheckpoint(f"{path}: not a regular file (a device, pipe or socket), so not a checkpoint")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InvalidCheckpoint(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a checkpoint")
+    _check_crc(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
@@ -116,6 +122,21 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (holds a {type(data).__name__})")
     return data
+
+
+def _check_crc(path: Path) -> None:
+    """Refuse a zip-format torch checkpoint any of whose entries fails the CRC-32 recorded for it.
+
+    A file that is not a readable zip archive (truncated, or torch's legacy format) is left to ``torch.load``.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
+        return
+    if bad is not None:
+        raise InvalidCheckpoint(f"{path}: corrupt checkpoint (its entry {bad} fails its CRC-32 check); use another "
+                                "copy or retrain")
 
 
 def _policy_config(raw: Any, path: Path) -> PolicyConfig:

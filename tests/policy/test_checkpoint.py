@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import zipfile
 
 import pytest
 import torch
@@ -49,6 +50,32 @@ def test_a_damaged_file_is_one_clear_error(saved, tmp_path, damage):
     with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint") as err:
         load_policy(bad)
     assert "\n" not in str(err.value)
+
+
+def test_a_flipped_byte_in_the_weights_is_refused_as_corrupt(saved, tmp_path):
+    # torch.load itself would load this file: it does not check the CRC-32 that torch.save recorded
+    _, path = saved
+    raw = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        entry = next(i for i in archive.infolist() if "/data/" in i.filename and i.file_size >= 64)
+    start = entry.header_offset + 30 + len(entry.filename.encode()) + int.from_bytes(
+        raw[entry.header_offset + 28: entry.header_offset + 30], "little")
+    raw[start + 17] ^= 0x04
+    bad = tmp_path / "flipped.ckpt"
+    bad.write_bytes(bytes(raw))
+    torch.load(bad, weights_only=True)
+    with pytest.raises(InvalidCheckpoint, match=f"corrupt checkpoint .*{entry.filename}.* CRC-32") as err:
+        load_policy(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_a_device_is_not_a_missing_checkpoint(tmp_path):
+    fifo = tmp_path / "pipe.ckpt"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidCheckpoint, match="not a regular file"):
+        read_checkpoint(fifo)
+    with pytest.raises(InvalidCheckpoint, match="no such checkpoint file"):
+        read_checkpoint(tmp_path / "absent.ckpt")
 
 
 class _Evil:
