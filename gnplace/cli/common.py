@@ -154,7 +154,12 @@ def check_not_input(
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:
-    """Refuse an output folder ``path`` that is a file, before any work is done (:class:`InvalidArgument`)."""
+    """Refuse an output folder ``path`` that is empty or a file, before any work is done (:class:`InvalidArgument`).
+
+    An empty path is refused rather than read as the current folder, where a run would write among the user's files.
+    """
+    if not os.fspath(path).strip():
+        raise InvalidArgument(f"{flag} is empty; name the folder to write into (. for the current one)")
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
 
@@ -203,12 +208,14 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
     ``PROG: warning: ...`` line each, and torch's warning about unsafe checkpoint loading, which
     only repeats the refusal of such a file, is silenced. The ``gnplace`` command and the scripts
     (``scripts/pretrain.py``, ``scripts/finetune.py``, ``scripts/place.py``, ``scripts/bench.py``)
-    report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130.
+    report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
+    stopped a run under Lightning (:class:`~gnplace.exceptions.Terminated`) ``PROG: SIGTERM: INTERRUPTED``
+    and 143 (elsewhere SIGTERM ends the process as it always does).
     """
     import sys
     import warnings
 
-    from gnplace.exceptions import GnplaceError, after_interrupt
+    from gnplace.exceptions import GnplaceError, Terminated, after_interrupt
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
@@ -232,6 +239,9 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
                 raise
             print(f"{prog}: error: {one_line(str(err.code))}", file=sys.stderr)
             return 2
+        except Terminated:
+            print(f"{prog}: SIGTERM: {interrupted}", file=sys.stderr)
+            return 143
         except KeyboardInterrupt:
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130

@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, check_count, parse_placer_options, whole_number, writing
+from gnplace.cli.common import (
+    add_option_argument,
+    check_count,
+    check_output_folder,
+    parse_placer_options,
+    whole_number,
+    writing,
+)
 from gnplace.evaluate import (
     Row,
     Task,
@@ -60,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_count(args.jobs, "--jobs", minimum=1)
     check_count(args.budget, "--budget")
+    check_output_folder(args.out)
     placers = list(dict.fromkeys(p for p in args.placers.split(",") if p)) if args.placers is not None \
         else PLACERS.names(learned=False)
     if not placers:

@@ -42,6 +42,15 @@ def test_evaluate_rejects_unknown_placer_and_cluster(tmp_path, capsys):
     assert err.startswith("gnplace: error: unknown cluster 'k80x99'") and err.count("\n") == 1
 
 
+def test_evaluate_refuses_an_out_that_is_a_file_or_empty(tmp_path, capsys):
+    taken = tmp_path / "results"
+    taken.write_text("mine")
+    assert main(["evaluate", "-g", str(EXAMPLES), "-p", "single", "-o", str(taken)]) == 2
+    assert "is a file, expected a folder" in capsys.readouterr().err and taken.read_text() == "mine"
+    assert main(["evaluate", "-g", str(EXAMPLES), "-p", "single", "-o", ""]) == 2
+    assert "--out is empty" in capsys.readouterr().err
+
+
 def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
     out = tmp_path / "ev"
     graphs = [str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), str(ROOT / "datasets" / "nmt" / "nmt_002.gnpg")]

@@ -36,3 +36,11 @@ def test_another_dataset_in_the_folder_is_kept_unless_overwrite(tmp_path, capsys
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert main(args + ["--seed", "5", "--overwrite"]) == 0
     assert json.loads((tmp_path / "manifest.json").read_text())["seed"] == 5
+
+
+def test_an_empty_out_is_refused_not_read_as_the_current_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "--family", "ptb", "--count", "1", "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert "--out is empty" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
