@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace import``."""
-    from gnplace.cli.common import check_not_input, one_line, writing
+    from gnplace.cli.common import check_not_input, one_line, require_ops, writing
     from gnplace.graph_io import check_writable, save_graph
     from gnplace.importers.onnx import from_onnx, parse_input_shape
 
@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name,
                           allow_unknown_ops=args.allow_unknown_ops, trainable=args.trainable, frozen=args.frozen)
+    require_ops(graph, args.model)  # a model with no nodes would write a graph nothing can place
     with writing(args.output):
         path = save_graph(graph, args.output)
     for w in caught:

@@ -95,6 +95,7 @@ def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
         ("dynamic", ["--input-shape", "x=8,16,1"], "has 2 dimensions [batch, 16], --input-shape gives 3"),
         ("fixed", ["--frozen", "bias"], "frozen names 'bias', which is not an initializer of the model"),
         ("fixed", ["--trainable", "bias"], "trainable names 'bias', which is not an initializer of the model"),
+        ("empty", [], "has no ops; there is nothing to place"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, args, message):
@@ -108,6 +109,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, args, message)
         path.write_bytes(good)
     elif case == "fixed":
         write_mlp(path, batch=8)
+    elif case == "empty":
+        graph = helper.make_graph([], "empty", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])])
+        path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
     assert main(["import", str(path), "-o", str(tmp_path / "g.gnpg"), *args]) == 2
     assert message in one_line_error(capsys)
     assert not (tmp_path / "g.gnpg").exists()
