@@ -6,9 +6,10 @@ and no epoch limit. What they share is here:
 
 - :class:`StopAfter` and :class:`StopAtBudget` end a run after a number of iterations or when a
   budget of timer evaluations runs out;
-- :class:`TimedCheckpoint` writes a checkpoint every few minutes, on the first Ctrl-C and at the end,
-  through :class:`AtomicCheckpointIO`, so that a kill leaves the previous checkpoint whole;
-- :func:`fit_interruptibly` hands Ctrl-C back to the caller as a ``KeyboardInterrupt``;
+- :class:`TimedCheckpoint` writes a checkpoint every few minutes, on the first Ctrl-C, on SIGTERM and at
+  the end, through :class:`AtomicCheckpointIO`, so that a kill leaves the previous checkpoint whole;
+- :func:`fit_interruptibly` hands Ctrl-C back to the caller as a ``KeyboardInterrupt``, and SIGTERM as
+  :class:`~gnplace.exceptions.Terminated`;
 - :class:`RunProgressBar` titles Lightning's rich bar for such runs, and :class:`quiet_lightning`
   silences what Lightning prints that says nothing to a placer's user.
 """
@@ -28,8 +29,9 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from gnplace.exceptions import after_interrupt
+from gnplace.exceptions import Terminated, after_interrupt
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "fit_interruptibly",
            "quiet_lightning"]
@@ -113,7 +115,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class TimedCheckpoint(L.Callback):
-    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds of training, on Ctrl-C and when training ends.
+    """Write a Lightning checkpoint to ``path`` every ``every_s`` seconds, on Ctrl-C or SIGTERM and at the end.
 
     Lightning's ``ModelCheckpoint(train_time_interval=...)`` does not apply to manual optimisation, which
     every learner here uses, so this callback keeps the clock itself. Saving goes through
@@ -127,6 +129,10 @@ class TimedCheckpoint(L.Callback):
     from the last checkpoint. Where the handler cannot be installed (not the main thread, or SIGINT
     ignored or handled by the caller) Ctrl-C acts as before.
 
+    SIGTERM (what ``kill``, ``timeout``, a batch scheduler or a container runtime sends) is Lightning's
+    to catch: its trainer notes it and stops the loop at the end of the iteration under way
+    (``SIGTERMException``). That iteration is saved first, so ``--resume`` loses nothing either.
+
     Args:
         path (str or Path): the checkpoint file (``last.ckpt``).
         every_s (float): seconds between checkpoints.
@@ -137,12 +143,13 @@ class TimedCheckpoint(L.Callback):
         self.every_s = float(every_s)
         self._last = time.monotonic()
         self._interrupted = False
+        self._saved_terminated = False
         self._previous: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Start the clock; take over the first Ctrl-C."""
         self._last = time.monotonic()
-        self._interrupted = False
+        self._interrupted = self._saved_terminated = False
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             rank = trainer.global_rank
@@ -157,12 +164,15 @@ class TimedCheckpoint(L.Callback):
             self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
-        """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does)."""
-        due, interrupted = trainer.strategy.broadcast((time.monotonic() - self._last >= self.every_s,
-                                                       self._interrupted))
-        if due or interrupted:
+        """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does) or a SIGTERM."""
+        due, interrupted, terminated = trainer.strategy.broadcast((
+            time.monotonic() - self._last >= self.every_s, self._interrupted,
+            bool(getattr(trainer, "received_sigterm", False)),  # Lightning stops the loop after this hook
+        ))
+        if due or interrupted or terminated:
             trainer.save_checkpoint(self.path, weights_only=False)
             self._last = time.monotonic()
+            self._saved_terminated = terminated
         if interrupted:
             self._restore()
             raise KeyboardInterrupt
@@ -173,8 +183,10 @@ class TimedCheckpoint(L.Callback):
         trainer.save_checkpoint(self.path, weights_only=False)
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
-        """Give Ctrl-C back to the caller."""
+        """Give Ctrl-C back to the caller; save a run that SIGTERM stopped where no batch's end saw it."""
         self._restore()
+        if isinstance(exception, SIGTERMException) and not self._saved_terminated:  # raised between iterations
+            trainer.save_checkpoint(self.path, weights_only=False)
 
     def _restore(self) -> None:
         if self._previous is not None:
@@ -183,17 +195,21 @@ class TimedCheckpoint(L.Callback):
 
 
 def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
-    """``trainer.fit(*args, **kwargs)``, where Ctrl-C reaches the caller as a ``KeyboardInterrupt``.
+    """``trainer.fit(*args, **kwargs)``; Ctrl-C reaches the caller as ``KeyboardInterrupt``, SIGTERM as ``Terminated``.
 
     Lightning answers Ctrl-C by shutting the run down and calling ``sys.exit(1)``: a program or
     notebook that calls :func:`gnplace.finetune.finetune` or :func:`gnplace.pretrain.pretrain` would see a
     ``SystemExit``, as if the run had asked to end the program. Here the interrupt is raised as Python
     raises it anywhere else, with the SIGINT handler the caller had; what :class:`TimedCheckpoint`
-    saved stays saved.
+    saved stays saved. Lightning answers SIGTERM with its ``SIGTERMException`` (a ``SystemExit`` with
+    no status, which would end the program with status 0); it is raised as
+    :class:`~gnplace.exceptions.Terminated`.
     """
     handler = signal.getsignal(signal.SIGINT)
     try:
         trainer.fit(*args, **kwargs)
+    except SIGTERMException as err:
+        raise Terminated("SIGTERM") from err
     except SystemExit as err:
         if not after_interrupt(err):
             raise

@@ -20,6 +20,7 @@ __all__ = [
     "MissingDependency",
     "InvalidCheckpoint",
     "ExecutionFailed",
+    "Terminated",
 ]
 
 
@@ -69,6 +70,14 @@ class InvalidCheckpoint(GnplaceError, ValueError):
 
 class ExecutionFailed(GnplaceError):
     """A placed step could not run on real devices: a rank died, a device is missing, the step cannot be replayed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """A run under Lightning stopped on SIGTERM, after saving what it had done (as it stops on Ctrl-C).
+
+    A ``KeyboardInterrupt``, so that whatever a caller does on Ctrl-C (keep the best placement, stop its
+    workers) it does on SIGTERM too; the command line reports it as one line and exits 143 (128 + 15).
+    """
 
 
 def first_line(err: BaseException) -> str:  # a helper beside the classes, so not in __all__ (the classes only)

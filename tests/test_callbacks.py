@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 
 import lightning as L
@@ -18,6 +19,7 @@ from gnplace.callbacks import (
     fit_interruptibly,
     quiet_lightning,
 )
+from gnplace.exceptions import Terminated
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, toy_cluster
 
@@ -127,3 +129,34 @@ def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path, default
     assert saved_at == [(1, 1), (2, 2), (3, 3)]  # every iteration, with an interval of zero
     assert torch.load(path, weights_only=False)["global_step"] == 3  # and once more when training ends
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C given back
+
+
+class _Sigterm(L.Callback):
+    """Sends this process a real SIGTERM at the start of batch ``at`` (what ``kill`` or a scheduler sends)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.fixture
+def lightning_sigterm():
+    """The process's SIGTERM handler restored after the test (Lightning installs its own during a fit)."""
+    previous = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_saves_the_iteration_under_way_and_is_raised_as_terminated(tmp_path, default_ctrl_c,
+                                                                          lightning_sigterm):
+    path = tmp_path / "last.ckpt"
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _Sigterm(at=2)], max_steps=50,
+                                  plugins=[AtomicCheckpointIO()])
+        with pytest.raises(Terminated):  # not Lightning's SIGTERMException, a SystemExit that would exit 0
+            fit_interruptibly(trainer, BoringModel())
+    assert torch.load(path, weights_only=False)["global_step"] == 3  # the iteration the signal came in, saved
+    assert issubclass(Terminated, KeyboardInterrupt)  # callers that keep their work on Ctrl-C do so here too

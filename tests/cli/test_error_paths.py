@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gnplace.cli import main
 from gnplace.cli.common import parse_placer_options, run_reporting_errors
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, Terminated
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph
 from gnplace.toy import chain_graph
@@ -224,6 +224,14 @@ def test_a_ctrl_c_that_a_library_turned_into_another_exception_is_an_interrupt(c
 
     with pytest.raises(type(after())):
         run_reporting_errors(plain, argparse.Namespace(), "tool")
+
+
+def test_a_run_stopped_by_sigterm_is_one_line_and_exit_143(capsys):
+    def run(args):
+        raise Terminated("SIGTERM")
+
+    assert run_reporting_errors(run, argparse.Namespace(), "tool", "interrupted (--resume continues)") == 143
+    assert capsys.readouterr().err == "tool: SIGTERM: interrupted (--resume continues)\n"
 
 
 # ------------------------------------------------------------------------------ 2: -O values
