@@ -4,9 +4,11 @@ A ``device_map`` names, for module paths of a model, the device its parameters (
 accelerate's hooks, its forward) go to: an int for a GPU, ``"cpu"``. :func:`to_device_map` turns a
 placement of a training graph imported from PyTorch into one: every parameter goes to the device of
 its update node (where gnplace keeps it), a tied parameter (``lm_head.weight`` tied to the input
-embedding) with the parameter it shares, a buffer or frozen parameter with its module's ops, and
-modules whose state all shares a device are merged into their parent, so the map is as short as the
-placement allows and names every state-dict entry (``from_pretrained`` refuses a map that misses one).
+embedding) with the parameter it shares, a buffer or frozen parameter with its module's ops; a
+module's own state (not its children's) stays on one device, that of most of its parameters, since
+accelerate moves modules, not single tensors; and modules whose state all shares a device are merged
+into their parent, so the map is as short as the placement allows and names every state-dict entry
+(``from_pretrained`` refuses a map that misses one).
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
@@ -159,6 +161,7 @@ def to_device_map(
     if outside:
         raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
                               "cannot place it")
+    per_key = _modules_kept_whole(per_key, per_param)
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)
     under: dict[str, set[int]] = defaultdict(set)
@@ -188,6 +191,26 @@ def to_device_map(
     if not root:
         return dict(ordered)
     return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+
+
+def _modules_kept_whole(per_key: dict[str, int], per_param: dict[str, int]) -> dict[str, int]:
+    """``per_key`` with the state each module holds directly (not its children's) moved to one device.
+
+    accelerate's ``dispatch_model`` hooks modules, not tensors: a key per parameter of one module
+    (``1.weight`` on one device, ``1.bias`` on another), as an op-level placement may ask for, is never
+    acted on, and ``from_pretrained`` would load the two on different devices and fail in the forward.
+    A module's direct state goes where most of its trainable parameters' updates run (ties: the lower
+    device index), or, with none, where most of its buffers and frozen parameters go.
+    """
+    direct: dict[str, list[str]] = defaultdict(list)
+    for key in per_key:
+        direct[key.rpartition(".")[0]].append(key)
+    kept = dict(per_key)
+    for keys in direct.values():
+        trained = [per_key[k] for k in keys if k in per_param] or [per_key[k] for k in keys]
+        device = int(np.bincount(trained).argmax())
+        kept.update(dict.fromkeys(keys, device))
+    return kept
 
 
 def _order(key: str, graph: OpGraph) -> tuple[int, str]:

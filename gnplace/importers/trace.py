@@ -90,8 +90,7 @@ class TrainingTrace:
             ties it to its input embedding), each to the name the tensor is held under in ``params`` or
             ``buffers``.
         untrained_state: state-dict names of the persistent buffers and frozen parameters (no gradient, no
-            update) of modules that hold no trainable parameter themselves, which a ``device_map`` must place
-            too (a module's other buffers go with its parameters: their updates share its group).
+            update), which a ``device_map`` must place too (a module's buffers go with its parameters).
     """
 
     ops: list[TracedOp]
@@ -378,9 +377,8 @@ def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
     Returns:
         tuple: ``{alias: name}`` for each parameter registered under a second name (``named_parameters``
         lists a tensor once, under its first name), and the state-dict names, in state-dict order, of the
-        persistent buffers and parameters without ``requires_grad`` of modules with no trainable parameter
-        of their own (batch norm's running statistics go with its weight; a frozen layer's weight is listed),
-        aliases left out.
+        persistent buffers and parameters without ``requires_grad`` (batch norm's running statistics, a
+        frozen layer's weight), aliases left out.
     """
     first: dict[int, str] = {}
     tied = {}
@@ -390,13 +388,11 @@ def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
         else:
             first[id(p)] = name
     trained = {name for name, p in module.named_parameters() if p.requires_grad}
-    owners = {name.rpartition(".")[0] for name in trained}  # modules holding a trainable parameter directly
     try:
         state = list(module.state_dict(keep_vars=True))
     except Exception:  # noqa: BLE001 - a model's own state_dict override: the record is advice, the import goes on
         state = []
-    untrained = [name for name in state
-                 if name not in trained and name not in tied and name.rpartition(".")[0] not in owners]
+    untrained = [name for name in state if name not in trained and name not in tied]
     return tied, untrained
 
 

@@ -95,8 +95,8 @@ def test_a_split_map_names_tied_parameters_buffers_and_frozen_state_as_accelerat
     ids = torch.tensor([1, 2, 3, 4])
     graph = from_module(net, (ids,), loss=lambda y: y.sum())
     assert graph.meta["tied_parameters"] == {"head.weight": "embed.weight"}
-    # batch norm's running statistics go with its weight and bias (one group), so they are not listed
-    assert graph.meta["untrained_state"] == ["scale.factor", "frozen.weight", "frozen.bias"]
+    assert graph.meta["untrained_state"] == ["body.1.running_mean", "body.1.running_var", "body.1.num_batches_tracked",
+                                             "scale.factor", "frozen.weight", "frozen.bias"]
     assert "update/head.weight" not in graph.node_names and "update/frozen.weight" not in graph.node_names
     on_one = [1 if module.startswith(("body", "scale")) else 0 for module in graph.module]
     device_map = to_device_map(graph, Placement(on_one, load_cluster("k80x2")))
@@ -112,6 +112,41 @@ def test_a_split_map_names_tied_parameters_buffers_and_frozen_state_as_accelerat
     with torch.no_grad():
         want = net(ids)
         torch.testing.assert_close(dispatch_model(net, device_map=on_cpus)(ids), want)
+
+
+class _Scaled(torch.nn.Module):
+    """A module with its own trained parameter and buffer beside split children (as CLIP's ``logit_scale``)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+        self.logit_scale = torch.nn.Parameter(torch.ones(()))
+        self.register_buffer("center", torch.zeros(8))
+
+    def forward(self, x):
+        return (self.b(self.a(x)) - self.center) * self.logit_scale
+
+
+def test_a_split_module_keeps_its_own_state_on_one_device_and_names_its_buffers():
+    from accelerate.utils import check_device_map
+
+    net = _Scaled()
+    graph = from_module(net, (torch.zeros(4, 8),), loss=lambda y: y.sum())
+    assert graph.meta["untrained_state"] == ["center"]
+    on_b = [1 if module.startswith("b") or "logit_scale" in name else 0
+            for name, module in zip(graph.node_names, graph.module)]
+    device_map = to_device_map(graph, Placement(on_b, load_cluster("k80x2")))
+    assert device_map == {"a": 0, "b": 1, "center": 1, "logit_scale": 1}  # the buffer goes with the root's parameter
+    # it refused the map without "center" before; it warns of tensor keys, which accelerate's own maps also hold
+    with pytest.warns(UserWarning, match="do not match any submodules"):
+        check_device_map(net, device_map)
+
+    seq = _net()
+    graph = _graph(seq)
+    bias_alone = [1 if name == "update/1.bias" else 0 for name in graph.node_names]  # an op-level placement
+    # accelerate hooks modules: weight and bias of one Linear on two devices would never be acted on
+    assert to_device_map(graph, Placement(bias_alone, load_cluster("k80x2"))) == {"": 0}
 
 
 def test_graphs_without_the_import_record_map_their_parameters_as_before():
