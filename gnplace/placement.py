@@ -51,6 +51,11 @@ class Placement:
     cluster: Cluster
 
     def __post_init__(self) -> None:
+        given = np.asarray(self.devices).reshape(-1)
+        if given.dtype.kind in "fc":  # a cast to int64 would cut 0.7 to device 0 (nan is unequal to itself)
+            off = np.flatnonzero(given != np.round(given))
+            if off.size:
+                raise InvalidPlacement(f"device indices must be whole numbers, got {given[off[0]]}")
         array = np.array(self.devices, dtype=np.int64, copy=True)
         array.flags.writeable = False
         object.__setattr__(self, "devices", array)

@@ -42,6 +42,13 @@ def test_devices_are_read_only_int64_copy(k80x2):
         p.devices[0] = 1
 
 
+def test_fractional_device_indices_are_refused_not_cut(k80x2):
+    assert Placement([0.0, 1.0], k80x2).devices.tolist() == [0, 1]  # whole floats, as a JSON reader may give
+    for bad in ([0, 0.7], [np.nan, 0]):
+        with pytest.raises(InvalidPlacement, match="whole numbers"):
+            Placement(bad, k80x2)
+
+
 def test_placement_is_frozen(k80x2):
     p = Placement([0, 0], k80x2)
     with pytest.raises(AttributeError):

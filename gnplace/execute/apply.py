@@ -80,6 +80,8 @@ class PlacedModule(torch.nn.Module):
     def __init__(self, module: torch.nn.Module, step: Any, placement: Any, devices: Sequence[torch.device]) -> None:
         super().__init__()
         self.module = module
+        if hasattr(placement, "check"):  # a Placement: every op on a device of its cluster, one clear error if not
+            placement.check(step.graph)
         self.program = compile_step(step)
         self.plan = self.program.plan(placement)
         self.devices = list(devices)

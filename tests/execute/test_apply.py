@@ -6,7 +6,7 @@ import torch
 
 import gnplace
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidArgument
+from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.importers.torch import import_step
 from gnplace.placement import Placement
 
@@ -46,6 +46,9 @@ def test_inputs_of_another_shape_are_refused():
         placed(torch.randn(3, 4))
     with pytest.raises(InvalidArgument, match="Placement"):
         gnplace.apply(net, [0] * graph.num_ops, (x,), loss=_loss)
+    beyond = Placement([0] * (graph.num_ops - 1) + [2], load_cluster("k80x2"))  # k80x2 has devices 0 and 1
+    with pytest.raises(InvalidPlacement, match="placed on device 2, but cluster 'k80x2' has devices 0..1"):
+        gnplace.apply(net, beyond, (x,), loss=_loss, devices=["cpu", "cpu"])
 
 
 class _Recurrent(torch.nn.Module):
