@@ -439,6 +439,14 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
         if not (isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS):
             continue
         base, pieces = storage(target)
+        if base.kind in ("buffer", "param") and not ops[w].backward and not _whole_view(ops, target, written):
+            kind = "buffer" if base.kind == "buffer" else "parameter"
+            raise ExecutionFailed(
+                f"the step writes in place into part of {kind} {base.name!r} ({ops[w].func} into its "
+                f"{ops[target.index].func}, as self.{base.name.rpartition('.')[2]}[0] = ... does), which running it "
+                f"op by op cannot keep; update the whole {kind} (assign a new tensor, or copy_ into all of it) to "
+                "run it on devices (the graph still places and simulates)"
+            )
         for j, ref, other in reads.get(base, ()):
             n = min(len(pieces), len(other))  # one piece inside the other: they share memory
             # a value made from the write on sees it; one made before it and sharing its memory does not
@@ -455,6 +463,23 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
                     f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
                     f"running it op by op cannot keep; {advice}"
                 )
+
+
+def _whole_view(ops: list[Any], ref: Ref, written: list[Any]) -> bool:
+    """Whether ``ref`` is the whole of the tensor it views: only whole views and in-place results lead to it."""
+    from gnplace.importers.flops import VIEW_OPS
+
+    while ref.kind == "op":
+        op = ops[ref.index]
+        if op.name in VIEW_OPS and op.args and isinstance(op.args[0], Ref):
+            if op.name not in _WHOLE_VIEWS:
+                return False
+            ref = op.args[0]
+        elif isinstance(written[ref.index], Ref):
+            ref = written[ref.index]
+        else:
+            return True
+    return True
 
 
 def compile_step(step: Any) -> Program:

@@ -242,6 +242,7 @@ def record_training_step(
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
+    buffer_names = list(buffers)
     # frozen parameters are read like buffers, at each run (a later load_state_dict is seen), never constants
     buffers.update({k: p for k, p in module.named_parameters() if not p.requires_grad})
     inputs, input_spec = input_leaves(example_inputs)
@@ -317,8 +318,10 @@ def record_training_step(
                         "output to one (from a MODULE:FACTORY, return (module, example_inputs, loss))"
                     )
                 _tag_autograd_nodes(value, ("", 0))
-                return value, torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
-                                                          *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
+                                                    *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
+                return value, grads
 
             with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
                 state = {f"module.{k}": v for k, v in {**fake_params, **fake_buffers}.items()}
@@ -369,6 +372,32 @@ def record_training_step(
     tied, untrained_state = _state_names(module)
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
                          input_spec, tied, untrained_state)
+
+
+def _carry_reassigned_buffers(module: torch.nn.Module, fakes: dict[str, torch.Tensor]) -> None:
+    """Record a buffer that the forward replaced (``self.ema = 0.9 * self.ema + ...``) as an in-place update.
+
+    Assigning a buffer is Python, not an op: the recording would see the new value computed and never
+    stored, and ``functional_call`` puts the recorded buffer back afterwards. So the new value is copied
+    into the buffer (``aten.copy_``, no gradient), after the backward, which may read the old value as
+    eager's does; the step then updates the buffer as batch norm's running statistics are updated.
+
+    Raises:
+        UnsupportedGraph: if the new value has another shape or dtype than the buffer.
+    """
+    for name, fake in fakes.items():
+        owner, _, leaf = name.rpartition(".")
+        now = module.get_submodule(owner)._buffers.get(leaf)
+        if now is None or now is fake:  # unchanged (or removed: eager's next call would fail reading it)
+            continue
+        if not isinstance(now, torch.Tensor) or now.shape != fake.shape or now.dtype != fake.dtype:
+            got = f"shape {list(now.shape)} {now.dtype}" if isinstance(now, torch.Tensor) else type(now).__name__
+            raise UnsupportedGraph(
+                f"the forward of {type(module).__name__} replaces buffer {name!r} ({list(fake.shape)} {fake.dtype}) "
+                f"with {got}; a recorded step updates a buffer in place, so the new value must keep its shape and dtype"
+            )
+        with torch.no_grad():
+            fake.copy_(now)
 
 
 def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:

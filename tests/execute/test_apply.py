@@ -6,7 +6,7 @@ import torch
 
 import gnplace
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidArgument, InvalidPlacement
+from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement, UnsupportedGraph
 from gnplace.importers.torch import import_step
 from gnplace.placement import Placement
 
@@ -423,3 +423,78 @@ def test_inputs_laid_out_otherwise_than_recorded_give_eager_gradients(recorded_l
         torch.testing.assert_close(ours.grad, theirs.grad)
         for a, b in zip(net.parameters(), reference.parameters()):
             torch.testing.assert_close(a.grad, b.grad)
+
+
+class _Ema(torch.nn.Module):
+    """A buffer updated by assignment, the common running-average idiom (``self.ema = 0.9 * self.ema + ...``)."""
+
+    def __init__(self, grow: bool = False) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(6, 3)
+        self.register_buffer("ema", torch.zeros(3))
+        self.grow = grow
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        loss = torch.nn.functional.mse_loss(h * self.ema.exp(), y)  # mul saves the old ema for its backward
+        self.ema = 0.9 * self.ema + 0.1 * h.mean(0).detach()
+        if self.grow:
+            self.ema = torch.cat([self.ema, self.ema])
+        return loss
+
+
+def test_a_buffer_replaced_by_assignment_is_updated_as_eager_updates_it():
+    torch.manual_seed(0)
+    net = _Ema()
+    reference = copy.deepcopy(net)
+    x, y = torch.randn(8, 6), torch.randn(8, 3)
+    graph = import_step(net, (x, y)).graph
+    placement = Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x, y), devices=["cpu", "cpu"])
+    for _ in range(3):  # the recording alone lost the update: the loss stayed the first call's
+        ours, theirs = placed(x, y), reference(x, y)
+        torch.testing.assert_close(ours, theirs)
+        ours.backward()
+        theirs.backward()
+    torch.testing.assert_close(net.ema, reference.ema)
+    torch.testing.assert_close(net.a.weight.grad, reference.a.weight.grad)
+    assert not torch.equal(reference.ema, torch.zeros(3))
+    with pytest.raises(UnsupportedGraph, match=r"replaces buffer 'ema' \(\[3\] torch.float32\) with shape \[6\]"):
+        import_step(_Ema(grow=True), (x, y))
+
+
+class _Bank(torch.nn.Module):
+    """A memory bank whose first row is overwritten each step, in place or by assigning a new bank."""
+
+    def __init__(self, in_place: bool) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(6, 3)
+        self.register_buffer("bank", torch.zeros(4, 3))
+        self.in_place = in_place
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        loss = torch.nn.functional.mse_loss(h, y) + (h @ self.bank.clone().t()).square().mean()
+        with torch.no_grad():
+            if self.in_place:
+                self.bank[0] = h.mean(0)
+            else:
+                self.bank = torch.cat([h.mean(0, keepdim=True), self.bank[1:]])
+        return loss
+
+
+def test_a_write_into_part_of_a_buffer_is_refused_and_assigning_the_whole_works():
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 6), torch.randn(8, 3)
+    net = _Bank(in_place=True)
+    graph = import_step(net, (x, y)).graph
+    with pytest.raises(ExecutionFailed, match=r"writes in place into part of buffer 'bank' .* self.bank\[0\] = "):
+        gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), (x, y), devices=["cpu", "cpu"])
+    net = _Bank(in_place=False)
+    reference = copy.deepcopy(net)
+    graph = import_step(net, (x, y)).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x, y),
+                           devices=["cpu", "cpu"])
+    for _ in range(3):
+        torch.testing.assert_close(placed(x, y), reference(x, y))
+    torch.testing.assert_close(net.bank, reference.bank)
