@@ -75,8 +75,41 @@ class ProgramOp:
         object.__setattr__(self, "reads", tuple(refs_in((self.args, self.kwargs))))
 
     def __getstate__(self) -> dict[str, Any]:
-        """The fields, without what an executor keeps on the op for itself (its argument makers)."""
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        """The fields, without what an executor keeps on the op for itself (its argument makers).
+
+        A ``torch.memory_format`` argument (``ones_like``'s ``preserve_format``) goes by name:
+        ``torch.save``'s pickle protocol cannot hold one, so a placed module could not be saved whole.
+        """
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        state["args"], state["kwargs"] = _swap_formats((state["args"], state["kwargs"]), to_names=True)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the fields :meth:`__getstate__` kept, memory formats by name back to themselves."""
+        state = dict(state)
+        state["args"], state["kwargs"] = _swap_formats((state["args"], state["kwargs"]), to_names=False)
+        self.__dict__.update(state)
+
+
+@dataclass(frozen=True)
+class _FormatName:
+    """A ``torch.memory_format`` by its name (``"preserve_format"``), as pickled."""
+
+    name: str
+
+
+def _swap_formats(value: Any, *, to_names: bool) -> Any:
+    """``value`` with each ``torch.memory_format`` as a :class:`_FormatName`, or each back (``to_names=False``)."""
+    from torch.utils._pytree import tree_map
+
+    def one(x: Any) -> Any:
+        if to_names and isinstance(x, torch.memory_format):
+            return _FormatName(str(x).rpartition(".")[2])
+        if not to_names and isinstance(x, _FormatName):
+            return getattr(torch, x.name)
+        return x
+
+    return tree_map(one, value)
 
 
 @functools.cache

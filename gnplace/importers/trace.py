@@ -213,11 +213,15 @@ def input_leaves(example_inputs: Any) -> tuple[list[Any], TreeSpec]:
     return tree_flatten(positional_inputs(example_inputs))
 
 
-def _raised_in(err: BaseException, function: str) -> bool:
-    """Whether ``err`` was raised inside a call of a function named ``function`` (its traceback's frames)."""
+def _raised_in(err: BaseException, function: str, file: str = "") -> bool:
+    """Whether ``err`` was raised inside a call of a function named ``function`` (its traceback's frames).
+
+    With ``file``, only a function of a file whose path ends so counts (``"nn/modules/batchnorm.py"``).
+    """
     tb = err.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_name == function:
+        code = tb.tb_frame.f_code
+        if code.co_name == function and code.co_filename.replace("\\", "/").endswith(file):
             return True
         tb = tb.tb_next
     return False
@@ -339,6 +343,12 @@ def record_training_step(
                     f"mask's values to tell whether it is causal ({recorder.failed or first}); say which it is: "
                     "is_causal=True with a causal mask, is_causal=False with any other (tgt_is_causal and "
                     "src_is_causal for nn.Transformer)"
+                ) from err
+            if _raised_in(err, "forward", "nn/modules/batchnorm.py"):  # momentum=None divides by its batch count
+                raise UnsupportedGraph(
+                    f"cannot trace a training step of {name}: a batch norm layer with momentum=None (a cumulative "
+                    f"average) reads the value of its batch count ({recorder.failed or first}); give it a momentum "
+                    "(0.1 is PyTorch's default) to record its step"
                 ) from err
             raise UnsupportedGraph(
                 f"cannot trace a training step of {name}: its forward reads a tensor's value "

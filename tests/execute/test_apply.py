@@ -498,3 +498,20 @@ def test_a_write_into_part_of_a_buffer_is_refused_and_assigning_the_whole_works(
     for _ in range(3):
         torch.testing.assert_close(placed(x, y), reference(x, y))
     torch.testing.assert_close(net.bank, reference.bank)
+
+
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*:FutureWarning")  # torch.save's own, on the input's pytree spec
+def test_a_placed_module_saves_whole_with_torch_save_and_runs_after_loading():
+    import io
+
+    from gnplace.execute.examples import tiny
+
+    net, inputs = tiny()  # its step holds ones_like(..., memory_format=torch.preserve_format)
+    graph = import_step(net, inputs).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), inputs,
+                           devices=["cpu", "cpu"])
+    buffer = io.BytesIO()
+    torch.save(placed, buffer)  # TypeError: cannot pickle 'module' object, before
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    torch.testing.assert_close(loaded(*inputs), placed(*inputs))

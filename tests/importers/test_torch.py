@@ -420,3 +420,14 @@ def test_a_transformer_left_to_detect_a_causal_mask_is_told_how_to_say_it():
     with pytest.raises(UnsupportedGraph, match=r"reads its attention mask's values .* is_causal=True with a causal"):
         from_module(_Causal(told=False), (torch.randn(2, 5, 8),))
     assert from_module(_Causal(told=True), (torch.randn(2, 5, 8),)).num_ops > 0
+
+
+def test_a_cumulative_batch_norm_is_refused_with_its_own_reason():
+    # momentum=None averages over all batches: it reads the batch count's value, which a recording cannot
+    def net(momentum):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.BatchNorm1d(6, momentum=momentum))
+
+    with pytest.raises(UnsupportedGraph, match=r"batch norm layer with momentum=None .* give it a momentum"):
+        from_module(net(None), (torch.randn(8, 6),), loss=lambda y: y.square().mean())
+    assert from_module(net(0.1), (torch.randn(8, 6),), loss=lambda y: y.square().mean()).num_ops > 0
