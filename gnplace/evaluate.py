@@ -8,7 +8,9 @@ A saved row is reused only when every input that shapes it is the same: the grap
 the cluster (its devices and links, not only its name), the placer, its revision and its options
 (with the content of any option that names a file, such as a checkpoint), the budget (for placers that take
 one), the seed and the simulator mode; these make the row's ``key``. A folder holds one row per
-graph, cluster, placer and seed: a task whose inputs changed replaces the old row.
+graph file, cluster (a preset's name, or a cluster file's path), placer and seed: a task whose inputs
+changed replaces the old row, and a failed row runs again. Paths are stored absolute, so a rerun from
+another folder finds them.
 
 The summary gives, per family, cluster and placer, geometric means of the step time's ratio to
 the best non-learned placer on the same graph and cluster, to the single-device placement and to
@@ -45,7 +47,7 @@ from gnplace.sim.timer import geomean, relative_step
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "task_key", "run_task", "place_task", "evaluate", "summarise",
-    "write_markdown",
+    "write_markdown", "cluster_slot",
 ]
 
 
@@ -326,10 +328,11 @@ def run_task(task: Task, key: str = "") -> Row:
     graph, cluster = _graph(task.graph_path, graph_stamp), _cluster(task.cluster, cluster_stamp)
     bound, single_s = _references(task.graph_path, graph_stamp, task.cluster, cluster_stamp, task.mode)
     base: dict[str, Any] = dict(
-        graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=task.graph_path, ops=graph.num_ops,
+        graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=os.path.realpath(task.graph_path),
+        ops=graph.num_ops,
         groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed, bound_s=bound,
         single_s=single_s, learned=PLACERS.info(task.placer).learned, budget=task.budget, mode=task.mode,
-        options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=task.cluster, key=key,
+        options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=cluster_slot(task.cluster), key=key,
     )
     try:
         _, _, placement, took = place_task(task)
@@ -402,8 +405,18 @@ def _read_rows(path: Path) -> list[Row]:
     return rows
 
 
-def _identity(graph_path: str, cluster_name: str, placer: str, seed: int) -> tuple[str, str, str, int]:
-    return (os.path.normpath(graph_path), cluster_name, placer, seed)
+def cluster_slot(spec: str) -> str:
+    """Which cluster ``spec`` names, as rows keep it: a cluster file's absolute path, else the preset's name.
+
+    Two cluster files may share a name (every ``gnplace profile`` writes ``cluster.yaml``, whose name
+    is its file's): their rows are kept apart by path, not merged by name.
+    """
+    return os.path.realpath(spec) if os.path.isfile(spec) else spec
+
+
+def _identity(graph_path: str, cluster: str, placer: str, seed: int) -> tuple[str, str, str, int]:
+    """The slot a row fills: graph file, cluster (:func:`cluster_slot`), placer and seed."""
+    return (os.path.realpath(graph_path), cluster_slot(cluster), placer, seed)
 
 
 def evaluate(
@@ -432,13 +445,12 @@ def evaluate(
         _placer(*t)  # bad options or a bad checkpoint are refused here, before saved rows are replaced
     for seed in {t.seed for t, _ in keyed}:
         as_generator(seed)
-    wanted = {_identity(t.graph_path, _cluster(t.cluster, _stamp(t.cluster)).name, t.placer, t.seed): k
-              for t, k in keyed}
+    wanted = {_identity(t.graph_path, t.cluster, t.placer, t.seed): k for t, k in keyed}
     done = []
     for row in _read_rows(csv_path):
-        current = wanted.get(_identity(row.graph_path, row.cluster, row.placer, row.seed))
-        if current is None or current == row.key:  # another task's row, or still valid
-            done.append(row)
+        current = wanted.get(_identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed))
+        if current is None or (current == row.key and not row.error):  # another task's row, or still valid
+            done.append(row)  # a failed row of a task asked for again runs again (the failure may have passed)
     have = {r.key for r in done}
     todo = [(t, k) for t, k in keyed if k not in have]
     if reused is not None:
@@ -490,35 +502,46 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time.
 
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
-    and cluster (rows of learned placers are compared with it, never part of it).
+    and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
+    apart by :func:`cluster_slot`; where two share a name, each is shown with its file
+    (``cluster (/path/cluster.yaml)``).
     """
+    label = _cluster_labels(rows)
     best: dict[tuple[str, str], float] = {}
     for r in rows:
         if not r.learned and not r.oom and math.isfinite(r.step_time_s):
-            key = (r.graph_path, r.cluster)
+            key = (r.graph_path, label[id(r)])
             best[key] = min(best.get(key, math.inf), r.step_time_s)
     groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
     for r in rows:
-        groups[(r.family or "-", r.cluster, r.placer)].append(r)
+        groups[(r.family or "-", label[id(r)], r.placer)].append(r)
     summary = []
     for (family, cluster, placer), members in sorted(groups.items()):
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
         summary.append({
             "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
             "vs_best": geomean(
-                [relative_step(r.step_time_s, best[(r.graph_path, r.cluster)]) for r in ok
-                 if (r.graph_path, r.cluster) in best]
+                [relative_step(r.step_time_s, best[(r.graph_path, cluster)]) for r in ok
+                 if (r.graph_path, cluster) in best]
             ),
             "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
             "vs_bound": geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom for r in members),
             "errors": sum(bool(r.error) for r in members),
             "best_count": sum(
-                1 for r in ok if r.step_time_s <= best.get((r.graph_path, r.cluster), math.inf) * (1 + 1e-9)
+                1 for r in ok if r.step_time_s <= best.get((r.graph_path, cluster), math.inf) * (1 + 1e-9)
             ),
             "place_s": sum(r.place_seconds for r in members if math.isfinite(r.place_seconds)) / max(1, len(members)),
         })
     return summary
+
+
+def _cluster_labels(rows: Sequence[Row]) -> dict[int, str]:
+    """The cluster each row is summarised under (by ``id``): its name, with its file where names clash."""
+    slots: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        slots[r.cluster].add(r.cluster_spec or r.cluster)
+    return {id(r): r.cluster if len(slots[r.cluster]) == 1 else f"{r.cluster} ({r.cluster_spec})" for r in rows}
 
 
 def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:

@@ -328,6 +328,41 @@ def test_a_placer_that_crashes_fails_its_row_alone(graphs, tmp_path, monkeypatch
     assert not by["single"].error and by["single"].step_time_s > 0
 
 
+    monkeypatch.undo()  # the failure has passed: a rerun runs the failed row again, and reuses the other
+    again = []
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("heft", "single")], tmp_path / "out",
+                    progress=again.append)
+    assert [r.placer for r in again] == ["heft"] and all(not r.error for r in rows) and len(rows) == 2
+
+
+def test_two_cluster_files_of_one_name_are_two_clusters(graphs, tmp_path):
+    # every `gnplace profile` writes a cluster.yaml named after its file: rows were merged by that name
+    for folder, kind in (("a", "k80"), ("b", "v100")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cluster.yaml").write_text(f"devices: [{{name: gpu, count: 2, kind: {kind}}}]\n"
+                                                        "links: {default: pcie3}\n")
+    tasks = [Task(str(graphs / "mlp2.gnpg"), str(tmp_path / f / "cluster.yaml"), p)
+             for f in ("a", "b") for p in ("single", "round_robin")]
+    rows = evaluate(tasks, tmp_path / "out")
+    assert len(rows) == 4 and {r.cluster for r in rows} == {"cluster"}
+    again = []
+    assert len(evaluate(tasks, tmp_path / "out", progress=again.append)) == 4 and again == []  # all four reused
+    summary = summarise(rows)
+    assert sorted({s["cluster"] for s in summary}) == [f"cluster ({(tmp_path / f / 'cluster.yaml').resolve()})"
+                                                       for f in ("a", "b")]
+    assert all(s["graphs"] == 1 for s in summary)
+
+
+def test_rows_keep_absolute_paths_so_a_rerun_from_elsewhere_reuses_them(graphs, tmp_path, monkeypatch):
+    monkeypatch.chdir(graphs)
+    first = evaluate([Task("mlp2.gnpg", "k80x2", "single")], tmp_path / "out")
+    assert first[0].graph_path == str((graphs / "mlp2.gnpg").resolve())
+    monkeypatch.chdir(tmp_path)
+    again = []
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path / "out", progress=again.append)
+    assert again == [] and len(rows) == 1 and rows[0].task().graph_path == first[0].graph_path
+
+
 def test_steps_of_no_work_summarise_as_ratios_of_one(tmp_path):
     """A 0 s step beside a 0 s best, single and bound is 1.0 of each (it was a ZeroDivisionError)."""
     from gnplace.graph import OpGraph

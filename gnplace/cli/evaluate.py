@@ -20,6 +20,7 @@ from gnplace.cli.common import (
 from gnplace.evaluate import (
     Row,
     Task,
+    cluster_slot,
     collect_graphs,
     evaluate,
     place_task,
@@ -115,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
         with writing(Path(args.out) / "ratios.png"):
             print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
         with writing(Path(args.out) / "best_timeline.png"):
-            timeline = _plot_best_timeline(rows, Path(args.out) / "best_timeline.png")
+            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0],
+                                           Path(args.out) / "best_timeline.png")
         print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
     if failed:
         first = failed[0]
@@ -126,16 +128,17 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot_best_timeline(rows: list[Row], path: Path) -> Path | None:
-    """Gantt chart of the fastest placement that fits for the first graph and cluster of ``rows``, made again.
+def _plot_best_timeline(rows: list[Row], first: Task, path: Path) -> Path | None:
+    """Gantt chart of the fastest placement that fits among ``rows`` of the graph and cluster of ``first``, made again.
 
+    ``rows`` are this run's (a results file may hold other runs' rows, of graphs since moved or changed).
     None (nothing drawn) when every run of that graph and cluster failed.
     """
     from gnplace.sim.simulator import Simulator
     from gnplace.viz import plot_timeline
 
-    first = rows[0]
-    placed = [r for r in rows if r.graph_path == first.graph_path and r.cluster == first.cluster and not r.error]
+    mine = first.graph_path, first.cluster
+    placed = [r for r in rows if not r.error and _slot_of(r.graph_path, r.cluster_spec) == _slot_of(*mine)]
     if not placed:
         return None
     candidates = [r for r in placed if not r.oom and math.isfinite(r.step_time_s)]
@@ -144,6 +147,11 @@ def _plot_best_timeline(rows: list[Row], path: Path) -> Path | None:
     graph, cluster, placement, _ = place_task(task)
     result = Simulator(task.mode).time(graph, cluster, placement, timeline=True)  # type: ignore[arg-type]
     return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
+
+
+def _slot_of(graph_path: str, cluster: str) -> tuple[str, str]:
+    """A graph file and cluster as rows store them (absolute paths; a preset by name)."""
+    return os.path.realpath(graph_path), cluster_slot(cluster)
 
 
 def checkpoint_readers(path: str, placers: list[str]) -> list[str]:

@@ -152,6 +152,10 @@ class AnnealingPlacer:
             )
         if not isinstance(start, str) and not callable(getattr(start, "place", None)):
             raise InvalidArgument(f"AnnealingPlacer: start must be a placer's name or a placer, got {start!r}")
+        if isinstance(start, str) and start not in _STARTS:
+            from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
+
+            PLACERS.resolve(start)  # a misspelt start is refused here, not after the run began
         if not 0 < final_temperature <= initial_temperature:
             raise InvalidArgument(
                 f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "

@@ -58,6 +58,10 @@ class AutoPlacer:
         candidates = tuple(candidates)
         if not candidates or "auto" in candidates:
             raise InvalidArgument(f"AutoPlacer needs candidate placers other than 'auto', got {candidates!r}")
+        from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
+
+        for name in candidates:
+            PLACERS.resolve(name)  # a misspelt candidate is refused here, not when placing
         self.candidates = candidates
         self.timer = timer or Simulator()
         self.last_choice: str | None = None

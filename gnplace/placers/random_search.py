@@ -73,6 +73,10 @@ class RandomSearchPlacer:
         self.budget = int(budget)
         self.batch = int(batch)
         self.block_fraction = float(block_fraction)
+        if start is not None:
+            from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
+
+            PLACERS.resolve(start)  # a misspelt start is refused here, not after the run began
         self.start = start
         self.timer = timer or Simulator()
         self.progress = progress

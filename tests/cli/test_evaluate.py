@@ -163,3 +163,17 @@ def test_a_checkpoint_goes_to_the_placers_that_read_its_format(tmp_path, capsys)
     assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "--checkpoint", str(checkpoint),
                  "-o", str(tmp_path / "d")]) == 2
     assert "none of the placers run takes a checkpoint" in capsys.readouterr().err
+
+
+def test_the_timeline_is_of_this_runs_first_graph_not_an_older_runs(tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "ev"
+    graphs = sorted(EXAMPLES.glob("*.gnpg"))
+    old = tmp_path / "old.gnpg"
+    shutil.copy(graphs[0], old)
+    assert main(["evaluate", "-g", str(old), "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(out)]) == 0
+    old.unlink()  # its row stays in the results file; drawing it would need the file
+    assert main(["evaluate", "-g", str(graphs[1]), "-c", "k80x2", "-p", "single,round_robin", "-j", "1", "-o", str(out),
+                 "--plot"]) == 0
+    assert (out / "best_timeline.png").stat().st_size > 1000 and "no such graph file" not in capsys.readouterr().err

@@ -196,3 +196,11 @@ def test_a_name_that_is_not_a_string_is_an_unknown_placer(name):
     """A list from ``-O random_search.start=[]`` was looked up as a key: a TypeError, not one line."""
     with pytest.raises(UnknownName, match="unknown placer"):
         PLACERS.resolve(name)
+
+
+@pytest.mark.parametrize("name, options", [("annealing", {"start": "hetf"}), ("random_search", {"start": "hetf"}),
+                                           ("auto", {"candidates": ["heft", "hetf"]})])
+def test_a_misspelt_placer_name_in_an_option_is_refused_when_the_placer_is_made(name, options):
+    # not after a run began: evaluate builds every placer before it replaces saved rows
+    with pytest.raises(UnknownName, match="unknown placer 'hetf'"):
+        make_placer(name, **options)
