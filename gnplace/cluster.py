@@ -155,6 +155,7 @@ class Cluster:
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
+        _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
         for label, matrix in (("bandwidth", self.bandwidth), ("latency", self.latency)):
@@ -281,6 +282,28 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
                 f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})"
             ) from err
     return cluster_from_dict(parse_yaml(text, InvalidCluster, source), source=source)
+
+
+#: The fields of a :class:`Device` that its op times depend on: devices of one kind must agree on them.
+_OP_TIME_FIELDS = ("peak_flops", "mem_bandwidth", "flops_efficiency", "mem_efficiency", "launch_overhead")
+
+
+def _check_kinds(devices: tuple[Device, ...], name: str) -> None:
+    """Refuse two devices of one kind whose op times differ (:data:`_OP_TIME_FIELDS`).
+
+    A kind names one device model: measured op seconds (a graph's ``cost_s``) and a coarse graph's
+    summed op times are kept per kind, so a faster device of the same kind would be timed as the first.
+    """
+    first: dict[str, Device] = {}
+    for dev in devices:
+        other = first.setdefault(dev.kind, dev)
+        for field in _OP_TIME_FIELDS:
+            if getattr(dev, field) != getattr(other, field):
+                raise InvalidCluster(
+                    f"cluster {name!r}: devices {other.name!r} and {dev.name!r} are both of kind {dev.kind!r} but "
+                    f"differ in {field} ({getattr(other, field):.4g} and {getattr(dev, field):.4g}); op times are "
+                    "kept per kind, so give each its own kind (kind: NAME with every field)"
+                )
 
 
 def _keys(entry: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]

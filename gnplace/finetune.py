@@ -117,7 +117,8 @@ def finetune(
         in seconds: ``step_time_s`` of the placement returned (``chosen``: ``"search"``, or ``"auto"`` or
         ``"single"`` when the search's best measured slower afresh), ``search_step_s`` of the search's best,
         and those of ``single``, ``round_robin``, ``auto`` and the zero-shot placement, each measured
-        afresh after the search (``zero_shot_s`` is ``None`` when the budget left it untimed).
+        afresh after the search (``zero_shot_s`` is ``None`` when the budget left it untimed); beside each,
+        ``*_oom`` says whether that placement runs out of device memory (``oom`` for the one returned).
 
     Raises:
         InvalidArgument: for an unknown timer, or a real timer with a graph file.
@@ -126,7 +127,7 @@ def finetune(
         InfeasiblePlacement: if no placement of the graph fits the cluster's memory (nothing is written).
     """
     from gnplace.cluster import load_cluster
-    from gnplace.exceptions import InfeasiblePlacement
+    from gnplace.graph import require_ops
     from gnplace.placement import Placement, save_placement
     from gnplace.placers import get_placer
     from gnplace.rl.search import FineTunePlacer
@@ -171,11 +172,11 @@ def finetune(
             from gnplace.execute.dist import DistTimer
 
             step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
-    graph = _with_costs(graph, costs)
-    cluster = load_cluster(cluster)
     try:
+        graph = require_ops(_with_costs(graph, costs), source)
+        cluster = load_cluster(cluster)
         require_memory(graph, cluster)  # an impossible memory budget: refused before any search, as by gnplace place
-    except InfeasiblePlacement:
+    except BaseException:  # bad input: the ranks a dist timer started stop with the error
         if closer is not None:
             closer.close()
         raise
@@ -206,8 +207,8 @@ def finetune(
             measured[name] = step_timer.time(graph, cluster, placed[name])
         result = searched = step_timer.time(graph, cluster, best)
         zero_shot_devices = placer.last_zero_shot_placement  # measured afresh too (the search's was one draw)
-        zero_shot_s = None if zero_shot_devices is None else \
-            step_timer.time(graph, cluster, Placement(zero_shot_devices, cluster)).step_time
+        zero_shot_timed = None if zero_shot_devices is None else \
+            step_timer.time(graph, cluster, Placement(zero_shot_devices, cluster))
         chosen = "search"
         fastest = min(("auto", "single"), key=lambda name: (measured[name].is_oom, measured[name].step_time))
         if (result.is_oom, result.step_time) > (measured[fastest].is_oom, measured[fastest].step_time):
@@ -223,10 +224,13 @@ def finetune(
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
         "step_time_s": result.step_time, "oom": result.is_oom, "chosen": chosen,
-        "search_step_s": searched.step_time, "zero_shot_s": zero_shot_s,
+        "search_step_s": searched.step_time, "search_oom": searched.is_oom,
+        "zero_shot_s": None if zero_shot_timed is None else zero_shot_timed.step_time,
+        "zero_shot_oom": None if zero_shot_timed is None else zero_shot_timed.is_oom,
         "zero_shot_budget_needed": placer.last_zero_shot_budget_needed,
         "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],
+        **{f"{name}_oom": timed.is_oom for name, timed in measured.items()},  # a time that does not fit is no time
         "speedup_vs_single": relative_step(others["single"], result.step_time),
         "vs_auto": relative_step(result.step_time, others["auto"]),
         "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,

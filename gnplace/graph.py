@@ -25,7 +25,7 @@ from gnplace.exceptions import InvalidGraph
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 
-__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE"]
+__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "require_ops"]
 
 #: Names of the phases, indexed by the values of :attr:`OpGraph.phase`.
 PHASES: tuple[str, ...] = ("forward", "backward", "update")
@@ -487,3 +487,13 @@ class OpGraph:
         )
 
     __hash__ = object.__hash__
+
+
+def require_ops(graph: OpGraph, source: str) -> OpGraph:
+    """``graph``, refused with an :class:`InvalidGraph` when it has no ops (nothing to place or time).
+
+    ``source`` names where the graph came from (its file), for the message.
+    """
+    if graph.num_ops == 0:
+        raise InvalidGraph(f"{source}: graph {graph.name!r} has no ops; there is nothing to place")
+    return graph

@@ -425,3 +425,24 @@ def test_message_cpu_changes_the_fingerprint_only_where_it_is_set():
     assert same.fingerprint() == base.fingerprint() == (
         "256f334bb6adc03b00bc6d526cae729624db009d3bc81600d5a793520758b257")
     assert charged.fingerprint() != base.fingerprint()
+
+
+def test_devices_of_one_kind_must_agree_on_their_op_times(tmp_path):
+    # op times are kept per kind (measured cost_s, coarse graphs): a second speed under one kind was timed as the first
+    two = """
+        devices:
+          - {name: slow, peak_flops: 1 TFLOP/s, mem_bandwidth: 100 GB/s, memory: 64 GiB}
+          - {name: fast, peak_flops: 10 TFLOP/s, mem_bandwidth: 500 GB/s, memory: 64 GiB}
+        links: {default: pcie3}
+        """
+    with pytest.raises(InvalidCluster, match=r"'slow' and 'fast' are both of kind 'custom' but differ in peak_flops"):
+        load_cluster(str(write(tmp_path, two, name="two.yaml")))
+    own = two.replace("{name: fast,", "{name: fast, kind: fast,")
+    assert load_cluster(str(write(tmp_path, own, name="own.yaml"))).kinds == ["custom", "fast"]
+    memories = """
+        devices:
+          - {name: big, kind: v100, memory: 32 GiB}
+          - {name: small, kind: v100, memory: 16 GiB}
+        links: {default: pcie3}
+        """
+    assert load_cluster(str(write(tmp_path, memories, name="mem.yaml"))).kinds == ["v100", "v100"]

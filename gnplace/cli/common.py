@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, InvalidGraph
-from gnplace.graph import OpGraph
+from gnplace.exceptions import InvalidArgument
+from gnplace.graph import OpGraph, require_ops
 from gnplace.placement import Placement, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
@@ -121,13 +121,6 @@ def check_count(value: int | None, flag: str, *, minimum: int = 0, maximum: int 
         raise InvalidArgument(f"{flag} must be at least {minimum}, got {value}")
     if value is not None and maximum is not None and value > maximum:
         raise InvalidArgument(f"{flag} must be at most {maximum}, got {value}")
-
-
-def require_ops(graph: OpGraph, source: str) -> OpGraph:
-    """``graph``, refused with an :class:`InvalidGraph` when it has no ops (nothing to place or time)."""
-    if graph.num_ops == 0:
-        raise InvalidGraph(f"{source}: graph {graph.name!r} has no ops; there is nothing to place")
-    return graph
 
 
 def check_not_input(

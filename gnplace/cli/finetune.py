@@ -79,14 +79,16 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['evaluations']} evaluations in {summary['seconds']:.1f} s")
     print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
     if summary["chosen"] != "search":
-        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms afresh, slower than "
-              f"{summary['chosen']}'s placement, which is returned)")
+        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms afresh"
+              f"{' (OOM)' if summary['search_oom'] else ''}, slower than {summary['chosen']}'s placement, which "
+              "is returned)")
     if summary.get("zero_shot_s") is not None:
-        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms  (a candidate; the search starts from auto)")
+        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms{'  (OOM)' if summary['zero_shot_oom'] else ''}"
+              "  (a candidate; the search starts from auto)")
     elif summary.get("zero_shot_budget_needed") is not None:
         print(f"  zero-shot    not timed: its candidates and one PPO batch need --budget "
               f"{summary['zero_shot_budget_needed']} or more")
     for name in ("auto", "single", "round_robin"):
-        print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms")
+        print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms{'  (OOM)' if summary[name + '_oom'] else ''}")
     print(f"  best placement: {summary['placement']}")
     return 0

@@ -379,13 +379,15 @@ def calibrate(
     else:
         raise InvalidArgument(f"calibrate measures a DistTimer or a LocalTimer, got {type(timer).__name__}")
     seconds: dict[str, np.ndarray] = {}
+    rates: dict[str, tuple[float, float, float]] = {}
     spec_devices = []
     for dev_name, kind, dev in zip(names, kinds, torch_devs):
-        if kind not in seconds:
+        if kind not in seconds:  # once per kind: a kind is one device model (its devices' op times agree)
             ops = measure_op_seconds(program, dev, repeats=repeats, threads=threads)
             updates = _update_seconds(program, dev, repeats, threads)
             seconds[kind] = node_seconds(program, ops, updates)
-        flops, bandwidth, memory = _device_rates(dev, threads)
+            rates[kind] = _device_rates(dev, threads)
+        flops, bandwidth, memory = rates[kind]
         if dev.type == "cpu":
             memory = memory / max(1, sum(d.type == "cpu" for d in torch_devs))
         spec_devices.append({"name": dev_name, "kind": kind, "peak_flops": flops, "mem_bandwidth": bandwidth,
