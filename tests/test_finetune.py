@@ -230,3 +230,34 @@ def test_a_run_whose_zero_shot_had_another_constructor_is_refused(finished_run, 
     torch.save(state, other / "last.ckpt")
     with pytest.raises(InvalidCheckpoint, match=r"other settings \(constructor\)"):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=other, resume=True, progress=False)
+
+
+def test_the_summary_says_which_compared_placements_run_out_of_memory(tmp_path, capsys):
+    from gnplace.cli import main
+    from gnplace.cluster import load_cluster
+    from gnplace.placers import get_placer
+    from gnplace.sim.simulator import Simulator
+
+    graph = mlp_training_graph(layers=3, width=512, batch=64)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
+    memory = int(single.peak_memory.max() * 0.9)  # one device cannot hold the step, two can
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {memory}}}]\nlinks: {{default: pcie3}}\n")
+    summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["single_oom"] and not summary["oom"]
+    assert summary["auto_oom"] is False and summary["search_oom"] is False
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["single_oom"] is True
+    assert main(["finetune", str(path), "-c", str(cluster), "--budget", "8", "-o", str(tmp_path / "cli")]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert lines["single"].endswith("(OOM)") and not lines["auto"].endswith("(OOM)")
+
+
+def test_a_graph_without_ops_is_refused(tmp_path):
+    from gnplace.exceptions import InvalidGraph
+    from gnplace.graph import OpGraph
+
+    path = save_graph(OpGraph([], [], name="empty"), tmp_path / "empty.gnpg")
+    with pytest.raises(InvalidGraph, match="has no ops; there is nothing to place"):
+        finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
