@@ -155,6 +155,11 @@ class Cluster:
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
+        for dev in self.devices:  # YAML checks these per field; a Device made in Python is checked here
+            for field in ("peak_flops", "mem_bandwidth", "memory"):
+                if not getattr(dev, field) > 0:
+                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                         "it must be positive")
         _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)

@@ -446,3 +446,11 @@ def test_devices_of_one_kind_must_agree_on_their_op_times(tmp_path):
         links: {default: pcie3}
         """
     assert load_cluster(str(write(tmp_path, memories, name="mem.yaml"))).kinds == ["v100", "v100"]
+
+
+def test_a_device_made_in_python_with_no_memory_is_refused():
+    # YAML refuses it per field; made in Python it gave nan overflows and bare AssertionErrors in the searches
+    good = Device("gpu0", "k80", 2.8e12, 240e9, 12 * GiB)
+    empty = Device("gpu1", "k80", 2.8e12, 240e9, 0.0)
+    with pytest.raises(InvalidCluster, match="device 'gpu1' has memory 0.0; it must be positive"):
+        Cluster([good, empty], np.full((2, 2), 1e10), np.zeros((2, 2)))

@@ -257,7 +257,8 @@ class _Model:
         (demands rounded up, capacities down: conservative). An op's output lives on its device from
         the op's start until its last local consumer ends and its transfers are done (before every
         remote consumer starts); a received copy lives on the receiver from the transfer's start
-        until the last consumer there ends, as in the simulator.
+        until the last consumer there ends, and holds the bytes the consumers there read (at most the
+        whole output), as in the simulator.
         """
         model, graph, x, group = self.model, self.graph, self.x, self.group
         capacity, devices = self.cluster.memory, range(self.cluster.num_devices)
@@ -294,8 +295,20 @@ class _Model:
                 demands[k].append(size)
             if not self.remote[u]:
                 continue
-            copy_bytes = math.ceil(min(graph.out_bytes[u], edge_bytes[ptr[u] : ptr[u + 1]].sum()) / unit)
+            # a copy on device k holds the bytes its consumers there read, at most the whole output (the simulator's
+            # rule): per consumer group, in units rounded up, so the model stays as strict as the timer or stricter
+            to_group: dict[int, float] = {}
+            for w, b in zip(consumers[ptr[u] : ptr[u + 1]].tolist(), edge_bytes[ptr[u] : ptr[u + 1]].tolist()):
+                if group[w] != gu:
+                    to_group[group[w]] = to_group.get(group[w], 0.0) + b
+            whole = math.ceil(graph.out_bytes[u] / unit)
             for k in devices:
+                read_here = sum(math.ceil(b / unit) * x[gw][k] for gw, b in to_group.items())
+                if sum(math.ceil(b / unit) for b in to_group.values()) <= whole:
+                    copy_bytes: Any = read_here
+                else:
+                    copy_bytes = model.new_int_var(0, whole, f"copybytes{u}_{k}")
+                    model.add_min_equality(copy_bytes, [whole, read_here])
                 arrives = self.transfer_start.get((u, k), self.end[u])
                 copy_end = model.new_int_var(0, self.horizon, f"copyend{u}_{k}")
                 model.add(copy_end >= arrives)

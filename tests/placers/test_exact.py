@@ -16,7 +16,7 @@ from gnplace.placers.exact import ExactPlacer, brute_force, delay_model
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, fork_graph, layered_graph, mixed_cluster, mlp_training_graph
+from gnplace.toy import chain_graph, fork_graph, layered_graph, mixed_cluster, mlp_training_graph, toy_cluster
 
 GiB = 2**30
 UNIT = 1e-9  # seconds per tick in the brute-force comparisons
@@ -294,3 +294,19 @@ def test_models_that_aborted_the_solver_are_solved(ops, width, seed, run, device
     assert placement.devices.shape == (ops,) and not placement.splits_groups(graph)
     assert all("parallel search aborted" in str(w.message) for w in caught)  # the only warning: solved again
     assert not caught or num_workers == 2
+
+
+def test_a_received_copy_holds_only_the_bytes_read_on_its_device():
+    # op 0 sends 12 kB to op 1 and 20.6 MB to op 3: a copy next to op 1's 62 MB of parameters holds the 12 kB;
+    # charged all of op 0's out-edge bytes, the model found nothing that fits where 108 of 243 placements do
+    graph = OpGraph([f"n{i}" for i in range(5)], [(0, 1), (0, 3)],
+                    flops=[3.94e8, 7.07e9, 7.81e8, 1.10e8, 1.91e8],
+                    out_bytes=[20602056, 32359486, 5947453, 18351635, 8172284],
+                    param_bytes=[0, 61952642, 0, 0, 0], edge_bytes=[12391, 20602056])
+    cluster = toy_cluster(3, memory=94513168.0, name="tight")
+    every = np.array(list(itertools.product(range(3), repeat=5)))
+    timed = Simulator().time_batch(graph, cluster, every)
+    best = timed.step_time[~timed.oom].min()
+    placed = ExactPlacer(time_limit=10, num_workers=1).place(graph, cluster, seed=0)
+    result = Simulator().time(graph, cluster, placed)
+    assert not result.is_oom and result.step_time == pytest.approx(best)
