@@ -21,8 +21,8 @@ def two_speeds():
         {
             "name": "two_speeds",
             "devices": [
-                {"name": "slow", "peak_flops": 1e12, "mem_bandwidth": 1e11, "memory": 16 * GiB},
-                {"name": "fast", "peak_flops": 10e12, "mem_bandwidth": 1e12, "memory": 1 * GiB},
+                {"name": "slow", "kind": "slow", "peak_flops": 1e12, "mem_bandwidth": 1e11, "memory": 16 * GiB},
+                {"name": "fast", "kind": "fast", "peak_flops": 10e12, "mem_bandwidth": 1e12, "memory": 1 * GiB},
             ],
             "links": {"default": "pcie3"},
         }
