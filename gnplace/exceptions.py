@@ -2,7 +2,8 @@
 
 Every error that bad input can cause derives from :class:`GnplaceError`, so that the command line
 can print it as one line and exit non-zero, and library users can catch one class. Messages name
-the object, the value found and, where there is one, the fix.
+the object, the value found and, where there is one, the fix. :class:`Terminated` is no error: it is
+how a run stopped by SIGTERM ends, a ``KeyboardInterrupt`` as Ctrl-C's is.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from gnplace.exceptions import (
     InvalidGraph,
     InvalidPlacement,
     MissingDependency,
+    Terminated,
     UnknownName,
     UnsupportedGraph,
 )
@@ -40,10 +41,15 @@ def test_all_lists_every_exception_class_defined_here():
         name for name, obj in vars(exceptions).items() if inspect.isclass(obj) and issubclass(obj, BaseException)
     }
     assert set(exceptions.__all__) == defined
-    assert {getattr(exceptions, name) for name in exceptions.__all__} == VALUE_ERRORS | NOT_VALUE_ERRORS
+    assert {getattr(exceptions, name) for name in exceptions.__all__} == VALUE_ERRORS | NOT_VALUE_ERRORS | {Terminated}
 
 
-@pytest.mark.parametrize("name", exceptions.__all__)
+def test_a_run_stopped_by_sigterm_is_an_interrupt_not_an_error():
+    # bad input is a GnplaceError; SIGTERM is not bad input, and whoever keeps their work on Ctrl-C keeps it here too
+    assert issubclass(Terminated, KeyboardInterrupt) and not issubclass(Terminated, Exception)
+
+
+@pytest.mark.parametrize("name", [name for name in exceptions.__all__ if name != "Terminated"])
 def test_every_exception_derives_from_gnplace_error(name):
     cls = getattr(exceptions, name)
     assert issubclass(cls, GnplaceError) and issubclass(cls, Exception)

@@ -175,8 +175,8 @@ def _state_meta(trace: TrainingTrace, meta: dict[str, Any] | None) -> dict[str, 
     """``meta`` with what a ``device_map`` of the graph must also place (:mod:`gnplace.execute.device_map`).
 
     ``tied_parameters`` maps each tied parameter name to the parameter it shares (no update node of its
-    own), ``untrained_state`` lists the persistent buffers and frozen parameters
-    (:attr:`TrainingTrace.untrained_state`); each is left out when empty, so a
+    own), ``untrained_state`` lists the persistent buffers and frozen parameters a ``device_map`` must
+    place (:attr:`TrainingTrace.untrained_state`); each is left out when empty, so a
     model without either keeps the meta it was given.
     """
     out = dict(meta or {})

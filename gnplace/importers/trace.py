@@ -90,7 +90,8 @@ class TrainingTrace:
             ties it to its input embedding), each to the name the tensor is held under in ``params`` or
             ``buffers``.
         untrained_state: state-dict names of the persistent buffers and frozen parameters (no gradient, no
-            update), which a ``device_map`` must place too (a module's buffers go with its parameters).
+            update), which a ``device_map`` must place too; a leaf module's beside its own trainable
+            parameter are left out (they go with it under its key: batch norm's running statistics).
     """
 
     ops: list[TracedOp]
@@ -416,8 +417,9 @@ def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
     Returns:
         tuple: ``{alias: name}`` for each parameter registered under a second name (``named_parameters``
         lists a tensor once, under its first name), and the state-dict names, in state-dict order, of the
-        persistent buffers and parameters without ``requires_grad`` (batch norm's running statistics, a
-        frozen layer's weight), aliases left out.
+        persistent buffers and parameters without ``requires_grad`` (a frozen layer's weight), aliases left
+        out, but those of a leaf module that holds a trainable parameter itself (batch norm's running
+        statistics), which go with it under its one key.
     """
     first: dict[int, str] = {}
     tied = {}
@@ -427,11 +429,16 @@ def _state_names(module: torch.nn.Module) -> tuple[dict[str, str], list[str]]:
         else:
             first[id(p)] = name
     trained = {name for name, p in module.named_parameters() if p.requires_grad}
+    # a leaf module holding a trainable parameter keeps its buffers under its own device_map key (batch norm's
+    # running statistics go with its weight); a module with children may be split, so its buffers are listed
+    owners = {name.rpartition(".")[0] for name in trained}
+    parents = {path for path, sub in module.named_modules() if next(sub.children(), None) is not None}
     try:
         state = list(module.state_dict(keep_vars=True))
     except Exception:  # noqa: BLE001 - a model's own state_dict override: the record is advice, the import goes on
         state = []
-    untrained = [name for name in state if name not in trained and name not in tied]
+    untrained = [name for name in state if name not in trained and name not in tied
+                 and (name.rpartition(".")[0] not in owners or name.rpartition(".")[0] in parents)]
     return tied, untrained
 
 

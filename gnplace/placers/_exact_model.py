@@ -302,13 +302,17 @@ class _Model:
                 if group[w] != gu:
                     to_group[group[w]] = to_group.get(group[w], 0.0) + b
             whole = math.ceil(graph.out_bytes[u] / unit)
+            units = {gw: math.ceil(b / unit) for gw, b in to_group.items()}
             for k in devices:
-                read_here = sum(math.ceil(b / unit) * x[gw][k] for gw, b in to_group.items())
-                if sum(math.ceil(b / unit) for b in to_group.values()) <= whole:
-                    copy_bytes: Any = read_here
-                else:
-                    copy_bytes = model.new_int_var(0, whole, f"copybytes{u}_{k}")
-                    model.add_min_equality(copy_bytes, [whole, read_here])
+                read_here = sum(n * x[gw][k] for gw, n in units.items())
+                if len(units) == 1 and sum(units.values()) <= whole:
+                    copy_bytes: Any = read_here  # one variable: a demand CP-SAT takes as it is (affine)
+                else:  # a demand is affine in one variable at most: the sum, capped at the whole output, in one
+                    copy_bytes = model.new_int_var(0, min(whole, sum(units.values())), f"copybytes{u}_{k}")
+                    if sum(units.values()) <= whole:
+                        model.add(copy_bytes == read_here)
+                    else:
+                        model.add_min_equality(copy_bytes, [whole, read_here])
                 arrives = self.transfer_start.get((u, k), self.end[u])
                 copy_end = model.new_int_var(0, self.horizon, f"copyend{u}_{k}")
                 model.add(copy_end >= arrives)

@@ -24,8 +24,8 @@ def fast_and_slow():
         {
             "name": "fast_and_slow",
             "devices": [
-                {"name": "fast", "kind": "v100", "peak_flops": 3e13},
-                {"name": "slow", "kind": "v100", "peak_flops": 1e13},
+                {"name": "fast", "kind": "fast", "peak_flops": 3e13, "mem_bandwidth": 9e11, "memory": 16 * 2**30},
+                {"name": "slow", "kind": "slow", "peak_flops": 1e13, "mem_bandwidth": 9e11, "memory": 16 * 2**30},
             ],
             "links": {"default": "pcie3"},
         }
