@@ -201,7 +201,8 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
     ``PROG: warning: ...`` line each, and torch's warning about unsafe checkpoint loading, which
     only repeats the refusal of such a file, is silenced. The ``gnplace`` command and the scripts
     (``scripts/pretrain.py``, ``scripts/finetune.py``, ``scripts/place.py``, ``scripts/bench.py``)
-    report errors the same way; Ctrl-C prints ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
+    report errors the same way; a closed pipe on stdout (``| head``) gives 141 quietly; Ctrl-C prints
+    ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
     stopped a run under Lightning (:class:`~gnplace.exceptions.Terminated`) ``PROG: SIGTERM: INTERRUPTED``
     and 143 (elsewhere SIGTERM ends the process as it always does).
     """
@@ -217,10 +218,16 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
         warnings.showwarning = show
         warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)
         try:
-            return int(run(args) or 0)
+            code = int(run(args) or 0)
+            sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where Python reports it
+            return code
         except GnplaceError as err:
             print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
+        except BrokenPipeError:  # the reader went away (`gnplace ... --json | head`): nothing is wrong with the input
+            with contextlib.suppress(OSError, ValueError):  # (a stdout with no file, as under a test's capture)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail
+            return 141  # 128 + SIGPIPE, what a shell reports for a program the pipe's close stopped
         except OSError as err:
             print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
             return 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -224,6 +226,23 @@ def test_a_ctrl_c_that_a_library_turned_into_another_exception_is_an_interrupt(c
 
     with pytest.raises(type(after())):
         run_reporting_errors(plain, argparse.Namespace(), "tool")
+
+
+def test_a_reader_that_closed_the_pipe_is_a_quiet_exit_not_an_error(capsys):
+    def run(args):
+        raise BrokenPipeError(32, "Broken pipe")  # `gnplace simulate --json | head`, head gone
+
+    assert run_reporting_errors(run, argparse.Namespace(), "tool") == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_the_console_command_piped_into_a_closed_reader_prints_nothing(tmp_path):
+    graph = save_graph(chain_graph(40), tmp_path / "chain.gnpg")
+    reader = subprocess.Popen([sys.executable, "-m", "gnplace.cli", "simulate", str(graph), "-c", "k80x2", "-p",
+                               "round_robin", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.close()  # the reader goes away before the command writes
+    assert reader.wait(timeout=120) in (0, 141) and b"Broken pipe" not in reader.stderr.read()
 
 
 def test_a_run_stopped_by_sigterm_is_one_line_and_exit_143(capsys):
