@@ -261,3 +261,14 @@ def test_a_graph_without_ops_is_refused(tmp_path):
     with pytest.raises(InvalidGraph, match="has no ops; there is nothing to place"):
         finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_real_timers_run_resumed_with_other_measurement_settings_is_refused(tmp_path):
+    # the repeats (threads, devices) shape every measurement: a resume under others would mix two kinds of them
+    run = dict(timer="local", devices=["cpu", "cpu"], budget=12, samples=4, epochs=1, zero_shot=False, out=tmp_path,
+               progress=False)
+    finetune(TINY, "k80x2", repeats=1, **run)
+    assert (tmp_path / "last.ckpt").exists()
+    with pytest.raises(InvalidCheckpoint, match=r"run of other settings \(timer_settings\)"):
+        finetune(TINY, "k80x2", repeats=2, resume=True, **run)
+    assert finetune(TINY, "k80x2", repeats=1, resume=True, **run) is not None

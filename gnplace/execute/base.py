@@ -112,6 +112,10 @@ class RealStepTimer(StepTimer):
         self.cache: dict[tuple[str, bytes], StepResult] = {}
         self.measured = 0  # placements run (cache misses)
 
+    def settings(self) -> dict[str, Any]:
+        """How this timer measures, as plain values: a search resumed under other settings would mix two kinds."""
+        return {"warmup": self.warmup, "repeats": self.repeats, "lr": self.lr}
+
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
         """Run ``placement`` ``warmup + repeats`` times and return the median step (cached by placement).
 

@@ -463,6 +463,10 @@ class DistTimer(RealStepTimer):
         self._owns_group = False
         self._closed = False
 
+
+    def settings(self) -> dict[str, Any]:
+        """How this timer measures (see :meth:`RealStepTimer.settings`), with its backend and threads per rank."""
+        return {**super().settings(), "backend": self.backend, "threads": self.threads}
     def __repr__(self) -> str:
         return f"DistTimer({self.program.graph_name!r}, backend={self.backend!r}, world={self.world})"
 

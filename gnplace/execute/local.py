@@ -67,6 +67,10 @@ class LocalTimer(RealStepTimer):
         self.last_moves = 0
         self.last_moved_bytes = 0.0
 
+    def settings(self) -> dict[str, Any]:
+        """How this timer measures (see :meth:`RealStepTimer.settings`), with its torch devices and threads."""
+        return {**super().settings(), "devices": self.devices, "threads": self.threads}
+
     def __repr__(self) -> str:
         return f"LocalTimer({self.program.graph_name!r}, devices={self.devices}, repeats={self.repeats})"
 

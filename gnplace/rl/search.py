@@ -384,7 +384,8 @@ class PPOSearchPlacer:
 
         The graph's and the cluster's fingerprints (:meth:`~gnplace.graph.OpGraph.fingerprint`),
         the settings that shape the problem or the policy (``max_nodes``, ``modules``, ``anchor``, the
-        reference placer, the MDP, the algorithm, the policy's shape, the kind of timer) and the content
+        reference placer, the MDP, the algorithm, the policy's shape, the kind of timer and how a real one
+        measures: repeats, threads, devices) and the content
         of the checkpoint fine-tuned from (plain data: it goes into Lightning checkpoints).
         """
         from gnplace.evaluate import file_digest
@@ -406,6 +407,9 @@ class PPOSearchPlacer:
                 "widen": self.widen,
             },
         }
+        measures = getattr(self.timer, "settings", None)
+        if callable(measures):  # a real timer's repeats, threads, devices (the simulator has none to record)
+            identity["settings"]["timer_settings"] = measures()
         if c.screen > 1:  # (runs of before the screen, which had none, still resume)
             identity["settings"]["screen"] = c.screen
             if c.screen_model != "learned":  # (nor those of before its models)
