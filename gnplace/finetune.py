@@ -187,6 +187,11 @@ def finetune(
 
         torch_devices(cluster, devices)  # a torch device for every cluster device, refused before the folder is made
     folder = Path(out)
+    finished = [name for name in ("summary.json", "placement.json") if (folder / name).exists()]
+    if finished and not resume and not (folder / "last.ckpt").exists():  # (with one, the search names it)
+        # a run too short for a checkpoint (no PPO iteration) left only its results: not ours to overwrite
+        raise InvalidArgument(f"{folder} holds a finished run ({finished[0]}): use another -o, or --resume to run "
+                              "again into it")
     try:
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
                                 screen_model=screen_model,

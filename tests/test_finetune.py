@@ -272,3 +272,15 @@ def test_a_real_timers_run_resumed_with_other_measurement_settings_is_refused(tm
     with pytest.raises(InvalidCheckpoint, match=r"run of other settings \(timer_settings\)"):
         finetune(TINY, "k80x2", repeats=2, resume=True, **run)
     assert finetune(TINY, "k80x2", repeats=1, resume=True, **run) is not None
+
+
+def test_a_finished_run_without_a_checkpoint_is_not_overwritten_by_a_new_one(tmp_path):
+    # a budget too small for one PPO iteration writes no last.ckpt, only its results
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    out = tmp_path / "run"
+    finetune(str(path), "k80x2", budget=1, out=out, progress=False)
+    assert not (out / "last.ckpt").exists()
+    saved = {name: (out / name).read_bytes() for name in ("placement.json", "summary.json")}
+    with pytest.raises(InvalidArgument, match=r"holds a finished run \(summary.json\): use another -o, or --resume"):
+        finetune(str(path), "k80x4", budget=1, out=out, progress=False)
+    _unchanged(out, saved)
