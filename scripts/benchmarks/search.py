@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
               f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
 
     rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress)
-    wanted = {(str(g), c) for g in graphs for c in args.clusters}
+    wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto"}
     summary = []
     families = {r.graph_path: r.family for r in rows}
