@@ -122,8 +122,11 @@ class ExactPlacer:
 
     After :meth:`place`, these attributes describe the solve: ``last_status`` (``"optimal"``,
     ``"feasible"`` when the time limit stopped a solve with a solution, ``"unknown"`` when it
-    stopped without one, or ``"infeasible"`` when the model's memory accounting, stricter than the
-    timer's, admits no placement while a baseline fits; the baseline is returned),
+    stopped without one, or ``"infeasible"`` when the model's memory accounting admits no placement
+    while a baseline fits; the baseline is returned). The model counts memory in its own schedule,
+    with demands rounded up, and the timer in its first-come-first-served one: a placement the model
+    admits may still run out of memory on the timer, which is why the timer's verdict picks the
+    placement returned among the solver's solutions and the baselines;
     ``last_objective_s`` (the solver's makespan, seconds; None if unknown),
     ``last_bound_s`` (its proved lower bound, seconds), ``last_gap`` (``(objective - bound) /
     objective``), ``last_model_step_time_s`` (timed step of the solver's placement),
@@ -249,12 +252,11 @@ class ExactPlacer:
             random_seed=int(as_generator(seed).integers(2**31 - 1)),
         )
         if outcome.status == "infeasible" and baselines.best_key[0] > 0:
-            # the model's memory accounting is stricter than the timer's: a baseline that the
-            # timer finds within memory is returned rather than an error
+            # (where a baseline fits the timer's memory, it is returned rather than this error)
             raise InfeasiblePlacement(
-                f"no placement of graph {graph.name!r} fits the memory of cluster {cluster.name!r} "
-                f"(parameters{' and live activations' if self.activation_memory else ''} exceed it); "
-                "use devices with more memory"
+                f"no placement of graph {graph.name!r} fits the memory of cluster {cluster.name!r}, by the solver's "
+                f"count or any baseline's (parameters{' and live activations' if self.activation_memory else ''} "
+                "exceed it); use devices with more memory"
             )
         solver = BudgetedTimer(self.timer)
         if outcome.solutions:  # the final solution first, so that it wins ties
