@@ -19,6 +19,8 @@ One call simulates one training step of one placed graph. Semantics (see ``simul
 * Memory: parameters are resident from the start; an op's output occupies its device from the
   op's start until its last local consumer has ended and its last outgoing transfer is done; a
   received copy occupies the receiver from the transfer's start until its last consumer there ends.
+  An op or transfer that starts after a gap (``op_gap``, ``xfer_gap``) is charged when it starts,
+  not when its device or link chose it, so memory freed in the gap is free for it.
 
 The only priority queue is the global event heap (time, sequence number); queues of devices and
 links are FIFO linked lists held in integer arrays. Their appends are written out in place: a shared
@@ -32,6 +34,9 @@ from numba import njit, prange
 
 OP_END = 0
 XFER_END = 1
+OP_MEMORY = 2  # an op chosen before its device's gap ended takes its output's memory when it starts
+XFER_MEMORY = 3  # likewise a transfer after its link's gap, on the devices receiving it
+KINDS = 4  # an event's payload is its op's or transfer's index times KINDS, plus its kind
 
 
 @njit(cache=True, inline="always")
@@ -157,7 +162,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     lq_tail = np.full(L, -1, np.int64)
     link_busy = np.zeros(L, np.bool_)
     link_avail = np.zeros(L)
-    ecap = n + xcap + 1
+    ecap = 2 * (n + xcap) + 1  # an end per op and transfer, and a deferred memory charge per op and transfer
     ht = np.empty(ecap)
     hs = np.empty(ecap, np.int64)
     hp = np.empty(ecap, np.int64)
@@ -165,6 +170,8 @@ def simulate_step(  # type: ignore[no-untyped-def]
     seq = 0
     acc = np.zeros(D)
     cnt = np.zeros(D, np.int64)
+    charged = np.zeros(D, np.bool_)  # devices whose memory grew at this instant by a deferred charge
+    any_charged = False
     done = 0
     step = 0.0
 
@@ -189,6 +196,13 @@ def simulate_step(  # type: ignore[no-untyped-def]
         # ---- start work on idle devices and links touched by the last events, once every event of
         # this instant is processed: memory freed at time t is free for what starts at t
         if hsize == 0 or ht[0] != now:
+            if any_charged:  # deferred charges of this instant, after its frees
+                any_charged = False
+                for k in range(D):
+                    if charged[k]:
+                        charged[k] = False
+                        if mem[k] > peak[k]:
+                            peak[k] = mem[k]
             for ti in range(n_touched_devices):
                 k = touched_devices[ti]
                 if start_devices[k]:
@@ -205,10 +219,14 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         op_end[v] = s + c
                         busy[k] += c
                         dev_running[k] = True
-                        mem[k] += out_bytes[v]
-                        if mem[k] > peak[k]:
-                            peak[k] = mem[k]
-                        hsize = _push(ht, hs, hp, hsize, s + c, seq, v * 2 + OP_END)
+                        if s > now:  # after the device's gap: charged when it starts
+                            hsize = _push(ht, hs, hp, hsize, s, seq, v * KINDS + OP_MEMORY)
+                            seq += 1
+                        else:
+                            mem[k] += out_bytes[v]
+                            if mem[k] > peak[k]:
+                                peak[k] = mem[k]
+                        hsize = _push(ht, hs, hp, hsize, s + c, seq, v * KINDS + OP_END)
                         seq += 1
             n_touched_devices = 0
             for ti in range(n_touched_links):
@@ -233,25 +251,45 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         if mode == 0:
                             k = x_dst[x]
                             recv_bytes[u * D + k] = x_bytes[x]
+                        else:
+                            for k in range(D):
+                                if remote_uses[u * D + k] > 0:
+                                    recv_bytes[u * D + k] = x_bytes[x]
+                        if s > now:  # after the link's gap: the copies are charged when it starts
+                            hsize = _push(ht, hs, hp, hsize, s, seq, x * KINDS + XFER_MEMORY)
+                            seq += 1
+                        elif mode == 0:
+                            k = x_dst[x]
                             mem[k] += x_bytes[x]
                             if mem[k] > peak[k]:
                                 peak[k] = mem[k]
                         else:
                             for k in range(D):
                                 if remote_uses[u * D + k] > 0:
-                                    recv_bytes[u * D + k] = x_bytes[x]
                                     mem[k] += x_bytes[x]
                                     if mem[k] > peak[k]:
                                         peak[k] = mem[k]
-                        hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * 2 + XFER_END)
+                        hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * KINDS + XFER_END)
                         seq += 1
             n_touched_links = 0
         if hsize == 0:
             break
         now, payload, hsize = _pop(ht, hs, hp, hsize)
-        kind = payload & 1
-        ident = payload >> 1
-        if kind == OP_END:
+        kind = payload % KINDS
+        ident = payload // KINDS
+        if kind == OP_MEMORY:
+            k = placement[ident]
+            mem[k] += out_bytes[ident]
+            charged[k] = True
+            any_charged = True
+        elif kind == XFER_MEMORY:
+            u = x_node[ident]
+            for k in range(D):
+                if (mode == 0 and k == x_dst[ident]) or (mode == 1 and remote_uses[u * D + k] > 0):
+                    mem[k] += x_bytes[ident]
+                    charged[k] = True
+                    any_charged = True
+        elif kind == OP_END:
             v = ident
             dv = placement[v]
             done += 1

@@ -315,3 +315,16 @@ def test_single_device_step_is_sum_of_op_times_plus_gaps(case, mode):
     gaps = (g.num_ops - 1) * PLACETO_OP_GAP if mode == "placeto" else 0.0  # every op here costs > 0
     assert r.step_time == pytest.approx(times.sum() + gaps, rel=1e-9)
     assert r.busy_time[0] == pytest.approx(times.sum(), rel=1e-9)
+
+
+def test_placeto_mode_charges_an_op_after_its_devices_gap_when_it_starts():
+    # a's 100 MB output is freed when its 1 kB transfer ends, 0.13 us after a; b starts after the 5.7 us op gap.
+    # Charged when gpu0 chose b (at a's end), b's 100 MB were counted beside a's: a peak of 200 MB, not 100
+    mb = 10**6
+    graph = OpGraph(["a", "b", "c"], [(0, 2)], flops=[1e9, 1e9, 1e9], out_bytes=[100 * mb, 100 * mb, 0],
+                    edge_bytes=[1000])
+    result = Simulator("placeto").time(graph, toy_cluster(2), [0, 0, 1], timeline=True)
+    timeline = result.timeline
+    assert timeline.op_end[0] < timeline.xfer_end[0] < timeline.op_start[1]  # a freed, then b starts
+    assert timeline.op_start[1] == pytest.approx(timeline.op_end[0] + PLACETO_OP_GAP)
+    assert result.peak_memory[0] == 100 * mb
