@@ -19,6 +19,10 @@ percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op), ``me
 of compute each message sent or received costs while the other end computes; 0 but for measured
 CPU ranks, see :mod:`gnplace.sim._kernel`). Link bandwidths are
 effective bytes/s (nominal rate times Paleo's PPP_comm); latencies are seconds per transfer.
+
+A kind names one device model: measured op seconds and coarse graphs keep op times per kind, so
+the devices of one kind must agree on the fields op times depend on (all but ``memory`` and
+``message_cpu``); a device overridden to another speed needs a kind of its own.
 """
 
 from __future__ import annotations
