@@ -131,7 +131,8 @@ class TimedCheckpoint(L.Callback):
 
     SIGTERM (what ``kill``, ``timeout``, a batch scheduler or a container runtime sends) is Lightning's
     to catch: its trainer notes it and stops the loop at the end of the iteration under way
-    (``SIGTERMException``). That iteration is saved first, so ``--resume`` loses nothing either.
+    (``SIGTERMException``). That iteration is saved first, so ``--resume`` loses nothing either; a
+    second SIGTERM stops at once, as a second Ctrl-C does.
 
     Args:
         path (str or Path): the checkpoint file (``last.ckpt``).
@@ -145,6 +146,7 @@ class TimedCheckpoint(L.Callback):
         self._interrupted = False
         self._saved_terminated = False
         self._previous: Any = None
+        self._previous_term: Any = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Start the clock; take over the first Ctrl-C."""
@@ -162,6 +164,19 @@ class TimedCheckpoint(L.Callback):
                           file=sys.stderr, flush=True)
 
             self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
+        if threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGTERM)):
+            lightning_term = signal.getsignal(signal.SIGTERM)  # Lightning's: it notes the signal for its loop
+            term_rank = trainer.global_rank
+
+            def stop_at_a_second_sigterm(signum: int, frame: Any) -> None:
+                if getattr(trainer, "received_sigterm", False):  # the second: stop now, from the last checkpoint
+                    raise Terminated("SIGTERM")
+                lightning_term(signum, frame)  # type: ignore[operator]
+                if term_rank == 0:
+                    print("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)",
+                          file=sys.stderr, flush=True)
+
+            self._previous_term = signal.signal(signal.SIGTERM, stop_at_a_second_sigterm)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does) or a SIGTERM."""
@@ -192,6 +207,9 @@ class TimedCheckpoint(L.Callback):
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
+        if self._previous_term is not None:  # Lightning's, which it replaces with the caller's when it tears down
+            signal.signal(signal.SIGTERM, self._previous_term)
+            self._previous_term = None
 
 
 def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
@@ -213,6 +231,8 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     except SystemExit as err:
         if not after_interrupt(err):
             raise
+        if isinstance(err.__context__, Terminated):  # a second SIGTERM, which Lightning shut down as a Ctrl-C
+            raise Terminated("SIGTERM") from err
         raise KeyboardInterrupt from err
     finally:
         if handler is not None and threading.current_thread() is threading.main_thread():

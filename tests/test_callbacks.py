@@ -160,3 +160,27 @@ def test_sigterm_saves_the_iteration_under_way_and_is_raised_as_terminated(tmp_p
             fit_interruptibly(trainer, BoringModel())
     assert torch.load(path, weights_only=False)["global_step"] == 3  # the iteration the signal came in, saved
     assert issubclass(Terminated, KeyboardInterrupt)  # callers that keep their work on Ctrl-C do so here too
+
+
+class _TwoSigterms(L.Callback):
+    """Sends two SIGTERMs at the start of batch ``at``: a scheduler that will not wait for the iteration."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_second_sigterm_stops_at_once_as_a_second_ctrl_c_does(tmp_path, default_ctrl_c, lightning_sigterm):
+    path = tmp_path / "last.ckpt"
+    before = signal.getsignal(signal.SIGTERM)
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _TwoSigterms(at=2)], max_steps=50,
+                                  plugins=[AtomicCheckpointIO()])
+        with pytest.raises(Terminated):
+            fit_interruptibly(trainer, BoringModel())
+    assert trainer.global_step == 2 and not path.exists()  # the iteration under way was not finished nor saved
+    assert signal.getsignal(signal.SIGTERM) == before  # the caller's handler is back
