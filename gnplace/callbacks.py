@@ -171,7 +171,7 @@ class TimedCheckpoint(L.Callback):
             def stop_at_a_second_sigterm(signum: int, frame: Any) -> None:
                 if getattr(trainer, "received_sigterm", False):  # the second: stop now, from the last checkpoint
                     raise Terminated("SIGTERM")
-                lightning_term(signum, frame)  # type: ignore[operator]
+                lightning_term(signum, frame)  # type: ignore[misc, operator]
                 if term_rank == 0:
                     print("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)",
                           file=sys.stderr, flush=True)
