@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar
@@ -165,13 +165,14 @@ class TimedCheckpoint(L.Callback):
 
             self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
         if threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGTERM)):
-            lightning_term = signal.getsignal(signal.SIGTERM)  # Lightning's: it notes the signal for its loop
+            # Lightning's: it notes the signal for its loop (callable: checked above)
+            lightning_term = cast(Callable[[int, Any], Any], signal.getsignal(signal.SIGTERM))
             term_rank = trainer.global_rank
 
             def stop_at_a_second_sigterm(signum: int, frame: Any) -> None:
                 if getattr(trainer, "received_sigterm", False):  # the second: stop now, from the last checkpoint
                     raise Terminated("SIGTERM")
-                lightning_term(signum, frame)  # type: ignore[misc, operator]
+                lightning_term(signum, frame)
                 if term_rank == 0:
                     print("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)",
                           file=sys.stderr, flush=True)
