@@ -405,6 +405,11 @@ class ExportPolicy(L.Callback):
         self.started = time.monotonic()
         self.elapsed_before = 0.0
         self.best_score = float("inf")
+        self.processes = 1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Note the run's processes, which its checkpoints record."""
+        self.processes = int(trainer.world_size)
 
     def elapsed(self) -> float:
         """Wall seconds of the run so far, earlier sessions of a resumed run included."""
@@ -442,7 +447,7 @@ class ExportPolicy(L.Callback):
     def state_dict(self) -> dict[str, Any]:
         """The elapsed wall seconds, best validation, config and pairs' digest, kept in Lightning's checkpoints."""
         return {"elapsed": self.elapsed(), "best_score": self.best_score, "config": self.config.to_dict(),
-                "pairs": self.pairs}
+                "pairs": self.pairs, "processes": self.processes}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the wall-clock count and the best validation of a resumed run."""
@@ -481,11 +486,11 @@ class RankDigest(L.Callback):
 RESUMABLE_CHANGES = frozenset({"iterations", "checkpoint_every_s"})
 
 
-def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None) -> int:
+def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None, processes: int | None = None) -> int:
     """Refuse a training checkpoint that cannot continue this run: unreadable, foreign, or another config.
 
     Every setting but :data:`RESUMABLE_CHANGES` must be the checkpoint's, so that a resumed run is the
-    run it continues.
+    run it continues; so must the number of ``processes``, where given (each rank draws its own share).
 
     Returns:
         int: the iterations the checkpoint has done.
@@ -521,6 +526,10 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
         if differ:
             raise InvalidCheckpoint(f"{path}: made with other settings ({', '.join(differ)}); "
                                     "resume with the same config or use another --out")
+    ran = exporter.get("processes")  # recorded since 2026-11-29: each rank draws its own share of the pairs
+    if processes is not None and isinstance(ran, int) and ran != processes:
+        raise InvalidCheckpoint(f"{path}: a run of {ran} process{'es' if ran != 1 else ''}, resumed with {processes}; "
+                                "resume it with as many (--devices, --num-nodes) or use another --out")
     if pairs is not None and exporter.get("pairs") not in (None, pairs):  # recorded since 2026-11-25
         raise InvalidCheckpoint(f"{path}: made with other graphs or clusters (a dataset folder or a cluster file "
                                 "changed since); resume with the same data or use another --out")
@@ -570,7 +579,8 @@ def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any
     return {"iterations": int(meta.get("iterations", 0)),
             "wall_seconds": round(elapsed, 1) if isinstance(elapsed, float) else None,
             "validation": dict(meta.get("validation", {})), "policy": str(out / "policy.ckpt"),
-            "best": str(best_path), "best_validation": float(score) if score is not None else None,
+            "best": str(best_path) if best_path.exists() else None,  # no validation ran: no best.ckpt
+            "best_validation": float(score) if score is not None else None,
             "rank": 0, "already_done": True}
 
 
@@ -653,7 +663,8 @@ def pretrain(
     pairs, val_pairs = pretrain_pairs(config)
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
-        if check_resumable(last, config, digest) >= config.schedule.iterations and (out / "policy.ckpt").exists():
+        done = check_resumable(last, config, digest, processes=devices * num_nodes)
+        if done >= config.schedule.iterations and (out / "policy.ckpt").exists():
             return _finished(out, export)  # nothing left to train: leave every file as it is
         ckpt_path = str(last)
     schedule = config.schedule
@@ -699,7 +710,8 @@ def pretrain(
         write_atomically(export, chosen.read_bytes())
     return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
             "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
-            "best": str(exporter.best_path), "best_validation": _finite_or_none(exporter.best_score),
+            "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
+            "best_validation": _finite_or_none(exporter.best_score),
             "rank": int(trainer.global_rank)}
 
 

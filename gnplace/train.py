@@ -162,13 +162,16 @@ class LearnerConfig:
                   "grad_clip": (self.grad_clip, self.grad_clip > 0, "> 0"), "beta": (self.beta, self.beta >= 0, ">= 0"),
                   "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]"),
                   "kl_target": (self.kl_target, self.kl_target > 0, "> 0"),
-                  "alpha": (self.alpha, self.alpha > 0, "> 0")}
+                  "alpha": (self.alpha, self.alpha > 0, "> 0"),
+                  # a negative weight would reward what it exists to discourage (overflowing memory, collapse)
+                  "oom_penalty": (self.oom_penalty, self.oom_penalty >= 0, ">= 0"),
+                  "entropy": (self.entropy, self.entropy >= 0, ">= 0"), "elite": (self.elite, self.elite >= 0, ">= 0")}
         wrong = [f"{name} {rule}, got {value}" for name, (value, ok, rule) in ranges.items() if not ok]
         if wrong:
             raise InvalidArgument(f"need {'; '.join(wrong)}")
         numbers = {"lr": self.lr, "clip": self.clip, "beta": self.beta, "grad_clip": self.grad_clip,
                    "prior": self.prior, "entropy": self.entropy, "elite": self.elite, "kl_target": self.kl_target,
-                   "alpha": self.alpha}
+                   "alpha": self.alpha, "oom_penalty": self.oom_penalty}
         for name, value in numbers.items():
             if not math.isfinite(value):
                 raise InvalidArgument(f"{name} must be a finite number, got {value}")

@@ -417,3 +417,25 @@ def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_c
     with pytest.raises(InvalidCheckpoint, match=r"other settings \(data.teacher_budget\)"):  # another teacher: refused
         pretrain(load_pretrain_config(tiny_config, overrides + ["data.teacher_budget=31"]),
                  tmp_path / "run", resume=True, progress=False)
+
+
+def test_a_run_without_validation_names_no_best_checkpoint(tiny_config, tmp_path):
+    summary = pretrain(load_pretrain_config(tiny_config, ["data.val_per_family=0", "schedule.iterations=2"]),
+                       tmp_path / "run", progress=False)
+    assert summary["best"] is None and summary["best_validation"] is None  # it named a best.ckpt never written
+    assert not (tmp_path / "run" / "best.ckpt").exists() and Path(summary["policy"]).is_file()
+    again = pretrain(load_pretrain_config(tiny_config, ["data.val_per_family=0", "schedule.iterations=2"]),
+                     tmp_path / "run", resume=True, progress=False)
+    assert again["already_done"] and again["best"] is None
+
+
+def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, tmp_path):
+    from gnplace.pretrain import check_resumable
+
+    config = load_pretrain_config(tiny_config, ["schedule.iterations=2"])
+    pretrain(config, tmp_path / "run", progress=False)
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert check_resumable(last, config, processes=1) == 2
+    # each rank draws its own share of the pairs and keeps their state: 2 ranks cannot continue 1's run
+    with pytest.raises(InvalidCheckpoint, match=r"a run of 1 process, resumed with 2; resume it with as many"):
+        check_resumable(last, config, processes=2)

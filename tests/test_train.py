@@ -47,6 +47,12 @@ def test_config_is_validated():
         with pytest.raises(InvalidArgument):
             LearnerConfig(**bad)
     assert CONFIG.policy.hidden == 64
+    # a negative weight rewards what it should discourage: with oom_penalty=-3 a twofold overflow earned 3.0
+    for name in ("oom_penalty", "entropy", "elite"):
+        with pytest.raises(InvalidArgument, match=rf"need {name} >= 0, got -3.0"):
+            LearnerConfig(**{name: -3.0})
+    with pytest.raises(InvalidArgument, match="oom_penalty must be a finite number"):
+        LearnerConfig(oom_penalty=float("inf"))
     # one batch draws samples x screen placements: past the limit it is refused, not a MemoryError mid-run
     with pytest.raises(InvalidArgument, match=r"^need samples x screen <= 16384, got 1600000 \(placements drawn"):
         LearnerConfig(samples=16, screen=100_000)
