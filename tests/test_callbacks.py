@@ -132,14 +132,15 @@ def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path, default
 
 
 class _Sigterm(L.Callback):
-    """Sends this process a real SIGTERM at the start of batch ``at`` (what ``kill`` or a scheduler sends)."""
+    """Sends this process ``times`` real SIGTERMs at the start of batch ``at`` (what ``kill`` or a scheduler sends)."""
 
-    def __init__(self, at: int) -> None:
-        self.at = at
+    def __init__(self, at: int, times: int = 1) -> None:
+        self.at, self.times = at, times
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if trainer.global_step == self.at:
-            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(self.times):
+                os.kill(os.getpid(), signal.SIGTERM)
 
 
 @pytest.fixture
@@ -162,23 +163,12 @@ def test_sigterm_saves_the_iteration_under_way_and_is_raised_as_terminated(tmp_p
     assert issubclass(Terminated, KeyboardInterrupt)  # callers that keep their work on Ctrl-C do so here too
 
 
-class _TwoSigterms(L.Callback):
-    """Sends two SIGTERMs at the start of batch ``at``: a scheduler that will not wait for the iteration."""
-
-    def __init__(self, at: int) -> None:
-        self.at = at
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.at:
-            os.kill(os.getpid(), signal.SIGTERM)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
 def test_a_second_sigterm_stops_at_once_as_a_second_ctrl_c_does(tmp_path, default_ctrl_c, lightning_sigterm):
+    # a scheduler that will not wait for the iteration under way
     path = tmp_path / "last.ckpt"
     before = signal.getsignal(signal.SIGTERM)
     with quiet_lightning():
-        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _TwoSigterms(at=2)], max_steps=50,
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _Sigterm(at=2, times=2)], max_steps=50,
                                   plugins=[AtomicCheckpointIO()])
         with pytest.raises(Terminated):
             fit_interruptibly(trainer, BoringModel())
