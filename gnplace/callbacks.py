@@ -47,6 +47,10 @@ class StopAfter(L.Callback):
     def __init__(self, iterations: int) -> None:
         self.iterations = iterations
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Stop before any iteration when a resumed learner has done the count already."""
+        self.on_train_batch_end(trainer, pl_module)
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Ask the trainer to stop after the iteration that reaches the count."""
         if getattr(pl_module, "iteration", 0) >= self.iterations:

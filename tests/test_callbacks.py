@@ -174,3 +174,13 @@ def test_a_second_sigterm_stops_at_once_as_a_second_ctrl_c_does(tmp_path, defaul
             fit_interruptibly(trainer, BoringModel())
     assert trainer.global_step == 2 and not path.exists()  # the iteration under way was not finished nor saved
     assert signal.getsignal(signal.SIGTERM) == before  # the caller's handler is back
+
+
+def test_stop_after_runs_no_iteration_for_a_learner_past_its_count(tmp_path):
+    # a resumed run that had finished (its policy.ckpt moved away) trained one iteration past its schedule
+    model = _CountingModel()
+    model.iteration = 4
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(3)], max_steps=-1, max_epochs=-1)
+        trainer.fit(model)
+    assert trainer.global_step == 0 and model.iteration == 4
