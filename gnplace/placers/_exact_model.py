@@ -303,13 +303,14 @@ class _Model:
                     to_group[group[w]] = to_group.get(group[w], 0.0) + b
             whole = math.ceil(graph.out_bytes[u] / unit)
             units = {gw: math.ceil(b / unit) for gw, b in to_group.items()}
+            most = sum(units.values())  # every consumer group on one device
             for k in devices:
                 read_here = sum(n * x[gw][k] for gw, n in units.items())
-                if len(units) == 1 and sum(units.values()) <= whole:
+                if len(units) == 1 and most <= whole:
                     copy_bytes: Any = read_here  # one variable: a demand CP-SAT takes as it is (affine)
                 else:  # a demand is affine in one variable at most: the sum, capped at the whole output, in one
-                    copy_bytes = model.new_int_var(0, min(whole, sum(units.values())), f"copybytes{u}_{k}")
-                    if sum(units.values()) <= whole:
+                    copy_bytes = model.new_int_var(0, min(whole, most), f"copybytes{u}_{k}")
+                    if most <= whole:
                         model.add(copy_bytes == read_here)
                     else:
                         model.add_min_equality(copy_bytes, [whole, read_here])

@@ -248,27 +248,25 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         link_busy[li] = True
                         link_avail[li] = s + dur + xfer_gap
                         u = x_node[x]
-                        if mode == 0:
+                        later = s > now  # after the link's gap: the copies are charged when it starts
+                        if mode == 0:  # one receiver: no loop over the devices on this hot path
                             k = x_dst[x]
                             recv_bytes[u * D + k] = x_bytes[x]
+                            if not later:
+                                mem[k] += x_bytes[x]
+                                if mem[k] > peak[k]:
+                                    peak[k] = mem[k]
                         else:
                             for k in range(D):
                                 if remote_uses[u * D + k] > 0:
                                     recv_bytes[u * D + k] = x_bytes[x]
-                        if s > now:  # after the link's gap: the copies are charged when it starts
+                                    if not later:
+                                        mem[k] += x_bytes[x]
+                                        if mem[k] > peak[k]:
+                                            peak[k] = mem[k]
+                        if later:
                             hsize = _push(ht, hs, hp, hsize, s, seq, x * KINDS + XFER_MEMORY)
                             seq += 1
-                        elif mode == 0:
-                            k = x_dst[x]
-                            mem[k] += x_bytes[x]
-                            if mem[k] > peak[k]:
-                                peak[k] = mem[k]
-                        else:
-                            for k in range(D):
-                                if remote_uses[u * D + k] > 0:
-                                    mem[k] += x_bytes[x]
-                                    if mem[k] > peak[k]:
-                                        peak[k] = mem[k]
                         hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * KINDS + XFER_END)
                         seq += 1
             n_touched_links = 0
