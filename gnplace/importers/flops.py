@@ -67,11 +67,13 @@ def _shape(x: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in x.shape)
 
 
-def _conv_flops(x: Any, w: Any, out: Any, groups: int) -> float:
-    # 2 * N * Cout * prod(out spatial) * (Cin / groups) * prod(kernel spatial)
-    cin_per_group = _shape(w)[1]
+def _conv_flops(x: Any, w: Any, out: Any, transposed: bool = False) -> float:
+    # 2 * N * Cout * prod(out spatial) * (Cin / groups) * prod(kernel spatial); the weight is [Cout, Cin/groups, k...]
+    # A transposed convolution's weight is [Cin, Cout/groups, k...] and its work is per *input* element:
+    # 2 * N * Cin * prod(in spatial) * (Cout / groups) * prod(kernel spatial).
+    per_group = _shape(w)[1]
     kernel = math.prod(_shape(w)[2:])
-    return 2.0 * _numel(out) * cin_per_group * kernel
+    return 2.0 * _numel(x if transposed else out) * per_group * kernel
 
 
 def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float | None:
@@ -113,16 +115,18 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         bsz, m, k = _shape(args[1])
         return 2.0 * bsz * m * k * _shape(args[2])[-1]
     if name in ("convolution", "_convolution", "conv2d", "conv1d", "cudnn_convolution"):
-        groups = int(args[8]) if len(args) > 8 else int(kwargs.get("groups", 1))
-        flops = _conv_flops(args[0], args[1], out, groups)
+        # convolution(input, weight, bias, stride, padding, dilation, transposed, ...); conv2d's 7th is groups
+        transposed = name in ("convolution", "_convolution") and bool(args[6] if len(args) > 6
+                                                                      else kwargs.get("transposed", False))
+        flops = _conv_flops(args[0], args[1], out, transposed)
         if len(args) > 2 and isinstance(args[2], torch.Tensor):
             flops += _numel(out)
         return flops
     if name == "convolution_backward":
         grad_out, x, w = args[0], args[1], args[2]
-        groups = int(args[9]) if len(args) > 9 else 1
+        transposed = bool(args[7]) if len(args) > 7 else False
         mask = args[10] if len(args) > 10 else [True, True, True]
-        one = _conv_flops(x, w, grad_out, groups)
+        one = _conv_flops(x, w, grad_out, transposed)  # dX and dW each cost as much as the forward
         return one * bool(mask[0]) + one * bool(mask[1]) + _numel(grad_out) * bool(mask[2])
     if name in ("avg_pool2d", "max_pool2d_with_indices", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
                 "avg_pool1d", "max_pool1d", "max_pool2d", "avg_pool3d", "max_pool3d_with_indices"):
@@ -147,7 +151,8 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
     if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
         return 3.0 * _numel(args[0])
     if name in ("nll_loss_forward", "nll_loss2d_forward"):
-        return float(_shape(args[0])[0] if args[0].dim() > 1 else 1)
+        # one pick per target: N of [N, C], N * H * W of nll_loss2d's [N, C, H, W]
+        return float(_numel(args[0]) // _shape(args[0])[1] if args[0].dim() > 1 else 1)
     if name in ("nll_loss_backward", "nll_loss2d_backward"):
         return float(_numel(args[1]))
     if name in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"):  # difference, square (or abs), sum

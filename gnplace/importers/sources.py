@@ -138,5 +138,6 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
         raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs) or (module, "
                               "example_inputs, loss) with loss a callable from the module's output to a scalar")
     module, inputs, loss = made if len(made) == 3 else (*made, None)
-    inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+    # the positional inputs of forward, as from_module reads them (a list is one input each, as a tuple is)
+    inputs = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
     return import_step(module, inputs, loss=loss, optimizer=optimizer, name=spec.rpartition(":")[2]), module

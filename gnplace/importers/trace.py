@@ -14,6 +14,7 @@ the tests check it reproduces eager gradients.
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -115,7 +116,9 @@ class TrainingTrace:
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
         """Run the recorded ops on real tensors; returns the loss and each parameter's gradient."""
         params = params if params is not None else {k: v.detach() for k, v in self.params.items()}
-        inputs = inputs if inputs is not None else self.inputs
+        # the recorded inputs are the caller's tensors: an op writing into one in place must not change them
+        inputs = inputs if inputs is not None else [x.clone() if isinstance(x, torch.Tensor) else x
+                                                    for x in self.inputs]
         values: list[list[Any]] = []
 
         def resolve(x: Any) -> Any:
@@ -328,7 +331,7 @@ def record_training_step(
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
 
-            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn():
+            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn(), _quiet_fake_tensor_log():
                 state = {f"module.{k}": v for k, v in {**fake_params, **fake_buffers}.items()}
                 value, grads = torch.func.functional_call(_Call(module, step), state,
                                                           tree_unflatten(fake_inputs, input_spec))
@@ -480,6 +483,22 @@ def _without_onednn() -> Iterator[None]:
         warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # said on every switch
         with torch.backends.mkldnn.flags(enabled=False):
             yield
+
+
+@contextmanager
+def _quiet_fake_tensor_log() -> Iterator[None]:
+    """Mute the log of fake tensors while recording.
+
+    An op that fails on its fake inputs (a user's shape mistake) logs its traceback at ERROR level there,
+    and the failure reaches the caller as one line anyway.
+    """
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    was = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = was
 
 
 def _forward_signature(module: torch.nn.Module) -> str:

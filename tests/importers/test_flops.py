@@ -19,6 +19,8 @@ from gnplace.importers.flops import FREE_OPS, VIEW_OPS, op_flops
         ("tanh", (torch.zeros(5, 5),), (5, 5), 100),
         ("sum", (torch.zeros(5, 6),), (), 30),
         ("_softmax", (torch.zeros(4, 10), -1, False), (4, 10), 200),
+        ("nll_loss_forward", (torch.zeros(4, 10),), (), 4),
+        ("nll_loss2d_forward", (torch.zeros(2, 5, 16, 16),), (), 2 * 16 * 16),  # a pick per pixel (was 2)
     ],
 )
 def test_closed_forms(name, args, out_shape, expected):
@@ -33,6 +35,39 @@ def test_convolution_and_its_backward():
     assert fwd == 2 * 2 * 16 * 5 * 5 * 8 * 9
     grad_args = (out, x, w, None, [2, 2], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
     assert op_flops("convolution_backward", grad_args, {}, [x, w, None]) == 2 * fwd
+
+
+def test_transposed_convolution_works_per_input_element_as_the_onnx_importer_counts_it():
+    # ConvTranspose2d(16 -> 8, k=4, stride 2, padding 1) on 8x8: each input pixel does 16 x 8 x 16 multiply-adds
+    x, w, out = torch.zeros(2, 16, 8, 8), torch.zeros(16, 8, 4, 4), torch.zeros(2, 8, 16, 16)
+    fwd = op_flops("convolution", (x, w, None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1), {}, [out])
+    assert fwd == 2 * 2 * 8 * 8 * 16 * 8 * 16  # counted from the output, it was 2x higher (4x at 16 -> 16)
+    grad_args = (out, x, w, None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1, [True, True, False])
+    assert op_flops("convolution_backward", grad_args, {}, [x, w, None]) == 2 * fwd
+    # conv2d's seventh argument is its groups, not a transposed flag
+    plain = op_flops("conv2d", (out, torch.zeros(4, 8, 3, 3), None, [1, 1], [1, 1], [1, 1], 1), {},
+                     [torch.zeros(2, 4, 16, 16)])
+    assert plain == 2 * 2 * 4 * 16 * 16 * 8 * 9
+
+
+def test_a_transposed_convolution_imports_with_the_onnx_importers_flops():
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+
+    from gnplace.importers.onnx import from_onnx
+    from gnplace.importers.torch import from_module
+
+    module = torch.nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1, bias=False)
+    graph = from_module(module, (torch.zeros(2, 16, 8, 8),), loss=lambda out: out.sum())
+    model = oh.make_model(oh.make_graph(
+        [oh.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])], "g",
+        [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 8, 8])],
+        [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 16, 16])],
+        [numpy_helper.from_array(np.zeros((16, 8, 4, 4), np.float32), "w")]), opset_imports=[oh.make_opsetid("", 17)])
+    onnx_graph = from_onnx(model)
+    assert graph.flops[graph.node_names.index("root/convolution")] == \
+        onnx_graph.flops[onnx_graph.node_names.index("ConvTranspose_0")] == 2 * 2 * 8 * 8 * 16 * 8 * 16
 
 
 def test_depthwise_convolution_counts_one_input_channel_per_group():

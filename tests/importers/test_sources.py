@@ -43,6 +43,20 @@ def logits_and_loss():
 def loss_not_callable():
     return torch.nn.Linear(8, 3), (torch.zeros(4, 8),), "cross_entropy"
 
+class Regression(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x, y):
+        return (self.fc(x) - y).square().mean()
+
+def inputs_as_a_list():
+    return Regression(), [torch.zeros(8, 4), torch.zeros(8, 2)]
+
+def inputs_as_a_tuple():
+    return Regression(), (torch.zeros(8, 4), torch.zeros(8, 2))
+
 def broken():
     raise ValueError("no weights here")
 '''
@@ -67,6 +81,13 @@ def test_graph_files_onnx_files_and_factories_give_training_graphs(tmp_path):
     (tmp_path / "mymodels.py").write_text(FACTORY)
     graph = load_graph_source(f"{tmp_path / 'mymodels.py'}:make")
     assert graph.name == "make" and "addmm" in graph.op_types and (graph.phase == 2).sum() == 4
+
+
+def test_a_factory_may_give_its_inputs_as_a_list_as_from_module_takes_them(tmp_path):
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    as_list = load_graph_source(f"{tmp_path / 'mymodels.py'}:inputs_as_a_list")  # was: forward() missing 'y'
+    as_tuple = load_graph_source(f"{tmp_path / 'mymodels.py'}:inputs_as_a_tuple")
+    assert as_list.num_ops == as_tuple.num_ops > 0 and as_list.op_types == as_tuple.op_types
 
 
 def test_a_factory_may_give_the_loss_of_a_module_that_returns_logits(tmp_path):

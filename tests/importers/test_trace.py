@@ -118,6 +118,34 @@ def test_replay_reproduces_eager_loss_and_gradients():
         assert got.shape == want.shape and torch.allclose(got, want, atol=1e-6), name
 
 
+def test_a_shape_mistake_in_the_model_is_one_error_and_logs_no_traceback(caplog):
+    with caplog.at_level("DEBUG"), \
+            pytest.raises(UnsupportedGraph, match=r"op aten\.addmm\.default failed: .*\[8, 5\] X \[4, 2\]"):
+        record_training_step(nn.Linear(4, 2), (torch.zeros(8, 5),), loss=lambda out: out.sum())
+    assert not [r for r in caplog.records if r.levelno >= 40]  # fake tensors logged its traceback at ERROR level
+
+
+def test_replay_leaves_the_example_inputs_as_they_were_so_a_second_replay_gives_the_same_loss():
+    class ScalesItsInput(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            x.div_(2)  # in place, into the caller's tensor
+            return self.fc(x).square().mean()
+
+    torch.manual_seed(0)
+    model, x = ScalesItsInput(), torch.randn(3, 4)
+    before = x.clone()
+    eager = model(before.clone())
+    trace = record_training_step(model, (x,))
+    first, _ = trace.replay()
+    second, _ = trace.replay()
+    assert torch.equal(x, before)  # was halved by each replay
+    assert torch.allclose(first, eager) and torch.allclose(second, eager)
+
+
 def test_replay_with_new_parameters_and_inputs_is_a_function_of_them():
     model = mlp()
     trace = record_training_step(model, (torch.randn(5, 6),), loss=mse)
