@@ -2,8 +2,9 @@
 
 An ONNX file holds the forward graph of a model. The importer reads it with static shapes
 (``onnx.shape_inference.infer_shapes(model, data_prop=True)``, after fixing the sizes of dynamic
-inputs from ``input_shapes``), and builds the training graph of one step by the conventions of the
-PyTorch importer (:mod:`gnplace.importers.torch`):
+inputs from ``input_shapes``; a declared shape the op contradicts is refused, not trusted), and
+builds the training graph of one step by the conventions of the PyTorch importer
+(:mod:`gnplace.importers.torch`):
 
 * shape computations (``Constant``, ``Shape``, ``Gather`` or ``Concat`` of constants, anything whose
   inputs are all constants) are dropped; view-like ops (``Reshape``, ``Transpose``, ``Squeeze``,
@@ -17,10 +18,11 @@ PyTorch importer (:mod:`gnplace.importers.torch`):
   the model already returns a scalar, which is then the loss;
 * the backward pass is synthesised: each forward op gets one gradient op per input that needs a
   gradient (:func:`~gnplace.importers.onnx_flops.grad_flops`: for ``Conv``, ``Gemm`` and ``MatMul``
-  the data and the weight gradient each cost the forward product), fed by the gradient of the op's
-  outputs (gradient edges run in reverse) and by the activations the gradient reads (the op's other
-  inputs for products, its input or output for activations and norms). A value that several ops
-  read gets its gradients summed by a ``grad_sum`` op;
+  the data and the weight gradient each cost the forward product; the work all gradients share,
+  back-propagation through time for recurrent layers, goes to the op's first gradient op), fed by
+  the gradient of the op's outputs (gradient edges run in reverse) and by the activations the
+  gradient reads (the op's other inputs for products, its input or output for activations and
+  norms). A value that several ops read gets its gradients summed by a ``grad_sum`` op;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor; each forward op, its gradient ops and the updates of its initializers form one
   colocation group; an initializer read by ops of several groups is served to the others by a
@@ -61,6 +63,7 @@ from gnplace.importers.onnx_flops import (
     canonical_op_type,
     forward_flops,
     grad_flops,
+    shared_grad_flops,
 )
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import canonical_kind
@@ -285,8 +288,19 @@ def _without_weights(proto: onnx.ModelProto, *, copy: bool) -> onnx.ModelProto:
 
 
 def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
+    """Give the inputs of ``g`` the sizes of ``input_shapes``, and drop the shapes recorded for the old ones.
+
+    A symbolic input dim (``"N"``) is bound to the size given for it. The declared shapes of the
+    outputs of ops that ONNX has no schema for (inference cannot recompute them) are kept, with the
+    bound dims replaced by their sizes; all other declared shapes of values are dropped.
+
+    Raises:
+        UnknownName: if ``input_shapes`` names no input of ``g``.
+        InvalidArgument: for a size below 1, or a rank or fixed size the model contradicts.
+    """
     inits = {i.name for i in g.initializer}
     inputs = {i.name: i for i in g.input if i.name not in inits}
+    bound: dict[str, int | None] = {}  # symbolic dim name -> the size the inputs give it
     for name, sizes in input_shapes.items():
         if name not in inputs:
             raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
@@ -307,11 +321,42 @@ def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[in
         tensor_type.ClearField("shape")
         for s in sizes:
             tensor_type.shape.dim.add().dim_value = s
-    # shapes recorded for the old sizes would contradict the new ones: infer them again
+        for d, s in zip(declared or (), sizes):
+            if isinstance(d, str):
+                bound[d] = s if bound.get(d, s) == s else None  # one name given two sizes binds neither
+    # shapes recorded for the old sizes would contradict the new ones: inference computes them again, except
+    # those of outputs of ops it has no schema for (com.microsoft ...), whose declared shapes get the new sizes
+    keep = _schemaless_outputs(g)
+    sizes_of = {name: size for name, size in bound.items() if size is not None}
+    kept = [vi for vi in g.value_info if vi.name in keep]
+    for vi in kept:
+        _bind_dims(vi.type, sizes_of)
     del g.value_info[:]
+    g.value_info.extend(kept)
     for out in g.output:
-        if out.type.HasField("tensor_type"):
+        if out.name in keep:
+            _bind_dims(out.type, sizes_of)
+        elif out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
+
+
+def _has_schema(node: onnx.NodeProto) -> bool:
+    """Whether ONNX knows the node's op type, so that shape inference can compute its outputs."""
+    return onnx.defs.has(node.op_type, "" if node.domain == "ai.onnx" else node.domain)
+
+
+def _schemaless_outputs(g: onnx.GraphProto) -> set[str]:
+    """Outputs of the nodes ONNX has no schema for (com.microsoft ops, ...): only the file declares their shapes."""
+    return {out for node in g.node if not _has_schema(node) for out in node.output if out}
+
+
+def _bind_dims(type_proto: onnx.TypeProto, sizes: Mapping[str, int]) -> None:
+    """Replace, in a tensor type, each symbolic dim named in ``sizes`` by its size (in elements)."""
+    if not type_proto.HasField("tensor_type") or not type_proto.tensor_type.HasField("shape"):
+        return
+    for d in type_proto.tensor_type.shape.dim:
+        if d.HasField("dim_param") and d.dim_param in sizes:
+            d.dim_value = sizes[d.dim_param]  # dim_value and dim_param are one field: this clears the name
 
 
 def _show(dims: Sequence[int | str | None]) -> str:
@@ -406,7 +451,8 @@ def from_onnx(
         OpGraph: forward, backward and update ops with FLOP, bytes and colocation groups.
 
     Raises:
-        InvalidGraph: if the file is missing, truncated or not ONNX.
+        InvalidGraph: if the file is missing, truncated or not ONNX, declares a shape its op contradicts,
+            or holds a view op (``Reshape``, ...) that changes the element count at these input sizes.
         InvalidArgument: if ``input_shapes`` gives a size below 1, or a rank or fixed size the model contradicts.
         UnsupportedGraph: if an input has a dynamic size that ``input_shapes`` does not give (the
             message names the input), or shapes cannot be inferred.
@@ -450,8 +496,9 @@ def from_onnx(
         if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred):
             break
         inferred = _infer_shapes(proto, source)
+    _check_declared_shapes(proto, inferred, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops),
-                       frozen)
+                       frozen, shapes_given=bool(input_shapes))
     graph_meta = {
         "source": "onnx",
         "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
@@ -474,6 +521,51 @@ def _infer_shapes(proto: onnx.ModelProto, source: str) -> onnx.ModelProto:
         return onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as err:  # noqa: BLE001 - onnx raises several types here
         raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
+
+
+def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, source: str) -> None:
+    """Refuse a file whose declared shape of a value contradicts the shape its op computes.
+
+    ONNX shape inference, when not strict, keeps a declared ``value_info`` or graph output shape
+    that conflicts with the op (one left over from model surgery), and the FLOP would be counted
+    at it. The shapes of ``inferred`` are compared with those inferred again with the declared
+    shapes of node outputs dropped (but for ops ONNX has no schema for, whose declared shapes are
+    the only ones); only values static in both are compared, so a declared shape that is merely
+    less specific (symbolic dims) passes.
+
+    Raises:
+        InvalidGraph: naming the first such value in graph order, its node and both shapes.
+    """
+    g = proto.graph
+    produced = {out for node in g.node for out in node.output if out}
+    keep = _schemaless_outputs(g)
+    recheck = produced - keep
+    if not any(_dims(v.type) is not None for v in [*g.value_info, *g.output] if v.name in recheck):
+        return  # nothing declared that inference computes: nothing to contradict it
+    bare = onnx.ModelProto()
+    bare.CopyFrom(proto)
+    kept = [v for v in bare.graph.value_info if v.name not in recheck]
+    del bare.graph.value_info[:]
+    bare.graph.value_info.extend(kept)
+    for out in bare.graph.output:
+        if out.name in recheck and out.type.HasField("tensor_type"):
+            out.type.tensor_type.ClearField("shape")
+    used, computed = _value_dims(inferred), _value_dims(_infer_shapes(bare, source))
+    for node in g.node:
+        for out in node.output:
+            declared, own = used.get(out), computed.get(out)
+            if out not in recheck or not _static(declared) or not _static(own) or declared == own:
+                continue
+            raise InvalidGraph(
+                f"{source}: value {out!r} is declared with shape {_show(declared or [])}, but node "
+                f"{node.name or node.op_type!r} ({node.op_type}) computes {_show(own or [])} (stale value_info or "
+                "output shape, left by an edit after export? re-export the model or drop the declared shapes)"
+            )
+
+
+def _static(dims: Sequence[int | str | None] | None) -> bool:
+    """Whether ``dims`` is a known shape with every size a number."""
+    return dims is not None and all(isinstance(d, int) for d in dims)
 
 
 #: Ops folded to constants when all their inputs are known small tensors: the arithmetic of shape computations.
@@ -594,9 +686,10 @@ class _Builder:
 
     def __init__(self, proto: onnx.ModelProto, source: str, rule: tuple[int, float], optimizer: str,
                  trainable: Iterable[str] | None, allow_unknown_ops: bool = False,
-                 frozen: Iterable[str] | None = None) -> None:
+                 frozen: Iterable[str] | None = None, *, shapes_given: bool = False) -> None:
         self.proto = proto
         self.source = source
+        self.shapes_given = shapes_given  # whether the caller gave input shapes: do not advise it to
         self.allow_unknown_ops = allow_unknown_ops
         self.state_factor, self.update_flops = rule
         self.optimizer = optimizer
@@ -745,6 +838,7 @@ class _Builder:
                 data = node.input[0] if node.input else ""
                 if data not in ref:
                     continue
+                self._check_same_numel(node, kind)
                 for out in node.output:
                     if out:
                         ref[out] = ref[data]
@@ -849,8 +943,11 @@ class _Builder:
             for pos, x in enumerate(node.input):
                 if x and pos not in skip and requires_grad.get(x, False):
                     positions.setdefault(x, []).append(pos)
+            # back-propagation through time runs once whichever gradients are taken: charged to the first
+            shared = shared_grad_flops(kind, attrs, in_shapes)
             for x, slots in positions.items():
-                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots)
+                fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots) + shared
+                shared = 0.0
                 g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl, self.nbytes(x),
                                   self.group[v], self.module[v],
                                   op_kind="embedding_grad" if self.op_kinds[v] == "embedding" else None)
@@ -898,6 +995,27 @@ class _Builder:
             module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
         )
 
+    def _check_same_numel(self, node: onnx.NodeProto, kind: str) -> None:
+        """Refuse a view op whose output does not hold as many elements as its data input.
+
+        ONNX shape inference does not check that ``Reshape`` keeps the element count: a legacy
+        export's shape constant that holds the traced sequence length gives the wrong sizes at any
+        other input shape (the model itself cannot run there).
+
+        Raises:
+            InvalidGraph: naming the node and both shapes.
+        """
+        if kind not in _SAME_NUMEL_VIEWS or not node.input or not node.output or not node.output[0]:
+            return
+        before, after = self.shape(node.input[0]), self.shape(node.output[0])
+        if before is None or after is None or math.prod(before) == math.prod(after):
+            return
+        raise InvalidGraph(
+            f"{self.source}: node {node.name or node.op_type!r} ({node.op_type}) turns shape {list(before)} "
+            f"({math.prod(before)} elements) into {list(after)} ({math.prod(after)} elements), so the model cannot "
+            f"run at these sizes: a size was baked in by the exporter (re-export the model at this input shape)"
+        )
+
     def _summed(self, grads: list[int], value: str, group: int, module: str) -> int:
         """The one node holding the gradient of ``value``: its only contribution, or their sum."""
         if len(grads) == 1:
@@ -916,12 +1034,19 @@ class _Builder:
         what = (
             f"output {value!r} of node {node.name or node.op_type!r} ({node.op_type})" if node else f"value {value!r}"
         )
-        return UnsupportedGraph(
-            f"{self.source}: shape inference could not find a static shape for {what}; the op may be "
-            f"data-dependent or unknown to ONNX shape inference (fix the input sizes with --input-shape NAME=DIMS, "
-            f"or re-export the model with static shapes)"
-        )
+        if node is not None and not _has_schema(node):
+            why = f"ONNX has no shape inference for op {node.op_type!r} of domain {node.domain!r} and the file " \
+                  "declares no static shape for it"
+        else:
+            why = "the op may be data-dependent or unknown to ONNX shape inference"
+        fix = "re-export the model with static shapes at these input sizes" if self.shapes_given else \
+            "fix the input sizes with --input-shape NAME=DIMS, or re-export the model with static shapes"
+        return UnsupportedGraph(f"{self.source}: shape inference could not find a static shape for {what}; {why} "
+                                f"({fix})")
 
+
+#: View ops whose (first) output holds exactly the elements of their data input.
+_SAME_NUMEL_VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Dropout"})
 
 #: Ops that are table look-ups (``embedding``) when they read a trainable initializer as their data.
 _LOOKUPS = frozenset({"Gather"})

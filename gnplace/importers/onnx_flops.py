@@ -13,7 +13,9 @@ ONNX files hold only the forward graph, so the importer synthesises the backward
 forward product; a bias gradient is a reduction over the output; elementwise gradients cost a few
 FLOP per output element (plus a reduction when the input was broadcast), mirroring the aten
 backward ops PyTorch runs (``threshold_backward``, ``tanh_backward``, ``native_layer_norm_backward``,
-...).
+...). Work that every gradient of an op needs and that runs once whichever gradients are taken
+(back-propagation through time in ``LSTM``, ``GRU`` and ``RNN``) is :func:`shared_grad_flops`,
+charged once per op.
 
 Shapes are tuples of ints (``()`` for a scalar); ``None`` marks an absent optional input.
 """
@@ -27,6 +29,7 @@ from typing import Any
 __all__ = [
     "forward_flops",
     "grad_flops",
+    "shared_grad_flops",
     "VIEW_OPS",
     "FREE_OPS",
     "STATIC_OPS",
@@ -348,8 +351,8 @@ def grad_flops(
     sizes = _recurrent_sizes(op_type, attrs, inputs)
     if sizes is not None:
         rows, gates, size_in, hidden, rows_per_step = sizes
-        if position == 0:  # back through time: the gates' gradient through R and the cell, then dX = dgates W
-            return rows * (2.0 * gates * (size_in + hidden) + 2.0 * _RECURRENT[op_type] * hidden)
+        if position == 0:  # dX = dgates W; the way back through time is shared_grad_flops
+            return rows * 2.0 * gates * size_in
         if position in (1, 2):  # dW = sum_t dgates_t x_t^T, dR = sum_t dgates_t h_{t-1}^T
             return rows * 2.0 * gates * (size_in if position == 1 else hidden)
         if position == 3:  # both biases: a reduction of the gates' gradient over steps and batch
@@ -381,3 +384,35 @@ def grad_flops(
         broadcast = n_out if mine is not None and _numel(mine) < n_out else 0
         return per * n_out + broadcast
     return forward
+
+
+def shared_grad_flops(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[Shape | None]) -> float:
+    """FLOP of the backward work of one ONNX op that all its gradients need, run once per op.
+
+    For ``LSTM``, ``GRU`` and ``RNN`` this is back-propagation through time: at each step, the
+    gradient of the gates goes back through ``R`` to the previous hidden state and through the cell's
+    elementwise update. ``dW``, ``dR``, ``dB`` and ``dX`` all read the gates' gradient, so it runs
+    whichever of them are taken, even when ``X`` is a model input that needs no gradient. Other ops
+    share nothing: 0.
+
+    Args:
+        op_type (str): the op type after :func:`canonical_op_type`.
+        attrs (Mapping): the node's attributes.
+        inputs (Sequence): shape of each input.
+
+    Returns:
+        float: FLOP, to add once to the op's gradient FLOP of :func:`grad_flops`.
+
+    Examples:
+        >>> x, w, r = (5, 3, 8), (1, 64, 8), (1, 64, 16)  # 5 steps, batch 3, input 8, hidden 16
+        >>> shared_grad_flops("LSTM", {}, [x, w, r]) == 5 * 3 * (2 * 64 * 16 + 2 * 32 * 16)
+        True
+        >>> shared_grad_flops("MatMul", {}, [(8, 16), (16, 4)])
+        0.0
+    """
+    sizes = _recurrent_sizes(op_type, attrs, inputs)
+    if sizes is None:
+        return 0.0
+    rows, gates, _, hidden, _ = sizes
+    # dh_{t-1} = dgates_t R (2 FLOP per multiply-add), then the cell's backward at twice its forward cost
+    return rows * (2.0 * gates * hidden + 2.0 * _RECURRENT[op_type] * hidden)

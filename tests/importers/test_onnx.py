@@ -183,6 +183,34 @@ def test_shape_computations_and_views_are_folded():
     assert [n for n in g.node_names if n.startswith("update/")] == ["update/w"]  # int constants are not trained
 
 
+def _heads_model(batch, seq, baked_seq):
+    """Attention scores of [batch, seq, 32] tokens whose key reshape holds a sequence length traced at ``baked_seq``."""
+    const = numpy_helper.from_array
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+             helper.make_node("Reshape", ["h", "kshape"], ["k"], name="k_heads"),  # [batch, baked_seq, 4, 8]
+             helper.make_node("Transpose", ["k"], ["kt"], name="k_t", perm=[0, 2, 3, 1]),
+             helper.make_node("Reshape", ["h", "qshape"], ["q0"], name="q_heads"),  # [batch, seq, 4, 8] via 0 and -1
+             helper.make_node("Transpose", ["q0"], ["q"], name="q_t", perm=[0, 2, 1, 3]),
+             helper.make_node("MatMul", ["q", "kt"], ["scores"], name="scores")]
+    inits = [weight("w", 32, 32), const(np.array([0, baked_seq, 4, 8], np.int64), "kshape"),
+             const(np.array([0, -1, 4, 8], np.int64), "qshape")]
+    return model(nodes, [vi("x", [batch, seq, 32])], [vi("scores", None)], inits)
+
+
+def test_a_view_that_changes_the_element_count_is_malformed():
+    """A Reshape that keeps a traced size gave [4, 64, 10] attention scores instead of [4, 64, 64], and exit 0."""
+    traced = from_onnx(_heads_model(2, 10, baked_seq=10))  # consistent at the traced length
+    assert traced.flops[traced.index("scores")] == 2 * 2 * 4 * 10 * 10 * 8
+    with pytest.raises(InvalidGraph, match=r"node 'k_heads' \(Reshape\) turns shape \[2, 64, 32\] \(4096 elements\) "
+                       r"into \[2, 10, 4, 8\] \(640 elements\).*baked in by the exporter"):
+        from_onnx(_heads_model(2, 64, baked_seq=10))
+    # the same file exported with a dynamic sequence, imported at another length
+    with pytest.raises(InvalidGraph, match=r"node 'k_heads' \(Reshape\) turns shape \[2, 64, 32\]"):
+        from_onnx(_heads_model(2, "T", baked_seq=10), input_shapes={"x": [2, 64, 32]})
+    g = from_onnx(_heads_model(2, "T", baked_seq=10), input_shapes={"x": [2, 10, 32]})
+    assert g.flops[g.index("scores")] == 2 * 2 * 4 * 10 * 10 * 8
+
+
 def test_model_returning_a_scalar_is_its_own_loss():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("ReduceMean", ["h"], ["loss_value"], name="mean", keepdims=0)]
@@ -209,7 +237,7 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
              helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
              helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
     inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 2, 8], np.int64), "shape4")]
-    onnx_model = model(nodes, [vi("x", [4, 8])], [vi("y", [2, 2, 2, 8])], inits,
+    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2, 2, 8])], inits,
                        value_info=[vi("m1", [2, 2, 2, 8])])
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
@@ -236,6 +264,59 @@ def test_reads_files_and_names_the_graph_after_them(tmp_path):
     assert g.name == "chain" and g == from_onnx(str(path))
 
 
+def _lstm_model(x_needs_grad, steps=5, batch=4, size_in=16, hidden=32):
+    """An LSTM reading the model input, or reading it through a MatMul (then X needs a gradient)."""
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["x1"], name="pre")] if x_needs_grad else []
+    nodes.append(helper.make_node("LSTM", ["x1" if x_needs_grad else "x", "W", "R", "B"], ["y"], name="lstm",
+                                  hidden_size=hidden))
+    inits = [weight("W", 1, 4 * hidden, size_in), weight("R", 1, 4 * hidden, hidden), weight("B", 1, 8 * hidden)]
+    inits += [weight("w0", size_in, size_in)] if x_needs_grad else []
+    return model(nodes, [vi("x", [steps, batch, size_in])], [vi("y", [steps, 1, batch, hidden])], inits)
+
+
+def test_lstm_backward_through_time_is_counted_when_x_needs_no_gradient():
+    """Back-propagation through time was charged to dX only, so it vanished when the LSTM read the model input."""
+    rows, gates, size_in, hidden = 5 * 4, 4 * 32, 16, 32
+    d_w, d_r, d_b = rows * 2 * gates * size_in, rows * 2 * gates * hidden, rows * 2 * gates
+    through_time = rows * (2 * gates * hidden + 2 * 32 * hidden)  # dh_{t-1} = dgates R, and the cell's backward
+    g = from_onnx(_lstm_model(x_needs_grad=False))
+    grads = {n: float(g.flops[i]) for i, n in enumerate(g.node_names) if g.op_types[i] == "LSTM_grad"}
+    assert sorted(grads) == ["grad/lstm/B", "grad/lstm/R", "grad/lstm/W"]
+    assert sum(grads.values()) == d_w + d_r + d_b + through_time
+    assert grads["grad/lstm/W"] == d_w + through_time  # on the first gradient op, once
+    # with a gradient for X the totals are unchanged: dX = dgates W plus the way back through time
+    g = from_onnx(_lstm_model(x_needs_grad=True))
+    grads = {n: float(g.flops[i]) for i, n in enumerate(g.node_names) if g.op_types[i] == "LSTM_grad"}
+    d_x = rows * 2 * gates * size_in
+    assert grads["grad/lstm/x1"] == d_x + through_time
+    assert grads["grad/lstm/W"] == d_w and sum(grads.values()) == d_x + d_w + d_r + d_b + through_time
+
+
+def _conv_relu():
+    return [helper.make_node("Conv", ["x", "w"], ["h"], name="conv"),
+            helper.make_node("Relu", ["h"], ["y"], name="relu")]
+
+
+@pytest.mark.parametrize("declared, inferred_as", [
+    ("output", r"value 'y' is declared with shape \[1, 4, 100, 100\], but node 'relu' \(Relu\) computes \[1, 4, 6,"),
+    ("value_info", r"value 'h' is declared with shape \[1, 4, 9, 9\], but node 'conv' \(Conv\) computes \[1, 4, 6, 6"),
+], ids=["output", "value_info"])
+def test_a_declared_shape_the_op_contradicts_is_malformed(declared, inferred_as):
+    """Shape inference kept a stale declared shape over the one the op computes: a Conv counted 277x off."""
+    nodes = _conv_relu()
+    out = [1, 4, 100, 100] if declared == "output" else [1, 4, 6, 6]
+    stale = [vi("h", [1, 4, 9, 9])] if declared == "value_info" else []
+    with pytest.raises(InvalidGraph, match=inferred_as):
+        from_onnx(model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", out)], [weight("w", 4, 3, 3, 3)], value_info=stale))
+
+
+def test_declared_shapes_less_specific_than_inferred_ones_import():
+    onnx_model = model(_conv_relu(), [vi("x", [1, 3, 8, 8])], [vi("y", ["n", 4, "H", "W"])], [weight("w", 4, 3, 3, 3)],
+                       value_info=[vi("h", ["n", "c", 6, "w"])])
+    g = from_onnx(onnx_model)
+    assert g.flops[g.index("conv")] == 2 * 4 * 6 * 6 * 27 and g.out_bytes[g.index("relu")] == 4 * 6 * 6 * 4
+
+
 # ----------------------------------------------------------------------------- dynamic shapes
 def test_dynamic_input_without_shape_names_the_input():
     with pytest.raises(UnsupportedGraph, match=r"input 'x' has a dynamic shape \[batch, 16\].*--input-shape x=N,16"):
@@ -258,6 +339,30 @@ def test_input_shapes_reach_shapes_computed_from_the_input():
     onnx_model = model(nodes, [vi("x", ["b", 8])], [vi("y", ["b", 8])], [weight("w", 8, 8)])
     g = from_onnx(onnx_model, input_shapes={"x": [32, 8]})
     assert g.flops[g.index("mm")] == 2 * 32 * 8 * 8
+
+
+def _fast_gelu_model(batch, declare_gelu=True):
+    """MatMul -> com.microsoft FastGelu -> MatMul, as an ORT-optimised export writes it, with its value_info."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="up"),
+             helper.make_node("FastGelu", ["h"], ["a"], name="gelu", domain="com.microsoft"),
+             helper.make_node("MatMul", ["a", "w2"], ["y"], name="down")]
+    value_info = [vi("h", [batch, 32])] + ([vi("a", [batch, 32])] if declare_gelu else [])
+    onnx_model = model(nodes, [vi("x", [batch, 16])], [vi("y", [batch, 4])], [weight("w", 16, 32), weight("w2", 32, 4)],
+                       value_info=value_info)
+    onnx_model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return onnx_model
+
+
+def test_input_shapes_keep_the_declared_shapes_of_ops_onnx_has_no_schema_for():
+    """--input-shape dropped all value_info, which ONNX cannot rebuild for com.microsoft ops: no dynamic batch ran."""
+    fixed = from_onnx(_fast_gelu_model(8))
+    resolved = from_onnx(_fast_gelu_model("N"), input_shapes={"x": [8, 16]})
+    assert np.array_equal(resolved.flops, fixed.flops) and np.array_equal(resolved.out_bytes, fixed.out_bytes)
+    assert resolved.flops[resolved.index("gelu")] == 4 * 8 * 32
+    # without a declared shape nothing can size the op; the advice is not the --input-shape already given
+    with pytest.raises(UnsupportedGraph, match="ONNX has no shape inference for op 'FastGelu'") as info:
+        from_onnx(_fast_gelu_model("N", declare_gelu=False), input_shapes={"x": [8, 16]})
+    assert "--input-shape" not in str(info.value) and "re-export the model with static shapes" in str(info.value)
 
 
 @pytest.mark.parametrize(

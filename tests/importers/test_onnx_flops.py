@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gnplace.importers.onnx_flops import FREE_OPS, VIEW_OPS, canonical_op_type, forward_flops, grad_flops
+from gnplace.importers.onnx_flops import (
+    FREE_OPS,
+    VIEW_OPS,
+    canonical_op_type,
+    forward_flops,
+    grad_flops,
+    shared_grad_flops,
+)
 
 
 @pytest.mark.parametrize(
@@ -86,4 +93,16 @@ def test_recurrent_layers_count_their_gate_matmuls(layout):
     assert forward_flops("LSTM", {"layout": layout}, [x, w, r, b], [(5, 2, 3, 16)]) == expected
     grads = [grad_flops("LSTM", {"layout": layout}, [x, w, r, b], [(5, 2, 3, 16)], k, 0.0) for k in range(4)]
     assert grads[1] == rows * 2 * 64 * 8 and grads[2] == rows * 2 * 64 * 16 and grads[3] == rows * 2 * 64
-    assert grads[0] > forward_flops("GRU", {}, [(5, 3, 8), (2, 48, 8), (2, 48, 16)], [(5, 2, 3, 16)])
+    assert grads[0] == rows * 2 * 64 * 8  # dX = dgates W
+
+
+@pytest.mark.parametrize("op, gates, per_unit", [("LSTM", 4, 32), ("GRU", 3, 24), ("RNN", 1, 6)])
+def test_recurrent_backward_through_time_is_shared_by_all_gradients(op, gates, per_unit):
+    """dh_{t-1} = dgates R and the cell's backward run once per op, whichever gradients are taken."""
+    x, w, r = (5, 3, 8), (2, gates * 16, 8), (2, gates * 16, 16)
+    rows = 5 * 3 * 2
+    assert shared_grad_flops(op, {}, [x, w, r]) == rows * (2 * gates * 16 * 16 + 2 * per_unit * 16)
+    # dX plus the shared work is what the X gradient alone used to charge
+    dx = grad_flops(op, {}, [x, w, r], [(5, 2, 3, 16)], 0, 0.0)
+    assert dx + shared_grad_flops(op, {}, [x, w, r]) == rows * (2 * gates * 16 * (8 + 16) + 2 * per_unit * 16)
+    assert shared_grad_flops("MatMul", {}, [(8, 16), (16, 4)]) == shared_grad_flops(op, {}, [x, None, r]) == 0
