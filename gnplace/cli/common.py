@@ -19,8 +19,9 @@ from gnplace.placement import Placement, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
-    "add_option_argument", "parse_placer_options", "resolve_placement", "ms", "mib", "check_count",
-    "check_output_folder", "check_not_input", "require_ops", "writing", "describe_os_error", "run_reporting_errors",
+    "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
+    "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
+    "describe_os_error", "run_reporting_errors", "checkpoint_readers", "check_shared_options", "option_files",
 ]
 
 
@@ -30,6 +31,19 @@ def add_option_argument(parser: argparse.ArgumentParser) -> None:
         "--option", "-O", action="append", default=[], metavar="PLACER.NAME=VALUE",
         help="an option of one placer, e.g. annealing.start=heft or exact.time_limit=5 (YAML value; repeatable)",
     )
+
+
+def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
+    """Add the repeatable ``--input-shape NAME=D1,D2,...`` flag of commands that read an ONNX GRAPH."""
+    parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                        help="ONNX input sizes for dynamic dimensions (repeatable)")
+
+
+def input_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:
+    """The sizes ``--input-shape`` gave, by input name (``None`` when none was given)."""
+    from gnplace.importers.onnx import parse_input_shape
+
+    return dict(parse_input_shape(text) for text in args.input_shape) or None
 
 
 SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
@@ -146,6 +160,19 @@ def check_not_input(
             raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input {given.name}; write to another file")
 
 
+def option_files(options: dict[str, Any]) -> list[str]:
+    """The values of placer ``options`` that name a file (a constructor checkpoint, a start placement).
+
+    An output must not overwrite them as it must not overwrite the command's own inputs.
+
+    Examples:
+        >>> option_files({"samples": 4, "constructor": ["README.md", "no-such-file"]})
+        ['README.md']
+    """
+    values = [v for value in options.values() for v in (value if isinstance(value, list) else [value])]
+    return [v for v in values if isinstance(v, str) and v and Path(v).is_file()]
+
+
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:
     """Refuse an output folder ``path`` that is empty or a file, before any work is done (:class:`InvalidArgument`).
 
@@ -250,3 +277,40 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
                 raise
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
+
+
+def checkpoint_readers(path: str, placers: list[str]) -> list[str]:
+    """The placers among ``placers`` that read the checkpoint file ``path`` (by its ``"format"``).
+
+    A training run's ``last.ckpt`` (no ``"format"``) is a policy checkpoint, as the ``policy`` placer reads it.
+
+    Raises:
+        InvalidCheckpoint: if the file is unreadable.
+        InvalidArgument: if none of ``placers`` takes a checkpoint of its format.
+    """
+    from gnplace.policy.checkpoint import FORMAT, read_checkpoint
+
+    found = read_checkpoint(path).get("format") or FORMAT
+    infos = [PLACERS.info(name) for name in placers]
+    readers = [i.name for i in infos if "checkpoint" in i.accepts and i.checkpoint_format == found]
+    if not readers:
+        takers = [f"{i.name} ({i.checkpoint_format})" for i in infos if "checkpoint" in i.accepts]
+        which = f"; of the placers run, these take one: {', '.join(takers)}" if takers else \
+            "; none of the placers run takes a checkpoint"
+        raise InvalidArgument(f"--checkpoint {path} is a {found!r} checkpoint{which}")
+    return readers
+
+
+def check_shared_options(placer: str, budget: int | None, checkpoint: str | None) -> None:
+    """Refuse ``--budget`` or ``--checkpoint`` for a placer that would ignore it (``gnplace place``, one placer).
+
+    Raises:
+        InvalidArgument: if ``placer`` takes no budget and ``budget`` is given, or reads no checkpoint of the
+            format of ``checkpoint``.
+        InvalidCheckpoint: if ``checkpoint`` is unreadable.
+    """
+    if budget is not None and "budget" not in PLACERS.info(placer).accepts:
+        takers = ", ".join(n for n in PLACERS.names() if "budget" in PLACERS.info(n).accepts)
+        raise InvalidArgument(f"--budget: {placer} spends no evaluation budget (these do: {takers})")
+    if checkpoint is not None:
+        checkpoint_readers(checkpoint, [placer])

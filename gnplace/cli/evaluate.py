@@ -13,6 +13,7 @@ from gnplace.cli.common import (
     add_option_argument,
     check_count,
     check_output_folder,
+    checkpoint_readers,
     parse_placer_options,
     whole_number,
     writing,
@@ -76,6 +77,12 @@ def run(args: argparse.Namespace) -> int:
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
     options = parse_placer_options(args.option, placers)
+    for name, given in options.items():
+        for key in ("out", "resume"):  # one folder holds one search's checkpoints; evaluate runs many searches
+            if key in given:
+                raise InvalidArgument(f"-O {name}.{key}: evaluate runs {name} on every graph and cluster, and a "
+                                      "checkpoint folder holds one search; checkpoint a search with gnplace place "
+                                      "(evaluate keeps each finished row and reuses it on a rerun)")
     if args.checkpoint:  # to the placers that read its format; the others keep their own (evaluate keys rows by both)
         for name in checkpoint_readers(args.checkpoint, placers):
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)
@@ -152,25 +159,3 @@ def _plot_best_timeline(rows: list[Row], first: Task, path: Path) -> Path | None
 def _slot_of(graph_path: str, cluster: str) -> tuple[str, str]:
     """A graph file and cluster as rows store them (absolute paths; a preset by name)."""
     return os.path.realpath(graph_path), cluster_slot(cluster)
-
-
-def checkpoint_readers(path: str, placers: list[str]) -> list[str]:
-    """The placers among ``placers`` that read the checkpoint file ``path`` (by its ``"format"``).
-
-    A training run's ``last.ckpt`` (no ``"format"``) is a policy checkpoint, as the ``policy`` placer reads it.
-
-    Raises:
-        InvalidCheckpoint: if the file is unreadable.
-        InvalidArgument: if none of ``placers`` takes a checkpoint of its format.
-    """
-    from gnplace.policy.checkpoint import FORMAT, read_checkpoint
-
-    found = read_checkpoint(path).get("format") or FORMAT
-    infos = [PLACERS.info(name) for name in placers]
-    readers = [i.name for i in infos if "checkpoint" in i.accepts and i.checkpoint_format == found]
-    if not readers:
-        takers = [f"{i.name} ({i.checkpoint_format})" for i in infos if "checkpoint" in i.accepts]
-        which = f"; of the placers run, these take one: {', '.join(takers)}" if takers else \
-            "; none of the placers run takes a checkpoint"
-        raise InvalidArgument(f"--checkpoint {path} is a {found!r} checkpoint{which}")
-    return readers

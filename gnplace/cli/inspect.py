@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import mib, ms, whole_number
+from gnplace.cli.common import add_input_shape_argument, input_shapes, mib, ms, whole_number
 from gnplace.cluster import load_cluster
 from gnplace.graph import PHASES, OpGraph
 from gnplace.importers.sources import load_graph_source
@@ -26,6 +26,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--top", type=whole_number, default=10, help="op types to list (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_input_shape_argument(p)
     p.set_defaults(run=run)
 
 
@@ -64,7 +65,7 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace inspect``."""
-    report = summarise(load_graph_source(args.graph), args.cluster, args.top)
+    report = summarise(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.cluster, args.top)
     if args.json:
         print(json.dumps(report, indent=1))
         return 0

@@ -15,11 +15,15 @@ from typing import Any
 import numpy as np
 
 from gnplace.cli.common import (
+    add_input_shape_argument,
     add_option_argument,
     check_count,
     check_not_input,
+    check_shared_options,
+    input_shapes,
     mib,
     ms,
+    option_files,
     parse_placer_options,
     require_ops,
     whole_number,
@@ -44,8 +48,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--checkpoint", default=None, help="policy checkpoint of learned placers (default: the shipped one)")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                   help="ONNX input sizes for dynamic dimensions (repeatable)")
+    add_input_shape_argument(p)
     p.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
@@ -64,23 +67,25 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace place``."""
-    from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
 
     check_count(args.budget, "--budget")
     PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
+    check_shared_options(args.placer, args.budget, args.checkpoint)  # never ignored silently
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.output:
         check_writable(args.output, "--output")
-        check_not_input(args.output, args.graph, others=(args.cluster, args.checkpoint, args.device_map))
+        check_not_input(args.output, args.graph,
+                        others=(args.cluster, args.checkpoint, args.device_map, *option_files(options)))
     if args.device_map_root and not args.device_map:
         raise InvalidArgument("--device-map-root needs --device-map")
     if args.device_map:
         check_writable(args.device_map, "--device-map")
         if args.output and Path(args.output).resolve() == Path(args.device_map).resolve():
             raise InvalidArgument(f"--device-map {args.device_map}: is the --output file too; write to another file")
-        check_not_input(args.device_map, args.graph, "--device-map", others=(args.cluster, args.checkpoint))
-    shapes = dict(parse_input_shape(t) for t in args.input_shape)
+        check_not_input(args.device_map, args.graph, "--device-map",
+                        others=(args.cluster, args.checkpoint, *option_files(options)))
+    shapes = input_shapes(args)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():
         from gnplace.importers.sources import load_step_source
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         step, module = load_step_source(args.graph)
         graph = step.graph
     else:
-        graph = load_graph_source(args.graph, input_shapes=shapes or None)
+        graph = load_graph_source(args.graph, input_shapes=shapes)
     require_ops(graph, args.graph)
     if args.device_map:  # refused before placing, and before --output is written
         from gnplace.execute.device_map import require_parameters

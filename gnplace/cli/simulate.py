@@ -6,7 +6,17 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import check_not_input, mib, ms, require_ops, resolve_placement, whole_number, writing
+from gnplace.cli.common import (
+    add_input_shape_argument,
+    check_not_input,
+    input_shapes,
+    mib,
+    ms,
+    require_ops,
+    resolve_placement,
+    whole_number,
+    writing,
+)
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import check_writable
 from gnplace.importers.sources import load_graph_source
@@ -31,6 +41,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", metavar="PNG",
                    help="also draw a Gantt chart of the step to this file (.png, .pdf, .svg, ...)")
+    add_input_shape_argument(p)
     p.set_defaults(run=run)
 
 
@@ -39,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline:
         check_writable(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
-    graph = require_ops(load_graph_source(args.graph), args.graph)
+    graph = require_ops(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.graph)
     cluster = load_cluster(args.cluster)
     sim = Simulator(args.mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)

@@ -115,6 +115,16 @@ def test_shared_options_are_not_per_placer(tmp_path, capsys, name):
     assert "shared by every placer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["ppo.out=runs", "ppo.resume=true", "finetune.out=runs"])
+def test_a_search_checkpoint_folder_is_refused_as_many_searches_would_share_it(tmp_path, capsys, option):
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    placer = option.split(".")[0]  # every task after the first failed: "runs holds a run already (last.ckpt)"
+    assert main(["evaluate", "-g", graph, "-c", "k80x2,k80x4", "-p", placer, "-o", str(tmp_path / "ev"),
+                 "-O", option]) == 2
+    assert f"-O {option.split('=')[0]}: evaluate runs {placer} on every graph and cluster" in capsys.readouterr().err
+    assert not (tmp_path / "ev").exists()  # refused before any work
+
+
 def test_the_policy_is_compared_like_any_placer_and_its_checkpoint_keys_the_rows(tmp_path, capsys):
     import torch
 

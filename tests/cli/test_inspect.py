@@ -42,6 +42,31 @@ def test_inspect_a_module_factory(capsys):
     assert report["ops"] > 0 and report["ops_by_phase"]["update"] > 0
 
 
+def _dynamic_batch_onnx(path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+        [numpy_helper.from_array(np.ones((4, 2), dtype=np.float32), "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_inspect_and_simulate_read_an_onnx_file_of_a_dynamic_batch_with_input_shape(tmp_path, capsys):
+    model = _dynamic_batch_onnx(tmp_path / "dyn.onnx")
+    assert main(["inspect", model, "--json"]) == 2
+    assert "--input-shape x=N,4" in capsys.readouterr().err  # which both commands now take
+    assert main(["inspect", model, "--input-shape", "x=8,4", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {t["type"]: t["flops"] for t in report["top_op_types"]}["MatMul"] == 2 * 8 * 4 * 2  # at batch 8
+    assert main(["simulate", model, "--input-shape", "x=8,4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_ops"] == report["ops"]
+
+
 def test_inspect_bad_graph_is_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.gnpg"
     bad.write_bytes(b"\x1f\x8b\x08\x00broken")

@@ -30,11 +30,30 @@ def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(report["step_time_s"])
 
 
-def test_place_budget_is_ignored_by_placers_without_one(tmp_path, capsys):
-    graph_path = EXAMPLES / "mlp2x8w2048b512.gnpg"
-    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "m_etf", "--budget", "10", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["placer"] == "m_etf"
-    assert main(["place", str(graph_path), "-c", "k80x2", "-p", "annealing", "--budget", "10", "--json"]) == 0
+def test_a_budget_or_checkpoint_the_placer_would_ignore_is_refused(tmp_path, capsys):
+    graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["placer"] == "annealing"
+    for placer in ("m_etf", "policy"):  # were ignored: policy timed about 76 placements under --budget 5
+        assert main(["place", graph_path, "-c", "k80x2", "-p", placer, "--budget", "5"]) == 2
+        err = capsys.readouterr().err
+        assert f"--budget: {placer} spends no evaluation budget (these do: " in err and "annealing" in err
+    assert main(["place", graph_path, "-p", "heft", "--checkpoint", str(tmp_path / "none.ckpt")]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err  # was placed as if not given
+    checkpoint = _fresh_policy(tmp_path)
+    assert main(["place", graph_path, "-p", "ppo", "--checkpoint", str(checkpoint)]) == 2  # searched afresh
+    assert "none of the placers run takes a checkpoint" in capsys.readouterr().err
+
+
+def test_an_output_over_a_file_an_option_reads_is_refused(tmp_path, capsys):
+    constructor = tmp_path / "c.ckpt"
+    constructor.write_bytes(b"a constructor's bytes")
+    graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    for flag in ("-o", "--device-map"):  # -o overwrote it with placement JSON, and exited 0
+        assert main(["place", graph_path, "-p", "policy", "-O", f"policy.constructor={constructor}",
+                     flag, str(constructor)]) == 2
+        assert "is the input c.ckpt; write to another file" in capsys.readouterr().err
+    assert constructor.read_bytes() == b"a constructor's bytes"
 
 
 def test_text_output_names_every_device_and_the_file_written(tmp_path, capsys):
