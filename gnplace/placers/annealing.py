@@ -55,6 +55,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
+from gnplace.placers.groups import best_repaired
 from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -249,9 +250,8 @@ class AnnealingPlacer:
                 current, current_energy, acceptance = self._step(
                     graph, cluster, scorer, moves, rng, current, current_energy, acceptance, scale, schedule)
                 advance_to(scorer.evaluations)
+        best = best_repaired(graph, cluster, scorer, self.timer)  # never OOM where a repair fits
         self.last_trace = scorer.trace
-        best = scorer.best_placement(cluster)
-        assert best is not None
         return best
 
     def _step(

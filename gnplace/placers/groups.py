@@ -16,7 +16,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.base import group_order
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import StepTimer
+from gnplace.sim.timer import BudgetedTimer, StepTimer
 
 __all__ = [
     "group_times", "group_memory", "group_edges", "memory_need", "held_at_peak", "usable_devices", "contiguous_blocks",
@@ -297,8 +297,6 @@ def repair_placement(
         tuple: the repaired devices (``devices`` unchanged if the repair still overflows), the
         evaluations the repair spent, and the repaired step seconds (``None`` if it still overflows).
     """
-    from gnplace.sim.timer import BudgetedTimer
-
     counter = BudgetedTimer(timer)
     per_group = np.zeros(graph.num_groups, dtype=np.int64)
     per_group[graph.group] = devices
@@ -307,6 +305,24 @@ def repair_placement(
     if result.is_oom:
         return devices, counter.evaluations, None
     return fixed, counter.evaluations, float(result.step_time)
+
+
+def best_repaired(graph: OpGraph, cluster: Cluster, scorer: BudgetedTimer, timer: StepTimer) -> Placement:
+    """The best placement a search's ``scorer`` timed, repaired by :func:`repair_placement` if it overflows.
+
+    A search whose every placement overflowed (a small budget from an out-of-memory start) must still not
+    return one when a repair fits. The repair's evaluations go to ``timer``, outside the search's budget,
+    and a repaired placement ends ``scorer.trace`` (at the evaluations spent, overflow 0).
+    """
+    best = scorer.best_placement(cluster)
+    assert best is not None
+    if scorer.best_key[0] <= 0:
+        return best
+    fixed, _, step = repair_placement(graph, cluster, best.devices, timer)
+    if step is None:
+        return best
+    scorer.trace.append((scorer.evaluations, 0.0, step))
+    return Placement(fixed, cluster)
 
 
 def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
-from gnplace.placers.groups import group_times
+from gnplace.placers.groups import best_repaired, group_times
 from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -112,9 +112,8 @@ class RandomSearchPlacer:
                 size = min(self.batch, scorer.remaining)
                 scorer.time_groups(graph, cluster, self._draw(order, cluster.num_devices, size, rng))
                 advance_to(scorer.evaluations)
+        best = best_repaired(graph, cluster, scorer, self.timer)  # never OOM where a repair fits
         self.last_trace = scorer.trace
-        best = scorer.best_placement(cluster)
-        assert best is not None
         return best
 
     def _structured(self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator) -> np.ndarray:

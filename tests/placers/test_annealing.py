@@ -83,6 +83,16 @@ def test_leaves_an_out_of_memory_start_for_a_feasible_placement(heavy_groups, sm
     assert not sim.time(g, c, p).is_oom
 
 
+@pytest.mark.parametrize("budget", [1, 2, 3])
+def test_a_budget_too_small_to_leave_an_out_of_memory_start_still_returns_a_placement_that_fits(
+    budget, heavy_groups, small_gpus, counting_simulator
+):
+    g, c = heavy_groups([0.4] * 4), small_gpus()
+    p = AnnealingPlacer(budget=budget, start="single", timer=counting_simulator).place(g, c, seed=0)
+    assert not Simulator().time(g, c, p).is_oom  # was the start, out of memory: the best of what it timed
+    assert counting_simulator.evaluations > budget  # the repair's, outside the budget as every placer's
+
+
 def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simulator):
     sim = counting_simulator
     p = AnnealingPlacer(budget=50, start="best", timer=sim).place(chain_graph(4), one_device_cluster, seed=0)

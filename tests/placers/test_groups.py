@@ -183,3 +183,19 @@ def test_repair_placement_of_every_op_counts_its_evaluations(only_fits_split):
     start = np.array([0, 0])
     kept, _, step = repair_placement(hopeless, uniform_cluster([GiB, GiB]), start, Simulator())
     assert step is None and kept.tolist() == [0, 0]
+
+
+def test_best_repaired_repairs_a_search_whose_every_placement_overflowed(heavy_groups, small_gpus):
+    from gnplace.placers.groups import best_repaired
+    from gnplace.sim.timer import BudgetedTimer
+
+    g, c = heavy_groups([0.4] * 4), small_gpus()
+    scorer = BudgetedTimer(Simulator(), 1)
+    scorer.time(g, c, np.zeros(g.num_ops, dtype=np.int64))  # all on one device: out of memory
+    assert scorer.best_key[0] > 0
+    fixed = best_repaired(g, c, scorer, Simulator())
+    assert not Simulator().time(g, c, fixed).is_oom
+    assert scorer.trace[-1][:2] == (1, 0.0) and scorer.trace[-1][2] == Simulator().time(g, c, fixed).step_time
+    fits = BudgetedTimer(Simulator(), 1)
+    fits.time(g, c, np.arange(g.num_ops, dtype=np.int64) % 2)
+    assert best_repaired(g, c, fits, Simulator()) == fits.best_placement(c) and len(fits.trace) == 1
