@@ -15,6 +15,9 @@ limit                     value
 ``MAX_DEVICES``           4,096 devices in a cluster
 ``MAX_COUNT``             2**62 for any size, count or index (bytes, FLOP as integers)
 ``MIN_RATE``              1,000 per second for a device's or link's effective rate (FLOP/s, bytes/s)
+``MAX_WIDTH``             8,192 units in a learned policy's widest layer
+``MAX_LAYERS``            64 rounds of message passing (or layers) of a learned policy
+``MAX_DRAWN``             16,384 placements drawn in one batch of a learned placer
 ========================  ==========================================================
 
 YAML is read without anchors and aliases (``&a`` / ``*a``): nothing gnplace reads needs them, and
@@ -34,6 +37,7 @@ from gnplace.exceptions import GnplaceError
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
+    "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN",
     "read_file", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
@@ -45,6 +49,13 @@ MAX_EDGES = 100_000_000
 MAX_DEVICES = 4096
 MAX_COUNT = 2**62
 MIN_RATE = 1e3  # slower than this, op and transfer times overflow float64 for graphs within the limits
+#: Widest embedding or head layer a policy may have (the shipped ones: 64 and 32).
+MAX_WIDTH = 8192
+#: Most rounds of message passing a policy may have (the shipped ones: 4).
+MAX_LAYERS = 64
+#: Most placements drawn in one batch (``samples * screen``, ``val_samples``): a batch of rollouts holds float32 logits
+#: of placements x decision nodes x devices, 0.5 GB at this many on a 1,000-node graph and 8 devices.
+MAX_DRAWN = 16384
 
 
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:

@@ -39,6 +39,7 @@ from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
+from gnplace.limits import MAX_DRAWN
 from gnplace.placement import Placement
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teacher_forced
@@ -53,9 +54,6 @@ from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relat
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit"]
 
 
-#: Most placements drawn in one batch (``samples * screen``, ``val_samples``): a batch of rollouts holds float32 logits
-#: of placements x decision nodes x devices, 0.5 GB at this many on a 1,000-node graph and 8 devices.
-MAX_DRAWN = 16384
 
 #: What a search's screen starts from (:attr:`LearnerConfig.screen_model`).
 SCREEN_MODELS = ("learned", "simulator")

@@ -38,6 +38,7 @@ from torch import nn
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter
 
+from gnplace.limits import MAX_LAYERS, MAX_WIDTH
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput
 
 __all__ = ["PolicyConfig", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy", "EFT_GAP"]
@@ -46,10 +47,6 @@ __all__ = ["PolicyConfig", "DirectedConv", "GraphEncoder", "Encoded", "Placement
 EFT_GAP = 0
 
 
-#: Widest embedding or head layer a policy may have (the shipped ones: 64 and 32).
-MAX_WIDTH = 8192
-#: Most rounds of message passing a policy may have (the shipped ones: 4).
-MAX_LAYERS = 64
 
 
 @dataclass(frozen=True)

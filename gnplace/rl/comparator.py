@@ -33,6 +33,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -209,6 +210,10 @@ class ComparatorPlacer:
                 raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
         if samples < 2:
             raise InvalidArgument(f"{owner}: samples must be >= 2 (the baseline needs a batch), got {samples}")
+        for name, value, most in (("samples", samples, MAX_DRAWN), ("hidden", hidden, MAX_WIDTH),
+                                  ("layers", layers, MAX_LAYERS)):
+            if value > most:  # refused, not allocated
+                raise InvalidArgument(f"{owner}: {name} must be at most {most}, got {value}")
         if hidden % 2:
             raise InvalidArgument(f"{owner}: hidden must be even (a bidirectional encoder), got {hidden}")
         check_positive(owner, lr=lr)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MAX_WIDTH
 from gnplace.rl.comparator import (
     ComparatorPlacer,
     SequenceProblem,
@@ -95,6 +96,8 @@ class HierarchicalPlacer(ComparatorPlacer):
         if groups is not None:
             check_whole(owner, groups=groups)
         check_whole(owner, grouper_hidden=grouper_hidden, decay_every=decay_every)
+        if grouper_hidden > MAX_WIDTH:  # refused, not allocated
+            raise InvalidArgument(f"{owner}: grouper_hidden must be at most {MAX_WIDTH}, got {grouper_hidden}")
         check_positive(owner, min_lr=min_lr, clip=clip, lr_decay=lr_decay)
         check_unit(owner, decay=decay)
         check_unit(owner, closed=True, lr_decay=lr_decay)

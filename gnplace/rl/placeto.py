@@ -87,6 +87,7 @@ from numba import njit
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
 from gnplace.placement import Placement
 from gnplace.progress import evaluation_bar
 from gnplace.seed import SeedLike, as_generator
@@ -151,6 +152,9 @@ class PlacetoHyper:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidArgument(f"{who} needs {name} >= 1 (a whole number), got {value!r}")
+        for name, most in (("batch", MAX_DRAWN), ("hidden", MAX_WIDTH), ("rounds", MAX_LAYERS)):
+            if getattr(self, name) > most:  # refused, not allocated
+                raise InvalidArgument(f"{who} needs {name} <= {most}, got {getattr(self, name)!r}")
         for name, low, strict in (("lr", 0.0, True), ("lr_end", 0.0, True), ("clip", 0.0, True),
                                   ("entropy", 0.0, False), ("oom_penalty", 0.0, False), ("gamma", 0.0, False)):
             value = getattr(self, name)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.rl.comparator import check_nonnegative, check_unit
 from gnplace.rl.spotlight import SpotlightPlacer
 
 if TYPE_CHECKING:
@@ -64,10 +65,10 @@ class PostPlacer(SpotlightPlacer):
 
     def __init__(self, elite_fraction: float = 0.25, cross_entropy: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not 0.0 < elite_fraction <= 1.0:
+        check_unit("PostPlacer", closed=True, elite_fraction=elite_fraction)  # a number: True was read as 1.0
+        if not elite_fraction > 0.0:
             raise InvalidArgument(f"PostPlacer: elite_fraction must be in (0, 1], got {elite_fraction!r}")
-        if not cross_entropy >= 0.0:
-            raise InvalidArgument(f"PostPlacer: cross_entropy must be >= 0, got {cross_entropy!r}")
+        check_nonnegative("PostPlacer", cross_entropy=cross_entropy)
         self.elite_fraction, self.cross_entropy = float(elite_fraction), float(cross_entropy)
 
     def extra_loss(self, actions: torch.Tensor, rewards: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:

@@ -47,7 +47,9 @@ def test_a_budget_below_one_batch_buys_random_placements():
 
 
 @pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(samples=1), dict(hidden=7), dict(lr=0.0),
-                                 dict(max_nodes=0), dict(layers=True)])
+                                 dict(max_nodes=0), dict(layers=True),
+                                 # allocated before: a traceback of 8 TB asked of the allocator
+                                 dict(hidden=1_000_000), dict(layers=65), dict(samples=16385)])
 def test_bad_arguments_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:
         RnnPGPlacer(**bad)

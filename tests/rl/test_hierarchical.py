@@ -43,3 +43,10 @@ def test_divergence_is_one_error_naming_the_learning_rate(two_chains):
 
     with pytest.raises(InvalidArgument, match=r"hierarchical diverged: .* \(lower hierarchical.lr, now 1e\+30\)"):
         HierarchicalPlacer(budget=160, lr=1e30, **SMALL).place(two_chains(4), load_cluster("k80x2"), seed=0)
+
+
+def test_a_grouper_too_wide_to_allocate_is_refused():
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="grouper_hidden must be at most 8192"):
+        HierarchicalPlacer(grouper_hidden=10_000_000)

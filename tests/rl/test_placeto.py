@@ -114,7 +114,7 @@ def test_edge_cases_and_bad_options(counting_simulator):
     assert PlacetoPlacer(budget=30).place(chain_graph(1), toy_cluster(3), seed=0).devices.shape == (1,)
     bad = (dict(budget=0), dict(budget=2.5), dict(budget=True), dict(episodes=0), dict(hidden=0), dict(rounds=0),
            dict(lr=0.0), dict(lr_end=-1.0), dict(entropy=-0.1), dict(clip=0.0), dict(max_nodes=0),
-           dict(oom_penalty=float("nan")), dict(passes=0))
+           dict(oom_penalty=float("nan")), dict(passes=0), dict(hidden=10_000_000), dict(rounds=65), dict(episodes=16385))
     for options in bad:
         with pytest.raises(InvalidArgument) as err:
             PlacetoPlacer(**options)

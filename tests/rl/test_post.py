@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from gnplace.exceptions import InvalidArgument
 from gnplace.rl.post import PostPlacer
 
 
@@ -15,3 +18,11 @@ def test_learns_on_a_small_graph_and_beats_random_placements(seed_placer_checks,
 
 def test_deterministic_under_a_seed(seed_placer_checks):
     seed_placer_checks.deterministic(PostPlacer)
+
+
+@pytest.mark.parametrize("bad", [dict(elite_fraction=True), dict(elite_fraction=0.0), dict(elite_fraction=1.5),
+                                 dict(cross_entropy=True), dict(cross_entropy=-1.0), dict(cross_entropy="1")])
+def test_bad_options_are_one_line_errors(bad):
+    with pytest.raises(InvalidArgument) as err:  # True was read as 1.0
+        PostPlacer(**bad)
+    assert "\n" not in str(err.value)
