@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
@@ -188,8 +188,9 @@ class PPOSearchPlacer:
 
         if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
             raise InvalidArgument(f"{type(self).__name__} needs a budget >= 1, got {budget!r}")
-        if max_nodes < 1:
-            raise InvalidArgument(f"{type(self).__name__} needs max_nodes >= 1, got {max_nodes}")
+        for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:  # 2.5 was cut to 2
+                raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")
         if not 0.0 <= polish < 1.0 or not 0.0 <= prelude < 1.0 or polish + prelude >= 1.0:
             raise InvalidArgument(f"{type(self).__name__}: polish and prelude must be in [0, 1) and sum to less "
                                   f"than 1, got {polish} and {prelude}")
@@ -369,9 +370,14 @@ class PPOSearchPlacer:
                                        reheat_after=SEARCH_REHEAT_AFTER, progress=self.progress)
             polished = annealer.place(graph, cluster, seed=seed_value)
             before = history[-1][1]
-            history += [(used + e, step) for e, over, step in annealer.last_trace if over == 0 and step < before]
-            if history[-1][1] < problem.best_step:
+            fitting = [(used + e, step) for e, over, step in annealer.last_trace if over == 0]
+            if problem.best_oom and fitting:  # the search found nothing that fits, the polish did: it wins at any step
+                history += fitting
                 best = polished
+            else:
+                history += [(e, step) for e, step in fitting if step < before]
+                if history[-1][1] < problem.best_step:
+                    best = polished
             used += polish_now
         self.last_polish_evaluations = polish_now
         self.last_evaluations = used
@@ -501,14 +507,24 @@ class PPOSearchPlacer:
         if cluster.num_devices < 2:
             return None
         assert self.checkpoint is not None
+        kept = 1 + 2 * self.config.samples  # what the search needs left: its zero-shot timing and one PPO batch
+        # the estimate can fall short where memory repairs run (up to 36 timings each, on a tight cluster):
+        # the zero-shot placement spends at most what leaves the search its batch, or is given up
+        capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
-                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, timer=counted)
+                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, timer=capped)
         needed = placer.evaluations_needed(cluster)
-        if counted.remaining is not None and counted.remaining < needed + 1 + 2 * self.config.samples:
-            self.last_zero_shot_budget_needed = counted.evaluations + needed + 1 + 2 * self.config.samples
+        if counted.remaining is not None and counted.remaining < needed + kept:
+            self.last_zero_shot_budget_needed = counted.evaluations + needed + kept
             return None
         before = counted.evaluations
-        placement = placer.place(graph, cluster, seed=seed)
+        try:
+            placement = placer.place(graph, cluster, seed=seed)
+        except BudgetExhausted:  # spent, and counted as spent; the search goes on from the reference
+            self.last_zero_shot_budget_needed = int(counted.budget or 0) + 1  # more than this budget, at least
+            problem.evaluations += counted.evaluations - before
+            problem.history.append((problem.evaluations, problem.best_step))
+            return None
         result = counted.time(graph, cluster, placement)
         spent = counted.evaluations - before
         step, oom = float(result.step_time), bool(result.is_oom)

@@ -296,11 +296,14 @@ class PolicyPlacer:
                 f"constructor_sizes={self.constructor_sizes})")
 
     def evaluations_needed(self, cluster: Cluster) -> int:
-        """At most how many timer evaluations :meth:`place` makes on ``cluster``: what a caller budgets for it.
+        """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
         devices); around ``auto``, ``auto``'s own timings (its heuristics' placements, its reference),
         the greedy decodes around it and the last round; the constructor's greedy placement and samples.
+        On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
+        chosen) times up to 36 placements more, so a caller under a budget also caps the placer's timer
+        with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
         """
         from gnplace.placers.auto import FAST_PLACERS
 
@@ -403,9 +406,10 @@ class PolicyPlacer:
 
             per_group = np.zeros(graph.num_groups, dtype=np.int64)
             per_group[graph.group] = chosen
-            fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=self.timer))
-            repaired = self.timer.time(graph, cluster, fixed)
-            self.last_evaluations += 1
+            counter = BudgetedTimer(self.timer)  # the repair's rounds are timings too (up to 36)
+            fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
+            repaired = counter.time(graph, cluster, fixed)
+            self.last_evaluations += counter.evaluations
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         return Placement(chosen, cluster)

@@ -97,8 +97,9 @@ def test_edge_cases_and_bad_options():
     c = load_cluster("k80x2")
     assert PPOSearchPlacer(budget=1).place(mlp_training_graph(layers=2, width=8, batch=4), c).devices.shape == (14,)
     assert PPOSearchPlacer().place(OpGraph([], []), c).devices.tolist() == []
-    for bad in (dict(budget=0), dict(polish=1.0), dict(algo="dqn"), dict(mode="mcts"), dict(samples=1)):
-        with pytest.raises(InvalidArgument):
+    for bad in (dict(budget=0), dict(polish=1.0), dict(algo="dqn"), dict(mode="mcts"), dict(samples=1),
+                dict(max_nodes=2.5), dict(max_nodes=0), dict(zero_shot_samples=2.7), dict(zero_shot_samples=True)):
+        with pytest.raises(InvalidArgument):  # max_nodes=2.5 and zero_shot_samples=2.7 were cut to 2
             PPOSearchPlacer(**bad)
 
 
@@ -358,3 +359,38 @@ def test_widen_lowers_the_prior_of_a_search_that_repeats_its_placements(monkeypa
     assert seen == []
     assert FineTunePlacer(budget=200).widen is False  # fine-tuning's default
     assert PPOSearchPlacer(budget=200, widen=True, memo=False).widen is False  # needs the memo
+
+
+def test_a_search_that_timed_only_overflowing_placements_takes_the_polishs_placement_that_fits():
+    from gnplace.toy import toy_cluster
+
+    graph = mlp_training_graph(layers=4, width=4096, batch=256)
+    cluster = toy_cluster(2, memory=0.3 * 2**30, bandwidth=2e8)  # one device cannot hold the step; two can
+    placer = make_placer("ppo", timer=Simulator(), budget=40, reference="single", prelude=0.0, polish=0.9,
+                         samples=8, epochs=2, imitation_steps=2, hidden=16, layers=1)
+    result = Simulator().time(graph, cluster, placer.place(graph, cluster, seed=0))
+    assert not result.is_oom  # the polish's fitting placement was dropped: its step exceeds the overflowing one's
+    assert placer.last_step == pytest.approx(result.step_time)
+
+
+def test_fine_tuning_gives_up_a_zero_shot_placement_whose_memory_repairs_outrun_the_budget():
+    from pathlib import Path
+
+    from gnplace.cluster import cluster_from_dict
+    from gnplace.graph_io import load_graph
+    from gnplace.sim.timer import BudgetedTimer
+
+    graph = load_graph(Path(__file__).resolve().parents[2] / "datasets" / "ptb" / "ptb_017.gnpg")
+    tiny = cluster_from_dict({"name": "tiny4", "devices": [{"name": "gpu", "count": 4, "kind": "k80",
+                                                            "memory": "50 MiB"}], "links": {"default": "pcie3"}})
+    placer = make_placer("finetune", timer=Simulator(), budget=150, samples=4, epochs=1)
+    assert placer.last_zero_shot_budget_needed is None
+    # its estimate (82 timings) fits the budget, but every heuristic inside auto repairs memory (up to 36 each):
+    # this was "timing 1 more placement(s) would exceed the budget of 150 evaluations"
+    placement = placer.place(graph, tiny, seed=0)
+    assert placement.devices.shape == (graph.num_ops,) and placer.last_evaluations <= 150
+    assert placer.last_zero_shot_step is None and placer.last_zero_shot_budget_needed == 151
+    counted = BudgetedTimer(Simulator())
+    zero_shot = make_placer("policy", timer=counted)
+    zero_shot.place(graph, tiny, seed=0)
+    assert zero_shot.last_evaluations == counted.evaluations > zero_shot.evaluations_needed(tiny)  # repairs counted
