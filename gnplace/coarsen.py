@@ -36,7 +36,7 @@ from gnplace.cstdout import quiet_c_stdout
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.sim.costmodel import op_times
+from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = ["Coarsening", "coarsen", "coarsen_within", "module_units", "partition_units"]
 
@@ -253,7 +253,10 @@ def _acyclic_kernel(order, part_of_op, ptr, src, parts):  # type: ignore[no-unty
     return node
 
 
-def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0, modules: bool = False) -> Coarsening:
+def coarsen(
+    graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0, modules: bool = False,
+    cost_model: CostModel = DEFAULT_COSTS,
+) -> Coarsening:
     """Coarsen ``graph`` to ``num_groups`` colocation groups (see the module docstring).
 
     Args:
@@ -264,6 +267,9 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0,
         seed (int, optional): METIS seed (default: 0).
         modules (bool, optional): merge module subtrees before heavy edges (:func:`module_units`)
             (default: :obj:`False`).
+        cost_model (CostModel, optional): the op times summed into the coarse nodes' measured seconds:
+            the model of the timer that will time the placements (default: :data:`DEFAULT_COSTS`; Placeto's
+            mode has no launch overhead).
 
     Examples:
         >>> from gnplace.toy import layered_graph
@@ -274,14 +280,15 @@ def coarsen(graph: OpGraph, num_groups: int, cluster: Cluster, *, seed: int = 0,
     """
     if num_groups < 1:
         raise InvalidArgument(f"num_groups must be at least 1, got {num_groups}")
-    times = op_times(graph, cluster)
+    times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
     part_of_unit, node_of_op = _parts_and_nodes(graph, num_groups, unit_seconds, seed=seed, modules=modules)
     return _coarse_graph(graph, cluster, times, num_groups, part_of_unit, node_of_op)
 
 
 def coarsen_within(
-    graph: OpGraph, max_nodes: int, cluster: Cluster, *, seed: int = 0, modules: bool = False
+    graph: OpGraph, max_nodes: int, cluster: Cluster, *, seed: int = 0, modules: bool = False,
+    cost_model: CostModel = DEFAULT_COSTS,
 ) -> Coarsening:
     """Coarsen ``graph`` to at most ``max_nodes`` coarse nodes, keeping every group while that suffices.
 
@@ -296,6 +303,7 @@ def coarsen_within(
         cluster (Cluster): the cluster whose device kinds the coarse op times are summed for.
         seed (int, optional): METIS seed (default: 0).
         modules (bool, optional): merge module subtrees before heavy edges (default: :obj:`False`).
+        cost_model (CostModel, optional): the op times summed into the coarse nodes (see :func:`coarsen`).
 
     Examples:
         >>> from gnplace.toy import layered_graph
@@ -303,7 +311,7 @@ def coarsen_within(
         >>> coarsen_within(layered_graph(3000, seed=0), 500, load_cluster("k80x4")).graph.num_ops <= 500
         True
     """
-    times = op_times(graph, cluster)
+    times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
     groups = max(graph.num_groups, 1)
     part_of_unit, node_of_op = _parts_and_nodes(graph, groups, unit_seconds, seed=seed, modules=modules)

@@ -149,3 +149,19 @@ def test_acyclic_nodes_match_the_python_loop(ops, parts, seed):
     g = layered_graph(ops, seed=seed)
     part_of_op = np.random.default_rng(seed).integers(0, parts, g.num_ops)
     assert np.array_equal(_acyclic_nodes(g, part_of_op), _acyclic_nodes_reference(g, part_of_op))
+
+
+def test_coarse_seconds_are_the_timers_the_placeto_mode_has_no_launch_overhead():
+    from gnplace.policy.features import build_policy_input
+    from gnplace.sim.costmodel import DEFAULT_COSTS, PLACETO_COSTS
+
+    graph, cluster = layered_graph(300, seed=3), load_cluster("k80x4")
+    for costs in (DEFAULT_COSTS, PLACETO_COSTS):
+        co = coarsen(graph, 12, cluster, cost_model=costs)
+        want = np.bincount(co.node_of_op, weights=costs.op_times(graph, cluster)[:, 0], minlength=co.graph.num_ops)
+        np.testing.assert_allclose(co.graph.cost_s["k80"], want)
+        inp = build_policy_input(graph, cluster, cost_model=costs, max_nodes=40)
+        assert inp.coarsening.graph.num_ops <= 40
+        total = inp.op_time[:, 0].sum()  # the decision graph's seconds: were the default's in Placeto's mode too
+        assert total == pytest.approx(costs.op_times(graph, cluster)[:, 0].sum())
+    assert PLACETO_COSTS.op_times(graph, cluster).sum() < DEFAULT_COSTS.op_times(graph, cluster).sum()

@@ -117,13 +117,16 @@ class PolicyInput:
 
 
 def decision_graph(
-    graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, seed: int = 0, modules: bool = False
+    graph: OpGraph, cluster: Cluster, *, max_nodes: int = 1000, seed: int = 0, modules: bool = False,
+    cost_model: CostModel = DEFAULT_COSTS,
 ) -> Coarsening:
     """Coarsen ``graph`` until it has at most ``max_nodes`` nodes, keeping every group while that suffices.
 
     With ``modules``, a graph that must be coarsened is merged along its module hierarchy first
     (whole branches, then cells: :func:`~gnplace.coarsen.module_units`), so each decision places a
     whole subtree of the model.
+    A coarse node's seconds are its ops' under ``cost_model``, the timer's (Placeto's mode has no
+    launch overhead).
 
     Examples:
         >>> from gnplace.toy import layered_graph
@@ -131,7 +134,7 @@ def decision_graph(
         >>> decision_graph(layered_graph(3000, seed=0), load_cluster("k80x4"), max_nodes=500).graph.num_ops <= 500
         True
     """
-    return coarsen_within(graph, max_nodes, cluster, seed=seed, modules=modules)
+    return coarsen_within(graph, max_nodes, cluster, seed=seed, modules=modules, cost_model=cost_model)
 
 
 def ops_alone(graph: OpGraph) -> Coarsening:
@@ -283,7 +286,7 @@ def build_policy_input(
         (4, True)
     """
     co = coarsening if coarsening is not None else decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed,
-                                                                  modules=modules)
+                                                                  modules=modules, cost_model=cost_model)
     coarse = co.graph
     op_time = cost_model.op_times(coarse, cluster)
     comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])

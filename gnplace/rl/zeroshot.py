@@ -347,7 +347,8 @@ class PolicyPlacer:
         try:
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
-                whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed)
+                whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed,
+                                       cost_model=self.timer.cost_model)
                 held = held_at_peak(graph, cluster)  # one simulation for every device set
                 decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
                 greedy = [dec.greedy() for dec in decoders]
