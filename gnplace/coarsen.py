@@ -329,6 +329,54 @@ def _parts_and_nodes(
     return part_of_unit, _acyclic_nodes(graph, part_of_unit[graph.group])
 
 
+def node_output_bytes(graph: OpGraph, node_of_op: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes of the outputs of each coarse node: what leaves it, its largest internal output, its peak.
+
+    An output leaves its node when an op of another node reads it (or nothing does: the step's
+    results); the others are internal, read only inside the node. Run in the graph's topological
+    order, an internal output is live from its op to the last op of the node that reads it, and a
+    leaving one from its op on. The peak is the most bytes live at once (an op's output and the inputs
+    it reads together): what the node holds while it runs, where its leaving outputs alone are what
+    it holds after. The largest internal output beside the leaving ones undercounts a node whose
+    outputs wait for a later op of it (a coarse placement that fitted then ran out of memory once
+    expanded).
+
+    Returns:
+        tuple: ``(leaving, largest internal, peak)``, bytes, each ``[num coarse nodes]`` float64.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> g = chain_graph(3)  # 4 MB outputs, a -> b -> c, all in one node: b reads a, c reads b
+        >>> [float(x[0]) for x in node_output_bytes(g, np.zeros(3, dtype=np.int64))]
+        [4000000.0, 4000000.0, 8000000.0]
+    """
+    n = int(node_of_op.max()) + 1 if graph.num_ops else 0
+    cross = node_of_op[graph.edge_src] != node_of_op[graph.edge_dst]
+    leaves = np.zeros(graph.num_ops, dtype=bool)
+    leaves[graph.edge_src[cross]] = True
+    leaves |= np.bincount(graph.edge_src, minlength=graph.num_ops) == 0
+    out = graph.out_bytes.astype(np.float64)
+    external = np.bincount(node_of_op, weights=np.where(leaves, out, 0.0), minlength=n)
+    largest = np.zeros(n)
+    np.maximum.at(largest, node_of_op, np.where(leaves, 0.0, out))
+    position = np.empty(graph.num_ops, dtype=np.int64)
+    position[graph.topological_order()] = np.arange(graph.num_ops)
+    freed = position.copy()  # an internal output after its last reader (all in its node); a leaving one, at the end
+    np.maximum.at(freed, graph.edge_src, position[graph.edge_dst])
+    freed[leaves] = graph.num_ops
+    ops = np.arange(graph.num_ops)
+    # allocations (kind 0) before frees (kind 1) at one position: an op's output and its inputs are live together
+    events_node = np.concatenate([node_of_op, node_of_op])
+    events_at = np.concatenate([position, freed])
+    events_kind = np.concatenate([np.zeros(ops.size), np.ones(ops.size)])
+    deltas = np.concatenate([out, -out])
+    order = np.lexsort((events_kind, events_at, events_node))
+    live = np.cumsum(deltas[order])  # each node's events are contiguous and sum to zero: its own live bytes
+    peak = np.zeros(n)
+    np.maximum.at(peak, events_node[order], live)
+    return external, largest, peak
+
+
 def _coarse_graph(
     graph: OpGraph, cluster: Cluster, times: np.ndarray, num_groups: int, part_of_unit: np.ndarray,
     node_of_op: np.ndarray,
@@ -349,14 +397,8 @@ def _coarse_graph(
     pair = tensor_src * max(n, 1) + tensor_dst
     pairs, pair_inverse = np.unique(pair, return_inverse=True)
     pair_bytes = np.bincount(pair_inverse, weights=per_tensor).astype(np.int64)
-    # outputs that leave a node stay live on it; the largest internal output is its scratch space
-    leaves = np.zeros(graph.num_ops, dtype=bool)
-    leaves[graph.edge_src[cross]] = True
-    leaves |= np.bincount(graph.edge_src, minlength=graph.num_ops) == 0
-    external = np.bincount(node_of_op, weights=np.where(leaves, graph.out_bytes, 0), minlength=n)
-    scratch = np.zeros(n)
-    np.maximum.at(scratch, node_of_op, np.where(leaves, 0, graph.out_bytes))
-    out_bytes = (external + scratch).astype(np.int64)
+    # what a node holds while it runs: its outputs live at once at their peak (the leaving ones stay after)
+    out_bytes = node_output_bytes(graph, node_of_op)[2].astype(np.int64)
     node_part = np.zeros(n, dtype=np.int64)
     node_part[node_of_op] = part_of_op
     first_op = np.full(n, graph.num_ops, dtype=np.int64)

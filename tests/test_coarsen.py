@@ -165,3 +165,24 @@ def test_coarse_seconds_are_the_timers_the_placeto_mode_has_no_launch_overhead()
         total = inp.op_time[:, 0].sum()  # the decision graph's seconds: were the default's in Placeto's mode too
         assert total == pytest.approx(costs.op_times(graph, cluster)[:, 0].sum())
     assert PLACETO_COSTS.op_times(graph, cluster).sum() < DEFAULT_COSTS.op_times(graph, cluster).sum()
+
+
+def test_a_coarse_node_holds_its_outputs_live_at_once_so_one_that_fits_expands_to_one_that_fits():
+    from gnplace.coarsen import node_output_bytes
+    from gnplace.toy import fork_graph, toy_cluster
+
+    sim = Simulator()
+    fork, two = fork_graph(), toy_cluster(2, memory=10_000_000)  # a -> (b, c) -> d, 4 MB outputs, 10 MB devices
+    one = coarsen(fork, 1, two)
+    on_one = Placement([0] * one.graph.num_ops, two)
+    coarse, expanded = sim.time(one.graph, two, on_one), sim.time(fork, two, one.expand(on_one))
+    assert coarse.peak_memory.max() == expanded.peak_memory.max() == 12e6  # was 8 MB: a fit that did not
+    assert coarse.is_oom and expanded.is_oom
+    leaving, largest, peak = node_output_bytes(fork, np.zeros(4, dtype=np.int64))
+    assert (leaving.tolist(), largest.tolist(), peak.tolist()) == ([4e6], [4e6], [12e6])
+    for name in ("cifar10/cifar10_002", "ptb/ptb_017"):  # every op in one node: exactly the step's peak
+        graph = load_graph(ROOT / "datasets" / f"{name}.gnpg")
+        whole = coarsen(graph, 1, two)
+        alone = Placement([0] * whole.graph.num_ops, two)
+        assert sim.time(whole.graph, two, alone).peak_memory.max() == \
+            pytest.approx(sim.time(graph, two, whole.expand(alone)).peak_memory.max())

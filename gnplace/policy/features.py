@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster
-from gnplace.coarsen import Coarsening, coarsen_within
+from gnplace.coarsen import Coarsening, coarsen_within, node_output_bytes
 from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
 from gnplace.placers.groups import group_times, held_at_peak
@@ -200,10 +200,14 @@ def _node_features(graph: OpGraph, co: Coarsening, op_time: np.ndarray, comm: np
     depth = _depth(coarse)
     in_deg = np.bincount(coarse.edge_dst, minlength=n)
     out_deg = np.bincount(coarse.edge_src, minlength=n)
+    # log_out_bytes: the outputs the node sends on plus its largest internal one, as the shipped checkpoints were
+    # trained on (the coarse graph's own out_bytes, its memory, counts the internal peak since 2026-11-29)
+    leaving, largest, _ = node_output_bytes(graph, node)
+    written = leaving + largest
     columns = [
         _standardise(np.log1p(count)),
         _standardise(np.log1p(coarse.flops)),
-        _standardise(np.log1p(coarse.out_bytes.astype(np.float64))),
+        _standardise(np.log1p(written)),
         _standardise(np.log1p(coarse.param_bytes.astype(np.float64))),
         *(phase / share).T,
         *(kinds / share).T,
