@@ -113,8 +113,8 @@ def generate_dataset(
 
     Raises:
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
-            optimizer or test split) and ``overwrite`` is off, ``seed`` is negative, or ``count`` is
-            not from 1 to :data:`MAX_GRAPHS`.
+            optimizer or test split) and ``overwrite`` is off, ``seed`` is negative, ``count`` is
+            not from 1 to :data:`MAX_GRAPHS`, or ``test_count`` not from 0 to ``count``.
         UnknownName: for an unknown family (before any folder is made).
     """
     from gnplace.families import get_family
@@ -124,8 +124,11 @@ def generate_dataset(
         raise InvalidArgument(f"seed must be a whole number >= 0, got {seed!r}")
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= MAX_GRAPHS:
         raise InvalidArgument(f"count must be a whole number from 1 to {MAX_GRAPHS:,}, got {count!r}")
-    out = Path(out)
+    seed, count = int(seed), int(count)  # numpy integers too: they go into the graphs' JSON meta
     test_count = count // 4 if test_count is None else test_count
+    if isinstance(test_count, bool) or not isinstance(test_count, (int, np.integer)) or not 0 <= test_count <= count:
+        raise InvalidArgument(f"test_count must be a whole number from 0 to count ({count}), got {test_count!r}")
+    out = Path(out)
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())
     names = [f"{family}_{i:03d}.gnpg" for i in range(count)]
     wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
@@ -215,6 +218,10 @@ def _interrupted_leftovers(out: Path, family: str, names: set[str]) -> list[str]
 def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[str]:
     """The graph files of a finished dataset in ``out`` that ``wanted`` would not write again.
 
+    A dataset of other arguments that ``overwrite`` replaces loses its ``manifest.json`` at once: the
+    folder is then an interrupted run's until the new manifest is written, never a manifest listing
+    graphs that were replaced.
+
     Raises:
         InvalidArgument: if that dataset was drawn with other arguments and ``overwrite`` is off.
     """
@@ -229,6 +236,7 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
                 "files": files, "test": tests}
     except (GnplaceError, KeyError, TypeError) as err:
         if overwrite:
+            (out / "manifest.json").unlink()
             return []
         raise InvalidArgument(f"{out} holds a manifest.json that is not a gnplace dataset's ({err}): use another "
                               "folder, or overwrite it") from err
@@ -240,6 +248,7 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
             f"{have['optimizer']}, {len(tests)} in the test split): use another folder, or overwrite it"
         )
     keep = set(wanted["files"])
+    (out / "manifest.json").unlink()  # an interruption from here on leaves no manifest over a mix of two datasets
     return [name for name in files if name not in keep and Path(name).name == name]
 
 

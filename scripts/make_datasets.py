@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from gnplace.cli.common import run_reporting_errors
 from gnplace.datasets import generate_dataset, load_manifest
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph
@@ -113,6 +115,9 @@ def write_readme(out: Path, families: list[str]) -> None:
             groups = sorted(e["groups"] for e in rows)
             flops = [e["total_flops"] / 1e9 for e in rows]
             params = [e["param_bytes"] / 2**20 for e in rows]
+            if not rows:  # a split a small --count leaves empty
+                lines.append(f"| {family} | {split} | 0 | - | - | - | - |")
+                continue
             lines.append(
                 f"| {family} | {split} | {len(rows)} | {ops[0]} / {ops[len(ops) // 2]} / {ops[-1]} | {groups[len(groups) // 2]} "
                 f"| {min(flops):.1f} / {max(flops):.1f} | {min(params):.2f} / {max(params):.2f} |"
@@ -126,16 +131,22 @@ def _advance(bar: Progress, task: TaskID, family: str, index: int, graph: OpGrap
     bar.update(task, advance=1, description=f"{family}: {graph.name} {graph.num_ops} ops")
 
 
-def main() -> None:
-    """Write every shipped graph under ``--out``."""
+def main(argv: list[str] | None = None) -> int:
+    """Write every shipped graph under ``--out``; bad arguments are one ``make_datasets: error:`` line, exit 2."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "datasets"))
     parser.add_argument("--families", default="cifar10,ptb,nmt")
     parser.add_argument("--count", type=int, default=32)
-    parser.add_argument("--test-count", type=int, default=8)
+    parser.add_argument("--test-count", type=int, default=None,
+                        help="graphs of each family in the test split (default: a quarter of --count, as gnplace generate)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--real", action="store_true", help="also build datasets/real/ (needs gnplace[models])")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    return run_reporting_errors(run, args, "make_datasets", "interrupted (a rerun keeps the graphs written)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the datasets ``args`` name, then the statistics table."""
     out = Path(args.out)
     write_examples(out)
     families = [f for f in args.families.split(",") if f]
@@ -150,7 +161,8 @@ def main() -> None:
     kept = [f for f in ("cifar10", "ptb", "nmt") if f not in families and (out / f / "manifest.json").exists()]
     write_readme(out, families + kept)
     print(f"wrote {out / 'README.md'}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

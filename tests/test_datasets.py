@@ -57,6 +57,20 @@ def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_pa
         generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0)
 
 
+def test_an_interrupted_overwrite_leaves_no_manifest_over_a_mix_of_two_datasets(tmp_path):
+    generate_dataset("ptb", 2, tmp_path, seed=0, test_count=1)
+
+    def stop(index, graph):
+        raise KeyboardInterrupt  # Ctrl-C after the first graph of the new dataset
+
+    with pytest.raises(KeyboardInterrupt):
+        generate_dataset("ptb", 2, tmp_path, seed=1, test_count=1, overwrite=True, progress=stop)
+    assert load_graph(tmp_path / "ptb_000.gnpg").meta["seed"] == 1
+    assert not (tmp_path / "manifest.json").exists()  # was seed 0's, listing ptb_000 as it was before
+    generate_dataset("ptb", 2, tmp_path, seed=1, test_count=1, overwrite=True)
+    assert load_manifest(tmp_path)["seed"] == 1
+
+
 def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(tmp_path):
     generate_dataset("ptb", 3, tmp_path, seed=7, test_count=1)
     (tmp_path / "manifest.json").unlink()  # as if killed before the manifest
@@ -140,6 +154,12 @@ def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_ma
     with pytest.raises(InvalidArgument, match="seed must be a whole number >= 0, got -1"):
         generate_dataset("ptb", 1, tmp_path / "b", seed=-1)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    with pytest.raises(InvalidArgument, match=r"test_count must be a whole number from 0 to count \(4\), got -1"):
+        generate_dataset("ptb", 4, tmp_path / "c", test_count=-1)  # put 3 of 4 in the test split
+    import numpy as np
+
+    generate_dataset("ptb", 1, tmp_path / "d", seed=np.int64(3), test_count=0)  # was a JSON error, half written
+    assert load_manifest(tmp_path / "d")["seed"] == 3
 
 
 def test_graphs_of_another_run_without_a_manifest_are_not_drawn_over(tmp_path):
@@ -153,3 +173,14 @@ def test_graphs_of_another_run_without_a_manifest_are_not_drawn_over(tmp_path):
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     generate_dataset("ptb", 2, out, seed=0, overwrite=True)
     assert load_manifest(out)["seed"] == 0
+
+
+def test_the_dataset_script_splits_as_generate_does_and_a_bad_split_is_one_error(tmp_path, capsys, load_script):
+    script = load_script("make_datasets")
+    assert script.main(["--out", str(tmp_path), "--families", "ptb", "--count", "2"]) == 0  # was an IndexError
+    assert [e["split"] for e in load_manifest(tmp_path / "ptb")["graphs"]] == ["train", "train"]  # 2 // 4 in test
+    assert "| ptb | test | 0 | - | - | - | - |" in (tmp_path / "README.md").read_text()
+    capsys.readouterr()
+    assert script.main(["--out", str(tmp_path / "b"), "--families", "ptb", "--count", "2", "--test-count", "3"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "make_datasets: error: test_count must be a whole number from 0 to count (2), got 3"
