@@ -274,7 +274,9 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
         return spec
     text_spec = str(spec)
     path = Path(text_spec)
-    if not (text_spec.endswith((".yaml", ".yml")) or path.exists()):
+    # a file, else a preset, whatever folder of that name is here (one output folder per cluster is common)
+    if not (text_spec.endswith((".yaml", ".yml")) or path.is_file()
+            or (path.exists() and text_spec not in preset_names())):
         if text_spec not in preset_names():
             raise InvalidCluster(
                 f"unknown cluster {text_spec!r}: give a YAML file or one of {', '.join(preset_names())}"
@@ -318,7 +320,7 @@ def _check_kinds(devices: tuple[Device, ...], name: str) -> None:
 def _keys(entry: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     if not isinstance(entry, dict):
         raise InvalidCluster(f"{where}: expected a mapping, got {type(entry).__name__}")
-    unknown = sorted(set(entry) - allowed)
+    unknown = sorted(set(entry) - allowed, key=str)  # YAML 1.1 reads keys as booleans and numbers too (on: True)
     if unknown:
         raise InvalidCluster(f"{where}: unknown key {unknown[0]!r} (expected one of {', '.join(sorted(allowed))})")
     missing = sorted(required - set(entry))

@@ -115,6 +115,23 @@ def test_load_cluster_passes_cluster_through():
     assert load_cluster(c) is c
 
 
+def test_a_folder_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k80x4").mkdir()  # one output folder per cluster
+    assert load_cluster("k80x4").device_names == load_cluster("k80x2").device_names + ["gpu2", "gpu3"]
+    (tmp_path / "results").mkdir()
+    with pytest.raises(InvalidCluster, match="is a folder, not a cluster file"):
+        load_cluster("results")
+
+
+def test_unknown_keys_of_mixed_types_are_one_error(tmp_path):
+    path = tmp_path / "c.yaml"  # YAML 1.1 reads `on` as True: a typo beside it compared a bool with a str
+    path.write_text("name: c\ndevices:\n  - {name: gpu, count: 2, kind: k80}\nlinks:\n  default: pcie3\n"
+                    "  on: nvlink2\n  group: []\n")
+    with pytest.raises(InvalidCluster, match="links: unknown key True"):
+        load_cluster(path)
+
+
 def test_unknown_preset():
     message = load_error("k80x3")
     assert message == (
