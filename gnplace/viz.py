@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
-from gnplace.sim.timer import geomean
 
-__all__ = ["plot_timeline"]
+__all__ = ["plot_timeline", "plot_ratios", "IMAGE_SUFFIXES"]
+
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+"""The file types the plots write (matplotlib's formats, by suffix)."""
 
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
 
@@ -23,8 +27,10 @@ def plot_timeline(
     times in milliseconds.
 
     Raises:
-        ValueError: if ``result`` was simulated without ``timeline=True``.
+        ValueError: if ``result`` was simulated without ``timeline=True``, or ``path`` has no suffix of
+            :data:`IMAGE_SUFFIXES` (matplotlib would write ``path.png`` for none).
     """
+    path = _image_path(path)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,7 +62,6 @@ def plot_timeline(
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()] + [Patch(color="#8C8C8C", label="transfer")]
     ax.legend(handles=handles, loc="lower right", fontsize="small")
     fig.tight_layout()
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -64,7 +69,18 @@ def plot_timeline(
 
 
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
-    """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster."""
+    """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
+
+    ``summary`` holds one row per family, cluster and placer (:func:`gnplace.evaluate.summarise`), whose
+    ``vs_best`` is a geometric mean over its ``graphs`` graphs; a bar is the mean over every graph of
+    the cluster, each family weighted by its graphs.
+
+    Raises:
+        ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
+    """
+    path = _image_path(path)
+    if not summary:
+        raise ValueError("no rows to plot")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -76,7 +92,10 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     for ax, cluster in zip(axes[0], clusters):
         values = []
         for placer in placers:
-            values.append(geomean(s["vs_best"] for s in summary if s["cluster"] == cluster and s["placer"] == placer))
+            rows = [s for s in summary if s["cluster"] == cluster and s["placer"] == placer]
+            weights = np.array([float(s.get("graphs", 1)) for s in rows])
+            logs = np.log(np.array([float(s["vs_best"]) for s in rows]))
+            values.append(float(np.exp((weights * logs).sum() / weights.sum())) if rows else float("nan"))
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(placers)))
@@ -84,7 +103,14 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         ax.set_title(cluster)
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
-    path = Path(path)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return path
+
+
+def _image_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a :class:`Path`, refused (``ValueError``) unless its suffix is one of :data:`IMAGE_SUFFIXES`."""
+    path = Path(path)
+    if path.suffix.lower() not in IMAGE_SUFFIXES:
+        raise ValueError(f"{path}: a plot is written as one of {', '.join(IMAGE_SUFFIXES)}, by suffix")
     return path

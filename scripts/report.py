@@ -328,6 +328,8 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     import matplotlib.pyplot as plt
 
     families = sorted({r["family"] for r in rows})
+    # one colour per placer in every panel: a scatter (a one-point history) and a line draw from two colour cycles
+    colour = {placer: f"C{i % 10}" for i, placer in enumerate(sorted({r["placer"] for r in rows}))}
     fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6), squeeze=False)
     for ax, family in zip(axes[0], families):
         part = [r for r in rows if r["family"] == family and r["cluster"] == cluster]
@@ -337,9 +339,9 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
                 continue
             h = np.array(r["history"], dtype=float)
             if len(h) == 1:
-                ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3)
+                ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3, color=colour[r["placer"]])
             else:
-                ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"])
+                ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"], color=colour[r["placer"]])
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_xlim(left=1)

@@ -68,3 +68,27 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
     assert "(quick)" in (out / "RESULTS.md").read_text() and list((out / "figures").glob("report_*.png"))
     assert re.search(r"section 2: \d+ saved, 0 to run", second.stdout)
     assert re.search(r"section 4: \d+ saved, 0 to run", second.stdout)
+
+
+def test_a_placer_keeps_one_colour_whether_drawn_as_a_line_or_a_star(tmp_path, load_script, monkeypatch):
+    import matplotlib.figure
+    from matplotlib.colors import to_hex
+
+    report = load_script("report")
+    colours = {}
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def keep_colours(figure, *args, **kwargs):
+        for ax in figure.axes:
+            colours.update({line.get_label(): to_hex(line.get_color()) for line in ax.get_lines()
+                            if not line.get_label().startswith("_")})
+            colours.update({dots.get_label(): to_hex(dots.get_facecolor()[0]) for dots in ax.collections})
+        return real_savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_colours)
+    rows = [dict(family=family, cluster="k80x4", name=f"{family}_002", placer=placer, history=history)
+            for family in ("ptb", "nmt")
+            for placer, history in (("finetune", [[1, 1.0], [60, 0.92]]), ("policy", [[80, 0.91]]),
+                                    ("ppo", [[1, 1.0], [200, 0.9]]))]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    assert len(set(colours.values())) == 3  # the policy's star was drawn in finetune's colour

@@ -1,4 +1,4 @@
-"""Tests of ``gnplace.viz.plot_timeline``."""
+"""Tests of ``gnplace.viz``: the timeline and the ratio plot."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import mlp_training_graph
-from gnplace.viz import plot_timeline
+from gnplace.viz import plot_ratios, plot_timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -40,3 +40,26 @@ def test_raises_without_timeline(tmp_path, case):
     with pytest.raises(ValueError, match=r"^the step result has no timeline: simulate with timeline=True$"):
         plot_timeline(g, plain, tmp_path / "t.png")
     assert not (tmp_path / "t.png").exists()
+
+
+@pytest.mark.parametrize("name", ["gantt", "gantt.txt"])
+def test_a_path_without_an_image_suffix_is_refused_before_drawing(tmp_path, case, name):
+    g, result, _ = case
+    with pytest.raises(ValueError, match="a plot is written as one of .png"):
+        plot_timeline(g, result, tmp_path / name)  # "gantt" wrote gantt.png and returned "gantt"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ratio_bar_weights_each_family_by_its_graphs(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    drawn = []
+    real_bar = matplotlib.axes.Axes.bar
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, x, heights, **kw: (drawn.append(list(heights)),
+                                                                                   real_bar(ax, x, heights, **kw))[1])
+    summary = [{"family": "a", "cluster": "k80x2", "placer": "heft", "vs_best": 1.0, "graphs": 9},
+               {"family": "b", "cluster": "k80x2", "placer": "heft", "vs_best": 2.0, "graphs": 1}]
+    assert plot_ratios(summary, tmp_path / "r.png").read_bytes().startswith(PNG_MAGIC)
+    assert drawn == [[pytest.approx(2 ** 0.1)]]  # the mean over 10 graphs, not over 2 families (1.414)
+    with pytest.raises(ValueError, match="no rows to plot"):
+        plot_ratios([], tmp_path / "empty.png")

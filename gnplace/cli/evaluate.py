@@ -120,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from gnplace.viz import plot_ratios
 
-        with writing(Path(args.out) / "ratios.png"):
-            print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
+        if summary:  # every run failed: no ratio to draw
+            with writing(Path(args.out) / "ratios.png"):
+                print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
         with writing(Path(args.out) / "best_timeline.png"):
             timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0],
                                            Path(args.out) / "best_timeline.png")

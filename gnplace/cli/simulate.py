@@ -22,8 +22,9 @@ from gnplace.graph_io import check_writable
 from gnplace.importers.sources import load_graph_source
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
+from gnplace.viz import IMAGE_SUFFIXES
 
-TIMELINE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
+TIMELINE_SUFFIXES = IMAGE_SUFFIXES
 """The file types ``--timeline`` can draw (matplotlib's formats, by suffix)."""
 
 
