@@ -555,10 +555,23 @@ def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) ->
                 f"{tuple(getattr(saved, 'shape', ()))} {getattr(saved, 'dtype', type(saved).__name__)}"
             raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy (policy.{name} is {found}, "
                                     f"expected {tuple(tensor.shape)} {tensor.dtype}); cannot resume from it")
+        if tensor.is_floating_point() and not bool(torch.isfinite(saved).all()):
+            raise InvalidCheckpoint(f"{path}: policy.{name} holds non-finite weights (a run that diverged); cannot "
+                                    "resume from it")
     extra = sorted(k for k in state if k.startswith("policy.") and k.removeprefix("policy.") not in mine)
     if extra:
         raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy ({extra[0]} is not one of its "
                                 "weights); cannot resume from it")
+
+
+def _exported_at(path: Path) -> int | None:
+    """The iterations of the policy exported at ``path`` (``None``: no such file, or no count in it)."""
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    if not path.is_file():
+        return None
+    iterations = read_checkpoint(path).get("meta", {}).get("iterations")
+    return iterations if isinstance(iterations, int) else None
 
 
 def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -661,20 +674,26 @@ def pretrain(
         raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
                               "from: use another --out, or move them away")
     pairs, val_pairs = pretrain_pairs(config)
+    processes = devices * num_nodes
+    if min(config.schedule.pairs_per_step, len(pairs)) < processes:  # a rank without a pair has no gradient to share
+        raise InvalidArgument(f"{processes} processes need a pair each every iteration: schedule.pairs_per_step "
+                              f"({config.schedule.pairs_per_step}) and the training pairs ({len(pairs)}) must be at "
+                              f"least {processes}")
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
-        done = check_resumable(last, config, digest, processes=devices * num_nodes)
-        if done >= config.schedule.iterations and (out / "policy.ckpt").exists():
+        done = check_resumable(last, config, digest, processes=processes)
+        if done >= config.schedule.iterations and _exported_at(out / "policy.ckpt") == done:
             return _finished(out, export)  # nothing left to train: leave every file as it is
+        # else a run stopped in its last iteration (saved, not exported): the fit exports it, training nothing
         ckpt_path = str(last)
     schedule = config.schedule
+    learner = PlacementLearner(config.learner)  # its settings are checked before any teacher search runs (minutes)
     starts = teacher_placements(pairs, config.data.teacher_budget, config.learner.seed, out / "teacher",
                                 progress=progress) if config.data.teacher_budget else {}
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
-    learner = PlacementLearner(config.learner)
     exporter = ExportPolicy(out / "policy.ckpt", config, digest)
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 

@@ -245,6 +245,15 @@ class PlacementLearner(L.LightningModule):
         self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip,  # type: ignore[arg-type]
                             gradient_clip_algorithm="norm")
         optimizer.step()
+        # a diverged run stops here, before any checkpoint or export holds weights no placer can load (every rank
+        # holds the same weights after the averaged step, so every rank stops)
+        if not all(bool(torch.isfinite(p).all()) for p in self.policy.parameters()):
+            from gnplace.exceptions import InvalidArgument
+
+            raise InvalidArgument(
+                f"training diverged at iteration {self.iteration}: the policy's weights are not finite (the loss was "
+                f"{float(loss.detach()):.4g}); lower the learning rate (lr = {self.config.lr:g})"
+            )
 
     def _world(self) -> tuple[int, int]:
         """``(world size, this process's rank)``: ``(1, 0)`` outside a distributed run."""
@@ -667,7 +676,7 @@ class PlacementDataModule(L.LightningDataModule):
         A pair restored from a checkpoint but not prepared again since (a finished run resumed, which
         trains no more) keeps the state it was restored with: saving it again loses nothing.
         """
-        return {"problems": {
+        return {"pairs": self.pair_names(), "problems": {
             **{i: dict(saved) for i, saved in self._restored.items() if i not in self._problems},
             **{i: {"reference_step": p.reference_step,
                    "best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
@@ -679,6 +688,11 @@ class PlacementDataModule(L.LightningDataModule):
                 **({"screen": p.screen.state()} if p.screen is not None else {})}
                for i, p in self._problems.items()},
         }}
+
+    def pair_names(self) -> list[list[str]]:
+        """``[graph, cluster]`` of every training pair: a file path or name of each, what a checkpoint records."""
+        return [[graph.name if isinstance(graph, OpGraph) else str(graph),
+                 cluster.name if isinstance(cluster, Cluster) else str(cluster)] for graph, cluster in self.pairs]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved: at once into a pair already prepared, else when it is.
@@ -703,6 +717,14 @@ def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> Non
     The best placement seen so far, the evaluations and history, the sampling prior, the placements
     timed (memo), the screen and, where saved, the reference's step as the run first timed it.
     """
+    ops, devices = problem.inp.graph.num_ops, problem.inp.cluster.num_devices
+    best = np.asarray(saved.get("best_devices", []))
+    if best.shape != (ops,) or (best.size and not (0 <= best.min() and best.max() < devices)):
+        from gnplace.exceptions import InvalidCheckpoint
+
+        raise InvalidCheckpoint(f"the checkpoint's best placement of pair {problem.inp.graph.name} does not fit it "
+                                f"({best.size} ops for {ops}, or a device outside its {devices}): a checkpoint of "
+                                "other graphs or clusters")
     if saved.get("reference_step") is not None:  # (checkpoints of before 2026-11-28 keep the step timed now)
         problem.reference_step = float(saved["reference_step"])
     problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
@@ -728,6 +750,25 @@ def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
         31
     """
     return max(0, math.floor(budget / (samples * pairs)))
+
+
+def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModule) -> None:
+    """Refuse a checkpoint ``fit`` cannot continue: unreadable, another learner's settings, other pairs (one line)."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    saved = read_checkpoint(path)  # a truncated or corrupt file: one line
+    settings = saved.get("hyper_parameters")
+    if not isinstance(saved.get("state_dict"), dict) or not isinstance(settings, dict):
+        raise InvalidCheckpoint(f"{path}: not a gnplace training checkpoint (cannot resume from it)")
+    differ = sorted(k for k, v in asdict(config).items() if k in settings and settings[k] != v)
+    if differ:
+        raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); resume with the "
+                                "same settings or use another folder")
+    pairs = saved.get(type(data).__qualname__, {}).get("pairs")  # recorded since 2026-11-29
+    if pairs is not None and pairs != data.pair_names():
+        raise InvalidCheckpoint(f"{path}: made with other graphs or clusters; resume with the same ones or use "
+                                "another folder")
 
 
 def fit(
@@ -762,6 +803,10 @@ def fit(
                                max_nodes=max_nodes, seed=config.seed)
     learner = PlacementLearner(config, timer)
     last = out / "checkpoints" / "last.ckpt"
+    if last.exists() and not resume:  # a new run would overwrite it
+        raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): resume it, or use another folder")
+    if resume and last.exists():
+        _check_resumable(last, config, data)
     trainer = L.Trainer(
         max_epochs=-1, accelerator="cpu", devices=1,
         callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations)]

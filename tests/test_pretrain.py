@@ -192,6 +192,22 @@ def _session_steps(out: Path) -> list[int]:
         return [int(r["step"]) for r in csv.DictReader(handle) if r.get("losses/policy")]
 
 
+def test_a_run_stopped_in_its_last_iteration_exports_its_policy_on_resume(tiny_config, tmp_path):
+    full, early = tmp_path / "full", tmp_path / "early"
+    pretrain(load_pretrain_config(tiny_config), full, progress=False)  # 4 iterations
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), early, progress=False)
+    final = _weights(full / "policy.ckpt")
+    # a stop during the last iteration saves it (last.ckpt) before its export: policy.ckpt is an earlier one's
+    (full / "policy.ckpt").write_bytes((early / "policy.ckpt").read_bytes())
+    done = pretrain(load_pretrain_config(tiny_config), full, resume=True, progress=False)
+    assert not done.get("already_done") and done["iterations"] == 4  # was "already done", the stale file kept
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    assert read_checkpoint(full / "policy.ckpt")["meta"]["iterations"] == 4
+    assert all(torch.equal(final[k], v) for k, v in _weights(full / "policy.ckpt").items())
+    assert torch.load(full / "checkpoints" / "last.ckpt", weights_only=True)["gnplace"]["iteration"] == 4  # no more
+
+
 def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     out = tmp_path / "run"
     pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
@@ -233,6 +249,8 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
                            rf"\({name} is .* torch.float64, expected .* torch.float32\)"),
                           (lambda d: d["state_dict"].update({"policy.extra": torch.zeros(1)}),
                            r"\(policy.extra is not one of its weights\)"),
+                          (lambda d: d["state_dict"][name].fill_(float("nan")),
+                           rf"{name} holds non-finite weights \(a run that diverged\)"),
                           (lambda d: d.update(hyper_parameters=None), "learner settings are malformed")):
         damaged = tmp_path / "damaged"
         (damaged / "checkpoints").mkdir(parents=True, exist_ok=True)
@@ -417,6 +435,19 @@ def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_c
     with pytest.raises(InvalidCheckpoint, match=r"other settings \(data.teacher_budget\)"):  # another teacher: refused
         pretrain(load_pretrain_config(tiny_config, overrides + ["data.teacher_budget=31"]),
                  tmp_path / "run", resume=True, progress=False)
+
+
+def test_settings_a_run_cannot_train_with_are_refused_before_any_work(tiny_config, tmp_path):
+    # a bad network shape came after every teacher search had run (minutes with the constructor's config)
+    with pytest.raises(InvalidArgument, match="hidden"):
+        pretrain(load_pretrain_config(tiny_config, ["data.teacher_budget=30", "learner.hidden=0"]), tmp_path / "a",
+                 progress=False)
+    assert not (tmp_path / "a" / "teacher").exists()
+    # a rank left without a pair had no gradient to average: a 180-line traceback from two processes
+    with pytest.raises(InvalidArgument, match=r"2 processes need a pair each every iteration: schedule.pairs_per_step "
+                                              r"\(1\) and the training pairs \(\d+\) must be at least 2"):
+        pretrain(load_pretrain_config(tiny_config, ["schedule.pairs_per_step=1"]), tmp_path / "b", devices=2,
+                 strategy="ddp_spawn", progress=False)
 
 
 def test_a_run_without_validation_names_no_best_checkpoint(tiny_config, tmp_path):

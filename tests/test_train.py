@@ -80,6 +80,21 @@ def test_iterations_imitate_then_reinforce(tmp_path):
         assert steps == sorted(steps, reverse=True) and steps[-1] == p.best_step and steps[0] == p.reference_step
 
 
+def test_a_diverging_run_stops_with_one_error_before_any_weight_it_saves_is_not_finite(tmp_path, monkeypatch):
+    real_step = torch.optim.Adam.step
+
+    def overflow(optimizer, *args, **kwargs):  # a step too large: what lr=100 does within a few iterations
+        out = real_step(optimizer, *args, **kwargs)
+        with torch.no_grad():
+            optimizer.param_groups[0]["params"][0].fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(torch.optim.Adam, "step", overflow)
+    with pytest.raises(InvalidArgument, match=r"^training diverged at iteration 0: the policy's weights are not finite "
+                                              r"\(the loss was .*\); lower the learning rate \(lr = "):
+        run(tmp_path, 3)  # it trained on, and exported NaN weights that gnplace place refused
+
+
 @pytest.mark.parametrize("memo, widen, screen", [(False, False, 1), (True, False, 1), (True, True, 1),
                                                   (True, False, 4)])
 def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen, screen):
@@ -283,3 +298,36 @@ def test_elite_target_is_checked():
     assert LearnerConfig(elite_target="samples").elite_target == "samples"
     with pytest.raises(InvalidArgument, match="elite_target"):
         LearnerConfig(elite_target="auto")
+
+
+def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pairs(tmp_path):
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    saved = (tmp_path / "checkpoints" / "last.ckpt").read_bytes()
+    with pytest.raises(InvalidArgument, match="holds a run already"):  # it was overwritten
+        fit(pair, tmp_path, config=tiny, iterations=3, progress=False)
+    with pytest.raises(InvalidCheckpoint, match=r"other learner settings \(lr\)"):  # a size mismatch's traceback
+        fit(pair, tmp_path, config=replace(tiny, lr=0.5), iterations=3, resume=True, progress=False)
+    other = [(mlp_training_graph(layers=3, width=64, batch=8), "k80x4")]  # took the other run's placements by index
+    with pytest.raises(InvalidCheckpoint, match="made with other graphs or clusters"):
+        fit(other, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
+    assert (tmp_path / "checkpoints" / "last.ckpt").read_bytes() == saved
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(saved[:5000])
+    with pytest.raises(InvalidCheckpoint, match="not a readable checkpoint"):
+        fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
+
+
+def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
+    from gnplace.exceptions import InvalidCheckpoint
+
+    data = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    state = PlacementDataModule(pairs()[::-1], pairs_per_step=2, steps_per_epoch=4, seed=3)
+    state.problem(0), state.problem(1)
+    data.load_state_dict(state.state_dict())  # pair 0's state is the other graph's
+    with pytest.raises(InvalidCheckpoint, match="does not fit it .* a checkpoint of other graphs or clusters"):
+        data.problem(0)
