@@ -538,7 +538,38 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
         raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
                                 "cannot resume from it")
     _check_weights(path, data["state_dict"], config)
+    _check_run_state(path, data, exporter)
     return iteration
+
+
+def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any]) -> None:
+    """Refuse a checkpoint whose state beside the weights is malformed (an edited file; a damaged one fails its CRC).
+
+    The learner's :math:`\\beta` and sampling generator, the optimizer's parameter groups, the exporter's
+    wall seconds and best score: each is read on resume, and a bad value there is a traceback.
+    """
+    import numpy as np
+
+    def refuse(what: str) -> InvalidCheckpoint:
+        return InvalidCheckpoint(f"{path}: its {what} is malformed; cannot resume from it")
+
+    learner = data["gnplace"]
+    beta = learner.get("beta", 0.0)
+    if isinstance(beta, bool) or not isinstance(beta, int | float) or not math.isfinite(beta) or beta < 0:
+        raise refuse(f"KL weight beta ({beta!r})")
+    if "rng" in learner:
+        try:
+            np.random.default_rng().bit_generator.state = learner["rng"]
+        except (KeyError, TypeError, ValueError) as err:
+            raise refuse("sampling generator's state") from err
+    groups = [state.get("param_groups") if isinstance(state, dict) else None
+              for state in data.get("optimizer_states", [])]
+    if not all(isinstance(g, list) and g for g in groups):
+        raise refuse("optimizer state")
+    for key in ("elapsed", "best_score"):
+        value = exporter.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise refuse(f"run's {key} ({value!r})")
 
 
 def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) -> None:

@@ -716,30 +716,51 @@ def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> Non
 
     The best placement seen so far, the evaluations and history, the sampling prior, the placements
     timed (memo), the screen and, where saved, the reference's step as the run first timed it.
+
+    Raises:
+        InvalidCheckpoint: if the state does not fit the pair (another graph's or cluster's) or is malformed.
     """
+    from gnplace.exceptions import InvalidCheckpoint
+
+    name = problem.inp.graph.name
     ops, devices = problem.inp.graph.num_ops, problem.inp.cluster.num_devices
     best = np.asarray(saved.get("best_devices", []))
-    if best.shape != (ops,) or (best.size and not (0 <= best.min() and best.max() < devices)):
-        from gnplace.exceptions import InvalidCheckpoint
-
-        raise InvalidCheckpoint(f"the checkpoint's best placement of pair {problem.inp.graph.name} does not fit it "
-                                f"({best.size} ops for {ops}, or a device outside its {devices}): a checkpoint of "
-                                "other graphs or clusters")
-    if saved.get("reference_step") is not None:  # (checkpoints of before 2026-11-28 keep the step timed now)
-        problem.reference_step = float(saved["reference_step"])
-    problem.best_devices = np.asarray(saved["best_devices"], dtype=np.int64)
-    problem.best_step, problem.best_oom = float(saved["best_step"]), bool(saved["best_oom"])
-    problem.evaluations = int(saved["evaluations"])
-    problem.history = [(int(e), float(t)) for e, t in saved["history"]]
-    if saved.get("sample_best_devices") is not None:
-        problem.sample_best_devices = np.asarray(saved["sample_best_devices"], dtype=np.int64)
-        problem.sample_best_step = float(saved["sample_best_step"])
-    problem.kappa = None if saved.get("kappa") is None else float(saved["kappa"])
-    problem.timed.update({bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
-                                               np.asarray(peak, dtype=np.float64), bool(oom))
-                          for key, step, busy, peak, oom in saved.get("timed", [])})
+    fits = best.shape == (ops,) and (not best.size or (np.issubdtype(best.dtype, np.integer)
+                                                       and 0 <= best.min() and best.max() < devices))
+    if not fits:
+        raise InvalidCheckpoint(f"the checkpoint's best placement of pair {name} does not fit it ({best.size} ops "
+                                f"for {ops}, or a device outside its {devices}): a checkpoint of other graphs or "
+                                "clusters")
+    try:
+        restored = _restored_values(saved)
+    except (KeyError, TypeError, ValueError) as err:  # an edited checkpoint: one line
+        raise InvalidCheckpoint(f"the checkpoint's state of pair {name} is malformed ({type(err).__name__}: "
+                                f"{err}); cannot resume from it") from err
+    problem.timed.update(restored.pop("timed"))  # merged: a search's pair has timed its start already
+    for key, value in restored.items():
+        setattr(problem, key, value)
     if saved.get("screen") is not None:  # what the pair's screen had learned
         problem.start_screen().restore(saved["screen"])
+
+
+def _restored_values(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of a :class:`PlacementProblem` that ``saved`` restores, converted (``timed`` to be merged)."""
+    values: dict[str, Any] = {
+        "best_devices": np.asarray(saved["best_devices"], dtype=np.int64),
+        "best_step": float(saved["best_step"]), "best_oom": bool(saved["best_oom"]),
+        "evaluations": int(saved["evaluations"]),
+        "history": [(int(e), float(t)) for e, t in saved["history"]],
+        "kappa": None if saved.get("kappa") is None else float(saved["kappa"]),
+        "timed": {bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
+                                       np.asarray(peak, dtype=np.float64), bool(oom))
+                  for key, step, busy, peak, oom in saved.get("timed", [])},
+    }
+    if saved.get("reference_step") is not None:  # (checkpoints of before 2026-11-28 keep the step timed now)
+        values["reference_step"] = float(saved["reference_step"])
+    if saved.get("sample_best_devices") is not None:
+        values["sample_best_devices"] = np.asarray(saved["sample_best_devices"], dtype=np.int64)
+        values["sample_best_step"] = float(saved["sample_best_step"])
+    return values
 
 
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:

@@ -251,6 +251,14 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
                            r"\(policy.extra is not one of its weights\)"),
                           (lambda d: d["state_dict"][name].fill_(float("nan")),
                            rf"{name} holds non-finite weights \(a run that diverged\)"),
+                          # each a traceback on resume before
+                          (lambda d: d["gnplace"].update(beta="x"), r"its KL weight beta \('x'\) is malformed"),
+                          (lambda d: d["gnplace"].update(rng={"bit_generator": "PCG64", "state": 3}),
+                           "its sampling generator's state is malformed"),
+                          (lambda d: d.update(optimizer_states=[{"state": {}, "param_groups": []}]),
+                           "its optimizer state is malformed"),
+                          (lambda d: [s.update(best_score="zz") for s in d["callbacks"].values()
+                                      if isinstance(s, dict) and "config" in s], r"its run's best_score \('zz'\)"),
                           (lambda d: d.update(hyper_parameters=None), "learner settings are malformed")):
         damaged = tmp_path / "damaged"
         (damaged / "checkpoints").mkdir(parents=True, exist_ok=True)

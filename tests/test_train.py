@@ -331,3 +331,11 @@ def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
     data.load_state_dict(state.state_dict())  # pair 0's state is the other graph's
     with pytest.raises(InvalidCheckpoint, match="does not fit it .* a checkpoint of other graphs or clusters"):
         data.problem(0)
+    same = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    same.problem(0)
+    edited = same.state_dict()
+    edited["problems"][0]["best_step"] = "x"  # an edited file: was a ValueError traceback
+    fresh = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    fresh.load_state_dict(edited)
+    with pytest.raises(InvalidCheckpoint, match="state of pair .* is malformed \\(ValueError: could not convert"):
+        fresh.problem(0)
