@@ -149,6 +149,7 @@ class TimedCheckpoint(L.Callback):
         self._last = time.monotonic()
         self._interrupted = False
         self._saved_terminated = False
+        self._deferred = (False, False)  # (a save waits for the validation under way, a Ctrl-C with it)
         self._previous: Any = None
         self._previous_term: Any = None
 
@@ -156,6 +157,7 @@ class TimedCheckpoint(L.Callback):
         """Start the clock; take over the first Ctrl-C."""
         self._last = time.monotonic()
         self._interrupted = self._saved_terminated = False
+        self._deferred = (False, False)
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             rank = trainer.global_rank
@@ -189,10 +191,28 @@ class TimedCheckpoint(L.Callback):
             time.monotonic() - self._last >= self.every_s, self._interrupted,
             bool(getattr(trainer, "received_sigterm", False)),  # Lightning stops the loop after this hook
         ))
+        if (due or interrupted) and not terminated and _validates_next(trainer):
+            # the epoch's validation follows this batch: a checkpoint from before it would have a resume skip it
+            # (its best.ckpt then differs); saved (and a Ctrl-C obeyed) when it ends. SIGTERM stops now: Lightning
+            # cuts the validation short itself.
+            self._deferred = (True, interrupted)
+            return
         if due or interrupted or terminated:
             trainer.save_checkpoint(self.path, weights_only=False)
             self._last = time.monotonic()
             self._saved_terminated = terminated
+        if interrupted:
+            self._restore()
+            raise KeyboardInterrupt
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Save a checkpoint deferred to the end of the validation that followed its batch (every rank calls it)."""
+        deferred, interrupted = self._deferred
+        if trainer.sanity_checking or not deferred:
+            return
+        self._deferred = (False, False)
+        trainer.save_checkpoint(self.path, weights_only=False)
+        self._last = time.monotonic()
         if interrupted:
             self._restore()
             raise KeyboardInterrupt
@@ -261,3 +281,10 @@ class quiet_lightning:  # noqa: N801 - used as a context manager, like contextli
         self._warnings.__exit__(*exc)
         for lg, level in zip(self._loggers, self._levels):
             lg.setLevel(level)
+
+
+def _validates_next(trainer: L.Trainer) -> bool:
+    """Whether Lightning validates after the training batch that just ended: an epoch's last, validation on."""
+    loop = trainer.fit_loop.epoch_loop
+    return bool(trainer.enable_validation) and bool(loop.batch_progress.is_last_batch) \
+        and (trainer.current_epoch + 1) % max(int(trainer.check_val_every_n_epoch or 1), 1) == 0

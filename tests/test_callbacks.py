@@ -131,6 +131,39 @@ def test_timed_checkpoint_saves_on_its_interval_and_at_the_end(tmp_path, default
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Ctrl-C given back
 
 
+def test_a_save_due_at_an_epochs_last_batch_waits_for_its_validation(tmp_path, default_ctrl_c):
+    """Else the checkpoint precedes the validation, which a resume skips (a pretraining run's best.ckpt then differs)."""
+    events = []
+
+    class Watch(L.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            events.append(("validated", trainer.global_step))
+
+    def run(extra, **kw):
+        events.clear()
+        timed = TimedCheckpoint(tmp_path / "last.ckpt", every_s=0.0)
+        trainer = _boring_trainer(tmp_path, [Watch(), timed, *extra], limit_train_batches=2, limit_val_batches=1,
+                                  num_sanity_val_steps=0, plugins=[AtomicCheckpointIO()], **kw)
+        real_save = trainer.save_checkpoint
+        trainer.save_checkpoint = lambda *a, **k: (events.append(("saved", trainer.global_step)), real_save(*a, **k))
+        with quiet_lightning():
+            fit_interruptibly(trainer, BoringModel())
+        return timed
+
+    run([], max_steps=4)
+    assert events == [("saved", 1), ("validated", 2), ("saved", 2), ("saved", 3), ("validated", 4), ("saved", 4),
+                      ("saved", 4)]  # the last at the end of training
+
+    class FirstCtrlC(L.Callback):  # as TimedCheckpoint's handler records a first Ctrl-C, during the epoch's last batch
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if trainer.global_step == 1:
+                next(c for c in trainer.callbacks if isinstance(c, TimedCheckpoint))._interrupted = True
+
+    with pytest.raises(KeyboardInterrupt):
+        run([FirstCtrlC()], max_steps=6)
+    assert events == [("saved", 1), ("validated", 2), ("saved", 2)]  # validated, saved, then stopped
+
+
 class _Sigterm(L.Callback):
     """Sends this process ``times`` real SIGTERMs at the start of batch ``at`` (what ``kill`` or a scheduler sends)."""
 
