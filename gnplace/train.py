@@ -456,14 +456,20 @@ class PlacementLearner(L.LightningModule):
 
         checkpoint["gnplace"] = {"iteration": self.iteration, "beta": self.beta, "rng": self.rng.bit_generator.state,
                                  "features": feature_set()}
+        world, _ = self._world()
+        if world > 1:  # every rank's draws, so that a resumed distributed run is the run it continues
+            checkpoint["gnplace"]["rngs"] = every_rank(self.rng.bit_generator.state, world)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore what :meth:`on_save_checkpoint` kept (a rank other than 0 reseeds its own draws)."""
+        """Restore what :meth:`on_save_checkpoint` kept: each rank of a distributed run its own draws."""
         state = checkpoint.get("gnplace", {})
         self.iteration = int(state.get("iteration", 0))
         self.beta = float(state.get("beta", self.config.beta))
         world, rank = self._world()
-        if world > 1:
+        rngs = state.get("rngs")
+        if world > 1 and isinstance(rngs, list) and len(rngs) == world:
+            self.rng.bit_generator.state = rngs[rank]
+        elif world > 1:  # a checkpoint of before 2026-11-29: each rank reseeds from the iteration
             self.rng = np.random.default_rng((self.config.seed, rank, self.iteration))
         elif "rng" in state:
             self.rng.bit_generator.state = state["rng"]
@@ -676,7 +682,16 @@ class PlacementDataModule(L.LightningDataModule):
         A pair restored from a checkpoint but not prepared again since (a finished run resumed, which
         trains no more) keeps the state it was restored with: saving it again loses nothing.
         """
-        return {"pairs": self.pair_names(), "problems": {
+        own = self._problem_states()
+        world = int(self.trainer.world_size) if self.trainer is not None else 1
+        if world > 1:  # each rank prepared the pairs of its own share: every rank's states, rank 0's first
+            ranks = every_rank(own, world)
+            return {"pairs": self.pair_names(), "problems": ranks[0], "ranks": ranks}
+        return {"pairs": self.pair_names(), "problems": own}
+
+    def _problem_states(self) -> dict[int, dict[str, Any]]:
+        """The state of every pair this process prepared or was restored with, by pair index."""
+        return {
             **{i: dict(saved) for i, saved in self._restored.items() if i not in self._problems},
             **{i: {"reference_step": p.reference_step,
                    "best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
@@ -687,7 +702,7 @@ class PlacementDataModule(L.LightningDataModule):
                               for key, (step, busy, peak, oom) in p.timed.items()]} if p.memo else {}),
                 **({"screen": p.screen.state()} if p.screen is not None else {})}
                for i, p in self._problems.items()},
-        }}
+        }
 
     def pair_names(self) -> list[list[str]]:
         """``[graph, cluster]`` of every training pair: a file path or name of each, what a checkpoint records."""
@@ -701,7 +716,11 @@ class PlacementDataModule(L.LightningDataModule):
         so its reference placement is not timed again: on a real timer that would be real steps, and a
         new measurement.
         """
-        self._restored = {int(i): s for i, s in state.get("problems", {}).items()}
+        problems = state.get("problems", {})
+        ranks = state.get("ranks")
+        if self.trainer is not None and isinstance(ranks, list) and len(ranks) == int(self.trainer.world_size):
+            problems = ranks[int(self.trainer.global_rank)]  # this rank's own pairs
+        self._restored = {int(i): s for i, s in problems.items()}
         for i in list(self._restored):
             if i in self._problems:
                 _restore_problem(self._problems[i], self._restored.pop(i))
@@ -709,6 +728,21 @@ class PlacementDataModule(L.LightningDataModule):
     def train_dataloader(self) -> ProblemStream:
         """The ticks of the loop, ``steps_per_epoch`` per epoch (see :class:`ProblemStream`)."""
         return ProblemStream(self.steps_per_epoch)
+
+
+def every_rank(value: Any, world: int) -> list[Any]:
+    """``value`` of every rank of a distributed run, by rank (``torch.distributed.all_gather_object``).
+
+    Every rank must call it at once: checkpoints are, since :class:`~gnplace.callbacks.TimedCheckpoint`'s
+    rank 0 decides for all when to save. Outside a distributed run, ``[value]``.
+    """
+    import torch.distributed as dist
+
+    if world <= 1 or not dist.is_available() or not dist.is_initialized():
+        return [value]
+    gathered: list[Any] = [None] * world
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> None:

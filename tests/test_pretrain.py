@@ -342,6 +342,17 @@ def test_ddp_with_two_cpu_processes_agrees_and_writes_a_loadable_checkpoint(tiny
     assert ranks[0]["weights"] == ranks[1]["weights"]
     policy, meta = load_policy(out / "policy.ckpt")
     assert meta["processes"] == 2 and meta["iterations"] == 3
+    # stopped after 2 iterations, resumed to 3: the run that was not stopped (each rank's draws and pairs were
+    # saved; the other ranks reseeded and started their pairs afresh before, and every weight differed)
+    split = tmp_path / "split"
+    for iterations, resume in ((2, []), (3, ["--resume"])):
+        done = subprocess.run(
+            _script("--config", str(tiny_config), "--out", str(split), "--devices", "2", "--strategy", "ddp",
+                    "--set", f"schedule.iterations={iterations}", *resume),
+            capture_output=True, text=True, cwd=ROOT, timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((split / "ranks" / "rank1.json").read_text()) == ranks[1]
 
 
 def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_path):
