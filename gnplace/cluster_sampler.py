@@ -3,8 +3,8 @@
 A policy that should place graphs on clusters it has never seen is pretrained on many clusters,
 not only the presets. :func:`random_cluster` draws one from a seed:
 
-* **devices**: ``min_devices`` to ``max_devices`` of one to three kinds of
-  :data:`~gnplace.cluster.DEVICE_KINDS` (at most one CPU), each kind's peak FLOP/s and memory
+* **devices**: ``min_devices`` to ``max_devices`` of one to three GPU kinds of
+  :data:`~gnplace.cluster.DEVICE_KINDS`, plus at most one CPU, each kind's peak FLOP/s and memory
   bandwidth scaled by a factor in ``[0.7, 1.3]`` so that speeds are not only the table's;
 * **memory**: the kind's, or with probability ``tight_probability`` a small one (0.75 to 3 GiB per
   GPU) so that the larger shipped graphs fit only when split, as on the ``tight4`` preset;
