@@ -333,13 +333,9 @@ def node_output_bytes(graph: OpGraph, node_of_op: np.ndarray) -> tuple[np.ndarra
     """Bytes of the outputs of each coarse node: what leaves it, its largest internal output, its peak.
 
     An output leaves its node when an op of another node reads it (or nothing does: the step's
-    results); the others are internal, read only inside the node. Run in the graph's topological
-    order, an internal output is live from its op to the last op of the node that reads it, and a
-    leaving one from its op on. The peak is the most bytes live at once (an op's output and the inputs
-    it reads together): what the node holds while it runs, where its leaving outputs alone are what
-    it holds after. The largest internal output beside the leaving ones undercounts a node whose
-    outputs wait for a later op of it (a coarse placement that fitted then ran out of memory once
-    expanded).
+    results); the others are internal, read only inside the node. The first two are what the
+    policies' output-bytes feature sums (:func:`node_written_bytes`); the peak is the node's memory
+    (:func:`node_peak_bytes`).
 
     Returns:
         tuple: ``(leaving, largest internal, peak)``, bytes, each ``[num coarse nodes]`` float64.
@@ -350,31 +346,69 @@ def node_output_bytes(graph: OpGraph, node_of_op: np.ndarray) -> tuple[np.ndarra
         >>> [float(x[0]) for x in node_output_bytes(g, np.zeros(3, dtype=np.int64))]
         [4000000.0, 4000000.0, 8000000.0]
     """
+    leaves = _leaving_outputs(graph, node_of_op)
+    return (*_leaving_and_largest(graph, node_of_op, leaves), node_peak_bytes(graph, node_of_op, leaves))
+
+
+def node_written_bytes(graph: OpGraph, node_of_op: np.ndarray) -> np.ndarray:
+    """Bytes each coarse node's outputs hold: those leaving it plus its largest internal one, ``[nodes]`` float64.
+
+    The output-bytes feature of the policies (the shipped checkpoints were trained on it), not the
+    node's memory, which :func:`node_peak_bytes` gives.
+    """
+    leaving, largest = _leaving_and_largest(graph, node_of_op, _leaving_outputs(graph, node_of_op))
+    return leaving + largest
+
+
+def node_peak_bytes(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+    """The most bytes of its outputs each coarse node holds at once while it runs, ``[nodes]`` float64.
+
+    Run in the graph's topological order, an internal output is live from its op to the last op of the
+    node that reads it, and a leaving one from its op on; an op's output and the inputs it reads are
+    live together. The largest internal output beside the leaving ones undercounts a node whose
+    outputs wait for a later op of it (a coarse placement that fitted then ran out of memory once
+    expanded).
+
+    Args:
+        graph (OpGraph): the graph.
+        node_of_op (np.ndarray): coarse node of every op, ``[num_ops]``.
+        leaves (np.ndarray, optional): which ops' outputs leave their node (default: computed).
+    """
     n = int(node_of_op.max()) + 1 if graph.num_ops else 0
-    cross = node_of_op[graph.edge_src] != node_of_op[graph.edge_dst]
-    leaves = np.zeros(graph.num_ops, dtype=bool)
-    leaves[graph.edge_src[cross]] = True
-    leaves |= np.bincount(graph.edge_src, minlength=graph.num_ops) == 0
+    leaves = _leaving_outputs(graph, node_of_op) if leaves is None else leaves
     out = graph.out_bytes.astype(np.float64)
-    external = np.bincount(node_of_op, weights=np.where(leaves, out, 0.0), minlength=n)
-    largest = np.zeros(n)
-    np.maximum.at(largest, node_of_op, np.where(leaves, 0.0, out))
     position = np.empty(graph.num_ops, dtype=np.int64)
     position[graph.topological_order()] = np.arange(graph.num_ops)
     freed = position.copy()  # an internal output after its last reader (all in its node); a leaving one, at the end
     np.maximum.at(freed, graph.edge_src, position[graph.edge_dst])
     freed[leaves] = graph.num_ops
-    ops = np.arange(graph.num_ops)
     # allocations (kind 0) before frees (kind 1) at one position: an op's output and its inputs are live together
     events_node = np.concatenate([node_of_op, node_of_op])
     events_at = np.concatenate([position, freed])
-    events_kind = np.concatenate([np.zeros(ops.size), np.ones(ops.size)])
-    deltas = np.concatenate([out, -out])
+    events_kind = np.repeat([0, 1], graph.num_ops)
     order = np.lexsort((events_kind, events_at, events_node))
-    live = np.cumsum(deltas[order])  # each node's events are contiguous and sum to zero: its own live bytes
+    live = np.cumsum(np.concatenate([out, -out])[order])  # each node's events are contiguous and sum to zero
     peak = np.zeros(n)
     np.maximum.at(peak, events_node[order], live)
-    return external, largest, peak
+    return peak
+
+
+def _leaving_outputs(graph: OpGraph, node_of_op: np.ndarray) -> np.ndarray:
+    """Whether each op's output leaves its coarse node (another node reads it, or nothing does), ``[num_ops]``."""
+    leaves = np.zeros(graph.num_ops, dtype=bool)
+    leaves[graph.edge_src[node_of_op[graph.edge_src] != node_of_op[graph.edge_dst]]] = True
+    leaves |= np.bincount(graph.edge_src, minlength=graph.num_ops) == 0
+    return leaves
+
+
+def _leaving_and_largest(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per coarse node, the bytes of its leaving outputs and of its largest internal one."""
+    n = int(node_of_op.max()) + 1 if graph.num_ops else 0
+    out = graph.out_bytes.astype(np.float64)
+    leaving = np.bincount(node_of_op, weights=np.where(leaves, out, 0.0), minlength=n)
+    largest = np.zeros(n)
+    np.maximum.at(largest, node_of_op, np.where(leaves, 0.0, out))
+    return leaving, largest
 
 
 def _coarse_graph(
@@ -398,7 +432,7 @@ def _coarse_graph(
     pairs, pair_inverse = np.unique(pair, return_inverse=True)
     pair_bytes = np.bincount(pair_inverse, weights=per_tensor).astype(np.int64)
     # what a node holds while it runs: its outputs live at once at their peak (the leaving ones stay after)
-    out_bytes = node_output_bytes(graph, node_of_op)[2].astype(np.int64)
+    out_bytes = node_peak_bytes(graph, node_of_op).astype(np.int64)
     node_part = np.zeros(n, dtype=np.int64)
     node_part[node_of_op] = part_of_op
     first_op = np.full(n, graph.num_ops, dtype=np.int64)

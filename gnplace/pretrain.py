@@ -511,8 +511,9 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     saved = data.get("hyper_parameters", {})
     if not isinstance(saved, dict):
         raise InvalidCheckpoint(f"{path}: its learner settings are malformed; cannot resume from it")
-    mine = dataclasses.asdict(config.learner)
-    differ = sorted(k for k in mine if k in saved and saved[k] != mine[k])
+    from gnplace.train import changed_settings
+
+    differ = changed_settings(saved, config.learner)
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); "
                                 "resume with the same config or use another --out")
@@ -595,22 +596,24 @@ def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) ->
                                 "weights); cannot resume from it")
 
 
-def _exported_at(path: Path) -> int | None:
-    """The iterations of the policy exported at ``path`` (``None``: no such file, or no count in it)."""
+def _exported_meta(path: Path) -> dict[str, Any]:
+    """The meta of the policy exported at ``path`` (the meta alone: no network is built); ``{}`` if none is."""
     from gnplace.policy.checkpoint import read_checkpoint
 
-    if not path.is_file():
-        return None
-    iterations = read_checkpoint(path).get("meta", {}).get("iterations")
-    return iterations if isinstance(iterations, int) else None
+    return read_checkpoint(path).get("meta", {}) if path.is_file() else {}
 
 
-def _finished(out: Path, export: str | os.PathLike[str] | None) -> dict[str, Any]:
-    """The summary of a run that has done its iterations already, read from its exported policies."""
+def _finished(
+    out: Path, export: str | os.PathLike[str] | None, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The summary of a run that has done its iterations already, read from its exported policies.
+
+    ``meta`` is ``policy.ckpt``'s, where the caller has read it already.
+    """
     from gnplace.graph_io import write_atomically
     from gnplace.policy.checkpoint import pretraining_state, read_checkpoint
 
-    meta = read_checkpoint(out / "policy.ckpt").get("meta", {})  # the meta alone: no network is built
+    meta = _exported_meta(out / "policy.ckpt") if meta is None else meta
     best_path = out / "best.ckpt"
     best = read_checkpoint(best_path).get("meta", {}).get("validation", {}) if best_path.exists() else {}
     score = best.get("val/best_vs_auto", best.get("val/greedy_vs_auto"))
@@ -713,8 +716,9 @@ def pretrain(
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
         done = check_resumable(last, config, digest, processes=processes)
-        if done >= config.schedule.iterations and _exported_at(out / "policy.ckpt") == done:
-            return _finished(out, export)  # nothing left to train: leave every file as it is
+        policy_meta = _exported_meta(out / "policy.ckpt")
+        if done >= config.schedule.iterations and policy_meta.get("iterations") == done:
+            return _finished(out, export, policy_meta)  # nothing left to train: leave every file as it is
         # else a run stopped in its last iteration (saved, not exported): the fit exports it, training nothing
         ckpt_path = str(last)
     schedule = config.schedule

@@ -51,7 +51,8 @@ from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step, simulated
 
-__all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit"]
+__all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit",
+           "changed_settings", "every_rank"]
 
 
 
@@ -807,6 +808,16 @@ def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
     return max(0, math.floor(budget / (samples * pairs)))
 
 
+def changed_settings(saved: Mapping[str, Any], config: LearnerConfig) -> list[str]:
+    """The learner settings a checkpoint's ``hyper_parameters`` record otherwise than ``config``, by name.
+
+    Examples:
+        >>> changed_settings({"lr": 0.5, "samples": LearnerConfig().samples, "gone": 1}, LearnerConfig())
+        ['lr']
+    """
+    return sorted(k for k, v in asdict(config).items() if k in saved and saved[k] != v)
+
+
 def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModule) -> None:
     """Refuse a checkpoint ``fit`` cannot continue: unreadable, another learner's settings, other pairs (one line)."""
     from gnplace.exceptions import InvalidCheckpoint
@@ -816,7 +827,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
     settings = saved.get("hyper_parameters")
     if not isinstance(saved.get("state_dict"), dict) or not isinstance(settings, dict):
         raise InvalidCheckpoint(f"{path}: not a gnplace training checkpoint (cannot resume from it)")
-    differ = sorted(k for k, v in asdict(config).items() if k in settings and settings[k] != v)
+    differ = changed_settings(settings, config)
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); resume with the "
                                 "same settings or use another folder")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
+from gnplace.sim.timer import geomean
 
 __all__ = ["plot_timeline", "plot_ratios", "IMAGE_SUFFIXES"]
 
@@ -93,9 +92,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         values = []
         for placer in placers:
             rows = [s for s in summary if s["cluster"] == cluster and s["placer"] == placer]
-            weights = np.array([float(s.get("graphs", 1)) for s in rows])
-            logs = np.log(np.array([float(s["vs_best"]) for s in rows]))
-            values.append(float(np.exp((weights * logs).sum() / weights.sum())) if rows else float("nan"))
+            values.append(geomean((s["vs_best"] for s in rows), weights=(s.get("graphs", 1) for s in rows)))
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(placers)))

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster
-from gnplace.coarsen import Coarsening, coarsen_within, node_output_bytes
+from gnplace.coarsen import Coarsening, coarsen_within, node_written_bytes
 from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
 from gnplace.placers.groups import group_times, held_at_peak
@@ -202,8 +202,7 @@ def _node_features(graph: OpGraph, co: Coarsening, op_time: np.ndarray, comm: np
     out_deg = np.bincount(coarse.edge_src, minlength=n)
     # log_out_bytes: the outputs the node sends on plus its largest internal one, as the shipped checkpoints were
     # trained on (the coarse graph's own out_bytes, its memory, counts the internal peak since 2026-11-29)
-    leaving, largest, _ = node_output_bytes(graph, node)
-    written = leaving + largest
+    written = node_written_bytes(graph, node)
     columns = [
         _standardise(np.log1p(count)),
         _standardise(np.log1p(coarse.flops)),

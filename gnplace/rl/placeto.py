@@ -251,7 +251,7 @@ def prepare_problem(
     """
     import torch
 
-    from gnplace.coarsen import node_output_bytes
+    from gnplace.coarsen import node_written_bytes
     from gnplace.policy.features import build_policy_input
     from gnplace.policy.placeto_gnn import relation_masks
 
@@ -270,8 +270,7 @@ def prepare_problem(
     in_order = np.argsort(dec.edge_dst, kind="stable")  # the order of OpGraph.in_csr
     in_ptr, in_src, _ = dec.in_csr
     delays = cost_model.edge_delays(dec, cluster) if dec.num_edges else np.zeros((0,) + (cluster.num_devices,) * 2)
-    leaving, largest, _ = node_output_bytes(graph, inp.coarsening.node_of_op)
-    written = leaving + largest  # the bytes a node writes (not its memory peak, the decision graph's out_bytes)
+    written = node_written_bytes(graph, inp.coarsening.node_of_op)  # not its memory, the decision graph's out_bytes
     return PlacetoProblem(
         inp=inp, visit=visit,
         members=torch.as_tensor(members), parents=torch.as_tensor(parents), children=torch.as_tensor(children),

@@ -356,21 +356,26 @@ def relative_step(step: float, reference: float) -> float:
     return 1.0 if step <= 0 else float("inf")
 
 
-def geomean(values: Iterable[float | None]) -> float:
+def geomean(values: Iterable[float | None], weights: Iterable[float] | None = None) -> float:
     """Geometric mean of the finite positive values, such as step times relative to a reference; nan if none.
 
     How gnplace averages :func:`relative_step` ratios over graphs (tables, validation logs, plots):
     a ratio that is missing (None, nan) or infinite (a step of work against a reference of none)
-    is left out rather than making the mean meaningless.
+    is left out rather than making the mean meaningless. With ``weights``, each value counts as many
+    times as its weight (a mean of group means, each weighted by its group's size).
 
     Examples:
         >>> geomean([0.5, 2.0, 1.0]), geomean([0.25, None, float("inf"), 1.0])
         (1.0, 0.5)
+        >>> geomean([1.0, 2.0], weights=[9, 1]) == 2 ** 0.1
+        True
         >>> geomean([])
         nan
     """
-    kept = [float(v) for v in values if v is not None and math.isfinite(v) and v > 0]
-    return math.exp(sum(math.log(v) for v in kept) / len(kept)) if kept else math.nan
+    pairs = zip(values, weights) if weights is not None else ((v, 1.0) for v in values)
+    kept = [(float(v), float(w)) for v, w in pairs if v is not None and math.isfinite(v) and v > 0]
+    total = sum(w for _, w in kept)
+    return math.exp(sum(w * math.log(v) for v, w in kept) / total) if kept and total > 0 else math.nan
 
 
 def simulated(timer: StepTimer) -> bool:
