@@ -78,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
             graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
         graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
         tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
-        with process_pool(args.jobs) as pool:
-            rows = list(pool.map(_zero_shot, tasks))
+        if args.jobs <= 1:  # in this process: a worker spends about 5 s importing torch before its first task
+            rows = list(map(_zero_shot, tasks))
+        else:
+            with process_pool(args.jobs) as pool:
+                rows = list(pool.map(_zero_shot, tasks))
         table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
         for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
                     "policy / auto", "place s"):

@@ -18,7 +18,7 @@ def _demo(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_demo_places_each_familys_test_graphs_and_the_real_models_and_draws_a_gantt_chart(tmp_path):
     """The main job on one cluster, greedy decoding alone (``make demo``: two clusters, 16 samples, about 2 minutes)."""
-    done = _demo("--clusters", "k80x2", "--samples", "0", "--out", str(tmp_path))
+    done = _demo("--clusters", "k80x2", "--samples", "0", "--jobs", "1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     means = done.stdout[done.stdout.index("policy / auto"):]
     for family in ("cifar10", "ptb", "nmt", "real"):

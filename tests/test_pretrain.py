@@ -329,21 +329,30 @@ def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_p
     assert "iterations" in err and "Traceback" not in err
 
 
-def test_ddp_with_two_cpu_processes_agrees_and_writes_a_loadable_checkpoint(tiny_config, tmp_path):
-    out = tmp_path / "ddp"
-    done = subprocess.run(
-        _script("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp",
-                "--set", "schedule.iterations=3"),
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )
+def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resumes_exactly(tiny_config, tmp_path):
+    """ddp_spawn, 3 iterations: the ranks agree and their state is saved (not the launcher's untrained copy);
+    ddp stopped after 2 and resumed to 3: the run that was not stopped."""
+    out = tmp_path / "spawn"
+    args = ("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp_spawn",
+            "--set", "schedule.iterations=3")
+    done = subprocess.run(_script(*args), capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout[done.stdout.index("{"):])
+    assert summary["iterations"] == 3 and summary["validation"]
     ranks = [json.loads((out / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["iteration"] == ranks[1]["iteration"] == 3
     assert ranks[0]["weights"] == ranks[1]["weights"]
     policy, meta = load_policy(out / "policy.ckpt")
     assert meta["processes"] == 2 and meta["iterations"] == 3
-    # stopped after 2 iterations, resumed to 3: the run that was not stopped (each rank's draws and pairs were
-    # saved; the other ranks reseeded and started their pairs afresh before, and every weight differed)
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    # the ranks of ddp_spawn train in processes of their own: last.ckpt was the launcher's, at iteration 0, and
+    # --resume trained the whole run again
+    assert read_checkpoint(out / "checkpoints" / "last.ckpt")["gnplace"]["iteration"] == 3
+    again = subprocess.run(_script(*args, "--resume"), capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout[again.stdout.index("{"):])["already_done"] is True
+    # ddp stopped after 2 iterations, resumed to 3: the run that was not stopped (each rank's draws and pairs
+    # were saved; the other ranks reseeded and started their pairs afresh before, and every weight differed)
     split = tmp_path / "split"
     for iterations, resume in ((2, []), (3, ["--resume"])):
         done = subprocess.run(
@@ -374,23 +383,6 @@ def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_
                                                   r"process 2: use --devices 2 or fewer"):
             pretrain(config, tmp_path / "run", devices=64, strategy="ddp")
     assert not (tmp_path / "run").exists()
-
-
-def test_ddp_spawn_saves_the_trained_state_and_reports_it(tiny_config, tmp_path):
-    """The ranks of ddp_spawn train in processes of their own: last.ckpt and the summary are theirs, not the
-    launcher's untrained copy (last.ckpt was at iteration 0, and --resume trained the whole run again)."""
-    out = tmp_path / "spawn"
-    args = ("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp_spawn",
-            "--set", "schedule.iterations=3")
-    done = subprocess.run(_script(*args), capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout[done.stdout.index("{"):])
-    assert summary["iterations"] == 3 and summary["validation"]
-    from gnplace.policy.checkpoint import read_checkpoint
-
-    assert read_checkpoint(out / "checkpoints" / "last.ckpt")["gnplace"]["iteration"] == 3
-    again = subprocess.run(_script(*args, "--resume"), capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert again.returncode == 0 and json.loads(again.stdout[again.stdout.index("{"):])["already_done"] is True
 
 
 def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):

@@ -46,7 +46,7 @@ def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
 def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
     doc, figures, out = tmp_path / "RESULTS.md", tmp_path / "figures", tmp_path / "out"
     command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "report", "--quick", "--out", str(out),
-               "--doc", str(doc), "--figures", str(figures), "--jobs", "2", "--cache", str(tmp_path / "graphs")]
+               "--doc", str(doc), "--figures", str(figures), "--jobs", "1", "--cache", str(tmp_path / "graphs")]
     first = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     text = doc.read_text()

@@ -43,12 +43,19 @@ def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
 
 def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, done_file: Path,
              rows: list[dict[str, Any]]) -> None:
-    """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes."""
+    """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes.
+
+    One job runs in this process, as ``evaluate`` and ``report.py`` do: a worker spends about 5 s importing
+    torch before its first task (the rows' wall times are timed inside ``job`` either way).
+    """
+    from contextlib import ExitStack
+
     from gnplace.graph_io import write_atomically
     from gnplace.workers import process_pool
 
-    with process_pool(jobs) as pool:
-        for row in pool.map(job, tasks):
+    with ExitStack() as stack:
+        mapper = map if jobs <= 1 else stack.enter_context(process_pool(jobs)).map
+        for row in mapper(job, tasks):
             rows.append(row)
             write_atomically(done_file, json.dumps(rows, indent=1).encode())  # a kill never truncates it
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,19 +11,22 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_and_options(tmp_path):
+def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_and_options(tmp_path, load_script,
+                                                                                      capsys):
     """A second fine-tuning variant in the same folder times only fine-tuning; the first one's rows stay."""
-    base = [sys.executable, "scripts/bench.py", "finetune", "--families", "ptb", "--per-family", "1",
-            "--clusters", "k80x2", "--budget", "40", "--jobs", "1", "--out", str(tmp_path)]
+    bench = load_script("bench")  # in this process: three runs of a new interpreter spent half their time importing
+    base = ["finetune", "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--budget", "40",
+            "--jobs", "1", "--out", str(tmp_path)]
     for extra in ([], ["-O", "finetune.prior=2"], ["-O", "scratch.prior=2"]):
-        done = subprocess.run(base + extra, cwd=ROOT, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
+        capsys.readouterr()
+        assert bench.main(base + extra) == 0, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
     first, second, third = json.loads((tmp_path / "finetune.json").read_text())
     assert first["seed"] == second["seed"] == 0 and second["finetune_options"]["prior"] == 2
     for key in ("scratch_s", "scratch_final", "scratch_history", "scratch_revision"):  # reused: the same wall time too
         assert first[key] == second[key]
     assert third["scratch_options"] == {"prior": 2} and third["scratch_s"] != first["scratch_s"]  # searched anew
-    assert done.stdout.count("| ptb_") == 1  # the table shows this run's variant only
+    assert out.count("| ptb_") == 1  # the table shows this run's variant only
 
 
 def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_script):
@@ -47,20 +48,20 @@ def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_sc
     assert by_group["all"].endswith("| 1.000 / 0.720 | 0.854 / 0.854 | 400 | never | - |")
 
 
-def test_screen_model_fine_tunes_each_pair_with_both_screens_on_mismatched_steps(tmp_path):
+def test_screen_model_fine_tunes_each_pair_with_both_screens_on_mismatched_steps(tmp_path, load_script, capsys):
     """Both screens on one pair, timed by the stand-in for real steps; a second run resumes with nothing to do."""
-    cmd = [sys.executable, "scripts/bench.py", "screen-model", "--families", "ptb", "--clusters", "k80x2",
-           "--budget", "110", "--jobs", "1", "--mismatch", "0.3", "0.5", "2", "--out", str(tmp_path)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    bench = load_script("bench")
+    cmd = ["screen-model", "--families", "ptb", "--clusters", "k80x2", "--budget", "110", "--jobs", "1",
+           "--mismatch", "0.3", "0.5", "2", "--out", str(tmp_path)]
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
     (row,) = json.loads((tmp_path / "screen_model.json").read_text())
     assert row["mismatch"] == [0.3, 0.5, 2.0] and row["cluster"] == "k80x2"
     for model in ("learned", "simulator"):
         history = row[f"{model}_history"]
         assert 0 < row[f"{model}_final"] <= 1.0 and history[-1][1] == row[f"{model}_final"] and history[-1][0] <= 110
-    assert "| family ptb | 1 |" in done.stdout and "| all | 1 |" in done.stdout
-    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and len(json.loads((tmp_path / "screen_model.json").read_text())) == 1
+    assert "| family ptb | 1 |" in out and "| all | 1 |" in out
+    assert bench.main(cmd) == 0 and len(json.loads((tmp_path / "screen_model.json").read_text())) == 1
 
 
 def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
