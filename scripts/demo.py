@@ -25,6 +25,7 @@ from rich.table import Table
 
 from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
 from gnplace.cluster import preset_names
+from gnplace.exceptions import InvalidArgument
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         clusters = [c for c in args.clusters.split(",") if c]
+        if not clusters:
+            raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
+        if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
+            raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
         for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
             load_cluster(name)
         from gnplace.datasets import load_manifest
@@ -145,16 +150,14 @@ def baselines(argv: list[str]) -> int:
             for cluster_name in args.clusters.split(","):
                 cluster = load_cluster(cluster_name)
                 bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
-                single_step = None
+                # the step / single column's reference, whether or not --placers names single (or names it first)
+                single_step = sim.time(graph, cluster, make_placer("single").place(graph, cluster, seed=0)).step_time
                 for name in args.placers.split(","):
                     options = {"time_limit": args.exact_time} if name == "exact" else {}
                     start = time.perf_counter()
                     placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
                     took = time.perf_counter() - start
                     result = sim.time(graph, cluster, placement)
-                    if name == "single":
-                        single_step = result.step_time
-                    single_step = single_step or result.step_time
                     table.add_row(
                         cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
                         f"{result.step_time / bound:.3f}", f"{result.step_time / single_step:.3f}",

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from benchmarks.common import best_at, first_reaching, large_graph, test_graphs
 
+from gnplace.graph_io import write_atomically
 from gnplace.sim.timer import geomean
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +134,14 @@ class Store:
                     self.add(row)
                     print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
         return [self.rows[t["key"]] for t in tasks]
+
+
+def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
+    """The rows of ``gnplace.evaluate`` that ``tasks`` made (the folder also keeps earlier runs' other rows)."""
+    from gnplace.evaluate import task_key
+
+    keys = {task_key(t) for t in tasks}
+    return [r for r in rows if r.key in keys]
 
 
 def train_graphs(family: str, count: int) -> list[str]:
@@ -506,6 +515,20 @@ def equal_budgets(rows: list[dict[str, Any]], seeds: list[str]) -> list[str]:
     return lines
 
 
+def add_minutes(path: Path, minutes: float) -> float:
+    """Add ``minutes`` to the minutes of every run that made the saved rows, kept in ``path``; the sum.
+
+    ``path`` is replaced atomically; one that cannot be read (cut short by a kill before it was) counts as none.
+    """
+    try:
+        spent = float(json.loads(path.read_text())["minutes"])
+    except (OSError, ValueError, KeyError, TypeError):
+        spent = 0.0
+    spent += minutes
+    write_atomically(path, json.dumps({"minutes": spent}).encode())
+    return spent
+
+
 def machine() -> str:
     """One line: the machine, Python and torch."""
     import torch
@@ -536,7 +559,7 @@ def run(args: argparse.Namespace) -> Path:
              for p in paths for c in config.table_clusters for name in config.table_placers]
     print(f"[report] section 1: {len(tasks)} placements", flush=True)
     table_rows = evaluate(tasks, out / "table", jobs=args.jobs)
-    summary = summarise([r for r in table_rows if r.key])
+    summary = summarise(rows_of(tasks, table_rows))  # not a full report's rows in a quick one's table
 
     # 2. learned placers with one budget
     store = Store(out / "learned.jsonl")
@@ -578,10 +601,7 @@ def run(args: argparse.Namespace) -> Path:
     plot_scale(scale, figures / "report_scale.png")
 
     minutes = (time.perf_counter() - started) / 60
-    spent_file = out / "elapsed.json"  # minutes of every run that made these rows, so a resumed report still says
-    spent = json.loads(spent_file.read_text())["minutes"] if spent_file.exists() else 0.0
-    spent += minutes
-    spent_file.write_text(json.dumps({"minutes": spent}))
+    spent = add_minutes(out / "elapsed.json", minutes)
     rel = os.path.relpath(figures, doc.parent)
     lines = [
         "# gnplace benchmark report" + (" (quick)" if args.quick else ""),
@@ -683,8 +703,7 @@ def run(args: argparse.Namespace) -> Path:
                  for p in config.scale_placers]
         lines.append(f"| {ops:,} | " + " | ".join(cells) + " |")
     lines += ["", f"![time to place]({rel}/report_scale.png)", ""]
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text("\n".join(lines))
+    write_atomically(doc, "\n".join(lines).encode())  # a kill leaves the report before, not half of it
     print(f"[report] wrote {doc} and {figures}/report_*.png in {minutes:.1f} min", flush=True)
     return doc
 

@@ -37,6 +37,30 @@ def test_baselines_runs_each_placer_on_each_cluster(tmp_path):
         (c, p) for c in ("k80x2", "k80x4") for p in ("single", "heft", "annealing")]
 
 
+def test_baselines_divide_by_single_whatever_the_order_of_the_placers(load_script, capsys):
+    """``step / single`` is over the single-device step, also when single runs later or not at all."""
+    demo = load_script("demo")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    ratios = {}
+    for placers in ("single,round_robin", "round_robin,single", "round_robin"):
+        assert demo.main(["--baselines", graph, "--clusters", "k80x4", "--placers", placers]) == 0
+        rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x4")]
+        ratios[placers] = {r[2].strip(): r[6].strip() for r in rows}
+    assert ratios["single,round_robin"] == ratios["round_robin,single"]
+    assert ratios["round_robin"]["round_robin"] == ratios["single,round_robin"]["round_robin"] != "1.000"
+
+
+def test_demo_refuses_no_cluster_and_an_out_that_is_a_file_in_one_line(load_script, capsys):
+    demo = load_script("demo")
+    assert demo.main(["--clusters", ",", "--jobs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == "demo: error: --clusters names no cluster: ','\n"
+    chart = ROOT / "README.md"  # a file where the chart's folder goes: refused before any placement
+    assert demo.main(["--clusters", "k80x2", "--jobs", "1", "--out", str(chart)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"demo: error: --out {chart}: a file, not a folder (the Gantt chart goes into it)\n"
+
+
 @pytest.mark.parametrize("args, message", [
     (["--clusters", "nosuch"], "unknown cluster 'nosuch'"),
     (["--clusters", "k80x2", "--samples", "-2"], "samples >= 0"),

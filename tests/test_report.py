@@ -43,6 +43,30 @@ def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
     assert set(report.Store(path).rows) == {"a", "b"}
 
 
+def test_section_one_summarises_this_runs_tasks_alone(tmp_path, load_script):
+    """An earlier run's rows of another placer stay in the folder: they are neither rows nor the best of this table."""
+    from gnplace.evaluate import Task, evaluate, summarise
+
+    report = load_script("report")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    evaluate([Task(graph, "k80x2", "single"), Task(graph, "k80x2", "heft")], tmp_path)  # the earlier run
+    tasks = [Task(graph, "k80x2", "single")]
+    rows = evaluate(tasks, tmp_path)
+    assert len(rows) == 2  # the folder's rows: the other placer's too
+    (line,) = summarise(report.rows_of(tasks, rows))
+    assert line["placer"] == "single" and line["vs_best"] == 1.0 and line["best_count"] == 1
+
+
+def test_minutes_spent_add_up_and_survive_a_file_cut_short(tmp_path, load_script):
+    """A resumed report adds its minutes; an ``elapsed.json`` emptied by a kill counts as none, never a traceback."""
+    report = load_script("report")
+    path = tmp_path / "elapsed.json"
+    assert report.add_minutes(path, 1.5) == 1.5 and report.add_minutes(path, 2.0) == 3.5
+    path.write_text('{"minu')  # a kill while the file was written
+    assert report.add_minutes(path, 1.0) == 1.0 and json.loads(path.read_text()) == {"minutes": 1.0}
+    assert [p.name for p in tmp_path.iterdir()] == ["elapsed.json"]  # no temporary file left
+
+
 def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
     doc, figures, out = tmp_path / "RESULTS.md", tmp_path / "figures", tmp_path / "out"
     command = [sys.executable, str(ROOT / "scripts" / "bench.py"), "report", "--quick", "--out", str(out),

@@ -41,6 +41,13 @@ def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
     return done_file, json.loads(done_file.read_text()) if done_file.exists() else []
 
 
+def cluster_names(specs: list[str]) -> dict[str, str]:
+    """The name of each cluster spec (a preset or a YAML file), as rows keep it; an unknown one is refused here."""
+    from gnplace.cluster import load_cluster
+
+    return {spec: load_cluster(spec).name for spec in specs}
+
+
 def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, done_file: Path,
              rows: list[dict[str, Any]]) -> None:
     """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes.
@@ -61,6 +68,29 @@ def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, 
             print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
 
 
+def _finetune_files(tuning: dict[str, Any]) -> dict[str, Any]:
+    """The content (SHA-256) of the files fine-tuning loads: its checkpoint and constructors, given or shipped.
+
+    A row records them, so that a checkpoint retrained at the same path (or a new shipped one) runs again.
+    """
+    from gnplace.evaluate import file_digest
+    from gnplace.placers.registry import PLACERS
+
+    def content(value: Any) -> Any:
+        if isinstance(value, list):
+            return [content(v) for v in value]
+        return (file_digest(value) or value) if isinstance(value, str) else value
+
+    info = PLACERS.info("finetune")
+    files: dict[str, Any] = {"checkpoint": tuning.get("checkpoint", str(info.default_checkpoint))}
+    for option, path in info.default_files:  # the shipped constructors, unless an option names others
+        if option in tuning:
+            files[option] = tuning[option]
+        else:
+            files.setdefault(option, []).append(str(path))
+    return {option: content(value) for option, value in files.items()}
+
+
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
                   ) -> dict[str, Any]:
     import torch
@@ -73,7 +103,8 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
                            "cluster": cluster.name, "budget": budget, "seed": seed, "finetune_options": tuning,
-                           "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision}
+                           "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision,
+                           "finetune_files": _finetune_files(tuning)}
     placers: list[tuple[str, PPOSearchPlacer]] = [("finetune", FineTunePlacer(budget=budget, **tuning))]
     if scratch_done is not None:  # the same search from scratch ran in this folder already: deterministic, reused
         row.update({k: scratch_done[k] for k in _SCRATCH_FIELDS if k in scratch_done})
@@ -90,6 +121,7 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
 
 def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning from the shipped checkpoint against PPO from scratch, same budget (:func:`run_finetune` says more)."""
+    from gnplace.placers import make_placer
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     done_file, rows = rows_file(args.out, "finetune.json")
@@ -99,6 +131,9 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.checkpoint:  # another policy to fine-tune from (an untrained one: the control)
         tuning["checkpoint"] = args.checkpoint
     scratch = options.get("scratch", {})
+    files = _finetune_files(tuning)
+    for name, given in (("finetune", tuning), ("ppo", {"prelude": 0.0, **scratch})):  # as each row makes them
+        make_placer(name, budget=args.budget, **given)  # a bad -O option: one error line here, not a traceback
 
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
@@ -106,19 +141,21 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
         return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
-                and r.get("finetune_revision") == FineTunePlacer.revision)
+                and r.get("finetune_revision") == FineTunePlacer.revision and r.get("finetune_files") == files)
 
     done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if this_run(r)}
     scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
-    tasks = []
+    names = cluster_names(args.clusters)
+    tasks, wanted = [], set()
     for family in args.families:
         for path in test_graphs(family, args.per_family):
             for cluster in args.clusters:
-                key = (Path(path).stem, cluster, args.budget)
+                key = (Path(path).stem, names[cluster], args.budget)
+                wanted.add(key)
                 if key not in done:
                     tasks.append((path, cluster, args.budget, args.seed, tuning, scratch, scratch_rows.get(key)))
     add_rows(_finetune_row, tasks, args.jobs, done_file, rows)
-    return [r for r in rows if this_run(r)]
+    return [r for r in rows if this_run(r) and (r["graph"], r["cluster"], r["budget"]) in wanted]
 
 
 def finetune_table(rows: list[dict[str, Any]]) -> str:
@@ -225,7 +262,7 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
                            "budget": budget, "seed": seed, "mismatch": list(mismatch),
-                           "finetune_revision": FineTunePlacer.revision}
+                           "finetune_revision": FineTunePlacer.revision, "finetune_files": _finetune_files({})}
     for model in SCREEN_MODELS:
         placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
                                 progress=False)
@@ -239,20 +276,23 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     done_file, rows = rows_file(args.out, "screen_model.json")
     mismatch = [float(v) for v in args.mismatch]
+    files = _finetune_files({})
 
     def this_run(r: dict[str, Any]) -> bool:
         return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
-                and r["finetune_revision"] == FineTunePlacer.revision)
+                and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files)
 
     done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
-    tasks = []
+    names = cluster_names(args.clusters)
+    tasks, wanted = [], set()
     for family in args.families:
         for path in test_graphs(family, args.per_family):
             for cluster in args.clusters:
-                if (Path(path).stem, cluster) not in done:
+                wanted.add((Path(path).stem, names[cluster]))
+                if (Path(path).stem, names[cluster]) not in done:
                     tasks.append((path, cluster, args.budget, args.seed, tuple(mismatch)))
     add_rows(_screen_model_row, tasks, args.jobs, done_file, rows)
-    return [r for r in rows if this_run(r)]
+    return [r for r in rows if this_run(r) and (r["graph"], r["cluster"]) in wanted]
 
 
 def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100, 200, 400)) -> str:
@@ -288,8 +328,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     final quality (their quotient is the saving); then, by cluster, by family and over all pairs, the
     geometric means after 100, 400 and 1,000 evaluations and at the end, and the same saving read on
     each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other
-    fine-tuning options or revision in the same ``OUT`` reuses the searches from scratch of the same
-    pair, budget, seed, options and revision (deterministic on one machine) and adds its rows.
+    fine-tuning options, revision or checkpoint content in the same ``OUT`` reuses the searches from
+    scratch of the same pair, budget, seed, options and revision (deterministic on one machine) and
+    adds its rows.
     """
     rows = bench_finetune(args)
     print(finetune_table(rows))

@@ -45,7 +45,8 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress)
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
-    auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto"}
+    # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
+    auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto" and r.seed == args.seed}
     summary = []
     families = {r.graph_path: r.family for r in rows}
     for family in args.families:
@@ -53,7 +54,8 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
             line: dict[str, Any] = {"family": family, "cluster": cluster}
             for placer in args.placers:
                 ratios = [r.step_time_s / auto[(r.graph_path, r.cluster)] for r in rows
-                          if r.placer == placer and r.budget == args.budget and families[r.graph_path] == family
+                          if r.placer == placer and r.budget == args.budget and r.seed == args.seed
+                          and families[r.graph_path] == family
                           and json.loads(r.options) == options.get(placer, {})
                           and r.cluster == load_cluster_name(cluster) and (r.graph_path, cluster) in wanted
                           and (r.graph_path, r.cluster) in auto]

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.graph_io import write_atomically
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 
-from .common import add_command, large_graph, median_seconds, test_graphs
+from .common import DATASETS, add_command, large_graph, median_seconds, test_graphs
 
 
 def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], int]) -> dict[str, Any]:
@@ -81,13 +82,13 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     tasks = []
     test_graphs = []  # the unseen clusters place test graphs whatever the split
     for family in args.families:
-        folder = Path("datasets") / family
+        folder = DATASETS / family  # the repository's, from whatever folder the run starts in
         entries = load_manifest(folder)["graphs"]
         graphs = [str(folder / e["file"]) for e in entries if e["split"] == args.split and e["ops"] > args.min_ops]
         test_graphs.append([str(folder / e["file"]) for e in entries if e["split"] == "test"])
         # rows of training graphs are grouped "train", so that tables and vs-search never take them for test pairs
         tasks += [task(g, c, args.split) for c in args.clusters for g in graphs]
-    real = sorted(str(p) for p in Path("datasets/real").glob("*.gnpg"))
+    real = sorted(str(p) for p in (DATASETS / "real").glob("*.gnpg"))
     tasks += [task(g, c, "real") for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
     tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
@@ -99,7 +100,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
         for row in mapper(_zero_shot_row, tasks):
             rows.append(row)
             print(json.dumps(row), flush=True)
-    (out / "zeroshot.json").write_text(json.dumps(rows, indent=1))
+    write_atomically(out / "zeroshot.json", json.dumps(rows, indent=1).encode())  # a kill never truncates it
     return rows
 
 
@@ -158,10 +159,27 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
     """
     import csv
 
-    with search.open(newline="") as handle:
-        rows = [r for r in csv.DictReader(handle) if not r["error"] and r["oom"] != "True"]
-    auto = {(r["graph"], r["cluster"]): float(r["step_time_s"]) for r in rows if r["placer"] == "auto"}
-    searched_rows = [r for r in rows if r["placer"] == placer and (r["graph"], r["cluster"]) in auto
+    try:
+        with search.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = {"graph", "cluster", "placer", "step_time_s", "oom", "error"} - set(reader.fieldnames or [])
+            rows = [] if missing else [r for r in reader if not r["error"] and r["oom"] != "True"]
+    except (UnicodeDecodeError, csv.Error) as err:
+        missing = {f"readable text ({err})"}
+    if missing:  # the two files swapped, or not a search run's
+        raise SystemExit(f"{search}: not a results.csv of `bench.py search` (no {', '.join(sorted(missing))})")
+    try:
+        saved = json.loads(zeroshot.read_text(encoding="utf-8"))
+    except ValueError:  # not UTF-8, or not JSON
+        saved = None
+    fields = {"group", "graph", "family", "cluster", "policy", "auto_ms"}
+    if not isinstance(saved, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in saved):
+        raise SystemExit(f"{zeroshot}: not a zeroshot.json of `bench.py zeroshot` (a list of rows with "
+                         f"{', '.join(sorted(fields))})")
+    # a folder holds a row per seed, auto's too (it depends on the seed): a search row is over auto's of its seed
+    auto = {(r["graph"], r["cluster"], r.get("seed", "")): float(r["step_time_s"])
+            for r in rows if r["placer"] == "auto"}
+    searched_rows = [r for r in rows if r["placer"] == placer and (r["graph"], r["cluster"], r.get("seed", "")) in auto
                      and (budget is None or r.get("budget") == str(budget))
                      and (seed is None or r.get("seed") == str(seed))]
     runs = Counter((r["graph"], r["cluster"]) for r in searched_rows)
@@ -169,11 +187,13 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
         settings = sorted({(r.get("budget", ""), r.get("seed", ""), r.get("options", "")) for r in searched_rows})
         raise SystemExit(f"{search} holds {max(runs.values())} {placer} rows for one pair (budget, seed, options: "
                          f"{settings}); choose one with --budget and --seed")
-    found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / auto[(r["graph"], r["cluster"])]
+    reference = {(r["graph"], r["cluster"]): auto[(r["graph"], r["cluster"], r.get("seed", ""))] for r in searched_rows}
+    found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / reference[(r["graph"], r["cluster"])]
              for r in searched_rows}
     # the policy's step time over the search run's auto (a zero-shot run under another seed divides by another auto)
-    ours = {(r["graph"], r["cluster"]): (r["family"], r["policy"] * r["auto_ms"] / 1e3 / auto[(r["graph"], r["cluster"])])
-            for r in json.loads(zeroshot.read_text()) if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
+    ours = {(r["graph"], r["cluster"]):
+            (r["family"], r["policy"] * r["auto_ms"] / 1e3 / reference[(r["graph"], r["cluster"])])
+            for r in saved if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
     if not ours:
         raise SystemExit(f"no test pair of {zeroshot} is in {search}'s {placer} rows")
     cells = sorted({(fam, cluster) for (_, cluster), (fam, _) in ours.items()}) + [("all", "")]
@@ -342,8 +362,9 @@ def add_parsers(sub: Any) -> None:
     zs.add_argument("--min-ops", type=int, default=0, metavar="OPS", help="only graphs of more than OPS ops")
     zs.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4", "v100x8", "tight4", "cpu_gpu"])
     zs.add_argument("--real-clusters", nargs="*", default=["k80x4", "v100x8"])
-    zs.add_argument("--unseen-clusters", nargs="*", default=[f"configs/clusters/{n}.yaml" for n in (
-        "mixed_generations", "hosts3x4", "p100x16", "newkind4")])
+    zs.add_argument("--unseen-clusters", nargs="*", default=[str(DATASETS.parent / "configs" / "clusters" / f"{n}.yaml")
+                                                             for n in ("mixed_generations", "hosts3x4", "p100x16",
+                                                                       "newkind4")])
     zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
     zs.add_argument("--seed", type=int, default=0,
                     help="seed of the policy's and auto's placements (default: 0)")

@@ -29,6 +29,58 @@ def test_finetune_reuses_the_search_from_scratch_of_the_same_pair_budget_seed_an
     assert out.count("| ptb_") == 1  # the table shows this run's variant only
 
 
+def test_finetune_resumes_a_cluster_file_and_reports_only_the_pairs_asked_for(tmp_path, load_script, capsys):
+    """Rows keep a cluster file's name, not its path: a rerun finds them; other clusters' rows stay out of the table."""
+    bench = load_script("bench")
+    base = ["finetune", "--families", "ptb", "--per-family", "1", "--budget", "20", "--jobs", "1",
+            "--out", str(tmp_path)]
+    unseen = ["--clusters", str(ROOT / "configs" / "clusters" / "newkind4.yaml")]
+    for clusters in (unseen, unseen, ["--clusters", "k80x2"]):
+        capsys.readouterr()
+        assert bench.main(base + clusters) == 0, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
+    assert [r["cluster"] for r in json.loads((tmp_path / "finetune.json").read_text())] == ["newkind4", "k80x2"]
+    assert out.count("| ptb_") == 1 and "newkind4" not in out  # the last run's pair alone
+
+
+def test_finetune_runs_again_when_its_checkpoint_changes_at_the_same_path(tmp_path, load_script, capsys):
+    """A checkpoint retrained in place is another fine-tuning: its rows are not the old ones; scratch's are reused."""
+    from gnplace.policy.checkpoint import load_policy, save_policy
+
+    bench = load_script("bench")
+    policy, meta = load_policy(ROOT / "checkpoints" / "gnplace-base.ckpt")
+    ckpt = tmp_path / "mine.ckpt"
+    save_policy(ckpt, policy, meta)
+    cmd = ["finetune", "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--budget", "20", "--jobs", "1",
+           "--checkpoint", str(ckpt), "--out", str(tmp_path / "out")]
+    assert bench.main(cmd) == 0 and bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    assert len(json.loads((tmp_path / "out" / "finetune.json").read_text())) == 1  # the same checkpoint: resumed
+    save_policy(ckpt, policy, {**meta, "note": "retrained"})
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    first, second = json.loads((tmp_path / "out" / "finetune.json").read_text())
+    assert first["finetune_files"]["checkpoint"] != second["finetune_files"]["checkpoint"]
+    assert second["scratch_s"] == first["scratch_s"]  # the search from scratch loads no checkpoint: reused
+
+
+def test_screen_model_resumes_a_cluster_file(tmp_path, load_script, capsys):
+    bench = load_script("bench")
+    cmd = ["screen-model", "--families", "ptb", "--clusters", str(ROOT / "configs" / "clusters" / "newkind4.yaml"),
+           "--budget", "20", "--jobs", "1", "--out", str(tmp_path)]
+    assert bench.main(cmd) == 0 and bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    assert len(json.loads((tmp_path / "screen_model.json").read_text())) == 1
+    assert "| all | 1 |" in capsys.readouterr().out
+
+
+def test_finetune_refuses_an_option_neither_search_takes_in_one_line(tmp_path, load_script, capsys):
+    bench = load_script("bench")
+    for option in ("finetune.nosuch=1", "scratch.nosuch=1"):
+        assert bench.main(["finetune", "-O", option, "--families", "ptb", "--per-family", "1", "--clusters", "k80x2",
+                           "--budget", "20", "--jobs", "1", "--out", str(tmp_path)]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.startswith("bench: error: placer '") and err.count("\n") == 1, err
+        assert "unexpected keyword argument 'nosuch'" in err and not (tmp_path / "finetune.json").exists()
+
+
 def test_finetune_summary_reads_the_saving_on_each_groups_geometric_mean(load_script):
     """Means by cluster, by family and overall, and the evaluations after which each reaches scratch's final mean."""
     bench = load_script("benchmarks.finetune")

@@ -17,6 +17,20 @@ def test_search_summarises_each_placer_over_auto_per_family_and_cluster(load_scr
     assert (tmp_path / "results.csv").exists()  # a rerun resumes from it
 
 
+def test_search_summary_keeps_to_this_runs_seed_when_the_folder_holds_another(load_script, tmp_path):
+    """A run under seed 1 in the folder of a seed-0 run: its summary is seed 1's alone, against seed 1's auto."""
+    search = load_script("benchmarks.search")
+
+    def args(seed, out):
+        return argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=seed,
+                                  placers=["annealing"], option=[], budget=60, jobs=1, out=str(out))
+
+    search.bench_search(args(0, tmp_path / "both"))
+    (line,) = search.bench_search(args(1, tmp_path / "both"))
+    (alone,) = search.bench_search(args(1, tmp_path / "alone"))
+    assert line["annealing_n"] == 1 and line["annealing"] == alone["annealing"]
+
+
 def test_curves_write_each_placers_curve_and_who_reached_whose_final(load_script, tmp_path):
     search = load_script("benchmarks.search")
     args = argparse.Namespace(graphs=["datasets/ptb/ptb_002.gnpg"], cluster="k80x2", placers=["annealing"],

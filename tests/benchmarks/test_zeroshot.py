@@ -37,6 +37,22 @@ def test_zeroshot_row_places_policy_and_auto_under_its_seed(load_script):
     assert all(0 < r["policy"] <= 1.0 for r in rows)  # auto's placement for that seed is among the policy's candidates
 
 
+def test_zeroshot_finds_the_repositorys_graphs_from_another_folder(load_script, tmp_path, monkeypatch):
+    """Started elsewhere, the run places the shipped test graphs and writes its rows under ``--out``."""
+    import argparse
+
+    bench = load_script("benchmarks.zeroshot")
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(
+        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, op_level=None, constructor=["none"],
+        constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
+        families=["ptb"], split="test", min_ops=10**9, clusters=["k80x2"], real_clusters=[], unseen_clusters=["k80x2"],
+        unseen_per_family=1, seed=0, jobs=1, out="zs")
+    (row,) = bench.bench_zeroshot(args)
+    assert row["graph"] == "ptb_002" and row["group"] == "unseen"
+    assert json.loads((tmp_path / "zs" / "zeroshot.json").read_text()) == [row]
+
+
 def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script, tmp_path):
     """Only pairs in both runs count; auto's row of the search run is the reference of both."""
     import csv
@@ -93,6 +109,43 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
     table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
     assert math.isclose(table[-1]["search"], 0.9) and math.isclose(table[-1]["ratio"], 1.0)
     assert math.isclose(table[-1]["share"], 1.0)
+
+
+def test_vs_search_divides_by_auto_under_the_seed_of_the_search_row(load_script, tmp_path):
+    """A search folder of two seeds: the seed-0 search row is over seed 0's auto, whichever auto row comes last."""
+    import csv
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    zeroshot = tmp_path / "zeroshot.json"
+    zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
+                                     "policy": 0.9, "auto_ms": 2000.0}]))
+    search = tmp_path / "results.csv"
+    with search.open("w", newline="") as handle:
+        fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        for placer, step, seed in (("auto", 2.0, "0"), ("ppo", 1.6, "0"), ("auto", 2.5, "1"), ("ppo", 2.25, "1")):
+            writer.writerow({"graph": "a", "cluster": "k80x4", "placer": placer, "step_time_s": step, "oom": "False",
+                             "error": "", "budget": "" if placer == "auto" else "2000", "seed": seed, "options": "{}"})
+    for seed, searched, policy in ((0, 0.8, 0.9), (1, 0.9, 0.72)):
+        table = bench.zeroshot_against_search(zeroshot, search, seed=seed)
+        assert math.isclose(table[-1]["search"], searched) and math.isclose(table[-1]["policy"], policy)
+
+
+def test_vs_search_refuses_files_swapped_or_of_another_kind_in_one_line(load_script, tmp_path, capsys):
+    bench = load_script("bench")
+    zeroshot, search, other = tmp_path / "zeroshot.json", tmp_path / "results.csv", tmp_path / "other.json"
+    zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
+                                     "policy": 0.9, "auto_ms": 2.0}]))
+    search.write_text("graph,cluster,placer,step_time_s,oom,error\na,k80x4,auto,0.002,False,\n")
+    other.write_text(json.dumps({"rows": []}))
+    for argv, message in (([search, zeroshot], "zeroshot.json: not a results.csv of `bench.py search`"),
+                          ([search, search], "results.csv: not a zeroshot.json of `bench.py zeroshot`"),
+                          ([other, search], "other.json: not a zeroshot.json")):
+        assert bench.main(["vs-search", *map(str, argv)]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
 
 
 def test_latency_times_the_greedy_placement_of_a_generated_graph(load_script, tmp_path):
