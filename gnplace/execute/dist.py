@@ -160,10 +160,15 @@ def run_rank(
                 arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
                 values[ref] = buffer
 
+    written = {_storage(program, op.mutates) for op in ops if op.mutates is not None}
+
     def send(moves: list[tuple[Ref, int, int]]) -> None:
         for ref, src, dst in moves:
             if src == rank:
-                tensor = values[ref].contiguous()
+                # isend reads the tensor's memory until the message leaves: one an in-place op writes later
+                # would arrive written (a wrong loss), so such a tensor goes as a copy
+                tensor = (values[ref].clone(memory_format=torch.contiguous_format)
+                          if _storage(program, ref) in written else values[ref].contiguous())
                 pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
 
     def resolve(ref: Ref) -> Any:
@@ -236,12 +241,12 @@ def run_rank(
     for name, grad_ref in program.grads.items():
         if grad_ref is not None and name in params and name not in grads:
             grads[name] = resolve(grad_ref)
+    for work, _ in pending:  # before the update: a parameter sent is read by isend until its message leaves
+        work.wait()
     if lr:
         with torch.no_grad():
             for name, g in grads.items():
                 params[name].sub_(g, alpha=lr)
-    for work, _ in pending:
-        work.wait()
     for work in arriving.values():
         work.wait()
     if device.type == "cuda":
@@ -253,6 +258,19 @@ def run_rank(
             collected["loss"] = resolve(program.loss).detach().cpu()
         collected["grads"] = {k: v.detach().cpu() for k, v in grads.items()}
     return seconds, busy, collected
+
+
+def _storage(program: Program, ref: Ref) -> Ref:
+    """The tensor whose memory ``ref`` shares, followed back through views and in-place results to its maker."""
+    while ref.kind == "op":
+        op = program.ops[ref.index]
+        if op.is_view and op.args and isinstance(op.args[0], Ref):
+            ref = op.args[0]
+        elif op.mutates is not None:
+            ref = op.mutates
+        else:
+            break
+    return ref
 
 
 def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
@@ -554,11 +572,22 @@ class DistTimer(RealStepTimer):
                 raise ExecutionFailed(f"rank {r} of the distributed timer died{when} ({why}"
                                       f"{': ' + said if said else ''}); timer closed")
 
-    def _fail(self, err: BaseException) -> None:
-        try:
-            self._check_ranks()  # closes the timer and raises if a rank died
-        except ExecutionFailed as dead:
-            raise dead from err
+    def _fail(self, err: BaseException, grace_s: float = 3.0) -> None:
+        """Close the timer and raise ``err`` as one :class:`ExecutionFailed`, naming the rank that died if one did.
+
+        A rank that fails in a step (an op it cannot run) closes its connections as it exits, so rank 0
+        sees its own receive fail first; the started ranks get ``grace_s`` seconds to be seen gone, so
+        that the error names the rank and its last line rather than rank 0's broken connection.
+        """
+        deadline = time.monotonic() + (grace_s if self._procs else 0.0)
+        while True:
+            try:
+                self._check_ranks()  # closes the timer and raises if a rank died
+            except ExecutionFailed as dead:
+                raise dead from err
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
         self.close(force=True)
         first = first_line(err)
         raise ExecutionFailed(f"the distributed step failed: {first}") from err

@@ -286,7 +286,9 @@ class Program:
             if grad_ref is None or name not in param_device:
                 continue
             src = plan.value_device.get(grad_ref, param_device[name])
-            if src != param_device[name]:
+            # a gradient an op on its parameter's device reads, or one two parameters there share, crosses once
+            if src != param_device[name] and (grad_ref, param_device[name]) not in seen:
+                seen.add((grad_ref, param_device[name]))
                 plan.grad_moves.append((name, grad_ref, src, param_device[name]))
         return plan
 

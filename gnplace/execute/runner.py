@@ -35,8 +35,9 @@ class DeviceOutOfMemory(Exception):
 
 
 def is_oom_error(err: BaseException) -> bool:
-    """Whether ``err`` is torch running out of device memory (CUDA's or the allocator's)."""
-    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
+    """Whether ``err`` is torch running out of device memory (CUDA's, or the CPU allocator's ``RuntimeError``)."""
+    text = str(err).lower()
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in text or "can't allocate memory" in text
 
 
 @dataclass
@@ -327,6 +328,8 @@ def run_step(
         src = home(ref)
         if target is None or src == target:
             return values[(ref, src)]
+        if (ref, target) in values:  # crossed already, for an op there or another parameter's update
+            return values[(ref, target)]
         moved_bytes += _nbytes(values[(ref, src)])
         moves += 1
         return values[(ref, src)].to(devices[target])

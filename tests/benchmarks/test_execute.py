@@ -31,6 +31,28 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
     assert "median signed error" in done.stdout
 
 
+def test_fidelity_leaves_placements_out_of_memory_out_of_the_error(tmp_path, load_script, capsys, monkeypatch):
+    """An out-of-memory placement is not timed (its "measured" step is the simulator's): no error of 0 in the median."""
+    import gnplace.execute.profile as profile
+
+    real = profile.simulator_error
+
+    def first_out_of_memory(*args, **kwargs):
+        rows = real(*args, **kwargs)
+        rows[0].update(measured_s=rows[0]["simulated_s"], error=0.0, oom=True)  # what an OOM row holds
+        return rows
+
+    monkeypatch.setattr(profile, "simulator_error", first_out_of_memory)
+    bench = load_script("bench")
+    assert bench.main(["fidelity", "--timer", "local", "--devices", "cpu,cpu", "--graphs", "gnplace.execute.examples:tiny",
+                       "--placements", "3", "--repeats", "1", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "fidelity.json").read_text())
+    rows = summary["graphs"]["tiny"]["placements"]
+    timed = sorted(r["error"] for r in rows if not r["oom"])
+    assert len(rows) == 3 and len(timed) == 2 and summary["placements"] == 2
+    assert summary["median_abs_error"] == pytest.approx((timed[0] + timed[1]) / 2)  # was the median with the 0
+
+
 def test_apply_times_a_placed_step_beside_eager(load_script, capsys):
     """The placed module's step and eager PyTorch's, both real and both on this CPU."""
     import argparse

@@ -39,6 +39,21 @@ def test_profile_of_one_device_says_nothing_splits(tmp_path, capsys):
     assert json.loads((out / "fidelity.json").read_text())["median_abs_error"] is None
 
 
+def test_placements_out_of_memory_do_not_count_as_simulated_exactly(tmp_path, capsys, monkeypatch):
+    """An OOM step is not timed: its "measured" step is the simulator's estimate, an error of 0 that is no error."""
+    import gnplace.execute.profile as profile
+
+    monkeypatch.setattr(profile, "_device_rates", lambda device, threads: (1e10, 1e10, 1024.0))  # 1 KiB each
+    out = tmp_path / "small"
+    assert main(["profile", "gnplace.execute.examples:tiny", "--timer", "local", "--devices", "cpu,cpu",
+                 "--placements", "2", "--repeats", "1", "--rounds", "1", "--anchor-rounds", "1", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    report = json.loads((out / "fidelity.json").read_text())
+    assert report["placements"] and all(row["oom"] for row in report["placements"])
+    assert report["median_abs_error"] is None
+    assert "every checked placement ran out of memory" in text and "median absolute error" not in text
+
+
 def test_profile_needs_a_factory(tmp_path, capsys):
     assert main(["profile", "datasets/examples/mlp2x8w2048b512.gnpg", "-o", str(tmp_path)]) == 2
     assert "MODULE:FACTORY" in capsys.readouterr().err

@@ -59,6 +59,19 @@ def test_accelerate_maps_are_valid_placements():
         accelerate_device_map(net, cluster, "sequential")
 
 
+def test_accelerate_maps_that_offload_to_disk_are_left_out_of_the_comparison():
+    """A model larger than the cluster's memory: accelerate offloads to "disk", which no cluster device is."""
+    from gnplace.execute.device_map import compare_device_maps
+
+    net = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)])
+    graph = from_module(net, (torch.randn(4, 256),), loss=lambda y: y.sum())
+    small = cluster_from_dict({"name": "small", "devices": [{"name": "gpu", "count": 2, "kind": "k80",
+                                                             "memory": "300KiB"}], "links": {"default": "pcie3"}})
+    assert "disk" in accelerate_device_map(net, small, "auto").values()
+    found = compare_device_maps(graph, small, Placement((graph.group % 2).astype(np.int64), small), net)
+    assert set(found) == {"placement", "device_map"} and all(v > 0 for v in found.values())
+
+
 class _Scale(torch.nn.Module):
     """A module whose only state is a persistent buffer."""
 

@@ -102,6 +102,96 @@ def test_tags_are_unique_per_transfer(setup):
     assert len(set(tags.values())) == len(tags) == plan.num_moves
 
 
+def test_a_gradient_an_op_on_its_parameters_rank_also_reads_arrives_once(setup):
+    """The gradient crosses for the op and is the update's: sent twice under one tag, the step timed out."""
+    class SharedGrad(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(8, 8)
+            self.p = torch.nn.Parameter(torch.randn(16, 8))
+
+        def forward(self, x):
+            return torch.tanh(self.w(x) + self.p).square().mean()
+
+    torch.manual_seed(0)
+    module, x = SharedGrad(), torch.randn(16, 8)
+    step = import_step(module, (x,))
+    module(x).backward()
+    names = step.graph.node_names
+    devices = np.array([1 if n in ("update/p", "grad/w/sum") else 0 for n in names], dtype=np.int64)
+    timer = setup[2]
+    with timer.using(compile_step(step)):
+        start = time.perf_counter()
+        per_rank = timer.run(_cluster(), devices, collect=True)
+        assert time.perf_counter() - start < 10
+    grads = {k: v for _, _, collected in per_rank for k, v in collected["grads"].items()}
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad)
+
+
+class _WrittenAfterSent(torch.nn.Module):
+    """``h`` is read by a sum (on the other rank), then written in place: the sum must see it unwritten."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(64, 256), torch.nn.Linear(256, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.l1(x)
+        a = h.sum(1, keepdim=True)
+        h.mul_(-3.0)
+        return (a + self.l2(h)).square().mean()
+
+
+def test_a_tensor_written_in_place_after_it_is_sent_arrives_as_it_was(setup, monkeypatch):
+    """isend reads the tensor until the message leaves; the in-place write that followed made the loss wrong."""
+    torch.manual_seed(0)
+    module, x = _WrittenAfterSent(), torch.randn(256, 64)
+    step = import_step(module, (x,))
+    want = module(x).detach()
+    sent = []
+    isend = torch.distributed.isend
+
+    def spy_isend(tensor, dst, tag=0, **kwargs):
+        sent.append((tensor, tensor.clone()))
+        return isend(tensor, dst, tag=tag, **kwargs)
+
+    monkeypatch.setattr(torch.distributed, "isend", spy_isend)
+    devices = np.array([1 if name == "root/sum" else 0 for name in step.graph.node_names], dtype=np.int64)
+    timer = setup[2]
+    with timer.using(compile_step(step)):
+        for _ in range(5):
+            losses = [c["loss"] for _, _, c in timer.run(_cluster(), devices, collect=True) if "loss" in c]
+            torch.testing.assert_close(losses[0], want)
+    assert sent and all(torch.equal(tensor, as_sent) for tensor, as_sent in sent)  # nothing sent was written after
+
+
+def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):
+    """isend reads the parameter until the message leaves: the step's SGD update waited for it (it ran before)."""
+    step, _, timer = setup
+    changed = []  # whether a tensor handed to isend had changed by the time its send was waited on
+    isend = torch.distributed.isend
+
+    class Watched:
+        def __init__(self, work, tensor):
+            self.work, self.tensor, self.as_sent = work, tensor, tensor.clone()
+
+        def wait(self, *args, **kwargs):
+            changed.append(not torch.equal(self.tensor, self.as_sent))
+            return self.work.wait(*args, **kwargs)
+
+    monkeypatch.setattr(torch.distributed, "isend", lambda tensor, dst, tag=0, **kw: Watched(
+        isend(tensor, dst, tag=tag, **kw), tensor))
+    program = compile_step(step)
+    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
+    reader = next(op.node for op in program.ops for r in op.reads
+                  if op.node >= 0 and r.kind == "param" and op.node != program.param_node[r.name])
+    devices[reader] = 1  # an op reading a parameter of rank 0 on rank 1
+    assert any(ref.kind == "param" for ref, _, _ in program.plan(devices).moves.get(-1, []))
+    timer.run(_cluster(), devices)  # lr 1e-3: each step updates the parameters
+    assert changed and not any(changed)
+
+
 def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the module's ranks
     step, _, timer = setup
     devices = (step.graph.group % 2).astype(np.int64)
@@ -111,6 +201,26 @@ def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the
     with pytest.raises(ExecutionFailed, match="rank 1 .* died"):
         timer.time(step.graph, _cluster(), 1 - devices)
     assert timer.world == 0  # closed
+
+
+def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line():
+    """Rank 1 cannot run its op and exits; rank 0's receive fails first, which was reported as rank 0's op failing."""
+    import dataclasses
+
+    step = import_step(*tiny())
+    program = compile_step(step)
+    k = next(i for i, op in enumerate(program.ops) if op.target == "aten.mse_loss.default")
+    program.ops[k] = dataclasses.replace(program.ops[k], target="aten.no_such_op.default")
+    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
+    devices[program.ops[k].node] = 1
+    timer = DistTimer(program, repeats=1, timeout_s=30)
+    try:
+        with pytest.raises(ExecutionFailed, match=r"^rank 1 of the distributed timer died \(exit code 1: rank 1: "
+                                                  r"this torch has no op 'aten.no_such_op.default'"):
+            timer.run(_cluster(), devices)
+        assert timer.world == 0 and not timer.worker_pids  # closed
+    finally:
+        timer.close()
 
 
 def test_a_rank_that_dies_while_starting_is_reported_at_once(monkeypatch):

@@ -56,6 +56,23 @@ def test_a_real_torch_oom_is_caught(monkeypatch):
     assert result.is_oom
 
 
+def test_the_cpu_allocator_running_out_is_out_of_memory_not_an_error(monkeypatch):
+    """A CPU device of a cluster that gives it more memory than this machine has: torch's CPU allocator fails."""
+    step = _step()
+    import gnplace.execute.runner as runner
+
+    real = runner.call_op
+
+    def huge(op, fn, resolve, device):
+        if op.target == "aten.addmm.default":
+            torch.empty(1 << 55, dtype=torch.uint8, device=device)  # 32 PiB: the allocator refuses at once
+        return real(op, fn, resolve, device)
+
+    monkeypatch.setattr(runner, "call_op", huge)
+    result = LocalTimer(step, repeats=1).time(step.graph, _cpu_cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))
+    assert result.is_oom and result.oom[0]
+
+
 def test_another_graph_or_a_failing_op_is_one_clear_error(monkeypatch):
     step = _step()
     timer = LocalTimer(step, repeats=1)

@@ -64,6 +64,39 @@ def test_views_run_where_they_are_used_and_only_data_crosses():
     assert [g[0] for g in plan.grad_moves] == ["2.weight"]
 
 
+class _SharedGrad(torch.nn.Module):
+    """Two full-shape parameters added to an activation: both get the add's incoming gradient, which mm reads too."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Linear(8, 8)
+        self.p = torch.nn.Parameter(torch.randn(16, 8))
+        self.q = torch.nn.Parameter(torch.randn(16, 8))
+
+    def forward(self, x):
+        return torch.tanh(self.w(x) + self.p + self.q).square().mean()
+
+
+def _shared_grad_step():
+    torch.manual_seed(0)
+    module = _SharedGrad()
+    return module, import_step(module, (torch.randn(16, 8),))
+
+
+def test_a_gradient_already_crossing_or_shared_by_two_parameters_crosses_once():
+    """Each (tensor, device) crosses once: a second transfer under the same tag would never be received (deadlock)."""
+    _, step = _shared_grad_step()
+    program = compile_step(step)
+    assert program.grads["p"] == program.grads["q"]  # one tensor, the gradient of both
+    names = step.graph.node_names
+    devices = np.array([1 if n in ("update/p", "update/q", "grad/w/sum") else 0 for n in names], dtype=np.int64)
+    plan = program.plan(devices)
+    moves = [(ref, dst) for m in plan.moves.values() for ref, _, dst in m]
+    moves += [(ref, dst) for _, ref, _, dst in plan.grad_moves]
+    assert (program.grads["p"], 1) in moves
+    assert len(moves) == len(set(moves)) == plan.num_moves
+
+
 def _refs(op):
     from gnplace.execute.program import refs_in
 
