@@ -22,7 +22,7 @@ def add_parser(sub: Any) -> None:
                                  "example_inputs, loss))")
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
                    help="dist: one torch.distributed rank per device (default); local: devices of this process")
-    p.add_argument("--ranks", type=int, default=2, help="dist: ranks (devices) (default: 2)")
+    p.add_argument("--ranks", type=int, default=None, help="dist: ranks (devices) (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per device (default: 1)")
     p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
@@ -53,12 +53,17 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
+    if args.timer == "local" and args.ranks is not None:  # each timer has its own way to say its devices
+        raise InvalidArgument("--ranks is for --timer dist; --timer local runs on --devices")
+    if args.timer == "dist" and args.devices is not None:
+        raise InvalidArgument("--devices is for --timer local; --timer dist runs --ranks CPU ranks")
+    args.ranks = 2 if args.ranks is None else args.ranks
     if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds, args.probe_rounds) < 1:
         raise InvalidArgument("--ranks, --threads, --repeats, --rounds, --anchor-rounds and --probe-rounds must be at "
                               "least 1")
     check_count(args.placements, "--placements")
     check_output_folder(args.out)
-    devices = args.devices.split(",") if args.devices and args.timer == "local" else None
+    devices = args.devices.split(",") if args.devices else None
     if devices is not None:
         parse_torch_devices(devices)  # fail early on a name torch does not know
     step, _ = load_step_source(args.graph)

@@ -54,6 +54,17 @@ def test_placements_out_of_memory_do_not_count_as_simulated_exactly(tmp_path, ca
     assert "every checked placement ran out of memory" in text and "median absolute error" not in text
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--timer", "dist", "--devices", "cuda:0,cpu"], "--devices is for --timer local"),  # were ignored: two CPU ranks
+    (["--timer", "local", "--ranks", "4"], "--ranks is for --timer dist"),
+])
+def test_an_option_of_the_other_timer_is_one_error(tmp_path, capsys, argv, message):
+    assert main(["profile", "gnplace.execute.examples:tiny", *argv, "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_profile_needs_a_factory(tmp_path, capsys):
     assert main(["profile", "datasets/examples/mlp2x8w2048b512.gnpg", "-o", str(tmp_path)]) == 2
     assert "MODULE:FACTORY" in capsys.readouterr().err
