@@ -440,7 +440,7 @@ def evaluate(
         raise InvalidArgument(f"{out}: the output folder is a file")
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
-    keyed = [(t, task_key(t)) for t in tasks]
+    keyed = list({k: (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())  # a task asked twice runs once
     for t in {(t.placer, t.budget, t.mode, json.dumps(t.options_dict, sort_keys=True)) for t, _ in keyed}:
         _placer(*t)  # bad options or a bad checkpoint are refused here, before saved rows are replaced
     for seed in {t.seed for t, _ in keyed}:
@@ -464,10 +464,13 @@ def evaluate(
     write_atomically(csv_path, text.getvalue().encode("utf-8"))
     rows = list(done)
 
-    def record(row: Row) -> None:
+    def save(row: Row) -> None:
         with csv_path.open("a", newline="", encoding="utf-8") as handle:
             csv.DictWriter(handle, fieldnames=names).writerow(asdict(row))
         rows.append(row)
+
+    def record(row: Row) -> None:
+        save(row)
         if progress is not None:
             progress(row)
 
@@ -475,16 +478,27 @@ def evaluate(
         for item in todo:
             record(_run_keyed(item))
     else:
+        from concurrent.futures import Future
         from concurrent.futures.process import BrokenProcessPool
 
         from gnplace.workers import process_pool
 
+        def save_finished(pending: Sequence[Future[Row]]) -> None:
+            """Save the rows of ``pending`` tasks that finished (out of order) before the run stopped."""
+            for future in pending:
+                if future.done() and not future.cancelled() and future.exception() is None:
+                    save(future.result())
+
         pool = process_pool(jobs, ignore_interrupts=True)  # Ctrl-C reaches the parent alone; it stops the workers
         futures = [pool.submit(_run_keyed, item) for item in todo]  # in order; never cancelled (see below)
+        taken = 0  # futures whose rows were handed to record
         try:
             for future in futures:
-                record(future.result())
+                row = future.result()
+                taken += 1
+                record(row)
         except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): the rows so far are saved
+            save_finished(futures[taken:])
             raise ExecutionFailed(f"an evaluation worker process died ({err}); the {len(rows)} rows finished "
                                   "are saved: run again to resume") from None
         except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could take long)
@@ -492,6 +506,7 @@ def evaluate(
             # with that, and its thread prints an InvalidStateError)
             for process in list((getattr(pool, "_processes", None) or {}).values()):
                 process.terminate()
+            save_finished(futures[taken:])  # tasks after the one waited on may have finished: keep their rows
             raise
         finally:
             pool.shutdown(wait=True)
@@ -501,10 +516,15 @@ def evaluate(
 def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time.
 
+    ``graphs`` counts the rows summarised, ``vs_best_graphs`` those whose ratio is in ``vs_best`` (not
+    the out-of-memory or failed ones, nor those of a graph without a best); ``place_s`` is the mean
+    seconds of the runs that placed (nan if none did).
+
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
     and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
     apart by :func:`cluster_slot`; where two share a name, each is shown with its file
-    (``cluster (/path/cluster.yaml)``).
+    (``cluster (/path/cluster.yaml)``). Rows of another simulator mode are another cluster's
+    (``k80x2 [placeto]``), never compared with the default mode's.
     """
     label = _cluster_labels(rows)
     best: dict[tuple[str, str], float] = {}
@@ -518,12 +538,12 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     summary = []
     for (family, cluster, placer), members in sorted(groups.items()):
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
+        vs_best = [relative_step(r.step_time_s, best[(r.graph_path, cluster)]) for r in ok
+                   if (r.graph_path, cluster) in best]
         summary.append({
             "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
-            "vs_best": geomean(
-                [relative_step(r.step_time_s, best[(r.graph_path, cluster)]) for r in ok
-                 if (r.graph_path, cluster) in best]
-            ),
+            "vs_best": geomean(vs_best),
+            "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
             "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
             "vs_bound": geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom for r in members),
@@ -531,21 +551,34 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "best_count": sum(
                 1 for r in ok if r.step_time_s <= best.get((r.graph_path, cluster), math.inf) * (1 + 1e-9)
             ),
-            "place_s": sum(r.place_seconds for r in members if math.isfinite(r.place_seconds)) / max(1, len(members)),
+            "place_s": _mean([r.place_seconds for r in members if math.isfinite(r.place_seconds)]),  # failed: none
         })
     return summary
 
 
+def _mean(values: Sequence[float]) -> float:
+    """The mean of ``values``; nan if there are none."""
+    return sum(values) / len(values) if values else math.nan
+
+
 def _cluster_labels(rows: Sequence[Row]) -> dict[int, str]:
-    """The cluster each row is summarised under (by ``id``): its name, with its file where names clash."""
+    """The cluster each row is summarised under (by ``id``): its name, with its file where names clash.
+
+    A row simulated in another mode than ``default`` is labelled with it (``k80x2 [placeto]``): step
+    times of two simulators are not compared.
+    """
     slots: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         slots[r.cluster].add(r.cluster_spec or r.cluster)
-    return {id(r): r.cluster if len(slots[r.cluster]) == 1 else f"{r.cluster} ({r.cluster_spec})" for r in rows}
+    labels = {}
+    for r in rows:
+        label = r.cluster if len(slots[r.cluster]) == 1 else f"{r.cluster} ({r.cluster_spec})"
+        labels[id(r)] = label if r.mode == "default" else f"{label} [{r.mode}]"
+    return labels
 
 
 def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
-    """Write the summary as a Markdown table (ratios are geometric means; lower is better)."""
+    """Write the summary as a Markdown table (ratios are geometric means; lower is better), atomically."""
     lines = [
         "| family | cluster | placer | graphs | step / best non-learned | step / single device | step / bound "
         "| best on | OOM | errors | place s (mean) |",
@@ -557,6 +590,4 @@ def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[st
             f"| {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} | {s['errors']} "
             f"| {s['place_s']:.3f} |"
         )
-    path = Path(path)
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))  # a failed write keeps the old table

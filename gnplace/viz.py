@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
+from typing import Any
 
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
@@ -61,18 +63,16 @@ def plot_timeline(
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()] + [Patch(color="#8C8C8C", label="transfer")]
     ax.legend(handles=handles, loc="lower right", fontsize="small")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
 
     ``summary`` holds one row per family, cluster and placer (:func:`gnplace.evaluate.summarise`), whose
-    ``vs_best`` is a geometric mean over its ``graphs`` graphs; a bar is the mean over every graph of
-    the cluster, each family weighted by its graphs.
+    ``vs_best`` is a geometric mean over its ``vs_best_graphs`` graphs (``graphs`` where not given); a bar is
+    the mean over every graph of the cluster with a ratio, each family weighted by its graphs counted in
+    ``vs_best`` (an out-of-memory or failed placement has none).
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -92,7 +92,8 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         values = []
         for placer in placers:
             rows = [s for s in summary if s["cluster"] == cluster and s["placer"] == placer]
-            values.append(geomean((s["vs_best"] for s in rows), weights=(s.get("graphs", 1) for s in rows)))
+            weights = (s.get("vs_best_graphs", s.get("graphs", 1)) for s in rows)
+            values.append(geomean((s["vs_best"] for s in rows), weights=weights))
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(placers)))
@@ -100,9 +101,21 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         ax.set_title(cluster)
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` in the format of its suffix, atomically: a failed write keeps what was there."""
+    import matplotlib.pyplot as plt
+
+    from gnplace.graph_io import write_atomically
+
+    buffer = io.BytesIO()
+    try:
+        fig.savefig(buffer, dpi=120, format=path.suffix.lower()[1:])
+    finally:
+        plt.close(fig)
+    return write_atomically(path, buffer.getvalue())
 
 
 def _image_path(path: str | os.PathLike[str]) -> Path:

@@ -98,8 +98,50 @@ def test_an_interrupt_stops_the_worker_processes_and_keeps_the_rows_saved(graphs
     with pytest.raises(KeyboardInterrupt):
         evaluate(tasks, tmp_path, jobs=2, progress=interrupt)
     assert multiprocessing.active_children() == []
-    assert len((tmp_path / "results.csv").read_text().splitlines()) == 2  # the header and the row before it
+    # the header, the row recorded and those of the tasks that had finished by then
+    assert len((tmp_path / "results.csv").read_text().splitlines()) >= 2
     assert len(evaluate(tasks, tmp_path, jobs=2)) == len(tasks)  # and it resumes
+
+
+class _StoppedPool:
+    """A process pool stopped by ``error`` (Ctrl-C, a dead worker) while its first task ran; the others finished."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error, self.submitted = error, 0
+
+    def submit(self, fn, item):
+        from concurrent.futures import Future
+
+        future = Future()
+        if self.submitted == 0:
+            future.set_exception(self.error)
+        else:
+            future.set_result(fn(item))
+        self.submitted += 1
+        return future
+
+    def shutdown(self, wait=True):
+        pass
+
+
+@pytest.mark.parametrize("stop", ["interrupt", "dead worker"])
+def test_rows_finished_after_the_task_waited_on_are_kept_when_the_run_stops(graphs, tmp_path, monkeypatch, stop):
+    """Rows came in task order, so a Ctrl-C or a dead worker lost every later task's finished row."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    import gnplace.workers
+    from gnplace.exceptions import ExecutionFailed
+
+    error, raised = (KeyboardInterrupt(), KeyboardInterrupt) if stop == "interrupt" else \
+        (BrokenProcessPool("killed"), ExecutionFailed)
+    monkeypatch.setattr(gnplace.workers, "process_pool", lambda jobs, **kwargs: _StoppedPool(error))
+    tasks = [Task(str(g), c, "round_robin") for g in collect_graphs([str(graphs)]) for c in ("k80x2", "k80x4")]
+    with pytest.raises(raised):
+        evaluate(tasks, tmp_path, jobs=2)
+    monkeypatch.undo()
+    redo = []
+    assert len(evaluate(tasks, tmp_path, progress=redo.append)) == len(tasks)
+    assert [r.task() for r in redo] == [tasks[0]]  # only the task that was stopped runs again
 
 
 def row(path: str, placer: str, step: float, *, oom: bool = False, single: float = 4.0, bound: float = 1.0) -> Row:
@@ -404,3 +446,52 @@ def test_every_one_of_several_shipped_constructors_is_in_the_policys_key(graphs,
     before = task_key(task)
     second_file.write_bytes(b"second constructor, retrained")
     assert task_key(task) != before  # the second file counts as much as the first
+
+
+def test_a_summary_that_fails_to_write_keeps_the_table_there_before(tmp_path):
+    """results.md was written in place, so a write cut short (a full disk, Ctrl-C) left half a table."""
+    resource = pytest.importorskip("resource")
+    path = tmp_path / "results.md"
+    before = write_markdown(summarise([row("g", "single", 1.0)]), path).read_text()
+    many = summarise([Row(**{**row("g", "single", 1.0).__dict__, "family": f"family{k}"}) for k in range(100)])
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) + 100, hard))  # writes past it fail (EFBIG): a full disk
+    try:
+        with pytest.raises(OSError):
+            write_markdown(many, path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert path.read_text() == before and [p.name for p in tmp_path.iterdir()] == ["results.md"]
+
+
+def test_a_task_asked_twice_runs_once(graphs, tmp_path, monkeypatch):
+    """Two spellings of one cluster file gave two tasks of one key: both ran and both rows were kept."""
+    import shutil
+    from pathlib import Path
+
+    import gnplace
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(Path(gnplace.__file__).parent / "clusters" / "k80x2.yaml", "c.yaml")
+    graph = str(graphs / "mlp2.gnpg")
+    tasks = [Task(graph, spec, "single") for spec in ("c.yaml", "./c.yaml", str(tmp_path / "c.yaml"))]
+    seen = []
+    assert len(evaluate(tasks, tmp_path / "out", progress=seen.append)) == 1 and len(seen) == 1
+
+
+def test_rows_of_another_simulator_mode_are_not_compared():
+    """A folder's rows of `--mode placeto` were compared with its default-mode rows: best of two simulators."""
+    rows = [row("g", "single", 2.0), row("g", "heft", 1.5), Row(**{**row("g", "heft", 1.0).__dict__, "mode": "placeto"})]
+    summary = {(s["cluster"], s["placer"]): s for s in summarise(rows)}
+    assert sorted(summary) == [("c", "heft"), ("c", "single"), ("c [placeto]", "heft")]
+    assert summary[("c", "single")]["vs_best"] == pytest.approx(2.0 / 1.5)  # not over placeto's 1.0
+    assert summary[("c [placeto]", "heft")]["vs_best"] == 1.0
+
+
+def test_the_mean_placement_time_is_over_the_runs_that_placed():
+    """A failed run (no placement time) counted as 0 s in the mean: 10 s and a failure gave 5 s."""
+    failed = Row(**{**row("g2", "heft", math.nan).__dict__, "place_seconds": math.nan, "error": "boom"})
+    (line,) = summarise([Row(**{**row("g1", "heft", 1.0).__dict__, "place_seconds": 10.0}), failed])
+    assert line["place_s"] == 10.0 and line["errors"] == 1
+    (none,) = summarise([failed])
+    assert math.isnan(none["place_s"])

@@ -63,3 +63,46 @@ def test_a_ratio_bar_weights_each_family_by_its_graphs(tmp_path, monkeypatch):
     assert drawn == [[pytest.approx(2 ** 0.1)]]  # the mean over 10 graphs, not over 2 families (1.414)
     with pytest.raises(ValueError, match="no rows to plot"):
         plot_ratios([], tmp_path / "empty.png")
+
+
+@pytest.mark.parametrize("draw", ["timeline", "ratios"])
+def test_a_plot_that_fails_to_write_keeps_the_file_there_before(tmp_path, case, draw):
+    """A plot was written in place, so a write cut short (a full disk, Ctrl-C) left a truncated image."""
+    resource = pytest.importorskip("resource")
+    g, result, _ = case
+    summary = [{"family": "a", "cluster": "k80x2", "placer": "heft", "vs_best": 1.0, "graphs": 1}]
+    path = tmp_path / "plot.png"
+
+    def plot():
+        return plot_timeline(g, result, path) if draw == "timeline" else plot_ratios(summary, path)
+
+    before = plot().read_bytes()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1000, hard))  # writes past 1,000 bytes fail (EFBIG): a full disk
+    try:
+        with pytest.raises(OSError):
+            plot()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+def test_a_ratio_bar_leaves_out_the_graphs_a_placer_ran_out_of_memory_on(tmp_path, monkeypatch):
+    """A family's mean counted as many times as its rows, its out-of-memory rows (no ratio) included."""
+    import matplotlib.axes
+
+    from gnplace.evaluate import Row, summarise
+
+    def row(graph, family, placer, step, oom=False):
+        return Row(graph=graph, family=family, graph_path=graph, ops=1, groups=1, cluster="c", placer=placer, seed=0,
+                   step_time_s=step, bound_s=0.5, single_s=4.0, peak_memory_bytes=0.0, oom=oom, place_seconds=0.0)
+
+    rows = [row(g, "a", "heft", 1.0) for g in ("a1", "a2", "a3")] + [row("b1", "b", "heft", 1.0)]
+    rows += [row("a1", "a", "single", 4.0, oom=True), row("a2", "a", "single", 4.0, oom=True),
+             row("a3", "a", "single", 4.0), row("b1", "b", "single", 1.0)]
+    drawn = []
+    real_bar = matplotlib.axes.Axes.bar
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, x, heights, **kw: (drawn.append(list(heights)),
+                                                                                   real_bar(ax, x, heights, **kw))[1])
+    plot_ratios(summarise(rows), tmp_path / "r.png")
+    assert drawn == [[1.0, pytest.approx(2.0)]]  # heft, single: the mean of 4 (a3) and 1 (b1), not 4 ** 0.75

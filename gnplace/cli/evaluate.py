@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint:  # to the placers that read its format; the others keep their own (evaluate keys rows by both)
         for name in checkpoint_readers(args.checkpoint, placers):
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)
-    clusters = list(dict.fromkeys(c for c in args.clusters.split(",") if c))
+    # a cluster named twice (a file by two paths) is one cluster
+    clusters = list({cluster_slot(c): c for c in args.clusters.split(",") if c}.values())
     if not clusters:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
     for c in clusters:

@@ -6,8 +6,10 @@ import argparse
 import json
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
 
 
@@ -44,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_not_input(args.output, args.model)
     check_writable(args.output, "--output")
+    if Path(args.output).suffix.lower() == ".onnx":  # every command would read it back as an ONNX model
+        raise InvalidArgument(f"--output {args.output}: a gnplace graph file, not an ONNX model; name it .gnpg "
+                              "(or .json for plain JSON)")
     shapes: dict[str, list[int]] = {}
     for text in args.input_shape:
         name, dims = parse_input_shape(text)

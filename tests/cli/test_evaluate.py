@@ -187,3 +187,20 @@ def test_the_timeline_is_of_this_runs_first_graph_not_an_older_runs(tmp_path, ca
     assert main(["evaluate", "-g", str(graphs[1]), "-c", "k80x2", "-p", "single,round_robin", "-j", "1", "-o", str(out),
                  "--plot"]) == 0
     assert (out / "best_timeline.png").stat().st_size > 1000 and "no such graph file" not in capsys.readouterr().err
+
+
+def test_a_cluster_file_named_by_two_paths_is_one_cluster(tmp_path, capsys, monkeypatch):
+    """`-c c.yaml,./c.yaml` ran every task twice: two rows of one graph and cluster, summarised as two graphs."""
+    import shutil
+
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import chain_graph
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(ROOT / "gnplace" / "clusters" / "k80x2.yaml", "c.yaml")
+    save_graph(chain_graph(3), "chain.gnpg")
+    code = main(["evaluate", "-g", "chain.gnpg", "-c", f"c.yaml,./c.yaml,{tmp_path / 'c.yaml'}", "-p", "single",
+                 "-j", "1", "-o", "ev"])
+    assert code == 0
+    assert len((tmp_path / "ev" / "results.csv").read_text().splitlines()) == 2  # the header and one row
+    assert "| 1 | 1.000 |" in (tmp_path / "ev" / "results.md").read_text()  # one graph

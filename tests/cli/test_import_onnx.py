@@ -140,3 +140,12 @@ def test_a_custom_op_is_refused_unless_allowed(tmp_path, capsys):
     assert "my.ops.Mystery, an op of a custom domain" in one_line_error(capsys) and not out.exists()
     assert main(["import", str(path), "-o", str(out), "--allow-unknown-ops"]) == 0
     assert "mystery" in load_graph(out).node_names
+
+
+@pytest.mark.parametrize("name", ["graph.onnx", "graph.ONNX"])
+def test_an_output_named_onnx_is_refused(tmp_path, capsys, name):
+    """`-o graph.onnx` wrote a gnplace graph that every command then read as an ONNX model, and refused."""
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    assert main(["import", str(model), "-o", str(tmp_path / name)]) == 2
+    assert "a gnplace graph file, not an ONNX model; name it .gnpg" in one_line_error(capsys)
+    assert not (tmp_path / name).exists()
