@@ -164,6 +164,14 @@ class Cluster:
                 if not getattr(dev, field) > 0:
                     raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
                                          "it must be positive")
+            for field in ("flops_efficiency", "mem_efficiency"):  # 0 would make op times infinite, NaN or negative
+                if not 0 < getattr(dev, field) <= 1:
+                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                         "it must be in (0, 1]")
+            for field in ("launch_overhead", "message_cpu"):  # a negative one would end ops before they start
+                if not 0 <= getattr(dev, field) < np.inf:
+                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                         "it must be finite and >= 0")
         _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)

@@ -187,9 +187,13 @@ class OpGraph:
         rank = np.empty_like(order)
         rank[order] = np.arange(order.shape[0])
         self.group = _frozen(rank[inverse] if n else np.zeros(0), np.int64, n, "group")
-        self.cost_s: dict[str, np.ndarray] = {
-            str(kind).lower(): _as_float(values, n, f"cost_s[{kind!r}]") for kind, values in (cost_s or {}).items()
-        }
+        self.cost_s: dict[str, np.ndarray] = {}
+        for kind, values in (cost_s or {}).items():
+            key = str(kind).lower()  # device kinds are matched in lower case: "K80" and "k80" are one kind
+            if key in self.cost_s:
+                raise InvalidGraph(f"graph {self.name!r}: cost_s gives device kind {key!r} twice (as {kind!r} "
+                                   "and in another case); kinds are matched in lower case")
+            self.cost_s[key] = _as_float(values, n, f"cost_s[{kind!r}]")
         self.validate()
 
     # ------------------------------------------------------------------ construction helpers

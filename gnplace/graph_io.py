@@ -27,6 +27,7 @@ import errno
 import gzip
 import json
 import math
+import numbers
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -188,11 +189,39 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
         Path: the path written.
     """
     path = Path(path)
+    _check_meta(graph.meta, graph.name)
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
     payload = text.encode("utf-8")
     if path.suffix != ".json":
         payload = gzip.compress(payload, compresslevel=9, mtime=0)
     return write_atomically(path, payload)
+
+
+def _check_meta(meta: Any, name: str) -> None:
+    """Refuse a ``meta`` that JSON cannot hold as it is, before anything is written.
+
+    That is a key that is not a string (written as one, so read back changed), a value of no JSON type (a numpy
+    integer), NaN or an infinity.
+
+    Raises:
+        InvalidGraph: naming the graph and the first such key or value.
+    """
+    stack: list[tuple[str, Any]] = [("meta", meta)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidGraph(f"graph {name!r} cannot be saved: {where} has key {key!r}, which is not a "
+                                       "string (JSON would read it back as one)")
+                stack.append((f"{where}[{key!r}]", item))
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
+        elif value is not None and not isinstance(value, str | int | float):  # bool is an int
+            raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is {value!r} of type {type(value).__name__}, "
+                               "not a JSON value (str, int, float, bool, None, list or mapping)")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InvalidGraph(f"graph {name!r} cannot be saved: {where} is {value!r}, which JSON does not allow")
 
 
 def check_writable(path: str | os.PathLike[str], what: str = "output file", suffixes: Sequence[str] = ()) -> None:
@@ -339,6 +368,21 @@ def to_networkx(graph: OpGraph) -> Any:
     return G
 
 
+def _groups(data: list[dict[str, Any]]) -> list[Any]:
+    """The ``group`` of each node, a group of its own (an id no node gives) where a node gives none."""
+    given = [attrs["group"] for attrs in data if "group" in attrs]
+    ids = [float(g) for g in given if isinstance(g, numbers.Real) and math.isfinite(g)]
+    fresh = math.floor(max(ids)) + 1 if ids else 0  # a node's index could be another node's group
+    groups: list[Any] = []
+    for attrs in data:
+        if "group" in attrs:
+            groups.append(attrs["group"])
+        else:
+            groups.append(fresh)
+            fresh += 1
+    return groups
+
+
 def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     """Build an :class:`OpGraph` from a ``networkx.DiGraph`` with the attributes of :func:`to_networkx`.
 
@@ -389,7 +433,7 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
         edge_bytes=[e.get("bytes", out_bytes[index[u]]) for u, _, e in edge_list],
         op_types=op_types,
         phase=phases,
-        group=[attrs.get("group", i) for i, attrs in enumerate(data)],
+        group=_groups(data),
         module=[attrs.get("module", "") for attrs in data],
         cost_s=cost_s,
         name=name if name is not None else str(G.graph.get("name") or "graph"),

@@ -82,17 +82,31 @@ def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str
 
 
 def gunzip(raw: bytes, error: type[GnplaceError], source: str) -> bytes:
-    """``raw`` decompressed (gzip), stopping with ``error`` past :data:`MAX_TEXT_BYTES` or on corrupt data."""
-    decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = decompressor.decompress(raw, MAX_TEXT_BYTES + 1)
-    except zlib.error as err:
-        raise error(f"{source}: corrupt compressed data ({err})") from err
-    if len(out) > MAX_TEXT_BYTES or decompressor.unconsumed_tail:
-        raise error(f"{source}: decompresses to more than {MAX_TEXT_BYTES} bytes, the limit")
-    if not decompressor.eof:
-        raise error(f"{source}: truncated compressed data")
-    return out
+    """``raw`` decompressed (gzip), stopping with ``error`` past :data:`MAX_TEXT_BYTES` or on corrupt data.
+
+    Every member of a multi-member file is read, as :mod:`gzip` reads it (``cat a.gz b.gz``, block-wise
+    compressors); zero bytes after the last member are padding, anything else there is refused.
+    """
+    parts: list[bytes] = []
+    size = 0
+    rest = raw
+    while True:
+        decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out = decompressor.decompress(rest, MAX_TEXT_BYTES - size + 1)
+        except zlib.error as err:
+            raise error(f"{source}: corrupt compressed data ({err})") from err
+        size += len(out)
+        if size > MAX_TEXT_BYTES or decompressor.unconsumed_tail:
+            raise error(f"{source}: decompresses to more than {MAX_TEXT_BYTES} bytes, the limit")
+        if not decompressor.eof:
+            raise error(f"{source}: truncated compressed data")
+        parts.append(out)
+        rest = decompressor.unused_data
+        if not rest.strip(b"\x00"):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+        if rest[:2] != b"\x1f\x8b":
+            raise error(f"{source}: corrupt compressed data ({len(rest)} bytes after its end are not gzip data)")
 
 
 def check_depth(value: Any, error: type[GnplaceError], source: str, limit: int = MAX_DEPTH) -> None:
@@ -135,10 +149,10 @@ def _text_depth(text: str, limit: int) -> bool:
 
 
 def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
-    """Parse JSON text (UTF-8 bytes or str) within the limits; ``NaN`` and infinities are refused.
+    """Parse JSON text (UTF-8 bytes or str) within the limits; ``NaN``, infinities and a key twice are refused.
 
     Raises:
-        error: one line naming ``source``: not UTF-8, not JSON, too deep, or a non-finite number.
+        error: one line naming ``source``: not UTF-8, not JSON, too deep, a non-finite number or a key given twice.
     """
     if isinstance(raw, bytes):
         try:
@@ -153,8 +167,16 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not a number JSON allows")
 
+    def no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping = dict(pairs)
+        if len(mapping) != len(pairs):  # json keeps the last of two equal keys, silently
+            seen: set[str] = set()
+            twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+            raise ValueError(f"key {twice!r} is given twice in one object")
+        return mapping
+
     try:
-        data = json.loads(text, parse_constant=no_constant)
+        data = json.loads(text, parse_constant=no_constant, object_pairs_hook=no_key_twice)
     except RecursionError as err:
         raise error(f"{source}: nested more than {MAX_DEPTH} levels deep") from err
     except ValueError as err:  # json.JSONDecodeError is one

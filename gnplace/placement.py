@@ -70,7 +70,7 @@ class Placement:
     @classmethod
     def from_groups(cls, graph: OpGraph, cluster: Cluster, group_devices: Any) -> Placement:
         """Expand a device per colocation group (``[num_groups]``) to a device per op."""
-        per_group = np.asarray(group_devices, dtype=np.int64)
+        per_group = np.asarray(group_devices)  # no cast here: Placement refuses 0.7 rather than cut it to device 0
         if per_group.shape != (graph.num_groups,):
             raise InvalidPlacement(
                 f"group placement has shape {per_group.shape}, graph {graph.name!r} has {graph.num_groups} groups"

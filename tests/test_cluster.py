@@ -471,3 +471,20 @@ def test_a_device_made_in_python_with_no_memory_is_refused():
     empty = Device("gpu1", "k80", 2.8e12, 240e9, 0.0)
     with pytest.raises(InvalidCluster, match="device 'gpu1' has memory 0.0; it must be positive"):
         Cluster([good, empty], np.full((2, 2), 1e10), np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize(
+    "field, value, problem",
+    [
+        ("flops_efficiency", 0.0, "it must be in \\(0, 1\\]"),  # op times were inf (nan for ops of no FLOP)
+        ("mem_efficiency", -0.5, "it must be in \\(0, 1\\]"),  # negative op times
+        ("flops_efficiency", np.nan, "it must be in \\(0, 1\\]"),  # was reported as two devices that differ
+        ("launch_overhead", -1.0, "it must be finite and >= 0"),  # a step of 0 s with negative busy time
+        ("message_cpu", -1e-3, "it must be finite and >= 0"),
+    ],
+)
+def test_a_device_made_in_python_with_a_bad_efficiency_or_overhead_is_refused(field, value, problem):
+    # YAML refuses these per field; a Device made in Python reached the simulator with them
+    bad = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, **{field: value})
+    with pytest.raises(InvalidCluster, match=f"device 'gpu0' has {field} {value!r}; {problem}"):
+        Cluster([bad], np.ones((1, 1)), np.zeros((1, 1)))

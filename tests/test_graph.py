@@ -147,6 +147,12 @@ def test_cost_s_kinds_are_lower_cased_and_nan_is_unmeasured():
     assert g.measured_cost("v100") is None
 
 
+def test_a_kind_measured_twice_in_two_cases_is_refused_not_overwritten():
+    # "K80" and "k80" are one kind: the second silently replaced the first's seconds
+    with pytest.raises(InvalidGraph, match="cost_s gives device kind 'k80' twice"):
+        diamond(cost_s={"K80": [1e-3] * 4, "k80": [2e-3] * 4})
+
+
 def test_index_by_name():
     g = diamond()
     assert [g.index(n) for n in "abcd"] == [0, 1, 2, 3]

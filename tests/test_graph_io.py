@@ -169,6 +169,24 @@ def test_failed_save_leaves_old_file_intact(tmp_path):
     assert load_graph(path) == rich_graph()
 
 
+@pytest.mark.parametrize(
+    "meta, problem",
+    [
+        ({"batch": np.int64(8)}, r"meta\['batch'\] is np.int64\(8\) of type int64, not a JSON value"),  # a TypeError
+        ({"x": [1, {"y": math.nan}]}, r"meta\['x'\]\[1\]\['y'\] is nan, which JSON does not allow"),  # a ValueError
+        ({1: "a", "b": 2}, r"meta has key 1, which is not a string"),  # a TypeError from sorting the keys
+        ({1: "a"}, r"meta has key 1, which is not a string"),  # was written, and read back as {"1": "a"}
+    ],
+)
+def test_a_meta_that_json_cannot_hold_as_it_is_is_one_clean_error(tmp_path, meta, problem):
+    with pytest.raises(InvalidGraph, match=rf"^graph 'g' cannot be saved: {problem}"):
+        save_graph(OpGraph(["x"], meta=meta, name="g"), tmp_path / "g.gnpg")
+    assert not list(tmp_path.iterdir())
+    kept = {"f": np.float64(0.5), "t": (1, "x"), "n": None}  # a float subclass and a tuple are JSON
+    assert load_graph(save_graph(OpGraph(["x"], meta=kept), tmp_path / "ok.gnpg")).meta == {"f": 0.5, "t": [1, "x"],
+                                                                                           "n": None}
+
+
 def test_shipped_example_is_the_exact_toy_graph(tmp_path):
     g = load_graph(EXAMPLE)
     expected = mlp_training_graph(layers=8, width=2048, batch=512, branches=2)
@@ -419,6 +437,15 @@ def test_networkx_round_trip_preserves_everything():
     # kinds measured on at least one op survive, with NaN where unmeasured
     for kind in ("k80", "cpu"):
         assert back.cost_s[kind].tobytes() == g.cost_s[kind].tobytes()
+
+
+def test_from_networkx_gives_a_node_without_a_group_a_group_of_its_own():
+    # the default was the node's index, which another node may give as its group: 1 here, so a and b were colocated
+    G = nx.DiGraph([("a", "b"), ("b", "c")])
+    G.nodes["a"]["group"] = 1
+    G.nodes["c"]["group"] = 1
+    assert from_networkx(G).group.tolist() == [0, 1, 0]
+    assert from_networkx(nx.DiGraph([("a", "b"), ("b", "c")])).group.tolist() == [0, 1, 2]
 
 
 def test_networkx_round_trip_is_equal_for_sorted_edges():

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from gnplace.cli import main
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import GnplaceError, InvalidCluster, InvalidGraph
+from gnplace.exceptions import GnplaceError, InvalidCluster, InvalidGraph, InvalidPlacement
 from gnplace.graph_io import graph_to_dict, load_graph, save_graph
 from gnplace.limits import MAX_DEPTH, check_depth, gunzip, parse_json, parse_yaml
 from gnplace.placement import load_placement
@@ -266,6 +266,13 @@ def test_a_yaml_key_given_twice_is_refused_not_overwritten():
     assert parse_yaml("a: {x: 1}\nb: {x: 2}\n", InvalidCluster, "c.yaml") == {"a": {"x": 1}, "b": {"x": 2}}
 
 
+def test_a_json_key_given_twice_is_refused_not_overwritten():
+    # json keeps the last of two equal keys: a placement file naming an op twice silently used the second device
+    with pytest.raises(InvalidPlacement, match=r"^p.json: not valid JSON \(key 'op0' is given twice in one object\)$"):
+        parse_json('{"placement": {"op0": "gpu0", "op1": "gpu0", "op0": "gpu1"}}', InvalidPlacement, "p.json")
+    assert parse_json('{"a": {"x": 1}, "b": {"x": 2}}', InvalidPlacement, "p.json") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
 def test_a_gzip_bomb_stops_at_the_limit(monkeypatch):
     import gnplace.limits as limits
 
@@ -273,6 +280,23 @@ def test_a_gzip_bomb_stops_at_the_limit(monkeypatch):
     with pytest.raises(InvalidGraph, match="decompresses to more than 1000 bytes"):
         gunzip(gzip.compress(b"0" * 100_000), InvalidGraph, "g.gnpg")
     assert gunzip(gzip.compress(b"0" * 10), InvalidGraph, "g.gnpg") == b"0" * 10
+
+
+def test_every_member_of_a_multi_member_gzip_is_read_and_trailing_data_refused(monkeypatch):
+    # only the first member was read: `cat a.gnpg b.gnpg` loaded as a, a block-wise compressed file failed as JSON
+    whole = gzip.compress(b"[1, 2]")
+    assert gunzip(gzip.compress(b"[1, ") + gzip.compress(b"2]"), InvalidGraph, "g.gnpg") == b"[1, 2]"
+    assert gunzip(whole + b"\0\0", InvalidGraph, "g.gnpg") == b"[1, 2]"  # padding, as gzip reads it
+    assert gunzip(whole + whole, InvalidGraph, "g.gnpg") == b"[1, 2][1, 2]"  # then refused as JSON
+    with pytest.raises(InvalidGraph, match=r"^g.gnpg: corrupt compressed data \(4 bytes after its end are not gzip"):
+        gunzip(whole + b"junk", InvalidGraph, "g.gnpg")
+    with pytest.raises(InvalidGraph, match="truncated compressed data"):
+        gunzip(whole + whole[:12], InvalidGraph, "g.gnpg")
+    import gnplace.limits as limits
+
+    monkeypatch.setattr(limits, "MAX_TEXT_BYTES", 1000)  # the limit holds over all members together
+    with pytest.raises(InvalidGraph, match="decompresses to more than 1000 bytes"):
+        gunzip(gzip.compress(b"0" * 600) + gzip.compress(b"0" * 600), InvalidGraph, "g.gnpg")
 
 
 def test_a_huge_device_count_fails_before_allocating(tmp_path):

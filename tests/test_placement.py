@@ -72,6 +72,13 @@ def test_from_groups_wrong_shape(k80x4, group_devices):
         Placement.from_groups(grouped(), k80x4, group_devices)
 
 
+def test_from_groups_refuses_a_fractional_device_index(k80x4):
+    # Placement refuses 0.7; from_groups cast it to device 0 first
+    with pytest.raises(InvalidPlacement, match="whole numbers, got 0.7"):
+        Placement.from_groups(grouped(), k80x4, [0.7, 1.0, 2.0])
+    assert Placement.from_groups(grouped(), k80x4, [3.0, 1.0, 2.0]).devices.tolist() == [3, 3, 1, 2, 1]
+
+
 def test_device_names(k80x2):
     g = chain_graph(3)
     assert Placement([0, 1, 1], k80x2).device_names(g) == {"op0": "gpu0", "op1": "gpu1", "op2": "gpu1"}

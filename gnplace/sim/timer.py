@@ -163,7 +163,15 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray
         InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
     """
     try:
-        array = np.ascontiguousarray(np.asarray(placements, dtype=np.int64))
+        given = np.asarray(placements)
+        if given.dtype.kind in "fc":  # a cast cuts 0.7 to device 0, which time() (a Placement) refuses
+            flat = given.reshape(-1)
+            off = np.flatnonzero(flat != np.round(flat))  # nan is unequal to itself
+            if off.size:
+                raise InvalidPlacement(f"batch of placements: device indices must be whole numbers, got {flat[off[0]]}")
+        array = np.ascontiguousarray(given.astype(np.int64, copy=False))
+    except InvalidPlacement:
+        raise
     except (TypeError, ValueError) as err:
         raise InvalidPlacement(f"batch of placements is not an integer array ({err})") from err
     if array.ndim != 2 or array.shape[1] != graph.num_ops:
@@ -317,7 +325,7 @@ class BudgetedTimer(StepTimer):
 
     def time_groups(self, graph: OpGraph, cluster: Cluster, group_placements: np.ndarray) -> BatchResult:
         """Time placements given as a device per colocation group, ``[batch, num_groups]``."""
-        return self.time_batch(graph, cluster, np.asarray(group_placements, dtype=np.int64)[:, graph.group])
+        return self.time_batch(graph, cluster, np.asarray(group_placements)[:, graph.group])
 
     def _spend(self, count: int) -> None:
         if self.budget is not None and self.evaluations + count > self.budget:
@@ -371,8 +379,20 @@ def geomean(values: Iterable[float | None], weights: Iterable[float] | None = No
         True
         >>> geomean([])
         nan
+
+    Raises:
+        InvalidArgument: if ``weights`` has another length than ``values``, or a weight that is negative or not finite.
     """
-    pairs = zip(values, weights) if weights is not None else ((v, 1.0) for v in values)
+    if weights is None:
+        pairs: list[tuple[Any, Any]] = [(v, 1.0) for v in values]
+    else:
+        try:
+            pairs = list(zip(values, weights, strict=True))
+        except ValueError as err:  # zip alone stopped at the shorter and averaged what it had
+            raise InvalidArgument(f"geomean: values and weights differ in length ({err})") from err
+        bad = next((w for _, w in pairs if not 0 <= float(w) < math.inf), None)
+        if bad is not None:
+            raise InvalidArgument(f"geomean: weights must be finite and >= 0, got {bad!r}")
     kept = [(float(v), float(w)) for v, w in pairs if v is not None and math.isfinite(v) and v > 0]
     total = sum(w for _, w in kept)
     return math.exp(sum(w * math.log(v) for v, w in kept) / total) if kept and total > 0 else math.nan

@@ -50,6 +50,19 @@ def test_default_time_batch_checks_the_batch(time_only_timer):
     assert len(empty) == 0 and empty.peak_memory.shape == (0, 2)
 
 
+@pytest.mark.parametrize("bad", [0.7, np.nan])
+def test_a_batch_with_a_fractional_device_index_is_refused_as_time_refuses_it(bad):
+    # time() refuses device 0.7 (a Placement); time_batch cut it to device 0 and timed another placement
+    g, c, sim = chain_graph(3), load_cluster("k80x2"), Simulator()
+    with pytest.raises(InvalidPlacement, match="whole numbers"):
+        sim.time(g, c, [bad, 1.0, 0.0])
+    with pytest.raises(InvalidPlacement, match="whole numbers"):
+        sim.time_batch(g, c, [[0.0, 1.0, 0.0], [bad, 1.0, 0.0]])
+    with pytest.raises(InvalidPlacement, match="whole numbers"):
+        BudgetedTimer(sim).time_groups(g, c, np.array([[bad, 1.0, 0.0]]))
+    assert sim.time_batch(g, c, [[1.0, 1.0, 0.0]]).step_time[0] == sim.time(g, c, [1, 1, 0]).step_time
+
+
 def test_a_timer_names_its_cost_model():
     assert Simulator().cost_model.launch_overhead and not Simulator("placeto").cost_model.launch_overhead
     assert Simulator("placeto").cost_model is PLACETO_COSTS
@@ -201,3 +214,19 @@ def test_geomean_averages_the_ratios_there_are():
     assert geomean([1.0, 4.0, float("nan"), None]) == pytest.approx(2.0)
     assert geomean(r for r in (0.5, float("inf"), 0.0, -1.0, 2.0)) == pytest.approx(1.0)  # a generator; inf, 0 dropped
     assert math.isnan(geomean([])) and math.isnan(geomean([None, float("nan")]))
+
+
+def test_geomean_refuses_weights_that_do_not_match_the_values():
+    import math
+
+    from gnplace.sim.timer import geomean
+
+    # zip stopped at the shorter: [1, 2, 4] under two weights averaged [1, 2] alone, sqrt(2) instead of 2
+    with pytest.raises(InvalidArgument, match="values and weights differ in length"):
+        geomean([1.0, 2.0, 4.0], weights=[1, 1])
+    with pytest.raises(InvalidArgument, match="weights must be finite and >= 0, got -1"):
+        geomean([1.0, 4.0], weights=[-1, 2])  # was 16, outside the values
+    with pytest.raises(InvalidArgument, match="weights must be finite and >= 0, got nan"):
+        geomean([1.0, 4.0], weights=[math.nan, 1])
+    assert geomean([1.0, 4.0, None], weights=(w for w in (1, 1, 5))) == pytest.approx(2.0)  # a generator of weights
+    assert math.isnan(geomean([1.0, 4.0], weights=[0, 0]))
