@@ -37,6 +37,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
+from gnplace.limits import MAX_COUNT
 from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
@@ -66,6 +67,10 @@ _ZERO_SHOT_REVISION = "11"
 
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
 RUN_KEY = "gnplace_run"
+
+#: What a run that did not record a setting (:meth:`PPOSearchPlacer.run_identity`) ran with: ``screen`` and
+#: ``screen_model`` are recorded only off these, ``entropy`` and ``elite`` not by runs of before they were.
+_DEFAULT_SETTINGS: dict[str, Any] = {"screen": 1, "screen_model": "learned", "entropy": 0.01, "elite": 1.0}
 
 #: What a Lightning training checkpoint holds that a resumed run needs, with the learner's own section.
 _LIGHTNING_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "loops", "gnplace")
@@ -186,8 +191,8 @@ class PPOSearchPlacer:
     ) -> None:
         from gnplace.train import LearnerConfig
 
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-            raise InvalidArgument(f"{type(self).__name__} needs a budget >= 1, got {budget!r}")
+        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= MAX_COUNT:
+            raise InvalidArgument(f"{type(self).__name__} needs a budget >= 1 (at most 2**62), got {budget!r}")
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:  # 2.5 was cut to 2
                 raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")
@@ -201,6 +206,9 @@ class PPOSearchPlacer:
         self.reference = reference
         self.max_nodes = int(max_nodes)
         self.checkpoint = None if checkpoint is None else str(checkpoint)
+        if out is not None and not str(out).strip():  # not read as the current folder, among the user's files
+            raise InvalidArgument(f"{type(self).__name__}: out is empty; name the folder to write into (. for the "
+                                  "current one)")
         self.out = None if out is None else str(out)
         self.resume = bool(resume)
         if isinstance(checkpoint_every_s, bool) or not isinstance(checkpoint_every_s, int | float) or not (
@@ -296,9 +304,11 @@ class PPOSearchPlacer:
         start = _SearchStart.restore(saved_start, graph.num_ops) if resume_from is not None else None
         if start is None:  # a new run (or one checkpointed by an older gnplace): time the start
             # zero-shot under the caller's seed too: its placement is the one `policy` gives for that seed
+            spent_before = counted.evaluations
             zero_shot = self._zero_shot(problem, counted, reference_seed) if self.zero_shot else None
+            given_up = counted.evaluations - spent_before if zero_shot is None else 0  # candidates past the budget
             start = _SearchStart(zero_shot, self._annealing_start(problem, counted, seed_value),
-                                 self.last_zero_shot_budget_needed)
+                                 self.last_zero_shot_budget_needed, given_up)
         # what the run reports of its start (a resumed run's problem, these evaluations in it, is the checkpoint's)
         self.last_zero_shot_budget_needed = start.budget_needed
         if start.zero_shot is not None:
@@ -314,7 +324,9 @@ class PPOSearchPlacer:
             config = replace(self.config, samples=samples, seed=seed_value)
             # memo: a batch costs only its new placements, so iterate until the budget is spent (at most
             # MEMO_ITERATIONS times as many iterations as a budget of all-new batches takes)
-            data.steps_per_epoch = config.imitation_steps + iterations * (MEMO_ITERATIONS if self.memo else 1)
+            # (capped: Lightning takes the epoch's length as an index-sized integer, and a huge budget is no end anyway)
+            data.steps_per_epoch = min(config.imitation_steps + iterations * (MEMO_ITERATIONS if self.memo else 1),
+                                       MAX_COUNT)
             learner = PlacementLearner(config, counted)
             if self.checkpoint is not None:
                 from gnplace.rl.zeroshot import cached_policy
@@ -354,7 +366,11 @@ class PPOSearchPlacer:
         history = list(problem.history)
         if zero_shot is not None and not self.zero_shot_start:  # the candidate beside the search
             devices, step, oom, timed_at, _ = zero_shot
-            history = [(e, min(s, step) if e >= timed_at and not oom else s) for e, s in history]
+            # fits first: while the search's best overflows (the reference's, which only a fitting placement
+            # replaces), the candidate that fits is the best at any step
+            overflowing = problem.reference_step if problem.reference_oom else None  # its step while it is the best
+            history = [(e, step if e >= timed_at and not oom and (step < s or s == overflowing) else s)
+                       for e, s in history]
             problem.offer(devices, step, oom, 0)
         best = Placement(problem.best_devices, cluster)
         used = problem.evaluations
@@ -410,7 +426,7 @@ class PPOSearchPlacer:
                 "zero_shot": self.zero_shot, "zero_shot_samples": self.zero_shot_samples,
                 "zero_shot_start": self.zero_shot_start, "prelude": self.prelude, "polish": self.polish,
                 "prior": float(c.prior), "imitation_steps": c.imitation_steps, "memo": self.memo,
-                "widen": self.widen,
+                "widen": self.widen, "entropy": float(c.entropy), "elite": float(c.elite),
             },
         }
         measures = getattr(self.timer, "settings", None)
@@ -460,7 +476,9 @@ class PPOSearchPlacer:
         if saved.get("checkpoint") != identity["checkpoint"]:
             differ.append("another policy checkpoint to start from")
         settings, mine = saved.get("settings"), identity["settings"]
-        settings = settings if isinstance(settings, dict) else {}
+        # a setting recorded only off its default is at its default where a run did not record it (either run)
+        settings = {**_DEFAULT_SETTINGS, **(settings if isinstance(settings, dict) else {})}
+        mine = {**_DEFAULT_SETTINGS, **mine}
         unrecorded = sorted(k for k in mine if k not in settings)
         if unrecorded and not differ:  # an older gnplace's run: what it did not record cannot be checked
             raise InvalidCheckpoint(f"{path}: a {kind} run of an older gnplace, which did not record "
@@ -550,21 +568,25 @@ class _SearchStart:
         prelude (int): evaluations the annealing prelude spent.
         budget_needed (int or None): the budget the zero-shot candidates would have needed, where they
             did not fit.
+        given_up (int): evaluations spent on zero-shot candidates given up when their memory repairs
+            outran the budget (``zero_shot`` is then ``None``) (default: 0).
     """
 
     zero_shot: tuple[np.ndarray, float, bool, int, int] | None
     prelude: int
     budget_needed: int | None
+    given_up: int = 0
 
     @property
     def spent(self) -> int:
-        """Evaluations spent before training (zero-shot candidates and prelude)."""
-        return self.prelude + (0 if self.zero_shot is None else self.zero_shot[4])
+        """Evaluations spent before training (zero-shot candidates, given up or not, and prelude)."""
+        return self.prelude + self.given_up + (0 if self.zero_shot is None else self.zero_shot[4])
 
     def state(self) -> dict[str, Any]:
         """Plain data for a checkpoint (lists and numbers)."""
         zero_shot = None if self.zero_shot is None else [self.zero_shot[0].tolist(), *self.zero_shot[1:]]
-        return {"zero_shot": zero_shot, "prelude": self.prelude, "budget_needed": self.budget_needed}
+        return {"zero_shot": zero_shot, "prelude": self.prelude, "budget_needed": self.budget_needed,
+                **({"given_up": self.given_up} if self.given_up else {})}
 
     @classmethod
     def restore(cls, state: Any, num_ops: int) -> _SearchStart | None:
@@ -577,7 +599,8 @@ class _SearchStart:
                 if zero_shot[0].shape != (num_ops,):
                     return None
             needed = state["budget_needed"]
-            return cls(zero_shot, int(state["prelude"]), None if needed is None else int(needed))
+            return cls(zero_shot, int(state["prelude"]), None if needed is None else int(needed),
+                       int(state.get("given_up", 0)))
         except (KeyError, TypeError, ValueError):
             return None
 

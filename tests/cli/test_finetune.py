@@ -215,3 +215,13 @@ def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_
     err = capsys.readouterr().err
     assert err.startswith("gnplace: error: the simulator screen ranks a real timer's candidates") and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, capsys):
+    """It was Lightning's OverflowError (the epoch's length is an index-sized integer), after the logs were made."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", "--budget", str(10**20), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gnplace: error: FineTunePlacer needs a budget >= 1 (at most 2**62), got {10**20}\n"
+    assert not out.exists()

@@ -127,3 +127,13 @@ def test_widen_lowers_the_prior_while_batches_repeat_placements_and_restores_it_
     assert [p.widen(16, 16, 3.0) for _ in range(3)] == [2.0, 3.0, 3.0]  # back up to the configured prior
     low = PlacementProblem.build(g, c, Simulator(), reference="single")
     assert low.widen(0, 16, 0.5) == 0.5  # a prior below the floor is never raised by widening
+
+
+def test_reference_oom_says_whether_the_reference_overflows_and_the_best_stays_it_until_one_fits():
+    g = mlp_training_graph(layers=4, width=4096, batch=256)
+    tight = toy_cluster(2, memory=0.3 * GiB, bandwidth=2e8)  # one device cannot hold the step; two can
+    p = PlacementProblem.build(g, tight, Simulator(), reference="single")
+    assert p.reference_oom and p.best_oom
+    p.offer(np.zeros(g.num_ops, dtype=np.int64), 0.0, True, 1)  # an overflowing placement does not replace it
+    assert p.best_step == p.reference_step
+    assert not PlacementProblem.build(g, load_cluster("k80x4"), Simulator(), reference="single").reference_oom

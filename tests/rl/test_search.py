@@ -394,3 +394,88 @@ def test_fine_tuning_gives_up_a_zero_shot_placement_whose_memory_repairs_outrun_
     zero_shot = make_placer("policy", timer=counted)
     zero_shot.place(graph, tiny, seed=0)
     assert zero_shot.last_evaluations == counted.evaluations > zero_shot.evaluations_needed(tiny)  # repairs counted
+
+
+def test_a_budget_past_the_limit_is_refused_and_a_huge_one_searches():
+    """A budget over 2**62 is one line; one within it, with two samples a batch, was an OverflowError of Lightning's."""
+    from gnplace.sim.simulator import Simulator as Sim
+
+    class Sampled(Sim):
+        """Ends the search at its first batch of samples, once the trainer has started."""
+
+        def time_batch(self, graph, cluster, placements):
+            if len(placements) > 1:
+                raise RuntimeError("sampling")
+            return super().time_batch(graph, cluster, placements)
+
+    with pytest.raises(InvalidArgument, match=r"needs a budget >= 1 \(at most 2\*\*62\), got 4611686018427387905"):
+        PPOSearchPlacer(budget=2**62 + 1)
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    placer = PPOSearchPlacer(budget=2**62, samples=2, epochs=1, imitation_steps=0, prelude=0.0, timer=Sampled())
+    with pytest.raises(RuntimeError, match="sampling"):  # 2**61 iterations, 4 times over: the trainer started
+        placer.place(g, c, seed=0)
+
+
+def test_a_resume_under_settings_recorded_only_off_their_defaults_is_refused(tmp_path):
+    """A run of ``screen`` 48 resumed with ``screen`` 1 (recorded only above 1), or of other ``entropy`` or ``elite``,
+    continued under the new settings; a run of ``screen`` 1 resumed with 48 was said to be an older gnplace's."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    settings = dict(budget=50, samples=4, epochs=1, imitation_steps=1, prelude=0.0, progress=False)
+    screened, plain = tmp_path / "screened", tmp_path / "plain"
+    PPOSearchPlacer(out=str(screened), screen=8, **settings).place(g, c, seed=0)
+    PPOSearchPlacer(out=str(plain), **settings).place(g, c, seed=0)
+    saved = {folder: (folder / "last.ckpt").read_bytes() for folder in (screened, plain)}
+    for folder, other in ((screened, dict()), (plain, dict(screen=8)), (plain, dict(entropy=0.1)),
+                          (plain, dict(elite=0.0))):
+        with pytest.raises(InvalidCheckpoint, match=rf"search run of other settings \({next(iter(other), 'screen')}\)"):
+            PPOSearchPlacer(out=str(folder), resume=True, **settings, **other).place(g, c, seed=0)
+        assert (folder / "last.ckpt").read_bytes() == saved[folder]
+    PPOSearchPlacer(out=str(screened), resume=True, screen=8, **settings).place(g, c, seed=0)  # the same runs resume
+    PPOSearchPlacer(out=str(plain), resume=True, **settings).place(g, c, seed=0)
+
+
+def test_an_empty_output_folder_is_refused_not_read_as_the_current_one(tmp_path, monkeypatch):
+    """``-O ppo.out=`` wrote ``last.ckpt`` and ``logs/`` into the current folder, among the user's files."""
+    monkeypatch.chdir(tmp_path)
+    for out in ("", "  "):
+        with pytest.raises(InvalidArgument, match="out is empty; name the folder to write into"):
+            PPOSearchPlacer(budget=40, out=out, **FAST)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_zero_shot_placement_that_fits_is_the_best_so_far_over_an_overflowing_reference():
+    """Fits first, as the best placement is kept: the history held the overflowing reference's shorter step from the
+    zero-shot candidate's evaluation on, until the search found a placement that fits."""
+    from gnplace.toy import toy_cluster
+
+    graph = mlp_training_graph(layers=4, width=4096, batch=256)
+    cluster = toy_cluster(2, memory=0.3 * 2**30, bandwidth=2e8)  # one device cannot hold the step; two can
+    assert Simulator().time(graph, cluster, make_placer("single").place(graph, cluster)).is_oom
+    placer = FineTunePlacer(budget=75, reference="single", samples=4, epochs=1)
+    placer.place(graph, cluster, seed=0)
+    zero_shot = placer.last_zero_shot_step
+    assert zero_shot is not None and placer.last_history[0] == (1, placer.last_reference_step) < (1, zero_shot)
+    timed_at, step = placer.last_history[1]  # the first point after the reference's: when the candidate was timed
+    assert timed_at > 1 and step == zero_shot
+    assert all(s <= zero_shot for _, s in placer.last_history[1:])
+
+
+def test_zero_shot_candidates_given_up_count_against_an_unmemoised_search(monkeypatch):
+    """Their evaluations were left out of what the search had spent: without the memo's stop it went on past the
+    budget ("timing 8 more placement(s) would exceed the budget of 150 evaluations")."""
+    from gnplace.rl.search import _SearchStart
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    def outrun(self, graph, cluster, *, seed=None):  # memory repairs on a tight cluster, each a timing, past the cap
+        while True:
+            self.timer.time(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64))
+
+    monkeypatch.setattr(PolicyPlacer, "place", outrun)
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    placer = FineTunePlacer(budget=150, samples=8, epochs=1, memo=False)
+    placer.place(g, c, seed=0)
+    assert placer.last_zero_shot_step is None and placer.last_zero_shot_budget_needed == 151
+    assert placer.last_evaluations <= 150
+    start = _SearchStart(None, 5, 151, given_up=140)  # a checkpoint keeps them
+    assert start.spent == 145 and _SearchStart.restore(start.state(), g.num_ops) == start
+    assert "given_up" not in _SearchStart(None, 5, None).state()  # (what checkpoints held before)
