@@ -208,7 +208,6 @@ class PlacementLearner(L.LightningModule):
         self._teachers: dict[tuple[int, str], tuple[tuple[Any, ...], Trajectories]] = {}
         self._val_ratios: list[tuple[str, float, bool, float]] = []
         self.last_validation: dict[str, float] = {}
-        self._refiners: dict[int, RefinementMDP] = {}
 
     def forward(self, problem: PlacementProblem) -> np.ndarray:
         """The policy's greedy placement of ``problem``, a device per decision group ``[G]`` (inference only)."""
@@ -408,11 +407,9 @@ class PlacementLearner(L.LightningModule):
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
         """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""
         cfg = self.config
-        mdp = self._refiners.get(id(problem))
-        if mdp is None:
-            mdp = self._refiners[id(problem)] = RefinementMDP(
-                problem.inp, problem.best_groups(), problem.best_step, cfg.samples
-            )
+        mdp = problem.refiner
+        if mdp is None:  # (the pair's chains: saved with its state, so that a resume moves them on)
+            mdp = problem.refiner = RefinementMDP(problem.inp, problem.best_groups(), problem.best_step, cfg.samples)
         traj = sample_move(self.policy, mdp, self.rng)
         result, _ = problem.score(traj.rollout.group_devices, self.timer, cfg.oom_penalty)
         gain = mdp.record(result.step_time, result.busy_time) / max(problem.reference_step, STEP_FLOOR_S)
@@ -701,7 +698,8 @@ class PlacementDataModule(L.LightningDataModule):
                 "sample_best_step": p.sample_best_step, "kappa": p.kappa,
                 **({"timed": [[key.hex(), step, busy.tolist(), peak.tolist(), oom]
                               for key, (step, busy, peak, oom) in p.timed.items()]} if p.memo else {}),
-                **({"screen": p.screen.state()} if p.screen is not None else {})}
+                **({"screen": p.screen.state()} if p.screen is not None else {}),
+                **({"refiner": p.refiner.state()} if p.refiner is not None else {})}
                for i, p in self._problems.items()},
         }
 
@@ -776,6 +774,12 @@ def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> Non
         setattr(problem, key, value)
     if saved.get("screen") is not None:  # what the pair's screen had learned
         problem.start_screen().restore(saved["screen"])
+    if saved.get("refiner") is not None:  # where refinement's chains were (they restarted from the best)
+        try:
+            problem.refiner = RefinementMDP.restored(problem.inp, saved["refiner"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidCheckpoint(f"the checkpoint's refinement chains of pair {name} are malformed "
+                                    f"({type(err).__name__}: {err}); cannot resume from it") from err
 
 
 def _restored_values(saved: Mapping[str, Any]) -> dict[str, Any]:

@@ -122,6 +122,20 @@ def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen, 
     assert screen == 1 or straight_data.problem(1).screen.ready
 
 
+def test_a_refinement_run_resumes_its_chains_where_they_were(tmp_path):
+    """mode=refine: the chains' placements, steps and pass are saved; a resume restarted them from the best."""
+    config = replace(CONFIG, mode="refine")
+    _, straight, straight_data = run(tmp_path / "a", 7, config=config)
+    t, _, _ = run(tmp_path / "b", 3, config=config)
+    path = tmp_path / "b" / "mid.ckpt"
+    t.save_checkpoint(path)
+    _, resumed, resumed_data = run(tmp_path / "c", 7, ckpt=str(path), config=config)
+    for key, value in straight.policy.state_dict().items():
+        assert torch.equal(value, resumed.policy.state_dict()[key]), key
+    for i in range(2):
+        assert resumed_data.problem(i).history == straight_data.problem(i).history
+
+
 def test_a_screened_batch_times_the_new_placements_its_screen_ranks_fastest(tmp_path, monkeypatch):
     import gnplace.train as train
     from gnplace.rl.agent import Trajectories
@@ -338,4 +352,10 @@ def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
     fresh = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
     fresh.load_state_dict(edited)
     with pytest.raises(InvalidCheckpoint, match="state of pair .* is malformed \\(ValueError: could not convert"):
+        fresh.problem(0)
+    edited = same.state_dict()
+    edited["problems"][0]["refiner"] = {"current": [[0, 7]], "step_time": [1.0], "busy": [[0.0, 0.0]], "steps": 1}
+    fresh = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    fresh.load_state_dict(edited)
+    with pytest.raises(InvalidCheckpoint, match="refinement chains of pair .* are malformed \\(ValueError"):
         fresh.problem(0)

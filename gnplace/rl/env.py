@@ -28,8 +28,9 @@ over groups), so that features do not depend on the graph's size or the devices'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -348,3 +349,27 @@ class RefinementMDP:
         self.current[:] = np.asarray(start, dtype=np.int64)[None, :]
         self.step_time[:] = float(start_step)
         self.busy[:] = 0.0
+
+    def state(self) -> dict[str, Any]:
+        """The chains as plain data (lists and numbers), for a checkpoint: placements, steps, busy times, moves."""
+        return {"current": self.current.tolist(), "step_time": self.step_time.tolist(), "busy": self.busy.tolist(),
+                "steps": self.steps}
+
+    @classmethod
+    def restored(cls, inp: PolicyInput, state: Mapping[str, Any]) -> RefinementMDP:
+        """The chains :meth:`state` saved, over ``inp``.
+
+        Raises:
+            ValueError: if ``state`` does not fit ``inp`` (another pair's chains, or an edited file).
+        """
+        current = np.asarray(state["current"], dtype=np.int64)
+        if current.ndim != 2 or current.shape[1] != inp.num_groups or not current.size:
+            raise ValueError(f"refinement chains of shape {current.shape} for {inp.num_groups} groups")
+        if current.min() < 0 or current.max() >= inp.cluster.num_devices:
+            raise ValueError(f"a refinement chain names a device outside the {inp.cluster.num_devices} there are")
+        mdp = cls(inp, current[0], 0.0, current.shape[0])
+        mdp.current[:] = current
+        mdp.step_time = np.asarray(state["step_time"], dtype=np.float64).reshape(current.shape[0])
+        mdp.busy = np.asarray(state["busy"], dtype=np.float64).reshape(current.shape[0], inp.cluster.num_devices)
+        mdp.steps = int(state["steps"])
+        return mdp

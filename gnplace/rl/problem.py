@@ -21,7 +21,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.policy.features import PolicyInput, build_policy_input
-from gnplace.rl.env import PlacementMDP
+from gnplace.rl.env import PlacementMDP, RefinementMDP
 from gnplace.rl.screen import MoveScreen
 from gnplace.sim.timer import BatchResult, StepTimer, overflow
 
@@ -89,6 +89,8 @@ class PlacementProblem:
         model (StepTimer | None): a cheaper model of the timer, the simulator beside real steps, whose
             prediction the :attr:`screen` starts from and corrects (:meth:`model_log_step`); None: the
             screen learns from the timed placements alone (default: None).
+        refiner (RefinementMDP | None): the pair's refinement chains, when the learner refines (its
+            ``mode`` ``"refine"``): made at the pair's first move, saved in checkpoints; None otherwise.
     """
 
     inp: PolicyInput
@@ -111,6 +113,7 @@ class PlacementProblem:
     kappa: float | None = field(init=False, default=None)
     screen: MoveScreen | None = field(init=False, default=None)
     model: StepTimer | None = field(init=False, default=None)
+    refiner: RefinementMDP | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.best_devices = self.reference_devices.copy()
@@ -149,6 +152,16 @@ class PlacementProblem:
     def name(self) -> str:
         """``graph@cluster``."""
         return f"{self.inp.graph.name}@{self.inp.cluster.name}"
+
+    @property
+    def reference_oom(self) -> bool:
+        """Whether the reference placement overflows a device's memory, as :meth:`build` timed it.
+
+        While the best placement seen overflows, it is the reference (:attr:`best_step` is
+        :attr:`reference_step`): only a placement that fits replaces it.
+        """
+        timed = self.timed.get(placement_key(self.reference_devices))
+        return bool(timed[3]) if timed is not None else False
 
     def best_groups(self) -> np.ndarray:
         """The best placement seen as a device per decision group, ``[G]``."""

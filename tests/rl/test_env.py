@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.placers.heft import HeftPlacer
@@ -83,3 +86,20 @@ def test_refinement_chains_move_one_group_at_a_time_and_restart():
     assert gain.tolist() == [0.5, 0.0, -1.0]
     mdp.restart(start, 1.0)
     assert (mdp.current == 0).all() and (mdp.step_time == 1.0).all()
+
+
+def test_refinement_chains_restored_from_their_state_move_on_as_they_would_have():
+    g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+    inp = build_policy_input(g, c)
+    mdp = RefinementMDP(inp, np.zeros(inp.num_groups, dtype=np.int64), 1.0, chains=3)
+    mdp.move(np.array([1, 0, 1]))
+    mdp.record(np.array([0.5, 1.0, 2.0]), np.arange(6.0).reshape(3, 2))
+    again = RefinementMDP.restored(inp, json.loads(json.dumps(mdp.state())))  # what a checkpoint holds
+    assert again.group == mdp.group and again.steps == 1
+    for mine, theirs in zip(mdp.observe(), again.observe(), strict=True):
+        assert np.array_equal(mine, theirs)
+    state, groups = mdp.state(), inp.num_groups
+    for bad in ({**state, "current": [[0, 1]]}, {**state, "current": [[0] * groups, [5] * groups]},
+                {**state, "busy": [1.0]}, {k: v for k, v in state.items() if k != "steps"}):
+        with pytest.raises((ValueError, KeyError)):
+            RefinementMDP.restored(inp, bad)
