@@ -694,6 +694,7 @@ class PlacementDataModule(L.LightningDataModule):
             **{i: {"reference_step": p.reference_step,
                    "best_devices": p.best_devices.tolist(), "best_step": p.best_step, "best_oom": p.best_oom,
                 "evaluations": p.evaluations, "history": [list(h) for h in p.history],
+                "greedy_steps": [[i, step] for i, step in sorted(p.greedy_steps.items())],
                 "sample_best_devices": None if p.sample_best_devices is None else p.sample_best_devices.tolist(),
                 "sample_best_step": p.sample_best_step, "kappa": p.kappa,
                 **({"timed": [[key.hex(), step, busy.tolist(), peak.tolist(), oom]
@@ -789,6 +790,7 @@ def _restored_values(saved: Mapping[str, Any]) -> dict[str, Any]:
         "best_step": float(saved["best_step"]), "best_oom": bool(saved["best_oom"]),
         "evaluations": int(saved["evaluations"]),
         "history": [(int(e), float(t)) for e, t in saved["history"]],
+        "greedy_steps": {int(i): float(t) for i, t in saved.get("greedy_steps", [])},  # (none before 2026-11-29)
         "kappa": None if saved.get("kappa") is None else float(saved["kappa"]),
         "timed": {bytes.fromhex(key): (float(step), np.asarray(busy, dtype=np.float64),
                                        np.asarray(peak, dtype=np.float64), bool(oom))

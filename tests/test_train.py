@@ -116,6 +116,7 @@ def test_resume_from_a_checkpoint_continues_the_same_run(tmp_path, memo, widen, 
         assert resumed_data.problem(i).evaluations == straight_data.problem(i).evaluations
         assert resumed_data.problem(i).timed.keys() == straight_data.problem(i).timed.keys()  # the memo comes back
         assert resumed_data.problem(i).kappa == straight_data.problem(i).kappa  # and widen's prior
+        assert resumed_data.problem(i).greedy_steps == straight_data.problem(i).greedy_steps  # and the greedy steps
         assert (straight_data.problem(i).kappa is not None) == widen
         if screen > 1:  # and what the screen learned (the mlp on two devices has only 16 placements to learn from)
             assert resumed_data.problem(i).screen.state() == straight_data.problem(i).screen.state()
