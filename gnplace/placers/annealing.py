@@ -175,8 +175,13 @@ class AnnealingPlacer:
                 f"be >= 0 and sum to at most 1, got {block_probability}, {pull_probability}, {sibling_probability} "
                 f"and {module_probability}"
             )
-        if max_block < 2:
-            raise InvalidArgument(f"AnnealingPlacer needs max_block >= 2, got {max_block}")
+        if not whole(max_block) or max_block < 2:
+            raise InvalidArgument(f"AnnealingPlacer needs an integer max_block >= 2, got {max_block!r}")
+        if isinstance(oom_penalty, bool) or not isinstance(oom_penalty, int | float | np.integer | np.floating) or not (
+            0.0 <= oom_penalty < np.inf
+        ):
+            # a negative penalty would make overflowing placements the chain's lower energies
+            raise InvalidArgument(f"AnnealingPlacer needs a finite oom_penalty >= 0, got {oom_penalty!r}")
         self.budget = int(budget)
         self.start = start
         self.initial_temperature = float(initial_temperature)

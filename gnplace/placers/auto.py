@@ -38,8 +38,8 @@ class AutoPlacer:
     ``last_step_times`` maps each candidate to its step time (seconds).
 
     Args:
-        candidates (Sequence[str], optional): registered placer names to choose among
-            (default: :data:`FAST_PLACERS`).
+        candidates (Sequence[str] or str, optional): registered placer names to choose among, or one
+            name (default: :data:`FAST_PLACERS`).
         timer (StepTimer, optional): plans and times the candidates (default: ``Simulator()``).
 
     Examples:
@@ -54,8 +54,9 @@ class AutoPlacer:
     name = "auto"
     accepts = frozenset({"timer"})
 
-    def __init__(self, candidates: Sequence[str] = FAST_PLACERS, timer: StepTimer | None = None) -> None:
-        candidates = tuple(candidates)
+    def __init__(self, candidates: Sequence[str] | str = FAST_PLACERS, timer: StepTimer | None = None) -> None:
+        # one name is one candidate (``-O auto.candidates=heft``), not a candidate per letter
+        candidates = (candidates,) if isinstance(candidates, str) else tuple(candidates)
         if not candidates or "auto" in candidates:
             raise InvalidArgument(f"AutoPlacer needs candidate placers other than 'auto', got {candidates!r}")
         from gnplace.placers.registry import PLACERS  # deferred: the registry names this module

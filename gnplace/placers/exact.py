@@ -26,7 +26,8 @@ The solver picks the best *order* of ops on each device; the simulator (like Ten
 PyTorch) runs ready ops first come, first served, so the simulated step time of the solver's
 placement can exceed its makespan. Pesto enforces its order with control edges; gnplace returns a
 placement only, so by default (``select="simulator"``) it returns whichever of the solver's
-improving solutions and the ``single``/``round_robin`` baselines simulates fastest.
+improving solutions and the ``single``/``round_robin`` baselines simulates fastest (fits first; when
+none fits the timer's memory, which the model's count in its own schedule can miss, it is repaired).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, Unsupported
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates
+from gnplace.placers.groups import repair_placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 from gnplace.sim.simulator import Simulator
@@ -145,8 +147,9 @@ class ExactPlacer:
             ordered device pair; ignored (transfers stay delays) when the timer's cost model has
             Placeto's shared channel (default: :obj:`True`).
         select (str, optional): ``"simulator"`` returns the fastest by the timer among the
-            solver's solutions and the baselines; ``"model"`` returns the solver's final solution
-            (default: ``"simulator"``).
+            solver's solutions and the baselines (fits first; if none fits, that one repaired by
+            :func:`~gnplace.placers.groups.repair_placement` where the repair fits); ``"model"`` returns
+            the solver's final solution (default: ``"simulator"``).
         time_unit (float, optional): seconds per tick of the integer model; ``None`` picks the
             power of ten that puts a serial schedule near 10^7 ticks (default: ``None``).
         num_workers (int, optional): solver threads, interleaved deterministically, so the same
@@ -181,9 +184,11 @@ class ExactPlacer:
         if not whole or not 1 <= num_workers <= 1024:
             raise InvalidArgument(f"ExactPlacer needs num_workers, solver threads, a whole number from 1 to 1024, "
                                   f"got {num_workers!r}")
-        if not time_limit > 0 or max_groups < 1:
-            raise InvalidArgument(f"ExactPlacer needs time_limit > 0 and max_groups >= 1, got {time_limit}, "
-                                  f"{max_groups}")
+        number = isinstance(time_limit, int | float | np.integer | np.floating) and not isinstance(time_limit, bool)
+        groups_whole = isinstance(max_groups, int | np.integer) and not isinstance(max_groups, bool)
+        if not (number and groups_whole) or not time_limit > 0 or max_groups < 1:
+            raise InvalidArgument(f"ExactPlacer needs time_limit > 0 and a whole number max_groups >= 1, got "
+                                  f"{time_limit!r}, {max_groups!r}")
         if select not in ("simulator", "model"):
             raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
         if time_unit is not None and not time_unit > 0:
@@ -270,6 +275,13 @@ class ExactPlacer:
             chosen = baseline
         placement = chosen if chosen is not None else Placement(np.zeros(0, dtype=np.int64), cluster)
         result = self.timer.time(graph, cluster, placement)
+        if result.is_oom and self.select == "simulator":
+            # the model's memory count (its own schedule) admitted a placement the timer's overflows, and no
+            # baseline fits: moving groups off the overflowing devices often fits, as the other placers do
+            fixed, _, step = repair_placement(graph, cluster, placement.devices, self.timer)
+            if step is not None:
+                placement = Placement(fixed, cluster)
+                result = self.timer.time(graph, cluster, placement)
         self.last_status = outcome.status
         self.last_objective_s = None if outcome.objective is None else outcome.objective * unit
         self.last_bound_s = outcome.bound * unit

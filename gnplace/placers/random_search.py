@@ -7,6 +7,8 @@ Optimization", JMLR 2012, https://jmlr.org/papers/v13/bergstra12a.html).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gnplace.cluster import Cluster
@@ -64,12 +66,17 @@ class RandomSearchPlacer:
         self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, start: str | None = "auto",
         timer: StepTimer | None = None, progress: bool | None = None,
     ) -> None:
-        if budget < 1 or batch < 1:
+        def whole(value: Any) -> bool:
+            return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+        if not (whole(budget) and whole(batch)) or budget < 1 or batch < 1:
             raise InvalidArgument(
-                f"RandomSearchPlacer needs budget >= 1 and batch >= 1, got budget={budget}, batch={batch}"
+                f"RandomSearchPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
-        if not 0.0 <= block_fraction <= 1.0:
-            raise InvalidArgument(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction}")
+        real = (int, float, np.integer, np.floating)
+        number = isinstance(block_fraction, real) and not isinstance(block_fraction, bool)
+        if not number or not 0.0 <= block_fraction <= 1.0:
+            raise InvalidArgument(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction!r}")
         self.budget = int(budget)
         self.batch = int(batch)
         self.block_fraction = float(block_fraction)

@@ -17,6 +17,13 @@ def test_name_repr_and_registry():
     assert repr(AutoPlacer()) == f"AutoPlacer(candidates={FAST_PLACERS!r})"
     with pytest.raises(InvalidArgument, match="other than 'auto'"):
         AutoPlacer(candidates=("auto",))
+    with pytest.raises(InvalidArgument, match="other than 'auto'"):
+        AutoPlacer(candidates="auto")
+
+
+def test_one_name_is_one_candidate():
+    # -O auto.candidates=heft reads as the text 'heft', which was taken letter by letter ("unknown placer 'h'")
+    assert make_placer("auto", candidates="heft").candidates == ("heft",)
 
 
 @pytest.mark.parametrize("cluster", [load_cluster("k80x4"), load_cluster("cpu_gpu"), mixed_cluster()])

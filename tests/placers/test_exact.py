@@ -172,6 +172,23 @@ def test_returns_a_feasible_placement_when_memory_is_tight(heavy_groups, small_g
     assert not placer.last_oom and not sim.time(g, c, p).is_oom
 
 
+def test_a_solution_that_overflows_the_timer_is_repaired_where_no_baseline_fits():
+    # the model's memory count (its own schedule) admits its optimum, which the simulator's FIFO order
+    # overflows on device 1 by 10 MB; single and round robin overflow too, while moving a group fits (as heft does)
+    g = OpGraph([f"v{i}" for i in range(7)], [(0, 3), (0, 5), (2, 4), (3, 6)],
+                flops=[0.09e9, 1.4e9, 3.3e9, 4e9, 0.12e9, 7.2e9, 4.4e9],
+                out_bytes=[22e6, 37e6, 22e6, 32e6, 36e6, 4e6, 2e6], param_bytes=[10e6, 4e6, 0, 0, 39e6, 0, 0],
+                group=[0, 1, 2, 3, 1, 2, 1], name="overflows_the_timer")
+    c = toy_cluster(3, memory=123e6, bandwidth=1e10, latency=1e-5)
+    sim = Simulator()
+    assert sim.time(g, c, SinglePlacer().place(g, c)).is_oom and sim.time(g, c, RoundRobinPlacer().place(g, c)).is_oom
+    placer = ExactPlacer(time_limit=1, num_workers=1)
+    p = placer.place(g, c, seed=0)
+    assert placer.last_model_step_time_s is not None
+    assert not sim.time(g, c, p).is_oom and not placer.last_oom
+    assert placer.last_step_time_s == sim.time(g, c, p).step_time
+
+
 def test_activation_memory_counts(small_gpus):
     # a -> b -> c; a writes 0.7 GiB, c holds 0.5 GiB of parameters; 1 GiB devices. Parameters alone fit
     # anywhere, but a's output and c's parameters cannot share a device: c must sit apart
@@ -248,7 +265,8 @@ def test_delay_model_ticks():
 
 @pytest.mark.parametrize("kwargs", [dict(time_limit=0), dict(max_groups=0), dict(num_workers=0), dict(select="best"),
                                     dict(time_unit=-1.0), dict(num_workers=True), dict(num_workers=1e15),
-                                    dict(num_workers=10**15)])
+                                    dict(num_workers=10**15), dict(max_groups=1.5), dict(max_groups=True),
+                                    dict(time_limit="5"), dict(time_limit=True)])
 def test_bad_options(kwargs):
     with pytest.raises(ValueError, match="ExactPlacer"):
         ExactPlacer(**kwargs)
