@@ -80,7 +80,13 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
     from gnplace.placement import save_placement
-    from gnplace.rl.zeroshot import MAX_SAMPLES, PolicyPlacer, compare_with_references
+    from gnplace.rl.zeroshot import (
+        MAX_SAMPLES,
+        SHIPPED_CHECKPOINT,
+        SHIPPED_CONSTRUCTORS,
+        PolicyPlacer,
+        compare_with_references,
+    )
     from gnplace.sim.bounds import require_memory
     from gnplace.sim.simulator import Simulator
 
@@ -90,7 +96,10 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.op_level, "--op-level")
     if args.output:
         check_writable(args.output, "--output")
-        check_not_input(args.output, args.graph, others=(args.cluster, args.checkpoint, *(args.constructor or ())))
+        # the checkpoints read when none is named too: the shipped ones, which -o must not overwrite either
+        checkpoint = SHIPPED_CHECKPOINT if args.checkpoint is None else args.checkpoint
+        constructors = SHIPPED_CONSTRUCTORS if args.constructor is None else args.constructor
+        check_not_input(args.output, args.graph, others=(args.cluster, checkpoint, *constructors))
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
     cluster = load_cluster(args.cluster)

@@ -208,7 +208,8 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
     elif isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict):
         hp = data.get("hyper_parameters", {})
         config = _policy_config(hp, path)
-        state = {k.removeprefix("policy."): v for k, v in data["state_dict"].items() if k.startswith("policy.")}
+        state = {k.removeprefix("policy."): v for k, v in data["state_dict"].items()
+                 if isinstance(k, str) and k.startswith("policy.")}
         meta = {"source": "training checkpoint", "iteration": data["gnplace"].get("iteration"),
                 "config": _training_config(data, hp)}
         trained = data["gnplace"].get("features")
@@ -216,8 +217,16 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
             raise InvalidCheckpoint(f"{path}: made for other policy features; retrain with this gnplace version")
     else:
         raise InvalidCheckpoint(f"{path}: not a gnplace checkpoint (no policy weights in it)")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                              and v.layout == torch.strided and v.is_floating_point()
+                                              and v.device.type == "cpu"  # loaded there: not "meta", no data
+                                              for k, v in state.items()):  # dense real tensors by name, as saved
         raise InvalidCheckpoint(f"{path}: the policy weights are missing or malformed")
+    from gnplace.rl.env import DYNAMIC_FEATURES
+
+    if config.dynamic_features != len(DYNAMIC_FEATURES):  # the features' names match; their count is the shape's
+        raise InvalidCheckpoint(f"{path}: the policy's shape has {config.dynamic_features} dynamic features; this "
+                                f"gnplace computes {len(DYNAMIC_FEATURES)}")
     broken = sorted(k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all()))
     if broken:
         raise InvalidCheckpoint(f"{path}: the policy weights are not finite (NaN or infinity in {broken[0]}"

@@ -58,7 +58,7 @@ class PolicyConfig:
         layers (int): rounds of message passing in each direction (default: 4).
         head (int): width of the head's hidden layer (default: 32).
         dynamic_features (int): number of dynamic features per (decision, device) (default: 9).
-        alpha (float): initial weight of the EFT rule in the logits (default: 3.0).
+        alpha (float): initial weight of the EFT rule in the logits, > 0 (default: 3.0).
     """
 
     hidden: int = 64
@@ -77,8 +77,9 @@ class PolicyConfig:
             most = MAX_LAYERS if name == "layers" else MAX_WIDTH  # a corrupt or absurd file: refused, not allocated
             if value > most:
                 raise InvalidArgument(f"the policy's {name} must be at most {most}, got {value!r}")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not math.isfinite(self.alpha):
-            raise InvalidArgument(f"the policy's alpha must be a finite number, got {self.alpha!r}")
+        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not math.isfinite(self.alpha) \
+                or self.alpha <= 0:  # its logarithm is a weight
+            raise InvalidArgument(f"the policy's alpha must be a finite number > 0, got {self.alpha!r}")
 
 
 class DirectedConv(MessagePassing):

@@ -224,8 +224,8 @@ class PolicyPlacer:
                                       f"got {count}")
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
-        if max_nodes < 1:
-            raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, got {max_nodes}")
+        if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
+            raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, a whole number of nodes, got {max_nodes!r}")
         taus = (temperatures,) if isinstance(temperatures, (int, float)) else tuple(temperatures)
         if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
                                and t >= MIN_TEMPERATURE for t in taus):
@@ -244,6 +244,8 @@ class PolicyPlacer:
         self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
         trained = pretraining(self.meta)
         self.around = trained["prior"] > 0 if around is None else bool(around)
+        if prior is not None and (isinstance(prior, bool) or not isinstance(prior, (int, float))):
+            raise InvalidArgument(f"PolicyPlacer needs prior >= 0, a number, got {prior!r}")
         self.prior = float(prior if prior is not None else trained["prior"] or 3.0)
         if not (math.isfinite(self.prior) and self.prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
@@ -335,6 +337,7 @@ class PolicyPlacer:
         from gnplace.policy.features import decision_graph, ops_alone
 
         self.last_evaluations = 0
+        self.last_greedy_step, self.last_greedy_oom = None, False  # not the last graph's, when nothing is decoded
         if graph.num_ops == 0 or cluster.num_devices == 1:
             self.last_choice, self.last_step = "greedy", None
             return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)

@@ -136,6 +136,49 @@ def test_incomplete_and_non_finite_checkpoints_are_refused(saved, tmp_path):
         load_policy(tmp_path / "nan.ckpt")
 
 
+
+def _edited(path, tmp_path, name, edit):
+    data = torch.load(path, weights_only=True)
+    edit(data)
+    torch.save(data, tmp_path / name)
+    return tmp_path / name
+
+
+def _edit_dynamic(data, count):
+    data["policy"]["dynamic_features"] = count
+    data["state_dict"]["dynamic_proj.weight"] = data["state_dict"]["dynamic_proj.weight"][:, :count]
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    # a consistent network of another dynamic feature count: loaded, then a numpy traceback when placing
+    ("dynamic.ckpt", lambda d: _edit_dynamic(d, 5), "5 dynamic features; this gnplace computes 9"),
+    ("alpha.ckpt", lambda d: d["policy"].__setitem__("alpha", 0.0), "alpha must be a finite number > 0"),  # math error
+    ("key.ckpt", lambda d: d["state_dict"].__setitem__(3, torch.zeros(1)), "weights are missing or malformed"),
+    ("sparse.ckpt", lambda d: d["state_dict"].__setitem__("out.bias", torch.zeros(1).to_sparse()),
+     "weights are missing or malformed"),  # was torch's NotImplementedError
+    ("complex.ckpt", lambda d: d["state_dict"].__setitem__("out.bias", torch.ones(1, dtype=torch.complex64)),
+     "weights are missing or malformed"),  # was loaded, its imaginary part dropped
+    ("meta.ckpt", lambda d: d["state_dict"].__setitem__("out.bias", torch.zeros(1, device="meta")),
+     "weights are missing or malformed"),  # no data: was a RuntimeError from Tensor.item()
+])
+def test_an_edited_checkpoint_is_one_clear_error(saved, tmp_path, name, edit, message):
+    _, path = saved
+    with pytest.raises(InvalidCheckpoint, match=message):
+        load_policy(_edited(path, tmp_path, name, edit))
+
+
+def test_a_training_checkpoint_with_odd_keys_or_shape_is_one_clear_error(saved, tmp_path):
+    policy, _ = saved
+    weights = {f"policy.{k}": v for k, v in policy.state_dict().items()}
+    torch.save({"state_dict": {**weights, 7: torch.zeros(1)}, "gnplace": {}, "hyper_parameters": {
+        "hidden": 16, "layers": 2, "head": 8}}, tmp_path / "last.ckpt")
+    assert load_policy(tmp_path / "last.ckpt")[0].config == policy.config  # was AttributeError on the int key
+    weights["policy.dynamic_proj.weight"] = weights["policy.dynamic_proj.weight"][:, :4]
+    torch.save({"state_dict": weights, "gnplace": {}, "hyper_parameters": {
+        "hidden": 16, "layers": 2, "head": 8, "dynamic_features": 4}}, tmp_path / "last.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="4 dynamic features"):
+        load_policy(tmp_path / "last.ckpt")
+
 def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
     policy, path = saved
     before = path.read_bytes()

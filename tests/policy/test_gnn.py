@@ -61,6 +61,7 @@ def test_untrained_logits_are_the_eft_rule_and_masked():
 
 
 @pytest.mark.parametrize("bad", [dict(hidden=-5), dict(hidden="8"), dict(layers=0), dict(head=True), dict(alpha=float("inf")),
+                                 dict(alpha=0.0), dict(alpha=-3.0),  # log(alpha) is a weight: was a math domain error
                                  dict(hidden=10**6), dict(head=10**9), dict(layers=10**5)])  # not allocated, not run
 def test_a_shape_no_network_has_is_refused(bad):
     from gnplace.exceptions import InvalidArgument

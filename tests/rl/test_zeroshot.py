@@ -214,6 +214,22 @@ def test_trivial_inputs_and_bad_checkpoints(fresh_checkpoint, tmp_path):
         make_placer("policy", checkpoint=str(tmp_path / "bad.ckpt"))
 
 
+
+def test_nothing_to_decode_reports_no_greedy_placement_not_the_last_graphs(fresh_checkpoint):
+    graph = load_graph("datasets/examples/mlp2x8w2048b512.gnpg")
+    placer = PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", samples=0, subsets=False, op_level=0)
+    placer.place(graph, toy_cluster(2), seed=0)
+    assert placer.last_greedy_step is not None
+    _, row = compare_with_references(graph, toy_cluster(1), placer)
+    assert row["greedy"] is None and not placer.last_greedy_oom  # was the 2-device greedy's step time
+
+
+@pytest.mark.parametrize("option", [dict(max_nodes="100"), dict(max_nodes=2.5), dict(max_nodes=True),
+                                    dict(prior="2"), dict(prior=True)])
+def test_options_of_the_wrong_type_are_one_clear_error(fresh_checkpoint, option):
+    with pytest.raises(InvalidArgument, match=f"PolicyPlacer needs {next(iter(option))} >= "):  # was a TypeError
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", **option)  # or a truncated count of nodes
+
 def test_the_shipped_checkpoint_loads_and_places_a_shipped_graph():
     assert SHIPPED_CHECKPOINT.is_file(), "checkpoints/gnplace-base.ckpt must ship with the repository"
     placer = make_placer("policy")  # the registry's name, the shipped checkpoint by default
