@@ -54,13 +54,16 @@ def available_cores() -> int:
 
 
 def threads_per_worker(jobs: int, cores: int | None = None) -> int:
-    """Compute threads of each of ``jobs`` worker processes on ``cores`` cores (default: this machine's): at least 1.
+    """Compute threads of each of ``jobs`` worker processes on ``cores`` cores (default: :func:`available_cores`).
+
+    At least 1. The default is the cores this process may run on, not the machine's: under ``taskset`` or a
+    container's CPU limit the machine's count gave each worker more threads than there are cores to run them.
 
     Examples:
         >>> threads_per_worker(2, cores=2), threads_per_worker(2, cores=16), threads_per_worker(4, cores=2)
         (1, 8, 1)
     """
-    return max(1, (cores or os.cpu_count() or 1) // max(1, jobs))
+    return max(1, (cores or available_cores()) // max(1, jobs))
 
 
 def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | None = None) -> ProcessPoolExecutor:

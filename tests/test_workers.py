@@ -82,6 +82,16 @@ def test_threads_per_worker_splits_the_cores():
     assert threads_per_worker(8, cores=2) == 1
 
 
+def test_threads_per_worker_counts_the_cores_this_process_may_use(monkeypatch):
+    """Under ``taskset -c 0`` on two cores, one worker was given two threads (the machine's count, not its own)."""
+    from gnplace.workers import threads_per_worker
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert threads_per_worker(1) == 2
+    assert threads_per_worker(2) == 1
+
+
 def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
     from gnplace.workers import is_launched_rank
 

@@ -50,6 +50,14 @@ SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
 """Options given to every placer that accepts them at once (``--budget``, ``--seed``), never through ``--option``."""
 
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # exponent notation YAML 1.1 leaves a string
+_NON_FINITE = re.compile(r"[-+]?(nan|inf|infinity)", re.IGNORECASE)  # YAML 1.1 reads only .nan and .inf as floats
+
+
+def _yaml_number(value: Any) -> Any:
+    """``value``, or the float a string of it spells that YAML 1.1 leaves a string (``1e-3``, ``nan``, ``inf``)."""
+    if isinstance(value, str) and (_FLOAT.fullmatch(value.strip()) or _NON_FINITE.fullmatch(value.strip())):
+        return float(value)
+    return value
 
 
 def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -81,11 +89,11 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         except yaml.YAMLError as err:
             problem = one_line(str(getattr(err, "problem", None) or err))
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None
-        if isinstance(value, str) and _FLOAT.fullmatch(value.strip()):
-            value = float(value)  # 1e-3: YAML 1.1 reads an exponent without a dot as a string
-        if isinstance(value, dict):
+        value = [_yaml_number(v) for v in value] if isinstance(value, list) else _yaml_number(value)
+        scalars = value if isinstance(value, list) else [value]
+        if any(isinstance(v, dict) for v in scalars):
             raise InvalidArgument(f"--option {item!r}: value must be a number, string, boolean or list")
-        if isinstance(value, float) and not math.isfinite(value):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in scalars):
             raise InvalidArgument(f"--option {item!r}: value must be a finite number")
         given = options.setdefault(placer, {})
         if name in given and given[name] != value:  # the last would win silently: say which value is meant
@@ -176,12 +184,18 @@ def option_files(options: dict[str, Any]) -> list[str]:
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:
     """Refuse an output folder ``path`` that is empty or a file, before any work is done (:class:`InvalidArgument`).
 
-    An empty path is refused rather than read as the current folder, where a run would write among the user's files.
+    An empty path is refused rather than read as the current folder, where a run would write among the user's files;
+    so is a folder under a file (``FILE/sub``), which a run could only fail to make once its work is done.
     """
     if not os.fspath(path).strip():
         raise InvalidArgument(f"{flag} is empty; name the folder to write into (. for the current one)")
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
+    parent = Path(path).absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InvalidArgument(f"{flag} {os.fspath(path)}: cannot write there, {parent} is not a folder")
 
 
 def note_nothing_to_resume(last: str | os.PathLike[str], prog: str) -> None:

@@ -19,6 +19,7 @@ from gnplace.cli.common import (
     add_option_argument,
     check_count,
     check_not_input,
+    check_output_folder,
     check_shared_options,
     input_shapes,
     mib,
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
     check_shared_options(args.placer, args.budget, args.checkpoint)  # never ignored silently
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
+    if isinstance(options.get("out"), str) and options["out"]:  # a search's folder: refused before it runs
+        check_output_folder(options["out"], f"-O {args.placer}.out")
     if args.output:
         check_writable(args.output, "--output")
         check_not_input(args.output, args.graph,

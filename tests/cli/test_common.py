@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gnplace.cli.common import mib, ms, resolve_placement
+from gnplace.cli.common import check_output_folder, mib, ms, parse_placer_options, resolve_placement
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import InvalidPlacement, UnknownName
+from gnplace.exceptions import InvalidArgument, InvalidPlacement, UnknownName
 from gnplace.placement import Placement, save_placement
 from gnplace.placers.registry import make_placer
 from gnplace.placers.round_robin import RoundRobinPlacer
@@ -90,3 +90,28 @@ def test_a_file_named_like_a_placer_does_not_hide_the_placer(tmp_path, monkeypat
     (tmp_path / "single").write_text("not a placement")
     name, placement = resolve_placement(chain_graph(3), load_cluster("k80x2"), "single")
     assert name == "single" and len(placement.devices) == 3
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "+Infinity", "[0.5, nan]", "[.inf]"])
+def test_a_non_finite_option_value_is_refused_as_such(text):
+    """``nan`` and ``inf`` stayed strings (YAML 1.1 spells them .nan, .inf): the placer said "wrong type"."""
+    with pytest.raises(InvalidArgument, match="value must be a finite number"):
+        parse_placer_options([f"ppo.prior={text}"], ["ppo"])
+
+
+def test_exponent_notation_inside_a_list_is_a_number():
+    """``[1e-1, 0.5]`` kept '1e-1' a string, which the policy placer refused as a temperature."""
+    assert parse_placer_options(["policy.temperatures=[1e-1, 0.5]"], ["policy"]) == {
+        "policy": {"temperatures": [0.1, 0.5]}}
+    with pytest.raises(InvalidArgument, match="value must be a number, string, boolean or list"):
+        parse_placer_options(["policy.temperatures=[{a: 1}]"], ["policy"])
+
+
+def test_an_output_folder_under_a_file_is_refused(tmp_path):
+    """``FILE/sub`` was accepted, and a run failed to make it only once its work was done."""
+    file = tmp_path / "file"
+    file.write_text("kept")
+    for path in (file, file / "sub", file / "sub" / "deeper"):
+        with pytest.raises(InvalidArgument, match="--out"):
+            check_output_folder(path)
+    check_output_folder(tmp_path / "new" / "deeper")  # missing folders are made when written

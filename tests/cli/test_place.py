@@ -235,6 +235,21 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
     assert "gone.ckpt: no such checkpoint" in err and err.count("\n") == 1
 
 
+
+def test_the_zero_shot_script_refuses_an_output_over_the_shipped_checkpoints(tmp_path, capsys, load_script, monkeypatch):
+    from gnplace.rl import zeroshot
+
+    script = load_script("place")
+    shipped = [tmp_path / name for name in ("base.ckpt", "construct.ckpt", "construct2.ckpt")]
+    for path in shipped:
+        path.write_bytes(b"a shipped checkpoint's bytes")
+    monkeypatch.setattr(zeroshot, "SHIPPED_CHECKPOINT", shipped[0])  # read when no --checkpoint / --constructor
+    monkeypatch.setattr(zeroshot, "SHIPPED_CONSTRUCTORS", tuple(shipped[1:]))
+    for target in shipped:  # -o overwrote it with placement JSON after the placement, or failed to load it first
+        assert script.main([str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-o", str(target)]) == 2
+        assert f"is the input {target.name}; write to another file" in capsys.readouterr().err
+    assert all(path.read_bytes() == b"a shipped checkpoint's bytes" for path in shipped)
+
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):
     script = load_script("place")
     checkpoint = _fresh_policy(tmp_path)
@@ -399,3 +414,22 @@ def test_the_help_states_the_placers_defaults(command, capsys, load_script):
                           ("--refine", zeroshot.DEFAULT_REFINE)):
         said = text.split(f"{flag} ")[-1].split("(default: ")[1].split(")")[0]
         assert said.split(", ")[-1].split(";")[0] == f"{default:g}", flag
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_search_folder_that_is_a_file_is_refused_before_the_search(tmp_path, capsys, monkeypatch, under):
+    """``-O ppo.out=FILE`` failed only after the whole search had run ("FILE/logs: Not a directory")."""
+    import gnplace.cli.place as place_cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("the placer was made before its out folder was checked")
+
+    monkeypatch.setattr(place_cli, "make_placer", never)
+    file = tmp_path / "file"
+    file.write_bytes(b"kept")
+    out = file / under if under else file
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "ppo", "--budget", "40",
+                 "-O", f"ppo.out={out}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("gnplace: error: -O ppo.out ") and err.count("\n") == 1
+    assert file.read_bytes() == b"kept"

@@ -70,3 +70,15 @@ def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path, ca
     captured = capsys.readouterr()
     assert "--resume: no " in captured.err and "so a new run starts" in captured.err
     assert json.loads(captured.out)["iterations"] == 2
+
+
+def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_run(tmp_path, capsys):
+    """``--export`` naming ``--config`` overwrote the user's YAML with a checkpoint once the whole run had ended."""
+    config = _config(tmp_path)
+    kept = config.read_bytes()
+    run = tmp_path / "run"
+    for export in (config, run / "policy.ckpt", run / "checkpoints" / "last.ckpt"):
+        code = main(["pretrain", "--config", str(config), "--out", str(run), "--no-progress", "--export", str(export)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith(f"gnplace: error: --export {export}: ") and err.count("\n") == 1
+    assert config.read_bytes() == kept and not run.exists()
