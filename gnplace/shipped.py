@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["CHECKOUT", "PACKAGED", "shipped_path"]
+__all__ = ["CHECKOUT", "PACKAGED", "shipped_files", "shipped_path"]
 
 #: Where a wheel's copies are (``gnplace/_shipped/``; absent in a source checkout).
 PACKAGED = Path(__file__).resolve().parent / "_shipped"
@@ -36,3 +36,19 @@ def shipped_path(relative: str) -> Path:
     """
     packaged = PACKAGED / relative
     return packaged if packaged.is_file() else CHECKOUT / relative
+
+
+def shipped_files() -> list[Path]:
+    """Every shipped file there is, the wheel's copies and the checkout's: checkpoints, model card, config.
+
+    An output a command writes must never replace one of them (``gnplace place -o``).
+
+    Examples:
+        >>> any(p.name == "gnplace-base.ckpt" for p in shipped_files())
+        True
+    """
+    found: list[Path] = []
+    for top in (PACKAGED, CHECKOUT):
+        found += sorted((top / "checkpoints").glob("*.ckpt"))
+        found += [top / "checkpoints" / "README.md", top / "configs" / "pretrain.yaml"]
+    return [path for path in found if path.is_file()]

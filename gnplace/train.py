@@ -149,8 +149,10 @@ class LearnerConfig:
             raise InvalidArgument(f"screen_model must be one of {', '.join(map(repr, SCREEN_MODELS))}, "
                                   f"got {self.screen_model!r}")
         low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1}
-        bad = [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
-               if getattr(self, name) < least]
+        bad = [f"{name} a whole number, got {getattr(self, name)!r}" for name in low  # 1.5 epochs was a TypeError
+               if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int | np.integer)]
+        bad = bad or [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
+                      if getattr(self, name) < least]
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
         drawn = {"samples x screen": self.samples * self.screen, "val_samples": self.val_samples}

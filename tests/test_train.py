@@ -59,6 +59,9 @@ def test_config_is_validated():
     with pytest.raises(InvalidArgument, match=r"val_samples <= 16384, got 20000"):
         LearnerConfig(val_samples=20_000)
     assert LearnerConfig(samples=32, screen=512).screen == 512
+    for bad in (dict(epochs=1.5), dict(samples=4.0), dict(screen=True), dict(imitation_steps="2")):
+        with pytest.raises(InvalidArgument, match="a whole number"):  # -O ppo.epochs=1.5 was a TypeError mid-run
+            LearnerConfig(**bad)
 
 
 def test_the_pairs_of_an_iteration_depend_only_on_seed_and_iteration():

@@ -35,6 +35,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_writable, write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import PLACERS, make_placer
+from gnplace.shipped import shipped_files
 from gnplace.sim.bounds import require_memory
 from gnplace.sim.simulator import Simulator
 
@@ -78,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder(options["out"], f"-O {args.placer}.out")
     if args.output:
         check_writable(args.output, "--output")
-        check_not_input(args.output, args.graph,
-                        others=(args.cluster, args.checkpoint, args.device_map, *option_files(options)))
+        check_not_input(args.output, args.graph,  # the shipped checkpoints too: policy reads them by default
+                        others=(args.cluster, args.checkpoint, args.device_map, *option_files(options),
+                                *shipped_files()))
     if args.device_map_root and not args.device_map:
         raise InvalidArgument("--device-map-root needs --device-map")
     if args.device_map:
@@ -87,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if args.output and Path(args.output).resolve() == Path(args.device_map).resolve():
             raise InvalidArgument(f"--device-map {args.device_map}: is the --output file too; write to another file")
         check_not_input(args.device_map, args.graph, "--device-map",
-                        others=(args.cluster, args.checkpoint, *option_files(options)))
+                        others=(args.cluster, args.checkpoint, *option_files(options), *shipped_files()))
     shapes = input_shapes(args)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():

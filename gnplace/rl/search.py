@@ -27,6 +27,7 @@ budget it left (revision 10).
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -206,6 +207,8 @@ class PPOSearchPlacer:
         self.reference = reference
         self.max_nodes = int(max_nodes)
         self.checkpoint = None if checkpoint is None else str(checkpoint)
+        if out is not None and not isinstance(out, str | os.PathLike):  # -O ppo.out=[a] made a folder "['a']"
+            raise InvalidArgument(f"{type(self).__name__}: out must be a folder's path, got {out!r}")
         if out is not None and not str(out).strip():  # not read as the current folder, among the user's files
             raise InvalidArgument(f"{type(self).__name__}: out is empty; name the folder to write into (. for the "
                                   "current one)")

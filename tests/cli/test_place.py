@@ -433,3 +433,21 @@ def test_a_search_folder_that_is_a_file_is_refused_before_the_search(tmp_path, c
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("gnplace: error: -O ppo.out ") and err.count("\n") == 1
     assert file.read_bytes() == b"kept"
+
+
+@pytest.mark.parametrize("shipped", ["gnplace-base.ckpt", "gnplace-construct.ckpt"])
+def test_an_output_over_a_shipped_checkpoint_is_refused(shipped, tmp_path, monkeypatch, capsys):
+    """``policy`` reads them by default: -o and --device-map wrote placement JSON over them, exit 0."""
+    import shutil
+
+    import gnplace.shipped
+
+    shutil.copytree(ROOT / "checkpoints", tmp_path / "checkpoints")  # copies: a failure must not spoil the real ones
+    monkeypatch.setattr(gnplace.shipped, "CHECKOUT", tmp_path)
+    target = tmp_path / "checkpoints" / shipped
+    before = target.read_bytes()
+    for flag in ("-o", "--device-map"):
+        assert main(["place", "datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", "-p", "single", flag,
+                     str(target)]) == 2
+        assert f"is the input {shipped}" in capsys.readouterr().err
+    assert target.read_bytes() == before

@@ -440,6 +440,9 @@ def test_an_empty_output_folder_is_refused_not_read_as_the_current_one(tmp_path,
     for out in ("", "  "):
         with pytest.raises(InvalidArgument, match="out is empty; name the folder to write into"):
             PPOSearchPlacer(budget=40, out=out, **FAST)
+    for out in (["a"], 3):  # -O ppo.out=[a] made a folder "['a']"
+        with pytest.raises(InvalidArgument, match="out must be a folder's path"):
+            PPOSearchPlacer(budget=40, out=out, **FAST)
     assert list(tmp_path.iterdir()) == []
 
 
