@@ -87,12 +87,13 @@ def test_vs_search_divides_geometric_means_on_the_pairs_both_placed(load_script,
     assert "**train**" in tables and tables.index("**test**") < tables.index("**train**")  # apart, never mixed
 
 
-def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):
-    """Two budgets of one placer on one pair: refused unless --budget picks one, which is then used."""
-    import csv
-    import math
+def _vs_search_files(tmp_path, rows):
+    """A zeroshot.json of one ptb test pair (policy 0.9x an auto of 2 s) and a search results.csv of ``rows``.
 
-    bench = load_script("benchmarks.zeroshot")
+    ``rows`` are ``(placer, step seconds, budget, seed)`` of graph ``a`` on k80x4.
+    """
+    import csv
+
     zeroshot = tmp_path / "zeroshot.json"
     zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
                                      "policy": 0.9, "auto_ms": 2000.0}]))
@@ -101,9 +102,19 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
         fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
-        for placer, step, budget in (("auto", 2.0, ""), ("ppo", 1.6, "20000"), ("ppo", 1.8, "2000")):
+        for placer, step, budget, seed in rows:
             writer.writerow({"graph": "a", "cluster": "k80x4", "placer": placer, "step_time_s": step, "oom": "False",
-                             "error": "", "budget": budget, "seed": "0", "options": "{}"})
+                             "error": "", "budget": budget, "seed": seed, "options": "{}"})
+    return zeroshot, search
+
+
+def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, tmp_path):
+    """Two budgets of one placer on one pair: refused unless --budget picks one, which is then used."""
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    zeroshot, search = _vs_search_files(tmp_path, [("auto", 2.0, "", "0"), ("ppo", 1.6, "20000", "0"),
+                                                   ("ppo", 1.8, "2000", "0")])
     with pytest.raises(SystemExit, match="2 ppo rows for one pair"):
         bench.zeroshot_against_search(zeroshot, search)
     table = bench.zeroshot_against_search(zeroshot, search, budget=2000)
@@ -113,21 +124,11 @@ def test_vs_search_refuses_a_search_run_with_several_rows_per_pair(load_script, 
 
 def test_vs_search_divides_by_auto_under_the_seed_of_the_search_row(load_script, tmp_path):
     """A search folder of two seeds: the seed-0 search row is over seed 0's auto, whichever auto row comes last."""
-    import csv
     import math
 
     bench = load_script("benchmarks.zeroshot")
-    zeroshot = tmp_path / "zeroshot.json"
-    zeroshot.write_text(json.dumps([{"group": "test", "graph": "a", "family": "ptb", "cluster": "k80x4",
-                                     "policy": 0.9, "auto_ms": 2000.0}]))
-    search = tmp_path / "results.csv"
-    with search.open("w", newline="") as handle:
-        fields = ["graph", "cluster", "placer", "step_time_s", "oom", "error", "budget", "seed", "options"]
-        writer = csv.DictWriter(handle, fieldnames=fields)
-        writer.writeheader()
-        for placer, step, seed in (("auto", 2.0, "0"), ("ppo", 1.6, "0"), ("auto", 2.5, "1"), ("ppo", 2.25, "1")):
-            writer.writerow({"graph": "a", "cluster": "k80x4", "placer": placer, "step_time_s": step, "oom": "False",
-                             "error": "", "budget": "" if placer == "auto" else "2000", "seed": seed, "options": "{}"})
+    zeroshot, search = _vs_search_files(tmp_path, [("auto", 2.0, "", "0"), ("ppo", 1.6, "2000", "0"),
+                                                   ("auto", 2.5, "", "1"), ("ppo", 2.25, "2000", "1")])
     for seed, searched, policy in ((0, 0.8, 0.9), (1, 0.9, 0.72)):
         table = bench.zeroshot_against_search(zeroshot, search, seed=seed)
         assert math.isclose(table[-1]["search"], searched) and math.isclose(table[-1]["policy"], policy)
