@@ -46,8 +46,8 @@ from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import geomean, relative_step
 
 __all__ = [
-    "Task", "Row", "collect_graphs", "file_digest", "task_key", "run_task", "place_task", "evaluate", "summarise",
-    "write_markdown", "cluster_slot",
+    "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
+    "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot",
 ]
 
 
@@ -221,14 +221,14 @@ def file_digest(path: str | os.PathLike[str]) -> str | None:
     return None if stamp is None else _file_digest(os.fspath(path), stamp)
 
 
-def _value_identity(value: Any) -> Any:
+def value_identity(value: Any) -> Any:
     """An option value, with the content digest added where it names an existing file."""
     if isinstance(value, str):
         digest = file_digest(value)
         if digest is not None:
             return {"file": value, "sha256": digest}
     if isinstance(value, tuple):
-        return [_value_identity(v) for v in value]
+        return [value_identity(v) for v in value]
     return value
 
 
@@ -252,22 +252,34 @@ def task_key(task: Task) -> str:
         "graph": _file_digest(task.graph_path, stamp),
         "cluster": _cluster(task.cluster, _stamp(task.cluster)).fingerprint(),
         "placer": task.placer,
-        "options": {k: _value_identity(v) for k, v in task.options},
+        "options": {k: value_identity(v) for k, v in task.options},
         "budget": task.budget if "budget" in accepts else None,
         "seed": task.seed,
         "mode": task.mode,
     }
     if info.revision:  # a placer whose defaults changed: rows saved before are not reused
         identity["revision"] = info.revision
-    if info.default_checkpoint and "checkpoint" not in dict(task.options):  # the shipped weights, as they are now
-        identity["checkpoint"] = _value_identity(info.default_checkpoint)
+    identity.update(default_files_identity(task.placer, dict(task.options)))
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def default_files_identity(placer: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The content of the shipped files ``placer`` reads because ``options`` name no others.
+
+    ``"checkpoint"``: its default checkpoint (the shipped weights, as they are now); ``"default <option>"``:
+    each other shipped file it reads unless told otherwise (the constructors), one or a list.
+    """
+    info = PLACERS.info(placer)
+    identity: dict[str, Any] = {}
+    if info.default_checkpoint and "checkpoint" not in options:
+        identity["checkpoint"] = value_identity(info.default_checkpoint)
     shipped: dict[str, list[Any]] = {}
-    for option, path in info.default_files:  # other shipped files it reads unless told otherwise (constructors)
-        if option not in dict(task.options):
-            shipped.setdefault(option, []).append(_value_identity(path))
+    for option, path in info.default_files:
+        if option not in options:
+            shipped.setdefault(option, []).append(value_identity(path))
     for option, files in shipped.items():
         identity[f"default {option}"] = files[0] if len(files) == 1 else files
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    return identity
 
 
 # ---------------------------------------------------------------------------------- one task (in a worker)

@@ -246,13 +246,23 @@ def check_writable(path: str | os.PathLike[str], what: str = "output file", suff
     if suffixes and target.suffix.lower() not in suffixes:
         raise InvalidArgument(f"{what} {text}: unsupported file type {target.suffix or '(none)'!r}; "
                               f"expected one of {', '.join(suffixes)}")
-    parent = target.absolute().parent
+    parent = check_parent_folder(text, what)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not writable")
+
+
+def check_parent_folder(path: str | os.PathLike[str], what: str) -> Path:
+    """The nearest existing ancestor of ``path``, where a write makes the missing folders; refused unless a folder.
+
+    Raises:
+        InvalidArgument: naming ``what`` and the path, if that ancestor is a file (``FILE/sub``).
+    """
+    parent = Path(path).absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InvalidArgument(f"{what} {text}: cannot write there, {parent} is not writable")
+        raise InvalidArgument(f"{what} {os.fspath(path)}: cannot write there, {parent} is not a folder")
+    return parent
 
 
 def regular_target(path: Path) -> Path:

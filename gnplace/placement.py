@@ -24,7 +24,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
 
-__all__ = ["Placement", "as_placement", "save_placement", "load_placement"]
+__all__ = ["Placement", "as_placement", "check_whole_devices", "save_placement", "load_placement"]
 
 FORMAT = "gnplace-placement"
 VERSION = 1
@@ -51,11 +51,7 @@ class Placement:
     cluster: Cluster
 
     def __post_init__(self) -> None:
-        given = np.asarray(self.devices).reshape(-1)
-        if given.dtype.kind in "fc":  # a cast to int64 would cut 0.7 to device 0 (nan is unequal to itself)
-            off = np.flatnonzero(given != np.round(given))
-            if off.size:
-                raise InvalidPlacement(f"device indices must be whole numbers, got {given[off[0]]}")
+        check_whole_devices(self.devices)
         array = np.array(self.devices, dtype=np.int64, copy=True)
         array.flags.writeable = False
         object.__setattr__(self, "devices", array)
@@ -118,6 +114,18 @@ class Placement:
         first = np.full(graph.num_groups, -1, dtype=np.int64)
         first[graph.group[::-1]] = self.devices[::-1]
         return bool(np.any(first[graph.group] != self.devices))
+
+
+def check_whole_devices(devices: Any, source: str = "") -> None:
+    """Refuse device indices that are not whole numbers (:class:`InvalidPlacement`, ``source`` its prefix).
+
+    A cast to int64 would cut 0.7 to device 0; NaN, unequal to itself, is refused too.
+    """
+    given = np.asarray(devices).reshape(-1)
+    if given.dtype.kind in "fc":
+        off = np.flatnonzero(given != np.round(given))
+        if off.size:
+            raise InvalidPlacement(f"{source}device indices must be whole numbers, got {given[off[0]]}")
 
 
 def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:

@@ -364,13 +364,11 @@ def teacher_placements(
     Returns:
         dict[int, np.ndarray]: the device of every op, by pair index.
     """
-    import contextlib
-
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
     from gnplace.progress import evaluation_bar
     from gnplace.rl.teacher import cache_path, search_placement
-    from gnplace.workers import process_pool
+    from gnplace.workers import task_mapper
 
     graphs = {g: load_graph(g) for g, _ in pairs}  # each file read once, whatever its clusters
     clusters = [load_cluster(c) for _, c in pairs]
@@ -378,9 +376,8 @@ def teacher_placements(
             if not cache_path(cache, graphs[g], c, budget, seed).is_file()]
     if todo:
         workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
-        with contextlib.ExitStack() as stack, evaluation_bar(
+        with task_mapper(workers) as mapper, evaluation_bar(
                 f"teacher searches ({budget} evaluations each)", len(todo), progress) as advance_to:
-            mapper = map if workers == 1 else stack.enter_context(process_pool(workers)).map
             for done, _ in enumerate(mapper(_search_one, todo), 1):
                 advance_to(done)
     return {i: search_placement(graphs[g], c, budget=budget, seed=seed, cache=cache).devices

@@ -29,7 +29,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
-from gnplace.workers import process_pool
+from gnplace.workers import task_mapper
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "datasets" / "examples").glob("*.gnpg"))
@@ -83,11 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
         graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
         tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
-        if args.jobs <= 1:  # in this process: a worker spends about 5 s importing torch before its first task
-            rows = list(map(_zero_shot, tasks))
-        else:
-            with process_pool(args.jobs) as pool:
-                rows = list(pool.map(_zero_shot, tasks))
+        with task_mapper(args.jobs) as mapper:  # one job in this process
+            rows = list(mapper(_zero_shot, tasks))
         table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
         for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
                     "policy / auto", "place s"):

@@ -191,11 +191,9 @@ def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> No
         raise InvalidArgument(f"{flag} is empty; name the folder to write into (. for the current one)")
     if Path(path).exists() and not Path(path).is_dir():
         raise InvalidArgument(f"{flag} {os.fspath(path)}: is a file, expected a folder")
-    parent = Path(path).absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        raise InvalidArgument(f"{flag} {os.fspath(path)}: cannot write there, {parent} is not a folder")
+    from gnplace.graph_io import check_parent_folder
+
+    check_parent_folder(path, flag)
 
 
 def note_nothing_to_resume(last: str | os.PathLike[str], prog: str) -> None:

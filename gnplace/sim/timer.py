@@ -28,7 +28,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement, as_placement
+from gnplace.placement import Placement, as_placement, check_whole_devices
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
@@ -164,11 +164,7 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray
     """
     try:
         given = np.asarray(placements)
-        if given.dtype.kind in "fc":  # a cast cuts 0.7 to device 0, which time() (a Placement) refuses
-            flat = given.reshape(-1)
-            off = np.flatnonzero(flat != np.round(flat))  # nan is unequal to itself
-            if off.size:
-                raise InvalidPlacement(f"batch of placements: device indices must be whole numbers, got {flat[off[0]]}")
+        check_whole_devices(given, "batch of placements: ")  # as time() (a Placement) refuses them
         array = np.ascontiguousarray(given.astype(np.int64, copy=False))
     except InvalidPlacement:
         raise

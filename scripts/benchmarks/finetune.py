@@ -52,16 +52,13 @@ def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, 
              rows: list[dict[str, Any]]) -> None:
     """Run ``job`` on every task in ``jobs`` processes; each row joins ``rows``, saved to ``done_file`` as it comes.
 
-    One job runs in this process, as ``evaluate`` and ``report.py`` do: a worker spends about 5 s importing
-    torch before its first task (the rows' wall times are timed inside ``job`` either way).
+    One job runs in this process (:func:`~gnplace.workers.task_mapper`); the rows' wall times are timed
+    inside ``job`` either way.
     """
-    from contextlib import ExitStack
-
     from gnplace.graph_io import write_atomically
-    from gnplace.workers import process_pool
+    from gnplace.workers import task_mapper
 
-    with ExitStack() as stack:
-        mapper = map if jobs <= 1 else stack.enter_context(process_pool(jobs)).map
+    with task_mapper(jobs) as mapper:
         for row in mapper(job, tasks):
             rows.append(row)
             write_atomically(done_file, json.dumps(rows, indent=1).encode())  # a kill never truncates it
@@ -69,26 +66,16 @@ def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, 
 
 
 def _finetune_files(tuning: dict[str, Any]) -> dict[str, Any]:
-    """The content (SHA-256) of the files fine-tuning loads: its checkpoint and constructors, given or shipped.
+    """The content (SHA-256) of the files fine-tuning loads: those ``tuning`` names, and its shipped defaults.
 
+    The defaults are those ``tuning`` names no others for (:func:`gnplace.evaluate.default_files_identity`).
     A row records them, so that a checkpoint retrained at the same path (or a new shipped one) runs again.
     """
-    from gnplace.evaluate import file_digest
-    from gnplace.placers.registry import PLACERS
+    from gnplace.evaluate import default_files_identity, value_identity
 
-    def content(value: Any) -> Any:
-        if isinstance(value, list):
-            return [content(v) for v in value]
-        return (file_digest(value) or value) if isinstance(value, str) else value
-
-    info = PLACERS.info("finetune")
-    files: dict[str, Any] = {"checkpoint": tuning.get("checkpoint", str(info.default_checkpoint))}
-    for option, path in info.default_files:  # the shipped constructors, unless an option names others
-        if option in tuning:
-            files[option] = tuning[option]
-        else:
-            files.setdefault(option, []).append(str(path))
-    return {option: content(value) for option, value in files.items()}
+    identities = {k: value_identity(tuple(v) if isinstance(v, list) else v) for k, v in tuning.items()}
+    given = {k: identity for k, identity in identities.items() if identity != tuning[k]}  # the options naming files
+    return {**given, **default_files_identity("finetune", tuning)}
 
 
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]

@@ -7,7 +7,6 @@ import functools
 import json
 import time
 from collections import Counter
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,7 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], i
 def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Zero-shot placement of the test splits, the real models and unseen clusters against auto."""
     from gnplace.datasets import load_manifest
-    from gnplace.workers import process_pool
+    from gnplace.workers import task_mapper
 
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
@@ -95,8 +94,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    with ExitStack() as stack:  # one job in this process (a worker spends about 5 s importing torch)
-        mapper = map if args.jobs <= 1 else stack.enter_context(process_pool(args.jobs)).map
+    with task_mapper(args.jobs) as mapper:  # one job in this process
         for row in mapper(_zero_shot_row, tasks):
             rows.append(row)
             print(json.dumps(row), flush=True)
