@@ -26,7 +26,11 @@ and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every r
 The step time is the slowest rank's, all ranks starting together after a barrier; the median of
 ``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is
 reported out of memory without running (the count is exact: :meth:`~gnplace.execute.program.Program.peak_bytes`).
-A rank that dies ends the timer with :class:`~gnplace.exceptions.ExecutionFailed` naming it.
+A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
+failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
+started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer
+with :class:`~gnplace.exceptions.ExecutionFailed` naming it. Ranks started with ``torchrun`` cannot
+be restarted, so there any rank's failure, out of memory included, ends the timer.
 """
 
 from __future__ import annotations
@@ -52,13 +56,30 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, oom_result
 from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten
-from gnplace.execute.runner import call_op
+from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
 from gnplace.sim.timer import StepResult
 from gnplace.workers import available_cores
 
-__all__ = ["DistTimer", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores"]
+__all__ = [
+    "DistTimer", "RankOutOfMemory", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores",
+]
+
+#: Exit code of a started rank that ran out of memory in a step (told apart from a rank that failed).
+OOM_EXIT_CODE = 86
+
+
+class RankOutOfMemory(ExecutionFailed):
+    """A rank ran out of device memory for real in a step; the timer reports the placement out of memory.
+
+    Attributes:
+        rank (int): the rank (the cluster's device index) that ran out.
+    """
+
+    def __init__(self, rank: int, said: str) -> None:
+        super().__init__(f"rank {rank} ran out of memory: {said}")
+        self.rank = rank
 
 
 def check_cores(world: int, threads: int) -> None:
@@ -432,6 +453,10 @@ def _worker_main() -> None:
         serve()
     except BaseException as err:  # noqa: BLE001 - one line for rank 0 to report
         print(f"rank {rank}: {first_line(err)}", file=sys.stderr, flush=True)
+        if is_oom_error(err):
+            # gone at once, its connections closed by the exit, so that rank 0 sees this rank gone out of
+            # memory before any rank that fails because this one left
+            os._exit(OOM_EXIT_CODE)
         sys.exit(1)
 
 
@@ -561,16 +586,23 @@ class DistTimer(RealStepTimer):
             self._fail(err)
 
     def _check_ranks(self, starting: bool = False) -> None:
-        """Raise :class:`ExecutionFailed` naming the first started rank that has died, the timer closed first."""
-        for r, p in enumerate(self._procs, start=1):
-            code = p.poll()
-            if code is not None:
-                said = _last_line(self._logs[r - 1])
-                why = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
-                when = " while starting" if starting else ""
-                self.close(force=True)
-                raise ExecutionFailed(f"rank {r} of the distributed timer died{when} ({why}"
-                                      f"{': ' + said if said else ''}); timer closed")
+        """Raise :class:`ExecutionFailed` naming the first started rank that has died, the timer closed first.
+
+        A rank that left a step out of memory is raised as :class:`RankOutOfMemory`, before any other.
+        """
+        dead = [(r, code) for r, p in enumerate(self._procs, start=1) if (code := p.poll()) is not None]
+        if not dead:
+            return
+        said = {r: _last_line(self._logs[r - 1]) for r, _ in dead}
+        self.close(force=True)
+        out = [r for r, code in dead if code == OOM_EXIT_CODE]
+        if out and not starting:
+            raise RankOutOfMemory(out[0], said[out[0]].removeprefix(f"rank {out[0]}: "))
+        r, code = dead[0]
+        why = f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+        when = " while starting" if starting else ""
+        raise ExecutionFailed(f"rank {r} of the distributed timer died{when} ({why}"
+                              f"{': ' + said[r] if said[r] else ''}); timer closed")
 
     def _fail(self, err: BaseException, grace_s: float = 3.0) -> None:
         """Close the timer and raise ``err`` as one :class:`ExecutionFailed`, naming the rank that died if one did.
@@ -603,6 +635,8 @@ class DistTimer(RealStepTimer):
         """Run the step under ``placement`` on every rank; each rank's ``(seconds, busy seconds, collected)``.
 
         Raises:
+            RankOutOfMemory: if a rank runs out of device memory (the timer is then closed; the next
+                run starts its ranks again, unless ``torchrun`` started them).
             ExecutionFailed: if a rank dies or a collective fails (the timer is then closed).
         """
         devices = self.program.node_devices(placement)
@@ -617,6 +651,9 @@ class DistTimer(RealStepTimer):
         try:
             return list(_run_command(self.program, devices, _rank_device(self.backend), options))
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
+            if is_oom_error(err):  # this rank's own: the others are left waiting, so they are stopped
+                self.close(force=True)
+                raise RankOutOfMemory(0, first_line(err)) from err
             self._fail(err)
             raise  # unreachable: _fail raises
         finally:
@@ -679,7 +716,12 @@ class DistTimer(RealStepTimer):
         over = np.flatnonzero(peak > cluster.memory)
         if over.size:
             return oom_result(graph, cluster, placement, int(over[0]), float(peak[over[0]]))
-        per_rank = self.run(cluster, placement)
+        try:
+            per_rank = self.run(cluster, placement)
+        except RankOutOfMemory as err:
+            if launched_by_torchrun():  # its ranks cannot be started again
+                raise ExecutionFailed(f"{err}; ranks started with torchrun cannot be restarted") from err
+            return oom_result(graph, cluster, placement, err.rank, float("inf"))
         seconds = np.array([r[0] for r in per_rank])  # [ranks, repeats]
         busy = np.array([r[1] for r in per_rank])
         step = float(np.median(seconds.max(axis=0)))

@@ -223,6 +223,35 @@ def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line():
         timer.close()
 
 
+def test_a_rank_that_runs_out_of_memory_for_real_is_an_oom_step_and_the_timer_goes_on():
+    """A real allocation failure on a rank (the counted peak fits) is that device's OOM, not ExecutionFailed.
+
+    The loss op becomes a 1 PiB allocation, which fails on any machine (past the address space).
+    """
+    import dataclasses
+
+    step = import_step(*tiny())
+    program = compile_step(step)
+    k = next(i for i, op in enumerate(program.ops) if op.target == "aten.mse_loss.default")
+    program.ops[k] = dataclasses.replace(program.ops[k], target="aten.empty.memory_format", args=([2**48],),
+                                         kwargs={"dtype": torch.float32})
+    node = program.ops[k].node
+    on_rank1 = np.zeros(step.graph.num_ops, dtype=np.int64)
+    on_rank1[node] = 1
+    timer = DistTimer(program, repeats=1, timeout_s=30)
+    try:
+        result = timer.time(step.graph, _cluster(), on_rank1)
+        assert result.is_oom and result.oom.tolist() == [False, True]
+        assert timer.world == 0 and not timer.worker_pids  # its ranks stopped
+        result = timer.time(step.graph, _cluster(), 1 - on_rank1)  # rank 0's own: ranks started afresh
+        assert result.is_oom and result.oom.tolist() == [True, False]
+        with timer.using(compile_step(step)):  # the step as recorded runs on the ranks started next
+            fine = timer.time(step.graph, _cluster(), on_rank1)
+        assert not fine.is_oom and fine.step_time > 0 and timer.world == 2
+    finally:
+        timer.close()
+
+
 def test_a_rank_that_dies_while_starting_is_reported_at_once(monkeypatch):
     """A rank that fails before joining (a failed import) ends the timer in seconds, naming what it said."""
     import gnplace.execute.dist as dist_module
