@@ -225,8 +225,9 @@ def repair_memory(
     :func:`group_memory` first) move to the device with the most free memory that can take them,
     until the estimated overflow is gone. If rounds run out while some device still overflows, the
     best of three memory-balanced fallbacks (contiguous blocks in topological order balanced by
-    memory, round robin, first-fit decreasing bin packing) that fits is returned; if nothing fits,
-    the placement with the least overflow.
+    memory, round robin, first-fit decreasing bin packing) that fits is returned; if none fits either,
+    the placement of the rounds with the least total overflow (bytes over capacity, summed over
+    devices; the fallbacks' overflow is not compared).
 
     Args:
         graph (OpGraph): the graph.
