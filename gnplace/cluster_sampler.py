@@ -31,6 +31,11 @@ _INTRA = ("pcie2", "pcie3", "nvlink2")
 _INTER = ("infiniband", "ethernet20g")
 
 
+def _is_whole(value: object) -> bool:
+    """Whether ``value`` is an int or numpy integer, not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def random_cluster(
     seed: int, *, min_devices: int = 2, max_devices: int = 8, tight_probability: float = 0.25,
     cpu_probability: float = 0.25,
@@ -45,7 +50,8 @@ def random_cluster(
         cpu_probability (float, optional): chance that one device is a CPU (default: 0.25).
 
     Raises:
-        InvalidArgument: if the device range is empty or starts below 1.
+        InvalidArgument: if ``seed`` is not a whole number >= 0, the device range is not of whole numbers,
+            is empty or starts below 1, or a probability is not a number in ``[0, 1]``.
 
     Examples:
         >>> c = random_cluster(3)
@@ -54,8 +60,16 @@ def random_cluster(
         >>> random_cluster(3).fingerprint() == c.fingerprint()
         True
     """
-    if not 1 <= min_devices <= max_devices:
-        raise InvalidArgument(f"random_cluster needs 1 <= min_devices <= max_devices, got {min_devices}, {max_devices}")
+    if not _is_whole(seed) or seed < 0:
+        raise InvalidArgument(f"random_cluster: seed must be a whole number >= 0, got {seed!r}")
+    if not _is_whole(min_devices) or not _is_whole(max_devices) or not 1 <= min_devices <= max_devices:
+        raise InvalidArgument(f"random_cluster needs 1 <= min_devices <= max_devices (whole numbers), got "
+                              f"{min_devices!r}, {max_devices!r}")
+    for name, p in (("tight_probability", tight_probability), ("cpu_probability", cpu_probability)):
+        numeric = isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, (bool, np.bool_))
+        if not numeric or not 0 <= p <= 1:  # NaN fails the comparison
+            raise InvalidArgument(f"random_cluster: {name} must be a number in [0, 1], got {p!r}")
+    seed, min_devices, max_devices = int(seed), int(min_devices), int(max_devices)
     rng = np.random.default_rng(seed)
     count = int(rng.integers(min_devices, max_devices + 1))
     with_cpu = count >= 2 and rng.random() < cpu_probability

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gnplace.cluster import Cluster, Device
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.seed import SeedLike, as_generator
 
@@ -25,13 +26,23 @@ __all__ = [
 GiB = 2**30
 
 
+def _check_size(owner: str, name: str, value: int, minimum: int) -> None:
+    """Raise :class:`InvalidArgument` unless ``value`` is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidArgument(f"{owner}: {name} must be a whole number >= {minimum}, got {value!r}")
+
+
 def chain_graph(num_ops: int, *, flops: float = 1e9, out_bytes: int = 4_000_000) -> OpGraph:
     """A chain ``op0 -> op1 -> ...`` of equal ops.
+
+    Raises:
+        InvalidArgument: if ``num_ops`` is not a whole number >= 0.
 
     Examples:
         >>> chain_graph(3)
         OpGraph(name='chain3', num_ops=3, num_edges=2, num_groups=3)
     """
+    _check_size("chain_graph", "num_ops", num_ops, 0)
     return OpGraph(
         [f"op{i}" for i in range(num_ops)],
         [(i, i + 1) for i in range(num_ops - 1)],
@@ -66,11 +77,18 @@ def mlp_training_graph(
     ``matmul_wgrad`` (2 B W W FLOP each, Paleo's rule); one SGD ``update`` (2 W W FLOP) holding the
     weights. Each layer's ops form one colocation group.
 
+    Raises:
+        InvalidArgument: if a size (``layers``, ``width``, ``batch``, ``branches``, ``dtype_bytes``) is not a
+            whole number >= 1.
+
     Examples:
         >>> g = mlp_training_graph(layers=2, width=8, batch=4)
         >>> g.num_ops, g.num_groups
         (14, 3)
     """
+    for arg, value in (("layers", layers), ("width", width), ("batch", batch), ("branches", branches),
+                       ("dtype_bytes", dtype_bytes)):
+        _check_size("mlp_training_graph", arg, value, 1)
     names: list[str] = []
     op_types: list[str] = []
     phase: list[int] = []
@@ -139,10 +157,15 @@ def layered_graph(num_ops: int, *, width: int = 8, seed: SeedLike = 0, name: str
         seed (int, np.random.Generator or None, optional): seed (default: 0).
         name (str, optional): graph name (default: ``"layered{num_ops}"``).
 
+    Raises:
+        InvalidArgument: if ``num_ops`` is not a whole number >= 0 or ``width`` not one >= 1.
+
     Examples:
         >>> layered_graph(100, seed=1).num_ops
         100
     """
+    _check_size("layered_graph", "num_ops", num_ops, 0)
+    _check_size("layered_graph", "width", width, 1)
     rng = as_generator(seed)
     layer_of = np.arange(num_ops) // width
     edges: set[tuple[int, int]] = set()
@@ -200,11 +223,15 @@ def toy_cluster(
         prefix (str, optional): device name prefix (default: ``"gpu"``).
         name (str, optional): cluster name (default: ``"toy{num_devices}"``).
 
+    Raises:
+        InvalidArgument: if ``num_devices`` is not a whole number >= 1.
+
     Examples:
         >>> c = toy_cluster(3, memory=GiB)
         >>> c, c.memory.tolist()
         (Cluster(name='toy3', devices=['gpu0', 'gpu1', 'gpu2']), [1073741824.0, 1073741824.0, 1073741824.0])
     """
+    _check_size("toy_cluster", "num_devices", num_devices, 1)
     devices = [
         Device(f"{prefix}{k}", kind, peak_flops=peak_flops, mem_bandwidth=mem_bandwidth, memory=memory,
                launch_overhead=launch_overhead)

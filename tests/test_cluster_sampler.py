@@ -67,3 +67,24 @@ def test_a_cluster_does_not_depend_on_the_string_hash_seed():
         for hash_seed in (0, 1, 2, 3)
     }
     assert len(prints) == 1
+
+
+@pytest.mark.parametrize("seed", [-1, True, None, 1.5, "3", np.random.default_rng(0)])
+def test_a_seed_that_is_not_a_whole_number_from_0_is_refused(seed):
+    # -1 and 1.5 were numpy errors; True named the cluster 'randTrue', None drew a fresh 'randNone' every call
+    with pytest.raises(InvalidArgument, match="random_cluster: seed must be a whole number >= 0"):
+        random_cluster(seed)
+
+
+def test_a_numpy_integer_seed_is_the_same_as_an_int():
+    assert random_cluster(np.int64(5)).fingerprint() == random_cluster(5).fingerprint()
+    assert random_cluster(np.int64(5)).name == "rand5"
+
+
+@pytest.mark.parametrize("kwargs", [{"min_devices": 2.5, "max_devices": 4}, {"min_devices": True, "max_devices": True},
+                                    {"max_devices": 4.0}, {"tight_probability": "0.25"},
+                                    {"cpu_probability": float("nan")}, {"cpu_probability": -0.5},
+                                    {"tight_probability": 2}])
+def test_bad_device_counts_and_probabilities_are_refused(kwargs):
+    with pytest.raises(InvalidArgument, match="random_cluster"):
+        random_cluster(0, **kwargs)

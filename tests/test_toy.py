@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import BACKWARD, FORWARD, UPDATE
 from gnplace.toy import (
     chain_graph,
@@ -150,3 +151,25 @@ def test_uniform_cluster_keeps_the_given_devices():
     c = mixed_cluster()
     u = uniform_cluster(c.devices, bandwidth=1e9, name="u")
     assert u.devices == c.devices and u.name == "u" and u.bandwidth[0, 1] == 1e9
+
+
+@pytest.mark.parametrize("make", [
+    lambda: chain_graph(-1),  # was an empty graph named 'chain-1'
+    lambda: chain_graph(2.0),
+    lambda: mlp_training_graph(layers=0, branches=2),  # was "edge 'input' -> 'loss' appears twice"
+    lambda: mlp_training_graph(layers=-1),  # was a graph named 'mlp1x-1w1024b256'
+    lambda: mlp_training_graph(branches=0),  # was a loss reading nothing
+    lambda: mlp_training_graph(width=0),
+    lambda: mlp_training_graph(batch=True),
+    lambda: layered_graph(10, width=0),  # was a division by zero warning and a graph without edges
+    lambda: layered_graph(10, width=-1),  # was numpy's "a cannot be empty unless no samples are taken"
+    lambda: layered_graph(-5),  # was numpy's "negative dimensions are not allowed"
+    lambda: toy_cluster(2.0),
+])
+def test_sizes_that_make_no_graph_are_refused(make):
+    with pytest.raises(InvalidArgument, match="must be a whole number"):
+        make()
+
+
+def test_empty_graphs_are_still_allowed():
+    assert chain_graph(0).num_ops == 0 and layered_graph(0).num_ops == 0

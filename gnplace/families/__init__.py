@@ -29,6 +29,7 @@ BERT-base, T5-small, ViT-Base/16, ResNet-50) built from transformers configs, wh
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +106,9 @@ def random_knobs(name: str, rng: np.random.Generator) -> dict[str, Any]:
 def draw(name: str, seed: SeedLike = None, **knobs: Any) -> tuple[nn.Module, tuple[Tensor, ...]]:
     """Draw one member of family ``name``: random knobs (those given override them), then a sample.
 
+    A given knob that the family's knob sampler also takes (cifar10's ``space``) steers the draw:
+    ``draw("cifar10", space="macro")`` draws the macro space's layers and channels.
+
     Args:
         name (str): one of :data:`FAMILIES`.
         seed (int, numpy.random.Generator or None): the seed; ``None`` for a fresh one. (default: :obj:`None`)
@@ -123,6 +127,9 @@ def draw(name: str, seed: SeedLike = None, **knobs: Any) -> tuple[nn.Module, tup
         0
     """
     rng = as_generator(seed)
-    drawn = random_knobs(name, rng)
+    _check_name(name)
+    # a fixed knob that steers the knob draw itself (cifar10's space) goes to the knob sampler too
+    steering = {k: knobs[k] for k in list(inspect.signature(RANDOM_KNOBS[name]).parameters)[1:] if k in knobs}
+    drawn = RANDOM_KNOBS[name](rng, **steering)
     drawn.update(knobs)
     return FAMILIES[name](rng, **drawn)

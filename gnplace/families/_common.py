@@ -14,7 +14,7 @@ import numpy as np
 
 from gnplace.exceptions import UnknownName
 
-__all__ = ["check_int", "check_choice", "log_uniform_int"]
+__all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int"]
 
 
 def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
@@ -43,6 +43,53 @@ def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"knob {name!r} must be {bound}, got {value}")
     return int(value)
+
+
+def check_probability(name: str, value: float) -> float:
+    """``value`` as a float, or an error naming the knob if it is not a number in ``[0, 1]``.
+
+    Args:
+        name (str): the knob's name, for the message.
+        value (float): the value given.
+
+    Returns:
+        float: ``value`` converted to a Python float.
+
+    Raises:
+        TypeError: if ``value`` is not a real number (a bool is not).
+        ValueError: if ``value`` lies outside ``[0, 1]`` or is NaN.
+
+    Examples:
+        >>> check_probability("dropout", 0.1)
+        0.1
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"knob {name!r} must be a probability (a number in [0, 1]), got {value!r}")
+    if not 0.0 <= value <= 1.0:  # NaN fails both comparisons
+        raise ValueError(f"knob {name!r} must be in [0, 1], got {value}")
+    return float(value)
+
+
+def check_bool(name: str, value: bool) -> bool:
+    """``value`` as a bool, or :class:`TypeError` naming the knob if it is not ``True`` or ``False``.
+
+    Args:
+        name (str): the knob's name, for the message.
+        value (bool): the value given (a Python or numpy bool).
+
+    Returns:
+        bool: ``value`` as a Python bool.
+
+    Raises:
+        TypeError: if ``value`` is not a bool (``"False"`` would otherwise read as true).
+
+    Examples:
+        >>> check_bool("bidirectional", True)
+        True
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"knob {name!r} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_choice(kind: str, value: str, choices: Sequence[str]) -> str:

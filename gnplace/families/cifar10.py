@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_choice, check_int, log_uniform_int
+from gnplace.families._common import check_choice, check_int, check_probability, log_uniform_int
 from gnplace.seed import seeded_torch
 
 __all__ = [
@@ -520,8 +520,8 @@ def sample(
 
     Raises:
         UnknownName: for an unknown ``space``.
-        ValueError: for a knob out of range.
-        TypeError: for a non-integer count knob.
+        ValueError: for a knob out of range (a probability outside ``[0, 1]``).
+        TypeError: for a non-integer count knob or a non-numeric probability.
 
     Examples:
         >>> model, (images, labels) = sample(np.random.default_rng(0), layers=1, channels=4, batch=2)
@@ -533,6 +533,8 @@ def sample(
     channels = check_int("channels", channels, 2)
     batch = check_int("batch", batch, 1)
     num_blocks = check_int("num_blocks", num_blocks, 1)
+    skip_prob = check_probability("skip_prob", skip_prob)
+    dropout = check_probability("dropout", dropout)
     arch = sample_micro_arch(rng, num_blocks) if space == "micro" else sample_macro_arch(rng, layers, skip_prob)
     with seeded_torch(rng):  # the architecture is drawn first, then weights and inputs
         model: MicroNet | MacroNet

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_choice, check_int, log_uniform_int
+from gnplace.families._common import check_bool, check_choice, check_int, log_uniform_int
 from gnplace.seed import seeded_torch
 
 __all__ = ["ATTENTIONS", "NMTConfig", "LSTMCell", "Attention", "Encoder", "Decoder", "NMTModel", "num_parameters",
@@ -331,7 +331,7 @@ def sample(
     Raises:
         UnknownName: for an unknown ``attention``.
         ValueError: for a knob out of range.
-        TypeError: for a non-integer count knob.
+        TypeError: for a non-integer count knob or a non-boolean ``bidirectional``.
 
     Examples:
         >>> model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), units=8, batch=2, src_steps=3,
@@ -344,7 +344,7 @@ def sample(
         layers=check_int("layers", layers, 1),
         units=check_int("units", units, 1),
         vocab=check_int("vocab", vocab, 2),
-        bidirectional=bool(bidirectional),
+        bidirectional=check_bool("bidirectional", bidirectional),
         attention=attention,
     )
     batch = check_int("batch", batch, 1)

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gnplace.families._common import check_choice
 from gnplace.graph import OpGraph
 from gnplace.seed import seeded_torch, torch_generator
 
@@ -173,6 +174,14 @@ REAL_MODELS: dict[str, RealModel] = {
 }
 
 
+def _check_model(name: str) -> None:
+    """Raise :class:`~gnplace.exceptions.UnknownName` if ``name`` is not in :data:`REAL_MODELS`."""
+    from gnplace.exceptions import UnknownName
+
+    if name not in REAL_MODELS:
+        raise UnknownName(f"unknown real model {name!r} (choose one of: {', '.join(REAL_MODELS)})")
+
+
 def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The module of real model ``name`` (random weights, seeded) and its example inputs.
 
@@ -185,13 +194,11 @@ def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[to
             ``"logits"``: it returns the logits, for export (default: ``"loss"``).
 
     Raises:
-        UnknownName: for a name not in :data:`REAL_MODELS`.
+        UnknownName: for a name not in :data:`REAL_MODELS`, or an ``output`` other than ``"loss"`` and ``"logits"``.
         ImportError: if transformers is not installed.
     """
-    from gnplace.exceptions import UnknownName
-
-    if name not in REAL_MODELS:
-        raise UnknownName(f"unknown real model {name!r} (choose one of: {', '.join(REAL_MODELS)})")
+    _check_model(name)
+    check_choice("output", output, ("loss", "logits"))
     tf = _transformers()
     with seeded_torch(0):  # weights drawn from torch's generator seeded with 0; the caller's state is kept
         module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
@@ -279,14 +286,20 @@ def write_real_dataset(
         names (list[str], optional): models to build (default: all of :data:`REAL_MODELS`).
         optimizer (str, optional): optimizer of the update ops (default: ``"sgd"``).
         progress (callable, optional): called with ``(file name, graph, seconds to build it)``.
+
+    Raises:
+        UnknownName: for a name not in :data:`REAL_MODELS` (before ``out`` is made).
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
 
+    names = names or list(REAL_MODELS)
+    for name in names:
+        _check_model(name)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = []
-    for name in names or list(REAL_MODELS):
+    for name in names:
         for importer in REAL_MODELS[name].importers:
             start = time.perf_counter()
             if importer == "torch":

@@ -182,3 +182,19 @@ def test_random_knobs_stay_in_their_ranges(space: str) -> None:
     else:
         assert min(layers) == 4 and max(layers) == 24
         assert all(16 <= c <= 96 for c in channels)
+
+
+@pytest.mark.parametrize(("knob", "value", "error"), [
+    ("skip_prob", "0.4", TypeError), ("skip_prob", True, TypeError), ("skip_prob", float("nan"), ValueError),
+    ("skip_prob", 1.5, ValueError), ("dropout", 1.5, ValueError), ("dropout", -0.1, ValueError),
+    ("dropout", None, TypeError),
+])
+def test_bad_probabilities_are_rejected_naming_the_knob(knob: str, value: Any, error: type) -> None:
+    # skip_prob="0.4" was a numpy UFuncTypeError, nan silently meant no skips, dropout=1.5 failed inside torch
+    with pytest.raises(error, match=f"knob '{knob}'"):
+        sample(np.random.default_rng(0), **dict(TINY, space="macro", **{knob: value}))
+
+
+def test_probabilities_at_the_ends_are_accepted() -> None:
+    model, _ = sample(np.random.default_rng(0), **dict(TINY, layers=3, space="macro", skip_prob=1, dropout=0.0))
+    assert isinstance(model, MacroNet) and model.arch.skips == ((), (0,), (0, 1))

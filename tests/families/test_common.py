@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gnplace.exceptions import UnknownName
-from gnplace.families._common import check_choice, check_int, log_uniform_int
+from gnplace.families._common import check_bool, check_choice, check_int, check_probability, log_uniform_int
 
 
 # ---------------------------------------------------------------------------------- check_int
@@ -82,3 +82,30 @@ def test_log_uniform_int_with_equal_bounds_and_one_draw():
     log_uniform_int(a, 1, 100)
     b.random()
     assert a.random() == b.random()  # it took exactly one draw
+
+
+# ---------------------------------------------------------------------------------- check_probability
+@pytest.mark.parametrize("value", [0, 1, 0.0, 0.4, 1.0, np.float32(0.5), np.int64(1)])
+def test_check_probability_accepts_the_unit_interval(value):
+    out = check_probability("dropout", value)
+    assert out == float(value) and type(out) is float
+
+
+@pytest.mark.parametrize(("value", "error"), [(True, TypeError), ("0.4", TypeError), (None, TypeError),
+                                              (-0.1, ValueError), (1.01, ValueError), (float("nan"), ValueError)])
+def test_check_probability_rejects_the_rest_naming_the_knob(value, error):
+    with pytest.raises(error, match=r"knob 'dropout' must be "):
+        check_probability("dropout", value)
+
+
+# ---------------------------------------------------------------------------------- check_bool
+@pytest.mark.parametrize("value", [True, False, np.bool_(True)])
+def test_check_bool_accepts_booleans(value):
+    out = check_bool("bidirectional", value)
+    assert out is bool(value)
+
+
+@pytest.mark.parametrize("value", ["False", "true", 1, 0, None, 1.0])
+def test_check_bool_rejects_the_rest_naming_the_knob(value):
+    with pytest.raises(TypeError, match=r"knob 'bidirectional' must be True or False, got "):
+        check_bool("bidirectional", value)

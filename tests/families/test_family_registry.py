@@ -74,3 +74,22 @@ def test_same_generator_state_gives_the_same_module() -> None:
     m2, _ = ptb.sample(rng, **TINY["ptb"])
     assert m1.cell.arch == m2.cell.arch
     assert torch.equal(m1.embedding.weight, m2.embedding.weight)
+
+
+def test_draw_of_the_macro_space_uses_the_macro_knob_ranges() -> None:
+    # cifar10.random_knobs draws macro nets from layers 4..24 and channels 16..96 (multiples of 4);
+    # draw(space="macro") drew the micro ranges (layers 1..30, channels 8..48) and only then switched space.
+    for seed in range(6):
+        model, _ = draw("cifar10", seed=seed, space="macro", batch=1)
+        assert isinstance(model, cifar10.MacroNet)
+        assert 4 <= len(model.arch.ops) <= 24
+        width = model.stem[0].out_channels
+        assert 16 <= width <= 96 and width % 4 == 0
+
+
+def test_draw_of_the_default_space_is_unchanged() -> None:
+    rng = np.random.default_rng(3)
+    knobs = cifar10.random_knobs(rng)
+    expected, _ = cifar10.sample(rng, **dict(knobs, batch=1))
+    model, _ = draw("cifar10", seed=3, batch=1)
+    assert model.arch == expected.arch and repr(model) == repr(expected)

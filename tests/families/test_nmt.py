@@ -154,3 +154,15 @@ def test_random_knobs_stay_in_their_ranges() -> None:
         assert d["attention"] in ATTENTIONS
     assert {d["attention"] for d in draws} == set(ATTENTIONS)
     assert {d["bidirectional"] for d in draws} == {True, False}
+
+
+@pytest.mark.parametrize("value", ["False", "no", None, 1])
+def test_a_non_boolean_bidirectional_is_rejected(value: Any) -> None:
+    # bool("False") is True: the string built a bidirectional encoder without a word
+    with pytest.raises(TypeError, match="knob 'bidirectional' must be True or False"):
+        sample(np.random.default_rng(0), **dict(TINY, bidirectional=value))
+
+
+def test_a_numpy_bool_bidirectional_is_accepted() -> None:
+    model, _ = sample(np.random.default_rng(0), **dict(TINY, bidirectional=np.False_))
+    assert model.config.bidirectional is False

@@ -90,3 +90,21 @@ def test_rebuilding_a_model_gives_the_shipped_graph(name):
     from gnplace.families.realmodels import real_graph
 
     assert real_graph(name) == load_graph(REAL / f"{name}.gnpg")
+
+
+def test_an_unknown_output_is_refused_before_building():
+    # t5_small with output="hidden" built a module whose forward failed on getattr(result, "hidden");
+    # the other models silently returned logits
+    from gnplace.families.realmodels import build_model
+
+    with pytest.raises(UnknownName, match=r"unknown output 'hidden' \(choose one of: loss, logits\)"):
+        build_model("t5_small", output="hidden")
+
+
+def test_writing_an_unknown_model_is_refused_before_the_folder_is_made(tmp_path):
+    # was a KeyError from REAL_MODELS, after the folder was made
+    from gnplace.families.realmodels import write_real_dataset
+
+    with pytest.raises(UnknownName, match="'alexnet'.*gpt2, bert_base"):
+        write_real_dataset(tmp_path / "real", names=["alexnet"])
+    assert not (tmp_path / "real").exists()
