@@ -9,7 +9,8 @@ Two bounds, each valid for every placement and schedule:
   :math:`\\min T` s.t. :math:`\\sum_v x_{vk} t(v,k) \\le T`, :math:`\\sum_k x_{vk} = 1`; by LP
   duality it equals :math:`\\max_{\\lambda \\in \\Delta} \\sum_v \\min_k \\lambda_k t(v,k)`, and
   every :math:`\\lambda` on the simplex gives a valid bound. We take the best of a few candidates
-  and a projected super-gradient ascent. On identical devices it is total work over device count.
+  and a projected super-gradient ascent. On identical devices it is total work over device count
+  (less a few ulps per op, so that float rounding never puts it above a simulated step).
 
 The max of the two is "the bound".
 """
@@ -84,7 +85,11 @@ def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
         current = value(lam)
         if current > best:
             best, best_lam = current, lam.copy()
-    return best
+    # The value is a float sum that can round above the float sum a device computes of the same times (one
+    # device adding 1 and fifteen 1e-16 in order gets 1.0, numpy's pairwise sum 1 + 7 ulps): step down by more
+    # than the rounding of both sums, about one ulp per op and device.
+    n = times.shape[0]
+    return best * max(0.0, 1.0 - (2 * n + 2 * d + 8) * float(np.finfo(np.float64).eps))
 
 
 def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = None) -> Bound:

@@ -69,3 +69,18 @@ def test_memory_shortfall_proves_only_what_no_placement_can_fit(tmp_path):
     many = [largest * 0.9] * (int(params // (largest * 0.9)) + 2)  # room for all in all, not for the largest op
     assert "largest device" in memory_shortfall(graph, cluster(*many))
     assert memory_shortfall(graph, cluster(params / 2 + largest, params / 2 + largest)) is None  # may fit
+
+
+def test_the_bound_never_exceeds_a_step_by_rounding():
+    """The work bound's float sum rounded up past the simulator's: 1 + 7 ulps against a step of 1.0 on one device."""
+    from gnplace.toy import toy_cluster
+
+    n = 16
+    seconds = [1.0] + [1e-16] * (n - 1)  # one device adds them in order: 1.0 + 1e-16 == 1.0, every time
+    g = OpGraph([f"n{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], cost_s={"k80": seconds})
+    for devices in (1, 2):
+        c, sim = toy_cluster(devices), Simulator()
+        step = sim.time(g, c, [0] * n).step_time
+        bound = lower_bound(g, c, times=sim.cost_model.op_times(g, c))
+        assert step == 1.0 and bound.value <= step
+        assert bound.value == pytest.approx(1.0, rel=1e-12)
