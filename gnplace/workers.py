@@ -97,7 +97,9 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
     """``map`` over ``jobs`` workers (:func:`process_pool`, closed on exit), or the built-in ``map`` for one job.
 
     One job runs its tasks in this process: a spawned worker spends about 5 s importing torch before
-    its first task. Results come in the order of the tasks either way.
+    its first task. Results come in the order of the tasks either way. When the body stops on an error
+    (a task's included) or Ctrl-C, the workers are ended at once: the tasks under way are lost rather
+    than waited for, and the queued ones never start.
 
     Examples:
         >>> with task_mapper(1) as mapper:
@@ -107,8 +109,24 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
     if jobs <= 1:
         yield map
         return
-    with process_pool(jobs) as pool:
-        yield pool.map
+    pool = process_pool(jobs, ignore_interrupts=True)  # Ctrl-C reaches this process alone; it ends the workers
+
+    def mapper(fn: Callable[..., Any], *iterables: Any) -> Iterator[Any]:
+        # all submitted at once, as pool.map does, but never cancelled (see below)
+        futures = [pool.submit(fn, *args) for args in zip(*iterables)]
+        return (future.result() for future in futures)
+
+    try:
+        yield mapper
+    except BaseException:
+        # shutting down alone waited for the tasks under way and ran the queued ones (minutes of teacher
+        # searches after a Ctrl-C). Terminated, the pool marks the pending futures broken; pool.map's
+        # cancelling of them races with that, and the pool's thread then printed an InvalidStateError.
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True)
+        raise
+    pool.shutdown(wait=True, cancel_futures=True)  # a caller that stopped reading early: the rest never start
 
 
 def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:

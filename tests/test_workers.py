@@ -105,3 +105,29 @@ def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("NODE_RANK", "1")
     assert is_launched_rank()
+
+
+def _first_quick_then_slow(arg: tuple[str, int, bool]) -> int:
+    """Task ``i`` of a run: the first ends at once (or raises), the others take 2 s; each leaves a file when done."""
+    folder, i, first_raises = arg
+    if i == 0 and first_raises:
+        raise ValueError("task 0 failed")
+    if i > 0:
+        time.sleep(2.0)
+    Path(folder, str(i)).touch()
+    return i
+
+
+@pytest.mark.parametrize("first_raises", [False, True], ids=["caller-stops", "task-raises"])
+def test_task_mapper_stops_its_workers_when_the_run_stops(tmp_path, first_raises):
+    """The pool finished the tasks under way and started the queued ones before the error (or Ctrl-C) got out."""
+    import multiprocessing
+
+    from gnplace.workers import task_mapper
+
+    tasks = [(str(tmp_path), i, first_raises) for i in range(6)]
+    with pytest.raises((RuntimeError, ValueError), match="stop|task 0 failed"), task_mapper(2) as mapper:
+        for _ in mapper(_first_quick_then_slow, tasks):
+            raise RuntimeError("stop")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if first_raises else ["0"])
+    assert multiprocessing.active_children() == []
