@@ -27,6 +27,7 @@ their expansion is how a few bytes become gigabytes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import zlib
@@ -167,6 +168,12 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not a number JSON allows")
 
+    def finite_float(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):  # 1e400: what Infinity is refused as, spelled as a number
+            raise ValueError(f"{literal} is not a finite number")
+        return value
+
     def no_key_twice(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         mapping = dict(pairs)
         if len(mapping) != len(pairs):  # json keeps the last of two equal keys, silently
@@ -176,7 +183,8 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
         return mapping
 
     try:
-        data = json.loads(text, parse_constant=no_constant, object_pairs_hook=no_key_twice)
+        data = json.loads(text, parse_constant=no_constant, parse_float=finite_float,
+                          object_pairs_hook=no_key_twice)
     except RecursionError as err:
         raise error(f"{source}: nested more than {MAX_DEPTH} levels deep") from err
     except ValueError as err:  # json.JSONDecodeError is one

@@ -14,7 +14,7 @@ __all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 
 
 def _split(value: object, what: str) -> tuple[Decimal, str]:
@@ -49,11 +49,14 @@ def _times(number: Decimal, *factors: float | Decimal) -> float:
         return float(number)
 
 
-def _scaled(number: Decimal, unit: str, bases: dict[str, float], what: str, raw: object) -> float:
+def _scaled(
+    number: Decimal, unit: str, bases: dict[str, float], what: str, raw: object, *, binary: bool = True
+) -> float:
+    # binary prefixes (KiB, Gibit/s) are for bytes and bits only: no one counts FLOP in powers of two
     for base, factor in sorted(bases.items(), key=lambda kv: -len(kv[0])):
         if unit.endswith(base):
             prefix = unit[: len(unit) - len(base)]
-            if prefix in _BINARY:
+            if binary and prefix in _BINARY:
                 return _times(number, _BINARY[prefix], factor)
             if prefix in _PREFIX:
                 return _times(number, _PREFIX[prefix], factor)
@@ -118,7 +121,8 @@ def parse_flops(value: object) -> float:
     if unit in ("", "FLOP/s", "FLOPS"):
         return _finite(_times(number), "a compute rate", value)
     bases = {"FLOP/s": 1.0, "FLOPS": 1.0}
-    return _finite(_scaled(number, unit, bases, "a compute rate such as '2.8 TFLOP/s'", value), "a compute rate", value)
+    scaled = _scaled(number, unit, bases, "a compute rate such as '2.8 TFLOP/s'", value, binary=False)
+    return _finite(scaled, "a compute rate", value)
 
 
 def format_bytes(value: float) -> str:

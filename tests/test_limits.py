@@ -256,6 +256,19 @@ def test_yaml_aliases_and_json_constants_are_refused():
         parse_json('{"a": NaN}', InvalidGraph, "g.json")
 
 
+@pytest.mark.parametrize("text", ['{"a": 1e400}', "[-1E+309]", '{"meta": {"x": [2.5e99999]}}'])
+def test_a_json_number_beyond_any_float_is_refused_not_read_as_an_infinity(tmp_path, text):
+    """``1e400`` was read as inf, the infinity ``Infinity`` is refused as: a graph's meta then could not be saved."""
+    with pytest.raises(InvalidGraph, match=r"^g.json: not valid JSON \(.* is not a finite number\)$"):
+        parse_json(text, InvalidGraph, "g.json")
+    assert parse_json("[1e308, -2.5e-400, 0.5, 7]", InvalidGraph, "g.json") == [1e308, -0.0, 0.5, 7]
+    doc = json.dumps(GRAPH_DOC).replace('"meta": {}', '"meta": {"accuracy": 1e400}')
+    assert '"accuracy": 1e400' in doc
+    (tmp_path / "g.gnpg").write_text(doc)
+    with pytest.raises(InvalidGraph, match="is not a finite number"):
+        load_graph(tmp_path / "g.gnpg")
+
+
 def test_a_yaml_key_given_twice_is_refused_not_overwritten():
     # PyYAML keeps the last of two equal keys: a second `links:` would silently replace the first
     text = "devices: [{name: a, count: 2, kind: v100}]\nlinks: {default: pcie3}\nlinks: {default: nvlink2}\n"

@@ -142,3 +142,17 @@ def test_bad_quantities(parse, value, match):
 def test_results_are_floats():
     for value in (parse_bytes(12), parse_bytes("1 KiB"), parse_seconds(1), parse_rate("1 GB/s"), parse_flops(10)):
         assert type(value) is float
+
+
+def test_every_decimal_prefix_has_its_binary_one_for_bytes():
+    """"1 PB" was read and "1 PiB" refused as an unknown unit."""
+    assert parse_bytes("1 PiB") == 2.0**50
+    assert parse_bytes("0.5PiB") == 2.0**49
+    assert parse_rate("2 PiB/s") == 2.0**51
+
+
+@pytest.mark.parametrize("text", ["2 TiFLOP/s", "1 GiFLOPS", "3 KiFLOP/s"])
+def test_a_compute_rate_with_a_binary_prefix_is_refused(text):
+    """"2 TiFLOP/s" was read as 2 * 2**40 FLOP/s, 10% above 2 TFLOP/s: no one counts FLOP in powers of two."""
+    with pytest.raises(ValueError, match=r"unknown unit"):
+        parse_flops(text)
