@@ -33,7 +33,8 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Itera
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # the label holds a graph's name, shown as it is: as rich markup "net[/]" failed and "net[v2]" showed "net"
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda evaluations: bar.update(task, completed=evaluations)

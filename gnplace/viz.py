@@ -56,10 +56,10 @@ def plot_timeline(
             height=0.6, color="#8C8C8C", linewidth=0,
         )
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
-    ax.set_yticklabels([f"{n}" for n in names] + [f"{n} send" for n in names])
+    ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or f"{graph.name}: step {result.step_time * 1e3:.3f} ms")
+    ax.set_title(title or f"{_plain(graph.name)}: step {result.step_time * 1e3:.3f} ms")
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()] + [Patch(color="#8C8C8C", label="transfer")]
     ax.legend(handles=handles, loc="lower right", fontsize="small")
     fig.tight_layout()
@@ -97,11 +97,16 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         ax.bar(range(len(placers)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(placers)))
-        ax.set_xticklabels(placers, rotation=60, ha="right", fontsize="small")
-        ax.set_title(cluster)
+        ax.set_xticklabels([_plain(p) for p in placers], rotation=60, ha="right", fontsize="small")
+        ax.set_title(_plain(cluster))
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _plain(name: str) -> str:
+    """``name`` drawn as it is: matplotlib reads text between two ``$`` as maths (and fails on ``a$\\frac$``)."""
+    return str(name).replace("$", r"\$")
 
 
 def _save(fig: Any, path: Path) -> Path:

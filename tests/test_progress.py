@@ -23,3 +23,21 @@ def test_a_search_with_a_bar_keeps_stdout_clean_and_places_the_same(capsys, plac
     assert capsys.readouterr().out == ""
     hidden = placer(budget=120, progress=False).place(graph, cluster, seed=3)
     assert (shown.devices == hidden.devices).all()
+
+
+@pytest.mark.parametrize("name", ["net[v2]", "net[/]", "[bold]net"])
+def test_a_label_is_shown_as_it_is_not_read_as_rich_markup(monkeypatch, name):
+    """A graph named ``net[/]`` stopped the search (rich's MarkupError) and ``net[v2]`` was shown as ``net``."""
+    import rich.console
+
+    consoles = []
+
+    class Recording(rich.console.Console):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs, force_terminal=True, record=True, width=100)
+            consoles.append(self)
+
+    monkeypatch.setattr(rich.console, "Console", Recording)
+    with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
+        advance_to(5)
+    assert f"annealing {name} " in consoles[0].export_text()

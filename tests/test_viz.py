@@ -106,3 +106,16 @@ def test_a_ratio_bar_leaves_out_the_graphs_a_placer_ran_out_of_memory_on(tmp_pat
                                                                                    real_bar(ax, x, heights, **kw))[1])
     plot_ratios(summarise(rows), tmp_path / "r.png")
     assert drawn == [[1.0, pytest.approx(2.0)]]  # heft, single: the mean of 4 (a3) and 1 (b1), not 4 ** 0.75
+
+
+def test_names_with_dollar_signs_are_drawn_as_text_not_parsed_as_maths(tmp_path):
+    """A graph, device, cluster or placer named with two ``$`` made matplotlib parse mathtext and fail to draw."""
+    from gnplace.graph import OpGraph
+    from gnplace.toy import toy_cluster
+
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name=r"net$\frac$")
+    c = toy_cluster(2, prefix="gpu$x$")
+    result = Simulator().time(g, c, [0, 1], timeline=True)
+    assert plot_timeline(g, result, tmp_path / "t.png").read_bytes().startswith(PNG_MAGIC)
+    summary = [{"family": "a", "cluster": "c$\\x$", "placer": "my$\\frac$", "vs_best": 1.0, "graphs": 1}]
+    assert plot_ratios(summary, tmp_path / "r.svg").exists()
