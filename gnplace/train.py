@@ -153,12 +153,21 @@ class LearnerConfig:
                if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int | np.integer)]
         bad = bad or [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
                       if getattr(self, name) < least]
+        bad = bad or ([f"seed < 2**64 (torch's generator seeds with 64 bits), got {self.seed}"]
+                      if self.seed >= 2**64 else [])
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
         drawn = {"samples x screen": self.samples * self.screen, "val_samples": self.val_samples}
         over = [f"{name} <= {MAX_DRAWN}, got {value}" for name, value in drawn.items() if value > MAX_DRAWN]
         if over:  # one batch of rollouts holds samples x decision nodes x devices logits
             raise InvalidArgument(f"need {'; '.join(over)} (placements drawn in one batch)")
+        reals = ("lr", "clip", "grad_clip", "beta", "prior", "risk", "kl_target", "alpha", "oom_penalty", "entropy",
+                 "elite")
+        real = int | float | np.integer | np.floating
+        bad = [f"{name} a number, got {getattr(self, name)!r}" for name in reals  # lr="1e-3" was a TypeError
+               if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), real)]
+        if bad:
+            raise InvalidArgument(f"need {'; '.join(bad)}")
         ranges = {"lr": (self.lr, self.lr > 0, "> 0"), "clip": (self.clip, self.clip > 0, "> 0"),
                   "grad_clip": (self.grad_clip, self.grad_clip > 0, "> 0"), "beta": (self.beta, self.beta >= 0, ">= 0"),
                   "prior": (self.prior, self.prior >= 0, ">= 0"), "risk": (self.risk, 0 < self.risk <= 1, "in (0, 1]"),
@@ -461,18 +470,37 @@ class PlacementLearner(L.LightningModule):
             checkpoint["gnplace"]["rngs"] = every_rank(self.rng.bit_generator.state, world)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Restore what :meth:`on_save_checkpoint` kept: each rank of a distributed run its own draws."""
+        """Restore what :meth:`on_save_checkpoint` kept: each rank of a distributed run its own draws.
+
+        Raises:
+            InvalidCheckpoint: if the iteration, :math:`\\beta` or the generator's state is malformed (an
+                edited file: ``fit`` and a search resume without checking them first); nothing is restored then.
+        """
+        from gnplace.exceptions import InvalidCheckpoint
+
         state = checkpoint.get("gnplace", {})
-        self.iteration = int(state.get("iteration", 0))
-        self.beta = float(state.get("beta", self.config.beta))
+        iteration, beta = state.get("iteration", 0), state.get("beta", self.config.beta)
+        if isinstance(iteration, bool) or not isinstance(iteration, int | np.integer) or iteration < 0:
+            raise InvalidCheckpoint(f"the checkpoint's learner's iteration ({iteration!r}) is malformed; cannot resume "
+                                    "from it")
+        if isinstance(beta, bool) or not isinstance(beta, int | float) or not math.isfinite(beta) or beta < 0:
+            raise InvalidCheckpoint(f"the checkpoint's learner's beta ({beta!r}) is malformed; cannot resume from it")
         world, rank = self._world()
         rngs = state.get("rngs")
-        if world > 1 and isinstance(rngs, list) and len(rngs) == world:
-            self.rng.bit_generator.state = rngs[rank]
-        elif world > 1:  # a checkpoint of before 2026-11-29: each rank reseeds from the iteration
-            self.rng = np.random.default_rng((self.config.seed, rank, self.iteration))
-        elif "rng" in state:
-            self.rng.bit_generator.state = state["rng"]
+        rng = np.random.default_rng()
+        try:
+            if world > 1 and isinstance(rngs, list) and len(rngs) == world:
+                rng.bit_generator.state = rngs[rank]
+            elif world > 1:  # a checkpoint of before 2026-11-29: each rank reseeds from the iteration
+                rng = np.random.default_rng((self.config.seed, rank, int(iteration)))
+            elif "rng" in state:
+                rng.bit_generator.state = state["rng"]
+            else:
+                rng = self.rng
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidCheckpoint("the checkpoint's learner's sampling generator state is malformed; cannot resume "
+                                    "from it") from err
+        self.iteration, self.beta, self.rng = int(iteration), float(beta), rng
 
     def setup(self, stage: str) -> None:
         """In a distributed run, give each rank its own stream of samples (rank 0 keeps the single-process one).
@@ -776,7 +804,11 @@ def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> Non
     for key, value in restored.items():
         setattr(problem, key, value)
     if saved.get("screen") is not None:  # what the pair's screen had learned
-        problem.start_screen().restore(saved["screen"])
+        try:
+            problem.start_screen().restore(saved["screen"])
+        except InvalidArgument as err:  # (an unchecked one ranked with another pair's groups, or raised an IndexError)
+            raise InvalidCheckpoint(f"the checkpoint's screen of pair {name} is malformed ({err}); cannot resume "
+                                    "from it") from err
     if saved.get("refiner") is not None:  # where refinement's chains were (they restarted from the best)
         try:
             problem.refiner = RefinementMDP.restored(problem.inp, saved["refiner"])
@@ -809,10 +841,15 @@ def _restored_values(saved: Mapping[str, Any]) -> dict[str, Any]:
 def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
     """Reinforcement iterations that spend at most ``budget`` timer evaluations on ``pairs`` pairs.
 
+    Raises:
+        InvalidArgument: if ``samples`` or ``pairs`` is below 1 (it was a ZeroDivisionError at 0).
+
     Examples:
         >>> iterations_for_budget(1000, 32)
         31
     """
+    if samples < 1 or pairs < 1:
+        raise InvalidArgument(f"iterations_for_budget needs samples >= 1 and pairs >= 1, got {samples} and {pairs}")
     return max(0, math.floor(budget / (samples * pairs)))
 
 

@@ -62,6 +62,13 @@ def test_config_is_validated():
     for bad in (dict(epochs=1.5), dict(samples=4.0), dict(screen=True), dict(imitation_steps="2")):
         with pytest.raises(InvalidArgument, match="a whole number"):  # -O ppo.epochs=1.5 was a TypeError mid-run
             LearnerConfig(**bad)
+    for bad in (dict(lr="1e-3"), dict(risk=None), dict(clip=True), dict(alpha=[3.0])):
+        with pytest.raises(InvalidArgument, match=r"^need .* a number, got"):  # lr="1e-3" was a TypeError
+            LearnerConfig(**bad)
+    assert LearnerConfig(lr=1, beta=np.float32(0.5)).lr == 1  # an int or a numpy number is a number
+    with pytest.raises(InvalidArgument, match=r"need seed < 2\*\*64"):  # torch's seed: was a ValueError (Overflow)
+        LearnerConfig(seed=2**64)
+    assert PlacementLearner(LearnerConfig(seed=2**64 - 1)).config.seed == 2**64 - 1
 
 
 def test_the_pairs_of_an_iteration_depend_only_on_seed_and_iteration():
@@ -363,3 +370,45 @@ def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
     fresh.load_state_dict(edited)
     with pytest.raises(InvalidCheckpoint, match="refinement chains of pair .* are malformed \\(ValueError"):
         fresh.problem(0)
+
+
+def test_a_malformed_screen_state_in_a_checkpoint_is_refused_with_one_error():
+    from gnplace.exceptions import InvalidCheckpoint
+
+    same = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+    same.problem(1).start_screen()
+    groups = same.problem(1).inp.num_groups
+    for screen, found in (({"groups": [[0, 7] * (groups // 2)], "log_step": [0.5]}, "device 7 outside 0..3"),
+                          ({"groups": [[0, 1]], "log_step": [0.5]}, f"2 devices for {groups} groups"),
+                          ({"groups": [[0] * groups], "log_step": ["x"]}, "ValueError")):
+        edited = same.state_dict()
+        edited["problems"][1]["screen"] = screen  # an edited file: a traceback when the screen first ranked
+        fresh = PlacementDataModule(pairs(), pairs_per_step=2, steps_per_epoch=4, seed=3)
+        fresh.load_state_dict(edited)
+        with pytest.raises(InvalidCheckpoint, match=f"screen of pair .* is malformed .*{found}"):
+            fresh.problem(1)
+
+
+def test_iterations_for_budget_refuses_no_samples_or_pairs():
+    from gnplace.train import iterations_for_budget
+
+    assert iterations_for_budget(1000, 32, 2) == 15 and iterations_for_budget(-5, 4) == 0
+    for samples, count in ((0, 1), (4, 0), (-4, 1)):  # 0 was a ZeroDivisionError, -4 gave 0 iterations silently
+        with pytest.raises(InvalidArgument, match="samples >= 1 and pairs >= 1"):
+            iterations_for_budget(100, samples, count)
+
+
+@pytest.mark.parametrize("state, found", [({"iteration": "x"}, "iteration"), ({"beta": "x"}, "beta"),
+                                          ({"beta": float("nan")}, "beta"), ({"beta": -1.0}, "beta"),
+                                          ({"rng": {"state": 3}}, "sampling generator"), ({"iteration": -2}, "iteration")])
+def test_a_malformed_learner_state_in_a_checkpoint_is_one_error_and_changes_nothing(state, found):
+    """fit(resume=True) and a search read it with no check of their own (pretraining checks it first)."""
+    from gnplace.exceptions import InvalidCheckpoint
+
+    learner = PlacementLearner(CONFIG)
+    before = learner.rng.bit_generator.state
+    with pytest.raises(InvalidCheckpoint, match=f"learner's {found} .* is malformed; cannot resume from it"):
+        learner.on_load_checkpoint({"gnplace": {"iteration": 3, "beta": 0.5, **state}})
+    assert learner.iteration == 0 and learner.beta == CONFIG.beta and learner.rng.bit_generator.state == before
+    learner.on_load_checkpoint({"gnplace": {"iteration": 3, "beta": 0.5, "rng": before}})
+    assert learner.iteration == 3 and learner.beta == 0.5

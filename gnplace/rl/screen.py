@@ -69,6 +69,9 @@ class MoveScreen:
         if window < 2 or least < 2 or ridge <= 0:
             raise InvalidArgument(f"MoveScreen needs window >= 2, least >= 2 and ridge > 0, got {window}, {least} "
                                   f"and {ridge}")
+        if least > window and not residual:  # it keeps at most `window` placements: it would never rank
+            raise InvalidArgument(f"MoveScreen needs least <= window (it keeps the last {window} placements), got "
+                                  f"least {least}")
         self.num_groups, self.num_devices = int(num_groups), int(num_devices)
         self.window, self.ridge, self.least = int(window), float(ridge), int(least)
         self.residual = bool(residual)
@@ -160,7 +163,28 @@ class MoveScreen:
         return {"groups": self._seen().tolist(), "log_step": list(self._rows.values()), "residual": self.residual}
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Put back what :meth:`state` kept."""
+        """Put back what :meth:`state` kept.
+
+        Raises:
+            InvalidArgument: if ``state`` does not fit this screen (another number of groups, a device outside
+                its devices) or is malformed (not one finite log step per placement); the screen is left as it was.
+        """
+        try:
+            groups = np.asarray(state.get("groups", []), dtype=np.int64)
+            log_step = np.asarray(state.get("log_step", []), dtype=np.float64).reshape(-1)
+        except (AttributeError, TypeError, ValueError) as err:  # an edited checkpoint: ragged, not numbers
+            raise InvalidArgument(f"a MoveScreen state is malformed ({type(err).__name__}: {err})") from err
+        groups = groups.reshape(0, self.num_groups) if groups.size == 0 else groups
+        if groups.ndim != 2 or groups.shape[1] != self.num_groups:  # another pair's screen
+            raise InvalidArgument(f"a MoveScreen state is malformed ({groups.shape[-1] if groups.ndim else 0} devices "
+                                  f"for {self.num_groups} groups)")
+        if groups.size and (groups.min() < 0 or groups.max() >= self.num_devices):
+            bad = int(groups.min()) if groups.min() < 0 else int(groups.max())
+            raise InvalidArgument(f"a MoveScreen state has device {bad} outside 0..{self.num_devices - 1}")
+        if groups.shape[0] != log_step.shape[0]:
+            raise InvalidArgument(f"a MoveScreen state has {groups.shape[0]} placements and {log_step.shape[0]} log "
+                                  "steps")
+        if not np.isfinite(log_step).all():
+            raise InvalidArgument("a MoveScreen state has a log step that is not finite")
         self.residual = bool(state.get("residual", False))
-        self._rows = {np.asarray(g, dtype=np.int64).tobytes(): float(y)
-                      for g, y in zip(state.get("groups", []), state.get("log_step", []))}
+        self._rows = {row.tobytes(): float(y) for row, y in zip(groups, log_step)}

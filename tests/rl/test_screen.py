@@ -91,3 +91,28 @@ def test_a_base_goes_with_a_residual_screen_only():
 def test_bad_settings_are_refused(bad):
     with pytest.raises(InvalidArgument):
         MoveScreen(**{"num_groups": 4, "num_devices": 2, **bad})
+
+
+@pytest.mark.parametrize("state, found", [
+    ({"groups": [[0, 1, 0]], "log_step": [0.5]}, "3 devices for 2 groups"),  # another pair's screen
+    ({"groups": [[0, 7]], "log_step": [0.5]}, "device 7 outside 0..1"),  # learned [0, 7] as [1, 1] or an IndexError
+    ({"groups": [[0, 1], [1, 1]], "log_step": [0.5]}, "2 placements and 1 log step"),
+    ({"groups": [[0, 1]], "log_step": [float("nan")]}, "not finite"),
+    ({"groups": [[0, 1]], "log_step": ["x"]}, "malformed"),
+    ({"groups": 3, "log_step": [0.5]}, "malformed"), (None, "malformed"),
+])
+def test_a_malformed_state_is_refused_with_one_error_and_changes_nothing(state, found):
+    screen = MoveScreen(2, 2, least=2)
+    screen.observe(np.array([[0, 0], [1, 0]]), np.array([1.0, 2.0]), np.zeros(2, dtype=bool))
+    before = screen.state()
+    with pytest.raises(InvalidArgument, match=found):
+        screen.restore(state)
+    assert screen.state() == before
+
+
+def test_a_screen_that_keeps_fewer_placements_than_it_needs_to_rank_is_refused():
+    # window 8, least 32: at most 8 placements are ever kept, so it never became ready and never ranked
+    with pytest.raises(InvalidArgument, match="least <= window"):
+        MoveScreen(4, 2, window=8, least=32)
+    assert MoveScreen(4, 2, window=8, least=32, residual=True).ready  # a residual screen ranks from the start
+    assert MoveScreen(4, 2, window=8, least=8).least == 8
