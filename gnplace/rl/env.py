@@ -341,7 +341,8 @@ class RefinementMDP:
     def record(self, step_time: np.ndarray, busy: np.ndarray) -> np.ndarray:
         """Store the timing of the new placements; returns the decrease in step time of each chain (seconds)."""
         before = self.step_time
-        self.step_time, self.busy = np.asarray(step_time, dtype=np.float64), np.asarray(busy, dtype=np.float64)
+        # copies: restart() resets these in place, which would reset the caller's timing arrays too
+        self.step_time, self.busy = np.array(step_time, dtype=np.float64), np.array(busy, dtype=np.float64)
         return before - self.step_time
 
     def restart(self, start: np.ndarray, start_step: float) -> None:

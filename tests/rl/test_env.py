@@ -82,10 +82,12 @@ def test_refinement_chains_move_one_group_at_a_time_and_restart():
     group = mdp.group
     after = mdp.move(np.array([1, 0, 1]))
     assert after[:, group].tolist() == [1, 0, 1] and (np.delete(after, group, axis=1) == 0).all()
-    gain = mdp.record(np.array([0.5, 1.0, 2.0]), np.zeros((3, 2)))
+    step_time, busy = np.array([0.5, 1.0, 2.0]), np.ones((3, 2))
+    gain = mdp.record(step_time, busy)
     assert gain.tolist() == [0.5, 0.0, -1.0]
     mdp.restart(start, 1.0)
     assert (mdp.current == 0).all() and (mdp.step_time == 1.0).all()
+    assert step_time.tolist() == [0.5, 1.0, 2.0] and (busy == 1).all()  # the caller's timings are its own
 
 
 def test_refinement_chains_restored_from_their_state_move_on_as_they_would_have():
