@@ -367,8 +367,10 @@ class PlacementLearner(L.LightningModule):
                 stats.append(info)
             self._update(torch.stack(losses).mean())
         if cfg.algo == "ppo":
-            # the same beta on every rank: the KL of the last epoch, averaged over the ranks
-            self.beta = adapt_beta(self.beta, self._mean_over_ranks(stats[-1]["losses/approx_kl"]), cfg.kl_target)
+            # the same beta on every rank: the KL of the last epoch over its pairs (stats[-1] alone was the last
+            # pair's), averaged over the ranks
+            kl = float(np.mean([info["losses/approx_kl"] for info in stats[-len(batch):]]))
+            self.beta = adapt_beta(self.beta, self._mean_over_ranks(kl), cfg.kl_target)
         self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}
                                 for r, q in zip(rewards, ratios)])
         if self._trainer is not None and isinstance(self.timer, BudgetedTimer) and self.timer.budget is not None:
@@ -438,10 +440,12 @@ class PlacementLearner(L.LightningModule):
         if target == "samples":
             if problem.sample_best_devices is None:
                 return None
-            key, groups = (id(problem), "samples", problem.sample_best_step), problem.sample_best_groups()
+            groups = problem.sample_best_groups()
         else:
-            key, groups = (id(problem), "best", problem.best_step), problem.best_groups()
-        slot = (id(problem), target)
+            groups = problem.best_groups()
+        # keyed by the groups replayed, not the best step: a fitting placement that replaces an overflowing
+        # reference may time the same, and the stale reference was imitated on
+        key, slot = (id(problem), target, groups.tobytes()), (id(problem), target)
         cached = self._teachers.get(slot)
         if cached is None or cached[0] != key:
             cached = (key, teacher_forced(problem.mdp, groups))

@@ -372,6 +372,37 @@ def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
         fresh.problem(0)
 
 
+def test_beta_adapts_to_the_kl_of_every_pair_of_the_last_epoch(tmp_path, monkeypatch):
+    """With two pairs a batch, beta followed the last pair's KL alone (a DDP run of one pair a rank averaged both)."""
+    import gnplace.train as train
+
+    infos, kls = [], []
+    ppo_loss, adapt_beta = train.ppo_loss, train.adapt_beta
+    monkeypatch.setattr(train, "ppo_loss", lambda *a, **k: (lambda out: infos.append(out[1]) or out)(ppo_loss(*a, **k)))
+    monkeypatch.setattr(train, "adapt_beta", lambda beta, kl, target: kls.append(kl) or adapt_beta(beta, kl, target))
+    run(tmp_path, 1, config=replace(CONFIG, imitation_steps=0, elite=0.0))
+    assert len(kls) == 1 and len(infos) == 2 * CONFIG.epochs  # two pairs, each epoch
+    last = [info["losses/approx_kl"] for info in infos[-2:]]  # the last epoch's two pairs
+    assert last[0] != last[1] and kls[0] == pytest.approx(np.mean(last), rel=1e-12)
+
+
+def test_the_incumbent_imitated_follows_a_new_best_of_the_same_step():
+    """An overflowing reference gives way to the first fitting placement, whatever its step: one of the same step
+    left imitation and the elite pull on the reference's trajectory (cached by the best step alone)."""
+    from gnplace.rl.agent import teacher_forced
+
+    learner = PlacementLearner(CONFIG)
+    problem = PlacementDataModule(pairs()[:1], seed=3).problem(0)
+    problem.best_oom = True  # as if the reference overflowed
+    before = learner._incumbent(problem)
+    mirrored = problem.inp.cluster.num_devices - 1 - problem.best_devices
+    problem.offer(mirrored, problem.best_step, False, evaluations=1)  # fits, and times the same
+    assert np.array_equal(problem.best_devices, mirrored) and not problem.best_oom
+    expected = teacher_forced(problem.mdp, problem.best_groups()).actions
+    assert not torch.equal(before.actions, expected)
+    assert torch.equal(learner._incumbent(problem).actions, expected)
+
+
 def test_a_malformed_screen_state_in_a_checkpoint_is_refused_with_one_error():
     from gnplace.exceptions import InvalidCheckpoint
 

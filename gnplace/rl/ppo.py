@@ -61,7 +61,11 @@ def normalise_advantages(rewards: np.ndarray) -> torch.Tensor:
         [-1.0, 1.0]
     """
     r = torch.as_tensor(rewards, dtype=torch.float32)
-    return (r - r.mean()) / (r.std(unbiased=False) + 1e-8)
+    if r.numel() and bool((r == r[0]).all()):
+        # equal rewards (a collapsed policy's repeats) carry no signal; float32's mean can miss them by an ulp,
+        # and that ulp over a spread of the same size is an advantage of about 1, of either sign
+        return torch.zeros_like(r)
+    return (r - r.mean()) / (r.std(unbiased=False) + 1e-8)  # A_i = (R_i - mean R) / std R
 
 
 def risk_seeking_advantages(rewards: np.ndarray, share: float) -> torch.Tensor:

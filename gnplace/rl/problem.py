@@ -204,9 +204,14 @@ class PlacementProblem:
         return kappa
 
     def sample_best_groups(self) -> np.ndarray:
-        """The best placement the policy produced as a device per decision group, ``[G]`` (one must exist)."""
+        """The best placement the policy produced as a device per decision group, ``[G]`` (one must exist).
+
+        Each group's majority device (:func:`majority_groups`): an :attr:`anchored` placement keeps a
+        split incumbent's ops in the groups the policy left in place, and their majority device is the
+        one the policy chose.
+        """
         assert self.sample_best_devices is not None
-        return self.inp.groups_of(self.sample_best_devices)
+        return majority_groups(self.inp, self.sample_best_devices)
 
     def score(self, group_devices: np.ndarray, timer: StepTimer, oom_penalty: float) -> tuple[BatchResult, np.ndarray]:
         """Time placements given per decision group (``[B, G]``) on the original graph; their rewards ``[B]``.

@@ -70,3 +70,10 @@ def test_a_masked_device_leaves_the_gradient_finite(loss_name):
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logits.grad).all()
     assert float(logits.grad[..., 2].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("value", [0.1, 0.3, -0.2231435513142097, -1.7])
+def test_equal_rewards_have_no_advantage(value):
+    """A batch of equal rewards (a collapsed policy's repeats) carries no signal: float32 rounding of the mean is not one."""
+    for n in (3, 7, 16, 100):
+        assert normalise_advantages(np.full(n, value)).tolist() == [0.0] * n

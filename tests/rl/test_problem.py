@@ -137,3 +137,20 @@ def test_reference_oom_says_whether_the_reference_overflows_and_the_best_stays_i
     p.offer(np.zeros(g.num_ops, dtype=np.int64), 0.0, True, 1)  # an overflowing placement does not replace it
     assert p.best_step == p.reference_step
     assert not PlacementProblem.build(g, load_cluster("k80x4"), Simulator(), reference="single").reference_oom
+
+
+def test_the_policys_own_best_as_groups_is_what_it_chose_even_when_anchored_to_a_split_incumbent():
+    g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4")
+    sim = Simulator()
+    p = PlacementProblem.build(g, c, sim, reference="single")
+    group = p.inp.decision.group[p.inp.coarsening.node_of_op]
+    split = int(np.bincount(group).argmax())  # a layer: matmuls, then its light weight update last
+    incumbent = np.zeros(g.num_ops, dtype=np.int64)
+    incumbent[np.flatnonzero(group == split)[-1:]] = 3  # the incumbent moves the layer's last op away
+    p.offer(incumbent, 0.0, False, 1)
+    p.anchored = True
+    same = p.best_groups()[None, :]  # the policy keeps every group where the incumbent has most of it
+    assert same[0, split] == 0
+    p.score(same, sim, 4.0)
+    assert np.array_equal(p.sample_best_devices, incumbent)
+    assert p.sample_best_groups().tolist() == same[0].tolist()  # device 0 for the split group, as chosen
