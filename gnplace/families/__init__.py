@@ -119,7 +119,8 @@ def draw(name: str, seed: SeedLike = None, **knobs: Any) -> tuple[nn.Module, tup
         its example inputs.
 
     Raises:
-        UnknownName: if ``name`` is not a family.
+        UnknownName: if ``name`` is not a family, or a knob is not one of its ``sample``'s (the message
+            lists them).
 
     Examples:
         >>> model, inputs = draw("ptb", seed=0, hidden=8, vocab=20, batch=2)
@@ -128,6 +129,11 @@ def draw(name: str, seed: SeedLike = None, **knobs: Any) -> tuple[nn.Module, tup
     """
     rng = as_generator(seed)
     _check_name(name)
+    known = list(inspect.signature(FAMILIES[name]).parameters)[1:]
+    unknown = sorted(set(knobs) - set(known))
+    if unknown:  # a misspelt knob was Python's own "unexpected keyword argument"
+        raise UnknownName(f"family {name!r} has no knob {', '.join(map(repr, unknown))} (its knobs: "
+                          f"{', '.join(known)})")
     # a fixed knob that steers the knob draw itself (cifar10's space) goes to the knob sampler too
     steering = {k: knobs[k] for k in list(inspect.signature(RANDOM_KNOBS[name]).parameters)[1:] if k in knobs}
     drawn = RANDOM_KNOBS[name](rng, **steering)

@@ -93,3 +93,10 @@ def test_draw_of_the_default_space_is_unchanged() -> None:
     expected, _ = cifar10.sample(rng, **dict(knobs, batch=1))
     model, _ = draw("cifar10", seed=3, batch=1)
     assert model.arch == expected.arch and repr(model) == repr(expected)
+
+
+def test_a_misspelt_knob_is_one_error_naming_the_knobs():
+    from gnplace.exceptions import UnknownName
+
+    with pytest.raises(UnknownName, match=r"family 'ptb' has no knob 'hiden' \(its knobs: .*hidden"):
+        draw("ptb", seed=0, hiden=8)
