@@ -160,10 +160,10 @@ class Cluster:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
         for dev in self.devices:  # YAML checks these per field; a Device made in Python is checked here
-            for field in ("peak_flops", "mem_bandwidth", "memory"):
-                if not getattr(dev, field) > 0:
+            for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
+                if not 0 < getattr(dev, field) < np.inf:
                     raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                         "it must be positive")
+                                         "it must be positive and finite")
             for field in ("flops_efficiency", "mem_efficiency"):  # 0 would make op times infinite, NaN or negative
                 if not 0 < getattr(dev, field) <= 1:
                     raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
@@ -181,8 +181,8 @@ class Cluster:
             np.fill_diagonal(matrix, np.inf if label == "bandwidth" else 0.0)
             matrix.flags.writeable = False
         off = ~np.eye(d, dtype=bool)
-        if np.any(~(self.bandwidth[off] > 0)):
-            raise InvalidCluster(f"cluster {name!r}: every link needs a positive bandwidth")
+        if np.any(~((self.bandwidth[off] > 0) & (self.bandwidth[off] < np.inf))):
+            raise InvalidCluster(f"cluster {name!r}: every link needs a positive, finite bandwidth")
         if np.any(~(self.latency[off] >= 0)) or np.any(~np.isfinite(self.latency)):
             raise InvalidCluster(f"cluster {name!r}: every link needs a finite latency >= 0")
 

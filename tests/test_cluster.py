@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import textwrap
 
@@ -173,10 +174,15 @@ def _dev(name: str) -> Device:
         ([_dev("a"), _dev("a")], np.ones((2, 2)), np.zeros((2, 2)), r"^cluster 'c': device name 'a' is used twice$"),
         ([_dev("a"), _dev("b")], np.ones((3, 3)), np.zeros((2, 2)), r"bandwidth matrix has shape \(3, 3\), expected \(2, 2\)"),
         ([_dev("a"), _dev("b")], np.ones((2, 2)), np.zeros(2), r"latency matrix has shape \(2,\), expected \(2, 2\)"),
-        ([_dev("a"), _dev("b")], [[1, 0], [1, 1]], np.zeros((2, 2)), r"every link needs a positive bandwidth"),
-        ([_dev("a"), _dev("b")], [[1, np.nan], [1, 1]], np.zeros((2, 2)), r"every link needs a positive bandwidth"),
+        ([_dev("a"), _dev("b")], [[1, 0], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite bandwidth"),
+        ([_dev("a"), _dev("b")], [[1, np.nan], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite bandwidth"),
         ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, -1], [0, 0]], r"every link needs a finite latency >= 0"),
         ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, np.inf], [0, 0]], r"every link needs a finite latency >= 0"),
+        ([_dev("a"), _dev("b")], [[1, np.inf], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite band"),
+        ([_dev("a"), dataclasses.replace(_dev("b"), memory=np.inf)], np.ones((2, 2)), np.zeros((2, 2)),
+         r"device 'b' has memory inf; it must be positive and finite"),
+        ([dataclasses.replace(_dev("a"), peak_flops=np.inf), _dev("b")], np.ones((2, 2)), np.zeros((2, 2)),
+         r"device 'a' has peak_flops inf; it must be positive and finite"),
     ],
 )
 def test_cluster_constructor_validation(devices, bandwidth, latency, match):
