@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
+import zlib
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -127,13 +128,20 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
 def _check_crc(path: Path) -> None:
     """Refuse a zip-format torch checkpoint any of whose entries fails the CRC-32 recorded for it.
 
-    A file that is not a readable zip archive (truncated, or torch's legacy format) is left to ``torch.load``.
+    A file that is not a readable zip archive (truncated, or torch's legacy format) is left to ``torch.load``;
+    an entry of an archive that zipfile cannot read at all (flagged encrypted, not the compressed data its
+    header says: a ``RuntimeError`` or ``zlib.error``) is refused as corrupt too.
     """
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         return
+    except (RuntimeError, zlib.error) as err:
+        text = str(err).strip()
+        reason = text.splitlines()[0][:120] if text else type(err).__name__
+        raise InvalidCheckpoint(f"{path}: corrupt checkpoint (an entry cannot be read: {reason}); use another copy "
+                                "or retrain") from err
     if bad is not None:
         raise InvalidCheckpoint(f"{path}: corrupt checkpoint (its entry {bad} fails its CRC-32 check); use another "
                                 "copy or retrain")
@@ -199,7 +207,7 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
             raise InvalidCheckpoint(f"{path}: an incomplete gnplace policy checkpoint (no feature list or weights)")
         if trained != feature_set():
             mine = feature_set()
-            diff = sorted(k for k in mine if not isinstance(trained, dict) or trained.get(k) != mine[k])
+            diff = sorted(str(k) for k in {*mine, *trained} if trained.get(k) != mine.get(k))  # extra kinds too
             raise InvalidCheckpoint(
                 f"{path}: made for other policy features ({', '.join(diff) or 'all'} differ); retrain or use a "
                 "checkpoint of this gnplace version"
@@ -238,5 +246,9 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
     except RuntimeError as err:
         first = str(err).strip().splitlines()[0]
         raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({first[:160]})") from err
+    log_alpha = policy.log_alpha.detach()
+    if not bool(torch.isfinite(log_alpha.exp())):  # finite, but its exp (the EFT rule's weight) made NaN logits
+        raise InvalidCheckpoint(f"{path}: the policy's log_alpha is {float(log_alpha):.4g}, so its EFT weight "
+                                "exp(log_alpha) overflows; retrain or use another checkpoint")
     policy.eval()
     return policy, dict(meta) if isinstance(meta, dict) else {}

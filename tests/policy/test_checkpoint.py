@@ -192,3 +192,47 @@ def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
         save_policy(path, policy)
     assert path.read_bytes() == before
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def _edit_zip_headers(raw, central_offset, local_offset, value, size=1, combine=lambda old, new: new):
+    """``raw`` with a field of every central (``PK\\x01\\x02``) and local (``PK\\x03\\x04``) zip header set."""
+    raw = bytearray(raw)
+    for signature, offset in ((b"PK\x01\x02", central_offset), (b"PK\x03\x04", local_offset)):
+        at = raw.find(signature)
+        while at >= 0:
+            old = int.from_bytes(raw[at + offset: at + offset + size], "little")
+            raw[at + offset: at + offset + size] = combine(old, value).to_bytes(size, "little")
+            at = raw.find(signature, at + 4)
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("edit", [
+    # the general-purpose flag's "encrypted" bit: zipfile raised RuntimeError ("password required"), a traceback
+    dict(central_offset=8, local_offset=6, value=1, combine=lambda old, new: old | new),
+    # stored entries relabelled as deflated: zipfile raised zlib.error ("invalid stored block lengths")
+    dict(central_offset=10, local_offset=8, value=8, size=2),
+])
+def test_an_entry_zipfile_cannot_read_is_one_clear_error(saved, tmp_path, edit):
+    _, path = saved
+    bad = tmp_path / "edited.ckpt"
+    bad.write_bytes(_edit_zip_headers(path.read_bytes(), **edit))
+    with pytest.raises(InvalidCheckpoint, match="corrupt checkpoint") as err:
+        load_policy(bad)
+    assert "\n" not in str(err.value)
+
+
+def test_an_eft_weight_that_overflows_is_refused(saved, tmp_path):
+    # log_alpha = 100 is finite, but exp(100) is infinite in float32: every logit of the best device was NaN
+    _, path = saved
+    bad = _edited(path, tmp_path, "alpha_overflow.ckpt", lambda d: d["state_dict"].__setitem__(
+        "log_alpha", torch.tensor(100.0)))
+    with pytest.raises(InvalidCheckpoint, match="log_alpha"):
+        load_policy(bad)
+
+
+def test_a_feature_list_only_the_checkpoint_has_is_named(saved, tmp_path):
+    # an extra kind of feature in the file was reported as "all differ" although node, edge, ... all matched
+    _, path = saved
+    bad = _edited(path, tmp_path, "extra_kind.ckpt", lambda d: d["features"].__setitem__("graph", ["log_ops"]))
+    with pytest.raises(InvalidCheckpoint, match=r"other policy features \(graph differ\)"):
+        load_policy(bad)
