@@ -149,8 +149,40 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
         except Exception as err:  # noqa: BLE001
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
+    _check_attribute_types(proto, source)
     _refuse_control_flow(proto, source)
     return proto
+
+
+def _check_attribute_types(proto: onnx.ModelProto, source: str) -> None:
+    """Refuse an attribute without a type, or of another type than its op's schema gives it.
+
+    Shape inference lets both pass; the FLOP rules read the attribute as the schema's type
+    (``Gemm``'s ``transB`` as an integer), which raised a bare ``TypeError`` or ``ValueError``.
+
+    Raises:
+        InvalidGraph: naming the node, the attribute and both types.
+    """
+    names = onnx.AttributeProto.AttributeType.Name
+    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    for node in proto.graph.node:
+        schema = None
+        if node.domain in ("", "ai.onnx") and onnx.defs.has(node.op_type):
+            try:
+                schema = onnx.defs.get_schema(node.op_type, opset)
+            except onnx.defs.SchemaError:  # an op newer than the model's opset: shape inference says so
+                schema = None
+        for attribute in node.attribute:
+            want = schema.attributes.get(attribute.name) if schema is not None else None
+            expected = int(getattr(want.type, "value", 0)) if want is not None else None
+            if attribute.type != onnx.AttributeProto.UNDEFINED and expected in (None, attribute.type):
+                continue
+            label = node.name or node.op_type
+            untyped = attribute.type == onnx.AttributeProto.UNDEFINED
+            got = "with no type" if untyped else f"of type {names(attribute.type)}"
+            want_text = f", where ONNX's {node.op_type} takes type {names(expected)}" if expected is not None else ""
+            raise InvalidGraph(f"{source}: node {label!r} ({node.op_type}) has attribute {attribute.name!r} {got}"
+                               f"{want_text} (corrupt or hand-edited file?)")
 
 
 #: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).

@@ -279,6 +279,7 @@ def record_training_step(
         handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
         handles.append(mod.register_forward_hook(post_hook))
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
     recorder = _Recorder(origin, keep, call_stack)
     try:
         with fake_mode:
@@ -315,6 +316,7 @@ def record_training_step(
                 A checkpointed segment recomputes its forward during the backward, and must read them too.
                 """
                 output = module(*args)
+                stage[0] = "loss"
                 value = loss(output) if loss is not None else output
                 if isinstance(value, (tuple, list)):
                     value = value[0]
@@ -325,9 +327,21 @@ def record_training_step(
                         f"{type(module).__name__} must return a scalar loss, not {got}: pass loss= to map its "
                         "output to one (from a MODULE:FACTORY, return (module, example_inputs, loss))"
                     )
+                if not wanted and not differentiated:
+                    raise UnsupportedGraph(
+                        f"{type(module).__name__} has no trainable parameter (none, or requires_grad is off for each) "
+                        "and no example input requires grad: a training step has no gradient to compute"
+                    )
+                if not value.is_floating_point() or not value.requires_grad:
+                    why = (f"it is a {value.dtype} scalar, where backward needs a real floating-point one"
+                           if not value.is_floating_point() else "it depends on no trainable parameter and no input "
+                           "that requires grad (detached, or computed by comparisons or integer ops)")
+                    raise UnsupportedGraph(f"the loss of {type(module).__name__} has no gradient: {why}")
                 _tag_autograd_nodes(value, ("", 0))
+                stage[0] = "backward"
                 grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
                                                     *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                stage[0] = "forward"  # a buffer the forward reassigned, carried below
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
 
@@ -367,6 +381,10 @@ def record_training_step(
             ) from err
         if recorder.failed:
             raise UnsupportedGraph(f"cannot trace a training step of {name}: op {recorder.failed} failed: "
+                                   f"{first}") from err
+        if stage[0] != "forward":  # the loss function, or a custom autograd function's backward
+            part = "the loss function" if stage[0] == "loss" else "its backward"
+            raise UnsupportedGraph(f"cannot trace a training step of {name}: {part} raised {type(err).__name__}: "
                                    f"{first}") from err
         raise UnsupportedGraph(
             f"cannot trace a training step of {name}: its forward raised {type(err).__name__}: {first} "

@@ -578,3 +578,21 @@ def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
         from_onnx(onnx_model)
     with pytest.warns(UserWarning, match="FrobnicateOp"):
         assert "frob" in from_onnx(onnx_model, allow_unknown_ops=True).node_names
+
+
+def _untyped(name: str, value: int) -> object:
+    attribute = helper.make_attribute(name, value)
+    attribute.ClearField("type")  # a corrupt file: the value is there, its type is not
+    return attribute
+
+
+@pytest.mark.parametrize("attribute", [
+    helper.make_attribute("transB", "yes"), helper.make_attribute("transB", [1, 1]), _untyped("transB", 1),
+])
+def test_an_attribute_of_the_wrong_type_is_malformed(attribute):
+    # shape inference lets it pass; the FLOP rules read the attribute as the schema's type
+    node = helper.make_node("Gemm", ["x", "w"], ["y"], name="fc")
+    node.attribute.append(attribute)
+    bad = model([node], [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)])
+    with pytest.raises(InvalidGraph, match="node 'fc' .*attribute 'transB'.* INT"):
+        from_onnx(bad)

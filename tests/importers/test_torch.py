@@ -175,6 +175,52 @@ def test_non_scalar_output_needs_a_loss():
         from_module(nn.Linear(4, 4), (torch.randn(2, 4),))
 
 
+@pytest.mark.parametrize("model, loss, match", [
+    (nn.Linear(4, 2).requires_grad_(False), lambda o: o.sum(), "has no trainable parameter"),
+    (nn.ReLU(), lambda o: o.sum(), "has no trainable parameter"),
+    (nn.Linear(4, 2), lambda o: o.detach().sum(), "the loss of Linear has no gradient"),
+    (nn.Linear(4, 2), lambda o: (o > 0).sum(), "the loss of Linear has no gradient"),
+    (nn.Linear(4, 2), lambda o: o.to(torch.complex64).sum(), "the loss of Linear has no gradient"),
+])
+def test_a_step_with_nothing_to_differentiate_is_told_so(model, loss, match):
+    """Not "its forward raised RuntimeError: ... grad()" with advice on how inputs are matched: it did not raise."""
+    with pytest.raises(UnsupportedGraph, match=match) as err:
+        from_module(model, (torch.randn(3, 4),), loss=loss)
+    assert "forward raised" not in str(err.value)
+
+
+def test_a_loss_function_that_raises_is_named_as_the_loss_not_the_forward():
+    def loss(out: torch.Tensor) -> torch.Tensor:
+        raise KeyError("logits")
+
+    with pytest.raises(UnsupportedGraph, match=r"the loss function raised KeyError: 'logits'") as err:
+        from_module(nn.Linear(4, 2), (torch.randn(3, 4),), loss=loss)
+    assert "forward" not in str(err.value)
+
+
+def test_a_backward_that_raises_is_named_as_the_backward():
+    class Fails(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):  # noqa: ANN001, ANN205 - torch's signature
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):  # noqa: ANN001, ANN205
+            raise ValueError("no gradient here")
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return Fails.apply(self.fc(x)).sum()
+
+    with pytest.raises(UnsupportedGraph, match=r"its backward raised ValueError: no gradient here") as err:
+        from_module(Net(), (torch.randn(3, 4),))
+    assert "forward" not in str(err.value)
+
+
 def test_unknown_optimizer():
     with pytest.raises(ValueError, match="unknown optimizer 'lamb'"):
         from_module(nn.Linear(4, 1), (torch.randn(2, 4),), loss=lambda o: o.sum(), optimizer="lamb")
