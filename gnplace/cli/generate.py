@@ -8,6 +8,7 @@ from typing import Any
 from gnplace.cli.common import check_count, check_output_folder, writing
 from gnplace.datasets import MAX_GRAPHS, generate_dataset
 from gnplace.exceptions import InvalidArgument
+from gnplace.importers import OPTIMIZERS
 
 
 def add_parser(sub: Any) -> None:
@@ -20,7 +21,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--count", "-n", type=int, default=32, help="graphs to draw (default: 32)")
     p.add_argument("--seed", "-s", type=int, default=0, help="dataset seed (default: 0)")
     p.add_argument("--test-count", type=int, default=None, help="graphs in the test split (default: count / 4)")
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd")
     p.add_argument("--out", "-o", required=True, help="output folder")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a dataset of other arguments in OUT (refused without it)")

@@ -11,6 +11,7 @@ from typing import Any
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
+from gnplace.importers import OPTIMIZERS
 
 
 def add_parser(sub: Any) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--output", "-o", required=True, help="graph file to write (.gnpg, or .json for plain JSON)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="sizes of an input with dynamic dimensions, e.g. pixel_values=8,3,224,224 (repeatable)")
-    p.add_argument("--optimizer", choices=("sgd", "momentum", "adam"), default="sgd",
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd",
                    help="optimizer whose state the update ops hold (default: sgd)")
     p.add_argument("--name", default=None, help="graph name (default: the file name)")
     p.add_argument("--allow-unknown-ops", action="store_true",

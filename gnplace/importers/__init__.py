@@ -10,5 +10,8 @@ __all__ = ["OPTIMIZERS"]
 
 #: Optimizer name -> (state factor: resident bytes per parameter byte, FLOP per parameter element).
 #: SGD keeps the parameter (1), momentum adds a velocity (2), Adam two moments (3); FLOP per element
-#: are Paleo's and the spec's figures.
-OPTIMIZERS: dict[str, tuple[int, float]] = {"sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0)}
+#: are Paleo's and the spec's figures. AdamW (Loshchilov and Hutter, ICLR 2019) keeps Adam's state and
+#: adds its decoupled weight decay, one multiply-add per element: 12.
+OPTIMIZERS: dict[str, tuple[int, float]] = {
+    "sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0), "adamw": (3, 12.0),
+}

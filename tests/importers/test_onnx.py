@@ -444,7 +444,7 @@ def test_a_node_reading_a_missing_value_is_malformed():
 
 
 def test_unknown_optimizer():
-    with pytest.raises(UnknownName, match="sgd, momentum, adam"):
+    with pytest.raises(UnknownName, match="sgd, momentum, adam, adamw"):
         from_onnx(chain_model(), optimizer="lbfgs")
 
 

@@ -49,6 +49,15 @@ def test_one_update_per_parameter_holding_its_state(optimizer):
     g.validate()  # a DAG with consistent sizes
 
 
+def test_adamw_updates_cost_adams_flop_and_its_decoupled_weight_decay():
+    model, inputs = cnn_case()
+    adam, adamw = (from_module(model, inputs, optimizer=name) for name in ("adam", "adamw"))
+    elements = sum(p.numel() for p in model.parameters())
+    assert float(adam.flops[adam.phase == UPDATE].sum()) == 10 * elements
+    assert float(adamw.flops[adamw.phase == UPDATE].sum()) == 12 * elements
+    assert np.array_equal(adam.param_bytes, adamw.param_bytes)
+
+
 def test_views_are_folded_and_gradients_share_their_forward_group():
     model, inputs = cnn_case()
     g = from_module(model, inputs)
