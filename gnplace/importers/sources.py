@@ -35,6 +35,25 @@ def _failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
+def _import_module(target: str) -> Any:
+    """``importlib.import_module(target)``, looking in the working folder last if ``target`` is not found elsewhere.
+
+    ``python -m gnplace`` puts the working folder first on ``sys.path``; the ``gnplace`` command and
+    ``scripts/place.py`` put their own folder there, so ``mypkg.models:make`` run from the folder that
+    holds ``mypkg`` was not found. Installed packages and ``PYTHONPATH`` still come first.
+    """
+    try:
+        return importlib.import_module(target)
+    except ModuleNotFoundError as err:
+        here = str(Path.cwd())
+        missing = err.name or ""
+        on_path = {str(Path(p or ".").resolve()) for p in sys.path}
+        if here in on_path or not (target == missing or target.startswith(missing + ".")):
+            raise  # found where Python looks, or a module the user's module imports is what is missing
+        sys.path.append(here)
+        return importlib.import_module(target)
+
+
 def load_factory(spec: str) -> Any:
     """The callable named by ``"module:factory"`` or ``"file.py:factory"``.
 
@@ -58,7 +77,7 @@ def load_factory(spec: str) -> Any:
             sys.modules.setdefault(path.stem, module)
             module_spec.loader.exec_module(module)
         else:
-            module = importlib.import_module(target)
+            module = _import_module(target)
     except InvalidArgument:
         raise
     except (Exception, SystemExit) as err:  # noqa: BLE001 - a user's module may raise (or exit) on import

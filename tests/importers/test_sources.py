@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -146,3 +147,19 @@ def test_a_factory_file_imports_files_beside_it_and_exits_are_one_error(tmp_path
     (tmp_path / "quits.py").write_text("import sys\n\ndef make():\n    sys.exit(0)\n")
     with pytest.raises(InvalidArgument, match=r"the factory raised SystemExit \(sys\.exit\(0\)"):
         load_graph_source(f"{tmp_path / 'quits.py'}:make")
+
+
+def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tmp_path, monkeypatch):
+    """The gnplace command puts its own folder on sys.path, not the working one: mypkg.models:make was not found."""
+    package = tmp_path / "mypkg_cwd_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text("import torch\n\ndef make():\n    return torch.nn.Linear(2, 1), (torch.ones(1, 2),)\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mypkg_cwd_test", raising=False)
+    monkeypatch.delitem(sys.modules, "mypkg_cwd_test.models", raising=False)
+    assert callable(load_factory("mypkg_cwd_test.models:make"))
+    (package / "broken.py").write_text("import no_such_dependency_xyz\n")
+    with pytest.raises(InvalidArgument, match="cannot import mypkg_cwd_test.broken .*no_such_dependency_xyz"):
+        load_factory("mypkg_cwd_test.broken:make")  # a missing dependency of the user's module stays the error
