@@ -20,6 +20,7 @@ import argparse
 import functools
 import sys
 from pathlib import Path
+from statistics import median
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -119,7 +120,7 @@ def write_readme(out: Path, families: list[str]) -> None:
                 lines.append(f"| {family} | {split} | 0 | - | - | - | - |")
                 continue
             lines.append(
-                f"| {family} | {split} | {len(rows)} | {ops[0]} / {ops[len(ops) // 2]} / {ops[-1]} | {groups[len(groups) // 2]} "
+                f"| {family} | {split} | {len(rows)} | {ops[0]} / {median(ops):g} / {ops[-1]} | {median(groups):g} "
                 f"| {min(flops):.1f} / {max(flops):.1f} | {min(params):.2f} / {max(params):.2f} |"
             )
     lines += real_table(out)
