@@ -13,7 +13,9 @@ builds the training graph of one step by the conventions of the PyTorch importer
 * forward FLOP come from :func:`~gnplace.importers.onnx_flops.forward_flops`; an op type with no
   rule is counted at one FLOP per output element and listed once in a warning;
 * trainable parameters are the float initializers (at least two elements) read as weights: at an
-  input where a gradient flows (not a shape, an index or a batch-norm running statistic);
+  input where a gradient flows (not a shape, an index or a batch-norm running statistic) and that
+  holds no state (not the initial state of a recurrent layer, which exporters store as an
+  initializer when it is zero);
 * the graph outputs that depend on parameters feed one ``loss`` op (one FLOP per element), unless
   the model already returns a scalar, which is then the loss;
 * the backward pass is synthesised: each forward op gets one gradient op per input that needs a
@@ -468,7 +470,7 @@ def from_onnx(
         optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
         name (str, optional): graph name (default: the file name without suffix, or the graph's name).
         trainable (Iterable[str], optional): names of the initializers to train (default: every float
-            initializer of at least two elements read as a weight).
+            initializer of at least two elements read as a weight, not as a recurrent layer's initial state).
         frozen (Iterable[str], optional): names of initializers not to train, out of ``trainable`` or the
             default ones: buffers and frozen weights, which an ONNX file does not tell from weights
             (default: none).
@@ -832,7 +834,7 @@ class _Builder:
             kind = canonical_op_type(node.op_type, node.domain)
             if kind in STATIC_OPS:
                 continue
-            skip = NON_DIFFERENTIABLE.get(kind, frozenset())
+            skip = NON_DIFFERENTIABLE.get(kind, frozenset()) | _STATE_INPUTS.get(kind, frozenset())
             for pos, x in enumerate(node.input):
                 init = self.inits.get(x)
                 if init is None or pos in skip or init.data_type not in _FLOAT_TYPES:
@@ -1082,6 +1084,11 @@ _SAME_NUMEL_VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Tr
 
 #: Ops that are table look-ups (``embedding``) when they read a trainable initializer as their data.
 _LOOKUPS = frozenset({"Gather"})
+
+#: Input positions that hold a state, never a weight: the initial hidden (and cell) state of a recurrent layer.
+#: A gradient flows through them, but an initializer read only there is no parameter (torch.onnx's exporter
+#: stores a zero initial state so); ``trainable`` still names one to train.
+_STATE_INPUTS: dict[str, frozenset[int]] = {"LSTM": frozenset({5, 6}), "GRU": frozenset({5}), "RNN": frozenset({5})}
 
 _KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",

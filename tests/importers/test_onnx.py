@@ -292,6 +292,44 @@ def test_lstm_backward_through_time_is_counted_when_x_needs_no_gradient():
     assert grads["grad/lstm/W"] == d_w and sum(grads.values()) == d_x + d_w + d_r + d_b + through_time
 
 
+def _rnn_with_initial_state(kind, shared=False, steps=5, batch=3, size_in=8, hidden=16):
+    """Two stacked LSTM or GRU layers whose zero initial state is one initializer, as torch.onnx's exporter writes it.
+
+    With ``shared`` the state is also added to the output (a read that is no state: it makes the initializer a weight).
+    """
+    gates = 4 if kind == "LSTM" else 3
+    states = ["h0", "h0"] if kind == "LSTM" else ["h0"]
+    nodes, inits = [], [weight("h0", 1, batch, hidden)]
+    x = "x"
+    for layer in range(2):
+        nodes += [helper.make_node(kind, [x, f"W{layer}", f"R{layer}", f"B{layer}", "", *states], [f"y{layer}"],
+                                   name=f"{kind.lower()}{layer}", hidden_size=hidden),
+                  helper.make_node("Squeeze", [f"y{layer}", "axis"], [f"s{layer}"])]
+        inits += [weight(f"W{layer}", 1, gates * hidden, size_in if layer == 0 else hidden),
+                  weight(f"R{layer}", 1, gates * hidden, hidden), weight(f"B{layer}", 1, 2 * gates * hidden)]
+        x = f"s{layer}"
+    inits.append(numpy_helper.from_array(np.array([1], np.int64), "axis"))
+    if shared:
+        nodes.append(helper.make_node("Add", [x, "h0"], ["out"], name="add"))
+        x = "out"
+    return model(nodes, [vi("x", [steps, batch, size_in])], [vi(x, [steps, batch, hidden])], inits)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_a_recurrent_layers_initial_state_is_no_trainable_weight(kind):
+    """The initial state (LSTM inputs 5 and 6, GRU input 5) got an update op and 192 parameter bytes."""
+    proto = _rnn_with_initial_state(kind)
+    weights = [t for t in proto.graph.initializer if t.name not in ("h0", "axis")]
+    g = from_onnx(proto)
+    assert sorted(n for n in g.node_names if n.startswith("update/")) == sorted(f"update/{t.name}" for t in weights)
+    assert g.total_param_bytes == sum(np.prod(t.dims) * 4 for t in weights)
+    # named, it is trained (its gradient flows through both layers); read as a weight elsewhere too, it is one
+    for g in (from_onnx(proto, trainable=[t.name for t in weights] + ["h0"]), from_onnx(_rnn_with_initial_state(
+            kind, shared=True))):
+        assert "update/h0" in g.node_names
+        assert g.total_param_bytes == sum(np.prod(t.dims) * 4 for t in weights) + 3 * 16 * 4
+
+
 def _conv_relu():
     return [helper.make_node("Conv", ["x", "w"], ["h"], name="conv"),
             helper.make_node("Relu", ["h"], ["y"], name="relu")]
@@ -460,9 +498,9 @@ def _export(module, inputs, exporter: str):
     buffer = io.BytesIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        if exporter == "dynamo":
+        if exporter.startswith("dynamo"):  # "dynamo-optimized": with its constant folding, the default
             pytest.importorskip("onnxscript")
-            return torch.onnx.export(module, inputs, dynamo=True, optimize=False).model_proto
+            return torch.onnx.export(module, inputs, dynamo=True, optimize=exporter != "dynamo").model_proto
         try:
             torch.onnx.export(module, inputs, buffer, dynamo=False, training=torch.onnx.TrainingMode.TRAINING)
         except Exception as err:  # noqa: BLE001 - the legacy exporter may be gone in a later torch
@@ -504,6 +542,28 @@ def test_forward_flops_agree_with_the_torch_importer(make, exporter):
     assert phase_flops(onnx_graph, BACKWARD) == pytest.approx(phase_flops(torch_graph, BACKWARD), rel=0.10)
     assert onnx_graph.total_param_bytes == torch_graph.total_param_bytes
     assert int((onnx_graph.phase == UPDATE).sum()) == int((torch_graph.phase == UPDATE).sum())
+
+
+@pytest.mark.parametrize("layer", ["LSTM", "GRU"])
+def test_an_exported_recurrent_layer_has_the_parameter_bytes_of_the_torch_importer(layer):
+    """torch.onnx's default exporter stores the zero initial state as an initializer: it was trained (+192 B)."""
+    import torch
+
+    from gnplace.importers.torch import from_module
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rnn = getattr(torch.nn, layer)(8, 16, num_layers=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.rnn(x)[0]
+
+    torch.manual_seed(0)
+    net, inputs = Net(), (torch.randn(5, 3, 8),)
+    proto = _export(net, inputs, "dynamo-optimized")
+    torch_graph = from_module(net, inputs, loss=lambda out: out.square().mean())
+    assert from_onnx(proto).total_param_bytes == torch_graph.total_param_bytes
 
 
 def test_local_functions_are_inlined():
