@@ -9,6 +9,8 @@ then turned into an :class:`~gnplace.graph.OpGraph`:
 
 * view-like ops (views, reshapes, transposes, detach, split outputs) are folded into the op that
   produced the data; ops that nothing of the step needs are dropped;
+* an in-place write into a view (``y[:, 0] = 0``, and the backward's zeroing of that slice) is a node
+  that every later reader of the tensor, or of a view of it, follows (its edges carry the tensor's bytes);
 * FLOP per op come from :func:`~gnplace.importers.flops.op_flops`; an op type with no rule is
   counted at one FLOP per output element and listed once in a warning;
 * output bytes from dtype and shape; edges carry the bytes of the tensor they pass;
@@ -220,12 +222,14 @@ def _trace_to_step(
     inputs_of: list[list[Ref]] = []
     for op in ops:
         inputs_of.append([resolve(r) for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)])
+    after_writes = _writes_into_views(ops, is_view, resolve)
     while stack:
         i = stack.pop()
         if needed[i]:
             continue
         needed[i] = True
         stack.extend(r.index for r in inputs_of[i] if r.kind == "op" and not needed[r.index])
+        stack.extend(w for w, _ in after_writes.get(i, ()) if not needed[w])
     keep = [i for i in range(len(ops)) if needed[i] and not is_view[i]]
     # ---- nodes
     names: list[str] = []
@@ -293,6 +297,12 @@ def _trace_to_step(
                 continue
             if u != v:
                 edge_bytes[(u, v)] = max(edge_bytes.get((u, v), 0), b)
+        for w, r in after_writes.get(i, ()):  # the tensor it reads, as the write into a view of it left it
+            u = node_of_op[w]
+            b = _tensor_bytes(_value(r, trace))
+            if u != v:
+                out_bytes[u] = max(out_bytes[u], b)  # the write's node passes on the whole tensor, not its view
+                edge_bytes[(u, v)] = max(edge_bytes.get((u, v), 0), b)
     # input ops belong to the call of their first consumer
     for u in input_nodes.values():
         consumers = sorted(v for (a, v) in edge_bytes if a == u)
@@ -357,19 +367,93 @@ def _trace_to_step(
     )
 
 
+#: View ops whose outputs are disjoint pieces of their input: a write into one leaves the others as they were.
+_SPLIT_OPS = frozenset({"split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind"})
+
+
+def _writes_into_views(
+    ops: list[Any], is_view: list[bool], resolve: Callable[[Ref], Ref]
+) -> dict[int, list[tuple[int, Ref]]]:
+    """The writes into views that each op must follow: reader op -> ``[(write op, the tensor it reads)]``.
+
+    An op that writes in place into a view (``y[:, 0] = 0`` is ``select`` then ``fill_``; backward formulas
+    zero a slice so) changes the viewed tensor, but the recording ties the tensor's later readers to the op
+    that made it: the write's result is the view alone. So each later op that reads the tensor, or a view of
+    it, follows the write (the read tensor is given resolved, as the op's other inputs are). Split outputs
+    are disjoint pieces: a write into one (LSTM cells activate their gate chunks in place,
+    ``gates.unsafe_chunk(4)[0].sigmoid_()``) leaves the readers of the others alone, and readers of the
+    write's own result, or of a later in-place result, follow it already. Writes into buffers and parameters
+    are left out: no edge leaves a buffer or a parameter.
+    """
+    written: list[Ref | None] = []
+    for op in ops:
+        target = None
+        for k, argument in enumerate(op.func._schema.arguments):  # the first ``a!`` argument
+            if argument.alias_info is not None and argument.alias_info.is_write:
+                value = op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
+                target = value if isinstance(value, Ref) else None
+                break
+        written.append(target)
+    known: dict[Ref, tuple[Ref, tuple[tuple[int, int], ...]]] = {}
+
+    def storage(ref: Ref) -> tuple[Ref, tuple[tuple[int, int], ...]]:
+        """The tensor whose memory ``ref`` shares (through views and in-place results), and its split pieces."""
+        chain: list[tuple[Ref, tuple[int, int] | None]] = []
+        at = ref
+        while at not in known and at.kind == "op":
+            op = ops[at.index]
+            source = next((r for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)), None)
+            if is_view[at.index] and source is not None:
+                chain.append((at, (at.index, at.output) if op.name in _SPLIT_OPS else None))
+                at = source
+            elif (target := written[at.index]) is not None:
+                chain.append((at, None))
+                at = target
+            else:
+                break
+        base, pieces = known.setdefault(at, (at, ()))
+        for step, piece in reversed(chain):
+            pieces = pieces + (piece,) if piece is not None else pieces
+            known[step] = (base, pieces)
+        return known[ref]
+
+    reads: dict[Ref, list[tuple[int, Ref, tuple[tuple[int, int], ...]]]] = {}  # tensor -> (reader, ref, pieces)
+    for j, op in enumerate(ops):
+        if is_view[j]:
+            continue
+        for ref in tree_flatten((op.args, op.kwargs))[0]:
+            if isinstance(ref, Ref):
+                base, pieces = storage(ref)
+                if base.kind in ("op", "input"):
+                    reads.setdefault(base, []).append((j, ref, pieces))
+    after: dict[int, list[tuple[int, Ref]]] = {}
+    for w, target in enumerate(written):
+        if target is None or target.kind != "op" or not is_view[target.index]:
+            continue
+        base, pieces = storage(target)
+        for j, ref, other in reads.get(base, ()):
+            n = min(len(pieces), len(other))  # one piece inside the other: they share memory
+            read = resolve(ref)
+            if j > w and pieces[:n] == other[:n] and not (read.kind == "op" and read.index >= w):
+                after.setdefault(j, []).append((w, read))
+    return after
+
+
+def _value(x: Any, trace: TrainingTrace) -> Any:
+    """The (fake or real) tensor a :class:`Ref` names; anything else as it is."""
+    if not isinstance(x, Ref):
+        return x
+    if x.kind == "op":
+        return trace.ops[x.index].outputs[x.output]
+    if x.kind == "param":
+        return trace.params[x.name]
+    if x.kind == "buffer":
+        return trace.buffers[x.name]
+    return trace.inputs[int(x.name)]
+
+
 def _concrete_args(op: Any, trace: TrainingTrace) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The op's arguments with every :class:`Ref` replaced by the (fake or real) tensor it names."""
     from torch.utils._pytree import tree_map
 
-    def value(x: Any) -> Any:
-        if not isinstance(x, Ref):
-            return x
-        if x.kind == "op":
-            return trace.ops[x.index].outputs[x.output]
-        if x.kind == "param":
-            return trace.params[x.name]
-        if x.kind == "buffer":
-            return trace.buffers[x.name]
-        return trace.inputs[int(x.name)]
-
-    return tree_map(value, op.args), tree_map(value, op.kwargs)
+    return tree_map(lambda x: _value(x, trace), op.args), tree_map(lambda x: _value(x, trace), op.kwargs)

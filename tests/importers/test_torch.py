@@ -486,3 +486,77 @@ def test_a_cumulative_batch_norm_is_refused_with_its_own_reason():
     with pytest.raises(UnsupportedGraph, match=r"batch norm layer with momentum=None .* give it a momentum"):
         from_module(net(None), (torch.randn(8, 6),), loss=lambda y: y.square().mean())
     assert from_module(net(0.1), (torch.randn(8, 6),), loss=lambda y: y.square().mean()).num_ops > 0
+
+
+class _WriteIntoView(nn.Module):
+    """``y[:, 0] = 0`` (select, fill_) or ``y[:, 1:3] = x[:, :2]`` (slice, copy_) between two layers."""
+
+    def __init__(self, copy: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 6)
+        self.out = nn.Linear(6, 2)
+        self.copy = copy
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        if self.copy:
+            y[:, 1:3] = x[:, :2]
+        else:
+            y[:, 0] = 0
+        return self.out(y).sum()
+
+
+def _reaches(g, u: int) -> set[int]:
+    """The nodes reachable from ``u`` along the graph's edges, ``u`` included."""
+    ptr, dst, _ = g.out_csr
+    seen, todo = {u}, [u]
+    while todo:
+        a = todo.pop()
+        for v in dst[ptr[a]:ptr[a + 1]].tolist():
+            if v not in seen:
+                seen.add(v)
+                todo.append(v)
+    return seen
+
+
+def _tensor_read(ops, ref):
+    """The op output ``ref`` shows through views and in-place results: the tensor whose memory it is."""
+    from gnplace.importers.trace import Ref
+
+    while ref.kind == "op" and (ops[ref.index].name in VIEW_OPS or ops[ref.index].name.endswith("_")):
+        ref = ops[ref.index].args[0]
+        assert isinstance(ref, Ref)
+    return ref
+
+
+@pytest.mark.parametrize("copy", [False, True])
+def test_a_write_into_a_view_is_a_node_that_later_readers_of_the_tensor_follow(copy):
+    from torch.utils._pytree import tree_flatten
+
+    from gnplace.importers.torch import import_step
+    from gnplace.importers.trace import Ref
+
+    torch.manual_seed(0)
+    model, x = _WriteIntoView(copy), torch.randn(3, 4)
+    step = import_step(model, (x,))
+    g, ops = step.graph, step.trace.ops
+    writes = [i for i, op in enumerate(ops) if op.name in ("fill_", "copy_") and op.args[0].kind == "op"
+              and ops[op.args[0].index].name in ("select", "slice")]
+    assert {ops[i].backward for i in writes} == {False, True}  # the user's write, and its backward's (zeroing the slice)
+    for w in writes:
+        assert w in step.node_of_op, ops[w].name
+        after = _reaches(g, step.node_of_op[w])
+        # every later op that reads the written tensor (out's addmm, the mm and sum of fc's backward) follows the write
+        base = _tensor_read(ops, ops[w].args[0])
+        readers = [j for j in range(w + 1, len(ops)) if ops[j].name not in VIEW_OPS and any(
+            isinstance(r, Ref) and _tensor_read(ops, r) == base for r in tree_flatten((ops[j].args, ops[j].kwargs))[0])]
+        assert readers
+        for j in readers:
+            assert step.node_of_op[j] in after, (ops[w].name, g.node_names[step.node_of_op[j]])
+    # the recorded step still replays the eager one
+    loss, grads = step.trace.replay()
+    eager_loss = model(x)
+    eager = dict(zip([k for k, _ in model.named_parameters()], torch.autograd.grad(eager_loss, list(model.parameters()))))
+    assert torch.allclose(loss, eager_loss)
+    for name, got in grads.items():
+        assert torch.allclose(got, eager[name], atol=1e-6), name
