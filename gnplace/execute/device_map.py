@@ -86,15 +86,20 @@ def _state_devices(graph: OpGraph, devices: np.ndarray, per_param: dict[str, int
     A tied parameter goes with the parameter it shares; a buffer or frozen parameter with the ops of
     its module. Graphs imported before gnplace recorded these (or from ONNX) have neither entry.
     """
-    tied = graph.meta.get("tied_parameters")
+    tied = _tied(graph)
     untrained = graph.meta.get("untrained_state")
-    tied = {str(k): str(v) for k, v in tied.items()} if isinstance(tied, dict) else {}
     untrained = [str(k) for k in untrained] if isinstance(untrained, list) else []
     found = {name: _module_device(graph, devices, name.rpartition(".")[0]) for name in untrained}
     for alias, name in tied.items():
         held = per_param.get(name, found.get(name))
         found[alias] = held if held is not None else _module_device(graph, devices, alias.rpartition(".")[0])
     return found
+
+
+def _tied(graph: OpGraph) -> dict[str, str]:
+    """Each tied parameter's name and the name of the parameter it shares, from the import's record."""
+    tied = graph.meta.get("tied_parameters")
+    return {str(k): str(v) for k, v in tied.items()} if isinstance(tied, dict) else {}
 
 
 def require_parameters(graph: OpGraph, root: str = "") -> None:
@@ -161,7 +166,7 @@ def to_device_map(
     if outside:
         raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
                               "cannot place it")
-    per_key = _modules_kept_whole(per_key, per_param)
+    per_key = _modules_kept_whole(per_key, per_param, _tied(graph))
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)
     under: dict[str, set[int]] = defaultdict(set)
@@ -193,20 +198,38 @@ def to_device_map(
     return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
 
 
-def _modules_kept_whole(per_key: dict[str, int], per_param: dict[str, int]) -> dict[str, int]:
+def _modules_kept_whole(
+    per_key: dict[str, int], per_param: dict[str, int], tied: dict[str, str] | None = None
+) -> dict[str, int]:
     """``per_key`` with the state each module holds directly (not its children's) moved to one device.
 
     accelerate's ``dispatch_model`` hooks modules, not tensors: a key per parameter of one module
     (``1.weight`` on one device, ``1.bias`` on another), as an op-level placement may ask for, is never
     acted on, and ``from_pretrained`` would load the two on different devices and fail in the forward.
     A module's direct state goes where most of its trainable parameters' updates run (ties: the lower
-    device index), or, with none, where most of its buffers and frozen parameters go.
+    device index), or, with none, where most of its buffers and frozen parameters go. Modules that
+    share a tied parameter (``tied``: alias -> the name it shares) hold one tensor, so they are kept on
+    one device together, chosen over the state of them all.
     """
     direct: dict[str, list[str]] = defaultdict(list)
     for key in per_key:
         direct[key.rpartition(".")[0]].append(key)
+    joined = {module: module for module in direct}
+
+    def find(module: str) -> str:
+        while joined[module] != module:
+            module = joined[module]
+        return module
+
+    for alias, name in (tied or {}).items():
+        ends = [key.rpartition(".")[0] for key in (alias, name)]
+        if all(end in joined for end in ends):
+            joined[find(ends[0])] = find(ends[1])
+    groups: dict[str, list[str]] = defaultdict(list)
+    for module, keys in direct.items():
+        groups[find(module)].extend(keys)
     kept = dict(per_key)
-    for keys in direct.values():
+    for keys in groups.values():
         trained = [per_key[k] for k in keys if k in per_param] or [per_key[k] for k in keys]
         device = int(np.bincount(trained).argmax())
         kept.update(dict.fromkeys(keys, device))

@@ -226,8 +226,8 @@ def run_step(
             :attr:`StepOutput.buffers`.
 
     Raises:
-        DeviceOutOfMemory: if ``capacity`` is exceeded.
-        torch.OutOfMemoryError: if a device runs out of memory for real.
+        DeviceOutOfMemory: if ``capacity`` is exceeded, or a device runs out of memory for real in an
+            op or a tensor's crossing to it.
     """
     num_devices = len(devices)
     fns = [resolve_aten(op.target) for op in program.ops]
@@ -276,7 +276,13 @@ def run_step(
         nonlocal moved_bytes, moves
         for ref, src, dst in plan.moves.get(index, ()):
             value = values[(ref, src)]
-            admit((ref, dst), value.to(devices[dst]), _nbytes(value))
+            try:
+                crossed = value.to(devices[dst])
+            except Exception as err:  # the copy allocates on the receiving device
+                if is_oom_error(err):
+                    raise DeviceOutOfMemory(dst, float("inf")) from err
+                raise
+            admit((ref, dst), crossed, _nbytes(value))
             moved_bytes += _nbytes(value)
             moves += 1
 
@@ -332,7 +338,12 @@ def run_step(
             return values[(ref, target)]
         moved_bytes += _nbytes(values[(ref, src)])
         moves += 1
-        return values[(ref, src)].to(devices[target])
+        try:
+            return values[(ref, src)].to(devices[target])
+        except Exception as err:  # the copy allocates on the receiving device
+            if is_oom_error(err):
+                raise DeviceOutOfMemory(target, float("inf")) from err
+            raise
 
     # each gradient goes to its parameter's device, where the update runs; an input's to the input's
     grads = {name: deliver(ref, plan.param_device.get(name)) for name, ref in program.grads.items()}

@@ -219,3 +219,43 @@ def test_a_map_relative_to_a_submodule_strips_its_prefix_and_refuses_state_outsi
     scaled = from_module(Wrapper(scaled=True), (ids,))
     with pytest.raises(InvalidArgument, match="root 'model': 'temperature' lies outside it"):
         to_device_map(scaled, Placement(np.zeros(scaled.num_ops, dtype=np.int64), load_cluster("k80x2")), root="model")
+
+
+class _TiedWithBias(torch.nn.Module):
+    """An output layer with its own bias whose weight is the embedding's (BERT's MLM decoder, T5-like heads)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(10, 8)
+        self.body = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 10)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.body(self.embed(ids))))
+
+
+def test_a_tied_parameter_stays_on_the_device_of_the_parameter_it_shares_when_its_module_holds_more():
+    from accelerate import dispatch_model
+
+    net = _TiedWithBias()
+    ids = torch.tensor([1, 2, 3, 4])
+    graph = from_module(net, (ids,), loss=lambda y: y.sum())
+    assert graph.meta["tied_parameters"] == {"head.weight": "embed.weight"}
+    # the head's bias trains on device 1, the embedding it shares its weight with on device 0
+    on_bias = [1 if name == "update/head.bias" or module.startswith("body") else 0
+               for name, module in zip(graph.node_names, graph.module)]
+    device_map = to_device_map(graph, Placement(on_bias, load_cluster("k80x2")))
+
+    def device_of(key):
+        return next(v for k, v in device_map.items() if k == "" or key == k or key.startswith(k + "."))
+
+    assert device_of("head.weight") == device_of("embed.weight")  # one tensor: it cannot live on two devices
+    assert device_of("head.bias") == device_of("head.weight")  # accelerate moves whole modules
+    cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
+                              "links": {"default": "pcie3"}})
+    with torch.no_grad():
+        want = net(ids)
+        torch.testing.assert_close(dispatch_model(net, device_map=to_device_map(graph, Placement(on_bias, cpus)))(ids),
+                                   want)

@@ -110,3 +110,20 @@ def test_cuda_and_cpu_really_move_tensors():
         torch.testing.assert_close(out.grads[name].cpu(), p.grad, rtol=1e-4, atol=1e-6)
     result = LocalTimer(step, repeats=3).time(step.graph, load_cluster("cpu_gpu"), devices)
     assert result.step_time > 0 and not result.is_oom
+
+
+def test_a_real_oom_while_a_tensor_crosses_to_another_device_is_out_of_memory(monkeypatch):
+    """The copy onto the receiving device allocates there: running out then is the step's OOM, not an error."""
+    import sys
+
+    step = _step()
+    real = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name in ("move_after", "deliver"):  # a crossing, not a parameter's setup
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    result = LocalTimer(step, repeats=1).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert result.is_oom
