@@ -22,6 +22,7 @@ __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
     "describe_os_error", "run_reporting_errors", "checkpoint_readers", "check_shared_options", "option_files",
+    "check_output_file", "collect_input_shapes",
 ]
 
 
@@ -41,9 +42,24 @@ def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
 
 def input_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:
     """The sizes ``--input-shape`` gave, by input name (``None`` when none was given)."""
+    return collect_input_shapes(args.input_shape) or None
+
+
+def collect_input_shapes(texts: Sequence[str]) -> dict[str, list[int]]:
+    """The sizes of ``NAME=D1,D2,...`` strings by name; a name given two sizes is refused (:class:`InvalidArgument`).
+
+    The last would win silently, as it would of an ``--option`` given twice.
+    """
     from gnplace.importers.onnx import parse_input_shape
 
-    return dict(parse_input_shape(text) for text in args.input_shape) or None
+    shapes: dict[str, list[int]] = {}
+    for text in texts:
+        name, dims = parse_input_shape(text)
+        if name in shapes and shapes[name] != dims:
+            raise InvalidArgument(f"--input-shape {name} is given twice, as {','.join(map(str, shapes[name]))} and "
+                                  f"{','.join(map(str, dims))}: give it once")
+        shapes[name] = dims
+    return shapes
 
 
 SHARED_OPTIONS = frozenset({"timer", "budget", "checkpoint", "seed"})
@@ -143,6 +159,24 @@ def check_count(value: int | None, flag: str, *, minimum: int = 0, maximum: int 
         raise InvalidArgument(f"{flag} must be at least {minimum}, got {value}")
     if value is not None and maximum is not None and value > maximum:
         raise InvalidArgument(f"{flag} must be at most {maximum}, got {value}")
+
+
+def check_output_file(path: str | os.PathLike[str], flag: str, suffixes: Sequence[str] = ()) -> None:
+    """Refuse an output file ``path`` that names no file (empty, or ``-``, stdout elsewhere) or cannot be written.
+
+    An empty value (an unset variable) would write nothing and a ``-`` a file of that name, both with status 0.
+
+    Raises:
+        InvalidArgument: naming ``flag`` and what is wrong.
+    """
+    from gnplace.graph_io import check_writable
+
+    text = os.fspath(path)
+    if not text.strip():
+        raise InvalidArgument(f"{flag} is empty; name the file to write")
+    if text == "-":
+        raise InvalidArgument(f"{flag} -: writes a file, not stdout; name the file (./- for a file named '-')")
+    check_writable(text, flag, suffixes)
 
 
 def check_not_input(

@@ -41,19 +41,23 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace import``."""
-    from gnplace.cli.common import check_not_input, one_line, require_ops, writing
-    from gnplace.graph_io import check_writable, save_graph
-    from gnplace.importers.onnx import from_onnx, parse_input_shape
+    from gnplace.cli.common import (
+        check_not_input,
+        check_output_file,
+        collect_input_shapes,
+        one_line,
+        require_ops,
+        writing,
+    )
+    from gnplace.graph_io import save_graph
+    from gnplace.importers.onnx import from_onnx
 
     check_not_input(args.output, args.model)
-    check_writable(args.output, "--output")
+    check_output_file(args.output, "--output")
     if Path(args.output).suffix.lower() == ".onnx":  # every command would read it back as an ONNX model
         raise InvalidArgument(f"--output {args.output}: a gnplace graph file, not an ONNX model; name it .gnpg "
                               "(or .json for plain JSON)")
-    shapes: dict[str, list[int]] = {}
-    for text in args.input_shape:
-        name, dims = parse_input_shape(text)
-        shapes[name] = dims
+    shapes = collect_input_shapes(args.input_shape)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graph = from_onnx(args.model, input_shapes=shapes or None, optimizer=args.optimizer, name=args.name,

@@ -19,6 +19,7 @@ from gnplace.cli.common import (
     add_option_argument,
     check_count,
     check_not_input,
+    check_output_file,
     check_output_folder,
     check_shared_options,
     input_shapes,
@@ -32,7 +33,7 @@ from gnplace.cli.common import (
 )
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
-from gnplace.graph_io import check_writable, write_atomically
+from gnplace.graph_io import write_atomically
 from gnplace.placement import save_placement
 from gnplace.placers import PLACERS, make_placer
 from gnplace.shipped import shipped_files
@@ -75,17 +76,19 @@ def run(args: argparse.Namespace) -> int:
     PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
     check_shared_options(args.placer, args.budget, args.checkpoint)  # never ignored silently
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
+    if args.algo is not None and options.get("algo", args.algo) != args.algo:  # one would win silently
+        raise InvalidArgument(f"--algo {args.algo} and -O {args.placer}.algo={options['algo']} differ: give one")
     if isinstance(options.get("out"), str) and options["out"]:  # a search's folder: refused before it runs
         check_output_folder(options["out"], f"-O {args.placer}.out")
-    if args.output:
-        check_writable(args.output, "--output")
+    if args.output is not None:
+        check_output_file(args.output, "--output")
         check_not_input(args.output, args.graph,  # the shipped checkpoints too: policy reads them by default
                         others=(args.cluster, args.checkpoint, args.device_map, *option_files(options),
                                 *shipped_files()))
-    if args.device_map_root and not args.device_map:
+    if args.device_map_root and args.device_map is None:
         raise InvalidArgument("--device-map-root needs --device-map")
-    if args.device_map:
-        check_writable(args.device_map, "--device-map")
+    if args.device_map is not None:
+        check_output_file(args.device_map, "--device-map")
         if args.output and Path(args.output).resolve() == Path(args.device_map).resolve():
             raise InvalidArgument(f"--device-map {args.device_map}: is the --output file too; write to another file")
         check_not_input(args.device_map, args.graph, "--device-map",

@@ -41,12 +41,13 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
     from pathlib import Path
 
-    from gnplace.cli.common import check_not_input, check_output_folder, note_nothing_to_resume
+    from gnplace.cli.common import check_not_input, check_output_file, check_output_folder, note_nothing_to_resume
     from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain import DEFAULT_CONFIG, load_pretrain_config, pretrain
 
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
+        check_output_file(args.export, "--export")
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export")
         for own in (Path(args.out) / "policy.ckpt", Path(args.out) / "checkpoints" / "last.ckpt"):
             if Path(args.export).resolve() == own.resolve():

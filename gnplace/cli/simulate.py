@@ -9,6 +9,7 @@ from typing import Any
 from gnplace.cli.common import (
     add_input_shape_argument,
     check_not_input,
+    check_output_file,
     input_shapes,
     mib,
     ms,
@@ -18,7 +19,6 @@ from gnplace.cli.common import (
     writing,
 )
 from gnplace.cluster import load_cluster
-from gnplace.graph_io import check_writable
 from gnplace.importers.sources import load_graph_source
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
@@ -48,8 +48,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace simulate``."""
-    if args.timeline:
-        check_writable(args.timeline, "--timeline", TIMELINE_SUFFIXES)
+    if args.timeline is not None:
+        check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
     graph = require_ops(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.graph)
     cluster = load_cluster(args.cluster)
