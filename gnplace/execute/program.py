@@ -32,7 +32,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement
-from gnplace.importers.trace import Ref
+from gnplace.importers.trace import Ref, memory_owners, written_argument
 
 __all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in"]
 
@@ -379,13 +379,6 @@ def _written_buffers(op: Any, aliases: dict[Ref, str] | None = None) -> tuple[st
     return tuple(names)
 
 
-def _written(op: Any) -> Any:
-    """The argument an in-place recorded op writes (its schema's first ``a!`` argument), or ``None``."""
-    for k in _write_positions(op):
-        return _argument(op, k)
-    return None
-
-
 #: View ops whose output is the whole of their input: a write into it is a write into the input.
 _WHOLE_VIEWS = frozenset({"alias", "detach"})
 
@@ -409,17 +402,13 @@ def _buffer_aliases(ops: list[Any]) -> dict[Ref, str]:
         return None
 
     for i, op in enumerate(ops):
-        written = buffer_of(_written(op))
+        written = buffer_of(written_argument(op))
         returns = op.func._schema.returns
         if written is not None and returns and returns[0].alias_info is not None:
             aliases[Ref("op", i, 0)] = written
         elif op.name in _WHOLE_VIEWS and op.args and buffer_of(op.args[0]) is not None:
             aliases[Ref("op", i, 0)] = str(buffer_of(op.args[0]))
     return aliases
-
-
-#: View ops whose outputs are disjoint pieces of their input: a write into one piece leaves the others as they were.
-_SPLIT_OPS = frozenset({"split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind"})
 
 
 def _refuse_writes_into_views(ops: list[Any]) -> None:
@@ -436,34 +425,13 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
     """
     from gnplace.importers.flops import VIEW_OPS
 
-    written = [_written(op) for op in ops]
+    written = [written_argument(op) for op in ops]
 
-    known: dict[Ref, tuple[Ref, tuple[tuple[int, int], ...]]] = {}
+    def view_source(i: int) -> Ref | None:
+        op = ops[i]
+        return op.args[0] if op.name in VIEW_OPS and op.args and isinstance(op.args[0], Ref) else None
 
-    def storage(ref: Ref) -> tuple[Ref, tuple[tuple[int, int], ...]]:
-        """The tensor whose memory ``ref`` shares, and the pieces of it that ``ref`` lies in.
-
-        Views and in-place results share their input's memory; the pieces are split outputs,
-        outermost first (disjoint, so a write into one leaves its siblings alone). Walked without
-        recursion (a chain of in-place writes can be long) and remembered for every ref on the way.
-        """
-        chain: list[tuple[Ref, tuple[int, int] | None]] = []  # from ref toward its tensor, with the piece taken
-        at = ref
-        while at not in known and at.kind == "op":
-            op = ops[at.index]
-            if op.name in VIEW_OPS and op.args and isinstance(op.args[0], Ref):
-                chain.append((at, (at.index, at.output) if op.name in _SPLIT_OPS else None))
-                at = op.args[0]
-            elif isinstance(written[at.index], Ref):
-                chain.append((at, None))
-                at = written[at.index]
-            else:
-                break
-        base, pieces = known.setdefault(at, (at, ()))
-        for step, piece in reversed(chain):
-            pieces = pieces + (piece,) if piece is not None else pieces
-            known[step] = (base, pieces)
-        return known[ref]
+    storage = memory_owners(ops, view_source, written)
 
     reads: dict[Ref, list[tuple[int, Ref, tuple[tuple[int, int], ...]]]] = {}  # tensor -> (reader, ref, pieces)
     for j, op in enumerate(ops):
@@ -567,7 +535,7 @@ def compile_step(step: Any) -> Program:
 
     for i in keep:
         op = ops[i]
-        written = _written(op)
+        written = written_argument(op)
         mutates = renumber(written) if isinstance(written, Ref) else None
         shapes: list[tuple[int, ...] | None] = []
         dtypes: list[torch.dtype | None] = []

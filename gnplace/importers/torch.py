@@ -39,7 +39,7 @@ from gnplace.exceptions import UnknownName
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS
 from gnplace.importers.flops import VIEW_OPS, op_flops
-from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
+from gnplace.importers.trace import Ref, TrainingTrace, memory_owners, record_training_step, written_argument
 
 __all__ = ["from_module", "import_step", "ImportedStep", "trace_to_graph", "OPTIMIZERS"]
 
@@ -367,10 +367,6 @@ def _trace_to_step(
     )
 
 
-#: View ops whose outputs are disjoint pieces of their input: a write into one leaves the others as they were.
-_SPLIT_OPS = frozenset({"split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind"})
-
-
 def _writes_into_views(
     ops: list[Any], is_view: list[bool], resolve: Callable[[Ref], Ref]
 ) -> dict[int, list[tuple[int, Ref]]]:
@@ -385,37 +381,14 @@ def _writes_into_views(
     write's own result, or of a later in-place result, follow it already. Writes into buffers and parameters
     are left out: no edge leaves a buffer or a parameter.
     """
-    written: list[Ref | None] = []
-    for op in ops:
-        target = None
-        for k, argument in enumerate(op.func._schema.arguments):  # the first ``a!`` argument
-            if argument.alias_info is not None and argument.alias_info.is_write:
-                value = op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
-                target = value if isinstance(value, Ref) else None
-                break
-        written.append(target)
-    known: dict[Ref, tuple[Ref, tuple[tuple[int, int], ...]]] = {}
+    written = [written_argument(op) for op in ops]
 
-    def storage(ref: Ref) -> tuple[Ref, tuple[tuple[int, int], ...]]:
-        """The tensor whose memory ``ref`` shares (through views and in-place results), and its split pieces."""
-        chain: list[tuple[Ref, tuple[int, int] | None]] = []
-        at = ref
-        while at not in known and at.kind == "op":
-            op = ops[at.index]
-            source = next((r for r in tree_flatten((op.args, op.kwargs))[0] if isinstance(r, Ref)), None)
-            if is_view[at.index] and source is not None:
-                chain.append((at, (at.index, at.output) if op.name in _SPLIT_OPS else None))
-                at = source
-            elif (target := written[at.index]) is not None:
-                chain.append((at, None))
-                at = target
-            else:
-                break
-        base, pieces = known.setdefault(at, (at, ()))
-        for step, piece in reversed(chain):
-            pieces = pieces + (piece,) if piece is not None else pieces
-            known[step] = (base, pieces)
-        return known[ref]
+    def view_source(i: int) -> Ref | None:
+        if not is_view[i]:
+            return None
+        return next((r for r in tree_flatten((ops[i].args, ops[i].kwargs))[0] if isinstance(r, Ref)), None)
+
+    storage = memory_owners(ops, view_source, written)
 
     reads: dict[Ref, list[tuple[int, Ref, tuple[tuple[int, int], ...]]]] = {}  # tensor -> (reader, ref, pieces)
     for j, op in enumerate(ops):

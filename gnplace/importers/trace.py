@@ -27,7 +27,10 @@ from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
 from gnplace.exceptions import UnsupportedGraph, first_line
 
-__all__ = ["Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves"]
+__all__ = [
+    "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
+    "written_argument", "memory_owners",
+]
 
 CallKey = tuple[str, int]  # (module path, how many times that module was called before)
 
@@ -556,3 +559,51 @@ def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = ()) -> 
             continue
         _node_metadata(node)["gnplace_call"] = tag
         todo.extend(f for f, _ in node.next_functions if f is not None)
+
+
+#: View ops whose outputs are disjoint pieces of their input: a write into one leaves the others as they were.
+SPLIT_OPS = frozenset({"split", "unsafe_split", "split_with_sizes", "unsafe_split_with_sizes", "chunk", "unbind"})
+
+
+def written_argument(op: Any) -> Any:
+    """The argument a recorded op writes in place (its schema's first ``a!`` argument), or ``None``."""
+    for k, argument in enumerate(op.func._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            return op.args[k] if k < len(op.args) else op.kwargs.get(argument.name)
+    return None
+
+
+def memory_owners(
+    ops: Sequence[Any], view_source: Callable[[int], Ref | None], written: Sequence[Any],
+) -> Callable[[Ref], tuple[Ref, tuple[tuple[int, int], ...]]]:
+    """``storage(ref)``: the tensor whose memory ``ref`` shares, and the pieces of it that ``ref`` lies in.
+
+    Views (``view_source(i)``: the tensor op ``i`` views, ``None`` if it is no view) and in-place results
+    (``written[i]``: what op ``i`` writes, a :class:`Ref` or anything else) share their input's memory; the
+    pieces are :data:`SPLIT_OPS` outputs, outermost first (disjoint, so a write into one leaves its siblings
+    alone). Walked without recursion (a chain of in-place writes can be long) and remembered for every ref
+    on the way. The torch importer (which writes into views the graph must follow) and the executor
+    (which refuses them) share it.
+    """
+    known: dict[Ref, tuple[Ref, tuple[tuple[int, int], ...]]] = {}
+
+    def storage(ref: Ref) -> tuple[Ref, tuple[tuple[int, int], ...]]:
+        chain: list[tuple[Ref, tuple[int, int] | None]] = []  # from ref toward its tensor, with the piece taken
+        at = ref
+        while at not in known and at.kind == "op":
+            source = view_source(at.index)
+            if source is not None:
+                chain.append((at, (at.index, at.output) if ops[at.index].name in SPLIT_OPS else None))
+                at = source
+            elif isinstance(written[at.index], Ref):
+                chain.append((at, None))
+                at = written[at.index]
+            else:
+                break
+        base, pieces = known.setdefault(at, (at, ()))
+        for step, piece in reversed(chain):
+            pieces = pieces + (piece,) if piece is not None else pieces
+            known[step] = (base, pieces)
+        return known[ref]
+
+    return storage
