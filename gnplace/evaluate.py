@@ -493,7 +493,7 @@ def evaluate(
         from concurrent.futures import Future
         from concurrent.futures.process import BrokenProcessPool
 
-        from gnplace.workers import process_pool
+        from gnplace.workers import process_pool, terminate_workers
 
         def save_finished(pending: Sequence[Future[Row]]) -> None:
             """Save the rows of ``pending`` tasks that finished (out of order) before the run stopped."""
@@ -514,10 +514,7 @@ def evaluate(
             raise ExecutionFailed(f"an evaluation worker process died ({err}); the {len(rows)} rows finished "
                                   "are saved: run again to resume") from None
         except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could take long)
-            # terminated, not cancelled: the pool marks the pending futures broken (cancelling them too races
-            # with that, and its thread prints an InvalidStateError)
-            for process in list((getattr(pool, "_processes", None) or {}).values()):
-                process.terminate()
+            terminate_workers(pool)
             save_finished(futures[taken:])  # tasks after the one waited on may have finished: keep their rows
             raise
         finally:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "available_cores", "is_launched_rank", "limit_threads", "process_pool", "task_mapper",
-           "threads_per_worker"]
+           "terminate_workers", "threads_per_worker"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
@@ -122,11 +122,20 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
         # shutting down alone waited for the tasks under way and ran the queued ones (minutes of teacher
         # searches after a Ctrl-C). Terminated, the pool marks the pending futures broken; pool.map's
         # cancelling of them races with that, and the pool's thread then printed an InvalidStateError.
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
+        terminate_workers(pool)
         pool.shutdown(wait=True)
         raise
     pool.shutdown(wait=True, cancel_futures=True)  # a caller that stopped reading early: the rest never start
+
+
+def terminate_workers(pool: Any) -> None:
+    """End the worker processes of ``pool`` (a ``ProcessPoolExecutor``) now, tasks under way included.
+
+    Terminated, not cancelled: the pool marks its pending futures broken (cancelling them too races with
+    that, and the pool's thread prints an ``InvalidStateError``). Shut the pool down afterwards.
+    """
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
 
 
 def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:

@@ -195,6 +195,16 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
     return _flat(out)
 
 
+def _cross(value: torch.Tensor, devices: Sequence[torch.device], target: int) -> torch.Tensor:
+    """``value`` copied to device ``target``; running out of memory there (the copy allocates) is its OOM."""
+    try:
+        return value.to(devices[target])
+    except Exception as err:
+        if is_oom_error(err):
+            raise DeviceOutOfMemory(target, float("inf")) from err
+        raise
+
+
 def run_step(
     program: Program,
     plan: Plan,
@@ -276,13 +286,7 @@ def run_step(
         nonlocal moved_bytes, moves
         for ref, src, dst in plan.moves.get(index, ()):
             value = values[(ref, src)]
-            try:
-                crossed = value.to(devices[dst])
-            except Exception as err:  # the copy allocates on the receiving device
-                if is_oom_error(err):
-                    raise DeviceOutOfMemory(dst, float("inf")) from err
-                raise
-            admit((ref, dst), crossed, _nbytes(value))
+            admit((ref, dst), _cross(value, devices, dst), _nbytes(value))
             moved_bytes += _nbytes(value)
             moves += 1
 
@@ -338,12 +342,7 @@ def run_step(
             return values[(ref, target)]
         moved_bytes += _nbytes(values[(ref, src)])
         moves += 1
-        try:
-            return values[(ref, src)].to(devices[target])
-        except Exception as err:  # the copy allocates on the receiving device
-            if is_oom_error(err):
-                raise DeviceOutOfMemory(target, float("inf")) from err
-            raise
+        return _cross(values[(ref, src)], devices, target)
 
     # each gradient goes to its parameter's device, where the update runs; an input's to the input's
     grads = {name: deliver(ref, plan.param_device.get(name)) for name, ref in program.grads.items()}
