@@ -8,13 +8,20 @@ A placement file is JSON::
 
 ``placement`` must name every op; ``predicted`` is informative (what the simulator said when the
 file was written) and optional.
+
+A :class:`Placement` made from a graph (:meth:`Placement.from_groups`, :func:`as_placement`,
+:func:`load_placement`) remembers which graph (:class:`GraphKey`: its name, a digest of its op
+names and edges), and :meth:`Placement.check` refuses it for another graph of as many ops. One made
+from bare device indices knows no graph and is checked by its length only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +31,52 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
 
-__all__ = ["Placement", "as_placement", "check_whole_devices", "save_placement", "load_placement"]
+__all__ = ["Placement", "GraphKey", "as_placement", "check_whole_devices", "save_placement", "load_placement"]
 
 FORMAT = "gnplace-placement"
 VERSION = 1
+
+
+#: id(graph) -> (a weak reference to the graph, its digest): worked out once per graph object. Not a
+#: WeakKeyDictionary: its lookups compare graphs with ``==``, which reads every array of the graph.
+_DIGESTS: dict[int, tuple[weakref.ref[OpGraph], str]] = {}
+
+
+@dataclass(frozen=True)
+class GraphKey:
+    """Which graph a placement was made for.
+
+    Args:
+        name (str): the graph's name (for messages).
+        digest (str): SHA-256 (hex) of the graph's op names and edges: what a placement by op index
+            depends on. Its costs and its name are left out, so the same model imported again, or its
+            graph with measured costs, is the same graph.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> GraphKey.of(chain_graph(3)) == GraphKey.of(chain_graph(3))
+        True
+    """
+
+    name: str
+    digest: str
+
+    @classmethod
+    def of(cls, graph: OpGraph) -> GraphKey:
+        """The key of ``graph`` (its digest worked out once per graph object)."""
+        known = _DIGESTS.get(id(graph))
+        if known is not None and known[0]() is graph:
+            return cls(graph.name, known[1])
+        hasher = hashlib.sha256()
+        for name in graph.node_names:
+            hasher.update(name.encode("utf-8", "surrogatepass") + b"\0")
+        order = np.lexsort((graph.edge_dst, graph.edge_src))  # edges as a set: their order is no part of it
+        hasher.update(np.ascontiguousarray(np.stack([graph.edge_src[order], graph.edge_dst[order]]),
+                                           dtype=np.int64).tobytes())
+        digest = hasher.hexdigest()
+        key = id(graph)
+        _DIGESTS[key] = (weakref.ref(graph, lambda _: _DIGESTS.pop(key, None)), digest)
+        return cls(graph.name, digest)
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +86,8 @@ class Placement:
     Args:
         devices (np.ndarray): int64 device index of each op, ``[num_ops]``.
         cluster (Cluster): the cluster the indices refer to.
+        made_for (GraphKey, optional): the graph the placement was made for; :meth:`check` refuses
+            another (default: :obj:`None`, unknown: only the number of ops is checked).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -49,6 +100,7 @@ class Placement:
 
     devices: np.ndarray
     cluster: Cluster
+    made_for: GraphKey | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_whole_devices(self.devices)
@@ -71,7 +123,7 @@ class Placement:
             raise InvalidPlacement(
                 f"group placement has shape {per_group.shape}, graph {graph.name!r} has {graph.num_groups} groups"
             )
-        return cls(per_group[graph.group], cluster)
+        return cls(per_group[graph.group], cluster, GraphKey.of(graph))
 
     def device_names(self, graph: OpGraph) -> dict[str, str]:
         """Mapping of op name to device name."""
@@ -79,10 +131,21 @@ class Placement:
         return {op: names[d] for op, d in zip(graph.node_names, self.devices.tolist())}
 
     def check(self, graph: OpGraph) -> None:
-        """Raise :class:`InvalidPlacement` unless this places every op of ``graph`` on a device."""
+        """Raise :class:`InvalidPlacement` unless this places every op of ``graph`` on a device.
+
+        A placement made for another graph (:attr:`made_for`: other op names or edges) is refused too,
+        though it has as many ops.
+        """
         if self.devices.shape != (graph.num_ops,):
             got = f"{self.devices.shape[0]} entries" if self.devices.ndim == 1 else f"shape {self.devices.shape}"
             raise InvalidPlacement(f"placement has {got}, graph {graph.name!r} has {graph.num_ops} ops")
+        if self.made_for is not None and self.made_for.digest != GraphKey.of(graph).digest:
+            made_for = self.made_for.name
+            other = f"graph {made_for!r}" if made_for != graph.name else "another graph of that name"
+            raise InvalidPlacement(
+                f"placement was made for {other}, not graph {graph.name!r} (their op names or edges differ, though "
+                "both have as many ops): place this graph, or load a placement file of it (matched by op name)"
+            )
         bad = np.flatnonzero((self.devices < 0) | (self.devices >= self.cluster.num_devices))
         if bad.size:
             i = int(bad[0])
@@ -129,13 +192,19 @@ def check_whole_devices(devices: Any, source: str = "") -> None:
 
 
 def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
-    """Coerce ``placement`` (a :class:`Placement`, device indices, or op name to device name) and check it."""
+    """Coerce ``placement`` (a :class:`Placement`, device indices, or op name to device name) and check it.
+
+    Raises:
+        InvalidPlacement: if it does not place every op of ``graph`` on a device of ``cluster``, or is a
+            :class:`Placement` made for another graph.
+    """
     if isinstance(placement, Placement):
-        result = placement if placement.cluster is cluster else Placement(placement.devices, cluster)
+        result = placement if placement.cluster is cluster else Placement(placement.devices, cluster,
+                                                                          placement.made_for)
     elif isinstance(placement, dict):
         result = _from_names(graph, cluster, placement, source="placement")
     else:
-        result = Placement(np.asarray(placement), cluster)
+        result = Placement(np.asarray(placement), cluster, GraphKey.of(graph))
     result.check(graph)
     return result
 
@@ -157,7 +226,7 @@ def _from_names(graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, so
             f"{source}: {missing.size} ops of graph {graph.name!r} have no device, "
             f"e.g. {graph.node_names[int(missing[0])]!r}"
         )
-    return Placement(devices, cluster)
+    return Placement(devices, cluster, GraphKey.of(graph))
 
 
 def save_placement(

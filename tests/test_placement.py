@@ -385,3 +385,39 @@ def test_a_placement_written_for_another_graph_warns_but_applies(tmp_path, k80x2
     other.name = "another"
     with pytest.warns(UserWarning, match=r"written for graph 'chain3', not 'another'; its op names all match"):
         assert load_placement(path, other, k80x2).devices.tolist() == [1, 0, 1]
+
+
+def test_a_placement_made_for_another_graph_of_as_many_ops_is_refused(tmp_path, k80x2, k80x4):
+    """Only the number of ops was checked: a placement of one graph simulated, timed or applied another."""
+    import pickle
+
+    from gnplace.sim.simulator import Simulator
+
+    mine = grouped()
+    other = OpGraph([f"p{i}" for i in range(5)], [(0, 1), (1, 2), (2, 3), (3, 4)], name="other")
+    rewired = OpGraph([f"o{i}" for i in range(5)], [(0, 1), (0, 2), (2, 3), (3, 4)], name="grouped")
+    placement = Placement.from_groups(mine, k80x2, [0, 1, 1])
+    with pytest.raises(InvalidPlacement, match=r"^placement was made for graph 'grouped', not graph 'other' "
+                                               r"\(their op names or edges differ, though both have as many ops\): "):
+        placement.check(other)
+    with pytest.raises(InvalidPlacement, match=r"^placement was made for another graph of that name, not graph "):
+        as_placement(rewired, k80x2, placement)
+    with pytest.raises(InvalidPlacement, match="made for graph 'grouped'"):
+        Simulator().time(other, k80x2, placement)
+    with pytest.raises(InvalidPlacement, match="made for graph 'grouped'"):  # the graph goes along to another cluster
+        as_placement(other, k80x4, placement)
+    path = save_placement(tmp_path / "p.json", mine, placement)
+    with pytest.raises(InvalidPlacement, match="made for graph 'grouped'"):
+        load_placement(path, mine, k80x2).check(other)
+    # the same graph built again, or with other costs and name, is the same graph; bare indices know no graph
+    same = grouped().replace(flops=np.full(5, 3e9), name="renamed")
+    assert as_placement(same, k80x2, placement) is placement
+    assert Placement(placement.devices, k80x2).made_for is None
+    Placement(placement.devices, k80x2).check(other)
+    from gnplace.placement import GraphKey
+
+    assert pickle.loads(pickle.dumps(placement)).made_for == GraphKey.of(mine)
+    old = Placement([0, 1, 0], k80x2)
+    object.__delattr__(old, "made_for")  # as unpickled from before the field existed
+    assert old.made_for is None
+    old.check(chain_graph(3))

@@ -18,6 +18,9 @@ Limits: the recorded step has fixed shapes, so inputs must have the example inpu
 nesting (tensors in tuples, lists and dicts are inputs too), and what is not a tensor (a number, a
 flag) is a constant of the step: a call with another value is refused. Their memory layout may
 differ (a transposed or channels-last tensor): such an input is copied into the example input's.
+The module's parameters and buffers keep the dtypes and shapes they were recorded with (a
+``module.double()`` after the recording is refused: record and place again), and its parameters stay
+on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import torch
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import torch_devices
-from gnplace.execute.program import compile_step
+from gnplace.execute.program import Program, compile_step
 from gnplace.execute.runner import run_step
 from gnplace.importers.trace import input_leaves
 
@@ -88,6 +91,7 @@ class PlacedModule(torch.nn.Module):
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
+        self._check_state(moved=False)
         named = dict(module.named_parameters())
         with torch.no_grad():
             for name in self.param_names:
@@ -100,12 +104,15 @@ class PlacedModule(torch.nn.Module):
         Raises:
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
                 step's, a constant (not a tensor) differs, an input requires a gradient that the step was
-                not recorded to compute, or a submodule's train or eval mode changed since :func:`apply`.
+                not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, or a
+                parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
+                (``module.to(...)``) changed since.
         """
         if [m.training for m in self.module.modules()] != self.recorded_modes:
             mode = "train" if self.module.training else "eval"
             raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
                                   f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
+        self._check_state(moved=True)
         leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
         if spec.num_children != self.input_spec.num_children:
             raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
@@ -155,6 +162,40 @@ class PlacedModule(torch.nn.Module):
                                   "apply again to get its gradient")
         state.update({k: p for k, p in params.items() if k in self.program.buffers})
         return state
+
+    def _check_state(self, *, moved: bool) -> None:
+        """Refuse a module whose parameters or buffers are no longer those the step was recorded with.
+
+        A ``module.double()``, ``half()`` or a replaced layer after the recording changes a dtype or a
+        shape the recorded ops were made for, and they would fail one by one inside the step; a
+        ``module.to(device)`` (``moved``: after :func:`apply` put each parameter on its device) takes
+        the parameters off the devices the placement gives them.
+
+        Raises:
+            InvalidArgument: naming the first parameter or buffer that changed, and the fix.
+        """
+        redo = "record the step again (import_step), place its graph again and apply again"
+        params = dict(self.module.named_parameters())
+        state = {**dict(self.module.named_buffers()), **params}
+        for name, (dtype, shape) in _recorded_state(self.program).items():
+            kind = "parameter" if name in params or name in self.program.params else "buffer"
+            now = state.get(name)
+            if now is None:
+                raise InvalidArgument(f"{kind} {name} of the recorded step is no longer in the module: {redo}")
+            if now.dtype != dtype or tuple(now.shape) != shape:
+                raise InvalidArgument(
+                    f"{kind} {name} is {now.dtype} {list(now.shape)} now; the step was recorded with {dtype} "
+                    f"{list(shape)} (the module changed since, e.g. by .double() or a new layer): {redo}"
+                )
+        if moved:
+            for name in self.param_names:
+                want = self.devices[self.plan.param_device.get(name, 0)]
+                now_on = params[name].device
+                if now_on.type != want.type or (want.index is not None and now_on.index != want.index):
+                    raise InvalidArgument(
+                        f"parameter {name} is on {now_on}, but the placement keeps it on {want} (the module was "
+                        "moved since apply, e.g. by .to() or .cuda()): apply again to place it"
+                    )
 
     def _input_label(self, leaf: int) -> str:
         """``input k``, or ``input leaf k`` when the inputs nest (leaves counted in order)."""
@@ -248,6 +289,24 @@ def _dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
             return False
         expected *= size
     return True
+
+
+def _recorded_state(program: Program) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:
+    """The dtype and shape each parameter and buffer of ``program`` had when its step was recorded.
+
+    A parameter's are its gradient's (autograd gives a gradient its parameter's dtype and shape): the
+    program's copy of the parameters is taken when it is compiled, which may be after the module
+    changed (``import_step`` keeps the module's own parameter tensors, and ``module.double()`` converts
+    them in place). A parameter the loss does not use, and a buffer, go by the program's copy.
+    """
+    recorded = {name: (t.dtype, tuple(t.shape)) for name, t in (*program.params.items(), *program.buffers.items())}
+    for name, ref in program.grads.items():
+        if ref is not None and ref.kind == "op":
+            op = program.ops[ref.index]
+            dtype, shape = op.out_dtypes[ref.output], op.out_shapes[ref.output]
+            if dtype is not None and shape is not None:
+                recorded[name] = (dtype, tuple(shape))
+    return recorded
 
 
 def _same_constant(value: Any, recorded: Any) -> bool:

@@ -13,7 +13,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement, as_placement
+from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer
 
 __all__ = ["RealStepTimer", "real_timer", "torch_devices", "as_program", "oom_result"]
@@ -152,6 +152,11 @@ class RealStepTimer(StepTimer):
             raise InvalidPlacement(
                 f"this timer runs the recorded step of {self.program.graph_name!r} ({self.program.num_nodes} nodes); "
                 f"got graph {graph.name!r} with {graph.num_ops}"
+            )
+        if self.program.graph_digest and GraphKey.of(graph).digest != self.program.graph_digest:
+            raise InvalidPlacement(
+                f"this timer runs the recorded step of {self.program.graph_name!r}; graph {graph.name!r} has as many "
+                "nodes but other op names or edges: time it with a timer of its own recorded step"
             )
         return as_placement(graph, cluster, placement)
 

@@ -23,7 +23,7 @@ import torch
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, first_line
 from gnplace.execute.base import RealStepTimer, oom_result, torch_devices
-from gnplace.execute.runner import DeviceOutOfMemory, run_step
+from gnplace.execute.runner import DeviceOutOfMemory, place_params, run_step
 from gnplace.graph import OpGraph
 from gnplace.sim.timer import StepResult
 
@@ -82,7 +82,7 @@ class LocalTimer(RealStepTimer):
         if self.threads is not None:
             torch.set_num_threads(self.threads)
         try:
-            params = {k: v.to(devices[plan.param_device.get(k, 0)], copy=True) for k, v in self.program.params.items()}
+            params = place_params(self.program.params, plan, devices, copy=True)  # a real OOM here is an OOM too
             seconds, busy = [], []
             peak = np.zeros(cluster.num_devices)
             for r in range(self.warmup + self.repeats):

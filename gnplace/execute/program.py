@@ -33,6 +33,7 @@ from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement
 from gnplace.importers.trace import Ref, memory_owners, written_argument
+from gnplace.placement import GraphKey, check_whole_devices
 
 __all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in"]
 
@@ -184,6 +185,8 @@ class Program:
         input_grads (dict[int, Ref | None]): the gradient of each input recorded with ``requires_grad``.
         buffer_alias (dict[Ref, str]): op results that are a buffer itself (an in-place write's result,
             a whole view of it), by buffer name: the local executor reads them as the buffer.
+        graph_digest (str): the graph's :attr:`~gnplace.placement.GraphKey.digest` (its op names and
+            edges), so that a timer refuses another graph of as many nodes; ``""``: not known.
     """
 
     ops: list[ProgramOp]
@@ -198,6 +201,7 @@ class Program:
     graph_name: str = "graph"
     input_grads: dict[int, Ref | None] = field(default_factory=dict)
     buffer_alias: dict[Ref, str] = field(default_factory=dict)
+    graph_digest: str = ""
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -210,13 +214,17 @@ class Program:
         """``placement`` (a Placement or device index per node) as an int array ``[num_nodes]``.
 
         Raises:
-            InvalidPlacement: if it does not give a device to every node of the program's graph.
+            InvalidPlacement: if it does not give one whole device index to every node of the program's graph.
         """
-        devices = np.asarray(getattr(placement, "devices", placement), dtype=np.int64).reshape(-1)
-        if devices.shape[0] != self.num_nodes:
-            raise InvalidPlacement(
-                f"placement has {devices.shape[0]} devices, the graph {self.graph_name!r} has {self.num_nodes} nodes"
-            )
+        given = np.asarray(getattr(placement, "devices", placement))
+        check_whole_devices(given)  # a cast would cut 0.7 to device 0
+        if given.ndim != 1 or given.shape[0] != self.num_nodes:
+            got = f"{given.shape[0]} devices" if given.ndim == 1 else f"shape {given.shape}"
+            raise InvalidPlacement(f"placement has {got}, the graph {self.graph_name!r} has {self.num_nodes} nodes")
+        try:
+            devices = given.astype(np.int64)
+        except (TypeError, ValueError) as err:
+            raise InvalidPlacement(f"placement must be device indices, got {given.dtype} values") from err
         if devices.size and devices.min() < 0:
             raise InvalidPlacement("placement names a negative device index")
         return devices
@@ -575,4 +583,5 @@ def compile_step(step: Any) -> Program:
         input_grads={k: (renumbered(r) if r is not None else None) for k, r in trace.input_grads.items()},
         buffer_alias={Ref("op", new_index[r.index], r.output): name for r, name in aliases.items()
                       if r.index in new_index},
+        graph_digest=GraphKey.of(step.graph).digest,
     )

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from gnplace.exceptions import ExecutionFailed, first_line
+from gnplace.exceptions import ExecutionFailed, InvalidPlacement, first_line
 from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten
 from gnplace.importers.trace import Ref
 
-__all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error"]
+__all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error", "place_params"]
 
 
 class DeviceOutOfMemory(Exception):
@@ -205,6 +205,26 @@ def _cross(value: torch.Tensor, devices: Sequence[torch.device], target: int) ->
         raise
 
 
+def place_params(
+    params: Mapping[str, torch.Tensor], plan: Plan, devices: Sequence[torch.device], *, copy: bool = False,
+) -> dict[str, torch.Tensor]:
+    """Each parameter moved to its plan device (``copy``: a copy even where it is already there).
+
+    Raises:
+        DeviceOutOfMemory: if a device runs out of memory for real while a parameter is copied onto it.
+    """
+    placed = {}
+    for name, value in params.items():
+        target = plan.param_device.get(name, 0)
+        try:
+            placed[name] = value.to(devices[target], copy=copy)
+        except Exception as err:
+            if is_oom_error(err):
+                raise DeviceOutOfMemory(target, float("inf")) from err
+            raise
+    return placed
+
+
 def run_step(
     program: Program,
     plan: Plan,
@@ -236,19 +256,27 @@ def run_step(
             :attr:`StepOutput.buffers`.
 
     Raises:
+        InvalidPlacement: if the plan names a device beyond ``devices``.
         DeviceOutOfMemory: if ``capacity`` is exceeded, or a device runs out of memory for real in an
-            op or a tensor's crossing to it.
+            op, a tensor's crossing to it or (without ``params``) a parameter's copy onto it.
     """
     num_devices = len(devices)
+    used = [*plan.op_device.tolist(), *plan.param_device.values(), *plan.input_device.values()]
+    if used and max(used) >= num_devices:
+        raise InvalidPlacement(f"the plan runs on device {max(used)}, but {num_devices} torch devices are given "
+                               f"(devices 0..{num_devices - 1})")
     fns = [resolve_aten(op.target) for op in program.ops]
     if params is None:
-        params = {k: v.to(devices[plan.param_device.get(k, 0)]) for k, v in program.params.items()}
+        params = place_params(program.params, plan, devices)
     if inputs is None:
         inputs = [x.to(devices[plan.input_device.get(k, 0)]) if isinstance(x, torch.Tensor) else x
                   for k, x in enumerate(program.inputs)]
     resident = np.zeros(num_devices)
     for k, p in params.items():
         resident[plan.param_device.get(k, 0)] += _nbytes(p)
+    if capacity is not None and np.any(resident > capacity):  # the parameters alone: no op output would tell
+        over = int(np.flatnonzero(resident > capacity)[0])
+        raise DeviceOutOfMemory(over, float(resident[over]))
     live = resident.copy()
     peak = live.copy()
     busy = np.zeros(num_devices)

@@ -515,3 +515,52 @@ def test_a_placed_module_saves_whole_with_torch_save_and_runs_after_loading():
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=False)
     torch.testing.assert_close(loaded(*inputs), placed(*inputs))
+
+
+def test_a_module_changed_since_the_recording_is_refused_with_one_line():
+    """A module.double() after apply failed inside the first op (mat1 and mat2 must have the same dtype)."""
+    net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5))
+    x = torch.randn(6, 5)
+    step = import_step(net, (x,), loss=_loss)
+    placement = Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"], step=step)
+    net.double()
+    with pytest.raises(InvalidArgument, match=r"^parameter 0.weight is torch.float64 \[5, 5\] now; the step was "
+                                              r"recorded with torch.float32 \[5, 5\] .*place its graph again"):
+        placed(x)
+    with pytest.raises(InvalidArgument, match=r"^parameter 0.weight is torch.float64"):  # the float32 step given
+        gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"], step=step)
+    net.float()
+    net[1].running_mean = torch.zeros(3)  # a buffer of another shape
+    with pytest.raises(InvalidArgument, match=r"^buffer 1.running_mean is torch.float32 \[3\] now"):
+        placed(x)
+    net[1].running_mean = torch.zeros(5)
+    placed(x).backward()
+    net[0] = torch.nn.Linear(5, 5, bias=False)
+    with pytest.raises(InvalidArgument, match=r"^parameter 0.bias of the recorded step is no longer in the module"):
+        placed(x)
+
+
+def test_a_module_moved_off_its_placed_devices_is_refused():
+    net = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), (x,), loss=_loss,
+                           devices=["cpu", "cpu"])
+    placed.to("meta")  # what placed.cuda() does on a machine with GPUs
+    with pytest.raises(InvalidArgument, match=r"^parameter weight is on meta, but the placement keeps it on cpu"):
+        placed(x)
+
+
+def test_a_placement_of_another_graph_of_as_many_ops_is_refused():
+    """A placement of a tanh network ran the relu network with as many ops: only the count was checked."""
+    x = torch.randn(4, 6)
+    tanh = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    relu = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    graph = import_step(tanh, (x,), loss=_loss).graph
+    placement = Placement.from_groups(graph, load_cluster("k80x2"), np.arange(graph.num_groups) % 2)
+    assert import_step(relu, (x,), loss=_loss).graph.num_ops == graph.num_ops
+    with pytest.raises(InvalidPlacement, match=r"^placement was made for another graph of that name, not graph "
+                                               r"'Sequential' \(their op names or edges differ"):
+        gnplace.apply(relu, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    gnplace.apply(tanh, placement, (x,), loss=_loss, devices=["cpu", "cpu"])(x).backward()  # its own graph, again

@@ -127,3 +127,35 @@ def test_a_real_oom_while_a_tensor_crosses_to_another_device_is_out_of_memory(mo
     monkeypatch.setattr(torch.Tensor, "to", to)
     result = LocalTimer(step, repeats=1).time(step.graph, _cpu_cluster(), step.graph.group % 2)
     assert result.is_oom
+
+
+def test_a_real_oom_while_the_parameters_are_copied_to_their_devices_is_out_of_memory(monkeypatch):
+    """Copying a parameter onto its device allocates there: running out then is that device's OOM, not an error."""
+    step = _step()
+    timer = LocalTimer(step, repeats=1)
+    last = timer.program.params["2.bias"]
+    real = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        if self is last:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    placement = np.zeros(step.graph.num_ops, dtype=np.int64)
+    placement[step.update_node["2.bias"]] = 1
+    result = timer.time(step.graph, _cpu_cluster(), placement)
+    assert result.is_oom and result.oom.tolist() == [False, True]
+
+
+def test_a_graph_of_as_many_nodes_but_other_ops_is_refused():
+    """Only the number of nodes was checked: the timer ran its own step for another graph's placement."""
+    step = _step()
+    timer = LocalTimer(step, repeats=1)
+    n = step.graph.num_ops
+    renamed = step.graph.replace(node_names=[f"op{k}" for k in range(n)], name="other")
+    with pytest.raises(InvalidPlacement, match=r"^this timer runs the recorded step of 'Sequential'; graph 'other' "
+                                               r"has as many nodes but other op names or edges"):
+        timer.time(renamed, _cpu_cluster(), np.zeros(n, dtype=np.int64))
+    costed = step.graph.replace(flops=np.full(n, 1e6), name="with costs")  # the same graph, other costs and name
+    assert not timer.time(costed, _cpu_cluster(), np.zeros(n, dtype=np.int64)).is_oom

@@ -191,3 +191,16 @@ def test_a_write_into_a_view_by_pytorchs_own_backward_is_named_so():
     with pytest.raises(ExecutionFailed, match=r"the step's backward \(PyTorch's own\) writes in place") as caught:
         compile_step(step)
     assert "out of place" not in str(caught.value)
+
+
+def test_plan_refuses_device_indices_that_are_not_whole_or_not_one_per_node():
+    """0.7 was cut to device 0, and a [1, n] array was read as one placement."""
+    program = compile_step(_step())
+    n = program.num_nodes
+    with pytest.raises(InvalidPlacement, match="whole numbers, got 0.7"):
+        program.plan([0.7] * n)
+    with pytest.raises(InvalidPlacement, match=rf"^placement has shape \(1, {n}\)"):
+        program.plan(np.zeros((1, n), dtype=np.int64))
+    with pytest.raises(InvalidPlacement, match="must be device indices"):
+        program.plan(["gpu0"] * n)
+    assert program.plan([1.0] * n).op_device.tolist() == [1] * len(program.ops)

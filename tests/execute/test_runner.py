@@ -201,3 +201,47 @@ def test_a_reference_in_another_kind_of_container_is_still_resolved():
     make_args, make_kwargs = _op_builders(op)  # tree_map's way: it looks into the namedtuple
     assert make_args(lambda r: "x", CPU) == (Pair("x", 2), ["x"])
     assert make_kwargs(lambda r: "x", CPU) == {"alpha": Pair(1, "x")}
+
+
+def _linear_step():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    return import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+
+
+def test_parameters_alone_over_a_device_capacity_are_out_of_memory():
+    """Device 1 holds only the parameters (their update nodes): no op output there, so nothing checked it."""
+    step = _linear_step()
+    program = compile_step(step)
+    plan = program.plan((step.graph.phase == 2).astype(np.int64))
+    with pytest.raises(DeviceOutOfMemory) as info:
+        run_step(program, plan, [CPU, CPU], capacity=np.array([1e9, 100.0]))
+    assert info.value.device == 1 and info.value.needed == program.peak_bytes(plan, 2)[1]
+
+
+def test_a_real_oom_while_a_parameter_is_copied_to_its_device_is_that_devices(monkeypatch):
+    step = _linear_step()
+    program = compile_step(step)
+    placement = np.zeros(step.graph.num_ops, dtype=np.int64)
+    placement[step.update_node["2.weight"]] = 1
+    plan = program.plan(placement)
+    real, weight = torch.Tensor.to, program.params["2.weight"]
+
+    def to(self, *args, **kwargs):
+        if self is weight:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", to)
+    with pytest.raises(DeviceOutOfMemory) as info:
+        run_step(program, plan, [CPU, CPU])
+    assert info.value.device == 1
+
+
+def test_a_plan_beyond_the_torch_devices_given_is_one_clear_error():
+    """An IndexError (list index out of range) before."""
+    from gnplace.exceptions import InvalidPlacement
+
+    program = compile_step(_linear_step())
+    with pytest.raises(InvalidPlacement, match=r"^the plan runs on device 2, but 2 torch devices are given"):
+        run_step(program, program.plan([2] * program.num_nodes), [CPU, CPU])
