@@ -37,6 +37,11 @@ FREE_OPS = frozenset({
     "max_pool2d_with_indices_backward_indices", "transpose_", "t_", "squeeze_", "unsqueeze_", "as_strided_",
     "tril", "triu", "tril_", "triu_",  # masks (causal attention): a copy that zeroes a triangle, as ONNX's Trilu
     "_conj",  # flips a complex tensor's conjugate bit; the conjugation happens inside the op that reads it
+    # rearrangements of elements (ONNX's DepthToSpace, SpaceToDepth), padding by reflection or replication,
+    # unfolding into patches, overwriting scatters: data movement
+    "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "reflection_pad1d",
+    "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "im2col",
+    "scatter", "scatter_",
 })
 
 # FLOP per output element of elementwise ops.
@@ -47,16 +52,51 @@ _ELEMENTWISE: dict[str, float] = {
                      "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "reciprocal", "square",
                      "native_dropout_backward", "masked_scale", "sign_", "floor", "ceil", "round", "fmod", "remainder",
                      "mul_scalar", "addcmul", "addcdiv", "lerp", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
-                     "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not"], 1.0),
+                     "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not", "sgn", "trunc",
+                     "frac", "logical_and_", "logical_or_", "logical_xor", "bitwise_and_", "bitwise_or_",
+                     "bitwise_xor", "_prelu_kernel"], 1.0),
+    # _prelu_kernel_backward: grad_input (a select and a multiply) and the full-size grad_weight (a select and a
+    # multiply), per element of each; aten sums grad_weight to the weight's shape in a separate op
+    "_prelu_kernel_backward": 2.0,
     **dict.fromkeys(["sigmoid", "tanh", "exp", "log", "sigmoid_backward", "tanh_backward", "softplus", "elu",
                      "silu", "gelu", "log1p", "expm1", "erf", "sin", "cos", "silu_backward", "gelu_backward",
                      "elu_backward", "softplus_backward", "sigmoid_", "tanh_", "exp_", "log_sigmoid_forward",
-                     "log_sigmoid_backward", "hardswish", "hardsigmoid", "mish"], 4.0),
+                     "log_sigmoid_backward", "hardswish", "hardsigmoid", "mish", "atan", "asin", "acos", "tan",
+                     "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv", "atan2",
+                     "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward"], 4.0),
+    # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
+    "glu": 5.0,
 }
+
+# Input points read per output element by interpolation, one FLOP each (fvcore's convention: nearest 1,
+# bilinear 4): 2 per resized axis for linear, 4 for cubic. The backward spreads each element of grad_output
+# over the same points, so it costs its forward (grad_output is the forward's output).
+_UPSAMPLE_TAPS: dict[str, int] = {
+    **dict.fromkeys(["upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
+                     "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"], 1),
+    "upsample_linear1d": 2, "upsample_bilinear2d": 4, "upsample_trilinear3d": 8, "upsample_bicubic2d": 16,
+}
+
+# Poolings by their window: the FLOP are the elements of every window (forward: per output element; backward:
+# per input element, as the 2-d rules count them). Their number of spatial dims, for a kernel given as one size.
+_WINDOW_POOLS: dict[str, int] = {
+    "avg_pool2d": 2, "max_pool2d_with_indices": 2, "avg_pool2d_backward": 2, "max_pool2d_with_indices_backward": 2,
+    "max_pool2d": 2, "avg_pool1d": 1, "max_pool1d": 1, "max_pool1d_with_indices": 1, "avg_pool3d": 3,
+    "max_pool3d_with_indices": 3, "avg_pool3d_backward": 3, "max_pool3d_with_indices_backward": 3, "max_pool3d": 3,
+}
+
+# Adaptive poolings: one FLOP per input element (each falls in one window, when windows do not overlap), forward
+# and backward, as global pooling is counted; args[0] is the input, or grad_output then the input for a backward.
+_ADAPTIVE_POOLS = frozenset({
+    "_adaptive_avg_pool2d", "adaptive_avg_pool2d", "mean_dim", "_adaptive_avg_pool2d_backward", "_adaptive_avg_pool3d",
+    "adaptive_avg_pool3d", "_adaptive_avg_pool3d_backward", "adaptive_avg_pool1d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "adaptive_max_pool2d_backward", "adaptive_max_pool3d", "adaptive_max_pool3d_backward",
+})
 
 # FLOP per *input* element of reductions.
 _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "norm", "linalg_vector_norm", "var",
-                         "std", "var_mean", "std_mean", "any", "all", "logsumexp", "count_nonzero", "cumsum"})
+                         "std", "var_mean", "std_mean", "any", "all", "logsumexp", "count_nonzero", "cumsum",
+                         "cumprod", "cummax", "cummin", "logcumsumexp"})
 
 
 def _numel(x: Any) -> int:
@@ -128,18 +168,33 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         mask = args[10] if len(args) > 10 else [True, True, True]
         one = _conv_flops(x, w, grad_out, transposed)  # dX and dW each cost as much as the forward
         return one * bool(mask[0]) + one * bool(mask[1]) + _numel(grad_out) * bool(mask[2])
-    if name in ("avg_pool2d", "max_pool2d_with_indices", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
-                "avg_pool1d", "max_pool1d", "max_pool2d", "avg_pool3d", "max_pool3d_with_indices"):
+    if name in _WINDOW_POOLS:
         kernel = args[1] if name.endswith("backward") is False else args[2]
+        spatial = _WINDOW_POOLS[name]
         try:
-            k = math.prod(int(s) for s in kernel) if len(kernel) > 1 else int(kernel[0]) ** 2
+            k = math.prod(int(s) for s in kernel) if len(kernel) > 1 else int(kernel[0]) ** spatial
         except TypeError:
-            k = 9
+            k = 3 ** spatial
         ref = args[0] if not name.endswith("backward") else args[1]
         count = _numel(out) if not name.endswith("backward") else _numel(ref)
         return float(count * k)
-    if name in ("_adaptive_avg_pool2d", "adaptive_avg_pool2d", "mean_dim", "_adaptive_avg_pool2d_backward"):
+    if name in _ADAPTIVE_POOLS:
         return float(_numel(args[0] if name.endswith("backward") is False else args[1]))
+    if name.removesuffix("_backward") in _UPSAMPLE_TAPS:
+        return float(_UPSAMPLE_TAPS[name.removesuffix("_backward")] * _numel(args[0] if name.endswith("backward")
+                                                                              else out))
+    if name in ("reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward",
+                "replication_pad1d_backward", "replication_pad2d_backward", "replication_pad3d_backward"):
+        # (grad_output, input, padding): the gradient of each padded element is added to the element it copied
+        return float(max(_numel(args[0]) - _numel(args[1]), 0))
+    if name == "col2im":  # (columns, output_size, ...): sums the overlapping patches, one add per column element
+        return float(_numel(args[0]))
+    if name == "glu_backward":  # (grad_output, input, dim): sigmoid(b) again (4), both halves' products (5)
+        return 9.0 * _numel(args[0])
+    if name in ("scatter_add", "scatter_add_", "index_add", "index_add_", "scatter_reduce", "scatter_reduce_",
+                "index_reduce"):
+        # (self, dim, index, src, ...): one add (or reduction step) per element of src
+        return float(_numel(args[3]) if len(args) > 3 else _numel(kwargs.get("src", kwargs.get("source"))))
     if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
                 "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm", "batch_norm",
                 "layer_norm"):

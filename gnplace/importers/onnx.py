@@ -15,7 +15,10 @@ builds the training graph of one step by the conventions of the PyTorch importer
 * trainable parameters are the float initializers (at least two elements) read as weights: at an
   input where a gradient flows (not a shape, an index or a batch-norm running statistic) and that
   holds no state (not the initial state of a recurrent layer, which exporters store as an
-  initializer when it is zero);
+  initializer when it is zero); where the file holds torch.export's graph signature, its buffers
+  are no weights, and neither are the constants the exporter folded that stand for no parameter
+  (the unit scale and zero bias of a norm without weights or over ``GroupNorm``'s groups, an
+  ``RNN``'s first step from its zero state);
 * the graph outputs that depend on parameters feed one ``loss`` op (one FLOP per element), unless
   the model already returns a scalar, which is then the loss;
 * the backward pass is synthesised: each forward op gets one gradient op per input that needs a
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -49,7 +53,7 @@ import numpy as np
 import onnx
 import onnx.defs
 import onnx.inliner
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph, first_line
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
@@ -827,7 +831,8 @@ class _Builder:
     def _weights(self, needed: list[bool]) -> set[str]:
         if self.trainable_override is not None:
             return set(self.trainable_override)
-        found = set()
+        found: set[str] = set()
+        no_weight = self._no_weight_reads()
         for i, node in enumerate(self.nodes):
             if not needed[i]:
                 continue
@@ -837,11 +842,68 @@ class _Builder:
             skip = NON_DIFFERENTIABLE.get(kind, frozenset()) | _STATE_INPUTS.get(kind, frozenset())
             for pos, x in enumerate(node.input):
                 init = self.inits.get(x)
-                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES:
+                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES or (i, pos) in no_weight:
                     continue
                 if math.prod(init.dims) >= 2:
                     found.add(x)
         return found
+
+    def _no_weight_reads(self) -> set[tuple[int, int]]:
+        """The (node, input position) reads of initializers that hold no weight though a gradient flows there.
+
+        With the signature torch.export records (``pkg.torch.export.ExportedProgram.graph_signature``),
+        an initializer it names as a parameter is read as a weight and one it names as a buffer or a
+        constant is not. The initializers the exporter made (constants it folded, named by neither) are
+        no weights where they are read:
+
+        * by a node of a module that owns no parameter (a ``LayerNorm``, ``InstanceNorm`` or
+          ``GroupNorm`` without affine weights gets a unit scale and a zero bias);
+        * as the scale or bias of an ``InstanceNormalization`` over groups (its data is a view that
+          changed the channel size): ``GroupNorm``'s export, whose own weights follow as ``Mul``, ``Add``;
+        * by ``Add``, ``Sub``, ``Mul`` or ``Div`` as large as the output (not broadcast over the batch,
+          as a weight is) while holding a broadcast copy (its values repeat along an axis): a folded
+          activation, such as an ``RNN``'s first step from its zero state (the hidden bias, once per
+          example). Only the values of small initializers are kept: a large one stays a weight.
+        """
+        signature = _exported_tensors(self.proto)
+        if signature is None:
+            return set()
+        parameters, others = signature
+        owners = {p.rsplit(".", 1)[0] if "." in p else "" for p in parameters}
+        producer = {out: i for i, n in enumerate(self.nodes) for out in n.output if out}
+        reads: set[tuple[int, int]] = set()
+        for i, node in enumerate(self.nodes):
+            kind = canonical_op_type(node.op_type, node.domain)
+            scoped = any(prop.key == "pkg.torch.onnx.name_scopes" for prop in node.metadata_props)
+            for pos, x in enumerate(node.input):
+                if x not in self.inits or x in parameters:
+                    continue
+                if x in others:
+                    reads.add((i, pos))
+                elif scoped and _module_of(node) not in owners:
+                    reads.add((i, pos))
+                elif kind == "InstanceNormalization" and pos in (1, 2) and self._regrouped(node.input[0], producer):
+                    reads.add((i, pos))
+                elif kind in ("Add", "Sub", "Mul", "Div") and node.output and self.shape(node.output[0]) is not None \
+                        and math.prod(self.inits[x].dims) >= math.prod(self.shape(node.output[0]) or ()) > 1 \
+                        and _repeats(self.inits[x]):
+                    reads.add((i, pos))
+        return reads
+
+    def _regrouped(self, value: str, producer: Mapping[str, int]) -> bool:
+        """Whether ``value`` is a view (through view ops) of a value of another size in dimension 1."""
+        shape = self.shape(value)
+        seen = 0
+        while value in producer and seen < len(self.nodes):
+            node = self.nodes[producer[value]]
+            if canonical_op_type(node.op_type, node.domain) not in VIEW_OPS or not node.input:
+                return False
+            value, seen = node.input[0], seen + 1
+            before = self.shape(value)
+            if shape is not None and before is not None and len(shape) > 1 and len(before) > 1 \
+                    and before[1] != shape[1]:
+                return True
+        return False
 
     def build(self, graph_name: str, meta: dict[str, Any]) -> OpGraph:
         needed = self._needed()
@@ -1077,6 +1139,38 @@ class _Builder:
             "fix the input sizes with --input-shape NAME=DIMS, or re-export the model with static shapes"
         return UnsupportedGraph(f"{self.source}: shape inference could not find a static shape for {what}; {why} "
                                 f"({fix})")
+
+
+#: The graph signature torch.export records, and the tensor kinds it names.
+_SIGNATURE_KEY = "pkg.torch.export.ExportedProgram.graph_signature"
+_SIGNED = re.compile(r"^\s*\S+:\s*(PARAMETER|BUFFER|CONSTANT_TENSOR)\s+target=(['\"])(.*?)\2", re.MULTILINE)
+
+
+def _exported_tensors(proto: onnx.ModelProto) -> tuple[set[str], set[str]] | None:
+    """The parameters, and the buffers and constants, that torch.export's signature names (by their target).
+
+    ``None`` if the file records no signature (another exporter) or one that names no tensor.
+    """
+    texts = [prop.value for prop in getattr(proto.graph, "metadata_props", ()) if prop.key == _SIGNATURE_KEY]
+    found = [m for text in texts for m in _SIGNED.finditer(text)]
+    if not found:
+        return None
+    parameters = {m.group(3) for m in found if m.group(1) == "PARAMETER"}
+    return parameters, {m.group(3) for m in found if m.group(1) != "PARAMETER"} - parameters
+
+
+def _repeats(init: TensorProto) -> bool:
+    """Whether the values of ``init`` repeat along an axis of more than one element (``False`` if not held)."""
+    if math.prod(init.dims) > _KEEP_VALUES or init.data_location == TensorProto.EXTERNAL:
+        return False
+    try:
+        values = numpy_helper.to_array(init)
+    except Exception:  # noqa: BLE001 - values numpy cannot read (or dropped) tell nothing
+        return False
+    if values.size != math.prod(init.dims):
+        return False
+    return any(size > 1 and bool(np.all(values == values.take([0], axis=axis)))
+               for axis, size in enumerate(values.shape))
 
 
 #: View ops whose (first) output holds exactly the elements of their data input.

@@ -171,6 +171,19 @@ def _kernel(attrs: Mapping[str, Any], weight: Shape | None) -> int:
     return math.prod(weight[2:]) if weight is not None and len(weight) > 2 else 1
 
 
+def _resize_taps(attrs: Mapping[str, Any], x: Shape | None, out: Shape | None) -> int:
+    """Input points a ``Resize`` reads per output element, one FLOP each (as aten's ``upsample_*`` rules).
+
+    Nearest reads 1; linear 2 and cubic 4 per resized axis (an axis whose size changes; at least one):
+    bilinear 4, trilinear 8, bicubic 16.
+    """
+    mode = str(attrs.get("mode", "nearest"))
+    if mode == "nearest":
+        return 1
+    resized = sum(a != b for a, b in zip(x, out)) if x is not None and out is not None and len(x) == len(out) else 2
+    return (4 if mode == "cubic" else 2) ** max(resized, 1)
+
+
 def _gemm_mkn(attrs: Mapping[str, Any], a: Shape, out: Shape) -> tuple[int, int, int]:
     k = a[0] if attrs.get("transA", 0) else a[-1]
     return out[0], k, out[1]
@@ -298,7 +311,7 @@ def forward_flops(
     if op_type == "NegativeLogLikelihoodLoss":
         return float(x[0] if x else 0)
     if op_type in ("Resize", "Upsample"):
-        return float(n_out * (1 if str(attrs.get("mode", "nearest")) == "nearest" else 4))
+        return float(n_out * _resize_taps(attrs, x, out))
     if op_type in _VARIADIC:
         return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
     if op_type in _ELEMENTWISE:
@@ -375,7 +388,9 @@ def grad_flops(
         return float(_numel(x) * _kernel(attrs, None))
     if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
         return float(_numel(x))
-    if op_type in ("Gather", "GatherElements", "GatherND", "Tile", "Resize", "Upsample"):
+    if op_type in ("Resize", "Upsample"):  # each gradient element spread back over the points it was read from
+        return float(n_out * _resize_taps(attrs, x, out))
+    if op_type in ("Gather", "GatherElements", "GatherND", "Tile"):
         return float(n_out)  # scatter-add (embedding_dense_backward) or a reduction
     if op_type in FREE_OPS:
         return 0.0

@@ -128,3 +128,105 @@ def test_fourier_transforms_cost_fftws_5_n_log2_n_and_import_without_an_unknown_
         warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
         graph = from_module(Spectral(), (torch.randn(3, 8),))
     assert {"_fft_r2c", "_fft_c2r"} <= set(graph.op_types)
+
+
+def _flops_by_op(module, *inputs):
+    """The FLOP of each op type of the training step of ``module``, failing on a FLOP-rule warning."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # an op without a rule warns: that would fail the import
+        graph = from_module(module, inputs, loss=lambda y: y.square().mean())
+    totals: dict[str, float] = {}
+    for op_type, flops in zip(graph.op_types, graph.flops):
+        totals[op_type] = totals.get(op_type, 0.0) + float(flops)
+    return totals
+
+
+class _Scaled(torch.nn.Module):
+    """``f(x * p)`` with one trainable scale ``p``, so that a function without weights gets a backward."""
+
+    def __init__(self, f):
+        super().__init__()
+        self.f, self.p = f, torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return self.f(x * self.p)
+
+
+@pytest.mark.parametrize("mode, op, taps", [
+    ("nearest", "upsample_nearest1d", 1), ("linear", "upsample_linear1d", 2),
+    ("nearest", "upsample_nearest2d", 1), ("bilinear", "upsample_bilinear2d", 4), ("bicubic", "upsample_bicubic2d", 16),
+    ("nearest-exact", "_upsample_nearest_exact2d", 1),
+    ("nearest", "upsample_nearest3d", 1), ("trilinear", "upsample_trilinear3d", 8),
+])
+def test_upsampling_reads_its_points_per_output_element_and_its_backward_spreads_them_back(mode, op, taps):
+    """Interpolation had no rule: 1 FLOP per output element (so bilinear a quarter of fvcore's 4), with a warning."""
+    dims = 1 if op.endswith("1d") else 3 if op.endswith("3d") else 2
+    x = torch.randn(2, 3, *[4] * dims)
+    totals = _flops_by_op(_Scaled(lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode=mode)), x)
+    out = 2 * 3 * 8 ** dims
+    assert totals[op] == totals[f"{op}_backward"] == taps * out
+
+
+@pytest.mark.parametrize("f, op", [
+    (lambda x: torch.nn.functional.pixel_shuffle(x, 2), "pixel_shuffle"),
+    (lambda x: torch.nn.functional.pixel_unshuffle(x, 2), "pixel_unshuffle"),
+    (lambda x: torch.nn.functional.channel_shuffle(x, 2), "channel_shuffle"),
+    (lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect"), "reflection_pad2d"),
+    (lambda x: torch.nn.functional.pad(x, (1, 1, 1, 1), mode="replicate"), "replication_pad2d"),
+])
+def test_rearranging_and_padding_move_data_and_a_pads_backward_adds_the_border_back(f, op):
+    totals = _flops_by_op(_Scaled(f), torch.randn(2, 4, 6, 6))
+    assert totals[op] == 0.0
+    if op.endswith("pad2d"):
+        assert totals[f"{op}_backward"] == 2 * 4 * (8 * 8 - 6 * 6)
+
+
+@pytest.mark.parametrize("f, forward, backward", [
+    (lambda x: torch.nn.functional.max_pool3d(x, 2), "max_pool3d_with_indices", "max_pool3d_with_indices_backward"),
+    (lambda x: torch.nn.functional.avg_pool3d(x, 2), "avg_pool3d", "avg_pool3d_backward"),
+])
+def test_3d_poolings_and_their_backwards_count_every_window_element(f, forward, backward):
+    """The 3-d backwards had no rule (1 FLOP per input element, with a warning); the forward 8 per output."""
+    x = torch.randn(2, 3, 4, 8, 8)
+    totals = _flops_by_op(_Scaled(f), x)
+    assert totals[forward] == 2 * 3 * 2 * 4 * 4 * 8
+    assert totals[backward] == x.numel() * 8
+
+
+def test_a_pooling_kernel_given_as_one_size_is_a_window_of_its_dimensions():
+    """A one-size kernel was squared whatever the pooling's dimensions: 9 for a 1-d window of 3, 4 for 2x2x2."""
+    assert op_flops("avg_pool1d", (torch.zeros(2, 4, 9), [3]), {}, [torch.zeros(2, 4, 3)]) == 2 * 4 * 3 * 3
+    assert op_flops("max_pool3d_with_indices", (torch.zeros(1, 1, 4, 4, 4), [2]), {},
+                    [torch.zeros(1, 1, 2, 2, 2), torch.zeros(1, 1, 2, 2, 2)]) == 2 * 2 * 2 * 8
+    assert op_flops("avg_pool2d", (torch.zeros(1, 1, 4, 4), [2]), {}, [torch.zeros(1, 1, 2, 2)]) == 4 * 4
+
+
+@pytest.mark.parametrize("f, ops", [
+    (lambda x: torch.nn.functional.adaptive_max_pool2d(x[:, :, 0], 3), ["adaptive_max_pool2d"]),
+    (lambda x: torch.nn.functional.adaptive_avg_pool3d(x, 3), ["_adaptive_avg_pool3d"]),
+    (lambda x: torch.nn.functional.adaptive_max_pool3d(x, 3), ["adaptive_max_pool3d"]),
+])
+def test_adaptive_poolings_read_each_input_element_once_forward_and_backward(f, ops):
+    x = torch.randn(2, 3, 4, 6, 6)
+    totals = _flops_by_op(_Scaled(f), x)
+    for op in ops:
+        numel = x[:, :, 0].numel() if op.endswith("2d") else x.numel()
+        assert totals[op] == totals[f"{op}_backward"] == numel
+
+
+def test_other_common_ops_get_their_rules():
+    x = torch.randn(2, 4, 6, 6)
+    n = x.numel()
+    assert _flops_by_op(torch.nn.PReLU(4), x)["_prelu_kernel_backward"] == 2 * 2 * n  # grad_input, grad_weight
+    glu = _flops_by_op(_Scaled(lambda x: torch.nn.functional.glu(x, 1)), x)
+    assert glu["glu"] == 5 * n / 2 and glu["glu_backward"] == 9 * n / 2
+    folded = _flops_by_op(_Scaled(lambda x: torch.nn.functional.fold(torch.nn.functional.unfold(x, 3), (6, 6), 3)), x)
+    # fold and the backward of unfold: one add per patch element each; unfold and the backward of fold: copies
+    assert folded["im2col"] == 0 and folded["col2im"] == 2 * (2 * 4 * 9 * 16)
+    assert _flops_by_op(_Scaled(torch.atan), x)["atan"] == 4 * n
+    assert op_flops("scatter_add", (x, 1, torch.zeros(2, 2, 6, 6, dtype=torch.long), torch.zeros(2, 2, 6, 6)), {},
+                    [x]) == n / 2

@@ -330,6 +330,116 @@ def test_a_recurrent_layers_initial_state_is_no_trainable_weight(kind):
         assert g.total_param_bytes == sum(np.prod(t.dims) * 4 for t in weights) + 3 * 16 * 4
 
 
+def _signed(proto, parameters, buffers=(), scope=None):
+    """``proto`` with the graph signature torch.export records, and each node in module ``scope`` (its metadata)."""
+    lines = [f"p_{t.replace('.', '_')}: PARAMETER target='{t}'" for t in parameters]
+    lines += [f"b_{t.replace('.', '_')}: BUFFER target='{t}' persistent=True" for t in buffers]
+    proto.graph.metadata_props.add(key="pkg.torch.export.ExportedProgram.graph_signature",
+                                   value="\n# inputs\n" + "\n".join(lines) + "\nx: USER_INPUT\n")
+    if scope is not None:
+        for node in proto.graph.node:
+            node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(["", scope, node.op_type.lower()]))
+    return proto
+
+
+def _constant(name, value, *shape):
+    return numpy_helper.from_array(np.full(shape, value, np.float32), name)
+
+
+def _group_norm(signed=True):
+    """GroupNorm(2, 8) as torch.onnx's optimised export writes it: an InstanceNormalization over the groups with a
+    unit scale and zero bias it made (val_8, val_11), then the module's weight and bias, reshaped (val_21, val_23)."""
+    nodes = [helper.make_node("Reshape", ["x", "grouped"], ["g"], name="regroup"),
+             helper.make_node("InstanceNormalization", ["g", "val_8", "val_11"], ["n"], name="norm"),
+             helper.make_node("Reshape", ["n", "back"], ["r"], name="ungroup"),
+             helper.make_node("Mul", ["r", "val_21"], ["m"], name="scale"),
+             helper.make_node("Add", ["m", "val_23"], ["y"], name="shift")]
+    inits = [_constant("val_8", 1, 2), _constant("val_11", 0, 2), _constant("val_21", 1, 8, 1, 1),
+             _constant("val_23", 0, 8, 1, 1), numpy_helper.from_array(np.array([2, 2, -1], np.int64), "grouped"),
+             numpy_helper.from_array(np.array([2, 8, 4, 4], np.int64), "back")]
+    proto = model(nodes, [vi("x", [2, 8, 4, 4])], [vi("y", [2, 8, 4, 4])], inits)
+    return _signed(proto, ["gn.weight", "gn.bias"], scope="gn") if signed else proto
+
+
+def _unrolled_rnn(signed=True, batch=3, hidden=16):
+    """The first two steps of an exported nn.RNN: the first step from the zero state is folded to the constant
+    ``linear_1`` (the hidden bias once per example); the hidden weight is folded to its transpose (``val_39``)."""
+    bias = np.arange(hidden, dtype=np.float32)
+    nodes = [helper.make_node("Add", ["linear_1", "x"], ["a1"], name="step1"),
+             helper.make_node("Tanh", ["a1"], ["h1"], name="tanh1"),
+             helper.make_node("MatMul", ["h1", "val_39"], ["m2"], name="hidden2"),
+             helper.make_node("Add", ["m2", "rnn.bias_hh_l0"], ["l2"], name="bias2"),
+             helper.make_node("Tanh", ["l2"], ["y"], name="tanh2")]
+    inits = [numpy_helper.from_array(np.broadcast_to(bias, (1, batch, hidden)).copy(), "linear_1"),
+             weight("val_39", hidden, hidden), numpy_helper.from_array(bias, "rnn.bias_hh_l0")]
+    proto = model(nodes, [vi("x", [batch, hidden])], [vi("y", [1, batch, hidden])], inits)
+    return _signed(proto, ["rnn.weight_hh_l0", "rnn.bias_hh_l0"], scope="rnn") if signed else proto
+
+
+def updates(g):
+    return sorted(n.removeprefix("update/") for n in g.node_names if n.startswith("update/"))
+
+
+def test_a_group_norms_unit_scale_and_zero_bias_are_no_trainable_weights():
+    """GroupNorm's export made a unit scale and zero bias for the groups: they were trained (+16 B)."""
+    g = from_onnx(_group_norm())
+    assert updates(g) == ["val_21", "val_23"] and g.total_param_bytes == 2 * 8 * 4
+    # without torch.export's signature nothing tells a made constant from a weight: all are trained, as before
+    assert updates(from_onnx(_group_norm(signed=False))) == ["val_11", "val_21", "val_23", "val_8"]
+
+
+def test_an_rnns_folded_first_step_is_no_trainable_weight():
+    """nn.RNN's first step from the zero state, folded to a constant, was trained (+192 B a layer)."""
+    g = from_onnx(_unrolled_rnn())
+    assert updates(g) == ["rnn.bias_hh_l0", "val_39"]  # the transposed weight stands for rnn.weight_hh_l0
+    assert g.total_param_bytes == (16 * 16 + 16) * 4
+    assert updates(from_onnx(_unrolled_rnn(signed=False))) == ["linear_1", "rnn.bias_hh_l0", "val_39"]
+
+
+def test_the_signature_decides_parameters_buffers_and_the_constants_of_modules_without_weights():
+    # LayerNorm(16, elementwise_affine=False) gets a made unit scale; a float buffer multiplies; a parameter of
+    # one element is still too small to count (as before)
+    nodes = [helper.make_node("LayerNormalization", ["x", "val_2"], ["n"], name="ln"),
+             helper.make_node("Mul", ["n", "mask"], ["m"], name="masked"),
+             helper.make_node("MatMul", ["m", "fc.weight"], ["y"], name="fc")]
+    inits = [_constant("val_2", 1, 16), _constant("mask", 1, 16), weight("fc.weight", 16, 4)]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits)
+    for node, scope in zip(proto.graph.node, ["ln", "", "fc"]):
+        node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=repr(["", scope, node.op_type]))
+    assert updates(from_onnx(proto)) == ["fc.weight", "mask", "val_2"]
+    assert updates(from_onnx(_signed(proto, ["fc.weight"], buffers=["mask"]))) == ["fc.weight"]
+    # named by the caller, they are trained
+    assert updates(from_onnx(proto, trainable=["val_2", "mask", "fc.weight"])) == ["fc.weight", "mask", "val_2"]
+
+
+@pytest.mark.parametrize("make", ["GroupNorm", "RNN", "LayerNorm", "InstanceNorm2d"])
+def test_an_optimised_export_has_the_parameter_bytes_of_the_torch_importer(make):
+    """torch.onnx's optimised export folds constants into initializers that were trained (+16 B for GroupNorm,
+    +384 B for a two-layer RNN, the unit scale of a LayerNorm or InstanceNorm without affine weights)."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.layer = {"GroupNorm": lambda: nn.GroupNorm(2, 8), "RNN": lambda: nn.RNN(8, 16, num_layers=2),
+                          "LayerNorm": lambda: nn.LayerNorm(4, elementwise_affine=False),
+                          "InstanceNorm2d": lambda: nn.InstanceNorm2d(8)}[make]()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.conv(x)
+            return self.layer(h.flatten(2).permute(2, 0, 1))[0] if make == "RNN" else self.layer(h)
+
+    torch.manual_seed(0)
+    net, inputs = Net(), (torch.randn(2, 3, 6, 6),)
+    proto = _export(net, inputs, "dynamo-optimized")
+    torch_graph = from_module(net, inputs, loss=lambda out: out.square().mean())
+    assert from_onnx(proto).total_param_bytes == torch_graph.total_param_bytes
+
+
 def _conv_relu():
     return [helper.make_node("Conv", ["x", "w"], ["h"], name="conv"),
             helper.make_node("Relu", ["h"], ["y"], name="relu")]

@@ -106,3 +106,19 @@ def test_recurrent_backward_through_time_is_shared_by_all_gradients(op, gates, p
     dx = grad_flops(op, {}, [x, w, r], [(5, 2, 3, 16)], 0, 0.0)
     assert dx + shared_grad_flops(op, {}, [x, w, r]) == rows * (2 * gates * 16 * (8 + 16) + 2 * per_unit * 16)
     assert shared_grad_flops("MatMul", {}, [(8, 16), (16, 4)]) == shared_grad_flops(op, {}, [x, None, r]) == 0
+
+
+@pytest.mark.parametrize("mode, x, y, taps", [
+    ("nearest", (2, 3, 4, 4), (2, 3, 8, 8), 1),
+    ("linear", (2, 3, 4), (2, 3, 8), 2),  # was 4, as bilinear
+    ("linear", (2, 3, 4, 4), (2, 3, 8, 8), 4),
+    ("linear", (2, 3, 4, 4, 4), (2, 3, 8, 8, 8), 8),  # was 4
+    ("cubic", (2, 3, 4, 4), (2, 3, 8, 8), 16),  # was 4
+])
+def test_resize_reads_its_points_per_output_element_as_the_torch_importer_counts_upsampling(mode, x, y, taps):
+    """Its gradient, spreading each output gradient over the same points, was 1 FLOP per output element."""
+    n_out = 1
+    for s in y:
+        n_out *= s
+    assert forward_flops("Resize", {"mode": mode}, [x, None, (4,)], [y]) == taps * n_out
+    assert grad_flops("Resize", {"mode": mode}, [x, None, (4,)], [y], 0, 0.0) == taps * n_out
