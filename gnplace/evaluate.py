@@ -38,6 +38,7 @@ from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
+from gnplace.limits import check_budget
 from gnplace.placement import Placement
 from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.seed import as_generator
@@ -283,6 +284,11 @@ def default_files_identity(placer: str, options: Mapping[str, Any]) -> dict[str,
 
 
 # ---------------------------------------------------------------------------------- one task (in a worker)
+#: Most characters of a row's ``error`` (a message cut there ends with ``…``): :mod:`csv` reads no field longer than
+#: 131,072 characters back, and one crash's message past that made ``results.csv`` unreadable to every rerun.
+MAX_ERROR_CHARS = 1000
+
+
 @lru_cache(maxsize=8)
 def _graph(path: str, stamp: tuple[int, int] | None) -> OpGraph:
     return load_graph(path)
@@ -353,6 +359,8 @@ def run_task(task: Task, key: str = "") -> Row:
         message = first_line(err)
         if not isinstance(err, GnplaceError) and str(err).strip():  # a crash: name its kind
             message = f"{type(err).__name__}: {message}"
+        if len(message) > MAX_ERROR_CHARS:  # a longer field than csv reads back made the file unreadable
+            message = message[: MAX_ERROR_CHARS - 1] + "…"
         return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
                    error=message)
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),
@@ -374,7 +382,8 @@ def _read_rows(path: Path) -> list[Row]:
     if not path.exists():
         return []
     if not path.is_file():
-        raise InvalidArgument(f"{path}: not a results file (a folder); move it away or pick another output folder")
+        kind = "a folder" if path.is_dir() else "not a regular file"
+        raise InvalidArgument(f"{path}: not a results file ({kind}); move it away or pick another output folder")
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -443,13 +452,17 @@ def evaluate(
     row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved rows stand.
 
     Raises:
-        GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found.
+        GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found, a graph file to run
+            cannot be read, or a budget is not 1 to :data:`~gnplace.limits.MAX_BUDGET` (before any run).
     """
     out = Path(out)
     if jobs < 1:
         raise InvalidArgument(f"evaluate needs jobs >= 1, got {jobs}")
     if out.exists() and not out.is_dir():
         raise InvalidArgument(f"{out}: the output folder is a file")
+    tasks = list(tasks)
+    for budget in dict.fromkeys(t.budget for t in tasks if t.budget is not None):
+        check_budget(budget, "evaluate")  # whichever placers run: 0 or -5 is no budget, even where none takes one
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     keyed = list({k: (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())  # a task asked twice runs once
@@ -465,6 +478,8 @@ def evaluate(
             done.append(row)  # a failed row of a task asked for again runs again (the failure may have passed)
     have = {r.key for r in done}
     todo = [(t, k) for t, k in keyed if k not in have]
+    for path in dict.fromkeys(t.graph_path for t, _ in todo):  # keys read the bytes only: a bad file fails here,
+        _graph(path, _stamp(path))  # before any run, not once the runs before it are done
     if reused is not None:
         reused(len({k for _, k in keyed} & have))
     names = [f.name for f in fields(Row)]

@@ -18,6 +18,7 @@ limit                     value
 ``MAX_WIDTH``             8,192 units in a learned policy's widest layer
 ``MAX_LAYERS``            64 rounds of message passing (or layers) of a learned policy
 ``MAX_DRAWN``             16,384 placements drawn in one batch of a learned placer
+``MAX_BUDGET``            10**9 timer evaluations of a placer's budget (``--budget``)
 ========================  ==========================================================
 
 YAML is read without anchors and aliases (``&a`` / ``*a``): nothing gnplace reads needs them, and
@@ -28,18 +29,19 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import stat
 import zlib
 from pathlib import Path
 from typing import Any
 
-from gnplace.exceptions import GnplaceError
+from gnplace.exceptions import GnplaceError, InvalidArgument
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
-    "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN",
-    "read_file", "gunzip", "parse_json", "parse_yaml", "check_depth",
+    "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET",
+    "read_file", "check_budget", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -57,6 +59,10 @@ MAX_LAYERS = 64
 #: Most placements drawn in one batch (``samples * screen``, ``val_samples``): a batch of rollouts holds float32 logits
 #: of placements x decision nodes x devices, 0.5 GB at this many on a 1,000-node graph and 8 devices.
 MAX_DRAWN = 16384
+#: Most timer evaluations a placer's ``budget`` may ask for (every placer that takes one; ``--budget`` of the command
+#: line). No real run comes near it (the shipped configurations ask for at most 200,000); a larger number is a typo or
+#: a script's overflow, which would run until killed (and reach Lightning's loop as an index-sized integer).
+MAX_BUDGET = 10**9
 
 
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:
@@ -243,6 +249,30 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
         raise error(f"{source}: not valid YAML{where}: {problem}") from err
     check_depth(data, error, source)
     return data
+
+
+def check_budget(budget: Any, owner: str) -> int:
+    """``budget`` as an int: a whole number of timer evaluations from 1 to :data:`MAX_BUDGET`.
+
+    Args:
+        budget (Any): the budget given (an int or numpy integer; a bool, float or string is refused).
+        owner (str): who needs it, the start of the message (a placer's class name, ``--budget``).
+
+    Raises:
+        InvalidArgument: one line naming ``owner``, the limits and the value found.
+
+    Examples:
+        >>> check_budget(200, "AnnealingPlacer")
+        200
+    """
+    try:
+        value = None if isinstance(budget, bool) else operator.index(budget)  # 2.5 is not cut to 2, nor True read as 1
+    except TypeError:
+        value = None
+    if value is None or not 1 <= value <= MAX_BUDGET:
+        raise InvalidArgument(f"{owner} needs a budget >= 1 (a whole number of timer evaluations, at most "
+                              f"{MAX_BUDGET:,}), got {budget!r}")
+    return value
 
 
 def _article(noun: str) -> str:

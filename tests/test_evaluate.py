@@ -495,3 +495,53 @@ def test_the_mean_placement_time_is_over_the_runs_that_placed():
     assert line["place_s"] == 10.0 and line["errors"] == 1
     (none,) = summarise([failed])
     assert math.isnan(none["place_s"])
+
+
+@pytest.mark.parametrize("budget", [0, -5, 10**9 + 1])
+def test_a_budget_out_of_range_is_refused_whichever_placers_run(graphs, tmp_path, budget):
+    """``single`` takes no budget: a budget of 0 went through, to be stored in its row, where ``annealing`` refused it."""
+    from gnplace.exceptions import InvalidArgument
+
+    out = tmp_path / "out"
+    for placer in ("single", "annealing"):
+        with pytest.raises(InvalidArgument, match=rf"evaluate needs a budget >= 1 .*, at most 1,000,000,000\), got {budget}$"):
+            evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", placer, budget=budget)], out)
+    assert not (out / "results.csv").exists()
+
+
+def test_a_graph_file_that_cannot_be_read_is_refused_before_any_run(graphs, tmp_path):
+    """The rows of the graphs before it were run, then the evaluation stopped at the bad one."""
+    bad = tmp_path / "bad.gnpg"
+    bad.write_text("not a graph")
+    out = tmp_path / "out"
+    seen = []
+    tasks = [Task(str(g), "k80x2", "single") for g in (graphs / "mlp2.gnpg", bad)]
+    with pytest.raises(GnplaceError, match="bad.gnpg: not a readable gnplace graph file"):
+        evaluate(tasks, out, progress=seen.append)
+    assert seen == [] and not (out / "results.csv").exists()
+    assert len(evaluate(tasks[:1], out, progress=seen.append)) == len(seen) == 1
+
+
+def test_a_results_file_that_is_not_a_regular_file_is_named_so(graphs, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").symlink_to("/dev/null")
+    with pytest.raises(GnplaceError, match=r"results.csv: not a results file \(not a regular file\)"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], out)
+
+
+def test_a_crash_with_a_long_message_leaves_a_results_file_a_rerun_reads(graphs, tmp_path, monkeypatch):
+    """A message over csv's field limit (131,072 characters) was saved whole: every rerun refused the file."""
+    from gnplace.placers.heft import HeftPlacer
+
+    def crash(self, graph, cluster, *, seed=None):
+        raise ValueError("x" * 200_000)
+
+    tasks = [Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("heft", "single")]
+    monkeypatch.setattr(HeftPlacer, "place", crash)
+    failed = {r.placer: r for r in evaluate(tasks, tmp_path / "out")}["heft"]
+    assert len(failed.error) == 1000 and failed.error.startswith("ValueError: xxx") and failed.error.endswith("…")
+    monkeypatch.undo()
+    again = []
+    rows = evaluate(tasks, tmp_path / "out", progress=again.append)
+    assert [r.placer for r in again] == ["heft"] and not any(r.error for r in rows)  # the saved single row stands

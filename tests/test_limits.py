@@ -356,3 +356,17 @@ def test_devices_and_pipes_are_refused_before_reading(tmp_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "is not a regular file (a device or a pipe)" in err
+
+
+@pytest.mark.parametrize("budget", [0, -1, 10**9 + 1, 2**62, 2.0, "5", True, None])
+def test_a_budget_is_a_whole_number_of_evaluations_up_to_the_limit(budget):
+    import numpy as np
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.limits import MAX_BUDGET, check_budget
+
+    with pytest.raises(InvalidArgument, match=rf"^AnnealingPlacer needs a budget >= 1 \(a whole number of timer "
+                                              rf"evaluations, at most 1,000,000,000\), got {budget!r}$"):
+        check_budget(budget, "AnnealingPlacer")
+    assert check_budget(1, "x") == 1 and check_budget(np.int64(MAX_BUDGET), "x") == MAX_BUDGET == 10**9
+    assert type(check_budget(np.int64(5), "x")) is int

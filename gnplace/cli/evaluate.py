@@ -12,6 +12,7 @@ from typing import Any
 from gnplace.cli.common import (
     add_option_argument,
     check_count,
+    check_output_file,
     check_output_folder,
     checkpoint_readers,
     parse_placer_options,
@@ -30,6 +31,7 @@ from gnplace.evaluate import (
     write_markdown,
 )
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS
 
 
@@ -46,7 +48,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
     p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: every non-learned one)")
-    p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
+    p.add_argument("--budget", type=int, default=None,
+                   help=f"timer evaluations for search placers (1 to {MAX_BUDGET:,}; default: each one's own)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--checkpoint", default=None,
                    help="a checkpoint for the placers that read its kind (a policy's: policy, finetune; a Placeto "
@@ -68,14 +71,21 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.cluster import load_cluster
 
     check_count(args.jobs, "--jobs", minimum=1)
-    check_count(args.budget, "--budget")
+    check_count(args.budget, "--budget", minimum=1, maximum=MAX_BUDGET)  # as a placer's own check, whichever run
     check_output_folder(args.out)
-    placers = list(dict.fromkeys(p for p in args.placers.split(",") if p)) if args.placers is not None \
-        else PLACERS.names(learned=False)
+    for name in _outputs(args.plot):  # a folder in a file's place fails here, not once every run is done
+        check_output_file(Path(args.out) / name, "--out")
+    # names as listed, spaces around them dropped ("single, heft"), each once
+    placers = list(dict.fromkeys(p.strip() for p in args.placers.split(",") if p.strip())) \
+        if args.placers is not None else PLACERS.names(learned=False)
     if not placers:
         raise InvalidArgument(f"--placers {args.placers!r} names no placer")
     for name in placers:
         PLACERS.resolve(name)  # fail early on an unknown placer
+    if args.budget is not None and not any("budget" in PLACERS.info(name).accepts for name in placers):
+        takers = ", ".join(n for n in PLACERS.names() if "budget" in PLACERS.info(n).accepts)
+        raise InvalidArgument(f"--budget: none of the placers run ({', '.join(placers)}) spends an evaluation budget "
+                              f"(these do: {takers})")  # never ignored silently, as with gnplace place
     options = parse_placer_options(args.option, placers)
     for name, given in options.items():
         for key in ("out", "resume"):  # one folder holds one search's checkpoints; evaluate runs many searches
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         for name in checkpoint_readers(args.checkpoint, placers):
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)
     # a cluster named twice (a file by two paths) is one cluster
-    clusters = list({cluster_slot(c): c for c in args.clusters.split(",") if c}.values())
+    clusters = list({cluster_slot(c): c for c in (c.strip() for c in args.clusters.split(",")) if c}.values())
     if not clusters:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
     for c in clusters:
@@ -135,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
               f"{first.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _outputs(plot: bool) -> list[str]:
+    """The files ``gnplace evaluate`` writes in its output folder (with ``--plot``, the figures too)."""
+    return ["results.csv", "results.md", *(["ratios.png", "best_timeline.png"] if plot else [])]
 
 
 def _plot_best_timeline(rows: list[Row], first: Task, path: Path) -> Path | None:

@@ -34,6 +34,7 @@ from gnplace.cli.common import (
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import write_atomically
+from gnplace.limits import MAX_BUDGET
 from gnplace.placement import save_placement
 from gnplace.placers import PLACERS, make_placer
 from gnplace.shipped import shipped_files
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace place``."""
     from gnplace.importers.sources import load_graph_source
 
-    check_count(args.budget, "--budget")
+    check_count(args.budget, "--budget", maximum=MAX_BUDGET)  # past it a search would run until killed
     PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
     check_shared_options(args.placer, args.budget, args.checkpoint)  # never ignored silently
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})

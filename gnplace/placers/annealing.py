@@ -52,6 +52,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import check_budget
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
@@ -151,6 +152,7 @@ class AnnealingPlacer:
             raise InvalidArgument(
                 f"AnnealingPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
+        check_budget(budget, "AnnealingPlacer")  # and at most MAX_BUDGET: a larger one would run until killed
         if not isinstance(start, str) and not callable(getattr(start, "place", None)):
             raise InvalidArgument(f"AnnealingPlacer: start must be a placer's name or a placer, got {start!r}")
         if isinstance(start, str) and start not in _STARTS:

@@ -14,6 +14,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import check_budget
 from gnplace.placement import Placement
 from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
@@ -73,6 +74,7 @@ class RandomSearchPlacer:
             raise InvalidArgument(
                 f"RandomSearchPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
+        check_budget(budget, "RandomSearchPlacer")  # and at most MAX_BUDGET: a larger one would run until killed
         real = (int, float, np.integer, np.floating)
         number = isinstance(block_fraction, real) and not isinstance(block_fraction, bool)
         if not number or not 0.0 <= block_fraction <= 1.0:

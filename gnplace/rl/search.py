@@ -38,7 +38,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_COUNT
+from gnplace.limits import MAX_COUNT, check_budget
 from gnplace.placement import Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
@@ -82,7 +82,7 @@ class PPOSearchPlacer:
 
     Args:
         budget (int, optional): timer evaluations of the search, all included but the reference placer's
-            own (``auto`` times its six candidates first) (default: 2000).
+            own (``auto`` times its six candidates first); 1 to :data:`~gnplace.limits.MAX_BUDGET` (default: 2000).
         samples (int, optional): placements per iteration, ``B`` (default: 32).
         epochs (int, optional): PPO steps per batch (default: 10).
         imitation_steps (int, optional): imitation steps on the reference before PPO (default: 30).
@@ -192,8 +192,7 @@ class PPOSearchPlacer:
     ) -> None:
         from gnplace.train import LearnerConfig
 
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= MAX_COUNT:
-            raise InvalidArgument(f"{type(self).__name__} needs a budget >= 1 (at most 2**62), got {budget!r}")
+        budget = check_budget(budget, type(self).__name__)  # at most MAX_BUDGET: a typo is not a search of years
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:  # 2.5 was cut to 2
                 raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")

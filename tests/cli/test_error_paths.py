@@ -293,7 +293,7 @@ def test_evaluate_binary_results_file_is_kept(tmp_path, capsys, graph):
     (["--jobs", "-3"], "--jobs must be at least 1"),
     (["-c", ","], "names no cluster"),
     (["-p", ","], "names no placer"),
-    (["--budget", "-5"], "--budget must be at least 0"),
+    (["--budget", "-5"], "--budget must be at least 1"),
 ])
 def test_evaluate_refuses_bad_counts_and_empty_lists(tmp_path, capsys, graph, args, message):
     code = main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-o", str(tmp_path / "o"), *args])
@@ -519,3 +519,8 @@ def test_an_option_given_twice_with_two_values_is_refused(capsys, graph):
     err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "annealing", "--budget", "8",
                                   "-O", "annealing.batch=8", "-O", "annealing.batch=16"]))
     assert "given twice" in err
+
+
+def test_place_refuses_a_budget_past_the_limit(capsys, graph):
+    code = main(["place", graph, "-c", "k80x2", "-p", "annealing", "--budget", str(10**10)])
+    assert "--budget must be at most 1000000000, got 10000000000" in one_error(capsys, code)

@@ -204,3 +204,64 @@ def test_a_cluster_file_named_by_two_paths_is_one_cluster(tmp_path, capsys, monk
     assert code == 0
     assert len((tmp_path / "ev" / "results.csv").read_text().splitlines()) == 2  # the header and one row
     assert "| 1 | 1.000 |" in (tmp_path / "ev" / "results.md").read_text()  # one graph
+
+
+@pytest.mark.parametrize("name, plot", [("results.md", False), ("results.csv", False), ("ratios.png", True),
+                                        ("best_timeline.png", True)])
+def test_an_output_file_taken_by_a_folder_is_refused_before_any_run(tmp_path, capsys, name, plot):
+    """A folder ``results.md`` failed the run with exit 2 once every run was done (their rows saved)."""
+    out = tmp_path / "ev"
+    (out / name).mkdir(parents=True)
+    args = ["evaluate", "-g", str(EXAMPLES), "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(out)]
+    assert main([*args, *(["--plot"] if plot else [])]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"gnplace: error: --out {out / name}: is a folder, expected a file\n"
+    assert sorted(p.name for p in out.iterdir()) == [name] and "single" not in captured.out  # nothing run
+    if plot:  # a figure's name is free when no figure is drawn
+        assert main(args) == 0 and (out / "results.csv").is_file()
+
+
+@pytest.mark.parametrize("budget, placers, message", [
+    ("0", "single", "--budget must be at least 1, got 0"),  # was accepted: no placer run took it
+    ("-5", "single,heft", "--budget must be at least 1, got -5"),
+    ("0", "annealing", "--budget must be at least 1, got 0"),
+    (str(10**9 + 1), "annealing", "--budget must be at most 1000000000, got 1000000001"),
+    ("5", "single,heft", "--budget: none of the placers run (single, heft) spends an evaluation budget (these do: "),
+])
+def test_a_budget_is_a_positive_number_of_evaluations_a_placer_run_spends(tmp_path, capsys, monkeypatch, budget,
+                                                                          placers, message):
+    """As ``gnplace place --budget``: a budget no placer spends is refused, not ignored silently."""
+    from gnplace.placers.annealing import AnnealingPlacer
+
+    def ran(self, graph, cluster, *, seed=None):  # a budget of 10**9 + 1 was annealing for hours
+        raise AssertionError("refused before any run")
+
+    monkeypatch.setattr(AnnealingPlacer, "place", ran)
+    out = tmp_path / "ev"
+    assert main(["evaluate", "-g", str(EXAMPLES), "-c", "k80x2", "-p", placers, "--budget", budget, "-j", "1",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gnplace: error: {message}") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_spaces_around_the_names_of_placers_and_clusters_are_dropped(tmp_path, capsys):
+    """``-p "single, round_robin"`` was ``unknown placer ' round_robin'``."""
+    out = tmp_path / "ev"
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert main(["evaluate", "-g", graph, "-c", "k80x2, k80x4", "-p", "single, round_robin ,", "-j", "1",
+                 "-o", str(out)]) == 0
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert sorted((r["cluster"], r["placer"]) for r in rows) == [
+        ("k80x2", "round_robin"), ("k80x2", "single"), ("k80x4", "round_robin"), ("k80x4", "single")]
+
+
+def test_a_graph_file_that_cannot_be_read_exits_2_before_any_run(tmp_path, capsys):
+    bad = tmp_path / "bad.gnpg"
+    bad.write_text("not a graph")
+    out = tmp_path / "ev"
+    assert main(["evaluate", "-g", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), str(bad), "-c", "k80x2", "-p", "single",
+                 "-j", "1", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gnplace: error: {bad}: not a readable gnplace graph file") and err.count("\n") == 1
+    assert not (out / "results.csv").exists()

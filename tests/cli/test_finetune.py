@@ -223,5 +223,6 @@ def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, ca
     out = tmp_path / "run"
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", str(10**20), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err == f"gnplace: error: FineTunePlacer needs a budget >= 1 (at most 2**62), got {10**20}\n"
+    assert err == (f"gnplace: error: FineTunePlacer needs a budget >= 1 (a whole number of timer evaluations, at most "
+                   f"1,000,000,000), got {10**20}\n")
     assert not out.exists()

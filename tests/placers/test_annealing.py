@@ -105,6 +105,7 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
     "kwargs, message",
     [
         (dict(budget=0), "budget >= 1"),
+        (dict(budget=10**9 + 1), "at most 1,000,000,000"),
         (dict(batch=0), "batch >= 1"),
         (dict(initial_temperature=0.01, final_temperature=0.1), "final_temperature"),
         (dict(final_temperature=0.0), "final_temperature"),

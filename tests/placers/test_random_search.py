@@ -81,7 +81,7 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster):
     assert RandomSearchPlacer(budget=5).place(OpGraph([], []), load_cluster("k80x2"), seed=0).devices.tolist() == []
 
 
-@pytest.mark.parametrize("kwargs", [dict(budget=0), dict(batch=0), dict(block_fraction=1.5), dict(budget=2.5),
+@pytest.mark.parametrize("kwargs", [dict(budget=0), dict(budget=10**9 + 1), dict(batch=0), dict(block_fraction=1.5), dict(budget=2.5),
                                     dict(budget=True), dict(batch=8.0), dict(block_fraction=True)])
 def test_bad_options(kwargs):
     with pytest.raises(ValueError, match="RandomSearchPlacer"):

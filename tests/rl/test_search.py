@@ -8,6 +8,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
+from gnplace.limits import MAX_BUDGET
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.exact import brute_force
 from gnplace.rl.search import RUN_KEY, FineTunePlacer, PPOSearchPlacer, ReinforceSearchPlacer
@@ -396,8 +397,19 @@ def test_fine_tuning_gives_up_a_zero_shot_placement_whose_memory_repairs_outrun_
     assert zero_shot.last_evaluations == counted.evaluations > zero_shot.evaluations_needed(tiny)  # repairs counted
 
 
+@pytest.mark.parametrize("cls", [PPOSearchPlacer, FineTunePlacer, ReinforceSearchPlacer])
+@pytest.mark.parametrize("budget", [MAX_BUDGET + 1, 2**62, 0, 2.5, True])
+def test_a_budget_out_of_range_is_refused_in_one_line(cls, budget):
+    """Budgets up to 2**62 were searches (``finetune --budget 4611686018427387904``): none ends; the cap is 10**9."""
+    with pytest.raises(InvalidArgument, match=rf"^{cls.__name__} needs a budget >= 1 \(a whole number of timer "
+                                              rf"evaluations, at most 1,000,000,000\), got {budget!r}$"):
+        cls(budget=budget)
+    assert cls(budget=np.int64(MAX_BUDGET)).budget == MAX_BUDGET
+
+
 def test_a_budget_past_the_limit_is_refused_and_a_huge_one_searches():
-    """A budget over 2**62 is one line; one within it, with two samples a batch, was an OverflowError of Lightning's."""
+    """A budget over the limit is one line; one within it, with two samples a batch, was an OverflowError of
+    Lightning's (at 2**62, the limit then)."""
     from gnplace.sim.simulator import Simulator as Sim
 
     class Sampled(Sim):
@@ -408,11 +420,11 @@ def test_a_budget_past_the_limit_is_refused_and_a_huge_one_searches():
                 raise RuntimeError("sampling")
             return super().time_batch(graph, cluster, placements)
 
-    with pytest.raises(InvalidArgument, match=r"needs a budget >= 1 \(at most 2\*\*62\), got 4611686018427387905"):
-        PPOSearchPlacer(budget=2**62 + 1)
+    with pytest.raises(InvalidArgument, match=rf"at most 1,000,000,000\), got {MAX_BUDGET + 1}$"):
+        PPOSearchPlacer(budget=MAX_BUDGET + 1)
     g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
-    placer = PPOSearchPlacer(budget=2**62, samples=2, epochs=1, imitation_steps=0, prelude=0.0, timer=Sampled())
-    with pytest.raises(RuntimeError, match="sampling"):  # 2**61 iterations, 4 times over: the trainer started
+    placer = PPOSearchPlacer(budget=MAX_BUDGET, samples=2, epochs=1, imitation_steps=0, prelude=0.0, timer=Sampled())
+    with pytest.raises(RuntimeError, match="sampling"):  # 5 * 10**8 iterations, 4 times over: the trainer started
         placer.place(g, c, seed=0)
 
 
@@ -482,3 +494,15 @@ def test_zero_shot_candidates_given_up_count_against_an_unmemoised_search(monkey
     start = _SearchStart(None, 5, 151, given_up=140)  # a checkpoint keeps them
     assert start.spent == 145 and _SearchStart.restore(start.state(), g.num_ops) == start
     assert "given_up" not in _SearchStart(None, 5, None).state()  # (what checkpoints held before)
+
+
+def test_a_resume_under_a_lowered_prior_is_refused_so_the_saved_kappa_never_exceeds_it(tmp_path):
+    """``kappa`` (the widened prior, saved in the checkpoint) is bounded by the run's ``prior``; the prior is part of
+    the run, so a resume under another is refused before anything is timed rather than sampling above it."""
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    settings = dict(budget=50, samples=4, epochs=1, imitation_steps=1, prelude=0.0, progress=False)
+    PPOSearchPlacer(out=str(tmp_path), **settings).place(g, c, seed=0)
+    saved = (tmp_path / "last.ckpt").read_bytes()
+    with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(prior\)"):
+        PPOSearchPlacer(out=str(tmp_path), resume=True, prior=2.0, **settings).place(g, c, seed=0)
+    assert (tmp_path / "last.ckpt").read_bytes() == saved
