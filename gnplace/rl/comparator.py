@@ -23,6 +23,7 @@ drawn only when the budget still holds all of it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -44,11 +45,13 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
     from gnplace.policy.features import PolicyInput
 
-__all__ = ["FAIL_FACTOR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
-           "check_positive", "check_unit", "check_whole"]
+__all__ = ["FAIL_FACTOR", "MAX_LR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
+           "check_positive", "check_rate", "check_unit", "check_whole"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
+#: Largest learning rate accepted: Adam's first step is ten times it, in float32 (at most about 3.4e38).
+MAX_LR = 1e30
 
 
 def sqrt_reward(step_time: np.ndarray, oom: np.ndarray, serial: float) -> np.ndarray:
@@ -62,18 +65,32 @@ def sqrt_reward(step_time: np.ndarray, oom: np.ndarray, serial: float) -> np.nda
     return -np.sqrt(seconds / serial)
 
 
+def _finite_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    return isinstance(value, (int, np.integer)) or math.isfinite(value)
+
+
 def check_positive(owner: str, **values: Any) -> None:
-    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a number > 0."""
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a finite number > 0."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
-            raise InvalidArgument(f"{owner}: {name} must be > 0, got {value!r}")
+        if not _finite_number(value) or not value > 0:  # inf: a loss or a step of inf, then nan probabilities
+            raise InvalidArgument(f"{owner}: {name} must be > 0 and finite, got {value!r}")
 
 
 def check_nonnegative(owner: str, **values: Any) -> None:
-    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a number >= 0."""
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a finite number >= 0."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
-            raise InvalidArgument(f"{owner}: {name} must be >= 0, got {value!r}")
+        if not _finite_number(value) or not value >= 0:
+            raise InvalidArgument(f"{owner}: {name} must be >= 0 and finite, got {value!r}")
+
+
+def check_rate(owner: str, **values: Any) -> None:
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a learning rate in ``(0, MAX_LR]``."""
+    check_positive(owner, **values)
+    for name, value in values.items():
+        if value > MAX_LR:  # Adam's float32 step overflowed: a RuntimeError mid-run
+            raise InvalidArgument(f"{owner}: {name} must be at most {MAX_LR:g}, got {value!r}")
 
 
 def check_whole(owner: str, **values: Any) -> None:
@@ -101,7 +118,6 @@ class SequenceProblem:
         x (torch.Tensor): the input of each unit in sequence order, ``[G, F]``.
         timer (BudgetedTimer): counts evaluations and keeps the best placement timed.
         serial (float): :math:`T_{ser}`, seconds.
-        history (list[tuple[int, float]]): ``(evaluations, best step seconds)`` after each batch timed.
         mean_rewards (list[float]): the mean reward of each batch timed (how the policy itself improves).
     """
 
@@ -110,7 +126,6 @@ class SequenceProblem:
     x: torch.Tensor
     timer: BudgetedTimer
     serial: float
-    history: list[tuple[int, float]] = field(default_factory=list)
     mean_rewards: list[float] = field(default_factory=list)
 
     @classmethod
@@ -147,10 +162,19 @@ class SequenceProblem:
     def score(self, actions: np.ndarray) -> tuple[BatchResult, np.ndarray]:
         """Time placements given in sequence order (``[B, S]``); their :func:`sqrt_reward` ``[B]``."""
         result = self.timer.time_batch(self.inp.graph, self.inp.cluster, self.devices(actions))
-        self.history.append((self.timer.evaluations, self.best_step))
         rewards = sqrt_reward(result.step_time, result.oom, self.serial)
         self.mean_rewards.append(float(rewards.mean()))
         return result, rewards
+
+    @property
+    def history(self) -> list[tuple[int, float]]:
+        """``(evaluations, best step seconds)`` after each batch timed: the learning curve.
+
+        Only the batches after the first placement that fits count (an overflowing best's step time is
+        no step time to reach), unless none fits yet, as :class:`~gnplace.rl.placeto.PlacetoPlacer`'s.
+        """
+        trace = self.timer.trace
+        return [(e, s) for e, over, s in trace if over == 0] or [(e, s) for e, _, s in trace]
 
     @property
     def best_step(self) -> float:
@@ -177,11 +201,11 @@ class ComparatorPlacer:
     a batch; :meth:`place` returns the best placement timed.
 
     Args:
-        budget (int, optional): timer evaluations in all (default: 1000).
+        budget (int, optional): timer evaluations in all, 1 to :data:`~gnplace.limits.MAX_BUDGET` (default: 1000).
         samples (int, optional): placements drawn per policy update (default: 16).
         hidden (int, optional): width of the policy's LSTMs (default: 128).
         layers (int, optional): stacked LSTM layers (default: 2).
-        lr (float, optional): Adam's learning rate (default: 0.01).
+        lr (float, optional): Adam's learning rate, at most :data:`MAX_LR` (default: 0.01).
         max_nodes (int, optional): most nodes of the decision graph (default: 256).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         progress (bool or None, optional): show a progress bar of evaluations (default: on a terminal).
@@ -199,12 +223,15 @@ class ComparatorPlacer:
     name = "comparator"
     learned = True
     accepts = frozenset({"timer", "budget"})
+    #: Changes when results under the same options change. 2 (2026-11-30): Spotlight's and Post's adaptive beta
+    #: follows the KL after the update (it halved after every batch with one epoch), and a learning curve holds no
+    #: overflowing best once a placement fits.
+    revision = "2"
 
     def __init__(self, budget: int = 1000, samples: int = 16, hidden: int = 128, layers: int = 2, lr: float = 0.01,
                  max_nodes: int = 256, timer: StepTimer | None = None, progress: bool | None = None) -> None:
         owner = type(self).__name__
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-            raise InvalidArgument(f"{owner} needs a budget >= 1, got {budget!r}")
+        budget = check_budget(budget, owner)  # at most MAX_BUDGET: a typo is not a search of years
         for name, value in (("samples", samples), ("hidden", hidden), ("layers", layers), ("max_nodes", max_nodes)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
@@ -216,7 +243,7 @@ class ComparatorPlacer:
                 raise InvalidArgument(f"{owner}: {name} must be at most {most}, got {value}")
         if hidden % 2:
             raise InvalidArgument(f"{owner}: hidden must be even (a bidirectional encoder), got {hidden}")
-        check_positive(owner, lr=lr)
+        check_rate(owner, lr=lr)
         self.budget, self.samples, self.hidden, self.layers = int(budget), int(samples), int(hidden), int(layers)
         self.lr, self.max_nodes = float(lr), int(max_nodes)
         self.timer = timer or Simulator()

@@ -39,6 +39,7 @@ from gnplace.rl.comparator import (
     SequenceProblem,
     check_nonnegative,
     check_positive,
+    check_rate,
     check_unit,
     check_whole,
 )
@@ -98,7 +99,8 @@ class HierarchicalPlacer(ComparatorPlacer):
         check_whole(owner, grouper_hidden=grouper_hidden, decay_every=decay_every)
         if grouper_hidden > MAX_WIDTH:  # refused, not allocated
             raise InvalidArgument(f"{owner}: grouper_hidden must be at most {MAX_WIDTH}, got {grouper_hidden}")
-        check_positive(owner, min_lr=min_lr, clip=clip, lr_decay=lr_decay)
+        check_positive(owner, clip=clip, lr_decay=lr_decay)
+        check_rate(owner, min_lr=min_lr)
         check_unit(owner, decay=decay)
         check_unit(owner, closed=True, lr_decay=lr_decay)
         check_nonnegative(owner, noise=noise)

@@ -87,9 +87,10 @@ from numba import njit
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
+from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
 from gnplace.placement import Placement
 from gnplace.progress import evaluation_bar
+from gnplace.rl.comparator import MAX_LR
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -112,6 +113,14 @@ FORMAT = "gnplace-placeto"
 VERSION = 1
 #: Most (state x node) rows per forward pass of an update: longer episodes are split into chunks.
 _CHUNK_ROWS = 65536
+
+
+def _as_float(value: Any) -> float:
+    """``float(value)``, ``inf`` for an int past float's range (``float(10**400)`` raised OverflowError)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -159,9 +168,12 @@ class PlacetoHyper:
                                   ("entropy", 0.0, False), ("oom_penalty", 0.0, False), ("gamma", 0.0, False)):
             value = getattr(self, name)
             ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) \
-                and math.isfinite(float(value)) and (float(value) > low if strict else float(value) >= low)
+                and math.isfinite(_as_float(value)) and (float(value) > low if strict else float(value) >= low)
             if not ok:
                 raise InvalidArgument(f"{who} needs {name} {'>' if strict else '>='} {low:g}, got {value!r}")
+        for name in ("lr", "lr_end"):
+            if float(getattr(self, name)) > MAX_LR:  # Adam's float32 step overflowed: a RuntimeError mid-run
+                raise InvalidArgument(f"{who} needs {name} <= {MAX_LR:g}, got {getattr(self, name)!r}")
         if not 0.0 <= float(self.gamma) <= 1.0:
             raise InvalidArgument(f"{who} needs gamma in [0, 1], got {self.gamma!r}")
 
@@ -491,6 +503,10 @@ class _Learner:
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), h.clip)
         self.optimizer.step()
         self.updates += 1
+        if not all(bool(torch.isfinite(p).all()) for p in self.net.parameters()):
+            # a nan network samples device 0 everywhere ((nan < u).sum() is 0) and trains on: say so instead
+            raise InvalidArgument(f"placeto diverged: the network's weights are not finite after {self.updates} "
+                                  f"update(s) (lower placeto.lr, now {h.lr:g})")
         return {"losses/policy": pg_sum, "losses/entropy": ent_sum, "grad_norm": float(norm), "lr": lr}
 
 
@@ -515,7 +531,7 @@ class PlacetoPlacer:
     ``G`` groups), it places zero-shot: one greedy episode from a random start.
 
     Args:
-        budget (int, optional): timer evaluations in all (default: 2000).
+        budget (int, optional): timer evaluations in all, 1 to :data:`~gnplace.limits.MAX_BUDGET` (default: 2000).
         episodes (int, optional): parallel episodes per update, ``B`` (default: 4).
         hidden (int, optional): embedding width per direction (default: 32).
         rounds (int, optional): message-passing rounds per direction (default: 8).
@@ -558,9 +574,7 @@ class PlacetoPlacer:
         progress: bool | None = None,
     ) -> None:
         who = type(self).__name__
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-            raise InvalidArgument(f"{who} needs a budget >= 1 (a whole number of evaluations), got {budget!r}")
-        self.budget = int(budget)
+        self.budget = check_budget(budget, who)  # at most MAX_BUDGET: a typo is not a search of years
         self.checkpoint = None if checkpoint is None else str(checkpoint)
         self._model: PlacetoModel | None = None
         if self.checkpoint is not None:
@@ -600,7 +614,8 @@ class PlacetoPlacer:
             Placement: the best placement timed (every colocation group on one device).
 
         Raises:
-            InvalidArgument: if the checkpoint was trained for another number of devices than ``cluster`` has.
+            InvalidArgument: if the checkpoint was trained for another number of devices than ``cluster`` has,
+                or training diverged (the network's weights not finite: lower ``lr``).
         """
         import torch
 
@@ -831,7 +846,7 @@ def load_placeto(path: str | Path) -> PlacetoModel:
 
     Raises:
         InvalidCheckpoint: (one line) if the file is missing, truncated, corrupt, of another format or
-            version, or its weights do not fit its recorded shape.
+            version, its recorded shape is past :mod:`gnplace.limits`, or its weights do not fit that shape.
     """
     import torch
 
@@ -856,6 +871,10 @@ def load_placeto(path: str | Path) -> PlacetoModel:
             config = None
     if config is None or config.num_devices < 1 or config.hidden < 1 or config.rounds < 0:
         raise InvalidCheckpoint(f"{path}: the network's shape is missing or malformed")
+    for name, value, most in (("num_devices", config.num_devices, MAX_DEVICES), ("hidden", config.hidden, MAX_WIDTH),
+                              ("rounds", config.rounds, MAX_LAYERS)):
+        if value > most:  # refused, not allocated: a hidden of 10**6 asked the allocator for 4 TB
+            raise InvalidCheckpoint(f"{path}: the network's {name} is {value}, more than the {most} gnplace allows")
     assert isinstance(raw, dict)
     if list(raw.get("features", [])) != list(placeto_features(config.num_devices)):
         raise InvalidCheckpoint(f"{path}: made for other state features; retrain with this gnplace version")

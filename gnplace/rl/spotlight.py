@@ -14,7 +14,8 @@ sampled placements: the landed loss (:func:`~gnplace.rl.ppo.ppo_loss`),
         + \\beta\\,\\mathrm{KL}(\\pi_{\\theta_{old}} \\| \\pi_\\theta) - c_H H(\\pi_\\theta)\\bigr]
 
 with :math:`\\hat A_b` the batch's rewards normalised (:func:`~gnplace.rl.ppo.normalise_advantages`)
-and :math:`\\beta` halved or doubled after each batch (:func:`~gnplace.rl.ppo.adapt_beta`).
+and :math:`\\beta` halved or doubled after each batch (:func:`~gnplace.rl.ppo.adapt_beta`) by the KL of the
+updated policy to the one that sampled the batch, measured after the batch's ``epochs`` steps.
 """
 
 from __future__ import annotations
@@ -58,18 +59,21 @@ def ppo_update(
     from gnplace.rl.ppo import adapt_beta, ppo_loss
 
     mask = torch.ones_like(old_log_probs, dtype=torch.bool)  # every device allowed: the seeds mask nothing
-    kl = 0.0
     for _ in range(config.epochs):  # K epochs of gradient steps on the batch
         new_log_probs = policy.log_probs(x, actions)
-        loss, metrics = ppo_loss(new_log_probs, old_log_probs, actions, advantages, mask, clip=config.clip, beta=beta,
-                                 entropy=config.entropy)
+        loss, _ = ppo_loss(new_log_probs, old_log_probs, actions, advantages, mask, clip=config.clip, beta=beta,
+                           entropy=config.entropy)
         if extra is not None:
             loss = loss + extra(new_log_probs)
         optimiser.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), clip_norm)
         optimiser.step()
-        kl = metrics["losses/approx_kl"]
+    # ALGO LOGIC: d = KL(pi_old || pi_theta) of the updated policy, after the K steps (Schulman et al. 2017, sec. 4);
+    # the loss's KL is the one before each step: 0 at the first, so with one epoch beta only ever halved
+    with torch.no_grad():
+        new_log_probs = policy.log_probs(x, actions)
+        kl = float((old_log_probs.exp() * (old_log_probs - new_log_probs)).sum(-1).mean())
     return adapt_beta(beta, kl, config.kl_target)  # beta <- beta / 2 or 2 beta
 
 

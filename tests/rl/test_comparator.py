@@ -7,6 +7,8 @@ import pytest
 
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MAX_BUDGET
+from gnplace.placers import PLACERS
 from gnplace.rl.comparator import FAIL_FACTOR, SequenceProblem, sqrt_reward
 from gnplace.rl.rnn_pg import RnnPGPlacer
 from gnplace.sim.simulator import Simulator
@@ -33,6 +35,18 @@ def test_problem_maps_sequence_actions_to_every_op_and_counts_evaluations():
     assert problem.best_step == pytest.approx(result.step_time[~result.oom].min())
 
 
+def test_the_learning_curve_holds_no_overflowing_best_once_a_placement_fits(heavy_groups, small_gpus):
+    """All on one GPU overflows and is fastest; the spread placement fits. The curve went down to the overflowing
+    step, then back up: a best step time that was never a placement's to reach."""
+    g, c = heavy_groups([0.6, 0.6, 0.6]), small_gpus(3, memory=1 * 2**30)
+    problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=1000, seed=0)
+    crammed, _ = problem.score(np.zeros((1, problem.units), dtype=np.int64))
+    assert crammed.oom[0] and problem.history == [(1, crammed.step_time[0])]  # nothing fits yet: the least overflow
+    spread, _ = problem.score(np.arange(problem.units)[None, :])
+    assert not spread.oom[0] and spread.step_time[0] > crammed.step_time[0]
+    assert problem.history == [(2, spread.step_time[0])] and problem.best_step == spread.step_time[0]
+
+
 def test_single_device_and_empty_graphs_are_trivial():
     placer = RnnPGPlacer(budget=16, samples=4, hidden=8, layers=1)
     assert placer.place(chain_graph(3), toy_cluster(1), seed=0).devices.tolist() == [0, 0, 0]
@@ -49,11 +63,25 @@ def test_a_budget_below_one_batch_buys_random_placements():
 @pytest.mark.parametrize("bad", [dict(budget=0), dict(budget=1.5), dict(samples=1), dict(hidden=7), dict(lr=0.0),
                                  dict(max_nodes=0), dict(layers=True),
                                  # allocated before: a traceback of 8 TB asked of the allocator
-                                 dict(hidden=1_000_000), dict(layers=65), dict(samples=16385)])
+                                 dict(hidden=1_000_000), dict(layers=65), dict(samples=16385),
+                                 # accepted before, then a RuntimeError mid-run: Adam's float32 step overflowed, or
+                                 # the probabilities were nan
+                                 dict(lr=1e300), dict(lr=float("inf")), dict(clip=float("inf"))])
 def test_bad_arguments_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:
         RnnPGPlacer(**bad)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["rnn_pg", "hierarchical", "spotlight", "post"])
+@pytest.mark.parametrize("budget", [MAX_BUDGET + 1, 2**62])
+def test_a_budget_past_the_limit_is_refused_in_one_line(name, budget):
+    """Budgets past MAX_BUDGET were accepted (``place -p rnn_pg --budget 100000000000``): a search that never ends."""
+    cls = PLACERS[name]
+    with pytest.raises(InvalidArgument, match=rf"^{cls.__name__} needs a budget >= 1 \(a whole number of timer "
+                                              rf"evaluations, at most 1,000,000,000\), got {budget!r}$"):
+        cls(budget=budget)
+    assert cls(budget=np.int64(MAX_BUDGET)).budget == MAX_BUDGET
 
 
 def test_an_overflowing_best_is_repaired_outside_the_budget(heavy_groups, small_gpus):

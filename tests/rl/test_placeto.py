@@ -114,11 +114,22 @@ def test_edge_cases_and_bad_options(counting_simulator):
     assert PlacetoPlacer(budget=30).place(chain_graph(1), toy_cluster(3), seed=0).devices.shape == (1,)
     bad = (dict(budget=0), dict(budget=2.5), dict(budget=True), dict(episodes=0), dict(hidden=0), dict(rounds=0),
            dict(lr=0.0), dict(lr_end=-1.0), dict(entropy=-0.1), dict(clip=0.0), dict(max_nodes=0),
-           dict(oom_penalty=float("nan")), dict(passes=0), dict(hidden=10_000_000), dict(rounds=65), dict(episodes=16385))
+           dict(oom_penalty=float("nan")), dict(passes=0), dict(hidden=10_000_000), dict(rounds=65), dict(episodes=16385),
+           dict(budget=10**9 + 1),  # past MAX_BUDGET: was accepted, a search that never ends
+           dict(lr=1e300), dict(lr_end=1e300),  # were accepted, then Adam's float32 step overflowed mid-run
+           dict(lr=10**400))  # an OverflowError of float()
     for options in bad:
         with pytest.raises(InvalidArgument) as err:
             PlacetoPlacer(**options)
         assert "\n" not in str(err.value)
+
+
+def test_divergence_is_one_error_naming_the_learning_rate():
+    """At lr 1e30 the weights went nan within two updates; the network then sampled device 0 for every group
+    ((nan < u).sum() is 0), trained on, and the placer returned as if nothing had happened."""
+    with pytest.raises(InvalidArgument, match=r"^placeto diverged: .* after \d+ update\(s\) \(lower placeto.lr, now 1e\+30\)$"):
+        PlacetoPlacer(budget=200, lr=1e30, **SMALL).place(mlp_training_graph(layers=3, width=256, batch=32),
+                                                          load_cluster("k80x4"), seed=0)
 
 
 def test_out_of_memory_placements_are_repaired(heavy_groups, small_gpus):
@@ -212,6 +223,19 @@ def test_bad_checkpoint_files_are_one_line_errors(pretrained, tmp_path):
         assert "\n" not in str(err.value), name
     with pytest.raises(InvalidCheckpoint):
         PlacetoPlacer(checkpoint=str(tmp_path / "garbage.pt"))
+
+
+@pytest.mark.parametrize("shape", [dict(num_devices=2, hidden=10**6, rounds=2), dict(num_devices=2, hidden=8, rounds=65),
+                                   dict(num_devices=4097, hidden=8, rounds=2)])
+def test_a_checkpoint_too_large_to_build_is_refused_before_allocating(tmp_path, shape):
+    """A hidden of 10**6 was a RuntimeError traceback of the allocator (4 TB asked); one of 20,000 would allocate 13 GB."""
+    from gnplace.policy.placeto_gnn import placeto_features
+
+    path = tmp_path / "huge.pt"
+    torch.save({"format": "gnplace-placeto", "version": 1, "state_dict": {},
+                "config": {**shape, "features": list(placeto_features(shape["num_devices"]))}}, path)
+    with pytest.raises(InvalidCheckpoint, match=r"huge.pt: the network's \w+ is \d+, more than the \d+ gnplace allows$"):
+        load_placeto(path)
 
 
 def test_pretraining_refuses_bad_input(family):
