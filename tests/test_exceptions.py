@@ -121,7 +121,8 @@ def test_cli_reports_infeasible_placement(tmp_path, capsys):
     path = save_graph(heavy, tmp_path / "heavy.gnpg")
     code, err = _run(["place", path, "-c", "tight4", "-p", "exact"], capsys)
     assert code == 2
-    _assert_one_error_line(err, "no placement of 'heavy' fits the memory of 'tight4': op 'a' holds 2.00 GiB")
+    _assert_one_error_line(err, "no placement of 'heavy' fits the memory of 'tight4': colocation group 0 (op 'a') "
+                               "holds 2.00 GiB")
 
 
 def test_cli_reports_unsupported_graph(tmp_path, capsys):

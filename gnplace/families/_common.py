@@ -12,13 +12,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gnplace.exceptions import UnknownName
+from gnplace.exceptions import InvalidArgument, UnknownName
 
 __all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int"]
 
 
 def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
-    """``value`` as an int, or :class:`ValueError` naming the knob if it is not in ``[low, high]``.
+    """``value`` as an int, or :class:`~gnplace.exceptions.InvalidArgument` naming the knob if not in ``[low, high]``.
 
     Args:
         name (str): the knob's name, for the message.
@@ -30,18 +30,17 @@ def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
         int: ``value`` converted to a Python int.
 
     Raises:
-        TypeError: if ``value`` is not an integer.
-        ValueError: if ``value`` lies outside the range.
+        InvalidArgument: if ``value`` is not an integer, or lies outside the range.
 
     Examples:
         >>> check_int("layers", 3, 1)
         3
     """
+    bound = f">= {low}" if high is None else f"in [{low}, {high}]"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"knob {name!r} must be an integer, got {value!r}")
+        raise InvalidArgument(f"knob {name!r} must be an integer {bound}, got {value!r}")
     if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"knob {name!r} must be {bound}, got {value}")
+        raise InvalidArgument(f"knob {name!r} must be {bound}, got {value}")
     return int(value)
 
 
@@ -56,22 +55,21 @@ def check_probability(name: str, value: float) -> float:
         float: ``value`` converted to a Python float.
 
     Raises:
-        TypeError: if ``value`` is not a real number (a bool is not).
-        ValueError: if ``value`` lies outside ``[0, 1]`` or is NaN.
+        InvalidArgument: if ``value`` is not a real number (a bool is not), lies outside ``[0, 1]`` or is NaN.
 
     Examples:
         >>> check_probability("dropout", 0.1)
         0.1
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"knob {name!r} must be a probability (a number in [0, 1]), got {value!r}")
+        raise InvalidArgument(f"knob {name!r} must be a probability (a number in [0, 1]), got {value!r}")
     if not 0.0 <= value <= 1.0:  # NaN fails both comparisons
-        raise ValueError(f"knob {name!r} must be in [0, 1], got {value}")
+        raise InvalidArgument(f"knob {name!r} must be in [0, 1], got {value}")
     return float(value)
 
 
 def check_bool(name: str, value: bool) -> bool:
-    """``value`` as a bool, or :class:`TypeError` naming the knob if it is not ``True`` or ``False``.
+    """``value`` as a bool, or :class:`~gnplace.exceptions.InvalidArgument` naming the knob if it is not a bool.
 
     Args:
         name (str): the knob's name, for the message.
@@ -81,14 +79,14 @@ def check_bool(name: str, value: bool) -> bool:
         bool: ``value`` as a Python bool.
 
     Raises:
-        TypeError: if ``value`` is not a bool (``"False"`` would otherwise read as true).
+        InvalidArgument: if ``value`` is not a bool (``"False"`` would otherwise read as true).
 
     Examples:
         >>> check_bool("bidirectional", True)
         True
     """
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"knob {name!r} must be True or False, got {value!r}")
+        raise InvalidArgument(f"knob {name!r} must be True or False, got {value!r}")
     return bool(value)
 
 
@@ -104,13 +102,14 @@ def check_choice(kind: str, value: str, choices: Sequence[str]) -> str:
         str: ``value``.
 
     Raises:
-        UnknownName: if ``value`` is not among ``choices``; the message lists them.
+        UnknownName: if ``value`` is not a string among ``choices``; the message lists them.
 
     Examples:
         >>> check_choice("space", "micro", ("micro", "macro"))
         'micro'
     """
-    if value not in choices:
+    # a non-string is refused before ``in``: a numpy array compared with each choice has no truth value
+    if not isinstance(value, str) or value not in choices:
         raise UnknownName(f"unknown {kind} {value!r} (choose one of: {', '.join(choices)})")
     return value
 

@@ -520,8 +520,8 @@ def sample(
 
     Raises:
         UnknownName: for an unknown ``space``.
-        ValueError: for a knob out of range (a probability outside ``[0, 1]``).
-        TypeError: for a non-integer count knob or a non-numeric probability.
+        InvalidArgument: for a knob out of range (a probability outside ``[0, 1]``), a non-integer count knob
+            or a non-numeric probability.
 
     Examples:
         >>> model, (images, labels) = sample(np.random.default_rng(0), layers=1, channels=4, batch=2)

@@ -330,8 +330,7 @@ def sample(
 
     Raises:
         UnknownName: for an unknown ``attention``.
-        ValueError: for a knob out of range.
-        TypeError: for a non-integer count knob or a non-boolean ``bidirectional``.
+        InvalidArgument: for a knob out of range, a non-integer count knob or a non-boolean ``bidirectional``.
 
     Examples:
         >>> model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), units=8, batch=2, src_steps=3,

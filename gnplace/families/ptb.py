@@ -225,8 +225,7 @@ def sample(
         its inputs: tokens and targets, both ``[batch, steps]`` int64 in ``[0, vocab)``.
 
     Raises:
-        ValueError: for a knob out of range.
-        TypeError: for a non-integer count knob.
+        InvalidArgument: for a knob out of range or a non-integer count knob.
 
     Examples:
         >>> model, (tokens, targets) = sample(np.random.default_rng(0), hidden=8, steps=3, batch=2, vocab=20)

@@ -205,6 +205,13 @@ def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[to
     return module.train(), inputs
 
 
+def _check_optimizer(optimizer: str) -> None:
+    """Raise :class:`~gnplace.exceptions.UnknownName` if ``optimizer`` is not one the importers know."""
+    from gnplace.importers import OPTIMIZERS
+
+    check_choice("optimizer", optimizer, tuple(OPTIMIZERS))
+
+
 def _meta(name: str, importer: str, optimizer: str) -> dict[str, Any]:
     return {"family": "real", "model": name, "importer": importer, "optimizer": optimizer,
             "knobs": {**REAL_MODELS[name].knobs, "importer": importer}}
@@ -214,11 +221,12 @@ def real_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
     """The training graph of real model ``name`` through the PyTorch importer.
 
     Raises:
-        UnknownName: for an unknown name.
+        UnknownName: for an unknown name or optimizer (before the model is built).
         ImportError: if transformers is not installed.
     """
     from gnplace.importers.torch import from_module
 
+    _check_optimizer(optimizer)
     module, inputs = build_model(name)
     return from_module(module, inputs, optimizer=optimizer, name=name, meta=_meta(name, "torch", optimizer))
 
@@ -265,9 +273,15 @@ def real_onnx_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
     """The training graph of real model ``name``, exported to ONNX.
 
     The ONNX file is read by :func:`~gnplace.importers.onnx.from_onnx`.
+
+    Raises:
+        UnknownName: for an unknown name or optimizer (before the model is built).
+        ImportError: if transformers or onnxscript is not installed.
     """
     from gnplace.importers.onnx import from_onnx
 
+    _check_model(name)
+    _check_optimizer(optimizer)
     return from_onnx(export_onnx(name), optimizer=optimizer, name=f"{name}_onnx", meta=_meta(name, "onnx", optimizer))
 
 
@@ -288,7 +302,7 @@ def write_real_dataset(
         progress (callable, optional): called with ``(file name, graph, seconds to build it)``.
 
     Raises:
-        UnknownName: for a name not in :data:`REAL_MODELS` (before ``out`` is made).
+        UnknownName: for a name not in :data:`REAL_MODELS`, or an unknown optimizer (before ``out`` is made).
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
@@ -296,6 +310,7 @@ def write_real_dataset(
     names = names or list(REAL_MODELS)
     for name in names:
         _check_model(name)
+    _check_optimizer(optimizer)  # it was refused by the importer, after ``out`` was made and a model built
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = []

@@ -47,8 +47,34 @@ class Bound:
         return max(self.critical_path, self.work)
 
 
+def _check_times(graph: OpGraph, times: np.ndarray, num_devices: int | None = None) -> np.ndarray:
+    """``times`` as float64 ``[num_ops, num_devices]`` seconds, or :class:`InvalidArgument` saying what is wrong.
+
+    The compiled longest path reads ``times`` by op index without bounds checks: too few rows read past the
+    array (a bound of 3e262 s for a 2,000-op chain timed by a ``[3, 2]`` array).
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    arr, num_ops = np.asarray(times, dtype=np.float64), graph.num_ops
+    devices = "num_devices" if num_devices is None else str(num_devices)
+    if arr.ndim != 2 or arr.shape[0] != num_ops or (num_devices is not None and arr.shape[1] != num_devices) \
+            or (num_ops and arr.shape[1] == 0):
+        raise InvalidArgument(f"op times must have shape [num_ops, num_devices] = [{num_ops}, {devices}], "
+                              f"got {list(arr.shape)}")
+    bad = np.flatnonzero(~(arr >= 0).all(axis=1)) if arr.size else np.zeros(0, dtype=np.int64)
+    if bad.size:
+        op = int(bad[0])
+        raise InvalidArgument(f"op times must be seconds >= 0, got {arr[op].tolist()} for op {graph.node_names[op]!r}")
+    return arr
+
+
 def critical_path(graph: OpGraph, times: np.ndarray) -> float:
-    """Seconds of the heaviest path with each op at ``times.min(axis=1)`` and free transfers."""
+    """Seconds of the heaviest path with each op at ``times.min(axis=1)`` and free transfers.
+
+    Raises:
+        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` seconds >= 0.
+    """
+    times = _check_times(graph, times)
     if graph.num_ops == 0:
         return 0.0
     ptr, dst, _ = graph.out_csr
@@ -101,6 +127,9 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
         times (np.ndarray, optional): op times ``[num_ops, num_devices]`` to use, such as
             ``timer.cost_model.op_times(graph, cluster)`` (default: the default cost model's).
 
+    Raises:
+        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` seconds >= 0.
+
     Examples:
         >>> from gnplace.toy import chain_graph
         >>> from gnplace.cluster import load_cluster
@@ -108,17 +137,31 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
         >>> b.value == b.critical_path > b.work  # a chain cannot run in parallel
         True
     """
-    if times is None:
-        times = op_times(graph, cluster)
+    times = op_times(graph, cluster) if times is None else _check_times(graph, times, cluster.num_devices)
     return Bound(critical_path(graph, times), work_bound(times))
 
 
 def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
     """Why no placement of ``graph`` can fit the memory of ``cluster``, or None when this bound cannot tell.
 
-    Parameters and optimizer state (``param_bytes``) stay resident on their op's device, so no
-    placement fits when they exceed the devices' memory in all, or when one op's exceed the largest
-    device's. Activations only add to that: a placement that passes may still run out of memory.
+    Parameters and optimizer state (``param_bytes``) stay resident on their op's device for the whole
+    step, in the simulator as on real devices, and the ops of one colocation group share a device. So no
+    placement fits when the parameters exceed the devices' memory in all, or when one colocation group's
+    exceed the largest device's. Activations only add to that: a placement that passes may still run out
+    of memory.
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the cluster.
+
+    Returns:
+        str | None: a one-line reason naming what does not fit, or None.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> memory_shortfall(chain_graph(3), load_cluster("k80x2")) is None
+        True
     """
     from gnplace.units import format_bytes
 
@@ -127,11 +170,16 @@ def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
         return (f"its parameters and optimizer state need {format_bytes(total)}, and the {cluster.num_devices} "
                 f"devices of {cluster.name!r} hold {format_bytes(capacity)} in all")
     if graph.num_ops:
-        largest = int(np.argmax(graph.param_bytes))
-        need, room = float(graph.param_bytes[largest]), float(np.max(cluster.memory))
+        resident = np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups)  # bytes, float64
+        g = int(np.argmax(resident))
+        need, room = float(resident[g]), float(np.max(cluster.memory))
         if need > room:
-            return (f"op {graph.node_names[largest]!r} holds {format_bytes(need)} of parameters and optimizer state, "
-                    f"and the largest device of {cluster.name!r} holds {format_bytes(room)}")
+            members = np.flatnonzero(graph.group == g)
+            more = members.shape[0] - 1
+            others = f" and {more} other op{'s' if more > 1 else ''}, placed together" if more else ""
+            return (f"colocation group {g} (op {graph.node_names[int(members[0])]!r}{others}) "
+                    f"holds {format_bytes(need)} of parameters and optimizer state, and the largest device of "
+                    f"{cluster.name!r} holds {format_bytes(room)}")
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnplace.exceptions import UnknownName
+from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.families._common import check_bool, check_choice, check_int, check_probability, log_uniform_int
 
 
@@ -22,17 +22,21 @@ def test_check_int_returns_a_python_int_for_numpy_integers():
 
 @pytest.mark.parametrize("value", [True, False, 3.0, "3", None, np.float32(2)])
 def test_check_int_rejects_non_integers(value):
-    with pytest.raises(TypeError, match=r"knob 'layers' must be an integer, got "):
+    # a TypeError before: not a GnplaceError, so the command line printed a traceback
+    with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be an integer >= 0, got "):
         check_int("layers", value, 0)
 
 
 def test_check_int_names_the_knob_and_the_bound():
-    with pytest.raises(ValueError, match=r"knob 'layers' must be >= 1, got 0"):
+    # a plain ValueError before; InvalidArgument is still one, for callers that catch that
+    with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be >= 1, got 0$"):
         check_int("layers", 0, 1)
     with pytest.raises(ValueError, match=r"knob 'cells' must be in \[2, 5\], got 6"):
         check_int("cells", 6, 2, 5)
-    with pytest.raises(ValueError, match=r"knob 'cells' must be in \[2, 5\], got 1"):
+    with pytest.raises(InvalidArgument, match=r"knob 'cells' must be in \[2, 5\], got 1"):
         check_int("cells", 1, 2, 5)
+    with pytest.raises(InvalidArgument, match=r"^knob 'cells' must be an integer in \[2, 5\], got 2.5$"):
+        check_int("cells", 2.5, 2, 5)
 
 
 # ---------------------------------------------------------------------------------- check_choice
@@ -43,6 +47,18 @@ def test_check_choice_returns_a_known_name():
 def test_check_choice_lists_the_choices_of_an_unknown_name():
     with pytest.raises(UnknownName, match=r"^unknown attention 'sparse' \(choose one of: dot, additive\)$"):
         check_choice("attention", "sparse", ("dot", "additive"))
+
+
+@pytest.mark.parametrize("value", [np.array(["micro", "macro"]), np.array(["micro"]), ["micro"], 3, None])
+def test_check_choice_refuses_what_is_not_a_string(value):
+    # an array of two names was numpy's "truth value of an array ... is ambiguous" (a plain ValueError), and an
+    # array of one name passed as that name
+    with pytest.raises(UnknownName, match=r"^unknown space .* \(choose one of: micro, macro\)$"):
+        check_choice("space", value, ("micro", "macro"))
+
+
+def test_check_choice_accepts_a_numpy_string():
+    assert check_choice("space", np.str_("macro"), ("micro", "macro")) == "macro"
 
 
 def test_check_choice_is_case_sensitive_and_a_value_error():
@@ -91,10 +107,10 @@ def test_check_probability_accepts_the_unit_interval(value):
     assert out == float(value) and type(out) is float
 
 
-@pytest.mark.parametrize(("value", "error"), [(True, TypeError), ("0.4", TypeError), (None, TypeError),
-                                              (-0.1, ValueError), (1.01, ValueError), (float("nan"), ValueError)])
-def test_check_probability_rejects_the_rest_naming_the_knob(value, error):
-    with pytest.raises(error, match=r"knob 'dropout' must be "):
+@pytest.mark.parametrize("value", [True, "0.4", None, -0.1, 1.01, float("nan")])
+def test_check_probability_rejects_the_rest_naming_the_knob(value):
+    # TypeError (a bool, a string, None) or plain ValueError before, neither a GnplaceError
+    with pytest.raises(InvalidArgument, match=r"^knob 'dropout' must be .*, got "):
         check_probability("dropout", value)
 
 
@@ -107,5 +123,5 @@ def test_check_bool_accepts_booleans(value):
 
 @pytest.mark.parametrize("value", ["False", "true", 1, 0, None, 1.0])
 def test_check_bool_rejects_the_rest_naming_the_knob(value):
-    with pytest.raises(TypeError, match=r"knob 'bidirectional' must be True or False, got "):
+    with pytest.raises(InvalidArgument, match=r"^knob 'bidirectional' must be True or False, got "):
         check_bool("bidirectional", value)

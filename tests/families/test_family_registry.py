@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from gnplace.exceptions import GnplaceError, UnknownName
+from gnplace.exceptions import GnplaceError, InvalidArgument, UnknownName
 from gnplace.families import FAMILIES, RANDOM_KNOBS, cifar10, draw, get_family, nmt, ptb, random_knobs
 
 #: Tiny overrides that keep each family fast on CPU.
@@ -100,3 +101,36 @@ def test_a_misspelt_knob_is_one_error_naming_the_knobs():
 
     with pytest.raises(UnknownName, match=r"family 'ptb' has no knob 'hiden' \(its knobs: .*hidden"):
         draw("ptb", seed=0, hiden=8)
+
+
+#: For every knob of every family, values its sampler must refuse (a wrong type, or out of range).
+BAD_KNOBS: list[tuple[str, str, Any]] = [
+    ("cifar10", "layers", 0), ("cifar10", "layers", 2.0), ("cifar10", "channels", 1), ("cifar10", "batch", "2"),
+    ("cifar10", "num_blocks", None), ("cifar10", "skip_prob", "0.4"), ("cifar10", "dropout", True),
+    ("cifar10", "space", "nasnet"),
+    ("ptb", "hidden", 2.5), ("ptb", "steps", 0), ("ptb", "batch", True), ("ptb", "vocab", 1), ("ptb", "num_nodes", "4"),
+    ("nmt", "layers", 0), ("nmt", "units", 8.0), ("nmt", "batch", None), ("nmt", "src_steps", -1),
+    ("nmt", "tgt_steps", "2"), ("nmt", "vocab", 1), ("nmt", "attention", "monotonic"), ("nmt", "bidirectional", "no"),
+]
+
+
+def test_bad_knobs_cover_every_knob() -> None:
+    covered = {(name, knob) for name, knob, _ in BAD_KNOBS}
+    for name, sampler in FAMILIES.items():
+        for knob in list(inspect.signature(sampler).parameters)[1:]:
+            assert (name, knob) in covered
+
+
+@pytest.mark.parametrize(("name", "knob", "value"), BAD_KNOBS)
+def test_every_bad_knob_is_one_gnplace_error_naming_knob_and_value(name: str, knob: str, value: Any) -> None:
+    # a wrong type was a TypeError and a value out of range a plain ValueError: the command line and library
+    # callers catching GnplaceError got a traceback
+    with pytest.raises(GnplaceError) as info:
+        FAMILIES[name](np.random.default_rng(0), **dict(TINY[name], **{knob: value}))
+    assert isinstance(info.value, (InvalidArgument, UnknownName))
+    message = str(info.value)
+    assert "\n" not in message and repr(value) in message
+    if isinstance(info.value, InvalidArgument):
+        assert message.startswith(f"knob {knob!r} must be ")
+    with pytest.raises(type(info.value)):  # and draw, which passes the knob on, raises the same
+        draw(name, seed=0, **dict(TINY[name], **{knob: value}))

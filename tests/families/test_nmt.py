@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.exceptions import UnknownName
+from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.families.nmt import (
     ATTENTIONS,
     Attention,
@@ -159,7 +159,7 @@ def test_random_knobs_stay_in_their_ranges() -> None:
 @pytest.mark.parametrize("value", ["False", "no", None, 1])
 def test_a_non_boolean_bidirectional_is_rejected(value: Any) -> None:
     # bool("False") is True: the string built a bidirectional encoder without a word
-    with pytest.raises(TypeError, match="knob 'bidirectional' must be True or False"):
+    with pytest.raises(InvalidArgument, match="knob 'bidirectional' must be True or False"):  # was a TypeError
         sample(np.random.default_rng(0), **dict(TINY, bidirectional=value))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.families.ptb import (
     ACTIVATIONS,
     PTBModel,
@@ -126,7 +127,7 @@ def test_joint_training_graph_traces_under_fake_tensors(TupleLoss: type) -> None
 def test_bad_knobs_are_rejected() -> None:
     with pytest.raises(ValueError, match="steps"):
         sample(np.random.default_rng(0), steps=0)
-    with pytest.raises(TypeError, match="hidden"):
+    with pytest.raises(InvalidArgument, match=r"^knob 'hidden' must be an integer >= 1, got 2.5$"):  # was a TypeError
         sample(np.random.default_rng(0), hidden=2.5)  # type: ignore[arg-type]
 
 

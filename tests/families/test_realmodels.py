@@ -108,3 +108,16 @@ def test_writing_an_unknown_model_is_refused_before_the_folder_is_made(tmp_path)
     with pytest.raises(UnknownName, match="'alexnet'.*gpt2, bert_base"):
         write_real_dataset(tmp_path / "real", names=["alexnet"])
     assert not (tmp_path / "real").exists()
+
+
+def test_an_unknown_optimizer_is_refused_before_building_or_writing(tmp_path):
+    # the importer refused it, after write_real_dataset had made the folder and built GPT-2 (and the ONNX
+    # graph after exporting the model)
+    from gnplace.families.realmodels import real_graph, real_onnx_graph, write_real_dataset
+
+    with pytest.raises(UnknownName, match=r"^unknown optimizer 'lamb' \(choose one of: sgd, "):
+        write_real_dataset(tmp_path / "real", names=["gpt2"], optimizer="lamb")
+    assert not (tmp_path / "real").exists()
+    for make in (real_graph, real_onnx_graph):
+        with pytest.raises(UnknownName, match="unknown optimizer 'lamb'"):
+            make("gpt2", optimizer="lamb")

@@ -71,16 +71,91 @@ def test_memory_shortfall_proves_only_what_no_placement_can_fit(tmp_path):
     assert memory_shortfall(graph, cluster(params / 2 + largest, params / 2 + largest)) is None  # may fit
 
 
-def test_the_bound_never_exceeds_a_step_by_rounding():
-    """The work bound's float sum rounded up past the simulator's: 1 + 7 ulps against a step of 1.0 on one device."""
-    from gnplace.toy import toy_cluster
+def _cluster_of(tmp_path, *memories):
+    """A cluster of K80s with the given memories (bytes), written as YAML and loaded."""
+    devices = "".join(f"  - {{name: d{k}, kind: k80, memory: {int(m)}}}\n" for k, m in enumerate(memories))
+    (tmp_path / "c.yaml").write_text(f"name: small\ndevices:\n{devices}links: {{default: placeto}}\n")
+    return load_cluster(tmp_path / "c.yaml")
 
-    n = 16
-    seconds = [1.0] + [1e-16] * (n - 1)  # one device adds them in order: 1.0 + 1e-16 == 1.0, every time
-    g = OpGraph([f"n{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)], cost_s={"k80": seconds})
-    for devices in (1, 2):
-        c, sim = toy_cluster(devices), Simulator()
-        step = sim.time(g, c, [0] * n).step_time
-        bound = lower_bound(g, c, times=sim.cost_model.op_times(g, c))
-        assert step == 1.0 and bound.value <= step
-        assert bound.value == pytest.approx(1.0, rel=1e-12)
+
+def _every_placement_overflows(graph, cluster):
+    """Whether both simulators find every placement of the groups of ``graph`` on ``cluster`` out of memory."""
+    import itertools
+
+    groups = np.array(list(itertools.product(range(cluster.num_devices), repeat=graph.num_groups)), dtype=np.int64)
+    return all(bool(Simulator(mode=mode).time_batch(graph, cluster, groups[:, graph.group]).oom.all())
+               for mode in ("default", "placeto"))
+
+
+def test_memory_shortfall_checks_colocation_groups_not_single_ops(tmp_path):
+    """Ops of one group share a device: two ops of 600 B of parameters each do not fit a device of 1000 B.
+
+    Each op alone fits the largest device and all fit the devices in all, so the check of single ops let
+    the graph through (and ``gnplace place`` ran every placer into OUT OF MEMORY).
+    """
+    from gnplace.sim.bounds import memory_shortfall
+
+    g = OpGraph(["w1", "w2", "loss"], [(0, 2), (1, 2)], param_bytes=[600, 600, 0], out_bytes=[4, 4, 4],
+                group=[0, 0, 1], name="tied")
+    c = _cluster_of(tmp_path, 1000, 1000)
+    reason = memory_shortfall(g, c)
+    assert reason == ("colocation group 0 (op 'w1' and 1 other op, placed together) holds 1.17 KiB of parameters "
+                      "and optimizer state, and the largest device of 'small' holds 1000 B")
+    assert _every_placement_overflows(g, c)
+    # the parameters of a group are what it is refused for, not its activations: that needs a simulation
+    assert memory_shortfall(g, _cluster_of(tmp_path, 1000, 1200)) is None
+    assert memory_shortfall(g, _cluster_of(tmp_path, 1000, 1208)) is None
+    assert not _every_placement_overflows(g, _cluster_of(tmp_path, 1000, 1208))  # 1200 B of parameters, 8 B of outputs
+    three = OpGraph(["a", "b", "c"], [], param_bytes=[400, 400, 400], group=[0, 0, 0], name="three")
+    assert "(op 'a' and 2 other ops, placed together) holds 1.17 KiB" in memory_shortfall(three, c)
+
+
+def test_memory_shortfall_never_refuses_what_a_placement_fits(tmp_path):
+    """On random small graphs and clusters: whatever it refuses, every placement overflows in the simulator."""
+    from gnplace.sim.bounds import memory_shortfall
+
+    outcomes = []
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        n = int(rng.integers(3, 9))
+        edges = [(int(u), v) for v in range(1, n) for u in rng.choice(v, size=min(v, int(rng.integers(1, 3))),
+                                                                      replace=False)]
+        out = rng.integers(0, 400, n)
+        flops = rng.uniform(1e6, 1e8, n) * (rng.random(n) < 0.7)  # ops of no FLOP take no time in Placeto's mode
+        g = OpGraph([f"v{i}" for i in range(n)], edges, flops=flops.tolist(),
+                    param_bytes=rng.integers(0, 600, n) * (rng.random(n) < 0.5), out_bytes=out,
+                    edge_bytes=[int(rng.integers(0, out[u] + 1)) for u, _ in edges], group=rng.integers(0, 3, n))
+        for _ in range(8):
+            c = _cluster_of(tmp_path, *rng.integers(200, 1500, int(rng.integers(1, 4))))
+            refused = memory_shortfall(g, c) is not None
+            outcomes.append(refused)
+            if refused:
+                assert _every_placement_overflows(g, c), (seed, c.memory)
+    assert 10 < sum(outcomes) < len(outcomes) - 10  # both kinds of cluster came up, or the test proves little
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (2000, 3), (2000,), (2001, 2), (2000, 0)])
+def test_op_times_of_the_wrong_shape_are_one_error(shape):
+    """The compiled longest path read past a ``[3, 2]`` array for a 2,000-op chain: a bound of 3e262 s."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.toy import chain_graph
+
+    g, c = chain_graph(2000), load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match=r"^op times must have shape \[num_ops, num_devices\] = \[2000, 2\], got "):
+        lower_bound(g, c, times=np.ones(shape))
+    if len(shape) == 2 and shape[0] == 2000 and shape[1] > 0:
+        assert critical_path(g, np.ones(shape)) == 2000.0  # any number of devices will do for the path alone
+    else:
+        with pytest.raises(InvalidArgument, match=r"= \[2000, num_devices\], got "):
+            critical_path(g, np.ones(shape))
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_negative_or_nan_op_times_are_one_error(value):
+    from gnplace.exceptions import InvalidArgument
+
+    g = OpGraph(["a", "b"], [(0, 1)])
+    times = np.ones((2, 2))
+    times[1, 0] = value
+    with pytest.raises(InvalidArgument, match=r"^op times must be seconds >= 0, got \[.*, 1.0\] for op 'b'$"):
+        lower_bound(g, load_cluster("k80x2"), times=times)
