@@ -160,7 +160,8 @@ class _Model:
         self.model, self.graph, self.cluster, self.delay = model, graph, cluster, delay
         n, devices = graph.num_ops, range(cluster.num_devices)
         self.group = group = graph.group.tolist()
-        self.horizon = int(dur.max(axis=1).sum() + delay.max(axis=(1, 2)).sum()) + 1
+        # a serial schedule fits: every op at its slowest, each followed by its device's gap and by its transfers
+        self.horizon = int(dur.max(axis=1).sum() + delay.max(axis=(1, 2)).sum() + op_gap * n) + 1
         # ALGO LOGIC: placement literals, one set per colocation group
         self.x = x = [[model.new_bool_var(f"x{g}_{k}") for k in devices] for g in range(graph.num_groups)]
         for lits in x:
@@ -218,8 +219,9 @@ class _Model:
     def add_transfers(self) -> None:
         """Transfers as tasks on links, one at a time per ordered device pair, as in the simulator.
 
-        Each output goes once to each remote device that consumes it, carrying the largest edge's
-        bytes (the simulator's size when edges carry the whole output); consumers start after it.
+        Each output goes once to each remote device that consumes it, carrying the largest of the
+        edges to the consumers on that device (the simulator's size when edges carry the whole output,
+        and never more than it); consumers start after it.
         """
         model, x, group, devices = self.model, self.x, self.group, range(self.cluster.num_devices)
         links: dict[tuple[int, int], list[Any]] = {}
@@ -228,7 +230,11 @@ class _Model:
         for u, by_group in enumerate(self.remote):
             if not by_group:
                 continue
-            edges = [int(csr_edge[i]) for i in range(ptr[u], ptr[u + 1]) if group[int(dst[i])] != group[u]]
+            gu = group[u]
+            edges: dict[int, list[int]] = {}  # consumer group -> u's edges into it
+            for i in range(ptr[u], ptr[u + 1]):
+                if group[int(dst[i])] != gu:
+                    edges.setdefault(group[int(dst[i])], []).append(int(csr_edge[i]))
             for b in devices:
                 sent = model.new_int_var(0, self.horizon, f"xfer{u}_{b}")
                 model.add(sent >= self.end[u])
@@ -237,16 +243,26 @@ class _Model:
                 for a in devices:
                     if a == b:
                         continue
-                    size = max(int(self.delay[e, a, b]) for e in edges)
+                    sizes = {gw: max(int(self.delay[e, a, b]) for e in es) for gw, es in edges.items()}
                     on_link = model.new_bool_var(f"link{u}_{a}_{b}")  # u on a and sent to b
-                    model.add_bool_or([on_link, x[group[u]][a].Not(), here.Not()])
-                    model.add_implication(on_link, x[group[u]][a])
+                    model.add_bool_or([on_link, x[gu][a].Not(), here.Not()])
+                    model.add_implication(on_link, x[gu][a])
                     model.add_implication(on_link, here)
-                    transfer = model.new_optional_fixed_size_interval_var(sent, size, on_link, "")
+                    size: Any
+                    if len(set(sizes.values())) == 1:
+                        size = next(iter(sizes.values()))
+                        transfer = model.new_optional_fixed_size_interval_var(sent, size, on_link, "")
+                    else:  # the largest edge into a consumer group on b: an edge to another device is not sent here
+                        size = model.new_int_var(min(sizes.values()), max(sizes.values()), f"xfersize{u}_{a}_{b}")
+                        for gw, ticks in sizes.items():
+                            model.add(size >= ticks).only_enforce_if(x[gw][b])
+                        arrived = model.new_int_var(0, 2 * self.horizon, f"xferend{u}_{a}_{b}")
+                        model.add(arrived == sent + size)
+                        transfer = model.new_optional_interval_var(sent, size, arrived, on_link, "")
                     links.setdefault((a, b), []).append(transfer)
                     for gw, ws in by_group.items():
                         for w in ws:
-                            model.add(self.start[w] >= sent + size).only_enforce_if(x[group[u]][a], x[gw][b])
+                            model.add(self.start[w] >= sent + size).only_enforce_if(x[gu][a], x[gw][b])
         for intervals in links.values():
             model.add_no_overlap(intervals)
 

@@ -20,7 +20,9 @@ One call simulates one training step of one placed graph. Semantics (see ``simul
   op's start until its last local consumer has ended and its last outgoing transfer is done; a
   received copy occupies the receiver from the transfer's start until its last consumer there ends.
   An op or transfer that starts after a gap (``op_gap``, ``xfer_gap``) is charged when it starts,
-  not when its device or link chose it, so memory freed in the gap is free for it.
+  not when its device or link chose it, so memory freed in the gap is free for it. An op of zero
+  seconds holds its inputs and its output together at the instant it runs, whether it started at
+  once or after its device's gap (then its charge and its frees fall in one instant).
 
 The only priority queue is the global event heap (time, sequence number); queues of devices and
 links are FIFO linked lists held in integer arrays. Their appends are written out in place: a shared
@@ -171,6 +173,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     acc = np.zeros(D)
     cnt = np.zeros(D, np.int64)
     charged = np.zeros(D, np.bool_)  # devices whose memory grew at this instant by a deferred charge
+    fleeting = np.zeros(D)  # bytes each device freed at this instant with the end of an op of zero seconds
     any_charged = False
     done = 0
     step = 0.0
@@ -201,8 +204,9 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 for k in range(D):
                     if charged[k]:
                         charged[k] = False
-                        if mem[k] > peak[k]:
-                            peak[k] = mem[k]
+                        if mem[k] + fleeting[k] > peak[k]:
+                            peak[k] = mem[k] + fleeting[k]
+                        fleeting[k] = 0.0
             for ti in range(n_touched_devices):
                 k = touched_devices[ti]
                 if start_devices[k]:
@@ -300,6 +304,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 touched_devices[n_touched_devices] = dv
                 n_touched_devices += 1
             # inputs no longer needed by v
+            freed = 0.0
             for e in range(in_ptr[v], in_ptr[v + 1]):
                 u = in_src[e]
                 du = placement[u]
@@ -307,10 +312,12 @@ def simulate_step(  # type: ignore[no-untyped-def]
                     local_uses[u] -= 1
                     if local_uses[u] == 0:
                         mem[dv] -= out_bytes[u]
+                        freed += out_bytes[u]
                 else:
                     remote_uses[u * D + dv] -= 1
                     if remote_uses[u * D + dv] == 0:
                         mem[dv] -= recv_bytes[u * D + dv]
+                        freed += recv_bytes[u * D + dv]
             # outputs: local consumers become ready; remote devices get one transfer
             for k in range(D):
                 acc[k] = 0.0
@@ -379,6 +386,13 @@ def simulate_step(  # type: ignore[no-untyped-def]
                     local_uses[v] += 1
             if local_uses[v] == 0:
                 mem[dv] -= out_bytes[v]
+                freed += out_bytes[v]
+            if op_start[v] == now and freed > fleeting[dv]:
+                # an op of zero seconds held its inputs and output together at this instant, whose frees
+                # come first: counted at its start if it started at once, here if after its device's gap
+                fleeting[dv] = freed
+                charged[dv] = True
+                any_charged = True
         else:
             x = ident
             u = x_node[x]

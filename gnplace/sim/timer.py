@@ -320,8 +320,16 @@ class BudgetedTimer(StepTimer):
         return result
 
     def time_groups(self, graph: OpGraph, cluster: Cluster, group_placements: np.ndarray) -> BatchResult:
-        """Time placements given as a device per colocation group, ``[batch, num_groups]``."""
-        return self.time_batch(graph, cluster, np.asarray(group_placements)[:, graph.group])
+        """Time placements given as a device per colocation group, ``[batch, num_groups]``.
+
+        Raises:
+            InvalidPlacement: if the array is not ``[batch, num_groups]`` or names a device that does not exist.
+        """
+        array = np.asarray(group_placements)
+        if array.ndim != 2 or array.shape[1] != graph.num_groups:
+            raise InvalidPlacement(f"batch of group placements has shape {array.shape}, expected "
+                                   f"(batch, {graph.num_groups}) for graph {graph.name!r}")
+        return self.time_batch(graph, cluster, array[:, graph.group])
 
     def _spend(self, count: int) -> None:
         if self.budget is not None and self.evaluations + count > self.budget:

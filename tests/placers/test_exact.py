@@ -328,3 +328,27 @@ def test_a_received_copy_holds_only_the_bytes_read_on_its_device():
     placed = ExactPlacer(time_limit=10, num_workers=1).place(graph, cluster, seed=0)
     result = Simulator().time(graph, cluster, placed)
     assert not result.is_oom and result.step_time == pytest.approx(best)
+
+
+def test_placeto_gaps_longer_than_the_ops_leave_the_model_solvable(one_device_cluster):
+    # three 1 us ops, each followed by Placeto's 5.7 us gap: the model's horizon had no room for the gaps, so it
+    # was infeasible and the placer fell back to a baseline with last_status "infeasible"
+    g, sim = chain_graph(3, flops=1e6, out_bytes=100), Simulator("placeto")
+    placer = ExactPlacer(time_limit=5, num_workers=1, timer=sim)
+    placer.place(g, one_device_cluster, seed=0)
+    assert placer.last_status == "optimal"
+    assert placer.last_objective_s == pytest.approx(sim.time(g, one_device_cluster, [0, 0, 0]).step_time, abs=1e-8)
+
+
+def test_the_solver_optimum_is_the_brute_force_optimum_with_partial_edges():
+    # op 0 writes 8 MB: op 1 reads all of it, op 2 a 4 kB slice. Timed, c beside a is a transfer of 4 kB; the model
+    # sized every transfer of op 0 by its largest edge (8 MB, 0.67 ms), put c beside a and missed the optimum
+    g = OpGraph(["a", "b", "c"], [(0, 1), (0, 2)], flops=[1e9, 5e11, 5e11], out_bytes=[8 * 10**6, 0, 0],
+                edge_bytes=[8 * 10**6, 4000])
+    c = toy_cluster(2)
+    placer = ExactPlacer(time_limit=10, time_unit=UNIT, select="model", num_workers=1)
+    placed = placer.place(g, c, seed=0)
+    best = Simulator().time(g, c, brute_force(g, c)).step_time
+    assert placer.last_status == "optimal"
+    assert Simulator().time(g, c, placed).step_time == pytest.approx(best)
+    assert placer.last_objective_s <= best + 10 * UNIT

@@ -8,7 +8,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers._exact_model import Outcome, solve
-from gnplace.toy import chain_graph, fork_graph
+from gnplace.toy import chain_graph, fork_graph, toy_cluster
 
 GiB = 2**30
 
@@ -101,3 +101,25 @@ def test_empty_graph_is_trivially_optimal():
     out = run(OpGraph([], []), load_cluster("k80x2"), np.zeros((0, 2)), np.zeros((0, 2, 2)))
     assert out.status == "optimal" and (out.objective, out.bound, out.gap) == (0.0, 0.0, 0.0)
     assert len(out.solutions) == 1 and out.solutions[0].shape == (0,)
+
+
+def test_op_gaps_longer_than_the_ops_fit_in_the_horizon():
+    # Placeto's 5.7 us gap after ops shorter than it: the serial schedule is 3 x 10 + 2 x 100 ticks, beyond a
+    # horizon of the op and transfer ticks alone (31), where the model was infeasible
+    g = chain_graph(3)
+    out = run(g, toy_cluster(1), np.full((3, 1), 10), np.zeros((2, 1, 1)), op_gap=100)
+    assert out.status == "optimal" and out.objective == 230.0
+
+
+def test_a_transfer_carries_only_the_edges_to_consumers_on_its_device():
+    # a -> b carries a's whole output (1000 ticks between devices), a -> c a slice of it (1 tick). With c on the
+    # other device the transfer there carries the slice: 10 + max(100, 1 + 100) = 111. Sized by a's largest edge
+    # anywhere it took 1000 ticks, and the optimum was the serial 210
+    g = OpGraph(["a", "b", "c"], [(0, 1), (0, 2)], out_bytes=[1000, 0, 0], edge_bytes=[1000, 1])
+    delay = np.zeros((2, 2, 2), dtype=np.int64)
+    delay[0] = 1000 * (1 - np.eye(2, dtype=np.int64))
+    delay[1] = 1 - np.eye(2, dtype=np.int64)
+    out = run(g, load_cluster("k80x2"), [[10, 10], [100, 100], [100, 100]], delay, link_contention=True)
+    assert out.status == "optimal" and out.objective == 111.0
+    a, b, c = out.solutions[-1].tolist()
+    assert a == b != c

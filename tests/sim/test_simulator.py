@@ -328,3 +328,18 @@ def test_placeto_mode_charges_an_op_after_its_devices_gap_when_it_starts():
     assert timeline.op_end[0] < timeline.xfer_end[0] < timeline.op_start[1]  # a freed, then b starts
     assert timeline.op_start[1] == pytest.approx(timeline.op_end[0] + PLACETO_OP_GAP)
     assert result.peak_memory[0] == 100 * mb
+
+
+@pytest.mark.parametrize(("edges", "out_mb", "seconds", "peak_mb"), [
+    ([(0, 1)], [0, 100], [1e-3, 0.0], 100),  # b, a zero-second sink, writes 100 MB nobody reads
+    ([(0, 1), (1, 2)], [100, 100, 0], [1e-3, 0.0, 1e-3], 200),  # b reads a's 100 MB and writes its own 100 MB
+])
+def test_a_zero_second_op_holds_its_inputs_and_output_after_a_gap_as_without_one(edges, out_mb, seconds, peak_mb):
+    # Placeto's device idles 5.7 us after a, so b is charged when it starts, at the instant it ends and frees:
+    # its output and inputs were never counted together (peaks 0 and 100 MB); without the gap they were
+    mb = 10**6
+    g = OpGraph([f"n{i}" for i in range(len(out_mb))], edges, out_bytes=[x * mb for x in out_mb],
+                cost_s={"k80": seconds})
+    c = toy_cluster(1)
+    for mode in ("default", "placeto"):
+        assert Simulator(mode).time(g, c, [0] * g.num_ops).peak_memory[0] == peak_mb * mb, mode

@@ -118,6 +118,16 @@ def test_budget_is_enforced_before_timing(counting_simulator):
     assert issubclass(BudgetExhausted, GnplaceError)
 
 
+@pytest.mark.parametrize("groups", [[0, 1, 0], [[0, 1]], [[0, 1, 0, 1]], [[[0, 1, 0]]]])
+def test_a_group_batch_of_the_wrong_shape_is_refused_before_it_is_counted(groups):
+    # a 1-D placement or one with too few or too many groups gave a raw IndexError or timed a wrong placement
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    timer = BudgetedTimer(budget=5)
+    with pytest.raises(InvalidPlacement, match=r"expected \(batch, 3\)"):
+        timer.time_groups(g, c, groups)
+    assert timer.evaluations == 0
+
+
 @pytest.mark.parametrize("budget", [-1, 2.5, True, "3"])
 def test_bad_budget(budget):
     with pytest.raises(InvalidArgument, match="budget"):
