@@ -24,8 +24,10 @@ from rich.console import Console
 from rich.table import Table
 
 from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
+from gnplace.cli.common import check_count, describe_os_error
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
+from gnplace.graph_io import check_parent_folder
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
         if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
             raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
+        check_parent_folder(args.out, "--out")  # FILE/sub: the same, where the chart's folder cannot be made
+        check_count(args.jobs, "--jobs", minimum=1)
         for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
             load_cluster(name)
         from gnplace.datasets import load_manifest
@@ -120,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     except GnplaceError as err:
         print(f"demo: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the chart's folder could not be written after all: one line, not a traceback
+        print(f"demo: error: {describe_os_error(err)}", file=sys.stderr)
+        return 2
     console.print(f"{len(rows)} placements in {time.perf_counter() - started:.0f} s")
     return 0
 
@@ -138,13 +145,16 @@ def baselines(argv: list[str]) -> int:
     console = Console(width=150)
     sim = Simulator(args.mode)
     try:
+        clusters = [c for c in args.clusters.split(",") if c]
+        if not clusters:  # "" would be read as the current folder, refused as a cluster file
+            raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
         for path in args.graphs:
             graph = load_graph(path)
             table = Table(title=f"{graph.name}: {graph.num_ops} ops, {graph.num_groups} groups, "
                                 f"{graph.total_flops / 1e9:.1f} GFLOP per step (simulator mode: {args.mode})")
             for col in ("cluster", "placer", "step ms", "bound ms", "step / bound", "step / single", "peak MiB (max dev)", "OOM", "place s"):
                 table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
-            for cluster_name in args.clusters.split(","):
+            for cluster_name in clusters:
                 cluster = load_cluster(cluster_name)
                 bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
                 # the step / single column's reference, whether or not --placers names single (or names it first)

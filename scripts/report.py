@@ -144,6 +144,30 @@ def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
     return [r for r in rows if r.key in keys]
 
 
+def table_placements(tasks: list[Any], folder: Path, jobs: int) -> list[Any]:
+    """Section 1's placements through ``gnplace.evaluate`` (resuming from ``folder``), a line as each finishes.
+
+    Returns:
+        list: the rows of ``folder/results.csv`` (:func:`rows_of` picks those of ``tasks``).
+    """
+    from gnplace.evaluate import evaluate, task_key
+
+    total = len({task_key(t) for t in tasks})  # a task asked twice runs once
+    todo = [total]
+    done = [0]
+
+    def reused(count: int) -> None:
+        todo[0] = total - count
+        print(f"[report] section 1: {count} saved, {todo[0]} to run", flush=True)
+
+    def progress(row: Any) -> None:
+        done[0] += 1
+        print(f"[report] section 1 {done[0]}/{todo[0]}: {row.graph}|{row.cluster}|{row.placer}"
+              + (f" ERROR {row.error}" if row.error else ""), flush=True)
+
+    return evaluate(tasks, folder, jobs=jobs, progress=progress, reused=reused)
+
+
 def train_graphs(family: str, count: int) -> list[str]:
     """The first ``count`` train graphs of a shipped family."""
     from gnplace.datasets import load_manifest
@@ -539,10 +563,16 @@ def machine() -> str:
 
 def run(args: argparse.Namespace) -> Path:
     """Run every section (resuming from ``--out``), then write the report and its figures."""
+    from gnplace.cli.common import check_output_file, check_output_folder
+
     config = QUICK if args.quick else FULL
     out = Path(args.out)
     doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else Path("docs/RESULTS.md"))
     figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else Path("docs/figures"))
+    # refused before the runs, not when the report is written at their end (21 minutes in)
+    for folder, flag in ((args.out, "--out"), (figures, "--figures"), (args.cache, "--cache")):
+        check_output_folder(folder, flag)
+    check_output_file(doc, "--doc")
     out.mkdir(parents=True, exist_ok=True)
     figures.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -550,15 +580,14 @@ def run(args: argparse.Namespace) -> Path:
     sys.path.insert(0, str(ROOT / "scripts"))
 
     # 1. every placer on the test splits (and real models) on the presets
-    from gnplace.evaluate import Task, evaluate, summarise
+    from gnplace.evaluate import Task, summarise
 
     paths = [p for f in config.families for p in test_graphs(f, config.table_per_family)]
     if config.real:
         paths += sorted(str(p) for p in (ROOT / "datasets" / "real").glob("*.gnpg"))
     tasks = [Task.with_options(p, c, name, {"samples": 16} if name == "policy" else None)
              for p in paths for c in config.table_clusters for name in config.table_placers]
-    print(f"[report] section 1: {len(tasks)} placements", flush=True)
-    table_rows = evaluate(tasks, out / "table", jobs=args.jobs)
+    table_rows = table_placements(tasks, out / "table", args.jobs)
     summary = summarise(rows_of(tasks, table_rows))  # not a full report's rows in a quick one's table
 
     # 2. learned placers with one budget

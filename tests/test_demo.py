@@ -70,3 +70,28 @@ def test_bad_input_is_one_error_line_and_exit_2(args, message):
     done = _demo(*args)
     assert done.returncode == 2 and done.stderr.startswith("demo: error: ") and message in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "FILE/sub"], "--out FILE/sub: cannot write there, FILE is not a folder"),
+    (["--jobs", "0"], "--jobs must be at least 1, got 0"),
+])
+def test_demo_refuses_a_chart_folder_under_a_file_and_no_worker_before_placing(tmp_path, load_script, capsys,
+                                                                              monkeypatch, args, message):
+    """Both were found only once every graph was placed (the first a traceback, the second ran as one job)."""
+    demo = load_script("demo")
+
+    def no_placements(jobs):
+        raise AssertionError("placed before the options were checked")
+
+    monkeypatch.setattr(demo, "task_mapper", no_placements)
+    (tmp_path / "FILE").write_text("a file where the chart's folder goes")
+    argv = ["--clusters", "k80x2", "--jobs", "1", *[str(tmp_path / a) if "FILE" in a else a for a in args]]
+    assert demo.main(argv) == 2
+    assert capsys.readouterr().err == "demo: error: " + message.replace("FILE", str(tmp_path / "FILE")) + "\n"
+
+
+def test_baselines_refuse_no_cluster_in_one_line(load_script, capsys):
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"), "--clusters", ""]) == 2
+    assert capsys.readouterr().err == "demo: error: --clusters names no cluster: ''\n"

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -57,6 +59,49 @@ def test_section_one_summarises_this_runs_tasks_alone(tmp_path, load_script):
     assert line["placer"] == "single" and line["vs_best"] == 1.0 and line["best_count"] == 1
 
 
+def test_section_one_prints_each_placement_and_what_an_earlier_run_saved(tmp_path, load_script, capsys):
+    """Section 1 (a thousand placements in a full report) says how many are saved and each one as it finishes."""
+    from gnplace.evaluate import Task
+
+    report = load_script("report")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    tasks = [Task(graph, "k80x2", "single"), Task(graph, "k80x2", "heft"), Task(graph, "k80x2", "single")]
+    assert len(report.table_placements(tasks, tmp_path, 1)) == 2
+    out = capsys.readouterr().out
+    assert "[report] section 1: 0 saved, 2 to run" in out
+    assert "[report] section 1 1/2: mlp1x8w6144b256|k80x2|single" in out and "section 1 2/2: " in out
+    rows = report.table_placements([*tasks, Task(graph, "k80x2", "m_etf")], tmp_path, 1)
+    out = capsys.readouterr().out
+    assert len(rows) == 3 and "section 1: 2 saved, 1 to run" in out and "section 1 1/1: mlp1x8w6144b256|k80x2|m_etf" in out
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--doc", "FOLDER", "--doc FOLDER: is a folder, expected a file"),
+    ("--doc", "FILE/RESULTS.md", "--doc FILE/RESULTS.md: cannot write there"),
+    ("--cache", "FILE", "--cache FILE: is a file, expected a folder"),
+    ("--figures", "FILE/figures", "--figures FILE/figures: cannot write there"),
+])
+def test_report_refuses_where_it_cannot_write_before_any_run(tmp_path, load_script, capsys, monkeypatch, option,
+                                                              value, message):
+    """A report that could not be written once its runs are done (21 minutes in) is one error line at the start."""
+    import gnplace.evaluate
+
+    def no_runs(*args, **kwargs):
+        raise AssertionError("placed before the report's files were checked")
+
+    monkeypatch.setattr(gnplace.evaluate, "evaluate", no_runs)
+    (tmp_path / "FILE").write_text("a file")
+    (tmp_path / "FOLDER").mkdir()
+    given = str(tmp_path / value)
+    argv = ["report", "--quick", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--jobs", "1",
+            option, given]
+    code = load_script("bench").main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("bench: error: " + message.replace(value, given)), err
+    assert not (tmp_path / "out").exists()
+
+
 def test_minutes_spent_add_up_and_survive_a_file_cut_short(tmp_path, load_script):
     """A resumed report adds its minutes; an ``elapsed.json`` emptied by a kill counts as none, never a traceback."""
     report = load_script("report")
@@ -90,6 +135,7 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert (ROOT / "docs" / "RESULTS.md").read_bytes() == committed
     assert "(quick)" in (out / "RESULTS.md").read_text() and list((out / "figures").glob("report_*.png"))
+    assert re.search(r"section 1: \d+ saved, 0 to run", second.stdout)
     assert re.search(r"section 2: \d+ saved, 0 to run", second.stdout)
     assert re.search(r"section 4: \d+ saved, 0 to run", second.stdout)
 

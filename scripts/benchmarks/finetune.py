@@ -34,11 +34,27 @@ def search_fields(name: str, placer: Any, graph: Any, cluster: Any, seed: int) -
 
 
 def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
-    """``folder/name`` (the folder made) and the rows an earlier run left there (a run resumes)."""
+    """``folder/name`` (the folder made) and the rows an earlier run left there (a run resumes).
+
+    Raises:
+        InvalidArgument: if ``folder/name`` is not such a file (another program's, or not JSON), rather than
+            a traceback or a file replaced by this run's rows.
+    """
+    from gnplace.exceptions import InvalidArgument
+
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     done_file = out / name
-    return done_file, json.loads(done_file.read_text()) if done_file.exists() else []
+    if not done_file.exists():
+        return done_file, []
+    try:
+        rows = json.loads(done_file.read_text(encoding="utf-8"))
+    except ValueError as err:  # not UTF-8, or not JSON
+        rows = err
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"graph", "cluster"} <= r.keys() for r in rows):
+        raise InvalidArgument(f"{done_file}: not the rows of an earlier run (a JSON list of rows); move it away or "
+                              "pick another --out")
+    return done_file, rows
 
 
 def cluster_names(specs: list[str]) -> dict[str, str]:
@@ -46,6 +62,21 @@ def cluster_names(specs: list[str]) -> dict[str, str]:
     from gnplace.cluster import load_cluster
 
     return {spec: load_cluster(spec).name for spec in specs}
+
+
+def cluster_fingerprints(specs: list[str]) -> dict[str, str]:
+    """Each cluster's :meth:`~gnplace.cluster.Cluster.fingerprint` by the name rows keep.
+
+    A row records its cluster's, so that a cluster file edited under the same name runs its pairs again.
+    """
+    from gnplace.cluster import load_cluster
+
+    return {cluster.name: cluster.fingerprint() for cluster in map(load_cluster, specs)}
+
+
+def same_cluster(row: dict[str, Any], fingerprints: dict[str, str]) -> bool:
+    """Whether ``row`` was made on the cluster of its name this run places on (a row of before 2026-11-30: yes)."""
+    return row.get("cluster_fingerprint", fingerprints.get(row["cluster"])) == fingerprints.get(row["cluster"])
 
 
 def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, done_file: Path,
@@ -89,7 +120,8 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
     path, cluster_name, budget, seed, tuning, scratch, scratch_done = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
-                           "cluster": cluster.name, "budget": budget, "seed": seed, "finetune_options": tuning,
+                           "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
+                           "seed": seed, "finetune_options": tuning,
                            "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision,
                            "finetune_files": _finetune_files(tuning)}
     placers: list[tuple[str, PPOSearchPlacer]] = [("finetune", FineTunePlacer(budget=budget, **tuning))]
@@ -122,9 +154,11 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     for name, given in (("finetune", tuning), ("ppo", {"prelude": 0.0, **scratch})):  # as each row makes them
         make_placer(name, budget=args.budget, **given)  # a bad -O option: one error line here, not a traceback
 
+    prints = cluster_fingerprints(args.clusters)
+
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
-                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision)
+                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision and same_cluster(r, prints))
 
     def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
         return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
@@ -248,7 +282,8 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
     path, cluster_name, budget, seed, mismatch = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
-                           "budget": budget, "seed": seed, "mismatch": list(mismatch),
+                           "cluster_fingerprint": cluster.fingerprint(), "budget": budget, "seed": seed,
+                           "mismatch": list(mismatch),
                            "finetune_revision": FineTunePlacer.revision, "finetune_files": _finetune_files({})}
     for model in SCREEN_MODELS:
         placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
@@ -264,10 +299,12 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     done_file, rows = rows_file(args.out, "screen_model.json")
     mismatch = [float(v) for v in args.mismatch]
     files = _finetune_files({})
+    prints = cluster_fingerprints(args.clusters)
 
     def this_run(r: dict[str, Any]) -> bool:
         return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
-                and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files)
+                and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files
+                and same_cluster(r, prints))
 
     done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
     names = cluster_names(args.clusters)
@@ -317,7 +354,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other
     fine-tuning options, revision or checkpoint content in the same ``OUT`` reuses the searches from
     scratch of the same pair, budget, seed, options and revision (deterministic on one machine) and
-    adds its rows.
+    adds its rows; a cluster file edited under the same name runs its pairs again.
     """
     rows = bench_finetune(args)
     print(finetune_table(rows))

@@ -26,7 +26,7 @@ def load_cluster_name(spec: str) -> str:
 
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
-    from gnplace.evaluate import Task, collect_graphs, evaluate
+    from gnplace.evaluate import Task, collect_graphs, evaluate, task_key
 
     graphs = []
     for family in args.families:
@@ -36,14 +36,19 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     options = parse_placer_options(args.option, args.placers)
     tasks += [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed)
               for g in graphs for c in args.clusters for p in args.placers]
+    total = len({task_key(t) for t in tasks})  # a task asked twice (--placers auto) runs once
     done = [0]
+
+    def reused(count: int) -> None:  # rows saved by an earlier run count as done: the count ends at the total
+        done[0] = count
+        print(f"{count} of {total} placements saved in {args.out}, {total - count} to run", flush=True)
 
     def progress(row: Any) -> None:
         done[0] += 1
-        print(f"[{done[0]}/{len(tasks)}] {row.graph} {row.cluster} {row.placer}: {row.step_time_s * 1e3:.3f} ms "
+        print(f"[{done[0]}/{total}] {row.graph} {row.cluster} {row.placer}: {row.step_time_s * 1e3:.3f} ms "
               f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
 
-    rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress)
+    rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress, reused=reused)
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
     auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto" and r.seed == args.seed}
@@ -73,9 +78,16 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     import matplotlib.pyplot as plt
 
     from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InvalidArgument
     from gnplace.graph_io import load_graph
     from gnplace.placers import make_placer
+    from gnplace.placers.registry import PLACERS
 
+    for name in args.placers:  # refused before any placement: a placer with no budget draws no curve
+        if "budget" not in PLACERS.info(name).accepts:
+            searches = ", ".join(n for n in PLACERS.names() if "budget" in PLACERS.info(n).accepts)
+            raise InvalidArgument(f"--placers {name}: takes no budget and has no learning curve; curves draws "
+                                  f"the search placers' ({searches})")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []

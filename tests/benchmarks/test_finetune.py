@@ -130,3 +130,38 @@ def test_mismatched_steps_time_what_the_placer_does_not_know(load_script):
     assert slow_links.time(graph, cluster, split).step_time > same.time(graph, cluster, split).step_time
     noisy = bench.MismatchedSteps(graph, cluster, 0.5, 1.0, 1.0)
     assert noisy.time_batch(graph, cluster, [split, split]).step_time[0] != same.time(graph, cluster, split).step_time
+
+
+@pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
+def test_a_cluster_file_edited_under_the_same_name_runs_its_pairs_again(tmp_path, load_script, capsys, bench_name,
+                                                                          rows_file):
+    """Rows were found by the cluster's name alone: faster links in the same file reused the old cluster's rows."""
+    bench = load_script("bench")
+    cluster = tmp_path / "mine.yaml"
+    text = (ROOT / "configs" / "clusters" / "newkind4.yaml").read_text()
+    cluster.write_text(text)
+    cmd = [bench_name, "--families", "ptb", "--per-family", "1", "--clusters", str(cluster), "--budget", "20",
+           "--jobs", "1", "--out", str(tmp_path / "out")]
+    assert bench.main(cmd) == 0 and bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    assert len(json.loads((tmp_path / "out" / rows_file).read_text())) == 1  # the same file: resumed
+    cluster.write_text(text.replace("bandwidth: 240 GB/s", "bandwidth: 24 GB/s"))
+    capsys.readouterr()
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    first, second = json.loads((tmp_path / "out" / rows_file).read_text())
+    assert first["cluster"] == second["cluster"] == "newkind4"
+    assert first["cluster_fingerprint"] != second["cluster_fingerprint"]
+    if bench_name == "finetune":
+        assert second["scratch_s"] != first["scratch_s"]  # the search from scratch ran again on the new links
+        assert capsys.readouterr().out.count("| ptb_") == 1  # the table shows the new cluster's row alone
+
+
+@pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
+@pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b'{"graph": "ptb_002"}', b"[1, 2]"])
+def test_a_rows_file_of_something_else_is_one_error_line(tmp_path, load_script, capsys, bench_name, rows_file, content):
+    (tmp_path / rows_file).write_bytes(content)
+    code = load_script("bench").main([bench_name, "--families", "ptb", "--per-family", "1", "--clusters", "k80x2",
+                                      "--budget", "20", "--jobs", "1", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith(f"bench: error: {tmp_path / rows_file}: not the rows of an earlier run"), err
+    assert (tmp_path / rows_file).read_bytes() == content  # left as it was

@@ -46,3 +46,29 @@ def test_ppo_speed_times_one_iteration(load_script):
     search = load_script("benchmarks.search")
     result = search.bench_ppo_speed(argparse.Namespace(nodes=60, cluster="k80x2", samples=4, epochs=1, repeat=1))
     assert result["seconds_per_iteration"] > 0 and result["samples"] == 4 and 0 < result["nodes"] <= 60
+
+
+def test_search_progress_counts_the_rows_an_earlier_run_saved(load_script, tmp_path, capsys):
+    """A rerun with another budget reuses auto's row: its one placement is the last of two, not the first."""
+    search = load_script("benchmarks.search")
+
+    def args(budget):
+        return argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=["k80x2"], seed=0,
+                                  placers=["annealing", "auto"], option=[], budget=budget, jobs=1, out=str(tmp_path))
+
+    search.bench_search(args(40))
+    first = capsys.readouterr().out
+    assert "0 of 2 placements saved" in first and "[2/2] ptb_002 k80x2 " in first  # auto asked twice runs once
+    search.bench_search(args(30))
+    again = capsys.readouterr().out
+    assert "1 of 2 placements saved" in again and "[2/2] ptb_002 k80x2 annealing" in again, again
+
+
+def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_path, capsys):
+    bench = load_script("bench")
+    code = bench.main(["curves", "--graphs", "datasets/ptb/ptb_002.gnpg", "--cluster", "k80x2", "--placers",
+                       "annealing", "single", "--budget", "10", "--out", str(tmp_path / "curves")])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1
+    assert err.startswith("bench: error: --placers single: takes no budget") and "annealing" in err
+    assert not (tmp_path / "curves").exists()  # refused before any work
