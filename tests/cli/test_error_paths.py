@@ -186,7 +186,7 @@ def test_generate_evaluate_profile_pretrain_out_is_a_file(capsys, graph, kept):
 def test_evaluate_results_csv_that_is_a_folder(tmp_path, capsys, graph):
     (tmp_path / "out" / "results.csv").mkdir(parents=True)
     code = main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(tmp_path / "out")])
-    assert "not a results file" in one_error(capsys, code)
+    assert "results.csv: is a folder, expected a file" in one_error(capsys, code)  # refused before any run
 
 
 def test_run_reporting_errors_reports_os_errors_but_not_programming_errors(capsys):
