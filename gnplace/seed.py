@@ -24,8 +24,8 @@ def as_generator(seed: SeedLike = None) -> np.random.Generator:
     """A ``numpy.random.Generator`` from an int seed, an existing generator (returned as is) or None.
 
     Raises:
-        TypeError: if ``seed`` is none of these.
-        InvalidArgument: if ``seed`` is a negative int (numpy seeds are non-negative).
+        InvalidArgument: if ``seed`` is none of these (a float, a string: one line, as every bad input), or a
+            negative int (numpy seeds are non-negative).
 
     Examples:
         >>> bool(as_generator(3).integers(100) == as_generator(3).integers(100))
@@ -33,11 +33,11 @@ def as_generator(seed: SeedLike = None) -> np.random.Generator:
     """
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int, a numpy Generator or None, got {seed!r}")
-    if seed is not None and seed < 0:
-        from gnplace.exceptions import InvalidArgument
+    from gnplace.exceptions import InvalidArgument
 
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise InvalidArgument(f"seed must be an int, a numpy Generator or None, got {seed!r}")
+    if seed is not None and seed < 0:
         raise InvalidArgument(f"seed must be >= 0, got {seed}")
     return np.random.default_rng(seed)
 
@@ -54,7 +54,7 @@ def torch_seed(seed: SeedLike = None) -> int:
         int: the torch seed.
 
     Raises:
-        TypeError: if ``seed`` is none of these.
+        InvalidArgument: if ``seed`` is none of these.
 
     Examples:
         >>> torch_seed(5)
@@ -77,7 +77,7 @@ def torch_generator(seed: SeedLike = None) -> torch.Generator:
         torch.Generator: the generator, to pass as ``generator=`` to torch's sampling functions.
 
     Raises:
-        TypeError: if ``seed`` is not an int, a numpy generator or None.
+        InvalidArgument: if ``seed`` is not an int, a numpy generator or None.
 
     Examples:
         >>> import torch
@@ -107,7 +107,7 @@ def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
         int: the torch seed used.
 
     Raises:
-        TypeError: if ``seed`` is not an int, a numpy generator or None.
+        InvalidArgument: if ``seed`` is not an int, a numpy generator or None.
 
     Examples:
         >>> import torch

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.seed import as_generator, seeded_torch, torch_generator, torch_seed
 
 
@@ -37,7 +38,7 @@ def test_none_gives_a_fresh_generator():
 
 @pytest.mark.parametrize("seed", [1.5, "3", True, False, [1], np.random.RandomState(0)])
 def test_bad_seed(seed):
-    with pytest.raises(TypeError, match=r"seed must be an int, a numpy Generator or None, got "):
+    with pytest.raises(InvalidArgument, match=r"seed must be an int, a numpy Generator or None, got "):
         as_generator(seed)
 
 
@@ -68,7 +69,7 @@ def test_torch_seed_takes_one_draw_from_a_generator():
 
 @pytest.mark.parametrize("seed", [1.5, "3", True])
 def test_torch_seed_rejects_bad_seeds(seed):
-    with pytest.raises(TypeError, match=r"seed must be an int, a numpy Generator or None, got "):
+    with pytest.raises(InvalidArgument, match=r"seed must be an int, a numpy Generator or None, got "):
         torch_seed(seed)
 
 
@@ -155,6 +156,6 @@ def test_seeded_torch_restores_the_state_when_the_body_raises():
 
 def test_seeded_torch_rejects_a_bad_seed_before_touching_torch():
     before = torch.get_rng_state()
-    with pytest.raises(TypeError, match=r"seed must be an int"), seeded_torch(2.5):  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"seed must be an int"), seeded_torch(2.5):  # type: ignore[arg-type]
         pass
     assert torch.equal(torch.get_rng_state(), before)

@@ -103,8 +103,11 @@ class RealStepTimer(StepTimer):
     """
 
     def __init__(self, step: Any, *, warmup: int = 1, repeats: int = 5, lr: float = 1e-3) -> None:
-        if warmup < 0 or repeats < 1:
-            raise InvalidArgument(f"need warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
+        def whole(value: Any) -> bool:  # 2.5 was cut to 2 and True read as 1
+            return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+        if not (whole(warmup) and whole(repeats)) or warmup < 0 or repeats < 1:
+            raise InvalidArgument(f"need whole numbers warmup >= 0 and repeats >= 1, got {warmup!r} and {repeats!r}")
         self.program = as_program(step)
         self.warmup = int(warmup)
         self.repeats = int(repeats)

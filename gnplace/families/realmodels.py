@@ -303,11 +303,16 @@ def write_real_dataset(
 
     Raises:
         UnknownName: for a name not in :data:`REAL_MODELS`, or an unknown optimizer (before ``out`` is made).
+        InvalidArgument: for an empty ``names`` (``None`` is all of them; ``[]`` built all five too).
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
 
-    names = names or list(REAL_MODELS)
+    if names is not None and not names:
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument("write_real_dataset: names is empty; give model names, or None for all of them")
+    names = list(REAL_MODELS) if names is None else names
     for name in names:
         _check_model(name)
     _check_optimizer(optimizer)  # it was refused by the importer, after ``out`` was made and a model built

@@ -305,8 +305,9 @@ class BudgetedTimer(StepTimer):
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
         """Time one placement with the wrapped timer (one evaluation)."""
         placed = as_placement(graph, cluster, placement)
-        self._spend(1)
+        self._afford(1)
         result = self.timer.time(graph, cluster, placed, timeline=timeline)
+        self.evaluations += 1  # counted once made: a wrapped timer that refuses (its own budget) made none
         self._consider(graph, cluster, placed.devices[None, :], np.array([result.step_time]),
                        np.asarray(result.peak_memory, dtype=np.float64)[None, :])
         return result
@@ -314,8 +315,9 @@ class BudgetedTimer(StepTimer):
     def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
         """Time ``[batch, num_ops]`` placements with the wrapped timer (``batch`` evaluations)."""
         array = check_batch(graph, cluster, placements)
-        self._spend(array.shape[0])
+        self._afford(array.shape[0])
         result = self.timer.time_batch(graph, cluster, array)
+        self.evaluations += array.shape[0]
         self._consider(graph, cluster, array, result.step_time, result.peak_memory)
         return result
 
@@ -331,13 +333,13 @@ class BudgetedTimer(StepTimer):
                                    f"(batch, {graph.num_groups}) for graph {graph.name!r}")
         return self.time_batch(graph, cluster, array[:, graph.group])
 
-    def _spend(self, count: int) -> None:
+    def _afford(self, count: int) -> None:
+        """Raise :class:`BudgetExhausted` unless ``count`` more evaluations fit the budget."""
         if self.budget is not None and self.evaluations + count > self.budget:
             raise BudgetExhausted(
                 f"timing {count} more placement(s) would exceed the budget of {self.budget} evaluations "
                 f"({self.evaluations} spent)"
             )
-        self.evaluations += count
 
     def _consider(
         self, graph: OpGraph, cluster: Cluster, array: np.ndarray, step_time: np.ndarray, peak_memory: np.ndarray

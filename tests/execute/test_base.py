@@ -82,3 +82,15 @@ def test_time_caches_by_placement_and_measure_runs_afresh():
     assert timer.runs == timer.measured == 3
     with pytest.raises(InvalidPlacement, match="recorded step"):
         timer.measure(chain_graph(3), cluster, [0, 0, 0])
+
+
+@pytest.mark.parametrize("kwargs", [dict(repeats=2.5), dict(warmup=True), dict(repeats=0), dict(warmup=-1),
+                                    dict(repeats="5")])
+def test_warmup_and_repeats_are_whole_numbers(kwargs):
+    """2.5 repeats was cut to 2, warmup=True read as one step."""
+    from gnplace.execute.examples import tiny
+    from gnplace.execute.local import LocalTimer
+    from gnplace.importers.torch import import_step
+
+    with pytest.raises(InvalidArgument, match=r"^need whole numbers warmup >= 0 and repeats >= 1"):
+        LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], **kwargs)

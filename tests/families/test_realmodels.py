@@ -121,3 +121,12 @@ def test_an_unknown_optimizer_is_refused_before_building_or_writing(tmp_path):
     for make in (real_graph, real_onnx_graph):
         with pytest.raises(UnknownName, match="unknown optimizer 'lamb'"):
             make("gpt2", optimizer="lamb")
+
+
+def test_an_empty_list_of_models_is_refused_not_read_as_all_five(tmp_path):
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.families.realmodels import write_real_dataset
+
+    with pytest.raises(InvalidArgument, match="names is empty"):
+        write_real_dataset(tmp_path / "real", names=[])
+    assert not (tmp_path / "real").exists()

@@ -240,3 +240,14 @@ def test_geomean_refuses_weights_that_do_not_match_the_values():
         geomean([1.0, 4.0], weights=[math.nan, 1])
     assert geomean([1.0, 4.0, None], weights=(w for w in (1, 1, 5))) == pytest.approx(2.0)  # a generator of weights
     assert math.isnan(geomean([1.0, 4.0], weights=[0, 0]))
+
+
+def test_a_wrapped_timer_that_refuses_leaves_no_evaluation_counted():
+    """A budget of 0 inside a budget of 5: the inner refuses, so the outer made no evaluation (it counted 1)."""
+    graph, cluster = chain_graph(2), load_cluster("k80x2")
+    outer = BudgetedTimer(BudgetedTimer(Simulator(), budget=0), budget=5)
+    with pytest.raises(BudgetExhausted):
+        outer.time(graph, cluster, [0, 0])
+    with pytest.raises(BudgetExhausted):
+        outer.time_batch(graph, cluster, np.zeros((2, 2), dtype=np.int64))
+    assert outer.evaluations == 0 and outer.remaining == 5
