@@ -91,6 +91,7 @@ class PlacedModule(torch.nn.Module):
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
+        self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
         self._check_state(moved=False)
         named = dict(module.named_parameters())
         with torch.no_grad():
@@ -177,7 +178,7 @@ class PlacedModule(torch.nn.Module):
         redo = "record the step again (import_step), place its graph again and apply again"
         params = dict(self.module.named_parameters())
         state = {**dict(self.module.named_buffers()), **params}
-        for name, (dtype, shape) in _recorded_state(self.program).items():
+        for name, (dtype, shape) in self.recorded_state.items():
             kind = "parameter" if name in params or name in self.program.params else "buffer"
             now = state.get(name)
             if now is None:

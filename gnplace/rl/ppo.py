@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["PPOConfig", "normalise_advantages", "ppo_loss", "adapt_beta"]
+__all__ = ["PPOConfig", "normalise_advantages", "ppo_loss", "exact_kl", "adapt_beta"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,21 @@ def risk_seeking_advantages(rewards: np.ndarray, share: float) -> torch.Tensor:
     return torch.where(r >= cut, r - cut, torch.zeros_like(r)) / (r.std(unbiased=False) + 1e-8)
 
 
+def exact_kl(old_log_probs: torch.Tensor, new_log_probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """:math:`\\mathrm{KL}(\\pi_{\\theta_{old}} \\| \\pi_\\theta)`, exact over the allowed devices, mean over decisions.
+
+    Args:
+        old_log_probs (torch.Tensor): :math:`\\log\\pi_{\\theta_{old}}` of every device, ``[..., D]``.
+        new_log_probs (torch.Tensor): :math:`\\log\\pi_\\theta` of every device, ``[..., D]``.
+        mask (torch.Tensor): allowed devices, ``[..., D]`` bool (masked devices have log-probability ``-inf``).
+    """
+    # masked devices have log-probability -inf: zero them before any product, or 0 * -inf poisons the gradient
+    old_safe = old_log_probs.masked_fill(~mask, 0.0)
+    new_safe = new_log_probs.masked_fill(~mask, 0.0)
+    p_old = old_safe.exp() * mask
+    return (p_old * (old_safe - new_safe)).sum(-1).mean()
+
+
 def ppo_loss(
     new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor,
     mask: torch.Tensor, *, clip: float, beta: float, entropy: float,
@@ -112,12 +127,9 @@ def ppo_loss(
     pg_loss1 = -adv * ratio
     pg_loss2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip)
     pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-    # masked devices have log-probability -inf: zero them before any product, or 0 * -inf poisons the gradient
-    old_safe = old_log_probs.masked_fill(~mask, 0.0)
-    new_safe = new_log_probs.masked_fill(~mask, 0.0)
     # ALGO LOGIC: KL(pi_old || pi_theta) per decision, exact over the allowed devices
-    p_old = old_safe.exp() * mask
-    kl = (p_old * (old_safe - new_safe)).sum(-1).mean()
+    kl = exact_kl(old_log_probs, new_log_probs, mask)
+    new_safe = new_log_probs.masked_fill(~mask, 0.0)  # 0, not -inf, where masked: 0 * -inf poisons the gradient
     p_new = new_safe.exp() * mask
     ent = -(p_new * new_safe).sum(-1).mean()  # H(pi_theta(.|s_t))
     loss = pg_loss + beta * kl - entropy * ent

@@ -56,7 +56,7 @@ def ppo_update(
     """
     import torch
 
-    from gnplace.rl.ppo import adapt_beta, ppo_loss
+    from gnplace.rl.ppo import adapt_beta, exact_kl, ppo_loss
 
     mask = torch.ones_like(old_log_probs, dtype=torch.bool)  # every device allowed: the seeds mask nothing
     for _ in range(config.epochs):  # K epochs of gradient steps on the batch
@@ -72,8 +72,7 @@ def ppo_update(
     # ALGO LOGIC: d = KL(pi_old || pi_theta) of the updated policy, after the K steps (Schulman et al. 2017, sec. 4);
     # the loss's KL is the one before each step: 0 at the first, so with one epoch beta only ever halved
     with torch.no_grad():
-        new_log_probs = policy.log_probs(x, actions)
-        kl = float((old_log_probs.exp() * (old_log_probs - new_log_probs)).sum(-1).mean())
+        kl = float(exact_kl(old_log_probs, policy.log_probs(x, actions), mask))
     return adapt_beta(beta, kl, config.kl_target)  # beta <- beta / 2 or 2 beta
 
 
