@@ -10,6 +10,7 @@ input element. View-like ops are not counted here: the importer folds them into 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -116,6 +117,194 @@ def _conv_flops(x: Any, w: Any, out: Any, transposed: bool = False) -> float:
     return 2.0 * _numel(x if transposed else out) * per_group * kernel
 
 
+def _reduction_mode(value: Any, default: int = 1) -> int:
+    """The ``reduction`` argument of aten's losses: 0 none, 1 mean, 2 sum (default: mean, as the functional losses)."""
+    return int(value) if isinstance(value, (int, bool)) else default
+
+
+def _binary_cross_entropy(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``binary_cross_entropy(input, target, weight, reduction)``, per element of ``input``.
+
+    ``-(t log x + (1 - t) log(1 - x))``: two logs (4 FLOP each, as :data:`_ELEMENTWISE`'s ``log``; aten clamps
+    each at -100, one FLOP each), ``1 - x``, ``1 - t``, two products, a sum and a negation (6): 16 FLOP; one
+    more for a ``weight``, one more for a mean or sum over the elements.
+    """
+    weight = args[2] if len(args) > 2 else kwargs.get("weight")
+    reduction = _reduction_mode(args[3] if len(args) > 3 else kwargs.get("reduction", 1))
+    per = 16.0 + (1.0 if isinstance(weight, torch.Tensor) else 0.0) + (1.0 if reduction else 0.0)
+    return per * _numel(args[0])
+
+
+def _binary_cross_entropy_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``binary_cross_entropy_backward(grad_output, input, target, weight, reduction)``, per element of ``input``.
+
+    aten's formula ``grad * (x - t) / max((1 - x) x, eps)``: a difference, ``1 - x``, a product, the clamp, a
+    division and the product with the gradient (6 FLOP); one more for a ``weight``, one for a mean's ``1 / n``.
+    """
+    weight = args[3] if len(args) > 3 else kwargs.get("weight")
+    reduction = _reduction_mode(args[4] if len(args) > 4 else kwargs.get("reduction", 1))
+    per = 6.0 + (1.0 if isinstance(weight, torch.Tensor) else 0.0) + (1.0 if reduction == 1 else 0.0)
+    return per * _numel(args[1])
+
+
+#: Input points ``grid_sampler_2d`` reads per output element, by ``interpolation_mode``: bilinear 4 (0),
+#: nearest 1 (1), bicubic 16 (2), as :data:`_UPSAMPLE_TAPS` counts interpolation.
+_GRID_SAMPLE_TAPS = {0: 4, 1: 1, 2: 16}
+
+
+def _grid_sample_sizes(x: Any, grid: Any, mode: Any) -> tuple[int, int, int]:
+    """(output elements ``N C Ho Wo``, grid points ``N Ho Wo``, taps per output element) of a 2-d grid sample."""
+    points = _numel(grid) // max(_shape(grid)[-1], 1)
+    channels = _shape(x)[1] if len(_shape(x)) > 1 else 1
+    taps = _GRID_SAMPLE_TAPS.get(int(mode) if isinstance(mode, (int, bool)) else 0, 4)
+    return points * channels, points, taps
+
+
+def _grid_sampler_2d(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)``.
+
+    Per grid point, the two coordinates are unnormalised (a multiply-add each, 4 FLOP) and, but for nearest,
+    each tap's weight is a product of two distances (3 FLOP a tap); per output element (every channel of every
+    grid point), one FLOP per tap read (:data:`_GRID_SAMPLE_TAPS`, fvcore's convention for interpolation).
+    """
+    mode = args[2] if len(args) > 2 else kwargs.get("interpolation_mode", 0)
+    elements, points, taps = _grid_sample_sizes(args[0], args[1], mode)
+    weights = 0 if taps == 1 else 3 * taps
+    return float(elements * taps + points * (4 + weights))
+
+
+def _grid_sampler_2d_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode, align_corners, mask)``.
+
+    The input's gradient spreads each gradient element over its taps (a multiply-add, 2 FLOP a tap); the grid's
+    gradient weighs each tap's value by the derivative of its weight and the gradient, and sums (2 FLOP a tap)
+    per output element, then goes back through the unnormalisation (4 FLOP a grid point). Each is counted as
+    ``output_mask`` asks; the coordinates and tap weights are recomputed once (the forward's per-point work).
+    """
+    mode = args[3] if len(args) > 3 else kwargs.get("interpolation_mode", 0)
+    mask = args[6] if len(args) > 6 else kwargs.get("output_mask", [True, True])
+    elements, points, taps = _grid_sample_sizes(args[1], args[2], mode)
+    weights = 0 if taps == 1 else 3 * taps
+    flops = points * (4 + weights)
+    flops += 2 * elements * taps * bool(mask[0])
+    flops += (2 * elements * taps + 4 * points) * bool(mask[1])
+    return float(flops)
+
+
+def _cdist_pairs(x1: Any, x2: Any) -> tuple[int, int]:
+    """(pairs of rows ``B P R``, coordinates ``M``) of ``cdist(x1 [B, P, M], x2 [B, R, M])``."""
+    shape1, shape2 = _shape(x1), _shape(x2)
+    rows2 = shape2[-2] if len(shape2) > 1 else 1
+    return _numel(x1) // max(shape1[-1], 1) * rows2, shape1[-1] if shape1 else 1
+
+
+def _cdist_forward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_cdist_forward(x1, x2, p, compute_mode)``: the p-norm distance of every pair of rows.
+
+    A difference, its ``|d|^p`` and an add per coordinate of each pair (3 FLOP), then the ``1/p`` root of the
+    pair's sum (1 FLOP, as ``pow`` in :data:`_ELEMENTWISE`).
+    """
+    pairs, coordinates = _cdist_pairs(args[0], args[1])
+    return float(pairs * (3 * coordinates + 1))
+
+
+def _cdist_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_cdist_backward(grad, x1, x2, p, cdist)``: the gradient of ``x1`` (aten calls it again, swapped, for ``x2``).
+
+    Per pair of rows, ``grad / dist^(p-1)`` (1 FLOP); per coordinate of each pair, the difference, its
+    ``|d|^(p-2) d``, the product with the pair's factor and the sum over the other rows (4 FLOP).
+    """
+    pairs, coordinates = _cdist_pairs(args[1], args[2])
+    return float(pairs * (4 * coordinates + 1))
+
+
+def _embedding_bag(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights, ...)``.
+
+    Each looked-up row of ``D`` values is added into its bag (one FLOP per value; a compare for ``max``, mode 2),
+    multiplied first by its ``per_sample_weights`` (one more); a mean (mode 1) divides each bag by its size
+    (``D`` FLOP per bag).
+    """
+    weight, indices = args[0], args[1]
+    mode = args[4] if len(args) > 4 else kwargs.get("mode", 0)
+    per_sample = args[6] if len(args) > 6 else kwargs.get("per_sample_weights")
+    width = _shape(weight)[-1]
+    looked_up = _numel(indices) * width
+    flops = looked_up * (2 if isinstance(per_sample, torch.Tensor) else 1)
+    if int(mode) == 1 and outputs and isinstance(outputs[0], torch.Tensor):
+        flops += _numel(outputs[0])
+    return float(flops)
+
+
+def _bag_gradient(grad: Any, indices: Any, mode: Any, per_sample: Any) -> float:
+    """FLOP of the gradient of an embedding bag's table.
+
+    Each bag's gradient row is added to the row of every index of the bag (one FLOP per value), scaled first by
+    ``1 / size`` of a mean bag (mode 1) or by the index's per-sample weight (one more); a max bag (mode 2) passes
+    its row to the one index that won each value.
+    """
+    if int(mode) == 2:
+        return float(_numel(grad))
+    scaled = int(mode) == 1 or isinstance(per_sample, torch.Tensor)
+    return float(_numel(indices) * _shape(grad)[-1] * (2 if scaled else 1))
+
+
+def _embedding_bag_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_embedding_bag_backward``: :func:`_bag_gradient`.
+
+    Arguments: ``(grad, indices, offsets, offset2bag, bag_size, max_indices, num_weights, scale_grad_by_freq,
+    mode, sparse, per_sample_weights, ...)``.
+    """
+    mode = args[8] if len(args) > 8 else kwargs.get("mode", 0)
+    return _bag_gradient(args[0], args[1], mode, args[10] if len(args) > 10 else kwargs.get("per_sample_weights"))
+
+
+def _embedding_bag_dense_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_embedding_bag_dense_backward``: :func:`_bag_gradient`.
+
+    Arguments: ``(grad, indices, offset2bag, bag_size, max_indices, num_weights, scale_grad_by_freq, mode,
+    per_sample_weights, ...)``.
+    """
+    mode = args[7] if len(args) > 7 else kwargs.get("mode", 0)
+    return _bag_gradient(args[0], args[1], mode, args[8] if len(args) > 8 else kwargs.get("per_sample_weights"))
+
+
+def _embedding_bag_per_sample_weights_backward(
+    args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]
+) -> float:
+    """``(grad, weight, indices, ...)``: per index, the dot product of its bag's gradient with its row (2 ``D``)."""
+    return float(2 * _numel(args[2]) * _shape(args[1])[-1])
+
+
+def _median(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``median`` and ``nanmedian``, of the whole tensor or along a dim: 2 FLOP per input element.
+
+    A selection (introselect, ``nth_element``) makes about 2 comparisons per element on average, against 1 for
+    ``max``.
+    """
+    return 2.0 * _numel(args[0])
+
+
+_Rule = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], float]
+
+#: Rules of one op each that need more than a shape or two: losses, sampling, pairwise distances, bags, medians.
+_LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
+    "binary_cross_entropy": _binary_cross_entropy,
+    "binary_cross_entropy_backward": _binary_cross_entropy_backward,
+    "grid_sampler_2d": _grid_sampler_2d,
+    "grid_sampler_2d_backward": _grid_sampler_2d_backward,
+    "_cdist_forward": _cdist_forward,
+    "_cdist_backward": _cdist_backward,
+    "_embedding_bag": _embedding_bag,
+    "_embedding_bag_forward_only": _embedding_bag,
+    "_embedding_bag_backward": _embedding_bag_backward,
+    "_embedding_bag_dense_backward": _embedding_bag_dense_backward,
+    "_embedding_bag_per_sample_weights_backward": _embedding_bag_per_sample_weights_backward,
+    "median": _median,
+    "nanmedian": _median,
+}
+
+
 def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float | None:
     """FLOP of one aten op, or ``None`` if no rule knows ``name``.
 
@@ -216,6 +405,9 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return 3.0 * _numel(args[1])
     if name in ("embedding_dense_backward", "embedding_backward"):
         return float(_numel(args[0]))
+    rule = _LOSS_AND_SAMPLING_RULES.get(name)
+    if rule is not None:
+        return rule(args, kwargs, outputs)
     if name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
                 "_scaled_dot_product_flash_attention_for_cpu", "scaled_dot_product_attention"):
         q, k = args[0], args[1]

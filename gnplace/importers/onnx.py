@@ -18,7 +18,11 @@ builds the training graph of one step by the conventions of the PyTorch importer
   initializer when it is zero); where the file holds torch.export's graph signature, its buffers
   are no weights, and neither are the constants the exporter folded that stand for no parameter
   (the unit scale and zero bias of a norm without weights or over ``GroupNorm``'s groups, an
-  ``RNN``'s first step from its zero state);
+  ``RNN``'s first step from its zero state); where the file also records what each folded constant was
+  computed from (onnxscript's optimizer does), a constant folded from no parameter is no weight, one
+  folded from a parameter the file holds (a tied weight's transpose) is read from that parameter, and
+  one folded from a parameter the file no longer holds stands for it, with a warning when it may hold
+  only a part of it (the model's own slice, ``self.pos[:, :7]``: export with ``optimize=False``);
 * the graph outputs that depend on parameters feed one ``loss`` op (one FLOP per element), unless
   the model already returns a scalar, which is then the loss;
 * the backward pass is synthesised: each forward op gets one gradient op per input that needs a
@@ -429,6 +433,20 @@ def _module_of(node: onnx.NodeProto) -> str:
     return ""
 
 
+def _innermost_class(node: onnx.NodeProto) -> str:
+    """The class of the innermost module whose forward ran the node (``pkg.torch.onnx.class_hierarchy``), or ``""``."""
+    import ast
+
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.class_hierarchy":
+            try:
+                hierarchy = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                return ""
+            return str(hierarchy[-2]) if isinstance(hierarchy, list) and len(hierarchy) >= 2 else ""
+    return ""
+
+
 def _topological(nodes: Sequence[onnx.NodeProto], ready: set[str], source: str) -> list[int]:
     """Node indices in an order where every value is produced before it is read."""
     producer = {out: i for i, n in enumerate(nodes) for out in n.output if out}
@@ -519,6 +537,7 @@ def from_onnx(
     else:
         source = str(model)
         default_name = Path(model).name.removesuffix(".onnx")
+    folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
     proto = _without_weights(proto, copy=proto is model)
     graph = proto.graph
     order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
@@ -536,7 +555,7 @@ def from_onnx(
         inferred = _infer_shapes(proto, source)
     _check_declared_shapes(proto, inferred, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops),
-                       frozen, shapes_given=bool(input_shapes))
+                       frozen, shapes_given=bool(input_shapes), folded=folded)
     graph_meta = {
         "source": "onnx",
         "model": source if not isinstance(model, onnx.ModelProto) else "<ModelProto>",
@@ -724,7 +743,8 @@ class _Builder:
 
     def __init__(self, proto: onnx.ModelProto, source: str, rule: tuple[int, float], optimizer: str,
                  trainable: Iterable[str] | None, allow_unknown_ops: bool = False,
-                 frozen: Iterable[str] | None = None, *, shapes_given: bool = False) -> None:
+                 frozen: Iterable[str] | None = None, *, shapes_given: bool = False,
+                 folded: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.proto = proto
         self.source = source
         self.shapes_given = shapes_given  # whether the caller gave input shapes: do not advise it to
@@ -753,6 +773,8 @@ class _Builder:
         if self.frozen - set(self.inits):
             raise UnknownName(f"{source}: frozen names {sorted(self.frozen - set(self.inits))[0]!r}, which is not "
                               "an initializer of the model")
+        self.folded_from = dict(folded or {})
+        self.alias, self.parameter_of, self.made = _fold_roles(proto, self.folded_from, set(self.inits))
         # output nodes
         self.names: list[str] = []
         self.op_types: list[str] = []
@@ -842,11 +864,48 @@ class _Builder:
             skip = NON_DIFFERENTIABLE.get(kind, frozenset()) | _STATE_INPUTS.get(kind, frozenset())
             for pos, x in enumerate(node.input):
                 init = self.inits.get(x)
-                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES or (i, pos) in no_weight:
+                if init is None or pos in skip or init.data_type not in _FLOAT_TYPES or x in self.made:
                     continue
-                if math.prod(init.dims) >= 2:
+                if x in self.alias or x in self.parameter_of:  # folded from a parameter: its gradient is one
+                    found.add(self.alias.get(x, x))
+                elif (i, pos) not in no_weight and math.prod(init.dims) >= 2:
                     found.add(x)
         return found
+
+    def _warn_folded_parameters(self, trainable: set[str]) -> None:
+        """Warn once about parameters the exporter folded into constants that may hold only a part of them."""
+        folds: dict[str, list[str]] = {}
+        for x, parameter in sorted(self.parameter_of.items()):
+            if x in trainable:
+                folds.setdefault(parameter, []).append(x)
+        partial = {p: xs for p, xs in folds.items()
+                   if (len(xs) > 1 or any(self.folded_with_others(x) for x in xs)) and not self._read_by_torch_nn(xs)}
+        if not partial:
+            return
+        listed = "; ".join(f"{p!r} into {', '.join(f'{x} {list(self.shape(x) or ())}' for x in xs)}"
+                           for p, xs in partial.items())
+        warnings.warn(
+            f"{self.source}: the exporter folded parameters into constants computed with other values, which may "
+            f"hold only a part of each (a slice); the file no longer holds the parameters, so their bytes and "
+            f"gradients are counted at the constants' sizes: {listed} (export with torch.onnx.export(..., "
+            "optimize=False) to count each parameter whole)",
+            stacklevel=4,
+        )
+
+    def _read_by_torch_nn(self, values: Sequence[str]) -> bool:
+        """Whether every reader of ``values`` runs in a ``torch.nn`` module's own forward (the export's class scopes).
+
+        Those modules read their parameters whole (``GroupNorm`` reshapes its weight; ``MultiheadAttention`` splits
+        its input projection into three, which together are the whole): a fold there loses no byte. A slice that
+        may lose some is the model's own code (``self.pos[:, :7]``).
+        """
+        wanted = set(values)
+        readers = [n for n in self.nodes if wanted & set(n.input)]
+        return bool(readers) and all(_innermost_class(n).startswith("torch.nn.modules.") for n in readers)
+
+    def folded_with_others(self, value: str) -> bool:
+        """Whether the exporter folded ``value`` from other values besides one parameter (a slice, a reshape)."""
+        return len(self.folded_from.get(value, ())) > 1
 
     def _no_weight_reads(self) -> set[tuple[int, int]]:
         """The (node, input position) reads of initializers that hold no weight though a gradient flows there.
@@ -859,7 +918,8 @@ class _Builder:
         * by a node of a module that owns no parameter (a ``LayerNorm``, ``InstanceNorm`` or
           ``GroupNorm`` without affine weights gets a unit scale and a zero bias);
         * as the scale or bias of an ``InstanceNormalization`` over groups (its data is a view that
-          changed the channel size): ``GroupNorm``'s export, whose own weights follow as ``Mul``, ``Add``;
+          changed the channel size, or the rank): ``GroupNorm``'s export, whose own weights follow as ``Mul``,
+          ``Add``;
         * by ``Add``, ``Sub``, ``Mul`` or ``Div`` as large as the output (not broadcast over the batch,
           as a weight is) while holding a broadcast copy (its values repeat along an axis): a folded
           activation, such as an ``RNN``'s first step from its zero state (the hidden bias, once per
@@ -891,7 +951,11 @@ class _Builder:
         return reads
 
     def _regrouped(self, value: str, producer: Mapping[str, int]) -> bool:
-        """Whether ``value`` is a view (through view ops) of a value of another size in dimension 1."""
+        """Whether ``value`` is a view (through view ops) of a value of another shape.
+
+        ``GroupNorm``'s export reshapes ``[N, C, *spatial]`` to ``[N, G, -1]``: the size in dimension 1 changes,
+        or, with as many groups as channels, the rank (a 2-d or 3-d input).
+        """
         shape = self.shape(value)
         seen = 0
         while value in producer and seen < len(self.nodes):
@@ -901,13 +965,14 @@ class _Builder:
             value, seen = node.input[0], seen + 1
             before = self.shape(value)
             if shape is not None and before is not None and len(shape) > 1 and len(before) > 1 \
-                    and before[1] != shape[1]:
+                    and (before[1] != shape[1] or len(before) != len(shape)):
                 return True
         return False
 
     def build(self, graph_name: str, meta: dict[str, Any]) -> OpGraph:
         needed = self._needed()
         trainable = self._trainable(needed)
+        self._warn_folded_parameters(trainable)
         graph_inputs = {vi.name for vi in self.proto.graph.input if vi.name not in self.inits}
         # where each value comes from: ("node", node index, producing value), ("param", name),
         # ("input", name); absent = a constant
@@ -917,6 +982,10 @@ class _Builder:
         for x in trainable:
             ref[x] = ("param", -1, x)
         requires_grad: dict[str, bool] = {x: True for x in trainable}
+        for x, parameter in self.alias.items():  # a folded copy of a parameter (a tied weight's transpose)
+            if parameter in trainable and x not in trainable and x not in self.frozen:
+                ref[x] = ("param", -1, parameter)
+                requires_grad[x] = True
         input_node: dict[str, int] = {}
         param_users: dict[str, list[int]] = {}
         forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
@@ -1157,6 +1226,65 @@ def _exported_tensors(proto: onnx.ModelProto) -> tuple[set[str], set[str]] | Non
         return None
     parameters = {m.group(3) for m in found if m.group(1) == "PARAMETER"}
     return parameters, {m.group(3) for m in found if m.group(1) != "PARAMETER"} - parameters
+
+
+#: The metadata key under which onnxscript's optimizer records the values a constant it folded was computed from.
+_FOLDED_FROM_KEY = "pkg.onnxscript.optimizer.folded_from"
+
+
+def _folded_sources(proto: onnx.ModelProto) -> dict[str, tuple[str, ...]]:
+    """The values each constant was folded from, by name, as onnxscript's optimizer records them (else empty).
+
+    torch.onnx's optimised export folds computations on parameters (``self.pos[:, :7]``, ``weight.T``) into new
+    initializers, and names their sources in the value's metadata.
+    """
+    import ast
+
+    g = proto.graph
+    found: dict[str, tuple[str, ...]] = {}
+    for value in [*g.value_info, *g.input, *g.output, *g.initializer]:
+        for prop in getattr(value, "metadata_props", ()):
+            if prop.key != _FOLDED_FROM_KEY:
+                continue
+            try:
+                sources = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(sources, (list, tuple)) and all(isinstance(x, str) for x in sources):
+                found[value.name] = tuple(sources)
+    return found
+
+
+def _fold_roles(
+    proto: onnx.ModelProto, folded: Mapping[str, tuple[str, ...]], inits: set[str]
+) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """What each folded initializer stands for, by torch.export's signature and the folds' sources.
+
+    Returns:
+        tuple: ``alias`` (a constant folded from one parameter the file still holds, e.g. the transpose of a weight
+        tied to an embedding: a read of that parameter, which gets the gradient), ``parameter_of`` (a constant
+        folded from one parameter the file no longer holds: it stands for that parameter, whatever its size) and
+        ``made`` (constants folded from no parameter: a norm's unit scale, never weights). All empty for a file
+        without the signature or the folds' sources.
+    """
+    signature = _exported_tensors(proto)
+    if signature is None or not folded:
+        return {}, {}, set()
+    parameters = signature[0]
+    alias: dict[str, str] = {}
+    parameter_of: dict[str, str] = {}
+    made: set[str] = set()
+    for x, sources in folded.items():
+        if x not in inits or x in parameters:
+            continue
+        used = sorted({s for s in sources if s in parameters})
+        if not used:
+            made.add(x)
+        elif len(used) == 1 and used[0] in inits:
+            alias[x] = used[0]
+        elif len(used) == 1:
+            parameter_of[x] = used[0]
+    return alias, parameter_of, made
 
 
 def _repeats(init: TensorProto) -> bool:

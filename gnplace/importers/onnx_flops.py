@@ -128,11 +128,12 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
 #: Ops whose gradient with respect to one input reads the *other* inputs (products, selections).
 SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul", "Div", "Pow", "Where", "Attention",
                                 "Gather", "GatherElements", "GatherND", "Max", "Min", "PRelu",
-                                "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"} | _MATMULS | _NORMS)
+                                "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "GridSample"} | _MATMULS
+                               | _NORMS)
 #: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
 SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
                              "Pow", "Div", "Reciprocal", "Max", "Min", "HardSigmoid", "HardSwish", "Mish", "Selu",
-                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "Resize"} | _NORMS | _POOLS
+                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "Resize", "GridSample"} | _NORMS | _POOLS
                             | _GLOBAL_POOLS | {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSumExp"})
 #: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
 SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX
@@ -182,6 +183,29 @@ def _resize_taps(attrs: Mapping[str, Any], x: Shape | None, out: Shape | None) -
         return 1
     resized = sum(a != b for a, b in zip(x, out)) if x is not None and out is not None and len(x) == len(out) else 2
     return (4 if mode == "cubic" else 2) ** max(resized, 1)
+
+
+def _grid_sample_sizes(attrs: Mapping[str, Any], grid: Shape | None, out: Shape | None) -> tuple[int, int, int, int]:
+    """(output elements, grid points, spatial dims, taps per output element) of a ``GridSample``.
+
+    As aten's ``grid_sampler_2d`` rule: the grid ``[N, *out_spatial, dims]`` holds one point per output location;
+    nearest reads 1 input point per output element, linear 2 and cubic 4 per spatial dim (bilinear 4, bicubic 16).
+    """
+    mode = str(attrs.get("mode", "linear"))  # "bilinear" before opset 20
+    spatial = grid[-1] if grid else 2
+    points = _numel(grid) // max(spatial, 1) if grid is not None else 0
+    taps = 1 if mode == "nearest" else (4 if mode in ("bicubic", "cubic") else 2) ** spatial
+    return _numel(out), points, spatial, taps
+
+
+def _grid_sample_points(attrs: Mapping[str, Any], grid: Shape | None) -> float:
+    """FLOP of a ``GridSample`` per grid point, all points together; the backward recomputes them once.
+
+    Unnormalising each coordinate is a multiply-add (2 FLOP); but for nearest, each tap's weight is a product of
+    distances (3 FLOP a tap).
+    """
+    _, points, spatial, taps = _grid_sample_sizes(attrs, grid, None)
+    return float(points * (2 * spatial + (0 if taps == 1 else 3 * taps)))
 
 
 def _gemm_mkn(attrs: Mapping[str, Any], a: Shape, out: Shape) -> tuple[int, int, int]:
@@ -312,6 +336,10 @@ def forward_flops(
         return float(x[0] if x else 0)
     if op_type in ("Resize", "Upsample"):
         return float(n_out * _resize_taps(attrs, x, out))
+    if op_type == "GridSample":  # one FLOP per tap read per output element, plus the per-point coordinates
+        grid = inputs[1] if len(inputs) > 1 else None
+        elements, _, _, taps = _grid_sample_sizes(attrs, grid, out)
+        return elements * taps + _grid_sample_points(attrs, grid)
     if op_type in _VARIADIC:
         return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
     if op_type in _ELEMENTWISE:
@@ -390,6 +418,10 @@ def grad_flops(
         return float(_numel(x))
     if op_type in ("Resize", "Upsample"):  # each gradient element spread back over the points it was read from
         return float(n_out * _resize_taps(attrs, x, out))
+    if op_type == "GridSample":  # a multiply-add per tap and output element for either gradient (aten's rule)
+        grid = inputs[1] if len(inputs) > 1 else None
+        elements, points, spatial, taps = _grid_sample_sizes(attrs, grid, out)
+        return 2.0 * elements * taps + (2.0 * spatial * points if position == 1 else 0.0)
     if op_type in ("Gather", "GatherElements", "GatherND", "Tile"):
         return float(n_out)  # scatter-add (embedding_dense_backward) or a reduction
     if op_type in FREE_OPS:
@@ -407,8 +439,9 @@ def shared_grad_flops(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[S
     For ``LSTM``, ``GRU`` and ``RNN`` this is back-propagation through time: at each step, the
     gradient of the gates goes back through ``R`` to the previous hidden state and through the cell's
     elementwise update. ``dW``, ``dR``, ``dB`` and ``dX`` all read the gates' gradient, so it runs
-    whichever of them are taken, even when ``X`` is a model input that needs no gradient. Other ops
-    share nothing: 0.
+    whichever of them are taken, even when ``X`` is a model input that needs no gradient. For ``GridSample``
+    it is the sampling coordinates and tap weights, which aten's backward recomputes once for both gradients.
+    Other ops share nothing: 0.
 
     Args:
         op_type (str): the op type after :func:`canonical_op_type`.
@@ -425,6 +458,8 @@ def shared_grad_flops(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[S
         >>> shared_grad_flops("MatMul", {}, [(8, 16), (16, 4)])
         0.0
     """
+    if op_type == "GridSample":  # the coordinates and tap weights, recomputed once for both gradients
+        return _grid_sample_points(attrs, inputs[1] if len(inputs) > 1 else None)
     sizes = _recurrent_sizes(op_type, attrs, inputs)
     if sizes is None:
         return 0.0

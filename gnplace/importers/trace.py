@@ -161,6 +161,7 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         self.current = str(func)
         try:
+            _check_dtypes(func, args, kwargs)
             out = func(*args, **kwargs)
         except Exception:
             self.failed = str(func)  # the op itself failed, not the model's Python code around it
@@ -194,6 +195,52 @@ class _Recorder(TorchDispatchMode):
                 outputs.append(None)
         self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None))
         return out
+
+
+#: Ops whose eager kernels refuse tensors of several floating dtypes (``mat1 and mat2 must have the same dtype``),
+#: where the fake kernels the recorder runs do not check: products and convolutions.
+_ONE_DTYPE_OPS = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "addr", "convolution", "_convolution",
+})
+#: Normalisations, whose eager kernels refuse parameters of another dtype than the input's, but float32 ones for a
+#: half or bfloat16 input (``mixed dtype (CPU): expect parameter to have scalar type of Float``).
+_NORM_OPS = frozenset({
+    "native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional", "native_group_norm",
+})
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _check_dtypes(func: Any, args: Any, kwargs: Any) -> None:
+    """Refuse an op that eager PyTorch refuses for mixing floating dtypes, which its fake kernel lets pass.
+
+    A model cast with ``.double()`` given float32 inputs fails in eager at its first product or norm; recorded
+    with fake tensors, ``addmm`` and the norms compute a result anyway, and the step that cannot run was
+    recorded.
+
+    Raises:
+        RuntimeError: naming the dtypes (the recorder reports it as the op's failure).
+    """
+    name = str(func._opname)
+    if name not in _ONE_DTYPE_OPS and name not in _NORM_OPS:
+        return
+    tensors = [t for t in tree_flatten((args, kwargs))[0]
+               if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
+    if not tensors:
+        return
+    first = tensors[0].dtype
+    if name in _NORM_OPS:
+        bad = [t.dtype for t in tensors[1:]
+               if t.dtype != first and not (t.dtype == torch.float32 and first in _HALF_DTYPES)]
+        what = f"an input of {first} and parameters of {', '.join(sorted({str(d) for d in bad}))}"
+    else:
+        bad = [t.dtype for t in tensors if t.dtype != first]
+        what = f"tensors of {', '.join(sorted({str(t.dtype) for t in tensors}))}"
+    if bad:
+        raise RuntimeError(
+            f"{name} is given {what}, which eager PyTorch refuses too: give the model and its inputs one dtype "
+            "(model.to(x.dtype), or the inputs .to() the model's)"
+        )
 
 
 def positional_inputs(example_inputs: Any) -> tuple[Any, ...]:

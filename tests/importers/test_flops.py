@@ -230,3 +230,63 @@ def test_other_common_ops_get_their_rules():
     assert _flops_by_op(_Scaled(torch.atan), x)["atan"] == 4 * n
     assert op_flops("scatter_add", (x, 1, torch.zeros(2, 2, 6, 6, dtype=torch.long), torch.zeros(2, 2, 6, 6)), {},
                     [x]) == n / 2
+
+
+def test_binary_cross_entropy_and_its_backward_get_rules():
+    """Both had no rule (1 FLOP per output element, a warning): the loss is 2 logs, their clamps and 6 arithmetic
+    FLOP per element, plus its mean; the backward 6 per element, plus the mean's 1 / n."""
+    x, t = torch.zeros(8, 3), torch.zeros(8, 3)
+    assert op_flops("binary_cross_entropy", (x, t, None, 1), {}, [torch.zeros(())]) == 17 * 24
+    assert op_flops("binary_cross_entropy", (x, t, torch.ones(3), 0), {}, [x]) == 17 * 24
+    assert op_flops("binary_cross_entropy_backward", (torch.zeros(()), x, t, None, 1), {}, [x]) == 7 * 24
+
+
+def test_grid_sampling_counts_its_taps_and_the_coordinates_of_each_point():
+    x, grid = torch.zeros(2, 4, 7, 7), torch.zeros(2, 5, 6, 2)  # 60 grid points, 240 output elements
+    out = torch.zeros(2, 4, 5, 6)
+    assert op_flops("grid_sampler_2d", (x, grid, 0, 0, False), {}, [out]) == 240 * 4 + 60 * (4 + 12)
+    assert op_flops("grid_sampler_2d", (x, grid, 1, 0, False), {}, [out]) == 240 * 1 + 60 * 4
+    both = op_flops("grid_sampler_2d_backward", (out, x, grid, 0, 0, False, [True, True]), {}, [x, grid])
+    assert both == 60 * 16 + 2 * 240 * 4 + (2 * 240 * 4 + 4 * 60)
+    grid_only = op_flops("grid_sampler_2d_backward", (out, x, grid, 0, 0, False, [False, True]), {}, [None, grid])
+    assert grid_only == 60 * 16 + 2 * 240 * 4 + 4 * 60
+
+
+def test_pairwise_distances_embedding_bags_and_medians_get_rules():
+    x1, x2 = torch.zeros(8, 6), torch.zeros(5, 6)  # 40 pairs of 6 coordinates
+    assert op_flops("_cdist_forward", (x1, x2, 2.0, None), {}, [torch.zeros(8, 5)]) == 40 * (3 * 6 + 1)
+    assert op_flops("_cdist_backward", (torch.zeros(8, 5), x1, x2, 2.0, torch.zeros(8, 5)), {}, [x1]) == 40 * 25
+    weight, indices, offsets = torch.zeros(20, 6), torch.zeros(12, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+    bags = [torch.zeros(4, 6), indices, offsets, offsets]
+    assert op_flops("_embedding_bag", (weight, indices, offsets, False, 0, False, None), {}, bags) == 12 * 6
+    assert op_flops("_embedding_bag", (weight, indices, offsets, False, 1, False, None), {}, bags) == 12 * 6 + 4 * 6
+    backward = (torch.zeros(4, 6), indices, offsets, indices, offsets, offsets, 20, False, 1, False, None)
+    assert op_flops("_embedding_bag_backward", backward, {}, [weight]) == 2 * 12 * 6
+    assert op_flops("median", (torch.zeros(8, 6),), {}, [torch.zeros(())]) == 2 * 48
+    assert op_flops("median", (torch.zeros(8, 6), 1), {}, [torch.zeros(8), torch.zeros(8)]) == 2 * 48
+
+
+def test_a_step_with_these_ops_imports_without_an_unknown_op_warning():
+    import warnings
+
+    import torch.nn.functional as F
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 1)
+            self.grid = nn.Parameter(torch.rand(2, 5, 6, 2) * 2 - 1)
+            self.bag = nn.EmbeddingBag(20, 4, mode="mean")
+
+        def forward(self, x: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+            h = F.grid_sample(self.conv(x), self.grid, align_corners=False).flatten(2).mean(2)  # [2, 4]
+            d = torch.cdist(h, self.bag(tokens), compute_mode="donot_use_mm_for_euclid_dist")
+            p = torch.sigmoid(d + d.median())
+            return F.binary_cross_entropy(p, torch.full_like(p, 0.5))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_module(Net(), (torch.randn(2, 3, 7, 7), torch.randint(0, 20, (3, 5))))

@@ -766,3 +766,115 @@ def test_an_attribute_of_the_wrong_type_is_malformed(attribute):
     bad = model([node], [vi("x", [4, 8])], [vi("y", [4, 8])], [weight("w", 8, 8)])
     with pytest.raises(InvalidGraph, match="node 'fc' .*attribute 'transB'.* INT"):
         from_onnx(bad)
+
+
+def _group_norm_per_channel(signed=True):
+    """GroupNorm(4, 4), as many groups as channels, as torch.onnx's optimised export writes it: the regrouping keeps
+    the channel size but not the rank ([2, 4, 4, 4] -> [2, 4, 16]); the unit scale and zero bias are its own."""
+    nodes = [helper.make_node("Reshape", ["x", "grouped"], ["g"], name="regroup"),
+             helper.make_node("InstanceNormalization", ["g", "val_8", "val_11"], ["n"], name="norm"),
+             helper.make_node("Reshape", ["n", "back"], ["r"], name="ungroup"),
+             helper.make_node("Mul", ["r", "val_21"], ["m"], name="scale"),
+             helper.make_node("Add", ["m", "val_23"], ["y"], name="shift")]
+    inits = [_constant("val_8", 1, 4), _constant("val_11", 0, 4), _constant("val_21", 1, 4, 1, 1),
+             _constant("val_23", 0, 4, 1, 1), numpy_helper.from_array(np.array([2, 4, -1], np.int64), "grouped"),
+             numpy_helper.from_array(np.array([2, 4, 4, 4], np.int64), "back")]
+    proto = model(nodes, [vi("x", [2, 4, 4, 4])], [vi("y", [2, 4, 4, 4])], inits)
+    return _signed(proto, ["gn.weight", "gn.bias"], scope="gn") if signed else proto
+
+
+def test_a_group_norm_with_as_many_groups_as_channels_trains_no_made_scale():
+    """The regrouping kept the channel size, so the made unit scale and zero bias were trained (+32 B)."""
+    g = from_onnx(_group_norm_per_channel())
+    assert updates(g) == ["val_21", "val_23"] and g.total_param_bytes == 2 * 4 * 4
+    assert updates(from_onnx(_group_norm_per_channel(signed=False))) == ["val_11", "val_21", "val_23", "val_8"]
+
+
+def _folded(proto, sources):
+    """``proto`` with the folds' sources onnxscript's optimizer records (``{constant: [values]}``)."""
+    for name, values in sources.items():
+        entry = next((v for v in proto.graph.value_info if v.name == name), None)
+        if entry is None:
+            init = next(i for i in proto.graph.initializer if i.name == name)
+            entry = proto.graph.value_info.add()
+            entry.CopyFrom(vi(name, list(init.dims)))
+        entry.metadata_props.add(key="pkg.onnxscript.optimizer.folded_from", value=repr(list(values)))
+    return proto
+
+
+def _in_class(proto, cls):
+    for node in proto.graph.node:
+        node.metadata_props.add(key="pkg.torch.onnx.class_hierarchy", value=repr(["__main__.Net", cls, "aten.op"]))
+    return proto
+
+
+def test_a_folded_copy_of_a_parameter_the_file_holds_is_that_parameter():
+    """A tied weight: the embedding reads ``emb.weight``, the output projection its transpose ``val_0``, which the
+    optimised export folded into a constant; both were trained (twice the bytes). Now ``val_0`` is read from
+    ``emb.weight``, which gets both gradients, summed, as the torch importer's one tied parameter does."""
+    nodes = [helper.make_node("Gather", ["emb.weight", "ids"], ["e"], name="embed"),
+             helper.make_node("Tanh", ["e"], ["h"], name="tanh"),
+             helper.make_node("MatMul", ["h", "val_0"], ["y"], name="project")]
+    proto = model(nodes, [vi("ids", [2, 5], TensorProto.INT64)], [vi("y", [2, 5, 10])],
+                  [weight("emb.weight", 10, 8), weight("val_0", 8, 10)])
+    assert updates(from_onnx(_signed(proto, ["emb.weight"]))) == ["emb.weight", "val_0"]  # no sources: as before
+    g = from_onnx(_folded(proto, {"val_0": ["emb.weight"]}))
+    assert updates(g) == ["emb.weight"] and g.total_param_bytes == 10 * 8 * 4
+    assert "grad_sum/emb.weight" in g.node_names  # the lookup's and the projection's gradients
+    assert updates(from_onnx(proto, frozen=["emb.weight"])) == []
+
+
+def test_a_constant_folded_from_no_parameter_is_no_weight_and_one_from_a_parameter_always_is():
+    """With the folds' sources, a made constant is known as one (GroupNorm's unit scale over groups, whatever
+    its shape), and a one-element constant folded from a parameter (``self.pos.sum()``) gets its gradient."""
+    proto = _folded(_group_norm_per_channel(signed=False), {"val_8": ["val_0", "val_6"], "val_11": ["val_0", "val_9"],
+                                                            "val_21": ["gn.weight", "val_15"],
+                                                            "val_23": ["gn.bias", "val_15"]})
+    proto = _in_class(_signed(proto, ["gn.weight", "gn.bias"]), "torch.nn.modules.normalization.GroupNorm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a torch.nn module reads its parameters whole: nothing to warn about
+        assert updates(from_onnx(proto)) == ["val_21", "val_23"]
+    nodes = [helper.make_node("Add", ["x", "sum_1"], ["y"], name="shift")]
+    scalar = model(nodes, [vi("x", [2, 4])], [vi("y", [2, 4])], [_constant("sum_1", 0, *())])
+    assert updates(from_onnx(scalar)) == []  # one element, no sources: a constant, as before
+    assert updates(from_onnx(_folded(_signed(scalar, ["pos"]), {"sum_1": ["pos"]}))) == ["sum_1"]
+
+
+def test_a_parameter_sliced_by_the_model_and_folded_by_the_exporter_is_named_in_a_warning():
+    """``x + self.pos[:, :7]``, exported optimised: the file holds the slice as a constant, not ``pos`` [1, 16, 8];
+    its bytes were silently counted at the slice's (224 B of 512 B). The file cannot tell the parameter's size:
+    the importer says which parameter and how to export it whole."""
+    nodes = [helper.make_node("Add", ["x", "slice_1"], ["y"], name="add")]
+    proto = model(nodes, [vi("x", [2, 7, 8])], [vi("y", [2, 7, 8])], [weight("slice_1", 1, 7, 8)])
+    proto = _in_class(_folded(_signed(proto, ["pos"]), {"slice_1": ["pos", "val_0", "val_1"]}), "__main__.Net")
+    with pytest.warns(UserWarning, match=r"folded parameters .* 'pos' into slice_1 \[1, 7, 8\] .*optimize=False"):
+        g = from_onnx(proto)
+    assert updates(g) == ["slice_1"] and g.total_param_bytes == 7 * 8 * 4
+
+
+@pytest.mark.parametrize("make", ["tied", "GroupNorm(8, 8)"])
+def test_an_optimised_export_of_a_tied_weight_or_a_per_channel_group_norm_has_the_torch_importers_bytes(make):
+    """Tied embedding and output weights counted twice (+320 B); GroupNorm(8, 8)'s made scale and bias (+64 B)."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            if make == "tied":
+                self.emb, self.out = nn.Embedding(10, 8), nn.Linear(8, 10, bias=False)
+                self.out.weight = self.emb.weight
+            else:
+                self.conv, self.gn = nn.Conv2d(3, 8, 3), nn.GroupNorm(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(torch.tanh(self.emb(x))) if make == "tied" else self.gn(self.conv(x))
+
+    torch.manual_seed(0)
+    net = Net()
+    inputs = (torch.randint(0, 10, (2, 5)),) if make == "tied" else (torch.randn(2, 3, 6, 6),)
+    proto = _export(net, inputs, "dynamo-optimized")
+    torch_graph = from_module(net, inputs, loss=lambda out: out.square().mean())
+    assert from_onnx(proto).total_param_bytes == torch_graph.total_param_bytes

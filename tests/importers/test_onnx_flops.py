@@ -122,3 +122,15 @@ def test_resize_reads_its_points_per_output_element_as_the_torch_importer_counts
         n_out *= s
     assert forward_flops("Resize", {"mode": mode}, [x, None, (4,)], [y]) == taps * n_out
     assert grad_flops("Resize", {"mode": mode}, [x, None, (4,)], [y], 0, 0.0) == taps * n_out
+
+
+def test_grid_sample_counts_as_the_torch_importer_counts_grid_sampler_2d():
+    """GridSample had no rule (1 FLOP per output element, a warning): its taps per output element and the
+    coordinates of each grid point, forward; a multiply-add per tap for each gradient, the coordinates once."""
+    x, grid, y = (2, 4, 7, 7), (2, 5, 6, 2), (2, 4, 5, 6)  # 60 grid points, 240 output elements
+    assert forward_flops("GridSample", {}, [x, grid], [y]) == 240 * 4 + 60 * (4 + 12)
+    assert forward_flops("GridSample", {"mode": "nearest"}, [x, grid], [y]) == 240 + 60 * 4
+    assert forward_flops("GridSample", {"mode": "bicubic"}, [x, grid], [y]) == 240 * 16 + 60 * (4 + 48)
+    gradients = [grad_flops("GridSample", {}, [x, grid], [y], position, 0.0) for position in (0, 1)]
+    assert gradients == [2 * 240 * 4, 2 * 240 * 4 + 4 * 60]
+    assert shared_grad_flops("GridSample", {}, [x, grid]) == 60 * 16

@@ -210,3 +210,27 @@ def test_a_model_whose_state_dict_raises_still_imports_without_the_state_record(
 
     graph = from_module(Odd(), (torch.randn(2, 3),))
     assert "update/lin.weight" in graph.node_names and "untrained_state" not in graph.meta
+
+
+@pytest.mark.parametrize("make, op", [
+    (lambda: nn.Linear(4, 2).double(), "addmm"),
+    (lambda: nn.Linear(4, 2, bias=False).double(), "mm"),
+    (lambda: nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4).double()), "native_layer_norm"),
+    (lambda: nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4).double()), "native_batch_norm"),
+])
+def test_a_step_eager_refuses_for_mixing_dtypes_is_refused_not_recorded(make, op):
+    """``net.double()`` given float32 inputs: eager fails at the first product or norm; the fake kernels of addmm,
+    mm and the norms computed a result anyway, and a step that cannot run was recorded."""
+    with pytest.raises(RuntimeError):
+        make()(torch.zeros(8, 4))
+    with pytest.raises(UnsupportedGraph, match=rf"op aten\.{op}\.\w+ failed: {op} is given .*torch\.float64.* "
+                                               r"eager PyTorch refuses too"):
+        record_training_step(make(), (torch.zeros(8, 4),), lambda out: out.float().sum())
+
+
+def test_a_half_precision_input_with_float32_norm_parameters_still_records():
+    """Eager allows a bfloat16 input with float32 norm parameters (mixed precision): the check lets it pass."""
+    norm = nn.LayerNorm(4)
+    norm(torch.zeros(8, 4, dtype=torch.bfloat16))
+    trace = record_training_step(norm, (torch.zeros(8, 4, dtype=torch.bfloat16),), lambda out: out.float().sum())
+    assert any(op.name == "native_layer_norm" for op in trace.ops)
