@@ -25,7 +25,10 @@ and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every r
 
 The step time is the slowest rank's, all ranks starting together after a barrier; the median of
 ``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is
-reported out of memory without running (the count is exact: :meth:`~gnplace.execute.program.Program.peak_bytes`).
+reported out of memory without running, by the bytes each rank holds in its step
+(:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters, inputs, buffers'
+copies, every receive buffer from the step's start, what it sends until the step ends; exact for a
+rank that runs its ops in recorded order, which the ready queue may change).
 A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
 failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
 started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer
@@ -55,7 +58,7 @@ import torch.distributed as dist
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, oom_result
-from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten
+from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
@@ -181,7 +184,7 @@ def run_rank(
                 arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
                 values[ref] = buffer
 
-    written = {_storage(program, op.mutates) for op in ops if op.mutates is not None}
+    written = {storage_of(program, op.mutates) for op in ops if op.mutates is not None}
 
     def send(moves: list[tuple[Ref, int, int]]) -> None:
         for ref, src, dst in moves:
@@ -189,7 +192,7 @@ def run_rank(
                 # isend reads the tensor's memory until the message leaves: one an in-place op writes later
                 # would arrive written (a wrong loss), so such a tensor goes as a copy
                 tensor = (values[ref].clone(memory_format=torch.contiguous_format)
-                          if _storage(program, ref) in written else values[ref].contiguous())
+                          if storage_of(program, ref) in written else values[ref].contiguous())
                 pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
 
     def resolve(ref: Ref) -> Any:
@@ -279,19 +282,6 @@ def run_rank(
             collected["loss"] = resolve(program.loss).detach().cpu()
         collected["grads"] = {k: v.detach().cpu() for k, v in grads.items()}
     return seconds, busy, collected
-
-
-def _storage(program: Program, ref: Ref) -> Ref:
-    """The tensor whose memory ``ref`` shares, followed back through views and in-place results to its maker."""
-    while ref.kind == "op":
-        op = program.ops[ref.index]
-        if op.is_view and op.args and isinstance(op.args[0], Ref):
-            ref = op.args[0]
-        elif op.mutates is not None:
-            ref = op.mutates
-        else:
-            break
-    return ref
 
 
 def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
@@ -712,7 +702,7 @@ class DistTimer(RealStepTimer):
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
         plan = self.program.plan(placement)
-        peak = self.program.peak_bytes(plan, cluster.num_devices)
+        peak = self.program.peak_bytes(plan, cluster.num_devices, ranks=True)
         over = np.flatnonzero(peak > cluster.memory)
         if over.size:
             return oom_result(graph, cluster, placement, int(over[0]), float(peak[over[0]]))

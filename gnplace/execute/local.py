@@ -6,7 +6,8 @@ launches each on its device; CUDA queues its kernels, so GPUs and the CPU overla
 an eager training step. A step is timed from its first op to its last with every device
 synchronised; the result is the median of ``repeats`` steps after ``warmup`` untimed ones.
 
-Memory: the bytes resident on each device (parameters and live tensors) are counted as the step runs;
+Memory: the bytes resident on each device (parameters, inputs, buffers' copies, live tensors by storage,
+copies received, gradients and their copies on the parameters' devices) are counted as the step runs;
 a device that would hold more than its capacity in the cluster, or a real ``torch.OutOfMemoryError``,
 ends the step, which is reported as out of memory (:func:`~gnplace.execute.base.oom_result`), never
 raised.

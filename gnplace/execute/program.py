@@ -32,10 +32,11 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement
+from gnplace.execute.memory import Ledger
 from gnplace.importers.trace import Ref, memory_owners, written_argument
 from gnplace.placement import GraphKey, check_whole_devices
 
-__all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in"]
+__all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in", "shared_source", "storage_of"]
 
 #: Where a value is made before the first op (parameters and inputs): its "op index" in a plan.
 BEFORE = -1
@@ -316,40 +317,181 @@ class Program:
             return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
         return 0
 
-    def peak_bytes(self, plan: Plan, num_devices: int) -> np.ndarray:
+    def buffers_read(self, index: int, *, aliases: bool = True) -> list[str]:
+        """Names of the buffers op ``index`` reads, each once.
+
+        ``Ref("buffer")`` arguments, and (``aliases``) op results that are a buffer (:attr:`buffer_alias`),
+        which the local executor reads as the buffer.
+        """
+        names = []
+        for ref in self.ops[index].reads:
+            name = ref.name if ref.kind == "buffer" else (self.buffer_alias.get(ref) if aliases else None)
+            if name is not None and name not in names:
+                names.append(name)
+        return names
+
+    def buffer_bytes(self, name: str) -> int:
+        """Bytes of buffer ``name``."""
+        b = self.buffers[name]
+        return int(b.numel()) * int(b.element_size())
+
+    def deliveries(self, plan: Plan) -> list[tuple[Ref, int, int]]:
+        """The copies the local executor makes after the last op, in order: ``(ref, source, destination)``.
+
+        Each parameter's gradient goes to the parameter's device, then each input's gradient to the
+        input's device; a gradient already there (crossed for an op, or for another parameter) is not
+        copied again.
+        """
+        there = {(ref, dst) for moves in plan.moves.values() for ref, _, dst in moves}
+        targets = [(ref, plan.param_device.get(name)) for name, ref in self.grads.items()]
+        targets += [(ref, plan.input_device.get(k, 0)) for k, ref in self.input_grads.items()]
+        out = []
+        for ref, target in targets:
+            if ref is None or target is None:
+                continue
+            src = plan.value_device.get(ref, 0)
+            if src != target and (ref, target) not in there:
+                there.add((ref, target))
+                out.append((ref, src, target))
+        return out
+
+    def peak_bytes(self, plan: Plan, num_devices: int, *, ranks: bool = False) -> np.ndarray:
         """Most bytes resident on each device during a step under ``plan``, ``[num_devices]``, without running it.
 
-        The count the executor keeps as it runs: parameters on their devices, each op's new outputs
-        (views and in-place results share storage and add nothing), each copy on another device,
-        every value freed after its last use.
+        The count the local executor keeps as it runs (:func:`~gnplace.execute.runner.run_step`), by
+        storage (:class:`~gnplace.execute.memory.Ledger`): the parameters on their devices and each
+        buffer's copy on each device that reads it, for the whole step; the inputs the step reads, on
+        their devices; each op's new outputs (a view or an in-place result shares the storage of what it
+        shows or writes, so that storage stays while either is held); each copy on another device, made
+        after the op that makes its value; all of these freed after the value's last use, but the loss
+        and the gradients, held to the end, where each gradient is copied to its parameter's device
+        (:meth:`deliveries`).
+
+        Args:
+            plan (Plan): where everything runs (:meth:`plan`).
+            num_devices (int): devices of the cluster.
+            ranks (bool, optional): the count of the distributed executor instead
+                (:func:`~gnplace.execute.dist.run_rank`, each rank walking its ops in recorded order):
+                a rank holds the inputs it reads all step, has the buffer of every tensor it receives
+                from the step's start, frees a value after its own last use of it, and holds a tensor
+                it sends (as a copy, where a later in-place op writes its storage) until the step ends
+                (default: :obj:`False`).
+
+        Returns:
+            np.ndarray: peak bytes per device, ``[num_devices]``.
         """
-        live = np.zeros(num_devices)
+        ledger = Ledger(num_devices)
         for name, d in plan.param_device.items():
-            live[d] += self.value_bytes(Ref("param", name=name))
-        peak = live.copy()
-        holders: dict[Ref, list[tuple[int, int]]] = {}
+            ledger.hold(d, self.value_bytes(Ref("param", name=name)))
+        if ranks:
+            self._walk_ranks(plan, ledger)
+        else:
+            self._walk_local(plan, ledger)
+        return ledger.peak
 
-        def add(ref: Ref, device: int, size: int) -> None:
-            holders.setdefault(ref, []).append((device, size))
-            live[device] += size
-            peak[device] = max(peak[device], live[device])
+    def _outputs(self, plan: Plan, ledger: Ledger, i: int) -> None:
+        """Count op ``i``'s outputs on its device: new storages, or shares of what it views or writes."""
+        op, d = self.ops[i], int(plan.op_device[i])
+        source = shared_source(op)
+        for k, shape in enumerate(op.out_shapes):
+            if shape is None:
+                continue
+            ref = Ref("op", i, k)
+            if op.out_bytes:
+                ledger.make((ref, d), d, self.value_bytes(ref))
+            elif source is not None:
+                ledger.share((ref, d), (source, d))
 
+    def _walk_local(self, plan: Plan, ledger: Ledger) -> None:
+        """:meth:`peak_bytes` of the local executor: one walk over every op in recorded order."""
         keep = set(self.results())
-        for ref, _, dst in plan.moves.get(BEFORE, ()):
-            add(ref, dst, self.value_bytes(ref))
+        where: dict[Ref, list[int]] = {}
+        copied: set[tuple[str, int]] = set()
+
+        def cross(after: int) -> None:
+            for ref, _, dst in plan.moves.get(after, ()):
+                ledger.make((ref, dst), dst, self.value_bytes(ref))
+                where.setdefault(ref, []).append(dst)
+
+        for k, d in plan.input_device.items():
+            ref = Ref("input", name=str(k))
+            ledger.make((ref, d), d, self.value_bytes(ref))
+            where[ref] = [d]
+        cross(BEFORE)
         for i, op in enumerate(self.ops):
             d = int(plan.op_device[i])
+            for name in self.buffers_read(i):
+                if (name, d) not in copied:
+                    copied.add((name, d))
+                    ledger.hold(d, self.buffer_bytes(name))
+            self._outputs(plan, ledger, i)
             for k, shape in enumerate(op.out_shapes):
                 if shape is not None:
-                    ref = Ref("op", i, k)
-                    add(ref, d, self.value_bytes(ref) if op.out_bytes else 0)
-            for ref, _, dst in plan.moves.get(i, ()):
-                add(ref, dst, self.value_bytes(ref))
+                    where.setdefault(Ref("op", i, k), []).append(d)
+            cross(i)
             for ref in set(op.reads):
                 if plan.last_use.get(ref) == i and ref not in keep:
-                    for device, size in holders.pop(ref, ()):
-                        live[device] -= size
-        return peak
+                    for device in where.pop(ref, ()):
+                        ledger.release((ref, device))
+        for ref, _, dst in self.deliveries(plan):
+            ledger.make((ref, dst), dst, self.value_bytes(ref))
+
+    def _walk_ranks(self, plan: Plan, ledger: Ledger) -> None:
+        """:meth:`peak_bytes` of the distributed executor: each rank's ops in recorded order."""
+        keep = set(self.results())
+        for k, d in plan.input_device.items():  # a rank holds the inputs it reads all step
+            ledger.hold(d, self.value_bytes(Ref("input", name=str(k))))
+        crossing = [(ref, src, dst) for moves in plan.moves.values() for ref, src, dst in moves]
+        crossing += [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]
+        for ref, dst in dict.fromkeys((ref, dst) for ref, _, dst in crossing):  # posted when the step starts
+            ledger.make((ref, dst), dst, self.value_bytes(ref))
+        sent = {(ref, src) for ref, src, _ in crossing}
+        written = {storage_of(self, op.mutates) for op in self.ops if op.mutates is not None}
+        uses: dict[tuple[Ref, int], int] = {}
+        for i, op in enumerate(self.ops):
+            for ref in set(op.reads):
+                key = (ref, int(plan.op_device[i]))
+                uses[key] = uses.get(key, 0) + 1
+
+        def send(moves: Any) -> None:  # a tensor a later in-place op writes goes as a copy, held to the end
+            for ref, src, _ in moves:  # one copy per destination
+                if storage_of(self, ref) in written:
+                    ledger.hold(src, self.value_bytes(ref))
+
+        send(plan.moves.get(BEFORE, ()))
+        copied: set[tuple[str, int]] = set()
+        for i, op in enumerate(self.ops):
+            d = int(plan.op_device[i])
+            for name in self.buffers_read(i, aliases=False):
+                if (name, d) not in copied:
+                    copied.add((name, d))
+                    ledger.hold(d, self.buffer_bytes(name))
+            self._outputs(plan, ledger, i)
+            send(plan.moves.get(i, ()))
+            for ref in set(op.reads):
+                uses[(ref, d)] -= 1
+                if uses[(ref, d)] == 0 and ref.kind == "op" and ref not in keep and (ref, d) not in sent:
+                    ledger.release((ref, d))
+        send([(ref, src, dst) for _, ref, src, dst in plan.grad_moves])
+
+
+def shared_source(op: ProgramOp) -> Ref | None:
+    """The value whose storage ``op``'s outputs share: what an in-place op writes, what a view shows; else ``None``."""
+    if op.mutates is not None:
+        return op.mutates
+    if op.is_view and op.args and isinstance(op.args[0], Ref):
+        return op.args[0]
+    return None
+
+
+def storage_of(program: Program, ref: Ref) -> Ref:
+    """The tensor whose memory ``ref`` shares, followed back through views and in-place results to its maker."""
+    while ref.kind == "op":
+        source = shared_source(program.ops[ref.index])
+        if source is None:
+            break
+        ref = source
+    return ref
 
 
 #: Ops that update arguments their schema does not mark as written, by position: batch norm's

@@ -3,7 +3,8 @@
 :func:`run_step` walks the program's ops in order, runs each on the torch device its plan gives it,
 moves a tensor to another device once per consuming device (right after the op that makes it), frees
 every value after its last use, applies the SGD update to each parameter on its own device, and
-counts the bytes resident on each device (parameters plus live tensors) against a capacity.
+counts the bytes resident on each device against a capacity (:class:`~gnplace.execute.memory.Ledger`,
+the count :meth:`~gnplace.execute.program.Program.peak_bytes` gives without running).
 :func:`call_op` runs one op; the distributed executor shares it.
 """
 
@@ -19,19 +20,11 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement, first_line
-from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten
+from gnplace.execute.memory import DeviceOutOfMemory, Ledger
+from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten, shared_source
 from gnplace.importers.trace import Ref
 
 __all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error", "place_params"]
-
-
-class DeviceOutOfMemory(Exception):
-    """A step needs more bytes on a device than it holds (raised inside the executor, reported as OOM)."""
-
-    def __init__(self, device: int, needed: float) -> None:
-        super().__init__(f"device {device} out of memory ({needed:.0f} bytes needed)")
-        self.device = device
-        self.needed = needed
 
 
 def is_oom_error(err: BaseException) -> bool:
@@ -50,7 +43,10 @@ class StepOutput:
         seconds (float): wall seconds of the step, devices synchronised at the end.
         busy (np.ndarray): seconds the host spent in each device's ops, ``[num_devices]`` (on a CUDA
             device this is launch time).
-        peak_bytes (np.ndarray): most bytes resident on each device (parameters and live tensors).
+        peak_bytes (np.ndarray): most bytes resident on each device, ``[num_devices]``: parameters,
+            inputs until their last use, buffers' copies, live tensors by storage (a view keeps what it
+            shows), copies received from other devices, the loss and the gradients (and their copies
+            on the parameters' devices) to the end.
         moved_bytes (float): bytes that crossed devices.
         moves (int): tensors that crossed devices.
         buffers (dict[str, torch.Tensor]): the new value of each buffer the step updated (batch norm's
@@ -266,25 +262,25 @@ def run_step(
         raise InvalidPlacement(f"the plan runs on device {max(used)}, but {num_devices} torch devices are given "
                                f"(devices 0..{num_devices - 1})")
     fns = [resolve_aten(op.target) for op in program.ops]
+    # worked out before the clock starts: the buffers each op reads, what its outputs share memory with
+    buffer_reads = [program.buffers_read(i) for i in range(len(program.ops))]
+    sources = [shared_source(op) for op in program.ops]
     if params is None:
         params = place_params(program.params, plan, devices)
+    made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use
     if inputs is None:
         inputs = [x.to(devices[plan.input_device.get(k, 0)]) if isinstance(x, torch.Tensor) else x
                   for k, x in enumerate(program.inputs)]
-    resident = np.zeros(num_devices)
+    ledger = Ledger(num_devices, capacity)  # parameters, inputs and the step's tensors, by storage
     for k, p in params.items():
-        resident[plan.param_device.get(k, 0)] += _nbytes(p)
-    if capacity is not None and np.any(resident > capacity):  # the parameters alone: no op output would tell
-        over = int(np.flatnonzero(resident > capacity)[0])
-        raise DeviceOutOfMemory(over, float(resident[over]))
-    live = resident.copy()
-    peak = live.copy()
+        ledger.hold(plan.param_device.get(k, 0), _nbytes(p), check=False)
+    ledger.check()  # the parameters alone: no op output would tell
     busy = np.zeros(num_devices)
     values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
-    sizes: dict[tuple[Ref, int], int] = {}
     start_buffers = program.buffers if buffers is None else buffers
     written = {name for op in program.ops for name in op.writes_buffers}
     copies: dict[tuple[str, int], torch.Tensor] = {}  # (buffer, device) -> the step's copy there
+    counted: set[tuple[str, int]] = set()  # (buffer, device) whose copy the ledger holds
     updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
     fresh: dict[str, set[int]] = {}  # buffer -> the devices whose copy holds its latest value
     keep = set(program.results())
@@ -292,15 +288,14 @@ def run_step(
 
     where: dict[Ref, list[int]] = {}  # devices holding a copy of each op output
 
-    def admit(key: tuple[Ref, int], value: Any, size: int) -> None:
+    def admit(key: tuple[Ref, int], value: Any, size: int, shares: Ref | None = None) -> None:
+        """Hold ``value`` as ``key``: a new storage of ``size`` bytes, or (``size`` 0) one sharing ``shares``'s."""
         values[key] = value
         where.setdefault(key[0], []).append(key[1])
         if size:
-            sizes[key] = size
-            live[key[1]] += size
-            peak[key[1]] = max(peak[key[1]], live[key[1]])
-            if capacity is not None and live[key[1]] > capacity[key[1]]:
-                raise DeviceOutOfMemory(key[1], live[key[1]])
+            ledger.make(key, key[1], size)
+        elif shares is not None:
+            ledger.share(key, (shares, key[1]))
 
     def home(ref: Ref) -> int:
         return plan.value_device.get(ref, 0)
@@ -308,7 +303,13 @@ def run_step(
     for name, p in params.items():
         values[(Ref("param", name=name), plan.param_device.get(name, 0))] = p
     for position, x in enumerate(inputs):
-        values[(Ref("input", name=str(position)), plan.input_device.get(position, 0))] = x
+        key = (Ref("input", name=str(position)), plan.input_device.get(position, 0))
+        if position in plan.input_device:  # an input the step reads: on its device until its last use
+            admit(key, x, _nbytes(x))
+        else:
+            values[key] = x
+    if made_inputs:
+        inputs = ()
 
     def move_after(index: int) -> None:
         nonlocal moved_bytes, moves
@@ -339,6 +340,10 @@ def run_step(
                 return copies[key]
             return values[(ref, d)]
 
+        for name in buffer_reads[i]:  # the step's copy of a buffer lives on each device reading it
+            if (name, d) not in counted:
+                counted.add((name, d))
+                ledger.hold(d, _nbytes(start_buffers[name]))
         t0 = time.perf_counter()
         try:
             flat = call_op(op, fns[i], resolve, device)
@@ -348,7 +353,7 @@ def run_step(
             raise
         for out_index, value in enumerate(flat):
             if op.out_shapes[out_index] is not None:
-                admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0)
+                admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0, sources[i])
         busy[d] += time.perf_counter() - t0
         for name in op.writes_buffers:
             updated[name] = d
@@ -357,7 +362,8 @@ def run_step(
         for ref in {r for r in op.reads if plan.last_use.get(r) == i and r not in keep}:
             for dev in where.pop(ref, ()):
                 values.pop((ref, dev), None)
-                live[dev] -= sizes.pop((ref, dev), 0)
+                ledger.release((ref, dev))
+
     def deliver(ref: Ref | None, target: int | None) -> torch.Tensor | None:
         """The value ``ref`` names, moved to device ``target`` (None: where it was made)."""
         nonlocal moved_bytes, moves
@@ -368,9 +374,11 @@ def run_step(
             return values[(ref, src)]
         if (ref, target) in values:  # crossed already, for an op there or another parameter's update
             return values[(ref, target)]
-        moved_bytes += _nbytes(values[(ref, src)])
+        value = values[(ref, src)]
+        moved_bytes += _nbytes(value)
         moves += 1
-        return _cross(values[(ref, src)], devices, target)
+        admit((ref, target), _cross(value, devices, target), _nbytes(value))  # lives there until the step ends
+        return values[(ref, target)]
 
     # each gradient goes to its parameter's device, where the update runs; an input's to the input's
     grads = {name: deliver(ref, plan.param_device.get(name)) for name, ref in program.grads.items()}
@@ -383,6 +391,6 @@ def run_step(
     synchronize(devices)
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None
-    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, peak, moved_bytes, moves,
+    return StepOutput(loss, grads if keep_outputs else {}, seconds, busy, ledger.peak, moved_bytes, moves,
                       {name: copies[(name, d)] for name, d in updated.items()}, input_grads if keep_outputs else {})
 

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -366,3 +367,41 @@ def test_ranks_this_machine_cannot_give_a_core_each_are_refused_before_any_start
     with pytest.raises(InvalidArgument, match="4 ranks of 1 thread"):
         timer.time(step.graph, four, np.zeros(step.graph.num_ops, dtype=np.int64))
     assert timer.world == 0 and not timer.worker_pids  # nothing was started
+
+
+def test_a_ranks_count_holds_its_receive_buffers_from_the_start_and_what_it_sends_to_the_end():
+    """The bytes a rank holds in :func:`run_rank`, which the timer checks capacity by before running.
+
+    The first layer on rank 1: its receive buffer for the ReLU's gradient is posted when the step starts,
+    and the layer's output, sent to rank 0, is held (by its message) until the step ends. The count the
+    timer used was the local executor's, which has neither.
+    """
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    plan = program.plan(np.array([1 if k == 0 else 0 for k in step.graph.group], dtype=np.int64))
+    f32 = 4
+    params, batch = (32 * 16 + 32) * f32, 8 * 16 * f32
+    received = sent = 8 * 32 * f32  # the ReLU's gradient in, the layer's output out
+    grads = (32 * 16 + 32) * f32  # made on rank 1, kept to the update
+    assert program.peak_bytes(plan, 2, ranks=True)[1] == params + batch + received + sent + grads == 6912
+    assert program.peak_bytes(plan, 2)[1] == 5760  # the local executor frees both after their last use
+
+
+def test_a_tensor_sent_and_then_written_in_place_is_held_as_a_copy():
+    """The rank sends a copy of ``h`` (written in place after it is sent): both are held until the step ends."""
+    torch.manual_seed(0)
+    module, x = _WrittenAfterSent(), torch.randn(4, 64)
+    step = import_step(module, (x,))
+    program = compile_step(step)
+    devices = np.array([1 if name == "root/sum" else 0 for name in step.graph.node_names], dtype=np.int64)
+    plan = program.plan(devices)
+    [(ref, src, dst)] = [m for moves in plan.moves.values() for m in moves if m[2] == 1]
+    copy = program.value_bytes(ref)
+    assert copy == 4 * 256 * 4
+    held = program.peak_bytes(plan, 2, ranks=True)[0]
+    # the same step but for the write (h, sent, is held to the end either way): one copy of h fewer
+    unwritten = replace(program, ops=[replace(op, mutates=None) if op.mutates == ref else op for op in program.ops])
+    assert sum(op.mutates == ref for op in program.ops) == 1
+    assert held == unwritten.peak_bytes(unwritten.plan(devices), 2, ranks=True)[0] + copy

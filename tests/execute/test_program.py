@@ -204,3 +204,46 @@ def test_plan_refuses_device_indices_that_are_not_whole_or_not_one_per_node():
     with pytest.raises(InvalidPlacement, match="must be device indices"):
         program.plan(["gpu0"] * n)
     assert program.plan([1.0] * n).op_device.tolist() == [1] * len(program.ops)
+
+
+class _Awkward(torch.nn.Module):
+    """Batch norm (buffers, copied to each device that reads them), a layer used twice, a skip."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.b = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.a(x)))
+        return self.b(self.a(h) + x).square().mean()
+
+
+def test_static_peak_bytes_match_the_executor_count_with_buffers_and_shared_weights():
+    """The count by storage, buffers' copies, the input and the gradient copies: the same without running."""
+    torch.manual_seed(0)
+    step = import_step(_Awkward(), (torch.randn(16, 8),))
+    program = compile_step(step)
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        plan = program.plan(rng.integers(0, 3, step.graph.num_ops))
+        out = run_step(program, plan, [torch.device("cpu")] * 3)
+        np.testing.assert_array_equal(program.peak_bytes(plan, 3), out.peak_bytes)
+
+
+@pytest.mark.parametrize("count", ["run", "static"])
+def test_the_copies_of_the_buffers_a_step_reads_are_counted(count):
+    """Batch norm's running statistics live on the device that updates them: 72 bytes the count left out."""
+    peaks = {}
+    for track in (True, False):  # the same ops, with or without the running statistics
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8, track_running_stats=track))
+        step = import_step(net, (torch.randn(16, 8),), loss=lambda y: y.square().mean())
+        program = compile_step(step)
+        plan = program.plan(np.zeros(step.graph.num_ops, dtype=np.int64))
+        run = count == "run"
+        peaks[track] = (run_step(program, plan, [torch.device("cpu")]).peak_bytes if run else
+                        program.peak_bytes(plan, 1))[0]
+        buffers = sum(b.numel() * b.element_size() for b in program.buffers.values())
+    assert buffers == 0 and peaks[True] == peaks[False] + (8 + 8) * 4 + 8  # mean, variance, batch count

@@ -216,7 +216,8 @@ def test_parameters_alone_over_a_device_capacity_are_out_of_memory():
     plan = program.plan((step.graph.phase == 2).astype(np.int64))
     with pytest.raises(DeviceOutOfMemory) as info:
         run_step(program, plan, [CPU, CPU], capacity=np.array([1e9, 100.0]))
-    assert info.value.device == 1 and info.value.needed == program.peak_bytes(plan, 2)[1]
+    on_device_1 = sum(p.numel() * p.element_size() for k, p in program.params.items() if plan.param_device[k] == 1)
+    assert info.value.device == 1 and info.value.needed == on_device_1
 
 
 def test_a_real_oom_while_a_parameter_is_copied_to_its_device_is_that_devices(monkeypatch):
@@ -245,3 +246,48 @@ def test_a_plan_beyond_the_torch_devices_given_is_one_clear_error():
     program = compile_step(_linear_step())
     with pytest.raises(InvalidPlacement, match=r"^the plan runs on device 2, but 2 torch devices are given"):
         run_step(program, program.plan([2] * program.num_nodes), [CPU, CPU])
+
+
+def test_gradient_copies_on_the_parameters_device_are_counted():
+    """Every update on device 1: each gradient crosses there after the last op and lives there until the update.
+
+    The count left them out: device 1 peaked at its parameters' 2,704 bytes, with as many bytes of
+    gradients beside them.
+    """
+    step = _linear_step()
+    program = compile_step(step)
+    plan = program.plan((step.graph.phase == 2).astype(np.int64))
+    params = sum(p.numel() * p.element_size() for p in program.params.values())
+    grads = sum(program.value_bytes(ref) for ref in program.grads.values())
+    out = run_step(program, plan, [CPU, CPU])
+    assert len(plan.grad_moves) == len(program.params) == 4
+    assert out.peak_bytes[1] == params + grads == 2 * 2704
+    np.testing.assert_array_equal(out.peak_bytes, program.peak_bytes(plan, 2))
+    with pytest.raises(DeviceOutOfMemory) as info:  # fits the parameters, not their gradients as well
+        run_step(program, plan, [CPU, CPU], capacity=np.array([1e9, 4000.0]))
+    assert info.value.device == 1
+
+
+def test_a_gradient_two_parameters_share_crosses_once_and_is_counted_once():
+    """``p`` and ``q`` get one gradient tensor: the step copied it to their device twice, counted neither."""
+    torch.manual_seed(0)
+    x = torch.randn(16, 8)
+
+    class Shared(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Linear(8, 8)
+            self.p = torch.nn.Parameter(torch.randn(16, 8))
+            self.q = torch.nn.Parameter(torch.randn(16, 8))
+
+        def forward(self, x):
+            return torch.tanh(self.w(x) + self.p + self.q).square().mean()
+
+    step = import_step(Shared(), (x,))
+    program = compile_step(step)
+    devices = np.array([1 if n in ("update/p", "update/q") else 0 for n in step.graph.node_names], dtype=np.int64)
+    plan = program.plan(devices)
+    out = run_step(program, plan, [CPU, CPU])
+    assert out.moves == plan.num_moves
+    assert out.grads["p"] is out.grads["q"]
+    assert out.peak_bytes[1] == 2 * 16 * 8 * 4 + 16 * 8 * 4  # p, q and their one gradient
