@@ -13,8 +13,11 @@ nmt       an LSTM encoder-decoder with attention (tensorflow/nmt)     source, ta
 
 Each family module has ``sample(rng, **knobs) -> (module, example_inputs)`` (``module(*inputs)``
 is the scalar training loss) and ``random_knobs(rng) -> dict`` (knobs spanning training graphs of
-a few hundred to about 5,000 aten ops). Sampling is deterministic: the same ``rng`` state gives the
-same architecture, weights and inputs. To trace without computing, build under fake tensors::
+a few hundred to about 5,000 aten ops). ``rng`` is a seed as everywhere in gnplace (an int, a
+``numpy.random.Generator`` or None; an int ``s`` samples as ``numpy.random.default_rng(s)``), and each
+size knob has a cap, a ``MAX_*`` constant of its module far above every real use. Sampling is
+deterministic: the same ``rng`` state gives the same architecture, weights and inputs. To trace
+without computing, build under fake tensors::
 
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
@@ -42,7 +45,7 @@ from gnplace.seed import SeedLike, as_generator
 
 __all__ = ["FAMILIES", "RANDOM_KNOBS", "Sampler", "get_family", "random_knobs", "draw"]
 
-#: ``sample(rng, **knobs) -> (module, example_inputs)``.
+#: ``sample(rng, **knobs) -> (module, example_inputs)``, ``rng`` an int, a numpy generator or None.
 Sampler = Callable[..., tuple[nn.Module, tuple[Tensor, ...]]]
 
 #: The samplers by family name.

@@ -17,7 +17,7 @@ from gnplace.exceptions import InvalidArgument, UnknownName
 __all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int"]
 
 
-def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
+def check_int(name: str, value: int, low: int, high: int | None = None, *, cap: str | None = None) -> int:
     """``value`` as an int, or :class:`~gnplace.exceptions.InvalidArgument` naming the knob if not in ``[low, high]``.
 
     Args:
@@ -25,6 +25,8 @@ def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
         value (int): the value given.
         low (int): smallest allowed value.
         high (int, optional): largest allowed value; ``None`` for no bound. (default: :obj:`None`)
+        cap (str, optional): the constant ``high`` is (``"cifar10.MAX_LAYERS"``): a value above ``high`` is then
+            refused as past that cap, and the other messages give the lower bound alone. (default: :obj:`None`)
 
     Returns:
         int: ``value`` converted to a Python int.
@@ -35,10 +37,16 @@ def check_int(name: str, value: int, low: int, high: int | None = None) -> int:
     Examples:
         >>> check_int("layers", 3, 1)
         3
+        >>> check_int("layers", 20_000, 1, 10_000, cap="cifar10.MAX_LAYERS")
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.InvalidArgument: knob 'layers' must be at most 10,000 (cifar10.MAX_LAYERS), got 20000
     """
-    bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+    bound = f">= {low}" if high is None or cap is not None else f"in [{low}, {high}]"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InvalidArgument(f"knob {name!r} must be an integer {bound}, got {value!r}")
+    if cap is not None and high is not None and value > high:
+        raise InvalidArgument(f"knob {name!r} must be at most {high:,} ({cap}), got {value}")
     if value < low or (high is not None and value > high):
         raise InvalidArgument(f"knob {name!r} must be {bound}, got {value}")
     return int(value)

@@ -35,12 +35,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnplace.families._common import check_choice, check_int, check_probability, log_uniform_int
-from gnplace.seed import seeded_torch
+from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = [
     "MICRO_OPS", "MACRO_OPS", "SPACES", "MicroArch", "MacroArch", "sample_micro_arch", "sample_macro_arch",
     "SepConv", "FactorizedReduction", "ReLUConvBN", "Cell", "MicroNet", "MacroLayer", "MacroNet",
-    "sample", "random_knobs",
+    "sample", "random_knobs", "MAX_LAYERS", "MAX_MACRO_LAYERS", "MAX_CHANNELS", "MAX_BATCH", "MAX_NUM_BLOCKS",
 ]
 
 #: ENAS micro ops, in the order of the ENAS code's op ids 0..4.
@@ -52,6 +52,20 @@ SPACES: tuple[str, ...] = ("micro", "macro")
 #: CIFAR-10 classes and image side (pixels).
 NUM_CLASSES = 10
 IMAGE_SIZE = 32
+
+# Caps of the size knobs: a value past one is a typo or a script's overflow, which ran until killed (layers=10**30
+# built its list of cells) or failed deep in torch with a traceback. Each is far above every real use.
+#: Most micro ``layers`` (``L + 2`` cells, about 119 ops each): 12 times the 840 of the benches' 100,000-op graph.
+MAX_LAYERS = 10_000
+#: Most macro ``layers``: a macro layer reads about 0.4 of the layers before it, so ops grow with ``L**2``
+#: (ENAS searched 12..24 layers; :func:`random_knobs` draws 4..24).
+MAX_MACRO_LAYERS = 500
+#: Most ``channels`` (``C``; the micro net widens to ``4 C``): ENAS's widest nets had 96.
+MAX_CHANNELS = 1024
+#: Most images in a batch (ENAS: 144 to 160; 65,536 images are 0.8 GB of float32).
+MAX_BATCH = 65_536
+#: Most micro blocks per cell (``B``; ENAS and NASNet: 5).
+MAX_NUM_BLOCKS = 64
 
 #: A micro block: (x input id, x op id, y input id, y op id); ids 0 and 1 are the cell inputs.
 Block = tuple[int, int, int, int]
@@ -489,7 +503,7 @@ class MacroNet(nn.Module):
 
 
 def sample(
-    rng: np.random.Generator,
+    rng: SeedLike,
     *,
     layers: int = 6,
     channels: int = 20,
@@ -505,12 +519,15 @@ def sample(
     micro net used L = 15, C = 36, batch 144, and the macro space L = 12..24, C = 36..96.
 
     Args:
-        rng (numpy.random.Generator): draws the architecture, then the torch seed for weights and inputs.
-        layers (int, optional): ``L``: micro nets have ``L + 2`` cells, macro nets ``L`` layers. (default: :obj:`6`)
-        channels (int, optional): ``C``, width of the first cells or layers (channels). (default: :obj:`20`)
-        batch (int, optional): images per batch. (default: :obj:`160`)
+        rng (int, numpy.random.Generator or None): the seed (an int ``s`` draws as ``numpy.random.default_rng(s)``;
+            ``None`` a fresh one): draws the architecture, then the torch seed for weights and inputs.
+        layers (int, optional): ``L``: micro nets have ``L + 2`` cells (at most :data:`MAX_LAYERS`), macro nets
+            ``L`` layers (at most :data:`MAX_MACRO_LAYERS`). (default: :obj:`6`)
+        channels (int, optional): ``C``, width of the first cells or layers (channels, at most
+            :data:`MAX_CHANNELS`). (default: :obj:`20`)
+        batch (int, optional): images per batch (at most :data:`MAX_BATCH`). (default: :obj:`160`)
         space (str, optional): ``"micro"`` or ``"macro"``. (default: :obj:`"micro"`)
-        num_blocks (int, optional): micro blocks per cell, ``B``. (default: :obj:`5`)
+        num_blocks (int, optional): micro blocks per cell, ``B`` (at most :data:`MAX_NUM_BLOCKS`). (default: :obj:`5`)
         skip_prob (float, optional): macro skip probability. (default: :obj:`0.4`)
         dropout (float, optional): head drop probability. (default: :obj:`0.1`)
 
@@ -520,19 +537,24 @@ def sample(
 
     Raises:
         UnknownName: for an unknown ``space``.
-        InvalidArgument: for a knob out of range (a probability outside ``[0, 1]``), a non-integer count knob
-            or a non-numeric probability.
+        InvalidArgument: for a knob out of range (a probability outside ``[0, 1]``, a size past its cap), a
+            non-integer count knob or a non-numeric probability; or a seed that is not an int >= 0, a numpy
+            generator or None.
 
     Examples:
         >>> model, (images, labels) = sample(np.random.default_rng(0), layers=1, channels=4, batch=2)
         >>> tuple(images.shape), model(images, labels).dim()
         ((2, 3, 32, 32), 0)
     """
+    rng = as_generator(rng)
     check_choice("search space", space, SPACES)
-    layers = check_int("layers", layers, 1)
-    channels = check_int("channels", channels, 2)
-    batch = check_int("batch", batch, 1)
-    num_blocks = check_int("num_blocks", num_blocks, 1)
+    if space == "micro":
+        layers = check_int("layers", layers, 1, MAX_LAYERS, cap="cifar10.MAX_LAYERS")
+    else:
+        layers = check_int("layers", layers, 1, MAX_MACRO_LAYERS, cap="cifar10.MAX_MACRO_LAYERS")
+    channels = check_int("channels", channels, 2, MAX_CHANNELS, cap="cifar10.MAX_CHANNELS")
+    batch = check_int("batch", batch, 1, MAX_BATCH, cap="cifar10.MAX_BATCH")
+    num_blocks = check_int("num_blocks", num_blocks, 1, MAX_NUM_BLOCKS, cap="cifar10.MAX_NUM_BLOCKS")
     skip_prob = check_probability("skip_prob", skip_prob)
     dropout = check_probability("dropout", dropout)
     arch = sample_micro_arch(rng, num_blocks) if space == "micro" else sample_macro_arch(rng, layers, skip_prob)

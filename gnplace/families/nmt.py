@@ -37,16 +37,29 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnplace.families._common import check_bool, check_choice, check_int, log_uniform_int
-from gnplace.seed import seeded_torch
+from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = ["ATTENTIONS", "NMTConfig", "LSTMCell", "Attention", "Encoder", "Decoder", "NMTModel", "num_parameters",
-           "sample", "random_knobs"]
+           "sample", "random_knobs", "MAX_LAYERS", "MAX_UNITS", "MAX_BATCH", "MAX_STEPS", "MAX_VOCAB"]
 
 #: Attention kinds: Luong's dot score, scaled (tensorflow/nmt's ``scaled_luong``, iwslt15), Bahdanau's
 #: additive score and its weight-normalised form (``normed_bahdanau``, wmt16).
 ATTENTIONS: tuple[str, ...] = ("luong", "scaled_luong", "bahdanau", "normed_bahdanau")
 #: Half-width of tensorflow/nmt's uniform initialisation (``init_weight``).
 INIT_RANGE = 0.1
+
+# Caps of the size knobs: a value past one is a typo or a script's overflow, which ran until killed (layers=10**30
+# built its list of LSTM cells) or failed deep in torch with a traceback. Each is far above every real use.
+#: Most LSTM ``layers`` of the encoder (and as many of the decoder; GNMT: 8).
+MAX_LAYERS = 64
+#: Most ``units`` (``H``; tensorflow/nmt's wmt16: 1,024).
+MAX_UNITS = 8192
+#: Most sentence pairs in a batch (tensorflow/nmt: 128).
+MAX_BATCH = 65_536
+#: Most ``src_steps`` and ``tgt_steps`` each (tensorflow/nmt's iwslt15 allows 50 tokens).
+MAX_STEPS = 1000
+#: Most words of the vocabulary (``V``; wmt16: 32,000 BPE tokens; the largest real vocabularies: about 256,000).
+MAX_VOCAB = 1_000_000
 
 State = tuple[Tensor, Tensor]
 
@@ -293,7 +306,7 @@ def num_parameters(config: NMTConfig) -> int:
 
 
 def sample(
-    rng: np.random.Generator,
+    rng: SeedLike,
     *,
     layers: int = 2,
     units: int = 512,
@@ -313,13 +326,19 @@ def sample(
     with :func:`random_knobs` to vary the architecture).
 
     Args:
-        rng (numpy.random.Generator): draws the torch seed for weights and inputs.
-        layers (int, optional): LSTM layers of the encoder and of the decoder. (default: :obj:`2`)
-        units (int, optional): ``H``: LSTM units, embedding and attention width. (default: :obj:`512`)
-        batch (int, optional): sentence pairs per batch. (default: :obj:`128`)
-        src_steps (int, optional): source length, unrolled encoder steps. (default: :obj:`10`)
-        tgt_steps (int, optional): target length, unrolled decoder steps. (default: :obj:`10`)
-        vocab (int, optional): ``V``: source and target vocabulary size. (default: :obj:`17000`)
+        rng (int, numpy.random.Generator or None): the seed (an int ``s`` draws as ``numpy.random.default_rng(s)``;
+            ``None`` a fresh one): draws the torch seed for weights and inputs.
+        layers (int, optional): LSTM layers of the encoder and of the decoder (at most :data:`MAX_LAYERS`).
+            (default: :obj:`2`)
+        units (int, optional): ``H``: LSTM units, embedding and attention width (at most :data:`MAX_UNITS`).
+            (default: :obj:`512`)
+        batch (int, optional): sentence pairs per batch (at most :data:`MAX_BATCH`). (default: :obj:`128`)
+        src_steps (int, optional): source length, unrolled encoder steps (at most :data:`MAX_STEPS`).
+            (default: :obj:`10`)
+        tgt_steps (int, optional): target length, unrolled decoder steps (at most :data:`MAX_STEPS`).
+            (default: :obj:`10`)
+        vocab (int, optional): ``V``: source and target vocabulary size (at most :data:`MAX_VOCAB`).
+            (default: :obj:`17000`)
         attention (str, optional): one of :data:`ATTENTIONS`. (default: :obj:`"scaled_luong"`)
         bidirectional (bool, optional): make the first encoder layer bidirectional. (default: :obj:`True`)
 
@@ -330,7 +349,8 @@ def sample(
 
     Raises:
         UnknownName: for an unknown ``attention``.
-        InvalidArgument: for a knob out of range, a non-integer count knob or a non-boolean ``bidirectional``.
+        InvalidArgument: for a knob out of range (a size past its cap), a non-integer count knob or a non-boolean
+            ``bidirectional``; or a seed that is not an int >= 0, a numpy generator or None.
 
     Examples:
         >>> model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), units=8, batch=2, src_steps=3,
@@ -338,18 +358,19 @@ def sample(
         >>> tuple(src.shape), tuple(tgt_in.shape), model(src, tgt_in, tgt_out).dim()
         ((2, 3), (2, 2), 0)
     """
+    generator = as_generator(rng)  # an int seeds numpy first, as in the other families (it was the torch seed)
     check_choice("attention", attention, ATTENTIONS)
     config = NMTConfig(
-        layers=check_int("layers", layers, 1),
-        units=check_int("units", units, 1),
-        vocab=check_int("vocab", vocab, 2),
+        layers=check_int("layers", layers, 1, MAX_LAYERS, cap="nmt.MAX_LAYERS"),
+        units=check_int("units", units, 1, MAX_UNITS, cap="nmt.MAX_UNITS"),
+        vocab=check_int("vocab", vocab, 2, MAX_VOCAB, cap="nmt.MAX_VOCAB"),
         bidirectional=check_bool("bidirectional", bidirectional),
         attention=attention,
     )
-    batch = check_int("batch", batch, 1)
-    src_steps = check_int("src_steps", src_steps, 1)
-    tgt_steps = check_int("tgt_steps", tgt_steps, 1)
-    with seeded_torch(rng):
+    batch = check_int("batch", batch, 1, MAX_BATCH, cap="nmt.MAX_BATCH")
+    src_steps = check_int("src_steps", src_steps, 1, MAX_STEPS, cap="nmt.MAX_STEPS")
+    tgt_steps = check_int("tgt_steps", tgt_steps, 1, MAX_STEPS, cap="nmt.MAX_STEPS")
+    with seeded_torch(generator):
         model = NMTModel(config)
         source = torch.randint(0, vocab, (batch, src_steps))
         target = torch.randint(0, vocab, (batch, tgt_steps + 1))

@@ -35,15 +35,28 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from gnplace.families._common import check_int, log_uniform_int
-from gnplace.seed import seeded_torch
+from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = ["ACTIVATIONS", "RNNArch", "sample_arch", "Node", "ENASCell", "PTBModel", "sample", "random_knobs",
-           "num_parameters"]
+           "num_parameters", "MAX_HIDDEN", "MAX_STEPS", "MAX_BATCH", "MAX_VOCAB", "MAX_NUM_NODES"]
 
 #: Node activations, in the order of the ENAS code's function ids 0..3.
 ACTIVATIONS: tuple[str, ...] = ("tanh", "relu", "identity", "sigmoid")
 #: Half-width of the uniform initialisation of the weights.
 INIT_RANGE = 0.04
+
+# Caps of the size knobs: a value past one is a typo or a script's overflow, which failed deep in torch with a
+# traceback or ran until killed. Each is far above every real use.
+#: Most ``hidden`` (``H``; ENAS: 720 to 748; the node weights are ``2H x 2H`` and ``H x 2H``).
+MAX_HIDDEN = 8192
+#: Most unrolled ``steps`` (``T``; ENAS unrolled 35, about 8k ops of a training graph).
+MAX_STEPS = 1000
+#: Most sequences in a batch (ENAS: 64).
+MAX_BATCH = 65_536
+#: Most words of the vocabulary (``V``; Penn Treebank: 10,000; the largest real vocabularies: about 256,000).
+MAX_VOCAB = 1_000_000
+#: Most nodes of the cell (``N``; ENAS: 12).
+MAX_NUM_NODES = 1000
 
 
 @dataclass(frozen=True)
@@ -199,7 +212,7 @@ def num_parameters(hidden: int, vocab: int, num_nodes: int = 12) -> int:
 
 
 def sample(
-    rng: np.random.Generator,
+    rng: SeedLike,
     *,
     hidden: int = 720,
     steps: int = 10,
@@ -213,30 +226,33 @@ def sample(
     length: ENAS unrolled 35 steps (about 8k ops in a training graph); 10 keeps it mid-size.
 
     Args:
-        rng (numpy.random.Generator): draws the cell, then the torch seed for weights and inputs.
-        hidden (int, optional): ``H``, embedding and state width. (default: :obj:`720`)
-        steps (int, optional): ``T``, unrolled time steps. (default: :obj:`10`)
-        batch (int, optional): sequences per batch. (default: :obj:`64`)
-        vocab (int, optional): ``V``, vocabulary size. (default: :obj:`10000`)
-        num_nodes (int, optional): ``N``, nodes of the cell. (default: :obj:`12`)
+        rng (int, numpy.random.Generator or None): the seed (an int ``s`` draws as ``numpy.random.default_rng(s)``;
+            ``None`` a fresh one): draws the cell, then the torch seed for weights and inputs.
+        hidden (int, optional): ``H``, embedding and state width (at most :data:`MAX_HIDDEN`). (default: :obj:`720`)
+        steps (int, optional): ``T``, unrolled time steps (at most :data:`MAX_STEPS`). (default: :obj:`10`)
+        batch (int, optional): sequences per batch (at most :data:`MAX_BATCH`). (default: :obj:`64`)
+        vocab (int, optional): ``V``, vocabulary size (at most :data:`MAX_VOCAB`). (default: :obj:`10000`)
+        num_nodes (int, optional): ``N``, nodes of the cell (at most :data:`MAX_NUM_NODES`). (default: :obj:`12`)
 
     Returns:
         tuple[PTBModel, tuple[Tensor, Tensor]]: the model (``forward`` returns the scalar loss) and
         its inputs: tokens and targets, both ``[batch, steps]`` int64 in ``[0, vocab)``.
 
     Raises:
-        InvalidArgument: for a knob out of range or a non-integer count knob.
+        InvalidArgument: for a knob out of range (a size past its cap) or a non-integer count knob; or a seed
+            that is not an int >= 0, a numpy generator or None.
 
     Examples:
         >>> model, (tokens, targets) = sample(np.random.default_rng(0), hidden=8, steps=3, batch=2, vocab=20)
         >>> tuple(tokens.shape), model(tokens, targets).dim()
         ((2, 3), 0)
     """
-    hidden = check_int("hidden", hidden, 1)
-    steps = check_int("steps", steps, 1)
-    batch = check_int("batch", batch, 1)
-    vocab = check_int("vocab", vocab, 2)
-    num_nodes = check_int("num_nodes", num_nodes, 1)
+    rng = as_generator(rng)
+    hidden = check_int("hidden", hidden, 1, MAX_HIDDEN, cap="ptb.MAX_HIDDEN")
+    steps = check_int("steps", steps, 1, MAX_STEPS, cap="ptb.MAX_STEPS")
+    batch = check_int("batch", batch, 1, MAX_BATCH, cap="ptb.MAX_BATCH")
+    vocab = check_int("vocab", vocab, 2, MAX_VOCAB, cap="ptb.MAX_VOCAB")
+    num_nodes = check_int("num_nodes", num_nodes, 1, MAX_NUM_NODES, cap="ptb.MAX_NUM_NODES")
     arch = sample_arch(rng, num_nodes)
     with seeded_torch(rng):
         model = PTBModel(arch, hidden, vocab)

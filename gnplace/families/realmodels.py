@@ -178,7 +178,7 @@ def _check_model(name: str) -> None:
     """Raise :class:`~gnplace.exceptions.UnknownName` if ``name`` is not in :data:`REAL_MODELS`."""
     from gnplace.exceptions import UnknownName
 
-    if name not in REAL_MODELS:
+    if not isinstance(name, str) or name not in REAL_MODELS:  # a list was not hashable: a TypeError's traceback
         raise UnknownName(f"unknown real model {name!r} (choose one of: {', '.join(REAL_MODELS)})")
 
 
@@ -303,14 +303,18 @@ def write_real_dataset(
 
     Raises:
         UnknownName: for a name not in :data:`REAL_MODELS`, or an unknown optimizer (before ``out`` is made).
-        InvalidArgument: for an empty ``names`` (``None`` is all of them; ``[]`` built all five too).
+        InvalidArgument: for an empty ``names`` (``None`` is all of them; ``[]`` built all five too), or one name
+            given as a string instead of a list of them.
     """
     from gnplace.datasets import graph_summary, write_manifest
     from gnplace.graph_io import save_graph
 
-    if names is not None and not names:
+    if names is not None and (not names or isinstance(names, str)):
         from gnplace.exceptions import InvalidArgument
 
+        if isinstance(names, str):  # its letters were taken for names: "unknown real model 'g'"
+            raise InvalidArgument(f"write_real_dataset: names must be a list of model names, got {names!r} (give "
+                                  f"[{names!r}])")
         raise InvalidArgument("write_real_dataset: names is empty; give model names, or None for all of them")
     names = list(REAL_MODELS) if names is None else names
     for name in names:

@@ -125,3 +125,14 @@ def test_check_bool_accepts_booleans(value):
 def test_check_bool_rejects_the_rest_naming_the_knob(value):
     with pytest.raises(InvalidArgument, match=r"^knob 'bidirectional' must be True or False, got "):
         check_bool("bidirectional", value)
+
+
+def test_check_int_names_the_cap_a_value_is_past():
+    with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be at most 10,000 \(cifar10\.MAX_LAYERS\), got 10001$"):
+        check_int("layers", 10_001, 1, 10_000, cap="cifar10.MAX_LAYERS")
+    # below the range, or not an integer, the message gives the lower bound alone, as without a cap
+    with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be >= 1, got 0$"):
+        check_int("layers", 0, 1, 10_000, cap="cifar10.MAX_LAYERS")
+    with pytest.raises(InvalidArgument, match=r"^knob 'layers' must be an integer >= 1, got 2.5$"):
+        check_int("layers", 2.5, 1, 10_000, cap="cifar10.MAX_LAYERS")
+    assert check_int("layers", 10_000, 1, 10_000, cap="cifar10.MAX_LAYERS") == 10_000

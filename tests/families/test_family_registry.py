@@ -134,3 +134,86 @@ def test_every_bad_knob_is_one_gnplace_error_naming_knob_and_value(name: str, kn
         assert message.startswith(f"knob {knob!r} must be ")
     with pytest.raises(type(info.value)):  # and draw, which passes the knob on, raises the same
         draw(name, seed=0, **dict(TINY[name], **{knob: value}))
+
+
+# ---------------------------------------------------------------------------------- seeds
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_sampler_takes_what_every_seed_argument_takes(name: str) -> None:
+    """cifar10.sample(0) and ptb.sample(0) were AttributeError ('int' object has no attribute 'integers')."""
+    model, inputs = FAMILIES[name](3, **TINY[name])
+    expected, expected_inputs = FAMILIES[name](np.random.default_rng(3), **TINY[name])  # an int s: default_rng(s)
+    assert repr(model) == repr(expected)
+    assert all(torch.equal(a, b) for a, b in zip(inputs, expected_inputs, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), expected.state_dict().values()))
+    assert FAMILIES[name](np.int64(3), **TINY[name])[0].state_dict().keys() == model.state_dict().keys()
+    assert FAMILIES[name](None, **TINY[name])[0](*inputs).dim() == 0  # None: a fresh seed
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("seed", [2.5, "0", -1, True, [0]])
+def test_a_bad_seed_is_one_invalid_argument(name: str, seed: Any) -> None:
+    with pytest.raises(InvalidArgument, match=r"^seed must be ") as info:
+        FAMILIES[name](seed, **TINY[name])
+    assert "\n" not in str(info.value)
+
+
+# ---------------------------------------------------------------------------------- caps of the size knobs
+#: Every integer knob of every family (with the knobs that select its cap) and the constant that caps it.
+CAPS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("cifar10", {}, "layers", "cifar10.MAX_LAYERS"),
+    ("cifar10", {"space": "macro"}, "layers", "cifar10.MAX_MACRO_LAYERS"),
+    ("cifar10", {}, "channels", "cifar10.MAX_CHANNELS"),
+    ("cifar10", {}, "batch", "cifar10.MAX_BATCH"),
+    ("cifar10", {}, "num_blocks", "cifar10.MAX_NUM_BLOCKS"),
+    ("ptb", {}, "hidden", "ptb.MAX_HIDDEN"),
+    ("ptb", {}, "steps", "ptb.MAX_STEPS"),
+    ("ptb", {}, "batch", "ptb.MAX_BATCH"),
+    ("ptb", {}, "vocab", "ptb.MAX_VOCAB"),
+    ("ptb", {}, "num_nodes", "ptb.MAX_NUM_NODES"),
+    ("nmt", {}, "layers", "nmt.MAX_LAYERS"),
+    ("nmt", {}, "units", "nmt.MAX_UNITS"),
+    ("nmt", {}, "batch", "nmt.MAX_BATCH"),
+    ("nmt", {}, "src_steps", "nmt.MAX_STEPS"),
+    ("nmt", {}, "tgt_steps", "nmt.MAX_STEPS"),
+    ("nmt", {}, "vocab", "nmt.MAX_VOCAB"),
+]
+
+
+def _cap(constant: str) -> int:
+    """The value of ``constant`` (``"cifar10.MAX_LAYERS"``)."""
+    family, name = constant.split(".")
+    return int(getattr({"cifar10": cifar10, "ptb": ptb, "nmt": nmt}[family], name))
+
+
+def test_every_integer_knob_has_a_cap() -> None:
+    capped = {(name, knob) for name, _, knob, _ in CAPS}
+    for name, sampler in FAMILIES.items():
+        for knob, parameter in list(inspect.signature(sampler).parameters.items())[1:]:
+            if type(parameter.default) is int:
+                assert (name, knob) in capped
+
+
+@pytest.mark.parametrize(("name", "fixed", "knob", "constant"), CAPS)
+@pytest.mark.parametrize("past", [1, 10**30], ids=["cap+1", "cap+1e30"])
+def test_a_size_knob_past_its_cap_is_one_line_naming_the_cap(name, fixed, knob, constant, past) -> None:
+    """Past any bound, layers=10**30 ran until killed and channels=10**30 was a traceback from deep in torch."""
+    cap = _cap(constant)
+    value = cap + past
+    for call in (lambda: FAMILIES[name](0, **dict(TINY[name], **fixed, **{knob: value})),
+                 lambda: draw(name, seed=0, **dict(TINY[name], **fixed, **{knob: value}))):
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert str(info.value) == f"knob {knob!r} must be at most {cap:,} ({constant}), got {value}"
+
+
+def test_the_caps_are_far_above_every_real_use() -> None:
+    # scripts/benchmarks builds cifar10 graphs of about 100,000 ops from round(ops / 119) = 840 micro layers
+    assert _cap("cifar10.MAX_LAYERS") >= 10 * round(100_000 / 119)
+    # and every knob drawn for the shipped datasets (either cifar10 space) lies 8 times under its cap, or more
+    draws = [(name, {}) for name in FAMILIES] + [("cifar10", {"space": "macro"})]
+    for name, steering in draws:
+        for seed in range(50):
+            drawn = RANDOM_KNOBS[name](np.random.default_rng(seed), **steering)
+            for family, fixed, knob, constant in CAPS:
+                if family == name and knob in drawn and fixed.items() <= drawn.items():
+                    assert drawn[knob] * 8 <= _cap(constant)

@@ -130,3 +130,24 @@ def test_an_empty_list_of_models_is_refused_not_read_as_all_five(tmp_path):
     with pytest.raises(InvalidArgument, match="names is empty"):
         write_real_dataset(tmp_path / "real", names=[])
     assert not (tmp_path / "real").exists()
+
+
+def test_a_model_name_that_is_not_a_string_is_one_unknown_name(tmp_path):
+    # a list was looked up in REAL_MODELS as is: "TypeError: unhashable type: 'list'", a traceback
+    from gnplace.families.realmodels import build_model, real_graph, write_real_dataset
+
+    for call in (lambda: build_model(["gpt2"]), lambda: real_graph(["gpt2"]),
+                 lambda: write_real_dataset(tmp_path / "real", names=[["gpt2"]])):
+        with pytest.raises(UnknownName, match=r"^unknown real model \['gpt2'\] \(choose one of: gpt2, "):
+            call()
+    assert not (tmp_path / "real").exists()
+
+
+def test_one_name_given_as_a_string_is_refused_not_read_as_its_letters(tmp_path):
+    # names="gpt2" was refused as "unknown real model 'g'"
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.families.realmodels import write_real_dataset
+
+    with pytest.raises(InvalidArgument, match=r"names must be a list of model names, got 'gpt2' \(give \['gpt2'\]\)"):
+        write_real_dataset(tmp_path / "real", names="gpt2")
+    assert not (tmp_path / "real").exists()
