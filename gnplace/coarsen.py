@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = ["Coarsening", "coarsen", "coarsen_within", "module_units", "partition_units"]
@@ -58,8 +58,8 @@ class Coarsening:
     original: OpGraph
 
     def expand(self, placement: Placement) -> Placement:
-        """The placement of the original graph that puts every op where its coarse node is."""
-        return Placement(placement.devices[self.node_of_op], placement.cluster)
+        """The placement of the original graph that puts every op where its coarse node is (made for it)."""
+        return Placement(placement.devices[self.node_of_op], placement.cluster, GraphKey.of(self.original))
 
 
 def _csr(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -7,10 +7,11 @@ appended to ``results.csv`` as they finish, so an interrupted evaluation resumes
 A saved row is reused only when every input that shapes it is the same: the graph file's content,
 the cluster (its devices and links, not only its name), the placer, its revision and its options
 (with the content of any option that names a file, such as a checkpoint), the budget (for placers that take
-one), the seed and the simulator mode; these make the row's ``key``. A folder holds one row per
-graph file, cluster (a preset's name, or a cluster file's path), placer and seed: a task whose inputs
-changed replaces the old row, and a failed row runs again. Paths are stored absolute, so a rerun from
-another folder finds them.
+one), the seed and the simulator mode; these make the row's ``key``. Per graph file, cluster (a
+preset's name, or a cluster file's path), placer and seed, a folder holds the rows of the tasks last
+asked for: a task whose inputs changed replaces the old row, tasks of one evaluation that differ only
+in budget, options or mode each keep their own, and a failed row runs again. Paths are stored absolute,
+so a rerun from another folder finds them.
 
 The summary gives, per family, cluster and placer, geometric means of the step time's ratio to
 the best non-learned placer on the same graph and cluster, to the single-device placement and to
@@ -39,7 +40,7 @@ from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, I
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget
-from gnplace.placement import Placement
+from gnplace.placement import Placement, save_placement
 from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
@@ -48,7 +49,7 @@ from gnplace.sim.timer import geomean, relative_step
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
-    "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot",
+    "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot", "kept_placement",
 ]
 
 
@@ -237,7 +238,8 @@ def task_key(task: Task) -> str:
     """SHA-256 (hex) of every input that shapes the row of ``task``.
 
     The graph file's content, the cluster's :meth:`~gnplace.cluster.Cluster.fingerprint`, the
-    placer and its ``revision`` (where it declares one), its options (the content of options that
+    placer and its ``revision`` (where it declares one) and those of the placers it uses
+    (:meth:`~gnplace.placers.registry.PlacerRegistry.revisions_used`), its options (the content of options that
     name files, and of the placer's default checkpoint when none is given), the budget where the
     placer takes one, the seed and the simulator mode.
 
@@ -260,6 +262,9 @@ def task_key(task: Task) -> str:
     }
     if info.revision:  # a placer whose defaults changed: rows saved before are not reused
         identity["revision"] = info.revision
+    used = PLACERS.revisions_used(task.placer)
+    if used:  # a placer it uses changed (auto's candidates, or auto for the searches that start from it)
+        identity["uses"] = used
     identity.update(default_files_identity(task.placer, dict(task.options)))
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
 
@@ -342,6 +347,11 @@ def place_task(task: Task) -> tuple[OpGraph, Cluster, Placement, float]:
 
 def run_task(task: Task, key: str = "") -> Row:
     """Place and time one graph on one cluster with one placer (runs in a worker process)."""
+    return _run_task(task, key)[0]
+
+
+def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
+    """The row of ``task`` and the placement it timed (None where placing or timing failed)."""
     graph_stamp, cluster_stamp = _stamp(task.graph_path), _stamp(task.cluster)
     graph, cluster = _graph(task.graph_path, graph_stamp), _cluster(task.cluster, cluster_stamp)
     bound, single_s = _references(task.graph_path, graph_stamp, task.cluster, cluster_stamp, task.mode)
@@ -362,13 +372,30 @@ def run_task(task: Task, key: str = "") -> Row:
         if len(message) > MAX_ERROR_CHARS:  # a longer field than csv reads back made the file unreadable
             message = message[: MAX_ERROR_CHARS - 1] + "…"
         return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
-                   error=message)
+                   error=message), None
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),
-               oom=result.is_oom, place_seconds=took)
+               oom=result.is_oom, place_seconds=took), placement
 
 
-def _run_keyed(item: tuple[Task, str]) -> Row:
-    return run_task(*item)
+def _run_keyed(item: tuple[Task, str, bool]) -> tuple[Row, Placement | None]:
+    """Run ``(task, key, keep)`` in a worker: its row, and its placement where ``keep`` asks for it (else None)."""
+    task, key, keep = item
+    row, placement = _run_task(task, key)
+    return row, placement if keep else None
+
+
+# ---------------------------------------------------------------------------------- kept placements
+#: Folder of an evaluation's output folder that holds the placements kept (:func:`kept_placement`).
+PLACEMENTS_FOLDER = "placements"
+
+
+def kept_placement(out: str | os.PathLike[str], key: str) -> Path:
+    """The file in which :func:`evaluate` keeps the placement of the row whose key is ``key`` (a placement file).
+
+    Only the rows of the tasks ``evaluate``'s ``keep_placements`` chose have one; read it with
+    :func:`~gnplace.placement.load_placement` and the row's graph and cluster.
+    """
+    return Path(out) / PLACEMENTS_FOLDER / f"{key}.json"
 
 
 # ---------------------------------------------------------------------------------- the results file
@@ -443,23 +470,42 @@ def _identity(graph_path: str, cluster: str, placer: str, seed: int) -> tuple[st
 def evaluate(
     tasks: Iterable[Task], out: str | os.PathLike[str], *, jobs: int = 1,
     progress: Callable[[Row], None] | None = None, reused: Callable[[int], None] | None = None,
+    keep_placements: Callable[[Task], bool] | None = None,
 ) -> list[Row]:
     """Run ``tasks`` (in ``jobs`` processes), appending rows to ``out/results.csv``; returns all rows.
 
     A task whose :func:`task_key` matches a saved row is not run again; a saved row of the same
-    graph, cluster, placer and seed made with other inputs is replaced. Rows of other tasks in the
+    graph, cluster, placer and seed whose key none of ``tasks`` has is replaced (tasks that differ only in
+    budget, options or mode keep a row each). Rows of other tasks in the
     file are kept (an evaluation can be extended placer by placer). ``progress`` is called with each
     row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved rows stand.
+
+    Args:
+        tasks (Iterable[Task]): the placements to make and time.
+        out (str or Path): the output folder.
+        jobs (int, optional): worker processes; at most one per task to run is started, and those started share
+            the cores (default: :obj:`1`, every task in this process).
+        progress (callable, optional): called with each row run, as it finishes (default: :obj:`None`).
+        reused (callable, optional): called once, before any run, with the number of saved rows that stand
+            (default: :obj:`None`).
+        keep_placements (callable, optional): the tasks (those it returns True for) whose placements are kept in
+            :func:`kept_placement` files, written before their rows; a saved row of such a task without its file runs
+            again, so that the placement drawn is the one its row timed (default: :obj:`None`, none kept).
 
     Raises:
         GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found, a graph file to run
             cannot be read, or a budget is not 1 to :data:`~gnplace.limits.MAX_BUDGET` (before any run).
+        InvalidArgument: if ``jobs`` is not a whole number >= 1, or ``out`` (or its placements folder, when
+            placements are kept) is a file.
     """
     out = Path(out)
-    if jobs < 1:
-        raise InvalidArgument(f"evaluate needs jobs >= 1, got {jobs}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise InvalidArgument(f"evaluate needs jobs >= 1 (a whole number), got {jobs!r}")
     if out.exists() and not out.is_dir():
         raise InvalidArgument(f"{out}: the output folder is a file")
+    folder = out / PLACEMENTS_FOLDER
+    if keep_placements is not None and folder.exists() and not folder.is_dir():
+        raise InvalidArgument(f"{folder}: the folder of the kept placements is a file; move it away")
     tasks = list(tasks)
     for budget in dict.fromkeys(t.budget for t in tasks if t.budget is not None):
         check_budget(budget, "evaluate")  # whichever placers run: 0 or -5 is no budget, even where none takes one
@@ -470,15 +516,12 @@ def evaluate(
         _placer(*t)  # bad options or a bad checkpoint are refused here, before saved rows are replaced
     for seed in {t.seed for t, _ in keyed}:
         as_generator(seed)
-    wanted = {_identity(t.graph_path, t.cluster, t.placer, t.seed): k for t, k in keyed}
-    done = []
-    for row in _read_rows(csv_path):
-        current = wanted.get(_identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed))
-        if current is None or (current == row.key and not row.error):  # another task's row, or still valid
-            done.append(row)  # a failed row of a task asked for again runs again (the failure may have passed)
+    keep = {k for t, k in keyed if keep_placements is not None and keep_placements(t)}
+    saved = _read_rows(csv_path)
+    done = _rows_that_stand(saved, keyed, keep, out)
     have = {r.key for r in done}
-    todo = [(t, k) for t, k in keyed if k not in have]
-    for path in dict.fromkeys(t.graph_path for t, _ in todo):  # keys read the bytes only: a bad file fails here,
+    todo = [(t, k, k in keep) for t, k in keyed if k not in have]
+    for path in dict.fromkeys(t.graph_path for t, _, _ in todo):  # keys read the bytes only: a bad file fails here,
         _graph(path, _stamp(path))  # before any run, not once the runs before it are done
     if reused is not None:
         reused(len({k for _, k in keyed} & have))
@@ -489,52 +532,104 @@ def evaluate(
     writer.writeheader()
     writer.writerows(asdict(r) for r in done)
     write_atomically(csv_path, text.getvalue().encode("utf-8"))
+    if folder.is_dir():  # the placements kept of the rows dropped go with them
+        for key in {r.key for r in saved} - have:
+            kept_placement(out, key).unlink(missing_ok=True)
     rows = list(done)
 
-    def save(row: Row) -> None:
+    def save(item: tuple[Task, str, bool], result: tuple[Row, Placement | None]) -> None:
+        row, placement = result
+        if placement is not None:  # before its row: a row saved is never without the placement it timed
+            graph = _graph(item[0].graph_path, _stamp(item[0].graph_path))
+            save_placement(kept_placement(out, row.key), graph, placement, placer=row.placer,
+                           predicted={"step_time_s": row.step_time_s})
         with csv_path.open("a", newline="", encoding="utf-8") as handle:
             csv.DictWriter(handle, fieldnames=names).writerow(asdict(row))
         rows.append(row)
 
-    def record(row: Row) -> None:
-        save(row)
+    def record(item: tuple[Task, str, bool], result: tuple[Row, Placement | None]) -> None:
+        save(item, result)
         if progress is not None:
-            progress(row)
+            progress(result[0])
 
-    if jobs <= 1:
+    if jobs <= 1 or not todo:
         for item in todo:
-            record(_run_keyed(item))
+            record(item, _run_keyed(item))
     else:
-        from concurrent.futures import Future
         from concurrent.futures.process import BrokenProcessPool
 
-        from gnplace.workers import process_pool, terminate_workers
-
-        def save_finished(pending: Sequence[Future[Row]]) -> None:
-            """Save the rows of ``pending`` tasks that finished (out of order) before the run stopped."""
-            for future in pending:
-                if future.done() and not future.cancelled() and future.exception() is None:
-                    save(future.result())
-
-        pool = process_pool(jobs, ignore_interrupts=True)  # Ctrl-C reaches the parent alone; it stops the workers
-        futures = [pool.submit(_run_keyed, item) for item in todo]  # in order; never cancelled (see below)
-        taken = 0  # futures whose rows were handed to record
         try:
-            for future in futures:
-                row = future.result()
-                taken += 1
-                record(row)
+            _run_in_workers(todo, min(jobs, len(todo)), record, save)
         except BrokenProcessPool as err:  # a worker was killed (out of memory, a signal): the rows so far are saved
-            save_finished(futures[taken:])
             raise ExecutionFailed(f"an evaluation worker process died ({err}); the {len(rows)} rows finished "
                                   "are saved: run again to resume") from None
-        except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could take long)
-            terminate_workers(pool)
-            save_finished(futures[taken:])  # tasks after the one waited on may have finished: keep their rows
-            raise
-        finally:
-            pool.shutdown(wait=True)
     return rows
+
+
+def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[str], out: Path) -> list[Row]:
+    """The saved rows kept: those of other slots, and those whose key is asked for (not failed, placement kept).
+
+    A slot (graph file, cluster, placer, seed) holds the rows of the keys asked for in it: tasks of one slot that
+    differ in budget, options or mode (the library can ask for them at once) each keep their row, and a saved row
+    of the slot that none of them asks for is stale.
+    """
+    wanted: dict[tuple[str, str, str, int], set[str]] = defaultdict(set)
+    for t, k in keyed:
+        wanted[_identity(t.graph_path, t.cluster, t.placer, t.seed)].add(k)
+    done = []
+    for row in saved:
+        current = wanted.get(_identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed))
+        # a failed row of a task asked for again runs again (the failure may have passed), as one whose placement is
+        # to be kept and is not (its row was saved before placements were kept)
+        if current is None or (row.key in current and not row.error
+                               and (row.key not in keep or kept_placement(out, row.key).is_file())):
+            done.append(row)
+    return done
+
+
+def _run_in_workers(
+    todo: list[tuple[Task, str, bool]], workers: int,
+    record: Callable[[tuple[Task, str, bool], tuple[Row, Placement | None]], None],
+    save: Callable[[tuple[Task, str, bool], tuple[Row, Placement | None]], None],
+) -> None:
+    """Run ``todo`` in ``workers`` processes, handing each result to ``record`` in task order.
+
+    When the run stops (Ctrl-C, a failure, a worker killed), the workers are stopped and the results of the
+    tasks that finished out of order are handed to ``save``.
+
+    Raises:
+        BrokenProcessPool: if a worker process died (killed for memory, by a signal), once the results are saved.
+    """
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from gnplace.workers import process_pool, terminate_workers
+
+    def save_finished(start: int) -> None:
+        """Save the results of the tasks from ``start`` on that finished (out of order) before the run stopped."""
+        for item, future in zip(todo[start:], futures[start:], strict=True):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                save(item, future.result())
+
+    # ``workers`` is at most the tasks to run: the cores are shared among the workers started (16 jobs for 2 tasks gave
+    # each of the 2 workers a 16th of them). Ctrl-C reaches the parent alone; it stops the workers.
+    pool = process_pool(workers, ignore_interrupts=True)
+    futures: list[Future[tuple[Row, Placement | None]]] = [pool.submit(_run_keyed, item) for item in todo]
+    taken = 0  # futures whose results were handed to record (in order; never cancelled, see below)
+    try:
+        for item, future in zip(todo, futures, strict=True):
+            result = future.result()
+            taken += 1
+            record(item, result)
+    except BrokenProcessPool:  # a worker was killed: save what finished, and the caller says so
+        save_finished(taken)
+        raise
+    except BaseException:  # Ctrl-C or a failure: stop the workers now (waiting on them could take long)
+        terminate_workers(pool)
+        save_finished(taken)  # tasks after the one waited on may have finished: keep their rows
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:

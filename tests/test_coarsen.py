@@ -186,3 +186,14 @@ def test_a_coarse_node_holds_its_outputs_live_at_once_so_one_that_fits_expands_t
         alone = Placement([0] * whole.graph.num_ops, two)
         assert sim.time(whole.graph, two, alone).peak_memory.max() == \
             pytest.approx(sim.time(graph, two, whole.expand(alone)).peak_memory.max())
+
+
+def test_an_expanded_placement_is_made_for_the_original_graph():
+    from gnplace.placement import GraphKey
+
+    graph, cluster = layered_graph(60, seed=4), load_cluster("k80x4")
+    c = coarsen(graph, 12, cluster)
+    coarse = Placement.from_groups(c.graph, cluster, np.arange(c.graph.num_groups) % 4)
+    fine = c.expand(coarse)
+    assert fine.made_for is not None and fine.made_for.digest == GraphKey.of(graph).digest
+    fine.check(graph)

@@ -10,6 +10,7 @@ import pytest
 from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
 from gnplace.exceptions import GnplaceError
 from gnplace.graph_io import save_graph
+from gnplace.placers import PLACERS
 from gnplace.toy import mlp_training_graph
 
 
@@ -210,6 +211,20 @@ def test_a_placer_revision_changes_its_key(graphs, monkeypatch):
     before = task_key(task)
     monkeypatch.setattr(HeftPlacer, "revision", "2", raising=False)
     assert task_key(task) != before
+
+
+@pytest.mark.parametrize("placer", ["auto", "annealing", "ppo", "policy", "finetune"])
+def test_a_new_revision_of_a_placer_used_changes_the_key(graphs, monkeypatch, placer):
+    """``auto`` with a candidate's new revision is a new ``auto``, and so is a search that starts from it."""
+    from gnplace.placers.m_etf import METFPlacer
+
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", placer, budget=10 if "budget" in PLACERS.info(placer).accepts
+                else None)
+    before = task_key(task)
+    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    assert task_key(task) != before
+    assert task_key(Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft")) == task_key(
+        Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft"))  # heft uses none: its key stands
 
 
 @pytest.mark.parametrize("name, module, cls", [("policy", "gnplace.rl.zeroshot", "PolicyPlacer"),
@@ -545,3 +560,80 @@ def test_a_crash_with_a_long_message_leaves_a_results_file_a_rerun_reads(graphs,
     again = []
     rows = evaluate(tasks, tmp_path / "out", progress=again.append)
     assert [r.placer for r in again] == ["heft"] and not any(r.error for r in rows)  # the saved single row stands
+
+
+def test_tasks_of_one_slot_that_differ_in_budget_each_keep_their_row(graphs, tmp_path):
+    """Tasks of one graph, cluster, placer and seed at two budgets shared a row slot: every rerun ran one again."""
+    path = str(graphs / "mlp2.gnpg")
+    tasks = [Task(path, "k80x4", "annealing", budget=5), Task(path, "k80x4", "annealing", budget=50)]
+    assert sorted(r.budget for r in evaluate(tasks, tmp_path)) == [5, 50]
+    ran, counts = [], []
+    rows = evaluate(tasks, tmp_path, progress=ran.append, reused=counts.append)
+    assert ran == [] and counts == [2] and sorted(r.budget for r in rows) == [5, 50]
+    assert len((tmp_path / "results.csv").read_text().splitlines()) == 1 + 2
+    # an evaluation that asks for one budget alone still replaces the row of the other
+    assert [r.budget for r in evaluate(tasks[1:], tmp_path)] == [50]
+
+
+class _InlinePool:
+    """A process pool that runs each task at once, in this process."""
+
+    def submit(self, fn, item):
+        from concurrent.futures import Future
+
+        future = Future()
+        future.set_result(fn(item))
+        return future
+
+    def shutdown(self, wait=True):
+        pass
+
+
+def test_no_more_workers_are_started_than_tasks_to_run(graphs, tmp_path, monkeypatch):
+    """-j 16 for 2 tasks started a pool of 16, whose 2 busy workers got a 16th of the cores each."""
+    import gnplace.workers
+
+    started = []
+    monkeypatch.setattr(gnplace.workers, "process_pool", lambda jobs, **kwargs: started.append(jobs) or _InlinePool())
+    tasks = [Task(str(g), "k80x2", "single") for g in collect_graphs([str(graphs)])]
+    assert len(evaluate(tasks, tmp_path, jobs=16)) == 2
+    assert started == [2]
+    assert len(evaluate(tasks, tmp_path, jobs=16)) == 2 and started == [2]  # nothing to run: no pool at all
+
+
+def test_kept_placements_are_those_the_rows_timed(graphs, tmp_path):
+    from gnplace.cluster import load_cluster
+    from gnplace.evaluate import kept_placement
+    from gnplace.graph_io import load_graph
+    from gnplace.placement import load_placement
+    from gnplace.sim.simulator import Simulator
+
+    path = str(graphs / "mlp3.gnpg")
+    tasks = [Task(path, "k80x2", p) for p in ("single", "round_robin")]
+    keep = lambda task: task.placer == "round_robin"  # noqa: E731
+    by = {r.placer: r for r in evaluate(tasks, tmp_path, keep_placements=keep)}
+    assert not kept_placement(tmp_path, by["single"].key).exists()
+    graph, cluster = load_graph(path), load_cluster("k80x2")
+    placement = load_placement(kept_placement(tmp_path, by["round_robin"].key), graph, cluster)
+    assert Simulator().time(graph, cluster, placement).step_time == by["round_robin"].step_time_s
+    # a saved row whose placement is to be kept and is not (saved before placements were kept) runs again
+    kept_placement(tmp_path, by["round_robin"].key).unlink()
+    ran = []
+    evaluate(tasks, tmp_path, keep_placements=keep, progress=ran.append)
+    assert [r.placer for r in ran] == ["round_robin"] and kept_placement(tmp_path, by["round_robin"].key).is_file()
+    # a row replaced (by one of another simulator mode) takes its kept placement with it
+    evaluate([Task(path, "k80x2", "round_robin", mode="placeto")], tmp_path, keep_placements=keep)
+    assert not kept_placement(tmp_path, by["round_robin"].key).exists()
+
+
+def test_a_file_in_the_place_of_the_kept_placements_is_refused_before_any_run(graphs, tmp_path):
+    (tmp_path / "placements").write_text("")
+    with pytest.raises(GnplaceError, match="placements: the folder of the kept placements is a file"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path, keep_placements=lambda task: True)
+    assert not (tmp_path / "results.csv").exists()
+
+
+@pytest.mark.parametrize("jobs", [0, 2.5, True])
+def test_jobs_must_be_a_whole_number_of_at_least_one(graphs, tmp_path, jobs):
+    with pytest.raises(GnplaceError, match=r"evaluate needs jobs >= 1 \(a whole number\), got "):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path, jobs=jobs)

@@ -25,7 +25,7 @@ from gnplace.evaluate import (
     cluster_slot,
     collect_graphs,
     evaluate,
-    place_task,
+    kept_placement,
     summarise,
     task_key,
     write_markdown,
@@ -57,7 +57,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="worker processes")
     p.add_argument("--out", "-o", default="out/evaluate", help="output folder (default: out/evaluate)")
-    p.add_argument("--plot", action="store_true", help="also draw ratios.png and the best placement's timeline")
+    p.add_argument("--plot", action="store_true",
+                   help="also draw ratios.png and best_timeline.png, the timeline of the best placement of the first "
+                        "graph and cluster (their placements are kept in OUT/placements/, so it is not made again)")
     add_option_argument(p)
     p.set_defaults(run=run)
 
@@ -112,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
                 bar.update(job, completed=count)
                 bar.console.print(f"reusing {count} saved rows of {Path(args.out) / 'results.csv'}", soft_wrap=True)
 
+        drawn = _slot_of(tasks[0].graph_path, tasks[0].cluster)  # --plot draws the best run of the first graph, cluster
         rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at,
-                        progress=lambda r: bar.update(job, advance=1, description=f"{r.graph} {r.cluster} {r.placer}"))
+                        progress=lambda r: bar.update(job, advance=1, description=f"{r.graph} {r.cluster} {r.placer}"),
+                        keep_placements=(lambda t: _slot_of(t.graph_path, t.cluster) == drawn) if args.plot else None)
         bar.update(job, completed=len(tasks))
     keys = {task_key(t) for t in tasks}
     failed = [r for r in rows if r.key in keys and r.error]
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             with writing(Path(args.out) / "ratios.png"):
                 print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
         with writing(Path(args.out) / "best_timeline.png"):
-            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0],
+            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0], Path(args.out),
                                            Path(args.out) / "best_timeline.png")
         print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
     if failed:
@@ -152,12 +156,17 @@ def _outputs(plot: bool) -> list[str]:
     return ["results.csv", "results.md", *(["ratios.png", "best_timeline.png"] if plot else [])]
 
 
-def _plot_best_timeline(rows: list[Row], first: Task, path: Path) -> Path | None:
-    """Gantt chart of the fastest placement that fits among ``rows`` of the graph and cluster of ``first``, made again.
+def _plot_best_timeline(rows: list[Row], first: Task, out: Path, path: Path) -> Path | None:
+    """Gantt chart of the fastest placement that fits among ``rows`` of the graph and cluster of ``first``.
 
-    ``rows`` are this run's (a results file may hold other runs' rows, of graphs since moved or changed).
-    None (nothing drawn) when every run of that graph and cluster failed.
+    ``rows`` are this run's (a results file may hold other runs' rows, of graphs since moved or changed). The
+    placement drawn is the one the best row timed, kept by :func:`~gnplace.evaluate.evaluate` in ``out``: not
+    made again (seconds to minutes for a learned placer, whose placement made again on another machine may
+    differ from the one timed). None (nothing drawn) when every run of that graph and cluster failed.
     """
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placement import load_placement
     from gnplace.sim.simulator import Simulator
     from gnplace.viz import plot_timeline
 
@@ -168,7 +177,8 @@ def _plot_best_timeline(rows: list[Row], first: Task, path: Path) -> Path | None
     candidates = [r for r in placed if not r.oom and math.isfinite(r.step_time_s)]
     best = min(candidates or placed, key=lambda r: r.step_time_s)
     task = best.task()
-    graph, cluster, placement, _ = place_task(task)
+    graph, cluster = load_graph(task.graph_path), load_cluster(task.cluster)
+    placement = load_placement(kept_placement(out, best.key), graph, cluster, warn_other_name=False)
     result = Simulator(task.mode).time(graph, cluster, placement, timeline=True)  # type: ignore[arg-type]
     return plot_timeline(graph, result, path, title=f"{graph.name} on {cluster.name}: best placer {best.placer}")
 

@@ -26,7 +26,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, MissingDependency
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement, as_placement
+from gnplace.placement import GraphKey, Placement, as_placement
 
 __all__ = [
     "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
@@ -275,7 +275,7 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: dict[str, Any]
         if devices[v] < 0:
             sources = in_src[in_ptr[v]:in_ptr[v + 1]]
             devices[v] = devices[sources[0]] if len(sources) and devices[sources[0]] >= 0 else first
-    return Placement(devices, cluster)
+    return Placement(devices, cluster, GraphKey.of(graph))
 
 
 def accelerate_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any]:

@@ -53,7 +53,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import best_repaired
@@ -124,6 +124,7 @@ class AnnealingPlacer:
 
     name = "annealing"
     accepts = frozenset({"timer", "budget"})
+    uses = ("auto",)  # its default start
     revision = "5"  # 2026-11-29: a stalled chain reheats once (4: T_0 0.001; 3: module subtrees; 2: blocks, ...)
 
     def __init__(
@@ -229,7 +230,7 @@ class AnnealingPlacer:
         rng = as_generator(seed)
         num_groups, num_devices = graph.num_groups, cluster.num_devices
         if num_groups == 0:
-            return Placement(np.zeros(0, dtype=np.int64), cluster)
+            return Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))
         scorer = BudgetedTimer(self.timer, self.budget)
         starts = self._start_candidates(graph, cluster, rng)[: self.budget]
         scored = scorer.time_groups(graph, cluster, starts)

@@ -53,6 +53,7 @@ class AutoPlacer:
 
     name = "auto"
     accepts = frozenset({"timer"})
+    uses = FAST_PLACERS  # a candidate's new revision is a new auto
 
     def __init__(self, candidates: Sequence[str] | str = FAST_PLACERS, timer: StepTimer | None = None) -> None:
         # one name is one candidate (``-O auto.candidates=heft``), not a candidate per letter

@@ -42,7 +42,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, UnsupportedGraph
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.groups import repair_placement
 from gnplace.seed import SeedLike, as_generator
@@ -273,14 +273,15 @@ class ExactPlacer:
             chosen = solver.best_placement(cluster)
         else:
             chosen = baseline
-        placement = chosen if chosen is not None else Placement(np.zeros(0, dtype=np.int64), cluster)
+        nothing = Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))  # a graph without groups
+        placement = chosen if chosen is not None else nothing
         result = self.timer.time(graph, cluster, placement)
         if result.is_oom and self.select == "simulator":
             # the model's memory count (its own schedule) admitted a placement the timer's overflows, and no
             # baseline fits: moving groups off the overflowing devices often fits, as the other placers do
             fixed, _, step = repair_placement(graph, cluster, placement.devices, self.timer)
             if step is not None:
-                placement = Placement(fixed, cluster)
+                placement = Placement(fixed, cluster, GraphKey.of(graph))
                 result = self.timer.time(graph, cluster, placement)
         self.last_status = outcome.status
         self.last_objective_s = None if outcome.objective is None else outcome.objective * unit

@@ -13,7 +13,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.placers.base import group_order
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
@@ -323,7 +323,7 @@ def best_repaired(graph: OpGraph, cluster: Cluster, scorer: BudgetedTimer, timer
     if step is None:
         return best
     scorer.trace.append((scorer.evaluations, 0.0, step))
-    return Placement(fixed, cluster)
+    return Placement(fixed, cluster, GraphKey.of(graph))
 
 
 def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import best_repaired, group_times
@@ -62,6 +62,7 @@ class RandomSearchPlacer:
 
     name = "random_search"
     accepts = frozenset({"timer", "budget"})
+    uses = ("auto",)  # its default start
 
     def __init__(
         self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, start: str | None = "auto",
@@ -110,7 +111,7 @@ class RandomSearchPlacer:
         """
         rng = as_generator(seed)
         if graph.num_groups == 0:
-            return Placement(np.zeros(0, dtype=np.int64), cluster)
+            return Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))
         scorer = BudgetedTimer(self.timer, self.budget)
         structured = self._structured(graph, cluster, rng)[: self.budget]
         for start in range(0, structured.shape[0], self.batch):

@@ -17,6 +17,11 @@ class, as class attributes read by :meth:`PlacerRegistry.info`:
 ``revision`` (str, default empty)
     changed when what the placer returns for the same options changes (new defaults), so that
     :func:`~gnplace.evaluate.evaluate` does not reuse rows saved before;
+``uses`` (tuple of str, default empty)
+    the registered placers whose results enter its own (``auto``'s candidates; ``"auto"`` for a search
+    that starts from or is measured against ``auto``): their revisions are part of its rows' identity
+    too (:meth:`PlacerRegistry.revisions_used`), so that a candidate's new revision is not answered
+    with ``auto``'s old rows;
 ``default_checkpoint`` (str or Path, default none)
     the weights it loads when no ``checkpoint`` is given (the shipped one), whose content is part of
     a saved row's identity as well, so that a new checkpoint is not answered with old rows.
@@ -55,6 +60,7 @@ class PlacerInfo:
         respects_memory (bool): whether it avoids out-of-memory placements when round robin fits.
         summary (str): first line of the class docstring.
         revision (str): changes when the placer's results under the same options change.
+        uses (tuple[str, ...]): the registered placers whose results enter its own.
         default_checkpoint (str): the checkpoint file it loads when given none (empty: none).
         checkpoint_format (str): the ``"format"`` of the checkpoint files it reads (empty: it takes none).
         default_files (tuple[tuple[str, str], ...]): other files it loads by default, as ``(option, path)``
@@ -69,6 +75,7 @@ class PlacerInfo:
     respects_memory: bool
     summary: str
     revision: str = ""
+    uses: tuple[str, ...] = ()
     default_checkpoint: str = ""
     checkpoint_format: str = ""
     default_files: tuple[tuple[str, str], ...] = ()
@@ -167,11 +174,38 @@ class PlacerRegistry(Mapping[str, type]):
             respects_memory=bool(getattr(cls, "respects_memory", True)),
             summary=doc[0] if doc else "",
             revision=str(getattr(cls, "revision", "")),
+            uses=tuple(str(n) for n in getattr(cls, "uses", ())),
             default_checkpoint=str(getattr(cls, "default_checkpoint", "") or ""),
             checkpoint_format=str(getattr(cls, "checkpoint_format", "") or ""),
             default_files=tuple((k, str(path)) for k, v in dict(getattr(cls, "default_files", {}) or {}).items()
                                 for path in (v if isinstance(v, (tuple, list)) else (v,))),
         )
+
+    def revisions_used(self, name: str) -> dict[str, str]:
+        """The revisions of the placers ``name`` uses, directly or through others, that declare one.
+
+        Empty while none declares a revision, so that identities made before :attr:`PlacerInfo.uses` stand.
+
+        Raises:
+            UnknownName: if ``name`` or a placer it uses is not registered.
+
+        Examples:
+            >>> PLACERS.revisions_used("single")
+            {}
+        """
+        found: dict[str, str] = {}
+        seen = {name}
+        todo = list(self.info(name).uses)
+        while todo:
+            used = todo.pop()
+            if used in seen:  # a cycle, or a placer reached twice
+                continue
+            seen.add(used)
+            info = self.info(used)
+            if info.revision:
+                found[used] = info.revision
+            todo.extend(info.uses)
+        return dict(sorted(found.items()))
 
     def names(self, *, learned: bool | None = None) -> list[str]:
         """Registered names in registration order; only learned (or non-learned) ones if ``learned`` is given.

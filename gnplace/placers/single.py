@@ -6,7 +6,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
@@ -48,4 +48,4 @@ class SinglePlacer:
         step = np.where(scores.oom, np.inf, scores.step_time)
         if np.all(np.isinf(step)):
             step = scores.step_time
-        return Placement(candidates[int(np.argmin(step))], cluster)
+        return Placement(candidates[int(np.argmin(step))], cluster, GraphKey.of(graph))

@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer
@@ -45,13 +45,21 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
     from gnplace.policy.features import PolicyInput
 
-__all__ = ["FAIL_FACTOR", "MAX_LR", "sqrt_reward", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
+__all__ = ["FAIL_FACTOR", "MAX_LR", "MAX_UNITS", "MAX_UPDATE_BYTES", "sqrt_reward", "seq2seq_parameters",
+           "seq2seq_update_bytes", "check_update_bytes", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
            "check_positive", "check_rate", "check_unit", "check_whole"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
 #: Largest learning rate accepted: Adam's first step is ten times it, in float32 (at most about 3.4e38).
 MAX_LR = 1e30
+#: Largest ``max_nodes`` of the seq2seq placers (``rnn_pg``, ``spotlight``, ``post``): their attention is
+#: ``[samples, S, S]`` over the ``S <= max_nodes`` units, quadratic in it (one ``rnn_pg`` update of 4,096 units,
+#: 16 samples, 4 devices: 3.7 GiB more peak memory, measured with ``ru_maxrss``; the default is 256).
+MAX_UNITS = 4096
+#: Largest working set of one policy update of a learned comparator, bytes (8 GiB): the options multiply the same
+#: tensors, so values each within its cap can still ask for more together; such settings are refused before training.
+MAX_UPDATE_BYTES = 8 * 2**30
 
 
 def sqrt_reward(step_time: np.ndarray, oom: np.ndarray, serial: float) -> np.ndarray:
@@ -63,6 +71,72 @@ def sqrt_reward(step_time: np.ndarray, oom: np.ndarray, serial: float) -> np.nda
     """
     seconds = np.where(np.asarray(oom, dtype=bool), FAIL_FACTOR * serial, np.asarray(step_time, dtype=np.float64))
     return -np.sqrt(seconds / serial)
+
+
+def seq2seq_parameters(in_features: int, devices: int, hidden: int, layers: int) -> int:
+    """Weights of a :class:`~gnplace.policy.seq2seq.Seq2SeqPolicy`, counted from its layers.
+
+    Examples:
+        >>> seq2seq_parameters(40, 4, 128, 2)  # sum(p.numel() for p in Seq2SeqPolicy(40, 4).parameters())
+        584068
+    """
+    f, d, h, layer_count = in_features, devices, hidden, layers
+    half = h // 2
+    encoder = layer_count * 2 * (4 * half * (h + half) + 8 * half)  # bidirectional, input h at every layer
+    decoder = 4 * h * (2 * h + h) + 8 * h + (layer_count - 1) * (4 * h * (h + h) + 8 * h)  # input [E a | e]: 2h
+    heads = (f * h + h) + (d + 1) * h + h * h + (2 * h * h + h) + (h * d + d)  # W_x, E, W_a, W_c, W_o
+    return encoder + decoder + heads
+
+
+def seq2seq_update_bytes(units: int, samples: int, devices: int, *, hidden: int, layers: int, in_features: int,
+                         batched_encoder: bool = False) -> int:
+    """Working set of one update of the seq2seq policy on ``samples`` placements of ``units``, bytes.
+
+    .. math::
+        16\\,P + 4\\,B S\\,\\bigl(3 S + (24 + 8 L (1 + [\\text{batched}]))\\,H + 8 D\\bigr)
+
+    :math:`P` weights (:func:`seq2seq_parameters`) with their gradients and Adam's two moments, float32;
+    per sample and unit, float32: three rows of :math:`S` attention weights (the softmax kept for the
+    backward pass, its gradient and the scores' gradient), the activations the LSTMs keep for backward
+    (:math:`8H` per decoder layer, and per encoder layer when the encoder reads each sample,
+    ``batched_encoder``, as the hierarchical Placer's does; :math:`24H` for the embeddings, the
+    attention's and the output's layers) and the log-probabilities over the :math:`D` devices with
+    their gradients. An upper bound of the peak growth measured (``ru_maxrss``): ``rnn_pg`` with
+    16 samples, hidden 128, 2 layers and 4 devices grew 0.40, 1.16 and 3.66 GiB at 1,024, 2,048 and
+    4,096 units, where this gives 0.51, 1.39 and 4.27.
+
+    Args:
+        units (int): :math:`S`, the units in the sequence.
+        samples (int): :math:`B`, placements per update.
+        devices (int): :math:`D`.
+        hidden (int): :math:`H`, the LSTMs' width.
+        layers (int): :math:`L`, stacked LSTM layers.
+        in_features (int): width of a unit's input.
+        batched_encoder (bool, optional): the encoder reads each sample's own input (default: False).
+
+    Examples:
+        >>> round(seq2seq_update_bytes(4096, 16, 4, hidden=128, layers=2, in_features=40) / 2**30, 2)
+        4.27
+    """
+    s, b, d, h = units, samples, devices, hidden
+    lstm = 8 * layers * (2 if batched_encoder else 1)
+    return 16 * seq2seq_parameters(in_features, d, h, layers) + 4 * b * s * (3 * s + (24 + lstm) * h + 8 * d)
+
+
+def check_update_bytes(owner: str, estimate: int, lower: str) -> None:
+    """Raise :class:`InvalidArgument` if one update's ``estimate`` (bytes) is over :data:`MAX_UPDATE_BYTES`.
+
+    Args:
+        owner (str): who asks, the start of the message.
+        estimate (int): the update's working set, bytes.
+        lower (str): the options to lower and their values, for the message.
+
+    Raises:
+        InvalidArgument: one line with the estimate and the limit in GiB and the options to lower.
+    """
+    if estimate > MAX_UPDATE_BYTES:
+        raise InvalidArgument(f"{owner}: one policy update would need about {estimate / 2**30:.1f} GiB, over the "
+                              f"{MAX_UPDATE_BYTES / 2**30:g} GiB limit; lower {lower}")
 
 
 def _finite_number(value: Any) -> bool:
@@ -206,9 +280,12 @@ class ComparatorPlacer:
         hidden (int, optional): width of the policy's LSTMs (default: 128).
         layers (int, optional): stacked LSTM layers (default: 2).
         lr (float, optional): Adam's learning rate, at most :data:`MAX_LR` (default: 0.01).
-        max_nodes (int, optional): most nodes of the decision graph (default: 256).
+        max_nodes (int, optional): most nodes of the decision graph, 1 to :attr:`most_nodes` (default: 256).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         progress (bool or None, optional): show a progress bar of evaluations (default: on a terminal).
+
+    Settings whose policy update (:meth:`update_bytes`, known once the graph is coarsened) would need more
+    than :data:`MAX_UPDATE_BYTES` are refused by :meth:`place` before the policy is built.
 
     Attributes:
         last_evaluations (int): evaluations the last :meth:`place` spent.
@@ -227,6 +304,8 @@ class ComparatorPlacer:
     #: follows the KL after the update (it halved after every batch with one epoch), and a learning curve holds no
     #: overflowing best once a placement fits.
     revision = "2"
+    #: Largest ``max_nodes`` (the seq2seq placers: :data:`MAX_UNITS`).
+    most_nodes = MAX_UNITS
 
     def __init__(self, budget: int = 1000, samples: int = 16, hidden: int = 128, layers: int = 2, lr: float = 0.01,
                  max_nodes: int = 256, timer: StepTimer | None = None, progress: bool | None = None) -> None:
@@ -243,6 +322,8 @@ class ComparatorPlacer:
                 raise InvalidArgument(f"{owner}: {name} must be at most {most}, got {value}")
         if hidden % 2:
             raise InvalidArgument(f"{owner}: hidden must be even (a bidirectional encoder), got {hidden}")
+        if max_nodes > self.most_nodes:  # refused, not allocated
+            raise InvalidArgument(f"{owner}: max_nodes must be at most {self.most_nodes}, got {max_nodes}")
         check_rate(owner, lr=lr)
         self.budget, self.samples, self.hidden, self.layers = int(budget), int(samples), int(hidden), int(layers)
         self.lr, self.max_nodes = float(lr), int(max_nodes)
@@ -258,6 +339,15 @@ class ComparatorPlacer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(budget={self.budget}, samples={self.samples}, lr={self.lr})"
 
+    def update_options(self, problem: SequenceProblem) -> dict[str, int]:
+        """The options :meth:`update_bytes` grows with and their values on ``problem``, named when it is refused."""
+        return {"samples": self.samples, "max_nodes": self.max_nodes, "hidden": self.hidden, "layers": self.layers}
+
+    def update_bytes(self, problem: SequenceProblem) -> int:
+        """Working set of one policy update on ``problem``, bytes (:func:`seq2seq_update_bytes` over its units)."""
+        return seq2seq_update_bytes(problem.units, self.samples, problem.inp.cluster.num_devices, hidden=self.hidden,
+                                    layers=self.layers, in_features=int(problem.x.shape[1]))
+
     def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
         """Train on ``problem`` while its budget holds a batch of :attr:`samples`; call ``tick()`` after each batch."""
         raise NotImplementedError
@@ -272,16 +362,25 @@ class ComparatorPlacer:
 
         Returns:
             Placement: the best placement timed (fitting ones first, then the fastest).
+
+        Raises:
+            InvalidArgument: if one policy update would need more than :data:`MAX_UPDATE_BYTES`
+                (:meth:`update_bytes`), before the policy is built or anything is timed.
         """
         self.last_evaluations, self.last_history, self.last_step, self.last_updates = 0, [], None, 0
         self.last_mean_rewards, self.last_repair_evaluations = [], 0
         if graph.num_ops == 0 or cluster.num_devices == 1:
-            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
+            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
         import torch
 
         seed_value = int(as_generator(seed).integers(2**31 - 1))
         problem = SequenceProblem.build(graph, cluster, self.timer, self.budget, max_nodes=self.max_nodes,
                                         seed=seed_value)
+        if problem.remaining >= self.samples:  # an update will run: refuse one that cannot fit, before building it
+            named = [f"{name} (now {value})" for name, value in self.update_options(problem).items()]
+            lower = f"{', '.join(named[:-1])} or {named[-1]}"
+            check_update_bytes(type(self).__name__, self.update_bytes(problem),
+                               f"{lower} (over {problem.units} units and {cluster.num_devices} devices)")
         generator = torch.Generator().manual_seed(seed_value)
         from gnplace.progress import evaluation_bar
 
@@ -305,7 +404,7 @@ class ComparatorPlacer:
         assert best is not None
         if problem.timer.best_key[0] > 0:  # nothing timed fits: move groups off the devices that overflow
             best = self._repair(graph, cluster, best)
-        return Placement(best, cluster)
+        return Placement(best, cluster, GraphKey.of(graph))
 
     def _repair(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
         """``devices`` with groups moved off overflowing devices if that fits (evaluations outside the budget)."""

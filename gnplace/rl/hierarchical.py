@@ -42,13 +42,57 @@ from gnplace.rl.comparator import (
     check_rate,
     check_unit,
     check_whole,
+    seq2seq_update_bytes,
 )
 from gnplace.rl.rnn_pg import MovingBaseline
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
     import torch
 
-__all__ = ["HierarchicalPlacer", "default_groups"]
+__all__ = ["MAX_GROUPS", "MAX_UNITS", "HierarchicalPlacer", "default_groups", "hierarchical_update_bytes"]
+
+#: Largest ``groups`` (:math:`K`): the Placer's input and attention are ``[samples, K, K]`` per update, quadratic
+#: in it (one update at 1,024 groups of 1,024 units, 16 samples, 4 devices: 0.75 GB more peak memory).
+MAX_GROUPS = 1024
+#: Largest ``max_nodes``: the units the Grouper assigns to groups (its memory grows with units times groups).
+MAX_UNITS = 4096
+
+
+def hierarchical_update_bytes(units: int, groups: int, samples: int, devices: int, *, hidden: int, layers: int,
+                              grouper_hidden: int, in_features: int) -> int:
+    """Working set of one joint update of the Grouper and the Placer, bytes.
+
+    .. math::
+        \\text{Placer}(K) + 16\\,P_{grouper} + 4\\,\\bigl(3 B K (K + F + 1) + 6 S K + 3 S H_g\\bigr)
+
+    The Placer's update over its :math:`K` groups (:func:`~gnplace.rl.comparator.seq2seq_update_bytes`,
+    its input :math:`F + 1 + K` wide and read by the encoder per sample); the Grouper's :math:`P_{grouper}`
+    weights with their gradients and Adam's moments; float32: the Placer's inputs
+    (:func:`~gnplace.policy.grouper.group_inputs`: the :math:`K \\times K` adjacency, its normalised copy and
+    the concatenated input, per sample), the Grouper's ``[S, K]`` logits and log-probabilities, sampled and
+    trained (with gradients), and its hidden layer. One update at 540 groups of 540 units, 16 samples,
+    hidden 128, 2 layers and 4 devices grew the peak by 0.31 GiB (``ru_maxrss``); this gives 0.36.
+
+    Args:
+        units (int): :math:`S`, the units the Grouper assigns.
+        groups (int): :math:`K`.
+        samples (int): :math:`B`.
+        devices (int): :math:`D`.
+        hidden (int): the Placer's LSTM width.
+        layers (int): the Placer's stacked LSTM layers.
+        grouper_hidden (int): :math:`H_g`, the Grouper's hidden width.
+        in_features (int): :math:`F`, width of a unit's input.
+
+    Examples:
+        >>> round(hierarchical_update_bytes(1024, 1024, 16, 4, hidden=128, layers=2, grouper_hidden=64,
+        ...                                 in_features=40) / 2**30, 2)
+        0.86
+    """
+    s, k, b, f, gh = units, groups, samples, in_features, grouper_hidden
+    placer = seq2seq_update_bytes(k, b, devices, hidden=hidden, layers=layers, in_features=f + 1 + k,
+                                  batched_encoder=True)
+    grouper = 16 * (f * gh + gh + gh * k + k)
+    return placer + grouper + 4 * (3 * b * k * (k + f + 1) + 6 * s * k + 3 * s * gh)
 
 
 def default_groups(num_devices: int, units: int) -> int:
@@ -65,7 +109,7 @@ class HierarchicalPlacer(ComparatorPlacer):
     """The hierarchical planner: Grouper and Placer trained jointly with REINFORCE on one graph (module docstring).
 
     Args:
-        groups (int or None, optional): :math:`K` (default: :func:`default_groups`).
+        groups (int or None, optional): :math:`K`, 1 to :data:`MAX_GROUPS` (default: :func:`default_groups`).
         grouper_hidden (int, optional): the Grouper's hidden width (default: 64).
         lr (float, optional): Adam's initial learning rate (the paper: 0.1; see above) (default: 0.01:
             with 992 evaluations on k80x4, 0.01, 0.03 and 0.1 gave 1.126, 1.126 and 1.126 of ``auto``'s
@@ -76,7 +120,7 @@ class HierarchicalPlacer(ComparatorPlacer):
         noise (float, optional): standard deviation of the Placer's logit noise early on (default: 0.5).
         decay (float, optional): the moving-average baseline's decay (default: 0.9).
         clip (float, optional): gradient-norm bound (default: 1.0).
-        **kwargs: budget, samples, hidden, layers, max_nodes, timer, progress, as for
+        **kwargs: budget, samples, hidden, layers, max_nodes (at most :data:`MAX_UNITS`), timer, progress, as for
             :class:`~gnplace.rl.comparator.ComparatorPlacer`.
 
     Examples:
@@ -88,6 +132,8 @@ class HierarchicalPlacer(ComparatorPlacer):
     """
 
     name = "hierarchical"
+    #: Largest ``max_nodes`` (:data:`MAX_UNITS`).
+    most_nodes = MAX_UNITS
 
     def __init__(self, groups: int | None = None, grouper_hidden: int = 64, lr: float = 0.01, lr_decay: float = 0.95,
                  decay_every: int = 10, min_lr: float = 1e-3, noise: float = 0.5, decay: float = 0.9, clip: float = 1.0,
@@ -96,6 +142,8 @@ class HierarchicalPlacer(ComparatorPlacer):
         owner = type(self).__name__
         if groups is not None:
             check_whole(owner, groups=groups)
+            if groups > MAX_GROUPS:  # refused, not allocated
+                raise InvalidArgument(f"{owner}: groups must be at most {MAX_GROUPS}, got {groups}")
         check_whole(owner, grouper_hidden=grouper_hidden, decay_every=decay_every)
         if grouper_hidden > MAX_WIDTH:  # refused, not allocated
             raise InvalidArgument(f"{owner}: grouper_hidden must be at most {MAX_WIDTH}, got {grouper_hidden}")
@@ -110,6 +158,22 @@ class HierarchicalPlacer(ComparatorPlacer):
         self.decay_every = max(1, int(decay_every))
         self.decay, self.clip = float(decay), float(clip)
 
+    def groups_for(self, problem: SequenceProblem) -> int:
+        """:math:`K` on ``problem``: ``groups`` (or :func:`default_groups`), at most its units."""
+        groups = self.groups or default_groups(problem.inp.cluster.num_devices, problem.units)
+        return max(1, min(groups, problem.units))
+
+    def update_options(self, problem: SequenceProblem) -> dict[str, int]:
+        """The options :meth:`update_bytes` grows with and their values on ``problem``."""
+        return {"samples": self.samples, "groups": self.groups_for(problem), "max_nodes": self.max_nodes,
+                "hidden": self.hidden, "layers": self.layers}
+
+    def update_bytes(self, problem: SequenceProblem) -> int:
+        """Working set of one joint update on ``problem``, bytes (:func:`hierarchical_update_bytes`)."""
+        return hierarchical_update_bytes(problem.units, self.groups_for(problem), self.samples,
+                                         problem.inp.cluster.num_devices, hidden=self.hidden, layers=self.layers,
+                                         grouper_hidden=self.grouper_hidden, in_features=int(problem.x.shape[1]))
+
     def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
         """Joint REINFORCE of the Grouper and the Placer until the budget no longer holds a batch."""
         import torch
@@ -117,8 +181,7 @@ class HierarchicalPlacer(ComparatorPlacer):
         from gnplace.policy.grouper import Grouper, group_inputs
         from gnplace.policy.seq2seq import Seq2SeqPolicy, group_edges
 
-        groups = self.groups or default_groups(problem.inp.cluster.num_devices, problem.units)
-        groups = max(1, min(groups, problem.units))
+        groups = self.groups_for(problem)
         position = np.empty(problem.units, dtype=np.int64)
         position[problem.order] = np.arange(problem.units)
         edges = torch.as_tensor(position[group_edges(problem.inp)].reshape(-1, 2))

@@ -88,9 +88,9 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.progress import evaluation_bar
-from gnplace.rl.comparator import MAX_LR
+from gnplace.rl.comparator import MAX_LR, check_update_bytes
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -103,8 +103,9 @@ if TYPE_CHECKING:  # torch and torch-geometric load on first use: the registry r
     from gnplace.policy.placeto_gnn import PlacetoConfig, PlacetoGNN
 
 __all__ = [
-    "FORMAT", "VERSION", "PlacetoHyper", "PlacetoModel", "PlacetoProblem", "prepare_problem", "estimate_starts",
-    "PlacetoPlacer", "pretrain_placeto", "save_placeto", "load_placeto",
+    "FORMAT", "VERSION", "MAX_DECISION_NODES", "MAX_PASSES", "PlacetoHyper", "PlacetoModel", "PlacetoProblem",
+    "prepare_problem", "estimate_starts", "placeto_update_bytes", "PlacetoPlacer", "pretrain_placeto",
+    "save_placeto", "load_placeto",
 ]
 
 #: The ``format`` field of a Placeto checkpoint.
@@ -113,6 +114,59 @@ FORMAT = "gnplace-placeto"
 VERSION = 1
 #: Most (state x node) rows per forward pass of an update: longer episodes are split into chunks.
 _CHUNK_ROWS = 65536
+#: Largest ``max_nodes``: an update keeps the state features of every step, ``passes * G * batch * N * (D + 5)``
+#: float32 with ``G`` groups of ``N <= max_nodes`` nodes, quadratic in ``max_nodes`` (one update at 1,024 nodes,
+#: 4 devices, 4 episodes: 0.15 GB of states, 1.2 GB more peak memory; 4,096 nodes would hold 2.4 GB of states).
+MAX_DECISION_NODES = 1024
+#: Largest ``passes``: the state features of an update grow linearly with the sweeps per episode.
+MAX_PASSES = 4
+
+
+def placeto_update_bytes(nodes: int, groups: int, devices: int, *, episodes: int, passes: int, hidden: int,
+                         rounds: int) -> int:
+    """Working set of one update (its episodes played, then the gradient step), bytes.
+
+    .. math::
+        16\\,P + 8\\,K G B N F + 4\\,\\min(K G, c)\\,B N\\,\\bigl((12 R + 24) H + 2 F\\bigr),
+        \\qquad F = D + 5,\\; c = \\max(1, \\lfloor 65536 / (B N) \\rfloor)
+
+    :math:`P` weights of the network with their gradients and Adam's moments (float32); the state
+    features of every step of the :math:`B` episodes (``[K G, B, N, F]`` float32, twice: the steps'
+    list and its stacked copy); and the activations one chunk of the gradient step keeps for backward,
+    per (state, node) row: :math:`R` rounds of two directions of message passing of width :math:`H` and
+    the pooled embeddings, with slack for their gradients. One update at 1,024 nodes (540 groups), 4
+    devices and the defaults grew the peak by 1.01 GiB (``ru_maxrss``), where this gives 1.09; at 240
+    nodes (69 groups), 0.67 GiB against 0.94.
+
+    Args:
+        nodes (int): :math:`N`, nodes of the decision graph.
+        groups (int): :math:`G`, decisions per sweep.
+        devices (int): :math:`D`.
+        episodes (int): :math:`B`, episodes per update.
+        passes (int): :math:`K`, sweeps per episode.
+        hidden (int): :math:`H`, the network's width.
+        rounds (int): :math:`R`, rounds of message passing.
+
+    Examples:
+        >>> round(placeto_update_bytes(1024, 540, 4, episodes=4, passes=1, hidden=32, rounds=8) / 2**30, 2)
+        1.09
+    """
+    n, g, d, b, k, h = nodes, groups, devices, episodes, passes, hidden
+    f = d + 5
+    weights = 2 * (f * h + h + h * h + h) + 2 * (2 * h * h + 2 * h) + (8 * h * h + h + h * d + d)  # f, g, head
+    states = 8 * k * g * b * n * f
+    rows = min(k * g, max(1, _CHUNK_ROWS // max(b * n, 1))) * b * n
+    return 16 * weights + states + 4 * rows * ((12 * rounds + 24) * h + 2 * f)
+
+
+def _check_update(who: str, problem: PlacetoProblem, hyper: PlacetoHyper, episodes: int) -> None:
+    """Refuse in one line settings whose update on ``problem`` needs more than ``comparator.MAX_UPDATE_BYTES``."""
+    estimate = placeto_update_bytes(problem.num_nodes, problem.num_groups, problem.num_devices, episodes=episodes,
+                                    passes=hyper.passes, hidden=hyper.hidden, rounds=hyper.rounds)
+    check_update_bytes(who, estimate, f"episodes (now {episodes}), passes (now {hyper.passes}), max_nodes (now "
+                                      f"{hyper.max_nodes}), hidden (now {hyper.hidden}) or rounds (now "
+                                      f"{hyper.rounds}) (over {problem.num_nodes} nodes, {problem.num_groups} "
+                                      f"groups and {problem.num_devices} devices)")
 
 
 def _as_float(value: Any) -> float:
@@ -135,9 +189,9 @@ class PlacetoHyper:
         lr_end (float): learning rate at the last update (geometric decay) (default: 1e-4).
         entropy (float): entropy bonus :math:`c_H` (default: 0.01).
         clip (float): gradient-norm clip (default: 1.25).
-        max_nodes (int): most nodes of the decision graph (default: 128).
+        max_nodes (int): most nodes of the decision graph, at most :data:`MAX_DECISION_NODES` (default: 128).
         oom_penalty (float): :math:`\\lambda`, cost per unit of :func:`~gnplace.sim.timer.overflow` (default: 4.0).
-        passes (int): sweeps over the groups per episode, :math:`K` (default: 1).
+        passes (int): sweeps over the groups per episode, :math:`K`, at most :data:`MAX_PASSES` (default: 1).
         baseline_window (int): episodes of a graph the baseline averages over (default: 16).
         gamma (float): discount :math:`\\gamma` of the return-to-go, in [0, 1] (default: 1.0, undiscounted).
     """
@@ -161,7 +215,8 @@ class PlacetoHyper:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidArgument(f"{who} needs {name} >= 1 (a whole number), got {value!r}")
-        for name, most in (("batch", MAX_DRAWN), ("hidden", MAX_WIDTH), ("rounds", MAX_LAYERS)):
+        for name, most in (("batch", MAX_DRAWN), ("hidden", MAX_WIDTH), ("rounds", MAX_LAYERS),
+                           ("max_nodes", MAX_DECISION_NODES), ("passes", MAX_PASSES)):
             if getattr(self, name) > most:  # refused, not allocated
                 raise InvalidArgument(f"{who} needs {name} <= {most}, got {getattr(self, name)!r}")
         for name, low, strict in (("lr", 0.0, True), ("lr_end", 0.0, True), ("clip", 0.0, True),
@@ -539,9 +594,9 @@ class PlacetoPlacer:
         lr_end (float, optional): its value at the last update, geometric decay (default: 1e-4).
         entropy (float, optional): entropy bonus :math:`c_H` (default: 0.01).
         clip (float, optional): gradient-norm clip (default: 1.25).
-        max_nodes (int, optional): most nodes of the decision graph (default: 128).
+        max_nodes (int, optional): most nodes of the decision graph, 1 to :data:`MAX_DECISION_NODES` (default: 128).
         oom_penalty (float, optional): :math:`\\lambda`, cost per unit of memory overflow (default: 4.0).
-        passes (int, optional): sweeps over the groups per episode (default: 1).
+        passes (int, optional): sweeps over the groups per episode, 1 to :data:`MAX_PASSES` (default: 1).
         checkpoint (str, optional): a Placeto checkpoint (:func:`save_placeto`) to start from; its
             network shape replaces ``hidden`` and ``rounds``, and it places only on clusters of its
             number of devices (default: ``None``, a fresh network).
@@ -615,7 +670,8 @@ class PlacetoPlacer:
 
         Raises:
             InvalidArgument: if the checkpoint was trained for another number of devices than ``cluster`` has,
-                or training diverged (the network's weights not finite: lower ``lr``).
+                training diverged (the network's weights not finite: lower ``lr``), or one update would need
+                more than ``comparator.MAX_UPDATE_BYTES`` (:func:`placeto_update_bytes`; refused before training).
         """
         import torch
 
@@ -623,16 +679,14 @@ class PlacetoPlacer:
 
         self._reset()
         d = cluster.num_devices
-        if graph.num_ops == 0:
-            return Placement(np.zeros(0, dtype=np.int64), cluster)
-        if d == 1:
-            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
         model = self._model
-        if model is not None and model.num_devices != d:
+        if model is not None and model.num_devices != d:  # before the shortcuts: one device is a mismatch too
             raise InvalidArgument(
                 f"placeto checkpoint {self.checkpoint} was trained for {model.num_devices} devices, cluster "
                 f"{cluster.name!r} has {d} (Placeto's output head has one logit per device)"
             )
+        if graph.num_ops == 0 or d == 1:
+            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
         seed_value = int(as_generator(seed).integers(2**31 - 1))
         h = self.hyper
         rng = np.random.default_rng(seed_value)
@@ -640,6 +694,8 @@ class PlacetoPlacer:
                                   seed=seed_value)
         g = problem.num_groups
         per_episode = 1 + g * h.passes
+        if self.budget >= per_episode and not (model is not None and self.budget == per_episode):  # it will train
+            _check_update(type(self).__name__, problem, h, min(h.batch, self.budget // per_episode))
         config = PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds)
         net = _network(config, seed_value, None if model is None else model.network.state_dict())
         counted = BudgetedTimer(self.timer, self.budget)
@@ -671,7 +727,7 @@ class PlacetoPlacer:
         best = counted.best
         if counted.best_key[0] > 0:  # nothing timed fits: move groups off overflowing devices
             best = self._repair(graph, cluster, best)
-        return Placement(best, cluster)
+        return Placement(best, cluster, GraphKey.of(graph))
 
     def _train(self, net: PlacetoGNN, problem: PlacetoProblem, counted: BudgetedTimer, rng: np.random.Generator,
                per_episode: int, advance_to: Callable[[int], None]) -> None:
@@ -747,7 +803,9 @@ def pretrain_placeto(
         updates, evaluations, seed, hyperparameters, mean final cost per graph).
 
     Raises:
-        InvalidArgument: on no graphs, an empty graph, a one-device cluster or a bad option.
+        InvalidArgument: on no graphs, an empty graph, a one-device cluster, a bad option, or options whose
+            update on one of the graphs would need more than ``comparator.MAX_UPDATE_BYTES``
+            (:func:`placeto_update_bytes`; refused before training).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -780,6 +838,8 @@ def pretrain_placeto(
     rng = np.random.default_rng(seed_value)
     problems = [prepare_problem(g, cluster, cost_model=timer.cost_model, max_nodes=h.max_nodes, seed=seed_value)
                 for g in graphs]
+    for problem in problems:  # before the network is built or anything is played
+        _check_update(who, problem, h, min(h.batch, int(episodes)))
     plan = [min(h.batch, episodes - k) for k in range(0, int(episodes), h.batch)]
     net = _network(PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds), seed_value)
     learner = _Learner(net, h, len(plan))

@@ -39,7 +39,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, check_budget
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -175,6 +175,7 @@ class PPOSearchPlacer:
     name = "ppo"
     learned = True
     accepts = frozenset({"timer", "budget"})
+    uses: tuple[str, ...] = ("auto",)  # the reference: the start, the reward's baseline and the imitation target
     algo = "ppo"
     # 2026-11-28: its prelude and polish anneal from T_0 0.001 (annealing revision 4); 10: the budget a memoised
     # search leaves goes to the polish (9: widen; 8: memo)
@@ -285,7 +286,7 @@ class PPOSearchPlacer:
             saved_start = self.check_resumable(last, identity).get("start")  # refused here, before anything is timed
             resume_from = str(last)
         if graph.num_ops == 0:
-            return Placement(np.zeros(0, dtype=np.int64), cluster)
+            return Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))
         seed_value = int(as_generator(seed).integers(2**31 - 1))
         counted = BudgetedTimer(self.timer, self.budget)
         # the reference runs under the caller's seed, so it is the placement `auto` itself gives for that seed
@@ -300,7 +301,7 @@ class PPOSearchPlacer:
             self.last_evaluations, self.last_step, self.last_history = 1, 0.0, list(problem.history)
             self.last_polish_evaluations = 0
             self.last_greedy_after_imitation = self.last_greedy_after_search = None
-            return Placement(problem.best_devices, cluster)
+            return Placement(problem.best_devices, cluster, GraphKey.of(graph))
         polish_budget = int(self.budget * self.polish)
         greedy_checks = 2 if self.config.imitation_steps > 0 else 1  # the greedy policy after imitation, at the end
         start = _SearchStart.restore(saved_start, graph.num_ops) if resume_from is not None else None
@@ -374,7 +375,7 @@ class PPOSearchPlacer:
             history = [(e, step if e >= timed_at and not oom and (step < s or s == overflowing) else s)
                        for e, s in history]
             problem.offer(devices, step, oom, 0)
-        best = Placement(problem.best_devices, cluster)
+        best = Placement(problem.best_devices, cluster, GraphKey.of(graph))
         used = problem.evaluations
         # memo: a search whose samples stopped being new placements ends with budget left; annealing from
         # the best placement spends it on placements not timed yet (revision 10)
@@ -504,8 +505,9 @@ class PPOSearchPlacer:
         budget = int(self.budget * self.prelude)
         if budget < 1 or cluster.num_devices < 2:
             return 0
-        annealer = AnnealingPlacer(budget=budget, start=_Given(Placement(problem.best_devices, cluster)), timer=counted,
-                                   reheat_after=SEARCH_REHEAT_AFTER, progress=self.progress)
+        start = _Given(Placement(problem.best_devices, cluster, GraphKey.of(graph)))
+        annealer = AnnealingPlacer(budget=budget, start=start, timer=counted, reheat_after=SEARCH_REHEAT_AFTER,
+                                   progress=self.progress)
         before = counted.evaluations
         found = annealer.place(graph, cluster, seed=seed)
         _, excess, step = annealer.last_trace[-1]  # the best the chain timed: (evaluations, overflow, seconds)
@@ -676,6 +678,7 @@ class FineTunePlacer(PPOSearchPlacer):
 
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
+    uses = ("auto", "policy")  # auto as the reference, and the pretrained policy's placement
 
     # 2026-11-28: the polish anneals from T_0 0.001 (annealing revision 4); 17: screened batches, 48 candidates per
     # placement timed (16: zero-shot candidates of policy revision 11, two constructors; 15: what the search leaves

@@ -13,15 +13,19 @@ the search's placement instead of ``auto``'s.
 temperature :data:`TEACHER_TEMPERATURE`, the search the shipped constructors imitated) and keeps its
 placement in a cache folder, one placement file per pair, written atomically: a killed pretraining run
 that resumes loses at most the search under way, and the same pair, budget and seed give the same
-placement.
+placement. A new revision of ``annealing``, of ``auto`` or of one of ``auto``'s candidates (the search's
+start) names another file (:func:`cache_path`): the pair is searched again rather than answered with a
+search made before.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidPlacement
@@ -36,14 +40,47 @@ __all__ = ["search_placement", "cache_path"]
 #: recipe, and its cached searches, still give the same placements (and never reheats, as revision 3 did not).
 TEACHER_TEMPERATURE = 0.05
 
+#: What every cache name made before names carried the search's recipe was searched with: ``annealing``
+#: revision 5 at :data:`TEACHER_TEMPERATURE` 0.05. Revisions 4 (a colder :math:`T_0`) and 5 (reheating) changed
+#: only what the teacher sets itself (``initial_temperature``, ``reheat_after=None``), so that its searches are
+#: revision 3's under all three; a name carries the recipe only where it differs from this (:func:`search_recipe`),
+#: so that the searches kept under ``OUT/teacher`` stay valid until a revision changes.
+RECIPE_BEFORE: dict[str, Any] = {"annealing": "5", "initial_temperature": 0.05}
+
+
+def search_recipe() -> dict[str, Any]:
+    """What the search's placement depends on beside the pair, budget and seed, where it differs from before.
+
+    ``annealing``'s registry revision and the teacher's :math:`T_0` where either differs from the recipe of the
+    cache names made before, and ``uses``: the revisions of the placers the search starts from (``auto`` and its
+    candidates, :meth:`~gnplace.placers.registry.PlacerRegistry.revisions_used`) where any declares one.
+
+    Returns:
+        dict: empty while neither changed and no placer used declares a revision (the names of before stand).
+    """
+    from gnplace.placers.registry import PLACERS
+
+    recipe = {"annealing": PLACERS.info("annealing").revision, "initial_temperature": TEACHER_TEMPERATURE}
+    changed: dict[str, Any] = {k: v for k, v in recipe.items() if v != RECIPE_BEFORE[k]}
+    used = PLACERS.revisions_used("annealing")
+    if used:  # auto's candidates (or auto) changed: the search starts elsewhere
+        changed["uses"] = used
+    return changed
+
 
 def cache_path(folder: str | os.PathLike[str], graph: OpGraph, cluster: Cluster, budget: int, seed: int) -> Path:
     """The placement file of ``graph`` on ``cluster`` searched with ``budget`` evaluations under ``seed``.
 
-    The name carries a digest of the graph's and the cluster's fingerprints, the budget and the seed, so
-    that a changed graph or cluster is searched afresh rather than read from a stale file.
+    The name carries a digest of the graph's and the cluster's fingerprints, the budget, the seed and the
+    search's recipe where it changed (:func:`search_recipe`: a new revision of ``annealing`` or of a placer it
+    starts from), so that a changed graph, cluster or search is searched afresh rather than read from a stale
+    file.
     """
-    key = hashlib.sha256(f"{graph.fingerprint()}|{cluster.fingerprint()}|{budget}|{seed}".encode()).hexdigest()
+    recipe = search_recipe()
+    text = f"{graph.fingerprint()}|{cluster.fingerprint()}|{budget}|{seed}"
+    if recipe:  # empty as long as the names made before stand: the same text, the same name
+        text += "|" + json.dumps(recipe, sort_keys=True)
+    key = hashlib.sha256(text.encode()).hexdigest()
     readable = re.sub(r"[^A-Za-z0-9_.+@-]", "_", f"{graph.name}@{cluster.name}").lstrip(".")  # never a path
     return Path(folder) / f"{readable}-{key[:16]}.json"
 

@@ -33,7 +33,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
@@ -201,6 +201,7 @@ class PolicyPlacer:
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
+    uses = ("auto",)  # the samples around auto's placement, and the portfolio
     # 2026-11-29: 16 constructor samples per device set, was 4 (11: two constructors, each also on the 4 fastest
     # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
     revision = "12"
@@ -340,7 +341,7 @@ class PolicyPlacer:
         self.last_greedy_step, self.last_greedy_oom = None, False  # not the last graph's, when nothing is decoded
         if graph.num_ops == 0 or cluster.num_devices == 1:
             self.last_choice, self.last_step = "greedy", None
-            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
+            return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
@@ -416,7 +417,7 @@ class PolicyPlacer:
             self.last_evaluations += counter.evaluations
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
-        return Placement(chosen, cluster)
+        return Placement(chosen, cluster, GraphKey.of(graph))
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,

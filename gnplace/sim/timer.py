@@ -28,7 +28,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement, as_placement, check_whole_devices
+from gnplace.placement import GraphKey, Placement, as_placement, check_whole_devices
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
@@ -222,7 +222,8 @@ class StepTimer(ABC):
             InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
         """
         array = check_batch(graph, cluster, placements)
-        results = [self.time(graph, cluster, Placement(row, cluster)) for row in array]
+        made_for = GraphKey.of(graph)
+        results = [self.time(graph, cluster, Placement(row, cluster, made_for)) for row in array]
         return BatchResult.from_results(results, cluster.num_devices)
 
 
@@ -299,8 +300,13 @@ class BudgetedTimer(StepTimer):
         return None if self.budget is None else self.budget - self.evaluations
 
     def best_placement(self, cluster: Cluster) -> Placement | None:
-        """The best placement seen (of the pair timed last) as a :class:`Placement`, or ``None``."""
-        return None if self.best is None else Placement(self.best, cluster)
+        """The best placement seen (of the pair timed last) as a :class:`Placement`, or ``None``.
+
+        It is made for the graph timed last (:attr:`~gnplace.placement.Placement.made_for`).
+        """
+        if self.best is None or self._pair is None:
+            return None
+        return Placement(self.best, cluster, GraphKey.of(self._pair[0]))
 
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
         """Time one placement with the wrapped timer (one evaluation)."""

@@ -265,3 +265,25 @@ def test_a_graph_file_that_cannot_be_read_exits_2_before_any_run(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith(f"gnplace: error: {bad}: not a readable gnplace graph file") and err.count("\n") == 1
     assert not (out / "results.csv").exists()
+
+
+def test_the_timeline_draws_the_placement_the_run_made_without_placing_again(tmp_path, capsys, monkeypatch):
+    """--plot placed the best placer's graph a second time to draw it (minutes, and not the same for a learned one)."""
+    from gnplace.placers.round_robin import RoundRobinPlacer
+
+    placed = []
+    original = RoundRobinPlacer.place
+
+    def counting(self, graph, cluster, *, seed=None):
+        placed.append(graph.name)
+        return original(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(RoundRobinPlacer, "place", counting)
+    out = tmp_path / "ev"
+    command = ["evaluate", "-g", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "round_robin", "-j", "1",
+               "-o", str(out), "--plot"]
+    assert main(command) == 0
+    assert placed == ["mlp2x8w2048b512"] and (out / "best_timeline.png").stat().st_size > 1000
+    (out / "best_timeline.png").unlink()
+    assert main(command) == 0  # a rerun reuses the row and the placement kept with it
+    assert placed == ["mlp2x8w2048b512"] and (out / "best_timeline.png").stat().st_size > 1000

@@ -259,3 +259,12 @@ def test_a_tied_parameter_stays_on_the_device_of_the_parameter_it_shares_when_it
         want = net(ids)
         torch.testing.assert_close(dispatch_model(net, device_map=to_device_map(graph, Placement(on_bias, cpus)))(ids),
                                    want)
+
+
+def test_a_placement_from_a_device_map_is_made_for_its_graph():
+    from gnplace.placement import GraphKey
+
+    net = _net()
+    graph = _graph(net)
+    placement = from_device_map(graph, load_cluster("k80x2"), {"0": 0, "1": 0, "2": 1, "3": 1})
+    assert placement.made_for is not None and placement.made_for.digest == GraphKey.of(graph).digest

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnplace.graph import OpGraph
+from gnplace.placement import GraphKey, Placement
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.sim.simulator import Simulator
@@ -62,6 +63,7 @@ def test_valid_whole_groups_deterministic_and_within_memory(name, graph, num_dev
     cluster = tight_cluster(graph, num_devices, slack)
     placement = placer_for(name).place(graph, cluster, seed=7)
     placement.check(graph)
+    assert_made_for(placement, graph)
     assert placement.cluster is cluster
     assert not placement.splits_groups(graph)
     again = placer_for(name).place(graph, cluster, seed=7)
@@ -69,6 +71,26 @@ def test_valid_whole_groups_deterministic_and_within_memory(name, graph, num_dev
     result = Simulator().time(graph, cluster, placement)
     if PLACERS.info(name).respects_memory:
         assert not result.is_oom, f"{name} ran out of memory where round robin fits"
+
+
+def assert_made_for(placement: Placement, graph: OpGraph) -> None:
+    """``placement`` says it was made for ``graph`` (not for a coarsened graph, not unknown)."""
+    assert placement.made_for is not None, "a placer's placement names the graph it was made for"
+    assert placement.made_for.digest == GraphKey.of(graph).digest
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_placement_is_made_for_the_graph_given(name):
+    tight = layered_graph(20, width=4, seed=5).replace(group=np.arange(20) // 2)
+    cases = [
+        (tight, tight_cluster(tight, 3, 1.0)),  # memory just enough: repairs and fallbacks
+        (layered_graph(16, width=4, seed=3).replace(group=np.arange(16) // 2), mixed_cluster()),
+        (chain_graph(4), toy_cluster(1)),  # the one-device shortcuts
+        (chain_graph(1), toy_cluster(3)),
+        (chain_graph(0), toy_cluster(2)),  # no ops: the early returns
+    ]
+    for graph, cluster in cases:
+        assert_made_for(placer_for(name).place(graph, cluster, seed=3), graph)
 
 
 @pytest.mark.parametrize("name", NAMES)

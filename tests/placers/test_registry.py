@@ -204,3 +204,30 @@ def test_a_misspelt_placer_name_in_an_option_is_refused_when_the_placer_is_made(
     # not after a run began: evaluate builds every placer before it replaces saved rows
     with pytest.raises(UnknownName, match="unknown placer 'hetf'"):
         make_placer(name, **options)
+
+
+def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch):
+    from gnplace.placers.m_sct import MSCTPlacer
+
+    assert PLACERS.revisions_used("heft") == {}
+    assert PLACERS.revisions_used("annealing") == {}  # auto and its candidates declare none: old keys stand
+    monkeypatch.setattr(MSCTPlacer, "revision", "7", raising=False)
+    assert PLACERS.revisions_used("auto") == {"m_sct": "7"}
+    assert PLACERS.revisions_used("annealing") == {"m_sct": "7"}  # through auto
+    assert PLACERS.info("auto").uses == ("single", "expert", "metis", "heft", "m_etf", "m_sct")
+
+
+def test_a_cycle_of_placers_used_ends():
+    class A:
+        uses = ("b",)
+        revision = "1"
+
+        def place(self, graph, cluster, *, seed=None):  # pragma: no cover - never placed
+            raise AssertionError
+
+    class B(A):
+        uses = ("a",)
+        revision = "2"
+
+    registry = PlacerRegistry({"a": A, "b": B})
+    assert registry.revisions_used("a") == {"b": "2"}

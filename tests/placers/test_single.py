@@ -114,3 +114,29 @@ def test_placeto_mode_timer_also_works():
 def test_identical_devices_choose_the_first(preset):
     # equal scores: argmin takes the lowest index, a stable choice
     assert SinglePlacer().place(chain_graph(4), load_cluster(preset)).devices.tolist() == [0, 0, 0, 0]
+
+
+def test_a_placement_of_one_graph_is_refused_for_another_of_as_many_ops():
+    torch = pytest.importorskip("torch")
+    import gnplace
+    from gnplace.exceptions import InvalidPlacement
+    from gnplace.importers.torch import import_step
+
+    def loss(y):
+        return y.square().mean()
+
+    x, cluster = torch.randn(8, 4), load_cluster("k80x2")
+    tanh_net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    relu_net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    graph_a, graph_b = import_step(tanh_net, (x,), loss=loss).graph, import_step(relu_net, (x,), loss=loss).graph
+    assert graph_a.num_ops == graph_b.num_ops and graph_a.node_names != graph_b.node_names
+    placement = SinglePlacer().place(graph_a, cluster)
+    placement.check(graph_a)
+    with pytest.raises(InvalidPlacement, match="made for") as err:
+        placement.check(graph_b)
+    assert "\n" not in str(err.value)
+    with pytest.raises(InvalidPlacement, match="made for"):
+        Simulator().time(graph_b, cluster, placement)
+    with pytest.raises(InvalidPlacement, match="made for"):
+        gnplace.apply(relu_net, placement, (x,), loss=loss, devices=["cpu", "cpu"])
+    gnplace.apply(tanh_net, placement, (x,), loss=loss, devices=["cpu", "cpu"])  # its own graph's module takes it

@@ -94,3 +94,61 @@ def test_an_overflowing_best_is_repaired_outside_the_budget(heavy_groups, small_
         assert not Simulator().time(g, c, p).is_oom and sorted(p.devices.tolist()) == [0, 1, 2]
         repaired += placer.last_repair_evaluations > 0
     assert repaired >= 1
+
+
+@pytest.mark.parametrize("name", ["rnn_pg", "spotlight", "post"])
+def test_max_nodes_is_capped(name):
+    """``max_nodes`` was uncapped for the seq2seq placers, whose attention is quadratic in the units."""
+    from gnplace.rl.comparator import MAX_UNITS
+
+    cls = PLACERS[name]
+    assert cls(max_nodes=MAX_UNITS).max_nodes == MAX_UNITS  # the cap itself is taken
+    with pytest.raises(InvalidArgument, match=rf"^{cls.__name__}: max_nodes must be at most {MAX_UNITS}, got "
+                                              rf"{MAX_UNITS + 1}$"):
+        cls(max_nodes=MAX_UNITS + 1)
+
+
+def test_seq2seq_parameters_counts_the_policy_weights():
+    from gnplace.policy.seq2seq import Seq2SeqPolicy
+    from gnplace.rl.comparator import seq2seq_parameters
+
+    for features, devices, hidden, layers in ((40, 4, 128, 2), (7, 3, 16, 1), (50, 8, 64, 3)):
+        policy = Seq2SeqPolicy(features, devices, hidden=hidden, layers=layers)
+        assert seq2seq_parameters(features, devices, hidden, layers) == sum(p.numel() for p in policy.parameters())
+
+
+@pytest.mark.parametrize("name", ["rnn_pg", "spotlight", "post"])
+def test_an_update_past_the_memory_limit_is_refused_before_the_policy_is_built(name, monkeypatch):
+    """Each option within its cap, together about 10 GiB for one update: it ran (and allocated) before."""
+    from gnplace.limits import MAX_DRAWN
+    from gnplace.policy import seq2seq
+
+    def built(*args, **kwargs):
+        raise AssertionError("the policy was built")
+
+    monkeypatch.setattr(seq2seq.Seq2SeqPolicy, "__init__", built)
+    cls = PLACERS[name]
+    placer = cls(budget=MAX_DRAWN, samples=MAX_DRAWN, hidden=1024, progress=False)
+    with pytest.raises(InvalidArgument, match=rf"^{cls.__name__}: one policy update would need about [0-9.]+ GiB, "
+                                              r"over the 8 GiB limit; lower samples \(now 16384\), max_nodes \(now "
+                                              r"256\), hidden \(now 1024\) or layers \(now 2\) \(over \d+ units and 2 "
+                                              r"devices\)$"):
+        placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0)
+    assert placer.last_evaluations == 0
+
+
+def test_the_defaults_fit_the_update_limit():
+    """At the defaults (and at the cap of max_nodes with the other defaults) an update fits, on any cluster."""
+    from gnplace.limits import MAX_DEVICES
+    from gnplace.policy.features import NODE_FEATURES
+    from gnplace.policy.seq2seq import SEQUENCE_EXTRA_FEATURES
+    from gnplace.rl.comparator import MAX_UNITS, MAX_UPDATE_BYTES, seq2seq_update_bytes
+
+    features = len(NODE_FEATURES) + len(SEQUENCE_EXTRA_FEATURES)
+    default = RnnPGPlacer()
+    for units, devices in ((default.max_nodes, MAX_DEVICES), (MAX_UNITS, 8)):
+        assert seq2seq_update_bytes(units, default.samples, devices, hidden=default.hidden, layers=default.layers,
+                                    in_features=features) < MAX_UPDATE_BYTES
+    placer = RnnPGPlacer(budget=32, progress=False)  # the default policy, a short run
+    assert placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4"), seed=0)
+    assert placer.last_updates == 2

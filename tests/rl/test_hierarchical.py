@@ -60,3 +60,51 @@ def test_learning_rates_and_noise_that_break_the_run_are_refused(bad):
     with pytest.raises(InvalidArgument) as err:
         HierarchicalPlacer(**bad)
     assert "\n" not in str(err.value)
+
+
+def test_groups_and_max_nodes_are_capped():
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.placers import make_placer
+    from gnplace.rl.hierarchical import MAX_GROUPS, MAX_UNITS
+
+    HierarchicalPlacer(groups=MAX_GROUPS, max_nodes=MAX_UNITS)  # the caps themselves are taken
+    for options, cap in ((dict(groups=MAX_GROUPS + 1), f"groups must be at most {MAX_GROUPS}"),
+                         (dict(max_nodes=MAX_UNITS + 1), f"max_nodes must be at most {MAX_UNITS}")):
+        with pytest.raises(InvalidArgument, match=cap) as err:
+            make_placer("hierarchical", **options)
+        assert "\n" not in str(err.value)
+
+
+def test_an_update_past_the_memory_limit_is_refused_before_the_networks_are_built(monkeypatch):
+    """Each option within its cap, together tens of GiB for one update: it ran (and allocated) before."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.limits import MAX_DRAWN
+    from gnplace.policy import grouper, seq2seq
+    from gnplace.toy import mlp_training_graph
+
+    def built(*args, **kwargs):
+        raise AssertionError("a network was built")
+
+    monkeypatch.setattr(seq2seq.Seq2SeqPolicy, "__init__", built)
+    monkeypatch.setattr(grouper.Grouper, "__init__", built)
+    placer = HierarchicalPlacer(budget=MAX_DRAWN, samples=MAX_DRAWN, hidden=1024, groups=1024, progress=False)
+    with pytest.raises(InvalidArgument, match=r"^HierarchicalPlacer: one policy update would need about [0-9.]+ GiB, "
+                                              r"over the 8 GiB limit; lower samples \(now 16384\), groups \(now \d+\), "
+                                              r"max_nodes \(now 256\), hidden \(now 1024\) or layers \(now 2\)"):
+        placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0)
+    assert placer.last_evaluations == 0
+
+
+def test_the_defaults_fit_the_update_limit():
+    from gnplace.limits import MAX_DEVICES
+    from gnplace.policy.features import NODE_FEATURES
+    from gnplace.policy.seq2seq import SEQUENCE_EXTRA_FEATURES
+    from gnplace.rl.comparator import MAX_UPDATE_BYTES
+    from gnplace.rl.hierarchical import MAX_GROUPS, default_groups, hierarchical_update_bytes
+
+    features = len(NODE_FEATURES) + len(SEQUENCE_EXTRA_FEATURES)
+    p = HierarchicalPlacer()
+    for units, groups, devices in ((p.max_nodes, default_groups(MAX_DEVICES, p.max_nodes), MAX_DEVICES),
+                                   (MAX_GROUPS, MAX_GROUPS, 8)):  # the default, and the groups cap itself
+        assert hierarchical_update_bytes(units, groups, p.samples, devices, hidden=p.hidden, layers=p.layers,
+                                         grouper_hidden=p.grouper_hidden, in_features=features) < MAX_UPDATE_BYTES

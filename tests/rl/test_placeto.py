@@ -263,3 +263,61 @@ def test_registered_as_a_learned_placer():
     info = PLACERS.info("placeto")
     assert PLACERS["placeto"] is PlacetoPlacer and info.learned
     assert info.accepts == frozenset({"timer", "budget", "checkpoint"})
+
+
+def test_a_checkpoint_is_refused_on_one_device_too(pretrained, tmp_path):
+    """A 2-device checkpoint on a one-device cluster returned the only placement, where 4 devices are refused."""
+    path = save_placeto(pretrained, tmp_path / "two.pt")
+    for graph in (chain_graph(4), OpGraph([], [])):
+        with pytest.raises(InvalidArgument, match="trained for 2 devices, cluster 'one' has 1") as err:
+            PlacetoPlacer(budget=1, checkpoint=str(path)).place(graph, toy_cluster(1, name="one"), seed=0)
+        assert "\n" not in str(err.value)
+    assert PlacetoPlacer(budget=1).place(chain_graph(4), toy_cluster(1), seed=0).devices.tolist() == [0] * 4
+
+
+def test_max_nodes_and_passes_are_capped():
+    from gnplace.placers import make_placer
+    from gnplace.rl.placeto import MAX_DECISION_NODES, MAX_PASSES
+
+    PlacetoPlacer(max_nodes=MAX_DECISION_NODES, passes=MAX_PASSES)  # the caps themselves are taken
+    for options, cap in ((dict(max_nodes=MAX_DECISION_NODES + 1), f"max_nodes <= {MAX_DECISION_NODES}"),
+                         (dict(max_nodes=4096), f"max_nodes <= {MAX_DECISION_NODES}"),
+                         (dict(passes=MAX_PASSES + 1), f"passes <= {MAX_PASSES}")):
+        with pytest.raises(InvalidArgument, match=cap) as err:
+            make_placer("placeto", **options)
+        assert "\n" not in str(err.value)
+    with pytest.raises(InvalidArgument, match=f"passes <= {MAX_PASSES}"):
+        pretrain_placeto([chain_graph(3)], load_cluster("k80x2"), episodes=1, passes=MAX_PASSES + 1)
+
+
+def test_an_update_past_the_memory_limit_is_refused_before_the_network_is_built(monkeypatch):
+    """max_nodes, passes and episodes each within its cap, together over 100 GiB for one update: it ran before."""
+    import gnplace.rl.placeto as placeto
+
+    def built(*args, **kwargs):
+        raise AssertionError("the network was built")
+
+    monkeypatch.setattr(placeto, "_network", built)
+    graph, cluster = layered_graph(1500, width=8, seed=0), load_cluster("k80x4")
+    placer = PlacetoPlacer(budget=10**7, max_nodes=placeto.MAX_DECISION_NODES, passes=placeto.MAX_PASSES,
+                           episodes=512, progress=False)
+    with pytest.raises(InvalidArgument, match=r"^PlacetoPlacer: one policy update would need about [0-9.]+ GiB, over "
+                                              r"the 8 GiB limit; lower episodes \(now 512\), passes \(now 4\), "
+                                              r"max_nodes \(now 1024\), hidden \(now 32\) or rounds \(now 8\) \(over "
+                                              r"\d+ nodes, \d+ groups and 4 devices\)$") as err:
+        placer.place(graph, cluster, seed=0)
+    assert "\n" not in str(err.value) and placer.last_evaluations == 0
+    with pytest.raises(InvalidArgument, match=r"^pretrain_placeto: one policy update would need about"):
+        pretrain_placeto([graph], cluster, episodes=512, batch=512, max_nodes=1024, passes=4)
+
+
+def test_the_defaults_fit_the_update_limit():
+    from gnplace.limits import MAX_DEVICES
+    from gnplace.rl.comparator import MAX_UPDATE_BYTES
+    from gnplace.rl.placeto import MAX_DECISION_NODES, MAX_PASSES, placeto_update_bytes
+
+    h = PlacetoPlacer().hyper
+    for nodes, devices, passes in ((h.max_nodes, MAX_DEVICES, h.passes), (MAX_DECISION_NODES, 8, h.passes),
+                                   (MAX_DECISION_NODES, 8, MAX_PASSES)):  # the caps, each alone
+        assert placeto_update_bytes(nodes, nodes, devices, episodes=h.batch, passes=passes, hidden=h.hidden,
+                                    rounds=h.rounds) < MAX_UPDATE_BYTES

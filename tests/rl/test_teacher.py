@@ -64,3 +64,30 @@ def test_a_graph_name_never_makes_a_path_and_a_damaged_search_says_what_to_do(pa
     path.write_text("{ not json")
     with pytest.raises(InvalidPlacement, match="delete it to search the pair again"):
         search_placement(odd, cluster, budget=40, seed=0, cache=tmp_path)
+
+
+def test_the_cache_names_of_today_stand(pair, tmp_path):
+    """No placer the search uses declares a revision and annealing's is 5: the name is the one made before."""
+    import hashlib
+
+    graph, cluster = pair
+    assert teacher.search_recipe() == {}
+    before = hashlib.sha256(f"{graph.fingerprint()}|{cluster.fingerprint()}|40|3".encode()).hexdigest()
+    assert cache_path(tmp_path, graph, cluster, 40, 3).name.endswith(f"-{before[:16]}.json")
+
+
+@pytest.mark.parametrize("revised", ["m_etf", "auto", "annealing"])
+def test_a_new_revision_of_the_search_or_its_start_searches_again(pair, tmp_path, monkeypatch, revised):
+    """m_etf's new revision changes auto's placement, annealing's start: the search made before is not the answer."""
+    from gnplace.placers.registry import PLACERS
+
+    graph, cluster = pair
+    search_placement(graph, cluster, budget=20, seed=0, cache=tmp_path)
+    before = cache_path(tmp_path, graph, cluster, 20, 0)
+    monkeypatch.setattr(PLACERS.resolve(revised), "revision", "6" if revised == "annealing" else "2", raising=False)
+    searched = []
+    place = AnnealingPlacer.place
+    monkeypatch.setattr(AnnealingPlacer, "place", lambda self, *a, **k: searched.append(1) or place(self, *a, **k))
+    search_placement(graph, cluster, budget=20, seed=0, cache=tmp_path)
+    assert searched == [1] and cache_path(tmp_path, graph, cluster, 20, 0) != before
+    assert len(list(tmp_path.iterdir())) == 2  # the search of before stays, under its own name

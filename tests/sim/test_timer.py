@@ -251,3 +251,17 @@ def test_a_wrapped_timer_that_refuses_leaves_no_evaluation_counted():
     with pytest.raises(BudgetExhausted):
         outer.time_batch(graph, cluster, np.zeros((2, 2), dtype=np.int64))
     assert outer.evaluations == 0 and outer.remaining == 5
+
+
+def test_the_best_placement_is_made_for_the_graph_timed_last():
+    from gnplace.placement import GraphKey
+
+    cluster, timer = load_cluster("k80x2"), BudgetedTimer()
+    first, last = chain_graph(3), mlp_training_graph(layers=2, width=8, batch=4)
+    timer.time_batch(first, cluster, [[0, 1, 0]])
+    assert timer.best_placement(cluster).made_for == GraphKey.of(first)
+    timer.time_batch(last, cluster, np.zeros((2, last.num_ops), dtype=np.int64))
+    best = timer.best_placement(cluster)
+    assert best.made_for is not None and best.made_for.digest == GraphKey.of(last).digest
+    with pytest.raises(InvalidPlacement, match="made for"):
+        best.check(last.replace(node_names=[f"other{k}" for k in range(last.num_ops)]))
