@@ -5,7 +5,7 @@ Usage::
     python scripts/bench.py sim [--ops 2000] [--devices 4] [--repeat 300] [--batch 256] [--json]
     python scripts/bench.py import [--layers 6 15 30]
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
-    python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20]
+    python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20] [--per-family 2] [--families cifar10 ptb nmt]
     python scripts/bench.py placers [--ops 2000] [--cluster k80x4]
     python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
@@ -21,7 +21,9 @@ Usage::
     python scripts/bench.py apply [--models MODULE:FACTORY ...] [--rounds 6] [--repeat 20]
     python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md] [--figures docs/figures] [--jobs 2] [--cache out/bench]
 
-``python scripts/bench.py NAME --help`` says what NAME measures and reports. The benchmarks live in
+``python scripts/bench.py NAME --help`` says what NAME measures and reports. ``--per-family N`` is the
+first N test graphs of each family wherever it is taken, ``0`` all of them (``device-map`` draws N models
+a family, at least one). The benchmarks live in
 ``scripts/benchmarks/``, one module per part of gnplace; ``report`` (``scripts/report.py``) runs every
 placer side by side and writes ``docs/RESULTS.md`` and ``docs/figures/report_*.png``.
 """

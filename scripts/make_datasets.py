@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from gnplace.cli.common import run_reporting_errors
 from gnplace.datasets import generate_dataset, load_manifest
 from gnplace.graph import FORWARD, OpGraph
-from gnplace.graph_io import save_graph
+from gnplace.graph_io import save_graph, write_atomically
 from gnplace.toy import mlp_training_graph
 
 #: The shipped families, in the order of the README's rows.
@@ -127,7 +127,7 @@ def write_readme(out: Path, families: list[str]) -> None:
                 f"| {min(flops):.1f} / {max(flops):.1f} | {min(params):.2f} / {max(params):.2f} |"
             )
     lines += real_table(out)
-    (out / "README.md").write_text("\n".join(lines) + "\n")
+    write_atomically(out / "README.md", ("\n".join(lines) + "\n").encode())  # a kill never truncates it
 
 
 def _advance(bar: Progress, task: TaskID, family: str, index: int, graph: OpGraph) -> None:

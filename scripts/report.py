@@ -20,7 +20,8 @@ command above it):
 Every run is saved under ``--out`` as it finishes (JSON lines, and ``gnplace.evaluate``'s
 ``results.csv``), so an interrupted report resumes; ``--quick`` runs a small version of every section
 (about a minute on 2 cores; the tests run it) and writes it under ``--out`` unless ``--doc`` and
-``--figures`` say otherwise.
+``--figures`` say otherwise. The two keep their runs apart: ``--out`` is ``out/report`` by default and
+``out/report_quick`` with ``--quick``, and a folder holding one kind's runs is refused to the other.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from benchmarks.common import best_at, first_reaching, large_graph, test_graphs
+from benchmarks.common import (
+    Store,
+    best_at,
+    first_reaching,
+    large_graph,
+    revisions_used,
+    save_figure,
+    test_graphs,
+    uses_changed,
+)
 
 from gnplace.graph_io import write_atomically
 from gnplace.sim.timer import geomean
@@ -91,49 +100,6 @@ QUICK = Config(
 def fmt(value: float | None, digits: int = 3) -> str:
     """A number for a table (``-`` for none or nan)."""
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
-
-
-class Store:
-    """Rows saved one JSON line each as they finish, keyed so that a rerun skips what is done."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            text = path.read_text()
-            if text and not text.endswith("\n"):  # cut short by a kill: new rows start on a line of their own
-                with path.open("a") as handle:
-                    handle.write("\n")
-            for line in text.splitlines():
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by a kill: its task runs again
-                    continue
-                self.rows[row["key"]] = row
-
-    def add(self, row: dict[str, Any]) -> None:
-        """Save ``row`` (it must hold ``key``)."""
-        self.rows[row["key"]] = row
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(row) + "\n")
-
-    def run(self, tasks: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: int,
-            label: str) -> list[dict[str, Any]]:
-        """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order."""
-        todo = [t for t in tasks if t["key"] not in self.rows]
-        print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
-        if jobs <= 1 or len(todo) <= 1:
-            for i, task in enumerate(todo):
-                self.add(fn(task))
-                print(f"[report] {label} {i + 1}/{len(todo)}: {task['key']}", flush=True)
-        else:
-            from gnplace.workers import process_pool
-
-            with process_pool(jobs) as pool:
-                for i, row in enumerate(pool.map(fn, todo)):
-                    self.add(row)
-                    print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
-        return [self.rows[t["key"]] for t in tasks]
 
 
 def rows_of(tasks: list[Any], rows: list[Any]) -> list[Any]:
@@ -196,7 +162,9 @@ def revised(name: str) -> str:
 
     A placer that loads the shipped checkpoint by default also carries the first 8 hex digits of the
     checkpoint's SHA-256, and of each other file it loads by default (``policy``'s constructor), so that a
-    new checkpoint runs its rows again.
+    new checkpoint runs its rows again; and one whose placers used declare other revisions than when the
+    report's keys began to carry them (:func:`~benchmarks.common.uses_changed`: ``m_etf``'s new revision
+    changes ``auto``, where ``ppo`` starts) carries them as ``+uses m_etf@2,...``.
     """
     from gnplace.evaluate import file_digest
     from gnplace.placers.registry import PLACERS
@@ -210,7 +178,45 @@ def revised(name: str) -> str:
     for _, path in info.default_files:
         extra = file_digest(path)
         label = f"{label}+{extra[:8]}" if extra else label
-    return label
+    used = uses_changed(name)
+    return f"{label}+uses {_revisions_text(used)}" if used else label
+
+
+def _revisions_text(revisions: dict[str, str]) -> str:
+    """``a@1,b@2``: placer names and their revisions, sorted by name."""
+    return ",".join(f"{name}@{revision}" for name, revision in sorted(revisions.items()))
+
+
+def against(*references: str) -> str:
+    """``|against auto@1,m_etf@2``: the revisions of the placers a row is measured against and of those they use.
+
+    A row's step over ``auto``'s (section 2) or the exact placement's (section 4) changes with their revisions as
+    much as with the placer's own. Empty while none of them declares a revision, so that the keys of before stand.
+    """
+    from gnplace.placers.registry import PLACERS
+
+    found: dict[str, str] = {}
+    for name in references:
+        if PLACERS.info(name).revision:
+            found[name] = PLACERS.info(name).revision
+        found.update(revisions_used(name))
+    return f"|against {_revisions_text(found)}" if found else ""
+
+
+def learned_key(path: str, cluster: str, name: str, budget: int) -> str:
+    """The key of section 2's row of learned placer ``name`` on a graph file and cluster (its step over ``auto``'s)."""
+    return f"{Path(path).stem}|{cluster}|{revised(name)}|{budget}{against('auto')}"
+
+
+def placeto_zero_shot_key(path: str, cluster: str, episodes: int) -> str:
+    """The key of section 2's row of Placeto pretrained for ``episodes`` episodes placing a graph file zero-shot."""
+    label = revised("placeto").replace("placeto", "placeto_zs", 1)
+    return f"{Path(path).stem}|{cluster}|{label}|{episodes}{against('auto')}"
+
+
+def exact_key(path: str, groups: int, cluster: str, time_limit: float) -> str:
+    """The key of section 4's row: a graph file coarsened to ``groups`` (0: not), ``auto`` and ``policy`` over ``exact``."""
+    return f"{Path(path).stem}@{groups}|{cluster}|{time_limit}|{revised('policy')}{against('auto', 'exact')}"
 
 
 # ------------------------------------------------------------------------------ section 2: learned placers
@@ -260,9 +266,11 @@ def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out:
 
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
+    from gnplace.placers.registry import PLACERS
     from gnplace.rl.placeto import pretrain_placeto, save_placeto
 
-    path = out / f"placeto_{family}_{cluster_name}_{config.placeto_episodes}.pt"
+    revision = PLACERS.info("placeto").revision  # a new one pretrains anew
+    path = out / f"placeto_{family}_{cluster_name}_{config.placeto_episodes}{f'_r{revision}' if revision else ''}.pt"
     if not path.exists():
         torch.set_num_threads(1)
         graphs = [load_graph(p) for p in train_graphs(family, config.placeto_train_graphs)]
@@ -383,7 +391,7 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
         ax.set_ylabel("best step / auto's")
     axes[0][-1].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)  # a kill leaves the figure before, not half of it
     plt.close(fig)
 
 
@@ -406,7 +414,7 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
     ax.set_ylabel("step / auto's (geometric mean)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)  # a kill leaves the figure before, not half of it
     plt.close(fig)
 
 
@@ -428,7 +436,7 @@ def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("seconds to place (one core)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)  # a kill leaves the figure before, not half of it
     plt.close(fig)
 
 
@@ -539,18 +547,53 @@ def equal_budgets(rows: list[dict[str, Any]], seeds: list[str]) -> list[str]:
     return lines
 
 
-def add_minutes(path: Path, minutes: float) -> float:
+def _elapsed(path: Path) -> dict[str, Any]:
+    """What ``elapsed.json`` at ``path`` holds (empty where it cannot be read: missing, or cut short by a kill)."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) else {}
+
+
+def add_minutes(path: Path, minutes: float, quick: bool | None = None) -> float:
     """Add ``minutes`` to the minutes of every run that made the saved rows, kept in ``path``; the sum.
 
     ``path`` is replaced atomically; one that cannot be read (cut short by a kill before it was) counts as none.
+    ``quick`` (given) records which report made the rows (:func:`check_report_kind`); else the one recorded stays.
     """
+    saved = _elapsed(path)
     try:
-        spent = float(json.loads(path.read_text())["minutes"])
-    except (OSError, ValueError, KeyError, TypeError):
+        spent = float(saved["minutes"])
+    except (KeyError, TypeError, ValueError):
         spent = 0.0
     spent += minutes
-    write_atomically(path, json.dumps({"minutes": spent}).encode())
+    kind = saved.get("quick") if quick is None else quick
+    write_atomically(path, json.dumps({"minutes": spent, **({"quick": kind} if isinstance(kind, bool) else {})}).encode())
     return spent
+
+
+def check_report_kind(out: Path, out_flag: str, quick: bool) -> None:
+    """Refuse an ``--out`` folder holding the runs of the other report (full or ``--quick``), as one line.
+
+    A quick report's rows in the full report's folder would count their minutes in its time and leave rows of
+    other settings beside its own. A folder of before 2026-12 records no kind: accepted.
+
+    Raises:
+        InvalidArgument: ``out/elapsed.json`` says the other report made its rows.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    kind = _elapsed(out / "elapsed.json").get("quick")
+    if isinstance(kind, bool) and kind != quick:
+        theirs, ours = ("a --quick", "a full") if kind else ("a full", "a --quick")
+        raise InvalidArgument(f"--out {out_flag}: holds the runs of {theirs} report; {ours} report keeps its own "
+                              f"(default: {default_out(quick)}): pick another --out")
+
+
+def default_out(quick: bool) -> str:
+    """Where a report saves its runs unless ``--out`` says otherwise: the full and the quick one apart."""
+    return "out/report_quick" if quick else "out/report"
 
 
 def machine() -> str:
@@ -566,14 +609,17 @@ def run(args: argparse.Namespace) -> Path:
     from gnplace.cli.common import check_output_file, check_output_folder
 
     config = QUICK if args.quick else FULL
-    out = Path(args.out)
+    out_name = default_out(args.quick) if args.out is None else args.out  # the quick report's rows apart
+    out = Path(out_name)
     doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else Path("docs/RESULTS.md"))
     figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else Path("docs/figures"))
     # refused before the runs, not when the report is written at their end (21 minutes in)
-    for folder, flag in ((args.out, "--out"), (figures, "--figures"), (args.cache, "--cache")):
+    for folder, flag in ((out_name, "--out"), (figures, "--figures"), (args.cache, "--cache")):
         check_output_folder(folder, flag)
     check_output_file(doc, "--doc")
+    check_report_kind(out, out_name, args.quick)
     out.mkdir(parents=True, exist_ok=True)
+    add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on
     figures.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     command = "python scripts/bench.py report" + (" --quick" if args.quick else "")
@@ -594,13 +640,13 @@ def run(args: argparse.Namespace) -> Path:
     store = Store(out / "learned.jsonl")
     rl_graphs = [p for f in config.families for p in test_graphs(f, config.rl_per_family)]
     learned_tasks = [
-        {"key": f"{Path(p).stem}|{c}|{revised(name)}|{config.rl_budget}", "graph": p, "cluster": c, "placer": name,
+        {"key": learned_key(p, c, name, config.rl_budget), "graph": p, "cluster": c, "placer": name,
          "budget": config.rl_budget, "seed": 0}
         for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
         ckpt = pretrain_placeto_family(family, config, config.rl_clusters[0], out)
         learned_tasks += [
-            {"key": f"{Path(p).stem}|{config.rl_clusters[0]}|placeto_zs|{config.placeto_episodes}", "graph": p,
+            {"key": placeto_zero_shot_key(p, config.rl_clusters[0], config.placeto_episodes), "graph": p,
              "cluster": config.rl_clusters[0], "placer": "placeto_zs", "budget": config.rl_budget, "seed": 0,
              "checkpoint": ckpt}
             for p in test_graphs(family, config.rl_per_family)]
@@ -616,7 +662,7 @@ def run(args: argparse.Namespace) -> Path:
         else []
     exact_graphs = [(p, 0) for p in exact_paths] + [
         (p, 12) for f in config.families for p in test_graphs(f, config.exact_per_family)]
-    exact_tasks = [{"key": f"{Path(p).stem}@{g}|{c}|{config.exact_time_limit}|{revised('policy')}", "graph": p, "groups": g,
+    exact_tasks = [{"key": exact_key(p, g, c, config.exact_time_limit), "graph": p, "groups": g,
                     "cluster": c, "time_limit": config.exact_time_limit}
                    for c in config.exact_clusters for p, g in exact_graphs]
     exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4")
@@ -636,13 +682,13 @@ def run(args: argparse.Namespace) -> Path:
         "# gnplace benchmark report" + (" (quick)" if args.quick else ""),
         "",
         f"Produced by `{command}` on {date.today().isoformat()}, on {machine()}, in {spent:.1f} minutes "
-        f"(the runs saved under `{args.out}`, this last one {minutes:.1f} minutes: a rerun reuses what is saved). "
+        f"(the runs saved under `{out_name}`, this last one {minutes:.1f} minutes: a rerun reuses what is saved). "
         "All step times are simulated (`gnplace.sim.Simulator`, default mode); ratios are geometric means, lower "
         "is better.",
         "",
         "## 1. Every placer on the test splits" + (" and the real models" if config.real else ""),
         "",
-        f"`{command}` (section 1; rows in `{args.out}/table/results.csv`). 'step / best non-learned' is against the "
+        f"`{command}` (section 1; rows in `{out_name}/table/results.csv`). 'step / best non-learned' is against the "
         "best of the fast placers on the same graph and cluster; `policy` is gnplace zero-shot (the shipped "
         "checkpoint: greedy on the whole cluster, on its fastest k devices alone and, up to 4,000 ops, with no "
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
@@ -660,7 +706,7 @@ def run(args: argparse.Namespace) -> Path:
         "",
         f"## 2. Learned placers, {config.rl_budget} simulator evaluations each",
         "",
-        f"`{command}` (section 2; rows in `{args.out}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
+        f"`{command}` (section 2; rows in `{out_name}/learned.jsonl`). The first {config.rl_per_family} test graph(s) "
         f"of each family on {', '.join(config.rl_clusters)}, seed 0. `policy`: gnplace zero-shot (its candidates and `auto`'s own evaluations); "
         "`finetune`: PPO from the shipped checkpoint around `auto`'s placement, returning the checkpoint's "
         "zero-shot placement instead if that is faster (its zero-shot evaluations counted), each batch drawn 48 times and the 16 new placements a learned model of the step ranks fastest timed; `ppo`: gnplace's PPO from a fresh policy, after "
@@ -699,7 +745,7 @@ def run(args: argparse.Namespace) -> Path:
         "",
         "## 4. Against the proved optimum",
         "",
-        f"`{command}` (section 4; rows in `{args.out}/exact.jsonl`): the small graphs of `docs/exact_gap.md` "
+        f"`{command}` (section 4; rows in `{out_name}/exact.jsonl`): the small graphs of `docs/exact_gap.md` "
         f"(test graphs coarsened to 12 groups, and the example graphs), CP-SAT with a limit of "
         f"{config.exact_time_limit:g}. Each cell is the step time over the exact placement's.",
         "",
@@ -720,7 +766,7 @@ def run(args: argparse.Namespace) -> Path:
               f"{fmt(geomean(min(r['auto'], r['policy']) for r in exact))}, zero-shot with {config.exact_samples} "
               f"samples {fmt(geomean(sampled))} (target: within 1.05).", "",
               "## 5. Time to place against graph size", "",
-              f"`{command}` (section 5; rows in `{args.out}/scale.jsonl`): ENAS cifar10 training graphs with more "
+              f"`{command}` (section 5; rows in `{out_name}/scale.jsonl`): ENAS cifar10 training graphs with more "
               f"cells stacked, on k80x4, one core; the learned search placers with a budget of {config.scale_budget} "
               f"evaluations; `auto` and `m_etf` place every op (no coarsening) up to {config.scale_auto_up_to:,} ops; "
               "`policy` with the shipped checkpoint runs `auto` and samples around its placement (16 samples). Each "
@@ -750,7 +796,9 @@ def add_parser(sub: Any) -> None:
     report.set_defaults(handler=run_report)
     report.add_argument("--quick", action="store_true",
                         help="a small version of every section (about a minute on 2 cores), written under --out")
-    report.add_argument("--out", default="out/report", help="where runs are saved (a rerun resumes)")
+    report.add_argument("--out", default=None,
+                        help="where runs are saved, a rerun resuming (default: out/report; with --quick "
+                             "out/report_quick: a folder holds one kind of report's runs, the other refused)")
     report.add_argument("--doc", default=None,
                         help="the report (default: docs/RESULTS.md; with --quick OUT/RESULTS.md, so the "
                              "committed report stays as it is)")

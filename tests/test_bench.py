@@ -43,3 +43,40 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
     out, err = capsys.readouterr()
     assert code == 2 and not out and "Traceback" not in err
     assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize("argv, message", [
+    # each placed, timed or solved something (and printed it) before it met the bad argument
+    (["zeroshot", "--families", "ptb", "--clusters", "k80x2", "--min-ops", "1000000000", "--real-clusters",
+      "--unseen-clusters", "k80x2", "nosuch", "--unseen-per-family", "1", "--samples", "0", "--refine", "0",
+      "--constructor", "none", "--no-subsets", "--jobs", "1", "--out", "OUT"], "unknown cluster 'nosuch'"),
+    (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "NOSUCH.gnpg", "--cluster", "k80x2",
+      "--placers", "annealing", "--budget", "10", "--out", "OUT"], "NOSUCH.gnpg: no such graph file"),
+    (["exact", "--clusters", "k80x2", "--per-family", "1", "--groups", "4", "--time-limit", "0.5", "--placers",
+      "single", "nosuch"], "--placers nosuch: unknown placer"),
+    (["placers", "--placers", "single", "nosuch", "--ops", "50", "--repeat", "1"], "--placers nosuch: unknown placer"),
+    (["constructor", "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "nosuch"],
+     "unknown cluster 'nosuch'"),
+    (["apply", "--models", "gnplace.execute.examples:tiny", "gnplace.execute.examples:nosuch", "--rounds", "1",
+      "--repeat", "1"], "has no callable 'nosuch'"),
+    (["device-map", "--families", "ptb", "--per-family", "0"], "--per-family must be at least 1 (models drawn"),
+])
+def test_bad_arguments_are_refused_before_any_work(load_script, tmp_path, capsys, argv, message):
+    """An argument the run would meet minutes in (a later cluster, graph, placer or model) is one line at the start."""
+    bench = load_script("bench")
+    code = bench.main([str(tmp_path / a) if a in ("OUT", "NOSUCH.gnpg") else a for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out, out  # nothing placed or printed first
+    assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_per_family_zero_means_every_test_graph_wherever_it_is_taken(load_script, capsys):
+    """``search --per-family 0`` ran every test graph and ``finetune --per-family 0`` none; now all, and said in --help."""
+    bench = load_script("bench")
+    for name in ("search", "finetune", "screen-model", "constructor", "exact"):
+        with pytest.raises(SystemExit):
+            bench.main([name, "--help"])
+        assert "0: all of them" in " ".join(capsys.readouterr().out.split()), name
+    common = load_script("benchmarks.common")
+    assert common.test_graphs("ptb", 0) == common.test_graphs("ptb", None) and len(common.test_graphs("ptb", 0)) == 8

@@ -201,3 +201,32 @@ def test_the_dataset_script_writes_the_same_readme_whichever_families_it_rebuild
     assert script.main(["--out", str(tmp_path), "--families", families]) == 0
     written = (tmp_path / "README.md").read_text()
     assert (ROOT / "datasets" / "README.md").read_text().startswith(written)  # the shipped one, less its real models
+
+
+def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_before(tmp_path, load_script,
+                                                                                     monkeypatch):
+    """``datasets/README.md`` was written in place: a kill halfway left half a table."""
+    import pathlib
+    import shutil
+
+    script = load_script("make_datasets")
+    monkeypatch.setattr(script, "write_examples", lambda out: None)  # the README alone is at stake
+    monkeypatch.setattr(script, "generate_dataset", lambda *args, **kwargs: None)
+    (tmp_path / "ptb").mkdir()
+    shutil.copy(ROOT / "datasets" / "ptb" / "manifest.json", tmp_path / "ptb" / "manifest.json")
+    (tmp_path / "README.md").write_text("the README of before\n")
+
+    def halfway(write):
+        def halted(self, data, *args, **kwargs):  # half the text reaches the file, then the kill
+            write(self, data[: len(data) // 2], *args, **kwargs)
+            raise KeyboardInterrupt
+
+        return halted
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(pathlib.Path, "write_text", halfway(pathlib.Path.write_text))
+        patched.setattr(pathlib.Path, "write_bytes", halfway(pathlib.Path.write_bytes))
+        script.run(script.argparse.Namespace(out=str(tmp_path), families="ptb", count=32, test_count=None, seed=0,
+                                             real=False))
+    assert (tmp_path / "README.md").read_text() == "the README of before\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "ptb"]  # no temporary file left

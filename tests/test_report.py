@@ -162,3 +162,105 @@ def test_a_placer_keeps_one_colour_whether_drawn_as_a_line_or_a_star(tmp_path, l
                                     ("ppo", [[1, 1.0], [200, 0.9]]))]
     report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
     assert len(set(colours.values())) == 3  # the policy's star was drawn in finetune's colour
+
+
+class _Stop(Exception):
+    """Raised in place of section 1's placements: the test is about what comes before them."""
+
+
+def _stop_at_the_runs(monkeypatch):
+    import gnplace.evaluate
+
+    def stop(*args, **kwargs):
+        raise _Stop
+
+    monkeypatch.setattr(gnplace.evaluate, "evaluate", stop)
+
+
+def test_a_quick_report_keeps_its_runs_apart_from_the_full_reports(tmp_path, load_script, monkeypatch, capsys):
+    """``--quick`` with no ``--out`` saved its rows and minutes into ``out/report``, the full report's folder."""
+    monkeypatch.chdir(tmp_path)
+    _stop_at_the_runs(monkeypatch)
+    bench = load_script("bench")
+    with pytest.raises(_Stop):
+        bench.main(["report", "--quick", "--jobs", "1"])
+    assert not (tmp_path / "out" / "report").exists()
+    assert json.loads((tmp_path / "out" / "report_quick" / "elapsed.json").read_text()) == {"minutes": 0.0, "quick": True}
+    # and a folder holding one kind's runs is refused to the other, in one line, before any run
+    for argv, theirs in ((["--out", "out/report_quick"], "--quick"), (["--quick", "--out", "out/report"], "full")):
+        (tmp_path / "out" / "report").mkdir(exist_ok=True)
+        (tmp_path / "out" / "report" / "elapsed.json").write_text(json.dumps({"minutes": 21.0, "quick": False}))
+        capsys.readouterr()
+        assert bench.main(["report", "--jobs", "1", "--doc", "R.md", "--figures", "figs", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert err.count("\n") == 1 and f"holds the runs of a {theirs} report" in err and not out, err
+    assert json.loads((tmp_path / "out" / "report" / "elapsed.json").read_text()) == {"minutes": 21.0, "quick": False}
+
+
+def test_report_figures_killed_while_written_stay_as_before(tmp_path, load_script, monkeypatch):
+    """A kill while ``docs/figures/report_scale.png`` was written left it cut short; now the one of before stays."""
+    import io
+
+    import matplotlib.figure
+
+    report = load_script("report")
+    figure = tmp_path / "report_scale.png"
+    figure.write_bytes(b"the figure of before")
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def savefig_halfway(fig, target, *args, **kwargs):  # half the image reaches its target, then the kill
+        image = io.BytesIO()
+        real_savefig(fig, image, *args, **{"format": "png", **kwargs})
+        half = image.getvalue()[: len(image.getvalue()) // 2]
+        target.write(half) if hasattr(target, "write") else Path(target).write_bytes(half)
+        raise KeyboardInterrupt
+
+    rows = [{"ops": ops, "placer": "m_etf", "seconds": ops / 1e4, "budget": None} for ops in (500, 2000)]
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(matplotlib.figure.Figure, "savefig", savefig_halfway)
+        report.plot_scale(rows, figure)
+    assert [p.name for p in tmp_path.iterdir()] == ["report_scale.png"]
+    assert figure.read_bytes() == b"the figure of before"
+    report.plot_scale(rows, figure)
+    assert figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_report_keys_of_today_stand(load_script):
+    """No placer used or measured against declares a revision yet (finetune's policy is as before): keys as before."""
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+
+    report = load_script("report")
+    assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}" and "uses" not in report.revised("finetune")
+    assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
+    graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
+    assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64"
+    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == "ptb_002|k80x4|placeto_zs|400"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{report.revised('policy')}"
+
+
+def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(load_script, monkeypatch):
+    """m_etf's new revision changes auto: ppo (which starts from it) and every step over auto's run again."""
+    from gnplace.placers.exact import ExactPlacer
+    from gnplace.placers.m_etf import METFPlacer
+    from gnplace.rl.placeto import PlacetoPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    report = load_script("report")
+    graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
+    before = {"ppo": report.revised("ppo"), "finetune": report.revised("finetune"),
+              "rnn_pg": report.learned_key(graph, "k80x4", "rnn_pg", 64),
+              "placeto_zs": report.placeto_zero_shot_key(graph, "k80x4", 400),
+              "exact": report.exact_key(graph, 12, "k80x2", 20.0)}
+    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    assert report.revised("ppo") == f"{before['ppo']}+uses m_etf@2"
+    assert report.revised("finetune") == f"{before['finetune']}+uses m_etf@2,policy@{PolicyPlacer.revision}"
+    assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"{before['rnn_pg']}|against m_etf@2"  # over auto's
+    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"{before['placeto_zs']}|against m_etf@2"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) != before["exact"]
+    monkeypatch.undo()
+    monkeypatch.setattr(PolicyPlacer, "revision", "13")  # finetune's zero-shot candidates' placer
+    assert report.revised("finetune") == f"{before['finetune']}+uses policy@13"
+    monkeypatch.setattr(ExactPlacer, "revision", "2", raising=False)
+    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2")
+    monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)
+    assert "|placeto_zs@2|" in report.placeto_zero_shot_key(graph, "k80x4", 400)

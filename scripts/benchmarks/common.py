@@ -1,13 +1,15 @@
-"""What several benchmarks share: their subcommands, timing a call, graphs, reading learning curves."""
+"""What several benchmarks share: their subcommands, timing a call, graphs, saved rows, figures, learning curves."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import io
+import json
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,37 @@ import numpy as np
 
 #: The repository's shipped datasets (``datasets/FAMILY``, ``datasets/real``, ``datasets/examples``).
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+
+#: The revisions of the placers each placer uses (:meth:`~gnplace.placers.registry.PlacerRegistry.revisions_used`)
+#: as they stood when the rows saved by the benchmarks and the report began to record them (2026-12): a row saved
+#: before records none, and was made under these. ``finetune`` (revision 18) keeps ``policy`` revision 11's zero-shot
+#: candidates, so that its rows stand under ``policy`` revision 12; no other placer used one that declared a revision.
+REVISIONS_USED_BEFORE: dict[str, dict[str, str]] = {"finetune": {"policy": "12"}}
+
+
+def revisions_used(name: str) -> dict[str, str]:
+    """The revisions of the placers ``name`` uses, directly or through others, that declare one (empty: none does)."""
+    from gnplace.placers.registry import PLACERS
+
+    return PLACERS.revisions_used(name)
+
+
+def recorded_uses(row: dict[str, Any], field: str, name: str) -> dict[str, str]:
+    """What ``row[field]`` records of the revisions placer ``name`` used; for a row saved before, those of then.
+
+    Rows record the field only where it is not empty: a row without it was made under
+    :data:`REVISIONS_USED_BEFORE` (nothing, for most placers).
+    """
+    return dict(row.get(field, REVISIONS_USED_BEFORE.get(name, {})))
+
+
+def uses_changed(name: str) -> dict[str, str]:
+    """The revisions ``name`` uses now, or an empty dict while they are those of :data:`REVISIONS_USED_BEFORE`.
+
+    For keys that are text: a key gains them only once they changed, so that the rows saved before stand until then.
+    """
+    used = revisions_used(name)
+    return {} if used == REVISIONS_USED_BEFORE.get(name, {}) else used
 
 
 def add_command(sub: Any, name: str, handler: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -24,6 +57,124 @@ def add_command(sub: Any, name: str, handler: Callable[[argparse.Namespace], int
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.set_defaults(handler=handler)
     return parser
+
+
+def add_per_family_argument(parser: argparse.ArgumentParser, default: int | None, what: str = "test graphs") -> None:
+    """``--per-family N``: the first N ``what`` of each family, 0 (or a default of None) meaning all of them.
+
+    One meaning for every benchmark that takes it (``search --per-family 0`` ran all of them, ``finetune
+    --per-family 0`` none); :func:`test_graphs` reads it (``args.per_family or None``).
+    """
+    shown = "all" if default is None else str(default)
+    parser.add_argument("--per-family", type=int, default=default if default is not None else 0, metavar="N",
+                        help=f"the first N {what} of each family (default: {shown}; 0: all of them)")
+
+
+def check_clusters(*specs: Iterable[str]) -> None:
+    """Load every cluster spec (a preset or a YAML file) once, so that an unknown one is one error line before any run.
+
+    Raises:
+        GnplaceError: the cluster loader's error for the first spec that is not a cluster.
+    """
+    from gnplace.cluster import load_cluster
+
+    for spec in dict.fromkeys(s for group in specs for s in group):
+        load_cluster(spec)
+
+
+def check_placers(names: Iterable[str], flag: str = "--placers") -> None:
+    """Refuse an unknown placer name before any run (an :class:`~gnplace.exceptions.UnknownName` naming ``flag``)."""
+    from gnplace.exceptions import UnknownName
+    from gnplace.placers.registry import PLACERS
+
+    for name in names:
+        if name not in PLACERS:
+            raise UnknownName(f"{flag} {name}: unknown placer (choose from: {', '.join(sorted(PLACERS.names()))})")
+
+
+def check_step_sources(sources: Iterable[str]) -> None:
+    """Resolve each ``MODULE:FACTORY`` (without calling it), so that a typo is one line before any run.
+
+    Raises:
+        InvalidArgument: the source's own message (not ``MODULE:FACTORY``, no such module or factory).
+    """
+    from gnplace.importers.sources import load_factory
+
+    for source in sources:
+        load_factory(source)
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Write a matplotlib figure to ``path`` as PNG through a temporary file and a rename (a kill never truncates it).
+
+    Args:
+        fig (matplotlib.figure.Figure): the figure (left open: the caller closes it).
+        path (Path): the PNG file.
+        dpi (int, optional): dots per inch (default: :obj:`110`).
+
+    Returns:
+        Path: ``path``.
+    """
+    from gnplace.graph_io import write_atomically
+
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=dpi)
+    return write_atomically(path, image.getvalue())
+
+
+class Store:
+    """Rows saved one JSON line each (in ``path``) as they finish, keyed so that a rerun skips what is done.
+
+    Each row holds ``key``, a string naming what determines it. A line cut short by a kill is skipped (its
+    task runs again).
+
+    Raises:
+        InvalidArgument: if a line of ``path`` is JSON but not such a row (another program's file).
+    """
+
+    def __init__(self, path: Path) -> None:
+        from gnplace.exceptions import InvalidArgument
+
+        self.path = path
+        self.rows: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            text = path.read_text()
+            if text and not text.endswith("\n"):  # cut short by a kill: new rows start on a line of their own
+                with path.open("a") as handle:
+                    handle.write("\n")
+            for line in text.splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by a kill: its task runs again
+                    continue
+                if not isinstance(row, dict) or not isinstance(row.get("key"), str):
+                    raise InvalidArgument(f"{path}: not the rows of an earlier run (JSON lines of rows with a key); "
+                                          "move it away or pick another --out")
+                self.rows[row["key"]] = row
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Save ``row`` (it must hold ``key``)."""
+        self.rows[row["key"]] = row
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+    def run(self, tasks: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: int,
+            label: str) -> list[dict[str, Any]]:
+        """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order."""
+        todo = [t for t in tasks if t["key"] not in self.rows]
+        print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
+        if jobs <= 1 or len(todo) <= 1:
+            for i, task in enumerate(todo):
+                self.add(fn(task))
+                print(f"[report] {label} {i + 1}/{len(todo)}: {task['key']}", flush=True)
+        else:
+            from gnplace.workers import process_pool
+
+            with process_pool(jobs) as pool:
+                for i, row in enumerate(pool.map(fn, todo)):
+                    self.add(row)
+                    print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
+        return [self.rows[t["key"]] for t in tasks]
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
@@ -54,12 +205,12 @@ def large_graph(ops: int, cache: Path) -> Any:
 
 
 def test_graphs(family: str, count: int | None) -> list[str]:
-    """The first ``count`` test graphs of a shipped family (all if None)."""
+    """The first ``count`` test graphs of a shipped family (all if None or 0, as ``--per-family 0`` means)."""
     from gnplace.datasets import load_manifest
 
     folder = DATASETS / family
     files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
-    return files if count is None else files[:count]
+    return files[:count] if count else files
 
 
 def first_reaching(history: list[list[float]], target: float) -> int | None:

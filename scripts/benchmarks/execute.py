@@ -15,7 +15,29 @@ import numpy as np
 
 from gnplace.sim.timer import geomean
 
-from .common import add_command, median_seconds
+from .common import add_command, check_clusters, check_placers, check_step_sources, median_seconds
+
+
+def check_graph_names(sources: list[str]) -> None:
+    """Refuse two ``--graphs`` of one factory name (``a:mlp b:mlp``), and resolve each, before any run.
+
+    A graph's calibration, fine-tuning and entry in ``fidelity.json`` are kept under its factory's name
+    (``OUT/mlp``, ``graphs.mlp``): a second ``mlp`` would overwrite the first's. The names stay the
+    folders' (what ``docs/`` and ``gnplace profile`` show), so a second model of a name runs in another ``--out``.
+
+    Raises:
+        InvalidArgument: two sources of one name, or a source that is not ``MODULE:FACTORY`` or not found.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    by_name: dict[str, str] = {}
+    for source in sources:
+        name = source.rpartition(":")[2]
+        if name in by_name:
+            raise InvalidArgument(f"--graphs {by_name[name]} {source}: both are named {name!r}, and each graph's "
+                                  f"results go to OUT/{name}: run the second with another --out")
+        by_name[name] = source
+    check_step_sources(sources)
 
 
 def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
@@ -26,6 +48,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
+    check_graph_names(args.graphs)  # refused before the first calibration, not after it
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     devices = args.devices.split(",") if args.devices else None
@@ -91,6 +114,7 @@ def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.importers.sources import load_step_source
     from gnplace.placement import Placement
 
+    check_step_sources(args.models)  # refused before the first model is timed, not after it
     torch.set_num_threads(1)
     rows = []
     for source in args.models:
@@ -121,11 +145,16 @@ def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
     import warnings
 
     from gnplace import load_cluster
+    from gnplace.exceptions import InvalidArgument
     from gnplace.execute.device_map import compare_device_maps
     from gnplace.families import draw
     from gnplace.importers.torch import import_step
     from gnplace.placers import get_placer
 
+    if args.per_family < 1:  # models are drawn, not read: there is no "all of them" (--per-family 0 of the others)
+        raise InvalidArgument(f"--per-family must be at least 1 (models drawn per family), got {args.per_family}")
+    check_placers(args.placers)  # refused before the first model is drawn, not after it
+    check_clusters(args.clusters)
     rows = []
     models = [(family, seed) for family in args.families for seed in range(args.per_family)]
     for family, seed in models:
@@ -233,6 +262,7 @@ def add_parsers(sub: Any) -> None:
     app.add_argument("--repeat", type=int, default=20)
     dm = add_command(sub, "device-map", run_device_map, "placements as device_maps against accelerate's auto and balanced")
     dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    dm.add_argument("--per-family", type=int, default=3)
+    dm.add_argument("--per-family", type=int, default=3, metavar="N",
+                    help="models drawn per family, seeds 0 to N - 1 (default: 3; at least 1)")
     dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     dm.add_argument("--placers", nargs="+", default=["auto", "policy"])

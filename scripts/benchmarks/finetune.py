@@ -17,10 +17,18 @@ from gnplace.cluster import Cluster
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
-from .common import add_command, best_at, first_reaching, test_graphs
+from .common import (
+    add_command,
+    add_per_family_argument,
+    best_at,
+    first_reaching,
+    recorded_uses,
+    revisions_used,
+    test_graphs,
+)
 
 #: A fine-tuning row's fields that come from the search from scratch alone (reused by a run of another fine-tuning).
-_SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision")
+_SCRATCH_FIELDS = ("scratch_s", "scratch_final", "scratch_history", "scratch_revision", "scratch_uses")
 
 
 def search_fields(name: str, placer: Any, graph: Any, cluster: Any, seed: int) -> dict[str, Any]:
@@ -109,6 +117,17 @@ def _finetune_files(tuning: dict[str, Any]) -> dict[str, Any]:
     return {**given, **default_files_identity("finetune", tuning)}
 
 
+def _uses_fields(**placers: str) -> dict[str, dict[str, str]]:
+    """``{FIELD: revisions}`` of the placers each ``FIELD=NAME`` uses (``auto``'s candidates, ``policy``), where not empty.
+
+    A row records them beside its placer's own revision: a new revision of a placer used (``m_etf``'s changes
+    ``auto``, the reference and start of both searches) is another result, and rows without the field were made
+    under :data:`~benchmarks.common.REVISIONS_USED_BEFORE`.
+    """
+    found = {field: revisions_used(name) for field, name in placers.items()}
+    return {field: used for field, used in found.items() if used}
+
+
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
                   ) -> dict[str, Any]:
     import torch
@@ -123,13 +142,13 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
                            "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
                            "seed": seed, "finetune_options": tuning,
                            "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision,
-                           "finetune_files": _finetune_files(tuning)}
+                           **_uses_fields(finetune_uses="finetune"), "finetune_files": _finetune_files(tuning)}
     placers: list[tuple[str, PPOSearchPlacer]] = [("finetune", FineTunePlacer(budget=budget, **tuning))]
     if scratch_done is not None:  # the same search from scratch ran in this folder already: deterministic, reused
         row.update({k: scratch_done[k] for k in _SCRATCH_FIELDS if k in scratch_done})
     else:
         placers.insert(0, ("scratch", PPOSearchPlacer(budget=budget, **{"prelude": 0.0, **scratch})))  # PPO alone
-        row["scratch_revision"] = PPOSearchPlacer.revision
+        row.update({"scratch_revision": PPOSearchPlacer.revision, **_uses_fields(scratch_uses="ppo")})
     for name, placer in placers:
         row.update(search_fields(name, placer, graph, cluster, seed))
     target = row["scratch_final"]
@@ -155,14 +174,17 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
         make_placer(name, budget=args.budget, **given)  # a bad -O option: one error line here, not a traceback
 
     prints = cluster_fingerprints(args.clusters)
+    scratch_uses, finetune_uses = revisions_used("ppo"), revisions_used("finetune")
 
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
-                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision and same_cluster(r, prints))
+                and r.get("scratch_revision", "7") == PPOSearchPlacer.revision
+                and recorded_uses(r, "scratch_uses", "ppo") == scratch_uses and same_cluster(r, prints))
 
     def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
         return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
-                and r.get("finetune_revision") == FineTunePlacer.revision and r.get("finetune_files") == files)
+                and r.get("finetune_revision") == FineTunePlacer.revision
+                and recorded_uses(r, "finetune_uses", "finetune") == finetune_uses and r.get("finetune_files") == files)
 
     done = {(r["graph"], r["cluster"], r["budget"]) for r in rows if this_run(r)}
     scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
@@ -284,7 +306,8 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
                            "cluster_fingerprint": cluster.fingerprint(), "budget": budget, "seed": seed,
                            "mismatch": list(mismatch),
-                           "finetune_revision": FineTunePlacer.revision, "finetune_files": _finetune_files({})}
+                           "finetune_revision": FineTunePlacer.revision, **_uses_fields(finetune_uses="finetune"),
+                           "finetune_files": _finetune_files({})}
     for model in SCREEN_MODELS:
         placer = FineTunePlacer(budget=budget, timer=MismatchedSteps(graph, cluster, *mismatch), screen_model=model,
                                 progress=False)
@@ -300,11 +323,12 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     mismatch = [float(v) for v in args.mismatch]
     files = _finetune_files({})
     prints = cluster_fingerprints(args.clusters)
+    uses = revisions_used("finetune")
 
     def this_run(r: dict[str, Any]) -> bool:
         return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
                 and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files
-                and same_cluster(r, prints))
+                and recorded_uses(r, "finetune_uses", "finetune") == uses and same_cluster(r, prints))
 
     done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
     names = cluster_names(args.clusters)
@@ -354,7 +378,8 @@ def run_finetune(args: argparse.Namespace) -> int:
     each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other
     fine-tuning options, revision or checkpoint content in the same ``OUT`` reuses the searches from
     scratch of the same pair, budget, seed, options and revision (deterministic on one machine) and
-    adds its rows; a cluster file edited under the same name runs its pairs again.
+    adds its rows; a cluster file edited under the same name runs its pairs again, and so does a new
+    revision of a placer either search uses (``auto`` or one of its candidates, ``policy``).
     """
     rows = bench_finetune(args)
     print(finetune_table(rows))
@@ -386,7 +411,7 @@ def add_parsers(sub: Any) -> None:
     ft.add_argument("--budget", type=int, default=4000)
     ft.add_argument("--clusters", nargs="+", default=["k80x4"])
     ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    ft.add_argument("--per-family", type=int, default=2)
+    add_per_family_argument(ft, 2)
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--jobs", type=int, default=2)
     ft.add_argument("--out", default="out/bench_finetune")
@@ -405,7 +430,7 @@ def add_parsers(sub: Any) -> None:
     sm.add_argument("--budget", type=int, default=400)
     sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    sm.add_argument("--per-family", type=int, default=1)
+    add_per_family_argument(sm, 1)
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--jobs", type=int, default=2)
     sm.add_argument("--out", default="out/bench_screen_model")

@@ -11,7 +11,15 @@ from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
-from .common import DATASETS, add_command, median_seconds, test_graphs
+from .common import (
+    DATASETS,
+    add_command,
+    add_per_family_argument,
+    check_clusters,
+    check_placers,
+    median_seconds,
+    test_graphs,
+)
 
 #: The fast placers both benchmarks run by default.
 FAST_PLACERS = ["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_sct"]
@@ -24,12 +32,14 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.graph_io import load_graph
     from gnplace.placers import get_placer
 
+    check_placers(args.placers)  # refused before the first exact solve, not after it
+    check_clusters(args.clusters)
+    paths = [p for family in args.families for p in test_graphs(family, args.per_family or None)]
     rows = []
     for cluster_name in args.clusters:
         cluster = load_cluster(cluster_name)
         graphs = [load_graph(p) for p in sorted((DATASETS / "examples").glob("*.gnpg"))]
-        for family in ("cifar10", "ptb", "nmt") if args.per_family else ():  # --per-family 0: the examples alone
-            graphs += [coarsen(load_graph(p), args.groups, cluster).graph for p in test_graphs(family, args.per_family)]
+        graphs += [coarsen(load_graph(p), args.groups, cluster).graph for p in paths]
         for graph in graphs:
             sim = Simulator()
             exact = get_placer("exact", time_limit=args.time_limit, timer=sim)
@@ -49,6 +59,7 @@ def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.cluster import load_cluster
     from gnplace.placers import get_placer
 
+    check_placers(args.placers)  # refused before the first placer is timed, not after it
     graph = layered_graph(args.ops, seed=0)
     cluster = load_cluster(args.cluster)
     rows = []
@@ -63,9 +74,10 @@ def bench_placers(args: argparse.Namespace) -> list[dict[str, Any]]:
 def run_exact(args: argparse.Namespace) -> int:
     """``exact``: each fast placer's step time over the exact placer's (CP-SAT) on small graphs.
 
-    The graphs are the shipped examples and ``--per-family`` test graphs of each family coarsened
-    to ``--groups`` groups; the exact placer runs for at most ``--time-limit`` seconds a graph and
-    reports whether it proved its placement optimal, and its gap.
+    The graphs are the shipped examples and the first ``--per-family`` test graphs of each of
+    ``--families`` coarsened to ``--groups`` groups (``--families`` with no name: the examples alone);
+    the exact placer runs for at most ``--time-limit`` seconds a graph and reports whether it proved
+    its placement optimal, and its gap.
     """
     rows = bench_exact(args)
     for name in args.placers:
@@ -85,7 +97,9 @@ def add_parsers(sub: Any) -> None:
     exact = add_command(sub, "exact", run_exact, "heuristics against the exact placer on small graphs")
     exact.add_argument("--clusters", nargs="+", default=["k80x2", "k80x4"])
     exact.add_argument("--groups", type=int, default=12, help="coarsen dataset graphs to this many groups")
-    exact.add_argument("--per-family", type=int, default=2)
+    exact.add_argument("--families", nargs="*", default=["cifar10", "ptb", "nmt"],
+                       help="families whose test graphs are coarsened and placed (none given: the examples alone)")
+    add_per_family_argument(exact, 2)
     exact.add_argument("--time-limit", type=float, default=20.0)
     exact.add_argument("--placers", nargs="+", default=FAST_PLACERS)
     placers = add_command(sub, "placers", run_placers, "placement time of the fast placers")

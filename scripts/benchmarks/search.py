@@ -14,7 +14,7 @@ from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
-from .common import DATASETS, add_command, median_seconds
+from .common import DATASETS, add_command, add_per_family_argument, median_seconds, save_figure
 
 
 def load_cluster_name(spec: str) -> str:
@@ -79,7 +79,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InvalidArgument
-    from gnplace.graph_io import load_graph
+    from gnplace.graph_io import load_graph, write_atomically
     from gnplace.placers import make_placer
     from gnplace.placers.registry import PLACERS
 
@@ -88,11 +88,12 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
             searches = ", ".join(n for n in PLACERS.names() if "budget" in PLACERS.info(n).accepts)
             raise InvalidArgument(f"--placers {name}: takes no budget and has no learning curve; curves draws "
                                   f"the search placers' ({searches})")
+    graphs = [load_graph(path) for path in args.graphs]  # a missing graph refused before the first search
+    cluster = load_cluster(args.cluster)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for path in args.graphs:
-        graph, cluster = load_graph(path), load_cluster(args.cluster)
+    for graph in graphs:
         sim = Simulator()
         auto = sim.time(graph, cluster, make_placer("auto").place(graph, cluster, seed=args.seed)).step_time
         curves: dict[str, tuple[list[int], list[float]]] = {}
@@ -123,8 +124,8 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for other, curve in curves.items()}
         changes = {name: [(e, q) for i, (e, q) in enumerate(zip(*curve)) if i == 0 or q < curve[1][i - 1]]
                    for name, curve in curves.items()}  # the step function's corners
-        (out / f"curve_{graph.name}_{cluster.name}.json").write_text(json.dumps(
-            {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n")
+        write_atomically(out / f"curve_{graph.name}_{cluster.name}.json", (json.dumps(  # a kill never truncates it
+            {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for name, (evals, ratio) in curves.items():
             ax.step(evals, ratio, where="post", label=name)
@@ -134,7 +135,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out / f"curve_{graph.name}_{cluster.name}.png", dpi=110)
+        save_figure(fig, out / f"curve_{graph.name}_{cluster.name}.png")
         plt.close(fig)
     return rows
 
@@ -222,14 +223,14 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     search.add_argument("--split", default="test")
-    search.add_argument("--per-family", type=int, default=0, help="graphs per family (0: all)")
+    add_per_family_argument(search, None, "graphs of --split")
     search.add_argument("--seed", type=int, default=0)
     search.add_argument("--jobs", type=int, default=2)
     search.add_argument("--out", default="out/bench_search")
     add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
     curves = add_command(sub, "curves", run_curves, "learning curves of the search placers")
-    curves.add_argument("--graphs", nargs="+", default=["datasets/cifar10/cifar10_002.gnpg", "datasets/ptb/ptb_002.gnpg",
-                                                         "datasets/nmt/nmt_002.gnpg"])
+    curves.add_argument("--graphs", nargs="+", help="graph files (default: the first test graph of each family)",
+                        default=[str(DATASETS / family / f"{family}_002.gnpg") for family in ("cifar10", "ptb", "nmt")])
     curves.add_argument("--cluster", default="k80x4")
     curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
     curves.add_argument("--budget", type=int, default=20_000)

@@ -16,10 +16,26 @@ from gnplace.graph_io import write_atomically
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 
-from .common import DATASETS, add_command, large_graph, median_seconds, test_graphs
+from .common import (
+    DATASETS,
+    Store,
+    add_command,
+    add_per_family_argument,
+    check_clusters,
+    large_graph,
+    median_seconds,
+    test_graphs,
+)
+
+#: One zero-shot row's task: graph file, cluster spec, checkpoint (None: the shipped one), samples, group,
+#: the policy's other options and the seed.
+ZeroShotTask = tuple[str, str, str | None, int, str, dict[str, Any], int]
+
+#: Bumped when :func:`_zero_shot_row` measures something else: rows saved before are not reused.
+ROW_REVISION = 1
 
 
-def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], int]) -> dict[str, Any]:
+def _zero_shot_row(task: ZeroShotTask) -> dict[str, Any]:
     """One (graph, cluster): the policy's greedy and best-of-K placements, auto, and the portfolio of both.
 
     Both the policy and ``auto``, the reference of every ratio, place under the task's seed: ``policy``
@@ -63,8 +79,34 @@ def _zero_shot_row(task: tuple[str, str, str | None, int, str, dict[str, Any], i
     )
 
 
+def zero_shot_key(task: ZeroShotTask) -> str:
+    """SHA-256 (hex) of what determines a zero-shot row, so that a rerun reuses the rows saved before.
+
+    The policy's and ``auto``'s :func:`gnplace.evaluate.task_key` (the graph file's content, the cluster's
+    fingerprint, each placer's revision, the policy's options, samples and checkpoint content, the shipped
+    files it reads, the seed), the row's group and :data:`ROW_REVISION`.
+
+    Raises:
+        GnplaceError: if the graph file or the cluster cannot be found.
+    """
+    import hashlib
+
+    from gnplace.evaluate import Task, task_key
+
+    path, cluster, checkpoint, samples, group, options, seed = task
+    given = {**options, "samples": samples, **({"checkpoint": checkpoint} if checkpoint else {})}
+    identity = {"group": group, "revision": ROW_REVISION, "auto": task_key(Task(path, cluster, "auto", seed=seed)),
+                "policy": task_key(Task.with_options(path, cluster, "policy", given, seed=seed))}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
 def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Zero-shot placement of the test splits, the real models and unseen clusters against auto."""
+    """Zero-shot placement of the test splits, the real models and unseen clusters against auto.
+
+    Each row is saved to ``OUT/zeroshot_rows.jsonl`` as it is made, keyed by :func:`zero_shot_key`: a run
+    killed midway and started again with the same arguments places only the pairs not saved. The
+    rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
+    """
     from gnplace.datasets import load_manifest
     from gnplace.workers import task_mapper
 
@@ -75,7 +117,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
                  "constructor_sizes", "prior"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
-    def task(graph: str, cluster: str, group: str) -> tuple[str, str, str | None, int, str, dict[str, Any], int]:
+    def task(graph: str, cluster: str, group: str) -> ZeroShotTask:
         return graph, cluster, args.checkpoint, args.samples, group, options, args.seed
 
     tasks = []
@@ -91,13 +133,18 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     tasks += [task(g, c, "real") for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
     tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
+    keys = [zero_shot_key(t) for t in tasks]  # every graph and cluster found before the first placement
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    with task_mapper(args.jobs) as mapper:  # one job in this process
-        for row in mapper(_zero_shot_row, tasks):
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    store = Store(out / "zeroshot_rows.jsonl")
+    todo = {key: t for key, t in zip(keys, tasks) if key not in store.rows}  # a task asked twice runs once
+    total = len(set(keys))
+    print(f"{total - len(todo)} of {total} rows saved in {args.out}, {len(todo)} to run", flush=True)
+    with task_mapper(args.jobs if todo else 1) as mapper:  # one job in this process (none started for no task)
+        for done, (key, row) in enumerate(zip(todo, mapper(_zero_shot_row, todo.values())), start=total - len(todo) + 1):
+            store.add({"key": key, **row})  # a kill loses the pairs under way, never those done
+            print(f"[{done}/{total}] {json.dumps(row)}", flush=True)
+    rows = [{k: v for k, v in store.rows[key].items() if k != "key"} for key in keys]
     write_atomically(out / "zeroshot.json", json.dumps(rows, indent=1).encode())  # a kill never truncates it
     return rows
 
@@ -248,6 +295,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
     from gnplace.sim.simulator import Simulator
 
+    check_clusters(args.clusters)  # refused before the first graph is placed, not after it
     torch.set_num_threads(1)
     policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT)
     sim = Simulator()
@@ -287,7 +335,8 @@ def run_zeroshot(args: argparse.Namespace) -> int:
     before 2026-11-23), of what ``policy`` returns (greedy also on the fastest k devices alone, K
     tempered samples on the best of those device sets), and of the portfolio (the better of the
     policy's and auto's placement); rows in ``OUT/zeroshot.json``. ``--seed S`` places the policy and
-    ``auto`` under seed S (default 0).
+    ``auto`` under seed S (default 0). Each row is saved to ``OUT/zeroshot_rows.jsonl`` as it is made:
+    a run killed midway resumes, placing only the pairs not saved (rows of other arguments stay there).
     """
     print(zeroshot_tables(bench_zeroshot(args)))
     return 0
@@ -397,6 +446,6 @@ def add_parsers(sub: Any) -> None:
     con = add_command(sub, "constructor", run_constructor, "the placement MDP's finish time against the simulator")
     con.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     con.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    con.add_argument("--per-family", type=int, default=2)
+    add_per_family_argument(con, 2)
     con.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "cpu_gpu"])
     con.add_argument("--op-level", action="store_true", help="also with every op its own decision node")

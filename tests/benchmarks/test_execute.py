@@ -74,3 +74,17 @@ def test_device_map_compares_the_placement_with_its_module_map_and_accelerates(l
     for column in ("placement", "device_map", "accelerate_auto", "accelerate_balanced"):
         assert row[column] > 0
     assert "| k80x2 | auto | 1 |" in bench.device_map_table([row])
+
+
+def test_fidelity_refuses_two_graphs_of_one_name_before_any_calibration(tmp_path, load_script, capsys):
+    """``a:tiny b:tiny`` calibrated both into OUT/tiny and kept the second's entry alone in fidelity.json."""
+    (tmp_path / "mine.py").write_text("from gnplace.execute.examples import tiny  # another module's tiny\n")
+    bench = load_script("bench")
+    code = bench.main(["fidelity", "--timer", "local", "--devices", "cpu,cpu", "--graphs", "gnplace.execute.examples:tiny",
+                       f"{tmp_path / 'mine.py'}:tiny", "--placements", "1", "--repeats", "1", "--rounds", "1",
+                       "--anchor-rounds", "1", "--probe-rounds", "1", "--finetune-budget", "0",
+                       "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and err.count("\n") == 1, err
+    assert err.startswith("bench: error: --graphs gnplace.execute.examples:tiny ") and "both are named 'tiny'" in err
+    assert not (tmp_path / "out").exists()

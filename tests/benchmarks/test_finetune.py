@@ -165,3 +165,42 @@ def test_a_rows_file_of_something_else_is_one_error_line(tmp_path, load_script, 
     assert code == 2 and not out and err.count("\n") == 1
     assert err.startswith(f"bench: error: {tmp_path / rows_file}: not the rows of an earlier run"), err
     assert (tmp_path / rows_file).read_bytes() == content  # left as it was
+
+
+@pytest.mark.parametrize("bench_name", ["finetune", "screen-model"])
+def test_per_family_zero_runs_every_test_graph_as_search_does(tmp_path, load_script, monkeypatch, bench_name):
+    """``--per-family 0`` planned no pair here while ``search --per-family 0`` placed every test graph."""
+    finetune = load_script("benchmarks.finetune")
+    planned = []
+    monkeypatch.setattr(finetune, "add_rows", lambda job, tasks, *rest: planned.extend(t[0] for t in tasks))
+    bench = load_script("bench")
+    assert bench.main([bench_name, "--families", "ptb", "--per-family", "0", "--clusters", "k80x2", "--budget", "20",
+                       "--jobs", "1", "--out", str(tmp_path)]) == 0
+    assert [Path(p).name for p in planned] == [Path(p).name for p in finetune.test_graphs("ptb", None)]
+    assert len(planned) == 8
+
+
+@pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
+def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_path, load_script, capsys, monkeypatch,
+                                                                          bench_name, rows_file):
+    """Rows compared finetune's and ppo's own revisions: m_etf's new one (auto's candidate) reused the old rows."""
+    from gnplace.placers.m_etf import METFPlacer
+
+    bench = load_script("bench")
+    cmd = [bench_name, "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--budget", "20",
+           "--jobs", "1", "--out", str(tmp_path)]
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    saved = tmp_path / rows_file
+    (row,) = json.loads(saved.read_text())
+    assert row["finetune_uses"] == {"policy": "12"} and "scratch_uses" not in row  # ppo uses no revised placer yet
+    del row["finetune_uses"]  # a row saved before rows recorded what they used: made under these, it stands
+    saved.write_text(json.dumps([row]))
+    assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
+    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    capsys.readouterr()
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    first, second = json.loads(saved.read_text())
+    assert second["finetune_uses"] == {"m_etf": "2", "policy": "12"}
+    if bench_name == "finetune":
+        assert second["scratch_uses"] == {"m_etf": "2"} and second["scratch_s"] != first["scratch_s"]  # searched anew
+        assert capsys.readouterr().out.count("| ptb_") == 1  # the new revision's row alone

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_search_summarises_each_placer_over_auto_per_family_and_cluster(load_script, tmp_path):
@@ -72,3 +77,55 @@ def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_p
     assert code == 2 and not out and err.count("\n") == 1
     assert err.startswith("bench: error: --placers single: takes no budget") and "annealing" in err
     assert not (tmp_path / "curves").exists()  # refused before any work
+
+
+def kill_midway(monkeypatch, *, files=True, figures=True):
+    """Writes stop halfway through, as under a kill: ``Path.write_text``/``write_bytes`` (``files``) and figures."""
+    import io
+    import pathlib
+
+    import matplotlib.figure
+
+    def halfway(write):
+        def halted(self, data, *args, **kwargs):
+            write(self, data[: len(data) // 2], *args, **kwargs)
+            raise KeyboardInterrupt
+
+        return halted
+
+    real_savefig = matplotlib.figure.Figure.savefig
+
+    def savefig_halfway(figure, target, *args, **kwargs):
+        image = io.BytesIO()
+        real_savefig(figure, image, *args, **{"format": "png", **kwargs})
+        data = image.getvalue()[: len(image.getvalue()) // 2]
+        if hasattr(target, "write"):
+            target.write(data)
+        else:
+            pathlib.Path(target).open("wb").write(data)
+        raise KeyboardInterrupt
+
+    if files:
+        monkeypatch.setattr(pathlib.Path, "write_text", halfway(pathlib.Path.write_text))
+        monkeypatch.setattr(pathlib.Path, "write_bytes", halfway(pathlib.Path.write_bytes))
+    if figures:
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig_halfway)
+
+
+@pytest.mark.parametrize("files, figures", [(True, False), (False, True)])
+def test_curves_killed_while_writing_leave_the_files_of_before(load_script, tmp_path, monkeypatch, files, figures):
+    """A kill while a curve's JSON or PNG was written left it cut short; now the one of before stays whole."""
+    search = load_script("benchmarks.search")
+    before = {name: f"before: {name}".encode() for name in ("curve_ptb_002_k80x2.json", "curve_ptb_002_k80x2.png")}
+    for name, content in before.items():
+        (tmp_path / name).write_bytes(content)
+    args = argparse.Namespace(graphs=[str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")], cluster="k80x2",
+                              placers=["annealing"], budget=10, seed=0, out=str(tmp_path))
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        kill_midway(patched, files=files, figures=figures)
+        search.bench_curves(args)
+    written = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    if files:  # the JSON comes first: the figure was never reached
+        assert written == before
+    else:
+        assert written["curve_ptb_002_k80x2.png"] == before["curve_ptb_002_k80x2.png"] and len(written) == 2

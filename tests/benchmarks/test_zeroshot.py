@@ -158,3 +158,47 @@ def test_latency_times_the_greedy_placement_of_a_generated_graph(load_script, tm
     (row,) = bench.bench_latency(args)
     assert row["ops"] > 300 and row["seconds"] > 0 and row["step_ms"] > 0
     assert (tmp_path / "cifar10_L3.gnpg").exists()  # 300 ops: three cells, cached for the next run
+
+
+def _tiny_zeroshot_args(out, unseen_clusters, seed=0):
+    """``bench.py zeroshot`` arguments placing ptb_002 alone (no sample, no constructor) on ``unseen_clusters``."""
+    import argparse
+
+    return argparse.Namespace(
+        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, op_level=None, constructor=["none"],
+        constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
+        families=["ptb"], split="test", min_ops=10**9, clusters=[], real_clusters=[], unseen_clusters=unseen_clusters,
+        unseen_per_family=1, seed=seed, jobs=1, out=str(out))
+
+
+def test_zeroshot_saves_each_row_as_made_and_a_rerun_places_only_the_pairs_not_saved(load_script, tmp_path,
+                                                                                      monkeypatch, capsys):
+    """Killed while placing its second pair, a run kept its first row (it kept none: zeroshot.json came at the end)."""
+    bench = load_script("benchmarks.zeroshot")
+    real_row = bench._zero_shot_row
+    placed = []
+
+    def killed_at_the_second_pair(task):
+        if placed:
+            raise KeyboardInterrupt  # a kill while the second pair is placed
+        placed.append(task[1])
+        return real_row(task)
+
+    monkeypatch.setattr(bench, "_zero_shot_row", killed_at_the_second_pair)
+    args = _tiny_zeroshot_args(tmp_path / "zs", ["k80x2", "k80x4"])
+    with pytest.raises(KeyboardInterrupt):
+        bench.bench_zeroshot(args)
+    assert not (tmp_path / "zs" / "zeroshot.json").exists()  # the report of a run comes at its end
+    capsys.readouterr()
+    placed.clear()
+    monkeypatch.setattr(bench, "_zero_shot_row", lambda task: placed.append(task[1]) or real_row(task))
+    rows = bench.bench_zeroshot(args)
+    assert placed == ["k80x4"] and [r["cluster"] for r in rows] == ["k80x2", "k80x4"]
+    assert "1 of 2 rows saved" in capsys.readouterr().out
+    assert json.loads((tmp_path / "zs" / "zeroshot.json").read_text()) == rows  # the same format: this run's rows
+    # other arguments (here the seed) run their own rows in the same folder; its zeroshot.json holds those alone
+    placed.clear()
+    (row,) = bench.bench_zeroshot(_tiny_zeroshot_args(tmp_path / "zs", ["k80x2"], seed=1))
+    assert placed == ["k80x2"] and row["seed"] == 1
+    assert json.loads((tmp_path / "zs" / "zeroshot.json").read_text()) == [row]
+    assert [r["cluster"] for r in bench.bench_zeroshot(args)] == ["k80x2", "k80x4"] and placed == ["k80x2"]
