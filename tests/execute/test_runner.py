@@ -5,6 +5,7 @@ import torch
 from gnplace.execute.program import compile_step
 from gnplace.execute.runner import DeviceOutOfMemory, is_oom_error, run_step
 from gnplace.importers.torch import import_step
+from tests.execute.test_program import _SharedGrad as SharedGrad
 
 CPU = torch.device("cpu")
 
@@ -273,17 +274,7 @@ def test_a_gradient_two_parameters_share_crosses_once_and_is_counted_once():
     torch.manual_seed(0)
     x = torch.randn(16, 8)
 
-    class Shared(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Linear(8, 8)
-            self.p = torch.nn.Parameter(torch.randn(16, 8))
-            self.q = torch.nn.Parameter(torch.randn(16, 8))
-
-        def forward(self, x):
-            return torch.tanh(self.w(x) + self.p + self.q).square().mean()
-
-    step = import_step(Shared(), (x,))
+    step = import_step(SharedGrad(), (x,))
     program = compile_step(step)
     devices = np.array([1 if n in ("update/p", "update/q") else 0 for n in step.graph.node_names], dtype=np.int64)
     plan = program.plan(devices)
