@@ -48,7 +48,7 @@ from gnplace.workers import available_cores, is_launched_rank
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
-    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest",
+    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest", "imitation_recipe",
 ]
 
 #: The config of the shipped checkpoint (``configs/pretrain.yaml``; a wheel's copy: :mod:`gnplace.shipped`).
@@ -326,18 +326,52 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
     return pairs, val_pairs
 
 
+def imitation_recipe(teacher_budget: int = 0) -> dict[str, Any]:
+    """What the imitation targets and the reward's baseline depend on beside the pairs, where it changed.
+
+    With a ``teacher_budget``, the teacher search's recipe (:func:`~gnplace.rl.teacher.search_recipe`: the
+    revisions of ``annealing`` and of the placers it starts from, and its :math:`T_0`); without, ``uses``: the
+    revisions of ``auto`` and of its candidates, whose placement is imitated and is the baseline
+    (:meth:`~gnplace.placers.registry.PlacerRegistry.revisions_used` of ``annealing``, which starts from
+    ``auto``).
+
+    Args:
+        teacher_budget (int, optional): simulator evaluations of the teacher search; 0: none (default: 0).
+
+    Returns:
+        dict: empty while none of them changed revision (then the digests made before stand).
+
+    Examples:
+        >>> imitation_recipe(), imitation_recipe(30)
+        ({}, {})
+    """
+    from gnplace.placers.registry import PLACERS
+    from gnplace.rl.teacher import search_recipe
+
+    if teacher_budget:
+        return search_recipe()
+    used = PLACERS.revisions_used("annealing")  # auto and its candidates
+    return {"uses": used} if used else {}
+
+
 def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]], teacher_budget: int = 0) -> str:
     """SHA-256 of what the pairs hold: every graph file's content and every cluster's fingerprint, in order.
 
     A resumed run must train on the pairs it started with: its saved best placements belong to them (and,
-    with a ``teacher_budget``, start as the search's placements of that budget).
+    with a ``teacher_budget``, start as the search's placements of that budget). It must also imitate the
+    placements it started with: the digest carries :func:`imitation_recipe` where that is not empty (a
+    revision of ``auto``, of one of its candidates or of the teacher's search changed), so that the digests
+    of runs made before such a change keep their value.
     """
     from gnplace.evaluate import file_digest
 
     listed: list[Any] = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
     if teacher_budget:
         listed.append({"teacher_budget": int(teacher_budget)})
-    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+    recipe = imitation_recipe(teacher_budget)
+    if recipe:  # empty until a revision changes: the same list, the same digest as before
+        listed.append({"recipe": recipe})
+    return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
 
 
 def _search_one(task: tuple[str, Any, int, int, str]) -> None:
@@ -389,15 +423,18 @@ class ExportPolicy(L.Callback):
 
     Only rank 0 writes. The meta records the iterations done, the config and the last validation; the
     wall seconds of the run (across resumes) are kept in Lightning's checkpoints and the run's summary,
-    so that the same config and seed export the same file.
+    so that the same config and seed export the same file. So are the pairs' digest and the
+    :func:`imitation_recipe` the run started under, which a resume is checked against.
 
     Args:
         path (Path): the policy checkpoint to write.
         config (PretrainConfig): the run's config, recorded in the meta.
+        pairs (str, optional): the pairs' digest (:func:`pairs_digest`) (default: ``""``).
     """
 
     def __init__(self, path: Path, config: PretrainConfig, pairs: str = "") -> None:
         self.path, self.config, self.pairs = path, config, pairs
+        self.recipe = imitation_recipe(config.data.teacher_budget)
         self.best_path = path.with_name("best.ckpt")
         self.started = time.monotonic()
         self.elapsed_before = 0.0
@@ -442,9 +479,9 @@ class ExportPolicy(L.Callback):
         self.export(trainer, pl_module)
 
     def state_dict(self) -> dict[str, Any]:
-        """The elapsed wall seconds, best validation, config and pairs' digest, kept in Lightning's checkpoints."""
+        """Wall seconds so far, best validation, config, pairs' digest and recipe: kept in Lightning's checkpoints."""
         return {"elapsed": self.elapsed(), "best_score": self.best_score, "config": self.config.to_dict(),
-                "pairs": self.pairs, "processes": self.processes}
+                "pairs": self.pairs, "recipe": self.recipe, "processes": self.processes}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the wall-clock count and the best validation of a resumed run."""
@@ -529,8 +566,10 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
         raise InvalidCheckpoint(f"{path}: a run of {ran} process{'es' if ran != 1 else ''}, resumed with {processes}; "
                                 "resume it with as many (--devices, --num-nodes) or use another --out")
     if pairs is not None and exporter.get("pairs") not in (None, pairs):  # recorded since 2026-11-25
+        _check_recipe(path, exporter.get("recipe"), imitation_recipe(config.data.teacher_budget))
         raise InvalidCheckpoint(f"{path}: made with other graphs or clusters (a dataset folder or a cluster file "
-                                "changed since); resume with the same data or use another --out")
+                                "changed since) or other revisions of auto's placers or of the teacher's search; "
+                                "resume with the same data and placers or use another --out")
     iteration = data["gnplace"].get("iteration", 0)
     if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= 2**62:
         raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
@@ -538,6 +577,20 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     _check_weights(path, data["state_dict"], config)
     _check_run_state(path, data, exporter)
     return iteration
+
+
+def _check_recipe(path: Path, recorded: Any, recipe: dict[str, Any]) -> None:
+    """Refuse a run whose imitation targets came from other placer revisions than today's (``recipe``).
+
+    ``recorded`` is the checkpoint's :func:`imitation_recipe` (recorded since 2026-11-30; None before).
+    """
+    if isinstance(recorded, dict) and recorded != recipe:
+        def shown(found: dict[str, Any]) -> str:
+            return json.dumps(found, sort_keys=True) if found else "those of before any change"
+
+        raise InvalidCheckpoint(f"{path}: started under other placer revisions ({shown(recorded)}; now "
+                                f"{shown(recipe)}): its imitation targets and auto's baselines would change; "
+                                "resume with the placers it started with or use another --out")
 
 
 def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any]) -> None:

@@ -94,12 +94,18 @@ def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | N
 
 @contextmanager
 def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
-    """``map`` over ``jobs`` workers (:func:`process_pool`, closed on exit), or the built-in ``map`` for one job.
+    """``map`` over up to ``jobs`` workers (:func:`process_pool`, closed on exit), or the built-in ``map`` for one job.
 
     One job runs its tasks in this process: a spawned worker spends about 5 s importing torch before
-    its first task. Results come in the order of the tasks either way. When the body stops on an error
-    (a task's included) or Ctrl-C, the workers are ended at once: the tasks under way are lost rather
-    than waited for, and the queued ones never start.
+    its first task. The pool starts at the first call of the mapper that has tasks, with no more workers
+    than that call's tasks (the cores are shared among the workers started: ``jobs`` of 16 for 2 tasks
+    gave each of the 2 busy workers a 16th of them); later calls run on the same workers. Results come
+    in the order of the tasks either way. When the body stops on an error (a task's included) or Ctrl-C,
+    the workers are ended at once: the tasks under way are lost rather than waited for, and the queued
+    ones never start.
+
+    Args:
+        jobs (int): most worker processes; 1 or less runs the tasks in this process.
 
     Examples:
         >>> with task_mapper(1) as mapper:
@@ -109,11 +115,14 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
     if jobs <= 1:
         yield map
         return
-    pool = process_pool(jobs, ignore_interrupts=True)  # Ctrl-C reaches this process alone; it ends the workers
+    started: list[ProcessPoolExecutor] = []  # the pool, once a call has tasks: at most one
 
     def mapper(fn: Callable[..., Any], *iterables: Any) -> Iterator[Any]:
+        calls = list(zip(*iterables))
+        if calls and not started:  # Ctrl-C reaches this process alone; it ends the workers
+            started.append(process_pool(min(jobs, len(calls)), ignore_interrupts=True))
         # all submitted at once, as pool.map does, but never cancelled (see below)
-        futures = [pool.submit(fn, *args) for args in zip(*iterables)]
+        futures = [started[0].submit(fn, *args) for args in calls]
         return (future.result() for future in futures)
 
     try:
@@ -122,10 +131,12 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
         # shutting down alone waited for the tasks under way and ran the queued ones (minutes of teacher
         # searches after a Ctrl-C). Terminated, the pool marks the pending futures broken; pool.map's
         # cancelling of them races with that, and the pool's thread then printed an InvalidStateError.
-        terminate_workers(pool)
-        pool.shutdown(wait=True)
+        for pool in started:
+            terminate_workers(pool)
+            pool.shutdown(wait=True)
         raise
-    pool.shutdown(wait=True, cancel_futures=True)  # a caller that stopped reading early: the rest never start
+    for pool in started:
+        pool.shutdown(wait=True, cancel_futures=True)  # a caller that stopped reading early: the rest never start
 
 
 def terminate_workers(pool: Any) -> None:

@@ -8,7 +8,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -481,3 +483,47 @@ def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, 
     # each rank draws its own share of the pairs and keeps their state: 2 ranks cannot continue 1's run
     with pytest.raises(InvalidCheckpoint, match=r"a run of 1 process, resumed with 2; resume it with as many"):
         check_resumable(last, config, processes=2)
+
+
+@pytest.mark.parametrize("teacher", [[], ["data.teacher_budget=30", "data.random_clusters=0", "learner.imitation_steps=2"]])
+def test_resume_after_a_revision_of_autos_candidates_is_refused(
+    tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    load_script: Callable[[str], ModuleType], teacher: list[str],
+) -> None:
+    """A new m_etf revision between a run and its resume: auto's placements, imitated (or the teacher's start), and
+    the baselines change; the resume went on silently with other targets."""
+    from gnplace.placers.m_etf import METFPlacer
+
+    out = tmp_path / "run"
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False)
+    more = load_pretrain_config(tiny_config, ["schedule.iterations=3", *teacher])
+    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    with pytest.raises(InvalidCheckpoint, match=r'started under other placer revisions \(those of before any change; '
+                                                r'now \{"uses": \{"m_etf": "2"\}\}\)'):
+        pretrain(more, out, resume=True, progress=False)
+    script = load_script("pretrain")  # through the CLI: one line, exit 2
+    args = ["--no-progress", "--config", str(tiny_config), "--out", str(out), "--resume",
+            "--set", "schedule.iterations=3", *(f"--set={o}" for o in teacher)]
+    assert script.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "other placer revisions" in err and "Traceback" not in err
+    monkeypatch.undo()  # the revisions it started with: it resumes
+    assert pretrain(more, out, resume=True, progress=False)["iterations"] == 3
+
+
+def test_the_pairs_digest_is_unchanged_while_no_revision_changed(tiny_config: Path, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    """The digest of today's pairs: the value runs made before recorded (a recipe is added only where one changed)."""
+    import hashlib
+
+    from gnplace.evaluate import file_digest
+    from gnplace.placers.m_etf import METFPlacer
+    from gnplace.pretrain import pairs_digest
+
+    pairs, val_pairs = pretrain_pairs(load_pretrain_config(tiny_config))
+    listed = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
+    assert pairs_digest(pairs, val_pairs) == hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+    before = pairs_digest(pairs, val_pairs, 30)
+    assert before == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}]).encode()).hexdigest()
+    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    assert pairs_digest(pairs, val_pairs, 30) != before

@@ -131,3 +131,52 @@ def test_task_mapper_stops_its_workers_when_the_run_stops(tmp_path, first_raises
             raise RuntimeError("stop")
     assert sorted(p.name for p in tmp_path.iterdir()) == ([] if first_raises else ["0"])
     assert multiprocessing.active_children() == []
+
+
+class _InlinePool:
+    """A process pool that runs each task at once, in this process."""
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        future = Future()
+        future.set_result(fn(*args))
+        return future
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+
+def test_task_mapper_starts_no_more_workers_than_tasks(monkeypatch):
+    """``task_mapper(16)`` for 2 tasks started a pool of 16, whose 2 busy workers got a 16th of the cores each."""
+    import gnplace.workers
+    from gnplace.workers import task_mapper
+
+    started = []
+    monkeypatch.setattr(gnplace.workers, "process_pool", lambda jobs, **kwargs: started.append(jobs) or _InlinePool())
+    with task_mapper(16) as mapper:
+        assert started == []  # nothing started before the first call
+        assert list(mapper(abs, [])) == [] and started == []  # nor for no task
+        assert list(mapper(abs, [-1, -2])) == [1, 2] and started == [2]
+        assert list(mapper(pow, [2, 3, 4], [2, 2, 2])) == [4, 9, 16] and started == [2]  # the same workers again
+    with task_mapper(2) as mapper:
+        assert list(mapper(abs, range(-5, 0))) == [5, 4, 3, 2, 1] and started == [2, 2]
+
+
+def _threads_given(_: int) -> int:
+    """The compute threads this worker was told to use (``limit_threads`` sets them, whatever cores there are)."""
+    return int(os.environ["OMP_NUM_THREADS"])
+
+
+def test_task_mapper_workers_share_the_cores_among_the_tasks(monkeypatch):
+    """Two tasks under ``task_mapper(4)`` on 8 cores: each of the 2 workers was given 2 threads (8 / 4), not 4."""
+    import multiprocessing
+
+    import gnplace.workers
+    from gnplace.workers import task_mapper
+
+    monkeypatch.setattr(gnplace.workers, "available_cores", lambda: 8)  # read in this process, for the pool
+    with task_mapper(4) as mapper:
+        assert list(mapper(_threads_given, [0, 1])) == [4, 4]
+        assert list(mapper(_threads_given, [2, 3, 4])) == [4, 4, 4]  # a second call runs on the same workers
+    assert multiprocessing.active_children() == []

@@ -271,6 +271,25 @@ def _device_rates(device: torch.device, threads: int) -> tuple[float, float, flo
     return float(flops), float(bandwidth), memory
 
 
+def _memory_of(device: torch.device) -> tuple[str, int]:
+    """Which memory ``device`` allocates from: ``("cpu", 0)`` for the host's, ``("cuda", i)`` for GPU ``i``'s."""
+    if device.type == "cpu":
+        return ("cpu", 0)
+    if device.type == "cuda" and device.index is None:
+        return ("cuda", torch.cuda.current_device())
+    return (device.type, device.index or 0)
+
+
+def _devices_sharing_memory(device: torch.device, devices: Sequence[torch.device]) -> int:
+    """How many of ``devices`` allocate from the memory ``device`` does (itself included; at least 1).
+
+    CPU devices all share the host's memory; CUDA devices share a GPU's where they name the same one
+    (``cuda`` is the current GPU), so that each cluster device gets its share of the bytes, not all of them.
+    """
+    mine = _memory_of(device)
+    return max(1, sum(_memory_of(d) == mine for d in devices))
+
+
 def parse_torch_devices(names: Sequence[str]) -> list[torch.device]:
     """``names`` as torch devices.
 
@@ -328,7 +347,8 @@ def calibrate(
             round to the next on a 2-vCPU VM the latency varied by 16% and ``message_cpu`` by 8%).
 
     Returns:
-        Calibration: the measured graph and cluster.
+        Calibration: the measured graph and cluster. Devices that share a memory (the CPU devices the
+        host's, several devices on one GPU that GPU's) each get an equal share of its bytes.
     """
     from gnplace.execute.dist import DistTimer
     from gnplace.execute.local import LocalTimer
@@ -388,8 +408,7 @@ def calibrate(
             seconds[kind] = node_seconds(program, ops, updates)
             rates[kind] = _device_rates(dev, threads)
         flops, bandwidth, memory = rates[kind]
-        if dev.type == "cpu":
-            memory = memory / max(1, sum(d.type == "cpu" for d in torch_devs))
+        memory = memory / _devices_sharing_memory(dev, torch_devs)
         spec_devices.append({"name": dev_name, "kind": kind, "peak_flops": flops, "mem_bandwidth": bandwidth,
                              "memory": memory, "flops_efficiency": 1.0, "mem_efficiency": 1.0, "launch_overhead": 0.0,
                              **({"message_cpu": message_cpu} if message_cpu else {})})

@@ -161,7 +161,8 @@ def pretraining_state(data: dict[str, Any]) -> dict[str, Any]:
     """What a pretraining run keeps in its Lightning checkpoint ``data`` beside the weights, or ``{}``.
 
     The state of its exporter callback (:class:`gnplace.pretrain.ExportPolicy`): the run's ``config``,
-    its ``elapsed`` wall seconds, its ``best_score`` and its ``pairs`` digest.
+    its ``elapsed`` wall seconds, its ``best_score``, its ``pairs`` digest and the ``recipe`` of its imitation
+    targets (:func:`gnplace.pretrain.imitation_recipe`; absent in runs made before it was kept).
     """
     callbacks = data.get("callbacks")
     states = callbacks.values() if isinstance(callbacks, dict) else []

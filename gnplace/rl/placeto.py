@@ -90,7 +90,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
 from gnplace.placement import GraphKey, Placement
 from gnplace.progress import evaluation_bar
-from gnplace.rl.comparator import MAX_LR, check_update_bytes
+from gnplace.rl.comparator import MAX_LR, MAX_UPDATE_BYTES, check_update_bytes
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -123,20 +123,22 @@ MAX_PASSES = 4
 
 
 def placeto_update_bytes(nodes: int, groups: int, devices: int, *, episodes: int, passes: int, hidden: int,
-                         rounds: int) -> int:
+                         rounds: int, edges: int = 0) -> int:
     """Working set of one update (its episodes played, then the gradient step), bytes.
 
     .. math::
-        16\\,P + 8\\,K G B N F + 4\\,\\min(K G, c)\\,B N\\,\\bigl((12 R + 24) H + 2 F\\bigr),
+        16\\,P + 8\\,K G B N F + 4\\,\\min(K G, c)\\,B N\\,\\bigl((12 R + 24) H + 2 F\\bigr) + 8\\,E D^2,
         \\qquad F = D + 5,\\; c = \\max(1, \\lfloor 65536 / (B N) \\rfloor)
 
     :math:`P` weights of the network with their gradients and Adam's moments (float32); the state
     features of every step of the :math:`B` episodes (``[K G, B, N, F]`` float32, twice: the steps'
     list and its stacked copy); and the activations one chunk of the gradient step keeps for backward,
     per (state, node) row: :math:`R` rounds of two directions of message passing of width :math:`H` and
-    the pooled embeddings, with slack for their gradients. One update at 1,024 nodes (540 groups), 4
-    devices and the defaults grew the peak by 1.01 GiB (``ru_maxrss``), where this gives 1.09; at 240
-    nodes (69 groups), 0.67 GiB against 0.94.
+    the pooled embeddings, with slack for their gradients; and the transfer delays of the :math:`E`
+    decision-graph edges between every two devices (:attr:`PlacetoProblem.in_delay`, ``[E, D, D]``
+    float64, held through the run: 128 MiB an edge at 4,096 devices). One update at 1,024 nodes (540
+    groups), 4 devices and the defaults grew the peak by 1.01 GiB (``ru_maxrss``), where this gives
+    1.09; at 240 nodes (69 groups), 0.67 GiB against 0.94.
 
     Args:
         nodes (int): :math:`N`, nodes of the decision graph.
@@ -146,6 +148,7 @@ def placeto_update_bytes(nodes: int, groups: int, devices: int, *, episodes: int
         passes (int): :math:`K`, sweeps per episode.
         hidden (int): :math:`H`, the network's width.
         rounds (int): :math:`R`, rounds of message passing.
+        edges (int, optional): :math:`E`, edges of the decision graph (default: 0, the delays not counted).
 
     Examples:
         >>> round(placeto_update_bytes(1024, 540, 4, episodes=4, passes=1, hidden=32, rounds=8) / 2**30, 2)
@@ -156,17 +159,32 @@ def placeto_update_bytes(nodes: int, groups: int, devices: int, *, episodes: int
     weights = 2 * (f * h + h + h * h + h) + 2 * (2 * h * h + 2 * h) + (8 * h * h + h + h * d + d)  # f, g, head
     states = 8 * k * g * b * n * f
     rows = min(k * g, max(1, _CHUNK_ROWS // max(b * n, 1))) * b * n
-    return 16 * weights + states + 4 * rows * ((12 * rounds + 24) * h + 2 * f)
+    return 16 * weights + states + 4 * rows * ((12 * rounds + 24) * h + 2 * f) + _delay_bytes(edges, d)
 
 
-def _check_update(who: str, problem: PlacetoProblem, hyper: PlacetoHyper, episodes: int) -> None:
-    """Refuse in one line settings whose update on ``problem`` needs more than ``comparator.MAX_UPDATE_BYTES``."""
-    estimate = placeto_update_bytes(problem.num_nodes, problem.num_groups, problem.num_devices, episodes=episodes,
-                                    passes=hyper.passes, hidden=hyper.hidden, rounds=hyper.rounds)
-    check_update_bytes(who, estimate, f"episodes (now {episodes}), passes (now {hyper.passes}), max_nodes (now "
-                                      f"{hyper.max_nodes}), hidden (now {hyper.hidden}) or rounds (now "
-                                      f"{hyper.rounds}) (over {problem.num_nodes} nodes, {problem.num_groups} "
-                                      f"groups and {problem.num_devices} devices)")
+def _delay_bytes(edges: int, devices: int) -> int:
+    """Bytes of the transfer delays of ``edges`` edges between every two of ``devices`` (``[E, D, D]`` float64)."""
+    return 8 * edges * devices * devices
+
+
+def _check_update(who: str, inp: PolicyInput, hyper: PlacetoHyper, episodes: int) -> None:
+    """Refuse in one line settings whose update on ``inp`` needs more than ``comparator.MAX_UPDATE_BYTES``.
+
+    Needs only the decision graph: :func:`prepare_problem` runs it before allocating the edges' delays.
+    """
+    nodes, groups, edges = inp.decision.num_ops, inp.num_groups, inp.decision.num_edges
+    devices = inp.cluster.num_devices
+    estimate = placeto_update_bytes(nodes, groups, devices, episodes=episodes, passes=hyper.passes,
+                                    hidden=hyper.hidden, rounds=hyper.rounds, edges=edges)
+    delays = _delay_bytes(edges, devices)
+    if delays > MAX_UPDATE_BYTES:  # only fewer edges (max_nodes) or fewer devices shrink them
+        lower = (f"max_nodes (now {hyper.max_nodes}) or the number of devices (the transfer delays of the {edges} "
+                 f"decision-graph edges between {devices} devices alone take {delays / 2**30:.1f} GiB)")
+    else:
+        lower = (f"episodes (now {episodes}), passes (now {hyper.passes}), max_nodes (now {hyper.max_nodes}), "
+                 f"hidden (now {hyper.hidden}) or rounds (now {hyper.rounds}) (over {nodes} nodes, {groups} groups "
+                 f"and {devices} devices)")
+    check_update_bytes(who, estimate, lower)
 
 
 def _as_float(value: Any) -> float:
@@ -303,9 +321,23 @@ class PlacetoProblem:
 
 
 def prepare_problem(
-    graph: OpGraph, cluster: Cluster, *, cost_model: CostModel, max_nodes: int = 128, seed: int = 0
+    graph: OpGraph, cluster: Cluster, *, cost_model: CostModel, max_nodes: int = 128, seed: int = 0,
+    check: Callable[[PolicyInput], None] | None = None,
 ) -> PlacetoProblem:
     """Coarsen ``graph`` into its decision graph and precompute what every MDP step reuses.
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the devices.
+        cost_model (CostModel): op seconds and the edges' transfer delays (seconds).
+        max_nodes (int, optional): most nodes of the decision graph (default: 128).
+        seed (int, optional): seed of the coarsening's METIS step (default: 0).
+        check (callable, optional): called with the decision graph (its :class:`PolicyInput`) before the
+            ``[E, D, D]`` transfer delays (8 bytes each) are allocated, to refuse settings in time
+            (default: None).
+
+    Returns:
+        PlacetoProblem: the decision graph and its precomputed arrays.
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -323,6 +355,8 @@ def prepare_problem(
     from gnplace.policy.placeto_gnn import relation_masks
 
     inp = build_policy_input(graph, cluster, cost_model=cost_model, max_nodes=max_nodes, seed=seed)
+    if check is not None:
+        check(inp)  # before the delays: 128 MiB an edge at 4,096 devices
     dec = inp.decision
     n, g = dec.num_ops, inp.num_groups
     group = np.asarray(dec.group, dtype=np.int64)
@@ -691,11 +725,9 @@ class PlacetoPlacer:
         h = self.hyper
         rng = np.random.default_rng(seed_value)
         problem = prepare_problem(graph, cluster, cost_model=self.timer.cost_model, max_nodes=h.max_nodes,
-                                  seed=seed_value)
+                                  seed=seed_value, check=self._check_training)
         g = problem.num_groups
         per_episode = 1 + g * h.passes
-        if self.budget >= per_episode and not (model is not None and self.budget == per_episode):  # it will train
-            _check_update(type(self).__name__, problem, h, min(h.batch, self.budget // per_episode))
         config = PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds)
         net = _network(config, seed_value, None if model is None else model.network.state_dict())
         counted = BudgetedTimer(self.timer, self.budget)
@@ -728,6 +760,14 @@ class PlacetoPlacer:
         if counted.best_key[0] > 0:  # nothing timed fits: move groups off overflowing devices
             best = self._repair(graph, cluster, best)
         return Placement(best, cluster, GraphKey.of(graph))
+
+    def _check_training(self, inp: PolicyInput) -> None:
+        """Refuse (one line) an update past ``comparator.MAX_UPDATE_BYTES`` if :meth:`place` will train on ``inp``."""
+        h = self.hyper
+        per_episode = 1 + inp.num_groups * h.passes
+        zero_shot = self._model is not None and self.budget == per_episode
+        if self.budget >= per_episode and not zero_shot:  # it will train
+            _check_update(type(self).__name__, inp, h, min(h.batch, self.budget // per_episode))
 
     def _train(self, net: PlacetoGNN, problem: PlacetoProblem, counted: BudgetedTimer, rng: np.random.Generator,
                per_episode: int, advance_to: Callable[[int], None]) -> None:
@@ -836,10 +876,13 @@ def pretrain_placeto(
     timer = timer or Simulator()
     seed_value = int(seed)
     rng = np.random.default_rng(seed_value)
-    problems = [prepare_problem(g, cluster, cost_model=timer.cost_model, max_nodes=h.max_nodes, seed=seed_value)
-                for g in graphs]
-    for problem in problems:  # before the network is built or anything is played
-        _check_update(who, problem, h, min(h.batch, int(episodes)))
+    batch = min(h.batch, int(episodes))
+
+    def check(inp: PolicyInput) -> None:  # before the graph's delays are allocated, the network built or a step played
+        _check_update(who, inp, h, batch)
+
+    problems = [prepare_problem(g, cluster, cost_model=timer.cost_model, max_nodes=h.max_nodes, seed=seed_value,
+                                check=check) for g in graphs]
     plan = [min(h.batch, episodes - k) for k in range(0, int(episodes), h.batch)]
     net = _network(PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds), seed_value)
     learner = _Learner(net, h, len(plan))

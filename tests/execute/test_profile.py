@@ -198,3 +198,38 @@ def test_another_model_on_a_calibrated_cluster_gets_the_fitted_per_op_overhead()
     single = np.zeros(graph.num_ops, dtype=np.int64)
     assert Simulator().time(graph, cluster_from_dict(spec), single).step_time == pytest.approx(seconds.sum())
     assert fitted_launch_overhead(graph, cluster, 0, seconds * 0) == 0.0  # never negative
+
+
+def test_devices_on_one_gpu_share_its_memory_as_cpu_devices_share_the_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two cluster devices on GPU 0 (``cuda:0`` and ``cuda``, the current one) got 80 GiB each; now 40 GiB each.
+
+    No GPU needed: torch's CUDA queries are mocked, the rates are measured on the CPU and nothing is timed.
+    """
+    import os
+    from types import SimpleNamespace
+
+    import torch
+
+    import gnplace.execute.profile as profile
+
+    gib = 2**30
+    step = import_step(*tiny())  # recorded before torch is mocked
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Mock GPU")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=80 * gib))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    for name in ("randn", "empty"):  # the rate probes' tensors: on the CPU
+        real = getattr(torch, name)
+        monkeypatch.setattr(torch, name, lambda *a, device=None, _real=real, **k: _real(*a, **k))
+    monkeypatch.setattr(profile, "measure_op_seconds", lambda program, device, **k: np.full(len(program.ops), 1e-4))
+    monkeypatch.setattr(profile, "_update_seconds", lambda *a: {})
+    monkeypatch.setattr(profile, "_copy_seconds", lambda num_bytes, src, dst: 1e-5 + num_bytes / 1e10)
+    monkeypatch.setattr(profile, "_anchor_to_one_device_steps", lambda g, c, t, kinds, rounds=1: dict.fromkeys(kinds, 1.0))
+    devices = ["cuda:0", "cuda", "cuda:1", "cpu", "cpu"]
+    calibration = calibrate(step, timer=LocalTimer(step, devices=devices), devices=devices)
+    memory = {d["name"]: d["memory"] for d in calibration.cluster_spec["devices"]}
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert memory == {"cuda0": 40 * gib, "cuda1": 40 * gib, "cuda2": 80 * gib, "cpu3": host / 2, "cpu4": host / 2}
+    assert calibration.cluster.kinds == ["mock-gpu"] * 3 + ["cpu-1t"] * 2

@@ -321,3 +321,37 @@ def test_the_defaults_fit_the_update_limit():
                                    (MAX_DECISION_NODES, 8, MAX_PASSES)):  # the caps, each alone
         assert placeto_update_bytes(nodes, nodes, devices, episodes=h.batch, passes=passes, hidden=h.hidden,
                                     rounds=h.rounds) < MAX_UPDATE_BYTES
+
+
+def test_the_edge_delays_are_counted_and_refused_before_they_are_allocated(monkeypatch):
+    """At 4,096 devices each decision-graph edge's delays take 128 MiB: 323 edges asked for 40 GiB before the check."""
+    import gnplace.rl.placeto as placeto
+    from gnplace.sim.costmodel import CostModel
+
+    def allocated(*args, **kwargs):
+        raise AssertionError("the [E, D, D] edge delays were allocated")
+
+    monkeypatch.setattr(CostModel, "edge_delays", allocated)
+    monkeypatch.setattr(placeto, "_network", allocated)
+    graph, cluster = layered_graph(300, seed=0), toy_cluster(4096)
+    inp = build_policy_input(graph, cluster, max_nodes=128, seed=0)
+    edges = inp.decision.num_edges
+    update = placeto.placeto_update_bytes(inp.decision.num_ops, inp.num_groups, 4096, episodes=4, passes=1,
+                                          hidden=32, rounds=8)
+    assert update < 8 * 2**30 < update + edges * 4096**2 * 8  # the update alone fits: only the delays do not
+    pattern = (r"^{}: one policy update would need about [0-9.]+ GiB, over the 8 GiB limit; lower max_nodes \(now "
+               r"128\) or the number of devices \(the transfer delays of the \d+ decision-graph edges between 4096 "
+               r"devices alone take [0-9.]+ GiB\)$")
+    placer = PlacetoPlacer(budget=10**5, progress=False)
+    with pytest.raises(InvalidArgument, match=pattern.format("PlacetoPlacer")) as err:
+        placer.place(graph, cluster, seed=0)
+    assert "\n" not in str(err.value) and placer.last_evaluations == 0
+    with pytest.raises(InvalidArgument, match=pattern.format("pretrain_placeto")):
+        pretrain_placeto([graph], cluster, episodes=4)
+
+
+def test_placeto_update_bytes_counts_the_edge_delays():
+    from gnplace.rl.placeto import placeto_update_bytes
+
+    base = placeto_update_bytes(100, 50, 8, episodes=4, passes=1, hidden=32, rounds=8)
+    assert placeto_update_bytes(100, 50, 8, episodes=4, passes=1, hidden=32, rounds=8, edges=300) == base + 300 * 64 * 8
