@@ -33,6 +33,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
@@ -219,6 +220,59 @@ def exact_key(path: str, groups: int, cluster: str, time_limit: float) -> str:
     return f"{Path(path).stem}@{groups}|{cluster}|{time_limit}|{revised('policy')}{against('auto', 'exact')}"
 
 
+#: What a row of sections 2 and 4 records of its inputs beside its key (which names the graph file by its stem and
+#: the cluster by its name): a regenerated graph file or an edited cluster runs the row again.
+IDENTITY = ("graph_sha256", "cluster_fingerprint")
+
+
+def inputs_identity(path: str, cluster: str) -> dict[str, str]:
+    """:data:`IDENTITY` of a graph file and a cluster (preset or YAML file): the file's SHA-256, the fingerprint."""
+    from gnplace.cluster import load_cluster
+    from gnplace.evaluate import file_digest
+
+    return {"graph_sha256": str(file_digest(path)), "cluster_fingerprint": load_cluster(cluster).fingerprint()}
+
+
+def _same(recorded: Any, today: float) -> bool:
+    """Whether a value a row recorded is ``today``'s (to 1e-9, relative)."""
+    return isinstance(recorded, (int, float)) and math.isclose(recorded, today, rel_tol=1e-9)
+
+
+def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether section 2's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
+
+    It recorded ``auto``'s step seconds and the lower bound on them: both are computed again from today's files
+    (``auto`` revised is another key), and a regenerated graph or an edited cluster changes them.
+    """
+    auto, bound = _references(task["graph"], task["cluster"])
+    return _same(row.get("auto_s"), auto) and _same(row.get("bound_s"), bound)
+
+
+def exact_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether section 4's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
+
+    It recorded the groups placed and ``auto``'s step over the exact one's (and the exact step): ``auto``'s step
+    seconds on the graph as coarsened today must be the same, and so must the groups (CP-SAT is not run again).
+    """
+    from gnplace.placers.registry import make_placer
+
+    try:
+        recorded_auto_s = float(row["auto"]) * float(row["exact_ms"]) / 1e3
+    except (KeyError, TypeError, ValueError):
+        return False
+    graph, cluster, sim = _small_case(task)
+    auto_s = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    return row.get("groups_placed") == graph.num_groups and _same(recorded_auto_s, float(auto_s))
+
+
+def sampled_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
+    """Whether section 4b's row saved before rows recorded :data:`IDENTITY` is over today's exact row.
+
+    Its task copies the exact placement's milliseconds from section 4's row, which stood (checked) or ran again.
+    """
+    return _same(row.get("exact_ms"), task["exact_ms"])
+
+
 # ------------------------------------------------------------------------------ section 2: learned placers
 def make_learned(name: str, budget: int, checkpoint: str | None) -> Any:
     """A learned placer as the report runs it (``policy``: its defaults, 16 samples; the rest: ``budget``)."""
@@ -326,6 +380,14 @@ def sampled_row(task: dict[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------ section 5: scale
+def _placed_ops(ops: int) -> Callable[[dict[str, Any]], bool]:
+    """Whether a scale row of before 2026-11-30 (no fingerprint recorded) placed ``ops`` ops, all it can be checked by.
+
+    A partial check: a generator change that keeps the op count passes it.
+    """
+    return lambda row: row.get("ops") == ops
+
+
 def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]]:
     """Seconds to place ENAS cifar10 graphs of growing size (one core)."""
     import torch
@@ -339,13 +401,14 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
     warm = layered_graph(8, width=2, seed=0)
     rows = []
     for ops in config.scale_ops:
-        graph = None
+        graph = large_graph(ops, cache)  # made again where its generator changed: rows on the one of before run again
+        identity = {"graph_fingerprint": graph.fingerprint()}
+        same_ops = _placed_ops(graph.num_ops)
         for name in config.scale_placers:
             key = f"scale|{ops}|{revised(name)}|{config.scale_budget}"
-            if key not in store.rows:
+            if store.saved(key, identity, same_ops) is None:
                 if name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # they place every op, no coarsening
                     continue
-                graph = graph or large_graph(ops, cache)
                 options: dict[str, Any] = {}
                 if name in SEEDS or name in ("ppo", "finetune"):
                     options = {"budget": config.scale_budget}
@@ -354,7 +417,7 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
                 start = time.perf_counter()
                 placer.place(graph, cluster, seed=0)
                 store.add({"key": key, "ops": graph.num_ops, "placer": name, "seconds": time.perf_counter() - start,
-                           "budget": options.get("budget")})
+                           "budget": options.get("budget"), **identity})
                 print(f"[report] scale {graph.num_ops} ops {name}: {store.rows[key]['seconds']:.1f} s", flush=True)
             rows.append(store.rows[key])
     return rows
@@ -641,16 +704,16 @@ def run(args: argparse.Namespace) -> Path:
     rl_graphs = [p for f in config.families for p in test_graphs(f, config.rl_per_family)]
     learned_tasks = [
         {"key": learned_key(p, c, name, config.rl_budget), "graph": p, "cluster": c, "placer": name,
-         "budget": config.rl_budget, "seed": 0}
+         "budget": config.rl_budget, "seed": 0, **inputs_identity(p, c)}
         for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
         ckpt = pretrain_placeto_family(family, config, config.rl_clusters[0], out)
         learned_tasks += [
             {"key": placeto_zero_shot_key(p, config.rl_clusters[0], config.placeto_episodes), "graph": p,
              "cluster": config.rl_clusters[0], "placer": "placeto_zs", "budget": config.rl_budget, "seed": 0,
-             "checkpoint": ckpt}
+             "checkpoint": ckpt, **inputs_identity(p, config.rl_clusters[0])}
             for p in test_graphs(family, config.rl_per_family)]
-    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2")
+    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", IDENTITY, learned_row_stands)
     placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
     plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
                 config.rl_clusters[0])
@@ -663,13 +726,14 @@ def run(args: argparse.Namespace) -> Path:
     exact_graphs = [(p, 0) for p in exact_paths] + [
         (p, 12) for f in config.families for p in test_graphs(f, config.exact_per_family)]
     exact_tasks = [{"key": exact_key(p, g, c, config.exact_time_limit), "graph": p, "groups": g,
-                    "cluster": c, "time_limit": config.exact_time_limit}
+                    "cluster": c, "time_limit": config.exact_time_limit, **inputs_identity(p, c)}
                    for c in config.exact_clusters for p, g in exact_graphs]
-    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4")
+    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4", IDENTITY, exact_row_stands)
     sampled_tasks = [{"key": f"{r['key']}|samples={config.exact_samples}", "graph": r["graph"], "groups": r["groups"],
-                      "cluster": r["cluster"], "samples": config.exact_samples, "exact_ms": r["exact_ms"]}
-                     for r in exact]
-    sampled = [r["ratio"] for r in Store(out / "exact_sampled.jsonl").run(sampled_tasks, sampled_row, 1, "section 4b")]
+                      "cluster": r["cluster"], "samples": config.exact_samples, "exact_ms": r["exact_ms"],
+                      **{field: r[field] for field in IDENTITY}} for r in exact]
+    sampled = [r["ratio"] for r in Store(out / "exact_sampled.jsonl").run(sampled_tasks, sampled_row, 1, "section 4b",
+                                                                          IDENTITY, sampled_row_stands)]
 
     # 5. time to place against size
     scale = scale_rows(config, Path(args.cache), Store(out / "scale.jsonl"))

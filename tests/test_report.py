@@ -264,3 +264,57 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
     assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2")
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)
     assert "|placeto_zs@2|" in report.placeto_zero_shot_key(graph, "k80x4", 400)
+
+
+def test_section_two_and_four_rows_run_again_on_a_regenerated_graph_or_an_edited_cluster(tmp_path, load_script):
+    """Their keys name the graph file by its stem and the cluster by its name: old rows answered new inputs."""
+    import shutil
+
+    from gnplace.graph_io import load_graph, save_graph
+
+    report = load_script("report")
+    graph = tmp_path / "mlp.gnpg"
+    shutil.copy(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg", graph)
+    cluster = tmp_path / "pair.yaml"
+    cluster.write_text((ROOT / "gnplace" / "clusters" / "k80x2.yaml").read_text().replace("name: k80x2", "name: pair"))
+    store, ran = report.Store(tmp_path / "learned.jsonl"), []
+
+    def row(task):
+        ran.append(task["key"])
+        auto, bound = report._references(task["graph"], task["cluster"])
+        return {**task, "auto_s": auto, "bound_s": bound}
+
+    def run():
+        task = {"key": report.learned_key(str(graph), str(cluster), "single", 4), "graph": str(graph),
+                "cluster": str(cluster), **report.inputs_identity(str(graph), str(cluster))}
+        return store.run([task], row, 1, "section 2", report.IDENTITY, report.learned_row_stands)[0]
+
+    first = run()
+    assert run() == first and len(ran) == 1  # the same inputs: resumed
+    save_graph(load_graph(graph).replace(name="regenerated"), graph)  # the dataset made again
+    assert run()["graph_sha256"] != first["graph_sha256"] and len(ran) == 2
+    cluster.write_text(cluster.read_text().replace("default: placeto", "default: {bandwidth: 1 GB/s, latency: 5 us}"))
+    assert run()["cluster_fingerprint"] != first["cluster_fingerprint"] and len(ran) == 3
+    # a row saved before rows recorded their inputs stands where auto's step and the bound are today's
+    legacy = {k: v for k, v in run().items() if k not in report.IDENTITY}
+    assert report.learned_row_stands(legacy, legacy)
+    assert not report.learned_row_stands({**legacy, "auto_s": legacy["auto_s"] * 1.01}, legacy)
+
+
+def test_a_section_four_row_saved_before_is_checked_by_autos_step(tmp_path, load_script):
+    """Section 4's rows of before record auto's step over the exact one's and the exact ms: auto's is computed again."""
+    from gnplace.cluster import load_cluster
+    from gnplace.graph_io import load_graph
+    from gnplace.placers.registry import make_placer
+    from gnplace.sim.simulator import Simulator
+
+    report = load_script("report")
+    path = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    graph, cluster, sim = load_graph(path), load_cluster("k80x2"), Simulator()
+    auto_s = sim.time(graph, cluster, make_placer("auto", timer=sim).place(graph, cluster, seed=0)).step_time
+    row = {"graph": path, "groups": 0, "cluster": "k80x2", "groups_placed": graph.num_groups, "exact_ms": 200.0,
+           "auto": auto_s / 0.2}
+    assert report.exact_row_stands(row, row)
+    assert not report.exact_row_stands({**row, "auto": row["auto"] * 1.01}, row)
+    assert report.sampled_row_stands({"exact_ms": 200.0}, {"exact_ms": 200.0})
+    assert not report.sampled_row_stands({"exact_ms": 200.0}, {"exact_ms": 210.0})

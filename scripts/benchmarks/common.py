@@ -158,10 +158,39 @@ class Store:
         with self.path.open("a") as handle:
             handle.write(json.dumps(row) + "\n")
 
+    def saved(self, key: str, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], bool] | None = None
+              ) -> dict[str, Any] | None:
+        """The row saved under ``key`` if it was made on the inputs of ``identity`` (None: none, or another's).
+
+        ``identity`` holds what a row records of the inputs that determine it beside its key (the graph file's
+        SHA-256, the cluster's fingerprint): a row recording them stands where each is the same. A row recording none
+        of them (saved before they were recorded) stands where ``legacy(row)`` says so from values it recorded
+        (no ``legacy``: it does not); it is then saved again with ``identity``, so that the check runs once.
+        """
+        row = self.rows.get(key)
+        if row is None or not identity:  # nothing recorded beside the key: the key says it all
+            return row
+        if any(field in row for field in identity):
+            return row if all(row.get(field) == value for field, value in identity.items()) else None
+        if legacy is None or not legacy(row):
+            return None
+        self.add({**row, **identity})
+        return self.rows[key]
+
     def run(self, tasks: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: int,
-            label: str) -> list[dict[str, Any]]:
-        """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order."""
-        todo = [t for t in tasks if t["key"] not in self.rows]
+            label: str, identity: tuple[str, ...] = (),
+            legacy: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+        """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order.
+
+        ``identity`` names the fields of a task that its row records (``fn`` copies them) and that a saved row must
+        match to stand, ``legacy(row, task)`` judges a row saved before it recorded them (:meth:`saved`); a row
+        that does not stand runs again, its new row replacing it.
+        """
+        def stands(task: dict[str, Any]) -> bool:
+            check = None if legacy is None else (lambda row: legacy(row, task))
+            return self.saved(task["key"], {field: task[field] for field in identity}, check) is not None
+
+        todo = [t for t in tasks if not stands(t)]
         print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
         if jobs <= 1 or len(todo) <= 1:
             for i, task in enumerate(todo):
@@ -188,19 +217,96 @@ def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(samples)
 
 
+#: The modules that make :func:`large_graph`'s graphs (the family generator, the importer, the file format): the
+#: sources they import from ``gnplace`` are part of a cached graph's recipe, so that a change to any of them regenerates it.
+LARGE_GRAPH_MODULES = ("gnplace.families.cifar10", "gnplace.importers.torch", "gnplace.graph_io")
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of ``gnplace`` module ``name`` (None: not a module of the package, e.g. a class imported)."""
+    base = Path(__file__).resolve().parents[2].joinpath(*name.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def source_files(modules: Iterable[str]) -> dict[str, Path]:
+    """The source files of ``modules`` and of every ``gnplace`` module they import, directly or not, by module name.
+
+    Read from the sources (every ``import gnplace...`` and ``from gnplace... import``, in functions too), nothing
+    imported.
+    """
+    import ast
+
+    found: dict[str, Path] = {}
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        path = _module_file(name)
+        if name in found or path is None:
+            continue
+        found[name] = path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names if alias.name.startswith("gnplace")]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("gnplace"):
+                todo += [str(node.module), *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return found
+
+
+def large_graph_recipe(layers: int) -> str:
+    """SHA-256 (hex) of everything that makes :func:`large_graph`'s graph of ``layers`` cells.
+
+    The generator's inputs (family, cells, channels, batch, seed), the content of the ``gnplace`` sources that
+    generate, import and write it (:data:`LARGE_GRAPH_MODULES` and what they import) and the torch and numpy versions
+    (torch records the training step, numpy draws the architecture).
+    """
+    import hashlib
+
+    import torch
+
+    from gnplace.evaluate import file_digest
+
+    sources = {name: file_digest(path) for name, path in sorted(source_files(LARGE_GRAPH_MODULES).items())}
+    recipe = {"family": "cifar10", "layers": layers, "channels": 16, "batch": 32, "seed": 0, "sources": sources,
+              "torch": torch.__version__, "numpy": np.__version__}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
+
+
+def _cached_large_graph(path: Path, recipe: str) -> Any | None:
+    """The graph cached at ``path`` if its record (``path`` with ``.json``) says ``recipe`` made it and it is intact."""
+    from gnplace.graph_io import load_graph
+
+    try:
+        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none (a cache of before 2026-11-30), or cut short: made again
+        return None
+    if not isinstance(record, dict) or record.get("recipe") != recipe or not path.exists():
+        return None
+    graph = load_graph(path)
+    return graph if graph.fingerprint() == record.get("fingerprint") else None
+
+
 def large_graph(ops: int, cache: Path) -> Any:
-    """An ENAS cifar10 training graph of about ``ops`` ops (more cells stacked), cached in ``cache``."""
+    """An ENAS cifar10 training graph of about ``ops`` ops (more cells stacked), cached in ``cache``.
+
+    The file ``cifar10_L{cells}.gnpg`` comes with ``cifar10_L{cells}.json``, which records the recipe
+    (:func:`large_graph_recipe`) and the graph's :meth:`~gnplace.graph.OpGraph.fingerprint`: a cached graph is
+    used only while both hold, else it is made again (a cache without the record, of before 2026-11-30, once).
+    """
     from gnplace.families import cifar10
-    from gnplace.graph_io import load_graph, save_graph
+    from gnplace.graph_io import save_graph, write_atomically
     from gnplace.importers.torch import from_module
 
     layers = max(1, round(ops / 119))
     path = cache / f"cifar10_L{layers}.gnpg"
-    if path.exists():
-        return load_graph(path)
+    recipe = large_graph_recipe(layers)
+    cached = _cached_large_graph(path, recipe)
+    if cached is not None:
+        return cached
     model, inputs = cifar10.sample(np.random.default_rng(0), layers=layers, channels=16, batch=32)
     graph = from_module(model, inputs, name=f"cifar10_L{layers}")
-    save_graph(graph, path)
+    save_graph(graph, path)  # then its record: a kill between the two leaves a record that no longer matches
+    write_atomically(path.with_suffix(".json"),
+                     json.dumps({"recipe": recipe, "fingerprint": graph.fingerprint()}).encode())
     return graph
 
 

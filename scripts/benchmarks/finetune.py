@@ -82,6 +82,30 @@ def cluster_fingerprints(specs: list[str]) -> dict[str, str]:
     return {cluster.name: cluster.fingerprint() for cluster in map(load_cluster, specs)}
 
 
+def graph_identities(paths: list[str]) -> dict[str, tuple[str, int]]:
+    """The SHA-256 and op count of each graph file, by the name rows keep (its stem, the shipped graphs' name).
+
+    A row records its graph file's SHA-256, so that a regenerated dataset runs its pairs again.
+    """
+    from gnplace.evaluate import file_digest
+    from gnplace.graph_io import load_graph
+
+    return {Path(path).stem: (str(file_digest(path)), load_graph(path).num_ops) for path in paths}
+
+
+def same_graph(row: dict[str, Any], identities: dict[str, tuple[str, int]]) -> bool:
+    """Whether ``row`` was made on the graph file of its name this run places (a graph not placed here: no).
+
+    A row of before 2026-11-30 records no SHA-256, only the ops of its graph: it stands where they are today's.
+    That check is partial (a dataset regenerated with other costs and the same ops passes it), and the best such a
+    row allows: it recorded no absolute step time to compute again, its steps are over ``auto``'s.
+    """
+    identity = identities.get(row["graph"])
+    if identity is None:
+        return False
+    return row["graph_sha256"] == identity[0] if "graph_sha256" in row else row.get("ops") == identity[1]
+
+
 def same_cluster(row: dict[str, Any], fingerprints: dict[str, str]) -> bool:
     """Whether ``row`` was made on the cluster of its name this run places on (a row of before 2026-11-30: yes)."""
     return row.get("cluster_fingerprint", fingerprints.get(row["cluster"])) == fingerprints.get(row["cluster"])
@@ -128,6 +152,13 @@ def _uses_fields(**placers: str) -> dict[str, dict[str, str]]:
     return {field: used for field, used in found.items() if used}
 
 
+def graph_sha256(path: str) -> str:
+    """SHA-256 (hex) of a graph file, as a row records it."""
+    from gnplace.evaluate import file_digest
+
+    return str(file_digest(path))
+
+
 def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any], dict[str, Any] | None]
                   ) -> dict[str, Any]:
     import torch
@@ -139,7 +170,7 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
     path, cluster_name, budget, seed, tuning, scratch, scratch_done = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
-                           "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
+                           "graph_sha256": graph_sha256(path), "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
                            "seed": seed, "finetune_options": tuning,
                            "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision,
                            **_uses_fields(finetune_uses="finetune"), "finetune_files": _finetune_files(tuning)}
@@ -174,12 +205,15 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
         make_placer(name, budget=args.budget, **given)  # a bad -O option: one error line here, not a traceback
 
     prints = cluster_fingerprints(args.clusters)
+    paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
+    graphs = graph_identities(paths)
     scratch_uses, finetune_uses = revisions_used("ppo"), revisions_used("finetune")
 
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
                 and r.get("scratch_revision", "7") == PPOSearchPlacer.revision
-                and recorded_uses(r, "scratch_uses", "ppo") == scratch_uses and same_cluster(r, prints))
+                and recorded_uses(r, "scratch_uses", "ppo") == scratch_uses and same_cluster(r, prints)
+                and same_graph(r, graphs))
 
     def this_run(r: dict[str, Any]) -> bool:  # a row of this very variant (other variants' rows stay in the file)
         return (same_scratch(r) and r.get("finetune_options") == tuning and r.get("budget") == args.budget
@@ -190,13 +224,12 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     scratch_rows = {(r["graph"], r["cluster"], r["budget"]): r for r in rows if same_scratch(r)}
     names = cluster_names(args.clusters)
     tasks, wanted = [], set()
-    for family in args.families:
-        for path in test_graphs(family, args.per_family):
-            for cluster in args.clusters:
-                key = (Path(path).stem, names[cluster], args.budget)
-                wanted.add(key)
-                if key not in done:
-                    tasks.append((path, cluster, args.budget, args.seed, tuning, scratch, scratch_rows.get(key)))
+    for path in paths:
+        for cluster in args.clusters:
+            key = (Path(path).stem, names[cluster], args.budget)
+            wanted.add(key)
+            if key not in done:
+                tasks.append((path, cluster, args.budget, args.seed, tuning, scratch, scratch_rows.get(key)))
     add_rows(_finetune_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r) and (r["graph"], r["cluster"], r["budget"]) in wanted]
 
@@ -303,7 +336,8 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
     torch.set_num_threads(1)
     path, cluster_name, budget, seed, mismatch = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
-    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "cluster": cluster.name,
+    row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
+                           "graph_sha256": graph_sha256(path), "cluster": cluster.name,
                            "cluster_fingerprint": cluster.fingerprint(), "budget": budget, "seed": seed,
                            "mismatch": list(mismatch),
                            "finetune_revision": FineTunePlacer.revision, **_uses_fields(finetune_uses="finetune"),
@@ -323,22 +357,24 @@ def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     mismatch = [float(v) for v in args.mismatch]
     files = _finetune_files({})
     prints = cluster_fingerprints(args.clusters)
+    paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
+    graphs = graph_identities(paths)
     uses = revisions_used("finetune")
 
     def this_run(r: dict[str, Any]) -> bool:
         return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch
                 and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files
-                and recorded_uses(r, "finetune_uses", "finetune") == uses and same_cluster(r, prints))
+                and recorded_uses(r, "finetune_uses", "finetune") == uses and same_cluster(r, prints)
+                and same_graph(r, graphs))
 
     done = {(r["graph"], r["cluster"]) for r in rows if this_run(r)}
     names = cluster_names(args.clusters)
     tasks, wanted = [], set()
-    for family in args.families:
-        for path in test_graphs(family, args.per_family):
-            for cluster in args.clusters:
-                wanted.add((Path(path).stem, names[cluster]))
-                if (Path(path).stem, names[cluster]) not in done:
-                    tasks.append((path, cluster, args.budget, args.seed, tuple(mismatch)))
+    for path in paths:
+        for cluster in args.clusters:
+            wanted.add((Path(path).stem, names[cluster]))
+            if (Path(path).stem, names[cluster]) not in done:
+                tasks.append((path, cluster, args.budget, args.seed, tuple(mismatch)))
     add_rows(_screen_model_row, tasks, args.jobs, done_file, rows)
     return [r for r in rows if this_run(r) and (r["graph"], r["cluster"]) in wanted]
 

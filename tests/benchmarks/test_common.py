@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -35,3 +37,73 @@ def test_a_rows_file_of_another_program_is_one_error_not_a_traceback(load_script
                                       "--real-clusters", "--unseen-clusters", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("bench: error: ") and err.count("\n") == 1 and "move it away" in err, err
+
+
+def test_a_cached_large_graph_is_made_again_when_its_generator_changes(load_script, tmp_path, monkeypatch):
+    """``cifar10_L1.gnpg`` was kept by name: a changed family generator was answered with the graph of before."""
+    import numpy as np
+
+    import gnplace.evaluate
+    import gnplace.importers.torch
+    from gnplace.families import cifar10
+    from gnplace.importers.torch import from_module
+
+    common = load_script("benchmarks.common")
+    before = common.large_graph(119, tmp_path)  # one cell
+    assert common.large_graph(119, tmp_path).fingerprint() == before.fingerprint()  # cached: the same graph
+    real_sample, real_digest = cifar10.sample, gnplace.evaluate.file_digest
+
+    def edited_sample(rng, **knobs):  # the generator as edited: other channels
+        return real_sample(rng, **{**knobs, "channels": 8})
+
+    def edited_digest(path):  # ... and its source with it
+        return "edited" if str(path).endswith("cifar10.py") else real_digest(path)
+
+    monkeypatch.setattr(cifar10, "sample", edited_sample)
+    monkeypatch.setattr(gnplace.evaluate, "file_digest", edited_digest)
+    model, inputs = edited_sample(np.random.default_rng(0), layers=1, channels=16, batch=32)
+    expected = from_module(model, inputs, name="cifar10_L1").fingerprint()
+    assert expected != before.fingerprint()
+    assert common.large_graph(119, tmp_path).fingerprint() == expected  # made again, not the stale one
+    monkeypatch.setattr(gnplace.importers.torch, "from_module", lambda *a, **k: pytest.fail("made again"))
+    assert common.large_graph(119, tmp_path).fingerprint() == expected  # and cached from then on
+
+
+def test_a_large_graph_cached_without_its_record_or_replaced_is_made_again(load_script, tmp_path):
+    """A cache of before (no record beside the graph), or a graph file replaced under its record, is not trusted."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import layered_graph
+
+    common = load_script("benchmarks.common")
+    path = tmp_path / "cifar10_L1.gnpg"
+    save_graph(layered_graph(4, width=2, seed=0), path)  # a stale graph of that name, cached before records
+    made = common.large_graph(119, tmp_path)
+    assert made.num_ops > 8 and (tmp_path / "cifar10_L1.json").exists()
+    save_graph(layered_graph(4, width=2, seed=0), path)  # replaced under its record
+    assert common.large_graph(119, tmp_path).fingerprint() == made.fingerprint()
+
+
+def test_store_reruns_a_row_whose_inputs_changed_and_checks_one_saved_before(load_script, tmp_path):
+    """Rows record what determines them beside their key; a row of before is judged by ``legacy``, then upgraded."""
+    import json
+
+    common = load_script("benchmarks.common")
+    store = common.Store(tmp_path / "rows.jsonl")
+    ran = []
+
+    def fn(task):
+        ran.append(task["key"])
+        return {**task, "v": len(ran)}
+
+    task = {"key": "g|c", "graph_sha256": "aaa"}
+    assert store.run([task], fn, 1, "t", ("graph_sha256",))[0]["v"] == 1
+    assert store.run([task], fn, 1, "t", ("graph_sha256",))[0]["v"] == 1 and ran == ["g|c"]  # the same inputs
+    assert store.run([{**task, "graph_sha256": "bbb"}], fn, 1, "t", ("graph_sha256",))[0]["v"] == 2  # another file
+    (tmp_path / "old.jsonl").write_text(json.dumps({"key": "g|c", "v": 0, "auto_s": 1.0}) + "\n")  # before records
+    old = common.Store(tmp_path / "old.jsonl")
+    rows = old.run([task], fn, 1, "t", ("graph_sha256",), lambda row, t: row["auto_s"] == 1.0)
+    assert rows[0]["v"] == 0 and rows[0]["graph_sha256"] == "aaa"  # it stands, and records them from now on
+    assert common.Store(tmp_path / "old.jsonl").rows["g|c"]["graph_sha256"] == "aaa"
+    (tmp_path / "old.jsonl").write_text(json.dumps({"key": "g|c", "v": 0, "auto_s": 2.0}) + "\n")
+    assert common.Store(tmp_path / "old.jsonl").run([task], fn, 1, "t", ("graph_sha256",),
+                                                    lambda row, t: row["auto_s"] == 1.0)[0]["v"] == 3  # does not: runs

@@ -204,3 +204,58 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     if bench_name == "finetune":
         assert second["scratch_uses"] == {"m_etf": "2"} and second["scratch_s"] != first["scratch_s"]  # searched anew
         assert capsys.readouterr().out.count("| ptb_") == 1  # the new revision's row alone
+
+
+def _regenerable_family(tmp_path, monkeypatch, load_script):
+    """``ptb`` copied to ``tmp_path/ptb`` (manifest and its first test graph), the benches reading it from there."""
+    import shutil
+
+    from gnplace.datasets import load_manifest
+
+    common = load_script("benchmarks.common")
+    manifest = load_manifest(ROOT / "datasets" / "ptb")
+    entry = next(e for e in manifest["graphs"] if e["split"] == "test")
+    (tmp_path / "ptb").mkdir()
+    (tmp_path / "ptb" / "manifest.json").write_text(json.dumps({**manifest, "graphs": [entry]}))
+    shutil.copy(ROOT / "datasets" / "ptb" / entry["file"], tmp_path / "ptb" / entry["file"])
+    monkeypatch.setattr(common, "DATASETS", tmp_path)
+    return tmp_path / "ptb" / entry["file"]
+
+
+def _regenerate(path):
+    """The graph at ``path`` made again with other costs (the same ops and name)."""
+    from gnplace.graph_io import load_graph, save_graph
+
+    graph = load_graph(path)
+    save_graph(graph.replace(flops=graph.flops * 2), path)
+
+
+@pytest.mark.parametrize("bench_name, rows_name", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
+def test_a_regenerated_graph_runs_its_pairs_again(tmp_path, load_script, monkeypatch, capsys, bench_name, rows_name):
+    """Rows were kept by the graph file's stem: a dataset made again was answered with the rows of the old one."""
+    bench = load_script("bench")
+    graph = _regenerable_family(tmp_path, monkeypatch, load_script)
+    cmd = [bench_name, "--families", "ptb", "--clusters", "k80x2", "--budget", "12", "--jobs", "1",
+           "--out", str(tmp_path / "out")]
+    assert bench.main(cmd) == 0 and bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    assert len(json.loads((tmp_path / "out" / rows_name).read_text())) == 1  # the same file: resumed
+    _regenerate(graph)
+    capsys.readouterr()
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    first, second = json.loads((tmp_path / "out" / rows_name).read_text())
+    assert first["graph_sha256"] != second["graph_sha256"] and first["ops"] == second["ops"]
+    if bench_name == "finetune":
+        assert second["scratch_s"] != first["scratch_s"]  # the search from scratch ran again on the new graph too
+        assert capsys.readouterr().out.count("| ptb_") == 1  # the table: the new row alone
+
+
+def test_a_finetune_row_saved_before_rows_recorded_their_graph_is_checked_by_its_ops(load_script):
+    """Such a row recorded the ops of its graph and nothing else of it: it stands where they are today's."""
+    finetune = load_script("benchmarks.finetune")
+    identities = {"ptb_002": ("abc", 500)}
+    assert finetune.same_graph({"graph": "ptb_002", "ops": 500}, identities)
+    assert not finetune.same_graph({"graph": "ptb_002", "ops": 501}, identities)
+    assert not finetune.same_graph({"graph": "ptb_002"}, identities)  # a screen-model row of before: no ops either
+    assert finetune.same_graph({"graph": "ptb_002", "ops": 1, "graph_sha256": "abc"}, identities)
+    assert not finetune.same_graph({"graph": "ptb_002", "ops": 500, "graph_sha256": "abd"}, identities)
+    assert not finetune.same_graph({"graph": "ptb_004", "ops": 500}, identities)
