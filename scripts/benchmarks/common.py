@@ -192,17 +192,13 @@ class Store:
 
         todo = [t for t in tasks if not stands(t)]
         print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
-        if jobs <= 1 or len(todo) <= 1:
-            for i, task in enumerate(todo):
-                self.add(fn(task))
-                print(f"[report] {label} {i + 1}/{len(todo)}: {task['key']}", flush=True)
-        else:
-            from gnplace.workers import process_pool
+        from gnplace.workers import task_mapper
 
-            with process_pool(jobs) as pool:
-                for i, row in enumerate(pool.map(fn, todo)):
-                    self.add(row)
-                    print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
+        # one task runs here (a worker spends seconds importing torch); more start at most one worker each
+        with task_mapper(jobs if len(todo) > 1 else 1) as mapper:
+            for i, row in enumerate(mapper(fn, todo)):
+                self.add(row)
+                print(f"[report] {label} {i + 1}/{len(todo)}: {row['key']}", flush=True)
         return [self.rows[t["key"]] for t in tasks]
 
 

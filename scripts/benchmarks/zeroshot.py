@@ -140,7 +140,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     todo = {key: t for key, t in zip(keys, tasks) if key not in store.rows}  # a task asked twice runs once
     total = len(set(keys))
     print(f"{total - len(todo)} of {total} rows saved in {args.out}, {len(todo)} to run", flush=True)
-    with task_mapper(args.jobs if todo else 1) as mapper:  # one job in this process (none started for no task)
+    with task_mapper(args.jobs) as mapper:  # no worker starts when every row is saved
         for done, (key, row) in enumerate(zip(todo, mapper(_zero_shot_row, todo.values())), start=total - len(todo) + 1):
             store.add({"key": key, **row})  # a kill loses the pairs under way, never those done
             print(f"[{done}/{total}] {json.dumps(row)}", flush=True)

@@ -7,6 +7,7 @@ from gnplace.execute.program import BEFORE, compile_step, resolve_aten
 from gnplace.execute.runner import run_step
 from gnplace.importers.torch import import_step
 from gnplace.importers.trace import Ref
+from tests.execute.models import Net, SharedGrad
 
 
 def _step():
@@ -64,22 +65,9 @@ def test_views_run_where_they_are_used_and_only_data_crosses():
     assert [g[0] for g in plan.grad_moves] == ["2.weight"]
 
 
-class _SharedGrad(torch.nn.Module):
-    """Two full-shape parameters added to an activation: both get the add's incoming gradient, which mm reads too."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Linear(8, 8)
-        self.p = torch.nn.Parameter(torch.randn(16, 8))
-        self.q = torch.nn.Parameter(torch.randn(16, 8))
-
-    def forward(self, x):
-        return torch.tanh(self.w(x) + self.p + self.q).square().mean()
-
-
 def _shared_grad_step():
     torch.manual_seed(0)
-    module = _SharedGrad()
+    module = SharedGrad()
     return module, import_step(module, (torch.randn(16, 8),))
 
 
@@ -206,24 +194,10 @@ def test_plan_refuses_device_indices_that_are_not_whole_or_not_one_per_node():
     assert program.plan([1.0] * n).op_device.tolist() == [1] * len(program.ops)
 
 
-class _Awkward(torch.nn.Module):
-    """Batch norm (buffers, copied to each device that reads them), a layer used twice, a skip."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(8, 8)
-        self.bn = torch.nn.BatchNorm1d(8)
-        self.b = torch.nn.Linear(8, 2)
-
-    def forward(self, x):
-        h = torch.relu(self.bn(self.a(x)))
-        return self.b(self.a(h) + x).square().mean()
-
-
 def test_static_peak_bytes_match_the_executor_count_with_buffers_and_shared_weights():
     """The count by storage, buffers' copies, the input and the gradient copies: the same without running."""
     torch.manual_seed(0)
-    step = import_step(_Awkward(), (torch.randn(16, 8),))
+    step = import_step(Net(), (torch.randn(16, 8),))
     program = compile_step(step)
     rng = np.random.default_rng(1)
     for _ in range(6):

@@ -5,24 +5,9 @@ import torch
 from gnplace.execute.program import compile_step
 from gnplace.execute.runner import DeviceOutOfMemory, is_oom_error, run_step
 from gnplace.importers.torch import import_step
-from tests.execute.test_program import _SharedGrad as SharedGrad
+from tests.execute.models import Net, SharedGrad
 
 CPU = torch.device("cpu")
-
-
-class Net(torch.nn.Module):
-    """Batch norm (buffers), a shared weight used twice, a residual: the awkward cases."""
-
-    def __init__(self):
-        super().__init__()
-        self.a = torch.nn.Linear(8, 8)
-        self.bn = torch.nn.BatchNorm1d(8)
-        self.b = torch.nn.Linear(8, 2)
-
-    def forward(self, x):
-        h = torch.relu(self.bn(self.a(x)))
-        h = self.a(h) + x  # the same layer twice, and a skip
-        return self.b(h).square().mean()
 
 
 def _eager(net, x):
