@@ -368,7 +368,8 @@ class PlacementLearner(L.LightningModule):
             self._update(torch.stack(losses).mean())
         if cfg.algo == "ppo":
             # the same beta on every rank: the KL of the last epoch over its pairs (stats[-1] alone was the last
-            # pair's), averaged over the ranks
+            # pair's), averaged over the ranks. Schulman et al. measure d after the last update; this is the KL
+            # before it, as the last epoch's loss computed it (no forward more; see gnplace.rl.ppo's docstring)
             kl = float(np.mean([info["losses/approx_kl"] for info in stats[-len(batch):]]))
             self.beta = adapt_beta(self.beta, self._mean_over_ranks(kl), cfg.kl_target)
         self._log_mean(stats + [{"reward/mean": r, "best/vs_reference": q, "losses/beta": self.beta}

@@ -16,7 +16,13 @@ only at the end, and there is no discount: all decisions of a placement matter a
 with advantages normalised per graph over its ``B`` samples,
 :math:`\\hat A_b = (R_b - \\bar R) / (\\sigma_R + 10^{-8})` (the mean over the samples of the same
 graph is the baseline). After each batch the coefficient adapts (Schulman et al. 2017, section 4):
-halved when the mean KL is below ``target / 1.5``, doubled above ``1.5 target``.
+halved when the mean KL is below ``target / 1.5``, doubled above ``1.5 target``. Schulman et al.
+measure that KL after the batch's last update; :class:`gnplace.train.PlacementLearner` takes the KL its
+last epoch's loss computed, after all the updates but that epoch's own, which costs no forward pass
+more. The two differ by the last update's step. In an earlier pretraining run, the KL the rule sees
+averages at most 0.002 per decision over every 50 iterations, against a target of 0.01
+(docs/measured-zeroshot.md); the shipped checkpoints were trained with this measure, and changing it
+would change them.
 
 Logged metrics (namespaced as CleanRL does): ``losses/policy`` the clipped surrogate,
 ``losses/approx_kl`` the mean exact KL between the old and the new policy per decision,
