@@ -15,7 +15,10 @@ Each family module has ``sample(rng, **knobs) -> (module, example_inputs)`` (``m
 is the scalar training loss) and ``random_knobs(rng) -> dict`` (knobs spanning training graphs of
 a few hundred to about 5,000 aten ops). ``rng`` is a seed as everywhere in gnplace (an int, a
 ``numpy.random.Generator`` or None; an int ``s`` samples as ``numpy.random.default_rng(s)``), and each
-size knob has a cap, a ``MAX_*`` constant of its module far above every real use. Sampling is
+size knob has a cap, a ``MAX_*`` constant of its module far above every real use; since a graph grows with the
+product of its knobs, each module's ``estimate_size(**knobs)`` also bounds the ops of the training graph and the
+parameter bytes before anything is built, and ``sample`` refuses knobs past :data:`MAX_GRAPH_OPS` (1,000,000 ops)
+or :data:`MAX_PARAM_BYTES` (16 GiB). Sampling is
 deterministic: the same ``rng`` state gives the same architecture, weights and inputs. To trace
 without computing, build under fake tensors::
 
@@ -41,9 +44,11 @@ from torch import Tensor, nn
 
 from gnplace.exceptions import UnknownName
 from gnplace.families import cifar10, nmt, ptb
+from gnplace.families._common import MAX_GRAPH_OPS, MAX_PARAM_BYTES, SizeEstimate
 from gnplace.seed import SeedLike, as_generator
 
-__all__ = ["FAMILIES", "RANDOM_KNOBS", "Sampler", "get_family", "random_knobs", "draw"]
+__all__ = ["FAMILIES", "RANDOM_KNOBS", "Sampler", "get_family", "random_knobs", "draw", "MAX_GRAPH_OPS",
+           "MAX_PARAM_BYTES", "SizeEstimate"]
 
 #: ``sample(rng, **knobs) -> (module, example_inputs)``, ``rng`` an int, a numpy generator or None.
 Sampler = Callable[..., tuple[nn.Module, tuple[Tensor, ...]]]

@@ -8,13 +8,76 @@ state gives one module, weights included, and the caller's torch random state is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, UnknownName
 
-__all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int"]
+__all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int", "SizeEstimate",
+           "check_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES"]
+
+# Caps of what the knobs build together. Each knob has its own cap, but a graph grows with their product (cifar10's
+# layers x blocks, ptb's steps x nodes, nmt's layers x steps; parameters with hidden^2 x nodes or layers): every knob
+# at its cap would build for days or allocate terabytes. A family's ``estimate_size`` bounds both from the knobs
+# alone, before anything is drawn or built, and ``sample`` refuses past these caps.
+#: Most ops (forward, backward and update nodes of the imported training graph, as bounded by ``estimate_size``):
+#: about 40 minutes of importing. The largest bound of 10,000 ``random_knobs`` draws of each family is 9,960 ops
+#: (cifar10 micro; macro 1,544, ptb 6,304, nmt 6,072), 100 times under it; the benchmarks' 100,000-op cifar10 graph
+#: (840 micro layers) is bounded by 261,060. Micro nets of 5 blocks stop at 3,223 layers.
+MAX_GRAPH_OPS = 1_000_000
+#: Most bytes of float32 parameters (as bounded by ``estimate_size``), which ``sample`` allocates. The largest bound of
+#: 10,000 ``random_knobs`` draws of each family is 0.70 GB (nmt; cifar10 macro 0.29 GB, micro 0.07 GB, ptb 0.09 GB),
+#: 24 times under it. Each knob at its own cap, the others at their defaults, stays under it (nmt's 8,192 units:
+#: 15.4 GB).
+MAX_PARAM_BYTES = 16 * 2**30
+
+
+@dataclass(frozen=True)
+class SizeEstimate:
+    """Upper bounds on what a family's knobs build, computed from the knobs alone.
+
+    Attributes:
+        ops (int): ops of the imported training graph (``from_module(...).num_ops``: inputs, forward, backward and
+            one update per parameter), for the heaviest architecture the knobs allow.
+        param_bytes (int): bytes of the module's float32 parameters, for the largest architecture the knobs allow.
+    """
+
+    ops: int
+    param_bytes: int
+
+
+def check_size(family: str, knobs: Mapping[str, object], size: SizeEstimate) -> SizeEstimate:
+    """``size``, or one :class:`~gnplace.exceptions.InvalidArgument` line if it is past a cap.
+
+    Args:
+        family (str): the family's name, for the message.
+        knobs (Mapping[str, object]): the knobs the size grows with, named in the message as the ones to lower.
+        size (SizeEstimate): the family's estimate for those knobs.
+
+    Returns:
+        SizeEstimate: ``size``.
+
+    Raises:
+        InvalidArgument: if ``size.ops`` exceeds :data:`MAX_GRAPH_OPS` or ``size.param_bytes`` exceeds
+            :data:`MAX_PARAM_BYTES`.
+
+    Examples:
+        >>> check_size("ptb", {"steps": 10}, SizeEstimate(ops=2_000_000, param_bytes=0))
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.InvalidArgument: ptb knobs steps=10 would build a training graph of up to 2,000,000 ops, \
+past the cap of 1,000,000 (gnplace.families.MAX_GRAPH_OPS): lower them
+    """
+    named = ", ".join(f"{k}={v}" for k, v in knobs.items())
+    if size.ops > MAX_GRAPH_OPS:
+        raise InvalidArgument(f"{family} knobs {named} would build a training graph of up to {size.ops:,} ops, past "
+                              f"the cap of {MAX_GRAPH_OPS:,} (gnplace.families.MAX_GRAPH_OPS): lower them")
+    if size.param_bytes > MAX_PARAM_BYTES:
+        raise InvalidArgument(f"{family} knobs {named} would build up to {size.param_bytes:,} bytes of parameters, "
+                              f"past the cap of {MAX_PARAM_BYTES:,} (gnplace.families.MAX_PARAM_BYTES): lower them")
+    return size
 
 
 def check_int(name: str, value: int, low: int, high: int | None = None, *, cap: str | None = None) -> int:

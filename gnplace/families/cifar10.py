@@ -34,13 +34,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_choice, check_int, check_probability, log_uniform_int
+from gnplace.families._common import (
+    MAX_GRAPH_OPS,
+    MAX_PARAM_BYTES,
+    SizeEstimate,
+    check_choice,
+    check_int,
+    check_probability,
+    check_size,
+    log_uniform_int,
+)
 from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = [
     "MICRO_OPS", "MACRO_OPS", "SPACES", "MicroArch", "MacroArch", "sample_micro_arch", "sample_macro_arch",
     "SepConv", "FactorizedReduction", "ReLUConvBN", "Cell", "MicroNet", "MacroLayer", "MacroNet",
-    "sample", "random_knobs", "MAX_LAYERS", "MAX_MACRO_LAYERS", "MAX_CHANNELS", "MAX_BATCH", "MAX_NUM_BLOCKS",
+    "sample", "random_knobs", "estimate_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES",
+    "MAX_LAYERS", "MAX_MACRO_LAYERS", "MAX_CHANNELS", "MAX_BATCH", "MAX_NUM_BLOCKS",
 ]
 
 #: ENAS micro ops, in the order of the ENAS code's op ids 0..4.
@@ -66,6 +76,23 @@ MAX_CHANNELS = 1024
 MAX_BATCH = 65_536
 #: Most micro blocks per cell (``B``; ENAS and NASNet: 5).
 MAX_NUM_BLOCKS = 64
+
+# Ops of the imported training graph (forward, backward, updates) per piece of the heaviest architecture, counted on
+# built graphs (tests/families/test_cifar10.py checks the bound against them): every micro op a 5x5 separable
+# convolution reading a cell input (so every cell input is calibrated and every block output concatenated), every
+# macro op a 5x5 separable convolution reading every earlier layer, every earlier output reduced at a pool layer.
+#: Ops outside the cells or layers: input, stem, head, loss.
+_FIXED_OPS = 40
+#: Ops of a micro cell besides its blocks (input calibration, concatenation; a factorized reduction is the largest).
+_MICRO_CELL_OPS = 30
+#: Ops of a micro block of two separable convolutions and their sum (measured: 54).
+_MICRO_BLOCK_OPS = 56
+#: Ops of the first macro layer (its branch alone; measured with the fixed ones: 50).
+_MACRO_FIRST_LAYER_OPS = 12
+#: Ops of a macro layer after the first (branch, concatenation, projection; measured: 31).
+_MACRO_LAYER_OPS = 32
+#: Ops of a factorized reduction of a macro layer's output (measured: 20).
+_MACRO_REDUCTION_OPS = 20
 
 #: A micro block: (x input id, x op id, y input id, y op id); ids 0 and 1 are the cell inputs.
 Block = tuple[int, int, int, int]
@@ -499,6 +526,79 @@ class MacroNet(nn.Module):
 
 
 # --------------------------------------------------------------------------------------------------
+# Size
+
+
+def _sep_conv_params(c: int) -> int:
+    """Parameters of a 5x5 :class:`SepConv` of ``c`` channels, the largest micro op."""
+    return 2 * (25 * c + c * c + 2 * c)
+
+
+def _micro_param_bound(layers: int, channels: int, num_blocks: int) -> int:
+    """Parameters of the largest micro net: every op a 5x5 separable convolution, every block output concatenated."""
+    reductions = {layers // 3, 2 * (layers // 3) + 1}
+    params = 3 * 9 * 3 * channels + 2 * 3 * channels  # stem: 3x3 convolution from 3 to 3 C channels, BatchNorm
+    c, c_pp, c_p = channels, 3 * channels, 3 * channels
+    for i in range(layers + 2):
+        c *= 2 if i in reductions else 1
+        params += (c_pp + c_p) * c + 4 * c  # both inputs calibrated by a 1x1 convolution and BatchNorm
+        params += 2 * num_blocks * _sep_conv_params(c)
+        c_pp, c_p = c_p, num_blocks * c
+    return params + c_p * NUM_CLASSES + NUM_CLASSES  # head
+
+
+def _macro_param_bound(layers: int, channels: int, skips: bool) -> int:
+    """Parameters of the largest macro net: every op a 5x5 convolution, every skip taken (if ``skips``)."""
+    distance = layers // 3
+    pool_layers = {i for i in (distance - 1, 2 * distance - 1) if i >= 0}
+    params = 3 * 3 * 3 * channels + 2 * channels  # stem
+    c = channels
+    for i in range(layers):
+        params += c * c + 2 * c + 25 * c * c + 2 * c  # 1x1 conv-BN, 5x5 conv-BN
+        if i > 0:
+            params += ((i if skips else 0) + 1) * c * c + 2 * c  # projection of the concatenation
+        if i in pool_layers:
+            params += (i + 1) * (2 * c * c + 4 * c)  # a factorized reduction of every output so far
+            c *= 2
+    return params + c * NUM_CLASSES + NUM_CLASSES  # head
+
+
+def estimate_size(
+    *, layers: int = 6, channels: int = 20, space: str = "micro", num_blocks: int = 5, skip_prob: float = 0.4
+) -> SizeEstimate:
+    """Upper bounds on the training graph's ops and the parameter bytes of any network :func:`sample` can draw.
+
+    Computed from the knobs alone (the heaviest architecture they allow), before anything is drawn or built. A micro
+    net has at most ``40 + (L + 2)(30 + 56 B)`` ops; a macro net ``52 + 32 (L - 1) + L (L - 1) / 2 + 60 (L // 3)``
+    (one op per skip, a factorized reduction per earlier output at each pool layer). The drawn architectures have
+    about half as many (two fifths of the drawn micro ops are separable convolutions, not all).
+
+    Args:
+        layers (int, optional): ``L``. (default: :obj:`6`)
+        channels (int, optional): ``C`` (channels). (default: :obj:`20`)
+        space (str, optional): ``"micro"`` or ``"macro"``. (default: :obj:`"micro"`)
+        num_blocks (int, optional): micro blocks per cell, ``B``. (default: :obj:`5`)
+        skip_prob (float, optional): macro skip probability; above 0 every skip may be drawn. (default: :obj:`0.4`)
+
+    Returns:
+        SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
+
+    Examples:
+        >>> estimate_size(layers=840, channels=16).ops  # the benchmarks' 100,000-op graph
+        261060
+    """
+    if space == "micro":
+        ops = _FIXED_OPS + (layers + 2) * (_MICRO_CELL_OPS + _MICRO_BLOCK_OPS * num_blocks)
+        params = _micro_param_bound(layers, channels, num_blocks)
+    else:
+        skips = layers * (layers - 1) // 2 if skip_prob > 0 else 0
+        ops = (_FIXED_OPS + _MACRO_FIRST_LAYER_OPS + _MACRO_LAYER_OPS * (layers - 1) + skips
+               + _MACRO_REDUCTION_OPS * 3 * (layers // 3))
+        params = _macro_param_bound(layers, channels, skip_prob > 0)
+    return SizeEstimate(ops=ops, param_bytes=4 * params)
+
+
+# --------------------------------------------------------------------------------------------------
 # Sampling
 
 
@@ -538,8 +638,9 @@ def sample(
     Raises:
         UnknownName: for an unknown ``space``.
         InvalidArgument: for a knob out of range (a probability outside ``[0, 1]``, a size past its cap), a
-            non-integer count knob or a non-numeric probability; or a seed that is not an int >= 0, a numpy
-            generator or None.
+            non-integer count knob or a non-numeric probability; for knobs whose :func:`estimate_size` is past
+            :data:`MAX_GRAPH_OPS` ops or :data:`MAX_PARAM_BYTES` bytes of parameters; or a seed that is not an
+            int >= 0, a numpy generator or None.
 
     Examples:
         >>> model, (images, labels) = sample(np.random.default_rng(0), layers=1, channels=4, batch=2)
@@ -557,6 +658,10 @@ def sample(
     num_blocks = check_int("num_blocks", num_blocks, 1, MAX_NUM_BLOCKS, cap="cifar10.MAX_NUM_BLOCKS")
     skip_prob = check_probability("skip_prob", skip_prob)
     dropout = check_probability("dropout", dropout)
+    grows_with = {"layers": layers, "channels": channels}
+    grows_with.update({"num_blocks": num_blocks} if space == "micro" else {})
+    check_size("cifar10", grows_with, estimate_size(layers=layers, channels=channels, space=space,
+                                                    num_blocks=num_blocks, skip_prob=skip_prob))
     arch = sample_micro_arch(rng, num_blocks) if space == "micro" else sample_macro_arch(rng, layers, skip_prob)
     with seeded_torch(rng):  # the architecture is drawn first, then weights and inputs
         model: MicroNet | MacroNet

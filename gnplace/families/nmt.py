@@ -36,11 +36,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_bool, check_choice, check_int, log_uniform_int
+from gnplace.families._common import (
+    MAX_GRAPH_OPS,
+    MAX_PARAM_BYTES,
+    SizeEstimate,
+    check_bool,
+    check_choice,
+    check_int,
+    check_size,
+    log_uniform_int,
+)
 from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = ["ATTENTIONS", "NMTConfig", "LSTMCell", "Attention", "Encoder", "Decoder", "NMTModel", "num_parameters",
-           "sample", "random_knobs", "MAX_LAYERS", "MAX_UNITS", "MAX_BATCH", "MAX_STEPS", "MAX_VOCAB"]
+           "sample", "random_knobs", "estimate_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES",
+           "MAX_LAYERS", "MAX_UNITS", "MAX_BATCH", "MAX_STEPS", "MAX_VOCAB"]
 
 #: Attention kinds: Luong's dot score, scaled (tensorflow/nmt's ``scaled_luong``, iwslt15), Bahdanau's
 #: additive score and its weight-normalised form (``normed_bahdanau``, wmt16).
@@ -62,6 +72,16 @@ MAX_STEPS = 1000
 MAX_VOCAB = 1_000_000
 
 State = tuple[Tensor, Tensor]
+
+# Ops of the imported training graph per piece of the heaviest model, counted on built graphs
+# (tests/families/test_nmt.py checks the bound against them); normalised Bahdanau attention is the heaviest.
+#: Ops outside the unrolled loops (inputs, embeddings, projection, loss; measured: 50) and per layer (updates).
+_FIXED_OPS = 60
+_LAYER_OPS = 6
+#: Ops of one LSTM cell step, forward and backward (measured: 30 to 35).
+_CELL_STEP_OPS = 36
+#: Ops of one decoder step's attention (measured: 55 normalised Bahdanau, 21 Luong).
+_ATTENTION_STEP_OPS = 56
 
 
 @dataclass(frozen=True)
@@ -305,6 +325,38 @@ def num_parameters(config: NMTConfig) -> int:
     return 2 * v * h + enc + dec + att + h * v
 
 
+def estimate_size(
+    *, layers: int = 2, units: int = 512, src_steps: int = 10, tgt_steps: int = 10, vocab: int = 17_000,
+    attention: str = "scaled_luong", bidirectional: bool = True,
+) -> SizeEstimate:
+    """Upper bounds on the training graph's ops and the parameter bytes of the model :func:`sample` builds.
+
+    Computed from the knobs alone, before anything is built: at most ``60 + 6 L + 36 c + 56 T`` ops, ``c`` the
+    LSTM cell steps (``L S`` of the encoder, ``S`` more for a bidirectional first layer, ``L T`` of the decoder;
+    0.7 to 0.9 of it for the heaviest attention), and exactly 4 bytes per parameter of :func:`num_parameters`.
+
+    Args:
+        layers (int, optional): ``L``, LSTM layers of the encoder and of the decoder. (default: :obj:`2`)
+        units (int, optional): ``H``. (default: :obj:`512`)
+        src_steps (int, optional): ``S``, source length. (default: :obj:`10`)
+        tgt_steps (int, optional): ``T``, target length. (default: :obj:`10`)
+        vocab (int, optional): ``V``. (default: :obj:`17000`)
+        attention (str, optional): one of :data:`ATTENTIONS`. (default: :obj:`"scaled_luong"`)
+        bidirectional (bool, optional): whether the first encoder layer is bidirectional. (default: :obj:`True`)
+
+    Returns:
+        SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
+
+    Examples:
+        >>> estimate_size()
+        SizeEstimate(ops=2432, param_bytes=157966340)
+    """
+    cell_steps = layers * src_steps + (src_steps if bidirectional else 0) + layers * tgt_steps
+    ops = _FIXED_OPS + _LAYER_OPS * layers + _CELL_STEP_OPS * cell_steps + _ATTENTION_STEP_OPS * tgt_steps
+    config = NMTConfig(layers=layers, units=units, vocab=vocab, bidirectional=bidirectional, attention=attention)
+    return SizeEstimate(ops=ops, param_bytes=4 * num_parameters(config))
+
+
 def sample(
     rng: SeedLike,
     *,
@@ -350,7 +402,8 @@ def sample(
     Raises:
         UnknownName: for an unknown ``attention``.
         InvalidArgument: for a knob out of range (a size past its cap), a non-integer count knob or a non-boolean
-            ``bidirectional``; or a seed that is not an int >= 0, a numpy generator or None.
+            ``bidirectional``; for knobs whose :func:`estimate_size` is past :data:`MAX_GRAPH_OPS` ops or
+            :data:`MAX_PARAM_BYTES` bytes of parameters; or a seed that is not an int >= 0, a numpy generator or None.
 
     Examples:
         >>> model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), units=8, batch=2, src_steps=3,
@@ -370,6 +423,10 @@ def sample(
     batch = check_int("batch", batch, 1, MAX_BATCH, cap="nmt.MAX_BATCH")
     src_steps = check_int("src_steps", src_steps, 1, MAX_STEPS, cap="nmt.MAX_STEPS")
     tgt_steps = check_int("tgt_steps", tgt_steps, 1, MAX_STEPS, cap="nmt.MAX_STEPS")
+    check_size("nmt", {"layers": config.layers, "units": config.units, "src_steps": src_steps, "tgt_steps": tgt_steps,
+                       "vocab": config.vocab},
+               estimate_size(layers=config.layers, units=config.units, src_steps=src_steps, tgt_steps=tgt_steps,
+                             vocab=config.vocab, attention=attention, bidirectional=config.bidirectional))
     with seeded_torch(generator):
         model = NMTModel(config)
         source = torch.randint(0, vocab, (batch, src_steps))

@@ -34,11 +34,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from gnplace.families._common import check_int, log_uniform_int
+from gnplace.families._common import (
+    MAX_GRAPH_OPS,
+    MAX_PARAM_BYTES,
+    SizeEstimate,
+    check_int,
+    check_size,
+    log_uniform_int,
+)
 from gnplace.seed import SeedLike, as_generator, seeded_torch
 
 __all__ = ["ACTIVATIONS", "RNNArch", "sample_arch", "Node", "ENASCell", "PTBModel", "sample", "random_knobs",
-           "num_parameters", "MAX_HIDDEN", "MAX_STEPS", "MAX_BATCH", "MAX_VOCAB", "MAX_NUM_NODES"]
+           "num_parameters", "estimate_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES",
+           "MAX_HIDDEN", "MAX_STEPS", "MAX_BATCH", "MAX_VOCAB", "MAX_NUM_NODES"]
 
 #: Node activations, in the order of the ENAS code's function ids 0..3.
 ACTIVATIONS: tuple[str, ...] = ("tanh", "relu", "identity", "sigmoid")
@@ -57,6 +65,16 @@ MAX_BATCH = 65_536
 MAX_VOCAB = 1_000_000
 #: Most nodes of the cell (``N``; ENAS: 12).
 MAX_NUM_NODES = 1000
+
+# Ops of the imported training graph per piece of the heaviest cell, counted on built graphs (tests/families/test_ptb.py
+# checks the bound against them): every node a tanh, ReLU or sigmoid one reading node 0 (the most averaged outputs and
+# the most gradient sums).
+#: Ops outside the unrolled cell (inputs, embedding, softmax, loss; measured: 11) and per node (its update).
+_FIXED_OPS = 12
+_NODE_OPS = 2
+#: Ops of one step (measured: 5) and of one node of a step (measured: 19).
+_STEP_OPS = 6
+_STEP_NODE_OPS = 19
 
 
 @dataclass(frozen=True)
@@ -211,6 +229,29 @@ def num_parameters(hidden: int, vocab: int, num_nodes: int = 12) -> int:
     return 4 * hidden**2 + 2 * (num_nodes - 1) * hidden**2 + vocab * hidden
 
 
+def estimate_size(*, hidden: int = 720, steps: int = 10, vocab: int = 10_000, num_nodes: int = 12) -> SizeEstimate:
+    """Upper bounds on the training graph's ops and the parameter bytes of any model :func:`sample` can draw.
+
+    Computed from the knobs alone, before anything is drawn or built: at most ``12 + 2N + T (6 + 19 N)`` ops (the
+    drawn cells have about 0.9 of it) and exactly 4 bytes per parameter of :func:`num_parameters`.
+
+    Args:
+        hidden (int, optional): ``H``. (default: :obj:`720`)
+        steps (int, optional): ``T``, unrolled time steps. (default: :obj:`10`)
+        vocab (int, optional): ``V``. (default: :obj:`10000`)
+        num_nodes (int, optional): ``N``. (default: :obj:`12`)
+
+    Returns:
+        SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
+
+    Examples:
+        >>> estimate_size()
+        SizeEstimate(ops=2376, param_bytes=82713600)
+    """
+    ops = _FIXED_OPS + _NODE_OPS * num_nodes + steps * (_STEP_OPS + _STEP_NODE_OPS * num_nodes)
+    return SizeEstimate(ops=ops, param_bytes=4 * num_parameters(hidden, vocab, num_nodes))
+
+
 def sample(
     rng: SeedLike,
     *,
@@ -239,8 +280,9 @@ def sample(
         its inputs: tokens and targets, both ``[batch, steps]`` int64 in ``[0, vocab)``.
 
     Raises:
-        InvalidArgument: for a knob out of range (a size past its cap) or a non-integer count knob; or a seed
-            that is not an int >= 0, a numpy generator or None.
+        InvalidArgument: for a knob out of range (a size past its cap) or a non-integer count knob; for knobs
+            whose :func:`estimate_size` is past :data:`MAX_GRAPH_OPS` ops or :data:`MAX_PARAM_BYTES` bytes of
+            parameters; or a seed that is not an int >= 0, a numpy generator or None.
 
     Examples:
         >>> model, (tokens, targets) = sample(np.random.default_rng(0), hidden=8, steps=3, batch=2, vocab=20)
@@ -253,6 +295,8 @@ def sample(
     batch = check_int("batch", batch, 1, MAX_BATCH, cap="ptb.MAX_BATCH")
     vocab = check_int("vocab", vocab, 2, MAX_VOCAB, cap="ptb.MAX_VOCAB")
     num_nodes = check_int("num_nodes", num_nodes, 1, MAX_NUM_NODES, cap="ptb.MAX_NUM_NODES")
+    check_size("ptb", {"hidden": hidden, "steps": steps, "vocab": vocab, "num_nodes": num_nodes},
+               estimate_size(hidden=hidden, steps=steps, vocab=vocab, num_nodes=num_nodes))
     arch = sample_arch(rng, num_nodes)
     with seeded_torch(rng):
         model = PTBModel(arch, hidden, vocab)

@@ -43,6 +43,8 @@ FREE_OPS = frozenset({
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "reflection_pad1d",
     "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "im2col",
     "scatter", "scatter_",
+    # random numbers, counted as the dropout masks above are (bernoulli): generated, not computed
+    "rand", "randn", "randint", "randperm", "uniform_", "normal_", "random_", "exponential_",
 })
 
 # FLOP per output element of elementwise ops.

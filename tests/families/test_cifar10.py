@@ -198,3 +198,62 @@ def test_bad_probabilities_are_rejected_naming_the_knob(knob: str, value: Any) -
 def test_probabilities_at_the_ends_are_accepted() -> None:
     model, _ = sample(np.random.default_rng(0), **dict(TINY, layers=3, space="macro", skip_prob=1, dropout=0.0))
     assert isinstance(model, MacroNet) and model.arch.skips == ((), (0,), (0, 1))
+
+
+# ---------------------------------------------------------------------------------- size bound of the knobs
+def _imported_ops(model: torch.nn.Module, batch: int = 2) -> int:
+    from gnplace.importers.torch import from_module
+
+    images, labels = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+    return from_module(model, (images, labels)).num_ops
+
+
+def _params_bytes(model: torch.nn.Module) -> int:
+    return sum(4 * p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(("layers", "num_blocks"), [(1, 1), (3, 1), (1, 3), (4, 2)])
+def test_the_micro_size_bound_holds_and_is_tight_on_the_heaviest_cells(layers: int, num_blocks: int) -> None:
+    """Every op a 5x5 separable convolution reading a cell input: the architecture the bound assumes."""
+    heaviest = tuple((0, 1, 1, 1) for _ in range(num_blocks))
+    model = MicroNet(MicroArch(heaviest, heaviest), layers, 4)
+    bound = cifar10.estimate_size(layers=layers, channels=4, num_blocks=num_blocks)
+    assert 0.8 * bound.ops <= _imported_ops(model) <= bound.ops
+    assert _params_bytes(model) <= bound.param_bytes
+
+
+@pytest.mark.parametrize("layers", [1, 3, 6])
+def test_the_macro_size_bound_holds_and_is_tight_when_every_skip_is_taken(layers: int) -> None:
+    every_skip = tuple(tuple(range(i)) for i in range(layers))
+    bound = cifar10.estimate_size(layers=layers, channels=4, space="macro")
+    # the most ops: separable convolutions (op 3); the most parameters: 5x5 convolutions (op 1)
+    assert 0.8 * bound.ops <= _imported_ops(MacroNet(MacroArch(ops=(3,) * layers, skips=every_skip), 4)) <= bound.ops
+    heaviest = _params_bytes(MacroNet(MacroArch(ops=(1,) * layers, skips=every_skip), 4))
+    assert 0.8 * bound.param_bytes <= heaviest <= bound.param_bytes
+
+
+@pytest.mark.parametrize(("space", "seed"), [("micro", 0), ("micro", 1), ("macro", 2), ("macro", 3)])
+def test_the_size_bound_holds_on_drawn_networks(space: str, seed: int) -> None:
+    knobs: dict[str, Any] = {"layers": 2 if space == "micro" else 5, "channels": 4, "space": space}
+    model, (images, _) = sample(np.random.default_rng(seed), batch=2, **knobs)
+    bound = cifar10.estimate_size(**knobs)
+    assert 0.3 * bound.ops <= _imported_ops(model) <= bound.ops  # drawn ops are lighter than the heaviest
+    assert _params_bytes(model) <= bound.param_bytes
+
+
+@pytest.mark.parametrize("knobs", [
+    {"layers": 10_000, "num_blocks": 64},  # 34 million ops: ran for days
+    {"layers": 3_300},  # past the cap at the default 5 blocks, as a cheap check that the op cap is what refuses
+    {"layers": 500, "channels": 1024, "space": "macro"},  # terabytes of projection weights
+    {"layers": 30, "channels": 1024, "num_blocks": 64},  # 1.2 TB of separable convolutions
+])
+def test_knobs_that_build_too_much_together_are_refused_before_building(knobs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument, match=r"^cifar10 knobs layers=\d+, channels=\d+.* would build .* past the cap "
+                                              r"of [\d,]+ \(gnplace\.families\.MAX_(GRAPH_OPS|PARAM_BYTES)\): lower them$"):
+        sample(np.random.default_rng(0), batch=2, **knobs)
+
+
+def test_the_benchmarks_largest_graph_is_within_the_caps() -> None:
+    """scripts/benchmarks builds 840 micro layers (about 100,000 ops); 3,223 layers is the last of the op cap."""
+    assert cifar10.estimate_size(layers=840, channels=16).ops * 3 <= cifar10.MAX_GRAPH_OPS
+    assert cifar10.estimate_size(layers=3_223, channels=16).ops <= cifar10.MAX_GRAPH_OPS

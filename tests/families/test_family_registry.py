@@ -10,7 +10,18 @@ import pytest
 import torch
 
 from gnplace.exceptions import GnplaceError, InvalidArgument, UnknownName
-from gnplace.families import FAMILIES, RANDOM_KNOBS, cifar10, draw, get_family, nmt, ptb, random_knobs
+from gnplace.families import (
+    FAMILIES,
+    MAX_GRAPH_OPS,
+    MAX_PARAM_BYTES,
+    RANDOM_KNOBS,
+    cifar10,
+    draw,
+    get_family,
+    nmt,
+    ptb,
+    random_knobs,
+)
 
 #: Tiny overrides that keep each family fast on CPU.
 TINY: dict[str, dict[str, Any]] = {
@@ -217,3 +228,44 @@ def test_the_caps_are_far_above_every_real_use() -> None:
             for family, fixed, knob, constant in CAPS:
                 if family == name and knob in drawn and fixed.items() <= drawn.items():
                     assert drawn[knob] * 8 <= _cap(constant)
+
+
+# ---------------------------------------------------------------------------------- caps of what the knobs build together
+def _estimate(name: str, knobs: dict[str, Any]) -> Any:
+    module = {"cifar10": cifar10, "ptb": ptb, "nmt": nmt}[name]
+    return module.estimate_size(**{k: v for k, v in knobs.items() if k in inspect.signature(module.estimate_size).parameters})
+
+
+def test_the_size_caps_are_8_times_above_10000_random_draws_of_each_family() -> None:
+    """The bounds of the families' knob draws, as MAX_GRAPH_OPS and MAX_PARAM_BYTES document them."""
+    largest = {}
+    for name, steering in [("cifar10", {}), ("cifar10", {"space": "macro"}), ("ptb", {}), ("nmt", {})]:
+        sizes = [_estimate(name, RANDOM_KNOBS[name](np.random.default_rng(seed), **steering)) for seed in range(10_000)]
+        largest[name + steering.get("space", "")] = (max(s.ops for s in sizes), max(s.param_bytes for s in sizes))
+    assert largest == {"cifar10": (9960, 73291624), "cifar10macro": (1544, 289630120), "ptb": (6304, 87327744),
+                       "nmt": (6072, 704626688)}
+    assert max(ops for ops, _ in largest.values()) * 8 <= MAX_GRAPH_OPS
+    assert max(param_bytes for _, param_bytes in largest.values()) * 8 <= MAX_PARAM_BYTES
+
+
+def test_each_knob_at_its_own_cap_fits_the_size_caps_but_micro_layers() -> None:
+    """Only the product of knobs is refused; micro layers alone stop at 3,223 with the default 5 blocks."""
+    for name, fixed, knob, constant in CAPS:
+        if knob == "batch":
+            continue
+        size = _estimate(name, dict(fixed, **{knob: _cap(constant)}))
+        fits = size.ops <= MAX_GRAPH_OPS and size.param_bytes <= MAX_PARAM_BYTES
+        assert fits == (constant != "cifar10.MAX_LAYERS"), constant
+    assert _estimate("cifar10", {"layers": 3_223}).ops <= MAX_GRAPH_OPS < _estimate("cifar10", {"layers": 3_224}).ops
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_sampler_refuses_what_its_knobs_build_together_in_one_line(name: str) -> None:
+    """Each knob under its cap, together past the op cap: this ran for days (cifar10, nmt) or ended out of memory."""
+    together = {"cifar10": {"layers": 10_000, "num_blocks": 64}, "ptb": {"steps": 1000, "num_nodes": 1000},
+                "nmt": {"layers": 64, "src_steps": 1000, "tgt_steps": 1000}}[name]
+    for call in (lambda: FAMILIES[name](0, **dict(TINY[name], **together)),
+                 lambda: draw(name, seed=0, **dict(TINY[name], **together))):
+        with pytest.raises(InvalidArgument, match=r"past the cap of 1,000,000 \(gnplace\.families\.MAX_GRAPH_OPS\)") as info:
+            call()
+        assert "\n" not in str(info.value)

@@ -15,6 +15,7 @@ from gnplace.families.nmt import (
     LSTMCell,
     NMTConfig,
     NMTModel,
+    estimate_size,
     num_parameters,
     random_knobs,
     sample,
@@ -166,3 +167,37 @@ def test_a_non_boolean_bidirectional_is_rejected(value: Any) -> None:
 def test_a_numpy_bool_bidirectional_is_accepted() -> None:
     model, _ = sample(np.random.default_rng(0), **dict(TINY, bidirectional=np.False_))
     assert model.config.bidirectional is False
+
+
+# ---------------------------------------------------------------------------------- size bound of the knobs
+@pytest.mark.parametrize(("layers", "src_steps", "tgt_steps", "bidirectional", "attention", "tightness"), [
+    (1, 1, 1, True, "normed_bahdanau", 0.7),
+    (1, 3, 3, True, "normed_bahdanau", 0.8),
+    (3, 1, 3, True, "normed_bahdanau", 0.8),
+    (3, 3, 3, False, "normed_bahdanau", 0.8),
+    (2, 2, 2, True, "luong", 0.7),  # the lightest attention
+    (2, 3, 2, False, "bahdanau", 0.7),
+])
+def test_the_size_bound_holds_and_is_close(layers: int, src_steps: int, tgt_steps: int, bidirectional: bool,
+                                          attention: str, tightness: float) -> None:
+    from gnplace.importers.torch import from_module
+
+    knobs: dict[str, Any] = {"layers": layers, "units": 8, "src_steps": src_steps, "tgt_steps": tgt_steps, "vocab": 20,
+                             "attention": attention, "bidirectional": bidirectional}
+    model, inputs = sample(np.random.default_rng(0), batch=2, **knobs)
+    bound = estimate_size(**knobs)
+    assert tightness * bound.ops <= from_module(model, inputs).num_ops <= bound.ops
+    assert bound.param_bytes == sum(4 * p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("knobs", [
+    {"layers": 64, "src_steps": 1000, "tgt_steps": 1000},  # 4.7 million ops
+    {"layers": 16, "src_steps": 1000, "tgt_steps": 1000},  # 33,000 cell steps: 1.3 million ops
+    {"layers": 64, "units": 8192},  # 0.2 TB of LSTM weights
+    {"units": 8192, "vocab": 1_000_000},  # 0.1 TB of embeddings and projection
+])
+def test_knobs_that_build_too_much_together_are_refused_before_building(knobs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument, match=r"^nmt knobs layers=\d+, units=\d+, src_steps=\d+, tgt_steps=\d+, "
+                                              r"vocab=\d+ would build .* past the cap of [\d,]+ "
+                                              r"\(gnplace\.families\.MAX_(GRAPH_OPS|PARAM_BYTES)\): lower them$"):
+        sample(np.random.default_rng(0), **dict(TINY, **knobs))

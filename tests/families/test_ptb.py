@@ -14,6 +14,7 @@ from gnplace.families.ptb import (
     ACTIVATIONS,
     PTBModel,
     RNNArch,
+    estimate_size,
     num_parameters,
     random_knobs,
     sample,
@@ -139,3 +140,43 @@ def test_random_knobs_stay_in_their_ranges() -> None:
     assert all(64 <= d["hidden"] <= 748 and d["hidden"] % 4 == 0 for d in draws)
     assert all(16 <= d["batch"] <= 64 and 1000 <= d["vocab"] <= 10_000 for d in draws)
     assert {d["num_nodes"] for d in draws} == set(range(4, 13))
+
+
+# ---------------------------------------------------------------------------------- size bound of the knobs
+def _imported_ops(model: torch.nn.Module, steps: int) -> int:
+    from gnplace.importers.torch import from_module
+
+    tokens = torch.randint(0, 20, (2, steps))
+    return from_module(model, (tokens, tokens.roll(1, dims=1))).num_ops
+
+
+@pytest.mark.parametrize(("num_nodes", "steps"), [(1, 1), (3, 2), (5, 2), (12, 3)])
+@pytest.mark.parametrize("activation", [0, 2])  # tanh (as heavy as ReLU and sigmoid) and identity, the lightest
+def test_the_size_bound_holds_and_is_tight_on_the_heaviest_cell(num_nodes: int, steps: int, activation: int) -> None:
+    """Every node reading node 0: the most averaged outputs and gradient sums, the cell the bound assumes."""
+    arch = RNNArch(activations=(activation,) * num_nodes, inputs=(-1,) + (0,) * (num_nodes - 1))
+    model = PTBModel(arch, 8, 20)
+    bound = estimate_size(hidden=8, steps=steps, vocab=20, num_nodes=num_nodes)
+    assert (0.8 if activation == 0 else 0.7) * bound.ops <= _imported_ops(model, steps) <= bound.ops
+    assert bound.param_bytes == sum(4 * p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_size_bound_holds_on_drawn_cells(seed: int) -> None:
+    knobs = {"hidden": 8, "steps": 4, "vocab": 20, "num_nodes": 8}
+    model, (tokens, targets) = sample(np.random.default_rng(seed), batch=2, **knobs)
+    bound = estimate_size(**knobs)
+    assert 0.7 * bound.ops <= _imported_ops(model, 4) <= bound.ops
+
+
+@pytest.mark.parametrize("knobs", [
+    {"hidden": 8192, "num_nodes": 1000},  # 537 GB of node weights
+    {"hidden": 8192, "num_nodes": 40},  # 22 GB: the cap, not the machine, refuses it
+    {"steps": 1000, "num_nodes": 1000},  # 19 million ops
+    {"steps": 1000, "num_nodes": 60},  # 1.1 million ops
+])
+def test_knobs_that_build_too_much_together_are_refused_before_building(knobs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgument, match=r"^ptb knobs hidden=\d+, steps=\d+, vocab=\d+, num_nodes=\d+ would build "
+                                              r".* past the cap of [\d,]+ \(gnplace\.families\.MAX_(GRAPH_OPS|PARAM_BYTES)\)"
+                                              r": lower them$"):
+        sample(np.random.default_rng(0), **dict(TINY, **knobs))

@@ -290,3 +290,26 @@ def test_a_step_with_these_ops_imports_without_an_unknown_op_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from_module(Net(), (torch.randn(2, 3, 7, 7), torch.randint(0, 20, (3, 5))))
+
+
+def test_random_numbers_are_free_as_dropout_masks_are_and_import_without_an_unknown_op_warning():
+    """``rand`` fell to the one-FLOP-per-element fallback (with a warning) while ``bernoulli_`` was free."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    class Noisy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            noise = torch.rand(4, 6) + torch.randn(4, 6) + torch.empty(4, 6).uniform_() + torch.empty(4, 6).normal_()
+            return self.proj(x + noise)
+
+    for name in ("rand", "randn", "uniform_", "normal_", "randint", "bernoulli_"):
+        assert op_flops(name, (), {}, [torch.zeros(4, 6)]) == 0.0, name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = from_module(Noisy(), (torch.randn(4, 6),), loss=lambda y: y.sum())
+    assert {"rand", "randn"} <= set(graph.op_types)

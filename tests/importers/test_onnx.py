@@ -346,18 +346,21 @@ def _constant(name, value, *shape):
     return numpy_helper.from_array(np.full(shape, value, np.float32), name)
 
 
-def _group_norm(signed=True):
-    """GroupNorm(2, 8) as torch.onnx's optimised export writes it: an InstanceNormalization over the groups with a
-    unit scale and zero bias it made (val_8, val_11), then the module's weight and bias, reshaped (val_21, val_23)."""
+def _group_norm(signed=True, groups=2, channels=8):
+    """GroupNorm(groups, channels) on [2, channels, 4, 4] as torch.onnx's optimised export writes it: an
+    InstanceNormalization over the groups with a unit scale and zero bias it made (val_8, val_11), then the module's
+    weight and bias, reshaped (val_21, val_23). With as many groups as channels (GroupNorm(4, 4)) the regrouping keeps
+    the channel size but not the rank ([2, 4, 4, 4] -> [2, 4, 16])."""
     nodes = [helper.make_node("Reshape", ["x", "grouped"], ["g"], name="regroup"),
              helper.make_node("InstanceNormalization", ["g", "val_8", "val_11"], ["n"], name="norm"),
              helper.make_node("Reshape", ["n", "back"], ["r"], name="ungroup"),
              helper.make_node("Mul", ["r", "val_21"], ["m"], name="scale"),
              helper.make_node("Add", ["m", "val_23"], ["y"], name="shift")]
-    inits = [_constant("val_8", 1, 2), _constant("val_11", 0, 2), _constant("val_21", 1, 8, 1, 1),
-             _constant("val_23", 0, 8, 1, 1), numpy_helper.from_array(np.array([2, 2, -1], np.int64), "grouped"),
-             numpy_helper.from_array(np.array([2, 8, 4, 4], np.int64), "back")]
-    proto = model(nodes, [vi("x", [2, 8, 4, 4])], [vi("y", [2, 8, 4, 4])], inits)
+    inits = [_constant("val_8", 1, groups), _constant("val_11", 0, groups), _constant("val_21", 1, channels, 1, 1),
+             _constant("val_23", 0, channels, 1, 1),
+             numpy_helper.from_array(np.array([2, groups, -1], np.int64), "grouped"),
+             numpy_helper.from_array(np.array([2, channels, 4, 4], np.int64), "back")]
+    proto = model(nodes, [vi("x", [2, channels, 4, 4])], [vi("y", [2, channels, 4, 4])], inits)
     return _signed(proto, ["gn.weight", "gn.bias"], scope="gn") if signed else proto
 
 
@@ -769,18 +772,8 @@ def test_an_attribute_of_the_wrong_type_is_malformed(attribute):
 
 
 def _group_norm_per_channel(signed=True):
-    """GroupNorm(4, 4), as many groups as channels, as torch.onnx's optimised export writes it: the regrouping keeps
-    the channel size but not the rank ([2, 4, 4, 4] -> [2, 4, 16]); the unit scale and zero bias are its own."""
-    nodes = [helper.make_node("Reshape", ["x", "grouped"], ["g"], name="regroup"),
-             helper.make_node("InstanceNormalization", ["g", "val_8", "val_11"], ["n"], name="norm"),
-             helper.make_node("Reshape", ["n", "back"], ["r"], name="ungroup"),
-             helper.make_node("Mul", ["r", "val_21"], ["m"], name="scale"),
-             helper.make_node("Add", ["m", "val_23"], ["y"], name="shift")]
-    inits = [_constant("val_8", 1, 4), _constant("val_11", 0, 4), _constant("val_21", 1, 4, 1, 1),
-             _constant("val_23", 0, 4, 1, 1), numpy_helper.from_array(np.array([2, 4, -1], np.int64), "grouped"),
-             numpy_helper.from_array(np.array([2, 4, 4, 4], np.int64), "back")]
-    proto = model(nodes, [vi("x", [2, 4, 4, 4])], [vi("y", [2, 4, 4, 4])], inits)
-    return _signed(proto, ["gn.weight", "gn.bias"], scope="gn") if signed else proto
+    """GroupNorm(4, 4), as many groups as channels; the unit scale and zero bias are its own."""
+    return _group_norm(signed, groups=4, channels=4)
 
 
 def test_a_group_norm_with_as_many_groups_as_channels_trains_no_made_scale():

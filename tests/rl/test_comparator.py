@@ -13,6 +13,7 @@ from gnplace.rl.comparator import FAIL_FACTOR, SequenceProblem, sqrt_reward
 from gnplace.rl.rnn_pg import RnnPGPlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, mlp_training_graph, toy_cluster
+from tests.rl.update_limit import assert_refused_before_building, policy_features
 
 
 def test_sqrt_reward_charges_a_fixed_time_to_failures():
@@ -123,28 +124,20 @@ def test_an_update_past_the_memory_limit_is_refused_before_the_policy_is_built(n
     from gnplace.limits import MAX_DRAWN
     from gnplace.policy import seq2seq
 
-    def built(*args, **kwargs):
-        raise AssertionError("the policy was built")
-
-    monkeypatch.setattr(seq2seq.Seq2SeqPolicy, "__init__", built)
     cls = PLACERS[name]
     placer = cls(budget=MAX_DRAWN, samples=MAX_DRAWN, hidden=1024, progress=False)
-    with pytest.raises(InvalidArgument, match=rf"^{cls.__name__}: one policy update would need about [0-9.]+ GiB, "
-                                              r"over the 8 GiB limit; lower samples \(now 16384\), max_nodes \(now "
-                                              r"256\), hidden \(now 1024\) or layers \(now 2\) \(over \d+ units and 2 "
-                                              r"devices\)$"):
-        placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0)
-    assert placer.last_evaluations == 0
+    assert_refused_before_building(placer, monkeypatch, [seq2seq.Seq2SeqPolicy],
+                                   rf"^{cls.__name__}: one policy update would need about [0-9.]+ GiB, over the 8 GiB "
+                                   r"limit; lower samples \(now 16384\), max_nodes \(now 256\), hidden \(now 1024\) or "
+                                   r"layers \(now 2\) \(over \d+ units and 2 devices\)$")
 
 
 def test_the_defaults_fit_the_update_limit():
     """At the defaults (and at the cap of max_nodes with the other defaults) an update fits, on any cluster."""
     from gnplace.limits import MAX_DEVICES
-    from gnplace.policy.features import NODE_FEATURES
-    from gnplace.policy.seq2seq import SEQUENCE_EXTRA_FEATURES
     from gnplace.rl.comparator import MAX_UNITS, MAX_UPDATE_BYTES, seq2seq_update_bytes
 
-    features = len(NODE_FEATURES) + len(SEQUENCE_EXTRA_FEATURES)
+    features = policy_features()
     default = RnnPGPlacer()
     for units, devices in ((default.max_nodes, MAX_DEVICES), (MAX_UNITS, 8)):
         assert seq2seq_update_bytes(units, default.samples, devices, hidden=default.hidden, layers=default.layers,

@@ -8,6 +8,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.rl.hierarchical import HierarchicalPlacer
 from gnplace.sim.simulator import Simulator
+from tests.rl.update_limit import assert_refused_before_building, policy_features
 
 SMALL = dict(samples=16, hidden=32, layers=1)
 
@@ -77,32 +78,22 @@ def test_groups_and_max_nodes_are_capped():
 
 def test_an_update_past_the_memory_limit_is_refused_before_the_networks_are_built(monkeypatch):
     """Each option within its cap, together tens of GiB for one update: it ran (and allocated) before."""
-    from gnplace.exceptions import InvalidArgument
     from gnplace.limits import MAX_DRAWN
     from gnplace.policy import grouper, seq2seq
-    from gnplace.toy import mlp_training_graph
 
-    def built(*args, **kwargs):
-        raise AssertionError("a network was built")
-
-    monkeypatch.setattr(seq2seq.Seq2SeqPolicy, "__init__", built)
-    monkeypatch.setattr(grouper.Grouper, "__init__", built)
     placer = HierarchicalPlacer(budget=MAX_DRAWN, samples=MAX_DRAWN, hidden=1024, groups=1024, progress=False)
-    with pytest.raises(InvalidArgument, match=r"^HierarchicalPlacer: one policy update would need about [0-9.]+ GiB, "
-                                              r"over the 8 GiB limit; lower samples \(now 16384\), groups \(now \d+\), "
-                                              r"max_nodes \(now 256\), hidden \(now 1024\) or layers \(now 2\)"):
-        placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2"), seed=0)
-    assert placer.last_evaluations == 0
+    assert_refused_before_building(placer, monkeypatch, [seq2seq.Seq2SeqPolicy, grouper.Grouper],
+                                   r"^HierarchicalPlacer: one policy update would need about [0-9.]+ GiB, over the 8 "
+                                   r"GiB limit; lower samples \(now 16384\), groups \(now \d+\), max_nodes \(now 256\), "
+                                   r"hidden \(now 1024\) or layers \(now 2\)")
 
 
 def test_the_defaults_fit_the_update_limit():
     from gnplace.limits import MAX_DEVICES
-    from gnplace.policy.features import NODE_FEATURES
-    from gnplace.policy.seq2seq import SEQUENCE_EXTRA_FEATURES
     from gnplace.rl.comparator import MAX_UPDATE_BYTES
     from gnplace.rl.hierarchical import MAX_GROUPS, default_groups, hierarchical_update_bytes
 
-    features = len(NODE_FEATURES) + len(SEQUENCE_EXTRA_FEATURES)
+    features = policy_features()
     p = HierarchicalPlacer()
     for units, groups, devices in ((p.max_nodes, default_groups(MAX_DEVICES, p.max_nodes), MAX_DEVICES),
                                    (MAX_GROUPS, MAX_GROUPS, 8)):  # the default, and the groups cap itself
