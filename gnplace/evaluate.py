@@ -13,10 +13,10 @@ asked for: a task whose inputs changed replaces the old row, tasks of one evalua
 in budget, options or mode each keep their own, and a failed row runs again. Paths are stored absolute,
 so a rerun from another folder finds them.
 
-The summary gives, per family, cluster and placer, geometric means of the step time's ratio to
-the best non-learned placer on the same graph and cluster, to the single-device placement and to
-the lower bound, the number of OOM placements and the mean placement time (Placeto, Baechi and
-Spotlight report the same figures, see ``docs/evaluation.md``).
+The summary gives, per family, cluster and placer (and budget, where a placer was given one), geometric
+means of the step time's ratio to the best non-learned placer on the same graph and cluster, to the
+single-device placement and to the lower bound, the number of OOM placements and the mean placement
+time (Placeto, Baechi and Spotlight report the same figures, see ``docs/evaluation.md``).
 """
 
 from __future__ import annotations
@@ -632,12 +632,36 @@ def _run_in_workers(
         pool.shutdown(wait=True)
 
 
-def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """One summary line per (family, cluster, placer): geometric-mean ratios, OOM count, placement time.
+def summary_budget(row: Row) -> int | None:
+    """The budget ``row`` is summarised under: the one its placer was given, None where it takes none or got none.
 
-    ``graphs`` counts the rows summarised, ``vs_best_graphs`` those whose ratio is in ``vs_best`` (not
-    the out-of-memory or failed ones, nor those of a graph without a best); ``place_s`` is the mean
-    seconds of the runs that placed (nan if none did).
+    A row records its task's budget even for a placer that spends none (``heft`` run beside ``annealing`` with
+    ``--budget 200``): that one is not its own, and its row's key does not hold it (:func:`task_key`).
+    """
+    if row.budget is None or (row.placer in PLACERS and "budget" not in PLACERS.info(row.placer).accepts):
+        return None
+    return row.budget
+
+
+def summary_label(placer: str, budget: int | None) -> str:
+    """How a summary line names its placer: ``annealing@200`` where given a budget (evaluations), else the name.
+
+    Examples:
+        >>> summary_label("annealing", 200), summary_label("heft", None)
+        ('annealing@200', 'heft')
+    """
+    return placer if budget is None else f"{placer}@{budget}"
+
+
+def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One summary line per (family, cluster, placer, budget): geometric-mean ratios, OOM count, placement time.
+
+    Rows of one placer given other budgets (:func:`summary_budget`) are summarised apart: ``budget`` is the
+    evaluations given (None: its own default, or a placer that takes none) and ``label`` names the line
+    (:func:`summary_label`: ``annealing@200``, or ``heft`` as before); lines are sorted by family, cluster, placer
+    and budget (its default first, then ascending). ``graphs`` counts the rows summarised, ``vs_best_graphs`` those
+    whose ratio is in ``vs_best`` (not the out-of-memory or failed ones, nor those of a graph without a best);
+    ``place_s`` is the mean seconds of the runs that placed (nan if none did).
 
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
     and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
@@ -651,16 +675,17 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
         if not r.learned and not r.oom and math.isfinite(r.step_time_s):
             key = (r.graph_path, label[id(r)])
             best[key] = min(best.get(key, math.inf), r.step_time_s)
-    groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    groups: dict[tuple[str, str, str, int | None], list[Row]] = defaultdict(list)
     for r in rows:
-        groups[(r.family or "-", label[id(r)], r.placer)].append(r)
+        groups[(r.family or "-", label[id(r)], r.placer, summary_budget(r))].append(r)
     summary = []
-    for (family, cluster, placer), members in sorted(groups.items()):
+    for (family, cluster, placer, budget), members in sorted(groups.items(), key=_line_order):
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
         vs_best = [relative_step(r.step_time_s, best[(r.graph_path, cluster)]) for r in ok
                    if (r.graph_path, cluster) in best]
         summary.append({
-            "family": family, "cluster": cluster, "placer": placer, "graphs": len(members),
+            "family": family, "cluster": cluster, "placer": placer, "budget": budget,
+            "label": summary_label(placer, budget), "graphs": len(members),
             "vs_best": geomean(vs_best),
             "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
             "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
@@ -673,6 +698,12 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "place_s": _mean([r.place_seconds for r in members if math.isfinite(r.place_seconds)]),  # failed: none
         })
     return summary
+
+
+def _line_order(item: tuple[tuple[str, str, str, int | None], Any]) -> tuple[str, str, str, int]:
+    """Sort key of a summary group: family, cluster, placer, then budget (none, -1, before any given)."""
+    (family, cluster, placer, budget), _ = item
+    return family, cluster, placer, -1 if budget is None else budget
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -705,7 +736,7 @@ def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[st
     ]
     for s in summary:
         lines.append(
-            f"| {s['family']} | {s['cluster']} | {s['placer']} | {s['graphs']} | {s['vs_best']:.3f} "
+            f"| {s['family']} | {s['cluster']} | {s.get('label', s['placer'])} | {s['graphs']} | {s['vs_best']:.3f} "
             f"| {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} | {s['errors']} "
             f"| {s['place_s']:.3f} |"
         )

@@ -69,7 +69,8 @@ def plot_timeline(
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
 
-    ``summary`` holds one row per family, cluster and placer (:func:`gnplace.evaluate.summarise`), whose
+    ``summary`` holds one row per family, cluster, placer and budget (:func:`gnplace.evaluate.summarise`; a placer
+    given two budgets has a bar each, named by its ``label``, ``annealing@200``, in budget order), whose
     ``vs_best`` is a geometric mean over its ``vs_best_graphs`` graphs (``graphs`` where not given); a bar is
     the mean over every graph of the cluster with a ratio, each family weighted by its graphs counted in
     ``vs_best`` (an out-of-memory or failed placement has none).
@@ -86,22 +87,29 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     import matplotlib.pyplot as plt
 
     clusters = sorted({s["cluster"] for s in summary})
-    placers = sorted({s["placer"] for s in summary})
+    bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none): a placer's budgets in their order
+    names = {_bar(s): s.get("label", s["placer"]) for s in summary}
     fig, axes = plt.subplots(1, len(clusters), figsize=(4 + 2.5 * len(clusters), 4), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
-        for placer in placers:
-            rows = [s for s in summary if s["cluster"] == cluster and s["placer"] == placer]
+        for bar in bars:
+            rows = [s for s in summary if s["cluster"] == cluster and _bar(s) == bar]
             weights = (s.get("vs_best_graphs", s.get("graphs", 1)) for s in rows)
             values.append(geomean((s["vs_best"] for s in rows), weights=weights))
-        ax.bar(range(len(placers)), values, color="#4C72B0")
+        ax.bar(range(len(bars)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(placers)))
-        ax.set_xticklabels([_plain(p) for p in placers], rotation=60, ha="right", fontsize="small")
+        ax.set_xticks(range(len(bars)))
+        ax.set_xticklabels([_plain(names[bar]) for bar in bars], rotation=60, ha="right", fontsize="small")
         ax.set_title(_plain(cluster))
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _bar(line: dict) -> tuple[str, int]:
+    """The bar a summary line joins: its placer and budget (evaluations; -1 for none, drawn first)."""
+    budget = line.get("budget")
+    return str(line["placer"]), -1 if budget is None else int(budget)
 
 
 def _plain(name: str) -> str:

@@ -223,6 +223,10 @@ def exact_key(path: str, groups: int, cluster: str, time_limit: float) -> str:
 #: What a row of sections 2 and 4 records of its inputs beside its key (which names the graph file by its stem and
 #: the cluster by its name): a regenerated graph file or an edited cluster runs the row again.
 IDENTITY = ("graph_sha256", "cluster_fingerprint")
+#: What a row of section 2 records: :data:`IDENTITY`, and the content of the graphs that Placeto placing zero-shot
+#: was pretrained on (:func:`training_digest`; None in the rows of the other placers), so that a changed train
+#: split runs its rows again with the model pretrained on it.
+LEARNED_IDENTITY = (*IDENTITY, "placeto_train_sha256")
 
 
 def inputs_identity(path: str, cluster: str) -> dict[str, str]:
@@ -231,6 +235,18 @@ def inputs_identity(path: str, cluster: str) -> dict[str, str]:
     from gnplace.evaluate import file_digest
 
     return {"graph_sha256": str(file_digest(path)), "cluster_fingerprint": load_cluster(cluster).fingerprint()}
+
+
+def training_digest(paths: list[str]) -> str:
+    """SHA-256 (hex) of the content of training graph files, in their order (the order pretraining cycles through).
+
+    Hashes each file's SHA-256 (:func:`~gnplace.evaluate.file_digest`, as rows record ``graph_sha256``), one a line.
+    """
+    import hashlib
+
+    from gnplace.evaluate import file_digest
+
+    return hashlib.sha256("\n".join(str(file_digest(path)) for path in paths).encode()).hexdigest()
 
 
 def _same(recorded: Any, today: float) -> bool:
@@ -242,8 +258,11 @@ def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     """Whether section 2's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
 
     It recorded ``auto``'s step seconds and the lower bound on them: both are computed again from today's files
-    (``auto`` revised is another key), and a regenerated graph or an edited cluster changes them.
+    (``auto`` revised is another key), and a regenerated graph or an edited cluster changes them. A row of Placeto
+    placing zero-shot does not stand: nothing it recorded tells the graphs its model was pretrained on.
     """
+    if task.get("placeto_train_sha256") is not None:
+        return False
     auto, bound = _references(task["graph"], task["cluster"])
     return _same(row.get("auto_s"), auto) and _same(row.get("bound_s"), bound)
 
@@ -314,17 +333,31 @@ def learned_row(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def placeto_checkpoint(family: str, config: Config, cluster_name: str, out: Path) -> Path:
+    """Where :func:`pretrain_placeto_family` caches its checkpoint: named by all that makes it.
+
+    The family, the cluster, the episodes, Placeto's registry revision, and the first 12 hex digits of
+    :func:`training_digest` of the train graphs (``placeto_ptb_k80x4_400_1a2b3c4d5e6f.pt``): a new revision or a
+    changed train split pretrains anew. A checkpoint named before the digest was (``placeto_ptb_k80x4_400.pt``) is
+    not read: nothing in it tells the content of the graphs it was pretrained on.
+    """
+    from gnplace.placers.registry import PLACERS
+
+    revision = PLACERS.info("placeto").revision
+    digest = training_digest(train_graphs(family, config.placeto_train_graphs))
+    return out / (f"placeto_{family}_{cluster_name}_{config.placeto_episodes}{f'_r{revision}' if revision else ''}"
+                  f"_{digest[:12]}.pt")
+
+
 def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out: Path) -> str:
-    """Placeto pretrained on the family's train graphs (cached in ``out``); the checkpoint's path."""
+    """Placeto pretrained on the family's train graphs (cached in ``out``, :func:`placeto_checkpoint`); its path."""
     import torch
 
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
-    from gnplace.placers.registry import PLACERS
     from gnplace.rl.placeto import pretrain_placeto, save_placeto
 
-    revision = PLACERS.info("placeto").revision  # a new one pretrains anew
-    path = out / f"placeto_{family}_{cluster_name}_{config.placeto_episodes}{f'_r{revision}' if revision else ''}.pt"
+    path = placeto_checkpoint(family, config, cluster_name, out)
     if not path.exists():
         torch.set_num_threads(1)
         graphs = [load_graph(p) for p in train_graphs(family, config.placeto_train_graphs)]
@@ -334,6 +367,21 @@ def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out:
         print(f"[report] placeto pretrained on {family} ({len(graphs)} graphs, {config.placeto_episodes} episodes) "
               f"in {time.perf_counter() - start:.0f} s", flush=True)
     return str(path)
+
+
+def placeto_zero_shot_tasks(family: str, config: Config, out: Path) -> list[dict[str, Any]]:
+    """Section 2's tasks of Placeto pretrained on the family's train graphs placing its test graphs zero-shot.
+
+    Pretrained by :func:`pretrain_placeto_family` on the first of ``rl_clusters``. Each records :data:`LEARNED_IDENTITY`: with ``placeto_train_sha256`` (:func:`training_digest` of the train
+    graphs), a changed train split runs its rows again with the model pretrained anew.
+    """
+    cluster = config.rl_clusters[0]
+    checkpoint = pretrain_placeto_family(family, config, cluster, out)
+    trained_on = training_digest(train_graphs(family, config.placeto_train_graphs))
+    return [{"key": placeto_zero_shot_key(path, cluster, config.placeto_episodes), "graph": path, "cluster": cluster,
+             "placer": "placeto_zs", "budget": config.rl_budget, "seed": 0, "checkpoint": checkpoint,
+             **inputs_identity(path, cluster), "placeto_train_sha256": trained_on}
+            for path in test_graphs(family, config.rl_per_family)]
 
 
 # ------------------------------------------------------------------------------------ section 4: exact
@@ -704,16 +752,11 @@ def run(args: argparse.Namespace) -> Path:
     rl_graphs = [p for f in config.families for p in test_graphs(f, config.rl_per_family)]
     learned_tasks = [
         {"key": learned_key(p, c, name, config.rl_budget), "graph": p, "cluster": c, "placer": name,
-         "budget": config.rl_budget, "seed": 0, **inputs_identity(p, c)}
+         "budget": config.rl_budget, "seed": 0, **inputs_identity(p, c), "placeto_train_sha256": None}
         for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
-        ckpt = pretrain_placeto_family(family, config, config.rl_clusters[0], out)
-        learned_tasks += [
-            {"key": placeto_zero_shot_key(p, config.rl_clusters[0], config.placeto_episodes), "graph": p,
-             "cluster": config.rl_clusters[0], "placer": "placeto_zs", "budget": config.rl_budget, "seed": 0,
-             "checkpoint": ckpt, **inputs_identity(p, config.rl_clusters[0])}
-            for p in test_graphs(family, config.rl_per_family)]
-    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", IDENTITY, learned_row_stands)
+        learned_tasks += placeto_zero_shot_tasks(family, config, out)
+    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", LEARNED_IDENTITY, learned_row_stands)
     placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
     plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
                 config.rl_clusters[0])
@@ -764,7 +807,7 @@ def run(args: argparse.Namespace) -> Path:
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in summary:
-        lines.append(f"| {s['family']} | {s['cluster']} | {s['placer']} | {s['graphs']} | {fmt(s['vs_best'])} "
+        lines.append(f"| {s['family']} | {s['cluster']} | {s['label']} | {s['graphs']} | {fmt(s['vs_best'])} "
                      f"| {fmt(s['vs_bound'])} | {s['best_count']} | {s['oom']} | {fmt(s['place_s'])} |")
     lines += [
         "",

@@ -637,3 +637,19 @@ def test_a_file_in_the_place_of_the_kept_placements_is_refused_before_any_run(gr
 def test_jobs_must_be_a_whole_number_of_at_least_one(graphs, tmp_path, jobs):
     with pytest.raises(GnplaceError, match=r"evaluate needs jobs >= 1 \(a whole number\), got "):
         evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path, jobs=jobs)
+
+
+def test_a_placer_given_two_budgets_is_summarised_once_per_budget(tmp_path):
+    """Rows of annealing at 5 and 40 evaluations of one graph gave one line of 2 'graphs' and one geometric mean."""
+    graph = str(save_graph(mlp_training_graph(layers=2, width=64, batch=8).replace(meta={"family": "toy"}),
+                           tmp_path / "g.gnpg"))
+    tasks = [Task.with_options(graph, "k80x4", "annealing", budget=b) for b in (40, 5)]
+    tasks.append(Task.with_options(graph, "k80x4", "heft", budget=5))  # spends no budget: its line as before
+    tasks.append(Task.with_options(graph, "k80x4", "annealing"))  # its own default budget
+    summary = summarise(evaluate(tasks, tmp_path / "out"))
+    assert [(s["placer"], s["budget"], s["label"], s["graphs"]) for s in summary] == [
+        ("annealing", None, "annealing", 1), ("annealing", 5, "annealing@5", 1), ("annealing", 40, "annealing@40", 1),
+        ("heft", None, "heft", 1)]
+    md = write_markdown(summary, tmp_path / "r.md").read_text()
+    assert [line.split(" | ")[2] for line in md.splitlines()[2:]] == ["annealing", "annealing@5", "annealing@40",
+                                                                      "heft"]

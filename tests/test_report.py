@@ -318,3 +318,84 @@ def test_a_section_four_row_saved_before_is_checked_by_autos_step(tmp_path, load
     assert not report.exact_row_stands({**row, "auto": row["auto"] * 1.01}, row)
     assert report.sampled_row_stands({"exact_ms": 200.0}, {"exact_ms": 200.0})
     assert not report.sampled_row_stands({"exact_ms": 200.0}, {"exact_ms": 210.0})
+
+
+@pytest.fixture
+def toy_family(tmp_path, load_script, monkeypatch):
+    """``report`` with a family ``toy`` of two train graphs and one test graph in ``tmp_path``; a quick config."""
+    import dataclasses
+
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import mlp_training_graph
+
+    report = load_script("report")
+    train = [str(save_graph(mlp_training_graph(layers=k, width=64, batch=8), tmp_path / f"train{k}.gnpg"))
+             for k in (2, 3)]
+    test = [str(save_graph(mlp_training_graph(layers=4, width=64, batch=8), tmp_path / "test.gnpg"))]
+    monkeypatch.setattr(report, "train_graphs", lambda family, count: train[:count])
+    monkeypatch.setattr(report, "test_graphs", lambda family, count: test[:count])
+    config = dataclasses.replace(report.QUICK, rl_clusters=("k80x2",), placeto_train_graphs=2, placeto_episodes=2)
+    return report, config, train
+
+
+def _regenerate(path):
+    """The graph at ``path`` made again with other costs (the same ops and name)."""
+    from gnplace.graph_io import load_graph, save_graph
+
+    graph = load_graph(path)
+    save_graph(graph.replace(flops=graph.flops * 2), path)
+
+
+def test_placeto_is_pretrained_again_on_a_changed_train_split(toy_family, tmp_path, monkeypatch):
+    """The checkpoint was named by family, cluster, episodes and revision: a regenerated train graph reused it."""
+    import gnplace.rl.placeto
+
+    report, config, train = toy_family
+    pretrained = []
+    real = gnplace.rl.placeto.pretrain_placeto
+    monkeypatch.setattr(gnplace.rl.placeto, "pretrain_placeto",
+                        lambda graphs, *args, **kwargs: (pretrained.append(graphs), real(graphs, *args, **kwargs))[1])
+    out = tmp_path / "out"
+    out.mkdir()
+    first = report.pretrain_placeto_family("toy", config, "k80x2", out)
+    assert report.pretrain_placeto_family("toy", config, "k80x2", out) == first and len(pretrained) == 1  # cached
+    _regenerate(train[1])  # the same graphs by name and ops, other costs
+    second = report.pretrain_placeto_family("toy", config, "k80x2", out)
+    assert second != first and len(pretrained) == 2 and Path(second).is_file()
+    assert second.endswith(f"_{report.training_digest(train)[:12]}.pt")
+
+
+def test_placeto_zero_shot_rows_run_again_with_the_model_of_a_changed_train_split(toy_family, tmp_path):
+    """Its rows stood on the test graph and cluster alone, whatever the model placing them was pretrained on."""
+    report, config, train = toy_family
+    out = tmp_path / "out"
+    out.mkdir()
+    store, ran = report.Store(out / "learned.jsonl"), []
+
+    def row(task):
+        ran.append(task["checkpoint"])
+        return dict(task)
+
+    def run():
+        tasks = report.placeto_zero_shot_tasks("toy", config, out)
+        return store.run(tasks, row, 1, "section 2", report.LEARNED_IDENTITY, report.learned_row_stands)[0]
+
+    first = run()
+    assert run() == first and len(ran) == 1  # the same train split: resumed
+    _regenerate(train[0])
+    second = run()
+    assert second["checkpoint"] != first["checkpoint"] and ran == [first["checkpoint"], second["checkpoint"]]
+    assert second["placeto_train_sha256"] == report.training_digest(train) != first["placeto_train_sha256"]
+    # a row saved before rows recorded the train split: nothing in it tells the model's graphs, it runs again
+    legacy = {k: v for k, v in second.items() if k not in report.LEARNED_IDENTITY}
+    assert not report.learned_row_stands(legacy, second)
+
+
+def test_rows_of_the_other_learned_placers_stand_as_before_beside_the_train_split(tmp_path, load_script):
+    """They record no train split (None in their tasks): a row that recorded :data:`IDENTITY` alone still stands."""
+    report = load_script("report")
+    store = report.Store(tmp_path / "learned.jsonl")
+    identity = {"graph_sha256": "abc", "cluster_fingerprint": "def"}
+    store.add({"key": "g|k80x4|rnn_pg|64", **identity, "vs_auto": 0.9})
+    assert store.saved("g|k80x4|rnn_pg|64", {**identity, "placeto_train_sha256": None}) is not None
+    assert store.saved("g|k80x4|rnn_pg|64", {**identity, "placeto_train_sha256": "0123"}) is None

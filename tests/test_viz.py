@@ -119,3 +119,23 @@ def test_names_with_dollar_signs_are_drawn_as_text_not_parsed_as_maths(tmp_path)
     assert plot_timeline(g, result, tmp_path / "t.png").read_bytes().startswith(PNG_MAGIC)
     summary = [{"family": "a", "cluster": "c$\\x$", "placer": "my$\\frac$", "vs_best": 1.0, "graphs": 1}]
     assert plot_ratios(summary, tmp_path / "r.svg").exists()
+
+
+def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_path, monkeypatch):
+    """Lines of annealing at 200 and 2000 evaluations were one bar (their mean), named ``annealing``."""
+    import matplotlib.axes
+
+    drawn, names = [], []
+    real_bar, real_labels = matplotlib.axes.Axes.bar, matplotlib.axes.Axes.set_xticklabels
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, x, heights, **kw: (drawn.append(list(heights)),
+                                                                                   real_bar(ax, x, heights, **kw))[1])
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticklabels",
+                        lambda ax, labels, **kw: (names.append(list(labels)), real_labels(ax, labels, **kw))[1])
+    summary = [{"family": "a", "cluster": "c", "placer": "annealing", "budget": 2000, "label": "annealing@2000",
+                "vs_best": 1.0, "graphs": 1},
+               {"family": "a", "cluster": "c", "placer": "annealing", "budget": 200, "label": "annealing@200",
+                "vs_best": 4.0, "graphs": 1},
+               {"family": "a", "cluster": "c", "placer": "heft", "budget": None, "label": "heft", "vs_best": 2.0,
+                "graphs": 1}]
+    plot_ratios(summary, tmp_path / "r.png")
+    assert names == [["annealing@200", "annealing@2000", "heft"]] and drawn == [[4.0, 1.0, 2.0]]

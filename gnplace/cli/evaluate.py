@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
         table.add_column(col, justify="left" if col in ("family", "cluster", "placer") else "right")
     for s in summary:
-        table.add_row(s["family"], s["cluster"], s["placer"], f"{s['vs_best']:.3f}", f"{s['vs_single']:.3f}",
+        table.add_row(s["family"], s["cluster"], s["label"], f"{s['vs_best']:.3f}", f"{s['vs_single']:.3f}",
                       f"{s['vs_bound']:.3f}", f"{s['best_count']}/{s['graphs']}", str(s["oom"]), f"{s['place_s']:.3f}")
     Console(width=160).print(table)
     print(f"wrote {Path(args.out) / 'results.csv'} and {md}")

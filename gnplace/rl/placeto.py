@@ -90,7 +90,8 @@ from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
 from gnplace.placement import GraphKey, Placement
 from gnplace.progress import evaluation_bar
-from gnplace.rl.comparator import MAX_LR, MAX_UPDATE_BYTES, check_update_bytes
+from gnplace.rl import comparator
+from gnplace.rl.comparator import MAX_LR, check_update_bytes
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -104,8 +105,8 @@ if TYPE_CHECKING:  # torch and torch-geometric load on first use: the registry r
 
 __all__ = [
     "FORMAT", "VERSION", "MAX_DECISION_NODES", "MAX_PASSES", "PlacetoHyper", "PlacetoModel", "PlacetoProblem",
-    "prepare_problem", "estimate_starts", "placeto_update_bytes", "PlacetoPlacer", "pretrain_placeto",
-    "save_placeto", "load_placeto",
+    "prepare_problem", "estimate_starts", "placeto_update_bytes", "check_delay_bytes", "PlacetoPlacer",
+    "pretrain_placeto", "save_placeto", "load_placeto",
 ]
 
 #: The ``format`` field of a Placeto checkpoint.
@@ -167,23 +168,47 @@ def _delay_bytes(edges: int, devices: int) -> int:
     return 8 * edges * devices * devices
 
 
+def check_delay_bytes(who: str, inp: PolicyInput, max_nodes: int) -> None:
+    """Refuse in one line a decision graph whose transfer delays would take more than ``comparator.MAX_UPDATE_BYTES``.
+
+    :func:`prepare_problem` runs it on every path (training, pretraining, random and zero-shot placement)
+    before allocating :attr:`PlacetoProblem.in_delay`, ``[E, D, D]`` float64: 128 MiB an edge at 4,096
+    devices, whatever the budget.
+
+    Args:
+        who (str): who asks, the start of the message.
+        inp (PolicyInput): the decision graph and the cluster (``E`` edges, ``D`` devices).
+        max_nodes (int): the ``max_nodes`` that made the decision graph, for the message.
+
+    Raises:
+        InvalidArgument: one line with the delays' size and the limit in GiB, naming max_nodes and the devices.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph, toy_cluster
+        >>> from gnplace.policy.features import build_policy_input
+        >>> check_delay_bytes("me", build_policy_input(chain_graph(3), toy_cluster(2)), 128)  # 2 edges: 128 bytes
+    """
+    edges, devices = inp.decision.num_edges, inp.cluster.num_devices
+    delays, limit = _delay_bytes(edges, devices), comparator.MAX_UPDATE_BYTES
+    if delays > limit:  # only fewer edges (max_nodes) or fewer devices shrink them
+        raise InvalidArgument(f"{who}: the transfer delays of the {edges} decision-graph edges between {devices} "
+                              f"devices would take about {delays / 2**30:.1f} GiB, over the {limit / 2**30:g} GiB "
+                              f"limit; lower max_nodes (now {max_nodes}) or the number of devices")
+
+
 def _check_update(who: str, inp: PolicyInput, hyper: PlacetoHyper, episodes: int) -> None:
     """Refuse in one line settings whose update on ``inp`` needs more than ``comparator.MAX_UPDATE_BYTES``.
 
-    Needs only the decision graph: :func:`prepare_problem` runs it before allocating the edges' delays.
+    Needs only the decision graph: :func:`prepare_problem` runs it, after :func:`check_delay_bytes`, before
+    allocating the edges' delays.
     """
     nodes, groups, edges = inp.decision.num_ops, inp.num_groups, inp.decision.num_edges
     devices = inp.cluster.num_devices
     estimate = placeto_update_bytes(nodes, groups, devices, episodes=episodes, passes=hyper.passes,
                                     hidden=hyper.hidden, rounds=hyper.rounds, edges=edges)
-    delays = _delay_bytes(edges, devices)
-    if delays > MAX_UPDATE_BYTES:  # only fewer edges (max_nodes) or fewer devices shrink them
-        lower = (f"max_nodes (now {hyper.max_nodes}) or the number of devices (the transfer delays of the {edges} "
-                 f"decision-graph edges between {devices} devices alone take {delays / 2**30:.1f} GiB)")
-    else:
-        lower = (f"episodes (now {episodes}), passes (now {hyper.passes}), max_nodes (now {hyper.max_nodes}), "
-                 f"hidden (now {hyper.hidden}) or rounds (now {hyper.rounds}) (over {nodes} nodes, {groups} groups "
-                 f"and {devices} devices)")
+    lower = (f"episodes (now {episodes}), passes (now {hyper.passes}), max_nodes (now {hyper.max_nodes}), "
+             f"hidden (now {hyper.hidden}) or rounds (now {hyper.rounds}) (over {nodes} nodes, {groups} groups "
+             f"and {devices} devices)")
     check_update_bytes(who, estimate, lower)
 
 
@@ -322,7 +347,7 @@ class PlacetoProblem:
 
 def prepare_problem(
     graph: OpGraph, cluster: Cluster, *, cost_model: CostModel, max_nodes: int = 128, seed: int = 0,
-    check: Callable[[PolicyInput], None] | None = None,
+    check: Callable[[PolicyInput], None] | None = None, who: str = "prepare_problem",
 ) -> PlacetoProblem:
     """Coarsen ``graph`` into its decision graph and precompute what every MDP step reuses.
 
@@ -335,9 +360,14 @@ def prepare_problem(
         check (callable, optional): called with the decision graph (its :class:`PolicyInput`) before the
             ``[E, D, D]`` transfer delays (8 bytes each) are allocated, to refuse settings in time
             (default: None).
+        who (str, optional): who asks, the start of a refusal (default: ``"prepare_problem"``).
 
     Returns:
         PlacetoProblem: the decision graph and its precomputed arrays.
+
+    Raises:
+        InvalidArgument: if the transfer delays alone would take more than ``comparator.MAX_UPDATE_BYTES``
+            (:func:`check_delay_bytes`), or as ``check`` raises; both before the delays are allocated.
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -355,8 +385,9 @@ def prepare_problem(
     from gnplace.policy.placeto_gnn import relation_masks
 
     inp = build_policy_input(graph, cluster, cost_model=cost_model, max_nodes=max_nodes, seed=seed)
+    check_delay_bytes(who, inp, max_nodes)  # before the delays, whatever is done next: 128 MiB an edge at 4,096 devices
     if check is not None:
-        check(inp)  # before the delays: 128 MiB an edge at 4,096 devices
+        check(inp)
     dec = inp.decision
     n, g = dec.num_ops, inp.num_groups
     group = np.asarray(dec.group, dtype=np.int64)
@@ -704,8 +735,10 @@ class PlacetoPlacer:
 
         Raises:
             InvalidArgument: if the checkpoint was trained for another number of devices than ``cluster`` has,
-                training diverged (the network's weights not finite: lower ``lr``), or one update would need
-                more than ``comparator.MAX_UPDATE_BYTES`` (:func:`placeto_update_bytes`; refused before training).
+                training diverged (the network's weights not finite: lower ``lr``), one update would need
+                more than ``comparator.MAX_UPDATE_BYTES`` (:func:`placeto_update_bytes`; refused before training),
+                or, whatever the budget, the decision graph's transfer delays alone would
+                (:func:`check_delay_bytes`; refused before they are allocated).
         """
         import torch
 
@@ -725,7 +758,7 @@ class PlacetoPlacer:
         h = self.hyper
         rng = np.random.default_rng(seed_value)
         problem = prepare_problem(graph, cluster, cost_model=self.timer.cost_model, max_nodes=h.max_nodes,
-                                  seed=seed_value, check=self._check_training)
+                                  seed=seed_value, check=self._check_training, who=type(self).__name__)
         g = problem.num_groups
         per_episode = 1 + g * h.passes
         config = PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds)
@@ -845,7 +878,8 @@ def pretrain_placeto(
     Raises:
         InvalidArgument: on no graphs, an empty graph, a one-device cluster, a bad option, or options whose
             update on one of the graphs would need more than ``comparator.MAX_UPDATE_BYTES``
-            (:func:`placeto_update_bytes`; refused before training).
+            (:func:`placeto_update_bytes`, the transfer delays counted first by :func:`check_delay_bytes`;
+            refused before training).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -882,7 +916,7 @@ def pretrain_placeto(
         _check_update(who, inp, h, batch)
 
     problems = [prepare_problem(g, cluster, cost_model=timer.cost_model, max_nodes=h.max_nodes, seed=seed_value,
-                                check=check) for g in graphs]
+                                check=check, who=who) for g in graphs]
     plan = [min(h.batch, episodes - k) for k in range(0, int(episodes), h.batch)]
     net = _network(PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds), seed_value)
     learner = _Learner(net, h, len(plan))

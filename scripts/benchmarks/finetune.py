@@ -82,28 +82,23 @@ def cluster_fingerprints(specs: list[str]) -> dict[str, str]:
     return {cluster.name: cluster.fingerprint() for cluster in map(load_cluster, specs)}
 
 
-def graph_identities(paths: list[str]) -> dict[str, tuple[str, int]]:
-    """The SHA-256 and op count of each graph file, by the name rows keep (its stem, the shipped graphs' name).
+def graph_identities(paths: list[str]) -> dict[str, str]:
+    """The SHA-256 (hex) of each graph file, by the name rows keep (its stem, the shipped graphs' name).
 
     A row records its graph file's SHA-256, so that a regenerated dataset runs its pairs again.
     """
-    from gnplace.evaluate import file_digest
-    from gnplace.graph_io import load_graph
-
-    return {Path(path).stem: (str(file_digest(path)), load_graph(path).num_ops) for path in paths}
+    return {Path(path).stem: graph_sha256(path) for path in paths}
 
 
-def same_graph(row: dict[str, Any], identities: dict[str, tuple[str, int]]) -> bool:
+def same_graph(row: dict[str, Any], identities: dict[str, str]) -> bool:
     """Whether ``row`` was made on the graph file of its name this run places (a graph not placed here: no).
 
-    A row of before 2026-11-30 records no SHA-256, only the ops of its graph: it stands where they are today's.
-    That check is partial (a dataset regenerated with other costs and the same ops passes it), and the best such a
-    row allows: it recorded no absolute step time to compute again, its steps are over ``auto``'s.
+    A row of before 2026-11-30 records no SHA-256 of its graph: it runs again. Nothing it recorded tells the
+    content: its ops are the same for a dataset regenerated with other costs, and its steps are over ``auto``'s
+    (1.0 at its first evaluation), no absolute step time to compute again from today's file.
     """
     identity = identities.get(row["graph"])
-    if identity is None:
-        return False
-    return row["graph_sha256"] == identity[0] if "graph_sha256" in row else row.get("ops") == identity[1]
+    return identity is not None and row.get("graph_sha256") == identity
 
 
 def same_cluster(row: dict[str, Any], fingerprints: dict[str, str]) -> bool:
@@ -170,7 +165,8 @@ def _finetune_row(task: tuple[str, str, int, int, dict[str, Any], dict[str, Any]
     path, cluster_name, budget, seed, tuning, scratch, scratch_done = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     row: dict[str, Any] = {"graph": graph.name, "family": str(graph.meta.get("family", "")), "ops": graph.num_ops,
-                           "graph_sha256": graph_sha256(path), "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
+                           "graph_sha256": graph_sha256(path), "cluster": cluster.name,
+                           "cluster_fingerprint": cluster.fingerprint(), "budget": budget,
                            "seed": seed, "finetune_options": tuning,
                            "scratch_options": scratch, "finetune_revision": FineTunePlacer.revision,
                            **_uses_fields(finetune_uses="finetune"), "finetune_files": _finetune_files(tuning)}
@@ -414,8 +410,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     each group's mean. Rows in ``OUT/finetune.json`` (an interrupted run resumes); a run with other
     fine-tuning options, revision or checkpoint content in the same ``OUT`` reuses the searches from
     scratch of the same pair, budget, seed, options and revision (deterministic on one machine) and
-    adds its rows; a cluster file edited under the same name runs its pairs again, and so does a new
-    revision of a placer either search uses (``auto`` or one of its candidates, ``policy``).
+    adds its rows; a cluster file edited under the same name runs its pairs again, and so do a regenerated graph
+    file (a row records its SHA-256; one of before 2026-11-30, none, runs again) and a new revision of a placer
+    either search uses (``auto`` or one of its candidates, ``policy``).
     """
     rows = bench_finetune(args)
     print(finetune_table(rows))
@@ -435,7 +432,7 @@ def run_screen_model(args: argparse.Namespace) -> int:
     (``simulator``). Reported: the geometric means of the best step so far over ``auto``'s (``auto``
     timed by the stand-in) after 100, 200 and 400 evaluations and at the end, and the evaluations
     after which the simulator screen's mean first reaches the learned screen's final mean. Rows in
-    ``OUT/screen_model.json`` (an interrupted run resumes).
+    ``OUT/screen_model.json`` (an interrupted run resumes; a row stands on the SHA-256 of its graph file).
     """
     print(screen_model_summary(bench_screen_model(args)))
     return 0

@@ -249,13 +249,33 @@ def test_a_regenerated_graph_runs_its_pairs_again(tmp_path, load_script, monkeyp
         assert capsys.readouterr().out.count("| ptb_") == 1  # the table: the new row alone
 
 
-def test_a_finetune_row_saved_before_rows_recorded_their_graph_is_checked_by_its_ops(load_script):
-    """Such a row recorded the ops of its graph and nothing else of it: it stands where they are today's."""
+def test_a_finetune_row_saved_before_rows_recorded_their_graph_stands_on_nothing_but_its_sha256(load_script):
+    """Such a row recorded the ops of its graph and nothing else of it: the same ops are no proof of the same file."""
     finetune = load_script("benchmarks.finetune")
-    identities = {"ptb_002": ("abc", 500)}
-    assert finetune.same_graph({"graph": "ptb_002", "ops": 500}, identities)
-    assert not finetune.same_graph({"graph": "ptb_002", "ops": 501}, identities)
+    identities = {"ptb_002": "abc"}
+    assert not finetune.same_graph({"graph": "ptb_002", "ops": 500}, identities)
     assert not finetune.same_graph({"graph": "ptb_002"}, identities)  # a screen-model row of before: no ops either
     assert finetune.same_graph({"graph": "ptb_002", "ops": 1, "graph_sha256": "abc"}, identities)
     assert not finetune.same_graph({"graph": "ptb_002", "ops": 500, "graph_sha256": "abd"}, identities)
-    assert not finetune.same_graph({"graph": "ptb_004", "ops": 500}, identities)
+    assert not finetune.same_graph({"graph": "ptb_004", "graph_sha256": "abc"}, identities)
+
+
+@pytest.mark.parametrize("bench_name, rows_name", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
+def test_a_row_saved_before_rows_recorded_their_graph_runs_again_on_a_regenerated_graph_of_the_same_ops(
+        tmp_path, load_script, monkeypatch, capsys, bench_name, rows_name):
+    """A row of before 2026-11-30 stood where its graph's ops were today's: a dataset with other costs passed."""
+    bench = load_script("bench")
+    graph = _regenerable_family(tmp_path, monkeypatch, load_script)
+    cmd = [bench_name, "--families", "ptb", "--clusters", "k80x2", "--budget", "12", "--jobs", "1",
+           "--out", str(tmp_path / "out")]
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    rows_path = tmp_path / "out" / rows_name
+    (made,) = json.loads(rows_path.read_text())
+    legacy = {k: v for k, v in made.items() if k not in ("graph_sha256", "cluster_fingerprint")}
+    legacy["ops"] = made["ops"]  # a screen-model row of before recorded none: the finetune rows' check at its best
+    rows_path.write_text(json.dumps([legacy]))
+    _regenerate(graph)  # other costs, the same ops and name
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    first, second = json.loads(rows_path.read_text())
+    assert "graph_sha256" not in first and second["graph_sha256"] != made["graph_sha256"]
+    assert first["ops"] == second["ops"]

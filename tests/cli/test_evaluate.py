@@ -287,3 +287,19 @@ def test_the_timeline_draws_the_placement_the_run_made_without_placing_again(tmp
     (out / "best_timeline.png").unlink()
     assert main(command) == 0  # a rerun reuses the row and the placement kept with it
     assert placed == ["mlp2x8w2048b512"] and (out / "best_timeline.png").stat().st_size > 1000
+
+
+def test_rows_of_a_placer_at_two_budgets_are_summarised_apart(tmp_path, capsys):
+    """A run at budget 5 on one graph and one at 20 on another (both rows kept) printed one ``annealing`` line."""
+    out = tmp_path / "ev"
+    common = ["evaluate", "--clusters", "k80x4", "--placers", "annealing,heft", "--jobs", "1", "--out", str(out),
+              "--plot"]
+    graphs = [str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), str(ROOT / "datasets" / "ptb" / "ptb_005.gnpg")]
+    assert main([*common, "--graphs", graphs[0], "--budget", "5"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--graphs", graphs[1], "--budget", "20"]) == 0
+    printed = capsys.readouterr().out  # the second run's table
+    md = (out / "results.md").read_text().splitlines()[2:]
+    assert [tuple(line.split(" | ")[2:4]) for line in md] == [("annealing@5", "1"), ("annealing@20", "1"), ("heft", "2")]
+    assert all(f" {label} " in printed for label in ("annealing@5", "annealing@20", "heft"))
+    assert (out / "ratios.png").read_bytes().startswith(b"\x89PNG")

@@ -339,15 +339,48 @@ def test_the_edge_delays_are_counted_and_refused_before_they_are_allocated(monke
     update = placeto.placeto_update_bytes(inp.decision.num_ops, inp.num_groups, 4096, episodes=4, passes=1,
                                           hidden=32, rounds=8)
     assert update < 8 * 2**30 < update + edges * 4096**2 * 8  # the update alone fits: only the delays do not
-    pattern = (r"^{}: one policy update would need about [0-9.]+ GiB, over the 8 GiB limit; lower max_nodes \(now "
-               r"128\) or the number of devices \(the transfer delays of the \d+ decision-graph edges between 4096 "
-               r"devices alone take [0-9.]+ GiB\)$")
+    pattern = (r"^{}: the transfer delays of the \d+ decision-graph edges between 4096 devices would take about "
+               r"[0-9.]+ GiB, over the 8 GiB limit; lower max_nodes \(now 128\) or the number of devices$")
     placer = PlacetoPlacer(budget=10**5, progress=False)
     with pytest.raises(InvalidArgument, match=pattern.format("PlacetoPlacer")) as err:
         placer.place(graph, cluster, seed=0)
     assert "\n" not in str(err.value) and placer.last_evaluations == 0
     with pytest.raises(InvalidArgument, match=pattern.format("pretrain_placeto")):
         pretrain_placeto([graph], cluster, episodes=4)
+
+
+@pytest.mark.parametrize("path", ["training", "pretraining", "random", "zero-shot"])
+def test_every_path_refuses_edge_delays_past_the_limit_before_allocating_them(path, family, pretrained, tmp_path,
+                                                                               monkeypatch):
+    """Random and zero-shot placement build the same ``[E, D, D]`` delays as training: all check them first."""
+    import gnplace.rl.comparator as comparator
+    import gnplace.rl.placeto as placeto
+    from gnplace.sim.costmodel import CostModel
+
+    _, graph, cluster = family
+    placers = {"training": PlacetoPlacer(budget=10**5, progress=False),
+               "random": PlacetoPlacer(budget=1, progress=False),
+               "zero-shot": PlacetoPlacer(budget=1, checkpoint=str(save_placeto(pretrained, tmp_path / "p.pt")),
+                                          progress=False)}
+
+    def allocated(*args, **kwargs):
+        raise AssertionError("the [E, D, D] edge delays were allocated")
+
+    edges = build_policy_input(graph, cluster, max_nodes=128, seed=0).decision.num_edges
+    monkeypatch.setattr(comparator, "MAX_UPDATE_BYTES", 8 * edges * 2 * 2 - 1)  # one byte short of the delays
+    monkeypatch.setattr(CostModel, "edge_delays", allocated)
+    monkeypatch.setattr(placeto, "_network", allocated)
+    who = "pretrain_placeto" if path == "pretraining" else "PlacetoPlacer"
+    pattern = (rf"^{who}: the transfer delays of the {edges} decision-graph edges between 2 devices would take about "
+               r"0\.0 GiB, over the [0-9.e-]+ GiB limit; lower max_nodes \(now 128\) or the number of devices$")
+    with pytest.raises(InvalidArgument, match=pattern) as err:
+        if path == "pretraining":
+            pretrain_placeto([graph], cluster, episodes=4)
+        else:
+            placers[path].place(graph, cluster, seed=0)
+    assert "\n" not in str(err.value)
+    if path != "pretraining":
+        assert placers[path].last_evaluations == 0
 
 
 def test_placeto_update_bytes_counts_the_edge_delays():
