@@ -78,6 +78,7 @@ def finetune(
     checkpoint_every_s: float = 60.0,
     progress: bool | None = None,
     zero_shot: bool = True,
+    optimizer: str | None = None,
 ) -> dict[str, Any] | None:
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
@@ -111,6 +112,9 @@ def finetune(
             (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, 16 samples; its evaluations count against
             ``budget``) and return it if the search ends slower; :obj:`False`: ``auto``'s placement
             and the search alone (default: :obj:`True`).
+        optimizer (str, optional): the optimizer ``source`` is imported with (an ONNX file, ``module:factory``):
+            the update and state its graph counts and real steps run; a graph file keeps its own, and one
+            given must be it (default: ``"sgd"`` for imported models).
 
     Returns:
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Step times
@@ -151,7 +155,7 @@ def finetune(
         from gnplace.importers.sources import load_graph_source
         from gnplace.sim.simulator import Simulator
 
-        graph = load_graph_source(source)
+        graph = load_graph_source(source, optimizer=optimizer)
         step_timer = Simulator()
     else:
         from gnplace.importers.sources import load_step_source
@@ -162,7 +166,7 @@ def finetune(
             if launched_by_torchrun() and int(os.environ["RANK"]) > 0:
                 serve()
                 return None
-        step, _ = load_step_source(source)
+        step, _ = load_step_source(source, optimizer=optimizer or "sgd")
         graph = step.graph
         if timer == "local":
             from gnplace.execute.local import LocalTimer

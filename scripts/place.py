@@ -3,11 +3,13 @@
 Usage::
 
     python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--rounds R] [--seed S] \\
-        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...]
+        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...] \\
+        [--optimizer sgd|momentum|adam|adamw]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
 ``torch.nn.Module`` and example inputs, and a ``loss`` callable third where the module does not return its
-loss). The policy (the shipped ``checkpoints/gnplace-base.ckpt``
+loss); ``--optimizer`` is the optimizer a model is imported with (its update's FLOP and state bytes;
+default sgd), which a graph file names itself. The policy (the shipped ``checkpoints/gnplace-base.ckpt``
 unless ``--checkpoint`` names another) decodes its greedy placement and K samples (default 16), the
 simulator scores them and the best is kept; its step time is printed beside ``single``, ``auto``
 (the best fast heuristic) and the simulator's lower bound. Same as
@@ -34,6 +36,8 @@ def _temperatures(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
+    from gnplace.cli.common import add_optimizer_argument
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
@@ -64,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                              "around auto (default: 0.1,0.2,0.3,0.5; the shipped one samples around auto at 1)")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
+    add_optimizer_argument(parser)
     parser.add_argument("--output", "-o", default=None, help="placement file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
@@ -101,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         constructors = SHIPPED_CONSTRUCTORS if args.constructor is None else args.constructor
         check_not_input(args.output, args.graph, others=(args.cluster, checkpoint, *constructors))
     shapes = dict(parse_input_shape(t) for t in args.input_shape)
-    graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None), args.graph)
+    graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None, optimizer=args.optimizer),
+                        args.graph)
     cluster = load_cluster(args.cluster)
     require_memory(graph, cluster)
     sim = Simulator()

@@ -284,3 +284,21 @@ def test_a_finished_run_without_a_checkpoint_is_not_overwritten_by_a_new_one(tmp
     with pytest.raises(InvalidArgument, match=r"holds a finished run \(summary.json\): use another -o, or --resume"):
         finetune(str(path), "k80x4", budget=1, out=out, progress=False)
     _unchanged(out, saved)
+
+
+def test_finetune_on_real_steps_runs_the_optimizer_given(tmp_path, monkeypatch):
+    """``optimizer=`` reaches the model's import: the timer runs, and the placement holds, Adam's update ops."""
+    import gnplace.execute.local
+
+    programs = []
+    real = gnplace.execute.local.LocalTimer.__init__
+
+    def keep(self, step, *args, **kwargs):
+        real(self, step, *args, **kwargs)
+        programs.append(self.program)
+
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "__init__", keep)
+    summary = finetune(TINY, "k80x2", timer="local", budget=6, samples=4, epochs=1, repeats=1, out=tmp_path,
+                       devices=["cpu", "cpu"], progress=False, optimizer="adam")
+    assert summary is not None and summary["step_time_s"] > 0
+    assert programs and all(program.optimizer == "adam" for program in programs)

@@ -22,7 +22,7 @@ __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
     "describe_os_error", "run_reporting_errors", "checkpoint_readers", "check_shared_options", "option_files",
-    "check_output_file", "collect_input_shapes",
+    "check_output_file", "collect_input_shapes", "add_optimizer_argument",
 ]
 
 
@@ -38,6 +38,20 @@ def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
     """Add the repeatable ``--input-shape NAME=D1,D2,...`` flag of commands that read an ONNX GRAPH."""
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
+
+
+def add_optimizer_argument(parser: argparse.ArgumentParser, *, graph_files: bool = True) -> None:
+    """Add ``--optimizer {sgd,momentum,adam,adamw}``: the optimizer a model is imported with (``None`` if not given).
+
+    It sets the update and state the graph counts and the real-device executors run; ``graph_files``:
+    the command also reads graph files, which keep their own optimizer (one given must be that one).
+    """
+    from gnplace.importers import OPTIMIZERS
+
+    also = "; a graph file keeps its own, and one given must be it" if graph_files else ""
+    parser.add_argument("--optimizer", default=None, choices=list(OPTIMIZERS),
+                        help="optimizer of the training step imported from MODULE:FACTORY or ONNX: the update and "
+                        f"state its graph counts and real steps run (default: sgd{also})")
 
 
 def input_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:

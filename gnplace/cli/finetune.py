@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import whole_number
+from gnplace.cli.common import add_optimizer_argument, whole_number
 
 
 def add_parser(sub: Any) -> None:
@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", required=True, help="cluster preset or YAML file (e.g. gnplace profile's)")
     p.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
+    add_optimizer_argument(p)
     p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")
     p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         screen=args.screen, screen_model=args.screen_model,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot,
+        **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch
         return 0

@@ -16,6 +16,7 @@ import numpy as np
 
 from gnplace.cli.common import (
     add_input_shape_argument,
+    add_optimizer_argument,
     add_option_argument,
     check_count,
     check_not_input,
@@ -53,6 +54,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
     p.add_argument("--checkpoint", default=None, help="policy checkpoint of learned placers (default: the shipped one)")
     add_input_shape_argument(p)
+    add_optimizer_argument(p)
     p.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
@@ -99,10 +101,10 @@ def run(args: argparse.Namespace) -> int:
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():
         from gnplace.importers.sources import load_step_source
 
-        step, module = load_step_source(args.graph)
+        step, module = load_step_source(args.graph, optimizer=args.optimizer or "sgd")
         graph = step.graph
     else:
-        graph = load_graph_source(args.graph, input_shapes=shapes)
+        graph = load_graph_source(args.graph, input_shapes=shapes, optimizer=args.optimizer)
     require_ops(graph, args.graph)
     if args.device_map:  # refused before placing, and before --output is written
         from gnplace.execute.device_map import require_parameters

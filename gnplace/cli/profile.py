@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gnplace.cli.common import whole_number
+from gnplace.cli.common import add_optimizer_argument, whole_number
 
 
 def add_parser(sub: Any) -> None:
@@ -20,6 +20,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs), or (module, "
                                  "example_inputs, loss))")
+    add_optimizer_argument(p, graph_files=False)
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
                    help="dist: one torch.distributed rank per device (default); local: devices of this process")
     p.add_argument("--ranks", type=int, default=None, help="dist: ranks (devices) (default: 2)")
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     devices = args.devices.split(",") if args.devices else None
     if devices is not None:
         parse_torch_devices(devices)  # fail early on a name torch does not know
-    step, _ = load_step_source(args.graph)
+    step, _ = load_step_source(args.graph, optimizer=args.optimizer or "sgd")
     timer = real_timer(args.timer, step, devices=devices, threads=args.threads, repeats=args.repeats)
     try:
         calibration = calibrate(step, timer=timer, devices=devices, ranks=args.ranks, threads=args.threads,

@@ -2,6 +2,7 @@
 
 * :mod:`~gnplace.execute.program`: a recorded step as a picklable program, and where each op runs;
 * :mod:`~gnplace.execute.runner`: one step in this process, over the devices torch sees;
+* :mod:`~gnplace.execute.optim`: the update of the graph's optimizer (SGD, momentum, Adam, AdamW) and its state;
 * :mod:`~gnplace.execute.local`: :class:`LocalTimer`, the in-process executor as a timer;
 * :mod:`~gnplace.execute.dist`: :class:`DistTimer`, one ``torch.distributed`` rank per device;
 * :mod:`~gnplace.execute.apply`: :func:`apply`, a module whose training step runs placed;

@@ -99,7 +99,9 @@ class RealStepTimer(StepTimer):
         step (ImportedStep or Program): the recorded training step of the graph to be timed.
         warmup (int): untimed steps before the timed ones.
         repeats (int): timed steps; the step time is their median.
-        lr (float): SGD learning rate of the update each step applies (to the executor's copy of the parameters).
+        lr (float): learning rate of the update each step applies (to the executor's copy of the parameters),
+            by the optimizer the graph's update nodes name (:attr:`Program.optimizer
+            <gnplace.execute.program.Program.optimizer>`).
     """
 
     def __init__(self, step: Any, *, warmup: int = 1, repeats: int = 5, lr: float = 1e-3) -> None:
@@ -116,8 +118,13 @@ class RealStepTimer(StepTimer):
         self.measured = 0  # placements run (cache misses)
 
     def settings(self) -> dict[str, Any]:
-        """How this timer measures, as plain values: a search resumed under other settings would mix two kinds."""
-        return {"warmup": self.warmup, "repeats": self.repeats, "lr": self.lr}
+        """How this timer measures, as plain values: a search resumed under other settings would mix two kinds.
+
+        The optimizer is named only when it is not SGD, so that a run saved before the executors ran any
+        other still resumes (the graph's fingerprint, which holds its update ops, tells optimizers apart too).
+        """
+        measured = {"warmup": self.warmup, "repeats": self.repeats, "lr": self.lr}
+        return measured if self.program.optimizer == "sgd" else {**measured, "optimizer": self.program.optimizer}
 
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
         """Run ``placement`` ``warmup + repeats`` times and return the median step (cached by placement).

@@ -8,7 +8,9 @@ whose output another rank consumes, the producer sends that output once to each 
 waits for one only when no op it could run is ready (gloo cannot show a receive arriving before it is
 waited for, so there an op reading another rank's tensor runs only as the rank's earliest op left,
 once no other op is ready: see :func:`run_rank`). Parameters and inputs cross before the first
-op and gradients to their parameter's rank after the last. Sends never wait and receives are all
+op and gradients to their parameter's rank after the last, where the graph's optimizer updates the
+parameter (:mod:`gnplace.execute.optim`; its state lives on that rank across the steps of a
+measurement). Sends never wait and receives are all
 posted, so a step cannot deadlock: the earliest op (in the recorded order) not yet run anywhere has
 every input made, and its rank either runs it or something else that is ready.
 
@@ -26,9 +28,9 @@ and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every r
 The step time is the slowest rank's, all ranks starting together after a barrier; the median of
 ``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is
 reported out of memory without running, by the bytes each rank holds in its step
-(:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters, inputs, buffers'
-copies, every receive buffer from the step's start, what it sends until the step ends; exact for a
-rank that runs its ops in recorded order, which the ready queue may change).
+(:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters and their optimizer
+state, inputs, buffers' copies, every receive buffer from the step's start, what it sends until the step
+ends; exact for a rank that runs its ops in recorded order, which the ready queue may change).
 A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
 failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
 started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer
@@ -58,6 +60,7 @@ import torch.distributed as dist
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, oom_result
+from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
@@ -126,7 +129,7 @@ def transfer_tags(plan: Plan) -> dict[tuple[Ref, int], int]:
 
 def run_rank(
     program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
-    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64,
+    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64, state: OptimizerState | None = None,
 ) -> tuple[float, float, dict[str, Any]]:
     """Run this rank's share of one step (see the module docstring).
 
@@ -144,18 +147,23 @@ def run_rank(
         rank (int): this rank (its device index in the plan).
         device (torch.device): this rank's torch device.
         params (dict): this rank's parameters (those the plan puts on it), updated in place.
-        lr (float): SGD learning rate (0: no update).
+        lr (float): learning rate of the update of the program's optimizer (:attr:`Program.optimizer
+            <gnplace.execute.program.Program.optimizer>`; 0: no update).
         collect (bool): return the loss and this rank's gradients as CPU tensors.
         op_seconds (np.ndarray, optional): filled with the seconds of each op from the end of the
             previous one (the loop's own overhead charged to the op): calibration runs every op on
             one rank with it, which needs no process group.
         window (int): how many of its next ops a rank looks through for one that is ready.
+        state (OptimizerState, optional): the optimizer's state of ``params``, on this rank's device,
+            updated in place (default: a fresh one for this step where the optimizer keeps any).
 
     Returns:
         tuple: wall seconds of the step on this rank, seconds spent computing, and (with
         ``collect``) ``{"loss": ..., "grads": {...}}`` of what lives on this rank.
     """
     ops = program.ops
+    if state is None and lr and program.optimizer != "sgd":
+        state = OptimizerState(program.optimizer, params)
     mine = [i for i in range(len(ops)) if int(plan.op_device[i]) == rank]
     fns = {i: resolve_aten(ops[i].target) for i in mine}
     inputs_of = {i: ops[i].reads for i in mine}
@@ -269,8 +277,12 @@ def run_rank(
         work.wait()
     if lr:
         with torch.no_grad():
-            for name, g in grads.items():
-                params[name].sub_(g, alpha=lr)
+            if state is None:  # SGD, as the executors have always run it
+                for name, g in grads.items():
+                    params[name].sub_(g, alpha=lr)
+            else:
+                for name, g in grads.items():
+                    state.update(name, params[name], g, lr)
     for work in arriving.values():
         work.wait()
     if device.type == "cuda":
@@ -295,21 +307,28 @@ def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
 
 
 def _run_command(program: Program, placement: np.ndarray, device: torch.device, options: dict[str, Any]) -> Any:
-    """Every rank's side of one ``run`` command: warm-up and timed steps; gathers per-rank figures."""
+    """Every rank's side of one ``run`` command: warm-up and timed steps; gathers per-rank figures.
+
+    With ``options["collect"]``, a rank's figures carry the first step's loss and gradients
+    (:func:`run_rank`) and its parameters as the last step's update left them (``"params"``).
+    """
     rank = dist.get_rank()
     plan = program.plan(placement)
     params = {k: v.to(device, copy=True) for k, v in program.params.items() if plan.param_device.get(k) == rank}
+    state = None if program.optimizer == "sgd" else OptimizerState(program.optimizer, params)  # kept across steps
     seconds: list[float] = []
     busy: list[float] = []
     collected: dict[str, Any] = {}
     for r in range(options["warmup"] + options["repeats"]):
         dist.barrier()
         s, b, got = run_rank(program, plan, rank, device, params, lr=options["lr"],
-                             collect=options["collect"] and r == 0)
+                             collect=options["collect"] and r == 0, state=state)
         collected = collected or got
         if r >= options["warmup"]:
             seconds.append(s)
             busy.append(b)
+    if options["collect"]:
+        collected["params"] = {k: v.detach().cpu() for k, v in params.items()}
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (seconds, busy, collected))
     return gathered
@@ -472,7 +491,7 @@ class DistTimer(RealStepTimer):
         threads (int, optional): CPU threads of each rank (default: 1).
         warmup (int, optional): untimed steps first (default: 1).
         repeats (int, optional): timed steps, the median is reported (default: 5).
-        lr (float, optional): SGD learning rate of each step's update (default: 1e-3).
+        lr (float, optional): learning rate of each step's update, by the graph's optimizer (default: 1e-3).
         timeout_s (float, optional): seconds a collective may wait before failing (default: 120).
 
     The ranks start at the first :meth:`time` and stay up until :meth:`close` (also at exit; use the
@@ -623,6 +642,9 @@ class DistTimer(RealStepTimer):
 
     def run(self, cluster: Cluster, placement: Any, *, collect: bool = False) -> list[Any]:
         """Run the step under ``placement`` on every rank; each rank's ``(seconds, busy seconds, collected)``.
+
+        ``collect``: ``collected`` holds the first step's loss (on its rank) and the rank's gradients, and
+        its parameters after the last step (``"params"``); else it is empty.
 
         Raises:
             RankOutOfMemory: if a rank runs out of device memory (the timer is then closed; the next

@@ -6,8 +6,13 @@ launches each on its device; CUDA queues its kernels, so GPUs and the CPU overla
 an eager training step. A step is timed from its first op to its last with every device
 synchronised; the result is the median of ``repeats`` steps after ``warmup`` untimed ones.
 
-Memory: the bytes resident on each device (parameters, inputs, buffers' copies, live tensors by storage,
-copies received, gradients and their copies on the parameters' devices) are counted as the step runs;
+Each step ends with the update of the graph's optimizer on each parameter's device (SGD, momentum, Adam
+or AdamW, as its update nodes name it: :mod:`gnplace.execute.optim`); the optimizer's state lives
+there across the steps of a measurement, made afresh (zeroed) for each placement measured.
+
+Memory: the bytes resident on each device (parameters and their optimizer state, inputs, buffers'
+copies, live tensors by storage, copies received, gradients and their copies on the parameters'
+devices) are counted as the step runs;
 a device that would hold more than its capacity in the cluster, or a real ``torch.OutOfMemoryError``,
 ends the step, which is reported as out of memory (:func:`~gnplace.execute.base.oom_result`), never
 raised.
@@ -24,7 +29,7 @@ import torch
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, first_line
 from gnplace.execute.base import RealStepTimer, oom_result, torch_devices
-from gnplace.execute.runner import DeviceOutOfMemory, place_params, run_step
+from gnplace.execute.runner import DeviceOutOfMemory, optimizer_state, place_params, run_step
 from gnplace.graph import OpGraph
 from gnplace.sim.timer import StepResult
 
@@ -40,7 +45,7 @@ class LocalTimer(RealStepTimer):
             GPUs ``cuda:0..``).
         warmup (int, optional): untimed steps first (default: 1).
         repeats (int, optional): timed steps, the median is reported (default: 5).
-        lr (float, optional): SGD learning rate of each step's update (default: 1e-3).
+        lr (float, optional): learning rate of each step's update, by the graph's optimizer (default: 1e-3).
         threads (int, optional): torch CPU threads while timing (default: unchanged).
 
     Attributes:
@@ -84,11 +89,12 @@ class LocalTimer(RealStepTimer):
             torch.set_num_threads(self.threads)
         try:
             params = place_params(self.program.params, plan, devices, copy=True)  # a real OOM here is an OOM too
+            state = optimizer_state(self.program, params, plan)  # kept across the steps, as an optimizer keeps it
             seconds, busy = [], []
             peak = np.zeros(cluster.num_devices)
             for r in range(self.warmup + self.repeats):
                 out = run_step(self.program, plan, devices, params=params, lr=self.lr, capacity=capacity,
-                               keep_outputs=False)
+                               keep_outputs=False, state=state)
                 peak = np.maximum(peak, out.peak_bytes)
                 if r >= self.warmup:
                     seconds.append(out.seconds)

@@ -2,7 +2,8 @@
 
 :func:`calibrate` times every op of a recorded step on each kind of device (all ops on one device,
 each op charged from the end of the previous one, so the executor's own per-op overhead is in it;
-median of ``repeats`` steps), the SGD update of every parameter, and the links (half the round trip
+median of ``repeats`` steps), the update of every parameter by the graph's optimizer (SGD, momentum,
+Adam or AdamW, as its update nodes name it: :mod:`gnplace.execute.optim`), and the links (half the round trip
 of a ping-pong at several sizes, fitted to ``latency + bytes / bandwidth`` by least squares). The
 ops' seconds of each kind are then scaled so that the simulated one-device step equals the step the
 timer measures with every op on that device: the per-op times give each op's share, the timer's
@@ -39,6 +40,7 @@ import torch
 from gnplace.cluster import Cluster, cluster_from_dict
 from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.base import as_program
+from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
 
@@ -116,17 +118,25 @@ def measure_op_seconds(program: Program, device: torch.device, *, repeats: int =
 
 
 def _update_seconds(program: Program, device: torch.device, repeats: int, threads: int) -> dict[str, float]:
-    """Median seconds of the SGD update of each parameter on ``device``."""
+    """Median seconds of the update of each parameter on ``device`` by the program's optimizer.
+
+    SGD's is one ``sub_``; another optimizer's is its whole update (:meth:`OptimizerState.update
+    <gnplace.execute.optim.OptimizerState.update>`), its state on ``device`` as the executors keep it.
+    """
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         found = {}
         for name, p in program.params.items():
             param, grad = p.to(device, copy=True), torch.ones_like(p, device=device)
+            state = None if program.optimizer == "sgd" else OptimizerState(program.optimizer, {name: param})
             times = []
             for _ in range(repeats + 1):
                 start = time.perf_counter()
-                param.sub_(grad, alpha=1e-3)
+                if state is None:
+                    param.sub_(grad, alpha=1e-3)
+                else:
+                    state.update(name, param, grad, 1e-3)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 times.append(time.perf_counter() - start)

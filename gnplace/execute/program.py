@@ -33,6 +33,7 @@ from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement
 from gnplace.execute.memory import Ledger
+from gnplace.execute.optim import optimizer_of, state_bytes
 from gnplace.importers.trace import Ref, memory_owners, written_argument
 from gnplace.placement import GraphKey, check_whole_devices
 
@@ -188,6 +189,9 @@ class Program:
             a whole view of it), by buffer name: the local executor reads them as the buffer.
         graph_digest (str): the graph's :attr:`~gnplace.placement.GraphKey.digest` (its op names and
             edges), so that a timer refuses another graph of as many nodes; ``""``: not known.
+        optimizer (str): the optimizer the graph's update nodes name (``"sgd"``, ``"momentum"``, ``"adam"``,
+            ``"adamw"``): the update the executors run on each parameter, whose state they keep and count
+            on its device (:mod:`gnplace.execute.optim`).
     """
 
     ops: list[ProgramOp]
@@ -203,6 +207,7 @@ class Program:
     input_grads: dict[int, Ref | None] = field(default_factory=dict)
     buffer_alias: dict[Ref, str] = field(default_factory=dict)
     graph_digest: str = ""
+    optimizer: str = "sgd"
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -317,6 +322,10 @@ class Program:
             return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
         return 0
 
+    def state_bytes(self, name: str) -> int:
+        """Bytes of the optimizer state parameter ``name`` has on its device (0 for SGD), beside the parameter."""
+        return state_bytes(self.optimizer, self.value_bytes(Ref("param", name=name)))
+
     def buffers_read(self, index: int, *, aliases: bool = True) -> list[str]:
         """Names of the buffers op ``index`` reads, each once.
 
@@ -359,7 +368,8 @@ class Program:
         """Most bytes resident on each device during a step under ``plan``, ``[num_devices]``, without running it.
 
         The count the local executor keeps as it runs (:func:`~gnplace.execute.runner.run_step`), by
-        storage (:class:`~gnplace.execute.memory.Ledger`): the parameters on their devices and each
+        storage (:class:`~gnplace.execute.memory.Ledger`): the parameters and their optimizer state
+        (:meth:`state_bytes`) on their devices and each
         buffer's copy on each device that reads it, for the whole step; the inputs the step reads, on
         their devices; each op's new outputs (a view or an in-place result shares the storage of what it
         shows or writes, so that storage stays while either is held); each copy on another device, made
@@ -382,7 +392,7 @@ class Program:
         """
         ledger = Ledger(num_devices)
         for name, d in plan.param_device.items():
-            ledger.hold(d, self.value_bytes(Ref("param", name=name)))
+            ledger.hold(d, self.value_bytes(Ref("param", name=name)) + self.state_bytes(name))
         if ranks:
             self._walk_ranks(plan, ledger)
         else:
@@ -726,4 +736,5 @@ def compile_step(step: Any) -> Program:
         buffer_alias={Ref("op", new_index[r.index], r.output): name for r, name in aliases.items()
                       if r.index in new_index},
         graph_digest=GraphKey.of(step.graph).digest,
+        optimizer=optimizer_of(step.graph.op_types[node] for node in step.update_node.values()) or "sgd",
     )

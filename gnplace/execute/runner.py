@@ -2,7 +2,8 @@
 
 :func:`run_step` walks the program's ops in order, runs each on the torch device its plan gives it,
 moves a tensor to another device once per consuming device (right after the op that makes it), frees
-every value after its last use, applies the SGD update to each parameter on its own device, and
+every value after its last use, applies the update of the graph's optimizer to each parameter on its
+own device (:mod:`gnplace.execute.optim`: SGD, momentum, Adam or AdamW, its state kept there), and
 counts the bytes resident on each device against a capacity (:class:`~gnplace.execute.memory.Ledger`,
 the count :meth:`~gnplace.execute.program.Program.peak_bytes` gives without running).
 :func:`call_op` runs one op; the distributed executor shares it.
@@ -21,10 +22,14 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement, first_line
 from gnplace.execute.memory import DeviceOutOfMemory, Ledger
+from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten, shared_source
 from gnplace.importers.trace import Ref
 
-__all__ = ["StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error", "place_params"]
+__all__ = [
+    "StepOutput", "DeviceOutOfMemory", "run_step", "call_op", "synchronize", "is_oom_error", "place_params",
+    "optimizer_state",
+]
 
 
 def is_oom_error(err: BaseException) -> bool:
@@ -43,10 +48,10 @@ class StepOutput:
         seconds (float): wall seconds of the step, devices synchronised at the end.
         busy (np.ndarray): seconds the host spent in each device's ops, ``[num_devices]`` (on a CUDA
             device this is launch time).
-        peak_bytes (np.ndarray): most bytes resident on each device, ``[num_devices]``: parameters,
-            inputs until their last use, buffers' copies, live tensors by storage (a view keeps what it
-            shows), copies received from other devices, the loss and the gradients (and their copies
-            on the parameters' devices) to the end.
+        peak_bytes (np.ndarray): most bytes resident on each device, ``[num_devices]``: parameters and
+            their optimizer state, inputs until their last use, buffers' copies, live tensors by storage
+            (a view keeps what it shows), copies received from other devices, the loss and the gradients
+            (and their copies on the parameters' devices) to the end.
         moved_bytes (float): bytes that crossed devices.
         moves (int): tensors that crossed devices.
         buffers (dict[str, torch.Tensor]): the new value of each buffer the step updated (batch norm's
@@ -221,6 +226,25 @@ def place_params(
     return placed
 
 
+def optimizer_state(program: Program, params: Mapping[str, torch.Tensor], plan: Plan) -> OptimizerState | None:
+    """The state of the program's optimizer for ``params`` (zeroed, on their devices); ``None`` for SGD, which has none.
+
+    Raises:
+        DeviceOutOfMemory: if a device runs out of memory for real while a parameter's state is made on it.
+    """
+    if program.optimizer == "sgd":
+        return None
+    state = OptimizerState(program.optimizer, {})
+    for name, value in params.items():
+        try:
+            state.add(name, value)
+        except Exception as err:
+            if is_oom_error(err):
+                raise DeviceOutOfMemory(plan.param_device.get(name, 0), float("inf")) from err
+            raise
+    return state
+
+
 def run_step(
     program: Program,
     plan: Plan,
@@ -232,6 +256,7 @@ def run_step(
     capacity: np.ndarray | None = None,
     keep_outputs: bool = True,
     buffers: Mapping[str, torch.Tensor] | None = None,
+    state: OptimizerState | None = None,
 ) -> StepOutput:
     """Run one step of ``program`` placed by ``plan`` over the torch ``devices`` (cluster index -> device).
 
@@ -242,14 +267,20 @@ def run_step(
         params (dict, optional): parameter values, already on their plan devices (default: the
             program's initial values, moved there).
         inputs (Sequence, optional): input values, already on their devices (default: the program's).
-        lr (float, optional): SGD learning rate of the update applied in place to ``params``; 0 skips
-            the update (default: 0).
+        lr (float, optional): learning rate of the update of the program's optimizer
+            (:attr:`Program.optimizer <gnplace.execute.program.Program.optimizer>`), applied in place to
+            ``params``; 0 skips the update (default: 0).
         capacity (np.ndarray, optional): bytes each device may hold, ``[num_devices]``; a step that
             needs more raises :class:`DeviceOutOfMemory` (default: no limit).
         keep_outputs (bool, optional): return the loss and the gradients (default: :obj:`True`).
         buffers (Mapping, optional): the buffers' values to start from, copied to each device that
             uses them (default: the program's, as recorded); the step's updates come back in
             :attr:`StepOutput.buffers`.
+        state (OptimizerState, optional): the optimizer's state of ``params``, on their devices, updated
+            in place (:func:`optimizer_state`; default: a fresh one for this step, as a new optimizer's
+            first step, where the optimizer keeps any). Its bytes are counted on each parameter's device
+            whether or not the step updates (:meth:`Program.state_bytes
+            <gnplace.execute.program.Program.state_bytes>`).
 
     Raises:
         InvalidPlacement: if the plan names a device beyond ``devices``.
@@ -267,13 +298,15 @@ def run_step(
     sources = [shared_source(op) for op in program.ops]
     if params is None:
         params = place_params(program.params, plan, devices)
+    if state is None and lr:
+        state = optimizer_state(program, params, plan)
     made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use
     if inputs is None:
         inputs = [x.to(devices[plan.input_device.get(k, 0)]) if isinstance(x, torch.Tensor) else x
                   for k, x in enumerate(program.inputs)]
     ledger = Ledger(num_devices, capacity)  # parameters, inputs and the step's tensors, by storage
     for k, p in params.items():
-        ledger.hold(plan.param_device.get(k, 0), _nbytes(p), check=False)
+        ledger.hold(plan.param_device.get(k, 0), _nbytes(p) + program.state_bytes(k), check=False)
     ledger.check()  # the parameters alone: no op output would tell
     busy = np.zeros(num_devices)
     values: dict[tuple[Ref, int], Any] = {}  # (ref, device) -> value there
@@ -385,9 +418,14 @@ def run_step(
     input_grads = {k: deliver(ref, plan.input_device.get(k, 0)) for k, ref in program.input_grads.items()}
     if lr:
         with torch.no_grad():
-            for name, g in grads.items():
-                if g is not None:
-                    params[name].sub_(g, alpha=lr)
+            if state is None:  # SGD, as the executors have always run it
+                for name, g in grads.items():
+                    if g is not None:
+                        params[name].sub_(g, alpha=lr)
+            else:
+                for name, g in grads.items():
+                    if g is not None:
+                        state.update(name, params[name], g, lr)
     synchronize(devices)
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None

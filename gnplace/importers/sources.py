@@ -11,6 +11,10 @@ argument:
   module's output on the inputs is the training loss (a scalar), or ``(module, example_inputs,
   loss)`` with ``loss`` a callable that maps the module's output to it (``lambda out: out.sum()``,
   a criterion bound to its targets).
+
+``optimizer`` is the optimizer whose update and state an imported model's graph counts (and the
+real-device executors run); a graph file already names its own on its update ops, so there an
+``optimizer`` given must be that one.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
 from gnplace.graph import OpGraph
+from gnplace.importers import OPTIMIZERS
 
 __all__ = ["load_graph_source", "load_factory", "load_step_source"]
 
@@ -89,7 +94,7 @@ def load_factory(spec: str) -> Any:
 
 
 def load_graph_source(
-    spec: str, *, input_shapes: Mapping[str, Sequence[int]] | None = None, optimizer: str = "sgd"
+    spec: str, *, input_shapes: Mapping[str, Sequence[int]] | None = None, optimizer: str | None = None
 ) -> OpGraph:
     """The training graph named by ``spec`` (see the module docstring).
 
@@ -97,13 +102,16 @@ def load_graph_source(
         spec (str): a graph file, an ONNX file or ``module:factory``.
         input_shapes (Mapping, optional): ONNX input sizes for dynamic dimensions (default: the file's);
             refused for any other source.
-        optimizer (str, optional): optimizer of imported models (default: ``"sgd"``).
+        optimizer (str, optional): optimizer of imported models, one of
+            :data:`~gnplace.importers.OPTIMIZERS`; for a graph file, checked against the optimizer its
+            update ops name (default: ``"sgd"`` for imported models, the file's own for a graph file).
 
     Raises:
         InvalidGraph: if a file is missing or malformed.
         InvalidArgument: if a factory cannot be found, raises or does not return ``(module, example_inputs)``
-            or ``(module, example_inputs, loss)``, or ``input_shapes`` are given for a source that is not an
-            ONNX file.
+            or ``(module, example_inputs, loss)``, ``input_shapes`` are given for a source that is not an
+            ONNX file, or ``optimizer`` is not the one a graph file's update ops name.
+        UnknownName: for an unknown ``optimizer``.
 
     Examples:
         >>> load_graph_source("datasets/examples/mlp2x8w2048b512.gnpg").num_ops > 0
@@ -113,7 +121,7 @@ def load_graph_source(
     if path.suffix.lower() == ".onnx":
         from gnplace.importers.onnx import from_onnx
 
-        return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer)
+        return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer or "sgd")
     graph_file = path.suffix.lower() in (".gnpg", ".json") or path.exists()
     if input_shapes:
         what = "a graph file" if graph_file else "a MODULE:FACTORY"
@@ -122,21 +130,50 @@ def load_graph_source(
     if graph_file:
         from gnplace.graph_io import load_graph
 
-        return load_graph(path)
+        graph = load_graph(path)
+        if optimizer is not None:
+            _check_graph_optimizer(spec, graph, optimizer)
+        return graph
     if ":" in spec:
-        return load_step_source(spec, optimizer=optimizer)[0].graph
+        return load_step_source(spec, optimizer=optimizer or "sgd")[0].graph
     raise InvalidGraph(f"{spec}: no such graph file (give a .gnpg or .onnx file, or MODULE:FACTORY)")
+
+
+def _check_graph_optimizer(spec: str, graph: OpGraph, optimizer: str) -> None:
+    """Refuse ``optimizer`` for the graph file ``spec`` unless its update ops name that one.
+
+    Raises:
+        UnknownName: for an unknown ``optimizer``.
+        InvalidArgument: if the graph's update ops name another optimizer, or none.
+    """
+    from gnplace.execute.optim import graph_optimizer
+
+    _check_optimizer_name(optimizer)
+    own = graph_optimizer(graph)
+    if own == optimizer:
+        return
+    has = f"its update ops are {own}'s ({own}_update)" if own else "its update ops name no optimizer"
+    raise InvalidArgument(f"{spec}: a graph file's optimizer is fixed when it is imported, and {has}, not "
+                          f"{optimizer}'s: leave --optimizer out, or import the model again with it")
+
+
+def _check_optimizer_name(optimizer: str) -> None:
+    """Raise :class:`~gnplace.exceptions.UnknownName` for an optimizer not in :data:`~gnplace.importers.OPTIMIZERS`."""
+    if optimizer not in OPTIMIZERS:
+        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
 
 
 def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
     """The recorded training step of ``module:factory`` and the module: ``(ImportedStep, torch.nn.Module)``.
 
     Real-device timing, ``gnplace profile`` and ``gnplace.apply`` need the step itself, not only its
-    graph, so they take a factory.
+    graph, so they take a factory. ``optimizer`` (one of :data:`~gnplace.importers.OPTIMIZERS`, default
+    ``"sgd"``) is the update the graph counts and the executors run.
 
     Raises:
         InvalidArgument: if ``spec`` is not ``module:factory``, or the factory raises or does not return
             ``(module, example_inputs)`` or ``(module, example_inputs, loss)``.
+        UnknownName: for an unknown ``optimizer``.
     """
     import torch
 
@@ -147,6 +184,7 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
             f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
             "returning (module, example_inputs))"
         )
+    _check_optimizer_name(optimizer)  # before the user's code runs
     factory = load_factory(spec)
     try:
         made = factory()

@@ -226,3 +226,15 @@ def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, ca
     assert err == (f"gnplace: error: FineTunePlacer needs a budget >= 1 (a whole number of timer evaluations, at most "
                    f"1,000,000,000), got {10**20}\n")
     assert not out.exists()
+
+
+def test_the_optimizer_given_reaches_fine_tuning(tmp_path, monkeypatch):
+    """``--optimizer`` had no way to fine-tuning's import of the model: every model was imported with SGD."""
+    import gnplace.finetune
+
+    seen = []
+    monkeypatch.setattr(gnplace.finetune, "finetune", lambda source, cluster, **kwargs: seen.append(kwargs) or None)
+    for extra in ([], ["--optimizer", "adamw"]):
+        assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local",
+                     "-o", str(tmp_path / "run"), *extra]) == 0
+    assert seen[0].get("optimizer") is None and seen[1]["optimizer"] == "adamw"  # none given: the source's own

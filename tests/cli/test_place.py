@@ -451,3 +451,23 @@ def test_an_output_over_a_shipped_checkpoint_is_refused(shipped, tmp_path, monke
                      str(target)]) == 2
         assert f"is the input {shipped}" in capsys.readouterr().err
     assert target.read_bytes() == before
+
+
+def test_place_imports_a_model_with_the_optimizer_given_and_a_graph_file_keeps_its_own(tmp_path, capsys, load_script):
+    """Every module:factory was imported with SGD: an Adam model's state was missing from the predicted memory."""
+    from gnplace.execute.examples import tiny
+
+    peaks = {}
+    for optimizer in ("sgd", "adam"):
+        assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "single", "--optimizer",
+                     optimizer, "--json"]) == 0
+        peaks[optimizer] = sum(d["peak_memory_bytes"] for d in json.loads(capsys.readouterr().out)["devices"])
+    param_bytes = sum(p.numel() * p.element_size() for p in tiny()[0].parameters())
+    assert peaks["adam"] == peaks["sgd"] + 2 * param_bytes  # Adam's two moments beside each parameter
+    graph_file = str(EXAMPLES / "mlp1x8w6144b256.gnpg")  # an SGD graph
+    assert main(["place", graph_file, "-c", "k80x2", "-p", "single", "--optimizer", "sgd"]) == 0
+    capsys.readouterr()
+    for run in (lambda argv: main(["place", *argv]), load_script("place").main):
+        assert run([graph_file, "-c", "k80x2", "--optimizer", "adam"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "its update ops are sgd's (sgd_update), not adam's" in err

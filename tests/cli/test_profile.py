@@ -77,3 +77,26 @@ def test_profile_refuses_no_measurements_in_one_line(tmp_path, capsys, flag):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--anchor-rounds and --probe-rounds must be at least 1" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_profile_imports_the_model_with_the_optimizer_given_and_times_its_update(tmp_path, capsys, monkeypatch):
+    """The factory was always imported with SGD: an Adam model's update nodes were calibrated with SGD's update."""
+    from gnplace.execute.optim import OptimizerState, graph_optimizer
+    from gnplace.graph_io import load_graph
+
+    timed = []
+    update = OptimizerState.update
+
+    def spy(self, name, param, grad, lr):
+        timed.append(self.optimizer)
+        update(self, name, param, grad, lr)
+
+    monkeypatch.setattr(OptimizerState, "update", spy)
+    out = tmp_path / "adam"
+    assert main(["profile", "gnplace.execute.examples:tiny", "--optimizer", "adam", "--timer", "local",
+                 "--devices", "cpu", "--placements", "0", "--repeats", "1", "--anchor-rounds", "1", "-o", str(out)]) == 0
+    assert graph_optimizer(load_graph(out / "graph.gnpg")) == "adam"
+    assert timed and set(timed) == {"adam"}  # the update nodes' seconds and the anchoring steps ran Adam's update
+    with pytest.raises(SystemExit) as info:
+        main(["profile", "gnplace.execute.examples:tiny", "--optimizer", "lion", "-o", str(tmp_path / "x")])
+    assert info.value.code == 2 and "invalid choice: 'lion'" in capsys.readouterr().err

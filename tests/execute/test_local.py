@@ -14,10 +14,10 @@ def _cpu_cluster(memory="64GiB"):
                               "links": {"default": "pcie3"}})
 
 
-def _step():
+def _step(optimizer="sgd"):
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    return import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+    return import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean(), optimizer=optimizer)
 
 
 def test_times_placements_counts_moves_and_caches():
@@ -161,8 +161,9 @@ def test_a_graph_of_as_many_nodes_but_other_ops_is_refused():
     assert not timer.time(costed, _cpu_cluster(), np.zeros(n, dtype=np.int64)).is_oom
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
 @pytest.mark.parametrize("groups", [(0, 0, 0, 0), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1, 0), (1, 1, 0, 0)])
-def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups):
+def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups, optimizer):
     """Each device's peak is the simulator's: parameters, the input, activations kept for backward, gradients
     (returned as views of what made them) and the copies each receives, the gradient copies included.
 
@@ -170,11 +171,13 @@ def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups
     simulator frees it after the backward's seed read it. It measured ``[3076, 2704]`` against the
     simulator's ``[4112, 4880]`` (updates on device 1), and here ``[5780, 0]`` against ``[6816, 0]`` on one
     device, ``[3220, 5248]`` against ``[3216, 5760]`` for ``(1, 1, 0, 0)``: it left out the gradient copies,
-    the input and the storages that views keep (gradients are returned as ``t(t(mm))``).
+    the input and the storages that views keep (gradients are returned as ``t(t(mm))``). With momentum or
+    Adam it left out the optimizer's state, which the simulator counts on each update node (``[6820, 0]``
+    against ``[12228, 0]`` for Adam on one device).
     """
     from gnplace.sim.simulator import Simulator
 
-    step = _step()
+    step = _step(optimizer)
     graph, cluster = step.graph, _cpu_cluster()
     devices = np.array([groups[k] for k in graph.group], dtype=np.int64)
     timer = LocalTimer(step, devices=["cpu", "cpu"], warmup=0, repeats=1)
@@ -184,3 +187,26 @@ def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups
     loss_held = np.zeros(2)
     loss_held[program.plan(devices).value_device[program.loss]] = program.value_bytes(program.loss)
     np.testing.assert_array_equal(measured, simulated + loss_held)
+
+
+def test_each_measured_step_runs_the_graphs_optimizer_with_its_state_kept_across_the_steps(monkeypatch):
+    """An Adam graph's steps ran SGD's update (``sub_``), with no state."""
+    from gnplace.execute.optim import OptimizerState
+
+    updates = []
+    update = OptimizerState.update
+
+    def spy(self, name, param, grad, lr):
+        updates.append((id(self), name, self.steps[name] + 1, lr))
+        update(self, name, param, grad, lr)
+
+    monkeypatch.setattr(OptimizerState, "update", spy)
+    step = _step("adam")
+    timer = LocalTimer(step, devices=["cpu", "cpu"], warmup=1, repeats=2, lr=0.01)
+    timer.time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    names = list(timer.program.params)
+    assert [(name, t, lr) for _, name, t, lr in updates] == [(n, t, 0.01) for t in (1, 2, 3) for n in names]
+    assert len({state for state, *_ in updates}) == 1  # one state, on the parameters' devices, for all steps
+    updates.clear()
+    LocalTimer(_step(), devices=["cpu", "cpu"], repeats=1).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert updates == []  # SGD runs as it always has

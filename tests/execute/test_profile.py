@@ -233,3 +233,27 @@ def test_devices_on_one_gpu_share_its_memory_as_cpu_devices_share_the_hosts(monk
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert memory == {"cuda0": 40 * gib, "cuda1": 40 * gib, "cuda2": 80 * gib, "cpu3": host / 2, "cpu4": host / 2}
     assert calibration.cluster.kinds == ["mock-gpu"] * 3 + ["cpu-1t"] * 2
+
+
+def test_each_update_node_is_timed_running_the_graphs_optimizer(monkeypatch):
+    """Calibration timed SGD's sub_ for every update node, so an Adam graph's update nodes got SGD's seconds."""
+    import torch
+
+    from gnplace.execute import profile
+    from gnplace.execute.optim import OptimizerState
+
+    updates = []
+    update = OptimizerState.update
+
+    def spy(self, name, param, grad, lr):
+        updates.append((self.optimizer, name, self.steps[name] + 1))
+        update(self, name, param, grad, lr)
+
+    monkeypatch.setattr(OptimizerState, "update", spy)
+    adam = compile_step(import_step(*tiny(), optimizer="adam"))
+    seconds = profile._update_seconds(adam, torch.device("cpu"), repeats=2, threads=1)
+    assert set(seconds) == set(adam.params) and all(s > 0 for s in seconds.values())
+    assert updates == [("adam", name, t) for name in adam.params for t in (1, 2, 3)]  # one state per parameter
+    updates.clear()
+    profile._update_seconds(compile_step(import_step(*tiny())), torch.device("cpu"), repeats=2, threads=1)
+    assert updates == []  # SGD's update timed as it always was

@@ -221,3 +221,27 @@ def test_the_copies_of_the_buffers_a_step_reads_are_counted(count):
                         program.peak_bytes(plan, 1))[0]
         buffers = sum(b.numel() * b.element_size() for b in program.buffers.values())
     assert buffers == 0 and peaks[True] == peaks[False] + (8 + 8) * 4 + 8  # mean, variance, batch count
+
+
+def test_the_program_runs_the_optimizer_its_graphs_update_nodes_name_and_counts_its_state():
+    """A program compiled from an Adam graph named no optimizer: it ran, and counted, SGD's update."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.ReLU(), torch.nn.Linear(12, 3))
+    x = torch.randn(5, 6)
+    programs = {name: compile_step(import_step(net, (x,), loss=lambda y: y.square().mean(), optimizer=name))
+                for name in ("sgd", "momentum", "adam", "adamw")}
+    assert {name: program.optimizer for name, program in programs.items()} == {name: name for name in programs}
+    devices = np.arange(programs["sgd"].num_nodes) % 2
+    sgd = programs["sgd"]
+    for name, factor in (("momentum", 1), ("adam", 2), ("adamw", 2)):
+        program = programs[name]
+        plan = program.plan(devices)
+        state = np.zeros(2)
+        for param, value in program.params.items():
+            assert program.state_bytes(param) == factor * value.numel() * value.element_size()
+            state[plan.param_device[param]] += program.state_bytes(param)
+        for ranks in (False, True):
+            np.testing.assert_array_equal(program.peak_bytes(plan, 2, ranks=ranks),
+                                          sgd.peak_bytes(sgd.plan(devices), 2, ranks=ranks) + state)
+        out = run_step(program, plan, [torch.device("cpu")] * 2, lr=0.1)
+        np.testing.assert_array_equal(program.peak_bytes(plan, 2), out.peak_bytes)

@@ -267,3 +267,43 @@ def test_a_gradient_two_parameters_share_crosses_once_and_is_counted_once():
     assert out.moves == plan.num_moves
     assert out.grads["p"] is out.grads["q"]
     assert out.peak_bytes[1] == 2 * 16 * 8 * 4 + 16 * 8 * 4  # p, q and their one gradient
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "adamw"])
+def test_placed_steps_update_as_torch_optim_does_with_the_state_kept_on_each_parameters_device(optimizer):
+    """The graph's optimizer ran as plain SGD: an Adam graph's executed update was SGD's, and its state was nowhere."""
+    from gnplace.execute.runner import optimizer_state, place_params
+    from tests.execute.test_optim import TORCH_OPTIMIZERS
+
+    torch.manual_seed(0)
+    net, x = SharedGrad(), torch.randn(16, 8)
+    program = compile_step(import_step(net, (x,), optimizer=optimizer))
+    assert program.optimizer == optimizer
+    plan = program.plan(np.arange(program.num_nodes) % 2)
+    assert set(plan.param_device.values()) == {0, 1}
+    params = place_params(program.params, plan, [CPU, CPU], copy=True)
+    state = optimizer_state(program, params, plan)
+    reference = TORCH_OPTIMIZERS[optimizer](net.parameters(), 0.01)
+    for _ in range(3):
+        run_step(program, plan, [CPU, CPU], params=params, lr=0.01, state=state)
+        reference.zero_grad()
+        net(x).backward()
+        reference.step()
+    for name, p in net.named_parameters():
+        assert torch.equal(params[name], p.detach()), name
+
+
+def test_the_optimizer_state_is_counted_on_each_parameters_device():
+    """Adam keeps two moments beside each parameter: the executor's peak left them out (the simulator's has them)."""
+    torch.manual_seed(0)
+    net, x = SharedGrad(), torch.randn(16, 8)
+    peaks = {}
+    for optimizer in ("sgd", "adam"):
+        program = compile_step(import_step(net, (x,), optimizer=optimizer))
+        plan = program.plan(np.arange(program.num_nodes) % 2)
+        peaks[optimizer] = run_step(program, plan, [CPU, CPU], lr=0.01).peak_bytes
+        np.testing.assert_array_equal(peaks[optimizer], program.peak_bytes(plan, 2))
+    state = np.zeros(2)
+    for name, p in program.params.items():
+        state[plan.param_device[name]] += 2 * p.numel() * p.element_size()
+    np.testing.assert_array_equal(peaks["adam"], peaks["sgd"] + state)

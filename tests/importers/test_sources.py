@@ -163,3 +163,27 @@ def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tm
     (package / "broken.py").write_text("import no_such_dependency_xyz\n")
     with pytest.raises(InvalidArgument, match="cannot import mypkg_cwd_test.broken .*no_such_dependency_xyz"):
         load_factory("mypkg_cwd_test.broken:make")  # a missing dependency of the user's module stays the error
+
+
+def test_the_optimizer_reaches_every_source_and_a_graph_files_own_is_not_overridden(tmp_path):
+    """The real-execution paths imported every model with SGD; a graph file now refuses another optimizer."""
+    from gnplace.exceptions import UnknownName
+    from gnplace.execute.optim import graph_optimizer
+
+    (tmp_path / "mymodels.py").write_text(FACTORY)
+    factory = f"{tmp_path / 'mymodels.py'}:make"
+    step, _ = load_step_source(factory, optimizer="adam")
+    assert graph_optimizer(step.graph) == "adam"
+    assert graph_optimizer(load_graph_source(factory, optimizer="momentum")) == "momentum"
+    assert graph_optimizer(load_graph_source(factory)) == "sgd"  # the default, as before
+    onnx_file = str(_onnx_file(tmp_path / "m.onnx"))
+    assert graph_optimizer(load_graph_source(onnx_file, optimizer="adamw")) == "adamw"
+    graph_file = str(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")  # an SGD graph
+    assert load_graph_source(graph_file, optimizer="sgd").num_ops == load_graph_source(graph_file).num_ops
+    with pytest.raises(InvalidArgument, match=r"mlp2x8w2048b512\.gnpg: a graph file's optimizer is fixed when it is "
+                                              r"imported, and its update ops are sgd's \(sgd_update\), not adam's: "):
+        load_graph_source(graph_file, optimizer="adam")
+    for call in (lambda: load_step_source(factory, optimizer="lion"), lambda: load_graph_source(graph_file,
+                                                                                                optimizer="lion")):
+        with pytest.raises(UnknownName, match=r"^unknown optimizer 'lion' \(choose one of: sgd, momentum, adam, adamw\)$"):
+            call()
