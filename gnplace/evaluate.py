@@ -13,10 +13,10 @@ asked for: a task whose inputs changed replaces the old row, tasks of one evalua
 in budget, options or mode each keep their own, and a failed row runs again. Paths are stored absolute,
 so a rerun from another folder finds them.
 
-The summary gives, per family, cluster and placer (and budget, where a placer was given one), geometric
-means of the step time's ratio to the best non-learned placer on the same graph and cluster, to the
-single-device placement and to the lower bound, the number of OOM placements and the mean placement
-time (Placeto, Baechi and Spotlight report the same figures, see ``docs/evaluation.md``).
+The summary gives, per family, cluster and placer (and budget, where a placer was given one, and options,
+where it ran with several sets), geometric means of the step time's ratio to the best non-learned placer on the
+same graph and cluster, to the single-device placement and to the lower bound, the number of OOM placements and
+the mean placement time (Placeto, Baechi and Spotlight report the same figures, see ``docs/evaluation.md``).
 """
 
 from __future__ import annotations
@@ -643,25 +643,70 @@ def summary_budget(row: Row) -> int | None:
     return row.budget
 
 
-def summary_label(placer: str, budget: int | None) -> str:
+def summary_label(placer: str, budget: int | None, options: str = "") -> str:
     """How a summary line names its placer: ``annealing@200`` where given a budget (evaluations), else the name.
 
+    ``options`` (the text of :func:`option_labels`, empty where the placer ran with one option set) goes in
+    brackets after the name: ``ppo[mode=refine]@2000``.
+
     Examples:
-        >>> summary_label("annealing", 200), summary_label("heft", None)
-        ('annealing@200', 'heft')
+        >>> summary_label("annealing", 200), summary_label("heft", None), summary_label("ppo", 2000, "mode=refine")
+        ('annealing@200', 'heft', 'ppo[mode=refine]@2000')
     """
-    return placer if budget is None else f"{placer}@{budget}"
+    name = f"{placer}[{options}]" if options else placer
+    return name if budget is None else f"{name}@{budget}"
+
+
+def option_labels(rows: Sequence[Row]) -> dict[tuple[str, str], str]:
+    """Short text of each placer's option set (``Row.options``), by ``(placer, options)``, to tell its lines apart.
+
+    A placer whose rows all have one option set gets ``""`` (its lines are named as before). Otherwise each set
+    shows the options that differ between the placer's sets, as ``name=value`` joined by commas, a path by its
+    file name (``checkpoint=base.ckpt``); where two sets would read the same, their whole JSON is shown.
+
+    Examples:
+        >>> rows = [Row("g", "f", "g.gnpg", 1, 1, "c", "ppo", 0, 1.0, 1.0, 1.0, 0.0, False, 0.0, options=o)
+        ...         for o in ('{"lr": 0.1}', '{"lr": 0.1, "mode": "refine"}')]
+        >>> sorted(option_labels(rows).values())
+        ['', 'mode=refine']
+    """
+    sets: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        sets[r.placer].add(r.options)
+    labels: dict[tuple[str, str], str] = {}
+    for placer, texts in sets.items():
+        parsed = {text: {k: json.dumps(v, sort_keys=True) for k, v in json.loads(text).items()} for text in texts}
+        keys = set().union(*parsed.values())
+        differ = sorted(k for k in keys if len({values.get(k) for values in parsed.values()}) > 1)
+        short = {text: ",".join(f"{k}={_option_text(json.loads(values[k]))}" for k in differ if k in values)
+                 for text, values in parsed.items()}
+        if len(set(short.values())) < len(short):  # two sets read the same (files of one name): show them whole
+            short = {text: text for text in texts}
+        labels.update({(placer, text): label for text, label in short.items()})
+    return labels
+
+
+def _option_text(value: Any) -> str:
+    """An option's value as a label shows it: a string as it is (a path by its file name), else its JSON."""
+    if isinstance(value, str) and ("/" in value or os.sep in value):
+        return os.path.basename(value.rstrip("/" + os.sep)) or value
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"))
 
 
 def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """One summary line per (family, cluster, placer, budget): geometric-mean ratios, OOM count, placement time.
+    """One summary line per (family, cluster, placer, budget, options): geometric-mean ratios, OOMs, placement time.
 
-    Rows of one placer given other budgets (:func:`summary_budget`) are summarised apart: ``budget`` is the
-    evaluations given (None: its own default, or a placer that takes none) and ``label`` names the line
-    (:func:`summary_label`: ``annealing@200``, or ``heft`` as before); lines are sorted by family, cluster, placer
-    and budget (its default first, then ascending). ``graphs`` counts the rows summarised, ``vs_best_graphs`` those
-    whose ratio is in ``vs_best`` (not the out-of-memory or failed ones, nor those of a graph without a best);
-    ``place_s`` is the mean seconds of the runs that placed (nan if none did).
+    Rows of one placer given other budgets (:func:`summary_budget`) or other options (``-O ppo.mode=refine``, two
+    checkpoints) are summarised apart: ``budget`` is the evaluations given (None: its own default, or a placer that
+    takes none), ``options`` the rows' options (JSON) and ``label`` names the line (:func:`summary_label`:
+    ``annealing@200``, ``ppo[mode=refine]@2000`` where the placer ran with several option sets
+    (:func:`option_labels`), or ``heft`` as before); lines are sorted by family, cluster, placer, budget (its default
+    first, then ascending) and label. ``runs`` counts the rows summarised, ``graphs`` their distinct graph files
+    (a graph run with two seeds is one graph and two runs; every mean and count below is over runs),
+    ``vs_best_graphs`` the runs whose ratio is in ``vs_best`` (not the out-of-memory or failed ones, nor those of
+    a graph without a best); ``place_s`` is the mean seconds of the runs that placed (nan if none did).
 
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
     and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
@@ -675,17 +720,19 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
         if not r.learned and not r.oom and math.isfinite(r.step_time_s):
             key = (r.graph_path, label[id(r)])
             best[key] = min(best.get(key, math.inf), r.step_time_s)
-    groups: dict[tuple[str, str, str, int | None], list[Row]] = defaultdict(list)
+    options = option_labels(rows)
+    groups: dict[tuple[str, str, str, int | None, str], list[Row]] = defaultdict(list)
     for r in rows:
-        groups[(r.family or "-", label[id(r)], r.placer, summary_budget(r))].append(r)
+        groups[(r.family or "-", label[id(r)], r.placer, summary_budget(r), r.options)].append(r)
     summary = []
-    for (family, cluster, placer, budget), members in sorted(groups.items(), key=_line_order):
+    for (family, cluster, placer, budget, given), members in sorted(groups.items(), key=_line_order(options)):
         ok = [r for r in members if not r.oom and math.isfinite(r.step_time_s)]
         vs_best = [relative_step(r.step_time_s, best[(r.graph_path, cluster)]) for r in ok
                    if (r.graph_path, cluster) in best]
         summary.append({
-            "family": family, "cluster": cluster, "placer": placer, "budget": budget,
-            "label": summary_label(placer, budget), "graphs": len(members),
+            "family": family, "cluster": cluster, "placer": placer, "budget": budget, "options": given,
+            "label": summary_label(placer, budget, options[(placer, given)]), "runs": len(members),
+            "graphs": len({r.graph_path for r in members}),
             "vs_best": geomean(vs_best),
             "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
             "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
@@ -700,10 +747,14 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     return summary
 
 
-def _line_order(item: tuple[tuple[str, str, str, int | None], Any]) -> tuple[str, str, str, int]:
-    """Sort key of a summary group: family, cluster, placer, then budget (none, -1, before any given)."""
-    (family, cluster, placer, budget), _ = item
-    return family, cluster, placer, -1 if budget is None else budget
+def _line_order(
+    options: Mapping[tuple[str, str], str],
+) -> Callable[[tuple[tuple[str, str, str, int | None, str], Any]], tuple[str, str, str, int, str]]:
+    """Sort key of a summary group: family, cluster, placer, budget (none, -1, before any given), option label."""
+    def key(item: tuple[tuple[str, str, str, int | None, str], Any]) -> tuple[str, str, str, int, str]:
+        (family, cluster, placer, budget, given), _ = item
+        return family, cluster, placer, -1 if budget is None else budget, options[(placer, given)]
+    return key
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -728,7 +779,11 @@ def _cluster_labels(rows: Sequence[Row]) -> dict[int, str]:
 
 
 def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
-    """Write the summary as a Markdown table (ratios are geometric means; lower is better), atomically."""
+    """Write the summary as a Markdown table (ratios are geometric means; lower is better), atomically.
+
+    The ``graphs`` column counts distinct graph files, with the runs where they differ (``1 (2 runs)``: two seeds
+    of one graph); ratios, ``best on`` and OOM count runs.
+    """
     lines = [
         "| family | cluster | placer | graphs | step / best non-learned | step / single device | step / bound "
         "| best on | OOM | errors | place s (mean) |",
@@ -736,8 +791,14 @@ def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[st
     ]
     for s in summary:
         lines.append(
-            f"| {s['family']} | {s['cluster']} | {s.get('label', s['placer'])} | {s['graphs']} | {s['vs_best']:.3f} "
-            f"| {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} | {s['errors']} "
-            f"| {s['place_s']:.3f} |"
+            f"| {s['family']} | {s['cluster']} | {s.get('label', s['placer'])} | {_graphs_cell(s)} "
+            f"| {s['vs_best']:.3f} | {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} "
+            f"| {s['errors']} | {s['place_s']:.3f} |"
         )
     return write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))  # a failed write keeps the old table
+
+
+def _graphs_cell(line: Mapping[str, Any]) -> str:
+    """A summary line's graphs, and its runs where they are more (``1 (2 runs)``: one graph at two seeds)."""
+    graphs, runs = line["graphs"], line.get("runs", line["graphs"])
+    return str(graphs) if runs == graphs else f"{graphs} ({runs} runs)"

@@ -69,8 +69,9 @@ def plot_timeline(
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
 
-    ``summary`` holds one row per family, cluster, placer and budget (:func:`gnplace.evaluate.summarise`; a placer
-    given two budgets has a bar each, named by its ``label``, ``annealing@200``, in budget order), whose
+    ``summary`` holds one row per family, cluster, placer, budget and options (:func:`gnplace.evaluate.summarise`; a
+    placer given two budgets or option sets has a bar each, named by its ``label``, ``annealing@200`` or
+    ``ppo[mode=refine]@2000``, in budget order, then by label), whose
     ``vs_best`` is a geometric mean over its ``vs_best_graphs`` graphs (``graphs`` where not given); a bar is
     the mean over every graph of the cluster with a ratio, each family weighted by its graphs counted in
     ``vs_best`` (an out-of-memory or failed placement has none).
@@ -87,8 +88,8 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     import matplotlib.pyplot as plt
 
     clusters = sorted({s["cluster"] for s in summary})
-    bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none): a placer's budgets in their order
-    names = {_bar(s): s.get("label", s["placer"]) for s in summary}
+    bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
+    names = {_bar(s): _bar(s)[2] for s in summary}
     fig, axes = plt.subplots(1, len(clusters), figsize=(4 + 2.5 * len(clusters), 4), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
@@ -106,10 +107,10 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     return _save(fig, path)
 
 
-def _bar(line: dict) -> tuple[str, int]:
-    """The bar a summary line joins: its placer and budget (evaluations; -1 for none, drawn first)."""
+def _bar(line: dict) -> tuple[str, int, str]:
+    """The bar a summary line joins: placer, budget (evaluations; -1 for none, drawn first) and label (its options)."""
     budget = line.get("budget")
-    return str(line["placer"]), -1 if budget is None else int(budget)
+    return str(line["placer"]), -1 if budget is None else int(budget), str(line.get("label", line["placer"]))
 
 
 def _plain(name: str) -> str:

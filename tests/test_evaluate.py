@@ -653,3 +653,38 @@ def test_a_placer_given_two_budgets_is_summarised_once_per_budget(tmp_path):
     md = write_markdown(summary, tmp_path / "r.md").read_text()
     assert [line.split(" | ")[2] for line in md.splitlines()[2:]] == ["annealing", "annealing@5", "annealing@40",
                                                                       "heft"]
+
+
+def _row(graph: str, placer: str, step: float, *, options: str = "{}", budget=None, seed: int = 0) -> Row:
+    """A finished row of ``graph`` (family ``toy``) on k80x2: step time ``step`` s, single device 2 s."""
+    return Row(graph, "toy", f"/g/{graph}.gnpg", 10, 5, "k80x2", placer, seed, step, 0.5, 2.0, 0.0, False, 0.1,
+               budget=budget, options=options, cluster_spec="k80x2")
+
+
+def test_a_placer_run_with_two_option_sets_is_summarised_once_per_set():
+    """Rows of annealing with and without ``start=heft`` (two checkpoints of policy) were one line and one mean."""
+    rows = [_row("a", "annealing", 1.0, budget=200), _row("a", "annealing", 1.5, options='{"start": "heft"}', budget=200),
+            _row("a", "heft", 1.2, options='{"x": 1}'),  # one option set: its label as before
+            _row("a", "policy", 2.0, options='{"checkpoint": "/ckpt/base.ckpt", "samples": 16}'),
+            _row("a", "policy", 1.0, options='{"checkpoint": "/ckpt/tuned.ckpt", "samples": 16}'),
+            _row("a", "metis", 1.0, options='{"checkpoint": "/x/p.ckpt"}'),
+            _row("a", "metis", 1.1, options='{"checkpoint": "/y/p.ckpt"}')]  # one file name: shown whole
+    summary = summarise(rows)
+    assert [(s["label"], s["vs_best"]) for s in summary] == [
+        ("annealing@200", 1.0), ("annealing[start=heft]@200", 1.5), ("heft", 1.2),
+        ('metis[{"checkpoint": "/x/p.ckpt"}]', 1.0), ('metis[{"checkpoint": "/y/p.ckpt"}]', 1.1),
+        ("policy[checkpoint=base.ckpt]", 2.0), ("policy[checkpoint=tuned.ckpt]", 1.0)]
+    assert [s["options"] for s in summary][:3] == ["{}", '{"start": "heft"}', '{"x": 1}']
+
+
+def test_graphs_counts_graph_files_and_runs_counts_rows():
+    """Two seeds of one graph counted as two 'graphs'; the means stay over every run."""
+    rows = [_row("a", "heft", 1.0, seed=0), _row("a", "heft", 4.0, seed=1), _row("b", "heft", 2.0)]
+    (line,) = summarise(rows)
+    assert (line["graphs"], line["runs"], line["vs_single"]) == (2, 3, pytest.approx(1.0))  # (1/2 * 2 * 1)^(1/3)
+
+
+def test_the_markdown_table_shows_runs_where_they_outnumber_graphs(tmp_path):
+    rows = [_row("a", "heft", 1.0, seed=0), _row("a", "heft", 4.0, seed=1), _row("b", "single", 2.0)]
+    md = write_markdown(summarise(rows), tmp_path / "r.md").read_text().splitlines()[2:]
+    assert [line.split(" | ")[2:4] for line in md] == [["heft", "1 (2 runs)"], ["single", "1"]]

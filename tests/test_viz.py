@@ -139,3 +139,23 @@ def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_p
                 "graphs": 1}]
     plot_ratios(summary, tmp_path / "r.png")
     assert names == [["annealing@200", "annealing@2000", "heft"]] and drawn == [[4.0, 1.0, 2.0]]
+
+
+def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, monkeypatch):
+    """Lines of ppo at one budget with and without ``mode=refine`` were one bar (their mean)."""
+    import matplotlib.axes
+
+    from gnplace.evaluate import Row, summarise
+
+    drawn, names = [], []
+    real_bar, real_labels = matplotlib.axes.Axes.bar, matplotlib.axes.Axes.set_xticklabels
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, x, heights, **kw: (drawn.append(list(heights)),
+                                                                                   real_bar(ax, x, heights, **kw))[1])
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticklabels",
+                        lambda ax, labels, **kw: (names.append(list(labels)), real_labels(ax, labels, **kw))[1])
+    rows = [Row("g", "f", "/g.gnpg", 1, 1, "c", placer, 0, step, 0.5, 2.0, 0.0, False, 0.1, budget=budget,
+                options=options, cluster_spec="c")
+            for placer, step, budget, options in (("heft", 1.0, None, "{}"), ("ppo", 4.0, 20, "{}"),
+                                                  ("ppo", 2.0, 20, '{"mode": "refine"}'))]
+    plot_ratios(summarise(rows), tmp_path / "r.png")
+    assert names == [["heft", "ppo@20", "ppo[mode=refine]@20"]] and drawn == [[1.0, 4.0, 2.0]]

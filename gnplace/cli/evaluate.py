@@ -67,6 +67,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace evaluate``."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
@@ -128,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
     for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
         table.add_column(col, justify="left" if col in ("family", "cluster", "placer") else "right")
     for s in summary:
-        table.add_row(s["family"], s["cluster"], s["label"], f"{s['vs_best']:.3f}", f"{s['vs_single']:.3f}",
-                      f"{s['vs_bound']:.3f}", f"{s['best_count']}/{s['graphs']}", str(s["oom"]), f"{s['place_s']:.3f}")
+        # names as they are: rich read "[placeto]" and "[start=heft]" as markup (dropped) and "[/x]" failed
+        table.add_row(escape(s["family"]), escape(s["cluster"]), escape(s["label"]), f"{s['vs_best']:.3f}",
+                      f"{s['vs_single']:.3f}", f"{s['vs_bound']:.3f}", f"{s['best_count']}/{s['runs']}", str(s["oom"]),
+                      f"{s['place_s']:.3f}")
     Console(width=160).print(table)
     print(f"wrote {Path(args.out) / 'results.csv'} and {md}")
     if args.plot:

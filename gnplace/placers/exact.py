@@ -50,7 +50,17 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
 
-__all__ = ["ExactPlacer", "brute_force", "delay_model"]
+__all__ = ["ExactPlacer", "MAX_MODEL_TERMS", "brute_force", "delay_model"]
+
+#: Largest model :class:`ExactPlacer` builds, in terms: ops x devices plus edges between colocation groups x ordered
+#: device pairs (an op's interval on each device, an edge's delay for each pair its ends may sit on). Measured on a
+#: 2-core machine with the 994 ops and 510 such edges of ``nmt_031``: on 16 devices, 138,000 terms, 5 s to build
+#: 544,000 CP-SAT constraints, then no solution in the default 30 deterministic units (337 s, 1.0 GiB peak); on 32,
+#: 538,000 terms, 36 s and 0.8 GiB to build 2.1 million constraints before any solve. About 6 KiB a term with the
+#: solver: the cap keeps a model near 3 GiB, under the 8 GiB limit of ``comparator.MAX_UPDATE_BYTES``.
+MAX_MODEL_TERMS = 500_000
+#: Most bytes per ``[num_edges, D, D]`` entry :func:`delay_model` holds at once: the float64 delays and the int64 ticks.
+DELAY_BYTES_PER_ENTRY = 16
 
 
 def delay_model(
@@ -84,7 +94,9 @@ def delay_model(
     """
     seconds = cost_model.op_times(graph, cluster)
     per_edge = cost_model.edge_delays(graph, cluster)
-    return np.rint(seconds / time_unit).astype(np.int64), np.rint(per_edge / time_unit).astype(np.int64)
+    per_edge /= time_unit  # in place: no second float64 copy of [num_edges, D, D] (DELAY_BYTES_PER_ENTRY)
+    np.rint(per_edge, out=per_edge)
+    return np.rint(seconds / time_unit).astype(np.int64), per_edge.astype(np.int64)
 
 
 def brute_force(
@@ -226,7 +238,9 @@ class ExactPlacer:
             seed (int, np.random.Generator or None, optional): seed of the solver (default: None).
 
         Raises:
-            UnsupportedGraph: if the graph has more than ``max_groups`` colocation groups.
+            UnsupportedGraph: if the graph has more than ``max_groups`` colocation groups, if its transfer
+                delays would take more than ``comparator.MAX_UPDATE_BYTES`` (8 GiB) to build, or if its model
+                would have more than :data:`MAX_MODEL_TERMS` terms; checked before anything is built.
             InfeasiblePlacement: if no placement fits in the devices' memory.
         """
         if graph.num_groups > self.max_groups:
@@ -234,6 +248,7 @@ class ExactPlacer:
                 f"graph {graph.name!r} has {graph.num_groups} colocation groups, more than ExactPlacer's "
                 f"max_groups={self.max_groups}; coarsen it or use a search placer such as 'annealing'"
             )
+        _check_model_size(graph, cluster)
         self._check_parameters_fit(graph, cluster)
         from gnplace.placers._exact_model import solve  # deferred: importing ortools takes half a second
 
@@ -310,6 +325,36 @@ class ExactPlacer:
                 f"graph {graph.name!r} holds {int(per_group.sum())} bytes of parameters, more than all devices of "
                 f"cluster {cluster.name!r} together ({int(capacity.sum())} bytes)"
             )
+
+
+def _check_model_size(graph: OpGraph, cluster: Cluster) -> None:
+    """Refuse in one line a model too large to build: its delays in bytes, then its terms (:data:`MAX_MODEL_TERMS`).
+
+    The model is per op, whatever the number of colocation groups: a graph of few groups but many ops, or
+    one on many devices, would build gigabytes of delays and a model CP-SAT cannot solve. Both limits are
+    read when called (``comparator.MAX_UPDATE_BYTES``, 8 GiB, as the learned placers use).
+
+    Raises:
+        UnsupportedGraph: naming the size, the limit and what to do (coarsen, fewer devices, a search placer).
+    """
+    from gnplace.rl import comparator  # the library's one memory limit
+
+    d, edges = cluster.num_devices, graph.num_edges
+    remedy = "coarsen it (gnplace.coarsen), use fewer devices, or use a search placer such as 'annealing'"
+    delay_bytes, limit = DELAY_BYTES_PER_ENTRY * edges * d * d, comparator.MAX_UPDATE_BYTES
+    if delay_bytes > limit:
+        raise UnsupportedGraph(
+            f"ExactPlacer: the transfer delays of the {edges} edges of graph {graph.name!r} between {d} devices "
+            f"would take about {delay_bytes / 2**30:.1f} GiB to build, over the {limit / 2**30:g} GiB limit; {remedy}"
+        )
+    between_groups = int(np.count_nonzero(graph.group[graph.edge_src] != graph.group[graph.edge_dst]))
+    terms = graph.num_ops * d + between_groups * d * (d - 1)
+    if terms > MAX_MODEL_TERMS:
+        raise UnsupportedGraph(
+            f"ExactPlacer: graph {graph.name!r} on {d} devices makes a model of {terms:,} terms ({graph.num_ops} ops "
+            f"x {d} devices + {between_groups} edges between colocation groups x {d * (d - 1)} device pairs), more "
+            f"than MAX_MODEL_TERMS={MAX_MODEL_TERMS:,}, too large to build and solve; {remedy}"
+        )
 
 
 def _auto_unit(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:

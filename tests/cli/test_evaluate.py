@@ -303,3 +303,37 @@ def test_rows_of_a_placer_at_two_budgets_are_summarised_apart(tmp_path, capsys):
     assert [tuple(line.split(" | ")[2:4]) for line in md] == [("annealing@5", "1"), ("annealing@20", "1"), ("heft", "2")]
     assert all(f" {label} " in printed for label in ("annealing@5", "annealing@20", "heft"))
     assert (out / "ratios.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_rows_of_a_placer_with_two_option_sets_are_summarised_apart(tmp_path, capsys):
+    """A run with ``-O annealing.start=heft`` on one graph and one without on another printed one ``annealing@5``."""
+    out = tmp_path / "ev"
+    common = ["evaluate", "--clusters", "k80x2", "--placers", "annealing", "--budget", "5", "--jobs", "1",
+              "--out", str(out)]
+    assert main([*common, "--graphs", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "-O", "annealing.start=heft"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--graphs", str(EXAMPLES / "mlp2x8w2048b512.gnpg")]) == 0
+    printed = capsys.readouterr().out
+    md = (out / "results.md").read_text().splitlines()[2:]
+    assert [tuple(line.split(" | ")[2:4]) for line in md] == [("annealing@5", "1"), ("annealing[start=heft]@5", "1")]
+    assert " annealing[start=heft]@5 " in printed
+
+
+def test_two_seeds_of_one_graph_are_one_graph_and_two_runs(tmp_path, capsys):
+    """Rows of seeds 0 and 1 of one graph were summarised as 2 graphs."""
+    out = tmp_path / "ev"
+    common = ["evaluate", "--graphs", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "--clusters", "k80x2", "--placers",
+              "single", "--jobs", "1", "--out", str(out)]
+    assert main([*common, "--seed", "0"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--seed", "1"]) == 0
+    printed = capsys.readouterr().out
+    (line,) = (out / "results.md").read_text().splitlines()[2:]
+    assert line.split(" | ")[2:4] == ["single", "1 (2 runs)"] and " 2/2 " in printed  # best on 2 of 2 runs
+
+
+def test_the_printed_table_shows_bracketed_names_as_they_are(tmp_path, capsys):
+    """rich read the cluster label ``k80x2 [placeto]`` as markup and printed ``k80x2``."""
+    assert main(["evaluate", "--graphs", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "--clusters", "k80x2", "--placers",
+                 "single", "--mode", "placeto", "--jobs", "1", "--out", str(tmp_path / "ev")]) == 0
+    assert " k80x2 [placeto] " in capsys.readouterr().out

@@ -213,6 +213,65 @@ def test_too_many_groups_is_unsupported():
         ExactPlacer(max_groups=5).place(g, load_cluster("k80x2"))
 
 
+def _never_built(*args, **kwargs):
+    raise AssertionError("the model was built")
+
+
+def test_delays_over_the_memory_limit_are_refused_before_anything_is_built(monkeypatch):
+    """The [edges, D, D] delays grew with edges x devices^2 whatever the groups: GiBs before a refusal or a solve."""
+    from gnplace.placers import exact
+    from gnplace.rl import comparator
+
+    g, c = chain_graph(4), load_cluster("k80x4")  # 3 edges x 16 device pairs x 16 bytes: 768 bytes
+    monkeypatch.setattr(comparator, "MAX_UPDATE_BYTES", 767)
+    monkeypatch.setattr(exact, "delay_model", _never_built)
+    message = (r"^ExactPlacer: the transfer delays of the 3 edges of graph 'chain4' between 4 devices would take "
+               r"about 0\.0 GiB to build, over the 7\.14324e-07 GiB limit; coarsen it \(gnplace\.coarsen\), use fewer "
+               r"devices, or use a search placer such as 'annealing'$")
+    with pytest.raises(UnsupportedGraph, match=message):
+        ExactPlacer(time_limit=1).place(g, c)
+    monkeypatch.undo()
+    monkeypatch.setattr(comparator, "MAX_UPDATE_BYTES", 768)  # at the limit: placed
+    assert ExactPlacer(time_limit=1).place(g, c).devices.shape == (4,)
+
+
+def test_a_model_over_max_model_terms_is_refused_before_anything_is_built(monkeypatch):
+    """Few groups but many ops (or many devices) made a model CP-SAT cannot build: refused, saying what to do."""
+    from gnplace.placers import exact
+
+    g = OpGraph([f"v{i}" for i in range(4)], [(0, 1), (1, 2), (2, 3)], flops=[1e9] * 4, out_bytes=[1000] * 4,
+                group=[0, 0, 1, 1], name="two_groups")
+    c = load_cluster("k80x4")  # 4 ops x 4 devices + 1 edge between groups x 12 device pairs = 28 terms
+    monkeypatch.setattr(exact, "MAX_MODEL_TERMS", 27)
+    monkeypatch.setattr(exact, "delay_model", _never_built)
+    message = (r"^ExactPlacer: graph 'two_groups' on 4 devices makes a model of 28 terms \(4 ops x 4 devices \+ 1 "
+               r"edges between colocation groups x 12 device pairs\), more than MAX_MODEL_TERMS=27, too large to "
+               r"build and solve; coarsen it \(gnplace\.coarsen\), use fewer devices, or use a search placer")
+    with pytest.raises(UnsupportedGraph, match=message) as info:
+        ExactPlacer(time_limit=1).place(g, c)
+    assert "\n" not in str(info.value)
+    monkeypatch.undo()
+    monkeypatch.setattr(exact, "MAX_MODEL_TERMS", 28)  # at the cap: placed
+    assert ExactPlacer(time_limit=1).place(g, c).devices.shape == (4,)
+
+
+def test_delay_model_holds_at_most_delay_bytes_per_entry():
+    """The delays took 24 bytes an entry at their peak (three float64 and int64 copies), over the refusal's estimate."""
+    import tracemalloc
+
+    from gnplace.placers.exact import DELAY_BYTES_PER_ENTRY
+
+    g, c = layered_graph(300, seed=0), toy_cluster(16)
+    entries = g.num_edges * 16 * 16
+    tracemalloc.start()
+    try:
+        delay_model(g, c, time_unit=1e-9)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 1.1 * DELAY_BYTES_PER_ENTRY * entries
+
+
 @pytest.mark.parametrize(
     "params_gib, match",
     [
