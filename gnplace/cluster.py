@@ -42,7 +42,12 @@ from gnplace.exceptions import InvalidCluster
 from gnplace.limits import MAX_COUNT, MAX_DEVICES, MIN_RATE, parse_yaml, read_file
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
-__all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS"]
+__all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS", "MAX_SECONDS"]
+
+#: Longest duration a cluster may give (seconds): a launch overhead, a message's CPU time or a link's latency. The
+#: longest op the rate limits allow (``MAX_COUNT`` FLOP or bytes at ``MIN_RATE`` per second, about 146 million
+#: years): a longer one is a typo, and summed over a step's ops it overflowed float64 (NaN bounds, a crash).
+MAX_SECONDS = MAX_COUNT / MIN_RATE
 
 
 @dataclass(frozen=True)
@@ -169,9 +174,9 @@ class Cluster:
                     raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
                                          "it must be in (0, 1]")
             for field in ("launch_overhead", "message_cpu"):  # a negative one would end ops before they start
-                if not 0 <= getattr(dev, field) < np.inf:
+                if not 0 <= getattr(dev, field) <= MAX_SECONDS:
                     raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                         "it must be finite and >= 0")
+                                         f"it must be finite and >= 0, at most {MAX_SECONDS:.3g} seconds")
         _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
@@ -183,8 +188,9 @@ class Cluster:
         off = ~np.eye(d, dtype=bool)
         if np.any(~((self.bandwidth[off] > 0) & (self.bandwidth[off] < np.inf))):
             raise InvalidCluster(f"cluster {name!r}: every link needs a positive, finite bandwidth")
-        if np.any(~(self.latency[off] >= 0)) or np.any(~np.isfinite(self.latency)):
-            raise InvalidCluster(f"cluster {name!r}: every link needs a finite latency >= 0")
+        if np.any(~(self.latency[off] >= 0)) or np.any(~(self.latency <= MAX_SECONDS)):
+            raise InvalidCluster(f"cluster {name!r}: every link needs a finite latency >= 0, at most "
+                                 f"{MAX_SECONDS:.3g} seconds")
 
     @property
     def num_devices(self) -> int:
@@ -281,6 +287,8 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
     if isinstance(spec, Cluster):
         return spec
     text_spec = str(spec)
+    if not text_spec.strip():  # Path("") is the current folder, which the message would name instead
+        raise InvalidCluster(f"cluster name is empty: give a YAML file or one of {', '.join(preset_names())}")
     path = Path(text_spec)
     # a file, else a preset, whatever folder of that name is here (one output folder per cluster is common)
     if not (text_spec.endswith((".yaml", ".yml")) or path.is_file()
@@ -381,6 +389,8 @@ def _devices(entries: Any, source: str) -> list[Device]:
         for key in ("launch_overhead", "message_cpu"):
             if not spec.get(key, 0) >= 0:
                 raise InvalidCluster(f"{where}.{key}: must be >= 0, got {spec[key]}")
+            if spec.get(key, 0) > MAX_SECONDS:
+                raise InvalidCluster(f"{where}.{key}: {spec[key]:.3g} seconds is over the limit of {MAX_SECONDS:.3g}")
         count = entry.get("count", None)
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")
@@ -408,6 +418,8 @@ def _link(raw: Any, where: str) -> tuple[float, float]:
         raise InvalidCluster(f"{where}.bandwidth: {bandwidth:.3g} B/s is under the limit of {MIN_RATE:g}")
     if latency < 0:
         raise InvalidCluster(f"{where}.latency: must be >= 0, got {latency}")
+    if latency > MAX_SECONDS:
+        raise InvalidCluster(f"{where}.latency: {latency:.3g} seconds is over the limit of {MAX_SECONDS:.3g}")
     return bandwidth, latency
 
 

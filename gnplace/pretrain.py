@@ -42,7 +42,7 @@ from typing import Any
 
 import lightning as L
 
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
 from gnplace.shipped import shipped_path
 from gnplace.workers import available_cores, is_launched_rank
 
@@ -150,8 +150,15 @@ class PretrainConfig:
             raise InvalidArgument("data: teacher_budget and max_ops must be >= 0")
         if self.data.max_nodes < 1:
             raise InvalidArgument(f"data: max_nodes must be >= 1, got {self.data.max_nodes}")
+        if not self.data.families:  # else refused later as "0 training pairs", which names no setting
+            raise InvalidArgument("data: families is empty; name at least one dataset folder under data.root")
+        if not self.data.root.strip():  # "" would be the working directory, where the families are not
+            raise InvalidArgument("data: root is empty; name the folder of the datasets (default: datasets)")
         for name in ("families", "presets", "val_clusters"):
             listed = getattr(self.data, name)
+            blank = [x for x in listed if not x.strip()]
+            if blank:
+                raise InvalidArgument(f"data: {name} holds an empty name ({list(listed)!r})")
             twice = sorted({x for x in listed if listed.count(x) > 1})
             if twice:
                 raise InvalidArgument(f"data: {name} names {', '.join(map(str, twice))} more than once")
@@ -238,6 +245,8 @@ def load_pretrain_config(
     from gnplace.limits import parse_yaml, read_file
     from gnplace.train import LearnerConfig
 
+    if path is not None and not os.fspath(path).strip():  # Path("") is the working directory
+        raise InvalidArgument("config path is empty; name the YAML config file (default: configs/pretrain.yaml)")
     path = Path(path) if path is not None else DEFAULT_CONFIG
     if path.is_dir():
         raise InvalidArgument(f"{path}: is a folder, not a config file")
@@ -316,13 +325,20 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
     from gnplace.cluster import load_cluster
     from gnplace.cluster_sampler import random_cluster
 
+    def configured(spec: str, key: str) -> Any:
+        """The cluster ``spec`` that ``data.KEY`` lists, its errors naming that key."""
+        try:
+            return load_cluster(spec)
+        except InvalidCluster as err:
+            raise InvalidCluster(f"data.{key}: {err}") from err
+
     train, val = _family_graphs(config)
-    clusters: list[Any] = [load_cluster(p) for p in config.data.presets]
+    clusters: list[Any] = [configured(p, "presets") for p in config.data.presets]
     clusters += [random_cluster(config.data.random_cluster_seed + i) for i in range(config.data.random_clusters)]
     if not clusters:
         raise InvalidArgument("data: no clusters (give presets or random_clusters)")
     pairs = [(str(g), c) for g in train for c in clusters]
-    val_pairs = [(str(g), load_cluster(c)) for g in val for c in config.data.val_clusters]
+    val_pairs = [(str(g), configured(c, "val_clusters")) for g in val for c in config.data.val_clusters]
     return pairs, val_pairs
 
 

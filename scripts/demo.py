@@ -23,8 +23,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gnplace import PLACERS, GnplaceError, load_cluster, load_graph, lower_bound
-from gnplace.cli.common import check_count, describe_os_error
+from gnplace import PLACERS, load_cluster, load_graph, lower_bound
+from gnplace.cli.common import check_count, require_ops, run_reporting_errors
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_parent_folder
@@ -64,69 +64,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")
     parser.add_argument("--out", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
     args = parser.parse_args(argv)
+    # one line and 2 on bad input, an unwritable chart folder included; one line and 130 on Ctrl-C
+    return run_reporting_errors(_run_demo, args, "demo")
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    """The demo's placements, table and Gantt chart (``main`` reports its errors)."""
     console = Console(width=150)
     started = time.perf_counter()
-    try:
-        clusters = [c for c in args.clusters.split(",") if c]
-        if not clusters:
-            raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
-        if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
-            raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
-        check_parent_folder(args.out, "--out")  # FILE/sub: the same, where the chart's folder cannot be made
-        check_count(args.jobs, "--jobs", minimum=1)
-        for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
-            load_cluster(name)
-        from gnplace.datasets import load_manifest
-        from gnplace.rl.zeroshot import PolicyPlacer
-        from gnplace.viz import plot_timeline
+    clusters = [c for c in args.clusters.split(",") if c]
+    if not clusters:
+        raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
+        raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
+    check_parent_folder(args.out, "--out")  # FILE/sub: the same, where the chart's folder cannot be made
+    check_count(args.jobs, "--jobs", minimum=1)
+    for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
+        load_cluster(name)
+    from gnplace.datasets import load_manifest
+    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.viz import plot_timeline
 
-        PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)  # a bad checkpoint or count fails here, in one line
-        graphs = []
-        for family in ("cifar10", "ptb", "nmt"):
-            folder = ROOT / "datasets" / family
-            graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
-        graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
-        tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
-        with task_mapper(args.jobs) as mapper:  # one job in this process
-            rows = list(mapper(_zero_shot, tasks))
-        table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
-        for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
-                    "policy / auto", "place s"):
-            table.add_column(col, justify="left" if col in ("cluster", "graph", "auto is") else "right")
-        for r in rows:
-            ratio = r["policy_vs_auto"]
-            colour = "green" if ratio < 0.995 else ("red" if ratio > 1.005 else "white")
-            table.add_row(r["cluster"], r["graph"], str(r["ops"]), f"{r['policy'] * 1e3:.3f}",
-                          f"{r['auto'] * 1e3:.3f}", r["auto_choice"], f"{r['single'] * 1e3:.3f}",
-                          f"{r['bound'] * 1e3:.3f}", f"[{colour}]{ratio:.3f}[/]" + (" OOM" if r["oom"] else ""),
-                          f"{r['place_seconds']:.2f}")
-        console.print(table)
-        summary = Table(title="policy / auto (geometric mean)")
-        summary.add_column("family")
+    PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)  # a bad checkpoint or count fails here, in one line
+    graphs = []
+    for family in ("cifar10", "ptb", "nmt"):
+        folder = ROOT / "datasets" / family
+        graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+    graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
+    tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
+    with task_mapper(args.jobs) as mapper:  # one job in this process
+        rows = list(mapper(_zero_shot, tasks))
+    table = Table(title="Zero-shot placement by the shipped policy (never trained on these graphs), simulated step")
+    for col in ("cluster", "graph", "ops", "policy ms", "auto ms", "auto is", "single ms", "bound ms",
+                "policy / auto", "place s"):
+        table.add_column(col, justify="left" if col in ("cluster", "graph", "auto is") else "right")
+    for r in rows:
+        ratio = r["policy_vs_auto"]
+        colour = "green" if ratio < 0.995 else ("red" if ratio > 1.005 else "white")
+        table.add_row(r["cluster"], r["graph"], str(r["ops"]), f"{r['policy'] * 1e3:.3f}",
+                      f"{r['auto'] * 1e3:.3f}", r["auto_choice"], f"{r['single'] * 1e3:.3f}",
+                      f"{r['bound'] * 1e3:.3f}", f"[{colour}]{ratio:.3f}[/]" + (" OOM" if r["oom"] else ""),
+                      f"{r['place_seconds']:.2f}")
+    console.print(table)
+    summary = Table(title="policy / auto (geometric mean)")
+    summary.add_column("family")
+    for c in clusters:
+        summary.add_column(c, justify="right")
+    for family in ("cifar10", "ptb", "nmt", "real"):
+        cells = []
         for c in clusters:
-            summary.add_column(c, justify="right")
-        for family in ("cifar10", "ptb", "nmt", "real"):
-            cells = []
-            for c in clusters:
-                vals = [r["policy_vs_auto"] for r in rows if r["family"] == family and r["cluster"] == c]
-                cells.append(f"{geomean(vals):.3f}" if vals else "-")
-            summary.add_row(family, *cells)
-        console.print(summary)
-        first = rows[0]
-        sim = Simulator()
-        graph, cluster = load_graph(first["path"]), load_cluster(first["cluster"])
-        placement = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, timer=sim).place(graph, cluster, seed=0)
-        result = sim.time(graph, cluster, placement, timeline=True)
-        chart = plot_timeline(graph, result, Path(args.out) / f"gantt_{graph.name}_{cluster.name}.png",
-                              title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
-                                    f"step {result.step_time * 1e3:.3f} ms")
-        console.print(f"Gantt chart of {graph.name} on {cluster.name}: {chart}")
-    except GnplaceError as err:
-        print(f"demo: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # the chart's folder could not be written after all: one line, not a traceback
-        print(f"demo: error: {describe_os_error(err)}", file=sys.stderr)
-        return 2
+            vals = [r["policy_vs_auto"] for r in rows if r["family"] == family and r["cluster"] == c]
+            cells.append(f"{geomean(vals):.3f}" if vals else "-")
+        summary.add_row(family, *cells)
+    console.print(summary)
+    first = rows[0]
+    sim = Simulator()
+    graph, cluster = load_graph(first["path"]), load_cluster(first["cluster"])
+    placement = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, timer=sim).place(graph, cluster, seed=0)
+    result = sim.time(graph, cluster, placement, timeline=True)
+    chart = plot_timeline(graph, result, Path(args.out) / f"gantt_{graph.name}_{cluster.name}.png",
+                          title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
+                                f"step {result.step_time * 1e3:.3f} ms")
+    console.print(f"Gantt chart of {graph.name} on {cluster.name}: {chart}")
     console.print(f"{len(rows)} placements in {time.perf_counter() - started:.0f} s")
     return 0
 
@@ -142,39 +141,40 @@ def baselines(argv: list[str]) -> int:
     parser.add_argument("--budget", type=int, default=200, help="timer evaluations for search placers")
     parser.add_argument("--exact-time", type=float, default=1.0, help="deterministic time limit of the exact placer")
     args = parser.parse_args(argv)
+    return run_reporting_errors(_run_baselines, args, "demo")
+
+
+def _run_baselines(args: argparse.Namespace) -> int:
+    """The tables of ``demo.py --baselines`` (``baselines`` reports its errors)."""
     console = Console(width=150)
     sim = Simulator(args.mode)
-    try:
-        clusters = [c for c in args.clusters.split(",") if c]
-        if not clusters:  # "" would be read as the current folder, refused as a cluster file
-            raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
-        for path in args.graphs:
-            graph = load_graph(path)
-            table = Table(title=f"{graph.name}: {graph.num_ops} ops, {graph.num_groups} groups, "
-                                f"{graph.total_flops / 1e9:.1f} GFLOP per step (simulator mode: {args.mode})")
-            for col in ("cluster", "placer", "step ms", "bound ms", "step / bound", "step / single", "peak MiB (max dev)", "OOM", "place s"):
-                table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
-            for cluster_name in clusters:
-                cluster = load_cluster(cluster_name)
-                bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
-                # the step / single column's reference, whether or not --placers names single (or names it first)
-                single_step = sim.time(graph, cluster, make_placer("single").place(graph, cluster, seed=0)).step_time
-                for name in args.placers.split(","):
-                    options = {"time_limit": args.exact_time} if name == "exact" else {}
-                    start = time.perf_counter()
-                    placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
-                    took = time.perf_counter() - start
-                    result = sim.time(graph, cluster, placement)
-                    table.add_row(
-                        cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
-                        f"{result.step_time / bound:.3f}", f"{result.step_time / single_step:.3f}",
-                        f"{result.peak_memory.max() / 2**20:.1f}", "[red]yes[/]" if result.is_oom else "no", f"{took:.3f}",
-                    )
-                table.add_section()
-            console.print(table)
-    except GnplaceError as err:
-        print(f"demo: error: {err}", file=sys.stderr)
-        return 2
+    clusters = [c for c in args.clusters.split(",") if c]
+    if not clusters:  # "" would be read as the current folder, refused as a cluster file
+        raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
+    for path in args.graphs:
+        graph = require_ops(load_graph(path), path)  # no ops: nothing to place, no step to divide by
+        table = Table(title=f"{graph.name}: {graph.num_ops} ops, {graph.num_groups} groups, "
+                            f"{graph.total_flops / 1e9:.1f} GFLOP per step (simulator mode: {args.mode})")
+        for col in ("cluster", "placer", "step ms", "bound ms", "step / bound", "step / single", "peak MiB (max dev)", "OOM", "place s"):
+            table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
+        for cluster_name in clusters:
+            cluster = load_cluster(cluster_name)
+            bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
+            # the step / single column's reference, whether or not --placers names single (or names it first)
+            single_step = sim.time(graph, cluster, make_placer("single").place(graph, cluster, seed=0)).step_time
+            for name in args.placers.split(","):
+                options = {"time_limit": args.exact_time} if name == "exact" else {}
+                start = time.perf_counter()
+                placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)
+                took = time.perf_counter() - start
+                result = sim.time(graph, cluster, placement)
+                table.add_row(
+                    cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
+                    f"{result.step_time / bound:.3f}", f"{result.step_time / single_step:.3f}",
+                    f"{result.peak_memory.max() / 2**20:.1f}", "[red]yes[/]" if result.is_oom else "no", f"{took:.3f}",
+                )
+            table.add_section()
+        console.print(table)
     return 0
 
 

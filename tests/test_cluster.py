@@ -494,3 +494,48 @@ def test_a_device_made_in_python_with_a_bad_efficiency_or_overhead_is_refused(fi
     bad = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, **{field: value})
     with pytest.raises(InvalidCluster, match=f"device 'gpu0' has {field} {value!r}; {problem}"):
         Cluster([bad], np.ones((1, 1)), np.zeros((1, 1)))
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("devices: [{name: g, kind: k80, launch_overhead: 1e308}]\n" + GOOD_LINKS, "devices[0].launch_overhead"),
+        ("devices: [{name: g, kind: k80, message_cpu: 1e20}]\n" + GOOD_LINKS, "devices[0].message_cpu"),
+        (GOOD_DEVICES + "links: {default: {bandwidth: 1 GB/s, latency: 1e308}}\n", "links.default.latency"),
+    ],
+)
+def test_a_duration_past_the_limit_is_refused(tmp_path, text, key):
+    """A launch overhead of 1e308 s loaded, and summed over a step's ops overflowed: a traceback in the lower bound."""
+    path = tmp_path / "slow.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidCluster, match=re.escape(f"{path}: {key}: ") + r".* seconds is over the limit of 4.61e\+15"):
+        load_cluster(path)
+
+
+def test_a_device_or_link_made_in_python_with_a_duration_past_the_limit_is_refused():
+    slow = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, launch_overhead=1e308)
+    with pytest.raises(InvalidCluster, match="has launch_overhead 1e[+]308; it must be finite and >= 0, at most 4.61e"):
+        Cluster([slow], np.ones((1, 1)), np.zeros((1, 1)))
+    with pytest.raises(InvalidCluster, match="every link needs a finite latency >= 0, at most 4.61e"):
+        Cluster([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, 1e308], [0, 0]])
+
+
+def test_the_longest_durations_allowed_keep_every_time_finite():
+    from gnplace.cluster import MAX_SECONDS
+    from gnplace.placers import make_placer
+    from gnplace.sim.bounds import lower_bound
+    from gnplace.sim.simulator import Simulator
+    from gnplace.toy import mlp_training_graph
+
+    dev = Device("gpu0", "custom", 1e3, 1e3, 12 * GiB, launch_overhead=MAX_SECONDS, message_cpu=MAX_SECONDS)
+    cluster = Cluster([dev, dataclasses.replace(dev, name="gpu1")], np.full((2, 2), 1e3), np.full((2, 2), MAX_SECONDS))
+    graph, sim = mlp_training_graph(layers=4), Simulator()
+    step = sim.time(graph, cluster, make_placer("round_robin").place(graph, cluster)).step_time
+    bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
+    assert np.isfinite(step) and np.isfinite(bound) and bound > 0
+
+
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_an_empty_cluster_name_is_named_as_empty_not_as_the_current_folder(spec):
+    with pytest.raises(InvalidCluster, match="^cluster name is empty: give a YAML file or one of cpu_gpu, k80x2"):
+        load_cluster(spec)

@@ -95,3 +95,32 @@ def test_baselines_refuse_no_cluster_in_one_line(load_script, capsys):
     demo = load_script("demo")
     assert demo.main(["--baselines", str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"), "--clusters", ""]) == 2
     assert capsys.readouterr().err == "demo: error: --clusters names no cluster: ''\n"
+
+
+def test_baselines_of_a_graph_without_ops_is_one_line(load_script, capsys, tmp_path):
+    """A graph of no ops reached the table's step / bound: a ZeroDivisionError traceback."""
+    from gnplace.graph import OpGraph
+    from gnplace.graph_io import save_graph
+
+    empty = save_graph(OpGraph([], name="empty"), tmp_path / "empty.gnpg")
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(empty), "--clusters", "k80x2", "--placers", "single"]) == 2
+    assert capsys.readouterr().err == f"demo: error: {empty}: graph 'empty' has no ops; there is nothing to place\n"
+
+
+@pytest.mark.parametrize("baselines", [True, False], ids=["baselines", "demo"])
+def test_ctrl_c_is_one_line_and_exit_130(load_script, capsys, monkeypatch, baselines):
+    """Ctrl-C inside numba's compiled loop comes back as a SystemError: the demo printed its 40-line traceback."""
+    demo = load_script("demo")
+
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemError("CPUDispatcher(<function simulate_many>) returned a result with an exception set")  # noqa: B904 - as numba: the interrupt its context only
+
+    monkeypatch.setattr(demo, "make_placer" if baselines else "load_cluster", interrupted)
+    argv = (["--baselines", str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"), "--clusters", "k80x2",
+             "--placers", "single"] if baselines else ["--clusters", "k80x2", "--jobs", "1"])
+    assert demo.main(argv) == 130
+    assert capsys.readouterr().err == "demo: interrupted\n"

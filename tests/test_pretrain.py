@@ -527,3 +527,29 @@ def test_the_pairs_digest_is_unchanged_while_no_revision_changed(tiny_config: Pa
     assert before == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}]).encode()).hexdigest()
     monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
     assert pairs_digest(pairs, val_pairs, 30) != before
+
+
+@pytest.mark.parametrize("override, message", [
+    # no family: refused only once the pairs were counted, as "1 processes need a pair each ... (0)"
+    ("data.families=[]", "data: families is empty; name at least one dataset folder under data.root"),
+    ("data.families=['']", r"data: families holds an empty name \(\[''\]\)"),
+    ("data.presets=[k80x2, '']", r"data: presets holds an empty name \(\['k80x2', ''\]\)"),  # was ".: is a folder"
+    ("data.val_clusters=[' ']", r"data: val_clusters holds an empty name"),
+    ("data.root=''", r"data: root is empty; name the folder of the datasets"),  # was "cifar10: no such graph file"
+])
+def test_an_empty_list_or_name_in_the_data_section_is_named(override, message):
+    with pytest.raises(InvalidArgument, match=f"^{message}"):
+        load_pretrain_config(overrides=[override])
+
+
+@pytest.mark.parametrize("key", ["presets", "val_clusters"])
+def test_an_unknown_cluster_of_the_config_names_its_key(key):
+    from gnplace.exceptions import InvalidCluster
+
+    with pytest.raises(InvalidCluster, match=f"^data.{key}: unknown cluster 'k80x9': give a YAML file or one of"):
+        pretrain_pairs(load_pretrain_config(overrides=[f"data.{key}=[k80x2, k80x9]"]))
+
+
+def test_an_empty_config_path_is_named_as_empty_not_as_the_current_folder():
+    with pytest.raises(InvalidArgument, match=r"^config path is empty; name the YAML config file"):
+        load_pretrain_config("")

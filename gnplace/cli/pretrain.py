@@ -41,10 +41,18 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
     from pathlib import Path
 
-    from gnplace.cli.common import check_not_input, check_output_file, check_output_folder, note_nothing_to_resume
+    from gnplace.cli.common import (
+        check_count,
+        check_not_input,
+        check_output_file,
+        check_output_folder,
+        note_nothing_to_resume,
+    )
     from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain import DEFAULT_CONFIG, load_pretrain_config, pretrain
 
+    check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
+    check_count(args.num_nodes, "--num-nodes", minimum=1)
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
         check_output_file(args.export, "--export")

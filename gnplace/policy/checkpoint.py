@@ -111,7 +111,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InvalidCheckpoint(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a checkpoint")
-    _check_crc(path)
+    entries = _check_crc(path)
+    if entries is not None and not any(name == "data.pkl" or name.endswith("/data.pkl") for name in entries):
+        raise InvalidCheckpoint(f"{path}: a zip archive, not a torch checkpoint (it holds no data.pkl; "
+                                f"{len(entries)} entries such as {entries[0] if entries else 'none'!r})")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many kinds (UnpicklingError, RuntimeError, EOFError, ...)
@@ -125,18 +128,22 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def _check_crc(path: Path) -> None:
+def _check_crc(path: Path) -> list[str] | None:
     """Refuse a zip-format torch checkpoint any of whose entries fails the CRC-32 recorded for it.
 
     A file that is not a readable zip archive (truncated, or torch's legacy format) is left to ``torch.load``;
     an entry of an archive that zipfile cannot read at all (flagged encrypted, not the compressed data its
     header says: a ``RuntimeError`` or ``zlib.error``) is refused as corrupt too.
+
+    Returns:
+        list[str] or None: the names of the archive's entries, or None if the file is no readable zip archive.
     """
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
+            names = archive.namelist()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
-        return
+        return None
     except (RuntimeError, zlib.error) as err:
         text = str(err).strip()
         reason = text.splitlines()[0][:120] if text else type(err).__name__
@@ -145,6 +152,32 @@ def _check_crc(path: Path) -> None:
     if bad is not None:
         raise InvalidCheckpoint(f"{path}: corrupt checkpoint (its entry {bad} fails its CRC-32 check); use another "
                                 "copy or retrain")
+    return names
+
+
+def _state_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:
+    """How the weights ``given`` miss the policy's ``expected`` ones: missing and extra names, another shape; ``""``.
+
+    Examples:
+        >>> _state_mismatch({"a": torch.zeros(2), "b": torch.zeros(1)}, {"a": torch.zeros(3), "c": torch.zeros(1)})
+        'missing b; unexpected c; a has shape [3], the policy needs [2]'
+    """
+    def listed(names: list[str]) -> str:
+        return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+    problems = []
+    missing = [name for name in expected if name not in given]
+    if missing:
+        problems.append(f"missing {listed(missing)}")
+    unexpected = [name for name in given if name not in expected]
+    if unexpected:
+        problems.append(f"unexpected {listed(unexpected)}")
+    for name, tensor in expected.items():
+        found = given.get(name)
+        if found is not None and found.shape != tensor.shape and not (tensor.dim() == 0 and found.shape == (1,)):
+            problems.append(f"{name} has shape {list(found.shape)}, the policy needs {list(tensor.shape)}")
+            break
+    return "; ".join(problems)
 
 
 def _policy_config(raw: Any, path: Path) -> PolicyConfig:
@@ -242,11 +275,14 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
                                 f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}); retrain or use "
                                 "another checkpoint")
     policy = PlacementPolicy(config)
+    mismatch = _state_mismatch(policy.state_dict(), state)
+    if mismatch:
+        raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({mismatch})")
     try:
         policy.load_state_dict(state)
     except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
-        raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({first[:160]})") from err
+        text = " ".join(str(err).split())
+        raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({text[:160]})") from err
     log_alpha = policy.log_alpha.detach()
     if not bool(torch.isfinite(log_alpha.exp())):  # finite, but its exp (the EFT rule's weight) made NaN logits
         raise InvalidCheckpoint(f"{path}: the policy's log_alpha is {float(log_alpha):.4g}, so its EFT weight "

@@ -149,3 +149,12 @@ def test_an_output_named_onnx_is_refused(tmp_path, capsys, name):
     assert main(["import", str(model), "-o", str(tmp_path / name)]) == 2
     assert "a gnplace graph file, not an ONNX model; name it .gnpg" in one_line_error(capsys)
     assert not (tmp_path / name).exists()
+
+
+def test_an_initializer_both_trainable_and_frozen_is_refused(tmp_path, capsys):
+    """Frozen won silently: ``--trainable w --frozen w`` wrote a graph with no backward pass and exit status 0."""
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    out = tmp_path / "g.gnpg"
+    assert main(["import", str(model), "-o", str(out), "--trainable", "w", "--frozen", "b", "--frozen", "w"]) == 2
+    assert "--trainable and --frozen both name 'w': give each initializer one of them" in one_line_error(capsys)
+    assert not out.exists()

@@ -82,3 +82,13 @@ def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_r
         err = capsys.readouterr().err
         assert code == 2 and err.startswith(f"gnplace: error: --export {export}: ") and err.count("\n") == 1
     assert config.read_bytes() == kept and not run.exists()
+
+
+def test_no_devices_or_nodes_are_refused_by_their_flags(tmp_path, capsys):
+    """The library's words were "devices and num_nodes must be >= 1, got 0, 1", naming no flag."""
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), "--devices", "0"]) == 2
+    assert capsys.readouterr().err == "gnplace: error: --devices must be at least 1, got 0\n"
+    assert main(["pretrain", "--out", str(out), "--num-nodes", "-1"]) == 2
+    assert capsys.readouterr().err == "gnplace: error: --num-nodes must be at least 1, got -1\n"
+    assert not out.exists()

@@ -330,3 +330,13 @@ def test_module_entry_point_error_exit_code(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == f"gnplace: error: {tmp_path / 'absent.gnpg'}: no such graph file\n"
+
+
+def test_a_cluster_with_an_overflowing_launch_overhead_is_one_line(capsys, graph_file, tmp_path):
+    """A launch overhead of 1e308 s was loaded: the lower bound's sum overflowed, an IndexError traceback."""
+    cluster = tmp_path / "slow.yaml"
+    cluster.write_text("devices: [{name: gpu, count: 2, kind: k80, launch_overhead: 1e308}]\nlinks: {default: pcie3}\n")
+    assert main(["simulate", str(graph_file), "-c", str(cluster)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gnplace: error: {cluster}: devices[0].launch_overhead: 1e+308 seconds is over the limit of "
+                   "4.61e+15\n")

@@ -236,3 +236,33 @@ def test_a_feature_list_only_the_checkpoint_has_is_named(saved, tmp_path):
     bad = _edited(path, tmp_path, "extra_kind.ckpt", lambda d: d["features"].__setitem__("graph", ["log_ops"]))
     with pytest.raises(InvalidCheckpoint, match=r"other policy features \(graph differ\)"):
         load_policy(bad)
+
+
+def test_a_zip_archive_of_something_else_is_named_as_one(tmp_path):
+    """torch's own message was ``[enforce fail at inline_container.cc:180]``, which says nothing of the file."""
+    path = tmp_path / "notes.ckpt"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("notes.txt", "not weights")
+    with pytest.raises(InvalidCheckpoint, match=r"notes.ckpt: a zip archive, not a torch checkpoint \(it holds no "
+                                                r"data.pkl; 1 entries such as 'notes.txt'\)$"):
+        read_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        (lambda state: state.pop("log_alpha"), "missing log_alpha"),
+        (lambda state: state.update(extra=torch.zeros(2)), "unexpected extra"),
+        (lambda state: state.clear(), r"missing log_alpha, [\w.]+, [\w.]+ and \d+ more"),
+        (lambda state: state.update(log_alpha=torch.zeros(3)), r"log_alpha has shape \[3\], the policy needs \[\]"),
+    ],
+    ids=["missing", "extra", "none", "shape"],
+)
+def test_weights_that_do_not_fit_name_the_weights(saved, tmp_path, edit, problem):
+    """The message was torch's first line alone, ``Error(s) in loading state_dict for PlacementPolicy:``."""
+    _, path = saved
+    data = torch.load(path, weights_only=True)
+    edit(data["state_dict"])
+    torch.save(data, tmp_path / "edited.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=rf"the weights do not fit the policy's shape \({problem}\)$"):
+        load_policy(tmp_path / "edited.ckpt")
