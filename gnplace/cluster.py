@@ -39,15 +39,11 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidCluster
-from gnplace.limits import MAX_COUNT, MAX_DEVICES, MIN_RATE, parse_yaml, read_file
+from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, parse_yaml, read_file
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
+# MAX_SECONDS (gnplace.limits, with the other limits) stays importable from here, where clusters are checked against it
 __all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS", "MAX_SECONDS"]
-
-#: Longest duration a cluster may give (seconds): a launch overhead, a message's CPU time or a link's latency. The
-#: longest op the rate limits allow (``MAX_COUNT`` FLOP or bytes at ``MIN_RATE`` per second, about 146 million
-#: years): a longer one is a typo, and summed over a step's ops it overflowed float64 (NaN bounds, a crash).
-MAX_SECONDS = MAX_COUNT / MIN_RATE
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget
 from gnplace.placement import Placement, save_placement
-from gnplace.placers.registry import PLACERS, make_placer
+from gnplace.placers.registry import PLACERS, check_placer_options, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
@@ -149,6 +149,8 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     Raises:
         GnplaceError: if a path does not exist, a folder holds no graphs, or ``split`` is asked of a folder
             without a manifest.
+        InvalidGraph: if a path named, listed by a manifest or matched by ``*.gnpg`` is a folder or not a regular
+            file (a device such as ``/dev/null``, a pipe).
     """
     from gnplace.datasets import load_manifest
 
@@ -158,15 +160,21 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
         if path.is_dir():
             if (path / "manifest.json").exists():
                 found = [path / f for f in _manifest_files(path, load_manifest(path), split)]
+                where = f" (listed by {path / 'manifest.json'})"
             elif split != "all":
                 raise GnplaceError(f"{path}: no manifest.json, so no {split!r} split to choose (--split all takes "
                                    "every graph of the folder)")
             else:
-                found = sorted(path.glob("*.gnpg"))
+                found, where = sorted(path.glob("*.gnpg")), f" (matched by {path / '*.gnpg'})"
+            if not found and path.suffix == ".gnpg":  # named like a graph file, which it is not
+                raise InvalidGraph(f"{path}: is a folder holding no graphs, not a graph file")
             if not found:
                 raise GnplaceError(f"{path}: no graphs (split {split!r})")
+            for graph_path in found:
+                _check_graph_file(graph_path, where)
             paths.extend(found)
         elif path.exists():
+            _check_graph_file(path, "")
             paths.append(path)
         else:
             raise GnplaceError(f"{path}: no such graph file or folder")
@@ -174,6 +182,21 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     for path in paths:  # a file named twice (itself and in its folder) is one graph
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+def _check_graph_file(path: Path, where: str) -> None:
+    """Refuse a ``path`` that is not a regular file, saying what it is; ``where`` tells how it was found.
+
+    Raises:
+        GnplaceError: if ``path`` does not exist.
+        InvalidGraph: if it is a folder or not a regular file (a device, a pipe or a socket).
+    """
+    if path.is_dir():
+        raise InvalidGraph(f"{path}: is a folder, not a graph file{where}")
+    if not path.exists():
+        raise GnplaceError(f"{path}: no such graph file{where}")
+    if not path.is_file():
+        raise InvalidGraph(f"{path}: not a regular file (a device, pipe or socket), so not a graph file{where}")
 
 
 def _manifest_files(folder: Path, manifest: Any, split: str) -> list[str]:
@@ -509,6 +532,8 @@ def evaluate(
     tasks = list(tasks)
     for budget in dict.fromkeys(t.budget for t in tasks if t.budget is not None):
         check_budget(budget, "evaluate")  # whichever placers run: 0 or -5 is no budget, even where none takes one
+    for placer, options in {(t.placer, json.dumps(t.options_dict, sort_keys=True)) for t in tasks}:
+        check_placer_options(placer, json.loads(options))  # as gnplace place does, before OUT is made or a file read
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     keyed = list({k: (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())  # a task asked twice runs once

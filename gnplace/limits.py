@@ -15,6 +15,7 @@ limit                     value
 ``MAX_DEVICES``           4,096 devices in a cluster
 ``MAX_COUNT``             2**62 for any size, count or index (bytes, FLOP as integers)
 ``MIN_RATE``              1,000 per second for a device's or link's effective rate (FLOP/s, bytes/s)
+``MAX_SECONDS``           ``MAX_COUNT / MIN_RATE`` (about 4.6e15 s) for any duration a cluster gives
 ``MAX_WIDTH``             8,192 units in a learned policy's widest layer
 ``MAX_LAYERS``            64 rounds of message passing (or layers) of a learned policy
 ``MAX_DRAWN``             16,384 placements drawn in one batch of a learned placer
@@ -40,7 +41,7 @@ from gnplace.exceptions import GnplaceError, InvalidArgument
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
-    "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET",
+    "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET",
     "read_file", "check_budget", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
@@ -52,6 +53,10 @@ MAX_EDGES = 100_000_000
 MAX_DEVICES = 4096
 MAX_COUNT = 2**62
 MIN_RATE = 1e3  # slower than this, op and transfer times overflow float64 for graphs within the limits
+#: Longest duration a cluster may give (seconds): a launch overhead, a message's CPU time or a link's latency. The
+#: longest op the rate limits allow (``MAX_COUNT`` FLOP or bytes at ``MIN_RATE`` per second, about 146 million
+#: years): a longer one is a typo, and summed over a step's ops it overflowed float64 (NaN bounds, a crash).
+MAX_SECONDS = MAX_COUNT / MIN_RATE
 #: Widest embedding or head layer a policy may have (the shipped ones: 64 and 32).
 MAX_WIDTH = 8192
 #: Most rounds of message passing a policy may have (the shipped ones: 4).

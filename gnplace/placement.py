@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,12 +267,15 @@ def load_placement(
         warn_other_name (bool, optional): warn when the file names another graph (default: :obj:`True`).
 
     Raises:
-        InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit; or, without
-            ``cluster``, if the cluster the file names is not a preset.
+        InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit; without
+            ``cluster``, if the cluster the file names is not a preset; with it, if the file names a preset
+            whose devices (their number, names or kinds) are not those of ``cluster``.
         InvalidCluster: if ``cluster`` is a name or file that does not load.
 
-    Warns (:class:`UserWarning`) when the file was written for a graph of another name whose op
-    names are all the same: such a placement applies, but may not be the one meant.
+    Warns (:class:`UserWarning`, one line each) when the file was written for a graph of another name
+    whose op names are all the same, or for a cluster of another name (a preset of the same devices, or
+    a cluster file, which cannot be compared): such a placement applies, but may not be the one meant;
+    and when it splits a colocation group over devices, which the simulator times as given.
     """
     from gnplace.limits import parse_json, read_file
 
@@ -297,12 +301,65 @@ def load_placement(
     placement = _from_names(graph, cluster, data["placement"], source=str(path))
     written_for = data.get("graph")
     if warn_other_name and isinstance(written_for, str) and written_for and written_for != graph.name:
-        import warnings
-
         # every op name matched, so the placement applies; the user may still have picked the wrong file
         warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
                       "so it is used as it is", stacklevel=2)
+    other_cluster = _other_cluster(data.get("cluster"), cluster, path)
+    if other_cluster:
+        warnings.warn(other_cluster, stacklevel=2)
+    split = _split_group(graph, placement)
+    if split:
+        warnings.warn(f"{path} {split}; it is used as it is", stacklevel=2)
     return placement
+
+
+def _other_cluster(recorded: Any, cluster: Cluster, path: Path) -> str:
+    """What to warn of a placement file made for a cluster named ``recorded`` and used on ``cluster`` (``""``: none).
+
+    Its device names all exist on ``cluster`` (:func:`_from_names` checked them). A recorded preset is
+    compared device by device: other devices (in number, name or kind) time another placement than the one
+    made, so the file is refused; the same devices (another memory or links, say) are warned of. A recorded
+    name that is no preset cannot be compared, and is warned of.
+
+    Raises:
+        InvalidPlacement: if ``recorded`` is a preset whose devices differ from those of ``cluster``.
+    """
+    from gnplace.cluster import load_cluster, preset_names
+
+    if not isinstance(recorded, str) or not recorded or recorded == cluster.name:
+        return ""
+    if recorded not in preset_names():
+        return f"{path} was made for cluster {recorded!r}, not {cluster.name!r}; its device names all exist there, " \
+            "so it is used as it is"
+    made_for = load_cluster(recorded)
+    theirs, mine = [(d.name, d.kind) for d in made_for.devices], [(d.name, d.kind) for d in cluster.devices]
+    if theirs == mine:
+        return f"{path} was made for cluster {recorded!r}, not {cluster.name!r}; its devices are the same by name " \
+            "and kind, so it is used as it is"
+    if len(theirs) != len(mine):
+        differ = f"{len(theirs)} devices there, {len(mine)} here"
+    else:
+        k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
+        differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"
+    raise InvalidPlacement(f"{path}: was made for cluster {recorded!r}, whose devices differ from those of "
+                           f"{cluster.name!r} ({differ}): time it on {recorded!r}, or place the graph on "
+                           f"{cluster.name!r}")
+
+
+def _split_group(graph: OpGraph, placement: Placement) -> str:
+    """What to warn of a ``placement`` that splits colocation groups of ``graph`` over devices (``""``: none)."""
+    devices, group = placement.devices, graph.group
+    first = np.full(graph.num_groups, -1, dtype=np.int64)
+    first[group[::-1]] = devices[::-1]  # the device of each group's first op
+    off = np.flatnonzero(first[group] != devices)
+    if not off.size:
+        return ""
+    op = int(off[0])
+    lead = int(np.flatnonzero(group == group[op])[0])
+    names, count = placement.cluster.device_names, np.unique(group[off]).size
+    return (f"splits {count} colocation group{'s' if count > 1 else ''} (ops that must share a device) over devices, "
+            f"e.g. op {graph.node_names[lead]!r} on {names[devices[lead]]} and {graph.node_names[op]!r} of its group "
+            f"on {names[devices[op]]}")
 
 
 def _recorded_cluster(data: dict[str, Any], path: Path) -> Cluster:

@@ -688,3 +688,34 @@ def test_the_markdown_table_shows_runs_where_they_outnumber_graphs(tmp_path):
     rows = [_row("a", "heft", 1.0, seed=0), _row("a", "heft", 4.0, seed=1), _row("b", "single", 2.0)]
     md = write_markdown(summarise(rows), tmp_path / "r.md").read_text().splitlines()[2:]
     assert [line.split(" | ")[2:4] for line in md] == [["heft", "1 (2 runs)"], ["single", "1"]]
+
+
+def test_a_folder_or_device_given_as_a_graph_file_is_named_as_what_it_is(graphs, tmp_path):
+    """A folder ``x.gnpg`` the glob matched, or ``/dev/null``, was reported as "no such graph file" at run time."""
+    from gnplace.exceptions import InvalidGraph
+
+    (graphs / "x.gnpg").mkdir()
+    with pytest.raises(InvalidGraph, match=rf"^{graphs / 'x.gnpg'}: is a folder, not a graph file \(matched by "
+                                           rf"{graphs / '[*]'}\.gnpg\)$"):
+        collect_graphs([str(graphs)])
+    with pytest.raises(InvalidGraph, match=r"x\.gnpg: is a folder holding no graphs, not a graph file$"):
+        collect_graphs([str(graphs / "x.gnpg")])
+    with pytest.raises(InvalidGraph, match=r"^/dev/null: not a regular file \(a device, pipe or socket\), so not a "
+                                           r"graph file$"):
+        collect_graphs(["/dev/null"])
+    (graphs / "x.gnpg").rmdir()
+    manifest = {"format": "gnplace-dataset", "graphs": [{"file": "mlp2.gnpg"}, {"file": "gone.gnpg"}]}
+    (graphs / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(GnplaceError, match=r"gone\.gnpg: no such graph file \(listed by .*manifest\.json\)$"):
+        collect_graphs([str(graphs)])
+
+
+def test_an_option_a_placer_does_not_take_is_refused_before_the_output_folder_is_made(graphs, tmp_path):
+    """evaluate and ``gnplace place`` refuse it with one check (gnplace.placers.registry.check_placer_options)."""
+    from gnplace.exceptions import InvalidArgument
+
+    task = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "m_etf", {"algo": "reinforce"})
+    with pytest.raises(InvalidArgument, match=r"^placer 'm_etf' does not take these options: algo; it takes: "
+                                              r"memory_aware, min_speed \(shared: timer\)$"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft"), task], tmp_path / "out")
+    assert not (tmp_path / "out").exists()

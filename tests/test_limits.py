@@ -370,3 +370,14 @@ def test_a_budget_is_a_whole_number_of_evaluations_up_to_the_limit(budget):
         check_budget(budget, "AnnealingPlacer")
     assert check_budget(1, "x") == 1 and check_budget(np.int64(MAX_BUDGET), "x") == MAX_BUDGET == 10**9
     assert type(check_budget(np.int64(5), "x")) is int
+
+
+def test_the_longest_duration_a_cluster_may_give_is_a_limit_beside_the_others():
+    """``MAX_SECONDS`` lives with the limits it derives from, and ``gnplace.cluster`` still exports it."""
+    import gnplace.cluster
+    import gnplace.limits
+
+    assert "MAX_SECONDS" in gnplace.limits.__all__ and "MAX_SECONDS" in gnplace.cluster.__all__
+    assert gnplace.limits.MAX_SECONDS == gnplace.limits.MAX_COUNT / gnplace.limits.MIN_RATE
+    assert gnplace.cluster.MAX_SECONDS is gnplace.limits.MAX_SECONDS
+    assert "``MAX_SECONDS``" in (gnplace.limits.__doc__ or "")  # in the table of every limit

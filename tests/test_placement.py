@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -421,3 +422,46 @@ def test_a_placement_made_for_another_graph_of_as_many_ops_is_refused(tmp_path, 
     object.__delattr__(old, "made_for")  # as unpickled from before the field existed
     assert old.made_for is None
     old.check(chain_graph(3))
+
+
+def test_a_placement_file_that_splits_a_colocation_group_is_timed_but_warned_of(tmp_path, k80x2):
+    """It loaded with no word, though its ops of one group must share a device."""
+    import warnings
+
+    g = grouped()  # groups [0, 0, 1, 2, 1]
+    path = tmp_path / "split.json"
+    path.write_text(json.dumps({"format": "gnplace-placement", "version": 1, "cluster": "k80x2",
+                                "placement": {"o0": "gpu0", "o1": "gpu1", "o2": "gpu1", "o3": "gpu0", "o4": "gpu0"}}))
+    with pytest.warns(UserWarning, match=rf"^{re.escape(str(path))} splits 2 colocation groups \(ops that must share a "
+                                         r"device\) over devices, e\.g\. op 'o0' on gpu0 and 'o1' of its group on gpu1; "
+                                         r"it is used as it is$"):
+        assert load_placement(path, g, k80x2).devices.tolist() == [0, 1, 1, 0, 0]
+    whole = save_placement(tmp_path / "whole.json", g, Placement.from_groups(g, k80x2, [1, 0, 1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a placement that keeps its groups whole, on its own cluster: no word
+        load_placement(whole, g, k80x2)
+
+
+def test_a_placement_file_made_for_another_cluster_is_refused_or_warned_of(tmp_path, k80x2, k80x4):
+    """It ran silently on any cluster that has its device names: k80x2's file on k80x4 timed another placement."""
+    from gnplace.cluster import Cluster
+
+    g = chain_graph(3)
+    two = save_placement(tmp_path / "two.json", g, Placement([1, 0, 1], k80x2))
+    with pytest.raises(InvalidPlacement, match=rf"^{re.escape(str(two))}: was made for cluster 'k80x2', whose devices "
+                                               r"differ from those of 'k80x4' \(2 devices there, 4 here\): time it on "
+                                               r"'k80x2', or place the graph on 'k80x4'$"):
+        load_placement(two, g, k80x4)
+    renamed = Cluster(list(k80x2.devices), k80x2.bandwidth, k80x2.latency, name="lab2")
+    with pytest.warns(UserWarning, match=r"two\.json was made for cluster 'k80x2', not 'lab2'; its devices are the "
+                                         r"same by name and kind, so it is used as it is$"):
+        assert load_placement(two, g, renamed).devices.tolist() == [1, 0, 1]
+    faster = Cluster([dataclasses.replace(d, kind="v100") for d in k80x2.devices], k80x2.bandwidth, k80x2.latency,
+                     name="fast2")
+    with pytest.raises(InvalidPlacement, match=r"differ from those of 'fast2' \(device 0 is gpu0 \(k80\) there, gpu0 "
+                                               r"\(v100\) here\)"):
+        load_placement(two, g, faster)
+    mine = save_placement(tmp_path / "mine.json", g, Placement([1, 0, 1], renamed))  # no preset: cannot be compared
+    with pytest.warns(UserWarning, match=r"mine\.json was made for cluster 'lab2', not 'k80x2'; its device names all "
+                                         r"exist there, so it is used as it is$"):
+        load_placement(mine, g, k80x2)

@@ -21,8 +21,8 @@ from gnplace.placers.registry import PLACERS, make_placer
 __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
-    "describe_os_error", "run_reporting_errors", "checkpoint_readers", "check_shared_options", "option_files",
-    "check_output_file", "collect_input_shapes", "add_optimizer_argument",
+    "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format", "check_shared_options",
+    "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
 ]
 
 
@@ -345,20 +345,51 @@ def checkpoint_readers(path: str, placers: list[str]) -> list[str]:
     A training run's ``last.ckpt`` (no ``"format"``) is a policy checkpoint, as the ``policy`` placer reads it.
 
     Raises:
-        InvalidCheckpoint: if the file is unreadable.
+        InvalidCheckpoint: if the file is unreadable, records no ``"format"`` and is no training run's
+            checkpoint, or records a format that is not a name.
         InvalidArgument: if none of ``placers`` takes a checkpoint of its format.
     """
-    from gnplace.policy.checkpoint import FORMAT, read_checkpoint
+    from gnplace.policy.checkpoint import read_checkpoint
 
-    found = read_checkpoint(path).get("format") or FORMAT
     infos = [PLACERS.info(name) for name in placers]
+    takers = [f"{i.name} ({i.checkpoint_format})" for i in infos if "checkpoint" in i.accepts]
+    which = f"; of the placers run, these take one: {', '.join(takers)}" if takers else \
+        "; none of the placers run takes a checkpoint"
+    found = checkpoint_format(read_checkpoint(path), f"--checkpoint {path}", which)
     readers = [i.name for i in infos if "checkpoint" in i.accepts and i.checkpoint_format == found]
     if not readers:
-        takers = [f"{i.name} ({i.checkpoint_format})" for i in infos if "checkpoint" in i.accepts]
-        which = f"; of the placers run, these take one: {', '.join(takers)}" if takers else \
-            "; none of the placers run takes a checkpoint"
         raise InvalidArgument(f"--checkpoint {path} is a {found!r} checkpoint{which}")
     return readers
+
+
+def checkpoint_format(data: dict[str, Any], where: str, which: str = "") -> str:
+    """The ``"format"`` of a checkpoint's ``data``; a training run's Lightning checkpoint (none recorded) is a policy's.
+
+    ``where`` begins the message (``--checkpoint FILE``) and ``which`` ends it (the placers that take one).
+
+    Raises:
+        InvalidCheckpoint: if ``data`` records no format and is no training run's checkpoint (weights under
+            ``state_dict`` and the run's ``gnplace`` record), or records one that is not a non-empty string.
+
+    Examples:
+        >>> checkpoint_format({"format": "gnplace-placeto"}, "x.ckpt")
+        'gnplace-placeto'
+        >>> checkpoint_format({"state_dict": {}, "gnplace": {"iteration": 3}}, "last.ckpt")
+        'gnplace-policy'
+    """
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.policy.checkpoint import FORMAT
+
+    if "format" not in data:
+        if isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict):  # as load_policy
+            return FORMAT
+        raise InvalidCheckpoint(f"{where}: records no \"format\" and is not a training run's checkpoint, so not a "
+                                f"gnplace checkpoint{which}")
+    found = data["format"]
+    if not isinstance(found, str) or not found.strip():
+        raise InvalidCheckpoint(f"{where}: records a malformed \"format\", {type(found).__name__} {repr(found)[:60]} "
+                                f"(expected a name such as {FORMAT!r}){which}")
+    return found
 
 
 def check_shared_options(placer: str, budget: int | None, checkpoint: str | None) -> None:

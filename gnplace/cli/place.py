@@ -38,6 +38,7 @@ from gnplace.graph_io import write_atomically
 from gnplace.limits import MAX_BUDGET
 from gnplace.placement import save_placement
 from gnplace.placers import PLACERS, make_placer
+from gnplace.placers.registry import check_placer_options
 from gnplace.shipped import shipped_files
 from gnplace.sim.bounds import require_memory
 from gnplace.sim.simulator import Simulator
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})
     if args.algo is not None and options.get("algo", args.algo) != args.algo:  # one would win silently
         raise InvalidArgument(f"--algo {args.algo} and -O {args.placer}.algo={options['algo']} differ: give one")
+    flags = {"algo": "--algo"} if args.algo is not None and "algo" not in options else {}
+    check_placer_options(args.placer, {**options, **dict.fromkeys(flags)}, flags)  # before the graph is read
     if isinstance(options.get("out"), str) and options["out"]:  # a search's folder: refused before it runs
         check_output_folder(options["out"], f"-O {args.placer}.out")
     if args.output is not None:

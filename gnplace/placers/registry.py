@@ -42,7 +42,8 @@ from typing import Any
 
 from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
 
-__all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer"]
+__all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer",
+           "check_placer_options", "constructor_options"]
 
 #: Options every placer that takes them takes under these names.
 SHARED_OPTIONS: tuple[str, ...] = ("timer", "budget", "checkpoint")
@@ -255,17 +256,70 @@ def register_placer(name: str, target: type | str, *, replace: bool = False) -> 
     PLACERS.register(name, target, replace=replace)
 
 
-def _takes(cls: Any, options: dict[str, Any]) -> bool:
-    """Whether ``cls(**options)`` names only keywords its constructor has."""
+def constructor_options(cls: type) -> tuple[str, ...] | None:
+    """The keywords a placer class's constructor takes, in signature order; ``None`` where they cannot be told.
+
+    A constructor's ``**kwargs`` are taken to go to its base class's constructor (as every comparator's and
+    fine-tuning's do), whose keywords join; ``**kwargs`` that would reach :class:`object` are kept by the class
+    itself, so its keywords cannot be told.
+
+    Examples:
+        >>> constructor_options(PLACERS["heft"])
+        ('memory_aware', 'min_speed', 'timer')
+        >>> constructor_options(PLACERS["round_robin"])
+        ()
+    """
     import inspect
 
-    try:
-        parameters = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return True
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return True
-    return set(options) <= set(parameters)
+    names: dict[str, None] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        if klass is object:
+            return tuple(names)
+        try:
+            parameters = list(inspect.signature(init).parameters.values())[1:]  # past self
+        except (TypeError, ValueError):
+            return None
+        names.update((p.name, None) for p in parameters
+                     if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            return tuple(names)
+        if all("__init__" not in vars(base) or base is object for base in klass.__mro__[1:]):  # no base takes them
+            return None
+    return tuple(names)
+
+
+def check_placer_options(name: str, options: Mapping[str, Any], given_as: Mapping[str, str] | None = None) -> None:
+    """Refuse options the placer registered as ``name`` does not take, in one line that lists those it takes.
+
+    :func:`get_placer` (so :func:`make_placer`, ``gnplace place`` and evaluation) checks every option
+    here; a command checks its flags before reading any input, naming each by ``given_as`` (``{"algo": "--algo"}``).
+
+    Raises:
+        UnknownName: if nothing is registered as ``name``.
+        InvalidArgument: naming the options it does not take, the placer, and the options it takes (its
+            own, then the shared ones of its ``accepts``).
+
+    Examples:
+        >>> check_placer_options("heft", {"memory_aware": False})
+        >>> try:
+        ...     check_placer_options("m_etf", {"algo": "reinforce"}, {"algo": "--algo"})
+        ... except InvalidArgument as err:
+        ...     print(err)
+        placer 'm_etf' does not take these options: algo (--algo); it takes: memory_aware, min_speed (shared: timer)
+    """
+    takes = constructor_options(PLACERS.resolve(name))
+    unknown = [key for key in options if takes is not None and key not in takes]
+    if not unknown:
+        return
+    shown = ", ".join(f"{key} ({given_as[key]})" if given_as and key in given_as else key for key in unknown)
+    own = [key for key in takes or () if key not in SHARED_OPTIONS]
+    shared = [key for key in SHARED_OPTIONS if key in PLACERS.info(name).accepts]
+    listed = f": {', '.join(own)}" if own else (" no options of its own" if shared else " none")
+    listed += f" (shared: {', '.join(shared)})" if shared else ""
+    raise InvalidArgument(f"placer {name!r} does not take these options: {shown}; it takes{listed}")
 
 
 def get_placer(name: str, **options: Any) -> Any:
@@ -273,18 +327,20 @@ def get_placer(name: str, **options: Any) -> Any:
 
     Raises:
         UnknownName: if no placer is registered under ``name``; the message lists the choices.
-        InvalidArgument: if the placer rejects an option or its value.
+        InvalidArgument: if the placer does not take an option (:func:`check_placer_options`) or rejects
+            its value.
 
     Examples:
         >>> get_placer("round_robin")
         RoundRobinPlacer()
     """
     cls = PLACERS.resolve(name)
+    check_placer_options(name, options)
     _check_flags(name, cls, options)
     try:
         return cls(**options)
     except TypeError as err:
-        if not _takes(cls, options) or "unexpected keyword argument" in str(err):
+        if "unexpected keyword argument" in str(err):  # a constructor whose keywords could not be told
             raise InvalidArgument(f"placer {name!r} does not take these options: {err}") from err
         given = ", ".join(f"{k}={v!r}" for k, v in options.items() if k != "timer" and v is not None)
         raise InvalidArgument(f"placer {name!r}: an option value of the wrong type ({given}): {err}") from err

@@ -115,3 +115,39 @@ def test_an_output_folder_under_a_file_is_refused(tmp_path):
         with pytest.raises(InvalidArgument, match="--out"):
             check_output_folder(path)
     check_output_folder(tmp_path / "new" / "deeper")  # missing folders are made when written
+
+
+def _checkpoint(tmp_path, name, data):
+    import torch
+
+    path = tmp_path / name
+    torch.save(data, path)
+    return str(path)
+
+
+def test_a_checkpoint_without_a_format_is_called_what_it_is_not_a_policy_checkpoint(tmp_path):
+    """A foreign ``torch.save`` of a dict was reported as a 'gnplace-policy' checkpoint placeto cannot read."""
+    from gnplace.cli.common import checkpoint_readers
+    from gnplace.exceptions import InvalidCheckpoint
+
+    path = _checkpoint(tmp_path, "foreign.ckpt", {"a": 1})
+    with pytest.raises(InvalidCheckpoint) as info:
+        checkpoint_readers(path, ["placeto", "heft"])
+    message = str(info.value)
+    assert message.startswith(f"--checkpoint {path}: records no \"format\" and is not a training run's checkpoint")
+    assert "gnplace-policy" not in message and message.endswith("these take one: placeto (gnplace-placeto)")
+    # a training run's last.ckpt records none either, and is a policy checkpoint
+    run = _checkpoint(tmp_path, "last.ckpt", {"state_dict": {}, "gnplace": {"iteration": 1}})
+    assert checkpoint_readers(run, ["policy", "placeto"]) == ["policy"]
+
+
+@pytest.mark.parametrize("found", [5, "", None, ["gnplace-policy"]])
+def test_a_checkpoint_whose_format_is_not_a_name_is_malformed(tmp_path, found):
+    """A format of 5 read "is a 5 checkpoint"; an empty one passed as a policy checkpoint."""
+    from gnplace.cli.common import checkpoint_readers
+    from gnplace.exceptions import InvalidCheckpoint
+
+    path = _checkpoint(tmp_path, "odd.ckpt", {"format": found, "state_dict": {}})
+    with pytest.raises(InvalidCheckpoint, match=rf"^--checkpoint {path}: records a malformed \"format\", "
+                                                rf"{type(found).__name__} .*\(expected a name such as 'gnplace-policy'\)"):
+        checkpoint_readers(path, ["policy"])

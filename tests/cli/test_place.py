@@ -471,3 +471,14 @@ def test_place_imports_a_model_with_the_optimizer_given_and_a_graph_file_keeps_i
         assert run([graph_file, "-c", "k80x2", "--optimizer", "adam"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "its update ops are sgd's (sgd_update), not adam's" in err
+
+
+def test_an_option_the_placer_does_not_take_is_one_line_naming_it_before_the_graph_is_read(tmp_path, capsys):
+    """``--algo reinforce`` for m_etf was ``ListSchedulingPlacer.__init__() got an unexpected keyword argument``."""
+    absent = str(tmp_path / "absent.gnpg")  # not read: the option is refused first
+    assert main(["place", absent, "-c", "k80x2", "-p", "m_etf", "--algo", "reinforce"]) == 2
+    assert capsys.readouterr().err == ("gnplace: error: placer 'm_etf' does not take these options: algo (--algo); "
+                                       "it takes: memory_aware, min_speed (shared: timer)\n")
+    assert main(["place", absent, "-c", "k80x2", "-p", "heft", "-O", "heft.colour=red", "-O", "heft.min_speed=0.5"]) == 2
+    assert capsys.readouterr().err == ("gnplace: error: placer 'heft' does not take these options: colour; "
+                                       "it takes: memory_aware, min_speed (shared: timer)\n")

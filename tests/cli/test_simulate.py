@@ -340,3 +340,33 @@ def test_a_cluster_with_an_overflowing_launch_overhead_is_one_line(capsys, graph
     err = capsys.readouterr().err
     assert err == (f"gnplace: error: {cluster}: devices[0].launch_overhead: 1e+308 seconds is over the limit of "
                    "4.61e+15\n")
+
+
+def test_a_placement_file_that_splits_a_group_is_timed_with_one_warning_line(capsys, graph_file, tmp_path):
+    """It was simulated with exit 0 and no word; stdout is the report as before."""
+    g, c = load_graph(graph_file), load_cluster("k80x2")
+    devices = Placement.from_groups(g, c, [1, 0, 0, 1, 1]).devices.copy()
+    second = int(next(i for i in range(g.num_ops) if (g.group[:i] == g.group[i]).any()))  # the 2nd op of a group
+    devices[second] = 1 - devices[second]
+    split = Placement(devices, c)
+    path = save_placement(tmp_path / "split.json", g, split)
+    assert main(["simulate", str(graph_file), "-c", "k80x2", "-p", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["step_time_s"] == Simulator().time(g, c, split).step_time
+    assert err.count("\n") == 1 and err.startswith(f"gnplace: warning: {path} splits 1 colocation group (ops that "
+                                                   "must share a device) over devices, e.g. op ")
+
+
+def test_a_placement_file_of_another_cluster_is_refused_or_warned_of(capsys, graph_file, tmp_path):
+    """A k80x2 file on ``-c k80x4`` (simulate's default) timed silently; one of the same devices is warned of."""
+    g = load_graph(graph_file)
+    path = save_placement(tmp_path / "p.json", g, Placement.from_groups(g, load_cluster("k80x2"), [1, 0, 0, 1, 1]))
+    assert run_error(capsys, str(graph_file), "-p", str(path)) == (
+        f"gnplace: error: {path}: was made for cluster 'k80x2', whose devices differ from those of 'k80x4' "
+        "(2 devices there, 4 here): time it on 'k80x2', or place the graph on 'k80x4'")
+    four = save_placement(tmp_path / "four.json", g, Placement.from_groups(g, load_cluster("k80x4"), [1, 0, 3, 1, 2]))
+    assert main(["simulate", str(graph_file), "-c", "tight4", "-p", str(four), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["cluster"] == "tight4"
+    assert err == (f"gnplace: warning: {four} was made for cluster 'k80x4', not 'tight4'; its devices are the same by "
+                   "name and kind, so it is used as it is\n")

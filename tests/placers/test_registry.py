@@ -231,3 +231,38 @@ def test_a_cycle_of_placers_used_ends():
 
     registry = PlacerRegistry({"a": A, "b": B})
     assert registry.revisions_used("a") == {"b": "2"}
+
+
+def test_an_option_a_placer_does_not_take_is_named_with_the_options_it_takes():
+    """It was Python's ``ListSchedulingPlacer.__init__() got an unexpected keyword argument 'algo'``."""
+    from gnplace.placers.registry import check_placer_options
+
+    with pytest.raises(InvalidArgument, match=r"^placer 'm_etf' does not take these options: algo; it takes: "
+                                              r"memory_aware, min_speed \(shared: timer\)$"):
+        make_placer("m_etf", timer=Simulator(), algo="reinforce")
+    with pytest.raises(InvalidArgument, match=r"^placer 'round_robin' does not take these options: colour, algo "
+                                              r"\(--algo\); it takes none$"):
+        check_placer_options("round_robin", {"colour": "red", "algo": "ppo"}, {"algo": "--algo"})
+    with pytest.raises(InvalidArgument, match=r"^placer 'single' does not take these options: budget; it takes no "
+                                              r"options of its own \(shared: timer\)$"):
+        get_placer("single", budget=5)
+    check_placer_options("ppo", {"algo": "reinforce", "samples": 4})  # taken: nothing said
+
+
+def test_options_passed_on_through_kwargs_are_taken_and_others_refused():
+    """A comparator's ``**kwargs`` go to its base class: its own and the base's keywords are the options it takes."""
+    from gnplace.placers.registry import check_placer_options, constructor_options
+
+    post = constructor_options(PLACERS["post"])
+    assert post is not None and post[:2] == ("elite_fraction", "cross_entropy") and {"beta", "samples"} <= set(post)
+    assert "algo" in constructor_options(PLACERS["finetune"])  # PPOSearchPlacer's, through FineTunePlacer's kwargs
+    check_placer_options("post", {"beta": 2.0, "samples": 4})
+    with pytest.raises(InvalidArgument, match=r"placer 'rnn_pg' does not take these options: bogus; it takes: decay, "
+                                              r"clip, samples, .*\(shared: timer, budget\)$"):
+        check_placer_options("rnn_pg", {"bogus": 1, "decay": 0.5})
+
+    class KeepsItsKwargs:
+        def __init__(self, **options):
+            self.options = options
+
+    assert constructor_options(KeepsItsKwargs) is None  # cannot be told: the constructor decides
