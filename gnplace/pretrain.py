@@ -437,10 +437,13 @@ def teacher_placements(
 class ExportPolicy(L.Callback):
     """Write the policy alone (:func:`~gnplace.policy.checkpoint.save_policy`) after each validation and at the end.
 
-    Only rank 0 writes. The meta records the iterations done, the config and the last validation; the
-    wall seconds of the run (across resumes) are kept in Lightning's checkpoints and the run's summary,
-    so that the same config and seed export the same file. So are the pairs' digest and the
-    :func:`imitation_recipe` the run started under, which a resume is checked against.
+    Only rank 0 writes. The meta records the iterations done (``best.ckpt``'s: the iteration its weights
+    come from), the run's config and the last validation; the wall seconds of the run (across resumes) are
+    kept in Lightning's checkpoints and the run's summary, so that the same config and seed export the same
+    file. So are the pairs' digest and the :func:`imitation_recipe` the run started under, which a resume is
+    checked against. A resumed run may change :data:`RESUMABLE_CHANGES` (run longer): a ``best.ckpt`` an
+    earlier session wrote is then given this run's config in its meta (:meth:`name_config_in_best`), so that
+    it is the file a run of that config from the start writes.
 
     Args:
         path (Path): the policy checkpoint to write.
@@ -455,6 +458,7 @@ class ExportPolicy(L.Callback):
         self.started = time.monotonic()
         self.elapsed_before = 0.0
         self.best_score = float("inf")
+        self.best_config_named = False  # best.ckpt's meta checked against this run's config (once a session)
         self.processes = 1
 
     def on_train_start(self, trainer: L.Trainer, pl_module: Any) -> None:
@@ -478,6 +482,32 @@ class ExportPolicy(L.Callback):
             "config": self.config.to_dict(), "config_digest": self.config.digest(),
             "validation": dict(pl_module.last_validation), "processes": int(trainer.world_size),
         })
+        if path is None or path == self.path:  # the run's policy names this config: so does its best, from now on
+            self.name_config_in_best()
+
+    def name_config_in_best(self) -> None:
+        """Record this run's config in ``best.ckpt``'s meta where an earlier session of the run recorded another.
+
+        A resumed run may change :data:`RESUMABLE_CHANGES` (``schedule.iterations=2``, then ``=4``): while its best
+        validation is still an earlier session's, ``best.ckpt`` (and the ``--export`` copied from it) named that
+        session's config and ``config_digest``. The weights and the rest of the meta (the iteration they come from,
+        their validation, the processes) stay; only rank 0 calls it (from :meth:`export`), once a session.
+        """
+        if self.best_config_named or not self.best_path.is_file():
+            return
+        self.best_config_named = True
+        import sys
+
+        from gnplace.policy.checkpoint import load_policy, save_policy
+
+        policy, meta = load_policy(self.best_path)
+        if meta.get("config_digest") == self.config.digest():
+            return
+        # the keys keep their order and, interned as the export's literals are, pickle as the export's do: the file is
+        # byte for byte the one a run of this config from the start writes
+        meta = {sys.intern(key): value for key, value in meta.items()}
+        meta.update(config=self.config.to_dict(), config_digest=self.config.digest())
+        save_policy(self.best_path, policy, meta)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
         """Export after every validation; also to ``best.ckpt`` when the held-out geometric mean improves."""
@@ -532,7 +562,8 @@ class RankDigest(L.Callback):
         ))
 
 
-#: Settings a resumed run may change: how long it runs and how often it checkpoints.
+#: Settings a resumed run may change: how long it runs and how often it checkpoints. Its exports then record the
+#: changed config, ``best.ckpt`` too where its weights are an earlier session's (:class:`ExportPolicy`).
 RESUMABLE_CHANGES = frozenset({"iterations", "checkpoint_every_s"})
 
 

@@ -60,14 +60,17 @@ def run(args: argparse.Namespace) -> int:
 def _check_counts(args: argparse.Namespace) -> None:
     """Refuse negative sizes, counts and budgets (and fewer than one device or repeat) as one error line."""
     from gnplace.cli.common import check_count
+    from gnplace.limits import MAX_DEVICES
 
     minimum_one = {"devices", "repeat", "repeats", "rounds", "jobs", "batch", "nodes", "epochs", "ft_samples", "ft_epochs", "ops",
-                   "layers", "groups"}
+                   "layers", "groups", "threads"}
+    maximum = {"devices": MAX_DEVICES}  # sim --devices 100000: a traceback from numpy's 75 GiB link matrix
     for name, value in sorted(vars(args).items()):
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, int) and not isinstance(v, bool) and name not in ("seed",):
-                check_count(v, "--" + name.replace("_", "-"), minimum=1 if name in minimum_one else 0)
+                check_count(v, "--" + name.replace("_", "-"), minimum=1 if name in minimum_one else 0,
+                            maximum=maximum.get(name))
 
 
 if __name__ == "__main__":

@@ -80,3 +80,58 @@ def test_per_family_zero_means_every_test_graph_wherever_it_is_taken(load_script
         assert "0: all of them" in " ".join(capsys.readouterr().out.split()), name
     common = load_script("benchmarks.common")
     assert common.test_graphs("ptb", 0) == common.test_graphs("ptb", None) and len(common.test_graphs("ptb", 0)) == 8
+
+
+_ZEROSHOT_SMALL = ["--families", "ptb", "--clusters", "k80x2", "--real-clusters", "--unseen-clusters", "--jobs", "1",
+                   "--out", "OUT"]
+_FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--jobs", "1", "--out", "OUT"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    # each made its output folder (OUT) before it met the bad argument, and a refused run left it behind empty
+    (["finetune", *_FINETUNE_SMALL, "--ft-lr", "nan"], "--ft-lr must be a finite number > 0, got nan"),  # "need lr > 0"
+    (["finetune", *_FINETUNE_SMALL, "-O", "nosuch.x=1"], "placer 'nosuch' is not among those run"),
+    (["finetune", *_FINETUNE_SMALL, "--budget", "0"], "needs a budget >= 1"),
+    (["finetune", *_FINETUNE_SMALL, "--checkpoint", "NOSUCH.ckpt"], "no such checkpoint file"),
+    (["finetune", *_FINETUNE_SMALL, "--families", "nosuch"], "--families nosuch: no such family in"),
+    # --mismatch: blamed on the cluster ("cluster 'k80x4': every link needs a positive, finite bandwidth"), or ran
+    (["screen-model", "--out", "OUT", "--mismatch", "nan", "nan", "nan"],
+     "--mismatch nan nan nan: SIGMA must be a finite number 0 to 10, got nan"),
+    (["screen-model", "--out", "OUT", "--mismatch", "-1", "0.5", "2"], "SIGMA must be a finite number 0 to 10, got -1"),
+    (["screen-model", "--out", "OUT", "--mismatch", "0.5", "0", "2"], "BANDWIDTH must be a finite number > 0, got 0"),
+    (["screen-model", "--out", "OUT", "--mismatch", "0.5", "1e-320", "2"],  # a worker crashed on it
+     "BANDWIDTH slows a link of cluster 'k80x4' to"),
+    (["screen-model", "--out", "OUT", "--mismatch", "0.5", "0.5", "inf"],
+     "LATENCY must be a finite number >= 0, got inf"),
+    (["screen-model", "--out", "OUT", "--budget", "0"], "needs a budget >= 1"),
+    (["zeroshot", *_ZEROSHOT_SMALL, "--temperatures", "-1"], "temperatures > 0"),
+    (["zeroshot", *_ZEROSHOT_SMALL, "--checkpoint", "NOSUCH.ckpt"], "no such checkpoint file"),
+    (["zeroshot", *_ZEROSHOT_SMALL, "--constructor", "NOSUCH.ckpt"], "no such checkpoint file"),
+    (["zeroshot", "--families", "nosuch", "--out", "OUT"], "--families nosuch: no such family in"),  # a manifest path
+    (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "--placers", "annealing", "--budget", "0",
+      "--out", "OUT"], "budget >= 1"),
+    (["search", "--families", "ptb", "-O", "ppo.nosuch=1", "--out", "OUT"], "does not take these options: nosuch"),
+    (["latency", "--ops", "100", "--samples", "100000", "--cache", "OUT"], "samples <= 4096"),
+    (["fidelity", "--timer", "local", "--devices", ",", "--out", "OUT"], "'' is not a torch device"),
+    # a traceback (torch.set_num_threads), a misleading line, or a 75 GiB link matrix (numpy's traceback)
+    (["fidelity", "--timer", "local", "--threads", "0", "--out", "OUT"], "--threads must be at least 1, got 0"),
+    (["exact", "--time-limit", "nan", "--clusters", "k80x2", "--families", "ptb", "--per-family", "1"],
+     "--time-limit must be a finite number of seconds > 0, got nan"),  # "... and max_groups >= 1, got nan, 60"
+    (["sim", "--devices", "100000"], "--devices must be at most 4096, got 100000"),
+    (["ppo-speed", "--nodes", "10", "--samples", "1"], "--samples must be at least 2"),  # "need samples >= 2"
+    # mkdir said "FILE: File exists" alone
+    (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "--placers", "annealing", "--budget",
+      "10", "--out", "FILE"], "--out FILE: a file, not a folder; name a folder for the results"),
+    (["finetune", "--out", "FILE"], "--out FILE: a file, not a folder"),
+])
+def test_a_refused_benchmark_names_the_argument_and_leaves_no_folder(load_script, tmp_path, capsys, monkeypatch,
+                                                                      argv, message):
+    """Every argument is checked before a benchmark makes its output folder: a refused run leaves nothing behind."""
+    monkeypatch.chdir(tmp_path)  # FILE and NOSUCH.ckpt are here
+    (tmp_path / "FILE").write_text("mine\n")
+    bench = load_script("bench")
+    code = bench.main([str(tmp_path / "OUT") if a == "OUT" else a for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out, out
+    assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"] and (tmp_path / "FILE").read_text() == "mine\n"

@@ -404,6 +404,29 @@ def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):
     assert pretrain(more, out, resume=True, progress=False)["iterations"] == 4
 
 
+def test_a_resumed_run_whose_best_came_first_exports_its_final_config(tiny_config, tmp_path):
+    """Run for 2 iterations, then resumed for 4: best.ckpt is the file a run of 4 from the start writes.
+
+    The best validation came in the first session (iteration 2), so best.ckpt was not written again, and its meta
+    (and ``--export``'s copy) named the first session's config: ``schedule.iterations=2`` and its digest.
+    """
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    longer = load_pretrain_config(tiny_config)  # 4 iterations
+    pretrain(longer, tmp_path / "straight", progress=False)
+    straight = read_checkpoint(tmp_path / "straight" / "best.ckpt")["meta"]
+    assert straight["iterations"] == 2 < longer.schedule.iterations  # the case: the best came before the resume
+    out = tmp_path / "resumed"
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
+    pretrain(longer, out, resume=True, progress=False, export=tmp_path / "exported.ckpt")
+    meta = read_checkpoint(out / "best.ckpt")["meta"]
+    assert meta["iterations"] == 2 and meta["config_digest"] == longer.digest()  # was the 2-iteration config's
+    assert meta["config"]["schedule"]["iterations"] == 4
+    for name in ("best.ckpt", "policy.ckpt"):
+        assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes(), name
+    assert (tmp_path / "exported.ckpt").read_bytes() == (out / "best.ckpt").read_bytes()
+
+
 def test_a_run_stopped_mid_epoch_extends_to_the_iterations_asked(tiny_config, tmp_path):
     """3 iterations at 2 per epoch, then extended to 6: six (an epoch limit ended it at 5)."""
     out = tmp_path / "run"

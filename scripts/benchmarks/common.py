@@ -82,6 +82,45 @@ def check_clusters(*specs: Iterable[str]) -> None:
         load_cluster(spec)
 
 
+def shipped_families() -> list[str]:
+    """The families of the shipped datasets: the folders of :data:`DATASETS` with a ``manifest.json``."""
+    return sorted(folder.name for folder in DATASETS.iterdir() if (folder / "manifest.json").is_file())
+
+
+def check_families(names: Iterable[str], flag: str = "--families") -> None:
+    """Refuse a name that is no shipped family, before any run (an :class:`~gnplace.exceptions.UnknownName`).
+
+    It read as ``datasets/NAME/manifest.json: not a readable dataset manifest``, a file the user never named.
+    """
+    from gnplace.exceptions import UnknownName
+
+    known = shipped_families()
+    for name in names:
+        if name not in known:
+            raise UnknownName(f"{flag} {name}: no such family in {DATASETS} (choose from: {', '.join(known)})")
+
+
+def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
+    """``path`` as a :class:`Path`, refused if it names a file: the folder a benchmark writes its results into.
+
+    Checked before the run, whose ``mkdir`` said only ``FILE: File exists``; the folder itself is made by the
+    caller, once every argument has been checked (a refused run leaves no empty folder behind).
+
+    Raises:
+        InvalidArgument: naming ``flag``, the file and what to do.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise InvalidArgument(f"{flag} {folder}: a file, not a folder; name a folder for the results (made if "
+                              "missing), or move the file away")
+    blocking = next((parent for parent in folder.parents if parent.exists() and not parent.is_dir()), None)
+    if blocking is not None:
+        raise InvalidArgument(f"{flag} {folder}: {blocking} is a file, not a folder; name a folder for the results")
+    return folder
+
+
 def check_placers(names: Iterable[str], flag: str = "--placers") -> None:
     """Refuse an unknown placer name before any run (an :class:`~gnplace.exceptions.UnknownName` naming ``flag``)."""
     from gnplace.exceptions import UnknownName

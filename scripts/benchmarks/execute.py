@@ -8,14 +8,20 @@ import json
 import shutil
 import statistics
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gnplace.sim.timer import geomean
 
-from .common import add_command, check_clusters, check_placers, check_step_sources, median_seconds
+from .common import (
+    add_command,
+    check_clusters,
+    check_output_folder,
+    check_placers,
+    check_step_sources,
+    median_seconds,
+)
 
 
 def check_graph_names(sources: list[str]) -> None:
@@ -49,9 +55,13 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
     from gnplace.importers.sources import load_step_source
 
     check_graph_names(args.graphs)  # refused before the first calibration, not after it
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices else None
+    if devices is not None:  # a bad name refused here, not once the folder is made and the first step recorded
+        from gnplace.execute.profile import parse_torch_devices
+
+        parse_torch_devices(devices)
+    out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {"graphs": {}, "timer": args.timer, "devices": devices}
     errors: list[float] = []
     biases: list[float] = []

@@ -21,6 +21,8 @@ from .common import (
     add_command,
     add_per_family_argument,
     best_at,
+    check_families,
+    check_output_folder,
     first_reaching,
     recorded_uses,
     revisions_used,
@@ -44,13 +46,15 @@ def search_fields(name: str, placer: Any, graph: Any, cluster: Any, seed: int) -
 def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
     """``folder/name`` (the folder made) and the rows an earlier run left there (a run resumes).
 
+    Called once every other argument of the run has been checked: a refused run leaves no empty folder behind.
+
     Raises:
-        InvalidArgument: if ``folder/name`` is not such a file (another program's, or not JSON), rather than
-            a traceback or a file replaced by this run's rows.
+        InvalidArgument: if ``folder`` is a file, or ``folder/name`` is not such a file (another program's, or not
+            JSON), rather than a traceback or a file replaced by this run's rows.
     """
     from gnplace.exceptions import InvalidArgument
 
-    out = Path(folder)
+    out = check_output_folder(folder)
     out.mkdir(parents=True, exist_ok=True)
     done_file = out / name
     if not done_file.exists():
@@ -189,7 +193,9 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.placers import make_placer
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
-    done_file, rows = rows_file(args.out, "finetune.json")
+    check_output_folder(args.out)
+    check_families(args.families)
+    check_positive(args.ft_lr, "--ft-lr")
     options = parse_placer_options(args.option, ["scratch", "finetune"])
     tuning = {"samples": args.ft_samples, "epochs": args.ft_epochs, "lr": args.ft_lr,
               "imitation_steps": args.ft_imitation, "zero_shot": args.ft_zero_shot, **options.get("finetune", {})}
@@ -204,6 +210,7 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
     paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
     graphs = graph_identities(paths)
     scratch_uses, finetune_uses = revisions_used("ppo"), revisions_used("finetune")
+    done_file, rows = rows_file(args.out, "finetune.json")  # every argument checked: the folder is made
 
     def same_scratch(r: dict[str, Any]) -> bool:  # rows of before 2026-11-25 record no seed or revisions: seed 0, 7
         return (r.get("scratch_options", {}) == scratch and r.get("seed", 0) == args.seed
@@ -322,6 +329,63 @@ class MismatchedSteps(StepTimer):
 
 SCREEN_MODELS = ("learned", "simulator")
 
+#: Largest ``--mismatch`` SIGMA: at four standard deviations ``exp(10 * z)`` scales an op's seconds by 1e-17 to
+#: 1e17 already (the shipped runs use 0.5); larger, the noise is no stand-in for real steps, only overflow.
+MAX_SIGMA = 10.0
+
+
+def check_positive(value: float, flag: str) -> float:
+    """``value`` if it is a finite number > 0, else an :class:`~gnplace.exceptions.InvalidArgument` naming ``flag``."""
+    import math
+
+    from gnplace.exceptions import InvalidArgument
+
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgument(f"{flag} must be a finite number > 0, got {value}")
+    return value
+
+
+def check_mismatch(values: list[float], clusters: list[str]) -> list[float]:
+    """``--mismatch SIGMA BANDWIDTH LATENCY`` checked by name, and every cluster it scales: the values as floats.
+
+    SIGMA (the op seconds' log-normal noise) must be finite, 0 to :data:`MAX_SIGMA`; BANDWIDTH (a factor of every
+    link's bandwidth, in bytes per second) finite and > 0; LATENCY (a factor of every link's latency, in seconds)
+    finite and >= 0; and the links they scale within a cluster file's limits (at least
+    :data:`~gnplace.limits.MIN_RATE` bytes per second, at most :data:`~gnplace.limits.MAX_SECONDS`). A bad value was
+    blamed on the cluster (``cluster 'k80x4': every link needs a positive, finite bandwidth``), or, for a negative
+    SIGMA, ran.
+
+    Raises:
+        InvalidArgument: naming ``--mismatch``, the value and its range.
+    """
+    import math
+
+    from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InvalidArgument, InvalidCluster
+    from gnplace.limits import MAX_SECONDS, MIN_RATE
+
+    sigma, bandwidth, latency = (float(v) for v in values)
+    given = f"--mismatch {sigma:g} {bandwidth:g} {latency:g}"
+    ranges = (("SIGMA", sigma, f"0 to {MAX_SIGMA:g}", 0 <= sigma <= MAX_SIGMA),
+              ("BANDWIDTH", bandwidth, "> 0", bandwidth > 0), ("LATENCY", latency, ">= 0", latency >= 0))
+    for name, value, wanted, fits in ranges:
+        if not (math.isfinite(value) and fits):
+            raise InvalidArgument(f"{given}: {name} must be a finite number {wanted}, got {value:g}")
+    for spec in dict.fromkeys(clusters):
+        cluster = load_cluster(spec)  # an unknown cluster: the loader's own line
+        slowest, longest = float((cluster.bandwidth * bandwidth).min()), float((cluster.latency * latency).max())
+        if slowest < MIN_RATE:  # the limit of a cluster file: a worker crashed on a factor of 1e-320
+            raise InvalidArgument(f"{given}: BANDWIDTH slows a link of cluster {spec!r} to {slowest:.3g} B/s, under "
+                                  f"the limit of {MIN_RATE:g} B/s")
+        if longest > MAX_SECONDS:
+            raise InvalidArgument(f"{given}: LATENCY makes a link of cluster {spec!r} take {longest:.3g} s, over the "
+                                  f"limit of {MAX_SECONDS:.3g} s")
+        try:
+            Cluster(list(cluster.devices), cluster.bandwidth * bandwidth, cluster.latency * latency, name=cluster.name)
+        except InvalidCluster as err:
+            raise InvalidArgument(f"{given}: scales cluster {spec!r} to no cluster ({err})") from None
+    return [sigma, bandwidth, latency]
+
 
 def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]]) -> dict[str, Any]:
     import torch
@@ -347,15 +411,19 @@ def _screen_model_row(task: tuple[str, str, int, int, tuple[float, float, float]
 
 def bench_screen_model(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Fine-tuning with its screen learned alone and started from the simulator, on mismatched steps (:func:`run_screen_model`)."""
+    from gnplace.placers import make_placer
     from gnplace.rl.search import FineTunePlacer
 
-    done_file, rows = rows_file(args.out, "screen_model.json")
-    mismatch = [float(v) for v in args.mismatch]
+    check_output_folder(args.out)
+    check_families(args.families)
+    mismatch = check_mismatch(args.mismatch, args.clusters)
+    make_placer("finetune", budget=args.budget)  # a bad --budget: one error line here, not from the first pair
     files = _finetune_files({})
     prints = cluster_fingerprints(args.clusters)
     paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
     graphs = graph_identities(paths)
     uses = revisions_used("finetune")
+    done_file, rows = rows_file(args.out, "screen_model.json")  # every argument checked: the folder is made
 
     def this_run(r: dict[str, Any]) -> bool:
         return (r["budget"] == args.budget and r["seed"] == args.seed and r["mismatch"] == mismatch

@@ -16,6 +16,7 @@ from .common import (
     add_command,
     add_per_family_argument,
     check_clusters,
+    check_families,
     check_placers,
     median_seconds,
     test_graphs,
@@ -27,13 +28,19 @@ FAST_PLACERS = ["single", "round_robin", "expert", "metis", "heft", "m_etf", "m_
 
 def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
     """How far each heuristic is from the exact placer on small graphs (coarsened dataset graphs, examples)."""
+    import math
+
     from gnplace.cluster import load_cluster
     from gnplace.coarsen import coarsen
+    from gnplace.exceptions import InvalidArgument
     from gnplace.graph_io import load_graph
     from gnplace.placers import get_placer
 
     check_placers(args.placers)  # refused before the first exact solve, not after it
     check_clusters(args.clusters)
+    check_families(args.families)
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):  # was blamed on ExactPlacer's max_groups too
+        raise InvalidArgument(f"--time-limit must be a finite number of seconds > 0, got {args.time_limit}")
     paths = [p for family in args.families for p in test_graphs(family, args.per_family or None)]
     rows = []
     for cluster_name in args.clusters:

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import add_option_argument, parse_placer_options
@@ -14,7 +13,15 @@ from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
 
-from .common import DATASETS, add_command, add_per_family_argument, median_seconds, save_figure
+from .common import (
+    DATASETS,
+    add_command,
+    add_per_family_argument,
+    check_families,
+    check_output_folder,
+    median_seconds,
+    save_figure,
+)
 
 
 def load_cluster_name(spec: str) -> str:
@@ -27,13 +34,18 @@ def load_cluster_name(spec: str) -> str:
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
     from gnplace.evaluate import Task, collect_graphs, evaluate, task_key
+    from gnplace.placers import make_placer
 
+    check_output_folder(args.out)
+    check_families(args.families)
     graphs = []
     for family in args.families:
         found = collect_graphs([str(DATASETS / family)], split=args.split)
         graphs += found[: args.per_family] if args.per_family else found
     tasks = [Task(str(g), c, "auto", seed=args.seed) for g in graphs for c in args.clusters]
     options = parse_placer_options(args.option, args.placers)
+    for placer in dict.fromkeys(args.placers):  # a bad -O option, budget or checkpoint: refused before OUT is made
+        make_placer(placer, budget=args.budget, **options.get(placer, {}))
     tasks += [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed)
               for g in graphs for c in args.clusters for p in args.placers]
     total = len({task_key(t) for t in tasks})  # a task asked twice (--placers auto) runs once
@@ -90,7 +102,9 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                                   f"the search placers' ({searches})")
     graphs = [load_graph(path) for path in args.graphs]  # a missing graph refused before the first search
     cluster = load_cluster(args.cluster)
-    out = Path(args.out)
+    out = check_output_folder(args.out)  # a file there: said so, not "File exists" from mkdir
+    for name in args.placers:  # a bad --budget: refused before the folder is made and the first search
+        make_placer(name, budget=args.budget)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for graph in graphs:
@@ -145,11 +159,15 @@ def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
     from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InvalidArgument
     from gnplace.rl.agent import log_probs, sample
     from gnplace.rl.ppo import normalise_advantages, ppo_loss
     from gnplace.rl.problem import PlacementProblem
     from gnplace.train import LearnerConfig, PlacementLearner
 
+    if args.samples < 2:  # PPO's advantages compare the samples of an iteration
+        raise InvalidArgument(f"--samples must be at least 2 (PPO compares the samples of an iteration), got "
+                              f"{args.samples}")
     graph = layered_graph(args.nodes, width=8, seed=0)
     cluster = load_cluster(args.cluster)
     sim = Simulator()

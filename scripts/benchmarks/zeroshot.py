@@ -22,6 +22,8 @@ from .common import (
     add_command,
     add_per_family_argument,
     check_clusters,
+    check_families,
+    check_output_folder,
     large_graph,
     median_seconds,
     test_graphs,
@@ -108,8 +110,11 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
     """
     from gnplace.datasets import load_manifest
+    from gnplace.rl.zeroshot import PolicyPlacer
     from gnplace.workers import task_mapper
 
+    out = check_output_folder(args.out)
+    check_families(args.families)
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
@@ -117,6 +122,9 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
                  "constructor_sizes", "prior"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
+    # the policy's settings and checkpoints refused here (one line), not by the first row's worker
+    PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, **options)
+
     def task(graph: str, cluster: str, group: str) -> ZeroShotTask:
         return graph, cluster, args.checkpoint, args.samples, group, options, args.seed
 
@@ -134,8 +142,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
     tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
     keys = [zero_shot_key(t) for t in tasks]  # every graph and cluster found before the first placement
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)  # every argument checked: a refused run leaves no empty folder
     store = Store(out / "zeroshot_rows.jsonl")
     todo = {key: t for key, t in zip(keys, tasks) if key not in store.rows}  # a task asked twice runs once
     total = len(set(keys))
@@ -261,9 +268,9 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     torch.set_num_threads(1)
     cluster = load_cluster(args.cluster)
-    cache = Path(args.cache)
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = check_output_folder(args.cache, "--cache")
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets)
+    cache.mkdir(parents=True, exist_ok=True)  # once the placer's arguments are checked
     rows = []
     for ops in args.ops:
         graph = large_graph(ops, cache)
@@ -296,6 +303,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.sim.simulator import Simulator
 
     check_clusters(args.clusters)  # refused before the first graph is placed, not after it
+    check_families(args.families)
     torch.set_num_threads(1)
     policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT)
     sim = Simulator()
