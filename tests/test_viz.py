@@ -121,8 +121,9 @@ def test_names_with_dollar_signs_are_drawn_as_text_not_parsed_as_maths(tmp_path)
     assert plot_ratios(summary, tmp_path / "r.svg").exists()
 
 
-def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_path, monkeypatch):
-    """Lines of annealing at 200 and 2000 evaluations were one bar (their mean), named ``annealing``."""
+@pytest.fixture
+def bars(monkeypatch):
+    """``(heights, labels)``: what each bar chart drawn draws, as lists, one per chart."""
     import matplotlib.axes
 
     drawn, names = [], []
@@ -131,6 +132,12 @@ def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_p
                                                                                    real_bar(ax, x, heights, **kw))[1])
     monkeypatch.setattr(matplotlib.axes.Axes, "set_xticklabels",
                         lambda ax, labels, **kw: (names.append(list(labels)), real_labels(ax, labels, **kw))[1])
+    return drawn, names
+
+
+def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_path, bars):
+    """Lines of annealing at 200 and 2000 evaluations were one bar (their mean), named ``annealing``."""
+    drawn, names = bars
     summary = [{"family": "a", "cluster": "c", "placer": "annealing", "budget": 2000, "label": "annealing@2000",
                 "vs_best": 1.0, "graphs": 1},
                {"family": "a", "cluster": "c", "placer": "annealing", "budget": 200, "label": "annealing@200",
@@ -141,18 +148,11 @@ def test_a_placer_given_two_budgets_is_drawn_as_a_bar_each_in_budget_order(tmp_p
     assert names == [["annealing@200", "annealing@2000", "heft"]] and drawn == [[4.0, 1.0, 2.0]]
 
 
-def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, monkeypatch):
+def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, bars):
     """Lines of ppo at one budget with and without ``mode=refine`` were one bar (their mean)."""
-    import matplotlib.axes
-
     from gnplace.evaluate import Row, summarise
 
-    drawn, names = [], []
-    real_bar, real_labels = matplotlib.axes.Axes.bar, matplotlib.axes.Axes.set_xticklabels
-    monkeypatch.setattr(matplotlib.axes.Axes, "bar", lambda ax, x, heights, **kw: (drawn.append(list(heights)),
-                                                                                   real_bar(ax, x, heights, **kw))[1])
-    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticklabels",
-                        lambda ax, labels, **kw: (names.append(list(labels)), real_labels(ax, labels, **kw))[1])
+    drawn, names = bars
     rows = [Row("g", "f", "/g.gnpg", 1, 1, "c", placer, 0, step, 0.5, 2.0, 0.0, False, 0.1, budget=budget,
                 options=options, cluster_spec="c")
             for placer, step, budget, options in (("heft", 1.0, None, "{}"), ("ppo", 4.0, 20, "{}"),
