@@ -62,6 +62,10 @@ class Device:
         message_cpu (float): seconds of this device's compute that each transfer it sends or receives
             takes while the other end computes (default: 0). ``gnplace profile`` measures it for CPU
             ranks whose communication threads share the cores with their compute.
+
+    A :class:`Cluster` checks its devices against the limits a cluster file is held to
+    (:mod:`gnplace.limits`: rates reached of at least ``MIN_RATE``, memory of at most ``MAX_COUNT`` bytes,
+    durations of at most ``MAX_SECONDS``).
     """
 
     name: str
@@ -156,23 +160,14 @@ class Cluster:
         d = len(self.devices)
         if d == 0:
             raise InvalidCluster(f"cluster {name!r} has no devices")
+        if d > MAX_DEVICES:  # the limit of a cluster file's devices; the models' features are sized for it
+            raise InvalidCluster(f"cluster {name!r}: {d} devices is over the limit of {MAX_DEVICES}")
         names = [dev.name for dev in self.devices]
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
         for dev in self.devices:  # YAML checks these per field; a Device made in Python is checked here
-            for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
-                if not 0 < getattr(dev, field) < np.inf:
-                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                         "it must be positive and finite")
-            for field in ("flops_efficiency", "mem_efficiency"):  # 0 would make op times infinite, NaN or negative
-                if not 0 < getattr(dev, field) <= 1:
-                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                         "it must be in (0, 1]")
-            for field in ("launch_overhead", "message_cpu"):  # a negative one would end ops before they start
-                if not 0 <= getattr(dev, field) <= MAX_SECONDS:
-                    raise InvalidCluster(f"cluster {name!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
-                                         f"it must be finite and >= 0, at most {MAX_SECONDS:.3g} seconds")
+            _check_device(dev, name)
         _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
@@ -184,6 +179,11 @@ class Cluster:
         off = ~np.eye(d, dtype=bool)
         if np.any(~((self.bandwidth[off] > 0) & (self.bandwidth[off] < np.inf))):
             raise InvalidCluster(f"cluster {name!r}: every link needs a positive, finite bandwidth")
+        slow = np.argwhere(off & (self.bandwidth < MIN_RATE))  # 1e-320 B/s made transfer times infinite
+        if slow.size:
+            src, dst = (int(i) for i in slow[0])
+            raise InvalidCluster(f"cluster {name!r}: the link {self.devices[src].name!r} -> {self.devices[dst].name!r} "
+                                 f"has bandwidth {self.bandwidth[src, dst]:.3g} B/s, under the limit of {MIN_RATE:g}")
         if np.any(~(self.latency[off] >= 0)) or np.any(~(self.latency <= MAX_SECONDS)):
             raise InvalidCluster(f"cluster {name!r}: every link needs a finite latency >= 0, at most "
                                  f"{MAX_SECONDS:.3g} seconds")
@@ -305,6 +305,38 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
                 f"{source}: not valid YAML: not UTF-8 text ({err.reason} at byte {err.start})"
             ) from err
     return cluster_from_dict(parse_yaml(text, InvalidCluster, source), source=source)
+
+
+def _check_device(dev: Device, cluster: str) -> None:
+    """Refuse a device outside the limits a cluster file's device is held to (the YAML reader checks each field).
+
+    Args:
+        dev (Device): the device, made in Python or read from a file.
+        cluster (str): the name of its cluster, the start of the message.
+
+    Raises:
+        InvalidCluster: one line naming the cluster, the device, the field, its value and the limit.
+    """
+    for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
+        if not 0 < getattr(dev, field) < np.inf:
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                 "it must be positive and finite")
+    if dev.memory > MAX_COUNT:
+        raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has memory {dev.memory:.4g} bytes; "
+                             "it must be at most 2**62")
+    for field in ("flops_efficiency", "mem_efficiency"):  # 0 would make op times infinite, NaN or negative
+        if not 0 < getattr(dev, field) <= 1:
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                 "it must be in (0, 1]")
+    reached_mem = dev.mem_bandwidth * dev.mem_efficiency  # slower, op times overflow float64 within the graph limits
+    for field, reached, unit in (("peak_flops", dev.effective_flops, "FLOP/s"), ("mem_bandwidth", reached_mem, "B/s")):
+        if reached < MIN_RATE:
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}, "
+                                 f"which reaches {reached:.3g} {unit}, under the limit of {MIN_RATE:g}")
+    for field in ("launch_overhead", "message_cpu"):  # a negative one would end ops before they start
+        if not 0 <= getattr(dev, field) <= MAX_SECONDS:
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "
+                                 f"it must be finite and >= 0, at most {MAX_SECONDS:.3g} seconds")
 
 
 #: The fields of a :class:`Device` that its op times depend on: devices of one kind must agree on them.

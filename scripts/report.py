@@ -702,6 +702,25 @@ def check_report_kind(out: Path, out_flag: str, quick: bool) -> None:
                               f"(default: {default_out(quick)}): pick another --out")
 
 
+def check_doc_folder(doc: Path, out: Path) -> None:
+    """Refuse a ``--doc`` whose folder does not exist and is not ``--out`` or under it, as one line.
+
+    The report is written last, after every run (21 minutes in on the full report): a mistyped folder
+    (``--doc /nonexistent/dir/x.md``) was met only then, or made wherever the user may write. ``--out``
+    is made before the runs, so a report under it is accepted.
+
+    Raises:
+        InvalidArgument: naming ``--doc``, the missing folder and what to do.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    folder = doc.absolute().parent
+    if folder.is_dir() or folder == out.absolute() or out.absolute() in folder.parents:
+        return
+    raise InvalidArgument(f"--doc {doc}: no folder {doc.parent}; make it first, or name a file in an existing "
+                          "folder or under --out")
+
+
 def default_out(quick: bool) -> str:
     """Where a report saves its runs unless ``--out`` says otherwise: the full and the quick one apart."""
     return "out/report_quick" if quick else "out/report"
@@ -728,6 +747,8 @@ def run(args: argparse.Namespace) -> Path:
     for folder, flag in ((out_name, "--out"), (figures, "--figures"), (args.cache, "--cache")):
         check_output_folder(folder, flag)
     check_output_file(doc, "--doc")
+    if args.doc:
+        check_doc_folder(doc, out)
     check_report_kind(out, out_name, args.quick)
     out.mkdir(parents=True, exist_ok=True)
     add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on

@@ -176,8 +176,8 @@ def _dev(name: str) -> Device:
         ([_dev("a"), _dev("b")], np.ones((2, 2)), np.zeros(2), r"latency matrix has shape \(2,\), expected \(2, 2\)"),
         ([_dev("a"), _dev("b")], [[1, 0], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite bandwidth"),
         ([_dev("a"), _dev("b")], [[1, np.nan], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite bandwidth"),
-        ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, -1], [0, 0]], r"every link needs a finite latency >= 0"),
-        ([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, np.inf], [0, 0]], r"every link needs a finite latency >= 0"),
+        ([_dev("a"), _dev("b")], np.full((2, 2), 1e9), [[0, -1], [0, 0]], r"every link needs a finite latency >= 0"),
+        ([_dev("a"), _dev("b")], np.full((2, 2), 1e9), [[0, np.inf], [0, 0]], r"every link needs a finite latency >= 0"),
         ([_dev("a"), _dev("b")], [[1, np.inf], [1, 1]], np.zeros((2, 2)), r"every link needs a positive, finite band"),
         ([_dev("a"), dataclasses.replace(_dev("b"), memory=np.inf)], np.ones((2, 2)), np.zeros((2, 2)),
          r"device 'b' has memory inf; it must be positive and finite"),
@@ -191,9 +191,9 @@ def test_cluster_constructor_validation(devices, bandwidth, latency, match):
 
 
 def test_cluster_constructor_ignores_diagonal():
-    c = Cluster([_dev("a"), _dev("b")], [[0, 2], [3, 0]], [[5, 1], [1, 5]])
+    c = Cluster([_dev("a"), _dev("b")], [[0, 2e9], [3e9, 0]], [[5, 1], [1, 5]])
     assert c.bandwidth[0, 0] == np.inf and c.latency[0, 0] == 0
-    assert c.bandwidth[0, 1] == 2 and c.bandwidth[1, 0] == 3
+    assert c.bandwidth[0, 1] == 2e9 and c.bandwidth[1, 0] == 3e9
 
 
 # ------------------------------------------------------------------------------- YAML files
@@ -517,7 +517,7 @@ def test_a_device_or_link_made_in_python_with_a_duration_past_the_limit_is_refus
     with pytest.raises(InvalidCluster, match="has launch_overhead 1e[+]308; it must be finite and >= 0, at most 4.61e"):
         Cluster([slow], np.ones((1, 1)), np.zeros((1, 1)))
     with pytest.raises(InvalidCluster, match="every link needs a finite latency >= 0, at most 4.61e"):
-        Cluster([_dev("a"), _dev("b")], np.ones((2, 2)), [[0, 1e308], [0, 0]])
+        Cluster([_dev("a"), _dev("b")], np.full((2, 2), 1e9), [[0, 1e308], [0, 0]])
 
 
 def test_the_longest_durations_allowed_keep_every_time_finite():
@@ -527,7 +527,8 @@ def test_the_longest_durations_allowed_keep_every_time_finite():
     from gnplace.sim.simulator import Simulator
     from gnplace.toy import mlp_training_graph
 
-    dev = Device("gpu0", "custom", 1e3, 1e3, 12 * GiB, launch_overhead=MAX_SECONDS, message_cpu=MAX_SECONDS)
+    dev = Device("gpu0", "custom", 1e3, 1e3, 12 * GiB, flops_efficiency=1.0, mem_efficiency=1.0,  # the slowest rates
+                 launch_overhead=MAX_SECONDS, message_cpu=MAX_SECONDS)
     cluster = Cluster([dev, dataclasses.replace(dev, name="gpu1")], np.full((2, 2), 1e3), np.full((2, 2), MAX_SECONDS))
     graph, sim = mlp_training_graph(layers=4), Simulator()
     step = sim.time(graph, cluster, make_placer("round_robin").place(graph, cluster)).step_time
@@ -539,3 +540,47 @@ def test_the_longest_durations_allowed_keep_every_time_finite():
 def test_an_empty_cluster_name_is_named_as_empty_not_as_the_current_folder(spec):
     with pytest.raises(InvalidCluster, match="^cluster name is empty: give a YAML file or one of cpu_gpu, k80x2"):
         load_cluster(spec)
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        (dict(peak_flops=1e-320), "has peak_flops 1e-320, which reaches 5e-321 FLOP/s, under the limit of 1000$"),
+        (dict(peak_flops=1500.0), "has peak_flops 1500.0, which reaches 750 FLOP/s, under the limit of 1000$"),
+        (dict(mem_bandwidth=1e-320), "has mem_bandwidth 1e-320, which reaches 7e-321 B/s, under the limit of 1000$"),
+        (dict(memory=2.0**63), "has memory 9.223e[+]18 bytes; it must be at most 2[*][*]62$"),
+    ],
+)
+def test_a_device_made_in_python_past_a_limit_a_cluster_file_has_is_refused(changes, match):
+    """A cluster file refuses a rate reached under MIN_RATE and memory over MAX_COUNT; so does the constructor."""
+    good = Device("gpu0", "custom", 2.8e12, 240e9, 12 * GiB, flops_efficiency=0.5, mem_efficiency=0.7)
+    bad = dataclasses.replace(good, **changes)
+    with pytest.raises(InvalidCluster, match="^cluster 'c': device 'gpu0' " + match) as info:
+        Cluster([bad], np.ones((1, 1)), np.zeros((1, 1)), name="c")
+    assert "\n" not in str(info.value)
+
+
+def test_the_slowest_device_a_cluster_file_allows_is_allowed_in_python_too():
+    slowest = Device("gpu0", "custom", 2e3, 1e3 / 0.7, 2.0**62, flops_efficiency=0.5, mem_efficiency=0.7)
+    assert Cluster([slowest], np.ones((1, 1)), np.zeros((1, 1))).devices == (slowest,)
+
+
+@pytest.mark.parametrize("bandwidth", [1e-320, 999.0])
+def test_a_link_made_in_python_under_the_bandwidth_limit_is_refused(bandwidth):
+    """A bandwidth of 1e-320 B/s, passed to the constructor, crashed a simulator worker; a file refuses it."""
+    matrix = np.full((3, 3), 1e9)
+    matrix[2, 1] = bandwidth
+    with pytest.raises(InvalidCluster, match=re.escape(f"cluster 'c': the link 'gpu2' -> 'gpu1' has bandwidth "
+                                                       f"{bandwidth:.3g} B/s, under the limit of 1000")):
+        Cluster([_dev("gpu0"), _dev("gpu1"), _dev("gpu2")], matrix, np.zeros((3, 3)), name="c")
+    matrix[2, 1] = 1e3  # the limit itself is allowed, as in a file
+    assert Cluster([_dev("gpu0"), _dev("gpu1"), _dev("gpu2")], matrix, np.zeros((3, 3))).bandwidth[2, 1] == 1e3
+
+
+def test_a_cluster_made_in_python_with_more_devices_than_a_file_allows_is_refused():
+    from gnplace.limits import MAX_DEVICES
+
+    devices = [_dev(f"gpu{i}") for i in range(MAX_DEVICES + 1)]
+    with pytest.raises(InvalidCluster, match=f"^cluster 'big': {MAX_DEVICES + 1} devices is over the limit of "
+                                             f"{MAX_DEVICES}$"):
+        Cluster(devices, np.ones((1, 1)), np.zeros((1, 1)), name="big")

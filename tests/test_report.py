@@ -399,3 +399,29 @@ def test_rows_of_the_other_learned_placers_stand_as_before_beside_the_train_spli
     store.add({"key": "g|k80x4|rnn_pg|64", **identity, "vs_auto": 0.9})
     assert store.saved("g|k80x4|rnn_pg|64", {**identity, "placeto_train_sha256": None}) is not None
     assert store.saved("g|k80x4|rnn_pg|64", {**identity, "placeto_train_sha256": "0123"}) is None
+
+
+@pytest.mark.parametrize("doc", ["nonexistent/dir/x.md", "FILE.md/x.md"])
+def test_report_refuses_a_doc_in_a_missing_folder_before_any_run_or_folder(tmp_path, load_script, capsys, monkeypatch,
+                                                                          doc):
+    """``--doc /nonexistent/dir/x.md`` made ``--out`` and ran every section before the report met its folder."""
+    _stop_at_the_runs(monkeypatch)
+    (tmp_path / "FILE.md").write_text("a file")
+    given, out = tmp_path / doc, tmp_path / "out"
+    argv = ["report", "--out", str(out), "--cache", str(tmp_path / "cache"), "--figures", str(tmp_path / "figs"),
+            "--jobs", "1", "--doc", str(given)]
+    assert load_script("bench").main(argv) == 2
+    printed, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {given}: "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE.md"]  # no --out, --figures or --doc folder made
+
+
+def test_report_accepts_a_doc_in_a_new_folder_under_out(tmp_path, load_script, monkeypatch):
+    """``--out`` is made before the runs, so a report in it (or a folder under it) is written at the end."""
+    _stop_at_the_runs(monkeypatch)
+    out = tmp_path / "out"
+    argv = ["report", "--out", str(out), "--cache", str(tmp_path / "cache"), "--figures", str(tmp_path / "figs"),
+            "--jobs", "1", "--doc", str(out / "sub" / "RESULTS.md")]
+    with pytest.raises(_Stop):
+        load_script("bench").main(argv)
+    assert out.is_dir()
