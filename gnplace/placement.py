@@ -349,8 +349,9 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path) -> str:
 def _split_group(graph: OpGraph, placement: Placement) -> str:
     """What to warn of a ``placement`` that splits colocation groups of ``graph`` over devices (``""``: none)."""
     devices, group = placement.devices, graph.group
+    groups, lead_op = np.unique(group, return_index=True)  # each group's first op
     first = np.full(graph.num_groups, -1, dtype=np.int64)
-    first[group[::-1]] = devices[::-1]  # the device of each group's first op
+    first[groups] = devices[lead_op]  # the device of each group's first op
     off = np.flatnonzero(first[group] != devices)
     if not off.size:
         return ""
