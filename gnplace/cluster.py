@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,6 +156,8 @@ class Cluster:
     """
 
     def __init__(self, devices: list[Device], bandwidth: Any, latency: Any, *, name: str = "cluster") -> None:
+        if not isinstance(name, str) or not name.strip():  # as a cluster file's name: is checked
+            raise InvalidCluster(f"cluster name: expected a non-empty string, got {name!r}")
         self.name = name
         self.devices = tuple(devices)
         d = len(self.devices)
@@ -162,12 +165,12 @@ class Cluster:
             raise InvalidCluster(f"cluster {name!r} has no devices")
         if d > MAX_DEVICES:  # the limit of a cluster file's devices; the models' features are sized for it
             raise InvalidCluster(f"cluster {name!r}: {d} devices is over the limit of {MAX_DEVICES}")
+        for dev in self.devices:  # YAML checks these per field; a Device made in Python is checked here
+            _check_device(dev, name)
         names = [dev.name for dev in self.devices]
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
-        for dev in self.devices:  # YAML checks these per field; a Device made in Python is checked here
-            _check_device(dev, name)
         _check_kinds(self.devices, name)
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
@@ -307,6 +310,10 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
     return cluster_from_dict(parse_yaml(text, InvalidCluster, source), source=source)
 
 
+#: The fields of a :class:`Device` that hold a number (FLOP/s, bytes/s, bytes, fractions, seconds).
+_NUMBER_FIELDS = tuple(_DEVICE_PARSERS)
+
+
 def _check_device(dev: Device, cluster: str) -> None:
     """Refuse a device outside the limits a cluster file's device is held to (the YAML reader checks each field).
 
@@ -315,8 +322,22 @@ def _check_device(dev: Device, cluster: str) -> None:
         cluster (str): the name of its cluster, the start of the message.
 
     Raises:
-        InvalidCluster: one line naming the cluster, the device, the field, its value and the limit.
+        InvalidCluster: one line naming the cluster, the device, the field, its value and the limit; or
+            that ``dev`` is no :class:`Device`, or has no name (an empty one, or one with surrounding
+            spaces), a kind that is no string or a field that is no number (``"1e11"``, :obj:`True`).
     """
+    if not isinstance(dev, Device):
+        raise InvalidCluster(f"cluster {cluster!r}: expected a Device, got {type(dev).__name__} {dev!r}")
+    if not isinstance(dev.name, str) or not dev.name.strip() or dev.name != dev.name.strip():
+        raise InvalidCluster(f"cluster {cluster!r}: device name must be a non-empty name without surrounding "
+                             f"spaces, got {dev.name!r}")
+    if not isinstance(dev.kind, str):
+        raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has kind {dev.kind!r}; it must be a string")
+    for field in _NUMBER_FIELDS:  # a string or None failed in a comparison below, with a TypeError
+        value = getattr(dev, field)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {value!r} "
+                                 f"({type(value).__name__}); it must be a number")
     for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
         if not 0 < getattr(dev, field) < np.inf:
             raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "

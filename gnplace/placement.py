@@ -363,6 +363,26 @@ def _split_group(graph: OpGraph, placement: Placement) -> str:
             f"on {names[devices[op]]}")
 
 
+def recorded_preset(path: str | os.PathLike[str]) -> str | None:
+    """The preset name a placement file records as its cluster, or :obj:`None`.
+
+    :obj:`None` too when ``path`` does not read as a placement file: :func:`load_placement` then says why.
+
+    Examples:
+        >>> recorded_preset("no/such/placement.json") is None
+        True
+    """
+    from gnplace.cluster import preset_names
+    from gnplace.limits import parse_json, read_file
+
+    try:
+        data = parse_json(read_file(path, InvalidPlacement, "placement file"), InvalidPlacement, os.fspath(path))
+    except InvalidPlacement:
+        return None
+    name = data.get("cluster") if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return name if isinstance(name, str) and name in preset_names() else None
+
+
 def _recorded_cluster(data: dict[str, Any], path: Path) -> Cluster:
     """The preset that a placement file names as its cluster (:class:`InvalidPlacement` if it names none)."""
     from gnplace.cluster import load_cluster, preset_names

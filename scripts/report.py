@@ -933,3 +933,9 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--figures", default=None, help="its figures (default: docs/figures; with --quick OUT/figures)")
     report.add_argument("--jobs", type=int, default=2)
     report.add_argument("--cache", default="out/bench", help="large generated graphs (shared with `bench.py scale`)")
+
+
+if __name__ == "__main__":  # the report is a subcommand of bench.py; run alone, this file did nothing and exited 0
+    print("report.py: error: run the report as `python scripts/bench.py report` (its options: "
+          "`python scripts/bench.py report --help`)", file=sys.stderr)
+    sys.exit(2)

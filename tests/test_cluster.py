@@ -584,3 +584,31 @@ def test_a_cluster_made_in_python_with_more_devices_than_a_file_allows_is_refuse
     with pytest.raises(InvalidCluster, match=f"^cluster 'big': {MAX_DEVICES + 1} devices is over the limit of "
                                              f"{MAX_DEVICES}$"):
         Cluster(devices, np.ones((1, 1)), np.zeros((1, 1)), name="big")
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        (dict(peak_flops="1e11"), r"^cluster 'c': device 'a' has peak_flops '1e11' \(str\); it must be a number$"),
+        (dict(memory=None), r"^cluster 'c': device 'a' has memory None \(NoneType\); it must be a number$"),
+        (dict(launch_overhead=True), r"^cluster 'c': device 'a' has launch_overhead True \(bool\); it must be a "),
+        (dict(name=""), r"^cluster 'c': device name must be a non-empty name without surrounding spaces, got ''$"),
+        (dict(name=" a"), r"^cluster 'c': device name must be a non-empty name without surrounding spaces, got ' a'$"),
+        (dict(name=["a"]), r"^cluster 'c': device name must be a non-empty name without surrounding spaces, got \["),
+        (dict(kind=None), r"^cluster 'c': device 'a' has kind None; it must be a string$"),
+    ],
+)
+def test_a_device_made_in_python_with_a_field_of_the_wrong_type_or_a_bad_name_is_one_line(changes, match):
+    # a string where a number goes was a TypeError from a comparison inside Cluster; names were not checked
+    with pytest.raises(InvalidCluster, match=match):
+        Cluster([dataclasses.replace(_dev("a"), **changes), _dev("b")], np.ones((2, 2)), np.zeros((2, 2)), name="c")
+
+
+def test_a_cluster_made_in_python_needs_a_device_and_a_name_as_a_file_does():
+    with pytest.raises(InvalidCluster, match=r"^cluster 'c': expected a Device, got dict \{'name': 'a'\}$"):
+        Cluster([{"name": "a"}], np.ones((1, 1)), np.zeros((1, 1)), name="c")  # type: ignore[list-item]
+    for name in ("", "  ", None, 3):
+        with pytest.raises(InvalidCluster, match=rf"^cluster name: expected a non-empty string, got {name!r}$"):
+            Cluster([_dev("a")], np.ones((1, 1)), np.zeros((1, 1)), name=name)  # type: ignore[arg-type]
+    numpy_fields = dataclasses.replace(_dev("a"), peak_flops=np.float32(1e12), memory=np.int64(10**9))
+    assert Cluster([numpy_fields], np.ones((1, 1)), np.zeros((1, 1)), name="c").devices == (numpy_fields,)

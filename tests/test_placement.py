@@ -465,3 +465,17 @@ def test_a_placement_file_made_for_another_cluster_is_refused_or_warned_of(tmp_p
     with pytest.warns(UserWarning, match=r"mine\.json was made for cluster 'lab2', not 'k80x2'; its device names all "
                                          r"exist there, so it is used as it is$"):
         load_placement(mine, g, k80x2)
+
+
+def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_none(tmp_path):
+    from gnplace.cluster import Cluster
+    from gnplace.placement import recorded_preset
+
+    g, k80x2 = chain_graph(3), load_cluster("k80x2")
+    assert recorded_preset(save_placement(tmp_path / "p.json", g, Placement([0, 1, 0], k80x2))) == "k80x2"
+    mine = Cluster(list(k80x2.devices), k80x2.bandwidth, k80x2.latency, name="mine")
+    assert recorded_preset(save_placement(tmp_path / "mine.json", g, Placement([0, 1, 0], mine))) is None
+    (tmp_path / "bad.json").write_text("gpu0 gpu1")
+    (tmp_path / "other.json").write_text(json.dumps({"cluster": "k80x2"}))  # no placement file
+    for path in (tmp_path / "bad.json", tmp_path / "other.json", tmp_path / "missing.json", tmp_path):
+        assert recorded_preset(path) is None

@@ -425,3 +425,12 @@ def test_report_accepts_a_doc_in_a_new_folder_under_out(tmp_path, load_script, m
     with pytest.raises(_Stop):
         load_script("bench").main(argv)
     assert out.is_dir()
+
+
+def test_running_report_py_alone_points_at_bench_py_and_fails():
+    """``python scripts/report.py`` exited 0 having done nothing; it is a subcommand of ``bench.py``."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "report.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("report.py: error: run the report as `python scripts/bench.py report` (its options: "
+                           "`python scripts/bench.py report --help`)\n")

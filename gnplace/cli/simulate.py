@@ -20,12 +20,27 @@ from gnplace.cli.common import (
 )
 from gnplace.cluster import load_cluster
 from gnplace.importers.sources import load_graph_source
+from gnplace.placement import recorded_preset
+from gnplace.placers.registry import PLACERS
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 from gnplace.viz import IMAGE_SUFFIXES
 
 TIMELINE_SUFFIXES = IMAGE_SUFFIXES
 """The file types ``--timeline`` can draw (matplotlib's formats, by suffix)."""
+
+DEFAULT_CLUSTER = "k80x4"
+"""The preset timed on when ``--cluster`` is not given and ``--placer`` is no placement file of a preset."""
+
+
+def default_cluster(placer: str) -> str:
+    """The cluster to time ``placer`` on without ``--cluster``: the preset its placement file records, else k80x4.
+
+    A placement file made for a cluster file (no preset) is timed on k80x4 as before, where its device
+    names must exist.
+    """
+    recorded = recorded_preset(placer) if placer not in PLACERS else None
+    return recorded if recorded is not None else DEFAULT_CLUSTER
 
 
 def add_parser(sub: Any) -> None:
@@ -34,7 +49,8 @@ def add_parser(sub: Any) -> None:
                        description="Simulate one training step of GRAPH placed on a cluster; print step time, "
                        "lower bound, utilisation and memory of every device.")
     p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
-    p.add_argument("--cluster", "-c", default="k80x4", help="preset name or YAML file (default: k80x4)")
+    p.add_argument("--cluster", "-c", help="preset name or YAML file (default: the preset a placement.json "
+                   f"was made for, else {DEFAULT_CLUSTER})")
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default",
                    help="simulator mode (default: default)")
@@ -52,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
     graph = require_ops(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.graph)
-    cluster = load_cluster(args.cluster)
+    cluster = load_cluster(args.cluster if args.cluster is not None else default_cluster(args.placer))
     sim = Simulator(args.mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)
     result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))

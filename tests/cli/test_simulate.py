@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gnplace.cli import main
-from gnplace.cluster import load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.graph_io import graph_to_dict, load_graph, save_graph
 from gnplace.placement import Placement, save_placement
@@ -358,10 +358,10 @@ def test_a_placement_file_that_splits_a_group_is_timed_with_one_warning_line(cap
 
 
 def test_a_placement_file_of_another_cluster_is_refused_or_warned_of(capsys, graph_file, tmp_path):
-    """A k80x2 file on ``-c k80x4`` (simulate's default) timed silently; one of the same devices is warned of."""
+    """A k80x2 file on ``-c k80x4`` is refused; one of the same devices is warned of."""
     g = load_graph(graph_file)
     path = save_placement(tmp_path / "p.json", g, Placement.from_groups(g, load_cluster("k80x2"), [1, 0, 0, 1, 1]))
-    assert run_error(capsys, str(graph_file), "-p", str(path)) == (
+    assert run_error(capsys, str(graph_file), "-c", "k80x4", "-p", str(path)) == (
         f"gnplace: error: {path}: was made for cluster 'k80x2', whose devices differ from those of 'k80x4' "
         "(2 devices there, 4 here): time it on 'k80x2', or place the graph on 'k80x4'")
     four = save_placement(tmp_path / "four.json", g, Placement.from_groups(g, load_cluster("k80x4"), [1, 0, 3, 1, 2]))
@@ -370,3 +370,32 @@ def test_a_placement_file_of_another_cluster_is_refused_or_warned_of(capsys, gra
     assert json.loads(out)["cluster"] == "tight4"
     assert err == (f"gnplace: warning: {four} was made for cluster 'k80x4', not 'tight4'; its devices are the same by "
                    "name and kind, so it is used as it is\n")
+
+
+def test_without_cluster_a_placement_file_is_timed_on_the_preset_it_was_made_for(capsys, graph_file, tmp_path):
+    """It was refused on k80x4, the default, though the file names its preset; stdout and stderr say nothing more."""
+    g, c = load_graph(graph_file), load_cluster("k80x2")
+    placement = Placement.from_groups(g, c, [1, 0, 0, 1, 1])
+    path = save_placement(tmp_path / "p.json", g, placement)
+    assert main(["simulate", str(graph_file), "-p", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert (report["cluster"], err) == ("k80x2", "")
+    assert report["step_time_s"] == Simulator().time(g, c, placement).step_time
+
+
+def test_without_cluster_a_placement_file_of_no_preset_is_timed_on_k80x4_as_before(capsys, graph_file, tmp_path):
+    g, k80x4 = load_graph(graph_file), load_cluster("k80x4")
+    mine = Cluster(list(k80x4.devices), k80x4.bandwidth, k80x4.latency, name="mine")
+    path = save_placement(tmp_path / "p.json", g, Placement.from_groups(g, mine, [1, 0, 3, 1, 2]))
+    assert main(["simulate", str(graph_file), "-p", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["cluster"] == "k80x4"
+    assert err == (f"gnplace: warning: {path} was made for cluster 'mine', not 'k80x4'; its device names all exist "
+                   "there, so it is used as it is\n")
+
+
+def test_help_names_the_default_cluster(capsys):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "the preset a placement.json was made for, else k80x4" in " ".join(capsys.readouterr().out.split())
