@@ -39,7 +39,7 @@ from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph, write_atomically
-from gnplace.limits import check_budget
+from gnplace.limits import check_budget, check_regular_file
 from gnplace.placement import Placement, save_placement
 from gnplace.placers.registry import PLACERS, check_placer_options, make_placer
 from gnplace.seed import as_generator
@@ -191,12 +191,7 @@ def _check_graph_file(path: Path, where: str) -> None:
         GnplaceError: if ``path`` does not exist.
         InvalidGraph: if it is a folder or not a regular file (a device, a pipe or a socket).
     """
-    if path.is_dir():
-        raise InvalidGraph(f"{path}: is a folder, not a graph file{where}")
-    if not path.exists():
-        raise GnplaceError(f"{path}: no such graph file{where}")
-    if not path.is_file():
-        raise InvalidGraph(f"{path}: not a regular file (a device, pipe or socket), so not a graph file{where}")
+    check_regular_file(path, "graph file", InvalidGraph, missing=GnplaceError, where=where)
 
 
 def _manifest_files(folder: Path, manifest: Any, split: str) -> list[str]:
@@ -271,6 +266,7 @@ def task_key(task: Task) -> str:
     """
     stamp = _stamp(task.graph_path)
     if stamp is None:
+        _check_graph_file(Path(task.graph_path), "")  # says what it is instead: a folder, a device, nothing
         raise GnplaceError(f"{task.graph_path}: no such graph file")
     info = PLACERS.info(task.placer)
     accepts = info.accepts

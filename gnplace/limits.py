@@ -93,6 +93,32 @@ def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str
         raise error(f"{path}: cannot read {what} ({err.strerror})") from err
 
 
+def check_regular_file(
+    path: Path, what: str, error: type[GnplaceError], *, missing: type[GnplaceError] | None = None, where: str = ""
+) -> None:
+    """Refuse a ``path`` that is not a regular file, saying what it is instead (a folder, a device, nothing).
+
+    Args:
+        path (Path): the file to be read.
+        what (str): what it should be (``"graph file"``, ``"checkpoint"``), named in the message.
+        error (type): the error for a folder or anything but a regular file.
+        missing (type, optional): the error for a path that does not exist (default: ``error``).
+        where (str, optional): how the path was found, appended to the message (default: none).
+
+    Examples:
+        >>> check_regular_file(Path("."), "graph file", InvalidArgument)
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.InvalidArgument: .: is a folder, not a graph file
+    """
+    if path.is_dir():
+        raise error(f"{path}: is a folder, not {_article(what)} {what}{where}")
+    if not path.exists():
+        raise (missing or error)(f"{path}: no such {what}{where}")
+    if not path.is_file():
+        raise error(f"{path}: not a regular file (a device, pipe or socket), so not {_article(what)} {what}{where}")
+
+
 def gunzip(raw: bytes, error: type[GnplaceError], source: str) -> bytes:
     """``raw`` decompressed (gzip), stopping with ``error`` past :data:`MAX_TEXT_BYTES` or on corrupt data.
 

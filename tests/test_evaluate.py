@@ -719,3 +719,14 @@ def test_an_option_a_placer_does_not_take_is_refused_before_the_output_folder_is
                                               r"memory_aware, min_speed \(shared: timer\)$"):
         evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "heft"), task], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_task_of_a_folder_or_of_nothing_says_which(tmp_path):
+    """A ``Task`` made in Python of a folder said "no such graph file", as of a missing file."""
+    from gnplace.exceptions import InvalidGraph
+
+    (tmp_path / "x.gnpg").mkdir()
+    with pytest.raises(InvalidGraph, match=r"x.gnpg: is a folder, not a graph file$"):
+        task_key(Task(str(tmp_path / "x.gnpg"), "k80x2", "single"))
+    with pytest.raises(GnplaceError, match=r"y.gnpg: no such graph file$"):
+        task_key(Task(str(tmp_path / "y.gnpg"), "k80x2", "single"))

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from gnplace.cli import main
 from gnplace.cluster import load_cluster
-from gnplace.exceptions import GnplaceError, InvalidCluster, InvalidGraph, InvalidPlacement
+from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidCluster, InvalidGraph, InvalidPlacement
 from gnplace.graph_io import graph_to_dict, load_graph, save_graph
-from gnplace.limits import MAX_DEPTH, check_depth, gunzip, parse_json, parse_yaml
+from gnplace.limits import MAX_DEPTH, check_depth, check_regular_file, gunzip, parse_json, parse_yaml
 from gnplace.placement import load_placement
 from gnplace.toy import mlp_training_graph
 
@@ -381,3 +381,17 @@ def test_the_longest_duration_a_cluster_may_give_is_a_limit_beside_the_others():
     assert gnplace.limits.MAX_SECONDS == gnplace.limits.MAX_COUNT / gnplace.limits.MIN_RATE
     assert gnplace.cluster.MAX_SECONDS is gnplace.limits.MAX_SECONDS
     assert "``MAX_SECONDS``" in (gnplace.limits.__doc__ or "")  # in the table of every limit
+
+
+def test_check_regular_file_names_what_the_path_is_instead(tmp_path):
+    from gnplace.exceptions import InvalidCheckpoint
+
+    (tmp_path / "f").write_text("x")
+    check_regular_file(tmp_path / "f", "graph file", InvalidArgument)  # a regular file passes
+    with pytest.raises(InvalidArgument, match=r": is a folder, not a graph file \(found in d\)$"):
+        check_regular_file(tmp_path, "graph file", InvalidArgument, where=" (found in d)")
+    with pytest.raises(InvalidCheckpoint, match=r"nothing: no such checkpoint file$"):
+        check_regular_file(tmp_path / "nothing", "checkpoint file", InvalidArgument, missing=InvalidCheckpoint)
+    with pytest.raises(InvalidArgument, match=r"^/dev/null: not a regular file \(a device, pipe or socket\), so not an "
+                                              r"ONNX file$"):
+        check_regular_file(Path("/dev/null"), "ONNX file", InvalidArgument)

@@ -99,15 +99,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         InvalidCheckpoint: if the file is missing, is not a torch checkpoint, or holds anything but plain data.
     """
-    from gnplace.limits import MAX_FILE_BYTES
+    from gnplace.limits import MAX_FILE_BYTES, check_regular_file
 
     path = Path(path)
-    if path.is_dir():
-        raise InvalidCheckpoint(f"{path}: is a folder, not a checkpoint file")
-    if not path.exists():
-        raise InvalidCheckpoint(f"{path}: no such checkpoint file")
-    if not path.is_file():
-        raise InvalidCheckpoint(f"{path}: not a regular file (a device, pipe or socket), so not a checkpoint")
+    check_regular_file(path, "checkpoint file", InvalidCheckpoint)
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InvalidCheckpoint(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a checkpoint")
