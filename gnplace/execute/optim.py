@@ -23,7 +23,7 @@ import torch
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import UPDATE, OpGraph
-from gnplace.importers import OPTIMIZERS
+from gnplace.importers import OPTIMIZERS, check_optimizer
 
 __all__ = [
     "OptimizerState", "optimizer_of", "graph_optimizer", "state_bytes", "MOMENTUM", "BETAS", "EPS",
@@ -110,8 +110,7 @@ class OptimizerState:
     """
 
     def __init__(self, optimizer: str, params: Mapping[str, torch.Tensor]) -> None:
-        if optimizer not in OPTIMIZERS:
-            raise InvalidArgument(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+        check_optimizer(optimizer, InvalidArgument)
         self.optimizer = optimizer
         self.slots: dict[str, list[torch.Tensor]] = {}
         self.steps: dict[str, int] = {}

@@ -6,7 +6,9 @@ holding the parameter and its optimizer state.
 
 from __future__ import annotations
 
-__all__ = ["OPTIMIZERS"]
+from gnplace.exceptions import GnplaceError, UnknownName
+
+__all__ = ["OPTIMIZERS", "check_optimizer"]
 
 #: Optimizer name -> (state factor: resident bytes per parameter byte, FLOP per parameter element).
 #: SGD keeps the parameter (1), momentum adds a velocity (2), Adam two moments (3); FLOP per element
@@ -15,3 +17,17 @@ __all__ = ["OPTIMIZERS"]
 OPTIMIZERS: dict[str, tuple[int, float]] = {
     "sgd": (1, 2.0), "momentum": (2, 4.0), "adam": (3, 10.0), "adamw": (3, 12.0),
 }
+
+
+def check_optimizer(optimizer: str, error: type[GnplaceError] = UnknownName) -> None:
+    """Refuse an optimizer name not in :data:`OPTIMIZERS`, in one line that lists them.
+
+    Examples:
+        >>> check_optimizer("adam")
+        >>> check_optimizer("lion")
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.UnknownName: unknown optimizer 'lion' (choose one of: sgd, momentum, adam, adamw)
+    """
+    if optimizer not in OPTIMIZERS:
+        raise error(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")

@@ -61,7 +61,7 @@ from onnx import TensorProto, numpy_helper
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, UnsupportedGraph, first_line
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
-from gnplace.importers import OPTIMIZERS
+from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.onnx_flops import (
     NON_DIFFERENTIABLE,
     SAVES_OTHER_INPUTS,
@@ -528,8 +528,7 @@ def from_onnx(
         >>> float(g.flops[g.index("mm")]), float(g.flops[g.index("grad/mm/w")]), int(g.param_bytes[g.index("update/w")])
         (1024.0, 1024.0, 256)
     """
-    if optimizer not in OPTIMIZERS:
-        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+    check_optimizer(optimizer)
     proto = load_onnx(model)
     if isinstance(model, onnx.ModelProto):
         source = f"ONNX model {proto.graph.name!r}" if proto.graph.name else "ONNX model"

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
+from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
-from gnplace.importers import OPTIMIZERS
+from gnplace.importers import check_optimizer
 
 __all__ = ["load_graph_source", "load_factory", "load_step_source"]
 
@@ -148,19 +148,13 @@ def _check_graph_optimizer(spec: str, graph: OpGraph, optimizer: str) -> None:
     """
     from gnplace.execute.optim import graph_optimizer
 
-    _check_optimizer_name(optimizer)
+    check_optimizer(optimizer)
     own = graph_optimizer(graph)
     if own == optimizer:
         return
     has = f"its update ops are {own}'s ({own}_update)" if own else "its update ops name no optimizer"
     raise InvalidArgument(f"{spec}: a graph file's optimizer is fixed when it is imported, and {has}, not "
                           f"{optimizer}'s: leave --optimizer out, or import the model again with it")
-
-
-def _check_optimizer_name(optimizer: str) -> None:
-    """Raise :class:`~gnplace.exceptions.UnknownName` for an optimizer not in :data:`~gnplace.importers.OPTIMIZERS`."""
-    if optimizer not in OPTIMIZERS:
-        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
 
 
 def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
@@ -184,7 +178,7 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
             f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
             "returning (module, example_inputs))"
         )
-    _check_optimizer_name(optimizer)  # before the user's code runs
+    check_optimizer(optimizer)  # before the user's code runs
     factory = load_factory(spec)
     try:
         made = factory()

@@ -35,9 +35,8 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
-from gnplace.exceptions import UnknownName
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
-from gnplace.importers import OPTIMIZERS
+from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.flops import VIEW_OPS, op_flops
 from gnplace.importers.trace import Ref, TrainingTrace, memory_owners, record_training_step, written_argument
 
@@ -125,8 +124,7 @@ def _import(
     meta: dict[str, Any] | None,
 ) -> ImportedStep:
     """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
-    if optimizer not in OPTIMIZERS:
-        raise UnknownName(f"unknown optimizer {optimizer!r} (choose one of: {', '.join(OPTIMIZERS)})")
+    check_optimizer(optimizer)
     trace = record_training_step(module, example_inputs, loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
                           stacklevel=4)
