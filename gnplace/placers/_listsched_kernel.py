@@ -234,9 +234,14 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     allowed = np.empty(num_devices, dtype=np.bool_)
     ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
     listings = 0
+    waiting = np.empty(n, dtype=np.int64)  # the ready ops not yet scheduled, compact; where each one is in it
+    waiting_at = np.full(n, -1, dtype=np.int64)
+    num_waiting = 0
 
     for v in range(n):  # make_ready(sources), in index order: their ready times are 0
         if pending[v] == 0:
+            waiting[num_waiting], waiting_at[v] = v, num_waiting
+            num_waiting += 1
             wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
                                                     wait_size, listings, group, group_device, group_ok, group_bytes,
                                                     room)
@@ -294,10 +299,27 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 if start_p <= start + saved:
                     start, d = start_p, p
         done[v] = True
+        last = waiting[num_waiting - 1]  # v leaves the ready ops
+        waiting[waiting_at[v]], waiting_at[last], waiting_at[v] = last, waiting_at[v], -1
+        num_waiting -= 1
+        takes_room = group_device[group[v]] < 0 and group_bytes[group[v]] > 0
         count = _assign(v, d, start, ready, group, group_device, group_bytes, room, op_device, start_s, finish,
                         device_free, op_time, out_ptr, out_dst, pending)
+        if takes_room:
+            # d has less room now: a ready op of an unplaced group listed on d may no longer fit there, and
+            # where no device has room for its group it may now go to others (the devices with the most room
+            # left); list it there at once, or its earliest start on them would be missed until its stale
+            # entry on d reached a heap top
+            for i in range(num_waiting):
+                u = waiting[i]
+                if listed[u, d] and group_device[group[u]] < 0:
+                    wait_keys, wait_ops, listings = _enlist(u, ready_at, neg_rank, listed, allowed, wait_keys,
+                                                            wait_ops, wait_size, listings, group, group_device,
+                                                            group_ok, group_bytes, room)
         for i in range(count):  # make_ready
             w = ready[i]
+            waiting[num_waiting], waiting_at[w] = w, num_waiting
+            num_waiting += 1
             _ready_time(w, ready_at[w], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
             wait_keys, wait_ops, listings = _enlist(w, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
                                                     wait_size, listings, group, group_device, group_ok, group_bytes,

@@ -218,7 +218,10 @@ def etf_schedule(
     device is free, by arrival time, and ops that could start as soon as the device is free, by
     rank. The earliest start on a device is then read off the heap tops, so a step costs
     ``O(num_devices log num_ops)``; stale entries (ops scheduled elsewhere, groups fixed elsewhere
-    or out of room) are dropped when they reach a top. The loop is compiled
+    or out of room) are dropped when they reach a top. When a placed group takes room on a device,
+    the ready ops of unplaced groups listed there are listed at once on the devices they may use
+    now (where no device has room for a group, those with the most room left), so that no earliest
+    start is missed. The loop is compiled
     (:func:`~gnplace.placers._listsched_kernel.etf_kernel`); :class:`ListSchedule`'s methods say what
     each of its steps does.
 

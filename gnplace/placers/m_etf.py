@@ -40,6 +40,9 @@ class METFPlacer(ListSchedulingPlacer):
     """
 
     name = "m_etf"
+    # 2026-11-30: a ready op is listed on its new devices as soon as a placed group takes the room its own
+    # group would have needed (until then only when its stale entry reached a heap top)
+    revision = "2"
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF: :func:`~gnplace.placers.listsched.etf_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""

@@ -61,6 +61,9 @@ class MSCTPlacer(ListSchedulingPlacer):
     """
 
     name = "m_sct"
+    # 2026-11-30: a ready op is listed on its new devices as soon as a placed group takes the room its own
+    # group would have needed (until then only when its stale entry reached a heap top)
+    revision = "2"
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF that keeps each op's favourite child with it where waiting costs no more than the transfer."""
