@@ -309,10 +309,11 @@ def etf_kernel(  # type: ignore[no-untyped-def]
             # d has less room now: a ready op of an unplaced group listed on d may no longer fit there, and
             # where no device has room for its group it may now go to others (the devices with the most room
             # left); list it there at once, or its earliest start on them would be missed until its stale
-            # entry on d reached a heap top
+            # entry on d reached a heap top (a group that still fits on d may go where it could before)
             for i in range(num_waiting):
                 u = waiting[i]
-                if listed[u, d] and group_device[group[u]] < 0:
+                h = group[u]
+                if listed[u, d] and group_device[h] < 0 and room[d] < group_bytes[h]:
                     wait_keys, wait_ops, listings = _enlist(u, ready_at, neg_rank, listed, allowed, wait_keys,
                                                             wait_ops, wait_size, listings, group, group_device,
                                                             group_ok, group_bytes, room)
