@@ -36,8 +36,12 @@ def heft_schedule(schedule: ListSchedule, rank: np.ndarray) -> None:
 
     The first op of a colocation group places the whole group, so its finish is counted as that
     of the whole group's work started there (start plus the group's seconds on the device); later
-    ops of the group follow it. Ties go to the lower device index. Fills ``schedule`` in place; the loop
-    is compiled (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
+    ops of the group follow it. An op may use the devices that
+    :meth:`~gnplace.placers.listsched.ListSchedule.candidates` allows when it
+    is taken, so room taken by other groups since it became ready counts. Ops are appended to a
+    device, never fitted into an idle gap. Ties of rank go to the lower op index, ties of finish to the
+    lower device index. Fills ``schedule`` in place; the loop is compiled
+    (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
     """
     heft_kernel(schedule.op_time, schedule.group_time, -np.asarray(rank, dtype=np.float64), *schedule.arrays())
 
