@@ -359,7 +359,7 @@ def imitation_recipe(teacher_budget: int = 0) -> dict[str, Any]:
 
     Examples:
         >>> imitation_recipe(), imitation_recipe(30)
-        ({}, {})
+        ({'uses': {'m_etf': '2', 'm_sct': '2'}}, {'uses': {'m_etf': '2', 'm_sct': '2'}})
     """
     from gnplace.placers.registry import PLACERS
     from gnplace.rl.teacher import search_recipe

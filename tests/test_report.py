@@ -25,7 +25,8 @@ def test_revised_names_carry_the_revision_and_the_shipped_checkpoint(tmp_path, m
     built.write_bytes(b"old constructor")
     monkeypatch.setattr(PolicyPlacer, "default_files", {"constructor": built})
     first = report.revised("policy")
-    assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}\+[0-9a-f]{{8}}", first)
+    uses = r"\+uses m_etf@2,m_sct@2"  # auto's candidates (policy samples around auto's placement) since 2026-11-30
+    assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}\+[0-9a-f]{{8}}{uses}", first)
     ckpt.write_bytes(b"new weights")
     assert report.revised("policy") != first  # a new checkpoint: the report runs the policy's rows again
     second = report.revised("policy")
@@ -225,14 +226,31 @@ def test_report_figures_killed_while_written_stay_as_before(tmp_path, load_scrip
     assert figure.read_bytes().startswith(b"\x89PNG")
 
 
-def test_report_keys_of_today_stand(load_script):
-    """No placer used or measured against declares a revision yet (finetune's policy is as before): keys as before."""
+def test_report_keys_of_today_stand(load_script, monkeypatch):
+    """auto's candidates m_etf and m_sct are at revision 2, finetune's policy is as before: the keys of today.
+
+    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved every key over auto; without those revisions, no
+    placer used or measured against declares one (finetune's policy as before) and the keys are those of before.
+    """
+    from gnplace.placers.m_etf import METFPlacer
+    from gnplace.placers.m_sct import MSCTPlacer
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
 
     report = load_script("report")
+    assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}+uses m_etf@2,m_sct@2"
+    assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
+    assert report.revised("finetune").endswith("+uses m_etf@2,m_sct@2,policy@12")
+    policy = report.revised("policy")
+    assert policy.endswith("+uses m_etf@2,m_sct@2")
+    graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
+    against = "|against m_etf@2,m_sct@2"
+    assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64{against}"
+    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"ptb_002|k80x4|placeto_zs|400{against}"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}{against}"
+    monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30
+    monkeypatch.setattr(MSCTPlacer, "revision", "")
     assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}" and "uses" not in report.revised("finetune")
     assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
-    graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64"
     assert report.placeto_zero_shot_key(graph, "k80x4", 400) == "ptb_002|k80x4|placeto_zs|400"
     assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{report.revised('policy')}"
@@ -251,17 +269,19 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
               "rnn_pg": report.learned_key(graph, "k80x4", "rnn_pg", 64),
               "placeto_zs": report.placeto_zero_shot_key(graph, "k80x4", 400),
               "exact": report.exact_key(graph, 12, "k80x2", 20.0)}
-    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
-    assert report.revised("ppo") == f"{before['ppo']}+uses m_etf@2"
-    assert report.revised("finetune") == f"{before['finetune']}+uses m_etf@2,policy@{PolicyPlacer.revision}"
-    assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"{before['rnn_pg']}|against m_etf@2"  # over auto's
-    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"{before['placeto_zs']}|against m_etf@2"
+    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one (2 since 2026-11-30)
+    revised = {"ppo": report.revised("ppo"), "finetune": report.revised("finetune"),
+               "rnn_pg": report.learned_key(graph, "k80x4", "rnn_pg", 64),  # over auto's
+               "placeto_zs": report.placeto_zero_shot_key(graph, "k80x4", 400)}
+    for name, key in revised.items():  # "+uses m_etf@2,m_sct@2" and "|against m_etf@2,m_sct@2" of today: m_etf@3
+        assert key == before[name].replace("m_etf@2", "m_etf@3") != before[name], name
     assert report.exact_key(graph, 12, "k80x2", 20.0) != before["exact"]
     monkeypatch.undo()
+    policy = f"policy@{PolicyPlacer.revision}"
     monkeypatch.setattr(PolicyPlacer, "revision", "13")  # finetune's zero-shot candidates' placer
-    assert report.revised("finetune") == f"{before['finetune']}+uses policy@13"
+    assert report.revised("finetune") == before["finetune"].replace(policy, "policy@13") != before["finetune"]
     monkeypatch.setattr(ExactPlacer, "revision", "2", raising=False)
-    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2")
+    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2,m_etf@2,m_sct@2")  # and auto's
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)
     assert "|placeto_zs@2|" in report.placeto_zero_shot_key(graph, "k80x4", 400)
 

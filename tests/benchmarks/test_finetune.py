@@ -185,24 +185,34 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
                                                                           bench_name, rows_file):
     """Rows compared finetune's and ppo's own revisions: m_etf's new one (auto's candidate) reused the old rows."""
     from gnplace.placers.m_etf import METFPlacer
+    from gnplace.placers.m_sct import MSCTPlacer
 
     bench = load_script("bench")
     cmd = [bench_name, "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--budget", "20",
            "--jobs", "1", "--out", str(tmp_path)]
     assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
     saved = tmp_path / rows_file
-    (row,) = json.loads(saved.read_text())
-    assert row["finetune_uses"] == {"policy": "12"} and "scratch_uses" not in row  # ppo uses no revised placer yet
-    del row["finetune_uses"]  # a row saved before rows recorded what they used: made under these, it stands
+    made = saved.read_text()
+    (row,) = json.loads(made)
+    candidates = {"m_etf": "2", "m_sct": "2"}  # auto's, at revision 2 since 2026-11-30 (the ETF fix)
+    assert row["finetune_uses"] == {**candidates, "policy": "12"}
+    assert row.get("scratch_uses") == (candidates if bench_name == "finetune" else None)  # ppo's from scratch
+    del row["finetune_uses"]  # a row saved before rows recorded what they used ...
+    row.pop("scratch_uses", None)
     saved.write_text(json.dumps([row]))
-    assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
-    monkeypatch.setattr(METFPlacer, "revision", "2", raising=False)
+    with pytest.MonkeyPatch.context() as then:  # ... was made while auto's candidates declared no revision
+        then.setattr(METFPlacer, "revision", "")
+        then.setattr(MSCTPlacer, "revision", "")
+        assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
+    saved.write_text(made)  # today's row again
+    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one
     capsys.readouterr()
     assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
     first, second = json.loads(saved.read_text())
-    assert second["finetune_uses"] == {"m_etf": "2", "policy": "12"}
+    assert second["finetune_uses"] == {"m_etf": "3", "m_sct": "2", "policy": "12"}
     if bench_name == "finetune":
-        assert second["scratch_uses"] == {"m_etf": "2"} and second["scratch_s"] != first["scratch_s"]  # searched anew
+        assert second["scratch_uses"] == {"m_etf": "3", "m_sct": "2"}
+        assert second["scratch_s"] != first["scratch_s"]  # searched anew
         assert capsys.readouterr().out.count("| ptb_") == 1  # the new revision's row alone
 
 

@@ -210,10 +210,10 @@ def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch):
     from gnplace.placers.m_sct import MSCTPlacer
 
     assert PLACERS.revisions_used("heft") == {}
-    assert PLACERS.revisions_used("annealing") == {}  # auto and its candidates declare none: old keys stand
+    assert PLACERS.revisions_used("annealing") == {"m_etf": "2", "m_sct": "2"}  # through auto (2026-11-30: the ETF fix)
     monkeypatch.setattr(MSCTPlacer, "revision", "7", raising=False)
-    assert PLACERS.revisions_used("auto") == {"m_sct": "7"}
-    assert PLACERS.revisions_used("annealing") == {"m_sct": "7"}  # through auto
+    assert PLACERS.revisions_used("auto") == {"m_etf": "2", "m_sct": "7"}
+    assert PLACERS.revisions_used("annealing") == {"m_etf": "2", "m_sct": "7"}  # through auto
     assert PLACERS.info("auto").uses == ("single", "expert", "metis", "heft", "m_etf", "m_sct")
 
 
