@@ -4,7 +4,10 @@ The schedulers fill the arrays of one :class:`~gnplace.placers.listsched.ListSch
 make the choices that ``etf_schedule``'s and ``heft_schedule``'s docstrings describe, step by step as
 :class:`~gnplace.placers.listsched.ListSchedule`'s methods (which call the helpers here): the same
 ready times, the same devices an op may use, the same ties as the Python loops they replaced on
-2026-11-29 (``tests/placers/test_listsched.py`` pins placements of shipped graphs). The per-device
+2026-11-29 (``tests/placers/test_listsched.py`` pins placements of shipped graphs). Since 2026-11-30
+ETF also lists a ready op on the devices it may newly use as soon as a placed group takes room, where
+both loops missed some earliest starts when memory was tight (``m_etf`` and ``m_sct`` revision 2); the
+tests check both schedulers against their definitions by brute force on random memory-tight cases. The per-device
 heaps are arrays (``keys [num_devices, capacity, 2]``, ``ops [num_devices, capacity]``, ``size
 [num_devices]``) that double when full. Ordered by key, then op index, every entry of one heap is
 distinct, so any binary heap pops them in the order ``heapq`` did.
