@@ -44,7 +44,7 @@ from gnplace.sim.timer import StepTimer
 
 __all__ = [
     "ListSchedule", "ListSchedulingPlacer", "upward_rank", "mean_comm_time", "static_rank", "etf_schedule",
-    "place_by_schedule",
+    "place_by_schedule", "ETF_REVISION",
 ]
 
 
@@ -200,6 +200,12 @@ class ListSchedule:
                         self.op_device, self.start, self.finish, self.device_free, self.op_time, self.out_ptr,
                         self.out_dst, self.pending)
         return ready[:count].tolist()  # type: ignore[no-any-return]
+
+
+#: The revision of :func:`etf_schedule`'s results, that of ``m_etf`` and ``m_sct``, which both run it. 2026-11-30: a
+#: ready op is listed on its new devices as soon as a placed group takes the room its own group would have needed
+#: (until then only when its stale entry reached a heap top).
+ETF_REVISION = "2"
 
 
 def etf_schedule(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
+from gnplace.placers.listsched import ETF_REVISION, ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
 
 __all__ = ["METFPlacer"]
 
@@ -40,9 +40,7 @@ class METFPlacer(ListSchedulingPlacer):
     """
 
     name = "m_etf"
-    # 2026-11-30: a ready op is listed on its new devices as soon as a placed group takes the room its own
-    # group would have needed (until then only when its stale entry reached a heap top)
-    revision = "2"
+    revision = ETF_REVISION
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF: :func:`~gnplace.placers.listsched.etf_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""

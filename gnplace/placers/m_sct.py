@@ -22,7 +22,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers._listsched_kernel import favourite_children_kernel
-from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
+from gnplace.placers.listsched import ETF_REVISION, ListSchedule, ListSchedulingPlacer, etf_schedule, static_rank
 
 __all__ = ["MSCTPlacer", "favourite_children"]
 
@@ -61,9 +61,7 @@ class MSCTPlacer(ListSchedulingPlacer):
     """
 
     name = "m_sct"
-    # 2026-11-30: a ready op is listed on its new devices as soon as a placed group takes the room its own
-    # group would have needed (until then only when its stale entry reached a heap top)
-    revision = "2"
+    revision = ETF_REVISION
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF that keeps each op's favourite child with it where waiting costs no more than the transfer."""
