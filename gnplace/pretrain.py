@@ -85,6 +85,9 @@ class DataConfig:
             (:func:`~gnplace.rl.teacher.search_placement`); 0: ``auto``'s placement (default: 0).
         max_ops (int): train only on graphs of at most this many ops (the held-out ones are kept); 0: all
             (default: 0).
+        val_left_out (bool): the training graphs that ``max_ops`` leaves out join the validation graphs.
+            They are never trained on, and they are the larger graphs, as a test split's are; validation
+            then weighs many pairs instead of a handful (default: :obj:`False`).
     """
 
     root: str = "datasets"
@@ -99,6 +102,7 @@ class DataConfig:
     anchored: bool = False
     teacher_budget: int = 0
     max_ops: int = 0
+    val_left_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ class PretrainConfig:
                                   f"{self.data.random_clusters}")
         if self.data.teacher_budget < 0 or self.data.max_ops < 0:
             raise InvalidArgument("data: teacher_budget and max_ops must be >= 0")
+        if self.data.val_left_out and not self.data.max_ops:
+            raise InvalidArgument("data: val_left_out needs max_ops (the graphs it leaves out are validated on)")
         if self.data.max_nodes < 1:
             raise InvalidArgument(f"data: max_nodes must be >= 1, got {self.data.max_nodes}")
         if not self.data.families:  # else refused later as "0 training pairs", which names no setting
@@ -305,15 +311,16 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
         if cut < 1:
             raise InvalidArgument(f"family {family!r}: {len(graphs)} training graphs, cannot hold out "
                                   f"{config.data.val_per_family}")
-        kept = graphs[:cut]
+        kept, left_out = graphs[:cut], []
         if config.data.max_ops:
             from gnplace.graph_io import load_graph
 
-            kept = [g for g in kept if load_graph(g).num_ops <= config.data.max_ops]
+            small = [load_graph(g).num_ops <= config.data.max_ops for g in kept]
+            kept, left_out = [g for g, s in zip(kept, small) if s], [g for g, s in zip(kept, small) if not s]
             if not kept:
                 raise InvalidArgument(f"family {family!r}: no training graph of at most {config.data.max_ops} ops")
         train += kept
-        val += graphs[cut:]
+        val += graphs[cut:] + (left_out if config.data.val_left_out else [])
     return train, val
 
 

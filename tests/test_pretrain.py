@@ -79,6 +79,8 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
     ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
     ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),
+    ("data: {val_left_out: true}", "val_left_out needs max_ops"),
+    ("data: {val_left_out: 1, max_ops: 10}", "val_left_out must be true or false"),
 ])
 def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
@@ -444,6 +446,27 @@ def test_the_constructor_config_trains_on_small_cifar10_graphs_and_imitates_sear
     assert pairs and all(load_graph(g).num_ops <= config.data.max_ops for g, _ in pairs)
     held_out = {Path(g).name for g, _ in val_pairs}
     assert held_out and not held_out & {Path(g).name for g, _ in pairs}  # max_ops never moves a graph out of held-out
+
+
+def test_val_left_out_validates_on_the_graphs_max_ops_leaves_out_and_trains_on_the_same_pairs():
+    config = load_pretrain_config(ROOT / "configs" / "constructor.yaml", ["data.val_left_out=false"])
+    pairs, val_pairs = pretrain_pairs(config)
+    more = load_pretrain_config(ROOT / "configs" / "constructor.yaml")
+    assert more.data.val_left_out  # both constructor configs validate so
+    same_pairs, more_val = pretrain_pairs(more)
+    from gnplace.graph_io import load_graph
+
+    def named(listed):
+        return [(g, c.name) for g, c in listed]
+
+    assert named(same_pairs) == named(pairs)
+    assert named(more_val[:len(val_pairs)]) == named(val_pairs)  # the held-out pairs first, as before
+    added = {g for g, _ in more_val[len(val_pairs):]}
+    trained = {g for g, _ in pairs}
+    every = {g for g, _ in more_val} | trained
+    assert added and not added & trained and all(load_graph(g).num_ops > config.data.max_ops for g in added)
+    assert len(every) == 24  # each of the 24 cifar10 training-split graphs is trained or validated on
+    assert {c.name for _, c in more_val} == set(config.data.val_clusters)
 
 
 def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_config, tmp_path):
