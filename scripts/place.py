@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refine", type=int, default=None, metavar="N",
                         help="samples of a last round around the best placement of all the others, for checkpoints "
                              "that sample around auto (default: 4; 0: none)")
+    parser.add_argument("--constructor-refine", type=int, default=None, metavar="N",
+                        help="each constructor's samples of a very last round, around the best placement of all the "
+                             "others, for checkpoints that sample around auto (default: 16; 0: none)")
+    parser.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
+                        help="logit bonus of those samples on the best placement's devices (default: 6)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
@@ -96,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.sim.simulator import Simulator
 
     for count, flag in ((args.samples, "--samples"), (args.constructor_samples, "--constructor-samples"),
-                        (args.refine, "--refine")):
+                        (args.refine, "--refine"), (args.constructor_refine, "--constructor-refine")):
         check_count(count, flag, maximum=MAX_SAMPLES)
     check_count(args.op_level, "--op-level")
     if args.output:
@@ -114,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
     if args.constructor_sizes is not None:
         options["constructor_sizes"] = tuple(args.constructor_sizes)
-    for name in ("op_level", "constructor_samples", "constructor_temperature", "refine"):  # else the placer's default
+    for name in ("op_level", "constructor_samples", "constructor_temperature", "refine", "constructor_refine",
+                 "constructor_prior"):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,

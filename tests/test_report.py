@@ -235,11 +235,12 @@ def test_report_keys_of_today_stand(load_script, monkeypatch):
     from gnplace.placers.m_etf import METFPlacer
     from gnplace.placers.m_sct import MSCTPlacer
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
 
     report = load_script("report")
     assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}+uses m_etf@2,m_sct@2"
     assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
-    assert report.revised("finetune").endswith("+uses m_etf@2,m_sct@2,policy@12")
+    assert report.revised("finetune").endswith("+uses m_etf@2,m_sct@2,policy@13")
     policy = report.revised("policy")
     assert policy.endswith("+uses m_etf@2,m_sct@2")
     graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
@@ -249,6 +250,7 @@ def test_report_keys_of_today_stand(load_script, monkeypatch):
     assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}{against}"
     monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30
     monkeypatch.setattr(MSCTPlacer, "revision", "")
+    monkeypatch.setattr(PolicyPlacer, "revision", "12")
     assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}" and "uses" not in report.revised("finetune")
     assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64"
@@ -278,8 +280,8 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
     assert report.exact_key(graph, 12, "k80x2", 20.0) != before["exact"]
     monkeypatch.undo()
     policy = f"policy@{PolicyPlacer.revision}"
-    monkeypatch.setattr(PolicyPlacer, "revision", "13")  # finetune's zero-shot candidates' placer
-    assert report.revised("finetune") == before["finetune"].replace(policy, "policy@13") != before["finetune"]
+    monkeypatch.setattr(PolicyPlacer, "revision", "14")  # finetune's zero-shot candidates' placer
+    assert report.revised("finetune") == before["finetune"].replace(policy, "policy@14") != before["finetune"]
     monkeypatch.setattr(ExactPlacer, "revision", "2", raising=False)
     assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2,m_etf@2,m_sct@2")  # and auto's
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)

@@ -59,11 +59,14 @@ SEARCH_REHEAT_AFTER: float | None = None
 
 #: Each constructor's samples among a search's zero-shot candidates, and the ``policy`` revision whose candidates
 #: those are. The search's budget pays for every candidate, so it keeps ``policy`` revision 11's 4 (D + 33
-#: evaluations on D devices) where ``policy`` itself now draws 16 (D + 57): ``finetune`` revision 18 was measured
+#: evaluations on D devices) where ``policy`` itself now draws 16 (D + 57, and D + 89 with revision 13's samples
+#: around the best): ``finetune`` revision 18 was measured
 #: with them, and on real steps at budgets of a hundred the difference would be a fifth of the budget. With 16 the
 #: 18 pairs of ``bench.py finetune`` were no better after 400 or 1,000 evaluations under seeds 0 and 1, and worse
 #: after 100 (docs/measured-real-devices.md, 2026-11-29).
 ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
+#: Nor do the search's zero-shot candidates include the constructors' samples around the best (``policy`` revision
+#: 13, ``constructor_refine``): 32 evaluations more, which the search spends around the best placement itself.
 _ZERO_SHOT_REVISION = "11"
 
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
@@ -534,7 +537,7 @@ class PPOSearchPlacer:
         # the zero-shot placement spends at most what leaves the search its batch, or is given up
         capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
-                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, timer=capped)
+                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0, timer=capped)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + kept:
             self.last_zero_shot_budget_needed = counted.evaluations + needed + kept
@@ -643,10 +646,10 @@ class FineTunePlacer(PPOSearchPlacer):
     on by default; ``D + 33`` evaluations on ``D`` devices, ``D + 43`` past 4, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
-    gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`). Then PPO
-    searches around ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored
-    scoring, a sampling prior), with no imitation (the policy already places well) and the
-    pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
+    gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`) and
+    ``constructor_refine`` 0. Then PPO searches around ``auto``'s placement as :class:`PPOSearchPlacer`
+    does (module decisions, anchored scoring, a sampling prior), with no imitation (the policy already
+    places well) and the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
 
     The sampling prior ``kappa`` is 4 (revision 13), between the checkpoint's pretraining prior (2)
     and the search's (6): over the 18 pairs of ``bench.py finetune`` at 1,000 evaluations under seeds

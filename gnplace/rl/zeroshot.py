@@ -7,13 +7,14 @@ at most ``op_level`` ops also on the whole cluster with no coarsening, every op 
 ``samples`` tempered samples on the best of those device sets in one batched rollout of the placement
 MDP (:mod:`gnplace.rl.agent`), or, for a checkpoint pretrained in the search's regime (a sampling prior
 around ``auto``'s placement: ``learner.prior`` in its config), ``samples`` samples around ``auto``'s
-placement with that prior (in ``rounds``, each round around the best placement of the rounds before);
-every candidate is timed (``time_batch``) and the best returned: fitting
-placements by step time first, then the least memory overflow; when none fits, the best is
-repaired (:func:`~gnplace.placers.groups.repair_memory`) as every memory-aware placer's is. This is
-the "sample K and keep the best" wrapper of the learned-placer literature (SLIM, EAS); with
-``portfolio`` the fast heuristics' placements (``auto``'s candidates) join the candidates as well,
-so the result is never worse than ``auto``'s, at the cost of running them.
+placement with that prior (in ``rounds``, each round around the best placement of the rounds before),
+the constructors' placements, and last this policy's and each constructor's samples around the best of
+all; every candidate is timed (``time_batch``) and the best returned: fitting placements by step time
+first, then the least memory overflow; when none fits, the best is repaired
+(:func:`~gnplace.placers.groups.repair_memory`) as every memory-aware placer's is. This is the
+"sample K and keep the best" wrapper of the learned-placer literature (SLIM, EAS); with ``portfolio``
+the fast heuristics' placements (``auto``'s candidates) join the candidates as well, so the result is
+never worse than ``auto``'s, at the cost of running them.
 
 Graphs past the policy's node limit are coarsened first (:mod:`gnplace.policy.features`), so a
 100,000-op graph places in seconds.
@@ -76,8 +77,21 @@ MIN_TEMPERATURE = 1e-6
 
 #: Samples of the last round, drawn around the best candidate of all before it (the constructor's included).
 DEFAULT_REFINE = 4
-#: Most samples of one kind (``samples``, ``constructor_samples``, ``refine``): each kind is drawn as one batch of
-#: rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node graph: 8 GB each).
+#: Each constructor's samples of the very last round, around the best placement of all the others (with samples
+#: around ``auto``): the constructor proposes moves of a few decision groups away from that placement. Chosen on the
+#: 100 pairs of the cifar10 and ptb training graphs of more than 2,400 ops on k80x2, k80x4, v100x8 and tight4
+#: (2026-11-30): 0.9297x ``auto``'s step time there with 16 at prior 6 against 0.9319 without the round, 0.9298
+#: with 16 at prior 4, 0.9306 with 8 at prior 6, 0.9312 with 16 at prior 8; 16 more samples of the last round of
+#: this policy instead (``refine`` 16) gave 0.9313 (README).
+DEFAULT_CONSTRUCTOR_REFINE = 16
+#: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
+DEFAULT_CONSTRUCTOR_PRIOR = 6.0
+#: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
+#: its samples on ``k`` devices use ``k >= 2``).
+_AROUND_BEST_STREAM = 0
+#: Most samples of one kind (``samples``, ``constructor_samples``, ``refine``, ``constructor_refine``): each kind
+#: is drawn as one batch of rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node
+#: graph: 8 GB each).
 MAX_SAMPLES = 4096
 
 
@@ -178,6 +192,16 @@ class PolicyPlacer:
             the best placement timed so far, so that a constructor's placement that beats ``auto``'s is
             searched around as well; ``refine + 1`` more evaluations, and never a slower result; 0: no last
             round (default: :data:`DEFAULT_REFINE`, 4).
+        constructor_refine (int, optional): with samples around ``auto``, each constructor's samples of a very
+            last round, after the ``refine`` one: drawn with a logit bonus ``constructor_prior`` on the best
+            placement's device of every decision group (anchored, as this policy's are), so the
+            constructor moves a few groups of the best placement of all the others, a local search of the
+            constructor's proposals; the constructors in turn, each around the best after the one before. A
+            constructor that decides on another decision graph than this policy (``modules``) draws none.
+            ``constructor_refine`` more evaluations per constructor, and never a slower result; 0: none
+            (default: :data:`DEFAULT_CONSTRUCTOR_REFINE`, 16).
+        constructor_prior (float, optional): that logit bonus ``kappa`` (default:
+            :data:`DEFAULT_CONSTRUCTOR_PRIOR`, 6).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
@@ -185,7 +209,8 @@ class PolicyPlacer:
     ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
-    ``"sample, last round"``, ``"auto"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
+    ``"sample, last round"``, ``"constructor around the best"`` (``"constructor 2 around the best"``),
+    ``"auto"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -194,17 +219,18 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 around it; 17 per constructor; 5 last; auto's 16
-        64
+        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 around it; 17 + 16 per constructor; 5 last; auto's 16
+        96
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-11-29: 16 constructor samples per device set, was 4 (11: two constructors, each also on the 4 fastest
+    # 2026-11-30: each constructor's 16 samples around the best of all, last (12: 16 constructor samples per device
+    # set, was 4; 11: two constructors, each also on the 4 fastest
     # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "12"
+    revision = "13"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -218,8 +244,10 @@ class PolicyPlacer:
         constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
+        constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
     ) -> None:
-        for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine)):
+        for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
+                             ("constructor_refine", constructor_refine)):
             if isinstance(count, (int, np.integer)) and not isinstance(count, bool) and count > MAX_SAMPLES:
                 raise InvalidArgument(f"PolicyPlacer needs {label} <= {MAX_SAMPLES} (one batch of rollouts), "
                                       f"got {count}")
@@ -278,6 +306,15 @@ class PolicyPlacer:
         if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
             raise InvalidArgument(f"PolicyPlacer needs refine >= 0 samples, a whole number, got {refine!r}")
         self.refine = int(refine)
+        if isinstance(constructor_refine, bool) or not isinstance(constructor_refine, (int, np.integer)) \
+                or constructor_refine < 0:
+            raise InvalidArgument(f"PolicyPlacer needs constructor_refine >= 0 samples, a whole number, "
+                                  f"got {constructor_refine!r}")
+        self.constructor_refine = int(constructor_refine)
+        if isinstance(constructor_prior, bool) or not isinstance(constructor_prior, (int, float, np.floating)) \
+                or not (math.isfinite(constructor_prior) and constructor_prior >= 0):
+            raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
+        self.constructor_prior = float(constructor_prior)
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -296,7 +333,8 @@ class PolicyPlacer:
                 f"constructor={[str(p) for p in self.constructors]!r}, "
                 f"constructor_samples={self.constructor_samples}, "
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
-                f"constructor_sizes={self.constructor_sizes})")
+                f"constructor_sizes={self.constructor_sizes}, constructor_refine={self.constructor_refine}, "
+                f"constructor_prior={self.constructor_prior})")
 
     def evaluations_needed(self, cluster: Cluster) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
@@ -314,10 +352,15 @@ class PolicyPlacer:
         if self.around:
             # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
             needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3 + \
-                (self.refine + 1 if self.refine else 0)
+                (self.refine + 1 if self.refine else 0) + self.constructor_refine * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
         return needed
+
+    def _refining_constructors(self) -> list[tuple[int, Any]]:
+        """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
+        return [(rank, policy) for rank, (policy, modules) in enumerate(self.constructor_policies, 1)
+                if modules == self.modules]
 
     def _constructor_subsets(self, cluster: Cluster) -> tuple[int, ...]:
         """The counts ``k`` of :attr:`constructor_sizes` below ``cluster``'s devices: the extra device sets."""
@@ -426,9 +469,10 @@ class PolicyPlacer:
         """``auto``'s placement, rounds of samples around the best so far, the constructors', a last round; timed.
 
         Per round a greedy decode and samples around the best placement so far; then the constructors'
-        candidates, and a last round around the best of all.
+        candidates, a last round around the best of all, and each constructor's samples around the best.
 
-        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine + 1), num_ops]``),
+        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine + 1) (+ constructor_refine
+        per constructor), num_ops]``),
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
         centre is the best of those too. ``held``: the bytes each op holds at the memory peak on the whole
@@ -476,12 +520,23 @@ class PolicyPlacer:
             built, built_names = self._construct(graph, cluster, seed, reuse, held=held)
             offers.append((built, self.timer.time_batch(graph, cluster, built)))
             add(*offers[-1], built_names)
-        if self.refine:  # the last round, around the best of everything before it
-            for placements, result in offers:  # the incumbent moves to the fastest that fits, if faster
+        refining = self._refining_constructors() if self.constructor_refine else []
+        if self.refine or refining:  # the incumbent moves to the fastest of the others that fits, if faster
+            for placements, result in offers:
                 best = int(_ranking(result, cluster)[0])
                 if not result.oom[best]:
                     problem.offer(placements[best], float(result.step_time[best]), False, evaluations=0)  # counted
+        if self.refine:  # the last round, around the best of everything before it
             add(*draw_round(self.refine, ", last round"))
+        for rank, constructor in refining:  # each constructor's moves around the best of all (scoring moves it)
+            bias = problem.prior(self.constructor_prior)  # + kappa 1[d = d^best_g]
+            rng_c = np.random.default_rng((seed, rank, _AROUND_BEST_STREAM))
+            groups = sample(constructor, problem.mdp, self.constructor_refine, rng_c,
+                            enc=constructor.encode(problem.inp), bias=bias).rollout.group_devices
+            devices = problem.placements(groups)  # anchored to the best: a group left there keeps its ops
+            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
+            label = "constructor" if rank == 1 else f"constructor {rank}"
+            add(devices, result, [f"{label} around the best"] * self.constructor_refine)
         return np.concatenate(candidates), timed, names, counted.evaluations
 
     def _construct(

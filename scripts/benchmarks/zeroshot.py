@@ -119,7 +119,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
-                 "constructor_sizes", "prior"):
+                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker
@@ -410,6 +410,11 @@ def add_parsers(sub: Any) -> None:
     zs.add_argument("--refine", type=int, default=None, metavar="N",
                     help="samples of the policy's last round, around the best of all its other candidates "
                          "(default: 4; 0: none)")
+    zs.add_argument("--constructor-refine", type=int, default=None, metavar="N",
+                    help="each constructor's samples of a very last round, around the best of all the others "
+                         "(default: 16; 0: none)")
+    zs.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
+                    help="logit bonus of those samples on the best placement's devices (default: 6)")
     zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     zs.add_argument("--split", choices=("test", "train"), default="test",
                     help="the split placed: train for tuning decoding settings on graphs other than the test "

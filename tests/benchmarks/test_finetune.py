@@ -186,6 +186,7 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     """Rows compared finetune's and ppo's own revisions: m_etf's new one (auto's candidate) reused the old rows."""
     from gnplace.placers.m_etf import METFPlacer
     from gnplace.placers.m_sct import MSCTPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
 
     bench = load_script("bench")
     cmd = [bench_name, "--families", "ptb", "--per-family", "1", "--clusters", "k80x2", "--budget", "20",
@@ -195,7 +196,7 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     made = saved.read_text()
     (row,) = json.loads(made)
     candidates = {"m_etf": "2", "m_sct": "2"}  # auto's, at revision 2 since 2026-11-30 (the ETF fix)
-    assert row["finetune_uses"] == {**candidates, "policy": "12"}
+    assert row["finetune_uses"] == {**candidates, "policy": "13"}
     assert row.get("scratch_uses") == (candidates if bench_name == "finetune" else None)  # ppo's from scratch
     del row["finetune_uses"]  # a row saved before rows recorded what they used ...
     row.pop("scratch_uses", None)
@@ -203,13 +204,14 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     with pytest.MonkeyPatch.context() as then:  # ... was made while auto's candidates declared no revision
         then.setattr(METFPlacer, "revision", "")
         then.setattr(MSCTPlacer, "revision", "")
+        then.setattr(PolicyPlacer, "revision", "12")  # and policy's was 12 (REVISIONS_USED_BEFORE)
         assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
     saved.write_text(made)  # today's row again
     monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one
     capsys.readouterr()
     assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
     first, second = json.loads(saved.read_text())
-    assert second["finetune_uses"] == {"m_etf": "3", "m_sct": "2", "policy": "12"}
+    assert second["finetune_uses"] == {"m_etf": "3", "m_sct": "2", "policy": "13"}
     if bench_name == "finetune":
         assert second["scratch_uses"] == {"m_etf": "3", "m_sct": "2"}
         assert second["scratch_s"] != first["scratch_s"]  # searched anew

@@ -411,7 +411,9 @@ def test_the_help_states_the_placers_defaults(command, capsys, load_script):
     text = " ".join(capsys.readouterr().out.split())
     for flag, default in (("--constructor-samples", zeroshot.DEFAULT_CONSTRUCTOR_SAMPLES),
                           ("--constructor-temperature", zeroshot.DEFAULT_CONSTRUCTOR_TEMPERATURE),
-                          ("--refine", zeroshot.DEFAULT_REFINE)):
+                          ("--refine", zeroshot.DEFAULT_REFINE),
+                          ("--constructor-refine", zeroshot.DEFAULT_CONSTRUCTOR_REFINE),
+                          ("--constructor-prior", zeroshot.DEFAULT_CONSTRUCTOR_PRIOR)):
         said = text.split(f"{flag} ")[-1].split("(default: ")[1].split(")")[0]
         assert said.split(", ")[-1].split(";")[0] == f"{default:g}", flag
 

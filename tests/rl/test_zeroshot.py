@@ -338,6 +338,64 @@ def test_the_last_round_draws_around_the_best_of_every_candidate_the_constructor
             PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", **bad)
 
 
+def test_each_constructor_samples_around_the_best_of_all_last_when_it_decides_as_the_policy(
+        search_regime_checkpoint, tmp_path, monkeypatch):
+    from gnplace.rl.problem import PlacementProblem, majority_groups
+
+    graph, cluster = load_graph("datasets/cifar10/cifar10_002.gnpg"), load_cluster("k80x4")
+    sim = Simulator()
+    torch.manual_seed(1)
+    modules = {"config": {"data": {"modules": True}}}  # decides on module subtrees first, as the policy does
+    builders = [save_policy(tmp_path / f"builder{i}.ckpt", PlacementPolicy(), modules) for i in (1, 2)]
+    other = save_policy(tmp_path / "other.ckpt", PlacementPolicy())  # decides op group by op group
+    # the constructors' placements are a short search's: faster than auto's and than the samples around it
+    searched = make_placer("annealing", budget=1000, timer=sim).place(graph, cluster, seed=0).devices
+    monkeypatch.setattr(PolicyPlacer, "_construct",
+                        lambda self, *args, **kwargs: (np.repeat(searched[None, :], 2, 0),
+                                                       ["constructor greedy", "constructor 2 greedy"]))
+    centres: list[tuple] = []
+    original_prior = PlacementProblem.prior
+
+    def prior(self, kappa):
+        bias = original_prior(self, kappa)
+        centres.append((kappa, self.inp, bias.argmax(axis=1)))
+        return bias
+
+    monkeypatch.setattr(PlacementProblem, "prior", prior)
+    few = {"op_level": 0, "subsets": False, "samples": 4, "refine": 0, "constructor_samples": 0}
+    without = PolicyPlacer(checkpoint=search_regime_checkpoint, timer=sim, constructor=builders, constructor_refine=0,
+                           **few)
+    first = without.place(graph, cluster, seed=0)
+    assert without.last_choice.startswith("constructor") and len(centres) == 1
+    counted = BudgetedTimer(sim)
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, timer=counted, constructor=builders,
+                          constructor_refine=5, constructor_prior=2.5, **few)
+    assert placer.evaluations_needed(cluster) == without.evaluations_needed(cluster) + 10
+    chosen = placer.place(graph, cluster, seed=0)
+    # each constructor's 5 samples (10 more evaluations) draw around the best of all, at its own prior
+    assert [kappa for kappa, _, _ in centres[1:]] == [3.0, 2.5, 2.5]
+    _, inp, centre = centres[2]
+    assert np.array_equal(centre, majority_groups(inp, searched))
+    assert placer.last_evaluations == counted.evaluations == without.last_evaluations + 10
+    # never slower than without it, and deterministic
+    assert sim.time(graph, cluster, chosen).step_time <= sim.time(graph, cluster, first).step_time * (1 + 1e-12)
+    again = PolicyPlacer(checkpoint=search_regime_checkpoint, timer=sim, constructor=builders, constructor_refine=5,
+                         constructor_prior=2.5, **few)
+    assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
+    # a constructor deciding on another decision graph draws none
+    mixed = PolicyPlacer(checkpoint=search_regime_checkpoint, timer=sim, constructor=[builders[0], other],
+                         constructor_refine=5, **few)
+    assert mixed.evaluations_needed(cluster) == without.evaluations_needed(cluster) + 5
+    for bad, message in (({"constructor_refine": -1}, "constructor_refine >= 0"),
+                         ({"constructor_refine": 2.0}, "constructor_refine >= 0"),
+                         ({"constructor_refine": 5000}, "constructor_refine <= 4096"),
+                         ({"constructor_prior": -1.0}, "constructor_prior >= 0"),
+                         ({"constructor_prior": float("inf")}, "constructor_prior >= 0"),
+                         ({"constructor_prior": True}, "constructor_prior >= 0")):
+        with pytest.raises(InvalidArgument, match=message):
+            PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", **bad)
+
+
 def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(fresh_checkpoint, tmp_path):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
