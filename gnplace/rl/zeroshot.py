@@ -80,9 +80,10 @@ DEFAULT_REFINE = 4
 #: Each constructor's samples of the very last round, around the best placement of all the others (with samples
 #: around ``auto``): the constructor proposes moves of a few decision groups away from that placement. Chosen on the
 #: 100 pairs of the cifar10 and ptb training graphs of more than 2,400 ops on k80x2, k80x4, v100x8 and tight4
-#: (2026-11-30): 0.9297x ``auto``'s step time there with 16 at prior 6 against 0.9319 without the round, 0.9298
-#: with 16 at prior 4, 0.9306 with 8 at prior 6, 0.9312 with 16 at prior 8; 16 more samples of the last round of
-#: this policy instead (``refine`` 16) gave 0.9313 (README).
+#: (2026-11-30): 0.9304x ``auto``'s step time there against 0.9319 without the round. A throwaway version drawing
+#: both constructors around one centre gave 0.9297 with 16 at prior 6, 0.9298 with 16 at prior 4, 0.9306 with 8 at
+#: prior 6 and 0.9312 with 16 at prior 8; 16 more samples of the last round of this policy instead (``refine`` 16)
+#: gave 0.9313 (docs/measured-zeroshot.md).
 DEFAULT_CONSTRUCTOR_REFINE = 16
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
