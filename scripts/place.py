@@ -55,13 +55,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="device counts k: on larger clusters each constructor also places on the k fastest "
                              "devices alone (default: 4; none given: the whole cluster only)")
     parser.add_argument("--refine", type=int, default=None, metavar="N",
-                        help="samples of a last round around the best placement of all the others, for checkpoints "
+                        help="samples of each last round around the best placement so far, for checkpoints "
                              "that sample around auto (default: 4; 0: none)")
     parser.add_argument("--constructor-refine", type=int, default=None, metavar="N",
-                        help="each constructor's samples of a very last round, around the best placement of all the "
-                             "others, for checkpoints that sample around auto (default: 16; 0: none)")
+                        help="each constructor's samples of each last round, around the best placement so far, for "
+                             "checkpoints that sample around auto (default: 8; 0: none)")
     parser.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
                         help="logit bonus of those samples on the best placement's devices (default: 6)")
+    parser.add_argument("--last-rounds", type=int, default=None, metavar="N",
+                        help="last rounds, each the policy's and then each constructor's samples around the best "
+                             "placement so far (default: 8)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
@@ -104,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
                         (args.refine, "--refine"), (args.constructor_refine, "--constructor-refine")):
         check_count(count, flag, maximum=MAX_SAMPLES)
     check_count(args.op_level, "--op-level")
+    check_count(args.last_rounds, "--last-rounds", minimum=1)
     if args.output:
         check_writable(args.output, "--output")
         # the checkpoints read when none is named too: the shipped ones, which -o must not overwrite either
@@ -120,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.constructor_sizes is not None:
         options["constructor_sizes"] = tuple(args.constructor_sizes)
     for name in ("op_level", "constructor_samples", "constructor_temperature", "refine", "constructor_refine",
-                 "constructor_prior"):  # else the placer's default
+                 "constructor_prior", "last_rounds"):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,

@@ -251,6 +251,7 @@ def test_report_keys_of_today_stand(load_script, monkeypatch):
     monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30
     monkeypatch.setattr(MSCTPlacer, "revision", "")
     monkeypatch.setattr(PolicyPlacer, "revision", "12")
+    monkeypatch.setattr(FineTunePlacer, "uses", ("auto", "policy"))  # not pinned before 2026-11-30
     assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}" and "uses" not in report.revised("finetune")
     assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64"
@@ -263,6 +264,7 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
     from gnplace.placers.exact import ExactPlacer
     from gnplace.placers.m_etf import METFPlacer
     from gnplace.rl.placeto import PlacetoPlacer
+    from gnplace.rl.search import FineTunePlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     report = load_script("report")
@@ -279,9 +281,10 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
         assert key == before[name].replace("m_etf@2", "m_etf@3") != before[name], name
     assert report.exact_key(graph, 12, "k80x2", 20.0) != before["exact"]
     monkeypatch.undo()
-    policy = f"policy@{PolicyPlacer.revision}"
-    monkeypatch.setattr(PolicyPlacer, "revision", "14")  # finetune's zero-shot candidates' placer
-    assert report.revised("finetune") == before["finetune"].replace(policy, "policy@14") != before["finetune"]
+    monkeypatch.setattr(PolicyPlacer, "revision", "99")  # finetune pins the revision of its zero-shot candidates
+    assert report.revised("finetune") == before["finetune"]
+    monkeypatch.setattr(FineTunePlacer, "uses", ("auto", "policy@98"))  # their next one
+    assert report.revised("finetune") == before["finetune"].replace("policy@13", "policy@98") != before["finetune"]
     monkeypatch.setattr(ExactPlacer, "revision", "2", raising=False)
     assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2,m_etf@2,m_sct@2")  # and auto's
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)

@@ -21,7 +21,8 @@ class, as class attributes read by :meth:`PlacerRegistry.info`:
     the registered placers whose results enter its own (``auto``'s candidates; ``"auto"`` for a search
     that starts from or is measured against ``auto``): their revisions are part of its rows' identity
     too (:meth:`PlacerRegistry.revisions_used`), so that a candidate's new revision is not answered
-    with ``auto``'s old rows;
+    with ``auto``'s old rows; ``"name@revision"`` pins the revision whose results it uses (it passes
+    the options that give them back), so that a newer revision of ``name`` keeps its rows;
 ``default_checkpoint`` (str or Path, default none)
     the weights it loads when no ``checkpoint`` is given (the shipped one), whose content is part of
     a saved row's identity as well, so that a new checkpoint is not answered with old rows.
@@ -186,6 +187,7 @@ class PlacerRegistry(Mapping[str, type]):
         """The revisions of the placers ``name`` uses, directly or through others, that declare one.
 
         Empty while none declares a revision, so that identities made before :attr:`PlacerInfo.uses` stand.
+        A placer that ``name`` uses as ``"used@revision"`` is given that revision, not its own.
 
         Raises:
             UnknownName: if ``name`` or a placer it uses is not registered.
@@ -196,9 +198,10 @@ class PlacerRegistry(Mapping[str, type]):
         """
         found: dict[str, str] = {}
         seen = {name}
-        todo = list(self.info(name).uses)
+        direct = [entry.partition("@") for entry in self.info(name).uses]
+        todo = [used for used, _, _ in direct]
         while todo:
-            used = todo.pop()
+            used = todo.pop().partition("@")[0]
             if used in seen:  # a cycle, or a placer reached twice
                 continue
             seen.add(used)
@@ -206,6 +209,7 @@ class PlacerRegistry(Mapping[str, type]):
             if info.revision:
                 found[used] = info.revision
             todo.extend(info.uses)
+        found.update({used: pinned for used, _, pinned in direct if pinned})  # the revision it asks for
         return dict(sorted(found.items()))
 
     def names(self, *, learned: bool | None = None) -> list[str]:

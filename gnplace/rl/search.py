@@ -66,7 +66,8 @@ SEARCH_REHEAT_AFTER: float | None = None
 #: after 100 (docs/measured-real-devices.md, 2026-11-29).
 ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
 #: Nor do the search's zero-shot candidates include the constructors' samples around the best (``policy`` revision
-#: 13, ``constructor_refine``): 32 evaluations more, which the search spends around the best placement itself.
+#: 13, ``constructor_refine``) or more than one last round (revision 14, ``last_rounds``): 32 and 124 evaluations
+#: more, which the search spends around the best placement itself.
 _ZERO_SHOT_REVISION = "11"
 
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
@@ -537,7 +538,8 @@ class PPOSearchPlacer:
         # the zero-shot placement spends at most what leaves the search its batch, or is given up
         capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
-                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0, timer=capped)
+                              constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0, last_rounds=1,
+                              timer=capped)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + kept:
             self.last_zero_shot_budget_needed = counted.evaluations + needed + kept
@@ -681,7 +683,9 @@ class FineTunePlacer(PPOSearchPlacer):
 
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
-    uses = ("auto", "policy")  # auto as the reference, and the pretrained policy's placement
+    # auto as the reference, and the pretrained policy's placement: its zero-shot candidates (constructor_refine=0,
+    # last_rounds=1) are the same under policy's revisions 11 to 14, so rows made under 13 stand
+    uses = ("auto", "policy@13")
 
     # 2026-11-28: the polish anneals from T_0 0.001 (annealing revision 4); 17: screened batches, 48 candidates per
     # placement timed (16: zero-shot candidates of policy revision 11, two constructors; 15: what the search leaves

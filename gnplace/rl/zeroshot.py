@@ -75,16 +75,25 @@ DEFAULT_CONSTRUCTOR_SIZES: tuple[int, ...] = (4,)
 #: The least sampling temperature: logits divided by less overflow (``softmax(logits / tau)`` turns to NaN).
 MIN_TEMPERATURE = 1e-6
 
-#: Samples of the last round, drawn around the best candidate of all before it (the constructor's included).
+#: Samples of each last round, drawn around the best candidate of all before it (the constructors' included).
 DEFAULT_REFINE = 4
-#: Each constructor's samples of the very last round, around the best placement of all the others (with samples
-#: around ``auto``): the constructor proposes moves of a few decision groups away from that placement. Chosen on the
-#: 100 pairs of the cifar10 and ptb training graphs of more than 2,400 ops on k80x2, k80x4, v100x8 and tight4
-#: (2026-11-30): 0.9304x ``auto``'s step time there against 0.9319 without the round. A throwaway version drawing
-#: both constructors around one centre gave 0.9297 with 16 at prior 6, 0.9298 with 16 at prior 4, 0.9306 with 8 at
-#: prior 6 and 0.9312 with 16 at prior 8; 16 more samples of the last round of this policy instead (``refine`` 16)
-#: gave 0.9313 (docs/measured-zeroshot.md).
-DEFAULT_CONSTRUCTOR_REFINE = 16
+#: Each constructor's samples of each last round, around the best placement of all before them (with samples around
+#: ``auto``): the constructor proposes moves of a few decision groups away from that placement. Revision 13 drew 16 in
+#: one last round, chosen on the 100 pairs of the cifar10 and ptb training graphs of more than 2,400 ops on k80x2,
+#: k80x4, v100x8 and tight4 (2026-11-30): 0.9304x ``auto``'s step time there against 0.9319 without them. A
+#: throwaway version drawing both constructors around one centre gave 0.9297 with 16 at prior 6, 0.9298 with 16 at
+#: prior 4, 0.9306 with 8 at prior 6 and 0.9312 with 16 at prior 8; 16 more samples of the last round of this
+#: policy instead (``refine`` 16) gave 0.9313 (docs/measured-zeroshot.md). Revision 14 draws 8 in each of
+#: :data:`DEFAULT_LAST_ROUNDS` rounds.
+DEFAULT_CONSTRUCTOR_REFINE = 8
+#: Last rounds, each drawn around the best so far: this policy's ``refine`` samples (its greedy decode in the first),
+#: then each constructor's ``constructor_refine``: a local search whose proposals are the policies' moves. Chosen on
+#: the same 100 validation pairs (2026-11-30; seed 0, step time over ``auto``'s): 8 rounds of 8 constructor samples
+#: and 4 of this policy's 0.9217 (cifar10 0.8633, ptb 0.9627), against revision 13's one round of 16 0.9304; without
+#: this policy's samples after the first round 0.9230; 2 / 4 / 8 / 16 rounds of 16 / 16 / 4 / 4 constructor samples
+#: 0.9283 / 0.9255 / 0.9269 / 0.9233; 8 rounds of 8 at prior 4 / 8 0.9235 / 0.9287; a median 1.54 s a pair
+#: against 0.82 s, two pairs at a time on two cores (docs/measured-zeroshot.md).
+DEFAULT_LAST_ROUNDS = 8
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
@@ -188,21 +197,24 @@ class PolicyPlacer:
         constructor_sizes (sequence of int, optional): device counts ``k``: on every cluster of more than
             ``k`` devices each constructor also places on the ``k`` fastest alone, a greedy placement and
             ``constructor_samples`` samples more per ``k`` (default: :data:`DEFAULT_CONSTRUCTOR_SIZES`).
-        refine (int, optional): with samples around ``auto``, a last round after every other candidate
-            (the constructor's included): a greedy decode and ``refine`` samples of this policy around
-            the best placement timed so far, so that a constructor's placement that beats ``auto``'s is
-            searched around as well; ``refine + 1`` more evaluations, and never a slower result; 0: no last
-            round (default: :data:`DEFAULT_REFINE`, 4).
-        constructor_refine (int, optional): with samples around ``auto``, each constructor's samples of a very
-            last round, after the ``refine`` one: drawn with a logit bonus ``constructor_prior`` on the best
-            placement's device of every decision group (anchored, as this policy's are), so the
-            constructor moves a few groups of the best placement of all the others, a local search of the
-            constructor's proposals; the constructors in turn, each around the best after the one before. A
-            constructor that decides on another decision graph than this policy (``modules``) draws none.
-            ``constructor_refine`` more evaluations per constructor, and never a slower result; 0: none
-            (default: :data:`DEFAULT_CONSTRUCTOR_REFINE`, 16).
+        refine (int, optional): with samples around ``auto``, this policy's samples of each last round, after
+            every other candidate (the constructors' included): its greedy decode (in the first last round) and
+            ``refine`` samples around the best placement timed so far, so that a constructor's placement that
+            beats ``auto``'s is searched around as well; never a slower result; 0: none (default:
+            :data:`DEFAULT_REFINE`, 4).
+        constructor_refine (int, optional): with samples around ``auto``, each constructor's samples of each last
+            round, after this policy's: drawn with a logit bonus ``constructor_prior`` on the best placement's
+            device of every decision group (anchored, as this policy's are), so the constructor moves a few groups
+            of the best placement so far, a local search of the constructor's proposals; the constructors in
+            turn, each around the best after the one before. A constructor that decides on another decision graph
+            than this policy (``modules``) draws none. Never a slower result; 0: none (default:
+            :data:`DEFAULT_CONSTRUCTOR_REFINE`, 8).
         constructor_prior (float, optional): that logit bonus ``kappa`` (default:
             :data:`DEFAULT_CONSTRUCTOR_PRIOR`, 6).
+        last_rounds (int, optional): the last rounds, each ``refine`` samples of this policy and
+            ``constructor_refine`` of each constructor around the best so far: ``last_rounds * (refine +
+            constructor_refine * constructors) + 1`` evaluations in all (default: :data:`DEFAULT_LAST_ROUNDS`, 8;
+            1 with ``constructor_refine`` 16 is revision 13).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
@@ -220,18 +232,19 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto, greedy + 4 around it; 17 + 16 per constructor; 5 last; auto's 16
-        96
+        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 per constructor; 8 x (4 + 8 + 8) + 1 last; auto's 16
+        220
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-11-30: each constructor's 16 samples around the best of all, last (12: 16 constructor samples per device
+    # 2026-11-30: 8 last rounds, 4 samples of this policy and 8 of each constructor (13: each constructor's 16 samples
+    # around the best of all, last; 12: 16 constructor samples per device
     # set, was 4; 11: two constructors, each also on the 4 fastest
     # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "13"
+    revision = "14"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -246,6 +259,7 @@ class PolicyPlacer:
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
+        last_rounds: int = DEFAULT_LAST_ROUNDS,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -316,6 +330,9 @@ class PolicyPlacer:
                 or not (math.isfinite(constructor_prior) and constructor_prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
         self.constructor_prior = float(constructor_prior)
+        if isinstance(last_rounds, bool) or not isinstance(last_rounds, (int, np.integer)) or last_rounds < 1:
+            raise InvalidArgument(f"PolicyPlacer needs last_rounds >= 1, a whole number, got {last_rounds!r}")
+        self.last_rounds = int(last_rounds)
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -342,7 +359,7 @@ class PolicyPlacer:
 
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
         devices); around ``auto``, ``auto``'s own timings (its heuristics' placements, its reference),
-        the greedy decodes around it and the last round; the constructor's greedy placement and samples.
+        the greedy decodes around it and the last rounds; the constructor's greedy placement and samples.
         On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
         chosen) times up to 36 placements more, so a caller under a budget also caps the placer's timer
         with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
@@ -353,7 +370,8 @@ class PolicyPlacer:
         if self.around:
             # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
             needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3 + \
-                (self.refine + 1 if self.refine else 0) + self.constructor_refine * len(self._refining_constructors())
+                (self.refine * self.last_rounds + 1 if self.refine else 0) + \
+            self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
         return needed
@@ -467,13 +485,14 @@ class PolicyPlacer:
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
         greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
     ) -> tuple[np.ndarray, BatchResult, list[str], int]:
-        """``auto``'s placement, rounds of samples around the best so far, the constructors', a last round; timed.
+        """``auto``'s placement, rounds of samples around the best so far, the constructors', the last rounds; timed.
 
         Per round a greedy decode and samples around the best placement so far; then the constructors'
-        candidates, a last round around the best of all, and each constructor's samples around the best.
+        candidates, then ``last_rounds`` rounds around the best of all: this policy's samples (a greedy
+        decode in the first), then each constructor's, each around the best so far.
 
-        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine + 1) (+ constructor_refine
-        per constructor), num_ops]``),
+        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine * last_rounds + 1)
+        (+ constructor_refine * last_rounds per constructor), num_ops]``),
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
         centre is the best of those too. ``held``: the bytes each op holds at the memory peak on the whole
@@ -496,16 +515,17 @@ class PolicyPlacer:
         candidates = [problem.reference_devices[None, :]]
         timed = self.timer.time_batch(graph, cluster, candidates[0])
         names = ["auto"]
-        def draw_round(count: int, label: str) -> tuple[np.ndarray, BatchResult, list[str]]:
+        def draw_round(count: int, label: str, greedy: bool = True) -> tuple[np.ndarray, BatchResult, list[str]]:
             """A greedy decode and ``count`` samples around the incumbent, scored (the incumbent moves to the best)."""
             bias = problem.prior(self.prior)  # + kappa 1[d = d^inc_g]: around the incumbent
-            groups = sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices
+            parts = [sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices] \
+                if greedy else []
             if count:
-                drawn = sample(self.policy, problem.mdp, count, rng, enc=enc, bias=bias).rollout.group_devices
-                groups = np.concatenate([groups, drawn])
+                parts.append(sample(self.policy, problem.mdp, count, rng, enc=enc, bias=bias).rollout.group_devices)
+            groups = np.concatenate(parts)
             devices = problem.placements(groups)  # before scoring: anchored to this round's incumbent
             result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
-            return devices, result, [f"greedy{label}"] + [f"sample{label}"] * count
+            return devices, result, ([f"greedy{label}"] if greedy else []) + [f"sample{label}"] * count
 
         def add(devices: np.ndarray, result: BatchResult, labels: list[str]) -> None:
             nonlocal timed
@@ -527,17 +547,19 @@ class PolicyPlacer:
                 best = int(_ranking(result, cluster)[0])
                 if not result.oom[best]:
                     problem.offer(placements[best], float(result.step_time[best]), False, evaluations=0)  # counted
-        if self.refine:  # the last round, around the best of everything before it
-            add(*draw_round(self.refine, ", last round"))
-        for rank, constructor in refining:  # each constructor's moves around the best of all (scoring moves it)
-            bias = problem.prior(self.constructor_prior)  # + kappa 1[d = d^best_g]
-            rng_c = np.random.default_rng((seed, rank, _AROUND_BEST_STREAM))
-            groups = sample(constructor, problem.mdp, self.constructor_refine, rng_c,
-                            enc=constructor.encode(problem.inp), bias=bias).rollout.group_devices
-            devices = problem.placements(groups)  # anchored to the best: a group left there keeps its ops
-            result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
-            label = "constructor" if rank == 1 else f"constructor {rank}"
-            add(devices, result, [f"{label} around the best"] * self.constructor_refine)
+        encoded = {rank: constructor.encode(problem.inp) for rank, constructor in refining}  # once for every round
+        for again in range(self.last_rounds):  # local search: every proposer moves groups of the best so far
+            if self.refine:  # this policy's round around the best of everything before it (a greedy decode first)
+                add(*draw_round(self.refine, ", last round", greedy=again == 0))
+            for rank, constructor in refining:  # each constructor's moves around the best (scoring moves it)
+                bias = problem.prior(self.constructor_prior)  # + kappa 1[d = d^best_g]
+                rng_c = np.random.default_rng((seed, rank, _AROUND_BEST_STREAM) + ((again,) if again else ()))
+                groups = sample(constructor, problem.mdp, self.constructor_refine, rng_c, enc=encoded[rank],
+                                bias=bias).rollout.group_devices
+                devices = problem.placements(groups)  # anchored to the best: a group left there keeps its ops
+                result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
+                label = "constructor" if rank == 1 else f"constructor {rank}"
+                add(devices, result, [f"{label} around the best"] * self.constructor_refine)
         return np.concatenate(candidates), timed, names, counted.evaluations
 
     def _construct(

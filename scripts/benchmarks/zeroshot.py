@@ -119,7 +119,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
-                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior"):
+                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior", "last_rounds"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker
@@ -408,13 +408,16 @@ def add_parsers(sub: Any) -> None:
                     help="device counts k: on larger clusters each constructor also places on the k fastest "
                          "devices alone (default: the placer's, 4; none given: the whole cluster only)")
     zs.add_argument("--refine", type=int, default=None, metavar="N",
-                    help="samples of the policy's last round, around the best of all its other candidates "
+                    help="samples of each of the policy's last rounds, around the best of all candidates before "
                          "(default: 4; 0: none)")
     zs.add_argument("--constructor-refine", type=int, default=None, metavar="N",
-                    help="each constructor's samples of a very last round, around the best of all the others "
-                         "(default: 16; 0: none)")
+                    help="each constructor's samples of each last round, around the best of all candidates before "
+                         "(default: 8; 0: none)")
     zs.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
                     help="logit bonus of those samples on the best placement's devices (default: 6)")
+    zs.add_argument("--last-rounds", type=int, default=None, metavar="N",
+                    help="last rounds, each the policy's and then each constructor's samples around the best so far "
+                         "(default: 8)")
     zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     zs.add_argument("--split", choices=("test", "train"), default="test",
                     help="the split placed: train for tuning decoding settings on graphs other than the test "

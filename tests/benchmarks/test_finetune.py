@@ -186,6 +186,7 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     """Rows compared finetune's and ppo's own revisions: m_etf's new one (auto's candidate) reused the old rows."""
     from gnplace.placers.m_etf import METFPlacer
     from gnplace.placers.m_sct import MSCTPlacer
+    from gnplace.rl.search import FineTunePlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     bench = load_script("bench")
@@ -204,7 +205,8 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     with pytest.MonkeyPatch.context() as then:  # ... was made while auto's candidates declared no revision
         then.setattr(METFPlacer, "revision", "")
         then.setattr(MSCTPlacer, "revision", "")
-        then.setattr(PolicyPlacer, "revision", "12")  # and policy's was 12 (REVISIONS_USED_BEFORE)
+        then.setattr(PolicyPlacer, "revision", "12")  # and policy's was 12 (REVISIONS_USED_BEFORE), not pinned
+        then.setattr(FineTunePlacer, "uses", ("auto", "policy"))
         assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
     saved.write_text(made)  # today's row again
     monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one
@@ -212,6 +214,9 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
     first, second = json.loads(saved.read_text())
     assert second["finetune_uses"] == {"m_etf": "3", "m_sct": "2", "policy": "13"}
+    monkeypatch.setattr(PolicyPlacer, "revision", "99")  # finetune pins the policy revision whose candidates it uses
+    capsys.readouterr()
+    assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 2, capsys.readouterr().err[-2000:]
     if bench_name == "finetune":
         assert second["scratch_uses"] == {"m_etf": "3", "m_sct": "2"}
         assert second["scratch_s"] != first["scratch_s"]  # searched anew

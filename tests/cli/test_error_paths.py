@@ -450,8 +450,14 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
     assert (made[-1].refine, made[-1].constructor_temperature) == (1, 0.5) and counted == made[-1].last_evaluations
     assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--constructor-refine", "3",
                        "--constructor-prior", "2", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["evaluations"] == counted - 2 * (zeroshot.DEFAULT_CONSTRUCTOR_REFINE - 3)
+    rounds = zeroshot.DEFAULT_LAST_ROUNDS
+    assert json.loads(capsys.readouterr().out)["evaluations"] == \
+        counted - 2 * rounds * (zeroshot.DEFAULT_CONSTRUCTOR_REFINE - 3)
     assert (made[-1].constructor_refine, made[-1].constructor_prior) == (3, 2.0)
+    assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--last-rounds", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["evaluations"] == \
+        counted - (rounds - 2) * (1 + 2 * zeroshot.DEFAULT_CONSTRUCTOR_REFINE)  # 1 + 2 x 8 a round
+    assert made[-1].last_rounds == 2
     assert place.main([graph, "-c", "k80x2", "--samples", "2", "--refine", "1", "--constructor-temperature", "0.5"]) == 0
     assert f"the fastest of {counted} placements simulated, auto's included)" in capsys.readouterr().out.splitlines()[0]
     from gnplace.rl.zeroshot import SHIPPED_CONSTRUCTOR
@@ -468,7 +474,8 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
                                  ("--constructor-samples", "5000", "--constructor-samples must be at most 4096"),
                                  ("--refine", "4097", "--refine must be at most 4096"),
                                  ("--constructor-refine", "-2", "--constructor-refine must be at least 0"),
-                                 ("--constructor-prior", "-1", "constructor_prior >= 0")):
+                                 ("--constructor-prior", "-1", "constructor_prior >= 0"),
+                                 ("--last-rounds", "0", "--last-rounds must be at least 1, got 0")):
         assert message in one_error(capsys, place.main([graph, "-c", "k80x2", flag, value]), prefix="place: error: ")
     # the same limit through the library and --option: one batch of rollouts, not an allocation of gigabytes
     err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "policy", "-O", "policy.samples=100000000"]))

@@ -217,6 +217,33 @@ def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch):
     assert PLACERS.info("auto").uses == ("single", "expert", "metis", "heft", "m_etf", "m_sct")
 
 
+def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch):
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    class A:
+        uses = ("b@3", "c")
+        revision = "1"
+
+        def place(self, graph, cluster, *, seed=None):  # pragma: no cover - never placed
+            raise AssertionError
+
+    class B(A):
+        uses = ("c",)
+        revision = "5"
+
+    class C(A):
+        uses = ()
+        revision = "2"
+
+    registry = PlacerRegistry({"a": A, "b": B, "c": C})
+    assert registry.revisions_used("a") == {"b": "3", "c": "2"}  # b's own revision 5 is not what a uses
+    assert registry.revisions_used("b") == {"c": "2"}
+    # finetune keeps policy 13's zero-shot candidates whatever policy's revision (it passes their options)
+    assert PLACERS.info("finetune").uses == ("auto", "policy@13")
+    monkeypatch.setattr(PolicyPlacer, "revision", "99")
+    assert PLACERS.revisions_used("finetune") == {"m_etf": "2", "m_sct": "2", "policy": "13"}
+
+
 def test_a_cycle_of_placers_used_ends():
     class A:
         uses = ("b",)

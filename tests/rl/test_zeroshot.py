@@ -312,7 +312,7 @@ def test_the_last_round_draws_around_the_best_of_every_candidate_the_constructor
         return bias
 
     monkeypatch.setattr(PlacementProblem, "prior", prior)
-    few = {"op_level": 0, "subsets": False}  # fewer greedy decodes to compete with the constructor
+    few = {"op_level": 0, "subsets": False, "last_rounds": 1}  # fewer greedy decodes to compete with the constructor
     without = PolicyPlacer(checkpoint=search_regime_checkpoint, samples=4, timer=sim, constructor=builder, refine=0, **few)
     first = without.place(graph, cluster, seed=0)
     assert without.last_choice == "constructor greedy", "the test needs a constructor that wins before the last round"
@@ -362,7 +362,7 @@ def test_each_constructor_samples_around_the_best_of_all_last_when_it_decides_as
         return bias
 
     monkeypatch.setattr(PlacementProblem, "prior", prior)
-    few = {"op_level": 0, "subsets": False, "samples": 4, "refine": 0, "constructor_samples": 0}
+    few = {"op_level": 0, "subsets": False, "samples": 4, "refine": 0, "constructor_samples": 0, "last_rounds": 1}
     without = PolicyPlacer(checkpoint=search_regime_checkpoint, timer=sim, constructor=builders, constructor_refine=0,
                            **few)
     first = without.place(graph, cluster, seed=0)
@@ -394,6 +394,56 @@ def test_each_constructor_samples_around_the_best_of_all_last_when_it_decides_as
                          ({"constructor_prior": True}, "constructor_prior >= 0")):
         with pytest.raises(InvalidArgument, match=message):
             PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", **bad)
+
+
+def test_the_last_rounds_move_every_proposer_around_the_best_so_far_in_turn(monkeypatch):
+    from gnplace.rl.problem import PlacementProblem, majority_groups
+
+    graph, cluster = load_graph("datasets/cifar10/cifar10_002.gnpg"), load_cluster("k80x4")
+    timed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # every batch timed: placements, steps, OOM
+
+    class Recording(Simulator):
+        def time_batch(self, graph, cluster, placements, **kwargs):
+            result = super().time_batch(graph, cluster, placements, **kwargs)
+            timed.append((np.asarray(placements), result.step_time, result.oom))
+            return result
+
+    centres: list[tuple] = []  # per draw around an incumbent: kappa, centre, the best placement timed before it
+    original_prior = PlacementProblem.prior
+
+    def prior(self, kappa):
+        bias = original_prior(self, kappa)
+        placements, steps, oom = (np.concatenate(parts) for parts in zip(*timed, strict=True))
+        fits = np.flatnonzero(~oom)
+        centres.append((kappa, majority_groups(self.inp, placements[fits[np.argmin(steps[fits])]]),
+                        bias.argmax(axis=1)))
+        return bias
+
+    few = {"op_level": 0, "subsets": False, "samples": 4, "constructor_samples": 1, "refine": 2,
+           "constructor_refine": 3, "constructor_prior": 2.5}  # the shipped policy and constructors
+    one = PolicyPlacer(timer=Simulator(), last_rounds=1, **few)
+    one.place(graph, cluster, seed=0)
+    monkeypatch.setattr(PlacementProblem, "prior", prior)
+    counted = BudgetedTimer(Recording())
+    placer = PolicyPlacer(timer=counted, last_rounds=3, **few)
+    chosen = placer.place(graph, cluster, seed=0)
+    # around auto, then 3 rounds of this policy's and each constructor's moves, at their own priors
+    kappa = placer.prior
+    assert [k for k, _, _ in centres] == [kappa] + [kappa, 2.5, 2.5] * 3
+    for _, best, centre in centres[1:]:  # every last draw is around the best placement timed before it
+        assert np.array_equal(centre, best)
+    assert len({c.tobytes() for _, _, c in centres[1:]}) > 1, "the test needs a round that moved the incumbent"
+    # 2 rounds more: this policy's 2 samples (its greedy decode in the first round only) and 3 per constructor
+    assert placer.evaluations_needed(cluster) == one.evaluations_needed(cluster) + 2 * (2 + 3 + 3)
+    assert placer.last_evaluations == counted.evaluations == one.last_evaluations + 2 * (2 + 3 + 3)
+    sim = Simulator()
+    assert sim.time(graph, cluster, chosen).step_time <= one.last_step * (1 + 1e-12) and \
+        placer.last_step <= one.last_step  # the first round is the one-round placer's: never slower
+    again = PolicyPlacer(timer=sim, last_rounds=3, **few)
+    assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InvalidArgument, match="last_rounds >= 1"):
+            PolicyPlacer(constructor="none", last_rounds=bad)
 
 
 def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(fresh_checkpoint, tmp_path):
