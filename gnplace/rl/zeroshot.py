@@ -91,7 +91,7 @@ DEFAULT_CONSTRUCTOR_REFINE = 8
 #: the same 100 validation pairs (2026-11-30; seed 0, step time over ``auto``'s): 8 rounds of 8 constructor samples
 #: and 4 of this policy's 0.9217 (cifar10 0.8633, ptb 0.9627), against revision 13's one round of 16 0.9304; without
 #: this policy's samples after the first round 0.9230; 2 / 4 / 8 / 16 rounds of 16 / 16 / 4 / 4 constructor samples
-#: 0.9283 / 0.9255 / 0.9269 / 0.9233; 8 rounds of 8 at prior 4 / 8 0.9235 / 0.9287; a median 1.54 s a pair
+#: 0.9283 / 0.9255 / 0.9269 / 0.9233; 8 rounds of 8 at prior 4 / 8 0.9235 / 0.9287; a median 1.55 s a pair
 #: against 0.82 s, two pairs at a time on two cores (docs/measured-zeroshot.md).
 DEFAULT_LAST_ROUNDS = 8
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
@@ -213,8 +213,9 @@ class PolicyPlacer:
             :data:`DEFAULT_CONSTRUCTOR_PRIOR`, 6).
         last_rounds (int, optional): the last rounds, each ``refine`` samples of this policy and
             ``constructor_refine`` of each constructor around the best so far: ``last_rounds * (refine +
-            constructor_refine * constructors) + 1`` evaluations in all (default: :data:`DEFAULT_LAST_ROUNDS`, 8;
-            1 with ``constructor_refine`` 16 is revision 13).
+            constructor_refine * constructors)`` evaluations in all, and one for this policy's greedy decode
+            when ``refine`` is not 0 (default: :data:`DEFAULT_LAST_ROUNDS`, 8; 1 with ``constructor_refine`` 16
+            is revision 13).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
@@ -369,9 +370,10 @@ class PolicyPlacer:
         needed = cluster.num_devices + 2 + self.samples
         if self.around:
             # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
-            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3 + \
-                (self.refine * self.last_rounds + 1 if self.refine else 0) + \
-            self.constructor_refine * self.last_rounds * len(self._refining_constructors())
+            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3
+            # the last rounds: this policy's samples (and one greedy decode), each constructor's
+            needed += (self.refine * self.last_rounds + 1 if self.refine else 0) + \
+                self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
         return needed
@@ -516,7 +518,7 @@ class PolicyPlacer:
         timed = self.timer.time_batch(graph, cluster, candidates[0])
         names = ["auto"]
         def draw_round(count: int, label: str, greedy: bool = True) -> tuple[np.ndarray, BatchResult, list[str]]:
-            """A greedy decode and ``count`` samples around the incumbent, scored (the incumbent moves to the best)."""
+            """The greedy decode (if ``greedy``) and ``count`` samples around the incumbent, scored."""
             bias = problem.prior(self.prior)  # + kappa 1[d = d^inc_g]: around the incumbent
             parts = [sample(self.policy, problem.mdp, 1, greedy=True, enc=enc, bias=bias).rollout.group_devices] \
                 if greedy else []

@@ -217,25 +217,19 @@ def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch):
     assert PLACERS.info("auto").uses == ("single", "expert", "metis", "heft", "m_etf", "m_sct")
 
 
+def declared(uses: tuple[str, ...], revision: str) -> type:
+    """A placer class that declares the placers it uses and its revision (never placed)."""
+
+    def place(self, graph, cluster, *, seed=None):  # pragma: no cover - never placed
+        raise AssertionError
+
+    return type("Declared", (), {"uses": uses, "revision": revision, "place": place})
+
+
 def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch):
     from gnplace.rl.zeroshot import PolicyPlacer
 
-    class A:
-        uses = ("b@3", "c")
-        revision = "1"
-
-        def place(self, graph, cluster, *, seed=None):  # pragma: no cover - never placed
-            raise AssertionError
-
-    class B(A):
-        uses = ("c",)
-        revision = "5"
-
-    class C(A):
-        uses = ()
-        revision = "2"
-
-    registry = PlacerRegistry({"a": A, "b": B, "c": C})
+    registry = PlacerRegistry({"a": declared(("b@3", "c"), "1"), "b": declared(("c",), "5"), "c": declared((), "2")})
     assert registry.revisions_used("a") == {"b": "3", "c": "2"}  # b's own revision 5 is not what a uses
     assert registry.revisions_used("b") == {"c": "2"}
     # finetune keeps policy 13's zero-shot candidates whatever policy's revision (it passes their options)
@@ -245,18 +239,7 @@ def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch):
 
 
 def test_a_cycle_of_placers_used_ends():
-    class A:
-        uses = ("b",)
-        revision = "1"
-
-        def place(self, graph, cluster, *, seed=None):  # pragma: no cover - never placed
-            raise AssertionError
-
-    class B(A):
-        uses = ("a",)
-        revision = "2"
-
-    registry = PlacerRegistry({"a": A, "b": B})
+    registry = PlacerRegistry({"a": declared(("b",), "1"), "b": declared(("a",), "2")})
     assert registry.revisions_used("a") == {"b": "2"}
 
 
