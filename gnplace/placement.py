@@ -244,6 +244,7 @@ def save_placement(
         "version": VERSION,
         "graph": graph.name,
         "cluster": placement.cluster.name,
+        "devices": [{"name": d.name, "kind": d.kind} for d in placement.cluster.devices],  # to compare where used
         "placer": placer,
         "placement": placement.device_names(graph),
         "predicted": predicted or {},
@@ -304,7 +305,7 @@ def load_placement(
         # every op name matched, so the placement applies; the user may still have picked the wrong file
         warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
                       "so it is used as it is", stacklevel=2)
-    other_cluster = _other_cluster(data.get("cluster"), cluster, path)
+    other_cluster = _other_cluster(data.get("cluster"), cluster, path, data.get("devices"))
     if other_cluster:
         warnings.warn(other_cluster, stacklevel=2)
     split = _split_group(graph, placement)
@@ -313,36 +314,51 @@ def load_placement(
     return placement
 
 
-def _other_cluster(recorded: Any, cluster: Cluster, path: Path) -> str:
+def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = None) -> str:
     """What to warn of a placement file made for a cluster named ``recorded`` and used on ``cluster`` (``""``: none).
 
-    Its device names all exist on ``cluster`` (:func:`_from_names` checked them). A recorded preset is
-    compared device by device: other devices (in number, name or kind) time another placement than the one
-    made, so the file is refused; the same devices (another memory or links, say) are warned of. A recorded
-    name that is no preset cannot be compared, and is warned of.
+    Its device names all exist on ``cluster`` (:func:`_from_names` checked them). The cluster it was made
+    for is compared device by device, by the devices the file records (``devices``: name and kind of each,
+    written since 2026-11-30), else by the preset it names: other devices (in number, name or kind) time
+    another placement than the one made, so the file is refused; the same devices under another name
+    (another memory or links, say) are warned of. A file that records no devices and names no preset
+    cannot be compared, and is warned of when its cluster's name is not ``cluster``'s.
 
     Raises:
-        InvalidPlacement: if ``recorded`` is a preset whose devices differ from those of ``cluster``.
+        InvalidPlacement: if the devices it was made for differ from those of ``cluster``, or the devices it
+            records are not a list of ``{"name": ..., "kind": ...}``.
     """
     from gnplace.cluster import load_cluster, preset_names
 
-    if not isinstance(recorded, str) or not recorded or recorded == cluster.name:
+    recorded = recorded if isinstance(recorded, str) and recorded else None
+    mine = [(d.name, d.kind) for d in cluster.devices]
+    if devices is not None:  # the devices it was made for, whatever their cluster's name
+        if not isinstance(devices, list) or not all(
+                isinstance(d, dict) and isinstance(d.get("name"), str) and isinstance(d.get("kind"), str)
+                for d in devices):
+            raise InvalidPlacement(f"{path}: 'devices' is not a list of {{\"name\": ..., \"kind\": ...}} (write "
+                                   "the file again)")
+        theirs = [(d["name"], d["kind"]) for d in devices]
+    elif recorded is None or recorded == cluster.name:
         return ""
-    if recorded not in preset_names():
+    elif recorded not in preset_names():
         return f"{path} was made for cluster {recorded!r}, not {cluster.name!r}; its device names all exist there, " \
             "so it is used as it is"
-    made_for = load_cluster(recorded)
-    theirs, mine = [(d.name, d.kind) for d in made_for.devices], [(d.name, d.kind) for d in cluster.devices]
+    else:
+        theirs = [(d.name, d.kind) for d in load_cluster(recorded).devices]
+    made_for = f"cluster {recorded!r}" if recorded else "an unnamed cluster"
     if theirs == mine:
-        return f"{path} was made for cluster {recorded!r}, not {cluster.name!r}; its devices are the same by name " \
+        return "" if recorded in (None, cluster.name) else \
+            f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
             "and kind, so it is used as it is"
     if len(theirs) != len(mine):
         differ = f"{len(theirs)} devices there, {len(mine)} here"
     else:
         k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
         differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"
-    raise InvalidPlacement(f"{path}: was made for cluster {recorded!r}, whose devices differ from those of "
-                           f"{cluster.name!r} ({differ}): time it on {recorded!r}, or place the graph on "
+    there = f"{recorded!r}" if recorded and recorded != cluster.name else "the cluster it was made for"
+    raise InvalidPlacement(f"{path}: was made for {made_for}, whose devices differ from those of "
+                           f"{cluster.name!r} ({differ}): time it on {there}, or place the graph on "
                            f"{cluster.name!r}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -426,8 +427,6 @@ def test_a_placement_made_for_another_graph_of_as_many_ops_is_refused(tmp_path, 
 
 def test_a_placement_file_that_splits_a_colocation_group_is_timed_but_warned_of(tmp_path, k80x2):
     """It loaded with no word, though its ops of one group must share a device."""
-    import warnings
-
     g = grouped()  # groups [0, 0, 1, 2, 1]
     path = tmp_path / "split.json"
     path.write_text(json.dumps({"format": "gnplace-placement", "version": 1, "cluster": "k80x2",
@@ -461,10 +460,35 @@ def test_a_placement_file_made_for_another_cluster_is_refused_or_warned_of(tmp_p
     with pytest.raises(InvalidPlacement, match=r"differ from those of 'fast2' \(device 0 is gpu0 \(k80\) there, gpu0 "
                                                r"\(v100\) here\)"):
         load_placement(two, g, faster)
-    mine = save_placement(tmp_path / "mine.json", g, Placement([1, 0, 1], renamed))  # no preset: cannot be compared
-    with pytest.warns(UserWarning, match=r"mine\.json was made for cluster 'lab2', not 'k80x2'; its device names all "
-                                         r"exist there, so it is used as it is$"):
+    # no preset: compared by the devices the file records (name and kind of each)
+    mine = save_placement(tmp_path / "mine.json", g, Placement([1, 0, 1], renamed))
+    assert json.loads(mine.read_text())["devices"] == [{"name": d.name, "kind": d.kind} for d in k80x2.devices]
+    with pytest.warns(UserWarning, match=r"mine\.json was made for cluster 'lab2', not 'k80x2'; its devices are the "
+                                         r"same by name and kind, so it is used as it is$"):
         load_placement(mine, g, k80x2)
+    fast = save_placement(tmp_path / "fast.json", g, Placement([1, 0, 1], faster))
+    with pytest.raises(InvalidPlacement, match=r"fast\.json: was made for cluster 'fast2', whose devices differ from "
+                                               r"those of 'k80x2' \(device 0 is gpu0 \(v100\) there, gpu0 \(k80\) "
+                                               r"here\): time it on 'fast2', or place the graph on 'k80x2'$"):
+        load_placement(fast, g, k80x2)
+    same_name = Cluster(list(k80x2.devices), k80x2.bandwidth, k80x2.latency, name="fast2")  # other devices, one name
+    with pytest.raises(InvalidPlacement, match=r"time it on the cluster it was made for, or place the graph on "):
+        load_placement(fast, g, same_name)
+    data = json.loads(fast.read_text())
+    del data["devices"]  # a file written before files recorded their devices: its name alone, as before
+    fast.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match=r"fast\.json was made for cluster 'fast2', not 'k80x2'; its device names "
+                                         r"all exist there, so it is used as it is$"):
+        load_placement(fast, g, k80x2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_placement(fast, g, same_name)  # and one of the same name is taken as the same, as before
+    for bad in ("k80", [{"name": "gpu0"}], [["gpu0", "k80"]]):
+        data["devices"] = bad
+        fast.write_text(json.dumps(data))
+        with pytest.raises(InvalidPlacement, match=r"fast\.json: 'devices' is not a list of \{\"name\": \.\.\., "
+                                                   r"\"kind\": \.\.\.\} \(write the file again\)$"):
+            load_placement(fast, g, k80x2)
 
 
 def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_none(tmp_path):

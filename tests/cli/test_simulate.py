@@ -391,8 +391,8 @@ def test_without_cluster_a_placement_file_of_no_preset_is_timed_on_k80x4_as_befo
     assert main(["simulate", str(graph_file), "-p", str(path), "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["cluster"] == "k80x4"
-    assert err == (f"gnplace: warning: {path} was made for cluster 'mine', not 'k80x4'; its device names all exist "
-                   "there, so it is used as it is\n")
+    assert err == (f"gnplace: warning: {path} was made for cluster 'mine', not 'k80x4'; its devices are the same by "
+                   "name and kind, so it is used as it is\n")
 
 
 def test_help_names_the_default_cluster(capsys):
