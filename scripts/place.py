@@ -37,6 +37,7 @@ def _temperatures(text: str) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.cli.common import add_optimizer_argument
+    from gnplace.rl.zeroshot import add_decoding_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
@@ -47,24 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="draw the samples in this many rounds, each around the best placement so far (default: 1)")
     parser.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                         help="the search-distilled constructors' checkpoints, or none (default: the two shipped ones)")
-    parser.add_argument("--constructor-samples", type=int, default=None, metavar="N",
-                        help="each constructor's samples beside its greedy placement, per device set (default: 16)")
-    parser.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
-                        help="sampling temperature of the constructor's samples (default: 0.1)")
-    parser.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
-                        help="device counts k: on larger clusters each constructor also places on the k fastest "
-                             "devices alone (default: 4; none given: the whole cluster only)")
-    parser.add_argument("--refine", type=int, default=None, metavar="N",
-                        help="samples of each last round around the best placement so far, for checkpoints "
-                             "that sample around auto (default: 4; 0: none)")
-    parser.add_argument("--constructor-refine", type=int, default=None, metavar="N",
-                        help="each constructor's samples of each last round, around the best placement so far, for "
-                             "checkpoints that sample around auto (default: 8; 0: none)")
-    parser.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
-                        help="logit bonus of those samples on the best placement's devices (default: 6)")
-    parser.add_argument("--last-rounds", type=int, default=None, metavar="N",
-                        help="last rounds, each the policy's and then each constructor's samples around the best "
-                             "placement so far (default: 8)")
+    add_decoding_arguments(parser)
     parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,

@@ -707,6 +707,37 @@ def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
     return tuple(Path(part) for part in parts)
 
 
+def add_decoding_arguments(parser: Any) -> None:
+    """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
+
+    ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,
+    ``--constructor-refine``, ``--constructor-prior`` and ``--last-rounds``, as ``scripts/place.py`` and
+    ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its help states).
+    """
+    sizes = " ".join(str(k) for k in DEFAULT_CONSTRUCTOR_SIZES)
+    parser.add_argument("--constructor-samples", type=int, default=None, metavar="N",
+                        help=f"each constructor's samples beside its greedy placement, per device set "
+                             f"(default: {DEFAULT_CONSTRUCTOR_SAMPLES})")
+    parser.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
+                        help=f"sampling temperature of the constructor's samples "
+                             f"(default: {DEFAULT_CONSTRUCTOR_TEMPERATURE:g})")
+    parser.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
+                        help=f"device counts k: on larger clusters each constructor also places on the k fastest "
+                             f"devices alone (default: {sizes}; none given: the whole cluster only)")
+    parser.add_argument("--refine", type=int, default=None, metavar="N",
+                        help=f"samples of each last round around the best placement so far, for checkpoints that "
+                             f"sample around auto (default: {DEFAULT_REFINE}; 0: none)")
+    parser.add_argument("--constructor-refine", type=int, default=None, metavar="N",
+                        help=f"each constructor's samples of each last round, around the best placement so far, for "
+                             f"checkpoints that sample around auto (default: {DEFAULT_CONSTRUCTOR_REFINE}; 0: none)")
+    parser.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
+                        help=f"logit bonus of those samples on the best placement's devices "
+                             f"(default: {DEFAULT_CONSTRUCTOR_PRIOR:g})")
+    parser.add_argument("--last-rounds", type=int, default=None, metavar="N",
+                        help=f"last rounds, each the policy's and then each constructor's samples around the best "
+                             f"placement so far (default: {DEFAULT_LAST_ROUNDS})")
+
+
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
     """How a checkpoint was pretrained, from its meta: the sampling ``prior``, ``modules`` and ``anchored``."""
     def section(parent: Any, key: str) -> dict[str, Any]:

@@ -395,29 +395,14 @@ def run_constructor(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """The ``zeroshot``, ``vs-search``, ``latency`` and ``constructor`` subcommands."""
+    from gnplace.rl.zeroshot import add_decoding_arguments
+
     zs = add_command(sub, "zeroshot", run_zeroshot, "zero-shot placement by the pretrained policy against auto")
     zs.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
     zs.add_argument("--samples", type=int, default=16)
     zs.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                     help="the policy's constructor checkpoints, or none (default: the shipped ones)")
-    zs.add_argument("--constructor-samples", type=int, default=None, metavar="N",
-                    help="the constructor's samples beside its greedy placement (default: the placer's, 16)")
-    zs.add_argument("--constructor-temperature", type=float, default=None, metavar="TAU",
-                    help="sampling temperature of the constructor's samples (default: 0.1)")
-    zs.add_argument("--constructor-sizes", type=int, nargs="*", default=None, metavar="K",
-                    help="device counts k: on larger clusters each constructor also places on the k fastest "
-                         "devices alone (default: the placer's, 4; none given: the whole cluster only)")
-    zs.add_argument("--refine", type=int, default=None, metavar="N",
-                    help="samples of each of the policy's last rounds, around the best of all candidates before "
-                         "(default: 4; 0: none)")
-    zs.add_argument("--constructor-refine", type=int, default=None, metavar="N",
-                    help="each constructor's samples of each last round, around the best of all candidates before "
-                         "(default: 8; 0: none)")
-    zs.add_argument("--constructor-prior", type=float, default=None, metavar="KAPPA",
-                    help="logit bonus of those samples on the best placement's devices (default: 6)")
-    zs.add_argument("--last-rounds", type=int, default=None, metavar="N",
-                    help="last rounds, each the policy's and then each constructor's samples around the best so far "
-                         "(default: 8)")
+    add_decoding_arguments(zs)
     zs.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     zs.add_argument("--split", choices=("test", "train"), default="test",
                     help="the split placed: train for tuning decoding settings on graphs other than the test "
