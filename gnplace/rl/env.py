@@ -18,9 +18,10 @@ an op ready early fills an idle gap of its device instead of waiting behind late
 them the schedule's finish was 0.89-1.15 of the simulated step on decision graphs of the test
 splits, with them 0.93-1.08 (``python scripts/bench.py constructor``).
 
-:class:`PlacementMDP` plays ``B`` episodes of one graph at once in numpy, one vectorised update per
-node, so a batch of rollouts costs about what one does. The dynamic features of each decision
-(:data:`DYNAMIC_FEATURES`, ``[B, D]`` per feature) are kept for the policy update.
+:class:`PlacementMDP` plays ``B`` episodes of one graph at once, one compiled call per node for all of
+them (:mod:`gnplace.rl._schedule`: a decision's features, a node's schedule), so a batch of rollouts
+costs about what one does. The dynamic features of each decision (:data:`DYNAMIC_FEATURES`, ``[B, D]``
+per feature) are kept for the policy update.
 
 Time quantities are in units of the group's work (its least seconds on any device, at least the mean
 over groups), so that features do not depend on the graph's size or the devices' speed.
@@ -35,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.policy.features import PolicyInput
-from gnplace.rl._schedule import schedule_node
+from gnplace.rl._schedule import decision_features, schedule_node
 
 __all__ = ["DYNAMIC_FEATURES", "REFINE_FEATURES", "Rollout", "PlacementMDP", "RefinementMDP", "Chooser"]
 
@@ -51,6 +52,10 @@ DYNAMIC_FEATURES: tuple[str, ...] = (
     "is_eft",  # whether the device is the earliest-finish choice
     "fits",  # whether the group fits there
 )
+
+#: How many idle gaps of each device a rollout's list schedule keeps for ops that are ready early (insertion, as
+#: in HEFT): an op goes into the earliest gap long enough for it, else after the device's last op.
+_IDLE_GAPS = 4
 
 #: ``choose(decision, group, dynamic [B, D, F], mask [B, D]) -> devices [B]``: the policy's move.
 Chooser = Callable[[int, int, np.ndarray, np.ndarray], np.ndarray]
@@ -119,6 +124,14 @@ class PlacementMDP:
         ptr, src, nbytes = coarse.in_csr
         self.preds = [src[ptr[v]:ptr[v + 1]] for v in range(coarse.num_ops)]
         self.pred_bytes = [nbytes[ptr[v]:ptr[v + 1]].astype(np.float64) for v in range(coarse.num_ops)]
+        # what the features of a decision take from its node and group alone: each producer's share of the
+        # node's input bytes, and the group's log slowdown on each device (clipped), in group order
+        self.has_share = [bool(b.size and b.sum() > 0) for b in self.pred_bytes]
+        self.share = [b / b.sum() if has else b for b, has in zip(self.pred_bytes, self.has_share)]
+        self.log_slowdown = np.array([
+            np.clip(np.log(np.maximum(work, 1e-300) / max(float(work.min()), 1e-300)), 0.0, 10.0)
+            for work in self.group_time
+        ]).reshape(self.num_groups, self.num_devices)
 
     def rollout(self, batch: int, choose: Chooser) -> Rollout:
         """Play ``batch`` episodes, asking ``choose`` for each group's device.
@@ -133,7 +146,9 @@ class PlacementMDP:
         n, d, g_count = self.op_time.shape[0], self.num_devices, self.num_groups
         node_dev = np.zeros((batch, n), dtype=np.int64)
         finish = np.zeros((batch, n))
-        idle = _IdleTime(batch, d)
+        free = np.zeros((batch, d))  # end of each device's last op, seconds
+        # the _IDLE_GAPS largest idle gaps kept per device (empty ones have start == end), seconds
+        hole_start, hole_end = np.zeros((batch, d, _IDLE_GAPS)), np.zeros((batch, d, _IDLE_GAPS))
         link_free = np.zeros((batch, d, d))  # when each ordered link (src, dst) is next free, seconds
         sent = np.full((batch, n, d), np.inf)  # when a node's output is on each remote device, seconds
         room = np.repeat(self.capacity[None, :], batch, axis=0)
@@ -150,12 +165,13 @@ class PlacementMDP:
             g = int(self.group[v])
             if not decided[g]:
                 # ALGO LOGIC: a decision stage: features of every candidate device, then the policy's move
-                where = node_dev[:, preds]  # [B, P]
-                ready = self._ready(preds, self.pred_bytes[v], where, finish, link_free, sent)
-                start = idle.earliest(ready, self.op_time[v])
-                fits = room >= self.group_bytes[g]
-                mask = np.where(fits.any(axis=1, keepdims=True), fits, room == room.max(axis=1, keepdims=True))
-                features = self._features(v, g, ready, start, room, load, where, fits, mask)
+                features = np.empty((batch, d, len(DYNAMIC_FEATURES)), dtype=np.float32)
+                mask = np.empty((batch, d), dtype=bool)
+                decision_features(preds, self.pred_bytes[v], self.share[v], self.has_share[v], self.op_time[v],
+                                  self.group_time[g], float(self.group_bytes[g]), self.log_slowdown[g],
+                                  float(self.scale[g]), self.work_per_device, node_dev, finish, link_free, sent,
+                                  self.latency, self.inv_bw, free, hole_start, hole_end, room, self.capacity, load,
+                                  features, mask)
                 chosen = np.asarray(choose(s, g, features, mask), dtype=np.int64)
                 dynamic[:, s], mask_all[:, s], actions[:, s], groups[s] = features, mask, chosen, g
                 group_dev[:, g] = chosen
@@ -164,82 +180,8 @@ class PlacementMDP:
                 decided[g] = True
                 s += 1
             schedule_node(v, preds, self.pred_bytes[v], group_dev[:, g], self.op_time[v], node_dev, finish,
-                          link_free, sent, self.latency, self.inv_bw, idle.free, idle.hole_start, idle.hole_end)
+                          link_free, sent, self.latency, self.inv_bw, free, hole_start, hole_end)
         return Rollout(groups, dynamic, mask_all, actions, group_dev, finish.max(axis=1) if n else np.zeros(batch))
-
-    def _ready(
-        self, preds: np.ndarray, pred_bytes: np.ndarray, where: np.ndarray, finish: np.ndarray,
-        link_free: np.ndarray, sent: np.ndarray,
-    ) -> np.ndarray:
-        """When a node's inputs would all be on each device, ``[B, D]`` seconds, were it placed there.
-
-        A local input is there when its producer ends; a remote one already sent there when it
-        arrived; any other waits for its link to be free, then for latency plus bytes over bandwidth.
-        """
-        batch, d = finish.shape[0], self.num_devices
-        if preds.size == 0:
-            return np.zeros((batch, d))
-        done = finish[:, preds]  # [B, P]
-        transfer = self.latency[where] + pred_bytes[None, :, None] * self.inv_bw[where]  # [B, P, D]
-        queued = np.maximum(done[:, :, None], link_free[np.arange(batch)[:, None], where]) + transfer
-        already = sent[:, preds]  # [B, P, D]
-        arrive = np.where(np.isfinite(already), already, queued)
-        arrive = np.where(where[:, :, None] == np.arange(d), done[:, :, None], arrive)
-        return arrive.max(axis=1)
-
-    def _features(
-        self, v: int, g: int, ready: np.ndarray, start: np.ndarray, room: np.ndarray, load: np.ndarray,
-        where: np.ndarray, fits: np.ndarray, mask: np.ndarray,
-    ) -> np.ndarray:
-        """The dynamic features ``[B, D, F]`` of the decision for group ``g`` at its first node ``v``."""
-        scale = self.scale[g]
-        work = self.group_time[g]
-        eft = start + work[None, :]
-        best = np.where(mask, eft, np.inf).min(axis=1, keepdims=True)
-        out = np.empty((*start.shape, len(DYNAMIC_FEATURES)), dtype=np.float32)
-        out[..., 0] = np.clip((eft - best) / scale, -20.0, 20.0)
-        out[..., 1] = np.clip((start - start.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
-        out[..., 2] = np.clip((ready - ready.min(axis=1, keepdims=True)) / scale, 0.0, 20.0)
-        out[..., 3] = np.clip(np.log(np.maximum(work, 1e-300) / max(float(work.min()), 1e-300)), 0.0, 10.0)[None, :]
-        out[..., 4] = np.clip((room - self.group_bytes[g]) / self.capacity[None, :], -1.0, 1.0)
-        if where.size and self.pred_bytes[v].sum() > 0:
-            share = self.pred_bytes[v] / self.pred_bytes[v].sum()
-            here = where[:, :, None] == np.arange(start.shape[1])[None, None, :]  # [B, P, D]
-            out[..., 5] = np.einsum("bpd,p->bd", here, share)
-        else:
-            out[..., 5] = 0.0
-        out[..., 6] = np.clip((load - load.mean(axis=1, keepdims=True)) / self.work_per_device, -5.0, 5.0)
-        out[..., 7] = (eft == best) & mask
-        out[..., 8] = fits
-        return out
-
-
-class _IdleTime:
-    """When each device of ``B`` episodes can run an op: after its last op, or in an earlier idle gap.
-
-    The simulator runs whatever op is ready, so a device never idles while one waits; a list schedule
-    that only appends (in priority order) leaves the gaps its later ops could have filled. Here an op
-    goes into the earliest gap long enough for it (insertion, as in HEFT), of the ``holes`` largest
-    gaps kept per device, and otherwise after the device's last op. Times in seconds. The arrays are
-    updated by :func:`~gnplace.rl._schedule.schedule_node`; :meth:`earliest` only reads them.
-    """
-
-    def __init__(self, batch: int, devices: int, holes: int = 4) -> None:
-        self.free = np.zeros((batch, devices))  # end of each device's last op
-        self.hole_start = np.zeros((batch, devices, holes))
-        self.hole_end = np.zeros((batch, devices, holes))  # empty holes have start == end
-
-    def earliest(self, ready: np.ndarray, work: np.ndarray) -> np.ndarray:
-        """Earliest start on every device, ``[B, D]`` seconds, of an op whose inputs are there at ``ready``.
-
-        Args:
-            ready (np.ndarray): when the op's inputs would be on each device, ``[B, D]`` seconds.
-            work (np.ndarray): the op's seconds on each device, ``[D]``.
-        """
-        begin = np.maximum(self.hole_start, ready[..., None])
-        fits = (begin + work[None, :, None] <= self.hole_end) & (self.hole_end > self.hole_start)
-        in_hole = np.where(fits, begin, np.inf).min(axis=2)
-        return np.minimum(in_hole, np.maximum(ready, self.free))
 
 
 #: Names of the dynamic features of a refinement move to a device, in order (``stay_cost`` first: the rule term).
