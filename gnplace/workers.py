@@ -160,8 +160,11 @@ def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:
 def limit_threads(threads: int, *, torch: bool = True) -> None:
     """Use at most ``threads`` compute threads in this process: numba's parallel loops, torch and OpenMP.
 
-    Libraries not loaded yet read the environment when they are; those loaded are told directly (the
-    workers import gnplace, which loads numba, before their initializer runs). ``torch=False`` leaves
+    Libraries not loaded yet read the environment when they are; numba and torch, if loaded, are told
+    directly (the workers import gnplace, which loads numba, before their initializer runs). numpy's
+    BLAS, loaded with numpy before, keeps its thread per core, so that numpy's results do not depend
+    on how many workers share the cores; the small solve of a search's screen, where a busy machine
+    made those threads cost most, runs on one thread in every process (:mod:`gnplace.rl.screen`). ``torch=False`` leaves
     a loaded torch's own setting alone (pretraining keeps one thread for its small tensors).
     """
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

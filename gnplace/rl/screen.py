@@ -41,6 +41,24 @@ from gnplace.exceptions import InvalidArgument
 
 __all__ = ["MoveScreen"]
 
+_blas: Any = None  # threadpoolctl's controller of the BLAS libraries loaded, made at the first prediction
+
+
+def _one_blas_thread() -> Any:
+    """A context in which the BLAS under numpy's linear algebra runs on one thread (threadpoolctl).
+
+    The screen's system is small (at most ``window`` = 256 unknowns): one thread solves it in about
+    0.7 ms, where OpenBLAS's default of a thread per core took 80 ms whenever the cores were busy
+    (its threads spin, here beside a search's other work or another worker), and its sums, and so its
+    rankings, then depended on the machine's cores.
+    """
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
 
 class MoveScreen:
     """Online ridge regression of log step time on each decision group's device (see the module docstring).
@@ -146,10 +164,11 @@ class MoveScreen:
         phi = self._features(seen)
         mean_phi, mu = phi.mean(axis=0), y.mean()
         centred = phi - mean_phi  # Phi_c
-        # alpha = (Phi_c Phi_c^T + lambda I)^-1 (y - mu)
-        alpha = np.linalg.solve(centred @ centred.T + self.ridge * np.eye(len(y)), y - mu)
-        w = centred.T @ alpha  # w = Phi_c^T alpha
-        return offset + (self._features(group_devices) - mean_phi) @ w + mu
+        with _one_blas_thread():
+            # alpha = (Phi_c Phi_c^T + lambda I)^-1 (y - mu)
+            alpha = np.linalg.solve(centred @ centred.T + self.ridge * np.eye(len(y)), y - mu)
+            w = centred.T @ alpha  # w = Phi_c^T alpha
+            return offset + (self._features(group_devices) - mean_phi) @ w + mu
 
     def rank(self, group_devices: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
         """Indices of the placements ``[B, G]``, the fastest by the model first (ties in the given order), ``[B]``.

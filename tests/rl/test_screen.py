@@ -116,3 +116,22 @@ def test_a_screen_that_keeps_fewer_placements_than_it_needs_to_rank_is_refused()
         MoveScreen(4, 2, window=8, least=32)
     assert MoveScreen(4, 2, window=8, least=32, residual=True).ready  # a residual screen ranks from the start
     assert MoveScreen(4, 2, window=8, least=8).least == 8
+
+
+def test_the_screen_solves_on_one_blas_thread_whatever_the_cores(monkeypatch):
+    # a thread per core spun for 80 ms a solve on a busy machine, and made the ranking depend on the cores
+    from threadpoolctl import threadpool_info
+
+    solve, threads = np.linalg.solve, []
+
+    def recording(*args, **kwargs):
+        threads.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(np.linalg, "solve", recording)
+    rng = np.random.default_rng(4)
+    screen = MoveScreen(8, 3, least=4)
+    x = rng.integers(0, 3, size=(40, 8))
+    screen.observe(x, np.exp(rng.random(40)), np.zeros(40, dtype=bool))
+    screen.rank(x[:5])
+    assert threads and set(threads) == {1}
