@@ -164,8 +164,9 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
     directly (the workers import gnplace, which loads numba, before their initializer runs). numpy's
     BLAS, loaded with numpy before, keeps its thread per core, so that numpy's results do not depend
     on how many workers share the cores; the small solve of a search's screen, where a busy machine
-    made those threads cost most, runs on one thread in every process (:mod:`gnplace.rl.screen`). ``torch=False`` leaves
-    a loaded torch's own setting alone (pretraining keeps one thread for its small tensors).
+    made those threads cost most, runs on one thread in every process (:mod:`gnplace.rl.screen`).
+    ``torch=False`` leaves a loaded torch's own setting alone (pretraining keeps one thread for its
+    small tensors).
     """
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(threads)

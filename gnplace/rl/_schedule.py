@@ -180,7 +180,7 @@ def decision_features(  # type: ignore[no-untyped-def]
     holes = hole_start.shape[2]
     ready = np.empty(d)
     start = np.empty(d)
-    eft = np.empty(d)
+    eft = np.empty(d)  # the group's earliest finish on each device, seconds
     for b in range(batch):
         # ---- when the inputs would all be on each device: a local one when its producer ends, one sent
         # already when it arrived, any other after its link is free, then latency plus bytes over bandwidth
@@ -217,17 +217,17 @@ def decision_features(  # type: ignore[no-untyped-def]
             most = max(most, room[b, k])
         for k in range(d):
             mask[b, k] = room[b, k] >= group_bytes if fits_any else room[b, k] == most
-        best, first_start, first_ready = np.inf, start[0], ready[0]
+        best, soonest_start, soonest_ready = np.inf, start[0], ready[0]
         for k in range(d):
             if mask[b, k] and eft[k] < best:
                 best = eft[k]
-            first_start = min(first_start, start[k])
-            first_ready = min(first_ready, ready[k])
+            soonest_start = min(soonest_start, start[k])
+            soonest_ready = min(soonest_ready, ready[k])
         mean_load = _mean(load[b])
         for k in range(d):
             out[b, k, 0] = _clip((eft[k] - best) / scale, -20.0, 20.0)
-            out[b, k, 1] = _clip((start[k] - first_start) / scale, 0.0, 20.0)
-            out[b, k, 2] = _clip((ready[k] - first_ready) / scale, 0.0, 20.0)
+            out[b, k, 1] = _clip((start[k] - soonest_start) / scale, 0.0, 20.0)
+            out[b, k, 2] = _clip((ready[k] - soonest_ready) / scale, 0.0, 20.0)
             out[b, k, 3] = log_slowdown[k]
             out[b, k, 4] = _clip((room[b, k] - group_bytes) / capacity[k], -1.0, 1.0)
             here = 0.0
