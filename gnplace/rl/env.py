@@ -179,8 +179,9 @@ class PlacementMDP:
                 load[b_idx, chosen] += self.group_time[g, chosen]
                 decided[g] = True
                 s += 1
-            schedule_node(v, preds, self.pred_bytes[v], group_dev[:, g], self.op_time[v], node_dev, finish,
-                          link_free, sent, self.latency, self.inv_bw, free, hole_start, hole_end)
+            # (a contiguous copy of the group's column: one compiled signature for every batch size, not two)
+            schedule_node(v, preds, self.pred_bytes[v], np.ascontiguousarray(group_dev[:, g]), self.op_time[v],
+                          node_dev, finish, link_free, sent, self.latency, self.inv_bw, free, hole_start, hole_end)
         return Rollout(groups, dynamic, mask_all, actions, group_dev, finish.max(axis=1) if n else np.zeros(batch))
 
 
