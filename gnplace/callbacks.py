@@ -10,8 +10,9 @@ and no epoch limit. What they share is here:
   the end, through :class:`AtomicCheckpointIO`, so that a kill leaves the previous checkpoint whole;
 - :func:`fit_interruptibly` hands Ctrl-C back to the caller as a ``KeyboardInterrupt``, and SIGTERM as
   :class:`~gnplace.exceptions.Terminated`;
-- :class:`RunProgressBar` titles Lightning's rich bar for such runs, and :class:`quiet_lightning`
-  silences what Lightning prints that says nothing to a placer's user.
+- :class:`RunProgressBar` titles Lightning's rich bar for such runs, :class:`ProgressLines` writes
+  their progress as lines where stderr is not a terminal (:func:`progress_callbacks` picks one), and
+  :class:`quiet_lightning` silences what Lightning prints that says nothing to a placer's user.
 """
 
 from __future__ import annotations
@@ -27,14 +28,15 @@ from pathlib import Path
 from typing import Any, cast
 
 import lightning as L
-from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gnplace.exceptions import Terminated, after_interrupt
+from gnplace.progress import ProgressLine, show_bar
 
-__all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "fit_interruptibly",
-           "quiet_lightning"]
+__all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
+           "progress_callbacks", "fit_interruptibly", "quiet_lightning"]
 
 
 class StopAfter(L.Callback):
@@ -66,6 +68,103 @@ class RunProgressBar(RichProgressBar):
     def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
         title = f"Epoch {current_epoch}"
         return f"{title:{len(self.validation_description)}}"  # padded as the stock bar does, against flicker
+
+
+class ProgressLines(ProgressBar):
+    """Lightning's progress as plain lines on stderr, for a log file or a batch job's output.
+
+    Where stderr is not a terminal a rich bar is drawn once, at the end, so a run of half an hour showed
+    nothing until it ended. This bar writes a :class:`~gnplace.progress.ProgressLine` instead: at most
+    every ``every_s`` seconds the count done of the run's total with the time elapsed and about how much
+    is left, then the metrics the learner shows on a bar (a search's ``evaluations`` and ``best``); after
+    each validation its results (``val/...``); at the end of a run that wrote a line, a last one. Rank 0
+    alone writes.
+
+    Args:
+        label (str): what runs, e.g. ``"pretrain"``.
+        total (int or None): the count at which the run ends (None: unknown).
+        count (str, optional): what is counted: ``"iterations"`` (the learner's ``iteration``) or the name of
+            a metric the learner logs on its bar, e.g. ``"evaluations"`` (default: ``"iterations"``).
+        every_s (float or None, optional): seconds between two lines (None: :data:`~gnplace.progress.LINE_EVERY_S`;
+            default).
+    """
+
+    def __init__(self, label: str, total: int | None, count: str = "iterations",
+                 every_s: float | None = None) -> None:
+        super().__init__()
+        self.label, self.total, self.count, self.every_s = label, total, count, every_s
+        self._enabled = True
+        self._line = ProgressLine(label, total, count, every_s)
+
+    def disable(self) -> None:
+        """Write nothing (Lightning calls it on every rank but 0)."""
+        self._enabled = False
+
+    def enable(self) -> None:
+        """Write the lines again."""
+        self._enabled = True
+
+    def _done(self, trainer: L.Trainer, pl_module: L.LightningModule) -> tuple[int | None, str]:
+        """The count done (None: not logged yet), and the bar's other metrics as ``name value`` pairs."""
+        metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k != "v_num"}
+        done = metrics.pop(self.count, None) if self.count != "iterations" else getattr(pl_module, "iteration", None)
+        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items())
+        return (None if done is None else int(float(cast(Any, done)))), shown
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Start the clock; the first count seen is where the rate is measured from (a resumed run's)."""
+        self._line = ProgressLine(self.label, self.total, self.count, self.every_s)
+        self.on_train_batch_end(trainer, pl_module)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        """A line when the interval has passed."""
+        done, shown = self._done(trainer, pl_module) if self._enabled else (None, "")
+        if done is not None:
+            self._line.update(done, note=shown)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A line of the validation's results."""
+        if not self._enabled or trainer.sanity_checking:
+            return
+        results = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        done = self._done(trainer, pl_module)[0]
+        if results:
+            after = f" after {done:,} {self.count}" if done is not None else ""
+            self._line.write(f"validation{after}: "
+                             + ", ".join(f"{k} {float(results[k]):.4f}" for k in sorted(results, key=_overall_first)))
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """A last line, where the run wrote one before."""
+        done, shown = self._done(trainer, pl_module) if self._enabled and self._line.lines else (None, "")
+        if done is not None:
+            self._line.update(done, note=shown, force=True)
+
+
+def progress_callbacks(enabled: bool | None, label: str, total: int | None,
+                       count: str = "iterations") -> list[ProgressBar]:
+    """The progress bar of a run: rich on a terminal, :class:`ProgressLines` elsewhere, or none.
+
+    Args:
+        enabled (bool or None): show the bar (True), nothing (False), or the bar on a terminal and lines elsewhere
+            (None).
+        label (str): what runs (the lines' prefix).
+        total (int or None): the count at which the run ends (None: unknown).
+        count (str, optional): what the lines count (see :class:`ProgressLines`; default: ``"iterations"``).
+
+    Returns:
+        list: the callback to pass to ``L.Trainer`` (with ``enable_progress_bar=bool(list)``), or no callback.
+
+    Examples:
+        >>> progress_callbacks(False, "pretrain", 300)
+        []
+        >>> type(progress_callbacks(True, "pretrain", 300)[0]).__name__
+        'RunProgressBar'
+    """
+    if enabled is False:
+        return []
+    if show_bar(enabled):
+        return [RunProgressBar()]
+    return [ProgressLines(label, total, count)]
 
 
 class StopAtBudget(L.Callback):
@@ -281,6 +380,11 @@ class quiet_lightning:  # noqa: N801 - used as a context manager, like contextli
         self._warnings.__exit__(*exc)
         for lg, level in zip(self._loggers, self._levels):
             lg.setLevel(level)
+
+
+def _overall_first(name: str) -> tuple[int, str]:
+    """Sort key of metric names: ``val/best_vs_auto`` before the per-family ``val/best/cifar10``."""
+    return name.count("/"), name
 
 
 def _validates_next(trainer: L.Trainer) -> bool:

@@ -751,7 +751,8 @@ def check_strategy(strategy: str) -> str:
 
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
-    strategy: str = "auto", num_nodes: int = 1, progress: bool = True, export: str | os.PathLike[str] | None = None,
+    strategy: str = "auto", num_nodes: int = 1, progress: bool | None = None,
+    export: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Pretrain a policy as ``config`` says; logs and checkpoints under ``out``.
 
@@ -766,7 +767,8 @@ def pretrain(
             (default: ``"auto"``).
         num_nodes (int, optional): machines of a multi-node run; Lightning reads ``MASTER_ADDR``,
             ``MASTER_PORT`` and ``NODE_RANK`` from the environment (default: 1).
-        progress (bool, optional): show Lightning's progress bar (default: :obj:`True`).
+        progress (bool or None, optional): show Lightning's progress bar (True), nothing (False), or the bar on a
+            terminal and a line every half minute elsewhere, e.g. in a log file (None; default).
         export (str or Path, optional): also copy the policy with the best validation there (e.g.
             ``checkpoints/gnplace-base.ckpt``).
 
@@ -782,10 +784,10 @@ def pretrain(
 
     from gnplace.callbacks import (
         AtomicCheckpointIO,
-        RunProgressBar,
         StopAfter,
         TimedCheckpoint,
         fit_interruptibly,
+        progress_callbacks,
         quiet_lightning,
     )
     from gnplace.train import PlacementDataModule, PlacementLearner
@@ -833,6 +835,7 @@ def pretrain(
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
+    bars = progress_callbacks(progress, "pretrain", schedule.iterations)
     exporter = ExportPolicy(out / "policy.ckpt", config, digest)
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
@@ -846,11 +849,11 @@ def pretrain(
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
                 callbacks=[StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
-                           TimedCheckpoint(last, schedule.checkpoint_every_s)]
-                + ([RunProgressBar()] if progress else []),
+                           TimedCheckpoint(last, schedule.checkpoint_every_s), *bars],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-                enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, num_sanity_val_steps=0,
-                use_distributed_sampler=False, deterministic=False, plugins=[AtomicCheckpointIO()],
+                enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
+                num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,
+                plugins=[AtomicCheckpointIO()],
             )
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None

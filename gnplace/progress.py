@@ -1,34 +1,152 @@
-"""A progress bar of timer evaluations for placers that search under a budget (or of any count of steps).
+"""Progress of long work: a rich bar on a terminal, a line every half minute in a log file.
 
-Searches with a budget of thousands of evaluations run for minutes; on a terminal they show how far
-they are, on stderr (stdout stays the command's output, ``--json`` included), and the bar is removed
-when the search ends.
+Searches with a budget of thousands of evaluations, pretraining and fine-tuning run for minutes. On a
+terminal they show a bar on stderr (stdout stays the command's output, ``--json`` included), removed
+when the work ends. Where stderr is not a terminal (``nohup ... > log``, a batch job's output, CI), a
+bar cannot be drawn: rich draws it once, at the end. There :class:`ProgressLine` writes a plain line
+at most every :data:`LINE_EVERY_S` seconds instead (work done of the total, time elapsed and about
+how much is left), flushed at once, so that a log shows how far a run is and a run killed with
+``kill -9`` leaves what it had reached. Work that ends within the interval writes no line.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TextIO
 
-__all__ = ["evaluation_bar"]
+__all__ = ["LINE_EVERY_S", "ProgressLine", "evaluation_bar", "format_duration", "show_bar"]
+
+#: Seconds between two progress lines where stderr is not a terminal.
+LINE_EVERY_S = 30.0
+
+
+def show_bar(enabled: bool | None = None) -> bool:
+    """Whether to draw a bar: ``enabled`` where given, else whether stderr is a terminal.
+
+    Examples:
+        >>> show_bar(False), show_bar(True)
+        (False, True)
+    """
+    if enabled is not None:
+        return bool(enabled)
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as ``m:ss``, or ``h:mm:ss`` from an hour on.
+
+    Examples:
+        >>> format_duration(75.4), format_duration(3725)
+        ('1:15', '1:02:05')
+    """
+    whole = max(int(round(seconds)), 0)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class ProgressLine:
+    """Progress as a plain line on ``stream``, at most once every ``every_s`` seconds.
+
+    The line reads ``LABEL: DONE/TOTAL UNIT (P%), ELAPSED elapsed, about LEFT left[; NOTE]``, the time
+    left extrapolated from the rate since the first :meth:`update` (a resumed run starts counting from
+    where it resumed). Without a total it reads ``LABEL: DONE UNIT, ELAPSED elapsed[; NOTE]``.
+
+    Args:
+        label (str): what runs, e.g. ``"pretrain"`` or ``"finetune nmt_002"``.
+        total (int or None): the count at which the work ends (None: unknown).
+        unit (str): what is counted, e.g. ``"iterations"`` or ``"evaluations"``.
+        every_s (float or None, optional): seconds between two lines (None: :data:`LINE_EVERY_S`; default).
+        stream (TextIO, optional): where to write (default: ``sys.stderr`` at the time of writing).
+        clock (callable, optional): seconds of a monotonic clock (default: :func:`time.monotonic`).
+
+    Examples:
+        >>> import io
+        >>> now = [0.0]
+        >>> out = io.StringIO()
+        >>> line = ProgressLine("search", 400, "evaluations", every_s=30, stream=out, clock=lambda: now[0])
+        >>> line.update(0)
+        >>> now[0] = 10.0; line.update(100)  # within the interval: nothing written
+        >>> now[0] = 31.0; line.update(124, note="best 0.93")
+        >>> print(out.getvalue(), end="")
+        search: 124/400 evaluations (31%), 0:31 elapsed, about 1:09 left; best 0.93
+    """
+
+    def __init__(self, label: str, total: int | None, unit: str, every_s: float | None = None,
+                 stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.label, self.total, self.unit = label, total, unit
+        self.every_s = float(LINE_EVERY_S if every_s is None else every_s)
+        self.stream, self.clock = stream, clock
+        self._start: tuple[float, int] | None = None  # (clock, count) at the first update
+        self._last_line = 0.0
+        self.lines = 0  # lines written so far
+
+    def update(self, done: int, note: str = "", force: bool = False) -> None:
+        """Note that ``done`` of the total are done; write a line if the interval has passed (or ``force``)."""
+        now = self.clock()
+        if self._start is None:
+            self._start, self._last_line = (now, int(done)), now
+            if not force:
+                return
+        if not force and now - self._last_line < self.every_s:
+            return
+        self._last_line = now
+        self.write(self.describe(done, now) + (f"; {note}" if note else ""))
+
+    def done_before(self, done: int) -> None:
+        """Count ``done`` as done before this run (rows saved by an earlier one): not in the rate."""
+        if self._start is None:
+            self._last_line = self.clock()
+        self._start = (self._last_line if self._start is None else self._start[0], int(done))
+
+    def write(self, text: str) -> None:
+        """Write ``LABEL: text`` as a line, flushed."""
+        stream = self.stream if self.stream is not None else sys.stderr
+        print(f"{self.label}: {text}", file=stream, flush=True)
+        self.lines += 1
+
+    def describe(self, done: int, now: float) -> str:
+        """``DONE/TOTAL UNIT (P%), ELAPSED elapsed, about LEFT left`` at clock ``now``."""
+        started, first = self._start if self._start is not None else (now, int(done))
+        elapsed = now - started
+        if self.total is None:
+            return f"{done:,} {self.unit}, {format_duration(elapsed)} elapsed"
+        share = done / self.total if self.total > 0 else 1.0
+        text = f"{done:,}/{self.total:,} {self.unit} ({share:.0%}), {format_duration(elapsed)} elapsed"
+        if first < done < self.total and elapsed > 0:
+            left = (self.total - done) * elapsed / (done - first)
+            text += f", about {format_duration(left)} left"
+        return text
 
 
 @contextmanager
 def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Iterator[Callable[[int], None]]:
     """A transient rich bar of ``total`` evaluations; yields ``advance_to(evaluations_so_far)``.
 
+    Where ``enabled`` is None and stderr is not a terminal, a :class:`ProgressLine` every
+    :data:`LINE_EVERY_S` seconds instead.
+
     Args:
         label (str): what runs, e.g. ``"annealing cifar10_002"``.
         total (int): the budget, in timer evaluations (or any count: Placeto's pretraining counts episodes).
-        enabled (bool or None, optional): show it; None: when stderr is a terminal (default: None).
+        enabled (bool or None, optional): show the bar (True), nothing (False), or the bar on a terminal and lines
+            elsewhere (None; default).
 
     Examples:
         >>> with evaluation_bar("annealing", 100, enabled=False) as advance_to:
         ...     advance_to(50)
     """
-    if not (sys.stderr.isatty() if enabled is None else enabled):
+    if enabled is False:
         yield lambda evaluations: None
+        return
+    if not show_bar(enabled):
+        line = ProgressLine(label, total, "evaluations")
+        line.update(0)
+        yield line.update
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -34,7 +34,7 @@ import lightning as L
 import numpy as np
 import torch
 
-from gnplace.callbacks import AtomicCheckpointIO, RunProgressBar, StopAfter, TimedCheckpoint, fit_interruptibly
+from gnplace.callbacks import AtomicCheckpointIO, StopAfter, TimedCheckpoint, fit_interruptibly, progress_callbacks
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
@@ -890,7 +890,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
 def fit(
     pairs: Sequence[tuple[OpGraph | str, Cluster | str]], out: str | Path, *, config: LearnerConfig | None = None,
     iterations: int = 1000, pairs_per_step: int = 1, steps_per_epoch: int = 100, checkpoint_every_s: float = 300.0,
-    resume: bool = False, progress: bool = True, timer: StepTimer | None = None, max_nodes: int = 1000,
+    resume: bool = False, progress: bool | None = None, timer: StepTimer | None = None, max_nodes: int = 1000,
 ) -> PlacementLearner:
     """Train a policy on ``pairs`` for ``iterations`` iterations, with logs and checkpoints under ``out``.
 
@@ -907,7 +907,8 @@ def fit(
         steps_per_epoch (int, optional): iterations per epoch, the logging cadence (default: 100).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 300).
         resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists (default: :obj:`False`).
-        progress (bool, optional): show Lightning's progress bar (default: :obj:`True`).
+        progress (bool or None, optional): show Lightning's progress bar (True), nothing (False), or the bar on a
+            terminal and a line every half minute elsewhere, e.g. in a log file (None; default).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         max_nodes (int, optional): most nodes of each decision graph (default: 1,000).
     """
@@ -923,13 +924,13 @@ def fit(
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): resume it, or use another folder")
     if resume and last.exists():
         _check_resumable(last, config, data)
+    bars = progress_callbacks(progress, "train", iterations)
     trainer = L.Trainer(
         max_epochs=-1, accelerator="cpu", devices=1,
-        callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations)]
-        + ([RunProgressBar()] if progress else []),
+        callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations), *bars],
         enable_checkpointing=False,
         logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-        enable_progress_bar=progress, enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
+        enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
         plugins=[AtomicCheckpointIO()],
     )
     fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,

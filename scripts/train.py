@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
         learner = fit(pairs, args.out, config=config, iterations=args.iterations, pairs_per_step=args.pairs_per_step,
                       steps_per_epoch=args.steps_per_epoch, checkpoint_every_s=args.checkpoint_every,
-                      resume=args.resume, progress=not args.no_progress)
+                      resume=args.resume, progress=False if args.no_progress else None)
     except GnplaceError as err:
         print(f"train: error: {err}", file=sys.stderr)
         return 2

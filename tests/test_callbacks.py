@@ -12,11 +12,13 @@ from lightning.pytorch.demos.boring_classes import BoringModel
 
 from gnplace.callbacks import (
     AtomicCheckpointIO,
+    ProgressLines,
     RunProgressBar,
     StopAfter,
     StopAtBudget,
     TimedCheckpoint,
     fit_interruptibly,
+    progress_callbacks,
     quiet_lightning,
 )
 from gnplace.exceptions import Terminated
@@ -61,6 +63,63 @@ def _boring_trainer(tmp_path, callbacks, **kw):
 def test_run_progress_bar_titles_an_open_ended_run_by_its_epoch():
     # the stock bar writes "Epoch 3/-2" for max_epochs=-1, which the runs ended by StopAfter use
     assert RunProgressBar()._get_train_description(3).strip() == "Epoch 3"
+
+
+class _ValidatingModel(_CountingModel):
+    """Logs a ``val/...`` result at each validation and a bar metric at each step, as the learners do."""
+
+    def training_step(self, batch, batch_idx):
+        self.log("evaluations", float(4 * (self.iteration + 1)), prog_bar=True)
+        return super().training_step(batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val/best_vs_auto", 0.5)
+        self.log("val/best/ptb", 0.25)
+
+
+def test_progress_lines_write_the_count_time_and_validation_to_stderr_where_no_bar_can_be_drawn(tmp_path, capsys):
+    # every_s=0: a line at every batch; a log file shows how far the run is before it ends
+    model = _ValidatingModel()
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(4), ProgressLines("pretrain", 4, every_s=0)],
+                                  max_steps=-1, max_epochs=-1, limit_train_batches=2, limit_val_batches=1,
+                                  enable_progress_bar=True)
+        fit_interruptibly(trainer, model)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines[0].startswith("pretrain: 1/4 iterations (25%), 0:00 elapsed")
+    assert lines[0].endswith("left; evaluations 4")  # the time left from the rate so far, then the bar's metrics
+    # after each epoch's validation (two epochs of two batches), its results, the overall one first
+    validations = [line for line in lines if "validation" in line]
+    assert validations == ["pretrain: validation after 2 iterations: val/best_vs_auto 0.5000, val/best/ptb 0.2500",
+                           "pretrain: validation after 4 iterations: val/best_vs_auto 0.5000, val/best/ptb 0.2500"]
+    assert lines[-1].startswith("pretrain: 4/4 iterations (100%)") and "left" not in lines[-1]
+
+
+def test_progress_lines_count_a_logged_metric_and_stay_quiet_within_the_interval(tmp_path, capsys):
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(3), ProgressLines("search", 12, count="evaluations",
+                                                                         every_s=0)],
+                                  max_steps=-1, max_epochs=-1, enable_progress_bar=True, limit_val_batches=0)
+        fit_interruptibly(trainer, _ValidatingModel())
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("search: 8/12 evaluations (67%)") and err[-1].startswith("search: 12/12 evaluations")
+    with quiet_lightning():  # a run shorter than the interval writes nothing, not even a last line
+        trainer = _boring_trainer(tmp_path, [StopAfter(3), ProgressLines("search", 12, count="evaluations")],
+                                  max_steps=-1, max_epochs=-1, enable_progress_bar=True, limit_val_batches=0)
+        fit_interruptibly(trainer, _ValidatingModel())
+    assert capsys.readouterr() == ("", "")
+
+
+def test_progress_callbacks_draw_a_bar_on_a_terminal_lines_elsewhere_and_nothing_when_off(monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert [type(c) for c in progress_callbacks(None, "x", 3)] == [RunProgressBar]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert [type(c) for c in progress_callbacks(None, "x", 3)] == [ProgressLines]
+    assert [type(c) for c in progress_callbacks(True, "x", 3)] == [RunProgressBar]  # asked for: drawn anyway
+    assert progress_callbacks(False, "x", 3) == []
 
 
 def test_fit_interruptibly_hands_ctrl_c_back_as_keyboard_interrupt(tmp_path, default_ctrl_c):

@@ -5,7 +5,7 @@ import pytest
 from gnplace.cluster import load_cluster
 from gnplace.placers.annealing import AnnealingPlacer
 from gnplace.placers.random_search import RandomSearchPlacer
-from gnplace.progress import evaluation_bar
+from gnplace.progress import ProgressLine, evaluation_bar
 from gnplace.toy import mlp_training_graph
 
 
@@ -41,3 +41,49 @@ def test_a_label_is_shown_as_it_is_not_read_as_rich_markup(monkeypatch, name):
     with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
         advance_to(5)
     assert f"annealing {name} " in consoles[0].export_text()
+
+
+def test_where_stderr_is_not_a_terminal_a_search_writes_progress_lines_instead_of_a_bar(capsys, monkeypatch):
+    """A log file gets a line every ``LINE_EVERY_S`` seconds (0 here: every evaluation); the search is the same."""
+    import sys
+
+    import gnplace.progress
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    graph, cluster = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    logged = AnnealingPlacer(budget=120).place(graph, cluster, seed=3)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert out == "" and lines and all(line.startswith(f"annealing {graph.name}: ") for line in lines)
+    assert lines[-1].startswith(f"annealing {graph.name}: 120/120 evaluations (100%)")
+    assert (logged.devices == AnnealingPlacer(budget=120, progress=False).place(graph, cluster, seed=3).devices).all()
+    assert capsys.readouterr() == ("", "")  # progress=False: nothing at all
+
+
+def test_a_progress_line_reads_count_share_elapsed_and_time_left():
+    import io
+
+    now = [100.0]
+    out = io.StringIO()
+    line = ProgressLine("run", None, "iterations", every_s=10, stream=out, clock=lambda: now[0])
+    line.update(3)  # the start: no line
+    now[0] = 3800.0
+    line.update(50, note="best 0.9")
+    line.update(51)  # within the interval
+    assert out.getvalue() == "run: 50 iterations, 1:01:40 elapsed; best 0.9\n" and line.lines == 1
+    line.update(51, force=True)
+    assert out.getvalue().splitlines()[-1] == "run: 51 iterations, 1:01:40 elapsed"
+
+
+def test_work_done_before_a_run_counts_towards_the_total_but_not_the_rate():
+    import io
+
+    now = [0.0]
+    out = io.StringIO()
+    line = ProgressLine("evaluate", 100, "rows", every_s=10, stream=out, clock=lambda: now[0])
+    line.update(0)
+    line.done_before(60)  # 60 rows saved by an earlier run
+    now[0] = 20.0
+    line.update(70)  # 10 rows in 20 s: 30 left take 60 s
+    assert out.getvalue() == "evaluate: 70/100 rows (70%), 0:20 elapsed, about 1:00 left\n"

@@ -347,6 +347,27 @@ def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pa
         fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
 
 
+def test_a_training_run_logged_to_a_file_writes_progress_lines_and_resumes_counting_from_its_checkpoint(
+        tmp_path, capsys, monkeypatch):
+    """Where stderr is not a terminal (``nohup ... > log``), rich drew its bar once, at the end: lines instead."""
+    import sys
+
+    import gnplace.progress
+    from gnplace.train import fit
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2)
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines()[0].startswith("train: 1/2 iterations (50%)")
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=3, steps_per_epoch=2, resume=True)
+    assert capsys.readouterr().err.splitlines()[0].startswith("train: 3/3 iterations (100%)")
+
+
 def test_a_restored_pair_state_that_does_not_fit_its_graph_is_refused():
     from gnplace.exceptions import InvalidCheckpoint
 

@@ -33,6 +33,7 @@ from gnplace.evaluate import (
 from gnplace.exceptions import InvalidArgument
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS
+from gnplace.progress import ProgressLine, show_bar
 
 
 def add_parser(sub: Any) -> None:
@@ -108,18 +109,38 @@ def run(args: argparse.Namespace) -> int:
     graphs = collect_graphs(args.graphs, split=args.split)
     tasks = [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed, mode=args.mode)
              for g in graphs for c in clusters for p in placers]
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-        job = bar.add_task("evaluate", total=len(tasks))
-        def resume_at(count: int) -> None:  # a rerun starts its bar at the rows saved before
-            if count:
-                bar.update(job, completed=count)
-                bar.console.print(f"reusing {count} saved rows of {Path(args.out) / 'results.csv'}", soft_wrap=True)
+    drawn = _slot_of(tasks[0].graph_path, tasks[0].cluster)  # --plot draws the best run of the first graph, cluster
+    keep = (lambda t: _slot_of(t.graph_path, t.cluster) == drawn) if args.plot else None
+    saved = f"saved rows of {Path(args.out) / 'results.csv'}"
+    if not show_bar():  # a log file: a line every half minute, as a long run goes
+        line, done = ProgressLine("evaluate", len(tasks), "rows"), [0]
+        line.update(0)
 
-        drawn = _slot_of(tasks[0].graph_path, tasks[0].cluster)  # --plot draws the best run of the first graph, cluster
-        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at,
-                        progress=lambda r: bar.update(job, advance=1, description=f"{r.graph} {r.cluster} {r.placer}"),
-                        keep_placements=(lambda t: _slot_of(t.graph_path, t.cluster) == drawn) if args.plot else None)
-        bar.update(job, completed=len(tasks))
+        def reused(count: int) -> None:
+            if count:
+                done[0] = count
+                line.done_before(count)
+                print(f"reusing {count} {saved}", flush=True)
+
+        def ran(r: Row) -> None:
+            done[0] += 1
+            line.update(done[0], note=f"{r.graph} {r.cluster} {r.placer}")
+
+        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=reused, progress=ran, keep_placements=keep)
+    else:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn()) as bar:
+            job = bar.add_task("evaluate", total=len(tasks))
+
+            def resume_at(count: int) -> None:  # a rerun starts its bar at the rows saved before
+                if count:
+                    bar.update(job, completed=count)
+                    bar.console.print(f"reusing {count} {saved}", soft_wrap=True)
+
+            rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
+                            progress=lambda r: bar.update(job, advance=1,
+                                                          description=f"{r.graph} {r.cluster} {r.placer}"))
+            bar.update(job, completed=len(tasks))
     keys = {task_key(t) for t in tasks}
     failed = [r for r in rows if r.key in keys and r.error]
     summary = summarise(rows)

@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
     p.add_argument("--export", default=None, help="copy the final policy here, e.g. checkpoints/gnplace-base.ckpt")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (nor, where stderr is not a terminal, progress lines)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes,
-                      progress=not args.no_progress, export=args.export)
+                      progress=False if args.no_progress else None, export=args.export)
     if result["rank"] == 0:
         print(json.dumps({k: v for k, v in result.items() if k != "rank"}, indent=1))
     return 0

@@ -15,7 +15,8 @@ REINFORCE step per batch (the policy-gradient ablation).
 Both run on the Lightning system of :mod:`gnplace.train` and take any
 :class:`~gnplace.sim.timer.StepTimer`, so the same code searches against the simulator or real devices.
 
-On a terminal, Lightning's progress bar shows the iterations. Evaluations: timing the reference
+On a terminal, Lightning's progress bar shows the iterations and the evaluations spent; elsewhere (a log
+file) a line every half minute does (:func:`gnplace.callbacks.progress_callbacks`). Evaluations: timing the reference
 placement is one; each batch of samples costs the placements in it that the search has not timed
 before (``memo``, revision 8; without it, ``samples``); the reference placer's own evaluations
 (``auto`` times its six candidates) are not counted. A batch that brings few new placements lowers
@@ -28,7 +29,6 @@ budget it left (revision 10).
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -164,7 +164,8 @@ class PPOSearchPlacer:
             checkpoint, :meth:`run_identity`) is refused with :class:`~gnplace.exceptions.InvalidCheckpoint`
             before anything is timed or written (default: :obj:`False`).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
-        progress (bool or None, optional): show Lightning's progress bar (default: on a terminal).
+        progress (bool or None, optional): show Lightning's progress bar (True), nothing (False), or the bar on a
+            terminal and a line every half minute elsewhere, e.g. in a log file (None; default).
 
     Examples:
         >>> from gnplace.toy import mlp_training_graph
@@ -272,7 +273,13 @@ class PPOSearchPlacer:
         import lightning as L
         import torch
 
-        from gnplace.callbacks import AtomicCheckpointIO, StopAtBudget, fit_interruptibly, quiet_lightning
+        from gnplace.callbacks import (
+            AtomicCheckpointIO,
+            StopAtBudget,
+            fit_interruptibly,
+            progress_callbacks,
+            quiet_lightning,
+        )
         from gnplace.train import PlacementDataModule, PlacementLearner
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
@@ -349,6 +356,7 @@ class PPOSearchPlacer:
             if self.memo:  # a batch, the greedy check at the end and the polish must fit in what is left
                 callbacks.append(StopAtBudget(counted, samples + polish_budget + 1,
                                               spent=lambda: data.problem(0).evaluations))
+            bars = progress_callbacks(self.progress, f"{self.name} {graph.name}", self.budget, count="evaluations")
             threads = torch.get_num_threads()
             torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
             try:
@@ -356,8 +364,8 @@ class PPOSearchPlacer:
                     trainer = L.Trainer(
                         max_epochs=1, accelerator="cpu", devices=1,
                         logger=CSVLogger(self.out, name="logs") if self.out is not None else False,
-                        log_every_n_steps=1, enable_checkpointing=False, callbacks=callbacks,
-                        enable_progress_bar=sys.stderr.isatty() if self.progress is None else self.progress,
+                        log_every_n_steps=1, enable_checkpointing=False, callbacks=callbacks + bars,
+                        enable_progress_bar=bool(bars),
                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
                         plugins=[AtomicCheckpointIO()],
                     )

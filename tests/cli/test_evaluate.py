@@ -67,6 +67,27 @@ def test_evaluate_dataset_graphs_with_every_heuristic(tmp_path, capsys):
         assert sum(int(cells[8]) for cells in lines) >= 1  # and somebody is it
 
 
+def test_in_a_log_file_evaluate_writes_progress_lines_counting_the_rows_a_rerun_reuses(tmp_path, capsys,
+                                                                                        monkeypatch):
+    import sys
+
+    import gnplace.progress
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    out = tmp_path / "ev"
+    common = ["evaluate", "--graphs", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "--clusters", "k80x4", "--jobs", "1",
+              "--out", str(out)]
+    assert main([*common, "--placers", "single,round_robin"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in lines] == ["evaluate: 1/2 rows (50%)", "evaluate: 2/2 rows (100%)"]
+    assert lines[0].endswith("; mlp2x8w2048b512 k80x4 single")
+    assert main([*common, "--placers", "single,round_robin,m_etf"]) == 0
+    shown = capsys.readouterr()
+    assert "reusing 2 saved rows" in shown.out and shown.err.startswith("evaluate: 3/3 rows (100%)")
+    assert "left" not in shown.err  # nothing is left
+
+
 def test_a_rerun_with_another_budget_gives_the_new_result(tmp_path, capsys):
     out = tmp_path / "ev"
     graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
