@@ -434,7 +434,7 @@ def teacher_placements(
     if todo:
         workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
         with task_mapper(workers) as mapper, evaluation_bar(
-                f"teacher searches ({budget} evaluations each)", len(todo), progress) as advance_to:
+                f"teacher searches ({budget} evaluations each)", len(todo), progress, unit="searches") as advance_to:
             for done, _ in enumerate(mapper(_search_one, todo), 1):
                 advance_to(done)
     return {i: search_placement(graphs[g], c, budget=budget, seed=seed, cache=cache).devices

@@ -124,7 +124,8 @@ class ProgressLine:
 
 
 @contextmanager
-def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Iterator[Callable[[int], None]]:
+def evaluation_bar(label: str, total: int, enabled: bool | None = None,
+                   unit: str = "evaluations") -> Iterator[Callable[[int], None]]:
     """A transient rich bar of ``total`` evaluations; yields ``advance_to(evaluations_so_far)``.
 
     Where ``enabled`` is None and stderr is not a terminal, a :class:`ProgressLine` every
@@ -135,6 +136,7 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Itera
         total (int): the budget, in timer evaluations (or any count: Placeto's pretraining counts episodes).
         enabled (bool or None, optional): show the bar (True), nothing (False), or the bar on a terminal and lines
             elsewhere (None; default).
+        unit (str, optional): what the lines count (default: ``"evaluations"``).
 
     Examples:
         >>> with evaluation_bar("annealing", 100, enabled=False) as advance_to:
@@ -144,7 +146,7 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None) -> Itera
         yield lambda evaluations: None
         return
     if not show_bar(enabled):
-        line = ProgressLine(label, total, "evaluations")
+        line = ProgressLine(label, total, unit)
         line.update(0)
         yield line.update
         return

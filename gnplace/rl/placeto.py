@@ -926,7 +926,8 @@ def pretrain_placeto(
     torch.set_num_threads(1)
     played_so_far = 0
     try:
-        with evaluation_bar(f"placeto pretraining on {cluster.name} (episodes)", int(episodes), progress) as advance_to:
+        with evaluation_bar(f"placeto pretraining on {cluster.name}", int(episodes), progress,
+                            unit="episodes") as advance_to:
             net.train()
             for k, count in enumerate(plan):
                 index = k % len(problems)
