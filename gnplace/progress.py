@@ -7,17 +7,22 @@ bar cannot be drawn: rich draws it once, at the end. There :class:`ProgressLine`
 at most every :data:`LINE_EVERY_S` seconds instead (work done of the total, time elapsed and about
 how much is left), flushed at once, so that a log shows how far a run is and a run killed with
 ``kill -9`` leaves what it had reached. Work that ends within the interval writes no line.
+
+:func:`evaluation_bar` counts a search's evaluations; :func:`count_bar` counts things done, with
+notes printed above it (``gnplace evaluate``'s rows, ``gnplace generate``'s graphs); Lightning's runs
+take :class:`gnplace.callbacks.ProgressLines`, built on :class:`ProgressLine`.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
-__all__ = ["LINE_EVERY_S", "ProgressLine", "evaluation_bar", "format_duration", "show_bar"]
+__all__ = ["LINE_EVERY_S", "CountBar", "ProgressLine", "count_bar", "evaluation_bar", "format_duration", "show_bar"]
 
 #: Seconds between two progress lines where stderr is not a terminal.
 LINE_EVERY_S = 30.0
@@ -158,3 +163,74 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None,
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda evaluations: bar.update(task, completed=evaluations)
+
+
+class CountBar:
+    """A count of things done (rows, graphs) shown as a rich bar on a terminal, or as progress lines elsewhere.
+
+    Made by :func:`count_bar`; call :meth:`advance` as each thing is done.
+    """
+
+    def __init__(self, label: str, total: int, unit: str, bar: Any = None, quiet: bool = False) -> None:
+        self.total, self.done, self._bar = int(total), 0, bar
+        self._task = bar.add_task(label, total=total) if bar is not None else None
+        self._line = ProgressLine(label, total, unit, every_s=math.inf if quiet else None) if bar is None else None
+        if self._line is not None:
+            self._line.update(0)
+
+    def advance(self, description: str = "") -> None:
+        """One more done; ``description`` says which (the bar's text, or the line's note)."""
+        self.done += 1
+        if self._line is not None:
+            self._line.update(self.done, note=description)
+        else:
+            self._bar.update(self._task, advance=1, **({"description": description} if description else {}))
+
+    def done_before(self, count: int) -> None:
+        """``count`` were done before this run (rows saved by an earlier one)."""
+        self.done = int(count)
+        if self._line is not None:
+            self._line.done_before(count)
+        else:
+            self._bar.update(self._task, completed=count)
+
+    def note(self, message: str) -> None:
+        """Print ``message`` on stdout, above the bar where there is one."""
+        if self._bar is not None:
+            self._bar.console.print(message, soft_wrap=True, markup=False, highlight=False)
+        else:
+            print(message, flush=True)
+
+    def finish(self) -> None:
+        """Show the whole count done (things asked twice are done once)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.total)
+
+
+@contextmanager
+def count_bar(label: str, total: int, unit: str, enabled: bool | None = None) -> Iterator[CountBar]:
+    """A :class:`CountBar` of ``total`` things: a rich bar on stdout on a terminal, :class:`ProgressLine` elsewhere.
+
+    Args:
+        label (str): what runs, e.g. ``"evaluate"``.
+        total (int): things to do.
+        unit (str): what they are, e.g. ``"rows"``.
+        enabled (bool or None, optional): the bar (True), no progress (False; notes are printed still), or the bar on
+            a terminal and lines elsewhere (None; default).
+
+    Examples:
+        >>> with count_bar("evaluate", 2, "rows", enabled=False) as bar:
+        ...     bar.advance("ptb_002 k80x4 heft")
+        >>> bar.done
+        1
+    """
+    if not show_bar(enabled):
+        yield CountBar(label, total, unit, quiet=enabled is False)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns) as bar:
+        counted = CountBar(label, total, unit, bar)
+        yield counted
+        counted.finish()

@@ -87,3 +87,15 @@ def test_work_done_before_a_run_counts_towards_the_total_but_not_the_rate():
     now[0] = 20.0
     line.update(70)  # 10 rows in 20 s: 30 left take 60 s
     assert out.getvalue() == "evaluate: 70/100 rows (70%), 0:20 elapsed, about 1:00 left\n"
+
+
+def test_a_count_bar_on_a_terminal_counts_notes_above_itself_and_ends_full(capsys):
+    from gnplace.progress import count_bar
+
+    with count_bar("evaluate", 3, "rows", enabled=True) as bar:
+        bar.done_before(1)
+        bar.note("reusing 1 saved rows of [out]/results.csv")  # printed as it is, not as rich markup
+        bar.advance("net[v2] k80x4 heft")
+    assert bar.done == 2
+    out = capsys.readouterr().out
+    assert "reusing 1 saved rows of [out]/results.csv" in out and "3/3" in out  # finished: what was asked twice

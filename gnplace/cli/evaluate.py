@@ -33,7 +33,7 @@ from gnplace.evaluate import (
 from gnplace.exceptions import InvalidArgument
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS
-from gnplace.progress import ProgressLine, show_bar
+from gnplace.progress import count_bar
 
 
 def add_parser(sub: Any) -> None:
@@ -69,7 +69,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace evaluate``."""
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from gnplace.cluster import load_cluster
@@ -111,36 +110,14 @@ def run(args: argparse.Namespace) -> int:
              for g in graphs for c in clusters for p in placers]
     drawn = _slot_of(tasks[0].graph_path, tasks[0].cluster)  # --plot draws the best run of the first graph, cluster
     keep = (lambda t: _slot_of(t.graph_path, t.cluster) == drawn) if args.plot else None
-    saved = f"saved rows of {Path(args.out) / 'results.csv'}"
-    if not show_bar():  # a log file: a line every half minute, as a long run goes
-        line, done = ProgressLine("evaluate", len(tasks), "rows"), [0]
-        line.update(0)
-
-        def reused(count: int) -> None:
+    with count_bar("evaluate", len(tasks), "rows") as bar:  # a log file: a line every half minute instead
+        def resume_at(count: int) -> None:  # a rerun starts its count at the rows saved before
             if count:
-                done[0] = count
-                line.done_before(count)
-                print(f"reusing {count} {saved}", flush=True)
+                bar.done_before(count)
+                bar.note(f"reusing {count} saved rows of {Path(args.out) / 'results.csv'}")
 
-        def ran(r: Row) -> None:
-            done[0] += 1
-            line.update(done[0], note=f"{r.graph} {r.cluster} {r.placer}")
-
-        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=reused, progress=ran, keep_placements=keep)
-    else:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn()) as bar:
-            job = bar.add_task("evaluate", total=len(tasks))
-
-            def resume_at(count: int) -> None:  # a rerun starts its bar at the rows saved before
-                if count:
-                    bar.update(job, completed=count)
-                    bar.console.print(f"reusing {count} {saved}", soft_wrap=True)
-
-            rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
-                            progress=lambda r: bar.update(job, advance=1,
-                                                          description=f"{r.graph} {r.cluster} {r.placer}"))
-            bar.update(job, completed=len(tasks))
+        rows = evaluate(tasks, args.out, jobs=args.jobs, reused=resume_at, keep_placements=keep,
+                        progress=lambda r: bar.advance(f"{r.graph} {r.cluster} {r.placer}"))
     keys = {task_key(t) for t in tasks}
     failed = [r for r in rows if r.key in keys and r.error]
     summary = summarise(rows)

@@ -9,6 +9,7 @@ from gnplace.cli.common import check_count, check_output_folder, writing
 from gnplace.datasets import MAX_GRAPHS, generate_dataset
 from gnplace.exceptions import InvalidArgument
 from gnplace.importers import OPTIMIZERS
+from gnplace.progress import count_bar
 
 
 def add_parser(sub: Any) -> None:
@@ -30,8 +31,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace generate``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from gnplace.families import get_family
 
     check_count(args.count, "--count", minimum=1, maximum=MAX_GRAPHS)
@@ -41,11 +40,9 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
     get_family(args.family)  # refused before the progress bar is drawn
     check_count(args.seed, "--seed")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-        task = bar.add_task(f"{args.family} graphs", total=args.count)
-
+    with count_bar(f"{args.family} graphs", args.count, "graphs") as bar:  # a log file: a line every half minute
         def advance(index: int, graph: Any) -> None:
-            bar.update(task, advance=1, description=f"{args.family}: {graph.name} ({graph.num_ops} ops)")
+            bar.advance(f"{args.family}: {graph.name} ({graph.num_ops} ops)")
 
         with writing(args.out):
             manifest = generate_dataset(args.family, args.count, args.out, seed=args.seed, test_count=args.test_count,

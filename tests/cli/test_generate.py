@@ -44,3 +44,16 @@ def test_an_empty_out_is_refused_not_read_as_the_current_folder(tmp_path, capsys
     err = capsys.readouterr().err
     assert "--out is empty" in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_in_a_log_file_generate_writes_a_progress_line_per_graph_when_asked_often(tmp_path, capsys, monkeypatch):
+    import sys
+
+    import gnplace.progress
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert main(["generate", "--family", "ptb", "--count", "2", "--seed", "4", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in lines] == ["ptb graphs: 1/2 graphs (50%)", "ptb graphs: 2/2 graphs (100%)"]
+    assert lines[0].endswith(" ops)") and "; ptb: " in lines[0]
