@@ -22,12 +22,11 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
 from gnplace.cli.common import run_reporting_errors
 from gnplace.datasets import generate_dataset, load_manifest
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph, write_atomically
+from gnplace.progress import CountBar, count_bar
 from gnplace.toy import mlp_training_graph
 
 #: The shipped families, in the order of the README's rows.
@@ -130,9 +129,9 @@ def write_readme(out: Path, families: list[str]) -> None:
     write_atomically(out / "README.md", ("\n".join(lines) + "\n").encode())  # a kill never truncates it
 
 
-def _advance(bar: Progress, task: TaskID, family: str, index: int, graph: OpGraph) -> None:
+def _advance(bar: CountBar, family: str, index: int, graph: OpGraph) -> None:
     """Progress callback of ``generate_dataset``: one graph of ``family`` done."""
-    bar.update(task, advance=1, description=f"{family}: {graph.name} {graph.num_ops} ops")
+    bar.advance(f"{family}: {graph.name} {graph.num_ops} ops")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,11 +153,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     write_examples(out)
     families = list(dict.fromkeys(f for f in args.families.split(",") if f))  # a family named twice is built once
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
-        for family in families:
-            task = bar.add_task(family, total=args.count)
+    for family in families:  # a bar each on a terminal; in a log file a line every half minute
+        with count_bar(family, args.count, "graphs") as bar:
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,
-                             progress=functools.partial(_advance, bar, task, family))
+                             progress=functools.partial(_advance, bar, family))
     if args.real:
         write_real(out)
     # keep the rows of families built before (--families '' --real rebuilds only the real set), in one order
