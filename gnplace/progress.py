@@ -28,8 +28,8 @@ __all__ = ["LINE_EVERY_S", "CountBar", "ProgressLine", "count_bar", "evaluation_
 LINE_EVERY_S = 30.0
 
 
-def show_bar(enabled: bool | None = None) -> bool:
-    """Whether to draw a bar: ``enabled`` where given, else whether stderr is a terminal.
+def show_bar(enabled: bool | None = None, stream: TextIO | None = None) -> bool:
+    """Whether to draw a bar: ``enabled`` where given, else whether ``stream`` (default: stderr) is a terminal.
 
     Examples:
         >>> show_bar(False), show_bar(True)
@@ -37,7 +37,7 @@ def show_bar(enabled: bool | None = None) -> bool:
     """
     if enabled is not None:
         return bool(enabled)
-    isatty = getattr(sys.stderr, "isatty", None)
+    isatty = getattr(sys.stderr if stream is None else stream, "isatty", None)
     return bool(isatty and isatty())
 
 
@@ -209,7 +209,10 @@ class CountBar:
 
 @contextmanager
 def count_bar(label: str, total: int, unit: str, enabled: bool | None = None) -> Iterator[CountBar]:
-    """A :class:`CountBar` of ``total`` things: a rich bar on stdout on a terminal, :class:`ProgressLine` elsewhere.
+    """A :class:`CountBar` of ``total`` things: a rich bar where stdout is a terminal, :class:`ProgressLine` elsewhere.
+
+    The bar is drawn on stdout, with the notes; where stdout is a file (``gnplace evaluate > out.txt``) the
+    file gets the notes alone, and stderr the progress lines.
 
     Args:
         label (str): what runs, e.g. ``"evaluate"``.
@@ -224,7 +227,7 @@ def count_bar(label: str, total: int, unit: str, enabled: bool | None = None) ->
         >>> bar.done
         1
     """
-    if not show_bar(enabled):
+    if not show_bar(enabled, sys.stdout):
         yield CountBar(label, total, unit, quiet=enabled is False)
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

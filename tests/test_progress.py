@@ -99,3 +99,18 @@ def test_a_count_bar_on_a_terminal_counts_notes_above_itself_and_ends_full(capsy
     assert bar.done == 2
     out = capsys.readouterr().out
     assert "reusing 1 saved rows of [out]/results.csv" in out and "3/3" in out  # finished: what was asked twice
+
+
+def test_a_count_bar_draws_where_stdout_is_a_terminal_and_writes_lines_where_it_is_a_file(monkeypatch):
+    """``gnplace evaluate > out.txt``: the file gets no bar drawn once at the end; stderr gets the lines."""
+    import sys
+
+    from gnplace.progress import count_bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
+    with count_bar("evaluate", 1, "rows") as bar:
+        assert bar._bar is None and bar._line is not None
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    with count_bar("evaluate", 1, "rows") as bar:
+        assert bar._bar is not None

@@ -75,6 +75,7 @@ def test_in_a_log_file_evaluate_writes_progress_lines_counting_the_rows_a_rerun_
 
     monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)  # where the bar would be drawn
     out = tmp_path / "ev"
     common = ["evaluate", "--graphs", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "--clusters", "k80x4", "--jobs", "1",
               "--out", str(out)]

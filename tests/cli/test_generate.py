@@ -53,6 +53,7 @@ def test_in_a_log_file_generate_writes_a_progress_line_per_graph_when_asked_ofte
 
     monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)  # where the bar would be drawn
     assert main(["generate", "--family", "ptb", "--count", "2", "--seed", "4", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(",")[0] for line in lines] == ["ptb graphs: 1/2 graphs (50%)", "ptb graphs: 2/2 graphs (100%)"]
