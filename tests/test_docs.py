@@ -1,10 +1,12 @@
-"""The documentation's code: the README's quick start runs, and every command it shows names real options.
+"""The documentation's code: the README's quick start runs, every command it shows names real options, every link leads.
 
 Each command shown in ``README.md``, the model card and ``docs/`` (in ``sh`` blocks, and inline in
 backticks) is checked against the ``--help`` of the program it calls: the subcommand must exist and
 every option it passes must be one that program accepts, so a renamed flag cannot leave the docs
 behind. Placeholders (``GRAPH``, ``C``, ``PATH``) and optional parts in brackets are fine: only the
-program, the subcommand and the option names are checked.
+program, the subcommand and the option names are checked. Each relative link of those files and of
+``datasets/README.md`` must name a file that exists and, for a Markdown file, a heading it has, so text
+moved between them cannot leave a link behind.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "checkpoints" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: every document whose links are checked
+LINKED = [*DOCS, ROOT / "datasets" / "README.md"]
 #: scripts whose first argument is a subcommand
 WITH_SUBCOMMANDS = {"bench"}
 
@@ -40,6 +44,46 @@ def _commands(path: Path) -> list[str]:
                 found.append(line)
     found += re.findall(r"`((?:gnplace|python scripts/\w+\.py) [^`]*)`", text)
     return found
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced code blocks, where a ``](`` or a ``#`` line is code, not a link or a heading."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but ``-`` and ``_`` dropped, spaces to ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@functools.cache
+def _anchors(path: Path) -> frozenset[str]:
+    """The anchors of ``path``'s headings; a repeated heading's later ones get ``-1``, ``-2``, ... as on GitHub."""
+    seen: dict[str, int] = {}
+    found = set()
+    for heading in re.findall(r"^#{1,6} +(.*?) *$", _prose(path.read_text()), flags=re.MULTILINE):
+        slug = _slug(heading)
+        found.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+        seen[slug] = seen.get(slug, 0) + 1
+    return frozenset(found)
+
+
+def _links(path: Path) -> list[str]:
+    """The relative link targets of ``path``'s prose (``[text](target)``; web addresses left out)."""
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", _prose(path.read_text())) if not re.match(r"[a-z]+:", t)]
+
+
+def _broken_links(doc: Path) -> list[str]:
+    """``doc``'s relative links that name no file, or no heading of the Markdown file they name, with why."""
+    broken = []
+    for target in _links(doc):
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if not file.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(f"{target} (no heading #{anchor} in {file.name})")
+    return broken
 
 
 def _program(command: str) -> tuple[str, list[str], list[str]]:
@@ -90,6 +134,35 @@ def test_every_document_shows_commands():
     cases = _cases()
     assert len(cases) > 60
     assert {doc for doc, _ in cases} >= {"README.md", "checkpoints/README.md"}
+
+
+def test_slug_and_anchors_follow_github(tmp_path):
+    """The anchors the link check expects are GitHub's: the rules this module reimplements, on known cases."""
+    assert _slug("Measured (zero-shot, simulator)") == "measured-zero-shot-simulator"
+    assert _slug("The seeds' learned placers, and the benchmark report") == "the-seeds-learned-placers-and-the-benchmark-report"
+    assert _slug("Graph files (`.gnpg`, version 2)") == "graph-files-gnpg-version-2"
+    doc = tmp_path / "doc.md"
+    doc.write_text("# A\n\n## Measured\n\n```sh\n# not a heading\n```\n\n## Measured\n")
+    assert _anchors(doc) == {"a", "measured", "measured-1"}
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_lead_somewhere(doc):
+    """Every relative link names a file that exists and, in a Markdown file, one of its headings."""
+    broken = _broken_links(doc)
+    assert not broken, f"{doc.relative_to(ROOT)}: " + ", ".join(broken)
+
+
+def test_link_check_finds_broken_links(tmp_path):
+    """A missing file, a missing heading (in this file or another) is found; a link in code or to the web is not one."""
+    (tmp_path / "other.md").write_text("# Other\n\n## Part two\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("# Doc\n\n[a](other.md) [b](other.md#part-two) [c](#doc) [d](https://example.com/x#y)\n"
+                   "[e](gone.md) [f](other.md#part-three) [g](#nowhere)\n\n```sh\necho [h](code.md)\n```\n")
+    assert _broken_links(doc) == ["gone.md (no such file)", "other.md#part-three (no heading #part-three in other.md)",
+                                  "#nowhere (no heading #nowhere in doc.md)"]
+    links = _links(ROOT / "README.md")  # and the README's own links are seen, both kinds
+    assert any(t.startswith("docs/") for t in links) and any(t.startswith("#") for t in links)
 
 
 @pytest.mark.parametrize(("doc", "command"), _cases())
