@@ -13,6 +13,8 @@ A cluster is described in YAML (see ``gnplace/clusters/*.yaml`` for the shipped 
       pairs:                                      # single pairs, last word
         - {between: [cpu0, gpu0], link: {bandwidth: 12 GB/s, latency: 10 us}}
 
+A cluster of one device may leave ``links`` out: it has no pair to link.
+
 Device fields (SI units, or strings with units): ``peak_flops`` (FLOP/s), ``mem_bandwidth``
 (bytes/s), ``memory`` (bytes), ``flops_efficiency`` and ``mem_efficiency`` (Paleo's "platform
 percent of peak", 0 to 1), ``launch_overhead`` (seconds added to every op), ``message_cpu`` (seconds
@@ -478,7 +480,7 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
     Raises:
         InvalidCluster: naming ``source``, the key and the problem.
     """
-    top = _keys(data, source, {"name", "description", "devices", "links"}, {"devices", "links"})
+    top = _keys(data, source, {"name", "description", "devices", "links"}, {"devices"})
     devices = _devices(top["devices"], source)
     names = [d.name for d in devices]
     if len(set(names)) != len(names):
@@ -486,6 +488,11 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
         raise InvalidCluster(f"{source}: device name {dup!r} is used twice")
     index = {n: i for i, n in enumerate(names)}
     d = len(devices)
+    if "links" not in top:
+        if d > 1:
+            raise InvalidCluster(f"{source}: missing key 'links' (the {d} devices need at least links.default, "
+                                 "a link kind such as pcie3 or {bandwidth, latency})")
+        return Cluster(devices, np.full((1, 1), np.inf), np.zeros((1, 1)), name=_cluster_name(top, source))
     links = _keys(top["links"], f"{source}: links", {"default", "groups", "pairs"}, {"default"})
     bw0, lat0 = _link(links["default"], f"{source}: links.default")
     bandwidth = np.full((d, d), bw0)
@@ -516,7 +523,12 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
                 for b in idx:
                     if a != b:
                         bandwidth[a, b], latency[a, b] = bw, lat
+    return Cluster(devices, bandwidth, latency, name=_cluster_name(top, source))
+
+
+def _cluster_name(top: dict[str, Any], source: str) -> str:
+    """The cluster's ``name``, else the file's stem."""
     name = top.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         raise InvalidCluster(f"{source}: name: expected a non-empty string, got {name!r}")
-    return Cluster(devices, bandwidth, latency, name=name)
+    return name

@@ -272,6 +272,23 @@ def test_empty_groups_and_pairs_are_fine(tmp_path):
     assert load_cluster(path).num_devices == 1
 
 
+def test_one_device_needs_no_links_and_more_devices_do(tmp_path):
+    """A cluster of one device has no pair to link: without ``links`` it is the same cluster as with them."""
+    alone = load_cluster(write(tmp_path, "name: one\ndevices: [{name: g0, kind: v100}]\n"))
+    linked = load_cluster(write(tmp_path, "name: one\ndevices: [{name: g0, kind: v100}]\nlinks: {default: pcie3}\n",
+                                name="linked.yaml"))
+    assert alone.device_names == ["g0"] and alone.fingerprint() == linked.fingerprint()
+    from gnplace.placers import get_placer
+    from gnplace.sim import Simulator
+    from gnplace.toy import layered_graph
+
+    graph = layered_graph(40)
+    placement = get_placer("auto").place(graph, alone, seed=0)
+    assert Simulator().time(graph, alone, placement).step_time == Simulator().time(graph, linked, placement).step_time
+    with pytest.raises(InvalidCluster, match=r"missing key 'links' \(the 2 devices need at least links.default"):
+        load_cluster(write(tmp_path, "devices: [{name: g, count: 2, kind: v100}]\n", name="two.yaml"))
+
+
 def test_path_without_yaml_suffix_is_read_if_it_exists(tmp_path):
     path = write(tmp_path, "devices: [{name: g0, kind: k80}]\nlinks: {default: placeto}\n", name="cluster.txt")
     assert load_cluster(path).device_names == ["g0"]
