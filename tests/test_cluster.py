@@ -11,6 +11,9 @@ import pytest
 
 from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Cluster, Device, cluster_from_dict, load_cluster, preset_names
 from gnplace.exceptions import GnplaceError, InvalidCluster
+from gnplace.placers import get_placer
+from gnplace.sim import Simulator
+from gnplace.toy import layered_graph
 
 GiB = 2**30
 PCIE3 = LINK_KINDS["pcie3"]
@@ -278,10 +281,6 @@ def test_one_device_needs_no_links_and_more_devices_do(tmp_path):
     linked = load_cluster(write(tmp_path, "name: one\ndevices: [{name: g0, kind: v100}]\nlinks: {default: pcie3}\n",
                                 name="linked.yaml"))
     assert alone.device_names == ["g0"] and alone.fingerprint() == linked.fingerprint()
-    from gnplace.placers import get_placer
-    from gnplace.sim import Simulator
-    from gnplace.toy import layered_graph
-
     graph = layered_graph(40)
     placement = get_placer("auto").place(graph, alone, seed=0)
     assert Simulator().time(graph, alone, placement).step_time == Simulator().time(graph, linked, placement).step_time
