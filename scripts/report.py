@@ -821,9 +821,10 @@ def run(args: argparse.Namespace) -> Path:
         "checkpoint: greedy on the whole cluster, on its fastest k devices alone and, up to 4,000 ops, with no "
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
         "greedy placement and 16 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
-        "a last round, a greedy decode and 4 samples around the best of all those, and 16 samples of each constructor "
-        "around the best after it; best by the simulator; D + 89 evaluations on D devices besides `auto`'s own, "
-        "D + 123 past 4 devices).",
+        "4 last rounds, each 4 samples of the base policy (a greedy decode too in the first) and 8 of each "
+        "constructor around the best placement so far; then 80 evaluations of simulated annealing from the best of "
+        "all; best by the simulator; D + 213 evaluations on D devices besides `auto`'s own, D + 247 past 4 "
+        "devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -65,6 +65,10 @@ SEARCH_REHEAT_AFTER: float | None = None
 #: 18 pairs of ``bench.py finetune`` were no better after 400 or 1,000 evaluations under seeds 0 and 1, and worse
 #: after 100 (docs/measured-real-devices.md, 2026-11-29).
 ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
+#: Its samples of the one last round of ``policy`` revision 11 (``refine``: a greedy decode and these around the best),
+#: named here so that ``policy``'s defaults cannot move them; and no annealing polish (``policy`` revision 15's): the
+#: search anneals at its end anyway.
+ZERO_SHOT_REFINE = 4
 #: Nor do the search's zero-shot candidates include the constructors' samples around the best (``policy`` revision
 #: 13, ``constructor_refine``) or more than one last round (revision 14, ``last_rounds``): 32 and 124 evaluations
 #: more, which the search spends around the best placement itself.
@@ -395,9 +399,9 @@ class PPOSearchPlacer:
         if polish_now < 2 or cluster.num_devices == 1:
             polish_now = 0
         if polish_now:
-            from gnplace.placers.annealing import AnnealingPlacer
+            from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
-            annealer = AnnealingPlacer(budget=polish_now, start=_Given(best), timer=self.timer,
+            annealer = AnnealingPlacer(budget=polish_now, start=GivenStart(best), timer=self.timer,
                                        reheat_after=SEARCH_REHEAT_AFTER, progress=self.progress)
             polished = annealer.place(graph, cluster, seed=seed_value)
             before = history[-1][1]
@@ -511,13 +515,13 @@ class PPOSearchPlacer:
 
         Returns the evaluations spent.
         """
-        from gnplace.placers.annealing import AnnealingPlacer
+        from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
         graph, cluster = problem.inp.graph, problem.inp.cluster
         budget = int(self.budget * self.prelude)
         if budget < 1 or cluster.num_devices < 2:
             return 0
-        start = _Given(Placement(problem.best_devices, cluster, GraphKey.of(graph)))
+        start = GivenStart(Placement(problem.best_devices, cluster, GraphKey.of(graph)))
         annealer = AnnealingPlacer(budget=budget, start=start, timer=counted, reheat_after=SEARCH_REHEAT_AFTER,
                                    progress=self.progress)
         before = counted.evaluations
@@ -547,6 +551,7 @@ class PPOSearchPlacer:
         capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,
                               constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0, last_rounds=1,
+                              refine=ZERO_SHOT_REFINE, polish=0,
                               timer=capped)
         needed = placer.evaluations_needed(cluster)
         if counted.remaining is not None and counted.remaining < needed + kept:
@@ -635,18 +640,6 @@ def _record_run(identity: dict[str, Any]) -> Any:
     return RecordRun()
 
 
-class _Given:
-    """A placer that returns one given placement (the start of the prelude's or the polish's annealing chain)."""
-
-    name = "given"
-
-    def __init__(self, placement: Placement) -> None:
-        self.placement = placement
-
-    def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        return self.placement
-
-
 class FineTunePlacer(PPOSearchPlacer):
     """:class:`PPOSearchPlacer` starting from a pretrained policy (the shipped checkpoint by default): fine-tuning.
 
@@ -656,10 +649,11 @@ class FineTunePlacer(PPOSearchPlacer):
     on by default; ``D + 33`` evaluations on ``D`` devices, ``D + 43`` past 4, counted) and returned if the search
     ends slower, so fine-tuning never returns worse than ``auto`` or zero-shot placement. It is drawn
     under the caller's seed: the placement ``policy`` (:class:`~gnplace.rl.zeroshot.PolicyPlacer`)
-    gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`) and
-    ``constructor_refine`` 0. Then PPO searches around ``auto``'s placement as :class:`PPOSearchPlacer`
-    does (module decisions, anchored scoring, a sampling prior), with no imitation (the policy already
-    places well) and the pretraining's step sizes. Arguments as for :class:`PPOSearchPlacer`.
+    gives for the same seed with ``constructor_samples`` 4 (:data:`ZERO_SHOT_CONSTRUCTOR_SAMPLES`),
+    ``constructor_refine`` 0, ``last_rounds`` 1, ``refine`` 4 and ``polish`` 0. Then PPO searches around
+    ``auto``'s placement as :class:`PPOSearchPlacer` does (module decisions, anchored scoring, a sampling prior),
+    with no imitation (the policy already places well) and the pretraining's step sizes. Arguments as for
+    :class:`PPOSearchPlacer`.
 
     The sampling prior ``kappa`` is 4 (revision 13), between the checkpoint's pretraining prior (2)
     and the search's (6): over the 18 pairs of ``bench.py finetune`` at 1,000 evaluations under seeds
@@ -692,7 +686,7 @@ class FineTunePlacer(PPOSearchPlacer):
     name = "finetune"
     accepts = frozenset({"timer", "budget", "checkpoint"})
     # auto as the reference, and the pretrained policy's placement: its zero-shot candidates (constructor_refine=0,
-    # last_rounds=1) are the same under policy's revisions 11 to 14, so rows made under 13 stand
+    # last_rounds=1, refine=4, polish=0) are the same under policy's revisions 11 to 15, so rows made under 13 stand
     uses = ("auto", "policy@13")
 
     # 2026-11-28: the polish anneals from T_0 0.001 (annealing revision 4); 17: screened batches, 48 candidates per

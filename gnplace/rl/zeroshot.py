@@ -34,6 +34,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
+from gnplace.limits import check_budget
 from gnplace.placement import GraphKey, Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
@@ -92,8 +93,18 @@ DEFAULT_CONSTRUCTOR_REFINE = 8
 #: and 4 of this policy's 0.9217 (cifar10 0.8633, ptb 0.9627), against revision 13's one round of 16 0.9304; without
 #: this policy's samples after the first round 0.9230; 2 / 4 / 8 / 16 rounds of 16 / 16 / 4 / 4 constructor samples
 #: 0.9283 / 0.9255 / 0.9269 / 0.9233; 8 rounds of 8 at prior 4 / 8 0.9235 / 0.9287; a median 1.55 s a pair
-#: against 0.82 s, two pairs at a time on two cores (docs/measured-zeroshot.md).
-DEFAULT_LAST_ROUNDS = 8
+#: against 0.82 s, two pairs at a time on two cores (docs/measured-zeroshot.md). Revision 14 drew 8 rounds; revision
+#: 15 draws 4 and anneals with what the other 4 cost (next).
+DEFAULT_LAST_ROUNDS = 4
+#: Evaluations of simulated annealing from the best candidate, last (:class:`~gnplace.placers.annealing.AnnealingPlacer`
+#: with its default chain): the policies propose the start, a short search takes it further. Chosen on the 176 pairs
+#: of the training graphs of more than 2,400 ops of the three families on k80x2, k80x4, v100x8 and tight4 (2026-11-30;
+#: seed 0, step time over ``auto``'s; ``bench.py zeroshot --split train --min-ops 2400``): revision 14's 8 last rounds
+#: (about 160 samples) 0.9399 (cifar10 0.8633, ptb 0.9626, nmt 0.9645); no last rounds and 160 evaluations of
+#: annealing from the best candidate 0.9377 (0.8685, 0.9611, 0.9575); 4 last rounds and 80 of annealing 0.9367 (0.8629,
+#: 0.9594, 0.9598), level with revision 14 on cifar10 and ahead on ptb and nmt: kept. Annealing from ``auto`` alone with
+#: as many evaluations as revision 14 makes: 0.9538 (cifar10 0.9289, nmt 0.9563; a throwaway driver; README).
+DEFAULT_POLISH = 80
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
@@ -214,8 +225,11 @@ class PolicyPlacer:
         last_rounds (int, optional): the last rounds, each ``refine`` samples of this policy and
             ``constructor_refine`` of each constructor around the best so far: ``last_rounds * (refine +
             constructor_refine * constructors)`` evaluations in all, and one for this policy's greedy decode
-            when ``refine`` is not 0 (default: :data:`DEFAULT_LAST_ROUNDS`, 8; 1 with ``constructor_refine`` 16
-            is revision 13).
+            when ``refine`` is not 0 (default: :data:`DEFAULT_LAST_ROUNDS`, 4; 8 with ``polish`` 0 is revision 14,
+            1 with ``constructor_refine`` 16 and ``polish`` 0 revision 13).
+        polish (int, optional): last, simulated annealing from the best candidate for this many evaluations
+            (:class:`~gnplace.placers.annealing.AnnealingPlacer`, seeded from ``seed``); its placement is returned
+            where it is faster (or fits where the best did not); 0: none (default: :data:`DEFAULT_POLISH`, 80).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
@@ -224,7 +238,8 @@ class PolicyPlacer:
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
     ``"sample, last round"``, ``"constructor around the best"`` (``"constructor 2 around the best"``),
-    ``"auto"``, ``"repaired"`` or a heuristic's name), ``last_evaluations``.
+    ``"auto"``, ``"repaired"``, a heuristic's name, or any of these followed by ``", annealed"`` when the polish
+    improved on it), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -233,7 +248,7 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 per constructor; 8 x (4 + 8 + 8) + 1 last; auto's 16
+        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 a constructor; 4 x (4 + 8 + 8) + 1; 80 annealed; auto's 16
         220
     """
 
@@ -241,11 +256,12 @@ class PolicyPlacer:
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-11-30: 8 last rounds, 4 samples of this policy and 8 of each constructor (13: each constructor's 16 samples
+    # 2026-11-30: 4 last rounds, then 80 evaluations of annealing from the best (14: 8 last rounds, 4 samples
+    # of this policy and 8 of each constructor; 13: each constructor's 16 samples
     # around the best of all, last; 12: 16 constructor samples per device
     # set, was 4; 11: two constructors, each also on the 4 fastest
     # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "14"
+    revision = "15"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -260,7 +276,7 @@ class PolicyPlacer:
         constructor_temperature: float = DEFAULT_CONSTRUCTOR_TEMPERATURE, refine: int = DEFAULT_REFINE,
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
-        last_rounds: int = DEFAULT_LAST_ROUNDS,
+        last_rounds: int = DEFAULT_LAST_ROUNDS, polish: int = DEFAULT_POLISH,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -334,6 +350,11 @@ class PolicyPlacer:
         if isinstance(last_rounds, bool) or not isinstance(last_rounds, (int, np.integer)) or last_rounds < 1:
             raise InvalidArgument(f"PolicyPlacer needs last_rounds >= 1, a whole number, got {last_rounds!r}")
         self.last_rounds = int(last_rounds)
+        if isinstance(polish, bool) or not isinstance(polish, (int, np.integer)) or polish < 0:
+            raise InvalidArgument(f"PolicyPlacer needs polish >= 0 evaluations, a whole number, got {polish!r}")
+        if polish:
+            check_budget(int(polish), "PolicyPlacer's polish")
+        self.polish = int(polish)
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -353,7 +374,7 @@ class PolicyPlacer:
                 f"constructor_samples={self.constructor_samples}, "
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
                 f"constructor_sizes={self.constructor_sizes}, constructor_refine={self.constructor_refine}, "
-                f"constructor_prior={self.constructor_prior})")
+                f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish})")
 
     def evaluations_needed(self, cluster: Cluster) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
@@ -376,7 +397,7 @@ class PolicyPlacer:
                 self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
-        return needed
+        return needed + self.polish
 
     def _refining_constructors(self) -> list[tuple[int, Any]]:
         """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
@@ -481,7 +502,30 @@ class PolicyPlacer:
             self.last_evaluations += counter.evaluations
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
-        return Placement(chosen, cluster, GraphKey.of(graph))
+        placement = Placement(chosen, cluster, GraphKey.of(graph))
+        if self.polish >= 2:  # annealing from the best: the start's timing and at least one move
+            fits = not result.oom[best_index] or self.last_choice == "repaired"
+            placement = self._anneal(graph, cluster, placement, fits, int(rng.integers(2**31 - 1)))
+        return placement
+
+    def _anneal(self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int) -> Placement:
+        """``polish`` evaluations of annealing from ``start``, the best candidate: its result where better.
+
+        Better: faster and fitting, or fitting where ``start`` did not (``fits``). The chain times its start
+        again, counted: one of its ``polish`` evaluations.
+        """
+        from gnplace.placers.annealing import AnnealingPlacer, GivenStart
+
+        counted = BudgetedTimer(self.timer)  # the chain's own timings and any repair of its result
+        AnnealingPlacer(budget=self.polish, start=GivenStart(start), timer=counted, progress=False).place(
+            graph, cluster, seed=seed)
+        self.last_evaluations += counted.evaluations
+        over, step = counted.best_key  # the best placement the chain timed (fitting first), and its step
+        annealed = counted.best_placement(cluster)
+        if annealed is None or over > 0 or (fits and self.last_step is not None and step >= self.last_step):
+            return start
+        self.last_step, self.last_choice = float(step), f"{self.last_choice}, annealed"
+        return annealed
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
@@ -711,7 +755,7 @@ def add_decoding_arguments(parser: Any) -> None:
     """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
 
     ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,
-    ``--constructor-refine``, ``--constructor-prior`` and ``--last-rounds``, as ``scripts/place.py`` and
+    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds`` and ``--polish``, as ``scripts/place.py`` and
     ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its help states).
     """
     sizes = " ".join(str(k) for k in DEFAULT_CONSTRUCTOR_SIZES)
@@ -736,6 +780,9 @@ def add_decoding_arguments(parser: Any) -> None:
     parser.add_argument("--last-rounds", type=int, default=None, metavar="N",
                         help=f"last rounds, each the policy's and then each constructor's samples around the best "
                              f"placement so far (default: {DEFAULT_LAST_ROUNDS})")
+    parser.add_argument("--polish", type=int, default=None, metavar="N",
+                        help=f"evaluations of simulated annealing from the best placement, last "
+                             f"(default: {DEFAULT_POLISH}; 0: none)")
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:

@@ -414,7 +414,8 @@ def test_the_help_states_the_placers_defaults(command, capsys, load_script):
                           ("--refine", zeroshot.DEFAULT_REFINE),
                           ("--constructor-refine", zeroshot.DEFAULT_CONSTRUCTOR_REFINE),
                           ("--constructor-prior", zeroshot.DEFAULT_CONSTRUCTOR_PRIOR),
-                          ("--last-rounds", zeroshot.DEFAULT_LAST_ROUNDS)):
+                          ("--last-rounds", zeroshot.DEFAULT_LAST_ROUNDS),
+                          ("--polish", zeroshot.DEFAULT_POLISH)):
         said = text.split(f"{flag} ")[-1].split("(default: ")[1].split(")")[0]
         assert said.split(", ")[-1].split(";")[0] == f"{default:g}", flag
 

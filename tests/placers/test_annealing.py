@@ -9,7 +9,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import UnknownName
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
-from gnplace.placers.annealing import AnnealingPlacer
+from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.simulator import Simulator
@@ -251,3 +251,17 @@ def test_never_reheats_when_off_or_already_hot(monkeypatch, options):
     g, c = layered_graph(60, seed=3), load_cluster("k80x4")
     calls = _schedules(monkeypatch, AnnealingPlacer(budget=600, **options), g, c)
     assert {schedule for _, schedule, _, _ in calls} == {(0, AnnealingPlacer(**options).initial_temperature)}
+
+
+def test_a_given_start_is_annealed_from_and_never_lost():
+    """``GivenStart(placement)``: the chain starts from that placement (timed once, counted) and returns no worse."""
+    from gnplace.sim.timer import BudgetedTimer
+
+    graph, cluster, sim = layered_graph(60, seed=1), load_cluster("k80x4"), Simulator()
+    start = RoundRobinPlacer().place(graph, cluster)
+    counted = BudgetedTimer(sim)
+    placed = AnnealingPlacer(budget=40, start=GivenStart(start), timer=counted, progress=False).place(
+        graph, cluster, seed=0)
+    assert counted.evaluations == 40  # the start's timing is one of the budget's, nothing else runs
+    assert sim.time(graph, cluster, placed).step_time < sim.time(graph, cluster, start).step_time
+    assert GivenStart(start).place(graph, load_cluster("k80x2"), seed=5) is start

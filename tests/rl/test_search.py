@@ -293,14 +293,14 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
 
 def test_fine_tuning_starts_from_the_placement_policy_gives_for_the_same_seed():
     from gnplace.graph_io import load_graph
-    from gnplace.rl.search import ZERO_SHOT_CONSTRUCTOR_SAMPLES, FineTunePlacer
+    from gnplace.rl.search import ZERO_SHOT_CONSTRUCTOR_SAMPLES, ZERO_SHOT_REFINE, FineTunePlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     g, c = load_graph("datasets/ptb/ptb_002.gnpg"), load_cluster("k80x4")  # its zero-shot step moves with the seed
     sim = Simulator()
-    # what the budget pays for: policy revision 11's candidates
+    # what the budget pays for: policy revision 11's candidates (one last round of 4 samples, no annealing polish)
     zero_shot_placer = PolicyPlacer(constructor_samples=ZERO_SHOT_CONSTRUCTOR_SAMPLES, constructor_refine=0,
-                                    last_rounds=1)
+                                    last_rounds=1, refine=ZERO_SHOT_REFINE, polish=0)
     for seed in (0, 1):
         placer = FineTunePlacer(budget=80, samples=8, epochs=1)
         placer.place(g, c, seed=seed)

@@ -13,12 +13,20 @@ from gnplace.placers.registry import PLACERS, make_placer
 from gnplace.policy.checkpoint import save_policy
 from gnplace.policy.features import decision_graph
 from gnplace.policy.gnn import PlacementPolicy
-from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, PolicyPlacer, compare_with_references
+from gnplace.rl import zeroshot
+from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, compare_with_references
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import layered_graph, toy_cluster
 
 TEST_GRAPH = "datasets/nmt/nmt_011.gnpg"  # a test-split graph: never seen in pretraining
+
+
+class PolicyPlacer(zeroshot.PolicyPlacer):
+    """``policy`` without its annealing polish unless asked: most tests here count and check the candidates it times."""
+
+    def __init__(self, *args, polish: int = 0, **kwargs) -> None:
+        super().__init__(*args, polish=polish, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -542,3 +550,26 @@ def test_several_constructors_each_add_their_candidates_and_the_first_ones_are_u
         PolicyPlacer(checkpoint=fresh_checkpoint, constructor=3)
     with pytest.raises(InvalidCheckpoint, match="no such checkpoint"):
         PolicyPlacer(checkpoint=fresh_checkpoint, constructor=[first, tmp_path / "missing.ckpt"])
+
+
+def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
+    """``polish``: annealing from the best candidate for that many evaluations, counted; its result only where faster."""
+    graph, cluster = load_graph("datasets/nmt/nmt_010.gnpg"), load_cluster("k80x4")  # a test graph the polish improves
+    sim = Simulator()
+    without = PolicyPlacer(polish=0, timer=sim)
+    before = sim.time(graph, cluster, without.place(graph, cluster, seed=0)).step_time
+    counted = BudgetedTimer(sim)
+    placer = zeroshot.PolicyPlacer(timer=counted)  # the default: the polish on
+    placement = placer.place(graph, cluster, seed=0)
+    after = sim.time(graph, cluster, placement).step_time
+    assert placer.polish == zeroshot.DEFAULT_POLISH > 0 and after < before and placer.last_step == pytest.approx(after)
+    assert placer.last_choice.endswith(", annealed") and not without.last_choice.endswith(", annealed")
+    assert placer.last_evaluations == counted.evaluations == without.last_evaluations + placer.polish
+    assert placer.evaluations_needed(cluster) == without.evaluations_needed(cluster) + placer.polish
+    again = zeroshot.PolicyPlacer(timer=sim).place(graph, cluster, seed=0)
+    assert np.array_equal(placement.devices, again.devices)  # deterministic under the seed
+    small = zeroshot.PolicyPlacer(timer=sim, polish=1)  # too few to move: the best candidate, as without
+    assert np.array_equal(small.place(graph, cluster, seed=0).devices, without.place(graph, cluster, seed=0).devices)
+    for bad in (-1, 1.5, True, "80"):
+        with pytest.raises(InvalidArgument, match="PolicyPlacer needs polish >= 0 evaluations"):
+            zeroshot.PolicyPlacer(constructor="none", polish=bad)
