@@ -128,6 +128,14 @@ class ProgressLine:
         return text
 
 
+def _bar_columns() -> tuple[Any, ...]:
+    """The columns of every rich bar here: the label, the bar, done of total, time elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+    # the label holds a graph's name, shown as it is: as rich markup "net[/]" failed and "net[v2]" showed "net"
+    return TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+
+
 @contextmanager
 def evaluation_bar(label: str, total: int, enabled: bool | None = None,
                    unit: str = "evaluations") -> Iterator[Callable[[int], None]]:
@@ -156,11 +164,9 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None,
         yield line.update
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
-    # the label holds a graph's name, shown as it is: as rich markup "net[/]" failed and "net[v2]" showed "net"
-    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*_bar_columns(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda evaluations: bar.update(task, completed=evaluations)
 
@@ -230,10 +236,9 @@ def count_bar(label: str, total: int, unit: str, enabled: bool | None = None) ->
     if not show_bar(enabled, sys.stdout):
         yield CountBar(label, total, unit, quiet=enabled is False)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress
 
-    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns) as bar:
+    with Progress(*_bar_columns()) as bar:
         counted = CountBar(label, total, unit, bar)
         yield counted
         counted.finish()
