@@ -105,6 +105,13 @@ DEFAULT_LAST_ROUNDS = 4
 #: 0.9594, 0.9598), level with revision 14 on cifar10 and ahead on ptb and nmt: kept. Annealing from ``auto`` alone with
 #: as many evaluations as revision 14 makes: 0.9538 (cifar10 0.9289, nmt 0.9563; a throwaway driver; README).
 DEFAULT_POLISH = 80
+#: Whether that chain reheats when it stalls (``AnnealingPlacer(reheat_after=0.2)``, its default). It does not since
+#: revision 16: 80 evaluations are too few for the restart at 0.05 to cool again. Same pairs (2026-12-01; seeds 0 / 1):
+#: with the reheat (revision 15) 0.9367 / 0.9387, without 0.9349 / 0.9370, ahead on each family under both seeds
+#: (nmt 0.9598 to 0.9568, 0.9617 to 0.9598). Also tried without the reheat, seed 0: a colder chain (T_0 1e-4) 0.9349;
+#: a hotter (3e-3) 0.9359; proposals scored 8 or 4 at a time 0.9349 / 0.9352; 2 or 6 last rounds with 120 or 40
+#: annealed 0.9350 / 0.9362; half the moves' devices chosen where the load is least 0.9352 (docs/measured-zeroshot.md).
+DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
@@ -230,6 +237,8 @@ class PolicyPlacer:
         polish (int, optional): last, simulated annealing from the best candidate for this many evaluations
             (:class:`~gnplace.placers.annealing.AnnealingPlacer`, seeded from ``seed``); its placement is returned
             where it is faster (or fits where the best did not); 0: none (default: :data:`DEFAULT_POLISH`, 80).
+        polish_reheat (bool, optional): whether that chain restarts hot from its best when it stalls, as
+            annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
@@ -256,12 +265,13 @@ class PolicyPlacer:
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-11-30: 4 last rounds, then 80 evaluations of annealing from the best (14: 8 last rounds, 4 samples
+    # 2026-12-01: the annealing from the best does not reheat (15, 2026-11-30: 4 last rounds, then 80 evaluations
+    # of annealing from the best; 14: 8 last rounds, 4 samples
     # of this policy and 8 of each constructor; 13: each constructor's 16 samples
     # around the best of all, last; 12: 16 constructor samples per device
     # set, was 4; 11: two constructors, each also on the 4 fastest
     # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "15"
+    revision = "16"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -277,6 +287,7 @@ class PolicyPlacer:
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
         last_rounds: int = DEFAULT_LAST_ROUNDS, polish: int = DEFAULT_POLISH,
+        polish_reheat: bool = DEFAULT_POLISH_REHEAT,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -355,6 +366,9 @@ class PolicyPlacer:
         if polish:
             check_budget(int(polish), "PolicyPlacer's polish")
         self.polish = int(polish)
+        if not isinstance(polish_reheat, (bool, np.bool_)):
+            raise InvalidArgument(f"PolicyPlacer needs polish_reheat true or false, got {polish_reheat!r}")
+        self.polish_reheat = bool(polish_reheat)
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -374,7 +388,8 @@ class PolicyPlacer:
                 f"constructor_samples={self.constructor_samples}, "
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
                 f"constructor_sizes={self.constructor_sizes}, constructor_refine={self.constructor_refine}, "
-                f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish})")
+                f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish}, "
+                f"polish_reheat={self.polish_reheat})")
 
     def evaluations_needed(self, cluster: Cluster) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
@@ -517,7 +532,8 @@ class PolicyPlacer:
         from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
         counted = BudgetedTimer(self.timer)  # the chain's own timings and any repair of its result
-        AnnealingPlacer(budget=self.polish, start=GivenStart(start), timer=counted, progress=False).place(
+        chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
+        AnnealingPlacer(budget=self.polish, start=GivenStart(start), timer=counted, progress=False, **chain).place(
             graph, cluster, seed=seed)
         self.last_evaluations += counted.evaluations
         over, step = counted.best_key  # the best placement the chain timed (fitting first), and its step

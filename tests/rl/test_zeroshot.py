@@ -573,3 +573,28 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     for bad in (-1, 1.5, True, "80"):
         with pytest.raises(InvalidArgument, match="PolicyPlacer needs polish >= 0 evaluations"):
             zeroshot.PolicyPlacer(constructor="none", polish=bad)
+
+
+def test_the_polish_chain_does_not_reheat_unless_asked(monkeypatch):
+    """Revision 16: the polish's 80 evaluations never restart hot; ``polish_reheat=True`` gives revision 15's chain."""
+    from gnplace.placers import annealing
+
+    chains: list[float | None] = []
+    place = annealing.AnnealingPlacer.place
+
+    def spy(self, graph, cluster, *, seed=None):
+        chains.append(self.reheat_after)
+        return place(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
+    graph, cluster = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x2")
+    default = zeroshot.PolicyPlacer(samples=2, polish=20)
+    default.place(graph, cluster, seed=0)
+    reheating = zeroshot.PolicyPlacer(samples=2, polish=20, polish_reheat=True)
+    reheating.place(graph, cluster, seed=0)
+    assert zeroshot.DEFAULT_POLISH_REHEAT is False and not default.polish_reheat
+    assert chains == [None, annealing.AnnealingPlacer().reheat_after] and chains[1] is not None
+    assert "polish_reheat=True" in repr(reheating)
+    for bad in (1, "yes", None):
+        with pytest.raises(InvalidArgument, match="polish_reheat true or false"):
+            zeroshot.PolicyPlacer(constructor="none", polish_reheat=bad)
