@@ -97,7 +97,8 @@ DEFAULT_CONSTRUCTOR_REFINE = 8
 #: 15 draws 4 and anneals with what the other 4 cost (next).
 DEFAULT_LAST_ROUNDS = 4
 #: Evaluations of simulated annealing from the best candidate, last (:class:`~gnplace.placers.annealing.AnnealingPlacer`
-#: with its default chain): the policies propose the start, a short search takes it further. Chosen on the 176 pairs
+#: with its default chain in revision 15, without the reheat since revision 16: next): the policies propose the start, a
+#: short search takes it further. Chosen on the 176 pairs
 #: of the training graphs of more than 2,400 ops of the three families on k80x2, k80x4, v100x8 and tight4 (2026-11-30;
 #: seed 0, step time over ``auto``'s; ``bench.py zeroshot --split train --min-ops 2400``): revision 14's 8 last rounds
 #: (about 160 samples) 0.9399 (cifar10 0.8633, ptb 0.9626, nmt 0.9645); no last rounds and 160 evaluations of
@@ -266,11 +267,10 @@ class PolicyPlacer:
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
     # 2026-12-01: the annealing from the best does not reheat (15, 2026-11-30: 4 last rounds, then 80 evaluations
-    # of annealing from the best; 14: 8 last rounds, 4 samples
-    # of this policy and 8 of each constructor; 13: each constructor's 16 samples
-    # around the best of all, last; 12: 16 constructor samples per device
-    # set, was 4; 11: two constructors, each also on the 4 fastest
-    # devices of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
+    # of annealing from the best; 14: 8 last rounds, 4 samples of this policy and 8 of each constructor; 13: each
+    # constructor's 16 samples around the best of all, last; 12: 16 constructor samples per device set, was 4; 11: two
+    # constructors, each also on the 4 fastest devices of larger clusters; 10: a last round around the best,
+    # constructor samples at tau 0.1; 9: the constructor)
     revision = "16"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
