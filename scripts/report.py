@@ -822,8 +822,8 @@ def run(args: argparse.Namespace) -> Path:
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
         "greedy placement and 16 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
         "4 last rounds, each 4 samples of the base policy (a greedy decode too in the first) and 8 of each "
-        "constructor around the best placement so far; then 80 evaluations of simulated annealing from the best of "
-        "all; best by the simulator; D + 213 evaluations on D devices besides `auto`'s own, D + 247 past 4 "
+        "constructor around the best placement so far; then 320 evaluations of simulated annealing from the best of "
+        "all; best by the simulator; D + 453 evaluations on D devices besides `auto`'s own, D + 487 past 4 "
         "devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",

@@ -105,13 +105,20 @@ DEFAULT_LAST_ROUNDS = 4
 #: annealing from the best candidate 0.9377 (0.8685, 0.9611, 0.9575); 4 last rounds and 80 of annealing 0.9367 (0.8629,
 #: 0.9594, 0.9598), level with revision 14 on cifar10 and ahead on ptb and nmt: kept. Annealing from ``auto`` alone with
 #: as many evaluations as revision 14 makes: 0.9538 (cifar10 0.9289, nmt 0.9563; a throwaway driver; README).
-DEFAULT_POLISH = 80
+#: Revision 17 anneals for 320 (2026-12-01): on the same pairs (seed 0 / 1) 80 / 160 / 320 / 640 evaluations give
+#: 0.9349 / 0.9314 / 0.9276 / 0.9220 (seed 1: 0.9370 at 80, 0.9295 at 320), better on every family at each doubling
+#: (nmt 0.9568 / 0.9540 / 0.9505 / 0.9457), for a median 0.46 / 0.80 / 1.06 / 1.47 s a pair (two at a time, beside
+#: other work). 320 keeps a test pair well under a second; 640 would take it past one for half a point more
+#: (docs/measured-zeroshot.md).
+DEFAULT_POLISH = 320
 #: Whether that chain reheats when it stalls (``AnnealingPlacer(reheat_after=0.2)``, its default). It does not since
 #: revision 16: 80 evaluations are too few for the restart at 0.05 to cool again. Same pairs (2026-12-01; seeds 0 / 1):
 #: with the reheat (revision 15) 0.9367 / 0.9387, without 0.9349 / 0.9370, ahead on each family under both seeds
 #: (nmt 0.9598 to 0.9568, 0.9617 to 0.9598). Also tried without the reheat, seed 0: a colder chain (T_0 1e-4) 0.9349;
 #: a hotter (3e-3) 0.9359; proposals scored 8 or 4 at a time 0.9349 / 0.9352; 2 or 6 last rounds with 120 or 40
 #: annealed 0.9350 / 0.9362; half the moves' devices chosen where the load is least 0.9352 (docs/measured-zeroshot.md).
+#: With revision 17's 320 the reheat still loses: 0.9294 against 0.9276 (seed 0; cifar10 0.8494, ptb 0.9578, nmt
+#: 0.9516).
 DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
@@ -237,7 +244,8 @@ class PolicyPlacer:
             1 with ``constructor_refine`` 16 and ``polish`` 0 revision 13).
         polish (int, optional): last, simulated annealing from the best candidate for this many evaluations
             (:class:`~gnplace.placers.annealing.AnnealingPlacer`, seeded from ``seed``); its placement is returned
-            where it is faster (or fits where the best did not); 0: none (default: :data:`DEFAULT_POLISH`, 80).
+            where it is faster (or fits where the best did not); 0: none (default: :data:`DEFAULT_POLISH`, 320;
+            80 is revision 16).
         polish_reheat (bool, optional): whether that chain restarts hot from its best when it stalls, as
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
 
@@ -258,20 +266,20 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 a constructor; 4 x (4 + 8 + 8) + 1; 80 annealed; auto's 16
-        220
+        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 a constructor; 4 x 20 + 1; 320 annealed; auto's 16
+        460
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-12-01: the annealing from the best does not reheat (15, 2026-11-30: 4 last rounds, then 80 evaluations
-    # of annealing from the best; 14: 8 last rounds, 4 samples of this policy and 8 of each constructor; 13: each
-    # constructor's 16 samples around the best of all, last; 12: 16 constructor samples per device set, was 4; 11: two
-    # constructors, each also on the 4 fastest devices of larger clusters; 10: a last round around the best,
-    # constructor samples at tau 0.1; 9: the constructor)
-    revision = "16"
+    # 2026-12-01: 320 evaluations of annealing from the best, was 80 (16, that morning: the annealing does not
+    # reheat; 15, 2026-11-30: 4 last rounds, then 80 evaluations of annealing from the best; 14: 8 last rounds, 4
+    # samples of this policy and 8 of each constructor; 13: each constructor's 16 samples around the best of all,
+    # last; 12: 16 constructor samples per device set, was 4; 11: two constructors, each also on the 4 fastest devices
+    # of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
+    revision = "17"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
