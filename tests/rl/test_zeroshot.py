@@ -576,7 +576,7 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
 
 
 def test_the_polish_chain_does_not_reheat_unless_asked(monkeypatch):
-    """Revision 16: the polish's 80 evaluations never restart hot; ``polish_reheat=True`` gives revision 15's chain."""
+    """Since revision 16 the polish chain never restarts hot; ``polish_reheat=True`` gives revision 15's chain."""
     from gnplace.placers import annealing
 
     chains: list[float | None] = []
