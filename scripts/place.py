@@ -94,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.op_level, "--op-level")
     check_count(args.last_rounds, "--last-rounds", minimum=1)
     check_count(args.polish, "--polish", maximum=MAX_BUDGET)
+    check_count(args.polish_ops, "--polish-ops")
     if args.output:
         check_writable(args.output, "--output")
         # the checkpoints read when none is named too: the shipped ones, which -o must not overwrite either
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     if args.constructor_sizes is not None:
         options["constructor_sizes"] = tuple(args.constructor_sizes)
     for name in ("op_level", "constructor_samples", "constructor_temperature", "refine", "constructor_refine",
-                 "constructor_prior", "last_rounds", "polish"):  # else the placer's default
+                 "constructor_prior", "last_rounds", "polish", "polish_ops"):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,

@@ -822,8 +822,9 @@ def run(args: argparse.Namespace) -> Path:
         "coarsening; then `auto`'s placement, and the greedy decode and 16 samples around it; then the "
         "greedy placement and 16 samples of each of the two constructors, past 4 devices on the 4 fastest too; then "
         "4 last rounds, each 4 samples of the base policy (a greedy decode too in the first) and 8 of each "
-        "constructor around the best placement so far; then 320 evaluations of simulated annealing from the best of "
-        "all; best by the simulator; D + 453 evaluations on D devices besides `auto`'s own, D + 487 past 4 "
+        "constructor around the best placement so far; then simulated annealing from the best of all, 5,120,000 "
+        "op-evaluations' worth (5,120,000 / ops evaluations, at least 320 and at most 1,280); best by the "
+        "simulator; D + 133 evaluations on D devices besides `auto`'s own and the annealing's, D + 167 past 4 "
         "devices).",
         "",
         "| family | cluster | placer | graphs | step / best non-learned | step / bound | best on | OOM | place s |",

@@ -111,6 +111,20 @@ DEFAULT_LAST_ROUNDS = 4
 #: other work). 320 keeps a test pair well under a second; 640 would take it past one for half a point more
 #: (docs/measured-zeroshot.md).
 DEFAULT_POLISH = 320
+#: The polish's budget in op-evaluations (ops times evaluations) on a graph small enough that ``polish`` evaluations
+#: take less: a graph of ``n`` ops gets ``polish_ops // n`` evaluations, at least ``polish`` and at most
+#: :data:`POLISH_CAP` times it, so that the polish of a smaller graph, each of whose timings is cheaper, takes about as
+#: long as that of the largest test graphs. 0: ``polish`` evaluations whatever the size (revision 17). Revision 18
+#: (2026-12-01), chosen on the 288 pairs of every training graph of the three families on k80x2, k80x4, v100x8 and
+#: tight4 (``bench.py zeroshot --split train --clusters k80x2 k80x4 v100x8 tight4 --real-clusters --unseen-clusters
+#: --polish 320 --polish-ops N``; step time over ``auto``'s, seed 0): 0 gives 0.9225 (cifar10 0.8653, ptb 0.9581, nmt
+#: 0.9468); 1,280,000 0.9181; 2,560,000 0.9129; 5,120,000 0.9103 (0.8410, 0.9554, 0.9388), better in each of the 12
+#: family-cluster cells; 640 evaluations on every graph 0.9166; 10,240,000 with a cap of 8 0.9043, but at a median
+#: 1.16 s a pair. Seed 1: 0.9238 to 0.9128 at 5,120,000 (0.8425, 0.9557, 0.9446). Median time a pair, two at a time:
+#: 0.60 to 0.74 s (seed 0), 0.52 to 0.83 s (seed 1) (docs/measured-zeroshot.md).
+DEFAULT_POLISH_OPS = 5_120_000
+#: The most evaluations ``polish_ops`` gives a small graph, as a multiple of ``polish``.
+POLISH_CAP = 4
 #: Whether that chain reheats when it stalls (``AnnealingPlacer(reheat_after=0.2)``, its default). It does not since
 #: revision 16: 80 evaluations are too few for the restart at 0.05 to cool again. Same pairs (2026-12-01; seeds 0 / 1):
 #: with the reheat (revision 15) 0.9367 / 0.9387, without 0.9349 / 0.9370, ahead on each family under both seeds
@@ -245,7 +259,12 @@ class PolicyPlacer:
         polish (int, optional): last, simulated annealing from the best candidate for this many evaluations
             (:class:`~gnplace.placers.annealing.AnnealingPlacer`, seeded from ``seed``); its placement is returned
             where it is faster (or fits where the best did not); 0: none (default: :data:`DEFAULT_POLISH`, 320;
-            80 is revision 16).
+            80 is revision 16). A graph small enough gets more by ``polish_ops``.
+        polish_ops (int, optional): the polish's budget in op-evaluations (ops times evaluations): a graph of ``n``
+            ops gets ``polish_ops // n`` evaluations, at least ``polish`` and at most :data:`POLISH_CAP` (4) times
+            it, so that the polish of a smaller graph, whose timings are cheaper, takes about as long
+            (:meth:`polish_evaluations`); 0: ``polish`` on every graph, as revision 17 (default:
+            :data:`DEFAULT_POLISH_OPS`, 5,120,000).
         polish_reheat (bool, optional): whether that chain restarts hot from its best when it stalls, as
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
 
@@ -266,20 +285,21 @@ class PolicyPlacer:
         >>> placer = PolicyPlacer(samples=4)
         >>> placer.place(g, load_cluster("k80x2"), seed=0).devices.shape == (g.num_ops,)
         True
-        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 a constructor; 4 x 20 + 1; 320 annealed; auto's 16
-        460
+        >>> placer.last_evaluations  # 3 greedy; auto + 5; 17 a constructor; 4 x 20 + 1; 4 x 320 annealed; auto's 16
+        1420
     """
 
     name = "policy"
     learned = True
     accepts = frozenset({"timer", "checkpoint"})
     uses = ("auto",)  # the samples around auto's placement, and the portfolio
-    # 2026-12-01: 320 evaluations of annealing from the best, was 80 (16, that morning: the annealing does not
+    # 2026-12-01: graphs under 16,000 ops anneal for 5,120,000 op-evaluations, up to 4 x 320 evaluations (17, earlier
+    # that day: 320 evaluations of annealing from the best, was 80; 16, the same day: the annealing does not
     # reheat; 15, 2026-11-30: 4 last rounds, then 80 evaluations of annealing from the best; 14: 8 last rounds, 4
     # samples of this policy and 8 of each constructor; 13: each constructor's 16 samples around the best of all,
     # last; 12: 16 constructor samples per device set, was 4; 11: two constructors, each also on the 4 fastest devices
     # of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "17"
+    revision = "18"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -295,7 +315,7 @@ class PolicyPlacer:
         constructor_sizes: Sequence[int] = DEFAULT_CONSTRUCTOR_SIZES,
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
         last_rounds: int = DEFAULT_LAST_ROUNDS, polish: int = DEFAULT_POLISH,
-        polish_reheat: bool = DEFAULT_POLISH_REHEAT,
+        polish_reheat: bool = DEFAULT_POLISH_REHEAT, polish_ops: int = DEFAULT_POLISH_OPS,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -377,6 +397,10 @@ class PolicyPlacer:
         if not isinstance(polish_reheat, (bool, np.bool_)):
             raise InvalidArgument(f"PolicyPlacer needs polish_reheat true or false, got {polish_reheat!r}")
         self.polish_reheat = bool(polish_reheat)
+        if isinstance(polish_ops, bool) or not isinstance(polish_ops, (int, np.integer)) or polish_ops < 0:
+            raise InvalidArgument(f"PolicyPlacer needs polish_ops >= 0 op-evaluations, a whole number, "
+                                  f"got {polish_ops!r}")
+        self.polish_ops = int(polish_ops)
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -397,9 +421,20 @@ class PolicyPlacer:
                 f"constructor_temperature={self.constructor_temperature}, refine={self.refine}, "
                 f"constructor_sizes={self.constructor_sizes}, constructor_refine={self.constructor_refine}, "
                 f"constructor_prior={self.constructor_prior}, last_rounds={self.last_rounds}, polish={self.polish}, "
-                f"polish_reheat={self.polish_reheat})")
+                f"polish_reheat={self.polish_reheat}, polish_ops={self.polish_ops})")
 
-    def evaluations_needed(self, cluster: Cluster) -> int:
+    def polish_evaluations(self, graph: OpGraph | None = None) -> int:
+        """The polish's evaluations on ``graph``: ``polish``, or up to :data:`POLISH_CAP` times more by ``polish_ops``.
+
+        ``max(polish, min(POLISH_CAP * polish, polish_ops // ops))`` for a graph of ``ops`` ops; without a graph, the
+        most any graph gets.
+        """
+        if not self.polish or not self.polish_ops:
+            return self.polish
+        most = POLISH_CAP * self.polish
+        return most if graph is None else max(self.polish, min(most, self.polish_ops // max(graph.num_ops, 1)))
+
+    def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
@@ -420,7 +455,7 @@ class PolicyPlacer:
                 self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
-        return needed + self.polish
+        return needed + self.polish_evaluations(graph)
 
     def _refining_constructors(self) -> list[tuple[int, Any]]:
         """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
@@ -541,8 +576,8 @@ class PolicyPlacer:
 
         counted = BudgetedTimer(self.timer)  # the chain's own timings and any repair of its result
         chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
-        AnnealingPlacer(budget=self.polish, start=GivenStart(start), timer=counted, progress=False, **chain).place(
-            graph, cluster, seed=seed)
+        AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
+                        **chain).place(graph, cluster, seed=seed)
         self.last_evaluations += counted.evaluations
         over, step = counted.best_key  # the best placement the chain timed (fitting first), and its step
         annealed = counted.best_placement(cluster)
@@ -807,6 +842,10 @@ def add_decoding_arguments(parser: Any) -> None:
     parser.add_argument("--polish", type=int, default=None, metavar="N",
                         help=f"evaluations of simulated annealing from the best placement, last "
                              f"(default: {DEFAULT_POLISH}; 0: none)")
+    parser.add_argument("--polish-ops", type=int, default=None, metavar="N",
+                        help=f"the polish's budget in op-evaluations (ops times evaluations): a graph of n ops gets "
+                             f"N // n evaluations, at least the polish's and at most {POLISH_CAP} times them "
+                             f"(default: {DEFAULT_POLISH_OPS}; 0: the polish's on every graph)")
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:

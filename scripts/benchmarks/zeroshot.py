@@ -119,7 +119,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
     for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
-                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior", "last_rounds", "polish"):
+                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior", "last_rounds", "polish",
+                 "polish_ops"):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker

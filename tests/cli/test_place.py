@@ -416,9 +416,11 @@ def test_the_help_states_the_placers_defaults(command, capsys, load_script):
                           ("--constructor-refine", zeroshot.DEFAULT_CONSTRUCTOR_REFINE),
                           ("--constructor-prior", zeroshot.DEFAULT_CONSTRUCTOR_PRIOR),
                           ("--last-rounds", zeroshot.DEFAULT_LAST_ROUNDS),
-                          ("--polish", zeroshot.DEFAULT_POLISH)):
+                          ("--polish", zeroshot.DEFAULT_POLISH),
+                          ("--polish-ops", zeroshot.DEFAULT_POLISH_OPS)):
         said = text.split(f"{flag} ")[-1].split("(default: ")[1].split(")")[0]
-        assert said.split(", ")[-1].split(";")[0] == f"{default:g}", flag
+        shown = f"{default:g}" if isinstance(default, float) else str(default)  # 5120000, not 5.12e+06
+        assert said.split(", ")[-1].split(";")[0] == shown, flag
 
 
 @pytest.mark.parametrize("under", ["", "sub"])

@@ -564,8 +564,10 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     after = sim.time(graph, cluster, placement).step_time
     assert placer.polish == zeroshot.DEFAULT_POLISH > 0 and after < before and placer.last_step == pytest.approx(after)
     assert placer.last_choice.endswith(", annealed") and not without.last_choice.endswith(", annealed")
-    assert placer.last_evaluations == counted.evaluations == without.last_evaluations + placer.polish
-    assert placer.evaluations_needed(cluster) == without.evaluations_needed(cluster) + placer.polish
+    polished = placer.polish_evaluations(graph)  # 3,847 ops: the most, 4 x 320
+    assert polished == zeroshot.POLISH_CAP * placer.polish == placer.polish_evaluations()
+    assert placer.last_evaluations == counted.evaluations == without.last_evaluations + polished
+    assert placer.evaluations_needed(cluster, graph) == without.evaluations_needed(cluster) + polished
     again = zeroshot.PolicyPlacer(timer=sim).place(graph, cluster, seed=0)
     assert np.array_equal(placement.devices, again.devices)  # deterministic under the seed
     small = zeroshot.PolicyPlacer(timer=sim, polish=1)  # too few to move: the best candidate, as without
@@ -573,6 +575,36 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     for bad in (-1, 1.5, True, "80"):
         with pytest.raises(InvalidArgument, match="PolicyPlacer needs polish >= 0 evaluations"):
             zeroshot.PolicyPlacer(constructor="none", polish=bad)
+
+
+def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(monkeypatch):
+    """``polish_ops // ops`` evaluations of annealing, between ``polish`` and ``POLISH_CAP`` times it; 0: ``polish``."""
+    from gnplace.placers import annealing
+
+    budgets: list[int] = []
+    place = annealing.AnnealingPlacer.place
+
+    def spy(self, graph, cluster, *, seed=None):
+        budgets.append(self.budget)
+        return place(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
+    graph, cluster = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x2")
+    ops = graph.num_ops
+    for polish_ops, expected in ((0, 20), (5 * ops, 20), (50 * ops + ops - 1, 50), (1000 * ops, 4 * 20)):
+        counted = BudgetedTimer(Simulator())
+        placer = zeroshot.PolicyPlacer(samples=2, polish=20, polish_ops=polish_ops, timer=counted)
+        assert placer.polish_evaluations(graph) == expected, polish_ops
+        placer.place(graph, cluster, seed=0)
+        assert budgets[-1] == expected and placer.last_evaluations == counted.evaluations
+        assert placer.evaluations_needed(cluster, graph) - placer.evaluations_needed(cluster) == \
+            expected - placer.polish_evaluations()  # without the graph: the most any graph gets
+    assert zeroshot.PolicyPlacer(polish=0, polish_ops=10**9).polish_evaluations(graph) == 0  # no polish at all
+    assert zeroshot.DEFAULT_POLISH_OPS == zeroshot.PolicyPlacer().polish_ops > 0
+    assert "polish_ops=50" in repr(zeroshot.PolicyPlacer(polish_ops=50))
+    for bad in (-1, 1.5, True, "80"):
+        with pytest.raises(InvalidArgument, match="PolicyPlacer needs polish_ops >= 0 op-evaluations"):
+            zeroshot.PolicyPlacer(constructor="none", polish_ops=bad)
 
 
 def test_the_polish_chain_does_not_reheat_unless_asked(monkeypatch):
