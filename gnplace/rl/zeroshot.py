@@ -132,7 +132,8 @@ POLISH_CAP = 4
 #: a hotter (3e-3) 0.9359; proposals scored 8 or 4 at a time 0.9349 / 0.9352; 2 or 6 last rounds with 120 or 40
 #: annealed 0.9350 / 0.9362; half the moves' devices chosen where the load is least 0.9352 (docs/measured-zeroshot.md).
 #: With revision 17's 320 the reheat still loses: 0.9294 against 0.9276 (seed 0; cifar10 0.8494, ptb 0.9578, nmt
-#: 0.9516).
+#: 0.9516). With revision 18's budget it is level: 0.9107 against 0.9103 on the 288 pairs (cifar10 0.8430, ptb 0.9537,
+#: nmt 0.9397).
 DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
