@@ -577,18 +577,24 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
             zeroshot.PolicyPlacer(constructor="none", polish=bad)
 
 
-def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(monkeypatch):
-    """``polish_ops // ops`` evaluations of annealing, between ``polish`` and ``POLISH_CAP`` times it; 0: ``polish``."""
+@pytest.fixture
+def polish_chains(monkeypatch):
+    """The annealing chains placed from here on (``AnnealingPlacer`` objects), in order: what the polish ran."""
     from gnplace.placers import annealing
 
-    budgets: list[int] = []
+    chains: list = []
     place = annealing.AnnealingPlacer.place
 
     def spy(self, graph, cluster, *, seed=None):
-        budgets.append(self.budget)
+        chains.append(self)
         return place(self, graph, cluster, seed=seed)
 
     monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
+    return chains
+
+
+def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(polish_chains):
+    """``polish_ops // ops`` evaluations of annealing, between ``polish`` and ``POLISH_CAP`` times it; 0: ``polish``."""
     graph, cluster = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x2")
     ops = graph.num_ops
     for polish_ops, expected in ((0, 20), (5 * ops, 20), (50 * ops + ops - 1, 50), (1000 * ops, 4 * 20)):
@@ -596,7 +602,7 @@ def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(monkeypa
         placer = zeroshot.PolicyPlacer(samples=2, polish=20, polish_ops=polish_ops, timer=counted)
         assert placer.polish_evaluations(graph) == expected, polish_ops
         placer.place(graph, cluster, seed=0)
-        assert budgets[-1] == expected and placer.last_evaluations == counted.evaluations
+        assert polish_chains[-1].budget == expected and placer.last_evaluations == counted.evaluations
         assert placer.evaluations_needed(cluster, graph) - placer.evaluations_needed(cluster) == \
             expected - placer.polish_evaluations()  # without the graph: the most any graph gets
     assert zeroshot.PolicyPlacer(polish=0, polish_ops=10**9).polish_evaluations(graph) == 0  # no polish at all
@@ -607,25 +613,18 @@ def test_the_polish_of_a_smaller_graph_gets_more_evaluations_by_its_ops(monkeypa
             zeroshot.PolicyPlacer(constructor="none", polish_ops=bad)
 
 
-def test_the_polish_chain_does_not_reheat_unless_asked(monkeypatch):
+def test_the_polish_chain_does_not_reheat_unless_asked(polish_chains):
     """Since revision 16 the polish chain never restarts hot; ``polish_reheat=True`` gives revision 15's chain."""
     from gnplace.placers import annealing
 
-    chains: list[float | None] = []
-    place = annealing.AnnealingPlacer.place
-
-    def spy(self, graph, cluster, *, seed=None):
-        chains.append(self.reheat_after)
-        return place(self, graph, cluster, seed=seed)
-
-    monkeypatch.setattr(annealing.AnnealingPlacer, "place", spy)
     graph, cluster = load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), load_cluster("k80x2")
     default = zeroshot.PolicyPlacer(samples=2, polish=20)
     default.place(graph, cluster, seed=0)
     reheating = zeroshot.PolicyPlacer(samples=2, polish=20, polish_reheat=True)
     reheating.place(graph, cluster, seed=0)
     assert zeroshot.DEFAULT_POLISH_REHEAT is False and not default.polish_reheat
-    assert chains == [None, annealing.AnnealingPlacer().reheat_after] and chains[1] is not None
+    reheats = [chain.reheat_after for chain in polish_chains]
+    assert reheats == [None, annealing.AnnealingPlacer().reheat_after] and reheats[1] is not None
     assert "polish_reheat=True" in repr(reheating)
     for bad in (1, "yes", None):
         with pytest.raises(InvalidArgument, match="polish_reheat true or false"):
