@@ -113,15 +113,15 @@ DEFAULT_LAST_ROUNDS = 4
 DEFAULT_POLISH = 320
 #: The polish's budget in op-evaluations (ops times evaluations) on a graph small enough that ``polish`` evaluations
 #: take less: a graph of ``n`` ops gets ``polish_ops // n`` evaluations, at least ``polish`` and at most
-#: :data:`POLISH_CAP` times it, so that the polish of a smaller graph, each of whose timings is cheaper, takes about as
-#: long as that of the largest test graphs. 0: ``polish`` evaluations whatever the size (revision 17). Revision 18
-#: (2026-12-01), chosen on the 288 pairs of every training graph of the three families on k80x2, k80x4, v100x8 and
+#: :data:`POLISH_CAP` times it. A timing costs in proportion to the ops, so the polish takes about as long on any graph
+#: of 4,000 to 16,000 ops and less on a smaller one. 0: ``polish`` evaluations whatever the size (revision 17). Revision
+#: 18 (2026-12-01), chosen on the 288 pairs of every training graph of the three families on k80x2, k80x4, v100x8 and
 #: tight4 (``bench.py zeroshot --split train --clusters k80x2 k80x4 v100x8 tight4 --real-clusters --unseen-clusters
 #: --polish 320 --polish-ops N``; step time over ``auto``'s, seed 0): 0 gives 0.9225 (cifar10 0.8653, ptb 0.9581, nmt
 #: 0.9468); 1,280,000 0.9181; 2,560,000 0.9129; 5,120,000 0.9103 (0.8410, 0.9554, 0.9388), better in each of the 12
-#: family-cluster cells; 640 evaluations on every graph 0.9166; 10,240,000 with a cap of 8 0.9043, but at a median
-#: 1.16 s a pair. Seed 1: 0.9238 to 0.9128 at 5,120,000 (0.8425, 0.9557, 0.9446). Median time a pair, two at a time:
-#: 0.60 to 0.74 s (seed 0), 0.52 to 0.83 s (seed 1) (docs/measured-zeroshot.md).
+#: family-cluster cells; 640 evaluations on every graph 0.9166; 10,240,000 with a cap of 8 0.9043, but at a median 1.16
+#: s a pair. Seed 1: 0.9238 to 0.9128 at 5,120,000 (0.8425, 0.9557, 0.9446). Median time a pair, two at a time: 0.60 to
+#: 0.74 s (seed 0), 0.52 to 0.83 s (seed 1) (docs/measured-zeroshot.md).
 DEFAULT_POLISH_OPS = 5_120_000
 #: The most evaluations ``polish_ops`` gives a small graph, as a multiple of ``polish``.
 POLISH_CAP = 4
