@@ -79,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.limits import MAX_BUDGET
     from gnplace.placement import save_placement
     from gnplace.rl.zeroshot import (
+        DECODING_ARGUMENTS,
         MAX_SAMPLES,
         SHIPPED_CHECKPOINT,
         SHIPPED_CONSTRUCTORS,
@@ -108,10 +109,7 @@ def run(args: argparse.Namespace) -> int:
     require_memory(graph, cluster)
     sim = Simulator()
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
-    if args.constructor_sizes is not None:
-        options["constructor_sizes"] = tuple(args.constructor_sizes)
-    for name in ("op_level", "constructor_samples", "constructor_temperature", "refine", "constructor_refine",
-                 "constructor_prior", "last_rounds", "polish", "polish_ops"):  # else the placer's default
+    for name in ("op_level", *DECODING_ARGUMENTS):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,

@@ -392,8 +392,6 @@ class PolicyPlacer:
         self.last_rounds = int(last_rounds)
         if isinstance(polish, bool) or not isinstance(polish, (int, np.integer)) or polish < 0:
             raise InvalidArgument(f"PolicyPlacer needs polish >= 0 evaluations, a whole number, got {polish!r}")
-        if polish:
-            check_budget(int(polish), "PolicyPlacer's polish")
         self.polish = int(polish)
         if not isinstance(polish_reheat, (bool, np.bool_)):
             raise InvalidArgument(f"PolicyPlacer needs polish_reheat true or false, got {polish_reheat!r}")
@@ -402,6 +400,9 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs polish_ops >= 0 op-evaluations, a whole number, "
                                   f"got {polish_ops!r}")
         self.polish_ops = int(polish_ops)
+        if self.polish:  # the most any graph's chain is given, refused here rather than by the chain after the rest
+            check_budget(self.polish_evaluations(), "PolicyPlacer's polish" + (
+                f" on a small graph ({POLISH_CAP} x polish, with polish_ops)" if self.polish_ops else ""))
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
@@ -811,12 +812,19 @@ def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
     return tuple(Path(part) for part in parts)
 
 
+#: The :class:`PolicyPlacer` options that :func:`add_decoding_arguments` adds a flag for, by the flags' destinations:
+#: a caller passes each one given (not None) on to the placer.
+DECODING_ARGUMENTS = ("constructor_samples", "constructor_temperature", "constructor_sizes", "refine",
+                      "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops")
+
+
 def add_decoding_arguments(parser: Any) -> None:
     """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
 
     ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,
-    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds`` and ``--polish``, as ``scripts/place.py`` and
-    ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its help states).
+    ``--constructor-refine``, ``--constructor-prior``, ``--last-rounds``, ``--polish`` and ``--polish-ops``, as
+    ``scripts/place.py`` and ``bench.py zeroshot`` take them: each is None unless given (the placer's default, which its
+    help states); their destinations are :data:`DECODING_ARGUMENTS`.
     """
     sizes = " ".join(str(k) for k in DEFAULT_CONSTRUCTOR_SIZES)
     parser.add_argument("--constructor-samples", type=int, default=None, metavar="N",

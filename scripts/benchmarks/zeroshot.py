@@ -110,7 +110,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
     """
     from gnplace.datasets import load_manifest
-    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.rl.zeroshot import DECODING_ARGUMENTS, PolicyPlacer
     from gnplace.workers import task_mapper
 
     out = check_output_folder(args.out)
@@ -118,9 +118,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
-    for name in ("op_level", "constructor", "constructor_samples", "constructor_temperature", "refine",
-                 "constructor_sizes", "prior", "constructor_refine", "constructor_prior", "last_rounds", "polish",
-                 "polish_ops"):
+    for name in ("op_level", "constructor", "prior", *DECODING_ARGUMENTS):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 import torch
@@ -629,3 +631,14 @@ def test_the_polish_chain_does_not_reheat_unless_asked(polish_chains):
     for bad in (1, "yes", None):
         with pytest.raises(InvalidArgument, match="polish_reheat true or false"):
             zeroshot.PolicyPlacer(constructor="none", polish_reheat=bad)
+
+
+def test_the_decoding_arguments_name_every_flag_add_decoding_arguments_adds():
+    """Callers pass ``DECODING_ARGUMENTS`` on to the placer: a flag left out of it would be parsed and then ignored."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    zeroshot.add_decoding_arguments(parser)
+    given = vars(parser.parse_args([]))
+    assert tuple(given) == zeroshot.DECODING_ARGUMENTS and all(value is None for value in given.values())
+    assert set(zeroshot.DECODING_ARGUMENTS) <= set(inspect.signature(zeroshot.PolicyPlacer).parameters)
