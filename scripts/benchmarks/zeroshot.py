@@ -219,14 +219,7 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
         missing = {f"readable text ({err})"}
     if missing:  # the two files swapped, or not a search run's
         raise SystemExit(f"{search}: not a results.csv of `bench.py search` (no {', '.join(sorted(missing))})")
-    try:
-        saved = json.loads(zeroshot.read_text(encoding="utf-8"))
-    except ValueError:  # not UTF-8, or not JSON
-        saved = None
-    fields = {"group", "graph", "family", "cluster", "policy", "auto_ms"}
-    if not isinstance(saved, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in saved):
-        raise SystemExit(f"{zeroshot}: not a zeroshot.json of `bench.py zeroshot` (a list of rows with "
-                         f"{', '.join(sorted(fields))})")
+    saved = _zeroshot_rows(zeroshot, {"group", "graph", "family", "cluster", "policy", "auto_ms"})
     # a folder holds a row per seed, auto's too (it depends on the seed): a search row is over auto's of its seed
     auto = {(r["graph"], r["cluster"], r.get("seed", "")): float(r["step_time_s"])
             for r in rows if r["placer"] == "auto"}
@@ -255,6 +248,77 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
         share = (1.0 - policy) / (1.0 - searched) if searched < 1.0 else float("nan")
         table.append({"family": fam, "cluster": cluster, "pairs": len(keys), "policy": policy,
                       "search": searched, "ratio": policy / searched, "share": share})
+    return table
+
+
+def _zeroshot_rows(path: Path, fields: set[str]) -> list[dict[str, Any]]:
+    """The rows of a ``zeroshot.json`` of :func:`bench_zeroshot`, each with at least ``fields``.
+
+    Raises:
+        SystemExit: the file cannot be read, or is not a list of such rows.
+    """
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # missing, not UTF-8, or not JSON
+        saved = None
+    if not isinstance(saved, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in saved):
+        raise SystemExit(f"{path}: not a zeroshot.json of `bench.py zeroshot` (a list of rows with "
+                         f"{', '.join(sorted(fields))})")
+    return saved
+
+
+def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
+    """The same pairs placed under several seeds: the policy over each run's own ``auto``, and over the fastest.
+
+    ``auto`` depends on the seed through ``metis``'s partition (nmt_011 on k80x2: 16.5 ms under seeds 0
+    and 1, 23.0 ms under seed 2), so a ratio over a run's own ``auto`` moves with the seed even where the
+    policy's step does not. Over the fastest ``auto`` that fits in any run, the reference of a pair is the
+    same under every seed and at least as fast as each run's own.
+
+    Args:
+        runs (list of Path): two or more ``zeroshot.json`` files of :func:`bench_zeroshot`, the same pairs
+            placed under other seeds (or settings).
+
+    Raises:
+        SystemExit: fewer than two runs, a file that is not a ``zeroshot.json``, or no pair that every run
+            placed with ``auto`` fitting in at least one and the policy fitting in all.
+
+    Returns:
+        list of dict: per (family, cluster) of the test pairs, then per (group, cluster) of the others, then
+        ``all`` for the test pairs: ``pairs``; ``seeds``, each run's seed; ``own`` and ``fastest``, one geometric mean per run of the
+        policy's step time over that run's ``auto`` and over the fastest ``auto`` of all runs; ``spread``,
+        the largest quotient over the pairs of the policy's slowest step across the runs by its fastest.
+    """
+    if len(runs) < 2:
+        raise SystemExit(f"zeroshot-seeds compares two or more runs, got {len(runs)}")
+    fields = {"group", "graph", "family", "cluster", "policy", "policy_oom", "auto_ms", "auto_oom"}
+    loaded = [_zeroshot_rows(path, fields) for path in runs]
+    seeds = [", ".join(sorted({str(r.get("seed", "?")) for r in rows})) for rows in loaded]  # one each, normally
+    placed = [{(r["group"], r["graph"], r["cluster"]): r for r in rows} for rows in loaded]
+    pairs = {}
+    for key in sorted(set.intersection(*(set(run) for run in placed))):
+        rows = [run[key] for run in placed]
+        fitting = [r["auto_ms"] for r in rows if not r["auto_oom"]]
+        if fitting and not any(r["policy_oom"] for r in rows):  # a placement out of memory has no step to compare
+            pairs[key] = (rows, min(fitting))
+    if not pairs:
+        raise SystemExit("no pair is in every run with auto fitting in one and the policy in all")
+
+    def cell(key: tuple[str, str, str]) -> tuple[str, str]:
+        group, graph, cluster = key
+        return (pairs[key][0][0]["family"] if group == "test" else group), cluster
+
+    cells = sorted({cell(k) for k in pairs if k[0] == "test"}) + sorted({cell(k) for k in pairs if k[0] != "test"})
+    table = []
+    for name, cluster in cells + [("all", "")]:
+        keys = [k for k in pairs if (k[0] == "test" if name == "all" else cell(k) == (name, cluster))]
+        steps = [[r["policy"] * r["auto_ms"] for r in pairs[k][0]] for k in keys]  # ms, one per run
+        table.append({
+            "family": name, "cluster": cluster, "pairs": len(keys), "seeds": seeds,
+            "own": [geomean([pairs[k][0][i]["policy"] for k in keys]) for i in range(len(runs))],
+            "fastest": [geomean([s[i] / pairs[k][1] for k, s in zip(keys, steps)]) for i in range(len(runs))],
+            "spread": max(max(s) / min(s) for s in steps),
+        })
     return table
 
 
@@ -368,6 +432,27 @@ def run_vs_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_zeroshot_seeds(args: argparse.Namespace) -> int:
+    """``zeroshot-seeds``: ``zeroshot`` runs of the same pairs under other seeds, over their own and the fastest auto.
+
+    ``auto``, the reference of every zero-shot ratio, depends on the seed through ``metis``: this says how
+    much of a cell's move between seeds is the reference's and how much the policy's. Reported per family
+    and cluster: the geometric mean over each run's own ``auto``, over the fastest ``auto`` of all the runs
+    (a reference that no seed moves), and the policy's largest spread of step time across the runs.
+    """
+    table = zeroshot_across_seeds(args.runs)
+    seeds = " / ".join(table[0]["seeds"])
+    print(f"| family | cluster | pairs | over its own auto (seeds {seeds}) | over the fastest auto of the runs "
+          "| policy's largest spread |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for line in table:
+        own = " / ".join(f"{v:.3f}" for v in line["own"])
+        fastest = " / ".join(f"{v:.3f}" for v in line["fastest"])
+        print(f"| {line['family']} | {line['cluster']} | {line['pairs']} | {own} | {fastest} | "
+              f"{line['spread']:.3f} |")
+    return 0
+
+
 def run_latency(args: argparse.Namespace) -> int:
     """``latency``: seconds of the policy's greedy placement of ENAS cifar10 graphs of about 10k and 100k ops.
 
@@ -393,7 +478,7 @@ def run_constructor(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    """The ``zeroshot``, ``vs-search``, ``latency`` and ``constructor`` subcommands."""
+    """The ``zeroshot``, ``vs-search``, ``zeroshot-seeds``, ``latency`` and ``constructor`` subcommands."""
     from gnplace.rl.zeroshot import add_decoding_arguments
 
     zs = add_command(sub, "zeroshot", run_zeroshot, "zero-shot placement by the pretrained policy against auto")
@@ -434,6 +519,10 @@ def add_parsers(sub: Any) -> None:
     vs.add_argument("--placer", default="ppo", help="the search placer to compare with (default: ppo)")
     vs.add_argument("--budget", type=int, default=None, help="only the search rows of this budget (evaluations)")
     vs.add_argument("--seed", type=int, default=None, help="only the search rows of this seed")
+    seeds = add_command(sub, "zeroshot-seeds", run_zeroshot_seeds,
+                        "zeroshot runs under other seeds, over their own auto and over the fastest auto of all")
+    seeds.add_argument("runs", type=Path, nargs="+", metavar="ZEROSHOT.json",
+                       help="zeroshot.json of two or more `bench.py zeroshot` runs of the same pairs")
     lat = add_command(sub, "latency", run_latency, "seconds of the policy's greedy placement of 10k and 100k-op graphs")
     lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     lat.add_argument("--cluster", default="k80x4")

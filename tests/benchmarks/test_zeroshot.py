@@ -150,6 +150,60 @@ def test_vs_search_refuses_files_swapped_or_of_another_kind_in_one_line(load_scr
         assert not out and err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
 
 
+def _seed_run(path, seed, rows):
+    """A zeroshot.json under ``seed`` of ``rows``: ``(group, graph, family, policy, auto ms, auto oom, policy oom)``."""
+    path.write_text(json.dumps([{"group": group, "graph": graph, "family": family, "cluster": "k80x2", "seed": seed,
+                                 "policy": policy, "auto_ms": auto_ms, "auto_oom": auto_oom, "policy_oom": policy_oom}
+                                for group, graph, family, policy, auto_ms, auto_oom, policy_oom in rows]))
+    return path
+
+
+def test_zeroshot_seeds_divides_by_each_runs_auto_and_by_the_fastest_auto_that_fits(load_script, tmp_path):
+    """Seed 1's auto is slower on a: over its own auto the cell gains, over the fastest it does not."""
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    first = _seed_run(tmp_path / "s0.json", 0, [
+        ("test", "a", "nmt", 0.9, 10.0, False, False),
+        ("test", "b", "nmt", 0.8, 5.0, True, False),  # auto out of memory here: its 5 ms is no reference
+        ("test", "c", "nmt", 0.5, 1.0, False, True),  # the policy out of memory in one run: left out
+        ("real", "a", "real", 1.0, 2.0, False, False),
+        ("test", "d", "ptb", 0.7, 1.0, False, False),  # in one run only: left out
+    ])
+    second = _seed_run(tmp_path / "s1.json", 1, [
+        ("test", "a", "nmt", 0.75, 12.0, False, False),  # the same 9 ms step as seed 0's
+        ("test", "b", "nmt", 1.0, 8.0, False, False),
+        ("test", "c", "nmt", 0.5, 1.0, False, False),
+        ("real", "a", "real", 0.55, 4.0, False, False),
+    ])
+    table = bench.zeroshot_across_seeds([first, second])
+    assert [(r["family"], r["cluster"], r["pairs"]) for r in table] == [("nmt", "k80x2", 2), ("real", "k80x2", 1),
+                                                                        ("all", "", 2)]
+    nmt = table[0]
+    assert nmt["seeds"] == ["0", "1"]
+    assert math.isclose(nmt["own"][0], math.sqrt(0.9 * 0.8)) and math.isclose(nmt["own"][1], math.sqrt(0.75 * 1.0))
+    # a's fastest auto is seed 0's 10 ms; b's is seed 1's 8 ms, the only one that fits
+    assert math.isclose(nmt["fastest"][0], math.sqrt(0.9 * 0.5)) and math.isclose(nmt["fastest"][1], math.sqrt(0.9))
+    assert math.isclose(nmt["spread"], 2.0)  # b: 4 ms under seed 0, 8 ms under seed 1
+    assert math.isclose(table[1]["fastest"][1], 1.1) and math.isclose(table[1]["spread"], 1.1)
+    assert table[-1]["own"] == nmt["own"]  # all is over the test pairs alone
+
+
+def test_zeroshot_seeds_refuses_one_run_or_a_file_of_another_kind_in_one_line(load_script, tmp_path, capsys):
+    bench = load_script("bench")
+    run = _seed_run(tmp_path / "s0.json", 0, [("test", "a", "nmt", 0.9, 10.0, False, False)])
+    other = tmp_path / "results.csv"
+    other.write_text("graph,cluster,placer\n")
+    for argv, message in (([run], "compares two or more runs, got 1"),
+                          ([run, other], "results.csv: not a zeroshot.json of `bench.py zeroshot`"),
+                          ([run, tmp_path / "missing.json"], "missing.json: not a zeroshot.json")):
+        assert bench.main(["zeroshot-seeds", *map(str, argv)]) == 2
+        out, err = capsys.readouterr()
+        assert not out and err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
+    assert bench.main(["zeroshot-seeds", str(run), str(run)]) == 0
+    assert "| nmt | k80x2 | 1 | 0.900 / 0.900 | 0.900 / 0.900 | 1.000 |" in capsys.readouterr().out
+
+
 def test_latency_times_the_greedy_placement_of_a_generated_graph(load_script, tmp_path):
     import argparse
 
