@@ -252,11 +252,13 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
 
 
 def _zeroshot_rows(path: Path, fields: set[str]) -> list[dict[str, Any]]:
-    """The rows of a ``zeroshot.json`` of :func:`bench_zeroshot`, each with at least ``fields``.
+    """The rows of a ``zeroshot.json`` of :func:`bench_zeroshot` (or of the folder holding one), each with ``fields``.
 
     Raises:
         SystemExit: the file cannot be read, or is not a list of such rows.
     """
+    if path.is_dir():  # the run's --out folder
+        path = path / "zeroshot.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # missing, not UTF-8, or not JSON
@@ -276,8 +278,8 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
     same under every seed and at least as fast as each run's own.
 
     Args:
-        runs (list of Path): two or more ``zeroshot.json`` files of :func:`bench_zeroshot`, the same pairs
-            placed under other seeds (or settings).
+        runs (list of Path): two or more ``zeroshot.json`` files of :func:`bench_zeroshot` (or their folders),
+            the same pairs placed under other seeds (or settings).
 
     Raises:
         SystemExit: fewer than two runs, a file that is not a ``zeroshot.json``, or no pair that every run
@@ -285,9 +287,10 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
 
     Returns:
         list of dict: per (family, cluster) of the test pairs, then per (group, cluster) of the others, then
-        ``all`` for the test pairs: ``pairs``; ``seeds``, each run's seed; ``own`` and ``fastest``, one geometric mean per run of the
-        policy's step time over that run's ``auto`` and over the fastest ``auto`` of all runs; ``spread``,
-        the largest quotient over the pairs of the policy's slowest step across the runs by its fastest.
+        ``all`` for the test pairs (where there are any): ``pairs``; ``seeds``, each run's seed; ``own`` and
+        ``fastest``, one geometric mean per run of the policy's step time over that run's ``auto`` and over
+        the fastest ``auto`` of all runs; ``spread``, the largest quotient over the pairs of the policy's
+        slowest step across the runs by its fastest.
     """
     if len(runs) < 2:
         raise SystemExit(f"zeroshot-seeds compares two or more runs, got {len(runs)}")
@@ -308,9 +311,10 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
         group, graph, cluster = key
         return (pairs[key][0][0]["family"] if group == "test" else group), cluster
 
-    cells = sorted({cell(k) for k in pairs if k[0] == "test"}) + sorted({cell(k) for k in pairs if k[0] != "test"})
+    tested = sorted({cell(k) for k in pairs if k[0] == "test"})
+    cells = tested + sorted({cell(k) for k in pairs if k[0] != "test"}) + ([("all", "")] if tested else [])
     table = []
-    for name, cluster in cells + [("all", "")]:
+    for name, cluster in cells:
         keys = [k for k in pairs if (k[0] == "test" if name == "all" else cell(k) == (name, cluster))]
         steps = [[r["policy"] * r["auto_ms"] for r in pairs[k][0]] for k in keys]  # ms, one per run
         table.append({
@@ -522,7 +526,8 @@ def add_parsers(sub: Any) -> None:
     seeds = add_command(sub, "zeroshot-seeds", run_zeroshot_seeds,
                         "zeroshot runs under other seeds, over their own auto and over the fastest auto of all")
     seeds.add_argument("runs", type=Path, nargs="+", metavar="ZEROSHOT.json",
-                       help="zeroshot.json of two or more `bench.py zeroshot` runs of the same pairs")
+                       help="zeroshot.json (or its folder) of two or more `bench.py zeroshot` runs of the same "
+                            "pairs")
     lat = add_command(sub, "latency", run_latency, "seconds of the policy's greedy placement of 10k and 100k-op graphs")
     lat.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     lat.add_argument("--cluster", default="k80x4")

@@ -204,6 +204,18 @@ def test_zeroshot_seeds_refuses_one_run_or_a_file_of_another_kind_in_one_line(lo
     assert "| nmt | k80x2 | 1 | 0.900 / 0.900 | 0.900 / 0.900 | 1.000 |" in capsys.readouterr().out
 
 
+def test_zeroshot_seeds_reads_run_folders_and_needs_no_test_pair(load_script, tmp_path):
+    """A run's --out folder stands for its zeroshot.json; real-model pairs alone make a table without ``all``."""
+    bench = load_script("benchmarks.zeroshot")
+    folders = [tmp_path / "s0", tmp_path / "s1"]
+    for seed, (folder, policy) in enumerate(zip(folders, (0.8, 0.9))):
+        folder.mkdir()
+        _seed_run(folder / "zeroshot.json", seed, [("real", "gpt2", "real", policy, 10.0, False, False)])
+    table = bench.zeroshot_across_seeds(folders)
+    assert [(r["family"], r["pairs"], r["seeds"]) for r in table] == [("real", 1, ["0", "1"])]
+    assert table[0]["own"] == pytest.approx([0.8, 0.9]) and table[0]["fastest"] == pytest.approx([0.8, 0.9])
+
+
 def test_latency_times_the_greedy_placement_of_a_generated_graph(load_script, tmp_path):
     import argparse
 
