@@ -255,13 +255,14 @@ def _zeroshot_rows(path: Path, fields: set[str]) -> list[dict[str, Any]]:
     """The rows of a ``zeroshot.json`` of :func:`bench_zeroshot` (or of the folder holding one), each with ``fields``.
 
     Raises:
-        SystemExit: the file cannot be read, or is not a list of such rows.
+        SystemExit: the file is not a list of such rows.
+        OSError: the file cannot be read (``bench.py`` prints it as one line).
     """
     if path.is_dir():  # the run's --out folder
         path = path / "zeroshot.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # missing, not UTF-8, or not JSON
+    except ValueError:  # not UTF-8, or not JSON (a missing file is the caller's one-line OSError)
         saved = None
     if not isinstance(saved, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in saved):
         raise SystemExit(f"{path}: not a zeroshot.json of `bench.py zeroshot` (a list of rows with "

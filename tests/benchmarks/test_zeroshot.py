@@ -196,7 +196,7 @@ def test_zeroshot_seeds_refuses_one_run_or_a_file_of_another_kind_in_one_line(lo
     other.write_text("graph,cluster,placer\n")
     for argv, message in (([run], "compares two or more runs, got 1"),
                           ([run, other], "results.csv: not a zeroshot.json of `bench.py zeroshot`"),
-                          ([run, tmp_path / "missing.json"], "missing.json: not a zeroshot.json")):
+                          ([run, tmp_path / "missing.json"], "missing.json: No such file or directory")):
         assert bench.main(["zeroshot-seeds", *map(str, argv)]) == 2
         out, err = capsys.readouterr()
         assert not out and err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
