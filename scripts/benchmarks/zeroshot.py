@@ -308,15 +308,13 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
     if not pairs:
         raise SystemExit("no pair is in every run with auto fitting in one and the policy in all")
 
-    def cell(key: tuple[str, str, str]) -> tuple[str, str]:
-        group, graph, cluster = key
-        return (pairs[key][0][0]["family"] if group == "test" else group), cluster
-
-    tested = sorted({cell(k) for k in pairs if k[0] == "test"})
-    cells = tested + sorted({cell(k) for k in pairs if k[0] != "test"}) + ([("all", "")] if tested else [])
+    # a test pair's cell is its family's, another's its group's (real, unseen)
+    cell_of = {k: ((rows[0]["family"] if k[0] == "test" else k[0]), k[2]) for k, (rows, _) in pairs.items()}
+    tested = sorted({c for k, c in cell_of.items() if k[0] == "test"})
+    cells = tested + sorted({c for k, c in cell_of.items() if k[0] != "test"}) + ([("all", "")] if tested else [])
     table = []
     for name, cluster in cells:
-        keys = [k for k in pairs if (k[0] == "test" if name == "all" else cell(k) == (name, cluster))]
+        keys = [k for k, c in cell_of.items() if (k[0] == "test" if name == "all" else c == (name, cluster))]
         steps = [[r["policy"] * r["auto_ms"] for r in pairs[k][0]] for k in keys]  # ms, one per run
         table.append({
             "family": name, "cluster": cluster, "pairs": len(keys), "seeds": seeds,
