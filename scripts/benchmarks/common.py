@@ -354,6 +354,23 @@ def test_graphs(family: str, count: int | None) -> list[str]:
     return files[:count] if count else files
 
 
+def held_out_graphs(family: str, count: int | None) -> list[str]:
+    """The first ``count`` training graphs of a shipped family that no shipped checkpoint trained on (all if None or 0).
+
+    They are the last ``data.val_per_family`` training graphs of ``configs/pretrain.yaml``, which pretraining held out
+    for validation; the constructors' configs hold out the same ones. A benchmark tunes on them so that the test
+    graphs stay unseen by its choices as well as by the checkpoints.
+    """
+    from gnplace.datasets import load_manifest
+    from gnplace.pretrain import load_pretrain_config
+
+    held = load_pretrain_config().data.val_per_family
+    folder = DATASETS / family
+    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "train"]
+    files = files[len(files) - held:] if held else []
+    return files[:count] if count else files
+
+
 def first_reaching(history: list[list[float]], target: float) -> int | None:
     """Evaluations after which a learning curve first reached ``target`` (None: never)."""
     for evaluations, value in history:

@@ -24,6 +24,7 @@ from .common import (
     check_families,
     check_output_folder,
     first_reaching,
+    held_out_graphs,
     recorded_uses,
     revisions_used,
     test_graphs,
@@ -207,7 +208,8 @@ def bench_finetune(args: argparse.Namespace) -> list[dict[str, Any]]:
         make_placer(name, budget=args.budget, **given)  # a bad -O option: one error line here, not a traceback
 
     prints = cluster_fingerprints(args.clusters)
-    paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
+    pick = held_out_graphs if args.split == "val" else test_graphs
+    paths = [path for family in args.families for path in pick(family, args.per_family)]
     graphs = graph_identities(paths)
     scratch_uses, finetune_uses = revisions_used("ppo"), revisions_used("finetune")
     done_file, rows = rows_file(args.out, "finetune.json")  # every argument checked: the folder is made
@@ -468,7 +470,8 @@ def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (
 def run_finetune(args: argparse.Namespace) -> int:
     """``finetune``: sample efficiency of fine-tuning, against PPO from scratch with the same budget.
 
-    On the first test graphs of each family, PPO from a fresh policy (``ppo`` with no annealing
+    On the first test graphs of each family (``--split val``: the training graphs no shipped checkpoint
+    trained on, for choosing fine-tuning's options), PPO from a fresh policy (``ppo`` with no annealing
     prelude; ``-O scratch.NAME=VALUE`` changes it) and PPO from the shipped checkpoint (``finetune``;
     its zero-shot placement a candidate unless ``--no-ft-zero-shot``; ``-O finetune.NAME=VALUE`` sets
     any other option) each spend ``--budget`` simulator evaluations. Reported per graph: both final
@@ -512,7 +515,10 @@ def add_parsers(sub: Any) -> None:
     ft.add_argument("--budget", type=int, default=4000)
     ft.add_argument("--clusters", nargs="+", default=["k80x4"])
     ft.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
-    add_per_family_argument(ft, 2)
+    add_per_family_argument(ft, 2, "graphs of --split")
+    ft.add_argument("--split", choices=("test", "val"), default="test",
+                    help="the graphs searched: test, or val for tuning fine-tuning's options: the training graphs "
+                         "every shipped checkpoint held out (default: test)")
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--jobs", type=int, default=2)
     ft.add_argument("--out", default="out/bench_finetune")

@@ -180,6 +180,25 @@ def test_per_family_zero_runs_every_test_graph_as_search_does(tmp_path, load_scr
     assert len(planned) == 8
 
 
+def test_finetune_split_val_searches_the_training_graphs_no_shipped_checkpoint_trained_on(tmp_path, load_script,
+                                                                                           monkeypatch):
+    """``--split val``: the last training graphs of each family, which every shipped pretraining config held out."""
+    finetune = load_script("benchmarks.finetune")
+    planned = []
+    monkeypatch.setattr(finetune, "add_rows", lambda job, tasks, *rest: planned.extend(t[0] for t in tasks))
+    bench = load_script("bench")
+    assert bench.main(["finetune", "--split", "val", "--families", "ptb", "nmt", "--clusters", "k80x2", "--budget",
+                       "20", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    assert [Path(p).name for p in planned] == ["ptb_030.gnpg", "ptb_031.gnpg", "nmt_030.gnpg", "nmt_031.gnpg"]
+    from gnplace.pretrain import load_pretrain_config, pretrain_pairs
+
+    for config in ("pretrain.yaml", "constructor.yaml", "constructor-cifar10-ptb.yaml"):
+        trained = {Path(g).name for g, _ in pretrain_pairs(load_pretrain_config(ROOT / "configs" / config))[0]}
+        assert trained and not trained & {Path(p).name for p in planned}
+    assert all(e["split"] == "train" for e in json.loads((ROOT / "datasets/ptb/manifest.json").read_text())["graphs"]
+               if e["file"] in {"ptb_030.gnpg", "ptb_031.gnpg"})
+
+
 @pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
 def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_path, load_script, capsys, monkeypatch,
                                                                           bench_name, rows_file):
