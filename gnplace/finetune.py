@@ -79,6 +79,7 @@ def finetune(
     progress: bool | None = None,
     zero_shot: bool = True,
     optimizer: str | None = None,
+    polish: float | None = None,
 ) -> dict[str, Any] | None:
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
@@ -115,9 +116,12 @@ def finetune(
         optimizer (str, optional): the optimizer ``source`` is imported with (an ONNX file, ``module:factory``):
             the update and state its graph counts and real steps run; a graph file keeps its own, and one
             given must be it (default: ``"sgd"`` for imported models).
+        polish (float, optional): share of ``budget`` spent last on simulated annealing from the search's
+            best placement; 0: PPO spends it all (default: :data:`~gnplace.rl.search.FINETUNE_POLISH`).
 
     Returns:
-        dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Step times
+        dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Of its
+        ``evaluations``, ``polish_evaluations`` annealed from the search's best placement. Step times
         in seconds: ``step_time_s`` of the placement returned (``chosen``: ``"search"``, or ``"auto"`` or
         ``"single"`` when the search's best measured slower afresh), ``search_step_s`` of the search's best,
         and those of ``single``, ``round_robin``, ``auto`` and the zero-shot placement, each measured
@@ -134,7 +138,7 @@ def finetune(
     from gnplace.graph import require_ops
     from gnplace.placement import Placement, save_placement
     from gnplace.placers import get_placer
-    from gnplace.rl.search import FineTunePlacer
+    from gnplace.rl.search import FINETUNE_POLISH, FineTunePlacer
     from gnplace.sim.bounds import require_memory
 
     if timer not in TIMERS:
@@ -200,7 +204,8 @@ def finetune(
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
                                 screen_model=screen_model,
                                 checkpoint=checkpoint, timer=step_timer, out=str(folder), resume=resume,
-                                checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot)
+                                checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot,
+                                polish=FINETUNE_POLISH if polish is None else polish)
         folder.mkdir(parents=True, exist_ok=True)  # after the settings are checked: a refused run writes nothing
         start = time.perf_counter()
         best = placer.place(graph, cluster, seed=seed)
@@ -232,6 +237,7 @@ def finetune(
     summary = {
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
+        "polish_evaluations": placer.last_polish_evaluations,
         "step_time_s": result.step_time, "oom": result.is_oom, "chosen": chosen,
         "search_step_s": searched.step_time, "search_oom": searched.is_oom,
         "zero_shot_s": None if zero_shot_timed is None else zero_shot_timed.step_time,

@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--screen-model", default="auto", choices=["auto", "learned", "simulator"],
                    help="what that model starts from: the simulator's step of each candidate, corrected by what is "
                         "measured (simulator), or nothing (learned); auto: the simulator with a real timer")
+    p.add_argument("--polish", type=float, default=None, metavar="SHARE",
+                   help="share of the budget spent last on simulated annealing from the search's best placement; "
+                        "0: PPO spends it all (default: 0.25)")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
         screen=args.screen, screen_model=args.screen_model,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
-        costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot,
+        costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch
@@ -78,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     ms = 1e3
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
-          f"{summary['evaluations']} evaluations in {summary['seconds']:.1f} s")
+          f"{summary['evaluations']} evaluations ({summary['polish_evaluations']} of them annealing from the "
+          f"search's best) in {summary['seconds']:.1f} s")
     print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
     if summary["chosen"] != "search":
         print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms afresh"

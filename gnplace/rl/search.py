@@ -53,7 +53,7 @@ __all__ = [
 MEMO_ITERATIONS = 4
 
 #: ``reheat_after`` of the annealing prelude and polish: ``None``, annealing revision 4's chain, which never
-#: reheats. ``ppo`` revision 11 and ``finetune`` revision 18 were measured with it; the ``annealing`` placer
+#: reheats. ``ppo`` revision 11 and ``finetune`` revisions 18 and 19 were measured with it; the ``annealing`` placer
 #: reheats a stalled chain since revision 5, not measured inside the searches yet.
 SEARCH_REHEAT_AFTER: float | None = None
 
@@ -73,6 +73,13 @@ ZERO_SHOT_REFINE = 4
 #: 13, ``constructor_refine``) or more than one last round (revision 14, ``last_rounds``): 32 and 124 evaluations
 #: more, which the search spends around the best placement itself.
 _ZERO_SHOT_REVISION = "11"
+
+#: ``finetune``'s ``polish`` (revision 19): the share of its budget spent last on simulated annealing from the
+#: search's best placement. Chosen on the training graphs no shipped checkpoint trained on (``python
+#: scripts/bench.py finetune --split val --budget 4000 --clusters k80x4 v100x8 tight4 -O finetune.polish=P``, seed
+#: 0, 18 pairs): 0 / 0.25 / 0.5 ended at 0.8729 / **0.8677** / 0.8680 of ``auto`` (cifar10 0.786 / 0.772 / 0.773,
+#: ptb 0.920 / 0.921 / 0.922, nmt 0.919 / 0.920 / 0.919); the search from scratch at 0.8816.
+FINETUNE_POLISH = 0.25
 
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
 RUN_KEY = "gnplace_run"
@@ -396,6 +403,7 @@ class PPOSearchPlacer:
         # memo: a search whose samples stopped being new placements ends with budget left; annealing from
         # the best placement spends it on placements not timed yet (revision 10)
         polish_now = polish_budget + (max(self.budget - used - polish_budget, 0) if self.memo else 0)
+        polish_now = min(polish_now, self.budget - used)  # zero-shot candidates given up may have spent into its share
         if polish_now < 2 or cluster.num_devices == 1:
             polish_now = 0
         if polish_now:
@@ -674,6 +682,13 @@ class FineTunePlacer(PPOSearchPlacer):
     profile``'s, with its op seconds), corrected by a ridge model of what the real steps measure, and
     so screens from the first batch (see :class:`~gnplace.rl.screen.MoveScreen`'s ``residual``).
 
+    The last quarter of the budget (``polish``, :data:`FINETUNE_POLISH`, revision 19) anneals from the
+    search's best placement, as :class:`PPOSearchPlacer`'s polish does: on the simulator a longer
+    annealing from ``policy``'s candidates had ended ahead of revision 18's PPO at the same 4,000
+    evaluations (docs/measured-real-devices.md). The share was chosen on held-out training graphs (see
+    :data:`FINETUNE_POLISH`); the crossing of the search from scratch's final comes before the polish on
+    most pairs, so it moves the final, not the saving.
+
     ``widen`` is off: fine-tuning's batches rarely repeat placements (its prior is lower), and with it
     on the 18 pairs at 1,000 evaluations gave 0.934 / 0.918 / 0.905 after 100 / 400 / 1,000 evaluations
     against 0.934 / 0.917 / 0.905 without (12 of the 18 searches unchanged).
@@ -689,21 +704,22 @@ class FineTunePlacer(PPOSearchPlacer):
     # last_rounds=1, refine=4, polish=0) are the same under policy's revisions 11 to 15, so rows made under 13 stand
     uses = ("auto", "policy@13")
 
-    # 2026-11-28: the polish anneals from T_0 0.001 (annealing revision 4); 17: screened batches, 48 candidates per
-    # placement timed (16: zero-shot candidates of policy revision 11, two constructors; 15: what the search leaves
-    # goes to the polish; 14: memo; 13: prior 4)
-    revision = "18"
+    # 19: a quarter of the budget goes to the polish (2026-11-28: the polish anneals from T_0 0.001, annealing
+    # revision 4; 17: screened batches, 48 candidates per placement timed; 16: zero-shot candidates of policy
+    # revision 11, two constructors; 15: what the search leaves goes to the polish; 14: memo; 13: prior 4)
+    revision = "19"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors', in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
 
     def __init__(self, budget: int = 2000, samples: int = 16, epochs: int = 4, imitation_steps: int = 0,
                  lr: float = 1e-3, checkpoint: str | None = None, zero_shot: bool = True, prelude: float = 0.0,
-                 prior: float = 4.0, widen: bool = False, screen: int = 48, **kwargs: Any) -> None:
+                 prior: float = 4.0, widen: bool = False, screen: int = 48, polish: float = FINETUNE_POLISH,
+                 **kwargs: Any) -> None:
         checkpoint = str(checkpoint or SHIPPED_CHECKPOINT)
         super().__init__(budget=budget, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
                          checkpoint=checkpoint, zero_shot=zero_shot, prelude=prelude, prior=prior, widen=widen,
-                         screen=screen, **kwargs)
+                         screen=screen, polish=polish, **kwargs)
 
     def __repr__(self) -> str:
         c = self.config

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
@@ -40,6 +41,30 @@ def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
     enough = json.loads(captured.out)
     assert "--resume: no " in captured.err and "so a new run starts" in captured.err  # nothing there to resume
     assert enough["zero_shot_s"] is not None and enough["zero_shot_budget_needed"] is None
+
+
+def test_a_quarter_of_the_budget_anneals_from_the_searchs_best_unless_polish_says_otherwise(tmp_path, capsys):
+    graph = save_graph(layered_graph(120, width=6, seed=2), tmp_path / "g.gnpg")  # more placements than the budget
+    base = ["finetune", str(graph), "-c", "k80x4", "--budget", "160", "--samples", "8", "--epochs", "1", "--json"]
+    spent = {}
+    for polish in (None, "0", "0.5"):
+        extra = [] if polish is None else ["--polish", polish]
+        assert main(base + extra + ["-o", str(tmp_path / f"run{polish}")]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["evaluations"] <= 160
+        spent[polish] = summary["polish_evaluations"]
+    assert 40 <= spent[None] < 80 <= spent["0.5"]  # its share, and what the memoised search left
+    assert spent["0"] < 40  # only what the search left
+    assert main(base + ["--polish", "1", "-o", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error:") and "polish" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bad").exists()
+    from gnplace.cli.finetune import add_arguments
+    from gnplace.rl.search import FINETUNE_POLISH
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert f"(default: {FINETUNE_POLISH})" in next(a.help for a in parser._actions if a.dest == "polish")
 
 
 def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
