@@ -345,12 +345,17 @@ def large_graph(ops: int, cache: Path) -> Any:
     return graph
 
 
-def test_graphs(family: str, count: int | None) -> list[str]:
-    """The first ``count`` test graphs of a shipped family (all if None or 0, as ``--per-family 0`` means)."""
+def _split_files(family: str, split: str) -> list[str]:
+    """The graph files of one split of a shipped family, in its manifest's order."""
     from gnplace.datasets import load_manifest
 
     folder = DATASETS / family
-    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+    return [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == split]
+
+
+def test_graphs(family: str, count: int | None) -> list[str]:
+    """The first ``count`` test graphs of a shipped family (all if None or 0, as ``--per-family 0`` means)."""
+    files = _split_files(family, "test")
     return files[:count] if count else files
 
 
@@ -361,12 +366,10 @@ def held_out_graphs(family: str, count: int | None) -> list[str]:
     for validation; the constructors' configs hold out the same ones. A benchmark tunes on them so that the test
     graphs stay unseen by its choices as well as by the checkpoints.
     """
-    from gnplace.datasets import load_manifest
     from gnplace.pretrain import load_pretrain_config
 
     held = load_pretrain_config().data.val_per_family
-    folder = DATASETS / family
-    files = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "train"]
+    files = _split_files(family, "train")
     files = files[len(files) - held:] if held else []
     return files[:count] if count else files
 
