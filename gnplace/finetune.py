@@ -17,7 +17,9 @@ the budget), so fine-tuning never returns worse than ``auto`` or placing zero-sh
 
 Lightning shows progress and writes ``OUT/last.ckpt`` every ``checkpoint_every_s`` seconds and at the
 end (``resume=True`` continues from it, and refuses one that is unreadable or another run's: of
-another graph, cluster or starting checkpoint) and CSV logs in ``OUT/logs``; the best placement goes to
+another graph, cluster or starting checkpoint) and CSV logs in ``OUT/logs``. A real timer's measurements
+also go to ``OUT/measurements.jsonl`` as they are taken (:mod:`gnplace.execute.journal`), and a resumed
+run answers from it every placement measured before, after the last checkpoint too. The best placement goes to
 ``OUT/placement.json`` and a summary, with the same timer's step times of ``single``, ``round_robin``
 and ``auto`` beside it, to ``OUT/summary.json``. With a real timer the best placement is measured
 again for the summary, beside the others: the best of many noisy measurements flatters itself. If it
@@ -36,10 +38,13 @@ from typing import Any
 from gnplace.exceptions import InvalidArgument
 from gnplace.sim.timer import relative_step
 
-__all__ = ["finetune", "TIMERS"]
+__all__ = ["finetune", "TIMERS", "JOURNAL"]
 
 #: The timers fine-tuning can score with.
 TIMERS = ("sim", "local", "dist")
+
+#: The file in the output folder that keeps a real timer's measurements (:mod:`gnplace.execute.journal`).
+JOURNAL = "measurements.jsonl"
 
 
 def _with_costs(graph: Any, costs: str | None) -> Any:
@@ -129,9 +134,11 @@ def finetune(
         ``*_oom`` says whether that placement runs out of device memory (``oom`` for the one returned).
 
     Raises:
-        InvalidArgument: for an unknown timer, or a real timer with a graph file.
-        InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` that is unreadable,
-            foreign or another run's (nothing in ``out`` is written then).
+        InvalidArgument: for an unknown timer, a real timer with a graph file, or without ``resume`` an
+            ``OUT/measurements.jsonl`` that holds measurements (nothing in ``out`` is written then).
+        InvalidCheckpoint: for a bad checkpoint, or with ``resume`` an ``OUT/last.ckpt`` or
+            ``OUT/measurements.jsonl`` that is unreadable, foreign or another run's (nothing in ``out`` is
+            written then).
         InfeasiblePlacement: if no placement of the graph fits the cluster's memory (nothing is written).
     """
     from gnplace.cluster import load_cluster
@@ -200,20 +207,28 @@ def finetune(
         # a run too short for a checkpoint (no PPO iteration) left only its results: not ours to overwrite
         raise InvalidArgument(f"{folder} holds a finished run ({finished[0]}): use another -o, or --resume to run "
                               "again into it")
+    journal = None
     try:
+        if timer != "sim":  # each real measurement on file as it is taken: a resumed run answers from it
+            from gnplace.execute.journal import MeasurementJournal
+
+            journal = MeasurementJournal(folder / JOURNAL, {"graph": step.graph.fingerprint(), "timer": timer,
+                                                            "settings": step_timer.settings()}, resume=resume)
         placer = FineTunePlacer(budget=budget, samples=samples, epochs=epochs, lr=lr, screen=screen,
                                 screen_model=screen_model,
                                 checkpoint=checkpoint, timer=step_timer, out=str(folder), resume=resume,
                                 checkpoint_every_s=checkpoint_every_s, progress=progress, zero_shot=zero_shot,
                                 polish=FINETUNE_POLISH if polish is None else polish)
         folder.mkdir(parents=True, exist_ok=True)  # after the settings are checked: a refused run writes nothing
+        if journal is not None:
+            step_timer.attach(journal)
         start = time.perf_counter()
         best = placer.place(graph, cluster, seed=seed)
         seconds = time.perf_counter() - start
         save_placement(folder / "placement.json", graph, best)
-        cache = getattr(step_timer, "cache", None)
-        if cache is not None:  # real steps: measure the winner afresh, beside the others (no selection bias)
-            cache.clear()
+        if journal is not None:  # real steps: measure the winner afresh, beside the others (no selection bias)
+            step_timer.attach(None)  # (afresh on resume too: these are not the search's measurements)
+            step_timer.cache.clear()
         measured, placed = {}, {}
         for name in ("single", "round_robin", "auto"):
             kwargs = {"timer": step_timer} if name == "auto" else {}
@@ -231,6 +246,8 @@ def finetune(
             chosen, result = fastest, measured[fastest]
             save_placement(folder / "placement.json", graph, placed[fastest])
     finally:
+        if journal is not None:
+            journal.close()
         if closer is not None:
             closer.close()
     others = {name: timed.step_time for name, timed in measured.items()}

@@ -269,7 +269,7 @@ def test_a_real_timers_run_resumed_with_other_measurement_settings_is_refused(tm
                progress=False)
     finetune(TINY, "k80x2", repeats=1, **run)
     assert (tmp_path / "last.ckpt").exists()
-    with pytest.raises(InvalidCheckpoint, match=r"run of other settings \(timer_settings\)"):
+    with pytest.raises(InvalidCheckpoint, match=r"another run.s measurements \(settings.repeats differ\)"):
         finetune(TINY, "k80x2", repeats=2, resume=True, **run)
     assert finetune(TINY, "k80x2", repeats=1, resume=True, **run) is not None
 
@@ -302,3 +302,73 @@ def test_finetune_on_real_steps_runs_the_optimizer_given(tmp_path, monkeypatch):
                        devices=["cpu", "cpu"], progress=False, optimizer="adam")
     assert summary is not None and summary["step_time_s"] > 0
     assert programs and all(program.optimizer == "adam" for program in programs)
+
+
+def test_a_real_timers_run_killed_in_its_polish_resumes_without_running_a_measured_step_again(tmp_path, monkeypatch):
+    """The polish is not in ``last.ckpt``; the measurement journal answers what it measured before the kill."""
+    import gnplace.execute.local
+    from gnplace.finetune import JOURNAL
+    from gnplace.placers.annealing import AnnealingPlacer
+    from gnplace.sim.simulator import Simulator
+
+    runs: list[bytes] = []
+    kill_at: list[int] = []
+    polish_from: list[int] = []
+
+    def simulated(self, graph, cluster, placement):  # a real timer's path, with steps as repeatable as the simulator's
+        runs.append(placement.devices.tobytes())
+        if kill_at and len(runs) == kill_at[0]:
+            raise KeyboardInterrupt  # a kill while this step runs: its measurement is never kept
+        return Simulator().time(graph, cluster, placement)
+
+    anneal = AnnealingPlacer.place
+
+    def polish(self, graph, cluster, *, seed=None):
+        polish_from.append(len(runs))
+        return anneal(self, graph, cluster, seed=seed)
+
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", simulated)
+    monkeypatch.setattr(AnnealingPlacer, "place", polish)
+    run = dict(timer="local", devices=["cpu", "cpu"], budget=48, samples=4, epochs=1, zero_shot=False, repeats=1,
+               progress=False)
+    whole = finetune(TINY, "k80x2", out=tmp_path / "whole", **run)
+    assert whole is not None and whole["polish_evaluations"] >= 12  # (and what the search left on 18 ops)
+    whole_runs = len(runs)
+    assert polish_from == [polish_from[0]] and whole_runs > polish_from[0] + 4  # (the polish measures several)
+
+    runs.clear()
+    kill_at.append(polish_from[0] + 4)  # the polish's fourth step of its own
+    with pytest.raises(KeyboardInterrupt):
+        finetune(TINY, "k80x2", out=tmp_path / "killed", **run)
+    journaled = (tmp_path / "killed" / JOURNAL).read_text().splitlines()
+    assert len(journaled) == 1 + kill_at[0] - 1  # the header and every step measured before the kill
+    runs.clear()
+    kill_at.clear()
+    resumed = finetune(TINY, "k80x2", out=tmp_path / "killed", resume=True, **run)
+    assert resumed is not None
+    assert len(runs) == whole_runs - (polish_from[0] + 3)  # only what the killed run never measured
+    for key in ("step_time_s", "evaluations", "polish_evaluations", "history", "single_s", "auto_s"):
+        assert resumed[key] == whole[key], key
+    assert (tmp_path / "killed" / "placement.json").read_bytes() == (tmp_path / "whole" / "placement.json").read_bytes()
+    searched = len((tmp_path / "whole" / JOURNAL).read_text().splitlines()) - 1
+    runs.clear()  # resuming the finished run runs only the comparison afresh: the search's steps, all answered
+    finetune(TINY, "k80x2", out=tmp_path / "killed", resume=True, **run)
+    assert len(runs) == whole_runs - searched
+
+
+def test_a_real_timers_run_resumed_with_a_damaged_journal_is_refused_and_keeps_it(tmp_path):
+    from gnplace.finetune import JOURNAL
+
+    run = dict(timer="local", devices=["cpu", "cpu"], budget=12, samples=4, epochs=1, zero_shot=False, repeats=1,
+               out=tmp_path, progress=False)
+    finetune(TINY, "k80x2", **run)
+    journal = tmp_path / JOURNAL
+    lines = journal.read_bytes().split(b"\n")
+    journal.write_bytes(b"\n".join(lines[:2] + [b"{oops"] + lines[2:]))
+    saved = {name: (tmp_path / name).read_bytes() for name in (JOURNAL, "last.ckpt", "summary.json")}
+    with pytest.raises(InvalidCheckpoint, match=rf"{JOURNAL}: line 3 is damaged"):
+        finetune(TINY, "k80x2", resume=True, **run)
+    _unchanged(tmp_path, saved)
+    with pytest.raises(InvalidArgument, match=r"holds a run's measurements \(measurements.jsonl\): resume it"):
+        finetune(TINY, "k80x2", **run)  # a new run would drop them
+    _unchanged(tmp_path, saved)

@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", default=None, help="graph file from gnplace profile: plan with its measured op seconds")
     p.add_argument("-o", "--out", default="out/finetune", help="output folder (default: out/finetune)")
     p.add_argument("--resume", action="store_true",
-                   help="continue from OUT/last.ckpt (refused if it is another graph's, cluster's or checkpoint's run)")
+                   help="continue from OUT/last.ckpt (refused if it is another graph's, cluster's or checkpoint's "
+                        "run); real timers: the steps OUT/measurements.jsonl holds are answered from it, not run again")
     p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints (default: 60)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 

@@ -1,4 +1,4 @@
-"""What the real-device timers share: the step they run, devices, a cache of measurements, OOM results."""
+"""What the real-device timers share: the step they run, devices, a cache of measurements and its journal, OOM."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
+from gnplace.execute.journal import MeasurementJournal
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
@@ -93,6 +94,9 @@ def oom_result(graph: OpGraph, cluster: Cluster, placement: Any, device: int, ne
 class RealStepTimer(StepTimer):
     """A :class:`StepTimer` that runs the step on real devices; measurements are cached by placement.
 
+    With a :class:`~gnplace.execute.journal.MeasurementJournal` attached (:meth:`attach`), each measurement
+    :meth:`time` takes is also written to its file, and what the file holds is answered from it.
+
     Subclasses implement :meth:`_measure`.
 
     Args:
@@ -116,6 +120,17 @@ class RealStepTimer(StepTimer):
         self.lr = float(lr)
         self.cache: dict[tuple[str, bytes], StepResult] = {}
         self.measured = 0  # placements run (cache misses)
+        self.journal: MeasurementJournal | None = None
+
+    def attach(self, journal: MeasurementJournal | None) -> None:
+        """Keep every placement measured from now on in ``journal``, and answer from it what it holds already.
+
+        ``None`` detaches the journal (what is measured next is neither kept nor answered from it; the cache
+        keeps what it answered).
+        """
+        self.journal = journal
+        if journal is not None:
+            self.cache.update(journal.results)
 
     def settings(self) -> dict[str, Any]:
         """How this timer measures, as plain values: a search resumed under other settings would mix two kinds.
@@ -136,7 +151,10 @@ class RealStepTimer(StepTimer):
         placed = self._placed(graph, cluster, placement)
         key = (cluster.fingerprint(), placed.devices.astype(np.int64).tobytes())
         if key not in self.cache:
-            self.cache[key] = self._measure(graph, cluster, placed)
+            result = self._measure(graph, cluster, placed)
+            if self.journal is not None:  # on file before it is used: a resumed run answers it from there
+                self.journal.append(key, result)
+            self.cache[key] = result
             self.measured += 1
         return self.cache[key]
 

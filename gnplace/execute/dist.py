@@ -519,6 +519,7 @@ class DistTimer(RealStepTimer):
     def settings(self) -> dict[str, Any]:
         """How this timer measures (see :meth:`RealStepTimer.settings`), with its backend and threads per rank."""
         return {**super().settings(), "backend": self.backend, "threads": self.threads}
+
     def __repr__(self) -> str:
         return f"DistTimer({self.program.graph_name!r}, backend={self.backend!r}, world={self.world})"
 
@@ -674,14 +675,14 @@ class DistTimer(RealStepTimer):
     @contextmanager
     def using(self, program: Program) -> Iterator[None]:
         """Run another program on the same ranks for a while (calibration probes); measurements stay apart."""
-        saved, saved_cache = self.program, self.cache
-        self.program, self.cache = program, {}
+        saved, saved_cache, saved_journal = self.program, self.cache, self.journal
+        self.program, self.cache, self.journal = program, {}, None
         if self.world:
             self._broadcast(("program", pickle.dumps(program)))
         try:
             yield
         finally:
-            self.program, self.cache = saved, saved_cache
+            self.program, self.cache, self.journal = saved, saved_cache, saved_journal
             if self.world and not self._closed:
                 self._broadcast(("program", pickle.dumps(saved)))
 
