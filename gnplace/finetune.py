@@ -22,9 +22,11 @@ also go to ``OUT/measurements.jsonl`` as they are taken (:mod:`gnplace.execute.j
 run answers from it every placement measured before, after the last checkpoint too. The best placement goes to
 ``OUT/placement.json`` and a summary, with the same timer's step times of ``single``, ``round_robin``
 and ``auto`` beside it, to ``OUT/summary.json``. With a real timer the best placement is measured
-again for the summary, beside the others: the best of many noisy measurements flatters itself. If it
-then measures slower than ``auto``'s or ``single``'s placement, the faster of those two is what
-``placement.json`` holds and the summary reports (``chosen``; ``search_step_s`` is the search's own).
+again for the summary, beside the others: the best of many noisy measurements flatters itself. They
+race in ``final_rounds`` rounds, each measuring every one afresh in turn, medians kept, with the next
+fastest placement the search measured among them (:data:`FINALISTS`). The fastest of the search's
+two, ``auto``'s and ``single``'s is what ``placement.json`` holds and the summary reports (``chosen``;
+``search_step_s`` is the search's best's).
 """
 
 from __future__ import annotations
@@ -35,13 +37,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnplace.exceptions import InvalidArgument
 from gnplace.sim.timer import relative_step
 
-__all__ = ["finetune", "TIMERS", "JOURNAL"]
+__all__ = ["finetune", "TIMERS", "JOURNAL", "FINAL_ROUNDS", "FINALISTS"]
 
 #: The timers fine-tuning can score with.
 TIMERS = ("sim", "local", "dist")
+
+#: Rounds of the comparison after a real timer's search: each placement compared is measured once a round,
+#: afresh and in turn, and its median counts (the default of ``final_rounds``, ``--final-rounds``).
+FINAL_ROUNDS = 3
+
+#: The search's placements in that comparison: its best and the next fastest it measured. The best of many
+#: noisy measurements flatters itself, and the placement it beat by a lucky draw may be the faster one.
+FINALISTS = 2
 
 #: The file in the output folder that keeps a real timer's measurements (:mod:`gnplace.execute.journal`).
 JOURNAL = "measurements.jsonl"
@@ -59,6 +71,40 @@ def _with_costs(graph: Any, costs: str | None) -> Any:
             f"{costs}: profiled for another graph ({measured.num_ops} nodes, this one {graph.num_ops})"
         )
     return graph.replace(cost_s={**graph.cost_s, **measured.cost_s})
+
+
+def _runners_up(timed: dict[tuple[str, bytes], Any], cluster: Any, best: Any, count: int) -> list[np.ndarray]:
+    """The devices of the ``count`` placements measured fastest in ``timed`` (a real timer's cache) after ``best``.
+
+    Placements out of memory are left out; ``best`` too, wherever it ranks.
+    """
+    fingerprint, skip = cluster.fingerprint(), best.devices.astype(np.int64).tobytes()
+    fitting = sorted((result.step_time, devices) for (fp, devices), result in timed.items()
+                     if fp == fingerprint and devices != skip and not result.is_oom)
+    return [np.frombuffer(devices, dtype=np.int64).copy() for _, devices in fitting[:count]]
+
+
+def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any],
+          rounds: int) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Measure ``placements`` in ``rounds`` interleaved rounds, each afresh (past a real timer's cache).
+
+    One placement under several names is measured once a round. With one round it is timed through
+    :meth:`~gnplace.sim.timer.StepTimer.time` (the simulator: exact, so one round is all).
+
+    Returns:
+        tuple: each name's median :class:`~gnplace.sim.timer.StepResult` (the lower middle one of an even
+        count), and each name's seconds in every round.
+    """
+    keys = {name: placement.devices.astype(np.int64).tobytes() for name, placement in placements.items()}
+    timed = timer.time if rounds == 1 else timer.measure
+    samples: dict[bytes, list[Any]] = {key: [] for key in keys.values()}
+    for done in range(rounds):
+        for name, placement in placements.items():
+            if len(samples[keys[name]]) == done:  # (not under another name this round)
+                samples[keys[name]].append(timed(graph, cluster, placement))
+    medians = {name: sorted(samples[key], key=lambda r: r.step_time)[(len(samples[key]) - 1) // 2]
+               for name, key in keys.items()}
+    return medians, {name: [r.step_time for r in samples[key]] for name, key in keys.items()}
 
 
 def finetune(
@@ -85,6 +131,7 @@ def finetune(
     zero_shot: bool = True,
     optimizer: str | None = None,
     polish: float | None = None,
+    final_rounds: int = FINAL_ROUNDS,
 ) -> dict[str, Any] | None:
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
@@ -123,15 +170,21 @@ def finetune(
             given must be it (default: ``"sgd"`` for imported models).
         polish (float, optional): share of ``budget`` spent last on simulated annealing from the search's
             best placement; 0: PPO spends it all (default: :data:`~gnplace.rl.search.FINETUNE_POLISH`).
+        final_rounds (int, optional): real timers: rounds of the comparison after the search, each
+            measuring every placement compared afresh, in turn; medians count (default: :data:`FINAL_ROUNDS`;
+            the simulator is exact and times each once).
 
     Returns:
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Of its
         ``evaluations``, ``polish_evaluations`` annealed from the search's best placement. Step times
-        in seconds: ``step_time_s`` of the placement returned (``chosen``: ``"search"``, or ``"auto"`` or
-        ``"single"`` when the search's best measured slower afresh), ``search_step_s`` of the search's best,
-        and those of ``single``, ``round_robin``, ``auto`` and the zero-shot placement, each measured
-        afresh after the search (``zero_shot_s`` is ``None`` when the budget left it untimed); beside each,
-        ``*_oom`` says whether that placement runs out of device memory (``oom`` for the one returned).
+        in seconds, each measured afresh after the search (with a real timer the median of
+        ``final_rounds`` interleaved rounds, the rounds in ``final_rounds_s``): ``step_time_s`` of the
+        placement returned (``chosen``: ``"search"``, the search's best; with a real timer ``"search_2"``,
+        the next fastest placement it measured, or ``"auto"`` or ``"single"``, when that one measures
+        faster afresh), ``search_step_s`` of the search's best, and those of ``single``,
+        ``round_robin``, ``auto`` and the zero-shot placement (``zero_shot_s`` is ``None`` when the budget
+        left it untimed); beside each, ``*_oom`` says whether that placement runs out of device memory
+        (``oom`` for the one returned).
 
     Raises:
         InvalidArgument: for an unknown timer, a real timer with a graph file, or without ``resume`` an
@@ -157,7 +210,8 @@ def finetune(
                               "make evaluations free (use --screen-model learned)")
     if devices and timer != "local":
         raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
-    for name, value in (("repeats", repeats), ("threads", threads), ("screen", screen)):
+    for name, value in (("repeats", repeats), ("threads", threads), ("screen", screen),
+                        ("final_rounds", final_rounds)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
     step_timer: Any
@@ -226,31 +280,35 @@ def finetune(
         best = placer.place(graph, cluster, seed=seed)
         seconds = time.perf_counter() - start
         save_placement(folder / "placement.json", graph, best)
+        runners_up: list[Any] = []
         if journal is not None:  # real steps: measure the winner afresh, beside the others (no selection bias)
+            runners_up = _runners_up(step_timer.cache, cluster, best, FINALISTS - 1)  # what the search timed
             step_timer.attach(None)  # (afresh on resume too: these are not the search's measurements)
             step_timer.cache.clear()
-        measured, placed = {}, {}
+        placed = {}
         for name in ("single", "round_robin", "auto"):
             kwargs = {"timer": step_timer} if name == "auto" else {}
             placed[name] = get_placer(name, **kwargs).place(graph, cluster, seed=seed)
-            measured[name] = step_timer.time(graph, cluster, placed[name])
-        result = searched = step_timer.time(graph, cluster, best)
         zero_shot_devices = placer.last_zero_shot_placement  # measured afresh too (the search's was one draw)
-        zero_shot_timed = None if zero_shot_devices is None else \
-            step_timer.time(graph, cluster, Placement(zero_shot_devices, cluster))
-        chosen = "search"
-        fastest = min(("auto", "single"), key=lambda name: (measured[name].is_oom, measured[name].step_time))
-        if (result.is_oom, result.step_time) > (measured[fastest].is_oom, measured[fastest].step_time):
-            # the search kept its best by the least of noisy measurements; measured afresh beside the others
-            # it lost: return the one that won, never a placement measured slower than auto's or single's
-            chosen, result = fastest, measured[fastest]
-            save_placement(folder / "placement.json", graph, placed[fastest])
+        raced = {"search": best, **{f"search_{rank}": Placement(devices, cluster)
+                                    for rank, devices in enumerate(runners_up, start=2)}, **placed}
+        if zero_shot_devices is not None:
+            raced["zero_shot"] = Placement(zero_shot_devices, cluster)
+        measured, rounds_s = _race(step_timer, graph, cluster, raced, 1 if journal is None else final_rounds)
+        # the search kept its best by the least of noisy measurements; measured afresh beside the others it
+        # may lose: return the one that won, never a placement measured slower than auto's or single's
+        eligible = [name for name in raced if name.startswith("search")] + ["auto", "single"]
+        chosen = min(eligible, key=lambda name: (measured[name].is_oom, measured[name].step_time))  # ties: search
+        result, searched = measured[chosen], measured["search"]
+        zero_shot_timed = measured.get("zero_shot")
+        if chosen != "search":
+            save_placement(folder / "placement.json", graph, raced[chosen])
     finally:
         if journal is not None:
             journal.close()
         if closer is not None:
             closer.close()
-    others = {name: timed.step_time for name, timed in measured.items()}
+    others = {name: measured[name].step_time for name in ("single", "round_robin", "auto")}
     summary = {
         "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "timer": timer,
         "checkpoint": placer.checkpoint, "budget": budget, "evaluations": placer.last_evaluations,
@@ -262,9 +320,10 @@ def finetune(
         "zero_shot_budget_needed": placer.last_zero_shot_budget_needed,
         "single_s": others["single"],
         "round_robin_s": others["round_robin"], "auto_s": others["auto"],
-        **{f"{name}_oom": timed.is_oom for name, timed in measured.items()},  # a time that does not fit is no time
+        **{f"{name}_oom": measured[name].is_oom for name in others},  # a time that does not fit is no time
         "speedup_vs_single": relative_step(others["single"], result.step_time),
         "vs_auto": relative_step(result.step_time, others["auto"]),
+        "final_rounds_s": rounds_s,
         "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,
         "placement": str(folder / "placement.json"),
     }

@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -372,3 +373,66 @@ def test_a_real_timers_run_resumed_with_a_damaged_journal_is_refused_and_keeps_i
     with pytest.raises(InvalidArgument, match=r"holds a run's measurements \(measurements.jsonl\): resume it"):
         finetune(TINY, "k80x2", **run)  # a new run would drop them
     _unchanged(tmp_path, saved)
+
+
+def test_real_steps_race_the_searchs_two_fastest_placements_with_auto_and_single_in_rounds(tmp_path, monkeypatch):
+    """A lucky first draw made round_robin's placement the search's best: measured afresh in rounds, it loses."""
+    import gnplace.execute.local
+    from gnplace.cluster import load_cluster
+    from gnplace.placement import load_placement
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.simulator import Simulator
+
+    cluster = load_cluster("k80x2")
+    drawn: list[bytes] = []
+    lucky = set()
+
+    def measured(self, graph, cluster, placement):  # steps as the simulator has them, but a lucky first draw
+        key = placement.devices.tobytes()
+        drawn.append(key)
+        result = Simulator().time(graph, cluster, placement)
+        if key in lucky:
+            lucky.discard(key)
+            return replace(result, step_time=result.step_time / 10)
+        return result
+
+    def search(self, graph, cluster, *, seed=None):  # times round_robin's placement (lucky), then single's
+        rr, single = (get_placer(name).place(graph, cluster, seed=seed) for name in ("round_robin", "single"))
+        lucky.add(rr.devices.tobytes())
+        steps = [self.timer.time(graph, cluster, p).step_time for p in (rr, single)]
+        assert steps[0] < steps[1]
+        self.last_evaluations, self.last_polish_evaluations, self.last_history = 2, 0, [(1, steps[0])]
+        self.last_zero_shot_placement = self.last_zero_shot_budget_needed = None
+        return rr
+
+    raced: list[bytes] = []
+    afresh = gnplace.execute.local.LocalTimer.measure
+
+    def measure(self, graph, cluster, placement):
+        raced.append(np.asarray(getattr(placement, "devices", placement), dtype=np.int64).tobytes())
+        return afresh(self, graph, cluster, placement)
+
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", measured)
+    monkeypatch.setattr(gnplace.execute.local.LocalTimer, "measure", measure)
+    monkeypatch.setattr(FineTunePlacer, "place", search)
+    summary = finetune(TINY, cluster, timer="local", devices=["cpu", "cpu"], budget=12, repeats=1, out=tmp_path,
+                       progress=False)
+    assert summary is not None and summary["chosen"] == "search_2"  # single's placement, the search's next fastest
+    graph = _tiny_graph()
+    single = get_placer("single").place(graph, cluster).devices
+    assert (load_placement(tmp_path / "placement.json", graph, cluster).devices == single).all()
+    rounds = summary["final_rounds_s"]
+    assert set(rounds) == {"search", "search_2", "auto", "single", "round_robin"}
+    assert all(len(r) == 3 for r in rounds.values())
+    assert summary["search_step_s"] == summary["round_robin_s"] > summary["step_time_s"] == summary["single_s"]
+    # each placement raced is measured afresh once a round, in turn (one placement under two names, once)
+    assert single.astype(np.int64).tobytes() in raced
+    per_round = len(set(raced))
+    assert len(raced) == 3 * per_round and raced[:per_round] == raced[per_round:2 * per_round]
+
+
+def _tiny_graph():
+    from gnplace.importers.sources import load_step_source
+
+    return load_step_source(TINY, optimizer="sgd")[0].graph

@@ -47,6 +47,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per real measurement (default: 5)")
+    p.add_argument("--final-rounds", type=int, default=None, metavar="N",
+                   help="real timers: rounds of the comparison after the search (the search's two fastest "
+                        "placements, auto, single, round_robin, zero-shot), each measured afresh in turn, medians "
+                        "kept (default: 3)")
     p.add_argument("--costs", default=None, help="graph file from gnplace profile: plan with its measured op seconds")
     p.add_argument("-o", "--out", default="out/finetune", help="output folder (default: out/finetune)")
     p.add_argument("--resume", action="store_true",
@@ -73,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         screen=args.screen, screen_model=args.screen_model,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
+        **({"final_rounds": args.final_rounds} if args.final_rounds is not None else {}),
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch
@@ -85,10 +90,14 @@ def run(args: argparse.Namespace) -> int:
           f"{summary['evaluations']} evaluations ({summary['polish_evaluations']} of them annealing from the "
           f"search's best) in {summary['seconds']:.1f} s")
     print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
+    rounds = len(summary["final_rounds_s"]["search"])
+    afresh = "afresh" if rounds == 1 else f"afresh (median of {rounds} rounds)"
     if summary["chosen"] != "search":
-        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms afresh"
-              f"{' (OOM)' if summary['search_oom'] else ''}, slower than {summary['chosen']}'s placement, which "
-              "is returned)")
+        winner = "the search's next fastest" if summary["chosen"].startswith("search_") else f"{summary['chosen']}'s"
+        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms {afresh}"
+              f"{' (OOM)' if summary['search_oom'] else ''}, slower than {winner} placement, which is returned)")
+    elif rounds > 1:
+        print(f"  (each step below measured {afresh})")
     if summary.get("zero_shot_s") is not None:
         print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms{'  (OOM)' if summary['zero_shot_oom'] else ''}"
               "  (a candidate; the search starts from auto)")

@@ -213,6 +213,20 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
 
 
+def test_final_rounds_below_one_exit_2_before_anything_is_written_and_the_help_says_the_default(tmp_path, capsys):
+    from gnplace.cli.finetune import add_arguments
+    from gnplace.finetune import FINAL_ROUNDS
+
+    out = tmp_path / "run"
+    assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
+                 "cpu,cpu", "--final-rounds", "0", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == "gnplace: error: final_rounds must be a whole number >= 1, got 0\n"
+    assert not out.exists()
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert f"(default: {FINAL_ROUNDS})" in next(a.help for a in parser._actions if a.dest == "final_rounds")
+
+
 def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
     import os
 
