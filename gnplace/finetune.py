@@ -84,19 +84,20 @@ def _runners_up(timed: dict[tuple[str, bytes], Any], cluster: Any, best: Any, co
     return [np.frombuffer(devices, dtype=np.int64).copy() for _, devices in fitting[:count]]
 
 
-def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any],
-          rounds: int) -> tuple[dict[str, Any], dict[str, list[float]]]:
-    """Measure ``placements`` in ``rounds`` interleaved rounds, each afresh (past a real timer's cache).
+def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any], rounds: int, *,
+          afresh: bool) -> tuple[dict[str, Any], dict[str, list[float]]]:
+    """Measure ``placements`` in ``rounds`` interleaved rounds; one placement under several names once a round.
 
-    One placement under several names is measured once a round. With one round it is timed through
-    :meth:`~gnplace.sim.timer.StepTimer.time` (the simulator: exact, so one round is all).
+    ``afresh``: each measurement past a real timer's cache (:meth:`~gnplace.execute.base.RealStepTimer.measure`),
+    so that none is the draw a search or ``auto`` picked it by; otherwise :meth:`~gnplace.sim.timer.StepTimer.time`
+    (the simulator: exact, so one round is all).
 
     Returns:
         tuple: each name's median :class:`~gnplace.sim.timer.StepResult` (the lower middle one of an even
         count), and each name's seconds in every round.
     """
     keys = {name: placement.devices.astype(np.int64).tobytes() for name, placement in placements.items()}
-    timed = timer.time if rounds == 1 else timer.measure
+    timed = timer.measure if afresh else timer.time
     samples: dict[bytes, list[Any]] = {key: [] for key in keys.values()}
     for done in range(rounds):
         for name, placement in placements.items():
@@ -294,7 +295,8 @@ def finetune(
                                     for rank, devices in enumerate(runners_up, start=2)}, **placed}
         if zero_shot_devices is not None:
             raced["zero_shot"] = Placement(zero_shot_devices, cluster)
-        measured, rounds_s = _race(step_timer, graph, cluster, raced, 1 if journal is None else final_rounds)
+        real = journal is not None
+        measured, rounds_s = _race(step_timer, graph, cluster, raced, final_rounds if real else 1, afresh=real)
         # the search kept its best by the least of noisy measurements; measured afresh beside the others it
         # may lose: return the one that won, never a placement measured slower than auto's or single's
         eligible = [name for name in raced if name.startswith("search")] + ["auto", "single"]
