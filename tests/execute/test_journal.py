@@ -37,6 +37,16 @@ def _placements(graph, count):
     return [rng.integers(0, 2, graph.num_ops) for _ in range(count)]
 
 
+def _journaled(step, path, placements):
+    """A fresh timer's measurements of ``placements`` on k80x2, journaled in ``path`` (closed); the timer."""
+    timer = Counting(step)
+    timer.attach(MeasurementJournal(path, IDENTITY))
+    for placement in placements:
+        timer.time(step.graph, load_cluster("k80x2"), placement)
+    timer.journal.close()
+    return timer
+
+
 def test_a_resumed_timer_answers_from_the_journal_with_the_same_numbers(step, tmp_path):
     graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
     first = Counting(step)
@@ -88,10 +98,7 @@ def test_a_line_a_kill_cut_short_is_dropped_and_overwritten(step, tmp_path):
 
 def test_a_new_run_does_not_drop_measurements_and_starts_an_empty_journal_afresh(step, tmp_path):
     graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
-    timer = Counting(step)
-    timer.attach(MeasurementJournal(path, IDENTITY))
-    timer.time(graph, cluster, [0] * graph.num_ops)
-    timer.journal.close()
+    timer = _journaled(step, path, [[0] * graph.num_ops])
     saved = path.read_bytes()
     with pytest.raises(InvalidArgument, match=r"holds a run's measurements \(m.jsonl\): resume it, or use another -o"):
         MeasurementJournal(path, IDENTITY)
@@ -111,12 +118,8 @@ def test_a_new_run_does_not_drop_measurements_and_starts_an_empty_journal_afresh
     (lambda text: text.replace(b'"step_s"', b'"stop_s"', 1), "line 2 is damaged"),
 ])
 def test_a_damaged_journal_is_one_clear_error_and_stays_as_it_was(step, tmp_path, damage, message):
-    graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
-    timer = Counting(step)
-    timer.attach(MeasurementJournal(path, IDENTITY))
-    for placement in _placements(graph, 2):
-        timer.time(graph, cluster, placement)
-    timer.journal.close()
+    path = tmp_path / "m.jsonl"
+    _journaled(step, path, _placements(step.graph, 2))
     path.write_bytes(damage(path.read_bytes()))
     saved = path.read_bytes()
     with pytest.raises(InvalidCheckpoint, match=message) as err:
@@ -125,11 +128,8 @@ def test_a_damaged_journal_is_one_clear_error_and_stays_as_it_was(step, tmp_path
 
 
 def test_another_runs_journal_is_refused_naming_what_differs(step, tmp_path):
-    graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
-    timer = Counting(step)
-    timer.attach(MeasurementJournal(path, IDENTITY))
-    timer.time(graph, cluster, [0] * graph.num_ops)
-    timer.journal.close()
+    path = tmp_path / "m.jsonl"
+    _journaled(step, path, [[0] * step.graph.num_ops])
     other = {**IDENTITY, "settings": {**IDENTITY["settings"], "repeats": 7}}
     with pytest.raises(InvalidCheckpoint, match=r"another run's measurements \(settings.repeats differ\)"):
         MeasurementJournal(path, other, resume=True)
