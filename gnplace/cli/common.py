@@ -244,12 +244,19 @@ def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> No
     check_parent_folder(path, flag)
 
 
-def note_nothing_to_resume(last: str | os.PathLike[str], prog: str) -> None:
-    """Say on stderr that ``--resume`` found no checkpoint ``last``, so the run starts afresh (rank 0 only)."""
+def note_nothing_to_resume(last: str | os.PathLike[str], prog: str,
+                           journal: str | os.PathLike[str] | None = None) -> None:
+    """Say on stderr that ``--resume`` found no checkpoint ``last``, so the run starts afresh (rank 0 only).
+
+    A measurement ``journal`` there (:mod:`gnplace.execute.journal`) is named: the new run answers from it.
+    """
     from gnplace.workers import is_launched_rank
 
     if not is_launched_rank() and not Path(last).exists():
-        print(f"{prog}: --resume: no {os.fspath(last)} yet, so a new run starts", file=sys.stderr)
+        answered = ""
+        if journal is not None and Path(journal).is_file() and Path(journal).stat().st_size > 0:
+            answered = f", answering the steps measured before from {os.fspath(journal)}"
+        print(f"{prog}: --resume: no {os.fspath(last)} yet, so a new run starts{answered}", file=sys.stderr)
 
 
 @contextlib.contextmanager

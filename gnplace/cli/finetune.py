@@ -66,11 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gnplace.cli.common import check_output_folder, note_nothing_to_resume
-    from gnplace.finetune import finetune
+    from gnplace.finetune import JOURNAL, finetune
 
     check_output_folder(args.out, "--out")
     if args.resume:
-        note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune")
+        note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune",
+                               Path(args.out) / JOURNAL if args.timer != "sim" else None)
     summary = finetune(
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,

@@ -227,6 +227,18 @@ def test_final_rounds_below_one_exit_2_before_anything_is_written_and_the_help_s
     assert f"(default: {FINAL_ROUNDS})" in next(a.help for a in parser._actions if a.dest == "final_rounds")
 
 
+def test_resume_without_a_checkpoint_says_that_the_journal_answers_what_was_measured(tmp_path, capsys):
+    # a budget too small for one PPO iteration writes no last.ckpt; auto's candidates were measured and journaled
+    out = tmp_path / "run"
+    run = ["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices", "cpu,cpu",
+           "--budget", "1", "--repeats", "1", "--final-rounds", "1", "-o", str(out)]
+    assert main(run) == 0 and not (out / "last.ckpt").exists() and (out / "measurements.jsonl").exists()
+    capsys.readouterr()
+    assert main(run + ["--resume"]) == 0
+    assert (f"gnplace finetune: --resume: no {out / 'last.ckpt'} yet, so a new run starts, answering the steps "
+            f"measured before from {out / 'measurements.jsonl'}") in capsys.readouterr().err
+
+
 def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
     import os
 
