@@ -11,7 +11,7 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacement
-from gnplace.execute.journal import MeasurementJournal
+from gnplace.execute.journal import Key, MeasurementJournal
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
@@ -118,7 +118,7 @@ class RealStepTimer(StepTimer):
         self.warmup = int(warmup)
         self.repeats = int(repeats)
         self.lr = float(lr)
-        self.cache: dict[tuple[str, bytes], StepResult] = {}
+        self.cache: dict[Key, StepResult] = {}  # by the cluster's fingerprint and the placement's devices
         self.measured = 0  # placements run (cache misses)
         self.journal: MeasurementJournal | None = None
 

@@ -136,7 +136,6 @@ class MeasurementJournal:
             differ = ", ".join(_differences(header.get("identity"), self.header["identity"]))
             raise InvalidCheckpoint(f"{self.path} holds another run's measurements ({differ} differ): resume with "
                                     "the same inputs or use another -o")
-        offset = len(complete[0]) + 1
         for number, line in enumerate(complete[1:], start=2):
             try:
                 entry = json.loads(line)
@@ -145,8 +144,7 @@ class MeasurementJournal:
             except (KeyError, TypeError, ValueError, zlib.error) as err:  # binascii.Error is a ValueError
                 raise InvalidCheckpoint(f"{self.path}: line {number} is damaged ({type(err).__name__}); cannot "
                                         "resume from it (move it away or use another -o)") from None
-            offset += len(line) + 1
-        self._valid_bytes = offset
+        self._valid_bytes = len(data) - len(lines[-1])  # every whole line read
 
     def append(self, key: Key, result: StepResult) -> None:
         """Write one measurement (synced before this returns); the first append starts or repairs the file."""
