@@ -169,3 +169,16 @@ def time_only_timer() -> TimeOnlyTimer:
 def only_fits_split() -> tuple[OpGraph, Cluster]:
     """An MLP on ``tight4`` that no single device holds: ``(graph, cluster)``."""
     return mlp_training_graph(layers=8, width=6144, batch=256), load_cluster("tight4")
+
+
+@pytest.fixture
+def short_ptb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ptb graphs of 3 time steps (hundreds of ops where drawn ones have up to 5,000): a fifth of the drawing time.
+
+    For tests of what datasets do with their graphs (files, manifests, resume), which no graph's size changes;
+    the knobs stay seeded, so another seed still draws other graphs.
+    """
+    from gnplace.families import ptb
+
+    drawn = ptb.random_knobs
+    monkeypatch.setattr(ptb, "random_knobs", lambda rng: {**drawn(rng), "steps": 3})

@@ -21,6 +21,7 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_same_seed_gives_byte_identical_files_and_resume_redraws_missing_or_corrupt(tmp_path):
     a = generate_dataset("ptb", 2, tmp_path / "a", seed=7, test_count=1)
     b = generate_dataset("ptb", 2, tmp_path / "b", seed=7, test_count=1)
@@ -39,6 +40,7 @@ def test_same_seed_gives_byte_identical_files_and_resume_redraws_missing_or_corr
     assert folder_bytes(b.parent) == folder_bytes(a.parent) and calls == [0, 1]
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_path):
     first = generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1)
     before = folder_bytes(tmp_path)
@@ -57,6 +59,7 @@ def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_pa
         generate_dataset("ptb", 1, tmp_path, seed=8, test_count=0)
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_an_interrupted_overwrite_leaves_no_manifest_over_a_mix_of_two_datasets(tmp_path):
     generate_dataset("ptb", 2, tmp_path, seed=0, test_count=1)
 
@@ -71,6 +74,7 @@ def test_an_interrupted_overwrite_leaves_no_manifest_over_a_mix_of_two_datasets(
     assert load_manifest(tmp_path)["seed"] == 1
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(tmp_path):
     generate_dataset("ptb", 3, tmp_path, seed=7, test_count=1)
     (tmp_path / "manifest.json").unlink()  # as if killed before the manifest
@@ -148,6 +152,7 @@ def test_every_shipped_graph_file_is_format_version_2():
         assert data["version"] == 2 and len(data["nodes"]["op_kind"]) == len(data["nodes"]["name"]), path
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_made(tmp_path):
     with pytest.raises(UnknownName, match="unknown family 'foo'"):
         generate_dataset("foo", 2, tmp_path / "a")
@@ -162,6 +167,7 @@ def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_ma
     assert load_manifest(tmp_path / "d")["seed"] == 3
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_graphs_of_another_run_without_a_manifest_are_not_drawn_over(tmp_path):
     """Graph files drawn with another seed, their manifest gone: refused without overwrite, not replaced."""
     out = tmp_path / "ds"
@@ -175,6 +181,7 @@ def test_graphs_of_another_run_without_a_manifest_are_not_drawn_over(tmp_path):
     assert load_manifest(out)["seed"] == 0
 
 
+@pytest.mark.usefixtures("short_ptb")
 def test_the_dataset_script_splits_as_generate_does_and_a_bad_split_is_one_error(tmp_path, capsys, load_script):
     script = load_script("make_datasets")
     assert script.main(["--out", str(tmp_path), "--families", "ptb", "--count", "2"]) == 0  # was an IndexError

@@ -15,6 +15,14 @@ from gnplace.workers import PARENT_POLL_S, process_pool
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+@pytest.fixture(autouse=True)
+def _tests_importable_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spawned worker imports this module (``tests.test_workers``) to find the functions sent to it, on the
+    parent's ``sys.path``: the checkout goes on it. Without, this file failed alone (``No module named 'tests'``),
+    and in the whole suite it passed or failed by the order the tests ran in."""
+    monkeypatch.syspath_prepend(str(ROOT))
+
 PARENT = f"""
 import os, sys, time
 sys.path.insert(0, {str(ROOT)!r})

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gnplace.cli import main
+
+pytestmark = pytest.mark.usefixtures("short_ptb")  # what generate does with its graphs, not their size
 
 
 def test_generate_writes_a_seeded_dataset_twice_identically(tmp_path, capsys):
