@@ -93,6 +93,12 @@ def test_finetune_on_real_steps(tmp_path, timer):
     assert summary is not None and summary["timer"] == timer
     assert summary["step_time_s"] > 0 and np.isfinite(summary["single_s"])
     assert summary["evaluations"] <= 12
+    from gnplace.finetune import CONFIRM, JOURNAL
+
+    header = json.loads((tmp_path / JOURNAL).read_text().splitlines()[0])  # the search confirmed its new fastest ones
+    assert header["identity"]["settings"]["confirm"] == CONFIRM > 0
+    journaled = len((tmp_path / JOURNAL).read_text().splitlines()) - 1
+    assert summary["measured_steps"] >= journaled + 3 * 2  # and the race: 3 rounds of at least the search's two
 
 
 def test_bad_inputs_are_one_clear_error(tmp_path):
@@ -331,7 +337,7 @@ def test_a_real_timers_run_killed_in_its_polish_resumes_without_running_a_measur
     monkeypatch.setattr(gnplace.execute.local.LocalTimer, "_measure", simulated)
     monkeypatch.setattr(AnnealingPlacer, "place", polish)
     run = dict(timer="local", devices=["cpu", "cpu"], budget=48, samples=4, epochs=1, zero_shot=False, repeats=1,
-               progress=False)
+               progress=False, confirm=0)  # (one measurement a placement: a journal line per step run)
     whole = finetune(TINY, "k80x2", out=tmp_path / "whole", **run)
     assert whole is not None and whole["polish_evaluations"] >= 12  # (and what the search left on 18 ops)
     whole_runs = len(runs)
@@ -417,7 +423,7 @@ def test_real_steps_race_the_searchs_two_fastest_placements_with_auto_and_single
     monkeypatch.setattr(gnplace.execute.local.LocalTimer, "measure", measure)
     monkeypatch.setattr(FineTunePlacer, "place", search)
     summary = finetune(TINY, cluster, timer="local", devices=["cpu", "cpu"], budget=12, repeats=1, out=tmp_path,
-                       progress=False)
+                       progress=False, confirm=0)  # (confirm would measure the lucky one again in the search)
     assert summary is not None and summary["chosen"] == "search_2"  # single's placement, the search's next fastest
     graph = _tiny_graph()
     single = get_placer("single").place(graph, cluster).devices

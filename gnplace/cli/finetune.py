@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="real timers: rounds of the comparison after the search (the search's two fastest "
                         "placements, auto, single, round_robin, zero-shot), each measured afresh in turn, medians "
                         "kept (default: 3)")
+    p.add_argument("--confirm", type=int, default=None, metavar="N",
+                   help="real timers: a placement the search measures faster than every one before it is measured N "
+                        "more times and the median kept (real steps beyond --budget); 0: none (default: 2)")
     p.add_argument("--costs", default=None, help="graph file from gnplace profile: plan with its measured op seconds")
     p.add_argument("-o", "--out", default="out/finetune", help="output folder (default: out/finetune)")
     p.add_argument("--resume", action="store_true",
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
         **({"final_rounds": args.final_rounds} if args.final_rounds is not None else {}),
+        **({"confirm": args.confirm} if args.confirm is not None else {}),
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch

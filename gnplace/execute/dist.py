@@ -675,14 +675,14 @@ class DistTimer(RealStepTimer):
     @contextmanager
     def using(self, program: Program) -> Iterator[None]:
         """Run another program on the same ranks for a while (calibration probes); measurements stay apart."""
-        saved, saved_cache, saved_journal = self.program, self.cache, self.journal
-        self.program, self.cache, self.journal = program, {}, None
+        saved, saved_cache, saved_journal, saved_confirm = self.program, self.cache, self.journal, self.confirm
+        self.program, self.cache, self.journal, self.confirm = program, {}, None, 0
         if self.world:
             self._broadcast(("program", pickle.dumps(program)))
         try:
             yield
         finally:
-            self.program, self.cache, self.journal = saved, saved_cache, saved_journal
+            self.program, self.cache, self.journal, self.confirm = saved, saved_cache, saved_journal, saved_confirm
             if self.world and not self._closed:
                 self._broadcast(("program", pickle.dumps(saved)))
 

@@ -14,6 +14,8 @@ import numpy as np
 
 from gnplace.cli.common import add_option_argument, parse_placer_options
 from gnplace.cluster import Cluster
+from gnplace.exceptions import InvalidArgument
+from gnplace.execute.base import RealStepTimer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
@@ -467,6 +469,114 @@ def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (
     return "\n".join(lines)
 
 
+class NoisySteps(RealStepTimer):
+    """A stand-in for a real timer: :class:`MismatchedSteps`' step, each measurement times ``exp(sigma * N(0, 1))``.
+
+    A real timer's cache and ``confirm`` (:class:`~gnplace.execute.base.RealStepTimer`) over a known true step, so
+    that what the noise makes a search keep can be told apart from what it found. No recorded step is run.
+    """
+
+    def __init__(self, truth: MismatchedSteps, sigma: float, seed: int) -> None:  # (no step: RealStepTimer's state)
+        self.truth, self.sigma, self.rng = truth, sigma, np.random.default_rng(seed)
+        self.warmup, self.repeats, self.lr = 0, 1, 0.0
+        self.cache, self.measured, self.journal, self.confirm = {}, 0, None, 0
+
+    def settings(self) -> dict[str, Any]:
+        """How this stand-in measures: its noise and ``confirm``."""
+        return {"sigma": self.sigma, "confirm": self.confirm}
+
+    def _placed(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
+        from gnplace.placement import as_placement
+
+        return as_placement(graph, cluster, placement)
+
+    def _measure(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
+        from dataclasses import replace
+
+        true = self.truth.time(graph, cluster, placement)
+        return replace(true, step_time=true.step_time * float(np.exp(self.sigma * self.rng.standard_normal())))
+
+
+def _noisy_steps_row(task: tuple[str, str, int, int, float, float, int]) -> dict[str, Any]:
+    import torch
+
+    from gnplace import load_cluster, load_graph
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+
+    torch.set_num_threads(1)
+    path, cluster_name, budget, seed, sigma, mismatch, confirm = task
+    graph, cluster = load_graph(path), load_cluster(cluster_name)
+    truth = MismatchedSteps(graph, cluster, mismatch, 1.0, 1.0)
+    timer = NoisySteps(truth, sigma, 1000 + seed)
+    timer.confirm = confirm
+    best = FineTunePlacer(budget=budget, timer=timer, progress=False).place(graph, cluster, seed=seed)
+    auto = get_placer("auto", timer=truth).place(graph, cluster, seed=seed)
+    return {"graph": graph.name, "family": str(graph.meta.get("family", "")), "graph_sha256": graph_sha256(path),
+            "cluster": cluster.name, "cluster_fingerprint": cluster.fingerprint(), "budget": budget, "seed": seed,
+            "sigma": sigma, "mismatch": mismatch, "confirm": confirm, "finetune_revision": FineTunePlacer.revision,
+            "finetune_files": _finetune_files({}), "measured": timer.measured,
+            "search_true": truth.time(graph, cluster, best).step_time / truth.time(graph, cluster, auto).step_time}
+
+
+def bench_noisy_steps(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Fine-tuning's search on noisy steps with and without ``confirm`` (:func:`run_noisy_steps`)."""
+    from gnplace.placers import make_placer
+    from gnplace.rl.search import FineTunePlacer
+
+    check_output_folder(args.out)
+    check_families(args.families)
+    check_mismatch([args.mismatch, 1.0, 1.0], args.clusters)
+    if not 0 <= args.sigma <= MAX_SIGMA:  # (NaN fails too)
+        raise InvalidArgument(f"--sigma must be a finite number from 0 to {MAX_SIGMA:g}, got {args.sigma:g}")
+    if any(c < 0 for c in args.confirm):
+        raise InvalidArgument(f"--confirm takes whole numbers >= 0, got {args.confirm}")
+    make_placer("finetune", budget=args.budget)  # a bad --budget: one error line here, not from the first pair
+    files, prints = _finetune_files({}), cluster_fingerprints(args.clusters)
+    paths = [path for family in args.families for path in test_graphs(family, args.per_family)]
+    graphs = graph_identities(paths)
+    done_file, rows = rows_file(args.out, "noisy_steps.json")  # every argument checked: the folder is made
+    names = cluster_names(args.clusters)
+    wanted = {(Path(p).stem, names[c], s, k) for p in paths for c in args.clusters for s in args.seeds
+              for k in args.confirm}
+
+    def this_run(r: dict[str, Any]) -> bool:
+        return (r["budget"] == args.budget and r["sigma"] == args.sigma and r["mismatch"] == args.mismatch
+                and r["finetune_revision"] == FineTunePlacer.revision and r.get("finetune_files") == files
+                and same_cluster(r, prints) and same_graph(r, graphs)
+                and (r["graph"], r["cluster"], r["seed"], r["confirm"]) in wanted)
+
+    done = {(r["graph"], r["cluster"], r["seed"], r["confirm"]) for r in rows if this_run(r)}
+    tasks = [(p, c, args.budget, s, args.sigma, args.mismatch, k) for p in paths for c in args.clusters
+             for s in args.seeds for k in args.confirm if (Path(p).stem, names[c], s, k) not in done]
+    add_rows(_noisy_steps_row, tasks, args.jobs, done_file, rows)
+    return [r for r in rows if this_run(r)]
+
+
+def noisy_steps_summary(rows: list[dict[str, Any]]) -> str:
+    """Markdown table of :func:`bench_noisy_steps`' rows: by ``confirm``, the search's best over ``auto``'s, true steps."""
+    lines = ["| budget | confirm | runs | search's best / auto (true steps, geometric mean) | measurements a run |",
+             "| --- " * 5 + "|"]
+    for budget, confirm in sorted({(r["budget"], r["confirm"]) for r in rows}):
+        part = [r for r in rows if (r["budget"], r["confirm"]) == (budget, confirm)]
+        lines.append(f"| {budget} | {confirm} | {len(part)} | {geomean(r['search_true'] for r in part):.4f} | "
+                     f"{statistics.mean(r['measured'] for r in part):.1f} |")
+    return "\n".join(lines)
+
+
+def run_noisy_steps(args: argparse.Namespace) -> int:
+    """``noisy-steps``: what re-measuring a new fastest placement (``finetune --confirm``) does to a noisy search.
+
+    The stand-in for real steps (:class:`NoisySteps`): :class:`MismatchedSteps` with op seconds off by
+    ``exp(--mismatch * N(0, 1))`` (the simulator screen's error) as the true step, and each measurement of it
+    off by ``exp(--sigma * N(0, 1))`` (one measurement on this project's VM varied by 9-16%). Fine-tuning's search
+    runs on it with each ``--confirm`` and reports its best placement's true step over ``auto``'s (``auto`` picked
+    on true steps). Rows go to ``OUT/noisy_steps.json`` (an interrupted run resumes).
+    """
+    print(noisy_steps_summary(bench_noisy_steps(args)))
+    return 0
+
+
 def run_finetune(args: argparse.Namespace) -> int:
     """``finetune``: sample efficiency of fine-tuning, against PPO from scratch with the same budget.
 
@@ -510,7 +620,7 @@ def run_screen_model(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    """The ``finetune`` and ``screen-model`` subcommands."""
+    """The ``finetune``, ``screen-model`` and ``noisy-steps`` subcommands."""
     ft = add_command(sub, "finetune", run_finetune, "fine-tuning from the checkpoint against PPO from scratch")
     ft.add_argument("--budget", type=int, default=4000)
     ft.add_argument("--clusters", nargs="+", default=["k80x4"])
@@ -541,3 +651,16 @@ def add_parsers(sub: Any) -> None:
     sm.add_argument("--seed", type=int, default=0)
     sm.add_argument("--jobs", type=int, default=2)
     sm.add_argument("--out", default="out/bench_screen_model")
+    ns = add_command(sub, "noisy-steps", run_noisy_steps,
+                     "fine-tuning's search on noisy steps, a new fastest placement measured again or not")
+    ns.add_argument("--budget", type=int, default=120)
+    ns.add_argument("--sigma", type=float, default=0.12, help="noise of one measurement, lognormal (default: 0.12)")
+    ns.add_argument("--mismatch", type=float, default=0.3,
+                    help="op-seconds error of the simulator against the true step, lognormal (default: 0.3)")
+    ns.add_argument("--confirm", type=int, nargs="+", default=[0, 2], help="values of finetune --confirm compared")
+    ns.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
+    ns.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    add_per_family_argument(ns, 1)
+    ns.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ns.add_argument("--jobs", type=int, default=2)
+    ns.add_argument("--out", default="out/bench_noisy_steps")

@@ -155,6 +155,46 @@ def test_a_cluster_file_edited_under_the_same_name_runs_its_pairs_again(tmp_path
         assert capsys.readouterr().out.count("| ptb_") == 1  # the table shows the new cluster's row alone
 
 
+def test_noisy_steps_runs_the_search_with_each_confirm_on_known_true_steps_and_resumes(tmp_path, load_script, capsys):
+    """Each --confirm on one pair and seed; confirm 2 takes more measurements; a second run has nothing to do."""
+    bench = load_script("bench")
+    cmd = ["noisy-steps", "--families", "ptb", "--clusters", "k80x2", "--budget", "40", "--seeds", "0", "--jobs", "1",
+           "--confirm", "0", "2", "--out", str(tmp_path)]
+    assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
+    out = capsys.readouterr().out
+    rows = sorted(json.loads((tmp_path / "noisy_steps.json").read_text()), key=lambda r: r["confirm"])
+    assert [r["confirm"] for r in rows] == [0, 2] and all(r["sigma"] == 0.12 and r["budget"] == 40 for r in rows)
+    assert all(0 < r["search_true"] <= 1.3 for r in rows)  # the search's best, timed truly, beside auto's
+    assert rows[1]["measured"] > rows[0]["measured"]  # the first placement at least was measured 3 times
+    assert "| 40 | 0 | 1 |" in out and "| 40 | 2 | 1 |" in out
+    assert bench.main(cmd) == 0 and len(json.loads((tmp_path / "noisy_steps.json").read_text())) == 2
+
+
+def test_noisy_steps_draw_around_the_true_step_and_are_cached_as_a_real_timers(load_script):
+    bench = load_script("benchmarks.finetune")
+    from gnplace.cluster import load_cluster
+    from gnplace.toy import mlp_training_graph
+
+    graph, cluster = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    truth = bench.MismatchedSteps(graph, cluster, 0.0, 1.0, 1.0)
+    timer = bench.NoisySteps(truth, 0.1, seed=0)
+    split = np.arange(graph.num_ops) % 2
+    true = truth.time(graph, cluster, split).step_time
+    draws = [timer.measure(graph, cluster, split).step_time for _ in range(200)]
+    assert len(set(draws)) == 200 and np.median(draws) == pytest.approx(true, rel=0.03)
+    assert timer.time(graph, cluster, split) is timer.time(graph, cluster, split) and timer.measured == 201
+
+
+@pytest.mark.parametrize("argv, message", [(["--sigma", "-1"], "--sigma"), (["--confirm", "-1"], "--confirm"),
+                                           (["--mismatch", "11"], "--mismatch")])
+def test_noisy_steps_refuses_a_bad_argument_in_one_line(tmp_path, load_script, capsys, argv, message):
+    code = load_script("bench").main(["noisy-steps", "--families", "ptb", "--clusters", "k80x2", "--budget", "20",
+                                      "--jobs", "1", "--out", str(tmp_path / "o"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("bench: error:") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
 @pytest.mark.parametrize("content", [b"{", b"\xff\xfe", b'{"graph": "ptb_002"}', b"[1, 2]"])
 def test_a_rows_file_of_something_else_is_one_error_line(tmp_path, load_script, capsys, bench_name, rows_file, content):

@@ -101,7 +101,7 @@ def test_script_runs_two_rank_fine_tuning(tmp_path):
     assert (tmp_path / "placement.json").exists()
 
 
-def test_kill_and_resume(tmp_path):
+def test_kill_and_resume(tmp_path, capsys):
     """A ``kill -9`` mid-run leaves a whole checkpoint; ``--resume`` finishes within the budget."""
     import os
     import signal
@@ -123,16 +123,16 @@ def test_kill_and_resume(tmp_path):
     assert (out / "last.ckpt").exists() and not (out / "summary.json").exists()
     saved = torch.load(out / "last.ckpt", weights_only=True)["gnplace"]["iteration"]  # what the kill left
     assert saved > 0
-    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    finished = json.loads(resumed.stdout)
+    # only the killed run needs a process of its own: the others run here, as the script's main would run them
+    arguments = ["finetune", *command[2:]]
+    capsys.readouterr()
+    assert main(arguments + ["--resume"]) == 0
+    finished = json.loads(capsys.readouterr().out)
     assert finished["evaluations"] <= 500
     # the resumed run is the run that was not killed: what it had spent before the kill counts against the budget
     # (it once spent the budget anew after the checkpoint), and every best-so-far lands where it did
-    straight = subprocess.run(command[:command.index("-o")] + ["-o", str(tmp_path / "straight"), "--json"],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert straight.returncode == 0, straight.stderr[-2000:]
-    uninterrupted = json.loads(straight.stdout)
+    assert main(arguments[:arguments.index("-o")] + ["-o", str(tmp_path / "straight"), "--json"]) == 0
+    uninterrupted = json.loads(capsys.readouterr().out)
     histories = [json.loads((folder / "summary.json").read_text())["history"] for folder in (out, tmp_path / "straight")]
     assert histories[0] == histories[1]
     assert (finished["evaluations"], finished["step_time_s"]) == (uninterrupted["evaluations"],
@@ -143,7 +143,7 @@ def test_kill_and_resume(tmp_path):
     assert steps[0] == saved  # the resumed session went on from the checkpoint, not from the start
 
 
-def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_path):
+def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_path, capsys):
     """A first Ctrl-C lets the iteration finish and saves it (no checkpoint was due), then stops with 130."""
     import signal
     import time
@@ -165,9 +165,9 @@ def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_pa
     assert "stopping after this iteration, which is saved first" in err and "finetune: interrupted (--resume" in err
     saved = torch.load(out / "last.ckpt", weights_only=True)["gnplace"]["iteration"]
     assert saved > 0 and not (out / "summary.json").exists()
-    resumed = subprocess.run(command + ["--resume"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert json.loads(resumed.stdout)["evaluations"] == 1000
+    capsys.readouterr()
+    assert main(["finetune", *command[2:], "--resume"]) == 0  # in this process: only the interrupted run needs one
+    assert json.loads(capsys.readouterr().out)["evaluations"] == 1000
 
 
 def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
@@ -225,6 +225,20 @@ def test_final_rounds_below_one_exit_2_before_anything_is_written_and_the_help_s
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert f"(default: {FINAL_ROUNDS})" in next(a.help for a in parser._actions if a.dest == "final_rounds")
+
+
+def test_a_negative_confirm_exits_2_before_anything_is_written_and_the_help_says_the_default(tmp_path, capsys):
+    from gnplace.cli.finetune import add_arguments
+    from gnplace.finetune import CONFIRM
+
+    out = tmp_path / "run"
+    assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
+                 "cpu,cpu", "--confirm", "-1", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == "gnplace: error: confirm must be a whole number >= 0, got -1\n"
+    assert not out.exists()
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert f"(default: {CONFIRM})" in next(a.help for a in parser._actions if a.dest == "confirm")
 
 
 def test_resume_without_a_checkpoint_says_that_the_journal_answers_what_was_measured(tmp_path, capsys):

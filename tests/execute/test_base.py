@@ -94,3 +94,37 @@ def test_warmup_and_repeats_are_whole_numbers(kwargs):
 
     with pytest.raises(InvalidArgument, match=r"^need whole numbers warmup >= 0 and repeats >= 1"):
         LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], **kwargs)
+
+
+def test_a_new_fastest_placement_is_measured_again_and_the_median_kept_others_once():
+    """``confirm``: a lucky first draw no longer makes a placement the fastest; a slower or OOM one is not repeated."""
+    import numpy as np
+
+    from gnplace.execute.base import RealStepTimer
+    from gnplace.execute.examples import tiny
+    from gnplace.importers.torch import import_step
+    from gnplace.sim.timer import StepResult
+
+    class Scripted(RealStepTimer):  # each placement's draws in turn, in milliseconds (over capacity: a negative one)
+        draws: dict[int, list[float]] = {}
+
+        def _measure(self, graph, cluster, placement):
+            ms = self.draws[int(placement.devices[0])].pop(0)
+            n = cluster.num_devices
+            peak = np.full(n, 2.0 * cluster.memory.max() if ms < 0 else 0.0)
+            return StepResult(abs(ms) * 1e-3, np.zeros(n), peak, cluster.memory, cluster.device_names)
+
+    step = import_step(*tiny())
+    graph, cluster = step.graph, load_cluster("k80x4")
+    timer = Scripted(step)
+    timer.confirm = 2
+    assert timer.settings()["confirm"] == 2
+    # device 0: the first, so the fastest yet (10, 12, 11: median 11); device 1: a lucky 5 then 9 and 13 (median 9);
+    # device 2: 10, slower than 9, kept as drawn; device 3: 1 but out of memory, kept as drawn
+    timer.draws = {0: [10, 12, 11], 1: [5, 9, 13], 2: [10], 3: [-1]}
+    steps = [timer.time(graph, cluster, [d] * graph.num_ops) for d in range(4)]
+    assert [round(s.step_time * 1e3, 6) for s in steps] == [11, 9, 10, 1] and steps[3].is_oom
+    assert timer.measured == 8 and not any(timer.draws.values())
+    assert timer.time(graph, cluster, [1] * graph.num_ops) is steps[1]  # the cache holds the median
+    timer.confirm = 0
+    assert "confirm" not in timer.settings()  # a run saved before confirm existed resumes under confirm 0
