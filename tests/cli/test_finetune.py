@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from gnplace.cli import main
@@ -213,32 +214,21 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
 
 
-def test_final_rounds_below_one_exit_2_before_anything_is_written_and_the_help_says_the_default(tmp_path, capsys):
+@pytest.mark.parametrize("flag, value, wanted, default", [("--final-rounds", "0", ">= 1", "FINAL_ROUNDS"),
+                                                          ("--confirm", "-1", ">= 0", "CONFIRM")])
+def test_a_count_out_of_range_exits_2_before_anything_is_written_and_the_help_says_the_default(
+        tmp_path, capsys, flag, value, wanted, default):
+    import gnplace.finetune
     from gnplace.cli.finetune import add_arguments
-    from gnplace.finetune import FINAL_ROUNDS
 
-    out = tmp_path / "run"
+    out, name = tmp_path / "run", flag[2:].replace("-", "_")
     assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
-                 "cpu,cpu", "--final-rounds", "0", "-o", str(out)]) == 2
-    assert capsys.readouterr().err == "gnplace: error: final_rounds must be a whole number >= 1, got 0\n"
+                 "cpu,cpu", flag, value, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"gnplace: error: {name} must be a whole number {wanted}, got {value}\n"
     assert not out.exists()
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert f"(default: {FINAL_ROUNDS})" in next(a.help for a in parser._actions if a.dest == "final_rounds")
-
-
-def test_a_negative_confirm_exits_2_before_anything_is_written_and_the_help_says_the_default(tmp_path, capsys):
-    from gnplace.cli.finetune import add_arguments
-    from gnplace.finetune import CONFIRM
-
-    out = tmp_path / "run"
-    assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
-                 "cpu,cpu", "--confirm", "-1", "-o", str(out)]) == 2
-    assert capsys.readouterr().err == "gnplace: error: confirm must be a whole number >= 0, got -1\n"
-    assert not out.exists()
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert f"(default: {CONFIRM})" in next(a.help for a in parser._actions if a.dest == "confirm")
+    assert f"(default: {getattr(gnplace.finetune, default)})" in next(a.help for a in parser._actions if a.dest == name)
 
 
 def test_resume_without_a_checkpoint_says_that_the_journal_answers_what_was_measured(tmp_path, capsys):
