@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.sim.timer import relative_step
+from gnplace.sim.timer import median_step, relative_step
 
 __all__ = ["finetune", "TIMERS", "JOURNAL", "FINAL_ROUNDS", "FINALISTS", "CONFIRM"]
 
@@ -112,8 +112,7 @@ def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any], roun
         for name, placement in placements.items():
             if len(samples[keys[name]]) == done:  # (not under another name this round)
                 samples[keys[name]].append(timed(graph, cluster, placement))
-    medians = {name: sorted(samples[key], key=lambda r: r.step_time)[(len(samples[key]) - 1) // 2]
-               for name, key in keys.items()}
+    medians = {name: median_step(samples[key]) for name, key in keys.items()}
     return medians, {name: [r.step_time for r in samples[key]] for name, key in keys.items()}
 
 

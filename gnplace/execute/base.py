@@ -15,7 +15,7 @@ from gnplace.execute.journal import Key, MeasurementJournal
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
-from gnplace.sim.timer import StepResult, StepTimer
+from gnplace.sim.timer import StepResult, StepTimer, median_step
 
 __all__ = ["RealStepTimer", "real_timer", "torch_devices", "as_program", "oom_result"]
 
@@ -168,7 +168,7 @@ class RealStepTimer(StepTimer):
             if self.confirm and not result.is_oom and result.step_time < self._fastest(key[0]):
                 draws = [result, *(self._measure(graph, cluster, placed) for _ in range(self.confirm))]
                 self.measured += self.confirm
-                result = sorted(draws, key=lambda r: r.step_time)[self.confirm // 2]  # the median (the lower middle)
+                result = median_step(draws)
             if self.journal is not None:  # on file before it is used: a resumed run answers it from there
                 self.journal.append(key, result)
             self.cache[key] = result

@@ -33,7 +33,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
     "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
-    "geomean", "simulated",
+    "geomean", "simulated", "median_step",
 ]
 
 
@@ -362,6 +362,17 @@ class BudgetedTimer(StepTimer):
         if key < self.best_key:
             self.best_key, self.best = key, array[i].copy()
         self.trace.append((self.evaluations, *self.best_key))
+
+
+def median_step(results: Sequence[StepResult]) -> StepResult:
+    """The median of several measurements of one placement, by step time (of an even count the lower middle one).
+
+    Examples:
+        >>> steps = [StepResult(t, np.zeros(1), np.zeros(1), np.ones(1), ["d"]) for t in (3.0, 1.0, 2.0, 4.0)]
+        >>> median_step(steps[:3]).step_time, median_step(steps).step_time
+        (2.0, 2.0)
+    """
+    return sorted(results, key=lambda r: r.step_time)[(len(results) - 1) // 2]
 
 
 def relative_step(step: float, reference: float) -> float:
