@@ -43,6 +43,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidCluster
 from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, parse_yaml, read_file
+from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 # MAX_SECONDS (gnplace.limits, with the other limits) stays importable from here, where clusters are checked against it
@@ -139,7 +140,7 @@ _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
 }
 
 
-class Cluster:
+class Cluster(ReadOnlyArrays):
     """Devices and the bandwidth and latency between every ordered pair of them.
 
     Args:

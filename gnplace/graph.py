@@ -24,6 +24,7 @@ import numpy as np
 from gnplace.exceptions import InvalidGraph
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
+from gnplace.readonly import ReadOnlyArrays
 
 __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "require_ops"]
 
@@ -82,7 +83,7 @@ def _check_size(values: np.ndarray, field: str, where: Any) -> None:
         raise InvalidGraph(f"{where(bad)} has {field} too large ({values[bad]:.6g}; the limit is 2**62)")
 
 
-class OpGraph:
+class OpGraph(ReadOnlyArrays):
     """An immutable DAG of ops with their costs, colocation groups and edge sizes.
 
     Args:

@@ -31,6 +31,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
+from gnplace.readonly import ReadOnlyArrays
 
 __all__ = ["Placement", "GraphKey", "as_placement", "check_whole_devices", "save_placement", "load_placement"]
 
@@ -81,7 +82,7 @@ class GraphKey:
 
 
 @dataclass(frozen=True, eq=False)
-class Placement:
+class Placement(ReadOnlyArrays):
     """The device index of every op, for one cluster.
 
     Args:

@@ -38,8 +38,9 @@ def _push(keys, ops, size, d, k0, k1, v):  # type: ignore[no-untyped-def]
     if size[d] == ops.shape[1]:
         grown_keys = np.empty((keys.shape[0], 2 * keys.shape[1], 2))
         grown_ops = np.empty((ops.shape[0], 2 * ops.shape[1]), dtype=np.int64)
-        grown_keys[:, : keys.shape[1]] = keys
-        grown_ops[:, : ops.shape[1]] = ops
+        for h in range(keys.shape[0]):  # element by element: a slice assignment compiles numba's shape checks
+            for i in range(keys.shape[1]):
+                grown_keys[h, i, 0], grown_keys[h, i, 1], grown_ops[h, i] = keys[h, i, 0], keys[h, i, 1], ops[h, i]
         keys, ops = grown_keys, grown_ops
     i = size[d]
     size[d] += 1
@@ -274,8 +275,8 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                         break
                     _pop(now_keys, now_ops, now_size, d)
         # the earliest start over the heap tops: (start, -rank, finish, device, op)
-        best_d = -1
-        best_v = -1
+        best_d = np.int64(-1)  # typed: literal -1s would compile _assign and _fits once more each
+        best_v = np.int64(-1)
         best_start = best_r = best_finish = 0.0
         for d in range(num_devices):
             if now_size[d] > 0:
@@ -349,16 +350,17 @@ def heft_kernel(  # type: ignore[no-untyped-def]
     at = np.empty(num_devices)
     allowed = np.empty(num_devices, dtype=np.bool_)
     ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
+    heap = np.int64(0)  # the one heap (typed: a literal 0 would compile _push and _pop once more)
     for v in range(n):
         if pending[v] == 0:
-            keys, ops = _push(keys, ops, size, 0, neg_rank[v], 0.0, v)
+            keys, ops = _push(keys, ops, size, heap, neg_rank[v], 0.0, v)
     while size[0] > 0:
         v = ops[0, 0]
-        _pop(keys, ops, size, 0)
+        _pop(keys, ops, size, heap)
         _ready_time(v, at, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
         _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
         g = group[v]
-        best_d = -1
+        best_d = np.int64(-1)  # typed: a literal -1 would compile _assign once more
         best_finish = np.inf
         for d in range(num_devices):
             start = max(at[d], device_free[d])
@@ -371,7 +373,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
                         finish, device_free, op_time, out_ptr, out_dst, pending)
         for i in range(count):
             w = ready[i]
-            keys, ops = _push(keys, ops, size, 0, neg_rank[w], 0.0, w)
+            keys, ops = _push(keys, ops, size, heap, neg_rank[w], 0.0, w)
 
 
 @njit(cache=True)

@@ -450,8 +450,9 @@ def simulate_many(  # type: ignore[no-untyped-def]
             inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap, msg_cpu,
         )
         steps[b] = result[0]
-        busies[b] = result[1]
-        peaks[b] = result[2]
+        for d in range(D):  # element by element: a row assignment compiles numba's shape checks
+            busies[b, d] = result[1][d]
+            peaks[b, d] = result[2][d]
     return steps, busies, peaks
 
 

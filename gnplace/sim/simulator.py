@@ -143,7 +143,8 @@ class Simulator(StepTimer):
         """
         placed = as_placement(graph, cluster, placement)
         prepared = self._prepared(graph, cluster)
-        out = _kernel.simulate_step(np.ascontiguousarray(placed.devices), *prepared.args)
+        # a writable copy, as simulate_many's rows are: numba compiles the kernel once per array type
+        out = _kernel.simulate_step(placed.devices.copy(), *prepared.args)
         step, busy, peak, op_start, op_end, nx = out[:6]
         if step < 0:  # pragma: no cover - OpGraph guarantees a DAG
             raise RuntimeError("simulation did not finish every op")

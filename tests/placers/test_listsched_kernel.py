@@ -80,3 +80,26 @@ def test_schedules_of_random_graphs_are_valid(seed):
         s = ListSchedule(graph, cluster, op_times(graph, cluster), min_speed=float(rng.random()))
         schedule_with(s, rng.random(graph.num_ops))
         _assert_valid(s, graph)
+
+
+def test_the_schedulers_compile_each_helper_once_for_a_graph_and_its_unpickled_copy():
+    """numba compiles a function per argument types: a literal ``-1`` or ``0``, or a writable array where a
+    read-only one came before, compiled a helper again (seconds in each process that schedules)."""
+    import pickle
+
+    from numba.core import types
+
+    from gnplace.placers import _listsched_kernel as kernel
+    from gnplace.placers import make_placer
+    from gnplace.toy import layered_graph
+
+    graph, cluster = layered_graph(30, width=4, seed=3), load_cluster("tight4")
+    for pair in ((graph, cluster), pickle.loads(pickle.dumps((graph, cluster)))):
+        for name in ("heft", "m_etf", "m_sct"):
+            make_placer(name).place(*pair, seed=0)
+        if pair[0] is graph:
+            compiled = {name: set(getattr(kernel, name).signatures) for name in ("etf_kernel", "heft_kernel")}
+    assert {name: set(getattr(kernel, name).signatures) for name in compiled} == compiled
+    for name in ("_assign", "_fits", "_push", "_pop", "_ready_time", "_candidates"):
+        literal = [sig for sig in getattr(kernel, name).signatures if any(isinstance(t, types.Literal) for t in sig)]
+        assert not literal, f"{name} compiled for literal arguments: {literal}"

@@ -343,3 +343,22 @@ def test_a_zero_second_op_holds_its_inputs_and_output_after_a_gap_as_without_one
     c = toy_cluster(1)
     for mode in ("default", "placeto"):
         assert Simulator(mode).time(g, c, [0] * g.num_ops).peak_memory[0] == peak_mb * mb, mode
+
+
+def test_one_compiled_kernel_serves_time_time_batch_and_an_unpickled_graph_and_cluster():
+    """numba compiles a kernel per argument types (read-only is one): each extra one took seconds per process."""
+    import pickle
+
+    from gnplace.sim import _kernel
+
+    graph, cluster = layered_graph(10, width=3, seed=2), load_cluster("k80x2")
+    devices = np.arange(10) % 2
+    sim = Simulator()
+    sim.time(graph, cluster, devices)
+    sim.time_batch(graph, cluster, [devices])
+    compiled = {name: set(getattr(_kernel, name).signatures) for name in ("simulate_step", "simulate_many")}
+    again, moved = pickle.loads(pickle.dumps((graph, cluster)))
+    sim.time(again, moved, devices)
+    sim.time(again, moved, Placement(devices, moved))
+    sim.time_batch(again, moved, [devices])
+    assert {name: set(getattr(_kernel, name).signatures) for name in compiled} == compiled

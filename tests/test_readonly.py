@@ -1,0 +1,59 @@
+"""Graphs, clusters and placements keep their arrays read-only through pickling (as a worker process gets them)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from gnplace.cluster import load_cluster
+from gnplace.placement import Placement
+from gnplace.readonly import ReadOnlyArrays, read_only
+from gnplace.toy import layered_graph
+
+
+def _arrays(value, path="") -> dict[str, np.ndarray]:
+    """Every array held in ``vars(value)``, directly or in a tuple, by its path."""
+    found: dict[str, np.ndarray] = {}
+    items = vars(value).items() if hasattr(value, "__dict__") else enumerate(value)
+    for key, item in items:
+        if isinstance(item, np.ndarray):
+            found[f"{path}{key}"] = item
+        elif isinstance(item, tuple):
+            found |= _arrays(item, f"{path}{key}.")
+    return found
+
+
+def test_an_unpickled_graph_cluster_and_placement_hold_only_read_only_arrays():
+    graph, cluster = layered_graph(12, width=3, seed=1), load_cluster("k80x2")
+    graph.out_csr, graph.in_csr, graph.topological_order()  # cached arrays travel with the graph
+    placement = Placement(np.arange(12) % 2, cluster)
+    for value in (graph, cluster, placement):
+        before = _arrays(value)
+        assert before and not any(a.flags.writeable for a in before.values())
+        again = pickle.loads(pickle.dumps(value))
+        after = _arrays(again)
+        assert after.keys() == before.keys()
+        writable = [path for path, array in after.items() if array.flags.writeable]
+        assert not writable, f"{type(value).__name__}: {writable} came back writable"
+        with pytest.raises(ValueError, match="read-only"):
+            next(iter(after.values()))[0] = 0
+
+
+def test_read_only_reaches_arrays_in_tuples_and_lists_and_leaves_dicts_alone():
+    inner, listed, kept = np.zeros(2), np.zeros(2), np.zeros(2)
+    read_only((inner, [listed], {"meta": kept}, 3))
+    assert not inner.flags.writeable and not listed.flags.writeable and kept.flags.writeable
+
+
+class Holder(ReadOnlyArrays):
+    """A class of its own that mixes :class:`ReadOnlyArrays` in (module level: pickle finds it by name)."""
+
+    def __init__(self) -> None:
+        self.name, self.values, self.meta = "h", read_only(np.arange(3)), {"a": 1}
+
+
+def test_the_mixin_restores_every_attribute():
+    again = pickle.loads(pickle.dumps(Holder()))
+    assert again.name == "h" and again.meta == {"a": 1} and again.values.tolist() == [0, 1, 2]
