@@ -26,6 +26,7 @@ scores many placements of one graph in parallel.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Any, Literal
 
@@ -167,11 +168,36 @@ class Simulator(StepTimer):
         """
         array = check_batch(graph, cluster, placements)
         prepared = self._prepared(graph, cluster)
-        steps, busy, peaks = _kernel.simulate_many(array, *prepared.args)
+        steps, busy, peaks = _simulate_many(array, prepared.args)
         return BatchResult(steps, busy, peaks, np.any(peaks > cluster.memory[None, :], axis=1))
 
 
 _DEFAULT_SIMULATORS: dict[str, Simulator] = {}
+
+#: Whether this process has made its first parallel kernel call (numba's thread pool runs from then on).
+_POOL_STARTED = False
+
+
+def _simulate_many(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_kernel.simulate_many(array, *args)``, leaving torch's thread count as it was.
+
+    A process's first parallel numba call starts numba's OpenMP thread pool, which sets the OpenMP
+    thread count, the one torch reads (``torch.get_num_threads``), to numba's (one per core). A search that
+    had set torch to one thread then trained on two from that call on, and only in the first run of a
+    process: a second identical fine-tuning in the same process trained on one thread throughout and
+    returned another placement (2026-12-01; fresh processes agreed). The first call puts torch's count back.
+    """
+    global _POOL_STARTED
+    if _POOL_STARTED:
+        return _kernel.simulate_many(array, *args)  # type: ignore[no-any-return]
+    torch = sys.modules.get("torch")  # (not imported here: the simulator does not need it)
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        return _kernel.simulate_many(array, *args)  # type: ignore[no-any-return]
+    finally:
+        _POOL_STARTED = True
+        if torch is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 def simulate(

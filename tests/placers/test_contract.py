@@ -25,7 +25,7 @@ from gnplace.toy import chain_graph, layered_graph, mixed_cluster, toy_cluster
 
 #: Options that keep each placer quick on tiny graphs (search budgets, solver time); others take defaults.
 FAST: dict[str, dict[str, Any]] = {
-    "exact": {"time_limit": 0.2, "num_workers": 1},
+    "exact": {"time_limit": 0.05, "num_workers": 1},
     "ppo": {"samples": 8, "epochs": 2, "imitation_steps": 2},
     "reinforce": {"samples": 8, "epochs": 2, "imitation_steps": 2},
 }
