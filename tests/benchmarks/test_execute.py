@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
-    """Calibration, the simulator's error and fine-tuning on real steps, for two models in one run."""
+def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path, load_script, capsys):
+    """Calibration, the simulator's error and fine-tuning on real steps, for two models in one run (the bench's
+    main in this process: the local timer needs no process of its own)."""
     graphs = [f"gnplace.execute.examples:{name}" for name in ("tiny", "branchy")]
-    done = subprocess.run(
-        [sys.executable, "scripts/bench.py", "fidelity", "--timer", "local", "--devices", "cpu,cpu", "--graphs", *graphs,
-         "--placements", "3", "--repeats", "1", "--finetune-budget", "4", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert load_script("bench").main(["fidelity", "--timer", "local", "--devices", "cpu,cpu", "--graphs", *graphs,
+                                      "--placements", "3", "--repeats", "1", "--finetune-budget", "4",
+                                      "--out", str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
     summary = json.loads((tmp_path / "fidelity.json").read_text())
     assert set(summary["graphs"]) == {"tiny", "branchy"} and summary["placements"] == 6
     for entry in summary["graphs"].values():
@@ -28,7 +22,7 @@ def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path):
         signed = sorted(r["simulated_s"] / r["measured_s"] - 1 for r in entry["placements"])
         assert entry["median_signed_error"] == pytest.approx(signed[1])  # > 0: the simulator too slow
         assert not any(r["name"].startswith("single") for r in entry["placements"])  # calibration's own
-    assert "median signed error" in done.stdout
+    assert "median signed error" in stdout
 
 
 def test_fidelity_leaves_placements_out_of_memory_out_of_the_error(tmp_path, load_script, capsys, monkeypatch):
