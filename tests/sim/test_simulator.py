@@ -367,6 +367,7 @@ def test_one_compiled_kernel_serves_time_time_batch_and_an_unpickled_graph_and_c
 def test_the_first_batch_of_a_process_leaves_torchs_thread_count_as_it_was():
     """numba's first parallel call starts its OpenMP pool, which set torch's thread count to one per core: a
     fine-tuning that had set one thread trained on two in the first run of a process only (another placement)."""
+    import os
     import subprocess
     import sys
 
@@ -379,6 +380,6 @@ def test_the_first_batch_of_a_process_leaves_torchs_thread_count_as_it_was():
             "Simulator().time_batch(layered_graph(20, width=3, seed=0), load_cluster('k80x2'), np.zeros((4, 20), int))\n"
             "print(torch.get_num_threads())\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "NUMBA_NUM_THREADS": "2"})
+                          env={**os.environ, "NUMBA_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"]
