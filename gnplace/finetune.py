@@ -224,12 +224,10 @@ def finetune(
                               "make evaluations free (use --screen-model learned)")
     if devices and timer != "local":
         raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
-    for name, value in (("repeats", repeats), ("threads", threads), ("screen", screen),
-                        ("final_rounds", final_rounds)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
-    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 0:
-        raise InvalidArgument(f"confirm must be a whole number >= 0, got {confirm!r}")
+    for name, value, least in (("repeats", repeats, 1), ("threads", threads, 1), ("screen", screen, 1),
+                               ("final_rounds", final_rounds, 1), ("confirm", confirm, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise InvalidArgument(f"{name} must be a whole number >= {least}, got {value!r}")
     step_timer: Any
     closer = None
     if timer == "sim":

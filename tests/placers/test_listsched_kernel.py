@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnplace.cluster import load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers._listsched_kernel import _pop, _push
 from gnplace.placers.heft import heft_schedule
@@ -93,13 +93,15 @@ def test_the_schedulers_compile_each_helper_once_for_a_graph_and_its_unpickled_c
     from gnplace.placers import make_placer
     from gnplace.toy import layered_graph
 
-    graph, cluster = layered_graph(30, width=4, seed=3), load_cluster("tight4")
-    for pair in ((graph, cluster), pickle.loads(pickle.dumps((graph, cluster)))):
+    def schedule(graph: OpGraph, cluster: Cluster) -> dict[str, set]:
+        """Place with the three list schedulers; the signatures their kernels are compiled for then."""
         for name in ("heft", "m_etf", "m_sct"):
-            make_placer(name).place(*pair, seed=0)
-        if pair[0] is graph:
-            compiled = {name: set(getattr(kernel, name).signatures) for name in ("etf_kernel", "heft_kernel")}
-    assert {name: set(getattr(kernel, name).signatures) for name in compiled} == compiled
+            make_placer(name).place(graph, cluster, seed=0)
+        return {name: set(getattr(kernel, name).signatures) for name in ("etf_kernel", "heft_kernel")}
+
+    graph, cluster = layered_graph(30, width=4, seed=3), load_cluster("tight4")
+    compiled = schedule(graph, cluster)
+    assert schedule(*pickle.loads(pickle.dumps((graph, cluster)))) == compiled
     for name in ("_assign", "_fits", "_push", "_pop", "_ready_time", "_candidates"):
         literal = [sig for sig in getattr(kernel, name).signatures if any(isinstance(t, types.Literal) for t in sig)]
         assert not literal, f"{name} compiled for literal arguments: {literal}"
