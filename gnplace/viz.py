@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
@@ -17,6 +19,7 @@ IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif"
 """The file types the plots write (matplotlib's formats, by suffix)."""
 
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
+_TRANSFER_COLOUR = "#8C8C8C"
 
 
 def plot_timeline(
@@ -44,26 +47,32 @@ def plot_timeline(
     names = result.device_names
     d = len(names)
     fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * 2 * d))
+    # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     for phase_index, phase in enumerate(PHASES):
         mask = graph.phase == phase_index
-        starts = timeline.op_start[mask] * 1e3
-        widths = (timeline.op_end[mask] - timeline.op_start[mask]) * 1e3
-        rows = 2 * timeline.op_device[mask]
-        ax.barh(rows, widths, left=starts, height=0.8, color=_PHASE_COLOURS[phase], linewidth=0)
+        _bars(ax, 2 * timeline.op_device[mask], timeline.op_start[mask], timeline.op_end[mask], 0.8,
+              _PHASE_COLOURS[phase])
     if timeline.num_transfers:
-        ax.barh(
-            2 * timeline.xfer_src + 1, (timeline.xfer_end - timeline.xfer_start) * 1e3, left=timeline.xfer_start * 1e3,
-            height=0.6, color="#8C8C8C", linewidth=0,
-        )
+        _bars(ax, 2 * timeline.xfer_src + 1, timeline.xfer_start, timeline.xfer_end, 0.6, _TRANSFER_COLOUR)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
     ax.set_title(title or f"{_plain(graph.name)}: step {result.step_time * 1e3:.3f} ms")
-    handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()] + [Patch(color="#8C8C8C", label="transfer")]
+    handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()]
+    handles.append(Patch(color=_TRANSFER_COLOUR, label="transfer"))
     ax.legend(handles=handles, loc="lower right", fontsize="small")
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _bars(ax: Any, rows: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, height: float, colour: str) -> None:
+    """One bar per interval ``[start_s, end_s)`` (seconds, drawn in ms) on its row, centred on the row, one colour."""
+    for row in np.unique(rows):
+        on_row = rows == row
+        starts = start_s[on_row] * 1e3
+        spans = list(zip(starts.tolist(), (end_s[on_row] * 1e3 - starts).tolist()))
+        ax.broken_barh(spans, (row - height / 2, height), facecolors=colour, linewidth=0)
 
 
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:

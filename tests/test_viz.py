@@ -28,6 +28,32 @@ def test_writes_a_png(tmp_path, case):
     assert data.startswith(PNG_MAGIC) and len(data) > 5000
 
 
+def test_each_op_and_transfer_is_one_bar_at_its_times_on_its_row_in_its_colour(tmp_path, case, monkeypatch):
+    from matplotlib.colors import to_hex
+
+    import gnplace.viz as viz
+
+    g, result, _ = case
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    plot_timeline(g, result, tmp_path / "t.png")
+    ax = figures[0].axes[0]
+    drawn = []
+    for collection in ax.collections:
+        colour = to_hex(collection.get_facecolor()[0])
+        for path in collection.get_paths():
+            (x0, y0), (x1, y1) = path.vertices.min(axis=0), path.vertices.max(axis=0)
+            drawn.append((round((y0 + y1) / 2, 6), round(x0, 9), round(x1, 9), colour))
+    t = result.timeline
+    colours = list(viz._PHASE_COLOURS.values())
+    expected = [(2.0 * t.op_device[i], t.op_start[i] * 1e3, t.op_end[i] * 1e3, colours[g.phase[i]])
+                for i in range(g.num_ops)]
+    expected += [(2.0 * t.xfer_src[k] + 1, t.xfer_start[k] * 1e3, t.xfer_end[k] * 1e3, viz._TRANSFER_COLOUR)
+                 for k in range(t.num_transfers)]
+    assert sorted(drawn) == sorted((round(r, 6), round(a, 9), round(b, 9), to_hex(c)) for r, a, b, c in expected)
+    assert ax.get_xlim()[1] >= result.step_time * 1e3 and ax.get_ylim()[0] > ax.get_ylim()[1]  # all shown, row 0 on top
+
+
 def test_writes_svg(tmp_path, case):
     g, result, _ = case
     path = plot_timeline(g, result, str(tmp_path / "t.svg"))
