@@ -752,7 +752,7 @@ def check_strategy(strategy: str) -> str:
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
     strategy: str = "auto", num_nodes: int = 1, progress: bool | None = None,
-    export: str | os.PathLike[str] | None = None,
+    export: str | os.PathLike[str] | None = None, jobs: int | None = None,
 ) -> dict[str, Any]:
     """Pretrain a policy as ``config`` says; logs and checkpoints under ``out``.
 
@@ -771,6 +771,8 @@ def pretrain(
             terminal and a line every half minute elsewhere, e.g. in a log file (None; default).
         export (str or Path, optional): also copy the policy with the best validation there (e.g.
             ``checkpoints/gnplace-base.ckpt``).
+        jobs (int, optional): worker processes of the teacher searches (``data.teacher_budget``); 1 runs them in
+            this process. They do not change what is searched (default: one per core).
 
     Returns:
         dict: ``iterations``, ``wall_seconds``, ``validation`` (the last), ``policy`` (its path).
@@ -792,8 +794,8 @@ def pretrain(
     )
     from gnplace.train import PlacementDataModule, PlacementLearner
 
-    if devices < 1 or num_nodes < 1:
-        raise InvalidArgument(f"devices and num_nodes must be >= 1, got {devices}, {num_nodes}")
+    if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
+        raise InvalidArgument(f"devices, num_nodes and jobs must be >= 1, got {devices}, {num_nodes}, {jobs}")
     cores = available_cores()
     if devices > cores:  # CPU ranks sharing cores only slow each other (64 on 2 cores: silent for minutes)
         raise InvalidArgument(f"{devices} processes on this machine need a core each, and it gives this process "
@@ -830,7 +832,7 @@ def pretrain(
     schedule = config.schedule
     learner = PlacementLearner(config.learner)  # its settings are checked before any teacher search runs (minutes)
     starts = teacher_placements(pairs, config.data.teacher_budget, config.learner.seed, out / "teacher",
-                                progress=progress) if config.data.teacher_budget else {}
+                                workers=jobs, progress=progress) if config.data.teacher_budget else {}
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)

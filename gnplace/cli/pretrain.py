@@ -33,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", default="auto", help="Lightning strategy for --devices > 1: ddp or ddp_spawn")
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes of the teacher searches, 1 for none (default: one per core)")
     p.add_argument("--export", default=None, help="copy the final policy here, e.g. checkpoints/gnplace-base.ckpt")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (nor, where stderr is not a terminal, progress lines)")
@@ -54,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
     check_count(args.num_nodes, "--num-nodes", minimum=1)
+    check_count(args.jobs, "--jobs", minimum=1)
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
         check_output_file(args.export, "--export")
@@ -66,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
-                      num_nodes=args.num_nodes,
-                      progress=False if args.no_progress else None, export=args.export)
+                      num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,
+                      jobs=args.jobs)
     if result["rank"] == 0:
         print(json.dumps({k: v for k, v in result.items() if k != "rank"}, indent=1))
     return 0

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gnplace.cli import main
 from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
+from gnplace.pretrain import load_pretrain_config, pretrain
 from gnplace.rl.zeroshot import PolicyPlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import mlp_training_graph
@@ -84,11 +87,16 @@ def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_r
     assert config.read_bytes() == kept and not run.exists()
 
 
-def test_no_devices_or_nodes_are_refused_by_their_flags(tmp_path, capsys):
+def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     """The library's words were "devices and num_nodes must be >= 1, got 0, 1", naming no flag."""
     out = tmp_path / "run"
     assert main(["pretrain", "--out", str(out), "--devices", "0"]) == 2
     assert capsys.readouterr().err == "gnplace: error: --devices must be at least 1, got 0\n"
     assert main(["pretrain", "--out", str(out), "--num-nodes", "-1"]) == 2
     assert capsys.readouterr().err == "gnplace: error: --num-nodes must be at least 1, got -1\n"
+    assert main(["pretrain", "--out", str(out), "--jobs", "0"]) == 2
+    assert capsys.readouterr().err == "gnplace: error: --jobs must be at least 1, got 0\n"
+    assert not out.exists()
+    with pytest.raises(InvalidArgument, match="devices, num_nodes and jobs must be >= 1, got 1, 1, 0"):
+        pretrain(load_pretrain_config(), out, jobs=0)
     assert not out.exists()
