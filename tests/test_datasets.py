@@ -86,8 +86,8 @@ def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(t
 
 
 def test_other_seed_gives_other_graphs(tmp_path):
-    g1, _ = generate_graph("cifar10", 0, seed=1)
-    g2, _ = generate_graph("cifar10", 0, seed=2)
+    g1, _ = generate_graph("ptb", 0, seed=1)
+    g2, _ = generate_graph("ptb", 0, seed=2)
     assert g1 != g2
 
 
@@ -97,8 +97,8 @@ def test_unknown_family_lists_choices(tmp_path):
 
 
 def test_impossible_size_range_is_a_clear_error():
-    with pytest.raises(GnplaceError, match="no graph with 1..2 ops"):
-        generate_graph("cifar10", 0, min_ops=1, max_ops=2, max_draws=1)
+    with pytest.raises(GnplaceError, match="ptb: no graph with 1..2 ops"):
+        generate_graph("ptb", 0, min_ops=1, max_ops=2, max_draws=1)
 
 
 def test_load_manifest_rejects_other_files(tmp_path):

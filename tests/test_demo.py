@@ -16,15 +16,16 @@ def _demo(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=600)
 
 
-def test_demo_places_each_familys_test_graphs_and_the_real_models_and_draws_a_gantt_chart(tmp_path):
-    """The main job on one cluster, greedy decoding alone (``make demo``: two clusters, 16 samples, about 2 minutes)."""
-    done = _demo("--clusters", "k80x2", "--samples", "0", "--jobs", "1", "--out", str(tmp_path))
-    assert done.returncode == 0, done.stderr[-2000:]
-    means = done.stdout[done.stdout.index("policy / auto"):]
+def test_demo_places_each_familys_test_graphs_and_the_real_models_and_draws_a_gantt_chart(tmp_path, load_script, capsys):
+    """The main job on one cluster, greedy decoding alone (``make demo``: two clusters, 16 samples, about 2 minutes);
+    the demo's main in this process (``--jobs 1`` places here)."""
+    assert load_script("demo").main(["--clusters", "k80x2", "--samples", "0", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out
+    means = stdout[stdout.index("policy / auto"):]
     for family in ("cifar10", "ptb", "nmt", "real"):
         line = next(line for line in means.splitlines() if f" {family} " in line)
         assert 0.5 < float(line.split("│")[2]) <= 1.05, line  # a geometric mean over auto, beside 1
-    assert "gpt2" in done.stdout and "resnet50" in done.stdout
+    assert "gpt2" in stdout and "resnet50" in stdout
     assert [p.name for p in tmp_path.glob("*.png")] == ["gantt_cifar10_002_k80x2.png"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -343,35 +344,37 @@ def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_p
 
 
 def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resumes_exactly(tiny_config, tmp_path):
-    """ddp_spawn, 3 iterations: the ranks agree and their state is saved (not the launcher's untrained copy);
-    ddp stopped after 2 and resumed to 3: the run that was not stopped."""
+    """ddp_spawn from this process, 3 iterations: the ranks agree and their state is saved (not the launcher's
+    untrained copy); stopped after 2 and resumed to 3 by the script under ddp: the run that was not stopped."""
+    from gnplace.policy.checkpoint import read_checkpoint
+
+    def spawned(out: Path, iterations: int) -> dict:
+        config = load_pretrain_config(tiny_config, [f"schedule.iterations={iterations}"])
+        return pretrain(config, out, devices=2, strategy="ddp_spawn", progress=False)
+
     out = tmp_path / "spawn"
-    args = ("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy", "ddp_spawn",
-            "--set", "schedule.iterations=3")
-    done = subprocess.run(_script(*args), capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(done.stdout[done.stdout.index("{"):])
+    summary = spawned(out, 3)
     assert summary["iterations"] == 3 and summary["validation"]
     ranks = [json.loads((out / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["iteration"] == ranks[1]["iteration"] == 3
     assert ranks[0]["weights"] == ranks[1]["weights"]
     policy, meta = load_policy(out / "policy.ckpt")
     assert meta["processes"] == 2 and meta["iterations"] == 3
-    from gnplace.policy.checkpoint import read_checkpoint
-
     # the ranks of ddp_spawn train in processes of their own: last.ckpt was the launcher's, at iteration 0, and
     # --resume trained the whole run again (a resume from the last iteration says "already done": tested above)
     assert read_checkpoint(out / "checkpoints" / "last.ckpt")["gnplace"]["iteration"] == 3
-    # ddp stopped after 2 iterations, resumed to 3: the run that was not stopped (each rank's draws and pairs
-    # were saved; the other ranks reseeded and started their pairs afresh before, and every weight differed)
+    # stopped after 2 iterations, resumed to 3 (the script, under ddp: rank 1 a process it starts): the run that
+    # was not stopped (each rank's draws and pairs were saved; the other ranks reseeded and started their pairs
+    # afresh before, and every weight differed)
     split = tmp_path / "split"
-    for iterations, resume in ((2, []), (3, ["--resume"])):
-        done = subprocess.run(
-            _script("--config", str(tiny_config), "--out", str(split), "--devices", "2", "--strategy", "ddp",
-                    "--set", f"schedule.iterations={iterations}", *resume),
-            capture_output=True, text=True, cwd=ROOT, timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+    spawned(split, 2)
+    done = subprocess.run(
+        _script("--config", str(tiny_config), "--out", str(split), "--devices", "2", "--strategy", "ddp",
+                "--set", "schedule.iterations=3", "--resume"),
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout[done.stdout.index("{"):])["iterations"] == 3
     assert json.loads((split / "ranks" / "rank1.json").read_text()) == ranks[1]
 
 
@@ -485,18 +488,19 @@ def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_c
     overrides = ["data.teacher_budget=30", "data.random_clusters=0", "schedule.iterations=2",
                  "learner.imitation_steps=2"]
     config = load_pretrain_config(tiny_config, overrides)
-    pretrain(config, tmp_path / "run", progress=False)
+    pretrain(config, tmp_path / "run", progress=False)  # the searches in a process per core
     pairs, _ = pretrain_pairs(config)
     kept = sorted((tmp_path / "run" / "teacher").glob("*.json"))
     assert len(kept) == len(pairs)
     graph, cluster = load_graph(pairs[0][0]), load_cluster("k80x2")
-    searched = AnnealingPlacer(budget=30).place(graph, cluster, seed=0)
+    searched = AnnealingPlacer(budget=30).place(graph, cluster, seed=0)  # here: what a worker searched
     from gnplace.placement import load_placement
 
     assert (load_placement(cache_path(tmp_path / "run" / "teacher", graph, cluster, 30, 0), graph, cluster).devices
             == searched.devices).all()
-    again = load_pretrain_config(tiny_config, overrides)
-    pretrain(again, tmp_path / "again", progress=False)  # the same config and seed: the same policy
+    # the same config and seed, its searches kept (no second pool of workers): the same policy
+    shutil.copytree(tmp_path / "run" / "teacher", tmp_path / "again" / "teacher")
+    pretrain(load_pretrain_config(tiny_config, overrides), tmp_path / "again", progress=False)
     assert (tmp_path / "run" / "policy.ckpt").read_bytes() == (tmp_path / "again" / "policy.ckpt").read_bytes()
     with pytest.raises(InvalidCheckpoint, match=r"other settings \(data.teacher_budget\)"):  # another teacher: refused
         pretrain(load_pretrain_config(tiny_config, overrides + ["data.teacher_budget=31"]),
@@ -549,7 +553,8 @@ def test_resume_after_a_revision_of_autos_candidates_is_refused(
     from gnplace.placers.m_sct import MSCTPlacer
 
     out = tmp_path / "run"
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False)
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False,
+             jobs=1)  # the teacher's searches in this process (no pool of workers to start)
     more = load_pretrain_config(tiny_config, ["schedule.iterations=3", *teacher])
     monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one (2 since 2026-11-30)
     with pytest.raises(InvalidCheckpoint, match=r'started under other placer revisions \(\{"uses": \{"m_etf": "2", '

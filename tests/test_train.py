@@ -290,23 +290,18 @@ def test_metrics_are_logged_to_csv(tmp_path):
 
 
 def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys, load_script):
-    import subprocess
-    import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    graph = root / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
-    cmd = [sys.executable, str(root / "scripts" / "train.py"), "--graphs", str(graph), "--split", "all",
-           "--clusters", "k80x2", "--iterations", "3", "--samples", "4", "--epochs", "1", "--imitation-steps", "1",
-           "--out", str(tmp_path), "--no-progress"]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    graph = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+    args = ["--graphs", str(graph), "--split", "all", "--clusters", "k80x2", "--samples", "4", "--epochs", "1",
+            "--imitation-steps", "1", "--out", str(tmp_path), "--no-progress"]
+    script = load_script("train")  # the script's main in this process: no start-up of its own
+    assert script.main([*args, "--iterations", "3"]) == 0
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
     assert list((tmp_path / "tensorboard").rglob("events.out.tfevents.*"))
     assert "reward/mean" in next((tmp_path / "logs").rglob("metrics.csv")).read_text()
-    script = load_script("train")  # the resume and a bad argument in this process: no second start-up
     capsys.readouterr()
-    assert script.main(cmd[2:cmd.index("--iterations") + 1] + ["5"] + cmd[cmd.index("--iterations") + 2:] + ["--resume"]) == 0
+    assert script.main([*args, "--iterations", "5", "--resume"]) == 0
     assert "trained 5 iterations" in capsys.readouterr().out
     assert script.main(["--graphs", str(tmp_path / "missing.gnpg")]) == 2
     err = capsys.readouterr().err

@@ -89,15 +89,12 @@ def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
     assert "fits the memory of" in err and not (tmp_path / "tiny_run").exists()
 
 
-def test_script_runs_two_rank_fine_tuning(tmp_path):
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", "k80x2",
-         "--timer", "dist", "--budget", "12", "--samples", "4", "--epochs", "1", "--repeats", "1",
-         "-o", str(tmp_path), "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    summary = json.loads(result.stdout)
+def test_script_runs_two_rank_fine_tuning(tmp_path, capsys, load_script):
+    """The script's main in this process (its ranks are processes of their own; the kill tests run it as a script)."""
+    assert load_script("finetune").main(
+        ["gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist", "--budget", "12", "--samples", "4",
+         "--epochs", "1", "--repeats", "1", "-o", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert summary["timer"] == "dist" and summary["step_time_s"] > 0
     assert (tmp_path / "placement.json").exists()
 

@@ -14,7 +14,7 @@ from gnplace.cluster import load_cluster
 def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     out = tmp_path / "prof"
     assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "3", "--repeats", "2",
-                 "--rounds", "2", "--anchor-rounds", "2", "-o", str(out)]) == 0
+                 "--rounds", "2", "--anchor-rounds", "2", "--probe-rounds", "1", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "median absolute error" in text and "link rank0-rank1" in text
     report = json.loads((out / "fidelity.json").read_text())
