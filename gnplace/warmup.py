@@ -8,8 +8,9 @@ takes seconds, not the 20 s of compiling the simulator (measured in the README's
 
 What is compiled: the event simulator (one step and a batch, both of its cost modes), the lower bound's
 longest path, list scheduling (``heft``, ``m_etf``, ``m_sct``, so ``auto`` too), coarsening, and the
-placement MDP's decision features (the ``policy`` placer, with the shipped checkpoint). A kernel edited
-later is compiled again on first use (numba checks each source file's stamp).
+placement MDP's decision features (the ``policy`` placer, with the shipped checkpoint); fine-tuning, ``evaluate``
+and ``simulate`` then compile nothing either. The ``placeto`` comparator's list scheduling compiles on its
+first use. A kernel edited later is compiled again on first use (numba checks each source file's stamp).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ __all__ = ["warm_up", "main"]
 
 
 def warm_up() -> list[str]:
-    """Run every numba kernel of the commands once on a small graph; returns what ran, in order.
+    """Run the numba kernels of placing and simulating once on a small graph; returns what ran, in order.
 
-    A few seconds where the kernels are cached already; about half a minute on 2 cores where none is.
+    About 10 s where the kernels are cached already; 45-48 s on this 2-core machine where none is.
     """
     import numpy as np
 

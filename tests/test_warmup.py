@@ -1,4 +1,4 @@
-"""``python -m gnplace.warmup``: it compiles every kernel signature the commands use, so they compile none."""
+"""``python -m gnplace.warmup``: it compiles the kernel signatures that placing with auto and the policy use."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ print(json.dumps({"compiled": sorted(n for n, s in before.items() if s),
 """
 
 
-def test_the_warm_up_compiles_every_kernel_the_commands_use():
+def test_after_the_warm_up_placing_with_auto_and_the_policy_compiles_nothing():
     graph = str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg")
     done = subprocess.run([sys.executable, "-c", _CHECK, graph], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
