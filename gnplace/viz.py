@@ -54,6 +54,7 @@ def plot_timeline(
               _PHASE_COLOURS[phase])
     if timeline.num_transfers:
         _bars(ax, 2 * timeline.xfer_src + 1, timeline.xfer_start, timeline.xfer_end, 0.6, _TRANSFER_COLOUR)
+    ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()

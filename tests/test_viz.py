@@ -51,7 +51,8 @@ def test_each_op_and_transfer_is_one_bar_at_its_times_on_its_row_in_its_colour(t
     expected += [(2.0 * t.xfer_src[k] + 1, t.xfer_start[k] * 1e3, t.xfer_end[k] * 1e3, viz._TRANSFER_COLOUR)
                  for k in range(t.num_transfers)]
     assert sorted(drawn) == sorted((round(r, 6), round(a, 9), round(b, 9), to_hex(c)) for r, a, b, c in expected)
-    assert ax.get_xlim()[1] >= result.step_time * 1e3 and ax.get_ylim()[0] > ax.get_ylim()[1]  # all shown, row 0 on top
+    assert ax.get_xlim()[0] == 0 and ax.get_xlim()[1] >= result.step_time * 1e3  # the whole step, from 0
+    assert ax.get_ylim()[0] > ax.get_ylim()[1]  # row 0 on top
 
 
 def test_writes_svg(tmp_path, case):
