@@ -170,14 +170,18 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
     """
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[name] = str(threads)
+    loaded_torch = sys.modules.get("torch")
+    kept = loaded_torch.get_num_threads() if loaded_torch is not None else 0
     numba = sys.modules.get("numba")
     if numba is not None:
+        # the first call starts numba's OpenMP pool, which sets the OpenMP thread count torch reads to one per core
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     else:
         os.environ["NUMBA_NUM_THREADS"] = str(threads)
-    loaded_torch = sys.modules.get("torch")
-    if torch and loaded_torch is not None:
-        loaded_torch.set_num_threads(threads)
+    if loaded_torch is not None:
+        wanted = threads if torch else kept
+        if loaded_torch.get_num_threads() != wanted:
+            loaded_torch.set_num_threads(wanted)
 
 
 def _exit_when_orphaned(parent: int) -> None:

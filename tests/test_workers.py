@@ -82,6 +82,26 @@ def test_workers_share_the_cores():
         assert list(pool.map(_worker_threads, [0, 1])) == [(1, 1), (1, 1)]
 
 
+
+#: A fresh process (numba's OpenMP pool starts once per process), torch on the one thread OMP_NUM_THREADS gives it.
+_KEEP_TORCH = """
+import torch
+import numba
+from gnplace.workers import limit_threads
+limit_threads(1, torch=False)
+print(torch.get_num_threads(), numba.get_num_threads())
+"""
+
+
+def test_sharing_the_cores_without_torch_leaves_torchs_thread_count_as_it_was():
+    """``torch=False``: the first ``numba.set_num_threads`` starts numba's OpenMP pool, which set the OpenMP count
+    torch reads to one per core. The ranks of a ``ddp_spawn`` pretraining under ``OMP_NUM_THREADS=1`` then trained
+    on two threads, not one, and ended with other weights than the same run under ``ddp`` (2026-12-01)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}  # a pool of 2 wherever it runs
+    done = subprocess.run([sys.executable, "-c", _KEEP_TORCH], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "1"]
+
 def test_threads_per_worker_splits_the_cores():
     from gnplace.workers import threads_per_worker
 
