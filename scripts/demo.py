@@ -8,7 +8,7 @@ family, and writes the Gantt chart of one placement to ``out/demo/``.
 
 Usage::
 
-    python scripts/demo.py [--clusters k80x4,tight4] [--samples 16] [--jobs 2] [--checkpoint PATH]
+    python scripts/demo.py [--clusters k80x4,tight4] [--samples 16] [--per-family N] [--jobs 2] [--checkpoint PATH]
     python scripts/demo.py --baselines [GRAPH ...]    # every non-learned placer on the example graphs
 """
 
@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", default="k80x4,tight4", help="comma-separated presets or YAML files")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one")
     parser.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    parser.add_argument("--per-family", type=int, default=0,
+                        help="the first N test graphs of each family (default: 0, all 8)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")
     parser.add_argument("--out", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
     args = parser.parse_args(argv)
@@ -79,6 +81,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
     check_parent_folder(args.out, "--out")  # FILE/sub: the same, where the chart's folder cannot be made
     check_count(args.jobs, "--jobs", minimum=1)
+    check_count(args.per_family, "--per-family")
     for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
         load_cluster(name)
     from gnplace.datasets import load_manifest
@@ -89,7 +92,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     graphs = []
     for family in ("cifar10", "ptb", "nmt"):
         folder = ROOT / "datasets" / family
-        graphs += [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+        tests = [str(folder / e["file"]) for e in load_manifest(folder)["graphs"] if e["split"] == "test"]
+        graphs += tests[:args.per_family] if args.per_family else tests
     graphs += [str(ROOT / "datasets" / "real" / f"{name}.gnpg") for name in REAL]
     tasks = [(g, c, args.checkpoint, args.samples) for c in clusters for g in graphs]
     with task_mapper(args.jobs) as mapper:  # one job in this process

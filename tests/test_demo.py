@@ -16,11 +16,15 @@ def _demo(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=600)
 
 
+@pytest.mark.heavy
 def test_demo_places_each_familys_test_graphs_and_the_real_models_and_draws_a_gantt_chart(tmp_path, load_script, capsys):
-    """The main job on one cluster, greedy decoding alone (``make demo``: two clusters, 16 samples, about 2 minutes);
-    the demo's main in this process (``--jobs 1`` places here)."""
-    assert load_script("demo").main(["--clusters", "k80x2", "--samples", "0", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    """The main job on one cluster, greedy decoding alone, two test graphs a family (``make demo``: two clusters,
+    16 samples, all 8, about 2 minutes); the demo's main in this process (``--jobs 1`` places here)."""
+    argv = ["--clusters", "k80x2", "--samples", "0", "--per-family", "2", "--jobs", "1", "--out", str(tmp_path)]
+    assert load_script("demo").main(argv) == 0
     stdout = capsys.readouterr().out
+    placed = [line.split("│")[2].strip() for line in stdout.splitlines() if line.startswith("│ k80x2")]
+    assert placed == ["cifar10_002", "cifar10_004", "ptb_002", "ptb_004", "nmt_002", "nmt_004", "gpt2", "resnet50"]
     means = stdout[stdout.index("policy / auto"):]
     for family in ("cifar10", "ptb", "nmt", "real"):
         line = next(line for line in means.splitlines() if f" {family} " in line)
@@ -56,6 +60,8 @@ def test_demo_refuses_no_cluster_and_an_out_that_is_a_file_in_one_line(load_scri
     assert demo.main(["--clusters", ",", "--jobs", "1"]) == 2
     err = capsys.readouterr().err
     assert err == "demo: error: --clusters names no cluster: ','\n"
+    assert demo.main(["--clusters", "k80x2", "--per-family", "-1"]) == 2
+    assert capsys.readouterr().err == "demo: error: --per-family must be at least 0, got -1\n"
     chart = ROOT / "README.md"  # a file where the chart's folder goes: refused before any placement
     assert demo.main(["--clusters", "k80x2", "--jobs", "1", "--out", str(chart)]) == 2
     err = capsys.readouterr().err
