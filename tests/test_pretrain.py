@@ -173,6 +173,7 @@ def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+@pytest.mark.heavy
 def test_the_same_policy_whatever_the_processes_string_hash_seed(tiny_config, tmp_path):
     """Two processes hash strings differently (``PYTHONHASHSEED``): nothing pretraining draws may depend on it.
 
@@ -298,6 +299,7 @@ def _script(*args: str) -> list[str]:
     return [sys.executable, str(ROOT / "scripts" / "pretrain.py"), "--no-progress", *args]
 
 
+@pytest.mark.heavy
 def test_resume_after_kill_9_loses_at_most_one_interval(tiny_config, tmp_path, capsys, load_script):
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -343,6 +345,7 @@ def test_a_corrupt_checkpoint_on_resume_exits_2_with_one_line(tiny_config, tmp_p
     assert "iterations" in err and "Traceback" not in err
 
 
+@pytest.mark.heavy
 def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resumes_exactly(tiny_config, tmp_path):
     """ddp_spawn from this process, 3 iterations: the ranks agree and their state is saved (not the launcher's
     untrained copy); stopped after 2 and resumed to 3 by the script under ddp: the run that was not stopped."""

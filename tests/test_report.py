@@ -113,6 +113,7 @@ def test_minutes_spent_add_up_and_survive_a_file_cut_short(tmp_path, load_script
     assert [p.name for p in tmp_path.iterdir()] == ["elapsed.json"]  # no temporary file left
 
 
+@pytest.mark.heavy
 def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script):
     doc, figures, out = tmp_path / "RESULTS.md", tmp_path / "figures", tmp_path / "out"
     # the bench's main in this process (``--jobs 1`` runs here): no start-up of its own

@@ -12,6 +12,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import gnplace
 import gnplace.shipped as shipped
 from gnplace.pretrain import DEFAULT_CONFIG
@@ -59,6 +61,7 @@ def _build(source: Path, kind: str, out: Path) -> Path:
     return out / done.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.heavy
 def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_with_them(tmp_path, capsys):
     """The route of ``python -m build`` (sdist, then the wheel from it) and ``pip install``, outside the checkout."""
     source = tmp_path / "src"
@@ -92,28 +95,30 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
     # test's 50, and what this test checks is that the wheel's files are found (the step is compared below with
     # the checkout's, whose loops are compiled, so the two routes also agree)
     env = {**os.environ, "PYTHONPATH": str(site), "NUMBA_DISABLE_JIT": "1"}
+    # one process finds the wheel's files, then places with them (as ``gnplace place``): the closing annealing
+    # (policy.polish) times the step a few hundred times and reads no shipped file: left out, the placing took
+    # 15 s where it took 41 s with the loops run as Python
+    place = ["place", str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg"), "-c", "k80x2", "-p", "policy",
+             "-O", "policy.polish=0", "--json"]
     code = (
-        "import json, gnplace.rl.zeroshot as z, gnplace.pretrain as p\n"
+        "import json, sys, gnplace.rl.zeroshot as z, gnplace.pretrain as p\n"
         "print(json.dumps([str(z.SHIPPED_CHECKPOINT), [str(c) for c in z.SHIPPED_CONSTRUCTORS], str(p.DEFAULT_CONFIG),"
-        " p.load_pretrain_config().digest() == p.load_pretrain_config(p.DEFAULT_CONFIG).digest()]))"
+        " p.load_pretrain_config().digest() == p.load_pretrain_config(p.DEFAULT_CONFIG).digest()]))\n"
+        "from gnplace.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))"
     )
-    found = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    assert found.returncode == 0, found.stderr[-2000:]
-    checkpoint, constructors, config, config_loads = json.loads(found.stdout)
+    done = subprocess.run([sys.executable, "-c", code, *place], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found, placed = done.stdout.split("\n", 1)
+    checkpoint, constructors, config, config_loads = json.loads(found)
     assert Path(checkpoint) == site / "gnplace" / "_shipped" / "checkpoints" / "gnplace-base.ckpt"
     assert all(Path(c).parent == Path(checkpoint).parent for c in constructors)
     assert Path(config) == site / "gnplace" / "_shipped" / "configs" / "pretrain.yaml" and config_loads
-
-    # the closing annealing (policy.polish) times the step a few hundred times and reads no shipped file: left
-    # out, the placing took 15 s where it took 41 s with the loops run as Python
-    place = [sys.executable, "-m", "gnplace.cli", "place", str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg"),
-             "-c", "k80x2", "-p", "policy", "-O", "policy.polish=0", "--json"]
-    placed = subprocess.run(place, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    assert placed.returncode == 0, placed.stderr[-2000:]
     from gnplace.cli import main
 
     capsys.readouterr()
-    assert main(place[3:]) == 0  # the checkout's, in this process
+    assert main(place) == 0  # the checkout's, in this process
     in_checkout = json.loads(capsys.readouterr().out)
     for key in ("devices", "step_time_s"):  # the same placement as the checkout's, from the wheel's copies
-        assert json.loads(placed.stdout)[key] == in_checkout[key]
+        assert json.loads(placed)[key] == in_checkout[key]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: In a process of its own (a dispatcher's signatures are per process): the signatures each numba kernel has after
@@ -32,6 +34,7 @@ print(json.dumps({"compiled": sorted(n for n, s in before.items() if s),
 """
 
 
+@pytest.mark.heavy
 def test_after_the_warm_up_placing_with_auto_and_the_policy_compiles_nothing():
     graph = str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg")
     done = subprocess.run([sys.executable, "-c", _CHECK, graph], capture_output=True, text=True, cwd=ROOT, timeout=600)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 
+@pytest.mark.heavy
 def test_fidelity_with_fine_tuning_covers_every_graph(tmp_path, load_script, capsys):
     """Calibration, the simulator's error and fine-tuning on real steps, for two models in one run (the bench's
     main in this process: the local timer needs no process of its own)."""

@@ -99,6 +99,7 @@ def test_script_runs_two_rank_fine_tuning(tmp_path, capsys, load_script):
     assert (tmp_path / "placement.json").exists()
 
 
+@pytest.mark.heavy
 def test_kill_and_resume(tmp_path, capsys):
     """A ``kill -9`` mid-run leaves a whole checkpoint; ``--resume`` finishes within the budget."""
     import os
@@ -141,6 +142,7 @@ def test_kill_and_resume(tmp_path, capsys):
     assert steps[0] == saved  # the resumed session went on from the checkpoint, not from the start
 
 
+@pytest.mark.heavy
 def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_path, capsys):
     """A first Ctrl-C lets the iteration finish and saves it (no checkpoint was due), then stops with 130."""
     import signal
@@ -168,6 +170,7 @@ def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_pa
     assert json.loads(capsys.readouterr().out)["evaluations"] == 1000
 
 
+@pytest.mark.heavy
 def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
     """Across hosts the ranks are started by torchrun (MASTER_ADDR, RANK, ...): here two on one host."""
     import socket

@@ -11,6 +11,7 @@ from gnplace.cli import main
 from gnplace.cluster import load_cluster
 
 
+@pytest.mark.heavy
 def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
     out = tmp_path / "prof"
     assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "3", "--repeats", "2",

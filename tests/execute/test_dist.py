@@ -37,6 +37,16 @@ def setup():
     timer.close()
 
 
+@pytest.fixture
+def own_ranks(setup):
+    """For a test that starts ranks of its own: the module's ranks stopped first (a process holds one process group).
+
+    A test may run between the module's others in any order (pytest-xdist hands them out one by one); the module's
+    timer starts its ranks again on its next run.
+    """
+    setup[2].close()
+
+
 def test_two_ranks_give_eager_loss_and_gradients(setup, monkeypatch):
     """Each rank returns the eager gradients of its own parameters, from tensors that really crossed over gloo."""
     step, (want_loss, want_grads), timer = setup
@@ -223,7 +233,7 @@ def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monk
     assert changed and not any(changed)
 
 
-def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the module's ranks
+def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # it kills the module's ranks: the next run starts others
     step, _, timer = setup
     devices = (step.graph.group % 2).astype(np.int64)
     timer.time(step.graph, _cluster(), devices)
@@ -234,7 +244,7 @@ def test_a_dead_rank_ends_the_timer_with_one_error(setup):  # last: it kills the
     assert timer.world == 0  # closed
 
 
-def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line():
+def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line(own_ranks):
     """Rank 1 cannot run its op and exits; rank 0's receive fails first, which was reported as rank 0's op failing."""
     import dataclasses
 
@@ -254,7 +264,8 @@ def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line():
         timer.close()
 
 
-def test_a_rank_that_runs_out_of_memory_for_real_is_an_oom_step_and_the_timer_goes_on():
+@pytest.mark.heavy
+def test_a_rank_that_runs_out_of_memory_for_real_is_an_oom_step_and_the_timer_goes_on(own_ranks):
     """A real allocation failure on a rank (the counted peak fits) is that device's OOM, not ExecutionFailed.
 
     The loss op becomes a 1 PiB allocation, which fails on any machine (past the address space).
@@ -283,7 +294,7 @@ def test_a_rank_that_runs_out_of_memory_for_real_is_an_oom_step_and_the_timer_go
         timer.close()
 
 
-def test_a_rank_that_dies_while_starting_is_reported_at_once(monkeypatch):
+def test_a_rank_that_dies_while_starting_is_reported_at_once(own_ranks, monkeypatch):
     """A rank that fails before joining (a failed import) ends the timer in seconds, naming what it said."""
     import gnplace.execute.dist as dist_module
 
@@ -298,6 +309,7 @@ def test_a_rank_that_dies_while_starting_is_reported_at_once(monkeypatch):
     assert not torch.distributed.is_initialized()
 
 
+@pytest.mark.heavy
 def test_ranks_end_quietly_when_the_driver_is_killed(tmp_path):
     """kill -9 of the process that started the ranks: they exit on their own, printing no traceback."""
     script = tmp_path / "driver.py"  # no __main__ guard: the ranks do not re-run the caller's script
@@ -354,7 +366,7 @@ class _RunningMean(torch.nn.Module):
         return self.second(h - self.mean).square().mean()
 
 
-def test_a_buffer_updated_in_place_then_read_gives_the_eager_loss_wherever_the_cut():
+def test_a_buffer_updated_in_place_then_read_gives_the_eager_loss_wherever_the_cut(own_ranks):
     """The update's second op writes the first's result: run on another rank, it must get that value."""
     from gnplace.execute.runner import run_step
 

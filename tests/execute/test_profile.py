@@ -32,6 +32,7 @@ def test_node_seconds_sum_to_the_ops_and_updates():
     assert seconds.sum() == pytest.approx(1e-3 * len(program.ops) + 2e-3 * len(program.params))
 
 
+@pytest.mark.heavy
 def test_calibration_on_two_ranks_writes_a_cluster_and_graph_the_simulator_reads(tmp_path):
     step = import_step(*tiny())
     with DistTimer(step, repeats=2) as timer:

@@ -236,6 +236,7 @@ def _estimate(name: str, knobs: dict[str, Any]) -> Any:
     return module.estimate_size(**{k: v for k, v in knobs.items() if k in inspect.signature(module.estimate_size).parameters})
 
 
+@pytest.mark.heavy
 def test_the_size_caps_are_8_times_above_10000_random_draws_of_each_family() -> None:
     """The bounds of the families' knob draws, as MAX_GRAPH_OPS and MAX_PARAM_BYTES document them."""
     largest = {}

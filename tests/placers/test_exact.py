@@ -127,6 +127,7 @@ def test_simulated_step_equals_brute_force_where_no_contention_can_occur(graph, 
     assert placer.last_objective_s == pytest.approx(best, abs=tolerance)
 
 
+@pytest.mark.heavy
 def test_objective_never_exceeds_the_simulated_step_time():
     g, c = mlp_training_graph(layers=3, width=512, batch=64, branches=2), load_cluster("k80x4")
     placer = ExactPlacer(time_limit=20, select="model")

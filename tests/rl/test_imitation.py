@@ -23,6 +23,7 @@ def test_imitation_loss_and_accuracy():
     assert stats["imitation/accuracy"] == 0.5
 
 
+@pytest.mark.heavy
 def test_imitation_reproduces_heft_on_a_small_graph():
     # one op per group: the decision graph is the graph itself. HEFT keeps its own schedule, which can
     # differ from the MDP's at a decision, so its choice there is not a function of what the policy

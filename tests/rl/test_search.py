@@ -206,6 +206,7 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cls", [PPOSearchPlacer, FineTunePlacer])
 def test_a_resumed_search_takes_its_start_from_the_checkpoint(tmp_path, monkeypatch, cls):
     """The prelude (ppo) and the zero-shot candidates (finetune) are not timed again on resume: on a real
@@ -338,6 +339,7 @@ def test_a_search_times_each_distinct_placement_once_and_spends_its_budget_on_ne
     assert placer.last_step <= unmemoised.last_step  # the same search, its samples timed once each
 
 
+@pytest.mark.heavy
 def test_widen_lowers_the_prior_of_a_search_that_repeats_its_placements(monkeypatch):
     """``widen``: batches that bring few new placements lower kappa for the next one, never below the floor."""
     from gnplace.rl.problem import KAPPA_FLOOR, PlacementProblem
