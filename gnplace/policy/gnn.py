@@ -30,7 +30,11 @@ moves it from there. Devices the group does not fit on are masked.
 from __future__ import annotations
 
 import math
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,12 +45,11 @@ from torch_geometric.utils import scatter
 from gnplace.limits import MAX_LAYERS, MAX_WIDTH
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput
 
-__all__ = ["PolicyConfig", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy", "EFT_GAP"]
+__all__ = ["PolicyConfig", "TidyMessagePassing", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy",
+           "EFT_GAP"]
 
 #: Index of the EFT gap among the dynamic features (the MDP puts it first).
 EFT_GAP = 0
-
-
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,41 @@ class PolicyConfig:
             raise InvalidArgument(f"the policy's alpha must be a finite number > 0, got {self.alpha!r}")
 
 
-class DirectedConv(MessagePassing):
+class TidyMessagePassing(MessagePassing):
+    """PyG's ``MessagePassing`` without the source file it leaves in the temporary directory.
+
+    PyG (2.5 and later) renders each class's ``propagate`` from a jinja template into
+    ``tempfile.NamedTemporaryFile(delete=False)`` and imports it from there, once a process, and never
+    deletes the file: every process that built a policy (each ``gnplace place -p policy``, each rank)
+    left a ``gnplace.policy.gnn_DirectedConv_propagate_*.py`` behind. The module is loaded by then and
+    runs from its code object, so the file is deleted as soon as it is imported (on construction, and on
+    unpickling in a new process, where PyG renders it again). Its lines are then missing from tracebacks.
+
+    Args:
+        **kwargs: passed to ``MessagePassing`` (``aggr``, ...).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _delete_rendered_sources(type(self))
+
+    def __setstate__(self, data: dict[str, Any]) -> None:
+        super().__setstate__(data)
+        _delete_rendered_sources(type(self))
+
+
+def _delete_rendered_sources(cls: type) -> None:
+    """Delete the files PyG rendered ``cls``'s ``propagate`` and ``edge_updater`` into, if still there."""
+    temporary = Path(tempfile.gettempdir()).resolve()
+    for method in ("propagate", "edge_updater"):
+        name = f"{cls.__module__}_{cls.__name__}_{method}"  # PyG's module name for the rendered method
+        source = getattr(sys.modules.get(name), "__file__", None)
+        if source is not None and Path(source).name.startswith(f"{name}_") \
+                and Path(source).resolve().parent == temporary:  # only ever a file PyG wrote there
+            Path(source).unlink(missing_ok=True)
+
+
+class DirectedConv(TidyMessagePassing):
     """Mean of ``W [h_u || e_uv]`` over the sources ``u`` of the edges into each node.
 
     .. math::

@@ -65,7 +65,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 from torch import nn
-from torch_geometric.nn import MessagePassing
+
+from gnplace.policy.gnn import TidyMessagePassing
 
 __all__ = [
     "PlacetoConfig", "placeto_features", "state_features", "relation_masks", "NeighbourSum", "PlacetoGNN",
@@ -207,7 +208,7 @@ def relation_masks(
     return parents, children, parallel
 
 
-class NeighbourSum(MessagePassing):
+class NeighbourSum(TidyMessagePassing):
     """:math:`\\sum_{u \\in N(v)} h_u` over the sources ``u`` of the edges into each node ``v``.
 
     Shapes:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
+import sys
+import tempfile
+
 import pytest
 import torch
+from torch_geometric.nn import MessagePassing
 
 from gnplace.cluster import load_cluster
 from gnplace.policy.features import build_policy_input
@@ -19,6 +24,22 @@ def test_directed_conv_averages_messages_from_sources():
     x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [0.0, 0.0]])
     out = conv(x, torch.tensor([[0, 1], [2, 2]]), torch.zeros(2, 1))
     assert out.tolist() == [[0.0, 0.0], [0.0, 0.0], [2.0, 3.0]]
+
+
+@pytest.mark.parametrize("rebuild", ["construct", "unpickle"])
+def test_the_rendered_propagate_leaves_no_file_in_the_temporary_directory(rebuild, tmp_path, monkeypatch):
+    name = f"{DirectedConv.__module__}_DirectedConv_propagate"  # PyG renders it once a process: render it again
+    built = pickle.dumps(DirectedConv(2, 1))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(DirectedConv, "propagate", MessagePassing.propagate)
+    conv = pickle.loads(built) if rebuild == "unpickle" else DirectedConv(2, 1)
+    rendered = sys.modules[name].__file__
+    assert rendered is not None and rendered.startswith(str(tmp_path))  # PyG wrote it there...
+    assert list(tmp_path.iterdir()) == []  # ...and it is gone
+    assert conv.propagate.__module__ == name  # still the rendered code, and it runs
+    out = conv(torch.ones(2, 2), torch.tensor([[0], [1]]), torch.zeros(1, 1))
+    assert out.shape == (2, 2) and torch.equal(out[0], torch.zeros(2))
 
 
 def test_the_encoder_passes_both_ways_along_the_dag():
