@@ -5,7 +5,7 @@ Usage::
     python scripts/train.py --graphs datasets/ptb --split train --clusters k80x4,v100x8 \\
         --iterations 2000 --out out/train [--resume] [--algo reinforce] [--samples 32] [--epochs 10]
 
-Every hyperparameter of :class:`gnplace.train.LearnerConfig` is a flag (``--lr``, ``--entropy``, ...).
+Every hyperparameter of :class:`gnplace.rl.config.LearnerConfig` is a flag (``--lr``, ``--entropy``, ...).
 Metrics go to ``OUT/logs/.../metrics.csv`` and ``OUT/tensorboard``; ``OUT/checkpoints/last.ckpt``
 is written every ``--checkpoint-every`` seconds and at the end, and ``--resume`` continues from it.
 """
@@ -16,13 +16,14 @@ import argparse
 import dataclasses
 import sys
 
-from gnplace.exceptions import GnplaceError
+from gnplace.exceptions import GnplaceError, InvalidArgument
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and train; returns the exit status."""
+    from gnplace.cluster import load_cluster
     from gnplace.evaluate import collect_graphs
-    from gnplace.train import LearnerConfig, fit
+    from gnplace.rl.config import LearnerConfig
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", nargs="+", required=True, help="graph files or dataset folders")
@@ -40,8 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         graphs = collect_graphs(args.graphs, split=args.split)
-        pairs = [(str(g), c) for g in graphs for c in args.clusters.split(",") if c]
+        clusters = [c for c in args.clusters.split(",") if c]
+        if not clusters:
+            raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster (presets, or YAML files)")
+        for cluster in clusters:  # a typo is reported now, not after Lightning's import
+            load_cluster(cluster)
+        pairs = [(str(g), c) for g in graphs for c in clusters]
         config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
+        from gnplace.train import fit  # Lightning's import (about 10 s) once the flags have been checked
+
         learner = fit(pairs, args.out, config=config, iterations=args.iterations, pairs_per_step=args.pairs_per_step,
                       steps_per_epoch=args.steps_per_epoch, checkpoint_every_s=args.checkpoint_every,
                       resume=args.resume, progress=False if args.no_progress else None)

@@ -21,7 +21,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
-from gnplace.pretrain import DEFAULT_CONFIG, load_pretrain_config, pretrain, pretrain_pairs
+from gnplace.pretrain import load_pretrain_config, pretrain, pretrain_pairs
 from gnplace.toy import mlp_training_graph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,47 +51,6 @@ def tiny_config(tmp_path_factory) -> Path:
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_policy(path)[0].state_dict()
-
-
-def test_the_shipped_config_reads_and_overrides_apply():
-    config = load_pretrain_config(DEFAULT_CONFIG, ["schedule.iterations=5", "learner.lr=3e-4"], seed=9)
-    assert config.schedule.iterations == 5 and config.learner.lr == 3e-4 and config.learner.seed == 9
-    assert config.data.families == ("cifar10", "ptb", "nmt")
-    assert load_pretrain_config().digest() == load_pretrain_config(DEFAULT_CONFIG).digest() != config.digest()
-
-
-@pytest.mark.parametrize("text, message", [
-    ("data: {colour: red}", "unknown key data.colour"),
-    ("schedule: {iterations: many}", "must be a number"),
-    ("schedule: {iterations: 2.5}", "must be an integer"),
-    ("optimiser: {}", "unknown section"),
-    ("learner: {algo: sarsa}", "algo"),
-    ("data: [1, 2", "not valid YAML"),
-    ("data: 3.5", "section .data. must be a mapping"),
-    ("schedule: {iterations: .inf}", "too large"),
-    ("a: &x [1]\nb: *x", "anchors"),
-    ("learner: {seed: -1}", "seed >= 0, got -1"),
-    ("schedule: {checkpoint_every_s: -5}", "checkpoint_every_s must be a positive number of seconds"),
-    ("learner: {alpha: 0}", "alpha > 0, got 0"),
-    ("learner: {kl_target: 0}", "kl_target > 0, got 0"),
-    ("data: {random_cluster_seed: -1}", "random_cluster_seed must be >= 0"),
-    ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
-    ("data: {random_clusters: 1000000000}", "random_clusters must be at most 10,000"),
-    ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
-    ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
-    ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),
-    ("data: {val_left_out: true}", "val_left_out needs max_ops"),
-    ("data: {val_left_out: 1, max_ops: 10}", "val_left_out must be true or false"),
-])
-def test_a_malformed_config_is_one_clear_error(tmp_path, text, message):
-    path = tmp_path / "bad.yaml"
-    path.write_text(text)
-    with pytest.raises(InvalidArgument, match=message):
-        load_pretrain_config(path)
-    with pytest.raises(InvalidArgument, match="no such config"):
-        load_pretrain_config(tmp_path / "missing.yaml")
-    with pytest.raises(InvalidArgument, match="SECTION.KEY=VALUE"):
-        load_pretrain_config(overrides=["iterations=3"])
 
 
 def test_a_missing_data_root_is_one_line_naming_both_places_looked(tmp_path, monkeypatch):
@@ -606,30 +565,12 @@ def test_the_pairs_digest_is_unchanged_while_no_revision_changed(tiny_config: Pa
     assert before == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}]).encode()).hexdigest()
 
 
-@pytest.mark.parametrize("override, message", [
-    # no family: refused only once the pairs were counted, as "1 processes need a pair each ... (0)"
-    ("data.families=[]", "data: families is empty; name at least one dataset folder under data.root"),
-    ("data.families=['']", r"data: families holds an empty name \(\[''\]\)"),
-    ("data.presets=[k80x2, '']", r"data: presets holds an empty name \(\['k80x2', ''\]\)"),  # was ".: is a folder"
-    ("data.val_clusters=[' ']", r"data: val_clusters holds an empty name"),
-    ("data.root=''", r"data: root is empty; name the folder of the datasets"),  # was "cifar10: no such graph file"
-])
-def test_an_empty_list_or_name_in_the_data_section_is_named(override, message):
-    with pytest.raises(InvalidArgument, match=f"^{message}"):
-        load_pretrain_config(overrides=[override])
-
-
 @pytest.mark.parametrize("key", ["presets", "val_clusters"])
 def test_an_unknown_cluster_of_the_config_names_its_key(key):
     from gnplace.exceptions import InvalidCluster
 
     with pytest.raises(InvalidCluster, match=f"^data.{key}: unknown cluster 'k80x9': give a YAML file or one of"):
         pretrain_pairs(load_pretrain_config(overrides=[f"data.{key}=[k80x2, k80x9]"]))
-
-
-def test_an_empty_config_path_is_named_as_empty_not_as_the_current_folder():
-    with pytest.raises(InvalidArgument, match=r"^config path is empty; name the YAML config file"):
-        load_pretrain_config("")
 
 
 @pytest.mark.slow

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         note_nothing_to_resume,
     )
     from gnplace.exceptions import InvalidArgument
-    from gnplace.pretrain import DEFAULT_CONFIG, load_pretrain_config, pretrain
+    from gnplace.pretrain_config import DEFAULT_CONFIG, load_pretrain_config
 
     check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
     check_count(args.num_nodes, "--num-nodes", minimum=1)
@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
                 raise InvalidArgument(f"--export {args.export}: is the run's own {own.name} in --out; "
                                       "write to another file")
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
+    from gnplace.pretrain import pretrain  # Lightning's import (about 10 s) once the config has been read
+
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,

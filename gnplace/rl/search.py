@@ -105,13 +105,13 @@ class PPOSearchPlacer:
         lr (float, optional): Adam's learning rate (default: 3e-3).
         entropy (float, optional): entropy bonus (default: 0.01).
         elite (float, optional): weight of the cross-entropy pull toward the best placement seen
-            (default: 1.0; see :class:`~gnplace.train.LearnerConfig`).
+            (default: 1.0; see :class:`~gnplace.rl.config.LearnerConfig`).
         hidden (int, optional): the policy's embedding width (default: 64).
         layers (int, optional): the policy's message-passing rounds (default: 4).
         max_nodes (int, optional): most nodes of the decision graph (default: 1,000).
         algo (str, optional): ``"ppo"`` or ``"reinforce"`` (default: ``"ppo"``).
         mode (str, optional): ``"construct"`` (Spotlight's MDP) or ``"refine"`` (Placeto's and
-            GiPH's; see :class:`~gnplace.train.LearnerConfig`) (default: ``"construct"``).
+            GiPH's; see :class:`~gnplace.rl.config.LearnerConfig`) (default: ``"construct"``).
         reference (str, optional): the registered placer whose placement starts the search and
             is imitated first (default: ``"auto"``).
         polish (float, optional): share of the budget spent last on simulated annealing from the
@@ -130,7 +130,7 @@ class PPOSearchPlacer:
             group the policy leaves where the best placement has it keeps that placement's ops
             (:meth:`~gnplace.rl.problem.PlacementProblem.anchor`) (default: :obj:`True`).
         prior (float, optional): logit bonus of the best placement's device for every group while
-            sampling (see :class:`~gnplace.train.LearnerConfig`): each decision keeps the incumbent's
+            sampling (see :class:`~gnplace.rl.config.LearnerConfig`): each decision keeps the incumbent's
             device unless the policy prefers another by more than ``e**prior``, so a sample differs from
             the best placement in a few groups, a local search whose moves the policy learns; 0 samples
             the policy alone (default: 6.0).
@@ -151,7 +151,7 @@ class PPOSearchPlacer:
         screen (int, optional): candidates drawn per placement timed, ``M``: once a
             :class:`~gnplace.rl.screen.MoveScreen` has learned from 32 timed placements, each batch draws
             ``M`` times ``samples`` and times only the new ones it ranks fastest (see
-            :class:`~gnplace.train.LearnerConfig`); 1 times every sample (default: 1; fine-tuning: 48).
+            :class:`~gnplace.rl.config.LearnerConfig`); 1 times every sample (default: 1; fine-tuning: 48).
         screen_model (str, optional): what the screen starts from (``LearnerConfig.screen_model``):
             ``"learned"``, nothing; ``"simulator"``, the simulator's step of each candidate, corrected by
             what the timer measures; ``"auto"``, the simulator beside a real timer and nothing with the
@@ -208,7 +208,7 @@ class PPOSearchPlacer:
         anchor: bool = True, prior: float = 6.0, memo: bool = True, widen: bool = True, screen: int = 1,
         screen_model: str = "auto",
     ) -> None:
-        from gnplace.train import LearnerConfig
+        from gnplace.rl.config import LearnerConfig
 
         budget = check_budget(budget, type(self).__name__)  # at most MAX_BUDGET: a typo is not a search of years
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):

@@ -366,7 +366,7 @@ def held_out_graphs(family: str, count: int | None) -> list[str]:
     for validation; the constructors' configs hold out the same ones. A benchmark tunes on them so that the test
     graphs stay unseen by its choices as well as by the checkpoints.
     """
-    from gnplace.pretrain import load_pretrain_config
+    from gnplace.pretrain_config import load_pretrain_config
 
     held = load_pretrain_config().data.val_per_family
     files = _split_files(family, "train")

@@ -66,6 +66,25 @@ def test_bad_config_and_bad_resume_exit_2(tmp_path, capsys):
     assert err.startswith("gnplace: error:") and err.count("\n") == 1
 
 
+def test_a_bad_config_is_reported_before_lightning_is_imported(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gnplace.cli import main\n"
+        f"codes = [main(['pretrain', '--config', {str(tmp_path / 'missing.yaml')!r}]),\n"
+        "         main(['pretrain', '--set', 'learner.lr=-1']), main(['pretrain', '--set', 'data.colour=red'])]\n"
+        "print(codes, 'lightning' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[2, 2, 2] False", result.stderr
+    assert result.stderr.splitlines() == [f"gnplace: error: {tmp_path / 'missing.yaml'}: no such config file",
+                                          "gnplace: error: need lr > 0, got -1.0",
+                                          result.stderr.splitlines()[2]]
+    assert result.stderr.splitlines()[2].startswith("gnplace: error: pretrain config: unknown key data.colour")
+
+
 def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path, capsys):
     config = _config(tmp_path)
     code = main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--no-progress", "--resume"])

@@ -1,0 +1,45 @@
+"""The learner's hyperparameters: every setting checked when the config is made, before any training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnplace.exceptions import InvalidArgument
+from gnplace.rl.config import LearnerConfig
+
+
+def test_config_is_validated():
+    for bad in (dict(algo="a2c"), dict(mode="x"), dict(samples=1), dict(lr=0.0), dict(imitation_steps=-1), dict(prior=-1.0),
+                dict(screen=0)):
+        with pytest.raises(InvalidArgument):
+            LearnerConfig(**bad)
+    assert LearnerConfig().policy.hidden == 64
+    # a negative weight rewards what it should discourage: with oom_penalty=-3 a twofold overflow earned 3.0
+    for name in ("oom_penalty", "entropy", "elite"):
+        with pytest.raises(InvalidArgument, match=rf"need {name} >= 0, got -3.0"):
+            LearnerConfig(**{name: -3.0})
+    with pytest.raises(InvalidArgument, match="oom_penalty must be a finite number"):
+        LearnerConfig(oom_penalty=float("inf"))
+    # one batch draws samples x screen placements: past the limit it is refused, not a MemoryError mid-run
+    with pytest.raises(InvalidArgument, match=r"^need samples x screen <= 16384, got 1600000 \(placements drawn"):
+        LearnerConfig(samples=16, screen=100_000)
+    with pytest.raises(InvalidArgument, match=r"val_samples <= 16384, got 20000"):
+        LearnerConfig(val_samples=20_000)
+    assert LearnerConfig(samples=32, screen=512).screen == 512
+    for bad in (dict(epochs=1.5), dict(samples=4.0), dict(screen=True), dict(imitation_steps="2")):
+        with pytest.raises(InvalidArgument, match="a whole number"):  # -O ppo.epochs=1.5 was a TypeError mid-run
+            LearnerConfig(**bad)
+    for bad in (dict(lr="1e-3"), dict(risk=None), dict(clip=True), dict(alpha=[3.0])):
+        with pytest.raises(InvalidArgument, match=r"^need .* a number, got"):  # lr="1e-3" was a TypeError
+            LearnerConfig(**bad)
+    assert LearnerConfig(lr=1, beta=np.float32(0.5)).lr == 1  # an int or a numpy number is a number
+    with pytest.raises(InvalidArgument, match=r"need seed < 2\*\*64"):  # torch's seed: was a ValueError (Overflow)
+        LearnerConfig(seed=2**64)
+    assert LearnerConfig(seed=2**64 - 1).seed == 2**64 - 1
+
+
+def test_elite_target_is_checked():
+    assert LearnerConfig(elite_target="samples").elite_target == "samples"
+    with pytest.raises(InvalidArgument, match="elite_target"):
+        LearnerConfig(elite_target="auto")
