@@ -34,7 +34,14 @@ import lightning as L
 import numpy as np
 import torch
 
-from gnplace.callbacks import AtomicCheckpointIO, StopAfter, TimedCheckpoint, fit_interruptibly, progress_callbacks
+from gnplace.callbacks import (
+    AtomicCheckpointIO,
+    StopAfter,
+    TimedCheckpoint,
+    fit_interruptibly,
+    progress_callbacks,
+    quiet_lightning,
+)
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
@@ -788,14 +795,16 @@ def fit(
     if resume and last.exists():
         _check_resumable(last, config, data)
     bars = progress_callbacks(progress, "train", iterations)
-    trainer = L.Trainer(
-        max_epochs=-1, accelerator="cpu", devices=1,
-        callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations), *bars],
-        enable_checkpointing=False,
-        logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-        enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
-        plugins=[AtomicCheckpointIO()],
-    )
-    fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
-                      weights_only=True)  # TimedCheckpoint saves the finished run
+    with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
+        trainer = L.Trainer(
+            max_epochs=-1, accelerator="cpu", devices=1,
+            callbacks=[TimedCheckpoint(last, checkpoint_every_s), StopAfter(iterations), *bars],
+            enable_checkpointing=False,
+            logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+            enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
+            plugins=[AtomicCheckpointIO()],
+        )
+    with quiet_lightning():
+        fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,
+                          weights_only=True)  # TimedCheckpoint saves the finished run
     return learner

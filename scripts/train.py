@@ -7,7 +7,9 @@ Usage::
 
 Every hyperparameter of :class:`gnplace.rl.config.LearnerConfig` is a flag (``--lr``, ``--entropy``, ...).
 Metrics go to ``OUT/logs/.../metrics.csv`` and ``OUT/tensorboard``; ``OUT/checkpoints/last.ckpt``
-is written every ``--checkpoint-every`` seconds and at the end, and ``--resume`` continues from it.
+is written every ``--checkpoint-every`` seconds, at the end and on Ctrl-C (after the iteration under
+way; exit 130), and ``--resume`` continues from it. Bad input is one ``train: error:`` line and exit 2,
+reported before Lightning is imported where the flags alone say it.
 """
 
 from __future__ import annotations
@@ -15,14 +17,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-
-from gnplace.exceptions import GnplaceError, InvalidArgument
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the flags and train; returns the exit status."""
-    from gnplace.cluster import load_cluster
-    from gnplace.evaluate import collect_graphs
+    """Parse the flags and train; returns the exit status (2: bad input, one line; 130: Ctrl-C, after a save)."""
+    from gnplace.cli.common import run_reporting_errors
     from gnplace.rl.config import LearnerConfig
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,23 +39,40 @@ def main(argv: list[str] | None = None) -> int:
     for f in dataclasses.fields(LearnerConfig):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = parser.parse_args(argv)
-    try:
-        graphs = collect_graphs(args.graphs, split=args.split)
-        clusters = [c for c in args.clusters.split(",") if c]
-        if not clusters:
-            raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster (presets, or YAML files)")
-        for cluster in clusters:  # a typo is reported now, not after Lightning's import
-            load_cluster(cluster)
-        pairs = [(str(g), c) for g in graphs for c in clusters]
-        config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
-        from gnplace.train import fit  # Lightning's import (about 10 s) once the flags have been checked
+    return run_reporting_errors(run, args, "train", "interrupted (--resume continues from the last checkpoint written)")
 
-        learner = fit(pairs, args.out, config=config, iterations=args.iterations, pairs_per_step=args.pairs_per_step,
-                      steps_per_epoch=args.steps_per_epoch, checkpoint_every_s=args.checkpoint_every,
-                      resume=args.resume, progress=False if args.no_progress else None)
-    except GnplaceError as err:
-        print(f"train: error: {err}", file=sys.stderr)
-        return 2
+
+def run(args: argparse.Namespace) -> int:
+    """Check the flags, then train (Lightning is imported only once they hold)."""
+    import math
+
+    from gnplace.cli.common import check_count, check_output_folder, note_nothing_to_resume
+    from gnplace.cluster import load_cluster
+    from gnplace.evaluate import collect_graphs
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.rl.config import LearnerConfig
+
+    for flag, value in (("--iterations", args.iterations), ("--pairs-per-step", args.pairs_per_step),
+                        ("--steps-per-epoch", args.steps_per_epoch)):
+        check_count(value, flag, minimum=1)
+    if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):
+        raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
+    check_output_folder(args.out)
+    graphs = collect_graphs(args.graphs, split=args.split)
+    clusters = [c for c in args.clusters.split(",") if c]
+    if not clusters:
+        raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster (presets, or YAML files)")
+    for cluster in clusters:  # a typo is reported now, not after Lightning's import
+        load_cluster(cluster)
+    pairs = [(str(g), c) for g in graphs for c in clusters]
+    config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
+    if args.resume:
+        note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "train")
+    from gnplace.train import fit  # Lightning's import (about 10 s) once the flags have been checked
+
+    learner = fit(pairs, args.out, config=config, iterations=args.iterations, pairs_per_step=args.pairs_per_step,
+                  steps_per_epoch=args.steps_per_epoch, checkpoint_every_s=args.checkpoint_every,
+                  resume=args.resume, progress=False if args.no_progress else None)
     print(f"trained {learner.iteration} iterations; checkpoint {args.out}/checkpoints/last.ckpt")
     return 0
 

@@ -282,6 +282,22 @@ def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys, load
     assert err.startswith("train: error:") and err.count("\n") == 1
 
 
+def test_the_training_script_stopped_by_ctrl_c_says_how_to_resume_and_exits_130(tmp_path, capsys, load_script,
+                                                                                   monkeypatch):
+    from pathlib import Path
+
+    import gnplace.train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as fit_interruptibly raises it once the iteration under way is saved
+
+    monkeypatch.setattr(gnplace.train, "fit", interrupted)
+    graph = Path(__file__).resolve().parents[1] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+    assert load_script("train").main(["--graphs", str(graph), "--split", "all", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    assert err == "train: interrupted (--resume continues from the last checkpoint written)\n"
+
+
 def test_the_training_scripts_bad_flags_are_reported_before_lightning_is_imported(tmp_path):
     import subprocess
     import sys

@@ -294,7 +294,8 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
     line with status 2; other exceptions (programming errors) propagate. Warnings print as one
     ``PROG: warning: ...`` line each, and torch's warning about unsafe checkpoint loading, which
     only repeats the refusal of such a file, is silenced. The ``gnplace`` command and the scripts
-    (``scripts/pretrain.py``, ``scripts/finetune.py``, ``scripts/place.py``, ``scripts/bench.py``)
+    (``scripts/pretrain.py``, ``scripts/finetune.py``, ``scripts/place.py``, ``scripts/train.py``,
+    ``scripts/bench.py``)
     report errors the same way; a closed pipe on stdout (``| head``) gives 141 quietly; Ctrl-C prints
     ``PROG: INTERRUPTED`` and gives 130, and a SIGTERM that
     stopped a run under Lightning (:class:`~gnplace.exceptions.Terminated`) ``PROG: SIGTERM: INTERRUPTED``
