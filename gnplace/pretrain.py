@@ -1,4 +1,6 @@
-"""Pretraining one placement policy across graph families and clusters: config, data, run, export.
+"""Pretraining one placement policy across graph families and clusters: data, run, export.
+
+Its config is :mod:`gnplace.pretrain_config` (re-exported here), which reads without importing Lightning.
 
 The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped checkpoint):
 

@@ -29,6 +29,8 @@ moves it from there. Devices the group does not fit on are masked.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import sys
 import tempfile
@@ -91,9 +93,10 @@ class TidyMessagePassing(MessagePassing):
     PyG (2.5 and later) renders each class's ``propagate`` from a jinja template into
     ``tempfile.NamedTemporaryFile(delete=False)`` and imports it from there, once a process, and never
     deletes the file: every process that built a policy (each ``gnplace place -p policy``, each rank)
-    left a ``gnplace.policy.gnn_DirectedConv_propagate_*.py`` behind. The module is loaded by then and
-    runs from its code object, so the file is deleted as soon as it is imported (on construction, and on
-    unpickling in a new process, where PyG renders it again). Its lines are then missing from tracebacks.
+    left a ``gnplace.policy.gnn_DirectedConv_propagate_*.py`` behind, and its bytecode in ``__pycache__``
+    there. The module is loaded by then and runs from its code object, so both are deleted as soon as it
+    is imported (on construction, and on unpickling in a new process, where PyG renders it again). Its
+    lines are then missing from tracebacks.
 
     Args:
         **kwargs: passed to ``MessagePassing`` (``aggr``, ...).
@@ -109,14 +112,24 @@ class TidyMessagePassing(MessagePassing):
 
 
 def _delete_rendered_sources(cls: type) -> None:
-    """Delete the files PyG rendered ``cls``'s ``propagate`` and ``edge_updater`` into, if still there."""
+    """Delete the files PyG rendered ``cls``'s ``propagate`` and ``edge_updater`` into, if still there.
+
+    Each is a source file in the temporary directory and, where Python writes bytecode, its compiled copy in
+    ``__pycache__`` there, which is removed too if nothing else is left in it.
+    """
     temporary = Path(tempfile.gettempdir()).resolve()
     for method in ("propagate", "edge_updater"):
         name = f"{cls.__module__}_{cls.__name__}_{method}"  # PyG's module name for the rendered method
         source = getattr(sys.modules.get(name), "__file__", None)
-        if source is not None and Path(source).name.startswith(f"{name}_") \
-                and Path(source).resolve().parent == temporary:  # only ever a file PyG wrote there
-            Path(source).unlink(missing_ok=True)
+        if source is None or not Path(source).name.startswith(f"{name}_") \
+                or Path(source).resolve().parent != temporary:  # only ever the files PyG wrote there
+            continue
+        Path(source).unlink(missing_ok=True)
+        compiled = Path(importlib.util.cache_from_source(source))
+        compiled.unlink(missing_ok=True)
+        if compiled.parent.name == "__pycache__":
+            with contextlib.suppress(OSError):  # not empty: other programs' bytecode, left alone
+                compiled.parent.rmdir()
 
 
 class DirectedConv(TidyMessagePassing):
