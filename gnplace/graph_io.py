@@ -322,8 +322,8 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
         >>> import tempfile, os
         >>> from gnplace.toy import chain_graph
         >>> g = chain_graph(3)
-        >>> path = save_graph(g, os.path.join(tempfile.mkdtemp(), "chain.gnpg"))
-        >>> load_graph(path) == g
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     load_graph(save_graph(g, os.path.join(folder, "chain.gnpg"))) == g
         True
     """
     path = Path(path)
