@@ -16,7 +16,7 @@ import pytest
 
 import gnplace
 import gnplace.shipped as shipped
-from gnplace.pretrain import DEFAULT_CONFIG
+from gnplace.pretrain_config import DEFAULT_CONFIG
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,7 +101,7 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
     place = ["place", str(ROOT / "datasets" / "ptb" / "ptb_017.gnpg"), "-c", "k80x2", "-p", "policy",
              "-O", "policy.polish=0", "--json"]
     code = (
-        "import json, sys, gnplace.rl.zeroshot as z, gnplace.pretrain as p\n"
+        "import json, sys, gnplace.rl.zeroshot as z, gnplace.pretrain_config as p\n"
         "print(json.dumps([str(z.SHIPPED_CHECKPOINT), [str(c) for c in z.SHIPPED_CONSTRUCTORS], str(p.DEFAULT_CONFIG),"
         " p.load_pretrain_config().digest() == p.load_pretrain_config(p.DEFAULT_CONFIG).digest()]))\n"
         "from gnplace.cli import main\n"
