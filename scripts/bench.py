@@ -13,7 +13,7 @@ Usage::
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--refine 4] [--split test] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--seed 0] [--jobs 2]
     python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo] [--budget N] [--seed S]
     python scripts/bench.py zeroshot-seeds ZEROSHOT.json ZEROSHOT.json [...]
-    python scripts/bench.py latency [--ops 10000 100000] [--samples 0]
+    python scripts/bench.py latency [--ops 10000 100000] [--samples 0] [--decoding greedy|policy]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
     python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]

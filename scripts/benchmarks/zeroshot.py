@@ -325,8 +325,19 @@ def zeroshot_across_seeds(runs: list[Path]) -> list[dict[str, Any]]:
     return table
 
 
+#: ``latency --decoding``: the placer's options beyond ``samples`` and ``subsets``. ``greedy`` is the issue's
+#: target, the policy's greedy decode alone (no constructor, no last rounds, no polish); ``policy`` is what
+#: ``gnplace place -p policy`` runs, the placer's defaults (its constructors, last rounds and polish).
+LATENCY_DECODINGS: dict[str, dict[str, Any]] = {"greedy": {"constructor": "none", "refine": 0, "polish": 0},
+                                                "policy": {}}
+
+
 def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Seconds of the policy's greedy placement (coarsening and features included) of large graphs, one core."""
+    """Seconds of the policy's placement (coarsening and features included) of large graphs, one core.
+
+    ``args.decoding`` picks what is timed (:data:`LATENCY_DECODINGS`): the greedy decode alone, or the placer's
+    whole default pipeline; ``args.samples`` samples around ``auto`` join either.
+    """
     import torch
 
     from gnplace.cluster import load_cluster
@@ -335,14 +346,15 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     torch.set_num_threads(1)
     cluster = load_cluster(args.cluster)
     cache = check_output_folder(args.cache, "--cache")
-    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets)
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets,
+                          **LATENCY_DECODINGS[args.decoding])
     cache.mkdir(parents=True, exist_ok=True)  # once the placer's arguments are checked
     rows = []
     for ops in args.ops:
         graph = large_graph(ops, cache)
         placer.place(graph, cluster, seed=0)  # warm: compile the simulator, load the policy
         seconds = median_seconds(functools.partial(placer.place, graph, cluster, seed=0), args.repeat)
-        row = dict(ops=graph.num_ops, cluster=cluster.name, samples=args.samples, seconds=seconds,
+        row = dict(ops=graph.num_ops, cluster=cluster.name, decoding=args.decoding, samples=args.samples, seconds=seconds,
                    step_ms=placer.last_step * 1e3 if placer.last_step else None)
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -459,7 +471,8 @@ def run_zeroshot_seeds(args: argparse.Namespace) -> int:
 def run_latency(args: argparse.Namespace) -> int:
     """``latency``: seconds of the policy's greedy placement of ENAS cifar10 graphs of about 10k and 100k ops.
 
-    Coarsening, features, encoding, decoding, expansion and scoring included, on one core.
+    Coarsening, features, encoding, decoding, expansion and scoring included, on one core; ``--decoding policy``
+    times the placer's whole default pipeline instead.
     """
     bench_latency(args)
     return 0
@@ -534,6 +547,9 @@ def add_parsers(sub: Any) -> None:
     lat.add_argument("--subsets", action="store_true",
                      help="also decode on the fastest k devices alone (default: one greedy placement on all)")
     lat.add_argument("--samples", type=int, default=0, help="samples beside the greedy placement (default: 0)")
+    lat.add_argument("--decoding", choices=sorted(LATENCY_DECODINGS), default="greedy",
+                     help="greedy: the greedy decode alone, the target's figure; policy: what `-p policy` runs, with "
+                          "its constructors, last rounds and polish (default: greedy)")
     lat.add_argument("--repeat", type=int, default=3)
     lat.add_argument("--cache", default="out/bench")
     con = add_command(sub, "constructor", run_constructor, "the placement MDP's finish time against the simulator")
