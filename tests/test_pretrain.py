@@ -651,8 +651,8 @@ def test_a_reproduction_is_checked_byte_for_byte_where_recorded_and_by_its_valid
 
 @pytest.mark.slow
 def test_the_three_configs_make_the_three_shipped_files_on_this_machine(tmp_path):
-    """The model card's commands, from nothing: about 28 minutes on 2 cores (``make test-slow``; 2026-12-01's VM), 54 on
-    2026-12-02's, whose annealing runs about 2x slower.
+    """The model card's commands, from nothing: about 28 minutes on 2 cores (``make test-slow``; 2026-12-01's VM), 33 to
+    54 on 2026-12-02's, whose annealing runs up to about 2x slower, as its load allows.
 
     Any change that moves what pretraining sees (a placer of ``auto``'s, the teacher's search, the learner) fails this
     until the files are made again and shipped. Floating point differs between machines: where
