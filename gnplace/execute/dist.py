@@ -174,7 +174,7 @@ def run_rank(
         values[Ref("param", name=name)] = p
     for k, d in plan.input_device.items():
         if d == rank:
-            values[Ref("input", name=str(k))] = program.inputs[k].to(device)
+            values[Ref("input", name=str(k))] = program.input_copy(k, device)
     keep = set(program.results())
     uses: dict[Ref, int] = {}
     for i in mine:
@@ -192,7 +192,7 @@ def run_rank(
                 arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
                 values[ref] = buffer
 
-    written = {storage_of(program, op.mutates) for op in ops if op.mutates is not None}
+    written = program.written_storages
 
     def send(moves: list[tuple[Ref, int, int]]) -> None:
         for ref, src, dst in moves:

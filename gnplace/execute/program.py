@@ -326,6 +326,22 @@ class Program:
         """Bytes of the optimizer state parameter ``name`` has on its device (0 for SGD), beside the parameter."""
         return state_bytes(self.optimizer, self.value_bytes(Ref("param", name=name)))
 
+    @functools.cached_property
+    def written_storages(self) -> frozenset[Ref]:
+        """The tensors whose memory an op of the step writes in place (through its views and in-place results too)."""
+        return frozenset(storage_of(self, op.mutates) for op in self.ops if op.mutates is not None)
+
+    def input_copy(self, k: int, device: torch.device) -> Any:
+        """Input ``k`` on ``device`` for one run of the step: a copy where an op of the step writes it in place.
+
+        ``.to`` hands back the tensor itself on its own device, and the write then changed the recorded input, run
+        after run.
+        """
+        x = self.inputs[k]
+        if not isinstance(x, torch.Tensor):
+            return x
+        return x.to(device, copy=Ref("input", name=str(k)) in self.written_storages)
+
     def buffers_read(self, index: int, *, aliases: bool = True) -> list[str]:
         """Names of the buffers op ``index`` reads, each once.
 
@@ -456,7 +472,7 @@ class Program:
         for ref, dst in dict.fromkeys((ref, dst) for ref, _, dst in crossing):  # posted when the step starts
             ledger.make((ref, dst), dst, self.value_bytes(ref))
         sent = {(ref, src) for ref, src, _ in crossing}
-        written = {storage_of(self, op.mutates) for op in self.ops if op.mutates is not None}
+        written = self.written_storages
         uses: dict[tuple[Ref, int], int] = {}
         for i, op in enumerate(self.ops):
             for ref in set(op.reads):

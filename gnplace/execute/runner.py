@@ -302,8 +302,7 @@ def run_step(
         state = optimizer_state(program, params, plan)
     made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use
     if inputs is None:
-        inputs = [x.to(devices[plan.input_device.get(k, 0)]) if isinstance(x, torch.Tensor) else x
-                  for k, x in enumerate(program.inputs)]
+        inputs = [program.input_copy(k, devices[plan.input_device.get(k, 0)]) for k in range(len(program.inputs))]
     ledger = Ledger(num_devices, capacity)  # parameters, inputs and the step's tensors, by storage
     for k, p in params.items():
         ledger.hold(plan.param_device.get(k, 0), _nbytes(p) + program.state_bytes(k), check=False)

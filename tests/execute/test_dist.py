@@ -207,6 +207,21 @@ def test_a_tensor_written_in_place_after_it_is_sent_arrives_as_it_was(setup, mon
     assert sent and all(torch.equal(tensor, as_sent) for tensor, as_sent in sent)  # nothing sent was written after
 
 
+def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run(setup):
+    """A rank's input was the program's own tensor: an in-place write to it compounded, run after run."""
+    from tests.execute.test_runner import _ScalesItsInput
+
+    torch.manual_seed(0)
+    module, x = _ScalesItsInput(), torch.randn(3, 4)
+    want = module(x.clone()).detach()
+    step = import_step(module, (x.clone(),))
+    devices = np.arange(step.graph.num_ops, dtype=np.int64) % 2
+    with setup[2].using(compile_step(step)):
+        for _ in range(3):
+            losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
+            torch.testing.assert_close(losses[0], want)
+
+
 def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):
     """isend reads the parameter until the message leaves: the step's SGD update waited for it (it ran before)."""
     step, _, timer = setup

@@ -307,3 +307,28 @@ def test_the_optimizer_state_is_counted_on_each_parameters_device():
     for name, p in program.params.items():
         state[plan.param_device[name]] += 2 * p.numel() * p.element_size()
     np.testing.assert_array_equal(peaks["adam"], peaks["sgd"] + state)
+
+
+class _ScalesItsInput(torch.nn.Module):
+    """Writes its input in place, as ``x.mul_(2)`` does: each run must start from the recorded input."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2.0)
+        return self.linear(x).square().mean()
+
+
+def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run():
+    """``.to`` hands back the input itself on its own device: the write compounded, step after step (x 256 after 8)."""
+    torch.manual_seed(0)
+    module, x = _ScalesItsInput(), torch.randn(3, 4)
+    want = module(x.clone()).detach()
+    program = compile_step(import_step(module, (x.clone(),)))
+    recorded = program.inputs[0].clone()
+    for devices in (np.zeros(program.num_nodes, dtype=np.int64), np.arange(program.num_nodes) % 2):
+        for _ in range(3):
+            torch.testing.assert_close(run_step(program, program.plan(devices), [CPU, CPU]).loss, want)
+    assert torch.equal(program.inputs[0], recorded)
