@@ -102,8 +102,10 @@ def run(args: argparse.Namespace) -> int:
     shapes = input_shapes(args)
     module = None
     if args.device_map and ":" in args.graph and not Path(args.graph).exists():
-        from gnplace.importers.sources import load_step_source
+        from gnplace.importers.sources import load_step_source, refuse_input_shapes
 
+        if shapes:  # the step is loaded here, not through load_graph_source, which refuses them
+            refuse_input_shapes(args.graph)
         step, module = load_step_source(args.graph, optimizer=args.optimizer or "sgd")
         graph = step.graph
     else:

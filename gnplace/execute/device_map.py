@@ -103,7 +103,7 @@ def _tied(graph: OpGraph) -> dict[str, str]:
 
 
 def require_parameters(graph: OpGraph, root: str = "") -> None:
-    """Refuse a graph with no ``update/<parameter>`` node (it has no modules to map), or none under ``root``.
+    """Refuse a graph with no ``update/<parameter>`` node (it has no modules to map), or a ``root`` not all of it.
 
     Args:
         graph (OpGraph): the graph.
@@ -111,7 +111,8 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
 
     Raises:
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
-            ``root`` holds none of them.
+            ``root`` holds none of them, or some state lies outside ``root`` (a map of ``root`` could not place
+            it). Which keys a map has does not depend on the placement, so this refuses before any placer runs.
     """
     params = [name.removeprefix("update/") for name in graph.node_names if name.startswith("update/")]
     if not params:
@@ -122,6 +123,13 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
         tops = sorted({p.split(".")[0] for p in params})
         raise InvalidArgument(f"device_map root {root!r}: no parameter of graph {graph.name!r} lies under it "
                               f"(its top-level modules: {', '.join(tops[:8])})")
+    if root:
+        untrained = graph.meta.get("untrained_state")
+        keys = [*params, *([str(k) for k in untrained] if isinstance(untrained, list) else []), *_tied(graph)]
+        outside = [key for key in keys if not key.startswith(root + ".")]
+        if outside:
+            raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
+                                  "cannot place it")
 
 
 def to_device_map(
@@ -161,11 +169,7 @@ def to_device_map(
     placed = as_placement(graph, cluster, placement)
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
-    per_key = per_param | _state_devices(graph, placed.devices, per_param)
-    outside = [key for key in per_key if not key.startswith(root + ".")] if root else []
-    if outside:
-        raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "
-                              "cannot place it")
+    per_key = per_param | _state_devices(graph, placed.devices, per_param)  # keys under root: require_parameters
     per_key = _modules_kept_whole(per_key, per_param, _tied(graph))
     values = device_map_values(cluster)
     # the devices under every module path (a parameter's path and each prefix of it)

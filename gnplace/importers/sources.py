@@ -30,7 +30,7 @@ from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.importers import check_optimizer
 
-__all__ = ["load_graph_source", "load_factory", "load_step_source"]
+__all__ = ["load_graph_source", "load_factory", "load_step_source", "refuse_input_shapes"]
 
 
 def _failure(err: BaseException) -> str:
@@ -124,9 +124,7 @@ def load_graph_source(
         return from_onnx(path, input_shapes=input_shapes, optimizer=optimizer or "sgd")
     graph_file = path.suffix.lower() in (".gnpg", ".json") or path.exists()
     if input_shapes:
-        what = "a graph file" if graph_file else "a MODULE:FACTORY"
-        raise InvalidArgument(f"{spec}: input shapes (--input-shape) apply to ONNX models only, and this is {what} "
-                              "(a factory's shapes are those of its example inputs)")
+        refuse_input_shapes(spec, graph_file=graph_file)
     if graph_file:
         from gnplace.graph_io import load_graph
 
@@ -137,6 +135,17 @@ def load_graph_source(
     if ":" in spec:
         return load_step_source(spec, optimizer=optimizer or "sgd")[0].graph
     raise InvalidGraph(f"{spec}: no such graph file (give a .gnpg or .onnx file, or MODULE:FACTORY)")
+
+
+def refuse_input_shapes(spec: str, *, graph_file: bool = False) -> None:
+    """Refuse ``--input-shape`` for ``spec``, a graph file or a ``module:factory``: only an ONNX file has free sizes.
+
+    Raises:
+        InvalidArgument: always, naming what ``spec`` is.
+    """
+    what = "a graph file" if graph_file else "a MODULE:FACTORY"
+    raise InvalidArgument(f"{spec}: input shapes (--input-shape) apply to ONNX models only, and this is {what} "
+                          "(a factory's shapes are those of its example inputs)")
 
 
 def _check_graph_optimizer(spec: str, graph: OpGraph, optimizer: str) -> None:

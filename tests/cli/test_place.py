@@ -355,6 +355,27 @@ def test_a_device_map_relative_to_the_model_inside_a_loss_wrapper(tmp_path, caps
     assert not (tmp_path / "m.json").exists()
 
 
+def test_a_device_map_root_that_leaves_state_out_is_refused_before_the_placement_file_is_written(tmp_path, capsys):
+    """The check ran once the placer had run and ``-o`` was written over: the refused command lost the file."""
+    kept = tmp_path / "p.json"
+    kept.write_text('{"old": true}')
+    argv = ["place", "gnplace.execute.examples:branchy", "-c", "k80x2", "-p", "heft", "-o", str(kept),
+            "--device-map", str(tmp_path / "m.json"), "--device-map-root", "body.towers"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnplace: error: device_map root 'body.towers': 'body.head.") and err.count("\n") == 1
+    assert kept.read_text() == '{"old": true}' and not (tmp_path / "m.json").exists()
+
+
+def test_input_shapes_for_a_factory_are_refused_with_a_device_map_too(tmp_path, capsys):
+    """The factory's step was loaded apart for the map, and ``--input-shape`` was dropped without a word."""
+    for extra in ([], ["--device-map", str(tmp_path / "m.json")]):
+        assert main(["place", "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", "single",
+                     "--input-shape", "x=4,8", *extra]) == 2
+        assert "input shapes (--input-shape) apply to ONNX models only" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_an_impossible_memory_budget_is_one_error_and_writes_nothing(tmp_path, capsys):
     tiny = tmp_path / "tiny.yaml"
     tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 KiB}\nlinks: {default: placeto}\n")
