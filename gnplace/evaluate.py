@@ -463,6 +463,8 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = text
             if not values["key"]:
                 continue
+            if not isinstance(json.loads(values["options"] or "{}"), dict):  # written as a JSON object by every run
+                continue
             measured = ("bound_s", "single_s") if values["error"] else ("step_time_s", "bound_s", "single_s")
             if not all(math.isfinite(values[name]) and values[name] >= 0 for name in measured):
                 continue  # a value no run writes (nan, inf, negative without an error): run that task again
@@ -496,7 +498,9 @@ def evaluate(
     A task whose :func:`task_key` matches a saved row is not run again; a saved row of the same
     graph, cluster, placer and seed whose key none of ``tasks`` has is replaced (tasks that differ only in
     budget, options or mode keep a row each). Rows of other tasks in the
-    file are kept (an evaluation can be extended placer by placer). ``progress`` is called with each
+    file are kept (an evaluation can be extended placer by placer) while their key is still what their inputs
+    make: one timed on a graph or cluster file since changed is dropped, not compared with rows of the new
+    contents. Two graph (or cluster) files of the same content each get their rows. ``progress`` is called with each
     row as it finishes, ``reused`` once, before any runs, with the number of ``tasks`` whose saved rows stand.
 
     Args:
@@ -532,7 +536,8 @@ def evaluate(
         check_placer_options(placer, json.loads(options))  # as gnplace place does, before OUT is made or a file read
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
-    keyed = list({k: (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())  # a task asked twice runs once
+    # a task asked twice runs once; two files of one content are two slots, each with its row
+    keyed = list({(k, _task_slot(t)): (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())
     for t in {(t.placer, t.budget, t.mode, json.dumps(t.options_dict, sort_keys=True)) for t, _ in keyed}:
         _placer(*t)  # bad options or a bad checkpoint are refused here, before saved rows are replaced
     for seed in {t.seed for t, _ in keyed}:
@@ -540,12 +545,12 @@ def evaluate(
     keep = {k for t, k in keyed if keep_placements is not None and keep_placements(t)}
     saved = _read_rows(csv_path)
     done = _rows_that_stand(saved, keyed, keep, out)
-    have = {r.key for r in done}
-    todo = [(t, k, k in keep) for t, k in keyed if k not in have]
+    have = {(r.key, _row_slot(r)) for r in done}
+    todo = [(t, k, k in keep) for t, k in keyed if (k, _task_slot(t)) not in have]
     for path in dict.fromkeys(t.graph_path for t, _, _ in todo):  # keys read the bytes only: a bad file fails here,
         _graph(path, _stamp(path))  # before any run, not once the runs before it are done
     if reused is not None:
-        reused(len({k for _, k in keyed} & have))
+        reused(len({(k, _task_slot(t)) for t, k in keyed} & have))
     names = [f.name for f in fields(Row)]
     # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
     text = io.StringIO(newline="")
@@ -554,7 +559,7 @@ def evaluate(
     writer.writerows(asdict(r) for r in done)
     write_atomically(csv_path, text.getvalue().encode("utf-8"))
     if folder.is_dir():  # the placements kept of the rows dropped go with them
-        for key in {r.key for r in saved} - have:
+        for key in {r.key for r in saved} - {r.key for r in done}:
             kept_placement(out, key).unlink(missing_ok=True)
     rows = list(done)
 
@@ -596,16 +601,37 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
     """
     wanted: dict[tuple[str, str, str, int], set[str]] = defaultdict(set)
     for t, k in keyed:
-        wanted[_identity(t.graph_path, t.cluster, t.placer, t.seed)].add(k)
+        wanted[_task_slot(t)].add(k)
     done = []
     for row in saved:
-        current = wanted.get(_identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed))
+        current = wanted.get(_row_slot(row))
         # a failed row of a task asked for again runs again (the failure may have passed), as one whose placement is
         # to be kept and is not (its row was saved before placements were kept)
-        if current is None or (row.key in current and not row.error
-                               and (row.key not in keep or kept_placement(out, row.key).is_file())):
+        if (current is None and _still_made_so(row)) or (
+                current is not None and row.key in current and not row.error
+                and (row.key not in keep or kept_placement(out, row.key).is_file())):
             done.append(row)
     return done
+
+
+def _task_slot(task: Task) -> tuple[str, str, str, int]:
+    return _identity(task.graph_path, task.cluster, task.placer, task.seed)
+
+
+def _row_slot(row: Row) -> tuple[str, str, str, int]:
+    return _identity(row.graph_path, row.cluster_spec or row.cluster, row.placer, row.seed)
+
+
+def _still_made_so(row: Row) -> bool:
+    """Whether ``row``'s key is what its inputs make now (its graph file, cluster, placer revisions, option files).
+
+    A row whose graph file, cluster file or placer is gone cannot be checked, and stands (as every saved row did
+    before rows were checked).
+    """
+    try:
+        return task_key(row.task()) == row.key
+    except GnplaceError:
+        return True
 
 
 def _run_in_workers(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -730,3 +731,50 @@ def test_a_task_of_a_folder_or_of_nothing_says_which(tmp_path):
         task_key(Task(str(tmp_path / "x.gnpg"), "k80x2", "single"))
     with pytest.raises(GnplaceError, match=r"y.gnpg: no such graph file$"):
         task_key(Task(str(tmp_path / "y.gnpg"), "k80x2", "single"))
+
+
+def test_two_graph_files_of_one_content_each_get_their_rows(graphs, tmp_path):
+    """Tasks were merged by key, which holds the content, not the path: one file's rows went missing."""
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copy(graphs / "mlp2.gnpg", graphs / f"{name}.gnpg")
+    out, ran = tmp_path / "out", []
+    rows = evaluate([Task(str(graphs / "a.gnpg"), "k80x2", "single")], out, progress=ran.append)
+    tasks = [Task(str(graphs / f"{name}.gnpg"), "k80x2", "single") for name in ("a", "b")]
+    rows = evaluate(tasks, out, progress=ran.append)  # b's task was taken for a's saved row, and never ran
+    assert sorted(Path(r.graph_path).name for r in rows) == ["a.gnpg", "b.gnpg"] and len(ran) == 2
+    assert len(evaluate(tasks, out, progress=ran.append)) == 2 and len(ran) == 2  # both stand
+
+
+def test_rows_timed_on_a_cluster_file_since_changed_are_dropped_not_compared(graphs, tmp_path):
+    """A placer not asked again kept its row of the old cluster, and the summary ranked it beside the new rows."""
+    cluster = tmp_path / "mine.yaml"
+    cluster.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: k80}]\nlinks: {default: nvlink2}\n")
+    graph, out = str(graphs / "mlp2.gnpg"), tmp_path / "out"
+    evaluate([Task(graph, str(cluster), p) for p in ("single", "round_robin", "heft")], out)
+    evaluate([Task(graph, "k80x2", "single")], out)  # another cluster's row, which stands
+    cluster.write_text("name: mine\ndevices: [{name: gpu, count: 2, kind: k80}]\n"
+                       "links: {default: {bandwidth: 10 MB/s, latency: 1 ms}}\n")
+    rows = evaluate([Task(graph, str(cluster), "heft")], out)
+    assert sorted((r.cluster, r.placer) for r in rows) == [("k80x2", "single"), ("mine", "heft")]
+
+
+@pytest.mark.parametrize("options", ["{bad", "[]"])
+def test_a_saved_row_whose_options_are_not_a_json_object_is_run_again(graphs, tmp_path, options):
+    """``{bad`` stopped the command with a JSONDecodeError once its runs were done, the summary not written."""
+    import csv
+
+    task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
+    evaluate([task], out)
+    with (out / "results.csv").open(newline="") as handle:
+        saved = list(csv.DictReader(handle))
+    saved[0]["options"] = options
+    with (out / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(saved[0]))
+        writer.writeheader()
+        writer.writerows(saved)
+    ran = []
+    rows = evaluate([task], out, progress=ran.append)
+    assert len(ran) == 1 and [r.options for r in rows] == ["{}"]
+    assert summarise(rows)
