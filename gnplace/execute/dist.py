@@ -193,6 +193,16 @@ def run_rank(
                 values[ref] = buffer
 
     written = program.written_storages
+    # buffer updates from other ranks (program.buffer_moves), under tags after the tensors' own
+    buffer_in: dict[tuple[int, str], tuple[Any, torch.Tensor]] = {}  # (reader, buffer) -> (receive, tensor)
+    buffer_out: dict[int, list[tuple[str, int, int]]] = {}  # writer -> [(buffer, destination, tag)]
+    for k, (name, writer, src, dst, reader) in enumerate(program.buffer_moves(plan)):
+        if dst == rank:
+            held = torch.empty_like(program.buffers[name], device=device)
+            buffer_in[(reader, name)] = (dist.irecv(held, src, tag=len(tags) + k), held)
+        elif src == rank:
+            buffer_out.setdefault(writer, []).append((name, dst, len(tags) + k))
+    current = -1  # the op being run: a buffer read takes the update that crossed for it
 
     def send(moves: list[tuple[Ref, int, int]]) -> None:
         for ref, src, dst in moves:
@@ -204,13 +214,19 @@ def run_rank(
                 pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
 
     def resolve(ref: Ref) -> Any:
+        nonlocal waited
         if ref.kind == "buffer":
-            if ref.name not in buffers:
+            update = buffer_in.pop((current, ref.name), None)
+            if update is not None:  # updated on another rank since this rank's copy was made
+                t0 = time.perf_counter()
+                update[0].wait()
+                waited += time.perf_counter() - t0
+                buffers[ref.name] = update[1]
+            elif ref.name not in buffers:
                 buffers[ref.name] = program.buffers[ref.name].to(device, copy=True)
             return buffers[ref.name]
         work = arriving.pop(ref, None)
         if work is not None:
-            nonlocal waited
             t0 = time.perf_counter()
             work.wait()
             waited += time.perf_counter() - t0
@@ -223,6 +239,8 @@ def run_rank(
                 if not work.is_completed():
                     return False
             elif ref.kind == "op" and ref not in values:  # made by an earlier op of this rank not yet run
+                return False
+            elif ref.kind == "buffer" and (i, ref.name) in buffer_in and not buffer_in[(i, ref.name)][0].is_completed():
                 return False
         return True
 
@@ -245,12 +263,16 @@ def run_rank(
         i = mine[pick]
         op = ops[i]
         t0, waited_before = time.perf_counter(), waited
+        current = i
         flat = call_op(op, fns[i], resolve, device)
         for k, value in enumerate(flat):
             if op.out_shapes[k] is not None:
                 values[Ref("op", i, k)] = value
         busy += time.perf_counter() - t0 - (waited - waited_before)
         send(plan.moves.get(i, []))
+        for name, dst, tag in buffer_out.get(i, ()):  # a copy: a later update here must not reach the message
+            update = buffers[name].clone()
+            pending.append((dist.isend(update, dst, tag=tag), update))
         for ref in set(inputs_of[i]):
             uses[ref] -= 1
             if uses[ref] == 0 and ref not in keep and ref.kind == "op" and ref not in arriving:
@@ -283,7 +305,7 @@ def run_rank(
             else:
                 for name, g in grads.items():
                     state.update(name, params[name], g, lr)
-    for work in arriving.values():
+    for work in [*arriving.values(), *(update for update, _ in buffer_in.values())]:
         work.wait()
     if device.type == "cuda":
         torch.cuda.synchronize(device)

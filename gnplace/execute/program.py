@@ -360,6 +360,29 @@ class Program:
         b = self.buffers[name]
         return int(b.numel()) * int(b.element_size())
 
+    def buffer_moves(self, plan: Plan) -> list[tuple[str, int, int, int, int]]:
+        """The buffer updates that cross ranks in the distributed executor, in recorded order.
+
+        Each entry is ``(buffer, after op, source, destination, first reader)``. Each rank keeps its own
+        copy of a buffer, so an op reading a buffer that an op on another device updated since (batch
+        norm's running statistics, read after the update) needs that value: it crosses after the last
+        update, once per device that reads it before the next one. The local executor brings it at the
+        read instead (:func:`~gnplace.execute.runner.run_step`).
+        """
+        moves: list[tuple[str, int, int, int, int]] = []
+        fresh: dict[str, set[int]] = {}  # buffer -> devices whose copy holds the latest update
+        last: dict[str, tuple[int, int]] = {}  # buffer -> (op, device) of its latest update
+        for i, op in enumerate(self.ops):
+            d = int(plan.op_device[i])
+            for name in self.buffers_read(i, aliases=False):
+                if name in last and d not in fresh[name]:
+                    writer, src = last[name]
+                    moves.append((name, writer, src, d, i))
+                    fresh[name].add(d)
+            for name in op.writes_buffers:
+                last[name], fresh[name] = (i, d), {d}
+        return moves
+
     def deliveries(self, plan: Plan) -> list[tuple[Ref, int, int]]:
         """The copies the local executor makes after the last op, in order: ``(ref, source, destination)``.
 

@@ -222,6 +222,37 @@ def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run(setup):
             torch.testing.assert_close(losses[0], want)
 
 
+class _ReadsItsRunningMean(torch.nn.Module):
+    """Batch norm updates its running mean, which the loss then reads: on another rank, that rank's copy was stale."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6)
+        self.weight = torch.nn.Parameter(torch.ones(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.linear(x))
+        return h.square().mean() + (self.norm.running_mean * self.weight).sum()
+
+
+def test_a_buffer_updated_on_one_rank_and_read_on_another_arrives_updated(setup):
+    """Each rank kept its own copy of a buffer and never heard of another rank's update: 0.99996 for eager's 0.87693."""
+    import copy
+
+    torch.manual_seed(0)
+    module, x = _ReadsItsRunningMean(), torch.randn(8, 4) + 3
+    want = copy.deepcopy(module)(x).detach()
+    step = import_step(module, (x,))
+    names = list(step.graph.node_names)
+    program = compile_step(step)
+    placements = [np.array([int(n == "root/mul") for n in names]), np.arange(len(names)) % 2]
+    assert all(program.buffer_moves(program.plan(devices)) for devices in placements)
+    with setup[2].using(program):
+        for devices in placements:
+            losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
+            torch.testing.assert_close(losses[0], want)
+
+
 def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):
     """isend reads the parameter until the message leaves: the step's SGD update waited for it (it ran before)."""
     step, _, timer = setup
