@@ -23,6 +23,7 @@ after which op). The rules:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -684,6 +685,103 @@ def _whole_view(ops: list[Any], ref: Ref, written: list[Any]) -> bool:
     return True
 
 
+def _views_remade_after_writes(ops: list[ProgramOp]) -> tuple[list[ProgramOp], list[int]]:
+    """``ops`` with each view read after an in-place write to its tensor made again after that write.
+
+    ``v = h.view(6, 3); h.mul_(2); f(v)``: eager ``f`` sees the write through ``v``. Run op by op on
+    several devices, ``v`` was made where ``f`` runs from a copy of ``h`` sent when ``h`` was made,
+    before the write, and ``f`` read the old values (a wrong loss and wrong gradients). So ``f`` reads
+    a copy of the view chain made from the write's result, right after the write: on one device the
+    same memory, on another from ``h`` as written. Returns the ops and each old op's new index.
+    """
+    def storage(ref: Ref) -> Ref:
+        while ref.kind == "op":
+            source = shared_source(ops[ref.index])
+            if source is None:
+                break
+            ref = source
+        return ref
+
+    def whole(ref: Ref) -> bool:  # the tensor itself, or an in-place result of it: not a view of part of it
+        written: Ref | None = ref
+        while written is not None and written.kind == "op" and ops[written.index].mutates is not None:
+            written = ops[written.index].mutates
+        return written is None or written.kind != "op" or not ops[written.index].is_view
+
+    writes: dict[Ref, list[int]] = {}
+    for i, op in enumerate(ops):
+        if op.mutates is not None and whole(op.mutates):
+            writes.setdefault(storage(op.mutates), []).append(i)
+    if not writes:
+        return ops, list(range(len(ops)))
+    added: dict[int, list[tuple[int, Any, int]]] = {}  # write -> (view op, first argument, placeholder) after it
+    remade: dict[tuple[Ref, int], Ref] = {}  # (view, write) -> its copy, a placeholder Ref of index -(k + 1)
+    count = 0
+
+    def view_of(ref: Any) -> Ref | None:  # what the view ``ref`` shows, if ``ref`` is a view
+        if isinstance(ref, Ref) and ref.kind == "op" and ops[ref.index].is_view and ops[ref.index].args:
+            source = ops[ref.index].args[0]
+            return source if isinstance(source, Ref) else None
+        return None
+
+    def chain_base(ref: Ref) -> Ref:  # the tensor under a chain of views
+        source = view_of(ref)
+        return ref if source is None else chain_base(source)
+
+    def again(ref: Ref, write: int) -> Ref:
+        nonlocal count
+        if (ref, write) not in remade:
+            source = view_of(ref)
+            base = again(source, write) if source is not None and view_of(source) is not None else Ref("op", write, 0)
+            count += 1
+            added.setdefault(write, []).append((ref.index, base, -count))
+            remade[(ref, write)] = Ref("op", -count, ref.output)
+        return remade[(ref, write)]
+
+    swaps: dict[int, dict[Ref, Ref]] = {}
+    for r, op in enumerate(ops):
+        for ref in op.reads:
+            base = chain_base(ref)
+            if view_of(ref) is None or not whole(base):  # a view of a whole tensor, not of a part's write
+                continue
+            # the views show the base as sent to another device: as it was when it was made
+            made = base.index if base.kind == "op" else -1
+            later = [w for w in writes.get(storage(ref), ()) if made < w < r]
+            if later:
+                swaps.setdefault(r, {})[ref] = again(ref, later[-1])
+    if not swaps:
+        return ops, list(range(len(ops)))
+    order: list[tuple[int, int, Any]] = []  # (old index or -1, placeholder number or 0, first argument)
+    for i in range(len(ops)):
+        order.append((i, 0, None))
+        order += [(view, number, base) for view, base, number in added.get(i, ())]
+    new_of = {old: k for k, (old, number, _) in enumerate(order) if not number}
+    new_of |= {number: k for k, (_, number, _) in enumerate(order) if number}
+
+    def renumber(value: Any, swap: dict[Ref, Ref] | None = None) -> Any:
+        from torch.utils._pytree import tree_map
+
+        def one(x: Any) -> Any:
+            if isinstance(x, Ref) and x.kind == "op":
+                x = (swap or {}).get(x, x)
+                return Ref("op", new_of[x.index], x.output)
+            return x
+
+        return tree_map(one, value)
+
+    out = []
+    for old, number, base in order:
+        op = ops[old]
+        if number:  # a view made again: the same op, from the write's result (or the chain's copy before it)
+            op = dataclasses.replace(op, args=(base, *op.args[1:]))
+        swap = None if number else swaps.get(old)
+        out.append(dataclasses.replace(
+            op, args=renumber(op.args, swap), kwargs=renumber(op.kwargs, swap),
+            mutates=renumber(op.mutates) if op.mutates is not None else None,
+        ))
+    return out, [new_of[i] for i in range(len(ops))]
+
+
 def compile_step(step: Any) -> Program:
     """The :class:`Program` of an imported step (:func:`~gnplace.importers.torch.import_step`).
 
@@ -758,7 +856,9 @@ def compile_step(step: Any) -> Program:
             return ref
         if ref.index not in new_index:
             raise ExecutionFailed("the recorded step's loss or gradients come from an op it does not keep")
-        return Ref("op", new_index[ref.index], ref.output)
+        return Ref("op", moved[new_index[ref.index]], ref.output)
+
+    program_ops, moved = _views_remade_after_writes(program_ops)
 
     return Program(
         ops=program_ops,
@@ -772,7 +872,7 @@ def compile_step(step: Any) -> Program:
         num_nodes=step.graph.num_ops,
         graph_name=step.graph.name,
         input_grads={k: (renumbered(r) if r is not None else None) for k, r in trace.input_grads.items()},
-        buffer_alias={Ref("op", new_index[r.index], r.output): name for r, name in aliases.items()
+        buffer_alias={Ref("op", moved[new_index[r.index]], r.output): name for r, name in aliases.items()
                       if r.index in new_index},
         graph_digest=GraphKey.of(step.graph).digest,
         optimizer=optimizer_of(step.graph.op_types[node] for node in step.update_node.values()) or "sgd",

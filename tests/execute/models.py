@@ -31,3 +31,44 @@ class SharedGrad(torch.nn.Module):
 
     def forward(self, x):
         return torch.tanh(self.w(x) + self.p + self.q).square().mean()
+
+
+class ScalesItsInput(torch.nn.Module):
+    """Writes its input in place, as ``x.mul_(2)`` does: each run must start from the recorded input."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2.0)
+        return self.linear(x).square().mean()
+
+
+class ReadsItsRunningMean(torch.nn.Module):
+    """Batch norm updates its running mean, which the loss then reads: on another rank, that rank's copy was stale."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear, self.norm = torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6)
+        self.weight = torch.nn.Parameter(torch.ones(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.linear(x))
+        return h.square().mean() + (self.norm.running_mean * self.weight).sum()
+
+
+class ViewsBeforeWrites(torch.nn.Module):
+    """Views of ``h`` made before in-place writes to ``h`` and read after them: eager reads them written."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = torch.nn.Linear(4, 6), torch.nn.Linear(6, 1), torch.nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.l1(x)
+        v = h.view(6, 3)
+        h.mul_(2.0)
+        w = v.t().t()  # a view of the view, made after the first write
+        h.add_(1.0)
+        return self.l2(h).square().mean() + self.l3(v).square().mean() + self.l3(w).sum()

@@ -17,6 +17,7 @@ from gnplace.execute.dist import DistTimer, transfer_tags
 from gnplace.execute.examples import tiny
 from gnplace.execute.program import compile_step
 from gnplace.importers.torch import import_step
+from tests.execute.models import ReadsItsRunningMean, ScalesItsInput, ViewsBeforeWrites
 
 
 def _cluster(memory="64GiB"):
@@ -209,10 +210,8 @@ def test_a_tensor_written_in_place_after_it_is_sent_arrives_as_it_was(setup, mon
 
 def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run(setup):
     """A rank's input was the program's own tensor: an in-place write to it compounded, run after run."""
-    from tests.execute.test_runner import _ScalesItsInput
-
     torch.manual_seed(0)
-    module, x = _ScalesItsInput(), torch.randn(3, 4)
+    module, x = ScalesItsInput(), torch.randn(3, 4)
     want = module(x.clone()).detach()
     step = import_step(module, (x.clone(),))
     devices = np.arange(step.graph.num_ops, dtype=np.int64) % 2
@@ -222,25 +221,12 @@ def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run(setup):
             torch.testing.assert_close(losses[0], want)
 
 
-class _ReadsItsRunningMean(torch.nn.Module):
-    """Batch norm updates its running mean, which the loss then reads: on another rank, that rank's copy was stale."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear, self.norm = torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6)
-        self.weight = torch.nn.Parameter(torch.ones(6))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm(self.linear(x))
-        return h.square().mean() + (self.norm.running_mean * self.weight).sum()
-
-
 def test_a_buffer_updated_on_one_rank_and_read_on_another_arrives_updated(setup):
     """Each rank kept its own copy of a buffer and never heard of another rank's update: 0.99996 for eager's 0.87693."""
     import copy
 
     torch.manual_seed(0)
-    module, x = _ReadsItsRunningMean(), torch.randn(8, 4) + 3
+    module, x = ReadsItsRunningMean(), torch.randn(8, 4) + 3
     want = copy.deepcopy(module)(x).detach()
     step = import_step(module, (x,))
     names = list(step.graph.node_names)
@@ -251,6 +237,28 @@ def test_a_buffer_updated_on_one_rank_and_read_on_another_arrives_updated(setup)
         for devices in placements:
             losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
             torch.testing.assert_close(losses[0], want)
+
+
+def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_written_values(setup):
+    """The view was made on the reader's rank from the copy of ``h`` sent before the writes: 6 of 7 cuts wrong."""
+    import copy
+
+    torch.manual_seed(0)
+    module, x = ViewsBeforeWrites(), torch.randn(3, 4)
+    eager = copy.deepcopy(module)
+    loss = eager(x)
+    loss.backward()
+    step = import_step(module, (x,))
+    rng = np.random.default_rng(0)
+    placements = [rng.integers(0, 2, step.graph.num_ops) for _ in range(6)]
+    placements.append(np.array([int(name == "l3/addmm") for name in step.graph.node_names]))
+    with setup[2].using(compile_step(step)):
+        for devices in placements:
+            per_rank = setup[2].run(_cluster(), devices, collect=True)
+            torch.testing.assert_close([c["loss"] for _, _, c in per_rank if "loss" in c][0], loss.detach())
+            grads = {k: g for _, _, c in per_rank for k, g in c["grads"].items()}
+            for name, p in eager.named_parameters():
+                torch.testing.assert_close(grads[name], p.grad)
 
 
 def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):

@@ -7,7 +7,7 @@ from gnplace.execute.program import BEFORE, compile_step, resolve_aten
 from gnplace.execute.runner import run_step
 from gnplace.importers.torch import import_step
 from gnplace.importers.trace import Ref
-from tests.execute.models import Net, SharedGrad
+from tests.execute.models import Net, SharedGrad, ViewsBeforeWrites
 
 
 def _step():
@@ -243,3 +243,32 @@ def test_the_program_runs_the_optimizer_its_graphs_update_nodes_name_and_counts_
                                           sgd.peak_bytes(sgd.plan(devices), 2, ranks=ranks) + state)
         out = run_step(program, plan, [torch.device("cpu")] * 2, lr=0.1)
         np.testing.assert_array_equal(program.peak_bytes(plan, 2), out.peak_bytes)
+
+
+def test_views_read_after_an_in_place_write_to_their_tensor_are_made_again_after_it():
+    """A view made before the write was read after it from the copy sent before it (``test_dist`` runs the ranks)."""
+    from gnplace.execute.program import storage_of
+
+    torch.manual_seed(0)
+    module, x = ViewsBeforeWrites(), torch.randn(3, 4)
+    program = compile_step(import_step(module, (x,)))
+    writes = [i for i, op in enumerate(program.ops) if op.mutates is not None]
+    assert len(writes) == 2  # mul_ and add_
+
+    def base(ref):
+        while ref.kind == "op" and program.ops[ref.index].is_view:
+            ref = program.ops[ref.index].args[0]
+        return ref
+
+    stale = []
+    for r, op in enumerate(program.ops):
+        for ref in op.reads:
+            if ref.kind == "op" and program.ops[ref.index].is_view:
+                made = base(ref).index
+                stale += [(r, w) for w in writes if made < w < r and storage_of(program, program.ops[w].mutates)
+                          == storage_of(program, ref)]
+    assert stale == []
+    eager = module(x.clone())
+    for devices in (np.zeros(program.num_nodes, dtype=np.int64), np.arange(program.num_nodes) % 2):
+        torch.testing.assert_close(run_step(program, program.plan(devices), [torch.device("cpu")] * 2).loss,
+                                   eager.detach())

@@ -5,7 +5,7 @@ import torch
 from gnplace.execute.program import compile_step
 from gnplace.execute.runner import DeviceOutOfMemory, is_oom_error, run_step
 from gnplace.importers.torch import import_step
-from tests.execute.models import Net, SharedGrad
+from tests.execute.models import Net, ScalesItsInput, SharedGrad
 
 CPU = torch.device("cpu")
 
@@ -309,22 +309,10 @@ def test_the_optimizer_state_is_counted_on_each_parameters_device():
     np.testing.assert_array_equal(peaks["adam"], peaks["sgd"] + state)
 
 
-class _ScalesItsInput(torch.nn.Module):
-    """Writes its input in place, as ``x.mul_(2)`` does: each run must start from the recorded input."""
-
-    def __init__(self):
-        super().__init__()
-        self.linear = torch.nn.Linear(4, 1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2.0)
-        return self.linear(x).square().mean()
-
-
 def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run():
     """``.to`` hands back the input itself on its own device: the write compounded, step after step (x 256 after 8)."""
     torch.manual_seed(0)
-    module, x = _ScalesItsInput(), torch.randn(3, 4)
+    module, x = ScalesItsInput(), torch.randn(3, 4)
     want = module(x.clone()).detach()
     program = compile_step(import_step(module, (x.clone(),)))
     recorded = program.inputs[0].clone()
