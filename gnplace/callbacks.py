@@ -190,8 +190,15 @@ class StopAtBudget(L.Callback):
         self.timer, self.keep, self.spent = timer, int(keep), spent
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Count what the run had spent before its checkpoint (a fresh run: what was spent before training)."""
+        """Count what the run had spent before its checkpoint (a fresh run: what was spent before training).
+
+        A run stopped (Ctrl-C, SIGTERM) in its last batch saved that batch before this callback could stop
+        it: resumed, it stops here, before a batch the budget left cannot cover (one ran, and overran the
+        budget or ate the polish reserved after it). A fresh run starts as it always has.
+        """
         self.timer.evaluations = int(self.spent())
+        if trainer.ckpt_path is not None:  # resumed: as the batch before the checkpoint would have, had it ended
+            self.on_train_batch_end(trainer, pl_module)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Ask the trainer to stop when the budget left cannot cover another batch."""

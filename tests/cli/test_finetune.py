@@ -293,3 +293,41 @@ def test_the_optimizer_given_reaches_fine_tuning(tmp_path, monkeypatch):
         assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local",
                      "-o", str(tmp_path / "run"), *extra]) == 0
     assert seen[0].get("optimizer") is None and seen[1]["optimizer"] == "adamw"  # none given: the source's own
+
+
+def test_a_run_stopped_in_its_last_batch_resumes_to_the_run_that_was_not_stopped(tmp_path, capsys, monkeypatch):
+    """The stop saved the last batch before the budget check could end training: the resumed run ran one batch more,
+    past its budget (every resume refused: "timing 15 more placement(s) would exceed the budget")."""
+    import os
+    import signal
+
+    from gnplace.sim.timer import BudgetedTimer
+
+    graph = ROOT / "datasets" / "cifar10" / "cifar10_002.gnpg"  # its next batch has more new placements than fit
+    command = ["finetune", str(graph), "-c", "k80x4", "--budget", "40", "--samples", "16", "--polish", "0",
+               "--no-zero-shot", "--json"]
+    time_batch, batches = BudgetedTimer.time_batch, []
+
+    def spy(self, graph, cluster, placements):
+        if self.budget is not None and len(placements) > 1:  # a batch of the search's samples
+            batches.append(self.evaluations)
+        return time_batch(self, graph, cluster, placements)
+
+    monkeypatch.setattr(BudgetedTimer, "time_batch", spy)
+    assert main([*command, "-o", str(tmp_path / "whole")]) == 0
+    whole, last = json.loads(capsys.readouterr().out), max(batches)  # where the last batch started
+    sent: list[None] = []
+
+    def stopped_in_the_last_batch(self, graph, cluster, placements):
+        if not sent and self.budget is not None and self.evaluations >= last:
+            sent.append(os.kill(os.getpid(), signal.SIGTERM))  # a first SIGTERM: the batch ends and is saved
+        return time_batch(self, graph, cluster, placements)
+
+    monkeypatch.setattr(BudgetedTimer, "time_batch", stopped_in_the_last_batch)
+    assert main([*command, "-o", str(tmp_path / "run")]) == 143 and sent
+    monkeypatch.setattr(BudgetedTimer, "time_batch", time_batch)
+    capsys.readouterr()
+    assert main([*command, "-o", str(tmp_path / "run"), "--resume"]) == 0, capsys.readouterr().err
+    resumed = json.loads(capsys.readouterr().out)
+    for key in ("evaluations", "step_time_s"):
+        assert resumed[key] == whole[key], key
