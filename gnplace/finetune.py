@@ -165,7 +165,8 @@ def finetune(
             measures; ``"learned"``, nothing; ``"auto"``, the simulator with a real timer and nothing with
             ``"sim"`` (default: ``"auto"``).
         devices (list[str], optional): torch device of each cluster device for ``"local"``.
-        threads (int, optional): CPU threads per rank for ``"dist"`` (default: 1).
+        threads (int, optional): torch CPU threads per rank for ``"dist"``, and while each step is timed for
+            ``"local"`` (default: 1).
         repeats (int, optional): timed steps per real measurement, median taken (default: 5).
         costs (str, optional): a graph file from ``gnplace profile`` whose measured op seconds the
             policy plans with (default: the cost model).
@@ -250,7 +251,8 @@ def finetune(
         if timer == "local":
             from gnplace.execute.local import LocalTimer
 
-            step_timer = LocalTimer(step, devices=devices, repeats=repeats)
+            # every measurement on as many threads: the search's PPO runs torch on one, the rest of the run on all
+            step_timer = LocalTimer(step, devices=devices, repeats=repeats, threads=threads)
         else:
             from gnplace.execute.dist import DistTimer
 

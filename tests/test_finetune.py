@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.finetune import finetune
@@ -99,6 +100,22 @@ def test_finetune_on_real_steps(tmp_path, timer):
     assert header["identity"]["settings"]["confirm"] == CONFIRM > 0
     journaled = len((tmp_path / JOURNAL).read_text().splitlines()) - 1
     assert summary["measured_steps"] >= journaled + 3 * 2  # and the race: 3 rounds of at least the search's two
+
+
+def test_the_local_timer_times_every_step_on_the_threads_given(tmp_path, monkeypatch):
+    """The search's PPO sets torch to one thread, and its steps were timed so; the rest of the run on all the cores."""
+    import gnplace.execute.local
+
+    threads, run_step = [], gnplace.execute.local.run_step
+
+    def counted(*args, **kwargs):
+        threads.append(torch.get_num_threads())
+        return run_step(*args, **kwargs)
+
+    monkeypatch.setattr(gnplace.execute.local, "run_step", counted)
+    finetune(TINY, "k80x2", timer="local", budget=12, samples=4, epochs=1, repeats=1, out=tmp_path,
+             devices=["cpu", "cpu"], threads=2, progress=False)
+    assert len(threads) > 12 and set(threads) == {2}
 
 
 def test_bad_inputs_are_one_clear_error(tmp_path):

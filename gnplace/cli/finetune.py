@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "counted, and returned if the search from auto's placement ends slower)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
-    p.add_argument("--threads", type=int, default=1, help="dist timer: CPU threads per rank (default: 1)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="real timers: torch CPU threads per rank (dist) or while timing (local) (default: 1)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per real measurement (default: 5)")
     p.add_argument("--final-rounds", type=int, default=None, metavar="N",
                    help="real timers: rounds of the comparison after the search (the search's two fastest "
