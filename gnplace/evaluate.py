@@ -242,11 +242,14 @@ def file_digest(path: str | os.PathLike[str]) -> str | None:
 
 
 def value_identity(value: Any) -> Any:
-    """An option value, with the content digest added where it names an existing file."""
+    """An option value, with the content digest added where it names an existing file (or several, comma-separated)."""
     if isinstance(value, str):
         digest = file_digest(value)
         if digest is not None:
             return {"file": value, "sha256": digest}
+        parts = [part.strip() for part in value.split(",")]
+        if len(parts) > 1 and any(file_digest(part) is not None for part in parts):
+            return {"files": [value_identity(part) for part in parts]}
     if isinstance(value, tuple):
         return [value_identity(v) for v in value]
     return value

@@ -295,6 +295,10 @@ def test_an_option_naming_a_file_is_keyed_by_its_content(graphs, tmp_path):
     first = task_key(task)
     ckpt.write_bytes(b"two!")
     assert task_key(task) != first
+    listed = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "policy", dict(constructor=f"{ckpt}, {ckpt}"))
+    first = task_key(listed)  # several files, comma-separated (policy's constructors): each keyed by its content too
+    ckpt.write_bytes(b"three")
+    assert task_key(listed) != first
 
 
 def test_placer_options_pass_through_the_task_and_the_row(graphs, tmp_path):

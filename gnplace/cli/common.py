@@ -221,14 +221,19 @@ def check_not_input(
 def option_files(options: dict[str, Any]) -> list[str]:
     """The values of placer ``options`` that name a file (a constructor checkpoint, a start placement).
 
-    An output must not overwrite them as it must not overwrite the command's own inputs.
+    An output must not overwrite them as it must not overwrite the command's own inputs. A value may name
+    several, comma-separated (``-O policy.constructor=a.ckpt,b.ckpt``).
 
     Examples:
         >>> option_files({"samples": 4, "constructor": ["README.md", "no-such-file"]})
         ['README.md']
+        >>> option_files({"constructor": "README.md, Makefile"})
+        ['README.md', 'Makefile']
     """
     values = [v for value in options.values() for v in (value if isinstance(value, list) else [value])]
-    return [v for v in values if isinstance(v, str) and v and Path(v).is_file()]
+    names = [v if Path(v).is_file() else part.strip() for v in values if isinstance(v, str) and v
+             for part in ([v] if Path(v).is_file() else v.split(","))]
+    return [name for name in names if name and Path(name).is_file()]
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> None:

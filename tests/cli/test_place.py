@@ -49,10 +49,13 @@ def test_an_output_over_a_file_an_option_reads_is_refused(tmp_path, capsys):
     constructor = tmp_path / "c.ckpt"
     constructor.write_bytes(b"a constructor's bytes")
     graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    other = tmp_path / "d.ckpt"
+    other.write_bytes(b"another constructor's bytes")
     for flag in ("-o", "--device-map"):  # -o overwrote it with placement JSON, and exited 0
-        assert main(["place", graph_path, "-p", "policy", "-O", f"policy.constructor={constructor}",
-                     flag, str(constructor)]) == 2
-        assert "is the input c.ckpt; write to another file" in capsys.readouterr().err
+        for given in (str(constructor), f"{other},{constructor}"):  # one, or several comma-separated
+            assert main(["place", graph_path, "-p", "policy", "-O", f"policy.constructor={given}",
+                         flag, str(constructor)]) == 2
+            assert "is the input c.ckpt; write to another file" in capsys.readouterr().err
     assert constructor.read_bytes() == b"a constructor's bytes"
 
 
