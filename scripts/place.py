@@ -71,10 +71,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Place ``args.graph`` with the policy, compare with the references and print; returns the exit status."""
-    from gnplace.cli.common import check_count, check_not_input, require_ops, writing
+    from gnplace.cli.common import (
+        check_count,
+        check_not_input,
+        check_output_file,
+        collect_input_shapes,
+        require_ops,
+        writing,
+    )
     from gnplace.cluster import load_cluster
-    from gnplace.graph_io import check_writable
-    from gnplace.importers.onnx import parse_input_shape
     from gnplace.importers.sources import load_graph_source
     from gnplace.limits import MAX_BUDGET
     from gnplace.placement import save_placement
@@ -96,13 +101,13 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.last_rounds, "--last-rounds", minimum=1)
     check_count(args.polish, "--polish", maximum=MAX_BUDGET)
     check_count(args.polish_ops, "--polish-ops")
-    if args.output:
-        check_writable(args.output, "--output")
+    if args.output is not None:  # "" and "-" are refused, as by gnplace place (they wrote nothing, or a file "-")
+        check_output_file(args.output, "--output")
         # the checkpoints read when none is named too: the shipped ones, which -o must not overwrite either
         checkpoint = SHIPPED_CHECKPOINT if args.checkpoint is None else args.checkpoint
         constructors = SHIPPED_CONSTRUCTORS if args.constructor is None else args.constructor
         check_not_input(args.output, args.graph, others=(args.cluster, checkpoint, *constructors))
-    shapes = dict(parse_input_shape(t) for t in args.input_shape)
+    shapes = collect_input_shapes(args.input_shape)  # a name given two sizes is refused, not the last one taken
     graph = require_ops(load_graph_source(args.graph, input_shapes=shapes or None, optimizer=args.optimizer),
                         args.graph)
     cluster = load_cluster(args.cluster)

@@ -251,6 +251,20 @@ def test_the_zero_shot_script_refuses_an_output_over_the_shipped_checkpoints(tmp
         assert f"is the input {target.name}; write to another file" in capsys.readouterr().err
     assert all(path.read_bytes() == b"a shipped checkpoint's bytes" for path in shipped)
 
+def test_the_zero_shot_script_refuses_an_output_that_names_no_file_and_a_shape_given_twice(tmp_path, capsys,
+                                                                                             load_script, monkeypatch):
+    """``-o ""`` wrote nothing and ``-o -`` a file named ``-``, with status 0; of two sizes the last was taken."""
+    script = load_script("place")
+    monkeypatch.chdir(tmp_path)
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    for argv, message in ((["-o", ""], "--output is empty"), (["-o", "-"], "--output -: writes a file, not stdout"),
+                          (["--input-shape", "x=8,64", "--input-shape", "x=16,64"], "--input-shape x is given twice")):
+        assert script.main([graph, *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):
     script = load_script("place")
     checkpoint = _fresh_policy(tmp_path)
