@@ -457,7 +457,8 @@ class PolicyPlacer:
                 self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
-        return needed + self.polish_evaluations(graph)
+        polish = self.polish_evaluations(graph)
+        return needed + (polish if polish >= 2 else 0)  # one evaluation cannot anneal: none is spent
 
     def _refining_constructors(self) -> list[tuple[int, Any]]:
         """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
@@ -563,7 +564,7 @@ class PolicyPlacer:
             if not repaired.is_oom:
                 chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
         placement = Placement(chosen, cluster, GraphKey.of(graph))
-        if self.polish >= 2:  # annealing from the best: the start's timing and at least one move
+        if self.polish_evaluations(graph) >= 2:  # annealing from the best: the start's timing and at least one move
             fits = not result.oom[best_index] or self.last_choice == "repaired"
             placement = self._anneal(graph, cluster, placement, fits, int(rng.integers(2**31 - 1)))
         return placement

@@ -572,8 +572,13 @@ def test_the_polish_anneals_from_the_best_candidate_and_is_never_slower():
     assert placer.evaluations_needed(cluster, graph) == without.evaluations_needed(cluster) + polished
     again = zeroshot.PolicyPlacer(timer=sim).place(graph, cluster, seed=0)
     assert np.array_equal(placement.devices, again.devices)  # deterministic under the seed
-    small = zeroshot.PolicyPlacer(timer=sim, polish=1)  # too few to move: the best candidate, as without
+    small = zeroshot.PolicyPlacer(timer=sim, polish=1, polish_ops=0)  # too few to move: the best candidate, as without
     assert np.array_equal(small.place(graph, cluster, seed=0).devices, without.place(graph, cluster, seed=0).devices)
+    assert small.last_evaluations == without.last_evaluations and small.evaluations_needed(cluster, graph) == \
+        without.evaluations_needed(cluster, graph)
+    one = zeroshot.PolicyPlacer(timer=sim, polish=1)  # 1 is up to 4 by polish_ops: it anneals (it was left out)
+    one.place(graph, cluster, seed=0)
+    assert one.polish_evaluations(graph) == 4 and one.last_evaluations == without.last_evaluations + 4
     for bad in (-1, 1.5, True, "80"):
         with pytest.raises(InvalidArgument, match="PolicyPlacer needs polish >= 0 evaluations"):
             zeroshot.PolicyPlacer(constructor="none", polish=bad)
