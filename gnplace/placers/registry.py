@@ -372,11 +372,13 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
         return
     for key, value in options.items():
         parameter = parameters.get(key)
-        if parameter is None or value is None:
+        if parameter is None:
             continue
         annotation = parameter.annotation
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-        if {part.strip() for part in text.split("|")} <= {"bool", "None"}:
+        kinds = {part.strip() for part in text.split("|")}
+        # null: the default where the option takes None too, else refused (bool(None) turned subsets off)
+        if kinds <= {"bool", "None"} and (value is not None or "None" not in kinds):
             check_flag(name, key, value)
 
 

@@ -124,6 +124,7 @@ def test_bad_option_values_are_invalid_arguments(name, options):
     ("metis", {"min_speed": "abc"}, "metis: min_speed"),
     ("heft", {"memory_aware": "maybe"}, "heft: memory_aware must be true or false"),
     ("expert", {"memory_aware": 1}, "expert: memory_aware"),
+    ("policy", {"subsets": None}, "policy: subsets must be true or false, got None"),  # bool(None): subsets off
     ("annealing", {"start": 5}, "start must be a placer's name or a placer"),
     ("annealing", {"batch": 1.5}, "integers budget >= 1 and batch >= 1"),
     ("annealing", {"batch": True}, "integers budget"),
