@@ -61,21 +61,26 @@ def test_evaluate_writes_rows_and_resumes(graphs, tmp_path):
     assert len(redo) == 1
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-5"])
-def test_a_saved_step_time_no_run_writes_is_run_again(graphs, tmp_path, value):
-    """A row edited or damaged to a nan, infinite or negative step time (and no error) is not reused."""
+def _set_in_the_first_saved_row(out, column, value):
+    """``out/results.csv`` with ``column`` of its first row set to ``value``: a row edited or damaged."""
     import csv
 
-    tasks = [Task(str(g), "k80x2", "single") for g in collect_graphs([str(graphs)])][:2]
-    out = tmp_path / "out"
-    evaluate(tasks, out)
     with (out / "results.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    rows[0]["step_time_s"] = value
+    rows[0][column] = value
     with (out / "results.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-5"])
+def test_a_saved_step_time_no_run_writes_is_run_again(graphs, tmp_path, value):
+    """A row edited or damaged to a nan, infinite or negative step time (and no error) is not reused."""
+    tasks = [Task(str(g), "k80x2", "single") for g in collect_graphs([str(graphs)])][:2]
+    out = tmp_path / "out"
+    evaluate(tasks, out)
+    _set_in_the_first_saved_row(out, "step_time_s", value)
     redo = []
     again = evaluate(tasks, out, progress=redo.append)
     assert len(redo) == 1 and all(r.step_time_s > 0 for r in again)
@@ -767,17 +772,9 @@ def test_rows_timed_on_a_cluster_file_since_changed_are_dropped_not_compared(gra
 @pytest.mark.parametrize("options", ["{bad", "[]"])
 def test_a_saved_row_whose_options_are_not_a_json_object_is_run_again(graphs, tmp_path, options):
     """``{bad`` stopped the command with a JSONDecodeError once its runs were done, the summary not written."""
-    import csv
-
     task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
     evaluate([task], out)
-    with (out / "results.csv").open(newline="") as handle:
-        saved = list(csv.DictReader(handle))
-    saved[0]["options"] = options
-    with (out / "results.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(saved[0]))
-        writer.writeheader()
-        writer.writerows(saved)
+    _set_in_the_first_saved_row(out, "options", options)
     ran = []
     rows = evaluate([task], out, progress=ran.append)
     assert len(ran) == 1 and [r.options for r in rows] == ["{}"]
