@@ -628,12 +628,12 @@ def _row_slot(row: Row) -> tuple[str, str, str, int]:
 def _still_made_so(row: Row) -> bool:
     """Whether ``row``'s key is what its inputs make now (its graph file, cluster, placer revisions, option files).
 
-    A row whose graph file, cluster file or placer is gone cannot be checked, and stands (as every saved row did
-    before rows were checked).
+    A row whose graph file, cluster file or placer is gone, or whose files cannot be read, cannot be checked, and
+    stands (as every saved row did before rows were checked).
     """
     try:
         return task_key(row.task()) == row.key
-    except GnplaceError:
+    except (GnplaceError, OSError):
         return True
 
 
