@@ -231,8 +231,10 @@ def option_files(options: dict[str, Any]) -> list[str]:
         ['README.md', 'Makefile']
     """
     values = [v for value in options.values() for v in (value if isinstance(value, list) else [value])]
-    names = [v if Path(v).is_file() else part.strip() for v in values if isinstance(v, str) and v
-             for part in ([v] if Path(v).is_file() else v.split(","))]
+    names: list[str] = []
+    for v in values:
+        if isinstance(v, str) and v:
+            names += [v] if Path(v).is_file() else [part.strip() for part in v.split(",")]
     return [name for name in names if name and Path(name).is_file()]
 
 

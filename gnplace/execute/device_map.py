@@ -87,13 +87,17 @@ def _state_devices(graph: OpGraph, devices: np.ndarray, per_param: dict[str, int
     its module. Graphs imported before gnplace recorded these (or from ONNX) have neither entry.
     """
     tied = _tied(graph)
-    untrained = graph.meta.get("untrained_state")
-    untrained = [str(k) for k in untrained] if isinstance(untrained, list) else []
-    found = {name: _module_device(graph, devices, name.rpartition(".")[0]) for name in untrained}
+    found = {name: _module_device(graph, devices, name.rpartition(".")[0]) for name in _untrained(graph)}
     for alias, name in tied.items():
         held = per_param.get(name, found.get(name))
         found[alias] = held if held is not None else _module_device(graph, devices, alias.rpartition(".")[0])
     return found
+
+
+def _untrained(graph: OpGraph) -> list[str]:
+    """The state-dict entries the import recorded as not trained (buffers, frozen parameters)."""
+    untrained = graph.meta.get("untrained_state")
+    return [str(k) for k in untrained] if isinstance(untrained, list) else []
 
 
 def _tied(graph: OpGraph) -> dict[str, str]:
@@ -124,8 +128,7 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
         raise InvalidArgument(f"device_map root {root!r}: no parameter of graph {graph.name!r} lies under it "
                               f"(its top-level modules: {', '.join(tops[:8])})")
     if root:
-        untrained = graph.meta.get("untrained_state")
-        keys = [*params, *([str(k) for k in untrained] if isinstance(untrained, list) else []), *_tied(graph)]
+        keys = [*params, *_untrained(graph), *_tied(graph)]
         outside = [key for key in keys if not key.startswith(root + ".")]
         if outside:
             raise InvalidArgument(f"device_map root {root!r}: {outside[0]!r} lies outside it, and a map of {root!r} "

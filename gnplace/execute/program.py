@@ -536,8 +536,13 @@ def shared_source(op: ProgramOp) -> Ref | None:
 
 def storage_of(program: Program, ref: Ref) -> Ref:
     """The tensor whose memory ``ref`` shares, followed back through views and in-place results to its maker."""
+    return _storage(program.ops, ref)
+
+
+def _storage(ops: list[ProgramOp], ref: Ref) -> Ref:
+    """:func:`storage_of` in a list of ops (a program's, before it is one)."""
     while ref.kind == "op":
-        source = shared_source(program.ops[ref.index])
+        source = shared_source(ops[ref.index])
         if source is None:
             break
         ref = source
@@ -694,14 +699,6 @@ def _views_remade_after_writes(ops: list[ProgramOp]) -> tuple[list[ProgramOp], l
     a copy of the view chain made from the write's result, right after the write: on one device the
     same memory, on another from ``h`` as written. Returns the ops and each old op's new index.
     """
-    def storage(ref: Ref) -> Ref:
-        while ref.kind == "op":
-            source = shared_source(ops[ref.index])
-            if source is None:
-                break
-            ref = source
-        return ref
-
     def whole(ref: Ref) -> bool:  # the tensor itself, or an in-place result of it: not a view of part of it
         written: Ref | None = ref
         while written is not None and written.kind == "op" and ops[written.index].mutates is not None:
@@ -711,7 +708,7 @@ def _views_remade_after_writes(ops: list[ProgramOp]) -> tuple[list[ProgramOp], l
     writes: dict[Ref, list[int]] = {}
     for i, op in enumerate(ops):
         if op.mutates is not None and whole(op.mutates):
-            writes.setdefault(storage(op.mutates), []).append(i)
+            writes.setdefault(_storage(ops, op.mutates), []).append(i)
     if not writes:
         return ops, list(range(len(ops)))
     added: dict[int, list[tuple[int, Any, int]]] = {}  # write -> (view op, first argument, placeholder) after it
@@ -746,12 +743,12 @@ def _views_remade_after_writes(ops: list[ProgramOp]) -> tuple[list[ProgramOp], l
                 continue
             # the views show the base as sent to another device: as it was when it was made
             made = base.index if base.kind == "op" else -1
-            later = [w for w in writes.get(storage(ref), ()) if made < w < r]
+            later = [w for w in writes.get(_storage(ops, ref), ()) if made < w < r]
             if later:
                 swaps.setdefault(r, {})[ref] = again(ref, later[-1])
     if not swaps:
         return ops, list(range(len(ops)))
-    order: list[tuple[int, int, Any]] = []  # (old index or -1, placeholder number or 0, first argument)
+    order: list[tuple[int, int, Any]] = []  # (old op, or the view remade; its placeholder number or 0; its source)
     for i in range(len(ops)):
         order.append((i, 0, None))
         order += [(view, number, base) for view, base, number in added.get(i, ())]
