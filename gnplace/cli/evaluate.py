@@ -136,12 +136,16 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from gnplace.viz import plot_ratios
 
-        if summary:  # every run failed: no ratio to draw
-            with writing(Path(args.out) / "ratios.png"):
-                print(f"wrote {plot_ratios(summary, Path(args.out) / 'ratios.png')}")
-        with writing(Path(args.out) / "best_timeline.png"):
-            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0], Path(args.out),
-                                           Path(args.out) / "best_timeline.png")
+        ratios, best_timeline = Path(args.out) / "ratios.png", Path(args.out) / "best_timeline.png"
+        with writing(ratios):
+            if summary:
+                print(f"wrote {plot_ratios(summary, ratios)}")
+            else:  # every run failed: no ratio to draw, and an earlier run's figure would describe other results
+                ratios.unlink(missing_ok=True)
+        with writing(best_timeline):
+            timeline = _plot_best_timeline([r for r in rows if r.key in keys], tasks[0], Path(args.out), best_timeline)
+            if timeline is None:  # nothing placed: an earlier run's chart would pass for this run's
+                best_timeline.unlink(missing_ok=True)
         print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
     if failed:
         first = failed[0]

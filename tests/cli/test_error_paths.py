@@ -537,3 +537,17 @@ def test_an_option_given_twice_with_two_values_is_refused(capsys, graph):
 def test_place_refuses_a_budget_past_the_limit(capsys, graph):
     code = main(["place", graph, "-c", "k80x2", "-p", "annealing", "--budget", str(10**10)])
     assert "--budget must be at most 1000000000, got 10000000000" in one_error(capsys, code)
+
+
+def test_evaluate_with_every_run_failed_leaves_no_older_runs_figures(tmp_path, capsys, graph):
+    """A --plot run whose runs all failed kept an earlier run's timeline in its folder, as if its own.
+
+    ratios.png is of the whole results file, the earlier run's row included: it is drawn again."""
+    out = tmp_path / "o"
+    assert main(["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-j", "1", "-o", str(out), "--plot"]) == 0
+    assert (out / "ratios.png").exists() and (out / "best_timeline.png").exists()
+    args = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "exact", "-O", "exact.max_groups=2", "-j", "1",
+            "-o", str(out), "--plot"]
+    one_error(capsys, main(args), expected=1, prefix="gnplace: 1 of 1 runs failed")
+    assert (out / "ratios.png").exists() and not (out / "best_timeline.png").exists()
+    assert len((out / "results.csv").read_text().splitlines()) == 3  # the earlier run's row is kept
