@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -370,7 +370,7 @@ class PolicyPlacer:
                                   f"got {constructor_temperature!r}")
         self.constructor_temperature = float(constructor_temperature)
         sizes = (constructor_sizes,) if isinstance(constructor_sizes, (int, np.integer)) else constructor_sizes
-        if isinstance(sizes, (str, bytes)) or not all(
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable) or not all(
                 isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 2 for k in sizes):
             raise InvalidArgument(f"PolicyPlacer needs constructor_sizes of whole numbers >= 2 (devices), "
                                   f"got {constructor_sizes!r}")

@@ -521,7 +521,7 @@ def test_the_constructor_also_places_on_the_fastest_k_devices_of_larger_clusters
                         constructor_sizes=(4,))
     assert np.array_equal(same.place(graph, four, seed=3).devices,
                           whole.place(graph, four, seed=3).devices)  # on 4 devices: as without
-    for bad in ((1,), (True,), ("4",), "4", (2.5,)):
+    for bad in ((1,), (True,), ("4",), "4", (2.5,), None):  # None named no option (NoneType not iterable)
         with pytest.raises(InvalidArgument, match="constructor_sizes"):
             PolicyPlacer(checkpoint=fresh_checkpoint, constructor=builder, constructor_sizes=bad)
 
