@@ -85,9 +85,11 @@ FINETUNE_POLISH = 0.25
 #: The key of a search's Lightning checkpoints that records the run (:meth:`PPOSearchPlacer.run_identity`).
 RUN_KEY = "gnplace_run"
 
-#: What a run that did not record a setting (:meth:`PPOSearchPlacer.run_identity`) ran with: ``screen`` and
-#: ``screen_model`` are recorded only off these, ``entropy`` and ``elite`` not by runs of before they were.
-_DEFAULT_SETTINGS: dict[str, Any] = {"screen": 1, "screen_model": "learned", "entropy": 0.01, "elite": 1.0}
+#: What a run that did not record a setting (:meth:`PPOSearchPlacer.run_identity`) ran with: ``screen``,
+#: ``screen_model`` and the simulator's ``timer_mode`` are recorded only off these, ``entropy`` and ``elite``
+#: not by runs of before they were.
+_DEFAULT_SETTINGS: dict[str, Any] = {"screen": 1, "screen_model": "learned", "entropy": 0.01, "elite": 1.0,
+                                     "timer_mode": "default"}
 
 #: What a Lightning training checkpoint holds that a resumed run needs, with the learner's own section.
 _LIGHTNING_KEYS = ("pytorch-lightning_version", "state_dict", "optimizer_states", "loops", "gnplace")
@@ -254,6 +256,8 @@ class PPOSearchPlacer:
             algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
             entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model, **shape,
         )
+        if self.checkpoint is not None:  # its weights read the dynamic features of the MDP they were trained in
+            cached_policy(self.checkpoint, mode=self.config.mode)
         self.widen = bool(widen) and self.memo
         self.last_evaluations = 0
         self.last_polish_evaluations = 0  # of last_evaluations, the polish's annealing chain's
@@ -434,8 +438,8 @@ class PPOSearchPlacer:
 
         The graph's and the cluster's fingerprints (:meth:`~gnplace.graph.OpGraph.fingerprint`),
         the settings that shape the problem or the policy (``max_nodes``, ``modules``, ``anchor``, the
-        reference placer, the MDP, the algorithm, the policy's shape, the kind of timer and how a real one
-        measures: repeats, threads, devices) and the content
+        reference placer, the MDP, the algorithm, the policy's shape, the kind of timer, the simulator's mode
+        and how a real one measures: repeats, threads, devices) and the content
         of the checkpoint fine-tuned from (plain data: it goes into Lightning checkpoints).
         """
         from gnplace.evaluate import file_digest
@@ -457,6 +461,11 @@ class PPOSearchPlacer:
                 "widen": self.widen, "entropy": float(c.entropy), "elite": float(c.elite),
             },
         }
+        simulator = self.timer
+        while isinstance(simulator, BudgetedTimer):
+            simulator = simulator.timer
+        if getattr(simulator, "mode", "default") != "default":  # another cost model (runs in the default one resume)
+            identity["settings"]["timer_mode"] = simulator.mode  # type: ignore[attr-defined]
         measures = getattr(self.timer, "settings", None)
         if callable(measures):  # a real timer's repeats, threads, devices (the simulator has none to record)
             identity["settings"]["timer_settings"] = measures()

@@ -153,11 +153,15 @@ def _load(path: str, stamp: tuple[int, int]) -> tuple[Any, dict[str, Any]]:
     return load_policy(path)
 
 
-def cached_policy(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
+def cached_policy(path: str | os.PathLike[str], mode: str | None = None) -> tuple[Any, dict[str, Any]]:
     """The policy in ``path`` and its meta, loaded once per file version (size and mtime).
 
+    ``mode`` (``"construct"`` or ``"refine"``; default: either) is the MDP the caller runs the policy in:
+    a policy trained in the other one read other dynamic features, of the same width, in its weights.
+
     Raises:
-        InvalidCheckpoint: if the file is missing or unreadable (see :func:`~gnplace.policy.checkpoint.load_policy`).
+        InvalidCheckpoint: if the file is missing or unreadable (see :func:`~gnplace.policy.checkpoint.load_policy`),
+            or its policy was trained in another ``mode``.
     """
     path = Path(path)
     try:
@@ -166,7 +170,12 @@ def cached_policy(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
         hint = " (the shipped checkpoint is missing from this install: reinstall gnplace, or pass another checkpoint)" \
             if path in (SHIPPED_CHECKPOINT, *SHIPPED_CONSTRUCTORS) else ""
         raise InvalidCheckpoint(f"{path}: no such checkpoint file{hint}") from None
-    return _load(str(path.resolve()), (stat.st_size, stat.st_mtime_ns))
+    policy, meta = _load(str(path.resolve()), (stat.st_size, stat.st_mtime_ns))
+    trained = pretraining(meta)["mode"]
+    if mode is not None and trained != mode:
+        raise InvalidCheckpoint(f"{path}: a policy trained with mode={trained}, whose dynamic features are not "
+                                f"those of mode={mode}; use a checkpoint trained with mode={mode}")
+    return policy, meta
 
 
 #: Sampling temperatures of the ``K`` samples, cycled: tempered draws stay near the greedy placement,
@@ -342,7 +351,8 @@ class PolicyPlacer:
         self.temperatures = tuple(float(t) for t in taus)
         self.max_nodes = int(max_nodes)
         self.timer = timer or Simulator()
-        self.policy, self.meta = cached_policy(self.checkpoint)  # fail early on a bad checkpoint
+        # fail early on a bad checkpoint; zero-shot placement decodes in the constructive MDP
+        self.policy, self.meta = cached_policy(self.checkpoint, mode="construct")
         trained = pretraining(self.meta)
         self.around = trained["prior"] > 0 if around is None else bool(around)
         if prior is not None and (isinstance(prior, bool) or not isinstance(prior, (int, float))):
@@ -406,7 +416,7 @@ class PolicyPlacer:
         self.constructors = _constructor_paths(constructor)
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
-            built_by, constructor_meta = cached_policy(path)  # fail early here too
+            built_by, constructor_meta = cached_policy(path, mode="construct")  # fail early here too
             self.constructor_policies.append((built_by, pretraining(constructor_meta)["modules"]))
         self.last_greedy_step: float | None = None
         self.last_greedy_oom = False
@@ -859,7 +869,11 @@ def add_decoding_arguments(parser: Any) -> None:
 
 
 def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
-    """How a checkpoint was pretrained, from its meta: the sampling ``prior``, ``modules`` and ``anchored``."""
+    """How a checkpoint was trained, from its meta: the sampling ``prior``, ``modules``, ``anchored`` and ``mode``.
+
+    ``mode`` is the learner's MDP, ``"construct"`` unless the meta says ``"refine"`` (runs of gnplace that
+    did not record it trained constructively).
+    """
     def section(parent: Any, key: str) -> dict[str, Any]:
         value = parent.get(key) if isinstance(parent, dict) else None
         return value if isinstance(value, dict) else {}
@@ -869,7 +883,8 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
     prior = learner.get("prior", 0.0)
     prior = float(prior) if isinstance(prior, (int, float)) and not isinstance(prior, bool) else 0.0
     return {"prior": prior if math.isfinite(prior) and prior > 0 else 0.0,
-            "modules": data.get("modules") is True, "anchored": data.get("anchored") is True}
+            "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
+            "mode": "refine" if learner.get("mode") == "refine" else "construct"}
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:

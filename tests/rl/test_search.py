@@ -203,7 +203,28 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(widen\)"):
         narrow.place(g, c, seed=0)
     assert last.read_bytes() == saved
+    placeto_mode = PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, timer=Simulator("placeto"), **FAST)
+    with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(timer_mode\)"):  # other step times
+        placeto_mode.place(g, c, seed=0)
+    assert last.read_bytes() == saved
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
+
+
+def test_a_policy_trained_in_one_mdp_is_refused_by_the_other(tmp_path):
+    """A refine-mode run's weights read the refinement MDP's dynamic features (stay_cost first), of the same
+    width as the constructive ones: zero-shot placement decoded them constructively, with no error."""
+    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, PolicyPlacer
+
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster("k80x2")
+    PPOSearchPlacer(budget=40, out=str(tmp_path), mode="refine", **FAST).place(g, c, seed=0)
+    refined = str(tmp_path / "last.ckpt")
+    with pytest.raises(InvalidCheckpoint, match="trained with mode=refine"):
+        PolicyPlacer(checkpoint=refined)
+    with pytest.raises(InvalidCheckpoint, match="trained with mode=refine"):
+        PPOSearchPlacer(checkpoint=refined)  # a constructive search from it
+    with pytest.raises(InvalidCheckpoint, match="trained with mode=construct"):
+        PPOSearchPlacer(checkpoint=str(SHIPPED_CHECKPOINT), mode="refine")
+    PPOSearchPlacer(checkpoint=refined, mode="refine", budget=40, **FAST).place(g, c, seed=0)  # the MDP it knows
 
 
 @pytest.mark.heavy
