@@ -116,7 +116,8 @@ class HierarchicalPlacer(ComparatorPlacer):
             step on ptb_002, 1.188, 1.247 and 1.315 on cifar10_002, 1.122, 1.121 and 1.151 on nmt_002).
         lr_decay (float, optional): its decay every ``decay_every`` updates (default: 0.95).
         decay_every (int, optional): updates between decays (default: 10).
-        min_lr (float, optional): its floor (default: 1e-3).
+        min_lr (float, optional): its floor (default: 1e-3); a decay never raises the rate, so an ``lr``
+            below it stays as it is.
         noise (float, optional): standard deviation of the Placer's logit noise early on (default: 0.5).
         decay (float, optional): the moving-average baseline's decay (default: 0.9).
         clip (float, optional): gradient-norm bound (default: 1.0).
@@ -217,5 +218,6 @@ class HierarchicalPlacer(ComparatorPlacer):
             self.last_updates += 1
             if self.last_updates % self.decay_every == 0:
                 for param_group in optimiser.param_groups:  # lr <- max(0.95 lr, min_lr), staircase
-                    param_group["lr"] = max(param_group["lr"] * self.lr_decay, self.min_lr)
+                    # (a floor above the initial rate would raise it: the decay holds it there instead)
+                    param_group["lr"] = max(param_group["lr"] * self.lr_decay, min(self.min_lr, self.lr))
             tick()

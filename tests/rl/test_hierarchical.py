@@ -99,3 +99,21 @@ def test_the_defaults_fit_the_update_limit():
                                    (MAX_GROUPS, MAX_GROUPS, 8)):  # the default, and the groups cap itself
         assert hierarchical_update_bytes(units, groups, p.samples, devices, hidden=p.hidden, layers=p.layers,
                                          grouper_hidden=p.grouper_hidden, in_features=features) < MAX_UPDATE_BYTES
+
+
+def test_the_decay_never_raises_a_learning_rate_below_its_floor(two_chains, monkeypatch):
+    """lr=1e-4 under the default min_lr=1e-3 was raised to 1e-3 by the first decay (max(lr * 0.95, min_lr))."""
+    import torch
+
+    made = []
+
+    class Recorded(torch.optim.Adam):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(torch.optim, "Adam", Recorded)
+    placer = HierarchicalPlacer(budget=160, lr=1e-4, decay_every=1, **SMALL)
+    placer.place(two_chains(4), load_cluster("k80x2"), seed=0)
+    assert placer.last_updates >= 2 and made
+    assert [group["lr"] for group in made[0].param_groups] == [1e-4] * len(made[0].param_groups)
