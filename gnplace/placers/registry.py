@@ -273,26 +273,36 @@ def constructor_options(cls: type) -> tuple[str, ...] | None:
         >>> constructor_options(PLACERS["round_robin"])
         ()
     """
+    parameters = _constructor_parameters(cls)
+    return None if parameters is None else tuple(parameters)
+
+
+def _constructor_parameters(cls: type) -> dict[str, Any] | None:
+    """The keyword parameters (:class:`inspect.Parameter`) of :func:`constructor_options`, by name.
+
+    A keyword a subclass declares again is the subclass's (its default and annotation).
+    """
     import inspect
 
-    names: dict[str, None] = {}
+    found: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
         if klass is object:
-            return tuple(names)
+            return found
         try:
             parameters = list(inspect.signature(init).parameters.values())[1:]  # past self
         except (TypeError, ValueError):
             return None
-        names.update((p.name, None) for p in parameters
-                     if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY))
+        for p in parameters:
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+                found.setdefault(p.name, p)
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-            return tuple(names)
+            return found
         if all("__init__" not in vars(base) or base is object for base in klass.__mro__[1:]):  # no base takes them
             return None
-    return tuple(names)
+    return found
 
 
 def check_placer_options(name: str, options: Mapping[str, Any], given_as: Mapping[str, str] | None = None) -> None:
@@ -362,14 +372,9 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
     Raises:
         InvalidArgument: naming the option and the value.
     """
-    import inspect
-
     from gnplace.placers.base import check_flag
 
-    try:
-        parameters = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return
+    parameters = _constructor_parameters(cls) or {}  # a base's flags too, reached through **kwargs
     for key, value in options.items():
         parameter = parameters.get(key)
         if parameter is None:

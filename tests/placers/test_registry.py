@@ -125,6 +125,9 @@ def test_bad_option_values_are_invalid_arguments(name, options):
     ("heft", {"memory_aware": "maybe"}, "heft: memory_aware must be true or false"),
     ("expert", {"memory_aware": 1}, "expert: memory_aware"),
     ("policy", {"subsets": None}, "policy: subsets must be true or false, got None"),  # bool(None): subsets off
+    # flags of a base class, reached through **kwargs, were taken with bool(): "no" turned memo on
+    ("finetune", {"memo": "no"}, "finetune: memo must be true or false, got 'no'"),
+    ("spotlight", {"progress": "maybe"}, "spotlight: progress must be true or false"),
     ("annealing", {"start": 5}, "start must be a placer's name or a placer"),
     ("annealing", {"batch": 1.5}, "integers budget >= 1 and batch >= 1"),
     ("annealing", {"batch": True}, "integers budget"),
