@@ -1005,7 +1005,7 @@ def load_placeto(path: str | Path) -> PlacetoModel:
         try:
             config = PlacetoConfig(num_devices=int(raw["num_devices"]), hidden=int(raw["hidden"]),
                                    rounds=int(raw["rounds"]))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):  # (int(inf): OverflowError)
             config = None
     if config is None or config.num_devices < 1 or config.hidden < 1 or config.rounds < 0:
         raise InvalidCheckpoint(f"{path}: the network's shape is missing or malformed")
@@ -1014,11 +1014,17 @@ def load_placeto(path: str | Path) -> PlacetoModel:
         if value > most:  # refused, not allocated: a hidden of 10**6 asked the allocator for 4 TB
             raise InvalidCheckpoint(f"{path}: the network's {name} is {value}, more than the {most} gnplace allows")
     assert isinstance(raw, dict)
-    if list(raw.get("features", [])) != list(placeto_features(config.num_devices)):
+    features = raw.get("features", [])
+    if not isinstance(features, list) or features != list(placeto_features(config.num_devices)):
         raise InvalidCheckpoint(f"{path}: made for other state features; retrain with this gnplace version")
     state = data.get("state_dict")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) and v.is_floating_point()
+                                              for v in state.values()):
         raise InvalidCheckpoint(f"{path}: the weights are missing or malformed")
+    broken = sorted(str(k) for k, v in state.items() if not bool(torch.isfinite(v).all()))
+    if broken:  # NaN logits: every placement a draw from nothing
+        raise InvalidCheckpoint(f"{path}: the weights are not finite (NaN or infinity in {broken[0]}); retrain or "
+                                "use another checkpoint")
     net = PlacetoGNN(config)
     try:
         net.load_state_dict(state)

@@ -217,7 +217,14 @@ def test_bad_checkpoint_files_are_one_line_errors(pretrained, tmp_path):
     torch.save({"format": "gnplace-placeto", "version": 1, "config": {"num_devices": 3, "hidden": 16, "rounds": 4,
                 "features": ["run_time", "out_bytes", "device_0", "device_1", "device_2", "visited", "current",
                              "start"]}, "state_dict": pretrained.network.state_dict()}, tmp_path / "shape.pt")
-    for name in ("missing", "truncated", "garbage", "foreign", "future", "features", "shape"):
+    for name, edit in (("infinite", lambda d: d["config"].update(num_devices=float("inf"))),  # int(inf): OverflowError
+                       ("listless", lambda d: d["config"].update(features=5)),  # list(5): TypeError
+                       ("nan", lambda d: next(iter(d["state_dict"].values())).fill_(float("nan")))):  # loaded as is
+        edited = torch.load(good, weights_only=True)
+        edit(edited)
+        torch.save(edited, tmp_path / f"{name}.pt")
+    for name in ("missing", "truncated", "garbage", "foreign", "future", "features", "shape", "infinite", "listless",
+                 "nan"):
         with pytest.raises(InvalidCheckpoint) as err:
             load_placeto(tmp_path / f"{name}.pt")
         assert "\n" not in str(err.value), name
