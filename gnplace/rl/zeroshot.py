@@ -450,8 +450,9 @@ class PolicyPlacer:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
-        devices); around ``auto``, ``auto``'s own timings (its heuristics' placements, its reference),
-        the greedy decodes around it and the last rounds; the constructor's greedy placement and samples.
+        devices); with the ``portfolio``, each heuristic's own timings and its timing of each; around
+        ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decodes
+        around it and the last rounds; the constructor's greedy placement and samples.
         On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
         chosen) times up to 36 placements more, so a caller under a budget also caps the placer's timer
         with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
@@ -459,6 +460,8 @@ class PolicyPlacer:
         from gnplace.placers.auto import FAST_PLACERS
 
         needed = cluster.num_devices + 2 + self.samples
+        if self.portfolio and not (self.around and self.samples > 0):  # each heuristic's own timings, then its
+            needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS))
         if self.around:
             # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
             needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3
@@ -551,8 +554,10 @@ class PolicyPlacer:
             from gnplace.placers.auto import FAST_PLACERS
             from gnplace.placers.registry import make_placer
 
-            heuristics = np.stack([make_placer(name, timer=self.timer).place(graph, cluster, seed=coarsen_seed).devices
+            own = BudgetedTimer(self.timer)  # the heuristics' own timings (memory repairs, single's devices) count
+            heuristics = np.stack([make_placer(name, timer=own).place(graph, cluster, seed=coarsen_seed).devices
                                    for name in FAST_PLACERS])
+            auto_evaluations += own.evaluations
             result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
             candidates = np.concatenate([candidates, heuristics], axis=0)
             names += list(FAST_PLACERS)
