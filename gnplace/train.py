@@ -56,7 +56,7 @@ from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seek
 from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step, simulated
+from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step
 
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit",
            "changed_settings", "every_rank", "SCREEN_MODELS"]
@@ -80,9 +80,7 @@ class PlacementLearner(L.LightningModule):
             self.policy = PlacementPolicy(config.policy)
         self.automatic_optimization = False
         self.timer: StepTimer = timer or Simulator()
-        if config.screen > 1 and config.screen_model == "simulator" and simulated(self.timer):
-            raise InvalidArgument("screen_model 'simulator' ranks candidates by the simulator, which would make a "
-                                  "simulator-timed search's evaluations free: use it with a real timer")
+        config.check_timer(self.timer)
         self.rng = np.random.default_rng(config.seed)
         self.beta = config.beta
         self.iteration = 0

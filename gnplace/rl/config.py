@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.limits import MAX_DRAWN
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
 
 if TYPE_CHECKING:
     from gnplace.policy.gnn import PolicyConfig
+    from gnplace.sim.timer import StepTimer
 
 __all__ = ["LearnerConfig", "SCREEN_MODELS"]
 
@@ -114,7 +115,8 @@ class LearnerConfig:
         if self.screen_model not in SCREEN_MODELS:
             raise InvalidArgument(f"screen_model must be one of {', '.join(map(repr, SCREEN_MODELS))}, "
                                   f"got {self.screen_model!r}")
-        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1}
+        low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1,
+               "hidden": 1, "head": 1, "layers": 1}  # (the network's shape: refused here, before any evaluation)
         bad = [f"{name} a whole number, got {getattr(self, name)!r}" for name in low  # 1.5 epochs was a TypeError
                if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int | np.integer)]
         bad = bad or [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
@@ -123,6 +125,11 @@ class LearnerConfig:
                       if self.seed >= 2**64 else [])
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
+        shape = {"hidden": (self.hidden, MAX_WIDTH), "head": (self.head, MAX_WIDTH),
+                 "layers": (self.layers, MAX_LAYERS)}
+        big = [f"{name} <= {most}, got {value}" for name, (value, most) in shape.items() if value > most]
+        if big:  # refused, not allocated
+            raise InvalidArgument(f"need {'; '.join(big)}")
         drawn = {"samples x screen": self.samples * self.screen, "val_samples": self.val_samples}
         over = [f"{name} <= {MAX_DRAWN}, got {value}" for name, value in drawn.items() if value > MAX_DRAWN]
         if over:  # one batch of rollouts holds samples x decision nodes x devices logits
@@ -151,6 +158,19 @@ class LearnerConfig:
         for name, value in numbers.items():
             if not math.isfinite(value):
                 raise InvalidArgument(f"{name} must be a finite number, got {value}")
+
+    def check_timer(self, timer: StepTimer) -> None:
+        """Refuse a ``timer`` these settings cannot search with, before anything is timed.
+
+        Raises:
+            InvalidArgument: for ``screen_model="simulator"`` with the simulator as the timer (its screen
+                would rank candidates by the very step times the search is charged for, for free).
+        """
+        from gnplace.sim.timer import simulated
+
+        if self.screen > 1 and self.screen_model == "simulator" and simulated(timer):
+            raise InvalidArgument("screen_model 'simulator' ranks candidates by the simulator, which would make a "
+                                  "simulator-timed search's evaluations free: use it with a real timer")
 
     @property
     def policy(self) -> PolicyConfig:

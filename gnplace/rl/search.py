@@ -256,6 +256,7 @@ class PPOSearchPlacer:
             algo=algo or self.algo, samples=samples, epochs=epochs, imitation_steps=imitation_steps, lr=lr,
             entropy=entropy, elite=elite, mode=mode, prior=prior, screen=screen, screen_model=screen_model, **shape,
         )
+        self.config.check_timer(self.timer)  # refused here, not after the reference and prelude are timed
         if self.checkpoint is not None:  # its weights read the dynamic features of the MDP they were trained in
             cached_policy(self.checkpoint, mode=self.config.mode)
         self.widen = bool(widen) and self.memo

@@ -99,7 +99,9 @@ def test_edge_cases_and_bad_options():
     assert PPOSearchPlacer(budget=1).place(mlp_training_graph(layers=2, width=8, batch=4), c).devices.shape == (14,)
     assert PPOSearchPlacer().place(OpGraph([], []), c).devices.tolist() == []
     for bad in (dict(budget=0), dict(polish=1.0), dict(algo="dqn"), dict(mode="mcts"), dict(samples=1),
-                dict(max_nodes=2.5), dict(max_nodes=0), dict(zero_shot_samples=2.7), dict(zero_shot_samples=True)):
+                dict(max_nodes=2.5), dict(max_nodes=0), dict(zero_shot_samples=2.7), dict(zero_shot_samples=True),
+                # refused only after the reference and the prelude were timed (real steps on a real timer)
+                dict(hidden=0), dict(layers=10**6), dict(screen=4, screen_model="simulator")):
         with pytest.raises(InvalidArgument):  # max_nodes=2.5 and zero_shot_samples=2.7 were cut to 2
             PPOSearchPlacer(**bad)
 
