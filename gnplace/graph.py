@@ -15,6 +15,7 @@ code that receives an ``OpGraph`` can trust it.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -52,7 +53,7 @@ def _as_float(values: Any, length: int, field: str) -> np.ndarray:
         return _frozen(values, np.float64, length, field)
     except InvalidGraph:
         raise
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:  # (an int past a float's range: OverflowError)
         raise InvalidGraph(f"field {field!r} is not numeric: {err}") from err
 
 
@@ -226,10 +227,11 @@ class OpGraph(ReadOnlyArrays):
             else:
                 try:
                     known = not isinstance(p, (bool, np.bool_)) and float(p) in (0, 1, 2)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     known = False
                 if not known:
-                    raise InvalidGraph(f"graph {self.name!r}: node {i} has unknown phase {p!r} (expected 0, 1 or 2)")
+                    raise InvalidGraph(f"graph {self.name!r}: node {i} has unknown phase {reprlib.repr(p)} "
+                                       "(expected 0, 1 or 2)")
                 values.append(int(p))
         return _frozen(values, np.int8, n, "phase")
 

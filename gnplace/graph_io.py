@@ -29,6 +29,7 @@ import json
 import math
 import numbers
 import os
+import reprlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -100,14 +101,18 @@ def _column(container: dict[str, Any], key: str, kind: str, length: int | None, 
         bad = next((i for i, x in enumerate(value) if type(x) not in (str, int)), None)
         if bad is not None:
             raise InvalidGraph(f"field {key!r}[{bad}] must be a name or an integer, found {value[bad]!r}")
+        big = next((i for i, x in enumerate(value) if type(x) is int and abs(x) > MAX_COUNT), None)
+        if big is not None:
+            raise InvalidGraph(f"field {key!r}[{big}] is too large ({reprlib.repr(value[big])}; the limit is "
+                               f"{MAX_COUNT})")
         return value
     for i, x in enumerate(value):
         if x is None and kind == "number?":
             continue
         if type(x) not in (int, float):
             raise InvalidGraph(f"field {key!r}[{i}] must be a number, found {x!r}")
-        if not math.isfinite(x) or abs(x) > MAX_COUNT:
-            raise InvalidGraph(f"field {key!r}[{i}] is too large ({x!r}; the limit is {MAX_COUNT})")
+        if abs(x) > MAX_COUNT or not math.isfinite(x):  # (an int past a float's range: isfinite overflowed)
+            raise InvalidGraph(f"field {key!r}[{i}] is too large ({reprlib.repr(x)}; the limit is {MAX_COUNT})")
         if kind == "int" and isinstance(x, float) and not x.is_integer():
             raise InvalidGraph(f"field {key!r}[{i}] must be a whole number, found {x!r}")
     return value
@@ -175,7 +180,7 @@ def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
         raise InvalidGraph(f"{source}: graph file lacks field {err.args[0]!r}") from err
     except InvalidGraph as err:
         raise InvalidGraph(f"{source}: {err}") from err
-    except (TypeError, ValueError, AttributeError) as err:
+    except (TypeError, ValueError, AttributeError, OverflowError) as err:  # (an int past a float's range)
         raise InvalidGraph(f"{source}: malformed graph file ({err})") from err
 
 
@@ -192,7 +197,7 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     _check_meta(graph.meta, graph.name)
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
     payload = text.encode("utf-8")
-    if path.suffix != ".json":
+    if path.suffix.lower() != ".json":  # (OUT.JSON too: the names are matched without case)
         payload = gzip.compress(payload, compresslevel=9, mtime=0)
     return write_atomically(path, payload)
 

@@ -636,6 +636,14 @@ def test_fingerprint_tells_graphs_apart_but_not_their_names():
     assert g.fingerprint() != mlp_training_graph(layers=3, width=64, batch=8).fingerprint()
 
 
+def test_a_number_past_a_floats_range_is_one_error_not_an_overflow():
+    for field in ("flops", "out_bytes"):
+        with pytest.raises(InvalidGraph, match=f"field '{field}' is not numeric: int too large"):
+            OpGraph(["a"], [], **{field: [10**400]})
+    with pytest.raises(InvalidGraph, match=r"node 0 has unknown phase 1000.*\.\.\..*expected 0, 1 or 2"):
+        OpGraph(["a"], [], phase=[10**400])
+
+
 @pytest.mark.parametrize("field, value", [("flops", 1e19), ("out_bytes", 2**63 + 2**50), ("param_bytes", 2**62 + 2**40)])
 def test_a_size_a_graph_file_could_not_hold_is_refused_when_built(tmp_path, field, value):
     """Over 2**62 the reader refuses the file, so the graph is refused when built (it was saved, then unreadable;

@@ -98,6 +98,7 @@ def test_gnpg_is_gzip_and_json_is_plain(tmp_path):
     assert data["nodes"]["phase"] == ["forward", "forward", "forward", "backward", "update"]
     assert data["nodes"]["op_kind"] == ["input", "matmul", "activation", "matmul_grad", "update"]
     assert data["nodes"]["group"] == [0, 1, 1, 0, 0]
+    assert save_graph(g, tmp_path / "G.JSON").read_bytes() == plain  # its name read without case, as the CLI does
     assert data["edges"] == {"src": [0, 1, 2, 0, 3], "dst": [1, 2, 3, 3, 4], "bytes": [12, 2**40, 8, 5, 3]}
     assert data["meta"] == g.meta and data["name"] == g.name
 
@@ -362,6 +363,10 @@ def test_missing_version(tmp_path):
         (lambda d: d["nodes"].__setitem__("flops", [1.0, "3", 1, 1, 1]), r"field 'flops'\[1\] must be a number, found '3'"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, True, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a number, found True"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, 1e40, 1, 1, 1]), r"field 'out_bytes'\[1\] is too large"),
+        # an int past a float's range: an OverflowError traceback (isfinite, float())
+        (lambda d: d["nodes"].__setitem__("flops", [1, 10**400, 1, 1, 1]), r"field 'flops'\[1\] is too large \(1000"),
+        (lambda d: d["nodes"].__setitem__("phase", [0, 10**400, 0, 0, 0]), r"field 'phase'\[1\] is too large"),
+        (lambda d: d.__setitem__("cost_s", {"k80": [10**400] * 5}), r"field 'k80'\[0\] is too large"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, 2.5, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a whole number"),
         (lambda d: d["nodes"].__setitem__("phase", ["forward"] * 4 + ["sideways"]), r"unknown phase 'sideways'"),
         (lambda d: d["edges"].__setitem__("dst", [1, 2, 3, 3, 9]), r"names consumer 9, which is not a node"),
