@@ -145,18 +145,24 @@ _ALIASES = {"FastGelu": "Gelu", "BiasGelu": "Gelu", "QuickGelu": "Gelu", "BiasAd
             "SkipSimplifiedLayerNormalization": "SkipLayerNormalization"}
 
 
+#: ONNX Runtime's contrib ops named as a standard op of other inputs: ``com.microsoft`` ``Attention`` takes
+#: the input, packed QKV weights and their bias where the standard one (opset 23) takes Q, K and V; the
+#: standard rules do not apply, so they stay custom-domain ops (refused, or costed as unknown).
+_CONTRIB_CLASHES = frozenset({"Attention"})
+
+
 def canonical_op_type(op_type: str, domain: str = "") -> str:
     """The op type whose rules apply: the type itself in the standard domains, a known alias else.
 
     Examples:
         >>> canonical_op_type("FastGelu", "com.microsoft"), canonical_op_type("Conv")
         ('Gelu', 'Conv')
-        >>> canonical_op_type("Conv", "my.domain")
-        'my.domain.Conv'
+        >>> canonical_op_type("Conv", "my.domain"), canonical_op_type("Attention", "com.microsoft")
+        ('my.domain.Conv', 'com.microsoft.Attention')
     """
     if domain in ("", "ai.onnx"):
         return op_type
-    if domain == "com.microsoft":
+    if domain == "com.microsoft" and op_type not in _CONTRIB_CLASHES:
         return _ALIASES.get(op_type, op_type)
     return f"{domain}.{op_type}"
 

@@ -251,6 +251,20 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
     assert g.flops[g.index("mystery1")] == g.flops[g.index("lrn")] == 64
 
 
+def test_onnx_runtimes_attention_is_not_read_as_the_standard_one():
+    """com.microsoft Attention (input, packed QKV weights, bias) got the rule of ONNX's (Q, K, V): an IndexError."""
+    nodes = [helper.make_node("Attention", ["x", "qkv_w", "qkv_b"], ["y"], name="attn", domain="com.microsoft",
+                              num_heads=4)]
+    inits = [weight("qkv_w", 16, 48), numpy_helper.from_array(np.zeros(48, np.float32), "qkv_b")]
+    onnx_model = model(nodes, [vi("x", [2, 8, 16])], [vi("y", [2, 8, 16])], inits)
+    onnx_model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(UnsupportedGraph, match="node 'attn' is com.microsoft.Attention, an op of a custom domain"):
+        from_onnx(onnx_model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert "attn" in from_onnx(onnx_model, allow_unknown_ops=True).node_names
+
+
 def test_round_trip_through_a_graph_file(tmp_path):
     g = from_onnx(conv_model(), name="conv_net")
     assert load_graph(save_graph(g, tmp_path / "conv.gnpg")) == g

@@ -79,6 +79,7 @@ def test_op_tables_are_disjoint_and_aliases_resolve():
     assert not VIEW_OPS & FREE_OPS
     assert canonical_op_type("FusedMatMul", "com.microsoft") == "FusedMatMul"
     assert canonical_op_type("FastGelu", "com.microsoft") == "Gelu"
+    assert canonical_op_type("Attention", "com.microsoft") == "com.microsoft.Attention"  # not ONNX's inputs
     assert canonical_op_type("Relu", "ai.onnx") == "Relu"
     assert canonical_op_type("Relu", "custom") == "custom.Relu"
 
