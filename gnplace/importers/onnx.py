@@ -279,6 +279,9 @@ def _check_complete(proto: onnx.ModelProto, source: str) -> None:
                 f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)"
             )
     for init in g.initializer:
+        if any(d < 0 for d in init.dims):  # (a negative size: its weight was taken for no weight, silently)
+            raise InvalidGraph(f"{source}: initializer {init.name!r} has the shape {list(init.dims)}, with a negative "
+                               "dimension (malformed file?)")
         # the values of small initializers feed shape inference: check they are whole (weights are never read)
         numel = math.prod(init.dims)
         if numel > _KEEP_VALUES or init.data_location == TensorProto.EXTERNAL or not init.HasField("raw_data"):
@@ -1118,8 +1121,8 @@ class _Builder:
                 for s in sources:
                     self.edge(s, g, self.out_bytes[s])
                 saved = []
-                if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:
-                    saved += [z for z in node.input if z and z != x]
+                if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:  # by position: Mul(h, h) reads h
+                    saved += list(dict.fromkeys(z for pos in slots for q, z in enumerate(node.input) if z and q != pos))
                 if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
                     saved.append(x)
                 for z in saved:

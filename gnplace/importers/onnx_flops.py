@@ -120,8 +120,13 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
     "Attention": frozenset({3}),
     "SoftmaxCrossEntropyLoss": frozenset({1, 2}),
     "NegativeLogLikelihoodLoss": frozenset({1, 2}),
+    "CastLike": frozenset({1}),  # read for its type alone (TYPE_ONLY_INPUTS)
     **dict.fromkeys(["Shape", "Size", "OneHot", "Range", "ConstantOfShape", "EyeLike", "ArgMax", "ArgMin", "NonZero",
-                     "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial"],
+                     "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial",
+                     # comparisons and logic: a boolean result, no gradient to any input (a float threshold
+                     # read by Less is no weight)
+                     "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Not",
+                     "IsNaN", "IsInf"],
                     frozenset(range(8))),
 }
 

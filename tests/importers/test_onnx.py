@@ -608,6 +608,40 @@ def test_a_node_reading_a_missing_value_is_malformed():
         from_onnx(broken)
 
 
+def test_an_initializer_of_a_negative_size_is_malformed():
+    """Its weight was silently taken for no weight (math.prod of its dims below 2): no backward pass."""
+    bad = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[16, -4])
+    broken = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [2, 16])], [vi("y", [2, 4])],
+                   [bad])
+    with pytest.raises(InvalidGraph, match=r"initializer 'w' has the shape \[16, -4\], with a negative dimension"):
+        from_onnx(broken)
+
+
+def test_inputs_no_gradient_reaches_are_not_weights():
+    """CastLike's second input (read for its type) and a threshold read by Less were updated as weights."""
+    typed = model([helper.make_node("CastLike", ["x", "like"], ["c"], name="cl"),
+                   helper.make_node("MatMul", ["c", "w"], ["y"], name="mm")],
+                  [vi("x", [2, 4])], [vi("y", [2, 3])], [weight("like", 4), weight("w", 4, 3)])
+    masked = model([helper.make_node("Less", ["x", "th"], ["b"], name="less"),
+                    helper.make_node("Cast", ["b"], ["bf"], name="cast", to=F),
+                    helper.make_node("Mul", ["x", "bf"], ["xm"], name="mul"),
+                    helper.make_node("MatMul", ["xm", "w"], ["y"], name="mm")],
+                   [vi("x", [2, 4])], [vi("y", [2, 3])], [weight("th", 4), weight("w", 4, 3)])
+    for onnx_model in (typed, masked):
+        g = from_onnx(onnx_model)
+        assert [n for n in g.node_names if n.startswith("update/")] == ["update/w"]
+
+
+def test_a_product_of_a_value_with_itself_saves_it_for_its_gradient():
+    """Mul(h, h): the gradient 2 h dy reads h, and its edge from h's producer was dropped (picked by name, not slot)."""
+    square = model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                    helper.make_node("Mul", ["h", "h"], ["y"], name="sq")],
+                   [vi("x", [2, 4])], [vi("y", [2, 3])], [weight("w", 4, 3)])
+    g = from_onnx(square)
+    edges = {(g.node_names[a], g.node_names[b]) for a, b in zip(g.edge_src, g.edge_dst)}
+    assert ("mm", "grad/sq/h") in edges
+
+
 def test_unknown_optimizer():
     with pytest.raises(UnknownName, match="sgd, momentum, adam, adamw"):
         from_onnx(chain_model(), optimizer="lbfgs")
