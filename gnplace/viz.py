@@ -28,7 +28,8 @@ def plot_timeline(
     """Draw a Gantt chart of ``result.timeline`` and write it to ``path`` (PNG, PDF, SVG).
 
     One row per device for ops (coloured by phase) and one row per sending device for transfers;
-    times in milliseconds.
+    times in milliseconds. ``title`` (default: the graph's name and step time) is drawn as it is, names
+    in it included (no matplotlib maths).
 
     Raises:
         ValueError: if ``result`` was simulated without ``timeline=True``, or ``path`` has no suffix of
@@ -59,7 +60,7 @@ def plot_timeline(
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title(title or f"{_plain(graph.name)}: step {result.step_time * 1e3:.3f} ms")
+    ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {result.step_time * 1e3:.3f} ms")
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()]
     handles.append(Patch(color=_TRANSFER_COLOUR, label="transfer"))
     ax.legend(handles=handles, loc="lower right", fontsize="small")

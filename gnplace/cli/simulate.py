@@ -101,12 +101,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_table(report: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
+    # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
-        f"[bold]{report['graph']}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
-        f"[bold]{report['cluster']}[/], placer [bold]{report['placer']}[/], mode {report['mode']}"
+        f"[bold]{escape(report['graph'])}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
+        f"[bold]{escape(report['cluster'])}[/], placer [bold]{escape(report['placer'])}[/], mode {report['mode']}"
     )
     console.print(
         f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "
@@ -119,9 +121,9 @@ def _print_table(report: dict[str, Any]) -> None:
         table.add_column(col, justify="left" if col == "device" else "right")
     for dev in report["devices"]:
         table.add_row(
-            dev["name"], ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%", mib(dev["peak_memory_bytes"]),
+            escape(dev["name"]), ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%", mib(dev["peak_memory_bytes"]),
             mib(dev["memory_capacity_bytes"]), "[red]yes[/]" if dev["oom"] else "no",
         )
     console.print(table)
     if "timeline" in report:
-        console.print(f"timeline written to {report['timeline']}")
+        console.print(f"timeline written to {escape(report['timeline'])}")

@@ -128,6 +128,18 @@ def test_timeline_png(capsys, graph_file, tmp_path):
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
 
 
+def test_names_are_shown_as_they_are_in_the_table_and_the_chart(capsys, graph_file, tmp_path):
+    """A device "gpu[/]" was a rich MarkupError traceback, "[red]gpu" shown as "gpu", and a cluster "a$\\frac$" a
+    matplotlib maths error once the table was printed, with no chart written."""
+    path = tmp_path / "odd.yaml"
+    path.write_text("name: 'a$\\frac$ [red]c'\ndevices: [{name: 'gpu[/]', kind: k80}, {name: '[red]gpu', kind: k80}]\n"
+                    "links: {default: pcie3}\n")
+    png = tmp_path / "step.png"
+    out = run_ok(capsys, str(graph_file), "-c", str(path), "-p", "round_robin", "--timeline", str(png))
+    assert "gpu[/]" in out and "[red]gpu" in out and "a$\\frac$ [red]c" in out
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
 def test_timeline_with_json(capsys, graph_file, tmp_path):
     png = tmp_path / "step.png"
     report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "--timeline", str(png), "--json"))
