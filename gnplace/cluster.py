@@ -129,12 +129,24 @@ LINK_KINDS: dict[str, dict[str, float]] = {
     "ethernet20g": dict(bandwidth=20e9 / 8 * 0.75, latency=50e-6),
 }
 
+
+def _fraction(value: Any) -> float:
+    """A cluster file's efficiency as a float; YAML's ``true`` and ``yes`` are no fraction (``float`` made them 1.0).
+
+    Raises:
+        TypeError: for a boolean.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
 _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
     "peak_flops": parse_flops,
     "mem_bandwidth": parse_rate,
     "memory": parse_bytes,
-    "flops_efficiency": float,
-    "mem_efficiency": float,
+    "flops_efficiency": _fraction,
+    "mem_efficiency": _fraction,
     "launch_overhead": parse_seconds,
     "message_cpu": parse_seconds,
 }
@@ -375,7 +387,7 @@ def _check_kinds(devices: tuple[Device, ...], name: str) -> None:
     """
     first: dict[str, Device] = {}
     for dev in devices:
-        other = first.setdefault(dev.kind, dev)
+        other = first.setdefault(dev.kind.lower(), dev)  # measured costs read kinds without case: "K80" is "k80"
         for field in _OP_TIME_FIELDS:
             if getattr(dev, field) != getattr(other, field):
                 raise InvalidCluster(

@@ -439,8 +439,8 @@ def _coarse_graph(
     np.minimum.at(first_op, node_of_op, np.arange(graph.num_ops))
     cost_s = {}
     for k, dev in enumerate(cluster.devices):
-        if dev.kind not in cost_s:
-            cost_s[dev.kind] = np.bincount(node_of_op, weights=times[:, k], minlength=n)
+        if dev.kind.lower() not in cost_s:  # (kinds are read without case: "K80" is "k80", which the cluster checks)
+            cost_s[dev.kind.lower()] = np.bincount(node_of_op, weights=times[:, k], minlength=n)
     coarse = OpGraph(
         [f"c{i}" for i in range(n)],
         np.stack([pairs // max(n, 1), pairs % max(n, 1)], axis=1) if pairs.size else [],

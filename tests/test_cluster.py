@@ -487,6 +487,29 @@ def test_devices_of_one_kind_must_agree_on_their_op_times(tmp_path):
     assert load_cluster(str(write(tmp_path, memories, name="mem.yaml"))).kinds == ["v100", "v100"]
 
 
+def test_kinds_that_differ_in_case_alone_are_one_kind():
+    """Measured costs read kinds without case: 'K80' and 'k80' at two speeds were accepted, then coarsening failed
+    ("cost_s gives device kind 'k80' twice")."""
+    from gnplace.coarsen import coarsen
+    from gnplace.toy import layered_graph
+
+    def cluster(fast: float) -> Cluster:
+        devices = [Device("a", "K80", 2.8e12, 240e9, 10**10), Device("b", "k80", fast, 240e9, 10**10)]
+        return Cluster(devices, np.full((2, 2), 1e10), np.zeros((2, 2)))
+
+    with pytest.raises(InvalidCluster, match=r"'a' and 'b' are both of kind 'k80' but differ in peak_flops"):
+        cluster(1e12)
+    assert list(coarsen(layered_graph(100, seed=0), 5, cluster(2.8e12)).graph.cost_s) == ["k80"]
+
+
+@pytest.mark.parametrize("value", ["true", "yes"])
+def test_an_efficiency_of_yes_is_refused(tmp_path, value):
+    """float(True) read flops_efficiency: yes as 1.0, where memory: true is refused."""
+    text = f"devices: [{{name: g, kind: k80, flops_efficiency: {value}}}]\nlinks: {{default: pcie3}}\n"
+    with pytest.raises(InvalidCluster, match=r"devices\[0\].flops_efficiency: must be a number in \(0, 1\], got True"):
+        load_cluster(str(write(tmp_path, text, name="yes.yaml")))
+
+
 def test_a_device_made_in_python_with_no_memory_is_refused():
     # YAML refuses it per field; made in Python it gave nan overflows and bare AssertionErrors in the searches
     good = Device("gpu0", "k80", 2.8e12, 240e9, 12 * GiB)
