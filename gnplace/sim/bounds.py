@@ -61,10 +61,12 @@ def _check_times(graph: OpGraph, times: np.ndarray, num_devices: int | None = No
             or (num_ops and arr.shape[1] == 0):
         raise InvalidArgument(f"op times must have shape [num_ops, num_devices] = [{num_ops}, {devices}], "
                               f"got {list(arr.shape)}")
-    bad = np.flatnonzero(~(arr >= 0).all(axis=1)) if arr.size else np.zeros(0, dtype=np.int64)
+    # (an infinite time, a device that cannot run the op, made the work bound's 0 x inf a NaN and an IndexError)
+    bad = np.flatnonzero(~((arr >= 0) & (arr < np.inf)).all(axis=1)) if arr.size else np.zeros(0, dtype=np.int64)
     if bad.size:
         op = int(bad[0])
-        raise InvalidArgument(f"op times must be seconds >= 0, got {arr[op].tolist()} for op {graph.node_names[op]!r}")
+        raise InvalidArgument(f"op times must be finite seconds >= 0, got {arr[op].tolist()} for op "
+                              f"{graph.node_names[op]!r}")
     return arr
 
 
@@ -72,7 +74,7 @@ def critical_path(graph: OpGraph, times: np.ndarray) -> float:
     """Seconds of the heaviest path with each op at ``times.min(axis=1)`` and free transfers.
 
     Raises:
-        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` seconds >= 0.
+        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` finite seconds >= 0.
     """
     times = _check_times(graph, times)
     if graph.num_ops == 0:
@@ -128,7 +130,7 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
             ``timer.cost_model.op_times(graph, cluster)`` (default: the default cost model's).
 
     Raises:
-        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` seconds >= 0.
+        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` finite seconds >= 0.
 
     Examples:
         >>> from gnplace.toy import chain_graph

@@ -150,12 +150,12 @@ def test_op_times_of_the_wrong_shape_are_one_error(shape):
             critical_path(g, np.ones(shape))
 
 
-@pytest.mark.parametrize("value", [-1.0, float("nan")])
-def test_negative_or_nan_op_times_are_one_error(value):
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])  # inf: an IndexError in the work bound
+def test_negative_nan_or_infinite_op_times_are_one_error(value):
     from gnplace.exceptions import InvalidArgument
 
     g = OpGraph(["a", "b"], [(0, 1)])
     times = np.ones((2, 2))
     times[1, 0] = value
-    with pytest.raises(InvalidArgument, match=r"^op times must be seconds >= 0, got \[.*, 1.0\] for op 'b'$"):
+    with pytest.raises(InvalidArgument, match=r"^op times must be finite seconds >= 0, got \[.*, 1.0\] for op 'b'$"):
         lower_bound(g, load_cluster("k80x2"), times=times)
