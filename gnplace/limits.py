@@ -267,8 +267,9 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
 
     if len(text) > MAX_TEXT_BYTES:
         raise error(f"{source}: {len(text)} characters is over the limit of {MAX_TEXT_BYTES}")
-    if _text_depth(text, MAX_DEPTH):  # flow-style nesting ([[[...]]]) recurses in the parser itself
-        raise error(f"{source}: nested more than {MAX_DEPTH} levels deep")
+    # no bracket pre-check as for JSON: YAML's brackets in quoted or plain text and comments are no nesting (a
+    # description of 70 "[" was refused); flow-style nesting ([[[...]]]) that recurses too deep in the parser
+    # is its RecursionError (0.4 s for a million "["), nesting under that check_depth's
     try:
         data = yaml.load(text, Loader=Loader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError as err:

@@ -247,6 +247,16 @@ def test_deep_json_and_yaml_are_refused_before_recursing():
     with pytest.raises(InvalidCluster, match="nested more than 64 levels deep"):
         parse_yaml("a: " + deep, InvalidCluster, "c.yaml")
     check_depth([[1]], InvalidGraph, "ok")
+    with pytest.raises(InvalidCluster, match="nested more than 64 levels deep"):
+        parse_yaml("a: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), InvalidCluster, "c.yaml")
+
+
+def test_yaml_brackets_in_text_and_comments_are_no_nesting():
+    """A bracket count refused a cluster file whose description held 70 "[" (quoted, plain or in a comment)."""
+    many = "[" * 70
+    for text in (f"description: '{many}'\n", f'description: "{many}"\n', f"description: a{many}\n",
+                 f"a: 1  # {many}\n"):
+        assert isinstance(parse_yaml(text, InvalidCluster, "c.yaml"), dict)
 
 
 def test_yaml_aliases_and_json_constants_are_refused():
