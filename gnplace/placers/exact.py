@@ -271,7 +271,14 @@ class ExactPlacer:
             num_workers=self.num_workers,
             random_seed=int(as_generator(seed).integers(2**31 - 1)),
         )
-        if outcome.status == "infeasible" and baselines.best_key[0] > 0:
+        repaired = None
+        if outcome.status == "infeasible" and baselines.best_key[0] > 0 and baseline is not None:
+            # the model counts memory conservatively (demands rounded up, capacities down), so it can refuse
+            # what fits the timer's count exactly: the best baseline with groups moved off overflowing devices
+            fixed, _, repaired = repair_placement(graph, cluster, baseline.devices, self.timer)
+            if repaired is not None:
+                baseline = Placement(fixed, cluster, GraphKey.of(graph))  # chosen: the solver found nothing
+        if outcome.status == "infeasible" and repaired is None and baselines.best_key[0] > 0:
             # (where a baseline fits the timer's memory, it is returned rather than this error)
             raise InfeasiblePlacement(
                 f"no placement of graph {graph.name!r} fits the memory of cluster {cluster.name!r}, by the solver's "

@@ -298,6 +298,21 @@ def test_activations_that_fit_nowhere_are_infeasible(small_gpus):
         ExactPlacer(time_limit=5).place(g, c)
 
 
+def test_a_placement_that_fits_exactly_is_found_where_the_models_rounding_refuses_it():
+    """Parameters of exactly each device's memory: the model (demands rounded up, capacities down) found no
+    placement, no baseline fitted (single and round robin), and the placer said none fits; [0, 1, 1] does."""
+    from gnplace.cluster import Device
+
+    g = OpGraph(["a", "b", "c"], [], flops=[1e9] * 3, out_bytes=[0] * 3, param_bytes=[10**9, 5 * 10**8, 5 * 10**8],
+                name="tight")
+    c = Cluster([Device(f"g{k}", "k80", 2.8e12, 240e9, 10**9) for k in range(2)], np.full((2, 2), 1e10),
+                np.zeros((2, 2)), name="two")
+    placer = ExactPlacer(time_limit=5, num_workers=1)
+    placement = placer.place(g, c, seed=0)
+    assert not Simulator().time(g, c, placement).is_oom and not placer.last_oom
+    assert sorted(np.bincount(placement.devices, minlength=2).tolist()) == [1, 2]
+
+
 def test_empty_graph():
     placer = ExactPlacer()
     assert placer.place(OpGraph([], []), load_cluster("k80x2")).devices.tolist() == []
