@@ -59,7 +59,8 @@ class ImportedStep:
         update_node (Mapping[str, int]): parameter name -> its update node.
         read_node (Mapping[str, int]): parameter name -> its ``read`` node, for parameters used by
             several colocation groups.
-        input_node (Mapping[int, int]): position in ``example_inputs`` -> its ``input`` node, for
+        input_node (Mapping[int, int]): index of an input tensor among ``example_inputs`` flattened
+            (``trace.inputs``: a dict or tuple of tensors is one entry a tensor) -> its ``input`` node, for
             the inputs the step reads.
     """
 
