@@ -138,7 +138,12 @@ DEFAULT_POLISH_REHEAT = False
 #: The logit bonus ``kappa`` of those samples on the best placement's device of every decision group.
 DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: The stream of a constructor's samples around the best (its generator is seeded with ``(seed, rank, stream)``;
-#: its samples on ``k`` devices use ``k >= 2``).
+#: its samples on ``k`` devices use ``k >= 2``). numpy's SeedSequence pads a short seed with zeros, so stream 0 in
+#: the first last round is the stream of the constructor's samples on the whole cluster, ``(seed, rank)``: the
+#: two draw the same uniforms, through other logits. Apart (stream 1), the 288 training pairs of revision 18
+#: gave 0.9110 of ``auto`` against 0.9103 (cifar10 0.8423, ptb 0.9562, nmt 0.9387; seed 0, 2026-12-02,
+#: ``bench.py zeroshot --split train --families cifar10 ptb nmt --clusters k80x2 k80x4 v100x8 tight4``): no
+#: gain, so revision 18's streams stay.
 _AROUND_BEST_STREAM = 0
 #: Most samples of one kind (``samples``, ``constructor_samples``, ``refine``, ``constructor_refine``): each kind
 #: is drawn as one batch of rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node
