@@ -167,7 +167,7 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     if not isinstance(raw, Mapping):
         raise InvalidArgument(f"pretrain config: {name!r} must be a mapping, got {type(raw).__name__}")
     known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - set(known))
+    unknown = sorted(set(raw) - set(known), key=str)  # (YAML keys may be numbers, null: mixed types)
     if unknown:
         raise InvalidArgument(f"pretrain config: unknown key {name}.{unknown[0]} (known: {', '.join(known)})")
     values = {}
@@ -235,7 +235,7 @@ def load_pretrain_config(
     raw = parse_yaml(text, InvalidArgument, str(path)) or {}
     if not isinstance(raw, dict):
         raise InvalidArgument(f"{path}: a pretraining config is a mapping of sections data, schedule, learner")
-    unknown = sorted(set(raw) - {"data", "schedule", "learner"})
+    unknown = sorted(set(raw) - {"data", "schedule", "learner"}, key=str)  # (1: and foo: are no order otherwise)
     if unknown:
         raise InvalidArgument(f"{path}: unknown section {unknown[0]!r} (sections: data, schedule, learner)")
     for k in ("data", "schedule", "learner"):

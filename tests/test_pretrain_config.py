@@ -23,6 +23,8 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("schedule: {iterations: many}", "must be a number"),
     ("schedule: {iterations: 2.5}", "must be an integer"),
     ("optimiser: {}", "unknown section"),
+    ("1: 2\nfoo: 3", "unknown section 1"),  # keys of two types: a TypeError from sorted()
+    ("data: {1: 2, foo: 3, null: 4}", "unknown key data.1"),
     ("learner: {algo: sarsa}", "algo"),
     ("data: [1, 2", "not valid YAML"),
     ("data: 3.5", "section .data. must be a mapping"),
