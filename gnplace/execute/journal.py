@@ -128,7 +128,7 @@ class MeasurementJournal:
             return  # nothing whole yet: the first append starts the file afresh
         try:
             header = json.loads(complete[0])
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # ("[[[..." thousands deep: RecursionError)
             header = None
         if not isinstance(header, dict) or header.get("format") != JOURNAL_FORMAT:
             raise InvalidCheckpoint(f"{self.path}: not a gnplace measurement journal (move it away or use another -o)")
@@ -141,7 +141,8 @@ class MeasurementJournal:
                 entry = json.loads(line)
                 key = (str(entry["cluster"]), _decode_devices(entry["devices"]))
                 self.results[key] = _read_result(entry)
-            except (KeyError, TypeError, ValueError, zlib.error) as err:  # binascii.Error is a ValueError
+            # binascii.Error is a ValueError; "[[[..." thousands deep a RecursionError
+            except (KeyError, TypeError, ValueError, RecursionError, zlib.error) as err:
                 raise InvalidCheckpoint(f"{self.path}: line {number} is damaged ({type(err).__name__}); cannot "
                                         "resume from it (move it away or use another -o)") from None
         self._valid_bytes = len(data) - len(lines[-1])  # every whole line read

@@ -99,6 +99,12 @@ def test_a_non_finite_option_value_is_refused_as_such(text):
         parse_placer_options([f"ppo.prior={text}"], ["ppo"])
 
 
+def test_an_option_value_nested_thousands_deep_is_one_error():
+    """A RecursionError traceback from the YAML parser."""
+    with pytest.raises(InvalidArgument, match="value nested too deep to be a YAML scalar"):
+        parse_placer_options(["annealing.start=" + "[" * 5000], ["annealing"])
+
+
 def test_exponent_notation_inside_a_list_is_a_number():
     """``[1e-1, 0.5]`` kept '1e-1' a string, which the policy placer refused as a temperature."""
     assert parse_placer_options(["policy.temperatures=[1e-1, 0.5]"], ["policy"]) == {

@@ -116,6 +116,8 @@ def test_a_new_run_does_not_drop_measurements_and_starts_an_empty_journal_afresh
     (lambda text: b"not json\n" + text, "not a gnplace measurement journal"),
     (lambda text: text.replace(b'"devices": "', b'"devices": "!!', 1), "line 2 is damaged"),
     (lambda text: text.replace(b'"step_s"', b'"stop_s"', 1), "line 2 is damaged"),
+    (lambda text: text + b"[" * 200_000 + b"\n", "line 4 is damaged"),  # a RecursionError traceback
+    (lambda text: b"[" * 200_000 + b"\n" + text, "not a gnplace measurement journal"),
 ])
 def test_a_damaged_journal_is_one_clear_error_and_stays_as_it_was(step, tmp_path, damage, message):
     path = tmp_path / "m.jsonl"
