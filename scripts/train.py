@@ -50,11 +50,12 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.cluster import load_cluster
     from gnplace.evaluate import collect_graphs
     from gnplace.exceptions import InvalidArgument
+    from gnplace.limits import MAX_COUNT
     from gnplace.rl.config import LearnerConfig
 
     for flag, value in (("--iterations", args.iterations), ("--pairs-per-step", args.pairs_per_step),
                         ("--steps-per-epoch", args.steps_per_epoch)):
-        check_count(value, flag, minimum=1)
+        check_count(value, flag, minimum=1, maximum=MAX_COUNT)  # (Lightning holds them as index-sized integers)
     if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):
         raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
     check_output_folder(args.out)
