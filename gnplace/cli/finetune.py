@@ -61,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue from OUT/last.ckpt (refused if it is another graph's, cluster's or checkpoint's "
                         "run); real timers: the steps OUT/measurements.jsonl holds are answered from it, not run again")
     p.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between checkpoints (default: 60)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (nor, where stderr is not a terminal, progress lines)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         screen=args.screen, screen_model=args.screen_model,
         devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
+        progress=False if args.no_progress else None,  # None: a bar on a terminal, else lines
         **({"final_rounds": args.final_rounds} if args.final_rounds is not None else {}),
         **({"confirm": args.confirm} if args.confirm is not None else {}),
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)

@@ -295,6 +295,18 @@ def test_the_optimizer_given_reaches_fine_tuning(tmp_path, monkeypatch):
     assert seen[0].get("optimizer") is None and seen[1]["optimizer"] == "adamw"  # none given: the source's own
 
 
+def test_no_progress_reaches_fine_tuning(tmp_path, monkeypatch):
+    """The README offers --no-progress for fine-tuning's bar and lines; the command refused the flag."""
+    import gnplace.finetune
+
+    seen = []
+    monkeypatch.setattr(gnplace.finetune, "finetune", lambda source, cluster, **kwargs: seen.append(kwargs) or None)
+    for extra in ([], ["--no-progress"]):
+        assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "-o", str(tmp_path / "run"),
+                     *extra]) == 0
+    assert seen[0]["progress"] is None and seen[1]["progress"] is False  # None: a bar on a terminal, else lines
+
+
 def test_a_run_stopped_in_its_last_batch_resumes_to_the_run_that_was_not_stopped(tmp_path, capsys, monkeypatch):
     """The stop saved the last batch before the budget check could end training: the resumed run ran one batch more,
     past its budget (every resume refused: "timing 15 more placement(s) would exceed the budget")."""
