@@ -129,6 +129,8 @@ class OpGraph(ReadOnlyArrays):
         ('matmul', 'matmul_grad')
     """
 
+    _read_only_dicts = ("cost_s",)  # its measured seconds stay read-only through pickling too
+
     def __init__(
         self,
         node_names: Sequence[str],

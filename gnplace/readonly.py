@@ -48,7 +48,10 @@ class ReadOnlyArrays:
         False
     """
 
+    #: Attributes holding a dict of the class's own arrays (a graph's ``cost_s``), made read-only too.
+    _read_only_dicts: tuple[str, ...] = ()
+
     def __setstate__(self, state: dict[str, Any]) -> None:
-        for value in state.values():
-            read_only(value)
+        for key, value in state.items():
+            read_only(list(value.values()) if key in self._read_only_dicts and isinstance(value, dict) else value)
         self.__dict__.update(state)
