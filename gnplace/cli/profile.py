@@ -74,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
                                 repeats=args.repeats, name=f"profiled-{args.timer}", anchor_rounds=args.anchor_rounds,
                                 probe_rounds=args.probe_rounds)
         with writing(args.out):
+            # an earlier run's fidelity.json describes another calibration: gone before this one is saved, so
+            # that a failed or interrupted check does not leave it beside the new graph and cluster
+            Path(args.out, "fidelity.json").unlink(missing_ok=True)
             graph_path, cluster_path = calibration.save(args.out)
         rows = []
         if args.placements > 0:

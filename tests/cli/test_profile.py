@@ -55,6 +55,25 @@ def test_placements_out_of_memory_do_not_count_as_simulated_exactly(tmp_path, ca
     assert "every checked placement ran out of memory" in text and "median absolute error" not in text
 
 
+def test_a_check_that_fails_leaves_no_earlier_runs_fidelity_beside_the_new_calibration(tmp_path, capsys,
+                                                                                       monkeypatch):
+    """Interrupted after the new graph and cluster were saved, a re-profile kept the old fidelity.json, whose errors,
+    scale and links describe another calibration."""
+    import gnplace.execute.profile as profile
+
+    out = tmp_path / "prof"
+    argv = ["profile", "gnplace.execute.examples:tiny", "--timer", "local", "--devices", "cpu,cpu", "--placements",
+            "2", "--repeats", "1", "--rounds", "1", "--anchor-rounds", "1", "-o", str(out)]
+    assert main(argv) == 0 and (out / "fidelity.json").exists()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profile, "simulator_error", interrupted)
+    assert main(argv) == 130  # "gnplace: interrupted"
+    assert (out / "graph.gnpg").exists() and (out / "cluster.yaml").exists() and not (out / "fidelity.json").exists()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--timer", "dist", "--devices", "cuda:0,cpu"], "--devices is for --timer local"),  # were ignored: two CPU ranks
     (["--timer", "local", "--ranks", "4"], "--ranks is for --timer dist"),
