@@ -343,7 +343,7 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     Raises:
         InvalidCheckpoint: with one line saying which.
     """
-    from gnplace.policy.checkpoint import pretraining_state, read_checkpoint
+    from gnplace.policy.checkpoint import check_training_weights, pretraining_state, read_checkpoint
 
     data = read_checkpoint(path)
     if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
@@ -385,7 +385,7 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     if isinstance(iteration, bool) or not isinstance(iteration, int) or not 0 <= iteration <= 2**62:
         raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
                                 "cannot resume from it")
-    _check_weights(path, data["state_dict"], config)
+    check_training_weights(path, data["state_dict"], config.learner.policy, "the config's policy")
     _check_run_state(path, data, exporter)
     return iteration
 
@@ -432,29 +432,6 @@ def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any])
         value = exporter.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
             raise refuse(f"run's {key} ({value!r})")
-
-
-def _check_weights(path: Path, state: dict[str, Any], config: PretrainConfig) -> None:
-    """Refuse saved weights that do not fit the policy ``config`` describes (a damaged or edited checkpoint)."""
-    import torch
-
-    from gnplace.policy.gnn import PlacementPolicy
-
-    mine = PlacementPolicy(config.learner.policy).state_dict()
-    for name, tensor in mine.items():
-        saved = state.get(f"policy.{name}")
-        if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape or saved.dtype != tensor.dtype:
-            found = "missing" if saved is None else \
-                f"{tuple(getattr(saved, 'shape', ()))} {getattr(saved, 'dtype', type(saved).__name__)}"
-            raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy (policy.{name} is {found}, "
-                                    f"expected {tuple(tensor.shape)} {tensor.dtype}); cannot resume from it")
-        if tensor.is_floating_point() and not bool(torch.isfinite(saved).all()):
-            raise InvalidCheckpoint(f"{path}: policy.{name} holds non-finite weights (a run that diverged); cannot "
-                                    "resume from it")
-    extra = sorted(k for k in state if k.startswith("policy.") and k.removeprefix("policy.") not in mine)
-    if extra:
-        raise InvalidCheckpoint(f"{path}: the weights do not fit the config's policy ({extra[0]} is not one of its "
-                                "weights); cannot resume from it")
 
 
 def _exported_meta(path: Path) -> dict[str, Any]:

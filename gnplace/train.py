@@ -587,8 +587,9 @@ class PlacementDataModule(L.LightningDataModule):
         world = int(self.trainer.world_size) if self.trainer is not None else 1
         if world > 1:  # each rank prepared the pairs of its own share: every rank's states, rank 0's first
             ranks = every_rank(own, world)
-            return {"pairs": self.pair_names(), "problems": ranks[0], "ranks": ranks}
-        return {"pairs": self.pair_names(), "problems": own}
+            return {"pairs": self.pair_names(), "pairs_per_step": self.pairs_per_step, "problems": ranks[0],
+                    "ranks": ranks}
+        return {"pairs": self.pair_names(), "pairs_per_step": self.pairs_per_step, "problems": own}
 
     def _problem_states(self) -> dict[int, dict[str, Any]]:
         """The state of every pair this process prepared or was restored with, by pair index."""
@@ -737,9 +738,13 @@ def changed_settings(saved: Mapping[str, Any], config: LearnerConfig) -> list[st
 
 
 def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModule) -> None:
-    """Refuse a checkpoint ``fit`` cannot continue: unreadable, another learner's settings, other pairs (one line)."""
+    """Refuse a checkpoint ``fit`` cannot continue, in one line.
+
+    That is an unreadable one, or one of another learner's settings, of other pairs or another count of them an
+    iteration, or whose weights do not fit the policy.
+    """
     from gnplace.exceptions import InvalidCheckpoint
-    from gnplace.policy.checkpoint import read_checkpoint
+    from gnplace.policy.checkpoint import check_training_weights, read_checkpoint
 
     saved = read_checkpoint(path)  # a truncated or corrupt file: one line
     settings = saved.get("hyper_parameters")
@@ -749,10 +754,16 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); resume with the "
                                 "same settings or use another folder")
-    pairs = saved.get(type(data).__qualname__, {}).get("pairs")  # recorded since 2026-11-29
+    recorded = saved.get(type(data).__qualname__, {})
+    pairs = recorded.get("pairs")  # recorded since 2026-11-29
     if pairs is not None and pairs != data.pair_names():
         raise InvalidCheckpoint(f"{path}: made with other graphs or clusters; resume with the same ones or use "
                                 "another folder")
+    per_step = recorded.get("pairs_per_step")  # recorded since 2026-12-02: other pairs drawn every iteration
+    if per_step is not None and per_step != data.pairs_per_step:
+        raise InvalidCheckpoint(f"{path}: made with {per_step} pairs an iteration, not {data.pairs_per_step}; resume "
+                                "with the same count or use another folder")
+    check_training_weights(path, saved["state_dict"], config.policy, "the learner's policy")  # Lightning: a traceback
 
 
 def fit(

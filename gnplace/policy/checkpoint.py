@@ -38,7 +38,7 @@ from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURE
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 
 __all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save",
-           "pretraining_state"]
+           "pretraining_state", "check_training_weights"]
 
 FORMAT = "gnplace-policy"
 VERSION = 1
@@ -148,6 +148,33 @@ def _check_crc(path: Path) -> list[str] | None:
         raise InvalidCheckpoint(f"{path}: corrupt checkpoint (its entry {bad} fails its CRC-32 check); use another "
                                 "copy or retrain")
     return names
+
+
+def check_training_weights(path: Path, state: dict[str, Any], config: PolicyConfig, whose: str) -> None:
+    """Refuse a training checkpoint's weights (``policy.*`` of its ``state_dict``) that do not fit ``config``.
+
+    Checked before Lightning loads them, which would raise a size mismatch traceback. ``whose`` names the
+    policy in the message (``"the config's policy"``).
+
+    Raises:
+        InvalidCheckpoint: one line: a weight missing, of another shape or dtype, non-finite, or extra.
+    """
+    mine = PlacementPolicy(config).state_dict()
+    for name, tensor in mine.items():
+        saved = state.get(f"policy.{name}")
+        if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape or saved.dtype != tensor.dtype:
+            found = "missing" if saved is None else \
+                f"{tuple(getattr(saved, 'shape', ()))} {getattr(saved, 'dtype', type(saved).__name__)}"
+            raise InvalidCheckpoint(f"{path}: the weights do not fit {whose} (policy.{name} is {found}, "
+                                    f"expected {tuple(tensor.shape)} {tensor.dtype}); cannot resume from it")
+        if tensor.is_floating_point() and not bool(torch.isfinite(saved).all()):
+            raise InvalidCheckpoint(f"{path}: policy.{name} holds non-finite weights (a run that diverged); cannot "
+                                    "resume from it")
+    extra = sorted(k for k in state if isinstance(k, str) and k.startswith("policy.")
+                   and k.removeprefix("policy.") not in mine)
+    if extra:
+        raise InvalidCheckpoint(f"{path}: the weights do not fit {whose} ({extra[0]} is not one of its weights); "
+                                "cannot resume from it")
 
 
 def _state_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:

@@ -492,7 +492,7 @@ class PPOSearchPlacer:
         Raises:
             InvalidCheckpoint: with one line saying which.
         """
-        from gnplace.policy.checkpoint import read_checkpoint
+        from gnplace.policy.checkpoint import check_training_weights, read_checkpoint
 
         kind = "fine-tuning" if self.checkpoint is not None else "search"
         data = read_checkpoint(path)
@@ -527,6 +527,7 @@ class PPOSearchPlacer:
         if differ:
             raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
                                     "resume with the same inputs or use another -o")
+        check_training_weights(path, data["state_dict"], self.config.policy, f"the {kind}'s policy")
         return saved
 
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:

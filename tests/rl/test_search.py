@@ -209,6 +209,13 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(timer_mode\)"):  # other step times
         placeto_mode.place(g, c, seed=0)
     assert last.read_bytes() == saved
+    edited = torch.load(last, weights_only=True)
+    first = next(iter(edited["state_dict"]))
+    edited["state_dict"][first] = torch.zeros(3)  # a whole file whose weights do not fit: a size mismatch traceback
+    torch.save(edited, last)
+    with pytest.raises(InvalidCheckpoint, match=rf"the weights do not fit the search's policy \({first} is"):
+        PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)
+    last.write_bytes(saved)
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
 
 
