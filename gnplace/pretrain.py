@@ -215,11 +215,12 @@ class ExportPolicy(L.Callback):
         pairs (str, optional): the pairs' digest (:func:`pairs_digest`) (default: ``""``).
     """
 
-    def __init__(self, path: Path, config: PretrainConfig, pairs: str = "") -> None:
+    def __init__(self, path: Path, config: PretrainConfig, pairs: str = "", started: float | None = None) -> None:
         self.path, self.config, self.pairs = path, config, pairs
         self.recipe = imitation_recipe(config.data.teacher_budget)
         self.best_path = path.with_name("best.ckpt")
-        self.started = time.monotonic()
+        # when this session began (time.monotonic()): the run's teacher searches, before training, count too
+        self.started = time.monotonic() if started is None else started
         self.elapsed_before = 0.0
         self.best_score = float("inf")
         self.best_config_named = False  # best.ckpt's meta checked against this run's config (once a session)
@@ -297,7 +298,6 @@ class ExportPolicy(L.Callback):
         """Continue the wall-clock count and the best validation of a resumed run."""
         self.elapsed_before = float(state.get("elapsed", 0.0))
         self.best_score = float(state.get("best_score", float("inf")))
-        self.started = time.monotonic()
 
 
 class RankDigest(L.Callback):
@@ -509,12 +509,14 @@ def pretrain(
             this process. They do not change what is searched (default: one per core).
 
     Returns:
-        dict: ``iterations``, ``wall_seconds``, ``validation`` (the last), ``policy`` (its path).
+        dict: ``iterations``, ``wall_seconds`` (the run's, teacher searches and earlier sessions included),
+        ``validation`` (the last), ``policy`` (its path).
 
     Raises:
         InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
         InvalidArgument: if ``out`` holds a run already and ``resume`` is off.
     """
+    began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
     import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
@@ -572,7 +574,7 @@ def pretrain(
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
     torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
     bars = progress_callbacks(progress, "pretrain", schedule.iterations)
-    exporter = ExportPolicy(out / "policy.ckpt", config, digest)
+    exporter = ExportPolicy(out / "policy.ckpt", config, digest, started=began)
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     try:

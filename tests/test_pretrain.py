@@ -469,6 +469,23 @@ def test_a_teacher_budget_imitates_the_searched_placements_kept_under_out(tiny_c
                  tmp_path / "run", resume=True, progress=False)
 
 
+def test_the_runs_wall_seconds_count_its_teacher_searches(tiny_config, tmp_path, monkeypatch):
+    """The clock started after the searches (47 of the constructor config's 48 minutes): 0.7 s for a 24 s run."""
+    import time
+
+    import gnplace.pretrain
+
+    def slow_searches(*args, **kwargs):
+        time.sleep(1.0)
+        return {}
+
+    monkeypatch.setattr(gnplace.pretrain, "teacher_placements", slow_searches)
+    config = load_pretrain_config(tiny_config, ["data.teacher_budget=30", "schedule.iterations=1"])
+    began = time.monotonic()
+    summary = pretrain(config, tmp_path / "run", progress=False)
+    assert 1.0 <= summary["wall_seconds"] <= time.monotonic() - began + 0.1
+
+
 def test_settings_a_run_cannot_train_with_are_refused_before_any_work(tiny_config, tmp_path):
     # a bad network shape came after every teacher search had run (minutes with the constructor's config)
     with pytest.raises(InvalidArgument, match="hidden"):
