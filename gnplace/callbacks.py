@@ -312,9 +312,17 @@ class TimedCheckpoint(L.Callback):
             raise KeyboardInterrupt
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        """Save a checkpoint deferred to the end of the validation that followed its batch (every rank calls it)."""
+        """Save a checkpoint deferred to the end of the validation that followed its batch (every rank calls it).
+
+        A run with no checkpoint yet saves here too: a validation exports files (a pretraining run's
+        ``policy.ckpt``), and a run killed after them but before its first interval had nothing to resume from.
+        """
         deferred, interrupted = self._deferred
-        if trainer.sanity_checking or not deferred:
+        if trainer.sanity_checking:
+            return
+        if not deferred and trainer.strategy.broadcast(not self.path.exists()):  # rank 0's file decides for all
+            deferred = True
+        if not deferred:
             return
         self._deferred = (False, False)
         trainer.save_checkpoint(self.path, weights_only=False)

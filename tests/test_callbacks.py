@@ -223,6 +223,26 @@ def test_a_save_due_at_an_epochs_last_batch_waits_for_its_validation(tmp_path, d
     assert events == [("saved", 1), ("validated", 2), ("saved", 2)]  # validated, saved, then stopped
 
 
+def test_a_run_with_no_checkpoint_yet_saves_after_its_first_validation(tmp_path, default_ctrl_c):
+    """A validation exports files (pretraining's policy.ckpt): a run killed after them but before its first interval
+    held them and no last.ckpt, and --resume refused the folder."""
+    events = []
+
+    class Watch(L.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            events.append(("validated", trainer.global_step))
+
+    trainer = _boring_trainer(tmp_path, [Watch(), TimedCheckpoint(tmp_path / "last.ckpt", every_s=3600.0)],
+                              limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0, max_steps=6,
+                              plugins=[AtomicCheckpointIO()])
+    real_save = trainer.save_checkpoint
+    trainer.save_checkpoint = lambda *a, **k: (events.append(("saved", trainer.global_step)), real_save(*a, **k))
+    with quiet_lightning():
+        fit_interruptibly(trainer, BoringModel())
+    # the first validation saves; the later ones find a checkpoint and wait for the interval; the end saves
+    assert events == [("validated", 2), ("saved", 2), ("validated", 4), ("validated", 6), ("saved", 6)]
+
+
 class _Sigterm(L.Callback):
     """Sends this process ``times`` real SIGTERMs at the start of batch ``at`` (what ``kill`` or a scheduler sends)."""
 

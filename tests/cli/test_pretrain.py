@@ -94,6 +94,16 @@ def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path, ca
     assert json.loads(captured.out)["iterations"] == 2
 
 
+def test_resume_beside_exported_files_but_no_checkpoint_says_one_thing(tmp_path, capsys):
+    """It said "no last.ckpt yet, so a new run starts", then refused the folder for the same reason."""
+    config = _config(tmp_path)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "policy.ckpt").write_bytes(b"exported")
+    code = main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--no-progress", "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "holds policy.ckpt of an earlier run" in err
+
+
 def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_run(tmp_path, capsys):
     """``--export`` naming ``--config`` overwrote the user's YAML with a checkpoint once the whole run had ended."""
     config = _config(tmp_path)
