@@ -403,7 +403,15 @@ def _overall_first(name: str) -> tuple[int, str]:
 
 
 def _validates_next(trainer: L.Trainer) -> bool:
-    """Whether Lightning validates after the training batch that just ended: an epoch's last, validation on."""
+    """Whether Lightning validates after the training batch that just ended.
+
+    With ``check_val_every_n_epoch=None`` (pretraining's), every ``val_check_interval`` batches of the run,
+    counted across resumes; else at an epoch's last batch, every ``check_val_every_n_epoch`` epochs.
+    """
     loop = trainer.fit_loop.epoch_loop
-    return bool(trainer.enable_validation) and bool(loop.batch_progress.is_last_batch) \
+    if not trainer.enable_validation:
+        return False
+    if trainer.check_val_every_n_epoch is None:
+        return (loop.total_batch_idx + 1) % max(int(trainer.val_check_batch or 1), 1) == 0
+    return bool(loop.batch_progress.is_last_batch) \
         and (trainer.current_epoch + 1) % max(int(trainer.check_val_every_n_epoch or 1), 1) == 0

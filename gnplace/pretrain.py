@@ -275,13 +275,19 @@ class ExportPolicy(L.Callback):
         save_policy(self.best_path, policy, meta)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Export after every validation; also to ``best.ckpt`` when the held-out geometric mean improves."""
+        """Export after every validation; also to ``best.ckpt`` when the held-out geometric mean improves.
+
+        Only the validations every ``schedule.steps_per_epoch`` iterations compete for ``best.ckpt``: the one at
+        the end of a run of other length (13 iterations, 3 an epoch) would not happen in a longer run, so a
+        run extended with ``--resume`` exported another ``best.ckpt`` than one run for that many iterations.
+        """
         if trainer.sanity_checking:
             return
         self.export(trainer, pl_module)
         validation = pl_module.last_validation  # the best of the samples when validation draws them
         score = validation.get("val/best_vs_auto", validation.get("val/greedy_vs_auto"))
-        if score is not None and score < self.best_score:
+        on_schedule = int(pl_module.iteration) % self.config.schedule.steps_per_epoch == 0
+        if on_schedule and score is not None and score < self.best_score:
             self.best_score = float(score)
             self.export(trainer, pl_module, self.best_path)
 
@@ -583,6 +589,9 @@ def pretrain(
                 # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
                 # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
                 max_epochs=-1,
+                # validation every steps_per_epoch iterations of the run, counted across resumes: after an epoch's
+                # end a run resumed mid-epoch started a fresh epoch, and validated at other iterations
+                check_val_every_n_epoch=None, val_check_interval=schedule.steps_per_epoch,
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy

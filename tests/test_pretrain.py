@@ -401,12 +401,23 @@ def test_a_resumed_run_whose_best_came_first_exports_its_final_config(tiny_confi
     assert (tmp_path / "exported.ckpt").read_bytes() == (out / "best.ckpt").read_bytes()
 
 
-def test_a_run_stopped_mid_epoch_extends_to_the_iterations_asked(tiny_config, tmp_path):
-    """3 iterations at 2 per epoch, then extended to 6: six (an epoch limit ended it at 5)."""
-    out = tmp_path / "run"
-    assert pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=3"]), out, progress=False)["iterations"] == 3
-    extended = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=6"]), out, resume=True, progress=False)
+def test_a_run_stopped_mid_epoch_extends_to_the_run_of_that_many_iterations(tiny_config, tmp_path):
+    """3 iterations at 2 per epoch, then extended to 6: six (an epoch limit ended it at 5), and the files of a run of
+    6. The resumed session began a fresh epoch and validated at 5 and 6, not 4 and 6, and the first session's
+    validation at its end (3) competed for best.ckpt."""
+    out, straight = tmp_path / "run", tmp_path / "straight"
+    six = load_pretrain_config(tiny_config, ["schedule.iterations=6", "learner.lr=0.05"])
+    pretrain(six, straight, progress=False)
+    three = load_pretrain_config(tiny_config, ["schedule.iterations=3", "learner.lr=0.05"])
+    assert pretrain(three, out, progress=False)["iterations"] == 3
+    extended = pretrain(six, out, resume=True, progress=False)
     assert extended["iterations"] == 6
+    for name in ("best.ckpt", "policy.ckpt"):
+        assert (out / name).read_bytes() == (straight / name).read_bytes(), name
+    logged = [line.split(",") for line in (out / "logs" / "version_1" / "metrics.csv").read_text().splitlines()]
+    steps = sorted({int(row[logged[0].index("step")]) for row in logged[1:]
+                    if row[logged[0].index("val/greedy_vs_auto")]})
+    assert steps and all((step + 1) % 2 == 0 for step in steps)  # validated at iterations 4 and 6 (steps 3, 5)
 
 
 def test_the_constructor_config_trains_on_small_cifar10_graphs_and_imitates_searches():
