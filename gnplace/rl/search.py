@@ -259,6 +259,9 @@ class PPOSearchPlacer:
         self.config.check_timer(self.timer)  # refused here, not after the reference and prelude are timed
         if self.checkpoint is not None:  # its weights read the dynamic features of the MDP they were trained in
             cached_policy(self.checkpoint, mode=self.config.mode)
+        if self.zero_shot and self.config.mode != "construct":
+            raise InvalidArgument(f"{type(self).__name__}: zero-shot placement decodes in the constructive MDP, so a "
+                                  f"search with mode={self.config.mode} from a checkpoint takes zero_shot=false")
         self.widen = bool(widen) and self.memo
         self.last_evaluations = 0
         self.last_polish_evaluations = 0  # of last_evaluations, the polish's annealing chain's

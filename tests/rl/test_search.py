@@ -234,6 +234,9 @@ def test_a_policy_trained_in_one_mdp_is_refused_by_the_other(tmp_path):
     with pytest.raises(InvalidCheckpoint, match="trained with mode=construct"):
         PPOSearchPlacer(checkpoint=str(SHIPPED_CHECKPOINT), mode="refine")
     PPOSearchPlacer(checkpoint=refined, mode="refine", budget=40, **FAST).place(g, c, seed=0)  # the MDP it knows
+    with pytest.raises(InvalidArgument, match="zero-shot placement decodes in the constructive MDP"):
+        FineTunePlacer(checkpoint=refined, mode="refine")  # (its zero-shot candidates named the checkpoint's mode)
+    FineTunePlacer(checkpoint=refined, mode="refine", zero_shot=False)
 
 
 @pytest.mark.heavy
