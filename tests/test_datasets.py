@@ -210,6 +210,17 @@ def test_the_dataset_script_writes_the_same_readme_whichever_families_it_rebuild
     assert (ROOT / "datasets" / "README.md").read_text().startswith(written)  # the shipped one, less its real models
 
 
+def test_the_dataset_script_writes_the_shipped_readme_with_its_real_models(tmp_path, load_script):
+    """A paragraph added to datasets/README.md by hand was gone after a rerun of the script, which writes it."""
+    import shutil
+
+    script = load_script("make_datasets")
+    for folder in ("cifar10", "ptb", "nmt", "real"):
+        shutil.copytree(ROOT / "datasets" / folder, tmp_path / folder)
+    script.write_readme(tmp_path, ["cifar10", "ptb", "nmt"])
+    assert (tmp_path / "README.md").read_text() == (ROOT / "datasets" / "README.md").read_text()
+
+
 def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_before(tmp_path, load_script,
                                                                                      monkeypatch):
     """``datasets/README.md`` was written in place: a kill halfway left half a table."""
