@@ -115,11 +115,13 @@ def generate_dataset(
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
             optimizer or test split) and ``overwrite`` is off, ``seed`` is negative, ``count`` is
             not from 1 to :data:`MAX_GRAPHS`, or ``test_count`` not from 0 to ``count``.
-        UnknownName: for an unknown family (before any folder is made).
+        UnknownName: for an unknown family or optimizer (before any folder is made).
     """
     from gnplace.families import get_family
+    from gnplace.importers import check_optimizer
 
     get_family(family)  # an unknown family is refused before any folder is made
+    check_optimizer(optimizer)  # so is an unknown optimizer (once refused after an old manifest was deleted)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidArgument(f"seed must be a whole number >= 0, got {seed!r}")
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= MAX_GRAPHS:

@@ -165,6 +165,12 @@ def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_ma
 
     generate_dataset("ptb", 1, tmp_path / "d", seed=np.int64(3), test_count=0)  # was a JSON error, half written
     assert load_manifest(tmp_path / "d")["seed"] == 3
+    saved = (tmp_path / "d" / "manifest.json").read_bytes()
+    with pytest.raises(UnknownName, match="unknown optimizer 'bogus'"):  # was refused once the manifest was deleted
+        generate_dataset("ptb", 1, tmp_path / "d", seed=5, optimizer="bogus", overwrite=True)
+    with pytest.raises(UnknownName, match="unknown optimizer 'bogus'"):
+        generate_dataset("ptb", 1, tmp_path / "e", optimizer="bogus")
+    assert (tmp_path / "d" / "manifest.json").read_bytes() == saved and not (tmp_path / "e").exists()
 
 
 @pytest.mark.usefixtures("short_ptb")
