@@ -39,7 +39,6 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from torch import Tensor, nn
 
 from gnplace.exceptions import UnknownName
@@ -57,7 +56,7 @@ Sampler = Callable[..., tuple[nn.Module, tuple[Tensor, ...]]]
 FAMILIES: dict[str, Sampler] = {"cifar10": cifar10.sample, "ptb": ptb.sample, "nmt": nmt.sample}
 
 #: The knob samplers by family name.
-RANDOM_KNOBS: dict[str, Callable[[np.random.Generator], dict[str, Any]]] = {
+RANDOM_KNOBS: dict[str, Callable[[SeedLike], dict[str, Any]]] = {
     "cifar10": cifar10.random_knobs,
     "ptb": ptb.random_knobs,
     "nmt": nmt.random_knobs,
@@ -66,7 +65,7 @@ RANDOM_KNOBS: dict[str, Callable[[np.random.Generator], dict[str, Any]]] = {
 
 def _check_name(name: str) -> None:
     """Raise :class:`UnknownName` if ``name`` is not a family."""
-    if name not in FAMILIES:
+    if not isinstance(name, str) or name not in FAMILIES:  # (a list: "unhashable type", a TypeError)
         raise UnknownName(f"unknown family {name!r} (choose one of: {', '.join(sorted(FAMILIES))})")
 
 
@@ -90,12 +89,12 @@ def get_family(name: str) -> Sampler:
     return FAMILIES[name]
 
 
-def random_knobs(name: str, rng: np.random.Generator) -> dict[str, Any]:
+def random_knobs(name: str, rng: SeedLike) -> dict[str, Any]:
     """Draw knobs of family ``name`` spanning small to large training graphs.
 
     Args:
         name (str): one of :data:`FAMILIES`.
-        rng (numpy.random.Generator): the generator.
+        rng (int, numpy.random.Generator or None): the generator, or a seed of one.
 
     Returns:
         dict[str, Any]: keyword arguments of the family's ``sample``.
@@ -104,7 +103,7 @@ def random_knobs(name: str, rng: np.random.Generator) -> dict[str, Any]:
         UnknownName: if ``name`` is not a family.
 
     Examples:
-        >>> sorted(random_knobs("ptb", np.random.default_rng(0)))
+        >>> sorted(random_knobs("ptb", 0))  # a seed, or a numpy Generator
         ['batch', 'hidden', 'num_nodes', 'steps', 'vocab']
     """
     _check_name(name)

@@ -674,7 +674,7 @@ def sample(
     return model, (images, labels)
 
 
-def random_knobs(rng: np.random.Generator, space: str = "micro") -> dict[str, Any]:
+def random_knobs(rng: SeedLike, space: str = "micro") -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
     Micro: ``layers`` 1..30 (about 300 to 3,700 ops of the imported training graph), ``channels``
@@ -682,7 +682,7 @@ def random_knobs(rng: np.random.Generator, space: str = "micro") -> dict[str, An
     2,500 nodes), ``channels`` 16..96, same batches.
 
     Args:
-        rng (numpy.random.Generator): the generator.
+        rng (int, numpy.random.Generator or None): the generator, or a seed of one.
         space (str, optional): the search space to draw for. (default: :obj:`"micro"`)
 
     Returns:
@@ -692,6 +692,7 @@ def random_knobs(rng: np.random.Generator, space: str = "micro") -> dict[str, An
         >>> sorted(random_knobs(np.random.default_rng(0)))
         ['batch', 'channels', 'layers', 'space']
     """
+    rng = as_generator(rng)  # a seed too, as the package says (an int was an AttributeError)
     check_choice("search space", space, SPACES)
     if space == "micro":
         layers = int(rng.integers(1, 31))

@@ -31,7 +31,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -406,8 +405,8 @@ def sample(
             :data:`MAX_PARAM_BYTES` bytes of parameters; or a seed that is not an int >= 0, a numpy generator or None.
 
     Examples:
-        >>> model, (src, tgt_in, tgt_out) = sample(np.random.default_rng(0), units=8, batch=2, src_steps=3,
-        ...                                        tgt_steps=2, vocab=20)
+        >>> model, (src, tgt_in, tgt_out) = sample(0, units=8, batch=2, src_steps=3, tgt_steps=2,
+        ...                                        vocab=20)
         >>> tuple(src.shape), tuple(tgt_in.shape), model(src, tgt_in, tgt_out).dim()
         ((2, 3), (2, 2), 0)
     """
@@ -434,7 +433,7 @@ def sample(
     return model, (source, target[:, :-1].contiguous(), target[:, 1:].contiguous())
 
 
-def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
+def random_knobs(rng: SeedLike) -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
     ``layers`` 1..4; ``src_steps`` and ``tgt_steps`` 2..30, with
@@ -444,15 +443,16 @@ def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
     ``attention`` uniform among :data:`ATTENTIONS`; ``bidirectional`` with probability 3/4.
 
     Args:
-        rng (numpy.random.Generator): the generator.
+        rng (int, numpy.random.Generator or None): the generator, or a seed of one.
 
     Returns:
         dict[str, Any]: keyword arguments of :func:`sample`.
 
     Examples:
-        >>> sorted(random_knobs(np.random.default_rng(0)))[:3]
+        >>> sorted(random_knobs(0))[:3]
         ['attention', 'batch', 'bidirectional']
     """
+    rng = as_generator(rng)  # a seed too, as the package says (an int was an AttributeError)
     layers = int(rng.integers(1, 5))
     budget = 100 // layers  # src_steps + tgt_steps
     src_steps = int(rng.integers(2, min(30, budget - 2) + 1))

@@ -304,7 +304,7 @@ def sample(
     return model, (sequence[:, :-1].contiguous(), sequence[:, 1:].contiguous())
 
 
-def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
+def random_knobs(rng: SeedLike) -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
     ``num_nodes`` 4..12, ``steps`` 2..35 with ``num_nodes * steps <= 320`` (about 250 to 5,000
@@ -312,7 +312,7 @@ def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
     16..64 (multiple of 4), ``vocab`` 1,000..10,000 (multiple of 1,000).
 
     Args:
-        rng (numpy.random.Generator): the generator.
+        rng (int, numpy.random.Generator or None): the generator, or a seed of one.
 
     Returns:
         dict[str, Any]: keyword arguments of :func:`sample`.
@@ -321,6 +321,7 @@ def random_knobs(rng: np.random.Generator) -> dict[str, Any]:
         >>> sorted(random_knobs(np.random.default_rng(0)))
         ['batch', 'hidden', 'num_nodes', 'steps', 'vocab']
     """
+    rng = as_generator(rng)  # a seed too, as the package says (an int was an AttributeError)
     num_nodes = int(rng.integers(4, 13))
     steps = int(rng.integers(2, min(35, 320 // num_nodes) + 1))
     return {

@@ -45,13 +45,17 @@ def test_unknown_family_lists_the_choices() -> None:
         random_knobs("imagenet", np.random.default_rng(0))
     with pytest.raises(ValueError):
         draw("imagenet", seed=0)
+    for name in (["ptb"], {"a": 1}):  # "unhashable type", a bare TypeError
+        with pytest.raises(UnknownName, match="unknown family"):
+            get_family(name)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_random_knobs_are_deterministic_and_accepted_by_the_sampler(name: str) -> None:
     a = random_knobs(name, np.random.default_rng(7))
     b = random_knobs(name, np.random.default_rng(7))
-    assert a == b
+    assert a == b == random_knobs(name, 7)  # a seed, as everywhere (an int was an AttributeError)
+    assert random_knobs(name, None).keys() == a.keys()
     # Every drawn knob is a keyword of the family's sampler, with a plain Python value.
     model, inputs = FAMILIES[name](np.random.default_rng(0), **dict(a, **TINY[name]))
     assert all(isinstance(v, (bool, int, str)) for v in a.values())
