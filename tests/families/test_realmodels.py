@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,29 @@ def test_an_empty_list_of_models_is_refused_not_read_as_all_five(tmp_path):
     with pytest.raises(InvalidArgument, match="names is empty"):
         write_real_dataset(tmp_path / "real", names=[])
     assert not (tmp_path / "real").exists()
+
+
+def test_a_model_named_twice_is_built_once(tmp_path, monkeypatch):
+    """It was built twice and listed twice in the manifest (each graph counted twice by what reads it)."""
+    import gnplace.families.realmodels as realmodels
+    from gnplace.toy import chain_graph
+
+    built = []
+
+    def stand_in(importer):
+        def build(name, optimizer="sgd"):
+            built.append((name, importer))
+            graph = chain_graph(3).replace(name=name if importer == "torch" else f"{name}_onnx")
+            graph.meta["knobs"] = {}
+            return graph
+        return build
+
+    monkeypatch.setattr(realmodels, "real_graph", stand_in("torch"))
+    monkeypatch.setattr(realmodels, "real_onnx_graph", stand_in("onnx"))
+    manifest = realmodels.write_real_dataset(tmp_path / "real", names=["t5_small", "t5_small"])
+    assert built == [("t5_small", "torch"), ("t5_small", "onnx")]
+    files = [entry["file"] for entry in json.loads(manifest.read_text())["graphs"]]
+    assert files == ["t5_small.gnpg", "t5_small_onnx.gnpg"]
 
 
 def test_a_model_name_that_is_not_a_string_is_one_unknown_name(tmp_path):
