@@ -184,9 +184,14 @@ class Placement(ReadOnlyArrays):
 def check_whole_devices(devices: Any, source: str = "") -> None:
     """Refuse device indices that are not whole numbers (:class:`InvalidPlacement`, ``source`` its prefix).
 
-    A cast to int64 would cut 0.7 to device 0; NaN, unequal to itself, is refused too.
+    A cast to int64 would cut 0.7 to device 0; NaN, unequal to itself, is refused too, and so are names,
+    None and booleans (``["gpu0"]`` was a numpy ValueError, ``["0", "1"]`` and ``[True, False]`` read as indices).
     """
     given = np.asarray(devices).reshape(-1)
+    if given.dtype.kind not in "iufc" and given.size:  # names ("gpu0": a ValueError), None, booleans read as 0, 1
+        bad = next((x for x in given.tolist() if isinstance(x, bool) or not isinstance(x, int | float)), given[0])
+        raise InvalidPlacement(f"{source}device indices must be whole numbers, got {bad!r} (to place ops by device "
+                               "name, give a mapping of op name to device name)")
     if given.dtype.kind in "fc":
         off = np.flatnonzero(given != np.round(given))
         if off.size:

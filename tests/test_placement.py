@@ -81,6 +81,16 @@ def test_from_groups_refuses_a_fractional_device_index(k80x4):
     assert Placement.from_groups(grouped(), k80x4, [3.0, 1.0, 2.0]).devices.tolist() == [3, 3, 1, 2, 1]
 
 
+@pytest.mark.parametrize("devices, shown", [(["gpu0", "gpu1", "gpu0"], "'gpu0'"), ([0, None, 1], "None"),
+                                            (["0", "1", "1"], "'0'"), ([True, False, True], "True")])
+def test_device_indices_that_are_no_numbers_are_refused(k80x2, devices, shown):
+    """Names were a numpy ValueError traceback; "0" and True were read as indices."""
+    from gnplace.placement import as_placement
+
+    with pytest.raises(InvalidPlacement, match=rf"whole numbers, got {re.escape(shown)} \(to place ops by device name"):
+        as_placement(chain_graph(3), k80x2, devices)
+
+
 def test_device_names(k80x2):
     g = chain_graph(3)
     assert Placement([0, 1, 1], k80x2).device_names(g) == {"op0": "gpu0", "op1": "gpu1", "op2": "gpu1"}
