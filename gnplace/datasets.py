@@ -61,10 +61,14 @@ def generate_graph(
 
     Raises:
         GnplaceError: if no draw within ``max_draws`` has an op count in ``[min_ops, max_ops]``.
+        InvalidArgument: if ``seed`` or ``index`` is not a whole number >= 0 (numpy's own errors named neither).
     """
     from gnplace.importers.torch import from_module
 
     module = _family(family)
+    for name, value in (("seed", seed), ("index", index)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InvalidArgument(f"generate_graph: {name} must be a whole number >= 0, got {value!r}")
     rng = np.random.default_rng([seed, index])
     for _ in range(max_draws):
         knobs = module.random_knobs(rng)

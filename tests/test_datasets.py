@@ -153,6 +153,13 @@ def test_every_shipped_graph_file_is_format_version_2():
 
 
 @pytest.mark.usefixtures("short_ptb")
+@pytest.mark.parametrize("index, seed", [(0, -1), (-1, 0), (0, 1.5), (True, 0)])
+def test_generate_graph_names_a_bad_seed_or_index(index, seed):
+    """numpy's "expected non-negative integer" and "seed must be integer" named neither argument."""
+    with pytest.raises(InvalidArgument, match=r"generate_graph: (seed|index) must be a whole number >= 0"):
+        generate_graph("ptb", index, seed=seed)
+
+
 def test_an_unknown_family_or_a_negative_seed_is_refused_before_any_folder_is_made(tmp_path):
     with pytest.raises(UnknownName, match="unknown family 'foo'"):
         generate_dataset("foo", 2, tmp_path / "a")
