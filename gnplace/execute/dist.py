@@ -136,7 +136,8 @@ def run_rank(
     Every receive is posted at the start, each tensor under its own tag (:func:`transfer_tags`); a
     rank then runs the first of its ops (in the recorded order, looking ``window`` ops ahead) whose
     inputs have all arrived, as a device runs its ready ops in the simulator, and waits only when
-    none has. An in-place op runs only after every earlier op of the rank, and no later op before it.
+    none has. An in-place op, and one that reads or updates a buffer, runs only after every earlier op of
+    the rank, and no later op before it.
     Gloo's receives cannot be seen arriving (a receive's ``is_completed()`` stays false until its
     ``wait()``, torch 2.13), so with gloo an op that reads another rank's tensor runs only as the rank's
     earliest op not yet run, once no other op in the window is ready, and the rank then waits for it.
@@ -251,12 +252,12 @@ def run_rank(
     last = time.perf_counter()
     while first < len(mine):
         pick = first
-        if ops[mine[first]].mutates is None:
+        if not _in_order(ops[mine[first]]):
             for k in range(first, min(len(mine), first + window)):
                 if done[k]:
                     continue
-                if ops[mine[k]].mutates is not None:
-                    break  # nothing passes an in-place op
+                if _in_order(ops[mine[k]]):
+                    break  # nothing passes an in-place op or one that reads or updates a buffer
                 if ready(mine[k]):
                     pick = k
                     break
@@ -316,6 +317,16 @@ def run_rank(
             collected["loss"] = resolve(program.loss).detach().cpu()
         collected["grads"] = {k: v.detach().cpu() for k, v in grads.items()}
     return seconds, busy, collected
+
+
+def _in_order(op: Any) -> bool:
+    """Whether ``op`` runs in the recorded order on its rank, no later op passing it (see :func:`run_rank`).
+
+    An in-place op, and one that reads or updates a buffer: batch norm's update of its running statistics is
+    no marked in-place write, and a reader run before it read the statistic of before (a wrong loss); an update
+    from another rank goes to the first reader in the recorded order.
+    """
+    return op.mutates is not None or bool(op.writes_buffers) or any(ref.kind == "buffer" for ref in op.reads)
 
 
 def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:

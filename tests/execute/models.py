@@ -58,6 +58,20 @@ class ReadsItsRunningMean(torch.nn.Module):
         return h.square().mean() + (self.norm.running_mean * self.weight).sum()
 
 
+class ReadsTheStatisticsAfterTheirUpdate(torch.nn.Module):
+    """Ops that read batch norm's running mean after its update, which needs another rank's tensor first: a rank
+    ran a reader that was ready before the update that was not (the update is no marked in-place write)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.bn, self.b = torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.bn(self.a(x))
+        r = self.bn.running_mean * 2
+        return self.b(h * r + self.bn.running_mean).square().mean()
+
+
 class ViewsBeforeWrites(torch.nn.Module):
     """Views of ``h`` made before in-place writes to ``h`` and read after them: eager reads them written."""
 
