@@ -285,7 +285,8 @@ def run_step(
     Raises:
         InvalidPlacement: if the plan names a device beyond ``devices``.
         DeviceOutOfMemory: if ``capacity`` is exceeded, or a device runs out of memory for real in an
-            op, a tensor's crossing to it or (without ``params``) a parameter's copy onto it.
+            op, a tensor's crossing to it, an input's copy onto it, a parameter's update or (without
+            ``params``) a parameter's copy onto it.
     """
     num_devices = len(devices)
     used = [*plan.op_device.tolist(), *plan.param_device.values(), *plan.input_device.values()]
@@ -302,7 +303,15 @@ def run_step(
         state = optimizer_state(program, params, plan)
     made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use
     if inputs is None:
-        inputs = [program.input_copy(k, devices[plan.input_device.get(k, 0)]) for k in range(len(program.inputs))]
+        inputs = []
+        for k in range(len(program.inputs)):
+            target = plan.input_device.get(k, 0)
+            try:
+                inputs.append(program.input_copy(k, devices[target]))
+            except Exception as err:  # the copy allocates on its device
+                if is_oom_error(err):
+                    raise DeviceOutOfMemory(target, float("inf")) from err
+                raise
     ledger = Ledger(num_devices, capacity)  # parameters, inputs and the step's tensors, by storage
     for k, p in params.items():
         ledger.hold(plan.param_device.get(k, 0), _nbytes(p) + program.state_bytes(k), check=False)
@@ -424,7 +433,12 @@ def run_step(
             else:
                 for name, g in grads.items():
                     if g is not None:
-                        state.update(name, params[name], g, lr)
+                        try:  # Adam's update allocates temporaries of the parameter's size, which no count holds
+                            state.update(name, params[name], g, lr)
+                        except Exception as err:
+                            if is_oom_error(err):
+                                raise DeviceOutOfMemory(plan.param_device.get(name, 0), float("inf")) from err
+                            raise
     synchronize(devices)
     seconds = time.perf_counter() - start
     loss = values.get((program.loss, home(program.loss))) if keep_outputs else None

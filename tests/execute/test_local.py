@@ -148,6 +148,21 @@ def test_a_real_oom_while_the_parameters_are_copied_to_their_devices_is_out_of_m
     assert result.is_oom and result.oom.tolist() == [False, True]
 
 
+def test_a_real_oom_in_the_optimizers_update_is_out_of_memory(monkeypatch):
+    """Adam's update allocates temporaries no count holds: running out there ended the timer (ExecutionFailed)."""
+    from gnplace.execute import optim
+
+    step = _step(optimizer="adam")
+    timer = LocalTimer(step, repeats=1)
+
+    def out_of_memory(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+
+    monkeypatch.setattr(optim.OptimizerState, "update", out_of_memory)
+    placement = np.zeros(step.graph.num_ops, dtype=np.int64)
+    assert timer.time(step.graph, _cpu_cluster(), placement).is_oom
+
+
 def test_a_graph_of_as_many_nodes_but_other_ops_is_refused():
     """Only the number of nodes was checked: the timer ran its own step for another graph's placement."""
     step = _step()
