@@ -186,14 +186,24 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
     kwargs = make_kwargs(resolve, device)
     if "device" in kwargs:
         kwargs["device"] = device
+    args = make_args(resolve, device)
     try:
-        out = fn(*make_args(resolve, device), **kwargs)
+        out = fn(*args, **kwargs)
     except Exception as err:
         if is_oom_error(err):
             raise
+        if op.target in _VIEWS_AS_RESHAPE and isinstance(err, RuntimeError) and "reshape" in str(err):
+            # a tensor that crossed ranks arrives contiguous, not in the layout it was made in (a transposed
+            # or channels-last result): a view recorded against that layout is made as a reshape, a copy
+            # where its strides allow no view (a crossing is a copy anyway)
+            return _flat(torch.ops.aten.reshape.default(*args, **kwargs))
         first = first_line(err)
         raise ExecutionFailed(f"op {op.target} failed on {device}: {first}") from err
     return _flat(out)
+
+
+#: View ops whose failure on a tensor of another layout than the one recorded is retried as a reshape.
+_VIEWS_AS_RESHAPE = frozenset({"aten.view.default", "aten._unsafe_view.default"})
 
 
 def _cross(value: torch.Tensor, devices: Sequence[torch.device], target: int) -> torch.Tensor:

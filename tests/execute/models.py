@@ -72,6 +72,19 @@ class ReadsTheStatisticsAfterTheirUpdate(torch.nn.Module):
         return self.b(h * r + self.bn.running_mean).square().mean()
 
 
+class ViewsATransposedResult(torch.nn.Module):
+    """A view of a result kept in a transposed layout: the view is recorded against that layout, which a tensor
+    that crosses ranks loses (it arrives contiguous), and the view failed there."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin, self.out = torch.nn.Linear(4, 4), torch.nn.Linear(12, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x).transpose(1, 2) * 2  # the product keeps the transposed layout
+        return self.out(y.transpose(1, 2).reshape(2, 12)).square().mean()  # recorded as aten.view
+
+
 class ViewsBeforeWrites(torch.nn.Module):
     """Views of ``h`` made before in-place writes to ``h`` and read after them: eager reads them written."""
 

@@ -21,6 +21,7 @@ from tests.execute.models import (
     ReadsItsRunningMean,
     ReadsTheStatisticsAfterTheirUpdate,
     ScalesItsInput,
+    ViewsATransposedResult,
     ViewsBeforeWrites,
 )
 
@@ -259,6 +260,21 @@ def test_a_rank_runs_no_reader_of_a_buffer_before_its_update(setup):
         for devices in placements:
             losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
             torch.testing.assert_close(losses[0], want)
+
+
+def test_a_view_of_a_tensor_that_crossed_ranks_in_another_layout_runs(setup):
+    """The crossing made the tensor contiguous, and the view recorded against its transposed layout failed: the
+    rank died ("view size is not compatible with input tensor's size and stride") where the local executor ran."""
+    import copy
+
+    torch.manual_seed(0)
+    module, x = ViewsATransposedResult(), torch.randn(2, 3, 4)
+    want = copy.deepcopy(module)(x).detach()
+    step = import_step(module, (x,))
+    devices = np.array([1 if m.startswith("out") else 0 for m in step.graph.module])
+    with setup[2].using(compile_step(step)):
+        losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
+    torch.testing.assert_close(losses[0], want)
 
 
 def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_written_values(setup):
