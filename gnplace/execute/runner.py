@@ -314,10 +314,10 @@ def run_step(
     made_inputs = inputs is None  # then the step's values hold them alone, and free them after their last use
     if inputs is None:
         inputs = []
-        for k in range(len(program.inputs)):
-            target = plan.input_device.get(k, 0)
+        for index in range(len(program.inputs)):
+            target = plan.input_device.get(index, 0)
             try:
-                inputs.append(program.input_copy(k, devices[target]))
+                inputs.append(program.input_copy(index, devices[target]))
             except Exception as err:  # the copy allocates on its device
                 if is_oom_error(err):
                     raise DeviceOutOfMemory(target, float("inf")) from err
