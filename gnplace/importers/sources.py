@@ -77,8 +77,11 @@ def load_factory(spec: str) -> Any:
             assert module_spec is not None and module_spec.loader is not None
             module = importlib.util.module_from_spec(module_spec)
             folder = str(path.resolve().parent)
-            if folder not in sys.path:  # its own imports of files beside it work, as under `python FILE.py`
-                sys.path.insert(0, folder)
+            # its own imports of files beside it work, as under `python FILE.py`; last in the path, so that a
+            # file there does not hide a module of that name (gnplace/execute/profile.py hid the standard
+            # library's profile from torch's import of cProfile: a traceback)
+            if folder not in sys.path:
+                sys.path.append(folder)
             sys.modules.setdefault(path.stem, module)
             module_spec.loader.exec_module(module)
         else:

@@ -149,6 +149,20 @@ def test_a_factory_file_imports_files_beside_it_and_exits_are_one_error(tmp_path
         load_graph_source(f"{tmp_path / 'quits.py'}:make")
 
 
+def test_a_file_beside_a_factory_file_hides_no_module_of_its_name(tmp_path):
+    """The factory's folder went first on sys.path: gnplace/execute/profile.py hid the standard library's profile
+    from torch's import of cProfile, and `gnplace inspect gnplace/execute/examples.py:branchy` was a traceback."""
+    import subprocess
+    import sys
+
+    (tmp_path / "profile.py").write_text("")  # as gnplace/execute/profile.py beside examples.py
+    (tmp_path / "model.py").write_text(FACTORY)
+    code = (f"from gnplace.importers.sources import load_factory\nload_factory({str(tmp_path / 'model.py')!r} + ':make')\n"
+            "import cProfile\nprint(callable(cProfile.run))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "True", result.stderr
+
+
 def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tmp_path, monkeypatch):
     """The gnplace command puts its own folder on sys.path, not the working one: mypkg.models:make was not found."""
     package = tmp_path / "mypkg_cwd_test"
