@@ -7,7 +7,7 @@ Usage::
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
     python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20] [--per-family 2] [--families cifar10 ptb nmt]
     python scripts/bench.py placers [--ops 2000] [--cluster k80x4]
-    python scripts/bench.py search [--placers ppo annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
+    python scripts/bench.py search [--placers ppo reinforce annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
     python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--refine 4] [--split test] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--seed 0] [--jobs 2]

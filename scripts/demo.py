@@ -2,8 +2,9 @@
 
 The main job of gnplace: the shipped policy (``checkpoints/gnplace-base.ckpt``) places graphs it has
 never seen, each family's test graphs and two real models (GPT-2 and ResNet-50, imported from
-PyTorch), on two clusters, with no search; the simulator times its placement beside ``auto`` (the
-best fast heuristic), one device and the lower bound. Prints the table and the geometric means per
+PyTorch), on two clusters, with no training on them (the decoding ends with a short annealing from
+its best candidate); the simulator times its placement beside ``auto`` (the best fast heuristic), one
+device and the lower bound. Prints the table and the geometric means per
 family, and writes the Gantt chart of one placement to ``out/demo/``.
 
 Usage::

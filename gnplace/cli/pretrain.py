@@ -13,8 +13,9 @@ def add_parser(sub: Any) -> None:
     """Register ``pretrain`` on the subparsers ``sub``."""
     p = sub.add_parser(
         "pretrain", help="pretrain the placement policy across families and clusters",
-        description="Imitation of auto, then PPO over the training splits of every family on preset and random "
-        "clusters (configs/pretrain.yaml holds every hyperparameter). Logs, checkpoints every few minutes, "
+        description="PPO (after imitation where learner.imitation_steps asks) over the training splits of every "
+        "family on preset and random clusters (configs/pretrain.yaml holds every hyperparameter). Logs, "
+        "checkpoints every few minutes, "
         "--resume after a kill, data-parallel with --devices N --strategy ddp.",
     )
     add_arguments(p)
