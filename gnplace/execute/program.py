@@ -228,10 +228,7 @@ class Program:
         if given.ndim != 1 or given.shape[0] != self.num_nodes:
             got = f"{given.shape[0]} devices" if given.ndim == 1 else f"shape {given.shape}"
             raise InvalidPlacement(f"placement has {got}, the graph {self.graph_name!r} has {self.num_nodes} nodes")
-        try:
-            devices = given.astype(np.int64)
-        except (TypeError, ValueError) as err:
-            raise InvalidPlacement(f"placement must be device indices, got {given.dtype} values") from err
+        devices = given.astype(np.int64)  # whole numbers (check_whole_devices refused names, None, booleans)
         if devices.size and devices.min() < 0:
             raise InvalidPlacement("placement names a negative device index")
         return devices

@@ -316,10 +316,10 @@ def write_real_dataset(
             raise InvalidArgument(f"write_real_dataset: names must be a list of model names, got {names!r} (give "
                                   f"[{names!r}])")
         raise InvalidArgument("write_real_dataset: names is empty; give model names, or None for all of them")
-    # a name given twice is built once (it was built and listed in the manifest twice)
-    names = list(REAL_MODELS) if names is None else list(dict.fromkeys(names))
+    names = list(REAL_MODELS) if names is None else names
     for name in names:
         _check_model(name)
+    names = list(dict.fromkeys(names))  # a name given twice is built once (it was built and listed twice)
     _check_optimizer(optimizer)  # it was refused by the importer, after ``out`` was made and a model built
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

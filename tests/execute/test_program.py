@@ -193,7 +193,7 @@ def test_plan_refuses_device_indices_that_are_not_whole_or_not_one_per_node():
         program.plan([0.7] * n)
     with pytest.raises(InvalidPlacement, match=rf"^placement has shape \(1, {n}\)"):
         program.plan(np.zeros((1, n), dtype=np.int64))
-    with pytest.raises(InvalidPlacement, match="must be device indices"):
+    with pytest.raises(InvalidPlacement, match="whole numbers, got 'gpu0'"):
         program.plan(["gpu0"] * n)
     assert program.plan([1.0] * n).op_device.tolist() == [1] * len(program.ops)
 
