@@ -73,7 +73,7 @@ def load_factory(spec: str) -> Any:
             path = Path(target)
             if not path.is_file():
                 raise InvalidArgument(f"{spec!r}: no such file {target}")
-            module_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module_spec = importlib.util.spec_from_file_location(_module_name(path), path)
             assert module_spec is not None and module_spec.loader is not None
             module = importlib.util.module_from_spec(module_spec)
             folder = str(path.resolve().parent)
@@ -82,7 +82,7 @@ def load_factory(spec: str) -> Any:
             # library's profile from torch's import of cProfile: a traceback)
             if folder not in sys.path:
                 sys.path.append(folder)
-            sys.modules.setdefault(path.stem, module)
+            sys.modules.setdefault(module_spec.name, module)
             module_spec.loader.exec_module(module)
         else:
             module = _import_module(target)
@@ -94,6 +94,22 @@ def load_factory(spec: str) -> Any:
     if not callable(factory):
         raise InvalidArgument(f"{spec!r}: {target} has no callable {attr!r}")
     return factory
+
+
+def _module_name(path: Path) -> str:
+    """The name a factory file is imported under: its stem, unless that names another module (``profile.py``).
+
+    Registered under the name of a module of the standard library (or of an installed package), the file
+    would stand for that module in every later import of it: torch's import of cProfile found a file
+    ``profile.py`` instead of the standard library's, a traceback.
+    """
+    try:
+        found = importlib.util.find_spec(path.stem)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or found.origin is None or Path(found.origin).resolve() == path.resolve():
+        return path.stem
+    return f"gnplace_factory_{path.stem}"
 
 
 def load_graph_source(

@@ -157,10 +157,13 @@ def test_a_file_beside_a_factory_file_hides_no_module_of_its_name(tmp_path):
 
     (tmp_path / "profile.py").write_text("")  # as gnplace/execute/profile.py beside examples.py
     (tmp_path / "model.py").write_text(FACTORY)
-    code = (f"from gnplace.importers.sources import load_factory\nload_factory({str(tmp_path / 'model.py')!r} + ':make')\n"
-            "import cProfile\nprint(callable(cProfile.run))\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip() == "True", result.stderr
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "profile.py").write_text(FACTORY)  # the factory file itself named as that module
+    for factory in (tmp_path / "model.py", tmp_path / "own" / "profile.py"):
+        code = (f"from gnplace.importers.sources import load_factory\nload_factory({str(factory)!r} + ':make')\n"
+                "import cProfile\nprint(callable(cProfile.run))\n")
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert result.stdout.strip() == "True", (factory, result.stderr)
 
 
 def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tmp_path, monkeypatch):
