@@ -70,10 +70,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1))
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    console.print(f"[bold]{report['graph']}[/]: {report['ops']} ops, {report['edges']} edges, "
+    console = Console()  # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
+    console.print(f"[bold]{escape(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
                   f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
     phases = ", ".join(
         f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items()
@@ -83,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
                   f"parameters + optimizer state {mib(report['param_bytes'])} MiB; "
                   f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
     oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
-    console.print(f"on {report['cluster']}: critical path {ms(report['critical_path_s'])} ms; single device "
-                  f"({report['single_device']}) step {ms(report['single_device_step_s'])} ms, peak "
+    console.print(f"on {escape(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single device "
+                  f"({escape(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, peak "
                   f"{mib(report['single_device_peak_bytes'])} MiB{oom}")
     table = Table(title="op types")
     for col in ("type", "count", "GFLOP"):
         table.add_column(col, justify="left" if col == "type" else "right")
     for row in report["top_op_types"]:
-        table.add_row(row["type"], str(row["count"]), f"{row['flops'] / 1e9:.3f}")
+        table.add_row(escape(row["type"]), str(row["count"]), f"{row['flops'] / 1e9:.3f}")
     console.print(table)
     return 0

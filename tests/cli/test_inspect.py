@@ -36,6 +36,16 @@ def test_inspect_table(tmp_path, capsys):
     assert "by phase" in out and "matmul" in out and "single device" in out
 
 
+def test_inspect_shows_names_as_they_are(tmp_path, capsys):
+    """A cluster 'a[/]b' was a rich MarkupError traceback, as in simulate."""
+    path = save_graph(mlp_training_graph(layers=2, width=32, batch=4).replace(name="[red]g"), tmp_path / "g.gnpg")
+    cluster = tmp_path / "odd.yaml"
+    cluster.write_text("name: 'a[/]b'\ndevices: [{name: 'gpu[/]', count: 2, kind: k80}]\nlinks: {default: pcie3}\n")
+    assert main(["inspect", str(path), "-c", str(cluster)]) == 0
+    out = capsys.readouterr().out
+    assert "on a[/]b:" in out and "[red]g" in out
+
+
 def test_inspect_a_module_factory(capsys):
     assert main(["inspect", "gnplace.execute.examples:tiny", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
