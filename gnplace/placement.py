@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
+import reprlib
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -181,17 +183,27 @@ class Placement(ReadOnlyArrays):
         return bool(np.any(first[graph.group] != self.devices))
 
 
-def check_whole_devices(devices: Any, source: str = "") -> None:
+def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = True) -> None:
     """Refuse device indices that are not whole numbers (:class:`InvalidPlacement`, ``source`` its prefix).
 
     A cast to int64 would cut 0.7 to device 0; NaN, unequal to itself, is refused too, and so are names,
-    None and booleans (``["gpu0"]`` was a numpy ValueError, ``["0", "1"]`` and ``[True, False]`` read as indices).
+    None and booleans, also among numbers (``["gpu0"]`` was a numpy ValueError, ``["0", "1"]`` and
+    ``[0, True]`` read as indices). ``names_hint`` adds that a mapping places ops by device name (where
+    one is taken).
     """
+    if isinstance(devices, np.ndarray) and devices.dtype.kind in "iu":  # the usual case, at no cost
+        return
+    if not isinstance(devices, np.ndarray) or devices.dtype.kind not in "iufc":  # the elements as given
+        items = np.asarray(devices, dtype=object).reshape(-1).tolist()
+        for x in items:
+            if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
+                hint = " (to place ops by device name, give a mapping of op name to device name)" if names_hint else ""
+                raise InvalidPlacement(f"{source}device indices must be whole numbers, got {reprlib.repr(x)}{hint}")
+            if isinstance(x, numbers.Integral) and not -2**62 <= x <= 2**62:
+                raise InvalidPlacement(f"{source}device index {reprlib.repr(x)} names no device")
     given = np.asarray(devices).reshape(-1)
-    if given.dtype.kind not in "iufc" and given.size:  # names ("gpu0": a ValueError), None, booleans read as 0, 1
-        bad = next((x for x in given.tolist() if isinstance(x, bool) or not isinstance(x, int | float)), given[0])
-        raise InvalidPlacement(f"{source}device indices must be whole numbers, got {bad!r} (to place ops by device "
-                               "name, give a mapping of op name to device name)")
+    if given.dtype.kind == "O":  # numbers of several kinds (an int past int64 refused above)
+        given = given.astype(np.float64)
     if given.dtype.kind in "fc":
         off = np.flatnonzero(given != np.round(given))
         if off.size:
@@ -211,6 +223,7 @@ def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
     elif isinstance(placement, dict):
         result = _from_names(graph, cluster, placement, source="placement")
     else:
+        check_whole_devices(placement)  # as given: np.asarray made [0, True] numbers and [1, "gpu1"] text
         result = Placement(np.asarray(placement), cluster, GraphKey.of(graph))
     result.check(graph)
     return result

@@ -82,13 +82,21 @@ def test_from_groups_refuses_a_fractional_device_index(k80x4):
 
 
 @pytest.mark.parametrize("devices, shown", [(["gpu0", "gpu1", "gpu0"], "'gpu0'"), ([0, None, 1], "None"),
-                                            (["0", "1", "1"], "'0'"), ([True, False, True], "True")])
+                                            (["0", "1", "1"], "'0'"), ([True, False, True], "True"),
+                                            ([0, 1, True], "True"), ([1.0, True, 0], "True"),
+                                            ([1, "gpu1", 0], "'gpu1'")])
 def test_device_indices_that_are_no_numbers_are_refused(k80x2, devices, shown):
-    """Names were a numpy ValueError traceback; "0" and True were read as indices."""
+    """Names were a numpy ValueError traceback; "0" and True were read as indices, also among numbers; the value
+    shown was numpy's conversion of another element ('1' for [1, "gpu1", 0])."""
     from gnplace.placement import as_placement
+    from gnplace.sim.simulator import Simulator
 
     with pytest.raises(InvalidPlacement, match=rf"whole numbers, got {re.escape(shown)} \(to place ops by device name"):
         as_placement(chain_graph(3), k80x2, devices)
+    with pytest.raises(InvalidPlacement, match=rf"^batch of placements: .* got {re.escape(shown)}$"):  # no mapping there
+        Simulator().time_batch(chain_graph(3), k80x2, [devices])
+    with pytest.raises(InvalidPlacement, match=r"device index 1180591620717411303424 names no device"):
+        as_placement(chain_graph(3), k80x2, [0, 2**70, 1])
 
 
 def test_device_names(k80x2):

@@ -163,8 +163,8 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray
         InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
     """
     try:
+        check_whole_devices(placements, "batch of placements: ", names_hint=False)  # as time() (a Placement) does
         given = np.asarray(placements)
-        check_whole_devices(given, "batch of placements: ")  # as time() (a Placement) refuses them
         array = np.ascontiguousarray(given.astype(np.int64, copy=False))
     except InvalidPlacement:
         raise
