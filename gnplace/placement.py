@@ -199,7 +199,7 @@ def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = Tr
             if isinstance(x, bool | np.bool_) or not isinstance(x, numbers.Real):
                 hint = " (to place ops by device name, give a mapping of op name to device name)" if names_hint else ""
                 raise InvalidPlacement(f"{source}device indices must be whole numbers, got {reprlib.repr(x)}{hint}")
-            if isinstance(x, numbers.Integral) and not -2**62 <= x <= 2**62:
+            if isinstance(x, numbers.Integral) and not -2**62 <= int(x) <= 2**62:
                 raise InvalidPlacement(f"{source}device index {reprlib.repr(x)} names no device")
     given = np.asarray(devices).reshape(-1)
     if given.dtype.kind == "O":  # numbers of several kinds (an int past int64 refused above)
