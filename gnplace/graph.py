@@ -157,7 +157,7 @@ class OpGraph(ReadOnlyArrays):
 
         try:
             edge_array = np.asarray(edges if len(edges) else np.zeros((0, 2)), dtype=np.float64)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, OverflowError) as err:  # (an int past a float's range: OverflowError)
             raise InvalidGraph(
                 f"graph {self.name!r}: edges must be [num_edges, 2] pairs of node indices ({err})"
             ) from err

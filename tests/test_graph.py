@@ -642,6 +642,8 @@ def test_a_number_past_a_floats_range_is_one_error_not_an_overflow():
             OpGraph(["a"], [], **{field: [10**400]})
     with pytest.raises(InvalidGraph, match=r"node 0 has unknown phase 1000.*\.\.\..*expected 0, 1 or 2"):
         OpGraph(["a"], [], phase=[10**400])
+    with pytest.raises(InvalidGraph, match=r"edges must be \[num_edges, 2\] pairs of node indices \(int too large"):
+        OpGraph(["a", "b"], [(0, 10**400)])
 
 
 @pytest.mark.parametrize("field, value", [("flops", 1e19), ("out_bytes", 2**63 + 2**50), ("param_bytes", 2**62 + 2**40)])

@@ -383,7 +383,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     check_clusters(args.clusters)  # refused before the first graph is placed, not after it
     check_families(args.families)
     torch.set_num_threads(1)
-    policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT)
+    policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT, mode="construct")  # decoded constructively
     sim = Simulator()
     rows = []
     for family in args.families:
