@@ -21,6 +21,20 @@ def test_sqrt_reward_charges_a_fixed_time_to_failures():
     assert r.tolist() == pytest.approx([-0.5, -1.0, -np.sqrt(FAIL_FACTOR)])
 
 
+def test_an_overflow_is_charged_more_than_any_serial_step_on_a_mixed_cluster():
+    """T_fail was 10 T_ser, all on the fastest devices: on a CPU + GPU cluster a feasible placement took longer,
+    and the policies learned to overflow (19 of 25 batches of rnn_pg all out of memory)."""
+    g, c = mlp_training_graph(layers=3, width=1024, batch=256), load_cluster("cpu_gpu")
+    problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=1000, seed=0)
+    assert problem.slowest > FAIL_FACTOR * problem.serial  # the CPU is that much slower here (30x)
+    on_cpu = problem.inp.cluster.kinds.index("cpu")
+    result, rewards = problem.score(np.full((2, problem.units), on_cpu))
+    assert not result.oom.any()
+    overflow = sqrt_reward(np.zeros(1), np.ones(1, dtype=bool), problem.serial, problem.slowest)
+    assert overflow[0] < rewards.min()  # worse than the slowest placement that fits
+    assert sqrt_reward(np.zeros(1), np.ones(1, dtype=bool), 2.0)[0] == pytest.approx(-np.sqrt(FAIL_FACTOR))
+
+
 def test_problem_maps_sequence_actions_to_every_op_and_counts_evaluations():
     g, c = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
     problem = SequenceProblem.build(g, c, Simulator(), 10, max_nodes=1000, seed=0)
