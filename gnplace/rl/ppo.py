@@ -46,14 +46,15 @@ class PPOConfig:
 
     Attributes:
         epochs (int): gradient steps on each batch of sampled placements (Spotlight: 10) (default: 10).
-        clip (float): :math:`\\epsilon` of the clipped ratio (default: 0.2).
+        clip (float or None): :math:`\\epsilon` of the clipped ratio; None: no clipping (the KL penalty alone,
+            Spotlight's objective) (default: 0.2).
         beta (float): initial KL coefficient :math:`\\beta` (Spotlight: "the typical value of 1") (default: 1.0).
         kl_target (float): KL per decision the adaptive :math:`\\beta` aims at (default: 0.01).
         entropy (float): entropy bonus :math:`c_H` (default: 0.01).
     """
 
     epochs: int = 10
-    clip: float = 0.2
+    clip: float | None = 0.2
     beta: float = 1.0
     kl_target: float = 0.01
     entropy: float = 0.01
@@ -110,7 +111,7 @@ def exact_kl(old_log_probs: torch.Tensor, new_log_probs: torch.Tensor, mask: tor
 
 def ppo_loss(
     new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor,
-    mask: torch.Tensor, *, clip: float, beta: float, entropy: float,
+    mask: torch.Tensor, *, clip: float | None, beta: float, entropy: float,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The loss above on one graph's batch, and its metrics.
 
@@ -120,7 +121,7 @@ def ppo_loss(
         actions (torch.Tensor): devices chosen, ``[B, S]`` int64.
         advantages (torch.Tensor): :math:`\\hat A_b`, ``[B]``.
         mask (torch.Tensor): allowed devices, ``[B, S, D]`` bool.
-        clip (float): :math:`\\epsilon`.
+        clip (float or None): :math:`\\epsilon`; None: the unclipped surrogate :math:`-r_t\\hat A`.
         beta (float): :math:`\\beta`.
         entropy (float): :math:`c_H`.
     """
@@ -131,15 +132,18 @@ def ppo_loss(
     ratio = (new_logp - old_logp).exp()
     adv = advantages[:, None]
     pg_loss1 = -adv * ratio
-    pg_loss2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip)
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    if clip is None:  # Spotlight's objective: E[r A] - beta KL, no clip
+        pg_loss = pg_loss1.mean()
+    else:
+        pg_loss2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip)
+        pg_loss = torch.max(pg_loss1, pg_loss2).mean()
     # ALGO LOGIC: KL(pi_old || pi_theta) per decision, exact over the allowed devices
     kl = exact_kl(old_log_probs, new_log_probs, mask)
     new_safe = new_log_probs.masked_fill(~mask, 0.0)  # 0, not -inf, where masked: 0 * -inf poisons the gradient
     p_new = new_safe.exp() * mask
     ent = -(p_new * new_safe).sum(-1).mean()  # H(pi_theta(.|s_t))
     loss = pg_loss + beta * kl - entropy * ent
-    clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+    clipfrac = ((ratio - 1.0).abs() > clip).float().mean() if clip is not None else torch.zeros(())
     return loss, {
         "losses/policy": float(pg_loss.detach()), "losses/approx_kl": float(kl.detach()),
         "losses/entropy": float(ent.detach()), "losses/clipfrac": float(clipfrac),

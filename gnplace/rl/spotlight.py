@@ -16,6 +16,10 @@ sampled placements: the landed loss (:func:`~gnplace.rl.ppo.ppo_loss`),
 with :math:`\\hat A_b` the batch's rewards normalised (:func:`~gnplace.rl.ppo.normalise_advantages`)
 and :math:`\\beta` halved or doubled after each batch (:func:`~gnplace.rl.ppo.adapt_beta`) by the KL of the
 updated policy to the one that sampled the batch, measured after the batch's ``epochs`` steps.
+
+The clipped ratio is ours: Spotlight's objective is the KL penalty alone, :math:`\\mathbb{E}[r\\hat A] -
+\\beta\\,\\mathrm{KL}`, which ``clip=None`` (``-O spotlight.clip=null``) runs. The default keeps the clip of
+the learner's PPO, under which the figures in docs/ were measured.
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ class SpotlightPlacer(ComparatorPlacer):
     Args:
         epochs (int, optional): gradient steps per batch (Spotlight: 10) (default: 10).
         beta (float, optional): initial KL coefficient (Spotlight: 1) (default: 1.0).
-        clip (float, optional): :math:`\\epsilon` of the clipped ratio (default: 0.2).
+        clip (float or None, optional): :math:`\\epsilon` of the clipped ratio; None: no clipping, the paper's
+            objective (default: 0.2, as the learner's PPO).
         entropy (float, optional): entropy bonus :math:`c_H` (default: 0.0).
         lr (float, optional): Adam's learning rate (default: 0.003).
         **kwargs: budget, samples, hidden, layers, max_nodes, timer, progress, as for
@@ -100,16 +105,18 @@ class SpotlightPlacer(ComparatorPlacer):
 
     name = "spotlight"
 
-    def __init__(self, epochs: int = 10, beta: float = 1.0, clip: float = 0.2, entropy: float = 0.0, lr: float = 0.003,
-                 **kwargs: Any) -> None:
+    def __init__(self, epochs: int = 10, beta: float = 1.0, clip: float | None = 0.2, entropy: float = 0.0,
+                 lr: float = 0.003, **kwargs: Any) -> None:
         from gnplace.rl.ppo import PPOConfig
 
         super().__init__(lr=lr, **kwargs)
         owner = type(self).__name__
         check_whole(owner, epochs=epochs)
-        check_positive(owner, clip=clip)
+        if clip is not None:  # None: the paper's objective, the KL penalty alone
+            check_positive(owner, clip=clip)
         check_nonnegative(owner, beta=beta, entropy=entropy)
-        self.config = PPOConfig(epochs=int(epochs), clip=float(clip), beta=float(beta), entropy=float(entropy))
+        self.config = PPOConfig(epochs=int(epochs), clip=None if clip is None else float(clip), beta=float(beta),
+                                entropy=float(entropy))
 
     def extra_loss(self, actions: torch.Tensor, rewards: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """A further loss term for this batch (none for Spotlight; Post's cross-entropy)."""

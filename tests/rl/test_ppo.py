@@ -26,6 +26,10 @@ def test_ppo_loss_equals_a_hand_computed_value():
     assert float(loss) == pytest.approx(pg + 0.5 * kl - 0.1 * ent, rel=1e-6)
     assert stats["losses/approx_kl"] == pytest.approx(kl, rel=1e-6)
     assert stats["losses/clipfrac"] == 1.0
+    # Spotlight's objective, the KL penalty alone (clip None): the ratios as they are
+    unclipped, stats = ppo_loss(new, old, actions, adv, mask, clip=None, beta=0.5, entropy=0.1)
+    assert float(unclipped) == pytest.approx((-1.5 + 2.5) / 2 + 0.5 * kl - 0.1 * ent, rel=1e-6)
+    assert stats["losses/clipfrac"] == 0.0
 
 
 def test_masked_devices_do_not_count():

@@ -49,3 +49,15 @@ def test_options_that_break_the_run_are_refused(bad):
     with pytest.raises(InvalidArgument) as err:
         SpotlightPlacer(**bad)
     assert "\n" not in str(err.value)
+
+
+def test_the_papers_objective_runs_with_no_clip(two_chains):
+    """Spotlight's objective is the KL penalty alone; the clip of 0.2 could not be turned off (clip must be > 0)."""
+    from gnplace.cluster import load_cluster
+    from gnplace.placers.registry import make_placer
+
+    placer = make_placer("spotlight", budget=32, samples=8, hidden=16, layers=1, clip=None)
+    assert placer.config.clip is None
+    assert placer.place(two_chains(4), load_cluster("k80x2"), seed=0).devices.shape == (8,)
+    with pytest.raises(InvalidArgument, match="clip"):
+        SpotlightPlacer(clip=0.0)
