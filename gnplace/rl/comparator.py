@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
 __all__ = ["FAIL_FACTOR", "MAX_LR", "MAX_UNITS", "MAX_UPDATE_BYTES", "sqrt_reward", "seq2seq_parameters",
            "seq2seq_update_bytes", "check_update_bytes", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
-           "check_positive", "check_rate", "check_unit", "check_whole"]
+           "check_positive", "check_rate", "check_unit", "check_whole", "repair_best"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
@@ -149,7 +149,10 @@ def check_update_bytes(owner: str, estimate: int, lower: str) -> None:
 def _finite_number(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return False
-    return isinstance(value, (int, np.integer)) or math.isfinite(value)
+    try:  # an int past a float's range is no finite number here: float() of it was an OverflowError traceback
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def check_positive(owner: str, **values: Any) -> None:
@@ -420,9 +423,21 @@ class ComparatorPlacer:
 
     def _repair(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
         """``devices`` with groups moved off overflowing devices if that fits (evaluations outside the budget)."""
-        from gnplace.placers.groups import repair_placement
+        return repair_best(self, graph, cluster, devices)
 
-        fixed, self.last_repair_evaluations, step = repair_placement(graph, cluster, devices, self.timer)
-        if step is not None:
-            self.last_step = step
-        return fixed
+
+def repair_best(placer: Any, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
+    """``devices``, a learned placer's best, with groups moved off overflowing devices if that fits.
+
+    The repair's evaluations (``placer.last_repair_evaluations``) are outside the budget. A repair that fits
+    sets ``placer.last_step`` and ends ``placer.last_history`` at the evaluations spent, as
+    :func:`~gnplace.placers.groups.best_repaired` ends a search's trace: the curve ended at the overflowing
+    best, whose step is no step to reach, not at the placement returned.
+    """
+    from gnplace.placers.groups import repair_placement
+
+    fixed, placer.last_repair_evaluations, step = repair_placement(graph, cluster, devices, placer.timer)
+    if step is not None:
+        placer.last_step = step
+        placer.last_history = [*placer.last_history, (placer.last_evaluations, step)]
+    return fixed

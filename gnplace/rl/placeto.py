@@ -833,12 +833,7 @@ class PlacetoPlacer:
 
     def _repair(self, graph: OpGraph, cluster: Cluster, devices: np.ndarray) -> np.ndarray:
         """The best placement, groups moved off overflowing devices if that fits (evaluations outside the budget)."""
-        from gnplace.placers.groups import repair_placement
-
-        fixed, self.last_repair_evaluations, step = repair_placement(graph, cluster, devices, self.timer)
-        if step is not None:
-            self.last_step = step
-        return fixed
+        return comparator.repair_best(self, graph, cluster, devices)
 
 
 # ---------------------------------------------------------------------------------------------- pretraining

@@ -191,7 +191,7 @@ class MoveScreen:
         try:
             groups = np.asarray(state.get("groups", []), dtype=np.int64)
             log_step = np.asarray(state.get("log_step", []), dtype=np.float64).reshape(-1)
-        except (AttributeError, TypeError, ValueError) as err:  # an edited checkpoint: ragged, not numbers
+        except (AttributeError, TypeError, ValueError, OverflowError) as err:  # edited: ragged, not numbers, huge
             raise InvalidArgument(f"a MoveScreen state is malformed ({type(err).__name__}: {err})") from err
         groups = groups.reshape(0, self.num_groups) if groups.size == 0 else groups
         if groups.ndim != 2 or groups.shape[1] != self.num_groups:  # another pair's screen

@@ -102,6 +102,9 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                                   f"the search placers' ({searches})")
     graphs = [load_graph(path) for path in args.graphs]  # a missing graph refused before the first search
     cluster = load_cluster(args.cluster)
+    if cluster.num_devices < 2:  # nothing to search: the placers return at once, with no curve to draw
+        raise InvalidArgument(f"--cluster {args.cluster}: one device, so no search and no learning curve; give a "
+                              "cluster of two or more devices")
     out = check_output_folder(args.out)  # a file there: said so, not "File exists" from mkdir
     for name in args.placers:  # a bad --budget: refused before the folder is made and the first search
         make_placer(name, budget=args.budget)

@@ -79,6 +79,18 @@ def test_curves_refuse_a_placer_with_no_budget_before_placing(load_script, tmp_p
     assert not (tmp_path / "curves").exists()  # refused before any work
 
 
+def test_curves_refuse_a_cluster_of_one_device_before_placing(load_script, tmp_path, capsys):
+    """The placers return at once on one device, with no curve: unpacking it was a ValueError traceback."""
+    bench = load_script("bench")
+    cluster = tmp_path / "one.yaml"
+    cluster.write_text("devices: [{name: gpu, kind: k80}]\n")
+    code = bench.main(["curves", "--graphs", "datasets/examples/mlp2x8w2048b512.gnpg", "--cluster", str(cluster),
+                       "--placers", "rnn_pg", "--budget", "8", "--out", str(tmp_path / "curves")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "one device, so no search and no learning curve" in err
+    assert not (tmp_path / "curves").exists()
+
+
 def kill_midway(monkeypatch, *, files=True, figures=True):
     """Writes stop halfway through, as under a kill: ``Path.write_text``/``write_bytes`` (``files``) and figures."""
     import io

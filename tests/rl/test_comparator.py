@@ -81,7 +81,8 @@ def test_a_budget_below_one_batch_buys_random_placements():
                                  dict(hidden=1_000_000), dict(layers=65), dict(samples=16385),
                                  # accepted before, then a RuntimeError mid-run: Adam's float32 step overflowed, or
                                  # the probabilities were nan
-                                 dict(lr=1e300), dict(lr=float("inf")), dict(clip=float("inf"))])
+                                 dict(lr=1e300), dict(lr=float("inf")), dict(clip=float("inf")),
+                                 dict(clip=10**400)])  # a whole number past a float: float() an OverflowError
 def test_bad_arguments_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:
         RnnPGPlacer(**bad)
@@ -106,7 +107,10 @@ def test_an_overflowing_best_is_repaired_outside_the_budget(heavy_groups, small_
     for seed in range(8):  # one random placement each: most overflow
         p = placer.place(g, c, seed=seed)
         assert placer.last_evaluations == 1
-        assert not Simulator().time(g, c, p).is_oom and sorted(p.devices.tolist()) == [0, 1, 2]
+        result = Simulator().time(g, c, p)
+        assert not result.is_oom and sorted(p.devices.tolist()) == [0, 1, 2]
+        # the curve ends at the placement returned, not at the overflowing best (it did after a repair)
+        assert placer.last_history[-1] == (1, pytest.approx(result.step_time))
         repaired += placer.last_repair_evaluations > 0
     assert repaired >= 1
 

@@ -139,6 +139,7 @@ def test_out_of_memory_placements_are_repaired(heavy_groups, small_gpus):
         placer = PlacetoPlacer(budget=1)  # one random placement: often three groups on one GPU
         result = Simulator().time(g, c, placer.place(g, c, seed=seed))
         assert not result.is_oom and placer.last_step == pytest.approx(result.step_time)
+        assert placer.last_history[-1] == (1, pytest.approx(result.step_time))  # the curve ends at what is returned
         assert placer.last_evaluations == 1  # the repair's evaluations are outside the budget
         repaired += placer.last_repair_evaluations > 0
     assert repaired >= 1

@@ -99,6 +99,8 @@ def test_bad_settings_are_refused(bad):
     ({"groups": [[0, 1], [1, 1]], "log_step": [0.5]}, "2 placements and 1 log step"),
     ({"groups": [[0, 1]], "log_step": [float("nan")]}, "not finite"),
     ({"groups": [[0, 1]], "log_step": ["x"]}, "malformed"),
+    ({"groups": [[0, 10**30]], "log_step": [0.0]}, "malformed"),  # past a C long: an OverflowError traceback
+    ({"groups": [[0, 1]], "log_step": [10**400]}, "malformed"),  # past a float
     ({"groups": 3, "log_step": [0.5]}, "malformed"), (None, "malformed"),
 ])
 def test_a_malformed_state_is_refused_with_one_error_and_changes_nothing(state, found):
