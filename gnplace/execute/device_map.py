@@ -25,7 +25,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, MissingDependency
-from gnplace.graph import OpGraph
+from gnplace.graph import PHASES, OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
 
 __all__ = [
@@ -53,22 +53,29 @@ def device_map_values(cluster: Cluster) -> list[int | str]:
     return values
 
 
+def _updated_parameters(graph: OpGraph) -> dict[int, str]:
+    """The parameter each update node updates, by node: ``update/<parameter>`` nodes of the update phase.
+
+    By the phase too: a forward op of a top-level module named ``update`` is ``update/addmm``, and it was read as
+    a parameter ``addmm`` (a key of the map, and a vote on where the root's own state goes).
+    """
+    update = PHASES.index("update")
+    return {i: name.removeprefix("update/") for i, name in enumerate(graph.node_names)
+            if name.startswith("update/") and int(graph.phase[i]) == update}
+
+
 def module_paths(graph: OpGraph) -> list[str]:
     """The module path each node belongs to: its ``module``, or for an update node its parameter's full name.
 
     A parameter's name (``"layer.weight"``) lies under its module's path, so a ``device_map`` key that
     prefixes one prefixes the other; a parameter of the root module is its own key.
     """
-    return [name.removeprefix("update/") if name.startswith("update/") else module
-            for name, module in zip(graph.node_names, graph.module)]
+    updated = _updated_parameters(graph)
+    return [updated.get(i, module) for i, module in enumerate(graph.module)]
 
 
 def _parameter_devices(graph: OpGraph, devices: np.ndarray) -> dict[str, int]:
-    found = {}
-    for i, name in enumerate(graph.node_names):
-        if name.startswith("update/"):
-            found[name.removeprefix("update/")] = int(devices[i])
-    return found
+    return {name: int(devices[i]) for i, name in _updated_parameters(graph).items()}
 
 
 def _module_device(graph: OpGraph, devices: np.ndarray, path: str) -> int:
@@ -118,7 +125,7 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
             ``root`` holds none of them, or some state lies outside ``root`` (a map of ``root`` could not place
             it). Which keys a map has does not depend on the placement, so this refuses before any placer runs.
     """
-    params = [name.removeprefix("update/") for name in graph.node_names if name.startswith("update/")]
+    params = list(_updated_parameters(graph).values())
     if not params:
         raise InvalidArgument(
             f"graph {graph.name!r} has no parameters: a device_map needs a model imported from PyTorch"

@@ -30,6 +30,32 @@ def test_device_map_round_trips_a_module_level_placement():
         from_device_map(graph, cluster, {"": 5})
 
 
+class HasAnUpdateModule(torch.nn.Module):
+    """A top-level module named ``update`` (a gate): its forward ops are ``update/addmm``, as update nodes are."""
+
+    def __init__(self):
+        super().__init__()
+        self.update, self.out = torch.nn.Linear(8, 8), torch.nn.Linear(8, 1)
+        self.scale = torch.nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return self.out(torch.sigmoid(self.update(x)) * self.scale).sum()
+
+
+def test_a_module_named_update_is_no_parameter():
+    """Its forward op update/addmm was read as a parameter 'addmm': a key of the map and a vote that sent the root's
+    own 'scale' to device 0 while its update ran on 1; from_device_map ran update/addmm where 'addmm' said."""
+    torch.manual_seed(0)
+    graph = from_module(HasAnUpdateModule(), (torch.randn(4, 8),))
+    cluster = load_cluster("k80x2")
+    names = graph.node_names
+    devices = np.array([1 if n in ("update/scale", "out/addmm") or n.startswith("update/out.") else 0 for n in names])
+    exported = to_device_map(graph, Placement(devices, cluster))
+    assert "addmm" not in exported and exported["scale"] == 1
+    placed = from_device_map(graph, cluster, {"out": 0, "update": 1, "scale": 0})
+    assert placed.devices[names.index("update/addmm")] == 1
+
+
 def test_exported_map_dispatches_with_accelerate_on_cpu_devices():
     from accelerate import dispatch_model
 
