@@ -257,7 +257,13 @@ def save_placement(
     placer: str = "",
     predicted: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``placement`` of ``graph`` as a JSON placement file (atomically; a failed write leaves no ``.tmp``)."""
+    """Write ``placement`` of ``graph`` as a JSON placement file (atomically; a failed write leaves no ``.tmp``).
+
+    Raises:
+        InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
+            under this graph's op names), before anything is written.
+    """
+    placement.check(graph)
     data = {
         "format": FORMAT,
         "version": VERSION,

@@ -246,6 +246,14 @@ def test_save_defaults_and_overwrite(tmp_path, k80x2):
     assert [p.name for p in tmp_path.iterdir()] == ["p.json"]
 
 
+def test_another_graphs_placement_is_not_saved(tmp_path, k80x2):
+    """A 3-op placement saved for a 5-op graph was cut short without a word (refused only when loaded)."""
+    placement = Placement.from_groups(chain_graph(3), k80x2, [0, 1, 1])
+    with pytest.raises(InvalidPlacement):
+        save_placement(tmp_path / "bad.json", chain_graph(5), placement)
+    assert not (tmp_path / "bad.json").exists()
+
+
 def test_load_ignores_key_order_and_extra_fields(tmp_path, k80x2):
     g = chain_graph(3)
     path = tmp_path / "hand.json"

@@ -182,12 +182,13 @@ def to_device_map(
     per_key = per_param | _state_devices(graph, placed.devices, per_param)  # keys under root: require_parameters
     per_key = _modules_kept_whole(per_key, per_param, _tied(graph))
     values = device_map_values(cluster)
-    # the devices under every module path (a parameter's path and each prefix of it)
-    under: dict[str, set[int]] = defaultdict(set)
+    # the map's values under every module path (a parameter's path and each prefix of it): by value, not by
+    # device, so that a module over several CPUs, all "cpu" to accelerate, is one key
+    under: dict[str, set[int | str]] = defaultdict(set)
     for param, dev in per_key.items():
         parts = param.split(".")
         for k in range(len(parts) + 1):  # every enclosing module, and the parameter itself
-            under[".".join(parts[:k])].add(dev)
+            under[".".join(parts[:k])].add(values[dev])
     chosen: dict[str, int | str] = {}
 
     def children(prefix: str) -> list[str]:
@@ -197,7 +198,7 @@ def to_device_map(
 
     def walk(prefix: str) -> None:
         if len(under[prefix]) == 1:  # everything below is on one device: one key
-            chosen[prefix] = values[next(iter(under[prefix]))]
+            chosen[prefix] = next(iter(under[prefix]))
             return
         for child in children(prefix):
             if child in per_key:  # a parameter (or buffer) held directly by a module that is split

@@ -56,6 +56,16 @@ def test_a_module_named_update_is_no_parameter():
     assert placed.devices[names.index("update/addmm")] == 1
 
 
+def test_a_module_over_several_cpus_is_one_key():
+    """cpu0 and cpu1 are both "cpu" to accelerate: the map named every module apart, 4 keys where one does."""
+    net = _net()
+    graph = _graph(net)
+    cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
+                              "links": {"default": "pcie3"}})
+    devices = np.array([int(name.startswith("update/2")) for name in graph.node_names])
+    assert to_device_map(graph, Placement(devices, cpus)) == {"": "cpu"}
+
+
 def test_exported_map_dispatches_with_accelerate_on_cpu_devices():
     from accelerate import dispatch_model
 
@@ -64,8 +74,11 @@ def test_exported_map_dispatches_with_accelerate_on_cpu_devices():
     cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
                               "links": {"default": "pcie3"}})
     assert device_map_values(cpus) == ["cpu", "cpu"]
-    placement = Placement((graph.group % 2).astype(np.int64), cpus)
-    device_map = to_device_map(graph, placement)
+    assert to_device_map(graph, Placement((graph.group % 2).astype(np.int64), cpus)) == {"": "cpu"}  # one "cpu"
+    # the split map of two GPUs, each key on the CPU: accelerate dispatches every key the export names
+    split = to_device_map(graph, Placement((graph.group % 2).astype(np.int64), load_cluster("k80x2")))
+    assert len(split) > 1
+    device_map = {key: "cpu" for key in split}
     x = torch.randn(4, 16)
     with torch.no_grad():
         want = net(x)
@@ -145,8 +158,8 @@ def test_a_split_map_names_tied_parameters_buffers_and_frozen_state_as_accelerat
 
     cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
                               "links": {"default": "pcie3"}})
-    on_cpus = to_device_map(graph, Placement(on_one, cpus))
-    assert list(on_cpus) == list(device_map) and set(on_cpus.values()) == {"cpu"}
+    assert to_device_map(graph, Placement(on_one, cpus)) == {"": "cpu"}  # two CPUs are one "cpu" to accelerate
+    on_cpus = {key: "cpu" for key in device_map}  # the split map's keys, each on the CPU
     net.eval()
     with torch.no_grad():
         want = net(ids)
