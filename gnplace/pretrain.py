@@ -55,7 +55,7 @@ from gnplace.workers import available_cores, is_launched_rank
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
     "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest", "imitation_recipe",
-    "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS",
+    "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
 ]
 
 
@@ -440,6 +440,11 @@ def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any])
             raise refuse(f"run's {key} ({value!r})")
 
 
+def exported_files(out: str | os.PathLike[str]) -> list[str]:
+    """The policies a run in ``out`` has exported (``policy.ckpt``, ``best.ckpt``), by name: those there."""
+    return [name for name in ("policy.ckpt", "best.ckpt") if (Path(out) / name).exists()]
+
+
 def _exported_meta(path: Path) -> dict[str, Any]:
     """The meta of the policy exported at ``path`` (the meta alone: no network is built); ``{}`` if none is."""
     from gnplace.policy.checkpoint import read_checkpoint
@@ -553,7 +558,7 @@ def pretrain(
     # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)
     if last.exists() and not resume and not is_launched_rank():
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
-    exported = [name for name in ("policy.ckpt", "best.ckpt") if (out / name).exists()]
+    exported = exported_files(out)
     if exported and not last.exists() and not is_launched_rank():  # stopped before its first checkpoint
         raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
                               "from: use another --out, or move them away")

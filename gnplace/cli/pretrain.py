@@ -67,10 +67,9 @@ def run(args: argparse.Namespace) -> int:
                 raise InvalidArgument(f"--export {args.export}: is the run's own {own.name} in --out; "
                                       "write to another file")
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
-    from gnplace.pretrain import pretrain  # Lightning's import (about 10 s) once the config has been read
+    from gnplace.pretrain import exported_files, pretrain  # Lightning's import (about 10 s) once the config is read
 
-    exported = any((Path(args.out) / name).exists() for name in ("policy.ckpt", "best.ckpt"))
-    if args.resume and not exported:  # (beside exported files, pretrain refuses the folder: no new run starts)
+    if args.resume and not exported_files(args.out):  # (beside exported files pretrain refuses: no new run starts)
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,

@@ -43,7 +43,7 @@ from gnplace.placement import GraphKey, Placement
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated
+from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated, unwrapped
 
 __all__ = [
     "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "RUN_KEY",
@@ -465,11 +465,9 @@ class PPOSearchPlacer:
                 "widen": self.widen, "entropy": float(c.entropy), "elite": float(c.elite),
             },
         }
-        simulator = self.timer
-        while isinstance(simulator, BudgetedTimer):
-            simulator = simulator.timer
-        if getattr(simulator, "mode", "default") != "default":  # another cost model (runs in the default one resume)
-            identity["settings"]["timer_mode"] = simulator.mode  # type: ignore[attr-defined]
+        mode = getattr(unwrapped(self.timer), "mode", "default")
+        if mode != "default":  # the simulator's other cost model (runs in the default one resume as before)
+            identity["settings"]["timer_mode"] = mode
         measures = getattr(self.timer, "settings", None)
         if callable(measures):  # a real timer's repeats, threads, devices (the simulator has none to record)
             identity["settings"]["timer_settings"] = measures()

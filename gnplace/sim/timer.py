@@ -33,7 +33,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
     "Timeline", "StepResult", "BatchResult", "StepTimer", "BudgetedTimer", "overflow", "check_batch", "relative_step",
-    "geomean", "simulated", "median_step",
+    "geomean", "simulated", "unwrapped", "median_step",
 ]
 
 
@@ -431,6 +431,11 @@ def simulated(timer: StepTimer) -> bool:
     """
     from gnplace.sim.simulator import Simulator  # deferred: the simulator module imports this one
 
+    return isinstance(unwrapped(timer), Simulator)
+
+
+def unwrapped(timer: StepTimer) -> StepTimer:
+    """The timer inside any :class:`BudgetedTimer` around ``timer`` (``timer`` itself where none is)."""
     while isinstance(timer, BudgetedTimer):
         timer = timer.timer
-    return isinstance(timer, Simulator)
+    return timer
