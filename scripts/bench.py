@@ -16,7 +16,7 @@ Usage::
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0] [--decoding greedy|policy]
     python scripts/bench.py constructor [--per-family 2] [--clusters k80x4 v100x8 cpu_gpu] [--op-level]
     python scripts/bench.py finetune [--budget 4000] [--clusters k80x4] [--per-family 2] [--jobs 2] [--ft-lr 1e-3] [--checkpoint PATH] [-O finetune.prior=0]
-    python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--placers auto policy]
+    python scripts/bench.py device-map [--families cifar10 ptb nmt] [--per-family 3] [--real-models gpt2 ...] [--placers auto policy]
     python scripts/bench.py screen-model [--mismatch 0.5 0.5 2] [--budget 400] [--clusters k80x4 v100x8 tight4] [--per-family 1] [--jobs 2]
     python scripts/bench.py noisy-steps [--budget 120] [--sigma 0.12] [--mismatch 0.3] [--confirm 0 2] [--seeds 0 1 2] [--jobs 2]
     python scripts/bench.py fidelity [--graphs MODULE:FACTORY ...] [--placements 8] [--repeats 7] [--rounds 5] [--anchor-rounds 5] [--probe-rounds 5] [--finetune-budget 60]

@@ -60,6 +60,8 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
     (["apply", "--models", "gnplace.execute.examples:tiny", "gnplace.execute.examples:nosuch", "--rounds", "1",
       "--repeat", "1"], "has no callable 'nosuch'"),
     (["device-map", "--families", "ptb", "--per-family", "0"], "--per-family must be at least 1 (models drawn"),
+    (["device-map", "--families", "--real-models", "gpt3"], "unknown --real-models gpt3 (choose from: gpt2,"),
+    (["device-map", "--families", "--real-models"], "no models: no --families and no --real-models"),
 ])
 def test_bad_arguments_are_refused_before_any_work(load_script, tmp_path, capsys, argv, message):
     """An argument the run would meet minutes in (a later cluster, graph, placer or model) is one line at the start."""

@@ -12,8 +12,9 @@ into their parent, so the map is as short as the placement allows and names ever
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
-asks accelerate itself for its ``"auto"`` map (fill devices in module order up to their memory) or its
-``"balanced"`` one (the same fill with memory spread evenly), for comparison.
+asks accelerate itself for the map its ``"auto"`` (also ``"balanced"``: memory spread evenly over the
+GPUs, the model's no-split blocks kept whole) or ``"sequential"`` (fill each device in module order)
+would make, for comparison.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from gnplace.placement import GraphKey, Placement, as_placement
 
 __all__ = [
     "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
-    "module_paths", "require_parameters",
+    "module_paths", "require_parameters", "no_split_module_classes", "ACCELERATE_MODES", "transformers_device_map",
 ]
 
 
@@ -293,15 +294,51 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: dict[str, Any]
     return Placement(devices, cluster, GraphKey.of(graph))
 
 
-def accelerate_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any]:
+ACCELERATE_MODES = ("auto", "balanced", "balanced_low_0", "sequential")
+"""The ``device_map`` strings ``accelerate.load_checkpoint_and_dispatch`` and ``from_pretrained`` accept."""
+
+
+def no_split_module_classes(module: Any) -> list[str]:
+    """Class names of the blocks kept on one device: ``_no_split_modules`` of ``module`` and its submodules.
+
+    A transformers model lists them in ``_no_split_modules`` (GPT-2's ``GPT2Block``), and its
+    ``post_init`` gathers those of its children, which a wrapper around the model (a ``module:factory``
+    returning the loss) does not: every submodule's list is read here, so a wrapped model gets the
+    classes ``from_pretrained`` of the inner model would pass to accelerate.
+
+    Examples:
+        >>> import torch
+        >>> no_split_module_classes(torch.nn.Linear(2, 2))
+        []
+    """
+    found: set[str] = set()
+    for sub in module.modules():
+        found.update(getattr(sub, "_no_split_modules", None) or ())
+    return sorted(found)
+
+
+def accelerate_device_map(
+    module: Any, cluster: Cluster, mode: str = "auto", no_split: list[str] | None = None
+) -> dict[str, Any]:
     """Accelerate's own ``device_map`` for ``module`` on ``cluster``'s devices and memories.
+
+    Made as ``accelerate.load_checkpoint_and_dispatch(device_map=mode)`` and transformers'
+    ``from_pretrained(device_map=mode)`` make it (accelerate 1.x, transformers 5.x): ``infer_auto_device_map``
+    fills the devices in module order, never splitting a block of ``no_split``; under ``"auto"``,
+    ``"balanced"`` and ``"balanced_low_0"`` each GPU's ``max_memory`` is first cut to an even share of
+    the model's bytes plus a margin (``get_balanced_memory``; ``"balanced_low_0"`` leaves GPU 0 as
+    little as it can), so ``"auto"`` and ``"balanced"`` are one map; ``"sequential"`` fills each device
+    up to its whole memory (often everything on the first GPU).
 
     Args:
         module (torch.nn.Module): the model.
-        cluster (Cluster): the devices (their memory is accelerate's ``max_memory``).
-        mode (str, optional): ``"auto"`` or ``"balanced"`` (default: ``"auto"``).
+        cluster (Cluster): the devices (their memory, bytes, is accelerate's ``max_memory``).
+        mode (str, optional): one of :data:`ACCELERATE_MODES` (default: ``"auto"``).
+        no_split (list[str], optional): class names of blocks kept whole (default: those the model
+            names, :func:`no_split_module_classes`; ``[]`` splits anywhere).
 
     Raises:
+        InvalidArgument: an unknown ``mode``.
         MissingDependency: without accelerate (``pip install accelerate``).
     """
     try:
@@ -311,10 +348,11 @@ def accelerate_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> 
         raise MissingDependency(
             "comparing with accelerate's device_map needs accelerate: pip install accelerate"
         ) from err
-    if mode not in ("auto", "balanced"):
-        raise InvalidArgument(f"mode must be 'auto' or 'balanced', got {mode!r}")
+    if mode not in ACCELERATE_MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(map(repr, ACCELERATE_MODES))}, got {mode!r}")
     import warnings
 
+    blocks = no_split_module_classes(module) if no_split is None else list(no_split)
     values = device_map_values(cluster)
     memory: dict[int | str, int] = {}
     for value, dev in zip(values, cluster.devices):
@@ -327,15 +365,70 @@ def accelerate_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> 
         level = logger.level
         logger.setLevel(logging.ERROR)
         try:
-            if mode == "balanced":
-                gpu_memory = {k: v for k, v in memory.items() if k != "cpu"}
-                if len(gpu_memory) > 1:
-                    balanced = get_balanced_memory(module, max_memory=dict(gpu_memory))
-                    memory = {**memory, **{k: int(v) for k, v in balanced.items() if k in gpu_memory}}
-            found = dict(infer_auto_device_map(module, max_memory=memory))
+            if mode != "sequential":
+                balanced = get_balanced_memory(module, max_memory=dict(memory), no_split_module_classes=blocks,
+                                               low_zero=mode == "balanced_low_0")
+                memory = {k: int(v) for k, v in balanced.items() if k in memory}
+            found = dict(infer_auto_device_map(module, max_memory=memory, no_split_module_classes=blocks))
         finally:
             logger.setLevel(level)
     return found
+
+
+def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any] | None:
+    """The ``device_map`` transformers' ``from_pretrained(device_map=mode)`` makes for the model in ``module``.
+
+    Transformers computes it with its own copy of accelerate's balancing (transformers 5.x,
+    ``transformers.integrations.accelerate``), which reserves the largest single tensor (often the
+    embedding) where accelerate reserves the mean layer, so it can differ from
+    :func:`accelerate_device_map`'s. ``module`` may wrap the model (a ``module:factory`` returning the
+    loss): the outermost ``PreTrainedModel`` in it is mapped and the keys are given from ``module``.
+
+    Args:
+        module (torch.nn.Module): the model, or a module holding it.
+        cluster (Cluster): the devices (their memory, bytes, is ``max_memory``).
+        mode (str, optional): one of :data:`ACCELERATE_MODES` (default: ``"auto"``).
+
+    Returns:
+        dict[str, Any] | None: the map, or None where ``module`` holds no transformers model.
+
+    Raises:
+        InvalidArgument: an unknown ``mode``.
+        MissingDependency: without transformers 5 (``pip install transformers``).
+    """
+    if mode not in ACCELERATE_MODES:
+        raise InvalidArgument(f"mode must be one of {', '.join(map(repr, ACCELERATE_MODES))}, got {mode!r}")
+    try:
+        from transformers import PreTrainedModel
+        from transformers.integrations.accelerate import _get_device_map  # what from_pretrained calls
+    except ImportError as err:
+        raise MissingDependency(
+            "comparing with from_pretrained's device_map needs transformers 5: pip install transformers"
+        ) from err
+    found = next(((path, sub) for path, sub in module.named_modules() if isinstance(sub, PreTrainedModel)), None)
+    if found is None:
+        return None
+    path, model = found
+    memory: dict[int | str, int] = {}
+    for value, dev in zip(device_map_values(cluster), cluster.devices):
+        memory[value] = memory.get(value, 0) + int(dev.memory)
+    import logging
+    import warnings
+
+    loggers = [logging.getLogger(name) for name in ("accelerate", "transformers")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            inner = dict(_get_device_map(model, mode, memory, None))
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+    if not path:
+        return inner
+    return {(f"{path}.{key}" if key else path): value for key, value in inner.items()}
 
 
 def compare_device_maps(
@@ -345,9 +438,12 @@ def compare_device_maps(
 
     Returns:
         dict[str, float]: ``"placement"``, ``"device_map"`` (the placement at module granularity, what
-        accelerate would run) and, with ``module`` and accelerate installed, ``"accelerate_auto"`` and
-        ``"accelerate_balanced"``; an accelerate map that offloads modules to ``"disk"`` (the model does
-        not fit the cluster's memory) has no device of the cluster to simulate and is left out.
+        accelerate would run) and, with ``module`` and accelerate installed, ``"accelerate_auto"`` (the
+        map ``accelerate.load_checkpoint_and_dispatch(device_map="auto")`` makes, its ``"balanced"``
+        one too) and ``"accelerate_sequential"`` (the plain fill), and where ``module`` holds a
+        transformers model, ``"transformers_auto"`` (``from_pretrained``'s, :func:`transformers_device_map`).
+        A map that offloads modules to ``"disk"`` (the model does not fit the cluster's memory) has
+        no device of the cluster to simulate and is left out.
     """
     from gnplace.sim.simulator import Simulator
 
@@ -358,10 +454,15 @@ def compare_device_maps(
                                                                                                cluster))).step_time,
     }
     if module is not None:
-        for mode in ("auto", "balanced"):
-            their_map = accelerate_device_map(module, cluster, mode)
-            if "disk" in their_map.values():
+        maps: dict[str, dict[str, Any] | None] = {
+            f"accelerate_{mode}": accelerate_device_map(module, cluster, mode) for mode in ("auto", "sequential")}
+        try:
+            maps["transformers_auto"] = transformers_device_map(module, cluster, "auto")
+        except MissingDependency:
+            pass
+        for name, their_map in maps.items():
+            if their_map is None or "disk" in their_map.values():
                 continue
             theirs = from_device_map(graph, cluster, their_map)
-            found[f"accelerate_{mode}"] = timer.time(graph, cluster, theirs).step_time
+            found[name] = timer.time(graph, cluster, theirs).step_time
     return found

@@ -151,51 +151,73 @@ def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Gnplace's placements as module-level device_maps against accelerate's "auto" and "balanced" (simulator)."""
+    """Gnplace's placements as module-level device_maps against accelerate's and transformers' own (simulator)."""
     import warnings
 
     from gnplace import load_cluster
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.device_map import compare_device_maps
     from gnplace.families import draw
+    from gnplace.families.realmodels import REAL_MODELS, build_model
+    from gnplace.graph_io import load_graph
     from gnplace.importers.torch import import_step
     from gnplace.placers import get_placer
+    from gnplace.shipped import shipped_path
 
     if args.per_family < 1:  # models are drawn, not read: there is no "all of them" (--per-family 0 of the others)
         raise InvalidArgument(f"--per-family must be at least 1 (models drawn per family), got {args.per_family}")
+    unknown = [name for name in args.real_models if name not in REAL_MODELS]
+    if unknown:
+        raise InvalidArgument(f"unknown --real-models {', '.join(unknown)} (choose from: {', '.join(REAL_MODELS)})")
+    if not args.families and not args.real_models:
+        raise InvalidArgument("no models: no --families and no --real-models")
     check_placers(args.placers)  # refused before the first model is drawn, not after it
     check_clusters(args.clusters)
-    rows = []
-    models = [(family, seed) for family in args.families for seed in range(args.per_family)]
-    for family, seed in models:
+
+    def family_model(family: str, seed: int) -> tuple[str, Any, Any]:
         module, inputs = draw(family, seed=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            graph = import_step(module, inputs, name=f"{family}_{seed}").graph
+            return "families", module, import_step(module, inputs, name=f"{family}_{seed}").graph
+
+    def real_model(name: str) -> tuple[str, Any, Any]:  # the shipped graph is this module's import
+        return "real", build_model(name)[0], load_graph(shipped_path(f"datasets/real/{name}.gnpg"))
+
+    makers: list[Callable[[], tuple[str, Any, Any]]] = [
+        functools.partial(family_model, family, seed) for family in args.families for seed in range(args.per_family)]
+    makers += [functools.partial(real_model, name) for name in args.real_models]
+    rows = []
+    for make in makers:
+        models, module, graph = make()
         for cluster_name in args.clusters:
             cluster = load_cluster(cluster_name)
             for placer_name in args.placers:
                 placement = get_placer(placer_name).place(graph, cluster, seed=0)
                 found = compare_device_maps(graph, cluster, placement, module)
-                row = {"graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name, "placer": placer_name,
-                       **{k: v for k, v in found.items()}}
+                row = {"models": models, "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name,
+                       "placer": placer_name, **found}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     return rows
 
 
 def device_map_table(rows: list[dict[str, Any]]) -> str:
-    """Geometric means over the placement at op granularity, per cluster and placer."""
-    lines = ["| cluster | placer | graphs | its device_map | accelerate auto | accelerate balanced |",
-             "| --- " * 6 + "|"]
-    for key in sorted({(r["cluster"], r["placer"]) for r in rows}):
-        sel = [r for r in rows if (r["cluster"], r["placer"]) == key]
+    """Geometric means over the placement at op granularity, per model set, cluster and placer.
 
-        def gm(column: str, sel: list[dict[str, Any]] = sel) -> float:
-            return geomean(r[column] / r["placement"] for r in sel)
-
-        lines.append(f"| {key[0]} | {key[1]} | {len(sel)} | {gm('device_map'):.3f} | {gm('accelerate_auto'):.3f} | "
-                     f"{gm('accelerate_balanced'):.3f} |")
+    A column some rows lack (transformers' map of a model that is not a transformers model, a map
+    accelerate offloads to disk) is the mean over the rows that have it, with their count.
+    """
+    columns = ("device_map", "accelerate_auto", "accelerate_sequential", "transformers_auto")
+    lines = ["| models | cluster | placer | graphs | its device_map | accelerate auto (= balanced) | "
+             "accelerate sequential | from_pretrained auto |", "| --- " * 8 + "|"]
+    for key in sorted({(r.get("models", "families"), r["cluster"], r["placer"]) for r in rows}):
+        sel = [r for r in rows if (r.get("models", "families"), r["cluster"], r["placer"]) == key]
+        cells = []
+        for column in columns:
+            have = [r[column] / r["placement"] for r in sel if column in r]
+            cell = "-" if not have else f"{geomean(have):.3f}"
+            cells.append(cell if len(have) in (0, len(sel)) else f"{cell} ({len(have)})")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {len(sel)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -237,10 +259,14 @@ def run_apply(args: argparse.Namespace) -> int:
 def run_device_map(args: argparse.Namespace) -> int:
     """``device-map``: placements exported as module-level ``device_map`` dicts, against accelerate's own.
 
-    Models drawn from the three families are placed by ``auto`` and ``policy``; reported: each
+    Models drawn from the three families, and the real models (transformers' GPT-2, BERT, T5, ViT and
+    ResNet-50 with their shipped graphs), are placed by ``auto`` and ``policy``; reported: each
     placement's step time as a module-level ``device_map`` (what accelerate would run) and that of
-    accelerate's own ``"auto"`` and ``"balanced"`` maps for the cluster's devices and memories, over
-    the placement at op granularity (simulator).
+    the maps accelerate makes for the cluster's devices and memories, over the placement at op
+    granularity (simulator): ``"auto"``, which is ``"balanced"`` (what ``from_pretrained(device_map="auto")``
+    and ``load_checkpoint_and_dispatch`` make: memory spread evenly over the GPUs, the model's
+    ``_no_split_modules`` kept whole), ``"sequential"`` (each device filled in module order), and for
+    a transformers model the map ``from_pretrained(device_map="auto")`` makes (transformers' own balancing).
     """
     print(device_map_table(bench_device_map(args)))
     return 0
@@ -270,9 +296,12 @@ def add_parsers(sub: Any) -> None:
                                                       ("mlp", "convnet", "branchy", "transformer")])
     app.add_argument("--rounds", type=int, default=6)
     app.add_argument("--repeat", type=int, default=20)
-    dm = add_command(sub, "device-map", run_device_map, "placements as device_maps against accelerate's auto and balanced")
-    dm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
+    dm = add_command(sub, "device-map", run_device_map, "placements as device_maps against accelerate's and from_pretrained's")
+    dm.add_argument("--families", nargs="*", default=["cifar10", "ptb", "nmt"],
+                    help="families models are drawn from (default: all three; none: no name)")
     dm.add_argument("--per-family", type=int, default=3, metavar="N",
                     help="models drawn per family, seeds 0 to N - 1 (default: 3; at least 1)")
+    dm.add_argument("--real-models", nargs="*", default=["gpt2", "bert_base", "t5_small", "vit_base", "resnet50"],
+                    metavar="NAME", help="real models, with their shipped graphs (default: all five; none: no name)")
     dm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     dm.add_argument("--placers", nargs="+", default=["auto", "policy"])

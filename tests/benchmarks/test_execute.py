@@ -63,12 +63,26 @@ def test_device_map_compares_the_placement_with_its_module_map_and_accelerates(l
     import argparse
 
     bench = load_script("benchmarks.execute")
-    args = argparse.Namespace(families=["ptb"], per_family=1, clusters=["k80x2"], placers=["auto"])
+    args = argparse.Namespace(families=["ptb"], per_family=1, real_models=[], clusters=["k80x2"], placers=["auto"])
     (row,) = bench.bench_device_map(args)
     assert row["placer"] == "auto" and row["cluster"] == "k80x2"
-    for column in ("placement", "device_map", "accelerate_auto", "accelerate_balanced"):
+    for column in ("placement", "device_map", "accelerate_auto", "accelerate_sequential"):
         assert row[column] > 0
-    assert "| k80x2 | auto | 1 |" in bench.device_map_table([row])
+    assert "| families | k80x2 | auto | 1 |" in bench.device_map_table([row])
+
+
+def test_device_map_compares_a_real_model_with_from_pretrained_and_counts_columns_some_rows_lack(load_script):
+    import argparse
+
+    pytest.importorskip("transformers")
+    bench = load_script("benchmarks.execute")
+    args = argparse.Namespace(families=[], per_family=1, real_models=["resnet50"], clusters=["k80x2"], placers=["single"])
+    (row,) = bench.bench_device_map(args)
+    assert row["models"] == "real" and row["graph"] == "resnet50" and row["transformers_auto"] > 0
+    family = {**row, "models": "real", "graph": "drawn"}
+    del family["transformers_auto"]
+    table = bench.device_map_table([row, family])
+    assert f"| {row['transformers_auto'] / row['placement']:.3f} (1) |" in table
 
 
 def test_fidelity_refuses_two_graphs_of_one_name_before_any_calibration(tmp_path, load_script, capsys):

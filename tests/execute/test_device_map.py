@@ -1,10 +1,19 @@
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.exceptions import InvalidArgument
-from gnplace.execute.device_map import accelerate_device_map, device_map_values, from_device_map, to_device_map
+from gnplace.execute.device_map import (
+    ACCELERATE_MODES,
+    accelerate_device_map,
+    device_map_values,
+    from_device_map,
+    no_split_module_classes,
+    to_device_map,
+)
 from gnplace.importers.torch import from_module
 from gnplace.placement import Placement
 
@@ -90,12 +99,59 @@ def test_accelerate_maps_are_valid_placements():
     net = _net()
     graph = _graph(net)
     cluster = load_cluster("k80x4")
-    for mode in ("auto", "balanced"):
+    for mode in ACCELERATE_MODES:
         found = accelerate_device_map(net, cluster, mode)
         placement = from_device_map(graph, cluster, found)
         assert placement.devices.shape == (graph.num_ops,)
     with pytest.raises(InvalidArgument, match="mode"):
-        accelerate_device_map(net, cluster, "sequential")
+        accelerate_device_map(net, cluster, "fill")
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(64, 64), torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class _Inner(torch.nn.Module):
+    """A model that names its no-split blocks, as a transformers model does (GPT-2's ``GPT2Block``)."""
+
+    _no_split_modules = ["_Block"]
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[_Block() for _ in range(3)])
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+class _Wrapper(torch.nn.Module):
+    """A ``module:factory``'s loss wrapper around the model: it names no blocks of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = _Inner()
+
+    def forward(self, x):
+        return self.model(x).sum()
+
+
+def test_accelerate_auto_is_balanced_and_keeps_the_models_no_split_blocks_whole():
+    """What from_pretrained(device_map="auto") makes: memory balanced over the GPUs, blocks never split."""
+    net, cluster = _Wrapper(), load_cluster("k80x4")
+    assert no_split_module_classes(net) == ["_Block"]
+    auto = accelerate_device_map(net, cluster, "auto")
+    assert auto == accelerate_device_map(net, cluster, "balanced")
+    assert len(set(auto.values())) > 1  # balanced: the model fits GPU 0, yet is spread
+    assert all(key.count(".") <= 2 for key in auto)  # model.blocks.K, never inside a block
+    split = accelerate_device_map(net, cluster, "auto", no_split=[])
+    assert any(key.endswith((".fc1", ".fc2")) for key in split)
+    assert accelerate_device_map(net, cluster, "sequential") == {"model": 0}  # the plain fill: all on GPU 0
+    assert 0 not in accelerate_device_map(net, cluster, "balanced_low_0").values()
 
 
 def test_accelerate_maps_that_offload_to_disk_are_left_out_of_the_comparison():
@@ -232,6 +288,39 @@ def test_a_split_gpt2_map_loads_with_from_pretrained(tmp_path):
     model.eval()
     with torch.no_grad():
         torch.testing.assert_close(loaded(ids).logits, model(ids).logits)
+
+
+def test_from_pretrained_map_of_a_wrapped_gpt2_keeps_its_blocks_whole_and_is_compared():
+    """transformers' map (its own balancing) of the model inside a loss wrapper, keyed from the wrapper."""
+    transformers = pytest.importorskip("transformers")
+    from accelerate.utils import check_device_map
+
+    from gnplace.execute.device_map import compare_device_maps, transformers_device_map
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=2000, n_positions=16,
+                                     bos_token_id=0, eos_token_id=0)
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.GPT2LMHeadModel(config)
+
+        def forward(self, ids):
+            return self.model(ids, labels=ids).loss
+
+    net, cluster = Wrapper(), load_cluster("k80x4")
+    found = transformers_device_map(net, cluster, "auto")
+    assert found is not None and all(key.startswith("model.") for key in found)
+    assert len(set(found.values())) > 1 and not any(".h.0." in key for key in found)  # GPT2Block kept whole
+    check_device_map(net, found)  # every state-dict entry has a device
+    assert transformers_device_map(_net(), cluster) is None  # no transformers model in it
+    ids = torch.randint(0, 2000, (2, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the trace's notes on transformers' internals
+        graph = from_module(net, (ids,))
+    compared = compare_device_maps(graph, cluster, Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster), net)
+    assert set(compared) == {"placement", "device_map", "accelerate_auto", "accelerate_sequential", "transformers_auto"}
 
 
 def test_a_map_relative_to_a_submodule_strips_its_prefix_and_refuses_state_outside_it():
