@@ -186,7 +186,7 @@ class Cluster(ReadOnlyArrays):
         if len(set(names)) != d:
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
-        _check_kinds(self.devices, name)
+        _check_kinds(self.devices, f"cluster {name!r}")
         self.bandwidth = np.array(bandwidth, dtype=np.float64)
         self.latency = np.array(latency, dtype=np.float64)
         for label, matrix in (("bandwidth", self.bandwidth), ("latency", self.latency)):
@@ -245,7 +245,10 @@ class Cluster(ReadOnlyArrays):
             >>> c.device_names, c.name
             (['gpu2', 'gpu0'], 'k80x4[2,0]')
         """
-        keep = np.asarray(indices, dtype=np.int64).reshape(-1)
+        given = np.asarray(indices).reshape(-1)
+        if given.size and given.dtype.kind not in "iu":  # 0.5 was cut to device 0, a boolean mask read as [0, 1]
+            raise InvalidCluster(f"cluster {self.name!r}: device indices must be whole numbers, got {given.tolist()}")
+        keep = given.astype(np.int64)
         if keep.size == 0 or keep.min() < 0 or keep.max() >= self.num_devices:
             raise InvalidCluster(f"cluster {self.name!r} has no devices {keep.tolist()} (it has {self.num_devices})")
         label = name if name is not None else f"{self.name}[{','.join(map(str, keep.tolist()))}]"
@@ -379,7 +382,7 @@ def _check_device(dev: Device, cluster: str) -> None:
 _OP_TIME_FIELDS = ("peak_flops", "mem_bandwidth", "flops_efficiency", "mem_efficiency", "launch_overhead")
 
 
-def _check_kinds(devices: tuple[Device, ...], name: str) -> None:
+def _check_kinds(devices: tuple[Device, ...], where: str) -> None:
     """Refuse two devices of one kind whose op times differ (:data:`_OP_TIME_FIELDS`).
 
     A kind names one device model: measured op seconds (a graph's ``cost_s``) and a coarse graph's
@@ -391,7 +394,7 @@ def _check_kinds(devices: tuple[Device, ...], name: str) -> None:
         for field in _OP_TIME_FIELDS:
             if getattr(dev, field) != getattr(other, field):
                 raise InvalidCluster(
-                    f"cluster {name!r}: devices {other.name!r} and {dev.name!r} are both of kind {dev.kind!r} but "
+                    f"{where}: devices {other.name!r} and {dev.name!r} are both of kind {dev.kind!r} but "
                     f"differ in {field} ({getattr(other, field):.4g} and {getattr(dev, field):.4g}); op times are "
                     "kept per kind, so give each its own kind (kind: NAME with every field)"
                 )
@@ -499,6 +502,7 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
     if len(set(names)) != len(names):
         dup = next(x for x in names if names.count(x) > 1)
         raise InvalidCluster(f"{source}: device name {dup!r} is used twice")
+    _check_kinds(tuple(devices), f"{source}: devices")  # the file's name, which the Cluster's own check lacks
     index = {n: i for i, n in enumerate(names)}
     d = len(devices)
     if "links" not in top:

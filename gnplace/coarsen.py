@@ -58,7 +58,12 @@ class Coarsening:
     original: OpGraph
 
     def expand(self, placement: Placement) -> Placement:
-        """The placement of the original graph that puts every op where its coarse node is (made for it)."""
+        """The placement of the original graph that puts every op where its coarse node is (made for it).
+
+        Raises:
+            InvalidPlacement: ``placement`` is not one of the coarse graph (another graph's, or of another length).
+        """
+        placement.check(self.graph)  # another graph's placement would be stamped as made for the original
         return Placement(placement.devices[self.node_of_op], placement.cluster, GraphKey.of(self.original))
 
 
@@ -278,8 +283,7 @@ def coarsen(
         >>> c.graph.num_groups, int(c.node_of_op.max()) + 1 == c.graph.num_ops
         (20, True)
     """
-    if num_groups < 1:
-        raise InvalidArgument(f"num_groups must be at least 1, got {num_groups}")
+    _check_count("num_groups", num_groups)
     times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
     part_of_unit, node_of_op = _parts_and_nodes(graph, num_groups, unit_seconds, seed=seed, modules=modules)
@@ -311,6 +315,7 @@ def coarsen_within(
         >>> coarsen_within(layered_graph(3000, seed=0), 500, load_cluster("k80x4")).graph.num_ops <= 500
         True
     """
+    _check_count("max_nodes", max_nodes)
     times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
     groups = max(graph.num_groups, 1)
@@ -319,6 +324,12 @@ def coarsen_within(
         groups = max(1, min(groups - 1, int(groups * max_nodes / nodes * 0.95)))
         part_of_unit, node_of_op = _parts_and_nodes(graph, groups, unit_seconds, seed=seed, modules=modules)
     return _coarse_graph(graph, cluster, times, groups, part_of_unit, node_of_op)
+
+
+def _check_count(name: str, value: object) -> None:
+    """Refuse a count that is not a whole number >= 1 (a float reached pymetis, a bool was one group)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
 
 
 def _parts_and_nodes(

@@ -130,7 +130,12 @@ class Placement(ReadOnlyArrays):
         return cls(per_group[graph.group], cluster, GraphKey.of(graph))
 
     def device_names(self, graph: OpGraph) -> dict[str, str]:
-        """Mapping of op name to device name."""
+        """Mapping of op name to device name.
+
+        Raises:
+            InvalidPlacement: the placement is not one of ``graph`` (zip cut a short one's mapping short).
+        """
+        self.check(graph)
         names = self.cluster.device_names
         return {op: names[d] for op, d in zip(graph.node_names, self.devices.tolist())}
 
@@ -177,7 +182,12 @@ class Placement(ReadOnlyArrays):
         return per_group
 
     def splits_groups(self, graph: OpGraph) -> bool:
-        """Whether some colocation group has ops on more than one device."""
+        """Whether some colocation group has ops on more than one device.
+
+        Raises:
+            InvalidPlacement: the placement is not one of ``graph`` (a numpy shape error before).
+        """
+        self.check(graph)
         first = np.full(graph.num_groups, -1, dtype=np.int64)
         first[graph.group[::-1]] = self.devices[::-1]
         return bool(np.any(first[graph.group] != self.devices))
@@ -192,6 +202,8 @@ def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = Tr
     one is taken).
     """
     if isinstance(devices, np.ndarray) and devices.dtype.kind in "iu":  # the usual case, at no cost
+        if devices.dtype.kind == "u" and devices.size and int(devices.max()) > 2**62:  # int64 would wrap it negative
+            raise InvalidPlacement(f"{source}device index {int(devices.max())} names no device")
         return
     if not isinstance(devices, np.ndarray) or devices.dtype.kind not in "iufc":  # the elements as given
         items = np.asarray(devices, dtype=object).reshape(-1).tolist()

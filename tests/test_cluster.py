@@ -474,7 +474,8 @@ def test_devices_of_one_kind_must_agree_on_their_op_times(tmp_path):
           - {name: fast, peak_flops: 10 TFLOP/s, mem_bandwidth: 500 GB/s, memory: 64 GiB}
         links: {default: pcie3}
         """
-    with pytest.raises(InvalidCluster, match=r"'slow' and 'fast' are both of kind 'custom' but differ in peak_flops"):
+    with pytest.raises(InvalidCluster, match=r"two\.yaml: devices: devices 'slow' and 'fast' are both of kind 'custom' "
+                                             r"but differ in peak_flops"):  # the file named, as every file error
         load_cluster(str(write(tmp_path, two, name="two.yaml")))
     own = two.replace("{name: fast,", "{name: fast, kind: fast,")
     assert load_cluster(str(write(tmp_path, own, name="own.yaml"))).kinds == ["custom", "fast"]
@@ -651,3 +652,10 @@ def test_a_cluster_made_in_python_needs_a_device_and_a_name_as_a_file_does():
             Cluster([_dev("a")], np.ones((1, 1)), np.zeros((1, 1)), name=name)  # type: ignore[arg-type]
     numpy_fields = dataclasses.replace(_dev("a"), peak_flops=np.float32(1e12), memory=np.int64(10**9))
     assert Cluster([numpy_fields], np.ones((1, 1)), np.zeros((1, 1)), name="c").devices == (numpy_fields,)
+
+
+@pytest.mark.parametrize("indices", [[0.5], np.array([False, True]), ["gpu1"]])
+def test_a_subset_refuses_indices_that_are_not_whole_numbers(indices):
+    """0.5 was cut to device 0, a boolean mask read as the indices 0 and 1, a name a ValueError."""
+    with pytest.raises(InvalidCluster, match="device indices must be whole numbers"):
+        load_cluster("k80x2").subset(indices)

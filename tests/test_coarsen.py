@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gnplace.cluster import load_cluster
 from gnplace.coarsen import _acyclic_nodes, coarsen, coarsen_within, module_units
 from gnplace.graph_io import load_graph
-from gnplace.placement import Placement
+from gnplace.placement import GraphKey, Placement
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
@@ -66,7 +66,7 @@ def test_small_graph_keeps_its_groups_and_bad_count_is_rejected():
     g = layered_graph(50, seed=0)
     c = coarsen(g, 1000, load_cluster("k80x2"))
     assert c.graph.num_groups == g.num_groups
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="a whole number >= 1"):
         coarsen(g, 0, load_cluster("k80x2"))
 
 
@@ -197,3 +197,28 @@ def test_an_expanded_placement_is_made_for_the_original_graph():
     fine = c.expand(coarse)
     assert fine.made_for is not None and fine.made_for.digest == GraphKey.of(graph).digest
     fine.check(graph)
+
+
+def test_expand_refuses_a_placement_that_is_not_of_the_coarse_graph():
+    """A placement of the full graph was indexed by node and stamped as made for the original; a short one was an IndexError."""
+    from gnplace.exceptions import InvalidPlacement
+
+    graph, cluster = layered_graph(200, seed=0), load_cluster("k80x4")
+    c = coarsen(graph, 8, cluster)
+    with pytest.raises(InvalidPlacement, match="entries"):
+        c.expand(Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster))
+    with pytest.raises(InvalidPlacement, match="made for"):
+        other = coarsen(layered_graph(200, seed=1), 8, cluster).graph
+        c.expand(Placement(np.zeros(c.graph.num_ops, dtype=np.int64), cluster, GraphKey.of(other)))
+    assert c.expand(Placement(np.zeros(c.graph.num_ops, dtype=np.int64), cluster)).devices.shape == (graph.num_ops,)
+
+
+@pytest.mark.parametrize("call", [lambda g, c: coarsen(g, 2.5, c), lambda g, c: coarsen(g, "8", c),
+                                  lambda g, c: coarsen(g, True, c), lambda g, c: coarsen_within(g, 0, c),
+                                  lambda g, c: coarsen_within(g, -5, c)])
+def test_counts_that_are_not_whole_numbers_of_at_least_one_are_refused(call):
+    """A float reached pymetis (a TypeError), a bool was one group, max_nodes 0 gave a one-node graph."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="must be a whole number >= 1"):
+        call(layered_graph(60, seed=0), load_cluster("k80x2"))

@@ -529,3 +529,19 @@ def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_non
     (tmp_path / "other.json").write_text(json.dumps({"cluster": "k80x2"}))  # no placement file
     for path in (tmp_path / "bad.json", tmp_path / "other.json", tmp_path / "missing.json", tmp_path):
         assert recorded_preset(path) is None
+
+
+def test_group_devices_and_device_names_refuse_a_placement_of_another_length():
+    """A numpy shape error, and a mapping cut short by zip, before."""
+    g, c = chain_graph(4), load_cluster("k80x2")
+    short = Placement(np.zeros(3, dtype=np.int64), c)
+    for call in (short.group_devices, short.device_names, short.splits_groups):
+        with pytest.raises(InvalidPlacement, match="3 entries"):
+            call(g)
+
+
+def test_unsigned_indices_past_int64_are_refused_as_given():
+    """uint64 2**63 was reported as device -9223372036854775808."""
+    g, c = chain_graph(4), load_cluster("k80x2")
+    with pytest.raises(InvalidPlacement, match="device index 9223372036854775808 names no device"):
+        as_placement(g, c, np.array([0, 0, 0, 2**63], dtype=np.uint64))

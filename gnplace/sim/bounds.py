@@ -91,7 +91,19 @@ def _project_simplex(x: np.ndarray) -> np.ndarray:
 
 
 def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
-    """Seconds of the fractional-assignment (work) bound for op times ``[num_ops, num_devices]``."""
+    """Seconds of the fractional-assignment (work) bound for op times ``[num_ops, num_devices]``.
+
+    Raises:
+        InvalidArgument: if ``times`` is not a 2-D array of finite seconds >= 0.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    times = np.asarray(times, dtype=np.float64)
+    if times.ndim != 2:
+        raise InvalidArgument(f"op times must have shape [num_ops, num_devices], got {list(times.shape)}")
+    if times.size and not ((times >= 0) & (times < np.inf)).all():  # a NaN, a negative or an infinite time
+        op = int(np.flatnonzero(~((times >= 0) & (times < np.inf)).all(axis=1))[0])
+        raise InvalidArgument(f"op times must be finite seconds >= 0, got {times[op].tolist()} for op {op}")
     if times.size == 0:
         return 0.0
     d = times.shape[1]

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import UnknownName
+from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, as_placement
 from gnplace.sim import _kernel
@@ -108,9 +108,11 @@ class Simulator(StepTimer):
     def __init__(self, mode: SimMode = "default", *, cache_size: int = 16) -> None:
         if mode not in MODE_COSTS:
             raise UnknownName(f"unknown simulator mode {mode!r} (choose 'default' or 'placeto')")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int | np.integer) or cache_size < 0:
+            raise InvalidArgument(f"cache_size must be a whole number >= 0 (graphs kept prepared), got {cache_size!r}")
         self.mode: SimMode = mode
         self.cost_model = MODE_COSTS[mode]
-        self.cache_size = cache_size
+        self.cache_size = int(cache_size)
         self._cache: OrderedDict[tuple[int, int], _Prepared] = OrderedDict()
 
     def __repr__(self) -> str:

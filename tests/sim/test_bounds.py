@@ -159,3 +159,13 @@ def test_negative_nan_or_infinite_op_times_are_one_error(value):
     times[1, 0] = value
     with pytest.raises(InvalidArgument, match=r"^op times must be finite seconds >= 0, got \[.*, 1.0\] for op 'b'$"):
         lower_bound(g, load_cluster("k80x2"), times=times)
+
+
+@pytest.mark.parametrize("times", [np.array([[np.nan, 1.0]]), np.array([1.0, 2.0]), np.array([[-1.0, 2.0]]),
+                                   np.array([[np.inf, np.inf]])])
+def test_work_bound_refuses_times_that_are_not_finite_seconds(times):
+    """Called directly it gave an IndexError, a tuple IndexError or a negative bound."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="op times must"):
+        work_bound(times)

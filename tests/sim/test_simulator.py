@@ -383,3 +383,18 @@ def test_the_first_batch_of_a_process_leaves_torchs_thread_count_as_it_was():
                           env={**os.environ, "NUMBA_NUM_THREADS": "2"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["1"]
+
+
+@pytest.mark.parametrize("size", [-1, 2.5, True, "16"])
+def test_a_cache_size_that_is_not_a_count_is_refused(size):
+    """-1 emptied the cache and then popped from it: a KeyError on the first time()."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="cache_size must be a whole number >= 0"):
+        Simulator(cache_size=size)
+
+
+def test_a_cache_of_none_still_times():
+    g, c = layered_graph(40, seed=0), load_cluster("k80x2")
+    p = (np.arange(g.num_ops) % 2).astype(np.int64)
+    assert Simulator(cache_size=0).time(g, c, p).step_time == Simulator().time(g, c, p).step_time
