@@ -62,11 +62,21 @@ def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, a
     (["device-map", "--families", "ptb", "--per-family", "0"], "--per-family must be at least 1 (models drawn"),
     (["device-map", "--families", "--real-models", "gpt3"], "unknown --real-models gpt3 (choose from: gpt2,"),
     (["device-map", "--families", "--real-models"], "no models: no --families and no --real-models"),
+    # two cluster files of one name: these benchmarks' rows and tables name clusters by name, and merged the two
+    (["zeroshot", "--families", "ptb", "--clusters", "LAB_A", "LAB_B", "--real-clusters", "--unseen-clusters",
+      "--jobs", "1", "--out", "OUT"], "both clusters are named 'lab'"),
+    (["finetune", "--families", "ptb", "--per-family", "1", "--clusters", "LAB_A", "LAB_B", "--budget", "8",
+      "--jobs", "1", "--out", "OUT"], "both clusters are named 'lab'"),
 ])
 def test_bad_arguments_are_refused_before_any_work(load_script, tmp_path, capsys, argv, message):
     """An argument the run would meet minutes in (a later cluster, graph, placer or model) is one line at the start."""
     bench = load_script("bench")
-    code = bench.main([str(tmp_path / a) if a in ("OUT", "NOSUCH.gnpg") else a for a in argv])
+    for folder, count in (("LAB_A", 2), ("LAB_B", 4)):  # two files named lab, as gnplace profile writes them
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cluster.yaml").write_text(
+            f"name: lab\ndevices:\n  - {{name: gpu, count: {count}, kind: k80}}\nlinks: {{default: pcie3}}\n")
+    lab = {name: str(tmp_path / name / "cluster.yaml") for name in ("LAB_A", "LAB_B")}
+    code = bench.main([str(tmp_path / a) if a in ("OUT", "NOSUCH.gnpg") else lab.get(a, a) for a in argv])
     out, err = capsys.readouterr()
     assert code == 2 and not out, out  # nothing placed or printed first
     assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err

@@ -82,6 +82,26 @@ def check_clusters(*specs: Iterable[str]) -> None:
         load_cluster(spec)
 
 
+def check_distinct_names(specs: Iterable[str], flag: str = "--clusters") -> None:
+    """Refuse two cluster specs of one name in one list (two files named ``cluster.yaml``, as ``gnplace profile`` writes).
+
+    Benchmarks whose rows and tables name a cluster by its name would merge the two.
+
+    Raises:
+        InvalidArgument: the two specs and their name.
+    """
+    from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InvalidArgument
+
+    seen: dict[str, str] = {}
+    for spec in dict.fromkeys(specs):
+        name = load_cluster(spec).name
+        if name in seen:
+            raise InvalidArgument(f"{flag} {seen[name]} {spec}: both clusters are named {name!r}, and this benchmark's "
+                                  "rows and tables name clusters by name: give one another name (its name: key)")
+        seen[name] = spec
+
+
 def shipped_families() -> list[str]:
     """The families of the shipped datasets: the folders of :data:`DATASETS` with a ``manifest.json``."""
     return sorted(folder.name for folder in DATASETS.iterdir() if (folder / "manifest.json").is_file())

@@ -23,6 +23,7 @@ from .common import (
     add_command,
     add_per_family_argument,
     best_at,
+    check_distinct_names,
     check_families,
     check_output_folder,
     first_reaching,
@@ -83,9 +84,13 @@ def cluster_fingerprints(specs: list[str]) -> dict[str, str]:
     """Each cluster's :meth:`~gnplace.cluster.Cluster.fingerprint` by the name rows keep.
 
     A row records its cluster's, so that a cluster file edited under the same name runs its pairs again.
+
+    Raises:
+        InvalidArgument: two specs of one name (their rows would be one pair's).
     """
     from gnplace.cluster import load_cluster
 
+    check_distinct_names(specs)
     return {cluster.name: cluster.fingerprint() for cluster in map(load_cluster, specs)}
 
 

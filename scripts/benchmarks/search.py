@@ -24,16 +24,9 @@ from .common import (
 )
 
 
-def load_cluster_name(spec: str) -> str:
-    """The name of the cluster ``spec`` (a preset or a YAML file)."""
-    from gnplace.cluster import load_cluster
-
-    return load_cluster(spec).name
-
-
 def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search placers against ``auto`` on the test split, through the evaluation harness."""
-    from gnplace.evaluate import Task, collect_graphs, evaluate, task_key
+    from gnplace.evaluate import Task, cluster_slot, collect_graphs, evaluate, task_key
     from gnplace.placers import make_placer
 
     check_output_folder(args.out)
@@ -61,21 +54,26 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
               f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
 
     rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress, reused=reused)
+
+    def slot(row: Any) -> str:
+        return str(row.cluster_spec or cluster_slot(row.cluster))
+
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
-    auto = {(r.graph_path, r.cluster): r.step_time_s for r in rows if r.placer == "auto" and r.seed == args.seed}
+    # clusters by slot (a file's real path, a preset's name), not by name: two files may share one (README)
+    auto = {(r.graph_path, slot(r)): r.step_time_s for r in rows if r.placer == "auto" and r.seed == args.seed}
     summary = []
     families = {r.graph_path: r.family for r in rows}
     for family in args.families:
         for cluster in args.clusters:
             line: dict[str, Any] = {"family": family, "cluster": cluster}
             for placer in args.placers:
-                ratios = [r.step_time_s / auto[(r.graph_path, r.cluster)] for r in rows
+                ratios = [r.step_time_s / auto[(r.graph_path, slot(r))] for r in rows
                           if r.placer == placer and r.budget == args.budget and r.seed == args.seed
                           and families[r.graph_path] == family
                           and json.loads(r.options) == options.get(placer, {})
-                          and r.cluster == load_cluster_name(cluster) and (r.graph_path, cluster) in wanted
-                          and (r.graph_path, r.cluster) in auto]
+                          and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted
+                          and (r.graph_path, slot(r)) in auto]
                 line[placer] = geomean(ratios)
                 line[f"{placer}_n"] = len(ratios)
             summary.append(line)

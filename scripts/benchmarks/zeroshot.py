@@ -22,6 +22,7 @@ from .common import (
     add_command,
     add_per_family_argument,
     check_clusters,
+    check_distinct_names,
     check_families,
     check_output_folder,
     large_graph,
@@ -115,6 +116,8 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     out = check_output_folder(args.out)
     check_families(args.families)
+    for flag in ("clusters", "real_clusters", "unseen_clusters"):  # the tables group rows by cluster name
+        check_distinct_names(getattr(args, flag), "--" + flag.replace("_", "-"))
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)

@@ -36,6 +36,27 @@ def test_search_summary_keeps_to_this_runs_seed_when_the_folder_holds_another(lo
     assert line["annealing_n"] == 1 and line["annealing"] == alone["annealing"]
 
 
+def test_search_keeps_two_cluster_files_of_one_name_apart(load_script, tmp_path):
+    """Two files named ``lab`` (each ``gnplace profile`` writes one): each line had both clusters' rows over either's auto."""
+    search = load_script("benchmarks.search")
+    files = []
+    for folder, (count, kind, link) in {"a": (2, "k80", "pcie3"), "b": (4, "v100", "nvlink2")}.items():
+        (tmp_path / folder).mkdir()
+        path = tmp_path / folder / "cluster.yaml"
+        path.write_text(f"name: lab\ndevices:\n  - {{name: gpu, count: {count}, kind: {kind}}}\nlinks: {{default: {link}}}\n")
+        files.append(str(path))
+
+    def args(clusters, out):
+        return argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=clusters, seed=0,
+                                  placers=["annealing"], option=[], budget=10, jobs=1, out=str(out))
+
+    both = search.bench_search(args(files, tmp_path / "both"))
+    alone = [search.bench_search(args([f], tmp_path / f"alone{i}"))[0] for i, f in enumerate(files)]
+    assert [line["annealing_n"] for line in both] == [1, 1]
+    assert [line["annealing"] for line in both] == [line["annealing"] for line in alone]
+    assert all(line["annealing"] <= 1.0 + 1e-9 for line in both)  # annealing starts from auto's placement
+
+
 def test_curves_write_each_placers_curve_and_who_reached_whose_final(load_script, tmp_path):
     search = load_script("benchmarks.search")
     args = argparse.Namespace(graphs=["datasets/ptb/ptb_002.gnpg"], cluster="k80x2", placers=["annealing"],
