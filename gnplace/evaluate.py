@@ -22,6 +22,7 @@ the mean placement time (Placeto, Baechi and Spotlight report the same figures, 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -82,7 +83,9 @@ class Task:
         """A task whose placer gets ``options`` (names to JSON values: numbers, strings, booleans, lists, None).
 
         The options are a mapping, not keywords, so a placer option may share a name with a task field
-        (``ppo``'s ``mode`` is its MDP, the task's ``mode`` the simulator's).
+        (``ppo``'s ``mode`` is its MDP, the task's ``mode`` the simulator's). A ``checkpoint`` that names
+        a file is kept by its real path, as graph and cluster files are, so that a rerun from another
+        folder finds it (and ``my.ckpt`` and ``./my.ckpt`` are one setting).
 
         Raises:
             InvalidArgument: if an option value cannot be written as JSON.
@@ -93,6 +96,8 @@ class Task:
                 json.dumps(value)
             except (TypeError, ValueError) as err:
                 raise InvalidArgument(f"placer option {name}={value!r} is not a JSON value ({err})") from err
+            if name == "checkpoint" and isinstance(value, str) and os.path.isfile(value):
+                options[name] = os.path.realpath(value)
         frozen = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
         return cls(graph_path, cluster, placer, budget, seed, mode, frozen)
 
@@ -628,11 +633,19 @@ def _row_slot(row: Row) -> tuple[str, str, str, int]:
 def _still_made_so(row: Row) -> bool:
     """Whether ``row``'s key is what its inputs make now (its graph file, cluster, placer revisions, option files).
 
-    A row whose graph file, cluster file or placer is gone, or whose files cannot be read, cannot be checked, and
-    stands (as every saved row did before rows were checked).
+    A row whose graph file, cluster file, checkpoint or placer is gone, or whose files cannot be read, cannot be
+    checked, and stands (as every saved row did before rows were checked). Rows saved before checkpoints were kept
+    by real path name theirs as given, relative to the folder of that run: from another folder, unchecked.
     """
     try:
-        return task_key(row.task()) == row.key
+        task = row.task()
+        # the options as saved: a checkpoint kept by a relative path keys as it did (with_options resolves it)
+        saved = json.loads(row.options)
+        task = dataclasses.replace(task, options=tuple(sorted((k, _freeze(v)) for k, v in saved.items())))
+        checkpoint = task.options_dict.get("checkpoint")
+        if isinstance(checkpoint, str) and checkpoint and not os.path.isfile(checkpoint):
+            return True
+        return task_key(task) == row.key
     except (GnplaceError, OSError):
         return True
 

@@ -359,3 +359,30 @@ def test_the_printed_table_shows_bracketed_names_as_they_are(tmp_path, capsys):
     assert main(["evaluate", "--graphs", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "--clusters", "k80x2", "--placers",
                  "single", "--mode", "placeto", "--jobs", "1", "--out", str(tmp_path / "ev")]) == 0
     assert " k80x2 [placeto] " in capsys.readouterr().out
+
+
+def test_a_row_made_with_a_relative_checkpoint_stands_in_a_rerun_from_another_folder(tmp_path, capsys, monkeypatch):
+    """The checkpoint was keyed by its path as typed: from another folder it named no file, so the row was dropped."""
+    from gnplace.policy import PlacementPolicy
+    from gnplace.policy.checkpoint import save_policy
+
+    (tmp_path / "A").mkdir()
+    save_policy(tmp_path / "A" / "my.ckpt", PlacementPolicy())
+    out = tmp_path / "out"
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+
+    def run(placers, *extra):
+        assert main(["evaluate", "--graphs", graph, "--clusters", "k80x2", "--placers", placers, "--jobs", "1",
+                     "--out", str(out), *extra]) == 0
+        capsys.readouterr()
+        with open(out / "results.csv", newline="") as f:
+            return list(csv.DictReader(f))
+
+    monkeypatch.chdir(tmp_path / "A")
+    (row,) = run("policy", "--checkpoint", "my.ckpt", "-O", "policy.polish=0")
+    assert json.loads(row["options"])["checkpoint"] == str((tmp_path / "A" / "my.ckpt").resolve())
+    monkeypatch.chdir(tmp_path)
+    assert [r["placer"] for r in run("single")] == ["policy", "single"]
+    monkeypatch.chdir(tmp_path / "A")  # ./my.ckpt is my.ckpt: the policy's row is reused, not run again
+    rows = run("policy", "--checkpoint", "./my.ckpt", "-O", "policy.polish=0")
+    assert [r for r in rows if r["placer"] == "policy"] == [row]
