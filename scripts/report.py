@@ -721,6 +721,30 @@ def check_doc_folder(doc: Path, out: Path) -> None:
                           "folder or under --out")
 
 
+#: The files the report keeps its runs in under ``--out`` (and its section 1's evaluation folder).
+RUN_FILES = ("elapsed.json", "learned.jsonl", "exact.jsonl", "exact_sampled.jsonl", "scale.jsonl")
+
+
+def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
+    """Refuse a ``--doc`` that is one of the files the report keeps its runs in.
+
+    The report is written over ``--doc`` at the end: ``--doc OUT/learned.jsonl`` replaced section 2's
+    saved runs with the report, and the next run did all nine again.
+
+    Raises:
+        InvalidArgument: naming ``--doc`` and whose runs it holds.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    target = doc.resolve()
+    taken = {(out / name).resolve(): f"{out / name}" for name in RUN_FILES}
+    for folder in (out / "table", cache):  # section 1's evaluation, the scale section's cache
+        if folder.resolve() == target or folder.resolve() in target.parents:
+            raise InvalidArgument(f"--doc {doc}: under {folder}, where the report keeps runs; name another file")
+    if target in taken:
+        raise InvalidArgument(f"--doc {doc}: the report keeps its runs in {taken[target]}; name another file")
+
+
 def default_out(quick: bool) -> str:
     """Where a report saves its runs unless ``--out`` says otherwise: the full and the quick one apart."""
     return "out/report_quick" if quick else "out/report"
@@ -749,6 +773,7 @@ def run(args: argparse.Namespace) -> Path:
     check_output_file(doc, "--doc")
     if args.doc:
         check_doc_folder(doc, out)
+        check_doc_is_no_run_file(doc, out, Path(args.cache))
     check_report_kind(out, out_name, args.quick)
     out.mkdir(parents=True, exist_ok=True)
     add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on

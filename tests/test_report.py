@@ -444,6 +444,19 @@ def test_report_refuses_a_doc_in_a_missing_folder_before_any_run_or_folder(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE.md"]  # no --out, --figures or --doc folder made
 
 
+@pytest.mark.parametrize("doc", ["out/learned.jsonl", "out/elapsed.json", "out/table/results.md", "cache/x.md"])
+def test_report_refuses_a_doc_that_is_one_of_its_run_files(tmp_path, load_script, capsys, monkeypatch, doc):
+    """``--doc OUT/learned.jsonl`` wrote the report over section 2's saved runs, which the next run did again."""
+    _stop_at_the_runs(monkeypatch)
+    (tmp_path / "out" / "table").mkdir(parents=True)
+    (tmp_path / "cache").mkdir()
+    argv = ["report", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--figures",
+            str(tmp_path / "figs"), "--jobs", "1", "--doc", str(tmp_path / doc)]
+    assert load_script("bench").main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {tmp_path / doc}: "), err
+
+
 def test_report_accepts_a_doc_in_a_new_folder_under_out(tmp_path, load_script, monkeypatch):
     """``--out`` is made before the runs, so a report in it (or a folder under it) is written at the end."""
     _stop_at_the_runs(monkeypatch)

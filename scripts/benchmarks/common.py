@@ -197,11 +197,19 @@ class Store:
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
         if path.exists():
-            text = path.read_text()
-            if text and not text.endswith("\n"):  # cut short by a kill: new rows start on a line of their own
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):  # cut short by a kill: new rows start on a line of their own
                 with path.open("a") as handle:
                     handle.write("\n")
-            for line in text.splitlines():
+            lines = data.split(b"\n")
+            for number, raw in enumerate(lines):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:  # the last line, cut by a kill inside a character, runs again; others are
+                    if number == len(lines) - 1:  # another program's bytes (a traceback before)
+                        continue
+                    raise InvalidArgument(f"{path}: not the rows of an earlier run (line {number + 1} is not UTF-8 "
+                                          "text); move it away or pick another --out") from None
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:  # a line cut short by a kill: its task runs again

@@ -107,3 +107,25 @@ def test_store_reruns_a_row_whose_inputs_changed_and_checks_one_saved_before(loa
     (tmp_path / "old.jsonl").write_text(json.dumps({"key": "g|c", "v": 0, "auto_s": 2.0}) + "\n")
     assert common.Store(tmp_path / "old.jsonl").run([task], fn, 1, "t", ("graph_sha256",),
                                                     lambda row, t: row["auto_s"] == 1.0)[0]["v"] == 3  # does not: runs
+
+
+def test_a_rows_file_that_is_not_utf8_is_one_error_and_a_last_line_cut_inside_a_character_runs_again(load_script,
+                                                                                                     tmp_path):
+    """Bytes that are not UTF-8 were a UnicodeDecodeError traceback from every benchmark that keeps rows."""
+    import json
+
+    import pytest
+
+    from gnplace.exceptions import InvalidArgument
+
+    common = load_script("benchmarks.common")
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_bytes(b"\xff\xfe not rows\n" + json.dumps({"key": "a"}).encode() + b"\n")
+    with pytest.raises(InvalidArgument, match=r"foreign.jsonl: not the rows of an earlier run \(line 1 is not UTF-8"):
+        common.Store(foreign)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(json.dumps({"key": "a"}).encode() + b"\n" + json.dumps({"key": "b", "x": "é"}).encode()[:-3])
+    store = common.Store(cut)
+    assert list(store.rows) == ["a"]
+    store.add({"key": "c"})
+    assert list(common.Store(cut).rows) == ["a", "c"]
