@@ -30,7 +30,7 @@ FREE_OPS = frozenset({
     "cat", "stack", "clone", "copy", "copy_", "_to_copy", "contiguous", "empty", "empty_like", "zeros", "zeros_like",
     "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "scalar_tensor",
     "arange", "index_select", "gather", "embedding", "constant_pad_nd", "index", "slice_backward", "select_backward",
-    "fill", "fill_", "zero_", "masked_fill", "masked_fill_", "clamp_min_", "where", "roll", "flip", "repeat",
+    "fill", "fill_", "zero_", "masked_fill", "masked_fill_", "where", "roll", "flip", "repeat",
     "index_put", "index_put_", "select_scatter", "slice_scatter", "as_strided_scatter", "new_empty_strided",
     "empty_strided", "bernoulli", "bernoulli_", "rand_like", "randn_like", "native_dropout", "_to_dtype",
     "_unsafe_index", "detach_", "resize_", "set_", "split_copy", "unsqueeze_copy", "squeeze_copy", "view_copy",
@@ -57,7 +57,8 @@ _ELEMENTWISE: dict[str, float] = {
                      "mul_scalar", "addcmul", "addcdiv", "lerp", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
                      "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not", "sgn", "trunc",
                      "frac", "logical_and_", "logical_or_", "logical_xor", "bitwise_and_", "bitwise_or_",
-                     "bitwise_xor", "_prelu_kernel"], 1.0),
+                     "bitwise_xor", "_prelu_kernel", "clamp_min_", "clamp_max_", "hardtanh_", "leaky_relu_", "neg_",
+                     "abs_", "sqrt_", "rsqrt_"], 1.0),
     # _prelu_kernel_backward: grad_input (a select and a multiply) and the full-size grad_weight (a select and a
     # multiply), per element of each; aten sums grad_weight to the weight's shape in a separate op
     "_prelu_kernel_backward": 2.0,
@@ -66,7 +67,11 @@ _ELEMENTWISE: dict[str, float] = {
                      "elu_backward", "softplus_backward", "sigmoid_", "tanh_", "exp_", "log_sigmoid_forward",
                      "log_sigmoid_backward", "hardswish", "hardsigmoid", "mish", "atan", "asin", "acos", "tan",
                      "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv", "atan2",
-                     "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward"], 4.0),
+                     "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward",
+                     # in-place forms (nn.SiLU(inplace=True), ...) cost as their out-of-place ones
+                     "silu_", "elu_", "hardswish_", "hardsigmoid_", "mish_", "gelu_", "log_", "hardswish_backward",
+                     "hardsigmoid_backward"],
+                    4.0),
     # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
     "glu": 5.0,
 }

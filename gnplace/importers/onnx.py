@@ -30,8 +30,11 @@ builds the training graph of one step by the conventions of the PyTorch importer
   the data and the weight gradient each cost the forward product; the work all gradients share,
   back-propagation through time for recurrent layers, goes to the op's first gradient op), fed by
   the gradient of the op's outputs (gradient edges run in reverse) and by the activations the
-  gradient reads (the op's other inputs for products, its input or output for activations and
-  norms). A value that several ops read gets its gradients summed by a ``grad_sum`` op;
+  gradient reads (the op's other inputs for products, its input or output for activations). As
+  aten runs them, a norm's gradients are one op reading its input and scale (not its output), a
+  bias's gradient reads the output's gradient alone, and an ``Add`` or ``Sum`` input of the
+  output's shape gets the output's gradient itself, with no op (a broadcast one gets a reduction).
+  A value that several ops read gets its gradients summed by a ``grad_sum`` op;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor; each forward op, its gradient ops and the updates of its initializers form one
   colocation group; an initializer read by ops of several groups is served to the others by a
@@ -63,7 +66,10 @@ from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName, Unsup
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.onnx_flops import (
+    BIAS_SLOT,
+    FUSED_NORM_GRADS,
     NON_DIFFERENTIABLE,
+    PASS_THROUGH_GRADS,
     SAVES_OTHER_INPUTS,
     SAVES_OUTPUT,
     SAVES_OWN_INPUT,
@@ -1112,20 +1118,36 @@ class _Builder:
                     positions.setdefault(x, []).append(pos)
             # back-propagation through time runs once whichever gradients are taken: charged to the first
             shared = shared_grad_flops(kind, attrs, in_shapes)
-            for x, slots in positions.items():
+            # (input it is named for, the slots it is taken for, the inputs it gives the gradient of)
+            units = [(x, slots, [x]) for x, slots in positions.items()]
+            if kind in FUSED_NORM_GRADS and len(units) > 1:  # aten's native_*_norm_backward: one op, every gradient
+                units = [(units[0][0], [pos for _, slots, _ in units for pos in slots], [x for _, _, (x,) in units])]
+            for x, slots, targets in units:
                 fl = sum(grad_flops(kind, attrs, in_shapes, out_shapes, pos, self.flops[v]) for pos in slots) + shared
                 shared = 0.0
-                g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl, self.nbytes(x),
-                                  self.group[v], self.module[v],
+                if (kind in PASS_THROUGH_GRADS and len(slots) == 1 and fl == 0.0 and len(sources) == 1
+                        and self.out_bytes[sources[0]] == self.nbytes(x)):
+                    # the gradient is the output's own (an Add of equal shapes): no op, as aten runs none
+                    contributions.setdefault(ref[x], []).append(sources[0])
+                    continue
+                g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl,
+                                  sum(self.nbytes(t) for t in targets), self.group[v], self.module[v],
                                   op_kind="embedding_grad" if self.op_kinds[v] == "embedding" else None)
                 for s in sources:
                     self.edge(s, g, self.out_bytes[s])
                 saved = []
-                if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:  # by position: Mul(h, h) reads h
-                    saved += list(dict.fromkeys(z for pos in slots for q, z in enumerate(node.input) if z and q != pos))
-                if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
-                    saved.append(x)
-                for z in saved:
+                if kind in FUSED_NORM_GRADS:  # dX reads X and the scale, dscale X, dbias neither (nor the output)
+                    saved += [node.input[0]] if {0, 1} & set(slots) else []
+                    saved += [node.input[1]] if 0 in slots and len(node.input) > 1 and node.input[1] else []
+                elif kind in BIAS_SLOT and slots == [BIAS_SLOT[kind]]:
+                    pass  # a bias's gradient sums the output's gradient alone
+                else:
+                    if kind in SAVES_OTHER_INPUTS or kind not in _KNOWN_SAVES:  # by position: Mul(h, h) reads h
+                        saved += list(dict.fromkeys(z for pos in slots for q, z in enumerate(node.input)
+                                                    if z and q != pos))
+                    if kind in SAVES_OWN_INPUT or kind not in _KNOWN_SAVES:
+                        saved.append(x)
+                for z in dict.fromkeys(saved):
                     if z not in ref:
                         continue
                     where_z, u, value = ref[z]
@@ -1135,9 +1157,10 @@ class _Builder:
                         self.edge(input_node[value], g, self.nbytes(value))
                     else:
                         param_source(value, g)
-                if kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES:
+                if (kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES) and kind not in FUSED_NORM_GRADS:
                     self.edge(v, g, self.out_bytes[v])
-                contributions.setdefault(ref[x], []).append(g)
+                for t in targets:
+                    contributions.setdefault(ref[t], []).append(g)
         # ---- one update op per trainable parameter, in the group of its first reader
         for p in sorted(param_users, key=lambda p: param_users[p][0]):
             pbytes = self.nbytes(p)

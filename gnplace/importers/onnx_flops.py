@@ -144,6 +144,17 @@ SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplu
 SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX
                          | _NORMS)
 
+#: Norms laid out (X, scale, bias, ...) whose gradients aten computes in one op (``native_batch_norm_backward``,
+#: ``native_layer_norm_backward``, ...): one gradient op reading X and the scale, not the output (the
+#: PyTorch importer's; three ops, each reading X, the scale and the output, read 3-4.5x the bytes).
+FUSED_NORM_GRADS = frozenset({"BatchNormalization", "LayerNormalization", "InstanceNormalization",
+                              "GroupNormalization", "RMSNormalization"})
+#: Where an op's bias is: its gradient sums the output's gradient and reads no other input.
+BIAS_SLOT = {"Conv": 2, "ConvTranspose": 2, "Gemm": 2}
+#: Ops whose gradient, for an input of the output's shape, is the output's gradient itself: no op
+#: (aten's add runs no backward op; a broadcast input's gradient is a reduction, and stays an op).
+PASS_THROUGH_GRADS = frozenset({"Add", "Sum"})
+
 # ops of other domains that behave like a standard op for FLOP counting
 _ALIASES = {"FastGelu": "Gelu", "BiasGelu": "Gelu", "QuickGelu": "Gelu", "BiasAdd": "Add",
             "SimplifiedLayerNormalization": "LayerNormalization",

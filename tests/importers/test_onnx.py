@@ -99,20 +99,49 @@ def test_conv_flops_and_backward_about_twice_forward():
 def test_matmul_add_relu_chain_ops_and_edges():
     batch, width = 8, 16
     g = from_onnx(chain_model(batch, width))
+    # the add's gradient to mm0's output is relu's own (aten runs no op for it); to the bias, a reduction
     assert g.node_names == ("mm0", "input/x", "add0", "relu0", "loss", "grad/loss/r0", "grad/relu0/a0",
-                            "grad/add0/m0", "grad/add0/b0", "grad/mm0/w0", "update/w0", "update/b0")
+                            "grad/add0/b0", "grad/mm0/w0", "update/w0", "update/b0")
     f = dict(zip(g.node_names, g.flops.tolist()))
     assert f["mm0"] == 2 * batch * width * width and f["grad/mm0/w0"] == 2 * batch * width * width
     assert f["add0"] == f["relu0"] == f["grad/relu0/a0"] == batch * width
-    assert f["grad/add0/m0"] == 0 and f["grad/add0/b0"] == batch * width  # pass-through; broadcast reduction
+    assert f["grad/add0/b0"] == batch * width
     edges = {(g.node_names[u], g.node_names[v]): b for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
     act = batch * width * 4
     assert edges[("input/x", "mm0")] == act and edges[("mm0", "add0")] == act
     # gradient edges run in reverse, plus the saved activations the gradients read
-    assert edges[("grad/relu0/a0", "grad/add0/m0")] == act and edges[("grad/add0/m0", "grad/mm0/w0")] == act
+    assert edges[("grad/relu0/a0", "grad/mm0/w0")] == act and edges[("grad/relu0/a0", "grad/add0/b0")] == act
     assert edges[("relu0", "grad/relu0/a0")] == act  # relu's gradient reads its output
     assert edges[("input/x", "grad/mm0/w0")] == act  # the weight gradient reads the input
     assert edges[("grad/mm0/w0", "update/w0")] == width * width * 4
+
+
+def test_a_norms_gradients_are_one_op_reading_its_input_and_a_bias_gradient_reads_no_other_input():
+    """As aten runs them (native_batch_norm_backward; convolution_backward's bias sum): three norm gradient ops, each
+    reading X, the scale and the output, and a bias gradient reading X and W, read 3-4.5x the PyTorch importer's bytes."""
+    b, c, s = 2, 4, 6
+    nodes = [helper.make_node("Conv", ["x", "w", "cb"], ["h"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["h", "gamma", "beta", "mean", "var"], ["n"], name="bn"),
+             helper.make_node("Relu", ["n"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "h"], ["y"], name="res")]
+    inits = [weight("w", c, c, 3, 3), weight("cb", c), weight("gamma", c), weight("beta", c), weight("mean", c),
+             numpy_helper.from_array(np.ones(c, dtype=np.float32), "var")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = from_onnx(model(nodes, [vi("x", [b, c, s, s])], [vi("y", [b, c, s, s])], inits))
+    act = b * c * s * s * 4
+    norm_grads = [n for n in g.node_names if n.startswith("grad/bn/")]
+    assert norm_grads == ["grad/bn/h"]  # one op gives dX, dgamma and dbeta
+    bn = g.index("grad/bn/h")
+    assert g.flops[bn] == 8 * b * c * s * s and g.out_bytes[bn] == act + 2 * c * 4
+    edges = {(g.node_names[u], g.node_names[v]): n for u, v, n in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
+    readers_of_bn = {u for (u, v) in edges if v == "grad/bn/h"}
+    assert "conv" in readers_of_bn and "bn" not in readers_of_bn  # X read, the output not
+    assert ("grad/bn/h", "update/gamma") in edges and ("grad/bn/h", "update/beta") in edges
+    # the bias gradient reads h's gradient alone (the residual's and the norm's, summed), not x or w
+    assert {u for (u, v) in edges if v == "grad/conv/cb"} == {"grad_sum/h"}
+    assert not any(n.startswith("grad/res/") for n in g.node_names)  # the residual add passes both through
+    g.validate()
 
 
 def test_backward_about_twice_forward_for_deep_mlp():
