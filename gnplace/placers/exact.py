@@ -203,8 +203,9 @@ class ExactPlacer:
                                   f"{time_limit!r}, {max_groups!r}")
         if select not in ("simulator", "model"):
             raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
-        if time_unit is not None and not time_unit > 0:
-            raise InvalidArgument(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit}")
+        unit_number = isinstance(time_unit, int | float | np.integer | np.floating) and not isinstance(time_unit, bool)
+        if time_unit is not None and not (unit_number and 0 < time_unit < math.inf):
+            raise InvalidArgument(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit!r}")
         self.time_limit = float(time_limit)
         self.max_groups = int(max_groups)
         self.activation_memory = bool(activation_memory)
@@ -259,6 +260,11 @@ class ExactPlacer:
             baselines.time_groups(graph, cluster, baseline_candidates(graph, cluster))
         baseline = baselines.best_placement(cluster)
         unit = self.time_unit or _auto_unit(graph, cluster, costs)
+        ticks, most = _serial_seconds(graph, cluster, costs) / unit, _most_ticks(graph, cluster)
+        if not ticks <= most:  # CP-SAT sums its variables' domains in 64 bits: a RuntimeError's traceback
+            raise InvalidArgument(f"ExactPlacer: time_unit={unit:g} s makes the slowest serial step {ticks:.3g} "
+                                  f"ticks, more than this model's {most:.3g} (CP-SAT sums its times in 64 bits): give "
+                                  "a coarser time_unit (the default puts the step near 1e7 ticks)")
         dur, delay = delay_model(graph, cluster, time_unit=unit, cost_model=costs)
         outcome = solve(
             graph, cluster, dur, delay,
@@ -278,6 +284,12 @@ class ExactPlacer:
             fixed, _, repaired = repair_placement(graph, cluster, baseline.devices, self.timer)
             if repaired is not None:
                 baseline = Placement(fixed, cluster, GraphKey.of(graph))  # chosen: the solver found nothing
+            else:  # an exact fit (two devices filled to the byte) that neither finds: the memory-aware heuristics'
+                from gnplace.placers.auto import AutoPlacer
+
+                found = AutoPlacer(timer=self.timer).place(graph, cluster, seed=seed)
+                if not self.timer.time(graph, cluster, found).is_oom:
+                    baseline, repaired = found, found
         if outcome.status == "infeasible" and repaired is None and baselines.best_key[0] > 0:
             # (where a baseline fits the timer's memory, it is returned rather than this error)
             raise InfeasiblePlacement(
@@ -364,10 +376,24 @@ def _check_model_size(graph: OpGraph, cluster: Cluster) -> None:
         )
 
 
+def _most_ticks(graph: OpGraph, cluster: Cluster) -> float:
+    """The most ticks the slowest serial step may take: CP-SAT refuses a model whose variables' domains sum past
+    int64 (measured: 98 ops on 2 devices solve at 2.8e15 ticks and are refused at 2.8e16), so 2**62 over eight
+    variables a term (:func:`_check_model_size`'s terms)."""
+    d = cluster.num_devices
+    between_groups = int(np.count_nonzero(graph.group[graph.edge_src] != graph.group[graph.edge_dst]))
+    return 2.0**62 / (8 * (graph.num_ops * d + between_groups * d * (d - 1)) + 8)
+
+
+def _serial_seconds(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:
+    """Seconds of the slowest placement run serially: every op at its slowest, every edge over the slowest link."""
+    serial = float(costs.op_times(graph, cluster).max(axis=1).sum())
+    return serial + float(np.sum(cluster.latency.max() + graph.edge_bytes / cluster.bandwidth.min()))
+
+
 def _auto_unit(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:
     """Power of ten (seconds) that puts the serial makespan of the slowest placement near 1e7 ticks."""
-    serial = float(costs.op_times(graph, cluster).max(axis=1).sum())
-    serial += float(np.sum(cluster.latency.max() + graph.edge_bytes / cluster.bandwidth.min()))
+    serial = _serial_seconds(graph, cluster, costs)
     if serial <= 0:
         return 1e-9
     return max(1e-12, 10.0 ** math.floor(math.log10(serial / 1e7)))

@@ -427,3 +427,27 @@ def test_the_solver_optimum_is_the_brute_force_optimum_with_partial_edges():
     assert placer.last_status == "optimal"
     assert Simulator().time(g, c, placed).step_time == pytest.approx(best)
     assert placer.last_objective_s <= best + 10 * UNIT
+
+
+def test_an_exact_fit_no_baseline_finds_is_placed_not_called_infeasible():
+    """Two devices filled to the byte ({4,3,3} + {4,3,3} tenths): the model's rounding refused it and so did single,
+    round robin and their repair, so exact said no placement fits while auto found one."""
+    capacity = 10 * 2**20
+    a = capacity // 10
+    params = [4 * a - 2, 3 * a + 1, 4 * a - 2, 3 * a + 1, 3 * a + 1, 3 * a + 1]
+    g = OpGraph([f"op{i}" for i in range(6)], [], flops=[1e9] * 6, out_bytes=[0] * 6, param_bytes=params,
+                name="packing")
+    c = toy_cluster(2, memory=capacity)
+    assert not Simulator().time(g, c, brute_force(g, c)).is_oom  # a placement fits
+    placement = ExactPlacer(time_limit=5).place(g, c, seed=0)
+    assert not Simulator().time(g, c, placement).is_oom
+
+
+@pytest.mark.parametrize("unit", [1e-30, 1e-300, True, float("inf"), float("nan")])
+def test_a_time_unit_that_overflows_the_solver_or_is_no_number_is_one_error(unit):
+    """Ticks too fine made CP-SAT refuse the model (a RuntimeError traceback: 1e-17 s on a 98-op graph); True was 1 s."""
+    from gnplace.exceptions import InvalidArgument
+
+    g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match="time_unit"):
+        ExactPlacer(time_unit=unit, time_limit=1).place(g, c, seed=0)
