@@ -297,24 +297,46 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
         NotADirectoryError: if one of its parents is a file.
         OSError: if the file cannot be written.
     """
-    text = os.fspath(path)
-    path = Path(path)
-    if text.endswith(("/", os.sep)) or path.is_dir():
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
-    given, path = path, regular_target(path)
+    return write_together([(path, payload)])[0]
+
+
+def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> list[Path]:
+    """Write several files as :func:`write_atomically` does, all or none: each to its ``.tmp`` first, then the renames.
+
+    A command with two outputs (``place -o P --device-map M``) replaced ``P`` and then failed on ``M``;
+    here a file that cannot be written is met before any is replaced, and every ``.tmp`` is removed.
+
+    Raises:
+        the errors of :func:`write_atomically`, for the first file that cannot be written.
+    """
+    staged: list[tuple[Path, Path]] = []
+    given_paths = []
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(payload)
-        os.replace(tmp, path)
+        for path, payload in files:
+            text = os.fspath(path)
+            given = Path(path)
+            if text.endswith(("/", os.sep)) or given.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
+            target = regular_target(given)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            staged.append((tmp, target))
+            try:
+                tmp.write_bytes(payload)
+            except OSError as err:  # named by the file asked for, not its .tmp
+                raise OSError(err.errno, err.strerror, text) from err
+            given_paths.append(given)
+        for tmp, target in staged:
+            os.replace(tmp, target)
     except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         raise
-    return given
+    return given_paths
 
 
 def load_graph(path: str | os.PathLike[str]) -> OpGraph:

@@ -275,6 +275,19 @@ def save_placement(
         InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
             under this graph's op names), before anything is written.
     """
+    from gnplace.graph_io import write_atomically
+
+    return write_atomically(path, placement_file_bytes(graph, placement, placer=placer, predicted=predicted))
+
+
+def placement_file_bytes(
+    graph: OpGraph, placement: Placement, *, placer: str = "", predicted: dict[str, Any] | None = None
+) -> bytes:
+    """The bytes :func:`save_placement` writes (for a command that writes it with other files, all or none).
+
+    Raises:
+        InvalidPlacement: if ``placement`` is not one of ``graph``.
+    """
     placement.check(graph)
     data = {
         "format": FORMAT,
@@ -286,9 +299,7 @@ def save_placement(
         "placement": placement.device_names(graph),
         "predicted": predicted or {},
     }
-    from gnplace.graph_io import write_atomically
-
-    return write_atomically(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
+    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
 
 
 def load_placement(

@@ -612,3 +612,17 @@ def test_writes_go_through_links_and_never_replace_devices_or_pipes(tmp_path):
     with pytest.raises(OSError, match="not a regular file"):
         write_atomically(tmp_path / "pipe", b"x")
     assert not (tmp_path / "pipe").is_file()
+
+
+def test_files_written_together_are_all_or_none(tmp_path):
+    """``place -o P --device-map M`` replaced P, then failed on M: now a file that cannot be written is met first."""
+    from gnplace.graph_io import write_together
+
+    first = tmp_path / "p.json"
+    first.write_text("OLD")
+    (tmp_path / "file").write_text("a file, not a folder")
+    with pytest.raises(NotADirectoryError):
+        write_together([(first, b"NEW"), (tmp_path / "file" / "m.json", b"MAP")])
+    assert first.read_text() == "OLD" and sorted(p.name for p in tmp_path.iterdir()) == ["file", "p.json"]
+    assert write_together([(first, b"NEW"), (tmp_path / "m.json", b"MAP")]) == [first, tmp_path / "m.json"]
+    assert first.read_text() == "NEW" and (tmp_path / "m.json").read_text() == "MAP"

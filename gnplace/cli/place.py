@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,12 @@ from gnplace.cli.common import (
     parse_placer_options,
     require_ops,
     whole_number,
-    writing,
 )
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
-from gnplace.graph_io import write_atomically
+from gnplace.graph_io import write_together
 from gnplace.limits import MAX_BUDGET
-from gnplace.placement import save_placement
+from gnplace.placement import placement_file_bytes
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.registry import check_placer_options
 from gnplace.shipped import shipped_files
@@ -126,17 +126,23 @@ def run(args: argparse.Namespace) -> int:
     took = time.perf_counter() - start
     result = sim.time(graph, cluster, placement)
     predicted = {**result.to_dict(), "place_seconds": took, "mode": args.mode}
+    outputs: list[tuple[str, bytes]] = []  # written together, all or none
     if args.output:
-        with writing(args.output):
-            save_placement(args.output, graph, placement, placer=args.placer, predicted=predicted)
+        outputs.append((args.output, placement_file_bytes(graph, placement, placer=args.placer, predicted=predicted)))
     compared: dict[str, float] = {}
     if args.device_map:
-        from gnplace.exceptions import MissingDependency
-        from gnplace.execute.device_map import compare_device_maps, to_device_map
+        from gnplace.execute.device_map import to_device_map
 
         device_map = to_device_map(graph, placement, cluster, root=args.device_map_root)
-        with writing(args.device_map):
-            write_atomically(args.device_map, json.dumps(device_map, indent=1).encode("utf-8"))
+        outputs.append((args.device_map, json.dumps(device_map, indent=1).encode("utf-8")))
+    try:
+        write_together(outputs)  # -o was replaced before a --device-map that could not be written failed
+    except OSError as err:
+        raise InvalidArgument(f"cannot write {os.fsdecode(err.filename)}: {err.strerror or err}") from err
+    if args.device_map:
+        from gnplace.exceptions import MissingDependency
+        from gnplace.execute.device_map import compare_device_maps
+
         try:
             compared = compare_device_maps(graph, cluster, placement, module, sim)
         except MissingDependency:

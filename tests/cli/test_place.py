@@ -524,3 +524,16 @@ def test_an_option_the_placer_does_not_take_is_one_line_naming_it_before_the_gra
     assert main(["place", absent, "-c", "k80x2", "-p", "heft", "-O", "heft.colour=red", "-O", "heft.min_speed=0.5"]) == 2
     assert capsys.readouterr().err == ("gnplace: error: placer 'heft' does not take these options: colour; "
                                        "it takes: memory_aware, min_speed (shared: timer)\n")
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc, a folder no file can be made in")
+def test_a_device_map_that_cannot_be_written_leaves_the_placement_file_as_it_was(tmp_path, capsys):
+    from gnplace.cli import main
+
+    old = tmp_path / "p.json"
+    old.write_text("OLD")
+    code = main(["place", str(ROOT / "datasets" / "real" / "resnet50.gnpg"), "-c", "k80x2", "-o", str(old),
+                 "--device-map", "/proc/gnplace_map.json"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "/proc/gnplace_map.json" in err, err
+    assert old.read_text() == "OLD"
