@@ -143,7 +143,7 @@ def generate_dataset(
     if not (out / "manifest.json").exists():
         if not overwrite:
             _refuse_other_graphs(out, names, family, seed, optimizer)
-        stale += _interrupted_leftovers(out, family, set(names))
+        stale += _interrupted_leftovers(out, family, set(names), None if overwrite else (seed, optimizer))
     out.mkdir(parents=True, exist_ok=True)
     entries = []
     for i in range(count):
@@ -198,11 +198,15 @@ def _refuse_other_graphs(out: Path, names: list[str], family: str, seed: int, op
                                   "generate --overwrite)")
 
 
-def _interrupted_leftovers(out: Path, family: str, names: set[str]) -> list[str]:
+def _interrupted_leftovers(
+    out: Path, family: str, names: set[str], drawn_with: tuple[int, str] | None = None
+) -> list[str]:
     """Graph files an interrupted, larger run of ``family`` left in ``out`` that ``names`` does not hold.
 
     Only files named as this function's graphs (``family_NNN.gnpg``) whose graph says it was drawn for
-    ``family`` count: a finished dataset would not list them, so they go once the manifest is written.
+    ``family`` count (and, given ``drawn_with``, with that seed and optimizer: a graph of another seed is
+    another dataset's, deleted only under ``overwrite``): a finished dataset would not list them, so
+    they go once the manifest is written.
     """
     import re
 
@@ -214,9 +218,11 @@ def _interrupted_leftovers(out: Path, family: str, names: set[str]) -> list[str]
         if path.name in names or not pattern.fullmatch(path.name):
             continue
         try:
-            drawn = load_graph(path).meta.get("family") == family
+            meta = load_graph(path).meta
         except GnplaceError:
-            drawn = False
+            continue
+        drawn = meta.get("family") == family and (
+            drawn_with is None or (meta.get("seed"), meta.get("optimizer")) == drawn_with)
         if drawn:
             leftovers.append(path.name)
     return leftovers

@@ -85,6 +85,17 @@ def test_a_smaller_run_after_an_interrupted_larger_one_leaves_only_its_dataset(t
                                               "ptb_notes.gnpg"]
 
 
+def test_graphs_of_another_seed_beyond_this_runs_count_are_kept_unless_overwritten(tmp_path):
+    """``generate -s 0 -n 1`` into a folder with seed-3 graphs at other indices deleted them as its own leftovers."""
+    other = generate_graph("ptb", 0, seed=3)[0]
+    save_graph(other, tmp_path / "ptb_005.gnpg")
+    generate_dataset("ptb", 1, tmp_path, seed=0, test_count=0)
+    assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg", "ptb_005.gnpg"]
+    (tmp_path / "manifest.json").unlink()
+    generate_dataset("ptb", 1, tmp_path, seed=0, test_count=0, overwrite=True)
+    assert sorted(folder_bytes(tmp_path)) == ["manifest.json", "ptb_000.gnpg"]
+
+
 def test_other_seed_gives_other_graphs(tmp_path):
     g1, _ = generate_graph("ptb", 0, seed=1)
     g2, _ = generate_graph("ptb", 0, seed=2)
