@@ -125,8 +125,13 @@ def _bar(line: dict) -> tuple[str, int, str]:
 
 
 def _plain(name: str) -> str:
-    """``name`` drawn as it is: matplotlib reads text between two ``$`` as maths (and fails on ``a$\\frac$``)."""
-    return str(name).replace("$", r"\$")
+    """``name`` drawn as it is: matplotlib reads text between two ``$`` as maths (and fails on ``a$\\frac$``).
+
+    A lone surrogate (a file name's byte that is not UTF-8, ``caf\\udce9``) is drawn escaped, as the
+    text output prints it: the font engine refused it with a TypeError.
+    """
+    text = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("$", r"\$")
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -186,3 +186,9 @@ def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, bars
                                                   ("ppo", 2.0, 20, '{"mode": "refine"}'))]
     plot_ratios(summarise(rows), tmp_path / "r.png")
     assert names == [["heft", "ppo@20", "ppo[mode=refine]@20"]] and drawn == [[1.0, 4.0, 2.0]]
+
+
+def test_a_name_with_a_byte_that_is_not_utf8_is_drawn_escaped(tmp_path, case):
+    """A graph imported from ``caf\\xe9.onnx`` is named ``caf\\udce9``: the font engine's TypeError was a traceback."""
+    g, result, _ = case
+    assert plot_timeline(g, result, tmp_path / "t.png", title="caf\udce9").read_bytes().startswith(PNG_MAGIC)

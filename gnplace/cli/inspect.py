@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import add_input_shape_argument, input_shapes, mib, ms, whole_number
+from gnplace.cli.common import add_input_shape_argument, add_optimizer_argument, input_shapes, mib, ms, whole_number
 from gnplace.cluster import load_cluster
 from gnplace.graph import PHASES, OpGraph
 from gnplace.importers.sources import load_graph_source
@@ -27,6 +27,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--top", type=whole_number, default=10, help="op types to list (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_input_shape_argument(p)
+    add_optimizer_argument(p)  # a MODULE:FACTORY was counted with SGD's update and state whatever was asked
     p.set_defaults(run=run)
 
 
@@ -65,7 +66,8 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace inspect``."""
-    report = summarise(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.cluster, args.top)
+    graph = load_graph_source(args.graph, input_shapes=input_shapes(args), optimizer=args.optimizer)
+    report = summarise(graph, args.cluster, args.top)
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
@@ -84,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
                   f"parameters + optimizer state {mib(report['param_bytes'])} MiB; "
                   f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
     oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
-    console.print(f"on {escape(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single device "
-                  f"({escape(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, peak "
-                  f"{mib(report['single_device_peak_bytes'])} MiB{oom}")
+    if report["single_device"] is None:  # a graph of no ops (a TypeError from escape(None) before)
+        console.print(f"on {escape(report['cluster'])}: no ops, so no step to time")
+    else:
+        console.print(f"on {escape(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single "
+                      f"device ({escape(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, "
+                      f"peak {mib(report['single_device_peak_bytes'])} MiB{oom}")
     table = Table(title="op types")
     for col in ("type", "count", "GFLOP"):
         table.add_column(col, justify="left" if col == "type" else "right")

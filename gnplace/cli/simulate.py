@@ -8,6 +8,7 @@ from typing import Any
 
 from gnplace.cli.common import (
     add_input_shape_argument,
+    add_optimizer_argument,
     check_not_input,
     check_output_file,
     input_shapes,
@@ -59,6 +60,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--timeline", metavar="PNG",
                    help="also draw a Gantt chart of the step to this file (.png, .pdf, .svg, ...)")
     add_input_shape_argument(p)
+    add_optimizer_argument(p)  # a MODULE:FACTORY was timed as SGD whatever the placement was made for
     p.set_defaults(run=run)
 
 
@@ -67,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
-    graph = require_ops(load_graph_source(args.graph, input_shapes=input_shapes(args)), args.graph)
+    source = load_graph_source(args.graph, input_shapes=input_shapes(args), optimizer=args.optimizer)
+    graph = require_ops(source, args.graph)
     cluster = load_cluster(args.cluster if args.cluster is not None else default_cluster(args.placer))
     sim = Simulator(args.mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)

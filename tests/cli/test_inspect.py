@@ -101,3 +101,26 @@ def test_a_name_the_terminal_cannot_encode_prints_escaped(tmp_path):
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("\\u043c")  # the name, escaped
+
+
+def test_a_graph_of_no_ops_is_summarised_not_a_traceback(tmp_path, capsys):
+    """The text report passed the single device, None for no ops, to rich's escape: a TypeError."""
+    from gnplace.graph import OpGraph
+
+    save_graph(OpGraph([], [], name="empty"), tmp_path / "empty.gnpg")
+    assert main(["inspect", str(tmp_path / "empty.gnpg")]) == 0
+    assert "no ops, so no step to time" in capsys.readouterr().out
+
+
+def test_a_module_factory_is_counted_with_the_optimizer_asked_for(capsys):
+    """inspect and simulate took no --optimizer: a MODULE:FACTORY was counted with SGD's state."""
+    reports = {}
+    for optimizer in ("sgd", "adam"):
+        assert main(["inspect", "gnplace.execute.examples:mlp", "--optimizer", optimizer, "--json"]) == 0
+        reports[optimizer] = json.loads(capsys.readouterr().out)
+    assert reports["adam"]["param_bytes"] == 3 * reports["sgd"]["param_bytes"]
+    steps = {}
+    for optimizer in ("sgd", "adam"):
+        assert main(["simulate", "gnplace.execute.examples:mlp", "-c", "k80x2", "--optimizer", optimizer, "--json"]) == 0
+        steps[optimizer] = json.loads(capsys.readouterr().out)["step_time_s"]
+    assert steps["adam"] > steps["sgd"]
