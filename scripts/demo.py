@@ -175,12 +175,17 @@ def _run_baselines(args: argparse.Namespace) -> int:
                 result = sim.time(graph, cluster, placement)
                 table.add_row(
                     cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
-                    f"{result.step_time / bound:.3f}", f"{result.step_time / single_step:.3f}",
+                    ratio(result.step_time, bound), ratio(result.step_time, single_step),
                     f"{result.peak_memory.max() / 2**20:.1f}", "[red]yes[/]" if result.is_oom else "no", f"{took:.3f}",
                 )
             table.add_section()
         console.print(table)
     return 0
+
+
+def ratio(seconds: float, reference: float) -> str:
+    """``seconds / reference`` to three places, ``-`` for a reference of 0 (a graph of zero-cost ops)."""
+    return f"{seconds / reference:.3f}" if reference > 0 else "-"
 
 
 if __name__ == "__main__":

@@ -127,8 +127,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**row, "checkpoint": str(placer.checkpoint), "output": args.output}, indent=1))
         return 0
+    # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place)
+    with_auto = (placer.samples > 0 and placer.around) or placer.portfolio
+    among = ", auto's included" if with_auto else "; auto's not among them"
     print(f"{graph.name} ({graph.num_ops} ops) on {cluster.name}: policy placed it in {row['place_seconds']:.2f} s "
-          f"({row['choice']}: the fastest of {row['evaluations']} placements simulated, auto's included)")
+          f"({row['choice']}: the fastest of {row['evaluations']} placements simulated{among})")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
                        ("single", "single"), ("lower bound", "bound")):
         if row[key] is None:  # nothing to decode (one device, or no ops): no greedy placement

@@ -115,6 +115,21 @@ def test_baselines_of_a_graph_without_ops_is_one_line(load_script, capsys, tmp_p
     assert capsys.readouterr().err == f"demo: error: {empty}: graph 'empty' has no ops; there is nothing to place\n"
 
 
+def test_baselines_of_zero_cost_ops_on_devices_without_launch_overhead_show_no_ratio(load_script, capsys, tmp_path):
+    """Every op free and no launch overhead: bound and single step are 0, and step / bound a ZeroDivisionError."""
+    from gnplace.graph import OpGraph
+    from gnplace.graph_io import save_graph
+
+    zero = save_graph(OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], name="zero"), tmp_path / "zero.gnpg")
+    cluster = tmp_path / "z.yaml"
+    cluster.write_text("name: z\ndevices:\n  - {name: gpu, count: 2, kind: k80, launch_overhead: 0 s}\n"
+                       "links: {default: pcie3}\n")
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(zero), "--clusters", str(cluster), "--placers", "single,round_robin"]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│ z ")]
+    assert len(rows) == 2 and all(r[5].strip() == r[6].strip() == "-" for r in rows)
+
+
 @pytest.mark.parametrize("baselines", [True, False], ids=["baselines", "demo"])
 def test_ctrl_c_is_one_line_and_exit_130(load_script, capsys, monkeypatch, baselines):
     """Ctrl-C inside numba's compiled loop comes back as a SystemError: the demo printed its 40-line traceback."""

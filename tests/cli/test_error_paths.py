@@ -551,3 +551,11 @@ def test_evaluate_with_every_run_failed_leaves_no_older_runs_figures(tmp_path, c
     one_error(capsys, main(args), expected=1, prefix="gnplace: 1 of 1 runs failed")
     assert (out / "ratios.png").exists() and not (out / "best_timeline.png").exists()
     assert len((out / "results.csv").read_text().splitlines()) == 3  # the earlier run's row is kept
+
+
+def test_place_script_says_autos_placement_is_not_among_the_candidates_with_no_samples(load_script, capsys):
+    """With --samples 0 no auto placement is drawn (README), yet the summary said "auto's included"."""
+    place = load_script("place")
+    graph = str(Path(__file__).parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
+    assert place.main([graph, "-c", "k80x2", "--samples", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("placements simulated; auto's not among them)")
