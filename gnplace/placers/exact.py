@@ -377,9 +377,10 @@ def _check_model_size(graph: OpGraph, cluster: Cluster) -> None:
 
 
 def _most_ticks(graph: OpGraph, cluster: Cluster) -> float:
-    """The most ticks the slowest serial step may take: CP-SAT refuses a model whose variables' domains sum past
-    int64 (measured: 98 ops on 2 devices solve at 2.8e15 ticks and are refused at 2.8e16), so 2**62 over eight
-    variables a term (:func:`_check_model_size`'s terms).
+    """The most ticks the slowest serial step may take: 2**62 over eight variables a model term.
+
+    CP-SAT refuses a model whose variables' domains sum past int64 (measured: 98 ops on 2 devices
+    solve at 2.8e15 ticks and are refused at 2.8e16); the terms are :func:`_check_model_size`'s.
     """
     d = cluster.num_devices
     between_groups = int(np.count_nonzero(graph.group[graph.edge_src] != graph.group[graph.edge_dst]))
