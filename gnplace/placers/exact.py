@@ -288,8 +288,9 @@ class ExactPlacer:
                 from gnplace.placers.auto import AutoPlacer
 
                 found = AutoPlacer(timer=self.timer).place(graph, cluster, seed=seed)
-                if not self.timer.time(graph, cluster, found).is_oom:
-                    baseline, repaired = found, found
+                timed = self.timer.time(graph, cluster, found)
+                if not timed.is_oom:
+                    baseline, repaired = found, timed.step_time
         if outcome.status == "infeasible" and repaired is None and baselines.best_key[0] > 0:
             # (where a baseline fits the timer's memory, it is returned rather than this error)
             raise InfeasiblePlacement(
