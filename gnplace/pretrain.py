@@ -349,7 +349,12 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     Raises:
         InvalidCheckpoint: with one line saying which.
     """
-    from gnplace.policy.checkpoint import check_training_weights, pretraining_state, read_checkpoint
+    from gnplace.policy.checkpoint import (
+        check_training_state,
+        check_training_weights,
+        pretraining_state,
+        read_checkpoint,
+    )
 
     data = read_checkpoint(path)
     if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
@@ -392,6 +397,7 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
         raise InvalidCheckpoint(f"{path}: its iteration count is not a whole number of iterations ({iteration!r}); "
                                 "cannot resume from it")
     check_training_weights(path, data["state_dict"], config.learner.policy, "the config's policy")
+    check_training_state(path, data, config.learner.policy)
     _check_run_state(path, data, exporter)
     return iteration
 

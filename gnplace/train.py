@@ -520,6 +520,7 @@ class PlacementDataModule(L.LightningDataModule):
         self.reference_seed = seed if reference_seed is None else reference_seed
         self._problems: dict[int, PlacementProblem] = {}
         self._restored: dict[int, dict[str, Any]] = {}
+        self._fingerprints: list[list[str]] | None = None
         self.val_pairs = list(val_pairs)
         self._val_problems: dict[int, PlacementProblem] = {}
         self.starts = dict(starts or {})
@@ -587,9 +588,10 @@ class PlacementDataModule(L.LightningDataModule):
         world = int(self.trainer.world_size) if self.trainer is not None else 1
         if world > 1:  # each rank prepared the pairs of its own share: every rank's states, rank 0's first
             ranks = every_rank(own, world)
-            return {"pairs": self.pair_names(), "pairs_per_step": self.pairs_per_step, "problems": ranks[0],
-                    "ranks": ranks}
-        return {"pairs": self.pair_names(), "pairs_per_step": self.pairs_per_step, "problems": own}
+            return {"pairs": self.pair_names(), "pair_fingerprints": self.pair_fingerprints(),
+                    "pairs_per_step": self.pairs_per_step, "problems": ranks[0], "ranks": ranks}
+        return {"pairs": self.pair_names(), "pair_fingerprints": self.pair_fingerprints(),
+                "pairs_per_step": self.pairs_per_step, "problems": own}
 
     def _problem_states(self) -> dict[int, dict[str, Any]]:
         """The state of every pair this process prepared or was restored with, by pair index."""
@@ -612,6 +614,22 @@ class PlacementDataModule(L.LightningDataModule):
         """``[graph, cluster]`` of every training pair: a file path or name of each, what a checkpoint records."""
         return [[graph.name if isinstance(graph, OpGraph) else str(graph),
                  cluster.name if isinstance(cluster, Cluster) else str(cluster)] for graph, cluster in self.pairs]
+
+    def pair_fingerprints(self) -> list[list[str]]:
+        """``[graph, cluster]`` fingerprints of every training pair: what a resume compares (computed once).
+
+        The names (:meth:`pair_names`) are paths as typed: a graph file rewritten in place resumed with
+        another graph's reference step, and the same file named another way was refused.
+        """
+        if self._fingerprints is None:
+            from gnplace.cluster import load_cluster
+            from gnplace.graph_io import load_graph
+
+            self._fingerprints = [
+                [(graph if isinstance(graph, OpGraph) else load_graph(graph)).fingerprint(),
+                 (cluster if isinstance(cluster, Cluster) else load_cluster(cluster)).fingerprint()]
+                for graph, cluster in self.pairs]
+        return self._fingerprints
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved: at once into a pair already prepared, else when it is.
@@ -744,7 +762,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
     iteration, or whose weights do not fit the policy.
     """
     from gnplace.exceptions import InvalidCheckpoint
-    from gnplace.policy.checkpoint import check_training_weights, read_checkpoint
+    from gnplace.policy.checkpoint import check_training_state, check_training_weights, read_checkpoint
 
     saved = read_checkpoint(path)  # a truncated or corrupt file: one line
     settings = saved.get("hyper_parameters")
@@ -754,9 +772,16 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
     if differ:
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); resume with the "
                                 "same settings or use another folder")
-    recorded = saved.get(type(data).__qualname__, {})
-    pairs = recorded.get("pairs")  # recorded since 2026-11-29
-    if pairs is not None and pairs != data.pair_names():
+    recorded = saved.get(type(data).__qualname__)
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("problems", {}), dict):
+        raise InvalidCheckpoint(f"{path}: its pairs' state ({type(data).__qualname__}) is missing or damaged; cannot "
+                                "resume from it")
+    pairs, prints = recorded.get("pairs"), recorded.get("pair_fingerprints")  # since 2026-11-29, 2026-12-02
+    if prints is not None:  # what the files hold, however they are named
+        other = prints != data.pair_fingerprints()
+    else:  # an older run's: the names as typed
+        other = pairs is not None and pairs != data.pair_names()
+    if other:
         raise InvalidCheckpoint(f"{path}: made with other graphs or clusters; resume with the same ones or use "
                                 "another folder")
     per_step = recorded.get("pairs_per_step")  # recorded since 2026-12-02: other pairs drawn every iteration
@@ -764,6 +789,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
         raise InvalidCheckpoint(f"{path}: made with {per_step} pairs an iteration, not {data.pairs_per_step}; resume "
                                 "with the same count or use another folder")
     check_training_weights(path, saved["state_dict"], config.policy, "the learner's policy")  # Lightning: a traceback
+    check_training_state(path, saved, config.policy)
 
 
 def fit(

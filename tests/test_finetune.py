@@ -168,7 +168,7 @@ def test_resume_into_another_graphs_or_clusters_run_is_refused_and_keeps_it(fini
     _unchanged(out, saved)
 
 
-@pytest.mark.parametrize("kind", ["truncated", "foreign", "unrecorded", "directory"])
+@pytest.mark.parametrize("kind", ["truncated", "foreign", "unrecorded", "directory", "no_pairs", "loops"])
 def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run, tmp_path, kind):
     path, finished, saved = finished_run
     out = tmp_path / "run"
@@ -188,11 +188,21 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
         data = torch.load(finished / "last.ckpt", weights_only=True)
         del data[RUN_KEY]
         torch.save(data, last)
+    elif kind in ("no_pairs", "loops"):  # resumed with no best placement and evaluations: the budget spent anew
+        import torch
+
+        data = torch.load(finished / "last.ckpt", weights_only=True)
+        if kind == "no_pairs":
+            del data["PlacementDataModule"]
+        else:
+            data["loops"] = {}  # a KeyError traceback from Lightning
+        torch.save(data, last)
     else:
         last.mkdir()
     before = None if kind == "directory" else last.read_bytes()
     message = {"truncated": "not a readable checkpoint", "foreign": "not a fine-tuning run's checkpoint",
-               "unrecorded": "records no graph or cluster", "directory": "not a checkpoint file"}[kind]
+               "unrecorded": "records no graph or cluster", "directory": "not a checkpoint file",
+               "no_pairs": "search state .* missing or damaged", "loops": "loops.fit_loop. is missing or damaged"}[kind]
     with pytest.raises(InvalidCheckpoint, match=message):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     assert last.is_dir() if before is None else last.read_bytes() == before

@@ -473,3 +473,55 @@ def test_a_malformed_learner_state_in_a_checkpoint_is_one_error_and_changes_noth
     assert learner.iteration == 0 and learner.beta == CONFIG.beta and learner.rng.bit_generator.state == before
     learner.on_load_checkpoint({"gnplace": {"iteration": 3, "beta": 0.5, "rng": before}})
     assert learner.iteration == 3 and learner.beta == 0.5
+
+
+def test_a_resume_compares_the_pairs_files_by_content_not_by_the_path_typed(tmp_path, monkeypatch):
+    """A graph file rewritten in place resumed with the old graph's reference step and incumbent; the same file
+    named by another path (relative, from another folder) was refused."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.graph_io import save_graph
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    (tmp_path / "data").mkdir()
+    save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "data" / "g.gnpg")
+    monkeypatch.chdir(tmp_path / "data")
+    with quiet_lightning():
+        fit([("g.gnpg", "k80x2")], tmp_path / "run", config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+        monkeypatch.chdir(tmp_path)  # the same file by another path: it resumes
+        fit([(str(tmp_path / "data" / "g.gnpg"), "k80x2")], tmp_path / "run", config=tiny, iterations=3,
+            steps_per_epoch=2, resume=True, progress=False)
+    saved = (tmp_path / "run" / "checkpoints" / "last.ckpt").read_bytes()
+    save_graph(mlp_training_graph(layers=2, width=64, batch=64), tmp_path / "data" / "g.gnpg")  # as many ops
+    with pytest.raises(InvalidCheckpoint, match="made with other graphs or clusters"):
+        fit([("data/g.gnpg", "k80x2")], tmp_path / "run", config=tiny, iterations=4, resume=True, progress=False)
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").read_bytes() == saved
+
+
+@pytest.mark.parametrize("damage", ["loops", "adam", "pairs", "no_pairs"])
+def test_a_resume_from_a_damaged_section_is_one_error_before_lightning(tmp_path, damage):
+    """An empty loops was a KeyError, an Adam moment of another shape a RuntimeError, the pairs' state a list an
+    AttributeError, all after the log folder was made; fine-tuning without its pairs' state spent its budget anew."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    data = torch.load(path, weights_only=True)
+    if damage == "loops":
+        data["loops"] = {}
+    elif damage == "adam":
+        state = data["optimizer_states"][0]["state"]
+        state[0]["exp_avg"] = torch.zeros(3)
+    elif damage == "pairs":
+        data["PlacementDataModule"]["problems"] = []
+    else:
+        del data["PlacementDataModule"]
+    torch.save(data, path)
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    with pytest.raises(InvalidCheckpoint, match="missing or damaged"):
+        fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == logs  # no new log folder

@@ -38,7 +38,7 @@ from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURE
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 
 __all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save",
-           "pretraining_state", "check_training_weights"]
+           "pretraining_state", "check_training_weights", "check_training_state"]
 
 FORMAT = "gnplace-policy"
 VERSION = 1
@@ -175,6 +175,39 @@ def check_training_weights(path: Path, state: dict[str, Any], config: PolicyConf
     if extra:
         raise InvalidCheckpoint(f"{path}: the weights do not fit {whose} ({extra[0]} is not one of its weights); "
                                 "cannot resume from it")
+
+
+def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig) -> None:
+    """Refuse a training checkpoint whose loop or optimizer state Lightning could not restore, in one line.
+
+    Lightning restores them inside ``fit``, after the run's log folder is made: a damaged ``loops``
+    was a ``KeyError`` traceback, an Adam moment of another shape a ``RuntimeError`` at the first step.
+    The optimizer is Adam over the policy's parameters, in their order.
+
+    Raises:
+        InvalidCheckpoint: naming the damaged section.
+    """
+    def damaged(section: str) -> InvalidCheckpoint:
+        return InvalidCheckpoint(f"{path}: its {section} is missing or damaged; cannot resume from it")
+
+    loops = data.get("loops")
+    if not isinstance(loops, dict) or not isinstance(loops.get("fit_loop"), dict):
+        raise damaged("training loop's state (loops.fit_loop)")
+    states = data.get("optimizer_states")
+    if not isinstance(states, list) or len(states) != 1:
+        raise damaged("optimizer state")
+    shapes = [tuple(p.shape) for p in PlacementPolicy(config).parameters()]
+    state, groups = states[0].get("state") if isinstance(states[0], dict) else None, \
+        states[0].get("param_groups") if isinstance(states[0], dict) else None
+    if not isinstance(state, dict) or not isinstance(groups, list):
+        raise damaged("optimizer state")
+    for index, entry in state.items():
+        if not isinstance(index, int) or not 0 <= index < len(shapes) or not isinstance(entry, dict):
+            raise damaged(f"optimizer state (entry {index!r})")
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and tuple(value.shape) != shapes[index]:
+                raise damaged(f"optimizer state ({name} of parameter {index} is {tuple(value.shape)}, "
+                              f"the parameter {shapes[index]})")
 
 
 def _state_mismatch(expected: dict[str, torch.Tensor], given: dict[str, torch.Tensor]) -> str:
