@@ -83,9 +83,9 @@ class Task:
         """A task whose placer gets ``options`` (names to JSON values: numbers, strings, booleans, lists, None).
 
         The options are a mapping, not keywords, so a placer option may share a name with a task field
-        (``ppo``'s ``mode`` is its MDP, the task's ``mode`` the simulator's). A ``checkpoint`` that names
-        a file is kept by its real path, as graph and cluster files are, so that a rerun from another
-        folder finds it (and ``my.ckpt`` and ``./my.ckpt`` are one setting).
+        (``ppo``'s ``mode`` is its MDP, the task's ``mode`` the simulator's). The files a
+        :data:`FILE_OPTIONS` option names are kept by their real paths, as graph and cluster files are,
+        so that a rerun from another folder finds them (and ``my.ckpt`` and ``./my.ckpt`` are one setting).
 
         Raises:
             InvalidArgument: if an option value cannot be written as JSON.
@@ -96,8 +96,8 @@ class Task:
                 json.dumps(value)
             except (TypeError, ValueError) as err:
                 raise InvalidArgument(f"placer option {name}={value!r} is not a JSON value ({err})") from err
-            if name == "checkpoint" and isinstance(value, str) and os.path.isfile(value):
-                options[name] = os.path.realpath(value)
+            if name in FILE_OPTIONS:
+                options[name] = _real_paths(value)
         frozen = tuple(sorted((k, _freeze(v)) for k, v in options.items()))
         return cls(graph_path, cluster, placer, budget, seed, mode, frozen)
 
@@ -105,6 +105,42 @@ class Task:
     def options_dict(self) -> dict[str, Any]:
         """The placer options as a dictionary."""
         return {k: _thaw(v) for k, v in self.options}
+
+
+#: Placer options that name files (``policy``'s constructor checkpoints may be several, comma-separated or a list).
+FILE_OPTIONS = frozenset({"checkpoint", "constructor"})
+
+
+def _real_paths(value: Any) -> Any:
+    """``value`` with each file it names given by its real path (other values as they are).
+
+    Examples:
+        >>> _real_paths(4), _real_paths("no-such-file")
+        (4, 'no-such-file')
+    """
+    if isinstance(value, list):
+        return [_real_paths(v) for v in value]
+    if not isinstance(value, str) or not value:
+        return value
+    if os.path.isfile(value):
+        return os.path.realpath(value)
+    parts = [part.strip() for part in value.split(",")]
+    if len(parts) > 1 and all(os.path.isfile(part) for part in parts):
+        return ",".join(os.path.realpath(part) for part in parts)
+    return value
+
+
+def _names_missing_files(value: Any) -> bool:
+    """Whether ``value`` (a :data:`FILE_OPTIONS` option as saved) names a file by a relative path not found here.
+
+    A part counts as a path where it looks like one (a folder in it, or a ``.ckpt`` name): ``none`` is a setting.
+    """
+    if isinstance(value, list):
+        return any(_names_missing_files(v) for v in value)
+    if not isinstance(value, str) or not value:
+        return False
+    return any(part and (os.sep in part or part.endswith(".ckpt")) and not os.path.isabs(part)
+               and not os.path.isfile(part) for part in (p.strip() for p in value.split(",")))
 
 
 def _freeze(value: Any) -> Any:
@@ -634,17 +670,17 @@ def _still_made_so(row: Row) -> bool:
     """Whether ``row``'s key is what its inputs make now (its graph file, cluster, placer revisions, option files).
 
     A row whose graph file, cluster file, checkpoint or placer is gone, or whose files cannot be read, cannot be
-    checked, and stands (as every saved row did before rows were checked). Rows saved before checkpoints were kept
-    by real path name theirs as given, relative to the folder of that run: from another folder, unchecked.
+    checked, and stands (as every saved row did before rows were checked). Rows saved before option files were
+    kept by real path name them as given, relative to the folder of that run: from another folder, unchecked
+    (asked for again, such a row runs once more, now keyed by the real path).
     """
     try:
         task = row.task()
         # the options as saved: a checkpoint kept by a relative path keys as it did (with_options resolves it)
         saved = json.loads(row.options)
         task = dataclasses.replace(task, options=tuple(sorted((k, _freeze(v)) for k, v in saved.items())))
-        checkpoint = task.options_dict.get("checkpoint")
-        if isinstance(checkpoint, str) and checkpoint and not os.path.isfile(checkpoint):
-            return True
+        if any(_names_missing_files(v) for k, v in task.options_dict.items() if k in FILE_OPTIONS):
+            return True  # a relative path of another folder: the row cannot be checked from here
         return task_key(task) == row.key
     except (GnplaceError, OSError):
         return True

@@ -301,10 +301,12 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
 
 
 def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> list[Path]:
-    """Write several files as :func:`write_atomically` does, all or none: each to its ``.tmp`` first, then the renames.
+    """Write several files as :func:`write_atomically` does: every ``.tmp`` first, then the renames.
 
     A command with two outputs (``place -o P --device-map M``) replaced ``P`` and then failed on ``M``;
-    here a file that cannot be written is met before any is replaced, and every ``.tmp`` is removed.
+    here a file that cannot be written is met before any is replaced, and every ``.tmp`` is removed. A
+    rename that fails after another succeeded (the folder's permissions changed in between) leaves the
+    files renamed before it written: all or none up to the renames.
 
     Raises:
         the errors of :func:`write_atomically`, for the first file that cannot be written.
@@ -329,8 +331,11 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
             except OSError as err:  # named by the file asked for, not its .tmp
                 raise OSError(err.errno, err.strerror, text) from err
             given_paths.append(given)
-        for tmp, target in staged:
-            os.replace(tmp, target)
+        for (tmp, target), given in zip(staged, given_paths):
+            try:
+                os.replace(tmp, target)
+            except OSError as err:  # named by the file asked for, not its .tmp
+                raise OSError(err.errno, err.strerror, os.fspath(given)) from err
     except BaseException:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):

@@ -625,10 +625,18 @@ class PlacementDataModule(L.LightningDataModule):
             from gnplace.cluster import load_cluster
             from gnplace.graph_io import load_graph
 
-            self._fingerprints = [
-                [(graph if isinstance(graph, OpGraph) else load_graph(graph)).fingerprint(),
-                 (cluster if isinstance(cluster, Cluster) else load_cluster(cluster)).fingerprint()]
-                for graph, cluster in self.pairs]
+            known: dict[tuple[str, str], str] = {}  # each file read once (pretraining pairs 67 graphs x 17 clusters)
+
+            def fingerprint(item: Any, kind: str) -> str:
+                if isinstance(item, OpGraph | Cluster):
+                    return item.fingerprint()
+                key = (kind, str(item))
+                if key not in known:
+                    known[key] = (load_graph(item) if kind == "graph" else load_cluster(item)).fingerprint()
+                return known[key]
+
+            self._fingerprints = [[fingerprint(graph, "graph"), fingerprint(cluster, "cluster")]
+                                  for graph, cluster in self.pairs]
         return self._fingerprints
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -202,7 +202,7 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
     before = None if kind == "directory" else last.read_bytes()
     message = {"truncated": "not a readable checkpoint", "foreign": "not a fine-tuning run's checkpoint",
                "unrecorded": "records no graph or cluster", "directory": "not a checkpoint file",
-               "no_pairs": "search state .* missing or damaged", "loops": "loops.fit_loop. is missing or damaged"}[kind]
+               "no_pairs": "pairs. state .PlacementDataModule. is missing or damaged", "loops": "loops.fit_loop. is missing or damaged"}[kind]
     with pytest.raises(InvalidCheckpoint, match=message):
         finetune(str(path), "k80x2", budget=40, samples=4, epochs=1, out=out, resume=True, progress=False)
     assert last.is_dir() if before is None else last.read_bytes() == before

@@ -422,13 +422,31 @@ def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -
         for logger in loggers:
             logger.setLevel(logging.ERROR)
         try:
-            inner = dict(_get_device_map(model, mode, memory, None))
+            inner = dict(_get_device_map(**_device_map_arguments(_get_device_map, model, mode, memory)))
+        except (TypeError, AttributeError) as err:  # a private function: another transformers may take other ones
+            raise MissingDependency(f"this transformers' from_pretrained map could not be made ({err}); the "
+                                    "comparison uses transformers 5.24") from err
         finally:
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
     if not path:
         return inner
     return {(f"{path}.{key}" if key else path): value for key, value in inner.items()}
+
+
+def _device_map_arguments(function: Any, model: Any, mode: str, memory: dict[int | str, int]) -> dict[str, Any]:
+    """Keyword arguments of transformers' private ``_get_device_map`` by the names its signature has.
+
+    transformers 5.24 takes ``(model, device_map, max_memory, hf_quantizer)``; other versions add a
+    ``dtype`` (the model's own here) or name it ``torch_dtype``.
+    """
+    import inspect
+
+    names = inspect.signature(function).parameters
+    dtype = next((p.dtype for p in model.parameters()), None)
+    given = {"model": model, "device_map": mode, "max_memory": memory, "hf_quantizer": None, "dtype": dtype,
+             "torch_dtype": dtype}
+    return {name: value for name, value in given.items() if name in names}
 
 
 def compare_device_maps(

@@ -278,9 +278,10 @@ class ExactPlacer:
             random_seed=int(as_generator(seed).integers(2**31 - 1)),
         )
         repaired = None
-        if outcome.status == "infeasible" and baselines.best_key[0] > 0 and baseline is not None:
+        if not outcome.solutions and baselines.best_key[0] > 0 and baseline is not None:
             # the model counts memory conservatively (demands rounded up, capacities down), so it can refuse
-            # what fits the timer's count exactly: the best baseline with groups moved off overflowing devices
+            # what fits the timer's count exactly (or the time limit ends with no solution): the best baseline
+            # with groups moved off overflowing devices
             fixed, _, repaired = repair_placement(graph, cluster, baseline.devices, self.timer)
             if repaired is not None:
                 baseline = Placement(fixed, cluster, GraphKey.of(graph))  # chosen: the solver found nothing

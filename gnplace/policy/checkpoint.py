@@ -181,8 +181,9 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     """Refuse a training checkpoint whose loop or optimizer state Lightning could not restore, in one line.
 
     Lightning restores them inside ``fit``, after the run's log folder is made: a damaged ``loops``
-    was a ``KeyError`` traceback, an Adam moment of another shape a ``RuntimeError`` at the first step.
-    The optimizer is Adam over the policy's parameters, in their order.
+    was a ``KeyError`` traceback, an Adam moment of another shape a ``RuntimeError`` at the first step,
+    the pairs' state a list an ``AttributeError``; without the pairs' state a search spent its budget
+    anew. The optimizer is Adam over the policy's parameters, in their order.
 
     Raises:
         InvalidCheckpoint: naming the damaged section.
@@ -193,6 +194,9 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     loops = data.get("loops")
     if not isinstance(loops, dict) or not isinstance(loops.get("fit_loop"), dict):
         raise damaged("training loop's state (loops.fit_loop)")
+    pairs = data.get("PlacementDataModule")  # each pair's best placement and evaluations (gnplace.train)
+    if not isinstance(pairs, dict) or not isinstance(pairs.get("problems", {}), dict):
+        raise damaged("pairs' state (PlacementDataModule)")
     states = data.get("optimizer_states")
     if not isinstance(states, list) or len(states) != 1:
         raise damaged("optimizer state")

@@ -529,11 +529,7 @@ class PPOSearchPlacer:
             raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
                                     "resume with the same inputs or use another -o")
         check_training_weights(path, data["state_dict"], self.config.policy, f"the {kind}'s policy")
-        check_training_state(path, data, self.config.policy)
-        pairs = data.get("PlacementDataModule")  # its best placement and evaluations: without it, the budget anew
-        if not isinstance(pairs, dict) or not isinstance(pairs.get("problems"), dict):
-            raise InvalidCheckpoint(f"{path}: its search state (PlacementDataModule) is missing or damaged; cannot "
-                                    "resume from it")
+        check_training_state(path, data, self.config.policy)  # loops, Adam and the pairs' state (budget spent)
         return saved
 
     def _annealing_start(self, problem: Any, counted: BudgetedTimer, seed: int) -> int:

@@ -201,15 +201,13 @@ class Store:
             if data and not data.endswith(b"\n"):  # cut short by a kill: new rows start on a line of their own
                 with path.open("a") as handle:
                     handle.write("\n")
-            lines = data.split(b"\n")
-            for number, raw in enumerate(lines):
+            undecodable = 0
+            for raw in data.split(b"\n"):
                 try:
                     line = raw.decode("utf-8")
-                except UnicodeDecodeError:  # the last line, cut by a kill inside a character, runs again; others are
-                    if number == len(lines) - 1:  # another program's bytes (a traceback before)
-                        continue
-                    raise InvalidArgument(f"{path}: not the rows of an earlier run (line {number + 1} is not UTF-8 "
-                                          "text); move it away or pick another --out") from None
+                except UnicodeDecodeError:  # a line cut by a kill inside a character is skipped as a cut JSON
+                    undecodable += 1  # line is (its task runs again); a file of nothing else is another program's
+                    continue
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:  # a line cut short by a kill: its task runs again
@@ -218,6 +216,9 @@ class Store:
                     raise InvalidArgument(f"{path}: not the rows of an earlier run (JSON lines of rows with a key); "
                                           "move it away or pick another --out")
                 self.rows[row["key"]] = row
+            if undecodable and not self.rows:  # bytes that are not UTF-8 text and no row: a UnicodeDecodeError before
+                raise InvalidArgument(f"{path}: not the rows of an earlier run ({undecodable} line(s) not UTF-8 text, "
+                                      "no row); move it away or pick another --out")
 
     def add(self, row: dict[str, Any]) -> None:
         """Save ``row`` (it must hold ``key``)."""

@@ -58,6 +58,9 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     def slot(row: Any) -> str:
         return str(row.cluster_spec or cluster_slot(row.cluster))
 
+    # each placer's options as rows keep them (files by their real paths: -O ppo.checkpoint=my.ckpt)
+    asked = {p: Task.with_options("", "", p, options.get(p)).options_dict for p in args.placers}
+
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
     # clusters by slot (a file's real path, a preset's name), not by name: two files may share one (README)
@@ -71,7 +74,7 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ratios = [r.step_time_s / auto[(r.graph_path, slot(r))] for r in rows
                           if r.placer == placer and r.budget == args.budget and r.seed == args.seed
                           and families[r.graph_path] == family
-                          and json.loads(r.options) == options.get(placer, {})
+                          and json.loads(r.options) == asked[placer]
                           and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted
                           and (r.graph_path, slot(r)) in auto]
                 line[placer] = geomean(ratios)

@@ -396,3 +396,21 @@ def test_a_placement_from_a_device_map_is_made_for_its_graph():
     graph = _graph(net)
     placement = from_device_map(graph, load_cluster("k80x2"), {"0": 0, "1": 0, "2": 1, "3": 1})
     assert placement.made_for is not None and placement.made_for.digest == GraphKey.of(graph).digest
+
+
+def test_from_pretrained_maps_private_function_is_called_by_the_names_its_signature_has():
+    """transformers' _get_device_map is private: a version taking a dtype made the positional call a TypeError."""
+    from gnplace.execute.device_map import _device_map_arguments
+
+    def newer(model, device_map, max_memory, hf_quantizer, dtype):
+        return {}
+
+    def current(model, device_map, max_memory, hf_quantizer):
+        return {}
+
+    net = _net()
+    given = _device_map_arguments(newer, net, "auto", {0: 1})
+    assert given == {"model": net, "device_map": "auto", "max_memory": {0: 1}, "hf_quantizer": None,
+                     "dtype": torch.float32}
+    assert set(_device_map_arguments(current, net, "auto", {0: 1})) == {"model", "device_map", "max_memory",
+                                                                         "hf_quantizer"}
