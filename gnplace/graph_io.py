@@ -329,13 +329,13 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
             try:
                 tmp.write_bytes(payload)
             except OSError as err:  # named by the file asked for, not its .tmp
-                raise OSError(err.errno, err.strerror, text) from err
+                raise OSError(err.errno, err.strerror or str(err), text) from err
             given_paths.append(given)
         for (tmp, target), given in zip(staged, given_paths):
             try:
                 os.replace(tmp, target)
             except OSError as err:  # named by the file asked for, not its .tmp
-                raise OSError(err.errno, err.strerror, os.fspath(given)) from err
+                raise OSError(err.errno, err.strerror or str(err), os.fspath(given)) from err
     except BaseException:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):
