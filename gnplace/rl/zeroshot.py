@@ -456,8 +456,8 @@ class PolicyPlacer:
 
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
         devices); with the ``portfolio``, each heuristic's own timings and its timing of each; around
-        ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decodes
-        around it and the last rounds; the constructor's greedy placement and samples.
+        ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decode
+        of each of the ``rounds`` around it and the last rounds; the constructor's greedy placement and samples.
         On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
         chosen) times up to 36 placements more, so a caller under a budget also caps the placer's timer
         with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
@@ -470,6 +470,7 @@ class PolicyPlacer:
         if self.around:
             # auto's: each heuristic's own timings (at most 2; single's one per device) and its timing of each
             needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS)) + 3
+            needed += self.rounds - 1  # each round after the first decodes greedily around the best so far too
             # the last rounds: this policy's samples (and one greedy decode), each constructor's
             needed += (self.refine * self.last_rounds + 1 if self.refine else 0) + \
                 self.constructor_refine * self.last_rounds * len(self._refining_constructors())

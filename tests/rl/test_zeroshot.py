@@ -650,3 +650,15 @@ def test_the_decoding_arguments_name_every_flag_add_decoding_arguments_adds():
     given = vars(parser.parse_args([]))
     assert tuple(given) == zeroshot.DECODING_ARGUMENTS and all(value is None for value in given.values())
     assert set(zeroshot.DECODING_ARGUMENTS) <= set(inspect.signature(zeroshot.PolicyPlacer).parameters)
+
+
+def test_a_budget_of_evaluations_needed_covers_the_greedy_decode_of_every_round():
+    """rounds=4 decodes greedily in each round: 1,439 timed where 1,438 were budgeted (BudgetExhausted)."""
+    from gnplace.graph_io import load_graph as load
+
+    graph = load("datasets/examples/mlp2x8w2048b512.gnpg")  # tests run from the repository root, as TEST_GRAPH
+    cluster = load_cluster("k80x4")
+    placer = PolicyPlacer(rounds=4)
+    assert placer.evaluations_needed(cluster, graph) == PolicyPlacer().evaluations_needed(cluster, graph) + 3
+    placer.timer = BudgetedTimer(Simulator(), budget=placer.evaluations_needed(cluster, graph))
+    placer.place(graph, cluster, seed=0)  # within the budget
