@@ -19,7 +19,11 @@ would make, for comparison.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import warnings
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -348,31 +352,45 @@ def accelerate_device_map(
         raise MissingDependency(
             "comparing with accelerate's device_map needs accelerate: pip install accelerate"
         ) from err
+    _check_mode(mode)
+    blocks = no_split_module_classes(module) if no_split is None else list(no_split)
+    memory = _max_memory(cluster)
+    with _quietly("accelerate"):
+        if mode != "sequential":
+            balanced = get_balanced_memory(module, max_memory=dict(memory), no_split_module_classes=blocks,
+                                           low_zero=mode == "balanced_low_0")
+            memory = {k: int(v) for k, v in balanced.items() if k in memory}
+        return dict(infer_auto_device_map(module, max_memory=memory, no_split_module_classes=blocks))
+
+
+def _check_mode(mode: str) -> None:
+    """Refuse a ``device_map`` string that is none of :data:`ACCELERATE_MODES` (:class:`InvalidArgument`)."""
     if mode not in ACCELERATE_MODES:
         raise InvalidArgument(f"mode must be one of {', '.join(map(repr, ACCELERATE_MODES))}, got {mode!r}")
-    import warnings
 
-    blocks = no_split_module_classes(module) if no_split is None else list(no_split)
-    values = device_map_values(cluster)
+
+def _max_memory(cluster: Cluster) -> dict[int | str, int]:
+    """``cluster``'s ``max_memory`` as accelerate takes it: bytes by ``device_map`` value, the CPUs' summed."""
     memory: dict[int | str, int] = {}
-    for value, dev in zip(values, cluster.devices):
+    for value, dev in zip(device_map_values(cluster), cluster.devices):
         memory[value] = memory.get(value, 0) + int(dev.memory)
+    return memory
+
+
+@contextlib.contextmanager
+def _quietly(*names: str) -> Iterator[None]:
+    """Warnings off, the loggers ``names`` at ERROR (notes on devices this machine lacks), then as they were."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        import logging
-
-        logger = logging.getLogger("accelerate")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
         try:
-            if mode != "sequential":
-                balanced = get_balanced_memory(module, max_memory=dict(memory), no_split_module_classes=blocks,
-                                               low_zero=mode == "balanced_low_0")
-                memory = {k: int(v) for k, v in balanced.items() if k in memory}
-            found = dict(infer_auto_device_map(module, max_memory=memory, no_split_module_classes=blocks))
+            yield
         finally:
-            logger.setLevel(level)
-    return found
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
 
 
 def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any] | None:
@@ -396,8 +414,7 @@ def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -
         InvalidArgument: an unknown ``mode``.
         MissingDependency: without transformers 5 (``pip install transformers``).
     """
-    if mode not in ACCELERATE_MODES:
-        raise InvalidArgument(f"mode must be one of {', '.join(map(repr, ACCELERATE_MODES))}, got {mode!r}")
+    _check_mode(mode)
     try:
         from transformers import PreTrainedModel
         from transformers.integrations.accelerate import _get_device_map  # what from_pretrained calls
@@ -409,26 +426,12 @@ def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -
     if found is None:
         return None
     path, model = found
-    memory: dict[int | str, int] = {}
-    for value, dev in zip(device_map_values(cluster), cluster.devices):
-        memory[value] = memory.get(value, 0) + int(dev.memory)
-    import logging
-    import warnings
-
-    loggers = [logging.getLogger(name) for name in ("accelerate", "transformers")]
-    levels = [logger.level for logger in loggers]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for logger in loggers:
-            logger.setLevel(logging.ERROR)
+    with _quietly("accelerate", "transformers"):
         try:
-            inner = dict(_get_device_map(**_device_map_arguments(_get_device_map, model, mode, memory)))
+            inner = dict(_get_device_map(**_device_map_arguments(_get_device_map, model, mode, _max_memory(cluster))))
         except (TypeError, AttributeError) as err:  # a private function: another transformers may take other ones
             raise MissingDependency(f"this transformers' from_pretrained map could not be made ({err}); the "
                                     "comparison uses transformers 5.24") from err
-        finally:
-            for logger, level in zip(loggers, levels):
-                logger.setLevel(level)
     if not path:
         return inner
     return {(f"{path}.{key}" if key else path): value for key, value in inner.items()}

@@ -368,8 +368,7 @@ def _check_model_size(graph: OpGraph, cluster: Cluster) -> None:
             f"ExactPlacer: the transfer delays of the {edges} edges of graph {graph.name!r} between {d} devices "
             f"would take about {delay_bytes / 2**30:.1f} GiB to build, over the {limit / 2**30:g} GiB limit; {remedy}"
         )
-    between_groups = int(np.count_nonzero(graph.group[graph.edge_src] != graph.group[graph.edge_dst]))
-    terms = graph.num_ops * d + between_groups * d * (d - 1)
+    terms, between_groups = _model_terms(graph, cluster)
     if terms > MAX_MODEL_TERMS:
         raise UnsupportedGraph(
             f"ExactPlacer: graph {graph.name!r} on {d} devices makes a model of {terms:,} terms ({graph.num_ops} ops "
@@ -384,9 +383,14 @@ def _most_ticks(graph: OpGraph, cluster: Cluster) -> float:
     CP-SAT refuses a model whose variables' domains sum past int64 (measured: 98 ops on 2 devices
     solve at 2.8e15 ticks and are refused at 2.8e16); the terms are :func:`_check_model_size`'s.
     """
+    return 2.0**62 / (8 * _model_terms(graph, cluster)[0] + 8)
+
+
+def _model_terms(graph: OpGraph, cluster: Cluster) -> tuple[int, int]:
+    """The model's terms (ops x devices + edges between colocation groups x ordered device pairs), and those edges."""
     d = cluster.num_devices
     between_groups = int(np.count_nonzero(graph.group[graph.edge_src] != graph.group[graph.edge_dst]))
-    return 2.0**62 / (8 * (graph.num_ops * d + between_groups * d * (d - 1)) + 8)
+    return graph.num_ops * d + between_groups * d * (d - 1), between_groups
 
 
 def _serial_seconds(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:
