@@ -83,14 +83,24 @@ def test_unknown_model_lists_the_choices():
         build_model("alexnet")
 
 
-@pytest.mark.parametrize("name", ["resnet50", "t5_small", "vit_base"])
-def test_rebuilding_a_model_gives_the_shipped_graph(name):
-    """With the transformers that ``gnplace[dev]`` pins; gpt2 and bert_base were built with an earlier one
-    (datasets/README.md)."""
-    pytest.importorskip("transformers")
-    from gnplace.families.realmodels import real_graph
+# each ONNX graph exports its model first (6-13 s on 2 cores): one in the default run, the others slow
+REBUILT = [(name, "torch") for name in REAL_MODELS] + [
+    pytest.param(name, "onnx", marks=() if name == "resnet50" else pytest.mark.slow)
+    for name, model in REAL_MODELS.items() if "onnx" in model.importers]
 
-    assert real_graph(name) == load_graph(REAL / f"{name}.gnpg")
+
+@pytest.mark.parametrize(("name", "importer"), REBUILT)
+def test_rebuilding_a_model_gives_the_shipped_graph(name, importer):
+    """With the transformers, torch and onnxscript that ``gnplace[dev]`` pins (datasets/README.md)."""
+    pytest.importorskip("transformers")
+    if importer == "onnx":
+        pytest.importorskip("onnxscript")
+    from gnplace.families.realmodels import real_graph, real_onnx_graph
+
+    if importer == "torch":
+        assert real_graph(name) == load_graph(REAL / f"{name}.gnpg")
+    else:
+        assert real_onnx_graph(name) == load_graph(REAL / f"{name}_onnx.gnpg")
 
 
 def test_an_unknown_output_is_refused_before_building():
