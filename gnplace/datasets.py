@@ -283,11 +283,13 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     Raises:
         GnplaceError: if it is missing or not a gnplace dataset manifest.
     """
+    from gnplace.limits import parse_json, read_file
+
     path = Path(folder) / "manifest.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise GnplaceError(f"{path}: not a readable dataset manifest ({err})") from err
+    try:  # within the readers' limits: a pipe named manifest.json hung generate and evaluate
+        data = parse_json(read_file(path, GnplaceError, "dataset manifest"), GnplaceError, str(path))
+    except GnplaceError as err:
+        raise GnplaceError(f"{path}: not a readable dataset manifest ({str(err).removeprefix(f'{path}: ')})") from err
     if not isinstance(data, dict) or data.get("format") != "gnplace-dataset":
         raise GnplaceError(f"{path}: not a gnplace dataset manifest")
     return data  # type: ignore[no-any-return]

@@ -27,7 +27,7 @@ from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 from gnplace.readonly import ReadOnlyArrays
 
-__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "require_ops"]
+__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops"]
 
 #: Names of the phases, indexed by the values of :attr:`OpGraph.phase`.
 PHASES: tuple[str, ...] = ("forward", "backward", "update")
@@ -60,11 +60,18 @@ def _as_float(values: Any, length: int, field: str) -> np.ndarray:
 def _as_int(
     values: Any, length: int, field: str, names: Sequence[str] | None = None, unit: str = " of bytes"
 ) -> np.ndarray:
-    as_float = _as_float(values, length, field)
-
     def where(i: int) -> str:
         return f"node {names[i]!r}" if names is not None else f"position {i}"
 
+    exact = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if exact.dtype.kind in "iu":  # whole numbers already: cast as they are (through float64, 2**53 + 1 was
+        # read as 2**53, and two group ids past 2**53 became one group)
+        too_big = np.flatnonzero((exact > MAX_COUNT) | (exact < -MAX_COUNT))
+        if too_big.size:
+            bad = int(too_big[0])
+            raise InvalidGraph(f"{where(bad)} has {field} too large ({exact[bad]}; the limit is 2**62)")
+        return _frozen(exact, np.int64, length, field)
+    as_float = _as_float(values, length, field)
     if not np.all(np.isfinite(as_float)):
         bad = int(np.flatnonzero(~np.isfinite(as_float))[0])
         what = "NaN" if np.isnan(as_float[bad]) else "infinite"
@@ -82,6 +89,15 @@ def _check_size(values: np.ndarray, field: str, where: Any) -> None:
     if too_big.size:
         bad = int(too_big[0])
         raise InvalidGraph(f"{where(bad)} has {field} too large ({values[bad]:.6g}; the limit is 2**62)")
+
+
+def exact_sum(values: np.ndarray) -> int:
+    """The exact sum of an int64 array of magnitudes up to 2**62 (``int(values.sum())`` wraps past 2**63).
+
+    Each value is split at bit 31, so that each half's sum fits in int64 for up to 2**32 values.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    return (int((values >> 31).sum()) << 31) + int((values & (2**31 - 1)).sum())
 
 
 class OpGraph(ReadOnlyArrays):
@@ -420,7 +436,7 @@ class OpGraph(ReadOnlyArrays):
     @property
     def total_param_bytes(self) -> int:
         """Bytes of parameters and optimizer state resident over all ops."""
-        return int(self.param_bytes.sum())
+        return exact_sum(self.param_bytes)
 
     def fingerprint(self) -> str:
         """SHA-256 (hex) of everything that shapes a step of this graph: all but its name and meta.

@@ -148,8 +148,8 @@ def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
         module = _column(nodes, "module", "str", n) if "module" in nodes else None
         op_kinds = _column(nodes, "op_kind", "str", n) if version >= 2 else None
         src = _column(edges, "src", "int", None, MAX_EDGES)
-        dst = _column(edges, "dst", "int", len(src))
-        edge_bytes = _column(edges, "bytes", "int", len(src))
+        dst = _column(edges, "dst", "int", len(src), MAX_EDGES)  # (the default limit is MAX_NODES: 20,000,000)
+        edge_bytes = _column(edges, "bytes", "int", len(src), MAX_EDGES)
         raw_cost = data.get("cost_s", {})
         if not isinstance(raw_cost, dict):
             raise InvalidGraph("'cost_s' must map device kinds to lists of seconds")

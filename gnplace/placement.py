@@ -337,7 +337,7 @@ def load_placement(
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("placement"), dict):
         raise InvalidPlacement(f"{path}: not a gnplace placement file (no 'format': {FORMAT!r} and 'placement' map)")
     version = data.get("version")
-    if version != VERSION:
+    if type(version) is not int or version != VERSION:  # (true and 1.0 are == 1)
         raise InvalidPlacement(
             f"{path}: placement file version {version!r}; this gnplace reads version {VERSION} (write it again)"
         )

@@ -272,3 +272,18 @@ def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_be
                                              real=False))
     assert (tmp_path / "README.md").read_text() == "the README of before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "ptb"]  # no temporary file left
+
+
+def test_a_manifest_that_is_a_pipe_is_one_error_not_a_hang(tmp_path):
+    """``load_manifest`` read it with ``read_text``, which blocks on a FIFO (generate and evaluate hung)."""
+    import os
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    os.mkfifo(folder / "manifest.json")
+    with pytest.raises(GnplaceError, match=r"manifest.json: not a readable dataset manifest \(is not a regular file"):
+        load_manifest(folder)
+    (folder / "manifest.json").unlink()
+    (folder / "manifest.json").write_text('{"format": "gnplace-dataset", "format": "x"}')
+    with pytest.raises(GnplaceError, match="not a readable dataset manifest .*twice"):
+        load_manifest(folder)

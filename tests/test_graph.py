@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnplace.exceptions import GnplaceError, InvalidGraph
-from gnplace.graph import BACKWARD, FORWARD, PHASES, UPDATE, OpGraph
+from gnplace.graph import BACKWARD, FORWARD, PHASES, UPDATE, OpGraph, exact_sum
 
 
 def diamond(**overrides) -> OpGraph:
@@ -656,3 +656,21 @@ def test_a_size_a_graph_file_could_not_hold_is_refused_when_built(tmp_path, fiel
 
     limit = OpGraph(["a"], [], name="x", **{field: [2**62]})
     assert getattr(load_graph(save_graph(limit, tmp_path / "g.gnpg")), field)[0] == 2**62
+
+
+def test_whole_numbers_past_2_53_are_kept_exact():
+    """They went through float64: 2**53 + 1 became 2**53, and two group ids past 2**53 one group."""
+    g = OpGraph(["a", "b"], [(0, 1)], param_bytes=[0, 2**53 + 1], group=[2**53, 2**53 + 1])
+    assert int(g.param_bytes[1]) == 2**53 + 1 and g.num_groups == 2
+    with pytest.raises(InvalidGraph, match=r"node 'a' has param_bytes too large \(4611686018427387905; the limit"):
+        OpGraph(["a"], param_bytes=[2**62 + 1])
+    with pytest.raises(InvalidGraph, match="has out_bytes too large"):
+        OpGraph(["a"], out_bytes=np.array([2**63 + 5], dtype=np.uint64))
+
+
+def test_totals_do_not_wrap_past_2_63():
+    """``total_param_bytes`` of two 2**62-byte ops was -2**63 (an int64 sum)."""
+    assert OpGraph(["a", "b"], param_bytes=[2**62, 2**62]).total_param_bytes == 2**63
+    values = np.array([2**62, -(2**62), 2**62, 7, 2**31 - 1, 2**31], dtype=np.int64)
+    assert exact_sum(values) == sum(int(v) for v in values)
+    assert exact_sum(np.zeros(0, dtype=np.int64)) == 0

@@ -626,3 +626,13 @@ def test_files_written_together_are_all_or_none(tmp_path):
     assert first.read_text() == "OLD" and sorted(p.name for p in tmp_path.iterdir()) == ["file", "p.json"]
     assert write_together([(first, b"NEW"), (tmp_path / "m.json", b"MAP")]) == [first, tmp_path / "m.json"]
     assert first.read_text() == "NEW" and (tmp_path / "m.json").read_text() == "MAP"
+
+
+def test_edge_columns_take_the_edge_limit_not_the_op_limit(monkeypatch):
+    """``dst`` and ``bytes`` were read with the limit of ops (20,000,000), ``src`` alone with that of edges."""
+    import gnplace.graph_io as graph_io
+
+    data = graph_to_dict(layered_graph(12, width=3))
+    edges = len(data["edges"]["src"])
+    monkeypatch.setattr(graph_io, "MAX_NODES", edges - 1)  # more edges than ops allowed, as in a real graph
+    assert graph_from_dict(data).num_edges == edges

@@ -394,7 +394,7 @@ def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, monkeyp
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-@pytest.mark.parametrize("version", [2, "1", None])
+@pytest.mark.parametrize("version", [2, "1", None, True, 1.0])  # true and 1.0 were read as 1
 def test_placement_file_of_another_version_is_refused(tmp_path, k80x2, version):
     path = tmp_path / "p.json"
     content = {"format": "gnplace-placement", "placement": {"op0": "gpu0", "op1": "gpu1", "op2": "gpu0"}}

@@ -11,7 +11,7 @@ import numpy as np
 
 from gnplace.cli.common import add_input_shape_argument, add_optimizer_argument, input_shapes, mib, ms, whole_number
 from gnplace.cluster import load_cluster
-from gnplace.graph import PHASES, OpGraph
+from gnplace.graph import PHASES, OpGraph, exact_sum
 from gnplace.importers.sources import load_graph_source
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.bounds import critical_path
@@ -52,8 +52,8 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
         "top_op_types": [{"type": t, "count": c, "flops": flops_by_type[t]} for t, c in types.most_common(top)],
         "total_flops": graph.total_flops,
         "param_bytes": graph.total_param_bytes,
-        "activation_bytes": int(graph.out_bytes.sum()),
-        "edge_bytes": int(graph.edge_bytes.sum()),
+        "activation_bytes": exact_sum(graph.out_bytes),
+        "edge_bytes": exact_sum(graph.edge_bytes),
         "cluster": cluster.name,
         "critical_path_s": critical_path(graph, sim.cost_model.op_times(graph, cluster)),
         "single_device": cluster.device_names[int(placement.devices[0])] if graph.num_ops else None,

@@ -179,7 +179,7 @@ def memory_shortfall(graph: OpGraph, cluster: Cluster) -> str | None:
     """
     from gnplace.units import format_bytes
 
-    total, capacity = float(graph.param_bytes.sum()), float(np.sum(cluster.memory))
+    total, capacity = float(graph.total_param_bytes), float(np.sum(cluster.memory))
     if total > capacity:
         return (f"its parameters and optimizer state need {format_bytes(total)}, and the {cluster.num_devices} "
                 f"devices of {cluster.name!r} hold {format_bytes(capacity)} in all")
