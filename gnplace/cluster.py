@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import numbers
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -138,7 +139,10 @@ def _fraction(value: Any) -> float:
     """
     if isinstance(value, bool):
         raise TypeError(f"must be a number in (0, 1], got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int of 310 digits
+        raise ValueError(f"must be a number in (0, 1], got one of {len(str(abs(value)))} digits") from None
 
 
 _DEVICE_PARSERS: dict[str, Callable[[Any], float]] = {
@@ -356,6 +360,9 @@ def _check_device(dev: Device, cluster: str) -> None:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {value!r} "
                                  f"({type(value).__name__}); it must be a number")
+        if isinstance(value, int) and abs(value) > sys.float_info.max:  # 10**400: an OverflowError below
+            raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} of {len(str(abs(value)))} "
+                                 "digits, past a float's range")
     for field in ("peak_flops", "mem_bandwidth", "memory"):  # an infinite one gave NaN policy features
         if not 0 < getattr(dev, field) < np.inf:
             raise InvalidCluster(f"cluster {cluster!r}: device {dev.name!r} has {field} {getattr(dev, field)!r}; "

@@ -79,6 +79,12 @@ def _with_costs(graph: Any, costs: str | None) -> Any:
         raise InvalidArgument(
             f"{costs}: profiled for another graph ({measured.num_ops} nodes, this one {graph.num_ops})"
         )
+    # the same names with other ops or sizes (another optimizer: an adam_update took an sgd_update's seconds;
+    # other input shapes) is another graph too
+    for field in ("op_types", "edge_src", "edge_dst", "flops", "out_bytes", "param_bytes", "edge_bytes"):
+        if not np.array_equal(np.asarray(getattr(measured, field)), np.asarray(getattr(graph, field))):
+            raise InvalidArgument(f"{costs}: profiled for another graph (the same op names, other {field}: "
+                                  "another optimizer or other input shapes?)")
     return graph.replace(cost_s={**graph.cost_s, **measured.cost_s})
 
 

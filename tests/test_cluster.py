@@ -659,3 +659,16 @@ def test_a_subset_refuses_indices_that_are_not_whole_numbers(indices):
     """0.5 was cut to device 0, a boolean mask read as the indices 0 and 1, a name a ValueError."""
     with pytest.raises(InvalidCluster, match="device indices must be whole numbers"):
         load_cluster("k80x2").subset(indices)
+
+
+def test_a_number_past_a_floats_range_is_one_cluster_error(tmp_path):
+    """An int of 310 digits was an ``OverflowError`` traceback, in a file's efficiency and in a ``Device``."""
+    path = tmp_path / "big.yaml"
+    path.write_text("devices:\n  - {name: gpu, count: 2, kind: k80, mem_efficiency: 1" + "0" * 310 + "}\n"
+                    "links: {default: pcie3}\n")
+    with pytest.raises(InvalidCluster, match=r"mem_efficiency: must be a number in \(0, 1\], got one of 311 digits"):
+        load_cluster(path)
+    for field in ("peak_flops", "mem_bandwidth", "memory", "launch_overhead"):
+        spec = {"name": "g", "kind": "x", "peak_flops": 1e12, "mem_bandwidth": 1e9, "memory": 1e9, field: -(10**400)}
+        with pytest.raises(InvalidCluster, match=rf"has {field} of 401 digits, past a float's range"):
+            Cluster([Device(**spec)], [[0]], [[0]])

@@ -469,3 +469,20 @@ def _tiny_graph():
     from gnplace.importers.sources import load_step_source
 
     return load_step_source(TINY, optimizer="sgd")[0].graph
+
+
+def test_costs_profiled_with_another_optimizer_are_refused(tmp_path):
+    """Only the op names were compared: an Adam graph's updates took the seconds measured for SGD's."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.finetune import _with_costs
+    from gnplace.graph_io import save_graph
+    from gnplace.importers.sources import load_graph_source
+
+    sgd = load_graph_source("gnplace.execute.examples:tiny", optimizer="sgd")
+    profiled = save_graph(sgd.replace(cost_s={"cpu-1t": np.full(sgd.num_ops, 1e-5)}), tmp_path / "graph.gnpg")
+    assert float(_with_costs(sgd, str(profiled)).cost_s["cpu-1t"][0]) == 1e-5
+    adam = load_graph_source("gnplace.execute.examples:tiny", optimizer="adam")
+    assert adam.node_names == sgd.node_names
+    with pytest.raises(InvalidArgument, match=r"graph.gnpg: profiled for another graph \(the same op names, other "
+                                              r"op_types: another optimizer"):
+        _with_costs(adam, str(profiled))
