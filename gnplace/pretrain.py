@@ -376,6 +376,10 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     exporter = pretraining_state(data)
     recorded = exporter.get("config")
     if recorded is not None:  # checkpoints before 2026-11-24 recorded the learner's settings alone
+        for section in ("data", "schedule"):  # a section as a list was an AttributeError traceback
+            if not isinstance(recorded.get(section, {}), dict):
+                raise InvalidCheckpoint(f"{path}: its recorded config is damaged ({section} is not a mapping); "
+                                        "cannot resume from it")
         wanted = config.to_dict()
         differ = [f"{section}.{key}" for section in ("data", "schedule")
                   for key, value in wanted[section].items()

@@ -234,7 +234,10 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
                            "its optimizer state is malformed"),
                           (lambda d: [s.update(best_score="zz") for s in d["callbacks"].values()
                                       if isinstance(s, dict) and "config" in s], r"its run's best_score \('zz'\)"),
-                          (lambda d: d.update(hyper_parameters=None), "learner settings are malformed")):
+                          (lambda d: d.update(hyper_parameters=None), "learner settings are malformed"),
+                          (lambda d: [s["config"].update(data=[1]) for s in d["callbacks"].values()
+                                      if isinstance(s, dict) and "config" in s],
+                           r"its recorded config is damaged \(data is not a mapping\)")):
         damaged = tmp_path / "damaged"
         (damaged / "checkpoints").mkdir(parents=True, exist_ok=True)
         copy = torch.load(out / "checkpoints" / "last.ckpt", weights_only=True)

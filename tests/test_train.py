@@ -525,3 +525,24 @@ def test_a_resume_from_a_damaged_section_is_one_error_before_lightning(tmp_path,
     with pytest.raises(InvalidCheckpoint, match="missing or damaged"):
         fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == logs  # no new log folder
+
+
+def test_a_resume_from_damaged_pair_states_is_one_error_before_lightning(tmp_path):
+    """A pair's state as a list, a pair key "x" or a rank's pairs as a list were an AttributeError or a ValueError
+    traceback from inside Lightning's fit (check_training_state checked only that the pairs were a mapping)."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    good = torch.load(path, weights_only=True)
+    assert set(good["PlacementDataModule"]["problems"]) == {0}
+    for damaged in ({"problems": {0: [1, 2]}}, {"problems": {"x": {}}}, {"problems": {}, "ranks": [[1]]}):
+        torch.save({**good, "PlacementDataModule": {**good["PlacementDataModule"], **damaged}}, path)
+        logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+        with pytest.raises(InvalidCheckpoint, match=r"pairs' state \(PlacementDataModule\) is missing or damaged"):
+            fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
+        assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == logs

@@ -97,7 +97,8 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Load any checkpoint file with ``weights_only=True``; a missing, truncated or corrupt one is one clear error.
 
     Raises:
-        InvalidCheckpoint: if the file is missing, is not a torch checkpoint, or holds anything but plain data.
+        InvalidCheckpoint: if the file is missing, is not a torch checkpoint in the zip format (the legacy one
+            has no checksums), or holds anything but plain data.
     """
     from gnplace.limits import MAX_FILE_BYTES, check_regular_file
 
@@ -107,7 +108,10 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     if size > MAX_FILE_BYTES:
         raise InvalidCheckpoint(f"{path}: {size} bytes is over the limit of {MAX_FILE_BYTES} for a checkpoint")
     entries = _check_crc(path)
-    if entries is not None and not any(name == "data.pkl" or name.endswith("/data.pkl") for name in entries):
+    if entries is None:  # torch's legacy format carries no checksums: a flipped byte loaded as other weights
+        raise InvalidCheckpoint(f"{path}: not a readable checkpoint (truncated, corrupt or unsafe: not a zip archive; "
+                                "gnplace reads torch's zip format, whose CRC-32 it checks)")
+    if not any(name == "data.pkl" or name.endswith("/data.pkl") for name in entries):
         raise InvalidCheckpoint(f"{path}: a zip archive, not a torch checkpoint (it holds no data.pkl; "
                                 f"{len(entries)} entries such as {entries[0] if entries else 'none'!r})")
     try:
@@ -126,7 +130,7 @@ def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
 def _check_crc(path: Path) -> list[str] | None:
     """Refuse a zip-format torch checkpoint any of whose entries fails the CRC-32 recorded for it.
 
-    A file that is not a readable zip archive (truncated, or torch's legacy format) is left to ``torch.load``;
+    A file that is not a readable zip archive (truncated, or torch's legacy format) is refused by the caller;
     an entry of an archive that zipfile cannot read at all (flagged encrypted, not the compressed data its
     header says: a ``RuntimeError`` or ``zlib.error``) is refused as corrupt too.
 
@@ -177,6 +181,17 @@ def check_training_weights(path: Path, state: dict[str, Any], config: PolicyConf
                                 "cannot resume from it")
 
 
+def _pair_states(problems: Any) -> bool:
+    """Whether ``problems`` maps pair indices (ints, or their digits) to mappings, as the pairs' state does.
+
+    A list of pairs, a key ``"x"`` or a pair's state as a list were an ``AttributeError`` or ``ValueError``
+    traceback on resuming.
+    """
+    return isinstance(problems, dict) and all(
+        (isinstance(key, int) and not isinstance(key, bool) or isinstance(key, str) and key.isdigit())
+        and isinstance(state, dict) for key, state in problems.items())
+
+
 def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig) -> None:
     """Refuse a training checkpoint whose loop or optimizer state Lightning could not restore, in one line.
 
@@ -195,7 +210,9 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     if not isinstance(loops, dict) or not isinstance(loops.get("fit_loop"), dict):
         raise damaged("training loop's state (loops.fit_loop)")
     pairs = data.get("PlacementDataModule")  # each pair's best placement and evaluations (gnplace.train)
-    if not isinstance(pairs, dict) or not isinstance(pairs.get("problems", {}), dict):
+    ranks = pairs.get("ranks") if isinstance(pairs, dict) else None
+    if not isinstance(pairs, dict) or not _pair_states(pairs.get("problems", {})) or (
+            ranks is not None and not (isinstance(ranks, list) and all(_pair_states(rank) for rank in ranks))):
         raise damaged("pairs' state (PlacementDataModule)")
     states = data.get("optimizer_states")
     if not isinstance(states, list) or len(states) != 1:

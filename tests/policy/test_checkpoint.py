@@ -266,3 +266,14 @@ def test_weights_that_do_not_fit_name_the_weights(saved, tmp_path, edit, problem
     torch.save(data, tmp_path / "edited.ckpt")
     with pytest.raises(InvalidCheckpoint, match=rf"the weights do not fit the policy's shape \({problem}\)$"):
         load_policy(tmp_path / "edited.ckpt")
+
+
+def test_a_checkpoint_in_torchs_legacy_format_is_refused(saved, tmp_path):
+    """The legacy (non-zip) format has no CRC-32: a flipped byte in it loaded as other weights."""
+    policy, _ = saved
+    legacy = tmp_path / "legacy.ckpt"
+    torch.save({"format": "gnplace-policy", "state_dict": policy.state_dict()}, legacy,
+               _use_new_zipfile_serialization=False)
+    with pytest.raises(InvalidCheckpoint, match=r"not a readable checkpoint \(truncated, corrupt or unsafe: not a zip "
+                                                r"archive; gnplace reads torch's zip format"):
+        read_checkpoint(legacy)
