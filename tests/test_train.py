@@ -498,6 +498,17 @@ def test_a_resume_compares_the_pairs_files_by_content_not_by_the_path_typed(tmp_
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").read_bytes() == saved
 
 
+def _two_iterations(tmp_path):
+    """A tiny search of one pair run for two iterations in ``tmp_path``: its pair, config and ``last.ckpt``."""
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    return pair, tiny, tmp_path / "checkpoints" / "last.ckpt"
+
+
 @pytest.mark.parametrize("damage", ["loops", "adam", "pairs", "no_pairs"])
 def test_a_resume_from_a_damaged_section_is_one_error_before_lightning(tmp_path, damage):
     """An empty loops was a KeyError, an Adam moment of another shape a RuntimeError, the pairs' state a list an
@@ -505,11 +516,7 @@ def test_a_resume_from_a_damaged_section_is_one_error_before_lightning(tmp_path,
     from gnplace.exceptions import InvalidCheckpoint
     from gnplace.train import fit
 
-    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
-    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
-    with quiet_lightning():
-        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
-    path = tmp_path / "checkpoints" / "last.ckpt"
+    pair, tiny, path = _two_iterations(tmp_path)
     data = torch.load(path, weights_only=True)
     if damage == "loops":
         data["loops"] = {}
@@ -533,11 +540,7 @@ def test_a_resume_from_damaged_pair_states_is_one_error_before_lightning(tmp_pat
     from gnplace.exceptions import InvalidCheckpoint
     from gnplace.train import fit
 
-    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
-    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
-    with quiet_lightning():
-        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
-    path = tmp_path / "checkpoints" / "last.ckpt"
+    pair, tiny, path = _two_iterations(tmp_path)
     good = torch.load(path, weights_only=True)
     assert set(good["PlacementDataModule"]["problems"]) == {0}
     for damaged in ({"problems": {0: [1, 2]}}, {"problems": {"x": {}}}, {"problems": {}, "ranks": [[1]]}):
