@@ -7,7 +7,6 @@ setting is one line at once, not after the import.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +14,9 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
+
+#: The largest float32 (3.4028235e38): the learner's numbers enter float32 tensors.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 if TYPE_CHECKING:
     from gnplace.policy.gnn import PolicyConfig
@@ -155,9 +157,11 @@ class LearnerConfig:
         numbers = {"lr": self.lr, "clip": self.clip, "beta": self.beta, "grad_clip": self.grad_clip,
                    "prior": self.prior, "entropy": self.entropy, "elite": self.elite, "kl_target": self.kl_target,
                    "alpha": self.alpha, "oom_penalty": self.oom_penalty}
-        for name, value in numbers.items():
-            if not math.isfinite(value):
-                raise InvalidArgument(f"{name} must be a finite number, got {value}")
+        for name, value in numbers.items():  # each enters float32 tensors: past 3.4e38 it overflowed mid-run, and
+            # math.isfinite of an int past a float's range was an OverflowError
+            if not -FLOAT32_MAX <= value <= FLOAT32_MAX:
+                shown = f"{value:.4g}" if isinstance(value, float) else f"one of {len(str(abs(value)))} digits"
+                raise InvalidArgument(f"{name} must be a finite number within float32's range (+-3.4e38), got {shown}")
 
     def check_timer(self, timer: StepTimer) -> None:
         """Refuse a ``timer`` these settings cannot search with, before anything is timed.

@@ -29,6 +29,7 @@ budget it left (revision 10).
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,12 @@ class PPOSearchPlacer:
         self.modules, self.anchor, self.memo = bool(modules), bool(anchor), bool(memo)
         self.budget = int(budget)
         self.polish = float(polish)
+        from gnplace.placers.registry import PLACERS
+
+        info = PLACERS.info(str(reference))  # UnknownName for a name not registered
+        if info.learned or "budget" in info.accepts:  # its own evaluations are not counted: --budget bound nothing
+            raise InvalidArgument(f"{type(self).__name__}: reference must be a fast placer that takes no budget "
+                                  f"(auto, single, heft, ...), got {reference!r}")
         self.reference = reference
         self.max_nodes = int(max_nodes)
         self.checkpoint = None if checkpoint is None else str(checkpoint)
@@ -234,7 +241,7 @@ class PPOSearchPlacer:
         self.out = None if out is None else str(out)
         self.resume = bool(resume)
         if isinstance(checkpoint_every_s, bool) or not isinstance(checkpoint_every_s, int | float) or not (
-            0 < checkpoint_every_s < float("inf")
+            0 < checkpoint_every_s <= sys.float_info.max  # (an int past it was an OverflowError in float())
         ):
             raise InvalidArgument(f"{type(self).__name__}: checkpoint_every_s must be a number of seconds > 0, "
                                   f"got {checkpoint_every_s!r}")

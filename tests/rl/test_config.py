@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,15 @@ def test_elite_target_is_checked():
     assert LearnerConfig(elite_target="samples").elite_target == "samples"
     with pytest.raises(InvalidArgument, match="elite_target"):
         LearnerConfig(elite_target="auto")
+
+
+@pytest.mark.parametrize(("option", "value", "shown"), [
+    ("lr", 10**400, "one of 401 digits"),  # math.isfinite of it was an OverflowError traceback
+    ("lr", 1e39, "1e+39"),  # finite, then Adam's float32 step overflowed mid-run
+    ("elite", 10**39, "one of 40 digits"),
+    ("entropy", float("inf"), "inf"),
+])
+def test_a_number_past_float32s_range_is_refused(option, value, shown):
+    with pytest.raises(InvalidArgument, match=rf"{option} must be a finite number within float32's range .*got "
+                                              rf"{re.escape(shown)}$"):
+        LearnerConfig(**{option: value})

@@ -543,3 +543,16 @@ def test_a_resume_under_a_lowered_prior_is_refused_so_the_saved_kappa_never_exce
     with pytest.raises(InvalidCheckpoint, match=r"search run of other settings \(prior\)"):
         PPOSearchPlacer(out=str(tmp_path), resume=True, prior=2.0, **settings).place(g, c, seed=0)
     assert (tmp_path / "last.ckpt").read_bytes() == saved
+
+
+@pytest.mark.parametrize("reference", ["ppo", "annealing", "rnn_pg"])
+def test_a_reference_that_spends_its_own_budget_is_refused(reference):
+    """Its evaluations are not the search's: reference=ppo timed 2,057 placements under a budget of 40."""
+    with pytest.raises(InvalidArgument, match=rf"reference must be a fast placer that takes no budget .*{reference!r}"):
+        make_placer("ppo", timer=Simulator(), budget=40, reference=reference)
+    assert make_placer("ppo", timer=Simulator(), budget=40, reference="heft").reference == "heft"
+
+
+def test_a_checkpoint_interval_past_a_floats_range_is_one_error():
+    with pytest.raises(InvalidArgument, match="checkpoint_every_s must be a number of seconds > 0"):
+        make_placer("ppo", timer=Simulator(), budget=40, checkpoint_every_s=10**400)
