@@ -116,7 +116,8 @@ class PPOSearchPlacer:
         mode (str, optional): ``"construct"`` (Spotlight's MDP) or ``"refine"`` (Placeto's and
             GiPH's; see :class:`~gnplace.rl.config.LearnerConfig`) (default: ``"construct"``).
         reference (str, optional): the registered placer whose placement starts the search and
-            is imitated first (default: ``"auto"``).
+            is imitated first (default: ``"auto"``): a fast one, which takes no budget (its own
+            evaluations are not counted in ``budget``).
         polish (float, optional): share of the budget spent last on simulated annealing from the
             best placement the policy found (a local search around the policy, as REGAL puts one around
             its learned proposals); 0 spends it all on the policy, but for what a ``memo`` search leaves
