@@ -63,7 +63,7 @@ def _as_int(
     def where(i: int) -> str:
         return f"node {names[i]!r}" if names is not None else f"position {i}"
 
-    exact = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    exact = np.asarray(values)
     if exact.dtype.kind in "iu":  # whole numbers already: cast as they are (through float64, 2**53 + 1 was
         # read as 2**53, and two group ids past 2**53 became one group)
         too_big = np.flatnonzero((exact > MAX_COUNT) | (exact < -MAX_COUNT))

@@ -311,8 +311,7 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
     Raises:
         the errors of :func:`write_atomically`, for the first file that cannot be written.
     """
-    staged: list[tuple[Path, Path]] = []
-    given_paths = []
+    staged: list[tuple[Path, Path, Path]] = []  # (.tmp, the file it replaces, the path as given)
     try:
         for path, payload in files:
             text = os.fspath(path)
@@ -325,23 +324,22 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
             except (FileExistsError, NotADirectoryError):
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
             tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-            staged.append((tmp, target))
+            staged.append((tmp, target, given))
             try:
                 tmp.write_bytes(payload)
             except OSError as err:  # named by the file asked for, not its .tmp
                 raise OSError(err.errno, err.strerror or str(err), text) from err
-            given_paths.append(given)
-        for (tmp, target), given in zip(staged, given_paths):
+        for tmp, target, given in staged:
             try:
                 os.replace(tmp, target)
             except OSError as err:  # named by the file asked for, not its .tmp
                 raise OSError(err.errno, err.strerror or str(err), os.fspath(given)) from err
     except BaseException:
-        for tmp, _ in staged:
+        for tmp, _, _ in staged:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
         raise
-    return given_paths
+    return [given for _, _, given in staged]
 
 
 def load_graph(path: str | os.PathLike[str]) -> OpGraph:

@@ -781,7 +781,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
         raise InvalidCheckpoint(f"{path}: made with other learner settings ({', '.join(differ)}); resume with the "
                                 "same settings or use another folder")
     recorded = saved.get(type(data).__qualname__)
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("problems", {}), dict):
+    if not isinstance(recorded, dict):  # its entries: check_training_state, below
         raise InvalidCheckpoint(f"{path}: its pairs' state ({type(data).__qualname__}) is missing or damaged; cannot "
                                 "resume from it")
     pairs, prints = recorded.get("pairs"), recorded.get("pair_fingerprints")  # since 2026-11-29, 2026-12-02
