@@ -28,7 +28,7 @@ drawn only when the budget still holds all of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
 from gnplace.placement import GraphKey, Placement
+from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # torch loads on first use: the registry resolves these place
 
 __all__ = ["FAIL_FACTOR", "MAX_LR", "MAX_UNITS", "MAX_UPDATE_BYTES", "sqrt_reward", "seq2seq_parameters",
            "seq2seq_update_bytes", "check_update_bytes", "SequenceProblem", "ComparatorPlacer", "check_nonnegative",
-           "check_positive", "check_rate", "check_unit", "check_whole", "repair_best"]
+           "check_positive", "check_rate", "check_unit", "check_whole", "check_finite_weights", "repair_best"]
 
 #: :math:`T_{fail} / T_{ser}`: the step time charged to a placement that overflows a device.
 FAIL_FACTOR = 10.0
@@ -147,26 +148,60 @@ def check_update_bytes(owner: str, estimate: int, lower: str) -> None:
 
 
 def _finite_number(value: Any) -> bool:
+    """Whether ``value`` is a number within float32's range (every option of these placers enters float32 tensors)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return False
     try:  # an int past a float's range is no finite number here: float() of it was an OverflowError traceback
-        return math.isfinite(float(value))
+        number = float(value)
     except OverflowError:
         return False
+    # past float32's 3.4e38, spotlight.clip=1e39 could not enter torch.clamp (a RuntimeError mid-run) and
+    # spotlight.beta=1e39 made the probabilities nan
+    return math.isfinite(number) and abs(number) <= FLOAT32_MAX
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: an int of thousands of digits is its length, not its digits."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)) > 10**20:
+        return f"a number of {len(str(abs(int(value))))} digits"
+    return repr(value)
 
 
 def check_positive(owner: str, **values: Any) -> None:
-    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a finite number > 0."""
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a number in ``(0, 3.4e38]``."""
     for name, value in values.items():
         if not _finite_number(value) or not value > 0:  # inf: a loss or a step of inf, then nan probabilities
-            raise InvalidArgument(f"{owner}: {name} must be > 0 and finite, got {value!r}")
+            raise InvalidArgument(f"{owner}: {name} must be > 0 and finite within float32's range (3.4e38), "
+                                  f"got {_shown(value)}")
 
 
 def check_nonnegative(owner: str, **values: Any) -> None:
-    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a finite number >= 0."""
+    """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a number in ``[0, 3.4e38]``."""
     for name, value in values.items():
         if not _finite_number(value) or not value >= 0:
-            raise InvalidArgument(f"{owner}: {name} must be >= 0 and finite, got {value!r}")
+            raise InvalidArgument(f"{owner}: {name} must be >= 0 and finite within float32's range (3.4e38), "
+                                  f"got {_shown(value)}")
+
+
+def check_finite_weights(owner: str, parameters: Iterable[torch.Tensor], updates: int, lower: str) -> None:
+    """Raise :class:`InvalidArgument` if any of a policy's ``parameters`` is not finite after ``updates`` steps.
+
+    A loss term weighted past what float32 holds (an entropy bonus of 1e38, say) makes inf gradients, whose
+    clipped norm is nan: the weights go nan and the next batch's sampling failed with torch's "probability
+    tensor contains either inf, nan" traceback. The run stops here instead, with the options to lower.
+
+    Args:
+        owner (str): the placer's name, the start of the message.
+        parameters (iterable of torch.Tensor): the weights just updated.
+        updates (int): policy updates made, this one included.
+        lower (str): the options to lower and their values, for the message.
+    """
+    import torch
+
+    with torch.no_grad():
+        if not all(bool(torch.isfinite(p).all()) for p in parameters):
+            raise InvalidArgument(f"{owner} diverged: the policy's weights are not finite after {updates} update(s) "
+                                  f"(lower {lower})")
 
 
 def check_rate(owner: str, **values: Any) -> None:
@@ -174,7 +209,7 @@ def check_rate(owner: str, **values: Any) -> None:
     check_positive(owner, **values)
     for name, value in values.items():
         if value > MAX_LR:  # Adam's float32 step overflowed: a RuntimeError mid-run
-            raise InvalidArgument(f"{owner}: {name} must be at most {MAX_LR:g}, got {value!r}")
+            raise InvalidArgument(f"{owner}: {name} must be at most {MAX_LR:g}, got {_shown(value)}")
 
 
 def check_whole(owner: str, **values: Any) -> None:
@@ -366,6 +401,16 @@ class ComparatorPlacer:
     def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
         """Train on ``problem`` while its budget holds a batch of :attr:`samples`; call ``tick()`` after each batch."""
         raise NotImplementedError
+
+    def loss_options(self) -> dict[str, float]:
+        """The options that scale the loss or its steps and their values, named when training diverges."""
+        return {"lr": self.lr}
+
+    def check_weights(self, parameters: Iterable[torch.Tensor]) -> None:
+        """Raise :class:`InvalidArgument` if the weights just updated are not finite (:func:`check_finite_weights`)."""
+        named = [f"{self.name}.{name}, now {value:g}" for name, value in self.loss_options().items()]
+        lower = named[0] if len(named) == 1 else f"one of {'; '.join(named)}"
+        check_finite_weights(self.name, parameters, self.last_updates, lower)
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Train a fresh policy on ``graph`` for the budget and return the best placement timed.

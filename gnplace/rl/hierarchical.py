@@ -49,11 +49,13 @@ from gnplace.rl.rnn_pg import MovingBaseline
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
     import torch
 
-__all__ = ["MAX_GROUPS", "MAX_UNITS", "HierarchicalPlacer", "default_groups", "hierarchical_update_bytes"]
+__all__ = ["MAX_GROUPS", "MAX_NOISE", "MAX_UNITS", "HierarchicalPlacer", "default_groups", "hierarchical_update_bytes"]
 
 #: Largest ``groups`` (:math:`K`): the Placer's input and attention are ``[samples, K, K]`` per update, quadratic
 #: in it (one update at 1,024 groups of 1,024 units, 16 samples, 4 devices: 0.75 GB more peak memory).
 MAX_GROUPS = 1024
+#: Largest ``noise``, the logit noise's standard deviation: times a normal draw it stays within float32's 3.4e38.
+MAX_NOISE = 1e30
 #: Largest ``max_nodes``: the units the Grouper assigns to groups (its memory grows with units times groups).
 MAX_UNITS = 4096
 
@@ -153,6 +155,8 @@ class HierarchicalPlacer(ComparatorPlacer):
         check_unit(owner, decay=decay)
         check_unit(owner, closed=True, lr_decay=lr_decay)
         check_nonnegative(owner, noise=noise)
+        if noise > MAX_NOISE:  # noise x a normal draw past float32's range: inf logits, nan probabilities mid-run
+            raise InvalidArgument(f"{owner}: noise must be at most {MAX_NOISE:g}, got {noise!r}")
         self.groups = None if groups is None else int(groups)
         self.grouper_hidden = int(grouper_hidden)
         self.lr_decay, self.min_lr, self.noise = float(lr_decay), float(min_lr), float(noise)
@@ -216,6 +220,7 @@ class HierarchicalPlacer(ComparatorPlacer):
             torch.nn.utils.clip_grad_norm_(params, self.clip)
             optimiser.step()
             self.last_updates += 1
+            self.check_weights(params)
             if self.last_updates % self.decay_every == 0:
                 for param_group in optimiser.param_groups:  # lr <- max(0.95 lr, min_lr), staircase
                     # (a floor above the initial rate would raise it: the decay holds it there instead)

@@ -71,6 +71,10 @@ class PostPlacer(SpotlightPlacer):
         check_nonnegative("PostPlacer", cross_entropy=cross_entropy)
         self.elite_fraction, self.cross_entropy = float(elite_fraction), float(cross_entropy)
 
+    def loss_options(self) -> dict[str, float]:
+        """The options that scale the loss or its steps: Spotlight's and cross_entropy."""
+        return {**super().loss_options(), "cross_entropy": self.cross_entropy}
+
     def extra_loss(self, actions: torch.Tensor, rewards: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """The cross-entropy of the policy to this batch's elite placements, weighted by :math:`\\lambda_{CE}`."""
         import torch

@@ -108,4 +108,5 @@ class RnnPGPlacer(ComparatorPlacer):
             advantages = torch.as_tensor(rewards - baseline.update(rewards), dtype=torch.float32)  # R_b - R_bar
             reinforce_step(policy, optimiser, problem.x, actions, advantages, self.clip)
             self.last_updates += 1
+            self.check_weights(policy.parameters())
             tick()

@@ -118,6 +118,10 @@ class SpotlightPlacer(ComparatorPlacer):
         self.config = PPOConfig(epochs=int(epochs), clip=None if clip is None else float(clip), beta=float(beta),
                                 entropy=float(entropy))
 
+    def loss_options(self) -> dict[str, float]:
+        """The options that scale the loss or its steps: lr, beta and entropy."""
+        return {"lr": self.lr, "beta": self.config.beta, "entropy": self.config.entropy}
+
     def extra_loss(self, actions: torch.Tensor, rewards: Any) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """A further loss term for this batch (none for Spotlight; Post's cross-entropy)."""
         return None
@@ -140,4 +144,5 @@ class SpotlightPlacer(ComparatorPlacer):
             beta = ppo_update(policy, optimiser, problem.x, actions, old_log_probs, advantages, self.config, beta,
                               extra=self.extra_loss(actions, rewards))
             self.last_updates += 1
+            self.check_weights(policy.parameters())
             tick()

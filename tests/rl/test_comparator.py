@@ -9,7 +9,15 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers import PLACERS
-from gnplace.rl.comparator import FAIL_FACTOR, SequenceProblem, sqrt_reward
+from gnplace.rl.comparator import (
+    FAIL_FACTOR,
+    SequenceProblem,
+    check_finite_weights,
+    check_nonnegative,
+    check_positive,
+    sqrt_reward,
+)
+from gnplace.rl.config import FLOAT32_MAX
 from gnplace.rl.rnn_pg import RnnPGPlacer
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, mlp_training_graph, toy_cluster
@@ -82,11 +90,39 @@ def test_a_budget_below_one_batch_buys_random_placements():
                                  # accepted before, then a RuntimeError mid-run: Adam's float32 step overflowed, or
                                  # the probabilities were nan
                                  dict(lr=1e300), dict(lr=float("inf")), dict(clip=float("inf")),
-                                 dict(clip=10**400)])  # a whole number past a float: float() an OverflowError
+                                 dict(clip=10**400),  # a whole number past a float: float() an OverflowError
+                                 dict(clip=1e39)])  # past float32's range, which every option enters
 def test_bad_arguments_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:
         RnnPGPlacer(**bad)
-    assert "\n" not in str(err.value)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200  # 10**400 is shown by its length
+
+
+def test_numbers_are_checked_against_float32s_range():
+    check_positive("me", x=FLOAT32_MAX)
+    check_nonnegative("me", x=0)
+    with pytest.raises(InvalidArgument, match=r"^me: x must be > 0 and finite within float32's range \(3.4e38\), "
+                                              r"got 1e\+39$"):
+        check_positive("me", x=1e39)
+    with pytest.raises(InvalidArgument, match=r"^me: y must be >= 0 .*, got a number of 401 digits$"):
+        check_nonnegative("me", y=10**400)
+
+
+def test_weights_that_are_not_finite_stop_the_run_naming_the_options_to_lower():
+    import torch
+
+    from gnplace.rl.post import PostPlacer
+
+    finite, broken = [torch.zeros(3)], [torch.zeros(3), torch.tensor([0.0, float("nan")])]
+    check_finite_weights("me", finite, 1, "me.lr")
+    with pytest.raises(InvalidArgument, match=r"^me diverged: the policy's weights are not finite after 2 update\(s\) "
+                                              r"\(lower me.lr\)$"):
+        check_finite_weights("me", broken, 2, "me.lr")
+    with pytest.raises(InvalidArgument, match=r"^rnn_pg diverged: .* after 0 update\(s\) \(lower rnn_pg.lr, now 0.5\)$"):
+        RnnPGPlacer(lr=0.5).check_weights(broken)
+    with pytest.raises(InvalidArgument, match=r"\(lower one of post.lr, now 0.003; post.beta, now 1; post.entropy, now 0; "
+                                              r"post.cross_entropy, now 2\)$"):
+        PostPlacer(cross_entropy=2.0).check_weights(broken)
 
 
 @pytest.mark.parametrize("name", ["rnn_pg", "hierarchical", "spotlight", "post"])

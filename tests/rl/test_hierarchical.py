@@ -53,7 +53,8 @@ def test_a_grouper_too_wide_to_allocate_is_refused():
         HierarchicalPlacer(grouper_hidden=10_000_000)
 
 
-@pytest.mark.parametrize("bad", [dict(min_lr=1e300), dict(noise=float("inf")), dict(min_lr=float("inf"))])
+@pytest.mark.parametrize("bad", [dict(min_lr=1e300), dict(noise=float("inf")), dict(min_lr=float("inf")),
+                                 dict(noise=1e39), dict(noise=1e31)])  # its product with a normal draw overflowed
 def test_learning_rates_and_noise_that_break_the_run_are_refused(bad):
     """Accepted before, then a RuntimeError mid-run (Adam's float32 step overflowed, or nan probabilities)."""
     from gnplace.exceptions import InvalidArgument

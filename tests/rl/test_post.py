@@ -21,7 +21,8 @@ def test_deterministic_under_a_seed(seed_placer_checks):
 
 
 @pytest.mark.parametrize("bad", [dict(elite_fraction=True), dict(elite_fraction=0.0), dict(elite_fraction=1.5),
-                                 dict(cross_entropy=True), dict(cross_entropy=-1.0), dict(cross_entropy="1")])
+                                 dict(cross_entropy=True), dict(cross_entropy=-1.0), dict(cross_entropy="1"),
+                                 dict(cross_entropy=1e39)])  # past float32: nan probabilities mid-run
 def test_bad_options_are_one_line_errors(bad):
     with pytest.raises(InvalidArgument) as err:  # True was read as 1.0
         PostPlacer(**bad)
