@@ -198,9 +198,10 @@ class PPOSearchPlacer:
     accepts = frozenset({"timer", "budget"})
     uses: tuple[str, ...] = ("auto",)  # the reference: the start, the reward's baseline and the imitation target
     algo = "ppo"
-    # 2026-11-28: its prelude and polish anneal from T_0 0.001 (annealing revision 4); 10: the budget a memoised
-    # search leaves goes to the polish (9: widen; 8: memo)
-    revision = "11"
+    # 12 (2026-12-03): a best that still overflows at the end is repaired (reference=single on tight4 returned
+    # an out-of-memory placement); 11 (2026-11-28): its prelude and polish anneal from T_0 0.001 (annealing
+    # revision 4); 10: the budget a memoised search leaves goes to the polish (9: widen; 8: memo)
+    revision = "12"
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -273,6 +274,7 @@ class PPOSearchPlacer:
         self.widen = bool(widen) and self.memo
         self.last_evaluations = 0
         self.last_polish_evaluations = 0  # of last_evaluations, the polish's annealing chain's
+        self.last_repair_evaluations = 0  # outside last_evaluations: moving groups off overflowing devices at the end
         self.last_reference_step: float | None = None
         self.last_step: float | None = None
         self.last_history: list[tuple[int, float]] = []
@@ -312,6 +314,7 @@ class PPOSearchPlacer:
 
         self.last_zero_shot_step = self.last_zero_shot_budget_needed = None  # this call's, whichever way it ends
         self.last_zero_shot_placement = None
+        self.last_repair_evaluations = 0
         last = None if self.out is None else Path(self.out) / "last.ckpt"
         identity = {} if last is None else self.run_identity(graph, cluster)
         if identity:  # the run's seed too: resuming under another would mix two runs' draws
@@ -423,6 +426,7 @@ class PPOSearchPlacer:
         polish_now = min(polish_now, self.budget - used)  # zero-shot candidates given up may have spent into its share
         if polish_now < 2 or cluster.num_devices == 1:
             polish_now = 0
+        overflows = problem.best_oom  # the best timed still overflows a device: only a fitting placement replaces it
         if polish_now:
             from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
@@ -433,7 +437,7 @@ class PPOSearchPlacer:
             fitting = [(used + e, step) for e, over, step in annealer.last_trace if over == 0]
             if problem.best_oom and fitting:  # the search found nothing that fits, the polish did: it wins at any step
                 history += fitting
-                best = polished
+                best, overflows = polished, False
             else:
                 history += [(e, step) for e, step in fitting if step < before]
                 if history[-1][1] < problem.best_step:
@@ -443,6 +447,11 @@ class PPOSearchPlacer:
         self.last_evaluations = used
         self.last_step = history[-1][1]
         self.last_history = history
+        if overflows:  # nothing timed fits (an overflowing reference, a budget too small to leave it): move groups
+            # off the devices that overflow, outside the budget, as every memory-aware placer does (revision 12)
+            from gnplace.rl.comparator import repair_best
+
+            best = Placement(repair_best(self, graph, cluster, best.devices), cluster, GraphKey.of(graph))
         return best
 
     def run_identity(self, graph: OpGraph, cluster: Cluster) -> dict[str, Any]:
@@ -726,10 +735,11 @@ class FineTunePlacer(PPOSearchPlacer):
     # last_rounds=1, refine=4, polish=0) are the same under policy's revisions 11 to 15, so rows made under 13 stand
     uses = ("auto", "policy@13")
 
-    # 19: a quarter of the budget goes to the polish (2026-11-28: the polish anneals from T_0 0.001, annealing
+    # 20: a best that still overflows at the end is repaired, as ppo's (revision 12); 19: a quarter of the budget
+    # goes to the polish (2026-11-28: the polish anneals from T_0 0.001, annealing
     # revision 4; 17: screened batches, 48 candidates per placement timed; 16: zero-shot candidates of policy
     # revision 11, two constructors; 15: what the search leaves goes to the polish; 14: memo; 13: prior 4)
-    revision = "19"
+    revision = "20"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors', in its zero-shot candidates
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)

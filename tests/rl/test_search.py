@@ -411,6 +411,23 @@ def test_a_search_that_timed_only_overflowing_placements_takes_the_polishs_place
     assert placer.last_step == pytest.approx(result.step_time)
 
 
+@pytest.mark.parametrize("name", ["ppo", "reinforce"])
+def test_a_search_left_with_an_overflowing_best_repairs_it_outside_the_budget(name):
+    """With reference=single on a cluster one device cannot hold and a budget too small to leave it (``place -p ppo
+    --budget 2 -O ppo.reference=single`` on tight4), the search returned the reference's out-of-memory placement."""
+    from gnplace.toy import toy_cluster
+
+    graph = mlp_training_graph(layers=4, width=4096, batch=256)
+    cluster = toy_cluster(2, memory=0.3 * 2**30, bandwidth=2e8)  # one device cannot hold the step; two can
+    assert Simulator().time(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).is_oom
+    placer = make_placer(name, timer=Simulator(), budget=2, reference="single", prelude=0.0, samples=8, epochs=2,
+                         imitation_steps=0, hidden=16, layers=1)
+    result = Simulator().time(graph, cluster, placer.place(graph, cluster, seed=0))
+    assert not result.is_oom and placer.last_repair_evaluations > 0 and placer.last_evaluations <= 2
+    assert placer.last_step == pytest.approx(result.step_time)
+    assert placer.last_history[-1] == (placer.last_evaluations, pytest.approx(result.step_time))
+
+
 def test_fine_tuning_gives_up_a_zero_shot_placement_whose_memory_repairs_outrun_the_budget():
     from pathlib import Path
 
