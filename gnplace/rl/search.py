@@ -28,6 +28,7 @@ budget it left (revision 10).
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -249,7 +250,9 @@ class PPOSearchPlacer:
                                   f"got {checkpoint_every_s!r}")
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
-        self.zero_shot = bool(zero_shot) and self.checkpoint is not None
+        self._check_inert(epochs=epochs, algo=algo or self.algo, zero_shot=zero_shot,
+                          zero_shot_samples=zero_shot_samples, zero_shot_start=zero_shot_start)
+        self.zero_shot = bool(zero_shot)
         self.zero_shot_samples = int(zero_shot_samples)
         self.zero_shot_start = bool(zero_shot_start)
         shape: dict[str, Any] = {"hidden": hidden, "layers": layers}
@@ -283,6 +286,37 @@ class PPOSearchPlacer:
         self.last_zero_shot_step: float | None = None  # as the search timed it (real steps: one noisy measurement)
         self.last_zero_shot_placement: np.ndarray | None = None  # its devices [num_ops], to measure afresh
         self.last_zero_shot_budget_needed: int | None = None  # set when the budget was too small to time it
+
+    @classmethod
+    def _default(cls, name: str) -> Any:
+        """The default of option ``name`` in the nearest constructor that gives one (fine-tuning's are its own)."""
+        for owner in cls.__mro__:
+            parameter = inspect.signature(owner.__init__).parameters.get(name)  # type: ignore[misc]
+            if parameter is not None and parameter.default is not inspect.Parameter.empty:
+                return parameter.default
+        raise KeyError(name)
+
+    def _check_inert(self, *, epochs: Any, algo: str, zero_shot: Any, zero_shot_samples: Any,
+                     zero_shot_start: Any) -> None:
+        """Refuse options set to no effect: never ignored silently (``-O reinforce.epochs=5`` changed nothing).
+
+        Raises:
+            InvalidArgument: for ``zero_shot`` without a ``checkpoint``, ``zero_shot_samples`` or
+                ``zero_shot_start`` set without ``zero_shot``, or ``epochs`` set with ``algo="reinforce"``
+                (one policy-gradient step per batch).
+        """
+        owner = type(self).__name__
+        if zero_shot and self.checkpoint is None:
+            raise InvalidArgument(f"{owner}: zero_shot places the graph with a checkpoint's policy first: give "
+                                  "checkpoint too (--checkpoint PATH), or leave zero_shot out")
+        unused = [name for name, value in (("zero_shot_samples", zero_shot_samples),
+                                            ("zero_shot_start", zero_shot_start)) if value != self._default(name)]
+        if unused and not zero_shot:
+            raise InvalidArgument(f"{owner}: {' and '.join(unused)} apply only with zero_shot=true (and a checkpoint); "
+                                  "leave them out")
+        if algo == "reinforce" and epochs != self._default("epochs"):
+            raise InvalidArgument(f"{owner}: epochs counts PPO's gradient steps per batch; algo=reinforce makes one "
+                                  f"step per batch, so leave epochs out (got {epochs!r})")
 
     def __repr__(self) -> str:
         c = self.config

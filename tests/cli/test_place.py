@@ -170,17 +170,21 @@ def test_learned_search_placer_from_the_command_line(tmp_path, capsys, monkeypat
     monkeypatch.setattr(place_cli, "make_placer", spy)
     graph_path = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
     common = ["place", graph_path, "-c", "k80x2", "-p", "ppo", "--budget", "40", "--json",
-              "-O", "ppo.samples=8", "-O", "ppo.epochs=2", "-O", "ppo.imitation_steps=1"]
-    assert main(common) == 0
+              "-O", "ppo.samples=8", "-O", "ppo.imitation_steps=1"]
+    assert main([*common, "-O", "ppo.epochs=2"]) == 0
     ppo = json.loads(capsys.readouterr().out)
     assert main([*common, "--algo", "reinforce", "-o", str(tmp_path / "reinforce.json")]) == 0
     reinforce = json.loads(capsys.readouterr().out)
     assert ppo["placer"] == reinforce["placer"] == "ppo" and ppo["step_time_s"] > 0 and reinforce["step_time_s"] > 0
     assert [p.config.algo for p in made] == ["ppo", "reinforce"]
-    assert all((p.budget, p.config.samples, p.config.epochs, p.config.imitation_steps) == (40, 8, 2, 1) for p in made)
+    assert all((p.budget, p.config.samples, p.config.imitation_steps) == (40, 8, 1) for p in made)
+    assert made[0].config.epochs == 2
     assert all(0 < p.last_evaluations <= 40 for p in made)
+    # epochs are PPO's steps per batch: with --algo reinforce (one step per batch) it is refused, not ignored
+    assert main([*common, "-O", "ppo.epochs=2", "--algo", "reinforce"]) == 2
+    assert "algo=reinforce makes one step per batch" in capsys.readouterr().err
     graph, cluster = load_graph(graph_path), load_cluster("k80x2")
-    own = make_placer("ppo", timer=Simulator(), budget=40, samples=8, epochs=2, imitation_steps=1, algo="reinforce")
+    own = make_placer("ppo", timer=Simulator(), budget=40, samples=8, imitation_steps=1, algo="reinforce")
     written = load_placement(tmp_path / "reinforce.json", graph, cluster)
     assert written == own.place(graph, cluster, seed=0)  # --seed's default
     assert main(["place", graph_path, "-p", "heft", "--algo", "ppo"]) == 2

@@ -27,7 +27,7 @@ from gnplace.toy import chain_graph, layered_graph, mixed_cluster, toy_cluster
 FAST: dict[str, dict[str, Any]] = {
     "exact": {"time_limit": 0.05, "num_workers": 1},
     "ppo": {"samples": 8, "epochs": 2, "imitation_steps": 2},
-    "reinforce": {"samples": 8, "epochs": 2, "imitation_steps": 2},
+    "reinforce": {"samples": 8, "imitation_steps": 2},  # (one step per batch: epochs is refused)
 }
 BUDGET = 30
 

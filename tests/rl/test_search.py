@@ -24,6 +24,7 @@ class StandIn(StepTimer):
         return Simulator().time(graph, cluster, placement, timeline=timeline)
 
 FAST = dict(samples=16, epochs=3, imitation_steps=3)
+REINFORCE_FAST = dict(samples=16, imitation_steps=3)  # one step per batch: no epochs
 
 
 def test_registered_as_learned_search_placers():
@@ -59,7 +60,7 @@ def test_same_seed_same_placement_and_budget_respected(counting_simulator):
     g, c = mlp_training_graph(layers=4, width=256, batch=32, branches=2), load_cluster("k80x4")
     runs = [PPOSearchPlacer(budget=65, **FAST).place(g, c, seed=s).devices.tolist() for s in (5, 5)]
     assert runs[0] == runs[1]
-    placer = ReinforceSearchPlacer(budget=65, timer=counting_simulator, memo=False, **FAST)
+    placer = ReinforceSearchPlacer(budget=65, timer=counting_simulator, memo=False, **REINFORCE_FAST)
     placer.place(g, c, seed=1)
     by_auto = type(counting_simulator)()
     make_placer("auto", timer=by_auto).place(g, c, seed=1)  # the reference, under the caller's seed
@@ -411,6 +412,27 @@ def test_a_search_that_timed_only_overflowing_placements_takes_the_polishs_place
     assert placer.last_step == pytest.approx(result.step_time)
 
 
+@pytest.mark.parametrize("options, message", [
+    (dict(zero_shot=True), "zero_shot places the graph with a checkpoint's policy first"),  # was off silently
+    (dict(zero_shot_samples=4), "zero_shot_samples apply only with zero_shot=true"),
+    (dict(zero_shot_start=True), "zero_shot_start apply only with zero_shot=true"),
+    (dict(algo="reinforce", epochs=3), "algo=reinforce makes one step per batch"),
+])
+def test_options_set_to_no_effect_are_refused(options, message):
+    with pytest.raises(InvalidArgument, match=message):
+        PPOSearchPlacer(budget=100, **options)
+
+
+def test_options_left_at_their_defaults_are_taken_whatever_the_algorithm():
+    assert ReinforceSearchPlacer(budget=100, epochs=10).config.algo == "reinforce"  # its default, said again
+    assert PPOSearchPlacer(budget=100, zero_shot=False, zero_shot_samples=16).zero_shot is False
+    with pytest.raises(InvalidArgument, match="epochs counts PPO's gradient steps"):
+        ReinforceSearchPlacer(budget=100, epochs=3)
+    with pytest.raises(InvalidArgument, match="epochs counts PPO's gradient steps"):
+        FineTunePlacer(budget=100, algo="reinforce", epochs=10)  # fine-tuning's default is 4
+    assert FineTunePlacer(budget=100, algo="reinforce").config.algo == "reinforce"
+
+
 @pytest.mark.parametrize("name", ["ppo", "reinforce"])
 def test_a_search_left_with_an_overflowing_best_repairs_it_outside_the_budget(name):
     """With reference=single on a cluster one device cannot hold and a budget too small to leave it (``place -p ppo
@@ -420,7 +442,7 @@ def test_a_search_left_with_an_overflowing_best_repairs_it_outside_the_budget(na
     graph = mlp_training_graph(layers=4, width=4096, batch=256)
     cluster = toy_cluster(2, memory=0.3 * 2**30, bandwidth=2e8)  # one device cannot hold the step; two can
     assert Simulator().time(graph, cluster, np.zeros(graph.num_ops, dtype=np.int64)).is_oom
-    placer = make_placer(name, timer=Simulator(), budget=2, reference="single", prelude=0.0, samples=8, epochs=2,
+    placer = make_placer(name, timer=Simulator(), budget=2, reference="single", prelude=0.0, samples=8,
                          imitation_steps=0, hidden=16, layers=1)
     result = Simulator().time(graph, cluster, placer.place(graph, cluster, seed=0))
     assert not result.is_oom and placer.last_repair_evaluations > 0 and placer.last_evaluations <= 2
