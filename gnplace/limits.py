@@ -20,6 +20,7 @@ limit                     value
 ``MAX_LAYERS``            64 rounds of message passing (or layers) of a learned policy
 ``MAX_DRAWN``             16,384 placements drawn in one batch of a learned placer
 ``MAX_BUDGET``            10**9 timer evaluations of a placer's budget (``--budget``)
+``MAX_EPOCHS``            1,000 gradient steps of a learned placer on one batch (``epochs``, ``--epochs``)
 ========================  ==========================================================
 
 YAML is read without anchors and aliases (``&a`` / ``*a``): nothing gnplace reads needs them, and
@@ -41,7 +42,7 @@ from gnplace.exceptions import GnplaceError, InvalidArgument
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
-    "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET",
+    "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS",
     "read_file", "check_budget", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
@@ -68,6 +69,10 @@ MAX_DRAWN = 16384
 #: line). No real run comes near it (the shipped configurations ask for at most 200,000); a larger number is a typo or
 #: a script's overflow, which would run until killed (and reach Lightning's loop as an index-sized integer).
 MAX_BUDGET = 10**9
+#: Most gradient steps a learned placer takes on one batch (PPO's ``epochs``; Spotlight's 10, fine-tuning's 4). One
+#: batch's update runs to its end before a kill or Ctrl-C is heard: ``gnplace finetune --epochs 1000000000`` ran
+#: one update for hours, deaf to SIGTERM.
+MAX_EPOCHS = 1000
 
 
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH
+from gnplace.limits import MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH
 
 #: The largest float32 (3.4028235e38): the learner's numbers enter float32 tensors.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -39,7 +39,8 @@ class LearnerConfig:
             episode) or ``"refine"`` (Placeto's and GiPH's: chains move one group per step from the best
             placement seen) (default: ``"construct"``).
         samples (int): placements sampled per (graph, cluster) per iteration, ``B`` (default: 32).
-        epochs (int): PPO gradient steps per batch (Spotlight: 10) (default: 10).
+        epochs (int): PPO gradient steps per batch, at most :data:`~gnplace.limits.MAX_EPOCHS` (Spotlight: 10)
+            (default: 10).
         clip (float): PPO's ratio clip :math:`\\epsilon` (default: 0.2).
         beta (float): initial KL coefficient :math:`\\beta` (Spotlight: 1) (default: 1.0).
         kl_target (float): KL per decision the adaptive :math:`\\beta` aims at (default: 0.01).
@@ -128,9 +129,9 @@ class LearnerConfig:
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
         shape = {"hidden": (self.hidden, MAX_WIDTH), "head": (self.head, MAX_WIDTH),
-                 "layers": (self.layers, MAX_LAYERS)}
+                 "layers": (self.layers, MAX_LAYERS), "epochs": (self.epochs, MAX_EPOCHS)}
         big = [f"{name} <= {most}, got {value}" for name, (value, most) in shape.items() if value > most]
-        if big:  # refused, not allocated
+        if big:  # refused, not allocated (or not run: an update hears no kill before its last epoch)
             raise InvalidArgument(f"need {'; '.join(big)}")
         drawn = {"samples x screen": self.samples * self.screen, "val_samples": self.val_samples}
         over = [f"{name} <= {MAX_DRAWN}, got {value}" for name, value in drawn.items() if value > MAX_DRAWN]

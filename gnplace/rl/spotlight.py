@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MAX_EPOCHS
 from gnplace.rl.comparator import ComparatorPlacer, SequenceProblem, check_nonnegative, check_positive, check_whole
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves this placer without it
@@ -112,6 +114,8 @@ class SpotlightPlacer(ComparatorPlacer):
         super().__init__(lr=lr, **kwargs)
         owner = type(self).__name__
         check_whole(owner, epochs=epochs)
+        if epochs > MAX_EPOCHS:  # one update hears no kill before its last epoch
+            raise InvalidArgument(f"{owner}: epochs must be at most {MAX_EPOCHS}, got {epochs}")
         if clip is not None:  # None: the paper's objective, the KL penalty alone
             check_positive(owner, clip=clip)
         check_nonnegative(owner, beta=beta, entropy=entropy)

@@ -57,3 +57,13 @@ def test_a_number_past_float32s_range_is_refused(option, value, shown):
     with pytest.raises(InvalidArgument, match=rf"{option} must be a finite number within float32's range .*got "
                                               rf"{re.escape(shown)}$"):
         LearnerConfig(**{option: value})
+
+
+def test_epochs_are_capped():
+    """``gnplace finetune --epochs 1000000000`` ran one update for hours, deaf to SIGTERM (a kill is heard between
+    iterations, after the update's last epoch)."""
+    from gnplace.limits import MAX_EPOCHS
+
+    assert LearnerConfig(epochs=MAX_EPOCHS).epochs == 1000
+    with pytest.raises(InvalidArgument, match=r"^need epochs <= 1000, got 1000000000$"):
+        LearnerConfig(epochs=10**9)

@@ -45,7 +45,8 @@ def test_beta_adapts_to_the_kl_after_the_update():
 
 @pytest.mark.parametrize("bad", [dict(beta=float("inf")), dict(entropy=float("inf")), dict(lr=1e300),
                                  # past float32's 3.4e38: clip could not enter torch.clamp, beta made nan probabilities
-                                 dict(clip=1e39), dict(beta=1e39), dict(entropy=10**400)])
+                                 dict(clip=1e39), dict(beta=1e39), dict(entropy=10**400),
+                                 dict(epochs=1001)])  # one update, deaf to a kill, for hours
 def test_options_that_break_the_run_are_refused(bad):
     """Accepted before, then a RuntimeError mid-run: inf times a KL of 0 is nan, Adam's float32 step overflowed."""
     with pytest.raises(InvalidArgument) as err:
