@@ -66,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
     for cluster in clusters:  # a typo is reported now, not after Lightning's import
         load_cluster(cluster)
     pairs = [(str(g), c) for g in graphs for c in clusters]
+    if args.algo == "reinforce" and args.epochs != LearnerConfig.epochs:  # inert: never ignored silently
+        raise InvalidArgument(f"--epochs counts PPO's gradient steps per batch; --algo reinforce makes one step per "
+                              f"batch, so leave --epochs out (got {args.epochs})")
     config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "train")

@@ -315,15 +315,17 @@ def test_the_training_scripts_bad_flags_are_reported_before_lightning_is_importe
         f"         module.main(['--graphs', {str(graph)!r}, '--clusters', ',']),\n"
         f"         module.main(['--graphs', {str(graph)!r}, '--lr', '-1']),\n"
         # past an index-sized integer: an OverflowError traceback from Lightning
-        f"         module.main(['--graphs', {str(graph)!r}, '--steps-per-epoch', str(10**20)])]\n"
+        f"         module.main(['--graphs', {str(graph)!r}, '--steps-per-epoch', str(10**20)]),\n"
+        # one REINFORCE step per batch: --epochs was ignored
+        f"         module.main(['--graphs', {str(graph)!r}, '--algo', 'reinforce', '--epochs', '3'])]\n"
         "print(codes, 'lightning' in sys.modules)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.stdout.strip() == "[2, 2, 2, 2, 2] False", result.stderr
+    assert result.stdout.strip() == "[2, 2, 2, 2, 2, 2] False", result.stderr
     lines = result.stderr.splitlines()
-    assert len(lines) == 5 and all(line.startswith("train: error:") for line in lines)
+    assert len(lines) == 6 and all(line.startswith("train: error:") for line in lines)
     assert "unknown cluster 'k80x9'" in lines[1] and "names no cluster" in lines[2] and "need lr > 0" in lines[3]
-    assert "--steps-per-epoch must be at most" in lines[4]
+    assert "--steps-per-epoch must be at most" in lines[4] and "--algo reinforce makes one step" in lines[5]
 
 
 def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pairs(tmp_path):
