@@ -38,7 +38,7 @@ from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
-from gnplace.graph import OpGraph
+from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget, check_regular_file
 from gnplace.placement import Placement, save_placement
@@ -195,8 +195,13 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     """
     from gnplace.datasets import load_manifest
 
+    if split != "all" and not any(str(spec).strip() and Path(spec).is_dir() for spec in specs):
+        raise GnplaceError(f"split {split!r} chooses among a folder's graphs, and only graph files are named: name "
+                           "the folder, or leave the split out")  # it was ignored
     paths: list[Path] = []
     for spec in specs:
+        if not str(spec).strip():  # Path("") is the current folder: -g "" evaluated every graph found there
+            raise GnplaceError("an empty graph path: name a graph file or a folder (. for the current one)")
         path = Path(spec)
         if path.is_dir():
             if (path / "manifest.json").exists():
@@ -355,6 +360,9 @@ def default_files_identity(placer: str, options: Mapping[str, Any]) -> dict[str,
 #: Most characters of a row's ``error`` (a message cut there ends with ``…``): :mod:`csv` reads no field longer than
 #: 131,072 characters back, and one crash's message past that made ``results.csv`` unreadable to every rerun.
 MAX_ERROR_CHARS = 1000
+#: Longest field of ``results.csv`` read back (csv's default is 131,072 characters): a graph's name and family come
+#: from its file, whose reader bounds them only by the file's size.
+MAX_FIELD_CHARS = 2**31 - 1
 
 
 @lru_cache(maxsize=8)
@@ -474,7 +482,10 @@ def _read_rows(path: Path) -> list[Row]:
     if not path.is_file():
         kind = "a folder" if path.is_dir() else "not a regular file"
         raise InvalidArgument(f"{path}: not a results file ({kind}); move it away or pick another output folder")
-    try:
+    limit = csv.field_size_limit()
+    try:  # a field as long as a run writes: a graph's name or family from its file (a 200,000-character name
+        # made the folder unreadable to every later run)
+        csv.field_size_limit(max(limit, MAX_FIELD_CHARS))
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             raws = list(reader)
@@ -484,6 +495,8 @@ def _read_rows(path: Path) -> list[Row]:
             f"{path}: not a results file of gnplace evaluate ({' '.join(str(err).split())[:120]}); "
             "move it away or pick another output folder"
         ) from None
+    finally:
+        csv.field_size_limit(limit)
     if header and not {"graph", "cluster", "placer"} <= set(header):  # another tool's table: not ours to rewrite
         raise InvalidArgument(f"{path}: not a results file of gnplace evaluate (columns {', '.join(header[:5])}); "
                               "move it away or pick another output folder")
@@ -592,7 +605,9 @@ def evaluate(
     have = {(r.key, _row_slot(r)) for r in done}
     todo = [(t, k, k in keep) for t, k in keyed if (k, _task_slot(t)) not in have]
     for path in dict.fromkeys(t.graph_path for t, _, _ in todo):  # keys read the bytes only: a bad file fails here,
-        _graph(path, _stamp(path))  # before any run, not once the runs before it are done
+        # before any run, not once the runs before it are done; a graph of no ops scored 1.000 against every
+        # reference and pulled the geometric means toward 1, where place and simulate refuse it
+        require_ops(_graph(path, _stamp(path)), path)
     if reused is not None:
         reused(len({(k, _task_slot(t)) for t, k in keyed} & have))
     names = [f.name for f in fields(Row)]
@@ -647,7 +662,12 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
     for t, k in keyed:
         wanted[_task_slot(t)].add(k)
     done = []
-    for row in saved:
+    seen: set[tuple[str, tuple[str, str, str, int]]] = set()
+    for row in reversed(saved):  # the last row of a (key, slot) stands: two runs into one folder both appended it,
+        # and the copy was counted twice (best on 2/2 of one graph)
+        if (row.key, _row_slot(row)) in seen:
+            continue
+        seen.add((row.key, _row_slot(row)))
         current = wanted.get(_row_slot(row))
         # a failed row of a task asked for again runs again (the failure may have passed), as one whose placement is
         # to be kept and is not (its row was saved before placements were kept)
@@ -655,7 +675,7 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
                 current is not None and row.key in current and not row.error
                 and (row.key not in keep or kept_placement(out, row.key).is_file())):
             done.append(row)
-    return done
+    return done[::-1]
 
 
 def _task_slot(task: Task) -> tuple[str, str, str, int]:
@@ -890,11 +910,17 @@ def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[st
     ]
     for s in summary:
         lines.append(
-            f"| {s['family']} | {s['cluster']} | {s.get('label', s['placer'])} | {_graphs_cell(s)} "
+            f"| {_cell(s['family'])} | {_cell(s['cluster'])} | {_cell(s.get('label', s['placer']))} "
+            f"| {_graphs_cell(s)} "
             f"| {s['vs_best']:.3f} | {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} "
             f"| {s['errors']} | {s['place_s']:.3f} |"
         )
     return write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))  # a failed write keeps the old table
+
+
+def _cell(text: Any) -> str:
+    """``text`` as one Markdown table cell: ``|`` escaped, line breaks as spaces (names come from graph files)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
 
 
 def _graphs_cell(line: Mapping[str, Any]) -> str:

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gnplace import PLACERS, load_cluster, load_graph, lower_bound
-from gnplace.cli.common import check_count, require_ops, run_reporting_errors
+from gnplace.cli.common import check_count, file_path, require_ops, run_reporting_errors
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_parent_folder
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clusters", default="k80x4,tight4", help="comma-separated presets or YAML files")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one")
-    parser.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    parser.add_argument("--checkpoint", default=None, type=file_path,
+                        help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--per-family", type=int, default=0,
                         help="the first N test graphs of each family (default: 0, all 8)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")

@@ -36,13 +36,13 @@ def _temperatures(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
-    from gnplace.cli.common import add_optimizer_argument
+    from gnplace.cli.common import add_optimizer_argument, file_path
     from gnplace.rl.zeroshot import add_decoding_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
-    parser.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    parser.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="draw the samples in this many rounds, each around the best placement so far (default: 1)")

@@ -779,3 +779,56 @@ def test_a_saved_row_whose_options_are_not_a_json_object_is_run_again(graphs, tm
     rows = evaluate([task], out, progress=ran.append)
     assert len(ran) == 1 and [r.options for r in rows] == ["{}"]
     assert summarise(rows)
+
+
+def test_a_graph_of_a_very_long_name_leaves_a_results_file_a_rerun_reads(tmp_path):
+    """A 200,000-character name (from the graph file) was a field past csv's limit: every rerun refused the folder."""
+    g = mlp_training_graph(layers=2, width=64, batch=8)
+    g.name = "n" * 200_000
+    save_graph(g, tmp_path / "long.gnpg")
+    tasks = [Task(str(tmp_path / "long.gnpg"), "k80x2", "single")]
+    evaluate(tasks, tmp_path / "out")
+    again, reused = [], []
+    rows = evaluate(tasks, tmp_path / "out", progress=again.append, reused=reused.append)
+    assert again == [] and reused == [1] and rows[0].graph == g.name
+
+
+def test_a_row_saved_twice_is_read_and_counted_once(graphs, tmp_path):
+    """Two runs into one folder both appended a row: the copy was kept, counted (best on 2/2 of one graph) and
+    written back."""
+    tasks = [Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("single", "heft")]
+    evaluate(tasks, tmp_path / "out")
+    csv_path = tmp_path / "out" / "results.csv"
+    lines = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join([*lines, lines[-1]]) + "\n")
+    reused = []
+    rows = evaluate(tasks, tmp_path / "out", reused=reused.append)
+    assert reused == [2] and sorted(r.placer for r in rows) == ["heft", "single"]
+    assert csv_path.read_text().splitlines() == lines
+    assert all(line["runs"] == 1 for line in summarise(rows))
+
+
+def test_an_empty_graph_path_and_a_split_of_no_folder_are_refused(graphs):
+    with pytest.raises(GnplaceError, match="an empty graph path"):  # Path("") was the current folder
+        collect_graphs([""])
+    with pytest.raises(GnplaceError, match="split 'test' chooses among a folder's graphs"):  # it was ignored
+        collect_graphs([str(graphs / "mlp2.gnpg")], split="test")
+
+
+def test_a_graph_of_no_ops_is_refused_before_any_run(graphs, tmp_path):
+    """It scored 1.000 against every reference (best on 1/1) and pulled the geometric means toward 1."""
+    from gnplace.exceptions import InvalidGraph
+    from gnplace.toy import chain_graph
+
+    save_graph(chain_graph(0), tmp_path / "empty.gnpg")
+    tasks = [Task(str(p), "k80x2", "single") for p in (graphs / "mlp2.gnpg", tmp_path / "empty.gnpg")]
+    with pytest.raises(InvalidGraph, match=r"empty\.gnpg: graph .* has no ops"):
+        evaluate(tasks, tmp_path / "out")
+    assert not (tmp_path / "out" / "results.csv").exists()
+
+
+def test_names_with_bars_or_line_breaks_stay_in_their_markdown_cell(tmp_path):
+    row = _row("a", "heft", 1.0)
+    row.family = "a|b\nc"
+    md = write_markdown(summarise([row]), tmp_path / "r.md").read_text().splitlines()
+    assert len(md) == 3 and md[2].startswith("| a\\|b c | k80x2 | heft |")

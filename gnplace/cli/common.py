@@ -22,7 +22,8 @@ __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
     "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format", "check_shared_options",
-    "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
+    "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument", "file_path", "whole_number",
+    "names_placement_file",
 ]
 
 
@@ -137,6 +138,11 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
     return options
 
 
+def names_placement_file(placer: str) -> bool:
+    """Whether ``placer`` (``--placer``'s value) names a placement file rather than a registered placer."""
+    return placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file() or Path(placer).is_dir())
+
+
 def resolve_placement(
     graph: OpGraph, cluster: Cluster, placer: str, *, seed: int | None = None, timer: Any = None,
     budget: int | None = None, options: dict[str, Any] | None = None,
@@ -145,7 +151,7 @@ def resolve_placement(
 
     A registered placer is run with ``timer``, ``budget`` and ``options``.
     """
-    if placer not in PLACERS and (placer.endswith(".json") or Path(placer).is_file() or Path(placer).is_dir()):
+    if names_placement_file(placer):
         return Path(placer).name, load_placement(placer, graph, cluster)
     return placer, make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
 
@@ -169,6 +175,17 @@ def whole_number(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
     return value
+
+
+def file_path(text: str) -> str:
+    """An argparse ``type``: a path that names something, else argparse's one-line error.
+
+    An empty or blank value (an unset variable) was dropped silently by one command (``evaluate --checkpoint ""``)
+    and read as a file named by spaces by another (``: no such checkpoint file``).
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a file's path, got {text!r}")
+    return text
 
 
 def check_count(value: int | None, flag: str, *, minimum: int = 0, maximum: int | None = None) -> None:

@@ -15,6 +15,7 @@ from gnplace.cli.common import (
     check_output_file,
     check_output_folder,
     checkpoint_readers,
+    file_path,
     parse_placer_options,
     whole_number,
     writing,
@@ -52,7 +53,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", type=int, default=None,
                    help=f"timer evaluations for search placers (1 to {MAX_BUDGET:,}; default: each one's own)")
     p.add_argument("--seed", type=whole_number, default=0)
-    p.add_argument("--checkpoint", default=None,
+    p.add_argument("--checkpoint", default=None, type=file_path,
                    help="a checkpoint for the placers that read its kind (a policy's: policy, finetune; a Placeto "
                         "one: placeto); the others keep their default (the shipped policy, Placeto from scratch)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import add_optimizer_argument, whole_number
+from gnplace.cli.common import add_optimizer_argument, file_path, whole_number
 
 
 def add_parser(sub: Any) -> None:
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``gnplace finetune`` and ``scripts/finetune.py``."""
     p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (real timers need MODULE:FACTORY)")
     p.add_argument("-c", "--cluster", required=True, help="cluster preset or YAML file (e.g. gnplace profile's)")
-    p.add_argument("--checkpoint", default=None, help="policy checkpoint (default: the shipped one)")
+    p.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
     add_optimizer_argument(p)
     p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")

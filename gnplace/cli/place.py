@@ -24,6 +24,7 @@ from gnplace.cli.common import (
     check_output_file,
     check_output_folder,
     check_shared_options,
+    file_path,
     input_shapes,
     mib,
     ms,
@@ -53,7 +54,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
-    p.add_argument("--checkpoint", default=None, help="policy checkpoint of learned placers (default: the shipped one)")
+    p.add_argument("--checkpoint", default=None, type=file_path,
+                   help="policy checkpoint of learned placers (default: the shipped one)")
     add_input_shape_argument(p)
     add_optimizer_argument(p)
     p.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")

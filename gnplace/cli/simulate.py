@@ -14,12 +14,14 @@ from gnplace.cli.common import (
     input_shapes,
     mib,
     ms,
+    names_placement_file,
     require_ops,
     resolve_placement,
     whole_number,
     writing,
 )
 from gnplace.cluster import load_cluster
+from gnplace.exceptions import InvalidArgument
 from gnplace.importers.sources import load_graph_source
 from gnplace.placement import recorded_preset
 from gnplace.placers.registry import PLACERS
@@ -55,7 +57,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default",
                    help="simulator mode (default: default)")
-    p.add_argument("--seed", type=whole_number, default=0, help="seed for stochastic placers (default: 0)")
+    p.add_argument("--seed", type=whole_number, default=None, help="seed for stochastic placers (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", metavar="PNG",
                    help="also draw a Gantt chart of the step to this file (.png, .pdf, .svg, ...)")
@@ -69,11 +71,13 @@ def run(args: argparse.Namespace) -> int:
     if args.timeline is not None:
         check_output_file(args.timeline, "--timeline", TIMELINE_SUFFIXES)
         check_not_input(args.timeline, args.graph, "--timeline", others=(args.cluster, args.placer))
+    if args.seed is not None and names_placement_file(args.placer):  # nothing to seed: it was ignored
+        raise InvalidArgument(f"--seed seeds a placer, and --placer {args.placer} is a placement file: leave it out")
     source = load_graph_source(args.graph, input_shapes=input_shapes(args), optimizer=args.optimizer)
     graph = require_ops(source, args.graph)
     cluster = load_cluster(args.cluster if args.cluster is not None else default_cluster(args.placer))
     sim = Simulator(args.mode)
-    placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed, timer=sim)
+    placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed or 0, timer=sim)
     result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))
     bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster))
     report = {

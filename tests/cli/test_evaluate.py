@@ -386,3 +386,17 @@ def test_a_row_made_with_a_relative_checkpoint_stands_in_a_rerun_from_another_fo
     monkeypatch.chdir(tmp_path / "A")  # ./my.ckpt is my.ckpt: the policy's row is reused, not run again
     rows = run("policy", "--checkpoint", "./my.ckpt", "-O", "policy.polish=0")
     assert [r for r in rows if r["placer"] == "policy"] == [row]
+
+
+@pytest.mark.parametrize("command", ["evaluate", "place"])
+@pytest.mark.parametrize("value", ["", "   "])
+def test_an_empty_checkpoint_path_is_refused_not_dropped(tmp_path, capsys, command, value):
+    """``evaluate --checkpoint ""`` (an unset variable) was dropped silently; ``place`` said ": no such checkpoint
+    file" of a path of spaces."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    args = (["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-o", str(tmp_path / "out")]
+            if command == "evaluate" else ["place", graph, "-c", "k80x2", "-p", "policy"])
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--checkpoint", value])
+    assert exit_.value.code == 2 and "expected a file's path" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -411,3 +411,12 @@ def test_help_names_the_default_cluster(capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
     assert "the preset a placement.json was made for, else k80x4" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_seed_for_a_placement_file_is_refused_not_ignored(capsys, graph_file, tmp_path):
+    graph, cluster = load_graph(graph_file), load_cluster("k80x2")
+    placement = save_placement(tmp_path / "p.json", graph, Placement([0] * graph.num_ops, cluster))
+    run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(placement))
+    line = run_error(capsys, str(graph_file), "-c", "k80x2", "-p", str(placement), "--seed", "5")
+    assert "--seed seeds a placer" in line
+    run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "metis", "--seed", "5")  # a placer's: taken
