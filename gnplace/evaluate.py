@@ -50,7 +50,8 @@ from gnplace.sim.timer import geomean, relative_step
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
-    "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot", "kept_placement",
+    "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot", "kept_placement", "placers_in_options",
+    "is_learned",
 ]
 
 
@@ -334,7 +335,46 @@ def task_key(task: Task) -> str:
     if used:  # a placer it uses changed (auto's candidates, or auto for the searches that start from it)
         identity["uses"] = used
     identity.update(default_files_identity(task.placer, dict(task.options)))
+    started = {}
+    for name in placers_in_options(task.options_dict):  # -O annealing.start=policy runs policy: its revision and
+        # shipped weights shape the row as its own do (a retrained checkpoint reused the old annealing rows)
+        if name in used or name == task.placer or name in {u.partition("@")[0] for u in info.uses}:
+            continue  # in its identity already
+        entry = {"revision": PLACERS.info(name).revision, "uses": PLACERS.revisions_used(name),
+                 **default_files_identity(name, {})}
+        entry = {k: v for k, v in entry.items() if v}
+        if entry:  # (a placer of no revision and no files: rows saved before stand)
+            started[name] = entry
+    if started:
+        identity["started"] = started
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def placers_in_options(options: Mapping[str, Any]) -> list[str]:
+    """The registered placers ``options`` name, sorted (auto's ``candidates``, annealing's ``start``, ...).
+
+    A placer runs them, so they are part of its row (:func:`task_key`, :func:`is_learned`).
+
+    Examples:
+        >>> placers_in_options({"start": "policy", "budget": 3, "candidates": ("heft", "single")})
+        ['heft', 'policy', 'single']
+    """
+    names: set[str] = set()
+    for value in options.values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(item, str) and item in PLACERS:
+                names.add(item)
+    return sorted(names)
+
+
+def is_learned(task: Task) -> bool:
+    """Whether ``task``'s row is a learned placer's: its own, or one its options start.
+
+    ``auto.candidates=[ppo]`` and ``annealing.start=policy`` are learned rows, compared with the best non-learned
+    row, never part of it.
+    """
+    return PLACERS.info(task.placer).learned or any(
+        PLACERS.info(name).learned for name in placers_in_options(task.options_dict))
 
 
 def default_files_identity(placer: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -430,7 +470,7 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
         graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=os.path.realpath(task.graph_path),
         ops=graph.num_ops,
         groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed, bound_s=bound,
-        single_s=single_s, learned=PLACERS.info(task.placer).learned, budget=task.budget, mode=task.mode,
+        single_s=single_s, learned=is_learned(task), budget=task.budget, mode=task.mode,
         options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=cluster_slot(task.cluster), key=key,
     )
     try:

@@ -832,3 +832,24 @@ def test_names_with_bars_or_line_breaks_stay_in_their_markdown_cell(tmp_path):
     row.family = "a|b\nc"
     md = write_markdown(summarise([row]), tmp_path / "r.md").read_text().splitlines()
     assert len(md) == 3 and md[2].startswith("| a\\|b c | k80x2 | heft |")
+
+
+def test_a_placer_an_option_starts_is_part_of_the_row(graphs, tmp_path, monkeypatch):
+    """``-O annealing.start=policy`` runs policy: a new revision or retrained shipped weights reused the old rows,
+    and ``auto.candidates=[ppo]`` was counted among the non-learned placers' best."""
+    from gnplace.evaluate import is_learned, placers_in_options
+    from gnplace.rl.zeroshot import PolicyPlacer
+
+    weights = tmp_path / "w.ckpt"
+    weights.write_bytes(b"weights")
+    monkeypatch.setattr(PolicyPlacer, "default_checkpoint", str(weights))
+    started = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", {"start": "policy"})
+    plain = Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "annealing", {"start": "heft"})
+    keys = task_key(started), task_key(plain)
+    weights.write_bytes(b"weights, retrained")
+    assert task_key(started) != keys[0] and task_key(plain) == keys[1]
+    monkeypatch.setattr(PolicyPlacer, "revision", "99")
+    assert task_key(started) not in keys
+    assert placers_in_options(started.options_dict) == ["policy"]
+    assert is_learned(started) and not is_learned(plain)
+    assert is_learned(Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "auto", {"candidates": ["ppo", "heft"]}))
