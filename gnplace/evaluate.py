@@ -934,6 +934,14 @@ def _cluster_labels(rows: Sequence[Row]) -> dict[int, str]:
     for r in rows:
         label = r.cluster if len(slots[r.cluster]) == 1 else f"{r.cluster} ({r.cluster_spec})"
         labels[id(r)] = label if r.mode == "default" else f"{label} [{r.mode}]"
+    told: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for r in rows:
+        told[labels[id(r)]].add((r.cluster_spec or r.cluster, r.mode))
+    for r in rows:  # a cluster named "k80x2 [placeto]" beside k80x2 in placeto's mode: two clusters, one label, and
+        # their rows were compared; each is shown with its file then
+        if len(told[labels[id(r)]]) > 1:
+            label = f"{r.cluster} ({r.cluster_spec or r.cluster})"
+            labels[id(r)] = label if r.mode == "default" else f"{label} [{r.mode}]"
     return labels
 
 

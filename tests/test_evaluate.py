@@ -513,6 +513,15 @@ def test_rows_of_another_simulator_mode_are_not_compared():
     assert summary[("c [placeto]", "heft")]["vs_best"] == 1.0
 
 
+def test_a_cluster_named_like_another_modes_label_is_not_compared_with_it():
+    """A cluster file named "c [placeto]" beside c in placeto's mode: one label, and their rows were compared."""
+    placeto = Row(**{**row("g", "heft", 1.0).__dict__, "mode": "placeto", "cluster_spec": "c"})
+    named = Row(**{**row("g", "single", 9.0).__dict__, "cluster": "c [placeto]", "cluster_spec": "/w/weird.yaml"})
+    summary = {(s["cluster"], s["placer"]): s for s in summarise([placeto, named])}
+    assert sorted(summary) == [("c (c) [placeto]", "heft"), ("c [placeto] (/w/weird.yaml)", "single")]
+    assert all(s["vs_best"] == 1.0 for s in summary.values())  # each the best of its own cluster
+
+
 def test_the_mean_placement_time_is_over_the_runs_that_placed():
     """A failed run (no placement time) counted as 0 s in the mean: 10 s and a failure gave 5 s."""
     failed = Row(**{**row("g2", "heft", math.nan).__dict__, "place_seconds": math.nan, "error": "boom"})
