@@ -167,7 +167,8 @@ def generate_dataset(
             progress(i, graph)
     manifest = write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
     for name in stale:  # the replaced dataset's graphs that the new one does not name
-        (out / name).unlink(missing_ok=True)
+        if (out / name).is_file():  # (a folder of that name is not a graph: left alone)
+            (out / name).unlink()
     return manifest
 
 
@@ -263,7 +264,8 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
         )
     keep = set(wanted["files"])
     (out / "manifest.json").unlink()  # an interruption from here on leaves no manifest over a mix of two datasets
-    return [name for name in files if name not in keep and Path(name).name == name]
+    # only graph files: a manifest listing itself or notes.txt had the new manifest and the notes deleted
+    return [name for name in files if name not in keep and Path(name).name == name and name.endswith(".gnpg")]
 
 
 def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries: list[dict[str, Any]]) -> Path:

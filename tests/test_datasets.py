@@ -287,3 +287,16 @@ def test_a_manifest_that_is_a_pipe_is_one_error_not_a_hang(tmp_path):
     (folder / "manifest.json").write_text('{"format": "gnplace-dataset", "format": "x"}')
     with pytest.raises(GnplaceError, match="not a readable dataset manifest .*twice"):
         load_manifest(folder)
+
+
+def test_an_overwrite_deletes_only_the_replaced_datasets_graph_files(tmp_path):
+    """A manifest listing itself and notes.txt: the overwrite deleted the manifest it had just written and the notes;
+    a listed folder failed the run after all its work ("cannot write ...: Is a directory")."""
+    (tmp_path / "notes.txt").write_text("precious")
+    (tmp_path / "sub").mkdir()
+    listed = [{"file": name, "split": "train"} for name in ("manifest.json", "notes.txt", "sub")]
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "format": "gnplace-dataset", "version": 1, "family": "ptb", "seed": 0, "optimizer": "sgd", "graphs": listed}))
+    generate_dataset("ptb", 1, tmp_path, seed=3, test_count=0, overwrite=True)
+    assert (tmp_path / "notes.txt").read_text() == "precious" and (tmp_path / "sub").is_dir()
+    assert [e["file"] for e in load_manifest(tmp_path)["graphs"]] == ["ptb_000.gnpg"]
