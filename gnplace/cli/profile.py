@@ -50,7 +50,13 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.cli.common import check_count, check_output_folder, writing
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.base import real_timer
-    from gnplace.execute.profile import calibrate, fidelity_placements, parse_torch_devices, simulator_error
+    from gnplace.execute.profile import (
+        MAX_FIDELITY_PLACEMENTS,
+        calibrate,
+        fidelity_placements,
+        parse_torch_devices,
+        simulator_error,
+    )
     from gnplace.graph_io import write_atomically
     from gnplace.importers.sources import load_step_source
 
@@ -62,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds, args.probe_rounds) < 1:
         raise InvalidArgument("--ranks, --threads, --repeats, --rounds, --anchor-rounds and --probe-rounds must be at "
                               "least 1")
-    check_count(args.placements, "--placements")
+    check_count(args.placements, "--placements", maximum=MAX_FIDELITY_PLACEMENTS)  # each measured --rounds times
     check_output_folder(args.out)
     devices = args.devices.split(",") if args.devices else None
     if devices is not None:

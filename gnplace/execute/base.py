@@ -17,7 +17,28 @@ from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer, median_step
 
-__all__ = ["RealStepTimer", "real_timer", "torch_devices", "as_program", "oom_result"]
+__all__ = ["RealStepTimer", "real_timer", "torch_devices", "torch_device", "as_program", "oom_result", "MAX_REPEATS",
+           "check_threads"]
+
+
+#: Most steps a real timer runs per measurement (``warmup``, ``repeats``; the shipped commands run 1 and 5).
+MAX_REPEATS = 10_000
+
+
+def check_threads(threads: Any, who: str = "threads") -> int:
+    """``threads``, the CPU threads one device times with, checked: a whole number from 1 to the cores here.
+
+    Raises:
+        InvalidArgument: otherwise (4294967296 was torch's "Overflow when unpacking long" traceback, and more
+            threads than cores time their contention, not the device).
+    """
+    from gnplace.workers import available_cores
+
+    cores = available_cores()
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or not 1 <= threads <= cores:
+        raise InvalidArgument(f"{who} must be a whole number from 1 to {cores} (the cores this process may run on), "
+                              f"got {threads!r}")
+    return int(threads)
 
 
 def as_program(step: Any) -> Program:
@@ -59,20 +80,40 @@ def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[
         raise InvalidArgument(
             f"{len(names)} torch devices given for the {cluster.num_devices} devices of {cluster.name!r}"
         )
-    devices: list[torch.device] = []
-    for cluster_device, name in zip(cluster.devices, names):
-        try:
-            device = torch.device(name)
-        except RuntimeError as err:
-            raise InvalidArgument(f"{name!r} is not a torch device ({err})") from err
-        if device.type == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if (device.index or 0) >= count:
-                raise ExecutionFailed(
-                    f"cluster device {cluster_device.name!r} runs on {name}, but torch sees {count} CUDA device(s) here"
-                )
-        devices.append(device)
-    return devices
+    return [torch_device(name, f"cluster device {cluster_device.name!r} runs on {name}, but")
+            for cluster_device, name in zip(cluster.devices, names)]
+
+
+def torch_device(name: str, missing: str = "") -> torch.device:
+    """The torch device ``name`` names: ``cpu`` (``cpu:0``) or a ``cuda`` device torch sees here.
+
+    Args:
+        name (str): the device's name (``"cpu"``, ``"cuda:1"``).
+        missing (str, optional): the start of the message for a CUDA device torch does not see
+            (default: ``"{name} was asked for, but"``).
+
+    Raises:
+        InvalidArgument: for a name torch does not know, or a device of another type (``mps`` was a traceback
+            mid-run, ``meta`` a calibration of ops that do no work) or ``cpu:7`` (torch has one CPU device).
+        ExecutionFailed: for a CUDA device this torch does not see (a CPU-only build, or too few GPUs).
+
+    Examples:
+        >>> torch_device("cpu")
+        device(type='cpu')
+    """
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise InvalidArgument(f"{name!r} is not a torch device ({' '.join(str(err).split())})") from None
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidArgument(f"{name!r}: gnplace times cpu and cuda devices, not {device.type}")
+    if device.type == "cpu" and (device.index or 0) > 0:
+        raise InvalidArgument(f"{name!r}: torch has one cpu device (cpu or cpu:0)")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise ExecutionFailed(f"{missing or f'{name} was asked for, but'} torch sees {count} CUDA device(s) here")
+    return device
 
 
 def oom_result(graph: OpGraph, cluster: Cluster, placement: Any, device: int, needed: float) -> StepResult:
@@ -121,6 +162,8 @@ class RealStepTimer(StepTimer):
 
         if not (whole(warmup) and whole(repeats)) or warmup < 0 or repeats < 1:
             raise InvalidArgument(f"need whole numbers warmup >= 0 and repeats >= 1, got {warmup!r} and {repeats!r}")
+        if max(warmup, repeats) > MAX_REPEATS:  # 10**12 asked numpy for 189 TiB of step times (a traceback)
+            raise InvalidArgument(f"need warmup and repeats <= {MAX_REPEATS:,} steps, got {warmup!r} and {repeats!r}")
         self.program = as_program(step)
         self.warmup = int(warmup)
         self.repeats = int(repeats)

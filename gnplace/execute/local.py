@@ -28,7 +28,7 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, first_line
-from gnplace.execute.base import RealStepTimer, oom_result, torch_devices
+from gnplace.execute.base import RealStepTimer, check_threads, oom_result, torch_devices
 from gnplace.execute.runner import DeviceOutOfMemory, optimizer_state, place_params, run_step
 from gnplace.graph import OpGraph
 from gnplace.sim.timer import StepResult
@@ -69,7 +69,7 @@ class LocalTimer(RealStepTimer):
     ) -> None:
         super().__init__(step, warmup=warmup, repeats=repeats, lr=lr)
         self.devices = None if devices is None else list(devices)
-        self.threads = threads
+        self.threads = None if threads is None else check_threads(threads)
         self.last_moves = 0
         self.last_moved_bytes = 0.0
 

@@ -38,15 +38,15 @@ import numpy as np
 import torch
 
 from gnplace.cluster import Cluster, cluster_from_dict
-from gnplace.exceptions import ExecutionFailed, InvalidArgument
-from gnplace.execute.base import as_program
+from gnplace.exceptions import InvalidArgument
+from gnplace.execute.base import as_program, check_threads, torch_device
 from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
 
 __all__ = [
     "Calibration", "calibrate", "measure_op_seconds", "node_seconds", "fit_link", "probe_link", "LINK_SIZES",
-    "fidelity_placements", "simulator_error", "fitted_launch_overhead",
+    "fidelity_placements", "simulator_error", "fitted_launch_overhead", "MAX_FIDELITY_PLACEMENTS",
 ]
 
 #: Message sizes of the link ping-pong, bytes.
@@ -301,24 +301,14 @@ def _devices_sharing_memory(device: torch.device, devices: Sequence[torch.device
 
 
 def parse_torch_devices(names: Sequence[str]) -> list[torch.device]:
-    """``names`` as torch devices.
+    """``names`` as torch devices (:func:`~gnplace.execute.base.torch_device`).
 
     Raises:
-        InvalidArgument: naming the first one torch does not know (``"bogus"``, ``"cuda:x"``, ...).
+        InvalidArgument: naming the first one torch does not know (``"bogus"``, ``"cuda:x"``, ...), or of a type
+            gnplace does not time (``mps``, ``meta``).
         ExecutionFailed: for a CUDA device this torch does not see (a CPU-only build, or too few GPUs).
     """
-    devices = []
-    for name in names:
-        try:
-            device = torch.device(name)
-        except (RuntimeError, TypeError, ValueError) as err:
-            raise InvalidArgument(f"{name!r} is not a torch device ({' '.join(str(err).split())})") from None
-        if device.type == "cuda":
-            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            if (device.index or 0) >= count:
-                raise ExecutionFailed(f"{name} was asked for, but torch sees {count} CUDA device(s) here")
-        devices.append(device)
-    return devices
+    return [torch_device(name) for name in names]
 
 
 def calibrate(
@@ -367,6 +357,7 @@ def calibrate(
         raise InvalidArgument(
             f"anchor_rounds and probe_rounds must be at least 1, got {anchor_rounds} and {probe_rounds}"
         )
+    threads = check_threads(threads)  # each device's ops are timed with this many torch threads
     message_cpu = 0.0
     graph = getattr(step, "graph", None)
     if graph is None:
@@ -524,17 +515,31 @@ def _copy_seconds(num_bytes: int, src: torch.device, dst: torch.device, repeats:
     return float(np.median(times[1:]))
 
 
+#: Most placements :func:`fidelity_placements` gives (``gnplace profile --placements``): each is measured ``rounds``
+#: times on the devices.
+MAX_FIDELITY_PLACEMENTS = 10_000
+#: Random draws per placement asked for before :func:`fidelity_placements` stops looking for new ones.
+RANDOM_DRAWS = 100
+
+
 def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: int = 0) -> dict[str, np.ndarray]:
     """``count`` placements that split the step, to check the simulator on: the fast placers', then random ones.
 
     One-device placements are left out, the fast placers' too when they put everything on one
     device: :func:`calibrate` scales each kind's ops to the one-device step it measured, so there
     the simulator agrees with the measurement by construction. Random placements put each
-    colocation group on a uniform device, as every placer places groups; fewer than ``count`` come
-    back when the graph cannot be split (one group, or one device).
+    colocation group on a uniform device, as every placer places groups, each placement once; fewer
+    than ``count`` come back when the graph cannot be split (one group, or one device) or has fewer
+    ways to split it (3 groups on 2 devices: 6), at most :data:`MAX_FIDELITY_PLACEMENTS`.
+
+    Raises:
+        InvalidArgument: if ``count`` is not a whole number from 0 to :data:`MAX_FIDELITY_PLACEMENTS`.
     """
     from gnplace.placers import get_placer
 
+    if isinstance(count, bool) or not isinstance(count, int | np.integer) or not 0 <= count <= MAX_FIDELITY_PLACEMENTS:
+        # (10**12 drew random placements until memory ran out: each is measured, so none of them ever would be)
+        raise InvalidArgument(f"need a number of placements from 0 to {MAX_FIDELITY_PLACEMENTS:,}, got {count!r}")
     singles = [np.full(graph.num_ops, d, dtype=np.int64) for d in range(cluster.num_devices)]
     found: dict[str, np.ndarray] = {}
     for name in ("round_robin", "metis", "heft", "m_etf", "m_sct", "expert"):
@@ -543,10 +548,13 @@ def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: i
             found[name] = devices
     if cluster.num_devices > 1 and graph.num_groups > 1:
         rng = np.random.default_rng(seed)
-        k = 0
-        while len(found) < count:
+        seen = {v.tobytes() for v in [*singles, *found.values()]}
+        k = draws = 0
+        while len(found) < count and draws < RANDOM_DRAWS * count:  # (a graph of few ways to split it has no more)
             devices = rng.integers(0, cluster.num_devices, graph.num_groups)[graph.group]
-            if len(np.unique(devices)) > 1:
+            draws += 1
+            if devices.tobytes() not in seen:  # a repeat was measured again and counted twice in the error
+                seen.add(devices.tobytes())
                 found[f"random{k}"] = devices
                 k += 1
     return dict(list(found.items())[:count])

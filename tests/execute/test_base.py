@@ -96,6 +96,38 @@ def test_warmup_and_repeats_are_whole_numbers(kwargs):
         LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], **kwargs)
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(repeats=10**12), r"^need warmup and repeats <= 10,000 steps"),  # numpy was asked for 189 TiB
+    (dict(warmup=10_001), r"^need warmup and repeats <= 10,000 steps"),
+    (dict(threads=2**32), r"^threads must be a whole number from 1 to \d+"),  # torch's "Overflow when unpacking long"
+    (dict(threads=0), r"^threads must be a whole number from 1"),
+    (dict(threads=1.5), r"^threads must be a whole number from 1"),
+])
+def test_steps_and_threads_past_what_a_measurement_can_run_are_refused(kwargs, message):
+    from gnplace.execute.examples import tiny
+    from gnplace.execute.local import LocalTimer
+    from gnplace.importers.torch import import_step
+
+    with pytest.raises(InvalidArgument, match=message):
+        LocalTimer(import_step(*tiny()), devices=["cpu", "cpu"], **kwargs)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("mps", "gnplace times cpu and cuda devices, not mps"),  # a traceback mid-run on a build without it
+    ("meta", "gnplace times cpu and cuda devices, not meta"),  # a calibration of ops that do no work
+    ("cpu:7", "torch has one cpu device"),  # read as cpu, silently
+    ("bogus", "is not a torch device"),
+])
+def test_a_device_gnplace_cannot_time_is_refused(name, message):
+    from gnplace.execute.base import torch_device
+
+    with pytest.raises(InvalidArgument, match=message):
+        torch_device(name)
+    with pytest.raises(InvalidArgument, match=message):
+        torch_devices(load_cluster("k80x2"), ["cpu", name])
+    assert torch_device("cpu:0").type == "cpu"
+
+
 def test_a_new_fastest_placement_is_measured_again_and_the_median_kept_others_once():
     """``confirm``: a lucky first draw no longer makes a placement the fastest; a slower or OOM one is not repeated."""
     import numpy as np

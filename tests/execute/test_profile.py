@@ -258,3 +258,18 @@ def test_each_update_node_is_timed_running_the_graphs_optimizer(monkeypatch):
     updates.clear()
     profile._update_seconds(compile_step(import_step(*tiny())), torch.device("cpu"), repeats=2, threads=1)
     assert updates == []  # SGD's update timed as it always was
+
+
+def test_fidelity_placements_are_distinct_and_bounded():
+    """Random placements repeated (20 asked of 3 groups on 2 devices: 6 distinct), each measured again and counted
+    twice in the error; 10**12 drew placements until memory ran out."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.execute.profile import MAX_FIDELITY_PLACEMENTS
+    from gnplace.toy import chain_graph, toy_cluster
+
+    g, c = chain_graph(3), toy_cluster(2)
+    placements = fidelity_placements(g, c, 20)
+    assert len(placements) == len({v.tobytes() for v in placements.values()}) == 2**3 - 2  # every split, once
+    assert all(len(np.unique(v)) > 1 for v in placements.values())
+    with pytest.raises(InvalidArgument, match="need a number of placements from 0 to 10,000"):
+        fidelity_placements(g, c, MAX_FIDELITY_PLACEMENTS + 1)
