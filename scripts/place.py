@@ -19,7 +19,6 @@ simulator scores them and the best is kept; its step time is printed beside ``si
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -76,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         check_not_input,
         check_output_file,
         collect_input_shapes,
+        print_json,
         require_ops,
         writing,
     )
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.output):
             save_placement(args.output, graph, placement, placer="policy", predicted=predicted)
     if args.json:
-        print(json.dumps({**row, "checkpoint": str(placer.checkpoint), "output": args.output}, indent=1))
+        print_json({**row, "checkpoint": str(placer.checkpoint), "output": args.output})
         return 0
     # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place)
     with_auto = (placer.samples > 0 and placer.around) or placer.portfolio

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import re
@@ -23,7 +24,7 @@ __all__ = [
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
     "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format", "check_shared_options",
     "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument", "file_path", "whole_number",
-    "names_placement_file",
+    "names_placement_file", "print_json",
 ]
 
 
@@ -314,6 +315,33 @@ TORCH_UNSAFE_LOAD_WARNING = r"(?s).*weights_only"
 ``weights_only=True`` and refuses what that cannot read, so the warning only repeats the refusal."""
 
 
+#: Where :func:`print_json` writes: the command's standard output while :func:`_json_only_on_stdout` holds it.
+_json_out: list[Any] = []
+
+
+def print_json(payload: Any) -> None:
+    """Print ``payload`` as indented JSON on the command's standard output: what ``--json`` promises.
+
+    Under ``--json`` (:func:`run_reporting_errors`) everything else printed to stdout goes to stderr, so that the
+    output parses: a ``MODULE:FACTORY`` that prints while it loads put its lines before the ``{``.
+    """
+    print(json.dumps(payload, indent=1), file=_json_out[-1] if _json_out else sys.stdout)
+
+
+@contextlib.contextmanager
+def _json_only_on_stdout(active: bool) -> Iterator[None]:
+    """While ``active``, send what Python prints to stdout to stderr, but :func:`print_json`'s output."""
+    if not active:
+        yield
+        return
+    _json_out.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        _json_out.pop()
+
+
 def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
 
@@ -341,7 +369,8 @@ def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrup
         warnings.showwarning = show
         warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)
         try:
-            code = int(run(args) or 0)
+            with _json_only_on_stdout(bool(getattr(args, "json", False))):
+                code = int(run(args) or 0)
             sys.stdout.flush()  # here, where a closed pipe is caught, not at exit, where Python reports it
             return code
         except GnplaceError as err:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import add_optimizer_argument, file_path, whole_number
+from gnplace.cli.common import add_optimizer_argument, file_path, print_json, whole_number
 
 
 def add_parser(sub: Any) -> None:
@@ -68,7 +68,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
-    import json
     from pathlib import Path
 
     from gnplace.cli.common import check_output_folder, note_nothing_to_resume
@@ -92,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if summary is None:  # a serving rank of a torchrun launch
         return 0
     if args.json:
-        print(json.dumps({k: v for k, v in summary.items() if k != "history"}, indent=1))
+        print_json({k: v for k, v in summary.items() if k != "history"})
         return 0
     ms = 1e3
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -46,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file,
         collect_input_shapes,
         one_line,
+        print_json,
         require_ops,
         writing,
     )
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         "input_shapes": graph.meta.get("input_shapes", {}),
     }
     if args.json:
-        print(json.dumps(summary, indent=1))
+        print_json(summary)
         return 0
     phases = ", ".join(f"{n} {p}" for p, n in summary["ops_by_phase"].items())
     gflop = ", ".join(f"{p} {f / 1e9:.3f}" for p, f in summary["flops_by_phase"].items())

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import add_input_shape_argument, add_optimizer_argument, input_shapes, mib, ms, whole_number
+from gnplace.cli.common import (
+    add_input_shape_argument,
+    add_optimizer_argument,
+    input_shapes,
+    mib,
+    ms,
+    print_json,
+    whole_number,
+)
 from gnplace.cluster import load_cluster
 from gnplace.graph import PHASES, OpGraph, exact_sum
 from gnplace.importers.sources import load_graph_source
@@ -69,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     graph = load_graph_source(args.graph, input_shapes=input_shapes(args), optimizer=args.optimizer)
     report = summarise(graph, args.cluster, args.top)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print_json(report)
         return 0
     from rich.console import Console
     from rich.markup import escape

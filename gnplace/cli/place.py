@@ -30,6 +30,7 @@ from gnplace.cli.common import (
     ms,
     option_files,
     parse_placer_options,
+    print_json,
     require_ops,
     whole_number,
 )
@@ -151,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
             compared = compare_device_maps(graph, cluster, placement, None, sim)
     if args.json:
         extra = {"device_map": args.device_map, "device_map_step_s": compared} if args.device_map else {}
-        print(json.dumps({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
-                          **predicted, **extra}, indent=1))
+        print_json({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
+                    **predicted, **extra})
         return 0
     counts = np.bincount(placement.devices, minlength=cluster.num_devices)
     shown = [k for k in range(cluster.num_devices) if counts[k] or cluster.num_devices <= 16]

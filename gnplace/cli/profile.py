@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from gnplace.cli.common import check_count, check_output_folder, writing
+    from gnplace.cli.common import check_count, check_output_folder, print_json, writing
     from gnplace.exceptions import InvalidArgument
     from gnplace.execute.base import real_timer
     from gnplace.execute.profile import (
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     with writing(Path(args.out, "fidelity.json")):
         write_atomically(Path(args.out, "fidelity.json"), json.dumps(report, indent=1).encode("utf-8"))
     if args.json:
-        print(json.dumps(report, indent=1))
+        print_json(report)
         return 0
     print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
     for pair, link in calibration.links.items():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from gnplace.cli.common import (
@@ -15,6 +14,7 @@ from gnplace.cli.common import (
     mib,
     ms,
     names_placement_file,
+    print_json,
     require_ops,
     resolve_placement,
     whole_number,
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             plot_timeline(graph, result, args.timeline, title=f"{graph.name} on {cluster.name} ({placer_name})")
         report["timeline"] = str(args.timeline)
     if args.json:
-        print(json.dumps(report, indent=1))
+        print_json(report)
         return 0
     _print_table(report)
     return 0

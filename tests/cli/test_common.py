@@ -157,3 +157,33 @@ def test_a_checkpoint_whose_format_is_not_a_name_is_malformed(tmp_path, found):
     with pytest.raises(InvalidCheckpoint, match=rf"^--checkpoint {path}: records a malformed \"format\", "
                                                 rf"{type(found).__name__} .*\(expected a name such as 'gnplace-policy'\)"):
         checkpoint_readers(path, ["policy"])
+
+
+@pytest.mark.parametrize("command", [["inspect"], ["simulate", "-c", "k80x2"]])
+def test_json_output_parses_when_the_users_factory_prints(tmp_path, monkeypatch, capsys, command):
+    """A MODULE:FACTORY that prints while it loads, builds or runs put its lines on stdout before the ``{``."""
+    import json
+
+    from gnplace.cli import main
+
+    module = f"chatty_{command[0]}"  # (imported once per process: "loading" prints once)
+    (tmp_path / f"{module}.py").write_text(
+        "import torch\n"
+        "print('loading')\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.l = torch.nn.Linear(4, 2)\n"
+        "    def forward(self, x):\n"
+        "        print('forward')\n"
+        "        return self.l(x).sum()\n"
+        "def make():\n"
+        "    print('making')\n"
+        "    return M(), (torch.randn(2, 4),)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main([command[0], f"{module}:make", *command[1:], "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["graph"] and "loading" in err and "making" in err
+    assert main([command[0], f"{module}:make", *command[1:]]) == 0  # without --json, stdout is the user's as before
+    assert "making" in capsys.readouterr().out
