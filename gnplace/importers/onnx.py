@@ -777,6 +777,11 @@ class _Builder:
             missing = sorted(self.trainable_override - set(self.inits))
             if missing:
                 raise UnknownName(f"{source}: trainable names {missing[0]!r}, which is not an initializer of the model")
+            whole = sorted(x for x in self.trainable_override if self.inits[x].data_type not in _FLOAT_TYPES)
+            if whole:  # an int64 tensor got a gradient and an optimizer update
+                kind = onnx.TensorProto.DataType.Name(self.inits[whole[0]].data_type).lower()
+                raise InvalidArgument(f"{source}: trainable names {whole[0]!r}, an initializer of type {kind}: only "
+                                      "floating-point tensors have gradients")
         self.frozen = set(frozen) if frozen is not None else set()
         if self.frozen - set(self.inits):
             raise UnknownName(f"{source}: frozen names {sorted(self.frozen - set(self.inits))[0]!r}, which is not "
@@ -1162,11 +1167,22 @@ class _Builder:
                 for t in targets:
                     contributions.setdefault(ref[t], []).append(g)
         # ---- one update op per trainable parameter, in the group of its first reader
+        if param_users and not outputs and not seeded:  # (ArgMax or Shape of the outputs: an update of no gradient)
+            raise UnsupportedGraph(f"{self.source}: no output of the model depends on a trainable parameter through "
+                                   "differentiable ops: a training step has no gradient to compute")
+        if self.trainable_override is not None:
+            unread = sorted(self.trainable_override - self.frozen - set(param_users))
+            if unread:  # dropped without a word
+                raise InvalidArgument(f"{self.source}: trainable names {unread[0]!r}, which no op of the model reads "
+                                      "where a gradient can reach it")
         for p in sorted(param_users, key=lambda p: param_users[p][0]):
             pbytes = self.nbytes(p)
             module = p.rsplit(".", 1)[0] if "." in p else self.module[param_users[p][0]]
             grads = contributions.pop(("param", -1, p), [])
             source = self._summed(grads, p, home[p], module) if grads else None
+            if source is None and self.trainable_override is not None and p in self.trainable_override:
+                raise InvalidArgument(f"{self.source}: trainable names {p!r}, which no gradient reaches (it reaches "
+                                      "the outputs only through non-differentiable inputs of ops)")
             numel = math.prod(self.shape(p) or ())
             up = self.add_node(f"update/{p}", f"{self.optimizer}_update", UPDATE, self.update_flops * numel, 0,
                                home[p], module, param_bytes=pbytes * self.state_factor)

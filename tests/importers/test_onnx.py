@@ -948,3 +948,29 @@ def test_an_optimised_export_of_a_tied_weight_or_a_per_channel_group_norm_has_th
     proto = _export(net, inputs, "dynamo-optimized")
     torch_graph = from_module(net, inputs, loss=lambda out: out.square().mean())
     assert from_onnx(proto).total_param_bytes == torch_graph.total_param_bytes
+
+
+def test_trainable_names_a_gradient_cannot_reach_are_refused():
+    """An int64 initializer got a gradient and an optimizer update; one read only by Resize's scales got an update of
+    no gradient; one no op reads was dropped without a word."""
+    nodes = [helper.make_node("Cast", ["wi"], ["wf"], to=F), helper.make_node("Add", ["x", "wf"], ["h"]),
+             helper.make_node("Resize", ["h", "", "scales"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])]
+    inits = [numpy_helper.from_array(np.ones((8, 16), np.int64), "wi"),
+             numpy_helper.from_array(np.ones(2, np.float32), "scales"), weight("w", 16, 4), weight("unused", 4, 4)]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=13)
+    assert updates(from_onnx(proto, trainable=["w"])) == ["w"]
+    with pytest.raises(InvalidArgument, match=r"trainable names 'wi', an initializer of type int64: only floating-point"):
+        from_onnx(proto, trainable=["wi", "w"])
+    with pytest.raises(InvalidArgument, match=r"trainable names 'scales', which no gradient reaches"):
+        from_onnx(proto, trainable=["scales", "w"])
+    with pytest.raises(InvalidArgument, match=r"trainable names 'unused', which no op of the model reads"):
+        from_onnx(proto, trainable=["unused", "w"])
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "Shape"])
+def test_a_model_of_no_differentiable_output_is_refused(op):
+    """Its outputs an ArgMax or a Shape: a graph of an update with no gradient, no loss and no backward."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node(op, ["y"], ["out"])]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("out", None, TensorProto.INT64)], [weight("w", 16, 4)], opset=17)
+    with pytest.raises(UnsupportedGraph, match="no output of the model depends on a trainable parameter"):
+        from_onnx(proto)
