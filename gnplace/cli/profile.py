@@ -28,12 +28,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
     p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=int, default=None,
                    help="measurements of each checked placement, in turn; the median is its step (default: 3)")
     p.add_argument("--anchor-rounds", type=int, default=5,
                    help="measurements of each device kind's one-device step; its ops are scaled to the median "
                    "(default: 5)")
-    p.add_argument("--probe-rounds", type=int, default=5,
+    p.add_argument("--probe-rounds", type=int, default=None,
                    help="dist: rounds of the link and message probes; their medians are kept (default: 5)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
@@ -64,7 +64,14 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument("--ranks is for --timer dist; --timer local runs on --devices")
     if args.timer == "dist" and args.devices is not None:
         raise InvalidArgument("--devices is for --timer local; --timer dist runs --ranks CPU ranks")
+    if args.timer == "local" and args.probe_rounds is not None:  # never ignored silently
+        raise InvalidArgument("--probe-rounds is for --timer dist (its link and message probes); --timer local has "
+                              "none")
+    if args.placements == 0 and args.rounds is not None:
+        raise InvalidArgument("--rounds measures each placement --placements checks, and --placements is 0")
     args.ranks = 2 if args.ranks is None else args.ranks
+    args.rounds = 3 if args.rounds is None else args.rounds
+    args.probe_rounds = 5 if args.probe_rounds is None else args.probe_rounds
     if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds, args.probe_rounds) < 1:
         raise InvalidArgument("--ranks, --threads, --repeats, --rounds, --anchor-rounds and --probe-rounds must be at "
                               "least 1")

@@ -120,3 +120,14 @@ def test_profile_imports_the_model_with_the_optimizer_given_and_times_its_update
     with pytest.raises(SystemExit) as info:
         main(["profile", "gnplace.execute.examples:tiny", "--optimizer", "lion", "-o", str(tmp_path / "x")])
     assert info.value.code == 2 and "invalid choice: 'lion'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--timer", "local", "--devices", "cpu", "--probe-rounds", "3"], "--probe-rounds is for --timer dist"),
+    (["--placements", "0", "--rounds", "9"], "--rounds measures each placement --placements checks"),
+])
+def test_profile_refuses_rounds_it_would_not_run(tmp_path, capsys, flags, message):
+    """Both were accepted and ignored (exit 0): local has no probes, and no placement is measured with 0."""
+    assert main(["profile", "gnplace.execute.examples:tiny", *flags, "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not (tmp_path / "x").exists()
