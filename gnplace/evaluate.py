@@ -196,9 +196,6 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     """
     from gnplace.datasets import load_manifest
 
-    if split != "all" and not any(str(spec).strip() and Path(spec).is_dir() for spec in specs):
-        raise GnplaceError(f"split {split!r} chooses among a folder's graphs, and only graph files are named: name "
-                           "the folder, or leave the split out")  # it was ignored
     paths: list[Path] = []
     for spec in specs:
         if not str(spec).strip():  # Path("") is the current folder: -g "" evaluated every graph found there

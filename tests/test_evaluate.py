@@ -817,11 +817,9 @@ def test_a_row_saved_twice_is_read_and_counted_once(graphs, tmp_path):
     assert all(line["runs"] == 1 for line in summarise(rows))
 
 
-def test_an_empty_graph_path_and_a_split_of_no_folder_are_refused(graphs):
+def test_an_empty_graph_path_is_refused():
     with pytest.raises(GnplaceError, match="an empty graph path"):  # Path("") was the current folder
         collect_graphs([""])
-    with pytest.raises(GnplaceError, match="split 'test' chooses among a folder's graphs"):  # it was ignored
-        collect_graphs([str(graphs / "mlp2.gnpg")], split="test")
 
 
 def test_a_graph_of_no_ops_is_refused_before_any_run(graphs, tmp_path):

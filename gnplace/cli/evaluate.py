@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
     for c in clusters:
         load_cluster(c)  # fail early on a bad cluster
+    if args.split != "all" and not any(g.strip() and Path(g).is_dir() for g in args.graphs):  # it was ignored
+        raise InvalidArgument(f"--split {args.split} chooses among a folder's graphs, and only graph files are named: "
+                              "name the folder, or leave --split out")
     graphs = collect_graphs(args.graphs, split=args.split)
     tasks = [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed, mode=args.mode)
              for g in graphs for c in clusters for p in placers]

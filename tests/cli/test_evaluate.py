@@ -400,3 +400,12 @@ def test_an_empty_checkpoint_path_is_refused_not_dropped(tmp_path, capsys, comma
         main([*args, "--checkpoint", value])
     assert exit_.value.code == 2 and "expected a file's path" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_split_of_graph_files_alone_is_refused(tmp_path, capsys):
+    """``--split test`` with graph files and no folder was ignored (exit 0)."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    args = ["evaluate", "-g", graph, "-c", "k80x2", "-p", "single", "-o", str(tmp_path / "out")]
+    assert main([*args, "--split", "test"]) == 2
+    assert "--split test chooses among a folder's graphs" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
