@@ -333,10 +333,11 @@ def task_key(task: Task) -> str:
         identity["uses"] = used
     identity.update(default_files_identity(task.placer, dict(task.options)))
     started = {}
+    known = {task.placer, *used, *(u.partition("@")[0] for u in info.uses)}  # in its identity already
     for name in placers_in_options(task.options_dict):  # -O annealing.start=policy runs policy: its revision and
         # shipped weights shape the row as its own do (a retrained checkpoint reused the old annealing rows)
-        if name in used or name == task.placer or name in {u.partition("@")[0] for u in info.uses}:
-            continue  # in its identity already
+        if name in known:
+            continue
         entry = {"revision": PLACERS.info(name).revision, "uses": PLACERS.revisions_used(name),
                  **default_files_identity(name, {})}
         entry = {k: v for k, v in entry.items() if v}
@@ -702,10 +703,11 @@ def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[
     seen: set[tuple[str, tuple[str, str, str, int]]] = set()
     for row in reversed(saved):  # the last row of a (key, slot) stands: two runs into one folder both appended it,
         # and the copy was counted twice (best on 2/2 of one graph)
-        if (row.key, _row_slot(row)) in seen:
+        slot = _row_slot(row)  # (a real path: resolved once)
+        if (row.key, slot) in seen:
             continue
-        seen.add((row.key, _row_slot(row)))
-        current = wanted.get(_row_slot(row))
+        seen.add((row.key, slot))
+        current = wanted.get(slot)
         # a failed row of a task asked for again runs again (the failure may have passed), as one whose placement is
         # to be kept and is not (its row was saved before placements were kept)
         if (current is None and _still_made_so(row)) or (

@@ -28,7 +28,7 @@ drawn only when the budget still holds all of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -183,7 +183,8 @@ def check_nonnegative(owner: str, **values: Any) -> None:
                                   f"got {_shown(value)}")
 
 
-def check_finite_weights(owner: str, parameters: Iterable[torch.Tensor], updates: int, lower: str) -> None:
+def check_finite_weights(owner: str, parameters: Iterable[torch.Tensor], updates: int,
+                         lower: str | Callable[[], str]) -> None:
     """Raise :class:`InvalidArgument` if any of a policy's ``parameters`` is not finite after ``updates`` steps.
 
     A loss term weighted past what float32 holds (an entropy bonus of 1e38, say) makes inf gradients, whose
@@ -194,14 +195,15 @@ def check_finite_weights(owner: str, parameters: Iterable[torch.Tensor], updates
         owner (str): the placer's name, the start of the message.
         parameters (iterable of torch.Tensor): the weights just updated.
         updates (int): policy updates made, this one included.
-        lower (str): the options to lower and their values, for the message.
+        lower (str or callable): the options to lower and their values, for the message (a callable: made only
+            then, not after every update).
     """
     import torch
 
     with torch.no_grad():
         if not all(bool(torch.isfinite(p).all()) for p in parameters):
             raise InvalidArgument(f"{owner} diverged: the policy's weights are not finite after {updates} update(s) "
-                                  f"(lower {lower})")
+                                  f"(lower {lower if isinstance(lower, str) else lower()})")
 
 
 def check_rate(owner: str, **values: Any) -> None:
@@ -408,8 +410,10 @@ class ComparatorPlacer:
 
     def check_weights(self, parameters: Iterable[torch.Tensor]) -> None:
         """Raise :class:`InvalidArgument` if the weights just updated are not finite (:func:`check_finite_weights`)."""
-        named = [f"{self.name}.{name}, now {value:g}" for name, value in self.loss_options().items()]
-        lower = named[0] if len(named) == 1 else f"one of {'; '.join(named)}"
+        def lower() -> str:
+            named = [f"{self.name}.{name}, now {value:g}" for name, value in self.loss_options().items()]
+            return named[0] if len(named) == 1 else f"one of {'; '.join(named)}"
+
         check_finite_weights(self.name, parameters, self.last_updates, lower)
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:

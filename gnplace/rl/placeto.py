@@ -91,7 +91,7 @@ from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_
 from gnplace.placement import GraphKey, Placement
 from gnplace.progress import evaluation_bar
 from gnplace.rl import comparator
-from gnplace.rl.comparator import MAX_LR, check_update_bytes
+from gnplace.rl.comparator import MAX_LR, check_finite_weights, check_update_bytes
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -623,10 +623,8 @@ class _Learner:
         norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), h.clip)
         self.optimizer.step()
         self.updates += 1
-        if not all(bool(torch.isfinite(p).all()) for p in self.net.parameters()):
-            # a nan network samples device 0 everywhere ((nan < u).sum() is 0) and trains on: say so instead
-            raise InvalidArgument(f"placeto diverged: the network's weights are not finite after {self.updates} "
-                                  f"update(s) (lower placeto.lr, now {h.lr:g})")
+        # a nan network samples device 0 everywhere ((nan < u).sum() is 0) and trains on: say so instead
+        check_finite_weights("placeto", self.net.parameters(), self.updates, f"placeto.lr, now {h.lr:g}")
         return {"losses/policy": pg_sum, "losses/entropy": ent_sum, "grad_norm": float(norm), "lr": lr}
 
 
