@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Iterator
 
-__all__ = ["quiet_c_stdout"]
+__all__ = ["flush_c_stdio", "quiet_c_stdout"]
 
 
-def _flush_c_stdio() -> None:
+def flush_c_stdio() -> None:
     """Flush the C library's stdio buffers, so that text a C call buffered goes where fd 1 points now."""
     try:
         ctypes.CDLL(None).fflush(None)
@@ -40,6 +40,6 @@ def quiet_c_stdout() -> Iterator[None]:
         try:
             yield
         finally:
-            _flush_c_stdio()  # into /dev/null, not into whatever is written after
+            flush_c_stdio()  # into /dev/null, not into whatever is written after
             os.dup2(saved, 1)
             os.close(saved)

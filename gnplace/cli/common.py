@@ -322,24 +322,56 @@ _json_out: list[Any] = []
 def print_json(payload: Any) -> None:
     """Print ``payload`` as indented JSON on the command's standard output: what ``--json`` promises.
 
-    Under ``--json`` (:func:`run_reporting_errors`) everything else printed to stdout goes to stderr, so that the
+    Under ``--json`` (:func:`run_reporting_errors`) everything else written to stdout goes to stderr, so that the
     output parses: a ``MODULE:FACTORY`` that prints while it loads put its lines before the ``{``.
     """
-    print(json.dumps(payload, indent=1), file=_json_out[-1] if _json_out else sys.stdout)
+    out = _json_out[-1] if _json_out else sys.stdout
+    print(json.dumps(payload, indent=1), file=out)
+    out.flush()  # here, inside the command, where a closed pipe is reported as one
+
+
+def _is_fd1(stream: Any) -> bool:
+    """Whether ``stream`` writes to file descriptor 1 (the process's stdout, not a test's capture)."""
+    try:
+        return bool(stream.fileno() == 1)
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError and a ValueError
+        return False
 
 
 @contextlib.contextmanager
 def _json_only_on_stdout(active: bool) -> Iterator[None]:
-    """While ``active``, send what Python prints to stdout to stderr, but :func:`print_json`'s output."""
+    """While ``active``, send what is written to stdout to stderr, but :func:`print_json`'s output.
+
+    Where ``sys.stdout`` is file descriptor 1, the descriptor itself is pointed at stderr, so that what C
+    code writes there (``printf`` in the user's extension, ``os.write(1, ...)``) moves too; the JSON goes
+    to a copy of the original descriptor, which is put back at the end.
+    """
     if not active:
         yield
         return
-    _json_out.append(sys.stdout)
+    from gnplace.cstdout import flush_c_stdio
+
+    original = None
+    if _is_fd1(sys.stdout):
+        sys.stdout.flush()
+        flush_c_stdio()
+        original = os.dup(1)
+        _json_out.append(open(original, "w", encoding=sys.stdout.encoding, closefd=False))
+        os.dup2(2, 1)
+    else:
+        _json_out.append(sys.stdout)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
-        _json_out.pop()
+        out = _json_out.pop()
+        if original is not None:
+            sys.stdout.flush()
+            flush_c_stdio()  # what C code buffered goes to stderr, where fd 1 points now
+            with contextlib.suppress(OSError):  # a closed pipe: already reported by print_json's flush
+                out.close()
+            os.dup2(original, 1)
+            os.close(original)
 
 
 def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:

@@ -187,3 +187,24 @@ def test_json_output_parses_when_the_users_factory_prints(tmp_path, monkeypatch,
     assert json.loads(out)["graph"] and "loading" in err and "making" in err
     assert main([command[0], f"{module}:make", *command[1:]]) == 0  # without --json, stdout is the user's as before
     assert "making" in capsys.readouterr().out
+
+
+def test_json_output_parses_when_c_code_writes_to_stdout(tmp_path):
+    """What C code writes to file descriptor 1 (``printf``, ``os.write(1, ...)``) went past ``sys.stdout``."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "c_chatty.py").write_text(
+        "import ctypes, os, torch\n"
+        "def make():\n"
+        "    os.write(1, b'raw fd write\\n')\n"
+        "    libc = ctypes.CDLL(None)\n"
+        "    libc.printf(b'buffered printf\\n')\n"
+        "    return torch.nn.Linear(4, 2), (torch.randn(2, 4),), lambda y: y.sum()\n"
+    )
+    run = subprocess.run([sys.executable, "-m", "gnplace", "inspect", "c_chatty:make", "--json"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["graph"]
+    assert "raw fd write" in run.stderr and "buffered printf" in run.stderr
