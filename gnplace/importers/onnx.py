@@ -158,6 +158,7 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
         raise InvalidGraph(f"{source}: not an ONNX model (it holds no graph)")
     if proto.ir_version <= 0 or not proto.opset_import:
         raise InvalidGraph(f"{source}: not a readable ONNX model (no IR version or opset; corrupt or truncated?)")
+    _check_versions(proto, source)
     _check_text(proto, source)
     if proto.functions:
         try:
@@ -168,6 +169,25 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
     _check_attribute_types(proto, source)
     _refuse_control_flow(proto, source)
     return proto
+
+
+def _check_versions(proto: onnx.ModelProto, source: str) -> None:
+    """Refuse a model stamped with an IR version or a default-domain opset newer than the onnx package knows.
+
+    Its ops' meaning (inputs, attributes, shapes) is then unknown to shape inference and the FLOP rules,
+    which read them by the newest schema they have; ONNX Runtime refuses such a model too.
+
+    Raises:
+        UnsupportedGraph: naming the version, the newest known and the installed onnx.
+    """
+    if proto.ir_version > onnx.IR_VERSION:
+        raise UnsupportedGraph(f"{source}: IR version {proto.ir_version} is newer than onnx {onnx.__version__} reads "
+                               f"(up to {onnx.IR_VERSION}); upgrade onnx, or export the model again with it")
+    newest = onnx.defs.onnx_opset_version()
+    opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset > newest:
+        raise UnsupportedGraph(f"{source}: opset {opset} is newer than onnx {onnx.__version__} knows (up to {newest}); "
+                               f"upgrade onnx, or export the model again with opset_version={newest} or below")
 
 
 def _check_attribute_types(proto: onnx.ModelProto, source: str) -> None:

@@ -6,6 +6,7 @@ import io
 import warnings
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -616,6 +617,22 @@ def test_bad_files_raise_one_line_errors(tmp_path):
     (tmp_path / "folder.onnx").mkdir()
     with pytest.raises(InvalidGraph, match="is a folder, not an ONNX file$"):
         from_onnx(tmp_path / "folder.onnx")
+
+
+@pytest.mark.parametrize("field", ["ir_version", "opset"])
+def test_a_model_newer_than_the_onnx_package_is_refused(field):
+    """Opset 99 or IR version 99 imported without a word, its ops read by older schemas."""
+    proto = gemm_model()
+    if field == "ir_version":
+        proto.ir_version = onnx.IR_VERSION + 1
+        expected = rf"IR version {onnx.IR_VERSION + 1} is newer than onnx .* reads \(up to {onnx.IR_VERSION}\)"
+    else:
+        proto.opset_import[0].version = onnx.defs.onnx_opset_version() + 1
+        expected = rf"opset {onnx.defs.onnx_opset_version() + 1} is newer than onnx .*opset_version="
+    with pytest.raises(UnsupportedGraph, match=expected):
+        from_onnx(proto)
+    proto.ir_version, proto.opset_import[0].version = onnx.IR_VERSION, onnx.defs.onnx_opset_version()
+    assert from_onnx(proto).num_ops  # the newest both know still imports
 
 
 def test_every_truncation_of_a_file_is_rejected_cleanly(tmp_path):
