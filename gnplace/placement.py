@@ -115,9 +115,11 @@ class Placement(ReadOnlyArrays):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Placement):
             return NotImplemented
-        return self.cluster is other.cluster and np.array_equal(self.devices, other.devices)
+        same_cluster = self.cluster is other.cluster or self.cluster.fingerprint() == other.cluster.fingerprint()
+        return same_cluster and np.array_equal(self.devices, other.devices)
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:
+        return hash((self.devices.tobytes(), self.cluster.fingerprint()))
 
     @classmethod
     def from_groups(cls, graph: OpGraph, cluster: Cluster, group_devices: Any) -> Placement:
@@ -230,6 +232,8 @@ def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
             :class:`Placement` made for another graph.
     """
     if isinstance(placement, Placement):
+        if placement.cluster is not cluster:
+            _check_same_devices(placement, cluster)
         result = placement if placement.cluster is cluster else Placement(placement.devices, cluster,
                                                                           placement.made_for)
     elif isinstance(placement, dict):
@@ -239,6 +243,29 @@ def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
         result = Placement(np.asarray(placement), cluster, GraphKey.of(graph))
     result.check(graph)
     return result
+
+
+def _check_same_devices(placement: Placement, cluster: Cluster) -> None:
+    """Refuse to read ``placement`` on ``cluster`` unless each device it uses is, by index, the same there.
+
+    Indices name devices by position: ``single``'s ``[0, 0]`` on ``k80x2`` (a K80) read on ``cpu_gpu`` put
+    every op on its CPU, 8x slower, without a word. Where every device used has the same name and kind at
+    its index (``k80x2``'s placement on ``k80x4``, another cluster file of those devices, a placeto-mode
+    copy), it is read as it is, as placement files are read by device name.
+
+    Raises:
+        InvalidPlacement: naming the first device that differs.
+    """
+    made_on = placement.cluster
+    for index in np.unique(placement.devices).tolist():
+        if not 0 <= index < min(made_on.num_devices, cluster.num_devices):
+            continue  # off either cluster: check() names the op
+        was, now = made_on.devices[index], cluster.devices[index]
+        if (was.name, was.kind) != (now.name, now.kind):
+            raise InvalidPlacement(f"placement was made for cluster {made_on.name!r}, whose device {index} is "
+                                   f"{reprlib.repr(was.name)} ({was.kind}), not for cluster {cluster.name!r}, whose "
+                                   f"device {index} is {reprlib.repr(now.name)} ({now.kind}): place the graph on "
+                                   f"{cluster.name!r}")
 
 
 def _from_names(graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str) -> Placement:

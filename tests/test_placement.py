@@ -175,6 +175,20 @@ def test_as_placement_rebinds_placement_to_given_cluster(k80x2, k80x4):
     assert q.cluster is k80x4 and q.devices.tolist() == [0, 1, 0]
 
 
+def test_a_placement_is_not_read_on_a_cluster_whose_devices_at_its_indices_differ(k80x2):
+    """``single``'s [0, 0, 0] on k80x2 was timed on cpu_gpu's CPU (device 0 there), 8x slower, without a word."""
+    from gnplace.cluster import load_cluster
+    from gnplace.sim import simulate
+
+    cpu_gpu = load_cluster("cpu_gpu")
+    with pytest.raises(InvalidPlacement, match=r"^placement was made for cluster 'k80x2', whose device 0 is 'gpu0' "
+                                               r"\(k80\), not for cluster 'cpu_gpu', whose device 0 is 'cpu0' \(cpu\)"):
+        simulate(chain_graph(3), cpu_gpu, Placement([0, 0, 0], k80x2))
+    with pytest.raises(InvalidPlacement, match="whose device 0 is 'gpu1'"):  # a subset renumbers the devices
+        as_placement(chain_graph(3), k80x2, Placement([0, 0, 0], k80x2.subset([1, 0])))
+    assert simulate(chain_graph(3), load_cluster("k80x2"), Placement([0, 1, 0], k80x2)).step_time > 0
+
+
 @pytest.mark.parametrize(
     "value, match",
     [
@@ -357,8 +371,10 @@ def test_placements_compare_by_devices_and_cluster():
     c = load_cluster("k80x2")
     assert Placement([0, 1], c) == Placement([0, 1], c)
     assert Placement([0, 1], c) != Placement([1, 1], c)
-    assert Placement([0, 1], c) != Placement([0, 1], load_cluster("k80x2"))  # another cluster object
-    assert len({Placement([0, 1], c)}) == 1
+    assert Placement([0, 1], c) == Placement([0, 1], load_cluster("k80x2"))  # another object of that cluster
+    assert len({Placement([0, 1], c), Placement([0, 1], load_cluster("k80x2"))}) == 1
+    assert Placement([0, 1], c) != Placement([0, 1], load_cluster("k80x4"))
+    assert Placement([0, 1], c) != Placement([0, 1], c.subset([1, 0]))
 
 
 def test_group_devices_inverts_from_groups():
