@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidPlacement
+from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.readonly import ReadOnlyArrays
 
@@ -301,6 +301,7 @@ def save_placement(
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
             under this graph's op names), before anything is written.
+        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number).
     """
     from gnplace.graph_io import write_atomically
 
@@ -314,6 +315,7 @@ def placement_file_bytes(
 
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph``.
+        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number).
     """
     placement.check(graph)
     data = {
@@ -326,7 +328,12 @@ def placement_file_bytes(
         "placement": placement.device_names(graph),
         "predicted": predicted or {},
     }
-    return (json.dumps(data, indent=1) + "\n").encode("utf-8")
+    try:  # NaN and Infinity are no JSON: load_placement refused the file written with them
+        text = json.dumps(data, indent=1, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidArgument(f"placement file: predicted must hold JSON values (strings, finite numbers, lists, "
+                              f"mappings), got {reprlib.repr(predicted)} ({err})") from None
+    return (text + "\n").encode("utf-8")
 
 
 def load_placement(

@@ -561,3 +561,15 @@ def test_unsigned_indices_past_int64_are_refused_as_given():
     g, c = chain_graph(4), load_cluster("k80x2")
     with pytest.raises(InvalidPlacement, match="device index 9223372036854775808 names no device"):
         as_placement(g, c, np.array([0, 0, 0, 2**63], dtype=np.uint64))
+
+
+@pytest.mark.parametrize("predicted", [{"step_time_s": float("inf")}, {"step_time_s": float("nan")},
+                                       {"n": np.int64(1)}])
+def test_save_placement_refuses_what_load_placement_would_refuse(tmp_path, k80x2, predicted):
+    """``predicted={"step_time_s": inf}`` wrote ``Infinity``, a file load_placement then refused."""
+    from gnplace.exceptions import InvalidArgument
+
+    path = tmp_path / "p.json"
+    with pytest.raises(InvalidArgument, match=r"^placement file: predicted must hold JSON values"):
+        save_placement(path, chain_graph(3), Placement([0, 1, 0], k80x2), predicted=predicted)
+    assert not path.exists()
