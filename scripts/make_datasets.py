@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from gnplace.cli.common import run_reporting_errors
+from gnplace.cli.common import check_output_folder, run_reporting_errors
 from gnplace.datasets import generate_dataset, load_manifest
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph, write_atomically
@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Write the datasets ``args`` name, then the statistics table."""
+    check_output_folder(args.out)  # "" wrote into the working folder, over its README.md
     out = Path(args.out)
     write_examples(out)
     families = list(dict.fromkeys(f for f in args.families.split(",") if f))  # a family named twice is built once

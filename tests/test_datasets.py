@@ -300,3 +300,13 @@ def test_an_overwrite_deletes_only_the_replaced_datasets_graph_files(tmp_path):
     generate_dataset("ptb", 1, tmp_path, seed=3, test_count=0, overwrite=True)
     assert (tmp_path / "notes.txt").read_text() == "precious" and (tmp_path / "sub").is_dir()
     assert [e["file"] for e in load_manifest(tmp_path)["graphs"]] == ["ptb_000.gnpg"]
+
+
+def test_the_dataset_script_refuses_an_empty_out_before_writing(tmp_path, capsys, load_script, monkeypatch):
+    """``--out ""`` wrote the examples and the statistics table into the working folder, over its README.md."""
+    script = load_script("make_datasets")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("mine\n")
+    assert script.main(["--out", "", "--families", ""]) == 2
+    assert "make_datasets: error: --out is empty" in capsys.readouterr().err
+    assert (tmp_path / "README.md").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]

@@ -12,6 +12,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from gnplace.cli.common import print_json
 from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
@@ -119,7 +120,7 @@ def run_sim(args: argparse.Namespace) -> int:
     """
     rows = bench_sim(args)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print_json(rows)  # alone on stdout: under --json everything else printed goes to stderr
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -139,8 +140,10 @@ def run_import(args: argparse.Namespace) -> int:
     Each network goes through ``gnplace.importers.torch.from_module`` on one core.
     """
     rows = bench_import(args)
-    print(json.dumps(rows, indent=1) if args.json else "\n".join(
-        f"cifar10 L={r['layers']}: {r['ops']} ops extracted in {r['seconds']:.1f} s" for r in rows))
+    if args.json:
+        print_json(rows)
+        return 0
+    print("\n".join(f"cifar10 L={r['layers']}: {r['ops']} ops extracted in {r['seconds']:.1f} s" for r in rows))
     return 0
 
 

@@ -26,3 +26,13 @@ def test_import_times_the_extraction_of_a_cifar10_network(load_script):
     speed = load_script("benchmarks.speed")
     (row,) = speed.bench_import(argparse.Namespace(layers=[1]))
     assert row["layers"] == 1 and row["ops"] > 50 and row["seconds"] > 0
+
+
+def test_sim_json_is_alone_on_stdout(load_script, capsys):
+    """``bench.py sim --json`` printed its JSON with print(), which --json sends to stderr: stdout was empty."""
+    import json
+
+    bench = load_script("bench")
+    assert bench.main(["sim", "--ops", "50", "--devices", "2", "--repeat", "1", "--batch", "2", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 8 and "[" not in err
