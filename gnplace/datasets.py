@@ -195,8 +195,8 @@ def _refuse_other_graphs(out: Path, names: list[str], family: str, seed: int, op
         drawn = (meta.get("family"), meta.get("seed"), meta.get("optimizer"))
         if drawn != (family, seed, optimizer):
             raise InvalidArgument(f"{path} holds a graph drawn with other arguments ({drawn[0]}, seed {drawn[1]}, "
-                                  f"{drawn[2]}): use another folder, or overwrite it (overwrite=True; gnplace "
-                                  "generate --overwrite)")
+                                  f"{drawn[2]}): use another folder, or overwrite it (overwrite=True; --overwrite of "
+                                  "gnplace generate and scripts/make_datasets.py)")
 
 
 def _interrupted_leftovers(
@@ -253,14 +253,15 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
             (out / "manifest.json").unlink()
             return []
         raise InvalidArgument(f"{out} holds a manifest.json that is not a gnplace dataset's ({err}): use another "
-                              "folder, or overwrite it (overwrite=True; gnplace generate --overwrite)") from err
+                              "folder, or overwrite it (overwrite=True; --overwrite of gnplace generate and "
+                              "scripts/make_datasets.py)") from err
     if have == wanted:
         return []
     if not overwrite:
         raise InvalidArgument(
             f"{out} holds another dataset ({have['family']}, {len(files)} graphs, seed {have['seed']}, "
             f"{have['optimizer']}, {len(tests)} in the test split): use another folder, or overwrite it "
-            "(overwrite=True; gnplace generate --overwrite)"
+            "(overwrite=True; --overwrite of gnplace generate and scripts/make_datasets.py)"
         )
     keep = set(wanted["files"])
     (out / "manifest.json").unlink()  # an interruption from here on leaves no manifest over a mix of two datasets

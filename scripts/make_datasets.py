@@ -3,11 +3,13 @@
 Usage::
 
     python scripts/make_datasets.py [--out datasets] [--families cifar10,ptb,nmt] [--count 32] [--seed 0] [--real]
+        [--overwrite]
 
 Writes ``datasets/examples/`` (exact MLP training graphs used by the demo and the README) and, for
 each family, ``datasets/<family>/``: ``count`` training graphs (same as ``gnplace generate``), their
 ``manifest.json`` with a 24/8 train/test split, and the statistics table ``datasets/README.md``.
-An interrupted run resumes: finished graph files are kept.
+An interrupted run resumes: finished graph files are kept. A family folder holding a dataset drawn
+with other arguments is refused unless ``--overwrite`` replaces it.
 
 ``--real`` also builds ``datasets/real/``: training graphs of GPT-2, BERT-base, T5-small, ViT-Base
 and ResNet-50 from transformers configs (:mod:`gnplace.families.realmodels`; needs
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="graphs of each family in the test split (default: a quarter of --count, as gnplace generate)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--real", action="store_true", help="also build datasets/real/ (needs gnplace[models])")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a family's dataset drawn with other arguments (as gnplace generate --overwrite)")
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "make_datasets", "interrupted (a rerun keeps the graphs written)")
 
@@ -163,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     for family in families:  # a bar each on a terminal; in a log file a line every half minute
         with count_bar(family, args.count, "graphs") as bar:
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,
-                             progress=functools.partial(_advance, bar, family))
+                             overwrite=args.overwrite, progress=functools.partial(_advance, bar, family))
     if args.real:
         write_real(out)
     # keep the rows of families built before (--families '' --real rebuilds only the real set), in one order

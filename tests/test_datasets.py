@@ -310,3 +310,20 @@ def test_the_dataset_script_refuses_an_empty_out_before_writing(tmp_path, capsys
     assert script.main(["--out", "", "--families", ""]) == 2
     assert "make_datasets: error: --out is empty" in capsys.readouterr().err
     assert (tmp_path / "README.md").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]
+
+
+@pytest.mark.usefixtures("short_ptb")
+def test_the_dataset_script_replaces_a_dataset_of_other_arguments_only_under_overwrite(tmp_path, capsys, load_script,
+                                                                                        monkeypatch):
+    """Its refusal said "gnplace generate --overwrite", an option the script did not have."""
+    script = load_script("make_datasets")
+    monkeypatch.setattr(script, "write_examples", lambda out: None)
+    assert script.main(["--out", str(tmp_path), "--families", "ptb", "--count", "1", "--test-count", "0"]) == 0
+    capsys.readouterr()
+    again = ["--out", str(tmp_path), "--families", "ptb", "--count", "1", "--test-count", "0", "--seed", "1"]
+    assert script.main(again) == 2
+    err = capsys.readouterr().err
+    assert "holds another dataset (ptb, 1 graphs, seed 0" in err and "scripts/make_datasets.py" in err
+    assert load_manifest(tmp_path / "ptb")["seed"] == 0  # nothing replaced
+    assert script.main([*again, "--overwrite"]) == 0
+    assert load_manifest(tmp_path / "ptb")["seed"] == 1
