@@ -5,7 +5,8 @@ Usage::
     python scripts/train.py --graphs datasets/ptb --split train --clusters k80x4,v100x8 \\
         --iterations 2000 --out out/train [--resume] [--algo reinforce] [--samples 32] [--epochs 10]
 
-Every hyperparameter of :class:`gnplace.rl.config.LearnerConfig` is a flag (``--lr``, ``--entropy``, ...).
+Every hyperparameter of :class:`gnplace.rl.config.LearnerConfig` is a flag (``--lr``, ``--entropy``, ...),
+but ``val_samples``: this script runs no validation (``gnplace pretrain`` does).
 Metrics go to ``OUT/logs/.../metrics.csv`` and ``OUT/tensorboard``; ``OUT/checkpoints/last.ckpt``
 is written every ``--checkpoint-every`` seconds, at the end and on Ctrl-C (after the iteration under
 way; exit 130), and ``--resume`` continues from it. Bad input is one ``train: error:`` line and exit 2,
@@ -18,6 +19,10 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+
+#: Settings of :class:`~gnplace.rl.config.LearnerConfig` with no effect here, so not flags: ``val_samples``
+#: samples the held-out pairs of a validation, which only ``gnplace pretrain`` runs (it was accepted, and inert).
+NOT_FLAGS = frozenset({"val_samples"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
     for f in dataclasses.fields(LearnerConfig):
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+        if f.name not in NOT_FLAGS:
+            parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "train", "interrupted (--resume continues from the last checkpoint written)")
 
@@ -69,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     if args.algo == "reinforce" and args.epochs != LearnerConfig.epochs:  # inert: never ignored silently
         raise InvalidArgument(f"--epochs counts PPO's gradient steps per batch; --algo reinforce makes one step per "
                               f"batch, so leave --epochs out (got {args.epochs})")
-    config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)})
+    config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)
+                              if f.name not in NOT_FLAGS})
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "train")
     from gnplace.train import fit  # Lightning's import (about 10 s) once the flags have been checked

@@ -328,6 +328,13 @@ def test_the_training_scripts_bad_flags_are_reported_before_lightning_is_importe
     assert "--steps-per-epoch must be at most" in lines[4] and "--algo reinforce makes one step" in lines[5]
 
 
+def test_the_training_script_has_no_validation_flag(capsys, load_script):
+    """``--val-samples 8`` was accepted and did nothing: the script runs no validation (pretrain does)."""
+    with pytest.raises(SystemExit) as stop:
+        load_script("train").main(["--graphs", "g.gnpg", "--val-samples", "8"])
+    assert stop.value.code == 2 and "unrecognized arguments: --val-samples 8" in capsys.readouterr().err
+
+
 def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pairs(tmp_path):
     from gnplace.exceptions import InvalidCheckpoint
     from gnplace.train import fit
