@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="on graphs of at most OPS ops, also decode with no coarsening (default: 4000; 0: never)")
     parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
                         help="sampling temperatures, cycled over the samples, for checkpoints that do not sample "
-                             "around auto (default: 0.1,0.2,0.3,0.5; the shipped one samples around auto at 1)")
+                             "around auto (default: 0.1,0.2,0.3,0.5); refused for those that do, as the shipped one, "
+                             "which samples at 1")
     parser.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
     add_optimizer_argument(parser)

@@ -219,7 +219,8 @@ class PolicyPlacer:
             more candidates (default: :obj:`True`).
         temperatures (sequence of float, optional): sampling temperatures ``tau`` (draws from
             ``softmax(logits / tau)``), cycled over the samples (default: :data:`DEFAULT_TEMPERATURES`;
-            ``(1.0,)`` samples the policy itself).
+            ``(1.0,)`` samples the policy itself); refused with samples ``around`` ``auto``'s placement,
+            which are drawn at 1.
         op_level (int, optional): on graphs of at most this many ops, also decode greedily on the
             whole cluster with every op its own decision node (no coarsening: a consumer does not wait
             for a merged node), one more encoding and candidate; 0 never (default:
@@ -322,7 +323,7 @@ class PolicyPlacer:
     def __init__(
         self, checkpoint: str | os.PathLike[str] | None = None, samples: int = 16, portfolio: bool = False,
         max_nodes: int = 1000, timer: StepTimer | None = None, subsets: bool = True,
-        temperatures: Sequence[float] = DEFAULT_TEMPERATURES, op_level: int = DEFAULT_OP_LEVEL,
+        temperatures: Sequence[float] | None = None, op_level: int = DEFAULT_OP_LEVEL,
         around: bool | None = None, prior: float | None = None, rounds: int = 1,
         constructor: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         constructor_samples: int = DEFAULT_CONSTRUCTOR_SAMPLES,
@@ -341,6 +342,8 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
         if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
             raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, a whole number of nodes, got {max_nodes!r}")
+        given = temperatures
+        temperatures = DEFAULT_TEMPERATURES if temperatures is None else temperatures
         taus = (temperatures,) if isinstance(temperatures, (int, float)) else tuple(temperatures)
         if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
                                and t >= MIN_TEMPERATURE for t in taus):
@@ -360,6 +363,10 @@ class PolicyPlacer:
         self.policy, self.meta = cached_policy(self.checkpoint, mode="construct")
         trained = pretraining(self.meta)
         self.around = trained["prior"] > 0 if around is None else bool(around)
+        if given is not None and self.around:  # they were accepted, and the samples drawn at tau = 1 all the same
+            raise InvalidArgument(f"PolicyPlacer's temperatures temper samples of the policy alone; {self.checkpoint} "
+                                  "samples around auto's placement (at temperature 1), where they have no effect: "
+                                  "leave temperatures out, or use around=False")
         if prior is not None and (isinstance(prior, bool) or not isinstance(prior, (int, float))):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, a number, got {prior!r}")
         self.prior = float(prior if prior is not None else trained["prior"] or 3.0)

@@ -526,7 +526,8 @@ def add_parsers(sub: Any) -> None:
     zs.add_argument("--op-level", type=int, default=None, metavar="OPS",
                     help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
-                    help="sampling temperatures of the policy (default: its own, 0.1 0.2 0.3 0.5)")
+                    help="sampling temperatures of a policy that does not sample around auto (default: its own, "
+                         "0.1 0.2 0.3 0.5; refused for one that does, as the shipped one)")
     zs.add_argument("--prior", type=float, default=None, metavar="KAPPA",
                     help="the logit bonus of the policy's samples on auto's devices (default: the checkpoint's "
                          "pretraining prior)")

@@ -269,6 +269,15 @@ def test_the_zero_shot_script_refuses_an_output_that_names_no_file_and_a_shape_g
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_zero_shot_script_refuses_temperatures_with_the_shipped_checkpoint(capsys, load_script):
+    """The shipped checkpoint samples around auto at temperature 1: ``--temperatures`` was a silent no-op."""
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    assert load_script("place").main([graph, "-c", "k80x2", "--temperatures", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("place: error: PolicyPlacer's temperatures") and "leave temperatures out" in err
+    assert err.count("\n") == 1
+
+
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):
     script = load_script("place")
     checkpoint = _fresh_policy(tmp_path)

@@ -103,6 +103,15 @@ def search_regime_checkpoint(tmp_path_factory):
     return save_policy(tmp_path_factory.mktemp("ckpt") / "around.ckpt", PlacementPolicy(), {"config": config})
 
 
+def test_temperatures_are_refused_where_the_samples_are_drawn_around_auto(search_regime_checkpoint):
+    """They were accepted and had no effect: samples around auto are drawn at temperature 1."""
+    with pytest.raises(InvalidArgument, match="samples around auto's placement .* leave temperatures out"):
+        PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", temperatures=[0.5])
+    placer = PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none", temperatures=[0.5], around=False)
+    assert placer.temperatures == (0.5,) and not placer.around
+    assert PolicyPlacer(checkpoint=search_regime_checkpoint, constructor="none").temperatures == (0.1, 0.2, 0.3, 0.5)
+
+
 def test_a_checkpoint_pretrained_around_auto_samples_around_auto(fresh_checkpoint, search_regime_checkpoint):
     graph, cluster = load_graph(TEST_GRAPH), load_cluster("k80x4")
     sim = Simulator()
