@@ -745,6 +745,22 @@ def check_doc_is_no_run_file(doc: Path, out: Path, cache: Path) -> None:
         raise InvalidArgument(f"--doc {doc}: the report keeps its runs in {taken[target]}; name another file")
 
 
+def check_doc_is_no_folder_it_makes(doc: Path, folders: dict[str, Path]) -> None:
+    """Refuse a ``--doc`` that is the folder ``--out`` or ``--figures`` names, not made yet.
+
+    ``check_output_file`` refuses an existing folder; one the report makes before its runs (``--doc X
+    --out X``) was met only when the report was written over it, at the end.
+
+    Raises:
+        InvalidArgument: naming ``--doc`` and the flag whose folder it is.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    for flag, folder in folders.items():
+        if doc.resolve() == folder.resolve():
+            raise InvalidArgument(f"--doc {doc}: the folder {flag} names, which the report makes; name a file")
+
+
 def default_out(quick: bool) -> str:
     """Where a report saves its runs unless ``--out`` says otherwise: the full and the quick one apart."""
     return "out/report_quick" if quick else "out/report"
@@ -771,6 +787,7 @@ def run(args: argparse.Namespace) -> Path:
     for folder, flag in ((out_name, "--out"), (figures, "--figures"), (args.cache, "--cache")):
         check_output_folder(folder, flag)
     check_output_file(doc, "--doc")
+    check_doc_is_no_folder_it_makes(doc, {"--out": out, "--figures": figures})
     if args.doc:
         check_doc_folder(doc, out)
         check_doc_is_no_run_file(doc, out, Path(args.cache))

@@ -457,6 +457,21 @@ def test_report_refuses_a_doc_that_is_one_of_its_run_files(tmp_path, load_script
     assert err.count("\n") == 1 and err.startswith(f"bench: error: --doc {tmp_path / doc}: "), err
 
 
+@pytest.mark.parametrize("flag", ["--out", "--figures"])
+def test_report_refuses_a_doc_that_is_a_folder_it_makes(tmp_path, load_script, capsys, monkeypatch, flag):
+    """``--doc X --out X`` (X not there yet) made X, ran every section and failed writing the report over it."""
+    _stop_at_the_runs(monkeypatch)
+    folders = {"--out": tmp_path / "out", "--figures": tmp_path / "figs", "--cache": tmp_path / "cache"}
+    folders[flag] = tmp_path / "same"
+    argv = ["report", *[a for f, path in folders.items() for a in (f, str(path))], "--jobs", "1",
+            "--doc", str(tmp_path / "same")]
+    assert load_script("bench").main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"bench: error: --doc {tmp_path / 'same'}: the folder {flag} names, which the report makes; " \
+                  "name a file\n"
+    assert list(tmp_path.iterdir()) == []  # refused before any folder was made
+
+
 def test_report_accepts_a_doc_in_a_new_folder_under_out(tmp_path, load_script, monkeypatch):
     """``--out`` is made before the runs, so a report in it (or a folder under it) is written at the end."""
     _stop_at_the_runs(monkeypatch)
