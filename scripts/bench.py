@@ -10,7 +10,7 @@ Usage::
     python scripts/bench.py search [--placers ppo reinforce annealing] [--budget 20000] [--clusters k80x4 v100x8 tight4]
     python scripts/bench.py curves [--graphs ...] [--cluster k80x4] [--budget 20000] [--out docs/figures]
     python scripts/bench.py ppo-speed [--nodes 1000] [--samples 32] [--epochs 10]
-    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--refine 4] [--split test] [--no-subsets] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--seed 0] [--jobs 2]
+    python scripts/bench.py zeroshot [--checkpoint PATH] [--samples 16] [--rounds 1] [--refine 4] [--split test] [--no-subsets] [--no-around] [--temperatures 0.1 0.2 0.3 0.5] [--op-level 4000] [--seed 0] [--jobs 2]
     python scripts/bench.py vs-search ZEROSHOT.json SEARCH/results.csv [--placer ppo] [--budget N] [--seed S]
     python scripts/bench.py zeroshot-seeds ZEROSHOT.json ZEROSHOT.json [...]
     python scripts/bench.py latency [--ops 10000 100000] [--samples 0] [--decoding greedy|policy]

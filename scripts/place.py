@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--rounds R] [--seed S] \\
-        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...] \\
+        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--no-around] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...] \\
         [--optimizer sgd|momentum|adam|adamw]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also decode greedily on the fastest k devices alone, k = 2 .. D-1 (default: on)")
     parser.add_argument("--op-level", type=int, default=None, metavar="OPS",
                         help="on graphs of at most OPS ops, also decode with no coarsening (default: 4000; 0: never)")
+    parser.add_argument("--around", action=argparse.BooleanOptionalAction, default=None,
+                        help="draw the samples around auto's placement (default: as the checkpoint was pretrained; "
+                             "the shipped one does); --no-around samples the policy itself, at --temperatures")
     parser.add_argument("--temperatures", default=None, metavar="T1,T2,...",
                         help="sampling temperatures, cycled over the samples, for checkpoints that do not sample "
                              "around auto (default: 0.1,0.2,0.3,0.5); refused for those that do, as the shipped one, "
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     require_memory(graph, cluster)
     sim = Simulator()
     options: dict[str, Any] = {} if args.temperatures is None else {"temperatures": _temperatures(args.temperatures)}
-    for name in ("op_level", *DECODING_ARGUMENTS):  # else the placer's default
+    for name in ("op_level", "around", *DECODING_ARGUMENTS):  # else the placer's default
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,

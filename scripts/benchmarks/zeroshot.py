@@ -121,7 +121,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     options: dict[str, Any] = {"subsets": args.subsets, "rounds": args.rounds}
     if args.temperatures:
         options["temperatures"] = tuple(args.temperatures)
-    for name in ("op_level", "constructor", "prior", *DECODING_ARGUMENTS):
+    for name in ("op_level", "constructor", "prior", "around", *DECODING_ARGUMENTS):
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker
@@ -525,6 +525,9 @@ def add_parsers(sub: Any) -> None:
                     help="the policy decodes on the whole cluster only (ablation)")
     zs.add_argument("--op-level", type=int, default=None, metavar="OPS",
                     help="policy's op_level: also decode graphs of at most OPS ops with no coarsening (default: 4000)")
+    zs.add_argument("--around", action=argparse.BooleanOptionalAction, default=None,
+                    help="draw the samples around auto's placement (default: as the checkpoint was pretrained; the "
+                         "shipped one does); --no-around samples the policy itself, at --temperatures")
     zs.add_argument("--temperatures", type=float, nargs="+", default=None,
                     help="sampling temperatures of a policy that does not sample around auto (default: its own, "
                          "0.1 0.2 0.3 0.5; refused for one that does, as the shipped one)")

@@ -276,6 +276,10 @@ def test_the_zero_shot_script_refuses_temperatures_with_the_shipped_checkpoint(c
     err = capsys.readouterr().err
     assert err.startswith("place: error: PolicyPlacer's temperatures") and "leave temperatures out" in err
     assert err.count("\n") == 1
+    # --no-around samples the policy itself, at the temperatures given
+    assert load_script("place").main([graph, "-c", "k80x2", "--no-around", "--temperatures", "0.5", "--samples", "2",
+                                      "--constructor", "none", "--json"]) == 0
+    assert "auto" not in json.loads(capsys.readouterr().out)["choice"]
 
 
 def test_the_zero_shot_script_refuses_bad_temperatures_in_one_line(tmp_path, capsys, load_script):
