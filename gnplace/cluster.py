@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import numbers
 import os
+import reprlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidCluster
+from gnplace.exceptions import InvalidArgument, InvalidCluster
 from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, parse_yaml, read_file
 from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
@@ -260,7 +262,21 @@ class Cluster(ReadOnlyArrays):
                        self.latency[np.ix_(keep, keep)], name=label)
 
     def transfer_time(self, src: int, dst: int, num_bytes: float) -> float:
-        """Seconds to move ``num_bytes`` from device ``src`` to device ``dst`` (0 on one device)."""
+        """Seconds to move ``num_bytes`` from device ``src`` to device ``dst`` (0 on one device).
+
+        Raises:
+            InvalidArgument: if ``src`` or ``dst`` is not a device index of this cluster (-1 read the last
+                device's link) or ``num_bytes`` is negative or not finite (-5 bytes took less than the latency).
+        """
+        for label, index in (("src", src), ("dst", dst)):
+            if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral) \
+                    or not 0 <= int(index) < self.num_devices:
+                raise InvalidArgument(f"transfer_time's {label} must be a device index 0..{self.num_devices - 1} "
+                                      f"of cluster {self.name!r}, got {reprlib.repr(index)}")
+        if isinstance(num_bytes, bool | np.bool_) or not isinstance(num_bytes, numbers.Real) \
+                or not (math.isfinite(num_bytes) and num_bytes >= 0):
+            raise InvalidArgument(f"transfer_time's num_bytes must be a finite number >= 0 bytes, "
+                                  f"got {reprlib.repr(num_bytes)}")
         if src == dst:
             return 0.0
         return float(self.latency[src, dst] + num_bytes / self.bandwidth[src, dst])

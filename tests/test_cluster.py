@@ -160,6 +160,22 @@ def test_transfer_time_placeto_channel():
     assert c.transfer_time(1, 0, 7.6e9) == pytest.approx(1.000025)
 
 
+@pytest.mark.parametrize("args, message", [
+    ((0, 1, -5.0), "num_bytes must be a finite number >= 0 bytes, got -5.0"),  # took less than the latency
+    ((0, 1, float("nan")), "num_bytes must be a finite number >= 0 bytes, got nan"),
+    ((0, 1, "5"), "num_bytes must be a finite number >= 0 bytes, got '5'"),
+    ((-1, 0, 5.0), "src must be a device index 0..1 of cluster 'k80x2', got -1"),  # read the last device's link
+    ((0, 2, 5.0), "dst must be a device index 0..1 of cluster 'k80x2', got 2"),  # an IndexError
+    ((0.0, 1, 5.0), "src must be a device index"),
+])
+def test_transfer_time_refuses_what_names_no_link_or_no_bytes(args, message):
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        load_cluster("k80x2").transfer_time(*args)
+    assert load_cluster("k80x2").transfer_time(np.int64(0), np.int64(1), np.float32(0)) == pytest.approx(25e-6)
+
+
 def test_device_is_frozen():
     d = load_cluster("k80x2").devices[0]
     with pytest.raises(AttributeError):
