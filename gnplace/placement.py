@@ -198,7 +198,8 @@ class Placement(ReadOnlyArrays):
 def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = True) -> None:
     """Refuse device indices that are not whole numbers (:class:`InvalidPlacement`, ``source`` its prefix).
 
-    A cast to int64 would cut 0.7 to device 0; NaN, unequal to itself, is refused too, and so are names,
+    A cast to int64 would cut 0.7 to device 0 and (1+1j) to device 1, and make infinity a negative index;
+    NaN, unequal to itself, is refused too, and so are names,
     None and booleans, also among numbers (``["gpu0"]`` was a numpy ValueError, ``["0", "1"]`` and
     ``[0, True]`` read as indices). ``names_hint`` adds that a mapping places ops by device name (where
     one is taken).
@@ -216,12 +217,17 @@ def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = Tr
             if isinstance(x, numbers.Integral) and not -2**62 <= int(x) <= 2**62:
                 raise InvalidPlacement(f"{source}device index {reprlib.repr(x)} names no device")
     given = np.asarray(devices).reshape(-1)
+    if given.dtype.kind == "c" and given.size:  # the cast to int64 dropped the imaginary part, with a warning
+        raise InvalidPlacement(f"{source}device indices must be whole numbers, got {given[0]}")
     if given.dtype.kind == "O":  # numbers of several kinds (an int past int64 refused above)
         given = given.astype(np.float64)
-    if given.dtype.kind in "fc":
+    if given.dtype.kind == "f":
         off = np.flatnonzero(given != np.round(given))
         if off.size:
             raise InvalidPlacement(f"{source}device indices must be whole numbers, got {given[off[0]]}")
+        far = np.flatnonzero(np.abs(given) > 2**62)  # inf too: int64 made it device -9223372036854775808
+        if far.size:
+            raise InvalidPlacement(f"{source}device index {given[far[0]]} names no device")
 
 
 def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:

@@ -81,6 +81,23 @@ def test_from_groups_refuses_a_fractional_device_index(k80x4):
     assert Placement.from_groups(grouped(), k80x4, [3.0, 1.0, 2.0]).devices.tolist() == [3, 3, 1, 2, 1]
 
 
+@pytest.mark.parametrize("devices, message", [
+    (np.array([1 + 1j, 0, 1]), "whole numbers, got (1+1j)"),  # cast to device 1, the imaginary part dropped
+    (np.array([1 + 0j, 0, 1]), "whole numbers, got (1+0j)"),
+    (np.array([np.inf, 0.0, 1.0]), "device index inf names no device"),  # was device -9223372036854775808
+    (np.array([0.0, -np.inf, 1.0]), "device index -inf names no device"),
+    (np.array([0.0, 1e30, 1.0]), "device index 1e+30 names no device"),
+])
+def test_complex_and_infinite_device_indices_are_refused(k80x2, devices, message):
+    from gnplace.placement import as_placement
+    from gnplace.sim.simulator import Simulator
+
+    with pytest.raises(InvalidPlacement, match=re.escape(message)):
+        as_placement(chain_graph(3), k80x2, devices)
+    with pytest.raises(InvalidPlacement, match=re.escape(message)):
+        Simulator().time_batch(chain_graph(3), k80x2, devices[None, :])
+
+
 @pytest.mark.parametrize("devices, shown", [(["gpu0", "gpu1", "gpu0"], "'gpu0'"), ([0, None, 1], "None"),
                                             (["0", "1", "1"], "'0'"), ([True, False, True], "True"),
                                             ([0, 1, True], "True"), ([1.0, True, 0], "True"),
