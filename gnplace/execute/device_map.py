@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import reprlib
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -264,28 +265,49 @@ def _order(key: str, graph: OpGraph) -> tuple[int, str]:
     return (graph.num_ops, key)
 
 
-def from_device_map(graph: OpGraph, cluster: Cluster, device_map: dict[str, Any]) -> Placement:
+def _prefixes(path: str) -> list[str]:
+    """``"a.b.c"``'s module and those above it: ``["a", "a.b", "a.b.c"]``."""
+    parts = path.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)] if path else []
+
+
+def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any]) -> Placement:
     """The placement a ``device_map`` gives ``graph``: each node where the longest key prefixing its module says.
 
     Nodes of no mapped module (inputs, the loss) run where their first producer runs, or, with
     none, where the map's first module does.
 
     Raises:
-        InvalidArgument: if a value names no device of ``cluster``.
+        InvalidArgument: if ``device_map`` is no mapping or an empty one, a value names no device of
+            ``cluster`` (``True`` and ``1.0`` were read as GPU 1, ``"cuda:x"`` was a ValueError), or a key
+            names no module of ``graph`` (a typo, or a path missing the wrapper's prefix, was ignored).
     """
+    if not isinstance(device_map, Mapping) or not device_map:
+        raise InvalidArgument(f"device_map must be a mapping of module path to device, at least one, "
+                              f"got {reprlib.repr(device_map)}")
     values = device_map_values(cluster)
 
     def index(value: Any) -> int:
-        if isinstance(value, str) and value.startswith("cuda:"):
-            value = int(value.split(":", 1)[1])
-        if value in values:
+        given = value
+        if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdecimal():
+            value = int(value[5:])
+        if not isinstance(value, bool | float) and value in values:
             return values.index(value)
-        raise InvalidArgument(f"device_map value {value!r} is no device of {cluster.name!r} (have {values})")
+        raise InvalidArgument(f"device_map value {reprlib.repr(given)} is no device of {cluster.name!r} "
+                              f"(have {values})")
 
+    paths = module_paths(graph)
+    # the modules of its nodes, and the state-dict entries the import recorded without one (buffers, tied)
+    named = [*paths, *_untrained(graph), *_tied(graph)]
+    known = {""} | {prefix for path in named for prefix in _prefixes(path)}
+    unknown = [key for key in device_map if key not in known]
+    if unknown:
+        raise InvalidArgument(f"device_map key {reprlib.repr(unknown[0])} names no module of graph {graph.name!r} "
+                              f"(its top modules: {sorted(p for p in known if p and '.' not in p)})")
     keys = sorted(device_map, key=len, reverse=True)
-    first = index(next(iter(device_map.values()))) if device_map else 0
+    first = index(next(iter(device_map.values())))
     devices = np.full(graph.num_ops, -1, dtype=np.int64)
-    for i, path in enumerate(module_paths(graph)):
+    for i, path in enumerate(paths):
         for key in keys:
             if key == "" or path == key or path.startswith(key + "."):
                 devices[i] = index(device_map[key])

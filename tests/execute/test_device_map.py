@@ -1,3 +1,4 @@
+import re
 import warnings
 
 import numpy as np
@@ -37,6 +38,23 @@ def test_device_map_round_trips_a_module_level_placement():
     assert to_device_map(graph, Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)) == {"": 0}
     with pytest.raises(InvalidArgument, match="no device"):
         from_device_map(graph, cluster, {"": 5})
+
+
+@pytest.mark.parametrize("device_map, message", [
+    ({"4": 1, "": 0}, "key '4' names no module of graph"),  # a typo was ignored: every node on device 0
+    ({"0.weigth": 1, "": 0}, "key '0.weigth' names no module"),
+    ({"": True}, "value True is no device"),  # read as GPU 1
+    ({"": 1.0}, "value 1.0 is no device"),
+    ({"": "cuda:x"}, "value 'cuda:x' is no device"),  # a ValueError traceback
+    ({}, "at least one, got {}"),  # every node on device 0
+    ([("", 0)], "must be a mapping"),  # an AttributeError
+])
+def test_from_device_map_refuses_keys_and_values_it_cannot_read(device_map, message):
+    graph = _graph(_net())
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        from_device_map(graph, load_cluster("k80x2"), device_map)
+    placed = from_device_map(graph, load_cluster("k80x2"), {"0.weight": "cuda:1", "": np.int64(0)})
+    assert placed.devices.max() == 1
 
 
 class HasAnUpdateModule(torch.nn.Module):
