@@ -16,7 +16,7 @@ code that receives an ``OpGraph`` can trust it.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -32,6 +32,17 @@ __all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "r
 #: Names of the phases, indexed by the values of :attr:`OpGraph.phase`.
 PHASES: tuple[str, ...] = ("forward", "backward", "update")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
+
+
+def _texts(values: Any, field: str, graph: str) -> tuple[str, ...]:
+    """``values`` (one entry per node) as strings; one string or a non-iterable is an :class:`InvalidGraph`.
+
+    ``op_types="mm"`` was read as the types ``("m", "m")``; ``node_names=5`` was a TypeError.
+    """
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable) or isinstance(values, Mapping):
+        raise InvalidGraph(f"graph {graph!r}: {field} must be a sequence of strings, one per node, "
+                           f"got {reprlib.repr(values)}")
+    return tuple(str(x) for x in values)
 
 
 def _frozen(values: Any, dtype: Any, length: int, field: str) -> np.ndarray:
@@ -165,10 +176,13 @@ class OpGraph(ReadOnlyArrays):
         meta: Mapping[str, Any] | None = None,
         op_kinds: Sequence[str] | None = None,
     ) -> None:
-        names = tuple(str(x) for x in node_names)
-        n = len(names)
         self.name = str(name)
+        names = _texts(node_names, "node_names", self.name)
+        n = len(names)
         self.node_names = names
+        for label, given in (("meta", meta), ("cost_s", cost_s)):
+            if given is not None and not isinstance(given, Mapping):
+                raise InvalidGraph(f"graph {self.name!r}: {label} must be a mapping, got {reprlib.repr(given)}")
         self.meta: dict[str, Any] = dict(meta or {})
 
         try:
@@ -194,12 +208,12 @@ class OpGraph(ReadOnlyArrays):
         if edge_bytes is None:
             edge_bytes = self.out_bytes[self._checked_src(n)] if m else np.zeros(0)
         self.edge_bytes = _as_int(edge_bytes, m, "edge_bytes")
-        self.op_types = tuple(str(x) for x in (op_types if op_types is not None else ["op"] * n))
-        self.module = tuple(str(x) for x in (module if module is not None else [""] * n))
+        self.op_types = _texts(op_types if op_types is not None else ["op"] * n, "op_types", self.name)
+        self.module = _texts(module if module is not None else [""] * n, "module", self.name)
         self.phase = self._phases(phase, n)
         if op_kinds is None and len(self.op_types) == n:
             op_kinds = [canonical_kind(t, p) for t, p in zip(self.op_types, self.phase.tolist())]
-        self.op_kinds = tuple(str(x) for x in (op_kinds if op_kinds is not None else ()))
+        self.op_kinds = _texts(op_kinds if op_kinds is not None else (), "op_kinds", self.name)
         raw_group = np.arange(n) if group is None else group
         _, first, inverse = np.unique(_as_int(raw_group, n, "group", unit=""), return_index=True, return_inverse=True)
         # renumber groups in order of first appearance, so ids are stable under relabelling
@@ -234,6 +248,9 @@ class OpGraph(ReadOnlyArrays):
     def _phases(self, phase: Any, n: int) -> np.ndarray:
         if phase is None:
             return _frozen(np.zeros(n), np.int8, n, "phase")
+        if isinstance(phase, str | bytes | Mapping) or not isinstance(phase, Iterable):
+            raise InvalidGraph(f"graph {self.name!r}: phase must be a sequence, one per node (0, 1, 2 or "
+                               f"{', '.join(PHASES)}), got {reprlib.repr(phase)}")
         values = []
         for i, p in enumerate(phase):
             if isinstance(p, str):

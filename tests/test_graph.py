@@ -674,3 +674,21 @@ def test_totals_do_not_wrap_past_2_63():
     values = np.array([2**62, -(2**62), 2**62, 7, 2**31 - 1, 2**31], dtype=np.int64)
     assert exact_sum(values) == sum(int(v) for v in values)
     assert exact_sum(np.zeros(0, dtype=np.int64)) == 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"node_names": 5}, "node_names must be a sequence of strings, one per node, got 5"),  # a TypeError
+    ({"node_names": "ab"}, "node_names must be a sequence of strings, one per node, got 'ab'"),
+    ({"op_types": "mm"}, "op_types must be a sequence of strings, one per node, got 'mm'"),  # read as ("m", "m")
+    ({"module": "ab"}, "module must be a sequence of strings"),
+    ({"module": 3}, "module must be a sequence of strings"),
+    ({"op_kinds": "matmul"}, "op_kinds must be a sequence of strings"),
+    ({"phase": 1}, "phase must be a sequence, one per node"),  # a TypeError
+    ({"cost_s": [1.0, 2.0]}, "cost_s must be a mapping, got [1.0, 2.0]"),  # an AttributeError
+    ({"meta": [1]}, "meta must be a mapping, got [1]"),  # dict()'s TypeError
+])
+def test_fields_of_the_wrong_kind_are_one_invalid_graph_error(kwargs, message):
+    given = {"node_names": ["a", "b"], **kwargs}
+    with pytest.raises(InvalidGraph, match=re.escape(message)):
+        OpGraph(given.pop("node_names"), [(0, 1)], **given)
+    assert OpGraph(np.array(["a", "b"]), [(0, 1)], module=np.array(["x", "y"]), phase=np.array([0, 1])).module == ("x", "y")
