@@ -35,7 +35,8 @@ from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.readonly import ReadOnlyArrays
 
-__all__ = ["Placement", "GraphKey", "as_placement", "check_whole_devices", "save_placement", "load_placement"]
+__all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_whole_devices", "save_placement",
+           "load_placement"]
 
 FORMAT = "gnplace-placement"
 VERSION = 1
@@ -230,13 +231,31 @@ def check_whole_devices(devices: Any, source: str = "", *, names_hint: bool = Tr
             raise InvalidPlacement(f"{source}device index {given[far[0]]} names no device")
 
 
+def check_graph_and_cluster(graph: Any, cluster: Any) -> None:
+    """Refuse a ``graph`` that is no :class:`OpGraph` or a ``cluster`` that is no :class:`Cluster`.
+
+    A preset's name or a file path where the object belongs (``sim.time(g, "k80x2", p)``) was an
+    AttributeError deep inside.
+
+    Raises:
+        InvalidArgument: naming what was given and how to load it.
+    """
+    if not isinstance(graph, OpGraph):
+        raise InvalidArgument(f"graph must be an OpGraph (gnplace.load_graph(path)), got {reprlib.repr(graph)}")
+    if not isinstance(cluster, Cluster):
+        raise InvalidArgument(f"cluster must be a Cluster (gnplace.load_cluster(preset or path)), "
+                              f"got {reprlib.repr(cluster)}")
+
+
 def as_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> Placement:
     """Coerce ``placement`` (a :class:`Placement`, device indices, or op name to device name) and check it.
 
     Raises:
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
         InvalidPlacement: if it does not place every op of ``graph`` on a device of ``cluster``, or is a
             :class:`Placement` made for another graph.
     """
+    check_graph_and_cluster(graph, cluster)
     if isinstance(placement, Placement):
         if placement.cluster is not cluster:
             _check_same_devices(placement, cluster)

@@ -590,3 +590,19 @@ def test_save_placement_refuses_what_load_placement_would_refuse(tmp_path, k80x2
     with pytest.raises(InvalidArgument, match=r"^placement file: predicted must hold JSON values"):
         save_placement(path, chain_graph(3), Placement([0, 1, 0], k80x2), predicted=predicted)
     assert not path.exists()
+
+
+def test_a_cluster_or_graph_given_by_name_is_one_clear_error(k80x2):
+    """``sim.time(g, "k80x2", p)`` was an AttributeError ('str' object has no attribute 'num_devices')."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.placement import as_placement
+    from gnplace.sim.simulator import Simulator
+
+    graph = chain_graph(3)
+    with pytest.raises(InvalidArgument, match=re.escape("cluster must be a Cluster (gnplace.load_cluster(preset or "
+                                                        "path)), got 'k80x2'")):
+        Simulator().time(graph, "k80x2", [0, 0, 1])
+    with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+        Simulator().time_batch(graph, "k80x2", [[0, 0, 1]])
+    with pytest.raises(InvalidArgument, match=re.escape("graph must be an OpGraph (gnplace.load_graph(path)), got 'g'")):
+        as_placement("g", k80x2, [0, 0, 1])

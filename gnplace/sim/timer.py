@@ -28,7 +28,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
-from gnplace.placement import GraphKey, Placement, as_placement, check_whole_devices
+from gnplace.placement import GraphKey, Placement, as_placement, check_graph_and_cluster, check_whole_devices
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
@@ -161,7 +161,9 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray
 
     Raises:
         InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
     """
+    check_graph_and_cluster(graph, cluster)
     try:
         check_whole_devices(placements, "batch of placements: ", names_hint=False)  # as time() (a Placement) does
         given = np.asarray(placements)
