@@ -18,7 +18,9 @@ Two modes:
     sent once over the *sender's* outbound channel to all remote consumers together, at 7,600
     bytes/us, after which the channel waits 25 us; a device waits 5.7 us after each op of non-zero
     cost. Op times come from measured costs or the cost model without launch overhead
-    (:data:`~gnplace.sim.costmodel.PLACETO_COSTS`).
+    (:data:`~gnplace.sim.costmodel.PLACETO_COSTS`). Memory is counted as in the default mode
+    (resident parameters, a received copy on its receiver), not as Placeto counts it (each output on
+    its producer's device alone).
 
 The event loop is compiled with numba (``gnplace/sim/_kernel.py``); :meth:`Simulator.time_batch`
 scores many placements of one graph in parallel.

@@ -147,6 +147,13 @@ def test_placeto_mode_hand_case():
     assert r.step_time == pytest.approx(52 * us)
 
 
+def test_placeto_mode_counts_memory_as_the_default_mode_does_the_readmes_example():
+    """The README's example: a received copy is counted on its receiver (Placeto's rule would give 76 and 1 MB)."""
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[76e6, 1e6])
+    for mode in ("placeto", "default"):
+        assert Simulator(mode).time(g, load_cluster("k80x2"), [0, 1]).peak_memory.tolist() == [76e6, 77e6]
+
+
 def test_placeto_mode_sends_once_to_all_remote_devices_and_channel_waits():
     us = 1e-6
     # src on d0 feeds d1 and d2 with one transfer; a second output of d0 waits 25 us on the channel
