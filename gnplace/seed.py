@@ -14,7 +14,7 @@ import numpy as np
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SeedLike", "as_generator", "seeded_torch", "torch_generator", "torch_seed"]
+__all__ = ["SeedLike", "as_generator", "check_seed", "seeded_torch", "torch_generator", "torch_seed"]
 
 #: seed (int, np.random.Generator or None): what every stochastic function of gnplace accepts.
 SeedLike = int | np.random.Generator | None
@@ -33,13 +33,27 @@ def as_generator(seed: SeedLike = None) -> np.random.Generator:
     """
     if isinstance(seed, np.random.Generator):
         return seed
+    check_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def check_seed(seed: SeedLike) -> None:
+    """Refuse what :func:`as_generator` refuses, for a placer that draws nothing from its seed.
+
+    A deterministic placer took ``seed="abc"`` or ``-1`` without a word, where every stochastic one
+    refused it: the same call now fails alike whichever placer it names.
+
+    Raises:
+        InvalidArgument: if ``seed`` is not an int >= 0, a numpy Generator or None.
+    """
+    if seed is None or isinstance(seed, np.random.Generator):
+        return
     from gnplace.exceptions import InvalidArgument
 
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise InvalidArgument(f"seed must be an int, a numpy Generator or None, got {seed!r}")
-    if seed is not None and seed < 0:
+    if seed < 0:
         raise InvalidArgument(f"seed must be >= 0, got {seed}")
-    return np.random.default_rng(seed)
 
 
 def torch_seed(seed: SeedLike = None) -> int:

@@ -35,7 +35,7 @@ from gnplace.graph import FORWARD, OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.base import check_flag
 from gnplace.placers.groups import contiguous_blocks, group_times, memory_need, repair_memory, usable_devices
-from gnplace.seed import SeedLike
+from gnplace.seed import SeedLike, check_seed
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 
@@ -122,7 +122,8 @@ class ExpertPlacer:
         return f"ExpertPlacer(strategy={self.strategy!r}, memory_aware={self.memory_aware})"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+        """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_seed(seed)
         op_time = self.timer.cost_model.op_times(graph, cluster)
         devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=1.0)
         layer, recurrent = group_layers(graph)

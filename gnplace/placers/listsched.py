@@ -38,7 +38,7 @@ from gnplace.placement import Placement
 from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel, upward_rank_kernel
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
-from gnplace.seed import SeedLike
+from gnplace.seed import SeedLike, check_seed
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 
@@ -307,7 +307,8 @@ class ListSchedulingPlacer:
         raise NotImplementedError
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+        """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_seed(seed)
 
         def run(schedule: ListSchedule) -> None:
             self.fill_schedule(graph, cluster, schedule)

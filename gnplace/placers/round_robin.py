@@ -8,7 +8,7 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
 from gnplace.placers.base import group_order
-from gnplace.seed import SeedLike
+from gnplace.seed import SeedLike, check_seed
 
 __all__ = ["RoundRobinPlacer"]
 
@@ -31,7 +31,8 @@ class RoundRobinPlacer:
         return "RoundRobinPlacer()"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+        """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_seed(seed)
         per_group = np.empty(graph.num_groups, dtype=np.int64)
         per_group[group_order(graph)] = np.arange(graph.num_groups) % cluster.num_devices
         return Placement.from_groups(graph, cluster, per_group)

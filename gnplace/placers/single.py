@@ -7,7 +7,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement
-from gnplace.seed import SeedLike
+from gnplace.seed import SeedLike, check_seed
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 
@@ -42,7 +42,8 @@ class SinglePlacer:
         return "SinglePlacer()"
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
-        """Place ``graph`` on one device of ``cluster`` (``seed`` is unused: this placer is deterministic)."""
+        """Place ``graph`` on one device of ``cluster`` (``seed`` checked, unused: deterministic)."""
+        check_seed(seed)
         candidates = np.repeat(np.arange(cluster.num_devices)[:, None], graph.num_ops, axis=1)
         scores = self.timer.time_batch(graph, cluster, candidates)
         step = np.where(scores.oom, np.inf, scores.step_time)

@@ -125,3 +125,14 @@ def test_declares_its_metadata(name):
     assert info.accepts <= {"timer", "budget", "checkpoint"}
     assert info.summary, "the class docstring's first line describes the placer"
     assert "budget" not in info.accepts or "timer" in info.accepts  # a budget counts timer evaluations
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_placer_refuses_a_seed_no_generator_takes(name):
+    """The deterministic placers (single, heft, ...) took ``seed="abc"`` or ``-1`` without a word."""
+    from gnplace.exceptions import InvalidArgument
+
+    graph, cluster = chain_graph(4), toy_cluster(2)
+    for seed in ("abc", -1, 1.5, True):
+        with pytest.raises(InvalidArgument, match="seed must be"):
+            placer_for(name).place(graph, cluster, seed=seed)
