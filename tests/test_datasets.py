@@ -269,7 +269,7 @@ def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_be
         patched.setattr(pathlib.Path, "write_text", halfway(pathlib.Path.write_text))
         patched.setattr(pathlib.Path, "write_bytes", halfway(pathlib.Path.write_bytes))
         script.run(script.argparse.Namespace(out=str(tmp_path), families="ptb", count=32, test_count=None, seed=0,
-                                             real=False))
+                                             real=False, overwrite=False))
     assert (tmp_path / "README.md").read_text() == "the README of before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "ptb"]  # no temporary file left
 

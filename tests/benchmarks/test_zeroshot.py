@@ -44,7 +44,8 @@ def test_zeroshot_finds_the_repositorys_graphs_from_another_folder(load_script, 
     bench = load_script("benchmarks.zeroshot")
     monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(
-        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, op_level=None, constructor=["none"],
+        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, around=None, op_level=None,
+        constructor=["none"],
         constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
         constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None,
         families=["ptb"], split="test", min_ops=10**9, clusters=["k80x2"], real_clusters=[], unseen_clusters=["k80x2"],
@@ -249,7 +250,8 @@ def _tiny_zeroshot_args(out, unseen_clusters, seed=0):
     import argparse
 
     return argparse.Namespace(
-        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, op_level=None, constructor=["none"],
+        checkpoint=None, samples=0, subsets=False, rounds=1, temperatures=None, around=None, op_level=None,
+        constructor=["none"],
         constructor_samples=None, constructor_temperature=None, refine=0, constructor_sizes=None, prior=None,
         constructor_refine=None, constructor_prior=None, last_rounds=None, polish=None, polish_ops=None,
         families=["ptb"], split="test", min_ops=10**9, clusters=[], real_clusters=[], unseen_clusters=unseen_clusters,
