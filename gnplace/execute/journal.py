@@ -44,7 +44,9 @@ def _encode_devices(devices: bytes) -> str:
     return base64.b64encode(zlib.compress(devices)).decode("ascii")
 
 
-def _decode_devices(text: str) -> bytes:
+def _decode_devices(text: Any) -> bytes:
+    if not isinstance(text, str):  # null or a number where the encoded devices belong
+        raise TypeError("devices are not text")
     raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
     if len(raw) % 8:
         raise ValueError("device bytes are not int64")

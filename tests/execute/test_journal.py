@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -116,6 +117,8 @@ def test_a_new_run_does_not_drop_measurements_and_starts_an_empty_journal_afresh
     (lambda text: b"not json\n" + text, "not a gnplace measurement journal"),
     (lambda text: text.replace(b'"devices": "', b'"devices": "!!', 1), "line 2 is damaged"),
     (lambda text: text.replace(b'"step_s"', b'"stop_s"', 1), "line 2 is damaged"),
+    (lambda text: re.sub(rb'"devices": "[^"]*"', b'"devices": null', text, count=1), "line 2 is damaged"),
+    (lambda text: re.sub(rb'"devices": "[^"]*"', b'"devices": 7', text, count=1), "line 2 is damaged"),
     (lambda text: text + b"[" * 200_000 + b"\n", "line 4 is damaged"),  # a RecursionError traceback
     (lambda text: b"[" * 200_000 + b"\n" + text, "not a gnplace measurement journal"),
 ])
