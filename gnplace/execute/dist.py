@@ -547,7 +547,7 @@ class DistTimer(RealStepTimer):
         self._store: Any = None  # rank 0 hosts the ranks' TCP store: held while the process group lives
         self._owns_group = False
         self._closed = False
-
+        self._busy = False  # a command is under way on the ranks: they wait on rank 0 in it, not on a broadcast
 
     def settings(self) -> dict[str, Any]:
         """How this timer measures (see :meth:`RealStepTimer.settings`), with its backend and threads per rank."""
@@ -669,8 +669,10 @@ class DistTimer(RealStepTimer):
 
     def _broadcast(self, command: tuple[str, Any]) -> None:
         self._check_ranks()
+        self._busy = True  # (a broadcast cut short leaves the ranks inside it)
         try:
             dist.broadcast_object_list([command], src=0)
+            self._busy = False
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             self._fail(err)
 
@@ -694,8 +696,11 @@ class DistTimer(RealStepTimer):
         self._broadcast(("run", options))
         threads = torch.get_num_threads()
         torch.set_num_threads(self.threads)
+        self._busy = True  # until the step's results are in: closing now (Ctrl-C) must not wait on the ranks
         try:
-            return list(_run_command(self.program, devices, _rank_device(self.backend), options))
+            collected = list(_run_command(self.program, devices, _rank_device(self.backend), options))
+            self._busy = False
+            return collected
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             if is_oom_error(err):  # this rank's own: the others are left waiting, so they are stopped
                 self.close(force=True)
@@ -716,6 +721,8 @@ class DistTimer(RealStepTimer):
             yield
         finally:
             self.program, self.cache, self.journal, self.confirm = saved, saved_cache, saved_journal, saved_confirm
+            if self._busy:  # left in the middle of a command (Ctrl-C): the ranks cannot hear the program
+                self.close()
             if self.world and not self._closed:
                 self._broadcast(("program", pickle.dumps(saved)))
 
@@ -735,8 +742,10 @@ class DistTimer(RealStepTimer):
         found = {}
         for peer in range(1, world):
             self._broadcast((command, {"peer": peer, **options}))
+            self._busy = True
             try:
                 found[peer] = measure(peer)
+                self._busy = False
             except Exception as err:  # noqa: BLE001 - a dead rank shows up here
                 self._fail(err)
         return found
@@ -774,10 +783,16 @@ class DistTimer(RealStepTimer):
         return StepResult(step, np.median(busy, axis=1), peak, cluster.memory, cluster.device_names)
 
     def close(self, force: bool = False) -> None:
-        """Stop the ranks and leave the process group (idempotent)."""
+        """Stop the ranks and leave the process group (idempotent).
+
+        Closed in the middle of a command (a Ctrl-C while the ranks run a step), the ranks wait on rank 0
+        inside it and would not hear a "stop" until ``timeout_s``: they are stopped as with ``force``.
+        """
         if self._closed:
             return
         self._closed = True
+        force = force or self._busy
+        self._busy = False
         if self._owns_group and dist.is_initialized():
             if not force:
                 try:

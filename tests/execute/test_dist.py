@@ -356,6 +356,34 @@ def test_a_rank_that_fails_in_a_step_is_named_with_its_last_line(own_ranks):
         timer.close()
 
 
+def test_a_ctrl_c_in_the_middle_of_a_step_closes_the_timer_at_once(own_ranks, monkeypatch):
+    """Interrupted while its ranks run a step, closing does not wait ``timeout_s`` for them to hear a "stop".
+
+    Leaving :meth:`DistTimer.using` that way (calibration's probes) does not send them the saved program either.
+    """
+    import gnplace.execute.dist as dist_module
+
+    step = import_step(*tiny())
+    devices = (step.graph.group % 2).astype(np.int64)  # rank 1 waits on what rank 0 sends
+    timer = DistTimer(step, repeats=1, timeout_s=60)
+    try:
+        timer.run(_cluster(), devices)  # ranks up
+        ranks = list(timer._procs)
+
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(dist_module, "_run_command", interrupted)
+        start = time.perf_counter()
+        with pytest.raises(KeyboardInterrupt), timer.using(compile_step(step)):
+            timer.run(_cluster(), devices)
+        timer.close()
+        assert time.perf_counter() - start < 30  # not the 60 s a collective waits
+        assert timer.world == 0 and ranks and all(p.poll() is not None for p in ranks)  # stopped
+    finally:
+        timer.close(force=True)
+
+
 @pytest.mark.heavy
 def test_a_rank_that_runs_out_of_memory_for_real_is_an_oom_step_and_the_timer_goes_on(own_ranks):
     """A real allocation failure on a rank (the counted peak fits) is that device's OOM, not ExecutionFailed.
