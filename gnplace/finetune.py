@@ -9,7 +9,8 @@ a budget of timer evaluations (:class:`~gnplace.rl.search.FineTunePlacer`), with
   (:class:`~gnplace.execute.local.LocalTimer`; the graph must come from ``module:factory``);
 * ``"dist"``: real steps with one ``torch.distributed`` rank per cluster device
   (:class:`~gnplace.execute.dist.DistTimer`; ``module:factory``; under ``torchrun`` the ranks other
-  than 0 serve the timer and return).
+  than 0 serve the timer and return). Its gloo ranks are CPUs: the cluster must be of CPUs (the one
+  ``gnplace profile --timer dist`` writes); a GPU cluster is refused before anything runs.
 
 The checkpoint's zero-shot placement is timed first and returned if the search, which starts from
 ``auto``'s placement, ends slower (``zero_shot``; the zero-shot candidates' evaluations count against
@@ -267,6 +268,8 @@ def finetune(
     try:
         graph = require_ops(_with_costs(graph, costs), source)
         cluster = load_cluster(cluster)
+        if closer is not None:
+            closer.check_cluster(cluster)  # gloo ranks are CPUs: a GPU cluster's names and memory would be a lie
         require_memory(graph, cluster)  # an impossible memory budget: refused before any search, as by gnplace place
     except BaseException:  # bad input: the ranks a dist timer started stop with the error
         if closer is not None:

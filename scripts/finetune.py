@@ -9,7 +9,8 @@ Real timers take the model as ``MODULE:FACTORY`` (a function returning ``(module
 ``(module, example_inputs, loss)`` where the module returns logits):
 ``--timer local`` runs each step in this process over the devices torch sees (``--devices cuda:0,cpu``);
 ``--timer dist`` runs one torch.distributed rank per cluster device (started here; across hosts,
-launch this script with ``torchrun`` and every rank but 0 serves the timer). Profile the cluster
+launch this script with ``torchrun`` and every rank but 0 serves the timer); its gloo ranks are CPUs, so
+a cluster with GPU devices is refused. Profile the cluster
 first (``gnplace profile``) and pass its ``cluster.yaml`` and ``--costs graph.gnpg``. Errors print one
 line and exit 2.
 """

@@ -158,6 +158,19 @@ def small_gpus() -> Callable[..., Cluster]:
 
 
 @pytest.fixture
+def cpu_ranks(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], str]:
+    """Writes a cluster of CPUs, as the distributed timer's gloo ranks are: ``cpu_ranks(2)`` is its YAML path."""
+
+    def write(count: int) -> str:
+        path = tmp_path_factory.mktemp("ranks") / f"ranks{count}.yaml"
+        path.write_text(f"name: ranks{count}\ndevices:\n  - {{name: rank, count: {count}, kind: cpu, memory: 64 GiB}}\n"
+                        "links:\n  default: pcie3\n")
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
 def step_time() -> Callable[..., float]:
     """The simulated step time of a placement: ``step_time(graph, cluster, placement)``."""
     return _step_time

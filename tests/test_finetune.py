@@ -88,8 +88,8 @@ def _logged_iterations(out):
 
 
 @pytest.mark.parametrize("timer", ["local", "dist"])
-def test_finetune_on_real_steps(tmp_path, timer):
-    summary = finetune(TINY, "k80x2", timer=timer, budget=12, samples=4, epochs=1, repeats=1, out=tmp_path,
+def test_finetune_on_real_steps(tmp_path, timer, cpu_ranks):
+    summary = finetune(TINY, "k80x2" if timer == "local" else cpu_ranks(2), timer=timer, budget=12, samples=4, epochs=1, repeats=1, out=tmp_path,
                        devices=["cpu", "cpu"] if timer == "local" else None, progress=False)
     assert summary is not None and summary["timer"] == timer
     assert summary["step_time_s"] > 0 and np.isfinite(summary["single_s"])

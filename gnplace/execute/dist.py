@@ -59,7 +59,7 @@ import torch.distributed as dist
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
-from gnplace.execute.base import RealStepTimer, oom_result
+from gnplace.execute.base import RealStepTimer, check_threads, oom_result
 from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of
 from gnplace.execute.runner import call_op, is_oom_error
@@ -70,10 +70,14 @@ from gnplace.workers import available_cores
 
 __all__ = [
     "DistTimer", "RankOutOfMemory", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores",
+    "MAX_TIMEOUT_S",
 ]
 
 #: Exit code of a started rank that ran out of memory in a step (told apart from a rank that failed).
 OOM_EXIT_CODE = 86
+
+#: The longest a collective may be let wait, in seconds (a day; more overflowed ``timedelta``).
+MAX_TIMEOUT_S = 86_400
 
 
 class RankOutOfMemory(ExecutionFailed):
@@ -521,11 +525,15 @@ class DistTimer(RealStepTimer):
     Args:
         step (ImportedStep or Program): the recorded step (:func:`~gnplace.importers.torch.import_step`).
         backend (str, optional): ``"gloo"`` or ``"nccl"`` (default: ``"gloo"``).
-        threads (int, optional): CPU threads of each rank (default: 1).
+        threads (int, optional): CPU threads of each rank, a whole number from 1 to the cores here (default: 1).
         warmup (int, optional): untimed steps first (default: 1).
         repeats (int, optional): timed steps, the median is reported (default: 5).
         lr (float, optional): learning rate of each step's update, by the graph's optimizer (default: 1e-3).
-        timeout_s (float, optional): seconds a collective may wait before failing (default: 120).
+        timeout_s (float, optional): seconds a collective may wait before failing, above 0 and at most
+            :data:`MAX_TIMEOUT_S` (default: 120).
+
+    Raises:
+        InvalidArgument: for a backend, thread count or timeout out of range.
 
     The ranks start at the first :meth:`time` and stay up until :meth:`close` (also at exit; use the
     timer as a context manager to close it early).
@@ -539,7 +547,11 @@ class DistTimer(RealStepTimer):
         if backend not in ("gloo", "nccl"):
             raise InvalidArgument(f"backend must be 'gloo' or 'nccl', got {backend!r}")
         self.backend = backend
-        self.threads = int(threads)
+        self.threads = check_threads(threads)  # 1.5 was cut to 1, and 0 killed every rank as it started
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float | np.integer | np.floating) or \
+                not 0 < timeout_s <= MAX_TIMEOUT_S:  # 0 or -5 was gloo's raw DistNetworkError traceback
+            raise InvalidArgument(f"timeout_s must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+                                  f"got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.world = 0
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -676,6 +688,24 @@ class DistTimer(RealStepTimer):
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             self._fail(err)
 
+    def check_cluster(self, cluster: Cluster) -> None:
+        """Refuse a cluster whose devices the ranks are not: gloo ranks compute on CPUs, NCCL ranks on GPUs.
+
+        Timing a GPU cluster (``k80x2``) on gloo ranks would measure this machine's CPUs under the GPUs'
+        names and memory; profile the ranks instead (``gnplace profile --timer dist`` writes their cluster).
+
+        Raises:
+            InvalidArgument: naming the first device of the other sort.
+        """
+        want_cpu = self.backend == "gloo"
+        other = next((d for d in cluster.devices if d.is_cpu != want_cpu), None)
+        if other is not None:
+            ranks = "CPU ranks (gloo)" if want_cpu else "GPU ranks (NCCL)"
+            raise InvalidArgument(
+                f"the distributed timer runs {ranks}, but device {other.name!r} of cluster {cluster.name!r} is "
+                f"{'a GPU' if want_cpu else 'a CPU'} ({other.kind}): time the cluster of its ranks (gnplace profile "
+                "--timer dist writes it), or use --timer local with --devices")
+
     def run(self, cluster: Cluster, placement: Any, *, collect: bool = False) -> list[Any]:
         """Run the step under ``placement`` on every rank; each rank's ``(seconds, busy seconds, collected)``.
 
@@ -687,6 +717,7 @@ class DistTimer(RealStepTimer):
                 run starts its ranks again, unless ``torchrun`` started them).
             ExecutionFailed: if a rank dies or a collective fails (the timer is then closed).
         """
+        self.check_cluster(cluster)
         devices = self.program.node_devices(placement)
         if devices.size and devices.max() >= cluster.num_devices:
             raise InvalidArgument(f"placement names device {devices.max()}, the cluster has {cluster.num_devices}")
@@ -766,6 +797,7 @@ class DistTimer(RealStepTimer):
             torch.set_num_threads(threads)
 
     def _measure(self, graph: OpGraph, cluster: Cluster, placement: Any) -> StepResult:
+        self.check_cluster(cluster)
         plan = self.program.plan(placement)
         peak = self.program.peak_bytes(plan, cluster.num_devices, ranks=True)
         over = np.flatnonzero(peak > cluster.memory)

@@ -89,10 +89,10 @@ def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
     assert "fits the memory of" in err and not (tmp_path / "tiny_run").exists()
 
 
-def test_script_runs_two_rank_fine_tuning(tmp_path, capsys, load_script):
+def test_script_runs_two_rank_fine_tuning(tmp_path, capsys, load_script, cpu_ranks):
     """The script's main in this process (its ranks are processes of their own; the kill tests run it as a script)."""
     assert load_script("finetune").main(
-        ["gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist", "--budget", "12", "--samples", "4",
+        ["gnplace.execute.examples:tiny", "-c", cpu_ranks(2), "--timer", "dist", "--budget", "12", "--samples", "4",
          "--epochs", "1", "--repeats", "1", "-o", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["timer"] == "dist" and summary["step_time_s"] > 0
@@ -171,7 +171,7 @@ def test_ctrl_c_saves_the_iteration_under_way_and_resume_finishes_the_run(tmp_pa
 
 
 @pytest.mark.heavy
-def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
+def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path, cpu_ranks):
     """Across hosts the ranks are started by torchrun (MASTER_ADDR, RANK, ...): here two on one host."""
     import socket
 
@@ -180,7 +180,7 @@ def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path):
         port = s.getsockname()[1]
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
-         str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist",
+         str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", cpu_ranks(2), "--timer", "dist",
          "--budget", "12", "--samples", "4", "--epochs", "1", "--repeats", "1", "-o", str(tmp_path), "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
@@ -243,12 +243,22 @@ def test_resume_without_a_checkpoint_says_that_the_journal_answers_what_was_meas
             f"measured before from {out / 'measurements.jsonl'}") in capsys.readouterr().err
 
 
-def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, capsys, monkeypatch):
+def test_the_dist_timer_on_a_gpu_cluster_exits_2_before_anything_is_written(tmp_path, capsys):
+    """Its gloo ranks are CPUs: fine-tuning k80x2 on them timed CPU steps under the K80s' names and memory."""
+    out = tmp_path / "run"
+    code = main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "dist", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("gnplace: error: the distributed timer runs CPU ranks (gloo), but device "
+                                        "'gpu0' of cluster 'k80x2' is a GPU") and not out.exists()
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_more_ranks_than_cores_exits_2_before_anything_is_written(tmp_path, capsys, monkeypatch, cpu_ranks):
     import os
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     out = tmp_path / "run"
-    code = main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x4", "--timer", "dist", "-o", str(out)])
+    code = main(["finetune", "gnplace.execute.examples:tiny", "-c", cpu_ranks(4), "--timer", "dist", "-o", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("gnplace: error: 4 ranks of 1 thread(s) need 4 cores") and not out.exists()
 

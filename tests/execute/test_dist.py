@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from gnplace.cluster import cluster_from_dict
-from gnplace.exceptions import ExecutionFailed
-from gnplace.execute.dist import DistTimer, transfer_tags
+from gnplace.exceptions import ExecutionFailed, InvalidArgument
+from gnplace.execute.dist import MAX_TIMEOUT_S, DistTimer, transfer_tags
 from gnplace.execute.examples import tiny
 from gnplace.execute.program import compile_step
 from gnplace.importers.torch import import_step
@@ -568,3 +568,33 @@ def test_a_tensor_sent_and_then_written_in_place_is_held_as_a_copy():
     assert sum(op.mutates == ref for op in program.ops) == 1
     assert held == unwritten.peak_bytes(unwritten.plan(devices), 2, ranks=True)[0] + copy
 
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"threads": 1.5}, "threads must be a whole number from 1"),  # was cut to 1
+    ({"threads": 0}, "threads must be a whole number from 1"),  # killed every rank as it started
+    ({"threads": True}, "threads must be a whole number from 1"),
+    ({"timeout_s": 0}, "timeout_s must be a number of seconds above 0"),  # gloo's raw DistNetworkError
+    ({"timeout_s": -5}, "timeout_s must be a number of seconds above 0"),
+    ({"timeout_s": float("nan")}, "timeout_s must be"),
+    ({"timeout_s": MAX_TIMEOUT_S + 1}, f"at most {MAX_TIMEOUT_S:,}"),  # overflowed timedelta
+    ({"timeout_s": "60"}, "timeout_s must be"),
+])
+def test_threads_and_timeout_out_of_range_are_refused_before_any_rank_starts(kwargs, message):
+    with pytest.raises(InvalidArgument, match=message):
+        DistTimer(compile_step(import_step(*tiny())), **kwargs)
+
+
+def test_a_gpu_cluster_is_refused_by_gloo_ranks_which_are_cpus(setup):
+    """gloo ranks compute on this machine's CPUs: timing k80x2 on them would report CPU times under K80 names."""
+    step, _, timer = setup
+    gpus = cluster_from_dict({"name": "gpus2", "devices": [{"name": "gpu", "count": 2, "kind": "k80"}],
+                              "links": {"default": "pcie3"}})
+    devices = np.zeros(step.graph.num_ops, dtype=np.int64)
+    for call in (lambda: timer.time(step.graph, gpus, devices), lambda: timer.run(gpus, devices)):
+        with pytest.raises(InvalidArgument, match=r"runs CPU ranks \(gloo\), but device 'gpu0' of cluster 'gpus2' "
+                                                  r"is a GPU \(k80\): time the cluster of its ranks"):
+            call()
+    nccl = DistTimer(step, backend="nccl")
+    with pytest.raises(InvalidArgument, match=r"runs GPU ranks \(NCCL\), but device 'rank0' .* is a CPU"):
+        nccl.check_cluster(_cluster())
