@@ -195,7 +195,7 @@ def run_rank(
                 shape, dtype = _meta(program, ref)
                 buffer = torch.empty(shape, dtype=dtype, device=device)
                 arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
-                values[ref] = buffer
+                values[ref] = _off_the_wire(buffer, *_lazy(program, ref))  # (a view: filled as it arrives)
 
     written = program.written_storages
     # buffer updates from other ranks (program.buffer_moves), under tags after the tensors' own
@@ -214,8 +214,9 @@ def run_rank(
             if src == rank:
                 # isend reads the tensor's memory until the message leaves: one an in-place op writes later
                 # would arrive written (a wrong loss), so such a tensor goes as a copy
-                tensor = (values[ref].clone(memory_format=torch.contiguous_format)
-                          if storage_of(program, ref) in written else values[ref].contiguous())
+                tensor = _on_the_wire(values[ref], *_lazy(program, ref))
+                tensor = (tensor.clone(memory_format=torch.contiguous_format)
+                          if storage_of(program, ref) in written else tensor.contiguous())
                 pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
 
     def resolve(ref: Ref) -> Any:
@@ -331,6 +332,35 @@ def _in_order(op: Any) -> bool:
     from another rank goes to the first reader in the recorded order.
     """
     return op.mutates is not None or bool(op.writes_buffers) or any(ref.kind == "buffer" for ref in op.reads)
+
+
+def _lazy(program: Program, ref: Ref) -> tuple[bool, bool]:
+    """Whether ``ref`` was recorded with the conjugate bit and the negative bit (lazy ``conj()``, ``_neg_view``)."""
+    if ref.kind == "op":
+        lazy = program.ops[ref.index].out_lazy
+        return lazy[ref.output] if ref.output < len(lazy) else (False, False)
+    tensor = program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
+    return bool(tensor.is_conj()), bool(tensor.is_neg())
+
+
+def _on_the_wire(value: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+    """The memory ``value`` crosses ranks as: gloo views a complex tensor as real, which a marked one cannot be.
+
+    Unmarked as recorded (``conj``, ``neg``), ``value`` is its plain memory (no copy when it is marked so),
+    which :func:`_off_the_wire` marks again on the other side; a tensor marked otherwise is resolved.
+    """
+    if conj:
+        value = value.conj()
+    if neg:
+        value = value._neg_view()
+    return value.resolve_conj().resolve_neg()
+
+
+def _off_the_wire(received: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
+    """``received`` (plain memory, :func:`_on_the_wire`) marked as the sender's tensor was recorded: the same values."""
+    if neg:
+        received = received._neg_view()
+    return received.conj() if conj else received
 
 
 def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:

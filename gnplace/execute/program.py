@@ -60,6 +60,8 @@ class ProgramOp:
         is_view (bool): whether the op only re-describes its input's memory (a view, a reshape, detach).
         writes_buffers (tuple[str, ...]): the buffers the op updates in place (batch norm's running
             statistics and batch count, in training).
+        out_lazy (tuple): per flattened output, ``(conjugate bit, negative bit)`` as recorded (``conj()``
+            and ``_neg_view`` only mark a tensor): a tensor crossing ranks arrives marked so again.
         reads (tuple[Ref, ...]): every :class:`Ref` in ``args`` and ``kwargs``, in order (worked out once).
     """
 
@@ -73,6 +75,7 @@ class ProgramOp:
     out_bytes: int
     is_view: bool = False
     writes_buffers: tuple[str, ...] = ()
+    out_lazy: tuple[tuple[bool, bool], ...] = ()
     reads: tuple[Ref, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -843,6 +846,8 @@ def compile_step(step: Any) -> Program:
             target=str(op.func), args=renumber(op.args), kwargs=renumber(op.kwargs),
             node=int(step.node_of_op.get(i, -1)), mutates=mutates, out_shapes=shapes, out_dtypes=dtypes,
             out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None, writes_buffers=buffer_writes[i],
+            out_lazy=tuple((bool(o.is_conj()), bool(o.is_neg())) if isinstance(o, torch.Tensor) else (False, False)
+                           for o in op.outputs),
         ))
 
     def renumbered(ref: Ref) -> Ref:

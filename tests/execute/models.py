@@ -99,3 +99,16 @@ class ViewsBeforeWrites(torch.nn.Module):
         w = v.t().t()  # a view of the view, made after the first write
         h.add_(1.0)
         return self.l2(h).square().mean() + self.l3(v).square().mean() + self.l3(w).sum()
+
+
+class ConjugatesAcross(torch.nn.Module):
+    """A lazily conjugated complex tensor (``conj()`` only marks it), and its gradient conjugated twice: gloo views a
+    complex tensor as real, which a marked one cannot be, and a rank failed where such a tensor crossed."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.out = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = torch.complex(self.inp(x), x).conj()
+        return self.out((z * z).real).square().mean()

@@ -18,6 +18,7 @@ from gnplace.execute.examples import tiny
 from gnplace.execute.program import compile_step
 from gnplace.importers.torch import import_step
 from tests.execute.models import (
+    ConjugatesAcross,
     ReadsItsRunningMean,
     ReadsTheStatisticsAfterTheirUpdate,
     ScalesItsInput,
@@ -275,6 +276,29 @@ def test_a_view_of_a_tensor_that_crossed_ranks_in_another_layout_runs(setup):
     with setup[2].using(compile_step(step)):
         losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
     torch.testing.assert_close(losses[0], want)
+
+
+def test_a_lazily_conjugated_tensor_crosses_ranks_as_eager_reads_it_wherever_the_cut(setup):
+    """It arrives marked as recorded: resolved on the wire and not marked again, ``_conj`` of it read it unmarked."""
+    import copy
+
+    torch.manual_seed(0)
+    module, x = ConjugatesAcross(), torch.randn(3, 4)
+    eager = copy.deepcopy(module)
+    want = eager(x)
+    want.backward()
+    with pytest.warns(UserWarning, match="FLOP rules do not know"):
+        step = import_step(module, (x,))
+    program = compile_step(step)
+    assert any(conj for op in program.ops for conj, _ in op.out_lazy)
+    with setup[2].using(program):
+        for cut in range(1, step.graph.num_ops):
+            devices = (np.arange(step.graph.num_ops) >= cut).astype(np.int64)  # every op from the cut on rank 1
+            per_rank = setup[2].run(_cluster(), devices, collect=True)
+            grads = {k: g for _, _, c in per_rank for k, g in c["grads"].items()}
+            torch.testing.assert_close(next(c["loss"] for _, _, c in per_rank if "loss" in c), want.detach())
+            for name, p in eager.named_parameters():
+                torch.testing.assert_close(grads[name], p.grad)
 
 
 def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_written_values(setup):
