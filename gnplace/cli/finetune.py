@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from gnplace.cli.common import add_optimizer_argument, file_path, print_json, whole_number
+from gnplace.exceptions import InvalidArgument
 
 
 def add_parser(sub: Any) -> None:
@@ -45,9 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "counted, and returned if the search from auto's placement ends slower)")
     p.add_argument("--seed", type=whole_number, default=0)
     p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
-    p.add_argument("--threads", type=int, default=1,
+    p.add_argument("--threads", type=int, default=None,
                    help="real timers: torch CPU threads per rank (dist) or while timing (local) (default: 1)")
-    p.add_argument("--repeats", type=int, default=5, help="timed steps per real measurement (default: 5)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="real timers: timed steps per measurement, the median kept (default: 5)")
     p.add_argument("--final-rounds", type=int, default=None, metavar="N",
                    help="real timers: rounds of the comparison after the search (the search's two fastest "
                         "placements, auto, single, round_robin, zero-shot), each measured afresh in turn, medians "
@@ -74,6 +76,12 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.finetune import JOURNAL, finetune
 
     check_output_folder(args.out, "--out")
+    real_only = [flag for flag, value in (("--threads", args.threads), ("--repeats", args.repeats),
+                                          ("--final-rounds", args.final_rounds), ("--confirm", args.confirm))
+                 if value is not None]
+    if args.timer == "sim" and real_only:  # each was taken and did nothing
+        raise InvalidArgument(f"{real_only[0]} is for the real timers (--timer local|dist); the simulator is exact "
+                              "and times each placement once")
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune",
                                Path(args.out) / JOURNAL if args.timer != "sim" else None)
@@ -81,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
         screen=args.screen, screen_model=args.screen_model,
-        devices=args.devices.split(",") if args.devices else None, threads=args.threads, repeats=args.repeats,
+        devices=args.devices.split(",") if args.devices else None,
+        **({"threads": args.threads} if args.threads is not None else {}),
+        **({"repeats": args.repeats} if args.repeats is not None else {}),
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
         progress=False if args.no_progress else None,  # None: a bar on a terminal, else lines
         **({"final_rounds": args.final_rounds} if args.final_rounds is not None else {}),

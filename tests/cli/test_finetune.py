@@ -243,6 +243,17 @@ def test_resume_without_a_checkpoint_says_that_the_journal_answers_what_was_meas
             f"measured before from {out / 'measurements.jsonl'}") in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--threads", "--repeats", "--final-rounds", "--confirm"])
+def test_a_real_timers_option_with_the_simulator_exits_2_before_anything_is_written(tmp_path, capsys, flag):
+    """Each was taken and did nothing (the simulator is exact), while --devices was refused."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", flag, "2", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"gnplace: error: {flag} is for the real timers (--timer local|dist); the "
+                                       "simulator is exact and times each placement once\n")
+    assert not out.exists()
+
+
 def test_the_dist_timer_on_a_gpu_cluster_exits_2_before_anything_is_written(tmp_path, capsys):
     """Its gloo ranks are CPUs: fine-tuning k80x2 on them timed CPU steps under the K80s' names and memory."""
     out = tmp_path / "run"
