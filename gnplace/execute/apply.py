@@ -16,7 +16,9 @@ training step does, so the module evaluates as if trained eagerly.
 
 Limits: the recorded step has fixed shapes, so inputs must have the example inputs' shapes and
 nesting (tensors in tuples, lists and dicts are inputs too), and what is not a tensor (a number, a
-flag) is a constant of the step: a call with another value is refused. Their memory layout may
+flag) is a constant of the step: a call with another value is refused. So are the module's Python
+attributes that ``forward`` reads (``self.scale = 2.0``): one changed after :func:`apply` is warned of
+at the next call (once per value), and the step still computes with the recorded value. Their memory layout may
 differ (a transposed or channels-last tensor): such an input is copied into the example input's.
 The module's parameters and buffers keep the dtypes and shapes they were recorded with (a
 ``module.double()`` after the recording is refused: record and place again), and its parameters stay
@@ -26,6 +28,7 @@ on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: ap
 from __future__ import annotations
 
 import os
+import warnings
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,7 +37,7 @@ import numpy as np
 import torch
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.execute.base import torch_devices
+from gnplace.execute.base import check_device_names, torch_devices
 from gnplace.execute.program import Program, compile_step
 from gnplace.execute.runner import run_step
 from gnplace.importers.trace import input_leaves
@@ -91,6 +94,8 @@ class PlacedModule(torch.nn.Module):
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
+        self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
+        self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, repr of the value) warned of
         self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
         self._check_state(moved=False)
         named = dict(module.named_parameters())
@@ -114,6 +119,7 @@ class PlacedModule(torch.nn.Module):
             raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
                                   f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
         self._check_state(moved=True)
+        self._warn_changed_attributes()
         leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
         if spec.num_children != self.input_spec.num_children:
             raise InvalidArgument(f"the placed step takes {self.input_spec.num_children} inputs, got {len(inputs)}")
@@ -163,6 +169,23 @@ class PlacedModule(torch.nn.Module):
                                   "apply again to get its gradient")
         state.update({k: p for k, p in params.items() if k in self.program.buffers})
         return state
+
+    def _warn_changed_attributes(self) -> None:
+        """Warn, once per attribute and value, that a Python attribute changed since the step was recorded.
+
+        A number or a flag a submodule's ``forward`` reads (``self.scale = 2.0``) was recorded as a constant of
+        the step: set to 3.0 later, the placed step still computes with 2.0. An attribute ``forward`` does not
+        read (a counter) changes nothing, hence a warning rather than a refusal.
+        """
+        now = _plain_attributes(self.module)
+        for key, recorded in self.recorded_attributes.items():
+            value = now.get(key, recorded)
+            if value != recorded and (key, repr(value)) not in self._warned:
+                self._warned.add((key, repr(value)))
+                where, name = key
+                warnings.warn(f"gnplace.apply: attribute {name} of module {where or 'the module'!r} is {value!r} now "
+                              f"and was {recorded!r} when the step was recorded; if forward reads it, the placed step "
+                              "still computes with the recorded value: apply again to use the new one", stacklevel=3)
 
     def _check_state(self, *, moved: bool) -> None:
         """Refuse a module whose parameters or buffers are no longer those the step was recorded with.
@@ -249,6 +272,7 @@ def apply(
     """
     from gnplace.importers.torch import import_step
 
+    check_device_names(devices)  # before the step is recorded
     if step is None:
         step = import_step(module, example_inputs, loss=loss)
     if isinstance(placement, (str, os.PathLike)):
@@ -290,6 +314,17 @@ def _dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
             return False
         expected *= size
     return True
+
+
+def _plain_attributes(module: torch.nn.Module) -> dict[tuple[str, str], Any]:
+    """Each submodule's public attributes that are Python numbers, flags or strings: ``{(submodule, name): value}``."""
+    plain = (bool, int, float, complex, str)
+    found = {}
+    for where, sub in module.named_modules():
+        for name, value in vars(sub).items():
+            if not name.startswith("_") and name != "training" and isinstance(value, plain):
+                found[(where, name)] = value
+    return found
 
 
 def _recorded_state(program: Program) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:

@@ -18,7 +18,7 @@ from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer, median_step
 
 __all__ = ["RealStepTimer", "real_timer", "torch_devices", "torch_device", "as_program", "oom_result", "MAX_REPEATS",
-           "check_threads"]
+           "check_threads", "check_device_names"]
 
 
 #: Most steps a real timer runs per measurement (``warmup``, ``repeats``; the shipped commands run 1 and 5).
@@ -52,6 +52,20 @@ def as_program(step: Any) -> Program:
     )
 
 
+def check_device_names(names: Any) -> None:
+    """Refuse torch device names given as one string: ``"cpu"`` was read as the three devices ``c``, ``p``, ``u``.
+
+    Raises:
+        InvalidArgument: if ``names`` is a string or not a sequence (``None`` passes: the default devices).
+
+    """
+    if names is None:
+        return
+    if isinstance(names, str | bytes) or not isinstance(names, Sequence | np.ndarray):  # (a set has no order)
+        raise InvalidArgument(f"devices must be a list of torch device names, one per cluster device (e.g. "
+                              f"['cuda:0', 'cpu']), got {names!r}")
+
+
 def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[torch.device]:
     """The torch device of every device of ``cluster``.
 
@@ -60,12 +74,14 @@ def torch_devices(cluster: Cluster, names: Sequence[str] | None = None) -> list[
 
     Raises:
         ExecutionFailed: if a device is not one torch can see here.
+        InvalidArgument: if ``names`` is one string (:func:`check_device_names`) or not one per cluster device.
 
     Examples:
         >>> from gnplace.cluster import load_cluster
         >>> [str(d) for d in torch_devices(load_cluster("cpu_gpu"), ["cpu", "cpu"])]
         ['cpu', 'cpu']
     """
+    check_device_names(names)
     if names is None:
         gpus = 0
         picked: list[str] = []

@@ -28,7 +28,7 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, first_line
-from gnplace.execute.base import RealStepTimer, check_threads, oom_result, torch_devices
+from gnplace.execute.base import RealStepTimer, check_device_names, check_threads, oom_result, torch_devices
 from gnplace.execute.runner import DeviceOutOfMemory, optimizer_state, place_params, run_step
 from gnplace.graph import OpGraph
 from gnplace.sim.timer import StepResult
@@ -68,6 +68,7 @@ class LocalTimer(RealStepTimer):
         threads: int | None = None,
     ) -> None:
         super().__init__(step, warmup=warmup, repeats=repeats, lr=lr)
+        check_device_names(devices)  # ("cpu,cpu" was read as seven devices, one a letter)
         self.devices = None if devices is None else list(devices)
         self.threads = None if threads is None else check_threads(threads)
         self.last_moves = 0

@@ -1,4 +1,5 @@
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -564,3 +565,51 @@ def test_a_placement_of_another_graph_of_as_many_ops_is_refused():
                                                r"'Sequential' \(their op names or edges differ"):
         gnplace.apply(relu, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
     gnplace.apply(tanh, placement, (x,), loss=_loss, devices=["cpu", "cpu"])(x).backward()  # its own graph, again
+
+
+@pytest.mark.parametrize("devices", ["cpu", "cpu,cpu", b"cpu", {"cpu"}])
+def test_devices_given_as_one_string_or_without_an_order_are_refused_naming_what_is_wanted(devices):
+    """``"cpu"`` was read as three devices: "3 torch devices given for the 2 devices of 'k80x2'"."""
+    net = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placement = Placement([0] * graph.num_ops, load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^devices must be a list of torch device names, one per cluster "
+                                              r"device \(e.g. \['cuda:0', 'cpu'\]\), got "):
+        gnplace.apply(net, placement, (x,), loss=_loss, devices=devices)
+    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=np.array(["cpu", "cpu"]))
+    placed(x).backward()
+    assert net.weight.grad is not None
+
+
+class _Scales(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+        self.scale = 2.0
+        self.calls = 0  # read by no forward
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def test_a_python_attribute_changed_since_the_recording_is_warned_of_once_and_the_recorded_value_kept():
+    """``self.scale`` was frozen at the recording with no word: the placed step kept computing with 2.0."""
+    torch.manual_seed(0)
+    net, x = _Scales(), torch.randn(3, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), (x,), loss=_loss,
+                           devices=["cpu", "cpu"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = placed(x).item()  # nothing changed: no warning
+    net.scale = 3.0
+    with pytest.warns(UserWarning, match=r"^gnplace.apply: attribute scale of module 'the module' is 3.0 now and "
+                                         r"was 2.0 when the step was recorded; .* apply again"):
+        assert placed(x).item() == before  # the recorded 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)  # once per value
+    net.lin.out_features = 7
+    with pytest.warns(UserWarning, match="attribute out_features of module 'lin' is 7 now and was 2"):
+        placed(x)

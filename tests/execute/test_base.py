@@ -4,6 +4,8 @@ import torch
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.base import as_program, oom_result, real_timer, torch_devices
+from gnplace.execute.examples import tiny
+from gnplace.importers.torch import import_step
 from gnplace.toy import chain_graph
 
 
@@ -160,3 +162,16 @@ def test_a_new_fastest_placement_is_measured_again_and_the_median_kept_others_on
     assert timer.time(graph, cluster, [1] * graph.num_ops) is steps[1]  # the cache holds the median
     timer.confirm = 0
     assert "confirm" not in timer.settings()  # a run saved before confirm existed resumes under confirm 0
+
+
+def test_torch_devices_refuse_one_string_of_names():
+    """The local timer read ``"cpu"`` as the three devices c, p, u."""
+    from gnplace.execute.local import LocalTimer
+
+    cluster = load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match=r"^devices must be a list of torch device names.*got 'cpu'$"):
+        torch_devices(cluster, "cpu")
+    assert [str(d) for d in torch_devices(cluster, ("cpu", "cpu"))] == ["cpu", "cpu"]
+    step = import_step(*tiny())
+    with pytest.raises(InvalidArgument, match="^devices must be a list"):
+        LocalTimer(step, devices="cpu,cpu")
