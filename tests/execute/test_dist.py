@@ -278,49 +278,42 @@ def test_a_view_of_a_tensor_that_crossed_ranks_in_another_layout_runs(setup):
     torch.testing.assert_close(losses[0], want)
 
 
-def test_a_lazily_conjugated_tensor_crosses_ranks_as_eager_reads_it_wherever_the_cut(setup):
-    """It arrives marked as recorded: resolved on the wire and not marked again, ``_conj`` of it read it unmarked."""
+def _runs_as_eager(timer, module, x, placements, step=None):
+    """Each placement of ``module``'s step on ``x`` gives eager's loss and gradients on the two ranks."""
     import copy
 
-    torch.manual_seed(0)
-    module, x = ConjugatesAcross(), torch.randn(3, 4)
-    eager = copy.deepcopy(module)
-    want = eager(x)
-    want.backward()
-    with pytest.warns(UserWarning, match="FLOP rules do not know"):
-        step = import_step(module, (x,))
-    program = compile_step(step)
-    assert any(conj for op in program.ops for conj, _ in op.out_lazy)
-    with setup[2].using(program):
-        for cut in range(1, step.graph.num_ops):
-            devices = (np.arange(step.graph.num_ops) >= cut).astype(np.int64)  # every op from the cut on rank 1
-            per_rank = setup[2].run(_cluster(), devices, collect=True)
-            grads = {k: g for _, _, c in per_rank for k, g in c["grads"].items()}
-            torch.testing.assert_close(next(c["loss"] for _, _, c in per_rank if "loss" in c), want.detach())
-            for name, p in eager.named_parameters():
-                torch.testing.assert_close(grads[name], p.grad)
-
-
-def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_written_values(setup):
-    """The view was made on the reader's rank from the copy of ``h`` sent before the writes: 6 of 7 cuts wrong."""
-    import copy
-
-    torch.manual_seed(0)
-    module, x = ViewsBeforeWrites(), torch.randn(3, 4)
     eager = copy.deepcopy(module)
     loss = eager(x)
     loss.backward()
-    step = import_step(module, (x,))
-    rng = np.random.default_rng(0)
-    placements = [rng.integers(0, 2, step.graph.num_ops) for _ in range(6)]
-    placements.append(np.array([int(name == "l3/addmm") for name in step.graph.node_names]))
-    with setup[2].using(compile_step(step)):
-        for devices in placements:
-            per_rank = setup[2].run(_cluster(), devices, collect=True)
+    step = step or import_step(module, (x,))
+    with timer.using(compile_step(step)):
+        for devices in placements(step):
+            per_rank = timer.run(_cluster(), devices, collect=True)
             torch.testing.assert_close([c["loss"] for _, _, c in per_rank if "loss" in c][0], loss.detach())
             grads = {k: g for _, _, c in per_rank for k, g in c["grads"].items()}
             for name, p in eager.named_parameters():
                 torch.testing.assert_close(grads[name], p.grad)
+
+
+def test_a_lazily_conjugated_tensor_crosses_ranks_as_eager_reads_it_wherever_the_cut(setup):
+    """It arrives marked as recorded: resolved on the wire and not marked again, ``_conj`` of it read it unmarked."""
+    torch.manual_seed(0)
+    module, x = ConjugatesAcross(), torch.randn(3, 4)
+    with pytest.warns(UserWarning, match="FLOP rules do not know"):
+        step = import_step(module, (x,))
+    assert any(conj for op in compile_step(step).ops for conj, _ in op.out_lazy)
+    n = step.graph.num_ops  # every op from the cut on rank 1
+    _runs_as_eager(setup[2], module, x, lambda s: [(np.arange(n) >= cut).astype(np.int64) for cut in range(1, n)],
+                   step)
+
+
+def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_written_values(setup):
+    """The view was made on the reader's rank from the copy of ``h`` sent before the writes: 6 of 7 cuts wrong."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    _runs_as_eager(setup[2], ViewsBeforeWrites(), torch.randn(3, 4), lambda step: [
+        *(rng.integers(0, 2, step.graph.num_ops) for _ in range(6)),
+        np.array([int(name == "l3/addmm") for name in step.graph.node_names])])
 
 
 def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):
