@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, MissingDependency
+from gnplace.exceptions import InvalidArgument, MissingDependency, UnsupportedGraph, first_line
 from gnplace.graph import PHASES, OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
 
@@ -366,6 +366,8 @@ def accelerate_device_map(
     Raises:
         InvalidArgument: an unknown ``mode``.
         MissingDependency: without accelerate (``pip install accelerate``).
+        UnsupportedGraph: if accelerate fails on the module (accelerate 1.x raises an ``IndexError`` on a
+            submodule registered under two names, ``self.b = self.a``).
     """
     try:
         from accelerate import infer_auto_device_map
@@ -382,7 +384,11 @@ def accelerate_device_map(
             balanced = get_balanced_memory(module, max_memory=dict(memory), no_split_module_classes=blocks,
                                            low_zero=mode == "balanced_low_0")
             memory = {k: int(v) for k, v in balanced.items() if k in memory}
-        return dict(infer_auto_device_map(module, max_memory=memory, no_split_module_classes=blocks))
+        try:
+            return dict(infer_auto_device_map(module, max_memory=memory, no_split_module_classes=blocks))
+        except Exception as err:  # noqa: BLE001 - accelerate's own failure, e.g. on a module under two names
+            raise UnsupportedGraph(f"accelerate cannot make a device_map={mode!r} of this module "
+                                   f"({type(err).__name__} in infer_auto_device_map: {first_line(err)})") from err
 
 
 def _check_mode(mode: str) -> None:
@@ -486,7 +492,8 @@ def compare_device_maps(
         one too) and ``"accelerate_sequential"`` (the plain fill), and where ``module`` holds a
         transformers model, ``"transformers_auto"`` (``from_pretrained``'s, :func:`transformers_device_map`).
         A map that offloads modules to ``"disk"`` (the model does not fit the cluster's memory) has
-        no device of the cluster to simulate and is left out.
+        no device of the cluster to simulate and is left out, as is one accelerate fails to make (with
+        a warning naming the failure).
     """
     from gnplace.sim.simulator import Simulator
 
@@ -497,8 +504,12 @@ def compare_device_maps(
                                                                                                cluster))).step_time,
     }
     if module is not None:
-        maps: dict[str, dict[str, Any] | None] = {
-            f"accelerate_{mode}": accelerate_device_map(module, cluster, mode) for mode in ("auto", "sequential")}
+        maps: dict[str, dict[str, Any] | None] = {}
+        for mode in ("auto", "sequential"):
+            try:
+                maps[f"accelerate_{mode}"] = accelerate_device_map(module, cluster, mode)
+            except UnsupportedGraph as err:  # the comparison goes on without it, saying why
+                warnings.warn(f"{err}: left out of the comparison", stacklevel=2)
         try:
             maps["transformers_auto"] = transformers_device_map(module, cluster, "auto")
         except MissingDependency:

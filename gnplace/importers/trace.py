@@ -324,6 +324,9 @@ def record_training_step(
         _tag_autograd_nodes(output, tag, stop=boundaries.pop())
 
     attributes = _tensor_attributes(module)  # hooks may set them while recording (old-style spectral_norm)
+    # functional_call swaps a module registered under two names (self.b = self.a) in twice and back in the
+    # same order: its second restore put the fake tensors back, and left them on the user's module
+    state_dicts = [(mod, dict(mod._parameters), dict(mod._buffers)) for mod in module.modules()]
     handles = []
     for mod in module.modules():
         handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
@@ -444,6 +447,11 @@ def record_training_step(
         for h in handles:
             h.remove()
         _restore_attributes(attributes)
+        for mod, held, kept in state_dicts:  # exactly as they were (a buffer the forward registered: fake, gone)
+            mod._parameters.clear()
+            mod._parameters.update(held)
+            mod._buffers.clear()
+            mod._buffers.update(kept)
     loss_ref = origin.get(id(value))
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")

@@ -432,3 +432,43 @@ def test_from_pretrained_maps_private_function_is_called_by_the_names_its_signat
                      "dtype": torch.float32}
     assert set(_device_map_arguments(current, net, "auto", {0: 1})) == {"model", "device_map", "max_memory",
                                                                          "hf_quantizer"}
+
+
+class _RegisteredTwice(torch.nn.Module):
+    """One layer under two names (``self.b = self.a``) beside a nested list."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = self.a
+        self.c = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.ModuleList([torch.nn.Linear(4, 4)])])
+
+    def forward(self, x):
+        return self.c[1][0](self.c[0](self.b(self.a(x)))).square().mean()
+
+
+def test_a_module_registered_twice_dispatches_and_accelerates_failure_to_map_it_is_a_warning():
+    """The comparison with accelerate's maps was accelerate's IndexError traceback (infer_auto_device_map fails on
+    such a module); the export names both names, as dispatch_model requires (it wants a device for ``b.weight``)."""
+    from accelerate import dispatch_model
+
+    from gnplace.exceptions import UnsupportedGraph
+    from gnplace.execute.device_map import compare_device_maps
+
+    torch.manual_seed(0)
+    net, x = _RegisteredTwice(), torch.randn(3, 4)
+    graph = from_module(net, (x,))
+    cluster = load_cluster("k80x2")
+    placement = Placement((graph.group % 2).astype(np.int64), cluster)
+    exported = to_device_map(graph, placement)
+    assert exported["a"] == exported["b"] and len(set(exported.values())) == 2
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The following device_map keys do not match any submodules")
+        want = net(x)  # (the recording left the module as it was: "Couldn't swap Linear.weight" here)
+        torch.testing.assert_close(dispatch_model(net, device_map={k: "cpu" for k in exported})(x), want)
+    with pytest.raises(UnsupportedGraph, match=r"^accelerate cannot make a device_map='auto' of this module "
+                                                r"\(IndexError in infer_auto_device_map"):
+        accelerate_device_map(net, cluster, "auto")
+    with pytest.warns(UserWarning, match="left out of the comparison"):
+        compared = compare_device_maps(graph, cluster, placement, net)
+    assert set(compared) == {"placement", "device_map"}

@@ -234,3 +234,30 @@ def test_a_half_precision_input_with_float32_norm_parameters_still_records():
     norm(torch.zeros(8, 4, dtype=torch.bfloat16))
     trace = record_training_step(norm, (torch.zeros(8, 4, dtype=torch.bfloat16),), lambda out: out.float().sum())
     assert any(op.name == "native_layer_norm" for op in trace.ops)
+
+
+class _LayerTwice(nn.Module):
+    """One layer with a batch norm registered under two names (``self.b = self.a``), and a buffer the forward adds."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+        self.b = self.a
+
+    def forward(self, x):
+        if not hasattr(self, "seen"):
+            self.register_buffer("seen", torch.ones(1))
+        return self.b(self.a(x)).square().mean()
+
+
+def test_recording_leaves_a_module_registered_twice_with_its_own_tensors():
+    """functional_call swapped the twice-registered layer's fakes back in: the user's module computed fake tensors
+    (its forward returned a FakeTensor) and could not be moved (``.to()``: "Couldn't swap Linear.weight")."""
+    torch.manual_seed(0)
+    model, x = _LayerTwice(), torch.randn(3, 4)
+    before = {k: v for k, v in model.state_dict(keep_vars=True).items()}
+    record_training_step(model, (x,))
+    after = model.state_dict(keep_vars=True)
+    assert list(after) == list(before) and all(after[k] is v for k, v in before.items())  # the very tensors
+    assert type(model(x)) is torch.Tensor
+    model.to(torch.float64)
