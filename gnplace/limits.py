@@ -38,7 +38,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from gnplace.exceptions import GnplaceError, InvalidArgument
+from gnplace.exceptions import GnplaceError, InvalidArgument, first_line
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
@@ -284,6 +284,8 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = str(getattr(err, "problem", None) or err).strip().splitlines()[0]
         raise error(f"{source}: not valid YAML{where}: {problem}") from err
+    except ValueError as err:  # PyYAML's own builders: a date such as 2024-02-30, an int of 5,000 digits
+        raise error(f"{source}: a value YAML cannot read: {first_line(err)}") from err
     check_depth(data, error, source)
     return data
 

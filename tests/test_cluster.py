@@ -688,3 +688,11 @@ def test_a_number_past_a_floats_range_is_one_cluster_error(tmp_path):
         spec = {"name": "g", "kind": "x", "peak_flops": 1e12, "mem_bandwidth": 1e9, "memory": 1e9, field: -(10**400)}
         with pytest.raises(InvalidCluster, match=rf"has {field} of 401 digits, past a float's range"):
             Cluster([Device(**spec)], [[0]], [[0]])
+
+
+@pytest.mark.parametrize("value", ["description: 2024-02-30\n", f"description: {'9' * 5000}\n", "description: !!int abc\n"])
+def test_a_value_yamls_own_builders_cannot_read_is_one_line(tmp_path, value):
+    """PyYAML's date and int builders raise a plain ValueError: it was a traceback, exit 1."""
+    path = write(tmp_path, GOOD_DEVICES + GOOD_LINKS + value, name="value.yaml")
+    message = load_error(path)
+    assert message.startswith(f"{path}: a value YAML cannot read: ") and "\n" not in message, message

@@ -125,6 +125,8 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None
         except RecursionError:  # "[[[[..." thousands deep recurses in the parser
             raise InvalidArgument(f"--option {item[:60]!r}...: value nested too deep to be a YAML scalar") from None
+        except ValueError as err:  # PyYAML's own builders: a date such as 2024-13-45, an int of 5,000 digits
+            raise InvalidArgument(f"--option {item[:60]!r}: a value YAML cannot read ({one_line(str(err))})") from None
         value = [_yaml_number(v) for v in value] if isinstance(value, list) else _yaml_number(value)
         scalars = value if isinstance(value, list) else [value]
         if any(isinstance(v, dict) for v in scalars):

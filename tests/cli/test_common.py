@@ -208,3 +208,10 @@ def test_json_output_parses_when_c_code_writes_to_stdout(tmp_path):
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["graph"]
     assert "raw fd write" in run.stderr and "buffered printf" in run.stderr
+
+
+@pytest.mark.parametrize("value", ["2024-13-45", "9" * 5000])
+def test_an_option_value_yamls_own_builders_cannot_read_is_one_error(value):
+    """PyYAML's date and int builders raise a plain ValueError: it was a traceback, exit 1."""
+    with pytest.raises(InvalidArgument, match=r"^--option 'heft.min_speed=.*': a value YAML cannot read \("):
+        parse_placer_options([f"heft.min_speed={value}"], ["heft"])
