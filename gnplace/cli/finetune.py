@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.finetune import JOURNAL, finetune
 
     check_output_folder(args.out, "--out")
-    real_only = [flag for flag, value in (("--threads", args.threads), ("--repeats", args.repeats),
-                                          ("--final-rounds", args.final_rounds), ("--confirm", args.confirm))
-                 if value is not None]
+    real_only = {name: value for name in ("threads", "repeats", "final_rounds", "confirm")
+                 if (value := getattr(args, name)) is not None}  # the real timers' options given (else defaults)
     if args.timer == "sim" and real_only:  # each was taken and did nothing
-        raise InvalidArgument(f"{real_only[0]} is for the real timers (--timer local|dist); the simulator is exact "
+        flag = "--" + next(iter(real_only)).replace("_", "-")
+        raise InvalidArgument(f"{flag} is for the real timers (--timer local|dist); the simulator is exact "
                               "and times each placement once")
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune",
@@ -89,13 +89,9 @@ def run(args: argparse.Namespace) -> int:
         args.graph, args.cluster, checkpoint=args.checkpoint, timer=args.timer, budget=args.budget, out=args.out,
         resume=args.resume, seed=args.seed, samples=args.samples, epochs=args.epochs, lr=args.lr,
         screen=args.screen, screen_model=args.screen_model,
-        devices=args.devices.split(",") if args.devices else None,
-        **({"threads": args.threads} if args.threads is not None else {}),
-        **({"repeats": args.repeats} if args.repeats is not None else {}),
+        devices=args.devices.split(",") if args.devices else None, **real_only,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
         progress=False if args.no_progress else None,  # None: a bar on a terminal, else lines
-        **({"final_rounds": args.final_rounds} if args.final_rounds is not None else {}),
-        **({"confirm": args.confirm} if args.confirm is not None else {}),
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch

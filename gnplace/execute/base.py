@@ -57,7 +57,6 @@ def check_device_names(names: Any) -> None:
 
     Raises:
         InvalidArgument: if ``names`` is a string or not a sequence (``None`` passes: the default devices).
-
     """
     if names is None:
         return

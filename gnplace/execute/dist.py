@@ -339,8 +339,13 @@ def _lazy(program: Program, ref: Ref) -> tuple[bool, bool]:
     if ref.kind == "op":
         lazy = program.ops[ref.index].out_lazy
         return lazy[ref.output] if ref.output < len(lazy) else (False, False)
-    tensor = program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
+    tensor = _given(program, ref)
     return bool(tensor.is_conj()), bool(tensor.is_neg())
+
+
+def _given(program: Program, ref: Ref) -> torch.Tensor:
+    """The parameter or input ``ref`` names, as the program holds it."""
+    return program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
 
 
 def _on_the_wire(value: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor:
@@ -369,7 +374,7 @@ def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
         shape, dtype = op.out_shapes[ref.output], op.out_dtypes[ref.output]
         assert shape is not None and dtype is not None
         return shape, dtype
-    tensor = program.params[ref.name] if ref.kind == "param" else program.inputs[int(ref.name)]
+    tensor = _given(program, ref)
     return tuple(tensor.shape), tensor.dtype
 
 
@@ -709,12 +714,22 @@ class DistTimer(RealStepTimer):
         first = first_line(err)
         raise ExecutionFailed(f"the distributed step failed: {first}") from err
 
+    @contextmanager
+    def _under_way(self) -> Iterator[None]:
+        """Mark a command under way on the ranks until it ends normally.
+
+        Left by an exception (a Ctrl-C), the ranks still wait on rank 0 inside it, so :meth:`close` stops them
+        as with ``force``.
+        """
+        self._busy = True
+        yield
+        self._busy = False
+
     def _broadcast(self, command: tuple[str, Any]) -> None:
         self._check_ranks()
-        self._busy = True  # (a broadcast cut short leaves the ranks inside it)
         try:
-            dist.broadcast_object_list([command], src=0)
-            self._busy = False
+            with self._under_way():  # (a broadcast cut short leaves the ranks inside it)
+                dist.broadcast_object_list([command], src=0)
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             self._fail(err)
 
@@ -757,11 +772,9 @@ class DistTimer(RealStepTimer):
         self._broadcast(("run", options))
         threads = torch.get_num_threads()
         torch.set_num_threads(self.threads)
-        self._busy = True  # until the step's results are in: closing now (Ctrl-C) must not wait on the ranks
         try:
-            collected = list(_run_command(self.program, devices, _rank_device(self.backend), options))
-            self._busy = False
-            return collected
+            with self._under_way():  # until the step's results are in
+                return list(_run_command(self.program, devices, _rank_device(self.backend), options))
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             if is_oom_error(err):  # this rank's own: the others are left waiting, so they are stopped
                 self.close(force=True)
@@ -803,10 +816,9 @@ class DistTimer(RealStepTimer):
         found = {}
         for peer in range(1, world):
             self._broadcast((command, {"peer": peer, **options}))
-            self._busy = True
             try:
-                found[peer] = measure(peer)
-                self._busy = False
+                with self._under_way():
+                    found[peer] = measure(peer)
             except Exception as err:  # noqa: BLE001 - a dead rank shows up here
                 self._fail(err)
         return found

@@ -323,10 +323,7 @@ def record_training_step(
         tag = call_stack.pop()
         _tag_autograd_nodes(output, tag, stop=boundaries.pop())
 
-    attributes = _tensor_attributes(module)  # hooks may set them while recording (old-style spectral_norm)
-    # functional_call swaps a module registered under two names (self.b = self.a) in twice and back in the
-    # same order: its second restore put the fake tensors back, and left them on the user's module
-    state_dicts = [(mod, dict(mod._parameters), dict(mod._buffers)) for mod in module.modules()]
+    attributes = _tensor_attributes(module)  # put back after recording, its parameters and buffers too
     handles = []
     for mod in module.modules():
         handles.append(mod.register_forward_pre_hook(pre_hook, with_kwargs=True))
@@ -447,11 +444,6 @@ def record_training_step(
         for h in handles:
             h.remove()
         _restore_attributes(attributes)
-        for mod, held, kept in state_dicts:  # exactly as they were (a buffer the forward registered: fake, gone)
-            mod._parameters.clear()
-            mod._parameters.update(held)
-            mod._buffers.clear()
-            mod._buffers.update(kept)
     loss_ref = origin.get(id(value))
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
@@ -533,23 +525,32 @@ class _Call(torch.nn.Module):
         return self.fn(*args)
 
 
-def _tensor_attributes(module: torch.nn.Module) -> list[tuple[torch.nn.Module, dict[str, Any]]]:
-    """Each submodule's plain tensor attributes (not parameters or buffers), to put back after recording.
+def _tensor_attributes(module: torch.nn.Module) -> list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any],
+                                                                   dict[str, Any]]]:
+    """Each submodule's plain tensor attributes, parameters and buffers, to put back exactly after recording.
 
-    A forward hook that assigns one (``nn.utils.spectral_norm`` sets ``module.weight`` before each call)
-    would otherwise leave a fake tensor of the recording on the user's module.
+    A forward hook that assigns a plain one (``nn.utils.spectral_norm`` sets ``module.weight`` before each
+    call) would otherwise leave a fake tensor of the recording on the user's module; so would
+    ``functional_call`` for a module registered under two names (``self.b = self.a``), which it swaps in
+    twice and back in the same order, its second restore putting the fakes back; and a buffer the forward
+    registers while recording is fake.
     """
-    return [(mod, {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor)}) for mod in module.modules()]
+    return [(mod, {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor)}, dict(mod._parameters),
+             dict(mod._buffers)) for mod in module.modules()]
 
 
-def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any]]]) -> None:
-    """Put back the tensor attributes :func:`_tensor_attributes` saw; drop tensors the recording added."""
-    for mod, saved in attributes:
+def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any],
+                                               dict[str, Any]]]) -> None:
+    """Put back what :func:`_tensor_attributes` saw; drop tensors, parameters and buffers the recording added."""
+    for mod, saved, params, buffers in attributes:
         for k, v in list(vars(mod).items()):
             if isinstance(v, torch.Tensor) and k not in saved:
                 delattr(mod, k)
         for k, v in saved.items():
             object.__setattr__(mod, k, v)
+        for now, held in ((mod._parameters, params), (mod._buffers, buffers)):
+            now.clear()
+            now.update(held)
 
 
 @contextmanager
