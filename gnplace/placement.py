@@ -3,11 +3,13 @@
 A placement file is JSON::
 
     {"format": "gnplace-placement", "version": 1, "graph": "<graph name>", "cluster": "<cluster name>",
+     "cluster_fingerprint": "<Cluster.fingerprint()>", "devices": [{"name": "gpu0", "kind": "k80"}, ...],
      "placer": "m_etf", "placement": {"<op name>": "<device name>", ...},
      "predicted": {"step_time_s": ..., "peak_memory_bytes": {...}, "oom": [...]}}
 
 ``placement`` must name every op; ``predicted`` is informative (what the simulator said when the
-file was written) and optional.
+file was written) and optional, as are ``cluster_fingerprint`` and ``devices`` (what the file is
+checked against when used on another cluster, or on one of the same name).
 
 A :class:`Placement` made from a graph (:meth:`Placement.from_groups`, :func:`as_placement`,
 :func:`load_placement`) remembers which graph (:class:`GraphKey`: its name, a digest of its op
@@ -348,6 +350,7 @@ def placement_file_bytes(
         "version": VERSION,
         "graph": graph.name,
         "cluster": placement.cluster.name,
+        "cluster_fingerprint": placement.cluster.fingerprint(),  # a cluster file may borrow a preset's name
         "devices": [{"name": d.name, "kind": d.kind} for d in placement.cluster.devices],  # to compare where used
         "placer": placer,
         "placement": placement.device_names(graph),
@@ -412,7 +415,8 @@ def load_placement(
         # every op name matched, so the placement applies; the user may still have picked the wrong file
         warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
                       "so it is used as it is", stacklevel=2)
-    other_cluster = _other_cluster(data.get("cluster"), cluster, path, data.get("devices"))
+    other_cluster = _other_cluster(data.get("cluster"), cluster, path, data.get("devices"),
+                                   data.get("cluster_fingerprint"))
     if other_cluster:
         warnings.warn(other_cluster, stacklevel=2)
     split = _split_group(graph, placement)
@@ -421,15 +425,17 @@ def load_placement(
     return placement
 
 
-def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = None) -> str:
+def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = None, fingerprint: Any = None) -> str:
     """What to warn of a placement file made for a cluster named ``recorded`` and used on ``cluster`` (``""``: none).
 
     Its device names all exist on ``cluster`` (:func:`_from_names` checked them). The cluster it was made
     for is compared device by device, by the devices the file records (``devices``: name and kind of each,
     written since 2026-11-30), else by the preset it names: other devices (in number, name or kind) time
     another placement than the one made, so the file is refused; the same devices under another name
-    (another memory or links, say) are warned of. A file that records no devices and names no preset
-    cannot be compared, and is warned of when its cluster's name is not ``cluster``'s.
+    (another memory or links, say) are warned of, and so are the same devices under the same name when the
+    file records the fingerprint of another cluster (``fingerprint``, written since 2026-12-04: a cluster
+    file that borrows a preset's name, say). A file that records no devices and names no preset cannot be
+    compared, and is warned of when its cluster's name is not ``cluster``'s.
 
     Raises:
         InvalidPlacement: if the devices it was made for differ from those of ``cluster``, or the devices it
@@ -454,16 +460,23 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     else:
         theirs = [(d.name, d.kind) for d in load_cluster(recorded).devices]
     made_for = f"cluster {recorded!r}" if recorded else "an unnamed cluster"
+    other = isinstance(fingerprint, str) and fingerprint != cluster.fingerprint()  # (None: written before)
     if theirs == mine:
-        return "" if recorded in (None, cluster.name) else \
-            f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
-            "and kind, so it is used as it is"
+        if recorded not in (None, cluster.name):
+            return f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
+                "and kind, so it is used as it is"
+        return "" if not other else \
+            f"{path} was made for another cluster named {cluster.name!r} (the same devices by name and kind, " \
+            f"other speeds, memories or links); it is used as it is, timed on this {cluster.name!r}"
     if len(theirs) != len(mine):
         differ = f"{len(theirs)} devices there, {len(mine)} here"
     else:
         k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
         differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"
-    there = f"{recorded!r}" if recorded and recorded != cluster.name else "the cluster it was made for"
+    borrowed = recorded in preset_names() and isinstance(fingerprint, str) and \
+        fingerprint != load_cluster(recorded).fingerprint()  # a cluster file under a preset's name
+    there = f"{recorded!r}" if recorded and recorded != cluster.name and not borrowed else \
+        "the cluster it was made for"
     raise InvalidPlacement(f"{path}: was made for {made_for}, whose devices differ from those of "
                            f"{cluster.name!r} ({differ}): time it on {there}, or place the graph on "
                            f"{cluster.name!r}")
@@ -491,6 +504,10 @@ def recorded_preset(path: str | os.PathLike[str]) -> str | None:
 
     :obj:`None` too when ``path`` does not read as a placement file: :func:`load_placement` then says why.
 
+    Raises:
+        InvalidPlacement: if the file names a preset but records another cluster's fingerprint (it was made
+            on a cluster file that borrows the preset's name, whose speeds, memories or links differ).
+
     Examples:
         >>> recorded_preset("no/such/placement.json") is None
         True
@@ -503,7 +520,20 @@ def recorded_preset(path: str | os.PathLike[str]) -> str | None:
     except InvalidPlacement:
         return None
     name = data.get("cluster") if isinstance(data, dict) and data.get("format") == FORMAT else None
-    return name if isinstance(name, str) and name in preset_names() else None
+    if not isinstance(name, str) or name not in preset_names():
+        return None
+    _check_preset_fingerprint(data, name, Path(path))
+    return name
+
+
+def _check_preset_fingerprint(data: dict[str, Any], name: str, path: Path) -> None:
+    """Refuse a placement file that names preset ``name`` but records another cluster's fingerprint."""
+    from gnplace.cluster import load_cluster
+
+    fingerprint = data.get("cluster_fingerprint")
+    if isinstance(fingerprint, str) and fingerprint != load_cluster(name).fingerprint():
+        raise InvalidPlacement(f"{path}: was made on a cluster file named {name!r}, not on the preset of that name "
+                               "(other speeds, memories or links): give that cluster file")
 
 
 def _recorded_cluster(data: dict[str, Any], path: Path) -> Cluster:
@@ -515,4 +545,5 @@ def _recorded_cluster(data: dict[str, Any], path: Path) -> Cluster:
         raise InvalidPlacement(f"{path}: names no cluster; give the cluster it was made for")
     if name not in preset_names():
         raise InvalidPlacement(f"{path}: was made for cluster {name!r}, which is not a preset; give its cluster file")
+    _check_preset_fingerprint(data, name, path)
     return load_cluster(name)

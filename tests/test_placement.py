@@ -564,6 +564,39 @@ def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_non
         assert recorded_preset(path) is None
 
 
+def test_a_placement_file_made_on_a_cluster_file_borrowing_a_presets_name_is_not_taken_for_the_preset(tmp_path):
+    """Files recorded the cluster's name only: one made on a ``name: k80x2`` file of 3 MiB devices was timed on
+    the preset k80x2 with no word (``simulate -p FILE``)."""
+    from gnplace.cluster import Cluster
+    from gnplace.placement import recorded_preset
+
+    g, k80x2 = chain_graph(3), load_cluster("k80x2")
+    tiny = Cluster([dataclasses.replace(d, memory=3 * 2**20) for d in k80x2.devices], k80x2.bandwidth,
+                   k80x2.latency, name="k80x2")
+    path = save_placement(tmp_path / "p.json", g, Placement([1, 0, 1], tiny))
+    assert json.loads(path.read_text())["cluster_fingerprint"] == tiny.fingerprint()
+    refused = (rf"^{re.escape(str(path))}: was made on a cluster file named 'k80x2', not on the preset of that name "
+               r"\(other speeds, memories or links\): give that cluster file$")
+    with pytest.raises(InvalidPlacement, match=refused):
+        recorded_preset(path)
+    with pytest.raises(InvalidPlacement, match=refused):
+        load_placement(path, g)  # the cluster it names, taken from the file
+    with pytest.warns(UserWarning, match=r"p\.json was made for another cluster named 'k80x2' \(the same devices by "
+                                         r"name and kind, other speeds, memories or links\); it is used as it is, "
+                                         r"timed on this 'k80x2'$"):
+        assert load_placement(path, g, k80x2).devices.tolist() == [1, 0, 1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_placement(path, g, tiny)  # the very cluster: nothing to say
+        preset = save_placement(tmp_path / "preset.json", g, Placement([1, 0, 1], k80x2))
+        assert recorded_preset(preset) == "k80x2"
+        load_placement(preset, g)
+    k80x4 = load_cluster("k80x4")
+    with pytest.raises(InvalidPlacement, match=r"\(2 devices there, 4 here\): time it on the cluster it was made "
+                                               r"for, or place"):  # not on the preset k80x2
+        load_placement(path, g, k80x4)
+
+
 def test_group_devices_and_device_names_refuse_a_placement_of_another_length():
     """A numpy shape error, and a mapping cut short by zip, before."""
     g, c = chain_graph(4), load_cluster("k80x2")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -405,6 +406,22 @@ def test_without_cluster_a_placement_file_of_no_preset_is_timed_on_k80x4_as_befo
     assert json.loads(out)["cluster"] == "k80x4"
     assert err == (f"gnplace: warning: {path} was made for cluster 'mine', not 'k80x4'; its devices are the same by "
                    "name and kind, so it is used as it is\n")
+
+
+def test_without_cluster_a_placement_file_of_a_cluster_file_under_a_presets_name_is_refused(capsys, graph_file,
+                                                                                              tmp_path):
+    """It was timed on the preset of that name, silently."""
+    g, k80x2 = load_graph(graph_file), load_cluster("k80x2")
+    tiny = Cluster([dataclasses.replace(d, memory=3 * 2**20) for d in k80x2.devices], k80x2.bandwidth,
+                   k80x2.latency, name="k80x2")
+    path = save_placement(tmp_path / "p.json", g, Placement.from_groups(g, tiny, [1, 0, 0, 1, 1]))
+    assert run_error(capsys, str(graph_file), "-p", str(path)) == (
+        f"gnplace: error: {path}: was made on a cluster file named 'k80x2', not on the preset of that name (other "
+        "speeds, memories or links): give that cluster file")
+    assert main(["simulate", str(graph_file), "-c", "k80x2", "-p", str(path), "--json"]) == 0  # asked for: warned
+    out, err = capsys.readouterr()
+    assert json.loads(out)["cluster"] == "k80x2"
+    assert "was made for another cluster named 'k80x2'" in err
 
 
 def test_help_names_the_default_cluster(capsys):
