@@ -21,11 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from gnplace import PLACERS, load_cluster, load_graph, lower_bound
-from gnplace.cli.common import check_count, file_path, require_ops, run_reporting_errors
+from gnplace.cli.common import check_count, file_path, require_ops, run_reporting_errors, stdout_console
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_parent_folder
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_demo(args: argparse.Namespace) -> int:
     """The demo's placements, table and Gantt chart (``main`` reports its errors)."""
-    console = Console(width=150)
+    console = stdout_console(width=150)
     started = time.perf_counter()
     clusters = [c for c in args.clusters.split(",") if c]
     if not clusters:
@@ -152,7 +151,7 @@ def baselines(argv: list[str]) -> int:
 
 def _run_baselines(args: argparse.Namespace) -> int:
     """The tables of ``demo.py --baselines`` (``baselines`` reports its errors)."""
-    console = Console(width=150)
+    console = stdout_console(width=150)
     sim = Simulator(args.mode)
     clusters = [c for c in args.clusters.split(",") if c]
     if not clusters:  # "" would be read as the current folder, refused as a cluster file

@@ -376,6 +376,23 @@ def _json_only_on_stdout(active: bool) -> Iterator[None]:
             os.close(original)
 
 
+def stdout_console(**options: Any) -> Any:
+    """A :class:`rich.console.Console` on stdout (``options`` as its own) whose closed pipe is a BrokenPipeError.
+
+    rich's own exits 1 when the reader has gone (``gnplace simulate | true``), which read as an error and, for
+    ``evaluate``, as "some runs failed"; :func:`run_reporting_errors` turns the BrokenPipeError into 141, as a
+    shell reports a program its pipe's close stopped.
+    """
+    from rich.console import Console
+
+    class _PipedConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to write
+            raise BrokenPipeError(32, "Broken pipe")
+
+    return _PipedConsole(**options)
+
+
 def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
 

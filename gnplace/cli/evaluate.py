@@ -17,6 +17,7 @@ from gnplace.cli.common import (
     checkpoint_readers,
     file_path,
     parse_placer_options,
+    stdout_console,
     whole_number,
     writing,
 )
@@ -68,7 +69,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace evaluate``."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(escape(s["family"]), escape(s["cluster"]), escape(s["label"]), f"{s['vs_best']:.3f}",
                       f"{s['vs_single']:.3f}", f"{s['vs_bound']:.3f}", f"{s['best_count']}/{s['runs']}", str(s["oom"]),
                       f"{s['place_s']:.3f}")
-    Console(width=160).print(table)
+    stdout_console(width=160).print(table)
     print(f"wrote {Path(args.out) / 'results.csv'} and {md}")
     if args.plot:
         from gnplace.viz import plot_ratios

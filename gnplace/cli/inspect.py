@@ -15,6 +15,7 @@ from gnplace.cli.common import (
     mib,
     ms,
     print_json,
+    stdout_console,
     whole_number,
 )
 from gnplace.cluster import load_cluster
@@ -78,11 +79,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()  # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
+    console = stdout_console()  # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(f"[bold]{escape(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
                   f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
     phases = ", ".join(

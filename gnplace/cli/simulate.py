@@ -17,6 +17,7 @@ from gnplace.cli.common import (
     print_json,
     require_ops,
     resolve_placement,
+    stdout_console,
     whole_number,
     writing,
 )
@@ -107,11 +108,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    console = stdout_console()
     # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
         f"[bold]{escape(report['graph'])}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "

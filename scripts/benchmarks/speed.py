@@ -122,15 +122,16 @@ def run_sim(args: argparse.Namespace) -> int:
     if args.json:
         print_json(rows)  # alone on stdout: under --json everything else printed goes to stderr
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from gnplace.cli.common import stdout_console
 
     table = Table(title=f"simulator: {args.ops}-op layered graph on {args.devices} K80s (median)")
     for col in ("mode", "placement", "call", "ms per evaluation"):
         table.add_column(col)
     for row in rows:
         table.add_row(row["mode"], row["placement"], row["call"], f"{row['ms_per_eval']:.3f}")
-    Console().print(table)
+    stdout_console().print(table)
     return 0
 
 

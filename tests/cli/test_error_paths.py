@@ -245,6 +245,19 @@ def test_the_console_command_piped_into_a_closed_reader_prints_nothing(tmp_path)
     assert reader.wait(timeout=120) in (0, 141) and b"Broken pipe" not in reader.stderr.read()
 
 
+@pytest.mark.parametrize("command", ["simulate", "inspect", "evaluate"])
+def test_a_rich_table_piped_into_a_closed_reader_is_141_not_1(tmp_path, command):
+    """rich's console exits 1 on a closed pipe (``| true``), which read as an error ("some runs failed")."""
+    graph = save_graph(chain_graph(40), tmp_path / "chain.gnpg")
+    argv = {"simulate": ["simulate", str(graph), "-c", "k80x2"], "inspect": ["inspect", str(graph)],
+            "evaluate": ["evaluate", "--graphs", str(graph), "--clusters", "k80x2", "--placers", "single",
+                         "--out", str(tmp_path / "out")]}[command]
+    reader = subprocess.Popen([sys.executable, "-m", "gnplace.cli", *argv], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    reader.stdout.close()  # the reader goes away before the command writes
+    assert (reader.wait(timeout=120), reader.stderr.read()) == (141, b"")
+
+
 def test_a_run_stopped_by_sigterm_is_one_line_and_exit_143(capsys):
     def run(args):
         raise Terminated("SIGTERM")
