@@ -40,7 +40,7 @@ from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
 from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, write_atomically
-from gnplace.limits import check_budget, check_regular_file
+from gnplace.limits import check_budget, check_regular_file, parse_json
 from gnplace.placement import Placement, save_placement
 from gnplace.placers.registry import PLACERS, check_placer_options, make_placer
 from gnplace.seed import as_generator
@@ -558,7 +558,11 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = text
             if not values["key"]:
                 continue
-            if not isinstance(json.loads(values["options"] or "{}"), dict):  # written as a JSON object by every run
+            try:  # within the limits: a field nested 100,000 deep was json's RecursionError, a traceback
+                options = parse_json(values["options"] or "{}", InvalidArgument, "options")
+            except InvalidArgument:
+                continue
+            if not isinstance(options, dict):  # written as a JSON object by every run
                 continue
             measured = ("bound_s", "single_s") if values["error"] else ("step_time_s", "bound_s", "single_s")
             if not all(math.isfinite(values[name]) and values[name] >= 0 for name in measured):

@@ -778,7 +778,7 @@ def test_rows_timed_on_a_cluster_file_since_changed_are_dropped_not_compared(gra
     assert sorted((r.cluster, r.placer) for r in rows) == [("k80x2", "single"), ("mine", "heft")]
 
 
-@pytest.mark.parametrize("options", ["{bad", "[]"])
+@pytest.mark.parametrize("options", ["{bad", "[]", "[" * 100_000, "{\"a\": " * 100_000 + "1" + "}" * 100_000])
 def test_a_saved_row_whose_options_are_not_a_json_object_is_run_again(graphs, tmp_path, options):
     """``{bad`` stopped the command with a JSONDecodeError once its runs were done, the summary not written."""
     task, out = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single"), tmp_path / "out"
