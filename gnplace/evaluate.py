@@ -633,7 +633,6 @@ def evaluate(
         check_budget(budget, "evaluate")  # whichever placers run: 0 or -5 is no budget, even where none takes one
     for placer, options in {(t.placer, json.dumps(t.options_dict, sort_keys=True)) for t in tasks}:
         check_placer_options(placer, json.loads(options))  # as gnplace place does, before OUT is made or a file read
-    out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "results.csv"
     # a task asked twice runs once; two files of one content are two slots, each with its row
     keyed = list({(k, _task_slot(t)): (t, k) for t, k in ((t, task_key(t)) for t in tasks)}.values())
@@ -653,6 +652,7 @@ def evaluate(
     if reused is not None:
         reused(len({(k, _task_slot(t)) for t, k in keyed} & have))
     names = [f.name for f in fields(Row)]
+    out.mkdir(parents=True, exist_ok=True)  # once every input is checked: a refused one leaves no empty folder
     # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=names)

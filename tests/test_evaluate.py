@@ -373,6 +373,19 @@ def test_bad_options_or_seeds_are_refused_before_saved_rows_are_touched(graphs, 
     assert (out / "results.csv").read_bytes() == saved
 
 
+def test_an_input_refused_leaves_no_empty_output_folder(graphs, tmp_path):
+    """A placer option refused by the placer itself (``batch=0``), a start placer unknown or a bad seed left an
+    empty ``--out`` behind."""
+    out = tmp_path / "new" / "out"
+    graph = str(graphs / "mlp2.gnpg")
+    for bad in (Task.with_options(graph, "k80x2", "annealing", {"batch": 0}, budget=20),
+                Task.with_options(graph, "k80x2", "annealing", {"start": "bogus"}, budget=20),
+                Task(graph, "k80x2", "annealing", seed=-5, budget=20)):
+        with pytest.raises(GnplaceError):
+            evaluate([bad], out)
+        assert not (tmp_path / "new").exists()
+
+
 def test_a_results_file_of_another_tool_is_refused_and_kept(graphs, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
