@@ -405,3 +405,33 @@ def test_a_cache_of_none_still_times():
     g, c = layered_graph(40, seed=0), load_cluster("k80x2")
     p = (np.arange(g.num_ops) % 2).astype(np.int64)
     assert Simulator(cache_size=0).time(g, c, p).step_time == Simulator().time(g, c, p).step_time
+
+
+@pytest.mark.parametrize("mode", ["default", "placeto"])
+def test_a_large_cluster_times_a_placement_as_a_small_one_of_the_devices_it_uses(mode):
+    """Past ``DENSE_LINKS`` devices the kernel keeps state for the links and devices used alone (it held [ops,
+    devices] and [devices, devices] arrays: 0.4 s a simulation on 4,096 devices); an op feeding 40 devices
+    sorts its receivers otherwise than one feeding a few."""
+    from gnplace.cluster import cluster_from_dict
+    from gnplace.sim._kernel import DENSE_LINKS
+
+    def cluster(count):
+        return cluster_from_dict({"name": f"c{count}", "devices": [{"name": "v", "count": 3, "kind": "v100"},
+                                                                   {"name": "g", "count": count - 3, "kind": "k80"}],
+                                  "links": {"default": "pcie3"}})
+
+    m = 40
+    star = OpGraph([f"o{i}" for i in range(m + 2)],
+                   [(0, i) for i in range(1, m + 1)] + [(i, m + 1) for i in range(1, m + 1)] + [(0, m + 1)],
+                   flops=[1e9] * (m + 2), out_bytes=[1e6] * (m + 2), param_bytes=[1e5] * (m + 2), name="star")
+    rng = np.random.default_rng(0)
+    small, large = cluster(DENSE_LINKS), cluster(4096)
+    sim = Simulator(mode)
+    for graph in (star, layered_graph(400, width=12, seed=3)):
+        rows = np.stack([rng.permutation(graph.num_ops) % 48, rng.integers(0, 5, graph.num_ops),
+                         np.arange(graph.num_ops) % 48, (np.arange(graph.num_ops) * 7) % 41])
+        a, b = sim.time_batch(graph, small, rows), sim.time_batch(graph, large, rows)
+        assert np.array_equal(a.step_time, b.step_time) and len(np.unique(a.step_time)) == len(rows)
+        assert np.array_equal(a.peak_memory, b.peak_memory[:, :DENSE_LINKS]) and not b.peak_memory[:, 48:].any()
+        one = sim.time(graph, large, rows[0], timeline=True)
+        assert one.step_time == a.step_time[0] and one.timeline.num_transfers > 0
