@@ -188,6 +188,31 @@ def cached_policy(path: str | os.PathLike[str], mode: str | None = None) -> tupl
 DEFAULT_TEMPERATURES: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
 
 
+#: Clusters of at most this many devices get a greedy decode on the fastest ``k`` for every ``k`` (``subsets``);
+#: a larger one on ``k = 2 .. 16`` and then on doubling ``k`` (32, 64, ...) below its size: a decode on every
+#: ``k`` held ``D`` policy inputs, and 1,024 devices took 240 s and 16.8 GB to place a 3,197-op graph.
+SUBSETS_EVERY_K = 16
+
+
+def subset_sizes(num_devices: int) -> list[int]:
+    """The device counts ``k`` (from 2, below ``num_devices``) the policy also decodes on, the ``k`` fastest alone.
+
+    Examples:
+        >>> subset_sizes(4), subset_sizes(2)
+        ([2, 3], [])
+        >>> subset_sizes(100)[-5:]
+        [15, 16, 32, 64, 99]
+    """
+    sizes = list(range(2, min(num_devices, SUBSETS_EVERY_K + 1)))
+    k = SUBSETS_EVERY_K * 2
+    while k < num_devices:
+        sizes.append(k)
+        k *= 2
+    if num_devices - 1 > SUBSETS_EVERY_K and sizes[-1] != num_devices - 1:
+        sizes.append(num_devices - 1)  # every device but the slowest, as on a small cluster
+    return sizes
+
+
 #: Graphs of at most this many ops also get a greedy decode with no coarsening: on the test splits this took
 #: ``policy`` from 1.009 to 1.000 of ``auto``'s step time, mostly on cifar10 (v100x8: 1.011 to 0.977).
 DEFAULT_OP_LEVEL = 4000
@@ -198,7 +223,8 @@ class PolicyPlacer:
 
     The policy decodes greedily on the whole cluster (on graphs of at most ``op_level`` ops also with no
     coarsening) and, with ``subsets``, on the fastest ``k``
-    devices alone for every ``k`` from 2 to ``D - 1`` (a placement that leaves slow or surplus devices
+    devices alone for every ``k`` from 2 to ``D - 1`` (past :data:`SUBSETS_EVERY_K` devices, for the ``k`` of
+    :func:`subset_sizes`) (a placement that leaves slow or surplus devices
     idle, which the per-node decoder rarely finds on many devices); ``k = 1``, the whole graph on the
     fastest device, is a candidate too. The ``K`` samples are then drawn on the device set (``k >= 2``)
     whose greedy placement was fastest, at the ``temperatures`` in turn, and every candidate is timed;
@@ -215,8 +241,8 @@ class PolicyPlacer:
             (default: 1,000).
         timer (StepTimer, optional): scores the candidates (default: ``Simulator()``).
         subsets (bool, optional): also decode greedily on the fastest ``k`` devices alone,
-            ``k = 2 .. D-1`` (one more encoding each), and try the fastest device alone: ``D - 1``
-            more candidates (default: :obj:`True`).
+            ``k = 2 .. D-1`` (one more encoding each; past :data:`SUBSETS_EVERY_K` devices those of
+            :func:`subset_sizes`), and try the fastest device alone (default: :obj:`True`).
         temperatures (sequence of float, optional): sampling temperatures ``tau`` (draws from
             ``softmax(logits / tau)``), cycled over the samples (default: :data:`DEFAULT_TEMPERATURES`;
             ``(1.0,)`` samples the policy itself); refused with samples ``around`` ``auto``'s placement,
@@ -315,7 +341,9 @@ class PolicyPlacer:
     # samples of this policy and 8 of each constructor; 13: each constructor's 16 samples around the best of all,
     # last; 12: 16 constructor samples per device set, was 4; 11: two constructors, each also on the 4 fastest devices
     # of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
-    revision = "18"
+    # 19, 2026-12-04: on clusters of more than 16 devices, the device sets of subset_sizes, not every k (the same
+    # placements on 16 devices or fewer)
+    revision = "19"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -461,7 +489,7 @@ class PolicyPlacer:
     def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
-        Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D``
+        Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D <= 16``
         devices); with the ``portfolio``, each heuristic's own timings and its timing of each; around
         ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decode
         of each of the ``rounds`` around it and the last rounds; the constructor's greedy placement and samples.
@@ -471,7 +499,8 @@ class PolicyPlacer:
         """
         from gnplace.placers.auto import FAST_PLACERS
 
-        needed = cluster.num_devices + 2 + self.samples
+        device_sets = len(subset_sizes(cluster.num_devices)) + 2 if self.subsets else 1  # with D and the fastest
+        needed = device_sets + 2 + self.samples
         if self.portfolio and not (self.around and self.samples > 0):  # each heuristic's own timings, then its
             needed += 3 * len(FAST_PLACERS) + max(0, cluster.num_devices - len(FAST_PLACERS))
         if self.around:
@@ -517,7 +546,7 @@ class PolicyPlacer:
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
-        sizes = range(2, d + 1) if self.subsets else range(d, d + 1)
+        sizes = [*subset_sizes(d), d] if self.subsets else [d]
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small tensors: one thread is fastest
         try:
