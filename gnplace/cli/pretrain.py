@@ -67,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
                 raise InvalidArgument(f"--export {args.export}: is the run's own {own.name} in --out; "
                                       "write to another file")
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
-    from gnplace.pretrain import exported_files, pretrain  # Lightning's import (about 10 s) once the config is read
+    from gnplace.pretrain import exported_files, pretrain, pretrain_pairs  # Lightning's import (about 10 s) once the
+    # config is read
+
+    if args.export is not None:  # nor over a graph or cluster file the run reads (the dataset was lost with it)
+        pairs, val_pairs = pretrain_pairs(config)
+        read = [*dict.fromkeys(graph for graph, _ in pairs + val_pairs)]
+        read += [spec for spec in (*config.data.presets, *config.data.val_clusters) if Path(spec).is_file()]
+        check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export", others=read)
 
     if args.resume and not exported_files(args.out):  # (beside exported files pretrain refuses: no new run starts)
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")

@@ -116,6 +116,22 @@ def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_r
     assert config.read_bytes() == kept and not run.exists()
 
 
+def test_an_export_over_a_graph_or_cluster_file_the_run_reads_is_refused_before_the_run(tmp_path, capsys):
+    """The run trained, then wrote its checkpoint over a training graph (or the cluster file it read)."""
+    config = _config(tmp_path)
+    cluster = tmp_path / "two.yaml"
+    cluster.write_text("name: two\ndevices:\n  - {name: gpu, count: 2, kind: k80}\nlinks: {default: pcie3}\n")
+    graph = tmp_path / "data" / "alpha" / "g1.gnpg"
+    kept = {path: path.read_bytes() for path in (graph, cluster)}
+    run = tmp_path / "run"
+    for export in (graph, cluster):
+        code = main(["pretrain", "--config", str(config), "--out", str(run), "--no-progress", "--export", str(export),
+                     "--set", f"data.presets=[{cluster}]"])
+        assert (code, capsys.readouterr().err) == (
+            2, f"gnplace: error: --export {export}: is the input {export.name}; write to another file\n")
+    assert {path: path.read_bytes() for path in kept} == kept and not run.exists()
+
+
 def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     """The library's words were "devices and num_nodes must be >= 1, got 0, 1", naming no flag."""
     out = tmp_path / "run"
