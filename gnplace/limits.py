@@ -43,7 +43,7 @@ from gnplace.exceptions import GnplaceError, InvalidArgument, first_line
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
     "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS",
-    "read_file", "check_budget", "gunzip", "parse_json", "parse_yaml", "check_depth",
+    "read_file", "check_budget", "as_float", "finite_number", "gunzip", "parse_json", "parse_yaml", "check_depth",
 ]
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -288,6 +288,38 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
         raise error(f"{source}: a value YAML cannot read: {first_line(err)}") from err
     check_depth(data, error, source)
     return data
+
+
+def as_float(value: Any) -> float | None:
+    """``value`` as a float if it is a number (not a bool) within a float's range, else :obj:`None`.
+
+    An int past that range (``10**400``, from a YAML or JSON file, an option or a checkpoint) is
+    :obj:`None`: ``math.isfinite`` of it raised OverflowError, a traceback where a one-line refusal
+    was meant. NaN and infinity are floats, returned as they are.
+
+    Examples:
+        >>> as_float(3), as_float(True), as_float("1"), as_float(10**400)
+        (3.0, None, None, None)
+    """
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is a number (not a bool) that is a finite float (:func:`as_float`).
+
+    Examples:
+        >>> finite_number(1e308), finite_number(float("inf")), finite_number(10**400)
+        (True, False, False)
+    """
+    number = as_float(value)
+    return number is not None and math.isfinite(number)
 
 
 def check_budget(budget: Any, owner: str) -> int:

@@ -42,6 +42,7 @@ from typing import Any
 import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
+from gnplace.limits import as_float, finite_number
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
     DEFAULT_CONFIG,
     MAX_RANDOM_CLUSTERS,
@@ -433,7 +434,7 @@ def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any])
 
     learner = data["gnplace"]
     beta = learner.get("beta", 0.0)
-    if isinstance(beta, bool) or not isinstance(beta, int | float) or not math.isfinite(beta) or beta < 0:
+    if not isinstance(beta, int | float) or not finite_number(beta) or beta < 0:  # (10**400: no float)
         raise refuse(f"KL weight beta ({beta!r})")
     if "rng" in learner:
         try:
@@ -446,7 +447,8 @@ def _check_run_state(path: Path, data: dict[str, Any], exporter: dict[str, Any])
         raise refuse("optimizer state")
     for key in ("elapsed", "best_score"):
         value = exporter.get(key, 0.0)
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        number = as_float(value) if isinstance(value, int | float) else None
+        if number is None or math.isnan(number):  # (10**400: no float, its comparisons an OverflowError)
             raise refuse(f"run's {key} ({value!r})")
 
 

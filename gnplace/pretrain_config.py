@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import finite_number
 from gnplace.rl.config import LearnerConfig
 from gnplace.shipped import shipped_path
 
@@ -140,7 +140,7 @@ class PretrainConfig:
             if twice:
                 raise InvalidArgument(f"data: {name} names {', '.join(map(str, twice))} more than once")
         every = self.schedule.checkpoint_every_s
-        if not (isinstance(every, (int, float)) and math.isfinite(every) and every > 0):
+        if not (isinstance(every, (int, float)) and finite_number(every) and every > 0):  # (10**400: no float)
             raise InvalidArgument(f"schedule: checkpoint_every_s must be a positive number of seconds, got {every!r}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,7 +190,7 @@ def _section(cls: type, raw: Any, name: str) -> Any:
                     pass
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
-            if not math.isfinite(value) or abs(value) > 2**62:
+            if not finite_number(value) or abs(value) > 2**62:  # (an int past a float's range: too large too)
                 raise InvalidArgument(f"pretrain config: {name}.{key} is too large, got {value!r}")
             if isinstance(default, int) and not isinstance(default, bool) and value != int(value):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be an integer, got {value!r}")

@@ -405,3 +405,15 @@ def test_check_regular_file_names_what_the_path_is_instead(tmp_path):
     with pytest.raises(InvalidArgument, match=r"^/dev/null: not a regular file \(a device, pipe or socket\), so not an "
                                               r"ONNX file$"):
         check_regular_file(Path("/dev/null"), "ONNX file", InvalidArgument)
+
+
+def test_an_int_past_a_floats_range_is_no_number_not_an_overflow():
+    """``math.isfinite(10**400)`` raised OverflowError: a checkpoint's beta, a placer option, a config value of that
+    size was a traceback where the checks meant a one-line refusal."""
+    import numpy as np
+
+    from gnplace.limits import as_float, finite_number
+
+    assert as_float(10**400) is None and not finite_number(10**400) and not finite_number(-(10**400))
+    assert as_float(np.int64(3)) == 3.0 and finite_number(np.float32(2.5)) and as_float(float("nan")) != 0.0
+    assert not finite_number(float("inf")) and not finite_number(True) and not finite_number("1") and not finite_number(None)

@@ -228,6 +228,10 @@ def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
                            rf"{name} holds non-finite weights \(a run that diverged\)"),
                           # each a traceback on resume before
                           (lambda d: d["gnplace"].update(beta="x"), r"its KL weight beta \('x'\) is malformed"),
+                          # an int past a float's range: an OverflowError traceback before
+                          (lambda d: d["gnplace"].update(beta=10**400), r"its KL weight beta \(1000.* is malformed"),
+                          (lambda d: [s.update(elapsed=10**400) for s in d["callbacks"].values()
+                                      if isinstance(s, dict) and "config" in s], r"its run's elapsed \(1000"),
                           (lambda d: d["gnplace"].update(rng={"bit_generator": "PCG64", "state": 3}),
                            "its sampling generator's state is malformed"),
                           (lambda d: d.update(optimizer_states=[{"state": {}, "param_groups": []}]),

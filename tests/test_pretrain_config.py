@@ -85,3 +85,13 @@ def test_reading_and_checking_a_config_imports_neither_torch_nor_lightning():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("key", ["learner.lr", "schedule.checkpoint_every_s"])
+def test_an_int_past_a_floats_range_is_refused_in_one_line(key):
+    """``--set learner.lr=<400 digits>`` was an OverflowError traceback from ``math.isfinite``."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.pretrain_config import load_pretrain_config
+
+    with pytest.raises(InvalidArgument, match=key.split(".")[-1]):
+        load_pretrain_config(None, [f"{key}={10**400}"])

@@ -469,7 +469,7 @@ def test_iterations_for_budget_refuses_no_samples_or_pairs():
 
 
 @pytest.mark.parametrize("state, found", [({"iteration": "x"}, "iteration"), ({"beta": "x"}, "beta"),
-                                          ({"beta": float("nan")}, "beta"), ({"beta": -1.0}, "beta"),
+                                          ({"beta": float("nan")}, "beta"), ({"beta": -1.0}, "beta"), ({"beta": 10**400}, "beta"),
                                           ({"rng": {"state": 3}}, "sampling generator"), ({"iteration": -2}, "iteration")])
 def test_a_malformed_learner_state_in_a_checkpoint_is_one_error_and_changes_nothing(state, found):
     """fit(resume=True) and a search read it with no check of their own (pretraining checks it first)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import finite_number
 from gnplace.placement import Placement
 from gnplace.seed import SeedLike
 
@@ -58,8 +58,8 @@ def check_fraction(owner: str, name: str, value: Any) -> float:
         >>> check_fraction("m_etf", "min_speed", 0.5)
         0.5
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating) or not (
-        math.isfinite(value) and 0.0 <= value <= 1.0
+    if not isinstance(value, int | float | np.integer | np.floating) or not (  # (10**400: no float)
+        finite_number(value) and 0.0 <= value <= 1.0
     ):
         raise InvalidArgument(f"{owner}: {name} must be a number in [0, 1], got {value!r}")
     return float(value)

@@ -44,7 +44,7 @@ from torch import nn
 from torch_geometric.nn import MessagePassing
 from torch_geometric.utils import scatter
 
-from gnplace.limits import MAX_LAYERS, MAX_WIDTH
+from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput
 
 __all__ = ["PolicyConfig", "TidyMessagePassing", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy",
@@ -82,8 +82,8 @@ class PolicyConfig:
             most = MAX_LAYERS if name == "layers" else MAX_WIDTH  # a corrupt or absurd file: refused, not allocated
             if value > most:
                 raise InvalidArgument(f"the policy's {name} must be at most {most}, got {value!r}")
-        if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | float) or not math.isfinite(self.alpha) \
-                or self.alpha <= 0:  # its logarithm is a weight
+        if not isinstance(self.alpha, int | float) or not finite_number(self.alpha) or self.alpha <= 0:
+            # its logarithm is a weight; an int past a float's range (a corrupt file) is no number
             raise InvalidArgument(f"the policy's alpha must be a finite number > 0, got {self.alpha!r}")
 
 

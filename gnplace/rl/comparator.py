@@ -38,7 +38,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, as_float, check_budget
 from gnplace.placement import GraphKey, Placement
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
@@ -149,11 +149,8 @@ def check_update_bytes(owner: str, estimate: int, lower: str) -> None:
 
 def _finite_number(value: Any) -> bool:
     """Whether ``value`` is a number within float32's range (every option of these placers enters float32 tensors)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return False
-    try:  # an int past a float's range is no finite number here: float() of it was an OverflowError traceback
-        number = float(value)
-    except OverflowError:
+    number = as_float(value)  # an int past a float's range is none: float() of it was an OverflowError traceback
+    if number is None:
         return False
     # past float32's 3.4e38, spotlight.clip=1e39 could not enter torch.clamp (a RuntimeError mid-run) and
     # spotlight.beta=1e39 made the probabilities nan

@@ -34,7 +34,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import check_budget
+from gnplace.limits import as_float, check_budget, finite_number
 from gnplace.placement import GraphKey, Placement
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
@@ -373,8 +373,8 @@ class PolicyPlacer:
         given = temperatures
         temperatures = DEFAULT_TEMPERATURES if temperatures is None else temperatures
         taus = (temperatures,) if isinstance(temperatures, (int, float)) else tuple(temperatures)
-        if not taus or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
-                               and t >= MIN_TEMPERATURE for t in taus):
+        if not taus or not all(isinstance(t, (int, float)) and finite_number(t) and t >= MIN_TEMPERATURE
+                               for t in taus):
             raise InvalidArgument(f"PolicyPlacer needs temperatures > 0 (at least {MIN_TEMPERATURE}), "
                                   f"got {temperatures!r}")
         self.checkpoint = Path(checkpoint) if checkpoint is not None else SHIPPED_CHECKPOINT
@@ -397,6 +397,8 @@ class PolicyPlacer:
                                   "leave temperatures out, or use around=False")
         if prior is not None and (isinstance(prior, bool) or not isinstance(prior, (int, float))):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, a number, got {prior!r}")
+        if prior is not None and not finite_number(prior):  # (10**400: no float)
+            raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
         self.prior = float(prior if prior is not None else trained["prior"] or 3.0)
         if not (math.isfinite(self.prior) and self.prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
@@ -415,7 +417,7 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
         self.constructor_samples = int(constructor_samples)
         if isinstance(constructor_temperature, bool) or not isinstance(constructor_temperature, (int, float)) \
-                or not (math.isfinite(constructor_temperature) and constructor_temperature >= MIN_TEMPERATURE):
+                or not (finite_number(constructor_temperature) and constructor_temperature >= MIN_TEMPERATURE):
             raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0 (at least {MIN_TEMPERATURE}), "
                                   f"got {constructor_temperature!r}")
         self.constructor_temperature = float(constructor_temperature)
@@ -434,7 +436,7 @@ class PolicyPlacer:
                                   f"got {constructor_refine!r}")
         self.constructor_refine = int(constructor_refine)
         if isinstance(constructor_prior, bool) or not isinstance(constructor_prior, (int, float, np.floating)) \
-                or not (math.isfinite(constructor_prior) and constructor_prior >= 0):
+                or not (finite_number(constructor_prior) and constructor_prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
         self.constructor_prior = float(constructor_prior)
         if isinstance(last_rounds, bool) or not isinstance(last_rounds, (int, np.integer)) or last_rounds < 1:
@@ -928,8 +930,8 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
     config = section(meta, "config")
     learner, data = section(config, "learner"), section(config, "data")
     prior = learner.get("prior", 0.0)
-    prior = float(prior) if isinstance(prior, (int, float)) and not isinstance(prior, bool) else 0.0
-    return {"prior": prior if math.isfinite(prior) and prior > 0 else 0.0,
+    prior = as_float(prior) if isinstance(prior, (int, float)) else None  # (10**400 in a corrupt file: None)
+    return {"prior": prior if prior is not None and math.isfinite(prior) and prior > 0 else 0.0,
             "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
             "mode": "refine" if learner.get("mode") == "refine" else "construct"}
 

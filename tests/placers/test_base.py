@@ -90,3 +90,12 @@ def test_the_protocol_does_not_support_issubclass():
     # it has a data member (``name``), so only instances can be checked
     with pytest.raises(TypeError, match="non-method members"):
         issubclass(_Fixed, Placer)
+
+
+def test_a_fraction_past_a_floats_range_is_refused_in_one_line():
+    """``-O m_etf.min_speed=<400 digits>`` was an OverflowError traceback from ``math.isfinite``."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.placers.base import check_fraction
+
+    with pytest.raises(InvalidArgument, match=r"m_etf: min_speed must be a number in \[0, 1\]"):
+        check_fraction("m_etf", "min_speed", 10**400)

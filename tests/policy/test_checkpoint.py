@@ -153,6 +153,7 @@ def _edit_dynamic(data, count):
     # a consistent network of another dynamic feature count: loaded, then a numpy traceback when placing
     ("dynamic.ckpt", lambda d: _edit_dynamic(d, 5), "5 dynamic features; this gnplace computes 9"),
     ("alpha.ckpt", lambda d: d["policy"].__setitem__("alpha", 0.0), "alpha must be a finite number > 0"),  # math error
+    ("alpha_big.ckpt", lambda d: d["policy"].__setitem__("alpha", 10**400), "alpha must be a finite number > 0"),
     ("key.ckpt", lambda d: d["state_dict"].__setitem__(3, torch.zeros(1)), "weights are missing or malformed"),
     ("sparse.ckpt", lambda d: d["state_dict"].__setitem__("out.bias", torch.zeros(1).to_sparse()),
      "weights are missing or malformed"),  # was torch's NotImplementedError

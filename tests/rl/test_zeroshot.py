@@ -689,3 +689,10 @@ def test_a_budget_of_evaluations_needed_covers_the_greedy_decode_of_every_round(
     assert placer.evaluations_needed(cluster, graph) == PolicyPlacer().evaluations_needed(cluster, graph) + 3
     placer.timer = BudgetedTimer(Simulator(), budget=placer.evaluations_needed(cluster, graph))
     placer.place(graph, cluster, seed=0)  # within the budget
+
+
+@pytest.mark.parametrize("option", ["prior", "temperatures", "constructor_temperature", "constructor_prior"])
+def test_an_int_past_a_floats_range_is_refused_in_one_line(fresh_checkpoint, option):
+    """``-O policy.prior=<400 digits>`` was an OverflowError traceback from ``math.isfinite``."""
+    with pytest.raises(InvalidArgument, match=option.split("_")[-1]):
+        PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", **{option: 10**400})
