@@ -105,6 +105,17 @@ def _slot(slot_dev, lo, hi, k):  # type: ignore[no-untyped-def]
     return lo
 
 
+@njit(cache=True, inline="always")
+def _charge(mem, charged, charged_list, n_charged, k, nbytes):  # type: ignore[no-untyped-def]
+    """Add ``nbytes`` to device ``k``'s memory, a deferred charge of this instant; returns the devices charged."""
+    mem[k] += nbytes
+    if not charged[k]:
+        charged[k] = True
+        charged_list[n_charged] = k
+        n_charged += 1
+    return n_charged
+
+
 @njit(cache=True)
 def simulate_step(  # type: ignore[no-untyped-def]
     placement,  # int64 [n] device of each op
@@ -342,30 +353,15 @@ def simulate_step(  # type: ignore[no-untyped-def]
         kind = payload % KINDS
         ident = payload // KINDS
         if kind == OP_MEMORY:
-            k = placement[ident]
-            mem[k] += out_bytes[ident]
-            if not charged[k]:
-                charged[k] = True
-                charged_list[n_charged] = k
-                n_charged += 1
+            n_charged = _charge(mem, charged, charged_list, n_charged, placement[ident], out_bytes[ident])
         elif kind == XFER_MEMORY:
             u = x_node[ident]
             if mode == 0:
-                k = x_dst[ident]
-                mem[k] += x_bytes[ident]
-                if not charged[k]:
-                    charged[k] = True
-                    charged_list[n_charged] = k
-                    n_charged += 1
+                n_charged = _charge(mem, charged, charged_list, n_charged, x_dst[ident], x_bytes[ident])
             else:
                 for sl in range(slot_ptr[u], slot_ptr[u + 1]):
                     if remote_uses[sl] > 0:
-                        k = slot_dev[sl]
-                        mem[k] += x_bytes[ident]
-                        if not charged[k]:
-                            charged[k] = True
-                            charged_list[n_charged] = k
-                            n_charged += 1
+                        n_charged = _charge(mem, charged, charged_list, n_charged, slot_dev[sl], x_bytes[ident])
         elif kind == OP_END:
             v = ident
             dv = placement[v]
@@ -469,10 +465,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                 # an op of zero seconds held its inputs and output together at this instant, whose frees
                 # come first: counted at its start if it started at once, here if after its device's gap
                 fleeting[dv] = freed
-                if not charged[dv]:
-                    charged[dv] = True
-                    charged_list[n_charged] = dv
-                    n_charged += 1
+                n_charged = _charge(mem, charged, charged_list, n_charged, dv, 0.0)  # its peak taken with its frees
         else:
             x = ident
             u = x_node[x]
