@@ -460,11 +460,11 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     else:
         theirs = [(d.name, d.kind) for d in load_cluster(recorded).devices]
     made_for = f"cluster {recorded!r}" if recorded else "an unnamed cluster"
-    other = isinstance(fingerprint, str) and fingerprint != cluster.fingerprint()  # (None: written before)
     if theirs == mine:
         if recorded not in (None, cluster.name):
             return f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
                 "and kind, so it is used as it is"
+        other = isinstance(fingerprint, str) and fingerprint != cluster.fingerprint()  # (None: written before)
         return "" if not other else \
             f"{path} was made for another cluster named {cluster.name!r} (the same devices by name and kind, " \
             f"other speeds, memories or links); it is used as it is, timed on this {cluster.name!r}"
@@ -473,8 +473,7 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     else:
         k = next(k for k in range(len(mine)) if theirs[k] != mine[k])
         differ = f"device {k} is {theirs[k][0]} ({theirs[k][1]}) there, {mine[k][0]} ({mine[k][1]}) here"
-    borrowed = recorded in preset_names() and isinstance(fingerprint, str) and \
-        fingerprint != load_cluster(recorded).fingerprint()  # a cluster file under a preset's name
+    borrowed = _borrows_preset_name(recorded, fingerprint)  # then the preset of that name is no place to time it
     there = f"{recorded!r}" if recorded and recorded != cluster.name and not borrowed else \
         "the cluster it was made for"
     raise InvalidPlacement(f"{path}: was made for {made_for}, whose devices differ from those of "
@@ -526,12 +525,19 @@ def recorded_preset(path: str | os.PathLike[str]) -> str | None:
     return name
 
 
+def _borrows_preset_name(name: str | None, fingerprint: Any) -> bool:
+    """Whether a placement file for cluster ``name`` of ``fingerprint`` was made on a file borrowing a preset's name.
+
+    ``False`` for a file that records no fingerprint (written before 2026-12-04).
+    """
+    from gnplace.cluster import load_cluster, preset_names
+
+    return name in preset_names() and isinstance(fingerprint, str) and fingerprint != load_cluster(name).fingerprint()
+
+
 def _check_preset_fingerprint(data: dict[str, Any], name: str, path: Path) -> None:
     """Refuse a placement file that names preset ``name`` but records another cluster's fingerprint."""
-    from gnplace.cluster import load_cluster
-
-    fingerprint = data.get("cluster_fingerprint")
-    if isinstance(fingerprint, str) and fingerprint != load_cluster(name).fingerprint():
+    if _borrows_preset_name(name, data.get("cluster_fingerprint")):
         raise InvalidPlacement(f"{path}: was made on a cluster file named {name!r}, not on the preset of that name "
                                "(other speeds, memories or links): give that cluster file")
 

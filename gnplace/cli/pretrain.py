@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
                 raise InvalidArgument(f"--export {args.export}: is the run's own {own.name} in --out; "
                                       "write to another file")
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
-    from gnplace.pretrain import exported_files, pretrain, pretrain_pairs  # Lightning's import (about 10 s) once the
-    # config is read
+    # Lightning's import (about 10 s) once the config is read
+    from gnplace.pretrain import exported_files, pretrain, pretrain_pairs
 
     if args.export is not None:  # nor over a graph or cluster file the run reads (the dataset was lost with it)
         pairs, val_pairs = pretrain_pairs(config)

@@ -395,10 +395,8 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer's temperatures temper samples of the policy alone; {self.checkpoint} "
                                   "samples around auto's placement (at temperature 1), where they have no effect: "
                                   "leave temperatures out, or use around=False")
-        if prior is not None and (isinstance(prior, bool) or not isinstance(prior, (int, float))):
+        if prior is not None and (not isinstance(prior, (int, float)) or not finite_number(prior)):  # (10**400)
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, a number, got {prior!r}")
-        if prior is not None and not finite_number(prior):  # (10**400: no float)
-            raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
         self.prior = float(prior if prior is not None else trained["prior"] or 3.0)
         if not (math.isfinite(self.prior) and self.prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
@@ -416,7 +414,7 @@ class PolicyPlacer:
                 or constructor_samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
         self.constructor_samples = int(constructor_samples)
-        if isinstance(constructor_temperature, bool) or not isinstance(constructor_temperature, (int, float)) \
+        if not isinstance(constructor_temperature, (int, float)) \
                 or not (finite_number(constructor_temperature) and constructor_temperature >= MIN_TEMPERATURE):
             raise InvalidArgument(f"PolicyPlacer needs constructor_temperature > 0 (at least {MIN_TEMPERATURE}), "
                                   f"got {constructor_temperature!r}")
@@ -435,7 +433,7 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs constructor_refine >= 0 samples, a whole number, "
                                   f"got {constructor_refine!r}")
         self.constructor_refine = int(constructor_refine)
-        if isinstance(constructor_prior, bool) or not isinstance(constructor_prior, (int, float, np.floating)) \
+        if not isinstance(constructor_prior, (int, float, np.floating)) \
                 or not (finite_number(constructor_prior) and constructor_prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
         self.constructor_prior = float(constructor_prior)
@@ -929,8 +927,7 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
 
     config = section(meta, "config")
     learner, data = section(config, "learner"), section(config, "data")
-    prior = learner.get("prior", 0.0)
-    prior = as_float(prior) if isinstance(prior, (int, float)) else None  # (10**400 in a corrupt file: None)
+    prior = as_float(learner.get("prior", 0.0))  # None: no number (10**400 in a corrupt file)
     return {"prior": prior if prior is not None and math.isfinite(prior) and prior > 0 else 0.0,
             "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
             "mode": "refine" if learner.get("mode") == "refine" else "construct"}

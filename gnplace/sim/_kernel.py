@@ -147,7 +147,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     pending = np.empty(n, np.int64)
     local_uses = np.zeros(n, np.int64)
     # the remote devices that consume each op's output, one slot per (op, device), op v's ascending in
-    # slot_dev[slot_ptr[v]:slot_ptr[v + 1]]: no [n, D] or [D, D] state, so 4,096 devices cost what 4 do
+    # slot_dev[slot_ptr[v]:slot_ptr[v + 1]]: past DENSE_LINKS devices no [n, D] or [D, D] state
     slot_ptr = np.zeros(n + 1, np.int64)
     slot_dev = np.empty(out_dst.shape[0], np.int64)
     remote_uses = np.zeros(out_dst.shape[0], np.int64)  # consumers on the slot's device not yet ended
@@ -200,8 +200,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
         xcap += sends if mode == 0 else min(sends, 1)
     slots = slot_ptr[n]
     recv_bytes = np.empty(slots)  # bytes of the copy the slot's device received
-    acc = np.zeros(slots)  # bytes the op's consumers on the slot's device read
-    cnt = np.zeros(slots, np.int64)
+    acc = np.zeros(slots)  # bytes the op's consumers on the slot's device read (each slot has one at least)
     if mode == 1:
         L = D  # a channel per sender
     elif dense:
@@ -406,38 +405,35 @@ def simulate_step(  # type: ignore[no-untyped-def]
                             dq_next[dq_tail[dw]] = w
                         dq_tail[dw] = w
                 else:
-                    sl = where[dw]
-                    acc[sl] += out_eb[e]
-                    cnt[sl] += 1
+                    acc[where[dw]] += out_eb[e]
             if mode == 0:
                 for sl in range(slot_ptr[v], slot_ptr[v + 1]):  # by device, ascending
-                    if cnt[sl] > 0:
-                        k = slot_dev[sl]
-                        x = nx
-                        nx += 1
-                        x_node[x] = v
-                        x_src[x] = dv
-                        x_dst[x] = k
-                        x_slot[x] = sl
-                        x_bytes[x] = acc[sl] if acc[sl] < out_bytes[v] else out_bytes[v]
-                        if charge and dev_running[k]:
-                            debt[dv] += msg_cpu[dv]
-                        li = dv * D + k if dense else slot_link[sl]
-                        x_next[x] = -1
-                        if lq_tail[li] == -1:
-                            lq_head[li] = x
-                        else:
-                            x_next[lq_tail[li]] = x
-                        lq_tail[li] = x
-                        if not start_links[li]:
-                            start_links[li] = True
-                            touched_links[n_touched_links] = li
-                            n_touched_links += 1
-                        local_uses[v] += 1
+                    k = slot_dev[sl]
+                    x = nx
+                    nx += 1
+                    x_node[x] = v
+                    x_src[x] = dv
+                    x_dst[x] = k
+                    x_slot[x] = sl
+                    x_bytes[x] = acc[sl] if acc[sl] < out_bytes[v] else out_bytes[v]
+                    if charge and dev_running[k]:
+                        debt[dv] += msg_cpu[dv]
+                    li = dv * D + k if dense else slot_link[sl]
+                    x_next[x] = -1
+                    if lq_tail[li] == -1:
+                        lq_head[li] = x
+                    else:
+                        x_next[lq_tail[li]] = x
+                    lq_tail[li] = x
+                    if not start_links[li]:
+                        start_links[li] = True
+                        touched_links[n_touched_links] = li
+                        n_touched_links += 1
+                    local_uses[v] += 1
             else:
                 largest = -1.0
                 for sl in range(slot_ptr[v], slot_ptr[v + 1]):
-                    if cnt[sl] > 0 and acc[sl] > largest:
+                    if acc[sl] > largest:
                         largest = acc[sl]
                 if largest >= 0.0:
                     x = nx
