@@ -307,9 +307,20 @@ def describe_os_error(err: OSError) -> str:
     return f"{where}: {err.strerror or type(err).__name__}"
 
 
+#: A run of more decimal digits than this in a message is shown by its head and its length.
+LONG_DIGITS = 40
+
+_long_digits = re.compile(rf"\d{{{LONG_DIGITS + 1},}}")
+
+
 def one_line(text: str) -> str:
-    """``text`` with its whitespace, newlines included, folded into single spaces."""
-    return " ".join(text.split())
+    """``text`` with its whitespace, newlines included, folded into single spaces.
+
+    A number of more than :data:`LONG_DIGITS` digits (``-O m_etf.min_speed=`` 10**400) is shown as its first
+    twelve digits and its length, ``100000000000...(401 digits)``, so that the line stays readable.
+    """
+    folded = " ".join(text.split())
+    return _long_digits.sub(lambda run: f"{run[0][:12]}...({len(run[0])} digits)", folded)
 
 
 TORCH_UNSAFE_LOAD_WARNING = r"(?s).*weights_only"

@@ -572,3 +572,19 @@ def test_place_script_says_autos_placement_is_not_among_the_candidates_with_no_s
     graph = str(Path(__file__).parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
     assert place.main([graph, "-c", "k80x2", "--samples", "0"]) == 0
     assert capsys.readouterr().out.splitlines()[0].endswith("placements simulated; auto's not among them)")
+
+
+# ------------------------------------------------------------------------------ long numbers in a message
+def test_a_number_of_hundreds_of_digits_is_shown_by_its_head_and_length(capsys, graph):
+    """``-O m_etf.min_speed=10**400`` is refused on one readable line, not one of 400 digits."""
+    code = main(["place", graph, "-c", "k80x2", "-p", "m_etf", "-O", f"m_etf.min_speed={10**400}"])
+    err = one_error(capsys, code)
+    assert err == "gnplace: error: m_etf: min_speed must be a number in [0, 1], got 100000000000...(401 digits)\n"
+
+
+def test_one_line_keeps_numbers_of_forty_digits_whole():
+    from gnplace.cli.common import LONG_DIGITS, one_line
+
+    forty = "9" * LONG_DIGITS
+    assert one_line(f"got {forty}\n  and 12.5") == f"got {forty} and 12.5"
+    assert one_line(f"got -{forty}1.5") == "got -999999999999...(41 digits).5"
