@@ -446,17 +446,29 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return attrs
 
 
+def _metadata_list(node: onnx.NodeProto, key: str) -> list[Any] | None:
+    """The Python list literal the exporter recorded under ``key`` in the node's metadata, or :obj:`None`.
+
+    A value that is not a list literal (``"5"``, a dict, text nested past the parser's depth) is read as
+    absent: the metadata only names modules, it never decides the graph.
+    """
+    import ast
+
+    for prop in node.metadata_props:
+        if prop.key == key:
+            try:
+                value = ast.literal_eval(prop.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                return None
+            return value if isinstance(value, list) else None
+    return None
+
+
 def _module_of(node: onnx.NodeProto) -> str:
     """The owning module path recorded by the exporter (``pkg.torch.onnx.name_scopes`` or ``/a/b/Op``)."""
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            try:
-                import ast
-
-                scopes = ast.literal_eval(prop.value)
-                return str(scopes[-2]) if len(scopes) >= 2 else ""
-            except (ValueError, SyntaxError, IndexError):
-                return ""
+    if any(prop.key == "pkg.torch.onnx.name_scopes" for prop in node.metadata_props):
+        scopes = _metadata_list(node, "pkg.torch.onnx.name_scopes")
+        return str(scopes[-2]) if scopes is not None and len(scopes) >= 2 else ""
     if node.name.startswith("/"):
         return ".".join(p for p in node.name.split("/")[1:-1] if p)
     return ""
@@ -464,16 +476,8 @@ def _module_of(node: onnx.NodeProto) -> str:
 
 def _innermost_class(node: onnx.NodeProto) -> str:
     """The class of the innermost module whose forward ran the node (``pkg.torch.onnx.class_hierarchy``), or ``""``."""
-    import ast
-
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.class_hierarchy":
-            try:
-                hierarchy = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                return ""
-            return str(hierarchy[-2]) if isinstance(hierarchy, list) and len(hierarchy) >= 2 else ""
-    return ""
+    hierarchy = _metadata_list(node, "pkg.torch.onnx.class_hierarchy")
+    return str(hierarchy[-2]) if hierarchy is not None and len(hierarchy) >= 2 else ""
 
 
 def _topological(nodes: Sequence[onnx.NodeProto], ready: set[str], source: str) -> list[int]:

@@ -991,3 +991,15 @@ def test_a_model_of_no_differentiable_output_is_refused(op):
     proto = model(nodes, [vi("x", [8, 16])], [vi("out", None, TensorProto.INT64)], [weight("w", 16, 4)], opset=17)
     with pytest.raises(UnsupportedGraph, match="no output of the model depends on a trainable parameter"):
         from_onnx(proto)
+
+
+@pytest.mark.parametrize("key", ["pkg.torch.onnx.name_scopes", "pkg.torch.onnx.class_hierarchy"])
+@pytest.mark.parametrize("value", ["5", "{'a': 1, 'b': 2}", "'text'", "[" * 5000 + "]" * 5000, "[1, 2"])
+def test_exporter_metadata_that_is_not_a_list_names_no_module(key, value):
+    """An int, a dict, a string or text nested past the parser's depth where the exporter writes a list of
+    module names was a TypeError or KeyError traceback; it is read as no module, as unparsable text was."""
+    proto = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [8, 16])], [vi("y", [8, 4])],
+                  [weight("w", 16, 4)])
+    proto.graph.node[0].metadata_props.add(key=key, value=value)
+    g = from_onnx(proto)
+    assert g.module[g.node_names.index("mm")] == ""
