@@ -563,12 +563,14 @@ def from_onnx(
     """
     check_optimizer(optimizer)
     proto = load_onnx(model)
+    folder: str | None = None  # where the file's external data lies: beside it
     if isinstance(model, onnx.ModelProto):
         source = f"ONNX model {proto.graph.name!r}" if proto.graph.name else "ONNX model"
         default_name = proto.graph.name or "onnx"
     else:
         source = str(model)
         default_name = Path(model).name.removesuffix(".onnx")
+        folder = os.path.dirname(os.path.abspath(model))
     folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
     proto = _without_weights(proto, copy=proto is model)
     graph = proto.graph
@@ -582,7 +584,7 @@ def from_onnx(
     _check_static_inputs(proto, source)
     inferred = _infer_shapes(proto, source)
     for _ in range(_FOLD_ROUNDS):  # shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice)
-        if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred):
+        if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred, folder):
             break
         inferred = _infer_shapes(proto, source)
     _check_declared_shapes(proto, inferred, source)
@@ -684,7 +686,7 @@ def _unshaped(inferred: onnx.ModelProto) -> bool:
                for node in inferred.graph.node for out in node.output)
 
 
-def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) -> bool:
+def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, folder: str | None) -> bool:
     """Replace, in ``proto``, the shape computations on static shapes by constants; whether any was.
 
     ``Shape`` and ``Size`` of a value whose shape is inferred become its sizes, and then each
@@ -693,6 +695,10 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
     evaluator. Shape inference's data propagation covers part of this; it stops at ``Div``, so the
     split sizes of ``torch.chunk`` exports (``Shape -> Gather -> Add -> Div -> Mul -> Slice``) were
     left unknown.
+
+    A small initializer kept in a file beside the model (external data) is read from ``folder``, the
+    model file's folder, never from the working directory; a loaded model's (``folder`` :obj:`None`)
+    is not known.
     """
     from onnx import helper, numpy_helper
 
@@ -701,8 +707,11 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
     known: dict[str, Any] = {}
     for init in proto.graph.initializer:  # whole numbers only: a small float initializer may be a weight
         if init.data_type in _INDEX_TYPES and math.prod(init.dims) <= _FOLD_LIMIT:
+            external = init.data_location == TensorProto.EXTERNAL
+            if external and (folder is None or not _external_file_is_regular(init, folder)):
+                continue
             try:
-                known[init.name] = numpy_helper.to_array(init)
+                known[init.name] = numpy_helper.to_array(init, base_dir=folder or "")
             except Exception:  # noqa: BLE001 - an initializer numpy cannot read is simply not known
                 continue
     folded = 0
@@ -738,6 +747,12 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto) ->
         proto.graph.node[index].CopyFrom(constant)
         folded += 1
     return folded > 0
+
+
+def _external_file_is_regular(init: TensorProto, folder: str) -> bool:
+    """Whether the external-data file of ``init`` is a regular file under ``folder`` (a FIFO would block the read)."""
+    location = next((entry.value for entry in init.external_data if entry.key == "location"), "")
+    return bool(location) and os.path.isfile(os.path.join(folder, location))
 
 
 def _evaluate(node: onnx.NodeProto, feeds: dict[str, Any], opsets: dict[str, int]) -> Any:

@@ -1003,3 +1003,41 @@ def test_exporter_metadata_that_is_not_a_list_names_no_module(key, value):
     proto.graph.node[0].metadata_props.add(key=key, value=value)
     g = from_onnx(proto)
     assert g.module[g.node_names.index("mm")] == ""
+
+
+def _external_shape_model(folder, location="shape.bin"):
+    """A Reshape whose target shape ``[8, 16]`` is an int64 initializer kept in ``location`` beside the model."""
+    shape = TensorProto(name="s", data_type=TensorProto.INT64, dims=[2], data_location=TensorProto.EXTERNAL)
+    shape.external_data.add(key="location", value=location)
+    zero = numpy_helper.from_array(np.zeros(2, np.int64), "z")
+    nodes = [helper.make_node("Add", ["s", "z"], ["s2"], name="target"), helper.make_node("Reshape", ["x", "s2"], ["r"]),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="mm")]
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", None)], [shape, zero, weight("w", 16, 4)])
+    folder.mkdir()
+    onnx.save(proto, folder / "m.onnx")
+    np.array([8, 16], np.int64).tofile(folder / location)
+    return folder / "m.onnx"
+
+
+def test_small_external_tensors_are_read_beside_the_model_not_in_the_working_folder(tmp_path, monkeypatch):
+    """The shape folding read an external initializer relative to the working folder: run elsewhere the Reshape's
+    shape was unknown (refused), or another file of that name gave it other sizes."""
+    path = _external_shape_model(tmp_path / "model")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    g = from_onnx(path)
+    assert g.flops[g.index("mm")] == 2 * 8 * 16 * 4
+    np.array([4, 32], np.int64).tofile(elsewhere / "shape.bin")  # a file of that name where the command runs
+    assert from_onnx(path) == g
+    monkeypatch.chdir(tmp_path)
+    assert from_onnx("model/m.onnx").flops.tolist() == g.flops.tolist()  # a relative path: beside it still
+
+
+def test_a_loaded_model_never_reads_external_data_from_the_working_folder(tmp_path, monkeypatch):
+    """A model loaded without its external data has no folder to read it from: its value stays unknown."""
+    proto = onnx.load(_external_shape_model(tmp_path / "model"), load_external_data=False)
+    monkeypatch.chdir(tmp_path)
+    np.array([4, 32], np.int64).tofile(tmp_path / "shape.bin")
+    with pytest.raises(UnsupportedGraph, match="static shape for output 'r'"):
+        from_onnx(proto)
