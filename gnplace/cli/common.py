@@ -224,7 +224,8 @@ def check_not_input(
     """Refuse an output file that is an input: ``source`` or one of ``others``.
 
     ``source`` is a graph or ONNX file, or the file of ``FILE.py:factory``; ``others`` are the
-    command's other input files (a checkpoint, a cluster file, a placement file), where given.
+    command's other input files (a checkpoint, a cluster file, a placement file), where given. The
+    files an ONNX input keeps its external data (weights) in are inputs too.
 
     Raises:
         InvalidArgument: if writing ``path`` would overwrite the input.
@@ -235,9 +236,17 @@ def check_not_input(
     if ":" in source:
         inputs.append(Path(source.rsplit(":", 1)[0]))  # a factory's file
     inputs += [Path(other) for other in others if other is not None]
+    target = Path(path).resolve()
     for given in inputs:
-        if given.is_file() and Path(path).resolve() == given.resolve():
+        if given.is_file() and target == given.resolve():
             raise InvalidArgument(f"{flag} {os.fspath(path)}: is the input {given.name}; write to another file")
+        if given.suffix.lower() == ".onnx" and given.is_file() and target.is_file() and target.is_relative_to(
+                given.resolve().parent):  # only an existing file beside the model can be its external data
+            from gnplace.importers.onnx import external_data_files
+
+            if target in external_data_files(given):
+                raise InvalidArgument(f"{flag} {os.fspath(path)}: holds the external data (weights) of the input "
+                                      f"{given.name}; write to another file")
 
 
 def option_files(options: dict[str, Any]) -> list[str]:

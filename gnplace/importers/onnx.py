@@ -171,6 +171,28 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
     return proto
 
 
+def external_data_files(path: str | os.PathLike[str]) -> set[Path]:
+    """The files beside the ONNX file ``path`` that hold its tensors' external data (resolved paths).
+
+    Read from the file's tensors (initializers, sparse initializers, ``Constant`` values); a file that is
+    not a readable model has none. Used to refuse an output that would overwrite a model's weights.
+    """
+    from gnplace.limits import read_file
+
+    try:
+        proto = onnx.ModelProto.FromString(read_file(path, InvalidGraph, "ONNX file"))
+    except Exception:  # noqa: BLE001 - not a readable model (or past the size limit): the importer says why
+        return set()
+    tensors = [*proto.graph.initializer, *(t for sp in proto.graph.sparse_initializer for t in (sp.values, sp.indices))]
+    tensors += [a.t for node in proto.graph.node for a in node.attribute if a.HasField("t")]
+    folder = Path(path).resolve().parent
+    return {
+        (folder / entry.value).resolve()
+        for tensor in tensors if tensor.data_location == TensorProto.EXTERNAL
+        for entry in tensor.external_data if entry.key == "location" and entry.value
+    }
+
+
 def _check_versions(proto: onnx.ModelProto, source: str) -> None:
     """Refuse a model stamped with an IR version or a default-domain opset newer than the onnx package knows.
 

@@ -158,3 +158,20 @@ def test_an_initializer_both_trainable_and_frozen_is_refused(tmp_path, capsys):
     assert main(["import", str(model), "-o", str(out), "--trainable", "w", "--frozen", "b", "--frozen", "w"]) == 2
     assert "--trainable and --frozen both name 'w': give each initializer one of them" in one_line_error(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["import", "place"])
+def test_an_output_that_holds_the_models_external_data_is_refused(tmp_path, capsys, monkeypatch, command):
+    """``-o weights.bin`` where the model keeps its weights overwrote them with the graph (or placement) file."""
+    model = onnx.load_from_string(write_mlp(tmp_path / "mlp.onnx", batch=8).read_bytes())
+    (tmp_path / "mlp.onnx").unlink()
+    (tmp_path / "sub").mkdir()
+    onnx.save(model, tmp_path / "mlp.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="sub/weights.bin", size_threshold=0)
+    weights = (tmp_path / "sub" / "weights.bin").read_bytes()
+    monkeypatch.chdir(tmp_path / "sub")
+    args = ["-c", "k80x2", "-p", "single"] if command == "place" else []
+    assert main([command, "../mlp.onnx", *args, "-o", "weights.bin"]) == 2
+    assert "--output weights.bin: holds the external data (weights) of the input mlp.onnx" in one_line_error(capsys)
+    assert (tmp_path / "sub" / "weights.bin").read_bytes() == weights
+    assert main([command, "../mlp.onnx", *args, "-o", "other.bin" if command == "place" else "g.gnpg"]) == 0
