@@ -624,16 +624,58 @@ def from_onnx(
     return builder.build(name or default_name, graph_meta)
 
 
-def _infer_shapes(proto: onnx.ModelProto, source: str) -> onnx.ModelProto:
+def _infer_shapes(
+    proto: onnx.ModelProto, source: str, *, strict: bool = False, shown: onnx.ModelProto | None = None
+) -> onnx.ModelProto:
     """ONNX shape inference with data propagation (shape computations on static shapes).
 
+    Not ``strict``, a node inference cannot type (a ``MatMul`` of a scalar) keeps the shape the file
+    declares for its output; ``strict``, it is refused, with its input shapes as ``shown`` (a model
+    inferred before; default: ``proto``) holds them. Strict data propagation cannot read a small
+    tensor whose value lies in external data: there the nodes are checked without it, and the shapes
+    come from inference that is not strict.
+
     Raises:
-        UnsupportedGraph: if inference fails, with its first line.
+        UnsupportedGraph: if inference fails (not ``strict``), with its first line.
+        InvalidGraph: if a node's inputs do not fit its op (``strict``), with inference's words.
     """
     try:
-        return onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        return onnx.shape_inference.infer_shapes(proto, strict_mode=strict, data_prop=True)
+    except onnx.shape_inference.InferenceError as err:
+        if not strict:
+            raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
+        if _EXTERNAL_VALUE not in str(err):
+            raise InvalidGraph(f"{source}: {_inference_errors(err, shown or proto)}") from err
+        try:
+            onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=False)
+        except onnx.shape_inference.InferenceError as without_values:
+            raise InvalidGraph(f"{source}: {_inference_errors(without_values, shown or proto)}") from without_values
+        return _infer_shapes(proto, source)
     except Exception as err:  # noqa: BLE001 - onnx raises several types here
         raise UnsupportedGraph(f"{source}: ONNX shape inference failed: {first_line(err)}") from err
+
+
+#: Strict data propagation's complaint about a tensor whose value lies in external data (onnx 1.17-1.23).
+_EXTERNAL_VALUE = "Cannot parse data from external tensors"
+
+
+def _inference_errors(err: Exception, proto: onnx.ModelProto) -> str:
+    """Strict shape inference's first complaint, with the node's input shapes as the file gives them.
+
+    ``node 'mm' (MatMul) cannot take inputs of shapes [] and [16, 4]: Input tensors of wrong rank (0).``
+    """
+    text = re.sub(r"^\[ShapeInferenceError\] Inference error\(s\):\s*", "", first_line(err))
+    found = re.match(r"\(op_type:(\w+)(?:, node name: ([^)]*))?\):\s*(?:\[\w+\]\s*)?(.*)", text)
+    if found is None:
+        return f"a node's inputs do not fit its op: {text}"
+    op_type, name, complaint = found.groups()
+    node = next((n for n in proto.graph.node if (n.name or n.op_type) == (name or op_type) and n.op_type == op_type),
+                None)
+    if node is None:
+        return f"node {name or op_type!r} ({op_type}) cannot take its inputs: {complaint}"
+    dims: dict[str, Any] = {init.name: list(init.dims) for init in proto.graph.initializer} | _value_dims(proto)
+    shapes = " and ".join("?" if dims.get(x) is None else _show(dims[x] or []) for x in node.input if x)
+    return f"node {name or op_type!r} ({op_type}) cannot take inputs of shapes {shapes}: {complaint}"
 
 
 def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, source: str) -> None:
@@ -644,17 +686,17 @@ def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, so
     at it. The shapes of ``inferred`` are compared with those inferred again with the declared
     shapes of node outputs dropped (but for ops ONNX has no schema for, whose declared shapes are
     the only ones); only values static in both are compared, so a declared shape that is merely
-    less specific (symbolic dims) passes.
+    less specific (symbolic dims) passes. That second inference is strict: a node whose inputs its op
+    cannot take (a ``Gemm`` of a vector), which the first left at the shape the file declares, is refused.
 
     Raises:
-        InvalidGraph: naming the first such value in graph order, its node and both shapes.
+        InvalidGraph: naming the first such value in graph order, its node and both shapes; or a node
+            whose inputs do not fit its op.
     """
     g = proto.graph
     produced = {out for node in g.node for out in node.output if out}
     keep = _schemaless_outputs(g)
     recheck = produced - keep
-    if not any(_dims(v.type) is not None for v in [*g.value_info, *g.output] if v.name in recheck):
-        return  # nothing declared that inference computes: nothing to contradict it
     bare = onnx.ModelProto()
     bare.CopyFrom(proto)
     kept = [v for v in bare.graph.value_info if v.name not in recheck]
@@ -663,7 +705,10 @@ def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, so
     for out in bare.graph.output:
         if out.name in recheck and out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
-    used, computed = _value_dims(inferred), _value_dims(_infer_shapes(bare, source))
+    computed = _value_dims(_infer_shapes(bare, source, strict=True, shown=inferred))  # a node of ill-fitting inputs is refused
+    if not any(_dims(v.type) is not None for v in [*g.value_info, *g.output] if v.name in recheck):
+        return  # nothing declared that inference computes: nothing to contradict it
+    used = _value_dims(inferred)
     for node in g.node:
         for out in node.output:
             declared, own = used.get(out), computed.get(out)

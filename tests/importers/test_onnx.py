@@ -798,8 +798,8 @@ def test_a_value_assigned_twice_is_malformed():
     (helper.make_node("Gemm", ["x", "w"], ["y"], name="mm", transB=1), (4, 5)),
 ])
 def test_a_product_of_mismatched_shapes_is_malformed(node, shape):
-    """Shape inference lets x[8, 16] @ w[5, 4] through; the importer names the node and the sizes."""
-    with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) multiplies shapes \[8, 16\] and"):
+    """Shape inference (not strict) lets x[8, 16] @ w[5, 4] through; the importer names the node and the sizes."""
+    with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) cannot take inputs of shapes \[8, 16\] and"):
         from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", *shape)]))
 
 
@@ -1040,4 +1040,18 @@ def test_a_loaded_model_never_reads_external_data_from_the_working_folder(tmp_pa
     monkeypatch.chdir(tmp_path)
     np.array([4, 32], np.int64).tofile(tmp_path / "shape.bin")
     with pytest.raises(UnsupportedGraph, match="static shape for output 'r'"):
+        from_onnx(proto)
+
+
+@pytest.mark.parametrize("node, x, w, declared, complaint", [
+    (helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), [], [16, 4], [4], "shapes \\[\\] and \\[16, 4\\]"),
+    (helper.make_node("Gemm", ["x", "w"], ["y"], name="mm"), [16], [16, 4], [4], "shapes \\[16\\] and \\[16, 4\\]"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="mm"), [], [4, 4, 3, 3], [1, 4, 1, 1], "shapes \\[\\] and \\[4,"),
+])
+def test_a_node_whose_inputs_its_op_cannot_take_is_refused_not_trusted_at_its_declared_shape(
+        node, x, w, declared, complaint):
+    """Inference that is not strict leaves such a node at the output shape the file declares: the FLOP rules then
+    raised IndexError (MatMul of a scalar, Gemm of a vector), or a Conv of a scalar was costed at ``[1, 4, 1, 1]``."""
+    proto = model([node], [vi("x", x)], [vi("y", declared)], [weight("w", *w)])
+    with pytest.raises(InvalidGraph, match=f"node 'mm' \\(\\w+\\) cannot take inputs of {complaint}"):
         from_onnx(proto)
