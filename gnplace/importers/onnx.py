@@ -802,6 +802,8 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
                     attrs = {str(a.name): int(helper.get_attribute_value(a)) for a in node.attribute}
                     value = np.asarray(sizes, dtype=np.int64)[attrs.get("start", 0):attrs.get("end", len(sizes))]
             elif node.op_type in _SHAPE_OPS and node.input and all(x == "" or x in known for x in node.input):
+                if _result_size(node, known) > _FOLD_LIMIT:
+                    continue  # a Range or ConstantOfShape of 10**8 elements is no shape: never built
                 value = _evaluate(node, {x: known[x] for x in node.input if x}, opsets)
             else:
                 continue
@@ -814,6 +816,44 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
         proto.graph.node[index].CopyFrom(constant)
         folded += 1
     return folded > 0
+
+
+#: Shape ops whose output has the broadcast shape of their inputs.
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Equal", "Less", "Greater", "Where"})
+
+
+def _result_size(node: onnx.NodeProto, known: Mapping[str, Any]) -> float:
+    """An upper bound on the elements of a :data:`_SHAPE_OPS` node's output on the ``known`` inputs.
+
+    Read from the inputs' shapes and, for ``Range``, ``ConstantOfShape``, ``Expand`` and ``Tile``,
+    their values, before anything is computed; ``inf`` where it cannot be bounded.
+    """
+    try:
+        values = [np.asarray(known[x]) if x else None for x in node.input]
+        shapes = [v.shape for v in values if v is not None]
+        op = node.op_type
+        if op == "Range":
+            start, limit, delta = (float(v.reshape(-1)[0]) for v in values[:3] if v is not None)
+            return max(0.0, math.ceil((limit - start) / delta)) if delta != 0 else math.inf
+        if op == "ConstantOfShape":
+            return float(math.prod(max(0, int(d)) for d in values[0].reshape(-1)))  # type: ignore[union-attr]
+        if op == "Expand":
+            target = tuple(int(d) for d in values[1].reshape(-1))  # type: ignore[union-attr]
+            return float(math.prod(np.broadcast_shapes(shapes[0], target)))
+        if op == "Tile":
+            repeats = [int(r) for r in values[1].reshape(-1)]  # type: ignore[union-attr]
+            return float(math.prod(d * max(0, r) for d, r in zip(shapes[0], repeats, strict=True)))
+        if op == "Gather":
+            axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
+            data, indices = shapes[0], shapes[1]
+            return float(math.prod(data) // max(1, data[axis]) * math.prod(indices))
+        if op == "Concat":
+            return float(sum(math.prod(shape) for shape in shapes))
+        if op in _BROADCASTING:
+            return float(math.prod(np.broadcast_shapes(*shapes)))
+        return float(max((math.prod(shape) for shape in shapes), default=0))  # the same elements or fewer
+    except Exception:  # noqa: BLE001 - shapes or values that cannot be read: not folded
+        return math.inf
 
 
 def _external_file_is_regular(init: TensorProto, folder: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import warnings
 
 import numpy as np
@@ -1055,3 +1056,41 @@ def test_a_node_whose_inputs_its_op_cannot_take_is_refused_not_trusted_at_its_de
     proto = model([node], [vi("x", x)], [vi("y", declared)], [weight("w", *w)])
     with pytest.raises(InvalidGraph, match=f"node 'mm' \\(\\w+\\) cannot take inputs of {complaint}"):
         from_onnx(proto)
+
+
+@pytest.mark.parametrize("limit, built", [(10, True), (10**9, False)])
+def test_shape_folding_never_builds_a_value_past_its_limit(monkeypatch, limit, built):
+    """A ``Range`` to 10**9 was built (8 GB) before its size was checked; it is bounded from its inputs first."""
+    import gnplace.importers.onnx as onnx_importer
+
+    evaluated: list[str] = []
+    real = onnx_importer._evaluate
+    monkeypatch.setattr(onnx_importer, "_evaluate",
+                        lambda node, feeds, opsets: evaluated.append(node.op_type) or real(node, feeds, opsets))
+    ints = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("start", 0), ("limit", limit), ("one", 1))]
+    nodes = [helper.make_node("Range", ["start", "limit", "one"], ["r"], name="range"),
+             helper.make_node("Shape", ["r"], ["n"]), helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+             helper.make_node("NonZero", ["x"], ["nz"])]  # left unshaped by inference: folding runs
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4]), vi("nz", None, elem=TensorProto.INT64)],
+                  [weight("w", 16, 4), *ints])
+    with pytest.raises(UnsupportedGraph, match="'NonZero'"):
+        from_onnx(proto)
+    assert ("Range" in evaluated) == built
+
+
+@pytest.mark.parametrize("op, inputs, attrs, bound", [
+    ("Where", [np.zeros((64, 1, 1), bool), np.zeros((1, 64, 1)), np.zeros((1, 1, 64))], {}, 64**3),
+    ("Expand", [np.zeros(3), np.array([10**6, 3])], {}, 3 * 10**6),
+    ("Tile", [np.zeros((2, 3)), np.array([1000, 1000])], {}, 6 * 10**6),
+    ("ConstantOfShape", [np.array([10**5, 10**5])], {}, 10**10),
+    ("Gather", [np.zeros((64, 64)), np.zeros(100, np.int64)], {"axis": 1}, 6400),
+    ("Range", [np.array(0), np.array(10), np.array(0)], {}, math.inf),  # a step of 0: unbounded
+    ("Expand", [np.zeros(3), np.array([-1, 3])], {}, math.inf),  # a negative size: not folded
+    ("Reshape", [np.zeros(4096), np.array([64, 64])], {}, 4096),
+])
+def test_the_bound_of_a_folded_value_is_read_before_it_is_computed(op, inputs, attrs, bound):
+    from gnplace.importers.onnx import _result_size
+
+    names = [f"in{i}" for i in range(len(inputs))]
+    node = helper.make_node(op, names, ["out"], **attrs)
+    assert _result_size(node, dict(zip(names, inputs))) == bound
