@@ -312,6 +312,20 @@ def test_the_dataset_script_refuses_an_empty_out_before_writing(tmp_path, capsys
     assert (tmp_path / "README.md").read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]
 
 
+def test_the_dataset_script_keeps_a_readme_it_did_not_write(tmp_path, capsys, load_script):
+    """``--out`` a project folder replaced its README.md with the statistics table; now refused before anything is
+    written, unless ``--overwrite``; the script's own table is rewritten as before."""
+    script = load_script("make_datasets")
+    (tmp_path / "README.md").write_text("my notes\n")
+    assert script.main(["--out", str(tmp_path), "--families", ""]) == 2
+    assert "holds a README.md this script did not write" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]  # nothing written, the README kept
+    assert (tmp_path / "README.md").read_text() == "my notes\n"
+    assert script.main(["--out", str(tmp_path), "--families", "", "--overwrite"]) == 0
+    assert (tmp_path / "README.md").read_text().startswith(script.README_TITLE)
+    assert script.main(["--out", str(tmp_path), "--families", ""]) == 0  # its own: rewritten
+
+
 @pytest.mark.usefixtures("short_ptb")
 def test_the_dataset_script_replaces_a_dataset_of_other_arguments_only_under_overwrite(tmp_path, capsys, load_script,
                                                                                         monkeypatch):
