@@ -446,6 +446,8 @@ def _devices(entries: Any, source: str) -> list[Device]:
         if not isinstance(entry["name"], str) or not entry["name"].strip() or entry["name"] != entry["name"].strip():
             raise InvalidCluster(f"{where}.name: must be a non-empty name without surrounding spaces, "
                                  f"got {entry['name']!r}")
+        if "kind" in entry and (not isinstance(entry["kind"], str) or not entry["kind"].strip()):
+            raise InvalidCluster(f"{where}.kind: expected a device kind's name, got {entry['kind']!r}")
         kind = str(entry.get("kind", "custom")).lower()
         if "kind" in entry and kind not in DEVICE_KINDS and not {"peak_flops", "mem_bandwidth", "memory"} <= set(entry):
             raise InvalidCluster(
@@ -544,9 +546,9 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
         return index[name]
 
     for key, members_key in (("groups", "devices"), ("pairs", "between")):
-        entries = links.get(key, []) or []
+        entries = links.get(key) if links.get(key) is not None else []  # `groups:` with nothing after it: none
         if not isinstance(entries, list):
-            raise InvalidCluster(f"{source}: links.{key} must be a list")
+            raise InvalidCluster(f"{source}: links.{key} must be a list, got {entries!r}")
         for j, raw in enumerate(entries):
             where = f"{source}: links.{key}[{j}]"
             entry = _keys(raw, where, {members_key, "link"}, {members_key, "link"})
@@ -559,10 +561,11 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
                 twice = next(m for m in members if members.count(m) > 1)
                 raise InvalidCluster(f"{where}.{members_key}: names device {twice!r} twice (a link joins two devices)")
             bw, lat = _link(entry["link"], f"{where}.link")
-            for a in idx:
-                for b in idx:
-                    if a != b:
-                        bandwidth[a, b], latency[a, b] = bw, lat
+            ix = np.asarray(idx)
+            block = np.ix_(ix, ix)  # every ordered pair of the members at once (a group may list 4,096)
+            own_bw, own_lat = bandwidth[ix, ix].copy(), latency[ix, ix].copy()  # a device's link to itself stays
+            bandwidth[block], latency[block] = bw, lat
+            bandwidth[ix, ix], latency[ix, ix] = own_bw, own_lat
     return Cluster(devices, bandwidth, latency, name=_cluster_name(top, source))
 
 

@@ -237,7 +237,8 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
 
 
 def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
-    """Parse YAML within the limits: no anchors or aliases, no key twice in a mapping, at most :data:`MAX_DEPTH` levels.
+    """Parse YAML within the limits: no anchors, aliases or merge keys, no key twice in a mapping, at most
+    :data:`MAX_DEPTH` levels.
 
     Raises:
         error: one line naming ``source`` and, where known, the line and column.
@@ -245,11 +246,15 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        """``SafeLoader`` that refuses aliases, anchors and a key twice in one mapping (the last would win silently)."""
+        """``SafeLoader`` that refuses aliases, anchors, merge keys and a key twice in one mapping (the last would win
+        silently)."""
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
             seen: set[Any] = set()
             for key_node, _ in getattr(node, "value", []):
+                if key_node.tag == "tag:yaml.org,2002:merge":  # without anchors a merge only hides a key twice
+                    raise yaml.constructor.ConstructorError(None, None, "merge keys (<<) are not allowed",
+                                                            key_node.start_mark)
                 key = self.construct_object(key_node, deep=True)
                 try:
                     duplicate = key in seen

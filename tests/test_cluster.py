@@ -696,3 +696,62 @@ def test_a_value_yamls_own_builders_cannot_read_is_one_line(tmp_path, value):
     path = write(tmp_path, GOOD_DEVICES + GOOD_LINKS + value, name="value.yaml")
     message = load_error(path)
     assert message.startswith(f"{path}: a value YAML cannot read: ") and "\n" not in message, message
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("kind", "[k80]", r"devices\[0\]\.kind: expected a device kind's name, got \['k80'\]"),
+    ("kind", "''", r"devices\[0\]\.kind: expected a device kind's name, got ''"),
+])
+def test_a_device_kind_that_is_not_a_name_is_refused(tmp_path, field, value, message):
+    """``kind: [a]`` was read as the kind "['a']" (a custom device, when every field was given)."""
+    path = write(tmp_path, f"""
+        devices:
+          - {{name: g, {field}: {value}, peak_flops: 1 TFLOP/s, mem_bandwidth: 100 GB/s, memory: 1 GiB}}
+        """)
+    with pytest.raises(InvalidCluster, match=message):
+        load_cluster(path)
+
+
+@pytest.mark.parametrize("value", ["false", "{}", "0", "''", "a"])
+def test_links_groups_or_pairs_that_are_no_list_are_refused(tmp_path, value):
+    """``groups: false`` or ``pairs: {}`` passed as no links at all; an empty ``groups:`` still means none."""
+    for key in ("groups", "pairs"):
+        path = write(tmp_path, f"""
+            devices:
+              - {{name: g, count: 2, kind: k80}}
+            links:
+              default: pcie3
+              {key}: {value}
+            """)
+        with pytest.raises(InvalidCluster, match=f"links.{key} must be a list, got"):
+            load_cluster(path)
+    path = write(tmp_path, """
+        devices:
+          - {name: g, count: 2, kind: k80}
+        links:
+          default: pcie3
+          groups:
+        """)
+    assert load_cluster(path).bandwidth[0, 1] == LINK_KINDS["pcie3"]["bandwidth"]
+
+
+def test_a_group_sets_every_ordered_pair_of_its_members_and_no_other(tmp_path):
+    """Groups are filled as blocks (a group of 4,096 devices took 4 s pair by pair); a later group or pair wins."""
+    path = write(tmp_path, """
+        devices:
+          - {name: g, count: 5, kind: k80}
+        links:
+          default: {bandwidth: 1 GB/s, latency: 1 us}
+          groups:
+            - {devices: [g3, g0, g2], link: {bandwidth: 2 GB/s, latency: 2 us}}
+            - {devices: [g2, g4], link: {bandwidth: 3 GB/s, latency: 3 us}}
+          pairs:
+            - {between: [g0, g3], link: {bandwidth: 4 GB/s, latency: 4 us}}
+        """)
+    c = load_cluster(path)
+    expected = np.full((5, 5), 1e9)
+    for a, b, bw in [(0, 2, 2e9), (2, 3, 2e9), (0, 3, 4e9), (2, 4, 3e9)]:
+        expected[a, b] = expected[b, a] = bw
+    np.fill_diagonal(expected, np.inf)
+    assert c.bandwidth.tolist() == expected.tolist()
+    assert (c.latency * 1e6).round(6).tolist() == (np.where(np.isinf(expected), 0, expected / 1e9)).tolist()

@@ -417,3 +417,11 @@ def test_an_int_past_a_floats_range_is_no_number_not_an_overflow():
     assert as_float(10**400) is None and not finite_number(10**400) and not finite_number(-(10**400))
     assert as_float(np.int64(3)) == 3.0 and finite_number(np.float32(2.5)) and as_float(float("nan")) != 0.0
     assert not finite_number(float("inf")) and not finite_number(True) and not finite_number("1") and not finite_number(None)
+
+
+def test_a_yaml_merge_key_is_refused_in_words():
+    """``<<: {...}`` was "could not determine a constructor for the tag 'tag:yaml.org,2002:merge'"."""
+    with pytest.raises(InvalidCluster, match=r"^c.yaml: not valid YAML at line 2, column 3: merge keys \(<<\) are not "
+                                             r"allowed$"):
+        parse_yaml("a:\n  <<: {b: 1}\n  c: 2\n", InvalidCluster, "c.yaml")
+    assert parse_yaml("a: {'<<': 1}\n", InvalidCluster, "c.yaml") == {"a": {"<<": 1}}  # a quoted key is a key
