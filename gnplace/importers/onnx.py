@@ -95,6 +95,10 @@ _FLOAT_TYPES = frozenset({
 })
 
 
+#: The element types ONNX defines (``TensorProto.DataType`` but ``UNDEFINED``).
+_DEFINED_TYPES = frozenset(v for v in TensorProto.DataType.values() if v != TensorProto.UNDEFINED)
+
+
 def _itemsize(elem_type: int) -> float:
     """Bytes per element of an ONNX tensor type (sub-byte types count a fraction)."""
     if elem_type in (getattr(TensorProto, "INT4", -1), getattr(TensorProto, "UINT4", -1),
@@ -327,6 +331,9 @@ def _check_complete(proto: onnx.ModelProto, source: str) -> None:
                 f"{source}: graph output {out.name!r} is produced by no node (truncated or malformed file?)"
             )
     for init in g.initializer:
+        if init.data_type not in _DEFINED_TYPES:  # (type 0 or 999: its weight was taken for no weight, silently)
+            raise InvalidGraph(f"{source}: initializer {init.name!r} has element type {init.data_type}, which ONNX "
+                               "does not define (malformed file?)")
         if any(d < 0 for d in init.dims):  # (a negative size: its weight was taken for no weight, silently)
             raise InvalidGraph(f"{source}: initializer {init.name!r} has the shape {list(init.dims)}, with a negative "
                                "dimension (malformed file?)")
@@ -675,7 +682,7 @@ def _inference_errors(err: Exception, proto: onnx.ModelProto) -> str:
         return f"node {name or op_type!r} ({op_type}) cannot take its inputs: {complaint}"
     dims: dict[str, Any] = {init.name: list(init.dims) for init in proto.graph.initializer} | _value_dims(proto)
     shapes = " and ".join("?" if dims.get(x) is None else _show(dims[x] or []) for x in node.input if x)
-    return f"node {name or op_type!r} ({op_type}) cannot take inputs of shapes {shapes}: {complaint}"
+    return f"node {name or op_type!r} ({op_type}) cannot take its inputs (of shapes {shapes}): {complaint}"
 
 
 def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, source: str) -> None:

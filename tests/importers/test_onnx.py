@@ -800,7 +800,7 @@ def test_a_value_assigned_twice_is_malformed():
 ])
 def test_a_product_of_mismatched_shapes_is_malformed(node, shape):
     """Shape inference (not strict) lets x[8, 16] @ w[5, 4] through; the importer names the node and the sizes."""
-    with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) cannot take inputs of shapes \[8, 16\] and"):
+    with pytest.raises(InvalidGraph, match=r"node 'mm' \((MatMul|Gemm)\) cannot take its inputs \(of shapes \[8, 16\] and"):
         from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", *shape)]))
 
 
@@ -1054,7 +1054,7 @@ def test_a_node_whose_inputs_its_op_cannot_take_is_refused_not_trusted_at_its_de
     """Inference that is not strict leaves such a node at the output shape the file declares: the FLOP rules then
     raised IndexError (MatMul of a scalar, Gemm of a vector), or a Conv of a scalar was costed at ``[1, 4, 1, 1]``."""
     proto = model([node], [vi("x", x)], [vi("y", declared)], [weight("w", *w)])
-    with pytest.raises(InvalidGraph, match=f"node 'mm' \\(\\w+\\) cannot take inputs of {complaint}"):
+    with pytest.raises(InvalidGraph, match=f"node 'mm' \\(\\w+\\) cannot take its inputs \\(of {complaint}"):
         from_onnx(proto)
 
 
@@ -1094,3 +1094,23 @@ def test_the_bound_of_a_folded_value_is_read_before_it_is_computed(op, inputs, a
     names = [f"in{i}" for i in range(len(inputs))]
     node = helper.make_node(op, names, ["out"], **attrs)
     assert _result_size(node, dict(zip(names, inputs))) == bound
+
+
+@pytest.mark.parametrize("data_type", [0, 999])
+def test_an_initializer_of_an_element_type_onnx_does_not_define_is_refused(data_type):
+    """Type 0 or 999 made the weight no weight: a graph of no backward and no update ops, silently."""
+    w = weight("w", 16, 4)
+    w.data_type = data_type
+    proto = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [8, 16])], [vi("y", [8, 4])], [w])
+    with pytest.raises(InvalidGraph, match=f"initializer 'w' has element type {data_type}, which ONNX does not define"):
+        from_onnx(proto)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.STRING, 999])
+def test_an_input_of_text_or_an_undefined_type_into_a_product_is_refused(elem):
+    """A STRING (or type 999) input of a MatMul was costed as floats and given a backward pass."""
+    proto = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [8, 16], elem=elem)],
+                  [vi("y", [8, 4])], [weight("w", 16, 4)])
+    with pytest.raises(InvalidGraph, match="node 'mm' \\(MatMul\\) cannot take its inputs \\(of shapes \\[8, 16\\] and "
+                                           "\\[16, 4\\]\\): Inferred elem type differs"):
+        from_onnx(proto)
