@@ -408,6 +408,8 @@ def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[in
         sizes = [int(s) for s in sizes]
         if any(s <= 0 for s in sizes):
             raise InvalidArgument(f"{source}: input shape {name}={','.join(map(str, sizes))} has a size below 1")
+        if not inputs[name].type.HasField("tensor_type"):  # a sequence, a map or no type: sizes cannot make it one
+            raise UnsupportedGraph(f"{source}: input {name!r} is not a tensor; only tensor inputs are supported")
         tensor_type = inputs[name].type.tensor_type
         declared = _dims(inputs[name].type)
         if declared is not None:

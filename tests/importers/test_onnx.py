@@ -1114,3 +1114,14 @@ def test_an_input_of_text_or_an_undefined_type_into_a_product_is_refused(elem):
     with pytest.raises(InvalidGraph, match="node 'mm' \\(MatMul\\) cannot take its inputs \\(of shapes \\[8, 16\\] and "
                                            "\\[16, 4\\]\\): Inferred elem type differs"):
         from_onnx(proto)
+
+
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("kind", ["sequence", "untyped"])
+def test_an_input_that_is_no_tensor_is_refused_as_such_with_or_without_input_shapes(kind, given):
+    """``--input-shape`` on a sequence or untyped input made it a tensor, so the refusal named a shape it lacked."""
+    x = (helper.make_tensor_sequence_value_info("x", F, [8, 16]) if kind == "sequence"
+         else onnx.ValueInfoProto(name="x"))
+    proto = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [vi("y", [8, 16])])
+    with pytest.raises(UnsupportedGraph, match="input 'x' is not a tensor; only tensor inputs are supported"):
+        from_onnx(proto, input_shapes={"x": [8, 16]} if given else None)
