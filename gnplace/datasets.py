@@ -154,7 +154,8 @@ def generate_dataset(
 
             try:
                 cached = load_graph(path)
-                if cached.meta.get("seed") == seed and cached.meta.get("optimizer") == optimizer:
+                drawn = tuple(cached.meta.get(key) for key in ("family", "seed", "index", "optimizer"))
+                if drawn == (family, seed, i, optimizer):  # graph i of this dataset, not another's file of that name
                     graph = cached
             except GnplaceError:
                 graph = None

@@ -41,6 +41,18 @@ def test_same_seed_gives_byte_identical_files_and_resume_redraws_missing_or_corr
 
 
 @pytest.mark.usefixtures("short_ptb")
+def test_resume_redraws_a_graph_file_that_holds_another_index(tmp_path):
+    """A file of the same seed and optimizer but another graph (ptb_001 copied over ptb_000 in an interrupted run)
+    was kept as graph 0; the cached graph's family and index are checked too."""
+    a = generate_dataset("ptb", 2, tmp_path / "a", seed=7, test_count=1)
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "ptb_000.gnpg").write_bytes((a.parent / "ptb_001.gnpg").read_bytes())  # no manifest: an interrupted run
+    generate_dataset("ptb", 2, b, seed=7, test_count=1)
+    assert folder_bytes(b) == folder_bytes(a.parent)
+
+
+@pytest.mark.usefixtures("short_ptb")
 def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_path):
     first = generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1)
     before = folder_bytes(tmp_path)
