@@ -372,7 +372,7 @@ GOOD_LINKS = "links: {default: pcie3}\n"
         (GOOD_DEVICES + "links: {default: {bandwidth: 1 B/s}}\n", "links.default.bandwidth", r"1 B/s is under the limit of 1000"),
         ("devices: [{name: g, peak_flops: 1e-300, mem_bandwidth: 1e9, memory: 1e9}]\n" + GOOD_LINKS, "devices[0].peak_flops", r"reaches 5e-301 FLOP/s, under the limit of 1000"),
         ("devices: [{name: g, kind: k80, mem_efficiency: 1e-12}]\n" + GOOD_LINKS, "devices[0].mem_bandwidth", r"reaches 0\.24 B/s, under the limit"),
-        (GOOD_DEVICES + "links: {default: pcie3, groups: {devices: [gpu0]}}\n", "", r"links\.groups must be a list$"),
+        (GOOD_DEVICES + "links: {default: pcie3, groups: {devices: [gpu0]}}\n", "", r"links\.groups must be a list, got \{.devices.: \[.gpu0.\]\}$"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu9], link: nvlink2}]}\n", "links.groups[0].devices", r"unknown device 'gpu9' \(devices: gpu0, gpu1\)"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0], link: nvlink2}]}\n", "links.groups[0].devices", r"expected a list of at least two device names, got \['gpu0'\]"),
         (GOOD_DEVICES + "links: {default: pcie3, groups: [{devices: [gpu0, gpu1]}]}\n", "links.groups[0]", r"missing key 'link'"),

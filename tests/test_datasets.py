@@ -268,7 +268,7 @@ def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_be
     monkeypatch.setattr(script, "generate_dataset", lambda *args, **kwargs: None)
     (tmp_path / "ptb").mkdir()
     shutil.copy(ROOT / "datasets" / "ptb" / "manifest.json", tmp_path / "ptb" / "manifest.json")
-    (tmp_path / "README.md").write_text("the README of before\n")
+    (tmp_path / "README.md").write_text("# Shipped graph datasets\n\nthe README of before\n")
 
     def halfway(write):
         def halted(self, data, *args, **kwargs):  # half the text reaches the file, then the kill
@@ -282,7 +282,7 @@ def test_the_dataset_script_killed_while_writing_its_readme_leaves_the_one_of_be
         patched.setattr(pathlib.Path, "write_bytes", halfway(pathlib.Path.write_bytes))
         script.run(script.argparse.Namespace(out=str(tmp_path), families="ptb", count=32, test_count=None, seed=0,
                                              real=False, overwrite=False))
-    assert (tmp_path / "README.md").read_text() == "the README of before\n"
+    assert (tmp_path / "README.md").read_text() == "# Shipped graph datasets\n\nthe README of before\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "ptb"]  # no temporary file left
 
 
