@@ -42,7 +42,7 @@ from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget, check_regular_file, parse_json
 from gnplace.placement import Placement, save_placement
-from gnplace.placers.registry import PLACERS, check_placer_options, make_placer
+from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
@@ -486,8 +486,16 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
                oom=result.is_oom, place_seconds=took), placement
 
 
-def _run_keyed(item: tuple[Task, str, bool]) -> tuple[Row, Placement | None]:
-    """Run ``(task, key, keep)`` in a worker: its row, and its placement where ``keep`` asks for it (else None)."""
+def _run_keyed(
+    item: tuple[Task, str, bool], added: Mapping[str, type | str] | None = None
+) -> tuple[Row, Placement | None]:
+    """Run ``(task, key, keep)`` in a worker: its row, and its placement where ``keep`` asks for it (else None).
+
+    ``added`` are the placers the parent registered beyond the shipped ones (:func:`added_placers`): a
+    spawned worker starts without them.
+    """
+    if added:
+        adopt_placers(added)
     task, key, keep = item
     row, placement = _run_task(task, key)
     return row, placement if keep else None
@@ -775,8 +783,9 @@ def _run_in_workers(
 
     # ``workers`` is at most the tasks to run: the cores are shared among the workers started (16 jobs for 2 tasks gave
     # each of the 2 workers a 16th of them). Ctrl-C reaches the parent alone; it stops the workers.
+    added = _added_placers_for_workers()
     pool = process_pool(workers, ignore_interrupts=True)
-    futures: list[Future[tuple[Row, Placement | None]]] = [pool.submit(_run_keyed, item) for item in todo]
+    futures: list[Future[tuple[Row, Placement | None]]] = [pool.submit(_run_keyed, item, added) for item in todo]
     taken = 0  # futures whose results were handed to record (in order; never cancelled, see below)
     try:
         for item, future in zip(todo, futures, strict=True):
@@ -792,6 +801,26 @@ def _run_in_workers(
         raise
     finally:
         pool.shutdown(wait=True)
+
+
+def _added_placers_for_workers() -> dict[str, type | str]:
+    """The placers registered in this process beyond the shipped ones, to hand to worker processes.
+
+    Raises:
+        InvalidArgument: for a class that a worker cannot import (defined inside a function).
+    """
+    import pickle
+
+    added = added_placers()
+    for name, target in added.items():
+        try:
+            pickle.dumps(target)
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise InvalidArgument(
+                f"placer {name!r} is registered as a class that worker processes cannot import ({first_line(err)}): "
+                "define it at a module's top level, or register it as 'module:Class', or run with jobs=1"
+            ) from err
+    return added
 
 
 def summary_budget(row: Row) -> int | None:

@@ -86,11 +86,43 @@ def test_a_saved_step_time_no_run_writes_is_run_again(graphs, tmp_path, value):
     assert len(redo) == 1 and all(r.step_time_s > 0 for r in again)
 
 
-def test_evaluate_in_worker_processes_matches_serial(graphs, tmp_path):
-    tasks = [Task(str(g), "k80x4", "round_robin") for g in collect_graphs([str(graphs)])]
+@pytest.fixture()
+def added_placer():
+    """``later_single``, registered at run time as a script's ``if __name__ == "__main__":`` would, then removed."""
+    from gnplace.placers import register_placer
+
+    register_placer("later_single", "gnplace.placers.single:SinglePlacer")
+    yield "later_single"
+    PLACERS.unregister("later_single")
+
+
+def test_evaluate_in_worker_processes_matches_serial(graphs, tmp_path, added_placer):
+    """A placer registered at run time is known to the workers too (they raised UnknownName out of evaluate)."""
+    tasks = [Task(str(g), "k80x4", placer) for g in collect_graphs([str(graphs)])
+             for placer in ("round_robin", added_placer)]
     serial = evaluate(tasks, tmp_path / "a")
     parallel = evaluate(tasks, tmp_path / "b", jobs=2)
     assert [r.step_time_s for r in serial] == [r.step_time_s for r in parallel]
+    assert all(r.error == "" for r in parallel) and {r.placer for r in parallel} == {"round_robin", added_placer}
+
+
+def test_a_placer_class_workers_cannot_import_is_refused_before_they_start(graphs, tmp_path):
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.placers import register_placer
+    from gnplace.placers.single import SinglePlacer
+
+    class Local(SinglePlacer):
+        """One device (a class defined in a function: no worker can import it)."""
+
+    register_placer("local_single", Local)
+    try:
+        tasks = [Task(str(g), "k80x2", "local_single") for g in collect_graphs([str(graphs)])]
+        with pytest.raises(InvalidArgument, match="placer 'local_single' is registered as a class that worker "
+                                                  "processes cannot import"):
+            evaluate(tasks, tmp_path / "out", jobs=2)
+        assert len(evaluate(tasks, tmp_path / "serial")) == len(tasks)  # in this process it runs
+    finally:
+        PLACERS.unregister("local_single")
 
 
 def test_an_interrupt_stops_the_worker_processes_and_keeps_the_rows_saved(graphs, tmp_path):

@@ -102,8 +102,23 @@ class PlacerRegistry(Mapping[str, type]):
 
     def __init__(self, entries: Mapping[str, type | str] | None = None) -> None:
         self._entries: dict[str, type | str] = {}
+        self._targets: dict[str, type | str] = {}  # as registered: a "module:Class" string stays one once imported
         for name, target in (entries or {}).items():
             self.register(name, target)
+
+    def unregister(self, name: str) -> None:
+        """Remove the entry ``name`` (a placer added for a while, in a test or a doctest).
+
+        Raises:
+            UnknownName: if nothing is registered as ``name``.
+        """
+        if name not in self._entries:
+            raise UnknownName(f"unknown placer {name!r} (choose one of: {', '.join(sorted(self._entries))})")
+        del self._entries[name], self._targets[name]
+
+    def targets(self) -> dict[str, type | str]:
+        """Every entry as it was registered (a class, or ``"module:Class"``), by name, in registration order."""
+        return dict(self._targets)
 
     def register(self, name: str, target: type | str, *, replace: bool = False) -> None:
         """Register ``target`` (a class or ``"module:Class"``) as ``name``.
@@ -120,6 +135,7 @@ class PlacerRegistry(Mapping[str, type]):
         if not isinstance(target, (str, type)):
             raise InvalidArgument(f"placer {name!r}: target must be a class or 'module:Class', got {target!r}")
         self._entries[name] = target
+        self._targets[name] = target
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -222,8 +238,8 @@ class PlacerRegistry(Mapping[str, type]):
         return [n for n in self._entries if self.info(n).learned == learned]
 
 
-#: Every placer gnplace ships, by name.
-PLACERS = PlacerRegistry({
+#: Every placer gnplace ships, by name: the entries :data:`PLACERS` starts with.
+SHIPPED_PLACERS: dict[str, str] = {
     "single": "gnplace.placers.single:SinglePlacer",
     "round_robin": "gnplace.placers.round_robin:RoundRobinPlacer",
     "expert": "gnplace.placers.expert:ExpertPlacer",
@@ -244,7 +260,27 @@ PLACERS = PlacerRegistry({
     "spotlight": "gnplace.rl.spotlight:SpotlightPlacer",
     "post": "gnplace.rl.post:PostPlacer",
     "placeto": "gnplace.rl.placeto:PlacetoPlacer",
-})
+}
+
+#: The placers :func:`make_placer` knows: the shipped ones and those :func:`register_placer` adds.
+PLACERS = PlacerRegistry(SHIPPED_PLACERS)
+
+
+def added_placers() -> dict[str, type | str]:
+    """The entries of :data:`PLACERS` that are not the shipped ones (added, or a shipped name given another class).
+
+    Worker processes start with the shipped registry: :func:`~gnplace.evaluate.evaluate` hands them these
+    (:func:`adopt_placers`), so that a placer registered at run time (under ``if __name__ == "__main__":``)
+    is known there too.
+    """
+    return {name: target for name, target in PLACERS.targets().items() if SHIPPED_PLACERS.get(name) != target}
+
+
+def adopt_placers(added: Mapping[str, type | str]) -> None:
+    """Register ``added`` (from :func:`added_placers` of another process) in this process's :data:`PLACERS`."""
+    for name, target in added.items():
+        if PLACERS.targets().get(name) != target:
+            PLACERS.register(name, target, replace=True)
 
 
 def register_placer(name: str, target: type | str, *, replace: bool = False) -> None:
@@ -254,8 +290,7 @@ def register_placer(name: str, target: type | str, *, replace: bool = False) -> 
         >>> register_placer("my_single", "gnplace.placers.single:SinglePlacer")
         >>> make_placer("my_single")
         SinglePlacer()
-        >>> PLACERS._entries.pop("my_single") is not None  # tidy up
-        True
+        >>> PLACERS.unregister("my_single")  # tidy up
     """
     PLACERS.register(name, target, replace=replace)
 

@@ -169,7 +169,7 @@ def test_register_placer_adds_to_the_one_registry():
         assert "test_only_single" in PLACERS
         assert type(make_placer("test_only_single")) is SinglePlacer
     finally:
-        PLACERS._entries.pop("test_only_single")
+        PLACERS.unregister("test_only_single")
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
