@@ -386,6 +386,7 @@ def get_placer(name: str, **options: Any) -> Any:
     cls = PLACERS.resolve(name)
     check_placer_options(name, options)
     _check_flags(name, cls, options)
+    _check_timer(name, options.get("timer"))
     try:
         return cls(**options)
     except TypeError as err:
@@ -397,6 +398,20 @@ def get_placer(name: str, **options: Any) -> Any:
         if isinstance(err, GnplaceError):  # already one clear error (a bad checkpoint, a bad value)
             raise
         raise InvalidArgument(f"placer {name!r}: {err}") from err
+
+
+def _check_timer(name: str, timer: Any) -> None:
+    """Refuse a ``timer`` that is no :class:`~gnplace.sim.timer.StepTimer` (``timer="sim"``), which failed only
+    when placing, as an AttributeError.
+
+    Raises:
+        InvalidArgument: naming the placer and the value.
+    """
+    from gnplace.sim.timer import StepTimer
+
+    if timer is not None and not isinstance(timer, StepTimer):
+        raise InvalidArgument(f"placer {name!r}: timer must be a StepTimer (a Simulator, a real-device timer, ...), "
+                              f"got {timer!r}")
 
 
 def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:

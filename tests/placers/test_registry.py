@@ -280,3 +280,13 @@ def test_options_passed_on_through_kwargs_are_taken_and_others_refused():
             self.options = options
 
     assert constructor_options(KeepsItsKwargs) is None  # cannot be told: the constructor decides
+
+
+@pytest.mark.parametrize("name", ["heft", "annealing", "single"])
+@pytest.mark.parametrize("timer", ["sim", 3, object()])
+def test_a_timer_that_is_no_step_timer_is_refused_when_the_placer_is_made(name, timer):
+    """``timer="sim"`` was taken, then failed in ``place`` as ``'str' object has no attribute 'cost_model'``."""
+    with pytest.raises(InvalidArgument, match=f"placer '{name}': timer must be a StepTimer"):
+        get_placer(name, timer=timer)
+    with pytest.raises(InvalidArgument, match="timer must be a StepTimer"):
+        make_placer(name, timer=timer)
