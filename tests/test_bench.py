@@ -135,6 +135,7 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
     (["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"), "--placers", "annealing", "--budget",
       "10", "--out", "FILE"], "--out FILE: a file, not a folder; name a folder for the results"),
     (["finetune", "--out", "FILE"], "--out FILE: a file, not a folder"),
+    (["scale", "--ops", "1000", "--cache", "FILE"], "--cache FILE: a file, not a folder"),
 ])
 def test_a_refused_benchmark_names_the_argument_and_leaves_no_folder(load_script, tmp_path, capsys, monkeypatch,
                                                                       argv, message):

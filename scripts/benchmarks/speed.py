@@ -17,7 +17,7 @@ from gnplace.cluster import Cluster, Device
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
-from .common import add_command, large_graph, median_seconds
+from .common import add_command, check_output_folder, large_graph, median_seconds
 
 
 def k80_cluster(num_devices: int) -> Cluster:
@@ -81,7 +81,7 @@ def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.placers import get_placer
 
     cluster = load_cluster(args.cluster)
-    cache = Path(args.cache)
+    cache = check_output_folder(args.cache, "--cache")  # a file there said only "FILE: File exists"
     cache.mkdir(parents=True, exist_ok=True)
     rows = []
     for ops in args.ops:
