@@ -1,7 +1,8 @@
 """The benchmark report: every placer side by side, written to ``docs/RESULTS.md`` and ``docs/figures/``.
 
 Run by ``python scripts/bench.py report [--quick] [--out out/report] [--doc docs/RESULTS.md]
-[--figures docs/figures] [--jobs 2] [--cache out/bench]``. Sections (each table and figure says the
+[--figures docs/figures] [--jobs 2] [--cache out/bench]`` (``--doc`` and ``--figures`` default to the
+project's ``docs/``, wherever it runs from). Sections (each table and figure says the
 command above it):
 
 1. **Every placer** on the test splits and the real models on the cluster presets (``gnplace.evaluate``):
@@ -774,29 +775,43 @@ def machine() -> str:
             f"{platform.release()}; Python {platform.python_version()}, torch {torch.__version__}")
 
 
+def report_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
+    """Where the report saves its runs, writes itself and its figures, and keeps large graphs: given or default.
+
+    A quick report keeps everything under ``--out`` (its large graphs too); the full one writes the project's
+    ``docs/RESULTS.md`` and ``docs/figures`` wherever it runs from, not a ``docs/`` of the working folder.
+    """
+    out_name = default_out(args.quick) if args.out is None else args.out  # the quick report's rows apart
+    out = Path(out_name)
+    doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else ROOT / "docs" / "RESULTS.md")
+    figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else ROOT / "docs" / "figures")
+    cache = args.cache if args.cache is not None else (str(out / "cache") if args.quick else "out/bench")
+    return out_name, doc, figures, cache
+
+
 def run(args: argparse.Namespace) -> Path:
     """Run every section (resuming from ``--out``), then write the report and its figures."""
     from gnplace.cli.common import check_output_file, check_output_folder
 
     config = QUICK if args.quick else FULL
-    out_name = default_out(args.quick) if args.out is None else args.out  # the quick report's rows apart
+    out_name, doc, figures, cache = report_paths(args)
     out = Path(out_name)
-    doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else Path("docs/RESULTS.md"))
-    figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else Path("docs/figures"))
     # refused before the runs, not when the report is written at their end (21 minutes in)
-    for folder, flag in ((out_name, "--out"), (figures, "--figures"), (args.cache, "--cache")):
+    for folder, flag in ((out_name, "--out"), (figures, "--figures"), (cache, "--cache")):
         check_output_folder(folder, flag)
     check_output_file(doc, "--doc")
     check_doc_is_no_folder_it_makes(doc, {"--out": out, "--figures": figures})
     if args.doc:
         check_doc_folder(doc, out)
-        check_doc_is_no_run_file(doc, out, Path(args.cache))
+        check_doc_is_no_run_file(doc, out, Path(cache))
     check_report_kind(out, out_name, args.quick)
     out.mkdir(parents=True, exist_ok=True)
     add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on
     figures.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    command = "python scripts/bench.py report" + (" --quick" if args.quick else "")
+    command = " ".join(["python scripts/bench.py report", *(["--quick"] if args.quick else []), *(
+        f"{flag} {value}" for flag, value in (("--out", args.out), ("--doc", args.doc), ("--figures", args.figures),
+                                              ("--cache", args.cache)) if value is not None)])
     sys.path.insert(0, str(ROOT / "scripts"))
 
     # 1. every placer on the test splits (and real models) on the presets
@@ -842,7 +857,7 @@ def run(args: argparse.Namespace) -> Path:
                                                                           IDENTITY, sampled_row_stands)]
 
     # 5. time to place against size
-    scale = scale_rows(config, Path(args.cache), Store(out / "scale.jsonl"))
+    scale = scale_rows(config, Path(cache), Store(out / "scale.jsonl"))
     plot_scale(scale, figures / "report_scale.png")
 
     minutes = (time.perf_counter() - started) / 60
@@ -977,7 +992,8 @@ def add_parser(sub: Any) -> None:
                              "committed report stays as it is)")
     report.add_argument("--figures", default=None, help="its figures (default: docs/figures; with --quick OUT/figures)")
     report.add_argument("--jobs", type=int, default=2)
-    report.add_argument("--cache", default="out/bench", help="large generated graphs (shared with `bench.py scale`)")
+    report.add_argument("--cache", default=None, help="large generated graphs (default: out/bench, shared with "
+                                                        "`bench.py scale`; with --quick OUT/cache)")
 
 
 if __name__ == "__main__":  # the report is a subcommand of bench.py; run alone, this file did nothing and exited 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -125,7 +126,9 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
     for heading in ("## 1. Every placer", "## 2. Learned placers", "## 3. The seeds' claims",
                     "## 4. Against the proved optimum", "## 5. Time to place"):
         assert heading in text
-    assert "python scripts/bench.py report --quick" in text and "cores" in text  # the command, the machine
+    # the command as given, the machine
+    assert f"python scripts/bench.py report --quick --out {out} --doc {doc} --figures {figures} --cache" in text
+    assert "cores" in text
     for placer in ("rnn_pg", "hierarchical", "spotlight", "post", "placeto", "placeto_zs", "policy", "finetune"):
         assert f"| {placer} |" in text
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
@@ -490,3 +493,18 @@ def test_running_report_py_alone_points_at_bench_py_and_fails():
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == ("report.py: error: run the report as `python scripts/bench.py report` (its options: "
                            "`python scripts/bench.py report --help`)\n")
+
+
+def test_a_quick_report_keeps_everything_under_out_and_the_full_one_writes_the_projects_docs(load_script, tmp_path,
+                                                                                              monkeypatch):
+    """``--quick --out DIR`` made ``./out/bench`` in the working folder for its large graphs; the full report's
+    default ``docs/RESULTS.md`` was the working folder's."""
+    report = load_script("report")
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(quick=True, out="q", doc=None, figures=None, cache=None)
+    assert report.report_paths(args) == ("q", Path("q/RESULTS.md"), Path("q/figures"), str(Path("q/cache")))
+    args = argparse.Namespace(quick=False, out=None, doc=None, figures=None, cache=None)
+    assert report.report_paths(args) == ("out/report", ROOT / "docs" / "RESULTS.md", ROOT / "docs" / "figures",
+                                         "out/bench")
+    args = argparse.Namespace(quick=True, out=None, doc="r.md", figures="f", cache="c")
+    assert report.report_paths(args) == ("out/report_quick", Path("r.md"), Path("f"), "c")
