@@ -282,9 +282,11 @@ def finetune_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (100,
     evaluations and at the end, for PPO from scratch and for fine-tuning; then the evaluations after
     which each mean first reaches scratch's final mean, and their ratio (the issue's "10x fewer
     evaluations", read on the group's mean). A pair counts as ``auto``'s step (1.0) before its first
-    evaluation.
+    evaluation. A point at or past the rows' budget is left out (its column would repeat the final).
     """
-    head = " / ".join(f"{p:,}" for p in points) + " / final"
+    budget = max((int(r.get("budget") or 0) for r in rows), default=0)
+    points = tuple(p for p in points if p < budget) if budget else points
+    head = " / ".join([*(f"{p:,}" for p in points), "final"])
     lines = [f"| group | pairs | scratch {head} | finetune {head} | scratch reaches its final mean after | "
              "finetune after | saving |", "| --- " * 7 + "|"]
     groups = [(f"{field} {value}", [r for r in rows if r[field] == value])

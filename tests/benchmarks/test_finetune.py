@@ -355,3 +355,15 @@ def test_a_row_saved_before_rows_recorded_their_graph_runs_again_on_a_regenerate
     first, second = json.loads(rows_path.read_text())
     assert "graph_sha256" not in first and second["graph_sha256"] != made["graph_sha256"]
     assert first["ops"] == second["ops"]
+
+
+def test_finetune_summary_leaves_out_the_points_past_the_budget(load_script):
+    """``--budget 60`` printed "scratch 100 / 400 / 1,000 / final" columns, each the final, never reached."""
+    bench = load_script("benchmarks.finetune")
+    rows = [{"family": "ptb", "cluster": "k80x4", "budget": 60, "scratch_history": [[1, 1.0], [50, 0.9]],
+             "finetune_history": [[1, 1.0], [20, 0.9]], "scratch_final": 0.9, "finetune_final": 0.9}]
+    lines = bench.finetune_summary(rows).splitlines()
+    assert lines[0].startswith("| group | pairs | scratch final | finetune final |")
+    assert lines[2] == "| cluster k80x4 | 1 | 0.900 | 0.900 | 50 | 20 | 2.5x |"
+    rows[0]["budget"] = 400
+    assert bench.finetune_summary(rows).splitlines()[0].startswith("| group | pairs | scratch 100 / final | ")
