@@ -136,6 +136,8 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
       "10", "--out", "FILE"], "--out FILE: a file, not a folder; name a folder for the results"),
     (["finetune", "--out", "FILE"], "--out FILE: a file, not a folder"),
     (["scale", "--ops", "1000", "--cache", "FILE"], "--cache FILE: a file, not a folder"),
+    # an empty table and status 0
+    (["zeroshot", *_ZEROSHOT_SMALL, "--min-ops", "100000000"], "no pair to place: no test graph of ptb has more than"),
 ])
 def test_a_refused_benchmark_names_the_argument_and_leaves_no_folder(load_script, tmp_path, capsys, monkeypatch,
                                                                       argv, message):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import write_atomically
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -143,6 +144,10 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     tasks += [task(g, c, "real") for c in args.real_clusters for g in real]
     few = [g for graphs in test_graphs for g in graphs[: args.unseen_per_family]]
     tasks += [task(g, c, "unseen") for c in args.unseen_clusters for g in few]
+    if not tasks:  # --min-ops past every graph, no clusters: an empty table and status 0 said nothing was wrong
+        raise InvalidArgument(f"no pair to place: no {args.split} graph of {', '.join(args.families) or 'no family'} "
+                              f"has more than {args.min_ops:,} ops on the clusters given, and no real or unseen "
+                              "clusters are given")
     keys = [zero_shot_key(t) for t in tasks]  # every graph and cluster found before the first placement
     out.mkdir(parents=True, exist_ok=True)  # every argument checked: a refused run leaves no empty folder
     store = Store(out / "zeroshot_rows.jsonl")
