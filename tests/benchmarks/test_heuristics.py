@@ -24,3 +24,19 @@ def test_placers_times_each_placer(load_script, capsys):
     rows = heuristics.bench_placers(argparse.Namespace(ops=100, cluster="k80x2", repeat=1, placers=["single", "m_etf"]))
     assert [r["placer"] for r in rows] == ["single", "m_etf"] and all(r["seconds"] > 0 for r in rows)
     assert "m_etf: " in capsys.readouterr().out
+
+
+def test_the_exact_summary_is_over_the_proved_placements_alone(load_script, monkeypatch, capsys):
+    """An unproved exact placement (``feasible`` at a short time limit) put metis at 0.974 of "exact" on average."""
+    heuristics = load_script("benchmarks.heuristics")
+    rows = [{"status": "optimal", "metis": 1.2}, {"status": "feasible", "metis": 0.5}]
+    monkeypatch.setattr(heuristics, "bench_exact", lambda args: rows)
+    args = argparse.Namespace(placers=["metis"], time_limit=2.0)
+    assert heuristics.run_exact(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["1 of 2 exact placements proved optimal within --time-limit 2: the summary is over those 1",
+                   "metis: geometric mean step / exact 1.200, worst 1.200"]
+    rows[0]["status"] = "feasible"
+    heuristics.run_exact(args)
+    assert capsys.readouterr().out.splitlines() == [
+        "0 of 2 exact placements proved optimal within --time-limit 2: the summary is over those 0, none: no summary"]
