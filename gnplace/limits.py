@@ -237,8 +237,7 @@ def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
 
 
 def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
-    """Parse YAML within the limits: no anchors, aliases or merge keys, no key twice in a mapping, at most
-    :data:`MAX_DEPTH` levels.
+    """Parse YAML within the limits: no anchors, aliases or merge keys, no key twice, at most :data:`MAX_DEPTH` levels.
 
     Raises:
         error: one line naming ``source`` and, where known, the line and column.
@@ -246,8 +245,7 @@ def parse_yaml(text: str, error: type[GnplaceError], source: str) -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        """``SafeLoader`` that refuses aliases, anchors, merge keys and a key twice in one mapping (the last would win
-        silently)."""
+        """``SafeLoader`` refusing aliases, anchors, merge keys and a key twice in one mapping (the last would win)."""
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:  # noqa: D102
             seen: set[Any] = set()

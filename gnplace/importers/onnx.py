@@ -714,7 +714,8 @@ def _check_declared_shapes(proto: onnx.ModelProto, inferred: onnx.ModelProto, so
     for out in bare.graph.output:
         if out.name in recheck and out.type.HasField("tensor_type"):
             out.type.tensor_type.ClearField("shape")
-    computed = _value_dims(_infer_shapes(bare, source, strict=True, shown=inferred))  # a node of ill-fitting inputs is refused
+    # strict: a node whose inputs do not fit its op is refused
+    computed = _value_dims(_infer_shapes(bare, source, strict=True, shown=inferred))
     if not any(_dims(v.type) is not None for v in [*g.value_info, *g.output] if v.name in recheck):
         return  # nothing declared that inference computes: nothing to contradict it
     used = _value_dims(inferred)
@@ -838,20 +839,20 @@ def _result_size(node: onnx.NodeProto, known: Mapping[str, Any]) -> float:
     their values, before anything is computed; ``inf`` where it cannot be bounded.
     """
     try:
-        values = [np.asarray(known[x]) if x else None for x in node.input]
-        shapes = [v.shape for v in values if v is not None]
+        given = {i: np.asarray(known[x]) for i, x in enumerate(node.input) if x}  # an absent optional input: none
+        shapes = [v.shape for v in given.values()]
         op = node.op_type
         if op == "Range":
-            start, limit, delta = (float(v.reshape(-1)[0]) for v in values[:3] if v is not None)
+            start, limit, delta = (float(given[i].reshape(-1)[0]) for i in range(3))
             return max(0.0, math.ceil((limit - start) / delta)) if delta != 0 else math.inf
         if op == "ConstantOfShape":
-            return float(math.prod(max(0, int(d)) for d in values[0].reshape(-1)))  # type: ignore[union-attr]
+            return float(math.prod(max(0, int(d)) for d in given[0].reshape(-1)))
         if op == "Expand":
-            target = tuple(int(d) for d in values[1].reshape(-1))  # type: ignore[union-attr]
-            return float(math.prod(np.broadcast_shapes(shapes[0], target)))
+            target = tuple(int(d) for d in given[1].reshape(-1))
+            return float(math.prod(np.broadcast_shapes(given[0].shape, target)))
         if op == "Tile":
-            repeats = [int(r) for r in values[1].reshape(-1)]  # type: ignore[union-attr]
-            return float(math.prod(d * max(0, r) for d, r in zip(shapes[0], repeats, strict=True)))
+            repeats = [int(r) for r in given[1].reshape(-1)]
+            return float(math.prod(d * max(0, r) for d, r in zip(given[0].shape, repeats, strict=True)))
         if op == "Gather":
             axis = next((int(a.i) for a in node.attribute if a.name == "axis"), 0)
             data, indices = shapes[0], shapes[1]

@@ -401,8 +401,9 @@ def get_placer(name: str, **options: Any) -> Any:
 
 
 def _check_timer(name: str, timer: Any) -> None:
-    """Refuse a ``timer`` that is no :class:`~gnplace.sim.timer.StepTimer` (``timer="sim"``), which failed only
-    when placing, as an AttributeError.
+    """Refuse a ``timer`` that is no :class:`~gnplace.sim.timer.StepTimer` (``timer="sim"``).
+
+    It failed only when placing, as an AttributeError.
 
     Raises:
         InvalidArgument: naming the placer and the value.

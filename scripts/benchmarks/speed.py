@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import numba
