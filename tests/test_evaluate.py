@@ -148,14 +148,14 @@ class _StoppedPool:
     def __init__(self, error: BaseException) -> None:
         self.error, self.submitted = error, 0
 
-    def submit(self, fn, item):
+    def submit(self, fn, *args):
         from concurrent.futures import Future
 
         future = Future()
         if self.submitted == 0:
             future.set_exception(self.error)
         else:
-            future.set_result(fn(item))
+            future.set_result(fn(*args))
         self.submitted += 1
         return future
 
@@ -642,11 +642,11 @@ def test_tasks_of_one_slot_that_differ_in_budget_each_keep_their_row(graphs, tmp
 class _InlinePool:
     """A process pool that runs each task at once, in this process."""
 
-    def submit(self, fn, item):
+    def submit(self, fn, *args):
         from concurrent.futures import Future
 
         future = Future()
-        future.set_result(fn(item))
+        future.set_result(fn(*args))
         return future
 
     def shutdown(self, wait=True):

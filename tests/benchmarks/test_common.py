@@ -33,8 +33,8 @@ def test_a_rows_file_of_another_program_is_one_error_not_a_traceback(load_script
     out = tmp_path / "zs"
     out.mkdir()
     (out / "zeroshot_rows.jsonl").write_text(json.dumps({"graph": "ptb_002"}) + "\n")  # rows with no key
-    code = load_script("bench").main(["zeroshot", "--families", "ptb", "--clusters", "k80x2", "--min-ops", "1000000000",
-                                      "--real-clusters", "--unseen-clusters", "--out", str(out)])
+    code = load_script("bench").main(["zeroshot", "--families", "ptb", "--clusters", "k80x2", "--real-clusters",
+                                      "--unseen-clusters", "--out", str(out)])  # refused before the first placement
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("bench: error: ") and err.count("\n") == 1 and "move it away" in err, err
 
