@@ -1142,6 +1142,10 @@ class _Builder:
         needed = self._needed()
         trainable = self._trainable(needed)
         self._warn_folded_parameters(trainable)
+        if not trainable:  # the torch importer refuses such a model; a forward pass alone may still be worth placing
+            warnings.warn(f"{self.source}: no initializer is trained (none is a float weight of two elements or more "
+                          "that a gradient reaches, or --frozen names them all): the graph holds the forward pass "
+                          "alone, with no backward pass or updates", stacklevel=3)
         graph_inputs = {vi.name for vi in self.proto.graph.input if vi.name not in self.inits}
         # where each value comes from: ("node", node index, producing value), ("param", name),
         # ("input", name); absent = a constant

@@ -1125,3 +1125,15 @@ def test_an_input_that_is_no_tensor_is_refused_as_such_with_or_without_input_sha
     proto = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [x], [vi("y", [8, 16])])
     with pytest.raises(UnsupportedGraph, match="input 'x' is not a tensor; only tensor inputs are supported"):
         from_onnx(proto, input_shapes={"x": [8, 16]} if given else None)
+
+
+def test_a_model_with_nothing_to_train_is_imported_with_a_warning():
+    """A forward pass alone (every weight frozen, or none) was written with no word; the torch importer refuses it."""
+    proto = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [8, 16])], [vi("y", [8, 4])],
+                  [weight("w", 16, 4)])
+    with pytest.warns(UserWarning, match="no initializer is trained .*: the graph holds the forward pass alone"):
+        g = from_onnx(proto, frozen=["w"])
+    assert int((g.phase == BACKWARD).sum()) == 0 and int((g.phase == UPDATE).sum()) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_onnx(proto)  # trained: no warning
