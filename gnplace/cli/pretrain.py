@@ -41,6 +41,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar (nor, where stderr is not a terminal, progress lines)")
 
 
+#: What a pretraining run writes in ``--out`` (:func:`gnplace.pretrain.pretrain`): ``--export`` may name none of them.
+RUN_ENTRIES = frozenset({"policy.ckpt", "best.ckpt", "checkpoints", "logs", "tensorboard", "teacher", "ranks"})
+
+
+def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
+    """Refuse an ``--export`` that is ``--out``, one of the files and folders the run writes there, or in one of them.
+
+    Checked before the run: ``--export OUT`` (or ``OUT/logs``) ran the whole pretraining, then failed on the folder
+    it had made; ``OUT/policy.ckpt`` is the run's own file. A new file beside them (``OUT/base.ckpt``) is fine.
+
+    Raises:
+        InvalidArgument: naming ``--export``.
+    """
+    from gnplace.exceptions import InvalidArgument
+
+    target, folder = export.resolve(), out.resolve()
+    if target == folder:
+        raise InvalidArgument(f"--export {export}: is --out, the run's folder; name a file")
+    if target.is_relative_to(folder) and target.relative_to(folder).parts[0] in RUN_ENTRIES:
+        own = target.relative_to(folder).parts[0]
+        raise InvalidArgument(f"--export {export}: is the run's own {own} in --out, or lies in it; write to another file")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
     from pathlib import Path
@@ -62,10 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
         check_output_file(args.export, "--export")
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export")
-        for own in (Path(args.out) / "policy.ckpt", Path(args.out) / "checkpoints" / "last.ckpt"):
-            if Path(args.export).resolve() == own.resolve():
-                raise InvalidArgument(f"--export {args.export}: is the run's own {own.name} in --out; "
-                                      "write to another file")
+        _check_export_is_not_the_runs(Path(args.export), Path(args.out))
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
     # Lightning's import (about 10 s) once the config is read
     from gnplace.pretrain import exported_files, pretrain, pretrain_pairs

@@ -41,6 +41,9 @@ def test_pretrain_runs_and_exports(tmp_path, capsys):
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["iterations"] == 3 and export.is_file()
+    from gnplace.cli.pretrain import RUN_ENTRIES
+
+    assert {p.name for p in (tmp_path / "run").iterdir()} <= RUN_ENTRIES  # what --export may not name
     # the export is the run's best policy, of the configured shape, and it places a graph zero-shot
     best = Path(report["best"]) if Path(report["best"]).is_file() else Path(report["policy"])
     assert export.read_bytes() == best.read_bytes()
@@ -109,10 +112,12 @@ def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_r
     config = _config(tmp_path)
     kept = config.read_bytes()
     run = tmp_path / "run"
-    for export in (config, run / "policy.ckpt", run / "checkpoints" / "last.ckpt"):
+    # --export --out (or a file in the folders the run makes) ran the whole pretraining, then "run: Is a directory"
+    for export in (config, run / "policy.ckpt", run / "best.ckpt", run / "checkpoints" / "last.ckpt", run,
+                   run / "logs", run / "checkpoints" / "mine.ckpt", run / "teacher" / "x", run / "ranks"):
         code = main(["pretrain", "--config", str(config), "--out", str(run), "--no-progress", "--export", str(export)])
         err = capsys.readouterr().err
-        assert code == 2 and err.startswith(f"gnplace: error: --export {export}: ") and err.count("\n") == 1
+        assert code == 2 and err.startswith(f"gnplace: error: --export {export}: ") and err.count("\n") == 1, err
     assert config.read_bytes() == kept and not run.exists()
 
 
