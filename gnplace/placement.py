@@ -295,15 +295,30 @@ def _check_same_devices(placement: Placement, cluster: Cluster) -> None:
                                    f"{cluster.name!r}")
 
 
-def _from_names(graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str) -> Placement:
+def _listed(names: list[str], shown: int = 8) -> str:
+    """``names`` joined by commas, the first ``shown`` alone where there are more (a cluster of 4,096 devices)."""
+    return ", ".join(names) if len(names) <= shown else f"{', '.join(names[:shown])}, ... ({len(names)} devices)"
+
+
+def _from_names(
+    graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str, made_for: Any = None
+) -> Placement:
+    """The placement a file's op-to-device-name ``mapping`` gives on ``cluster``.
+
+    ``made_for`` is the name of the cluster the file records: where it is not ``cluster``'s, a device
+    ``cluster`` lacks is refused with a pointer to that cluster.
+    """
     names = cluster.device_names
+    elsewhere = (f"; the file was made for cluster {made_for!r}, not {cluster.name!r}: give that cluster (its file)"
+                 if isinstance(made_for, str) and made_for and made_for != cluster.name else "")
     devices = np.full(graph.num_ops, -1, dtype=np.int64)
     for op, device in mapping.items():
         if op not in graph._name_index:
             raise InvalidPlacement(f"{source}: op {op!r} is not in graph {graph.name!r}")
         if device not in names:
             raise InvalidPlacement(
-                f"{source}: op {op!r} is placed on unknown device {device!r} (cluster has {', '.join(names)})"
+                f"{source}: op {op!r} is placed on unknown device {device!r} (cluster {cluster.name!r} has "
+                f"{_listed(names)}){elsewhere}"
             )
         devices[graph.index(op)] = names.index(device)
     missing = np.flatnonzero(devices < 0)
@@ -409,7 +424,7 @@ def load_placement(
         from gnplace.cluster import load_cluster
 
         cluster = load_cluster(cluster)
-    placement = _from_names(graph, cluster, data["placement"], source=str(path))
+    placement = _from_names(graph, cluster, data["placement"], source=str(path), made_for=data.get("cluster"))
     written_for = data.get("graph")
     if warn_other_name and isinstance(written_for, str) and written_for and written_for != graph.name:
         # every op name matched, so the placement applies; the user may still have picked the wrong file

@@ -212,7 +212,7 @@ def test_a_placement_is_not_read_on_a_cluster_whose_devices_at_its_indices_diffe
         ([0, 1], r"placement has 2 entries, graph 'chain3' has 3 ops"),
         ([0, 1, 5], r"op 'op2' is placed on device 5, but cluster 'k80x2' has devices 0\.\.1"),
         ({"op0": "gpu0", "op1": "gpu1"}, r"^placement: 1 ops of graph 'chain3' have no device, e\.g\. 'op2'$"),
-        ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu7"}, r"^placement: op 'op2' is placed on unknown device 'gpu7' \(cluster has gpu0, gpu1\)$"),
+        ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu7"}, r"^placement: op 'op2' is placed on unknown device 'gpu7' \(cluster 'k80x2' has gpu0, gpu1\)$"),
         ({"op0": "gpu0", "op1": "gpu0", "op2": "gpu0", "op9": "gpu0"}, r"^placement: op 'op9' is not in graph 'chain3'$"),
         ({"op0": 0, "op1": 0, "op2": 0}, r"placed on unknown device 0"),
     ],
@@ -306,7 +306,7 @@ def write_placement(tmp_path, mapping) -> object:
     [
         ({"op0": "gpu0", "op1": "gpu1"}, r"1 ops of graph 'chain3' have no device, e\.g\. 'op2'"),
         ({}, r"3 ops of graph 'chain3' have no device, e\.g\. 'op0'"),
-        ({"op0": "gpu0", "op1": "gpu1", "op2": "tpu0"}, r"op 'op2' is placed on unknown device 'tpu0' \(cluster has gpu0, gpu1\)"),
+        ({"op0": "gpu0", "op1": "gpu1", "op2": "tpu0"}, r"op 'op2' is placed on unknown device 'tpu0' \(cluster 'k80x2' has gpu0, gpu1\)"),
         ({"op0": "gpu0", "op1": "gpu1", "op2": "gpu1", "extra": "gpu0"}, r"op 'extra' is not in graph 'chain3'"),
     ],
 )
@@ -327,7 +327,8 @@ def test_placement_file_for_another_graph(tmp_path, k80x2):
 def test_placement_file_for_another_cluster(tmp_path, k80x2, k80x4):
     g = chain_graph(3)
     path = save_placement(tmp_path / "p.json", g, Placement([0, 3, 2], k80x4))
-    with pytest.raises(InvalidPlacement, match=r"op 'op1' is placed on unknown device 'gpu3' \(cluster has gpu0, gpu1\)"):
+    with pytest.raises(InvalidPlacement, match=r"op 'op1' is placed on unknown device 'gpu3' \(cluster 'k80x2' has gpu0, gpu1\); the file was made "
+                                                  r"for cluster 'k80x4', not 'k80x2': give that cluster \(its file\)$"):
         load_placement(path, g, k80x2)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gnplace.cli import main
-from gnplace.cluster import Cluster, load_cluster
+from gnplace.cluster import Cluster, cluster_from_dict, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.graph_io import graph_to_dict, load_graph, save_graph
 from gnplace.placement import Placement, save_placement
@@ -301,7 +301,20 @@ def test_placement_file_for_the_wrong_cluster(capsys, tmp_path):
     graph_path = save_graph(g, tmp_path / "chain.gnpg")
     path = save_placement(tmp_path / "p.json", g, Placement([0, 3, 2], load_cluster("k80x4")))
     line = run_error(capsys, str(graph_path), "-c", "k80x2", "-p", str(path))
-    assert line == f"gnplace: error: {path}: op 'op1' is placed on unknown device 'gpu3' (cluster has gpu0, gpu1)"
+    assert line == (f"gnplace: error: {path}: op 'op1' is placed on unknown device 'gpu3' (cluster 'k80x2' has gpu0, "
+                    "gpu1); the file was made for cluster 'k80x4', not 'k80x2': give that cluster (its file)")
+
+
+def test_without_cluster_a_placement_file_of_a_cluster_files_other_devices_names_that_cluster(capsys, tmp_path):
+    """Timed on k80x4 by default, a file made on a cluster file of ranks said only "unknown device 'rank0'"."""
+    g = chain_graph(3)
+    graph_path = save_graph(g, tmp_path / "chain.gnpg")
+    ranks = cluster_from_dict({"name": "profiled", "devices": [{"name": "rank", "count": 2, "kind": "cpu"}],
+                               "links": {"default": "ethernet20g"}})
+    path = save_placement(tmp_path / "p.json", g, Placement([0, 1, 0], ranks))
+    line = run_error(capsys, str(graph_path), "-p", str(path))
+    assert line.endswith("(cluster 'k80x4' has gpu0, gpu1, gpu2, gpu3); the file was made for cluster 'profiled', "
+                         "not 'k80x4': give that cluster (its file)")
 
 
 def test_placement_file_that_is_not_json(capsys, graph_file, tmp_path):
