@@ -69,13 +69,23 @@ CONFIRM = 2
 JOURNAL = "measurements.jsonl"
 
 
-def _with_costs(graph: Any, costs: str | None) -> Any:
-    """``graph`` with the measured ``cost_s`` of the profiled graph file ``costs`` (same nodes)."""
+def _with_costs(graph: Any, costs: str | None, cluster: Any) -> Any:
+    """``graph`` with the measured ``cost_s`` of the profiled graph file ``costs`` (same nodes), for ``cluster``.
+
+    Raises:
+        InvalidArgument: if ``costs`` profiles another graph, or no device kind of ``cluster`` (whose seconds
+            would have been ignored without a word).
+    """
     if costs is None:
         return graph
     from gnplace.graph_io import load_graph
 
     measured = load_graph(costs)
+    if measured.cost_s and not set(measured.cost_s) & set(cluster.kinds):
+        raise InvalidArgument(
+            f"{costs}: measured seconds on device kinds {', '.join(sorted(measured.cost_s))}, of which cluster "
+            f"{cluster.name!r} ({', '.join(sorted(set(cluster.kinds)))}) has none: give the cluster file gnplace "
+            "profile wrote beside it, or leave --costs out")
     if measured.node_names != graph.node_names:
         raise InvalidArgument(
             f"{costs}: profiled for another graph ({measured.num_ops} nodes, this one {graph.num_ops})"
@@ -266,8 +276,8 @@ def finetune(
             step_timer = closer = DistTimer(step, threads=threads, repeats=repeats)
         step_timer.confirm = confirm  # (before the journal and the checkpoint record the timer's settings)
     try:
-        graph = require_ops(_with_costs(graph, costs), source)
         cluster = load_cluster(cluster)
+        graph = require_ops(_with_costs(graph, costs, cluster), source)
         if closer is not None:
             closer.check_cluster(cluster)  # gloo ranks are CPUs: a GPU cluster's names and memory would be a lie
         require_memory(graph, cluster)  # an impossible memory budget: refused before any search, as by gnplace place

@@ -8,6 +8,7 @@ import torch
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.finetune import finetune
+from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.graph_io import save_graph
 from gnplace.toy import mlp_training_graph
 
@@ -480,9 +481,29 @@ def test_costs_profiled_with_another_optimizer_are_refused(tmp_path):
 
     sgd = load_graph_source("gnplace.execute.examples:tiny", optimizer="sgd")
     profiled = save_graph(sgd.replace(cost_s={"cpu-1t": np.full(sgd.num_ops, 1e-5)}), tmp_path / "graph.gnpg")
-    assert float(_with_costs(sgd, str(profiled)).cost_s["cpu-1t"][0]) == 1e-5
+    ranks = cluster_from_dict({"name": "ranks", "devices": [{"name": "rank", "count": 2, "kind": "cpu-1t",
+                                                              "peak_flops": 1e10, "mem_bandwidth": 1e10, "memory": 1e9}],
+                               "links": {"default": "ethernet20g"}})
+    assert float(_with_costs(sgd, str(profiled), ranks).cost_s["cpu-1t"][0]) == 1e-5
     adam = load_graph_source("gnplace.execute.examples:tiny", optimizer="adam")
     assert adam.node_names == sgd.node_names
     with pytest.raises(InvalidArgument, match=r"graph.gnpg: profiled for another graph \(the same op names, other "
                                               r"op_types: another optimizer"):
-        _with_costs(adam, str(profiled))
+        _with_costs(adam, str(profiled), ranks)
+
+
+def test_costs_measured_on_no_device_kind_of_the_cluster_are_refused(tmp_path):
+    """``--costs`` of cpu-1t ranks with ``-c k80x2`` ran with the seconds ignored, without a word."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.finetune import _with_costs
+    from gnplace.graph_io import save_graph
+    from gnplace.importers.sources import load_graph_source
+
+    sgd = load_graph_source("gnplace.execute.examples:tiny", optimizer="sgd")
+    profiled = save_graph(sgd.replace(cost_s={"cpu-1t": np.full(sgd.num_ops, 1e-5)}), tmp_path / "graph.gnpg")
+    with pytest.raises(InvalidArgument, match=r"graph.gnpg: measured seconds on device kinds cpu-1t, of which cluster "
+                                              r"'k80x2' \(k80\) has none"):
+        _with_costs(sgd, str(profiled), load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match="of which cluster 'k80x2' .k80. has none"):
+        finetune("gnplace.execute.examples:tiny", "k80x2", out=tmp_path / "ft", costs=str(profiled), budget=20)
+    assert not (tmp_path / "ft").exists()
