@@ -41,8 +41,12 @@ def _family(name: str) -> Any:
     return importlib.import_module(f"gnplace.families.{name}")
 
 
+#: The fields of a manifest entry that :func:`graph_summary` gives.
+SUMMARY_KEYS = ("name", "ops", "groups", "edges", "total_flops", "param_bytes")
+
+
 def graph_summary(graph: OpGraph) -> dict[str, Any]:
-    """Size statistics of a graph, as stored in a manifest (FLOP and bytes per step)."""
+    """Size statistics of a graph, as stored in a manifest (FLOP and bytes per step): :data:`SUMMARY_KEYS`."""
     return {
         "name": graph.name,
         "ops": graph.num_ops,
@@ -113,7 +117,8 @@ def generate_dataset(
             the manifest is written, so the folder holds the dataset the manifest lists.
         overwrite (bool, optional): replace a finished dataset of other arguments in ``out`` (its graph
             files that the new one does not name are deleted); without it, that is refused, and a
-            finished dataset of the same arguments is written again byte for byte (default: :obj:`False`).
+            finished dataset of the same arguments is written again byte for byte: a graph file that no
+            longer matches its manifest entry (edited since) is drawn again (default: :obj:`False`).
 
     Raises:
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
@@ -140,6 +145,7 @@ def generate_dataset(
     wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
               "test": sorted(names[i] for i in test)}
     stale = _other_dataset(out, wanted, overwrite)
+    listed = _listed_entries(out)  # a manifest left now is a finished dataset of these arguments: its entries
     if not (out / "manifest.json").exists():
         if not overwrite:
             _refuse_other_graphs(out, names, family, seed, optimizer)
@@ -155,8 +161,10 @@ def generate_dataset(
             try:
                 cached = load_graph(path)
                 drawn = tuple(cached.meta.get(key) for key in ("family", "seed", "index", "optimizer"))
-                if drawn == (family, seed, i, optimizer):  # graph i of this dataset, not another's file of that name
-                    graph = cached
+                entry = listed.get(path.name)
+                as_listed = entry is None or {k: entry.get(k) for k in SUMMARY_KEYS} == graph_summary(cached)
+                if drawn == (family, seed, i, optimizer) and as_listed:  # graph i of this dataset, not another's
+                    graph = cached  # file of that name, nor one edited since the manifest was written
             except GnplaceError:
                 graph = None
         if graph is None:
@@ -228,6 +236,14 @@ def _interrupted_leftovers(
         if drawn:
             leftovers.append(path.name)
     return leftovers
+
+
+def _listed_entries(out: Path) -> dict[str, dict[str, Any]]:
+    """The entries of the manifest in ``out`` by file name (``{}`` where there is none, or none readable)."""
+    try:
+        return {str(e["file"]): e for e in load_manifest(out)["graphs"] if isinstance(e, dict)}
+    except (GnplaceError, KeyError, TypeError):
+        return {}
 
 
 def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[str]:

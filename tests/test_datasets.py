@@ -53,6 +53,21 @@ def test_resume_redraws_a_graph_file_that_holds_another_index(tmp_path):
 
 
 @pytest.mark.usefixtures("short_ptb")
+def test_a_rerun_draws_again_a_graph_file_edited_since_its_manifest(tmp_path):
+    """A finished dataset's graph with one op's FLOP multiplied (its meta as drawn) was kept by a rerun, and the
+    manifest rewritten from it."""
+    a = generate_dataset("ptb", 2, tmp_path / "a", seed=7, test_count=1)
+    before = folder_bytes(a.parent)
+    edited = load_graph(a.parent / "ptb_001.gnpg")
+    flops = edited.flops.copy()
+    flops[0] = flops[0] * 50 + 1
+    save_graph(edited.replace(flops=flops), a.parent / "ptb_001.gnpg")
+    calls = []
+    generate_dataset("ptb", 2, a.parent, seed=7, test_count=1, progress=lambda i, g: calls.append(i))
+    assert folder_bytes(a.parent) == before and calls == [0, 1]
+
+
+@pytest.mark.usefixtures("short_ptb")
 def test_a_finished_dataset_of_other_arguments_is_kept_unless_overwritten(tmp_path):
     first = generate_dataset("ptb", 2, tmp_path, seed=7, test_count=1)
     before = folder_bytes(tmp_path)
