@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.finetune import finetune
-from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.graph_io import save_graph
 from gnplace.toy import mlp_training_graph
 

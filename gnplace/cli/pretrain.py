@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import whole_number
@@ -61,12 +62,12 @@ def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
         raise InvalidArgument(f"--export {export}: is --out, the run's folder; name a file")
     if target.is_relative_to(folder) and target.relative_to(folder).parts[0] in RUN_ENTRIES:
         own = target.relative_to(folder).parts[0]
-        raise InvalidArgument(f"--export {export}: is the run's own {own} in --out, or lies in it; write to another file")
+        raise InvalidArgument(f"--export {export}: is the run's own {own} in --out, or lies in it; "
+                              "write to another file")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
-    from pathlib import Path
 
     from gnplace.cli.common import (
         check_count,
@@ -75,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder,
         note_nothing_to_resume,
     )
-    from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain_config import DEFAULT_CONFIG, load_pretrain_config
 
     check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
