@@ -68,7 +68,6 @@ def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
-
     from gnplace.cli.common import (
         check_count,
         check_not_input,
