@@ -561,11 +561,8 @@ def cluster_from_dict(data: Any, *, source: str = "cluster") -> Cluster:
                 twice = next(m for m in members if members.count(m) > 1)
                 raise InvalidCluster(f"{where}.{members_key}: names device {twice!r} twice (a link joins two devices)")
             bw, lat = _link(entry["link"], f"{where}.link")
-            ix = np.asarray(idx)
-            block = np.ix_(ix, ix)  # every ordered pair of the members at once (a group may list 4,096)
-            own_bw, own_lat = bandwidth[ix, ix].copy(), latency[ix, ix].copy()  # a device's link to itself stays
-            bandwidth[block], latency[block] = bw, lat
-            bandwidth[ix, ix], latency[ix, ix] = own_bw, own_lat
+            block = np.ix_(idx, idx)  # every pair of the members at once (a group may list 4,096); the diagonal
+            bandwidth[block], latency[block] = bw, lat  # is Cluster's own (no transfer on one device)
     return Cluster(devices, bandwidth, latency, name=_cluster_name(top, source))
 
 
