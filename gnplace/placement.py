@@ -527,17 +527,42 @@ def recorded_preset(path: str | os.PathLike[str]) -> str | None:
         True
     """
     from gnplace.cluster import preset_names
+
+    data = _placement_file_data(path)
+    name = None if data is None else data.get("cluster")
+    if not isinstance(name, str) or name not in preset_names():
+        return None
+    _check_preset_fingerprint(data, name, Path(path))
+    return name
+
+
+def recorded_mode(path: str | os.PathLike[str]) -> str | None:
+    """The simulator mode (``"default"`` or ``"placeto"``) a placement file says it was timed in, or :obj:`None`.
+
+    ``gnplace place --mode placeto`` records it in ``predicted``; :obj:`None` for a file that records none
+    (or another value), or that does not read as a placement file (:func:`load_placement` then says why).
+
+    Examples:
+        >>> recorded_mode("no/such/placement.json") is None
+        True
+    """
+    from gnplace.sim.simulator import MODE_COSTS
+
+    data = _placement_file_data(path)
+    predicted = None if data is None else data.get("predicted")
+    mode = predicted.get("mode") if isinstance(predicted, dict) else None
+    return mode if isinstance(mode, str) and mode in MODE_COSTS else None
+
+
+def _placement_file_data(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The JSON object of placement file ``path``, or :obj:`None` where it does not read as one."""
     from gnplace.limits import parse_json, read_file
 
     try:
         data = parse_json(read_file(path, InvalidPlacement, "placement file"), InvalidPlacement, os.fspath(path))
     except InvalidPlacement:
         return None
-    name = data.get("cluster") if isinstance(data, dict) and data.get("format") == FORMAT else None
-    if not isinstance(name, str) or name not in preset_names():
-        return None
-    _check_preset_fingerprint(data, name, Path(path))
-    return name
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
 def _borrows_preset_name(name: str | None, fingerprint: Any) -> bool:

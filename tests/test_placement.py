@@ -565,6 +565,20 @@ def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_non
         assert recorded_preset(path) is None
 
 
+def test_recorded_mode_is_the_simulator_mode_a_placement_file_records_else_none(tmp_path):
+    from gnplace.placement import recorded_mode
+
+    g, k80x2 = chain_graph(3), load_cluster("k80x2")
+    p = Placement([0, 1, 0], k80x2)
+    assert recorded_mode(save_placement(tmp_path / "p.json", g, p, predicted={"mode": "placeto"})) == "placeto"
+    assert recorded_mode(save_placement(tmp_path / "d.json", g, p, predicted={"mode": "default"})) == "default"
+    for predicted in (None, {"mode": "fastest"}, {"mode": ["placeto"]}, {"step_time_s": 1.0}):
+        assert recorded_mode(save_placement(tmp_path / "x.json", g, p, predicted=predicted)) is None
+    (tmp_path / "bad.json").write_text("gpu0 gpu1")
+    for path in (tmp_path / "bad.json", tmp_path / "missing.json", tmp_path):
+        assert recorded_mode(path) is None
+
+
 def test_a_placement_file_made_on_a_cluster_file_borrowing_a_presets_name_is_not_taken_for_the_preset(tmp_path):
     """Files recorded the cluster's name only: one made on a ``name: k80x2`` file of 3 MiB devices was timed on
     the preset k80x2 with no word (``simulate -p FILE``)."""

@@ -24,7 +24,7 @@ from gnplace.cli.common import (
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.importers.sources import load_graph_source
-from gnplace.placement import recorded_preset
+from gnplace.placement import recorded_mode, recorded_preset
 from gnplace.placers.registry import PLACERS
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
@@ -47,6 +47,16 @@ def default_cluster(placer: str) -> str:
     return recorded if recorded is not None else DEFAULT_CLUSTER
 
 
+def default_mode(placer: str) -> str:
+    """The simulator mode to time ``placer`` in without ``--mode``: the one its placement file records, else default.
+
+    ``gnplace place --mode placeto -o p.json`` placed for Placeto's simulator; timing ``p.json`` in the
+    default mode would score it by costs it was not chosen for.
+    """
+    recorded = recorded_mode(placer) if placer not in PLACERS else None
+    return recorded if recorded is not None else "default"
+
+
 def add_parser(sub: Any) -> None:
     """Register ``simulate`` on the subparsers ``sub``."""
     p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
@@ -56,8 +66,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--cluster", "-c", help="preset name or YAML file (default: the preset a placement.json "
                    f"was made for, else {DEFAULT_CLUSTER})")
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")
-    p.add_argument("--mode", choices=("default", "placeto"), default="default",
-                   help="simulator mode (default: default)")
+    p.add_argument("--mode", choices=("default", "placeto"), default=None,
+                   help="simulator mode (default: the mode a placement.json was made in, else default)")
     p.add_argument("--seed", type=whole_number, default=None, help="seed for stochastic placers (default: 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", metavar="PNG",
@@ -77,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     source = load_graph_source(args.graph, input_shapes=input_shapes(args), optimizer=args.optimizer)
     graph = require_ops(source, args.graph)
     cluster = load_cluster(args.cluster if args.cluster is not None else default_cluster(args.placer))
-    sim = Simulator(args.mode)
+    mode = args.mode or default_mode(args.placer)
+    sim = Simulator(mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed or 0, timer=sim)
     result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))
     bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster))
@@ -87,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         "num_groups": graph.num_groups,
         "cluster": cluster.name,
         "placer": placer_name,
-        "mode": args.mode,
+        "mode": mode,
         **result.to_dict(),
         "bound_s": bound.value,
         "critical_path_s": bound.critical_path,

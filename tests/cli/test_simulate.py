@@ -107,6 +107,22 @@ def test_placeto_mode(capsys, graph_file):
     assert placeto["step_time_s"] != default["step_time_s"]
 
 
+def test_a_placement_file_placed_in_placeto_mode_is_timed_in_it_unless_mode_says_otherwise(capsys, graph_file, tmp_path):
+    path = tmp_path / "p.json"
+    assert main(["place", str(graph_file), "-c", "k80x2", "-p", "round_robin", "--mode", "placeto", "-o", str(path)]) == 0
+    capsys.readouterr()
+    recorded = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(path), "--json"))
+    assert recorded["mode"] == "placeto"
+    assert recorded["step_time_s"] == json.loads(path.read_text())["predicted"]["step_time_s"]
+    forced = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(path), "--json", "--mode", "default"))
+    assert forced["mode"] == "default" and forced["step_time_s"] != recorded["step_time_s"]
+    # a placer name, and a file that records no mode, are timed in the default mode
+    assert json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "round_robin", "--json"))["mode"] == "default"
+    g = load_graph(graph_file)
+    bare = save_placement(tmp_path / "bare.json", g, Placement([0] * g.num_ops, load_cluster("k80x2")))
+    assert json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(bare), "--json"))["mode"] == "default"
+
+
 def test_json_graph_file(capsys, tmp_path):
     path = save_graph(chain_graph(3), tmp_path / "chain.json")
     report = json.loads(run_ok(capsys, str(path), "-c", "k80x2", "--json"))
