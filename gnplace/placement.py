@@ -28,7 +28,7 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.readonly import ReadOnlyArrays
+
+if TYPE_CHECKING:
+    from gnplace.sim.simulator import SimMode
 
 __all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_whole_devices", "save_placement",
            "load_placement"]
@@ -530,13 +533,13 @@ def recorded_preset(path: str | os.PathLike[str]) -> str | None:
 
     data = _placement_file_data(path)
     name = None if data is None else data.get("cluster")
-    if not isinstance(name, str) or name not in preset_names():
+    if data is None or not isinstance(name, str) or name not in preset_names():
         return None
     _check_preset_fingerprint(data, name, Path(path))
     return name
 
 
-def recorded_mode(path: str | os.PathLike[str]) -> str | None:
+def recorded_mode(path: str | os.PathLike[str]) -> SimMode | None:
     """The simulator mode (``"default"`` or ``"placeto"``) a placement file says it was timed in, or :obj:`None`.
 
     ``gnplace place --mode placeto`` records it in ``predicted``; :obj:`None` for a file that records none
@@ -551,7 +554,7 @@ def recorded_mode(path: str | os.PathLike[str]) -> str | None:
     data = _placement_file_data(path)
     predicted = None if data is None else data.get("predicted")
     mode = predicted.get("mode") if isinstance(predicted, dict) else None
-    return mode if isinstance(mode, str) and mode in MODE_COSTS else None
+    return cast("SimMode", mode) if isinstance(mode, str) and mode in MODE_COSTS else None
 
 
 def _placement_file_data(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -124,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if args.algo is not None:
         options["algo"] = args.algo
     placer = make_placer(args.placer, timer=sim, budget=args.budget, checkpoint=args.checkpoint, **options)
+    if hasattr(placer, "out_option"):  # its messages name its folder as typed here: -o is the placement file
+        placer.out_option = f"-O {args.placer}.out"
     start = time.perf_counter()
     placement = placer.place(graph, cluster, seed=args.seed)
     took = time.perf_counter() - start

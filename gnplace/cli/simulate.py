@@ -27,7 +27,7 @@ from gnplace.importers.sources import load_graph_source
 from gnplace.placement import recorded_mode, recorded_preset
 from gnplace.placers.registry import PLACERS
 from gnplace.sim.bounds import lower_bound
-from gnplace.sim.simulator import Simulator
+from gnplace.sim.simulator import SimMode, Simulator
 from gnplace.viz import IMAGE_SUFFIXES
 
 TIMELINE_SUFFIXES = IMAGE_SUFFIXES
@@ -47,7 +47,7 @@ def default_cluster(placer: str) -> str:
     return recorded if recorded is not None else DEFAULT_CLUSTER
 
 
-def default_mode(placer: str) -> str:
+def default_mode(placer: str) -> SimMode:
     """The simulator mode to time ``placer`` in without ``--mode``: the one its placement file records, else default.
 
     ``gnplace place --mode placeto -o p.json`` placed for Placeto's simulator; timing ``p.json`` in the

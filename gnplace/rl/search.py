@@ -203,6 +203,9 @@ class PPOSearchPlacer:
     # an out-of-memory placement); 11 (2026-11-28): its prelude and polish anneal from T_0 0.001 (annealing
     # revision 4); 10: the budget a memoised search leaves goes to the polish (9: widen; 8: memo)
     revision = "12"
+    #: How the user names ``out`` in messages: ``gnplace finetune``'s ``-o``; ``gnplace place`` sets
+    #: ``-O NAME.out`` (there ``-o`` is the placement file).
+    out_option = "-o"
 
     def __init__(
         self, budget: int = 2000, samples: int = 32, epochs: int = 10, imitation_steps: int = 30, lr: float = 3e-3,
@@ -356,9 +359,11 @@ class PPOSearchPlacer:
         resume_from, saved_start = None, None
         if last is not None and (last.exists() or last.is_symlink()):
             if not last.is_file():
-                raise InvalidCheckpoint(f"{last}: not a checkpoint file (move it away or use another -o)")
+                raise InvalidCheckpoint(f"{last}: not a checkpoint file (move it away or use another "
+                                        f"{self.out_option})")
             if not self.resume:  # a new run would overwrite it: the earlier run's state is not ours to drop
-                raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another -o")
+                raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another "
+                                      f"{self.out_option}")
             saved_start = self.check_resumable(last, identity).get("start")  # refused here, before anything is timed
             resume_from = str(last)
         if graph.num_ops == 0:
@@ -550,11 +555,12 @@ class PPOSearchPlacer:
         data = read_checkpoint(path)
         if any(key not in data for key in _LIGHTNING_KEYS) or not isinstance(data.get("state_dict"), dict) \
                 or not isinstance(data.get("gnplace"), dict):
-            raise InvalidCheckpoint(f"{path}: not a {kind} run's checkpoint (cannot resume from it; use another -o)")
+            raise InvalidCheckpoint(f"{path}: not a {kind} run's checkpoint (cannot resume from it; use another "
+                                    f"{self.out_option})")
         saved = data.get(RUN_KEY)
         if not isinstance(saved, dict):
             raise InvalidCheckpoint(f"{path}: records no graph or cluster (another kind of run, or an older "
-                                    "gnplace's), so it cannot be checked: use another -o")
+                                    f"gnplace's), so it cannot be checked: use another {self.out_option}")
         differ = []
         if saved.get("graph") != identity["graph"]:
             differ.append(f"another graph ({saved.get('graph_name')!r}, {saved.get('ops')} ops; "
@@ -572,13 +578,13 @@ class PPOSearchPlacer:
         unrecorded = sorted(k for k in mine if k not in settings)
         if unrecorded and not differ:  # an older gnplace's run: what it did not record cannot be checked
             raise InvalidCheckpoint(f"{path}: a {kind} run of an older gnplace, which did not record "
-                                    f"{', '.join(unrecorded)}, so it cannot be checked: use another -o")
+                                    f"{', '.join(unrecorded)}, so it cannot be checked: use another {self.out_option}")
         changed = sorted(k for k in mine if k in settings and settings[k] != mine[k])
         if changed:
             differ.append(f"other settings ({', '.join(changed)})")
         if differ:
             raise InvalidCheckpoint(f"{path} is a {kind} run of {' and '.join(differ)}: "
-                                    "resume with the same inputs or use another -o")
+                                    f"resume with the same inputs or use another {self.out_option}")
         check_training_weights(path, data["state_dict"], self.config.policy, f"the {kind}'s policy")
         check_training_state(path, data, self.config.policy)  # loops, Adam and the pairs' state (budget spent)
         return saved

@@ -494,6 +494,19 @@ def test_a_search_folder_that_is_a_file_is_refused_before_the_search(tmp_path, c
     assert file.read_bytes() == b"kept"
 
 
+@pytest.mark.parametrize("placer", ["ppo", "finetune"])
+def test_a_search_folder_holding_a_run_names_the_option_that_set_it(tmp_path, capsys, placer):
+    """Through ``place`` the search's messages said "use another -o", the placement file's flag there."""
+    (tmp_path / "last.ckpt").write_bytes(b"an earlier run")
+    extra = ["--checkpoint", str(ROOT / "checkpoints" / "gnplace-base.ckpt")] if placer == "finetune" else []
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", placer, "--budget", "40",
+                 *extra, "-O", f"{placer}.out={tmp_path}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.endswith(f"holds a run already (last.ckpt): resume it, or use another -O {placer}.out\n"), err
+    assert (tmp_path / "last.ckpt").read_bytes() == b"an earlier run"
+
+
 @pytest.mark.parametrize("shipped", ["gnplace-base.ckpt", "gnplace-construct.ckpt"])
 def test_an_output_over_a_shipped_checkpoint_is_refused(shipped, tmp_path, monkeypatch, capsys):
     """``policy`` reads them by default: -o and --device-map wrote placement JSON over them, exit 0."""
