@@ -121,6 +121,10 @@ DEVICE_KINDS: dict[str, dict[str, Any]] = {
                 mem_efficiency=0.6, launch_overhead=1e-6),
 }
 
+#: The defaults of :class:`Device`'s optional fields (what a kind not in :data:`DEVICE_KINDS` falls back to).
+_FIELD_DEFAULTS: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(Device)
+                                   if f.default is not dataclasses.MISSING}
+
 # Link kinds: effective bandwidth (bytes/s) and latency (s). PCIe and network rates from Paleo's
 # table times a PPP_comm of 0.75; "placeto" is the channel of Placeto's simulator (7,600 B/us, 25 us).
 LINK_KINDS: dict[str, dict[str, float]] = {
@@ -299,12 +303,28 @@ class Cluster(ReadOnlyArrays):
         # message_cpu joins a device's tuple only where it is set, so clusters without it keep the
         # fingerprints that saved results and pretraining runs recorded before the field existed
         older = [f.name for f in dataclasses.fields(Device) if f.name != "message_cpu"]
-        devices = [tuple(getattr(d, key) for key in older) + ((d.message_cpu,) if d.message_cpu else ())
+        devices = [tuple(_canonical(d, key) for key in older) + ((d.message_cpu,) if d.message_cpu else ())
                    for d in self.devices]
         digest = hashlib.sha256(repr((self.name, devices)).encode())
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
         return digest.hexdigest()
+
+
+def _canonical(device: Device, field: str) -> Any:
+    """``device``'s ``field`` as :meth:`Cluster.fingerprint` hashes it: one written form per value.
+
+    The fingerprint hashes ``repr``, and equal numbers can print apart: a file's ``memory: 12 GiB`` is
+    ``12884901888.0`` where the preset's k80 default is ``12 * 2**30``, ``10**12`` is not ``1e12``, and a numpy
+    float prints its type. A number equal to its kind's default (:data:`DEVICE_KINDS`, else the field's) is
+    hashed as that default, any other as a float, so the presets and the clusters drawn for pretraining keep
+    the fingerprints their saved results recorded.
+    """
+    value = getattr(device, field)
+    if field in ("name", "kind"):
+        return value
+    default = DEVICE_KINDS.get(device.kind, {}).get(field, _FIELD_DEFAULTS.get(field))
+    return default if default is not None and value == default else float(value)
 
 
 # ---------------------------------------------------------------------------------- loading

@@ -454,6 +454,45 @@ def test_fingerprint_changes_with_devices_and_links(tmp_path):
     assert len(prints[0]) == 64
 
 
+def test_equal_numbers_written_apart_give_one_fingerprint(tmp_path):
+    """The fingerprint hashed ``repr``: a file writing the k80's default memory out (``12 GiB``, a float) was
+    another cluster than the preset (``12 * 2**30``), and its placement files were refused on the preset."""
+    import dataclasses
+
+    import numpy as np
+
+    written = tmp_path / "k80x2.yaml"
+    written.write_text("name: k80x2\ndevices: [{name: gpu, count: 2, kind: k80, memory: 12 GiB, peak_flops: "
+                       "2.8 TFLOP/s, flops_efficiency: 0.45}]\nlinks: {default: placeto}\n")
+    preset = load_cluster("k80x2")
+    assert load_cluster(written).fingerprint() == preset.fingerprint()
+    for values in ({"memory": 10**9}, {"peak_flops": 10**12, "launch_overhead": 1e-5}):
+        ints = Cluster([dataclasses.replace(d, **values) for d in preset.devices], preset.bandwidth,
+                       preset.latency, name="k80x2")
+        floats = Cluster([dataclasses.replace(d, **{k: float(v) for k, v in values.items()}) for d in preset.devices],
+                         preset.bandwidth, preset.latency, name="k80x2")
+        numpy = Cluster([dataclasses.replace(d, **{k: np.float64(v) for k, v in values.items()})
+                         for d in preset.devices], preset.bandwidth, preset.latency, name="k80x2")
+        assert ints.fingerprint() == floats.fingerprint() == numpy.fingerprint() != preset.fingerprint()
+    # what differs still differs
+    assert load_cluster(written).fingerprint() != Cluster(
+        [dataclasses.replace(d, memory=12 * 2**30 + 1) for d in preset.devices], preset.bandwidth, preset.latency,
+        name="k80x2").fingerprint()
+
+
+def test_the_presets_and_the_drawn_clusters_keep_their_fingerprints():
+    """Saved results, teacher searches and pretraining runs recorded them: hashing numbers canonically kept them."""
+    import hashlib
+
+    from gnplace.cluster_sampler import random_cluster
+
+    prints = [load_cluster(name).fingerprint() for name in ("k80x2", "k80x4", "v100x8", "cpu_gpu", "tight4")]
+    assert prints[0] == "256f334bb6adc03b00bc6d526cae729624db009d3bc81600d5a793520758b257"
+    assert prints[4] == "fc07be942ea8417e0a8f7cf10a4bdfb71d70b97b10be41cf12017b7c70e3be8b"  # memory 1 GiB: a float
+    drawn = hashlib.sha256("".join(random_cluster(seed).fingerprint() for seed in range(200)).encode()).hexdigest()
+    assert drawn == "bc4c5adce2aa03bdcd4ce586e3140d2905bd8bb61fd4e1c634cba118cb55d686"
+
+
 def test_a_subset_keeps_its_devices_and_the_links_between_them():
     c = load_cluster("v100x8")
     sub = c.subset([5, 0, 4])
