@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = ["Coarsening", "coarsen", "coarsen_within", "module_units", "partition_units"]
@@ -63,6 +63,8 @@ class Coarsening:
         Raises:
             InvalidPlacement: ``placement`` is not one of the coarse graph (another graph's, or of another length).
         """
+        if not isinstance(placement, Placement):  # a list of devices was an AttributeError
+            raise InvalidArgument(f"expand takes a Placement of the coarse graph, got {type(placement).__name__}")
         placement.check(self.graph)  # another graph's placement would be stamped as made for the original
         return Placement(placement.devices[self.node_of_op], placement.cluster, GraphKey.of(self.original))
 
@@ -201,7 +203,7 @@ def metis_parts(
     xadj, adjncy, eweights = _csr(label[graph.group[graph.edge_src]], label[graph.group[graph.edge_dst]],
                                   graph.edge_bytes.astype(np.float64), count)
     vweights = np.maximum(1, np.round(seconds / max(seconds.max(), 1e-300) * 1e6)).astype(np.int64)
-    options = pymetis.Options(seed=seed, contig=False)
+    options = pymetis.Options(seed=int(seed), contig=False)  # (pymetis refuses a numpy integer)
     with quiet_c_stdout():  # METIS prints notes on nearly empty bisections from C
         _, raw_parts = pymetis.part_graph(
             num_parts, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
@@ -283,6 +285,7 @@ def coarsen(
         >>> c.graph.num_groups, int(c.node_of_op.max()) + 1 == c.graph.num_ops
         (20, True)
     """
+    _check_inputs(graph, cluster, seed)
     _check_count("num_groups", num_groups)
     times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
@@ -315,6 +318,7 @@ def coarsen_within(
         >>> coarsen_within(layered_graph(3000, seed=0), 500, load_cluster("k80x4")).graph.num_ops <= 500
         True
     """
+    _check_inputs(graph, cluster, seed)
     _check_count("max_nodes", max_nodes)
     times = cost_model.op_times(graph, cluster)
     unit_seconds = np.bincount(graph.group, weights=times.min(axis=1), minlength=graph.num_groups)
@@ -324,6 +328,17 @@ def coarsen_within(
         groups = max(1, min(groups - 1, int(groups * max_nodes / nodes * 0.95)))
         part_of_unit, node_of_op = _parts_and_nodes(graph, groups, unit_seconds, seed=seed, modules=modules)
     return _coarse_graph(graph, cluster, times, groups, part_of_unit, node_of_op)
+
+
+def _check_inputs(graph: object, cluster: object, seed: object) -> None:
+    """Refuse what is no graph or cluster (a preset's name), and a METIS seed that is no whole number >= 0.
+
+    They were an AttributeError, and pymetis's "METIS options accept only integer values" (a seed of
+    ``"a"`` or a numpy Generator), while ``seed=-1`` passed where every placer refuses it.
+    """
+    check_graph_and_cluster(graph, cluster)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InvalidArgument(f"coarsening: seed must be a whole number >= 0 (METIS's seed), got {seed!r}")
 
 
 def _check_count(name: str, value: object) -> None:

@@ -222,3 +222,21 @@ def test_counts_that_are_not_whole_numbers_of_at_least_one_are_refused(call):
 
     with pytest.raises(InvalidArgument, match="must be a whole number >= 1"):
         call(layered_graph(60, seed=0), load_cluster("k80x2"))
+
+
+def test_coarsening_refuses_what_is_no_graph_cluster_seed_or_placement():
+    """A preset's name was an AttributeError, a seed of "a" or a Generator pymetis's TypeError, and -1 passed."""
+    from gnplace.exceptions import InvalidArgument
+
+    graph, cluster = layered_graph(40, seed=0), load_cluster("k80x4")
+    for call in (coarsen, coarsen_within):
+        with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+            call(graph, 4, "k80x4")
+        with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
+            call("g.gnpg", 4, cluster)
+        for seed in ("a", np.random.default_rng(0), -1, 1.5, True):
+            with pytest.raises(InvalidArgument, match=r"^coarsening: seed must be a whole number >= 0"):
+                call(graph, 4, cluster, seed=seed)
+    coarse = coarsen(graph, 4, cluster, seed=np.int64(3))
+    with pytest.raises(InvalidArgument, match="expand takes a Placement of the coarse graph, got list"):
+        coarse.expand([0] * coarse.graph.num_ops)

@@ -53,7 +53,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import best_repaired
@@ -227,6 +227,7 @@ class AnnealingPlacer:
         Returns:
             Placement: the best placement seen; every colocation group on one device.
         """
+        check_graph_and_cluster(graph, cluster)
         rng = as_generator(seed)
         num_groups, num_devices = graph.num_groups, cluster.num_devices
         if num_groups == 0:

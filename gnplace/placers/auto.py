@@ -18,7 +18,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.seed import SeedLike
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
@@ -80,6 +80,7 @@ class AutoPlacer:
             cluster (Cluster): the devices.
             seed (int, np.random.Generator or None, optional): passed to every candidate (default: None).
         """
+        check_graph_and_cluster(graph, cluster)
         from gnplace.placers.registry import make_placer  # deferred: the registry names this module
 
         placements = [make_placer(name, timer=self.timer).place(graph, cluster, seed=seed) for name in self.candidates]

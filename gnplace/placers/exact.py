@@ -42,7 +42,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, UnsupportedGraph
 from gnplace.graph import OpGraph
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.groups import repair_placement
 from gnplace.seed import SeedLike, as_generator
@@ -244,6 +244,7 @@ class ExactPlacer:
                 would have more than :data:`MAX_MODEL_TERMS` terms; checked before anything is built.
             InfeasiblePlacement: if no placement fits in the devices' memory.
         """
+        check_graph_and_cluster(graph, cluster)
         if graph.num_groups > self.max_groups:
             raise UnsupportedGraph(
                 f"graph {graph.name!r} has {graph.num_groups} colocation groups, more than ExactPlacer's "

@@ -32,7 +32,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag
 from gnplace.placers.groups import contiguous_blocks, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, check_seed
@@ -123,6 +123,7 @@ class ExpertPlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_graph_and_cluster(graph, cluster)
         check_seed(seed)
         op_time = self.timer.cost_model.op_times(graph, cluster)
         devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=1.0)

@@ -34,7 +34,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel, upward_rank_kernel
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
@@ -308,6 +308,7 @@ class ListSchedulingPlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_graph_and_cluster(graph, cluster)
         check_seed(seed)
 
         def run(schedule: ListSchedule) -> None:

@@ -25,7 +25,7 @@ import pymetis
 from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_edges, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, as_generator
@@ -123,6 +123,7 @@ class MetisPlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster``; ``seed`` (int, np.random.Generator or None) seeds METIS."""
+        check_graph_and_cluster(graph, cluster)
         op_time = self.timer.cost_model.op_times(graph, cluster)
         devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=self.min_speed)
         times = group_times(graph, op_time)

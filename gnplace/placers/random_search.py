@@ -15,7 +15,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates, contiguous_blocks
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import best_repaired, group_times
@@ -109,6 +109,7 @@ class RandomSearchPlacer:
         Returns:
             Placement: the best placement scored; every colocation group on one device.
         """
+        check_graph_and_cluster(graph, cluster)
         rng = as_generator(seed)
         if graph.num_groups == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))

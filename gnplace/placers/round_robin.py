@@ -6,7 +6,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import Placement
+from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import group_order
 from gnplace.seed import SeedLike, check_seed
 
@@ -32,6 +32,7 @@ class RoundRobinPlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
+        check_graph_and_cluster(graph, cluster)
         check_seed(seed)
         per_group = np.empty(graph.num_groups, dtype=np.int64)
         per_group[group_order(graph)] = np.arange(graph.num_groups) % cluster.num_devices

@@ -8,7 +8,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.seed import SeedLike, check_seed
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
@@ -45,6 +45,7 @@ class SinglePlacer:
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on one device of ``cluster`` (``seed`` checked, unused: deterministic)."""
+        check_graph_and_cluster(graph, cluster)
         check_seed(seed)
         candidates = np.repeat(_devices_to_try(cluster, self.timer)[:, None], graph.num_ops, axis=1)
         scores = self.timer.time_batch(graph, cluster, candidates)

@@ -39,7 +39,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, as_float, check_budget
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -428,6 +428,7 @@ class ComparatorPlacer:
             InvalidArgument: if one policy update would need more than :data:`MAX_UPDATE_BYTES`
                 (:meth:`update_bytes`), before the policy is built or anything is timed.
         """
+        check_graph_and_cluster(graph, cluster)
         self.last_evaluations, self.last_history, self.last_step, self.last_updates = 0, [], None, 0
         self.last_mean_rewards, self.last_repair_evaluations = [], 0
         if graph.num_ops == 0 or cluster.num_devices == 1:

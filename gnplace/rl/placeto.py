@@ -88,7 +88,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.progress import evaluation_bar
 from gnplace.rl import comparator
 from gnplace.rl.comparator import MAX_LR, check_finite_weights, check_update_bytes
@@ -738,6 +738,7 @@ class PlacetoPlacer:
                 or, whatever the budget, the decision graph's transfer delays alone would
                 (:func:`check_delay_bytes`; refused before they are allocated).
         """
+        check_graph_and_cluster(graph, cluster)
         import torch
 
         from gnplace.policy.placeto_gnn import PlacetoConfig

@@ -41,7 +41,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_COUNT, check_budget
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
@@ -337,6 +337,7 @@ class PPOSearchPlacer:
         Returns:
             Placement: the best placement timed (the reference, ``auto``'s, unless a sample beat it).
         """
+        check_graph_and_cluster(graph, cluster)
         import lightning as L
         import torch
 

@@ -35,7 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import as_float, check_budget, finite_number
-from gnplace.placement import GraphKey, Placement
+from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
@@ -533,6 +533,7 @@ class PolicyPlacer:
             seed (int, np.random.Generator or None, optional): seed of the samples and of the
                 coarsening (default: None). The same seed gives the same placement.
         """
+        check_graph_and_cluster(graph, cluster)
         import torch
 
         from gnplace.placers.groups import held_at_peak

@@ -23,6 +23,7 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
+from gnplace.placement import check_graph_and_cluster
 from gnplace.sim import _kernel
 from gnplace.sim.costmodel import op_times
 
@@ -142,7 +143,8 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
             ``timer.cost_model.op_times(graph, cluster)`` (default: the default cost model's).
 
     Raises:
-        InvalidArgument: if ``times`` is not ``[num_ops, num_devices]`` finite seconds >= 0.
+        InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`, or
+            ``times`` is not ``[num_ops, num_devices]`` finite seconds >= 0.
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -151,6 +153,7 @@ def lower_bound(graph: OpGraph, cluster: Cluster, *, times: np.ndarray | None = 
         >>> b.value == b.critical_path > b.work  # a chain cannot run in parallel
         True
     """
+    check_graph_and_cluster(graph, cluster)
     times = op_times(graph, cluster) if times is None else _check_times(graph, times, cluster.num_devices)
     return Bound(critical_path(graph, times), work_bound(times))
 

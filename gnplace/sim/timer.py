@@ -280,6 +280,9 @@ class BudgetedTimer(StepTimer):
             from gnplace.sim.simulator import Simulator  # deferred: the simulator module imports this one
 
             timer = Simulator()
+        if not isinstance(timer, StepTimer):  # BudgetedTimer("sim") failed at the first time(), as an AttributeError
+            raise InvalidArgument(f"BudgetedTimer: timer must be a StepTimer (a Simulator, a real-device timer, ...), "
+                                  f"got {timer!r}")
         self.timer = timer
         self.budget = None if budget is None else int(budget)
         self.evaluations = 0

@@ -136,3 +136,17 @@ def test_every_placer_refuses_a_seed_no_generator_takes(name):
     for seed in ("abc", -1, 1.5, True):
         with pytest.raises(InvalidArgument, match="seed must be"):
             placer_for(name).place(graph, cluster, seed=seed)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_placer_refuses_what_is_no_graph_or_cluster(name, tmp_path):
+    """A preset's name or a file path where the object belongs was an AttributeError deep inside."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.graph_io import save_graph
+
+    graph, cluster = chain_graph(4), toy_cluster(2)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    for args, what in (((graph, "k80x2"), "cluster must be a Cluster"), ((str(path), cluster), "graph must be an OpGraph"),
+                       ((path, cluster), "graph must be an OpGraph")):
+        with pytest.raises(InvalidArgument, match=what):
+            placer_for(name).place(*args, seed=0)

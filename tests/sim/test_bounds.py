@@ -169,3 +169,13 @@ def test_work_bound_refuses_times_that_are_not_finite_seconds(times):
 
     with pytest.raises(InvalidArgument, match="op times must"):
         work_bound(times)
+
+
+def test_lower_bound_refuses_what_is_no_graph_or_cluster():
+    """``lower_bound(g, "k80x2")`` (the README's Quick Start, a preset's name for the cluster) was an AttributeError."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+        lower_bound(layered_graph(10, seed=0), "k80x2")
+    with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
+        lower_bound("g.gnpg", load_cluster("k80x2"))

@@ -265,3 +265,11 @@ def test_the_best_placement_is_made_for_the_graph_timed_last():
     assert best.made_for is not None and best.made_for.digest == GraphKey.of(last).digest
     with pytest.raises(InvalidPlacement, match="made for"):
         best.check(last.replace(node_names=[f"other{k}" for k in range(last.num_ops)]))
+
+
+def test_a_budgeted_timer_refuses_what_is_no_timer():
+    """``BudgetedTimer("sim")`` failed at its first ``time``, as an AttributeError."""
+    for timer in ("sim", 3, Simulator):
+        with pytest.raises(InvalidArgument, match="BudgetedTimer: timer must be a StepTimer"):
+            BudgetedTimer(timer)
+    assert isinstance(BudgetedTimer(BudgetedTimer()).timer, BudgetedTimer)
