@@ -154,6 +154,19 @@ def _check_crc(path: Path) -> list[str] | None:
     return names
 
 
+def _unseeded_policy(config: PolicyConfig) -> PlacementPolicy:
+    """A :class:`PlacementPolicy` of ``config`` whose initial weights do not matter (shapes, or loaded over).
+
+    Built under a fixed seed and with torch's global generator restored after, so that reading a
+    checkpoint does not advance the caller's random stream (``get_placer("policy")`` did, by the
+    draws of its layers' initialisation).
+    """
+    from gnplace.seed import seeded_torch
+
+    with seeded_torch(0):
+        return PlacementPolicy(config)
+
+
 def check_training_weights(path: Path, state: dict[str, Any], config: PolicyConfig, whose: str) -> None:
     """Refuse a training checkpoint's weights (``policy.*`` of its ``state_dict``) that do not fit ``config``.
 
@@ -163,7 +176,7 @@ def check_training_weights(path: Path, state: dict[str, Any], config: PolicyConf
     Raises:
         InvalidCheckpoint: one line: a weight missing, of another shape or dtype, non-finite, or extra.
     """
-    mine = PlacementPolicy(config).state_dict()
+    mine = _unseeded_policy(config).state_dict()
     for name, tensor in mine.items():
         saved = state.get(f"policy.{name}")
         if not isinstance(saved, torch.Tensor) or saved.shape != tensor.shape or saved.dtype != tensor.dtype:
@@ -217,7 +230,7 @@ def check_training_state(path: Path, data: dict[str, Any], config: PolicyConfig)
     states = data.get("optimizer_states")
     if not isinstance(states, list) or len(states) != 1:
         raise damaged("optimizer state")
-    shapes = [tuple(p.shape) for p in PlacementPolicy(config).parameters()]
+    shapes = [tuple(p.shape) for p in _unseeded_policy(config).parameters()]
     state, groups = states[0].get("state") if isinstance(states[0], dict) else None, \
         states[0].get("param_groups") if isinstance(states[0], dict) else None
     if not isinstance(state, dict) or not isinstance(groups, list):
@@ -350,7 +363,7 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
         raise InvalidCheckpoint(f"{path}: the policy weights are not finite (NaN or infinity in {broken[0]}"
                                 f"{f' and {len(broken) - 1} more' if len(broken) > 1 else ''}); retrain or use "
                                 "another checkpoint")
-    policy = PlacementPolicy(config)
+    policy = _unseeded_policy(config)  # its weights are the checkpoint's
     mismatch = _state_mismatch(policy.state_dict(), state)
     if mismatch:
         raise InvalidCheckpoint(f"{path}: the weights do not fit the policy's shape ({mismatch})")

@@ -278,3 +278,16 @@ def test_a_checkpoint_in_torchs_legacy_format_is_refused(saved, tmp_path):
     with pytest.raises(InvalidCheckpoint, match=r"not a readable checkpoint \(truncated, corrupt or unsafe: not a zip "
                                                 r"archive; gnplace reads torch's zip format"):
         read_checkpoint(legacy)
+
+
+def test_loading_a_policy_leaves_the_callers_torch_stream_alone(saved):
+    """Building the network to load into drew its initialisation from torch's global generator: the first
+    ``get_placer("policy")`` of a process changed what the caller's next ``torch.rand`` gave."""
+    original, path = saved
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    policy, _ = load_policy(path)
+    assert torch.equal(torch.rand(3), expected)
+    assert all(torch.equal(a, b) for a, b in zip(policy.state_dict().values(), original.state_dict().values(),
+                                                 strict=True))
