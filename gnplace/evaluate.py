@@ -41,7 +41,7 @@ from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, I
 from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget, check_regular_file, parse_json
-from gnplace.placement import Placement, save_placement
+from gnplace.placement import Placement, check_placed, save_placement
 from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
@@ -450,7 +450,7 @@ def place_task(task: Task) -> tuple[OpGraph, Cluster, Placement, float]:
     cluster = _cluster(task.cluster, _stamp(task.cluster))
     placer = _placer(task.placer, task.budget, task.mode, json.dumps(task.options_dict, sort_keys=True))
     start = time.perf_counter()
-    placement = placer.place(graph, cluster, seed=task.seed)
+    placement = check_placed(placer.place(graph, cluster, seed=task.seed), graph, cluster, task.placer)
     return graph, cluster, placement, time.perf_counter() - start
 
 

@@ -40,8 +40,8 @@ from gnplace.readonly import ReadOnlyArrays
 if TYPE_CHECKING:
     from gnplace.sim.simulator import SimMode
 
-__all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_whole_devices", "save_placement",
-           "load_placement"]
+__all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_placed", "check_whole_devices",
+           "save_placement", "load_placement"]
 
 FORMAT = "gnplace-placement"
 VERSION = 1
@@ -497,6 +497,32 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     raise InvalidPlacement(f"{path}: was made for {made_for}, whose devices differ from those of "
                            f"{cluster.name!r} ({differ}): time it on {there}, or place the graph on "
                            f"{cluster.name!r}")
+
+
+def check_placed(result: Any, graph: OpGraph, cluster: Cluster, placer: str) -> Placement:
+    """``result`` of ``placer``'s ``place(graph, cluster)``, held to the :class:`~gnplace.placers.base.Placer` contract.
+
+    A placer registered by the user that returned a list of devices crashed ``evaluate`` when it kept the
+    placement (after its row was written as a success), and one that split a colocation group was timed
+    and ranked as if it had not.
+
+    Raises:
+        InvalidPlacement: naming ``placer``, if ``result`` is no :class:`Placement`, is one of another graph
+            or cluster, or splits a colocation group over devices.
+    """
+    if not isinstance(result, Placement):
+        raise InvalidPlacement(f"placer {placer!r} returned {type(result).__name__}, not a Placement")
+    if result.cluster is not cluster and result.cluster.fingerprint() != cluster.fingerprint():
+        raise InvalidPlacement(f"placer {placer!r} returned a placement on cluster {result.cluster.name!r}, not on "
+                               f"{cluster.name!r}")
+    try:
+        result.check(graph)
+    except InvalidPlacement as err:
+        raise InvalidPlacement(f"placer {placer!r} returned a bad placement: {err}") from None
+    split = _split_group(graph, result)
+    if split:
+        raise InvalidPlacement(f"placer {placer!r} returned a placement that {split}")
+    return result
 
 
 def _split_group(graph: OpGraph, placement: Placement) -> str:

@@ -905,3 +905,47 @@ def test_a_placer_an_option_starts_is_part_of_the_row(graphs, tmp_path, monkeypa
     assert placers_in_options(started.options_dict) == ["policy"]
     assert is_learned(started) and not is_learned(plain)
     assert is_learned(Task.with_options(str(graphs / "mlp2.gnpg"), "k80x2", "auto", {"candidates": ["ppo", "heft"]}))
+
+
+class ListPlacer:
+    """Returns a list of devices, not a Placement (a third-party placer's mistake)."""
+
+    name = "list_devices"
+
+    def place(self, graph, cluster, *, seed=None):
+        return [0] * graph.num_ops
+
+
+class SplitPlacer:
+    """Alternates ops over two devices, splitting colocation groups."""
+
+    name = "splitter"
+
+    def place(self, graph, cluster, *, seed=None):
+        from gnplace.placement import Placement
+
+        return Placement([i % 2 for i in range(graph.num_ops)], cluster)
+
+
+@pytest.mark.parametrize(("cls", "message"), [
+    (ListPlacer, "placer 'list_devices' returned list, not a Placement"),
+    (SplitPlacer, r"placer 'splitter' returned a placement that splits \d+ colocation groups \(ops that must share"),
+])
+def test_a_placer_breaking_the_placer_contract_fails_its_row_alone(graphs, tmp_path, cls, message):
+    """A list crashed evaluate when its placement was kept (after its row was written as a success); a placement
+    splitting colocation groups was timed and ranked with no word."""
+    import re
+
+    from gnplace.evaluate import kept_placement
+    from gnplace.placers import register_placer
+
+    register_placer(cls.name, cls)
+    try:
+        path = str(graphs / "mlp3.gnpg")
+        tasks = [Task(path, "k80x2", p) for p in (cls.name, "round_robin")]
+        rows = {r.placer: r for r in evaluate(tasks, tmp_path, keep_placements=lambda task: True)}
+    finally:
+        PLACERS.unregister(cls.name)
+    assert re.search(message, rows[cls.name].error) and math.isnan(rows[cls.name].step_time_s)
+    assert not kept_placement(tmp_path, rows[cls.name].key).exists()
+    assert rows["round_robin"].error == "" and kept_placement(tmp_path, rows["round_robin"].key).is_file()

@@ -654,3 +654,24 @@ def test_a_cluster_or_graph_given_by_name_is_one_clear_error(k80x2):
         Simulator().time_batch(graph, "k80x2", [[0, 0, 1]])
     with pytest.raises(InvalidArgument, match=re.escape("graph must be an OpGraph (gnplace.load_graph(path)), got 'g'")):
         as_placement("g", k80x2, [0, 0, 1])
+
+
+def test_check_placed_holds_a_placers_result_to_the_contract():
+    from gnplace.placement import check_placed
+    from gnplace.toy import mlp_training_graph
+
+    g, k80x2 = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("k80x2")
+    whole = Placement.from_groups(g, k80x2, [1, 0, 1])
+    assert check_placed(whole, g, k80x2, "mine") is whole
+    assert check_placed(Placement(whole.devices, load_cluster("k80x2")), g, k80x2, "mine").devices.tolist() == \
+        whole.devices.tolist()  # an equal cluster loaded again
+    for result, message in (
+        (whole.devices.tolist(), "placer 'mine' returned list, not a Placement"),
+        (None, "placer 'mine' returned NoneType, not a Placement"),
+        (Placement(whole.devices, load_cluster("k80x4")), "placer 'mine' returned a placement on cluster 'k80x4', "
+                                                          "not on 'k80x2'"),
+        (Placement([0] * 3, k80x2), "placer 'mine' returned a bad placement: placement has 3 entries"),
+        (Placement([i % 2 for i in range(g.num_ops)], k80x2), "placer 'mine' returned a placement that splits"),
+    ):
+        with pytest.raises(InvalidPlacement, match=message):
+            check_placed(result, g, k80x2, "mine")

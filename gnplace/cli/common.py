@@ -16,7 +16,7 @@ from typing import Any
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph, require_ops
-from gnplace.placement import Placement, load_placement
+from gnplace.placement import Placement, check_placed, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
@@ -156,7 +156,8 @@ def resolve_placement(
     """
     if names_placement_file(placer):
         return Path(placer).name, load_placement(placer, graph, cluster)
-    return placer, make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
+    placed = make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
+    return placer, check_placed(placed, graph, cluster, placer)
 
 
 def ms(seconds: float) -> str:

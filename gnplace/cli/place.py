@@ -38,7 +38,7 @@ from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import write_together
 from gnplace.limits import MAX_BUDGET
-from gnplace.placement import placement_file_bytes
+from gnplace.placement import check_placed, placement_file_bytes
 from gnplace.placers import PLACERS, make_placer
 from gnplace.placers.registry import check_placer_options
 from gnplace.shipped import shipped_files
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(placer, "out_option"):  # its messages name its folder as typed here: -o is the placement file
         placer.out_option = f"-O {args.placer}.out"
     start = time.perf_counter()
-    placement = placer.place(graph, cluster, seed=args.seed)
+    placement = check_placed(placer.place(graph, cluster, seed=args.seed), graph, cluster, args.placer)
     took = time.perf_counter() - start
     result = sim.time(graph, cluster, placement)
     predicted = {**result.to_dict(), "place_seconds": took, "mode": args.mode}

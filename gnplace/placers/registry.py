@@ -134,6 +134,8 @@ class PlacerRegistry(Mapping[str, type]):
             raise InvalidArgument(f"placer {name!r}: target must be 'module:Class', got {target!r}")
         if not isinstance(target, (str, type)):
             raise InvalidArgument(f"placer {name!r}: target must be a class or 'module:Class', got {target!r}")
+        if isinstance(target, type) and not callable(getattr(target, "place", None)):  # as a 'module:Class' is
+            raise InvalidArgument(f"placer {name!r}: {target.__name__} is not a placer class (it has no place method)")
         self._entries[name] = target
         self._targets[name] = target
 

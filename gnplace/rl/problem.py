@@ -131,12 +131,13 @@ class PlacementProblem:
         ``modules`` coarsens along the module hierarchy first
         (:func:`~gnplace.policy.features.decision_graph`).
         """
+        from gnplace.placement import check_placed
         from gnplace.placers.registry import make_placer
 
         inp = build_policy_input(graph, cluster, cost_model=timer.cost_model, max_nodes=max_nodes, seed=seed,
                                  modules=modules)
-        placement = make_placer(reference, timer=timer).place(
-            graph, cluster, seed=seed if reference_seed is None else reference_seed)
+        placement = check_placed(make_placer(reference, timer=timer).place(
+            graph, cluster, seed=seed if reference_seed is None else reference_seed), graph, cluster, reference)
         result = timer.time(graph, cluster, placement)
         problem = cls(inp, PlacementMDP(inp), placement.devices.copy(), majority_groups(inp, placement.devices),
                       float(result.step_time))

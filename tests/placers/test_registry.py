@@ -162,6 +162,14 @@ def test_register_and_resolve_errors():
     with pytest.raises(UnknownName, match="not a placer class"):
         registry["not_a_placer"]
 
+    class NoPlace:
+        """A class without ``place``: accepted as a class (where ``module:Class`` was refused), an AttributeError
+        when it placed."""
+
+    with pytest.raises(InvalidArgument, match=r"placer 'no_place': NoPlace is not a placer class \(it has no place"):
+        registry.register("no_place", NoPlace)
+    assert "no_place" not in registry
+
 
 def test_register_placer_adds_to_the_one_registry():
     register_placer("test_only_single", "gnplace.placers.single:SinglePlacer")
