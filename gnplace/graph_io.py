@@ -30,7 +30,7 @@ import math
 import numbers
 import os
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -454,6 +454,10 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
             out_bytes.append(attrs["out_bytes"])
         else:
             out_bytes.append(max((e.get("bytes", 0) for _, _, e in G.out_edges(v, data=True)), default=0))
+    for v, attrs in zip(nodes, data):
+        if not isinstance(attrs.get("cost_s", {}), Mapping):  # a number was a TypeError ("not iterable")
+            raise InvalidGraph(f"node {str(v)!r}: cost_s must map device kinds to seconds (e.g. {{'k80': 1e-3}}), "
+                               f"got {reprlib.repr(attrs['cost_s'])}")
     kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})})
     cost_s = {k: [attrs.get("cost_s", {}).get(k, math.nan) for attrs in data] for k in kinds}
     op_types = [attrs.get("op_type", "op") for attrs in data]

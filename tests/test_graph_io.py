@@ -636,3 +636,17 @@ def test_edge_columns_take_the_edge_limit_not_the_op_limit(monkeypatch):
     edges = len(data["edges"]["src"])
     monkeypatch.setattr(graph_io, "MAX_NODES", edges - 1)  # more edges than ops allowed, as in a real graph
     assert graph_from_dict(data).num_edges == edges
+
+
+def test_from_networkx_refuses_a_cost_s_that_is_no_mapping():
+    """``cost_s=3.0`` on a node was a TypeError ("'float' object is not iterable")."""
+    import networkx as nx
+
+    from gnplace.graph_io import from_networkx
+
+    G = nx.DiGraph([("x", "y")])
+    G.nodes["x"]["cost_s"] = 3.0
+    with pytest.raises(InvalidGraph, match=r"^node 'x': cost_s must map device kinds to seconds .*got 3\.0$"):
+        from_networkx(G)
+    G.nodes["x"]["cost_s"] = {"k80": 3.0}
+    assert from_networkx(G).cost_s["k80"][0] == 3.0
