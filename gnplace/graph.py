@@ -15,6 +15,7 @@ code that receives an ``OpGraph`` can trust it.
 
 from __future__ import annotations
 
+import copy
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
@@ -42,7 +43,11 @@ def _texts(values: Any, field: str, graph: str) -> tuple[str, ...]:
     if isinstance(values, str | bytes) or not isinstance(values, Iterable) or isinstance(values, Mapping):
         raise InvalidGraph(f"graph {graph!r}: {field} must be a sequence of strings, one per node, "
                            f"got {reprlib.repr(values)}")
-    return tuple(str(x) for x in values)
+    texts = tuple(values)
+    if any(x is None for x in texts):  # was the text "None"
+        raise InvalidGraph(f"graph {graph!r}: {field} must be strings, one per node, got None at position "
+                           f"{texts.index(None)} (give \"\" for none)")
+    return tuple(str(x) for x in texts)
 
 
 def _frozen(values: Any, dtype: Any, length: int, field: str) -> np.ndarray:
@@ -59,9 +64,25 @@ def _read_only(ptr: np.ndarray, other: np.ndarray, size: np.ndarray) -> tuple[np
     return ptr, other, size
 
 
+def _numbers(values: Any, field: str) -> np.ndarray:
+    """``values`` as a numpy array of numbers; text and booleans are refused, not read as numbers.
+
+    ``out_bytes=["1", "2"]`` and ``flops=[True, False]`` were cast without a word (a graph file is read
+    strictly), and a ragged list was numpy's ValueError.
+    """
+    try:
+        given = np.asarray(values)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise InvalidGraph(f"field {field!r} is not numeric: {err}") from err
+    if given.dtype.kind in "bUS":
+        what = "booleans" if given.dtype.kind == "b" else "text"
+        raise InvalidGraph(f"field {field!r} is not numeric: it holds {what} ({reprlib.repr(given.tolist())})")
+    return given
+
+
 def _as_float(values: Any, length: int, field: str) -> np.ndarray:
     try:
-        return _frozen(values, np.float64, length, field)
+        return _frozen(_numbers(values, field), np.float64, length, field)
     except InvalidGraph:
         raise
     except (TypeError, ValueError, OverflowError) as err:  # (an int past a float's range: OverflowError)
@@ -74,7 +95,7 @@ def _as_int(
     def where(i: int) -> str:
         return f"node {names[i]!r}" if names is not None else f"position {i}"
 
-    exact = np.asarray(values)
+    exact = _numbers(values, field)
     if exact.dtype.kind in "iu":  # whole numbers already: cast as they are (through float64, 2**53 + 1 was
         # read as 2**53, and two group ids past 2**53 became one group)
         too_big = np.flatnonzero((exact > MAX_COUNT) | (exact < -MAX_COUNT))
@@ -183,10 +204,10 @@ class OpGraph(ReadOnlyArrays):
         for label, given in (("meta", meta), ("cost_s", cost_s)):
             if given is not None and not isinstance(given, Mapping):
                 raise InvalidGraph(f"graph {self.name!r}: {label} must be a mapping, got {reprlib.repr(given)}")
-        self.meta: dict[str, Any] = dict(meta or {})
+        self.meta: dict[str, Any] = copy.deepcopy(dict(meta or {}))  # the caller's nested dicts stay theirs
 
         try:
-            edge_array = np.asarray(edges if len(edges) else np.zeros((0, 2)), dtype=np.float64)
+            edge_array = _numbers(edges if len(edges) else np.zeros((0, 2)), "edges").astype(np.float64)
         except (TypeError, ValueError, OverflowError) as err:  # (an int past a float's range: OverflowError)
             raise InvalidGraph(
                 f"graph {self.name!r}: edges must be [num_edges, 2] pairs of node indices ({err})"

@@ -575,7 +575,12 @@ def test_wrong_field_lengths(kwargs, match):
         ([(0, 1, 2)], r"edges must be \[num_edges, 2\] pairs, got shape \(1, 3\)"),
         ([(0, 0.5)], r"edges must be a whole number, found 0\.5"),
         ([(0, None)], r"has NaN edges"),
-        ([("x", "y")], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \(could not convert"),
+        ([("x", "y")], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \(field 'edges' is not "
+                       r"numeric: it holds text"),
+        ([("0", "1")], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \(field 'edges' is not "
+                       r"numeric: it holds text"),
+        ([(True, False)], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \(field 'edges' is not "
+                          r"numeric: it holds booleans"),
         ([(0, 1), (1,)], r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \("),
         (5, r"^graph 'g': edges must be \[num_edges, 2\] pairs of node indices \("),
     ],
@@ -592,6 +597,11 @@ def test_malformed_edges(edges, match):
         ({"out_bytes": ["4 MB", 1]}, r"field 'out_bytes' is not numeric"),
         ({"out_bytes": [None, 1]}, r"node 'x' has NaN out_bytes"),
         ({"group": [0, 0.5]}, r"group must be a whole number, found 0\.5"),
+        ({"out_bytes": ["1", "2"]}, r"^field 'out_bytes' is not numeric: it holds text \(\['1', '2'\]\)$"),
+        ({"flops": [True, False]}, r"^field 'flops' is not numeric: it holds booleans"),
+        ({"group": ["0", "1"]}, r"^field 'group' is not numeric: it holds text"),
+        ({"param_bytes": [[1], [1, 2]]}, r"^field 'param_bytes' is not numeric: setting an array element"),
+        ({"module": ["a", None]}, r"module must be strings, one per node, got None at position 1"),
     ],
 )
 def test_non_numeric_fields(kwargs, match):
@@ -692,3 +702,12 @@ def test_fields_of_the_wrong_kind_are_one_invalid_graph_error(kwargs, message):
     with pytest.raises(InvalidGraph, match=re.escape(message)):
         OpGraph(given.pop("node_names"), [(0, 1)], **given)
     assert OpGraph(np.array(["a", "b"]), [(0, 1)], module=np.array(["x", "y"]), phase=np.array([0, 1])).module == ("x", "y")
+
+
+def test_meta_is_the_graphs_own_to_the_nested_values():
+    """``meta`` was copied one level deep: changing the caller's nested dict changed the graph's."""
+    given = {"family": "ptb", "source": {"model": "m", "sizes": [1, 2]}}
+    g = OpGraph(["x"], meta=given)
+    given["source"]["model"] = "other"
+    given["source"]["sizes"].append(3)
+    assert g.meta == {"family": "ptb", "source": {"model": "m", "sizes": [1, 2]}}
