@@ -36,7 +36,7 @@ import numbers
 import os
 import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -184,6 +184,8 @@ class Cluster(ReadOnlyArrays):
         if not isinstance(name, str) or not name.strip():  # as a cluster file's name: is checked
             raise InvalidCluster(f"cluster name: expected a non-empty string, got {name!r}")
         self.name = name
+        if isinstance(devices, str | Mapping) or not isinstance(devices, Iterable):  # None was a TypeError
+            raise InvalidCluster(f"cluster {name!r}: devices must be a list of Device, got {reprlib.repr(devices)}")
         self.devices = tuple(devices)
         d = len(self.devices)
         if d == 0:
@@ -197,8 +199,12 @@ class Cluster(ReadOnlyArrays):
             dup = next(x for x in names if names.count(x) > 1)
             raise InvalidCluster(f"cluster {name!r}: device name {dup!r} is used twice")
         _check_kinds(self.devices, f"cluster {name!r}")
-        self.bandwidth = np.array(bandwidth, dtype=np.float64)
-        self.latency = np.array(latency, dtype=np.float64)
+        try:  # a ragged or textual matrix was numpy's ValueError
+            self.bandwidth = np.array(bandwidth, dtype=np.float64)
+            self.latency = np.array(latency, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise InvalidCluster(f"cluster {name!r}: bandwidth and latency must be [{d}, {d}] matrices of numbers "
+                                 f"({' '.join(str(err).split())})") from None
         for label, matrix in (("bandwidth", self.bandwidth), ("latency", self.latency)):
             if matrix.shape != (d, d):
                 raise InvalidCluster(f"cluster {name!r}: {label} matrix has shape {matrix.shape}, expected ({d}, {d})")

@@ -794,3 +794,14 @@ def test_a_group_sets_every_ordered_pair_of_its_members_and_no_other(tmp_path):
     np.fill_diagonal(expected, np.inf)
     assert c.bandwidth.tolist() == expected.tolist()
     assert (c.latency * 1e6).round(6).tolist() == (np.where(np.isinf(expected), 0, expected / 1e9)).tolist()
+
+
+def test_a_cluster_made_in_python_of_malformed_parts_is_one_clear_error():
+    """``Cluster(None, ...)`` was a TypeError and a ragged or textual matrix numpy's ValueError."""
+    c = load_cluster("k80x2")
+    for devices in (None, "gpu0", 3):
+        with pytest.raises(InvalidCluster, match="devices must be a list of Device"):
+            Cluster(devices, c.bandwidth, c.latency)
+    for matrix in ([[1e9, 2e9], [3e9]], [["a", "b"], ["c", "d"]]):
+        with pytest.raises(InvalidCluster, match=r"^cluster 'cluster': bandwidth and latency must be \[2, 2\] matrices"):
+            Cluster(list(c.devices), matrix, c.latency)
