@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.exceptions import BudgetExhausted
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement
 from gnplace.placers.base import group_order
@@ -319,7 +320,10 @@ def best_repaired(graph: OpGraph, cluster: Cluster, scorer: BudgetedTimer, timer
     assert best is not None
     if scorer.best_key[0] <= 0:
         return best
-    fixed, _, step = repair_placement(graph, cluster, best.devices, timer)
+    try:
+        fixed, _, step = repair_placement(graph, cluster, best.devices, timer)
+    except BudgetExhausted:  # ``timer`` counts against a budget (a search's prelude) that the repair outgrew
+        return best
     if step is None:
         return best
     scorer.trace.append((scorer.evaluations, 0.0, step))

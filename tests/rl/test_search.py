@@ -595,3 +595,17 @@ def test_a_reference_that_spends_its_own_budget_is_refused(reference):
 def test_a_checkpoint_interval_past_a_floats_range_is_one_error():
     with pytest.raises(InvalidArgument, match="checkpoint_every_s must be a number of seconds > 0"):
         make_placer("ppo", timer=Simulator(), budget=40, checkpoint_every_s=10**400)
+
+
+@pytest.mark.parametrize("cls", [PPOSearchPlacer, ReinforceSearchPlacer])
+def test_a_small_search_where_nothing_fits_returns_its_best_flagged_not_a_budget_error(cls):
+    """The prelude's annealing repaired its overflowing best on the search's own budgeted timer: where the
+    repair needed more than was left, the search failed with "would exceed the budget of 16 evaluations"."""
+    from gnplace.toy import toy_cluster
+
+    graph = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[150e6, 0])  # a's output fits no device
+    cluster = toy_cluster(2, memory=100e6)
+    for budget in (8, 16):
+        placer = cls(budget=budget, samples=8, imitation_steps=2)
+        placement = placer.place(graph, cluster, seed=0)
+        assert Simulator().time(graph, cluster, placement).is_oom and placer.last_evaluations <= budget
