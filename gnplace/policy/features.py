@@ -27,6 +27,7 @@ memory left, ...) come from the placement MDP, :mod:`gnplace.rl.env`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,20 +230,41 @@ def _device_features(cluster: Cluster, op_time: np.ndarray, need: float) -> np.n
     total = op_time.sum(axis=0) if op_time.size else np.ones(d)
     off = ~np.eye(d, dtype=bool)
     if d > 1:
-        link_bw = np.array([cluster.bandwidth[k][off[k]].mean() for k in range(d)])
+        link_bw = np.array([_mean(cluster.bandwidth[k][off[k]]) for k in range(d)])
         link_lat = np.array([cluster.latency[k][off[k]].mean() for k in range(d)])
     else:
         link_bw, link_lat = np.ones(1), np.zeros(1)
-    columns = [
-        np.log(flops / flops.max()),
-        np.log(bandwidth / bandwidth.max()),
-        np.log(capacity / capacity.max()),
-        np.log(np.maximum(total.min(), 1e-300) / np.maximum(total, 1e-300)).clip(-10.0, 0.0),  # 0 s of work: 0
-        np.log(capacity / max(need, 1.0)).clip(-10.0, 10.0),
-        np.log(link_bw / link_bw.max()),
-        np.log1p(link_lat / 1e-5),
-    ]
+    with np.errstate(divide="ignore", under="ignore"):  # a ratio under 1e-308 is floored, below, not warned of
+        columns = [
+            _log_share(flops),
+            _log_share(bandwidth),
+            _log_share(capacity),
+            np.log(np.maximum(total.min(), 1e-300) / np.maximum(total, 1e-300)).clip(-10.0, 0.0),  # 0 s of work: 0
+            np.log(capacity / max(need, 1.0)).clip(-10.0, 10.0),
+            _log_share(link_bw),
+            np.log1p(link_lat / 1e-5),
+        ]
     return np.stack(columns, axis=1)
+
+
+#: The floor of a device's log share of the cluster's largest rate or memory: ``e**-50`` (2e-22) of it is
+#: none in effect, and a device of 1e-320 bytes beside 12 GiB ones was ``-inf`` (a NaN loss in a search).
+LOG_SHARE_FLOOR = -50.0
+
+
+def _log_share(values: np.ndarray) -> np.ndarray:
+    """``log(values / values.max())``, at least :data:`LOG_SHARE_FLOOR` (the same values wherever it is above)."""
+    return np.maximum(np.log(values / values.max()), LOG_SHARE_FLOOR)
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean of positive finite ``values``, also where their sum overflows (three links of 1e308 B/s)."""
+    with np.errstate(over="ignore"):
+        mean = float(values.mean())
+    if math.isfinite(mean):
+        return mean
+    top = float(values.max())
+    return float((values / top).mean()) * top
 
 
 def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:

@@ -86,3 +86,25 @@ def test_op_times_come_from_the_timers_cost_model():
     a = build_policy_input(g, c)
     b = build_policy_input(g, c, cost_model=placeto)
     assert a.op_time.shape == b.op_time.shape
+
+
+def test_device_features_stay_finite_and_quiet_at_extreme_accepted_values():
+    """A device of 1e-320 bytes beside 12 GiB ones, or links whose rates sum past a float, made -inf and NaN
+    features, numpy's warnings and a NaN loss in a search ("training diverged ...; lower the learning rate")."""
+    import dataclasses
+    import warnings
+
+    from gnplace.cluster import Cluster
+
+    k80x2 = load_cluster("k80x2")
+    tiny = Cluster([dataclasses.replace(k80x2.devices[0], memory=1e-320), k80x2.devices[1]], k80x2.bandwidth,
+                   k80x2.latency, name="tiny")
+    fast = load_cluster("k80x4")
+    fast = Cluster(list(fast.devices), np.full((4, 4), 1e308), fast.latency, name="fast")
+    graph = layered_graph(30, seed=0)
+    for cluster in (tiny, fast):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            inp = build_policy_input(graph, cluster)
+        assert torch.isfinite(inp.device_x).all(), cluster.name
+    assert build_policy_input(graph, tiny).device_x[0, 2] == -50.0  # the memory share's floor
