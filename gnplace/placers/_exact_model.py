@@ -159,6 +159,9 @@ class _Model:
     ) -> None:
         self.model, self.graph, self.cluster, self.delay = model, graph, cluster, delay
         n, devices = graph.num_ops, range(cluster.num_devices)
+        # ops that take no tick on some device: a memory interval of theirs may have no length, which a
+        # cumulative constraint ignores (its bytes were never counted: "optimal" placements out of memory)
+        self.instant = (dur.min(axis=1) == 0).tolist() if n else []
         self.group = group = graph.group.tolist()
         # a serial schedule fits: every op at its slowest, each followed by its device's gap and by its transfers
         self.horizon = int(dur.max(axis=1).sum() + delay.max(axis=(1, 2)).sum() + op_gap * n) + 1
@@ -304,6 +307,8 @@ class _Model:
                     model.add(live_end >= self.start[w])
                     for k in devices:
                         model.add(live_end >= self.end[w]).only_enforce_if(x[gu][k], x[group[w]][k])
+            if self.instant[u]:  # held for a tick at least: stricter than the timer, as demands rounded up are
+                model.add(live_end >= self.start[u] + 1)
             live = model.new_int_var(0, self.horizon, f"livesize{u}")
             model.add(live == live_end - self.start[u])
             for k in devices:
@@ -333,6 +338,8 @@ class _Model:
                 arrives = self.transfer_start.get((u, k), self.end[u])
                 copy_end = model.new_int_var(0, self.horizon, f"copyend{u}_{k}")
                 model.add(copy_end >= arrives)
+                if any(self.instant[w] for ws in self.remote[u].values() for w in ws):  # (as above)
+                    model.add(copy_end >= arrives + 1)
                 for gw, ws in self.remote[u].items():
                     for w in ws:
                         model.add(copy_end >= self.end[w]).only_enforce_if(x[gw][k])

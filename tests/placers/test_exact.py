@@ -451,3 +451,15 @@ def test_a_time_unit_that_overflows_the_solver_or_is_no_number_is_one_error(unit
     g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("k80x2")
     with pytest.raises(InvalidArgument, match="time_unit"):
         ExactPlacer(time_unit=unit, time_limit=1).place(g, c, seed=0)
+
+
+def test_memory_is_counted_for_ops_that_take_no_tick(tmp_path):
+    """A memory interval of no length (an op of 0 ticks: no work, or a time_unit coarser than it) is ignored by
+    CP-SAT's cumulative constraint: two 6 GB outputs meeting on one 8 GB device were proved "optimal"."""
+    path = tmp_path / "two8.yaml"
+    path.write_text("name: two8\ndevices: [{name: gpu, count: 2, kind: k80, memory: 8 GB}]\nlinks: {default: pcie3}\n")
+    graph = OpGraph(["a1", "a2", "x", "c"], [(0, 3), (1, 3)], out_bytes=[6e9, 6e9, 0, 0], edge_bytes=[6e9, 1e6])
+    cluster = load_cluster(path)
+    placer = ExactPlacer(time_unit=10, select="model", num_workers=1)
+    placement = placer.place(graph, cluster, seed=0)
+    assert placer.last_status == "optimal" and not Simulator().time(graph, cluster, placement).is_oom
