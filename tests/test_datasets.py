@@ -368,3 +368,17 @@ def test_the_dataset_script_replaces_a_dataset_of_other_arguments_only_under_ove
     assert load_manifest(tmp_path / "ptb")["seed"] == 0  # nothing replaced
     assert script.main([*again, "--overwrite"]) == 0
     assert load_manifest(tmp_path / "ptb")["seed"] == 1
+
+
+def test_the_dataset_readme_names_the_count_and_seed_each_family_was_drawn_with(tmp_path, load_script):
+    """It said ``--count 32 --seed 0`` whatever ``--count``, ``--test-count`` and ``--seed`` drew."""
+    script = load_script("make_datasets")
+    for family, count, tests, seed in (("ptb", 4, 1, 3), ("nmt", 4, 1, 3)):
+        generate_dataset(family, count, tmp_path / family, seed=seed, test_count=tests)
+    script.write_readme(tmp_path, ["ptb", "nmt"])
+    assert "(the same as `gnplace generate --family F --count 4 --seed 3`);" in (tmp_path / "README.md").read_text()
+    generate_dataset("cifar10", 2, tmp_path / "cifar10", seed=0, test_count=1)
+    script.write_readme(tmp_path, ["cifar10", "ptb", "nmt"])
+    assert ("(the same as `gnplace generate --family cifar10 --count 2 --test-count 1 --seed 0`, `gnplace generate "
+            "--family ptb --count 4 --seed 3`, `gnplace generate --family nmt --count 4 --seed 3`);") in \
+        (tmp_path / "README.md").read_text()
