@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,11 @@ def _plain(name: str) -> str:
     return text.replace("$", r"\$")
 
 
+#: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
+#: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).
+_NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
+
+
 def _save(fig: Any, path: Path) -> Path:
     """Write ``fig`` to ``path`` in the format of its suffix, atomically: a failed write keeps what was there."""
     import matplotlib.pyplot as plt
@@ -141,11 +147,16 @@ def _save(fig: Any, path: Path) -> Path:
     from gnplace.graph_io import write_atomically
 
     buffer = io.BytesIO()
-    try:
-        fig.savefig(buffer, dpi=120, format=path.suffix.lower()[1:])
+    kind = path.suffix.lower()[1:]
+    try:  # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
+        with plt.rc_context({"svg.hashsalt": "gnplace"}):
+            fig.savefig(buffer, dpi=120, format=kind, metadata=_NO_DATE.get(kind))
     finally:
         plt.close(fig)
-    return write_atomically(path, buffer.getvalue())
+    data = buffer.getvalue()
+    if kind in ("ps", "eps"):
+        data = re.sub(rb"^%%CreationDate: [^\n]*\n", b"", data, count=1, flags=re.MULTILINE)
+    return write_atomically(path, data)
 
 
 def _image_path(path: str | os.PathLike[str]) -> Path:

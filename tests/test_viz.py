@@ -192,3 +192,17 @@ def test_a_name_with_a_byte_that_is_not_utf8_is_drawn_escaped(tmp_path, case):
     """A graph imported from ``caf\\xe9.onnx`` is named ``caf\\udce9``: the font engine's TypeError was a traceback."""
     g, result, _ = case
     assert plot_timeline(g, result, tmp_path / "t.png", title="caf\udce9").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("suffix", [".pdf", ".svg", ".ps", ".eps", ".png"])
+def test_the_same_timeline_is_the_same_file(tmp_path, case, monkeypatch, suffix):
+    """PDF, SVG and PostScript files carried the time they were written, and SVG random clip-path ids."""
+    import time
+
+    graph, result, _ = case
+    plot_timeline(graph, result, tmp_path / f"a{suffix}")
+    later = time.time() + 3600  # an hour on: a date stamped anywhere differs
+    monkeypatch.setattr(time, "time", lambda: later)
+    monkeypatch.setattr(time, "ctime", lambda *args: "Thu Jan  1 01:00:00 2099")
+    plot_timeline(graph, result, tmp_path / f"b{suffix}")
+    assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
