@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster, load_cluster
-from gnplace.exceptions import ExecutionFailed, GnplaceError, InvalidArgument, InvalidGraph, first_line
+from gnplace.exceptions import (
+    ExecutionFailed,
+    GnplaceError,
+    InvalidArgument,
+    InvalidGraph,
+    after_interrupt,
+    first_line,
+)
 from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget, check_regular_file, parse_json
@@ -475,6 +482,8 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
         _, _, placement, took = place_task(task)
         result = _timer(task.mode).time(graph, cluster, placement)
     except Exception as err:  # noqa: BLE001 - one placer's failure is its row; the others' rows are kept
+        if after_interrupt(err):  # Ctrl-C, handed back by numba's loops as a SystemError: not the placer's failure
+            raise
         message = first_line(err)
         if not isinstance(err, GnplaceError) and str(err).strip():  # a crash: name its kind
             message = f"{type(err).__name__}: {message}"

@@ -949,3 +949,33 @@ def test_a_placer_breaking_the_placer_contract_fails_its_row_alone(graphs, tmp_p
     assert re.search(message, rows[cls.name].error) and math.isnan(rows[cls.name].step_time_s)
     assert not kept_placement(tmp_path, rows[cls.name].key).exists()
     assert rows["round_robin"].error == "" and kept_placement(tmp_path, rows["round_robin"].key).is_file()
+
+
+class InterruptedPlacer:
+    """Ctrl-C in a numba loop: handed back as a SystemError whose context is the KeyboardInterrupt."""
+
+    name = "interrupted"
+
+    def place(self, graph, cluster, *, seed=None):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise SystemError("CPUDispatcher(<function simulate_many>) returned a result with an exception set")  # noqa: B904 - as numba does
+
+
+def test_ctrl_c_inside_a_placer_stops_the_run_and_saves_no_row_for_it(graphs, tmp_path):
+    """It was recorded as the placer's failure ("SystemError: ..."), and the run went on (exit 0 for bench.py)."""
+    from gnplace.evaluate import _read_rows
+    from gnplace.exceptions import after_interrupt
+    from gnplace.placers import register_placer
+
+    register_placer("interrupted", InterruptedPlacer)
+    try:
+        path = str(graphs / "mlp3.gnpg")
+        tasks = [Task(path, "k80x2", "single"), Task(path, "k80x2", "interrupted"), Task(path, "k80x2", "round_robin")]
+        with pytest.raises(SystemError) as caught:
+            evaluate(tasks, tmp_path)
+    finally:
+        PLACERS.unregister("interrupted")
+    assert after_interrupt(caught.value)
+    assert [r.placer for r in _read_rows(tmp_path / "results.csv")] == ["single"]
