@@ -50,6 +50,7 @@ from gnplace.graph_io import load_graph, write_atomically
 from gnplace.limits import check_budget, check_regular_file, parse_json
 from gnplace.placement import Placement, check_placed, save_placement
 from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
+from gnplace.runlock import holds_folder
 from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
@@ -604,6 +605,7 @@ def _identity(graph_path: str, cluster: str, placer: str, seed: int) -> tuple[st
     return (os.path.realpath(graph_path), cluster_slot(cluster), placer, seed)
 
 
+@holds_folder("out", "--out")  # one run at a time in a folder
 def evaluate(
     tasks: Iterable[Task], out: str | os.PathLike[str], *, jobs: int = 1,
     progress: Callable[[Row], None] | None = None, reused: Callable[[int], None] | None = None,

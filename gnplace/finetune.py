@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.runlock import holds_folder
 from gnplace.sim.timer import median_step, relative_step
 
 __all__ = ["finetune", "TIMERS", "JOURNAL", "FINAL_ROUNDS", "FINALISTS", "CONFIRM"]
@@ -133,6 +134,7 @@ def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any], roun
     return medians, {name: [r.step_time for r in samples[key]] for name, key in keys.items()}
 
 
+@holds_folder("out", "-o")  # one run at a time in a folder
 def finetune(
     source: str,
     cluster: Any,

@@ -51,6 +51,7 @@ from gnplace.pretrain_config import (  # re-exported: the config is read before 
     ScheduleConfig,
     load_pretrain_config,
 )
+from gnplace.runlock import holds_folder
 from gnplace.workers import available_cores, is_launched_rank
 
 __all__ = [
@@ -506,6 +507,7 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
+@holds_folder("out", "--out")  # one run at a time in a folder
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
     strategy: str = "auto", num_nodes: int = 1, progress: bool | None = None,

@@ -338,6 +338,15 @@ class PPOSearchPlacer:
             Placement: the best placement timed (the reference, ``auto``'s, unless a sample beat it).
         """
         check_graph_and_cluster(graph, cluster)
+        if self.out is None:
+            return self._place(graph, cluster, seed)
+        from gnplace.runlock import folder_lock
+
+        with folder_lock(self.out, self.out_option):  # one search at a time writes its checkpoints there
+            return self._place(graph, cluster, seed)
+
+    def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike) -> Placement:
+        """:meth:`place`, its folder (if any) held."""
         import lightning as L
         import torch
 

@@ -1,0 +1,163 @@
+"""One run at a time in an output folder: an advisory lock that gnplace's long runs take on their folder.
+
+Two ``gnplace pretrain`` (or ``finetune``, or ``evaluate``) runs started into one folder both passed the
+check for an earlier run (its checkpoint is written minutes in), then wrote their logs, checkpoints and
+exported policy into the same files: one run's weights were exported under the other's config. The
+first run now holds ``FOLDER/.gnplace.lock`` (``flock``, released by the kernel however the process
+ends, ``kill -9`` included) and the second is refused at once with one line.
+
+The file is removed when the run ends. A process takes the lock of a folder once and may enter it again
+(fine-tuning holds its folder, and the search it runs names the same folder); the ranks a launcher
+starts (:func:`~gnplace.workers.is_launched_rank`) share their rank 0's run and take nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gnplace.exceptions import InvalidArgument
+
+__all__ = ["LOCK_NAME", "folder_lock", "holds_folder"]
+
+#: The lock file a run keeps in its output folder while it runs.
+LOCK_NAME = ".gnplace.lock"
+
+_held: dict[str, list[int]] = {}  # real path of a folder -> [the lock file's descriptor, times entered]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator[None]:
+    """Hold ``folder``'s run lock for the body (making the folder if it is missing).
+
+    A folder this made is removed again when the body fails and leaves nothing in it, so that a refused
+    run writes nothing.
+
+    Args:
+        folder (str or Path): the output folder.
+        flag (str, optional): how the user names it, for the message (default: ``"--out"``).
+
+    Raises:
+        InvalidArgument: if another process holds the lock (another run writes into ``folder``), or the
+            folder cannot be made.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): runs are not kept apart
+        yield
+        return
+    from gnplace.workers import is_launched_rank
+
+    path = Path(folder)
+    key = os.path.realpath(path)
+    if key in _held or is_launched_rank():
+        if key in _held:
+            _held[key][1] += 1
+        try:
+            yield
+        finally:
+            if key in _held:
+                _held[key][1] -= 1
+        return
+    made = _missing(path)  # the folders this makes, deepest first: removed again if the run is refused
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InvalidArgument(f"{flag} {folder}: cannot make the folder ({err.strerror or err})") from None
+    lock = path / LOCK_NAME
+    try:
+        fd = _locked(lock, fcntl)
+    except BaseException:
+        _remove_if_empty(path, made)
+        raise
+    if fd is None:
+        _remove_if_empty(path, made)
+        raise InvalidArgument(f"{flag} {folder}: another gnplace run is writing into this folder (it holds "
+                              f"{LOCK_NAME}): wait for it to end, or use another folder")
+    _held[key] = [fd, 1]
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        del _held[key]
+        with contextlib.suppress(OSError):
+            lock.unlink()  # under the lock: a run that opened this file finds it gone and opens afresh
+        os.close(fd)
+        if failed:
+            _remove_if_empty(path, made)
+
+
+def _locked(lock: Path, fcntl: Any) -> int | None:
+    """A descriptor of ``lock`` holding its ``flock``, or :obj:`None` when another process holds it."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:  # the holder before may have removed the file between our open and our flock: lock the one there
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
+
+
+def _missing(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove_if_empty(path: Path, made: list[Path]) -> None:
+    """Remove the folders ``made`` (deepest first) that this run made and left nothing in (but its lock file)."""
+    if made:
+        with contextlib.suppress(OSError):
+            (path / LOCK_NAME).unlink(missing_ok=True)
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # something was written there: kept, and so are its parents
+            return
+
+
+def holds_folder(parameter: str, flag: str = "--out") -> Callable[[F], F]:
+    """Decorate a function to run under :func:`folder_lock` of its argument ``parameter`` (where given).
+
+    Examples:
+        >>> @holds_folder("out")
+        ... def run(out):
+        ...     return "ran"
+    """
+    def decorate(function: F) -> F:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            folder = bound.arguments.get(parameter)
+            if folder is None:
+                return function(*args, **kwargs)
+            with folder_lock(folder, flag):
+                return function(*args, **kwargs)
+
+        return locked  # type: ignore[return-value]
+
+    return decorate

@@ -1,0 +1,120 @@
+"""Tests of the run lock that keeps two runs out of one output folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from gnplace.exceptions import InvalidArgument
+from gnplace.runlock import LOCK_NAME, folder_lock, holds_folder
+
+fcntl = pytest.importorskip("fcntl")
+
+HOLD = """
+import sys, time
+from gnplace.runlock import folder_lock
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture()
+def holder(tmp_path):
+    """A process that holds ``tmp_path / "run"``'s lock until it is killed."""
+    folder = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "held\n"
+        yield folder, process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_folder_another_process_runs_in_is_refused_until_that_process_dies(holder):
+    folder, process = holder
+    with pytest.raises(InvalidArgument, match=rf"^--out {folder}: another gnplace run is writing into this folder"):
+        with folder_lock(folder):
+            raise AssertionError("entered a folder another run holds")
+    assert folder.is_dir()  # the other run's folder is left alone
+    os.kill(process.pid, signal.SIGKILL)  # a kill -9 releases it: the kernel drops the flock with the process
+    process.wait()
+    with folder_lock(folder):
+        assert (folder / LOCK_NAME).exists()
+    assert not (folder / LOCK_NAME).exists()
+
+
+def test_a_process_enters_its_own_folder_again_and_lets_go_once_out(tmp_path):
+    with folder_lock(tmp_path / "run"):
+        with folder_lock(tmp_path / "run" / ".", "-o"):  # the same folder, named another way
+            pass
+        fd = os.open(tmp_path / "run" / LOCK_NAME, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):  # still held after the inner block
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert sorted(os.listdir(tmp_path / "run")) == []
+
+
+def test_a_refused_run_leaves_no_folder_it_made_and_keeps_one_it_wrote_into(tmp_path):
+    with pytest.raises(InvalidArgument, match="refused"):
+        with folder_lock(tmp_path / "a"):
+            raise InvalidArgument("refused")
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(KeyboardInterrupt):
+        with folder_lock(tmp_path / "b"):
+            (tmp_path / "b" / "log.csv").write_text("x")
+            raise KeyboardInterrupt
+    assert os.listdir(tmp_path / "b") == ["log.csv"]
+    (tmp_path / "c").mkdir()
+    with pytest.raises(InvalidArgument):
+        with folder_lock(tmp_path / "c"):
+            raise InvalidArgument("refused")
+    assert (tmp_path / "c").is_dir()  # not made by the run
+    with pytest.raises(InvalidArgument):
+        with folder_lock(tmp_path / "d" / "e" / "f"):
+            raise InvalidArgument("refused")
+    assert not (tmp_path / "d").exists()  # the parents it made too
+
+
+def test_a_folder_that_is_a_file_is_one_line(tmp_path):
+    (tmp_path / "file").write_text("kept")
+    with pytest.raises(InvalidArgument, match=r"^-o .*file: cannot make the folder"):
+        with folder_lock(tmp_path / "file", "-o"):
+            pass
+    assert (tmp_path / "file").read_text() == "kept"
+
+
+def test_holds_folder_locks_the_named_argument_default_included(tmp_path, monkeypatch):
+    seen = []
+
+    @holds_folder("out", "-o")
+    def run(graph, out=str(tmp_path / "default")):
+        seen.append(sorted(os.listdir(out)))
+        return out
+
+    assert run("g") == str(tmp_path / "default") and seen == [[LOCK_NAME]]
+    assert run("g", out=tmp_path / "given") == tmp_path / "given" and seen[-1] == [LOCK_NAME]
+    assert os.listdir(tmp_path / "given") == []
+
+
+def test_evaluate_finetune_and_pretrain_refuse_a_folder_another_run_holds(holder):
+    from gnplace.evaluate import Task, evaluate
+    from gnplace.finetune import finetune
+    from gnplace.pretrain import pretrain
+    from gnplace.pretrain_config import PretrainConfig
+
+    folder, _ = holder
+    with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+        evaluate([Task("datasets/examples/mlp2x8w2048b512.gnpg", "k80x2", "single")], folder)
+    with pytest.raises(InvalidArgument, match=r"^-o .*another gnplace run is writing into this folder"):
+        finetune("datasets/examples/mlp2x8w2048b512.gnpg", "k80x2", out=folder, budget=10)
+    with pytest.raises(InvalidArgument, match=r"^--out .*another gnplace run is writing into this folder"):
+        pretrain(PretrainConfig(), folder)
+    assert os.listdir(folder) == [LOCK_NAME]  # nothing written beside the holder's lock
