@@ -672,15 +672,13 @@ def evaluate(
         reused(len({(k, _task_slot(t)) for t, k in keyed} & have))
     names = [f.name for f in fields(Row)]
     out.mkdir(parents=True, exist_ok=True)  # once every input is checked: a refused one leaves no empty folder
-    # rewrite the file with the rows that survived (drops stale rows and a line cut short by an interruption)
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=names)
-    writer.writeheader()
-    writer.writerows(asdict(r) for r in done)
-    write_atomically(csv_path, text.getvalue().encode("utf-8"))
-    if folder.is_dir():  # the placements kept of the rows dropped go with them
-        for key in {r.key for r in saved} - {r.key for r in done}:
-            kept_placement(out, key).unlink(missing_ok=True)
+    # the rows of the slots to run again stay in the file until their new rows replace them: an interrupted
+    # rerun dropped them (another budget's, a failed one) before it had anything in their place
+    replaced = _rows_replaced(saved, done, todo)
+    kept = {id(r) for r in done} | {id(r) for r in replaced.values()}
+    on_file = [r for r in saved if id(r) in kept]
+    _rewrite(csv_path, names, on_file)  # drops stale rows of other slots and a line cut short by an interruption
+    _drop_kept_placements(out, folder, saved, on_file)  # the placements kept of the rows dropped go with them
     rows = list(done)
 
     def save(item: tuple[Task, str, bool], result: tuple[Row, Placement | None]) -> None:
@@ -691,6 +689,12 @@ def evaluate(
                            predicted={"step_time_s": row.step_time_s})
         with csv_path.open("a", newline="", encoding="utf-8") as handle:
             csv.DictWriter(handle, fieldnames=names).writerow(asdict(row))
+        on_file.append(row)
+        old = replaced.pop(_row_slot(row), None)
+        if old is not None:  # one row a slot in the file: the row it replaces goes now
+            on_file.remove(old)
+            _rewrite(csv_path, names, on_file)
+            _drop_kept_placements(out, folder, [old], on_file)
         rows.append(row)
 
     def record(item: tuple[Task, str, bool], result: tuple[Row, Placement | None]) -> None:
@@ -710,6 +714,40 @@ def evaluate(
             raise ExecutionFailed(f"an evaluation worker process died ({err}); the {len(rows)} rows finished "
                                   "are saved: run again to resume") from None
     return rows
+
+
+def _rows_replaced(saved: list[Row], done: list[Row], todo: list[tuple[Task, str, bool]]) -> dict[Any, Row]:
+    """The saved row of each slot ``todo`` runs again (by slot): another key's, failed, or without its placement.
+
+    Only the last row of a slot counts (as in :func:`_rows_that_stand`); a slot nothing runs in keeps no row
+    that does not stand.
+    """
+    running = {_task_slot(t) for t, _, _ in todo}
+    standing = {id(r) for r in done}
+    replaced: dict[Any, Row] = {}
+    for row in reversed(saved):
+        if id(row) in standing:
+            continue
+        slot = _row_slot(row)
+        if slot in running and slot not in replaced:
+            replaced[slot] = row
+    return replaced
+
+
+def _rewrite(path: Path, names: list[str], rows: list[Row]) -> None:
+    """Write ``rows`` as the results file ``path``, atomically."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=names)
+    writer.writeheader()
+    writer.writerows(asdict(r) for r in rows)
+    write_atomically(path, text.getvalue().encode("utf-8"))
+
+
+def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: list[Row]) -> None:
+    """Remove the kept placements of the rows ``dropped`` whose key no row ``on_file`` has."""
+    if folder.is_dir():
+        for key in {r.key for r in dropped} - {r.key for r in on_file}:
+            kept_placement(out, key).unlink(missing_ok=True)
 
 
 def _rows_that_stand(saved: list[Row], keyed: list[tuple[Task, str]], keep: set[str], out: Path) -> list[Row]:

@@ -979,3 +979,27 @@ def test_ctrl_c_inside_a_placer_stops_the_run_and_saves_no_row_for_it(graphs, tm
         PLACERS.unregister("interrupted")
     assert after_interrupt(caught.value)
     assert [r.placer for r in _read_rows(tmp_path / "results.csv")] == ["single"]
+
+
+def test_an_interrupted_rerun_keeps_the_rows_it_had_not_replaced_yet(graphs, tmp_path):
+    """A rerun at another budget dropped the saved rows of the slots it ran again before it had their new rows:
+    Ctrl-C then left results.csv without them."""
+    from gnplace.evaluate import _read_rows
+
+    paths = [str(p) for p in collect_graphs([str(graphs)])]
+    before = evaluate([Task(p, "k80x2", placer, budget=20) for p in paths for placer in ("single", "annealing")],
+                      tmp_path)
+    assert len(before) == 4
+
+    def interrupt(row):
+        raise KeyboardInterrupt
+
+    again = [Task(p, "k80x2", placer, budget=30) for p in paths for placer in ("single", "annealing")]
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(again, tmp_path, progress=interrupt)  # stopped after the first new row is saved
+    saved = _read_rows(tmp_path / "results.csv")
+    annealing = sorted(r.budget for r in saved if r.placer == "annealing")
+    assert len(saved) == 4 and annealing == [20, 30]  # one row a slot: the old one where the new has not run
+    after = evaluate(again, tmp_path)  # (single takes no budget: its rows stand, run at 20)
+    saved = _read_rows(tmp_path / "results.csv")
+    assert len(after) == 4 and len(saved) == 4 and [r.budget for r in saved if r.placer == "annealing"] == [30, 30]
