@@ -113,8 +113,9 @@ def search_placement(
         except InvalidPlacement as err:
             raise InvalidPlacement(f"{err} (a damaged search in the teacher cache: delete it to search the pair "
                                    "again)") from None
+    # no bar or lines of its own: pretraining counts the pairs searched (and --no-progress silenced neither)
     placement = AnnealingPlacer(budget=budget, initial_temperature=TEACHER_TEMPERATURE, reheat_after=None,
-                                timer=Simulator()).place(graph, cluster, seed=seed)
+                                timer=Simulator(), progress=False).place(graph, cluster, seed=seed)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         save_placement(path, graph, placement, placer=f"annealing, {budget} evaluations, seed {seed}")

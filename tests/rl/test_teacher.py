@@ -135,3 +135,18 @@ def test_a_new_revision_of_the_search_or_its_start_searches_again(pair, tmp_path
     search_placement(graph, cluster, budget=20, seed=0, cache=tmp_path)
     assert searched == [1] and cache_path(tmp_path, graph, cluster, 20, 0) != before
     assert len(list(tmp_path.iterdir())) == 2  # the search of before stays, under its own name
+
+
+def test_the_search_shows_no_progress_of_its_own(pair, monkeypatch):
+    """Pretraining counts the pairs searched; each search also wrote its own lines, even under --no-progress."""
+    made = []
+    init = AnnealingPlacer.__init__
+
+    def spied(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self.progress)
+
+    monkeypatch.setattr(AnnealingPlacer, "__init__", spied)
+    graph, cluster = pair
+    search_placement(graph, cluster, budget=50, seed=0)
+    assert made == [False]
