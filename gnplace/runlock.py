@@ -28,7 +28,7 @@ __all__ = ["LOCK_NAME", "folder_lock", "holds_folder"]
 #: The lock file a run keeps in its output folder while it runs.
 LOCK_NAME = ".gnplace.lock"
 
-_held: dict[str, list[int]] = {}  # real path of a folder -> [the lock file's descriptor, times entered]
+_held: set[str] = set()  # the real paths of the folders this process holds
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -57,23 +57,20 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
 
     path = Path(folder)
     key = os.path.realpath(path)
-    if key in _held or is_launched_rank():
-        if key in _held:
-            _held[key][1] += 1
-        try:
-            yield
-        finally:
-            if key in _held:
-                _held[key][1] -= 1
+    if key in _held or is_launched_rank():  # held by this process already (its outer run lets go of it)
+        yield
         return
+    if path.exists() and not path.is_dir():
+        raise InvalidArgument(f"{flag} {folder}: not a folder")
     made = _missing(path)  # the folders this makes, deepest first: removed again if the run is refused
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InvalidArgument(f"{flag} {folder}: cannot make the folder ({err.strerror or err})") from None
     lock = path / LOCK_NAME
     try:
+        path.mkdir(parents=True, exist_ok=True)
         fd = _locked(lock, fcntl)
+    except OSError as err:
+        _remove_if_empty(path, made)
+        raise InvalidArgument(f"{flag} {folder}: cannot write its lock file {LOCK_NAME} "
+                              f"({err.strerror or err})") from None
     except BaseException:
         _remove_if_empty(path, made)
         raise
@@ -81,13 +78,13 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
         _remove_if_empty(path, made)
         raise InvalidArgument(f"{flag} {folder}: another gnplace run is writing into this folder (it holds "
                               f"{LOCK_NAME}): wait for it to end, or use another folder")
-    _held[key] = [fd, 1]
+    _held.add(key)
     failed = True
     try:
         yield
         failed = False
     finally:
-        del _held[key]
+        _held.discard(key)
         with contextlib.suppress(OSError):
             lock.unlink()  # under the lock: a run that opened this file finds it gone and opens afresh
         os.close(fd)

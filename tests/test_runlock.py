@@ -83,10 +83,13 @@ def test_a_refused_run_leaves_no_folder_it_made_and_keeps_one_it_wrote_into(tmp_
     assert not (tmp_path / "d").exists()  # the parents it made too
 
 
-def test_a_folder_that_is_a_file_is_one_line(tmp_path):
+def test_a_folder_that_is_a_file_or_under_one_is_one_line(tmp_path):
     (tmp_path / "file").write_text("kept")
-    with pytest.raises(InvalidArgument, match=r"^-o .*file: cannot make the folder"):
+    with pytest.raises(InvalidArgument, match=r"^-o .*file: not a folder$"):
         with folder_lock(tmp_path / "file", "-o"):
+            pass
+    with pytest.raises(InvalidArgument, match=r"^-o .*file/sub: cannot write its lock file \.gnplace\.lock \(Not a "):
+        with folder_lock(tmp_path / "file" / "sub", "-o"):
             pass
     assert (tmp_path / "file").read_text() == "kept"
 
