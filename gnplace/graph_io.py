@@ -377,7 +377,8 @@ def to_networkx(graph: OpGraph) -> Any:
 
     Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``op_kind``,
     ``phase`` (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds).
-    Edge attribute: ``bytes``.
+    Edge attribute: ``bytes``. Graph attributes: ``name``, ``meta`` and, where the graph has measured
+    costs, ``cost_kinds`` (every kind, also one no op was measured on).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -388,6 +389,8 @@ def to_networkx(graph: OpGraph) -> Any:
     import networkx as nx
 
     G = nx.DiGraph(name=graph.name, meta=copy.deepcopy(graph.meta))
+    if graph.cost_s:  # the kinds measured, also one measured on no op (all NaN), which no node's cost_s names
+        G.graph["cost_kinds"] = list(graph.cost_s)
     for i, name in enumerate(graph.node_names):
         attrs: dict[str, Any] = dict(
             flops=float(graph.flops[i]),
@@ -458,7 +461,10 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
         if not isinstance(attrs.get("cost_s", {}), Mapping):  # a number was a TypeError ("not iterable")
             raise InvalidGraph(f"node {str(v)!r}: cost_s must map device kinds to seconds (e.g. {{'k80': 1e-3}}), "
                                f"got {reprlib.repr(attrs['cost_s'])}")
-    kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})})
+    listed = G.graph.get("cost_kinds", [])
+    if not isinstance(listed, list | tuple) or not all(isinstance(k, str) for k in listed):
+        raise InvalidGraph(f"graph attribute cost_kinds must list device kinds, got {reprlib.repr(listed)}")
+    kinds = sorted({k for attrs in data for k in attrs.get("cost_s", {})} | set(listed))
     cost_s = {k: [attrs.get("cost_s", {}).get(k, math.nan) for attrs in data] for k in kinds}
     op_types = [attrs.get("op_type", "op") for attrs in data]
     phases = [attrs.get("phase", "forward") for attrs in data]

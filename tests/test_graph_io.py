@@ -650,3 +650,14 @@ def test_from_networkx_refuses_a_cost_s_that_is_no_mapping():
         from_networkx(G)
     G.nodes["x"]["cost_s"] = {"k80": 3.0}
     assert from_networkx(G).cost_s["k80"][0] == 3.0
+
+
+def test_networkx_round_trip_keeps_a_kind_measured_on_no_op():
+    """A kind whose every entry is NaN vanished (no node's cost_s names it): the graph and its fingerprint changed."""
+    g = OpGraph(["a", "b"], [(0, 1)], cost_s={"k80": [np.nan, 1.0], "v100": [np.nan, np.nan]})
+    back = from_networkx(to_networkx(g))
+    assert sorted(back.cost_s) == ["k80", "v100"] and back == g and back.fingerprint() == g.fingerprint()
+    G = to_networkx(g)
+    G.graph["cost_kinds"] = "k80"
+    with pytest.raises(InvalidGraph, match="graph attribute cost_kinds must list device kinds"):
+        from_networkx(G)
