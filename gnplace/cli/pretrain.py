@@ -37,8 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
     p.add_argument("--jobs", type=int, default=None,
                    help="worker processes of the teacher searches, 1 for none (default: one per core)")
-    p.add_argument("--export", default=None, help="copy the policy of the best validation (OUT/best.ckpt, else the final OUT/policy.ckpt) here, "
-                   "e.g. checkpoints/gnplace-base.ckpt")
+    p.add_argument("--export", default=None,
+                   help="copy the policy of the best validation (OUT/best.ckpt, else the final OUT/policy.ckpt) "
+                   "here, e.g. checkpoints/gnplace-base.ckpt")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (nor, where stderr is not a terminal, progress lines)")
 
