@@ -191,6 +191,31 @@ def _text_depth(text: str, limit: int) -> bool:
     return False
 
 
+def json_text(value: Any, **options: Any) -> str:
+    """``value`` as JSON text, a non-finite float written as ``null``.
+
+    Python's ``json`` writes ``NaN`` and ``Infinity``, which are not JSON: other readers (``jq``, browsers,
+    Go, Rust) refuse the whole document. A speed-up over a reference of 0 s was ``Infinity`` in
+    ``finetune --json``. ``options`` go to :func:`json.dumps` (``indent``, ``sort_keys``).
+
+    Examples:
+        >>> json_text({"speedup": float("inf"), "steps": [1.5, float("nan")]})
+        '{"speedup": null, "steps": [1.5, null]}'
+    """
+    return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (nested in dicts, lists and tuples) replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
     """Parse JSON text (UTF-8 bytes or str) within the limits; ``NaN``, infinities and a key twice are refused.
 

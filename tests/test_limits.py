@@ -425,3 +425,16 @@ def test_a_yaml_merge_key_is_refused_in_words():
                                              r"allowed$"):
         parse_yaml("a:\n  <<: {b: 1}\n  c: 2\n", InvalidCluster, "c.yaml")
     assert parse_yaml("a: {'<<': 1}\n", InvalidCluster, "c.yaml") == {"a": {"<<": 1}}  # a quoted key is a key
+
+
+def test_json_text_writes_non_finite_numbers_as_null():
+    """json wrote NaN and Infinity, which are not JSON (finetune --json's speed-up over a 0 s reference)."""
+    import json
+
+    import numpy as np
+
+    from gnplace.limits import json_text
+
+    text = json_text({"a": float("inf"), "b": [float("nan"), 1.5, (np.float64(-np.inf), 2)], "c": "x"}, indent=1)
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the output")) == \
+        {"a": None, "b": [None, 1.5, [None, 2]], "c": "x"}

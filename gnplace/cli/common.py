@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import re
@@ -16,6 +15,7 @@ from typing import Any
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph, require_ops
+from gnplace.limits import json_text
 from gnplace.placement import Placement, check_placed, load_placement
 from gnplace.placers.registry import PLACERS, make_placer
 
@@ -349,7 +349,7 @@ def print_json(payload: Any) -> None:
     output parses: a ``MODULE:FACTORY`` that prints while it loads put its lines before the ``{``.
     """
     out = _json_out[-1] if _json_out else sys.stdout
-    print(json.dumps(payload, indent=1), file=out)
+    print(json_text(payload, indent=1), file=out)  # NaN and infinity as null: they are not JSON
     out.flush()  # here, inside the command, where a closed pipe is reported as one
 
 

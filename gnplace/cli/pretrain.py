@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import whole_number
+from gnplace.limits import json_text
 
 
 def add_parser(sub: Any) -> None:
@@ -103,5 +103,5 @@ def run(args: argparse.Namespace) -> int:
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,
                       jobs=args.jobs)
     if result["rank"] == 0:
-        print(json.dumps({k: v for k, v in result.items() if k != "rank"}, indent=1))
+        print(json_text({k: v for k, v in result.items() if k != "rank"}, indent=1))
     return 0

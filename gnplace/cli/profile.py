@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from gnplace.cli.common import add_optimizer_argument, whole_number
+from gnplace.limits import json_text
 
 
 def add_parser(sub: Any) -> None:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
               "one_device_scale": calibration.scale, "message_cpu_s": calibration.message_cpu, "placements": rows,
               "median_abs_error": float(np.median([r["error"] for r in timed])) if timed else None}
     with writing(Path(args.out, "fidelity.json")):
-        write_atomically(Path(args.out, "fidelity.json"), json.dumps(report, indent=1).encode("utf-8"))
+        write_atomically(Path(args.out, "fidelity.json"), json_text(report, indent=1).encode("utf-8"))
     if args.json:
         print_json(report)
         return 0

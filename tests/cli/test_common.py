@@ -215,3 +215,15 @@ def test_an_option_value_yamls_own_builders_cannot_read_is_one_error(value):
     """PyYAML's date and int builders raise a plain ValueError: it was a traceback, exit 1."""
     with pytest.raises(InvalidArgument, match=r"^--option 'heft.min_speed=.*': a value YAML cannot read \("):
         parse_placer_options([f"heft.min_speed={value}"], ["heft"])
+
+
+def test_print_json_writes_non_finite_numbers_as_null(capsys):
+    """``--json`` printed ``"speedup_vs_single": Infinity`` (finetune over a 0 s reference): not JSON."""
+    import json
+
+    from gnplace.cli.common import print_json
+
+    print_json({"speedup_vs_single": float("inf"), "ratio": float("nan"), "step_time_s": 0.0})
+    out = capsys.readouterr().out
+    assert json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in --json")) == \
+        {"speedup_vs_single": None, "ratio": None, "step_time_s": 0.0}
