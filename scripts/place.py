@@ -134,17 +134,18 @@ def run(args: argparse.Namespace) -> int:
     # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place)
     with_auto = (placer.samples > 0 and placer.around) or placer.portfolio
     among = ", auto's included" if with_auto else "; auto's not among them"
+    how = (f"{row['choice']}: the fastest of {row['evaluations']} placements simulated{among}"
+           if row["evaluations"] else "one device or no ops: the only placement")
     print(f"{graph.name} ({graph.num_ops} ops) on {cluster.name}: policy placed it in {row['place_seconds']:.2f} s "
-          f"({row['choice']}: the fastest of {row['evaluations']} placements simulated{among})")
+          f"({how})")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
                        ("single", "single"), ("lower bound", "bound")):
         if row[key] is None:  # nothing to decode (one device, or no ops): no greedy placement
             print(f"  {label:<18} {'-':>10}")
             continue
         ratio = f"{row[key] / row['auto']:6.3f}x auto" if row["auto"] else ""
-        print(f"  {label:<18} {row[key] * 1e3:10.3f} ms   {ratio}")
-    if row["oom"]:
-        print("  the policy's placement is OUT OF MEMORY")
+        oom = "  OUT OF MEMORY" if row.get("oom" if key == "policy" else f"{key}_oom") else ""
+        print(f"  {label:<18} {row[key] * 1e3:10.3f} ms   {ratio}{oom}")
     if args.output:
         print(f"  written to {args.output}")
     return 0

@@ -34,8 +34,9 @@ class AutoPlacer:
 
     Each candidate placer plans with the same timer (its cost model for estimates, the timer for
     memory checks); their placements are then timed together, one evaluation each. Ties go to the
-    earlier candidate. After :meth:`place`, ``last_choice`` names the winner and
-    ``last_step_times`` maps each candidate to its step time (seconds).
+    earlier candidate. After :meth:`place`, ``last_choice`` names the winner,
+    ``last_step_times`` maps each candidate to its step time (seconds) and ``last_oom`` to whether it runs a
+    device out of memory.
 
     Args:
         candidates (Sequence[str] or str, optional): registered placer names to choose among, or one
@@ -68,6 +69,7 @@ class AutoPlacer:
         self.timer = timer or Simulator()
         self.last_choice: str | None = None
         self.last_step_times: dict[str, float] = {}
+        self.last_oom: dict[str, bool] = {}
 
     def __repr__(self) -> str:
         return f"AutoPlacer(candidates={self.candidates!r})"
@@ -91,4 +93,5 @@ class AutoPlacer:
         index = next(i for i, p in enumerate(placements) if np.array_equal(p.devices, best))
         self.last_choice = self.candidates[index]
         self.last_step_times = {name: float(t) for name, t in zip(self.candidates, result.step_time.tolist())}
+        self.last_oom = {name: bool(o) for name, o in zip(self.candidates, result.oom.tolist())}
         return placements[index]

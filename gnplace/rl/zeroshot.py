@@ -311,7 +311,8 @@ class PolicyPlacer:
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
-    ``last_choice`` (``"greedy"``, ``"constructor greedy"``, ``"constructor sample"`` (``"constructor 2
+    ``last_choice`` (``"only"`` on one device or for no ops, ``"greedy"``, ``"constructor greedy"``,
+    ``"constructor sample"`` (``"constructor 2
     greedy"`` and so on for the second; ``" on the k fastest"`` added on a device subset),
     ``"greedy on the k fastest"``, ``"greedy, op level"``, ``"sample"``,
     ``"sample on the k fastest"``, ``"greedy around auto"``, ``"sample around auto"``,
@@ -541,8 +542,8 @@ class PolicyPlacer:
 
         self.last_evaluations = 0
         self.last_greedy_step, self.last_greedy_oom = None, False  # not the last graph's, when nothing is decoded
-        if graph.num_ops == 0 or cluster.num_devices == 1:
-            self.last_choice, self.last_step = "greedy", None
+        if graph.num_ops == 0 or cluster.num_devices == 1:  # one placement: nothing decoded or timed
+            self.last_choice, self.last_step = "only", None
             return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
@@ -959,7 +960,8 @@ def compare_with_references(
 
     Returns:
         tuple: the policy's placement, and a row of seconds (``policy``, ``greedy``, ``auto``,
-        ``single``, ``bound``), ``policy_vs_auto``, ``auto_choice``, ``choice``, ``oom``,
+        ``single``, ``bound``), ``policy_vs_auto``, ``auto_choice``, ``choice``, ``oom`` (the policy's), its
+        references' ``greedy_oom`` (``None`` where nothing was decoded), ``auto_oom`` and ``single_oom``,
         ``place_seconds`` (the policy's wall time, coarsening included) and ``evaluations`` (the
         placements it timed, ``auto``'s included).
     """
@@ -983,6 +985,8 @@ def compare_with_references(
         "greedy": placer.last_greedy_step, "choice": placer.last_choice, "auto": auto_step,
         "auto_choice": auto.last_choice, "single": single_step, "bound": bound,
         "policy_vs_auto": relative_step(float(result.step_time), auto_step), "oom": bool(result.is_oom),
+        "greedy_oom": bool(placer.last_greedy_oom) if placer.last_greedy_step is not None else None,
+        "auto_oom": auto.last_oom[auto.last_choice], "single_oom": auto.last_oom["single"],
         "place_seconds": took, "evaluations": int(placer.last_evaluations),
     }
     return placement, row

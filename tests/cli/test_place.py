@@ -241,6 +241,30 @@ def test_the_zero_shot_script_compares_with_auto_single_and_the_bound(tmp_path, 
 
 
 
+def test_the_zero_shot_script_flags_references_out_of_memory_and_the_one_device_case(tmp_path, capsys, load_script):
+    """Its --json and table gave single's step on a cluster it overflows as a step like any other; on one device it
+    said "greedy: the fastest of 0 placements simulated" with no greedy placement."""
+    script = load_script("place")
+    small = tmp_path / "small.yaml"
+    small.write_text("name: small\ndevices: [{name: gpu, count: 2, kind: k80, memory: 200 MiB}]\n"
+                     "links: {default: pcie3}\n")
+    graph = str(EXAMPLES / "mlp2x8w2048b512.gnpg")
+    fast = ["--samples", "2", "--polish", "0", "--last-rounds", "1", "--constructor", "none"]
+    assert script.main([graph, "-c", str(small), *fast, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["single_oom"] is True and row["auto_oom"] is False and row["greedy_oom"] in (True, False)
+    assert script.main([graph, "-c", str(small), *fast]) == 0
+    single = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("single"))
+    assert single.endswith("OUT OF MEMORY")
+    one = tmp_path / "one.yaml"
+    one.write_text("name: one\ndevices: [{name: gpu0, kind: k80}]\n")
+    assert script.main([graph, "-c", str(one), *fast, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["choice"] == "only" and row["greedy"] is None and row["greedy_oom"] is None and row["evaluations"] == 0
+    assert script.main([graph, "-c", str(one), *fast]) == 0
+    assert "(one device or no ops: the only placement)" in capsys.readouterr().out
+
+
 def test_the_zero_shot_script_refuses_an_output_over_the_shipped_checkpoints(tmp_path, capsys, load_script, monkeypatch):
     from gnplace.rl import zeroshot
 
