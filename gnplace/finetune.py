@@ -34,6 +34,7 @@ search does not anchor to, nor its polish anneal from, a lucky draw.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -340,8 +341,11 @@ def finetune(
         chosen = min(eligible, key=lambda name: (measured[name].is_oom, measured[name].step_time))  # ties: search
         result, searched = measured[chosen], measured["search"]
         zero_shot_timed = measured.get("zero_shot")
-        if chosen != "search":
-            save_placement(folder / "placement.json", graph, raced[chosen])
+        # the one returned, with what its measurement said (it was written bare above, in case the race fails)
+        save_placement(folder / "placement.json", graph, raced[chosen],
+                       placer="finetune" if chosen.startswith("search") else f"finetune ({chosen})",
+                       predicted={"step_time_s": float(result.step_time) if math.isfinite(result.step_time) else None,
+                                  "oom": bool(result.is_oom), "timer": timer})
     finally:
         if journal is not None:
             journal.close()

@@ -5,10 +5,11 @@ A placement file is JSON::
     {"format": "gnplace-placement", "version": 1, "graph": "<graph name>", "cluster": "<cluster name>",
      "cluster_fingerprint": "<Cluster.fingerprint()>", "devices": [{"name": "gpu0", "kind": "k80"}, ...],
      "placer": "m_etf", "placement": {"<op name>": "<device name>", ...},
-     "predicted": {"step_time_s": ..., "peak_memory_bytes": {...}, "oom": [...]}}
+     "predicted": {"step_time_s": ..., "oom": false, "devices": [...], ...}}
 
-``placement`` must name every op; ``predicted`` is informative (what the simulator said when the
-file was written) and optional, as are ``cluster_fingerprint`` and ``devices`` (what the file is
+``placement`` must name every op; ``predicted`` is informative (what the simulator or timer said when
+the file was written: ``gnplace place`` writes :meth:`~gnplace.sim.timer.StepResult.to_dict`'s keys,
+``place_seconds`` and ``mode``) and optional, as are ``cluster_fingerprint`` and ``devices`` (what the file is
 checked against when used on another cluster, or on one of the same name).
 
 A :class:`Placement` made from a graph (:meth:`Placement.from_groups`, :func:`as_placement`,

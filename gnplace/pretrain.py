@@ -639,6 +639,7 @@ def pretrain(
             "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
             "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
             "best_validation": _finite_or_none(exporter.best_score),
+            "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
             "rank": int(trainer.global_rank)}
 
 

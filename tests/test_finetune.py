@@ -25,6 +25,9 @@ def test_finetune_with_the_simulator_writes_the_best_placement_and_resumes(tmp_p
     assert summary["step_time_s"] <= summary["zero_shot_s"] * (1 + 1e-9)
     assert (out / "placement.json").exists() and (out / "last.ckpt").exists()
     assert json.loads((out / "summary.json").read_text())["timer"] == "sim"
+    placed = json.loads((out / "placement.json").read_text())  # it recorded no placer and no prediction
+    assert placed["placer"].startswith("finetune") and placed["predicted"] == {
+        "step_time_s": summary["step_time_s"], "oom": False, "timer": "sim"}
     logged = _logged_iterations(out)
     assert logged == list(range(len(logged))) and logged  # one session, from the start
     for _ in range(2):  # resuming a finished run trains nothing more, and saves its state again whole
