@@ -17,6 +17,7 @@ import contextlib
 import functools
 import inspect
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,15 +39,16 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     """Hold ``folder``'s run lock for the body (making the folder if it is missing).
 
     A folder this made is removed again when the body fails and leaves nothing in it, so that a refused
-    run writes nothing.
+    run writes nothing. The lock file is an empty file; anything else under its name (a symbolic link, a
+    file with content) is refused rather than locked and removed at the end.
 
     Args:
         folder (str or Path): the output folder.
         flag (str, optional): how the user names it, for the message (default: ``"--out"``).
 
     Raises:
-        InvalidArgument: if another process holds the lock (another run writes into ``folder``), or the
-            folder cannot be made.
+        InvalidArgument: if another process holds the lock (another run writes into ``folder``), the
+            folder cannot be made, or its lock file's name is taken by something else.
     """
     try:
         import fcntl
@@ -55,27 +57,26 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
         return
     from gnplace.workers import is_launched_rank
 
-    path = Path(folder)
+    path = Path(os.path.abspath(folder))  # "a/../b" made "a" too, which a refusal could not remove
     key = os.path.realpath(path)
     if key in _held or is_launched_rank():  # held by this process already (its outer run lets go of it)
         yield
         return
     if path.exists() and not path.is_dir():
         raise InvalidArgument(f"{flag} {folder}: not a folder")
-    made = _missing(path)  # the folders this makes, deepest first: removed again if the run is refused
+    made = _make_folders(path, folder, flag)  # those this run made: removed again if it is refused
     lock = path / LOCK_NAME
     try:
-        path.mkdir(parents=True, exist_ok=True)
         fd = _locked(lock, fcntl)
     except OSError as err:
-        _remove_if_empty(path, made)
+        _remove_made(made)
         raise InvalidArgument(f"{flag} {folder}: cannot write its lock file {LOCK_NAME} "
                               f"({err.strerror or err})") from None
     except BaseException:
-        _remove_if_empty(path, made)
+        _remove_made(made)
         raise
     if fd is None:
-        _remove_if_empty(path, made)
+        _remove_made(made)
         raise InvalidArgument(f"{flag} {folder}: another gnplace run is writing into this folder (it holds "
                               f"{LOCK_NAME}): wait for it to end, or use another folder")
     _held.add(key)
@@ -86,17 +87,68 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     finally:
         _held.discard(key)
         with contextlib.suppress(OSError):
-            lock.unlink()  # under the lock: a run that opened this file finds it gone and opens afresh
+            if _is_our_lock(lock, fd):  # (a file the run wrote over its name is not removed)
+                lock.unlink()  # under the lock: a run that opened this file finds it gone and opens afresh
         os.close(fd)
         if failed:
-            _remove_if_empty(path, made)
+            _remove_made(made)
+
+
+def _make_folders(path: Path, folder: Any, flag: str) -> list[Path]:
+    """Make ``path`` and its missing parents; return those this call made, deepest first.
+
+    Another run may make one of them at the same moment: that one is not this run's to remove.
+
+    Raises:
+        InvalidArgument: if a folder cannot be made.
+    """
+    missing = []
+    parent = path
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    made: list[Path] = []
+    for step in reversed(missing):
+        try:
+            os.mkdir(step)
+        except FileExistsError:
+            if not step.is_dir():  # a dangling link, or a file made meanwhile
+                _remove_made(made[::-1])
+                raise InvalidArgument(f"{flag} {folder}: {step} is not a folder") from None
+            continue
+        except OSError as err:
+            _remove_made(made[::-1])
+            raise InvalidArgument(f"{flag} {folder}: cannot make the folder ({err.strerror or err})") from None
+        made.append(step)
+    return made[::-1]
+
+
+def _remove_made(made: list[Path]) -> None:
+    """Remove the folders ``made`` (deepest first) while they are empty: what a refused run made and left empty.
+
+    A lock file is never removed here: a refused run does not hold it (the run that does may be writing there).
+    """
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:  # something is there (another run's lock, its files): kept, and so are its parents
+            return
+
+
+def _is_our_lock(lock: Path, fd: int) -> bool:
+    """Whether the file named ``lock`` (not followed, if a link) is the one open as ``fd``."""
+    return os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
 
 
 def _locked(lock: Path, fcntl: Any) -> int | None:
     """A descriptor of ``lock`` holding its ``flock``, or :obj:`None` when another process holds it."""
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # a link: ELOOP
         try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size:  # not an empty lock file: someone's file
+                raise InvalidArgument(f"{lock}: not a gnplace lock file (it holds {info.st_size} bytes), which a "
+                                      "run would remove at its end: move it away")
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
@@ -105,33 +157,12 @@ def _locked(lock: Path, fcntl: Any) -> int | None:
             os.close(fd)
             raise
         try:  # the holder before may have removed the file between our open and our flock: lock the one there
-            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+            same = _is_our_lock(lock, fd)
         except FileNotFoundError:
             same = False
         if same:
             return fd
         os.close(fd)
-
-
-def _missing(path: Path) -> list[Path]:
-    """``path`` and those of its parents that do not exist, deepest first."""
-    missing = []
-    while not path.exists() and path != path.parent:
-        missing.append(path)
-        path = path.parent
-    return missing
-
-
-def _remove_if_empty(path: Path, made: list[Path]) -> None:
-    """Remove the folders ``made`` (deepest first) that this run made and left nothing in (but its lock file)."""
-    if made:
-        with contextlib.suppress(OSError):
-            (path / LOCK_NAME).unlink(missing_ok=True)
-    for folder in made:
-        try:
-            folder.rmdir()
-        except OSError:  # something was written there: kept, and so are its parents
-            return
 
 
 def holds_folder(parameter: str, flag: str = "--out") -> Callable[[F], F]:

@@ -56,6 +56,7 @@ from gnplace.rl.imitation import imitation_loss
 from gnplace.rl.ppo import adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
 from gnplace.rl.problem import STEP_FLOOR_S, PlacementProblem
 from gnplace.rl.reinforce import reinforce_loss
+from gnplace.runlock import holds_folder
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step
 
@@ -801,6 +802,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
     check_training_state(path, saved, config.policy)
 
 
+@holds_folder("out", "--out")  # one run at a time in a folder
 def fit(
     pairs: Sequence[tuple[OpGraph | str, Cluster | str]], out: str | Path, *, config: LearnerConfig | None = None,
     iterations: int = 1000, pairs_per_step: int = 1, steps_per_epoch: int = 100, checkpoint_every_s: float = 300.0,

@@ -88,7 +88,7 @@ def test_a_folder_that_is_a_file_or_under_one_is_one_line(tmp_path):
     with pytest.raises(InvalidArgument, match=r"^-o .*file: not a folder$"):
         with folder_lock(tmp_path / "file", "-o"):
             pass
-    with pytest.raises(InvalidArgument, match=r"^-o .*file/sub: cannot write its lock file \.gnplace\.lock \(Not a "):
+    with pytest.raises(InvalidArgument, match=r"^-o .*file/sub: cannot make the folder \(Not a directory\)$"):
         with folder_lock(tmp_path / "file" / "sub", "-o"):
             pass
     assert (tmp_path / "file").read_text() == "kept"
@@ -107,11 +107,12 @@ def test_holds_folder_locks_the_named_argument_default_included(tmp_path, monkey
     assert os.listdir(tmp_path / "given") == []
 
 
-def test_evaluate_finetune_and_pretrain_refuse_a_folder_another_run_holds(holder):
+def test_evaluate_finetune_pretrain_and_fit_refuse_a_folder_another_run_holds(holder):
     from gnplace.evaluate import Task, evaluate
     from gnplace.finetune import finetune
     from gnplace.pretrain import pretrain
     from gnplace.pretrain_config import PretrainConfig
+    from gnplace.train import fit
 
     folder, _ = holder
     with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
@@ -120,4 +121,52 @@ def test_evaluate_finetune_and_pretrain_refuse_a_folder_another_run_holds(holder
         finetune("datasets/examples/mlp2x8w2048b512.gnpg", "k80x2", out=folder, budget=10)
     with pytest.raises(InvalidArgument, match=r"^--out .*another gnplace run is writing into this folder"):
         pretrain(PretrainConfig(), folder)
+    with pytest.raises(InvalidArgument, match=r"^--out .*another gnplace run is writing into this folder"):
+        fit([("datasets/examples/mlp2x8w2048b512.gnpg", "k80x2")], folder, iterations=1)  # scripts/train.py
     assert os.listdir(folder) == [LOCK_NAME]  # nothing written beside the holder's lock
+
+
+def test_a_run_refused_in_a_race_leaves_the_holders_lock_and_folder(holder, monkeypatch):
+    """A run that found the folder missing, then lost the race for it, removed the holder's lock file and folder
+    on its way out: a third run then got in beside the holder."""
+    import gnplace.runlock as runlock
+
+    folder, _ = holder
+    monkeypatch.setattr(runlock, "_make_folders", lambda path, given, flag: [path])  # as if this run had made it
+    with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+        with folder_lock(folder):
+            pass
+    assert (folder / LOCK_NAME).is_file()
+    monkeypatch.undo()
+    with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+        with folder_lock(folder):  # still held: the third run is refused too
+            pass
+
+
+def test_a_file_or_link_under_the_lock_files_name_is_refused_and_kept(tmp_path):
+    """An input named OUT/.gnplace.lock (a checkpoint, a graph, an export) was locked, then deleted at the end;
+    a link there was followed, making its target."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / LOCK_NAME).write_bytes(b"a checkpoint")
+    with pytest.raises(InvalidArgument, match=r"\.gnplace\.lock: not a gnplace lock file \(it holds 12 bytes\)"):
+        with folder_lock(tmp_path / "a"):
+            pass
+    assert (tmp_path / "a" / LOCK_NAME).read_bytes() == b"a checkpoint"
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / LOCK_NAME).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(InvalidArgument, match="cannot write its lock file"):
+        with folder_lock(tmp_path / "b"):
+            pass
+    assert not (tmp_path / "elsewhere").exists() and (tmp_path / "b" / LOCK_NAME).is_symlink()
+    (tmp_path / "c").mkdir()
+    with folder_lock(tmp_path / "c"):  # a run that writes over its lock file's name keeps what it wrote
+        (tmp_path / "c" / LOCK_NAME).unlink()
+        (tmp_path / "c" / LOCK_NAME).write_bytes(b"exported")
+    assert (tmp_path / "c" / LOCK_NAME).read_bytes() == b"exported"
+
+
+def test_a_refused_run_through_dot_dot_leaves_nothing(tmp_path):
+    with pytest.raises(InvalidArgument, match="refused"):
+        with folder_lock(str(tmp_path / "nope" / ".." / "out")):
+            raise InvalidArgument("refused")
+    assert os.listdir(tmp_path) == []

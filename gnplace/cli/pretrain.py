@@ -8,6 +8,7 @@ from typing import Any
 
 from gnplace.cli.common import whole_number
 from gnplace.limits import json_text
+from gnplace.runlock import LOCK_NAME
 
 
 def add_parser(sub: Any) -> None:
@@ -45,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 #: What a pretraining run writes in ``--out`` (:func:`gnplace.pretrain.pretrain`): ``--export`` may name none of them.
-RUN_ENTRIES = frozenset({"policy.ckpt", "best.ckpt", "checkpoints", "logs", "tensorboard", "teacher", "ranks"})
+RUN_ENTRIES = frozenset({"policy.ckpt", "best.ckpt", "checkpoints", "logs", "tensorboard", "teacher", "ranks",
+                         LOCK_NAME})  # (its lock file while it runs)
 
 
 def _check_export_is_not_the_runs(export: Path, out: Path) -> None:

@@ -114,7 +114,8 @@ def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_r
     run = tmp_path / "run"
     # --export --out (or a file in the folders the run makes) ran the whole pretraining, then "run: Is a directory"
     for export in (config, run / "policy.ckpt", run / "best.ckpt", run / "checkpoints" / "last.ckpt", run,
-                   run / "logs", run / "checkpoints" / "mine.ckpt", run / "teacher" / "x", run / "ranks"):
+                   run / "logs", run / "checkpoints" / "mine.ckpt", run / "teacher" / "x", run / "ranks",
+                   run / ".gnplace.lock"):  # (the lock: the export was removed with it at the end)
         code = main(["pretrain", "--config", str(config), "--out", str(run), "--no-progress", "--export", str(export)])
         err = capsys.readouterr().err
         assert code == 2 and err.startswith(f"gnplace: error: --export {export}: ") and err.count("\n") == 1, err
