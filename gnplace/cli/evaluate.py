@@ -12,6 +12,7 @@ from typing import Any
 from gnplace.cli.common import (
     add_option_argument,
     check_count,
+    check_not_input,
     check_output_file,
     check_output_folder,
     checkpoint_readers,
@@ -110,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--split {args.split} chooses among a folder's graphs, and only graph files are named: "
                               "name the folder, or leave --split out")
     graphs = collect_graphs(args.graphs, split=args.split)
+    for name in _outputs(args.plot) if graphs else ():  # an input kept in --out under an output's name was
+        check_not_input(Path(args.out) / name, str(graphs[0]), "--out",
+                        others=[*graphs[1:], *clusters, args.checkpoint])  # overwritten by it
     tasks = [Task.with_options(str(g), c, p, options.get(p), budget=args.budget, seed=args.seed, mode=args.mode)
              for g in graphs for c in clusters for p in placers]
     drawn = _slot_of(tasks[0].graph_path, tasks[0].cluster)  # --plot draws the best run of the first graph, cluster

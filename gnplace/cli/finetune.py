@@ -72,10 +72,13 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     from pathlib import Path
 
-    from gnplace.cli.common import check_output_folder, note_nothing_to_resume
+    from gnplace.cli.common import check_not_input, check_output_folder, note_nothing_to_resume
     from gnplace.finetune import JOURNAL, finetune
 
     check_output_folder(args.out, "--out")
+    for name in ("placement.json", "summary.json", "last.ckpt", JOURNAL):  # an input kept there was overwritten
+        check_not_input(Path(args.out) / name, args.graph, "--out",
+                        others=(args.cluster, args.checkpoint, args.costs))
     real_only = {name: value for name in ("threads", "repeats", "final_rounds", "confirm")
                  if (value := getattr(args, name)) is not None}  # the real timers' options given (else defaults)
     if args.timer == "sim" and real_only:  # each was taken and did nothing

@@ -409,3 +409,14 @@ def test_a_split_of_graph_files_alone_is_refused(tmp_path, capsys):
     assert main([*args, "--split", "test"]) == 2
     assert "--split test chooses among a folder's graphs" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_input_kept_in_out_under_an_output_name_is_refused_not_overwritten(tmp_path, capsys):
+    """``evaluate -g OUT/results.md -o OUT`` replaced the input graph with the markdown table."""
+    graph = tmp_path / "results.md"
+    graph.write_bytes((EXAMPLES / "mlp2x8w2048b512.gnpg").read_bytes())
+    kept = graph.read_bytes()
+    code = main(["evaluate", "-g", str(graph), "-c", "k80x2", "-p", "single", "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"gnplace: error: --out {graph}: is the input results.md; write to another file\n"
+    assert graph.read_bytes() == kept and not (tmp_path / "results.csv").exists()

@@ -364,3 +364,15 @@ def test_a_run_stopped_in_its_last_batch_resumes_to_the_run_that_was_not_stopped
     resumed = json.loads(capsys.readouterr().out)
     for key in ("evaluations", "step_time_s"):
         assert resumed[key] == whole[key], key
+
+
+@pytest.mark.parametrize("name", ["placement.json", "summary.json", "last.ckpt"])
+def test_an_input_kept_in_out_under_an_output_name_is_refused_not_overwritten(tmp_path, capsys, name):
+    """``finetune OUT/placement.json -o OUT --resume`` replaced the input graph with a placement."""
+    source = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
+    graph = tmp_path / name
+    graph.write_bytes(source.read_bytes())
+    code = main(["finetune", str(graph), "-c", "k80x2", "--budget", "20", "-o", str(tmp_path), "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.endswith(f"--out {graph}: is the input {name}; write to another file\n"), err
+    assert graph.read_bytes() == source.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == [name]
