@@ -38,10 +38,13 @@ PARENT_POLL_S = 1.0
 def is_launched_rank() -> bool:
     """Whether this process is a rank other than 0 that a launcher started (Lightning's DDP, torchrun).
 
-    Such ranks find ``LOCAL_RANK`` or ``NODE_RANK`` set to something other than ``0``; rank 0, and a
-    process no launcher started, do not.
+    Such ranks find ``LOCAL_RANK`` or ``NODE_RANK`` set to something other than ``0``, beside the
+    ``WORLD_SIZE`` or ``MASTER_ADDR`` every launcher (and every multi-node run's user) sets as well; rank 0,
+    and a process no launcher started, do not. A rank variable alone, left in a shell by an earlier job,
+    does not make a process a rank: it made a plain run skip its folder's run lock.
     """
-    return os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    ranked = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    return ranked and ("WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ)
 
 
 def available_cores() -> int:

@@ -123,15 +123,21 @@ def test_threads_per_worker_counts_the_cores_this_process_may_use(monkeypatch):
 def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
     from gnplace.workers import is_launched_rank
 
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    monkeypatch.delenv("NODE_RANK", raising=False)
+    for name in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR"):
+        monkeypatch.delenv(name, raising=False)
     assert not is_launched_rank()
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert not is_launched_rank()  # a stray rank variable, no launcher: a plain run (it skipped the run lock)
+    monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "0")
     assert not is_launched_rank()
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert is_launched_rank()
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("NODE_RANK", "1")
+    assert is_launched_rank()
+    monkeypatch.delenv("WORLD_SIZE")
+    monkeypatch.setenv("MASTER_ADDR", "node0")  # a multi-node run's second machine, as its user starts it
     assert is_launched_rank()
 
 
