@@ -21,10 +21,10 @@ from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
-    "ms", "mib", "check_count", "check_output_folder", "check_not_input", "require_ops", "writing",
-    "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format", "check_shared_options",
-    "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument", "file_path", "whole_number",
-    "names_placement_file", "print_json",
+    "ms", "mib", "check_count", "check_output_folder", "check_not_input", "check_not_run_output", "require_ops",
+    "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
+    "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
+    "file_path", "whole_number", "names_placement_file", "print_json",
 ]
 
 
@@ -248,6 +248,29 @@ def check_not_input(
             if target in external_data_files(given):
                 raise InvalidArgument(f"{flag} {os.fspath(path)}: holds the external data (weights) of the input "
                                       f"{given.name}; write to another file")
+
+
+def check_not_run_output(
+    path: str | os.PathLike[str] | None, folder: str | os.PathLike[str], flag: str, folder_flag: str,
+    names: Sequence[str] = ("last.ckpt", "logs"),
+) -> None:
+    """Refuse an output file that a run writes into ``folder`` itself, under one of ``names`` or inside one.
+
+    ``gnplace place -p ppo -O ppo.out=D -o D/last.ckpt`` wrote the placement file over the checkpoint the
+    search had just saved there, which ``-O ppo.resume=true`` then refused as corrupt. The default
+    ``names`` are what a search writes into its folder: Lightning's ``last.ckpt`` and its ``logs``.
+
+    Raises:
+        InvalidArgument: if ``path`` is one of the run's outputs.
+    """
+    if path is None:
+        return
+    target = Path(path).resolve()
+    for name in names:
+        own = (Path(folder) / name).resolve()
+        if target == own or target.is_relative_to(own):
+            raise InvalidArgument(f"{flag} {os.fspath(path)}: is where the search writes its {name} "
+                                  f"({folder_flag}={os.fspath(folder)}); write to another file")
 
 
 def option_files(options: dict[str, Any]) -> list[str]:

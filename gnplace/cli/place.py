@@ -21,6 +21,7 @@ from gnplace.cli.common import (
     add_option_argument,
     check_count,
     check_not_input,
+    check_not_run_output,
     check_output_file,
     check_output_folder,
     check_shared_options,
@@ -89,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     check_placer_options(args.placer, {**options, **dict.fromkeys(flags)}, flags)  # before the graph is read
     if isinstance(options.get("out"), str) and options["out"]:  # a search's folder: refused before it runs
         check_output_folder(options["out"], f"-O {args.placer}.out")
+        for flag, path in (("--output", args.output), ("--device-map", args.device_map)):
+            check_not_run_output(path, options["out"], flag, f"-O {args.placer}.out")
     if args.output is not None:
         check_output_file(args.output, "--output")
         check_not_input(args.output, args.graph,  # the shipped checkpoints too: policy reads them by default

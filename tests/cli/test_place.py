@@ -518,6 +518,24 @@ def test_a_search_folder_that_is_a_file_is_refused_before_the_search(tmp_path, c
     assert file.read_bytes() == b"kept"
 
 
+@pytest.mark.parametrize(("flag", "name"), [("-o", "last.ckpt"), ("--device-map", "last.ckpt"),
+                                            ("-o", "logs/version_0/metrics.csv")])
+def test_an_output_file_among_the_searchs_own_is_refused(tmp_path, capsys, monkeypatch, flag, name):
+    """``-O ppo.out=D -o D/last.ckpt`` wrote the placement over the search's checkpoint (resume then refused it)."""
+    import gnplace.cli.place as place_cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("the placer was made before its outputs were checked")
+
+    monkeypatch.setattr(place_cli, "make_placer", never)
+    code = main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", "k80x2", "-p", "ppo", "--budget", "40",
+                 "-O", f"ppo.out={tmp_path}", flag, str(tmp_path / name)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"is where the search writes its {name.split('/')[0]} (-O ppo.out=" in err, err
+    assert not (tmp_path / name).exists()
+
+
 @pytest.mark.parametrize("placer", ["ppo", "finetune"])
 def test_a_search_folder_holding_a_run_names_the_option_that_set_it(tmp_path, capsys, placer):
     """Through ``place`` the search's messages said "use another -o", the placement file's flag there."""
