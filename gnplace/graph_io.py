@@ -270,6 +270,25 @@ def check_parent_folder(path: str | os.PathLike[str], what: str) -> Path:
     return parent
 
 
+def fitting_name(name: str, room: int) -> str:
+    """``name``, or a 16-digit digest of it where ``name`` and ``room`` more bytes would not fit a file name.
+
+    File names hold 255 bytes: a legal 250-byte output name failed "File name too long" on the
+    temporary file an atomic write goes through (``NAME.PID.tmp``), before anything was written.
+
+    Examples:
+        >>> fitting_name("p.json", 10)
+        'p.json'
+        >>> len(fitting_name("p" * 250, 10))
+        16
+    """
+    if len(name.encode("utf-8", "surrogateescape")) + room <= 255:
+        return name
+    import hashlib
+
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
 def regular_target(path: Path) -> Path:
     """The file a write to ``path`` replaces: the target of a symbolic link, written through, not replaced.
 
@@ -323,7 +342,8 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
                 target.parent.mkdir(parents=True, exist_ok=True)
             except (FileExistsError, NotADirectoryError):
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
-            tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+            tag = f".{os.getpid()}.tmp"
+            tmp = target.with_name(fitting_name(target.name, len(tag)) + tag)
             staged.append((tmp, target, given))
             try:
                 tmp.write_bytes(payload)

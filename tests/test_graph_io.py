@@ -661,3 +661,14 @@ def test_networkx_round_trip_keeps_a_kind_measured_on_no_op():
     G.graph["cost_kinds"] = "k80"
     with pytest.raises(InvalidGraph, match="graph attribute cost_kinds must list device kinds"):
         from_networkx(G)
+
+
+def test_a_file_name_of_255_bytes_is_written(tmp_path):
+    """A legal 250-byte name failed "File name too long" on its temporary file ``NAME.PID.tmp``."""
+    from gnplace.graph_io import write_together
+
+    long = tmp_path / ("p" * 250 + ".json")
+    short = tmp_path / "q.json"
+    write_together([(long, b"1"), (short, b"2")])
+    assert long.read_bytes() == b"1" and short.read_bytes() == b"2"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([long.name, short.name])  # no .tmp left

@@ -54,11 +54,11 @@ def feature_set() -> dict[str, list[str]]:
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target)."""
-    from gnplace.graph_io import regular_target
+    from gnplace.graph_io import fitting_name, regular_target
 
     path = regular_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{fitting_name(path.name, 10)}.", dir=path.parent)  # .NAME.(8 random)
     try:
         with os.fdopen(fd, "wb") as handle:
             torch.save(obj, handle)

@@ -291,3 +291,13 @@ def test_loading_a_policy_leaves_the_callers_torch_stream_alone(saved):
     assert torch.equal(torch.rand(3), expected)
     assert all(torch.equal(a, b) for a, b in zip(policy.state_dict().values(), original.state_dict().values(),
                                                  strict=True))
+
+
+def test_a_checkpoint_name_of_255_bytes_is_written(tmp_path):
+    """The temporary file beside it (``.NAME.RANDOM``) passed the 255 bytes a file name holds."""
+    from gnplace.policy.checkpoint import atomic_torch_save
+
+    path = tmp_path / ("c" * 250 + ".ckpt")
+    atomic_torch_save({"step": 1}, path)
+    assert [entry.name for entry in tmp_path.iterdir()] == [path.name]
+    assert torch.load(path, weights_only=True) == {"step": 1}
