@@ -400,12 +400,27 @@ def _serial_seconds(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float
     return serial + float(np.sum(cluster.latency.max() + graph.edge_bytes / cluster.bandwidth.min()))
 
 
+#: Fewest ticks the fastest device's serial step may take under the automatic unit before a finer one is sought.
+FINEST_SERIAL_TICKS = 1e3
+
+
 def _auto_unit(graph: OpGraph, cluster: Cluster, costs: CostModel) -> float:
-    """Power of ten (seconds) that puts the serial makespan of the slowest placement near 1e7 ticks."""
+    """Power of ten (seconds) that puts the serial makespan of the slowest placement near 1e7 ticks.
+
+    Where devices are so far apart in speed (10^4 times and more) that the fastest device's serial step
+    takes under :data:`FINEST_SERIAL_TICKS` ticks of that unit, its ops rounded to no tick and the solver
+    "proved optimal" placements the simulator times slower than heft's: the unit is then refined to put
+    the fastest serial step near 1e7 ticks, as far as :func:`_most_ticks` lets the slowest one grow.
+    """
     serial = _serial_seconds(graph, cluster, costs)
     if serial <= 0:
         return 1e-9
-    return max(1e-12, 10.0 ** math.floor(math.log10(serial / 1e7)))
+    unit = max(1e-12, 10.0 ** math.floor(math.log10(serial / 1e7)))
+    fastest = float(costs.op_times(graph, cluster).min(axis=1).sum())
+    if fastest <= 0 or fastest / unit >= FINEST_SERIAL_TICKS:
+        return unit
+    finest = 10.0 ** math.ceil(math.log10(serial / _most_ticks(graph, cluster)))  # the slowest step still fits
+    return max(1e-12, finest, min(unit, 10.0 ** math.floor(math.log10(fastest / 1e7))))
 
 
 def _interchangeable(cluster: Cluster, dur: np.ndarray) -> list[list[int]]:
