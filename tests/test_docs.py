@@ -189,3 +189,61 @@ def test_readme_quick_start_runs(monkeypatch, capsys):
                                                                 printed, re.MULTILINE)}
     assert step.keys() == {"single", "auto", "policy", "bound"}, printed
     assert step["bound"] <= step["policy"] <= step["auto"] <= step["single"]  # zero-shot is never slower than auto
+
+
+#: a docstring's Sphinx cross-reference to a name of the package: ``:func:`gnplace.x.y```, ``:class:`~gnplace.x.Y```
+_XREF = re.compile(r":(?:func|class|meth|data|attr|mod|exc|obj):`(?:[^`<]*<)?~?(gnplace\b[^`>]*)>?`")
+
+
+def _resolves(target: str) -> bool:
+    """Whether ``target`` (``gnplace.mod.name.attr``) names a module, or something in one, that exists."""
+    import importlib
+    import inspect
+
+    if re.search(r"\s", target):  # a reference broken over two lines names nothing
+        return False
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for name in parts[cut:]:
+            if hasattr(found, name):
+                found = getattr(found, name)
+            elif inspect.isclass(found) and (
+                any(name in getattr(c, "__annotations__", {}) for c in found.__mro__)  # a dataclass field
+                or re.search(rf"\bself\.{name}\b[^=\n]*=", inspect.getsource(found))  # one each instance sets
+            ):
+                return name == parts[-1]
+            else:
+                return False
+        return True
+    return False
+
+
+def test_package_cross_references_resolve():
+    """Every ``:mod:``, ``:func:``, ``:class:``, ... of a ``gnplace.`` name in the package's docstrings names one.
+
+    ``rl/env.py`` pointed at a ``gnplace.rl.reward`` module there never was (the reward is
+    ``gnplace.rl.problem.reward``), and two references broken over two lines named nothing.
+    """
+    broken = []
+    for path in sorted((ROOT / "gnplace").rglob("*.py")):
+        text = path.read_text()
+        for match in _XREF.finditer(text):
+            if not _resolves(match.group(1)):
+                line = text.count("\n", 0, match.start()) + 1
+                broken.append(f"{path.relative_to(ROOT)}:{line}: {match.group(0)!r}")
+    assert len(broken) == 0, "cross-references to nothing:\n  " + "\n  ".join(broken)
+
+
+def test_cross_reference_check_finds_what_names_nothing():
+    """The check above accepts modules, functions, class attributes and instance attributes, and no more."""
+    assert _resolves("gnplace.rl.problem") and _resolves("gnplace.rl.problem.reward")
+    assert _resolves("gnplace.graph.OpGraph.op_kinds")  # set by each instance
+    assert _resolves("gnplace.placement.GraphKey.digest")  # a dataclass field without a default
+    assert _resolves("gnplace.sim.timer.StepTimer.time")
+    assert not _resolves("gnplace.rl.reward") and not _resolves("gnplace.graph.OpGraph.no_such")
+    assert not _resolves("gnplace.policy.features.\nNODE_FEATURES")
+    assert _XREF.search(":data:`~gnplace.policy.features.NODE_FEATURES`").group(1) == "gnplace.policy.features.NODE_FEATURES"

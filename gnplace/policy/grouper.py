@@ -1,8 +1,9 @@
 """The Grouper of the hierarchical planner (Mirhoseini et al., ICLR 2018) and the Placer's view of its groups.
 
 The Grouper is a feed-forward network that gives each unit (an op, here a colocation group of the
-decision graph) a softmax over :math:`K` groups; the Placer (:class:`~gnplace.policy.seq2seq.
-Seq2SeqPolicy`) then reads one embedding per group, built from its members (:func:`group_inputs`).
+decision graph) a softmax over :math:`K` groups; the Placer
+(:class:`~gnplace.policy.seq2seq.Seq2SeqPolicy`) then reads one embedding per group, built from its
+members (:func:`group_inputs`).
 Trained by :class:`gnplace.rl.hierarchical.HierarchicalPlacer`.
 """
 

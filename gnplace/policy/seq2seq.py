@@ -20,10 +20,10 @@ pass of the LSTMs (:meth:`Seq2SeqPolicy.log_probs`); sampling runs the decoder a
 What a unit's input holds (:func:`sequence_features`; Mirhoseini et al. embed the op's type, its
 output shapes and its adjacency; where their paper leaves the details open these are our choices):
 the mean of the decision graph's node features over the group's nodes (op-kind histogram, FLOP,
-output and parameter bytes, phase, depth and levels, degrees: :data:`~gnplace.policy.features.
-NODE_FEATURES`), its compute seconds on the fastest device and the bytes it pins (both log,
-standardised over the graph), its position in the sequence, and its adjacency as the number of
-producer and consumer groups (log) and their mean position relative to its own.
+output and parameter bytes, phase, depth and levels, degrees:
+:data:`~gnplace.policy.features.NODE_FEATURES`), its compute seconds on the fastest device and the bytes
+it pins (both log, standardised over the graph), its position in the sequence, and its adjacency as the
+number of producer and consumer groups (log) and their mean position relative to its own.
 """
 
 from __future__ import annotations

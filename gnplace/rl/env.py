@@ -10,7 +10,7 @@ is next free, the memory left and the work assigned; per candidate device the ti
 arrive there (producers' finish plus the transfer over the link from their devices), its earliest
 start and the group's earliest finish. An episode ends when every group has a device; its reward is
 the step time of the finished placement, measured by a timer on the original graph
-(:mod:`gnplace.rl.reward`).
+(:func:`gnplace.rl.problem.reward`).
 
 The schedule keeps the simulator's semantics where a list schedule can (:mod:`gnplace.rl._schedule`):
 an output crosses a link once per receiving device, each link carries one transfer at a time, and
