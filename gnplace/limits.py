@@ -168,29 +168,6 @@ def check_depth(value: Any, error: type[GnplaceError], source: str, limit: int =
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
 
 
-def _text_depth(text: str, limit: int) -> bool:
-    """Whether brackets in ``text`` (outside JSON strings) nest deeper than ``limit``: a cheap pre-check."""
-    depth = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif ch in "]}":
-            depth -= 1
-    return False
-
-
 def json_text(value: Any, **options: Any) -> str:
     """``value`` as JSON text, a non-finite float written as ``null``.
 
