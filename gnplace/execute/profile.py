@@ -32,7 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -43,6 +43,9 @@ from gnplace.execute.base import as_program, check_threads, torch_device
 from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
+
+if TYPE_CHECKING:  # the distributed executor loads on first use
+    from gnplace.execute.dist import DistTimer
 
 __all__ = [
     "Calibration", "calibrate", "measure_op_seconds", "node_seconds", "fit_link", "probe_link", "LINK_SIZES",
@@ -190,8 +193,8 @@ class _Towers(torch.nn.Module):
         return (self.a(x) + self.b(x)).square().mean()
 
 
-def probe_link(timer: Any, peer: int, ranks: int, *, widths: tuple[int, ...] = (8, 128, 512, 1024),
-               layers: int = 12, batch: int = 64, repeats: int = 5) -> tuple[list[int], list[float]]:
+def probe_link(timer: DistTimer, peer: int, ranks: int, *, widths: tuple[int, ...] = (8, 128, 512, 1024),
+               layers: int = 12, batch: int = 64) -> tuple[list[int], list[float]]:
     """Seconds per transfer between rank 0 and ``peer`` as the executor pays them under load, at several sizes.
 
     A probe: two chains of ``layers`` linear layers of width ``w`` (each edge ``batch x w`` float32),
@@ -203,8 +206,18 @@ def probe_link(timer: Any, peer: int, ranks: int, *, widths: tuple[int, ...] = (
     ranks compute (the copy, the bookkeeping, a communication thread waiting for a core): on a
     host with as many cores as ranks that is several times the idle ping-pong time.
 
+    Args:
+        timer (DistTimer): the ranks to probe; each step is timed as its ``warmup`` and ``repeats`` say
+            (the median of the slowest rank's seconds).
+        peer (int): the rank that exchanges with rank 0.
+        ranks (int): ranks of the cluster the probe runs on.
+        widths (tuple[int, ...], optional): layer widths ``w`` of the probes, one transfer size each
+            (default: ``(8, 128, 512, 1024)``).
+        layers (int, optional): linear layers of each chain (default: 12).
+        batch (int, optional): rows of each layer's input (default: 64).
+
     Returns:
-        tuple: the bytes of each probe's transfers and the seconds per transfer.
+        tuple: the bytes of each probe's transfers (``batch * w * 4``) and the seconds per transfer.
     """
     from gnplace.execute.device_map import module_paths
     from gnplace.importers.torch import import_step
@@ -377,7 +390,7 @@ def calibrate(
         per_message: list[float] = []
         for _ in range(probe_rounds):  # the loaded link and the message cost in turn, medians kept
             for peer in range(1, ranks):
-                loaded[peer] += probe_link(timer, peer, ranks, widths=probe_widths, repeats=repeats)[1]
+                loaded[peer] += probe_link(timer, peer, ranks, widths=probe_widths)[1]
             if timer.backend == "gloo" and ranks > 1:  # communication threads sharing the cores: see exchange_cost
                 per_message += list(timer.message_costs(ranks).values())
         for peer in range(1, ranks):

@@ -273,3 +273,16 @@ def test_fidelity_placements_are_distinct_and_bounded():
     assert all(len(np.unique(v)) > 1 for v in placements.values())
     with pytest.raises(InvalidArgument, match="need a number of placements from 0 to 10,000"):
         fidelity_placements(g, c, MAX_FIDELITY_PLACEMENTS + 1)
+
+
+def test_probe_link_takes_no_option_it_ignores():
+    """``probe_link`` took a ``repeats`` that nothing read (the timer's own ``warmup`` and ``repeats`` time each probe
+    step), and ``calibrate`` passed its ``repeats`` there, as if it set the probe's measurements; every parameter
+    is documented."""
+    import inspect
+
+    from gnplace.execute.profile import probe_link
+
+    parameters = list(inspect.signature(probe_link).parameters)
+    assert parameters == ["timer", "peer", "ranks", "widths", "layers", "batch"]
+    assert all(f"    {name} (" in (probe_link.__doc__ or "") for name in parameters)
