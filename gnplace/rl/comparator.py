@@ -397,7 +397,7 @@ class ComparatorPlacer:
         return seq2seq_update_bytes(problem.units, self.samples, problem.inp.cluster.num_devices, hidden=self.hidden,
                                     layers=self.layers, in_features=int(problem.x.shape[1]))
 
-    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
+    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Callable[[], None]) -> None:
         """Train on ``problem`` while its budget holds a batch of :attr:`samples`; call ``tick()`` after each batch."""
         raise NotImplementedError
 

@@ -28,6 +28,7 @@ logits during the first half of the budget ("early on"; the log-likelihoods are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -179,7 +180,7 @@ class HierarchicalPlacer(ComparatorPlacer):
                                          problem.inp.cluster.num_devices, hidden=self.hidden, layers=self.layers,
                                          grouper_hidden=self.grouper_hidden, in_features=int(problem.x.shape[1]))
 
-    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
+    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Callable[[], None]) -> None:
         """Joint REINFORCE of the Grouper and the Placer until the budget no longer holds a batch."""
         import torch
 

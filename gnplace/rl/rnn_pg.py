@@ -16,6 +16,7 @@ Adam with gradient-norm clipping at 1 (as the hierarchical planner); the learnin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -92,7 +93,7 @@ class RnnPGPlacer(ComparatorPlacer):
         check_positive(type(self).__name__, clip=clip)
         self.decay, self.clip = float(decay), float(clip)
 
-    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
+    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Callable[[], None]) -> None:
         """REINFORCE with a moving-average baseline until the budget no longer holds a batch."""
         import torch
 

@@ -130,7 +130,7 @@ class SpotlightPlacer(ComparatorPlacer):
         """A further loss term for this batch (none for Spotlight; Post's cross-entropy)."""
         return None
 
-    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Any) -> None:
+    def search(self, problem: SequenceProblem, generator: torch.Generator, tick: Callable[[], None]) -> None:
         """PPO on batches of sampled placements until the budget no longer holds a batch."""
         import torch
 

@@ -199,3 +199,17 @@ def test_the_defaults_fit_the_update_limit():
     placer = RnnPGPlacer(budget=32, progress=False)  # the default policy, a short run
     assert placer.place(mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x4"), seed=0)
     assert placer.last_updates == 2
+
+
+def test_search_hook_is_typed_as_what_place_passes():
+    """``search``'s ``tick`` was ``Any``; it is the no-argument callable ``place`` passes, in every comparator."""
+    import inspect
+
+    from gnplace.rl.comparator import ComparatorPlacer
+    from gnplace.rl.hierarchical import HierarchicalPlacer
+    from gnplace.rl.post import PostPlacer
+    from gnplace.rl.rnn_pg import RnnPGPlacer
+    from gnplace.rl.spotlight import SpotlightPlacer
+
+    for cls in (ComparatorPlacer, RnnPGPlacer, HierarchicalPlacer, SpotlightPlacer, PostPlacer):
+        assert inspect.signature(cls.search).parameters["tick"].annotation == "Callable[[], None]", cls.__name__
