@@ -180,11 +180,12 @@ class GraphEncoder(nn.Module):
 
     def forward(self, inp: PolicyInput) -> torch.Tensor:
         """Embeddings of the decision graph's nodes, ``[N, hidden]``."""
-        h = self.lift(inp.node_x)
-        reverse = inp.edge_index.flip(0)
+        h = self.lift(inp.node_x)  # h_v^(0): the node features through an MLP
+        reverse = inp.edge_index.flip(0)  # consumer -> producer: the messages from S(v)
         for lin, fwd, bwd, norm in zip(self.self_lin, self.forward_conv, self.backward_conv, self.norms):
+            # W_s h_v + mean_{u in P(v)} W_f [h_u || e_uv] + mean_{w in S(v)} W_b [h_w || e_vw]
             update = lin(h) + fwd(h, inp.edge_index, inp.edge_x) + bwd(h, reverse, inp.edge_x)
-            h = h + torch.relu(norm(update))
+            h = h + torch.relu(norm(update))  # h_v^(l+1) = h_v^(l) + ReLU(LN(...))
         return h  # type: ignore[no-any-return]
 
 
@@ -258,7 +259,8 @@ class PlacementPolicy(nn.Module):
         Returns:
             torch.Tensor: logits ``[B, S, D]``; ``-inf`` where not allowed.
         """
+        # ReLU(A z_g + B y_d + C s_gd): A z_g and B y_d projected once per graph by encode
         z = torch.relu(enc.group[groups][None, :, None, :] + enc.device[None, None] + self.dynamic_proj(dynamic))
-        residual = self.out(z).squeeze(-1)
-        logits = residual - self.log_alpha.exp() * dynamic[..., EFT_GAP]
+        residual = self.out(z).squeeze(-1)  # w^T ReLU(...)
+        logits = residual - self.log_alpha.exp() * dynamic[..., EFT_GAP]  # l_gd = -alpha Delta^EFT_gd + w^T ReLU(...)
         return logits.masked_fill(~mask, float("-inf"))

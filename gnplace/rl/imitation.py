@@ -49,7 +49,8 @@ def imitation_loss(
     """
     if equivalent is None:
         equivalent = torch.zeros_like(new_log_probs, dtype=torch.bool).scatter_(-1, targets.unsqueeze(-1), True)
+    # log sum_{d equiv a^ref_t} pi_theta(d | s_t): the probability of the reference's class of devices
     logp = torch.logsumexp(new_log_probs.masked_fill(~equivalent, float("-inf")), dim=-1)
-    loss = -logp.mean()
+    loss = -logp.mean()  # L_BC(theta), the mean over decisions (and over the batch's episodes)
     accuracy = equivalent.gather(-1, new_log_probs.argmax(-1, keepdim=True)).float().mean()
     return loss, {"imitation/loss": float(loss.detach()), "imitation/accuracy": float(accuracy)}

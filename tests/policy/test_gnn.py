@@ -90,3 +90,17 @@ def test_a_shape_no_network_has_is_refused(bad):
 
     with pytest.raises(InvalidArgument, match="the policy's"):
         PolicyConfig(**bad)
+
+
+def test_the_lines_of_the_module_equations_carry_their_symbols():
+    """As CleanRL's ppo.py (STYLE.md habit 9): each line implementing the encoder's and the head's equations names
+    the docstring's symbols beside it, so that it can be checked against them (it named none)."""
+    import inspect
+
+    from gnplace.policy.gnn import GraphEncoder
+
+    encoder = inspect.getsource(GraphEncoder.forward)
+    assert "h_v^(l+1) = h_v^(l) + ReLU(LN(" in encoder
+    assert "mean_{u in P(v)} W_f [h_u || e_uv]" in encoder and "mean_{w in S(v)} W_b [h_w || e_vw]" in encoder
+    head = inspect.getsource(PlacementPolicy.logits)
+    assert "ReLU(A z_g + B y_d + C s_gd)" in head and "l_gd = -alpha Delta^EFT_gd + w^T ReLU(...)" in head
