@@ -247,3 +247,23 @@ def test_cross_reference_check_finds_what_names_nothing():
     assert not _resolves("gnplace.rl.reward") and not _resolves("gnplace.graph.OpGraph.no_such")
     assert not _resolves("gnplace.policy.features.\nNODE_FEATURES")
     assert _XREF.search(":data:`~gnplace.policy.features.NODE_FEATURES`").group(1) == "gnplace.policy.features.NODE_FEATURES"
+
+
+def _what_is_here(readme: str) -> str:
+    """The README's "What is here" table: the section from that heading to the next."""
+    section = readme.split("\n## What is here\n", 1)[1]
+    return section.split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+def test_what_is_here_names_every_top_level_module():
+    """The README's layout table names each module of ``gnplace/`` (``__main__`` aside), and each subpackage or a file of it.
+
+    Seven modules were missing: ``exceptions``, ``limits``, ``units``, ``seed``, ``runlock``, ``shipped``,
+    ``cstdout``, all of them used across the package.
+    """
+    table = _what_is_here((ROOT / "README.md").read_text())
+    package = ROOT / "gnplace"
+    names = [f"gnplace/{p.name}" for p in sorted(package.glob("*.py")) if p.name not in ("__init__.py", "__main__.py")]
+    names += [f"gnplace/{p.name}/" for p in sorted(package.iterdir()) if (p / "__init__.py").is_file()]
+    missing = [name for name in names if (f"`{name}" if name.endswith("/") else f"`{name}`") not in table]
+    assert not missing, f"README.md's 'What is here' leaves out {', '.join(missing)}"
