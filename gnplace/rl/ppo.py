@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["PPOConfig", "normalise_advantages", "ppo_loss", "exact_kl", "adapt_beta"]
+__all__ = ["PPOConfig", "normalise_advantages", "risk_seeking_advantages", "ppo_loss", "exact_kl", "adapt_beta"]
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,14 @@ def test_equal_rewards_have_no_advantage(value):
     """A batch of equal rewards (a collapsed policy's repeats) carries no signal: float32 rounding of the mean is not one."""
     for n in (3, 7, 16, 100):
         assert normalise_advantages(np.full(n, value)).tolist() == [0.0] * n
+
+
+def test_all_lists_every_public_function():
+    """``__all__`` left out ``risk_seeking_advantages``, which the learner imports and ``LearnerConfig.risk`` names."""
+    import inspect
+
+    import gnplace.rl.ppo as ppo
+
+    public = {name for name, value in vars(ppo).items() if not name.startswith("_") and inspect.isfunction(value)
+              and value.__module__ == ppo.__name__}
+    assert public <= set(ppo.__all__), sorted(public - set(ppo.__all__))
