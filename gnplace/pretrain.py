@@ -354,12 +354,13 @@ def check_resumable(path: Path, config: PretrainConfig, pairs: str | None = None
     from gnplace.policy.checkpoint import (
         check_training_state,
         check_training_weights,
+        is_training_checkpoint,
         pretraining_state,
         read_checkpoint,
     )
 
     data = read_checkpoint(path)
-    if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("gnplace"), dict):
+    if not is_training_checkpoint(data):
         raise InvalidCheckpoint(f"{path}: not a gnplace training checkpoint (cannot resume from it)")
     from gnplace.rl.search import RUN_KEY
 

@@ -538,10 +538,10 @@ def checkpoint_format(data: dict[str, Any], where: str, which: str = "") -> str:
         'gnplace-policy'
     """
     from gnplace.exceptions import InvalidCheckpoint
-    from gnplace.policy.checkpoint import FORMAT
+    from gnplace.policy.checkpoint import FORMAT, is_training_checkpoint
 
     if "format" not in data:
-        if isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict):  # as load_policy
+        if is_training_checkpoint(data):  # which load_policy reads as a policy's
             return FORMAT
         raise InvalidCheckpoint(f"{where}: records no \"format\" and is not a training run's checkpoint, so not a "
                                 f"gnplace checkpoint{which}")

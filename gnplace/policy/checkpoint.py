@@ -38,7 +38,7 @@ from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURE
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 
 __all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save",
-           "pretraining_state", "check_training_weights", "check_training_state"]
+           "is_training_checkpoint", "pretraining_state", "check_training_weights", "check_training_state"]
 
 FORMAT = "gnplace-policy"
 VERSION = 1
@@ -91,6 +91,22 @@ def save_policy(path: str | os.PathLike[str], policy: PlacementPolicy, meta: dic
         "format": FORMAT, "version": VERSION, "policy": asdict(policy.config), "features": feature_set(),
         "state_dict": state, "meta": dict(meta or {}),
     }, path)
+
+
+def is_training_checkpoint(data: dict[str, Any]) -> bool:
+    """Whether checkpoint ``data`` is a training run's Lightning checkpoint (``last.ckpt``), not a policy file.
+
+    Such a file holds its weights under ``state_dict`` and the run's own ``gnplace`` record: training's,
+    pretraining's, a search's or fine-tuning's. ``load_policy`` reads its policy, ``--checkpoint`` takes it as a
+    ``gnplace-policy`` one, and resuming needs it.
+
+    Examples:
+        >>> is_training_checkpoint({"state_dict": {}, "gnplace": {"iteration": 3}})
+        True
+        >>> is_training_checkpoint({"format": FORMAT, "state_dict": {}})
+        False
+    """
+    return isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict)
 
 
 def read_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -336,7 +352,7 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
                 "checkpoint of this gnplace version"
             )
         config, state, meta = _policy_config(data.get("policy"), path), data.get("state_dict"), data.get("meta", {})
-    elif isinstance(data.get("state_dict"), dict) and isinstance(data.get("gnplace"), dict):
+    elif is_training_checkpoint(data):
         hp = data.get("hyper_parameters", {})
         config = _policy_config(hp, path)
         state = {k.removeprefix("policy."): v for k, v in data["state_dict"].items()

@@ -559,12 +559,16 @@ class PPOSearchPlacer:
         Raises:
             InvalidCheckpoint: with one line saying which.
         """
-        from gnplace.policy.checkpoint import check_training_state, check_training_weights, read_checkpoint
+        from gnplace.policy.checkpoint import (
+            check_training_state,
+            check_training_weights,
+            is_training_checkpoint,
+            read_checkpoint,
+        )
 
         kind = "fine-tuning" if self.checkpoint is not None else "search"
         data = read_checkpoint(path)
-        if any(key not in data for key in _LIGHTNING_KEYS) or not isinstance(data.get("state_dict"), dict) \
-                or not isinstance(data.get("gnplace"), dict):
+        if any(key not in data for key in _LIGHTNING_KEYS) or not is_training_checkpoint(data):
             raise InvalidCheckpoint(f"{path}: not a {kind} run's checkpoint (cannot resume from it; use another "
                                     f"{self.out_option})")
         saved = data.get(RUN_KEY)

@@ -301,3 +301,23 @@ def test_a_checkpoint_name_of_255_bytes_is_written(tmp_path):
     atomic_torch_save({"step": 1}, path)
     assert [entry.name for entry in tmp_path.iterdir()] == [path.name]
     assert torch.load(path, weights_only=True) == {"step": 1}
+
+
+def test_one_predicate_tells_a_training_runs_checkpoint():
+    """load_policy, the CLI's --checkpoint format and both resumes (pretraining, a search) wrote the same test of a
+    training run's Lightning checkpoint four times; they share ``is_training_checkpoint``."""
+    import inspect
+
+    import gnplace.cli.common
+    import gnplace.pretrain
+    import gnplace.rl.search
+    from gnplace.policy import checkpoint
+    from gnplace.policy.checkpoint import FORMAT, is_training_checkpoint
+
+    assert is_training_checkpoint({"state_dict": {}, "gnplace": {"iteration": 3}})
+    assert not is_training_checkpoint({"format": FORMAT, "state_dict": {}, "meta": {}})
+    assert not is_training_checkpoint({"state_dict": [], "gnplace": {}})
+    assert not is_training_checkpoint({"state_dict": {}, "gnplace": None})
+    for module in (checkpoint, gnplace.cli.common, gnplace.pretrain, gnplace.rl.search):
+        source = inspect.getsource(module)
+        assert source.count('isinstance(data.get("gnplace"), dict)') == (module is checkpoint), module.__name__
