@@ -142,7 +142,7 @@ def task_mapper(jobs: int) -> Iterator[Callable[..., Iterator[Any]]]:
         pool.shutdown(wait=True, cancel_futures=True)  # a caller that stopped reading early: the rest never start
 
 
-def terminate_workers(pool: Any) -> None:
+def terminate_workers(pool: ProcessPoolExecutor) -> None:
     """End the worker processes of ``pool`` (a ``ProcessPoolExecutor``) now, tasks under way included.
 
     Terminated, not cancelled: the pool marks its pending futures broken (cancelling them too races with

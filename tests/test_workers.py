@@ -214,3 +214,12 @@ def test_task_mapper_workers_share_the_cores_among_the_tasks(monkeypatch):
         assert list(mapper(_threads_given, [0, 1])) == [4, 4]
         assert list(mapper(_threads_given, [2, 3, 4])) == [4, 4, 4]  # a second call runs on the same workers
     assert multiprocessing.active_children() == []
+
+
+def test_terminate_workers_is_typed_as_the_pool_it_ends():
+    """Typed ``Any``; it is the ``ProcessPoolExecutor`` its docstring names, so mypy checks its callers."""
+    import inspect
+
+    from gnplace.workers import terminate_workers
+
+    assert inspect.signature(terminate_workers).parameters["pool"].annotation == "ProcessPoolExecutor"

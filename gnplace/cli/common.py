@@ -8,7 +8,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -437,7 +437,8 @@ def stdout_console(**options: Any) -> Any:
     return _PipedConsole(**options)
 
 
-def run_reporting_errors(run: Any, args: argparse.Namespace, prog: str, interrupted: str = "interrupted") -> int:
+def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,
+                         interrupted: str = "interrupted") -> int:
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
 
     A :class:`~gnplace.exceptions.GnplaceError`, an :class:`OSError` (a file that cannot be read or

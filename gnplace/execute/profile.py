@@ -39,7 +39,7 @@ import torch
 
 from gnplace.cluster import Cluster, cluster_from_dict
 from gnplace.exceptions import InvalidArgument
-from gnplace.execute.base import as_program, check_threads, torch_device
+from gnplace.execute.base import RealStepTimer, as_program, check_threads, torch_device
 from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
@@ -573,7 +573,7 @@ def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: i
     return dict(list(found.items())[:count])
 
 
-def simulator_error(calibration: Calibration, timer: Any, placements: dict[str, np.ndarray], *,
+def simulator_error(calibration: Calibration, timer: RealStepTimer, placements: dict[str, np.ndarray], *,
                     rounds: int = 1) -> list[dict[str, Any]]:
     """Measured (by ``timer``) and simulated step seconds of each placement on the calibrated cluster.
 

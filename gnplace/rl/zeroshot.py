@@ -42,6 +42,8 @@ from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, relative_step
 
 if TYPE_CHECKING:
+    import argparse
+
     from gnplace.coarsen import Coarsening
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
@@ -878,7 +880,7 @@ DECODING_ARGUMENTS = ("constructor_samples", "constructor_temperature", "constru
                       "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops")
 
 
-def add_decoding_arguments(parser: Any) -> None:
+def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the flags of the constructors' samples and of the last rounds to an :mod:`argparse` parser.
 
     ``--constructor-samples``, ``--constructor-temperature``, ``--constructor-sizes``, ``--refine``,

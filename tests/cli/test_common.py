@@ -227,3 +227,13 @@ def test_print_json_writes_non_finite_numbers_as_null(capsys):
     out = capsys.readouterr().out
     assert json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in --json")) == \
         {"speedup_vs_single": None, "ratio": None, "step_time_s": 0.0}
+
+
+def test_run_reporting_errors_is_typed_as_the_run_it_calls():
+    """``run`` was ``Any``; it is called with the parsed arguments and its result read as the exit status."""
+    import inspect
+
+    from gnplace.cli.common import run_reporting_errors
+
+    assert inspect.signature(run_reporting_errors).parameters["run"].annotation == \
+        "Callable[[argparse.Namespace], int | None]"

@@ -286,3 +286,12 @@ def test_probe_link_takes_no_option_it_ignores():
     parameters = list(inspect.signature(probe_link).parameters)
     assert parameters == ["timer", "peer", "ranks", "widths", "layers", "batch"]
     assert all(f"    {name} (" in (probe_link.__doc__ or "") for name in parameters)
+
+
+def test_simulator_error_is_typed_as_the_timer_it_documents():
+    """``timer`` was ``Any`` where the docstring says a RealStepTimer (it calls ``measure``, which only they have)."""
+    import inspect
+
+    from gnplace.execute.profile import simulator_error
+
+    assert inspect.signature(simulator_error).parameters["timer"].annotation == "RealStepTimer"

@@ -696,3 +696,12 @@ def test_an_int_past_a_floats_range_is_refused_in_one_line(fresh_checkpoint, opt
     """``-O policy.prior=<400 digits>`` was an OverflowError traceback from ``math.isfinite``."""
     with pytest.raises(InvalidArgument, match=option.split("_")[-1]):
         PolicyPlacer(checkpoint=fresh_checkpoint, constructor="none", **{option: 10**400})
+
+
+def test_add_decoding_arguments_is_typed_as_a_parser():
+    """``parser`` was ``Any``; it is the :mod:`argparse` parser its docstring names."""
+    import inspect
+
+    from gnplace.rl.zeroshot import add_decoding_arguments
+
+    assert inspect.signature(add_decoding_arguments).parameters["parser"].annotation == "argparse.ArgumentParser"
