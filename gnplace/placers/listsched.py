@@ -173,7 +173,11 @@ class ListSchedule:
         return np.flatnonzero(self.pending == 0).tolist()
 
     def ready_time(self, v: int) -> np.ndarray:
-        """When all inputs of ``v`` (whose producers are scheduled) could be on each device, ``[num_devices]``."""
+        """When all inputs of ``v`` (whose producers are scheduled) could be on each device, seconds, ``[num_devices]``.
+
+        The latest, over its inputs, of the producer's finish plus the transfer from the producer's device
+        (the link's latency and the bytes over its bandwidth; none on that device); 0 for an op without producers.
+        """
         out = np.empty(self.device_free.shape[0])
         _ready_time(v, out, self.finish, self.op_device, self.latency, self.inv_bw, self.in_ptr, self.in_src,
                     self.in_bytes)

@@ -248,3 +248,19 @@ def test_the_list_schedulers_place_shipped_graphs_as_they_always_have(graph, clu
     for name, digest in pinned.items():
         devices = get_placer(name).place(g, c, seed=0).devices.astype(np.int64)
         assert hashlib.sha256(devices.tobytes()).hexdigest()[:16] == digest, name
+
+
+def test_ready_time_is_seconds_as_its_docstring_says():
+    """``ready_time``'s docstring gave no unit; it is seconds: the producer's finish plus the link's transfer."""
+    from gnplace.cluster import load_cluster
+    from gnplace.placers.listsched import ListSchedule
+    from gnplace.sim.costmodel import op_times
+    from gnplace.toy import chain_graph
+
+    assert "seconds" in (ListSchedule.ready_time.__doc__ or "")
+    g, c = chain_graph(2), load_cluster("k80x2")
+    s = ListSchedule(g, c, op_times(g, c))
+    s.assign(0, 0, 0.0)
+    finish, size = float(s.finish[0]), float(g.edge_bytes[0])
+    expected = [finish, finish + c.latency[0, 1] + size / c.bandwidth[0, 1]]
+    assert s.ready_time(1).tolist() == pytest.approx(expected)
