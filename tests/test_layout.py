@@ -81,3 +81,18 @@ def test_every_private_module_function_is_used():
         and not node.name.startswith("__") and words[node.name] < 2
     ]
     assert not unused, "private helpers nothing uses:\n  " + "\n  ".join(unused)
+
+
+def test_policy_never_imports_rl():
+    """``rl/`` knows ``policy/``, not the other way (DESIGN.md): ``policy/checkpoint.py`` imported the dynamic features'
+    names from ``rl/env.py`` (inside two functions, past the cycle), which now live with the other features' names
+    in ``policy/features.py``."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "gnplace" / "policy").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.startswith("gnplace.rl")]
+    assert not found, found

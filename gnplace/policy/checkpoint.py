@@ -34,7 +34,7 @@ import torch
 
 from gnplace.exceptions import InvalidCheckpoint
 from gnplace.opkinds import OP_KINDS
-from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES
+from gnplace.policy.features import DEVICE_FEATURES, DYNAMIC_FEATURES, EDGE_FEATURES, NODE_FEATURES
 from gnplace.policy.gnn import PlacementPolicy, PolicyConfig
 
 __all__ = ["FORMAT", "VERSION", "feature_set", "save_policy", "load_policy", "read_checkpoint", "atomic_torch_save",
@@ -46,8 +46,6 @@ VERSION = 1
 
 def feature_set() -> dict[str, list[str]]:
     """The names of every feature the policy sees in this version of gnplace, by kind."""
-    from gnplace.rl.env import DYNAMIC_FEATURES
-
     return {"node": list(NODE_FEATURES), "edge": list(EDGE_FEATURES), "device": list(DEVICE_FEATURES),
             "dynamic": list(DYNAMIC_FEATURES), "op_kinds": list(OP_KINDS)}
 
@@ -369,8 +367,6 @@ def load_policy(path: str | os.PathLike[str]) -> tuple[PlacementPolicy, dict[str
                                               and v.device.type == "cpu"  # loaded there: not "meta", no data
                                               for k, v in state.items()):  # dense real tensors by name, as saved
         raise InvalidCheckpoint(f"{path}: the policy weights are missing or malformed")
-    from gnplace.rl.env import DYNAMIC_FEATURES
-
     if config.dynamic_features != len(DYNAMIC_FEATURES):  # the features' names match; their count is the shape's
         raise InvalidCheckpoint(f"{path}: the policy's shape has {config.dynamic_features} dynamic features; this "
                                 f"gnplace computes {len(DYNAMIC_FEATURES)}")

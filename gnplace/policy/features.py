@@ -21,8 +21,9 @@ fractions):
   cluster's largest, its speed on this graph (total op time relative to the fastest device), its
   capacity over the graph's memory, the mean bandwidth and latency of its links to the others.
 
-The dynamic features of a decision (device ready times, data arrival, earliest start and finish,
-memory left, ...) come from the placement MDP, :mod:`gnplace.rl.env`.
+The dynamic features of a decision (:data:`DYNAMIC_FEATURES`: data arrival, earliest start and finish,
+memory left, ...) are named here, beside the others a checkpoint records, and computed at each decision by
+the placement MDP, :mod:`gnplace.rl.env`.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from gnplace.placers.listsched import mean_comm_time, upward_rank
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
-    "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "PolicyInput", "decision_graph", "ops_alone",
-    "build_policy_input",
+    "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "DYNAMIC_FEATURES", "PolicyInput", "decision_graph",
+    "ops_alone", "build_policy_input",
 ]
 
 #: Names of the node feature columns, in order.
@@ -58,6 +59,19 @@ EDGE_FEATURES: tuple[str, ...] = ("log_bytes", "transfer_time", "same_group")
 DEVICE_FEATURES: tuple[str, ...] = (
     "log_peak_flops", "log_mem_bandwidth", "log_capacity", "speed", "capacity_over_need", "log_link_bandwidth",
     "log_link_latency",
+)
+#: Names of the dynamic features of a (decision, device) pair, in order, which the placement MDP computes at each
+#: decision (:mod:`gnplace.rl.env`); ``eft_gap`` must stay first.
+DYNAMIC_FEATURES: tuple[str, ...] = (
+    "eft_gap",  # group's earliest finish there minus the best allowed one, in group work
+    "est_gap",  # earliest start there minus the earliest anywhere, in group work
+    "arrival_gap",  # when the inputs would all be there minus the earliest anywhere, in group work
+    "log_slowdown",  # log of the group's seconds there over its seconds on its fastest device
+    "memory_left",  # bytes left there after placing the group, over the device's capacity (clipped to [-1, 1])
+    "parents_here",  # share of the bytes of the node's inputs produced there
+    "load",  # work already there minus the mean over devices, over the graph's work per device
+    "is_eft",  # whether the device is the earliest-finish choice
+    "fits",  # whether the group fits there
 )
 
 

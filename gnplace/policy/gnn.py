@@ -14,7 +14,7 @@ of its nodes' embeddings, next to the graph's mean.
 
 **Head** (run per decision, cheap). Every (group, device) pair is scored from the group's embedding,
 the device's embedding (from its features: speed, memory, links) and the *dynamic* features of the
-partial placement at that decision (:data:`gnplace.rl.env.DYNAMIC_FEATURES`: earliest start and
+partial placement at that decision (:data:`gnplace.policy.features.DYNAMIC_FEATURES`: earliest start and
 finish there, data arrival, memory left, ...). One network therefore serves any number and mix of
 devices. The logit is a learned residual on the earliest-finish-time rule,
 

@@ -35,23 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.policy.features import PolicyInput
+from gnplace.policy.features import DYNAMIC_FEATURES, PolicyInput
 from gnplace.rl._schedule import decision_features, schedule_node
 
 __all__ = ["DYNAMIC_FEATURES", "REFINE_FEATURES", "Rollout", "PlacementMDP", "RefinementMDP", "Chooser"]
-
-#: Names of the dynamic features of a (decision, device) pair, in order; ``eft_gap`` must stay first.
-DYNAMIC_FEATURES: tuple[str, ...] = (
-    "eft_gap",  # group's earliest finish there minus the best allowed one, in group work
-    "est_gap",  # earliest start there minus the earliest anywhere, in group work
-    "arrival_gap",  # when the inputs would all be there minus the earliest anywhere, in group work
-    "log_slowdown",  # log of the group's seconds there over its seconds on its fastest device
-    "memory_left",  # bytes left there after placing the group, over the device's capacity (clipped to [-1, 1])
-    "parents_here",  # share of the bytes of the node's inputs produced there
-    "load",  # work already there minus the mean over devices, over the graph's work per device
-    "is_eft",  # whether the device is the earliest-finish choice
-    "fits",  # whether the group fits there
-)
 
 #: How many idle gaps of each device a rollout's list schedule keeps for ops that are ready early (insertion, as
 #: in HEFT): an op goes into the earliest gap long enough for it, else after the device's last op.
