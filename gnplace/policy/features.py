@@ -44,7 +44,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
     "NODE_FEATURES", "EDGE_FEATURES", "DEVICE_FEATURES", "DYNAMIC_FEATURES", "PolicyInput", "decision_graph",
-    "ops_alone", "build_policy_input",
+    "ops_alone", "build_policy_input", "standardise",
 ]
 
 #: Names of the node feature columns, in order.
@@ -164,8 +164,13 @@ def ops_alone(graph: OpGraph) -> Coarsening:
     return Coarsening(graph, np.arange(graph.num_ops), np.arange(graph.num_groups), graph)
 
 
-def _standardise(values: np.ndarray) -> np.ndarray:
-    """``(v - mean) / std`` over the graph (0 where every value is the same)."""
+def standardise(values: np.ndarray) -> np.ndarray:
+    """``(v - mean) / std`` over the graph (0 where every value is the same), as every log feature is.
+
+    Examples:
+        >>> standardise(np.array([1.0, 3.0])).tolist(), standardise(np.array([2.0, 2.0])).tolist()
+        ([-1.0, 1.0], [0.0, 0.0])
+    """
     if values.size == 0:
         return values
     std = values.std()
@@ -219,13 +224,13 @@ def _node_features(graph: OpGraph, co: Coarsening, op_time: np.ndarray, comm: np
     # trained on (the coarse graph's own out_bytes, its memory, counts the internal peak since 2026-11-29)
     written = node_written_bytes(graph, node)
     columns = [
-        _standardise(np.log1p(count)),
-        _standardise(np.log1p(coarse.flops)),
-        _standardise(np.log1p(written)),
-        _standardise(np.log1p(coarse.param_bytes.astype(np.float64))),
+        standardise(np.log1p(count)),
+        standardise(np.log1p(coarse.flops)),
+        standardise(np.log1p(written)),
+        standardise(np.log1p(coarse.param_bytes.astype(np.float64))),
         *(phase / share).T,
         *(kinds / share).T,
-        _standardise(np.log(fastest + 1e-12)),
+        standardise(np.log(fastest + 1e-12)),
         np.log(op_time.max(axis=1) / np.maximum(fastest, 1e-12) + 1e-12).clip(0.0, 10.0),
         depth / max(float(depth.max()) if n else 0.0, 1.0),
         t_level / critical,
@@ -339,7 +344,7 @@ def build_policy_input(
     mean_node = max(float(op_time.min(axis=1).mean()) if coarse.num_ops else 0.0, 1e-12)
     edge_comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.edge_bytes.astype(np.float64))
     edge_x = np.stack([
-        _standardise(np.log1p(coarse.edge_bytes.astype(np.float64))),
+        standardise(np.log1p(coarse.edge_bytes.astype(np.float64))),
         np.log1p(edge_comm / mean_node),
         (coarse.group[src] == coarse.group[dst]).astype(np.float64),
     ], axis=1) if coarse.num_edges else np.zeros((0, len(EDGE_FEATURES)))

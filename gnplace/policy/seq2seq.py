@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from gnplace.placers.groups import group_memory
-from gnplace.policy.features import PolicyInput
+from gnplace.policy.features import PolicyInput, standardise
 
 __all__ = ["SEQUENCE_EXTRA_FEATURES", "sequence_order", "sequence_features", "group_edges", "Seq2SeqPolicy"]
 
@@ -41,11 +41,6 @@ __all__ = ["SEQUENCE_EXTRA_FEATURES", "sequence_order", "sequence_features", "gr
 SEQUENCE_EXTRA_FEATURES: tuple[str, ...] = (
     "log_time", "log_bytes", "position", "log_producers", "log_consumers", "producer_offset", "consumer_offset",
 )
-
-
-def _standardise(values: np.ndarray) -> np.ndarray:
-    std = values.std() if values.size else 0.0
-    return (values - values.mean()) / std if std > 1e-12 else np.zeros_like(values)
 
 
 def sequence_order(inp: PolicyInput) -> np.ndarray:
@@ -102,8 +97,8 @@ def sequence_features(inp: PolicyInput, order: np.ndarray | None = None) -> torc
     producer_offset = np.where(producers > 0, producer_pos / np.maximum(producers, 1) - position, 0.0)
     consumer_offset = np.where(consumers > 0, consumer_pos / np.maximum(consumers, 1) - position, 0.0)
     extra = np.stack([
-        _standardise(np.log(inp.group_time.min(axis=1) + 1e-12)),
-        _standardise(np.log1p(group_memory(inp.decision))),  # the group's size: params plus every output
+        standardise(np.log(inp.group_time.min(axis=1) + 1e-12)),
+        standardise(np.log1p(group_memory(inp.decision))),  # the group's size: params plus every output
         position, np.log1p(producers), np.log1p(consumers), producer_offset, consumer_offset,
     ], axis=1)
     return torch.as_tensor(np.concatenate([mean_x, extra], axis=1)[order], dtype=torch.float32)

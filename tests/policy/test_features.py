@@ -108,3 +108,16 @@ def test_device_features_stay_finite_and_quiet_at_extreme_accepted_values():
             inp = build_policy_input(graph, cluster)
         assert torch.isfinite(inp.device_x).all(), cluster.name
     assert build_policy_input(graph, tiny).device_x[0, 2] == -50.0  # the memory share's floor
+
+
+def test_one_standardisation_serves_every_policy_feature():
+    """features.py and seq2seq.py each wrote their own ``(v - mean) / std`` helper; seq2seq uses the features' one."""
+    import inspect
+
+    from gnplace.policy import seq2seq
+    from gnplace.policy.features import standardise
+
+    assert standardise(np.array([1.0, 2.0, 3.0])).tolist() == pytest.approx([-1.224744871, 0.0, 1.224744871])
+    assert standardise(np.full(3, 7.0)).tolist() == [0.0, 0.0, 0.0]
+    assert standardise(np.zeros(0)).shape == (0,)
+    assert seq2seq.standardise is standardise and "def _standardise" not in inspect.getsource(seq2seq)
