@@ -463,7 +463,7 @@ def place_task(task: Task) -> tuple[OpGraph, Cluster, Placement, float]:
 
 
 def run_task(task: Task, key: str = "") -> Row:
-    """Place and time one graph on one cluster with one placer (runs in a worker process)."""
+    """Place and time one graph on one cluster with one placer, in this process (workers run :func:`_run_task`)."""
     return _run_task(task, key)[0]
 
 

@@ -14,7 +14,7 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.base import group_order
 
-__all__ = ["baseline_candidates", "contiguous_blocks"]
+__all__ = ["baseline_candidates", "equal_work_blocks"]
 
 
 def baseline_candidates(graph: OpGraph, cluster: Cluster) -> np.ndarray:
@@ -33,10 +33,12 @@ def baseline_candidates(graph: OpGraph, cluster: Cluster) -> np.ndarray:
     return np.vstack([singles, round_robin[None, :]])
 
 
-def contiguous_blocks(graph: OpGraph, weights: np.ndarray, devices: np.ndarray) -> np.ndarray:
+def equal_work_blocks(graph: OpGraph, weights: np.ndarray, devices: np.ndarray) -> np.ndarray:
     """Groups in topological order cut into ``len(devices)`` blocks of about equal ``weights``, ``[num_groups]``.
 
-    Block ``i`` goes to ``devices[i]``, as a human expert splits a network into layer blocks.
+    Block ``i`` goes to ``devices[i]``, as a human expert splits a network into layer blocks. (Not
+    :func:`gnplace.placers.groups.contiguous_blocks`, which cuts an ordered weight vector by shares: a
+    group goes here to the block its midpoint of work falls in.)
 
     Args:
         graph (OpGraph): the graph.
@@ -45,7 +47,7 @@ def contiguous_blocks(graph: OpGraph, weights: np.ndarray, devices: np.ndarray) 
 
     Examples:
         >>> from gnplace.toy import chain_graph
-        >>> contiguous_blocks(chain_graph(4), np.ones(4), np.array([2, 0])).tolist()
+        >>> equal_work_blocks(chain_graph(4), np.ones(4), np.array([2, 0])).tolist()
         [2, 2, 0, 0]
     """
     order = group_order(graph)

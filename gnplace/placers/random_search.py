@@ -16,7 +16,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.limits import check_budget
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
-from gnplace.placers._search import baseline_candidates, contiguous_blocks
+from gnplace.placers._search import baseline_candidates, equal_work_blocks
 from gnplace.placers.base import group_order
 from gnplace.placers.groups import best_repaired, group_times
 from gnplace.progress import evaluation_bar
@@ -131,7 +131,7 @@ class RandomSearchPlacer:
         work = group_times(graph, self.timer.cost_model.op_times(graph, cluster))
         fastest = np.argsort(work.sum(axis=0), kind="stable")
         mean_work = work.mean(axis=1)
-        blocks = [contiguous_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]
+        blocks = [equal_work_blocks(graph, mean_work, fastest[:m]) for m in range(2, cluster.num_devices + 1)]
         first = []
         if self.start is not None:
             from gnplace.placers.registry import make_placer  # deferred: the registry names this module

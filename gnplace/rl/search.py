@@ -323,7 +323,8 @@ class PPOSearchPlacer:
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"{type(self).__name__}(budget={self.budget}, samples={c.samples}, epochs={c.epochs}, "
+        epochs = f"epochs={c.epochs}, " if c.algo != "reinforce" else ""  # reinforce refuses it: one step a batch
+        return (f"{type(self).__name__}(budget={self.budget}, samples={c.samples}, {epochs}"
                 f"imitation_steps={c.imitation_steps}, prelude={self.prelude}, algo={c.algo!r})")
 
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
@@ -818,7 +819,7 @@ class ReinforceSearchPlacer(PPOSearchPlacer):
 
     Examples:
         >>> ReinforceSearchPlacer(budget=100)
-        ReinforceSearchPlacer(budget=100, samples=32, epochs=10, imitation_steps=30, prelude=0.2, algo='reinforce')
+        ReinforceSearchPlacer(budget=100, samples=32, imitation_steps=30, prelude=0.2, algo='reinforce')
     """
 
     name = "reinforce"

@@ -6,7 +6,7 @@ import numpy as np
 
 from gnplace.cluster import load_cluster
 from gnplace.graph import OpGraph
-from gnplace.placers._search import baseline_candidates, contiguous_blocks
+from gnplace.placers._search import baseline_candidates, equal_work_blocks
 from gnplace.toy import chain_graph, mlp_training_graph
 
 GiB = 2**30
@@ -39,32 +39,32 @@ def test_baseline_candidates_are_per_group():
     assert cands[-1].tolist() == [0, 1, 0, 1]
 
 
-# ---------------------------------------------------------------------------------- contiguous_blocks
-def test_contiguous_blocks_balance_weights():
+# ---------------------------------------------------------------------------------- equal_work_blocks
+def test_equal_work_blocks_balance_weights():
     g = chain_graph(4)
-    assert contiguous_blocks(g, np.array([3.0, 1.0, 1.0, 1.0]), np.array([0, 1])).tolist() == [0, 1, 1, 1]
-    assert contiguous_blocks(g, np.array([1.0, 1.0, 1.0, 3.0]), np.array([0, 1])).tolist() == [0, 0, 0, 1]
-    assert contiguous_blocks(g, np.ones(4), np.array([3, 1])).tolist() == [3, 3, 1, 1]
+    assert equal_work_blocks(g, np.array([3.0, 1.0, 1.0, 1.0]), np.array([0, 1])).tolist() == [0, 1, 1, 1]
+    assert equal_work_blocks(g, np.array([1.0, 1.0, 1.0, 3.0]), np.array([0, 1])).tolist() == [0, 0, 0, 1]
+    assert equal_work_blocks(g, np.ones(4), np.array([3, 1])).tolist() == [3, 3, 1, 1]
 
 
-def test_contiguous_blocks_follow_the_topological_order():
+def test_equal_work_blocks_follow_the_topological_order():
     g = backwards_graph()  # order c, b, a
-    assert contiguous_blocks(g, np.array([1.0, 1.0, 4.0]), np.array([0, 1])).tolist() == [1, 1, 0]
+    assert equal_work_blocks(g, np.array([1.0, 1.0, 4.0]), np.array([0, 1])).tolist() == [1, 1, 0]
 
 
-def test_contiguous_blocks_with_no_work_split_by_count():
-    assert contiguous_blocks(chain_graph(4), np.zeros(4), np.array([5, 6])).tolist() == [5, 5, 6, 6]
-    assert contiguous_blocks(chain_graph(3), np.zeros(3), np.array([0, 1, 2])).tolist() == [0, 1, 2]
+def test_equal_work_blocks_with_no_work_split_by_count():
+    assert equal_work_blocks(chain_graph(4), np.zeros(4), np.array([5, 6])).tolist() == [5, 5, 6, 6]
+    assert equal_work_blocks(chain_graph(3), np.zeros(3), np.array([0, 1, 2])).tolist() == [0, 1, 2]
 
 
-def test_contiguous_blocks_with_more_devices_than_groups():
-    out = contiguous_blocks(chain_graph(2), np.ones(2), np.array([0, 1, 2, 3]))
+def test_equal_work_blocks_with_more_devices_than_groups():
+    out = equal_work_blocks(chain_graph(2), np.ones(2), np.array([0, 1, 2, 3]))
     assert out.tolist() == [1, 3]  # each group where its midpoint falls
 
 
-def test_contiguous_blocks_are_contiguous_on_a_random_chain():
+def test_equal_work_blocks_are_contiguous_on_a_random_chain():
     rng = np.random.default_rng(0)
     g = chain_graph(30)
-    out = contiguous_blocks(g, rng.uniform(0.1, 2.0, size=30), np.array([0, 1, 2]))
+    out = equal_work_blocks(g, rng.uniform(0.1, 2.0, size=30), np.array([0, 1, 2]))
     assert out[0] == 0 and out[-1] == 2
     assert np.all(np.diff(out) >= 0)  # blocks in order, never interleaved

@@ -609,3 +609,11 @@ def test_a_small_search_where_nothing_fits_returns_its_best_flagged_not_a_budget
         placer = cls(budget=budget, samples=8, imitation_steps=2)
         placement = placer.place(graph, cluster, seed=0)
         assert Simulator().time(graph, cluster, placement).is_oom and placer.last_evaluations <= budget
+
+
+def test_reinforces_repr_leaves_out_the_epochs_it_refuses():
+    """``repr`` showed ``epochs=10`` for reinforce, which refuses ``epochs`` (one gradient step a batch)."""
+    from gnplace.placers import make_placer
+
+    assert "epochs" not in repr(make_placer("reinforce"))
+    assert "epochs=10, " in repr(make_placer("ppo"))
