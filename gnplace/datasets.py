@@ -26,7 +26,7 @@ import numpy as np
 
 from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.graph_io import save_graph
+from gnplace.graph_io import save_graph, write_atomically
 
 __all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifest", "graph_summary"]
 
@@ -291,9 +291,7 @@ def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries
     manifest = {"format": "gnplace-dataset", "version": 1, "family": family, "seed": seed, "optimizer": optimizer,
                 "graphs": entries}
     target = out / "manifest.json"
-    tmp = target.with_name("manifest.json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, target)
+    write_atomically(target, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())  # a failure: no .tmp
     return target
 
 

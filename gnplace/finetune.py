@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.graph_io import write_atomically
 from gnplace.limits import json_text
 from gnplace.runlock import holds_folder
 from gnplace.sim.timer import median_step, relative_step
@@ -371,7 +372,6 @@ def finetune(
         "history": [[e, t] for e, t in placer.last_history], "seconds": seconds,
         "placement": str(folder / "placement.json"),
     }
-    tmp = folder / "summary.json.tmp"
-    tmp.write_text(json_text(summary, indent=1))  # a speed-up over 0 s as null, not Infinity
-    os.replace(tmp, folder / "summary.json")
+    # a speed-up over 0 s as null, not Infinity; a failed write leaves no .tmp
+    write_atomically(folder / "summary.json", json_text(summary, indent=1).encode("utf-8"))
     return summary

@@ -382,3 +382,17 @@ def test_the_dataset_readme_names_the_count_and_seed_each_family_was_drawn_with(
     assert ("(the same as `gnplace generate --family cifar10 --count 2 --test-count 1 --seed 0`, `gnplace generate "
             "--family ptb --count 4 --seed 3`, `gnplace generate --family nmt --count 4 --seed 3`);") in \
         (tmp_path / "README.md").read_text()
+
+
+def test_a_manifest_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, monkeypatch):
+    import os
+
+    from gnplace.datasets import write_manifest
+
+    def full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)  # (the disk filled up at the rename)
+    with pytest.raises(OSError, match="No space left"):
+        write_manifest(tmp_path, family="ptb", seed=0, optimizer="sgd", entries=[])
+    assert list(tmp_path.iterdir()) == []  # a manifest.json.tmp was left behind

@@ -510,3 +510,21 @@ def test_costs_measured_on_no_device_kind_of_the_cluster_are_refused(tmp_path):
     with pytest.raises(InvalidArgument, match="of which cluster 'k80x2' .k80. has none"):
         finetune("gnplace.execute.examples:tiny", "k80x2", out=tmp_path / "ft", costs=str(profiled), budget=20)
     assert not (tmp_path / "ft").exists()
+
+
+def test_a_summary_that_cannot_be_written_leaves_no_tmp(tmp_path, monkeypatch):
+    import os
+
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    replace = os.replace
+
+    def full_at_the_summary(src, dst):
+        if Path(dst).name == "summary.json":
+            raise OSError(28, "No space left on device")
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", full_at_the_summary)
+    with pytest.raises(OSError, match="No space left"):
+        finetune(str(path), "k80x2", budget=30, samples=4, epochs=1, out=out, progress=False)
+    assert not list(out.glob("*.tmp")) and not (out / "summary.json").exists()  # a summary.json.tmp was left

@@ -84,15 +84,13 @@ class Calibration:
         """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml``; returns their paths."""
         import yaml
 
-        from gnplace.graph_io import save_graph
+        from gnplace.graph_io import save_graph, write_atomically
 
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
         graph_path = save_graph(self.graph, folder / "graph.gnpg")
-        cluster_path = folder / "cluster.yaml"
-        tmp = cluster_path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(self.cluster_spec, sort_keys=False))
-        os.replace(tmp, cluster_path)
+        cluster_path = write_atomically(folder / "cluster.yaml",  # a failed write leaves no .tmp
+                                        yaml.safe_dump(self.cluster_spec, sort_keys=False).encode("utf-8"))
         return Path(graph_path), cluster_path
 
 
