@@ -17,6 +17,7 @@ and no epoch limit. What they share is here:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -222,6 +223,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise TypeError(f"{type(self).__name__} takes no storage_options, got {storage_options!r}")
 
         atomic_torch_save(checkpoint, path)
+
+    def remove_checkpoint(self, path: Any) -> None:
+        """Remove the checkpoint ``path``, and the empty temporary folder of ``ddp_spawn``'s hand-over with it.
+
+        The ranks of ``ddp_spawn`` hand their weights to the launcher in ``.temp.ckpt`` in a folder of their own
+        (``tempfile.mkdtemp``), which Lightning removes without the folder: every run left an empty ``tmp*``
+        folder in the temporary folder. The folder is removed only when that file was all it held.
+        """
+        super().remove_checkpoint(path)
+        if Path(path).name == _SPAWN_HANDOVER:
+            with contextlib.suppress(OSError):  # not empty, or gone: left as it is
+                Path(path).parent.rmdir()
+
+
+_SPAWN_HANDOVER = ".temp.ckpt"  # the file Lightning's ddp_spawn ranks return their weights in
 
 
 class TimedCheckpoint(L.Callback):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -296,3 +297,23 @@ def test_stop_after_runs_no_iteration_for_a_learner_past_its_count(tmp_path):
         trainer = _boring_trainer(tmp_path, [StopAfter(3)], max_steps=-1, max_epochs=-1)
         trainer.fit(model)
     assert trainer.global_step == 0 and model.iteration == 4
+
+
+def test_removing_ddp_spawns_weights_hand_over_removes_its_temporary_folder(tmp_path):
+    """The ranks of ddp_spawn return their weights in ``mkdtemp()/.temp.ckpt``: the folder went with the file."""
+    import tempfile
+
+    handover = Path(tempfile.mkdtemp(dir=tmp_path)) / ".temp.ckpt"  # as Lightning's spawn launcher makes it
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"step": torch.tensor(3)}, handover)
+    io.remove_checkpoint(handover)
+    assert list(tmp_path.iterdir()) == []  # an empty tmp* folder was left in the temporary folder at every run
+    kept = tmp_path / "checkpoints" / "last.ckpt"  # any other checkpoint's folder stays, even empty
+    io.save_checkpoint({}, kept)
+    io.remove_checkpoint(kept)
+    assert (tmp_path / "checkpoints").is_dir() and not kept.exists()
+    crowded = tmp_path / "shared" / ".temp.ckpt"  # nor is a folder removed that holds anything else
+    io.save_checkpoint({}, crowded)
+    (tmp_path / "shared" / "other").write_text("x")
+    io.remove_checkpoint(crowded)
+    assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["other"]
