@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -178,14 +179,18 @@ def test_torchrun_launch_rank_0_fine_tunes_and_rank_1_serves(tmp_path, cpu_ranks
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    (tmp_path / "tmp").mkdir()  # (a TMPDIR that is not a folder is passed over for /tmp)
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
          str(ROOT / "scripts" / "finetune.py"), "gnplace.execute.examples:tiny", "-c", cpu_ranks(2), "--timer", "dist",
          "--budget", "12", "--samples", "4", "--epochs", "1", "--repeats", "1", "-o", str(tmp_path), "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp")},  # torchrun's logs (torchelastic_*) stay under tmp_path
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["timer"] == "dist"
+    # each run left a /tmp/torchelastic_* folder of its ranks' logs, which torchrun never removes
+    assert any(p.name.startswith("torchelastic_") for p in (tmp_path / "tmp").iterdir())
 
 
 def test_resume_into_another_clusters_run_exits_2_and_keeps_it(tmp_path, capsys):
