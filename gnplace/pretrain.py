@@ -56,7 +56,8 @@ from gnplace.workers import available_cores, is_launched_rank
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
-    "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest", "imitation_recipe",
+    "EndWithLauncher", "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest",
+    "imitation_recipe",
     "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
 ]
 
@@ -306,6 +307,27 @@ class ExportPolicy(L.Callback):
         """Continue the wall-clock count and the best validation of a resumed run."""
         self.elapsed_before = float(state.get("elapsed", 0.0))
         self.best_score = float(state.get("best_score", float("inf")))
+
+
+class EndWithLauncher(L.Callback):
+    """The ranks of ``ddp_spawn`` (processes that ``multiprocessing`` started) end when their launcher dies.
+
+    The launcher of a ``ddp_spawn`` run killed with SIGTERM (``kill``, ``timeout``; it has no handler while
+    its ranks train) died at once and its ranks trained on to the end of the run, orphaned, writing into the
+    output folder whose run lock had gone with the launcher. Each such rank now watches its launcher
+    (:func:`~gnplace.workers.watch_parent`) and exits within a second of its death, as the worker processes
+    do. Other ranks (``ddp``'s, launched by the rank 0 they serve; those of other nodes) are left alone.
+    """
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Watch the launcher, in a process that ``multiprocessing`` started."""
+        import multiprocessing
+
+        from gnplace.workers import watch_parent
+
+        launcher = multiprocessing.parent_process()
+        if launcher is not None and launcher.pid is not None:
+            watch_parent(launcher.pid)
 
 
 class RankDigest(L.Callback):
@@ -615,7 +637,7 @@ def pretrain(
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
-                callbacks=[StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
+                callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
                            TimedCheckpoint(last, schedule.checkpoint_every_s), *bars],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "available_cores", "is_launched_rank", "limit_threads", "process_pool", "task_mapper",
-           "terminate_workers", "threads_per_worker"]
+           "terminate_workers", "threads_per_worker", "watch_parent"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
@@ -185,6 +185,22 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
         wanted = threads if torch else kept
         if loaded_torch.get_num_threads() != wanted:
             loaded_torch.set_num_threads(wanted)
+
+
+def watch_parent(parent: int) -> None:
+    """End this process within :data:`PARENT_POLL_S` seconds of ``parent``'s death (a process id), as workers do.
+
+    A daemon thread watches this process's parent id; once it is no longer ``parent`` (gone already, or
+    re-parented since), the process exits with status 1 and no clean-up. One watch a process: a later call
+    does nothing.
+    """
+    if _watching:
+        return
+    _watching.append(parent)
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), name="gnplace-parent-watch", daemon=True).start()
+
+
+_watching: list[int] = []  # the parent that :func:`watch_parent` watches, once it does
 
 
 def _exit_when_orphaned(parent: int) -> None:

@@ -717,3 +717,54 @@ def test_the_three_configs_make_the_three_shipped_files_on_this_machine(tmp_path
     problems = reproduction_problems(files, shipped, environment, json.loads(REPRODUCED.read_text())["runs"])
     assert not problems, (f"{problems}; this environment: {json.dumps(environment)}; "
                           f"made: {json.dumps({name: digest for name, (digest, _) in files.items()})}")
+
+
+_RANK_OF_A_SPAWN = """
+import multiprocessing, sys, time
+
+def rank():
+    from gnplace.pretrain import EndWithLauncher
+
+    EndWithLauncher().setup(None, None, "fit")  # as in every rank that ddp_spawn starts
+    print("up", flush=True)
+    time.sleep(120)
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("spawn").Process(target=rank)
+    process.start()
+    print(process.pid, flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.heavy
+def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path):
+    """``kill LAUNCHER`` (SIGTERM) of a ddp_spawn run: its ranks trained on, orphaned, to the end of the run."""
+    script = tmp_path / "launcher.py"
+    script.write_text(_RANK_OF_A_SPAWN)
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])  # the script's folder is not ROOT
+    launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": path})
+    rank = 0
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{rank}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    try:
+        assert launcher.stdout is not None
+        rank = int(launcher.stdout.readline())
+        assert launcher.stdout.readline().strip() == "up"  # the rank watches its launcher from here on
+        launcher.send_signal(signal.SIGTERM)
+        launcher.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(), "the rank outlived its launcher"
+    finally:
+        launcher.kill()
+        launcher.wait()
+        if rank and alive():
+            os.kill(rank, signal.SIGKILL)
