@@ -192,15 +192,15 @@ def watch_parent(parent: int) -> None:
 
     A daemon thread watches this process's parent id; once it is no longer ``parent`` (gone already, or
     re-parented since), the process exits with status 1 and no clean-up. One watch a process: a later call
-    does nothing.
+    in the same process does nothing.
     """
-    if _watching:
+    if os.getpid() in _watching:  # (a forked child inherits the set, not the thread: it watches too)
         return
-    _watching.append(parent)
+    _watching.add(os.getpid())
     threading.Thread(target=_exit_when_orphaned, args=(parent,), name="gnplace-parent-watch", daemon=True).start()
 
 
-_watching: list[int] = []  # the parent that :func:`watch_parent` watches, once it does
+_watching: set[int] = set()  # the processes in which :func:`watch_parent` started a watch
 
 
 def _exit_when_orphaned(parent: int) -> None:

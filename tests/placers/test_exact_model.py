@@ -123,3 +123,56 @@ def test_a_transfer_carries_only_the_edges_to_consumers_on_its_device():
     assert out.status == "optimal" and out.objective == 111.0
     a, b, c = out.solutions[-1].tolist()
     assert a == b != c
+
+
+_SOLVER_CHILD = """
+import multiprocessing, os, time
+from gnplace.placers._exact_model import _start_solver
+
+def solver(parent):
+    _start_solver(parent)  # as the forked solver process starts
+    print("up", flush=True)
+    time.sleep(120)  # a long solve
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("fork").Process(target=solver, args=(os.getpid(),))
+    child.start()
+    print(child.pid, flush=True)
+    time.sleep(120)
+"""
+
+
+def test_the_solver_process_ends_when_the_command_is_killed():
+    """``gnplace place -p exact`` killed with SIGTERM left its forked CP-SAT child solving to its time limit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    command = subprocess.Popen([sys.executable, "-c", _SOLVER_CHILD], stdout=subprocess.PIPE, text=True,
+                               cwd=Path(__file__).resolve().parents[2])
+    child = 0
+
+    def alive() -> bool:
+        try:
+            return Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    try:
+        assert command.stdout is not None
+        child = int(command.stdout.readline())
+        assert command.stdout.readline().strip() == "up"
+        command.send_signal(signal.SIGTERM)
+        command.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(), "the solver outlived the command"
+    finally:
+        command.kill()
+        command.wait()
+        if child and alive():
+            os.kill(child, signal.SIGKILL)
