@@ -196,6 +196,8 @@ def metis_parts(
     """
     import pymetis
 
+    from gnplace.placers.metis import check_pymetis
+
     count = int(label.max()) + 1
     if count <= num_parts:
         return np.arange(count, dtype=np.int64)
@@ -203,6 +205,7 @@ def metis_parts(
     xadj, adjncy, eweights = _csr(label[graph.group[graph.edge_src]], label[graph.group[graph.edge_dst]],
                                   graph.edge_bytes.astype(np.float64), count)
     vweights = np.maximum(1, np.round(seconds / max(seconds.max(), 1e-300) * 1e6)).astype(np.int64)
+    check_pymetis()
     options = pymetis.Options(seed=int(seed), contig=False)  # (pymetis refuses a numpy integer)
     with quiet_c_stdout():  # METIS prints notes on nearly empty bisections from C
         _, raw_parts = pymetis.part_graph(

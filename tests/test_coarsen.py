@@ -240,3 +240,14 @@ def test_coarsening_refuses_what_is_no_graph_cluster_seed_or_placement():
     coarse = coarsen(graph, 4, cluster, seed=np.int64(3))
     with pytest.raises(InvalidArgument, match="expand takes a Placement of the coarse graph, got list"):
         coarse.expand([0] * coarse.graph.num_ops)
+
+
+def test_a_pymetis_without_the_api_used_is_refused_in_one_line(monkeypatch):
+    """pymetis < 2025.2 (the floor was 2023.1) has no CSRAdjacency: coarsening was an AttributeError."""
+    import pymetis
+
+    from gnplace.exceptions import MissingDependency
+
+    monkeypatch.delattr(pymetis, "CSRAdjacency")
+    with pytest.raises(MissingDependency, match=r"pymetis 2025\.2 or later.*pip install"):
+        coarsen(layered_graph(40, seed=0), 2, load_cluster("k80x2"))

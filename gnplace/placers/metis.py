@@ -24,6 +24,7 @@ import pymetis
 
 from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
+from gnplace.exceptions import MissingDependency
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag, check_fraction
@@ -32,7 +33,27 @@ from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
 
-__all__ = ["MetisPlacer", "partition_groups"]
+__all__ = ["MetisPlacer", "partition_groups", "check_pymetis", "PYMETIS_FLOOR"]
+
+#: The first pymetis whose ``part_graph`` takes a ``CSRAdjacency`` and target shares (``tpwgts``), which
+#: :func:`partition_groups` and :func:`gnplace.coarsen.metis_parts` pass: pyproject.toml's floor.
+PYMETIS_FLOOR = "2025.2"
+
+
+def check_pymetis() -> None:
+    """Refuse, in one line, a pymetis older than :data:`PYMETIS_FLOOR` (its ``part_graph`` lacks ``tpwgts``).
+
+    Raises:
+        MissingDependency: the pymetis installed has no ``CSRAdjacency`` (before 2025.2).
+
+    Examples:
+        >>> check_pymetis()  # the pymetis installed has the API
+    """
+    if not hasattr(pymetis, "CSRAdjacency"):
+        raise MissingDependency(
+            f"METIS partitions need pymetis {PYMETIS_FLOOR} or later, found "
+            f"{getattr(pymetis, 'version', 'an older one')}: pip install -U 'pymetis>={PYMETIS_FLOOR}'"
+        )
 
 
 def _integer_weights(x: np.ndarray, total: float) -> np.ndarray:
@@ -57,6 +78,9 @@ def partition_groups(
 
     Returns:
         np.ndarray: part of each group, ``[num_groups]``.
+
+    Raises:
+        MissingDependency: a pymetis older than :data:`PYMETIS_FLOOR` (:func:`check_pymetis`).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -83,11 +107,9 @@ def partition_groups(
     kwargs = dict(vweights=_integer_weights(weight, 1e7).tolist(), tpwgts=tpwgts, options=options)
     if w.size:
         kwargs["eweights"] = _integer_weights(w, 1e8).tolist()
+    check_pymetis()
     with quiet_c_stdout():  # METIS's notes on bisections with a small target share, printed from C
-        if hasattr(pymetis, "CSRAdjacency"):
-            result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj.tolist(), b.tolist()), **kwargs)
-        else:  # pragma: no cover - pymetis < 2025.2
-            result = pymetis.part_graph(parts, xadj=xadj.tolist(), adjncy=b.tolist(), **kwargs)
+        result = pymetis.part_graph(parts, pymetis.CSRAdjacency(xadj.tolist(), b.tolist()), **kwargs)
     return np.asarray(result[1], dtype=np.int64)
 
 

@@ -109,3 +109,25 @@ def test_metis_notes_printed_from_c_stay_off_stdout(capfd):
     placement = MetisPlacer().place(graph, random_cluster(1001), seed=0)
     assert placement.devices.shape == (graph.num_ops,)
     assert capfd.readouterr().out == ""
+
+
+def test_a_pymetis_without_the_api_used_is_refused_in_one_line(monkeypatch):
+    """pymetis < 2025.2 (the floor was 2023.1) has no CSRAdjacency nor tpwgts: every partition was a TypeError."""
+    import pymetis
+
+    from gnplace.exceptions import MissingDependency
+
+    monkeypatch.delattr(pymetis, "CSRAdjacency")
+    with pytest.raises(MissingDependency, match=r"pymetis 2025\.2 or later.*pip install"):
+        partition_groups(chain_graph(6), np.ones(6), 2)
+    with pytest.raises(MissingDependency, match=r"pymetis 2025\.2 or later"):
+        MetisPlacer().place(chain_graph(6), load_cluster("k80x2"), seed=0)
+
+
+def test_the_declared_pymetis_floor_has_the_api_used():
+    import tomllib
+
+    from gnplace.placers.metis import PYMETIS_FLOOR
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert f"pymetis>={PYMETIS_FLOOR}" in pyproject["project"]["dependencies"]
