@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 import gnplace
 import gnplace.shipped as shipped
@@ -122,3 +125,25 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
     in_checkout = json.loads(capsys.readouterr().out)
     for key in ("devices", "step_time_s"):  # the same placement as the checkout's, from the wheel's copies
         assert json.loads(placed)[key] == in_checkout[key]
+
+
+#: The lowest release of each dependency that the code runs with, and what broke below it: pip keeps a release
+#: already installed that meets the declared floor, so a floor below these installs and then fails.
+NEEDED_FLOORS = {
+    "lightning": "2.6",  # Trainer.fit(weights_only=...) (gnplace.train, gnplace.pretrain): a TypeError before
+}
+
+
+def _declared_floors() -> dict[str, str]:
+    """``name: floor`` of each ``name>=floor`` in pyproject.toml's dependencies."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return {m.group(1).lower(): m.group(2) for m in (re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", d) for d in
+                                                     dependencies) if m}
+
+
+def test_the_declared_floors_are_releases_the_code_runs_with():
+    declared = _declared_floors()
+    assert {"torch", "numpy", "pymetis"} <= declared.keys()  # the parse found them
+    low = {name: (declared.get(name.lower()), floor) for name, floor in NEEDED_FLOORS.items()
+           if Version(declared.get(name.lower(), "0")) < Version(floor)}
+    assert not low, f"pyproject.toml's floors below the releases the code needs (declared, needed): {low}"
