@@ -131,6 +131,7 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
 #: already installed that meets the declared floor, so a floor below these installs and then fails.
 NEEDED_FLOORS = {
     "lightning": "2.6",  # Trainer.fit(weights_only=...) (gnplace.train, gnplace.pretrain): a TypeError before
+    "tensorboardX": "2.6.1",  # 2.6 needs protobuf < 4, ortools >= 9.12 (CP-SAT) protobuf >= 5.29: never installable
 }
 
 
