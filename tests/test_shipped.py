@@ -131,6 +131,9 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
 #: already installed that meets the declared floor, so a floor below these installs and then fails.
 NEEDED_FLOORS = {
     "lightning": "2.6",  # Trainer.fit(weights_only=...) (gnplace.train, gnplace.pretrain): a TypeError before
+    # --input-shape on a model with an op ONNX has no schema for (com.microsoft's FastGelu) was refused under 1.16:
+    # inference lost the shape the file declares for its output (tests/importers/test_onnx.py)
+    "onnx": "1.17",
     "tensorboardX": "2.6.1",  # 2.6 needs protobuf < 4, ortools >= 9.12 (CP-SAT) protobuf >= 5.29: never installable
 }
 
