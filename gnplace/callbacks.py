@@ -300,7 +300,8 @@ class TimedCheckpoint(L.Callback):
             def stop_at_a_second_sigterm(signum: int, frame: Any) -> None:
                 if getattr(trainer, "received_sigterm", False):  # the second: stop now, from the last checkpoint
                     raise Terminated("SIGTERM")
-                lightning_term(signum, frame)
+                if not _note_sigterm_without_a_collective(trainer):
+                    lightning_term(signum, frame)
                 if term_rank == 0:
                     print("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)",
                           file=sys.stderr, flush=True)
@@ -309,16 +310,19 @@ class TimedCheckpoint(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does) or a SIGTERM."""
-        due, interrupted, terminated = trainer.strategy.broadcast((
-            time.monotonic() - self._last >= self.every_s, self._interrupted,
-            bool(getattr(trainer, "received_sigterm", False)),  # Lightning stops the loop after this hook
-        ))
+        due, interrupted = trainer.strategy.broadcast((time.monotonic() - self._last >= self.every_s,
+                                                       self._interrupted))
+        # a SIGTERM to any rank stops them all (Lightning stops the loop after this hook, each rank on its own flag)
+        terminated = trainer.strategy.reduce_boolean_decision(bool(getattr(trainer, "received_sigterm", False)),
+                                                              all=False)
         if (due or interrupted) and not terminated and _validates_next(trainer):
             # the epoch's validation follows this batch: a checkpoint from before it would have a resume skip it
             # (its best.ckpt then differs); saved (and a Ctrl-C obeyed) when it ends. SIGTERM stops now: Lightning
             # cuts the validation short itself.
             self._deferred = (True, interrupted)
             return
+        if terminated:  # every rank stops after this batch, whichever got the signal
+            _note_sigterm_without_a_collective(trainer)
         if due or interrupted or terminated:
             trainer.save_checkpoint(self.path, weights_only=False)
             self._last = time.monotonic()
@@ -365,6 +369,29 @@ class TimedCheckpoint(L.Callback):
         if self._previous_term is not None:  # Lightning's, which it replaces with the caller's when it tears down
             signal.signal(signal.SIGTERM, self._previous_term)
             self._previous_term = None
+
+
+def _note_sigterm_without_a_collective(trainer: L.Trainer) -> bool:
+    """Note a SIGTERM for a run of several processes as Lightning's handler does, less its broadcast.
+
+    Lightning 2.6's handler broadcasts rank 0's flag from inside the signal handler, where the other ranks
+    are in another collective: a ``ddp`` pretraining whose processes all got SIGTERM hung until the
+    process group's timeout (30 minutes), and one whose rank 0 alone got it failed "Received data size
+    doesn't match expected size". The flag is set here; the other ranks learn it at the batch's end
+    (:meth:`TimedCheckpoint.on_train_batch_end`, which sets theirs too: Lightning stops each rank after
+    the batch on its own flag, and rank 1 went on to the next batch's collective alone). It
+    is not passed on to the launcher's ranks, as Lightning's handler does: a SIGTERM to the process group
+    reached them twice, and the second stopped them at once while rank 0 waited for them.
+
+    Returns:
+        bool: whether it was noted here (False for a run of one process, or a Lightning without the
+        private connector this relies on: its handler is called then).
+    """
+    connector: Any = getattr(trainer, "_signal_connector", None)
+    if trainer.world_size <= 1 or not isinstance(getattr(connector, "received_sigterm", None), bool):
+        return False
+    connector.received_sigterm = True
+    return True
 
 
 def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:

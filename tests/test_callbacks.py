@@ -317,3 +317,39 @@ def test_removing_ddp_spawns_weights_hand_over_removes_its_temporary_folder(tmp_
     (tmp_path / "shared" / "other").write_text("x")
     io.remove_checkpoint(crowded)
     assert sorted(p.name for p in (tmp_path / "shared").iterdir()) == ["other"]
+
+
+def test_a_sigterm_in_a_run_of_several_processes_makes_no_collective_call(tmp_path, default_ctrl_c, lightning_sigterm):
+    """Lightning 2.6's handler broadcast from inside the signal handler, while the other ranks were in another
+    collective: a ``ddp`` pretraining sent SIGTERM hung until the process group's timeout. The flag is noted, not
+    passed on to the launcher's ranks (a SIGTERM to the group then reached them twice and stopped them at once);
+    the ranks learn it at their next batch's broadcast."""
+    from types import SimpleNamespace
+
+    def lightnings_handler(signum, frame):
+        raise AssertionError("Lightning's handler (a broadcast inside a signal handler) was called")
+
+    signal.signal(signal.SIGTERM, lightnings_handler)
+    killed = []
+    connector = SimpleNamespace(received_sigterm=False)
+
+    class Trainer:  # what the handler reads of a Lightning trainer of two processes
+        global_rank, world_size, _signal_connector = 0, 2, connector
+        strategy = SimpleNamespace(launcher=SimpleNamespace(kill=killed.append))
+
+        @property
+        def received_sigterm(self):
+            return self._signal_connector.received_sigterm
+
+    trainer = Trainer()
+    callback = TimedCheckpoint(tmp_path / "last.ckpt", every_s=3600.0)
+    callback.on_train_start(trainer, None)
+    handler = signal.getsignal(signal.SIGTERM)
+    handler(signal.SIGTERM, None)
+    assert connector.received_sigterm and killed == []
+    with pytest.raises(Terminated):  # a second SIGTERM stops at once
+        handler(signal.SIGTERM, None)
+    trainer.world_size = 1  # one process: Lightning's own handler notes it
+    connector.received_sigterm = False
+    with pytest.raises(AssertionError, match="Lightning's handler"):
+        handler(signal.SIGTERM, None)
