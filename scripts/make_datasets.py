@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from gnplace.cli.common import check_output_folder, run_reporting_errors
-from gnplace.datasets import generate_dataset, load_manifest
+from gnplace.cli.common import check_count, check_output_folder, run_reporting_errors
+from gnplace.datasets import MAX_GRAPHS, generate_dataset, load_manifest
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph, write_atomically
@@ -205,11 +205,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Write the datasets ``args`` name, then the statistics table."""
+    from gnplace.families import get_family
+
     check_output_folder(args.out)  # "" wrote into the working folder, over its README.md
+    # a family named twice is built once; "ptb, nmt" names nmt, as evaluate's lists do
+    families = list(dict.fromkeys(f.strip() for f in args.families.split(",") if f.strip()))
+    if families:  # refused before any graph is written: a bad --seed or family failed after the examples and the
+        check_count(args.count, "--count", minimum=1, maximum=MAX_GRAPHS)  # families before it were built (minutes)
+        check_count(args.seed, "--seed")
+        check_count(args.test_count, "--test-count")
+        if args.test_count is not None and args.test_count > args.count:
+            raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")
+        for family in families:
+            get_family(family)
     out = Path(args.out)
     _check_readme_is_ours(out / "README.md", args.overwrite)
     write_examples(out)
-    families = list(dict.fromkeys(f for f in args.families.split(",") if f))  # a family named twice is built once
     for family in families:  # a bar each on a terminal; in a log file a line every half minute
         with count_bar(family, args.count, "graphs") as bar:
             generate_dataset(family, args.count, out / family, seed=args.seed, test_count=args.test_count,

@@ -1,0 +1,32 @@
+"""``scripts/make_datasets.py``: its flags are checked before any graph is written."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--seed", "-1"], "--seed must be at least 0, got -1"),
+    (["--count", "0"], "--count must be at least 1, got 0"),
+    (["--test-count", "-1"], "--test-count must be at least 0, got -1"),
+    (["--count", "2", "--test-count", "3"], "--test-count 3 is more than --count 2"),
+    (["--families", "ptb,nosuch"], "unknown family 'nosuch' (choose one of: cifar10, nmt, ptb)"),
+])
+def test_bad_flags_are_refused_before_anything_is_written(tmp_path, capsys, load_script, flags, error):
+    """The examples were written first, and every family listed before a bad one was built (minutes each)."""
+    script = load_script("make_datasets")
+    out = tmp_path / "out"
+    assert script.main(["--out", str(out), "--families", "ptb", "--count", "1", *flags]) == 2
+    assert capsys.readouterr().err == f"make_datasets: error: {error}\n"
+    assert not out.exists()
+
+
+def test_a_family_list_with_spaces_names_each_family_once(tmp_path, load_script, monkeypatch):
+    """``--families 'ptb, ptb'`` built ptb, then failed on the unknown family ' ptb'."""
+    script = load_script("make_datasets")
+    built: list[str] = []
+    monkeypatch.setattr(script, "write_examples", lambda out: None)
+    monkeypatch.setattr(script, "write_readme", lambda out, families: None)
+    monkeypatch.setattr(script, "generate_dataset", lambda family, *args, **kwargs: built.append(family))
+    assert script.main(["--out", str(tmp_path), "--families", "ptb, ptb", "--count", "1"]) == 0
+    assert built == ["ptb"]
