@@ -24,7 +24,7 @@ from typing import Any
 from rich.table import Table
 
 from gnplace import PLACERS, load_cluster, load_graph, lower_bound
-from gnplace.cli.common import check_count, file_path, require_ops, run_reporting_errors, stdout_console
+from gnplace.cli.common import check_count, cluster_list, file_path, require_ops, run_reporting_errors, stdout_console
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import check_parent_folder
@@ -75,7 +75,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     """The demo's placements, table and Gantt chart (``main`` reports its errors)."""
     console = stdout_console(width=150)
     started = time.perf_counter()
-    clusters = [c for c in args.clusters.split(",") if c]
+    clusters = cluster_list(args.clusters)  # each once: "k80x4,k80x4" placed every graph twice
     if not clusters:
         raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
     if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
@@ -153,7 +153,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
     """The tables of ``demo.py --baselines`` (``baselines`` reports its errors)."""
     console = stdout_console(width=150)
     sim = Simulator(args.mode)
-    clusters = [c for c in args.clusters.split(",") if c]
+    clusters = cluster_list(args.clusters)  # each once: "k80x4,k80x4" placed every graph twice
     if not clusters:  # "" would be read as the current folder, refused as a cluster file
         raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
     for path in args.graphs:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the flags, then train (Lightning is imported only once they hold)."""
     import math
 
-    from gnplace.cli.common import check_count, check_output_folder, note_nothing_to_resume
+    from gnplace.cli.common import check_count, check_output_folder, cluster_list, note_nothing_to_resume
     from gnplace.cluster import load_cluster
     from gnplace.evaluate import collect_graphs
     from gnplace.exceptions import InvalidArgument
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
     check_output_folder(args.out)
     graphs = collect_graphs(args.graphs, split=args.split)
-    clusters = [c for c in args.clusters.split(",") if c]
+    clusters = cluster_list(args.clusters)  # "k80x2,k80x2" trained on its pairs twice as often
     if not clusters:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster (presets, or YAML files)")
     for cluster in clusters:  # a typo is reported now, not after Lightning's import

@@ -24,7 +24,7 @@ __all__ = [
     "ms", "mib", "check_count", "check_output_folder", "check_not_input", "check_not_run_output", "require_ops",
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
-    "file_path", "whole_number", "names_placement_file", "print_json",
+    "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
 ]
 
 
@@ -179,6 +179,23 @@ def whole_number(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
     return value
+
+
+def cluster_list(text: str) -> list[str]:
+    """The clusters a comma-separated ``--clusters`` value names, each once, in order (empty if none).
+
+    Spaces around a name are dropped (``"k80x2, k80x4"``), and so are empty items (``"k80x2,,k80x4"``); a
+    cluster named twice (a file by two paths) is one cluster: ``scripts/train.py`` trained on its pairs twice as
+    often, without a word, and ``demo.py`` placed every graph on it twice.
+
+    Examples:
+        >>> cluster_list(" k80x2, k80x4,,k80x2 ")
+        ['k80x2', 'k80x4']
+    """
+    from gnplace.evaluate import cluster_slot
+
+    names = (name.strip() for name in text.split(","))
+    return list({cluster_slot(name): name for name in names if name}.values())
 
 
 def file_path(text: str) -> str:

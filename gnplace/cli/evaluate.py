@@ -16,6 +16,7 @@ from gnplace.cli.common import (
     check_output_file,
     check_output_folder,
     checkpoint_readers,
+    cluster_list,
     file_path,
     parse_placer_options,
     stdout_console,
@@ -101,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint:  # to the placers that read its format; the others keep their own (evaluate keys rows by both)
         for name in checkpoint_readers(args.checkpoint, placers):
             options.setdefault(name, {})["checkpoint"] = str(args.checkpoint)
-    # a cluster named twice (a file by two paths) is one cluster
-    clusters = list({cluster_slot(c): c for c in (c.strip() for c in args.clusters.split(",")) if c}.values())
+    clusters = cluster_list(args.clusters)  # a cluster named twice (a file by two paths) is one cluster
     if not clusters:
         raise InvalidArgument(f"--clusters {args.clusters!r} names no cluster")
     for c in clusters:

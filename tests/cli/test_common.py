@@ -237,3 +237,14 @@ def test_run_reporting_errors_is_typed_as_the_run_it_calls():
 
     assert inspect.signature(run_reporting_errors).parameters["run"].annotation == \
         "Callable[[argparse.Namespace], int | None]"
+
+
+def test_a_cluster_list_names_each_cluster_once(tmp_path, monkeypatch):
+    """Spaces around a name and empty items are dropped; a cluster named twice, a file by two paths too, is one."""
+    from gnplace.cli.common import cluster_list
+
+    (tmp_path / "c.yaml").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert cluster_list("k80x2, k80x4,,k80x2 ") == ["k80x2", "k80x4"]
+    assert cluster_list(f"c.yaml,{tmp_path / 'c.yaml'}") == [str(tmp_path / "c.yaml")]
+    assert cluster_list(" , ") == []

@@ -1,0 +1,16 @@
+"""``scripts/demo.py``: the clusters its flags name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+GRAPH = Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg"
+
+
+def test_baselines_place_on_a_cluster_named_twice_once(load_script, capsys):
+    """``--clusters 'k80x2, k80x2'`` was refused (' k80x2' is no preset), and 'k80x2,k80x2' gave each row twice."""
+    demo = load_script("demo")
+    for clusters in ("k80x2,k80x2", "k80x2, k80x2"):
+        assert demo.main(["--baselines", str(GRAPH), "--clusters", clusters, "--placers", "single"]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x2")]
+        assert len(rows) == 1
