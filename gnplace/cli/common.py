@@ -25,6 +25,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
+    "device_names",
 ]
 
 
@@ -206,6 +207,17 @@ def file_path(text: str) -> str:
     """
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a file's path, got {text!r}")
+    return text
+
+
+def device_names(text: str) -> str:
+    """An argparse ``type``: a ``--devices`` value (torch devices separated by commas), else argparse's one-line error.
+
+    An empty or blank value (an unset variable) was read as no ``--devices`` at all: ``profile --timer local``
+    timed its default devices, and ``finetune --timer sim`` took it without the refusal the flag gets there.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected torch devices separated by commas, e.g. cuda:0,cpu, got {text!r}")
     return text
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import add_optimizer_argument, file_path, print_json, whole_number
+from gnplace.cli.common import add_optimizer_argument, device_names, file_path, print_json, whole_number
 from gnplace.exceptions import InvalidArgument
 
 
@@ -45,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
     p.add_argument("--seed", type=whole_number, default=0)
-    p.add_argument("--devices", default=None, help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
+    p.add_argument("--devices", default=None, type=device_names,
+                   help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=None,
                    help="real timers: torch CPU threads per rank (dist) or while timing (local) (default: 1)")
     p.add_argument("--repeats", type=int, default=None,

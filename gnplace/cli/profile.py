@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import add_optimizer_argument, whole_number
+from gnplace.cli.common import add_optimizer_argument, device_names, whole_number
 from gnplace.limits import json_text
 
 
@@ -25,7 +25,8 @@ def add_parser(sub: Any) -> None:
                    help="dist: one torch.distributed rank per device (default); local: devices of this process")
     p.add_argument("--ranks", type=int, default=None, help="dist: ranks (devices) (default: 2)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per device (default: 1)")
-    p.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
+    p.add_argument("--devices", default=None, type=device_names,
+                   help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
     p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
     p.add_argument("--rounds", type=int, default=None,

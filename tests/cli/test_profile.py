@@ -131,3 +131,16 @@ def test_profile_refuses_rounds_it_would_not_run(tmp_path, capsys, flags, messag
     assert main(["profile", "gnplace.execute.examples:tiny", *flags, "-o", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("command", [["profile", "gnplace.execute.examples:mlp", "--timer", "local"],
+                                     ["finetune", "datasets/examples/mlp1x8w6144b256.gnpg", "-c", "k80x2"]])
+@pytest.mark.parametrize("devices", ["", " "])
+def test_an_empty_devices_list_is_refused_not_read_as_the_default(tmp_path, capsys, command, devices):
+    """``--devices ""`` (an unset variable) was no --devices: profile timed its default devices, exit 0."""
+    with pytest.raises(SystemExit) as stop:
+        main([*command, "--devices", devices, "-o", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert f"argument --devices: expected torch devices separated by commas, e.g. cuda:0,cpu, got {devices!r}" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
