@@ -70,6 +70,38 @@ def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
                               "write to another file")
 
 
+def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
+    """Refuse a config value that ``--set`` gives twice, or ``--seed`` and ``--set learner.seed=`` give, differently.
+
+    The last one won without a word (``--seed`` over any ``--set learner.seed``), as it would of an ``--option``
+    given twice; the same value given twice is accepted. A malformed override is left to the config's reader.
+
+    Raises:
+        InvalidArgument: naming the key and both values.
+    """
+    import yaml
+
+    from gnplace.exceptions import InvalidArgument
+
+    def value(text: str) -> Any:
+        try:
+            return yaml.safe_load(text)
+        except (yaml.YAMLError, ValueError, RecursionError):  # reported by load_pretrain_config
+            return text
+
+    given: dict[str, tuple[str, Any]] = {}
+    for item in overrides:
+        target, sep, text = item.partition("=")
+        key = target.strip()
+        if not sep:
+            continue
+        if key in given and given[key][1] != value(text):
+            raise InvalidArgument(f"--set {key} is given twice, as {given[key][0]!r} and {text!r}: give it once")
+        given[key] = (text, value(text))
+    if seed is not None and "learner.seed" in given and given["learner.seed"][1] != seed:
+        raise InvalidArgument(f"--seed {seed} and --set learner.seed={given['learner.seed'][0]} differ: give one")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace pretrain``."""
     from gnplace.cli.common import (
@@ -89,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file(args.export, "--export")
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export")
         _check_export_is_not_the_runs(Path(args.export), Path(args.out))
+    _check_overrides_once(args.set, args.seed)
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
     # Lightning's import (about 10 s) once the config is read
     from gnplace.pretrain import exported_files, pretrain, pretrain_pairs

@@ -151,3 +151,22 @@ def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     with pytest.raises(InvalidArgument, match="devices, num_nodes and jobs must be >= 1, got 1, 1, 0"):
         pretrain(load_pretrain_config(), out, jobs=0)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--set", "schedule.iterations=1", "--set", "schedule.iterations=2"],
+     "--set schedule.iterations is given twice, as '1' and '2': give it once"),
+    (["--seed", "3", "--set", "learner.seed=4"], "--seed 3 and --set learner.seed=4 differ: give one"),
+])
+def test_a_config_value_given_twice_differently_is_refused(tmp_path, capsys, flags, error):
+    """The last one won without a word (a run of 2 iterations; --seed over --set learner.seed)."""
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), *flags]) == 2
+    assert capsys.readouterr().err == f"gnplace: error: {error}\n"
+    assert not out.exists()
+
+
+def test_a_config_value_given_twice_alike_is_accepted():
+    from gnplace.cli.pretrain import _check_overrides_once
+
+    _check_overrides_once(["schedule.iterations=2", "schedule.iterations=2.0 ", "learner.seed=3"], 3)
