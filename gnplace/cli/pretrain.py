@@ -70,6 +70,30 @@ def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
                               "write to another file")
 
 
+#: Environment variables of which one tells that a multi-node run was launched: ``MASTER_ADDR``, which the user (or
+#: torchrun, Kubeflow) sets on every machine, or one of the cluster schedulers' that Lightning reads (SLURM, LSF, MPI).
+LAUNCHED_BY = ("MASTER_ADDR", "SLURM_NTASKS", "LSB_JOBID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+
+
+def _check_nodes_launched(num_nodes: int) -> None:
+    """Refuse ``--num-nodes`` above 1 where nothing launched the other machines' ranks (:data:`LAUNCHED_BY`).
+
+    Without ``MASTER_ADDR`` Lightning takes 127.0.0.1 for node 0 and waits for the others there: the run hung
+    (half an hour, Lightning's timeout, then a traceback) where the user had forgotten the variables.
+
+    Raises:
+        InvalidArgument: naming the variables to set.
+    """
+    import os
+
+    from gnplace.exceptions import InvalidArgument
+
+    if num_nodes > 1 and not any(name in os.environ for name in LAUNCHED_BY):
+        raise InvalidArgument(f"--num-nodes {num_nodes}: a run over several machines needs MASTER_ADDR (node 0's "
+                              "address), MASTER_PORT and NODE_RANK set on each, or a cluster launcher (SLURM); none "
+                              "is set, and the run would wait for the other machines; on one machine use --devices")
+
+
 def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
     """Refuse a config value that ``--set`` gives twice, or ``--seed`` and ``--set learner.seed=`` give, differently.
 
@@ -116,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
     check_count(args.num_nodes, "--num-nodes", minimum=1)
     check_count(args.jobs, "--jobs", minimum=1)
+    _check_nodes_launched(args.num_nodes)  # (a hang, before)
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
         check_output_file(args.export, "--export")

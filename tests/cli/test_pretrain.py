@@ -170,3 +170,24 @@ def test_a_config_value_given_twice_alike_is_accepted():
     from gnplace.cli.pretrain import _check_overrides_once
 
     _check_overrides_once(["schedule.iterations=2", "schedule.iterations=2.0 ", "learner.seed=3"], 3)
+
+
+def test_several_nodes_with_no_launcher_are_refused_not_a_hang(tmp_path, capsys, monkeypatch):
+    """Lightning took 127.0.0.1 for node 0 and waited there for the other nodes (half an hour)."""
+    import gnplace.pretrain_config
+
+    for name in ("MASTER_ADDR", "SLURM_NTASKS", "LSB_JOBID", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def past_the_flags(*args, **kwargs):
+        raise AssertionError("the run went on, to wait for the other nodes")
+
+    monkeypatch.setattr(gnplace.pretrain_config, "load_pretrain_config", past_the_flags)
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), "--num-nodes", "2"]) == 2
+    assert capsys.readouterr().err.startswith("gnplace: error: --num-nodes 2: a run over several machines needs "
+                                              "MASTER_ADDR (node 0's address), MASTER_PORT and NODE_RANK set on each")
+    assert not out.exists()
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")  # set by the user on each machine: the run goes on
+    with pytest.raises(AssertionError, match="went on"):
+        main(["pretrain", "--out", str(out), "--num-nodes", "2"])
