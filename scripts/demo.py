@@ -24,10 +24,17 @@ from typing import Any
 from rich.table import Table
 
 from gnplace import PLACERS, load_cluster, load_graph, lower_bound
-from gnplace.cli.common import check_count, cluster_list, file_path, require_ops, run_reporting_errors, stdout_console
+from gnplace.cli.common import (
+    check_count,
+    check_output_folder,
+    cluster_list,
+    file_path,
+    require_ops,
+    run_reporting_errors,
+    stdout_console,
+)
 from gnplace.cluster import preset_names
 from gnplace.exceptions import InvalidArgument
-from gnplace.graph_io import check_parent_folder
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -80,7 +87,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
     if Path(args.out).exists() and not Path(args.out).is_dir():  # refused before the placements, not after
         raise InvalidArgument(f"--out {args.out}: a file, not a folder (the Gantt chart goes into it)")
-    check_parent_folder(args.out, "--out")  # FILE/sub: the same, where the chart's folder cannot be made
+    check_output_folder(args.out)  # "" (an unset variable) drew the chart into the working folder; FILE/sub, where
+    # the chart's folder cannot be made, failed once every graph was placed
     check_count(args.jobs, "--jobs", minimum=1)
     check_count(args.per_family, "--per-family")
     for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts

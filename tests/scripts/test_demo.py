@@ -14,3 +14,18 @@ def test_baselines_place_on_a_cluster_named_twice_once(load_script, capsys):
         assert demo.main(["--baselines", str(GRAPH), "--clusters", clusters, "--placers", "single"]) == 0
         rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x2")]
         assert len(rows) == 1
+
+
+def test_an_empty_chart_folder_is_refused_before_placing(tmp_path, load_script, capsys, monkeypatch):
+    """``--out ""`` (an unset variable) drew the Gantt chart into the working folder, among the user's files."""
+    demo = load_script("demo")
+
+    def no_placements(jobs):
+        raise AssertionError("placed before the options were checked")
+
+    monkeypatch.setattr(demo, "task_mapper", no_placements)
+    monkeypatch.chdir(tmp_path)
+    assert demo.main(["--clusters", "k80x2", "--jobs", "1", "--out", ""]) == 2
+    assert capsys.readouterr().err == \
+        "demo: error: --out is empty; name the folder to write into (. for the current one)\n"
+    assert list(tmp_path.iterdir()) == []
