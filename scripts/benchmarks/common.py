@@ -121,7 +121,7 @@ def check_families(names: Iterable[str], flag: str = "--families") -> None:
 
 
 def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
-    """``path`` as a :class:`Path`, refused if it names a file: the folder a benchmark writes its results into.
+    """``path`` as a :class:`Path`, refused if empty or it names a file: the folder a benchmark writes its results into.
 
     Checked before the run, whose ``mkdir`` said only ``FILE: File exists``; the folder itself is made by the
     caller, once every argument has been checked (a refused run leaves no empty folder behind).
@@ -131,6 +131,8 @@ def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
     """
     from gnplace.exceptions import InvalidArgument
 
+    if not str(path).strip():  # Path("") is the working folder: the results went among the user's files
+        raise InvalidArgument(f"{flag} is empty; name the folder to write into (. for the current one)")
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
         raise InvalidArgument(f"{flag} {folder}: a file, not a folder; name a folder for the results (made if "

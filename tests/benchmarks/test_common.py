@@ -132,3 +132,16 @@ def test_a_rows_file_that_is_not_utf8_is_one_error_and_a_line_cut_inside_a_chara
     store.add({"key": "c"})
     for _ in range(2):  # the cut line, no longer last, is still skipped: a third load refused the file
         assert list(common.Store(cut).rows) == ["a", "c"]
+
+
+@pytest.mark.parametrize("command", [["latency", "--ops", "50", "--repeat", "1", "--cache"],
+                                     ["search", "--out"], ["zeroshot", "--out"]])
+def test_an_empty_output_folder_is_refused_not_read_as_the_working_folder(load_script, tmp_path, capsys, monkeypatch,
+                                                                         command):
+    """``bench.py latency --cache ""`` (an unset variable) wrote its generated graph into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    assert load_script("bench").main([*command, ""]) == 2
+    flag = command[-1]
+    assert capsys.readouterr().err == f"bench: error: {flag} is empty; name the folder to write into (. for the " \
+                                      "current one)\n"
+    assert list(tmp_path.iterdir()) == []
