@@ -57,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.output).suffix.lower() == ".onnx":  # every command would read it back as an ONNX model
         raise InvalidArgument(f"--output {args.output}: a gnplace graph file, not an ONNX model; name it .gnpg "
                               "(or .json for plain JSON)")
+    if args.name is not None and not args.name.strip():  # "" (an unset variable) was dropped for the model's name,
+        raise InvalidArgument(f"--name {args.name!r} names nothing; give the graph a name, or leave --name out for "
+                              "the model's")  # and " " named the graph by a space
     both = sorted(set(args.trainable or ()) & set(args.frozen or ()))
     if both:  # frozen wins in the library: the initializer would be left untrained without a word
         raise InvalidArgument(f"--trainable and --frozen both name {both[0]!r}: give each initializer one of them")

@@ -175,3 +175,14 @@ def test_an_output_that_holds_the_models_external_data_is_refused(tmp_path, caps
     assert "--output weights.bin: holds the external data (weights) of the input mlp.onnx" in one_line_error(capsys)
     assert (tmp_path / "sub" / "weights.bin").read_bytes() == weights
     assert main([command, "../mlp.onnx", *args, "-o", "other.bin" if command == "place" else "g.gnpg"]) == 0
+
+
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_graph_name_is_refused(tmp_path, capsys, name):
+    """``--name ""`` (an unset variable) was dropped for the model's name, and ``--name " "`` named the graph " "."""
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    out = tmp_path / "g.gnpg"
+    assert main(["import", str(model), "-o", str(out), "--name", name]) == 2
+    assert f"--name {name!r} names nothing; give the graph a name, or leave --name out for the model's" in \
+        one_line_error(capsys)
+    assert not out.exists()
