@@ -176,8 +176,8 @@ class PPOSearchPlacer:
         zero_shot_samples (int, optional): the zero-shot placer's samples ``K`` (default: 16).
         out (str, optional): folder for Lightning's checkpoint ``last.ckpt`` (written every
             ``checkpoint_every_s`` seconds and at the end) and CSV logs (default: none written).
-        resume (bool, optional): continue from ``out/last.ckpt`` if it exists; one that is unreadable,
-            not a search's or another run's (another graph, cluster, problem setting or starting
+        resume (bool, optional): continue from ``out/last.ckpt`` if it exists (refused without ``out``); one
+            that is unreadable, not a search's or another run's (another graph, cluster, problem setting or starting
             checkpoint, :meth:`run_identity`) is refused with :class:`~gnplace.exceptions.InvalidCheckpoint`
             before anything is timed or written (default: :obj:`False`).
         checkpoint_every_s (float, optional): seconds between checkpoints (default: 60).
@@ -246,6 +246,9 @@ class PPOSearchPlacer:
                                   "current one)")
         self.out = None if out is None else str(out)
         self.resume = bool(resume)
+        if self.resume and self.out is None:  # nothing to continue from: a new run started, without a word
+            raise InvalidArgument(f"{type(self).__name__}: resume continues the run checkpointed in out "
+                                  "(out/last.ckpt), and no out is given: name the run's folder")
         if isinstance(checkpoint_every_s, bool) or not isinstance(checkpoint_every_s, int | float) or not (
             0 < checkpoint_every_s <= sys.float_info.max  # (an int past it was an OverflowError in float())
         ):

@@ -617,3 +617,9 @@ def test_reinforces_repr_leaves_out_the_epochs_it_refuses():
 
     assert "epochs" not in repr(make_placer("reinforce"))
     assert "epochs=10, " in repr(make_placer("ppo"))
+
+
+def test_resume_without_an_output_folder_is_refused():
+    """``-O ppo.resume=true`` with no ``-O ppo.out`` started a new search, exit 0: there was nothing to resume from."""
+    with pytest.raises(InvalidArgument, match="resume continues the run checkpointed in out .* no out is given"):
+        PPOSearchPlacer(budget=40, resume=True, **FAST)
