@@ -120,7 +120,8 @@ def parse_placer_options(items: Sequence[str], placers: Sequence[str]) -> dict[s
         if placer not in placers:
             raise InvalidArgument(f"--option {item!r}: placer {placer!r} is not among those run ({', '.join(placers)})")
         try:
-            value = yaml.safe_load(text) if text else ""
+            # blank is kept as given: YAML reads " " as null, a placer's default (-O ppo.out=" " ran with no folder)
+            value = yaml.safe_load(text) if text.strip() else text
         except yaml.YAMLError as err:
             problem = one_line(str(getattr(err, "problem", None) or err))
             raise InvalidArgument(f"--option {item!r}: value is not a YAML scalar ({problem})") from None

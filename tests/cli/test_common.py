@@ -248,3 +248,9 @@ def test_a_cluster_list_names_each_cluster_once(tmp_path, monkeypatch):
     assert cluster_list("k80x2, k80x4,,k80x2 ") == ["k80x2", "k80x4"]
     assert cluster_list(f"c.yaml,{tmp_path / 'c.yaml'}") == [str(tmp_path / "c.yaml")]
     assert cluster_list(" , ") == []
+
+
+def test_a_blank_option_value_is_kept_blank_not_read_as_null():
+    """YAML reads " " as null, a placer's default: ``-O ppo.out=" "`` ran a search with no folder, exit 0."""
+    assert parse_placer_options(["ppo.out= ", "ppo.resume="], ["ppo"]) == {"ppo": {"out": " ", "resume": ""}}
+    assert parse_placer_options(["ppo.out=~"], ["ppo"]) == {"ppo": {"out": None}}  # null, said as YAML says it
