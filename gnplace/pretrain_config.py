@@ -190,6 +190,8 @@ def _section(cls: type, raw: Any, name: str) -> Any:
                     pass
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got {value!r}")
+            if isinstance(value, float) and value != value:  # NaN: no size at all ("too large" before)
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be a number, got nan")
             if not finite_number(value) or abs(value) > 2**62:  # (an int past a float's range: too large too)
                 raise InvalidArgument(f"pretrain config: {name}.{key} is too large, got {value!r}")
             if isinstance(default, int) and not isinstance(default, bool) and value != int(value):

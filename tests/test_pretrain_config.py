@@ -95,3 +95,11 @@ def test_an_int_past_a_floats_range_is_refused_in_one_line(key):
 
     with pytest.raises(InvalidArgument, match=key.split(".")[-1]):
         load_pretrain_config(None, [f"{key}={10**400}"])
+
+
+@pytest.mark.parametrize("override", ["schedule.iterations=nan", "learner.lr=.nan", "learner.lr=NaN"])
+def test_a_nan_value_is_said_to_be_no_number_not_too_large(override):
+    """``--set schedule.iterations=nan`` was refused as "schedule.iterations is too large, got nan"."""
+    key = override.split("=")[0]
+    with pytest.raises(InvalidArgument, match=rf"^pretrain config: {key} must be a number, got nan$"):
+        load_pretrain_config(overrides=[override])
