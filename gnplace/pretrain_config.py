@@ -228,6 +228,8 @@ def load_pretrain_config(
     path = Path(path) if path is not None else DEFAULT_CONFIG
     if path.is_dir():
         raise InvalidArgument(f"{path}: is a folder, not a config file")
+    if path.exists() and not path.is_file():  # (it said "no such config file" of a pipe that is there)
+        raise InvalidArgument(f"{path}: is not a regular file (a device or a pipe), not a config file")
     if not path.is_file():
         raise InvalidArgument(f"{path}: no such config file")
     try:

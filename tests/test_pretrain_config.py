@@ -103,3 +103,13 @@ def test_a_nan_value_is_said_to_be_no_number_not_too_large(override):
     key = override.split("=")[0]
     with pytest.raises(InvalidArgument, match=rf"^pretrain config: {key} must be a number, got nan$"):
         load_pretrain_config(overrides=[override])
+
+
+def test_a_config_that_is_a_pipe_is_said_to_be_one(tmp_path):
+    """It was refused as "no such config file", of a file that is there."""
+    import os
+
+    pipe = tmp_path / "config.yaml"
+    os.mkfifo(pipe)
+    with pytest.raises(InvalidArgument, match=r"config.yaml: is not a regular file \(a device or a pipe\), not a config"):
+        load_pretrain_config(pipe)
