@@ -783,8 +783,11 @@ def report_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
     """
     out_name = default_out(args.quick) if args.out is None else args.out  # the quick report's rows apart
     out = Path(out_name)
-    doc = Path(args.doc) if args.doc else (out / "RESULTS.md" if args.quick else ROOT / "docs" / "RESULTS.md")
-    figures = Path(args.figures) if args.figures else (out / "figures" if args.quick else ROOT / "docs" / "figures")
+    # "" (an unset variable) is refused by run, not taken for the default: docs/RESULTS.md and docs/figures
+    doc = Path(args.doc) if args.doc is not None else (
+        out / "RESULTS.md" if args.quick else ROOT / "docs" / "RESULTS.md")
+    figures = Path(args.figures) if args.figures is not None else (
+        out / "figures" if args.quick else ROOT / "docs" / "figures")
     cache = args.cache if args.cache is not None else (str(out / "cache") if args.quick else "out/bench")
     return out_name, doc, figures, cache
 
@@ -797,9 +800,10 @@ def run(args: argparse.Namespace) -> Path:
     out_name, doc, figures, cache = report_paths(args)
     out = Path(out_name)
     # refused before the runs, not when the report is written at their end (21 minutes in)
-    for folder, flag in ((out_name, "--out"), (figures, "--figures"), (cache, "--cache")):
+    for folder, flag in ((out_name, "--out"), (args.figures if args.figures is not None else figures, "--figures"),
+                         (cache, "--cache")):
         check_output_folder(folder, flag)
-    check_output_file(doc, "--doc")
+    check_output_file(args.doc if args.doc is not None else doc, "--doc")
     check_doc_is_no_folder_it_makes(doc, {"--out": out, "--figures": figures})
     if args.doc:
         check_doc_folder(doc, out)

@@ -508,3 +508,21 @@ def test_a_quick_report_keeps_everything_under_out_and_the_full_one_writes_the_p
                                          "out/bench")
     args = argparse.Namespace(quick=True, out=None, doc="r.md", figures="f", cache="c")
     assert report.report_paths(args) == ("out/report_quick", Path("r.md"), Path("f"), "c")
+
+
+@pytest.mark.parametrize("option, message", [("--doc", "--doc is empty; name the file to write"),
+                                             ("--figures", "--figures is empty; name the folder to write into")])
+def test_report_refuses_an_empty_doc_or_figures_not_taken_for_the_default(tmp_path, load_script, capsys,
+                                                                          monkeypatch, option, message):
+    """``--doc ""`` (an unset variable) was no --doc: a full report wrote the project's docs/RESULTS.md."""
+    import gnplace.evaluate
+
+    def no_runs(*args, **kwargs):
+        raise AssertionError("placed before the report's files were checked")
+
+    monkeypatch.setattr(gnplace.evaluate, "evaluate", no_runs)
+    argv = ["report", "--quick", "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache"), "--jobs", "1",
+            option, ""]
+    assert load_script("bench").main(argv) == 2
+    assert capsys.readouterr().err.startswith(f"bench: error: {message}")
+    assert not (tmp_path / "out").exists()
