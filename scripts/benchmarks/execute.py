@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.cli.common import whole_number
 from gnplace.sim.timer import geomean
 
 from .common import (
@@ -285,7 +286,7 @@ def add_parsers(sub: Any) -> None:
     fid.add_argument("--probe-rounds", type=int, default=5,
                      help="calibration: rounds of the link and message probes, the medians kept (default: 5)")
     fid.add_argument("--finetune-budget", type=int, default=60, help="real-step evaluations of fine-tuning (0: skip)")
-    fid.add_argument("--seed", type=int, default=0)
+    fid.add_argument("--seed", type=whole_number, default=0)
     fid.add_argument("--timer", default="dist", choices=["dist", "local"],
                      help="dist: two gloo ranks of one thread (default); local: --devices of this process")
     fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.cli.common import add_option_argument, parse_placer_options
+from gnplace.cli.common import add_option_argument, parse_placer_options, whole_number
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import RealStepTimer
@@ -636,7 +636,7 @@ def add_parsers(sub: Any) -> None:
     ft.add_argument("--split", choices=("test", "val"), default="test",
                     help="the graphs searched: test, or val for tuning fine-tuning's options: the training graphs "
                          "every shipped checkpoint held out (default: test)")
-    ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--seed", type=whole_number, default=0)
     ft.add_argument("--jobs", type=int, default=2)
     ft.add_argument("--out", default="out/bench_finetune")
     ft.add_argument("--checkpoint", default=None, help="fine-tune from this policy (default: the shipped one)")
@@ -655,7 +655,7 @@ def add_parsers(sub: Any) -> None:
     sm.add_argument("--clusters", nargs="+", default=["k80x4", "v100x8", "tight4"])
     sm.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     add_per_family_argument(sm, 1)
-    sm.add_argument("--seed", type=int, default=0)
+    sm.add_argument("--seed", type=whole_number, default=0)
     sm.add_argument("--jobs", type=int, default=2)
     sm.add_argument("--out", default="out/bench_screen_model")
     ns = add_command(sub, "noisy-steps", run_noisy_steps,

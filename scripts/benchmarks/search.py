@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, parse_placer_options
+from gnplace.cli.common import add_option_argument, parse_placer_options, whole_number
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
@@ -246,7 +246,7 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--families", nargs="+", default=["cifar10", "ptb", "nmt"])
     search.add_argument("--split", default="test")
     add_per_family_argument(search, None, "graphs of --split")
-    search.add_argument("--seed", type=int, default=0)
+    search.add_argument("--seed", type=whole_number, default=0)
     search.add_argument("--jobs", type=int, default=2)
     search.add_argument("--out", default="out/bench_search")
     add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
@@ -256,7 +256,7 @@ def add_parsers(sub: Any) -> None:
     curves.add_argument("--cluster", default="k80x4")
     curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
     curves.add_argument("--budget", type=int, default=20_000)
-    curves.add_argument("--seed", type=int, default=0)
+    curves.add_argument("--seed", type=whole_number, default=0)
     curves.add_argument("--out", default="docs/figures")
     speed = add_command(sub, "ppo-speed", run_ppo_speed, "seconds of one PPO iteration")
     speed.add_argument("--nodes", type=int, default=1000)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gnplace.cli.common import whole_number
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import write_atomically
 from gnplace.sim import Simulator
@@ -522,7 +523,7 @@ def add_parsers(sub: Any) -> None:
                                                              for n in ("mixed_generations", "hosts3x4", "p100x16",
                                                                        "newkind4")])
     zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
-    zs.add_argument("--seed", type=int, default=0,
+    zs.add_argument("--seed", type=whole_number, default=0,
                     help="seed of the policy's and auto's placements (default: 0)")
     zs.add_argument("--jobs", type=int, default=2)
     zs.add_argument("--out", default="out/bench_zeroshot")

@@ -145,3 +145,13 @@ def test_an_empty_output_folder_is_refused_not_read_as_the_working_folder(load_s
     assert capsys.readouterr().err == f"bench: error: {flag} is empty; name the folder to write into (. for the " \
                                       "current one)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["zeroshot", "search", "curves", "finetune", "screen-model", "fidelity"])
+def test_a_negative_seed_is_refused_by_its_flag_before_any_run(load_script, tmp_path, capsys, command):
+    """``zeroshot --seed -1`` made its folder and started its workers, whose first row failed ("seed must be >= 0")."""
+    with pytest.raises(SystemExit) as stop:
+        load_script("bench").main([command, "--seed", "-1", "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert "argument --seed: expected a whole number >= 0, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
