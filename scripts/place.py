@@ -35,7 +35,7 @@ def _temperatures(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
-    from gnplace.cli.common import add_optimizer_argument, file_path
+    from gnplace.cli.common import add_optimizer_argument, file_path, whole_number
     from gnplace.rl.zeroshot import add_decoding_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--constructor", nargs="+", default=None, metavar="PATH",
                         help="the search-distilled constructors' checkpoints, or none (default: the two shipped ones)")
     add_decoding_arguments(parser)
-    parser.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    parser.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")
     parser.add_argument("--portfolio", action="store_true", help="also consider the fast heuristics' placements")
     parser.add_argument("--subsets", action=argparse.BooleanOptionalAction, default=True,
                         help="also decode greedily on the fastest k devices alone, k = 2 .. D-1 (default: on)")
