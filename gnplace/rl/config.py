@@ -17,6 +17,9 @@ from gnplace.limits import MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH
 
 #: The largest float32 (3.4028235e38): the learner's numbers enter float32 tensors.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: float32's smallest normal number (1.2e-38): a setting that must be > 0 is refused below it, where the policy's
+#: float32 tensors hold it as 0 or a subnormal (``lr=1e-50`` trained nothing, and said nothing).
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 
 if TYPE_CHECKING:
     from gnplace.policy.gnn import PolicyConfig
@@ -163,6 +166,12 @@ class LearnerConfig:
             if not -FLOAT32_MAX <= value <= FLOAT32_MAX:
                 shown = f"{value:.4g}" if isinstance(value, float) else f"one of {len(str(abs(value)))} digits"
                 raise InvalidArgument(f"{name} must be a finite number within float32's range (+-3.4e38), got {shown}")
+        positive = {"lr": self.lr, "clip": self.clip, "grad_clip": self.grad_clip, "kl_target": self.kl_target,
+                    "alpha": self.alpha}
+        for name, value in positive.items():
+            if value < FLOAT32_TINY:
+                raise InvalidArgument(f"{name} must be at least {FLOAT32_TINY:.2g} (float32's smallest normal "
+                                      f"number; below it the policy's float32 tensors round it to 0), got {value:.4g}")
 
     def check_timer(self, timer: StepTimer) -> None:
         """Refuse a ``timer`` these settings cannot search with, before anything is timed.

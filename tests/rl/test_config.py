@@ -67,3 +67,12 @@ def test_epochs_are_capped():
     assert LearnerConfig(epochs=MAX_EPOCHS).epochs == 1000
     with pytest.raises(InvalidArgument, match=r"^need epochs <= 1000, got 1000000000$"):
         LearnerConfig(epochs=10**9)
+
+
+@pytest.mark.parametrize("option", ["lr", "clip", "grad_clip", "kl_target", "alpha"])
+def test_a_positive_number_that_float32_rounds_to_zero_is_refused(option):
+    """``--lr 1e-50`` passed ``lr > 0``, and the policy's float32 tensors took it as 0: nothing was learned."""
+    with pytest.raises(InvalidArgument, match=rf"^{option} must be at least 1.2e-38 \(float32's smallest normal "
+                                              r"number; .*got 1e-50$"):
+        LearnerConfig(**{option: 1e-50})
+    LearnerConfig(**{option: 1e-30 if option != "alpha" else 1.0})
