@@ -23,7 +23,8 @@ def add_parser(sub: Any) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``gnplace finetune`` and ``scripts/finetune.py``."""
-    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (real timers need MODULE:FACTORY)")
+    p.add_argument("graph", type=file_path,
+                   help="graph file, ONNX file or MODULE:FACTORY (real timers need MODULE:FACTORY)")
     p.add_argument("-c", "--cluster", required=True, help="cluster preset or YAML file (e.g. gnplace profile's)")
     p.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
@@ -58,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confirm", type=int, default=None, metavar="N",
                    help="real timers: a placement the search measures faster than every one before it is measured N "
                         "more times and the median kept (real steps beyond --budget); 0: none (default: 2)")
-    p.add_argument("--costs", default=None, help="graph file from gnplace profile: plan with its measured op seconds")
+    p.add_argument("--costs", default=None, type=file_path,
+                   help="graph file from gnplace profile: plan with its measured op seconds")
     p.add_argument("-o", "--out", default="out/finetune", help="output folder (default: out/finetune)")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/last.ckpt (refused if it is another graph's, cluster's or checkpoint's "

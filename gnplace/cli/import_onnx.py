@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from gnplace.cli.common import file_path
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
 from gnplace.importers import OPTIMIZERS
@@ -18,7 +19,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("import", help="import an ONNX model as a training graph",
                        description="Read the forward graph of MODEL (an .onnx file), synthesise its backward pass and "
                        "one optimizer update per trainable initializer, and write the training graph to OUTPUT.")
-    p.add_argument("model", help="ONNX file")
+    p.add_argument("model", type=file_path, help="ONNX file")
     p.add_argument("--output", "-o", required=True, help="graph file to write (.gnpg, or .json for plain JSON)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="sizes of an input with dynamic dimensions, e.g. pixel_values=8,3,224,224 (repeatable)")

@@ -11,6 +11,7 @@ import numpy as np
 from gnplace.cli.common import (
     add_input_shape_argument,
     add_optimizer_argument,
+    file_path,
     input_shapes,
     mib,
     ms,
@@ -30,7 +31,8 @@ def add_parser(sub: Any) -> None:
     """Register ``inspect`` on the subparsers ``sub``."""
     p = sub.add_parser("inspect", help="summarise a graph", description="Summarise GRAPH: ops by phase and type, "
                        "FLOP, bytes, groups, critical path and simulated single-device step time on a cluster.")
-    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
+    p.add_argument("graph", type=file_path,
+                   help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--top", type=whole_number, default=10, help="op types to list (default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

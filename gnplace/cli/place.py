@@ -52,7 +52,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("place", help="place a graph with a placer and write the placement file",
                        description="Place GRAPH on a cluster with a registered placer; write op -> device with the "
                        "step time and memory the simulator predicts.")
-    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
+    p.add_argument("graph", type=file_path,
+                   help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
     p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")

@@ -10,6 +10,7 @@ from gnplace.cli.common import (
     add_optimizer_argument,
     check_not_input,
     check_output_file,
+    file_path,
     input_shapes,
     mib,
     ms,
@@ -62,7 +63,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("simulate", help="simulate one training step of a placed graph",
                        description="Simulate one training step of GRAPH placed on a cluster; print step time, "
                        "lower bound, utilisation and memory of every device.")
-    p.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
+    p.add_argument("graph", type=file_path,
+                   help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", help="preset name or YAML file (default: the preset a placement.json "
                    f"was made for, else {DEFAULT_CLUSTER})")
     p.add_argument("--placer", "-p", default="single", help="placer name or placement.json (default: single)")

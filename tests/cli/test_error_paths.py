@@ -588,3 +588,14 @@ def test_one_line_keeps_numbers_of_forty_digits_whole():
     forty = "9" * LONG_DIGITS
     assert one_line(f"got {forty}\n  and 12.5") == f"got {forty} and 12.5"
     assert one_line(f"got -{forty}1.5") == "got -999999999999...(41 digits).5"
+
+
+@pytest.mark.parametrize("argv", [["simulate", ""], ["inspect", " "], ["place", ""], ["import", "", "-o", "g.gnpg"],
+                                  ["finetune", "", "-c", "k80x2"],
+                                  ["finetune", "datasets/examples/mlp1x8w6144b256.gnpg", "-c", "k80x2", "--costs", ""]])
+def test_an_empty_input_path_is_refused_as_such(capsys, argv):
+    """``gnplace simulate ""`` said ".: is a folder, not a graph file", of a folder the user never named."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert "expected a file's path, got" in capsys.readouterr().err
