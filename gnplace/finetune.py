@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,7 @@ def finetune(
     polish: float | None = None,
     final_rounds: int = FINAL_ROUNDS,
     confirm: int = CONFIRM,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Any] | None:
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
@@ -208,6 +210,8 @@ def finetune(
         confirm (int, optional): real timers: more measurements of a placement the search measures faster than
             every one before it, the median kept (beyond ``budget``: real steps, not evaluations); 0: none
             (default: :data:`CONFIRM`; the simulator is exact and ignores it).
+        input_shapes (mapping, optional): an ONNX ``source``'s sizes of its inputs' dynamic dimensions, by input
+            name (``--input-shape``); refused for a real timer, which runs a ``module:factory``'s example inputs.
 
     Returns:
         dict | None: the summary (also in ``OUT/summary.json``); ``None`` on a serving rank. Of its
@@ -256,10 +260,13 @@ def finetune(
         from gnplace.importers.sources import load_graph_source
         from gnplace.sim.simulator import Simulator
 
-        graph = load_graph_source(source, optimizer=optimizer)
+        graph = load_graph_source(source, input_shapes=input_shapes, optimizer=optimizer)
         step_timer = Simulator()
     else:
-        from gnplace.importers.sources import load_step_source
+        from gnplace.importers.sources import load_step_source, refuse_input_shapes
+
+        if input_shapes:  # a real step runs the factory's example inputs: an ONNX file has none to run
+            refuse_input_shapes(source)
 
         if timer == "dist":
             from gnplace.execute.dist import check_cores, launched_by_torchrun, serve

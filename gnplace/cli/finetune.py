@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import add_optimizer_argument, device_names, file_path, print_json, whole_number
+from gnplace.cli.common import (
+    add_input_shape_argument,
+    add_optimizer_argument,
+    device_names,
+    file_path,
+    input_shapes,
+    print_json,
+    whole_number,
+)
 from gnplace.exceptions import InvalidArgument
 
 
@@ -29,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
     add_optimizer_argument(p)
+    add_input_shape_argument(p)  # a dynamic ONNX model's sizes: the error asked for --input-shape, which was none
     p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")
     p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs per batch (default: 4)")
@@ -98,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         devices=args.devices.split(",") if args.devices else None, **real_only,
         costs=args.costs, checkpoint_every_s=args.checkpoint_every, zero_shot=args.zero_shot, polish=args.polish,
         progress=False if args.no_progress else None,  # None: a bar on a terminal, else lines
+        input_shapes=input_shapes(args),
         **({"optimizer": args.optimizer} if args.optimizer is not None else {}),  # None: the source's own (sgd)
     )
     if summary is None:  # a serving rank of a torchrun launch

@@ -381,3 +381,29 @@ def test_an_input_kept_in_out_under_an_output_name_is_refused_not_overwritten(tm
     err = capsys.readouterr().err
     assert code == 2 and err.endswith(f"--out {graph}: is the input {name}; write to another file\n"), err
     assert graph.read_bytes() == source.read_bytes() and sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def _dynamic_onnx(path: Path) -> Path:
+    """``x @ w + b`` with a dynamic batch ``N``, saved to ``path``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.ones((4, 3), dtype=np.float32), "w"),
+             numpy_helper.from_array(np.ones(3, dtype=np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_an_onnx_model_with_dynamic_sizes_is_fine_tuned_with_input_shape(tmp_path, capsys):
+    """The error asked for ``--input-shape x=N,4``, which finetune did not take ("unrecognized arguments")."""
+    model = _dynamic_onnx(tmp_path / "tiny.onnx")
+    assert main(["finetune", str(model), "-c", "k80x2", "--budget", "4", "--no-progress", "--input-shape", "x=2,4",
+                 "-o", str(tmp_path / "run"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["graph"] == "tiny"
+    assert main(["finetune", "gnplace.execute.examples:mlp", "-c", "cpu_gpu", "--timer", "local", "--input-shape",
+                 "x=2,4", "-o", str(tmp_path / "real")]) == 2  # a real step runs the factory's own inputs
+    assert "input shapes (--input-shape) apply to ONNX models only" in capsys.readouterr().err
+    assert not (tmp_path / "real").exists()
