@@ -69,8 +69,10 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
     """The route of ``python -m build`` (sdist, then the wheel from it) and ``pip install``, outside the checkout."""
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
         shutil.copy2(ROOT / name, source / name)
+    (source / "tests").mkdir()  # setuptools' default put tests/test*.py in the sdist, without what they need
+    shutil.copy2(ROOT / "tests" / "test_shipped.py", source / "tests" / "test_shipped.py")
     shutil.copytree(ROOT / "gnplace", source / "gnplace", ignore=shutil.ignore_patterns("__pycache__", "_shipped"))
     for relative in SHIPPED_FILES:
         (source / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -81,6 +83,7 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
         archive.extractall(tmp_path / "unpacked", filter="data")
         top = tmp_path / "unpacked" / archive.getnames()[0].split("/")[0]
     assert all((top / relative).is_file() for relative in SHIPPED_FILES)
+    assert (top / "LICENSE").is_file() and not (top / "tests").exists()  # the licence's text, not a stray test
 
     wheel = _build(top, "wheel", tmp_path / "wheel")
     assert wheel.name.startswith(f"gnplace-{gnplace.__version__}-")  # pyproject reads the package's version
@@ -88,6 +91,8 @@ def test_sdist_and_wheel_carry_the_shipped_files_and_an_installed_wheel_places_w
         carried = {n.removeprefix("gnplace/_shipped/"): _digest(archive.read(n))
                    for n in archive.namelist() if n.startswith("gnplace/_shipped/")}
     assert carried == {relative: _digest((ROOT / relative).read_bytes()) for relative in SHIPPED_FILES}
+    with zipfile.ZipFile(wheel) as archive:
+        assert any(n.endswith(".dist-info/licenses/LICENSE") for n in archive.namelist())
 
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:  # what pip install does with a pure-Python wheel
