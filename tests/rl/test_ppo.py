@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnplace.rl.ppo import PPOConfig, adapt_beta, normalise_advantages, ppo_loss
+from gnplace.rl.ppo import PPOConfig, adapt_beta, normalise_advantages, ppo_loss, risk_seeking_advantages
 
 
 def test_ppo_loss_equals_a_hand_computed_value():
@@ -92,3 +92,31 @@ def test_all_lists_every_public_function():
     public = {name for name, value in vars(ppo).items() if not name.startswith("_") and inspect.isfunction(value)
               and value.__module__ == ppo.__name__}
     assert public <= set(ppo.__all__), sorted(public - set(ppo.__all__))
+
+
+def test_the_clip_bounds_a_falling_ratio_from_below():
+    """For A < 0 a ratio under ``1 - eps`` counts as ``1 - eps`` (the pessimistic bound), and it is clipped."""
+    old = torch.log(torch.tensor([[[0.5, 0.5]]]))
+    new = torch.log(torch.tensor([[[0.25, 0.75]]]))  # ratio of action 0: 0.5
+    loss, stats = ppo_loss(new, old, torch.tensor([[0]]), torch.tensor([-1.0]), torch.ones(1, 1, 2, dtype=torch.bool),
+                           clip=0.2, beta=0.0, entropy=0.0)
+    assert float(loss) == pytest.approx(0.8, rel=1e-6)  # max(-(-1) * 0.5, -(-1) * 0.8)
+    assert stats["losses/clipfrac"] == 1.0
+    # an unchanged policy has ratio 1, which no clip, not even eps = 0, counts as clipped
+    _, stats = ppo_loss(old, old, torch.tensor([[0]]), torch.tensor([1.0]), torch.ones(1, 1, 2, dtype=torch.bool),
+                        clip=0.0, beta=0.0, entropy=0.0)
+    assert stats["losses/clipfrac"] == 0.0
+
+
+def test_risk_seeking_keeps_the_best_share():
+    """``share`` 0.25 of four samples keeps the best one only: the cut is the 0.75 quantile, not the 0.25 one."""
+    r = np.array([1.0, 2.0, 3.0, 4.0])
+    a = risk_seeking_advantages(r, 0.25)
+    cut = 1.0 + 0.75 * 3  # numpy's linear quantile of 1..4 at 0.75
+    assert a.tolist() == pytest.approx([0.0, 0.0, 0.0, (4.0 - cut) / float(np.std(r))], abs=1e-6)
+
+
+def test_beta_keeps_inside_the_band_and_doubles_just_above_it():
+    """Schulman et al.'s band is [target / 1.5, 1.5 target]: kept at its edges, halved or doubled outside."""
+    assert adapt_beta(1.0, 0.01 / 1.5, 0.01) == 1.0 and adapt_beta(1.0, 0.01 * 1.5, 0.01) == 1.0
+    assert adapt_beta(1.0, 0.016, 0.01) == 2.0 and adapt_beta(1.0, 0.0066, 0.01) == 0.5
