@@ -179,3 +179,40 @@ def test_lower_bound_refuses_what_is_no_graph_or_cluster():
         lower_bound(layered_graph(10, seed=0), "k80x2")
     with pytest.raises(InvalidArgument, match="graph must be an OpGraph"):
         lower_bound("g.gnpg", load_cluster("k80x2"))
+
+
+def test_work_bound_reaches_the_lp_optimum_on_unrelated_devices():
+    """Two ops fast on device 0, one on device 1: the LP moves 1/11 of an op to device 1, T = 21/11.
+
+    Neither candidate weighting (uniform, 0.818; by speed, 1.636) is optimal here: the ascent has to get there.
+    """
+    times = np.array([[1.0, 10.0], [1.0, 10.0], [10.0, 1.0]])
+    assert work_bound(times) == pytest.approx(21 / 11, rel=1e-3)
+    assert work_bound(times) <= 21 / 11
+
+
+def test_work_bound_on_proportional_devices_is_exact():
+    """Weights proportional to speed are the LP optimum on proportional devices: W / (1 + 2 + 5) to the ulp.
+
+    The ascent alone, from uniform weights, ends 0.2 % short on these 50 ops.
+    """
+    base = np.random.default_rng(0).uniform(1.0, 2.0, 50)
+    times = np.stack([base, base / 2, base / 5], axis=1)
+    assert work_bound(times) == pytest.approx(base.sum() / 8, rel=1e-12)
+    assert work_bound(times, iterations=0) == pytest.approx(base.sum() / 8, rel=1e-12)
+
+
+def test_work_bound_stays_below_a_sequential_sum_of_the_same_times():
+    """numpy's pairwise sum of 1 and fifteen 1e-16 is 1 + 7 ulps, a device's running sum 1.0: the bound steps below."""
+    times = np.array([[1.0]] + [[1e-16]] * 15)
+    assert work_bound(times) <= sum(times[:, 0].tolist()) == 1.0
+
+
+def test_parameters_that_fill_the_memory_exactly_fit(tmp_path):
+    """Memory overflows only above capacity: parameters equal to all the devices' memory are not refused."""
+    from gnplace.sim.bounds import memory_shortfall
+
+    g = OpGraph(["w1", "w2"], [], param_bytes=[500, 500], out_bytes=[0, 0], name="exact")
+    c = _cluster_of(tmp_path, 500, 500)
+    assert memory_shortfall(g, c) is None
+    assert not _every_placement_overflows(g, c)

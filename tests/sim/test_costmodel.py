@@ -69,3 +69,10 @@ def test_edge_delays_follow_links_or_the_shared_channel():
     assert links[0, 0, 1] == pytest.approx(c.transfer_time(0, 1, 7_600_000))
     assert channel[0, 1, 0] == pytest.approx(7_600_000 / 7600e6)
     assert CostModel(channel_bandwidth=1e9).edge_delays(g, c)[1, 0, 1] == pytest.approx(7.6e-3)
+
+
+def test_an_update_op_reads_and_writes_its_parameters():
+    """Parameter bytes count twice in the memory traffic (read and written); alone, without FLOPs to hide them."""
+    g = OpGraph(["w"], flops=[0.0], out_bytes=[0], param_bytes=[1000])
+    t = op_times(g, two_kinds(), launch_overhead=False)
+    assert t[0].tolist() == pytest.approx([2000 / (1e11 * 0.25), 2000 / 1e10], rel=1e-12)
