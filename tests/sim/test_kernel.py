@@ -39,8 +39,8 @@ def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0
         np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), out_bytes,
         np.zeros(n) if param_bytes is None else np.asarray(param_bytes, dtype=np.float64),
         out_ptr, out_dst, out_eb, in_ptr, in_src,
-        np.full((d, d), 1.0 / bandwidth), frozen(np.full((d, d), latency)), mode, channel_inv_bw, op_gap, xfer_gap,
-        np.full(d, float(msg_cpu)),
+        np.full((d, d), 1.0 / np.asarray(bandwidth, dtype=np.float64)), frozen(np.full((d, d), latency)), mode,
+        channel_inv_bw, op_gap, xfer_gap, np.full(d, msg_cpu, dtype=np.float64),
     )
 
 
@@ -161,6 +161,45 @@ def test_a_charged_message_delays_the_critical_path():
     placeto = [step([0, 0, 1, 0], cost, [100.0, 0.0, 100.0, 0.0], FORK_EDGES, mode=1, channel_inv_bw=1e-9,
                     msg_cpu=m)[0] for m in (0.0, 0.25)]
     assert placeto[0] == placeto[1]
+
+
+def test_a_message_is_paid_once_by_the_receiving_device_at_its_own_rate():
+    # as in the fork above, op0's output arrives at device 1 while device 0 computes: op2 pays device 1's 0.5 s
+    # (not the sender's 0.25 s). op2's output leaves device 1 at 3 s while device 0 computes op1: op4, next on
+    # device 1, pays that message's 0.5 s, and only that one (the debt op2 paid is gone)
+    edges = [*FORK_EDGES, (2, 4)]
+    out = step([0, 0, 1, 0, 1], [*FORK_COST, [1.0, 1.0]], [100.0, 0.0, 100.0, 0.0, 0.0], edges, bandwidth=1e9,
+               latency=0.5, msg_cpu=[0.25, 0.5])
+    op_start, op_end = out[3], out[4]
+    assert (op_start[2], op_end[2]) == pytest.approx((1.5, 3.0))
+    assert (op_start[4], op_end[4]) == pytest.approx((3.0, 4.5))
+    assert out[1][1] == pytest.approx(1.5 + 1.5)
+
+
+def test_a_link_runs_at_the_bandwidth_of_its_direction():
+    # 100 bytes from device 1 to device 0 at 50 bytes/s (device 0 to 1 has 100 bytes/s): 2 s
+    out = step([1, 0], [[1.0, 1.0], [1.0, 1.0]], [100.0, 0.0], [(0, 1)], latency=0.0,
+               bandwidth=np.array([[np.inf, 100.0], [50.0, np.inf]]))
+    x_start, x_end = out[10], out[11]
+    assert out[5] == 1 and (x_start[0], x_end[0]) == pytest.approx((1.0, 3.0)) and out[0] == pytest.approx(4.0)
+
+
+def test_placeto_sends_an_output_of_no_bytes_to_its_remote_consumer():
+    """A zero-byte edge still carries the dependency: a transfer of 0 s, not a consumer that never starts."""
+    out = step([0, 1], [[1.0, 1.0], [1.0, 1.0]], [0.0, 0.0], [(0, 1)], mode=1, channel_inv_bw=0.01)
+    assert out[0] == pytest.approx(2.0) and out[5] == 1
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_a_transfer_after_its_links_gap_is_charged_when_it_starts(mode):
+    # op0 and op1 on device 0 feed op2 and op3 on device 1; 100 B then 300 B at 100 B/s, the link idle 0.5 s
+    # between. op2 ends at 2.1 s and frees op0's copy; op1's starts at 2.5 s: device 1 peaks at 300 B, not 400
+    cost = [[1.0, 1.0], [1.0, 1.0], [0.1, 0.1], [0.1, 0.1]]
+    out = step([0, 0, 1, 1], cost, [100.0, 300.0, 0.0, 0.0], [(0, 2), (1, 3)], latency=0.0, xfer_gap=0.5,
+               mode=mode, channel_inv_bw=0.01)
+    x_start = out[10]
+    assert x_start[:2].tolist() == pytest.approx([1.0, 2.5]) and out[3][2] == pytest.approx(2.0)
+    assert out[2][1] == 300.0
 
 
 def test_a_cycle_never_finishes():
