@@ -435,3 +435,29 @@ def test_a_large_cluster_times_a_placement_as_a_small_one_of_the_devices_it_uses
         assert np.array_equal(a.peak_memory, b.peak_memory[:, :DENSE_LINKS]) and not b.peak_memory[:, 48:].any()
         one = sim.time(graph, large, rows[0], timeline=True)
         assert one.step_time == a.step_time[0] and one.timeline.num_transfers > 0
+
+
+def test_memory_filled_exactly_is_not_out_of_memory():
+    """A device runs out of memory above its capacity, not at it: in time and in time_batch alike."""
+    from gnplace.cluster import Device
+    from gnplace.toy import uniform_cluster
+
+    c = uniform_cluster([Device("d0", "gpu", peak_flops=1e12, mem_bandwidth=1e11, memory=1000)], bandwidth=1e9,
+                        latency=0.0, name="one")
+    g = OpGraph(["w", "x"], [(0, 1)], flops=[1e6, 1e6], out_bytes=[0, 0], param_bytes=[600, 400])
+    sim = Simulator()
+    assert sim.time(g, c, [0, 0]).peak_memory[0] == 1000 and not sim.time(g, c, [0, 0]).is_oom
+    assert sim.time_batch(g, c, np.zeros((1, 2), dtype=np.int64)).oom.tolist() == [False]
+    assert sim.time_batch(g.replace(param_bytes=[600, 401]), c, np.zeros((1, 2), dtype=np.int64)).oom.tolist() == [True]
+
+
+def test_the_cache_keeps_the_graphs_used_last():
+    """``cache_size`` graphs stay prepared, the least recently used is dropped first."""
+    c = load_cluster("k80x2")
+    g1, g2, g3 = (layered_graph(10, seed=s) for s in range(3))
+    sim = Simulator(cache_size=2)
+    first = sim._prepared(g1, c)
+    sim._prepared(g2, c)
+    assert sim._prepared(g1, c) is first  # g1 used again: g2 is now the oldest
+    sim._prepared(g3, c)
+    assert sim._prepared(g1, c) is first and len(sim._cache) == 2
