@@ -264,3 +264,69 @@ def test_ready_time_is_seconds_as_its_docstring_says():
     finish, size = float(s.finish[0]), float(g.edge_bytes[0])
     expected = [finish, finish + c.latency[0, 1] + size / c.bandwidth[0, 1]]
     assert s.ready_time(1).tolist() == pytest.approx(expected)
+
+
+def _two_gpus(bandwidth, latency, memory=(1e9, 1e9)) -> Cluster:
+    """Two devices with the given link bandwidth (bytes/s) and latency (s) matrices and memories (bytes)."""
+    from gnplace.cluster import Device
+
+    devices = [Device(f"d{k}", "gpu", 1e12, 1e11, m) for k, m in enumerate(memory)]
+    return Cluster(devices, np.asarray(bandwidth, dtype=np.float64), np.asarray(latency, dtype=np.float64), name="two")
+
+
+def test_static_rank_averages_op_times_over_the_devices():
+    """a -> b with 1000 B on a 1 GB/s, 10 us link: rank(b) = mean(2, 6) = 4, rank(a) = mean(1, 3) + 11 us + 4."""
+    from gnplace.toy import uniform_cluster
+
+    c = uniform_cluster(_two_gpus(np.full((2, 2), 1e9), np.zeros((2, 2))).devices, bandwidth=1e9, latency=1e-5)
+    g = OpGraph(["a", "b"], [(0, 1)], out_bytes=[1000, 0])
+    assert static_rank(g, np.array([[1.0, 3.0], [2.0, 6.0]]), c).tolist() == pytest.approx([2 + 1.1e-5 + 4, 4])
+
+
+def test_ready_time_takes_the_link_from_the_producers_device():
+    """100 kB from device 1 to device 0 at 50 kB/s (the other way 100 kB/s): ready on device 0 at 1 + 2 s."""
+    c = _two_gpus([[np.inf, 1e5], [5e4, np.inf]], np.zeros((2, 2)))
+    s = ListSchedule(chain_graph(2, out_bytes=100_000), c, np.ones((2, 2)))
+    s.assign(0, 1, 0.0)
+    assert s.ready_time(1).tolist() == pytest.approx([3.0, 1.0])
+
+
+def test_m_sct_keeps_a_favourite_child_with_its_parent_when_the_wait_equals_the_transfer():
+    """p feeds u (1 B, higher rank) and its favourite v (100 kB); 0.25 s + 100 kB at 400 kB/s = 0.5 s a transfer.
+
+    u takes device 0 from 1 to 2 s; ETF would start v on device 1 at 1.5 s; on p's device it starts at 2 s, no
+    later than 1.5 s plus the 0.5 s its edge would take: m-SCT's rule ("no later") keeps it there.
+    """
+    from gnplace.toy import uniform_cluster
+
+    c = uniform_cluster(_two_gpus(np.full((2, 2), 1e9), np.zeros((2, 2))).devices, bandwidth=4e5, latency=0.25)
+    g = OpGraph(["p", "u", "v"], [(0, 1), (0, 2)], out_bytes=[100_000, 0, 0], edge_bytes=[1, 100_000])
+    plain = ListSchedule(g, c, np.ones((3, 2)))
+    etf_schedule(plain, np.array([3.0, 2.0, 1.0]))
+    assert plain.op_device.tolist() == [0, 0, 1] and plain.start.tolist() == [0.0, 1.0, 1.5]
+    s = ListSchedule(g, c, np.ones((3, 2)))
+    etf_schedule(s, np.array([3.0, 2.0, 1.0]), favourite_parent=np.array([-1, -1, 0]),
+                 favourite_bytes=np.array([0.0, 0.0, 1e5]))
+    assert s.op_device.tolist() == [0, 0, 0] and s.start.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_group_that_fills_a_devices_room_exactly_fits_there():
+    c = _two_gpus(np.full((2, 2), 1e9), np.zeros((2, 2)), memory=(1000, 600))
+    g = OpGraph(["a", "b"], [], out_bytes=[0, 0], param_bytes=[600, 400])
+    s = ListSchedule(g, c, np.ones((2, 2)))
+    assert s.candidates(0).tolist() == [True, True] and s.fits(0, 1)
+
+
+def test_a_schedule_that_overflows_a_device_is_repaired():
+    """min_speed 1 keeps both 600 B groups to the GPU of 1000 B, where they do not fit together: the placer's
+    memory repair moves one to the CPU (memory_aware), and leaves them be without it."""
+    from gnplace.cluster import Device
+    from gnplace.placers.heft import HeftPlacer
+    from gnplace.toy import uniform_cluster
+
+    c = uniform_cluster([Device("gpu", "gpu", 1e12, 1e11, 1000), Device("cpu", "cpu", 1e10, 1e10, 1e9)],
+                        bandwidth=1e9, latency=0.0)
+    g = OpGraph(["a", "b"], [], flops=[1e9, 1e9], out_bytes=[0, 0], param_bytes=[600, 600])
+    repaired = HeftPlacer(min_speed=1.0).place(g, c)
+    assert sorted(repaired.devices.tolist()) == [0, 1] and not Simulator().time(g, c, repaired).is_oom
+    assert HeftPlacer(min_speed=1.0, memory_aware=False).place(g, c).devices.tolist() == [0, 0]
