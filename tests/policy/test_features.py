@@ -121,3 +121,43 @@ def test_one_standardisation_serves_every_policy_feature():
     assert standardise(np.full(3, 7.0)).tolist() == [0.0, 0.0, 0.0]
     assert standardise(np.zeros(0)).shape == (0,)
     assert seq2seq.standardise is standardise and "def _standardise" not in inspect.getsource(seq2seq)
+
+
+def test_features_of_a_tiny_graph_equal_hand_computed_values():
+    """a -> b -> c and a -> c, with d alone, on two devices of measured times [[1, 3], [2, 2], [3, 1], [10, 10]] s.
+
+    Edges carry a's 1 GB (1 s at 1 GB/s) and b's 2 GB (2 s), plus the mean latency 20 us. Mean times are 2, 2, 2
+    and 10 s: b_level (upward rank) [9, 6, 2, 10], t_level [0, 3, 7, 0], critical path 10 (d).
+    """
+    import math
+
+    from gnplace.cluster import Cluster, Device
+    from gnplace.graph import OpGraph
+    from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, ops_alone
+
+    devices = [Device("d0", "x", 1e12, 1e11, 1000), Device("d1", "y", 1e12, 1e11, 1000)]
+    c = Cluster(devices, np.full((2, 2), 1e9), np.array([[0.0, 1e-5], [3e-5, 0.0]]), name="xy")
+    g = OpGraph(["a", "b", "c", "d"], [(0, 1), (1, 2), (0, 2)], out_bytes=[10**9, 2 * 10**9, 0, 0],
+                cost_s={"x": [1.0, 2.0, 3.0, 10.0], "y": [3.0, 2.0, 1.0, 10.0]}, group=[0, 0, 1, 2])
+    inp = build_policy_input(g, c, coarsening=ops_alone(g), held=np.array([1.0, 2.0, 3.0, 4.0]))
+
+    def node(name):
+        return inp.node_x[:, NODE_FEATURES.index(name)].tolist()
+
+    assert inp.order.tolist() == [3, 0, 1, 2]  # by upward rank, highest first
+    assert inp.group_bytes.tolist() == [3.0, 3.0, 4.0]  # held bytes summed per group
+    assert node("time_spread") == pytest.approx([math.log(3), 0.0, math.log(3), 0.0], abs=1e-6)  # slowest / fastest
+    assert node("depth") == pytest.approx([0.0, 0.5, 1.0, 0.0])
+    assert node("t_level") == pytest.approx([0.0, 0.3, 0.7, 0.0], abs=1e-4)
+    assert node("b_level") == pytest.approx([0.9, 0.6, 0.2, 1.0], abs=1e-4)
+    assert node("log_in_degree") == pytest.approx([0.0, math.log(2), math.log(3), 0.0])
+    assert node("log_out_degree") == pytest.approx([math.log(3), math.log(2), 0.0, 0.0])
+    edges = inp.edge_index.t().tolist()
+    mean_fastest = (1 + 2 + 1 + 10) / 4
+    for (u, w), row in zip(edges, inp.edge_x.tolist(), strict=True):
+        seconds = (1.0 if u == 0 else 2.0) + 2e-5
+        assert row[EDGE_FEATURES.index("transfer_time")] == pytest.approx(math.log1p(seconds / mean_fastest))
+        assert row[EDGE_FEATURES.index("same_group")] == (1.0 if (u, w) == (0, 1) else 0.0)
+    device = inp.device_x
+    assert device[:, DEVICE_FEATURES.index("capacity_over_need")].tolist() == pytest.approx([math.log(100)] * 2)
+    assert device[:, DEVICE_FEATURES.index("log_link_latency")].tolist() == pytest.approx([math.log(2), math.log(4)])
