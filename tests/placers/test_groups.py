@@ -199,3 +199,37 @@ def test_best_repaired_repairs_a_search_whose_every_placement_overflowed(heavy_g
     fits = BudgetedTimer(Simulator(), 1)
     fits.time(g, c, np.arange(g.num_ops, dtype=np.int64) % 2)
     assert best_repaired(g, c, fits, Simulator()) == fits.best_placement(c) and len(fits.trace) == 1
+
+
+def _gpus(*memories: float) -> Cluster:
+    """Alike devices with the given memories (bytes), linked at 1 GB/s."""
+    from gnplace.cluster import Device
+    from gnplace.toy import uniform_cluster
+
+    return uniform_cluster([Device(f"d{k}", "gpu", 1e12, 1e11, m) for k, m in enumerate(memories)], bandwidth=1e9)
+
+
+def test_held_at_peak_leaves_out_what_is_freed_at_the_peak_instant():
+    """a -> b -> c writing 100, 50 and 300 B: c starts (350 B live) as b ends and frees a's output."""
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9, 1e9, 1e9], out_bytes=[100, 50, 300])
+    c = _gpus(1e9, 1e9)
+    assert held_at_peak(g, c).tolist() == [0.0, 50.0, 300.0] and memory_need(g, c) == 350.0
+
+
+def test_usable_devices_keeps_the_fastest_and_adds_the_next_fastest_for_memory():
+    c = _gpus(100, 100, 100)
+    times = np.array([[1.0, 2.0, 4.0]])  # speeds 1, 0.5, 0.25
+    assert usable_devices(times, c, 0.0, min_speed=1.0).tolist() == [0]  # the fastest is as fast as itself
+    assert usable_devices(times, c, 100.0, min_speed=1.0).tolist() == [0]  # it holds the 100 B needed exactly
+    assert usable_devices(times, c, 150.0, min_speed=1.0).tolist() == [0, 1]  # the next fastest joins
+
+
+def test_repair_leaves_a_placement_that_fills_memory_exactly():
+    g = OpGraph(["a", "b", "c"], [], out_bytes=[0, 0, 0], param_bytes=[500, 250, 250])
+    assert repair_memory(g, _gpus(500, 500), np.array([1, 0, 0])).tolist() == [1, 0, 0]
+
+
+def test_repair_moves_the_largest_group_and_stops_once_the_overflow_is_gone():
+    """d0 holds 100 B + 300 B of 150 B: moving the 300 B group alone fixes it; the 100 B group stays."""
+    g = OpGraph(["a", "b"], [], out_bytes=[0, 0], param_bytes=[100, 300])
+    assert repair_memory(g, _gpus(150, 1000), np.array([0, 0])).tolist() == [0, 1]
