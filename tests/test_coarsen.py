@@ -251,3 +251,22 @@ def test_a_pymetis_without_the_api_used_is_refused_in_one_line(monkeypatch):
     monkeypatch.delattr(pymetis, "CSRAdjacency")
     with pytest.raises(MissingDependency, match=r"pymetis 2025\.2 or later.*pip install"):
         coarsen(layered_graph(40, seed=0), 2, load_cluster("k80x2"))
+
+
+def test_coarse_edges_carry_each_tensor_once_and_nodes_take_their_first_ops_phase():
+    """Between two coarse nodes: the sum, over producers, of each producer's largest edge into the other node."""
+    from gnplace.toy import mlp_training_graph
+
+    g = mlp_training_graph(layers=4, width=64, batch=8)
+    co = coarsen(g, 4, load_cluster("k80x2"))
+    node, coarse = co.node_of_op, co.graph
+    expected: dict[tuple[int, int], dict[int, int]] = {}
+    for u, w, b in zip(g.edge_src.tolist(), g.edge_dst.tolist(), g.edge_bytes.tolist(), strict=True):
+        if node[u] != node[w]:
+            tensors = expected.setdefault((int(node[u]), int(node[w])), {})
+            tensors[u] = max(tensors.get(u, 0), b)
+    got = {(a, b): x for a, b, x in zip(coarse.edge_src.tolist(), coarse.edge_dst.tolist(), coarse.edge_bytes.tolist(),
+                                      strict=True)}
+    assert got == {pair: sum(t.values()) for pair, t in expected.items()} and len(got) > 1
+    first = [int(np.flatnonzero(node == k)[0]) for k in range(coarse.num_ops)]
+    assert coarse.phase.tolist() == g.phase[first].tolist() and len(set(coarse.phase.tolist())) > 1
