@@ -805,3 +805,11 @@ def test_a_cluster_made_in_python_of_malformed_parts_is_one_clear_error():
     for matrix in ([[1e9, 2e9], [3e9]], [["a", "b"], ["c", "d"]]):
         with pytest.raises(InvalidCluster, match=r"^cluster 'cluster': bandwidth and latency must be \[2, 2\] matrices"):
             Cluster(list(c.devices), matrix, c.latency)
+
+
+def test_transfer_time_uses_the_link_of_its_direction():
+    """1 MB from device 1 to device 0 crosses the 1->0 link (0.5 MB/s and 3 ms: 2.003 s), not the 0->1 one."""
+    devices = [Device(f"d{k}", "gpu", 1e12, 1e11, 1e9) for k in range(2)]
+    c = Cluster(devices, np.array([[np.inf, 1e6], [5e5, np.inf]]), np.array([[0.0, 1e-3], [3e-3, 0.0]]), name="asym")
+    assert c.transfer_time(1, 0, 1e6) == pytest.approx(3e-3 + 2.0)
+    assert c.transfer_time(0, 1, 1e6) == pytest.approx(1e-3 + 1.0)
