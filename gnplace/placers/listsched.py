@@ -116,6 +116,10 @@ class ListSchedule:
         memory_aware (bool, optional): reserve each group's memory and keep groups off devices
             without room (default: :obj:`True`).
 
+    Raises:
+        InvalidArgument: if ``min_speed`` is not a number in ``[0, 1]`` (above 1 no device is fast enough for
+            any group, and :func:`etf_schedule` never ended).
+
     Examples:
         >>> from gnplace.toy import chain_graph
         >>> from gnplace.cluster import load_cluster
@@ -132,6 +136,7 @@ class ListSchedule:
         self, graph: OpGraph, cluster: Cluster, op_time: np.ndarray, *, min_speed: float = 0.0,
         memory_aware: bool = True,
     ) -> None:
+        min_speed = check_fraction("ListSchedule", "min_speed", min_speed)
         self.graph = graph
         self.op_time = np.ascontiguousarray(op_time, dtype=np.float64)
         n, num_devices = op_time.shape

@@ -330,3 +330,13 @@ def test_a_schedule_that_overflows_a_device_is_repaired():
     repaired = HeftPlacer(min_speed=1.0).place(g, c)
     assert sorted(repaired.devices.tolist()) == [0, 1] and not Simulator().time(g, c, repaired).is_oom
     assert HeftPlacer(min_speed=1.0, memory_aware=False).place(g, c).devices.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("min_speed", [2.0, float("nan"), -0.5])
+def test_a_schedule_refuses_a_min_speed_outside_zero_to_one(min_speed):
+    """Above 1 (or NaN) no device was fast enough for any group, and etf_schedule looped forever."""
+    from gnplace.exceptions import InvalidArgument
+
+    g, c = chain_graph(3), load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match=r"^ListSchedule: min_speed must be a number in \[0, 1\], got "):
+        ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
