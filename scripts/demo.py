@@ -175,7 +175,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
             bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
             # the step / single column's reference, whether or not --placers names single (or names it first)
             single_step = sim.time(graph, cluster, make_placer("single").place(graph, cluster, seed=0)).step_time
-            for name in args.placers.split(","):
+            for name in dict.fromkeys(args.placers.split(",")):  # each once, as --clusters: "single,heft,single"
                 options = {"time_limit": args.exact_time} if name == "exact" else {}
                 start = time.perf_counter()
                 placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)

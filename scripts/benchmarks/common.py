@@ -144,13 +144,21 @@ def check_output_folder(path: str | Path, flag: str = "--out") -> Path:
 
 
 def check_placers(names: Iterable[str], flag: str = "--placers") -> None:
-    """Refuse an unknown placer name before any run (an :class:`~gnplace.exceptions.UnknownName` naming ``flag``)."""
-    from gnplace.exceptions import UnknownName
+    """Refuse an unknown placer name before any run (an :class:`~gnplace.exceptions.UnknownName` naming ``flag``).
+
+    A name given twice is refused too (an :class:`~gnplace.exceptions.InvalidArgument`): ``placers --placers
+    single single`` timed it twice and printed two rows of it.
+    """
+    from gnplace.exceptions import InvalidArgument, UnknownName
     from gnplace.placers.registry import PLACERS
 
+    seen: set[str] = set()
     for name in names:
         if name not in PLACERS:
             raise UnknownName(f"{flag} {name}: unknown placer (choose from: {', '.join(sorted(PLACERS.names()))})")
+        if name in seen:
+            raise InvalidArgument(f"{flag} names {name} twice: give each placer once")
+        seen.add(name)
 
 
 def check_step_sources(sources: Iterable[str]) -> None:

@@ -155,3 +155,13 @@ def test_a_negative_seed_is_refused_by_its_flag_before_any_run(load_script, tmp_
     assert stop.value.code == 2
     assert "argument --seed: expected a whole number >= 0, got -1" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_placer_named_twice_is_refused(load_script):
+    """``bench.py placers --placers single single`` timed single twice and printed two rows of it."""
+    from gnplace.exceptions import InvalidArgument
+
+    common = load_script("benchmarks.common")
+    common.check_placers(["single", "heft"])
+    with pytest.raises(InvalidArgument, match="--placers names single twice"):
+        common.check_placers(["single", "heft", "single"])

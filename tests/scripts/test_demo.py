@@ -29,3 +29,11 @@ def test_an_empty_chart_folder_is_refused_before_placing(tmp_path, load_script, 
     assert capsys.readouterr().err == \
         "demo: error: --out is empty; name the folder to write into (. for the current one)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_baselines_place_with_a_placer_named_twice_once(load_script, capsys):
+    """``--placers single,heft,single`` printed single's row twice."""
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(GRAPH), "--clusters", "k80x2", "--placers", "single,heft,single"]) == 0
+    placers = [line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x2")]
+    assert placers == ["single", "heft"]
