@@ -233,3 +233,17 @@ def test_repair_moves_the_largest_group_and_stops_once_the_overflow_is_gone():
     """d0 holds 100 B + 300 B of 150 B: moving the 300 B group alone fixes it; the 100 B group stays."""
     g = OpGraph(["a", "b"], [], out_bytes=[0, 0], param_bytes=[100, 300])
     assert repair_memory(g, _gpus(150, 1000), np.array([0, 0])).tolist() == [0, 1]
+
+
+def test_the_bin_packing_fallback_puts_a_group_where_it_fills_the_room_exactly():
+    """First fit is ``free >= need``: a group of 4 bytes fills a 4-byte device exactly and goes there, leaving the
+    larger device's room to the next (a strict ``>`` survived every test)."""
+    import dataclasses
+
+    from gnplace.placers.groups import _memory_fallbacks
+
+    k80x2 = load_cluster("k80x2")
+    cluster = Cluster([dataclasses.replace(k80x2.devices[0], memory=4), dataclasses.replace(k80x2.devices[1], memory=10)],
+                      k80x2.bandwidth, k80x2.latency, name="four-and-ten")
+    packed = _memory_fallbacks(chain_graph(2), cluster, np.array([4.0, 1.0]))[2]
+    assert packed.tolist() == [0, 1]
