@@ -867,10 +867,11 @@ def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
                               f"got {constructor!r}")
     if not all(isinstance(part, str) for part in parts):
         raise InvalidArgument(f"PolicyPlacer's constructors must be checkpoint paths, got {constructor!r}")
-    if len(parts) == 1 and parts[0].strip().lower() in ("none", "false", "off", ""):
+    if len(parts) == 1 and parts[0].strip().lower() in ("none", "false", "off"):
         return ()
-    if any(not part for part in parts):
-        raise InvalidArgument(f"PolicyPlacer's constructor names an empty path: {constructor!r}")
+    if any(not part.strip() for part in parts):  # "" (an unset variable) was read as none, without a word
+        raise InvalidArgument(f"PolicyPlacer's constructor names an empty path: {constructor!r} (give 'none' for "
+                              "no constructor)")
     return tuple(Path(part) for part in parts)
 
 

@@ -705,3 +705,13 @@ def test_add_decoding_arguments_is_typed_as_a_parser():
     from gnplace.rl.zeroshot import add_decoding_arguments
 
     assert inspect.signature(add_decoding_arguments).parameters["parser"].annotation == "argparse.ArgumentParser"
+
+
+@pytest.mark.parametrize("given", ["", " ", [""], "a.ckpt,"])
+def test_an_empty_constructor_path_is_refused_not_read_as_none(given):
+    """``scripts/place.py --constructor ''`` (an unset variable) ran with no constructor and exit 0: 'none' says so."""
+    from gnplace.rl.zeroshot import _constructor_paths
+
+    with pytest.raises(InvalidArgument, match="constructor names an empty path.*give 'none'"):
+        _constructor_paths(given)
+    assert _constructor_paths("none") == () and _constructor_paths(["None"]) == ()
