@@ -205,3 +205,26 @@ def short_ptb(monkeypatch: pytest.MonkeyPatch) -> None:
 
     drawn = ptb.random_knobs
     monkeypatch.setattr(ptb, "random_knobs", lambda rng: {**drawn(rng), "steps": 3})
+
+
+@pytest.fixture
+def disk_full_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``disk_full_at(name=None)``: from then on, renaming a file into place fails as a full disk does.
+
+    ``os.replace`` raises ``OSError(ENOSPC)`` for a destination named ``name`` (for every one without a name)
+    and renames the others: the last step of an atomic write, after its ``.tmp`` is written.
+    """
+    import errno
+    import os
+
+    replace = os.replace
+
+    def full(name: str | None = None) -> None:
+        def replace_unless_full(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+            if name is None or Path(dst).name == name:
+                raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+            replace(src, dst)
+
+        monkeypatch.setattr(os, "replace", replace_unless_full)
+
+    return full

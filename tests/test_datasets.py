@@ -384,15 +384,10 @@ def test_the_dataset_readme_names_the_count_and_seed_each_family_was_drawn_with(
         (tmp_path / "README.md").read_text()
 
 
-def test_a_manifest_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, monkeypatch):
-    import os
-
+def test_a_manifest_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, disk_full_at):
     from gnplace.datasets import write_manifest
 
-    def full(src, dst):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", full)  # (the disk filled up at the rename)
+    disk_full_at()  # (the disk filled up at the rename)
     with pytest.raises(OSError, match="No space left"):
         write_manifest(tmp_path, family="ptb", seed=0, optimizer="sgd", entries=[])
     assert list(tmp_path.iterdir()) == []  # a manifest.json.tmp was left behind

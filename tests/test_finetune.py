@@ -512,19 +512,10 @@ def test_costs_measured_on_no_device_kind_of_the_cluster_are_refused(tmp_path):
     assert not (tmp_path / "ft").exists()
 
 
-def test_a_summary_that_cannot_be_written_leaves_no_tmp(tmp_path, monkeypatch):
-    import os
-
+def test_a_summary_that_cannot_be_written_leaves_no_tmp(tmp_path, disk_full_at):
     path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
     out = tmp_path / "run"
-    replace = os.replace
-
-    def full_at_the_summary(src, dst):
-        if Path(dst).name == "summary.json":
-            raise OSError(28, "No space left on device")
-        replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", full_at_the_summary)
+    disk_full_at("summary.json")
     with pytest.raises(OSError, match="No space left"):
         finetune(str(path), "k80x2", budget=30, samples=4, epochs=1, out=out, progress=False)
     assert not list(out.glob("*.tmp")) and not (out / "summary.json").exists()  # a summary.json.tmp was left

@@ -567,9 +567,8 @@ def test_from_networkx_rejects_invalid_sizes():
 
 
 
-def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, monkeypatch):
+def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, disk_full_at):
     """A write that fails (a folder in the way, a parent that is a file, the rename) loses nothing, leaves no .tmp."""
-    import os
 
     g = layered_graph(5, seed=0)
     target = save_graph(g, tmp_path / "g.gnpg")
@@ -580,10 +579,7 @@ def test_failed_save_keeps_the_old_file_and_leaves_no_tmp(tmp_path, monkeypatch)
     with pytest.raises(NotADirectoryError):
         save_graph(g, target / "inner.gnpg")
 
-    def fail(src, dst):
-        raise OSError(28, "No space left on device", str(dst))
-
-    monkeypatch.setattr(os, "replace", fail)
+    disk_full_at()
     with pytest.raises(OSError, match="No space left"):
         save_graph(mlp_training_graph(layers=2, width=4, batch=2), target)
     assert target.read_bytes() == before

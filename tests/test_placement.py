@@ -407,8 +407,7 @@ def test_group_devices_inverts_from_groups():
         Placement(split, c).group_devices(g)
 
 
-def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, monkeypatch):
-    import os
+def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, disk_full_at):
 
     g, c = chain_graph(3), load_cluster("k80x2")
     target = save_placement(tmp_path / "p.json", g, Placement([0, 1, 1], c))
@@ -418,10 +417,7 @@ def test_failed_save_keeps_the_old_placement_and_leaves_no_tmp(tmp_path, monkeyp
     with pytest.raises(NotADirectoryError):
         save_placement(target / "p.json", g, Placement([0, 0, 0], c))
 
-    def fail(src, dst):
-        raise OSError(28, "No space left on device", str(dst))
-
-    monkeypatch.setattr(os, "replace", fail)
+    disk_full_at()
     with pytest.raises(OSError, match="No space left"):
         save_placement(target, g, Placement([0, 0, 0], c))
     assert target.read_bytes() == before

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import warnings
@@ -146,15 +145,12 @@ def test_place_device_map_is_written_atomically(tmp_path, capsys):
     no_tmp_left(tmp_path)
 
 
-def test_a_write_that_fails_late_is_one_line_and_leaves_no_tmp(tmp_path, capsys, graph, kept, monkeypatch):
+def test_a_write_that_fails_late_is_one_line_and_leaves_no_tmp(tmp_path, capsys, graph, kept, disk_full_at):
     """An OSError at write time (a full disk, /proc, ...) is one line; the old file and folder stay clean."""
     target = tmp_path / "p.json"
     target.write_bytes(KEPT)
 
-    def full_disk(src, dst):
-        raise OSError(28, "No space left on device", str(dst))
-
-    monkeypatch.setattr(os, "replace", full_disk)  # after PATH.tmp is written
+    disk_full_at()  # after PATH.tmp is written
     err = one_error(capsys, main(["place", graph, "-c", "k80x2", "-p", "single", "-o", str(target)]))
     assert f"cannot write {target}: No space left on device" in err
     assert target.read_bytes() == KEPT

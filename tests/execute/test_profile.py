@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -299,22 +297,13 @@ def test_simulator_error_is_typed_as_the_timer_it_documents():
     assert inspect.signature(simulator_error).parameters["timer"].annotation == "RealStepTimer"
 
 
-def test_a_cluster_file_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, monkeypatch):
-    import os
-
+def test_a_cluster_file_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, disk_full_at):
     from gnplace.execute.profile import Calibration
     from gnplace.toy import mlp_training_graph, toy_cluster
 
     calibration = Calibration(mlp_training_graph(layers=2, width=8, batch=4), toy_cluster(2), {},
                               cluster_spec={"name": "measured"})
-    replace = os.replace
-
-    def full_at_the_cluster(src, dst):
-        if Path(dst).name == "cluster.yaml":
-            raise OSError(28, "No space left on device")
-        replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", full_at_the_cluster)
+    disk_full_at("cluster.yaml")
     with pytest.raises(OSError, match="No space left"):
         calibration.save(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.gnpg"]  # a cluster.yaml.tmp was left behind
