@@ -228,3 +228,23 @@ def disk_full_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         monkeypatch.setattr(os, "replace", replace_unless_full)
 
     return full
+
+
+@pytest.fixture
+def process_alive() -> Callable[..., bool]:
+    """``process_alive(pid, within=0.0)``: whether process ``pid`` still runs (a zombie does not) after waiting up to
+    ``within`` seconds for it to end."""
+    import time
+
+    def alive(pid: int, within: float = 0.0) -> bool:
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                running = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+            except FileNotFoundError:
+                running = False
+            if not running or time.monotonic() >= deadline:
+                return running
+            time.sleep(0.2)
+
+    return alive

@@ -738,7 +738,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.heavy
-def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path):
+def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path, process_alive):
     """``kill LAUNCHER`` (SIGTERM) of a ddp_spawn run: its ranks trained on, orphaned, to the end of the run."""
     script = tmp_path / "launcher.py"
     script.write_text(_RANK_OF_A_SPAWN)
@@ -746,25 +746,15 @@ def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path):
     launcher = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
                                 env={**os.environ, "PYTHONPATH": path})
     rank = 0
-
-    def alive() -> bool:
-        try:
-            return Path(f"/proc/{rank}/stat").read_text().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
     try:
         assert launcher.stdout is not None
         rank = int(launcher.stdout.readline())
         assert launcher.stdout.readline().strip() == "up"  # the rank watches its launcher from here on
         launcher.send_signal(signal.SIGTERM)
         launcher.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        while alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not alive(), "the rank outlived its launcher"
+        assert not process_alive(rank, within=10), "the rank outlived its launcher"
     finally:
         launcher.kill()
         launcher.wait()
-        if rank and alive():
+        if rank and process_alive(rank):
             os.kill(rank, signal.SIGKILL)

@@ -142,37 +142,26 @@ if __name__ == "__main__":
 """
 
 
-def test_the_solver_process_ends_when_the_command_is_killed():
+def test_the_solver_process_ends_when_the_command_is_killed(process_alive):
     """``gnplace place -p exact`` killed with SIGTERM left its forked CP-SAT child solving to its time limit."""
     import os
     import signal
     import subprocess
     import sys
-    import time
     from pathlib import Path
 
     command = subprocess.Popen([sys.executable, "-c", _SOLVER_CHILD], stdout=subprocess.PIPE, text=True,
                                cwd=Path(__file__).resolve().parents[2])
     child = 0
-
-    def alive() -> bool:
-        try:
-            return Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] != "Z"
-        except FileNotFoundError:
-            return False
-
     try:
         assert command.stdout is not None
         child = int(command.stdout.readline())
         assert command.stdout.readline().strip() == "up"
         command.send_signal(signal.SIGTERM)
         command.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        while alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not alive(), "the solver outlived the command"
+        assert not process_alive(child, within=10), "the solver outlived the command"
     finally:
         command.kill()
         command.wait()
-        if child and alive():
+        if child and process_alive(child):
             os.kill(child, signal.SIGKILL)
