@@ -123,7 +123,8 @@ def generate_dataset(
     Raises:
         InvalidArgument: if ``out`` holds a finished dataset of other arguments (family, count, seed,
             optimizer or test split) and ``overwrite`` is off, ``seed`` is negative, ``count`` is
-            not from 1 to :data:`MAX_GRAPHS`, or ``test_count`` not from 0 to ``count``.
+            not from 1 to :data:`MAX_GRAPHS`, ``test_count`` not from 0 to ``count``, or another run
+            writes into ``out`` (it holds its :mod:`~gnplace.runlock` lock).
         UnknownName: for an unknown family or optimizer (before any folder is made).
     """
     from gnplace.families import get_family
@@ -144,40 +145,43 @@ def generate_dataset(
     names = [f"{family}_{i:03d}.gnpg" for i in range(count)]
     wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
               "test": sorted(names[i] for i in test)}
-    stale = _other_dataset(out, wanted, overwrite)
-    listed = _listed_entries(out)  # a manifest left now is a finished dataset of these arguments: its entries
-    if not (out / "manifest.json").exists():
-        if not overwrite:
-            _refuse_other_graphs(out, names, family, seed, optimizer)
-        stale += _interrupted_leftovers(out, family, set(names), None if overwrite else (seed, optimizer))
-    out.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for i in range(count):
-        path = out / f"{family}_{i:03d}.gnpg"
-        graph = None
-        if resume and path.exists():
-            from gnplace.graph_io import load_graph
+    from gnplace.runlock import folder_lock
 
-            try:
-                cached = load_graph(path)
-                drawn = tuple(cached.meta.get(key) for key in ("family", "seed", "index", "optimizer"))
-                entry = listed.get(path.name)
-                as_listed = entry is None or {k: entry.get(k) for k in SUMMARY_KEYS} == graph_summary(cached)
-                if drawn == (family, seed, i, optimizer) and as_listed:  # graph i of this dataset, not another's
-                    graph = cached  # file of that name, nor one edited since the manifest was written
-            except GnplaceError:
-                graph = None
-        if graph is None:
-            graph, _ = generate_graph(family, i, seed=seed, optimizer=optimizer)
-            save_graph(graph, path)
-        entries.append({"file": path.name, "family": family, **graph_summary(graph),
-                        "knobs": graph.meta.get("knobs", {}), "split": "test" if i in test else "train"})
-        if progress is not None:
-            progress(i, graph)
-    manifest = write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
-    for name in stale:  # the replaced dataset's graphs that the new one does not name
-        if (out / name).is_file():  # (a folder of that name is not a graph: left alone)
-            (out / name).unlink()
+    with folder_lock(out, "--out"):  # two runs into one folder left a manifest that named the other's graphs
+        stale = _other_dataset(out, wanted, overwrite)
+        listed = _listed_entries(out)  # a manifest left now is a finished dataset of these arguments: its entries
+        if not (out / "manifest.json").exists():
+            if not overwrite:
+                _refuse_other_graphs(out, names, family, seed, optimizer)
+            stale += _interrupted_leftovers(out, family, set(names), None if overwrite else (seed, optimizer))
+        out.mkdir(parents=True, exist_ok=True)
+        entries = []
+        for i in range(count):
+            path = out / f"{family}_{i:03d}.gnpg"
+            graph = None
+            if resume and path.exists():
+                from gnplace.graph_io import load_graph
+
+                try:
+                    cached = load_graph(path)
+                    drawn = tuple(cached.meta.get(key) for key in ("family", "seed", "index", "optimizer"))
+                    entry = listed.get(path.name)
+                    as_listed = entry is None or {k: entry.get(k) for k in SUMMARY_KEYS} == graph_summary(cached)
+                    if drawn == (family, seed, i, optimizer) and as_listed:  # graph i of this dataset, not another's
+                        graph = cached  # file of that name, nor one edited since the manifest was written
+                except GnplaceError:
+                    graph = None
+            if graph is None:
+                graph, _ = generate_graph(family, i, seed=seed, optimizer=optimizer)
+                save_graph(graph, path)
+            entries.append({"file": path.name, "family": family, **graph_summary(graph),
+                            "knobs": graph.meta.get("knobs", {}), "split": "test" if i in test else "train"})
+            if progress is not None:
+                progress(i, graph)
+        manifest = write_manifest(out, family=family, seed=seed, optimizer=optimizer, entries=entries)
+        for name in stale:  # the replaced dataset's graphs that the new one does not name
+            if (out / name).is_file():  # (a folder of that name is not a graph: left alone)
+                (out / name).unlink()
     return manifest
 
 

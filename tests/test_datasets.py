@@ -391,3 +391,36 @@ def test_a_manifest_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path, di
     with pytest.raises(OSError, match="No space left"):
         write_manifest(tmp_path, family="ptb", seed=0, optimizer="sgd", entries=[])
     assert list(tmp_path.iterdir()) == []  # a manifest.json.tmp was left behind
+
+
+HOLD = """
+import sys, time
+from gnplace.runlock import folder_lock
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.usefixtures("short_ptb")
+def test_a_folder_another_run_generates_into_is_refused_and_left_as_it_is(tmp_path):
+    """Two ``gnplace generate`` into one folder at once both passed the check for another dataset, then wrote
+    their graphs over each other's: the manifest of one (seed 0) listed a graph the other drew (seed 1)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("fcntl")
+    from gnplace.runlock import LOCK_NAME
+
+    out = tmp_path / "ds"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(InvalidArgument, match=rf"^--out {out}: another gnplace run is writing into this folder"):
+            generate_dataset("ptb", 1, out, seed=1)
+        assert [p.name for p in out.iterdir()] == [LOCK_NAME]  # nothing drawn beside the other run
+    finally:
+        holder.kill()
+        holder.wait()
+    generate_dataset("ptb", 1, out, seed=1)  # the holder's end lets the next run in, and the lock goes with it
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "ptb_000.gnpg"]
