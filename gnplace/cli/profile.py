@@ -43,7 +43,21 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``gnplace profile``."""
+    """Run ``gnplace profile``, holding OUT's run lock (:mod:`gnplace.runlock`) while it runs.
+
+    Two runs into one folder (``out/profile``, the default) left one model's graph and cluster beside the other's
+    ``fidelity.json``; the second is refused in one line.
+    """
+    from gnplace.cli.common import check_output_folder
+    from gnplace.runlock import folder_lock
+
+    check_output_folder(args.out)  # a file or an empty name: its own line, before the lock makes the folder
+    with folder_lock(args.out, "--out"):  # a refused run removes the folder it made
+        return _profile(args)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    """``gnplace profile`` in its output folder."""
     from pathlib import Path
 
     import numpy as np

@@ -144,3 +144,36 @@ def test_an_empty_devices_list_is_refused_not_read_as_the_default(tmp_path, caps
     assert f"argument --devices: expected torch devices separated by commas, e.g. cuda:0,cpu, got {devices!r}" in \
         capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+HOLD = """
+import sys, time
+from gnplace.runlock import folder_lock
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_folder_another_profile_writes_into_is_refused(tmp_path, capsys):
+    """Two profiles into one folder (out/profile, the default) left one model's graph.gnpg and cluster.yaml beside
+    the fidelity.json of the other's check, both exiting 0. The second is refused in one line, writing nothing."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("fcntl")
+    from gnplace.runlock import LOCK_NAME
+
+    out = tmp_path / "prof"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert main(["profile", "gnplace.execute.examples:tiny", "--timer", "local", "--devices", "cpu,cpu",
+                     "--placements", "0", "--repeats", "1", "--anchor-rounds", "1", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"gnplace: error: --out {out}: another gnplace run is writing into this folder (it holds " \
+                      f"{LOCK_NAME}): wait for it to end, or use another folder\n"
+        assert [p.name for p in out.iterdir()] == [LOCK_NAME]
+    finally:
+        holder.kill()
+        holder.wait()
