@@ -52,10 +52,28 @@ def main(argv: list[str] | None = None) -> int:
     return run_reporting_errors(run, args, "bench")
 
 
+#: The benchmarks that keep their rows in ``--out`` and resume from them: one run at a time there (two runs into one
+#: folder each wrote its own rows over the file, and one run's rows were lost, both exiting 0).
+HOLD_OUT = ("search", "zeroshot", "finetune", "screen-model", "noisy-steps", "fidelity")
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark ``args.bench`` names (its handler), after checking its counts."""
+    """Run the benchmark ``args.bench`` names (its handler), after checking its counts.
+
+    A benchmark of :data:`HOLD_OUT` holds its ``--out``'s run lock (:mod:`gnplace.runlock`) while it runs: a
+    second run into that folder is refused in one line.
+    """
     _check_counts(args)
-    status: int = args.handler(args)
+    if args.bench not in HOLD_OUT:
+        status: int = args.handler(args)
+        return status
+    from benchmarks.common import check_output_folder
+
+    from gnplace.runlock import folder_lock
+
+    check_output_folder(args.out)  # a file there: its own line, before the lock would make the folder
+    with folder_lock(args.out, "--out"):  # a refused run removes the folder it made
+        status = args.handler(args)
     return status
 
 

@@ -150,3 +150,41 @@ def test_a_refused_benchmark_names_the_argument_and_leaves_no_folder(load_script
     assert code == 2 and not out, out
     assert err.startswith("bench: error: ") and err.count("\n") == 1 and message in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["FILE"] and (tmp_path / "FILE").read_text() == "mine\n"
+
+
+HOLD = """
+import sys, time
+from gnplace.runlock import folder_lock
+with folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("argv", [
+    ["noisy-steps", "--budget", "20", "--families", "cifar10", "--clusters", "k80x4", "--seeds", "0", "--confirm", "0"],
+    ["finetune", "--budget", "20", "--families", "cifar10", "--clusters", "k80x4", "--per-family", "1"],
+    ["zeroshot", *_ZEROSHOT_SMALL[:-2]],
+])
+def test_a_benchmark_into_a_folder_another_run_writes_into_is_refused(load_script, tmp_path, capsys, argv):
+    """Two ``noisy-steps`` (seeds 0 and 1) into one ``--out`` at once each wrote its rows over the file: seed 0's rows
+    were lost, both exiting 0. The second is refused at once, and writes nothing beside the first."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("fcntl")
+    from gnplace.runlock import LOCK_NAME
+
+    out = tmp_path / "OUT"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        code = load_script("bench").main([*argv, "--out", str(out)])
+        stdout, err = capsys.readouterr()
+        assert code == 2 and not stdout, stdout
+        assert err == f"bench: error: --out {out}: another gnplace run is writing into this folder (it holds " \
+                      f"{LOCK_NAME}): wait for it to end, or use another folder\n"
+        assert [p.name for p in out.iterdir()] == [LOCK_NAME]
+    finally:
+        holder.kill()
+        holder.wait()
