@@ -6,7 +6,9 @@ exported policy into the same files: one run's weights were exported under the o
 first run now holds ``FOLDER/.gnplace.lock`` (``flock``, released by the kernel however the process
 ends, ``kill -9`` included) and the second is refused at once with one line.
 
-The file is removed when the run ends. A process takes the lock of a folder once and may enter it again
+The file is removed when the run ends. One that another user's run made (not writable here) is locked read-only:
+while that run holds it the second is refused as above, and once it was killed and left it the folder is taken over.
+A process takes the lock of a folder once and may enter it again
 (fine-tuning holds its folder, and the search it runs names the same folder); the ranks a launcher
 starts (:func:`~gnplace.workers.is_launched_rank`) share their rank 0's run and take nothing.
 """
@@ -142,8 +144,19 @@ def _is_our_lock(lock: Path, fd: int) -> bool:
 
 def _locked(lock: Path, fcntl: Any) -> int | None:
     """A descriptor of ``lock`` holding its ``flock``, or :obj:`None` when another process holds it."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0)  # a link: ELOOP
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)  # a link: ELOOP
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | nofollow, 0o644)
+        except PermissionError:
+            # another user's lock file, left by a run killed there or held by one running: an flock needs no write
+            # access to it (where the folder is writable, this run's outputs are too), and was refused as unwritable
+            if not (os.access(lock.parent, os.W_OK) and os.path.isfile(lock)):
+                raise
+            try:
+                fd = os.open(lock, os.O_RDONLY | nofollow)
+            except FileNotFoundError:  # its run ended meanwhile and removed it: make one
+                continue
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size:  # not an empty lock file: someone's file

@@ -170,3 +170,34 @@ def test_a_refused_run_through_dot_dot_leaves_nothing(tmp_path):
         with folder_lock(str(tmp_path / "nope" / ".." / "out")):
             raise InvalidArgument("refused")
     assert os.listdir(tmp_path) == []
+
+
+def test_another_users_lock_file_is_locked_read_only_held_or_left_by_a_killed_run(holder, monkeypatch):
+    """In a folder several users write into, the lock file another user's run made (0644: not writable here) was
+    refused as "cannot write its lock file (Permission denied)": while that run held it, which did not say another
+    run was writing there, and for good once that run was killed and left it, though the folder was writable."""
+    import errno
+
+    folder, process = holder
+    lock = folder / LOCK_NAME
+    opened = os.open
+
+    def as_another_user(path, flags, *args):  # (root may write any file: another user's file is faked)
+        if os.fspath(path) == os.fspath(lock) and flags & (os.O_RDWR | os.O_WRONLY):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), os.fspath(path))
+        return opened(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", as_another_user)
+    with pytest.raises(InvalidArgument, match=rf"^--out {folder}: another gnplace run is writing into this folder"):
+        with folder_lock(folder):
+            raise AssertionError("entered a folder another run holds")
+    os.kill(process.pid, signal.SIGKILL)  # its lock file stays, and no one holds it
+    process.wait()
+    with folder_lock(folder):
+        fd = opened(lock, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):  # taken over: held by this run
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+    assert not lock.exists()  # and removed at the end, as a run's own
