@@ -274,7 +274,7 @@ def fitting_name(name: str, room: int) -> str:
     """``name``, or a 16-digit digest of it where ``name`` and ``room`` more bytes would not fit a file name.
 
     File names hold 255 bytes: a legal 250-byte output name failed "File name too long" on the
-    temporary file an atomic write goes through (``NAME.PID.tmp``), before anything was written.
+    temporary file an atomic write goes through (``NAME.PID.RANDOM.tmp``), before anything was written.
 
     Examples:
         >>> fitting_name("p.json", 10)
@@ -302,10 +302,11 @@ def regular_target(path: Path) -> Path:
 
 
 def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` through ``PATH.PID.tmp`` and a rename; a failed write leaves no ``.tmp`` behind.
+    """Write ``payload`` to ``path`` through ``PATH.PID.RANDOM.tmp`` and a rename; a failed write leaves no ``.tmp``.
 
-    The temporary name carries the process id, so two processes writing the same file (ranks filling
-    one cache) never move each other's temporary file.
+    The temporary name carries the process id and 8 random hex digits, so two processes writing the same file
+    (ranks filling one cache) never move each other's temporary file, also where they have the same process id
+    (containers on two hosts of a multi-node run often do).
 
     The parent folders are made. What was at ``path`` before stays as it was when the write fails. A
     symbolic link is written through (its target is replaced, the link stays).
@@ -342,7 +343,7 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
                 target.parent.mkdir(parents=True, exist_ok=True)
             except (FileExistsError, NotADirectoryError):
                 raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), text) from None
-            tag = f".{os.getpid()}.tmp"
+            tag = f".{os.getpid()}.{os.urandom(4).hex()}.tmp"  # the pid alone is shared by other hosts' processes
             tmp = target.with_name(fitting_name(target.name, len(tag)) + tag)
             staged.append((tmp, target, given))
             try:

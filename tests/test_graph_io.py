@@ -668,3 +668,31 @@ def test_a_file_name_of_255_bytes_is_written(tmp_path):
     write_together([(long, b"1"), (short, b"2")])
     assert long.read_bytes() == b"1" and short.read_bytes() == b"2"
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([long.name, short.name])  # no .tmp left
+
+
+def test_two_writers_of_one_process_id_never_move_each_others_temporary_file(tmp_path):
+    """Ranks of a multi-node run filling one cache (containers on two hosts often give them the same process id)
+    went through one ``NAME.PID.tmp``: one rank renamed the other's half-written file into place, and the other's
+    rename then failed "No such file or directory". Two threads of one process stand in for them here."""
+    import threading
+
+    from gnplace.graph_io import write_atomically
+
+    target = tmp_path / "cached.json"
+    failures: list[BaseException] = []
+
+    def write(payload: bytes) -> None:
+        for _ in range(150):
+            try:
+                write_atomically(target, payload)
+            except OSError as err:
+                failures.append(err)
+
+    writers = [threading.Thread(target=write, args=(letter * 400_000,)) for letter in (b"a", b"b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert not failures, failures[:2]
+    assert target.read_bytes() in (b"a" * 400_000, b"b" * 400_000)
+    assert [path.name for path in tmp_path.iterdir()] == ["cached.json"]  # no .tmp left
