@@ -16,10 +16,12 @@ starts (:func:`~gnplace.workers.is_launched_rank`) share their rank 0's run and 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import inspect
 import os
 import stat
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +34,18 @@ __all__ = ["LOCK_NAME", "folder_lock", "holds_folder"]
 LOCK_NAME = ".gnplace.lock"
 
 _held: set[str] = set()  # the real paths of the folders this process holds
+
+#: What ``flock`` fails with on a filesystem that has no locks: Lustre mounted without ``-o flock`` (ENOSYS), NFS
+#: without its lock daemon (ENOLCK), others (EOPNOTSUPP).
+_NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
+
+
+class _NoFlock(Exception):
+    """The lock file's filesystem has no ``flock``; ``reason`` is the system's word for it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,6 +65,9 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     Raises:
         InvalidArgument: if another process holds the lock (another run writes into ``folder``), the
             folder cannot be made, or its lock file's name is taken by something else.
+
+    Warns (:class:`UserWarning`, one line) where the folder's filesystem has no ``flock`` (Lustre mounted
+    without ``-o flock``, NFS without its lock daemon): the body runs, but unlocked.
     """
     try:
         import fcntl
@@ -70,6 +87,19 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     lock = path / LOCK_NAME
     try:
         fd = _locked(lock, fcntl)
+    except _NoFlock as err:  # runs into this folder cannot be kept apart: said, and this one runs
+        warnings.warn(f"{flag} {folder}: its filesystem does not lock files (flock: {err.reason}), so another gnplace "
+                      "run into this folder would not be refused: start one at a time there", stacklevel=3)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            with contextlib.suppress(OSError):
+                lock.unlink()
+            if failed:
+                _remove_made(made)
+        return
     except OSError as err:
         _remove_made(made)
         raise InvalidArgument(f"{flag} {folder}: cannot write its lock file {LOCK_NAME} "
@@ -166,6 +196,11 @@ def _locked(lock: Path, fcntl: Any) -> int | None:
         except BlockingIOError:
             os.close(fd)
             return None
+        except OSError as err:
+            os.close(fd)
+            if err.errno in _NO_FLOCK:
+                raise _NoFlock(err.strerror or str(err)) from err
+            raise
         except BaseException:
             os.close(fd)
             raise

@@ -201,3 +201,32 @@ def test_another_users_lock_file_is_locked_read_only_held_or_left_by_a_killed_ru
         finally:
             os.close(fd)
     assert not lock.exists()  # and removed at the end, as a run's own
+
+
+def test_a_filesystem_without_flock_runs_with_a_warning_not_a_refusal(tmp_path, monkeypatch, capsys):
+    """On Lustre mounted without ``-o flock`` (flock: ENOSYS) or NFS without its lock daemon (ENOLCK), every
+    evaluate, finetune and pretrain was refused: "cannot write its lock file .gnplace.lock (Function not
+    implemented)", though the file was written and nothing could be done about it but another filesystem."""
+    import errno
+
+    from gnplace.cli import main
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    folder = tmp_path / "run"
+    with pytest.warns(UserWarning, match=rf"^--out {folder}: its filesystem does not lock files \(flock: "
+                                         rf"{os.strerror(errno.ENOSYS)}\), so another gnplace run"):
+        with folder_lock(folder):
+            (folder / "out.txt").write_text("written")
+    assert os.listdir(folder) == ["out.txt"]  # no lock file left
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError):
+        with folder_lock(tmp_path / "failed"):
+            raise RuntimeError("the run fails")
+    assert not (tmp_path / "failed").exists()  # a failed run leaves no folder it made, as with a lock
+
+    assert main(["evaluate", "-g", "datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", "-p", "single",
+                 "-o", str(tmp_path / "ev")]) == 0
+    assert "its filesystem does not lock files" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path / "ev")) == ["results.csv", "results.md"]
