@@ -448,9 +448,10 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     """What to warn of a placement file made for a cluster named ``recorded`` and used on ``cluster`` (``""``: none).
 
     Its device names all exist on ``cluster`` (:func:`_from_names` checked them). The cluster it was made
-    for is compared device by device, by the devices the file records (``devices``: name and kind of each,
-    written since 2026-11-30), else by the preset it names: other devices (in number, name or kind) time
-    another placement than the one made, so the file is refused; the same devices under another name
+    for is compared device by device (by name: the order a cluster lists them in does not matter), by the
+    devices the file records (``devices``: name and kind of each, written since 2026-11-30), else by the preset
+    it names: other devices (in number, name or kind) time another placement than the one made, so the file
+    is refused; the same devices under another name
     (another memory or links, say) are warned of, and so are the same devices under the same name when the
     file records the fingerprint of another cluster (``fingerprint``, written since 2026-12-04: a cluster
     file that borrows a preset's name, say). A file that records no devices and names no preset cannot be
@@ -479,14 +480,17 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
     else:
         theirs = [(d.name, d.kind) for d in load_cluster(recorded).devices]
     made_for = f"cluster {recorded!r}" if recorded else "an unnamed cluster"
-    if theirs == mine:
+    if sorted(theirs) == sorted(mine):  # the file places ops by device name: a cluster that lists them in another
+        # order (a cluster file edited, cpu0 moved first) has the devices it was made for, and times the same placement
         if recorded not in (None, cluster.name):
             return f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
                 "and kind, so it is used as it is"
         other = isinstance(fingerprint, str) and fingerprint != cluster.fingerprint()  # (None: written before)
+        how = "other speeds, memories or links" if theirs == mine else \
+            "listed in another order, and perhaps other speeds, memories or links"
         return "" if not other else \
             f"{path} was made for another cluster named {cluster.name!r} (the same devices by name and kind, " \
-            f"other speeds, memories or links); it is used as it is, timed on this {cluster.name!r}"
+            f"{how}); it is used as it is, timed on this {cluster.name!r}"
     if len(theirs) != len(mine):
         differ = f"{len(theirs)} devices there, {len(mine)} here"
     else:

@@ -671,3 +671,29 @@ def test_check_placed_holds_a_placers_result_to_the_contract():
     ):
         with pytest.raises(InvalidPlacement, match=message):
             check_placed(result, g, k80x2, "mine")
+
+
+def test_a_placement_file_on_a_cluster_listing_its_devices_in_another_order_is_used(tmp_path, k80x2):
+    """A file places ops by device name: a cluster file edited to list the same devices in another order was refused
+    ("whose devices differ ... device 0 is gpu0 (k80) there, fast (v100) here")."""
+    from gnplace.cluster import Cluster, Device
+
+    g = chain_graph(3)
+    gpu, fast = Device("gpu0", "k80", 1e12, 1e11, 2**30), Device("fast", "v100", 4e12, 4e11, 2**30)
+    links = np.full((2, 2), 1e9)
+    made = Cluster([gpu, fast], links, np.zeros((2, 2)), name="mine")
+    path = save_placement(tmp_path / "p.json", g, Placement([1, 0, 1], made))
+    reordered = Cluster([fast, gpu], links, np.zeros((2, 2)), name="mine")
+    with pytest.warns(UserWarning, match=r"p\.json was made for another cluster named 'mine' \(the same devices by "
+                                         r"name and kind, listed in another order, and perhaps other speeds, "
+                                         r"memories or links\); it is used as it is, timed on this 'mine'$"):
+        placed = load_placement(path, g, reordered)
+    assert [reordered.devices[d].name for d in placed.devices.tolist()] == ["fast", "gpu0", "fast"]
+    renamed = Cluster([fast, gpu], links, np.zeros((2, 2)), name="lab")
+    with pytest.warns(UserWarning, match=r"p\.json was made for cluster 'mine', not 'lab'; its devices are the same "
+                                         r"by name and kind, so it is used as it is$"):
+        load_placement(path, g, renamed)
+    other = Cluster([dataclasses.replace(fast, kind="a100"), gpu], links, np.zeros((2, 2)), name="mine")
+    with pytest.raises(InvalidPlacement, match=r"whose devices differ from those of 'mine' \(device 0 is gpu0 \(k80\) "
+                                               r"there, fast \(a100\) here\)"):
+        load_placement(path, g, other)
