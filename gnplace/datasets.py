@@ -33,6 +33,9 @@ __all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifes
 
 #: Most graphs one dataset holds: a million files of a few hundred KiB each is already past most disks.
 MAX_GRAPHS = 1_000_000
+#: The ``version`` of the manifests :func:`write_manifest` writes and :func:`load_manifest` reads.
+MANIFEST_VERSION = 1
+
 
 def _family(name: str) -> Any:
     from gnplace.families import get_family
@@ -292,8 +295,8 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
 
 def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries: list[dict[str, Any]]) -> Path:
     """Write ``out/manifest.json`` (atomically) for graph ``entries``; returns its path."""
-    manifest = {"format": "gnplace-dataset", "version": 1, "family": family, "seed": seed, "optimizer": optimizer,
-                "graphs": entries}
+    manifest = {"format": "gnplace-dataset", "version": MANIFEST_VERSION, "family": family, "seed": seed,
+                "optimizer": optimizer, "graphs": entries}
     target = out / "manifest.json"
     write_atomically(target, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())  # a failure: no .tmp
     return target
@@ -302,8 +305,10 @@ def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries
 def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a dataset folder's ``manifest.json``.
 
+    A manifest written by hand may leave ``version`` out; one that gives it must give version 1.
+
     Raises:
-        GnplaceError: if it is missing or not a gnplace dataset manifest.
+        GnplaceError: if it is missing, not a gnplace dataset manifest, or of another version (a newer gnplace's).
     """
     from gnplace.limits import parse_json, read_file
 
@@ -314,4 +319,8 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
         raise GnplaceError(f"{path}: not a readable dataset manifest ({str(err).removeprefix(f'{path}: ')})") from err
     if not isinstance(data, dict) or data.get("format") != "gnplace-dataset":
         raise GnplaceError(f"{path}: not a gnplace dataset manifest")
+    version = data.get("version", MANIFEST_VERSION)
+    if type(version) is not int or version != MANIFEST_VERSION:  # (true and 1.0 are == 1)
+        raise GnplaceError(f"{path}: dataset manifest version {version!r}; this gnplace reads version "
+                           f"{MANIFEST_VERSION} (a newer gnplace's dataset: generate it again with this one)")
     return data  # type: ignore[no-any-return]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,21 @@ def test_load_manifest_rejects_other_files(tmp_path):
     (tmp_path / "manifest.json").write_bytes(b"\xff\xfe{")
     with pytest.raises(GnplaceError, match="not a readable dataset manifest"):
         load_manifest(tmp_path)
+
+
+def test_load_manifest_refuses_a_newer_version_and_reads_one_written_by_hand(tmp_path):
+    """A manifest's version was never read: a newer gnplace's (version 2) was taken as this one's."""
+    manifest = tmp_path / "manifest.json"
+    for version in (2, "1", 1.0, True, None):
+        manifest.write_text(json.dumps({"format": "gnplace-dataset", "version": version, "graphs": []}))
+        with pytest.raises(GnplaceError, match=rf"^{re.escape(str(manifest))}: dataset manifest version "
+                                               rf"{re.escape(repr(version))}; this gnplace reads version 1 \(a newer "
+                                               r"gnplace's dataset: generate it again with this one\)$"):
+            load_manifest(tmp_path)
+    manifest.write_text(json.dumps({"format": "gnplace-dataset", "graphs": []}))  # written by hand: no version
+    assert load_manifest(tmp_path)["graphs"] == []
+    manifest.write_text(json.dumps({"format": "gnplace-dataset", "version": 1, "graphs": []}))
+    assert load_manifest(tmp_path)["version"] == 1
 
 
 # ------------------------------------------------------------------------------------ shipped
