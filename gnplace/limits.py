@@ -196,12 +196,15 @@ def _finite(value: Any) -> Any:
 def parse_json(raw: bytes | str, error: type[GnplaceError], source: str) -> Any:
     """Parse JSON text (UTF-8 bytes or str) within the limits; ``NaN``, infinities and a key twice are refused.
 
+    Bytes may start with a UTF-8 byte order mark (a file saved by Windows Notepad), which is skipped, as the YAML
+    reader skips it.
+
     Raises:
         error: one line naming ``source``: not UTF-8, not JSON, too deep, a non-finite number or a key given twice.
     """
     if isinstance(raw, bytes):
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8-sig")  # (a placement file edited in Notepad was "Unexpected UTF-8 BOM")
         except UnicodeDecodeError as err:
             raise error(f"{source}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     else:

@@ -289,6 +289,22 @@ def test_a_yaml_key_given_twice_is_refused_not_overwritten():
     assert parse_yaml("a: {x: 1}\nb: {x: 2}\n", InvalidCluster, "c.yaml") == {"a": {"x": 1}, "b": {"x": 2}}
 
 
+def test_json_bytes_may_start_with_a_utf8_byte_order_mark_as_yaml_may(tmp_path):
+    """A placement or graph file saved by an editor that writes a BOM was refused ("Unexpected UTF-8 BOM (decode
+    using utf-8-sig)"), where a cluster YAML file with one was read."""
+    from gnplace.graph_io import load_graph, save_graph
+    from gnplace.toy import chain_graph
+
+    assert parse_json(b'\xef\xbb\xbf{"a": [1, "\xc3\xbc"]}', InvalidGraph, "g.json") == {"a": [1, "\u00fc"]}
+    assert parse_yaml("\ufeffa: 1", InvalidGraph, "c.yaml") == {"a": 1}
+    g = chain_graph(3)
+    path = save_graph(g, tmp_path / "g.json")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_graph(path) == g
+    with pytest.raises(InvalidGraph, match=r"^g\.json: not UTF-8 text"):
+        parse_json("{}".encode("utf-16"), InvalidGraph, "g.json")  # UTF-16 (its own BOM) stays refused
+
+
 def test_a_json_key_given_twice_is_refused_not_overwritten():
     # json keeps the last of two equal keys: a placement file naming an op twice silently used the second device
     with pytest.raises(InvalidPlacement, match=r"^p.json: not valid JSON \(key 'op0' is given twice in one object\)$"):
