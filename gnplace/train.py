@@ -758,11 +758,18 @@ def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
 def changed_settings(saved: Mapping[str, Any], config: LearnerConfig) -> list[str]:
     """The learner settings a checkpoint's ``hyper_parameters`` record otherwise than ``config``, by name.
 
+    A setting the checkpoint does not record (a run of a gnplace from before it existed: ``screen`` and
+    ``screen_model``, 2026-11-28) ran at :class:`LearnerConfig`'s default, which is what the run did before the
+    setting existed: a resume under another value is another run (it was resumed with any, unchecked).
+
     Examples:
         >>> changed_settings({"lr": 0.5, "samples": LearnerConfig().samples, "gone": 1}, LearnerConfig())
         ['lr']
+        >>> changed_settings({}, LearnerConfig(screen=8))  # a run recorded before the screen existed
+        ['screen']
     """
-    return sorted(k for k, v in asdict(config).items() if k in saved and saved[k] != v)
+    defaults = asdict(LearnerConfig())
+    return sorted(k for k, v in asdict(config).items() if saved.get(k, defaults[k]) != v)
 
 
 def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModule) -> None:

@@ -365,6 +365,33 @@ def test_fit_refuses_to_overwrite_a_run_or_to_resume_one_of_other_settings_or_pa
         fit(pair, tmp_path, config=tiny, iterations=3, resume=True, progress=False)
 
 
+def test_a_run_of_an_older_gnplace_that_recorded_no_screen_resumes_only_without_one(tmp_path):
+    """Runs of before 2026-11-28 record no ``screen`` (their learner had none): a resume with ``screen=8`` went on
+    silently, a setting the checkpoint did not record being taken for the same whatever its value."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.train import changed_settings, fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    pair = [(mlp_training_graph(layers=2, width=64, batch=8), "k80x2")]
+    with quiet_lightning():
+        fit(pair, tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    older = torch.load(last, weights_only=True)
+    for name in ("screen", "screen_model"):  # as an older gnplace's run has it
+        del older["hyper_parameters"][name]
+    torch.save(older, last)
+    assert changed_settings(older["hyper_parameters"], tiny) == []
+    assert changed_settings(older["hyper_parameters"], replace(tiny, screen=8, screen_model="simulator")) == [
+        "screen", "screen_model"]
+    saved = last.read_bytes()
+    with pytest.raises(InvalidCheckpoint, match=r"made with other learner settings \(screen\); resume with the same "):
+        fit(pair, tmp_path, config=replace(tiny, screen=8), iterations=3, resume=True, progress=False)
+    assert last.read_bytes() == saved
+    with quiet_lightning():  # at the settings' defaults: the run it was
+        assert fit(pair, tmp_path, config=tiny, iterations=3, steps_per_epoch=2, resume=True,
+                   progress=False).iteration == 3
+
+
 def test_a_training_run_logged_to_a_file_writes_progress_lines_and_resumes_counting_from_its_checkpoint(
         tmp_path, capsys, monkeypatch):
     """Where stderr is not a terminal (``nohup ... > log``), rich drew its bar once, at the end: lines instead."""
