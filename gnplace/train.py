@@ -794,10 +794,13 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
         raise InvalidCheckpoint(f"{path}: its pairs' state ({type(data).__qualname__}) is missing or damaged; cannot "
                                 "resume from it")
     pairs, prints = recorded.get("pairs"), recorded.get("pair_fingerprints")  # since 2026-11-29, 2026-12-02
+    if prints is None and pairs is None:  # its pairs' best placements would be restored into whatever pairs are given
+        raise InvalidCheckpoint(f"{path}: records no graphs or clusters (a run of an older gnplace), so it cannot be "
+                                "checked: use another folder")
     if prints is not None:  # what the files hold, however they are named
         other = prints != data.pair_fingerprints()
     else:  # an older run's: the names as typed
-        other = pairs is not None and pairs != data.pair_names()
+        other = pairs != data.pair_names()
     if other:
         raise InvalidCheckpoint(f"{path}: made with other graphs or clusters; resume with the same ones or use "
                                 "another folder")

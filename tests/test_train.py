@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import lightning as L
@@ -390,6 +391,30 @@ def test_a_run_of_an_older_gnplace_that_recorded_no_screen_resumes_only_without_
     with quiet_lightning():  # at the settings' defaults: the run it was
         assert fit(pair, tmp_path, config=tiny, iterations=3, steps_per_epoch=2, resume=True,
                    progress=False).iteration == 3
+
+
+def test_a_run_of_an_older_gnplace_that_recorded_no_pairs_is_refused_not_resumed_on_any_pair(tmp_path):
+    """Runs of before 2026-11-29 record neither their pairs' names nor their fingerprints: one made on k80x2 resumed on
+    tight4 with no word, its best placement and step on k80x2 taken for tight4's."""
+    from gnplace.exceptions import InvalidCheckpoint
+    from gnplace.train import fit
+
+    tiny = replace(CONFIG, samples=4, epochs=1, imitation_steps=1)
+    graph = mlp_training_graph(layers=2, width=64, batch=8)
+    with quiet_lightning():
+        fit([(graph, "k80x2")], tmp_path, config=tiny, iterations=2, steps_per_epoch=2, progress=False)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    older = torch.load(last, weights_only=True)
+    for name in ("pairs", "pair_fingerprints", "pairs_per_step"):  # as an older gnplace's run has it
+        del older["PlacementDataModule"][name]
+    torch.save(older, last)
+    saved = last.read_bytes()
+    for cluster in ("tight4", "k80x2"):  # which pairs it ran cannot be told
+        with pytest.raises(InvalidCheckpoint, match=rf"^{re.escape(str(last))}: records no graphs or clusters \(a run "
+                                                   r"of an older gnplace\), so it cannot be checked: use another "
+                                                   r"folder$"):
+            fit([(graph, cluster)], tmp_path, config=tiny, iterations=3, resume=True, progress=False)
+    assert last.read_bytes() == saved
 
 
 def test_a_training_run_logged_to_a_file_writes_progress_lines_and_resumes_counting_from_its_checkpoint(
