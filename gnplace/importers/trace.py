@@ -323,6 +323,13 @@ def record_training_step(
         tag = call_stack.pop()
         _tag_autograd_nodes(output, tag, stop=boundaries.pop())
 
+    scripted = next((name for name, m in module.named_modules() if isinstance(m, torch.jit.ScriptModule)), None)
+    if scripted is not None:  # its forward runs in TorchScript: no hooks, no parameters to swap for fake ones
+        what = f"its submodule {scripted!r} is" if scripted else "it is"
+        raise UnsupportedGraph(
+            f"cannot trace a training step of {type(module).__name__}: {what} a TorchScript module "
+            "(torch.jit.script or torch.jit.trace), which a recording cannot run; import the module before scripting"
+        )
     attributes = _tensor_attributes(module)  # put back after recording, its parameters and buffers too
     handles = []
     for mod in module.modules():

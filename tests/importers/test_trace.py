@@ -187,6 +187,19 @@ def test_hooks_are_removed_after_success_and_after_failure():
         assert not m._forward_hooks and not m._forward_pre_hooks
 
 
+@pytest.mark.parametrize("script", [torch.jit.script, lambda m: torch.jit.trace(m, torch.randn(5, 6))])
+def test_a_torchscript_submodule_is_refused_in_one_line_leaving_no_hooks(script):
+    """A scripted or traced submodule takes no hooks: a traceback came from register_forward_pre_hook, and the
+    hooks already put on the modules before it stayed."""
+    model = nn.Sequential(script(mlp()), nn.Linear(3, 1))
+    with pytest.raises(UnsupportedGraph, match=r"^cannot trace a training step of Sequential: its submodule '0' is "
+                                               r"a TorchScript module \(torch\.jit\.script or torch\.jit\.trace\)"):
+        record_training_step(model, (torch.randn(5, 6),), loss=mse)
+    assert not model._forward_hooks and not model._forward_pre_hooks
+    with pytest.raises(UnsupportedGraph, match="of RecursiveScriptModule: it is a TorchScript module"):
+        record_training_step(torch.jit.script(mlp()), (torch.randn(5, 6),), loss=mse)
+
+
 def test_a_failing_op_is_named():
     message = r"^cannot trace a training step of Sequential: op aten\.addmm\.default failed: a and b must have"
     with pytest.raises(UnsupportedGraph, match=message):
