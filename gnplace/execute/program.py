@@ -801,6 +801,11 @@ def compile_step(step: Any) -> Program:
     stack = [r.index for r in trace.results() if r.kind == "op"]
     buffer_writes = [_written_buffers(op, aliases) for op in ops]
     stack += [i for i, names in enumerate(buffer_writes) if names]
+    # and every op the graph holds: a write into a tensor whose earlier view a needed op reads is one, though no
+    # op reads the write's own result (``v = h.view(-1); h.mul_(2); f(v)``): left out, f read h unwritten
+    from gnplace.importers.flops import VIEW_OPS
+
+    stack += [i for i in step.node_of_op if ops[i].name not in VIEW_OPS]
     while stack:
         i = stack.pop()
         if needed[i]:
@@ -825,8 +830,6 @@ def compile_step(step: Any) -> Program:
         return tree_map(one, value)
 
     program_ops: list[ProgramOp] = []
-    from gnplace.importers.flops import VIEW_OPS
-
     for i in keep:
         op = ops[i]
         written = written_argument(op)

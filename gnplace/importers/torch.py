@@ -377,8 +377,10 @@ def _writes_into_views(
     it, follows the write (the read tensor is given resolved, as the op's other inputs are). Split outputs
     are disjoint pieces: a write into one (LSTM cells activate their gate chunks in place,
     ``gates.unsafe_chunk(4)[0].sigmoid_()``) leaves the readers of the others alone, and readers of the
-    write's own result, or of a later in-place result, follow it already. Writes into buffers and parameters
-    are left out: no edge leaves a buffer or a parameter.
+    write's own result, or of a later in-place result, follow it already. A write into a whole tensor is one
+    too for a view of the tensor made before it (``v = h.view(-1); h.mul_(2); f(v)``: ``f`` reads ``h`` as
+    written, though nothing reads the write's result). Writes into buffers and parameters are left out: no
+    edge leaves a buffer or a parameter.
     """
     written = [written_argument(op) for op in ops]
 
@@ -400,7 +402,7 @@ def _writes_into_views(
                     reads.setdefault(base, []).append((j, ref, pieces))
     after: dict[int, list[tuple[int, Ref]]] = {}
     for w, target in enumerate(written):
-        if target is None or target.kind != "op" or not is_view[target.index]:
+        if not isinstance(target, Ref) or target.kind not in ("op", "input"):
             continue
         base, pieces = storage(target)
         for j, ref, other in reads.get(base, ()):

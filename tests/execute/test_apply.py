@@ -582,6 +582,48 @@ def test_devices_given_as_one_string_or_without_an_order_are_refused_naming_what
     assert net.weight.grad is not None
 
 
+class _WritesAfterAView(torch.nn.Module):
+    """Takes a view of a tensor, writes the tensor in place and reads only the view (of an activation, or of
+    the input): the view shows the write in eager PyTorch."""
+
+    def __init__(self, of_input: bool) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.of_input = of_input
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.of_input:
+            view = x.t()
+            x.add_(1.0)
+            return self.linear(view.t()).square().sum()
+        h = self.linear(x).clone()
+        flat = h.view(-1)
+        h.mul_(3.0)
+        return flat.square().sum()
+
+
+@pytest.mark.parametrize("of_input", [False, True])
+def test_a_view_read_after_its_tensor_is_written_in_place_sees_the_write(of_input):
+    """The write, whose result nothing reads, was left out of the step: a third of the loss, silently."""
+    torch.manual_seed(0)
+    net = _WritesAfterAView(of_input)
+    reference = copy.deepcopy(net)
+    x = torch.randn(5, 4)
+    step = import_step(net, (x,))
+    for placement in ([0] * step.graph.num_ops, [k % 2 for k in range(step.graph.num_ops)]):
+        for p in [*net.parameters(), *reference.parameters()]:
+            p.grad = None
+        placed = gnplace.apply(net, Placement(placement, load_cluster("k80x2")), (x,), devices=["cpu", "cpu"],
+                               step=step)
+        loss = placed(x.clone())
+        loss.backward()
+        eager = reference(x.clone())
+        eager.backward()
+        torch.testing.assert_close(loss, eager.detach())
+        for a, b in zip(net.parameters(), reference.parameters()):
+            torch.testing.assert_close(a.grad, b.grad)
+
+
 class _Scales(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -560,3 +560,29 @@ def test_a_write_into_a_view_is_a_node_that_later_readers_of_the_tensor_follow(c
     assert torch.allclose(loss, eager_loss)
     for name, got in grads.items():
         assert torch.allclose(got, eager[name], atol=1e-6), name
+
+
+class _WriteAfterAView(nn.Module):
+    """A view taken, then its tensor written in place, and only the view read: nothing reads the write's result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x).clone()
+        flat = h.view(-1)
+        h.mul_(3)
+        return flat.square().sum()
+
+
+def test_a_write_into_a_tensor_after_a_view_of_it_is_a_node_that_readers_of_the_view_follow():
+    """The graph left ``mul_`` out (the reader of the view was tied to the clone), so it ran without it."""
+    from gnplace.importers.torch import import_step
+
+    step = import_step(_WriteAfterAView(), (torch.randn(5, 4),))
+    ops = step.trace.ops
+    write = next(i for i, op in enumerate(ops) if op.name == "mul_")
+    square = next(i for i, op in enumerate(ops) if op.name == "pow" and not op.backward)
+    assert write in step.node_of_op
+    assert step.node_of_op[square] in _reaches(step.graph, step.node_of_op[write])
