@@ -379,8 +379,9 @@ def _writes_into_views(
     ``gates.unsafe_chunk(4)[0].sigmoid_()``) leaves the readers of the others alone, and readers of the
     write's own result, or of a later in-place result, follow it already. A write into a whole tensor is one
     too for a view of the tensor made before it (``v = h.view(-1); h.mul_(2); f(v)``: ``f`` reads ``h`` as
-    written, though nothing reads the write's result). Writes into buffers and parameters are left out: no
-    edge leaves a buffer or a parameter.
+    written, though nothing reads the write's result), and so is a write into a parameter without grad for a
+    view of it made before (the write is a node, the view's reader follows it). Writes into buffers are left
+    out: no edge leaves a buffer.
     """
     written = [written_argument(op) for op in ops]
 
@@ -398,11 +399,11 @@ def _writes_into_views(
         for ref in tree_flatten((op.args, op.kwargs))[0]:
             if isinstance(ref, Ref):
                 base, pieces = storage(ref)
-                if base.kind in ("op", "input"):
+                if base.kind in ("op", "input", "param"):
                     reads.setdefault(base, []).append((j, ref, pieces))
     after: dict[int, list[tuple[int, Ref]]] = {}
     for w, target in enumerate(written):
-        if not isinstance(target, Ref) or target.kind not in ("op", "input"):
+        if not isinstance(target, Ref) or target.kind not in ("op", "input", "param"):
             continue
         base, pieces = storage(target)
         for j, ref, other in reads.get(base, ()):

@@ -624,6 +624,40 @@ def test_a_view_read_after_its_tensor_is_written_in_place_sees_the_write(of_inpu
             torch.testing.assert_close(a.grad, b.grad)
 
 
+class _ShrinksItsWeightAfterAView(torch.nn.Module):
+    """Takes a view of a parameter, then scales the parameter in place without grad: the view shows the write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.scale = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        square = self.scale.view(2, 2)
+        with torch.no_grad():
+            self.scale.mul_(0.5)
+        return (self.linear(x) * square.reshape(4)).square().sum()
+
+
+def test_a_view_of_a_parameter_read_after_an_in_place_write_to_it_sees_the_write():
+    """The write, whose result nothing reads, was left out: twice the scale in the loss, and the parameter kept."""
+    torch.manual_seed(0)
+    net = _ShrinksItsWeightAfterAView()
+    reference = copy.deepcopy(net)
+    x = torch.randn(5, 4)
+    step = import_step(net, (x,))
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2")), (x,),
+                           devices=["cpu", "cpu"], step=step)
+    loss = placed(x)
+    loss.backward()
+    eager = reference(x)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(a.grad, b.grad)
+
+
 class _Scales(torch.nn.Module):
     def __init__(self):
         super().__init__()
