@@ -22,7 +22,9 @@ at the next call (once per value), and the step still computes with the recorded
 differ (a transposed or channels-last tensor): such an input is copied into the example input's.
 The module's parameters and buffers keep the dtypes and shapes they were recorded with (a
 ``module.double()`` after the recording is refused: record and place again), and its parameters stay
-on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again).
+on their placed devices (a ``module.to(...)`` after :func:`apply` is refused: apply again). The gradients are
+computed as the step runs, so a second derivative through them (``create_graph=True``, a gradient penalty) is
+refused.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ class _PlacedStep(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor) -> Any:  # type: ignore[override]
+        if torch.is_grad_enabled():  # create_graph=True: the gradients handed out have no graph to differentiate
+            raise InvalidArgument(
+                "the placed step's gradients were computed when it ran, with no autograd graph of their own: "
+                "create_graph=True (a gradient penalty, a second derivative) cannot differentiate them; "
+                "compute such a loss on the module itself, not placed"
+            )
         grads = [None if g is None else g * grad_loss.to(g.device) for g in (*ctx.grads, *ctx.input_grads)]
         return (None, *grads)
 

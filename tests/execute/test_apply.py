@@ -658,6 +658,21 @@ def test_a_view_of_a_parameter_read_after_an_in_place_write_to_it_sees_the_write
         torch.testing.assert_close(a.grad, b.grad)
 
 
+def test_a_gradient_penalty_through_the_placed_step_is_refused_not_dropped():
+    """create_graph=True got gradients with no graph: a penalty on them added nothing to the gradients, silently."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    x = torch.randn(6, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    loss = placed(x)
+    with pytest.raises(InvalidArgument, match="create_graph=True .* cannot differentiate them"):
+        torch.autograd.grad(loss, list(net.parameters()), create_graph=True)
+    placed(x).backward()  # a plain backward still hands out the gradients
+    assert net[0].weight.grad is not None
+
+
 class _Scales(torch.nn.Module):
     def __init__(self):
         super().__init__()
