@@ -283,6 +283,8 @@ def apply(
     check_device_names(devices)  # before the step is recorded
     if step is None:
         step = import_step(module, example_inputs, loss=loss)
+    if loss is not None:
+        _warn_captured_tensors(loss, step)
     if isinstance(placement, (str, os.PathLike)):
         from gnplace.placement import load_placement
 
@@ -296,6 +298,59 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _warn_captured_tensors(loss: Callable[[Any], torch.Tensor], step: Any) -> None:
+    """Warn of each tensor the loss function reads from outside its argument that the recorded step holds.
+
+    ``loss=lambda out: F.cross_entropy(out, y)`` reads ``y`` from a closure or a global: the step recorded
+    the tensor ``y`` named then as a constant, and the placed step computes with it at every call, though
+    ``y`` names the next batch's targets by then (eager reads the new one): a wrong loss, silently.
+    """
+    from torch.utils._pytree import tree_flatten
+
+    constants = {id(x) for op in step.trace.ops for x in tree_flatten((op.args, op.kwargs))[0]
+                 if isinstance(x, torch.Tensor)}
+    warned: set[int] = set()
+    for name, value in _reads_from_outside(loss):
+        if isinstance(value, torch.Tensor) and id(value) in constants and id(value) not in warned:
+            warned.add(id(value))
+            warnings.warn(f"gnplace.apply: the loss reads tensor {name!r} ({value.dtype} {list(value.shape)}) from "
+                          "outside its argument (a closure, a global or a bound argument): the placed step keeps "
+                          f"the values {name!r} had at the recording at every call, not those it names later (the "
+                          "next batch's targets); make it an input of the module (forward(x, targets) returning "
+                          "the loss) to follow it", stacklevel=3)
+
+
+def _reads_from_outside(fn: Any, depth: int = 0) -> list[tuple[str, Any]]:
+    """``(name, value)`` of what ``fn`` reads besides its arguments.
+
+    Its closure cells, the globals its code names, a ``functools.partial``'s bound arguments, and so for the
+    functions among them (a few levels deep).
+    """
+    import functools
+
+    if depth > 3:
+        return []
+    found: list[tuple[str, Any]] = []
+    if isinstance(fn, functools.partial):
+        found += [(f"argument {k}", v) for k, v in enumerate(fn.args)] + list(fn.keywords.items())
+        found += _reads_from_outside(fn.func, depth + 1)
+        return found
+    code, closure = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None:
+        return found
+    for name, cell in zip(code.co_freevars, closure):
+        try:
+            found.append((name, cell.cell_contents))
+        except ValueError:  # an empty cell
+            continue
+    scope = getattr(fn, "__globals__", {})
+    found += [(name, scope[name]) for name in code.co_names if name in scope]
+    for _, value in list(found):
+        if callable(value) and getattr(value, "__code__", None) is not None and value is not fn:
+            found += _reads_from_outside(value, depth + 1)
+    return found
 
 
 def _laid_out_as(x: torch.Tensor, recorded: torch.Tensor) -> torch.Tensor:

@@ -673,6 +673,26 @@ def test_a_gradient_penalty_through_the_placed_step_is_refused_not_dropped():
     assert net[0].weight.grad is not None
 
 
+def test_a_loss_reading_targets_from_outside_its_argument_is_warned_of():
+    """loss=lambda out: cross_entropy(out, targets): the step keeps the recorded targets; the next batch's, which
+    the name holds by then, were not seen, and the placed loss differed from eager's without a word."""
+    import functools
+
+    torch.manual_seed(0)
+    net, x = torch.nn.Linear(4, 3), torch.randn(6, 4)
+    targets = torch.randint(0, 3, (6,))
+    for loss in (lambda out: torch.nn.functional.cross_entropy(out, targets),
+                 functools.partial(torch.nn.functional.cross_entropy, target=targets)):
+        placement = Placement([0] * import_step(net, (x,), loss=loss).graph.num_ops, load_cluster("k80x2"))
+        with pytest.warns(UserWarning, match=r"the loss reads tensor '(targets|target)' \(torch.int64 \[6\]\) from "
+                                             "outside its argument .* make it an input of the module"):
+            gnplace.apply(net, placement, (x,), loss=loss, devices=["cpu", "cpu"])
+    placement = Placement([0] * import_step(net, (x,), loss=_loss).graph.num_ops, load_cluster("k80x2"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a loss of its argument alone: nothing to warn of
+        gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+
+
 class _Scales(torch.nn.Module):
     def __init__(self):
         super().__init__()
