@@ -104,6 +104,8 @@ class PlacedModule(torch.nn.Module):
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
         self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
         self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, repr of the value) warned of
+        # plain tensor attributes the step reads (self.scale = torch.ones(4), no buffer): constants of it too
+        self.recorded_tensors = _tensor_constants(module, step)
         self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
         self._check_state(moved=False)
         named = dict(module.named_parameters())
@@ -185,6 +187,18 @@ class PlacedModule(torch.nn.Module):
         the step: set to 3.0 later, the placed step still computes with 2.0. An attribute ``forward`` does not
         read (a counter) changes nothing, hence a warning rather than a refusal.
         """
+        modules = dict(self.module.named_modules())
+        for (where, name), (recorded_tensor, version) in self.recorded_tensors.items():
+            value = getattr(modules.get(where), name, None)
+            if not isinstance(value, torch.Tensor) or (value is recorded_tensor and value._version == version):
+                continue
+            how = "written in place" if value is recorded_tensor else "assigned another tensor"
+            if ((where, name), f"{id(value)}:{value._version}") not in self._warned:
+                self._warned.add(((where, name), f"{id(value)}:{value._version}"))
+                warnings.warn(f"gnplace.apply: tensor attribute {name} of module {where or 'the module'!r} was {how} "
+                              "since the step was recorded, and the placed step still computes with its recorded "
+                              "values: register it as a buffer (register_buffer) to have it read at each call, or "
+                              "apply again", stacklevel=3)
         now = _plain_attributes(self.module)
         for key, recorded in self.recorded_attributes.items():
             value = now.get(key, recorded)
@@ -388,6 +402,20 @@ def _plain_attributes(module: torch.nn.Module) -> dict[tuple[str, str], Any]:
             if not name.startswith("_") and name != "training" and isinstance(value, plain):
                 found[(where, name)] = value
     return found
+
+
+def _tensor_constants(module: torch.nn.Module, step: Any) -> dict[tuple[str, str], tuple[torch.Tensor, int]]:
+    """Each submodule's plain tensor attribute (no parameter, no buffer) that the recorded step reads, a constant.
+
+    ``{(submodule, name): (the tensor, its version counter)}``, to tell a later change of it.
+    """
+    from torch.utils._pytree import tree_flatten
+
+    read = {id(x) for op in step.trace.ops for x in tree_flatten((op.args, op.kwargs))[0]
+            if isinstance(x, torch.Tensor)}
+    return {(where, name): (value, value._version) for where, sub in module.named_modules()
+            for name, value in vars(sub).items()
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and id(value) in read}
 
 
 def _recorded_state(program: Program) -> dict[str, tuple[torch.dtype, tuple[int, ...]]]:

@@ -693,6 +693,35 @@ def test_a_loss_reading_targets_from_outside_its_argument_is_warned_of():
         gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
 
 
+class _PlainTensorScale(torch.nn.Module):
+    """Scales by a plain tensor attribute, no buffer: a constant of the recorded step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.scale = torch.ones(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.linear(x) * self.scale).square().sum()
+
+
+def test_a_plain_tensor_attribute_changed_since_the_recording_is_warned_of():
+    """Assigned or written in place after apply, the placed step still used the recorded values without a word."""
+    net, x = _PlainTensorScale(), torch.randn(5, 4)
+    step = import_step(net, (x,))
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2")), (x,),
+                           devices=["cpu", "cpu"], step=step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)  # unchanged: nothing to warn of
+    net.scale.mul_(2.0)
+    with pytest.warns(UserWarning, match="tensor attribute scale of module 'the module' was written in place since"):
+        placed(x)
+    net.scale = torch.full((4,), 3.0)
+    with pytest.warns(UserWarning, match="was assigned another tensor since the step was recorded.*register_buffer"):
+        placed(x)
+
+
 class _Scales(torch.nn.Module):
     def __init__(self):
         super().__init__()
