@@ -451,6 +451,7 @@ def record_training_step(
         for h in handles:
             h.remove()
         _restore_attributes(attributes)
+    _refuse_state_read_from_outside(module, recorder.ops, {**params, **buffers})
     loss_ref = origin.get(id(value))
     if loss_ref is None:
         raise UnsupportedGraph(f"the loss of {type(module).__name__} does not depend on any traced op")
@@ -461,6 +462,31 @@ def record_training_step(
     tied, untrained_state = _state_names(module)
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
                          input_spec, tied, untrained_state)
+
+
+def _refuse_state_read_from_outside(
+    module: torch.nn.Module, ops: Sequence[Any], state: dict[str, torch.Tensor]
+) -> None:
+    """Refuse a step that read a parameter or buffer of the module as the tensor itself, not through the module.
+
+    The recording swaps the module's own tensors for stand-ins it follows; a loss function holding the tensor
+    (``w = net.weight; loss=lambda out: ... + w.square().sum()``) reads the real one, which the step would
+    keep as a constant: its gradient lost (wrong gradients, silently), its later values unseen.
+
+    Raises:
+        UnsupportedGraph: naming the parameter or buffer and the op that read it.
+    """
+    held = {id(t): name for name, t in state.items()}
+    for op in ops:
+        for x in tree_flatten((op.args, op.kwargs))[0]:
+            if isinstance(x, torch.Tensor) and id(x) in held:
+                kind = "parameter" if isinstance(x, torch.nn.Parameter) else "buffer"
+                raise UnsupportedGraph(
+                    f"cannot trace a training step of {type(module).__name__}: op {op.func} read its {kind} "
+                    f"{held[id(x)]!r} as a tensor held from outside the module's call (a loss function or closure "
+                    f"that kept the tensor itself), which the step would keep as a constant, without its gradient; "
+                    f"read it through the module at each call (module.{held[id(x)]} inside the loss function)"
+                )
 
 
 def _carry_reassigned_buffers(module: torch.nn.Module, fakes: dict[str, torch.Tensor]) -> None:

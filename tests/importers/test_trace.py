@@ -200,6 +200,18 @@ def test_a_torchscript_submodule_is_refused_in_one_line_leaving_no_hooks(script)
         record_training_step(torch.jit.script(mlp()), (torch.randn(5, 6),), loss=mse)
 
 
+def test_a_parameter_the_loss_holds_as_the_tensor_itself_is_refused_naming_it():
+    """``w = model.weight`` kept by the loss: the recording read the real tensor as a constant, so the step had no
+    gradient of the loss's term in it (a wrong gradient, silently); through the module it records."""
+    model = mlp()
+    held = model[0].weight
+    with pytest.raises(UnsupportedGraph, match=r"read its parameter '0\.weight' as a tensor held from outside the "
+                                               r"module's call .* \(module\.0\.weight inside the loss function\)"):
+        record_training_step(model, (torch.randn(5, 6),), loss=lambda out: mse(out) + held.square().sum())
+    trace = record_training_step(model, (torch.randn(5, 6),), loss=lambda out: mse(out) + model[0].weight.square().sum())
+    assert trace.grads["0.weight"] is not None
+
+
 def test_a_failing_op_is_named():
     message = r"^cannot trace a training step of Sequential: op aten\.addmm\.default failed: a and b must have"
     with pytest.raises(UnsupportedGraph, match=message):
