@@ -9,6 +9,11 @@ Quick start::
     result = gnplace.simulate(graph, cluster, placement)
     print(result.step_time, gnplace.lower_bound(graph, cluster).value)
 """
+# ruff: noqa: E402 (numba's cache folder is settled before the modules that compile kernels are imported)
+
+from gnplace.warmup import ensure_numba_cache
+
+ensure_numba_cache()  # before the kernels' modules: each kernel finds numba's cache folder when it is decorated
 
 from gnplace.cluster import Cluster, Device, load_cluster
 from gnplace.exceptions import GnplaceError, InfeasiblePlacement, InvalidCluster, InvalidGraph, InvalidPlacement
