@@ -467,6 +467,18 @@ def stdout_console(**options: Any) -> Any:
     return _PipedConsole(**options)
 
 
+def _open_closed_streams() -> None:
+    """Point a closed ``sys.stdout`` or ``sys.stderr`` (``>&-``, ``2>&-``: Python sets it to None) at ``os.devnull``.
+
+    What is written there is dropped, as the caller asked, and the command still runs: a closed stdout made every
+    command end in a traceback and status 1 (``place -o FILE >&-`` after writing FILE), and a closed stderr sent
+    the error and warning lines to stdout, into a ``--json`` document (``print(file=None)`` prints on stdout).
+    """
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # for the process's life
+
+
 def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,
                          interrupted: str = "interrupted") -> int:
     """``run(args)``'s exit status; bad input is one ``PROG: error:`` line and 2, never a traceback.
@@ -491,6 +503,7 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
 
+    _open_closed_streams()
     with warnings.catch_warnings():
         warnings.showwarning = show
         warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)

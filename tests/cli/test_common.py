@@ -254,3 +254,39 @@ def test_a_blank_option_value_is_kept_blank_not_read_as_null():
     """YAML reads " " as null, a placer's default: ``-O ppo.out=" "`` ran a search with no folder, exit 0."""
     assert parse_placer_options(["ppo.out= ", "ppo.resume="], ["ppo"]) == {"ppo": {"out": " ", "resume": ""}}
     assert parse_placer_options(["ppo.out=~"], ["ppo"]) == {"ppo": {"out": None}}  # null, said as YAML says it
+
+
+def _gnplace_with_closed(stream: str, *args: str, cwd):
+    """``python -m gnplace ARGS`` with its stdout (``>&-``) or stderr (``2>&-``) closed; the other one captured."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    close = ">&-" if stream == "stdout" else "2>&-"
+    return subprocess.run(["sh", "-c", f'exec "$@" {close}', "sh", sys.executable, "-m", "gnplace", *args], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_closed_stdout_drops_the_output_and_the_command_still_succeeds(tmp_path):
+    """``>&-`` made every command end in a traceback (``'NoneType' object has no attribute 'flush'``), status 1."""
+    from pathlib import Path
+
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    run = _gnplace_with_closed("stdout", "place", graph, "-c", "k80x2", "-p", "heft", "-o", "placed.json",
+                               cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert (tmp_path / "placed.json").is_file()
+    run = _gnplace_with_closed("stdout", "simulate", graph, "-c", "k80x2", "-p", "heft", "--json", cwd=tmp_path)
+    assert (run.returncode, run.stderr) == (0, "")  # the JSON was printed on stderr, then the traceback
+
+
+def test_a_closed_stderr_keeps_the_error_off_stdout(tmp_path):
+    """``2>&-`` sent ``gnplace: error: ...`` to stdout: ``print(file=sys.stderr)`` prints on stdout when it is None."""
+    from pathlib import Path
+
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    run = _gnplace_with_closed("stderr", "place", graph, "-c", "no_such_cluster", "--json", cwd=tmp_path)
+    assert (run.returncode, run.stdout) == (2, "")
