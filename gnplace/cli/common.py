@@ -456,6 +456,9 @@ def stdout_console(**options: Any) -> Any:
     rich's own exits 1 when the reader has gone (``gnplace simulate | true``), which read as an error and, for
     ``evaluate``, as "some runs failed"; :func:`run_reporting_errors` turns the BrokenPipeError into 141, as a
     shell reports a program its pipe's close stopped.
+
+    A width of 0 (``COLUMNS=0``, as some containers' terminals set it), which rich takes as it is and then prints
+    nothing at all, is rich's width of a terminal that reports none: 80 columns.
     """
     from rich.console import Console
 
@@ -464,7 +467,10 @@ def stdout_console(**options: Any) -> Any:
             self.quiet = True  # nothing more to write
             raise BrokenPipeError(32, "Broken pipe")
 
-    return _PipedConsole(**options)
+    console = _PipedConsole(**options)
+    if console.width < 1:
+        console.width = 80
+    return console
 
 
 def _open_closed_streams() -> None:

@@ -290,3 +290,28 @@ def test_a_closed_stderr_keeps_the_error_off_stdout(tmp_path):
     graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
     run = _gnplace_with_closed("stderr", "place", graph, "-c", "no_such_cluster", "--json", cwd=tmp_path)
     assert (run.returncode, run.stdout) == (2, "")
+
+
+@pytest.mark.parametrize("columns", ["0", "00"])
+def test_a_width_of_zero_columns_prints_the_tables_at_80(monkeypatch, capsys, columns):
+    """``COLUMNS=0`` (a container's terminal that reports no size): rich took it as it was and printed nothing."""
+    from gnplace.cli.common import stdout_console
+
+    monkeypatch.setenv("COLUMNS", columns)
+    console = stdout_console()
+    assert console.width == 80
+    console.print("step time 1.000 ms")
+    assert capsys.readouterr().out == "step time 1.000 ms\n"
+    assert stdout_console(width=150).width == 150
+
+
+def test_simulate_prints_its_table_where_columns_is_zero(monkeypatch, capsys):
+    from pathlib import Path
+
+    from gnplace.cli import main
+
+    monkeypatch.setenv("COLUMNS", "0")
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    assert main(["simulate", graph, "-c", "k80x2", "-p", "heft"]) == 0
+    out = capsys.readouterr().out
+    assert "step time 401.094 ms" in out and "gpu1" in out
