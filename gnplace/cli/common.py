@@ -458,8 +458,12 @@ def stdout_console(**options: Any) -> Any:
     shell reports a program its pipe's close stopped.
 
     A width of 0 (``COLUMNS=0``, as some containers' terminals set it), which rich takes as it is and then prints
-    nothing at all, is rich's width of a terminal that reports none: 80 columns.
+    nothing at all, is rich's width of a terminal that reports none: 80 columns. A line of text is printed whole
+    (``soft_wrap``, unless given): rich broke it at the width, 80 columns in a file or pipe, so that a path printed
+    (``timeline written to PATH``) came out in pieces on two or three lines, to be copied back together; a table
+    still fits the width.
     """
+    options.setdefault("soft_wrap", True)
     from rich.console import Console
 
     class _PipedConsole(Console):

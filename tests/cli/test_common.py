@@ -315,3 +315,20 @@ def test_simulate_prints_its_table_where_columns_is_zero(monkeypatch, capsys):
     assert main(["simulate", graph, "-c", "k80x2", "-p", "heft"]) == 0
     out = capsys.readouterr().out
     assert "step time 401.094 ms" in out and "gpu1" in out
+
+
+def test_a_line_longer_than_the_width_is_printed_whole(monkeypatch, capsys, tmp_path):
+    """rich broke text at the width (80 in a file): ``timeline written to PATH`` came out with PATH in pieces."""
+    from pathlib import Path
+
+    from gnplace.cli import main
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    chart = tmp_path / ("a_folder_name_long_enough_to_pass_the_width_" * 2) / "timeline.png"
+    chart.parent.mkdir()
+    assert main(["simulate", graph, "-c", "k80x2", "-p", "heft", "--timeline", str(chart)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"timeline written to {chart}" in lines
+    assert any(line.startswith("step time ") and line.endswith("step/bound 1.591") for line in lines)
+    assert max(len(line) for line in lines if line.startswith(("┃", "│"))) <= 80  # the table still fits
