@@ -542,7 +542,7 @@ def _read_rows(path: Path) -> list[Row]:
     try:  # a field as long as a run writes: a graph's name or family from its file (a 200,000-character name
         # made the folder unreadable to every later run)
         csv.field_size_limit(max(limit, MAX_FIELD_CHARS))
-        with path.open(newline="", encoding="utf-8") as handle:
+        with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
             reader = csv.DictReader(handle)
             raws = list(reader)
             header = reader.fieldnames or []
@@ -690,7 +690,7 @@ def evaluate(
             save_placement(kept_placement(out, row.key), graph, placement, placer=row.placer,
                            predicted={"step_time_s": row.step_time_s})
         text = _row_text(row, names)
-        with csv_path.open("a", newline="", encoding="utf-8") as handle:
+        with csv_path.open("a", newline="", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(text)
         on_file[id(row)] = (row, text)
         old = replaced.pop(_row_slot(row), None)
@@ -750,7 +750,7 @@ def _rewrite(path: Path, names: list[str], on_file: Mapping[int, tuple[Row, str]
     text = io.StringIO(newline="")
     csv.writer(text).writerow(names)
     text.writelines(line for _, line in on_file.values())
-    write_atomically(path, text.getvalue().encode("utf-8"))
+    write_atomically(path, text.getvalue().encode("utf-8", "surrogateescape"))
 
 
 def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: list[Row]) -> None:
@@ -1054,7 +1054,8 @@ def write_markdown(summary: Sequence[dict[str, Any]], path: str | os.PathLike[st
             f"| {s['vs_best']:.3f} | {s['vs_single']:.3f} | {s['vs_bound']:.3f} | {s['best_count']} | {s['oom']} "
             f"| {s['errors']} | {s['place_s']:.3f} |"
         )
-    return write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8"))  # a failed write keeps the old table
+    # a failed write keeps the old table
+    return write_atomically(path, ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
 
 
 def _cell(text: Any) -> str:

@@ -1036,3 +1036,19 @@ def test_a_rerun_replacing_rows_formats_each_row_once(graphs, tmp_path, monkeypa
     monkeypatch.setattr(csv, "writer", real_writer)
     with (tmp_path / "results.csv").open(newline="", encoding="utf-8") as handle:
         assert [r["mode"] for r in csv.DictReader(handle)] == ["placeto"] * 8
+
+
+def test_a_graph_file_whose_name_is_not_utf8_is_evaluated_and_its_row_reused(tmp_path):
+    """A file named in Latin-1 (``lat_\\xe9.gnpg``) on a UTF-8 system: writing its path in results.csv was a traceback."""
+    import os
+
+    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/lat_\xe9.gnpg")
+    save_graph(mlp_training_graph(layers=2, width=512, batch=128), path)
+    out = tmp_path / "out"
+    first = evaluate([Task(path, "k80x2", "single")], out)
+    assert first[0].error == "" and first[0].graph_path == path
+    assert b"/lat_\xe9.gnpg" in (out / "results.csv").read_bytes()  # the name's own bytes
+    again = []
+    rows = evaluate([Task(path, "k80x2", "single")], out, progress=again.append)
+    assert again == [] and rows == first  # read back as the same path: not run again
+    write_markdown(summarise(rows), out / "results.md")
