@@ -14,10 +14,36 @@ from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
 
-__all__ = ["plot_timeline", "plot_ratios", "IMAGE_SUFFIXES"]
+__all__ = ["agg_pyplot", "plot_timeline", "plot_ratios", "IMAGE_SUFFIXES"]
 
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
 """The file types the plots write (matplotlib's formats, by suffix)."""
+
+
+
+def agg_pyplot() -> Any:
+    """The ``pyplot`` of matplotlib on the Agg backend (drawing to files, no display), whatever ``MPLBACKEND`` says.
+
+    ``import matplotlib`` reads ``MPLBACKEND`` and refuses a name it does not know (``MPLBACKEND=foo``): a
+    ValueError traceback instead of the plot. The plots are files, drawn with Agg whatever the variable names, so
+    it is set aside while matplotlib loads (and put back for the user's own use after).
+    """
+    import sys
+
+    if "matplotlib" not in sys.modules:
+        told = os.environ.pop("MPLBACKEND", None)
+        try:
+            import matplotlib
+        finally:
+            if told is not None:
+                os.environ["MPLBACKEND"] = told
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
 _TRANSFER_COLOUR = "#8C8C8C"
@@ -37,10 +63,7 @@ def plot_timeline(
             :data:`IMAGE_SUFFIXES` (matplotlib would write ``path.png`` for none).
     """
     path = _image_path(path)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
     from matplotlib.patches import Patch
 
     timeline = result.timeline
@@ -94,10 +117,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     path = _image_path(path)
     if not summary:
         raise ValueError("no rows to plot")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     clusters = sorted({s["cluster"] for s in summary})
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order

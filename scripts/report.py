@@ -475,10 +475,9 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
 # -------------------------------------------------------------------------------------------- figures
 def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``)."""
-    import matplotlib
+    from gnplace.viz import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     families = sorted({r["family"] for r in rows})
     # one colour per placer in every panel: a scatter (a one-point history) and a line draw from two colour cycles
@@ -509,10 +508,9 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
 
 def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]) -> None:
     """Geometric mean of step over auto's per placer and family (bars)."""
-    import matplotlib
+    from gnplace.viz import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     families = sorted({r["family"] for r in rows})
     fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -532,10 +530,9 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
 
 def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
     """Seconds to place against ops, log-log, one line per placer."""
-    import matplotlib
+    from gnplace.viz import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for name in sorted({r["placer"] for r in rows}):

@@ -206,3 +206,24 @@ def test_the_same_timeline_is_the_same_file(tmp_path, case, monkeypatch, suffix)
     monkeypatch.setattr(time, "ctime", lambda *args: "Thu Jan  1 01:00:00 2099")
     plot_timeline(graph, result, tmp_path / f"b{suffix}")
     assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
+
+
+@pytest.mark.parametrize("backend", ["foo", "tkagg"])
+def test_a_backend_named_in_mplbackend_does_not_stop_the_plot(tmp_path, backend):
+    """``import matplotlib`` refused ``MPLBACKEND=foo`` (a ValueError traceback); the plots are drawn with Agg."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import os, sys; from gnplace.cli import main; "
+            "code = main(['simulate', sys.argv[1], '-c', 'k80x2', '-p', 'heft', '--timeline', 't.png']); "
+            "print(code, os.environ['MPLBACKEND'])")
+    graph = str(root / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    env = {**os.environ, "MPLBACKEND": backend, "DISPLAY": "", "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", code, graph], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == f"0 {backend}"  # the variable is the user's again after
+    assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")

@@ -85,10 +85,9 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Learning curves (best step over auto's against evaluations) of the search placers; PNGs in ``--out``."""
-    import matplotlib
+    from gnplace.viz import agg_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = agg_pyplot()
 
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InvalidArgument
