@@ -175,8 +175,8 @@ def teacher_placements(
 ) -> dict[int, Any]:
     """The search's placement of every training pair (:mod:`gnplace.rl.teacher`), searched where not cached.
 
-    The searches run in ``workers`` processes (default: one per core) and each is kept in ``cache`` as
-    soon as it ends, so a killed run loses at most the searches under way.
+    The searches run in ``workers`` processes (default: one per core this process may run on) and each is kept in
+    ``cache`` as soon as it ends, so a killed run loses at most the searches under way.
 
     Returns:
         dict[int, np.ndarray]: the device of every op, by pair index.
@@ -192,7 +192,7 @@ def teacher_placements(
     todo = [(str(g), c, budget, seed, str(cache)) for (g, _), c in zip(pairs, clusters)
             if not cache_path(cache, graphs[g], c, budget, seed).is_file()]
     if todo:
-        workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
+        workers = max(1, min(len(todo), workers or available_cores()))
         with task_mapper(workers) as mapper, evaluation_bar(
                 f"teacher searches ({budget} evaluations each)", len(todo), progress, unit="searches") as advance_to:
             for done, _ in enumerate(mapper(search_pair, todo), 1):

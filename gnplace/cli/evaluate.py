@@ -38,6 +38,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS
 from gnplace.progress import count_bar
+from gnplace.workers import available_cores
 
 
 def add_parser(sub: Any) -> None:
@@ -60,7 +61,8 @@ def add_parser(sub: Any) -> None:
                    help="a checkpoint for the placers that read its kind (a policy's: policy, finetune; a Placeto "
                         "one: placeto); the others keep their default (the shipped policy, Placeto from scratch)")
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
-    p.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="worker processes")
+    p.add_argument("--jobs", "-j", type=int, default=available_cores(),
+                   help="worker processes (default: the cores this process may run on, its CPU affinity)")
     p.add_argument("--out", "-o", default="out/evaluate", help="output folder (default: out/evaluate)")
     p.add_argument("--plot", action="store_true",
                    help="also draw ratios.png and best_timeline.png, the timeline of the best placement of the first "

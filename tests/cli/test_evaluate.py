@@ -420,3 +420,15 @@ def test_an_input_kept_in_out_under_an_output_name_is_refused_not_overwritten(tm
     err = capsys.readouterr().err
     assert code == 2 and err == f"gnplace: error: --out {graph}: is the input results.md; write to another file\n"
     assert graph.read_bytes() == kept and not (tmp_path / "results.csv").exists()
+
+
+def test_the_default_jobs_are_the_cores_this_process_may_run_on(monkeypatch):
+    """Under ``taskset -c 0`` or a container's cpuset, ``--jobs`` was the machine's core count: a worker per core
+    of the host, each importing torch, on the one core there is."""
+    import os
+
+    from gnplace.cli import build_parser
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert build_parser().parse_args(["evaluate", "-g", "x.gnpg"]).jobs == 1
