@@ -34,6 +34,7 @@ import importlib.util
 import math
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +42,12 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from torch_geometric.nn import MessagePassing
-from torch_geometric.utils import scatter
+
+with warnings.catch_warnings():  # torch-geometric's own use of a torch API torch deprecates, at import: under
+    # PYTHONWARNINGS=error (or -W error) it was a DeprecationWarning traceback from every command that loads the policy
+    warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated", category=DeprecationWarning)
+    from torch_geometric.nn import MessagePassing
+    from torch_geometric.utils import scatter
 
 from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput

@@ -104,3 +104,18 @@ def test_the_lines_of_the_module_equations_carry_their_symbols():
     assert "mean_{u in P(v)} W_f [h_u || e_uv]" in encoder and "mean_{w in S(v)} W_b [h_w || e_vw]" in encoder
     head = inspect.getsource(PlacementPolicy.logits)
     assert "ReLU(A z_g + B y_d + C s_gd)" in head and "l_gd = -alpha Delta^EFT_gd + w^T ReLU(...)" in head
+
+
+def test_the_policy_loads_where_warnings_are_errors():
+    """``PYTHONWARNINGS=error``: torch-geometric's import warns that ``torch.jit.script`` is deprecated, a traceback
+    from every command that loads the policy (``place -p policy``, ``evaluate``, ``finetune``)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONWARNINGS": "error", "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", "import gnplace.policy.gnn"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
