@@ -363,8 +363,17 @@ def writing(path: str | os.PathLike[str]) -> Iterator[None]:
 
 
 def describe_os_error(err: OSError) -> str:
-    """``err`` as one line: ``FILE: reason`` (``FILE -> FILE2: reason`` for a rename)."""
+    """``err`` as one line: ``FILE: reason`` (``FILE -> FILE2: reason`` for a rename).
+
+    A missing file with no name where the current folder is gone (deleted since the shell entered it) says so:
+    ``os.getcwd()`` fails there, and the line was ``[Errno 2] No such file or directory``, naming nothing.
+    """
     if err.filename is None:
+        if isinstance(err, FileNotFoundError):
+            try:
+                os.getcwd()
+            except FileNotFoundError:
+                return "the current folder no longer exists (deleted since it was entered): change to another one"
         return one_line(str(err))
     where = os.fsdecode(err.filename) + (f" -> {os.fsdecode(err.filename2)}" if err.filename2 is not None else "")
     return f"{where}: {err.strerror or type(err).__name__}"

@@ -332,3 +332,30 @@ def test_a_line_longer_than_the_width_is_printed_whole(monkeypatch, capsys, tmp_
     assert f"timeline written to {chart}" in lines
     assert any(line.startswith("step time ") and line.endswith("step/bound 1.591") for line in lines)
     assert max(len(line) for line in lines if line.startswith(("┃", "│"))) <= 80  # the table still fits
+
+
+def test_a_deleted_current_folder_is_named_as_the_cause(tmp_path):
+    """``place -o rel.json`` run in a folder deleted since: ``gnplace: error: [Errno 2] No such file or directory``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    graph = str(root / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd {gone} && rmdir {gone} && exec "$@"'
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(["sh", "-c", script, "sh", sys.executable, "-m", "gnplace", "place", graph, "-c", "k80x2",
+                           "-p", "heft", "-o", "rel.json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == ("gnplace: error: the current folder no longer exists (deleted since it was entered): "
+                           "change to another one\n")
+
+
+def test_a_nameless_missing_file_where_the_current_folder_exists_is_told_as_it_is():
+    from gnplace.cli.common import describe_os_error
+
+    assert describe_os_error(FileNotFoundError(2, "No such file or directory")) == \
+        "[Errno 2] No such file or directory"
