@@ -135,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
         md = write_markdown(summary, Path(args.out) / "results.md")
     table = Table(title=f"{len(graphs)} graphs x {len(clusters)} clusters x {len(placers)} placers (geometric means)")
     for col in ("family", "cluster", "placer", "step/best", "step/single", "step/bound", "best on", "OOM", "place s"):
-        table.add_column(col, justify="left" if col in ("family", "cluster", "placer") else "right")
+        names = ("family", "cluster", "placer")  # a name too long wraps in its cell, not cut with "…"
+        table.add_column(col, justify="left" if col in names else "right",
+                         overflow="fold" if col in names else "ellipsis")
     for s in summary:
         # names as they are: rich read "[placeto]" and "[start=heft]" as markup (dropped) and "[/x]" failed
         table.add_row(escape(s["family"]), escape(s["cluster"]), escape(s["label"]), f"{s['vs_best']:.3f}",

@@ -103,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
                       f"peak {mib(report['single_device_peak_bytes'])} MiB{oom}")
     table = Table(title="op types")
     for col in ("type", "count", "GFLOP"):
-        table.add_column(col, justify="left" if col == "type" else "right")
+        table.add_column(col, justify="left" if col == "type" else "right",
+                         overflow="fold" if col == "type" else "ellipsis")  # a name too long wraps, not cut
     for row in report["top_op_types"]:
         table.add_row(escape(row["type"]), str(row["count"]), f"{row['flops'] / 1e9:.3f}")
     console.print(table)

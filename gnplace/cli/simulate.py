@@ -138,7 +138,9 @@ def _print_table(report: dict[str, Any]) -> None:
     )
     table = Table()
     for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):
-        table.add_column(col, justify="left" if col == "device" else "right")
+        # a name too long for its share of the width wraps in its cell: cut with "…", two devices read alike
+        table.add_column(col, justify="left" if col == "device" else "right",
+                         overflow="fold" if col == "device" else "ellipsis")
     for dev in report["devices"]:
         table.add_row(
             escape(dev["name"]), ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%", mib(dev["peak_memory_bytes"]),

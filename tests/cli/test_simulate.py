@@ -466,3 +466,24 @@ def test_a_seed_for_a_placement_file_is_refused_not_ignored(capsys, graph_file, 
     line = run_error(capsys, str(graph_file), "-c", "k80x2", "-p", str(placement), "--seed", "5")
     assert "--seed seeds a placer" in line
     run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "metis", "--seed", "5")  # a placer's: taken
+
+
+def test_device_names_too_long_for_the_table_are_wrapped_not_cut(tmp_path, capsys, monkeypatch):
+    """Piped (80 columns), ``/job:worker/replica:0/task:0/device:GPU:0`` and ``...GPU:1`` both read
+    ``/job:worker/replica…``: which device was busy could not be told."""
+    from pathlib import Path
+
+    from gnplace.cli import main
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    cluster = tmp_path / "long.yaml"
+    cluster.write_text("name: long\ndevices:\n"
+                       "  - {name: /job:worker/replica:0/task:0/device:GPU:0, kind: p100}\n"
+                       "  - {name: /job:worker/replica:0/task:0/device:GPU:1, kind: p100}\n"
+                       "links: {default: pcie3}\n")
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    assert main(["simulate", graph, "-c", str(cluster), "-p", "heft"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "…" not in "".join(lines)
+    cells = "".join(line.split("│")[1].strip() for line in lines if line.startswith("│"))
+    assert "/job:worker/replica:0/task:0/device:GPU:0/job:worker/replica:0/task:0/device:GPU:1" == cells
