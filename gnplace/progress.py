@@ -16,6 +16,7 @@ take :class:`gnplace.callbacks.ProgressLines`, built on :class:`ProgressLine`.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,9 @@ LINE_EVERY_S = 30.0
 def show_bar(enabled: bool | None = None, stream: TextIO | None = None) -> bool:
     """Whether to draw a bar: ``enabled`` where given, else whether ``stream`` (default: stderr) is a terminal.
 
+    A dumb terminal (``TERM=dumb`` or ``unknown``: Emacs's shell, some CI consoles) is not one: rich draws no bar
+    there, so a search showed nothing for its whole run (a blank line at its end); it gets the progress lines.
+
     Examples:
         >>> show_bar(False), show_bar(True)
         (False, True)
@@ -38,7 +42,7 @@ def show_bar(enabled: bool | None = None, stream: TextIO | None = None) -> bool:
     if enabled is not None:
         return bool(enabled)
     isatty = getattr(sys.stderr if stream is None else stream, "isatty", None)
-    return bool(isatty and isatty())
+    return bool(isatty and isatty()) and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
 def format_duration(seconds: float) -> str:

@@ -116,6 +116,7 @@ def test_progress_callbacks_draw_a_bar_on_a_terminal_lines_elsewhere_and_nothing
     import sys
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm")  # a terminal that draws bars, whatever the runner's
     assert [type(c) for c in progress_callbacks(None, "x", 3)] == [RunProgressBar]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert [type(c) for c in progress_callbacks(None, "x", 3)] == [ProgressLines]

@@ -38,6 +38,7 @@ def test_a_label_is_shown_as_it_is_not_read_as_rich_markup(monkeypatch, name):
             consoles.append(self)
 
     monkeypatch.setattr(rich.console, "Console", Recording)
+    monkeypatch.setenv("TERM", "xterm")  # rich draws no bar on a dumb terminal, whatever the runner's
     with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
         advance_to(5)
     assert f"annealing {name} " in consoles[0].export_text()
@@ -108,9 +109,30 @@ def test_a_count_bar_draws_where_stdout_is_a_terminal_and_writes_lines_where_it_
     from gnplace.progress import count_bar
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm")  # a terminal that draws bars, whatever the runner's
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False, raising=False)
     with count_bar("evaluate", 1, "rows") as bar:
         assert bar._bar is None and bar._line is not None
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
     with count_bar("evaluate", 1, "rows") as bar:
         assert bar._bar is not None
+
+
+@pytest.mark.parametrize("term", ["dumb", "unknown", "DUMB"])
+def test_a_dumb_terminal_gets_progress_lines_not_a_bar(monkeypatch, capsys, term):
+    """``TERM=dumb`` (Emacs's shell): rich draws no bar there, and a search showed nothing but a blank line."""
+    import sys
+
+    import gnplace.progress
+    from gnplace.progress import show_bar
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert show_bar()
+    monkeypatch.setenv("TERM", term)
+    assert not show_bar() and show_bar(True)
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    graph, cluster = mlp_training_graph(layers=3, width=256, batch=32), load_cluster("k80x2")
+    AnnealingPlacer(budget=40).place(graph, cluster, seed=3)
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(f"annealing {graph.name}: 40/40 evaluations (100%)")
