@@ -486,16 +486,22 @@ def stdout_console(**options: Any) -> Any:
     return console
 
 
-def _open_closed_streams() -> None:
-    """Point a closed ``sys.stdout`` or ``sys.stderr`` (``>&-``, ``2>&-``: Python sets it to None) at ``os.devnull``.
+def _prepare_streams() -> None:
+    """Point a closed ``sys.stdout`` or ``sys.stderr`` at ``os.devnull``; print what their encoding lacks escaped.
 
-    What is written there is dropped, as the caller asked, and the command still runs: a closed stdout made every
-    command end in a traceback and status 1 (``place -o FILE >&-`` after writing FILE), and a closed stderr sent
-    the error and warning lines to stdout, into a ``--json`` document (``print(file=None)`` prints on stdout).
+    A closed stream (``>&-``, ``2>&-``: Python sets it to None) drops what is written there, as the caller asked,
+    and the command still runs: a closed stdout made every command end in a traceback and status 1 (``place -o
+    FILE >&-`` after writing FILE), and a closed stderr sent the error and warning lines to stdout, into a
+    ``--json`` document (``print(file=None)`` prints on stdout). A name the streams' encoding lacks
+    (``PYTHONIOENCODING=ascii``, a cluster ``clüster``) prints as ``cl\\xfcster``: the scripts, which the
+    ``gnplace`` command's own set-up did not reach, ended in a UnicodeEncodeError traceback.
     """
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # for the process's life
+        stream = getattr(sys, name)
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,
@@ -522,7 +528,7 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
 
-    _open_closed_streams()
+    _prepare_streams()
     with warnings.catch_warnings():
         warnings.showwarning = show
         warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)

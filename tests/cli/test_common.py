@@ -359,3 +359,24 @@ def test_a_nameless_missing_file_where_the_current_folder_exists_is_told_as_it_i
 
     assert describe_os_error(FileNotFoundError(2, "No such file or directory")) == \
         "[Errno 2] No such file or directory"
+
+
+def test_a_name_the_output_encoding_lacks_prints_escaped_from_every_entry_point(monkeypatch):
+    """``PYTHONIOENCODING=ascii python scripts/place.py G -c clüster.yaml``: a UnicodeEncodeError traceback (only
+    the ``gnplace`` command's main escaped such names; the scripts share :func:`run_reporting_errors`)."""
+    import argparse
+    import io
+    import sys
+
+    from gnplace.cli.common import run_reporting_errors
+
+    raw = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, encoding="ascii"))
+
+    def run(args):
+        print("mlp on clüster_中 by heft")
+        return 0
+
+    assert run_reporting_errors(run, argparse.Namespace(), "place") == 0
+    sys.stdout.flush()
+    assert raw.getvalue() == b"mlp on cl\\xfcster_\\u4e2d by heft\n"
