@@ -121,15 +121,27 @@ class Simulator(StepTimer):
         return f"Simulator(mode={self.mode!r})"
 
     def _prepared(self, graph: OpGraph, cluster: Cluster) -> _Prepared:
+        """The arrays of ``(graph, cluster)``, from the cache where they are there.
+
+        Threads may share a simulator (``simulate``'s is one per process): another thread may drop a
+        key between this one's look-up and its move, or empty the cache while this one trims it, so
+        each step takes what it finds (a KeyError of ``move_to_end`` stopped a threaded caller).
+        """
         key = (id(graph), id(cluster))
         prepared = self._cache.get(key)
         if prepared is None or prepared.graph is not graph or prepared.cluster is not cluster:
             prepared = _Prepared(graph, cluster, self.cost_model)
             self._cache[key] = prepared
             while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+                try:
+                    self._cache.popitem(last=False)
+                except KeyError:  # another thread emptied it
+                    break
         else:
-            self._cache.move_to_end(key)
+            try:
+                self._cache.move_to_end(key)
+            except KeyError:  # another thread dropped it: the arrays in hand are still this pair's
+                pass
         return prepared
 
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:

@@ -461,3 +461,32 @@ def test_the_cache_keeps_the_graphs_used_last():
     assert sim._prepared(g1, c) is first  # g1 used again: g2 is now the oldest
     sim._prepared(g3, c)
     assert sim._prepared(g1, c) is first and len(sim._cache) == 2
+
+
+def test_threads_sharing_a_simulator_are_not_stopped_by_each_others_cache_changes():
+    """Another thread dropped a key between a look-up and its move (``simulate``'s shared simulator from threads
+    over more graphs than its cache holds: a KeyError of ``move_to_end``), or emptied the cache while one trimmed it."""
+    from collections import OrderedDict
+
+    class Dropped(OrderedDict):
+        """Another thread's trim drops the key this thread just found."""
+
+        def get(self, key, default=None):
+            found = super().get(key, default)
+            self.clear()
+            return found
+
+    class Emptied(OrderedDict):
+        """Another thread trims the cache first."""
+
+        def popitem(self, last=True):
+            self.clear()
+            return super().popitem(last=last)
+
+    c = load_cluster("k80x2")
+    g1, g2 = (layered_graph(10, seed=s) for s in range(2))
+    expected = [Simulator().time(g, c, [0] * g.num_ops).step_time for g in (g1, g2)]
+    for cache in (Dropped, Emptied):
+        sim = Simulator(cache_size=1)
+        sim._cache = cache()
+        assert [sim.time(g, c, [0] * g.num_ops).step_time for g in (g1, g1, g2, g2)] == [x for x in expected for _ in "ab"]
