@@ -549,7 +549,12 @@ class OpGraph(ReadOnlyArrays):
             and all(np.array_equal(v, other.cost_s[k], equal_nan=True) for k, v in self.cost_s.items())
         )
 
-    __hash__ = object.__hash__
+    def __hash__(self) -> int:
+        """Of the name and sizes: cheap to read (``==`` compares every array), and shared by equal graphs.
+
+        So a graph loaded twice, copied or unpickled finds the other's entry in a dict or set.
+        """
+        return hash((self.name, self.num_ops, self.num_edges))
 
 
 def require_ops(graph: OpGraph, source: str) -> OpGraph:

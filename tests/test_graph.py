@@ -400,6 +400,19 @@ def test_usable_as_dict_key():
     assert {g: 1}[g] == 1
 
 
+def test_equal_graphs_hash_alike():
+    """A graph loaded twice, copied or unpickled is equal to the first and found by its key (the hash was the
+    object's identity: ``{g: 1}[pickle.loads(pickle.dumps(g))]`` was a KeyError, a set kept both)."""
+    import copy
+    import pickle
+
+    g = diamond()
+    for twin in (diamond(), copy.deepcopy(g), pickle.loads(pickle.dumps(g)), g.replace()):
+        assert twin == g and hash(twin) == hash(g)
+        assert {g: 1}[twin] == 1
+    assert len({g, diamond(), diamond(name="x")}) == 2
+
+
 # ------------------------------------------------------------------------------- validation
 def test_invalid_graph_is_a_gnplace_value_error():
     assert issubclass(InvalidGraph, GnplaceError)
