@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -37,8 +37,31 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Timeline:
+class _ArrayFields:
+    """``==`` for a dataclass with array fields: equal when every field is (arrays by shape and values, NaN to NaN).
+
+    The dataclass's own ``==`` compared arrays with ``==`` and asked their truth: a ValueError for two results of
+    one step timed twice. Unhashable, as its arrays are.
+    """
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(_same(getattr(self, f.name), getattr(other, f.name)) for f in fields(self))  # type: ignore[arg-type]
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        floats = a.dtype.kind in "fc" and b.dtype.kind in "fc"
+        return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=floats))
+    return bool(a == b)
+
+
+@dataclass(frozen=True, eq=False)
+class Timeline(_ArrayFields):
     """When and where every op and transfer of a timed step ran.
 
     Attributes:
@@ -69,8 +92,8 @@ class Timeline:
         return int(self.xfer_node.shape[0])
 
 
-@dataclass(frozen=True)
-class StepResult:
+@dataclass(frozen=True, eq=False)
+class StepResult(_ArrayFields):
     """What one simulated (or measured) training step costs.
 
     Attributes:
@@ -123,8 +146,8 @@ class StepResult:
         }
 
 
-@dataclass(frozen=True)
-class BatchResult:
+@dataclass(frozen=True, eq=False)
+class BatchResult(_ArrayFields):
     """Step times and memory of many placements of one graph.
 
     Attributes:

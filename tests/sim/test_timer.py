@@ -79,6 +79,26 @@ def test_batch_result_from_results():
 
 
 # ---------------------------------------------------------------------------------- overflow
+def test_results_compare_by_their_values():
+    """Two results of one step timed twice are equal (``==`` was a ValueError: the truth value of an array), as are
+    their timelines and batches; another step, another placement's timeline or a missing timeline is not."""
+    import pickle
+
+    g, c = mlp_training_graph(layers=2), load_cluster("k80x2")
+    sim = Simulator()
+    ones = [0] * g.num_ops
+    a, b = sim.time(g, c, ones, timeline=True), sim.time(g, c, ones, timeline=True)
+    assert a == b and a == pickle.loads(pickle.dumps(a)) and not a != b
+    assert a.timeline == b.timeline
+    other = sim.time(g, c, [k % 2 for k in range(g.num_ops)], timeline=True)
+    assert a != other and a.timeline != other.timeline and a != sim.time(g, c, ones) and a != "a"
+    batch = sim.time_batch(g, c, np.zeros((2, g.num_ops), dtype=np.int64))
+    assert batch == sim.time_batch(g, c, np.zeros((2, g.num_ops), dtype=np.int64))
+    assert batch != sim.time_batch(g, c, np.zeros((3, g.num_ops), dtype=np.int64))
+    with pytest.raises(TypeError, match="unhashable type: 'StepResult'"):
+        hash(a)
+
+
 def test_overflow_sums_bytes_over_capacity_relative_to_the_largest_device():
     peak = np.array([[1.0, 2.0], [3.0, 0.5], [5.0, 5.0], [2.0, 4.0]])
     assert overflow(peak, np.array([2.0, 4.0])).tolist() == [0.0, 0.25, 1.0, 0.0]
