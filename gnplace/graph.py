@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 from gnplace.readonly import ReadOnlyArrays
 
-__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops"]
+__all__ = ["OpGraph", "PHASES", "FORWARD", "BACKWARD", "UPDATE", "exact_sum", "require_ops", "check_graph"]
 
 #: Names of the phases, indexed by the values of :attr:`OpGraph.phase`.
 PHASES: tuple[str, ...] = ("forward", "backward", "update")
@@ -555,6 +555,16 @@ class OpGraph(ReadOnlyArrays):
         So a graph loaded twice, copied or unpickled finds the other's entry in a dict or set.
         """
         return hash((self.name, self.num_ops, self.num_edges))
+
+
+def check_graph(graph: Any) -> None:
+    """Refuse a ``graph`` that is no :class:`OpGraph` (a path, a placement, None) in one line.
+
+    Raises:
+        InvalidArgument: naming what was given and how to load a graph (it was an AttributeError deep inside).
+    """
+    if not isinstance(graph, OpGraph):
+        raise InvalidArgument(f"graph must be an OpGraph (gnplace.load_graph(path)), got {reprlib.repr(graph)}")
 
 
 def require_ops(graph: OpGraph, source: str) -> OpGraph:

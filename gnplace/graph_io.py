@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
-from gnplace.graph import PHASES, OpGraph
+from gnplace.graph import PHASES, OpGraph, check_graph
 from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
@@ -193,6 +193,7 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     Returns:
         Path: the path written.
     """
+    check_graph(graph)  # (path, graph) the wrong way round was pathlib's TypeError
     path = Path(path)
     _check_meta(graph.meta, graph.name)
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -409,6 +410,7 @@ def to_networkx(graph: OpGraph) -> Any:
     """
     import networkx as nx
 
+    check_graph(graph)
     G = nx.DiGraph(name=graph.name, meta=copy.deepcopy(graph.meta))
     if graph.cost_s:  # the kinds measured, also one measured on no op (all NaN), which no node's cost_s names
         G.graph["cost_kinds"] = list(graph.cost_s)
@@ -466,6 +468,8 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
         >>> from_networkx(G).op_kinds
         ('matmul', 'embedding')
     """
+    if not callable(getattr(G, "is_directed", None)):  # None or a dict was an AttributeError
+        raise InvalidArgument(f"from_networkx needs a networkx.DiGraph, got {reprlib.repr(G)}")
     if not G.is_directed():
         raise InvalidGraph("from_networkx needs a directed graph (networkx.DiGraph)")
     nodes = list(G.nodes)

@@ -35,14 +35,14 @@ import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidPlacement
-from gnplace.graph import OpGraph
+from gnplace.graph import OpGraph, check_graph
 from gnplace.readonly import ReadOnlyArrays
 
 if TYPE_CHECKING:
     from gnplace.sim.simulator import SimMode
 
-__all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_placed", "check_whole_devices",
-           "save_placement", "load_placement"]
+__all__ = ["Placement", "GraphKey", "as_placement", "check_graph_and_cluster", "check_cluster", "check_placed",
+           "check_whole_devices", "save_placement", "load_placement"]
 
 FORMAT = "gnplace-placement"
 VERSION = 1
@@ -114,6 +114,7 @@ class Placement(ReadOnlyArrays):
     made_for: GraphKey | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        check_cluster(self.cluster)  # a preset's name was kept, and every use of it an AttributeError
         check_whole_devices(self.devices)
         array = np.array(self.devices, dtype=np.int64, copy=True)
         array.flags.writeable = False
@@ -246,8 +247,12 @@ def check_graph_and_cluster(graph: Any, cluster: Any) -> None:
     Raises:
         InvalidArgument: naming what was given and how to load it.
     """
-    if not isinstance(graph, OpGraph):
-        raise InvalidArgument(f"graph must be an OpGraph (gnplace.load_graph(path)), got {reprlib.repr(graph)}")
+    check_graph(graph)
+    check_cluster(cluster)
+
+
+def check_cluster(cluster: Any) -> None:
+    """Refuse a ``cluster`` that is no :class:`Cluster` (:class:`InvalidArgument`, naming how to load one)."""
     if not isinstance(cluster, Cluster):
         raise InvalidArgument(f"cluster must be a Cluster (gnplace.load_cluster(preset or path)), "
                               f"got {reprlib.repr(cluster)}")
@@ -363,6 +368,10 @@ def placement_file_bytes(
         InvalidPlacement: if ``placement`` is not one of ``graph``.
         InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number).
     """
+    check_graph(graph)
+    if not isinstance(placement, Placement):  # device indices or a mapping were an AttributeError ('check')
+        raise InvalidArgument(f"placement must be a Placement (a placer's place(), load_placement or "
+                              f"Placement.from_groups), got {reprlib.repr(placement)}")
     placement.check(graph)
     data = {
         "format": FORMAT,
@@ -409,6 +418,7 @@ def load_placement(
     """
     from gnplace.limits import parse_json, read_file
 
+    check_graph(graph)
     path = Path(path)
     raw = read_file(path, InvalidPlacement, "placement file")
     try:

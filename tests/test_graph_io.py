@@ -696,3 +696,18 @@ def test_two_writers_of_one_process_id_never_move_each_others_temporary_file(tmp
     assert not failures, failures[:2]
     assert target.read_bytes() in (b"a" * 400_000, b"b" * 400_000)
     assert [path.name for path in tmp_path.iterdir()] == ["cached.json"]  # no .tmp left
+
+
+def test_what_is_no_graph_is_one_clear_error(tmp_path):
+    """save_graph(path, graph), the wrong way round, was pathlib's TypeError; to_networkx(None) and
+    from_networkx of no networkx graph were AttributeErrors."""
+    g = layered_graph(4, seed=0)
+    with pytest.raises(InvalidArgument, match=re.escape("graph must be an OpGraph (gnplace.load_graph(path)), got")):
+        save_graph(tmp_path / "g.gnpg", g)
+    assert list(tmp_path.iterdir()) == []
+    for given in (None, "g.gnpg"):
+        with pytest.raises(InvalidArgument, match="^graph must be an OpGraph"):
+            to_networkx(given)
+    for given in (None, {}, g):
+        with pytest.raises(InvalidArgument, match=r"^from_networkx needs a networkx\.DiGraph, got"):
+            from_networkx(given)

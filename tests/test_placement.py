@@ -652,6 +652,29 @@ def test_a_cluster_or_graph_given_by_name_is_one_clear_error(k80x2):
         as_placement("g", k80x2, [0, 0, 1])
 
 
+def test_placement_files_and_placements_refuse_what_is_no_graph_placement_or_cluster(k80x2, tmp_path):
+    """Each was an AttributeError inside: a placement's devices given to save_placement ('check'), a graph's path
+    to load_placement ('num_ops'), and a preset's name as a Placement's cluster was kept (its every use failed)."""
+    from gnplace.exceptions import InvalidArgument
+
+    graph = chain_graph(3)
+    placement = Placement([0, 1, 0], k80x2)
+    path = save_placement(tmp_path / "p.json", graph, placement)
+    for given in (placement.devices, [0, 1, 0], {"op0": "gpu0", "op1": "gpu1", "op2": "gpu0"}):
+        with pytest.raises(InvalidArgument, match=r"^placement must be a Placement \(a placer's place\(\)"):
+            save_placement(tmp_path / "q.json", graph, given)
+    with pytest.raises(InvalidArgument, match="^graph must be an OpGraph"):
+        save_placement(tmp_path / "q.json", None, placement)
+    assert not (tmp_path / "q.json").exists()
+    with pytest.raises(InvalidArgument, match=re.escape("graph must be an OpGraph (gnplace.load_graph(path)), got 'g.gnpg'")):
+        load_placement(path, "g.gnpg")
+    with pytest.raises(InvalidArgument, match=re.escape("cluster must be a Cluster (gnplace.load_cluster(preset or "
+                                                        "path)), got 'k80x2'")):
+        Placement([0, 1, 0], "k80x2")
+    with pytest.raises(InvalidArgument, match="cluster must be a Cluster"):
+        Placement.from_groups(graph, "k80x2", [0, 1, 0])
+
+
 def test_check_placed_holds_a_placers_result_to_the_contract():
     from gnplace.placement import check_placed
     from gnplace.toy import mlp_training_graph
