@@ -108,7 +108,7 @@ class Simulator(StepTimer):
     """
 
     def __init__(self, mode: SimMode = "default", *, cache_size: int = 16) -> None:
-        if mode not in MODE_COSTS:
+        if not isinstance(mode, str) or mode not in MODE_COSTS:  # a list was an unhashable-type TypeError
             raise UnknownName(f"unknown simulator mode {mode!r} (choose 'default' or 'placeto')")
         if isinstance(cache_size, bool) or not isinstance(cache_size, int | np.integer) or cache_size < 0:
             raise InvalidArgument(f"cache_size must be a whole number >= 0 (graphs kept prepared), got {cache_size!r}")
@@ -228,7 +228,7 @@ def simulate(
         >>> r.step_time > 0, r.is_oom
         (True, False)
     """
-    sim = _DEFAULT_SIMULATORS.get(mode)
+    sim = _DEFAULT_SIMULATORS.get(mode) if isinstance(mode, str) else None  # Simulator refuses what is no mode
     if sim is None:
         sim = _DEFAULT_SIMULATORS[mode] = Simulator(mode)
     return sim.time(graph, cluster, placement, timeline=timeline)

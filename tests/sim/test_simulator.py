@@ -189,6 +189,18 @@ def test_invalid_placements_are_rejected():
         Simulator("fast")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("mode", [["default"], {"mode": "default"}, None, 1])
+def test_a_mode_that_is_no_name_is_unknown(mode):
+    """A list or dict was an unhashable-type TypeError of the modes' dict (Simulator) or the shared simulators'."""
+    from gnplace.exceptions import UnknownName
+
+    g, c = mlp_training_graph(layers=2), load_cluster("k80x2")
+    with pytest.raises(UnknownName, match=r"^unknown simulator mode .* \(choose 'default' or 'placeto'\)$"):
+        Simulator(mode)
+    with pytest.raises(UnknownName, match="^unknown simulator mode"):
+        simulate(g, c, [0] * g.num_ops, mode=mode)
+
+
 def test_placement_by_names_and_object_agree():
     g = mlp_training_graph(layers=2, width=64, batch=8)
     c = load_cluster("k80x2")
