@@ -294,6 +294,19 @@ class Cluster(ReadOnlyArrays):
     def __repr__(self) -> str:
         return f"Cluster(name={self.name!r}, devices={self.device_names})"
 
+    def __eq__(self, other: object) -> bool:
+        """Equal when the fingerprints are (name, devices and links), as placements compare their clusters.
+
+        So a preset or file loaded twice, or a cluster copied or unpickled, is the same cluster.
+        """
+        if not isinstance(other, Cluster):
+            return NotImplemented
+        return self is other or self.fingerprint() == other.fingerprint()
+
+    def __hash__(self) -> int:
+        """Of the name and device names: cheap, and shared by equal clusters."""
+        return hash((self.name, tuple(self.device_names)))
+
     def fingerprint(self) -> str:
         """SHA-256 (hex) of everything that shapes a step on this cluster: name, devices, links.
 

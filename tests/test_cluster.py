@@ -119,6 +119,21 @@ def test_load_cluster_passes_cluster_through():
     assert load_cluster(c) is c
 
 
+def test_a_cluster_loaded_twice_copied_or_unpickled_is_equal_and_hashes_alike():
+    """Clusters compared by identity: ``load_cluster("k80x4") == load_cluster("k80x4")`` and a worker's unpickled
+    copy were unequal, though their placements compare by the clusters' fingerprints."""
+    import copy
+    import pickle
+
+    c = load_cluster("k80x4")
+    for twin in (load_cluster("k80x4"), copy.deepcopy(c), pickle.loads(pickle.dumps(c))):
+        assert twin == c and hash(twin) == hash(c) and {c: 1}[twin] == 1
+    assert c != load_cluster("k80x2") and c != "k80x4"
+    renamed = Cluster(list(c.devices), c.bandwidth, c.latency, name="other")
+    slower = Cluster(list(c.devices), c.bandwidth / 2, c.latency, name="k80x4")
+    assert c != renamed and c != slower and len({c, load_cluster("k80x4"), renamed, slower}) == 3
+
+
 def test_a_folder_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k80x4").mkdir()  # one output folder per cluster
