@@ -41,7 +41,7 @@ from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 __all__ = ["Coarsening", "coarsen", "coarsen_within", "module_units", "partition_units"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Coarsening:
     """A coarse graph and the map from the original ops to its nodes.
 
@@ -56,6 +56,16 @@ class Coarsening:
     node_of_op: np.ndarray
     part_of_unit: np.ndarray
     original: OpGraph
+
+    def __eq__(self, other: object) -> bool:
+        """Equal graphs and maps (the dataclass's ``==`` asked an array's truth: a ValueError for two coarsenings)."""
+        if not isinstance(other, Coarsening):
+            return NotImplemented
+        return (self.graph == other.graph and self.original == other.original
+                and np.array_equal(self.node_of_op, other.node_of_op)
+                and np.array_equal(self.part_of_unit, other.part_of_unit))
+
+    __hash__ = None  # type: ignore[assignment]
 
     def expand(self, placement: Placement) -> Placement:
         """The placement of the original graph that puts every op where its coarse node is (made for it).

@@ -77,6 +77,16 @@ def test_deterministic():
     assert a.graph == b.graph and np.array_equal(a.node_of_op, b.node_of_op)
 
 
+def test_two_coarsenings_compare_by_value():
+    """``a == b`` of two coarsenings was numpy's 'truth value of an array is ambiguous' ValueError."""
+    import pickle
+
+    g, c = load_graph(GRAPHS[0]), load_cluster("k80x4")
+    a = coarsen(g, 30, c, seed=1)
+    assert a == coarsen(g, 30, c, seed=1) and a == pickle.loads(pickle.dumps(a))
+    assert a != coarsen(g, 20, c, seed=1) and a != "a"
+
+
 def test_module_units_merge_whole_branches_of_a_cell():
     g = load_graph(GRAPHS[0])
     units = module_units(g, 200)
