@@ -67,6 +67,9 @@ class Coarsening:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __repr__(self) -> str:  # the maps' numbers (thousands of them) were printed in full
+        return f"Coarsening(graph={self.graph!r}, original={self.original!r})"
+
     def expand(self, placement: Placement) -> Placement:
         """The placement of the original graph that puts every op where its coarse node is (made for it).
 

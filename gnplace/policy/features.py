@@ -109,6 +109,9 @@ class PolicyInput:
     node_group: torch.Tensor
     device_x: torch.Tensor
 
+    def __repr__(self) -> str:  # its arrays and tensors printed ran to 11,000 characters for bert_base
+        return f"PolicyInput(graph={self.graph!r}, cluster={self.cluster!r}, decision={self.decision!r})"
+
     @property
     def decision(self) -> OpGraph:
         """The decision graph (coarse nodes; one colocation group per placement unit)."""

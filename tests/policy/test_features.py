@@ -33,6 +33,15 @@ def test_shapes_and_finite_values():
     assert inp.num_groups == g.num_groups  # small graphs keep every colocation group
 
 
+def test_the_repr_names_the_graphs_and_cluster_in_one_short_line():
+    """Printing a policy input printed its arrays and tensors: 11,000 characters for bert_base."""
+    g, c = load_graph(ROOT / "datasets/real/bert_base.gnpg"), load_cluster("v100x8")
+    inp = build_policy_input(g, c)
+    text = repr(inp)
+    assert text == f"PolicyInput(graph={g!r}, cluster={c!r}, decision={inp.decision!r})" and len(text) < 400
+    assert repr(inp.coarsening) == f"Coarsening(graph={inp.decision!r}, original={g!r})"
+
+
 def test_the_priority_order_is_topological():
     inp = build_policy_input(layered_graph(300, seed=2), load_cluster("k80x4"))
     position = np.empty_like(inp.order)
