@@ -30,6 +30,7 @@ refused.
 from __future__ import annotations
 
 import os
+import reprlib
 import warnings
 from collections import namedtuple
 from collections.abc import Callable, Sequence
@@ -292,11 +293,16 @@ def apply(
         >>> net[0].weight.grad.shape
         torch.Size([8, 4])
     """
-    from gnplace.importers.torch import import_step
+    from gnplace.importers.torch import ImportedStep, import_step
 
     check_device_names(devices)  # before the step is recorded
+    if not isinstance(module, torch.nn.Module):  # None was an AttributeError inside the recording
+        raise InvalidArgument(f"apply needs the model, a torch.nn.Module, got {reprlib.repr(module)}")
     if step is None:
         step = import_step(module, example_inputs, loss=loss)
+    elif not isinstance(step, ImportedStep):  # another object was an AttributeError ('graph')
+        raise InvalidArgument(f"step must be the model's ImportedStep (gnplace.importers.torch.import_step), "
+                              f"got {reprlib.repr(step)}")
     if loss is not None:
         _warn_captured_tensors(loss, step)
     if isinstance(placement, (str, os.PathLike)):

@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
-from gnplace.exceptions import UnsupportedGraph, first_line
+from gnplace.exceptions import InvalidArgument, UnsupportedGraph, first_line
 
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
@@ -281,6 +281,17 @@ def _raised_in(err: BaseException, function: str, file: str = "") -> bool:
     return False
 
 
+def _described(value: Any) -> str:
+    """``value`` for a message: a class or function by name, anything else by its short repr."""
+    import reprlib
+
+    if isinstance(value, type):
+        return f"the class {value.__module__}.{value.__qualname__}"
+    if callable(value):
+        return f"the function {getattr(value, '__qualname__', type(value).__name__)}"
+    return reprlib.repr(value)
+
+
 def record_training_step(
     module: torch.nn.Module, example_inputs: tuple[Any, ...], loss: Callable[[Any], torch.Tensor] | None = None
 ) -> TrainingTrace:
@@ -293,8 +304,11 @@ def record_training_step(
             returns the loss, a scalar tensor or a tuple whose first item is one).
 
     Raises:
+        InvalidArgument: if ``module`` is no module (None, a function, a module's class).
         UnsupportedGraph: if the step cannot be run or traced; the message names the failing op.
     """
+    if not isinstance(module, torch.nn.Module):  # None or a function was an AttributeError ('named_parameters')
+        raise InvalidArgument(f"the model must be a torch.nn.Module (an instance), got {_described(module)}")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

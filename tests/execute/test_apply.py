@@ -119,6 +119,17 @@ def test_a_lone_tensor_is_one_example_input():
     torch.testing.assert_close(placed(x), _loss(net(x)).detach())
 
 
+def test_no_model_or_another_step_is_one_clear_error():
+    """apply(None, ...) and step= of another object were AttributeErrors inside the recording and the compile."""
+    net, x = torch.nn.Linear(4, 1), torch.randn(6, 4)
+    graph = import_step(net, x, loss=_loss).graph
+    placement = Placement([0] * graph.num_ops, load_cluster("k80x2"))
+    with pytest.raises(InvalidArgument, match=r"^apply needs the model, a torch\.nn\.Module, got None$"):
+        gnplace.apply(None, placement, x, loss=_loss, devices=["cpu", "cpu"])
+    with pytest.raises(InvalidArgument, match=r"^step must be the model's ImportedStep .*, got 'step'$"):
+        gnplace.apply(net, placement, x, loss=_loss, devices=["cpu", "cpu"], step="step")
+
+
 def test_inputs_given_with_requires_grad_get_eager_gradients():
     """A layer before the placed module trains through it; an input the step was not recorded to differentiate is refused."""
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from gnplace.exceptions import UnsupportedGraph
+from gnplace.exceptions import InvalidArgument, UnsupportedGraph
 from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
 
 
@@ -34,6 +34,15 @@ class Twice(nn.Module):
 
 def calls_of(trace: TrainingTrace, name: str, *, backward: bool) -> list[tuple[str, int]]:
     return [op.call for op in trace.ops if op.name == name and op.backward == backward]
+
+
+@pytest.mark.parametrize("model, shown", [
+    (None, "None"), (lambda x: x, "the function <lambda>"), (nn.Linear, "the class torch.nn.modules.linear.Linear"),
+])
+def test_what_is_no_module_is_one_clear_error(model, shown):
+    """None, a function or a module's class (not an instance) were AttributeErrors or a TypeError inside."""
+    with pytest.raises(InvalidArgument, match=f"^the model must be a torch.nn.Module \\(an instance\\), got {shown}$"):
+        record_training_step(model, (torch.zeros(2, 2),))
 
 
 def test_a_module_called_twice_gives_two_calls():
