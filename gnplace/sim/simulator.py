@@ -28,6 +28,7 @@ scores many placements of one graph in parallel.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import OrderedDict
 from typing import Any, Literal
@@ -193,6 +194,28 @@ _DEFAULT_SIMULATORS: dict[str, Simulator] = {}
 #: Whether this process has made its first parallel kernel call (numba's thread pool runs from then on).
 _POOL_STARTED = False
 
+#: Whether this process was forked from one whose thread pool had started: it times batches row by row.
+_FORKED_AFTER_POOL = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED_AFTER_POOL
+    _FORKED_AFTER_POOL = _FORKED_AFTER_POOL or _POOL_STARTED
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _simulate_rows(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_kernel.simulate_many(array, *args)`` one row after another, in this thread (no thread pool)."""
+    batch, num_devices = array.shape[0], args[0].shape[1]
+    steps, busy, peaks = np.empty(batch), np.empty((batch, num_devices)), np.empty((batch, num_devices))
+    for b in range(batch):
+        out = _kernel.simulate_step(array[b].copy(), *args)
+        steps[b], busy[b], peaks[b] = out[0], out[1], out[2]
+    return steps, busy, peaks
+
 
 def _simulate_many(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_kernel.simulate_many(array, *args)``, leaving torch's thread count as it was.
@@ -202,8 +225,14 @@ def _simulate_many(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray
     had set torch to one thread then trained on two from that call on, and only in the first run of a
     process: a second identical fine-tuning in the same process trained on one thread throughout and
     returned another placement (2026-12-01; fresh processes agreed). The first call puts torch's count back.
+
+    A process forked after that call (a ``multiprocessing`` pool's worker under Linux's default start method)
+    times its batches row by row: GNU OpenMP ended such a child at its first parallel call ("fork() called from
+    a process already using GNU OpenMP, this is unsafe"), a BrokenProcessPool in the parent.
     """
     global _POOL_STARTED
+    if _FORKED_AFTER_POOL:
+        return _simulate_rows(array, args)
     if _POOL_STARTED:
         return _kernel.simulate_many(array, *args)  # type: ignore[no-any-return]
     torch = sys.modules.get("torch")  # (not imported here: the simulator does not need it)
