@@ -148,6 +148,9 @@ class PlacerRegistry(Mapping[str, type]):
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __repr__(self) -> str:  # was object's: <...PlacerRegistry object at 0x7f...>, naming no placer
+        return f"PlacerRegistry({sorted(self._entries)})"
+
     def __getitem__(self, name: str) -> type:
         return self.resolve(name)
 

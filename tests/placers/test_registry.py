@@ -298,3 +298,9 @@ def test_a_timer_that_is_no_step_timer_is_refused_when_the_placer_is_made(name, 
         get_placer(name, timer=timer)
     with pytest.raises(InvalidArgument, match="timer must be a StepTimer"):
         make_placer(name, timer=timer)
+
+
+def test_the_registry_prints_its_placers_names():
+    """``gnplace.PLACERS`` printed as ``<gnplace.placers.registry.PlacerRegistry object at 0x7f...>``."""
+    assert repr(PLACERS) == f"PlacerRegistry({sorted(PLACERS)})" and "'single'" in repr(PLACERS)
+    assert repr(PlacerRegistry()) == "PlacerRegistry([])"
