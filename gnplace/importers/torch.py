@@ -71,6 +71,9 @@ class ImportedStep:
     read_node: Mapping[str, int]
     input_node: Mapping[int, int]
 
+    def __repr__(self) -> str:  # the trace's every op and the maps printed: 130,000 characters for a small transformer
+        return f"ImportedStep(graph={self.graph!r}, trace={self.trace!r})"
+
 
 def import_step(
     module: torch.nn.Module,

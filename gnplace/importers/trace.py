@@ -114,6 +114,10 @@ class TrainingTrace:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
         return [self.loss, *[g for g in (*self.grads.values(), *self.input_grads.values()) if g is not None]]
 
+    def __repr__(self) -> str:  # every op and tensor printed: 130,000 characters for a small transformer
+        return (f"TrainingTrace(ops={len(self.ops)}, params={len(self.params)}, buffers={len(self.buffers)}, "
+                f"inputs={len(self.inputs)})")
+
     def replay(
         self, params: dict[str, torch.Tensor] | None = None, inputs: list[torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:

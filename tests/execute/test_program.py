@@ -272,3 +272,16 @@ def test_views_read_after_an_in_place_write_to_their_tensor_are_made_again_after
     for devices in (np.zeros(program.num_nodes, dtype=np.int64), np.arange(program.num_nodes) % 2):
         torch.testing.assert_close(run_step(program, program.plan(devices), [torch.device("cpu")] * 2).loss,
                                    eager.detach())
+
+
+def test_a_step_its_trace_program_and_plan_print_in_one_short_line():
+    """Each printed every op and tensor: 130,000 characters for gnplace.execute.examples:transformer (a Plan 41,000)."""
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    step = import_step(net, (torch.randn(6, 4),), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    plan = program.plan(np.arange(step.graph.num_ops) % 2)
+    assert repr(step.trace) == f"TrainingTrace(ops={len(step.trace.ops)}, params=4, buffers=0, inputs=1)"
+    assert repr(step) == f"ImportedStep(graph={step.graph!r}, trace={step.trace!r})"
+    assert repr(program) == (f"Program(graph='Sequential', ops={len(program)}, params=4, buffers=0, inputs=1, "
+                             "optimizer='sgd')")
+    assert repr(plan) == f"Plan(ops={len(program)}, devices=[0, 1], moves={plan.num_moves})" and plan.num_moves > 0
