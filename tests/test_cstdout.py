@@ -39,3 +39,31 @@ def test_fd_1_is_given_back_after_an_exception(capfd):
         raise RuntimeError("inside")
     os.write(1, b"still here\n")
     assert capfd.readouterr().out == "still here\n"
+
+
+_THREADS = """
+import os, threading
+from gnplace.cstdout import quiet_c_stdout
+inside, leave_first = threading.Event(), threading.Event()
+def first():
+    with quiet_c_stdout():
+        inside.set()
+        leave_first.wait()
+def second():
+    inside.wait()
+    with quiet_c_stdout():  # enters while the first thread's redirection stands, leaves after it
+        leave_first.set()
+        a.join()
+        os.write(1, b"dropped\\n")
+a, b = threading.Thread(target=first), threading.Thread(target=second)
+a.start(); b.start(); b.join()
+os.write(1, b"after both\\n")
+"""
+
+
+def test_threads_inside_at_once_leave_standard_output_as_it_was():
+    """A thread that entered while another's redirection stood saved /dev/null and restored it last: the process's
+    standard output stayed in /dev/null for good (nothing printed after two threads' metis placements)."""
+    done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "after both\n"
