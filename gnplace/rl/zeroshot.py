@@ -607,11 +607,13 @@ class PolicyPlacer:
             result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
             candidates = np.concatenate([candidates, heuristics], axis=0)
             names += list(FAST_PLACERS)
-        self.last_evaluations = int(candidates.shape[0]) + auto_evaluations  # auto's own, choosing its placement
+        # this call's figures are kept in locals and reported at its end: threads placing with this placer at once
+        # overwrote the attributes, and the polish compared its chain with another graph's step
+        evaluations = int(candidates.shape[0]) + auto_evaluations  # auto's own, choosing its placement
         best_index = int(_ranking(result, cluster)[0])
-        self.last_greedy_step, self.last_greedy_oom = float(result.step_time[0]), bool(result.oom[0])
-        self.last_step = float(result.step_time[best_index])
-        self.last_choice = names[best_index]
+        greedy_step, greedy_oom = float(result.step_time[0]), bool(result.oom[0])
+        step: float | None = float(result.step_time[best_index])
+        choice = names[best_index]
         chosen = candidates[best_index].copy()
         if result.oom[best_index]:  # nothing fits: move groups off overflowing devices, as memory-aware placers do
             from gnplace.placers.groups import repair_memory
@@ -621,20 +623,28 @@ class PolicyPlacer:
             counter = BudgetedTimer(self.timer)  # the repair's rounds are timings too (up to 36)
             fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
             repaired = counter.time(graph, cluster, fixed)
-            self.last_evaluations += counter.evaluations
+            evaluations += counter.evaluations
             if not repaired.is_oom:
-                chosen, self.last_step, self.last_choice = fixed.devices, float(repaired.step_time), "repaired"
+                chosen, step, choice = fixed.devices, float(repaired.step_time), "repaired"
         placement = Placement(chosen, cluster, GraphKey.of(graph))
         if self.polish_evaluations(graph) >= 2:  # annealing from the best: the start's timing and at least one move
-            fits = not result.oom[best_index] or self.last_choice == "repaired"
-            placement = self._anneal(graph, cluster, placement, fits, int(rng.integers(2**31 - 1)))
+            fits = not result.oom[best_index] or choice == "repaired"
+            placement, step, choice, spent = self._anneal(graph, cluster, placement, fits,
+                                                          int(rng.integers(2**31 - 1)), step, choice)
+            evaluations += spent
+        self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = evaluations, greedy_step, greedy_oom
+        self.last_step, self.last_choice = step, choice
         return placement
 
-    def _anneal(self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int) -> Placement:
-        """``polish`` evaluations of annealing from ``start``, the best candidate: its result where better.
+    def _anneal(
+        self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
+        choice: str,
+    ) -> tuple[Placement, float | None, str, int]:
+        """``polish`` evaluations of annealing from ``start``, the best candidate (of ``step`` seconds, ``choice``).
 
-        Better: faster and fitting, or fitting where ``start`` did not (``fits``). The chain times its start
-        again, counted: one of its ``polish`` evaluations.
+        Returns the placement (the chain's where better: faster and fitting, or fitting where ``start`` did not,
+        ``fits``), its step and choice, and the evaluations spent. The chain times its start again, counted: one
+        of its ``polish`` evaluations.
         """
         from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
@@ -642,13 +652,11 @@ class PolicyPlacer:
         chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
         AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
                         **chain).place(graph, cluster, seed=seed)
-        self.last_evaluations += counted.evaluations
-        over, step = counted.best_key  # the best placement the chain timed (fitting first), and its step
+        over, best = counted.best_key  # the best placement the chain timed (fitting first), and its step
         annealed = counted.best_placement(cluster)
-        if annealed is None or over > 0 or (fits and self.last_step is not None and step >= self.last_step):
-            return start
-        self.last_step, self.last_choice = float(step), f"{self.last_choice}, annealed"
-        return annealed
+        if annealed is None or over > 0 or (fits and step is not None and best >= step):
+            return start, step, choice, counted.evaluations
+        return annealed, float(best), f"{choice}, annealed", counted.evaluations
 
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,

@@ -715,3 +715,26 @@ def test_an_empty_constructor_path_is_refused_not_read_as_none(given):
     with pytest.raises(InvalidArgument, match="constructor names an empty path.*give 'none'"):
         _constructor_paths(given)
     assert _constructor_paths("none") == () and _constructor_paths(["None"]) == ()
+
+
+def test_a_placement_made_meanwhile_by_the_same_placer_leaves_the_polishs_choice_alone(monkeypatch):
+    """Threads placing with one placer at once: the polish compared its chain's best with ``last_step``, which another
+    thread's placement had just set to its own graph's step (another result than the same call alone)."""
+    from gnplace.placers import annealing
+    from gnplace.toy import chain_graph
+
+    graph, other, cluster = load_graph("datasets/cifar10/cifar10_001.gnpg"), chain_graph(6), load_cluster("k80x4")
+    placer = zeroshot.PolicyPlacer(timer=Simulator())
+    alone = placer.place(graph, cluster, seed=1)
+    expected = (placer.last_step, placer.last_choice, placer.last_evaluations)
+    assert expected[1].endswith(", annealed")  # the polish improved it
+    place, pending = annealing.AnnealingPlacer.place, [other]
+
+    def meanwhile(self, *args, **kwargs):  # another thread's placement ends as this one's polish starts
+        if pending:
+            placer.place(pending.pop(), cluster, seed=0)
+        return place(self, *args, **kwargs)
+
+    monkeypatch.setattr(annealing.AnnealingPlacer, "place", meanwhile)
+    assert placer.place(graph, cluster, seed=1) == alone and not pending
+    assert (placer.last_step, placer.last_choice, placer.last_evaluations) == expected
