@@ -5,6 +5,7 @@ torch is imported inside the torch helpers only, so ``import gnplace.seed`` stay
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -103,6 +104,10 @@ def torch_generator(seed: SeedLike = None) -> torch.Generator:
     return torch.Generator().manual_seed(torch_seed(seed))
 
 
+#: Held while a thread runs the body of :func:`seeded_torch` (torch's global CPU generator is the process's).
+_GLOBAL_GENERATOR = threading.RLock()
+
+
 @contextmanager
 def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
     """Run the body with torch's global CPU generator seeded; restore its previous state afterwards.
@@ -111,7 +116,9 @@ def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
     ``torch.manual_seed(torch_seed(seed))``; on exit (normal or by an exception) the CPU generator is
     back where it was, so the caller's random stream does not depend on what the body drew. Only the
     CPU generator is seeded and restored (what the family samplers and real models build on); CUDA
-    and other accelerator generators are left alone.
+    and other accelerator generators are left alone. The generator is one per process, so threads in
+    the body take turns (two threads' bodies drew from one stream, each seeded and restored by the
+    other: a comparator placer in threads trained other weights than alone).
 
     Args:
         seed (int, numpy.random.Generator or None): the seed, as for :func:`torch_seed` (a numpy
@@ -135,6 +142,6 @@ def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
     import torch
 
     value = torch_seed(seed)
-    with torch.random.fork_rng(devices=[]):
+    with _GLOBAL_GENERATOR, torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(value)
         yield value

@@ -159,3 +159,34 @@ def test_seeded_torch_rejects_a_bad_seed_before_touching_torch():
     with pytest.raises(InvalidArgument, match=r"seed must be an int"), seeded_torch(2.5):  # type: ignore[arg-type]
         pass
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_threads_in_seeded_torch_take_turns():
+    """torch's global generator is the process's: a second thread seeding it inside the first's body changed the
+    first's draws (a comparator placer in threads trained other weights than alone)."""
+    import threading
+
+    with seeded_torch(1):
+        expected = torch.rand(2)
+    entered, drawn = threading.Event(), []
+
+    def first():
+        with seeded_torch(1):
+            drawn.append(torch.rand(1))
+            entered.set()
+            second_in.wait(0.5)  # (with turns, the second thread waits for this one: no signal comes)
+            drawn.append(torch.rand(1))
+
+    def second():
+        entered.wait()
+        with seeded_torch(2):
+            second_in.set()
+            torch.rand(5)
+
+    second_in = threading.Event()
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch.equal(torch.cat(drawn), expected)

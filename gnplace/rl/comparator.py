@@ -41,7 +41,7 @@ from gnplace.graph import OpGraph
 from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, as_float, check_budget
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.config import FLOAT32_MAX
-from gnplace.seed import SeedLike, as_generator
+from gnplace.seed import SeedLike, as_generator, seeded_torch
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer
 
@@ -451,8 +451,7 @@ class ComparatorPlacer:
             def tick() -> None:
                 advance_to(problem.timer.evaluations)
 
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed_value)  # the policy's initial weights
+            with seeded_torch(seed_value):  # the policy's initial weights
                 if problem.remaining >= self.samples:
                     self.search(problem, generator, tick)
                 else:  # too small a budget to learn: the best of uniformly random placements it can pay for

@@ -198,6 +198,7 @@ class HierarchicalPlacer(ComparatorPlacer):
         optimiser = torch.optim.Adam(params, lr=self.lr)
         baseline = MovingBaseline(self.decay)
         noisy_until = self.budget // 2
+        updates = 0  # this run's (last_updates is what the placer reports; another thread's run may reset it)
         while problem.remaining >= self.samples:
             with torch.no_grad():
                 p_grouper = grouper(problem.x).exp()
@@ -220,9 +221,10 @@ class HierarchicalPlacer(ComparatorPlacer):
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, self.clip)
             optimiser.step()
-            self.last_updates += 1
+            updates += 1
+            self.last_updates = updates
             self.check_weights(params)
-            if self.last_updates % self.decay_every == 0:
+            if updates % self.decay_every == 0:
                 for param_group in optimiser.param_groups:  # lr <- max(0.95 lr, min_lr), staircase
                     # (a floor above the initial rate would raise it: the decay holds it there instead)
                     param_group["lr"] = max(param_group["lr"] * self.lr_decay, min(self.min_lr, self.lr))

@@ -213,3 +213,30 @@ def test_search_hook_is_typed_as_what_place_passes():
 
     for cls in (ComparatorPlacer, RnnPGPlacer, HierarchicalPlacer, SpotlightPlacer, PostPlacer):
         assert inspect.signature(cls.search).parameters["tick"].annotation == "Callable[[], None]", cls.__name__
+
+
+def test_a_run_draws_its_initial_weights_with_the_global_generator_to_itself():
+    """The run seeded torch's global generator for the policy's initial weights (fork_rng, manual_seed) while other
+    threads could seed and draw from it too: a comparator placer in threads trained other weights than alone. It
+    holds the generator (seeded_torch) for its run: another thread cannot enter meanwhile."""
+    import threading
+
+    from gnplace import seed
+
+    free: list[bool] = []
+
+    class Probing(Simulator):
+        def time_batch(self, graph, cluster, placements):
+            def probe() -> None:
+                got = seed._GLOBAL_GENERATOR.acquire(blocking=False)
+                free.append(got)
+                if got:
+                    seed._GLOBAL_GENERATOR.release()
+
+            other = threading.Thread(target=probe)
+            other.start()
+            other.join()
+            return super().time_batch(graph, cluster, placements)
+
+    RnnPGPlacer(budget=32, samples=16, hidden=16, timer=Probing()).place(chain_graph(4), load_cluster("k80x2"), seed=0)
+    assert free and not any(free)

@@ -118,3 +118,31 @@ def test_the_decay_never_raises_a_learning_rate_below_its_floor(two_chains, monk
     placer.place(two_chains(4), load_cluster("k80x2"), seed=0)
     assert placer.last_updates >= 2 and made
     assert [group["lr"] for group in made[0].param_groups] == [1e-4] * len(made[0].param_groups)
+
+
+def test_another_runs_start_on_the_same_placer_leaves_this_runs_decay_alone(two_chains, monkeypatch):
+    """The decay counted the updates in ``last_updates``, which another thread's place() on the same placer resets
+    to 0 at its start: this run's learning rate then decayed on another schedule (another placement)."""
+    import torch
+
+    made = []
+
+    class Recorded(torch.optim.Adam):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    class Meanwhile(Simulator):  # another run starts on the placer before each batch is timed
+        def time_batch(self, graph, cluster, placements):
+            placer.last_updates = 0
+            return super().time_batch(graph, cluster, placements)
+
+    monkeypatch.setattr(torch.optim, "Adam", Recorded)
+    g, c = two_chains(4), load_cluster("k80x2")
+    alone = HierarchicalPlacer(budget=160, decay_every=2, lr=0.01, min_lr=1e-4, **SMALL)
+    expected = alone.place(g, c, seed=0)
+    decayed = [group["lr"] for group in made[-1].param_groups]
+    assert alone.last_updates >= 4 and decayed[0] < 0.01
+    placer = HierarchicalPlacer(budget=160, decay_every=2, lr=0.01, min_lr=1e-4, timer=Meanwhile(), **SMALL)
+    assert placer.place(g, c, seed=0) == expected
+    assert [group["lr"] for group in made[-1].param_groups] == decayed
