@@ -422,22 +422,43 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
 
 
 class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
-    """Silence Lightning's start-up lines and its advice for training on big datasets, for placers."""
+    """Silence Lightning's start-up lines and its advice for training on big datasets, for placers.
+
+    Loggers' levels and warning filters are the process's: threads (and nested uses) inside at once share one
+    silencing, set by the first to enter and undone by the last to leave. Each saved and restored its own, so
+    two threads' runs that overlapped left Lightning's loggers at ERROR and its warnings ignored for good
+    (after two ``ppo`` placements in threads), or let one run's lines out.
+    """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved: tuple[list[logging.Logger], list[int], Any] | None = None
 
     def __enter__(self) -> None:
-        self._loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-        self._levels = [lg.level for lg in self._loggers]
-        for lg in self._loggers:
-            lg.setLevel(logging.ERROR)
-        self._warnings = warnings.catch_warnings()
-        self._warnings.__enter__()
-        warnings.filterwarnings("ignore", module="lightning")
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        cls = quiet_lightning
+        with cls._lock:
+            if cls._depth == 0:
+                loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+                levels = [lg.level for lg in loggers]
+                for lg in loggers:
+                    lg.setLevel(logging.ERROR)
+                caught = warnings.catch_warnings()
+                caught.__enter__()
+                warnings.filterwarnings("ignore", module="lightning")
+                warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+                cls._saved = (loggers, levels, caught)
+            cls._depth += 1
 
     def __exit__(self, *exc: Any) -> None:
-        self._warnings.__exit__(*exc)
-        for lg, level in zip(self._loggers, self._levels):
-            lg.setLevel(level)
+        cls = quiet_lightning
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._saved is not None:
+                loggers, levels, caught = cls._saved
+                cls._saved = None
+                caught.__exit__(*exc)
+                for lg, level in zip(loggers, levels):
+                    lg.setLevel(level)
 
 
 def _overall_first(name: str) -> tuple[int, str]:

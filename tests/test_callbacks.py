@@ -354,3 +354,21 @@ def test_a_sigterm_in_a_run_of_several_processes_makes_no_collective_call(tmp_pa
     connector.received_sigterm = False
     with pytest.raises(AssertionError, match="Lightning's handler"):
         handler(signal.SIGTERM, None)
+
+
+def test_runs_overlapping_in_threads_leave_lightnings_loggers_and_warnings_as_they_were():
+    """Two threads' runs, the first leaving while the second runs: each restored what it had saved, so the second
+    put back the first's ERROR and its ignore filters, for good (Lightning's lines and warnings hidden after two
+    ``ppo`` placements in threads), and the second ran unsilenced once the first had left."""
+    import logging
+    import warnings
+
+    logger = logging.getLogger("lightning.pytorch")
+    level, filters = logger.level, list(warnings.filters)
+    first, second = quiet_lightning(), quiet_lightning()
+    first.__enter__()
+    second.__enter__()  # (another thread's run starts)
+    first.__exit__(None, None, None)
+    assert logger.level == logging.ERROR  # the second run is still silenced
+    second.__exit__(None, None, None)
+    assert logger.level == level and warnings.filters == filters
