@@ -370,7 +370,7 @@ class PolicyPlacer:
                 raise InvalidArgument(f"PolicyPlacer needs {label} <= {MAX_SAMPLES} (one batch of rollouts), "
                                       f"got {count}")
         if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
-            raise InvalidArgument(f"PolicyPlacer needs samples >= 0, got {samples!r}")
+            raise InvalidArgument(f"PolicyPlacer needs samples >= 0, a whole number, got {samples!r}")
         if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
             raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, a whole number of nodes, got {max_nodes!r}")
         given = temperatures
@@ -415,7 +415,8 @@ class PolicyPlacer:
         self.rounds = int(rounds)
         if isinstance(constructor_samples, bool) or not isinstance(constructor_samples, (int, np.integer)) \
                 or constructor_samples < 0:
-            raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, got {constructor_samples!r}")
+            raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, a whole number, "
+                                  f"got {constructor_samples!r}")
         self.constructor_samples = int(constructor_samples)
         if not isinstance(constructor_temperature, (int, float)) \
                 or not (finite_number(constructor_temperature) and constructor_temperature >= MIN_TEMPERATURE):

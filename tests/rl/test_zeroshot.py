@@ -738,3 +738,10 @@ def test_a_placement_made_meanwhile_by_the_same_placer_leaves_the_polishs_choice
     monkeypatch.setattr(annealing.AnnealingPlacer, "place", meanwhile)
     assert placer.place(graph, cluster, seed=1) == alone and not pending
     assert (placer.last_step, placer.last_choice, placer.last_evaluations) == expected
+
+
+@pytest.mark.parametrize("option", ["samples", "constructor_samples"])
+def test_a_count_of_samples_that_is_no_whole_number_is_refused_as_such(option):
+    """4.0 was refused with 'needs samples >= 0, got 4.0', which it is."""
+    with pytest.raises(InvalidArgument, match=f"^PolicyPlacer needs {option} >= 0, a whole number, got 4.0$"):
+        zeroshot.PolicyPlacer(**{option: 4.0})
