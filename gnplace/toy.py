@@ -9,7 +9,7 @@ chosen size for benchmarks. ``toy_cluster`` builds a cluster of identical device
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -192,8 +192,12 @@ def uniform_cluster(
         >>> uniform_cluster([Device("a", "cpu", 1e11, 1e10, 1e9), Device("b", "cpu", 1e11, 1e10, 1e9)])
         Cluster(name='toy', devices=['a', 'b'])
     """
+    if isinstance(devices, str | Mapping) or not isinstance(devices, Iterable):  # uniform_cluster(2): a TypeError
+        raise InvalidArgument(f"uniform_cluster: devices must be a list of Device (toy_cluster takes a count), "
+                              f"got {devices!r}")
+    devices = list(devices)
     d = len(devices)
-    return Cluster(list(devices), np.full((d, d), float(bandwidth)), np.full((d, d), float(latency)), name=name)
+    return Cluster(devices, np.full((d, d), bandwidth), np.full((d, d), latency), name=name)
 
 
 def toy_cluster(

@@ -173,3 +173,16 @@ def test_sizes_that_make_no_graph_are_refused(make):
 
 def test_empty_graphs_are_still_allowed():
     assert chain_graph(0).num_ops == 0 and layered_graph(0).num_ops == 0
+
+
+def test_uniform_cluster_refuses_what_is_no_list_of_devices_and_links_that_are_no_numbers():
+    """uniform_cluster(2), as toy_cluster(2) is called, was a TypeError ('int' has no len()), and bandwidth="fast"
+    numpy's ValueError."""
+    from gnplace.exceptions import InvalidCluster
+
+    for given in (2, "ab", None):
+        with pytest.raises(InvalidArgument, match=r"^uniform_cluster: devices must be a list of Device \(toy_cluster"):
+            uniform_cluster(given)
+    with pytest.raises(InvalidCluster, match="bandwidth and latency must be"):
+        uniform_cluster(toy_cluster(2).devices, bandwidth="fast")
+    assert uniform_cluster(iter(toy_cluster(2).devices)).device_names == ["gpu0", "gpu1"]
