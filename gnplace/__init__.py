@@ -11,7 +11,7 @@ Quick start::
 """
 # ruff: noqa: E402 (numba's cache folder is settled before the modules that compile kernels are imported)
 
-from gnplace.warmup import ensure_numba_cache
+from gnplace.numba_cache import ensure_numba_cache
 
 ensure_numba_cache()  # before the kernels' modules: each kernel finds numba's cache folder when it is decorated
 
