@@ -681,26 +681,6 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
                 )
 
 
-def _refuse_random_recomputation(ops: list[Any]) -> None:
-    """Refuse a step whose backward draws random numbers: a checkpointed segment recomputing a dropout.
-
-    ``torch.utils.checkpoint`` runs its segment again in the backward with the random state of the forward
-    put back, so eager dropout draws the same mask twice; the recorded step draws a new one, and the
-    gradients would follow another mask than the loss did (wrong gradients, silently).
-
-    Raises:
-        ExecutionFailed: naming the random op.
-    """
-    for op in ops:
-        if op.backward and torch.Tag.nondeterministic_seeded in op.func.tags:
-            raise ExecutionFailed(
-                f"the step's backward draws random numbers ({op.func}): a checkpointed segment "
-                "(torch.utils.checkpoint) with dropout or another random op recomputes it with the forward's random "
-                "numbers, which running it op by op cannot; checkpoint the segment without its dropout, or set "
-                "dropout to 0, to run it on devices (the graph still places and simulates)"
-            )
-
-
 def _whole_view(ops: list[Any], ref: Ref, written: list[Any]) -> bool:
     """Whether ``ref`` is the whole of the tensor it views: only whole views and in-place results lead to it."""
     from gnplace.importers.flops import VIEW_OPS
@@ -824,7 +804,7 @@ def compile_step(step: Any) -> Program:
     trace = step.trace
     ops = trace.ops
     _refuse_writes_into_views(ops)
-    _refuse_random_recomputation(ops)
+    trace.check_replayable()  # a checkpointed dropout's recomputation: gradients of another mask
     aliases = _buffer_aliases(ops)
     needed = np.zeros(len(ops), dtype=bool)
     stack = [r.index for r in trace.results() if r.kind == "op"]

@@ -25,7 +25,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
-from gnplace.exceptions import InvalidArgument, UnsupportedGraph, first_line
+from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph, first_line
 
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
@@ -118,10 +118,34 @@ class TrainingTrace:
         return (f"TrainingTrace(ops={len(self.ops)}, params={len(self.params)}, buffers={len(self.buffers)}, "
                 f"inputs={len(self.inputs)})")
 
+    def check_replayable(self) -> None:
+        """Refuse a step whose backward draws random numbers: a checkpointed segment recomputing a dropout.
+
+        ``torch.utils.checkpoint`` runs its segment again in the backward with the random state of the forward
+        put back, so eager dropout draws the same mask twice; the recorded step, run op by op, draws a new one,
+        and the gradients would follow another mask than the loss did (wrong gradients, silently).
+
+        Raises:
+            ExecutionFailed: naming the random op.
+        """
+        for op in self.ops:
+            if op.backward and torch.Tag.nondeterministic_seeded in op.func.tags:
+                raise ExecutionFailed(
+                    f"the step's backward draws random numbers ({op.func}): a checkpointed segment "
+                    "(torch.utils.checkpoint) with dropout or another random op recomputes it with the forward's "
+                    "random numbers, which running it op by op cannot; checkpoint the segment without its dropout, "
+                    "or set dropout to 0, to run it on devices (the graph still places and simulates)"
+                )
+
     def replay(
         self, params: dict[str, torch.Tensor] | None = None, inputs: list[torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
-        """Run the recorded ops on real tensors; returns the loss and each parameter's gradient."""
+        """Run the recorded ops on real tensors; returns the loss and each parameter's gradient.
+
+        Raises:
+            ExecutionFailed: if the backward draws random numbers (:meth:`check_replayable`).
+        """
+        self.check_replayable()
         params = params if params is not None else {k: v.detach() for k, v in self.params.items()}
         # the recorded inputs are the caller's tensors: an op writing into one in place must not change them
         inputs = inputs if inputs is not None else [x.clone() if isinstance(x, torch.Tensor) else x

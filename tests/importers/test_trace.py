@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from gnplace.exceptions import InvalidArgument, UnsupportedGraph
+from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph
 from gnplace.importers.trace import Ref, TrainingTrace, record_training_step
 
 
@@ -295,3 +295,25 @@ def test_recording_leaves_a_module_registered_twice_with_its_own_tensors():
     assert list(after) == list(before) and all(after[k] is v for k, v in before.items())  # the very tensors
     assert type(model(x)) is torch.Tensor
     model.to(torch.float64)
+
+
+class _CheckpointedDropout(nn.Module):
+    """A checkpointed segment with dropout: eager recomputes it in the backward with the forward's mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.drop = nn.Linear(4, 4), nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        segment = lambda h: self.drop(torch.tanh(self.a(h)))  # noqa: E731
+        return torch.utils.checkpoint.checkpoint(segment, x, use_reentrant=False).square().sum()
+
+
+def test_replay_refuses_a_checkpointed_dropout_rather_than_give_another_masks_gradients():
+    """``replay`` drew a second mask in the backward where eager reuses the forward's: its gradients were not
+    eager's under the same seed (the loss equal, the weight's gradient off by a third of its largest entry), silently."""
+    torch.manual_seed(0)
+    net, x = _CheckpointedDropout(), torch.randn(64, 4)
+    trace = record_training_step(net, (x,))
+    with pytest.raises(ExecutionFailed, match=r"backward draws random numbers \(aten\.bernoulli_\.float\)"):
+        trace.replay()
