@@ -789,11 +789,14 @@ def report_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
     return out_name, doc, figures, cache
 
 
-def run(args: argparse.Namespace) -> Path:
-    """Run every section (resuming from ``--out``), then write the report and its figures."""
+def check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
+    """:func:`report_paths`, each refused in one line where it cannot be used (before any run or folder is made).
+
+    Raises:
+        InvalidArgument: naming the flag whose path cannot be used.
+    """
     from gnplace.cli.common import check_output_file, check_output_folder
 
-    config = QUICK if args.quick else FULL
     out_name, doc, figures, cache = report_paths(args)
     out = Path(out_name)
     # refused before the runs, not when the report is written at their end (21 minutes in)
@@ -806,6 +809,14 @@ def run(args: argparse.Namespace) -> Path:
         check_doc_folder(doc, out)
         check_doc_is_no_run_file(doc, out, Path(cache))
     check_report_kind(out, out_name, args.quick)
+    return out_name, doc, figures, cache
+
+
+def run(args: argparse.Namespace) -> Path:
+    """Run every section (resuming from ``--out``), then write the report and its figures."""
+    config = QUICK if args.quick else FULL
+    out_name, doc, figures, cache = check_paths(args)
+    out = Path(out_name)
     out.mkdir(parents=True, exist_ok=True)
     add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on
     figures.mkdir(parents=True, exist_ok=True)
@@ -973,8 +984,16 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """``bench.py report``: :func:`run`, exit status 0."""
-    run(args)
+    """``bench.py report``: :func:`run`, holding ``--out``'s run lock (:mod:`gnplace.runlock`); exit status 0.
+
+    Two reports into one folder each ran every section again and wrote ``elapsed.json`` over the other's: the
+    second is refused in one line while the first runs.
+    """
+    from gnplace.runlock import folder_lock
+
+    out_name = check_paths(args)[0]  # refused before the lock would make the folder
+    with folder_lock(out_name, "--out"):
+        run(args)
     return 0
 
 

@@ -165,6 +165,7 @@ with folder_lock(sys.argv[1]):
     ["noisy-steps", "--budget", "20", "--families", "cifar10", "--clusters", "k80x4", "--seeds", "0", "--confirm", "0"],
     ["finetune", "--budget", "20", "--families", "cifar10", "--clusters", "k80x4", "--per-family", "1"],
     ["zeroshot", *_ZEROSHOT_SMALL[:-2]],
+    ["report", "--quick"],  # each ran every section again and wrote elapsed.json over the other's
 ])
 def test_a_benchmark_into_a_folder_another_run_writes_into_is_refused(load_script, tmp_path, capsys, argv):
     """Two ``noisy-steps`` (seeds 0 and 1) into one ``--out`` at once each wrote its rows over the file: seed 0's rows
