@@ -41,11 +41,12 @@ _NO_FLOCK = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, getattr(errno, "ENOTS
 
 
 class _NoFlock(Exception):
-    """The lock file's filesystem has no ``flock``; ``reason`` is the system's word for it."""
+    """The lock file's filesystem has no ``flock``; ``reason`` is the system's word for it, ``fd`` the file, open."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, fd: int) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.fd = fd
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,19 +88,10 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     lock = path / LOCK_NAME
     try:
         fd = _locked(lock, fcntl)
-    except _NoFlock as err:  # runs into this folder cannot be kept apart: said, and this one runs
+    except _NoFlock as err:  # runs into this folder cannot be kept apart: said, and this one runs, unlocked
         warnings.warn(f"{flag} {folder}: its filesystem does not lock files (flock: {err.reason}), so another gnplace "
                       "run into this folder would not be refused: start one at a time there", stacklevel=3)
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            with contextlib.suppress(OSError):
-                lock.unlink()
-            if failed:
-                _remove_made(made)
-        return
+        fd = err.fd
     except OSError as err:
         _remove_made(made)
         raise InvalidArgument(f"{flag} {folder}: cannot write its lock file {LOCK_NAME} "
@@ -197,9 +189,9 @@ def _locked(lock: Path, fcntl: Any) -> int | None:
             os.close(fd)
             return None
         except OSError as err:
+            if err.errno in _NO_FLOCK:  # left open: the run goes on unlocked and removes the file at its end
+                raise _NoFlock(err.strerror or str(err), fd) from err
             os.close(fd)
-            if err.errno in _NO_FLOCK:
-                raise _NoFlock(err.strerror or str(err)) from err
             raise
         except BaseException:
             os.close(fd)
