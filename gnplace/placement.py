@@ -123,8 +123,7 @@ class Placement(ReadOnlyArrays):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Placement):
             return NotImplemented
-        same_cluster = self.cluster is other.cluster or self.cluster.fingerprint() == other.cluster.fingerprint()
-        return same_cluster and np.array_equal(self.devices, other.devices)
+        return self.cluster == other.cluster and np.array_equal(self.devices, other.devices)  # (by fingerprint)
 
     def __hash__(self) -> int:
         return hash((self.devices.tobytes(), self.cluster.fingerprint()))
