@@ -12,7 +12,7 @@ and no epoch limit. What they share is here:
   :class:`~gnplace.exceptions.Terminated`;
 - :class:`RunProgressBar` titles Lightning's rich bar for such runs, :class:`ProgressLines` writes
   their progress as lines where stderr is not a terminal (:func:`progress_callbacks` picks one), and
-  :class:`quiet_lightning` silences what Lightning prints that says nothing to a placer's user.
+  :func:`quiet_lightning` silences what Lightning prints that says nothing to a placer's user.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gnplace.exceptions import Terminated, after_interrupt
 from gnplace.progress import ProgressLine, show_bar
+from gnplace.workers import SharedSetting
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
            "progress_callbacks", "fit_interruptibly", "quiet_lightning"]
@@ -421,44 +422,37 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
             signal.signal(signal.SIGINT, handler)
 
 
-class quiet_lightning:  # noqa: N801 - used as a context manager, like contextlib's
+def _silence_lightning() -> Callable[[], None]:
+    """Lightning's loggers at ERROR and its chatty warnings ignored; returns what puts both back."""
+    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    caught = warnings.catch_warnings()
+    caught.__enter__()
+    warnings.filterwarnings("ignore", module="lightning")
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+
+    def back() -> None:
+        caught.__exit__(None, None, None)
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+    return back
+
+
+_QUIET_LIGHTNING = SharedSetting(_silence_lightning)
+
+
+def quiet_lightning() -> SharedSetting:
     """Silence Lightning's start-up lines and its advice for training on big datasets, for placers.
 
     Loggers' levels and warning filters are the process's: threads (and nested uses) inside at once share one
-    silencing, set by the first to enter and undone by the last to leave. Each saved and restored its own, so
-    two threads' runs that overlapped left Lightning's loggers at ERROR and its warnings ignored for good
-    (after two ``ppo`` placements in threads), or let one run's lines out.
+    silencing, set by the first to enter and undone by the last to leave (:class:`~gnplace.workers.SharedSetting`).
+    Each saved and restored its own, so two threads' runs that overlapped left Lightning's loggers at ERROR and
+    its warnings ignored for good (after two ``ppo`` placements in threads), or let one run's lines out.
     """
-
-    _lock = threading.Lock()
-    _depth = 0
-    _saved: tuple[list[logging.Logger], list[int], Any] | None = None
-
-    def __enter__(self) -> None:
-        cls = quiet_lightning
-        with cls._lock:
-            if cls._depth == 0:
-                loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-                levels = [lg.level for lg in loggers]
-                for lg in loggers:
-                    lg.setLevel(logging.ERROR)
-                caught = warnings.catch_warnings()
-                caught.__enter__()
-                warnings.filterwarnings("ignore", module="lightning")
-                warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-                cls._saved = (loggers, levels, caught)
-            cls._depth += 1
-
-    def __exit__(self, *exc: Any) -> None:
-        cls = quiet_lightning
-        with cls._lock:
-            cls._depth -= 1
-            if cls._depth == 0 and cls._saved is not None:
-                loggers, levels, caught = cls._saved
-                cls._saved = None
-                caught.__exit__(*exc)
-                for lg, level in zip(loggers, levels):
-                    lg.setLevel(level)
+    return _QUIET_LIGHTNING
 
 
 def _overall_first(name: str) -> tuple[int, str]:

@@ -7,12 +7,12 @@ recursive bisection meets a part with a small target share; they go to file desc
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import sys
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
+
+from gnplace.workers import SharedSetting
 
 __all__ = ["flush_c_stdio", "quiet_c_stdout"]
 
@@ -25,42 +25,36 @@ def flush_c_stdio() -> None:
         pass
 
 
-#: Guards the redirection: threads inside :func:`quiet_c_stdout` at once share one (see there).
-_LOCK = threading.Lock()
-_depth = 0
-_saved: int | None = None
+def _stdout_to_devnull() -> Callable[[], None]:
+    """Point fd 1 at ``/dev/null`` (Python's ``sys.stdout`` flushed first); returns what points it back."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+
+    def back() -> None:
+        flush_c_stdio()  # into /dev/null, not into whatever is written after
+        os.dup2(saved, 1)
+        os.close(saved)
+
+    return back
 
 
-@contextlib.contextmanager
-def quiet_c_stdout() -> Iterator[None]:
+_QUIET = SharedSetting(_stdout_to_devnull)
+
+
+def quiet_c_stdout() -> SharedSetting:
     """Send file descriptor 1 to ``/dev/null`` for the duration; Python's ``sys.stdout`` is flushed first.
 
-    Threads (and nested calls) inside it at once share one redirection, which the last to leave undoes:
-    each saved fd 1 and put it back on leaving, so a thread that entered while another's redirection
-    stood saved ``/dev/null`` and restored it last, and the process's standard output stayed in
-    ``/dev/null`` for good (after two threads' ``metis`` placements nothing more was printed).
+    Threads (and nested calls) inside it at once share one redirection, which the last to leave undoes
+    (:class:`~gnplace.workers.SharedSetting`): each saved fd 1 and put it back on leaving, so a thread that
+    entered while another's redirection stood saved ``/dev/null`` and restored it last, and the process's
+    standard output stayed in ``/dev/null`` for good (after two threads' ``metis`` placements nothing more
+    was printed).
 
     Examples:
         >>> with quiet_c_stdout():
         ...     os.write(1, b"not shown\\n")
         10
     """
-    global _depth, _saved
-    with _LOCK:
-        if _depth == 0:
-            sys.stdout.flush()
-            saved = os.dup(1)
-            with open(os.devnull, "w") as devnull:
-                os.dup2(devnull.fileno(), 1)
-            _saved = saved
-        _depth += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _depth -= 1
-            if _depth == 0 and _saved is not None:
-                flush_c_stdio()  # into /dev/null, not into whatever is written after
-                os.dup2(_saved, 1)
-                os.close(_saved)
-                _saved = None
+    return _QUIET

@@ -28,11 +28,51 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["PARENT_POLL_S", "available_cores", "is_launched_rank", "limit_threads", "process_pool", "task_mapper",
-           "terminate_workers", "threads_per_worker", "watch_parent"]
+__all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "is_launched_rank", "limit_threads", "process_pool",
+           "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
+
+
+class SharedSetting:
+    """A process-wide setting (a file descriptor, loggers' levels) that threads inside it at once share.
+
+    The first to enter makes it and the last to leave undoes it; nested uses count too. Each use saving and
+    restoring the setting itself went wrong under threads: one that entered while another's setting stood
+    saved that setting, restored it last, and it stayed for the rest of the process.
+
+    Args:
+        setup (callable): makes the setting and returns the callable that undoes it.
+
+    Examples:
+        >>> steps = []
+        >>> shared = SharedSetting(lambda: steps.append("made") or (lambda: steps.append("undone")))
+        >>> with shared:
+        ...     with shared:
+        ...         pass
+        >>> steps
+        ['made', 'undone']
+    """
+
+    def __init__(self, setup: Callable[[], Callable[[], None]]) -> None:
+        self._setup = setup
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._undo: Callable[[], None] | None = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._undo = self._setup()
+            self._depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._undo is not None:
+                undo, self._undo = self._undo, None
+                undo()
 
 
 def is_launched_rank() -> bool:

@@ -223,3 +223,31 @@ def test_terminate_workers_is_typed_as_the_pool_it_ends():
     from gnplace.workers import terminate_workers
 
     assert inspect.signature(terminate_workers).parameters["pool"].annotation == "ProcessPoolExecutor"
+
+
+def test_a_shared_setting_is_made_by_the_first_to_enter_and_undone_by_the_last_to_leave_across_threads():
+    import threading
+
+    from gnplace.workers import SharedSetting
+
+    steps: list[str] = []
+    shared = SharedSetting(lambda: steps.append("made") or (lambda: steps.append("undone")))
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with shared:
+            inside.set()
+            leave.wait(10)
+
+    other = threading.Thread(target=hold)
+    other.start()
+    assert inside.wait(10)
+    with shared:  # entered while the other thread's stands: shared, not saved and restored
+        pass
+    assert steps == ["made"]
+    leave.set()
+    other.join(10)
+    assert steps == ["made", "undone"]
+    with pytest.raises(RuntimeError), shared:
+        raise RuntimeError("the body fails")
+    assert steps == ["made", "undone", "made", "undone"]
