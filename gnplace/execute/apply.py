@@ -43,7 +43,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
 from gnplace.execute.program import Program, compile_step
 from gnplace.execute.runner import run_step
-from gnplace.importers.trace import input_leaves
+from gnplace.importers.trace import held_tensors, input_leaves
 
 __all__ = ["apply", "PlacedModule"]
 
@@ -327,10 +327,7 @@ def _warn_captured_tensors(loss: Callable[[Any], torch.Tensor], step: Any) -> No
     the tensor ``y`` named then as a constant, and the placed step computes with it at every call, though
     ``y`` names the next batch's targets by then (eager reads the new one): a wrong loss, silently.
     """
-    from torch.utils._pytree import tree_flatten
-
-    constants = {id(x) for op in step.trace.ops for x in tree_flatten((op.args, op.kwargs))[0]
-                 if isinstance(x, torch.Tensor)}
+    constants = {id(x) for _, x in held_tensors(step.trace.ops)}
     warned: set[int] = set()
     for name, value in _reads_from_outside(loss):
         if isinstance(value, torch.Tensor) and id(value) in constants and id(value) not in warned:
@@ -415,10 +412,7 @@ def _tensor_constants(module: torch.nn.Module, step: Any) -> dict[tuple[str, str
 
     ``{(submodule, name): (the tensor, its version counter)}``, to tell a later change of it.
     """
-    from torch.utils._pytree import tree_flatten
-
-    read = {id(x) for op in step.trace.ops for x in tree_flatten((op.args, op.kwargs))[0]
-            if isinstance(x, torch.Tensor)}
+    read = {id(x) for _, x in held_tensors(step.trace.ops)}
     return {(where, name): (value, value._version) for where, sub in module.named_modules()
             for name, value in vars(sub).items()
             if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and id(value) in read}

@@ -29,6 +29,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGrap
 
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
+    "held_tensors",
     "written_argument", "memory_owners",
 ]
 
@@ -506,6 +507,14 @@ def record_training_step(
                          input_spec, tied, untrained_state)
 
 
+def held_tensors(ops: Sequence[TracedOp]) -> Iterator[tuple[TracedOp, torch.Tensor]]:
+    """Each real tensor an op holds in its arguments (a constant of the step, not a :class:`Ref`), with the op."""
+    for op in ops:
+        for x in tree_flatten((op.args, op.kwargs))[0]:
+            if isinstance(x, torch.Tensor):
+                yield op, x
+
+
 def _refuse_state_read_from_outside(
     module: torch.nn.Module, ops: Sequence[Any], state: dict[str, torch.Tensor]
 ) -> None:
@@ -519,16 +528,15 @@ def _refuse_state_read_from_outside(
         UnsupportedGraph: naming the parameter or buffer and the op that read it.
     """
     held = {id(t): name for name, t in state.items()}
-    for op in ops:
-        for x in tree_flatten((op.args, op.kwargs))[0]:
-            if isinstance(x, torch.Tensor) and id(x) in held:
-                kind = "parameter" if isinstance(x, torch.nn.Parameter) else "buffer"
-                raise UnsupportedGraph(
-                    f"cannot trace a training step of {type(module).__name__}: op {op.func} read its {kind} "
-                    f"{held[id(x)]!r} as a tensor held from outside the module's call (a loss function or closure "
-                    f"that kept the tensor itself), which the step would keep as a constant, without its gradient; "
-                    f"read it through the module at each call (module.{held[id(x)]} inside the loss function)"
-                )
+    for op, x in held_tensors(ops):
+        if id(x) in held:
+            kind = "parameter" if isinstance(x, torch.nn.Parameter) else "buffer"
+            raise UnsupportedGraph(
+                f"cannot trace a training step of {type(module).__name__}: op {op.func} read its {kind} "
+                f"{held[id(x)]!r} as a tensor held from outside the module's call (a loss function or closure "
+                f"that kept the tensor itself), which the step would keep as a constant, without its gradient; "
+                f"read it through the module at each call (module.{held[id(x)]} inside the loss function)"
+            )
 
 
 def _carry_reassigned_buffers(module: torch.nn.Module, fakes: dict[str, torch.Tensor]) -> None:
