@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif"
 """The file types the plots write (matplotlib's formats, by suffix)."""
 
 
-
 def agg_pyplot() -> Any:
     """The ``pyplot`` of matplotlib on the Agg backend (drawing to files, no display), whatever ``MPLBACKEND`` says.
 
@@ -28,8 +28,6 @@ def agg_pyplot() -> Any:
     ValueError traceback instead of the plot. The plots are files, drawn with Agg whatever the variable names, so
     it is set aside while matplotlib loads (and put back for the user's own use after).
     """
-    import sys
-
     if "matplotlib" not in sys.modules:
         told = os.environ.pop("MPLBACKEND", None)
         try:
