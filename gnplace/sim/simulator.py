@@ -168,7 +168,12 @@ class Simulator(StepTimer):
 
         Raises:
             InvalidPlacement: if ``placement`` does not place every op on a device of ``cluster``.
+            InvalidArgument: if ``timeline`` is no bool (``"no"`` would read as true).
         """
+        if not isinstance(timeline, bool):  # (the placers' check is imported only where it is needed: they import this)
+            from gnplace.placers.base import check_flag
+
+            timeline = check_flag("simulate", "timeline", timeline)
         placed = as_placement(graph, cluster, placement)
         prepared = self._prepared(graph, cluster)
         # a writable copy, as simulate_many's rows are: numba compiles the kernel once per array type

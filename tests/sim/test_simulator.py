@@ -201,6 +201,17 @@ def test_a_mode_that_is_no_name_is_unknown(mode):
         simulate(g, c, [0] * g.num_ops, mode=mode)
 
 
+@pytest.mark.parametrize("timeline", ["no", 1, None])
+def test_a_timeline_that_is_no_bool_is_refused(timeline):
+    """simulate(..., timeline="no") read the string as true and recorded the timeline."""
+    from gnplace.exceptions import InvalidArgument
+
+    g, c = mlp_training_graph(layers=2), load_cluster("k80x2")
+    with pytest.raises(InvalidArgument, match=r"^simulate: timeline must be true or false, got "):
+        simulate(g, c, [0] * g.num_ops, timeline=timeline)
+    assert simulate(g, c, [0] * g.num_ops, timeline=np.bool_(True)).timeline is not None
+
+
 def test_placement_by_names_and_object_agree():
     g = mlp_training_graph(layers=2, width=64, batch=8)
     c = load_cluster("k80x2")
