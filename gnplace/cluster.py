@@ -359,9 +359,13 @@ def load_cluster(spec: str | os.PathLike[str] | Cluster) -> Cluster:
     Raises:
         InvalidCluster: with one line naming the file, the key and the problem, if the name is
             unknown or the file is malformed.
+        InvalidArgument: if ``spec`` is no name, path or cluster (None).
     """
     if isinstance(spec, Cluster):
         return spec
+    if not isinstance(spec, str | os.PathLike):  # None read as the unknown cluster 'None'
+        raise InvalidArgument(f"a cluster is given by a preset's name, a YAML file's path or a Cluster, "
+                              f"got {reprlib.repr(spec)}")
     text_spec = str(spec)
     if not text_spec.strip():  # Path("") is the current folder, which the message would name instead
         raise InvalidCluster(f"cluster name is empty: give a YAML file or one of {', '.join(preset_names())}")

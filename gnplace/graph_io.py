@@ -38,7 +38,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import PHASES, OpGraph, check_graph
-from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, gunzip, parse_json, read_file
+from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, as_path, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
 __all__ = ["save_graph", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx"]
@@ -369,6 +369,7 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
 
     Raises:
         InvalidGraph: if the file is missing, truncated, not a gnplace graph, or holds an invalid graph.
+        InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike`` (None).
 
     Examples:
         >>> import tempfile, os
@@ -378,7 +379,7 @@ def load_graph(path: str | os.PathLike[str]) -> OpGraph:
         ...     load_graph(save_graph(g, os.path.join(folder, "chain.gnpg"))) == g
         True
     """
-    path = Path(path)
+    path = as_path(path, "graph file")  # None was pathlib's TypeError
     if path.suffix.lower() == ".onnx":
         raise InvalidGraph(f"{path}: an ONNX model, not a gnplace graph file; convert it with `gnplace import "
                            f"{path} -o GRAPH.gnpg` (gnplace place reads ONNX files directly)")

@@ -43,7 +43,8 @@ from gnplace.exceptions import GnplaceError, InvalidArgument, first_line
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
     "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS",
-    "read_file", "check_budget", "as_float", "finite_number", "gunzip", "parse_json", "parse_yaml", "check_depth",
+    "read_file", "as_path", "check_budget", "as_float", "finite_number", "gunzip", "parse_json", "parse_yaml",
+    "check_depth",
 ]
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -75,13 +76,32 @@ MAX_BUDGET = 10**9
 MAX_EPOCHS = 1000
 
 
+def as_path(path: Any, what: str) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, where it is a ``str`` or ``os.PathLike`` (the file ``what`` names).
+
+    Raises:
+        InvalidArgument: if it is neither (``load_graph(None)`` was pathlib's TypeError).
+
+    Examples:
+        >>> as_path("g.gnpg", "graph file")
+        PosixPath('g.gnpg')
+    """
+    if not isinstance(path, str | os.PathLike):
+        import reprlib
+
+        raise InvalidArgument(f"{_article(what)} {what} is given by its path (str or os.PathLike), "
+                              f"got {reprlib.repr(path)}")
+    return Path(path)
+
+
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:
     """The bytes of ``path``, at most :data:`MAX_FILE_BYTES`.
 
     Raises:
         error: if the file is missing, unreadable or too large (the message names ``what`` it should be).
+        InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike``.
     """
-    path = Path(path)
+    path = as_path(path, what)
     try:
         status = path.stat()
         if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):

@@ -409,16 +409,17 @@ def load_placement(
             ``cluster``, if the cluster the file names is not a preset; with it, if the file names a preset
             whose devices (their number, names or kinds) are not those of ``cluster``.
         InvalidCluster: if ``cluster`` is a name or file that does not load.
+        InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike`` (None), or ``graph`` no graph.
 
     Warns (:class:`UserWarning`, one line each) when the file was written for a graph of another name
     whose op names are all the same, or for a cluster of another name (a preset of the same devices, or
     a cluster file, which cannot be compared): such a placement applies, but may not be the one meant;
     and when it splits a colocation group over devices, which the simulator times as given.
     """
-    from gnplace.limits import parse_json, read_file
+    from gnplace.limits import as_path, parse_json, read_file
 
     check_graph(graph)
-    path = Path(path)
+    path = as_path(path, "placement file")  # None was pathlib's TypeError
     raw = read_file(path, InvalidPlacement, "placement file")
     try:
         data = parse_json(raw, InvalidPlacement, str(path))

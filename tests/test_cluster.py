@@ -828,3 +828,13 @@ def test_transfer_time_uses_the_link_of_its_direction():
     c = Cluster(devices, np.array([[np.inf, 1e6], [5e5, np.inf]]), np.array([[0.0, 1e-3], [3e-3, 0.0]]), name="asym")
     assert c.transfer_time(1, 0, 1e6) == pytest.approx(3e-3 + 2.0)
     assert c.transfer_time(0, 1, 1e6) == pytest.approx(1e-3 + 1.0)
+
+
+@pytest.mark.parametrize("given", [None, 4, ["k80x2"]])
+def test_a_cluster_that_is_no_name_path_or_cluster_is_one_clear_error(given):
+    """load_cluster(None) was refused as the unknown cluster 'None', and a list as "unknown cluster \\"['k80x2']\\""."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"^a cluster is given by a preset's name, a YAML file's path or a "
+                       r"Cluster, got "):
+        load_cluster(given)

@@ -711,3 +711,10 @@ def test_what_is_no_graph_is_one_clear_error(tmp_path):
     for given in (None, {}, g):
         with pytest.raises(InvalidArgument, match=r"^from_networkx needs a networkx\.DiGraph, got"):
             from_networkx(given)
+
+
+@pytest.mark.parametrize("given", [None, 3, b"g.gnpg"])
+def test_a_graph_path_that_is_no_path_is_one_clear_error(given):
+    """load_graph(None) was pathlib's TypeError ('expected str, bytes or os.PathLike object, not NoneType')."""
+    with pytest.raises(InvalidArgument, match=r"^a graph file is given by its path \(str or os\.PathLike\), got "):
+        load_graph(given)

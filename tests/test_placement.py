@@ -720,3 +720,11 @@ def test_a_placement_file_on_a_cluster_listing_its_devices_in_another_order_is_u
     with pytest.raises(InvalidPlacement, match=r"whose devices differ from those of 'mine' \(device 0 is gpu0 \(k80\) "
                                                r"there, fast \(a100\) here\)"):
         load_placement(path, g, other)
+
+
+def test_a_placement_path_that_is_no_path_is_one_clear_error():
+    """load_placement(None, graph) was pathlib's TypeError ('expected str, bytes or os.PathLike object')."""
+    from gnplace.exceptions import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match=r"^a placement file is given by its path \(str or os\.PathLike\), got None"):
+        load_placement(None, chain_graph(3))  # type: ignore[arg-type]
