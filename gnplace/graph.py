@@ -35,6 +35,22 @@ PHASES: tuple[str, ...] = ("forward", "backward", "update")
 FORWARD, BACKWARD, UPDATE = 0, 1, 2
 
 
+def _json_shaped(value: Any) -> Any:
+    """A deep copy of ``value`` with each tuple a list, as JSON reads it back (a graph's ``meta``).
+
+    A tuple in ``meta`` came back a list from a saved file, and the graph read was not ``==`` the one saved.
+
+    Examples:
+        >>> _json_shaped({"shape": (8, 128), "tags": [("a", 1)]})
+        {'shape': [8, 128], 'tags': [['a', 1]]}
+    """
+    if isinstance(value, dict):
+        return {key: _json_shaped(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_shaped(item) for item in value]
+    return copy.deepcopy(value)
+
+
 def _texts(values: Any, field: str, graph: str) -> tuple[str, ...]:
     """``values`` (one entry per node) as strings; one string or a non-iterable is an :class:`InvalidGraph`.
 
@@ -159,7 +175,8 @@ class OpGraph(ReadOnlyArrays):
         cost_s (Mapping[str, array-like], optional): measured seconds of each op per device kind;
             NaN marks an op that was not measured there (default: none).
         name (str, optional): graph name (default: ``"graph"``).
-        meta (Mapping, optional): JSON-serialisable facts about the graph (family, seed, ...).
+        meta (Mapping, optional): JSON-serialisable facts about the graph (family, seed, ...); a tuple in it is
+            kept as a list, as a saved graph reads it back.
 
     Raises:
         InvalidGraph: on a cycle (the message lists nodes on it), an edge to a node that does not
@@ -204,7 +221,10 @@ class OpGraph(ReadOnlyArrays):
         for label, given in (("meta", meta), ("cost_s", cost_s)):
             if given is not None and not isinstance(given, Mapping):
                 raise InvalidGraph(f"graph {self.name!r}: {label} must be a mapping, got {reprlib.repr(given)}")
-        self.meta: dict[str, Any] = copy.deepcopy(dict(meta or {}))  # the caller's nested dicts stay theirs
+        try:
+            self.meta: dict[str, Any] = _json_shaped(dict(meta or {}))  # a copy: the caller's nested dicts stay theirs
+        except RecursionError:
+            raise InvalidGraph(f"graph {self.name!r}: meta is nested too deep, or holds itself") from None
 
         try:
             edge_array = _numbers(edges if len(edges) else np.zeros((0, 2)), "edges").astype(np.float64)

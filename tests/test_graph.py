@@ -724,3 +724,16 @@ def test_meta_is_the_graphs_own_to_the_nested_values():
     given["source"]["model"] = "other"
     given["source"]["sizes"].append(3)
     assert g.meta == {"family": "ptb", "source": {"model": "m", "sizes": [1, 2]}}
+
+
+def test_a_tuple_in_meta_is_a_list_so_a_saved_graph_reads_back_equal(tmp_path):
+    """A tuple in meta came back a list from save_graph and load_graph, and the graph read was not == the one saved."""
+    from gnplace.graph_io import load_graph, save_graph
+
+    g = OpGraph(["x", "y"], [(0, 1)], meta={"shape": (8, 128), "nested": {"pairs": [(1, 2)]}})
+    assert g.meta == {"shape": [8, 128], "nested": {"pairs": [[1, 2]]}}
+    assert load_graph(save_graph(g, tmp_path / "g.gnpg")) == g
+    holds_itself: dict = {}
+    holds_itself["self"] = holds_itself
+    with pytest.raises(InvalidGraph, match=r"^graph 'graph': meta is nested too deep, or holds itself$"):
+        OpGraph(["x"], meta={"loop": holds_itself})
