@@ -400,8 +400,10 @@ def to_networkx(graph: OpGraph) -> Any:
 
     Node attributes: ``flops``, ``out_bytes``, ``param_bytes``, ``group``, ``op_type``, ``op_kind``,
     ``phase`` (name), ``module`` and, where measured, ``cost_s`` (dict of device kind to seconds).
-    Edge attribute: ``bytes``. Graph attributes: ``name``, ``meta`` and, where the graph has measured
-    costs, ``cost_kinds`` (every kind, also one no op was measured on).
+    Edge attributes: ``bytes`` and ``index``, the edge's position in ``graph``'s edge list (networkx lists edges by
+    source node; :func:`from_networkx` keeps this order, so the round trip is ``==`` and has ``graph``'s
+    fingerprint). Graph attributes: ``name``, ``meta`` and, where the graph has measured costs, ``cost_kinds``
+    (every kind, also one no op was measured on).
 
     Examples:
         >>> from gnplace.toy import chain_graph
@@ -430,9 +432,21 @@ def to_networkx(graph: OpGraph) -> Any:
         if measured:
             attrs["cost_s"] = measured
         G.add_node(name, **attrs)
-    for s, d, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist()):
-        G.add_edge(graph.node_names[s], graph.node_names[d], bytes=b)
+    for index, (s, d, b) in enumerate(zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist())):
+        G.add_edge(graph.node_names[s], graph.node_names[d], bytes=b, index=index)
     return G
+
+
+def _edge_order(edges: list[tuple[Any, Any, dict[str, Any]]]) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """``edges`` (networkx's, by source node) in the order of their ``index`` attributes (:func:`to_networkx`'s).
+
+    Edges without a whole-number ``index`` (added by hand) follow, in networkx's order.
+    """
+    def index(edge: tuple[Any, Any, dict[str, Any]]) -> float:
+        given = edge[2].get("index")
+        return float(given) if isinstance(given, numbers.Integral) and not isinstance(given, bool) else math.inf
+
+    return sorted(edges, key=index)  # (stable: networkx's order among edges of no index)
 
 
 def _groups(data: list[dict[str, Any]]) -> list[Any]:
@@ -456,7 +470,8 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     Missing attributes take defaults: ``flops`` 0, ``out_bytes`` the largest outgoing edge,
     ``param_bytes`` 0, ``group`` one per node, ``phase`` forward, ``op_type`` ``"op"``, ``op_kind``
     derived from op type and phase (:func:`gnplace.opkinds.canonical_kind`), edge ``bytes`` the
-    producer's ``out_bytes``.
+    producer's ``out_bytes``. Edges are in the order of their ``index`` (:func:`to_networkx`'s), those without
+    one after, in networkx's order.
 
     Raises:
         InvalidGraph: if the graph is undirected, cyclic, has invalid sizes or an unknown op kind.
@@ -476,7 +491,7 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     nodes = list(G.nodes)
     index = {v: i for i, v in enumerate(nodes)}
     data = [G.nodes[v] for v in nodes]
-    edge_list = list(G.edges(data=True))
+    edge_list = _edge_order(list(G.edges(data=True)))  # the graph's order, where to_networkx made G
     out_bytes: list[float] = []
     for v, attrs in zip(nodes, data):
         if "out_bytes" in attrs:

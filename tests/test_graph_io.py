@@ -419,7 +419,7 @@ def test_to_networkx_attributes():
     }
     assert G.nodes["in"]["cost_s"] == {"k80": 1e-5, "cpu": 1.0}
     assert G.nodes["upd"]["phase"] == "update" and G.nodes["upd"]["param_bytes"] == 2**33 + 1
-    assert G.edges["in", "grad"] == {"bytes": 5}
+    assert G.edges["in", "grad"] == {"bytes": 5, "index": 3}
     assert G.number_of_edges() == 5
 
 
@@ -458,6 +458,19 @@ def test_networkx_round_trip_is_equal_for_sorted_edges():
     order = np.lexsort((g.edge_dst, g.edge_src))
     g = g.replace(edges=np.stack([g.edge_src[order], g.edge_dst[order]], axis=1), edge_bytes=g.edge_bytes[order])
     assert from_networkx(to_networkx(g)) == g
+
+
+def test_networkx_round_trip_keeps_the_edge_order():
+    """networkx lists edges by source node: the graph read back had them in another order, was not == the graph and
+    had another fingerprint (datasets/examples' mlp2x8w2048b512)."""
+    g = mlp_training_graph(layers=2, width=8, batch=4)
+    order = np.random.default_rng(0).permutation(g.num_edges)
+    g = g.replace(edges=np.stack([g.edge_src[order], g.edge_dst[order]], axis=1), edge_bytes=g.edge_bytes[order])
+    back = from_networkx(to_networkx(g))
+    assert back == g and back.fingerprint() == g.fingerprint()
+    G = to_networkx(g)
+    G.add_edge(g.node_names[0], g.node_names[-1], bytes=1)  # added by hand, no index: after the others
+    assert from_networkx(G).edge_dst.tolist() == [*g.edge_dst.tolist(), g.num_ops - 1]
 
 
 def test_networkx_round_trip_of_layered_graph():
