@@ -11,17 +11,21 @@ Quick start::
 """
 # ruff: noqa: E402 (numba's cache folder is settled before the modules that compile kernels are imported)
 
-from gnplace.numba_cache import ensure_numba_cache
+from gnplace.startup import check_thread_settings, command_imports
 
-ensure_numba_cache()  # before the kernels' modules: each kernel finds numba's cache folder when it is decorated
+with command_imports():  # a command's Ctrl-C or bad setting in these imports: one line, not a traceback
+    check_thread_settings()  # before numba reads NUMBA_NUM_THREADS (0 was a ValueError inside numba)
+    from gnplace.numba_cache import ensure_numba_cache
 
-from gnplace.cluster import Cluster, Device, load_cluster
-from gnplace.exceptions import GnplaceError, InfeasiblePlacement, InvalidCluster, InvalidGraph, InvalidPlacement
-from gnplace.graph import OpGraph
-from gnplace.graph_io import from_networkx, load_graph, save_graph, to_networkx
-from gnplace.placement import Placement, load_placement, save_placement
-from gnplace.placers import PLACERS, get_placer
-from gnplace.sim import Simulator, StepResult, lower_bound, simulate
+    ensure_numba_cache()  # before the kernels' modules: each kernel finds numba's cache folder when it is decorated
+
+    from gnplace.cluster import Cluster, Device, load_cluster
+    from gnplace.exceptions import GnplaceError, InfeasiblePlacement, InvalidCluster, InvalidGraph, InvalidPlacement
+    from gnplace.graph import OpGraph
+    from gnplace.graph_io import from_networkx, load_graph, save_graph, to_networkx
+    from gnplace.placement import Placement, load_placement, save_placement
+    from gnplace.placers import PLACERS, get_placer
+    from gnplace.sim import Simulator, StepResult, lower_bound, simulate
 
 __version__ = "0.1.0"
 
