@@ -319,10 +319,28 @@ class Cluster(ReadOnlyArrays):
             >>> load_cluster("k80x2").fingerprint() == load_cluster("k80x4").fingerprint()
             False
         """
+        return self._digest(_canonical)
+
+    def earlier_fingerprint(self) -> str:
+        """The fingerprint gnplace recorded before 2026-12-04 (commit 32c87da): each number hashed as it was given.
+
+        A cluster file that restates a default in another form (the k80's ``memory: 12 GiB``, a float where the
+        preset's is an int) had another fingerprint then, which a search's or fine-tuning's checkpoint of those
+        days records; their ``resume`` accepts it. It is :meth:`fingerprint` wherever the numbers were written
+        as the defaults are (the presets, the clusters drawn for pretraining).
+
+        Examples:
+            >>> load_cluster("k80x2").earlier_fingerprint() == load_cluster("k80x2").fingerprint()
+            True
+        """
+        return self._digest(getattr)
+
+    def _digest(self, value: Callable[[Device, str], Any]) -> str:
+        """SHA-256 (hex) of the name, each device's fields as ``value(device, field)`` gives them, and the links."""
         # message_cpu joins a device's tuple only where it is set, so clusters without it keep the
         # fingerprints that saved results and pretraining runs recorded before the field existed
         older = [f.name for f in dataclasses.fields(Device) if f.name != "message_cpu"]
-        devices = [tuple(_canonical(d, key) for key in older) + ((d.message_cpu,) if d.message_cpu else ())
+        devices = [tuple(value(d, key) for key in older) + ((d.message_cpu,) if d.message_cpu else ())
                    for d in self.devices]
         digest = hashlib.sha256(repr((self.name, devices)).encode())
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())

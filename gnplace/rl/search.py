@@ -378,7 +378,7 @@ class PPOSearchPlacer:
             if not self.resume:  # a new run would overwrite it: the earlier run's state is not ours to drop
                 raise InvalidArgument(f"{last.parent} holds a run already ({last.name}): resume it, or use another "
                                       f"{self.out_option}")
-            saved_start = self.check_resumable(last, identity).get("start")  # refused here, before anything is timed
+            saved_start = self.check_resumable(last, identity, cluster).get("start")  # refused before anything is timed
             resume_from = str(last)
         if graph.num_ops == 0:
             return Placement(np.zeros(0, dtype=np.int64), cluster, GraphKey.of(graph))
@@ -552,10 +552,12 @@ class PPOSearchPlacer:
             identity["settings"]["zero_shot_seed"] = "caller"  # revision 12 (11 drew from the search's own seed)
         return identity
 
-    def check_resumable(self, path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    def check_resumable(self, path: Path, identity: dict[str, Any], cluster: Cluster | None = None) -> dict[str, Any]:
         """Refuse a checkpoint ``path`` that cannot continue the run ``identity``: unreadable, foreign or another run's.
 
-        Reads the file only (``weights_only``), so a refused checkpoint stays as it was.
+        Reads the file only (``weights_only``), so a refused checkpoint stays as it was. A run on ``cluster`` that
+        recorded its :meth:`~gnplace.cluster.Cluster.earlier_fingerprint` (a gnplace of before 2026-12-04, on a
+        cluster file that restates a default in another form) is a run on it.
 
         Returns:
             dict: the run recorded in the checkpoint (``identity``'s keys, and the search's start).
@@ -583,7 +585,8 @@ class PPOSearchPlacer:
         if saved.get("graph") != identity["graph"]:
             differ.append(f"another graph ({saved.get('graph_name')!r}, {saved.get('ops')} ops; "
                           f"here {identity['graph_name']!r}, {identity['ops']} ops)")
-        if saved.get("cluster") != identity["cluster"]:
+        earlier = None if cluster is None else cluster.earlier_fingerprint()
+        if saved.get("cluster") not in (identity["cluster"], earlier):
             name, here = saved.get("cluster_name"), identity["cluster_name"]
             differ.append(f"another cluster ({name}; here {here})" if name != here
                           else f"another cluster ({name} with other devices)")
