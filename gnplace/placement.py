@@ -495,7 +495,9 @@ def _other_cluster(recorded: Any, cluster: Cluster, path: Path, devices: Any = N
         if recorded not in (None, cluster.name):
             return f"{path} was made for {made_for}, not {cluster.name!r}; its devices are the same by name " \
                 "and kind, so it is used as it is"
-        other = isinstance(fingerprint, str) and fingerprint != cluster.fingerprint()  # (None: written before)
+        # (None: written before fingerprints; this cluster's earlier one: before 2026-12-04's, Cluster.fingerprint)
+        this_cluster = (cluster.fingerprint(), cluster.earlier_fingerprint())
+        other = isinstance(fingerprint, str) and fingerprint not in this_cluster
         how = "other speeds, memories or links" if theirs == mine else \
             "listed in another order, and perhaps other speeds, memories or links"
         return "" if not other else \
