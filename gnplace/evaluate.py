@@ -956,7 +956,8 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     first, then ascending) and label. ``runs`` counts the rows summarised, ``graphs`` their distinct graph files
     (a graph run with two seeds is one graph and two runs; every mean and count below is over runs),
     ``vs_best_graphs`` the runs whose ratio is in ``vs_best`` (not the out-of-memory or failed ones, nor those of
-    a graph without a best); ``place_s`` is the mean seconds of the runs that placed (nan if none did).
+    a graph without a best); ``place_s`` is the mean seconds of the runs that placed (nan if none did). A ratio is
+    ``inf`` where every run's is (a step of work against one of 0 s), nan where no run has one.
 
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
     and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
@@ -983,10 +984,10 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "family": family, "cluster": cluster, "placer": placer, "budget": budget, "options": given,
             "label": summary_label(placer, budget, options[(placer, given)]), "runs": len(members),
             "graphs": len({r.graph_path for r in members}),
-            "vs_best": geomean(vs_best),
+            "vs_best": _mean_ratio(vs_best),
             "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
-            "vs_single": geomean([relative_step(r.step_time_s, r.single_s) for r in ok]),
-            "vs_bound": geomean([relative_step(r.step_time_s, r.bound_s) for r in ok]),
+            "vs_single": _mean_ratio([relative_step(r.step_time_s, r.single_s) for r in ok]),
+            "vs_bound": _mean_ratio([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom for r in members),
             "errors": sum(bool(r.error) for r in members),
             "best_count": sum(
@@ -995,6 +996,22 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "place_s": _mean([r.place_seconds for r in members if math.isfinite(r.place_seconds)]),  # failed: none
         })
     return summary
+
+
+def _mean_ratio(ratios: Sequence[float]) -> float:
+    """A summary line's mean of step-time ratios: their :func:`~gnplace.sim.timer.geomean`, infinite where all are.
+
+    A run of a step of work against a reference of 0 s (a best, single-device step or bound of no work: a cluster
+    with no launch overhead) has an infinite ratio, which the geometric mean leaves out; a line of such runs only
+    was ``nan``, as a line of no runs to compare is.
+
+    Examples:
+        >>> _mean_ratio([0.5, 2.0]), _mean_ratio([float("inf")]), _mean_ratio([])
+        (1.0, inf, nan)
+    """
+    if ratios and all(math.isinf(r) and r > 0 for r in ratios):
+        return math.inf
+    return geomean(ratios)
 
 
 def _line_order(

@@ -488,6 +488,24 @@ def test_steps_of_no_work_summarise_as_ratios_of_one(tmp_path):
     assert [(s["vs_best"], s["vs_single"], s["vs_bound"]) for s in summary] == [(1.0, 1.0, 1.0)] * 2
 
 
+def test_a_step_of_work_beside_a_best_of_no_work_summarises_as_infinite_not_nan(tmp_path):
+    """round_robin's 25 us transfer beside single's 0 s step (a graph of no work, no launch overhead) showed nan."""
+    from gnplace.graph import OpGraph
+    path = save_graph(OpGraph(["a", "b", "c"], [(0, 1), (0, 2)], name="idle"), tmp_path / "idle.gnpg")
+    cluster = tmp_path / "z2.yaml"
+    cluster.write_text("name: z2\ndevices: [{name: gpu, count: 2, kind: k80, launch_overhead: 0}]\n"
+                       "links: {default: placeto}\n")
+    rows = evaluate([Task(str(path), str(cluster), p) for p in ("single", "round_robin")], tmp_path / "ev")
+    steps = {r.placer: r.step_time_s for r in rows}
+    assert steps["round_robin"] > 0 and steps["single"] == 0.0
+    by_placer = {s["placer"]: s for s in summarise(rows)}
+    assert [by_placer["round_robin"][k] for k in ("vs_best", "vs_single", "vs_bound")] == [math.inf] * 3
+    assert by_placer["round_robin"]["vs_best_graphs"] == 0
+    assert [by_placer["single"][k] for k in ("vs_best", "vs_single", "vs_bound")] == [1.0] * 3
+    write_markdown(summarise(rows), tmp_path / "table.md")
+    assert "| round_robin | 1 | inf | inf | inf |" in (tmp_path / "table.md").read_text()
+
+
 def test_placers_run_by_evaluate_draw_no_bar_of_their_own():
     """Evaluation shows one bar; workers drawing their own on one terminal garbled it."""
     from gnplace.evaluate import _placer
