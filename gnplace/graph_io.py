@@ -29,7 +29,9 @@ import json
 import math
 import numbers
 import os
+import re
 import reprlib
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,64 @@ def regular_target(path: Path) -> Path:
     return target
 
 
+#: Age (seconds) from which a temporary file of a process gone is stale: no write takes an hour, also one of a
+#: process of the same id on another host of a shared folder (the id tells nothing there).
+STALE_TEMPORARY_S = 3600.0
+#: The temporary files :func:`write_together` makes: ``NAME.PID.RANDOM.tmp``, RANDOM 8 hex digits.
+_TEMPORARY = re.compile(r"(?P<name>.+)\.(?P<pid>[0-9]+)\.[0-9a-f]{8}\.tmp")
+#: The temporary files found in each folder, by the name they were for, when this process first wrote there (a
+#: folder is listed once: 10 ms for 10,000 graphs, each write's own listing would have cost a dataset minutes).
+_FOUND_TEMPORARIES: dict[Path, dict[str, list[str]]] = {}
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this host (one of another user's runs: :obj:`False`)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OverflowError, OSError):  # another user's (EPERM), or an id past the system's
+        return False
+    return False
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files a write of ``target`` left where its process was killed (``kill -9``) mid-write.
+
+    Only files of :func:`write_together`'s exact name for ``target`` (``NAME.PID.RANDOM.tmp`` beside it), whose
+    process runs no more on this host and which are at least :data:`STALE_TEMPORARY_S` old; they stayed forever.
+    The folder is listed once per process (:data:`_FOUND_TEMPORARIES`); what cannot be removed is left.
+
+    Returns:
+        list[Path]: the files removed.
+    """
+    folder = Path(os.path.abspath(target.parent))  # (the working folder may change between writes)
+    found = _FOUND_TEMPORARIES.get(folder)
+    if found is None:
+        found = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                match = _TEMPORARY.fullmatch(entry.name)
+                if match:
+                    found.setdefault(match["name"], []).append(entry.name)
+        _FOUND_TEMPORARIES[folder] = found
+    removed = []
+    for name in {target.name, fitting_name(target.name, 255)}:  # (a long name's temporaries carry its digest)
+        for temporary in found.pop(name, []):
+            path = folder / temporary
+            match = _TEMPORARY.fullmatch(temporary)
+            try:
+                stale = time.time() - path.lstat().st_mtime >= STALE_TEMPORARY_S
+                if stale and match and _process_gone(int(match["pid"])):
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
 def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     """Write ``payload`` to ``path`` through ``PATH.PID.RANDOM.tmp`` and a rename; a failed write leaves no ``.tmp``.
 
@@ -310,7 +370,9 @@ def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     (containers on two hosts of a multi-node run often do).
 
     The parent folders are made. What was at ``path`` before stays as it was when the write fails. A
-    symbolic link is written through (its target is replaced, the link stays).
+    symbolic link is written through (its target is replaced, the link stays). A ``.tmp`` of ``path`` that a
+    killed write left (``kill -9``: its process gone, the file an hour old) is removed
+    (:func:`remove_stale_temporaries`).
 
     Raises:
         IsADirectoryError: if ``path`` is a folder (or ends with ``/``).
@@ -361,6 +423,8 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
         raise
+    for _, target, _ in staged:  # what a killed write of these files left
+        remove_stale_temporaries(target)
     return [given for _, _, given in staged]
 
 

@@ -731,3 +731,32 @@ def test_a_graph_path_that_is_no_path_is_one_clear_error(given):
     """load_graph(None) was pathlib's TypeError ('expected str, bytes or os.PathLike object, not NoneType')."""
     with pytest.raises(InvalidArgument, match=r"^a graph file is given by its path \(str or os\.PathLike\), got "):
         load_graph(given)
+
+
+def test_a_killed_writes_temporary_file_is_removed_by_the_next_write_of_its_file(tmp_path):
+    """kill -9 between a .tmp's write and its rename left NAME.PID.RANDOM.tmp beside the file, forever."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from gnplace.graph_io import STALE_TEMPORARY_S, write_atomically
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process id no process has now
+    old = time.time() - STALE_TEMPORARY_S - 60
+    left = {
+        f"p.json.{gone.pid}.0123abcd.tmp": old,  # a killed write's: removed
+        f"p.json.{gone.pid}.4567abcd.tmp": time.time(),  # as young as a write of another host's same id: kept
+        f"p.json.{os.getpid()}.89abcdef.tmp": old,  # this process's (another thread's write): kept
+        "p.json.1.0123abcd.tmp": old,  # a running process's: kept
+        f"q.json.{gone.pid}.0123abcd.tmp": old,  # another file's: kept (until that file is written)
+        f"p.json.{gone.pid}.notours.tmp": old,  # not a name of ours: kept
+    }
+    for name, mtime in left.items():
+        (tmp_path / name).write_bytes(b"partial")
+        os.utime(tmp_path / name, (mtime, mtime))
+    write_atomically(tmp_path / "p.json", b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*list(left)[1:], "p.json"])
+    write_atomically(tmp_path / "q.json", b"whole")
+    assert not (tmp_path / f"q.json.{gone.pid}.0123abcd.tmp").exists()
