@@ -21,7 +21,7 @@ from gnplace.cli import place as place_cmd
 from gnplace.cli import pretrain as pretrain_cmd
 from gnplace.cli import profile as profile_cmd
 from gnplace.cli import simulate as simulate_cmd
-from gnplace.cli.common import run_reporting_errors
+from gnplace.cli.common import ESCAPED, run_reporting_errors
 
 __all__ = ["main", "build_parser"]
 
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding lacks prints escaped, never a crash
         if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors=ESCAPED)
     args = build_parser().parse_args(argv)
     return run_reporting_errors(args.run, args, "gnplace")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import math
 import os
@@ -25,7 +26,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
-    "device_names",
+    "device_names", "ESCAPED",
 ]
 
 
@@ -486,6 +487,30 @@ def stdout_console(**options: Any) -> Any:
     return console
 
 
+def _escape_unencodable(error: UnicodeError) -> tuple[str, int]:
+    r"""What an output's encoding lacks, escaped: a name's undecodable byte as ``\xNN``, else as ``backslashreplace``.
+
+    A file name that is not UTF-8 (``$'g\xff.gnpg'``) reaches Python with its byte as a surrogate (``\udcff``),
+    which ``backslashreplace`` printed as ``g\udcff.gnpg``, a spelling of Python's own; the byte's is the
+    shell's (``$'g\xff.gnpg'``) and ``ls``'s. The output stays text its encoding holds (JSON readers, logs).
+
+    Examples:
+        >>> print("g\udcff.gnpg, cl\xfcster".encode("ascii", ESCAPED).decode())
+        g\xff.gnpg, cl\xfcster
+    """
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    chunk = error.object[error.start:error.end]
+    escaped = [f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c.encode("ascii", "backslashreplace")
+               .decode("ascii") for c in chunk]
+    return "".join(escaped), error.end
+
+
+#: The ``errors`` the commands' output streams are reconfigured with (:func:`_escape_unencodable`).
+ESCAPED = "gnplace.escape"
+codecs.register_error(ESCAPED, _escape_unencodable)
+
+
 def _prepare_streams() -> None:
     """Point a closed ``sys.stdout`` or ``sys.stderr`` at ``os.devnull``; print what their encoding lacks escaped.
 
@@ -501,7 +526,7 @@ def _prepare_streams() -> None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # for the process's life
         stream = getattr(sys, name)
         if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors=ESCAPED)
 
 
 def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,

@@ -380,3 +380,23 @@ def test_a_name_the_output_encoding_lacks_prints_escaped_from_every_entry_point(
     assert run_reporting_errors(run, argparse.Namespace(), "place") == 0
     sys.stdout.flush()
     assert raw.getvalue() == b"mlp on cl\\xfcster_\\u4e2d by heft\n"
+
+
+def test_an_undecodable_byte_of_a_name_prints_as_the_shell_spells_it(tmp_path):
+    r"""A file name that is not UTF-8 ($'nope\xff.gnpg') printed with Python's surrogate: nope\udcff.gnpg."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gnplace
+    from gnplace.cli.common import ESCAPED
+
+    assert "g\udcff, cl\xfcster \u2192".encode("ascii", ESCAPED) == b"g\\xff, cl\\xfcster \\u2192"
+    root = str(Path(gnplace.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable.encode(), b"-m", b"gnplace.cli", b"inspect", b"nope\xff.gnpg"],
+                          capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+                               "PYTHONIOENCODING": "utf-8"})
+    assert done.returncode == 2
+    assert done.stderr == b"gnplace: error: nope\\xff.gnpg: no such graph file\n"
