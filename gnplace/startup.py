@@ -5,8 +5,9 @@ A command reports Ctrl-C and bad input in one line once it reaches
 ``python scripts/place.py ...``, the package imports numba and numpy, and a Ctrl-C then printed Python's traceback
 of whatever import it stopped, as a thread count numba cannot start (``NUMBA_NUM_THREADS=0``) printed numba's.
 :func:`command_imports` wraps the package's imports: in a process that runs one of gnplace's commands, a Ctrl-C
-that nothing catches is one ``PROG: interrupted`` line (Python ends with SIGINT's status, 130 in a shell), and an
-error of the imports one ``PROG: error: ...`` line and status 2. Elsewhere (a program of the user's that imports
+that nothing catches is one ``PROG: interrupted`` line (Python ends with SIGINT's status, 130 in a shell), an
+error of the imports one ``PROG: error: ...`` line and status 2, and a warning of theirs (numba's about a setting
+it cannot read) one ``PROG: warning: ...`` line. Elsewhere (a program of the user's that imports
 gnplace, an interpreter) nothing changes, bar :func:`check_thread_settings`'s one-line error. Only the standard
 library is imported here: this runs before the package's other modules.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
@@ -121,8 +123,23 @@ def command_imports() -> Iterator[None]:
         yield
         return
     sys.excepthook = _reporting_interrupts(prog, sys.excepthook)  # the command's own handling takes over later
+    caught: list[warnings.WarningMessage] = []
     try:
-        yield
+        with warnings.catch_warnings(record=True) as caught:
+            yield
     except GnplaceError as err:
+        _print_warnings(prog, caught)
         print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
+    _print_warnings(prog, caught)
+
+
+def _print_warnings(prog: str, caught: list[warnings.WarningMessage]) -> None:
+    """Print each of the imports' warnings as one ``PROG: warning:`` line, as a command prints its own.
+
+    numba's about a setting it cannot read (``NUMBA_OPT=abc``: "Environment variable 'NUMBA_OPT' is defined but its
+    associated value 'abc' could not be parsed.") went on with the traceback of its parse, at every command.
+    """
+    for warning in caught:
+        text = str(warning.message).strip()
+        print(f"{prog}: warning: {text.splitlines()[0] if text else warning.category.__name__}", file=sys.stderr)

@@ -48,9 +48,9 @@ def test_command_name_is_the_command_the_process_runs(monkeypatch, argv, orig_ar
     assert command_name() == name
 
 
-def _run(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``python ARGS`` with a sitecustomize that stops the first import of numba as a Ctrl-C then would."""
-    (tmp_path / "sitecustomize.py").write_text(textwrap.dedent("""\
+def _run(args: list[str], tmp_path: Path, *, stop_numba: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS``, with a sitecustomize that stops the first import of numba as a Ctrl-C then would."""
+    (tmp_path / "sitecustomize.py").write_text("" if not stop_numba else textwrap.dedent("""\
         import sys
 
         class StopAtNumba:
@@ -90,3 +90,11 @@ def test_a_thread_count_numba_cannot_use_is_one_line_and_2_for_a_command(tmp_pat
     assert done.returncode == 2
     assert done.stderr == (f"gnplace: error: NUMBA_NUM_THREADS='0': numba's thread count must be a whole number from 1 "
                            f"to {MAX_THREADS}; set it to one, or unset it for one thread per core\n")
+
+
+def test_numbas_warning_about_a_setting_it_cannot_read_is_one_line_for_a_command(tmp_path):
+    """NUMBA_OPT=abc printed numba's warning with the traceback of its parse in it, at every command."""
+    done = _run(["-m", "gnplace.cli", "--version"], tmp_path, stop_numba=False, NUMBA_OPT="abc")
+    assert done.returncode == 0 and done.stdout == f"gnplace {gnplace.__version__}\n"
+    assert done.stderr == ("gnplace: warning: Environment variable 'NUMBA_OPT' is defined but its associated value "
+                           "'abc' could not be parsed.\n")
