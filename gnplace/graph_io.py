@@ -194,9 +194,12 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
 
     Returns:
         Path: the path written.
+
+    Raises:
+        InvalidArgument: if ``graph`` is no graph or ``path`` no ``str`` or ``os.PathLike`` (None).
     """
     check_graph(graph)  # (path, graph) the wrong way round was pathlib's TypeError
-    path = Path(path)
+    path = as_path(path, "graph file")  # None too
     _check_meta(graph.meta, graph.name)
     text = json.dumps(graph_to_dict(graph), sort_keys=True, separators=(",", ":"), allow_nan=False)
     payload = text.encode("utf-8")
@@ -393,12 +396,13 @@ def write_together(files: Sequence[tuple[str | os.PathLike[str], bytes]]) -> lis
 
     Raises:
         the errors of :func:`write_atomically`, for the first file that cannot be written.
+        InvalidArgument: if a path is no ``str`` or ``os.PathLike`` (None); no file is replaced then.
     """
     staged: list[tuple[Path, Path, Path]] = []  # (.tmp, the file it replaces, the path as given)
     try:
         for path, payload in files:
-            text = os.fspath(path)
-            given = Path(path)
+            given = as_path(path, "output file")  # None was os.fspath's TypeError
+            text = os.fspath(path)  # (as given: a trailing / names a folder)
             if text.endswith(("/", os.sep)) or given.is_dir():
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), text)
             target = regular_target(given)

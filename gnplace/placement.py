@@ -351,7 +351,8 @@ def save_placement(
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
             under this graph's op names), before anything is written.
-        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number).
+        InvalidArgument: if ``predicted`` holds what JSON cannot (NaN, infinity, a numpy number), or ``path`` is
+            no ``str`` or ``os.PathLike`` (None).
     """
     from gnplace.graph_io import write_atomically
 

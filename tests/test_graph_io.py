@@ -760,3 +760,15 @@ def test_a_killed_writes_temporary_file_is_removed_by_the_next_write_of_its_file
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*list(left)[1:], "p.json"])
     write_atomically(tmp_path / "q.json", b"whole")
     assert not (tmp_path / f"q.json.{gone.pid}.0123abcd.tmp").exists()
+
+
+def test_an_output_path_that_is_no_path_is_one_clear_error(tmp_path):
+    """save_graph(g, None) and write_atomically(None, ...) were os.fspath's TypeError ('expected str, bytes or
+    os.PathLike object, not NoneType')."""
+    from gnplace.graph_io import write_together
+
+    with pytest.raises(InvalidArgument, match=r"^a graph file is given by its path \(str or os\.PathLike\), got None$"):
+        save_graph(layered_graph(4, seed=0), None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"^an output file is given by its path \(str or os\.PathLike\), got 3$"):
+        write_together([(tmp_path / "first.json", b"{}"), (3, b"{}")])  # type: ignore[list-item]
+    assert list(tmp_path.iterdir()) == []  # the first's .tmp removed, nothing written

@@ -723,11 +723,15 @@ def test_a_placement_file_on_a_cluster_listing_its_devices_in_another_order_is_u
 
 
 def test_a_placement_path_that_is_no_path_is_one_clear_error():
-    """load_placement(None, graph) was pathlib's TypeError ('expected str, bytes or os.PathLike object')."""
+    """load_placement(None, graph) and save_placement(None, ...) were pathlib's and os.fspath's TypeError
+    ('expected str, bytes or os.PathLike object')."""
     from gnplace.exceptions import InvalidArgument
 
     with pytest.raises(InvalidArgument, match=r"^a placement file is given by its path \(str or os\.PathLike\), got None"):
         load_placement(None, chain_graph(3))  # type: ignore[arg-type]
+    g = chain_graph(3)
+    with pytest.raises(InvalidArgument, match=r"^an output file is given by its path \(str or os\.PathLike\), got None"):
+        save_placement(None, g, Placement([0, 1, 0], load_cluster("k80x2")))  # type: ignore[arg-type]
 
 
 def test_a_placement_file_that_recorded_its_clusters_earlier_fingerprint_is_used_on_it_without_a_word(tmp_path):
