@@ -27,6 +27,7 @@ import numpy as np
 from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph, write_atomically
+from gnplace.limits import as_path
 
 __all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifest", "graph_summary"]
 
@@ -129,6 +130,7 @@ def generate_dataset(
             not from 1 to :data:`MAX_GRAPHS`, ``test_count`` not from 0 to ``count``, or another run
             writes into ``out`` (it holds its :mod:`~gnplace.runlock` lock).
         UnknownName: for an unknown family or optimizer (before any folder is made).
+        InvalidArgument: if ``out`` is no ``str`` or ``os.PathLike`` (None).
     """
     from gnplace.families import get_family
     from gnplace.importers import check_optimizer
@@ -143,7 +145,7 @@ def generate_dataset(
     test_count = count // 4 if test_count is None else test_count
     if isinstance(test_count, bool) or not isinstance(test_count, (int, np.integer)) or not 0 <= test_count <= count:
         raise InvalidArgument(f"test_count must be a whole number from 0 to count ({count}), got {test_count!r}")
-    out = Path(out)
+    out = as_path(out, "dataset folder")  # None was pathlib's TypeError
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())
     names = [f"{family}_{i:03d}.gnpg" for i in range(count)]
     wanted = {"family": family, "seed": seed, "optimizer": optimizer, "files": names,
@@ -309,10 +311,11 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
     Raises:
         GnplaceError: if it is missing, not a gnplace dataset manifest, or of another version (a newer gnplace's).
+        InvalidArgument: if ``folder`` is no ``str`` or ``os.PathLike`` (None).
     """
     from gnplace.limits import parse_json, read_file
 
-    path = Path(folder) / "manifest.json"
+    path = as_path(folder, "dataset folder") / "manifest.json"  # None was pathlib's TypeError
     try:  # within the readers' limits: a pipe named manifest.json hung generate and evaluate
         data = parse_json(read_file(path, GnplaceError, "dataset manifest"), GnplaceError, str(path))
     except GnplaceError as err:

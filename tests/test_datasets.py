@@ -440,3 +440,11 @@ def test_a_folder_another_run_generates_into_is_refused_and_left_as_it_is(tmp_pa
         holder.wait()
     generate_dataset("ptb", 1, out, seed=1)  # the holder's end lets the next run in, and the lock goes with it
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "ptb_000.gnpg"]
+
+
+def test_a_dataset_folder_that_is_no_path_is_one_clear_error():
+    """generate_dataset("ptb", 1, None) and load_manifest(None) were pathlib's TypeError."""
+    with pytest.raises(InvalidArgument, match=r"^a dataset folder is given by its path \(str or os\.PathLike\), got None$"):
+        generate_dataset("ptb", 1, None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"^a dataset folder is given by its path \(str or os\.PathLike\), got None$"):
+        load_manifest(None)  # type: ignore[arg-type]
