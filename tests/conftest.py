@@ -158,6 +158,19 @@ def small_gpus() -> Callable[..., Cluster]:
 
 
 @pytest.fixture
+def k80x2_written_out(tmp_path: Path) -> Path:
+    """Writes the preset k80x2 as a cluster file that writes the k80's default memory out (``12 GiB``): its YAML path.
+
+    Its fingerprint is the preset's; before 2026-12-04 (commit 32c87da) it was another
+    (:meth:`~gnplace.cluster.Cluster.earlier_fingerprint`), which runs and placement files of then recorded.
+    """
+    written = tmp_path / "k80x2.yaml"
+    written.write_text("name: k80x2\ndevices: [{name: gpu, count: 2, kind: k80, memory: 12 GiB, peak_flops: "
+                       "2.8 TFLOP/s, flops_efficiency: 0.45}]\nlinks: {default: placeto}\n")
+    return written
+
+
+@pytest.fixture
 def cpu_ranks(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], str]:
     """Writes a cluster of CPUs, as the distributed timer's gloo ranks are: ``cpu_ranks(2)`` is its YAML path."""
 

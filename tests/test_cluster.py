@@ -469,16 +469,14 @@ def test_fingerprint_changes_with_devices_and_links(tmp_path):
     assert len(prints[0]) == 64
 
 
-def test_equal_numbers_written_apart_give_one_fingerprint(tmp_path):
+def test_equal_numbers_written_apart_give_one_fingerprint(k80x2_written_out):
     """The fingerprint hashed ``repr``: a file writing the k80's default memory out (``12 GiB``, a float) was
     another cluster than the preset (``12 * 2**30``), and its placement files were refused on the preset."""
     import dataclasses
 
     import numpy as np
 
-    written = tmp_path / "k80x2.yaml"
-    written.write_text("name: k80x2\ndevices: [{name: gpu, count: 2, kind: k80, memory: 12 GiB, peak_flops: "
-                       "2.8 TFLOP/s, flops_efficiency: 0.45}]\nlinks: {default: placeto}\n")
+    written = k80x2_written_out
     preset = load_cluster("k80x2")
     assert load_cluster(written).fingerprint() == preset.fingerprint()
     for values in ({"memory": 10**9}, {"peak_flops": 10**12, "launch_overhead": 1e-5}):

@@ -734,14 +734,11 @@ def test_a_placement_path_that_is_no_path_is_one_clear_error():
         save_placement(None, g, Placement([0, 1, 0], load_cluster("k80x2")))  # type: ignore[arg-type]
 
 
-def test_a_placement_file_that_recorded_its_clusters_earlier_fingerprint_is_used_on_it_without_a_word(tmp_path):
+def test_a_placement_file_with_its_clusters_earlier_fingerprint_is_used_on_it_without_a_word(tmp_path, k80x2_written_out):
     """A file made before 2026-12-04's fingerprints (32c87da) on a cluster file that writes the k80's memory out
     (12 GiB) recorded the fingerprint of then: timed on that very file it was said to be another cluster's."""
     g = chain_graph(3)
-    written = tmp_path / "k80x2.yaml"
-    written.write_text("name: k80x2\ndevices: [{name: gpu, count: 2, kind: k80, memory: 12 GiB, peak_flops: "
-                       "2.8 TFLOP/s, flops_efficiency: 0.45}]\nlinks: {default: placeto}\n")
-    cluster = load_cluster(written)
+    cluster = load_cluster(k80x2_written_out)
     path = save_placement(tmp_path / "p.json", g, Placement([1, 0, 1], cluster))
     data = json.loads(path.read_text())
     data["cluster_fingerprint"] = cluster.earlier_fingerprint()  # as that gnplace wrote it

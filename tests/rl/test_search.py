@@ -220,15 +220,12 @@ def test_search_checkpoint_records_its_run_and_a_resume_with_other_settings_is_r
     PPOSearchPlacer(budget=50, out=str(tmp_path), resume=True, **FAST).place(g, c, seed=0)  # the same run resumes
 
 
-def test_a_run_that_recorded_its_clusters_earlier_fingerprint_resumes(tmp_path):
+def test_a_run_that_recorded_its_clusters_earlier_fingerprint_resumes(tmp_path, k80x2_written_out):
     """A run made before 2026-12-04 (32c87da) on a cluster file that writes the k80's memory out (12 GiB) recorded the
     fingerprint of then, and its resume was refused as 'another cluster (k80x2 with other devices)'."""
     import torch
 
-    written = tmp_path / "k80x2.yaml"
-    written.write_text("name: k80x2\ndevices: [{name: gpu, count: 2, kind: k80, memory: 12 GiB, peak_flops: "
-                       "2.8 TFLOP/s, flops_efficiency: 0.45}]\nlinks: {default: placeto}\n")
-    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster(written)
+    g, c = mlp_training_graph(layers=2, width=64, batch=8), load_cluster(k80x2_written_out)
     assert c.earlier_fingerprint() != c.fingerprint() == load_cluster("k80x2").fingerprint()
     out = tmp_path / "run"
     PPOSearchPlacer(budget=50, out=str(out), **FAST).place(g, c, seed=0)
