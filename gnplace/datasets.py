@@ -310,7 +310,8 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     A manifest written by hand may leave ``version`` out; one that gives it must give version 1.
 
     Raises:
-        GnplaceError: if it is missing, not a gnplace dataset manifest, or of another version (a newer gnplace's).
+        GnplaceError: if it is missing, not a gnplace dataset manifest, of another version (a newer gnplace's), or
+            names a graph file outside ``folder`` (an absolute path, a ``..``, a symbolic link leading out).
         InvalidArgument: if ``folder`` is no ``str`` or ``os.PathLike`` (None).
     """
     from gnplace.limits import parse_json, read_file
@@ -326,4 +327,40 @@ def load_manifest(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if type(version) is not int or version != MANIFEST_VERSION:  # (true and 1.0 are == 1)
         raise GnplaceError(f"{path}: dataset manifest version {version!r}; this gnplace reads version "
                            f"{MANIFEST_VERSION} (a newer gnplace's dataset: generate it again with this one)")
+    _check_entry_files(Path(folder), data.get("graphs"), path)
     return data  # type: ignore[no-any-return]
+
+
+def _check_entry_files(folder: Path, entries: Any, path: Path) -> None:
+    """Refuse a manifest whose entries name graph files outside ``folder``, its dataset folder.
+
+    A manifest lists the graphs beside it: an absolute path, a ``..`` or a symbolic link leading out of the
+    folder made ``evaluate`` (and the scripts that read a dataset) read a file the user never named, such as
+    a graph of their own elsewhere, from a dataset someone shared. Entries that are no mapping or name no file
+    are left to their readers, which say what is missing.
+
+    Raises:
+        GnplaceError: naming the entry, the file it names and ``path``, the manifest.
+    """
+    if not isinstance(entries, list):
+        return
+    inside = folder.resolve()
+    for k, entry in enumerate(entries):
+        name = entry.get("file") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        if not _inside(folder, name, inside):
+            raise GnplaceError(f"{path}: graph entry {k} names {name!r:.80}, which is not a file inside the dataset's "
+                               "folder (an absolute path, a '..' or a symbolic link leading out of it or in a loop); "
+                               "a manifest lists the graphs beside it")
+
+
+def _inside(folder: Path, name: str, resolved: Path) -> bool:
+    """Whether ``folder / name`` stays in ``folder`` (``resolved``: its real path), symbolic links followed."""
+    given = Path(name)
+    if "\x00" in name or given.is_absolute() or ".." in given.parts:  # (a NUL: no path at all)
+        return False
+    try:
+        return (folder / given).resolve().is_relative_to(resolved)
+    except (OSError, RuntimeError):  # a loop of symbolic links (RuntimeError before Python 3.13)
+        return False

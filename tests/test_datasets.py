@@ -167,6 +167,32 @@ def test_load_manifest_refuses_a_newer_version_and_reads_one_written_by_hand(tmp
     assert load_manifest(tmp_path)["version"] == 1
 
 
+
+def test_a_manifest_naming_graphs_outside_its_folder_is_refused(tmp_path):
+    """A shared dataset's manifest listing ../secret.gnpg, an absolute path or a link out had evaluate read those."""
+    from gnplace.evaluate import collect_graphs
+    from gnplace.toy import chain_graph
+
+    save_graph(chain_graph(3), tmp_path / "secret.gnpg")
+    folder = tmp_path / "dataset"
+    folder.mkdir()
+    save_graph(chain_graph(3), folder / "own.gnpg")
+    (folder / "sub").mkdir()
+    save_graph(chain_graph(3), folder / "sub" / "deeper.gnpg")
+    (folder / "link.gnpg").symlink_to(tmp_path / "secret.gnpg")
+    (folder / "loop.gnpg").symlink_to("loop.gnpg")
+    manifest = folder / "manifest.json"
+    for name in ("../secret.gnpg", str(tmp_path / "secret.gnpg"), "link.gnpg", "loop.gnpg", "sub/../own.gnpg",
+                 "own\x00.gnpg"):
+        graphs = [{"file": "own.gnpg", "split": "train"}, {"file": name, "split": "test"}]
+        manifest.write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs}))
+        with pytest.raises(GnplaceError, match=rf"^{re.escape(str(manifest))}: graph entry 1 names .*, which is not a "
+                                               "file inside the dataset's folder"):
+            collect_graphs([str(folder)])
+    graphs = [{"file": "own.gnpg", "split": "train"}, {"file": "sub/deeper.gnpg", "split": "test"}]
+    manifest.write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs}))
+    assert collect_graphs([str(folder)]) == [folder / "own.gnpg", folder / "sub" / "deeper.gnpg"]
+
 # ------------------------------------------------------------------------------------ shipped
 @pytest.mark.parametrize("family", FAMILIES)
 def test_shipped_dataset_matches_its_manifest(family):
