@@ -295,6 +295,25 @@ def fitting_name(name: str, room: int) -> str:
     return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
+def name_in_file(text: str, room: int = 0) -> str:
+    """``text`` (a graph's, cluster's or device's name) made a part of a file name that is never a path.
+
+    Every character but ASCII letters, digits and ``_.+@-`` becomes ``_`` (a ``/``, a NUL, a newline) and
+    leading dots go (no hidden file, no ``..``): a graph named ``x/../../y`` wrote its outputs outside the
+    folder asked for. Where the result and ``room`` more bytes (a suffix) would not fit a file name, it is
+    a digest (:func:`fitting_name`).
+
+    Examples:
+        >>> name_in_file("../../etc/x@k80x4")
+        '_.._etc_x@k80x4'
+        >>> len(name_in_file("g" * 300, 5))
+        16
+    """
+    import re
+
+    return fitting_name(re.sub(r"[^A-Za-z0-9_.+@-]", "_", text).lstrip("."), room)
+
+
 def regular_target(path: Path) -> Path:
     """The file a write to ``path`` replaces: the target of a symbolic link, written through, not replaced.
 

@@ -94,6 +94,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     for name in clusters:  # an unknown cluster or a malformed file fails before any worker starts
         load_cluster(name)
     from gnplace.datasets import load_manifest
+    from gnplace.graph_io import name_in_file
     from gnplace.rl.zeroshot import PolicyPlacer
     from gnplace.viz import plot_timeline
 
@@ -135,7 +136,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     graph, cluster = load_graph(first["path"]), load_cluster(first["cluster"])
     placement = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, timer=sim).place(graph, cluster, seed=0)
     result = sim.time(graph, cluster, placement, timeline=True)
-    chart = plot_timeline(graph, result, Path(args.out) / f"gantt_{graph.name}_{cluster.name}.png",
+    chart_name = name_in_file(f"gantt_{graph.name}_{cluster.name}", len(".png"))  # a cluster file's name: no path
+    chart = plot_timeline(graph, result, Path(args.out) / f"{chart_name}.png",
                           title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
                                 f"step {result.step_time * 1e3:.3f} ms")
     console.print(f"Gantt chart of {graph.name} on {cluster.name}: {chart}")

@@ -23,13 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidPlacement
 from gnplace.graph import OpGraph
+from gnplace.graph_io import name_in_file
 from gnplace.placement import Placement
 
 __all__ = ["search_placement", "cache_path"]
@@ -81,7 +81,7 @@ def cache_path(folder: str | os.PathLike[str], graph: OpGraph, cluster: Cluster,
     if recipe:  # empty as long as the names made before stand: the same text, the same name
         text += "|" + json.dumps(recipe, sort_keys=True)
     key = hashlib.sha256(text.encode()).hexdigest()
-    readable = re.sub(r"[^A-Za-z0-9_.+@-]", "_", f"{graph.name}@{cluster.name}").lstrip(".")  # never a path
+    readable = name_in_file(f"{graph.name}@{cluster.name}", len(f"-{key[:16]}.json"))  # never a path
     return Path(folder) / f"{readable}-{key[:16]}.json"
 
 

@@ -91,7 +91,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InvalidArgument
-    from gnplace.graph_io import load_graph, write_atomically
+    from gnplace.graph_io import load_graph, name_in_file, write_atomically
     from gnplace.placers import make_placer
     from gnplace.placers.registry import PLACERS
 
@@ -141,7 +141,8 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for other, curve in curves.items()}
         changes = {name: [(e, q) for i, (e, q) in enumerate(zip(*curve)) if i == 0 or q < curve[1][i - 1]]
                    for name, curve in curves.items()}  # the step function's corners
-        write_atomically(out / f"curve_{graph.name}_{cluster.name}.json", (json.dumps(  # a kill never truncates it
+        stem = name_in_file(f"curve_{graph.name}_{cluster.name}", len(".json"))  # a name is never a path
+        write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
             {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for name, (evals, ratio) in curves.items():
@@ -152,7 +153,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        save_figure(fig, out / f"curve_{graph.name}_{cluster.name}.png")
+        save_figure(fig, out / f"{stem}.png")
         plt.close(fig)
     return rows
 
