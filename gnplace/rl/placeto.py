@@ -982,7 +982,7 @@ def load_placeto(path: str | Path) -> PlacetoModel:
     """
     import torch
 
-    from gnplace.policy.checkpoint import read_checkpoint
+    from gnplace.policy.checkpoint import read_checkpoint, weights_mismatch
     from gnplace.policy.placeto_gnn import PlacetoConfig, PlacetoGNN, placeto_features
 
     path = Path(path)
@@ -1019,6 +1019,9 @@ def load_placeto(path: str | Path) -> PlacetoModel:
     if broken:  # NaN logits: every placement a draw from nothing
         raise InvalidCheckpoint(f"{path}: the weights are not finite (NaN or infinity in {broken[0]}); retrain or "
                                 "use another checkpoint")
+    mismatch = weights_mismatch(lambda: PlacetoGNN(config), state)  # checked before the network is allocated
+    if mismatch:
+        raise InvalidCheckpoint(f"{path}: the weights do not fit the network's shape ({mismatch})")
     net = PlacetoGNN(config)
     try:
         net.load_state_dict(state)

@@ -321,3 +321,25 @@ def test_one_predicate_tells_a_training_runs_checkpoint():
     for module in (checkpoint, gnplace.cli.common, gnplace.pretrain, gnplace.rl.search):
         source = inspect.getsource(module)
         assert source.count('isinstance(data.get("gnplace"), dict)') == (module is checkpoint), module.__name__
+
+
+def test_a_shape_its_weights_do_not_fit_is_refused_before_a_policy_of_it_is_allocated(saved, tmp_path, monkeypatch):
+    """hidden: 8192, layers: 64 in a 300 KB file was a policy of 48.5 GiB built before its weights were compared."""
+    policy, path = saved
+    data = torch.load(path, weights_only=True)
+    data["policy"].update(hidden=1024, layers=8)  # 25 million weights; the file holds those of hidden 16, 2 layers
+    torch.save(data, tmp_path / "huge.ckpt")
+    built = []
+
+    class Recorded(PlacementPolicy):
+        def __init__(self, config):
+            super().__init__(config)
+            built.append((config.hidden, next(self.parameters()).device.type))
+
+    monkeypatch.setattr(ckpt, "PlacementPolicy", Recorded)
+    with pytest.raises(InvalidCheckpoint, match=r"huge.ckpt: the weights do not fit the policy's shape \(missing "
+                                                r"encoder.self_lin.2.weight, .*encoder.lift.0.weight has shape "
+                                                r"\[16, \d+\], the policy needs \[1024, \d+\]\)$"):
+        load_policy(tmp_path / "huge.ckpt")
+    assert built == [(1024, "meta")]  # shapes only: nothing of that size was allocated
+    assert load_policy(path)[0].config == policy.config

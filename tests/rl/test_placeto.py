@@ -396,3 +396,26 @@ def test_placeto_update_bytes_counts_the_edge_delays():
 
     base = placeto_update_bytes(100, 50, 8, episodes=4, passes=1, hidden=32, rounds=8)
     assert placeto_update_bytes(100, 50, 8, episodes=4, passes=1, hidden=32, rounds=8, edges=300) == base + 300 * 64 * 8
+
+
+def test_a_shape_within_the_limits_its_weights_do_not_fit_is_refused_before_allocating(pretrained, tmp_path,
+                                                                                         monkeypatch):
+    """hidden 8192 and 64 rounds (within the limits) in a small file was a network of 3.9 GiB built, then refused."""
+    from gnplace.policy import placeto_gnn
+
+    good = save_placeto(pretrained, tmp_path / "good.pt")
+    data = torch.load(good, weights_only=True)
+    data["config"].update(hidden=1024, rounds=8)
+    torch.save(data, tmp_path / "huge.pt")
+    built = []
+
+    class Recorded(placeto_gnn.PlacetoGNN):
+        def __init__(self, config):
+            super().__init__(config)
+            built.append((config.hidden, next(self.parameters()).device.type))
+
+    monkeypatch.setattr(placeto_gnn, "PlacetoGNN", Recorded)
+    with pytest.raises(InvalidCheckpoint, match=r"huge.pt: the weights do not fit the network's shape \(.*has shape "
+                                                r"\[.*\], the policy needs \[.*\]\)$"):
+        load_placeto(tmp_path / "huge.pt")
+    assert built == [(1024, "meta")]  # shapes only: nothing of that size was allocated
