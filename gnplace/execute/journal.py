@@ -27,6 +27,7 @@ from typing import IO, Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.limits import MAX_NODES
 from gnplace.sim.timer import StepResult
 
 __all__ = ["MeasurementJournal", "JOURNAL_FORMAT"]
@@ -44,10 +45,27 @@ def _encode_devices(devices: bytes) -> str:
     return base64.b64encode(zlib.compress(devices)).decode("ascii")
 
 
+#: Most bytes a line's devices inflate to: an ``int64`` device for each of the most ops a graph may have.
+MAX_DEVICE_BYTES = 8 * MAX_NODES
+
+
 def _decode_devices(text: Any) -> bytes:
+    """The ``int64`` device bytes of :func:`_encode_devices`, inflated to at most :data:`MAX_DEVICE_BYTES`.
+
+    Raises:
+        TypeError: if ``text`` is no string.
+        ValueError: if it is no base64 (``binascii.Error``), inflates past the limit (a 2.8 MB line of a shared
+            journal took 4.4 GB and two minutes), is cut short, or its bytes are no ``int64`` values.
+        zlib.error: if it is no deflated data.
+    """
     if not isinstance(text, str):  # null or a number where the encoded devices belong
         raise TypeError("devices are not text")
-    raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(base64.b64decode(text.encode("ascii"), validate=True), MAX_DEVICE_BYTES + 1)
+    if len(raw) > MAX_DEVICE_BYTES or inflate.unconsumed_tail:
+        raise ValueError(f"devices inflate past {MAX_DEVICE_BYTES} bytes")
+    if not inflate.eof:
+        raise ValueError("device bytes are cut short")
     if len(raw) % 8:
         raise ValueError("device bytes are not int64")
     return raw

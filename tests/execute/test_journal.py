@@ -157,3 +157,29 @@ def test_a_detached_journal_keeps_nothing_more(step, tmp_path):
     timer.measure(graph, cluster, a)  # afresh, past the cache: not the search's measurement either
     journal.close()
     assert len(MeasurementJournal(path, IDENTITY, resume=True)) == 1 and timer.runs == 3
+
+
+def test_a_line_whose_devices_inflate_past_the_limit_is_damaged_not_inflated(step, tmp_path, monkeypatch):
+    """A shared journal's 2.8 MB line inflated to 2 GiB of device bytes: 4.4 GB and two minutes, then read."""
+    import base64
+    import zlib
+
+    from gnplace.execute import journal
+
+    monkeypatch.setattr(journal, "MAX_DEVICE_BYTES", 8 * 1000)  # the limit's 160 MB made small
+    path = tmp_path / "m.jsonl"
+    _journaled(step, path, _placements(step.graph, 1))
+    for devices in (b"\0" * 8 * 1001, b"\0" * 8 * 1000):
+        bomb = base64.b64encode(zlib.compress(devices)).decode()
+        text = re.sub(rb'"devices": "[^"]*"', f'"devices": "{bomb}"'.encode(), path.read_bytes(), count=1)
+        (tmp_path / "bomb.jsonl").write_bytes(text)
+        if len(devices) > journal.MAX_DEVICE_BYTES:
+            with pytest.raises(InvalidCheckpoint, match=r"line 2 is damaged \(ValueError\)"):
+                MeasurementJournal(tmp_path / "bomb.jsonl", IDENTITY, resume=True)
+        else:
+            assert len(MeasurementJournal(tmp_path / "bomb.jsonl", IDENTITY, resume=True)) == 1
+    cut = base64.b64encode(zlib.compress(b"\0" * 80)[:-6]).decode()  # deflated data cut short: damaged too
+    (tmp_path / "cut.jsonl").write_bytes(re.sub(rb'"devices": "[^"]*"', f'"devices": "{cut}"'.encode(),
+                                                path.read_bytes(), count=1))
+    with pytest.raises(InvalidCheckpoint, match=r"line 2 is damaged"):
+        MeasurementJournal(tmp_path / "cut.jsonl", IDENTITY, resume=True)
