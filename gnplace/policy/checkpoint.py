@@ -155,8 +155,11 @@ def _check_crc(path: Path) -> list[str] | None:
     """
     try:
         with zipfile.ZipFile(path) as archive:
+            _refuse_packed_entries(path, archive)
             bad = archive.testzip()
             names = archive.namelist()
+    except InvalidCheckpoint:  # (a ValueError too)
+        raise
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError):
         return None
     except (RuntimeError, zlib.error) as err:
@@ -168,6 +171,23 @@ def _check_crc(path: Path) -> list[str] | None:
         raise InvalidCheckpoint(f"{path}: corrupt checkpoint (its entry {bad} fails its CRC-32 check); use another "
                                 "copy or retrain")
     return names
+
+
+def _refuse_packed_entries(path: Path, archive: zipfile.ZipFile) -> None:
+    """Refuse an archive whose entries unpack to more bytes than the file holds, before any is read.
+
+    ``torch.save`` stores its entries uncompressed, and ``torch.load`` allocates each entry's unpacked size: a
+    1 MB file of deflated zeros was a 1 GiB tensor (a 20 MB one, 20 GiB: the machine out of memory), and its
+    CRC check alone inflated all of it first.
+
+    Raises:
+        InvalidCheckpoint: naming both sizes.
+    """
+    unpacked = sum(entry.file_size for entry in archive.infolist())
+    size = path.stat().st_size
+    if unpacked > size:
+        raise InvalidCheckpoint(f"{path}: its entries unpack to {unpacked} bytes, more than the file's {size}: not "
+                                "a checkpoint torch wrote (it stores them uncompressed); refused unread")
 
 
 def _unseeded_policy(config: PolicyConfig) -> PlacementPolicy:

@@ -343,3 +343,20 @@ def test_a_shape_its_weights_do_not_fit_is_refused_before_a_policy_of_it_is_allo
         load_policy(tmp_path / "huge.ckpt")
     assert built == [(1024, "meta")]  # shapes only: nothing of that size was allocated
     assert load_policy(path)[0].config == policy.config
+
+
+def test_a_checkpoint_whose_entries_unpack_past_its_size_is_refused_unread(saved, tmp_path):
+    """Deflated zeros: torch.load allocates each entry's unpacked size (1 MB of file was a 1 GiB tensor)."""
+    policy, _ = saved
+    save_policy(tmp_path / "plain.ckpt", policy, {"padding": torch.zeros(2**22)})  # 16 MiB of zeros
+    with zipfile.ZipFile(tmp_path / "plain.ckpt") as plain, \
+            zipfile.ZipFile(tmp_path / "packed.ckpt", "w", compression=zipfile.ZIP_DEFLATED) as packed:
+        for entry in plain.infolist():
+            packed.writestr(entry.filename, plain.read(entry.filename))
+    size = (tmp_path / "packed.ckpt").stat().st_size
+    assert size < 2**20
+    with pytest.raises(InvalidCheckpoint, match=rf"packed.ckpt: its entries unpack to \d+ bytes, more than the "
+                                                rf"file's {size}: not a checkpoint torch wrote \(it stores them "
+                                                r"uncompressed\); refused unread$"):
+        read_checkpoint(tmp_path / "packed.ckpt")
+    assert read_checkpoint(tmp_path / "plain.ckpt")["meta"]["padding"].shape == (2**22,)
