@@ -386,13 +386,32 @@ LONG_DIGITS = 40
 _long_digits = re.compile(rf"\d{{{LONG_DIGITS + 1},}}")
 
 
+#: The control characters but newline and tab (C0, DEL, C1), as the ``\\xNN`` escapes :func:`printable` writes.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters but newline and tab written as ``\\xNN`` escapes.
+
+    A name from a file someone shared (a graph's, a cluster's, a device's) was printed as it was: one holding
+    ESC's sequences retitled, recoloured or cleared the terminal it was printed on, a carriage return wrote
+    over the line before it.
+
+    Examples:
+        >>> printable("g\\x1b]0;title\\x07\\rA\\tB")
+        'g\\\\x1b]0;title\\\\x07\\\\x0dA\\tB'
+    """
+    return text.translate(_CONTROLS)
+
+
 def one_line(text: str) -> str:
-    """``text`` with its whitespace, newlines included, folded into single spaces.
+    """``text`` with its whitespace, newlines included, folded into single spaces, and control characters escaped.
 
     A number of more than :data:`LONG_DIGITS` digits (``-O m_etf.min_speed=`` 10**400) is shown as its first
-    twelve digits and its length, ``100000000000...(401 digits)``, so that the line stays readable.
+    twelve digits and its length, ``100000000000...(401 digits)``, so that the line stays readable. Control
+    characters are :func:`printable`'s escapes.
     """
-    folded = " ".join(text.split())
+    folded = printable(" ".join(text.split()))
     return _long_digits.sub(lambda run: f"{run[0][:12]}...({len(run[0])} digits)", folded)
 
 
@@ -480,6 +499,9 @@ def stdout_console(**options: Any) -> Any:
         def on_broken_pipe(self) -> None:
             self.quiet = True  # nothing more to write
             raise BrokenPipeError(32, "Broken pipe")
+
+        def render_str(self, text: str, **options: Any) -> Any:  # each string printed, table cells too
+            return super().render_str(printable(text), **options)  # a name's ESC sequences as escapes
 
     console = _PipedConsole(**options)
     if console.width < 1:

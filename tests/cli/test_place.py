@@ -609,3 +609,20 @@ def test_a_device_map_that_cannot_be_written_leaves_the_placement_file_as_it_was
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "/proc/gnplace_map.json" in err, err
     assert old.read_text() == "OLD"
+
+
+def test_names_holding_terminal_escapes_print_escaped(tmp_path, capsys):
+    """A shared graph named with ESC's sequences (a cluster's, its devices' too) retitled and cleared the terminal."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import chain_graph
+
+    graph = chain_graph(4)
+    graph.name = "g\x1b]0;title\x07\r"
+    save_graph(graph, tmp_path / "g.gnpg")
+    (tmp_path / "c.yaml").write_text('name: "c\\e[2J"\ndevices:\n  - {name: "gpu\\x9b", count: 2, kind: k80}\n'
+                                     "links: {default: pcie3}\n")
+    for command in (["place", "-p", "round_robin"], ["simulate", "-p", "single"], ["inspect"]):
+        assert main([command[0], str(tmp_path / "g.gnpg"), "-c", str(tmp_path / "c.yaml"), *command[1:]]) == 0
+        out = capsys.readouterr().out
+        assert not set(out) & {"\x1b", "\x07", "\r", "\x9b"}, command
+        assert "g\\x1b]0;title\\x07\\x0d" in out and "c\\x1b[2J" in out and "gpu\\x9b0" in out, command
