@@ -163,6 +163,7 @@ def generate_dataset(
         entries = []
         for i in range(count):
             path = out / f"{family}_{i:03d}.gnpg"
+            _drop_link(path)
             graph = None
             if resume and path.exists():
                 from gnplace.graph_io import load_graph
@@ -295,11 +296,24 @@ def _other_dataset(out: Path, wanted: dict[str, Any], overwrite: bool) -> list[s
     return [name for name in files if name not in keep and Path(name).name == name and name.endswith(".gnpg")]
 
 
+def _drop_link(path: Path) -> None:
+    """Remove ``path`` if it is a symbolic link, so that the file written there replaces the link, not its target.
+
+    A dataset folder someone shared held ``ptb_000.gnpg`` linked to a file elsewhere (``~/.bashrc``, or a path that
+    did not exist yet): ``generate`` into it wrote the graph through the link, over that file, and its manifest
+    listed a link out of the folder, which :func:`load_manifest` refuses. Graphs and the manifest are files of
+    the folder itself.
+    """
+    if path.is_symlink():
+        path.unlink()
+
+
 def write_manifest(out: Path, *, family: str, seed: int, optimizer: str, entries: list[dict[str, Any]]) -> Path:
     """Write ``out/manifest.json`` (atomically) for graph ``entries``; returns its path."""
     manifest = {"format": "gnplace-dataset", "version": MANIFEST_VERSION, "family": family, "seed": seed,
                 "optimizer": optimizer, "graphs": entries}
     target = out / "manifest.json"
+    _drop_link(target)
     write_atomically(target, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())  # a failure: no .tmp
     return target
 

@@ -193,6 +193,22 @@ def test_a_manifest_naming_graphs_outside_its_folder_is_refused(tmp_path):
     manifest.write_text(json.dumps({"format": "gnplace-dataset", "graphs": graphs}))
     assert collect_graphs([str(folder)]) == [folder / "own.gnpg", folder / "sub" / "deeper.gnpg"]
 
+
+def test_generate_replaces_links_in_its_folder_never_writing_through_them(tmp_path):
+    """A shared folder's ptb_000.gnpg linked to a file elsewhere had it overwritten by the graph; a manifest.json
+    linked to a path that did not exist created a file there."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    out = tmp_path / "shared"
+    out.mkdir()
+    (out / "ptb_000.gnpg").symlink_to(outside)
+    (out / "manifest.json").symlink_to(tmp_path / "created.json")
+    generate_dataset("ptb", 1, out, test_count=0)
+    assert outside.read_text() == "keep me" and not (tmp_path / "created.json").exists()
+    assert not (out / "ptb_000.gnpg").is_symlink() and not (out / "manifest.json").is_symlink()
+    assert load_graph(out / "ptb_000.gnpg").name == "ptb_000"
+    assert [e["file"] for e in load_manifest(out)["graphs"]] == ["ptb_000.gnpg"]
+
 # ------------------------------------------------------------------------------------ shipped
 @pytest.mark.parametrize("family", FAMILIES)
 def test_shipped_dataset_matches_its_manifest(family):
