@@ -793,7 +793,7 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
                 continue
     folded = 0
     for index, node in enumerate(proto.graph.node):
-        if node.domain not in ("", "ai.onnx") or len(node.output) != 1 or not node.output[0]:
+        if node.domain not in ("", "ai.onnx") or len(node.output) != 1 or not node.output[0] or _external_value(node):
             continue
         out = str(node.output[0])
         value = None
@@ -864,6 +864,24 @@ def _result_size(node: onnx.NodeProto, known: Mapping[str, Any]) -> float:
         return float(max((math.prod(shape) for shape in shapes), default=0))  # the same elements or fewer
     except Exception:  # noqa: BLE001 - shapes or values that cannot be read: not folded
         return math.inf
+
+
+def _external_value(node: onnx.NodeProto) -> bool:
+    """Whether a tensor in ``node``'s attributes (a ``Constant``'s value, ``ConstantOfShape``'s) is external data.
+
+    ONNX's reference evaluator reads such a tensor from the working directory, whatever folder the model is
+    in: a shared model's ``Constant`` naming ``.ssh/id_rsa`` had its bytes read from the folder gnplace ran
+    in as shape values. Such a node is not computed (a shape that small is stored in the model).
+    """
+    for attribute in node.attribute:
+        tensors = [*attribute.tensors, *(t for s in attribute.sparse_tensors for t in (s.values, s.indices))]
+        if attribute.HasField("t"):
+            tensors.append(attribute.t)
+        if attribute.HasField("sparse_tensor"):
+            tensors += [attribute.sparse_tensor.values, attribute.sparse_tensor.indices]
+        if any(tensor.data_location == TensorProto.EXTERNAL for tensor in tensors):
+            return True
+    return False
 
 
 def _external_file_is_regular(init: TensorProto, folder: str) -> bool:

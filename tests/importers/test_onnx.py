@@ -1139,3 +1139,36 @@ def test_a_model_with_nothing_to_train_is_imported_with_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from_onnx(proto)  # trained: no warning
+
+
+@pytest.mark.parametrize("op", ["Constant", "ConstantOfShape"])
+def test_a_nodes_external_value_is_never_read_from_the_working_folder(tmp_path, monkeypatch, op):
+    """ONNX's reference evaluator read a Constant's external value from the folder gnplace ran in, not the model's:
+    a shared model naming .ssh/id_rsa had its bytes read as shape values."""
+    import onnx.external_data_helper as external
+
+    value = TensorProto(name="v", data_type=TensorProto.INT64, dims=[2], data_location=TensorProto.EXTERNAL)
+    value.external_data.add(key="location", value="secret.bin")
+    (tmp_path / "model").mkdir()
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "cwd" / "secret.bin").write_bytes(np.array([2, 8], dtype=np.int64).tobytes())
+    if op == "Constant":
+        nodes = [helper.make_node("Constant", [], ["s"], value=value)]
+    else:
+        nodes = [helper.make_node("Constant", [], ["n"], value=numpy_helper.from_array(np.array([2]), "n")),
+                 helper.make_node("ConstantOfShape", ["n"], ["s"], value=value)]
+    nodes += [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "model" / "m.onnx")
+    opened = []
+    real = external._open_external_data_fd
+    monkeypatch.setattr(external, "_open_external_data_fd",
+                        lambda base, location, *rest: opened.append((base, location)) or real(base, location, *rest))
+    monkeypatch.chdir(tmp_path / "cwd")
+    try:  # imported or refused (its shape unknown: the value is in no file beside the model), never read
+        from_onnx(tmp_path / "model" / "m.onnx")
+    except GnplaceError:
+        pass
+    assert opened == []
