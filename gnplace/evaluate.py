@@ -660,7 +660,9 @@ def evaluate(
     for seed in {t.seed for t, _ in keyed}:
         as_generator(seed)
     keep = {k for t, k in keyed if keep_placements is not None and keep_placements(t)}
-    saved = _read_rows(csv_path)
+    saved = _read_rows(csv_path)  # (a link to a device or another table: refused as no results file)
+    for output in (csv_path, folder):
+        refuse_link(output)
     done = _rows_that_stand(saved, keyed, keep, out)
     have = {(r.key, _row_slot(r)) for r in done}
     todo = [(t, k, k in keep) for t, k in keyed if (k, _task_slot(t)) not in have]
@@ -751,6 +753,21 @@ def _rewrite(path: Path, names: list[str], on_file: Mapping[int, tuple[Row, str]
     csv.writer(text).writerow(names)
     text.writelines(line for _, line in on_file.values())
     write_atomically(path, text.getvalue().encode("utf-8", "surrogateescape"))
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse an output of an evaluation (``results.csv``, the kept placements' folder, a figure) that is a link.
+
+    An output folder someone shared held ``results.md`` linked to a file elsewhere and ``placements`` to another
+    folder: the run wrote its table over that file (a link to a path not there yet created it) and its
+    placements into that folder. An evaluation writes in its output folder itself.
+
+    Raises:
+        InvalidArgument: naming the link and where it leads.
+    """
+    if path.is_symlink():
+        raise InvalidArgument(f"{path}: is a symbolic link (to {os.readlink(path)}), and evaluate writes its outputs "
+                              "in the output folder itself: move it away or pick another output folder")
 
 
 def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: list[Row]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
-from gnplace.exceptions import GnplaceError
+from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph_io import save_graph
 from gnplace.placers import PLACERS
 from gnplace.toy import mlp_training_graph
@@ -1070,3 +1070,21 @@ def test_a_graph_file_whose_name_is_not_utf8_is_evaluated_and_its_row_reused(tmp
     rows = evaluate([Task(path, "k80x2", "single")], out, progress=again.append)
     assert again == [] and rows == first  # read back as the same path: not run again
     write_markdown(summarise(rows), out / "results.md")
+
+
+@pytest.mark.parametrize("name", ["results.csv", "placements"])
+def test_an_output_that_is_a_link_out_of_the_folder_is_refused_and_nothing_written_through_it(graphs, tmp_path, name):
+    """A shared output folder's results.csv linked to a path elsewhere had the rows written there (the file made),
+    its placements folder linked to another folder had the kept placements written into that one."""
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    if name == "placements":
+        elsewhere.mkdir()
+    (out / name).symlink_to(elsewhere)
+    task = Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")
+    with pytest.raises(InvalidArgument, match=rf"{name}: is a symbolic link \(to {elsewhere}\), and evaluate writes "
+                                              "its outputs in the output folder itself"):
+        evaluate([task], out, keep_placements=lambda t: True)
+    assert sorted(p.name for p in out.iterdir()) == [name]
+    assert not elsewhere.exists() if name == "results.csv" else list(elsewhere.iterdir()) == []

@@ -30,6 +30,7 @@ from gnplace.evaluate import (
     collect_graphs,
     evaluate,
     kept_placement,
+    refuse_link,
     summarise,
     task_key,
     write_markdown,
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
     for name in _outputs(args.plot):  # a folder in a file's place fails here, not once every run is done
         check_output_file(Path(args.out) / name, "--out")
+        refuse_link(Path(args.out) / name)
     # names as listed, spaces around them dropped ("single, heft"), each once
     placers = list(dict.fromkeys(p.strip() for p in args.placers.split(",") if p.strip())) \
         if args.placers is not None else PLACERS.names(learned=False)

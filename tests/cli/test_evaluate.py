@@ -432,3 +432,15 @@ def test_the_default_jobs_are_the_cores_this_process_may_run_on(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert build_parser().parse_args(["evaluate", "-g", "x.gnpg"]).jobs == 1
+
+
+def test_a_results_md_that_is_a_link_is_refused_before_any_run(tmp_path, capsys):
+    """--out of a shared folder whose results.md linked to a file elsewhere: evaluate wrote its table over that file."""
+    outside = tmp_path / "notes.md"
+    outside.write_text("mine")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.md").symlink_to(outside)
+    assert main(["evaluate", "-g", str(EXAMPLES), "-p", "single", "-c", "k80x2", "-o", str(out)]) == 2
+    assert "results.md: is a symbolic link" in capsys.readouterr().err
+    assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["results.md"]
