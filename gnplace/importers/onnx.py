@@ -483,16 +483,26 @@ def _metadata_list(node: onnx.NodeProto, key: str) -> list[Any] | None:
     A value that is not a list literal (``"5"``, a dict, text nested past the parser's depth) is read as
     absent: the metadata only names modules, it never decides the graph.
     """
-    import ast
-
     for prop in node.metadata_props:
         if prop.key == key:
-            try:
-                value = ast.literal_eval(prop.value)
-            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                return None
+            value = _literal(prop.value)
             return value if isinstance(value, list) else None
     return None
+
+
+def _literal(text: str) -> Any:
+    """The Python literal a model's metadata holds as ``text``, or :obj:`None` where it holds none readable.
+
+    ``ast.literal_eval`` runs no code, but a file's text can still make it fail in more ways than a
+    ``ValueError``: ``{[1]: 2}`` is a ``TypeError`` (an unhashable key), 200,000 signs before a number a
+    ``MemoryError`` of the parser, deep nesting a ``RecursionError``.
+    """
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
 
 
 def _module_of(node: onnx.NodeProto) -> str:
@@ -1457,18 +1467,13 @@ def _folded_sources(proto: onnx.ModelProto) -> dict[str, tuple[str, ...]]:
     torch.onnx's optimised export folds computations on parameters (``self.pos[:, :7]``, ``weight.T``) into new
     initializers, and names their sources in the value's metadata.
     """
-    import ast
-
     g = proto.graph
     found: dict[str, tuple[str, ...]] = {}
     for value in [*g.value_info, *g.input, *g.output, *g.initializer]:
         for prop in getattr(value, "metadata_props", ()):
             if prop.key != _FOLDED_FROM_KEY:
                 continue
-            try:
-                sources = ast.literal_eval(prop.value)
-            except (ValueError, SyntaxError):
-                continue
+            sources = _literal(prop.value)  # {[1]: 2} in a shared file was a TypeError traceback
             if isinstance(sources, (list, tuple)) and all(isinstance(x, str) for x in sources):
                 found[value.name] = tuple(sources)
     return found

@@ -1172,3 +1172,18 @@ def test_a_nodes_external_value_is_never_read_from_the_working_folder(tmp_path, 
     except GnplaceError:
         pass
     assert opened == []
+
+
+@pytest.mark.parametrize("text", ["{[1]: 2}", "-" * 200_000 + "1", "[" * 100_000, "['w', 'v']"])
+def test_metadata_no_literal_can_read_is_ignored_not_a_traceback(tmp_path, text):
+    """A folded initializer's sources ({[1]: 2}: a TypeError; 200,000 signs: the parser's MemoryError) in a shared
+    model were a traceback; the metadata only names what a value was folded from."""
+    from gnplace.importers.onnx import _FOLDED_FROM_KEY
+
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("w", TensorProto.FLOAT, [4, 4], [0.5] * 16)])
+    graph.initializer[0].metadata_props.add(key=_FOLDED_FROM_KEY, value=text)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    assert from_onnx(tmp_path / "m.onnx").num_ops > 0
