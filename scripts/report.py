@@ -660,7 +660,7 @@ def _elapsed(path: Path) -> dict[str, Any]:
     """What ``elapsed.json`` at ``path`` holds (empty where it cannot be read: missing, or cut short by a kill)."""
     try:
         saved = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # ("[[[..." thousands deep: RecursionError)
         return {}
     return saved if isinstance(saved, dict) else {}
 

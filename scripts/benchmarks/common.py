@@ -220,7 +220,8 @@ class Store:
                     continue
                 try:
                     row = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by a kill: its task runs again
+                except (json.JSONDecodeError, RecursionError):  # a line cut short by a kill: its task runs again
+                    # (a line "[[[..." thousands deep is no row either)
                     continue
                 if not isinstance(row, dict) or not isinstance(row.get("key"), str):
                     raise InvalidArgument(f"{path}: not the rows of an earlier run (JSON lines of rows with a key); "
@@ -351,7 +352,7 @@ def _cached_large_graph(path: Path, recipe: str) -> Any | None:
 
     try:
         record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # none (a cache of before 2026-11-30), or cut short: made again
+    except (OSError, ValueError, RecursionError):  # none (a cache of before 2026-11-30), or cut short: made again
         return None
     if not isinstance(record, dict) or record.get("recipe") != recipe or not path.exists():
         return None

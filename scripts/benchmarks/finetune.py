@@ -65,7 +65,7 @@ def rows_file(folder: str, name: str) -> tuple[Path, list[dict[str, Any]]]:
         return done_file, []
     try:
         rows = json.loads(done_file.read_text(encoding="utf-8"))
-    except ValueError as err:  # not UTF-8, or not JSON
+    except (ValueError, RecursionError) as err:  # not UTF-8, or not JSON ("[[[..." thousands deep: RecursionError)
         rows = err
     if not isinstance(rows, list) or not all(isinstance(r, dict) and {"graph", "cluster"} <= r.keys() for r in rows):
         raise InvalidArgument(f"{done_file}: not the rows of an earlier run (a JSON list of rows); move it away or "

@@ -271,7 +271,8 @@ def _zeroshot_rows(path: Path, fields: set[str]) -> list[dict[str, Any]]:
         path = path / "zeroshot.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:  # not UTF-8, or not JSON (a missing file is the caller's one-line OSError)
+    except (ValueError, RecursionError):  # not UTF-8, or not JSON, or "[[[..." thousands deep (a missing file is
+        # the caller's one-line OSError)
         saved = None
     if not isinstance(saved, list) or not all(isinstance(r, dict) and fields <= r.keys() for r in saved):
         raise SystemExit(f"{path}: not a zeroshot.json of `bench.py zeroshot` (a list of rows with "

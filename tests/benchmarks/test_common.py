@@ -165,3 +165,13 @@ def test_a_placer_named_twice_is_refused(load_script):
     common.check_placers(["single", "heft"])
     with pytest.raises(InvalidArgument, match="--placers names single twice"):
         common.check_placers(["single", "heft", "single"])
+
+
+def test_a_rows_line_nested_thousands_deep_is_no_row_not_a_traceback(load_script, tmp_path):
+    """A rows file's line of "[[[..." (another's run folder) was json's RecursionError: it is skipped as a cut line is."""
+    import json
+
+    common = load_script("benchmarks.common")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"key": "a", "x": 1}) + "\n" + "[" * 200_000 + "\n")
+    assert list(common.Store(rows).rows) == ["a"]

@@ -289,3 +289,13 @@ def test_zeroshot_saves_each_row_as_made_and_a_rerun_places_only_the_pairs_not_s
     assert placed == ["k80x2"] and row["seed"] == 1
     assert json.loads((tmp_path / "zs" / "zeroshot.json").read_text()) == [row]
     assert [r["cluster"] for r in bench.bench_zeroshot(args)] == ["k80x2", "k80x4"] and placed == ["k80x2"]
+
+
+def test_a_zeroshot_json_nested_thousands_deep_is_one_line_not_a_traceback(load_script, tmp_path, capsys):
+    """``bench.py zeroshot-seeds`` of another's run folders: a zeroshot.json of "[[[..." was json's RecursionError."""
+    bench = load_script("bench")
+    deep = tmp_path / "zeroshot.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    assert bench.main(["zeroshot-seeds", str(tmp_path), str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("bench: error: ") and err.count("\n") == 1 and "not a zeroshot.json" in err, err
