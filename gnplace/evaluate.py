@@ -46,7 +46,7 @@ from gnplace.exceptions import (
     first_line,
 )
 from gnplace.graph import OpGraph, require_ops
-from gnplace.graph_io import load_graph, write_atomically
+from gnplace.graph_io import load_graph, refuse_link, write_atomically
 from gnplace.limits import check_budget, check_regular_file, parse_json
 from gnplace.placement import Placement, check_placed, save_placement
 from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
@@ -662,7 +662,7 @@ def evaluate(
     keep = {k for t, k in keyed if keep_placements is not None and keep_placements(t)}
     saved = _read_rows(csv_path)  # (a link to a device or another table: refused as no results file)
     for output in (csv_path, folder):
-        refuse_link(output)
+        refuse_link(output, "evaluate")
     done = _rows_that_stand(saved, keyed, keep, out)
     have = {(r.key, _row_slot(r)) for r in done}
     todo = [(t, k, k in keep) for t, k in keyed if (k, _task_slot(t)) not in have]
@@ -753,21 +753,6 @@ def _rewrite(path: Path, names: list[str], on_file: Mapping[int, tuple[Row, str]
     csv.writer(text).writerow(names)
     text.writelines(line for _, line in on_file.values())
     write_atomically(path, text.getvalue().encode("utf-8", "surrogateescape"))
-
-
-def refuse_link(path: Path) -> None:
-    """Refuse an output of an evaluation (``results.csv``, the kept placements' folder, a figure) that is a link.
-
-    An output folder someone shared held ``results.md`` linked to a file elsewhere and ``placements`` to another
-    folder: the run wrote its table over that file (a link to a path not there yet created it) and its
-    placements into that folder. An evaluation writes in its output folder itself.
-
-    Raises:
-        InvalidArgument: naming the link and where it leads.
-    """
-    if path.is_symlink():
-        raise InvalidArgument(f"{path}: is a symbolic link (to {os.readlink(path)}), and evaluate writes its outputs "
-                              "in the output folder itself: move it away or pick another output folder")
 
 
 def _drop_kept_placements(out: Path, folder: Path, dropped: list[Row], on_file: list[Row]) -> None:

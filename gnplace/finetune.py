@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.graph_io import write_atomically
+from gnplace.graph_io import refuse_link, write_atomically
 from gnplace.limits import json_text
 from gnplace.runlock import holds_folder
 from gnplace.sim.timer import median_step, relative_step
@@ -303,6 +303,8 @@ def finetune(
 
         torch_devices(cluster, devices)  # a torch device for every cluster device, refused before the folder is made
     folder = Path(out)
+    for name in ("summary.json", "placement.json", "last.ckpt", JOURNAL):  # written through: out of the folder
+        refuse_link(folder / name, "finetune")
     finished = [name for name in ("summary.json", "placement.json") if (folder / name).exists()]
     if finished and not resume and not (folder / "last.ckpt").exists():  # (with one, the search names it)
         # a run too short for a checkpoint (no PPO iteration) left only its results: not ours to overwrite

@@ -314,6 +314,22 @@ def name_in_file(text: str, room: int = 0) -> str:
     return fitting_name(re.sub(r"[^A-Za-z0-9_.+@-]", "_", text).lstrip("."), room)
 
 
+def refuse_link(path: Path, command: str) -> None:
+    """Refuse an output that ``command`` names inside its output folder (not one the user named) being a link.
+
+    An output folder someone shared held ``results.md`` linked to a file elsewhere, ``placements`` to another
+    folder: ``evaluate`` wrote its table over that file (a link to a path not there yet created it) and its
+    placements into that folder; ``finetune`` so its summary and placement. A command writes in its output
+    folder itself.
+
+    Raises:
+        InvalidArgument: naming the link and where it leads.
+    """
+    if path.is_symlink():
+        raise InvalidArgument(f"{path}: is a symbolic link (to {os.readlink(path)}), and {command} writes its "
+                              "outputs in the output folder itself: move it away or pick another output folder")
+
+
 def regular_target(path: Path) -> Path:
     """The file a write to ``path`` replaces: the target of a symbolic link, written through, not replaced.
 

@@ -519,3 +519,17 @@ def test_a_summary_that_cannot_be_written_leaves_no_tmp(tmp_path, disk_full_at):
     with pytest.raises(OSError, match="No space left"):
         finetune(str(path), "k80x2", budget=30, samples=4, epochs=1, out=out, progress=False)
     assert not list(out.glob("*.tmp")) and not (out / "summary.json").exists()  # a summary.json.tmp was left
+
+
+@pytest.mark.parametrize("name", ["summary.json", "placement.json"])
+def test_an_output_linked_out_of_the_folder_is_refused_and_its_target_kept(tmp_path, name):
+    """A shared run folder's summary.json linked to a file elsewhere had the summary written over that file."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "a.gnpg")
+    outside = tmp_path / "notes.txt"
+    outside.write_text("mine")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).symlink_to(outside)
+    with pytest.raises(InvalidArgument, match=rf"{name}: is a symbolic link \(to {outside}\), and finetune writes"):
+        finetune(str(path), "k80x2", budget=1, out=out, progress=False, resume=True)
+    assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == [name]

@@ -30,12 +30,12 @@ from gnplace.evaluate import (
     collect_graphs,
     evaluate,
     kept_placement,
-    refuse_link,
     summarise,
     task_key,
     write_markdown,
 )
 from gnplace.exceptions import InvalidArgument
+from gnplace.graph_io import refuse_link
 from gnplace.limits import MAX_BUDGET
 from gnplace.placers.registry import PLACERS
 from gnplace.progress import count_bar
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_folder(args.out)
     for name in _outputs(args.plot):  # a folder in a file's place fails here, not once every run is done
         check_output_file(Path(args.out) / name, "--out")
-        refuse_link(Path(args.out) / name)
+        refuse_link(Path(args.out) / name, "evaluate")
     # names as listed, spaces around them dropped ("single, heft"), each once
     placers = list(dict.fromkeys(p.strip() for p in args.placers.split(",") if p.strip())) \
         if args.placers is not None else PLACERS.names(learned=False)
