@@ -12,6 +12,10 @@ argument:
   loss)`` with ``loss`` a callable that maps the module's output to it (``lambda out: out.sum()``,
   a criterion bound to its targets).
 
+A ``module:factory`` is code: it is imported and run, as ``python -m`` runs a module, so it names only code the
+user trusts. Nothing read from a file (a graph file, a dataset manifest, a placement, a checkpoint, an ONNX
+model) is ever taken for a reference: those are data.
+
 ``optimizer`` is the optimizer whose update and state an imported model's graph counts (and the
 real-device executors run); a graph file already names its own on its update ops, so there an
 ``optimizer`` given must be that one.
