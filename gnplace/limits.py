@@ -9,6 +9,7 @@ limit                     value
 ========================  ==========================================================
 ``MAX_FILE_BYTES``        4 GiB read from disk
 ``MAX_TEXT_BYTES``        4 GiB after decompression (a gzip bomb stops there)
+``MAX_INFLATION``         100 times its size a compressed file decompresses to, past ``MIN_INFLATED`` (64 MiB)
 ``MAX_DEPTH``             64 levels of nested lists and mappings (JSON and YAML)
 ``MAX_NODES``             20,000,000 ops in a graph
 ``MAX_EDGES``             100,000,000 edges in a graph
@@ -42,8 +43,9 @@ from gnplace.exceptions import GnplaceError, InvalidArgument, first_line
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
-    "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS",
-    "read_file", "as_path", "check_budget", "as_float", "finite_number", "gunzip", "parse_json", "parse_yaml",
+    "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS", "MAX_INFLATION", "MIN_INFLATED",
+    "read_file", "as_path", "check_budget", "as_float", "finite_number", "gunzip", "inflation_limit", "parse_json",
+    "parse_yaml",
     "check_depth",
 ]
 
@@ -74,6 +76,12 @@ MAX_BUDGET = 10**9
 #: batch's update runs to its end before a kill or Ctrl-C is heard: ``gnplace finetune --epochs 1000000000`` ran
 #: one update for hours, deaf to SIGTERM.
 MAX_EPOCHS = 1000
+#: Most times its own size a compressed file may decompress to, past :data:`MIN_INFLATED`: graph files inflate 7 to
+#: 16 times (a 100,000-op chain 10 times); a 408 KB file of "0," inflated to 400 MB, parsed in 2.5 GB and 77 s, and
+#: one of 4 MB to the 4 GiB of :data:`MAX_TEXT_BYTES` would need some 25 GB.
+MAX_INFLATION = 100
+#: What any compressed file may decompress to, whatever its ratio (parsed as JSON in well under a gigabyte).
+MIN_INFLATED = 64 * 2**20
 
 
 def as_path(path: Any, what: str) -> Path:
@@ -144,24 +152,37 @@ def check_regular_file(
         raise error(f"{path}: not a regular file (a device, pipe or socket), so not {_article(what)} {what}{where}")
 
 
+def inflation_limit(packed: int) -> int:
+    """The most bytes ``packed`` bytes of compressed data may decompress to (:data:`MAX_INFLATION`).
+
+    Examples:
+        >>> inflation_limit(1000) == MIN_INFLATED, inflation_limit(4 * 2**20) == 400 * 2**20
+        (True, True)
+    """
+    return min(MAX_TEXT_BYTES, max(MIN_INFLATED, MAX_INFLATION * packed))
+
+
 def gunzip(raw: bytes, error: type[GnplaceError], source: str) -> bytes:
-    """``raw`` decompressed (gzip), stopping with ``error`` past :data:`MAX_TEXT_BYTES` or on corrupt data.
+    """``raw`` decompressed (gzip), stopping with ``error`` past :func:`inflation_limit` or on corrupt data.
 
     Every member of a multi-member file is read, as :mod:`gzip` reads it (``cat a.gz b.gz``, block-wise
     compressors); zero bytes after the last member are padding, anything else there is refused.
     """
+    limit = inflation_limit(len(raw))
     parts: list[bytes] = []
     size = 0
     rest = raw
     while True:
         decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
         try:
-            out = decompressor.decompress(rest, MAX_TEXT_BYTES - size + 1)
+            out = decompressor.decompress(rest, limit - size + 1)
         except zlib.error as err:
             raise error(f"{source}: corrupt compressed data ({err})") from err
         size += len(out)
-        if size > MAX_TEXT_BYTES or decompressor.unconsumed_tail:
-            raise error(f"{source}: decompresses to more than {MAX_TEXT_BYTES} bytes, the limit")
+        if size > limit or decompressor.unconsumed_tail:
+            raise error(f"{source}: decompresses to more than {limit} bytes, the limit for {len(raw)} compressed ones "
+                        f"(past {MIN_INFLATED} bytes, {MAX_INFLATION} times as many: a gzip bomb?; {MAX_TEXT_BYTES} "
+                        "in all)")
         if not decompressor.eof:
             raise error(f"{source}: truncated compressed data")
         parts.append(out)

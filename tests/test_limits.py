@@ -454,3 +454,19 @@ def test_json_text_writes_non_finite_numbers_as_null():
     text = json_text({"a": float("inf"), "b": [float("nan"), 1.5, (np.float64(-np.inf), 2)], "c": "x"}, indent=1)
     assert json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the output")) == \
         {"a": None, "b": [None, 1.5, [None, 2]], "c": "x"}
+
+
+def test_a_small_gzip_bomb_stops_at_a_hundred_times_its_size_past_the_floor(monkeypatch, tmp_path):
+    """A 408 KB graph file of "0," inflated to 400 MB (2.5 GB and 77 s to parse); 4 MB of it reached the 4 GiB limit."""
+    import gnplace.limits as limits
+    from gnplace.graph_io import load_graph, save_graph
+    from gnplace.toy import chain_graph
+
+    monkeypatch.setattr(limits, "MIN_INFLATED", 10_000)  # the floor's 64 MiB made small
+    packed = gzip.compress(b"0" * 1_000_000)  # about 1 KB: a thousand times
+    with pytest.raises(InvalidGraph, match=rf"^g.gnpg: decompresses to more than {100 * len(packed)} bytes, the limit for "
+                                           rf"{len(packed)} compressed ones \(past 10000 bytes, 100 times as many"):
+        gunzip(packed, InvalidGraph, "g.gnpg")
+    assert gunzip(gzip.compress(b"0" * 5000), InvalidGraph, "g.gnpg") == b"0" * 5000  # under the floor: any ratio
+    graph = chain_graph(2000)  # a graph file inflates about ten times: read whole
+    assert load_graph(save_graph(graph, tmp_path / "chain.gnpg")) == graph
