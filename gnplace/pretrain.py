@@ -42,6 +42,7 @@ from typing import Any
 import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
+from gnplace.graph_io import refuse_link
 from gnplace.limits import as_float, finite_number
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
     DEFAULT_CONFIG,
@@ -590,6 +591,8 @@ def pretrain(
 
         check_writable(export, "export path")  # refused now, not after the whole run
     out = Path(out)
+    for name in ("checkpoints", "checkpoints/last.ckpt", "policy.ckpt", "best.ckpt", "logs", "tensorboard"):
+        refuse_link(out / name, "pretrain")  # a shared run folder's link: its checkpoints written out of the folder
     last = out / "checkpoints" / "last.ckpt"
     ckpt_path = None
     # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)

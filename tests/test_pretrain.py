@@ -758,3 +758,19 @@ def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path, proc
         launcher.wait()
         if rank and process_alive(rank):
             os.kill(rank, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name", ["checkpoints", "policy.ckpt"])
+def test_an_output_linked_out_of_the_run_folder_is_refused_before_training(tiny_config, tmp_path, name):
+    """A shared run folder's checkpoints linked to a folder elsewhere had the run's checkpoints written there."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.pretrain import load_pretrain_config, pretrain
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / name).symlink_to(elsewhere if name == "checkpoints" else elsewhere / "policy.ckpt")
+    with pytest.raises(InvalidArgument, match=rf"{name}: is a symbolic link \(to {elsewhere}.*\), and pretrain "):
+        pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=1"]), out, resume=True, progress=False)
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == [name]
