@@ -72,7 +72,7 @@ def _profile(args: argparse.Namespace) -> int:
         parse_torch_devices,
         simulator_error,
     )
-    from gnplace.graph_io import write_atomically
+    from gnplace.graph_io import refuse_link, write_atomically
     from gnplace.importers.sources import load_step_source
 
     if args.timer == "local" and args.ranks is not None:  # each timer has its own way to say its devices
@@ -92,6 +92,8 @@ def _profile(args: argparse.Namespace) -> int:
                               "least 1")
     check_count(args.placements, "--placements", maximum=MAX_FIDELITY_PLACEMENTS)  # each measured --rounds times
     check_output_folder(args.out)
+    for name in ("graph.gnpg", "cluster.yaml", "fidelity.json"):  # before minutes of measuring, not after
+        refuse_link(Path(args.out, name), "profile")  # a shared folder's link: written through, out of the folder
     devices = args.devices.split(",") if args.devices else None
     if devices is not None:
         parse_torch_devices(devices)  # fail early on a name torch does not know

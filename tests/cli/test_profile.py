@@ -177,3 +177,16 @@ def test_a_folder_another_profile_writes_into_is_refused(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_an_output_linked_out_of_the_folder_is_refused_before_measuring(tmp_path, capsys):
+    """A shared profile folder's cluster.yaml linked to a file elsewhere had the calibrated cluster written over it."""
+    outside = tmp_path / "notes.yaml"
+    outside.write_text("mine")
+    out = tmp_path / "prof"
+    out.mkdir()
+    (out / "cluster.yaml").symlink_to(outside)
+    assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "0", "--repeats", "1",
+                 "--timer", "local", "--devices", "cpu,cpu", "-o", str(out)]) == 2
+    assert "cluster.yaml: is a symbolic link" in capsys.readouterr().err
+    assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["cluster.yaml"]
