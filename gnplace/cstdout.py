@@ -26,9 +26,17 @@ def flush_c_stdio() -> None:
 
 
 def _stdout_to_devnull() -> Callable[[], None]:
-    """Point fd 1 at ``/dev/null`` (Python's ``sys.stdout`` flushed first); returns what points it back."""
-    sys.stdout.flush()
-    saved = os.dup(1)
+    """Point fd 1 at ``/dev/null`` (Python's ``sys.stdout`` flushed first); returns what points it back.
+
+    A process whose fd 1 is closed (``>&-``, a daemon; Python then sets ``sys.stdout`` to None) has nothing to
+    silence: C's writes there already go nowhere, and it is left closed.
+    """
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # fd 1 closed
+        return lambda: None
     with open(os.devnull, "w") as devnull:
         os.dup2(devnull.fileno(), 1)
 

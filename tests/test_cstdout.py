@@ -67,3 +67,14 @@ def test_threads_inside_at_once_leave_standard_output_as_it_was():
     done = subprocess.run([sys.executable, "-c", _THREADS], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "after both\n"
+
+
+
+def test_a_closed_standard_output_is_left_closed():
+    # `python prog.py >&-`: Python sets sys.stdout to None; a metis placement was an AttributeError ('flush')
+    script = ("import os, sys\nfrom gnplace.cstdout import quiet_c_stdout\n"
+              "os.close(1)\nsys.stdout = None\n"
+              "with quiet_c_stdout():\n    pass\n"
+              "os.write(1, b'fd 1 open again')\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "AttributeError" not in result.stderr and "Bad file descriptor" in result.stderr, result.stderr[-2000:]
