@@ -55,6 +55,7 @@ from gnplace.seed import as_generator
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import geomean, relative_step
+from gnplace.workers import check_main_guarded
 
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
@@ -637,11 +638,14 @@ def evaluate(
         GnplaceError: if a graph file, cluster or placer of ``tasks`` cannot be found, a graph file to run
             cannot be read, or a budget is not 1 to :data:`~gnplace.limits.MAX_BUDGET` (before any run).
         InvalidArgument: if ``jobs`` is not a whole number >= 1, or ``out`` (or its placements folder, when
-            placements are kept) is a file.
+            placements are kept) is a file, or ``jobs`` > 1 is asked from a script's top level, outside ``if
+            __name__ == "__main__":`` (:func:`~gnplace.workers.check_main_guarded`).
     """
     out = Path(out)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise InvalidArgument(f"evaluate needs jobs >= 1 (a whole number), got {jobs!r}")
+    if jobs > 1:  # before the output folder is touched, not once the workers are about to start
+        check_main_guarded()
     if out.exists() and not out.is_dir():
         raise InvalidArgument(f"{out}: the output folder is a file")
     folder = out / PLACEMENTS_FOLDER

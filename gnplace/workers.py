@@ -17,6 +17,7 @@ for one search alone with two threads): ``threads_per_worker`` splits the cores 
 
 from __future__ import annotations
 
+import ast
 import multiprocessing
 import os
 import signal
@@ -26,10 +27,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
-__all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "is_launched_rank", "limit_threads", "process_pool",
-           "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent"]
+__all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
+           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
@@ -125,14 +127,76 @@ def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | N
     Returns:
         ProcessPoolExecutor: use it as a context manager, as any pool.
 
+    Raises:
+        InvalidArgument: if it is called from a script's top level, outside ``if __name__ == "__main__":``
+            (:func:`check_main_guarded`).
+
     Examples:
         >>> with process_pool(1) as pool:
         ...     pool.submit(abs, -3).result()
         3
     """
+    check_main_guarded()
     return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
                                initargs=(os.getpid(), ignore_interrupts, threads or threads_per_worker(jobs)))
+
+
+def check_main_guarded() -> None:
+    """Refuse to start worker processes from the top level of a script run as ``__main__`` that has no main guard.
+
+    A spawned worker runs the script that started it again (as ``__mp_main__``) before its first task, so that
+    the script's functions and classes can be handed to it; a call at the script's top level, outside ``if
+    __name__ == "__main__":``, then starts workers in every worker, which Python stops with a traceback in
+    each, and the caller saw only that a worker "died" (``gnplace.evaluate(..., jobs=2)`` from such a script,
+    which works under Linux's fork but not under the spawn these pools use). A script Python does not run
+    again (``python -c``, a notebook, a package's ``__main__``) or whose source cannot be read is let through.
+
+    Raises:
+        InvalidArgument: naming the script's line that started the workers, and the fix.
+    """
+    main = sys.modules.get("__main__")
+    line = _unguarded_main_line(main) if main is not None else None
+    if line is not None:
+        from gnplace.exceptions import InvalidArgument
+
+        script = getattr(main, "__file__", "")
+        raise InvalidArgument(f"{script}:{line} starts worker processes from the script's top level, which each "
+                              "worker runs again as it starts: put the script's calls under `if __name__ == "
+                              "\"__main__\":`, or run them in this process (jobs=1)")
+
+
+def _unguarded_main_line(main: Any) -> int | None:
+    """The line of the script ``main`` (the ``__main__`` module) whose unguarded top-level code calls now, if any."""
+    spec_name = getattr(getattr(main, "__spec__", None), "name", "") or ""
+    path = getattr(main, "__file__", None)
+    if not path or spec_name == "__main__" or spec_name.endswith(".__main__"):  # multiprocessing runs those not again
+        return None
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:  # called from a function the script's top level did not call (a thread's, a callback's)
+        return None
+    if os.path.abspath(frame.f_code.co_filename) != os.path.abspath(path):  # typed at `python -i script.py`'s prompt
+        return None
+    try:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    return None if any(_is_name_check(node, line) for node in ast.walk(tree)) else line
+
+
+def _is_name_check(node: ast.AST, line: int) -> bool:
+    """Whether ``node`` is an ``if`` that reads ``__name__`` (a main guard, however written) and holds ``line``.
+
+    Any test of ``__name__`` counts, nested in a ``try`` or joined with another condition too: a script
+    refused wrongly is worse than one let through, which fails as it did before.
+    """
+    if not isinstance(node, ast.If) or not node.lineno <= line <= (node.end_lineno or node.lineno):
+        return False
+    return any(isinstance(name, ast.Name) and name.id == "__name__" for name in ast.walk(node.test))
 
 
 @contextmanager

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -1088,3 +1091,16 @@ def test_an_output_that_is_a_link_out_of_the_folder_is_refused_and_nothing_writt
         evaluate([task], out, keep_placements=lambda t: True)
     assert sorted(p.name for p in out.iterdir()) == [name]
     assert not elsewhere.exists() if name == "results.csv" else list(elsewhere.iterdir()) == []
+
+
+def test_jobs_from_a_scripts_unguarded_top_level_are_refused_before_the_output_folder_is_made(tmp_path):
+    # a spawned worker runs the script again: a traceback in each worker, then "a worker died; run again to resume"
+    out = tmp_path / "out"
+    script = tmp_path / "user.py"
+    script.write_text("from gnplace.evaluate import Task, evaluate\n"
+                      f"evaluate([Task('g.gnpg', 'k80x2', 'single')], {str(out)!r}, jobs=2)\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert "InvalidArgument" in result.stderr and "if __name__ ==" in result.stderr, result.stderr[-2000:]
+    assert not out.exists()

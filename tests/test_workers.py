@@ -251,3 +251,29 @@ def test_a_shared_setting_is_made_by_the_first_to_enter_and_undone_by_the_last_t
     with pytest.raises(RuntimeError), shared:
         raise RuntimeError("the body fails")
     assert steps == ["made", "undone", "made", "undone"]
+
+
+_TOP_LEVEL = "from gnplace.workers import process_pool\n"
+
+
+@pytest.mark.parametrize(("body", "refused"), [
+    ("process_pool(2).shutdown()\n", True),  # each spawned worker ran it again: a traceback in each, 'a worker died'
+    ("def main():\n    process_pool(2).shutdown()\n\nmain()\n", True),
+    ("def main():\n    process_pool(2).shutdown()\n\nif __name__ == '__main__':\n    main()\n", False),
+    ("if '__main__' == __name__:\n    process_pool(2).shutdown()\n", False),
+    ("try:\n    if __name__ == '__main__' and True:\n        process_pool(2).shutdown()\nexcept OSError:\n    pass\n", False),
+])
+def test_workers_are_refused_from_a_scripts_unguarded_top_level(tmp_path, body, refused):
+    script = tmp_path / "user.py"
+    script.write_text(_TOP_LEVEL + body)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert (result.returncode != 0) == refused, result.stderr[-2000:]
+    if refused:
+        assert f"{script}:" in result.stderr and "if __name__ ==" in result.stderr
+
+
+def test_workers_are_let_through_from_python_c():
+    code = _TOP_LEVEL + "process_pool(2).shutdown()\n"  # no file that a worker runs again
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
