@@ -33,7 +33,11 @@ placer side by side and writes ``docs/RESULTS.md`` and ``docs/figures/report_*.p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+if os.path.dirname(os.path.realpath(__file__)) not in sys.path:  # python -P or -I: no script folder on the path
+    sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # report and benchmarks/ live beside this file
 
 import report
 from benchmarks import execute, finetune, heuristics, search, speed, zeroshot

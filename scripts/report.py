@@ -41,6 +41,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+if os.path.dirname(os.path.realpath(__file__)) not in sys.path:  # python -P or -I: no script folder on the path
+    sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))  # benchmarks/ lives beside this file
+
 import numpy as np
 from benchmarks.common import (
     Store,

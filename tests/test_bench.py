@@ -189,3 +189,17 @@ def test_a_benchmark_into_a_folder_another_run_writes_into_is_refused(load_scrip
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("flag", ["-P", "-I"])
+def test_bench_runs_with_no_script_folder_on_the_path(tmp_path, flag):
+    # python -P (PYTHONSAFEPATH=1) and -I leave the script's folder off sys.path: `import report` failed
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # -I ignores it: the installed gnplace is used there
+    done = subprocess.run([sys.executable, flag, str(ROOT / "scripts" / "bench.py"), "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "zeroshot-seeds" in done.stdout

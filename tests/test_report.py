@@ -526,3 +526,11 @@ def test_report_refuses_an_empty_doc_or_figures_not_taken_for_the_default(tmp_pa
     assert load_script("bench").main(argv) == 2
     assert capsys.readouterr().err.startswith(f"bench: error: {message}")
     assert not (tmp_path / "out").exists()
+
+
+def test_report_run_alone_under_python_p_names_the_command_to_run(tmp_path):
+    # python -P leaves scripts/ off sys.path: `from benchmarks.common import ...` was a ModuleNotFoundError
+    done = subprocess.run([sys.executable, "-P", str(ROOT / "scripts" / "report.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "python scripts/bench.py report" in done.stderr
