@@ -35,6 +35,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from gnplace.pretrain_config import (  # re-exported: the config is read before 
     load_pretrain_config,
 )
 from gnplace.runlock import holds_folder
-from gnplace.workers import available_cores, is_launched_rank
+from gnplace.workers import available_cores, check_main_guarded, is_launched_rank
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -649,6 +650,7 @@ def pretrain(
             )
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
+    _check_ranks_can_start(trainer, strategy)
     with quiet_lightning():
         fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
                           weights_only=True)  # TimedCheckpoint saves last.ckpt
@@ -667,6 +669,35 @@ def pretrain(
             "best_validation": _finite_or_none(exporter.best_score),
             "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
             "rank": int(trainer.global_rank)}
+
+
+def _check_ranks_can_start(trainer: L.Trainer, strategy: str) -> None:
+    """Refuse, before the run, ranks that this process would start by running a program it does not have.
+
+    ``ddp`` (and ``auto`` for several devices) starts ranks 1 and up by running this program's command again
+    (``sys.argv``): from ``python -c``, standard input or an interpreter embedded with no ``sys.argv[0]``, that
+    is no program (``can't open file '/cwd/-c'``), and Lightning then killed this process with SIGKILL, no
+    message said why. ``ddp_spawn`` starts them as :mod:`multiprocessing` does, which runs the calling script
+    again: refused from its unguarded top level (:func:`~gnplace.workers.check_main_guarded`).
+
+    Raises:
+        InvalidArgument: naming the strategy and what to do instead.
+    """
+    from lightning.pytorch.strategies.launchers.multiprocessing import _MultiProcessingLauncher  # no public names
+    from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
+
+    launcher = getattr(trainer.strategy, "launcher", None)
+    if isinstance(launcher, _MultiProcessingLauncher) and launcher._start_method != "fork":
+        check_main_guarded(f"use strategy='ddp' (not {strategy!r}), which starts no such processes")
+    if not isinstance(launcher, _SubprocessScriptLauncher) or launcher.num_processes < 2 \
+            or launcher.cluster_environment.creates_processes_externally:  # torchrun's and the other nodes' ranks
+        return
+    main = sys.modules.get("__main__")
+    program = sys.argv[0] if sys.argv else ""
+    if getattr(main, "__spec__", None) is None and not os.path.isfile(program):  # else run again as `-m NAME`
+        raise InvalidArgument(f"--strategy {strategy!r} with {launcher.num_processes} devices starts the other ranks "
+                              f"by running this program again, and there is none to run (sys.argv[0] is {program!r}): "
+                              "run it from a script file, or use strategy='ddp_spawn'")
 
 
 def _spawned(trainer: L.Trainer) -> bool:

@@ -142,7 +142,7 @@ def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | N
                                initargs=(os.getpid(), ignore_interrupts, threads or threads_per_worker(jobs)))
 
 
-def check_main_guarded() -> None:
+def check_main_guarded(otherwise: str = "run them in this process (jobs=1)") -> None:
     """Refuse to start worker processes from the top level of a script run as ``__main__`` that has no main guard.
 
     A spawned worker runs the script that started it again (as ``__mp_main__``) before its first task, so that
@@ -151,6 +151,9 @@ def check_main_guarded() -> None:
     each, and the caller saw only that a worker "died" (``gnplace.evaluate(..., jobs=2)`` from such a script,
     which works under Linux's fork but not under the spawn these pools use). A script Python does not run
     again (``python -c``, a notebook, a package's ``__main__``) or whose source cannot be read is let through.
+
+    Args:
+        otherwise (str, optional): the way to start no workers, which the message offers beside the guard.
 
     Raises:
         InvalidArgument: naming the script's line that started the workers, and the fix.
@@ -163,7 +166,7 @@ def check_main_guarded() -> None:
         script = getattr(main, "__file__", "")
         raise InvalidArgument(f"{script}:{line} starts worker processes from the script's top level, which each "
                               "worker runs again as it starts: put the script's calls under `if __name__ == "
-                              "\"__main__\":`, or run them in this process (jobs=1)")
+                              f"\"__main__\":`, or {otherwise}")
 
 
 def _unguarded_main_line(main: Any) -> int | None:

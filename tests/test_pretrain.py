@@ -774,3 +774,22 @@ def test_an_output_linked_out_of_the_run_folder_is_refused_before_training(tiny_
     with pytest.raises(InvalidArgument, match=rf"{name}: is a symbolic link \(to {elsewhere}.*\), and pretrain "):
         pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=1"]), out, resume=True, progress=False)
     assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == [name]
+
+
+_FROM_PYTHON_C = """
+import sys
+from gnplace.pretrain import load_pretrain_config, pretrain
+pretrain(load_pretrain_config(sys.argv[1]), sys.argv[2], devices=2, strategy=sys.argv[3], progress=False)
+"""
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("strategy", ["ddp", "auto"])
+def test_ddp_from_python_c_is_refused_in_one_line(tiny_config, tmp_path, strategy):
+    # its ranks run the program again: `python /cwd/-c` failed, and Lightning killed the caller with SIGKILL
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _FROM_PYTHON_C, str(tiny_config), str(tmp_path / "run"), strategy],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "InvalidArgument: --strategy" in done.stderr and "sys.argv[0] is '-c'" in done.stderr
+    assert "strategy='ddp_spawn'" in done.stderr
