@@ -113,8 +113,13 @@ class ProgressLine:
         self._start = (self._last_line if self._start is None else self._start[0], int(done))
 
     def write(self, text: str) -> None:
-        """Write ``LABEL: text`` as a line, flushed."""
+        """Write ``LABEL: text`` as a line, flushed; nowhere where stderr is closed (``2>&-``: ``sys.stderr`` is None).
+
+        ``print(file=None)`` prints on stdout: a program run with its stderr closed found the lines in its output.
+        """
         stream = self.stream if self.stream is not None else sys.stderr
+        if stream is None:
+            return
         print(f"{self.label}: {text}", file=stream, flush=True)
         self.lines += 1
 

@@ -136,3 +136,11 @@ def test_a_dumb_terminal_gets_progress_lines_not_a_bar(monkeypatch, capsys, term
     AnnealingPlacer(budget=40).place(graph, cluster, seed=3)
     err = capsys.readouterr().err
     assert err.splitlines()[-1].startswith(f"annealing {graph.name}: 40/40 evaluations (100%)")
+
+
+def test_with_stderr_closed_progress_lines_go_nowhere_not_to_stdout(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stderr", None)  # `2>&-`: print(file=None) printed the lines on stdout
+    line = ProgressLine("search", 10, "evaluations")
+    line.update(0)
+    line.update(5, force=True)
+    assert capsys.readouterr().out == ""
