@@ -142,7 +142,7 @@ def process_pool(jobs: int, *, ignore_interrupts: bool = False, threads: int | N
                                initargs=(os.getpid(), ignore_interrupts, threads or threads_per_worker(jobs)))
 
 
-def check_main_guarded(otherwise: str = "run them in this process (jobs=1)") -> None:
+def check_main_guarded(otherwise: str = "start no workers (jobs=1)") -> None:
     """Refuse to start worker processes from the top level of a script run as ``__main__`` that has no main guard.
 
     A spawned worker runs the script that started it again (as ``__mp_main__``) before its first task, so that
@@ -152,18 +152,25 @@ def check_main_guarded(otherwise: str = "run them in this process (jobs=1)") -> 
     which works under Linux's fork but not under the spawn these pools use). A script Python does not run
     again (``python -c``, a notebook, a package's ``__main__``) or whose source cannot be read is let through.
 
+    A program read from standard input (``python - < script.py``, a heredoc in a CI job) is refused too, guard or
+    not: its ``__file__`` is ``<stdin>``, which each worker tried to run as a file, and died.
+
     Args:
         otherwise (str, optional): the way to start no workers, which the message offers beside the guard.
 
     Raises:
         InvalidArgument: naming the script's line that started the workers, and the fix.
     """
+    from gnplace.exceptions import InvalidArgument
+
     main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or ""
+    if script and getattr(main, "__spec__", None) is None \
+            and not os.path.isfile(os.path.join(getattr(multiprocessing.process, "ORIGINAL_DIR", None) or "", script)):
+        raise InvalidArgument(f"this program was read from {script}, which the worker processes it starts cannot "
+                              f"read again: save it as a file and run that, or {otherwise}")
     line = _unguarded_main_line(main) if main is not None else None
     if line is not None:
-        from gnplace.exceptions import InvalidArgument
-
-        script = getattr(main, "__file__", "")
         raise InvalidArgument(f"{script}:{line} starts worker processes from the script's top level, which each "
                               "worker runs again as it starts: put the script's calls under `if __name__ == "
                               f"\"__main__\":`, or {otherwise}")

@@ -277,3 +277,11 @@ def test_workers_are_let_through_from_python_c():
     code = _TOP_LEVEL + "process_pool(2).shutdown()\n"  # no file that a worker runs again
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_workers_are_refused_to_a_program_read_from_standard_input():
+    # `python - < script.py`: each spawned worker tried to run the file '<stdin>' and died, guard or not
+    code = _TOP_LEVEL + "if __name__ == '__main__':\n    process_pool(2).shutdown()\n"
+    result = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert result.returncode != 0
+    assert "read from <stdin>" in result.stderr and "jobs=1" in result.stderr, result.stderr[-2000:]
