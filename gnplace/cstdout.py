@@ -29,10 +29,12 @@ def _stdout_to_devnull() -> Callable[[], None]:
     """Point fd 1 at ``/dev/null`` (Python's ``sys.stdout`` flushed first); returns what points it back.
 
     A process whose fd 1 is closed (``>&-``, a daemon; Python then sets ``sys.stdout`` to None) has nothing to
-    silence: C's writes there already go nowhere, and it is left closed.
+    silence: C's writes there already go nowhere, and it is left closed. A ``sys.stdout`` with no ``flush`` (a
+    logging adapter with ``write`` alone, which is all ``print`` needs) holds nothing to flush.
     """
-    if sys.stdout is not None:
-        sys.stdout.flush()
+    flush = getattr(sys.stdout, "flush", None)
+    if flush is not None:
+        flush()
     try:
         saved = os.dup(1)
     except OSError:  # fd 1 closed

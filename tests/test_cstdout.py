@@ -78,3 +78,18 @@ def test_a_closed_standard_output_is_left_closed():
               "os.write(1, b'fd 1 open again')\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert "AttributeError" not in result.stderr and "Bad file descriptor" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_standard_output_without_flush_is_written_as_before(monkeypatch):
+    class WriteOnly:  # all that print needs; a metis placement was an AttributeError ('flush')
+        def __init__(self):
+            self.text = ""
+
+        def write(self, text):
+            self.text += text
+
+    out = WriteOnly()
+    monkeypatch.setattr("sys.stdout", out)
+    with quiet_c_stdout():
+        print("inside")
+    assert out.text == "inside\n"
