@@ -62,10 +62,23 @@ class StopAfter(L.Callback):
 
 
 class RunProgressBar(RichProgressBar):
-    """Lightning's rich progress bar, titled for a run that :class:`StopAfter` ends, not an epoch limit.
+    """Lightning's rich progress bar, titled for a run that :class:`StopAfter` ends, not an epoch limit, on stderr.
 
     Such a run sets ``max_epochs=-1``, which the stock bar writes as "Epoch 3/-2"; this one writes "Epoch 3".
+    The stock bar draws on stdout: ``gnplace finetune ... > out.txt`` from a terminal showed nothing there and
+    left the bar's last frame in ``out.txt``, the command's output; it is drawn on stderr, as every bar of
+    :mod:`gnplace.progress` is, and rich's console is given back to stdout at the end of the run.
     """
+
+    def __init__(self) -> None:
+        super().__init__(console_kwargs={"stderr": True})  # Lightning makes it rich's console for the run
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Stop the bar; rich's console writes on stdout again, as after Lightning's own bar."""
+        super().teardown(trainer, pl_module, stage)
+        from rich import reconfigure
+
+        reconfigure()
 
     def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
         title = f"Epoch {current_epoch}"

@@ -372,3 +372,18 @@ def test_runs_overlapping_in_threads_leave_lightnings_loggers_and_warnings_as_th
     assert logger.level == logging.ERROR  # the second run is still silenced
     second.__exit__(None, None, None)
     assert logger.level == level and warnings.filters == filters
+
+
+def test_run_progress_bar_draws_on_stderr_and_leaves_stdout_to_the_program(tmp_path, capsys):
+    # Lightning's bar drew on stdout: `gnplace finetune ... > out.txt` found the bar's last frame in out.txt
+    import rich
+
+    model = _ValidatingModel()
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [StopAfter(2), RunProgressBar()], max_steps=-1, max_epochs=-1,
+                                  limit_train_batches=2, limit_val_batches=0, enable_progress_bar=True)
+        fit_interruptibly(trainer, model)
+    rich.print("after")
+    out, err = capsys.readouterr()
+    assert "Epoch" not in out and "Epoch 0" in err
+    assert out == "after\n"  # rich's console is stdout's again
