@@ -20,6 +20,7 @@ import numpy as np
 
 from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Cluster, Device
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import is_number, is_whole
 
 __all__ = ["random_cluster", "GPU_KINDS", "TIGHT_MEMORY"]
 
@@ -29,11 +30,6 @@ GPU_KINDS: tuple[str, ...] = ("k80", "k40", "titanx", "p100", "v100")
 TIGHT_MEMORY: tuple[float, ...] = (0.75 * 2**30, 2**30, 1.5 * 2**30, 2 * 2**30, 3 * 2**30)
 _INTRA = ("pcie2", "pcie3", "nvlink2")
 _INTER = ("infiniband", "ethernet20g")
-
-
-def _is_whole(value: object) -> bool:
-    """Whether ``value`` is an int or numpy integer, not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def random_cluster(
@@ -60,13 +56,13 @@ def random_cluster(
         >>> random_cluster(3).fingerprint() == c.fingerprint()
         True
     """
-    if not _is_whole(seed) or seed < 0:
+    if not is_whole(seed) or seed < 0:
         raise InvalidArgument(f"random_cluster: seed must be a whole number >= 0, got {seed!r}")
-    if not _is_whole(min_devices) or not _is_whole(max_devices) or not 1 <= min_devices <= max_devices:
+    if not is_whole(min_devices) or not is_whole(max_devices) or not 1 <= min_devices <= max_devices:
         raise InvalidArgument(f"random_cluster needs 1 <= min_devices <= max_devices (whole numbers), got "
                               f"{min_devices!r}, {max_devices!r}")
     for name, p in (("tight_probability", tight_probability), ("cpu_probability", cpu_probability)):
-        numeric = isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, (bool, np.bool_))
+        numeric = is_number(p)
         if not numeric or not 0 <= p <= 1:  # NaN fails the comparison
             raise InvalidArgument(f"random_cluster: {name} must be a number in [0, 1], got {p!r}")
     seed, min_devices, max_devices = int(seed), int(min_devices), int(max_devices)

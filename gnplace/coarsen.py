@@ -35,6 +35,7 @@ from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
+from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
@@ -353,13 +354,13 @@ def _check_inputs(graph: object, cluster: object, seed: object) -> None:
     ``"a"`` or a numpy Generator), while ``seed=-1`` passed where every placer refuses it.
     """
     check_graph_and_cluster(graph, cluster)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+    if not is_whole(seed) or seed < 0:
         raise InvalidArgument(f"coarsening: seed must be a whole number >= 0 (METIS's seed), got {seed!r}")
 
 
 def _check_count(name: str, value: object) -> None:
     """Refuse a count that is not a whole number >= 1 (a float reached pymetis, a bool was one group)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_whole(value) or value < 1:
         raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r}")
 
 

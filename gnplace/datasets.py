@@ -27,7 +27,7 @@ import numpy as np
 from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph, write_atomically
-from gnplace.limits import as_path
+from gnplace.limits import as_path, is_whole
 
 __all__ = ["generate_graph", "generate_dataset", "load_manifest", "write_manifest", "graph_summary"]
 
@@ -75,7 +75,7 @@ def generate_graph(
 
     module = _family(family)
     for name, value in (("seed", seed), ("index", index)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        if not is_whole(value) or value < 0:
             raise InvalidArgument(f"generate_graph: {name} must be a whole number >= 0, got {value!r}")
     rng = np.random.default_rng([seed, index])
     for _ in range(max_draws):
@@ -137,13 +137,13 @@ def generate_dataset(
 
     get_family(family)  # an unknown family is refused before any folder is made
     check_optimizer(optimizer)  # so is an unknown optimizer (once refused after an old manifest was deleted)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_whole(seed) or seed < 0:
         raise InvalidArgument(f"seed must be a whole number >= 0, got {seed!r}")
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 1 <= count <= MAX_GRAPHS:
+    if not is_whole(count) or not 1 <= count <= MAX_GRAPHS:
         raise InvalidArgument(f"count must be a whole number from 1 to {MAX_GRAPHS:,}, got {count!r}")
     seed, count = int(seed), int(count)  # numpy integers too: they go into the graphs' JSON meta
     test_count = count // 4 if test_count is None else test_count
-    if isinstance(test_count, bool) or not isinstance(test_count, (int, np.integer)) or not 0 <= test_count <= count:
+    if not is_whole(test_count) or not 0 <= test_count <= count:
         raise InvalidArgument(f"test_count must be a whole number from 0 to count ({count}), got {test_count!r}")
     out = as_path(out, "dataset folder")  # None was pathlib's TypeError
     test = set(np.random.default_rng(seed).permutation(count)[:test_count].tolist())

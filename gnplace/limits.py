@@ -37,16 +37,20 @@ import os
 import stat
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from gnplace.exceptions import GnplaceError, InvalidArgument, first_line
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
     "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS", "MAX_INFLATION", "MIN_INFLATED",
-    "read_file", "as_path", "check_budget", "as_float", "finite_number", "gunzip", "inflation_limit", "parse_json",
-    "parse_yaml",
-    "check_depth",
+    "read_file", "as_path", "check_budget", "as_float", "finite_number", "is_whole", "is_number", "gunzip",
+    "inflation_limit", "parse_json", "parse_yaml", "check_depth",
 ]
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -369,6 +373,26 @@ def finite_number(value: Any) -> bool:
     """
     number = as_float(value)
     return number is not None and math.isfinite(number)
+
+
+def is_whole(value: object) -> TypeIs[int | np.integer[Any]]:
+    """Whether ``value`` is a whole number: an int or numpy integer, not a bool (``True`` is no count of 1).
+
+    Examples:
+        >>> is_whole(3), is_whole(np.int64(3)), is_whole(True), is_whole(3.0)
+        (True, True, False, False)
+    """
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeIs[int | float | np.integer[Any] | np.floating[Any]]:
+    """Whether ``value`` is a real number: an int, float or numpy integer or float, not a bool.
+
+    Examples:
+        >>> is_number(0.5), is_number(np.float32(0.5)), is_number(2), is_number(np.bool_(True)), is_number("1")
+        (True, True, True, False, False)
+    """
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def check_budget(budget: Any, owner: str) -> int:

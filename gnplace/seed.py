@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gnplace.limits import is_whole
+
 if TYPE_CHECKING:
     import torch
 
@@ -51,7 +53,7 @@ def check_seed(seed: SeedLike) -> None:
         return
     from gnplace.exceptions import InvalidArgument
 
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if not is_whole(seed):
         raise InvalidArgument(f"seed must be an int, a numpy Generator or None, got {seed!r}")
     if seed < 0:
         raise InvalidArgument(f"seed must be >= 0, got {seed}")
@@ -77,7 +79,7 @@ def torch_seed(seed: SeedLike = None) -> int:
         >>> torch_seed(np.random.default_rng(0)) == torch_seed(np.random.default_rng(0))
         True
     """
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+    if is_whole(seed):
         return int(seed)
     return int(as_generator(seed).integers(2**31))
 

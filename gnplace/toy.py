@@ -16,6 +16,7 @@ import numpy as np
 from gnplace.cluster import Cluster, Device
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
+from gnplace.limits import is_whole
 from gnplace.seed import SeedLike, as_generator
 
 __all__ = [
@@ -28,7 +29,7 @@ GiB = 2**30
 
 def _check_size(owner: str, name: str, value: int, minimum: int) -> None:
     """Raise :class:`InvalidArgument` unless ``value`` is an int (not a bool) of at least ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if not is_whole(value) or value < minimum:
         raise InvalidArgument(f"{owner}: {name} must be a whole number >= {minimum}, got {value!r}")
 
 

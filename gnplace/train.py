@@ -46,7 +46,7 @@ from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
-from gnplace.limits import finite_number
+from gnplace.limits import finite_number, is_whole
 from gnplace.placement import Placement
 from gnplace.policy.gnn import PlacementPolicy
 from gnplace.rl.agent import Trajectories, log_probs, sample, sample_move, teacher_forced
@@ -355,7 +355,7 @@ class PlacementLearner(L.LightningModule):
 
         state = checkpoint.get("gnplace", {})
         iteration, beta = state.get("iteration", 0), state.get("beta", self.config.beta)
-        if isinstance(iteration, bool) or not isinstance(iteration, int | np.integer) or iteration < 0:
+        if not is_whole(iteration) or iteration < 0:
             raise InvalidCheckpoint(f"the checkpoint's learner's iteration ({iteration!r}) is malformed; cannot resume "
                                     "from it")
         if not isinstance(beta, int | float) or not finite_number(beta) or beta < 0:  # (10**400: no float)

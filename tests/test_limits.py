@@ -15,6 +15,7 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +25,16 @@ from gnplace.cli import main
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import GnplaceError, InvalidArgument, InvalidCluster, InvalidGraph, InvalidPlacement
 from gnplace.graph_io import graph_to_dict, load_graph, save_graph
-from gnplace.limits import MAX_DEPTH, check_depth, check_regular_file, gunzip, parse_json, parse_yaml
+from gnplace.limits import (
+    MAX_DEPTH,
+    check_depth,
+    check_regular_file,
+    gunzip,
+    is_number,
+    is_whole,
+    parse_json,
+    parse_yaml,
+)
 from gnplace.placement import load_placement
 from gnplace.toy import mlp_training_graph
 
@@ -470,3 +480,13 @@ def test_a_small_gzip_bomb_stops_at_a_hundred_times_its_size_past_the_floor(monk
     assert gunzip(gzip.compress(b"0" * 5000), InvalidGraph, "g.gnpg") == b"0" * 5000  # under the floor: any ratio
     graph = chain_graph(2000)  # a graph file inflates about ten times: read whole
     assert load_graph(save_graph(graph, tmp_path / "chain.gnpg")) == graph
+
+
+@pytest.mark.parametrize("value, whole, number", [
+    (3, True, True), (np.int64(3), True, True), (np.uint8(0), True, True), (2.0, False, True),
+    (np.float32(0.5), False, True), (True, False, False), (np.bool_(False), False, False), ("1", False, False),
+    (None, False, False), (1 + 0j, False, False),
+])
+def test_is_whole_and_is_number_refuse_bools_and_strings(value: object, whole: bool, number: bool) -> None:
+    assert is_whole(value) is whole
+    assert is_number(value) is number

@@ -14,6 +14,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidArgument, InvalidPlacemen
 from gnplace.execute.journal import Key, MeasurementJournal
 from gnplace.execute.program import Program, compile_step
 from gnplace.graph import OpGraph
+from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, as_placement
 from gnplace.sim.timer import StepResult, StepTimer, median_step
 
@@ -35,7 +36,7 @@ def check_threads(threads: Any, who: str = "threads") -> int:
     from gnplace.workers import available_cores
 
     cores = available_cores()
-    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or not 1 <= threads <= cores:
+    if not is_whole(threads) or not 1 <= threads <= cores:
         raise InvalidArgument(f"{who} must be a whole number from 1 to {cores} (the cores this process may run on), "
                               f"got {threads!r}")
     return int(threads)
@@ -172,10 +173,8 @@ class RealStepTimer(StepTimer):
     """
 
     def __init__(self, step: Any, *, warmup: int = 1, repeats: int = 5, lr: float = 1e-3) -> None:
-        def whole(value: Any) -> bool:  # 2.5 was cut to 2 and True read as 1
-            return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-        if not (whole(warmup) and whole(repeats)) or warmup < 0 or repeats < 1:
+        # 2.5 was cut to 2 and True read as 1
+        if not (is_whole(warmup) and is_whole(repeats)) or warmup < 0 or repeats < 1:
             raise InvalidArgument(f"need whole numbers warmup >= 0 and repeats >= 1, got {warmup!r} and {repeats!r}")
         if max(warmup, repeats) > MAX_REPEATS:  # 10**12 asked numpy for 189 TiB of step times (a traceback)
             raise InvalidArgument(f"need warmup and repeats <= {MAX_REPEATS:,} steps, got {warmup!r} and {repeats!r}")

@@ -65,6 +65,7 @@ from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
+from gnplace.limits import is_number
 from gnplace.sim.timer import StepResult
 from gnplace.workers import available_cores
 
@@ -583,7 +584,7 @@ class DistTimer(RealStepTimer):
             raise InvalidArgument(f"backend must be 'gloo' or 'nccl', got {backend!r}")
         self.backend = backend
         self.threads = check_threads(threads)  # 1.5 was cut to 1, and 0 killed every rank as it started
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float | np.integer | np.floating) or \
+        if not is_number(timeout_s) or \
                 not 0 < timeout_s <= MAX_TIMEOUT_S:  # 0 or -5 was gloo's raw DistNetworkError traceback
             raise InvalidArgument(f"timeout_s must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
                                   f"got {timeout_s!r}")

@@ -43,6 +43,7 @@ from gnplace.execute.base import RealStepTimer, as_program, check_threads, torch
 from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
+from gnplace.limits import is_whole
 
 if TYPE_CHECKING:  # the distributed executor loads on first use
     from gnplace.execute.dist import DistTimer
@@ -548,7 +549,7 @@ def fidelity_placements(graph: OpGraph, cluster: Cluster, count: int, *, seed: i
     """
     from gnplace.placers import get_placer
 
-    if isinstance(count, bool) or not isinstance(count, int | np.integer) or not 0 <= count <= MAX_FIDELITY_PLACEMENTS:
+    if not is_whole(count) or not 0 <= count <= MAX_FIDELITY_PLACEMENTS:
         # (10**12 drew random placements until memory ran out: each is measured, so none of them ever would be)
         raise InvalidArgument(f"need a number of placements from 0 to {MAX_FIDELITY_PLACEMENTS:,}, got {count!r}")
     singles = [np.full(graph.num_ops, d, dtype=np.int64) for d in range(cluster.num_devices)]

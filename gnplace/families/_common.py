@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, UnknownName
+from gnplace.limits import is_number, is_whole
 
 __all__ = ["check_int", "check_probability", "check_bool", "check_choice", "log_uniform_int", "SizeEstimate",
            "check_size", "MAX_GRAPH_OPS", "MAX_PARAM_BYTES"]
@@ -106,7 +107,7 @@ def check_int(name: str, value: int, low: int, high: int | None = None, *, cap: 
         gnplace.exceptions.InvalidArgument: knob 'layers' must be at most 10,000 (cifar10.MAX_LAYERS), got 20000
     """
     bound = f">= {low}" if high is None or cap is not None else f"in [{low}, {high}]"
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    if not is_whole(value):
         raise InvalidArgument(f"knob {name!r} must be an integer {bound}, got {value!r}")
     if cap is not None and high is not None and value > high:
         raise InvalidArgument(f"knob {name!r} must be at most {high:,} ({cap}), got {value}")
@@ -132,7 +133,7 @@ def check_probability(name: str, value: float) -> float:
         >>> check_probability("dropout", 0.1)
         0.1
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if not is_number(value):
         raise InvalidArgument(f"knob {name!r} must be a probability (a number in [0, 1]), got {value!r}")
     if not 0.0 <= value <= 1.0:  # NaN fails both comparisons
         raise InvalidArgument(f"knob {name!r} must be in [0, 1], got {value}")

@@ -52,7 +52,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import check_budget
+from gnplace.limits import check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.base import group_order
@@ -146,10 +146,7 @@ class AnnealingPlacer:
         timer: StepTimer | None = None,
         progress: bool | None = None,
     ) -> None:
-        def whole(value: Any) -> bool:
-            return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-        if not (whole(budget) and whole(batch)) or budget < 1 or batch < 1:
+        if not (is_whole(budget) and is_whole(batch)) or budget < 1 or batch < 1:
             raise InvalidArgument(
                 f"AnnealingPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
@@ -178,9 +175,9 @@ class AnnealingPlacer:
                 f"be >= 0 and sum to at most 1, got {block_probability}, {pull_probability}, {sibling_probability} "
                 f"and {module_probability}"
             )
-        if not whole(max_block) or max_block < 2:
+        if not is_whole(max_block) or max_block < 2:
             raise InvalidArgument(f"AnnealingPlacer needs an integer max_block >= 2, got {max_block!r}")
-        if isinstance(oom_penalty, bool) or not isinstance(oom_penalty, int | float | np.integer | np.floating) or not (
+        if not is_number(oom_penalty) or not (
             0.0 <= oom_penalty < np.inf
         ):
             # a negative penalty would make overflowing placements the chain's lower energies

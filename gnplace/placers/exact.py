@@ -42,6 +42,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InfeasiblePlacement, InvalidArgument, UnsupportedGraph
 from gnplace.graph import OpGraph
+from gnplace.limits import is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates
 from gnplace.placers.groups import repair_placement
@@ -192,18 +193,18 @@ class ExactPlacer:
         num_workers: int = 2,
         timer: StepTimer | None = None,
     ) -> None:
-        whole = isinstance(num_workers, (int, np.integer)) and not isinstance(num_workers, bool)
+        whole = is_whole(num_workers)
         if not whole or not 1 <= num_workers <= 1024:
             raise InvalidArgument(f"ExactPlacer needs num_workers, solver threads, a whole number from 1 to 1024, "
                                   f"got {num_workers!r}")
-        number = isinstance(time_limit, int | float | np.integer | np.floating) and not isinstance(time_limit, bool)
-        groups_whole = isinstance(max_groups, int | np.integer) and not isinstance(max_groups, bool)
+        number = is_number(time_limit)
+        groups_whole = is_whole(max_groups)
         if not (number and groups_whole) or not time_limit > 0 or max_groups < 1:
             raise InvalidArgument(f"ExactPlacer needs time_limit > 0 and a whole number max_groups >= 1, got "
                                   f"{time_limit!r}, {max_groups!r}")
         if select not in ("simulator", "model"):
             raise InvalidArgument(f"ExactPlacer: select must be 'simulator' or 'model', got {select!r}")
-        unit_number = isinstance(time_unit, int | float | np.integer | np.floating) and not isinstance(time_unit, bool)
+        unit_number = is_number(time_unit)
         if time_unit is not None and not (unit_number and 0 < time_unit < math.inf):
             raise InvalidArgument(f"ExactPlacer: time_unit must be positive seconds or None, got {time_unit!r}")
         self.time_limit = float(time_limit)

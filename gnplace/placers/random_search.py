@@ -7,14 +7,12 @@ Optimization", JMLR 2012, https://jmlr.org/papers/v13/bergstra12a.html).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import check_budget
+from gnplace.limits import check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.placers._search import baseline_candidates, equal_work_blocks
 from gnplace.placers.base import group_order
@@ -68,17 +66,12 @@ class RandomSearchPlacer:
         self, budget: int = 1000, batch: int = 64, block_fraction: float = 0.25, start: str | None = "auto",
         timer: StepTimer | None = None, progress: bool | None = None,
     ) -> None:
-        def whole(value: Any) -> bool:
-            return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-        if not (whole(budget) and whole(batch)) or budget < 1 or batch < 1:
+        if not (is_whole(budget) and is_whole(batch)) or budget < 1 or batch < 1:
             raise InvalidArgument(
                 f"RandomSearchPlacer needs integers budget >= 1 and batch >= 1, got budget={budget!r}, batch={batch!r}"
             )
         check_budget(budget, "RandomSearchPlacer")  # and at most MAX_BUDGET: a larger one would run until killed
-        real = (int, float, np.integer, np.floating)
-        number = isinstance(block_fraction, real) and not isinstance(block_fraction, bool)
-        if not number or not 0.0 <= block_fraction <= 1.0:
+        if not is_number(block_fraction) or not 0.0 <= block_fraction <= 1.0:
             raise InvalidArgument(f"RandomSearchPlacer: block_fraction must be in [0, 1], got {block_fraction!r}")
         self.budget = int(budget)
         self.batch = int(batch)

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -49,7 +48,7 @@ with warnings.catch_warnings():  # torch-geometric's own use of a torch API torc
     from torch_geometric.nn import MessagePassing
     from torch_geometric.utils import scatter
 
-from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number
+from gnplace.limits import MAX_LAYERS, MAX_WIDTH, finite_number, is_whole
 from gnplace.policy.features import DEVICE_FEATURES, EDGE_FEATURES, NODE_FEATURES, PolicyInput
 
 __all__ = ["PolicyConfig", "TidyMessagePassing", "DirectedConv", "GraphEncoder", "Encoded", "PlacementPolicy",
@@ -82,7 +81,7 @@ class PolicyConfig:
 
         for name in ("hidden", "layers", "head", "dynamic_features"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise InvalidArgument(f"the policy's {name} must be an int >= 1, got {value!r}")
             most = MAX_LAYERS if name == "layers" else MAX_WIDTH  # a corrupt or absurd file: refused, not allocated
             if value > most:

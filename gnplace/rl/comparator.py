@@ -38,7 +38,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, as_float, check_budget
+from gnplace.limits import MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, as_float, check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator, seeded_torch
@@ -159,7 +159,7 @@ def _finite_number(value: Any) -> bool:
 
 def _shown(value: Any) -> str:
     """``value`` for a message: an int of thousands of digits is its length, not its digits."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and abs(int(value)) > 10**20:
+    if is_whole(value) and abs(int(value)) > 10**20:
         return f"a number of {len(str(abs(int(value))))} digits"
     return repr(value)
 
@@ -214,14 +214,14 @@ def check_rate(owner: str, **values: Any) -> None:
 def check_whole(owner: str, **values: Any) -> None:
     """Raise :class:`InvalidArgument` naming the first of ``values`` that is not a whole number >= 1."""
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not is_whole(value) or value < 1:
             raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
 
 
 def check_unit(owner: str, *, closed: bool = False, **values: Any) -> None:
     """Raise :class:`InvalidArgument` naming the first of ``values`` not in ``[0, 1)`` (``[0, 1]`` if ``closed``)."""
     for name, value in values.items():
-        number = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+        number = is_number(value)
         if not number or not (0.0 <= value <= 1.0) or (value == 1.0 and not closed):
             raise InvalidArgument(f"{owner}: {name} must be in [0, 1{']' if closed else ')'}, got {value!r}")
 
@@ -361,7 +361,7 @@ class ComparatorPlacer:
         owner = type(self).__name__
         budget = check_budget(budget, owner)  # at most MAX_BUDGET: a typo is not a search of years
         for name, value in (("samples", samples), ("hidden", hidden), ("layers", layers), ("max_nodes", max_nodes)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise InvalidArgument(f"{owner}: {name} must be a whole number >= 1, got {value!r}")
         if samples < 2:
             raise InvalidArgument(f"{owner}: samples must be >= 2 (the baseline needs a batch), got {samples}")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.limits import MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH
+from gnplace.limits import MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH, is_number, is_whole
 
 #: The largest float32 (3.4028235e38): the learner's numbers enter float32 tensors.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -124,7 +124,7 @@ class LearnerConfig:
         low = {"samples": 2, "epochs": 1, "imitation_steps": 0, "val_samples": 0, "seed": 0, "screen": 1,
                "hidden": 1, "head": 1, "layers": 1}  # (the network's shape: refused here, before any evaluation)
         bad = [f"{name} a whole number, got {getattr(self, name)!r}" for name in low  # 1.5 epochs was a TypeError
-               if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), int | np.integer)]
+               if not is_whole(getattr(self, name))]
         bad = bad or [f"{name} >= {least}, got {getattr(self, name)}" for name, least in low.items()
                       if getattr(self, name) < least]
         bad = bad or ([f"seed < 2**64 (torch's generator seeds with 64 bits), got {self.seed}"]
@@ -142,9 +142,8 @@ class LearnerConfig:
             raise InvalidArgument(f"need {'; '.join(over)} (placements drawn in one batch)")
         reals = ("lr", "clip", "grad_clip", "beta", "prior", "risk", "kl_target", "alpha", "oom_penalty", "entropy",
                  "elite")
-        real = int | float | np.integer | np.floating
         bad = [f"{name} a number, got {getattr(self, name)!r}" for name in reals  # lr="1e-3" was a TypeError
-               if isinstance(getattr(self, name), bool) or not isinstance(getattr(self, name), real)]
+               if not is_number(getattr(self, name))]
         if bad:
             raise InvalidArgument(f"need {'; '.join(bad)}")
         ranges = {"lr": (self.lr, self.lr > 0, "> 0"), "clip": (self.clip, self.clip > 0, "> 0"),

@@ -87,7 +87,7 @@ from numba import njit
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget
+from gnplace.limits import MAX_DEVICES, MAX_DRAWN, MAX_LAYERS, MAX_WIDTH, check_budget, is_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.progress import evaluation_bar
 from gnplace.rl import comparator
@@ -256,7 +256,7 @@ class PlacetoHyper:
         """Raise :class:`~gnplace.exceptions.InvalidArgument` (one line, naming ``who``) on a bad value."""
         for name in ("batch", "hidden", "rounds", "max_nodes", "passes", "baseline_window"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            if not is_whole(value) or value < 1:
                 raise InvalidArgument(f"{who} needs {name} >= 1 (a whole number), got {value!r}")
         for name, most in (("batch", MAX_DRAWN), ("hidden", MAX_WIDTH), ("rounds", MAX_LAYERS),
                            ("max_nodes", MAX_DECISION_NODES), ("passes", MAX_PASSES)):
@@ -265,7 +265,7 @@ class PlacetoHyper:
         for name, low, strict in (("lr", 0.0, True), ("lr_end", 0.0, True), ("clip", 0.0, True),
                                   ("entropy", 0.0, False), ("oom_penalty", 0.0, False), ("gamma", 0.0, False)):
             value = getattr(self, name)
-            ok = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) \
+            ok = is_number(value) \
                 and math.isfinite(_as_float(value)) and (float(value) > low if strict else float(value) >= low)
             if not ok:
                 raise InvalidArgument(f"{who} needs {name} {'>' if strict else '>='} {low:g}, got {value!r}")
@@ -889,7 +889,7 @@ def pretrain_placeto(
 
     who = "pretrain_placeto"
     h = _hyper(who, hyper)
-    if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
+    if not is_whole(episodes) or episodes < 1:
         raise InvalidArgument(f"{who} needs episodes >= 1, got {episodes!r}")
     if not graphs:
         raise InvalidArgument(f"{who} needs at least one graph")
@@ -899,7 +899,7 @@ def pretrain_placeto(
     d = cluster.num_devices
     if d < 2:
         raise InvalidArgument(f"{who} needs a cluster of at least 2 devices, {cluster.name!r} has {d}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if not is_whole(seed):
         raise InvalidArgument(f"{who} needs an int seed, got {seed!r}")
     timer = timer or Simulator()
     seed_value = int(seed)

@@ -40,7 +40,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_COUNT, check_budget
+from gnplace.limits import MAX_COUNT, check_budget, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, PolicyPlacer
 from gnplace.seed import SeedLike, as_generator
@@ -221,7 +221,7 @@ class PPOSearchPlacer:
 
         budget = check_budget(budget, type(self).__name__)  # at most MAX_BUDGET: a typo is not a search of years
         for name, value, low in (("max_nodes", max_nodes, 1), ("zero_shot_samples", zero_shot_samples, 0)):
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:  # 2.5 was cut to 2
+            if not is_whole(value) or value < low:  # 2.5 was cut to 2
                 raise InvalidArgument(f"{type(self).__name__} needs {name} >= {low} (a whole number), got {value!r}")
         if not 0.0 <= polish < 1.0 or not 0.0 <= prelude < 1.0 or polish + prelude >= 1.0:
             raise InvalidArgument(f"{type(self).__name__}: polish and prelude must be in [0, 1) and sum to less "

@@ -34,7 +34,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import as_float, check_budget, finite_number
+from gnplace.limits import as_float, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
@@ -366,12 +366,12 @@ class PolicyPlacer:
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
-            if isinstance(count, (int, np.integer)) and not isinstance(count, bool) and count > MAX_SAMPLES:
+            if is_whole(count) and count > MAX_SAMPLES:
                 raise InvalidArgument(f"PolicyPlacer needs {label} <= {MAX_SAMPLES} (one batch of rollouts), "
                                       f"got {count}")
-        if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 0:
+        if not is_whole(samples) or samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs samples >= 0, a whole number, got {samples!r}")
-        if isinstance(max_nodes, bool) or not isinstance(max_nodes, (int, np.integer)) or max_nodes < 1:
+        if not is_whole(max_nodes) or max_nodes < 1:
             raise InvalidArgument(f"PolicyPlacer needs max_nodes >= 1, a whole number of nodes, got {max_nodes!r}")
         given = temperatures
         temperatures = DEFAULT_TEMPERATURES if temperatures is None else temperatures
@@ -384,7 +384,7 @@ class PolicyPlacer:
         self.samples = int(samples)
         self.portfolio = bool(portfolio)
         self.subsets = bool(subsets)
-        if isinstance(op_level, bool) or not isinstance(op_level, (int, np.integer)) or op_level < 0:
+        if not is_whole(op_level) or op_level < 0:
             raise InvalidArgument(f"PolicyPlacer needs op_level >= 0 ops, got {op_level!r}")
         self.op_level = int(op_level)
         self.temperatures = tuple(float(t) for t in taus)
@@ -404,7 +404,7 @@ class PolicyPlacer:
         if not (math.isfinite(self.prior) and self.prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
         self.modules, self.anchored = trained["modules"], trained["anchored"]
-        if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        if not is_whole(rounds) or rounds < 1:
             raise InvalidArgument(f"PolicyPlacer needs rounds >= 1, a whole number, got {rounds!r}")
         if rounds > 1 and not self.around:
             raise InvalidArgument("PolicyPlacer's rounds re-centre samples drawn around auto's placement, and this "
@@ -413,7 +413,7 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs at most one round per sample, got rounds={rounds} "
                                   f"for samples={self.samples}")
         self.rounds = int(rounds)
-        if isinstance(constructor_samples, bool) or not isinstance(constructor_samples, (int, np.integer)) \
+        if not is_whole(constructor_samples) \
                 or constructor_samples < 0:
             raise InvalidArgument(f"PolicyPlacer needs constructor_samples >= 0, a whole number, "
                                   f"got {constructor_samples!r}")
@@ -425,14 +425,14 @@ class PolicyPlacer:
         self.constructor_temperature = float(constructor_temperature)
         sizes = (constructor_sizes,) if isinstance(constructor_sizes, (int, np.integer)) else constructor_sizes
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Iterable) or not all(
-                isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 2 for k in sizes):
+                is_whole(k) and k >= 2 for k in sizes):
             raise InvalidArgument(f"PolicyPlacer needs constructor_sizes of whole numbers >= 2 (devices), "
                                   f"got {constructor_sizes!r}")
         self.constructor_sizes = tuple(sorted({int(k) for k in sizes}))
-        if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
+        if not is_whole(refine) or refine < 0:
             raise InvalidArgument(f"PolicyPlacer needs refine >= 0 samples, a whole number, got {refine!r}")
         self.refine = int(refine)
-        if isinstance(constructor_refine, bool) or not isinstance(constructor_refine, (int, np.integer)) \
+        if not is_whole(constructor_refine) \
                 or constructor_refine < 0:
             raise InvalidArgument(f"PolicyPlacer needs constructor_refine >= 0 samples, a whole number, "
                                   f"got {constructor_refine!r}")
@@ -441,16 +441,16 @@ class PolicyPlacer:
                 or not (finite_number(constructor_prior) and constructor_prior >= 0):
             raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
         self.constructor_prior = float(constructor_prior)
-        if isinstance(last_rounds, bool) or not isinstance(last_rounds, (int, np.integer)) or last_rounds < 1:
+        if not is_whole(last_rounds) or last_rounds < 1:
             raise InvalidArgument(f"PolicyPlacer needs last_rounds >= 1, a whole number, got {last_rounds!r}")
         self.last_rounds = int(last_rounds)
-        if isinstance(polish, bool) or not isinstance(polish, (int, np.integer)) or polish < 0:
+        if not is_whole(polish) or polish < 0:
             raise InvalidArgument(f"PolicyPlacer needs polish >= 0 evaluations, a whole number, got {polish!r}")
         self.polish = int(polish)
         if not isinstance(polish_reheat, (bool, np.bool_)):
             raise InvalidArgument(f"PolicyPlacer needs polish_reheat true or false, got {polish_reheat!r}")
         self.polish_reheat = bool(polish_reheat)
-        if isinstance(polish_ops, bool) or not isinstance(polish_ops, (int, np.integer)) or polish_ops < 0:
+        if not is_whole(polish_ops) or polish_ops < 0:
             raise InvalidArgument(f"PolicyPlacer needs polish_ops >= 0 op-evaluations, a whole number, "
                                   f"got {polish_ops!r}")
         self.polish_ops = int(polish_ops)

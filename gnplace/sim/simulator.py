@@ -38,6 +38,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.graph import OpGraph
+from gnplace.limits import is_whole
 from gnplace.placement import Placement, as_placement
 from gnplace.sim import _kernel
 from gnplace.sim.costmodel import (
@@ -111,7 +112,7 @@ class Simulator(StepTimer):
     def __init__(self, mode: SimMode = "default", *, cache_size: int = 16) -> None:
         if not isinstance(mode, str) or mode not in MODE_COSTS:  # a list was an unhashable-type TypeError
             raise UnknownName(f"unknown simulator mode {mode!r} (choose 'default' or 'placeto')")
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int | np.integer) or cache_size < 0:
+        if not is_whole(cache_size) or cache_size < 0:
             raise InvalidArgument(f"cache_size must be a whole number >= 0 (graphs kept prepared), got {cache_size!r}")
         self.mode: SimMode = mode
         self.cost_model = MODE_COSTS[mode]

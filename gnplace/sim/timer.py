@@ -28,6 +28,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import BudgetExhausted, InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
+from gnplace.limits import is_whole
 from gnplace.placement import GraphKey, Placement, as_placement, check_graph_and_cluster, check_whole_devices
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
@@ -297,7 +298,7 @@ class BudgetedTimer(StepTimer):
     """
 
     def __init__(self, timer: StepTimer | None = None, budget: int | None = None) -> None:
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 0):
+        if budget is not None and (not is_whole(budget) or budget < 0):
             raise InvalidArgument(f"BudgetedTimer: budget must be a whole number >= 0 or None, got {budget!r}")
         if timer is None:
             from gnplace.sim.simulator import Simulator  # deferred: the simulator module imports this one
