@@ -836,3 +836,18 @@ def test_a_cluster_that_is_no_name_path_or_cluster_is_one_clear_error(given):
     with pytest.raises(InvalidArgument, match=r"^a cluster is given by a preset's name, a YAML file's path or a "
                        r"Cluster, got "):
         load_cluster(given)
+
+
+def test_the_fingerprint_is_hashed_once_and_again_when_a_field_is_rebound(monkeypatch):
+    import gnplace.cluster
+
+    c = load_cluster("k80x4")
+    sha256 = gnplace.cluster.hashlib.sha256
+    calls = []
+    monkeypatch.setattr(gnplace.cluster.hashlib, "sha256", lambda *a: calls.append(1) or sha256(*a))
+    first = c.fingerprint()
+    assert c.fingerprint() == first and c == load_cluster("k80x4") and len(calls) == 2  # this one's once, the twin's
+    twin = load_cluster("k80x4")
+    twin.name = "renamed"  # nothing in gnplace does; a stale fingerprint would still say k80x4
+    assert twin.fingerprint() != first
+    assert twin.fingerprint() == Cluster(list(twin.devices), twin.bandwidth, twin.latency, name="renamed").fingerprint()
