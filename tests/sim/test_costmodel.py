@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from gnplace.cluster import Cluster, Device, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.sim.costmodel import DEFAULT_COSTS, PLACETO_COSTS, CostModel, op_times, transfer_time
-from gnplace.toy import chain_graph, uniform_cluster
+from gnplace.toy import chain_graph, mixed_cluster, uniform_cluster
 
 
 def two_kinds() -> Cluster:
@@ -76,3 +78,19 @@ def test_an_update_op_reads_and_writes_its_parameters():
     g = OpGraph(["w"], flops=[0.0], out_bytes=[0], param_bytes=[1000])
     t = op_times(g, two_kinds(), launch_overhead=False)
     assert t[0].tolist() == pytest.approx([2000 / (1e11 * 0.25), 2000 / 1e10], rel=1e-12)
+
+
+def test_devices_alike_share_one_computed_column_with_the_same_times(monkeypatch):
+    g = chain_graph(5)
+    g.cost_s["v100"] = np.array([1.0, np.nan, 3.0, np.nan, 5.0])  # measured on one kind only
+    c = mixed_cluster()
+    devices = [*c.devices, *(dataclasses.replace(d, name=f"{d.name}b") for d in c.devices)]
+    mixed = Cluster(devices, np.full((6, 6), 1e9), np.zeros((6, 6)), name="twice")
+    looked_up = []
+    kept = OpGraph.measured_cost
+    monkeypatch.setattr(OpGraph, "measured_cost", lambda self, kind: looked_up.append(kind) or kept(self, kind))
+    times = op_times(g, mixed)
+    assert len(looked_up) == 3  # a column per kind of device, not per device
+    for k, dev in enumerate(mixed.devices):
+        alone = op_times(g, Cluster([dev], [[np.inf]], [[0.0]], name="one"))
+        assert times[:, k].tobytes() == alone[:, 0].tobytes(), dev.name
