@@ -216,3 +216,18 @@ def test_parameters_that_fill_the_memory_exactly_fit(tmp_path):
     c = _cluster_of(tmp_path, 500, 500)
     assert memory_shortfall(g, c) is None
     assert not _every_placement_overflows(g, c)
+
+
+def test_the_work_bound_makes_no_temporary_the_size_of_its_times():
+    import tracemalloc
+
+    times = np.random.default_rng(0).random((20_000, 1024))  # 164 MB; [100,000, 4,096] is 3.3 GB
+    expected = float((times * np.full(1024, 1 / 1024)).min(axis=1).sum())  # the uniform weights' value
+    tracemalloc.start()
+    try:
+        bound = work_bound(times, iterations=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < times.nbytes / 2
+    assert expected * 0.999 < bound
