@@ -15,14 +15,14 @@ from gnplace.rl.env import PlacementMDP, RefinementMDP
 from gnplace.toy import layered_graph
 
 
-def setup(seed=0):
+def policy_and_mdp(seed=0):
     torch.manual_seed(seed)
     inp = build_policy_input(layered_graph(80, seed=4).replace(group=np.arange(80) // 2), load_cluster("k80x4"))
     return PlacementPolicy(), PlacementMDP(inp)
 
 
 def test_the_numpy_head_of_rollouts_matches_the_torch_head_of_updates():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     traj = sample(policy, mdp, 6, np.random.default_rng(0))
     with torch.no_grad():
         again = log_probs(policy, policy.encode(mdp.inp), traj)
@@ -32,7 +32,7 @@ def test_the_numpy_head_of_rollouts_matches_the_torch_head_of_updates():
 
 
 def test_samples_are_seeded_and_greedy_is_the_argmax():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     a = sample(policy, mdp, 4, np.random.default_rng(3)).rollout.group_devices
     b = sample(policy, mdp, 4, np.random.default_rng(3)).rollout.group_devices
     assert np.array_equal(a, b)
@@ -42,7 +42,7 @@ def test_samples_are_seeded_and_greedy_is_the_argmax():
 
 
 def test_a_cold_temperature_samples_the_greedy_placement_and_keeps_the_policys_log_probs():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     def argmax_every_step(traj, rows):  # a most likely device at each decision (ties between alike devices)
         chosen = traj.old_log_probs.gather(-1, traj.actions.unsqueeze(-1)).squeeze(-1)
         return torch.allclose(chosen[rows], traj.old_log_probs.max(-1).values[rows])
@@ -58,14 +58,14 @@ def test_a_cold_temperature_samples_the_greedy_placement_and_keeps_the_policys_l
 
 
 def test_sampled_devices_are_always_allowed():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     traj = sample(policy, mdp, 8, np.random.default_rng(1))
     chosen = traj.mask.gather(-1, traj.actions.unsqueeze(-1)).squeeze(-1)
     assert chosen.all()
 
 
 def test_teacher_forcing_follows_the_target_and_marks_equivalent_devices():
-    _, mdp = setup()
+    _, mdp = policy_and_mdp()
     target = np.arange(mdp.num_groups) % 4
     traj = teacher_forced(mdp, target)
     assert np.array_equal(traj.rollout.group_devices[0], target)
@@ -74,7 +74,7 @@ def test_teacher_forcing_follows_the_target_and_marks_equivalent_devices():
 
 
 def test_a_refinement_move_is_one_decision():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     chains = RefinementMDP(mdp.inp, np.zeros(mdp.num_groups, dtype=np.int64), 1.0, chains=5)
     traj = sample_move(policy, chains, np.random.default_rng(0))
     assert traj.actions.shape == (5, 1) and traj.rollout.group_devices.shape == (5, mdp.num_groups)
@@ -83,7 +83,7 @@ def test_a_refinement_move_is_one_decision():
 
 
 def test_a_sampling_bias_pulls_samples_to_its_devices_and_log_probs_carry_it():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     target = np.arange(mdp.num_groups) % mdp.num_devices
     bias = np.zeros((8, mdp.num_groups, mdp.num_devices))
     bias[:, np.arange(mdp.num_groups), target] = 30.0  # overwhelming: every allowed target is taken
@@ -101,7 +101,7 @@ def test_a_sampling_bias_pulls_samples_to_its_devices_and_log_probs_carry_it():
 
 
 def test_taking_episodes_keeps_each_ones_decisions_and_log_probs_together():
-    policy, mdp = setup()
+    policy, mdp = policy_and_mdp()
     bias = np.zeros((mdp.num_groups, mdp.num_devices))
     bias[:, 2] = 1.0
     traj = sample(policy, mdp, 6, np.random.default_rng(0), bias=bias)
