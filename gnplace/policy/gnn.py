@@ -94,7 +94,7 @@ class PolicyConfig:
 class TidyMessagePassing(MessagePassing):
     """PyG's ``MessagePassing`` without the source file it leaves in the temporary directory.
 
-    PyG (2.5 and later) renders each class's ``propagate`` from a jinja template into
+    PyG (2.6 and later; pyproject.toml asks for 2.6) renders each class's ``propagate`` from a jinja template into
     ``tempfile.NamedTemporaryFile(delete=False)`` and imports it from there, once a process, and never
     deletes the file: every process that built a policy (each ``gnplace place -p policy``, each rank)
     left a ``gnplace.policy.gnn_DirectedConv_propagate_*.py`` behind, and its bytecode in ``__pycache__``
