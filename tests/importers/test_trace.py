@@ -196,6 +196,7 @@ def test_hooks_are_removed_after_success_and_after_failure():
         assert not m._forward_hooks and not m._forward_pre_hooks
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace(_method)?` is deprecated:DeprecationWarning")  # what users still have
 @pytest.mark.parametrize("script", [torch.jit.script, lambda m: torch.jit.trace(m, torch.randn(5, 6))])
 def test_a_torchscript_submodule_is_refused_in_one_line_leaving_no_hooks(script):
     """A scripted or traced submodule takes no hooks: a traceback came from register_forward_pre_hook, and the
