@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_file,
         collect_input_shapes,
         print_json,
-        printable,
+        printable_name,
         require_ops,
         writing,
     )
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     among = ", auto's included" if with_auto else "; auto's not among them"
     how = (f"{row['choice']}: the fastest of {row['evaluations']} placements simulated{among}"
            if row["evaluations"] else "one device or no ops: the only placement")
-    print(f"{printable(graph.name)} ({graph.num_ops} ops) on {printable(cluster.name)}: policy placed it in "
+    print(f"{printable_name(graph.name)} ({graph.num_ops} ops) on {printable_name(cluster.name)}: policy placed it in "
           f"{row['place_seconds']:.2f} s "
           f"({how})")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),

@@ -26,7 +26,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
-    "device_names", "ESCAPED",
+    "device_names", "ESCAPED", "printable_name", "markup_name",
 ]
 
 
@@ -402,6 +402,32 @@ def printable(text: str) -> str:
         'g\\\\x1b]0;title\\\\x07\\\\x0dA\\tB'
     """
     return text.translate(_CONTROLS)
+
+
+#: The line breaks :func:`printable` keeps, as escapes: newline, and Unicode's line and paragraph separators.
+_LINE_BREAKS = {0x0A: "\\x0a", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def printable_name(name: str) -> str:
+    """``name`` (a graph's, a cluster's, a device's) as :func:`printable` writes it, its line breaks escaped too.
+
+    :func:`printable` keeps newlines, which messages meant to span lines hold; a name holding one split the
+    header it was printed in (``gnplace inspect``'s ``evil`` on one line, ``name: 98 ops`` on the next) and
+    a table's row in two. The other line breaks (``\\r``, ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``,
+    ``\\x85``) are control characters :func:`printable` escapes already.
+
+    Examples:
+        >>> print(printable_name("evil\\nname\\u2028x\\x85y"))
+        evil\\x0aname\\u2028x\\x85y
+    """
+    return printable(name).translate(_LINE_BREAKS)
+
+
+def markup_name(name: str) -> str:
+    """:func:`printable_name`'s ``name`` as rich markup: its ``[red]`` and ``[/]`` printed as they are."""
+    from rich.markup import escape
+
+    return escape(printable_name(name))
 
 
 def one_line(text: str) -> str:

@@ -18,6 +18,7 @@ from gnplace.cli.common import (
     checkpoint_readers,
     cluster_list,
     file_path,
+    markup_name,
     parse_placer_options,
     stdout_console,
     whole_number,
@@ -74,7 +75,6 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace evaluate``."""
-    from rich.markup import escape
     from rich.table import Table
 
     from gnplace.cluster import load_cluster
@@ -142,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
                          overflow="fold" if col in names else "ellipsis")
     for s in summary:
         # names as they are: rich read "[placeto]" and "[start=heft]" as markup (dropped) and "[/x]" failed
-        table.add_row(escape(s["family"]), escape(s["cluster"]), escape(s["label"]), f"{s['vs_best']:.3f}",
-                      f"{s['vs_single']:.3f}", f"{s['vs_bound']:.3f}", f"{s['best_count']}/{s['runs']}", str(s["oom"]),
-                      f"{s['place_s']:.3f}")
+        table.add_row(markup_name(s["family"]), markup_name(s["cluster"]), markup_name(s["label"]),
+                      f"{s['vs_best']:.3f}", f"{s['vs_single']:.3f}", f"{s['vs_bound']:.3f}",
+                      f"{s['best_count']}/{s['runs']}", str(s["oom"]), f"{s['place_s']:.3f}")
     stdout_console(width=160).print(table)
     print(f"wrote {Path(args.out) / 'results.csv'} and {md}")
     if args.plot:

@@ -13,6 +13,7 @@ from gnplace.cli.common import (
     add_optimizer_argument,
     file_path,
     input_shapes,
+    markup_name,
     mib,
     ms,
     print_json,
@@ -81,11 +82,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
         return 0
-    from rich.markup import escape
     from rich.table import Table
 
     console = stdout_console()  # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
-    console.print(f"[bold]{escape(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
+    console.print(f"[bold]{markup_name(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
                   f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
     phases = ", ".join(
         f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items()
@@ -96,16 +96,16 @@ def run(args: argparse.Namespace) -> int:
                   f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
     oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
     if report["single_device"] is None:  # a graph of no ops (a TypeError from escape(None) before)
-        console.print(f"on {escape(report['cluster'])}: no ops, so no step to time")
+        console.print(f"on {markup_name(report['cluster'])}: no ops, so no step to time")
     else:
-        console.print(f"on {escape(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single "
-                      f"device ({escape(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, "
+        console.print(f"on {markup_name(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single "
+                      f"device ({markup_name(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, "
                       f"peak {mib(report['single_device_peak_bytes'])} MiB{oom}")
     table = Table(title="op types")
     for col in ("type", "count", "GFLOP"):
         table.add_column(col, justify="left" if col == "type" else "right",
                          overflow="fold" if col == "type" else "ellipsis")  # a name too long wraps, not cut
     for row in report["top_op_types"]:
-        table.add_row(escape(row["type"]), str(row["count"]), f"{row['flops'] / 1e9:.3f}")
+        table.add_row(markup_name(row["type"]), str(row["count"]), f"{row['flops'] / 1e9:.3f}")
     console.print(table)
     return 0

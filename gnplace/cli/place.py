@@ -32,7 +32,7 @@ from gnplace.cli.common import (
     option_files,
     parse_placer_options,
     print_json,
-    printable,
+    printable_name,
     require_ops,
     whole_number,
 )
@@ -164,13 +164,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     counts = np.bincount(placement.devices, minlength=cluster.num_devices)
     shown = [k for k in range(cluster.num_devices) if counts[k] or cluster.num_devices <= 16]
-    per_device = ", ".join(f"{printable(cluster.device_names[k])} {int(counts[k])} ops / {mib(result.peak_memory[k])} "
-                           "MiB" for k in shown)
+    per_device = ", ".join(f"{printable_name(cluster.device_names[k])} {int(counts[k])} ops / "
+                           f"{mib(result.peak_memory[k])} MiB" for k in shown)
     if len(shown) < cluster.num_devices:  # a large cluster: the devices used, and how many are not
         per_device += f"; {cluster.num_devices - len(shown)} of {cluster.num_devices} devices unused"
     oom = "  OUT OF MEMORY" if result.is_oom else ""
-    print(f"{printable(graph.name)} on {printable(cluster.name)} by {args.placer} in {took:.3f} s: step "
-          f"{ms(result.step_time)} ms{oom}")
+    print(f"{printable_name(graph.name)} on {printable_name(cluster.name)} by {printable_name(args.placer)} in "
+          f"{took:.3f} s: step {ms(result.step_time)} ms{oom}")
     print(f"  {per_device}")
     if args.output:
         print(f"  written to {args.output}")

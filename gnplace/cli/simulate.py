@@ -12,6 +12,7 @@ from gnplace.cli.common import (
     check_output_file,
     file_path,
     input_shapes,
+    markup_name,
     mib,
     ms,
     names_placement_file,
@@ -127,8 +128,9 @@ def _print_table(report: dict[str, Any]) -> None:
     console = stdout_console()
     # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
-        f"[bold]{escape(report['graph'])}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
-        f"[bold]{escape(report['cluster'])}[/], placer [bold]{escape(report['placer'])}[/], mode {report['mode']}"
+        f"[bold]{markup_name(report['graph'])}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
+        f"[bold]{markup_name(report['cluster'])}[/], placer [bold]{markup_name(report['placer'])}[/], "
+        f"mode {report['mode']}"
     )
     console.print(
         f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "
@@ -143,8 +145,8 @@ def _print_table(report: dict[str, Any]) -> None:
                          overflow="fold" if col == "device" else "ellipsis")
     for dev in report["devices"]:
         table.add_row(
-            escape(dev["name"]), ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%", mib(dev["peak_memory_bytes"]),
-            mib(dev["memory_capacity_bytes"]), "[red]yes[/]" if dev["oom"] else "no",
+            markup_name(dev["name"]), ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%",
+            mib(dev["peak_memory_bytes"]), mib(dev["memory_capacity_bytes"]), "[red]yes[/]" if dev["oom"] else "no",
         )
     console.print(table)
     if "timeline" in report:

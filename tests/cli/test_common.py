@@ -400,3 +400,12 @@ def test_an_undecodable_byte_of_a_name_prints_as_the_shell_spells_it(tmp_path):
                                "PYTHONIOENCODING": "utf-8"})
     assert done.returncode == 2
     assert done.stderr == b"gnplace: error: nope\\xff.gnpg: no such graph file\n"
+
+
+def test_printable_name_escapes_every_line_break():
+    from gnplace.cli.common import markup_name, printable_name
+
+    breaks = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+    assert len(printable_name(f"a{breaks}b").splitlines()) == 1
+    assert printable_name("a\nb\u2028c\té") == "a\\x0ab\\u2028c\té"
+    assert markup_name("[red]\n") == "\\[red]\\x0a"

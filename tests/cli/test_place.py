@@ -626,3 +626,20 @@ def test_names_holding_terminal_escapes_print_escaped(tmp_path, capsys):
         out = capsys.readouterr().out
         assert not set(out) & {"\x1b", "\x07", "\r", "\x9b"}, command
         assert "g\\x1b]0;title\\x07\\x0d" in out and "c\\x1b[2J" in out and "gpu\\x9b0" in out, command
+
+
+def test_names_holding_line_breaks_print_on_one_line(tmp_path, capsys):
+    """A graph, cluster or device named with a newline split the header lines and the device table's rows."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import chain_graph
+
+    graph = chain_graph(4)
+    graph.name = "g\nh\u2028i\x85j"
+    save_graph(graph, tmp_path / "g.gnpg")
+    (tmp_path / "c.yaml").write_text('name: "c\\nd\\u2029e"\ndevices:\n  - {name: "gp\\nu", count: 2, kind: k80}\n'
+                                     "links: {default: pcie3}\n")
+    for command in (["place", "-p", "round_robin"], ["simulate", "-p", "single"], ["inspect"]):
+        assert main([command[0], str(tmp_path / "g.gnpg"), "-c", str(tmp_path / "c.yaml"), *command[1:]]) == 0
+        lines = capsys.readouterr().out.splitlines()  # splits at \u2028, \u2029 and \x85 too
+        assert any(line.startswith("g\\x0ah\\u2028i\\x85j") for line in lines), (command, lines)
+        assert any("c\\x0ad\\u2029e" in line for line in lines) and any("gp\\x0au0" in line for line in lines), command
