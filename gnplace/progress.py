@@ -45,6 +45,19 @@ def show_bar(enabled: bool | None = None, stream: TextIO | None = None) -> bool:
     return bool(isatty and isatty()) and os.environ.get("TERM", "").lower() not in ("dumb", "unknown")
 
 
+def _shown(text: str, one_line: bool = True) -> str:
+    """``text`` (a label or note naming a graph, a cluster, a placer) with its control characters as escapes.
+
+    ``one_line``: its newlines too (:func:`~gnplace.cli.common.printable_name`), as a bar's text or a progress
+    line; else they are kept (:func:`~gnplace.cli.common.printable`), as a note's. The bars draw on rich's own
+    consoles, not the commands' (:func:`~gnplace.cli.common.stdout_console`), and the lines and notes are printed:
+    a graph named with ESC's sequences retitled or cleared the terminal from a bar's text.
+    """
+    from gnplace.cli.common import printable, printable_name  # here: it imports the placers, which import this
+
+    return printable_name(text) if one_line else printable(text)
+
+
 def format_duration(seconds: float) -> str:
     """``seconds`` as ``m:ss``, or ``h:mm:ss`` from an hour on.
 
@@ -120,7 +133,7 @@ class ProgressLine:
         stream = self.stream if self.stream is not None else sys.stderr
         if stream is None:
             return
-        print(f"{self.label}: {text}", file=stream, flush=True)
+        print(_shown(f"{self.label}: {text}"), file=stream, flush=True)
         self.lines += 1
 
     def describe(self, done: int, now: float) -> str:
@@ -176,7 +189,7 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None,
     from rich.progress import Progress
 
     with Progress(*_bar_columns(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
+        task = bar.add_task(_shown(label), total=total)
         yield lambda evaluations: bar.update(task, completed=evaluations)
 
 
@@ -188,7 +201,7 @@ class CountBar:
 
     def __init__(self, label: str, total: int, unit: str, bar: Any = None, quiet: bool = False) -> None:
         self.total, self.done, self._bar = int(total), 0, bar
-        self._task = bar.add_task(label, total=total) if bar is not None else None
+        self._task = bar.add_task(_shown(label), total=total) if bar is not None else None
         self._line = ProgressLine(label, total, unit, every_s=math.inf if quiet else None) if bar is None else None
         if self._line is not None:
             self._line.update(0)
@@ -199,7 +212,7 @@ class CountBar:
         if self._line is not None:
             self._line.update(self.done, note=description)
         else:
-            self._bar.update(self._task, advance=1, **({"description": description} if description else {}))
+            self._bar.update(self._task, advance=1, **({"description": _shown(description)} if description else {}))
 
     def done_before(self, count: int) -> None:
         """``count`` were done before this run (rows saved by an earlier one)."""
@@ -212,9 +225,9 @@ class CountBar:
     def note(self, message: str) -> None:
         """Print ``message`` on stdout, above the bar where there is one."""
         if self._bar is not None:
-            self._bar.console.print(message, soft_wrap=True, markup=False, highlight=False)
+            self._bar.console.print(_shown(message, one_line=False), soft_wrap=True, markup=False, highlight=False)
         else:
-            print(message, flush=True)
+            print(_shown(message, one_line=False), flush=True)
 
     def finish(self) -> None:
         """Show the whole count done (things asked twice are done once)."""

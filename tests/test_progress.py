@@ -144,3 +144,36 @@ def test_with_stderr_closed_progress_lines_go_nowhere_not_to_stdout(capsys, monk
     line.update(0)
     line.update(5, force=True)
     assert capsys.readouterr().out == ""
+
+
+def test_names_with_terminal_escapes_print_escaped_in_bars_lines_and_notes(monkeypatch, capsys):
+    """A graph named with ESC's sequences reached the terminal raw from a bar's text: rich's own console draws it."""
+    import io
+
+    import rich.console
+
+    from gnplace.progress import count_bar
+
+    consoles = []
+
+    class Recording(rich.console.Console):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs, force_terminal=True, record=True, width=100)
+            consoles.append(self)
+
+    monkeypatch.setattr(rich.console, "Console", Recording)
+    monkeypatch.setenv("TERM", "xterm")  # rich draws no bar on a dumb terminal, whatever the runner's
+    name = "g\x1b]0;title\x07\nh"
+    with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
+        advance_to(5)
+    assert "annealing g\\x1b]0;title\\x07\\x0ah " in consoles[0].export_text()
+    with count_bar("evaluate", 2, "rows", enabled=False) as bar:
+        bar.note(f"reusing rows of {name}")
+    assert capsys.readouterr().out == "reusing rows of g\\x1b]0;title\\x07\nh\n"  # a note keeps its newlines
+    with count_bar("evaluate", 1, "rows", enabled=True) as bar:  # on rich's console of stdout
+        bar.advance(name)
+    out = capsys.readouterr().out
+    assert "g\\x1b]0;title\\x07\\x0ah" in out and "\x07" not in out
+    stream = io.StringIO()
+    ProgressLine(f"annealing {name}", 10, "evaluations", stream=stream).update(5, note=name, force=True)
+    assert stream.getvalue().count("\n") == 1 and "\x1b" not in stream.getvalue()
