@@ -302,8 +302,7 @@ class TimedCheckpoint(L.Callback):
                 self._interrupted = True
                 signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
                 if rank == 0:
-                    print("\nstopping after this iteration, which is saved first (Ctrl-C again to stop now)",
-                          file=sys.stderr, flush=True)
+                    _tell("\nstopping after this iteration, which is saved first (Ctrl-C again to stop now)")
 
             self._previous = signal.signal(signal.SIGINT, stop_after_this_iteration)
         if threading.current_thread() is threading.main_thread() and callable(signal.getsignal(signal.SIGTERM)):
@@ -317,8 +316,7 @@ class TimedCheckpoint(L.Callback):
                 if not _note_sigterm_without_a_collective(trainer):
                     lightning_term(signum, frame)
                 if term_rank == 0:
-                    print("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)",
-                          file=sys.stderr, flush=True)
+                    _tell("\nSIGTERM: stopping after this iteration, which is saved first (SIGTERM again to stop now)")
 
             self._previous_term = signal.signal(signal.SIGTERM, stop_at_a_second_sigterm)
 
@@ -383,6 +381,16 @@ class TimedCheckpoint(L.Callback):
         if self._previous_term is not None:  # Lightning's, which it replaces with the caller's when it tears down
             signal.signal(signal.SIGTERM, self._previous_term)
             self._previous_term = None
+
+
+def _tell(message: str) -> None:
+    """Print ``message`` on stderr, flushed; nowhere where stderr is closed (``2>&-``: ``sys.stderr`` is None).
+
+    ``print(file=None)`` prints on stdout: a Ctrl-C or SIGTERM to a run with its stderr closed put its message in the
+    command's output (a ``--json`` document), as :meth:`gnplace.progress.ProgressLine.write` did its lines.
+    """
+    if sys.stderr is not None:
+        print(message, file=sys.stderr, flush=True)
 
 
 def _note_sigterm_without_a_collective(trainer: L.Trainer) -> bool:

@@ -387,3 +387,17 @@ def test_run_progress_bar_draws_on_stderr_and_leaves_stdout_to_the_program(tmp_p
     out, err = capsys.readouterr()
     assert "Epoch" not in out and "Epoch 0" in err
     assert out == "after\n"  # rich's console is stdout's again
+
+
+def test_with_stderr_closed_a_sigterms_message_goes_nowhere_not_to_stdout(tmp_path, default_ctrl_c, lightning_sigterm,
+                                                                         capsys, monkeypatch):
+    # `2>&-`: print(file=None) printed "SIGTERM: stopping after this iteration" into stdout, a --json document
+    path = tmp_path / "last.ckpt"
+    with quiet_lightning():
+        trainer = _boring_trainer(tmp_path, [TimedCheckpoint(path, every_s=3600.0), _Sigterm(at=2)], max_steps=50,
+                                  plugins=[AtomicCheckpointIO()])
+        monkeypatch.setattr("sys.stderr", None)
+        with pytest.raises(Terminated):
+            fit_interruptibly(trainer, BoringModel())
+    monkeypatch.undo()
+    assert "stopping after this iteration" not in capsys.readouterr().out
