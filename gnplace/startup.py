@@ -30,8 +30,10 @@ __all__ = ["MAX_THREADS", "check_thread_settings", "command_name", "command_impo
 #: (2026-12-04), 100,000 ended the process in a segmentation fault when numba started its pool.
 MAX_THREADS = 4096
 
-#: The modules ``python -m`` runs as the ``gnplace`` command.
-_COMMAND_MODULES = ("gnplace", "gnplace.cli")
+#: The modules ``python -m`` runs as the ``gnplace`` command, and ``gnplace.warmup`` (``make install``'s, reported as
+#: ``gnplace``, as its own line is): a Ctrl-C during its minute of compiling printed the traceback of the kernel it
+#: stopped.
+_COMMAND_MODULES = ("gnplace", "gnplace.cli", "gnplace.warmup")
 
 _ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], object]
 
@@ -64,8 +66,9 @@ def check_thread_settings() -> None:
 def command_name() -> str | None:
     """The name of the gnplace command this process runs, else :obj:`None` (a user's program, an interpreter).
 
-    ``gnplace`` for the ``gnplace`` console script and ``python -m gnplace`` (or ``-m gnplace.cli``); a script's
-    name for ``python scripts/NAME.py`` of a checkout (``place``: the name its errors are reported under).
+    ``gnplace`` for the ``gnplace`` console script and ``python -m gnplace`` (or ``-m gnplace.cli``, ``-m
+    gnplace.warmup``); a script's name for ``python scripts/NAME.py`` of a checkout (``place``: the name its errors
+    are reported under).
 
     Examples:
         >>> command_name() is None  # under pytest

@@ -15,6 +15,7 @@ first use. A kernel edited later is compiled again on first use (numba checks ea
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -55,7 +56,18 @@ def warm_up() -> list[str]:
 
 
 def main() -> int:
-    """``python -m gnplace.warmup``: compile the kernels, saying what it did and how long it took."""
+    """``python -m gnplace.warmup``: compile the kernels, saying what it did and how long it took.
+
+    A Ctrl-C is one ``gnplace: interrupted`` line and 130, as in a command: it printed the traceback of the kernel
+    it stopped (numba hands it back as a SystemError).
+    """
+    from gnplace.cli.common import run_reporting_errors
+
+    return run_reporting_errors(_compile, argparse.Namespace(), "gnplace")
+
+
+def _compile(args: argparse.Namespace) -> int:
+    """:func:`warm_up`, then one line on stderr saying what it compiled and in how many seconds."""
     started = time.perf_counter()
     done = warm_up()
     print(f"gnplace: compiled and cached the numba kernels of {', '.join(done)} in "

@@ -36,7 +36,8 @@ def test_a_thread_count_numba_can_use_is_kept(monkeypatch, given):
     (["/venv/bin/gnplace", "place"], ["/venv/bin/python", "/venv/bin/gnplace", "place"], "gnplace"),
     (["-m", "place"], ["python", "-X", "importtime", "-m", "gnplace", "place"], "gnplace"),
     (["-m"], ["python", "-mgnplace.cli"], "gnplace"),
-    (["-m"], ["python", "-m", "gnplace.warmup"], None),
+    (["-m"], ["python", "-m", "gnplace.warmup"], "gnplace"),
+    (["-m"], ["python", "-m", "gnplace.toy"], None),
     ([str(ROOT / "scripts" / "place.py"), "g.gnpg"], ["python", "scripts/place.py", "g.gnpg"], "place"),
     (["my_program.py"], ["python", "my_program.py"], None),
     (["-c"], ["python", "-c", "import gnplace", "-m", "gnplace"], None),
@@ -69,6 +70,7 @@ def _run(args: list[str], tmp_path: Path, *, stop_numba: bool = True, **env: str
 @pytest.mark.parametrize(("args", "prog"), [
     (["-m", "gnplace", "--version"], "gnplace"),
     (["-m", "gnplace.cli", "place", "g.gnpg", "-c", "k80x2"], "gnplace"),
+    (["-m", "gnplace.warmup"], "gnplace"),  # make install's compile
     ([str(ROOT / "scripts" / "place.py"), "g.gnpg"], "place"),
 ])
 def test_a_ctrl_c_during_a_commands_imports_is_one_line_and_130(tmp_path, args, prog):

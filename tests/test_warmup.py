@@ -56,3 +56,20 @@ def test_import_gnplace_leaves_the_warm_up_module_to_python_m():
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+def _stopped_in_a_kernel() -> list[str]:
+    """A Ctrl-C as numba's compiled loops hand it back: a SystemError caused by the KeyboardInterrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as err:
+        raise SystemError("CPUDispatcher(simulate_many) returned a result with an exception set") from err
+
+
+def test_a_ctrl_c_during_the_warm_up_is_one_line_and_130(monkeypatch, capsys):
+    """Ctrl-C during make install's compile printed the traceback of the kernel it stopped."""
+    import gnplace.warmup
+
+    monkeypatch.setattr(gnplace.warmup, "warm_up", _stopped_in_a_kernel)
+    assert gnplace.warmup.main() == 130
+    assert capsys.readouterr() == ("", "gnplace: interrupted\n")
