@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from gnplace import PLACERS, load_cluster, load_graph, lower_bound
@@ -29,6 +30,7 @@ from gnplace.cli.common import (
     check_output_folder,
     cluster_list,
     file_path,
+    markup_name,
     require_ops,
     run_reporting_errors,
     stdout_console,
@@ -115,7 +117,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     for r in rows:
         ratio = r["policy_vs_auto"]
         colour = "green" if ratio < 0.995 else ("red" if ratio > 1.005 else "white")
-        table.add_row(r["cluster"], r["graph"], str(r["ops"]), f"{r['policy'] * 1e3:.3f}",
+        table.add_row(markup_name(r["cluster"]), markup_name(r["graph"]), str(r["ops"]), f"{r['policy'] * 1e3:.3f}",
                       f"{r['auto'] * 1e3:.3f}", r["auto_choice"], f"{r['single'] * 1e3:.3f}",
                       f"{r['bound'] * 1e3:.3f}", f"[{colour}]{ratio:.3f}[/]" + (" OOM" if r["oom"] else ""),
                       f"{r['place_seconds']:.2f}")
@@ -140,7 +142,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     chart = plot_timeline(graph, result, Path(args.out) / f"{chart_name}.png",
                           title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
                                 f"step {result.step_time * 1e3:.3f} ms")
-    console.print(f"Gantt chart of {graph.name} on {cluster.name}: {chart}")
+    console.print(f"Gantt chart of {markup_name(graph.name)} on {markup_name(cluster.name)}: {escape(str(chart))}")
     console.print(f"{len(rows)} placements in {time.perf_counter() - started:.0f} s")
     return 0
 
@@ -168,7 +170,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
     for path in args.graphs:
         graph = require_ops(load_graph(path), path)  # no ops: nothing to place, no step to divide by
-        table = Table(title=f"{graph.name}: {graph.num_ops} ops, {graph.num_groups} groups, "
+        table = Table(title=f"{markup_name(graph.name)}: {graph.num_ops} ops, {graph.num_groups} groups, "
                             f"{graph.total_flops / 1e9:.1f} GFLOP per step (simulator mode: {args.mode})")
         for col in ("cluster", "placer", "step ms", "bound ms", "step / bound", "step / single", "peak MiB (max dev)", "OOM", "place s"):
             table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
@@ -184,7 +186,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
                 took = time.perf_counter() - start
                 result = sim.time(graph, cluster, placement)
                 table.add_row(
-                    cluster.name, name, f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
+                    markup_name(cluster.name), markup_name(name), f"{result.step_time * 1e3:.3f}", f"{bound * 1e3:.3f}",
                     ratio(result.step_time, bound), ratio(result.step_time, single_step),
                     f"{result.peak_memory.max() / 2**20:.1f}", "[red]yes[/]" if result.is_oom else "no", f"{took:.3f}",
                 )

@@ -37,3 +37,20 @@ def test_baselines_place_with_a_placer_named_twice_once(load_script, capsys):
     assert demo.main(["--baselines", str(GRAPH), "--clusters", "k80x2", "--placers", "single,heft,single"]) == 0
     placers = [line.split("│")[2].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x2")]
     assert placers == ["single", "heft"]
+
+
+def test_baselines_print_a_graphs_and_clusters_names_as_they_are_on_one_line(tmp_path, load_script, capsys):
+    """A graph named ``g\\n[red]x`` lost its ``[red]`` as rich markup and split the table's title in two."""
+    from gnplace.graph_io import load_graph, save_graph
+
+    graph = load_graph(GRAPH)
+    graph.name = "g\n[red]x"
+    save_graph(graph, tmp_path / "g.gnpg")
+    (tmp_path / "c.yaml").write_text('name: "c\\n[/]"\ndevices:\n  - {name: gpu, count: 2, kind: k80}\n'
+                                     "links: {default: pcie3}\n")
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(tmp_path / "g.gnpg"), "--clusters", str(tmp_path / "c.yaml"),
+                      "--placers", "single"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.strip().startswith("g\\x0a[red]x: ") for line in lines), lines
+    assert any(line.startswith("│ c\\x0a[/] ") for line in lines), lines
