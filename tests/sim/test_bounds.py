@@ -231,3 +231,61 @@ def test_the_work_bound_makes_no_temporary_the_size_of_its_times():
         tracemalloc.stop()
     assert peak < times.nbytes / 2
     assert expected * 0.999 < bound
+
+
+def _repeated_columns(seed: int) -> np.ndarray:
+    """Op times of a few device kinds repeated over up to 64 devices, in any order, with ties, zeros and subnormals."""
+    rng = np.random.default_rng(seed)
+    values = np.array([0.0, -0.0, 1e-3, 2e-3, 0.1, 0.3, 1.0, 3.0, 1e-300, 5e-324])
+    kinds = rng.choice(values, size=(int(rng.integers(1, 60)), int(rng.integers(1, 4))))
+    if seed % 2:
+        kinds = rng.random(kinds.shape)
+    return kinds[:, rng.integers(0, kinds.shape[1], size=int(rng.integers(8, 65)))]
+
+
+def test_the_work_bound_reads_identical_devices_once_a_class(monkeypatch):
+    from gnplace.sim import bounds
+
+    times = np.random.default_rng(0).uniform(1e-4, 1e-2, size=(300, 2))[:, [0, 1, 1, 0] * 64]  # 256 devices, 2 kinds
+    plain = work_bound(times)  # what the plain path gives: below, _cheapest reads the whole matrix each iteration
+
+    def whole_matrix(times: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise AssertionError("read every device's column")
+
+    monkeypatch.setattr(bounds, "_cheapest", whole_matrix)
+    assert work_bound(times).hex() == plain.hex()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_cheapest_device_by_class_is_argmins_bit_for_bit(seed, monkeypatch):
+    from gnplace.sim import bounds
+    from gnplace.sim.bounds import _cheapest, _cheapest_by_class, _device_classes
+
+    monkeypatch.setattr(bounds, "_CLASS_FACTOR", 1)  # classes however few devices share one
+    monkeypatch.setattr(bounds, "_CLASS_MIN_DEVICES", 1)
+    times = _repeated_columns(seed)
+    classes = _device_classes(times, times.sum(axis=0))
+    assert classes is not None
+    first, label = classes
+    assert (times.view(np.uint64) == times[:, first[label]].view(np.uint64)).all()
+    rng = np.random.default_rng(seed)
+    weights = np.array([0.0, -0.0, 1e-300, 1e-17, 0.25, 1 / 3, 0.5, 0.5 + 2**-53])
+    for lam in (rng.random(times.shape[1]), rng.choice(weights, size=times.shape[1])):
+        choice, least = _cheapest(times, lam)
+        by_class, by_class_least = _cheapest_by_class(np.ascontiguousarray(times[:, first]), label, lam)
+        assert np.array_equal(by_class, choice)
+        assert by_class_least.tobytes() == least.tobytes()
+
+
+def test_devices_that_differ_anywhere_are_not_one_class(monkeypatch):
+    from gnplace.sim import bounds
+    from gnplace.sim.bounds import _device_classes
+
+    monkeypatch.setattr(bounds, "_CLASS_MIN_DEVICES", 1)
+    monkeypatch.setattr(bounds, "_CLASS_FACTOR", 1)
+    times = np.ones((1000, 16))
+    times[500, 3] = 2.0  # the same sum as no other column, and rows 0, 500 and 999 tell it
+    classes = _device_classes(times, times.sum(axis=0))
+    assert classes is not None and list(classes[1]) == [0, 0, 0, 1] + [0] * 12
+    times[400, 5], times[401, 5] = 0.5, 1.5  # the same sum and sampled rows as the others: found by the check
+    assert _device_classes(times, times.sum(axis=0)) is None
