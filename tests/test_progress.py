@@ -9,6 +9,23 @@ from gnplace.progress import ProgressLine, evaluation_bar
 from gnplace.toy import mlp_training_graph
 
 
+@pytest.fixture
+def recorded_consoles(monkeypatch):
+    """The rich consoles made while the test runs, each drawing as on a 100-column terminal and recording it."""
+    import rich.console
+
+    consoles = []
+
+    class Recording(rich.console.Console):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs, force_terminal=True, record=True, width=100)
+            consoles.append(self)
+
+    monkeypatch.setattr(rich.console, "Console", Recording)
+    monkeypatch.setenv("TERM", "xterm")  # rich draws no bar on a dumb terminal, whatever the runner's
+    return consoles
+
+
 def test_a_disabled_bar_prints_nothing(capsys):
     with evaluation_bar("x", 10, enabled=False) as advance_to:
         advance_to(5)
@@ -26,19 +43,9 @@ def test_a_search_with_a_bar_keeps_stdout_clean_and_places_the_same(capsys, plac
 
 
 @pytest.mark.parametrize("name", ["net[v2]", "net[/]", "[bold]net"])
-def test_a_label_is_shown_as_it_is_not_read_as_rich_markup(monkeypatch, name):
+def test_a_label_is_shown_as_it_is_not_read_as_rich_markup(recorded_consoles, name):
     """A graph named ``net[/]`` stopped the search (rich's MarkupError) and ``net[v2]`` was shown as ``net``."""
-    import rich.console
-
-    consoles = []
-
-    class Recording(rich.console.Console):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs, force_terminal=True, record=True, width=100)
-            consoles.append(self)
-
-    monkeypatch.setattr(rich.console, "Console", Recording)
-    monkeypatch.setenv("TERM", "xterm")  # rich draws no bar on a dumb terminal, whatever the runner's
+    consoles = recorded_consoles
     with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
         advance_to(5)
     assert f"annealing {name} " in consoles[0].export_text()
@@ -146,23 +153,13 @@ def test_with_stderr_closed_progress_lines_go_nowhere_not_to_stdout(capsys, monk
     assert capsys.readouterr().out == ""
 
 
-def test_names_with_terminal_escapes_print_escaped_in_bars_lines_and_notes(monkeypatch, capsys):
+def test_names_with_terminal_escapes_print_escaped_in_bars_lines_and_notes(recorded_consoles, capsys):
     """A graph named with ESC's sequences reached the terminal raw from a bar's text: rich's own console draws it."""
     import io
 
-    import rich.console
-
     from gnplace.progress import count_bar
 
-    consoles = []
-
-    class Recording(rich.console.Console):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs, force_terminal=True, record=True, width=100)
-            consoles.append(self)
-
-    monkeypatch.setattr(rich.console, "Console", Recording)
-    monkeypatch.setenv("TERM", "xterm")  # rich draws no bar on a dumb terminal, whatever the runner's
+    consoles = recorded_consoles
     name = "g\x1b]0;title\x07\nh"
     with evaluation_bar(f"annealing {name}", 10, enabled=True) as advance_to:
         advance_to(5)
