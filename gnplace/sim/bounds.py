@@ -17,6 +17,7 @@ The max of the two is "the bound".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,6 +188,14 @@ def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
         raise InvalidArgument(f"op times must be finite seconds >= 0, got {times[op].tolist()} for op {op}")
     if times.size == 0:
         return 0.0
+    exponent = math.frexp(float(times.max()))[1]  # times < 2**exponent
+    if exponent + times.size.bit_length() > 1020:
+        # a sum of times could pass the largest float (2**1024): such sums overflowed to inf, and the ascent divided
+        # inf by inf (an IndexError in _project_simplex). The bound scales with the times, so it is taken of the
+        # times over 2**exponent, an exact division (times it pushes under the smallest float fall to 0, which only
+        # lowers the bound), and multiplied back
+        with np.errstate(over="ignore"):
+            return float(np.ldexp(work_bound(np.ldexp(times, -exponent), iterations=iterations), exponent))
     d, column_sums = times.shape[1], times.sum(axis=0)
     speed = 1.0 / np.maximum(column_sums, 1e-300)
     candidates = [np.full(d, 1.0 / d), speed / speed.sum()]

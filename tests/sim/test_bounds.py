@@ -41,6 +41,18 @@ def test_work_bound_is_valid_for_any_assignment():
         assert loads.max() >= bound - 1e-12
 
 
+@pytest.mark.parametrize("base", [[[1.0, 1.0], [1.0, 1.0]], [[0.9, 0.6], [0.7, 0.8], [0.5, 0.5]]])
+def test_work_bound_of_times_whose_sums_pass_the_largest_float_scales_with_them(base):
+    """Times near the largest float: their sums overflowed to inf and the ascent ended in an IndexError."""
+    base = np.array(base)
+    times = base * 1e308
+    bound = work_bound(times)
+    assert np.isfinite(bound) and bound == pytest.approx(work_bound(base) * 1e308, rel=1e-12)
+    with np.errstate(over="ignore"):
+        for choice in np.random.default_rng(0).integers(0, 2, (50, base.shape[0])):  # below every busiest device
+            assert bound <= np.bincount(choice, weights=times[np.arange(base.shape[0]), choice], minlength=2).max()
+
+
 def test_lower_bound_is_below_simulated_steps():
     g = layered_graph(400, seed=5)
     c = load_cluster("cpu_gpu")
