@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument, InvalidCluster
-from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, parse_yaml, read_file
+from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, is_whole, parse_yaml, read_file
 from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
@@ -556,8 +556,9 @@ def _devices(entries: Any, source: str) -> list[Device]:
             if spec.get(key, 0) > MAX_SECONDS:
                 raise InvalidCluster(f"{where}.{key}: {spec[key]:.3g} seconds is over the limit of {MAX_SECONDS:.3g}")
         count = entry.get("count", None)
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+        if count is not None and (not is_whole(count) or count < 1):  # a numpy integer is whole too, a bool is not
             raise InvalidCluster(f"{where}.count: must be a positive integer, got {count!r}")
+        count = None if count is None else int(count)
         if len(devices) + (count or 1) > MAX_DEVICES:
             raise InvalidCluster(f"{where}.count: more than {MAX_DEVICES} devices in all, the limit")
         names = [f"{entry['name']}{j}" for j in range(count)] if count is not None else [str(entry["name"])]

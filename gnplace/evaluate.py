@@ -47,7 +47,7 @@ from gnplace.exceptions import (
 )
 from gnplace.graph import OpGraph, require_ops
 from gnplace.graph_io import load_graph, refuse_link, write_atomically
-from gnplace.limits import check_budget, check_regular_file, parse_json
+from gnplace.limits import as_path, check_budget, check_regular_file, is_whole, parse_json
 from gnplace.placement import Placement, check_placed, save_placement
 from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
 from gnplace.runlock import holds_folder
@@ -194,10 +194,14 @@ class Row:
                                  budget=self.budget, seed=self.seed, mode=self.mode)
 
 
-def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
+def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                   split: str = "all") -> list[Path]:
     """Graph files named by ``specs``: files, or folders (their manifest's graphs of ``split``, or every ``*.gnpg``).
 
+    ``specs`` is a list of paths, or one path.
+
     Raises:
+        InvalidArgument: if ``specs`` is neither a path nor a list of paths (``None``).
         GnplaceError: if a path does not exist, a folder holds no graphs, or ``split`` is asked of a folder
             without a manifest.
         InvalidGraph: if a path named, listed by a manifest or matched by ``*.gnpg`` is a folder or not a regular
@@ -205,6 +209,14 @@ def collect_graphs(specs: Sequence[str], *, split: str = "all") -> list[Path]:
     """
     from gnplace.datasets import load_manifest
 
+    if isinstance(specs, str | os.PathLike):  # one path: its characters were taken for paths ("g: no such ...")
+        specs = [specs]
+    specs = list(specs) if isinstance(specs, Iterable) else specs
+    if not isinstance(specs, list) or not all(isinstance(spec, str | os.PathLike) for spec in specs):
+        import reprlib
+
+        raise InvalidArgument(f"graphs are given by paths (a str or os.PathLike, or a list of them), "
+                              f"got {reprlib.repr(specs)}")
     paths: list[Path] = []
     for spec in specs:
         if not str(spec).strip():  # Path("") is the current folder: -g "" evaluated every graph found there
@@ -641,9 +653,10 @@ def evaluate(
             placements are kept) is a file, or ``jobs`` > 1 is asked from a script's top level, outside ``if
             __name__ == "__main__":`` (:func:`~gnplace.workers.check_main_guarded`).
     """
-    out = Path(out)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    out = as_path(out, "output folder")
+    if not is_whole(jobs) or jobs < 1:  # a numpy integer is whole too, a bool is not
         raise InvalidArgument(f"evaluate needs jobs >= 1 (a whole number), got {jobs!r}")
+    jobs = int(jobs)
     if jobs > 1:  # before the output folder is touched, not once the workers are about to start
         check_main_guarded()
     if out.exists() and not out.is_dir():

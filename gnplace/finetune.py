@@ -45,7 +45,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import refuse_link, write_atomically
-from gnplace.limits import json_text
+from gnplace.limits import is_whole, json_text
 from gnplace.runlock import holds_folder
 from gnplace.sim.timer import median_step, relative_step
 
@@ -252,8 +252,9 @@ def finetune(
         raise InvalidArgument(f"devices name the torch devices of the local timer; the {timer} timer takes none")
     for name, value, least in (("repeats", repeats, 1), ("threads", threads, 1), ("screen", screen, 1),
                                ("final_rounds", final_rounds, 1), ("confirm", confirm, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not is_whole(value) or value < least:  # a numpy integer is whole too, a bool is not
             raise InvalidArgument(f"{name} must be a whole number >= {least}, got {value!r}")
+    repeats, threads, screen, final_rounds, confirm = map(int, (repeats, threads, screen, final_rounds, confirm))
     step_timer: Any
     closer = None
     if timer == "sim":

@@ -851,3 +851,11 @@ def test_the_fingerprint_is_hashed_once_and_again_when_a_field_is_rebound(monkey
     twin.name = "renamed"  # nothing in gnplace does; a stale fingerprint would still say k80x4
     assert twin.fingerprint() != first
     assert twin.fingerprint() == Cluster(list(twin.devices), twin.bandwidth, twin.latency, name="renamed").fingerprint()
+
+
+def test_a_numpy_integer_count_builds_the_devices_as_a_python_one_does():
+    """``count: np.int64(2)`` in a mapping built in code was refused as not a positive integer."""
+    spec = {"name": "c", "devices": [{"name": "gpu", "kind": "k80", "count": np.int64(2)}], "links": {"default": "pcie3"}}
+    cluster = cluster_from_dict(spec)
+    assert [d.name for d in cluster.devices] == ["gpu0", "gpu1"]
+    assert cluster == cluster_from_dict({**spec, "devices": [{"name": "gpu", "kind": "k80", "count": 2}]})

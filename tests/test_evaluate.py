@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
@@ -36,6 +37,16 @@ def test_collect_graphs(graphs, tmp_path):
         collect_graphs([str(tmp_path / "empty")])
     with pytest.raises(GnplaceError, match=r"no manifest\.json, so no 'test' split to choose \(--split all takes"):
         collect_graphs([str(graphs)], split="test")  # a folder of bare graph files has no split to choose from
+
+
+def test_collect_graphs_takes_one_path_as_one_and_refuses_what_is_no_path(graphs):
+    """A str was iterated character by character ("g: no such graph file or folder"); None was a TypeError."""
+    assert collect_graphs(str(graphs)) == collect_graphs([str(graphs)])
+    assert collect_graphs(graphs / "mlp2.gnpg") == [graphs / "mlp2.gnpg"]
+    assert collect_graphs(p for p in [graphs / "mlp2.gnpg"]) == [graphs / "mlp2.gnpg"]  # any iterable of paths
+    for bad in (None, 3, [None]):
+        with pytest.raises(GnplaceError, match=r"^graphs are given by paths \(a str or os.PathLike, or a list of them\)"):
+            collect_graphs(bad)
 
 
 def test_run_task_times_the_placement(graphs):
@@ -722,6 +733,18 @@ def test_a_file_in_the_place_of_the_kept_placements_is_refused_before_any_run(gr
 def test_jobs_must_be_a_whole_number_of_at_least_one(graphs, tmp_path, jobs):
     with pytest.raises(GnplaceError, match=r"evaluate needs jobs >= 1 \(a whole number\), got "):
         evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path, jobs=jobs)
+
+
+def test_a_numpy_integer_of_jobs_is_a_whole_number(graphs, tmp_path):
+    """``jobs=np.int64(1)`` (a count computed with numpy) was refused as not a whole number."""
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], tmp_path, jobs=np.int64(1))
+    assert [row.placer for row in rows] == ["single"]
+
+
+def test_no_output_folder_is_refused_in_one_line(graphs):
+    """``evaluate(tasks, None)`` was pathlib's TypeError."""
+    with pytest.raises(GnplaceError, match=r"output folder is given by its path \(str or os.PathLike\), got None"):
+        evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", "single")], None)
 
 
 def test_a_placer_given_two_budgets_is_summarised_once_per_budget(tmp_path):

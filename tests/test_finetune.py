@@ -220,6 +220,7 @@ def test_resume_from_a_bad_last_checkpoint_is_refused_and_keeps_it(finished_run,
     (dict(checkpoint_every_s=float("nan")), "checkpoint_every_s"),
     (dict(repeats=0), "repeats must be a whole number >= 1"),
     (dict(threads=0), "threads must be a whole number >= 1"),
+    (dict(repeats=True), "repeats must be a whole number >= 1, got True"),
 ])
 def test_settings_out_of_range_are_refused_before_any_work(tmp_path, bad, message):
     path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
@@ -533,3 +534,12 @@ def test_an_output_linked_out_of_the_folder_is_refused_and_its_target_kept(tmp_p
     with pytest.raises(InvalidArgument, match=rf"{name}: is a symbolic link \(to {outside}\), and finetune writes"):
         finetune(str(path), "k80x2", budget=1, out=out, progress=False, resume=True)
     assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_numpy_integer_settings_are_whole_numbers(tmp_path):
+    """``repeats=np.int64(3)`` (a count computed with numpy) was refused as not a whole number; the summary holds 3."""
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    summary = finetune(str(path), "k80x2", budget=8, samples=4, epochs=1, out=tmp_path / "run", progress=False,
+                       repeats=np.int64(3), threads=np.int32(1))
+    assert summary is not None
+    assert json.loads((tmp_path / "run" / "summary.json").read_text()) == json.loads(json.dumps(summary))
