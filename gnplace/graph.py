@@ -181,7 +181,7 @@ class OpGraph(ReadOnlyArrays):
     Raises:
         InvalidGraph: on a cycle (the message lists nodes on it), an edge to a node that does not
             exist, a duplicate edge or name, a negative or NaN size, an op kind outside the
-            vocabulary, or fields of the wrong length.
+            vocabulary, fields of the wrong length, or a name of None.
 
     Examples:
         >>> g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9, 2e9, 1e9],
@@ -214,6 +214,8 @@ class OpGraph(ReadOnlyArrays):
         meta: Mapping[str, Any] | None = None,
         op_kinds: Sequence[str] | None = None,
     ) -> None:
+        if name is None:  # was the name "None", which a graph file refuses to hold
+            raise InvalidGraph("a graph's name must be a string, got None (the default is 'graph')")
         self.name = str(name)
         names = _texts(node_names, "node_names", self.name)
         n = len(names)

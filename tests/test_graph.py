@@ -482,6 +482,15 @@ def test_opposite_edges_are_not_duplicates_but_a_cycle():
         OpGraph(["a", "b"], [(0, 1), (1, 0)])
 
 
+def test_a_graph_named_none_is_refused_as_a_graph_file_refuses_it(tmp_path):
+    """``replace(name=None)`` made a graph named "None"; a file holding ``"name": null`` is refused on load."""
+    graph = OpGraph(["a", "b"], [(0, 1)], name="g")
+    with pytest.raises(InvalidGraph, match=r"^a graph's name must be a string, got None \(the default is 'graph'\)$"):
+        graph.replace(name=None)
+    with pytest.raises(InvalidGraph, match="got None"):
+        OpGraph(["a"], name=None)
+
+
 def test_duplicate_node_name():
     with pytest.raises(InvalidGraph, match=r"^graph 'g': node name 'b' is used twice$"):
         OpGraph(["a", "b", "c", "b"], name="g")
