@@ -38,7 +38,7 @@ from gnplace.progress import ProgressLine, show_bar
 from gnplace.workers import SharedSetting
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
-           "progress_callbacks", "fit_interruptibly", "quiet_lightning"]
+           "progress_callbacks", "fit_interruptibly", "quiet_lightning", "single_process_plugins"]
 
 
 class StopAfter(L.Callback):
@@ -252,6 +252,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 _SPAWN_HANDOVER = ".temp.ckpt"  # the file Lightning's ddp_spawn ranks return their weights in
+
+
+def single_process_plugins() -> list[Any]:
+    """The plugins of a trainer that runs in this process alone: :class:`AtomicCheckpointIO` and a plain environment.
+
+    Lightning reads the cluster it runs in from the environment unless told: inside a SLURM job of ``--ntasks=2``
+    (an ``sbatch`` script's usual line) ``gnplace finetune`` ended in Lightning's RuntimeError traceback ("You set
+    ``--ntasks=2`` in your SLURM bash script, but this variable is not supported"), although one process on one
+    device takes no part in the job's ranks. ``LightningEnvironment`` reads none of SLURM's variables.
+    """
+    from lightning.fabric.plugins.environments import LightningEnvironment
+
+    return [AtomicCheckpointIO(), LightningEnvironment()]
 
 
 class TimedCheckpoint(L.Callback):

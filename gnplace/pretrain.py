@@ -650,6 +650,10 @@ def pretrain(
             )
     except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
         raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
+    except RuntimeError as err:  # Lightning's check of a SLURM job's variables (--ntasks without --ntasks-per-node)
+        if "SLURM" not in str(err):
+            raise
+        raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
     _check_ranks_can_start(trainer, strategy)
     with quiet_lightning():
         fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,

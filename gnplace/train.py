@@ -35,12 +35,12 @@ import numpy as np
 import torch
 
 from gnplace.callbacks import (
-    AtomicCheckpointIO,
     StopAfter,
     TimedCheckpoint,
     fit_interruptibly,
     progress_callbacks,
     quiet_lightning,
+    single_process_plugins,
 )
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument
@@ -858,7 +858,7 @@ def fit(
             enable_checkpointing=False,
             logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
             enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out, limit_val_batches=0,
-            plugins=[AtomicCheckpointIO()],
+            plugins=single_process_plugins(),
         )
     with quiet_lightning():
         fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=str(last) if resume and last.exists() else None,

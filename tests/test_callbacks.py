@@ -21,6 +21,7 @@ from gnplace.callbacks import (
     fit_interruptibly,
     progress_callbacks,
     quiet_lightning,
+    single_process_plugins,
 )
 from gnplace.exceptions import Terminated
 from gnplace.sim.timer import BudgetedTimer
@@ -401,3 +402,21 @@ def test_with_stderr_closed_a_sigterms_message_goes_nowhere_not_to_stdout(tmp_pa
             fit_interruptibly(trainer, BoringModel())
     monkeypatch.undo()
     assert "stopping after this iteration" not in capsys.readouterr().out
+
+
+def test_single_process_plugins_make_a_trainer_that_reads_no_slurm_variables(tmp_path, monkeypatch):
+    """Lightning's SLURM detection raised a RuntimeError for ``--ntasks=2`` in a trainer of one process."""
+    from lightning.fabric.plugins.environments import LightningEnvironment
+
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.delenv("SLURM_NTASKS_PER_NODE", raising=False)
+    monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
+    with pytest.raises(RuntimeError, match="SLURM"):  # what Lightning does without them
+        L.Trainer(accelerator="cpu", devices=1, logger=False, default_root_dir=tmp_path)
+    plugins = single_process_plugins()
+    assert isinstance(plugins[0], AtomicCheckpointIO) and isinstance(plugins[1], LightningEnvironment)
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, default_root_dir=tmp_path, max_steps=1,
+                        enable_progress_bar=False, enable_model_summary=False, plugins=plugins)
+    trainer.fit(BoringModel())
+    assert trainer.global_step == 1

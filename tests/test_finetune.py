@@ -543,3 +543,14 @@ def test_numpy_integer_settings_are_whole_numbers(tmp_path):
                        repeats=np.int64(3), threads=np.int32(1))
     assert summary is not None
     assert json.loads((tmp_path / "run" / "summary.json").read_text()) == json.loads(json.dumps(summary))
+
+
+def test_a_run_inside_a_slurm_job_of_several_tasks_is_one_process_of_its_own(tmp_path, monkeypatch):
+    """Inside ``sbatch --ntasks=2`` Lightning took the job's variables for its ranks' and raised a RuntimeError."""
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.delenv("SLURM_NTASKS_PER_NODE", raising=False)
+    monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
+    path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    summary = finetune(str(path), "k80x2", budget=8, samples=4, epochs=1, out=tmp_path / "run", progress=False)
+    assert summary is not None and (tmp_path / "run" / "placement.json").exists()

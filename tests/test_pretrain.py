@@ -92,6 +92,16 @@ def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tm
     assert "val/greedy_vs_auto" in metrics and "imitation/loss" in metrics and "losses/approx_kl" in metrics
 
 
+def test_a_slurm_job_of_ntasks_without_ntasks_per_node_is_refused_in_one_line(tiny_config, tmp_path, monkeypatch):
+    """Inside ``sbatch --ntasks=2`` Lightning's check of the job's variables was a RuntimeError traceback."""
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.delenv("SLURM_NTASKS_PER_NODE", raising=False)
+    monkeypatch.delenv("SLURM_JOB_NAME", raising=False)
+    with pytest.raises(InvalidArgument, match=r"^this SLURM job: You set `--ntasks=2` .*HINT: Use `--ntasks-per-node=2`"):
+        pretrain(load_pretrain_config(tiny_config), tmp_path / "run", progress=False)
+
+
 def test_pretraining_in_the_search_regime_validates_samples_around_auto(tiny_config, tmp_path):
     overrides = ["data.modules=true", "data.anchored=true", "learner.prior=3", "learner.val_samples=4",
                  "learner.risk=0.5", "learner.imitation_steps=0"]

@@ -355,11 +355,11 @@ class PPOSearchPlacer:
         import torch
 
         from gnplace.callbacks import (
-            AtomicCheckpointIO,
             StopAtBudget,
             fit_interruptibly,
             progress_callbacks,
             quiet_lightning,
+            single_process_plugins,
         )
         from gnplace.train import PlacementDataModule, PlacementLearner
 
@@ -451,7 +451,7 @@ class PPOSearchPlacer:
                         log_every_n_steps=1, enable_checkpointing=False, callbacks=callbacks + bars,
                         enable_progress_bar=bool(bars),
                         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
-                        plugins=[AtomicCheckpointIO()],
+                        plugins=single_process_plugins(),
                     )
                     fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=resume_from,
                                       weights_only=True)  # saves at the end
