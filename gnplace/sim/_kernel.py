@@ -116,6 +116,21 @@ def _charge(mem, charged, charged_list, n_charged, k, nbytes):  # type: ignore[n
     return n_charged
 
 
+@njit(cache=True, inline="always")
+def _settle(mem, peak, fleeting, charged, charged_list, n_charged):  # type: ignore[no-untyped-def]
+    """Take the peak of each device charged at this instant, once its frees are done; returns 0 (none charged).
+
+    A device's peak counts what an op of zero seconds freed at this instant (``fleeting``): it held those bytes.
+    """
+    for ci in range(n_charged):
+        k = charged_list[ci]
+        charged[k] = False
+        if mem[k] + fleeting[k] > peak[k]:
+            peak[k] = mem[k] + fleeting[k]
+        fleeting[k] = 0.0
+    return 0
+
+
 @njit(cache=True)
 def simulate_step(  # type: ignore[no-untyped-def]
     placement,  # int64 [n] device of each op
@@ -271,13 +286,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
         # ---- start work on idle devices and links touched by the last events, once every event of
         # this instant is processed: memory freed at time t is free for what starts at t
         if hsize == 0 or ht[0] != now:
-            for ci in range(n_charged):  # deferred charges of this instant, after its frees
-                k = charged_list[ci]
-                charged[k] = False
-                if mem[k] + fleeting[k] > peak[k]:
-                    peak[k] = mem[k] + fleeting[k]
-                fleeting[k] = 0.0
-            n_charged = 0
+            n_charged = _settle(mem, peak, fleeting, charged, charged_list, n_charged)  # after this instant's frees
             for ti in range(n_touched_devices):
                 k = touched_devices[ti]
                 if start_devices[k]:
@@ -297,10 +306,8 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         if s > now:  # after the device's gap: charged when it starts
                             hsize = _push(ht, hs, hp, hsize, s, seq, v * KINDS + OP_MEMORY)
                             seq += 1
-                        else:
-                            mem[k] += out_bytes[v]
-                            if mem[k] > peak[k]:
-                                peak[k] = mem[k]
+                        else:  # its peak is taken once this instant's frees are done
+                            n_charged = _charge(mem, charged, charged_list, n_charged, k, out_bytes[v])
                         hsize = _push(ht, hs, hp, hsize, s + c, seq, v * KINDS + OP_END)
                         seq += 1
             n_touched_devices = 0
@@ -328,24 +335,22 @@ def simulate_step(  # type: ignore[no-untyped-def]
                             k = x_dst[x]
                             recv_bytes[x_slot[x]] = x_bytes[x]
                             if not later:
-                                mem[k] += x_bytes[x]
-                                if mem[k] > peak[k]:
-                                    peak[k] = mem[k]
+                                n_charged = _charge(mem, charged, charged_list, n_charged, k, x_bytes[x])
                         else:
                             for sl in range(slot_ptr[u], slot_ptr[u + 1]):
                                 if remote_uses[sl] > 0:
                                     k = slot_dev[sl]
                                     recv_bytes[sl] = x_bytes[x]
                                     if not later:
-                                        mem[k] += x_bytes[x]
-                                        if mem[k] > peak[k]:
-                                            peak[k] = mem[k]
+                                        n_charged = _charge(mem, charged, charged_list, n_charged, k, x_bytes[x])
                         if later:
                             hsize = _push(ht, hs, hp, hsize, s, seq, x * KINDS + XFER_MEMORY)
                             seq += 1
                         hsize = _push(ht, hs, hp, hsize, s + dur, seq, x * KINDS + XFER_END)
                         seq += 1
             n_touched_links = 0
+            if hsize == 0 or ht[0] != now:  # nothing more frees memory at this instant: take what started's peaks
+                n_charged = _settle(mem, peak, fleeting, charged, charged_list, n_charged)
         if hsize == 0:
             break
         now, payload, hsize = _pop(ht, hs, hp, hsize)

@@ -29,11 +29,12 @@ def csr(n: int, edges: list[tuple[int, int]], edge_bytes: list[float] | None = N
 
 
 def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0, latency=0.5, mode=0,
-         channel_inv_bw=0.0, op_gap=0.0, xfer_gap=0.0, msg_cpu=0.0):
-    """Run ``simulate_step`` on a two-device cluster; edges carry their producer's whole output."""
+         channel_inv_bw=0.0, op_gap=0.0, xfer_gap=0.0, msg_cpu=0.0, edge_bytes=None):
+    """Run ``simulate_step`` on a two-device cluster; edges carry their producer's whole output unless given."""
     n = len(placement)
     out_bytes = np.asarray(out_bytes, dtype=np.float64)
-    out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, [out_bytes[u] for u, _ in edges])
+    carried = [out_bytes[u] for u, _ in edges] if edge_bytes is None else edge_bytes
+    out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, carried)
     d = np.asarray(cost).shape[1]
     return simulate_step(
         np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), out_bytes,
@@ -200,6 +201,19 @@ def test_a_transfer_after_its_links_gap_is_charged_when_it_starts(mode):
     x_start = out[10]
     assert x_start[:2].tolist() == pytest.approx([1.0, 2.5]) and out[3][2] == pytest.approx(2.0)
     assert out[2][1] == 300.0
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+def test_an_output_sent_in_no_time_is_free_for_the_op_that_starts_at_that_instant(mode):
+    # op0 sends its 100 B output to op2 on device 1 by an edge of 0 bytes: with no latency (mode 0), or from an
+    # op of 0 s (mode 1, no op gap), the transfer ends as op0 does, freeing op0's output when op1 starts on
+    # device 0. Charged before that transfer was done, op1's 100 B were counted beside op0's: a peak of 200 B
+    cost = [[0.0 if mode else 1.0] * 2, [1.0, 1.0], [1.0, 1.0]]
+    out = step([0, 0, 1], cost, [100.0, 100.0, 0.0], [(0, 2)], latency=0.0, mode=mode, channel_inv_bw=0.01,
+               edge_bytes=[0.0])
+    op_start, op_end, x_start, x_end = out[3], out[4], out[10], out[11]
+    assert x_start[0] == x_end[0] == op_end[0] == op_start[1]
+    assert out[2][0] == 100.0
 
 
 def test_a_cycle_never_finishes():
