@@ -15,9 +15,10 @@ Two modes:
     (:data:`~gnplace.sim.costmodel.DEFAULT_COSTS`).
 ``"placeto"``
     The reference behaviour of Placeto's simulator (Addanki et al., NeurIPS 2019): each output is
-    sent once over the *sender's* outbound channel to all remote consumers together, at 7,600
-    bytes/us, after which the channel waits 25 us; a device waits 5.7 us after each op of non-zero
-    cost. Op times come from measured costs or the cost model without launch overhead
+    sent once over the *sender's* outbound channel to all remote consumers together (the most bytes
+    one remote device reads, capped at the output size), at 7,600 bytes/us, after which the
+    channel waits 25 us; a device waits 5.7 us after each op of non-zero cost. Op times
+    come from measured costs or the cost model without launch overhead
     (:data:`~gnplace.sim.costmodel.PLACETO_COSTS`). Memory is counted as in the default mode
     (resident parameters, a received copy on its receiver), not as Placeto counts it (each output on
     its producer's device alone).
