@@ -86,9 +86,29 @@ def critical_path(graph: OpGraph, times: np.ndarray) -> float:
 
 
 def _project_simplex(x: np.ndarray) -> np.ndarray:
-    u = np.sort(x)[::-1]
+    """The point of the probability simplex nearest to ``x``: weights >= 0 whose sum is 1 to a few ulps.
+
+    Weights far past 1 (a step of ``grad / scale`` where op times span 4e18 s and 5e-324 s: 1e279) lost the 1 in
+    rounding, so that no index passed the test (an IndexError), or one did with weights that summed to 2 (a bound
+    twice too high, from ``[2**53 + 2, 0]``). Where the sum is off, the projection is taken again of ``x`` less its
+    largest weight, whose first index always passes; infinite weights share the simplex equally.
+    """
+    d = x.shape[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = np.sort(x)[::-1]
+        css = np.cumsum(u) - 1.0
+        passing = np.flatnonzero(u - css / np.arange(1, d + 1) > 0)
+    if passing.size:
+        rho = passing[-1]
+        projected = np.maximum(x - css[rho] / (rho + 1.0), 0.0)
+        if abs(float(projected.sum()) - 1.0) <= 4 * d * float(np.finfo(np.float64).eps):
+            return projected
+    if u[0] == np.inf:
+        return (x == np.inf) / float(np.count_nonzero(x == np.inf))
+    # weights below the largest less 1 get none, so -2 stands for them all and no sum overflows
+    x, u = np.maximum(x - u[0], -2.0), np.maximum(u - u[0], -2.0)
     css = np.cumsum(u) - 1.0
-    rho = np.flatnonzero(u - css / np.arange(1, x.shape[0] + 1) > 0)[-1]
+    rho = np.flatnonzero(u - css / np.arange(1, d + 1) > 0)[-1]
     return np.maximum(x - css[rho] / (rho + 1.0), 0.0)
 
 
@@ -216,7 +236,8 @@ def work_bound(times: np.ndarray, *, iterations: int = 200) -> float:
     scale = float(times.min(axis=1).sum()) or 1.0
     for it in range(iterations):
         grad = np.bincount(choice, weights=times[np.arange(times.shape[0]), choice], minlength=d)
-        lam = _project_simplex(lam + (0.5 / (it + 1)) * grad / scale)
+        with np.errstate(over="ignore"):  # an infinite step: _project_simplex shares the simplex among those
+            lam = _project_simplex(lam + (0.5 / (it + 1)) * grad / scale)
         choice, least = cheapest_at(lam)  # the value of lam, and the next step's choice
         current = float(least.sum())
         if current > best:

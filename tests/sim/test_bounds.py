@@ -301,3 +301,35 @@ def test_devices_that_differ_anywhere_are_not_one_class(monkeypatch):
     assert classes is not None and list(classes[1]) == [0, 0, 0, 1] + [0] * 12
     times[400, 5], times[401, 5] = 0.5, 1.5  # the same sum and sampled rows as the others: found by the check
     assert _device_classes(times, times.sum(axis=0)) is None
+
+
+def test_the_bound_of_measured_times_that_span_the_float_range_is_valid():
+    """A graph's measured times of 4e18 s and 1e-310 s (both accepted) made a step of 1e279 and an IndexError."""
+    g = OpGraph(["a", "b"], [], cost_s={"cpu": [1.0, 4e18], "p100": [1e-310, 3.0]})
+    bound = lower_bound(g, load_cluster("cpu_gpu"))
+    assert 2.99 < bound.work <= 3.0 == bound.critical_path  # a on the p100, b on the cpu: 3 s
+
+
+@pytest.mark.parametrize("times", [[[1e-310, 0.0], [0.0, 5e-324], [0.0, 1.0], [1e-300, 1e-20]],
+                                   [[1.0, 1e-310, 1e-300], [4e18, 3.0, 4e18]],
+                                   [[3.0, 1e-300, 1.7e308], [1e-300, 1e300, 2.2e-308], [1e308, 5e-324, 1.0]]])
+def test_the_work_bound_of_denormal_and_huge_times_is_below_every_assignment(times):
+    """Each was an IndexError (weights past 2**53 lost the simplex's 1 in rounding)."""
+    import itertools
+    import math
+
+    times = np.array(times)
+    n, d = times.shape
+    bound = work_bound(times)
+    for choice in itertools.product(range(d), repeat=n):
+        loads = [math.fsum(times[v, k] for v in range(n) if choice[v] == k) for k in range(d)]
+        assert bound <= max(loads)
+
+
+def test_weights_past_two_to_the_53_project_onto_the_simplex():
+    """``[2**53 + 2, 0]`` projected to ``[2, 0]``, weights summing to 2: a bound twice too high."""
+    from gnplace.sim.bounds import _project_simplex
+
+    for x in ([2.0**53 + 2, 0.0], [1e279, 1.0], [np.inf, 1.0, np.inf], [1.7e308, 1.7e308, 0.0]):
+        lam = _project_simplex(np.array(x))
+        assert (lam >= 0).all() and lam.sum() == pytest.approx(1.0, abs=1e-15)
