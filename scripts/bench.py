@@ -42,12 +42,12 @@ if os.path.dirname(os.path.realpath(__file__)) not in sys.path:  # python -P or 
 import report
 from benchmarks import execute, finetune, heuristics, search, speed, zeroshot
 
-from gnplace.cli.common import run_reporting_errors
+from gnplace.cli.common import run_reporting_errors, script_parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and run the chosen benchmark; returns the exit status (bad input: one line and 2)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     sub = parser.add_subparsers(dest="bench", required=True)
     for benchmarks in (speed, heuristics, search, zeroshot, finetune, execute):
         benchmarks.add_parsers(sub)

@@ -33,6 +33,7 @@ from gnplace.cli.common import (
     markup_name,
     require_ops,
     run_reporting_errors,
+    script_parser,
     stdout_console,
 )
 from gnplace.cluster import preset_names
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--baselines" in argv:
         return baselines([a for a in argv if a != "--baselines"])
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("--clusters", default="k80x4,tight4", help="comma-separated presets or YAML files")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one")
     parser.add_argument("--checkpoint", default=None, type=file_path,
@@ -149,7 +150,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 def baselines(argv: list[str]) -> int:
     """Every non-learned placer on the example graphs and every preset (``demo.py --baselines``)."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("graphs", nargs="*", default=[str(p) for p in EXAMPLES], help="graph files")
     parser.add_argument("--clusters", default=",".join(preset_names()), help="comma-separated presets or YAML files")
     parser.add_argument("--mode", choices=("default", "placeto"), default="default")

@@ -17,16 +17,15 @@ line and exit 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from gnplace.cli.common import run_reporting_errors
+from gnplace.cli.common import run_reporting_errors, script_parser
 from gnplace.cli.finetune import add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and fine-tune; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "finetune", "interrupted (--resume continues from the last checkpoint written, if any)")

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from gnplace.cli.common import check_count, check_output_folder, run_reporting_errors
+from gnplace.cli.common import check_count, check_output_folder, run_reporting_errors, script_parser
 from gnplace.datasets import MAX_GRAPHS, generate_dataset, load_manifest
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
@@ -188,7 +188,7 @@ def _advance(bar: CountBar, family: str, index: int, graph: OpGraph) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Write every shipped graph under ``--out``; bad arguments are one ``make_datasets: error:`` line, exit 2."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "datasets"))
     parser.add_argument("--families", default="cifar10,ptb,nmt")
     parser.add_argument("--count", type=int, default=32)

@@ -35,10 +35,10 @@ def _temperatures(text: str) -> list[float]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
-    from gnplace.cli.common import add_optimizer_argument, file_path, whole_number
+    from gnplace.cli.common import add_optimizer_argument, file_path, script_parser, whole_number
     from gnplace.rl.zeroshot import add_decoding_arguments
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     parser.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")

@@ -12,16 +12,15 @@ The defaults of ``configs/pretrain.yaml`` reproduce the shipped ``checkpoints/gn
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from gnplace.cli.common import run_reporting_errors
+from gnplace.cli.common import run_reporting_errors, script_parser
 from gnplace.cli.pretrain import add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and pretrain; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     add_arguments(parser)
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "pretrain", "interrupted (--resume continues from the last checkpoint written, if any)")

@@ -27,10 +27,10 @@ NOT_FLAGS = frozenset({"val_samples"})
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and train; returns the exit status (2: bad input, one line; 130: Ctrl-C, after a save)."""
-    from gnplace.cli.common import run_reporting_errors
+    from gnplace.cli.common import run_reporting_errors, script_parser
     from gnplace.rl.config import LearnerConfig
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = script_parser(__file__, __doc__)
     parser.add_argument("--graphs", nargs="+", required=True, help="graph files or dataset folders")
     parser.add_argument("--split", choices=("all", "train", "test"), default="train")
     parser.add_argument("--clusters", default="k80x4", help="comma-separated presets or YAML files")

@@ -30,6 +30,16 @@ __all__ = [
 ]
 
 
+def script_parser(script: str, description: str | None) -> argparse.ArgumentParser:
+    """The argument parser of the script at ``script`` (its ``__file__``), named after the file.
+
+    argparse names a parser after ``sys.argv[0]``: an IndexError where ``sys.argv`` is empty (an embedded interpreter,
+    ``runpy`` from a program that emptied it), and the calling program's name where a script's ``main`` runs in it.
+    """
+    return argparse.ArgumentParser(prog=os.path.basename(script), description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_option_argument(parser: argparse.ArgumentParser) -> None:
     """Add the repeatable ``--option PLACER.NAME=VALUE`` flag to ``parser``."""
     parser.add_argument(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gnplace.cli.common import check_output_folder, mib, ms, parse_placer_options, resolve_placement
@@ -409,3 +411,17 @@ def test_printable_name_escapes_every_line_break():
     assert len(printable_name(f"a{breaks}b").splitlines()) == 1
     assert printable_name("a\nb\u2028c\té") == "a\\x0ab\\u2028c\té"
     assert markup_name("[red]\n") == "\\[red]\\x0a"
+
+
+@pytest.mark.parametrize("script, argv", [("place", ["--help"]), ("demo", ["--help"]), ("demo", ["--baselines", "--help"]),
+                                          ("bench", ["--help"]), ("finetune", ["--help"]), ("pretrain", ["--help"]),
+                                          ("make_datasets", ["--help"]), ("train", ["--help"])])
+def test_the_scripts_name_themselves_whatever_sys_argv_holds(load_script, monkeypatch, capsys, script, argv):
+    """With ``sys.argv == []`` (an embedded interpreter) argparse's default name was an IndexError; in another program
+    the usage named that program (``usage: pytest ...``)."""
+    main = load_script(script).main
+    monkeypatch.setattr(sys, "argv", [])
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {script}.py ")
