@@ -26,7 +26,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
-    "device_names", "ESCAPED", "printable_name", "markup_name",
+    "device_names", "ESCAPED", "printable_name", "markup_name", "script_parser",
 ]
 
 
