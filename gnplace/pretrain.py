@@ -54,7 +54,7 @@ from gnplace.pretrain_config import (  # re-exported: the config is read before 
     load_pretrain_config,
 )
 from gnplace.runlock import holds_folder
-from gnplace.workers import available_cores, check_main_guarded, is_launched_rank
+from gnplace.workers import available_cores, check_main_guarded, is_launched_rank, stray_ranks_hidden
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -533,6 +533,7 @@ def check_strategy(strategy: str) -> str:
 
 
 @holds_folder("out", "--out")  # one run at a time in a folder
+@stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
     strategy: str = "auto", num_nodes: int = 1, progress: bool | None = None,

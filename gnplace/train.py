@@ -59,6 +59,7 @@ from gnplace.rl.reinforce import reinforce_loss
 from gnplace.runlock import holds_folder
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step
+from gnplace.workers import stray_ranks_hidden
 
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit",
            "changed_settings", "every_rank", "SCREEN_MODELS"]
@@ -813,6 +814,7 @@ def _check_resumable(path: Path, config: LearnerConfig, data: PlacementDataModul
 
 
 @holds_folder("out", "--out")  # one run at a time in a folder
+@stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
 def fit(
     pairs: Sequence[tuple[OpGraph | str, Cluster | str]], out: str | Path, *, config: LearnerConfig | None = None,
     iterations: int = 1000, pairs_per_step: int = 1, steps_per_epoch: int = 100, checkpoint_every_s: float = 300.0,

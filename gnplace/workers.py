@@ -26,18 +26,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ContextDecorator, contextmanager
 from types import FrameType
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
-           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent"]
+           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent",
+           "RANK_VARIABLES", "stray_ranks_hidden"]
 
 PARENT_POLL_S = 1.0
 """Seconds between a worker's checks that its parent still lives."""
 
 
-class SharedSetting:
+class SharedSetting(ContextDecorator):
     """A process-wide setting (a file descriptor, loggers' levels) that threads inside it at once share.
 
     The first to enter makes it and the last to leave undoes it; nested uses count too. Each use saving and
@@ -87,6 +88,39 @@ def is_launched_rank() -> bool:
     """
     ranked = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
     return ranked and ("WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ)
+
+
+#: The variables that tell a process its rank (Lightning's ``_get_rank`` reads the first two, and its environments the
+#: rest): a launcher sets them beside ``WORLD_SIZE`` or ``MASTER_ADDR``.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+
+
+def _hide_stray_ranks() -> Callable[[], None]:
+    """Take rank variables that no launcher set out of the environment, and rank 0 for Lightning; returns the undo."""
+    if "WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ:  # a launcher's rank, or one of a multi-node run
+        return lambda: None
+    stray = {name: os.environ.pop(name) for name in RANK_VARIABLES if name in os.environ}
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    rank = getattr(rank_zero_only, "rank", 0)
+    rank_zero_only.rank = 0  # type: ignore[attr-defined]  # Lightning read it from the variables when imported
+
+    def undo() -> None:
+        for name, value in stray.items():
+            os.environ.setdefault(name, value)
+        rank_zero_only.rank = rank  # type: ignore[attr-defined]
+
+    return undo
+
+
+stray_ranks_hidden = SharedSetting(_hide_stray_ranks)
+"""Run Lightning as the one process of its run where rank variables are strays (a context, or a decorator).
+
+``LOCAL_RANK=1`` left in a shell by an earlier job, without the ``WORLD_SIZE`` or ``MASTER_ADDR`` every launcher
+sets (:func:`is_launched_rank`), made Lightning take a plain run for rank 1: ``gnplace pretrain`` wrote no logs and
+no TensorBoard files, and with ``--devices 2`` Lightning took the ranks for started by another launcher. Inside,
+those variables are out of ``os.environ`` and Lightning's rank-zero functions run; both come back after.
+"""
 
 
 def available_cores() -> int:

@@ -102,6 +102,19 @@ def test_a_slurm_job_of_ntasks_without_ntasks_per_node_is_refused_in_one_line(ti
         pretrain(load_pretrain_config(tiny_config), tmp_path / "run", progress=False)
 
 
+def test_a_rank_variable_left_in_the_shell_does_not_silence_the_logs(tiny_config, tmp_path, monkeypatch):
+    """With ``LOCAL_RANK=1`` left from an earlier job, Lightning took the run for rank 1: no logs, no TensorBoard."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(rank_zero_only, "rank", 1)  # what Lightning read at its import
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), tmp_path / "run", progress=False)
+    assert list((tmp_path / "run" / "logs").glob("version_*/metrics.csv"))
+    assert list((tmp_path / "run" / "tensorboard").glob("version_*/events.*"))
+
+
 def test_pretraining_in_the_search_regime_validates_samples_around_auto(tiny_config, tmp_path):
     overrides = ["data.modules=true", "data.anchored=true", "learner.prior=3", "learner.val_samples=4",
                  "learner.risk=0.5", "learner.imitation_steps=0"]

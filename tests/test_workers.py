@@ -285,3 +285,22 @@ def test_workers_are_refused_to_a_program_read_from_standard_input():
     result = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert result.returncode != 0
     assert "read from <stdin>" in result.stderr and "jobs=1" in result.stderr, result.stderr[-2000:]
+
+
+def test_stray_ranks_hidden_takes_out_rank_variables_no_launcher_set_and_puts_them_back(monkeypatch):
+    """``LOCAL_RANK=1`` left in a shell made Lightning take a plain run for rank 1 (no logs written)."""
+    from lightning_utilities.core.rank_zero import rank_zero_only
+
+    from gnplace.workers import stray_ranks_hidden
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(rank_zero_only, "rank", 1)  # what Lightning read at its import
+    with stray_ranks_hidden:
+        assert "LOCAL_RANK" not in os.environ and "RANK" not in os.environ and rank_zero_only.rank == 0
+    assert os.environ["LOCAL_RANK"] == os.environ["RANK"] == "1" and rank_zero_only.rank == 1
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a launcher's rank keeps its variables and its rank
+    with stray_ranks_hidden:
+        assert os.environ["LOCAL_RANK"] == "1" and rank_zero_only.rank == 1

@@ -46,6 +46,7 @@ from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, Policy
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated, unwrapped
+from gnplace.workers import stray_ranks_hidden
 
 __all__ = [
     "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "RUN_KEY",
@@ -349,6 +350,7 @@ class PPOSearchPlacer:
         with folder_lock(self.out, self.out_option):  # one search at a time writes its checkpoints there
             return self._place(graph, cluster, seed)
 
+    @stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
     def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike) -> Placement:
         """:meth:`place`, its folder (if any) held."""
         import lightning as L
