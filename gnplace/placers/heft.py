@@ -14,7 +14,13 @@ clusters and uses every device by default. Two adaptations to placement: the fir
 colocation group places the whole group, so its finish there is counted as the group's (start
 plus all the group's seconds on that device), which keeps a group whose first op is small but
 whose gradient ops are heavy off a slow device; and ops are appended to devices without HEFT's
-insertion into idle gaps (the simulator replays the placement with its own queues anyway).
+insertion into idle gaps (the simulator replays the placement with its own queues anyway). Mean
+transfer times :math:`\\bar c` are averaged over ordered pairs of distinct devices
+(:func:`~gnplace.placers.listsched.mean_comm_time`: mean latency plus bytes times the mean of
+1/bandwidth), where the paper writes :math:`\\bar L + \\text{bytes} / \\bar B` with :math:`\\bar B` the mean
+bandwidth; the two differ where links differ (on ``v100x8`` the paper's byte term is 1/1.4 of this one):
+there, on the 108 graphs under datasets/, the paper's form changed 38 placements and made their steps 1.011 times
+these, geometric mean (0.952 to 1.479), so the mean of transfer times is kept.
 Memory is handled as in Baechi's memory-constrained schedulers (:mod:`gnplace.placers.listsched`).
 """
 
