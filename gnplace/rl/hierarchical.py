@@ -24,6 +24,13 @@ placements 100 s), :math:`\\bar R` an exponential moving average (decay 0.9), Ad
 rate 0.1 decayed by 0.95 (here: every 10 updates, to a floor of 1e-3, our choice: the paper does not
 say how often), gradient norm bound 1.0, and Gaussian noise of standard deviation 0.5 on the Placer's
 logits during the first half of the budget ("early on"; the log-likelihoods are the noiseless ones).
+
+Where this differs from the paper by default: the initial learning rate is 0.01, not 0.1
+(:class:`HierarchicalPlacer` says what was measured); the Placer's LSTMs are 128 wide (``hidden``, the
+seeds' shared default), not the paper's 512 (``-O hierarchical.hidden=512`` runs that width); and the
+Grouper reads each unit's :func:`~gnplace.policy.seq2seq.sequence_features` (op-kind histogram, sizes,
+adjacency counts and offsets) in place of the paper's learned type embedding, output shapes (5 outputs x
+5 dimensions) and adjacency embedding of width 20.
 """
 
 from __future__ import annotations
