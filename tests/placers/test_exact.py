@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from gnplace.cluster import Cluster, load_cluster
+from gnplace.cluster import Cluster, cluster_from_dict, load_cluster
 from gnplace.exceptions import InfeasiblePlacement, UnsupportedGraph
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement
@@ -484,3 +484,20 @@ def test_devices_far_apart_in_speed_get_a_unit_fine_enough_for_the_fast_ones():
     sim = Simulator()
     exact = sim.time(graph, cluster, ExactPlacer(time_limit=20).place(graph, cluster, seed=0)).step_time
     assert exact <= sim.time(graph, cluster, HeftPlacer().place(graph, cluster, seed=0)).step_time * (1 + 1e-9)
+
+
+def test_memory_that_can_never_bind_leaves_tiny_graphs_provably_optimal():
+    # 6 ops, 4 groups on a K80 and a CPU of 16 GB, a few MB of tensors: the activations' cumulative constraint,
+    # which can never bind here, kept CP-SAT from proving the optimum in 20 deterministic units (it returned
+    # 11.00 ms where the optimum is 9.89, and took 30 s); one of 70 random tiny cases, with two more like it
+    cost_ms = {"k80": [4.163363, 4.061052, 1.404957, 1.549325, 2.734711, 3.588037],
+               "cpu": [4.667929, 2.077307, 1.126853, 1.330473, 1.31296, 4.043696]}
+    g = measured([f"o{i}" for i in range(6)], [(1, 2), (1, 3), (1, 4), (3, 4), (0, 5), (1, 5), (2, 5), (3, 5)],
+                 cost_ms, [37818, 8590513, 412284, 805931, 1032197, 1330753], group=[0, 1, 2, 2, 3, 3], name="ample")
+    c = cluster_from_dict({"name": "ample", "devices": [{"name": "gpu", "kind": "k80", "memory": 16e9},
+                                                         {"name": "cpu", "kind": "cpu", "memory": 16e9}],
+                           "links": {"default": {"bandwidth": 731058045.1332196, "latency": 6.342767851682426e-06}}})
+    placer = ExactPlacer(time_limit=20, time_unit=UNIT, num_workers=1, link_contention=False, select="model")
+    placer.place(g, c, seed=0)
+    assert placer.last_status == "optimal"
+    assert round(placer.last_objective_s / UNIT) == delay_model_optimum(g, c)
