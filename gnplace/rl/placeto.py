@@ -62,6 +62,10 @@ Choices where the paper is silent (besides those of the network, see
 * an update plays :math:`B` episodes while they fit in the budget, the last one fewer if only those
   fit; fewer than :math:`1 + L` evaluations left over stay unspent;
 * ``visited`` is reset at the start of every sweep when ``passes`` > 1;
+* the memory penalty is ``oom_penalty`` times the overflow as a fraction of the largest device's
+  capacity (:func:`~gnplace.sim.timer.overflow`), where the paper charges a fixed penalty per GB over
+  the limit: like the step-time cost it is scale-free, so one ``oom_penalty`` serves small and large
+  graphs and devices;
 * after training, one greedy episode (argmax devices) from the best placement seen refines it, for
   one evaluation (its final placement is timed; greedy steps need no reward);
 * a checkpoint with a budget of at most one episode (:math:`1 + L`) runs Placeto's zero-shot
