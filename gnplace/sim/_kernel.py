@@ -134,7 +134,8 @@ def _settle(mem, peak, fleeting, charged, charged_list, n_charged):  # type: ign
 @njit(cache=True)
 def simulate_step(  # type: ignore[no-untyped-def]
     placement,  # int64 [n] device of each op
-    cost,  # float64 [n, D] seconds of each op on each device
+    cost,  # float64 [n, K] seconds of each op on each kind of device (op_time_columns)
+    cost_column,  # int64 [D] each device's column of cost
     out_bytes,  # float64 [n] bytes each op writes
     param_bytes,  # float64 [n] resident bytes of each op
     out_ptr,  # int64 [n+1] CSR of consumers
@@ -151,7 +152,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
     msg_cpu,  # float64 [D] seconds a message costs each end's compute while the other end computes (mode 0)
 ):
     n = placement.shape[0]
-    D = cost.shape[1]
+    D = cost_column.shape[0]
     # ---- outputs
     op_start = np.zeros(n)
     op_end = np.zeros(n)
@@ -297,7 +298,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
                         if dq_head[k] == -1:
                             dq_tail[k] = -1
                         s = now if now > dev_avail[k] else dev_avail[k]
-                        c = cost[v, k] + debt[k]
+                        c = cost[v, cost_column[k]] + debt[k]
                         debt[k] = 0.0
                         op_start[v] = s
                         op_end[v] = s + c
@@ -373,7 +374,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
             if now > step:
                 step = now
             dev_running[dv] = False
-            dev_avail[dv] = now + (op_gap if cost[v, dv] > 0.0 else 0.0)
+            dev_avail[dv] = now + (op_gap if cost[v, cost_column[dv]] > 0.0 else 0.0)
             if not start_devices[dv]:
                 start_devices[dv] = True
                 touched_devices[n_touched_devices] = dv
@@ -511,7 +512,7 @@ def simulate_step(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, parallel=True)
 def simulate_many(  # type: ignore[no-untyped-def]
-    placements, cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
+    placements, cost, cost_column, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
     inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap, msg_cpu,
 ):
     """Simulate ``placements[b]`` for every row ``b``.
@@ -519,13 +520,13 @@ def simulate_many(  # type: ignore[no-untyped-def]
     Returns step times ``[B]``, busy seconds ``[B, D]`` and peak bytes ``[B, D]``.
     """
     B = placements.shape[0]
-    D = cost.shape[1]
+    D = cost_column.shape[0]
     steps = np.empty(B)
     peaks = np.empty((B, D))
     busies = np.empty((B, D))
     for b in prange(B):
         result = simulate_step(
-            placements[b], cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
+            placements[b], cost, cost_column, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src,
             inv_bw, lat, mode, channel_inv_bw, op_gap, xfer_gap, msg_cpu,
         )
         steps[b] = result[0]

@@ -37,7 +37,7 @@ def step(placement, cost, out_bytes, edges, *, param_bytes=None, bandwidth=100.0
     out_ptr, out_dst, out_eb, in_ptr, in_src = csr(n, edges, carried)
     d = np.asarray(cost).shape[1]
     return simulate_step(
-        np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), out_bytes,
+        np.asarray(placement, dtype=np.int64), np.asarray(cost, dtype=np.float64), np.arange(d), out_bytes,
         np.zeros(n) if param_bytes is None else np.asarray(param_bytes, dtype=np.float64),
         out_ptr, out_dst, out_eb, in_ptr, in_src,
         np.full((d, d), 1.0 / np.asarray(bandwidth, dtype=np.float64)), frozen(np.full((d, d), latency)), mode,
@@ -234,7 +234,7 @@ def test_simulate_many_equals_simulate_step_row_by_row():
     lat = frozen(np.array([[0.0, 0.1], [0.3, 0.0]]))
     placements = np.array(list(itertools.product(range(d), repeat=n)), dtype=np.int64)
     for mode, op_gap, xfer_gap in ((0, 0.0, 0.0), (1, 0.05, 0.1)):
-        args = (cost, out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src, inv_bw, lat, mode, 0.005,
+        args = (cost, np.arange(d), out_bytes, param_bytes, out_ptr, out_dst, out_eb, in_ptr, in_src, inv_bw, lat, mode, 0.005,
                 op_gap, xfer_gap, np.array([0.0, 0.25]))
         steps, busies, peaks = simulate_many(placements, *args)
         assert steps.shape == (len(placements),) and peaks.shape == busies.shape == (len(placements), d)

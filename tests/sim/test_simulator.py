@@ -561,3 +561,32 @@ def test_a_used_simulator_pickles_and_copies_without_the_graphs_it_prepared():
         assert len(pickle.dumps(twin)) == len(pickle.dumps(sim)) == size and len(sim._cache) == 3
         assert (twin.mode, twin.cache_size) == ("placeto", 3)
         assert [twin.time(g, c, [0] * g.num_ops) for g in graphs] == [sim.time(g, c, [0] * g.num_ops) for g in graphs]
+
+
+@pytest.mark.parametrize("mode", ["default", "placeto"])
+def test_devices_of_one_kind_share_one_column_of_op_times_and_time_as_with_every_column(mode):
+    """The simulator keeps op times by kind of device (op_time_columns), each device reading its kind's column: it
+    made the whole [ops, devices] matrix, 3 GiB and 3-6 s for 93,567 ops on 4,096 K80s; the same bits as with it."""
+    from gnplace.cluster import cluster_from_dict
+    from gnplace.sim import _kernel
+    from gnplace.sim.simulator import _Prepared
+
+    c = cluster_from_dict({"name": "kinds", "devices": [{"name": "g", "count": 40, "kind": "k80"},
+                                                        {"name": "v", "count": 3, "kind": "v100"},
+                                                        {"name": "h", "count": 30, "kind": "k80"}],
+                           "links": {"default": "pcie3"}})
+    g = layered_graph(400, width=12, seed=3)
+    sim = Simulator(mode)
+    prepared = sim._prepared(g, c)
+    assert prepared.cost.shape == (g.num_ops, 2) and prepared.cost_column.tolist() == [0] * 40 + [1] * 3 + [0] * 30
+    full = _Prepared(g, c, sim.cost_model)
+    full.args = (sim.cost_model.op_times(g, c), np.arange(c.num_devices), *full.args[2:])
+    rng = np.random.default_rng(0)
+    rows = np.stack([rng.integers(0, c.num_devices, g.num_ops), np.arange(g.num_ops) % c.num_devices,
+                     rng.integers(38, 45, g.num_ops)])
+    batch = sim.time_batch(g, c, rows)
+    for b, row in enumerate(rows):
+        want = _kernel.simulate_step(row.copy(), *full.args)
+        assert batch.step_time[b] == want[0] == sim.time(g, c, row).step_time
+        assert batch.busy_time[b].tobytes() == want[1].tobytes() and batch.peak_memory[b].tobytes() == want[2].tobytes()
+    assert len(np.unique(batch.step_time)) == len(rows)
