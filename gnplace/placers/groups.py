@@ -16,6 +16,8 @@ from gnplace.exceptions import BudgetExhausted
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement
 from gnplace.placers.base import group_order
+from gnplace.sim.bounds import _CLASS_MIN_DEVICES, _device_classes
+from gnplace.sim.costmodel import spread_columns
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer
 
@@ -34,6 +36,9 @@ def group_times(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
         op_time (np.ndarray): seconds of each op on each device, ``[num_ops, num_devices]``
             (:func:`~gnplace.sim.costmodel.op_times`).
 
+    On many devices in few classes of identical columns (those of :func:`~gnplace.sim.bounds.work_bound`) each
+    class's column is summed once and copied: np.add.at over 93,567 ops on 4,096 K80s took 5.4 s. The same bits.
+
     Examples:
         >>> from gnplace.toy import mlp_training_graph
         >>> from gnplace.cluster import load_cluster
@@ -42,6 +47,12 @@ def group_times(graph: OpGraph, op_time: np.ndarray) -> np.ndarray:
         >>> group_times(g, op_times(g, c)).shape
         (3, 2)
     """
+    classes = None
+    if op_time.ndim == 2 and op_time.dtype == np.float64 and op_time.shape[1] >= _CLASS_MIN_DEVICES:
+        classes = _device_classes(op_time, op_time.sum(axis=0))
+    if classes is not None:  # devices whose op times hold the same bits have the same group times: a class's once
+        first, label = classes
+        return spread_columns(group_times(graph, np.ascontiguousarray(op_time[:, first])), label)
     out = np.zeros((graph.num_groups, op_time.shape[1]))
     np.add.at(out, graph.group, op_time)
     return out

@@ -53,6 +53,26 @@ def test_group_times_sum_op_times_per_group():
     assert per_group[1, 0] == pytest.approx(t[g.group == 1, 0].sum())
 
 
+def test_group_times_on_many_devices_of_few_kinds_sum_each_kinds_column_once_to_the_same_bits(monkeypatch):
+    """np.add.at over 93,567 ops on 4,096 K80s took 5.4 s of m_etf's setup; classes of identical columns (those
+    of the work bound) are summed once each; interleaved or lone devices, and few devices, as before."""
+    g = mlp_training_graph(layers=3, width=8, batch=4)
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0.0, 1e-3, size=(g.num_ops, 3))
+    base[0, 1] = -0.0
+    column = np.r_[np.zeros(200, np.int64), np.ones(100, np.int64), np.zeros(100, np.int64), [2]]
+    op_time = np.ascontiguousarray(base[:, column])
+    want = np.zeros((g.num_groups, column.shape[0]))
+    np.add.at(want, g.group, op_time)
+    summed = []
+    kept = np.add.at
+    monkeypatch.setattr(np.add, "at", lambda out, *a: summed.append(out.shape[1]) or kept(out, *a), raising=False)
+    got = group_times(g, op_time)
+    assert summed == [3] and got.tobytes() == want.tobytes() and got.flags.c_contiguous
+    summed.clear()
+    assert group_times(g, op_time[:, :255]).tobytes() == want[:, :255].tobytes() and summed == [255]
+
+
 def test_group_memory_is_params_plus_outputs():
     g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], out_bytes=[10, 20, 30], param_bytes=[0, 5, 7], group=[0, 0, 1])
     assert group_memory(g).tolist() == [35.0, 37.0]
