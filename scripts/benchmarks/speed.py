@@ -109,6 +109,39 @@ def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_devices(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of what every placement on a K80 cluster makes first, for growing device counts.
+
+    Per count of ``--devices``: the op-time matrix (``op_times``), a new simulator's first step (its prepared
+    arrays and one simulation, every op on one device), the list scheduler's setup (``ListSchedule``, group times
+    included) and coarsening to 1,000 decision nodes (``coarsen_within``), medians of ``--repeat`` calls.
+    """
+    from gnplace.coarsen import coarsen_within
+    from gnplace.placers.listsched import ListSchedule
+    from gnplace.sim.costmodel import op_times
+
+    graph = layered_graph(args.ops, seed=0)
+    rows = []
+    for num_devices in args.devices:
+        cluster = k80_cluster(num_devices)
+        one_device = np.zeros(graph.num_ops, dtype=np.int64)
+        row = dict(ops=graph.num_ops, devices=num_devices,
+                   op_times_s=median_seconds(functools.partial(op_times, graph, cluster), args.repeat),
+                   simulator_s=median_seconds(functools.partial(_first_step, graph, cluster, one_device), args.repeat),
+                   list_schedule_s=median_seconds(
+                       functools.partial(ListSchedule, graph, cluster, op_times(graph, cluster), min_speed=0.5),
+                       args.repeat),
+                   coarsen_s=median_seconds(functools.partial(coarsen_within, graph, 1000, cluster), args.repeat))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def _first_step(graph: Any, cluster: Cluster, placement: np.ndarray) -> float:
+    """Seconds of one step by a new simulator: its arrays of ``(graph, cluster)`` are made for it."""
+    return Simulator().time(graph, cluster, placement).step_time
+
+
 def run_sim(args: argparse.Namespace) -> int:
     """``sim``: median seconds of one simulator evaluation of a random layered graph.
 
@@ -158,8 +191,19 @@ def run_scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_devices(args: argparse.Namespace) -> int:
+    """``devices``: op times, the simulator's first step, the list scheduler's setup and coarsening on 4 to 4,096 K80s.
+
+    On a layered graph of ``--ops`` ops (default 100,000): what grows with the device count before any placer
+    runs. 2026-12-04, 93,567 ops on 4,096 K80s: the simulator made a 3 GiB [ops, devices] matrix for one distinct
+    column, group times summed every column; each now works on the distinct columns.
+    """
+    bench_devices(args)
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
-    """The ``sim``, ``import`` and ``scale`` subcommands."""
+    """The ``sim``, ``import``, ``scale`` and ``devices`` subcommands."""
     sim = add_command(sub, "sim", run_sim, "simulator evaluations")
     sim.add_argument("--ops", type=int, default=2000)
     sim.add_argument("--devices", type=int, default=4)
@@ -174,4 +218,8 @@ def add_parsers(sub: Any) -> None:
     scale.add_argument("--groups", type=int, default=1000)
     scale.add_argument("--cluster", default="k80x4")
     scale.add_argument("--cache", default="out/bench")
+    devices = add_command(sub, "devices", run_devices, "op times, simulator, list-scheduler setup, coarsening per device count")
+    devices.add_argument("--ops", type=int, default=100_000)
+    devices.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
+    devices.add_argument("--repeat", type=int, default=3)
     scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")

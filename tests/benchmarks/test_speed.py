@@ -22,6 +22,13 @@ def test_scale_coarsens_places_and_simulates_and_compares_with_the_full_graph(lo
     assert list(tmp_path.glob("cifar10_L*.gnpg"))  # the generated graph is cached for the next run
 
 
+def test_devices_times_what_each_device_count_makes_before_placing(load_script):
+    speed = load_script("benchmarks.speed")
+    rows = speed.bench_devices(argparse.Namespace(ops=300, devices=[2, 300], repeat=1))
+    assert [(row["ops"], row["devices"]) for row in rows] == [(300, 2), (300, 300)]
+    assert all(row[k] > 0 for row in rows for k in ("op_times_s", "simulator_s", "list_schedule_s", "coarsen_s"))
+
+
 def test_import_times_the_extraction_of_a_cifar10_network(load_script):
     speed = load_script("benchmarks.speed")
     (row,) = speed.bench_import(argparse.Namespace(layers=[1]))
