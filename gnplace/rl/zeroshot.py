@@ -571,28 +571,31 @@ class PolicyPlacer:
                     names.append("greedy, op level")
                 candidates = np.concatenate(greedy, axis=0)
                 timed = self.timer.time_batch(graph, cluster, candidates)
+                # the candidates are kept as the blocks they were timed in until the best is known: stacked, the 137 of
+                # a 93,567-op graph with the defaults (103 MB) were held twice at once, and `place` peaked 114 MB higher
+                blocks: list[np.ndarray] = [candidates]
                 auto_evaluations = 0
                 around_auto = self.samples > 0 and self.around
                 if around_auto:  # the search's regime: samples around auto's placement, the constructor's among them
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
-                    drawn, drawn_timed, labels, auto_evaluations = self._around(
+                    around, drawn_timed, labels, auto_evaluations = self._around(
                         graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held)
                     timed = _concat_results(timed, drawn_timed)
-                    candidates = np.concatenate([candidates, drawn], axis=0)
+                    blocks += around
                     names += labels
                 elif self.samples > 0:
                     best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
                     taus = np.resize(np.asarray(self.temperatures), self.samples)
                     drawn = best.sample(self.samples, rng, taus)
                     sampled = self.timer.time_batch(graph, cluster, drawn)
-                    candidates = np.concatenate([candidates, drawn], axis=0)
+                    blocks.append(drawn)
                     names += [best.name("sample")] * self.samples
                     timed = _concat_results(timed, sampled)
                 if self.constructor_policies and not around_auto:  # around auto, _around built them
                     built, built_names = self._construct(graph, cluster, coarsen_seed, held=held)
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
-                    candidates = np.concatenate([candidates, built], axis=0)
+                    blocks.append(built)
                     names += built_names
         finally:
             torch.set_num_threads(threads)
@@ -606,16 +609,16 @@ class PolicyPlacer:
                                    for name in FAST_PLACERS])
             auto_evaluations += own.evaluations
             result = _concat_results(result, self.timer.time_batch(graph, cluster, heuristics))
-            candidates = np.concatenate([candidates, heuristics], axis=0)
+            blocks.append(heuristics)
             names += list(FAST_PLACERS)
         # this call's figures are kept in locals and reported at its end: threads placing with this placer at once
         # overwrote the attributes, and the polish compared its chain with another graph's step
-        evaluations = int(candidates.shape[0]) + auto_evaluations  # auto's own, choosing its placement
+        evaluations = sum(block.shape[0] for block in blocks) + auto_evaluations  # auto's own, choosing its placement
         best_index = int(_ranking(result, cluster)[0])
         greedy_step, greedy_oom = float(result.step_time[0]), bool(result.oom[0])
         step: float | None = float(result.step_time[best_index])
         choice = names[best_index]
-        chosen = candidates[best_index].copy()
+        chosen = _stacked_row(blocks, best_index).copy()
         if result.oom[best_index]:  # nothing fits: move groups off overflowing devices, as memory-aware placers do
             from gnplace.placers.groups import repair_memory
 
@@ -662,14 +665,15 @@ class PolicyPlacer:
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
         greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, BatchResult, list[str], int]:
+    ) -> tuple[list[np.ndarray], BatchResult, list[str], int]:
         """``auto``'s placement, rounds of samples around the best so far, the constructors', the last rounds; timed.
 
         Per round a greedy decode and samples around the best placement so far; then the constructors'
         candidates, then ``last_rounds`` rounds around the best of all: this policy's samples (a greedy
         decode in the first), then each constructor's, each around the best so far.
 
-        Returns the candidates (``[samples + rounds + 1 (+ constructors') (+ refine * last_rounds + 1)
+        Returns the candidates as the blocks they were timed in (``[n, num_ops]`` each; stacked,
+        ``[samples + rounds + 1 (+ constructors') (+ refine * last_rounds + 1)
         (+ constructor_refine * last_rounds per constructor), num_ops]``),
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
@@ -738,7 +742,7 @@ class PolicyPlacer:
                 result, _ = problem.score(groups, self.timer, oom_penalty=0.0)
                 label = "constructor" if rank == 1 else f"constructor {rank}"
                 add(devices, result, [f"{label} around the best"] * self.constructor_refine)
-        return np.concatenate(candidates), timed, names, counted.evaluations
+        return candidates, timed, names, counted.evaluations
 
     def _construct(
         self, graph: OpGraph, cluster: Cluster, seed: int, inputs: dict[bool, Any] | None = None,
@@ -956,6 +960,15 @@ def _ranking(result: BatchResult, cluster: Cluster) -> np.ndarray:
     """Candidates from best to worst: fitting ones by step time first, then by the least overflow."""
     excess = overflow(result.peak_memory, cluster.memory)
     return np.lexsort((result.step_time, excess, result.oom))
+
+
+def _stacked_row(blocks: list[np.ndarray], index: int) -> np.ndarray:
+    """Row ``index`` of ``np.concatenate(blocks)``, found in its block rather than stacking them all (a view)."""
+    for block in blocks:
+        if index < block.shape[0]:
+            return block[index]
+        index -= block.shape[0]
+    raise IndexError("candidate index past the blocks' rows")
 
 
 def _concat_results(first: BatchResult, second: BatchResult) -> BatchResult:
