@@ -590,3 +590,24 @@ def test_devices_of_one_kind_share_one_column_of_op_times_and_time_as_with_every
         assert batch.step_time[b] == want[0] == sim.time(g, c, row).step_time
         assert batch.busy_time[b].tobytes() == want[1].tobytes() and batch.peak_memory[b].tobytes() == want[2].tobytes()
     assert len(np.unique(batch.step_time)) == len(rows)
+
+
+def test_the_cache_keeps_no_graph_or_cluster_alive_and_forgets_them_when_collected():
+    """It held them: ``simulate`` over a loop of graphs kept the last 16 alive (93,567 ops: 850 MB more)."""
+    import gc
+    import weakref
+
+    g, c = layered_graph(10, seed=0), load_cluster("k80x2")
+    sim = Simulator()
+    expected = sim.time(g, c, [0] * 10).step_time
+    assert sim.time(g, c, [0] * 10).step_time == expected and len(sim._cache) == 1  # still prepared while in use
+    graph_gone = weakref.ref(g)
+    del g
+    gc.collect()
+    assert graph_gone() is None and len(sim._cache) == 0
+    other = layered_graph(10, seed=1)
+    sim.time(other, c, [0] * 10)
+    cluster_gone = weakref.ref(c)
+    del c
+    gc.collect()
+    assert cluster_gone() is None and len(sim._cache) == 0
