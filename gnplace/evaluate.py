@@ -456,7 +456,7 @@ def _placer(name: str, budget: int | None, mode: str, options: str) -> Any:
 def _references(path: str, stamp: Any, cluster_spec: str, cluster_stamp: Any, mode: str) -> tuple[float, float]:
     """Lower bound and single-device step time (seconds) of a graph on a cluster, once per worker."""
     graph, cluster, sim = _graph(path, stamp), _cluster(cluster_spec, cluster_stamp), _timer(mode)
-    bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
+    bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
     single = make_placer("single", timer=sim).place(graph, cluster)
     return bound, sim.time(graph, cluster, single).step_time
 

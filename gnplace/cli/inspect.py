@@ -66,7 +66,7 @@ def summarise(graph: OpGraph, cluster_spec: str, top: int = 10) -> dict[str, Any
         "activation_bytes": exact_sum(graph.out_bytes),
         "edge_bytes": exact_sum(graph.edge_bytes),
         "cluster": cluster.name,
-        "critical_path_s": critical_path(graph, sim.cost_model.op_times(graph, cluster)),
+        "critical_path_s": critical_path(graph, sim.op_times(graph, cluster)),
         "single_device": cluster.device_names[int(placement.devices[0])] if graph.num_ops else None,
         "single_device_step_s": result.step_time,
         "single_device_peak_bytes": float(result.peak_memory.max()),

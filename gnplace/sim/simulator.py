@@ -42,7 +42,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, UnknownName
 from gnplace.graph import OpGraph
 from gnplace.limits import is_whole
-from gnplace.placement import Placement, as_placement
+from gnplace.placement import Placement, as_placement, check_graph_and_cluster
 from gnplace.sim import _kernel
 from gnplace.sim.costmodel import (
     DEFAULT_COSTS,
@@ -168,6 +168,21 @@ class Simulator(StepTimer):
             except KeyError:  # another thread dropped it: the arrays in hand are still this pair's
                 pass
         return prepared
+
+    def op_times(self, graph: OpGraph, cluster: Cluster) -> np.ndarray:
+        """Seconds of every op on every device, ``[num_ops, num_devices]``: ``cost_model.op_times``'s bits, read-only.
+
+        The matrix this simulator times ``(graph, cluster)`` with, from its cache where the pair is prepared: a
+        caller that asked the cost model again after timing (``gnplace simulate``'s bound) held a second matrix
+        beside it, 48 MB for 93,567 ops on 64 devices, 3 GB on 4,096.
+
+        Raises:
+            InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
+        """
+        check_graph_and_cluster(graph, cluster)
+        view = self._prepared(graph, cluster).cost.view()  # the kernel's own array stays writable (one compilation)
+        view.flags.writeable = False
+        return view
 
     def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
         """Simulate one step of ``graph`` on ``cluster`` under ``placement``.

@@ -487,3 +487,21 @@ def test_device_names_too_long_for_the_table_are_wrapped_not_cut(tmp_path, capsy
     assert "…" not in "".join(lines)
     cells = "".join(line.split("│")[1].strip() for line in lines if line.startswith("│"))
     assert "/job:worker/replica:0/task:0/device:GPU:0/job:worker/replica:0/task:0/device:GPU:1" == cells
+
+
+def test_the_bound_reads_the_op_times_the_step_was_timed_with_not_a_second_matrix(capsys, graph_file, monkeypatch):
+    """The bound asked the cost model for its own copy: two [ops, devices] matrices at once (3 GB each on 4,096)."""
+    from gnplace.sim.bounds import lower_bound
+    from gnplace.sim.costmodel import CostModel
+
+    made, op_times = [], CostModel.op_times
+
+    def counted(self, graph, cluster):
+        made.append(graph.name)
+        return op_times(self, graph, cluster)
+
+    monkeypatch.setattr(CostModel, "op_times", counted)
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", "v100x8", "-p", "single", "--json"))
+    assert made == ["mlp2x2w8b4"]  # the simulator's, once
+    graph, cluster = load_graph(graph_file), load_cluster("v100x8")
+    assert report["bound_s"] == lower_bound(graph, cluster).value  # the same bits

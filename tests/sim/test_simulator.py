@@ -611,3 +611,17 @@ def test_the_cache_keeps_no_graph_or_cluster_alive_and_forgets_them_when_collect
     del c
     gc.collect()
     assert cluster_gone() is None and len(sim._cache) == 0
+
+
+def test_op_times_are_the_prepared_matrix_read_only_with_the_cost_models_bits():
+    from gnplace.exceptions import InvalidArgument
+
+    g, c = layered_graph(12, seed=0), load_cluster("k80x4")
+    for mode in ("default", "placeto"):
+        sim = Simulator(mode)
+        times = sim.op_times(g, c)
+        assert np.array_equal(times, sim.cost_model.op_times(g, c)) and times.dtype == np.float64
+        assert np.shares_memory(times, sim._prepared(g, c).cost) and not times.flags.writeable
+        assert sim._prepared(g, c).cost.flags.writeable  # the kernel's own array is left as it was
+    with pytest.raises(InvalidArgument, match="graph"):
+        Simulator().op_times("g.gnpg", c)
