@@ -9,8 +9,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every benchmark ``bench.py`` offers (``report`` besides: ``tests/test_report.py``).
-BENCHMARKS = {"sim", "import", "scale", "devices", "exact", "placers", "search", "curves", "ppo-speed", "zeroshot", "vs-search",
-              "latency", "constructor", "finetune", "screen-model", "fidelity", "apply", "device-map", "report"}
+BENCHMARKS = {"sim", "import", "scale", "devices", "exact", "placers", "search", "curves", "ppo-speed", "zeroshot",
+              "vs-search", "latency", "memory", "constructor", "finetune", "screen-model", "fidelity", "apply", "device-map",
+              "report"}
 
 
 def test_every_benchmark_is_a_subcommand_documented_by_its_handler(load_script, capsys):

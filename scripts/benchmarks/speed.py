@@ -1,4 +1,4 @@
-"""Speed of the simulator, of the PyTorch importer and of coarsening on graphs of up to 100,000 ops."""
+"""Speed of the simulator, the importer and coarsening, and the commands' peak memory, on up to 100,000 ops."""
 
 from __future__ import annotations
 
@@ -202,8 +202,65 @@ def run_devices(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``python -c`` program running ``gnplace ARGS`` and writing its own peak resident memory (KiB) last on stderr: Linux's
+#: VmHWM (``ru_maxrss`` of a process its parent forked reported the parent's: a bench process of 396 MB read 396 MB for
+#: every command), else ``ru_maxrss`` (KiB on Linux).
+_PEAK_RSS = ("import resource, runpy, sys\n"
+             "sys.argv = ['gnplace', *sys.argv[1:]]\n"
+             "try:\n"
+             "    runpy.run_module('gnplace', run_name='__main__', alter_sys=True)\n"
+             "finally:\n"
+             "    try:\n"
+             "        kib = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+             "    except (OSError, StopIteration):\n"
+             "        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+             "    sys.stderr.write(f'\\npeak_rss_kib {kib}\\n')\n")
+
+
+def peak_rss(command: list[str]) -> tuple[float, int]:
+    """Peak resident memory (MiB) and exit status of ``gnplace COMMAND`` run in a process of its own."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _PEAK_RSS, *command], capture_output=True, text=True, check=False)
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    kib = float(last.split()[1]) if last.startswith("peak_rss_kib ") else float("nan")
+    return kib / 1024, done.returncode
+
+
+def bench_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Peak RSS of ``gnplace simulate`` and ``gnplace place -p P``, each in its own process, on large cifar10 graphs."""
+    cache = check_output_folder(args.cache, "--cache")
+    cache.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for ops in args.ops:
+        graph = large_graph(ops, cache)
+        path = str(cache / f"{graph.name}.gnpg")
+        for cluster in args.clusters:
+            commands = {"simulate": ["simulate", path, "-c", cluster, "-p", "single", "--json"]}
+            commands.update({f"place -p {p}": ["place", path, "-c", cluster, "-p", p, "--json"] for p in args.placers})
+            for name, command in commands.items():
+                mib, status = peak_rss(command)
+                row = dict(ops=graph.num_ops, cluster=cluster, command=name, peak_rss_mib=round(mib, 1), status=status)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
+def run_memory(args: argparse.Namespace) -> int:
+    """``memory``: peak resident memory of gnplace's commands on ENAS cifar10 graphs of about 10k and 100k ops.
+
+    Each command runs in a process of its own, which reports its ``ru_maxrss``: ``gnplace simulate`` (the single
+    placement, its bound included) and ``gnplace place -p P`` for each ``--placers``, on each ``--clusters``. On
+    2026-12-04 (93,567 ops, k80x4): simulate 212 MB, place -p auto 259 MB, -p policy 719 MB; ``python -c 'import
+    gnplace'`` alone is 97 MB.
+    """
+    bench_memory(args)
+    return 0
+
+
 def add_parsers(sub: Any) -> None:
-    """The ``sim``, ``import``, ``scale`` and ``devices`` subcommands."""
+    """The ``sim``, ``import``, ``scale``, ``devices`` and ``memory`` subcommands."""
     sim = add_command(sub, "sim", run_sim, "simulator evaluations")
     sim.add_argument("--ops", type=int, default=2000)
     sim.add_argument("--devices", type=int, default=4)
@@ -218,8 +275,13 @@ def add_parsers(sub: Any) -> None:
     scale.add_argument("--groups", type=int, default=1000)
     scale.add_argument("--cluster", default="k80x4")
     scale.add_argument("--cache", default="out/bench")
+    scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")
     devices = add_command(sub, "devices", run_devices, "op times, simulator, list-scheduler setup, coarsening per device count")
     devices.add_argument("--ops", type=int, default=100_000)
     devices.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
     devices.add_argument("--repeat", type=int, default=3)
-    scale.add_argument("--full-up-to", type=int, default=20_000, help="also run m_etf on the full graph up to this size")
+    mem = add_command(sub, "memory", run_memory, "peak RSS of simulate and place on 10k and 100k-op graphs")
+    mem.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
+    mem.add_argument("--clusters", nargs="+", default=["k80x4"])
+    mem.add_argument("--placers", nargs="+", default=["single", "m_etf", "auto", "policy"])
+    mem.add_argument("--cache", default="out/bench")

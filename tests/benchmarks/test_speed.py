@@ -43,3 +43,12 @@ def test_sim_json_is_alone_on_stdout(load_script, capsys):
     assert bench.main(["sim", "--ops", "50", "--devices", "2", "--repeat", "1", "--batch", "2", "--json"]) == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == 8 and "[" not in err
+
+
+def test_memory_reports_each_commands_peak_rss_from_its_own_process(load_script, tmp_path, capsys):
+    speed = load_script("benchmarks.speed")
+    args = argparse.Namespace(ops=[300], clusters=["k80x2"], placers=["single"], cache=str(tmp_path))
+    rows = speed.bench_memory(args)
+    assert [r["command"] for r in rows] == ["simulate", "place -p single"]
+    assert all(r["status"] == 0 and r["cluster"] == "k80x2" and 30 < r["peak_rss_mib"] < 4096 for r in rows)
+    assert speed.peak_rss(["place", str(tmp_path / "missing.gnpg")])[1] == 2  # bad input: its status, still measured
