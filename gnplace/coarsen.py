@@ -203,14 +203,18 @@ def module_units(graph: OpGraph, target: int) -> np.ndarray:
 def metis_parts(
     graph: OpGraph, label: np.ndarray, unit_seconds: np.ndarray, num_parts: int, *, seed: int = 0
 ) -> np.ndarray:
-    """Balanced METIS k-way partition of the units ``label`` (of each colocation group) into ``num_parts``.
+    """Balanced METIS partition of the units ``label`` (of each colocation group) into ``num_parts``.
+
+    By recursive bisection up to :data:`~gnplace.placers.metis.RECURSIVE_MAX_PARTS` parts, else by METIS's k-way
+    method (coarsening's hundreds of parts): pymetis's own default rule, passed explicitly, so that a pymetis with
+    another default makes the same parts.
 
     Returns:
         np.ndarray: part of every unit, numbered ``0..k-1`` (METIS may leave a part empty).
     """
     import pymetis
 
-    from gnplace.placers.metis import check_pymetis
+    from gnplace.placers.metis import RECURSIVE_MAX_PARTS, check_pymetis
 
     count = int(label.max()) + 1
     if count <= num_parts:
@@ -224,7 +228,7 @@ def metis_parts(
     with quiet_c_stdout():  # METIS prints notes on nearly empty bisections from C
         _, raw_parts = pymetis.part_graph(
             num_parts, pymetis.CSRAdjacency(xadj.tolist(), adjncy.tolist()), vweights=vweights.tolist(),
-            eweights=eweights.tolist(), options=options,
+            eweights=eweights.tolist(), options=options, recursive=num_parts <= RECURSIVE_MAX_PARTS,
         )
     _, parts = np.unique(np.asarray(raw_parts, dtype=np.int64), return_inverse=True)
     return np.asarray(parts, dtype=np.int64)
