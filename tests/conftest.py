@@ -221,6 +221,22 @@ def short_ptb(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def metis_methods(monkeypatch: pytest.MonkeyPatch) -> list[bool | None]:
+    """The ``recursive`` argument of each ``pymetis.part_graph`` call the test makes (``None``: left to pymetis)."""
+    import pymetis
+
+    seen: list[bool | None] = []
+    real = pymetis.part_graph
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs.get("recursive"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pymetis, "part_graph", recording)
+    return seen
+
+
+@pytest.fixture
 def disk_full_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """``disk_full_at(name=None)``: from then on, renaming a file into place fails as a full disk does.
 

@@ -250,7 +250,7 @@ def bench_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
 def run_memory(args: argparse.Namespace) -> int:
     """``memory``: peak resident memory of gnplace's commands on ENAS cifar10 graphs of about 10k and 100k ops.
 
-    Each command runs in a process of its own, which reports its ``ru_maxrss``: ``gnplace simulate`` (the single
+    Each command runs in a process of its own, which reports its peak (Linux's VmHWM, else ``ru_maxrss``): ``gnplace simulate`` (the single
     placement, its bound included) and ``gnplace place -p P`` for each ``--placers``, on each ``--clusters``. On
     2026-12-04 (93,567 ops, k80x4): simulate 212 MB, place -p auto 259 MB, -p policy 719 MB; ``python -c 'import
     gnplace'`` alone is 97 MB.

@@ -611,35 +611,38 @@ def test_a_device_map_that_cannot_be_written_leaves_the_placement_file_as_it_was
     assert old.read_text() == "OLD"
 
 
-def test_names_holding_terminal_escapes_print_escaped(tmp_path, capsys):
-    """A shared graph named with ESC's sequences (a cluster's, its devices' too) retitled and cleared the terminal."""
+def _outputs_naming(tmp_path, capsys, graph_name: str, cluster_yaml: str) -> dict[str, str]:
+    """What ``place``, ``simulate`` and ``inspect`` print of a graph named ``graph_name`` on the cluster file given."""
     from gnplace.graph_io import save_graph
     from gnplace.toy import chain_graph
 
     graph = chain_graph(4)
-    graph.name = "g\x1b]0;title\x07\r"
+    graph.name = graph_name
     save_graph(graph, tmp_path / "g.gnpg")
-    (tmp_path / "c.yaml").write_text('name: "c\\e[2J"\ndevices:\n  - {name: "gpu\\x9b", count: 2, kind: k80}\n'
-                                     "links: {default: pcie3}\n")
+    (tmp_path / "c.yaml").write_text(cluster_yaml)
+    outputs = {}
     for command in (["place", "-p", "round_robin"], ["simulate", "-p", "single"], ["inspect"]):
         assert main([command[0], str(tmp_path / "g.gnpg"), "-c", str(tmp_path / "c.yaml"), *command[1:]]) == 0
-        out = capsys.readouterr().out
+        outputs[command[0]] = capsys.readouterr().out
+    return outputs
+
+
+def test_names_holding_terminal_escapes_print_escaped(tmp_path, capsys):
+    """A shared graph named with ESC's sequences (a cluster's, its devices' too) retitled and cleared the terminal."""
+    outputs = _outputs_naming(tmp_path, capsys, "g\x1b]0;title\x07\r",
+                              'name: "c\\e[2J"\ndevices:\n  - {name: "gpu\\x9b", count: 2, kind: k80}\n'
+                              "links: {default: pcie3}\n")
+    for command, out in outputs.items():
         assert not set(out) & {"\x1b", "\x07", "\r", "\x9b"}, command
         assert "g\\x1b]0;title\\x07\\x0d" in out and "c\\x1b[2J" in out and "gpu\\x9b0" in out, command
 
 
 def test_names_holding_line_breaks_print_on_one_line(tmp_path, capsys):
     """A graph, cluster or device named with a newline split the header lines and the device table's rows."""
-    from gnplace.graph_io import save_graph
-    from gnplace.toy import chain_graph
-
-    graph = chain_graph(4)
-    graph.name = "g\nh\u2028i\x85j"
-    save_graph(graph, tmp_path / "g.gnpg")
-    (tmp_path / "c.yaml").write_text('name: "c\\nd\\u2029e"\ndevices:\n  - {name: "gp\\nu", count: 2, kind: k80}\n'
-                                     "links: {default: pcie3}\n")
-    for command in (["place", "-p", "round_robin"], ["simulate", "-p", "single"], ["inspect"]):
-        assert main([command[0], str(tmp_path / "g.gnpg"), "-c", str(tmp_path / "c.yaml"), *command[1:]]) == 0
-        lines = capsys.readouterr().out.splitlines()  # splits at \u2028, \u2029 and \x85 too
+    outputs = _outputs_naming(tmp_path, capsys, "g\nh\u2028i\x85j",
+                              'name: "c\\nd\\u2029e"\ndevices:\n  - {name: "gp\\nu", count: 2, kind: k80}\n'
+                              "links: {default: pcie3}\n")
+    for command, out in outputs.items():
+        lines = out.splitlines()  # splits at \u2028, \u2029 and \x85 too
         assert any(line.startswith("g\\x0ah\\u2028i\\x85j") for line in lines), (command, lines)
         assert any("c\\x0ad\\u2029e" in line for line in lines) and any("gp\\x0au0" in line for line in lines), command
