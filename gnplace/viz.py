@@ -147,9 +147,14 @@ def _plain(name: str) -> str:
     """``name`` drawn as it is: matplotlib reads text between two ``$`` as maths (and fails on ``a$\\frac$``).
 
     A lone surrogate (a file name's byte that is not UTF-8, ``caf\\udce9``) is drawn escaped, as the
-    text output prints it: the font engine refused it with a TypeError.
+    text output prints it: the font engine refused it with a TypeError. Control characters and line breaks
+    (a graph or device name's ``\\x1b``, newline) are drawn as the ``\\xNN`` escapes the text output prints
+    (:func:`~gnplace.cli.common.printable_name`), a tab as ``\\x09``: no font has their glyphs, and matplotlib
+    warned once per character and drawing ("Glyph 27 missing from font(s) DejaVu Sans"); a newline split a title.
     """
-    text = str(name).encode("utf-8", "backslashreplace").decode("utf-8")
+    from gnplace.cli.common import printable_name  # here: the CLI's module imports the placers
+
+    text = printable_name(str(name)).replace("\t", "\\x09").encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("$", r"\$")
 
 

@@ -148,6 +148,36 @@ def test_names_with_dollar_signs_are_drawn_as_text_not_parsed_as_maths(tmp_path)
     assert plot_ratios(summary, tmp_path / "r.svg").exists()
 
 
+def test_control_characters_in_names_are_drawn_escaped_without_glyph_warnings(tmp_path, monkeypatch):
+    """A graph, device, cluster or placer named with ESC, a tab or a newline made matplotlib warn "Glyph 27 missing
+    from font(s) DejaVu Sans" once per character and drawing (14 warnings for these names); a newline split the
+    title in two. They are drawn as the escapes the text output prints."""
+    import warnings
+
+    import gnplace.viz as viz
+    from gnplace.graph import OpGraph
+    from gnplace.toy import toy_cluster
+
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="net\x1b[2J\tx\ny\x85")
+    c = toy_cluster(2, prefix="gpu\x01")
+    result = Simulator().time(g, c, [0, 1], timeline=True)
+    summary = [{"family": "a", "cluster": "c\x7f", "placer": "p\x02\t", "vs_best": 1.0, "graphs": 1}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_timeline(g, result, tmp_path / "t.png")
+        plot_timeline(g, result, tmp_path / "u.png", title="a\x1bb\tc\nd")
+        plot_ratios(summary, tmp_path / "r.png")
+    default, titled, ratios = (fig.axes[0] for fig in figures)
+    assert default.get_title().startswith(r"net\x1b[2J\x09x\x0ay\x85: step ")
+    assert titled.get_title() == r"a\x1bb\x09c\x0ad"
+    assert [t.get_text() for t in default.get_yticklabels()] == [r"gpu\x010", r"gpu\x011", r"gpu\x010 send",
+                                                                 r"gpu\x011 send"]
+    assert ratios.get_title() == r"c\x7f" and [t.get_text() for t in ratios.get_xticklabels()] == [r"p\x02\x09"]
+
+
 @pytest.fixture
 def bars(monkeypatch):
     """``(heights, labels)``: what each bar chart drawn draws, as lists, one per chart."""
