@@ -14,6 +14,9 @@ optimizer-state bytes (read and written by an update op) and :math:`o_k` the lau
 A transfer of :math:`b` bytes from device :math:`a` to :math:`c` takes
 :math:`\\lambda_{ac} + b / W_{ac}` seconds (latency plus bytes over effective bandwidth; Paleo has no
 latency term, gnplace adds one). Where a graph carries measured seconds for a device kind, those win.
+Paleo floors an op's time at one clock cycle of its device; gnplace models no clock rate and no such floor:
+without the launch overhead (``launch_overhead=False``, Placeto's mode, or a device's ``launch_overhead: 0``)
+an op of no FLOP and no bytes takes 0 s, and a tiny one less than a cycle (1,000 FLOP on a K80: 0.8 ns).
 
 :class:`CostModel` bundles these rules with the transfer rule a timer follows, so that a placer plans
 with the same costs its :class:`~gnplace.sim.timer.StepTimer` will charge: :data:`DEFAULT_COSTS` for

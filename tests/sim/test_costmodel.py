@@ -33,6 +33,18 @@ def test_compute_memory_and_launch_terms():
     assert op_times(g, two_kinds(), launch_overhead=False)[1, 0] == pytest.approx(t[1, 0] - 1e-5)
 
 
+def test_no_clock_cycle_floor_without_the_launch_overhead():
+    """Paleo floors an op's time at one clock cycle; gnplace has no such floor (README, a documented difference):
+    without the launch overhead an empty op takes 0 s and 1,000 FLOP on a K80 0.8 ns, under one cycle."""
+    g = OpGraph(["empty", "tiny"], [(0, 1)], flops=[0.0, 1e3], out_bytes=[0.0, 0.0])
+    k80 = load_cluster("k80x2")
+    bare = op_times(g, k80, launch_overhead=False)
+    assert bare[0, 0] == 0.0 and bare[1, 0] == pytest.approx(1e3 / (k80.devices[0].peak_flops
+                                                                     * k80.devices[0].flops_efficiency))
+    assert 0.7e-9 < bare[1, 0] < 1 / 875e6  # under the K80's shortest cycle (875 MHz boost clock)
+    assert op_times(g, k80)[:, 0] == pytest.approx(bare[:, 0] + k80.devices[0].launch_overhead)  # 5.7 us on top
+
+
 def test_measured_costs_win_where_present():
     g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4, 4], cost_s={"GPU": [0.25, np.nan]})
     t = op_times(g, two_kinds())
