@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             compared = compare_device_maps(graph, cluster, placement, None, sim)
     if args.json:
         extra = {"device_map": args.device_map, "device_map_step_s": compared} if args.device_map else {}
-        print_json({"graph": graph.name, "cluster": cluster.name, "placer": args.placer, "output": args.output,
+        print_json({"graph": graph.name, "ops": graph.num_ops, "groups": graph.num_groups, "cluster": cluster.name,
+                    "placer": args.placer, "output": args.output,
                     **predicted, **extra})
         return 0
     counts = np.bincount(placement.devices, minlength=cluster.num_devices)

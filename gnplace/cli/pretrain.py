@@ -30,13 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value, e.g. schedule.iterations=100 (repeatable)")
     p.add_argument("--seed", type=whole_number, default=None, help="overrides learner.seed")
-    p.add_argument("--out", default="out/pretrain", help="output folder (default: out/pretrain)")
+    p.add_argument("--out", "-o", default="out/pretrain", help="output folder (default: out/pretrain)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
     p.add_argument("--devices", type=int, default=1, help="data-parallel processes (default: 1)")
     p.add_argument("--strategy", default="auto", help="Lightning strategy for --devices > 1: ddp or ddp_spawn")
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
-    p.add_argument("--jobs", type=int, default=None,
+    p.add_argument("--jobs", "-j", type=int, default=None,
                    help="worker processes of the teacher searches, 1 for none (default: one per core)")
     p.add_argument("--export", default=None,
                    help="copy the policy of the best validation (OUT/best.ckpt, else the final OUT/policy.ckpt) "

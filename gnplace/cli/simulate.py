@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster))  # the matrix it timed with
     report = {
         "graph": graph.name,
-        "num_ops": graph.num_ops,
+        "ops": graph.num_ops,  # as inspect, import, evaluate's rows, finetune and place name them
+        "groups": graph.num_groups,
+        "num_ops": graph.num_ops,  # the names before: kept for the scripts that read them
         "num_groups": graph.num_groups,
         "cluster": cluster.name,
         "placer": placer_name,
@@ -128,7 +130,7 @@ def _print_table(report: dict[str, Any]) -> None:
     console = stdout_console()
     # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
-        f"[bold]{markup_name(report['graph'])}[/] ({report['num_ops']} ops, {report['num_groups']} groups) on "
+        f"[bold]{markup_name(report['graph'])}[/] ({report['ops']} ops, {report['groups']} groups) on "
         f"[bold]{markup_name(report['cluster'])}[/], placer [bold]{markup_name(report['placer'])}[/], "
         f"mode {report['mode']}"
     )

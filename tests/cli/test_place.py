@@ -24,6 +24,7 @@ def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
     data = json.loads(target.read_text())
     assert data["placer"] == "round_robin" and data["predicted"]["step_time_s"] == report["step_time_s"]
     graph = load_graph(graph_path)
+    assert (report["ops"], report["groups"]) == (graph.num_ops, graph.num_groups)  # as simulate, inspect name them
     placement = load_placement(target, graph, load_cluster("tight4"))
     assert len(placement.devices) == graph.num_ops
     assert main(["simulate", str(graph_path), "-c", "tight4", "-p", str(target), "--json"]) == 0

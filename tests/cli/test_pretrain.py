@@ -148,6 +148,10 @@ def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     assert main(["pretrain", "--out", str(out), "--jobs", "0"]) == 2
     assert capsys.readouterr().err == "gnplace: error: --jobs must be at least 1, got 0\n"
     assert not out.exists()
+    # -o and -j as evaluate, generate, finetune and profile spell them (argparse refused both: exit 2, usage)
+    assert main(["pretrain", "-o", str(out), "-j", "0"]) == 2
+    assert capsys.readouterr().err == "gnplace: error: --jobs must be at least 1, got 0\n"
+    assert not out.exists()
     with pytest.raises(InvalidArgument, match="devices, num_nodes and jobs must be >= 1, got 1, 1, 0"):
         pretrain(load_pretrain_config(), out, jobs=0)
     assert not out.exists()

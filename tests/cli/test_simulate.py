@@ -79,6 +79,7 @@ def test_json_output(capsys, graph_file):
     assert report["graph"] == "mlp2x2w8b4" and report["cluster"] == "v100x8"
     assert report["placer"] == "round_robin" and report["mode"] == "default"
     assert report["num_ops"] == 26 and report["num_groups"] == 5
+    assert report["ops"] == 26 and report["groups"] == 5  # as inspect, import and evaluate's rows name them
     assert report["step_time_s"] > 0 and report["bound_s"] > 0
     assert report["step_time_s"] >= report["bound_s"] * (1 - 1e-9)
     assert report["ratio_to_bound"] == pytest.approx(report["step_time_s"] / report["bound_s"])
