@@ -33,6 +33,11 @@ def _temperatures(text: str) -> list[float]:
         raise InvalidArgument(f"--temperatures needs numbers separated by commas, got {text!r}") from None
 
 
+STEP_SECONDS = ("policy", "greedy", "auto", "single", "bound")
+"""The step times (seconds) of ``--json`` written under their bare names, which scripts/bench.py's zero-shot rows
+give to ratios to auto: ``--json`` also writes each as ``NAME_s``, as evaluate's rows and finetune name theirs."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.cli.common import add_optimizer_argument, file_path, script_parser, whole_number
@@ -130,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         with writing(args.output):
             save_placement(args.output, graph, placement, placer="policy", predicted=predicted)
     if args.json:
-        print_json({**row, "checkpoint": str(placer.checkpoint), "output": args.output})
+        seconds = {f"{key}_s": row[key] for key in STEP_SECONDS}  # named as evaluate's rows and finetune name them
+        print_json({**row, **seconds, "checkpoint": str(placer.checkpoint), "output": args.output})
         return 0
     # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place)
     with_auto = (placer.samples > 0 and placer.around) or placer.portfolio
