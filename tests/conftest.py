@@ -277,3 +277,47 @@ def process_alive() -> Callable[..., bool]:
             time.sleep(0.2)
 
     return alive
+
+
+OUTPUTS_DOC = ROOT / "docs" / "outputs.md"
+
+
+def _documented_schemas() -> dict[str, set[str]]:
+    """``{name: keys}`` of the table under each ``<!-- schema: NAME -->`` line of docs/outputs.md (to the next heading)."""
+    import re
+
+    schemas: dict[str, set[str]] = {}
+    for name, body in re.findall(r"<!-- schema: ([\w-]+) -->\n(.*?)(?=\n#|\Z)", OUTPUTS_DOC.read_text(), flags=re.S):
+        rows = [line for line in body.splitlines() if line.startswith("| `")]
+        schemas[name] = {re.match(r"\| `([^`]+)`", row).group(1) for row in rows}  # type: ignore[union-attr]
+    return schemas
+
+
+def _written_keys(value: dict, documented: set[str], prefix: str = "") -> set[str]:
+    """``value``'s keys, as docs/outputs.md writes them: an object or list of objects opened where it lists its keys."""
+    keys = set()
+    for key, item in value.items():
+        path = f"{prefix}{key}"
+        if isinstance(item, dict) and any(d.startswith(f"{path}.") for d in documented):
+            keys |= _written_keys(item, documented, f"{path}.")
+        elif isinstance(item, list) and any(d.startswith(f"{path}[].") for d in documented):
+            for element in item:
+                keys |= _written_keys(element, documented, f"{path}[].")
+        else:
+            keys.add(path)
+    return keys
+
+
+@pytest.fixture
+def documented_keys() -> Callable[[str, dict], None]:
+    """``documented_keys(name, output)``: assert that ``output`` (parsed JSON, a CSV row) holds the keys that
+    docs/outputs.md lists under ``<!-- schema: name -->``, no more and no fewer."""
+
+    def check(name: str, output: dict) -> None:
+        documented = _documented_schemas()[name]
+        written = _written_keys(output, documented)
+        assert written == documented, (f"docs/outputs.md {name}: written but not documented "
+                                       f"{sorted(written - documented)}, documented but not written "
+                                       f"{sorted(documented - written)}")
+
+    return check

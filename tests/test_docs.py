@@ -267,3 +267,27 @@ def test_what_is_here_names_every_top_level_module():
     names += [f"gnplace/{p.name}/" for p in sorted(package.iterdir()) if (p / "__init__.py").is_file()]
     missing = [name for name in names if (f"`{name}" if name.endswith("/") else f"`{name}`") not in table]
     assert not missing, f"README.md's 'What is here' leaves out {', '.join(missing)}"
+
+
+def test_every_output_schema_is_checked_against_what_its_command_writes():
+    """docs/outputs.md lists each output's keys; a table no test compares with its command's output could drift."""
+    names = re.findall(r"<!-- schema: ([\w-]+) -->", (ROOT / "docs" / "outputs.md").read_text())
+    checked = {name for path in (ROOT / "tests").rglob("test_*.py")
+               for name in re.findall(r'documented_keys\("([\w-]+)"', path.read_text())}
+    assert len(names) >= 10 and len(set(names)) == len(names)
+    assert set(names) == checked
+
+
+def test_the_output_schema_check_finds_a_key_missing_or_extra(documented_keys):
+    report = {"graph": "g", "ops": 1, "groups": 1, "num_ops": 1, "num_groups": 1, "cluster": "c", "placer": "p",
+              "mode": "default", "step_time_s": 1.0, "oom": False, "bound_s": 1.0, "critical_path_s": 1.0,
+              "work_bound_s": 1.0, "ratio_to_bound": 1.0,
+              "devices": [{"name": "d", "busy_s": 1.0, "utilisation": 1.0, "peak_memory_bytes": 0.0,
+                           "memory_capacity_bytes": 1.0, "oom": False}]}
+    documented_keys("simulate-json", report)
+    with pytest.raises(AssertionError, match=r"written but not documented \['step_ms'\]"):
+        documented_keys("simulate-json", {**report, "step_ms": 1.0})
+    with pytest.raises(AssertionError, match=r"documented but not written \['devices\[\]\.oom'\]"):
+        documented_keys("simulate-json", {**report, "devices": [{"name": "d", "busy_s": 1.0, "utilisation": 1.0,
+                                                                 "peak_memory_bytes": 0.0,
+                                                                 "memory_capacity_bytes": 1.0}]})

@@ -19,13 +19,14 @@ def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
 
 
-def test_evaluate_examples_with_plots(tmp_path, capsys):
+def test_evaluate_examples_with_plots(tmp_path, capsys, documented_keys):
     out = tmp_path / "ev"
     code = main(["evaluate", "--graphs", str(EXAMPLES), "--clusters", "k80x2,tight4", "--placers", "single,round_robin",
                  "--jobs", "1", "--out", str(out), "--plot"])
     assert code == 0
     lines = (out / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + 2 * 2 * 2
+    documented_keys("evaluate-csv", next(csv.DictReader((out / "results.csv").open())))
     md = (out / "results.md").read_text()
     assert "tight4" in md and "round_robin" in md
     assert (out / "ratios.png").stat().st_size > 1000 and (out / "best_timeline.png").stat().st_size > 1000

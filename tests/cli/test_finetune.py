@@ -22,7 +22,7 @@ from gnplace.toy import layered_graph, mlp_training_graph
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
+def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys, documented_keys):
     graph = save_graph(mlp_training_graph(layers=3, width=128, batch=16), tmp_path / "g.gnpg")
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", "30", "--samples", "8", "--epochs", "1",
                  "-o", str(tmp_path / "run")]) == 0
@@ -34,6 +34,10 @@ def test_finetune_prints_the_comparison_and_writes_json(tmp_path, capsys):
                  "-o", str(tmp_path / "run"), "--resume", "--json"]) == 0
     captured = capsys.readouterr()
     resumed = json.loads(captured.out)
+    documented_keys("finetune-json", resumed)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # the same, and the history
+    assert set(summary) == {*resumed, "history"}
+    documented_keys("placement-file", json.loads((tmp_path / "run" / "placement.json").read_text()))
     assert "a new run starts" not in captured.err  # there was a run to resume
     assert resumed["evaluations"] <= 30 and resumed["zero_shot_s"] is None
     assert resumed["zero_shot_budget_needed"] == needed

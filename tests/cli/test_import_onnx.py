@@ -46,11 +46,12 @@ def test_import_writes_the_training_graph(tmp_path, capsys):
     assert g.name == "mlp" and g.flops[g.index("mm")] == 2 * 8 * 16 * 16
 
 
-def test_import_with_input_shape_optimizer_and_json(tmp_path, capsys):
+def test_import_with_input_shape_optimizer_and_json(tmp_path, capsys, documented_keys):
     model = write_mlp(tmp_path / "mlp.onnx")
     assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg"), "--input-shape", "x=32,16",
                  "--optimizer", "adam", "--name", "net", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    documented_keys("import-json", report)
     assert report["graph"] == "net" and report["input_shapes"] == {"x": [32, 16]}
     assert report["ops_by_phase"] == {"forward": 5, "backward": 4, "update": 2}  # the add passes h its gradient: no op
     assert report["param_bytes"] == 3 * (16 * 16 + 16) * 4

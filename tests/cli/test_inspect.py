@@ -16,12 +16,13 @@ def wide_console(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
 
 
-def test_inspect_json_counts_phases_and_costs(tmp_path, capsys):
+def test_inspect_json_counts_phases_and_costs(tmp_path, capsys, documented_keys):
     w, b = 1024, 256  # large enough for the GPU to beat the CPU
     g = mlp_training_graph(layers=3, width=w, batch=b)
     path = save_graph(g, tmp_path / "g.gnpg")
     assert main(["inspect", str(path), "--cluster", "cpu_gpu", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
+    documented_keys("inspect-json", report)
     assert report["ops"] == g.num_ops and report["groups"] == g.num_groups
     assert report["ops_by_phase"] == {"forward": 8, "backward": 9, "update": 3}
     assert report["flops_by_phase"]["backward"] == pytest.approx(3 * (2 * 2 * b * w * w + b * w))

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "datasets" / "examples"
 
 
-def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
+def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys, documented_keys):
     graph_path = EXAMPLES / "mlp1x8w6144b256.gnpg"
     target = tmp_path / "p.json"
     assert main(["place", str(graph_path), "-c", "tight4", "-p", "round_robin", "-o", str(target), "--json"]) == 0
@@ -25,10 +25,14 @@ def test_place_writes_a_placement_the_simulator_reads(tmp_path, capsys):
     assert data["placer"] == "round_robin" and data["predicted"]["step_time_s"] == report["step_time_s"]
     graph = load_graph(graph_path)
     assert (report["ops"], report["groups"]) == (graph.num_ops, graph.num_groups)  # as simulate, inspect name them
+    documented_keys("place-json", report)
+    documented_keys("placement-file", data)
     placement = load_placement(target, graph, load_cluster("tight4"))
     assert len(placement.devices) == graph.num_ops
     assert main(["simulate", str(graph_path), "-c", "tight4", "-p", str(target), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(report["step_time_s"])
+    simulated = json.loads(capsys.readouterr().out)
+    documented_keys("simulate-json", simulated)
+    assert simulated["step_time_s"] == pytest.approx(report["step_time_s"])
 
 
 def test_a_budget_or_checkpoint_the_placer_would_ignore_is_refused(tmp_path, capsys):

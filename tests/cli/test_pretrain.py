@@ -33,13 +33,14 @@ def _config(tmp_path):
     return path
 
 
-def test_pretrain_runs_and_exports(tmp_path, capsys):
+def test_pretrain_runs_and_exports(tmp_path, capsys, documented_keys):
     config = _config(tmp_path)
     export = tmp_path / "shipped" / "p.ckpt"
     code = main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--no-progress",
                  "--export", str(export), "--set", "schedule.iterations=3"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
+    documented_keys("pretrain-json", report)
     assert report["iterations"] == 3 and export.is_file()
     from gnplace.cli.pretrain import RUN_ENTRIES
 

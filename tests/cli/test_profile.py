@@ -12,13 +12,14 @@ from gnplace.cluster import load_cluster
 
 
 @pytest.mark.heavy
-def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys):
+def test_profile_writes_cluster_graph_and_the_simulator_error(tmp_path, capsys, documented_keys):
     out = tmp_path / "prof"
     assert main(["profile", "gnplace.execute.examples:tiny", "--placements", "3", "--repeats", "2",
                  "--rounds", "2", "--anchor-rounds", "2", "--probe-rounds", "1", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "median absolute error" in text and "link rank0-rank1" in text
     report = json.loads((out / "fidelity.json").read_text())
+    documented_keys("profile-json", report)
     rows = report["placements"]
     assert len(rows) == 3
     for row in rows:  # each error is the relative gap between the simulated and the measured step

@@ -13,7 +13,8 @@ def test_a_negative_seed_is_refused_by_its_flag(load_script, capsys):
     assert "argument --seed: expected a whole number >= 0, got -1" in capsys.readouterr().err
 
 
-def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_script, capsys, tmp_path):
+def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_script, capsys, tmp_path,
+                                                                      documented_keys):
     """``policy``, ``auto``, ``single``, ``bound`` and ``greedy`` are seconds here and ratios to auto in bench.py's
     zero-shot rows: each is also written as ``NAME_s`` (``single_s``, ``bound_s``: evaluate's and finetune's names)."""
     import json
@@ -24,5 +25,6 @@ def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_scrip
     graph = save_graph(mlp_training_graph(layers=2, width=16, batch=4), tmp_path / "g.gnpg")
     assert load_script("place").main([str(graph), "-c", "k80x2", "--samples", "1", "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
+    documented_keys("scripts-place-json", row)
     for name in ("policy", "greedy", "auto", "single", "bound"):
         assert row[f"{name}_s"] == row[name] and row[name] > 0
