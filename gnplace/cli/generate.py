@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gnplace.cli.common import check_count, check_output_folder, writing
+from gnplace.cli.common import check_count, check_output_folder, whole_number, writing
 from gnplace.datasets import MAX_GRAPHS, generate_dataset
 from gnplace.exceptions import InvalidArgument
 from gnplace.importers import OPTIMIZERS
@@ -20,7 +20,7 @@ def add_parser(sub: Any) -> None:
                        "a finished dataset of other arguments in OUT is kept unless --overwrite.")
     p.add_argument("--family", "-f", required=True, help="cifar10, ptb or nmt")
     p.add_argument("--count", "-n", type=int, default=32, help="graphs to draw (default: 32)")
-    p.add_argument("--seed", "-s", type=int, default=0, help="dataset seed (default: 0)")
+    p.add_argument("--seed", "-s", type=whole_number, default=0, help="dataset seed (default: 0)")
     p.add_argument("--test-count", type=int, default=None, help="graphs in the test split (default: count / 4)")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd")
     p.add_argument("--out", "-o", required=True, help="output folder")
@@ -39,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")
     check_output_folder(args.out)
     get_family(args.family)  # refused before the progress bar is drawn
-    check_count(args.seed, "--seed")
     with count_bar(f"{args.family} graphs", args.count, "graphs") as bar:  # a log file: a line every half minute
         def advance(index: int, graph: Any) -> None:
             bar.advance(f"{args.family}: {graph.name} ({graph.num_ops} ops)")

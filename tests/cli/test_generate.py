@@ -62,3 +62,14 @@ def test_in_a_log_file_generate_writes_a_progress_line_per_graph_when_asked_ofte
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(",")[0] for line in lines] == ["ptb graphs: 1/2 graphs (50%)", "ptb graphs: 2/2 graphs (100%)"]
     assert lines[0].endswith(" ops)") and "; ptb: " in lines[0]
+
+
+@pytest.mark.parametrize("seed", ["-1", "x"])
+def test_a_seed_that_is_no_whole_number_is_refused_as_every_command_refuses_it(tmp_path, capsys, seed):
+    """generate alone read --seed as any int: "argument --seed/-s: invalid int value: 'x'", and -1 was refused
+    after the family was checked, as "--seed must be at least 0"; the others say "expected a whole number >= 0"."""
+    with pytest.raises(SystemExit) as stop:
+        main(["generate", "--family", "ptb", "--count", "1", "--seed", seed, "--out", str(tmp_path / "d")])
+    assert stop.value.code == 2 and not (tmp_path / "d").exists()
+    shown = repr(seed) if seed == "x" else seed
+    assert f"argument --seed/-s: expected a whole number >= 0, got {shown}" in capsys.readouterr().err
