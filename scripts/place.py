@@ -131,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
                           subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor, **options)
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
-        predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"]}
+        predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"],
+                     "mode": sim.mode}  # as gnplace place writes it
         with writing(args.output):
             save_placement(args.output, graph, placement, placer="policy", predicted=predicted)
     if args.json:

@@ -23,8 +23,14 @@ def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_scrip
     from gnplace.toy import mlp_training_graph
 
     graph = save_graph(mlp_training_graph(layers=2, width=16, batch=4), tmp_path / "g.gnpg")
-    assert load_script("place").main([str(graph), "-c", "k80x2", "--samples", "1", "--json"]) == 0
+    target = tmp_path / "p.json"
+    assert load_script("place").main([str(graph), "-c", "k80x2", "--samples", "1", "--json", "-o", str(target)]) == 0
     row = json.loads(capsys.readouterr().out)
     documented_keys("scripts-place-json", row)
     for name in ("policy", "greedy", "auto", "single", "bound"):
         assert row[f"{name}_s"] == row[name] and row[name] > 0
+    # its placement file's predicted holds what gnplace place's does (mode was missing)
+    written = json.loads(target.read_text())
+    documented_keys("placement-file", written)
+    assert set(written["predicted"]) == {"step_time_s", "oom", "devices", "place_seconds", "mode"}
+    assert written["predicted"]["mode"] == "default" and written["predicted"]["step_time_s"] == row["policy"]
