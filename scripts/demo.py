@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--per-family", type=int, default=0,
                         help="the first N test graphs of each family (default: 0, all 8)")
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default: 2)")
-    parser.add_argument("--out", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
+    parser.add_argument("--jobs", "-j", type=int, default=2, help="worker processes (default: 2)")
+    parser.add_argument("--out", "-o", default=str(ROOT / "out" / "demo"), help="folder of the Gantt chart")
     args = parser.parse_args(argv)
     # one line and 2 on bad input, an unwritable chart folder included; one line and 130 on Ctrl-C
     return run_reporting_errors(_run_demo, args, "demo")

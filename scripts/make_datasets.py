@@ -189,7 +189,7 @@ def _advance(bar: CountBar, family: str, index: int, graph: OpGraph) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Write every shipped graph under ``--out``; bad arguments are one ``make_datasets: error:`` line, exit 2."""
     parser = script_parser(__file__, __doc__)
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "datasets"))
+    parser.add_argument("--out", "-o", default=str(Path(__file__).resolve().parent.parent / "datasets"))
     parser.add_argument("--families", default="cifar10,ptb,nmt")
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--test-count", type=int, default=None,

@@ -1007,14 +1007,14 @@ def add_parser(sub: Any) -> None:
     report.set_defaults(handler=run_report)
     report.add_argument("--quick", action="store_true",
                         help="a small version of every section (about a minute on 2 cores), written under --out")
-    report.add_argument("--out", default=None,
+    report.add_argument("--out", "-o", default=None,
                         help="where runs are saved, a rerun resuming (default: out/report; with --quick "
                              "out/report_quick: a folder holds one kind of report's runs, the other refused)")
     report.add_argument("--doc", default=None,
                         help="the report (default: docs/RESULTS.md; with --quick OUT/RESULTS.md, so the "
                              "committed report stays as it is)")
     report.add_argument("--figures", default=None, help="its figures (default: docs/figures; with --quick OUT/figures)")
-    report.add_argument("--jobs", type=int, default=2)
+    report.add_argument("--jobs", "-j", type=int, default=2)
     report.add_argument("--cache", default=None, help="large generated graphs (default: out/bench, shared with "
                                                         "`bench.py scale`; with --quick OUT/cache)")
 

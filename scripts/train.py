@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs-per-step", type=int, default=1)
     parser.add_argument("--steps-per-epoch", type=int, default=100)
     parser.add_argument("--checkpoint-every", type=float, default=300.0, help="seconds between checkpoints")
-    parser.add_argument("--out", default="out/train")
+    parser.add_argument("--out", "-o", default="out/train")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-progress", action="store_true")
     for f in dataclasses.fields(LearnerConfig):

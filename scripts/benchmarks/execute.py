@@ -291,7 +291,7 @@ def add_parsers(sub: Any) -> None:
                      help="dist: two gloo ranks of one thread (default); local: --devices of this process")
     fid.add_argument("--devices", default=None, help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     fid.add_argument("--threads", type=int, default=1, help="local: torch CPU threads of the cpu device (default: 1)")
-    fid.add_argument("--out", default="out/bench_fidelity")
+    fid.add_argument("--out", "-o", default="out/bench_fidelity")
     app = add_command(sub, "apply", run_apply, "a step placed by gnplace.apply on one CPU against eager PyTorch's")
     app.add_argument("--models", nargs="+", default=[f"gnplace.execute.examples:{name}" for name in
                                                       ("mlp", "convnet", "branchy", "transformer")])

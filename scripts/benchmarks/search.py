@@ -247,8 +247,8 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--split", default="test")
     add_per_family_argument(search, None, "graphs of --split")
     search.add_argument("--seed", type=whole_number, default=0)
-    search.add_argument("--jobs", type=int, default=2)
-    search.add_argument("--out", default="out/bench_search")
+    search.add_argument("--jobs", "-j", type=int, default=2)
+    search.add_argument("--out", "-o", default="out/bench_search")
     add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
     curves = add_command(sub, "curves", run_curves, "learning curves of the search placers")
     curves.add_argument("--graphs", nargs="+", help="graph files (default: the first test graph of each family)",
@@ -257,7 +257,7 @@ def add_parsers(sub: Any) -> None:
     curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])
     curves.add_argument("--budget", type=int, default=20_000)
     curves.add_argument("--seed", type=whole_number, default=0)
-    curves.add_argument("--out", default="docs/figures")
+    curves.add_argument("--out", "-o", default="docs/figures")
     speed = add_command(sub, "ppo-speed", run_ppo_speed, "seconds of one PPO iteration")
     speed.add_argument("--nodes", type=int, default=1000)
     speed.add_argument("--cluster", default="k80x4")

@@ -526,8 +526,8 @@ def add_parsers(sub: Any) -> None:
     zs.add_argument("--unseen-per-family", type=int, default=3, help="test graphs per family on unseen clusters")
     zs.add_argument("--seed", type=whole_number, default=0,
                     help="seed of the policy's and auto's placements (default: 0)")
-    zs.add_argument("--jobs", type=int, default=2)
-    zs.add_argument("--out", default="out/bench_zeroshot")
+    zs.add_argument("--jobs", "-j", type=int, default=2)
+    zs.add_argument("--out", "-o", default="out/bench_zeroshot")
     zs.add_argument("--no-subsets", dest="subsets", action="store_false",
                     help="the policy decodes on the whole cluster only (ablation)")
     zs.add_argument("--op-level", type=int, default=None, metavar="OPS",

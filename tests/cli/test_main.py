@@ -32,3 +32,44 @@ def test_python_dash_m_runs_the_command(module):
     done = subprocess.run([sys.executable, "-m", module, "place", "missing.gnpg", "-c", "k80x2"], capture_output=True,
                           text=True)
     assert done.returncode == 2 and done.stderr.startswith("gnplace: error: ")
+
+
+class _Parsed(Exception):
+    """Raised instead of parsing: carries the parser a script built."""
+
+
+def _options(parser) -> list[list[str]]:
+    """The option strings of each option of ``parser`` and of its subcommands' parsers, all the way down."""
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _options(sub)
+        elif action.option_strings:
+            found.append(action.option_strings)
+    return found
+
+
+def test_every_command_and_script_spells_its_output_and_jobs_options_alike(load_script, monkeypatch):
+    """pretrain took no -o for --out nor -j for --jobs, nor did demo.py, train.py, make_datasets.py and bench.py's
+    subcommands, where evaluate, generate, finetune and profile take both (docs/outputs.md): ``-o`` failed there."""
+    import argparse
+
+    parsers = [build_parser()]
+
+    def capture(parser, *args, **kwargs):
+        parsers.append(parser)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
+    for script in ("bench", "demo", "train", "make_datasets", "place", "pretrain", "finetune"):
+        with pytest.raises(_Parsed):
+            load_script(script).main([])
+    options = [names for parser in parsers for names in _options(parser)]
+    outputs = [names for names in options if {"--out", "--output"} & set(names)]
+    jobs = [names for names in options if "--jobs" in names]
+    assert len(outputs) >= 20 and len(jobs) >= 8  # the walk found them
+    assert [names for names in outputs if "-o" not in names] == []
+    assert [names for names in jobs if "-j" not in names] == []
