@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from gnplace.cli.common import check_count, check_output_folder, run_reporting_errors, script_parser
+from gnplace.cli.common import check_count, check_output_folder, run_reporting_errors, script_parser, whole_number
 from gnplace.datasets import MAX_GRAPHS, generate_dataset, load_manifest
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--test-count", type=int, default=None,
                         help="graphs of each family in the test split (default: a quarter of --count, as gnplace generate)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=whole_number, default=0)
     parser.add_argument("--real", action="store_true", help="also build datasets/real/ (needs gnplace[models])")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a family's dataset drawn with other arguments (as gnplace generate --overwrite), and a "
@@ -212,7 +212,6 @@ def run(args: argparse.Namespace) -> int:
     families = list(dict.fromkeys(f.strip() for f in args.families.split(",") if f.strip()))
     if families:  # refused before any graph is written: a bad --seed or family failed after the examples and the
         check_count(args.count, "--count", minimum=1, maximum=MAX_GRAPHS)  # families before it were built (minutes)
-        check_count(args.seed, "--seed")
         check_count(args.test_count, "--test-count")
         if args.test_count is not None and args.test_count > args.count:
             raise InvalidArgument(f"--test-count {args.test_count} is more than --count {args.count}")

@@ -27,7 +27,7 @@ NOT_FLAGS = frozenset({"val_samples"})
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags and train; returns the exit status (2: bad input, one line; 130: Ctrl-C, after a save)."""
-    from gnplace.cli.common import run_reporting_errors, script_parser
+    from gnplace.cli.common import run_reporting_errors, script_parser, whole_number
     from gnplace.rl.config import LearnerConfig
 
     parser = script_parser(__file__, __doc__)
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     for f in dataclasses.fields(LearnerConfig):
         if f.name not in NOT_FLAGS:
-            parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+            kind = whole_number if f.name == "seed" else type(f.default)  # --seed as every command reads it
+            parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default)
     args = parser.parse_args(argv)
     return run_reporting_errors(run, args, "train", "interrupted (--resume continues from the last checkpoint written)")
 

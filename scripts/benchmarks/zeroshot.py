@@ -548,7 +548,7 @@ def add_parsers(sub: Any) -> None:
     vs.add_argument("search", type=Path, help="results.csv of `bench.py search`")
     vs.add_argument("--placer", default="ppo", help="the search placer to compare with (default: ppo)")
     vs.add_argument("--budget", type=int, default=None, help="only the search rows of this budget (evaluations)")
-    vs.add_argument("--seed", type=int, default=None, help="only the search rows of this seed")
+    vs.add_argument("--seed", type=whole_number, default=None, help="only the search rows of this seed")
     seeds = add_command(sub, "zeroshot-seeds", run_zeroshot_seeds,
                         "zeroshot runs under other seeds, over their own auto and over the fastest auto of all")
     seeds.add_argument("runs", type=Path, nargs="+", metavar="ZEROSHOT.json",

@@ -38,8 +38,8 @@ class _Parsed(Exception):
     """Raised instead of parsing: carries the parser a script built."""
 
 
-def _options(parser) -> list[list[str]]:
-    """The option strings of each option of ``parser`` and of its subcommands' parsers, all the way down."""
+def _options(parser) -> list:
+    """The options (argparse actions) of ``parser`` and of its subcommands' parsers, all the way down."""
     import argparse
 
     found = []
@@ -48,14 +48,18 @@ def _options(parser) -> list[list[str]]:
             for sub in action.choices.values():
                 found += _options(sub)
         elif action.option_strings:
-            found.append(action.option_strings)
+            found.append(action)
     return found
 
 
-def test_every_command_and_script_spells_its_output_and_jobs_options_alike(load_script, monkeypatch):
+def test_every_command_and_script_spells_its_output_jobs_and_seed_options_alike(load_script, monkeypatch):
     """pretrain took no -o for --out nor -j for --jobs, nor did demo.py, train.py, make_datasets.py and bench.py's
-    subcommands, where evaluate, generate, finetune and profile take both (docs/outputs.md): ``-o`` failed there."""
+    subcommands, where evaluate, generate, finetune and profile take both (docs/outputs.md): ``-o`` failed there.
+    generate, make_datasets.py, train.py and bench.py vs-search read --seed as any int, the others as a whole number
+    (>= 0: "argument --seed: expected a whole number >= 0, got -1")."""
     import argparse
+
+    from gnplace.cli.common import whole_number
 
     parsers = [build_parser()]
 
@@ -67,9 +71,11 @@ def test_every_command_and_script_spells_its_output_and_jobs_options_alike(load_
     for script in ("bench", "demo", "train", "make_datasets", "place", "pretrain", "finetune"):
         with pytest.raises(_Parsed):
             load_script(script).main([])
-    options = [names for parser in parsers for names in _options(parser)]
-    outputs = [names for names in options if {"--out", "--output"} & set(names)]
-    jobs = [names for names in options if "--jobs" in names]
-    assert len(outputs) >= 20 and len(jobs) >= 8  # the walk found them
+    options = [action for parser in parsers for action in _options(parser)]
+    outputs = [a.option_strings for a in options if {"--out", "--output"} & set(a.option_strings)]
+    jobs = [a.option_strings for a in options if "--jobs" in a.option_strings]
+    seeds = [a for a in options if "--seed" in a.option_strings]
+    assert len(outputs) >= 20 and len(jobs) >= 8 and len(seeds) >= 12  # the walk found them
     assert [names for names in outputs if "-o" not in names] == []
     assert [names for names in jobs if "-j" not in names] == []
+    assert [a.option_strings for a in seeds if a.type is not whole_number] == []

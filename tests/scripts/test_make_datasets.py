@@ -6,7 +6,6 @@ import pytest
 
 
 @pytest.mark.parametrize(("flags", "error"), [
-    (["--seed", "-1"], "--seed must be at least 0, got -1"),
     (["--count", "0"], "--count must be at least 1, got 0"),
     (["--test-count", "-1"], "--test-count must be at least 0, got -1"),
     (["--count", "2", "--test-count", "3"], "--test-count 3 is more than --count 2"),
@@ -30,3 +29,11 @@ def test_a_family_list_with_spaces_names_each_family_once(tmp_path, load_script,
     monkeypatch.setattr(script, "generate_dataset", lambda family, *args, **kwargs: built.append(family))
     assert script.main(["--out", str(tmp_path), "--families", "ptb, ptb", "--count", "1"]) == 0
     assert built == ["ptb"]
+
+
+def test_a_negative_seed_is_refused_by_its_flag_as_every_command_refuses_it(tmp_path, capsys, load_script):
+    """It was "--seed must be at least 0, got -1" here, "argument --seed: expected a whole number >= 0" elsewhere."""
+    with pytest.raises(SystemExit) as stop:
+        load_script("make_datasets").main(["--out", str(tmp_path / "out"), "--seed", "-1"])
+    assert stop.value.code == 2 and not (tmp_path / "out").exists()
+    assert "argument --seed: expected a whole number >= 0, got -1" in capsys.readouterr().err
