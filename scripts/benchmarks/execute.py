@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gnplace.cli.common import whole_number
+from gnplace.limits import json_text
 from gnplace.sim.timer import geomean
 
 from .common import (
@@ -97,7 +98,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
             assert tuned is not None
             entry["finetune"] = {k: v for k, v in tuned.items() if k != "history"}
         summary["graphs"][name] = entry
-        print(json.dumps({"graph": name, "median_abs_error": entry["median_abs_error"],
+        print(json_text({"graph": name, "median_abs_error": entry["median_abs_error"],
                           "median_signed_error": entry["median_signed_error"],
                           **({"finetune_s": entry["finetune"]["step_time_s"], "single_s": entry["finetune"]["single_s"],
                               "round_robin_s": entry["finetune"]["round_robin_s"], "auto_s": entry["finetune"]["auto_s"]}
@@ -143,7 +144,7 @@ def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
         row = dict(model=source, ops=len(placed.program.ops), eager_s=best["eager"], placed_s=best["placed"],
                    ratio=best["placed"] / best["eager"])
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     print("\n| model | ops run | eager step (ms) | placed on one CPU (ms) | placed / eager |\n| --- | --- | --- | --- | --- |")
     for row in rows:
         print(f"| {row['model'].rpartition(':')[2]} | {row['ops']} | {row['eager_s'] * 1e3:.2f} | "
@@ -198,7 +199,7 @@ def bench_device_map(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row = {"models": models, "graph": graph.name, "ops": graph.num_ops, "cluster": cluster.name,
                        "placer": placer_name, **found}
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json_text(row), flush=True)
     return rows
 
 

@@ -16,6 +16,7 @@ from gnplace.cli.common import add_option_argument, parse_placer_options, whole_
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import RealStepTimer
+from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
 
@@ -132,7 +133,7 @@ def add_rows(job: Callable[[Any], dict[str, Any]], tasks: list[Any], jobs: int, 
         for row in mapper(job, tasks):
             rows.append(row)
             write_atomically(done_file, json.dumps(rows, indent=1).encode())  # a kill never truncates it
-            print(json.dumps({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
+            print(json_text({k: v for k, v in row.items() if not k.endswith("history")}), flush=True)
 
 
 def _finetune_files(tuning: dict[str, Any]) -> dict[str, Any]:

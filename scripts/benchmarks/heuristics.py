@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from typing import Any
 
+from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
@@ -57,7 +57,7 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
                 step = sim.time(graph, cluster, get_placer(name).place(graph, cluster, seed=0)).step_time
                 row[name] = step / exact_step
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json_text(row), flush=True)
     return rows
 
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from gnplace.cli.common import add_option_argument, parse_placer_options, whole_number
+from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 from gnplace.toy import layered_graph
@@ -193,7 +194,7 @@ def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:
     seconds = median_seconds(iteration, args.repeat)
     result = {"nodes": problem.inp.decision.num_ops, "groups": problem.inp.num_groups, "samples": args.samples,
               "epochs": args.epochs, "seconds_per_iteration": seconds, "threads": torch.get_num_threads()}
-    print(json.dumps(result))
+    print(json_text(result))
     return result
 
 
@@ -224,7 +225,7 @@ def run_curves(args: argparse.Namespace) -> int:
     ``annealing``: one PNG per graph and cluster, the curves' corners as JSON beside it, and the
     evaluations each placer needed to first reach each other's final quality.
     """
-    print(json.dumps(bench_curves(args), indent=1))
+    print(json_text(bench_curves(args), indent=1))
     return 0
 
 

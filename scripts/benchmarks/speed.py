@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import time
 from typing import Any
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from gnplace.cli.common import print_json
 from gnplace.cluster import Cluster, Device
+from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
 
@@ -105,7 +105,7 @@ def bench_scale(args: argparse.Namespace) -> list[dict[str, Any]]:
             row["full_m_etf_step_ms"] = sim.time(graph, cluster, direct).step_time * 1e3
             row["coarsening_cost_pct"] = (row["step_ms"] / row["full_m_etf_step_ms"] - 1) * 100
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     return rows
 
 
@@ -133,7 +133,7 @@ def bench_devices(args: argparse.Namespace) -> list[dict[str, Any]]:
                        args.repeat),
                    coarsen_s=median_seconds(functools.partial(coarsen_within, graph, 1000, cluster), args.repeat))
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     return rows
 
 
@@ -243,7 +243,7 @@ def bench_memory(args: argparse.Namespace) -> list[dict[str, Any]]:
                 mib, status = peak_rss(command)
                 row = dict(ops=graph.num_ops, cluster=cluster, command=name, peak_rss_mib=round(mib, 1), status=status)
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json_text(row), flush=True)
     return rows
 
 

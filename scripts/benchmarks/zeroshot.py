@@ -15,6 +15,7 @@ import numpy as np
 from gnplace.cli.common import whole_number
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import write_atomically
+from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
 
@@ -367,7 +368,7 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
         row = dict(ops=graph.num_ops, cluster=cluster.name, decoding=args.decoding, samples=args.samples, seconds=seconds,
                    step_ms=placer.last_step * 1e3 if placer.last_step else None)
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
     return rows
 
 
@@ -417,7 +418,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
                     row[f"{label}_mdp_over_sim"] = float(greedy.finish[0]) / step
                     row[f"{label}_step_ms"] = step * 1e3
                 rows.append(row)
-                print(json.dumps(row), flush=True)
+                print(json_text(row), flush=True)
     return rows
 
 

@@ -52,3 +52,26 @@ def test_memory_reports_each_commands_peak_rss_from_its_own_process(load_script,
     assert [r["command"] for r in rows] == ["simulate", "place -p single"]
     assert all(r["status"] == 0 and r["cluster"] == "k80x2" and 30 < r["peak_rss_mib"] < 4096 for r in rows)
     assert speed.peak_rss(["place", str(tmp_path / "missing.gnpg")])[1] == 2  # bad input: its status, still measured
+
+
+def test_a_command_killed_before_it_reports_its_peak_prints_a_json_line_with_null(load_script, capsys, monkeypatch,
+                                                                                    tmp_path):
+    """A command the kernel killed (SIGKILL: no peak line) had a peak of NaN, printed as ``NaN``, which is not JSON
+    (jq and strict parsers refuse the line); the benchmarks' lines are written as the commands' JSON: null."""
+    import json
+    import subprocess
+
+    from gnplace.toy import chain_graph
+
+    speed = load_script("benchmarks.speed")
+    monkeypatch.setattr(speed, "large_graph", lambda ops, cache: chain_graph(3))
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, -9, "", ""))
+    args = argparse.Namespace(ops=[3], clusters=["k80x2"], placers=["single"], cache=str(tmp_path))
+    rows = speed.bench_memory(args)
+    assert [r["status"] for r in rows] == [-9, -9]
+    lines = capsys.readouterr().out.splitlines()
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    assert [json.loads(line, parse_constant=refuse)["peak_rss_mib"] for line in lines] == [None, None]
