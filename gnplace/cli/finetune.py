@@ -84,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     from pathlib import Path
 
-    from gnplace.cli.common import check_not_input, check_output_folder, note_nothing_to_resume
+    from gnplace.cli.common import check_count, check_not_input, check_output_folder, note_nothing_to_resume
     from gnplace.finetune import JOURNAL, finetune
+    from gnplace.limits import MAX_BUDGET
 
+    check_count(args.budget, "--budget", minimum=1, maximum=MAX_BUDGET)  # by its flag, as place and evaluate do
     check_output_folder(args.out, "--out")
     for name in ("placement.json", "summary.json", "last.ckpt", JOURNAL):  # an input kept there was overwritten
         check_not_input(Path(args.out) / name, args.graph, "--out",

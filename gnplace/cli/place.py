@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``gnplace place``."""
     from gnplace.importers.sources import load_graph_source
 
-    check_count(args.budget, "--budget", maximum=MAX_BUDGET)  # past it a search would run until killed
+    # past MAX_BUDGET a search would run until killed; below 1 every placer that takes one refused it by its class
+    check_count(args.budget, "--budget", minimum=1, maximum=MAX_BUDGET)
     PLACERS.resolve(args.placer)  # an unknown name first, before its --option items or the graph are read
     check_shared_options(args.placer, args.budget, args.checkpoint)  # never ignored silently
     options = parse_placer_options(args.option, [args.placer]).get(args.placer, {})

@@ -357,9 +357,12 @@ def test_profile_refuses_negative_placements(tmp_path, capsys):
     assert "--placements must be at least 0" in one_error(capsys, code)
 
 
-def test_place_refuses_a_negative_budget(capsys, graph):
-    code = main(["place", graph, "-c", "k80x2", "-p", "policy", "--budget", "-5"])
-    assert "--budget must be at least 0, got -5" in one_error(capsys, code)
+@pytest.mark.parametrize(("placer", "budget"), [("policy", "-5"), ("annealing", "0"), ("random_search", "0")])
+def test_place_refuses_a_budget_below_one_by_its_flag(capsys, graph, placer, budget):
+    """-5 was "--budget must be at least 0" (0 was refused too) and 0 "AnnealingPlacer needs integers budget >= 1
+    and batch >= 1", naming a class; evaluate says "--budget must be at least 1"."""
+    code = main(["place", graph, "-c", "k80x2", "-p", placer, "--budget", budget])
+    assert one_error(capsys, code) == f"gnplace: error: --budget must be at least 1, got {budget}\n"
 
 
 # ------------------------------------------------------------------------------ 6, 7: pretrain, profile

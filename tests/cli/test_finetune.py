@@ -308,9 +308,12 @@ def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, ca
     out = tmp_path / "run"
     assert main(["finetune", str(graph), "-c", "k80x2", "--budget", str(10**20), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"gnplace: error: FineTunePlacer needs a budget >= 1 (a whole number of timer evaluations, at most "
-                   f"1,000,000,000), got {10**20}\n")
+    assert err == f"gnplace: error: --budget must be at most 1000000000, got {10**20}\n"  # by its flag, as in place
     assert not out.exists()
+    for budget in ("0", "-1"):  # "FineTunePlacer needs a budget >= 1 (...)", naming a class
+        assert main(["finetune", str(graph), "-c", "k80x2", "--budget", budget, "-o", str(out)]) == 2
+        assert capsys.readouterr().err == f"gnplace: error: --budget must be at least 1, got {budget}\n"
+        assert not out.exists()
 
 
 def test_the_optimizer_given_reaches_fine_tuning(tmp_path, monkeypatch):

@@ -153,9 +153,9 @@ def test_place_passes_placer_options_and_rejects_bad_ones(tmp_path, capsys):
     assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "20", "--json",
                  "-O", "annealing.start=round_robin"]) == 0
     assert json.loads(capsys.readouterr().out)["placer"] == "annealing"
-    assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "0"]) == 2
+    assert main(["place", graph_path, "-c", "k80x2", "-p", "annealing", "--budget", "20", "-O", "annealing.batch=0"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("gnplace: error: AnnealingPlacer needs") and "budget" in err and err.count("\n") == 1
+    assert err.startswith("gnplace: error: AnnealingPlacer needs") and "batch" in err and err.count("\n") == 1
     assert main(["place", graph_path, "-c", "k80x2", "-p", "heft", "-O", "heft.colour=red"]) == 2
     assert "placer 'heft' does not take these options" in capsys.readouterr().err
 
