@@ -80,6 +80,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+def _check_learning_flags(args: argparse.Namespace) -> None:
+    """Refuse a search setting the fine-tuner cannot run with, by its flag.
+
+    The library's words named its argument: "need samples >= 2", "FineTunePlacer: checkpoint_every_s must be a
+    number of seconds > 0".
+
+    Raises:
+        InvalidArgument: naming the flag, its least value and the value given.
+    """
+    import math
+
+    from gnplace.cli.common import check_count
+
+    check_count(args.samples, "--samples", minimum=2)  # PPO's advantages need two placements of a batch
+    check_count(args.epochs, "--epochs", minimum=1)
+    check_count(args.screen, "--screen", minimum=1)
+    if not (math.isfinite(args.lr) and args.lr > 0):  # as bench.py finetune's --ft-lr
+        raise InvalidArgument(f"--lr must be a finite number > 0, got {args.lr}")
+    if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):  # as train.py's
+        raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     from pathlib import Path
@@ -89,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from gnplace.limits import MAX_BUDGET
 
     check_count(args.budget, "--budget", minimum=1, maximum=MAX_BUDGET)  # by its flag, as place and evaluate do
+    _check_learning_flags(args)
     check_output_folder(args.out, "--out")
     for name in ("placement.json", "summary.json", "last.ckpt", JOURNAL):  # an input kept there was overwritten
         check_not_input(Path(args.out) / name, args.graph, "--out",

@@ -86,7 +86,7 @@ def test_bad_checkpoint_and_real_timer_on_a_file_exit_2(tmp_path, capsys):
     assert "is a file, expected a folder" in capsys.readouterr().err and bad.read_bytes() == b"\x00" * 64
     assert main(["finetune", str(graph), "-c", "k80x2", "--samples", "1", "-o", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
-    assert "need samples >= 2, got 1" in err and "imitation_steps" not in err  # only what is wrong, and settable
+    assert "--samples must be at least 2, got 1" in err and "imitation_steps" not in err  # only what is wrong
     tiny = tmp_path / "tiny.yaml"  # k80x2 with one byte of memory a device: no placement fits
     tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1}\nlinks:\n  default: pcie3\n")
     assert main(["finetune", str(graph), "-c", str(tiny), "--budget", "20", "-o", str(tmp_path / "tiny_run")]) == 2
@@ -216,7 +216,7 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     out = tmp_path / "run"
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "0", "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err == "gnplace: error: screen must be a whole number >= 1, got 0\n" and not out.exists()
+    assert err == "gnplace: error: --screen must be at least 1, got 0\n" and not out.exists()
     # a screen past what one batch may draw is refused by the learner's settings, also before the folder is made
     assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "100000", "-o", str(out)]) == 2
     err = capsys.readouterr().err
@@ -414,3 +414,18 @@ def test_an_onnx_model_with_dynamic_sizes_is_fine_tuned_with_input_shape(tmp_pat
                  "x=2,4", "-o", str(tmp_path / "real")]) == 2  # a real step runs the factory's own inputs
     assert "input shapes (--input-shape) apply to ONNX models only" in capsys.readouterr().err
     assert not (tmp_path / "real").exists()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--samples", "1"], "--samples must be at least 2, got 1"),  # was "need samples >= 2, got 1"
+    (["--epochs", "0"], "--epochs must be at least 1, got 0"),  # "need epochs >= 1, got 0"
+    (["--screen", "0"], "--screen must be at least 1, got 0"),  # "screen must be a whole number >= 1, got 0"
+    (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),  # "need lr > 0, got nan"
+    (["--checkpoint-every", "0"], "--checkpoint-every must be a positive number of seconds, got 0.0"),
+])
+def test_a_search_setting_out_of_range_is_refused_by_its_flag(tmp_path, capsys, flags, message):
+    """The library's words named its arguments (samples, checkpoint_every_s), not the flags given."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    assert main(["finetune", str(graph), "-c", "k80x2", *flags, "-o", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == f"gnplace: error: {message}\n"
+    assert not (tmp_path / "run").exists()
