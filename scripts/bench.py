@@ -6,6 +6,7 @@ Usage::
     python scripts/bench.py import [--layers 6 15 30]
     python scripts/bench.py scale [--ops 10000 50000 100000] [--groups 1000] [--cluster k80x4]
     python scripts/bench.py devices [--ops 100000] [--devices 4 256 4096] [--repeat 3]
+    python scripts/bench.py devices-place [--ops 100000] [--devices 4 256 4096] [--placers heft m_etf m_sct] [--cache out/bench]
     python scripts/bench.py memory [--ops 10000 100000] [--clusters k80x4] [--placers single m_etf auto policy]
     python scripts/bench.py exact [--clusters k80x2 k80x4] [--groups 12] [--time-limit 20] [--per-family 2] [--families cifar10 ptb nmt]
     python scripts/bench.py placers [--ops 2000] [--cluster k80x4]

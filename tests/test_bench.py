@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every benchmark ``bench.py`` offers (``report`` besides: ``tests/test_report.py``).
-BENCHMARKS = {"sim", "import", "scale", "devices", "exact", "placers", "search", "curves", "ppo-speed", "zeroshot",
+BENCHMARKS = {"sim", "import", "scale", "devices", "devices-place", "exact", "placers", "search", "curves", "ppo-speed", "zeroshot",
               "vs-search", "latency", "memory", "constructor", "finetune", "screen-model", "fidelity", "apply", "device-map",
               "report"}
 

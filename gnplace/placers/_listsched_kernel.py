@@ -10,7 +10,9 @@ both loops missed some earliest starts when memory was tight (``m_etf`` and ``m_
 tests check both schedulers against their definitions by brute force on random memory-tight cases. The per-device
 heaps are arrays (``keys [num_devices, capacity, 2]``, ``ops [num_devices, capacity]``, ``size
 [num_devices]``) that double when full. Ordered by key, then op index, every entry of one heap is
-distinct, so any binary heap pops them in the order ``heapq`` did.
+distinct, so any binary heap pops them in the order ``heapq`` did. Since 2026-12-04 ETF fills heaps only for
+the devices in use and the first idle device of each class of interchangeable devices (``twin_kernel``), which
+holds what each of them would: the same choices, with each ready op listed on a handful of heaps, not on thousands.
 
 Times are seconds: ``op_time [num_ops, num_devices]``, ``latency`` and ``inv_bw`` (seconds per
 byte, 0 within a device) ``[num_devices, num_devices]``; memory in bytes (``room``, ``group_bytes``).
@@ -76,6 +78,15 @@ def _pop(keys, ops, size, d):  # type: ignore[no-untyped-def]
         keys[d, i, 0], keys[d, i, 1], ops[d, i] = keys[d, child, 0], keys[d, child, 1], ops[d, child]
         i = child
     keys[d, i, 0], keys[d, i, 1], ops[d, i] = k0, k1, v
+
+
+@njit(cache=True)
+def _copy_heap(keys, ops, size, d, t):  # type: ignore[no-untyped-def]
+    """Make heap ``t`` a copy of heap ``d``, which it replaces; returns the arrays (as :func:`_push`)."""
+    for i in range(size[d]):
+        keys[t, i, 0], keys[t, i, 1], ops[t, i] = keys[d, i, 0], keys[d, i, 1], ops[d, i]
+    size[t] = size[d]
+    return keys, ops
 
 
 @njit(cache=True)
@@ -163,28 +174,88 @@ def _assign(  # type: ignore[no-untyped-def]
     return count
 
 
+@njit(cache=True)
+def _arrival_on(  # type: ignore[no-untyped-def]
+    v, ready_at, act, num_act, listed, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes,
+):
+    """:func:`_ready_time` of a newly ready ``v`` on the active devices ``act[:num_act]`` into ``ready_at[d, v]``.
+
+    ``v`` is listed on none of them yet (``listed[d, v]`` cleared).
+    """
+    lo, hi = in_ptr[v], in_ptr[v + 1]
+    for k in range(num_act):
+        d = act[k]
+        listed[d, v] = False
+        ready_at[d, v] = 0.0
+        for e in range(lo, hi):
+            p = in_src[e]
+            w = op_device[p]
+            arrive = finish[p] + latency[w, d] + in_bytes[e] * inv_bw[w, d]
+            if e == lo or arrive > ready_at[d, v]:
+                ready_at[d, v] = arrive
+
+
+@njit(cache=True)
+def _most_room(g, act, num_act, group_ok, room):  # type: ignore[no-untyped-def]
+    """The most room (bytes) on an active device fast enough for group ``g``, -inf if none: that of all devices."""
+    most = -np.inf
+    for k in range(num_act):
+        d = act[k]
+        if group_ok[g, d] and room[d] > most:
+            most = room[d]
+    return most
+
+
+@njit(cache=True)
+def _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+    """:func:`_fits` with the most room read off the active devices (every other one has an active twin)."""
+    g = group[v]
+    fixed = group_device[g]
+    if fixed >= 0:
+        return fixed == d
+    if not group_ok[g, d]:
+        return False
+    need = group_bytes[g]
+    if room[d] >= need:
+        return True
+    most = _most_room(g, act, num_act, group_ok, room)
+    return most < need and room[d] == most
+
+
 @njit(cache=True, inline="always")
 def _enlist(  # type: ignore[no-untyped-def]
-    v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings, group, group_device, group_ok,
-    group_bytes, room,
+    v, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size, listings, group, group_device,
+    group_ok, group_bytes, room,
 ):
-    """ETF's ``enlist``: list ``v`` by its ready time on every device it may use and is not listed on.
+    """ETF's ``enlist``: list ``v`` by its ready time on every active device it may use and is not listed on.
 
-    Returns ``(wait_keys, wait_ops, listings)``: the heaps (grown if need be) and the listings made so far.
+    The devices it may use are :func:`_candidates`, the most room read off the active devices. Returns
+    ``(wait_keys, wait_ops, listings)``: the heaps (grown if need be) and the listings made so far.
     """
-    _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
-    for d in range(allowed.shape[0]):
-        if allowed[d] and not listed[v, d]:
-            listed[v, d] = True
+    g = group[v]
+    fixed = group_device[g]
+    need = group_bytes[g]
+    most = -np.inf
+    if fixed < 0:
+        most = _most_room(g, act, num_act, group_ok, room)
+    for k in range(num_act):
+        d = act[k]
+        if fixed >= 0:
+            allowed = d == fixed
+        else:
+            r = room[d] if group_ok[g, d] else -np.inf
+            allowed = r >= need if most >= need else r == most
+        if allowed and not listed[d, v]:
+            listed[d, v] = True
             listings += 1
-            wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, d, ready_at[v, d], neg_rank[v], v)
+            wait_keys, wait_ops = _push(wait_keys, wait_ops, wait_size, d, ready_at[d, v], neg_rank[v], v)
     return wait_keys, wait_ops, listings
 
 
 @njit(cache=True, inline="always")
 def _usable(  # type: ignore[no-untyped-def]
-    v, d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings, group, group_device,
-    group_ok, group_bytes, room,
+    v, d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size, listings, group,
+    group_device, group_ok, group_bytes, room,
 ):
     """ETF's ``usable``: whether the heap top ``v`` may still start on ``d``.
 
@@ -193,11 +264,11 @@ def _usable(  # type: ignore[no-untyped-def]
     """
     if done[v]:
         return False, wait_keys, wait_ops, listings
-    if _fits(v, d, group, group_device, group_ok, group_bytes, room):
+    if _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, room):
         return True, wait_keys, wait_ops, listings
-    listed[v, d] = False
-    wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size,
-                                            listings, group, group_device, group_ok, group_bytes, room)
+    listed[d, v] = False
+    wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops,
+                                            wait_size, listings, group, group_device, group_ok, group_bytes, room)
     return False, wait_keys, wait_ops, listings
 
 
@@ -219,58 +290,82 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     op_device, start_s, finish,  # int64 / float64 / float64 [n]: the schedule (filled)
     device_free,  # float64 [D] when each device is next free (updated)
     group_device,  # int64 [G] device of each group, -1 while unplaced (filled)
+    twin,  # int64 [D] the first device each device is interchangeable with (itself if none): interchangeable_devices
 ):
     """Earliest Task First over the schedule's arrays (``ListSchedule.arrays``, from ``group`` on), in place.
 
     ``favourite_parent`` all -1: plain ETF; else m-SCT's rule.
 
-    Returns ``False`` if the schedule stalled (a ready op with no device), else ``True``.
+    Of interchangeable devices (``twin``) that no op was assigned to yet, only the first has heaps: the others
+    would hold the same entries under the same keys, their tops would tie with its top in everything but the
+    device index, and the lower index wins. When an op is assigned to it, the next of them gets a copy of its
+    heaps and listings (what it would have held) and takes its place. On 4,096 K80s every ready op was listed
+    on 4,096 heaps.
+
+    Returns the listings made (entries pushed on the wait heaps), or -1 if the schedule stalled (a ready op with
+    no device).
     """
     n, num_devices = op_time.shape
-    ready_at = np.zeros((n, num_devices))
-    listed = np.zeros((n, num_devices), dtype=np.bool_)
+    # [device, op], filled for the active devices as ops get ready: the pages of the others are never touched
+    ready_at = np.empty((num_devices, n))
+    listed = np.empty((num_devices, n), dtype=np.bool_)
     done = np.zeros(n, dtype=np.bool_)
     capacity = max(16, n // num_devices + 16)
     wait_keys, wait_ops = np.empty((num_devices, capacity, 2)), np.empty((num_devices, capacity), dtype=np.int64)
     now_keys, now_ops = np.empty((num_devices, capacity, 2)), np.empty((num_devices, capacity), dtype=np.int64)
     wait_size = np.zeros(num_devices, dtype=np.int64)
     now_size = np.zeros(num_devices, dtype=np.int64)
-    allowed = np.empty(num_devices, dtype=np.bool_)
     ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
     listings = 0
     waiting = np.empty(n, dtype=np.int64)  # the ready ops not yet scheduled, compact; where each one is in it
     waiting_at = np.full(n, -1, dtype=np.int64)
     num_waiting = 0
+    # the devices with heaps, in index order (active): those with an op, and the first without one of each class
+    used = np.zeros(num_devices, dtype=np.bool_)
+    next_twin = np.full(num_devices, -1, dtype=np.int64)  # the next device of the same class, or -1
+    last_twin = np.arange(num_devices)
+    act = np.empty(num_devices, dtype=np.int64)
+    num_act = 0
+    for d in range(num_devices):
+        first = twin[d]
+        if first == d:
+            act[num_act] = d
+            num_act += 1
+        else:
+            next_twin[last_twin[first]] = d
+            last_twin[first] = d
 
     for v in range(n):  # make_ready(sources), in index order: their ready times are 0
         if pending[v] == 0:
             waiting[num_waiting], waiting_at[v] = v, num_waiting
             num_waiting += 1
-            wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
-                                                    wait_size, listings, group, group_device, group_ok, group_bytes,
-                                                    room)
+            _arrival_on(v, ready_at, act, num_act, listed, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
+            wait_keys, wait_ops, listings = _enlist(v, ready_at, neg_rank, listed, act, num_act, wait_keys,
+                                                    wait_ops, wait_size, listings, group, group_device, group_ok,
+                                                    group_bytes, room)
     for _ in range(n):
         before = -1
         while before != listings:  # a dropped top may be listed on a device already cleaned
             before = listings
-            for d in range(num_devices):
+            for k in range(num_act):
+                d = act[k]
                 # clean(d): ops that could start when d is free go to the rank heap; stale tops are dropped
                 while wait_size[d] > 0:
                     v = wait_ops[d, 0]
                     if not wait_keys[d, 0, 0] <= device_free[d]:
                         usable, wait_keys, wait_ops, listings = _usable(
-                            v, d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size, listings,
-                            group, group_device, group_ok, group_bytes, room)
+                            v, d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size,
+                            listings, group, group_device, group_ok, group_bytes, room)
                         if usable:
                             break
                     r = wait_keys[d, 0, 1]
                     _pop(wait_keys, wait_ops, wait_size, d)
-                    if not done[v] and listed[v, d]:
+                    if not done[v] and listed[d, v]:
                         now_keys, now_ops = _push(now_keys, now_ops, now_size, d, r, 0.0, v)
                 while now_size[d] > 0:
                     usable, wait_keys, wait_ops, listings = _usable(
-                        now_ops[d, 0], d, done, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops, wait_size,
-                        listings, group, group_device, group_ok, group_bytes, room)
+                        now_ops[d, 0], d, done, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops,
+                        wait_size, listings, group, group_device, group_ok, group_bytes, room)
                     if usable:
                         break
                     _pop(now_keys, now_ops, now_size, d)
@@ -278,7 +373,8 @@ def etf_kernel(  # type: ignore[no-untyped-def]
         best_d = np.int64(-1)  # typed: literal -1s would compile _assign and _fits once more each
         best_v = np.int64(-1)
         best_start = best_r = best_finish = 0.0
-        for d in range(num_devices):
+        for k in range(num_act):
+            d = act[k]
             if now_size[d] > 0:
                 v = now_ops[d, 0]
                 s, r = device_free[d], now_keys[d, 0, 0]
@@ -292,16 +388,31 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                     f < best_finish or (f == best_finish and (d < best_d or (d == best_d and v < best_v))))))):
                 best_d, best_v, best_start, best_r, best_finish = d, v, s, r, f
         if best_d < 0:
-            return False
+            return -1
         start, d, v = best_start, best_d, best_v
         parent = favourite_parent[v]
         if parent >= 0:
             p = op_device[parent]
-            if 0 <= p and p != d and _fits(v, p, group, group_device, group_ok, group_bytes, room):
-                start_p = max(ready_at[v, p], device_free[p])
+            if 0 <= p and p != d and _fits_on(v, p, act, num_act, group, group_device, group_ok, group_bytes, room):
+                start_p = max(ready_at[p, v], device_free[p])
                 saved = latency[p, d] + favourite_bytes[v] * inv_bw[p, d]
                 if start_p <= start + saved:
                     start, d = start_p, p
+        if not used[d]:
+            used[d] = True
+            t = next_twin[d]
+            if t >= 0:  # d's twins had what d has: the next of them gets it and a place among the active
+                wait_keys, wait_ops = _copy_heap(wait_keys, wait_ops, wait_size, d, t)
+                now_keys, now_ops = _copy_heap(now_keys, now_ops, now_size, d, t)
+                for i in range(num_waiting):
+                    u = waiting[i]
+                    listed[t, u], ready_at[t, u] = listed[d, u], ready_at[d, u]
+                k = num_act
+                while k > 0 and act[k - 1] > t:
+                    act[k] = act[k - 1]
+                    k -= 1
+                act[k] = t
+                num_act += 1
         done[v] = True
         last = waiting[num_waiting - 1]  # v leaves the ready ops
         waiting[waiting_at[v]], waiting_at[last], waiting_at[v] = last, waiting_at[v], -1
@@ -317,19 +428,19 @@ def etf_kernel(  # type: ignore[no-untyped-def]
             for i in range(num_waiting):
                 u = waiting[i]
                 h = group[u]
-                if listed[u, d] and group_device[h] < 0 and room[d] < group_bytes[h]:
-                    wait_keys, wait_ops, listings = _enlist(u, ready_at, neg_rank, listed, allowed, wait_keys,
-                                                            wait_ops, wait_size, listings, group, group_device,
-                                                            group_ok, group_bytes, room)
+                if listed[d, u] and group_device[h] < 0 and room[d] < group_bytes[h]:
+                    wait_keys, wait_ops, listings = _enlist(u, ready_at, neg_rank, listed, act, num_act,
+                                                            wait_keys, wait_ops, wait_size, listings, group,
+                                                            group_device, group_ok, group_bytes, room)
         for i in range(count):  # make_ready
             w = ready[i]
             waiting[num_waiting], waiting_at[w] = w, num_waiting
             num_waiting += 1
-            _ready_time(w, ready_at[w], finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
-            wait_keys, wait_ops, listings = _enlist(w, ready_at, neg_rank, listed, allowed, wait_keys, wait_ops,
-                                                    wait_size, listings, group, group_device, group_ok, group_bytes,
-                                                    room)
-    return True
+            _arrival_on(w, ready_at, act, num_act, listed, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
+            wait_keys, wait_ops, listings = _enlist(w, ready_at, neg_rank, listed, act, num_act, wait_keys,
+                                                    wait_ops, wait_size, listings, group, group_device, group_ok,
+                                                    group_bytes, room)
+    return listings
 
 
 @njit(cache=True)
@@ -416,3 +527,67 @@ def favourite_children_kernel(ptr, dst, size):  # type: ignore[no-untyped-def]
             if size[e] > best[v]:
                 parent[v], best[v] = u, size[e]
     return parent, np.maximum(best, 0.0)
+
+
+@njit(cache=True)
+def twin_kernel(op_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds):  # type: ignore[no-untyped-def]
+    """``interchangeable_devices`` checked bit for bit: the first device of each device's class (itself if alone).
+
+    ``label [D]`` is each device's candidate class; a device joins the first unsettled device of its label when
+    their columns of ``op_bits [n, D]`` (op times), ``group_ok [G, D]`` and ``state_bits [k, D]`` hold the same
+    bits, and so do those of ``latency_bits`` and ``inv_bw_bits`` ``[D, D]`` but for the rows of the two devices,
+    and the link from that first device to it is the one to the class's other members. Those that do not join
+    try again among themselves, for at most ``rounds`` rounds (islands of a multi-node cluster); then they are
+    their own.
+    """
+    num_devices = label.shape[0]
+    twin = np.arange(num_devices)
+    settled = np.zeros(num_devices, dtype=np.bool_)
+    same = np.empty(num_devices, dtype=np.bool_)
+    first = np.empty(num_devices, dtype=np.int64)
+    head = np.empty(num_devices, dtype=np.int64)  # by label: the first unsettled device
+    seen = np.empty(num_devices, dtype=np.int64)  # by device: its class's first member after it
+    for _ in range(rounds):
+        head[:] = -1
+        for d in range(num_devices):
+            if not settled[d] and head[label[d]] < 0:
+                head[label[d]] = d
+        for d in range(num_devices):
+            first[d] = head[label[d]]
+            same[d] = not settled[d] and first[d] != d
+        for i in range(op_bits.shape[0]):
+            for d in range(num_devices):
+                if same[d] and op_bits[i, d] != op_bits[i, first[d]]:
+                    same[d] = False
+        for i in range(state_bits.shape[0]):
+            for d in range(num_devices):
+                if same[d] and state_bits[i, d] != state_bits[i, first[d]]:
+                    same[d] = False
+        for g in range(group_ok.shape[0]):
+            for d in range(num_devices):
+                if same[d] and group_ok[g, d] != group_ok[g, first[d]]:
+                    same[d] = False
+        for w in range(num_devices):
+            for d in range(num_devices):
+                r = first[d]
+                if same[d] and w != d and w != r and (latency_bits[w, d] != latency_bits[w, r]
+                                                       or inv_bw_bits[w, d] != inv_bw_bits[w, r]):
+                    same[d] = False
+        seen[:] = -1
+        for d in range(num_devices):
+            r = first[d]
+            if same[d]:
+                if seen[r] < 0:
+                    seen[r] = d
+                elif latency_bits[r, d] != latency_bits[r, seen[r]] or inv_bw_bits[r, d] != inv_bw_bits[r, seen[r]]:
+                    continue
+                twin[d] = r
+                settled[d] = True
+        progress = False
+        for d in range(num_devices):
+            if not settled[d] and first[d] == d:
+                settled[d] = True  # the first of its class, or alone
+            progress = progress or not settled[d]
+        if not progress:
+            break
+    return twin

@@ -20,7 +20,8 @@ final :func:`~gnplace.placers.groups.repair_memory` fixes what it can).
 
 The scheduling loops, :class:`ListSchedule`'s steps and the upward rank run compiled
 (:mod:`gnplace.placers._listsched_kernel`, numba): list-scheduling every op of a 93,567-op graph took
-3-4 s a placer in Python and takes 0.1-0.5 s.
+3-4 s a placer in Python and takes 0.1-0.5 s (on four devices). ETF keeps heaps for the devices in use and one
+idle device of each class of interchangeable ones (:func:`interchangeable_devices`), not for every device.
 
 Times follow the cost model: op ``v`` takes ``t[v, d]`` seconds on device ``d`` and an edge of
 ``b`` bytes from device ``a`` to ``c != a`` takes :math:`\\lambda_{ac} + b / W_{ac}` seconds.
@@ -35,7 +36,15 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
-from gnplace.placers._listsched_kernel import _assign, _candidates, _fits, _ready_time, etf_kernel, upward_rank_kernel
+from gnplace.placers._listsched_kernel import (
+    _assign,
+    _candidates,
+    _fits,
+    _ready_time,
+    etf_kernel,
+    twin_kernel,
+    upward_rank_kernel,
+)
 from gnplace.placers.base import check_flag, check_fraction
 from gnplace.placers.groups import group_memory, group_times, repair_memory
 from gnplace.seed import SeedLike, check_seed
@@ -44,7 +53,7 @@ from gnplace.sim.timer import StepTimer
 
 __all__ = [
     "ListSchedule", "ListSchedulingPlacer", "upward_rank", "mean_comm_time", "static_rank", "etf_schedule",
-    "place_by_schedule", "ETF_REVISION",
+    "place_by_schedule", "ETF_REVISION", "interchangeable_devices",
 ]
 
 
@@ -211,6 +220,47 @@ class ListSchedule:
         return ready[:count].tolist()  # type: ignore[no-any-return]
 
 
+#: Rounds of :func:`interchangeable_devices`' check, each a pass over the op times: the devices of a candidate
+#: class that differ from its first device in their links (another node's) try again among themselves.
+TWIN_ROUNDS = 4
+
+
+def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
+    """The first device each device of ``schedule`` is interchangeable with while neither has an op, ``[num_devices]``.
+
+    Two devices are interchangeable when the same bits give every op's seconds on them, which groups may use them
+    (``min_speed``), their room, when they are free and the links to them from every other device (latency and
+    bandwidth), and no op is on either: ETF would list the same ops on both, under the same keys. A device alike with
+    none before it is its own. The devices are grouped by a few rows of these and every group is then checked bit for
+    bit (:func:`~gnplace.placers._listsched_kernel.twin_kernel`, :data:`TWIN_ROUNDS` rounds); one that differs
+    anywhere is its own.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> from gnplace.sim.costmodel import op_times
+        >>> g = chain_graph(2)
+        >>> def twins(name):
+        ...     return interchangeable_devices(ListSchedule(g, load_cluster(name), op_times(g, load_cluster(name))))
+        >>> twins("k80x4").tolist(), twins("cpu_gpu").tolist()
+        ([0, 0, 0, 0], [0, 1])
+        >>> twins("v100x8").tolist()  # two nodes of four
+        [0, 0, 0, 0, 4, 4, 4, 4]
+    """
+    n, num_devices = schedule.op_time.shape
+    hosting = np.zeros(num_devices)
+    hosting[schedule.op_device[schedule.op_device >= 0]] = 1.0
+    # a device with an op is alike with none: its index joins its state
+    state = np.stack([schedule.room, schedule.device_free, hosting, np.arange(num_devices) * hosting]).view(np.uint64)
+    op_bits = schedule.op_time.view(np.uint64)
+    key = np.concatenate([state, op_bits[[0, n // 2, n - 1] if n else []]]).T
+    label = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    twin = twin_kernel(op_bits, np.ascontiguousarray(schedule.group_ok), state,
+                       np.ascontiguousarray(schedule.latency, dtype=np.float64).view(np.uint64),
+                       np.ascontiguousarray(schedule.inv_bw, dtype=np.float64).view(np.uint64), label, TWIN_ROUNDS)
+    return twin  # type: ignore[no-any-return]
+
+
 #: The revision of :func:`etf_schedule`'s results, that of ``m_etf`` and ``m_sct``, which both run it. 2026-11-30: a
 #: ready op is listed on its new devices as soon as a placed group takes the room its own group would have needed
 #: (until then only when its stale entry reached a heap top).
@@ -236,7 +286,11 @@ def etf_schedule(
     or out of room) are dropped when they reach a top. When a placed group takes room on a device,
     the ready ops of unplaced groups listed there are listed at once on the devices they may use
     now (where no device has room for a group, those with the most room left), so that no earliest
-    start is missed. The loop is compiled
+    start is missed. Of interchangeable devices without ops (:func:`interchangeable_devices`: alike
+    op times, room, links, none busy) only the first has heaps: the others would hold the same entries
+    and lose every tie to it by index; when it takes an op the next one gets a copy of its heaps. On
+    many alike devices a step so costs ``O(devices in use log num_ops)``, an op's listing as many
+    pushes, where each ready op was listed on every device. The loop is compiled
     (:func:`~gnplace.placers._listsched_kernel.etf_kernel`); :class:`ListSchedule`'s methods say what
     each of its steps does.
 
@@ -250,10 +304,11 @@ def etf_schedule(
     n = schedule.op_time.shape[0]
     if favourite_parent is None or favourite_bytes is None:
         favourite_parent, favourite_bytes = np.full(n, -1, dtype=np.int64), np.zeros(n)
-    finished = etf_kernel(schedule.op_time, -np.asarray(rank, dtype=np.float64),
+    state = (*schedule.arrays(), interchangeable_devices(schedule))
+    listings = etf_kernel(schedule.op_time, -np.asarray(rank, dtype=np.float64),
                           np.asarray(favourite_parent, dtype=np.int64), np.asarray(favourite_bytes, dtype=np.float64),
-                          *schedule.arrays())
-    assert finished, "list scheduling stalled: no ready op has a device"
+                          *state)
+    assert listings >= 0, "list scheduling stalled: no ready op has a device"
 
 
 def place_by_schedule(

@@ -137,6 +137,37 @@ def bench_devices(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def bench_devices_place(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of each of ``--placers`` on :func:`large_graph`'s graph of about ``--ops`` ops, per count of ``--devices``.
+
+    One call each, after one on a small graph (numba's compilation is not counted); each row also holds the step time
+    (ms) and a digest of the placement (the first 16 hex digits of the SHA-256 of its devices as int64), so that two
+    versions of a placer can be checked for the same result, and how many devices it uses.
+    """
+    import hashlib
+
+    from gnplace.placers.registry import make_placer
+
+    cache = check_output_folder(args.cache, "--cache")
+    cache.mkdir(parents=True, exist_ok=True)
+    graph, sim = large_graph(args.ops, cache), Simulator()
+    rows = []
+    for name in args.placers:
+        make_placer(name, timer=sim).place(layered_graph(50, seed=0), k80_cluster(4))
+        for num_devices in args.devices:
+            cluster = k80_cluster(num_devices)
+            start = time.perf_counter()
+            devices = make_placer(name, timer=sim).place(graph, cluster).devices
+            seconds = time.perf_counter() - start
+            digest = hashlib.sha256(np.ascontiguousarray(devices, dtype=np.int64).tobytes()).hexdigest()[:16]
+            row = dict(ops=graph.num_ops, devices=num_devices, placer=name, seconds=seconds,
+                       step_ms=sim.time(graph, cluster, devices).step_time * 1e3, used=len(np.unique(devices)),
+                       placement=digest)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def _first_step(graph: Any, cluster: Cluster, placement: np.ndarray) -> float:
     """Seconds of one step by a new simulator: its arrays of ``(graph, cluster)`` are made for it."""
     return Simulator().time(graph, cluster, placement).step_time
@@ -199,6 +230,17 @@ def run_devices(args: argparse.Namespace) -> int:
     column, group times summed every column; each now works on the distinct columns.
     """
     bench_devices(args)
+    return 0
+
+
+def run_devices_place(args: argparse.Namespace) -> int:
+    """``devices-place``: seconds of the list schedulers on a cifar10 graph of ``--ops`` ops on 4 to 4,096 K80s.
+
+    2026-12-04, 93,567 ops on 4,096 K80s: m_etf took 47.5 s, ETF's kernel 40 s of it, listing every ready op on
+    every device's heaps; now on those in use and one idle device of each class of interchangeable ones, with the
+    same placements (the ``placement`` digests).
+    """
+    bench_devices_place(args)
     return 0
 
 
@@ -280,6 +322,11 @@ def add_parsers(sub: Any) -> None:
     devices.add_argument("--ops", type=int, default=100_000)
     devices.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
     devices.add_argument("--repeat", type=int, default=3)
+    place = add_command(sub, "devices-place", run_devices_place, "the list schedulers' seconds per device count")
+    place.add_argument("--ops", type=int, default=100_000)
+    place.add_argument("--devices", type=int, nargs="+", default=[4, 256, 4096])
+    place.add_argument("--placers", nargs="+", default=["heft", "m_etf", "m_sct"])
+    place.add_argument("--cache", default="out/bench")
     mem = add_command(sub, "memory", run_memory, "peak RSS of simulate and place on 10k and 100k-op graphs")
     mem.add_argument("--ops", type=int, nargs="+", default=[10_000, 100_000])
     mem.add_argument("--clusters", nargs="+", default=["k80x4"])

@@ -29,6 +29,15 @@ def test_devices_times_what_each_device_count_makes_before_placing(load_script):
     assert all(row[k] > 0 for row in rows for k in ("op_times_s", "simulator_s", "list_schedule_s", "coarsen_s"))
 
 
+def test_devices_place_times_each_placer_and_digests_its_placement(load_script, tmp_path):
+    speed = load_script("benchmarks.speed")
+    args = argparse.Namespace(ops=300, devices=[2, 64], placers=["m_etf", "heft"], cache=str(tmp_path))
+    rows = speed.bench_devices_place(args)
+    assert [(row["placer"], row["devices"]) for row in rows] == [("m_etf", 2), ("m_etf", 64), ("heft", 2), ("heft", 64)]
+    assert all(row["seconds"] > 0 and row["step_ms"] > 0 and 1 <= row["used"] <= row["devices"] for row in rows)
+    assert all(len(row["placement"]) == 16 for row in rows)
+
+
 def test_import_times_the_extraction_of_a_cifar10_network(load_script):
     speed = load_script("benchmarks.speed")
     (row,) = speed.bench_import(argparse.Namespace(layers=[1]))

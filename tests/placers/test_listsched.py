@@ -7,12 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gnplace.cluster import Cluster, cluster_from_dict, load_cluster
+from gnplace.cluster import DEVICE_KINDS, Cluster, Device, cluster_from_dict, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.heft import heft_schedule
 from gnplace.placers.listsched import (
     ListSchedule,
     etf_schedule,
+    interchangeable_devices,
     mean_comm_time,
     place_by_schedule,
     static_rank,
@@ -340,3 +341,61 @@ def test_a_schedule_refuses_a_min_speed_outside_zero_to_one(min_speed):
     g, c = chain_graph(3), load_cluster("k80x2")
     with pytest.raises(InvalidArgument, match=r"^ListSchedule: min_speed must be a number in \[0, 1\], got "):
         ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+
+
+def _alike_devices_case(seed: int) -> tuple[OpGraph, Cluster, np.ndarray, float]:
+    """A random graph, rank and ``min_speed`` on 3 to 10 devices in runs of one kind and memory, on two nodes.
+
+    Within a node links are fast, between nodes slow; memory is tight for some groups (0.1 MB to 1 GB each, devices of
+    1 MB to 1 GB), so groups go to the roomiest devices and ETF's twins split as rooms are taken.
+    """
+    rng = np.random.default_rng(seed)
+    g = layered_graph(int(rng.integers(2, 40)), width=int(rng.integers(2, 6)), seed=rng)
+    g = g.replace(group=np.cumsum(rng.random(g.num_ops) < 0.5), param_bytes=np.round(10.0 ** rng.uniform(5, 9, g.num_ops)))
+    num_devices = int(rng.integers(3, 11))
+    kinds = np.repeat(rng.choice(["k80", "p100"], 3), rng.multinomial(num_devices, [1 / 3] * 3))
+    memory = np.repeat(10.0 ** rng.uniform(6, 9, 3), rng.multinomial(num_devices, [1 / 3] * 3))
+    devices = [Device(f"d{i}", str(k), **{**DEVICE_KINDS[str(k)], "memory": float(m)})
+               for i, (k, m) in enumerate(zip(kinds, memory))]
+    node = np.arange(num_devices) >= int(rng.integers(1, num_devices + 1))
+    bandwidth = np.where(node[:, None] == node[None, :], 4e10, 1.2e10)
+    latency = np.where(node[:, None] == node[None, :], 1e-6, 1e-5)
+    return g, Cluster(devices, bandwidth, latency, name="nodes"), rng.random(g.num_ops), float(rng.random())
+
+
+def test_interchangeable_devices_are_alike_in_op_times_room_links_and_freedom():
+    g = chain_graph(3)
+
+    def twins(cluster: Cluster, **assigned: int) -> list[int]:
+        s = ListSchedule(g, cluster, op_times(g, cluster))
+        for v, d in assigned.items():
+            s.assign(int(v[1:]), d, 0.0)
+        return interchangeable_devices(s).tolist()
+
+    assert twins(load_cluster("k80x4")) == [0, 0, 0, 0]
+    assert twins(load_cluster("v100x8")) == [0, 0, 0, 0, 4, 4, 4, 4]  # two nodes: the links differ
+    assert twins(load_cluster("cpu_gpu")) == [0, 1]
+    assert twins(load_cluster("k80x4"), v0=1) == [0, 1, 0, 0]  # an op on 1: it is alike with none
+    k80 = DEVICE_KINDS["k80"]
+    devices = [Device(f"d{i}", "k80", **{**k80, "memory": m}) for i, m in enumerate([1e9, 2e9, 1e9, 2e9])]
+    assert twins(Cluster(devices, np.full((4, 4), 1e10), np.full((4, 4), 1e-5))) == [0, 1, 0, 1]
+    bandwidth = np.full((4, 4), 1e10)
+    bandwidth[0, 3] = 2e10  # 3 is nearer to 0 than 1 and 2 are: alike with none of them
+    same = [Device(f"d{i}", "k80", **k80) for i in range(4)]
+    assert twins(Cluster(same, bandwidth, np.full((4, 4), 1e-5))) == [0, 0, 0, 3]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_etf_on_runs_of_alike_devices_starts_each_op_as_the_definition_does(seed):
+    # ETF keeps heaps for one device of each class of interchangeable devices without ops (2026-12-04: each ready op
+    # was listed on every one of 4,096 K80s); it must schedule as the definition does, twins split by memory included
+    g, c, rank, min_speed = _alike_devices_case(seed)
+    parent, size = favourite_children(g)
+    for favourites in ({}, {"favourite_parent": parent, "favourite_bytes": size}):
+        kernel = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+        etf_schedule(kernel, rank, **favourites)
+        defined = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+        _etf_by_definition(defined, rank, *favourites.values())
+        assert kernel.op_device.tolist() == defined.op_device.tolist()
+        assert kernel.start.tolist() == defined.start.tolist()
