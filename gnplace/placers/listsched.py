@@ -66,8 +66,11 @@ def mean_comm_time(cluster: Cluster, devices: np.ndarray, num_bytes: np.ndarray)
     if d.size < 2:
         return np.zeros_like(np.asarray(num_bytes, dtype=np.float64))
     off = ~np.eye(d.size, dtype=bool)
-    lat = cluster.latency[np.ix_(d, d)][off].mean()
-    inv_bw = (1.0 / cluster.bandwidth[np.ix_(d, d)][off]).mean()
+    latency, bandwidth = cluster.latency, cluster.bandwidth
+    if not np.array_equal(d, np.arange(cluster.num_devices)):  # all of them, in order: the matrices as they are
+        latency, bandwidth = latency[np.ix_(d, d)], bandwidth[np.ix_(d, d)]
+    lat = latency[off].mean()
+    inv_bw = (1.0 / bandwidth[off]).mean()
     return lat + np.asarray(num_bytes, dtype=np.float64) * inv_bw
 
 
