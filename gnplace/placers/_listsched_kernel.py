@@ -222,6 +222,40 @@ def _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, roo
     return most < need and room[d] == most
 
 
+@njit(cache=True)
+def _twin_lists(twin):  # type: ignore[no-untyped-def]
+    """The devices active at first and the next twin of each device, from ``twin [D]``.
+
+    Returns ``(act, num_act, next_twin)``: ``act[:num_act]`` the first device of each class in index order (room
+    for all ``D``), ``next_twin [D]`` the next device of each one's class, or -1.
+    """
+    num_devices = twin.shape[0]
+    next_twin = np.full(num_devices, -1, dtype=np.int64)
+    last_twin = np.arange(num_devices)
+    act = np.empty(num_devices, dtype=np.int64)
+    num_act = 0
+    for d in range(num_devices):
+        first = twin[d]
+        if first == d:
+            act[num_act] = d
+            num_act += 1
+        else:
+            next_twin[last_twin[first]] = d
+            last_twin[first] = d
+    return act, num_act, next_twin
+
+
+@njit(cache=True)
+def _activate(t, act, num_act):  # type: ignore[no-untyped-def]
+    """Insert device ``t`` into ``act[:num_act]``, kept in index order; returns the new count."""
+    k = num_act
+    while k > 0 and act[k - 1] > t:
+        act[k] = act[k - 1]
+        k -= 1
+    act[k] = t
+    return num_act + 1
+
+
 @njit(cache=True, inline="always")
 def _enlist(  # type: ignore[no-untyped-def]
     v, ready_at, neg_rank, listed, act, num_act, wait_keys, wait_ops, wait_size, listings, group, group_device,
@@ -322,18 +356,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     num_waiting = 0
     # the devices with heaps, in index order (active): those with an op, and the first without one of each class
     used = np.zeros(num_devices, dtype=np.bool_)
-    next_twin = np.full(num_devices, -1, dtype=np.int64)  # the next device of the same class, or -1
-    last_twin = np.arange(num_devices)
-    act = np.empty(num_devices, dtype=np.int64)
-    num_act = 0
-    for d in range(num_devices):
-        first = twin[d]
-        if first == d:
-            act[num_act] = d
-            num_act += 1
-        else:
-            next_twin[last_twin[first]] = d
-            last_twin[first] = d
+    act, num_act, next_twin = _twin_lists(twin)
 
     for v in range(n):  # make_ready(sources), in index order: their ready times are 0
         if pending[v] == 0:
@@ -407,12 +430,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 for i in range(num_waiting):
                     u = waiting[i]
                     listed[t, u], ready_at[t, u] = listed[d, u], ready_at[d, u]
-                k = num_act
-                while k > 0 and act[k - 1] > t:
-                    act[k] = act[k - 1]
-                    k -= 1
-                act[k] = t
-                num_act += 1
+                num_act = _activate(t, act, num_act)
         done[v] = True
         last = waiting[num_waiting - 1]  # v leaves the ready ops
         waiting[waiting_at[v]], waiting_at[last], waiting_at[v] = last, waiting_at[v], -1
@@ -448,43 +466,68 @@ def heft_kernel(  # type: ignore[no-untyped-def]
     op_time, group_time,  # float64 [n, D], [G, D]: seconds of each op and each whole group on each device
     neg_rank, group, group_ok, group_bytes, room, latency, inv_bw, in_ptr, in_src, in_bytes, out_ptr, out_dst,
     pending, op_device, start_s, finish, device_free, group_device,  # as etf_kernel's (ListSchedule.arrays)
+    twin,  # int64 [D] as etf_kernel's
 ):
     """HEFT over the schedule's arrays, in place.
 
     Highest rank first among ready ops, each on its earliest-finish device (a group's first op counts the
-    whole group's seconds there); ties go to the lower device index.
+    whole group's seconds there); ties go to the lower device index. Of interchangeable devices without ops
+    (``twin``) only the first is weighed, as in ``etf_kernel``: the others finish each op when it does and lose the
+    tie (4,096 K80s: every op weighed 4,096 devices). Returns how many (op, device) pairs were weighed.
     """
     n, num_devices = op_time.shape
+    used = np.zeros(num_devices, dtype=np.bool_)
+    act, num_act, next_twin = _twin_lists(twin)
     keys = np.empty((1, max(16, n), 2))
     ops = np.empty((1, max(16, n)), dtype=np.int64)
     size = np.zeros(1, dtype=np.int64)
     at = np.empty(num_devices)
-    allowed = np.empty(num_devices, dtype=np.bool_)
     ready = np.empty(max(1, out_dst.shape[0]), dtype=np.int64)
     heap = np.int64(0)  # the one heap (typed: a literal 0 would compile _push and _pop once more)
+    weighed = 0
     for v in range(n):
         if pending[v] == 0:
             keys, ops = _push(keys, ops, size, heap, neg_rank[v], 0.0, v)
     while size[0] > 0:
         v = ops[0, 0]
         _pop(keys, ops, size, heap)
-        _ready_time(v, at, finish, op_device, latency, inv_bw, in_ptr, in_src, in_bytes)
-        _candidates(v, allowed, group, group_device, group_ok, group_bytes, room)
         g = group[v]
+        fixed = group_device[g]
+        most = -np.inf if fixed >= 0 else _most_room(g, act, num_act, group_ok, room)
+        lo, hi = in_ptr[v], in_ptr[v + 1]
         best_d = np.int64(-1)  # typed: a literal -1 would compile _assign once more
         best_finish = np.inf
-        for d in range(num_devices):
-            start = max(at[d], device_free[d])
+        weighed += num_act
+        for k in range(num_act):  # _ready_time and _candidates on the active devices
+            d = act[k]
+            arrive = 0.0
+            for e in range(lo, hi):
+                p = in_src[e]
+                w = op_device[p]
+                t = finish[p] + latency[w, d] + in_bytes[e] * inv_bw[w, d]
+                if e == lo or t > arrive:
+                    arrive = t
+            if fixed >= 0:
+                allowed = d == fixed
+            else:
+                r = room[d] if group_ok[g, d] else -np.inf
+                allowed = r >= group_bytes[g] if most >= group_bytes[g] else r == most
+            start = max(arrive, device_free[d])
             at[d] = start
-            work = op_time[v, d] if group_device[g] >= 0 else group_time[g, d]
-            f = start + work if allowed[d] else np.inf
+            work = op_time[v, d] if fixed >= 0 else group_time[g, d]
+            f = start + work if allowed else np.inf
             if best_d < 0 or f < best_finish:
                 best_d, best_finish = d, f
+        if not used[best_d]:
+            used[best_d] = True
+            if next_twin[best_d] >= 0:
+                num_act = _activate(next_twin[best_d], act, num_act)
         count = _assign(v, best_d, at[best_d], ready, group, group_device, group_bytes, room, op_device, start_s,
                         finish, device_free, op_time, out_ptr, out_dst, pending)
         for i in range(count):
             w = ready[i]
             keys, ops = _push(keys, ops, size, heap, neg_rank[w], 0.0, w)
+    return weighed
 
 
 @njit(cache=True)
@@ -530,15 +573,17 @@ def favourite_children_kernel(ptr, dst, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def twin_kernel(op_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds):  # type: ignore[no-untyped-def]
+def twin_kernel(  # type: ignore[no-untyped-def]
+    op_bits, group_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds,
+):
     """``interchangeable_devices`` checked bit for bit: the first device of each device's class (itself if alone).
 
     ``label [D]`` is each device's candidate class; a device joins the first unsettled device of its label when
-    their columns of ``op_bits [n, D]`` (op times), ``group_ok [G, D]`` and ``state_bits [k, D]`` hold the same
-    bits, and so do those of ``latency_bits`` and ``inv_bw_bits`` ``[D, D]`` but for the rows of the two devices,
-    and the link from that first device to it is the one to the class's other members. Those that do not join
-    try again among themselves, for at most ``rounds`` rounds (islands of a multi-node cluster); then they are
-    their own.
+    their columns of ``op_bits [n, D]`` (op times), ``group_bits [G, D]`` (group times), ``group_ok [G, D]`` and
+    ``state_bits [k, D]`` hold the same bits, and so do those of ``latency_bits`` and ``inv_bw_bits`` ``[D, D]``
+    but for the rows of the two devices, and the link from that first device to it is the one to the class's
+    other members. Those that do not join try again among themselves, for at most ``rounds`` rounds (islands of a
+    multi-node cluster); then they are their own.
     """
     num_devices = label.shape[0]
     twin = np.arange(num_devices)
@@ -562,6 +607,10 @@ def twin_kernel(op_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label,
         for i in range(state_bits.shape[0]):
             for d in range(num_devices):
                 if same[d] and state_bits[i, d] != state_bits[i, first[d]]:
+                    same[d] = False
+        for i in range(group_bits.shape[0]):
+            for d in range(num_devices):
+                if same[d] and group_bits[i, d] != group_bits[i, first[d]]:
                     same[d] = False
         for g in range(group_ok.shape[0]):
             for d in range(num_devices):

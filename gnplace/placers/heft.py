@@ -31,7 +31,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers._listsched_kernel import heft_kernel
-from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, static_rank
+from gnplace.placers.listsched import ListSchedule, ListSchedulingPlacer, interchangeable_devices, static_rank
 from gnplace.sim.timer import StepTimer
 
 __all__ = ["HeftPlacer", "heft_schedule"]
@@ -46,10 +46,13 @@ def heft_schedule(schedule: ListSchedule, rank: np.ndarray) -> None:
     :meth:`~gnplace.placers.listsched.ListSchedule.candidates` allows when it
     is taken, so room taken by other groups since it became ready counts. Ops are appended to a
     device, never fitted into an idle gap. Ties of rank go to the lower op index, ties of finish to the
-    lower device index. Fills ``schedule`` in place; the loop is compiled
-    (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
+    lower device index. Of interchangeable devices without ops
+    (:func:`~gnplace.placers.listsched.interchangeable_devices`) only the first is weighed: the
+    others would finish the op when it does and lose the tie. Fills ``schedule`` in place; the loop
+    is compiled (:func:`~gnplace.placers._listsched_kernel.heft_kernel`).
     """
-    heft_kernel(schedule.op_time, schedule.group_time, -np.asarray(rank, dtype=np.float64), *schedule.arrays())
+    state = (*schedule.arrays(), interchangeable_devices(schedule))
+    heft_kernel(schedule.op_time, schedule.group_time, -np.asarray(rank, dtype=np.float64), *state)
 
 
 class HeftPlacer(ListSchedulingPlacer):

@@ -231,9 +231,10 @@ TWIN_ROUNDS = 4
 def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
     """The first device each device of ``schedule`` is interchangeable with while neither has an op, ``[num_devices]``.
 
-    Two devices are interchangeable when the same bits give every op's seconds on them, which groups may use them
-    (``min_speed``), their room, when they are free and the links to them from every other device (latency and
-    bandwidth), and no op is on either: ETF would list the same ops on both, under the same keys. A device alike with
+    Two devices are interchangeable when the same bits give every op's and every group's seconds on them, which
+    groups may use them (``min_speed``), their room, when they are free and the links to them from every other device
+    (latency and bandwidth), and no op is on either: ETF would list the same ops on both, under the same keys, and
+    HEFT would see the same finish on both. A device alike with
     none before it is its own. The devices are grouped by a few rows of these and every group is then checked bit for
     bit (:func:`~gnplace.placers._listsched_kernel.twin_kernel`, :data:`TWIN_ROUNDS` rounds); one that differs
     anywhere is its own.
@@ -258,7 +259,8 @@ def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
     op_bits = schedule.op_time.view(np.uint64)
     key = np.concatenate([state, op_bits[[0, n // 2, n - 1] if n else []]]).T
     label = np.unique(key, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    twin = twin_kernel(op_bits, np.ascontiguousarray(schedule.group_ok), state,
+    group_bits = np.ascontiguousarray(schedule.group_time, dtype=np.float64).view(np.uint64)
+    twin = twin_kernel(op_bits, group_bits, np.ascontiguousarray(schedule.group_ok), state,
                        np.ascontiguousarray(schedule.latency, dtype=np.float64).view(np.uint64),
                        np.ascontiguousarray(schedule.inv_bw, dtype=np.float64).view(np.uint64), label, TWIN_ROUNDS)
     return twin  # type: ignore[no-any-return]

@@ -416,3 +416,17 @@ def test_etf_on_runs_of_alike_devices_starts_each_op_as_the_definition_does(seed
         _etf_by_definition(defined, rank, *favourites.values())
         assert kernel.op_device.tolist() == defined.op_device.tolist()
         assert kernel.start.tolist() == defined.start.tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_heft_on_runs_of_alike_devices_places_each_op_as_the_definition_does(seed: int) -> None:
+    # HEFT weighs one device of each class of interchangeable devices without ops (2026-12-04: every op weighed all
+    # 4,096 K80s); the placements must be the definition's, twins split by memory included
+    g, c, rank, min_speed = _alike_devices_case(seed)
+    kernel = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+    heft_schedule(kernel, rank)
+    defined = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
+    _heft_by_definition(defined, rank)
+    assert kernel.op_device.tolist() == defined.op_device.tolist()
+    assert kernel.start.tolist() == defined.start.tolist()

@@ -130,3 +130,28 @@ def test_etf_lists_ready_ops_on_one_of_many_alike_devices_without_ops():
     (fewer, *twins), (every, *separate) = runs
     assert twins == separate
     assert every >= graph.num_ops * d and fewer < graph.num_ops * 20
+
+
+
+def test_heft_weighs_one_of_many_alike_devices_without_ops():
+    """On 512 alike K80s HEFT weighed every device for every op; now the devices in use and one idle device a class,
+    with the schedule of weighing them all."""
+    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Device
+    from gnplace.placers._listsched_kernel import heft_kernel
+    from gnplace.placers.listsched import interchangeable_devices
+    from gnplace.toy import layered_graph
+
+    graph, d = layered_graph(300, seed=0), 512
+    link = LINK_KINDS["placeto"]
+    cluster = Cluster([Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(d)],
+                      np.full((d, d), link["bandwidth"]), np.full((d, d), link["latency"]))
+    rank = static_rank(graph, op_times(graph, cluster), cluster)
+    runs = []
+    for alike in (True, False):
+        s = ListSchedule(graph, cluster, op_times(graph, cluster))
+        twin = interchangeable_devices(s) if alike else np.arange(d)
+        runs.append((heft_kernel(s.op_time, s.group_time, -rank, *s.arrays(), twin), s.op_device.tolist(),
+                     s.start.tolist()))
+    (fewer, *twins), (every, *separate) = runs
+    assert twins == separate
+    assert every == graph.num_ops * d and fewer < graph.num_ops * 20
