@@ -96,3 +96,18 @@ def test_policy_never_imports_rl():
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.startswith("gnplace.rl")]
     assert not found, found
+
+
+def test_a_test_run_leaves_nothing_in_its_working_folder(tmp_path):
+    """pytest-benchmark, a dev dependency no test used, made an empty ``.benchmarks/`` in the working folder of
+    every run (``.gitignore`` hid it in the repository; ``pytest /path/to/gnplace/tests`` left it elsewhere)."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_one.py").write_text("def test_one():\n    assert True\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pyproject.toml"), "-p", "no:cacheprovider",
+                             "test_one.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})  # Python's __pycache__, not a plugin's
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_one.py"]
