@@ -35,6 +35,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
+#: What rich reads of the environment to colour and size its output (rich.console): the runner's own must not
+#: decide what a test's output holds.
+CONSOLE_VARIABLES = ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES",
+                     "JUPYTER_COLUMNS", "JUPYTER_LINES")
+
+
+@pytest.fixture(autouse=True)
+def console_as_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test's output is as a pipe gets it, 80 columns and no colours, whatever the runner's environment says.
+
+    ``FORCE_COLOR=1 COLUMNS=40`` in the runner's environment failed eight tests of ``tests/cli`` that read what a
+    command printed (rich's colour codes between the words, names wrapped in a table); a test that wants a width
+    or colours sets them itself.
+    """
+    for name in CONSOLE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 def _script_loader(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
     """A ``load(name)`` of ``scripts/NAME.py`` whose changes to ``sys.path`` and ``sys.modules`` ``monkeypatch`` undoes.
 

@@ -1,4 +1,5 @@
-"""``tests/`` mirrors ``gnplace/`` (STYLE.md habit 1): every module has its test file."""
+"""``tests/`` mirrors ``gnplace/`` (STYLE.md habit 1): every module has its test file; and a test run depends on
+nothing of its runner's (working folder, console settings) and leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -111,3 +112,19 @@ def test_a_test_run_leaves_nothing_in_its_working_folder(tmp_path):
                             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})  # Python's __pycache__, not a plugin's
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test_one.py"]
+
+
+def test_the_runners_console_settings_change_no_tests_output(tmp_path):
+    """``FORCE_COLOR=1 COLUMNS=40`` in the runner's environment (CI services and tox pass such settings on) failed
+    eight tests of ``tests/cli`` that read what a command printed, ``COLUMNS=40`` alone two (rich's colour codes
+    between the words, names wrapped in a table): ``conftest.py`` takes rich's settings out of every test's."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "40", "PYTHONDONTWRITEBYTECODE": "1"}
+    names = "tests/cli/test_place.py::test_names_holding_line_breaks_print_on_one_line"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+                             f"--basetemp={tmp_path}", names],
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:]

@@ -23,11 +23,9 @@ EXAMPLE = ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg"
 
 
 @pytest.fixture(autouse=True)
-def plain_console(monkeypatch):
-    """A wide console without colours, whatever the environment says."""
+def wide_console(monkeypatch):
+    """A wide console (no colours whatever the environment says: conftest.py's ``console_as_piped``)."""
     monkeypatch.setenv("COLUMNS", "200")
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def squash(text: str) -> str:
