@@ -164,7 +164,7 @@ def bench_devices_place(args: argparse.Namespace) -> list[dict[str, Any]]:
                        step_ms=sim.time(graph, cluster, devices).step_time * 1e3, used=len(np.unique(devices)),
                        placement=digest)
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json_text(row), flush=True)
     return rows
 
 
