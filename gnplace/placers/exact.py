@@ -184,6 +184,9 @@ class ExactPlacer:
 
     name = "exact"
     accepts = frozenset({"timer"})
+    #: Changes when results under the same options change. 1 (2026-12-04): ``select="simulator"`` descends from each
+    #: candidate by the simulator, and CP-SAT runs without its reduced_costs subsolver.
+    revision = "1"
 
     def __init__(
         self,

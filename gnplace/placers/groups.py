@@ -246,9 +246,9 @@ def repair_memory(
     the faster of every group on the device with the most memory and descents on the overflow the
     timer measures, from the rounds' least-overflow placement and the fallbacks, that fits
     (:func:`_rescue`; the descents' moves and swaps ignore the estimate, which kept the rounds from
-    moving a group that fits); else the descents' least overflow if it is lower; else the placement
-    of the rounds with the least total overflow (bytes over capacity, summed over devices; the
-    fallbacks' overflow is not compared). Without this last resort, a placer returned a placement
+    moving a group that fits); else, where nothing fits, the placement of the rounds with the least
+    total overflow (bytes over capacity, summed over devices; the fallbacks' and the descents' overflow
+    are not compared), as before the descents. Without this last resort, a placer returned a placement
     over memory where the whole graph fits one device, or a split fits that a move or swap of one
     group at a time reaches.
 
@@ -312,7 +312,7 @@ def repair_memory(
     if fits.size:
         return fallbacks[fits[np.argmin(scores.step_time[fits])]]
     starts = fallbacks[np.argsort(overflow(scores.peak_memory, capacity), kind="stable")]
-    return _rescue(graph, cluster, best, best_over, sim, starts)
+    return _rescue(graph, cluster, best, sim, starts)
 
 
 def repair_placement(
@@ -375,7 +375,7 @@ def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> n
 
 
 def _rescue(
-    graph: OpGraph, cluster: Cluster, best: np.ndarray, best_over: float, timer: StepTimer, starts: np.ndarray,
+    graph: OpGraph, cluster: Cluster, best: np.ndarray, timer: StepTimer, starts: np.ndarray,
 ) -> np.ndarray:
     """What :func:`repair_memory` returns when its rounds and fallbacks all overflow, ``[num_groups]``.
 
@@ -385,8 +385,9 @@ def _rescue(
     rounds' least-overflow placement, then from each of ``starts`` (the fallbacks, ``[3, num_groups]``,
     least overflow first) until one fits, while the least overflow left is at most the largest group's
     estimate (:func:`group_memory`; past it, as where nothing fits, more starts only cost time).
-    Returned: the faster of the largest device and a descent that fit, else the descent's of least
-    overflow if it is below ``best_over`` (bytes), else ``best``.
+    Returned: the faster of the largest device and a descent that fit, else ``best`` (whatever the
+    descents' overflow: a result over memory is the one of before, so that placers' results, and the
+    pretraining recipes that start from ``auto``'s, move only where a placement now fits).
     """
     largest = np.full(graph.num_groups, int(np.argmax(cluster.memory)), dtype=np.int64)
     alone = timer.time(graph, cluster, Placement.from_groups(graph, cluster, largest))
@@ -402,7 +403,7 @@ def _rescue(
         return found
     if not alone.is_oom:
         return largest
-    return found if over < best_over else best
+    return best  # nothing fits: the placement of before, so that no result that overflowed moves for less overflow
 
 
 def _overflow_descent(

@@ -159,6 +159,22 @@ def test_repair_returns_the_least_overflow_when_nothing_fits():
     assert sorted(fixed.tolist()) == [0, 1]  # still out of memory, but by 2 GiB rather than 3
 
 
+
+def test_where_nothing_fits_the_repair_returns_what_it_did_before_its_last_resort(monkeypatch):
+    """The descents' lower overflow moved results that stay over memory (and with them auto's, which pretraining
+    imitates) for nothing: a placement over memory is the rounds' least overflow, as before the last resort."""
+    import gnplace.placers.groups as groups
+
+    g = layered_graph(12, seed=0)
+    roomy = uniform_cluster([1e12] * 3)
+    peak = Simulator().time(g, roomy, Placement.from_groups(g, roomy, np.zeros(g.num_groups, dtype=np.int64)))
+    c = uniform_cluster([0.2 * float(peak.peak_memory.max())] * 3)
+    fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64))
+    assert Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom  # nothing fits here
+    monkeypatch.setattr(groups, "_rescue", lambda *args: args[2])  # the rounds' least-overflow placement
+    assert fixed.tolist() == repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64)).tolist()
+
+
 @st.composite
 def graphs_with_room(draw: st.DrawFn) -> tuple[OpGraph, Cluster]:
     """A random small DAG with colocation groups and a cluster whose memory round robin fits.
