@@ -104,22 +104,32 @@ def _ready_time(v, out, finish, op_device, latency, inv_bw, in_ptr, in_src, in_b
 
 
 @njit(cache=True)
-def _fits(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
-    """``ListSchedule.fits``: whether ``v`` may still go to device ``d``."""
+def _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+    """Whether ``v`` may go to device ``d`` by its group's device, ``d``'s speed and room alone: 1 yes, 0 no.
+
+    -1: only if ``d`` has the most room of the devices its group may use (none has enough).
+    """
     g = group[v]
     fixed = group_device[g]
     if fixed >= 0:
-        return fixed == d
+        return 1 if fixed == d else 0
     if not group_ok[g, d]:
-        return False
-    need = group_bytes[g]
-    if room[d] >= need:
-        return True
+        return 0
+    return 1 if room[d] >= group_bytes[g] else -1
+
+
+@njit(cache=True)
+def _fits(v, d, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
+    """``ListSchedule.fits``: whether ``v`` may still go to device ``d``."""
+    known = _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room)
+    if known >= 0:
+        return known == 1
+    g = group[v]
     most = -np.inf
     for k in range(room.shape[0]):
         if group_ok[g, k] and room[k] > most:
             most = room[k]
-    return most < need and room[d] == most
+    return most < group_bytes[g] and room[d] == most
 
 
 @njit(cache=True)
@@ -209,17 +219,12 @@ def _most_room(g, act, num_act, group_ok, room):  # type: ignore[no-untyped-def]
 @njit(cache=True)
 def _fits_on(v, d, act, num_act, group, group_device, group_ok, group_bytes, room):  # type: ignore[no-untyped-def]
     """:func:`_fits` with the most room read off the active devices (every other one has an active twin)."""
+    known = _fits_by_own_room(v, d, group, group_device, group_ok, group_bytes, room)
+    if known >= 0:
+        return known == 1
     g = group[v]
-    fixed = group_device[g]
-    if fixed >= 0:
-        return fixed == d
-    if not group_ok[g, d]:
-        return False
-    need = group_bytes[g]
-    if room[d] >= need:
-        return True
     most = _most_room(g, act, num_act, group_ok, room)
-    return most < need and room[d] == most
+    return most < group_bytes[g] and room[d] == most
 
 
 @njit(cache=True)

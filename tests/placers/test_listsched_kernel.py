@@ -107,19 +107,24 @@ def test_the_schedulers_compile_each_helper_once_for_a_graph_and_its_unpickled_c
         assert not literal, f"{name} compiled for literal arguments: {literal}"
 
 
+def alike_k80s(count: int) -> Cluster:
+    """``count`` K80s on Placeto's links, every device alike (interchangeable while none has an op)."""
+    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Device
+
+    link = LINK_KINDS["placeto"]
+    return Cluster([Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(count)],
+                   np.full((count, count), link["bandwidth"]), np.full((count, count), link["latency"]))
+
 
 def test_etf_lists_ready_ops_on_one_of_many_alike_devices_without_ops():
     """On 512 alike K80s ETF listed every ready op on all 512 (2026-12-04: 40 s of m_etf's 47.5 s on 93,567 ops and
     4,096 K80s); devices without ops have one device's heaps a class now, and the schedule is that of all heaps."""
-    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Device
     from gnplace.placers._listsched_kernel import etf_kernel
     from gnplace.placers.listsched import interchangeable_devices
     from gnplace.toy import layered_graph
 
     graph, d = layered_graph(300, seed=0), 512
-    link = LINK_KINDS["placeto"]
-    cluster = Cluster([Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(d)],
-                      np.full((d, d), link["bandwidth"]), np.full((d, d), link["latency"]))
+    cluster = alike_k80s(d)
     rank = static_rank(graph, op_times(graph, cluster), cluster)
     runs = []
     for alike in (True, False):
@@ -136,15 +141,12 @@ def test_etf_lists_ready_ops_on_one_of_many_alike_devices_without_ops():
 def test_heft_weighs_one_of_many_alike_devices_without_ops():
     """On 512 alike K80s HEFT weighed every device for every op; now the devices in use and one idle device a class,
     with the schedule of weighing them all."""
-    from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Device
     from gnplace.placers._listsched_kernel import heft_kernel
     from gnplace.placers.listsched import interchangeable_devices
     from gnplace.toy import layered_graph
 
     graph, d = layered_graph(300, seed=0), 512
-    link = LINK_KINDS["placeto"]
-    cluster = Cluster([Device(f"gpu{k}", "k80", **DEVICE_KINDS["k80"]) for k in range(d)],
-                      np.full((d, d), link["bandwidth"]), np.full((d, d), link["latency"]))
+    cluster = alike_k80s(d)
     rank = static_rank(graph, op_times(graph, cluster), cluster)
     runs = []
     for alike in (True, False):
