@@ -153,7 +153,7 @@ def _solve(
             lits = [[self.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)]
             solutions.append(np.array(lits, dtype=bool).argmax(axis=1).astype(np.int64))
 
-    status = solver.solve(model, Collect())
+    status = _solve_interruptibly(solver, model, Collect())
     if status == cp_model.INFEASIBLE:
         return Outcome("infeasible", [], None, 0.0, None)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -166,6 +166,48 @@ def _solve(
     solutions.append(chosen.argmax(axis=1).astype(np.int64))  # the final one, last
     gap = (objective - bound) / objective if objective > 0 else 0.0
     return Outcome("optimal" if status == cp_model.OPTIMAL else "feasible", solutions, objective, bound, gap)
+
+
+
+def _solve_interruptibly(solver: Any, model: Any, callback: Any) -> Any:
+    """``solver.solve(model, callback)``, ended by Ctrl-C with a ``KeyboardInterrupt``; returns the status.
+
+    CP-SAT's own SIGINT handler (``catch_sigint_signal``, on by default) stopped the search and returned
+    its best so far as if the time limit had come: ``gnplace place -p exact`` with one solver worker (a
+    single-device cluster, ``num_workers=1``, the one-worker solve after an abort) went on and exited 0 on
+    Ctrl-C. Python runs signal handlers only in the main thread between bytecodes, never inside the solve,
+    so the solve runs in a thread (CP-SAT releases the GIL) while the main thread waits on an event, and on
+    Ctrl-C stops the search, waits for the thread to end and raises. (Not ``Thread.join``: Python 3.11's join
+    interrupted by Ctrl-C marks a running thread stopped, and the process then aborted at exit with the
+    solver's thread running.) Off the main thread, where no signal arrives, it solves in place.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return solver.solve(model, callback)
+    solver.parameters.catch_sigint_signal = False
+    done: list[Any] = []
+    finished = threading.Event()
+
+    def run() -> None:
+        try:
+            done.append(solver.solve(model, callback))
+        except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
+            done.append(err)
+        finally:
+            finished.set()
+
+    threading.Thread(target=run, name="cp-sat", daemon=True).start()
+    try:
+        while not finished.wait(0.1):
+            pass
+    except BaseException:  # Ctrl-C (or SIGTERM's SystemExit) while solving: stop the search, then raise
+        solver.stop_search()
+        finished.wait()
+        raise
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
 
 
 class _Model:

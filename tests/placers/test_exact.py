@@ -535,3 +535,56 @@ def test_select_simulator_finds_the_placement_the_simulator_times_fastest():
     step = sim.time(g, c, placer.place(g, c, seed=0)).step_time
     assert step == pytest.approx(sim.time(g, c, brute_force(g, c)).step_time)
     assert placer.last_status == "optimal" and placer.last_model_step_time_s > 1.4 * step
+
+
+_ONE_WORKER_SOLVE = """
+import sys
+from ortools.sat.python import cp_model
+
+real = cp_model.CpSolver.solve
+
+
+def solve(self, *args, **kwargs):
+    print("solving", flush=True)
+    return real(self, *args, **kwargs)
+
+
+cp_model.CpSolver.solve = solve
+from gnplace.cluster import load_cluster
+from gnplace.graph_io import load_graph
+from gnplace.placers.exact import ExactPlacer
+
+graph = load_graph(sys.argv[1])  # 17 groups on k80x4: about 11 s of one worker's search to prove it optimal
+placer = ExactPlacer(num_workers=1, time_limit=60.0)
+try:
+    placer.place(graph, load_cluster("k80x4"), seed=0)
+except KeyboardInterrupt:
+    sys.exit(130)  # as the CLI does: Python then ends, where a solver thread still running aborted the process
+print("returned", placer.last_status, flush=True)
+"""
+
+
+def test_ctrl_c_during_a_one_worker_solve_interrupts_the_placer():
+    """CP-SAT's own SIGINT handler stopped the search and the placer returned as if its time had run out:
+    ``gnplace place -p exact`` on one worker exited 0 on Ctrl-C (and a solve left running at exit aborted, -6)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _ONE_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "solving"
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "returned" not in out, (proc.returncode, out, err[-2000:])
+    assert time.monotonic() - started < 10  # the search stops at once, not at its limit
