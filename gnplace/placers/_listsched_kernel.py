@@ -578,6 +578,15 @@ def favourite_children_kernel(ptr, dst, size):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
+def _keep_same_columns(columns, first, same):  # type: ignore[no-untyped-def]
+    """Clear ``same[d]`` where column ``d`` of ``columns [rows, D]`` differs from column ``first[d]``."""
+    for i in range(columns.shape[0]):
+        for d in range(same.shape[0]):
+            if same[d] and columns[i, d] != columns[i, first[d]]:
+                same[d] = False
+
+
+@njit(cache=True)
 def twin_kernel(  # type: ignore[no-untyped-def]
     op_bits, group_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds,
 ):
@@ -605,22 +614,10 @@ def twin_kernel(  # type: ignore[no-untyped-def]
         for d in range(num_devices):
             first[d] = head[label[d]]
             same[d] = not settled[d] and first[d] != d
-        for i in range(op_bits.shape[0]):
-            for d in range(num_devices):
-                if same[d] and op_bits[i, d] != op_bits[i, first[d]]:
-                    same[d] = False
-        for i in range(state_bits.shape[0]):
-            for d in range(num_devices):
-                if same[d] and state_bits[i, d] != state_bits[i, first[d]]:
-                    same[d] = False
-        for i in range(group_bits.shape[0]):
-            for d in range(num_devices):
-                if same[d] and group_bits[i, d] != group_bits[i, first[d]]:
-                    same[d] = False
-        for g in range(group_ok.shape[0]):
-            for d in range(num_devices):
-                if same[d] and group_ok[g, d] != group_ok[g, first[d]]:
-                    same[d] = False
+        _keep_same_columns(op_bits, first, same)
+        _keep_same_columns(state_bits, first, same)
+        _keep_same_columns(group_bits, first, same)
+        _keep_same_columns(group_ok, first, same)
         for w in range(num_devices):
             for d in range(num_devices):
                 r = first[d]

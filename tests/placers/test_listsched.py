@@ -184,6 +184,14 @@ def _memory_tight_case(seed: int) -> tuple[OpGraph, Cluster, np.ndarray, float]:
     return g, c, rng.random(g.num_ops), float(rng.random())
 
 
+def _assert_same_schedule(kernel: ListSchedule, defined: ListSchedule, *, same_bits: bool) -> None:
+    """The same device for every op, and the same starts: bit for bit, or within floating-point rounding."""
+    assert kernel.op_device.tolist() == defined.op_device.tolist()
+    if same_bits:
+        assert kernel.start.tolist() == defined.start.tolist()
+    else:
+        np.testing.assert_allclose(kernel.start, defined.start)
+
 def _check_etf_against_definition(g, c, rank, min_speed, *, same_bits: bool) -> None:
     """The kernel's ETF places and starts every op as :func:`_etf_by_definition` does, with and without favourites."""
     parent, size = favourite_children(g)
@@ -192,11 +200,7 @@ def _check_etf_against_definition(g, c, rank, min_speed, *, same_bits: bool) -> 
         etf_schedule(kernel, rank, **favourites)
         defined = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
         _etf_by_definition(defined, rank, *favourites.values())
-        assert kernel.op_device.tolist() == defined.op_device.tolist()
-        if same_bits:
-            assert kernel.start.tolist() == defined.start.tolist()
-        else:
-            np.testing.assert_allclose(kernel.start, defined.start)
+        _assert_same_schedule(kernel, defined, same_bits=same_bits)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -233,11 +237,7 @@ def _check_heft_against_definition(g, c, rank, min_speed, *, same_bits: bool) ->
     heft_schedule(kernel, rank)
     defined = ListSchedule(g, c, op_times(g, c), min_speed=min_speed)
     _heft_by_definition(defined, rank)
-    assert kernel.op_device.tolist() == defined.op_device.tolist()
-    if same_bits:
-        assert kernel.start.tolist() == defined.start.tolist()
-    else:
-        np.testing.assert_allclose(kernel.start, defined.start)
+    _assert_same_schedule(kernel, defined, same_bits=same_bits)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
