@@ -139,8 +139,9 @@ def imitation_recipe(teacher_budget: int = 0) -> dict[str, Any]:
         dict: empty while none of them changed revision (then the digests made before stand).
 
     Examples:
-        >>> imitation_recipe(), imitation_recipe(30)
-        ({'uses': {'m_etf': '2', 'm_sct': '2'}}, {'uses': {'m_etf': '2', 'm_sct': '2'}})
+        >>> imitation_recipe() == imitation_recipe(30) == {
+        ...     'uses': {'expert': '1', 'heft': '1', 'm_etf': '3', 'm_sct': '3', 'metis': '1'}}
+        True
     """
     from gnplace.placers.registry import PLACERS
     from gnplace.rl.teacher import search_recipe

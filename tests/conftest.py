@@ -238,6 +238,30 @@ def short_ptb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ptb, "random_knobs", lambda rng: {**drawn(rng), "steps": 3})
 
 
+#: The revisions of ``auto``'s candidates (``auto`` declares none) that today's keys, digests and recipes carry:
+#: m_etf and m_sct 2 since 2026-11-30 (the ETF fix), and since 2026-12-04 (the memory repair's last resort) 3, with
+#: expert, heft and metis 1.
+AUTO_USES = {"expert": "1", "heft": "1", "m_etf": "3", "m_sct": "3", "metis": "1"}
+
+
+@pytest.fixture
+def auto_uses() -> dict[str, str]:
+    """:data:`AUTO_USES`, a fresh copy: the revisions ``PLACERS.revisions_used("auto")`` gives today."""
+    return dict(AUTO_USES)
+
+
+@pytest.fixture
+def revisions_of_before(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Call it to take every revision of ``auto``'s candidates away, as before 2026-11-30 when none declared one."""
+    from gnplace.placers.registry import PLACERS
+
+    def undeclare() -> None:
+        for name in AUTO_USES:
+            monkeypatch.setattr(PLACERS.resolve(name), "revision", "")
+
+    return undeclare
+
+
 @pytest.fixture
 def metis_methods(monkeypatch: pytest.MonkeyPatch) -> list[bool | None]:
     """The ``recursive`` argument of each ``pymetis.part_graph`` call the test makes (``None``: left to pymetis)."""

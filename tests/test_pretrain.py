@@ -565,20 +565,24 @@ def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, 
 @pytest.mark.parametrize("teacher", [[], ["data.teacher_budget=30", "data.random_clusters=0", "learner.imitation_steps=2"]])
 def test_resume_after_a_revision_of_autos_candidates_is_refused(
     tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    load_script: Callable[[str], ModuleType], teacher: list[str],
+    load_script: Callable[[str], ModuleType], teacher: list[str], auto_uses: dict[str, str],
+    revisions_of_before: Callable[[], None],
 ) -> None:
     """A new m_etf revision between a run and its resume: auto's placements, imitated (or the teacher's start), and
     the baselines change; the resume went on silently with other targets."""
+    import re
+
     from gnplace.placers.m_etf import METFPlacer
-    from gnplace.placers.m_sct import MSCTPlacer
 
     out = tmp_path / "run"
     pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False,
              jobs=1)  # the teacher's searches in this process (no pool of workers to start)
     more = load_pretrain_config(tiny_config, ["schedule.iterations=3", *teacher])
-    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one (2 since 2026-11-30)
-    with pytest.raises(InvalidCheckpoint, match=r'started under other placer revisions \(\{"uses": \{"m_etf": "2", '
-                                                r'"m_sct": "2"\}\}; now \{"uses": \{"m_etf": "3", "m_sct": "2"\}\}\)'):
+    monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one (3 since 2026-12-04)
+    then, now = ({"uses": uses} for uses in (auto_uses, {**auto_uses, "m_etf": "4"}))
+    with pytest.raises(InvalidCheckpoint, match=re.escape(f"started under other placer revisions "
+                                                          f"({json.dumps(then, sort_keys=True)}; now "
+                                                          f"{json.dumps(now, sort_keys=True)})")):
         pretrain(more, out, resume=True, progress=False)
     script = load_script("pretrain")  # through the CLI: one line, exit 2
     args = ["--no-progress", "--config", str(tiny_config), "--out", str(out), "--resume",
@@ -586,38 +590,38 @@ def test_resume_after_a_revision_of_autos_candidates_is_refused(
     assert script.main(args) == 2
     err = capsys.readouterr().err
     assert err.strip().count("\n") == 0 and "other placer revisions" in err and "Traceback" not in err
-    monkeypatch.setattr(METFPlacer, "revision", "")  # and under those of before 2026-11-30, when none declared one
-    monkeypatch.setattr(MSCTPlacer, "revision", "")
-    with pytest.raises(InvalidCheckpoint, match=r"m_sct\": \"2\"\}\}; now those of before any change\)"):
+    revisions_of_before()  # and under those of before 2026-11-30, when none declared one
+    with pytest.raises(InvalidCheckpoint, match=r"\"metis\": \"1\"\}\}; now those of before any change\)"):
         pretrain(more, out, resume=True, progress=False)
     monkeypatch.undo()  # the revisions it started with: it resumes
     assert pretrain(more, out, resume=True, progress=False)["iterations"] == 3
 
 
-def test_the_pairs_digest_is_unchanged_while_no_revision_changed(tiny_config: Path, monkeypatch: pytest.MonkeyPatch
-                                                                  ) -> None:
+def test_the_pairs_digest_is_unchanged_while_no_revision_changed(
+    tiny_config: Path, monkeypatch: pytest.MonkeyPatch, auto_uses: dict[str, str],
+    revisions_of_before: Callable[[], None],
+) -> None:
     """The digest of today's pairs, and without a placer revision the value runs made before recorded.
 
-    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) added their recipe to today's digests; a recipe is added only
-    where one changed, so that with m_etf and m_sct declaring none, as before, the digest is the one of before.
+    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) added their recipe to today's digests (2026-12-04: the memory
+    repair's revisions of every candidate); a recipe is added only where one changed, so that with auto's candidates
+    declaring none, as before, the digest is the one of before.
     """
     import hashlib
 
     from gnplace.evaluate import file_digest
     from gnplace.placers.m_etf import METFPlacer
-    from gnplace.placers.m_sct import MSCTPlacer
     from gnplace.pretrain import pairs_digest
 
     pairs, val_pairs = pretrain_pairs(load_pretrain_config(tiny_config))
     listed = [[[file_digest(g), c.fingerprint()] for g, c in group] for group in (pairs, val_pairs)]
-    recipe = {"recipe": {"uses": {"m_etf": "2", "m_sct": "2"}}}
+    recipe = {"recipe": {"uses": auto_uses}}
     assert pairs_digest(pairs, val_pairs) == hashlib.sha256(json.dumps([*listed, recipe]).encode()).hexdigest()
     today = pairs_digest(pairs, val_pairs, 30)
     assert today == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}, recipe]).encode()).hexdigest()
-    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one
+    monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one
     assert pairs_digest(pairs, val_pairs, 30) != today
-    monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30: no recipe, the digests of before
-    monkeypatch.setattr(MSCTPlacer, "revision", "")
+    revisions_of_before()  # as before 2026-11-30: no recipe, the digests of before
     assert pairs_digest(pairs, val_pairs) == hashlib.sha256(json.dumps(listed).encode()).hexdigest()
     before = pairs_digest(pairs, val_pairs, 30)
     assert before == hashlib.sha256(json.dumps([*listed, {"teacher_budget": 30}]).encode()).hexdigest()
@@ -713,7 +717,8 @@ def test_the_three_configs_make_the_three_shipped_files_on_this_machine(tmp_path
     54 on 2026-12-02's, whose annealing runs up to about 2x slower, as its load allows.
 
     Any change that moves what pretraining sees (a placer of ``auto``'s, the teacher's search, the learner) fails this
-    until the files are made again and shipped. Floating point differs between machines: where
+    where a run is recorded, until the files are made again and shipped or the record is (2026-12-05: the memory
+    repair's run, whose base file is not the shipped one). Floating point differs between machines: where
     ``checkpoints/reproduced.json`` records a run on a machine like this one, the files must have that run's bytes;
     elsewhere, the shipped bytes or validation figures within ``VALIDATION_TOLERANCE`` of theirs.
     """

@@ -26,7 +26,7 @@ def test_revised_names_carry_the_revision_and_the_shipped_checkpoint(tmp_path, m
     built.write_bytes(b"old constructor")
     monkeypatch.setattr(PolicyPlacer, "default_files", {"constructor": built})
     first = report.revised("policy")
-    uses = r"\+uses m_etf@2,m_sct@2"  # auto's candidates (policy samples around auto's placement) since 2026-11-30
+    uses = r"\+uses expert@1,heft@1,m_etf@3,m_sct@3,metis@1"  # auto's candidates (policy samples around auto's placement) since 2026-12-04
     assert re.fullmatch(rf"policy@{PolicyPlacer.revision}\+[0-9a-f]{{8}}\+[0-9a-f]{{8}}{uses}", first)
     ckpt.write_bytes(b"new weights")
     assert report.revised("policy") != first  # a new checkpoint: the report runs the policy's rows again
@@ -232,34 +232,33 @@ def test_report_figures_killed_while_written_stay_as_before(tmp_path, load_scrip
     assert figure.read_bytes().startswith(b"\x89PNG")
 
 
-def test_report_keys_of_today_stand(load_script, monkeypatch):
-    """auto's candidates m_etf and m_sct are at revision 2, finetune's policy is as before: the keys of today.
+def test_report_keys_of_today_stand(load_script, monkeypatch, revisions_of_before):
+    """auto's candidates are at today's revisions, exact and placeto at 1, finetune's policy as before: today's keys.
 
-    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved every key over auto; without those revisions, no
-    placer used or measured against declares one (finetune's policy as before) and the keys are those of before.
-    2026-12-04: exact revision 1 (its descent by the simulator) moved section 4's keys.
+    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved every key over auto; 2026-12-04: the memory repair's
+    last resort (expert, heft, metis 1, m_etf and m_sct 3) did again, and exact's descent by the simulator and
+    placeto's repair gave those two revision 1. Without those revisions, no placer used or measured against declares
+    one (finetune's policy as before) and the keys are those of before.
     """
     from gnplace.placers.exact import ExactPlacer
-    from gnplace.placers.m_etf import METFPlacer
-    from gnplace.placers.m_sct import MSCTPlacer
+    from gnplace.rl.placeto import PlacetoPlacer
     from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
     report = load_script("report")
-    assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}+uses m_etf@2,m_sct@2"
+    assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}+uses expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     assert report.revised("finetune").startswith(f"finetune@{FineTunePlacer.revision}+")
-    assert report.revised("finetune").endswith("+uses m_etf@2,m_sct@2,policy@13")
+    assert report.revised("finetune").endswith("+uses expert@1,heft@1,m_etf@3,m_sct@3,metis@1,policy@13")
     policy = report.revised("policy")
-    assert policy.endswith("+uses m_etf@2,m_sct@2")
+    assert policy.endswith("+uses expert@1,heft@1,m_etf@3,m_sct@3,metis@1")
     graph = str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")
-    against = "|against m_etf@2,m_sct@2"
+    against = "|against expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64{against}"
-    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"ptb_002|k80x4|placeto_zs|400{against}"
-    # 2026-12-04: exact revision 1 (its descent by the simulator)
-    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@1,m_etf@2,m_sct@2"
-    monkeypatch.setattr(ExactPlacer, "revision", "")  # as before 2026-12-04
-    monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30
-    monkeypatch.setattr(MSCTPlacer, "revision", "")
+    assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"ptb_002|k80x4|placeto_zs@1|400{against}"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@1,expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
+    revisions_of_before()  # as before 2026-11-30
+    monkeypatch.setattr(ExactPlacer, "revision", "")
+    monkeypatch.setattr(PlacetoPlacer, "revision", "")
     monkeypatch.setattr(PolicyPlacer, "revision", "12")
     monkeypatch.setattr(FineTunePlacer, "uses", ("auto", "policy"))  # not pinned before 2026-11-30
     assert report.revised("ppo") == f"ppo@{PPOSearchPlacer.revision}" and "uses" not in report.revised("finetune")
@@ -283,12 +282,12 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
               "rnn_pg": report.learned_key(graph, "k80x4", "rnn_pg", 64),
               "placeto_zs": report.placeto_zero_shot_key(graph, "k80x4", 400),
               "exact": report.exact_key(graph, 12, "k80x2", 20.0)}
-    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one (2 since 2026-11-30)
+    monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one (3 since 2026-12-04)
     revised = {"ppo": report.revised("ppo"), "finetune": report.revised("finetune"),
                "rnn_pg": report.learned_key(graph, "k80x4", "rnn_pg", 64),  # over auto's
                "placeto_zs": report.placeto_zero_shot_key(graph, "k80x4", 400)}
-    for name, key in revised.items():  # "+uses m_etf@2,m_sct@2" and "|against m_etf@2,m_sct@2" of today: m_etf@3
-        assert key == before[name].replace("m_etf@2", "m_etf@3") != before[name], name
+    for name, key in revised.items():  # "+uses ...,m_etf@3,..." and "|against ...,m_etf@3,..." of today: m_etf@4
+        assert key == before[name].replace("m_etf@3", "m_etf@4") != before[name], name
     assert report.exact_key(graph, 12, "k80x2", 20.0) != before["exact"]
     monkeypatch.undo()
     monkeypatch.setattr(PolicyPlacer, "revision", "99")  # finetune pins the revision of its zero-shot candidates
@@ -296,7 +295,7 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
     monkeypatch.setattr(FineTunePlacer, "uses", ("auto", "policy@98"))  # their next one
     assert report.revised("finetune") == before["finetune"].replace("policy@13", "policy@98") != before["finetune"]
     monkeypatch.setattr(ExactPlacer, "revision", "2", raising=False)
-    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2,m_etf@2,m_sct@2")  # and auto's
+    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@2,expert@1,heft@1,m_etf@3,m_sct@3,metis@1")  # and auto's
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)
     assert "|placeto_zs@2|" in report.placeto_zero_shot_key(graph, "k80x4", 400)
 

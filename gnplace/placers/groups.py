@@ -9,6 +9,8 @@ memory.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from gnplace.cluster import Cluster
@@ -19,12 +21,15 @@ from gnplace.placers.base import group_order
 from gnplace.sim.bounds import _CLASS_MIN_DEVICES, _device_classes
 from gnplace.sim.costmodel import spread_columns
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BudgetedTimer, StepTimer
+from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow
+
+#: Timings at most of each of the up to four descents of :func:`repair_memory`'s last resort (:func:`_rescue`).
+DESCENT_EVALUATIONS = 256
 
 __all__ = [
     "group_times", "group_memory", "group_edges", "memory_need", "held_at_peak", "usable_devices", "contiguous_blocks",
     "repair_memory",
-    "repair_placement",
+    "repair_placement", "DESCENT_EVALUATIONS",
 ]
 
 
@@ -237,16 +242,24 @@ def repair_memory(
     :func:`group_memory` first) move to the device with the most free memory that can take them,
     until the estimated overflow is gone. If rounds run out while some device still overflows, the
     best of three memory-balanced fallbacks (contiguous blocks in topological order balanced by
-    memory, round robin, first-fit decreasing bin packing) that fits is returned; if none fits either,
-    the placement of the rounds with the least total overflow (bytes over capacity, summed over
-    devices; the fallbacks' overflow is not compared).
+    memory, round robin, first-fit decreasing bin packing) that fits is returned. If none fits either,
+    the faster of every group on the device with the most memory and descents on the overflow the
+    timer measures, from the rounds' least-overflow placement and the fallbacks, that fits
+    (:func:`_rescue`; the descents' moves and swaps ignore the estimate, which kept the rounds from
+    moving a group that fits); else, where nothing fits, the placement of the rounds with the least
+    total overflow (bytes over capacity, summed over devices; the fallbacks' and the descents' overflow
+    are not compared), as before the descents. Without this last resort, a placer returned a placement
+    over memory where the whole graph fits one device, or a split fits that a move or swap of one
+    group at a time reaches.
 
     Args:
         graph (OpGraph): the graph.
         cluster (Cluster): the devices.
         group_devices (np.ndarray): device of each colocation group, ``[num_groups]``.
-        timer (StepTimer, optional): measures peak memory: one evaluation per round and three for
-            the fallbacks; a :class:`~gnplace.sim.timer.BudgetedTimer` counts them (default: ``Simulator()``).
+        timer (StepTimer, optional): measures peak memory: one evaluation per round, three for the
+            fallbacks and, where they overflow too, one for the largest device and at most
+            :data:`DESCENT_EVALUATIONS` for each of up to four descents; a
+            :class:`~gnplace.sim.timer.BudgetedTimer` counts them (default: ``Simulator()``).
         max_rounds (int, optional): rounds of moves before the fallbacks (default: 32).
 
     Returns:
@@ -298,7 +311,8 @@ def repair_memory(
     fits = np.flatnonzero(~scores.oom)
     if fits.size:
         return fallbacks[fits[np.argmin(scores.step_time[fits])]]
-    return best
+    starts = fallbacks[np.argsort(overflow(scores.peak_memory, capacity), kind="stable")]
+    return _rescue(graph, cluster, best, sim, starts)
 
 
 def repair_placement(
@@ -359,3 +373,118 @@ def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> n
         free[target] -= memory[g]
     return np.stack([blocks, robin, packed])
 
+
+def _rescue(
+    graph: OpGraph, cluster: Cluster, best: np.ndarray, timer: StepTimer, starts: np.ndarray,
+) -> np.ndarray:
+    """What :func:`repair_memory` returns when its rounds and fallbacks all overflow, ``[num_groups]``.
+
+    Every group on the device with the most memory (``single`` on it: where the whole graph fits that
+    device, a split must not be returned over memory), and descents on the overflow the timer measures
+    (:func:`_overflow_descent`, each at most :data:`DESCENT_EVALUATIONS` timings) from ``best``, the
+    rounds' least-overflow placement, then from each of ``starts`` (the fallbacks, ``[3, num_groups]``,
+    least overflow first) until one fits, while the least overflow left is at most the largest group's
+    estimate (:func:`group_memory`; past it, as where nothing fits, more starts only cost time).
+    Returned: the faster of the largest device and a descent that fit, else ``best`` (whatever the
+    descents' overflow: a result over memory is the one of before, so that placers' results, and the
+    pretraining recipes that start from ``auto``'s, move only where a placement now fits).
+    """
+    largest = np.full(graph.num_groups, int(np.argmax(cluster.memory)), dtype=np.int64)
+    alone = timer.time(graph, cluster, Placement.from_groups(graph, cluster, largest))
+    near = float(group_memory(graph).max(initial=0.0))
+    found, over, step = best, np.inf, np.inf
+    for start in [best, *starts]:
+        if over <= 0 or near < over < np.inf:
+            break
+        tried, tried_over, tried_step = _overflow_descent(graph, cluster, start, timer)
+        if tried_over < over:
+            found, over, step = tried, tried_over, tried_step
+    if over <= 0 and (alone.is_oom or step < alone.step_time):
+        return found
+    if not alone.is_oom:
+        return largest
+    return best  # nothing fits: the placement of before, so that no result that overflowed moves for less overflow
+
+
+def _overflow_descent(
+    graph: OpGraph, cluster: Cluster, start: np.ndarray, timer: StepTimer, *, width: int = 8,
+    evaluations: int = DESCENT_EVALUATIONS,
+) -> tuple[np.ndarray, float, float]:
+    """Move or swap one group at a time while the total overflow the timer measures drops.
+
+    Each round times, in one batch, every move of one of the ``width`` largest groups
+    (:func:`group_memory`) of each device (most over memory first) to each other device, and keeps
+    the one of least total overflow (bytes over capacity summed over devices; then the shortest
+    step). When no move lowers the overflow, the round times the swaps of each such group with one
+    of the ``width`` largest groups of the other device no larger by the estimate (layers of one size
+    have other peaks), and stops if none does either. The repair's rounds move groups by that
+    estimate, an upper bound on what the timer charges: a group estimated at more than any device's
+    room, or alone on its device, was never moved, and when every device overflowed nothing was,
+    though the timer's peaks fit. It stops after ``evaluations`` timings (a batch past them is cut).
+
+    Returns:
+        tuple: the device of each group, ``[num_groups]``, its total overflow (bytes) and its step
+        (seconds).
+    """
+    capacity, memory = cluster.memory, group_memory(graph)
+    current = np.asarray(start, dtype=np.int64).copy()
+    first = timer.time(graph, cluster, Placement.from_groups(graph, cluster, current))
+    peak, step = first.peak_memory, float(first.step_time)
+    over, left = float((peak - capacity).clip(0).sum()), evaluations - 1
+    while over > 0 and left > 0 and cluster.num_devices > 1:
+        moved, target = _moves(current, np.argsort(-(peak - capacity), kind="stable"), memory, width)
+        for batch in _moves_then_swaps(current, moved, target, memory, width):
+            candidates = batch[:left]
+            if not len(candidates):
+                continue
+            left -= len(candidates)
+            scores = timer.time_batch(graph, cluster, candidates[:, graph.group])
+            total = (scores.peak_memory - capacity).clip(0).sum(axis=1)
+            pick = int(np.lexsort((scores.step_time, total))[0])
+            if total[pick] < over:
+                current, peak, over = candidates[pick], scores.peak_memory[pick], float(total[pick])
+                step = float(scores.step_time[pick])
+                break
+        else:
+            break
+    return current, over, step
+
+
+def _moves(current: np.ndarray, sources: np.ndarray, memory: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group and target device of each move of a ``width`` largest group of a ``sources`` device elsewhere."""
+    groups, targets = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for source in sources.tolist():
+        mine = np.flatnonzero(current == source)
+        mine = mine[np.argsort(-memory[mine], kind="stable")][:width]
+        others = sources[sources != source]
+        groups.append(np.repeat(mine, others.size))
+        targets.append(np.tile(others, mine.size))
+    return np.concatenate(groups), np.concatenate(targets)
+
+
+def _moves_then_swaps(
+    current: np.ndarray, moved: np.ndarray, target: np.ndarray, memory: np.ndarray, width: int,
+) -> Iterator[np.ndarray]:
+    """The moves as placements of every group, then (made only if asked for) the swaps, ``[candidates, num_groups]``."""
+    yield _apply_moves(current, moved, target)
+    yield _swaps(current, moved, target, memory, width)
+
+
+def _apply_moves(current: np.ndarray, moved: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``current`` with group ``moved[i]`` on device ``target[i]``, one row per move, ``[moves, num_groups]``."""
+    out = np.repeat(current[None, :], moved.size, axis=0)
+    out[np.arange(moved.size), moved] = target
+    return out
+
+
+def _swaps(current: np.ndarray, moved: np.ndarray, target: np.ndarray, memory: np.ndarray, width: int) -> np.ndarray:
+    """Each move with one of the ``width`` largest groups of its target no larger sent back, ``[swaps, num_groups]``."""
+    rows: list[np.ndarray] = []
+    for g, t in zip(moved.tolist(), target.tolist()):
+        theirs = np.flatnonzero((current == t) & (memory <= memory[g]))
+        theirs = theirs[np.argsort(-memory[theirs], kind="stable")][:width]
+        for h in theirs.tolist():
+            row = current.copy()
+            row[g], row[h] = t, current[g]
+            rows.append(row)
+    return np.array(rows, dtype=np.int64).reshape(-1, current.size)

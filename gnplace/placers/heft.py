@@ -73,6 +73,10 @@ class HeftPlacer(ListSchedulingPlacer):
     """
 
     name = "heft"
+    #: Changes when results under the same options change. 1 (2026-12-04): where the memory repair's moves left a
+    #: placement over memory, it tries the largest device and a descent by the simulated overflow
+    #: (:func:`~gnplace.placers.groups.repair_memory`); placements that fitted are as before.
+    revision = "1"
 
     def __init__(
         self, *, memory_aware: bool = True, min_speed: float = 0.0, timer: StepTimer | None = None

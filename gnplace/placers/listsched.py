@@ -268,8 +268,10 @@ def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
 
 #: The revision of :func:`etf_schedule`'s results, that of ``m_etf`` and ``m_sct``, which both run it. 2026-11-30: a
 #: ready op is listed on its new devices as soon as a placed group takes the room its own group would have needed
-#: (until then only when its stale entry reached a heap top).
-ETF_REVISION = "2"
+#: (until then only when its stale entry reached a heap top). 3 (2026-12-04): where the memory repair left a placement
+#: over memory, it tries the largest device and a descent by the simulated overflow (placements that fitted are as
+#: before).
+ETF_REVISION = "3"
 
 
 def etf_schedule(

@@ -145,6 +145,10 @@ class MetisPlacer:
 
     name = "metis"
     accepts = frozenset({"timer"})
+    #: Changes when results under the same options change. 1 (2026-12-04): where the memory repair's moves left a
+    #: placement over memory, it tries the largest device and a descent by the simulated overflow
+    #: (:func:`~gnplace.placers.groups.repair_memory`); placements that fitted are as before.
+    revision = "1"
 
     def __init__(self, *, min_speed: float = 0.1, memory_aware: bool = True, timer: StepTimer | None = None) -> None:
         self.min_speed = check_fraction(self.name, "min_speed", min_speed)

@@ -347,12 +347,13 @@ class ComparatorPlacer:
     name = "comparator"
     learned = True
     accepts = frozenset({"timer", "budget"})
-    #: Changes when results under the same options change. 3 (2026-12-02): a placement that overflows is charged
-    #: ten times the slowest serial step, not the fastest (on a mixed cluster overflowing earned more than fitting;
-    #: devices of one kind, the report's k80x4 and tight4, are as before). 2 (2026-11-30): Spotlight's and Post's
-    #: adaptive beta follows the KL after the update (it halved after every batch with one epoch), and a learning
-    #: curve holds no overflowing best once a placement fits.
-    revision = "3"
+    #: Changes when results under the same options change. 4 (2026-12-04): a best placement over memory is repaired by
+    #: that day's memory repair (:func:`~gnplace.placers.groups.repair_memory`). 3 (2026-12-02): a placement that
+    #: overflows is charged ten times the slowest serial step, not the fastest (on a mixed cluster overflowing earned
+    #: more than fitting; devices of one kind, the report's k80x4 and tight4, are as before). 2 (2026-11-30):
+    #: Spotlight's and Post's adaptive beta follows the KL after the update (it halved after every batch with one
+    #: epoch), and a learning curve holds no overflowing best once a placement fits.
+    revision = "4"
     #: Largest ``max_nodes`` (the seq2seq placers: :data:`MAX_UNITS`).
     most_nodes = MAX_UNITS
 

@@ -686,6 +686,9 @@ class PlacetoPlacer:
 
     name = "placeto"
     learned = True
+    #: Changes when results under the same options change. 1 (2026-12-04): a best placement over memory is repaired by
+    #: the memory repair of that day (:func:`~gnplace.placers.groups.repair_memory`); one that fitted is as before.
+    revision = "1"
     accepts = frozenset({"timer", "budget", "checkpoint"})
     checkpoint_format = FORMAT  # saved by save_placeto, read by load_placeto
 

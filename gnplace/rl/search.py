@@ -648,7 +648,8 @@ class PPOSearchPlacer:
             return None
         assert self.checkpoint is not None
         kept = 1 + 2 * self.config.samples  # what the search needs left: its zero-shot timing and one PPO batch
-        # the estimate can fall short where memory repairs run (up to 36 timings each, on a tight cluster):
+        # the estimate can fall short where memory repairs run (up to 36 timings each, on a tight cluster, 1,061 where
+        # the repair's fallbacks overflow too):
         # the zero-shot placement spends at most what leaves the search its batch, or is given up
         capped = counted if counted.remaining is None else BudgetedTimer(counted, max(counted.remaining - kept, 0))
         placer = PolicyPlacer(self.checkpoint, samples=self.zero_shot_samples, max_nodes=self.max_nodes,

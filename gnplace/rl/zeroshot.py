@@ -498,8 +498,8 @@ class PolicyPlacer:
         ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decode
         of each of the ``rounds`` around it and the last rounds; the constructor's greedy placement and samples.
         On a memory-tight cluster each memory repair (of a heuristic inside ``auto``, of the placement
-        chosen) times up to 36 placements more, so a caller under a budget also caps the placer's timer
-        with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
+        chosen) times up to 36 placements more (1,061 where its fallbacks overflow too), so a caller under a
+        budget also caps the placer's timer with a :class:`~gnplace.sim.timer.BudgetedTimer`, as fine-tuning does.
         """
         from gnplace.placers.auto import FAST_PLACERS
 
@@ -624,7 +624,7 @@ class PolicyPlacer:
 
             per_group = np.zeros(graph.num_groups, dtype=np.int64)
             per_group[graph.group] = chosen
-            counter = BudgetedTimer(self.timer)  # the repair's rounds are timings too (up to 36)
+            counter = BudgetedTimer(self.timer)  # the repair's rounds are timings too (up to 36, 1,061)
             fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
             repaired = counter.time(graph, cluster, fixed)
             evaluations += counter.evaluations

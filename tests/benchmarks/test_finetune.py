@@ -241,10 +241,10 @@ def test_finetune_split_val_searches_the_training_graphs_no_shipped_checkpoint_t
 
 @pytest.mark.parametrize("bench_name, rows_file", [("finetune", "finetune.json"), ("screen-model", "screen_model.json")])
 def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_path, load_script, capsys, monkeypatch,
-                                                                          bench_name, rows_file):
+                                                                          bench_name, rows_file, auto_uses):
     """Rows compared finetune's and ppo's own revisions: m_etf's new one (auto's candidate) reused the old rows."""
     from gnplace.placers.m_etf import METFPlacer
-    from gnplace.placers.m_sct import MSCTPlacer
+    from gnplace.placers.registry import PLACERS
     from gnplace.rl.search import FineTunePlacer
     from gnplace.rl.zeroshot import PolicyPlacer
 
@@ -255,29 +255,29 @@ def test_a_new_revision_of_a_placer_the_searches_use_runs_the_pairs_again(tmp_pa
     saved = tmp_path / rows_file
     made = saved.read_text()
     (row,) = json.loads(made)
-    candidates = {"m_etf": "2", "m_sct": "2"}  # auto's, at revision 2 since 2026-11-30 (the ETF fix)
+    candidates = auto_uses  # auto's candidates' revisions of today (2026-11-30: the ETF fix; 2026-12-04: the repair)
     assert row["finetune_uses"] == {**candidates, "policy": "13"}
     assert row.get("scratch_uses") == (candidates if bench_name == "finetune" else None)  # ppo's from scratch
     del row["finetune_uses"]  # a row saved before rows recorded what they used ...
     row.pop("scratch_uses", None)
     saved.write_text(json.dumps([row]))
     with pytest.MonkeyPatch.context() as then:  # ... was made while auto's candidates declared no revision
-        then.setattr(METFPlacer, "revision", "")
-        then.setattr(MSCTPlacer, "revision", "")
+        for placer in candidates:
+            then.setattr(PLACERS.resolve(placer), "revision", "")
         then.setattr(PolicyPlacer, "revision", "12")  # and policy's was 12 (REVISIONS_USED_BEFORE), not pinned
         then.setattr(FineTunePlacer, "uses", ("auto", "policy"))
         assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 1, capsys.readouterr().err[-2000:]
     saved.write_text(made)  # today's row again
-    monkeypatch.setattr(METFPlacer, "revision", "3")  # the next one
+    monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one
     capsys.readouterr()
     assert bench.main(cmd) == 0, capsys.readouterr().err[-2000:]
     first, second = json.loads(saved.read_text())
-    assert second["finetune_uses"] == {"m_etf": "3", "m_sct": "2", "policy": "13"}
+    assert second["finetune_uses"] == {**candidates, "m_etf": "4", "policy": "13"}
     monkeypatch.setattr(PolicyPlacer, "revision", "99")  # finetune pins the policy revision whose candidates it uses
     capsys.readouterr()
     assert bench.main(cmd) == 0 and len(json.loads(saved.read_text())) == 2, capsys.readouterr().err[-2000:]
     if bench_name == "finetune":
-        assert second["scratch_uses"] == {"m_etf": "3", "m_sct": "2"}
+        assert second["scratch_uses"] == {**candidates, "m_etf": "4"}
         assert second["scratch_s"] != first["scratch_s"]  # searched anew
         assert capsys.readouterr().out.count("| ptb_") == 1  # the new revision's row alone
 

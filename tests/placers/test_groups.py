@@ -33,7 +33,7 @@ from gnplace.placers.metis import MetisPlacer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.sim.costmodel import op_times
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import chain_graph, mlp_training_graph
+from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 
 GiB = 2**30
 
@@ -159,6 +159,22 @@ def test_repair_returns_the_least_overflow_when_nothing_fits():
     assert sorted(fixed.tolist()) == [0, 1]  # still out of memory, but by 2 GiB rather than 3
 
 
+
+def test_where_nothing_fits_the_repair_returns_what_it_did_before_its_last_resort(monkeypatch):
+    """The descents' lower overflow moved results that stay over memory (and with them auto's, which pretraining
+    imitates) for nothing: a placement over memory is the rounds' least overflow, as before the last resort."""
+    import gnplace.placers.groups as groups
+
+    g = layered_graph(12, seed=0)
+    roomy = uniform_cluster([1e12] * 3)
+    peak = Simulator().time(g, roomy, Placement.from_groups(g, roomy, np.zeros(g.num_groups, dtype=np.int64)))
+    c = uniform_cluster([0.2 * float(peak.peak_memory.max())] * 3)
+    fixed = repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64))
+    assert Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom  # nothing fits here
+    monkeypatch.setattr(groups, "_rescue", lambda *args: args[2])  # the rounds' least-overflow placement
+    assert fixed.tolist() == repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64)).tolist()
+
+
 @st.composite
 def graphs_with_room(draw: st.DrawFn) -> tuple[OpGraph, Cluster]:
     """A random small DAG with colocation groups and a cluster whose memory round robin fits.
@@ -267,3 +283,83 @@ def test_the_bin_packing_fallback_puts_a_group_where_it_fills_the_room_exactly()
                       k80x2.bandwidth, k80x2.latency, name="four-and-ten")
     packed = _memory_fallbacks(chain_graph(2), cluster, np.array([4.0, 1.0]))[2]
     assert packed.tolist() == [0, 1]
+
+
+def _fits(graph: OpGraph, cluster: Cluster, per_group: np.ndarray) -> bool:
+    return not Simulator().time(graph, cluster, Placement.from_groups(graph, cluster, per_group)).is_oom
+
+
+def test_repair_puts_the_whole_graph_on_the_largest_device_where_only_it_fits():
+    """A chain of two groups of 1 GiB outputs: 2 GiB live at a time, 3 GiB a group by the estimate. gpu1's
+    2.2 GiB holds the whole graph; the group on gpu0's 0.5 GiB is alone (never moved) and no fallback fits: the
+    repair returned it over memory."""
+    g = OpGraph([f"op{i}" for i in range(6)], [(i, i + 1) for i in range(5)], flops=[1e6] * 6,
+                out_bytes=[GiB] * 6, group=[0, 0, 0, 1, 1, 1])
+    c = uniform_cluster([0.5 * GiB, 2.2 * GiB])
+    fixed = repair_memory(g, c, np.array([1, 0]))
+    assert fixed.tolist() == [1, 1] and _fits(g, c, fixed)
+
+
+@pytest.mark.parametrize(("seed", "start", "memory"), [
+    (167, [1, 1, 1, 1, 0, 0, 1], [12845788.0] * 2),
+    (358, [1, 1, 1, 0, 1, 2, 1], [16766953.0] * 3),
+])
+def test_repair_descends_on_the_measured_overflow_where_its_estimate_moves_nothing(seed, start, memory):
+    """Random layered graphs of 13 ops in groups of two, capacities a metis placement's peak + 1 B: the rounds moved
+    nothing (every device over memory, or no room by the upper-bound estimate) and the fallbacks overflow."""
+    g = layered_graph(13, width=3, seed=seed)
+    g = g.replace(group=np.arange(13) // 2)
+    c = uniform_cluster(memory)
+    assert _fits(g, c, repair_memory(g, c, np.array(start)))
+
+
+def test_repair_fits_layers_of_the_same_estimate():
+    """An MLP's five layer groups have the same estimate (35.65 MB) but not the same peak: gpu0 is 0.08 MB over with
+    three of them, and the rounds' moves alternate without fitting."""
+    import dataclasses
+
+    from gnplace.cluster_sampler import random_cluster
+
+    drawn = random_cluster(753201, max_devices=5)  # two V100s and a CPU
+    memory = [70700473.47915639, 48054287.08542742, 50760876.74182082]
+    c = Cluster([dataclasses.replace(d, memory=m) for d, m in zip(drawn.devices, memory)], drawn.bandwidth,
+                drawn.latency, name="shrunk")
+    g = mlp_training_graph(layers=5, width=2048, batch=64)
+    assert _fits(g, c, repair_memory(g, c, np.array([2, 0, 2, 0, 1, 0])))
+
+
+@st.composite
+def graphs_one_device_holds(draw: st.DrawFn) -> tuple[OpGraph, Cluster]:
+    """A random layered graph in runs of groups, and 2-4 K80s of which the largest holds the whole graph (its peak
+    times [1, 1.2]) and the others 10-100% of that."""
+    n = draw(st.integers(4, 30))
+    graph = layered_graph(n, width=draw(st.integers(1, 4)), seed=draw(st.integers(0, 2**16)))
+    graph = graph.replace(group=np.arange(n) // draw(st.integers(1, 3)))
+    num_devices = draw(st.integers(2, 4))
+    whole = Simulator().time(graph, uniform_cluster([GiB]), np.zeros(n, dtype=np.int64)).peak_memory[0]
+    memory = [whole * draw(st.floats(0.1, 1.0)) for _ in range(num_devices - 1)]
+    memory.insert(draw(st.integers(0, num_devices - 1)), whole * draw(st.floats(1.0, 1.2)))
+    return graph, uniform_cluster([m + 1 for m in memory])
+
+
+@pytest.mark.parametrize("placer", PLACERS, ids=lambda p: p.name)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=graphs_one_device_holds())
+def test_never_out_of_memory_when_the_largest_device_holds_the_graph(placer, case):
+    g, c = case
+    assert not Simulator().time(g, c, placer.place(g, c, seed=0)).is_oom
+
+
+def test_repair_swaps_two_groups_where_no_single_move_lowers_the_overflow():
+    """heft on a random graph of 24 one-op groups and two devices of 68% and 48% of its one-device peak: every
+    descent's moves stall over memory, and one swap fits."""
+    import dataclasses
+
+    from gnplace.toy import toy_cluster
+
+    g = layered_graph(24, width=3, seed=83).replace(group=np.arange(24))
+    whole = Simulator().time(g, toy_cluster(1), np.zeros(24, dtype=np.int64)).peak_memory[0]
+    two = toy_cluster(2)
+    c = Cluster([dataclasses.replace(d, memory=float(whole * f)) for d, f in zip(two.devices, (0.68, 0.48))],
+                two.bandwidth, two.latency, name="shrunk")
+    assert not Simulator().time(g, c, HeftPlacer().place(g, c, seed=0)).is_oom

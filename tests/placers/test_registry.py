@@ -218,14 +218,14 @@ def test_a_misspelt_placer_name_in_an_option_is_refused_when_the_placer_is_made(
         make_placer(name, **options)
 
 
-def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch):
+def test_the_revisions_used_are_found_through_the_placers_used(monkeypatch, auto_uses):
     from gnplace.placers.m_sct import MSCTPlacer
 
     assert PLACERS.revisions_used("heft") == {}
-    assert PLACERS.revisions_used("annealing") == {"m_etf": "2", "m_sct": "2"}  # through auto (2026-11-30: the ETF fix)
+    assert PLACERS.revisions_used("annealing") == auto_uses  # through auto (2026-11-30: the ETF fix; 2026-12-04: repair)
     monkeypatch.setattr(MSCTPlacer, "revision", "7", raising=False)
-    assert PLACERS.revisions_used("auto") == {"m_etf": "2", "m_sct": "7"}
-    assert PLACERS.revisions_used("annealing") == {"m_etf": "2", "m_sct": "7"}  # through auto
+    assert PLACERS.revisions_used("auto") == {**auto_uses, "m_sct": "7"}
+    assert PLACERS.revisions_used("annealing") == {**auto_uses, "m_sct": "7"}  # through auto
     assert PLACERS.info("auto").uses == ("single", "expert", "metis", "heft", "m_etf", "m_sct")
 
 
@@ -238,7 +238,7 @@ def declared(uses: tuple[str, ...], revision: str) -> type:
     return type("Declared", (), {"uses": uses, "revision": revision, "place": place})
 
 
-def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch):
+def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch, auto_uses):
     from gnplace.rl.zeroshot import PolicyPlacer
 
     registry = PlacerRegistry({"a": declared(("b@3", "c"), "1"), "b": declared(("c",), "5"), "c": declared((), "2")})
@@ -247,7 +247,7 @@ def test_a_placer_can_pin_the_revision_of_a_placer_it_uses(monkeypatch):
     # finetune keeps policy 13's zero-shot candidates whatever policy's revision (it passes their options)
     assert PLACERS.info("finetune").uses == ("auto", "policy@13")
     monkeypatch.setattr(PolicyPlacer, "revision", "99")
-    assert PLACERS.revisions_used("finetune") == {"m_etf": "2", "m_sct": "2", "policy": "13"}
+    assert PLACERS.revisions_used("finetune") == {**auto_uses, "policy": "13"}
 
 
 def test_a_cycle_of_placers_used_ends():

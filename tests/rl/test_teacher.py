@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -96,24 +97,20 @@ def test_a_graph_name_never_makes_a_path_and_a_damaged_search_says_what_to_do(pa
         search_placement(odd, cluster, budget=40, seed=0, cache=tmp_path)
 
 
-def test_the_cache_names_of_today_stand(pair, tmp_path, monkeypatch):
-    """annealing's revision is 5 and auto's candidates m_etf and m_sct are at revision 2: the names of today.
+def test_the_cache_names_of_today_stand(pair, tmp_path, auto_uses, revisions_of_before):
+    """annealing's revision is 5 and auto's candidates are at today's revisions (``auto_uses``): the names of today.
 
-    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved the names, which carry the placers' revisions since;
-    without those, the name is the one made before.
+    2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved the names, which carry the placers' revisions since
+    (2026-12-04: the memory repair's, of every memory-aware candidate); without those, the name is the one made before.
     """
     import hashlib
 
-    from gnplace.placers.m_etf import METFPlacer
-    from gnplace.placers.m_sct import MSCTPlacer
-
     graph, cluster = pair
-    assert teacher.search_recipe() == {"uses": {"m_etf": "2", "m_sct": "2"}}
+    assert teacher.search_recipe() == {"uses": auto_uses}
     text = f"{graph.fingerprint()}|{cluster.fingerprint()}|40|3"
-    today = hashlib.sha256(f'{text}|{{"uses": {{"m_etf": "2", "m_sct": "2"}}}}'.encode()).hexdigest()
+    today = hashlib.sha256(f'{text}|{json.dumps({"uses": auto_uses}, sort_keys=True)}'.encode()).hexdigest()
     assert cache_path(tmp_path, graph, cluster, 40, 3).name.endswith(f"-{today[:16]}.json")
-    monkeypatch.setattr(METFPlacer, "revision", "")  # as before 2026-11-30: no placer the search uses declared one
-    monkeypatch.setattr(MSCTPlacer, "revision", "")
+    revisions_of_before()  # as before 2026-11-30: no placer the search uses declared one
     assert teacher.search_recipe() == {}
     before = hashlib.sha256(text.encode()).hexdigest()
     assert cache_path(tmp_path, graph, cluster, 40, 3).name.endswith(f"-{before[:16]}.json")
@@ -127,8 +124,8 @@ def test_a_new_revision_of_the_search_or_its_start_searches_again(pair, tmp_path
     graph, cluster = pair
     search_placement(graph, cluster, budget=20, seed=0, cache=tmp_path)
     before = cache_path(tmp_path, graph, cluster, 20, 0)
-    monkeypatch.setattr(PLACERS.resolve(revised), "revision", {"annealing": "6", "m_etf": "3"}.get(revised, "2"),
-                        raising=False)  # the next one (m_etf's is 2 since 2026-11-30); auto declares none
+    monkeypatch.setattr(PLACERS.resolve(revised), "revision", {"annealing": "6", "m_etf": "4"}.get(revised, "2"),
+                        raising=False)  # the next one (m_etf's is 3 since 2026-12-04); auto declares none
     searched = []
     place = AnnealingPlacer.place
     monkeypatch.setattr(AnnealingPlacer, "place", lambda self, *a, **k: searched.append(1) or place(self, *a, **k))
