@@ -60,7 +60,7 @@ from gnplace.workers import check_main_guarded
 __all__ = [
     "Task", "Row", "collect_graphs", "file_digest", "value_identity", "default_files_identity", "task_key", "run_task",
     "place_task", "evaluate", "summarise", "write_markdown", "cluster_slot", "kept_placement", "placers_in_options",
-    "is_learned",
+    "is_learned", "unplaced",
 ]
 
 
@@ -1015,6 +1015,45 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "place_s": _mean([r.place_seconds for r in members if math.isfinite(r.place_seconds)]),  # failed: none
         })
     return summary
+
+
+def unplaced(rows: Sequence[Row]) -> list[tuple[Row, str | None]]:
+    """The graph and cluster pairs of ``rows`` that no row placed within memory: one row of each, and why.
+
+    A pair (graph file, cluster, simulator mode) is unplaced when at least one of its rows ran out of memory
+    and none fits (the others failed). The reason is
+    :func:`~gnplace.sim.bounds.memory_shortfall`'s where no placement can fit, an impossible memory budget
+    (``gnplace place`` refuses it before any placer runs), else None: every placer tried ran it out of memory.
+
+    Args:
+        rows (Sequence[Row]): the rows of one evaluation.
+
+    Returns:
+        list[tuple[Row, str | None]]: an out-of-memory row of each unplaced pair, in the order of ``rows``, and
+        the shortfall that no placement can fit, or None.
+
+    Examples:
+        >>> unplaced([])
+        []
+    """
+    from gnplace.sim.bounds import memory_shortfall
+
+    pairs: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        pairs[(r.graph_path, r.cluster_spec or r.cluster, r.mode)].append(r)
+    found = []
+    for members in pairs.values():
+        over = [r for r in members if r.oom and not r.error]
+        if not over or any(not r.error and not r.oom and math.isfinite(r.step_time_s) for r in members):
+            continue  # one fits, or none was timed (every run failed: counted as failed runs)
+        first = over[0]
+        spec = first.cluster_spec or first.cluster
+        try:
+            short = memory_shortfall(_graph(first.graph_path, _stamp(first.graph_path)), _cluster(spec, _stamp(spec)))
+        except GnplaceError:  # the file changed or went since the run: the row still says what happened
+            short = None
+        found.append((first, short))
+    return found
 
 
 def _mean_ratio(ratios: Sequence[float]) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -16,7 +17,7 @@ from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summ
 from gnplace.exceptions import GnplaceError, InvalidArgument
 from gnplace.graph_io import save_graph
 from gnplace.placers import PLACERS
-from gnplace.toy import mlp_training_graph
+from gnplace.toy import chain_graph, mlp_training_graph
 
 
 @pytest.fixture()
@@ -1127,3 +1128,22 @@ def test_jobs_from_a_scripts_unguarded_top_level_are_refused_before_the_output_f
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert "InvalidArgument" in result.stderr and "if __name__ ==" in result.stderr, result.stderr[-2000:]
     assert not out.exists()
+
+
+def test_unplaced_names_the_pairs_no_row_fits_and_why(tmp_path):
+    from gnplace.evaluate import unplaced
+
+    graph = save_graph(chain_graph(6), tmp_path / "chain.gnpg")
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 B}\nlinks: {default: placeto}\n")
+    rows = [run_task(Task(str(graph), c, p)) for c in ("k80x2", str(tiny)) for p in ("single", "round_robin")]
+    assert [(r.cluster, r.oom) for r in rows] == [("k80x2", False)] * 2 + [("tiny", True)] * 2
+    [(row, short)] = unplaced(rows)
+    assert row is rows[2] and short is None  # no parameters: a placement might fit, and every one tried is over
+    assert unplaced(rows[:2]) == []
+    failed = dataclasses.replace(rows[3], error="boom", oom=False, step_time_s=math.nan)
+    assert unplaced([rows[2], failed]) == [(rows[2], None)]  # a failed run fits nothing
+    assert unplaced([failed]) == []  # no run timed: a failed run, counted as such
+    mlp = save_graph(mlp_training_graph(), tmp_path / "mlp.gnpg")  # its parameters alone are over 2 B
+    [(row, short)] = unplaced([run_task(Task(str(mlp), str(tiny), "single"))])
+    assert short is not None and "hold 2 B in all" in short

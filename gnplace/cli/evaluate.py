@@ -33,6 +33,7 @@ from gnplace.evaluate import (
     kept_placement,
     summarise,
     task_key,
+    unplaced,
     write_markdown,
 )
 from gnplace.exceptions import InvalidArgument
@@ -50,8 +51,10 @@ def add_parser(sub: Any) -> None:
                        "results.csv and results.md (geometric-mean ratios to the best non-learned placer, to the "
                        "single device and to the lower bound; OOM counts; placement time). A rerun skips rows whose "
                        "inputs (graph content, cluster, placer options, budget, seed, mode) are unchanged. A run "
-                       "that fails is a row with its error; if any failed, one line on stderr counts them and the "
-                       "exit status is 1 (bad input: 2).")
+                       "that fails is a row with its error; if any failed, or every placer ran a graph out of memory "
+                       "on a cluster, one line on stderr says so and the exit status is 1; a memory budget no "
+                       "placement can fit (as gnplace place refuses it) is 2, once every row is written (other bad "
+                       "input: 2, before any run).")
     p.add_argument("--graphs", "-g", nargs="+", required=True, help="graph files or dataset folders")
     p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
@@ -161,13 +164,46 @@ def run(args: argparse.Namespace) -> int:
             if timeline is None:  # nothing placed: an earlier run's chart would pass for this run's
                 best_timeline.unlink(missing_ok=True)
         print(f"wrote {timeline}" if timeline else "no timeline: no run placed the first graph and cluster")
+    return _report_failures(failed, unplaced([r for r in rows if r.key in keys]), len(tasks),
+                            Path(args.out) / "results.csv")
+
+
+def _report_failures(failed: list[Row], over: list[tuple[Row, str | None]], runs: int, csv_path: Path) -> int:
+    """Say in one line on stderr what failed, once every row is written; the exit status.
+
+    Args:
+        failed (list[Row]): the rows of this run whose placer failed.
+        over (list[tuple[Row, str | None]]): the graph and cluster pairs no row placed within memory
+            (:func:`~gnplace.evaluate.unplaced`).
+        runs (int): the rows of this run.
+        csv_path (Path): the results file the rows are in.
+
+    Returns:
+        int: 2 where a memory budget is impossible (as ``gnplace place`` refuses it), 1 where a run failed or every
+        placer ran a graph out of memory on a cluster, else 0.
+    """
+    parts = []
+    impossible = [(r, short) for r, short in over if short is not None]
+    if impossible:
+        r, short = impossible[0]
+        parts.append(f"error: no placement of {r.graph!r} fits the memory of {r.cluster!r}: {short}"
+                     + (f" (and {len(impossible) - 1} more graph and cluster pairs)" if len(impossible) > 1 else ""))
+    tried = [r for r, short in over if short is None]
+    if tried:
+        r = tried[0]
+        parts.append(f"error: no placer fit {r.graph!r} in the memory of {r.cluster!r} (each placement timed ran out "
+                     "of memory)"
+                     + (f" (and {len(tried) - 1} more graph and cluster pairs)" if len(tried) > 1 else ""))
     if failed:
         first = failed[0]
-        print(f"gnplace: {len(failed)} of {len(tasks)} runs failed (see the error column of "
-              f"{Path(args.out) / 'results.csv'}); first: {first.placer} on {first.graph} {first.cluster}: "
-              f"{first.error}", file=sys.stderr)
-        return 1
-    return 0
+        parts.append(f"{len(failed)} of {runs} runs failed (see the error column of {csv_path}); first: "
+                     f"{first.placer} on {first.graph} {first.cluster}: {first.error}")
+    if not parts:
+        return 0
+    if over and not failed:
+        parts[-1] += f"; the rows are in {csv_path}"
+    print("gnplace: " + "; ".join(parts), file=sys.stderr)
+    return 2 if impossible else 1
 
 
 def _outputs(plot: bool) -> list[str]:

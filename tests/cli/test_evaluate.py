@@ -445,3 +445,33 @@ def test_a_results_md_that_is_a_link_is_refused_before_any_run(tmp_path, capsys)
     assert main(["evaluate", "-g", str(EXAMPLES), "-p", "single", "-c", "k80x2", "-o", str(out)]) == 2
     assert "results.md: is a symbolic link" in capsys.readouterr().err
     assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["results.md"]
+
+
+def test_an_impossible_memory_budget_writes_the_rows_and_exits_2_with_one_line(tmp_path, capsys):
+    """It exited 0 with a row out of memory per placer, where ``gnplace place`` refuses the same budget (2)."""
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 KiB}\nlinks: {default: placeto}\n")
+    out = tmp_path / "ev"
+    code = main(["evaluate", "-g", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", f"k80x2,{tiny}",
+                 "-p", "single,round_robin", "-j", "1", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("gnplace: error: no placement of 'mlp2x8w2048b512' fits the memory of 'tiny': its parameters")
+    assert f"the rows are in {out / 'results.csv'}" in err
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert len(rows) == 4  # every row measured is written, those that fit k80x2 too
+    assert {r["oom"] for r in rows if r["cluster"] == "tiny"} == {"True"}
+    assert {r["oom"] for r in rows if r["cluster"] == "k80x2"} == {"False"}
+
+
+def test_every_placer_out_of_memory_exits_1_with_one_line(tmp_path, capsys):
+    """The 1.1 GiB example fits tight4 split (round robin), not on one of its 1 GiB GPUs: single alone fits none."""
+    out = tmp_path / "ev"
+    args = ["evaluate", "-g", str(EXAMPLES / "mlp1x8w6144b256.gnpg"), "-c", "tight4", "-j", "1", "-o", str(out)]
+    code = main([*args, "-p", "single"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("gnplace: error: no placer fit 'mlp1x8w6144b256' in the memory of 'tight4'")
+    assert len((out / "results.csv").read_text().splitlines()) == 2
+    assert main([*args, "-p", "single,round_robin"]) == 0  # one placement fits: nothing failed
+    assert capsys.readouterr().err == ""
