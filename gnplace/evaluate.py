@@ -163,7 +163,11 @@ def _thaw(value: Any) -> Any:
 
 @dataclass
 class Row:
-    """The result of one :class:`Task` (seconds, bytes) and the inputs that made it."""
+    """The result of one :class:`Task` (seconds, bytes) and the inputs that made it.
+
+    A run that failed (``error`` says why) timed nothing: its step time, peak memory and placing time are nan and
+    its ``oom`` None (an empty cell of ``results.csv``), never False beside a step time of nan.
+    """
 
     graph: str
     family: str
@@ -177,7 +181,7 @@ class Row:
     bound_s: float
     single_s: float
     peak_memory_bytes: float
-    oom: bool
+    oom: bool | None
     place_seconds: float
     error: str = ""
     learned: bool = False
@@ -503,7 +507,7 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
             message = f"{type(err).__name__}: {message}"
         if len(message) > MAX_ERROR_CHARS:  # a longer field than csv reads back made the file unreadable
             message = message[: MAX_ERROR_CHARS - 1] + "…"
-        return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=False, place_seconds=math.nan,
+        return Row(**base, step_time_s=math.nan, peak_memory_bytes=math.nan, oom=None, place_seconds=math.nan,
                    error=message), None
     return Row(**base, step_time_s=result.step_time, peak_memory_bytes=float(result.peak_memory.max()),
                oom=result.is_oom, place_seconds=took), placement
@@ -541,7 +545,7 @@ def kept_placement(out: str | os.PathLike[str], key: str) -> Path:
 # ---------------------------------------------------------------------------------- the results file
 _INT_FIELDS = {"ops", "groups", "seed"}
 _FLOAT_FIELDS = {"step_time_s", "bound_s", "single_s", "peak_memory_bytes", "place_seconds"}
-_BOOL_FIELDS = {"oom", "learned"}
+_BOOL_FIELDS = {"learned"}
 
 
 def _read_rows(path: Path) -> list[Row]:
@@ -583,6 +587,8 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = float(text)
                 elif f.name in _BOOL_FIELDS:
                     values[f.name] = text == "True"
+                elif f.name == "oom":  # empty: not timed
+                    values[f.name] = {"True": True, "False": False}.get(text)
                 elif f.name == "budget":
                     values[f.name] = int(text) if text else None
                 else:
@@ -595,6 +601,10 @@ def _read_rows(path: Path) -> list[Row]:
                 continue
             if not isinstance(options, dict):  # written as a JSON object by every run
                 continue
+            if values["error"]:  # a failed run timed nothing (a file written before 2026-12-05 said False)
+                values["oom"] = None
+            elif values["oom"] is None:
+                continue  # a row that ran without its answer: run that task again
             measured = ("bound_s", "single_s") if values["error"] else ("step_time_s", "bound_s", "single_s")
             if not all(math.isfinite(values[name]) and values[name] >= 0 for name in measured):
                 continue  # a value no run writes (nan, inf, negative without an error): run that task again
@@ -1007,7 +1017,7 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
             "vs_single": _mean_ratio([relative_step(r.step_time_s, r.single_s) for r in ok]),
             "vs_bound": _mean_ratio([relative_step(r.step_time_s, r.bound_s) for r in ok]),
-            "oom": sum(r.oom for r in members),
+            "oom": sum(r.oom is True for r in members),
             "errors": sum(bool(r.error) for r in members),
             "best_count": sum(
                 1 for r in ok if r.step_time_s <= best.get((r.graph_path, cluster), math.inf) * (1 + 1e-9)

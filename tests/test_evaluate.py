@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -460,6 +461,30 @@ def test_a_placer_that_crashes_fails_its_row_alone(graphs, tmp_path, monkeypatch
     rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("heft", "single")], tmp_path / "out",
                     progress=again.append)
     assert [r.placer for r in again] == ["heft"] and all(not r.error for r in rows) and len(rows) == 2
+
+
+def test_a_failed_row_says_nothing_was_timed_in_every_field(graphs, tmp_path, monkeypatch):
+    """results.csv wrote ``oom=False`` beside a step time of ``nan`` for a failed run: now its ``oom`` is empty."""
+    from gnplace.evaluate import _read_rows
+    from gnplace.placers.heft import HeftPlacer
+
+    def crash(self, graph, cluster, *, seed=None):
+        raise IndexError("index 0 is out of bounds")
+
+    monkeypatch.setattr(HeftPlacer, "place", crash)
+    rows = evaluate([Task(str(graphs / "mlp2.gnpg"), "k80x2", p) for p in ("heft", "single")], tmp_path / "out")
+    assert [(r.placer, r.oom) for r in rows] == [("heft", None), ("single", False)]
+    path = tmp_path / "out" / "results.csv"
+    with path.open(newline="") as handle:
+        cells = {r["placer"]: r for r in csv.DictReader(handle)}
+    assert (cells["heft"]["oom"], cells["heft"]["step_time_s"], cells["single"]["oom"]) == ("", "nan", "False")
+    assert [(r.placer, r.oom) for r in _read_rows(path)] == [("heft", None), ("single", False)]
+    text = path.read_text()  # a file written before: False beside the error, read as not timed
+    path.write_text(text.replace(",nan,,nan,", ",nan,False,nan,"))
+    assert ",nan,False,nan," in path.read_text()
+    assert [(r.placer, r.oom) for r in _read_rows(path)] == [("heft", None), ("single", False)]
+    path.write_text(text.replace(",False,", ",,"))  # a row that ran with no answer on memory: run again
+    assert [r.placer for r in _read_rows(path)] == ["heft"]
 
 
 def test_two_cluster_files_of_one_name_are_two_clusters(graphs, tmp_path):
@@ -1141,7 +1166,7 @@ def test_unplaced_names_the_pairs_no_row_fits_and_why(tmp_path):
     [(row, short)] = unplaced(rows)
     assert row is rows[2] and short is None  # no parameters: a placement might fit, and every one tried is over
     assert unplaced(rows[:2]) == []
-    failed = dataclasses.replace(rows[3], error="boom", oom=False, step_time_s=math.nan)
+    failed = dataclasses.replace(rows[3], error="boom", oom=None, step_time_s=math.nan)
     assert unplaced([rows[2], failed]) == [(rows[2], None)]  # a failed run fits nothing
     assert unplaced([failed]) == []  # no run timed: a failed run, counted as such
     mlp = save_graph(mlp_training_graph(), tmp_path / "mlp.gnpg")  # its parameters alone are over 2 B
