@@ -601,6 +601,21 @@ def recorded_mode(path: str | os.PathLike[str]) -> SimMode | None:
     return cast("SimMode", mode) if isinstance(mode, str) and mode in MODE_COSTS else None
 
 
+def recorded_placer(path: str | os.PathLike[str]) -> str | None:
+    """The placer a placement file says made it (its ``placer``), or :obj:`None` where it records none.
+
+    :obj:`None` too for an empty or non-string ``placer`` (:func:`save_placement` writes ``""`` when not told),
+    and for a file that does not read as a placement file (:func:`load_placement` then says why).
+
+    Examples:
+        >>> recorded_placer("no/such/placement.json") is None
+        True
+    """
+    data = _placement_file_data(path)
+    placer = None if data is None else data.get("placer")
+    return placer if isinstance(placer, str) and placer else None
+
+
 def _placement_file_data(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The JSON object of placement file ``path``, or :obj:`None` where it does not read as one."""
     from gnplace.limits import parse_json, read_file

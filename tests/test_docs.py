@@ -284,6 +284,7 @@ def test_every_output_schema_is_checked_against_what_its_command_writes():
 
 def test_the_output_schema_check_finds_a_key_missing_or_extra(documented_keys):
     report = {"graph": "g", "ops": 1, "groups": 1, "num_ops": 1, "num_groups": 1, "cluster": "c", "placer": "p",
+              "placement_file": None,
               "mode": "default", "step_time_s": 1.0, "oom": False, "bound_s": 1.0, "critical_path_s": 1.0,
               "work_bound_s": 1.0, "ratio_to_bound": 1.0,
               "devices": [{"name": "d", "busy_s": 1.0, "utilisation": 1.0, "peak_memory_bytes": 0.0,

@@ -561,6 +561,20 @@ def test_recorded_preset_names_the_preset_a_placement_file_was_made_for_else_non
         assert recorded_preset(path) is None
 
 
+def test_recorded_placer_is_the_placer_a_placement_file_records_else_none(tmp_path):
+    from gnplace.placement import recorded_placer
+
+    g, p = chain_graph(3), Placement([0, 1, 0], load_cluster("k80x2"))
+    assert recorded_placer(save_placement(tmp_path / "p.json", g, p, placer="heft")) == "heft"
+    assert recorded_placer(save_placement(tmp_path / "n.json", g, p)) is None  # written as ""
+    data = json.loads((tmp_path / "p.json").read_text())
+    data["placer"] = ["heft"]
+    (tmp_path / "odd.json").write_text(json.dumps(data))
+    (tmp_path / "bad.json").write_text("gpu0 gpu1")
+    for path in (tmp_path / "odd.json", tmp_path / "bad.json", tmp_path / "missing.json", tmp_path):
+        assert recorded_placer(path) is None
+
+
 def test_recorded_mode_is_the_simulator_mode_a_placement_file_records_else_none(tmp_path):
     from gnplace.placement import recorded_mode
 

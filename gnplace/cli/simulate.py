@@ -26,7 +26,7 @@ from gnplace.cli.common import (
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument
 from gnplace.importers.sources import load_graph_source
-from gnplace.placement import recorded_mode, recorded_preset
+from gnplace.placement import recorded_mode, recorded_placer, recorded_preset
 from gnplace.placers.registry import PLACERS
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import SimMode, Simulator
@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     mode = args.mode or default_mode(args.placer)
     sim = Simulator(mode)
     placer_name, placement = resolve_placement(graph, cluster, args.placer, seed=args.seed or 0, timer=sim)
+    placement_file = args.placer if names_placement_file(args.placer) else None
+    # a placement file's placer is the one it records (None: it records none), its file name is placement_file's
+    placer = recorded_placer(args.placer) if placement_file is not None else placer_name
     result = sim.time(graph, cluster, placement, timeline=bool(args.timeline))
     bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster))  # the matrix it timed with
     report = {
@@ -102,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         "num_ops": graph.num_ops,  # the names before: kept for the scripts that read them
         "num_groups": graph.num_groups,
         "cluster": cluster.name,
-        "placer": placer_name,
+        "placer": placer,
+        "placement_file": placement_file,
         "mode": mode,
         **result.to_dict(),
         "bound_s": bound.value,
@@ -114,13 +118,23 @@ def run(args: argparse.Namespace) -> int:
         from gnplace.viz import plot_timeline
 
         with writing(args.timeline):
-            plot_timeline(graph, result, args.timeline, title=f"{graph.name} on {cluster.name} ({placer_name})")
+            title = f"{graph.name} on {cluster.name} ({placer or placer_name})"
+            plot_timeline(graph, result, args.timeline, title=title)
         report["timeline"] = str(args.timeline)
     if args.json:
         print_json(report)
         return 0
     _print_table(report)
     return 0
+
+
+def _placed_by(report: dict[str, Any]) -> str:
+    """What placed the step, as markup: ``placer heft``, ``placement p.json (placer heft)`` or ``placement p.json``."""
+    placer = f"placer [bold]{markup_name(report['placer'])}[/]" if report["placer"] is not None else ""
+    if report["placement_file"] is None:
+        return placer
+    placed = f"placement [bold]{markup_name(report['placement_file'])}[/]"
+    return f"{placed} ({placer})" if placer else placed
 
 
 def _print_table(report: dict[str, Any]) -> None:
@@ -131,8 +145,7 @@ def _print_table(report: dict[str, Any]) -> None:
     # names as they are: rich reads "[red]" in them as markup (dropped) and "[/]" fails
     console.print(
         f"[bold]{markup_name(report['graph'])}[/] ({report['ops']} ops, {report['groups']} groups) on "
-        f"[bold]{markup_name(report['cluster'])}[/], placer [bold]{markup_name(report['placer'])}[/], "
-        f"mode {report['mode']}"
+        f"[bold]{markup_name(report['cluster'])}[/], {_placed_by(report)}, mode {report['mode']}"
     )
     console.print(
         f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "

@@ -169,7 +169,7 @@ def test_placement_file_as_placer(capsys, graph_file, tmp_path):
     placement = Placement.from_groups(g, c, [1, 0, 0, 1, 1])
     path = save_placement(tmp_path / "mine.json", g, placement, placer="by_hand")
     report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(path), "--json"))
-    assert report["placer"] == "mine.json"
+    assert (report["placer"], report["placement_file"]) == ("by_hand", str(path))  # it was the file's name
     assert report["step_time_s"] == Simulator().time(g, c, placement).step_time
     busy = Simulator().time(g, c, placement).busy_time.tolist()
     assert [d["busy_s"] for d in report["devices"]] == busy
@@ -182,7 +182,19 @@ def test_module_factory_and_its_placement_file(capsys, tmp_path):
                  "--json"]) == 0
     placed = json.loads(capsys.readouterr().out)
     report = json.loads(run_ok(capsys, "gnplace.execute.examples:tiny", "-c", "k80x2", "-p", str(path), "--json"))
-    assert report["placer"] == "p.json" and report["step_time_s"] == placed["step_time_s"]
+    assert (report["placer"], report["placement_file"]) == ("round_robin", str(path))
+    assert report["step_time_s"] == placed["step_time_s"]
+
+
+def test_a_placement_file_that_records_no_placer_is_named_as_a_file(capsys, graph_file, tmp_path):
+    g, c = load_graph(graph_file), load_cluster("k80x2")
+    path = save_placement(tmp_path / "mine.json", g, Placement.from_groups(g, c, [1, 0, 0, 1, 1]))
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", str(path), "--json"))
+    assert (report["placer"], report["placement_file"]) == (None, str(path))
+    assert f"on k80x2, placement {path}, mode default" in run_ok(capsys, str(graph_file), "-c", "k80x2", "-p",
+                                                                 str(path)).replace("\n", " ")
+    report = json.loads(run_ok(capsys, str(graph_file), "-c", "k80x2", "-p", "single", "--json"))
+    assert (report["placer"], report["placement_file"]) == ("single", None)
 
 
 def test_oom_shown_in_table(capsys, tmp_path):
