@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import whole_number
-from gnplace.limits import json_text
+from gnplace.cli.common import print_json, whole_number
 from gnplace.runlock import LOCK_NAME
 
 
@@ -43,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "here, e.g. checkpoints/gnplace-base.ckpt")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (nor, where stderr is not a terminal, progress lines)")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON object, alone on stdout (default: a few lines of text)")
 
 
 #: What a pretraining run writes in ``--out`` (:func:`gnplace.pretrain.pretrain`): ``--export`` may name none of them.
@@ -162,6 +163,36 @@ def run(args: argparse.Namespace) -> int:
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,
                       jobs=args.jobs)
-    if result["rank"] == 0:
-        print(json_text({k: v for k, v in result.items() if k != "rank"}, indent=1))
+    if result["rank"] != 0:  # the other ranks of a data-parallel run print nothing
+        return 0
+    summary = {k: v for k, v in result.items() if k != "rank"}
+    if args.json:
+        print_json(summary)
+    else:
+        _print_summary(summary, args.export)
     return 0
+
+
+def _print_summary(summary: dict[str, Any], export: str | None) -> None:
+    """The summary of a pretraining run as lines of text (``--json`` prints its keys, docs/outputs.md)."""
+    from gnplace.cli.common import printable_name
+
+    done = "had finished before: nothing trained" if summary["already_done"] else "done"
+    print(f"pretraining {done}: {summary['iterations']} iterations in {summary['wall_seconds']:.1f} s")
+    print(f"  policy      {printable_name(summary['policy'])}")
+    if summary["best"] is not None:
+        score = summary["best_validation"]
+        print(f"  best        {printable_name(summary['best'])}"
+              + (f" (validation {score:.4f})" if score is not None else ""))
+    else:
+        print("  best        none: no validation ran")
+    if summary["validation"]:
+        print("  validation  " + ", ".join(f"{printable_name(str(k))} {_figure(v)}"
+                                           for k, v in summary["validation"].items()))
+    if export is not None:
+        print(f"  exported to {printable_name(export)}")
+
+
+def _figure(value: Any) -> str:
+    """A validation figure: a number with four decimals, anything else as it is."""
+    return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)

@@ -33,13 +33,24 @@ def _config(tmp_path):
     return path
 
 
-def test_pretrain_runs_and_exports(tmp_path, capsys, documented_keys):
+def test_pretrain_runs_and_exports(tmp_path, capsys, documented_keys, monkeypatch):
+    import gnplace.pretrain
+
     config = _config(tmp_path)
     export = tmp_path / "shipped" / "p.ckpt"
+    real = gnplace.pretrain.pretrain
+
+    def chatty(*args, **kwargs):  # as Lightning or a user's callback writes on stdout during the run
+        print("a line of the run's on stdout")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gnplace.pretrain, "pretrain", chatty)
     code = main(["pretrain", "--config", str(config), "--out", str(tmp_path / "run"), "--no-progress",
-                 "--export", str(export), "--set", "schedule.iterations=3"])
+                 "--export", str(export), "--set", "schedule.iterations=3", "--json"])
     assert code == 0
-    report = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)  # the JSON alone: it was printed outside --json's guard (no --json at all)
+    assert "a line of the run's on stdout" in captured.err
     documented_keys("pretrain-json", report)
     assert report["iterations"] == 3 and export.is_file()
     from gnplace.cli.pretrain import RUN_ENTRIES
@@ -95,7 +106,10 @@ def test_resume_with_nothing_to_resume_says_so_and_starts_a_new_run(tmp_path, ca
     assert code == 0
     captured = capsys.readouterr()
     assert "--resume: no " in captured.err and "so a new run starts" in captured.err
-    assert json.loads(captured.out)["iterations"] == 2
+    lines = captured.out.splitlines()  # without --json, text: it printed the JSON whether asked or not
+    assert lines[0].startswith("pretraining done: 2 iterations in ") and not captured.out.lstrip().startswith("{")
+    assert lines[1] == f"  policy      {tmp_path / 'run' / 'policy.ckpt'}"
+    assert any(line.startswith("  validation  val/") for line in lines)
 
 
 def test_resume_beside_exported_files_but_no_checkpoint_says_one_thing(tmp_path, capsys):
