@@ -58,9 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", default=None, type=device_names,
                    help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
     p.add_argument("--threads", type=int, default=None,
-                   help="real timers: torch CPU threads per rank (dist) or while timing (local) (default: 1)")
+                   help="real timers: torch CPU threads per rank (dist) or while timing (local), at most the "
+                        "cores this process may run on (default: 1)")
     p.add_argument("--repeats", type=int, default=None,
-                   help="real timers: timed steps per measurement, the median kept (default: 5)")
+                   help="real timers: timed steps per measurement, the median kept, 1 to 10,000 (default: 5)")
     p.add_argument("--final-rounds", type=int, default=None, metavar="N",
                    help="real timers: rounds of the comparison after the search (the search's two fastest "
                         "placements, auto, single, round_robin, zero-shot), each measured afresh in turn, medians "
@@ -102,6 +103,26 @@ def _check_learning_flags(args: argparse.Namespace) -> None:
         raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
 
 
+def _check_real_timer_flags(args: argparse.Namespace) -> None:
+    """Refuse a real timer's setting out of its range, by its flag, before the model is traced or a rank started.
+
+    The library refused them later in its own words, naming no flag: "repeats must be a whole number >= 1, got 0",
+    "need warmup and repeats <= 10,000 steps, got 1 and 20000".
+
+    Raises:
+        InvalidArgument: naming the flag, its range and the value given.
+    """
+    from gnplace.cli.common import check_count
+    from gnplace.execute.base import MAX_REPEATS
+    from gnplace.workers import available_cores
+
+    # more threads than cores time their contention, not the device (the timers' own bound)
+    check_count(args.threads, "--threads", minimum=1, maximum=available_cores())
+    check_count(args.repeats, "--repeats", minimum=1, maximum=MAX_REPEATS)  # steps a measurement runs
+    check_count(args.final_rounds, "--final-rounds", minimum=1)
+    check_count(args.confirm, "--confirm", minimum=0)  # 0: no confirmation
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace finetune``."""
     from pathlib import Path
@@ -122,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         flag = "--" + next(iter(real_only)).replace("_", "-")
         raise InvalidArgument(f"{flag} is for the real timers (--timer local|dist); the simulator is exact "
                               "and times each placement once")
+    _check_real_timer_flags(args)
     if args.resume:
         note_nothing_to_resume(Path(args.out) / "last.ckpt", "gnplace finetune",
                                Path(args.out) / JOURNAL if args.timer != "sim" else None)

@@ -223,8 +223,8 @@ def test_a_screen_below_one_exits_2_before_anything_is_written(tmp_path, capsys)
     assert err.startswith("gnplace: error: need samples x screen <= 16384") and not out.exists()
 
 
-@pytest.mark.parametrize("flag, value, wanted, default", [("--final-rounds", "0", ">= 1", "FINAL_ROUNDS"),
-                                                          ("--confirm", "-1", ">= 0", "CONFIRM")])
+@pytest.mark.parametrize("flag, value, wanted, default", [("--final-rounds", "0", "at least 1", "FINAL_ROUNDS"),
+                                                          ("--confirm", "-1", "at least 0", "CONFIRM")])
 def test_a_count_out_of_range_exits_2_before_anything_is_written_and_the_help_says_the_default(
         tmp_path, capsys, flag, value, wanted, default):
     import gnplace.finetune
@@ -233,7 +233,7 @@ def test_a_count_out_of_range_exits_2_before_anything_is_written_and_the_help_sa
     out, name = tmp_path / "run", flag[2:].replace("-", "_")
     assert main(["finetune", "gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", "local", "--devices",
                  "cpu,cpu", flag, value, "-o", str(out)]) == 2
-    assert capsys.readouterr().err == f"gnplace: error: {name} must be a whole number {wanted}, got {value}\n"
+    assert capsys.readouterr().err == f"gnplace: error: {flag} must be {wanted}, got {value}\n"  # by its flag
     assert not out.exists()
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -428,4 +428,35 @@ def test_a_search_setting_out_of_range_is_refused_by_its_flag(tmp_path, capsys, 
     graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
     assert main(["finetune", str(graph), "-c", "k80x2", *flags, "-o", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err == f"gnplace: error: {message}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--repeats", "0"], "--repeats must be at least 1, got 0"),  # was "repeats must be a whole number >= 1, got 0"
+    (["--repeats", "10001"], "--repeats must be at most 10000, got 10001"),  # "need warmup and repeats <= 10,000"
+    (["--threads", "0"], "--threads must be at least 1, got 0"),  # "threads must be a whole number >= 1, got 0"
+    (["--threads", "3"], "--threads must be at most 2, got 3"),  # the cores here (2, patched)
+    (["--final-rounds", "0"], "--final-rounds must be at least 1, got 0"),  # "final_rounds must be ... >= 1"
+    (["--confirm", "-1"], "--confirm must be at least 0, got -1"),  # "confirm must be a whole number >= 0"
+])
+@pytest.mark.parametrize("timer", ["local", "dist"])
+@pytest.mark.parametrize("command", ["gnplace", "script"])
+def test_a_real_timer_setting_out_of_range_is_refused_by_its_flag(tmp_path, capsys, monkeypatch, load_script, flags,
+                                                                   message, timer, command):
+    """The library refused them later, once the model was traced, in its own words naming no flag."""
+    import gnplace.importers.sources
+    import gnplace.workers
+
+    def traced(*args, **kwargs):
+        raise AssertionError("the model was loaded before the flags were checked")
+
+    monkeypatch.setattr(gnplace.workers, "available_cores", lambda: 2)
+    monkeypatch.setattr(gnplace.importers.sources, "load_step_source", traced)
+    argv = ["gnplace.execute.examples:tiny", "-c", "k80x2", "--timer", timer, *flags, "-o", str(tmp_path / "run")]
+    if command == "gnplace":
+        assert main(["finetune", *argv]) == 2
+        assert capsys.readouterr().err == f"gnplace: error: {message}\n"
+    else:
+        assert load_script("finetune").main(argv) == 2
+        assert capsys.readouterr().err == f"finetune: error: {message}\n"
     assert not (tmp_path / "run").exists()
