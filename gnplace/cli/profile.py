@@ -42,6 +42,26 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _check_measurement_flags(args: argparse.Namespace) -> None:
+    """Refuse a measurement setting out of its range by its flag, before the model is traced or a rank started.
+
+    One message named all six flags whichever was wrong, and --repeats past 10,000 or more --threads than cores
+    failed once the model was traced, in the timers' words ("need warmup and repeats <= 10,000 steps").
+
+    Raises:
+        InvalidArgument: naming the flag, its range and the value given.
+    """
+    from gnplace.cli.common import check_count
+    from gnplace.execute.base import MAX_REPEATS
+    from gnplace.workers import available_cores
+
+    check_count(args.ranks, "--ranks", minimum=1)
+    check_count(args.threads, "--threads", minimum=1, maximum=available_cores())  # the timers' own bound
+    check_count(args.repeats, "--repeats", minimum=1, maximum=MAX_REPEATS)
+    for flag in ("--rounds", "--anchor-rounds", "--probe-rounds"):
+        check_count(getattr(args, flag[2:].replace("-", "_")), flag, minimum=1)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``gnplace profile``, holding OUT's run lock (:mod:`gnplace.runlock`) while it runs.
 
@@ -87,9 +107,7 @@ def _profile(args: argparse.Namespace) -> int:
     args.ranks = 2 if args.ranks is None else args.ranks
     args.rounds = 3 if args.rounds is None else args.rounds
     args.probe_rounds = 5 if args.probe_rounds is None else args.probe_rounds
-    if min(args.ranks, args.threads, args.repeats, args.rounds, args.anchor_rounds, args.probe_rounds) < 1:
-        raise InvalidArgument("--ranks, --threads, --repeats, --rounds, --anchor-rounds and --probe-rounds must be at "
-                              "least 1")
+    _check_measurement_flags(args)
     check_count(args.placements, "--placements", maximum=MAX_FIDELITY_PLACEMENTS)  # each measured --rounds times
     check_output_folder(args.out)
     for name in ("graph.gnpg", "cluster.yaml", "fidelity.json"):  # before minutes of measuring, not after

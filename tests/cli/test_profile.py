@@ -92,11 +92,23 @@ def test_profile_needs_a_factory(tmp_path, capsys):
     assert main(["profile", "no_such_module:f", "-o", str(tmp_path)]) == 2
 
 
-@pytest.mark.parametrize("flag", ["--rounds", "--anchor-rounds", "--probe-rounds", "--repeats"])
-def test_profile_refuses_no_measurements_in_one_line(tmp_path, capsys, flag):
-    assert main(["profile", "gnplace.execute.examples:tiny", flag, "0", "-o", str(tmp_path / "x")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--anchor-rounds and --probe-rounds must be at least 1" in err
+@pytest.mark.parametrize(("flag", "value", "message"), [
+    ("--rounds", "0", "--rounds must be at least 1, got 0"),  # one message named all six flags, whichever was wrong
+    ("--anchor-rounds", "0", "--anchor-rounds must be at least 1, got 0"),
+    ("--probe-rounds", "0", "--probe-rounds must be at least 1, got 0"),
+    ("--repeats", "0", "--repeats must be at least 1, got 0"),
+    ("--ranks", "0", "--ranks must be at least 1, got 0"),
+    ("--threads", "0", "--threads must be at least 1, got 0"),
+    ("--repeats", "10001", "--repeats must be at most 10000, got 10001"),  # "need warmup and repeats <= 10,000 ..."
+    ("--threads", "3", "--threads must be at most 2, got 3"),  # "threads must be a whole number from 1 to 2 ..."
+])
+def test_profile_refuses_a_measurement_setting_out_of_range_by_its_flag(tmp_path, capsys, monkeypatch, flag, value,
+                                                                        message):
+    import gnplace.workers
+
+    monkeypatch.setattr(gnplace.workers, "available_cores", lambda: 2)
+    assert main(["profile", "gnplace.execute.examples:tiny", flag, value, "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err == f"gnplace: error: {message}\n"
     assert not (tmp_path / "x").exists()
 
 
