@@ -133,7 +133,7 @@ def _profile(args: argparse.Namespace) -> int:
     finally:
         if hasattr(timer, "close"):
             timer.close()
-    # a placement out of memory was not timed: its "measured" step is the simulator's own estimate, error 0
+    # a placement out of memory was not timed: no measured step, no error (simulator_error's None)
     timed = [r for r in rows if not r["oom"]]
     report = {"graph": str(graph_path), "cluster": str(cluster_path), "links": calibration.links,
               "one_device_scale": calibration.scale, "message_cpu_s": calibration.message_cpu, "placements": rows,

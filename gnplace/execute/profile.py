@@ -494,6 +494,16 @@ def _anchor_to_one_device_steps(graph: OpGraph, cluster: Cluster, timer: Any, ki
     return scale
 
 
+def _results_in_turn(timer: Any, graph: OpGraph, cluster: Cluster, placements: dict[str, np.ndarray],
+                     rounds: int) -> dict[str, list[Any]]:
+    """Every placement's step results (``StepResult``s of ``timer.measure``), ``rounds`` of them, taken in turn."""
+    samples: dict[str, list[Any]] = {name: [] for name in placements}
+    for _ in range(rounds):
+        for name, devices in placements.items():
+            samples[name].append(timer.measure(graph, cluster, devices))
+    return samples
+
+
 def _measure_in_turn(timer: Any, graph: OpGraph, cluster: Cluster, placements: dict[str, np.ndarray],
                      rounds: int) -> dict[str, tuple[float, list[float], bool]]:
     """Measure every placement afresh ``rounds`` times, the placements in turn (one each per round).
@@ -502,12 +512,8 @@ def _measure_in_turn(timer: Any, graph: OpGraph, cluster: Cluster, placements: d
         dict: per placement, its median step (seconds), every measured step (seconds) and whether
         any measurement ran out of memory.
     """
-    samples: dict[str, list[Any]] = {name: [] for name in placements}
-    for _ in range(rounds):
-        for name, devices in placements.items():
-            samples[name].append(timer.measure(graph, cluster, devices))
     found = {}
-    for name, results in samples.items():
+    for name, results in _results_in_turn(timer, graph, cluster, placements, rounds).items():
         seconds = [r.step_time for r in results]
         found[name] = (float(np.median(seconds)), seconds, any(r.is_oom for r in results))
     return found
@@ -587,7 +593,9 @@ def simulator_error(calibration: Calibration, timer: RealStepTimer, placements: 
     Returns:
         list[dict]: per placement ``name``, ``measured_s`` (the median), ``rounds_s`` (every
         measurement), ``simulated_s``, ``error`` (relative, ``|simulated - measured| / measured``)
-        and ``oom`` (out of memory in any round).
+        and ``oom`` (out of memory in any round). A placement out of memory was not measured: its
+        ``measured_s`` and ``error`` are None, and so is each round of ``rounds_s`` that ran out of
+        memory (the timer's step there is the simulator's estimate, which read as an error of 0).
 
     Raises:
         InvalidArgument: if ``rounds`` is less than 1.
@@ -598,11 +606,14 @@ def simulator_error(calibration: Calibration, timer: RealStepTimer, placements: 
         raise InvalidArgument(f"rounds must be at least 1, got {rounds}")
     graph, cluster = calibration.graph, calibration.cluster
     sim = Simulator()
-    measured = _measure_in_turn(timer, graph, cluster, placements, rounds)
+    samples = _results_in_turn(timer, graph, cluster, placements, rounds)
     rows = []
     for name, devices in placements.items():
-        median, seconds, oom = measured[name]
+        results = samples[name]
+        oom = any(r.is_oom for r in results)
+        median = None if oom else float(np.median([r.step_time for r in results]))
         simulated = sim.time(graph, cluster, devices).step_time
-        rows.append({"name": name, "measured_s": median, "rounds_s": seconds, "simulated_s": simulated,
-                     "error": abs(simulated - median) / median, "oom": oom})
+        rows.append({"name": name, "measured_s": median,
+                     "rounds_s": [None if r.is_oom else r.step_time for r in results], "simulated_s": simulated,
+                     "error": None if median is None else abs(simulated - median) / median, "oom": oom})
     return rows

@@ -81,7 +81,7 @@ def bench_fidelity(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             if hasattr(timer, "close"):
                 timer.close()
-        # a placement out of memory was not timed: its "measured" step is the simulator's own, its error 0
+        # a placement out of memory was not timed: no measured step, no error (simulator_error's None)
         timed = [r for r in rows if not r["oom"]]
         errors += [r["error"] for r in timed]
         signed = [r["simulated_s"] / r["measured_s"] - 1.0 for r in timed]  # > 0: the simulator predicts too slow

@@ -167,6 +167,33 @@ def test_simulator_error_measures_the_placements_in_turn_and_reports_the_median(
         simulator_error(calibration, timer, {"a": a}, rounds=0)
 
 
+def test_a_placement_out_of_memory_in_a_round_is_not_measured():
+    """The OOM round's step is the simulator's estimate (oom_result): it read as measured, an error of 0."""
+    from gnplace.execute.base import oom_result
+    from gnplace.sim.timer import StepResult
+
+    step = import_step(*tiny())
+    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4)})
+    cluster = load_cluster("k80x2")
+    calibration = type("C", (), {"graph": graph, "cluster": cluster})()
+    a, b = np.zeros(graph.num_ops, dtype=np.int64), np.arange(graph.num_ops, dtype=np.int64) % 2
+
+    class HalfOom:  # a is out of memory in the second round; b fits and takes 2 ms
+        rounds = 0
+
+        def measure(self, graph, cluster, placement):
+            if placement is a:
+                self.rounds += 1
+                if self.rounds == 2:
+                    return oom_result(graph, cluster, placement, 0, 1e12)
+            n = cluster.num_devices
+            return StepResult(2e-3, np.zeros(n), np.zeros(n), cluster.memory, cluster.device_names)
+
+    rows = simulator_error(calibration, HalfOom(), {"a": a, "b": b}, rounds=2)
+    assert [(r["oom"], r["measured_s"], r["rounds_s"], r["error"] is None) for r in rows] == [
+        (True, None, [2e-3, None], True), (False, 2e-3, [2e-3, 2e-3], False)]
+
+
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
 def test_a_one_gpu_step_is_simulated_as_measured_after_calibration():
     # each CUDA op is timed to its completion: unanchored, the simulator put a one-GPU convnet step
