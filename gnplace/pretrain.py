@@ -54,7 +54,7 @@ from gnplace.pretrain_config import (  # re-exported: the config is read before 
     load_pretrain_config,
 )
 from gnplace.runlock import holds_folder
-from gnplace.workers import available_cores, check_main_guarded, is_launched_rank, stray_ranks_hidden
+from gnplace.workers import available_cores, check_main_guarded, is_launched_rank, stray_ranks_hidden, torch_threads
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -569,7 +569,6 @@ def pretrain(
         InvalidArgument: if ``out`` holds a run already and ``resume`` is off.
     """
     began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
-    import torch
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
     from gnplace.callbacks import (
@@ -626,55 +625,57 @@ def pretrain(
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
-    torch.set_num_threads(1)  # small tensors: one thread per process is fastest, and deterministic
-    bars = progress_callbacks(progress, "pretrain", schedule.iterations)
-    exporter = ExportPolicy(out / "policy.ckpt", config, digest, started=began)
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
+    # small tensors: one thread per process is fastest, and deterministic; the caller's count back at the end
+    with torch_threads(1):
+        bars = progress_callbacks(progress, "pretrain", schedule.iterations)
+        exporter = ExportPolicy(out / "policy.ckpt", config, digest, started=began)
+        from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    try:
-        with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
-            trainer = L.Trainer(
-                # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
-                # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
-                max_epochs=-1,
-                # validation every steps_per_epoch iterations of the run, counted across resumes: after an epoch's
-                # end a run resumed mid-epoch started a fresh epoch, and validated at other iterations
-                check_val_every_n_epoch=None, val_check_interval=schedule.steps_per_epoch,
-                accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
-                enable_checkpointing=False,
-                # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
-                callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
-                           TimedCheckpoint(last, schedule.checkpoint_every_s), *bars],
-                logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
-                enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
-                num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,
-                plugins=[AtomicCheckpointIO()],
-            )
-    except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
-        raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
-    except RuntimeError as err:  # Lightning's check of a SLURM job's variables (--ntasks without --ntasks-per-node)
-        if "SLURM" not in str(err):
-            raise
-        raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
-    _check_ranks_can_start(trainer, strategy)
-    with quiet_lightning():
-        fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
-                          weights_only=True)  # TimedCheckpoint saves last.ckpt
-    if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
-        summary = _finished(out, export)
-        summary["already_done"] = False
-        return summary
-    if trainer.global_rank == 0 and export is not None:
-        from gnplace.graph_io import write_atomically
+        try:
+            with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
+                trainer = L.Trainer(
+                    # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
+                    # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
+                    max_epochs=-1,
+                    # validation every steps_per_epoch iterations of the run, counted across resumes: after an epoch's
+                    # end a run resumed mid-epoch started a fresh epoch, and validated at other iterations
+                    check_val_every_n_epoch=None, val_check_interval=schedule.steps_per_epoch,
+                    accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+                    enable_checkpointing=False,
+                    # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
+                    callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
+                               TimedCheckpoint(last, schedule.checkpoint_every_s), *bars],
+                    logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")],
+                    log_every_n_steps=1,
+                    enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
+                    num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,
+                    plugins=[AtomicCheckpointIO()],
+                )
+        except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
+            raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
+        except RuntimeError as err:  # Lightning's check of a SLURM job's variables (--ntasks without --ntasks-per-node)
+            if "SLURM" not in str(err):
+                raise
+            raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
+        _check_ranks_can_start(trainer, strategy)
+        with quiet_lightning():
+            fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
+                              weights_only=True)  # TimedCheckpoint saves last.ckpt
+        if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
+            summary = _finished(out, export)
+            summary["already_done"] = False
+            return summary
+        if trainer.global_rank == 0 and export is not None:
+            from gnplace.graph_io import write_atomically
 
-        chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
-        write_atomically(export, chosen.read_bytes())
-    return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
-            "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
-            "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
-            "best_validation": _finite_or_none(exporter.best_score),
-            "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
-            "rank": int(trainer.global_rank)}
+            chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
+            write_atomically(export, chosen.read_bytes())
+        return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
+                "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
+                "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
+                "best_validation": _finite_or_none(exporter.best_score),
+                "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
+                "rank": int(trainer.global_rank)}
 
 
 def _check_ranks_can_start(trainer: L.Trainer, strategy: str) -> None:

@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
-           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "watch_parent",
+           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "torch_threads",
+           "watch_parent",
            "RANK_VARIABLES", "stray_ranks_hidden"]
 
 PARENT_POLL_S = 1.0
@@ -333,6 +334,34 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
         wanted = threads if torch else kept
         if loaded_torch.get_num_threads() != wanted:
             loaded_torch.set_num_threads(wanted)
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Run the body with torch's intra-op pool at ``threads`` threads; the caller's count back afterwards.
+
+    The learners' tensors are small, and more threads spin and slow them down, so their loops run on one; a
+    library call that set it and left it (``gnplace.pretrain.pretrain`` did) left the caller's own training
+    on one thread for the rest of the process.
+
+    Examples:
+        >>> import torch
+        >>> before = torch.get_num_threads()
+        >>> with torch_threads(1):
+        ...     torch.get_num_threads()
+        1
+        >>> torch.get_num_threads() == before
+        True
+    """
+    import torch
+
+    kept = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != kept:
+            torch.set_num_threads(kept)
 
 
 def watch_parent(parent: int) -> None:

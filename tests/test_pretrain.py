@@ -79,7 +79,13 @@ def test_pretraining_never_sees_a_test_graph_and_holds_out_validation_graphs():
 
 def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tmp_path):
     config = load_pretrain_config(tiny_config)
-    result = pretrain(config, tmp_path / "run", progress=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)  # the caller's own count: the run trains on one thread, and left it at one afterwards
+    try:
+        result = pretrain(config, tmp_path / "run", progress=False)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(threads)
     assert result["iterations"] == 4
     assert set(result["validation"]) >= {"val/greedy_vs_auto", "val/oom", "val/alpha", "val/beta"}
     policy, meta = load_policy(tmp_path / "run" / "policy.ckpt")

@@ -28,8 +28,7 @@ drawn only when the budget still holds all of it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +43,7 @@ from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator, seeded_torch
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer
+from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:  # torch loads on first use: the registry resolves these placers without it
     import torch
@@ -303,18 +303,6 @@ class SequenceProblem:
         return float(self.timer.best_key[1])
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the tensors are small: more threads spin and slow it down
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class ComparatorPlacer:
     """Base of the seeds' per-graph learned placers: arguments, the budget loop and the results.
 
@@ -447,7 +435,7 @@ class ComparatorPlacer:
         generator = torch.Generator().manual_seed(seed_value)
         from gnplace.progress import evaluation_bar
 
-        with _one_thread(), evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
+        with torch_threads(1), evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
 
             def tick() -> None:
                 advance_to(problem.timer.evaluations)

@@ -100,6 +100,7 @@ from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, overflow
+from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:  # torch and torch-geometric load on first use: the registry resolves this module lightly
     import torch
@@ -746,7 +747,6 @@ class PlacetoPlacer:
                 (:func:`check_delay_bytes`; refused before they are allocated).
         """
         check_graph_and_cluster(graph, cluster)
-        import torch
 
         from gnplace.policy.placeto_gnn import PlacetoConfig
 
@@ -770,25 +770,20 @@ class PlacetoPlacer:
         config = PlacetoConfig(num_devices=d, hidden=h.hidden, rounds=h.rounds)
         net = _network(config, seed_value, None if model is None else model.network.state_dict())
         counted = BudgetedTimer(self.timer, self.budget)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # small tensors: more threads spin and slow it down
-        try:
-            with evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
-                if model is not None and self.budget <= per_episode:
-                    # Placeto's zero-shot placement: one greedy episode from a random start
-                    net.eval()
-                    start = rng.integers(d, size=(1, g))
-                    final = _play(net, problem, start, passes=h.passes, rng=rng, greedy=True).final
-                    counted.time_batch(graph, cluster, problem.inp.expand(final))
-                    self.last_episodes = 1
-                elif self.budget < per_episode:
-                    # not one episode affordable: the best of the random starting placements
-                    counted.time_batch(graph, cluster, problem.inp.expand(rng.integers(d, size=(self.budget, g))))
-                else:
-                    self._train(net, problem, counted, rng, per_episode, advance_to)
-                advance_to(counted.evaluations)
-        finally:
-            torch.set_num_threads(threads)
+        with torch_threads(1), evaluation_bar(f"{self.name} {graph.name}", self.budget, self.progress) as advance_to:
+            if model is not None and self.budget <= per_episode:
+                # Placeto's zero-shot placement: one greedy episode from a random start
+                net.eval()
+                start = rng.integers(d, size=(1, g))
+                final = _play(net, problem, start, passes=h.passes, rng=rng, greedy=True).final
+                counted.time_batch(graph, cluster, problem.inp.expand(final))
+                self.last_episodes = 1
+            elif self.budget < per_episode:
+                # not one episode affordable: the best of the random starting placements
+                counted.time_batch(graph, cluster, problem.inp.expand(rng.integers(d, size=(self.budget, g))))
+            else:
+                self._train(net, problem, counted, rng, per_episode, advance_to)
+            advance_to(counted.evaluations)
         assert counted.best is not None
         self.last_evaluations = counted.evaluations
         trace = counted.trace
@@ -890,8 +885,6 @@ def pretrain_placeto(
         >>> model.num_devices, model.meta["updates"]
         (2, 2)
     """
-    import torch
-
     from gnplace.policy.placeto_gnn import PlacetoConfig
 
     who = "pretrain_placeto"
@@ -923,26 +916,21 @@ def pretrain_placeto(
     learner = _Learner(net, h, len(plan))
     counted = BudgetedTimer(timer)
     final_cost: list[list[float]] = [[] for _ in graphs]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     played_so_far = 0
-    try:
-        with evaluation_bar(f"placeto pretraining on {cluster.name}", int(episodes), progress,
-                            unit="episodes") as advance_to:
-            net.train()
-            for k, count in enumerate(plan):
-                index = k % len(problems)
-                problem = problems[index]
-                start = rng.integers(d, size=(count, problem.num_groups))
-                played = _play(net, problem, start, passes=h.passes, rng=rng, timer=counted, penalty=h.oom_penalty,
-                               gamma=h.gamma)
-                learner.update(problem, played, key=index)
-                assert played.final_cost is not None
-                final_cost[index].extend(played.final_cost.tolist())
-                played_so_far += count
-                advance_to(played_so_far)
-    finally:
-        torch.set_num_threads(threads)
+    with torch_threads(1), evaluation_bar(f"placeto pretraining on {cluster.name}", int(episodes), progress,
+                                          unit="episodes") as advance_to:
+        net.train()
+        for k, count in enumerate(plan):
+            index = k % len(problems)
+            problem = problems[index]
+            start = rng.integers(d, size=(count, problem.num_groups))
+            played = _play(net, problem, start, passes=h.passes, rng=rng, timer=counted, penalty=h.oom_penalty,
+                           gamma=h.gamma)
+            learner.update(problem, played, key=index)
+            assert played.final_cost is not None
+            final_cost[index].extend(played.final_cost.tolist())
+            played_so_far += count
+            advance_to(played_so_far)
     net.eval()
     meta = {
         "graphs": [g.name for g in graphs], "cluster": cluster.name, "episodes": int(episodes),
