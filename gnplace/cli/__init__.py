@@ -3,8 +3,8 @@
 Errors caused by input (a bad graph, cluster, placement or option, an output path that cannot be
 written) print one line on stderr and exit with status 2; they never print a traceback, and a file
 written before stays as it was. Warnings print as one ``gnplace: warning:`` line each. ``evaluate``
-exits with status 1 when some of its runs failed (their errors are in ``results.csv``) or every placer ran a graph
-out of memory on a cluster, and 2 when no placement can fit a graph's memory on a cluster (its rows are written).
+exits with status 1 when some of its runs failed (their errors are in ``results.csv``), and 2 when no placement can
+fit a graph's memory on a cluster (its rows are written); a graph that every placer ran out of memory is a warning.
 """
 
 from __future__ import annotations

@@ -51,10 +51,10 @@ def add_parser(sub: Any) -> None:
                        "results.csv and results.md (geometric-mean ratios to the best non-learned placer, to the "
                        "single device and to the lower bound; OOM counts; placement time). A rerun skips rows whose "
                        "inputs (graph content, cluster, placer options, budget, seed, mode) are unchanged. A run "
-                       "that fails is a row with its error; if any failed, or every placer ran a graph out of memory "
-                       "on a cluster, one line on stderr says so and the exit status is 1; a memory budget no "
-                       "placement can fit (as gnplace place refuses it) is 2, once every row is written (other bad "
-                       "input: 2, before any run).")
+                       "that fails is a row with its error; if any failed, one line on stderr says so and the exit "
+                       "status is 1; a memory budget no placement can fit (as gnplace place refuses it) is 2, once "
+                       "every row is written (other bad input: 2, before any run); a graph every placer ran out of "
+                       "memory on a cluster is a warning.")
     p.add_argument("--graphs", "-g", nargs="+", required=True, help="graph files or dataset folders")
     p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
     p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
@@ -169,7 +169,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report_failures(failed: list[Row], over: list[tuple[Row, str | None]], runs: int, csv_path: Path) -> int:
-    """Say in one line on stderr what failed, once every row is written; the exit status.
+    """Say on stderr what failed or fits nowhere, once every row is written; the exit status.
+
+    An impossible memory budget and failed runs are one ``gnplace: error:`` line; a graph that every placer
+    asked ran out of memory on a cluster, where a placement might fit, is one ``gnplace: warning:`` line: an
+    out-of-memory row is a measurement, as for one placer alone (``single`` on a small GPU), not a failure.
 
     Args:
         failed (list[Row]): the rows of this run whose placer failed.
@@ -179,30 +183,30 @@ def _report_failures(failed: list[Row], over: list[tuple[Row, str | None]], runs
         csv_path (Path): the results file the rows are in.
 
     Returns:
-        int: 2 where a memory budget is impossible (as ``gnplace place`` refuses it), 1 where a run failed or every
-        placer ran a graph out of memory on a cluster, else 0.
+        int: 2 where a memory budget is impossible (as ``gnplace place`` refuses it), 1 where a run failed, else 0.
     """
+    def more(pairs: list[Any]) -> str:
+        return f" (and {len(pairs) - 1} more graph and cluster pairs)" if len(pairs) > 1 else ""
+
+    tried = [r for r, short in over if short is None]
+    if tried:
+        r = tried[0]
+        print(f"gnplace: warning: no placer fit {r.graph!r} in the memory of {r.cluster!r} (each placement timed ran "
+              f"out of memory){more(tried)}; the rows are in {csv_path}", file=sys.stderr)
     parts = []
     impossible = [(r, short) for r, short in over if short is not None]
     if impossible:
         r, short = impossible[0]
-        parts.append(f"error: no placement of {r.graph!r} fits the memory of {r.cluster!r}: {short}"
-                     + (f" (and {len(impossible) - 1} more graph and cluster pairs)" if len(impossible) > 1 else ""))
-    tried = [r for r, short in over if short is None]
-    if tried:
-        r = tried[0]
-        parts.append(f"error: no placer fit {r.graph!r} in the memory of {r.cluster!r} (each placement timed ran out "
-                     "of memory)"
-                     + (f" (and {len(tried) - 1} more graph and cluster pairs)" if len(tried) > 1 else ""))
+        parts.append(f"no placement of {r.graph!r} fits the memory of {r.cluster!r}: {short}{more(impossible)}")
     if failed:
         first = failed[0]
         parts.append(f"{len(failed)} of {runs} runs failed (see the error column of {csv_path}); first: "
                      f"{first.placer} on {first.graph} {first.cluster}: {first.error}")
+    elif impossible:
+        parts[-1] += f"; the rows are in {csv_path}"
     if not parts:
         return 0
-    if over and not failed:
-        parts[-1] += f"; the rows are in {csv_path}"
-    print("gnplace: " + "; ".join(parts), file=sys.stderr)
+    print(("gnplace: error: " if impossible else "gnplace: ") + "; ".join(parts), file=sys.stderr)
     return 2 if impossible else 1
 
 
