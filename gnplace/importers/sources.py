@@ -24,10 +24,13 @@ real-device executors run); a graph file already names its own on its update ops
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gnplace.exceptions import InvalidArgument, InvalidGraph
@@ -44,31 +47,131 @@ def _failure(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}"
 
 
-def _import_module(target: str) -> Any:
+class _Imports:
+    """A user's factory and the modules it brought, put where Python looks only while its code runs.
+
+    A ``FILE.py:FACTORY`` is imported with its folder on ``sys.path`` (its imports of files beside it work,
+    as under ``python FILE.py``), and a ``MODULE:FACTORY`` found only in the working folder with that folder
+    there. Left there after the load, the folder and the modules it gave (the factory's file, the files
+    beside it) stood for those names in the caller for good: a second factory file of the same name in
+    another folder, which imports its own ``helper.py``, got the first one's helper and so the first one's
+    model. Outside :meth:`active`, ``sys.path`` is the caller's, and ``sys.modules`` holds only modules
+    the caller would import under those names itself (a library the factory imported first, say).
+
+    Args:
+        folder (str | None): the folder the factory's imports need on ``sys.path``, or ``None`` for none.
+    """
+
+    def __init__(self, folder: str | None) -> None:
+        self.folder = folder
+        self.own: dict[str, ModuleType] = {}  # modules the caller does not see: put back while the factory runs
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        """``sys.path`` with the factory's folder (last) and ``sys.modules`` with its modules; the caller's after."""
+        saved_path = list(sys.path)
+        saved_modules = dict(sys.modules)
+        if self.folder is not None and self.folder not in sys.path:
+            sys.path.append(self.folder)
+        sys.modules.update(self.own)
+        try:
+            yield
+        finally:
+            loaded = dict(sys.modules)
+            sys.path[:] = saved_path
+            seen: dict[str, bool] = {}  # the caller's import of each top-level name: found the same file?
+            for name, module in loaded.items():
+                if saved_modules.get(name) is module:
+                    continue
+                top = name.partition(".")[0]
+                if top not in seen:
+                    seen[top] = top not in self.own and _caller_imports(top, loaded.get(top), saved_path)
+                if name in self.own or not seen[top]:
+                    self.own[name] = module
+                    if name in saved_modules:
+                        sys.modules[name] = saved_modules[name]
+                    else:
+                        sys.modules.pop(name, None)
+
+
+def _caller_imports(name: str, module: ModuleType | None, path: list[str]) -> bool:
+    """Whether ``import name`` on ``path`` (the caller's ``sys.path``) would find the file ``module`` was made from.
+
+    ``name`` is a top-level name: a submodule is the caller's if its top package is (it is found in the
+    package's own folder). A module not made from a file (built in, frozen, made by hand) is left alone.
+    """
+    spec = getattr(module, "__spec__", None)
+    if spec is None or not (spec.has_location or spec.submodule_search_locations):
+        return True
+    try:
+        found = importlib.machinery.PathFinder.find_spec(name, path)
+    except (ImportError, ValueError):
+        return False
+    if found is None:
+        return False
+    if spec.has_location and spec.origin is not None:
+        return found.origin is not None and Path(found.origin).resolve() == Path(spec.origin).resolve()
+    return [Path(p).resolve() for p in found.submodule_search_locations or []] == [
+        Path(p).resolve() for p in spec.submodule_search_locations or []]
+
+
+def _import_module(target: str) -> tuple[ModuleType, _Imports]:
     """``importlib.import_module(target)``, looking in the working folder last if ``target`` is not found elsewhere.
 
     ``python -m gnplace`` puts the working folder first on ``sys.path``; the ``gnplace`` command and
     ``scripts/place.py`` put their own folder there, so ``mypkg.models:make`` run from the folder that
-    holds ``mypkg`` was not found. Installed packages and ``PYTHONPATH`` still come first.
+    holds ``mypkg`` was not found. Installed packages and ``PYTHONPATH`` still come first. The working
+    folder is on ``sys.path`` only while the factory's code runs (:class:`_Imports`).
     """
     try:
-        return importlib.import_module(target)
+        return importlib.import_module(target), _Imports(None)
     except ModuleNotFoundError as err:
         here = str(Path.cwd())
         missing = err.name or ""
         on_path = {str(Path(p or ".").resolve()) for p in sys.path}
         if here in on_path or not (target == missing or target.startswith(missing + ".")):
             raise  # found where Python looks, or a module the user's module imports is what is missing
-        sys.path.append(here)
-        return importlib.import_module(target)
+        imports = _Imports(here)
+        with imports.active():
+            return importlib.import_module(target), imports
 
 
-def load_factory(spec: str) -> Any:
+def _load_file(path: Path) -> tuple[ModuleType, _Imports]:
+    """The module of the factory file ``path``, executed with its folder on ``sys.path`` (:class:`_Imports`).
+
+    Its folder goes last on the path, so that a file there does not hide a module of that name
+    (gnplace/execute/profile.py hid the standard library's profile from torch's import of cProfile: a
+    traceback).
+    """
+    module_spec = importlib.util.spec_from_file_location(_module_name(path), path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    imports = _Imports(str(path.resolve().parent))
+    imports.own[module_spec.name] = module  # registered while it runs, as `python FILE.py` registers __main__
+    with imports.active():
+        module_spec.loader.exec_module(module)
+    return module, imports
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
     """The callable named by ``"module:factory"`` or ``"file.py:factory"``.
+
+    Loading leaves the caller's ``sys.path`` and module names as they were: a factory file's folder (and
+    the working folder, where a module is found only there) is on the path, and the modules found there
+    under their names, only while the factory's code runs, on import and on each call of the callable
+    returned. Two files of one name in two folders, each with its own helpers beside it, load each its own.
 
     Raises:
         InvalidArgument: if the module or the attribute cannot be found, or is not callable.
     """
+    factory, imports = _load_factory(spec)
+    if imports.folder is None and not imports.own:
+        return factory  # imported as any module is: nothing to put in place
+    return _in_imports(factory, imports)
+
+
+def _load_factory(spec: str) -> tuple[Callable[..., Any], _Imports]:
+    """:func:`load_factory`'s callable, unwrapped, and the imports its code is to run with."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr.isidentifier():
         raise InvalidArgument(f"{spec!r}: expected MODULE:FACTORY or FILE.py:FACTORY")
@@ -77,19 +180,9 @@ def load_factory(spec: str) -> Any:
             path = Path(target)
             if not path.is_file():
                 raise InvalidArgument(f"{spec!r}: no such file {target}")
-            module_spec = importlib.util.spec_from_file_location(_module_name(path), path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            folder = str(path.resolve().parent)
-            # its own imports of files beside it work, as under `python FILE.py`; last in the path, so that a
-            # file there does not hide a module of that name (gnplace/execute/profile.py hid the standard
-            # library's profile from torch's import of cProfile: a traceback)
-            if folder not in sys.path:
-                sys.path.append(folder)
-            sys.modules.setdefault(module_spec.name, module)
-            module_spec.loader.exec_module(module)
+            module, imports = _load_file(path)
         else:
-            module = _import_module(target)
+            module, imports = _import_module(target)
     except InvalidArgument:
         raise
     except (Exception, SystemExit) as err:  # noqa: BLE001 - a user's module may raise (or exit) on import
@@ -97,7 +190,19 @@ def load_factory(spec: str) -> Any:
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise InvalidArgument(f"{spec!r}: {target} has no callable {attr!r}")
-    return factory
+    return factory, imports
+
+
+def _in_imports(factory: Callable[..., Any], imports: _Imports) -> Callable[..., Any]:
+    """``factory``, called with its folder and modules in place (its own imports at call time find them)."""
+    import functools
+
+    @functools.wraps(factory)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with imports.active():
+            return factory(*args, **kwargs)
+
+    return call
 
 
 def _module_name(path: Path) -> str:
@@ -201,21 +306,27 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
             ``(module, example_inputs)`` or ``(module, example_inputs, loss)``.
         UnknownName: for an unknown ``optimizer``.
     """
-    import torch
-
-    from gnplace.importers.torch import import_step
-
     if ":" not in spec or Path(spec).suffix.lower() in (".gnpg", ".json", ".onnx"):
         raise InvalidArgument(
             f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
             "returning (module, example_inputs))"
         )
     check_optimizer(optimizer)  # before the user's code runs
-    factory = load_factory(spec)
-    try:
-        made = factory()
-    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
-        raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
+    factory, imports = _load_factory(spec)
+    with imports.active():  # the module's forward, recorded below, may import files beside it too
+        try:
+            made = factory()
+        except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
+            raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
+        return _import_made(spec, made, optimizer)
+
+
+def _import_made(spec: str, made: Any, optimizer: str) -> tuple[Any, Any]:
+    """:func:`load_step_source`'s result from what the factory ``spec`` returned, ``made``."""
+    import torch
+
+    from gnplace.importers.torch import import_step
+
     if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
             and (len(made) == 2 or made[2] is None or callable(made[2]))):
         raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs) or (module, "

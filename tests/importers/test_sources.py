@@ -149,6 +149,25 @@ def test_a_factory_file_imports_files_beside_it_and_exits_are_one_error(tmp_path
         load_graph_source(f"{tmp_path / 'quits.py'}:make")
 
 
+def test_factory_files_of_one_name_in_two_folders_load_each_its_own_and_leave_the_caller_as_it_was(tmp_path):
+    """The first file's folder stayed on sys.path and its model.py and helper.py in sys.modules: a second
+    folder's model.py, importing its own helper.py, got the first one's (a Linear(2, 1) for a Linear(3, 1))."""
+    path_before = list(sys.path)
+    for width in (2, 3):
+        folder = tmp_path / f"w{width}"
+        folder.mkdir()
+        (folder / "helper.py").write_text(f"import torch\n\ndef make():\n    return torch.nn.Linear({width}, 1), "
+                                          f"(torch.ones(4, {width}),), lambda out: out.sum()\n")
+        (folder / "model.py").write_text("import sys\nimport model\nfrom helper import make\n\nassert model.make is make\n"
+                                         "sys.path.insert(0, '/nonexistent')\n\ndef lazy():\n    import helper\n"
+                                         "    return helper.make()\n")
+        step, module = load_step_source(f"{folder / 'model.py'}:make")
+        assert module.in_features == width and step.graph.num_ops > 0
+        lazy = load_factory(f"{folder / 'model.py'}:lazy")  # imports beside the file when called, not on import
+        assert sys.path == path_before and not {"model", "helper"} & set(sys.modules)
+        assert lazy()[0].in_features == width
+
+
 def test_a_file_beside_a_factory_file_hides_no_module_of_its_name(tmp_path):
     """The factory's folder went first on sys.path: gnplace/execute/profile.py hid the standard library's profile
     from torch's import of cProfile, and `gnplace inspect gnplace/execute/examples.py:branchy` was a traceback."""
@@ -176,7 +195,10 @@ def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tm
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
     monkeypatch.delitem(sys.modules, "mypkg_cwd_test", raising=False)
     monkeypatch.delitem(sys.modules, "mypkg_cwd_test.models", raising=False)
-    assert callable(load_factory("mypkg_cwd_test.models:make"))
+    path_before = list(sys.path)
+    factory = load_factory("mypkg_cwd_test.models:make")
+    assert sys.path == path_before and "mypkg_cwd_test" not in sys.modules  # the working folder was appended for good
+    assert isinstance(factory()[0], torch.nn.Linear)
     (package / "broken.py").write_text("import no_such_dependency_xyz\n")
     with pytest.raises(InvalidArgument, match="cannot import mypkg_cwd_test.broken .*no_such_dependency_xyz"):
         load_factory("mypkg_cwd_test.broken:make")  # a missing dependency of the user's module stays the error
