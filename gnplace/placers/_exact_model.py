@@ -82,10 +82,19 @@ def solve(
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
+    from gnplace.workers import terminate_workers
+
     try:
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"),
                                  initializer=_start_solver, initargs=(os.getpid(),)) as pool:
-            return pool.submit(_solve, *args, workers, random_seed).result()
+            future = pool.submit(_solve, *args, workers, random_seed)
+            try:
+                return future.result()
+            except BaseException:
+                # Ctrl-C or SIGTERM to this process alone (kill -INT PID, not the terminal's process group): the
+                # child solved on to its limit while the pool's exit waited for it (56 s at time_limit=60)
+                terminate_workers(pool)
+                raise
     except BrokenProcessPool:
         warnings.warn(f"CP-SAT's parallel search aborted on graph {graph.name!r}; solved again with one worker",
                       RuntimeWarning, stacklevel=2)

@@ -588,3 +588,55 @@ def test_ctrl_c_during_a_one_worker_solve_interrupts_the_placer():
         proc.kill()
     assert proc.returncode == 130 and "returned" not in out, (proc.returncode, out, err[-2000:])
     assert time.monotonic() - started < 10  # the search stops at once, not at its limit
+
+
+_TWO_WORKER_SOLVE = """
+import sys
+from gnplace.cluster import load_cluster
+from gnplace.graph_io import load_graph
+from gnplace.placers.exact import ExactPlacer
+
+graph = load_graph(sys.argv[1])  # 17 groups on k80x4: a minute of the two workers' search at this limit
+placer = ExactPlacer(num_workers=2, time_limit=60.0)
+try:
+    placer.place(graph, load_cluster("k80x4"), seed=0)
+except KeyboardInterrupt:
+    sys.exit(130)
+print("returned", placer.last_status, flush=True)
+"""
+
+
+def test_ctrl_c_to_the_placers_process_alone_stops_the_two_worker_solve(process_alive):
+    """A SIGINT to the process alone (``kill -INT PID``, where Ctrl-C signals the whole process group) raised in the
+    placer, but leaving the pool waited for the solver's child to reach its limit: exit 130 after 56 s."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", _TWO_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not children and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+        assert children, "no solver process started"
+        time.sleep(1.0)  # solving
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        proc.kill()
+        out, err = proc.communicate()
+        for child in children:
+            if process_alive(child):
+                os.kill(child, signal.SIGKILL)
+    assert proc.returncode == 130 and "returned" not in out, (proc.returncode, out, err[-2000:])
+    assert took < 5 and not process_alive(children[0], within=2)
