@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,10 @@ from gnplace.graph import OpGraph
 from gnplace.placers.base import group_order
 
 __all__ = ["Outcome", "solve"]
+
+#: :func:`_solve`'s arguments before the worker count and seed: graph, cluster, dur, delay, activation_memory,
+#: link_contention, op_gap, symmetric, hint, time_limit.
+_Args = tuple[OpGraph, Cluster, np.ndarray, np.ndarray, bool, bool, int, list[list[int]], "np.ndarray | None", float]
 
 
 @dataclass
@@ -71,14 +76,34 @@ def solve(
     """
     if graph.num_ops == 0:
         return Outcome("optimal", [np.zeros(0, dtype=np.int64)], 0.0, 0.0, 0.0)
-    args = (graph, cluster, dur, delay, activation_memory, link_contention, op_gap, symmetric, hint, time_limit)
+    args: _Args = (graph, cluster, dur, delay, activation_memory, link_contention, op_gap, symmetric, hint, time_limit)
     workers = 1 if cluster.num_devices == 1 else num_workers  # one device: nothing to search in parallel
-    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers == 1:
         return _solve(*args, workers, random_seed)
     # CP-SAT's deterministic parallel search (interleave_search) aborted the whole process in OR-Tools
     # 9.15 on about 1 in 100 random small models (failed CHECKs "threshold > 0", "heuristics.fixed_search
-    # != nullptr"; tests/placers/test_exact.py keeps five): it runs in a forked child, and a model that kills
+    # != nullptr"; tests/placers/test_exact.py keeps five): it runs in a child process, and a model that kills
     # the child is solved again here with one worker, deterministic too and never seen to abort
+    outcome = _solve_forked(args, workers, random_seed) if _can_fork() else _solve_apart(args, workers, random_seed)
+    if outcome is None:
+        warnings.warn(f"CP-SAT's parallel search aborted on graph {graph.name!r}; solved again with one worker",
+                      RuntimeWarning, stacklevel=2)
+        return _solve(*args, 1, random_seed)
+    return outcome
+
+
+def _can_fork() -> bool:
+    """Whether the solver's child is forked: on Linux; elsewhere it is a fresh interpreter (:func:`_solve_apart`).
+
+    Where ``fork`` was not a start method (Windows) the two workers searched in this process, and a model
+    that aborts CP-SAT ended the caller (``Fatal Python error: Aborted``); macOS has ``fork``, but Python
+    calls it unsafe there (system libraries start threads).
+    """
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _solve_forked(args: _Args, workers: int, random_seed: int) -> Outcome | None:
+    """:func:`_solve` in a forked child, or ``None`` if the child died (CP-SAT aborted)."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
@@ -96,9 +121,79 @@ def solve(
                 terminate_workers(pool)
                 raise
     except BrokenProcessPool:
-        warnings.warn(f"CP-SAT's parallel search aborted on graph {graph.name!r}; solved again with one worker",
-                      RuntimeWarning, stacklevel=2)
-        return _solve(*args, 1, random_seed)
+        return None
+
+
+_APART = "from gnplace.placers._exact_model import _solve_for_parent; _solve_for_parent()"
+
+
+def _solve_apart(args: _Args, workers: int, random_seed: int) -> Outcome | None:
+    """:func:`_solve` in a fresh interpreter, or ``None`` if it died (CP-SAT aborted).
+
+    Not ``multiprocessing``'s spawn, which runs the caller's script again in the child (a script without
+    ``if __name__ == "__main__"`` would place again there): the child reads its arguments, pickled, from
+    its stdin, which stays open while this process lives, and writes the :class:`Outcome` to its stdout.
+    """
+    import pickle
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the modules this process sees
+    child = subprocess.Popen([sys.executable, "-c", _APART], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, env=env)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        payload = pickle.dumps((os.getpid(), args, workers, random_seed))
+        child.stdin.write(len(payload).to_bytes(8, "little") + payload)
+        child.stdin.flush()
+        result = child.stdout.read()
+        child.wait()
+    except BaseException:  # Ctrl-C, SIGTERM's exception: the child ends now, not at its limit
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        child.stdin.close()
+        child.stdout.close()
+    if child.returncode != 0 or not result:
+        return None
+    outcome = pickle.loads(result)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    assert isinstance(outcome, Outcome)
+    return outcome
+
+
+def _solve_for_parent() -> None:
+    """The fresh interpreter of :func:`_solve_apart`: solve what stdin holds, write the outcome (or error) to stdout.
+
+    It ends within a second of its parent, when the parent's end of stdin closes (any platform) or its
+    parent process id changes.
+    """
+    import pickle
+    import threading
+
+    stdin = sys.stdin.buffer
+    size = int.from_bytes(stdin.read(8), "little")
+    received: tuple[int, _Args, int, int] = pickle.loads(stdin.read(size))
+    parent, args, workers, random_seed = received
+    _start_solver(parent)
+    threading.Thread(target=_exit_at_end_of, args=(stdin.fileno(),), name="gnplace-parent-pipe", daemon=True).start()
+    result = os.dup(1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing but the outcome reaches the parent
+    try:
+        outcome: Outcome | Exception = _solve(*args, workers, random_seed)
+    except Exception as err:  # noqa: BLE001 - raised again in the parent, as a pool's worker hands it back
+        outcome = err
+    with os.fdopen(result, "wb") as out:
+        out.write(pickle.dumps(outcome))
+    os._exit(0)  # not Python's shutdown: the watch threads block in reads and sleeps
+
+
+def _exit_at_end_of(fd: int) -> None:
+    """End this process (status 1) once ``fd``, this end of a pipe from the parent, reads end of file: it is gone."""
+    while os.read(fd, 1 << 16):
+        pass
+    os._exit(1)
 
 
 def _start_solver(parent: int) -> None:

@@ -592,10 +592,13 @@ def test_ctrl_c_during_a_one_worker_solve_interrupts_the_placer():
 
 _TWO_WORKER_SOLVE = """
 import sys
+import gnplace.placers._exact_model as exact_model
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
 from gnplace.placers.exact import ExactPlacer
 
+if sys.argv[2] == "apart":
+    exact_model._can_fork = lambda: False  # a fresh interpreter's solve, as where fork is not used
 graph = load_graph(sys.argv[1])  # 17 groups on k80x4: a minute of the two workers' search at this limit
 placer = ExactPlacer(num_workers=2, time_limit=60.0)
 try:
@@ -606,11 +609,13 @@ print("returned", placer.last_status, flush=True)
 """
 
 
-def test_ctrl_c_to_the_placers_process_alone_stops_the_two_worker_solve(process_alive):
-    """A SIGINT to the process alone (``kill -INT PID``, where Ctrl-C signals the whole process group) raised in the
-    placer, but leaving the pool waited for the solver's child to reach its limit: exit 130 after 56 s."""
+def _start_two_worker_solve(how: str) -> tuple[object, int]:
+    """``_TWO_WORKER_SOLVE`` in a process, once its solver's child runs (``how``: ``"fork"`` or ``"apart"``).
+
+    Returns:
+        tuple: the ``subprocess.Popen`` and the child's process id.
+    """
     import os
-    import signal
     import subprocess
     import sys
     import time
@@ -618,25 +623,95 @@ def test_ctrl_c_to_the_placers_process_alone_stops_the_two_worker_solve(process_
 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", _TWO_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+    proc = subprocess.Popen([sys.executable, "-c", _TWO_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg"),
+                             how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
     children: list[int] = []
+    deadline = time.monotonic() + 60
+    while not children and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    if not children:
+        proc.kill()
+        raise AssertionError(f"no solver process started: {proc.communicate()[1][-2000:]}")
+    time.sleep(2.0)  # solving (a fresh interpreter imports for about a second first)
+    return proc, children[0]
+
+
+@pytest.mark.parametrize("how", ["fork", "apart"])
+def test_ctrl_c_to_the_placers_process_alone_stops_the_two_worker_solve(how, process_alive):
+    """A SIGINT to the process alone (``kill -INT PID``, where Ctrl-C signals the whole process group) raised in the
+    placer, but leaving the pool waited for the solver's child to reach its limit: exit 130 after 56 s."""
+    import os
+    import signal
+    import time
+
+    proc, child = _start_two_worker_solve(how)
     try:
-        deadline = time.monotonic() + 60
-        while not children and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-            children = [int(c) for c in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
-        assert children, "no solver process started"
-        time.sleep(1.0)  # solving
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        proc.wait(timeout=90)
         took = time.monotonic() - started
     finally:
         proc.kill()
         out, err = proc.communicate()
-        for child in children:
-            if process_alive(child):
-                os.kill(child, signal.SIGKILL)
+        if process_alive(child):
+            os.kill(child, signal.SIGKILL)
     assert proc.returncode == 130 and "returned" not in out, (proc.returncode, out, err[-2000:])
-    assert took < 5 and not process_alive(children[0], within=2)
+    assert took < 5 and not process_alive(child, within=2)
+
+
+def test_a_fresh_interpreters_solve_ends_when_its_parent_is_killed(process_alive):
+    """The child that solves apart from a process that cannot fork watches its parent as the forked one does."""
+    import os
+    import signal
+
+    proc, child = _start_two_worker_solve("apart")
+    try:
+        proc.kill()  # SIGKILL: no handler, nothing is cleaned up
+        proc.communicate(timeout=30)
+        assert not process_alive(child, within=5), "the solver outlived its parent"
+    finally:
+        if process_alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+_WITHOUT_FORK = """
+import multiprocessing
+import sys
+import warnings
+
+import numpy as np
+
+multiprocessing.get_all_start_methods = lambda: ["spawn", "forkserver"]  # as on Windows
+multiprocessing.set_start_method("spawn")  # and no `if __name__ == "__main__":` guard below
+from gnplace.placers.exact import ExactPlacer
+from gnplace.placers.round_robin import RoundRobinPlacer
+from gnplace.sim.simulator import Simulator
+from gnplace.toy import layered_graph, toy_cluster
+
+graph = layered_graph(10, width=1, seed=38682)  # the last case of test_models_that_aborted_the_solver_are_solved
+graph = graph.replace(group=np.minimum(np.arange(10) // 3, 11))
+roomy = toy_cluster(4)
+peak = Simulator().time(graph, roomy, RoundRobinPlacer().place(graph, roomy)).peak_memory.max()
+cluster = toy_cluster(4, memory=float(peak) * 1.0694542939570237, name="tight")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    placement = ExactPlacer(time_limit=0.2, num_workers=2).place(graph, cluster, seed=7)
+print("placed", placement.devices.tolist(), *[str(w.message) for w in caught], flush=True)
+"""
+
+
+def test_where_fork_is_no_start_method_a_model_that_aborts_cp_sat_does_not_end_the_caller():
+    """Without ``fork`` the two workers searched in the caller's process: OR-Tools' abort ended it (exit -6,
+    ``Fatal Python error: Aborted``), from a script without a ``__main__`` guard under spawn too."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", _WITHOUT_FORK], capture_output=True, text=True, env=env, cwd=root,
+                            timeout=300)
+    assert result.returncode == 0, (result.returncode, result.stderr[-2000:])
+    assert result.stdout.startswith("placed [") and "parallel search aborted" in result.stdout

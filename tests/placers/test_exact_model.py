@@ -165,3 +165,24 @@ def test_the_solver_process_ends_when_the_command_is_killed(process_alive):
         command.wait()
         if child and process_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("case", ["fork_graph", "layered"])
+def test_a_solve_in_a_fresh_interpreter_is_the_forked_solve(case, monkeypatch):
+    """Where the solver's child is not forked (Windows, macOS) it is a fresh interpreter: the same status, objective,
+    bound and final solution."""
+    import gnplace.placers._exact_model as exact_model
+    from gnplace.placers.exact import delay_model
+    from gnplace.toy import layered_graph
+
+    g = fork_graph() if case == "fork_graph" else layered_graph(12, width=3, seed=5)
+    c = load_cluster("k80x4")
+    dur, delay = delay_model(g, c, time_unit=1e-6)
+    options = dict(link_contention=True, time_limit=2.0, num_workers=2, random_seed=3)
+    forked = run(g, c, dur, delay, **options)
+    monkeypatch.setattr(exact_model, "_can_fork", lambda: False)
+    apart = run(g, c, dur, delay, **options)
+    assert (apart.status, apart.objective, apart.bound, apart.gap) == (forked.status, forked.objective, forked.bound,
+                                                                       forked.gap)
+    # (the improving solutions before the last are as many as the threads' timing reports, forked or not)
+    assert apart.solutions[-1].tolist() == forked.solutions[-1].tolist()
