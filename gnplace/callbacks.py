@@ -280,7 +280,9 @@ class TimedCheckpoint(L.Callback):
     A first Ctrl-C (SIGINT) lets the iteration under way finish, saves it and then stops the run as
     Ctrl-C does (a ``KeyboardInterrupt``), so that ``--resume`` loses nothing; a second stops at once,
     from the last checkpoint. Where the handler cannot be installed (not the main thread, or SIGINT
-    ignored or handled by the caller) Ctrl-C acts as before.
+    ignored or handled by the caller) Ctrl-C acts as before. Ranks that a launcher spawned (``ddp_spawn``) take
+    ``stop_request``, an event the launcher sets when a Ctrl-C reached it alone, as that first Ctrl-C
+    (:func:`gnplace.pretrain.pretrain`).
 
     SIGTERM (what ``kill``, ``timeout``, a batch scheduler or a container runtime sends) is Lightning's
     to catch: its trainer notes it and stops the loop at the end of the iteration under way
@@ -301,6 +303,7 @@ class TimedCheckpoint(L.Callback):
         self._deferred = (False, False)  # (a save waits for the validation under way, a Ctrl-C with it)
         self._previous: Any = None
         self._previous_term: Any = None
+        self.stop_request: Any = None  # a multiprocessing Event: set by the launcher of spawned ranks, a first Ctrl-C
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Start the clock; take over the first Ctrl-C."""
@@ -335,8 +338,9 @@ class TimedCheckpoint(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
         """Save when the interval has passed, or after a Ctrl-C (then stop as Ctrl-C does) or a SIGTERM."""
+        requested = self.stop_request is not None and self.stop_request.is_set()
         due, interrupted = trainer.strategy.broadcast((time.monotonic() - self._last >= self.every_s,
-                                                       self._interrupted))
+                                                       self._interrupted or requested))
         # a SIGTERM to any rank stops them all (Lightning stops the loop after this hook, each rank on its own flag)
         terminated = trainer.strategy.reduce_boolean_decision(bool(getattr(trainer, "received_sigterm", False)),
                                                               all=False)

@@ -569,16 +569,7 @@ def pretrain(
         InvalidArgument: if ``out`` holds a run already and ``resume`` is off.
     """
     began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-    from gnplace.callbacks import (
-        AtomicCheckpointIO,
-        StopAfter,
-        TimedCheckpoint,
-        fit_interruptibly,
-        progress_callbacks,
-        quiet_lightning,
-    )
     from gnplace.train import PlacementDataModule, PlacementLearner
 
     if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
@@ -625,57 +616,96 @@ def pretrain(
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
-    # small tensors: one thread per process is fastest, and deterministic; the caller's count back at the end
+    # small tensors: one thread per process is fastest, and deterministic; the caller's own count back afterwards
     with torch_threads(1):
-        bars = progress_callbacks(progress, "pretrain", schedule.iterations)
-        exporter = ExportPolicy(out / "policy.ckpt", config, digest, started=began)
-        from lightning.fabric.utilities.exceptions import MisconfigurationException
+        return _fit(config, out, learner, data, digest=digest, began=began, ckpt_path=ckpt_path, devices=devices,
+                    num_nodes=num_nodes, strategy=strategy, export=export, progress=progress)
 
+
+def _fit(
+    config: PretrainConfig, out: Path, learner: Any, data: Any, *, digest: str, began: float, ckpt_path: str | None,
+    devices: int, num_nodes: int, strategy: str, export: str | os.PathLike[str] | None, progress: bool | None,
+) -> dict[str, Any]:
+    """Train ``learner`` on ``data`` with Lightning, export the best policy, and return :func:`pretrain`'s summary.
+
+    ``learner`` is the :class:`~gnplace.train.PlacementLearner`, ``data`` the
+    :class:`~gnplace.train.PlacementDataModule` of the run's pairs (``digest``: :func:`pairs_digest`); ``began`` is
+    the run's start (:func:`time.monotonic` seconds), ``ckpt_path`` the checkpoint resumed from, if any.
+    """
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    from gnplace.callbacks import (
+        AtomicCheckpointIO,
+        StopAfter,
+        TimedCheckpoint,
+        fit_interruptibly,
+        progress_callbacks,
+        quiet_lightning,
+    )
+
+    schedule, last = config.schedule, out / "checkpoints" / "last.ckpt"
+    bars = progress_callbacks(progress, "pretrain", schedule.iterations)
+    exporter = ExportPolicy(out / "policy.ckpt", config, digest, started=began)
+    saver = TimedCheckpoint(last, schedule.checkpoint_every_s)
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    try:
+        with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
+            trainer = L.Trainer(
+                # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
+                # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
+                max_epochs=-1,
+                # validation every steps_per_epoch iterations of the run, counted across resumes: after an epoch's
+                # end a run resumed mid-epoch started a fresh epoch, and validated at other iterations
+                check_val_every_n_epoch=None, val_check_interval=schedule.steps_per_epoch,
+                accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
+                enable_checkpointing=False,
+                # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
+                callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
+                           saver, *bars],
+                logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
+                enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
+                num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,
+                plugins=[AtomicCheckpointIO()],
+            )
+    except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
+        raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
+    except RuntimeError as err:  # Lightning's check of a SLURM job's variables (--ntasks without --ntasks-per-node)
+        if "SLURM" not in str(err):
+            raise
+        raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
+    _check_ranks_can_start(trainer, strategy)
+    if _spawned(trainer):
+        import multiprocessing
+
+        saver.stop_request = multiprocessing.get_context("spawn").Event()  # the ranks get it with the trainer
+    with quiet_lightning():
         try:
-            with quiet_lightning():  # its start-up lines (no GPU, no TPU, a logging service's advert) say nothing here
-                trainer = L.Trainer(
-                    # StopAfter alone ends the run: an epoch limit cut an extended run short (a run stopped mid-epoch
-                    # resumes into a fresh epoch, so a run extended from 3 to 6 iterations, 2 per epoch, ended at 5)
-                    max_epochs=-1,
-                    # validation every steps_per_epoch iterations of the run, counted across resumes: after an epoch's
-                    # end a run resumed mid-epoch started a fresh epoch, and validated at other iterations
-                    check_val_every_n_epoch=None, val_check_interval=schedule.steps_per_epoch,
-                    accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
-                    enable_checkpointing=False,
-                    # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
-                    callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
-                               TimedCheckpoint(last, schedule.checkpoint_every_s), *bars],
-                    logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")],
-                    log_every_n_steps=1,
-                    enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
-                    num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,
-                    plugins=[AtomicCheckpointIO()],
-                )
-        except (ValueError, MisconfigurationException) as err:  # a strategy this machine cannot run (fsdp on CPUs, ...)
-            raise InvalidArgument(f"--strategy {strategy!r}: {' '.join(str(err).split())}") from None
-        except RuntimeError as err:  # Lightning's check of a SLURM job's variables (--ntasks without --ntasks-per-node)
-            if "SLURM" not in str(err):
-                raise
-            raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
-        _check_ranks_can_start(trainer, strategy)
-        with quiet_lightning():
             fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
                               weights_only=True)  # TimedCheckpoint saves last.ckpt
-        if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
-            summary = _finished(out, export)
-            summary["already_done"] = False
-            return summary
-        if trainer.global_rank == 0 and export is not None:
-            from gnplace.graph_io import write_atomically
+        except KeyboardInterrupt:
+            # a Ctrl-C in a terminal reaches the ranks too; a SIGINT to this pid alone (kill -INT PID) reached only
+            # this launcher, which Lightning stops without a word to its ranks: it then waited at exit for ranks
+            # that trained on to the run's end. They stop after the iteration under way, saved first, as on Ctrl-C
+            # (an event, not a signal: a second SIGINT would stop at once, unsaved, a rank the Ctrl-C reached)
+            if saver.stop_request is not None:
+                saver.stop_request.set()
+            raise
+    if _spawned(trainer):  # the ranks trained copies of `learner` in other processes: their files tell the result
+        summary = _finished(out, export)
+        summary["already_done"] = False
+        return summary
+    if trainer.global_rank == 0 and export is not None:
+        from gnplace.graph_io import write_atomically
 
-            chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
-            write_atomically(export, chosen.read_bytes())
-        return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
-                "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
-                "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
-                "best_validation": _finite_or_none(exporter.best_score),
-                "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
-                "rank": int(trainer.global_rank)}
+        chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
+        write_atomically(export, chosen.read_bytes())
+    return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),
+            "validation": dict(learner.last_validation), "policy": str(out / "policy.ckpt"),
+            "best": str(exporter.best_path) if exporter.best_path.exists() else None,  # no validation: none written
+            "best_validation": _finite_or_none(exporter.best_score),
+            "already_done": False,  # the same keys whichever way the run ends (a finished run's: True)
+            "rank": int(trainer.global_rank)}
 
 
 def _check_ranks_can_start(trainer: L.Trainer, strategy: str) -> None:

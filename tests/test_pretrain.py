@@ -793,6 +793,36 @@ def test_the_ranks_of_ddp_spawn_end_when_their_launcher_is_killed(tmp_path, proc
             os.kill(rank, signal.SIGKILL)
 
 
+@pytest.mark.heavy
+def test_ctrl_c_to_the_launcher_of_ddp_spawn_alone_stops_its_ranks_saved(tiny_config, tmp_path, process_alive):
+    """``kill -INT LAUNCHER`` (a Ctrl-C that reaches the launcher alone): Lightning stopped the launcher without a
+    word to its ranks, and it waited at exit for ranks that trained on to the run's end (still training at 66 s)."""
+    out = tmp_path / "run"
+    launcher = subprocess.Popen(_script("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy",
+                                        "ddp_spawn", "--set", "schedule.iterations=100000"),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    last = out / "checkpoints" / "last.ckpt"
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not last.exists() and launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first save: after the first validation (iteration 2)
+        first = torch.load(last, weights_only=True)["gnplace"]["iteration"]
+        ranks = [int(c) for c in Path(f"/proc/{launcher.pid}/task/{launcher.pid}/children").read_text().split()]
+        time.sleep(3.0)  # training on
+        launcher.send_signal(signal.SIGINT)
+        launcher.wait(timeout=60)
+    finally:
+        launcher.kill()
+        err = launcher.communicate()[1]
+        for rank in ranks:
+            if process_alive(rank):
+                os.kill(rank, signal.SIGKILL)
+    assert launcher.returncode == 130, err[-2000:]
+    assert torch.load(last, weights_only=True)["gnplace"]["iteration"] > first  # the ranks saved where they stopped
+    assert not [rank for rank in ranks if process_alive(rank)]
+
+
 @pytest.mark.parametrize("name", ["checkpoints", "policy.ckpt"])
 def test_an_output_linked_out_of_the_run_folder_is_refused_before_training(tiny_config, tmp_path, name):
     """A shared run folder's checkpoints linked to a folder elsewhere had the run's checkpoints written there."""
