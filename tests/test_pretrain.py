@@ -319,9 +319,8 @@ def test_resume_after_kill_9_loses_at_most_one_interval(tiny_config, tmp_path, c
     capsys.readouterr()  # the resume in this process: only the killed run needs one of its own
     assert load_script("pretrain").main(_script("--config", str(tiny_config), "--out", str(out), "--resume", "--set",
                                                 f"schedule.iterations={saved + 2}", "--set",
-                                                "schedule.checkpoint_every_s=0.5")[2:]) == 0
-    out_text = capsys.readouterr().out
-    assert json.loads(out_text[out_text.index("{"):])["iterations"] == saved + 2
+                                                "schedule.checkpoint_every_s=0.5", "--json")[2:]) == 0
+    assert json.loads(capsys.readouterr().out)["iterations"] == saved + 2  # --json: the summary alone on stdout
     assert _session_steps(out) == [saved, saved + 1]  # it went on from the last checkpoint, not from the start
 
 
@@ -368,11 +367,11 @@ def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resu
     spawned(split, 2)
     done = subprocess.run(
         _script("--config", str(tiny_config), "--out", str(split), "--devices", "2", "--strategy", "ddp",
-                "--set", "schedule.iterations=3", "--resume"),
+                "--set", "schedule.iterations=3", "--resume", "--json"),
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout[done.stdout.index("{"):])["iterations"] == 3
+    assert json.loads(done.stdout)["iterations"] == 3
     assert json.loads((split / "ranks" / "rank1.json").read_text()) == ranks[1]
 
 
