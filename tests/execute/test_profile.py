@@ -148,14 +148,18 @@ def test_anchoring_takes_the_median_of_its_rounds_with_the_kinds_in_turn():
     assert timer.calls == firsts * 3
 
 
+def _calibration_and_two_placements() -> tuple[object, np.ndarray, np.ndarray]:
+    """A calibration of the tiny model on k80x2 (0.1 ms an op), its one-device placement and one split across both."""
+    step = import_step(*tiny())
+    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4)})
+    calibration = type("C", (), {"graph": graph, "cluster": load_cluster("k80x2")})()
+    return calibration, np.zeros(graph.num_ops, dtype=np.int64), np.arange(graph.num_ops, dtype=np.int64) % 2
+
+
 def test_simulator_error_measures_the_placements_in_turn_and_reports_the_median():
     from gnplace.exceptions import InvalidArgument
 
-    step = import_step(*tiny())
-    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4)})
-    cluster = load_cluster("k80x2")
-    calibration = type("C", (), {"graph": graph, "cluster": cluster})()
-    a, b = np.zeros(graph.num_ops, dtype=np.int64), np.arange(graph.num_ops, dtype=np.int64) % 2
+    calibration, a, b = _calibration_and_two_placements()
     timer = _FixedTimer(5e-3, 1e-3, 9e-3, 2e-3, 4e-3, 3e-3)  # a: 5, 9, 4 ms; b: 1, 2, 3 ms
     rows = simulator_error(calibration, timer, {"a": a, "b": b}, rounds=3)
     assert timer.calls == [a.tobytes(), b.tobytes()] * 3
@@ -172,11 +176,7 @@ def test_a_placement_out_of_memory_in_a_round_is_not_measured():
     from gnplace.execute.base import oom_result
     from gnplace.sim.timer import StepResult
 
-    step = import_step(*tiny())
-    graph = step.graph.replace(cost_s={"k80": np.full(step.graph.num_ops, 1e-4)})
-    cluster = load_cluster("k80x2")
-    calibration = type("C", (), {"graph": graph, "cluster": cluster})()
-    a, b = np.zeros(graph.num_ops, dtype=np.int64), np.arange(graph.num_ops, dtype=np.int64) % 2
+    calibration, a, b = _calibration_and_two_placements()
 
     class HalfOom:  # a is out of memory in the second round; b fits and takes 2 ms
         rounds = 0
