@@ -2,13 +2,16 @@
 
 Each factory returns ``(module, example_inputs)`` with a module whose output is the training loss,
 built from a fixed seed, so that ``gnplace profile gnplace.execute.examples:mlp`` and friends are
-the same model in every process.
+the same model in every process. The seed is torch's global generator's only while the factory runs
+(:func:`gnplace.seed.seeded_torch`): the caller's random stream is where it was before the call.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from gnplace.seed import seeded_torch
 
 __all__ = ["mlp", "convnet", "branchy", "transformer", "tiny", "Regression"]
 
@@ -48,33 +51,33 @@ def _made(body: nn.Module, x: torch.Tensor, out: int, seed: int) -> tuple[nn.Mod
 
 def tiny() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Two linear layers on a batch of 16 (tests)."""
-    torch.manual_seed(0)
-    return _made(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), torch.randn(16, 8), 4, 0)
+    with seeded_torch(0):
+        return _made(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), torch.randn(16, 8), 4, 0)
 
 
 def mlp() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Six ReLU layers of width 512 on a batch of 128."""
-    torch.manual_seed(0)
-    layers = [m for _ in range(6) for m in (nn.Linear(512, 512), nn.ReLU())]
-    return _made(nn.Sequential(*layers, nn.Linear(512, 10)), torch.randn(128, 512), 10, 0)
+    with seeded_torch(0):
+        layers = [m for _ in range(6) for m in (nn.Linear(512, 512), nn.ReLU())]
+        return _made(nn.Sequential(*layers, nn.Linear(512, 10)), torch.randn(128, 512), 10, 0)
 
 
 def convnet() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """A small convolutional network (three conv-BN-ReLU blocks, pooling, a linear head) on 32x32 images."""
-    torch.manual_seed(0)
-    body = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-        nn.Conv2d(16, 32, 3, padding=1, stride=2), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
-    )
-    return _made(body, torch.randn(16, 3, 32, 32), 10, 0)
+    with seeded_torch(0):
+        body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, padding=1, stride=2), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+        )
+        return _made(body, torch.randn(16, 3, 32, 32), 10, 0)
 
 
 def branchy() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Four parallel towers of three tanh layers (width 384) on a batch of 128: parallel work."""
-    torch.manual_seed(0)
-    return _made(_Branches(384, 3), torch.randn(128, 384), 8, 0)
+    with seeded_torch(0):
+        return _made(_Branches(384, 3), torch.randn(128, 384), 8, 0)
 
 
 class _Tokens(nn.Module):
@@ -93,8 +96,8 @@ class _Tokens(nn.Module):
 
 def transformer() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Two encoder layers (width 256, 4 heads) over 32 sequences of 64 tokens: real-device runs on a GPU."""
-    torch.manual_seed(0)
-    body = _Tokens(1000, 256, 2, 4)
+    with seeded_torch(0):
+        body = _Tokens(1000, 256, 2, 4)
     generator = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 1000, (32, 64), generator=generator)
     return Regression(body), (tokens, torch.randn(32, 64, 16, generator=generator))
