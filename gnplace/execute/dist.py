@@ -596,6 +596,8 @@ class DistTimer(RealStepTimer):
         self._owns_group = False
         self._closed = False
         self._busy = False  # a command is under way on the ranks: they wait on rank 0 in it, not on a broadcast
+        # sys.excepthook before the process group was made, and the hook torch.distributed put in its place
+        self._hooks: tuple[Any, Any] | None = None
 
     def settings(self) -> dict[str, Any]:
         """How this timer measures (see :meth:`RealStepTimer.settings`), with its backend and threads per rank."""
@@ -629,7 +631,8 @@ class DistTimer(RealStepTimer):
                     f"the cluster has {world} devices and the timer runs on rank 0"
                 )
             if not dist.is_initialized():
-                dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
+                with self._keeping_excepthook():
+                    dist.init_process_group(self.backend, timeout=timedelta(seconds=self.timeout_s))
         else:
             check_cores(world, self.threads)
             if dist.is_initialized():
@@ -672,9 +675,33 @@ class DistTimer(RealStepTimer):
             time.sleep(0.02 if waiting else 0)
         self._store = store
         try:
-            dist.init_process_group(self.backend, store=store, rank=0, world_size=world, timeout=timeout)
+            with self._keeping_excepthook():
+                dist.init_process_group(self.backend, store=store, rank=0, world_size=world, timeout=timeout)
         except Exception as err:  # noqa: BLE001 - reported with the ranks' state
             self._fail(err)
+
+    @contextmanager
+    def _keeping_excepthook(self) -> Iterator[None]:
+        """Note ``sys.excepthook`` around the making of the process group, for :meth:`close` to put back.
+
+        ``init_process_group`` wraps ``sys.excepthook`` so that tracebacks read ``[rank0]: ...``, and
+        ``destroy_process_group`` leaves the wrapper: after a closed timer, every uncaught error of the
+        caller's program was printed prefixed with ``[rank0]:``, and each start wrapped the wrapper again.
+        """
+        before = sys.excepthook
+        try:
+            yield
+        finally:
+            if sys.excepthook is not before:
+                self._hooks = (before, sys.excepthook)
+
+    def _restore_excepthook(self) -> None:
+        """Put back the ``sys.excepthook`` the process group replaced, unless someone has replaced it since."""
+        if self._hooks is not None:
+            before, wrapper = self._hooks
+            self._hooks = None
+            if sys.excepthook is wrapper:
+                sys.excepthook = before
 
     def _check_ranks(self, starting: bool = False) -> None:
         """Raise :class:`ExecutionFailed` naming the first started rank that has died, the timer closed first.
@@ -879,6 +906,7 @@ class DistTimer(RealStepTimer):
                 dist.destroy_process_group()
             except Exception:  # noqa: BLE001, S110
                 pass
+        self._restore_excepthook()
         for p in self._procs:
             try:
                 p.wait(timeout=5 if not force else 0.5)

@@ -615,3 +615,18 @@ def test_a_gpu_cluster_is_refused_by_gloo_ranks_which_are_cpus(setup):
     nccl = DistTimer(step, backend="nccl")
     with pytest.raises(InvalidArgument, match=r"runs GPU ranks \(NCCL\), but device 'rank0' .* is a CPU"):
         nccl.check_cluster(_cluster())
+
+
+def test_a_closed_timer_gives_back_the_callers_excepthook(own_ranks, monkeypatch):
+    """torch.distributed wraps ``sys.excepthook`` (``[rank0]:`` before each line) and leaves the wrapper when destroyed."""
+    def mine(*args):  # the caller's own hook
+        return None
+
+    monkeypatch.setattr(sys, "excepthook", mine)
+    step = import_step(*tiny())
+    devices = (step.graph.group % 2).astype(np.int64)
+    timer = DistTimer(step, repeats=1, timeout_s=30)
+    for _ in range(2):  # each start wrapped the wrapper again
+        with timer:
+            timer.time(step.graph, _cluster(), devices)
+        assert sys.excepthook is mine
