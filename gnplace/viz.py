@@ -21,12 +21,11 @@ IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif"
 """The file types the plots write (matplotlib's formats, by suffix)."""
 
 
-def agg_pyplot() -> Any:
-    """The ``pyplot`` of matplotlib on the Agg backend (drawing to files, no display), whatever ``MPLBACKEND`` says.
+def _matplotlib() -> Any:
+    """``matplotlib``, imported with ``MPLBACKEND`` set aside, which it reads as it loads.
 
-    ``import matplotlib`` reads ``MPLBACKEND`` and refuses a name it does not know (``MPLBACKEND=foo``): a
-    ValueError traceback instead of the plot. The plots are files, drawn with Agg whatever the variable names, so
-    it is set aside while matplotlib loads (and put back for the user's own use after).
+    ``import matplotlib`` refuses a backend name it does not know (``MPLBACKEND=foo``): a ValueError traceback
+    instead of the plot. The variable is put back for the user's own use after.
     """
     if "matplotlib" not in sys.modules:
         told = os.environ.pop("MPLBACKEND", None)
@@ -37,10 +36,32 @@ def agg_pyplot() -> Any:
                 os.environ["MPLBACKEND"] = told
     import matplotlib
 
-    matplotlib.use("Agg")
+    return matplotlib
+
+
+def agg_pyplot() -> Any:
+    """The ``pyplot`` of matplotlib on the Agg backend (drawing to files, no display), whatever ``MPLBACKEND`` says.
+
+    For the scripts, which own their process: it switches pyplot's backend for the rest of the process. The
+    library's plots (:func:`plot_timeline`, :func:`plot_ratios`) use no pyplot and leave the backend alone.
+    """
+    _matplotlib().use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _figure(figsize: tuple[float, float]) -> Any:
+    """A matplotlib ``Figure`` of ``figsize`` inches that pyplot does not know of, to be written to a file.
+
+    pyplot's figures switched the caller's backend to Agg (``matplotlib.use``) for the rest of the process: a
+    notebook's inline plots, or a script's window, stopped showing after ``gnplace.viz.plot_timeline``, or
+    ``gnplace simulate --timeline`` run in-process. This one is drawn by the canvas of the format written.
+    """
+    _matplotlib()
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
 
 
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
@@ -61,7 +82,7 @@ def plot_timeline(
             :data:`IMAGE_SUFFIXES` (matplotlib would write ``path.png`` for none).
     """
     path = _image_path(path)
-    plt = agg_pyplot()
+    _matplotlib()
     from matplotlib.patches import Patch
 
     timeline = result.timeline
@@ -69,7 +90,8 @@ def plot_timeline(
         raise ValueError("the step result has no timeline: simulate with timeline=True")
     names = result.device_names
     d = len(names)
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * 2 * d))
+    fig = _figure((12, 1.0 + 0.6 * 2 * d))
+    ax = fig.subplots()
     # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     for phase_index, phase in enumerate(PHASES):
         mask = graph.phase == phase_index
@@ -115,12 +137,12 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     path = _image_path(path)
     if not summary:
         raise ValueError("no rows to plot")
-    plt = agg_pyplot()
 
     clusters = sorted({s["cluster"] for s in summary})
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
     names = {_bar(s): _bar(s)[2] for s in summary}
-    fig, axes = plt.subplots(1, len(clusters), figsize=(4 + 2.5 * len(clusters), 4), squeeze=False, sharey=True)
+    fig = _figure((4 + 2.5 * len(clusters), 4))
+    axes = fig.subplots(1, len(clusters), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
         for bar in bars:
@@ -165,17 +187,13 @@ _NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"
 
 def _save(fig: Any, path: Path) -> Path:
     """Write ``fig`` to ``path`` in the format of its suffix, atomically: a failed write keeps what was there."""
-    import matplotlib.pyplot as plt
-
     from gnplace.graph_io import write_atomically
 
     buffer = io.BytesIO()
     kind = path.suffix.lower()[1:]
-    try:  # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
-        with plt.rc_context({"svg.hashsalt": "gnplace"}):
-            fig.savefig(buffer, dpi=120, format=kind, metadata=_NO_DATE.get(kind))
-    finally:
-        plt.close(fig)
+    # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
+    with _matplotlib().rc_context({"svg.hashsalt": "gnplace"}):
+        fig.savefig(buffer, dpi=120, format=kind, metadata=_NO_DATE.get(kind))
     data = buffer.getvalue()
     if kind in ("ps", "eps"):
         data = re.sub(rb"^%%CreationDate: [^\n]*\n", b"", data, count=1, flags=re.MULTILINE)

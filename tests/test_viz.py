@@ -257,3 +257,21 @@ def test_a_backend_named_in_mplbackend_does_not_stop_the_plot(tmp_path, backend)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == f"0 {backend}"  # the variable is the user's again after
     assert (tmp_path / "t.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_plots_leave_the_callers_matplotlib_backend_and_figures_alone(tmp_path, case):
+    """They switched the process to Agg (``matplotlib.use``): a notebook's inline plots stopped showing after."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    g, result, _ = case
+    backend = matplotlib.get_backend()
+    try:
+        plt.switch_backend("pdf")  # the caller's own (a file backend, so that the test needs no display)
+        figures = plt.get_fignums()
+        plot_timeline(g, result, tmp_path / "t.png")
+        plot_ratios([{"family": "f", "cluster": "k80x2", "placer": "a", "vs_best": 1.0}], tmp_path / "r.png")
+        assert matplotlib.get_backend() == "pdf"
+        assert plt.get_fignums() == figures
+    finally:
+        plt.switch_backend(backend)
