@@ -22,7 +22,7 @@ from gnplace.cli import place as place_cmd
 from gnplace.cli import pretrain as pretrain_cmd
 from gnplace.cli import profile as profile_cmd
 from gnplace.cli import simulate as simulate_cmd
-from gnplace.cli.common import ESCAPED, run_reporting_errors
+from gnplace.cli.common import escaped_streams, run_reporting_errors
 
 __all__ = ["main", "build_parser"]
 
@@ -43,14 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``gnplace`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
-    import sys
+    """Run the ``gnplace`` command with ``argv`` (default: ``sys.argv[1:]``); returns the exit status.
 
-    for stream in (sys.stdout, sys.stderr):  # a name the terminal's encoding lacks prints escaped, never a crash
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors=ESCAPED)
-    args = build_parser().parse_args(argv)
-    return run_reporting_errors(args.run, args, "gnplace")
+    The streams print a name their encoding lacks escaped, never a crash, while it runs, parsing included
+    (:func:`~gnplace.cli.common.escaped_streams`); a program that calls it finds them as they were after.
+    """
+    with escaped_streams():
+        args = build_parser().parse_args(argv)
+        return run_reporting_errors(args.run, args, "gnplace")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,7 +26,7 @@ __all__ = [
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
-    "device_names", "ESCAPED", "printable_name", "markup_name", "script_parser",
+    "device_names", "ESCAPED", "escaped_streams", "printable_name", "markup_name", "script_parser",
 ]
 
 
@@ -569,8 +569,9 @@ ESCAPED = "gnplace.escape"
 codecs.register_error(ESCAPED, _escape_unencodable)
 
 
-def _prepare_streams() -> None:
-    """Point a closed ``sys.stdout`` or ``sys.stderr`` at ``os.devnull``; print what their encoding lacks escaped.
+@contextlib.contextmanager
+def escaped_streams() -> Iterator[None]:
+    """Inside, a closed ``sys.stdout`` or ``sys.stderr`` writes to ``os.devnull``; both escape what encodings lack.
 
     A closed stream (``>&-``, ``2>&-``: Python sets it to None) drops what is written there, as the caller asked,
     and the command still runs: a closed stdout made every command end in a traceback and status 1 (``place -o
@@ -578,13 +579,30 @@ def _prepare_streams() -> None:
     ``--json`` document (``print(file=None)`` prints on stdout). A name the streams' encoding lacks
     (``PYTHONIOENCODING=ascii``, a cluster ``clüster``) prints as ``cl\\xfcster``: the scripts, which the
     ``gnplace`` command's own set-up did not reach, ended in a UnicodeEncodeError traceback.
+
+    Both streams are as they were after (their ``errors``, and None for a closed one): ``gnplace.cli.main`` called
+    from a program left its ``sys.stdout`` and ``sys.stderr`` escaping for the rest of the process.
     """
+    opened: list[tuple[str, Any]] = []  # (name, the devnull file put in place of None)
+    kept: list[tuple[Any, str]] = []  # (stream, its errors before)
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # for the process's life
+            opened.append((name, open(os.devnull, "w", encoding="utf-8")))
+            setattr(sys, name, opened[-1][1])
         stream = getattr(sys, name)
-        if hasattr(stream, "reconfigure"):
+        if hasattr(stream, "reconfigure") and stream.errors != ESCAPED:
+            kept.append((stream, stream.errors))
             stream.reconfigure(errors=ESCAPED)
+    try:
+        yield
+    finally:
+        for stream, errors in kept:
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe or file: it takes nothing more anyway
+                stream.reconfigure(errors=errors)
+        for name, devnull in opened:
+            if getattr(sys, name) is devnull:
+                setattr(sys, name, None)
+            devnull.close()
 
 
 def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace, prog: str,
@@ -611,8 +629,7 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         print(f"{prog}: warning: {one_line(str(message))}", file=sys.stderr)
 
-    _prepare_streams()
-    with warnings.catch_warnings():
+    with escaped_streams(), warnings.catch_warnings():
         warnings.showwarning = show
         warnings.filterwarnings("ignore", message=TORCH_UNSAFE_LOAD_WARNING, category=UserWarning)
         try:

@@ -79,3 +79,21 @@ def test_every_command_and_script_spells_its_output_jobs_and_seed_options_alike(
     assert [names for names in outputs if "-o" not in names] == []
     assert [names for names in jobs if "-j" not in names] == []
     assert [a.option_strings for a in seeds if a.type is not whole_number] == []
+
+
+def test_main_called_from_a_program_leaves_its_streams_as_they_were(tmp_path, monkeypatch):
+    """It reconfigured ``sys.stdout`` and ``sys.stderr`` to escape what their encoding lacks and left them so."""
+    import io
+    import sys
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    err = io.TextIOWrapper(io.BytesIO(), encoding="ascii", errors="strict")
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    assert main(["place", str(tmp_path / "caf\xe9.gnpg"), "-c", "k80x2"]) == 2
+    assert (out.errors, err.errors) == ("strict", "strict")
+    err.flush()
+    assert b"caf\\xe9.gnpg" in err.buffer.getvalue()  # escaped while it ran
+    monkeypatch.setattr(sys, "stdout", None)  # a closed stdout (`>&-`) is written to os.devnull while it runs
+    assert main(["place", str(tmp_path / "missing.gnpg"), "-c", "k80x2"]) == 2
+    assert sys.stdout is None
