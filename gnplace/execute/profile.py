@@ -266,7 +266,9 @@ def _device_rates(device: torch.device, threads: int) -> tuple[float, float, flo
     torch.set_num_threads(threads)
     try:
         n = 512
-        a = torch.randn(n, n, device=device)
+        # drawn on the CPU from a generator of its own: the caller's global streams (the CPU's, a GPU's) are not
+        # drawn from; the values do not matter, only the time of the matmul
+        a = torch.empty(n, n, device=device).copy_(torch.randn(n, n, generator=torch.Generator().manual_seed(0)))
         b = torch.empty(8 << 20, device=device)
 
         def best(fn: Any) -> float:

@@ -334,3 +334,14 @@ def test_a_cluster_file_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path
     with pytest.raises(OSError, match="No space left"):
         calibration.save(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.gnpg"]  # a cluster.yaml.tmp was left behind
+
+
+def test_a_calibration_draws_nothing_from_the_callers_global_generator():
+    """The matmul that measures a device's FLOP/s was drawn from torch's global generator, moving the caller's stream."""
+    import torch
+
+    step = import_step(*tiny())
+    torch.manual_seed(1234)
+    state = torch.random.get_rng_state()
+    calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=1, anchor_rounds=1)
+    assert torch.equal(torch.random.get_rng_state(), state)
