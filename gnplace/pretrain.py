@@ -54,7 +54,14 @@ from gnplace.pretrain_config import (  # re-exported: the config is read before 
     load_pretrain_config,
 )
 from gnplace.runlock import holds_folder
-from gnplace.workers import available_cores, check_main_guarded, is_launched_rank, stray_ranks_hidden, torch_threads
+from gnplace.workers import (
+    available_cores,
+    check_main_guarded,
+    is_launched_rank,
+    stray_ranks_hidden,
+    threads_kept,
+    torch_threads,
+)
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
@@ -679,7 +686,8 @@ def _fit(
         import multiprocessing
 
         saver.stop_request = multiprocessing.get_context("spawn").Event()  # the ranks get it with the trainer
-    with quiet_lightning():
+    # rank 0 of ddp is this process: the cores its ranks shared (PlacementLearner.setup) are the caller's again
+    with quiet_lightning(), threads_kept():
         try:
             fit_interruptibly(trainer, learner, datamodule=data, ckpt_path=ckpt_path,
                               weights_only=True)  # TimedCheckpoint saves last.ckpt

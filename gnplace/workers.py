@@ -31,7 +31,8 @@ from types import FrameType
 from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
-           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_per_worker", "torch_threads",
+           "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_kept", "threads_per_worker",
+           "torch_threads", "THREAD_VARIABLES",
            "watch_parent",
            "RANK_VARIABLES", "stray_ranks_hidden"]
 
@@ -309,6 +310,10 @@ def _start_worker(parent: int, ignore_interrupts: bool, threads: int) -> None:
     threading.Thread(target=_exit_when_orphaned, args=(parent,), name="gnplace-parent-watch", daemon=True).start()
 
 
+#: The environment variables :func:`limit_threads` sets: libraries not loaded yet read their thread counts there.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
 def limit_threads(threads: int, *, torch: bool = True) -> None:
     """Use at most ``threads`` compute threads in this process: numba's parallel loops, torch and OpenMP.
 
@@ -320,7 +325,7 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
     ``torch=False`` leaves a loaded torch's own setting alone (pretraining keeps one thread for its
     small tensors).
     """
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for name in THREAD_VARIABLES[:3]:
         os.environ[name] = str(threads)
     loaded_torch = sys.modules.get("torch")
     kept = loaded_torch.get_num_threads() if loaded_torch is not None else 0
@@ -334,6 +339,52 @@ def limit_threads(threads: int, *, torch: bool = True) -> None:
         wanted = threads if torch else kept
         if loaded_torch.get_num_threads() != wanted:
             loaded_torch.set_num_threads(wanted)
+
+
+@contextmanager
+def threads_kept() -> Iterator[None]:
+    """Run the body; afterwards what :func:`limit_threads` changes in it is as it was: the variables and numba's count.
+
+    A worker process keeps its limit for life, but rank 0 of a ``ddp`` pretraining is the caller's own process: its
+    limit (one thread for each of two ranks on two cores) stayed after ``gnplace.pretrain.pretrain`` returned, numba's
+    parallel loops on one thread and ``OMP_NUM_THREADS=1`` for the processes the caller started next. numba's count
+    (this thread's) is read only where its thread pool has started, which would set torch's OpenMP count (see
+    :func:`limit_threads`); one started in the body is given numba's default count back. torch's own count is
+    :func:`torch_threads`' to keep.
+
+    Examples:
+        >>> import os
+        >>> before = os.environ.get("MKL_NUM_THREADS")
+        >>> with threads_kept():
+        ...     limit_threads(1, torch=False)
+        >>> os.environ.get("MKL_NUM_THREADS") == before
+        True
+    """
+    saved = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    numba_threads = _numba_threads_if_started()
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        numba = sys.modules.get("numba")
+        now = _numba_threads_if_started()
+        if numba is not None and now is not None:
+            wanted = numba_threads if numba_threads is not None else numba.config.NUMBA_NUM_THREADS
+            if now != wanted:
+                numba.set_num_threads(wanted)
+
+
+def _numba_threads_if_started() -> int | None:
+    """This thread's count of numba's parallel threads where numba is loaded and its pool has started, else None."""
+    numba = sys.modules.get("numba")
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if numba is None or parallel is None or not getattr(parallel, "_is_initialized", False):
+        return None  # numba.get_num_threads() would start the pool
+    return int(numba.get_num_threads())
 
 
 @contextmanager

@@ -855,3 +855,32 @@ def test_ddp_from_python_c_is_refused_in_one_line(tiny_config, tmp_path, strateg
     assert done.returncode == 1, done.stderr[-2000:]
     assert "InvalidArgument: --strategy" in done.stderr and "sys.argv[0] is '-c'" in done.stderr
     assert "strategy='ddp_spawn'" in done.stderr
+
+
+#: A caller's script that pretrains under ddp (rank 0 is this process, rank 1 the script run again), then reports
+#: the thread settings the ranks' sharing of the cores changed.
+_DDP_CALLER = """
+import os, sys
+import numba
+from gnplace.pretrain import load_pretrain_config, pretrain
+
+if __name__ == "__main__":
+    before = numba.get_num_threads()
+    result = pretrain(load_pretrain_config(sys.argv[1]), sys.argv[2], devices=2, strategy="ddp", progress=False,
+                      jobs=1)
+    if result["rank"] == 0:
+        print("after", before, numba.get_num_threads(), os.environ.get("OMP_NUM_THREADS"))
+"""
+
+
+def test_ddp_rank_0_in_the_callers_process_gives_back_its_thread_settings(tiny_config, tmp_path):
+    """The two ranks share the cores (one thread each on two): the caller, rank 0, kept that for the rest of its life."""
+    script = tmp_path / "caller.py"
+    script.write_text(_DDP_CALLER)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                            "OPENBLAS_NUM_THREADS")}
+    env.update(NUMBA_NUM_THREADS="2", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(script), str(tiny_config), str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "after 2 2 None"  # numba's count and OMP_NUM_THREADS as they were

@@ -306,3 +306,26 @@ def test_stray_ranks_hidden_takes_out_rank_variables_no_launcher_set_and_puts_th
     monkeypatch.setenv("WORLD_SIZE", "2")  # a launcher's rank keeps its variables and its rank
     with stray_ranks_hidden:
         assert os.environ["LOCAL_RANK"] == "1" and rank_zero_only.rank == 1
+
+
+def test_threads_kept_gives_back_the_variables_and_numbas_count_limit_threads_set(monkeypatch):
+    import numba
+    import torch
+
+    from gnplace.workers import THREAD_VARIABLES, limit_threads, threads_kept
+
+    torch_before = torch.get_num_threads()
+    numba_before = numba.get_num_threads()  # (starts numba's pool, which may set torch's count: put back below)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    before = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    try:
+        with threads_kept():
+            limit_threads(1, torch=False)
+            assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
+            assert numba.get_num_threads() == 1
+        assert {name: os.environ.get(name) for name in THREAD_VARIABLES} == before
+        assert numba.get_num_threads() == numba_before
+    finally:
+        numba.set_num_threads(numba_before)
+        torch.set_num_threads(torch_before)
