@@ -640,7 +640,7 @@ class DistTimer(RealStepTimer):
             self._spawn(world)
         self._owns_group = True
         self.world = world
-        atexit.register(self.close)
+        atexit.register(self.close)  # the ranks end with this process; unregistered by close
         self._broadcast(("program", pickle.dumps(self.program)))
 
     def _spawn(self, world: int) -> None:
@@ -893,6 +893,9 @@ class DistTimer(RealStepTimer):
         if self._closed:
             return
         self._closed = True
+        # registered by start: left there, it held the closed timer (its program's tensors, its cache) for the
+        # process's life, and each start added one more
+        atexit.unregister(self.close)
         force = force or self._busy
         self._busy = False
         if self._owns_group and dist.is_initialized():

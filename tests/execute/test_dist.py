@@ -630,3 +630,18 @@ def test_a_closed_timer_gives_back_the_callers_excepthook(own_ranks, monkeypatch
         with timer:
             timer.time(step.graph, _cluster(), devices)
         assert sys.excepthook is mine
+
+
+def test_a_closed_timer_is_not_held_until_the_process_exits(own_ranks):
+    """Each start registered ``close`` with atexit, which held the timer (its program's tensors) for the process's life."""
+    import gc
+    import weakref
+
+    step = import_step(*tiny())
+    timer = DistTimer(step, repeats=1, timeout_s=30)
+    timer.time(step.graph, _cluster(), (step.graph.group % 2).astype(np.int64))
+    timer.close()
+    gone = weakref.ref(timer)
+    del timer
+    gc.collect()
+    assert gone() is None
