@@ -67,18 +67,32 @@ class RunProgressBar(RichProgressBar):
     Such a run sets ``max_epochs=-1``, which the stock bar writes as "Epoch 3/-2"; this one writes "Epoch 3".
     The stock bar draws on stdout: ``gnplace finetune ... > out.txt`` from a terminal showed nothing there and
     left the bar's last frame in ``out.txt``, the command's output; it is drawn on stderr, as every bar of
-    :mod:`gnplace.progress` is, and rich's console is given back to stdout at the end of the run.
+    :mod:`gnplace.progress` is, and rich's global console is given back at the end of the run as the caller had it
+    (Lightning reconfigures it for the bar; a plain one put in its place lost a program's own settings of it, its
+    width, its forced terminal).
     """
 
     def __init__(self) -> None:
         super().__init__(console_kwargs={"stderr": True})  # Lightning makes it rich's console for the run
+        self._callers_console: dict[str, Any] | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Note rich's global console as the caller has it, before Lightning reconfigures it for the bar."""
+        super().setup(trainer, pl_module, stage)
+        from rich import get_console
+
+        self._callers_console = get_console().__dict__  # reconfigure gives the console another __dict__
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        """Stop the bar; rich's console writes on stdout again, as after Lightning's own bar."""
+        """Stop the bar; rich's global console is the caller's again (on stdout, as after Lightning's own bar)."""
         super().teardown(trainer, pl_module, stage)
-        from rich import reconfigure
+        from rich import get_console, reconfigure
 
-        reconfigure()
+        kept, self._callers_console = self._callers_console, None
+        if kept is None:  # torn down without a set-up: a plain console, as before
+            reconfigure()
+        else:
+            get_console().__dict__ = kept
 
     def _get_train_description(self, current_epoch: int) -> str:  # the stock bar's title hook (Lightning 2.x)
         title = f"Epoch {current_epoch}"

@@ -390,6 +390,22 @@ def test_run_progress_bar_draws_on_stderr_and_leaves_stdout_to_the_program(tmp_p
     assert out == "after\n"  # rich's console is stdout's again
 
 
+def test_run_progress_bar_gives_back_rich_console_as_the_caller_configured_it(tmp_path, capsys):
+    """The bar's end put a plain console in place of rich's global one: a program's width and settings were lost."""
+    import rich
+
+    rich.reconfigure(width=33, soft_wrap=True)
+    try:
+        with quiet_lightning():
+            trainer = _boring_trainer(tmp_path, [StopAfter(2), RunProgressBar()], max_steps=-1, max_epochs=-1,
+                                      limit_train_batches=2, limit_val_batches=0, enable_progress_bar=True)
+            fit_interruptibly(trainer, _ValidatingModel())
+        console = rich.get_console()
+        assert (console.width, console.soft_wrap, console.stderr) == (33, True, False)
+    finally:
+        rich.reconfigure()
+
+
 def test_with_stderr_closed_a_sigterms_message_goes_nowhere_not_to_stdout(tmp_path, default_ctrl_c, lightning_sigterm,
                                                                          capsys, monkeypatch):
     # `2>&-`: print(file=None) printed "SIGTERM: stopping after this iteration" into stdout, a --json document
