@@ -641,8 +641,7 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
             print(f"{prog}: error: {one_line(str(err))}", file=sys.stderr)
             return 2
         except BrokenPipeError:  # the reader went away (`gnplace ... --json | head`): nothing is wrong with the input
-            with contextlib.suppress(OSError, ValueError):  # (a stdout with no file, as under a test's capture)
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would fail
+            _stdout_to_devnull()  # Python's flush at exit would fail
             return 141  # 128 + SIGPIPE, what a shell reports for a program the pipe's close stopped
         except OSError as err:
             print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
@@ -666,6 +665,21 @@ def run_reporting_errors(run: Callable[[argparse.Namespace], int | None], args: 
                 raise
             print(f"{prog}: {interrupted}", file=sys.stderr)
             return 130
+
+
+def _stdout_to_devnull() -> None:
+    """Point the file descriptor of ``sys.stdout`` at ``os.devnull`` (where it has one: not under a test's capture).
+
+    The descriptor opened on ``os.devnull`` to copy from is closed after: it stayed open for the rest of a
+    program that had called :func:`gnplace.cli.main` and met a closed pipe, one more each time.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        target = sys.stdout.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, target)
+        finally:
+            os.close(devnull)
 
 
 def checkpoint_readers(path: str, placers: list[str]) -> list[str]:

@@ -425,3 +425,24 @@ def test_the_scripts_name_themselves_whatever_sys_argv_holds(load_script, monkey
         main(argv)
     assert stop.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: {script}.py ")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts this process's descriptors in /proc")
+def test_a_closed_pipe_on_stdout_leaves_no_descriptor_open_in_a_program_that_ran_the_command(monkeypatch):
+    """The pipe's descriptor is pointed at os.devnull; the one opened on os.devnull to copy from stayed open."""
+    import os
+    from pathlib import Path
+
+    from gnplace.cli import main
+
+    graph = str(Path(__file__).resolve().parents[2] / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader went away (`| head`)
+    out = open(writer, "w")  # noqa: SIM115 - closed below
+    monkeypatch.setattr(sys, "stdout", out)
+    before = len(os.listdir("/proc/self/fd"))
+    try:
+        assert main(["inspect", graph, "--json"]) == 141
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        out.close()
