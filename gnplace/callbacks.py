@@ -86,6 +86,15 @@ class RunProgressBar(RichProgressBar):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         """Stop the bar; rich's global console is the caller's again (on stdout, as after Lightning's own bar)."""
         super().teardown(trainer, pl_module, stage)
+        self._give_back_console()
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """Stop the bar; rich's global console is the caller's again: Lightning calls no ``teardown`` after an error."""
+        super().on_exception(trainer, pl_module, exception)
+        self._give_back_console()
+
+    def _give_back_console(self) -> None:
+        """Put rich's global console back as :meth:`setup` found it (a plain one where none was noted)."""
         from rich import get_console, reconfigure
 
         kept, self._callers_console = self._callers_console, None

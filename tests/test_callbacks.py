@@ -406,6 +406,21 @@ def test_run_progress_bar_gives_back_rich_console_as_the_caller_configured_it(tm
         rich.reconfigure()
 
 
+def test_run_progress_bar_gives_back_rich_console_after_a_ctrl_c(tmp_path, default_ctrl_c, capsys):
+    """Lightning calls no callback's ``teardown`` after an error: rich's console stayed the bar's, on stderr."""
+    import rich
+
+    rich.reconfigure(width=33)
+    try:
+        with quiet_lightning(), pytest.raises(KeyboardInterrupt):
+            fit_interruptibly(_boring_trainer(tmp_path, [_CtrlC(), RunProgressBar()], enable_progress_bar=True),
+                              BoringModel())
+        console = rich.get_console()
+        assert (console.width, console.stderr) == (33, False)
+    finally:
+        rich.reconfigure()
+
+
 def test_with_stderr_closed_a_sigterms_message_goes_nowhere_not_to_stdout(tmp_path, default_ctrl_c, lightning_sigterm,
                                                                          capsys, monkeypatch):
     # `2>&-`: print(file=None) printed "SIGTERM: stopping after this iteration" into stdout, a --json document
