@@ -25,9 +25,11 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,13 +49,25 @@ SEQUENCE = 128
 IMAGE = 224
 
 
-def _transformers() -> Any:
+@contextmanager
+def _quiet_transformers() -> Iterator[Any]:
+    """transformers, its library's logger at ERROR while the body runs; its level as the caller had it after.
+
+    Its notes while a model with random weights is built and traced say nothing here. It was set to ERROR for
+    the rest of the process: a program that built a real model (``real_graph``, ``gnplace.families``) and then
+    used transformers itself saw none of its warnings.
+    """
     try:
         import transformers
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("building the real models needs transformers: pip install 'gnplace[models]'") from err
-    transformers.logging.set_verbosity_error()
-    return transformers
+    library = logging.getLogger("transformers")  # what transformers.logging.set_verbosity sets
+    level = library.level
+    library.setLevel(logging.ERROR)
+    try:
+        yield transformers
+    finally:
+        library.setLevel(level)
 
 
 class _Step(nn.Module):
@@ -199,8 +213,8 @@ def build_model(name: str, *, output: str = "loss") -> tuple[nn.Module, tuple[to
     """
     _check_model(name)
     check_choice("output", output, ("loss", "logits"))
-    tf = _transformers()
-    with seeded_torch(0):  # weights drawn from torch's generator seeded with 0; the caller's state is kept
+    # weights drawn from torch's generator seeded with 0; the caller's state is kept
+    with _quiet_transformers() as tf, seeded_torch(0):
         module, inputs = REAL_MODELS[name]._build(tf, output)  # type: ignore[misc]
     return module.train(), inputs
 
@@ -227,8 +241,9 @@ def real_graph(name: str, *, optimizer: str = "sgd") -> OpGraph:
     from gnplace.importers.torch import from_module
 
     _check_optimizer(optimizer)
-    module, inputs = build_model(name)
-    return from_module(module, inputs, optimizer=optimizer, name=name, meta=_meta(name, "torch", optimizer))
+    with _quiet_transformers():  # the model's notes while it is traced too
+        module, inputs = build_model(name)
+        return from_module(module, inputs, optimizer=optimizer, name=name, meta=_meta(name, "torch", optimizer))
 
 
 def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
@@ -246,7 +261,6 @@ def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
     """
     import contextlib
     import io
-    import logging
     import warnings
 
     module, inputs = build_model(name, output="logits")
@@ -254,7 +268,7 @@ def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
     level = registry_log.level
     registry_log.setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        with _quiet_transformers(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             program = torch.onnx.export(module, inputs, dynamo=True, optimize=False, verbose=False)
     finally:

@@ -185,3 +185,20 @@ def test_one_name_given_as_a_string_is_refused_not_read_as_its_letters(tmp_path)
     with pytest.raises(InvalidArgument, match=r"names must be a list of model names, got 'gpt2' \(give \['gpt2'\]\)"):
         write_real_dataset(tmp_path / "real", names="gpt2")
     assert not (tmp_path / "real").exists()
+
+
+def test_building_a_model_leaves_transformers_logging_as_the_caller_set_it():
+    """transformers' logger was set to ERROR for the rest of the process: a program's own use of it went silent."""
+    import logging
+
+    pytest.importorskip("transformers")
+    from gnplace.families.realmodels import build_model
+
+    library = logging.getLogger("transformers")
+    level = library.level
+    library.setLevel(logging.INFO)
+    try:
+        build_model("t5_small")
+        assert library.level == logging.INFO
+    finally:
+        library.setLevel(level)
