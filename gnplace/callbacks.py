@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,7 +38,8 @@ from gnplace.progress import ProgressLine, show_bar
 from gnplace.workers import SharedSetting
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
-           "progress_callbacks", "fit_interruptibly", "quiet_lightning", "single_process_plugins"]
+           "progress_callbacks", "fit_interruptibly", "quiet_lightning", "single_process_plugins",
+           "deterministic_mode_kept"]
 
 
 class StopAfter(L.Callback):
@@ -514,6 +515,27 @@ def quiet_lightning() -> SharedSetting:
     its warnings ignored for good (after two ``ppo`` placements in threads), or let one run's lines out.
     """
     return _QUIET_LIGHTNING
+
+
+@contextlib.contextmanager
+def deterministic_mode_kept() -> Iterator[None]:
+    """Run the body (a trainer built and fitted); torch's deterministic-algorithms mode as the caller had it after.
+
+    ``L.Trainer(deterministic=False)`` calls ``torch.use_deterministic_algorithms(False)`` as it is built, for the
+    rest of the process: a program that had turned the mode on for its own training (``warn_only`` or not) found it
+    off after ``gnplace.pretrain.pretrain``. The run itself still trains with the mode the trainer sets.
+    """
+    import torch
+
+    def mode() -> tuple[bool, bool]:
+        return torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+
+    kept = mode()
+    try:
+        yield
+    finally:
+        if mode() != kept:
+            torch.use_deterministic_algorithms(kept[0], warn_only=kept[1])
 
 
 def _overall_first(name: str) -> tuple[int, str]:

@@ -577,6 +577,7 @@ def pretrain(
     """
     began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
 
+    from gnplace.callbacks import deterministic_mode_kept
     from gnplace.train import PlacementDataModule, PlacementLearner
 
     if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
@@ -623,8 +624,9 @@ def pretrain(
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
                                modules=config.data.modules, anchored=config.data.anchored, starts=starts)
-    # small tensors: one thread per process is fastest, and deterministic; the caller's own count back afterwards
-    with torch_threads(1):
+    # small tensors: one thread per process is fastest, and deterministic; the caller's own count back afterwards,
+    # and the caller's deterministic-algorithms mode, which the trainer turns off
+    with torch_threads(1), deterministic_mode_kept():
         return _fit(config, out, learner, data, digest=digest, began=began, ckpt_path=ckpt_path, devices=devices,
                     num_nodes=num_nodes, strategy=strategy, export=export, progress=progress)
 

@@ -451,3 +451,16 @@ def test_single_process_plugins_make_a_trainer_that_reads_no_slurm_variables(tmp
                         enable_progress_bar=False, enable_model_summary=False, plugins=plugins)
     trainer.fit(BoringModel())
     assert trainer.global_step == 1
+
+
+def test_deterministic_mode_kept_gives_back_the_mode_a_trainer_turns_off(tmp_path):
+    from gnplace.callbacks import deterministic_mode_kept
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with deterministic_mode_kept():
+            _boring_trainer(tmp_path, [], deterministic=False)
+            assert not torch.are_deterministic_algorithms_enabled()  # the trainer's, while it runs
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -81,11 +81,15 @@ def test_a_tiny_run_validates_logs_and_exports_a_loadable_policy(tiny_config, tm
     config = load_pretrain_config(tiny_config)
     threads = torch.get_num_threads()
     torch.set_num_threads(3)  # the caller's own count: the run trains on one thread, and left it at one afterwards
+    # the caller's deterministic mode: Lightning's Trainer(deterministic=False) turned it off for good
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
         result = pretrain(config, tmp_path / "run", progress=False)
         assert torch.get_num_threads() == 3
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
         torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
     assert result["iterations"] == 4
     assert set(result["validation"]) >= {"val/greedy_vs_auto", "val/oom", "val/alpha", "val/beta"}
     policy, meta = load_policy(tmp_path / "run" / "policy.ckpt")
