@@ -6,7 +6,7 @@ torch is imported inside the torch helpers only, so ``import gnplace.seed`` stay
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -17,7 +17,7 @@ from gnplace.limits import is_whole
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SeedLike", "as_generator", "check_seed", "seeded_torch", "torch_generator", "torch_seed"]
+__all__ = ["SeedLike", "as_generator", "check_seed", "seeded_torch", "torch_generator", "torch_rng_kept", "torch_seed"]
 
 #: seed (int, np.random.Generator or None): what every stochastic function of gnplace accepts.
 SeedLike = int | np.random.Generator | None
@@ -147,3 +147,31 @@ def seeded_torch(seed: SeedLike = None) -> Iterator[int]:
     with _GLOBAL_GENERATOR, torch.random.fork_rng(devices=[]):
         torch.default_generator.manual_seed(value)
         yield value
+
+
+@contextmanager
+def torch_rng_kept(devices: Iterable[torch.device | str] = ()) -> Iterator[None]:
+    """Run the body; torch's global generators (the CPU's, the CUDA ``devices``') are as they were after it.
+
+    For code that runs the user's model only to time it (the timers' steps, a calibration's op timings): a model's
+    random ops (dropout) drew from the caller's generators, so that how many steps were timed moved the caller's
+    random stream. Threads take turns in the body, as in :func:`seeded_torch` (the generators are the process's).
+
+    Args:
+        devices (iterable of torch.device or str): the devices the body runs on; only CUDA ones matter
+            (default: none, the CPU's generator alone).
+
+    Examples:
+        >>> import torch
+        >>> state = torch.random.get_rng_state()
+        >>> with torch_rng_kept():
+        ...     _ = torch.rand(3)
+        >>> bool(torch.equal(torch.random.get_rng_state(), state))
+        True
+    """
+    import torch
+
+    cuda = sorted({torch.cuda.current_device() if d.index is None else d.index
+                   for d in map(torch.device, devices) if d.type == "cuda"})
+    with _GLOBAL_GENERATOR, torch.random.fork_rng(devices=cuda):
+        yield

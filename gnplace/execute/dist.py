@@ -66,6 +66,7 @@ from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref
 from gnplace.limits import is_number
+from gnplace.seed import torch_rng_kept
 from gnplace.sim.timer import StepResult
 from gnplace.workers import available_cores
 
@@ -801,8 +802,10 @@ class DistTimer(RealStepTimer):
         threads = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            with self._under_way():  # until the step's results are in
-                return list(_run_command(self.program, devices, _rank_device(self.backend), options))
+            device = _rank_device(self.backend)
+            # until the step's results are in; the model's random ops leave the caller's generators alone
+            with self._under_way(), torch_rng_kept([device]):
+                return list(_run_command(self.program, devices, device, options))
         except Exception as err:  # noqa: BLE001 - a dead rank shows up here
             if is_oom_error(err):  # this rank's own: the others are left waiting, so they are stopped
                 self.close(force=True)

@@ -31,6 +31,7 @@ from gnplace.exceptions import ExecutionFailed, first_line
 from gnplace.execute.base import RealStepTimer, check_device_names, check_threads, oom_result, torch_devices
 from gnplace.execute.runner import DeviceOutOfMemory, optimizer_state, place_params, run_step
 from gnplace.graph import OpGraph
+from gnplace.seed import torch_rng_kept
 from gnplace.sim.timer import StepResult
 
 __all__ = ["LocalTimer"]
@@ -88,31 +89,34 @@ class LocalTimer(RealStepTimer):
         threads = torch.get_num_threads()
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        try:
-            params = place_params(self.program.params, plan, devices, copy=True)  # a real OOM here is an OOM too
-            state = optimizer_state(self.program, params, plan)  # kept across the steps, as an optimizer keeps it
-            seconds, busy = [], []
-            peak = np.zeros(cluster.num_devices)
-            for r in range(self.warmup + self.repeats):
-                out = run_step(self.program, plan, devices, params=params, lr=self.lr, capacity=capacity,
-                               keep_outputs=False, state=state)
-                peak = np.maximum(peak, out.peak_bytes)
-                if r >= self.warmup:
-                    seconds.append(out.seconds)
-                    busy.append(out.busy)
-            self.last_moves, self.last_moved_bytes = out.moves, out.moved_bytes
-        except DeviceOutOfMemory as err:
-            for dev in {d for d in devices if d.type == "cuda"}:
-                with torch.cuda.device(dev):
-                    torch.cuda.empty_cache()
-            return oom_result(graph, cluster, placement, err.device, err.needed)
-        except ExecutionFailed:
-            raise
-        except Exception as err:  # noqa: BLE001 - a failing op becomes one clear line
-            first = first_line(err)
-            raise ExecutionFailed(f"the placed step of {graph.name!r} failed: {first}") from err
-        finally:
-            torch.set_num_threads(threads)
+        # the model's random ops (dropout) draw from generators of their own here: how many steps were timed does
+        # not move the caller's random stream
+        with torch_rng_kept(devices):
+            try:
+                params = place_params(self.program.params, plan, devices, copy=True)  # a real OOM here is an OOM too
+                state = optimizer_state(self.program, params, plan)  # kept across the steps, as an optimizer keeps it
+                seconds, busy = [], []
+                peak = np.zeros(cluster.num_devices)
+                for r in range(self.warmup + self.repeats):
+                    out = run_step(self.program, plan, devices, params=params, lr=self.lr, capacity=capacity,
+                                   keep_outputs=False, state=state)
+                    peak = np.maximum(peak, out.peak_bytes)
+                    if r >= self.warmup:
+                        seconds.append(out.seconds)
+                        busy.append(out.busy)
+                self.last_moves, self.last_moved_bytes = out.moves, out.moved_bytes
+            except DeviceOutOfMemory as err:
+                for dev in {d for d in devices if d.type == "cuda"}:
+                    with torch.cuda.device(dev):
+                        torch.cuda.empty_cache()
+                return oom_result(graph, cluster, placement, err.device, err.needed)
+            except ExecutionFailed:
+                raise
+            except Exception as err:  # noqa: BLE001 - a failing op becomes one clear line
+                first = first_line(err)
+                raise ExecutionFailed(f"the placed step of {graph.name!r} failed: {first}") from err
+            finally:
+                torch.set_num_threads(threads)
         return StepResult(
             float(np.median(seconds)), np.median(np.stack(busy), axis=0), peak, capacity, cluster.device_names,
         )

@@ -44,6 +44,7 @@ from gnplace.execute.optim import OptimizerState
 from gnplace.execute.program import Program
 from gnplace.graph import OpGraph
 from gnplace.limits import is_whole
+from gnplace.seed import torch_rng_kept
 
 if TYPE_CHECKING:  # the distributed executor loads on first use
     from gnplace.execute.dist import DistTimer
@@ -109,11 +110,12 @@ def measure_op_seconds(program: Program, device: torch.device, *, repeats: int =
     try:
         params = {k: v.to(device, copy=True) for k, v in program.params.items()}
         runs = np.zeros((repeats, len(program.ops)))
-        for r in range(repeats + 1):
-            row = np.zeros(len(program.ops))
-            run_rank(program, plan, 0, device, params, lr=0.0, op_seconds=row)
-            if r:
-                runs[r - 1] = row
+        with torch_rng_kept([device]):  # the model's random ops (dropout) leave the caller's generators alone
+            for r in range(repeats + 1):
+                row = np.zeros(len(program.ops))
+                run_rank(program, plan, 0, device, params, lr=0.0, op_seconds=row)
+                if r:
+                    runs[r - 1] = row
     finally:
         torch.set_num_threads(saved)
     return np.median(runs, axis=0)

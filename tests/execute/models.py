@@ -112,3 +112,16 @@ class ConjugatesAcross(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         z = torch.complex(self.inp(x), x).conj()
         return self.out((z * z).real).square().mean()
+
+
+class DropsOut(torch.nn.Module):
+    """Dropout between two layers: each step draws its mask from torch's global generator, as eager does."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.drop = torch.nn.Dropout(0.5)
+        self.b = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.b(self.drop(self.a(x))).square().mean()

@@ -645,3 +645,14 @@ def test_a_closed_timer_is_not_held_until_the_process_exits(own_ranks):
     del timer
     gc.collect()
     assert gone() is None
+
+
+def test_rank_0_timing_a_model_with_dropout_leaves_the_callers_generator_where_it_was(own_ranks):
+    from tests.execute.models import DropsOut
+
+    step = import_step(DropsOut(), (torch.randn(4, 8),))
+    with DistTimer(step, repeats=1, timeout_s=30) as timer:
+        torch.manual_seed(5)
+        state = torch.random.get_rng_state()
+        timer.time(step.graph, _cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))  # the dropout on rank 0
+        assert torch.equal(torch.random.get_rng_state(), state)

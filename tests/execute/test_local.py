@@ -225,3 +225,14 @@ def test_each_measured_step_runs_the_graphs_optimizer_with_its_state_kept_across
     updates.clear()
     LocalTimer(_step(), devices=["cpu", "cpu"], repeats=1).time(step.graph, _cpu_cluster(), step.graph.group % 2)
     assert updates == []  # SGD runs as it always has
+
+
+def test_timing_a_model_with_dropout_leaves_the_callers_generator_where_it_was():
+    """The timed steps' dropout drew from the caller's generator: the steps timed moved its random stream."""
+    from tests.execute.models import DropsOut
+
+    step = import_step(DropsOut(), (torch.randn(4, 8),))
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    LocalTimer(step, repeats=2).time(step.graph, _cpu_cluster(), step.graph.group % 2)
+    assert torch.equal(torch.random.get_rng_state(), state)

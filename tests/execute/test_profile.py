@@ -345,3 +345,16 @@ def test_a_calibration_draws_nothing_from_the_callers_global_generator():
     state = torch.random.get_rng_state()
     calibrate(step, timer=LocalTimer(step), devices=["cpu"], repeats=1, anchor_rounds=1)
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_timing_the_ops_of_a_model_with_dropout_leaves_the_callers_generator_where_it_was():
+    import torch
+
+    from gnplace.execute.profile import measure_op_seconds
+    from tests.execute.models import DropsOut
+
+    program = compile_step(import_step(DropsOut(), (torch.randn(4, 8),)))
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    assert measure_op_seconds(program, torch.device("cpu"), repeats=1).shape == (len(program.ops),)
+    assert torch.equal(torch.random.get_rng_state(), state)
