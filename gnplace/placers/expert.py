@@ -34,7 +34,14 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.graph import FORWARD, OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag
-from gnplace.placers.groups import contiguous_blocks, group_times, memory_need, repair_memory, usable_devices
+from gnplace.placers.groups import (
+    _device_sums,
+    contiguous_blocks,
+    group_times,
+    memory_need,
+    repair_memory,
+    usable_devices,
+)
 from gnplace.seed import SeedLike, check_seed
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
@@ -129,8 +136,9 @@ class ExpertPlacer:
         """Place ``graph`` on ``cluster`` (``seed`` is checked, and unused: this placer is deterministic)."""
         check_graph_and_cluster(graph, cluster)
         check_seed(seed)
-        op_time = self.timer.cost_model.op_times(graph, cluster)
-        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=1.0)
+        op_time, column = self.timer.cost_model.op_time_columns(graph, cluster)  # distinct columns: the same bits
+        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=1.0,
+                                 column=column)
         layer, recurrent = group_layers(graph)
         strategy = self.strategy
         if strategy == "auto":
@@ -139,9 +147,9 @@ class ExpertPlacer:
         if strategy == "layers":
             per_group = devices[_label_by_ancestors(graph, layer) % devices.size]
         else:
-            times = group_times(graph, op_time)
-            speed = 1.0 / np.maximum(times[:, devices].sum(axis=0), 1e-300)
-            per_group = devices[contiguous_blocks(times[:, devices[0]], speed)]
+            times = group_times(graph, op_time)  # of the distinct columns
+            speed = 1.0 / np.maximum(_device_sums(times, column, devices), 1e-300)
+            per_group = devices[contiguous_blocks(times[:, column[devices[0]]], speed)]
         if self.memory_aware:
             per_group = repair_memory(graph, cluster, per_group, timer=self.timer)
         return Placement.from_groups(graph, cluster, per_group)

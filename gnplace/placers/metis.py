@@ -33,7 +33,7 @@ from gnplace.exceptions import MissingDependency
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag, check_fraction
-from gnplace.placers.groups import group_edges, group_times, memory_need, repair_memory, usable_devices
+from gnplace.placers.groups import _device_sums, group_edges, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
@@ -161,13 +161,14 @@ class MetisPlacer:
     def place(self, graph: OpGraph, cluster: Cluster, *, seed: SeedLike = None) -> Placement:
         """Place ``graph`` on ``cluster``; ``seed`` (int, np.random.Generator or None) seeds METIS."""
         check_graph_and_cluster(graph, cluster)
-        op_time = self.timer.cost_model.op_times(graph, cluster)
-        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=self.min_speed)
-        times = group_times(graph, op_time)
-        speed = 1.0 / np.maximum(times[:, devices].sum(axis=0), 1e-300)
+        op_time, column = self.timer.cost_model.op_time_columns(graph, cluster)  # distinct columns: the same bits
+        devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=self.min_speed,
+                                 column=column)
+        times = group_times(graph, op_time)  # of the distinct columns
+        speed = 1.0 / np.maximum(_device_sums(times, column, devices), 1e-300)
         fastest = devices[int(np.argmax(speed))]
         metis_seed = None if seed is None else int(as_generator(seed).integers(2**31 - 1))
-        parts = partition_groups(graph, times[:, fastest], devices.size, fractions=speed, seed=metis_seed)
+        parts = partition_groups(graph, times[:, column[fastest]], devices.size, fractions=speed, seed=metis_seed)
         per_group = devices[parts]
         if self.memory_aware:
             per_group = repair_memory(graph, cluster, per_group, timer=self.timer)

@@ -34,8 +34,8 @@ from gnplace.cluster import Cluster, Device
 from gnplace.graph import OpGraph
 
 __all__ = [
-    "op_times", "op_time_columns", "spread_columns", "transfer_time", "CostModel", "DEFAULT_COSTS", "PLACETO_COSTS",
-    "PLACETO_CHANNEL_BANDWIDTH", "PLACETO_OP_GAP", "PLACETO_TRANSFER_GAP",
+    "op_times", "op_time_columns", "spread_columns", "spread_sums", "transfer_time", "CostModel", "DEFAULT_COSTS",
+    "PLACETO_COSTS", "PLACETO_CHANNEL_BANDWIDTH", "PLACETO_OP_GAP", "PLACETO_TRANSFER_GAP",
 ]
 
 #: Placeto's channel bandwidth, 7,600 bytes per microsecond, in bytes/s (Addanki et al., NeurIPS 2019).
@@ -91,6 +91,27 @@ def spread_columns(columns: np.ndarray, column: np.ndarray) -> np.ndarray:
     for lo, hi in zip(np.r_[0, start].tolist(), np.r_[start, column.shape[0]].tolist()):
         out[:, lo:hi] = columns[:, column[lo], None]
     return out
+
+
+def spread_sums(columns: np.ndarray, column: np.ndarray) -> np.ndarray:
+    """``spread_columns(columns, column).sum(axis=0)`` (``[len(column)]``), bit for bit, each distinct column once.
+
+    numpy sums the columns of a C-order matrix of two or more columns one row after another, and a matrix of one
+    column pairwise; the distinct columns are summed as the spread matrix's would be (two of them at least, a lone
+    one twice, where it has two or more columns). On 4,096 K80s the device with the least total op time of 93,567
+    ops (:func:`~gnplace.placers.groups.memory_need`'s) took 4.6 s to find through the [93,567, 4,096] matrix.
+
+    Examples:
+        >>> c = np.array([[1.0, 2.0], [3.0, 4.0]])
+        >>> spread_sums(c, np.array([1, 0, 1])).tolist() == spread_columns(c, np.array([1, 0, 1])).sum(axis=0).tolist()
+        True
+    """
+    column = np.asarray(column, dtype=np.int64)
+    if column.shape[0] < 2:  # one column: summed pairwise, as the spread matrix's lone column is
+        return np.ascontiguousarray(columns[:, column]).sum(axis=0)
+    used, index = np.unique(column, return_inverse=True)
+    distinct = np.ascontiguousarray(columns[:, np.repeat(used, 2) if used.shape[0] < 2 else used])
+    return distinct.sum(axis=0)[index.reshape(-1)]  # type: ignore[no-any-return]
 
 
 #: :func:`spread_columns` copies a column to each run of alike devices at most this many times, and on at least this

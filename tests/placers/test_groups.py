@@ -363,3 +363,24 @@ def test_repair_swaps_two_groups_where_no_single_move_lowers_the_overflow():
     c = Cluster([dataclasses.replace(d, memory=float(whole * f)) for d, f in zip(two.devices, (0.68, 0.48))],
                 two.bandwidth, two.latency, name="shrunk")
     assert not Simulator().time(g, c, HeftPlacer().place(g, c, seed=0)).is_oom
+
+
+@pytest.mark.parametrize("cluster", ["k80x4", "cpu_gpu", "many"])
+def test_memory_need_expert_and_metis_never_make_the_op_time_matrix(monkeypatch, cluster):
+    """4,096 K80s: [93,567, 4,096] op times (3 GB) made only to sum columns took 4.6 s per memory_need; the
+    distinct columns give the same device, and expert and metis the same placements."""
+    from gnplace.sim.costmodel import CostModel
+
+    c = (cluster_from_dict({"name": "many", "devices": [{"name": "g", "count": 20, "kind": "k80"},
+                                                        {"name": "v", "count": 3, "kind": "v100"}],
+                            "links": {"default": "pcie3"}}) if cluster == "many" else load_cluster(cluster))
+    g = mlp_training_graph(layers=4, width=256, batch=32)
+    before = (memory_need(g, c), ExpertPlacer().place(g, c).devices, MetisPlacer().place(g, c, seed=0).devices)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the [ops, devices] op-time matrix was made")
+
+    monkeypatch.setattr(CostModel, "op_times", refused)
+    assert memory_need(g, c) == before[0]
+    assert ExpertPlacer().place(g, c).devices.tolist() == before[1].tolist()
+    assert MetisPlacer().place(g, c, seed=0).devices.tolist() == before[2].tolist()

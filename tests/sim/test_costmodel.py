@@ -9,7 +9,16 @@ import pytest
 
 from gnplace.cluster import Cluster, Device, load_cluster
 from gnplace.graph import OpGraph
-from gnplace.sim.costmodel import DEFAULT_COSTS, PLACETO_COSTS, CostModel, op_time_columns, op_times, transfer_time
+from gnplace.sim.costmodel import (
+    DEFAULT_COSTS,
+    PLACETO_COSTS,
+    CostModel,
+    op_time_columns,
+    op_times,
+    spread_columns,
+    spread_sums,
+    transfer_time,
+)
 from gnplace.toy import chain_graph, layered_graph, mixed_cluster, uniform_cluster
 
 
@@ -133,3 +142,17 @@ def test_op_times_are_the_columns_of_each_devices_kind_bit_for_bit(monkeypatch, 
     for k, dev in enumerate(c.devices):
         alone = op_times(g, Cluster([dev], [[np.inf]], [[0.0]], name="one"))
         assert times[:, k].tobytes() == alone[:, 0].tobytes(), dev.name
+
+
+@pytest.mark.parametrize("ops", [0, 1, 9, 1000])
+def test_spread_sums_are_the_spread_matrixs_column_sums_bit_for_bit(ops):
+    """numpy sums a C-order matrix's columns row after row where it has two or more, a lone column pairwise:
+    spread_sums sums the distinct columns once each, in the order the spread matrix would, the same bits."""
+    rng = np.random.default_rng(0)
+    for kinds in (1, 2, 5):
+        columns = rng.random((ops, kinds)) * rng.choice([1e-6, 1e-3, 1.0], size=(ops, kinds))
+        for devices in (1, 2, 3, 17, 300):
+            for column in (np.sort(rng.integers(0, kinds, devices)), rng.integers(0, kinds, devices),
+                           np.zeros(devices, dtype=np.int64)):
+                sums = spread_sums(columns, column)
+                assert sums.tobytes() == spread_columns(columns, column).sum(axis=0).tobytes(), (kinds, devices)
