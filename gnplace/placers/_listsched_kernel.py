@@ -14,8 +14,10 @@ distinct, so any binary heap pops them in the order ``heapq`` did. Since 2026-12
 the devices in use and the first idle device of each class of interchangeable devices (``twin_kernel``), which
 holds what each of them would: the same choices, with each ready op listed on a handful of heaps, not on thousands.
 
-Times are seconds: ``op_time [num_ops, num_devices]``, ``latency`` and ``inv_bw`` (seconds per
-byte, 0 within a device) ``[num_devices, num_devices]``; memory in bytes (``room``, ``group_bytes``).
+Times are seconds: ``op_time [num_ops, num_kinds]``, the distinct columns of the op times, device ``d``'s being
+``column[d]`` (:func:`~gnplace.sim.costmodel.op_time_columns`: 4,096 K80s have one, where an [ops, devices] matrix of
+93,567 ops took 3 GB), ``latency`` and ``inv_bw`` (seconds per byte, 0 within a device) ``[num_devices,
+num_devices]``; memory in bytes (``room``, ``group_bytes``).
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ def _candidates(v, out, group, group_device, group_ok, group_bytes, room):  # ty
 @njit(cache=True)
 def _assign(  # type: ignore[no-untyped-def]
     v, d, start, ready, group, group_device, group_bytes, room, op_device, start_s, finish, device_free, op_time,
-    out_ptr, out_dst, pending,
+    column, out_ptr, out_dst, pending,
 ):
     """``ListSchedule.assign``: schedule ``v`` on ``d`` at ``start``; the ops it makes ready go into ``ready``.
 
@@ -170,7 +172,7 @@ def _assign(  # type: ignore[no-untyped-def]
         room[d] -= group_bytes[g]
     op_device[v] = d
     start_s[v] = start
-    finish[v] = start + op_time[v, d]
+    finish[v] = start + op_time[v, column[d]]
     device_free[d] = max(device_free[d], finish[v])
     count = 0
     for e in range(out_ptr[v], out_ptr[v + 1]):
@@ -313,10 +315,11 @@ def _usable(  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def etf_kernel(  # type: ignore[no-untyped-def]
-    op_time,  # float64 [n, D] seconds of each op on each device
+    op_time,  # float64 [n, K] seconds of each op on each distinct column of devices
     neg_rank,  # float64 [n] minus each op's priority (lower first)
     favourite_parent,  # int64 [n] the producer each op is the favourite child of, or -1 (m-SCT)
     favourite_bytes,  # float64 [n] bytes on the edge from that producer
+    column,  # int64 [D] each device's column of op_time
     group,  # int64 [n] colocation group of each op
     group_ok,  # bool [G, D] devices fast enough for each group (min_speed)
     group_bytes,  # float64 [G] bytes each group reserves (0 without memory awareness)
@@ -331,7 +334,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     group_device,  # int64 [G] device of each group, -1 while unplaced (filled)
     twin,  # int64 [D] the first device each device is interchangeable with (itself if none): interchangeable_devices
 ):
-    """Earliest Task First over the schedule's arrays (``ListSchedule.arrays``, from ``group`` on), in place.
+    """Earliest Task First over the schedule's arrays (``ListSchedule.arrays``, from ``column`` on), in place.
 
     ``favourite_parent`` all -1: plain ETF; else m-SCT's rule.
 
@@ -344,7 +347,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
     Returns the listings made (entries pushed on the wait heaps), or -1 if the schedule stalled (a ready op with
     no device).
     """
-    n, num_devices = op_time.shape
+    n, num_devices = op_time.shape[0], column.shape[0]
     # [device, op], filled for the active devices as ops get ready: the pages of the others are never touched
     ready_at = np.empty((num_devices, n))
     listed = np.empty((num_devices, n), dtype=np.bool_)
@@ -411,7 +414,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
                 s, r = wait_keys[d, 0, 0], wait_keys[d, 0, 1]
             else:
                 continue
-            f = s + op_time[v, d]
+            f = s + op_time[v, column[d]]
             if best_d < 0 or s < best_start or (s == best_start and (r < best_r or (r == best_r and (
                     f < best_finish or (f == best_finish and (d < best_d or (d == best_d and v < best_v))))))):
                 best_d, best_v, best_start, best_r, best_finish = d, v, s, r, f
@@ -442,7 +445,7 @@ def etf_kernel(  # type: ignore[no-untyped-def]
         num_waiting -= 1
         takes_room = group_device[group[v]] < 0 and group_bytes[group[v]] > 0
         count = _assign(v, d, start, ready, group, group_device, group_bytes, room, op_device, start_s, finish,
-                        device_free, op_time, out_ptr, out_dst, pending)
+                        device_free, op_time, column, out_ptr, out_dst, pending)
         if takes_room:
             # d has less room now: a ready op of an unplaced group listed on d may no longer fit there, and
             # where no device has room for its group it may now go to others (the devices with the most room
@@ -468,8 +471,8 @@ def etf_kernel(  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def heft_kernel(  # type: ignore[no-untyped-def]
-    op_time, group_time,  # float64 [n, D], [G, D]: seconds of each op and each whole group on each device
-    neg_rank, group, group_ok, group_bytes, room, latency, inv_bw, in_ptr, in_src, in_bytes, out_ptr, out_dst,
+    op_time, group_time,  # float64 [n, K], [G, K]: seconds of each op and each whole group on each distinct column
+    neg_rank, column, group, group_ok, group_bytes, room, latency, inv_bw, in_ptr, in_src, in_bytes, out_ptr, out_dst,
     pending, op_device, start_s, finish, device_free, group_device,  # as etf_kernel's (ListSchedule.arrays)
     twin,  # int64 [D] as etf_kernel's
 ):
@@ -480,7 +483,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
     (``twin``) only the first is weighed, as in ``etf_kernel``: the others finish each op when it does and lose the
     tie (4,096 K80s: every op weighed 4,096 devices). Returns how many (op, device) pairs were weighed.
     """
-    n, num_devices = op_time.shape
+    n, num_devices = op_time.shape[0], column.shape[0]
     used = np.zeros(num_devices, dtype=np.bool_)
     act, num_act, next_twin = _twin_lists(twin)
     keys = np.empty((1, max(16, n), 2))
@@ -519,7 +522,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
                 allowed = r >= group_bytes[g] if most >= group_bytes[g] else r == most
             start = max(arrive, device_free[d])
             at[d] = start
-            work = op_time[v, d] if fixed >= 0 else group_time[g, d]
+            work = op_time[v, column[d]] if fixed >= 0 else group_time[g, column[d]]
             f = start + work if allowed else np.inf
             if best_d < 0 or f < best_finish:
                 best_d, best_finish = d, f
@@ -528,7 +531,7 @@ def heft_kernel(  # type: ignore[no-untyped-def]
             if next_twin[best_d] >= 0:
                 num_act = _activate(next_twin[best_d], act, num_act)
         count = _assign(v, best_d, at[best_d], ready, group, group_device, group_bytes, room, op_device, start_s,
-                        finish, device_free, op_time, out_ptr, out_dst, pending)
+                        finish, device_free, op_time, column, out_ptr, out_dst, pending)
         for i in range(count):
             w = ready[i]
             keys, ops = _push(keys, ops, size, heap, neg_rank[w], 0.0, w)

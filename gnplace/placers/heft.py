@@ -85,4 +85,4 @@ class HeftPlacer(ListSchedulingPlacer):
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """HEFT: :func:`heft_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""
-        heft_schedule(schedule, static_rank(graph, schedule.op_time, cluster))
+        heft_schedule(schedule, static_rank(graph, schedule.op_time, cluster, schedule.column))

@@ -44,4 +44,4 @@ class METFPlacer(ListSchedulingPlacer):
 
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF: :func:`~gnplace.placers.listsched.etf_schedule` by :func:`~gnplace.placers.listsched.static_rank`."""
-        etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster))
+        etf_schedule(schedule, static_rank(graph, schedule.op_time, cluster, schedule.column))

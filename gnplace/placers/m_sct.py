@@ -66,5 +66,5 @@ class MSCTPlacer(ListSchedulingPlacer):
     def fill_schedule(self, graph: OpGraph, cluster: Cluster, schedule: ListSchedule) -> None:
         """ETF that keeps each op's favourite child with it where waiting costs no more than the transfer."""
         parent, size = favourite_children(graph)
-        rank = static_rank(graph, schedule.op_time, cluster)
+        rank = static_rank(graph, schedule.op_time, cluster, schedule.column)
         etf_schedule(schedule, rank, favourite_parent=parent, favourite_bytes=size)

@@ -430,3 +430,50 @@ def test_heft_on_runs_of_alike_devices_places_each_op_as_the_definition_does(see
     # HEFT weighs one device of each class of interchangeable devices without ops (2026-12-04: every op weighed all
     # 4,096 K80s); the placements must be the definition's, twins split by memory included
     _check_heft_against_definition(*_alike_devices_case(seed), same_bits=True)
+
+
+def _counted_k80s(count: int, *extra: dict) -> Cluster:
+    """``count`` K80s in one cluster file entry, and ``extra`` entries after them, on PCIe 3."""
+    return cluster_from_dict({"name": f"k80x{count}", "devices": [{"name": "g", "count": count, "kind": "k80"}, *extra],
+                              "links": {"default": "pcie3"}})
+
+
+@pytest.mark.parametrize("cluster", ["k80x4", "cpu_gpu", "v100x8", "tight4", "mixed"])
+def test_list_schedulers_plan_on_the_distinct_op_time_columns_with_the_same_results(monkeypatch, cluster):
+    """On 4,096 K80s heft, m_etf and m_sct each made the [93,567, 4,096] op times (3 GB) and the group times (1 GB)
+    of one distinct column; they schedule on the distinct columns and each device's column now, to the same bits:
+    ranks, devices allowed, interchangeable devices, schedules and placements."""
+    from gnplace.placers.registry import make_placer
+    from gnplace.sim.costmodel import CostModel, op_time_columns
+
+    c = _counted_k80s(20, {"name": "v", "count": 3, "kind": "v100"}) if cluster == "mixed" else load_cluster(cluster)
+    g = layered_graph(300, seed=2)
+    full, (columns, column) = op_times(g, c), op_time_columns(g, c)
+    assert static_rank(g, columns, c, column).tobytes() == static_rank(g, full, c).tobytes()
+    rank = static_rank(g, full, c)
+    a, b = ListSchedule(g, c, full, min_speed=0.5), ListSchedule(g, c, columns, min_speed=0.5, column=column)
+    assert a.group_ok.tobytes() == b.group_ok.tobytes()
+    assert interchangeable_devices(a).tolist() == interchangeable_devices(b).tolist()
+    twice = np.concatenate([columns, columns], axis=1)  # columns of the same bits, kept apart: still alike
+    half = ListSchedule(g, c, twice, min_speed=0.5, column=column + columns.shape[1] * (np.arange(c.num_devices) % 2))
+    assert interchangeable_devices(half).tolist() == interchangeable_devices(a).tolist()
+    etf_schedule(a, rank)
+    etf_schedule(b, rank)
+    assert a.op_device.tolist() == b.op_device.tolist() and a.finish.tobytes() == b.finish.tobytes()
+    before = {name: make_placer(name).place(g, c, seed=0).devices.tolist() for name in ("heft", "m_etf", "m_sct")}
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the [ops, devices] op-time matrix was made")
+
+    monkeypatch.setattr(CostModel, "op_times", refused)
+    assert {name: make_placer(name).place(g, c, seed=0).devices.tolist() for name in before} == before
+
+
+def test_static_rank_of_distinct_columns_spreads_blocks_of_rows_to_the_same_bits():
+    """2,048 devices: 2,048 rows a block; each op's mean over its spread row is the whole matrix's, bit for bit."""
+    from gnplace.sim.costmodel import op_time_columns
+
+    c, g = _counted_k80s(2047, {"name": "cpu", "kind": "cpu"}), layered_graph(5000, seed=1)
+    columns, column = op_time_columns(g, c)
+    assert columns.shape[1] == 2
+    assert static_rank(g, columns, c, column).tobytes() == static_rank(g, op_times(g, c), c).tobytes()
