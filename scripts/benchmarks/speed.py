@@ -113,23 +113,24 @@ def bench_devices(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of what every placement on a K80 cluster makes first, for growing device counts.
 
     Per count of ``--devices``: the op-time matrix (``op_times``), a new simulator's first step (its prepared
-    arrays and one simulation, every op on one device), the list scheduler's setup (``ListSchedule``, group times
-    included) and coarsening to 1,000 decision nodes (``coarsen_within``), medians of ``--repeat`` calls.
+    arrays and one simulation, every op on one device), the list scheduler's setup as the placers make it
+    (``ListSchedule`` on the distinct op-time columns, group times included) and coarsening to 1,000 decision nodes (``coarsen_within``), medians of ``--repeat`` calls.
     """
     from gnplace.coarsen import coarsen_within
     from gnplace.placers.listsched import ListSchedule
-    from gnplace.sim.costmodel import op_times
+    from gnplace.sim.costmodel import op_time_columns, op_times
 
     graph = layered_graph(args.ops, seed=0)
     rows = []
     for num_devices in args.devices:
         cluster = k80_cluster(num_devices)
+        columns, column = op_time_columns(graph, cluster)
         one_device = np.zeros(graph.num_ops, dtype=np.int64)
         row = dict(ops=graph.num_ops, devices=num_devices,
                    op_times_s=median_seconds(functools.partial(op_times, graph, cluster), args.repeat),
                    simulator_s=median_seconds(functools.partial(_first_step, graph, cluster, one_device), args.repeat),
                    list_schedule_s=median_seconds(
-                       functools.partial(ListSchedule, graph, cluster, op_times(graph, cluster), min_speed=0.5),
+                       functools.partial(ListSchedule, graph, cluster, columns, min_speed=0.5, column=column),
                        args.repeat),
                    coarsen_s=median_seconds(functools.partial(coarsen_within, graph, 1000, cluster), args.repeat))
         rows.append(row)
@@ -227,7 +228,9 @@ def run_devices(args: argparse.Namespace) -> int:
 
     On a layered graph of ``--ops`` ops (default 100,000): what grows with the device count before any placer
     runs. 2026-12-04, 93,567 ops on 4,096 K80s: the simulator made a 3 GiB [ops, devices] matrix for one distinct
-    column, group times summed every column; each now works on the distinct columns.
+    column, group times summed every column; each now works on the distinct columns. 2026-12-05: the list schedulers
+    made that matrix and [groups, devices] group times (1 GiB) to schedule on; they take the distinct columns and each
+    device's column (``list_schedule_s``: that setup).
     """
     bench_devices(args)
     return 0
