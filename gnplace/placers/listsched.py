@@ -62,7 +62,8 @@ __all__ = [
 def mean_comm_time(cluster: Cluster, devices: np.ndarray, num_bytes: np.ndarray) -> np.ndarray:
     """Seconds to move ``num_bytes`` between two distinct devices of ``devices``, averaged over pairs.
 
-    Returns zeros if fewer than two devices are given.
+    Returns zeros if fewer than two devices are given. The pairs' bandwidths are inverted in place: 4,096 devices
+    have 16.8 million pairs, and each array of them takes 134 MB.
     """
     d = np.asarray(devices)
     if d.size < 2:
@@ -72,7 +73,8 @@ def mean_comm_time(cluster: Cluster, devices: np.ndarray, num_bytes: np.ndarray)
     if not np.array_equal(d, np.arange(cluster.num_devices)):  # all of them, in order: the matrices as they are
         latency, bandwidth = latency[np.ix_(d, d)], bandwidth[np.ix_(d, d)]
     lat = latency[off].mean()
-    inv_bw = (1.0 / bandwidth[off]).mean()
+    pairs = bandwidth[off]
+    inv_bw = np.divide(1.0, pairs, out=pairs).mean()
     return lat + np.asarray(num_bytes, dtype=np.float64) * inv_bw
 
 

@@ -493,3 +493,23 @@ def test_static_rank_of_distinct_columns_spreads_each_distinct_row_once(monkeypa
     assert static_rank(g, columns, c, column).tobytes() == static_rank(g, op_times(g, c), c).tobytes()
     assert sum(spread) == np.unique(columns, axis=0).shape[0] < g.num_ops
     assert static_rank(OpGraph([]), np.zeros((0, 2)), c, column).shape == (0,)
+
+
+def test_mean_comm_time_holds_one_array_of_pairs_at_a_time():
+    """4,096 devices: the pairs' bandwidths and their inverses were two arrays of 134 MB at once, the peak of heft's
+    setup; the inverses are written over the bandwidths, the same mean."""
+    import tracemalloc
+
+    c = _counted_k80s(1024)
+    pair_bytes = 1024 * 1023 * 8
+    want = mean_comm_time(c, np.arange(1024), np.array([0.0, 1e6]))
+    tracemalloc.start()
+    try:
+        got = mean_comm_time(c, np.arange(1024), np.array([0.0, 1e6]))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got.tobytes() == want.tobytes()
+    off = ~np.eye(1024, dtype=bool)
+    assert got.tolist() == [c.latency[off].mean(), c.latency[off].mean() + 1e6 * (1.0 / c.bandwidth[off]).mean()]
+    assert peak < 1.5 * pair_bytes
