@@ -591,16 +591,16 @@ def _keep_same_columns(columns, first, same):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def twin_kernel(  # type: ignore[no-untyped-def]
-    op_bits, group_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds,
+    op_bits, group_ok, state_bits, latency_bits, inv_bw_bits, label, rounds,
 ):
     """``interchangeable_devices`` checked bit for bit: the first device of each device's class (itself if alone).
 
     ``label [D]`` is each device's candidate class; a device joins the first unsettled device of its label when
-    their columns of ``op_bits [n, D]`` (op times), ``group_bits [G, D]`` (group times), ``group_ok [G, D]`` and
-    ``state_bits [k, D]`` hold the same bits, and so do those of ``latency_bits`` and ``inv_bw_bits`` ``[D, D]``
-    but for the rows of the two devices, and the link from that first device to it is the one to the class's
-    other members. Those that do not join try again among themselves, for at most ``rounds`` rounds (islands of a
-    multi-node cluster); then they are their own.
+    their columns of ``op_bits [k, D]`` (op times, or a class of equal op times: group times follow from them),
+    ``group_ok [G, D]`` and ``state_bits [k, D]`` hold the same bits, and so do those of ``latency_bits`` and
+    ``inv_bw_bits`` ``[D, D]`` but for the rows of the two devices, and the link from that first device to it is the
+    one to the class's other members. Those that do not join try again among themselves, for at most ``rounds``
+    rounds (islands of a multi-node cluster); then they are their own.
     """
     num_devices = label.shape[0]
     twin = np.arange(num_devices)
@@ -619,7 +619,6 @@ def twin_kernel(  # type: ignore[no-untyped-def]
             same[d] = not settled[d] and first[d] != d
         _keep_same_columns(op_bits, first, same)
         _keep_same_columns(state_bits, first, same)
-        _keep_same_columns(group_bits, first, same)
         _keep_same_columns(group_ok, first, same)
         for w in range(num_devices):
             for d in range(num_devices):

@@ -35,8 +35,8 @@ from gnplace.graph import FORWARD, OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag
 from gnplace.placers.groups import (
-    _device_sums,
     contiguous_blocks,
+    device_sums,
     group_times,
     memory_need,
     repair_memory,
@@ -148,7 +148,7 @@ class ExpertPlacer:
             per_group = devices[_label_by_ancestors(graph, layer) % devices.size]
         else:
             times = group_times(graph, op_time)  # of the distinct columns
-            speed = 1.0 / np.maximum(_device_sums(times, column, devices), 1e-300)
+            speed = 1.0 / np.maximum(device_sums(times, column, devices), 1e-300)
             per_group = devices[contiguous_blocks(times[:, column[devices[0]]], speed)]
         if self.memory_aware:
             per_group = repair_memory(graph, cluster, per_group, timer=self.timer)

@@ -28,7 +28,7 @@ DESCENT_EVALUATIONS = 256
 
 __all__ = [
     "group_times", "group_memory", "group_edges", "memory_need", "held_at_peak", "usable_devices", "contiguous_blocks",
-    "repair_memory",
+    "device_sums", "repair_memory",
     "repair_placement", "DESCENT_EVALUATIONS",
 ]
 
@@ -129,7 +129,7 @@ def _fastest(graph: OpGraph, cluster: Cluster, timer: StepTimer) -> int:
     return int(np.argmin(spread_sums(*timer.cost_model.op_time_columns(graph, cluster))))
 
 
-def _device_sums(columns: np.ndarray, column: np.ndarray, devices: np.ndarray) -> np.ndarray:
+def device_sums(columns: np.ndarray, column: np.ndarray, devices: np.ndarray) -> np.ndarray:
     """``spread_columns(columns, column)[:, devices].sum(axis=0)``, bit for bit, without the spread: ``[len(devices)]``.
 
     numpy's ``[:, devices]`` of a C-order matrix is in Fortran order and sums each column pairwise, however many

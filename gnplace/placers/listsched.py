@@ -293,7 +293,7 @@ def interchangeable_devices(schedule: ListSchedule) -> np.ndarray:
     # two devices' op times hold the same bits where their columns do, and then so do their group times (sums of
     # them): the columns' classes of equal bits stand for both matrices, a row of [devices]
     op_class = _alike_columns(schedule.op_time)[schedule.column][None].astype(np.uint64)
-    twin = twin_kernel(op_class, np.zeros((0, num_devices), dtype=np.uint64), np.ascontiguousarray(schedule.group_ok),
+    twin = twin_kernel(op_class, np.ascontiguousarray(schedule.group_ok),
                        state, np.ascontiguousarray(schedule.latency, dtype=np.float64).view(np.uint64),
                        np.ascontiguousarray(schedule.inv_bw, dtype=np.float64).view(np.uint64), label, TWIN_ROUNDS)
     return twin  # type: ignore[no-any-return]

@@ -33,7 +33,7 @@ from gnplace.exceptions import MissingDependency
 from gnplace.graph import OpGraph
 from gnplace.placement import Placement, check_graph_and_cluster
 from gnplace.placers.base import check_flag, check_fraction
-from gnplace.placers.groups import _device_sums, group_edges, group_times, memory_need, repair_memory, usable_devices
+from gnplace.placers.groups import device_sums, group_edges, group_times, memory_need, repair_memory, usable_devices
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import StepTimer
@@ -165,7 +165,7 @@ class MetisPlacer:
         devices = usable_devices(op_time, cluster, memory_need(graph, cluster, self.timer), min_speed=self.min_speed,
                                  column=column)
         times = group_times(graph, op_time)  # of the distinct columns
-        speed = 1.0 / np.maximum(_device_sums(times, column, devices), 1e-300)
+        speed = 1.0 / np.maximum(device_sums(times, column, devices), 1e-300)
         fastest = devices[int(np.argmax(speed))]
         metis_seed = None if seed is None else int(as_generator(seed).integers(2**31 - 1))
         parts = partition_groups(graph, times[:, column[fastest]], devices.size, fractions=speed, seed=metis_seed)
