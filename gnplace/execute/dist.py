@@ -51,7 +51,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -189,14 +189,16 @@ def run_rank(
             uses[ref] = uses.get(ref, 0) + 1
     pending: list[Any] = []
     arriving: dict[Ref, Any] = {}
+    all_moves = [*plan.moves.values(), [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]]
+    layouts = {ref: _layout(program, ref) for moves in all_moves for ref, src, dst in moves if rank in (src, dst)}
     waited = 0.0  # seconds spent waiting for tensors from other ranks (not computing)
     start = time.perf_counter()
-    for moves in [*plan.moves.values(), [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]]:
+    for moves in all_moves:
         for ref, src, dst in moves:
             if dst == rank and ref not in arriving:
-                shape, dtype = _meta(program, ref)
-                buffer = torch.empty(shape, dtype=dtype, device=device)
-                arriving[ref] = dist.irecv(buffer, src, tag=tags[(ref, dst)])
+                buffer = _laid_out(layouts[ref], device)
+                # received in the order its memory holds it, so that it arrives in the layout it was made in
+                arriving[ref] = dist.irecv(buffer.permute(layouts[ref].order), src, tag=tags[(ref, dst)])
                 values[ref] = _off_the_wire(buffer, *_lazy(program, ref))  # (a view: filled as it arrives)
 
     written = program.written_storages
@@ -217,9 +219,11 @@ def run_rank(
                 # isend reads the tensor's memory until the message leaves: one an in-place op writes later
                 # would arrive written (a wrong loss), so such a tensor goes as a copy
                 tensor = _on_the_wire(values[ref], *_lazy(program, ref))
-                tensor = (tensor.clone(memory_format=torch.contiguous_format)
-                          if storage_of(program, ref) in written else tensor.contiguous())
-                pending.append((dist.isend(tensor, dst, tag=tags[(ref, dst)]), tensor))
+                layout = layouts[ref]
+                wire = tensor.permute(layout.order)  # its memory in order (no copy) where it is laid out as recorded
+                if storage_of(program, ref) in written or not wire.is_contiguous():
+                    wire = _laid_out(layout, tensor.device).copy_(tensor).permute(layout.order)
+                pending.append((dist.isend(wire, dst, tag=tags[(ref, dst)]), wire))
 
     def resolve(ref: Ref) -> Any:
         nonlocal waited
@@ -370,14 +374,47 @@ def _off_the_wire(received: torch.Tensor, conj: bool, neg: bool) -> torch.Tensor
     return received.conj() if conj else received
 
 
-def _meta(program: Program, ref: Ref) -> tuple[tuple[int, ...], torch.dtype]:
+class _Layout(NamedTuple):
+    """How a tensor crosses ranks: its shape, dtype, strides (``None``: contiguous) and the order of its dims in memory.
+
+    ``order`` is the permutation of the dims under which a tensor of these strides is contiguous (the identity
+    for a contiguous one): gloo sends and receives only contiguous tensors, and a tensor permuted so is its
+    memory as it lies.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    stride: tuple[int, ...] | None
+    order: tuple[int, ...]
+
+
+def _layout(program: Program, ref: Ref) -> _Layout:
+    """The layout ``ref`` crosses ranks in: as it was recorded, where its strides are a contiguous tensor's permuted.
+
+    A tensor made transposed (``t()`` of a weight, which the backward's ``mm`` reads) arrived contiguous: the op
+    reading it then took another kernel path than eager's and rounded otherwise (gradients 1 ulp off). One
+    whose memory has gaps or overlaps (a slice, an ``expand``) crosses contiguous.
+    """
     if ref.kind == "op":
         op = program.ops[ref.index]
         shape, dtype = op.out_shapes[ref.output], op.out_dtypes[ref.output]
         assert shape is not None and dtype is not None
-        return shape, dtype
-    tensor = _given(program, ref)
-    return tuple(tensor.shape), tensor.dtype
+        stride = op.out_strides[ref.output] if ref.output < len(op.out_strides) else None
+    else:
+        tensor = _given(program, ref)
+        shape, dtype, stride = tuple(tensor.shape), tensor.dtype, tuple(tensor.stride())
+    if stride is not None:
+        order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
+        if torch.empty_strided(shape, stride, device="meta").permute(order).is_contiguous():
+            return _Layout(shape, dtype, stride, order)
+    return _Layout(shape, dtype, None, tuple(range(len(shape))))
+
+
+def _laid_out(layout: _Layout, device: torch.device) -> torch.Tensor:
+    """An empty tensor of ``layout`` on ``device``."""
+    if layout.stride is None:
+        return torch.empty(layout.shape, dtype=layout.dtype, device=device)
+    return torch.empty_strided(layout.shape, layout.stride, dtype=layout.dtype, device=device)
 
 
 def _run_command(program: Program, placement: np.ndarray, device: torch.device, options: dict[str, Any]) -> Any:

@@ -62,6 +62,9 @@ class ProgramOp:
             statistics and batch count, in training).
         out_lazy (tuple): per flattened output, ``(conjugate bit, negative bit)`` as recorded (``conj()``
             and ``_neg_view`` only mark a tensor): a tensor crossing ranks arrives marked so again.
+        out_strides (tuple): per flattened output, its strides as recorded (``None`` for a non-tensor output): a
+            tensor crossing ranks arrives laid out so (a transposed one transposed), where the strides are a
+            permutation of a contiguous tensor's; empty for a program compiled before they were kept.
         reads (tuple[Ref, ...]): every :class:`Ref` in ``args`` and ``kwargs``, in order (worked out once).
     """
 
@@ -76,6 +79,7 @@ class ProgramOp:
     is_view: bool = False
     writes_buffers: tuple[str, ...] = ()
     out_lazy: tuple[tuple[bool, bool], ...] = ()
+    out_strides: tuple[tuple[int, ...] | None, ...] = ()
     reads: tuple[Ref, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -860,6 +864,8 @@ def compile_step(step: Any) -> Program:
             out_bytes=size, is_view=op.name in VIEW_OPS and mutates is None, writes_buffers=buffer_writes[i],
             out_lazy=tuple((bool(o.is_conj()), bool(o.is_neg())) if isinstance(o, torch.Tensor) else (False, False)
                            for o in op.outputs),
+            out_strides=tuple(tuple(int(k) for k in o.stride()) if isinstance(o, torch.Tensor) else None
+                              for o in op.outputs),
         ))
 
     def renumbered(ref: Ref) -> Ref:

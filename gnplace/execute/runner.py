@@ -193,9 +193,9 @@ def call_op(op: ProgramOp, fn: Any, resolve: Callable[[Ref], Any], device: torch
         if is_oom_error(err):
             raise
         if op.target in _VIEWS_AS_RESHAPE and isinstance(err, RuntimeError) and "reshape" in str(err):
-            # a tensor that crossed ranks arrives contiguous, not in the layout it was made in (a transposed
-            # or channels-last result): a view recorded against that layout is made as a reshape, a copy
-            # where its strides allow no view (a crossing is a copy anyway)
+            # a tensor that crossed ranks arrives in the layout it was recorded in, which may not be the one a
+            # kernel made it in: a view recorded against that layout is made as a reshape, a copy where its
+            # strides allow no view (a crossing is a copy anyway)
             return _flat(torch.ops.aten.reshape.default(*args, **kwargs))
         first = first_line(err)
         raise ExecutionFailed(f"op {op.target} failed on {device}: {first}") from err

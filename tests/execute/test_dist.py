@@ -16,6 +16,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidArgument
 from gnplace.execute.dist import MAX_TIMEOUT_S, DistTimer, transfer_tags
 from gnplace.execute.examples import tiny
 from gnplace.execute.program import compile_step
+from gnplace.graph import BACKWARD
 from gnplace.importers.torch import import_step
 from tests.execute.models import (
     ConjugatesAcross,
@@ -276,6 +277,24 @@ def test_a_view_of_a_tensor_that_crossed_ranks_in_another_layout_runs(setup):
     with setup[2].using(compile_step(step)):
         losses = [c["loss"] for _, _, c in setup[2].run(_cluster(), devices, collect=True) if "loss" in c]
     torch.testing.assert_close(losses[0], want)
+
+
+def test_a_transposed_tensor_crosses_ranks_transposed_and_the_gradients_equal_eagers_bit_for_bit(setup):
+    """The transposed weight the backward's ``mm`` reads arrived contiguous: another kernel path, 1 ulp off eager."""
+    import copy
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 20))
+    x = torch.randn(16, 8)
+    eager = copy.deepcopy(module)
+    loss = eager(x).square().mean()
+    loss.backward()
+    step = import_step(module, (x,), loss=lambda y: y.square().mean())
+    devices = (step.graph.phase == BACKWARD).astype(np.int64)  # the forward's views cross to the backward's rank
+    with setup[2].using(compile_step(step)):
+        per_rank = setup[2].run(_cluster(), devices, collect=True)
+    grads = {k: g for _, _, c in per_rank for k, g in c["grads"].items()}
+    assert [name for name, p in eager.named_parameters() if not torch.equal(grads[name], p.grad)] == []
 
 
 def _runs_as_eager(timer, module, x, placements, step=None):
