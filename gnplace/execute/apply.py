@@ -43,7 +43,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
 from gnplace.execute.program import Program, compile_step
 from gnplace.execute.runner import run_step
-from gnplace.importers.trace import held_tensors, input_leaves
+from gnplace.importers.trace import autocast_state, held_tensors, input_leaves
 
 __all__ = ["apply", "PlacedModule"]
 
@@ -103,6 +103,7 @@ class PlacedModule(torch.nn.Module):
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
         self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
+        self.recorded_autocast = step.trace.autocast  # the torch.autocast regions the step was recorded in
         self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
         self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, repr of the value) warned of
         # plain tensor attributes the step reads (self.scale = torch.ones(4), no buffer): constants of it too
@@ -121,7 +122,8 @@ class PlacedModule(torch.nn.Module):
         Raises:
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
                 step's, a constant (not a tensor) differs, an input requires a gradient that the step was
-                not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, or a
+                not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, it is called
+                under another ``torch.autocast`` than the step was recorded under (or none), or a
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
                 (``module.to(...)``) changed since.
         """
@@ -129,6 +131,13 @@ class PlacedModule(torch.nn.Module):
             mode = "train" if self.module.training else "eval"
             raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
                                   f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
+        autocast = autocast_state()
+        if autocast != self.recorded_autocast:
+            raise InvalidArgument(
+                f"the placed module is called {_autocast_text(autocast)}, but its step was recorded "
+                f"{_autocast_text(self.recorded_autocast)} and runs the casts it was recorded with, not those eager "
+                "would make now: call it as it was recorded, or apply again in the autocast state it is called in"
+            )
         self._check_state(moved=True)
         self._warn_changed_attributes()
         leaves, spec = input_leaves(_keyed_as(inputs, self.input_spec))
@@ -394,6 +403,13 @@ def _dense(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
             return False
         expected *= size
     return True
+
+
+def _autocast_text(state: tuple[tuple[str, str], ...]) -> str:
+    """``state`` (:func:`~gnplace.importers.trace.autocast_state`) in words: ``under torch.autocast("cpu", ...)``."""
+    if not state:
+        return "without torch.autocast"
+    return "under " + " and ".join(f'torch.autocast("{device}", dtype={dtype})' for device, dtype in state)
 
 
 def _plain_attributes(module: torch.nn.Module) -> dict[tuple[str, str], Any]:

@@ -30,7 +30,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGrap
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
     "held_tensors",
-    "written_argument", "memory_owners",
+    "written_argument", "memory_owners", "autocast_state", "without_autocast",
 ]
 
 CallKey = tuple[str, int]  # (module path, how many times that module was called before)
@@ -97,6 +97,8 @@ class TrainingTrace:
         untrained_state: state-dict names of the persistent buffers and frozen parameters (no gradient, no
             update), which a ``device_map`` must place too; a leaf module's beside its own trainable
             parameter are left out (they go with it under its key: batch norm's running statistics).
+        autocast: the ``torch.autocast`` regions the step was recorded in (:func:`autocast_state`): the casts they
+            made are ops of the step, which runs with autocast off.
     """
 
     ops: list[TracedOp]
@@ -110,6 +112,7 @@ class TrainingTrace:
     input_spec: TreeSpec | None = None
     tied: dict[str, str] = field(default_factory=dict)
     untrained_state: list[str] = field(default_factory=list)
+    autocast: tuple[tuple[str, str], ...] = ()
 
     def results(self) -> list[Ref]:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
@@ -164,7 +167,7 @@ class TrainingTrace:
                 return inputs[int(x.name)]
             return x
 
-        with torch.no_grad():
+        with torch.no_grad(), without_autocast():  # the casts autocast made when recording are ops of the step
             for op in self.ops:
                 out = op.func(*tree_map(resolve, op.args), **tree_map(resolve, op.kwargs))
                 flat, _ = tree_flatten(out)
@@ -439,8 +442,9 @@ def record_training_step(
                     raise UnsupportedGraph(f"the loss of {type(module).__name__} has no gradient: {why}")
                 _tag_autograd_nodes(value, ("", 0))
                 stage[0] = "backward"
-                grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
-                                                    *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                with without_autocast():  # as eager's loss.backward() outside the autocast region, as PyTorch advises
+                    grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
+                                                        *[fake_inputs[i] for i in differentiated]], allow_unused=True)
                 stage[0] = "forward"  # a buffer the forward reassigned, carried below
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
@@ -504,7 +508,40 @@ def record_training_step(
     module_calls = {k: v + 1 for k, v in calls.items()}
     tied, untrained_state = _state_names(module)
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
-                         input_spec, tied, untrained_state)
+                         input_spec, tied, untrained_state, autocast_state())
+
+
+#: The device types whose ``torch.autocast`` state a recording keeps.
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
+def autocast_state() -> tuple[tuple[str, str], ...]:
+    """The ``torch.autocast`` regions active here: ``(device type, dtype)`` of each device type it is on for.
+
+    Examples:
+        >>> autocast_state()
+        ()
+        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+        ...     autocast_state()
+        (('cpu', 'torch.bfloat16'),)
+    """
+    return tuple((device, str(torch.get_autocast_dtype(device))) for device in _AUTOCAST_DEVICES
+                 if torch.is_autocast_enabled(device))
+
+
+@contextmanager
+def without_autocast() -> Iterator[None]:
+    """Turn off every active ``torch.autocast`` region, so that a recorded step's aten ops run as recorded.
+
+    Under autocast an aten product called op by op is cast too (``mm`` of float32 tensors returns bfloat16), and
+    the step would compute neither what was recorded nor what eager autocast computes.
+    """
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        for device, _ in autocast_state():
+            stack.enter_context(torch.autocast(device, enabled=False))
+        yield
 
 
 def held_tensors(ops: Sequence[TracedOp]) -> Iterator[tuple[TracedOp, torch.Tensor]]:

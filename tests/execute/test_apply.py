@@ -325,6 +325,45 @@ def test_another_mode_or_dtype_than_recorded_is_refused():
     placed(x)
 
 
+class _HeadInFloat32(torch.nn.Module):
+    """A body under the caller's autocast and a head it turns off for (``enabled=False``): float32 products."""
+
+    def __init__(self):
+        super().__init__()
+        self.body, self.head = torch.nn.Linear(6, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        with torch.autocast("cpu", enabled=False):
+            return self.head(h.float()).square().mean()
+
+
+def test_a_step_recorded_under_autocast_runs_its_recorded_casts_and_another_autocast_state_is_refused():
+    """The recording's backward ran under the caller's autocast (the head's float32 gradient products recorded in
+    bfloat16, where eager's loss.backward() outside it runs them in float32), a placed step run under it was cast
+    again, and a step recorded without autocast ran half in bfloat16: other gradients than eager's, silently."""
+    torch.manual_seed(0)
+    net, x = _HeadInFloat32(), torch.randn(5, 6)
+    reference = copy.deepcopy(net)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        step = import_step(net, (x,))
+        placed = gnplace.apply(net, Placement([k % 2 for k in range(step.graph.num_ops)], load_cluster("k80x2")),
+                               (x,), devices=["cpu", "cpu"], step=step)
+        loss, eager = placed(x), reference(x)
+    loss.backward()
+    eager.backward()
+    assert torch.equal(loss, eager.detach())
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(net.parameters(), reference.parameters()))
+    with pytest.raises(InvalidArgument, match=r'^the placed module is called without torch.autocast, but its step '
+                                              r'was recorded under torch.autocast\("cpu", dtype=torch.bfloat16\)'):
+        placed(x)
+    plain = import_step(net, (x,))
+    again = gnplace.apply(net, Placement([0] * plain.graph.num_ops, load_cluster("k80x2")), (x,),
+                          devices=["cpu", "cpu"], step=plain)
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(InvalidArgument, match="recorded without"):
+        again(x)
+
+
 def test_a_placement_file_written_by_the_cli_applies(tmp_path):
     # what a user does: place a module:factory from the command line, then train the module with the file
     from gnplace.cli import main

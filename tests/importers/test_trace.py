@@ -134,6 +134,18 @@ def test_a_shape_mistake_in_the_model_is_one_error_and_logs_no_traceback(caplog)
     assert not [r for r in caplog.records if r.levelno >= 40]  # fake tensors logged its traceback at ERROR level
 
 
+def test_replay_under_autocast_runs_the_recorded_ops_uncast():
+    """The caller's autocast cast the replayed float32 products to bfloat16: another loss than the recorded step's."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    trace = record_training_step(net, (torch.randn(5, 6),), lambda y: y.square().mean())
+    assert trace.autocast == ()
+    loss, grads = trace.replay()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cast_loss, cast_grads = trace.replay()
+    assert torch.equal(cast_loss, loss) and all(torch.equal(cast_grads[k], g) for k, g in grads.items())
+
+
 def test_replay_leaves_the_example_inputs_as_they_were_so_a_second_replay_gives_the_same_loss():
     class ScalesItsInput(nn.Module):
         def __init__(self):
