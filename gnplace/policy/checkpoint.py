@@ -53,10 +53,17 @@ def feature_set() -> dict[str, list[str]]:
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
-    """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target)."""
+    """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target).
+
+    What was at ``path`` stays as it was when the write fails, and the temporary file is removed.
+
+    Raises:
+        OSError: naming ``path``, if the file cannot be written (a full disk: ``No space left on device``), also
+            where torch's archive writer met the error and raised its own ``RuntimeError`` (``unexpected pos``).
+    """
     from gnplace.graph_io import fitting_name, regular_target
 
-    path = regular_target(Path(path))
+    given, path = path, regular_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{fitting_name(path.name, 10)}.", dir=path.parent)  # .NAME.(8 random)
     try:
@@ -68,10 +75,27 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is an ordinary file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        failed = _write_error(err)
+        if failed is None:
+            raise
+        raise OSError(failed.errno, failed.strerror or str(failed), os.fspath(given)) from err
     return path
+
+
+def _write_error(err: BaseException) -> OSError | None:
+    """The :class:`OSError` that failed a write: ``err`` itself, or the one a ``RuntimeError`` of torch's met.
+
+    torch's archive writer, given a file that a full disk stopped taking bytes, checks its position as it closes
+    and raises ``RuntimeError: [enforce fail at inline_container.cc] . unexpected pos 704 vs 598`` while the
+    ``OSError`` (``No space left on device``) is handled: a traceback, status 1, nothing named the disk.
+    """
+    if isinstance(err, OSError):
+        return err
+    if isinstance(err, RuntimeError) and isinstance(err.__context__, OSError):
+        return err.__context__
+    return None
 
 
 def save_policy(path: str | os.PathLike[str], policy: PlacementPolicy, meta: dict[str, Any] | None = None) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
 import zipfile
@@ -193,6 +194,36 @@ def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
         save_policy(path, policy)
     assert path.read_bytes() == before
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+
+class _FillsUp:
+    """A file that takes ``room`` bytes, then fails each write as a full disk does."""
+
+    def __init__(self, handle, room):
+        self.handle, self.room = handle, room
+
+    def write(self, data):
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.room -= len(data)
+        return self.handle.write(data)
+
+    def flush(self):
+        self.handle.flush()
+
+
+@pytest.mark.parametrize("room", [0, 1000])  # 1000: torch's archive writer raised RuntimeError("unexpected pos")
+def test_a_disk_that_fills_up_mid_checkpoint_names_the_file_and_keeps_the_old_one(saved, monkeypatch, room):
+    policy, path = saved
+    before = path.read_bytes()
+    save = torch.save
+    monkeypatch.setattr(ckpt.torch, "save", lambda obj, handle: save(obj, _FillsUp(handle, room)))
+    with pytest.raises(OSError) as caught:
+        save_policy(path, policy)
+    assert (caught.value.errno, caught.value.strerror, caught.value.filename) == (
+        errno.ENOSPC, "No space left on device", str(path))
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
 def _edit_zip_headers(raw, central_offset, local_offset, value, size=1, combine=lambda old, new: new):
