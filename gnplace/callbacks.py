@@ -18,6 +18,7 @@ and no epoch limit. What they share is here:
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import signal
 import sys
@@ -467,10 +468,17 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     saved stays saved. Lightning answers SIGTERM with its ``SIGTERMException`` (a ``SystemExit`` with
     no status, which would end the program with status 0); it is raised as
     :class:`~gnplace.exceptions.Terminated`.
+
+    A disk that fills up under the run's logs fails a write in Lightning's loggers with an ``OSError`` that names
+    no file (``[Errno 28] No space left on device``): it is raised naming the run's folder (the loggers'). The
+    TensorBoard event files of a run that failed are closed, whatever of them the disk takes: tensorboardX's exit
+    hook flushed them again as the program ended and printed a traceback after the run's error.
     """
     handler = signal.getsignal(signal.SIGINT)
+    finished = False
     try:
         trainer.fit(*args, **kwargs)
+        finished = True
     except SIGTERMException as err:
         raise Terminated("SIGTERM") from err
     except SystemExit as err:
@@ -479,9 +487,58 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         if isinstance(err.__context__, Terminated):  # a second SIGTERM, which Lightning shut down as a Ctrl-C
             raise Terminated("SIGTERM") from err
         raise KeyboardInterrupt from err
+    except OSError as err:
+        if err.filename is not None or err.errno not in DISK_FULL:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), _run_folder(trainer)) from err
     finally:
+        if not finished:
+            _close_event_files(trainer)
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, handler)
+
+
+#: The ``errno`` of a write that the disk refused: full, over the user's quota, past the largest file it takes.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _run_folder(trainer: L.Trainer) -> str:
+    """The folder that ``trainer``'s loggers write in (their common one), else its ``default_root_dir``."""
+    import os
+
+    folders = [os.fspath(logger.save_dir) for logger in trainer.loggers if logger.save_dir is not None]
+    try:
+        return os.path.commonpath(folders) if folders else os.fspath(trainer.default_root_dir)
+    except ValueError:  # relative and absolute folders at once
+        return folders[0]
+
+
+def _close_event_files(trainer: L.Trainer) -> None:
+    """Close the TensorBoard event files of ``trainer``'s loggers, whatever their last bytes the disk refuses.
+
+    Lightning's ``finalize("failed")`` flushes them and stops at the first write the disk refuses, leaving the
+    file open. tensorboardX's ``FileWriter`` registers an exit hook that flushes it again: at the program's end
+    it printed ``Exception ignored in atexit callback`` and a traceback, after the run's one-line error. Here
+    each writer's worker thread is stopped, its file closed (a file closes even where its last flush fails), and
+    the writer marked closed, so that the hook finds nothing to do.
+    """
+    for logger in trainer.loggers:
+        experiment = getattr(logger, "_experiment", None)  # (reading logger.experiment would open one)
+        writers = getattr(experiment, "all_writers", None) or {}  # tensorboardX's FileWriters, by folder
+        for file_writer in list(writers.values()):
+            events = getattr(file_writer, "event_writer", None)
+            if events is None or getattr(events, "_closed", True):
+                continue
+            try:
+                events.close()  # flushes first: nothing else where the disk takes the bytes
+            except (OSError, ValueError):
+                worker = getattr(events, "_worker", None)
+                if worker is not None and worker.is_alive():
+                    worker.stop()  # writes what is queued into the file's buffer, and ends
+                record = getattr(getattr(events, "_ev_writer", None), "_py_recordio_writer", None)
+                with contextlib.suppress(OSError, ValueError, AttributeError):
+                    record.close()  # type: ignore[union-attr]
+                events._closed = True
 
 
 def _silence_lightning() -> Callable[[], None]:

@@ -464,3 +464,36 @@ def test_deterministic_mode_kept_gives_back_the_mode_a_trainer_turns_off(tmp_pat
         assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+class _LoggingModel(BoringModel):
+    """The boring model, logging its loss every step."""
+
+    def training_step(self, batch, batch_idx):
+        out = super().training_step(batch, batch_idx)
+        self.log("loss", out["loss"])
+        return out
+
+
+def test_a_disk_that_fills_up_under_the_logs_names_the_runs_folder_and_closes_the_event_files(tmp_path, monkeypatch):
+    import errno
+
+    import tensorboardX.record_writer
+    import tensorboardX.writer
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    exit_hooks = []  # tensorboardX's FileWriter registers one that closes its event file as the program ends
+    monkeypatch.setattr(tensorboardX.writer.atexit, "register", exit_hooks.append)
+
+    def full(self):
+        raise OSError(errno.ENOSPC, "No space left on device")  # a file object's flush names no file
+
+    monkeypatch.setattr(tensorboardX.record_writer.RecordWriter, "flush", full)
+    trainer = _boring_trainer(tmp_path / "run", [], logger=TensorBoardLogger(tmp_path / "run", name="tensorboard"),
+                              log_every_n_steps=1)
+    with pytest.raises(OSError) as caught:
+        fit_interruptibly(trainer, _LoggingModel())
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "run"))
+    assert exit_hooks
+    for hook in exit_hooks:
+        hook()  # raised the OSError again, which Python printed as a traceback at exit
