@@ -46,7 +46,7 @@ from gnplace.exceptions import (
     first_line,
 )
 from gnplace.graph import OpGraph, require_ops
-from gnplace.graph_io import load_graph, refuse_link, write_atomically
+from gnplace.graph_io import append_to, load_graph, refuse_link, write_atomically
 from gnplace.limits import as_path, check_budget, check_regular_file, is_whole, parse_json
 from gnplace.placement import Placement, check_placed, save_placement
 from gnplace.placers.registry import PLACERS, added_placers, adopt_placers, check_placer_options, make_placer
@@ -719,8 +719,7 @@ def evaluate(
             save_placement(kept_placement(out, row.key), graph, placement, placer=row.placer,
                            predicted={"step_time_s": row.step_time_s})
         text = _row_text(row, names)
-        with csv_path.open("a", newline="", encoding="utf-8", errors="surrogateescape") as handle:
-            handle.write(text)
+        append_to(csv_path, text.encode("utf-8", "surrogateescape"))  # (a full disk: the line taken back, named)
         on_file[id(row)] = (row, text)
         old = replaced.pop(_row_slot(row), None)
         if old is not None:  # one row a slot in the file: the row it replaces goes now

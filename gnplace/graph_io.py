@@ -400,6 +400,41 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     return removed
 
 
+def append_to(path: str | os.PathLike[str], payload: bytes) -> None:
+    """Append ``payload`` to the file ``path`` (made if missing); a write that fails takes back what it wrote.
+
+    A results file that grows a line a run (``evaluate``'s ``results.csv``, a benchmark's rows) was appended
+    through a file object: where the disk filled up, its write raised an ``OSError`` that named no file
+    (``gnplace: error: [Errno 28] No space left on device``) and left the line half written. Here the file is cut
+    back to its length before, and the error names ``path``.
+
+    Raises:
+        OSError: naming ``path``, if it cannot be opened or written (the file as it was before).
+
+    Examples:
+        >>> import tempfile, os
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "rows.jsonl")
+        ...     append_to(path, b"1\\n")
+        ...     append_to(path, b"2\\n")
+        ...     open(path, "rb").read()
+        b'1\\n2\\n'
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        left = memoryview(payload)
+        try:
+            while left:
+                left = left[os.write(fd, left):]
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise OSError(err.errno, err.strerror or str(err), os.fspath(path)) from err
+    finally:
+        os.close(fd)
+
+
 def write_atomically(path: str | os.PathLike[str], payload: bytes) -> Path:
     """Write ``payload`` to ``path`` through ``PATH.PID.RANDOM.tmp`` and a rename; a failed write leaves no ``.tmp``.
 
