@@ -203,14 +203,14 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         from gnplace.exceptions import InvalidArgument
+        from gnplace.graph_io import append_to
 
         self.path = path
         self.rows: dict[str, dict[str, Any]] = {}
         if path.exists():
             data = path.read_bytes()
             if data and not data.endswith(b"\n"):  # cut short by a kill: new rows start on a line of their own
-                with path.open("a") as handle:
-                    handle.write("\n")
+                append_to(path, b"\n")
             undecodable = 0
             for raw in data.split(b"\n"):
                 try:
@@ -232,10 +232,15 @@ class Store:
                                       "no row); move it away or pick another --out")
 
     def add(self, row: dict[str, Any]) -> None:
-        """Save ``row`` (it must hold ``key``)."""
+        """Save ``row`` (it must hold ``key``).
+
+        Raises:
+            OSError: naming the file, if the disk has no room for the line (the file as it was before).
+        """
+        from gnplace.graph_io import append_to
+
+        append_to(self.path, (json.dumps(row) + "\n").encode())
         self.rows[row["key"]] = row
-        with self.path.open("a") as handle:
-            handle.write(json.dumps(row) + "\n")
 
     def saved(self, key: str, identity: dict[str, Any], legacy: Callable[[dict[str, Any]], bool] | None = None
               ) -> dict[str, Any] | None:
