@@ -366,11 +366,17 @@ def note_nothing_to_resume(last: str | os.PathLike[str], prog: str,
 
 @contextlib.contextmanager
 def writing(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Turn an :class:`OSError` raised while writing ``path`` into one :class:`InvalidArgument` line."""
+    """Turn an :class:`OSError` raised while writing ``path`` into one :class:`InvalidArgument` line.
+
+    The line names the file the error names, where it names one: ``path`` may be a folder of several files (``generate
+    --out``, ``profile -o``), and a full disk there was ``cannot write OUT: No space left on device``, not which of
+    them was cut short.
+    """
     try:
         yield
     except OSError as err:
-        raise InvalidArgument(f"cannot write {os.fspath(path)}: {err.strerror or err}") from err
+        where = os.fsdecode(err.filename) if err.filename is not None else os.fspath(path)
+        raise InvalidArgument(f"cannot write {where}: {err.strerror or err}") from err
 
 
 def describe_os_error(err: OSError) -> str:

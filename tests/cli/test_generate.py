@@ -23,6 +23,14 @@ def test_generate_writes_a_seeded_dataset_twice_identically(tmp_path, capsys):
     assert "wrote 1 graph and" in capsys.readouterr().out
 
 
+def test_a_graph_the_disk_has_no_room_for_is_named_and_the_graphs_before_it_kept(tmp_path, capsys, disk_full_at):
+    disk_full_at("ptb_001.gnpg")
+    out = tmp_path / "ds"
+    assert main(["generate", "--family", "ptb", "--count", "3", "--seed", "4", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"gnplace: error: cannot write {out / 'ptb_001.gnpg'}: No space left on device\n"
+    assert sorted(p.name for p in out.iterdir()) == ["ptb_000.gnpg"]
+
+
 def test_generate_unknown_family_is_one_line(tmp_path, capsys):
     assert main(["generate", "--family", "imagenet", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
