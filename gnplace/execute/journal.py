@@ -18,6 +18,7 @@ measurement is appended: a journal opened and refused, or never used, leaves the
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import zlib
@@ -168,20 +169,39 @@ class MeasurementJournal:
         self._valid_bytes = len(data) - len(lines[-1])  # every whole line read
 
     def append(self, key: Key, result: StepResult) -> None:
-        """Write one measurement (synced before this returns); the first append starts or repairs the file."""
+        """Write one measurement (synced before this returns); the first append starts or repairs the file.
+
+        Raises:
+            OSError: naming the file, if it cannot be written (a full disk): what this append wrote of its line is
+                taken back, and the next append starts from the measurements saved before.
+        """
         line = json.dumps({"cluster": key[0], "devices": _encode_devices(key[1]), **_result_fields(result)})
-        if self._handle is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = self.path.open("r+b" if self._valid_bytes else "wb")
-            handle.truncate(self._valid_bytes)  # drops a line a kill cut short
-            handle.seek(self._valid_bytes)
-            if not self._valid_bytes:
-                handle.write(json.dumps(self.header).encode() + b"\n")
-            self._handle = handle
-        self._handle.write(line.encode() + b"\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                handle = self.path.open("r+b" if self._valid_bytes else "wb")
+                self._handle = handle
+                handle.truncate(self._valid_bytes)  # drops a line a kill cut short
+                handle.seek(self._valid_bytes)
+                if not self._valid_bytes:
+                    handle.write(json.dumps(self.header).encode() + b"\n")
+            self._handle.write(line.encode() + b"\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as err:  # a file object's write names no file: the line was "[Errno 28] No space left ..."
+            self._take_back()
+            raise OSError(err.errno, err.strerror or str(err), os.fspath(self.path)) from err
+        self._valid_bytes = self._handle.tell()
         self.results[key] = result
+
+    def _take_back(self) -> None:
+        """Close the file after a write that failed, cut back to the measurements saved before it."""
+        if self._handle is not None:
+            with contextlib.suppress(OSError):
+                self._handle.close()  # (closed even where the flush of its unwritten bytes fails)
+            self._handle = None
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, self._valid_bytes)
 
     def close(self) -> None:
         """Close the file (appending again reopens it)."""

@@ -183,3 +183,31 @@ def test_a_line_whose_devices_inflate_past_the_limit_is_damaged_not_inflated(ste
                                                 path.read_bytes(), count=1))
     with pytest.raises(InvalidCheckpoint, match=r"line 2 is damaged"):
         MeasurementJournal(tmp_path / "cut.jsonl", IDENTITY, resume=True)
+
+
+def test_a_line_the_disk_has_no_room_for_names_the_file_and_is_taken_back(step, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from gnplace.execute import journal as journal_module
+
+    graph, cluster, path = step.graph, load_cluster("k80x2"), tmp_path / "m.jsonl"
+    timer = Counting(step)
+    timer.attach(MeasurementJournal(path, IDENTITY))
+    a, b, c = _placements(graph, 3)
+    timer.time(graph, cluster, a)
+    before = path.read_bytes()
+    fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")  # (a file's flush or sync names no file)
+
+    monkeypatch.setattr(journal_module.os, "fsync", full)
+    with pytest.raises(OSError) as caught:
+        timer.time(graph, cluster, b)
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
+    assert path.read_bytes() == before  # b's line taken back
+    monkeypatch.setattr(journal_module.os, "fsync", fsync)
+    timer.time(graph, cluster, c)  # space freed: the run goes on from what was saved
+    timer.journal.close()
+    assert len(MeasurementJournal(path, IDENTITY, resume=True)) == 2
