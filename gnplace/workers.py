@@ -80,21 +80,23 @@ class SharedSetting(ContextDecorator):
                 undo()
 
 
+#: The variables that tell a process its rank (Lightning's ``_get_rank`` reads the first two, and its environments the
+#: rest; torchrun sets ``RANK`` and ``GROUP_RANK``, its node's rank): a launcher sets them beside ``WORLD_SIZE`` or
+#: ``MASTER_ADDR``.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
+
+
 def is_launched_rank() -> bool:
     """Whether this process is a rank other than 0 that a launcher started (Lightning's DDP, torchrun).
 
-    Such ranks find ``LOCAL_RANK`` or ``NODE_RANK`` set to something other than ``0``, beside the
-    ``WORLD_SIZE`` or ``MASTER_ADDR`` every launcher (and every multi-node run's user) sets as well; rank 0,
-    and a process no launcher started, do not. A rank variable alone, left in a shell by an earlier job,
-    does not make a process a rank: it made a plain run skip its folder's run lock.
+    Such ranks find one of :data:`RANK_VARIABLES` set to something other than ``0``, beside the ``WORLD_SIZE`` or
+    ``MASTER_ADDR`` every launcher (and every multi-node run's user) sets as well; rank 0, and a process no launcher
+    started, do not. A rank variable alone, left in a shell by an earlier job, does not make a process a rank: it
+    made a plain run skip its folder's run lock. ``RANK`` and ``GROUP_RANK`` count: torchrun's rank on a second host
+    has ``LOCAL_RANK=0`` and no ``NODE_RANK``, and took the lock of a shared output folder (one node's run refused).
     """
-    ranked = os.environ.get("LOCAL_RANK", "0") != "0" or os.environ.get("NODE_RANK", "0") != "0"
+    ranked = any(os.environ.get(name, "0") != "0" for name in RANK_VARIABLES)
     return ranked and ("WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ)
-
-
-#: The variables that tell a process its rank (Lightning's ``_get_rank`` reads the first two, and its environments the
-#: rest): a launcher sets them beside ``WORLD_SIZE`` or ``MASTER_ADDR``.
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
 
 
 def _hide_stray_ranks() -> Callable[[], None]:

@@ -49,6 +49,18 @@ def test_a_folder_another_process_runs_in_is_refused_until_that_process_dies(hol
     assert not (folder / LOCK_NAME).exists()
 
 
+def test_torchruns_rank_on_a_second_host_leaves_a_shared_folder_to_rank_0(holder, monkeypatch):
+    """``torchrun --nnodes 2 --nproc-per-node 1`` with ``-o`` on a shared filesystem: the second host's rank
+    (``RANK=1``, ``LOCAL_RANK=0``) took the folder's lock, so rank 0's ``gnplace finetune`` was refused."""
+    folder, _ = holder  # rank 0's run, holding the folder
+    monkeypatch.delenv("NODE_RANK", raising=False)
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "RANK": "1",
+                        "LOCAL_RANK": "0", "GROUP_RANK": "1"}.items():
+        monkeypatch.setenv(name, value)
+    with folder_lock(folder, "-o"):
+        pass  # a rank that serves rank 0's run takes nothing
+
+
 def test_a_process_enters_its_own_folder_again_and_lets_go_once_out(tmp_path):
     with folder_lock(tmp_path / "run"):
         with folder_lock(tmp_path / "run" / ".", "-o"):  # the same folder, named another way

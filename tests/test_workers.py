@@ -123,7 +123,7 @@ def test_threads_per_worker_counts_the_cores_this_process_may_use(monkeypatch):
 def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
     from gnplace.workers import is_launched_rank
 
-    for name in ("LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR"):
+    for name in ("RANK", "GROUP_RANK", "LOCAL_RANK", "NODE_RANK", "WORLD_SIZE", "MASTER_ADDR"):
         monkeypatch.delenv(name, raising=False)
     assert not is_launched_rank()
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -139,6 +139,27 @@ def test_is_launched_rank_reads_the_launchers_rank_variables(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE")
     monkeypatch.setenv("MASTER_ADDR", "node0")  # a multi-node run's second machine, as its user starts it
     assert is_launched_rank()
+
+
+def test_is_launched_rank_reads_torchruns_rank_on_a_second_host(monkeypatch):
+    """``torchrun --nnodes 2 --nproc-per-node 1``: the second host's rank has ``LOCAL_RANK=0`` and no ``NODE_RANK``.
+
+    It was taken for a rank 0, so ``gnplace finetune --timer dist`` there took the run lock of a shared ``-o``, and
+    one of the two nodes was refused ("another gnplace run is writing into this folder").
+    """
+    from gnplace.workers import is_launched_rank
+
+    for name in ("NODE_RANK", "SLURM_NTASKS", "SLURM_PROCID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"MASTER_ADDR": "node0", "MASTER_PORT": "29500", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
+                        "RANK": "0", "GROUP_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    assert not is_launched_rank()  # node 0's rank
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("GROUP_RANK", "1")
+    assert is_launched_rank()
+    monkeypatch.setenv("RANK", "0")
+    assert is_launched_rank()  # GROUP_RANK alone: a rank of node 1
 
 
 def _first_quick_then_slow(arg: tuple[str, int, bool]) -> int:
