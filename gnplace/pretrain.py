@@ -540,7 +540,7 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
-@holds_folder("out", "--out")  # one run at a time in a folder
+@holds_folder("out", "--out", slurm=True)  # one run at a time in a folder (a SLURM job's tasks: one run)
 @stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
@@ -597,10 +597,10 @@ def pretrain(
     last = out / "checkpoints" / "last.ckpt"
     ckpt_path = None
     # a new run would overwrite the earlier run's checkpoints (checked by rank 0, not by the ranks it launches)
-    if last.exists() and not resume and not is_launched_rank():
+    if last.exists() and not resume and not is_launched_rank(slurm=True):
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     exported = exported_files(out)
-    if exported and not last.exists() and not is_launched_rank():  # stopped before its first checkpoint
+    if exported and not last.exists() and not is_launched_rank(slurm=True):  # stopped before its first checkpoint
         raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
                               "from: use another --out, or move them away")
     pairs, val_pairs = pretrain_pairs(config)

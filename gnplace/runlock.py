@@ -52,7 +52,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator[None]:
+def folder_lock(folder: str | os.PathLike[str], flag: str = "--out", *, slurm: bool = False) -> Iterator[None]:
     """Hold ``folder``'s run lock for the body (making the folder if it is missing).
 
     A folder this made is removed again when the body fails and leaves nothing in it, so that a refused
@@ -62,6 +62,9 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
     Args:
         folder (str or Path): the output folder.
         flag (str, optional): how the user names it, for the message (default: ``"--out"``).
+        slurm (bool, optional): the tasks but 0 of a SLURM job step are ranks of this run too, as Lightning takes
+            them for ``gnplace pretrain`` (:func:`~gnplace.workers.is_launched_rank`), and take nothing
+            (default: False).
 
     Raises:
         InvalidArgument: if another process holds the lock (another run writes into ``folder``), the
@@ -79,7 +82,7 @@ def folder_lock(folder: str | os.PathLike[str], flag: str = "--out") -> Iterator
 
     path = Path(os.path.abspath(folder))  # "a/../b" made "a" too, which a refusal could not remove
     key = os.path.realpath(path)
-    if key in _held or is_launched_rank():  # held by this process already (its outer run lets go of it)
+    if key in _held or is_launched_rank(slurm=slurm):  # held by this process already (its outer run lets go of it)
         yield
         return
     if path.exists() and not path.is_dir():
@@ -205,8 +208,10 @@ def _locked(lock: Path, fcntl: Any) -> int | None:
         os.close(fd)
 
 
-def holds_folder(parameter: str, flag: str = "--out") -> Callable[[F], F]:
+def holds_folder(parameter: str, flag: str = "--out", *, slurm: bool = False) -> Callable[[F], F]:
     """Decorate a function to run under :func:`folder_lock` of its argument ``parameter`` (where given).
+
+    ``flag`` and ``slurm`` are :func:`folder_lock`'s.
 
     Examples:
         >>> @holds_folder("out")
@@ -223,7 +228,7 @@ def holds_folder(parameter: str, flag: str = "--out") -> Callable[[F], F]:
             folder = bound.arguments.get(parameter)
             if folder is None:
                 return function(*args, **kwargs)
-            with folder_lock(folder, flag):
+            with folder_lock(folder, flag, slurm=slurm):
                 return function(*args, **kwargs)
 
         return locked  # type: ignore[return-value]

@@ -86,7 +86,7 @@ class SharedSetting(ContextDecorator):
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK")
 
 
-def is_launched_rank() -> bool:
+def is_launched_rank(*, slurm: bool = False) -> bool:
     """Whether this process is a rank other than 0 that a launcher started (Lightning's DDP, torchrun).
 
     Such ranks find one of :data:`RANK_VARIABLES` set to something other than ``0``, beside the ``WORLD_SIZE`` or
@@ -94,9 +94,31 @@ def is_launched_rank() -> bool:
     started, do not. A rank variable alone, left in a shell by an earlier job, does not make a process a rank: it
     made a plain run skip its folder's run lock. ``RANK`` and ``GROUP_RANK`` count: torchrun's rank on a second host
     has ``LOCAL_RANK=0`` and no ``NODE_RANK``, and took the lock of a shared output folder (one node's run refused).
+
+    Args:
+        slurm (bool, optional): also a task other than 0 of a SLURM job step of several tasks (``SLURM_PROCID``),
+            which Lightning takes for a rank of ``gnplace pretrain`` and srun starts with neither ``WORLD_SIZE`` nor
+            ``MASTER_ADDR``; commands that run one process read none of SLURM's variables (default: False).
     """
     ranked = any(os.environ.get(name, "0") != "0" for name in RANK_VARIABLES)
-    return ranked and ("WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ)
+    if ranked and ("WORLD_SIZE" in os.environ or "MASTER_ADDR" in os.environ):
+        return True
+    return slurm and _slurm_task() > 0
+
+
+def _slurm_task() -> int:
+    """This process's task in a SLURM job step of several tasks that Lightning takes for its ranks; 0 otherwise.
+
+    Lightning's ``SLURMEnvironment`` is the job's where ``SLURM_NTASKS`` is set and the job is not named ``bash``
+    or ``interactive`` (its way to run other launchers inside a job); its global rank is ``SLURM_PROCID``.
+    """
+    if os.environ.get("SLURM_JOB_NAME") in ("bash", "interactive"):
+        return 0
+    try:
+        tasks, task = int(os.environ.get("SLURM_NTASKS", "1")), int(os.environ.get("SLURM_PROCID", "0"))
+    except ValueError:
+        return 0
+    return task if tasks > 1 else 0
 
 
 def _hide_stray_ranks() -> Callable[[], None]:

@@ -112,6 +112,30 @@ def test_a_slurm_job_of_ntasks_without_ntasks_per_node_is_refused_in_one_line(ti
         pretrain(load_pretrain_config(tiny_config), tmp_path / "run", progress=False)
 
 
+def test_the_tasks_of_a_slurm_job_share_one_output_folder(tiny_config, tmp_path, monkeypatch):
+    """``srun`` (2 nodes of 1 task, or 1 node of 2) into a shared ``--out``: task 1, which srun starts with neither
+    ``WORLD_SIZE`` nor ``MASTER_ADDR``, took the folder's run lock, so task 0 (rank 0) was refused and task 1 waited
+    for it at the rendezvous for Lightning's half hour."""
+    fcntl = pytest.importorskip("fcntl")
+    from gnplace.runlock import LOCK_NAME
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    with open(folder / LOCK_NAME, "w") as held:  # task 0's run holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for name in ("WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK", "NODE_RANK", "RANK", "GROUP_RANK"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in {"SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "1", "SLURM_PROCID": "1",
+                            "SLURM_LOCALID": "0", "SLURM_NODEID": "1", "SLURM_JOB_ID": "5",
+                            "SLURM_JOB_NAME": "train"}.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(InvalidArgument, match="devices, num_nodes and jobs must be >= 1"):  # past the lock
+            pretrain(load_pretrain_config(tiny_config), folder, devices=0, progress=False)
+        monkeypatch.setenv("SLURM_PROCID", "0")
+        with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+            pretrain(load_pretrain_config(tiny_config), folder, devices=0, progress=False)
+
+
 def test_a_rank_variable_left_in_the_shell_does_not_silence_the_logs(tiny_config, tmp_path, monkeypatch):
     """With ``LOCAL_RANK=1`` left from an earlier job, Lightning took the run for rank 1: no logs, no TensorBoard."""
     from lightning_utilities.core.rank_zero import rank_zero_only

@@ -61,6 +61,21 @@ def test_torchruns_rank_on_a_second_host_leaves_a_shared_folder_to_rank_0(holder
         pass  # a rank that serves rank 0's run takes nothing
 
 
+def test_a_slurm_task_leaves_the_folder_to_task_0_only_where_asked(holder, monkeypatch):
+    """Lightning takes a SLURM job's tasks for pretraining's ranks (``slurm=True``); a command of one process does not
+    (two ``srun -n 2 gnplace finetune`` tasks into one folder are two runs, the second refused)."""
+    folder, _ = holder
+    for name in ("WORLD_SIZE", "MASTER_ADDR", "LOCAL_RANK", "NODE_RANK", "RANK", "GROUP_RANK", "SLURM_JOB_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    with folder_lock(folder, slurm=True):
+        pass
+    with pytest.raises(InvalidArgument, match="another gnplace run is writing into this folder"):
+        with folder_lock(folder):
+            raise AssertionError("entered a folder another run holds")
+
+
 def test_a_process_enters_its_own_folder_again_and_lets_go_once_out(tmp_path):
     with folder_lock(tmp_path / "run"):
         with folder_lock(tmp_path / "run" / ".", "-o"):  # the same folder, named another way

@@ -162,6 +162,29 @@ def test_is_launched_rank_reads_torchruns_rank_on_a_second_host(monkeypatch):
     assert is_launched_rank()  # GROUP_RANK alone: a rank of node 1
 
 
+def test_is_launched_rank_reads_a_slurm_jobs_task_where_asked(monkeypatch):
+    """srun sets neither ``WORLD_SIZE`` nor ``MASTER_ADDR``: Lightning reads ``SLURM_PROCID`` for pretraining's ranks."""
+    from gnplace.workers import RANK_VARIABLES, is_launched_rank
+
+    for name in (*RANK_VARIABLES, "WORLD_SIZE", "MASTER_ADDR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    assert is_launched_rank(slurm=True)
+    assert not is_launched_rank()  # finetune and the others read none of SLURM's variables
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    assert not is_launched_rank(slurm=True)
+    monkeypatch.setenv("SLURM_PROCID", "1")
+    monkeypatch.setenv("SLURM_JOB_NAME", "interactive")  # Lightning's way out of SLURM's ranks inside a job
+    assert not is_launched_rank(slurm=True)
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    assert not is_launched_rank(slurm=True)
+    monkeypatch.setenv("SLURM_NTASKS", "two")
+    assert not is_launched_rank(slurm=True)
+
+
 def _first_quick_then_slow(arg: tuple[str, int, bool]) -> int:
     """Task ``i`` of a run: the first ends at once (or raises), the others take 2 s; each leaves a file when done."""
     folder, i, first_raises = arg

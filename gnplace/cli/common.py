@@ -350,14 +350,15 @@ def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> No
 
 
 def note_nothing_to_resume(last: str | os.PathLike[str], prog: str,
-                           journal: str | os.PathLike[str] | None = None) -> None:
+                           journal: str | os.PathLike[str] | None = None, *, slurm: bool = False) -> None:
     """Say on stderr that ``--resume`` found no checkpoint ``last``, so the run starts afresh (rank 0 only).
 
-    A measurement ``journal`` there (:mod:`gnplace.execute.journal`) is named: the new run answers from it.
+    A measurement ``journal`` there (:mod:`gnplace.execute.journal`) is named: the new run answers from it. ``slurm``:
+    a SLURM job's tasks are ranks of the run (:func:`~gnplace.workers.is_launched_rank`).
     """
     from gnplace.workers import is_launched_rank
 
-    if not is_launched_rank() and not Path(last).exists():
+    if not is_launched_rank(slurm=slurm) and not Path(last).exists():
         answered = ""
         if journal is not None and Path(journal).is_file() and Path(journal).stat().st_size > 0:
             answered = f", answering the steps measured before from {os.fspath(journal)}"

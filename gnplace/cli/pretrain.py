@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export", others=read)
 
     if args.resume and not exported_files(args.out):  # (beside exported files pretrain refuses: no new run starts)
-        note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain")
+        note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain", slurm=True)
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,
                       jobs=args.jobs)
