@@ -65,7 +65,8 @@ from gnplace.workers import (
 
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
-    "EndWithLauncher", "ExportPolicy", "RankDigest", "check_resumable", "check_strategy", "pairs_digest",
+    "EndWithLauncher", "ExportPolicy", "RankDigest", "ResumedTogether", "check_resumable", "check_resumed_together",
+    "check_strategy", "pairs_digest",
     "imitation_recipe",
     "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
 ]
@@ -338,6 +339,59 @@ class EndWithLauncher(L.Callback):
         launcher = multiprocessing.parent_process()
         if launcher is not None and launcher.pid is not None:
             watch_parent(launcher.pid)
+
+
+class ResumedTogether(L.Callback):
+    """Refuse, before the first iteration, a distributed run whose ranks did not all resume from one checkpoint.
+
+    Each rank resumes from the ``checkpoints/last.ckpt`` it finds in its own ``--out``, and only rank 0 writes
+    there. Two machines with ``--out`` on their own disks (or ``--resume`` given on one alone) resumed one rank and
+    started the other afresh: their collectives then disagreed (a gloo traceback: "Received data size doesn't
+    match expected size"), or, with an older copy of the checkpoint, they trained from other iterations.
+
+    Args:
+        checkpoint (Path, optional): the checkpoint this rank resumes from; None: none (a new run).
+    """
+
+    def __init__(self, checkpoint: Path | None) -> None:
+        self.checkpoint = checkpoint
+        self.digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest() if checkpoint is not None else None
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: Any) -> None:
+        """Compare every rank's checkpoint and restored iteration with rank 0's (a collective: every rank calls it)."""
+        from gnplace.train import every_rank
+
+        if trainer.world_size <= 1:
+            return
+        mine = (str(self.checkpoint) if self.checkpoint is not None else None, self.digest, int(pl_module.iteration))
+        check_resumed_together(every_rank(mine, int(trainer.world_size)))
+
+
+def check_resumed_together(ranks: list[tuple[str | None, str | None, int]]) -> None:
+    """Refuse ranks that resumed from other checkpoints than rank 0's (:class:`ResumedTogether`).
+
+    Args:
+        ranks (list): by rank, the checkpoint it resumed from (None: none), that file's SHA-256 and the iteration
+            it starts at.
+
+    Raises:
+        InvalidCheckpoint: naming the first rank that differs from rank 0, on every rank.
+
+    Examples:
+        >>> check_resumed_together([("a/last.ckpt", "d1", 2), ("b/last.ckpt", "d1", 2)])  # a copy of one file
+    """
+    def started(path: str | None, iteration: int) -> str:
+        return f"resumes from {path} (iteration {iteration})" if path is not None else "starts a new run"
+
+    first = ranks[0]
+    for rank, (path, digest, iteration) in enumerate(ranks[1:], 1):
+        if (digest, iteration) != first[1:]:
+            raise InvalidCheckpoint(
+                f"rank {rank} {started(path, iteration)} where rank 0 {started(first[0], first[2])}: every machine of "
+                "a multi-node run must resume from rank 0's checkpoint; give each the same --out on a shared "
+                "filesystem (or copy rank 0's OUT/checkpoints/last.ckpt into each machine's --out), and --resume on "
+                "each"
+            )
 
 
 class RankDigest(L.Callback):
@@ -671,7 +725,7 @@ def _fit(
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
                 callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
-                           saver, *bars],
+                           ResumedTogether(Path(ckpt_path) if ckpt_path is not None else None), saver, *bars],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,
                 num_sanity_val_steps=0, use_distributed_sampler=False, deterministic=False,

@@ -403,6 +403,49 @@ def test_ddp_with_two_cpu_processes_agrees_writes_a_loadable_checkpoint_and_resu
     assert json.loads((split / "ranks" / "rank1.json").read_text()) == ranks[1]
 
 
+def test_ranks_that_resumed_from_other_checkpoints_than_rank_0s_are_refused():
+    """A rank resuming from nothing or another checkpoint trained on beside rank 0 until their collectives disagreed."""
+    from gnplace.pretrain import check_resumed_together
+
+    check_resumed_together([("a/last.ckpt", "d", 2), ("b/last.ckpt", "d", 2)])  # a copy of rank 0's file
+    check_resumed_together([(None, None, 0), (None, None, 0)])  # a new run
+    with pytest.raises(InvalidCheckpoint, match=r"^rank 1 starts a new run where rank 0 resumes from a/last.ckpt "
+                                                r"\(iteration 2\): .*same --out on a shared filesystem"):
+        check_resumed_together([("a/last.ckpt", "d", 2), (None, None, 0)])
+    with pytest.raises(InvalidCheckpoint, match=r"^rank 2 resumes from c/last.ckpt \(iteration 1\) where rank 0"):
+        check_resumed_together([("a/last.ckpt", "d", 2), ("b/last.ckpt", "d", 2), ("c/last.ckpt", "e", 1)])
+
+
+@pytest.mark.slow  # about 25 s on 2 cores
+def test_two_nodes_with_their_own_out_refuse_a_resume_that_only_node_0_can_make(tiny_config, tmp_path):
+    """Two machines emulated here (MASTER_ADDR, NODE_RANK), each with its own --out: rank 0 writes the checkpoint in
+    its own, so on --resume node 1 started afresh, and both died of a gloo traceback (or trained apart)."""
+    import socket
+
+    def nodes(*args: str) -> list[subprocess.CompletedProcess]:
+        with socket.socket() as s:  # a free port for each launch's rendezvous
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        runs = [subprocess.Popen(_script("--config", str(tiny_config), "--out", str(tmp_path / f"node{r}"),
+                                         "--devices", "1", "--num-nodes", "2", "--strategy", "ddp", *args),
+                                 env={**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                                      "NODE_RANK": str(r)},
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                for r in (0, 1)]
+        try:
+            return [subprocess.CompletedProcess(run.args, run.wait(timeout=300), "", run.stderr.read())
+                    for run in runs]
+        finally:
+            for run in runs:
+                run.kill()
+
+    assert [run.returncode for run in nodes("--set", "schedule.iterations=1")] == [0, 0]
+    resumed = nodes("--set", "schedule.iterations=2", "--resume")
+    for run in resumed:
+        assert run.returncode == 2, run.stderr[-2000:]
+        assert run.stderr.splitlines()[-1].startswith("pretrain: error: rank 1 starts a new run where rank 0 resumes")
+
+
 def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_path):
     from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain import check_strategy, load_pretrain_config, pretrain
