@@ -532,6 +532,10 @@ def serve() -> None:
 
     Start it in every process but rank 0's when launching across hosts with ``torchrun``; it joins
     the process group from the environment if this process has none yet.
+
+    Raises:
+        ExecutionFailed: in one line, when rank 0 is gone while this rank waits for its next command (a rank that
+            ``torchrun`` started on another host printed a gloo traceback when its driver was killed).
     """
     if not dist.is_initialized():
         backend = os.environ.get("GNPLACE_DIST_BACKEND", "gloo")
@@ -541,7 +545,11 @@ def serve() -> None:
     try:
         while True:
             box: list[Any] = [None]
-            dist.broadcast_object_list(box, src=0)
+            try:
+                dist.broadcast_object_list(box, src=0)
+            except RuntimeError as err:  # gloo's closed connection, NCCL's DistBackendError, a timeout
+                raise ExecutionFailed(f"rank {dist.get_rank()}: rank 0, which runs the timing, is gone: "
+                                      f"{first_line(err)}") from err
             command, payload = box[0]
             if command == "stop":
                 break

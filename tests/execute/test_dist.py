@@ -498,6 +498,29 @@ def test_ranks_end_quietly_when_the_driver_is_killed(tmp_path):
         driver.kill()
 
 
+def test_a_torchrun_rank_whose_rank_0_is_gone_ends_in_one_line(monkeypatch):
+    """``torchrun --nnodes 2``: node 1's rank, serving, printed gloo's traceback when node 0's driver was killed."""
+    import torch.distributed as dist
+
+    from gnplace.execute.dist import serve
+
+    def closed(box, src):
+        raise RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:688. This is "
+                           "typically caused by a remote worker crashing.\nmore")
+
+    ended = []
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "gloo")
+    monkeypatch.setattr(dist, "get_rank", lambda *a: 1)
+    monkeypatch.setattr(dist, "broadcast_object_list", closed)
+    monkeypatch.setattr(dist, "destroy_process_group", lambda *a: ended.append(True))
+    with pytest.raises(ExecutionFailed, match=r"^rank 1: rank 0, which runs the timing, is gone: .*Connection closed "
+                                              r"by peer \[127.0.0.1\]:688. This is typically caused by a remote "
+                                              r"worker crashing.$"):
+        serve()
+    assert ended == [True]
+
+
 def _alive(pid):
     """Whether ``pid`` runs (a zombie left for a parent that does not reap counts as ended)."""
     try:
