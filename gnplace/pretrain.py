@@ -341,6 +341,22 @@ class EndWithLauncher(L.Callback):
             watch_parent(launcher.pid)
 
 
+class OneThread(L.Callback):
+    """Train on one torch thread in every rank, as a run of one process does (:func:`pretrain`'s ``torch_threads(1)``).
+
+    Lightning's launchers give each rank ``cores // processes per machine`` threads where ``OMP_NUM_THREADS`` is
+    unset, after :func:`pretrain` set one: a run of two machines with one rank each on 2-core hosts trained on two
+    threads, and its ``policy.ckpt`` differed from the same config's under ``--devices 2`` on one host (the PPO
+    statistics from the 7th digit of the second step on). The count then depended on the machine's cores.
+    """
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """One intra-op thread, after the launcher set its own count (:func:`pretrain` gives the caller's back)."""
+        import torch
+
+        torch.set_num_threads(1)
+
+
 class ResumedTogether(L.Callback):
     """Refuse, before the first iteration, a distributed run whose ranks did not all resume from one checkpoint.
 
@@ -724,7 +740,8 @@ def _fit(
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
-                callbacks=[EndWithLauncher(), StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
+                callbacks=[EndWithLauncher(), OneThread(), StopAfter(schedule.iterations), exporter,
+                           RankDigest(out / "ranks"),
                            ResumedTogether(Path(ckpt_path) if ckpt_path is not None else None), saver, *bars],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,

@@ -955,3 +955,27 @@ def test_ddp_rank_0_in_the_callers_process_gives_back_its_thread_settings(tiny_c
                           text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "after 2 2 None"  # numba's count and OMP_NUM_THREADS as they were
+
+
+def test_every_rank_trains_on_one_thread_whatever_the_launcher_gives(tiny_config, tmp_path, monkeypatch):
+    """Lightning's launcher set cores // ranks threads in each rank (OMP_NUM_THREADS unset), after pretrain set one:
+    a two-machine run on 2-core hosts trained on two threads, and its checkpoint differed from one host's."""
+    import lightning.fabric.utilities.distributed as distributed
+
+    from gnplace.train import PlacementLearner
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(distributed, "_num_cpus_available", lambda: 4)  # a 4-core machine: 4 threads for one rank
+    seen: list[int] = []
+    step = PlacementLearner.training_step
+
+    def counting(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(PlacementLearner, "training_step", counting)
+    before = torch.get_num_threads()
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), tmp_path / "run", devices=1,
+             strategy="ddp", progress=False)
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == before  # the caller's count back
