@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from gnplace.cli.common import add_optimizer_argument, device_names, whole_number
@@ -104,11 +105,24 @@ def _profile(args: argparse.Namespace) -> int:
                               "none")
     if args.placements == 0 and args.rounds is not None:
         raise InvalidArgument("--rounds measures each placement --placements checks, and --placements is 0")
+    from gnplace.execute.dist import launched_by_torchrun, serve
+
+    if args.timer == "dist" and launched_by_torchrun():
+        # across hosts: rank 0 profiles and the others run its commands (rank 1 refused in one line, and rank 0
+        # waited for it until killed); every rank refuses a --ranks that is not torchrun's count of them
+        world = int(os.environ["WORLD_SIZE"])
+        if args.ranks is not None and args.ranks != world:
+            raise InvalidArgument(f"--ranks {args.ranks}: torchrun started {world} processes, one rank each; give "
+                                  f"--ranks {world} or leave it out")
+        args.ranks = world
     args.ranks = 2 if args.ranks is None else args.ranks
     args.rounds = 3 if args.rounds is None else args.rounds
     args.probe_rounds = 5 if args.probe_rounds is None else args.probe_rounds
     _check_measurement_flags(args)
     check_count(args.placements, "--placements", maximum=MAX_FIDELITY_PLACEMENTS)  # each measured --rounds times
+    if args.timer == "dist" and launched_by_torchrun() and int(os.environ["RANK"]) > 0:
+        serve()  # (after the checks of the settings, which rank 0 makes too: a refused run starts no rank)
+        return 0
     check_output_folder(args.out)
     for name in ("graph.gnpg", "cluster.yaml", "fidelity.json"):  # before minutes of measuring, not after
         refuse_link(Path(args.out, name), "profile")  # a shared folder's link: written through, out of the folder

@@ -22,8 +22,9 @@ machine are a real two-device cluster, with real compute and real transfers over
 dies while starting is reported at once with the last line it wrote; ranks whose driver is killed
 (``kill -9``) exit on their own within a second.
 Across hosts, start every process with ``torchrun`` (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``,
-``WORLD_SIZE``): rank 0 runs the timing code and the others call :func:`serve` (``gnplace finetune``
-and ``scripts/finetune.py`` do both). Backends: gloo on CPUs, NCCL where every rank has a GPU.
+``WORLD_SIZE``): rank 0 runs the timing code and the others call :func:`serve` (``gnplace finetune``,
+``scripts/finetune.py`` and ``gnplace profile --timer dist`` do both). Backends: gloo on CPUs, NCCL where every
+rank has a GPU.
 
 The step time is the slowest rank's, all ranks starting together after a barrier; the median of
 ``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is

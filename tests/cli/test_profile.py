@@ -205,3 +205,42 @@ def test_an_output_linked_out_of_the_folder_is_refused_before_measuring(tmp_path
                  "--timer", "local", "--devices", "cpu,cpu", "-o", str(out)]) == 2
     assert "cluster.yaml: is a symbolic link" in capsys.readouterr().err
     assert outside.read_text() == "mine" and sorted(p.name for p in out.iterdir()) == ["cluster.yaml"]
+
+
+@pytest.mark.heavy
+def test_torchrun_launch_rank_0_profiles_and_rank_1_serves(tmp_path):
+    """Across hosts torchrun starts the ranks: rank 1 refused ('torchrun started 2 processes (this is rank 1)') and
+    rank 0 waited for it until killed. Here two on one host."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "tmp").mkdir()
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+         "-m", "gnplace", "profile", "gnplace.execute.examples:tiny", "--timer", "dist", "--placements", "1",
+         "--rounds", "1", "--probe-rounds", "1", "--anchor-rounds", "1", "-o", str(tmp_path / "out"), "--json"],
+        capture_output=True, text=True, cwd=root, timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp"),
+             "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert list(report["links"]) == ["rank0-rank1"] and len(report["placements"]) == 1
+    assert load_cluster(tmp_path / "out" / "cluster.yaml").num_devices == 2
+
+
+def test_under_torchrun_ranks_other_than_its_count_are_refused_on_every_rank(tmp_path, capsys, monkeypatch):
+    for rank in ("0", "1"):
+        monkeypatch.setenv("RANK", rank)
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert main(["profile", "gnplace.execute.examples:tiny", "--timer", "dist", "--ranks", "3",
+                     "-o", str(tmp_path / "out")]) == 2
+        assert capsys.readouterr().err == ("gnplace: error: --ranks 3: torchrun started 2 processes, one rank each; "
+                                           "give --ranks 2 or leave it out\n")
