@@ -34,7 +34,7 @@ from lightning.pytorch.callbacks import ProgressBar, RichProgressBar
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from gnplace.exceptions import Terminated, after_interrupt
+from gnplace.exceptions import ExecutionFailed, Terminated, after_interrupt, first_line
 from gnplace.progress import ProgressLine, show_bar
 from gnplace.workers import SharedSetting
 
@@ -491,11 +491,44 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         if err.filename is not None or err.errno not in DISK_FULL:
             raise
         raise OSError(err.errno, err.strerror or str(err), _run_folder(trainer)) from err
+    except RuntimeError as err:
+        lost = lost_peer(err)
+        if lost is None:
+            raise
+        raise ExecutionFailed(f"rank {trainer.global_rank}: another rank of this run is gone ({lost}); what was saved "
+                              "stays, and --resume continues from the last checkpoint") from err
     finally:
         if not finished:
             _close_event_files(trainer)
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, handler)
+
+
+def lost_peer(err: BaseException) -> str | None:
+    """What a collective of a distributed run said when another rank died, in one line; ``None`` if it is no such error.
+
+    A rank killed (``kill -9``, out of memory) ended the others in the collective they were in with gloo's
+    ``RuntimeError`` (``[.../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:35205: Connection reset by
+    peer. This is typically caused by ...``) and its traceback; NCCL's and the process group's own are
+    ``torch.distributed.DistError``. The reason is the text after the source location, to its first sentence's end.
+
+    Examples:
+        >>> lost_peer(RuntimeError("[/x/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:1: Connection reset by "
+        ...                        "peer. This is typically caused by a remote worker hanging"))
+        'gloo: Read error [127.0.0.1]:1: Connection reset by peer'
+        >>> lost_peer(RuntimeError("mat1 and mat2 shapes cannot be multiplied")) is None
+        True
+    """
+    import torch.distributed as dist
+
+    text = first_line(err)
+    backend = "gloo" if "/gloo/" in text else "nccl" if "nccl" in text.lower() else None
+    if backend is None and not (dist.is_available() and isinstance(err, dist.DistError)):
+        return None
+    if text.startswith("[") and "] " in text:  # the C++ source location
+        text = text.split("] ", 1)[1]
+    text = text.split(". ", 1)[0].rstrip(".")
+    return f"{backend}: {text}" if backend else text
 
 
 #: The ``errno`` of a write that the disk refused: full, over the user's quota, past the largest file it takes.

@@ -70,7 +70,7 @@ class InvalidCheckpoint(GnplaceError, ValueError):
 
 
 class ExecutionFailed(GnplaceError):
-    """A placed step could not run on real devices: a rank died, a device is missing, the step cannot be replayed."""
+    """A placed step could not run on real devices (a rank died, a device is missing); a distributed run lost a rank."""
 
 
 class Terminated(KeyboardInterrupt):

@@ -23,7 +23,7 @@ from gnplace.callbacks import (
     quiet_lightning,
     single_process_plugins,
 )
-from gnplace.exceptions import Terminated
+from gnplace.exceptions import ExecutionFailed, Terminated
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, toy_cluster
 
@@ -497,3 +497,35 @@ def test_a_disk_that_fills_up_under_the_logs_names_the_runs_folder_and_closes_th
     assert exit_hooks
     for hook in exit_hooks:
         hook()  # raised the OSError again, which Python printed as a traceback at exit
+
+
+_GLOO_RESET = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:35205: "
+               "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+               "application. Check the logs of the remote worker before reporting an error. GLHF!")
+
+
+@pytest.mark.parametrize(("error", "reported"), [
+    (RuntimeError(_GLOO_RESET), "gloo: Read error [127.0.0.1]:35205: Connection reset by peer"),
+    (torch.distributed.DistBackendError("NCCL communicator was aborted on rank 1. Original reason: x"),
+     "nccl: NCCL communicator was aborted on rank 1"),
+])
+def test_a_rank_that_died_ends_the_others_in_one_line(tmp_path, error, reported):
+    """kill -9 of a rank of pretrain --devices 2 --strategy ddp: the other printed gloo's traceback, status 1."""
+
+    class PeerGone(L.Callback):
+        def on_train_batch_start(self, *args):
+            raise error
+
+    with quiet_lightning(), pytest.raises(ExecutionFailed) as caught:
+        fit_interruptibly(_boring_trainer(tmp_path, [PeerGone()]), BoringModel())
+    assert str(caught.value) == (f"rank 0: another rank of this run is gone ({reported}); what was saved stays, and "
+                                 "--resume continues from the last checkpoint")
+
+
+def test_another_runtime_error_is_not_taken_for_a_lost_rank(tmp_path):
+    class Broken(L.Callback):
+        def on_train_batch_start(self, *args):
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")
+
+    with quiet_lightning(), pytest.raises(RuntimeError, match="mat1 and mat2"):
+        fit_interruptibly(_boring_trainer(tmp_path, [Broken()]), BoringModel())
