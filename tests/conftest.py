@@ -302,6 +302,31 @@ def disk_full_at(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
 
 @pytest.fixture
+def disk_fills_in(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``disk_fills_in(path)``: from then on, the disk takes half of the next write into ``path``, then no more.
+
+    ``os.write`` into the file at ``path`` writes the first half of its bytes, then raises ``OSError(ENOSPC)`` (a
+    filled disk as an append meets it); writes into other files go through. ``monkeypatch.undo()`` ends it.
+    """
+    import errno
+    import os
+
+    write = os.write
+
+    def fills(path: Path) -> None:
+        def full(fd: int, data: bytes) -> int:
+            if os.fstat(fd).st_ino != path.stat().st_ino:
+                return write(fd, data)
+            if len(data) > 1:
+                return write(fd, bytes(data[:len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "write", full)
+
+    return fills
+
+
+@pytest.fixture
 def process_alive() -> Callable[..., bool]:
     """``process_alive(pid, within=0.0)``: whether process ``pid`` still runs (a zombie does not) after waiting up to
     ``within`` seconds for it to end."""

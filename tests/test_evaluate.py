@@ -1174,25 +1174,15 @@ def test_unplaced_names_the_pairs_no_row_fits_and_why(tmp_path):
     assert short is not None and "hold 2 B in all" in short
 
 
-def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(graphs, tmp_path, monkeypatch):
+def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(graphs, tmp_path, monkeypatch,
+                                                                                disk_fills_in):
     import errno
-
-    from gnplace import graph_io
 
     tasks = [Task(str(g), "k80x2", p) for g in collect_graphs([str(graphs)]) for p in ("single", "round_robin")]
     out = tmp_path / "out"
     evaluate(tasks[:1], out)
     before = (out / "results.csv").read_bytes()
-    write = os.write
-
-    def full(fd, data):  # the disk takes half the row, then no more
-        if os.fstat(fd).st_ino != (out / "results.csv").stat().st_ino:
-            return write(fd, data)
-        if len(data) > 1:
-            return write(fd, bytes(data[:len(data) // 2]))
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(graph_io.os, "write", full)
+    disk_fills_in(out / "results.csv")
     with pytest.raises(OSError) as caught:
         evaluate(tasks, out)
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(out / "results.csv"))

@@ -47,27 +47,15 @@ def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
     assert set(report.Store(path).rows) == {"a", "b"}
 
 
-def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(tmp_path, load_script, monkeypatch):
+def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(tmp_path, load_script, disk_fills_in):
     import errno
-    import os
-
-    from gnplace import graph_io
 
     report = load_script("report")
     path = tmp_path / "rows.jsonl"
     store = report.Store(path)
     store.add({"key": "a", "v": 1})
     before = path.read_bytes()
-    write = os.write
-
-    def full(fd, data):  # the disk takes half the row, then no more
-        if os.fstat(fd).st_ino != path.stat().st_ino:
-            return write(fd, data)
-        if len(data) > 1:
-            return write(fd, bytes(data[:len(data) // 2]))
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(graph_io.os, "write", full)
+    disk_fills_in(path)
     with pytest.raises(OSError) as caught:
         store.add({"key": "b", "v": 2})
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))

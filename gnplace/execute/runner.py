@@ -255,6 +255,7 @@ def optimizer_state(program: Program, params: Mapping[str, torch.Tensor], plan: 
     return state
 
 
+@without_autocast()  # the casts autocast made when recording are ops of the step; none is added
 def run_step(
     program: Program,
     plan: Plan,
@@ -298,25 +299,6 @@ def run_step(
             op, a tensor's crossing to it, an input's copy onto it, a parameter's update or (without
             ``params``) a parameter's copy onto it.
     """
-    with without_autocast():  # the casts autocast made when recording are ops of the step; none is added
-        return _run_step(program, plan, devices, params=params, inputs=inputs, lr=lr, capacity=capacity,
-                         keep_outputs=keep_outputs, buffers=buffers, state=state)
-
-
-def _run_step(
-    program: Program,
-    plan: Plan,
-    devices: Sequence[torch.device],
-    *,
-    params: dict[str, torch.Tensor] | None = None,
-    inputs: Sequence[torch.Tensor] | None = None,
-    lr: float = 0.0,
-    capacity: np.ndarray | None = None,
-    keep_outputs: bool = True,
-    buffers: Mapping[str, torch.Tensor] | None = None,
-    state: OptimizerState | None = None,
-) -> StepOutput:
-    """:func:`run_step`, with autocast off."""
     num_devices = len(devices)
     used = [*plan.op_device.tolist(), *plan.param_device.values(), *plan.input_device.values()]
     if used and max(used) >= num_devices:
