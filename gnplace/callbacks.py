@@ -546,6 +546,28 @@ def _run_folder(trainer: L.Trainer) -> str:
         return folders[0]
 
 
+class EventFilesClosedAtExit(L.Callback):
+    """In a rank that ``multiprocessing`` started (``ddp_spawn``), close the TensorBoard event files as it ends.
+
+    tensorboardX's writer thread waits on a ``multiprocessing.Queue``. At a spawned rank's end ``multiprocessing``
+    runs its exit finalizers before the interpreter's ``atexit`` hooks: the queue's (priority 10) has its feeder
+    close the queue's reader while the writer thread waits on it, and that thread printed ``OSError: handle is
+    closed`` with a traceback after "gnplace: interrupted" (a Ctrl-C of ``pretrain --strategy ddp_spawn``, whose
+    ranks end without Lightning's ``finalize``). A finalizer of a higher priority closes the files first.
+    """
+
+    #: Runs before ``multiprocessing.Queue``'s exit finalizer, whose priority is 10.
+    EXIT_PRIORITY = 20
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Register the closing, in a process that ``multiprocessing`` started."""
+        import multiprocessing
+        from multiprocessing.util import Finalize
+
+        if multiprocessing.parent_process() is not None:
+            Finalize(None, _close_event_files, args=(trainer,), exitpriority=self.EXIT_PRIORITY)
+
+
 def _close_event_files(trainer: L.Trainer) -> None:
     """Close the TensorBoard event files of ``trainer``'s loggers, whatever their last bytes the disk refuses.
 

@@ -529,3 +529,39 @@ def test_another_runtime_error_is_not_taken_for_a_lost_rank(tmp_path):
 
     with quiet_lightning(), pytest.raises(RuntimeError, match="mat1 and mat2"):
         fit_interruptibly(_boring_trainer(tmp_path, [Broken()]), BoringModel())
+
+
+_SPAWNED_RANK = """
+import multiprocessing, sys, types
+
+def rank(folder, close):
+    from lightning.pytorch.loggers import TensorBoardLogger
+    from gnplace.callbacks import EventFilesClosedAtExit
+    logger = TensorBoardLogger(folder, name="tb")
+    logger.log_metrics({"x": 1.0}, step=0)  # the writer's thread now waits on its queue
+    if close:
+        EventFilesClosedAtExit().setup(types.SimpleNamespace(loggers=[logger]), None, "fit")
+
+if __name__ == "__main__":
+    p = multiprocessing.get_context("spawn").Process(target=rank, args=(sys.argv[1], sys.argv[2] == "1"))
+    p.start()
+    p.join()
+    print("exit", p.exitcode)
+"""
+
+
+def test_a_spawned_rank_ends_with_its_event_files_closed(tmp_path):
+    """A ddp_spawn rank that ended without Lightning's finalize (a Ctrl-C) printed tensorboardX's writer thread's
+    'OSError: handle is closed' traceback: multiprocessing's exit finalizers closed its queue under it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "rank.py"
+    script.write_text(_SPAWNED_RANK)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "logs"), "1"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
+    assert done.stdout.strip() == "exit 0"
+    # (without the callback, `rank.py LOGS 0`, its stderr holds the traceback: 'OSError: handle is closed')
+    assert "Traceback" not in done.stderr and "handle is closed" not in done.stderr, done.stderr[-2000:]
