@@ -134,6 +134,7 @@ def transfer_tags(plan: Plan) -> dict[tuple[Ref, int], int]:
     return tags
 
 
+@without_autocast()  # the casts autocast made when recording are ops of the step; none is added
 def run_rank(
     program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
     collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64, state: OptimizerState | None = None,
@@ -169,16 +170,6 @@ def run_rank(
         tuple: wall seconds of the step on this rank, seconds spent computing, and (with
         ``collect``) ``{"loss": ..., "grads": {...}}`` of what lives on this rank.
     """
-    with without_autocast():  # the casts autocast made when recording are ops of the step; none is added
-        return _run_rank(program, plan, rank, device, params, lr=lr, collect=collect, op_seconds=op_seconds,
-                         window=window, state=state)
-
-
-def _run_rank(
-    program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
-    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64, state: OptimizerState | None = None,
-) -> tuple[float, float, dict[str, Any]]:
-    """:func:`run_rank`, with autocast off."""
     ops = program.ops
     if state is None and lr and program.optimizer != "sgd":
         state = OptimizerState(program.optimizer, params)
