@@ -492,6 +492,11 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
             raise
         raise OSError(err.errno, err.strerror or str(err), _run_folder(trainer)) from err
     except RuntimeError as err:
+        absent = ranks_absent(err)
+        if absent is not None:
+            raise ExecutionFailed(f"rank {trainer.global_rank}: the run's {trainer.world_size} processes did not all "
+                                  f"meet ({absent}): start the command on every machine, with MASTER_ADDR and "
+                                  "MASTER_PORT naming node 0's; --timeout sets the wait") from err
         lost = lost_peer(err)
         if lost is None:
             raise
@@ -502,6 +507,32 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
             _close_event_files(trainer)
         if handler is not None and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, handler)
+
+
+def ranks_absent(err: BaseException) -> str | None:
+    """What the rendezvous of a distributed run said when a rank never came, in one line; ``None`` if it did not.
+
+    Node 0 waits for the others at ``MASTER_ADDR:MASTER_PORT`` and the others connect there, both for the
+    strategy's timeout; a machine never started, or pointed at another address or port, ended them with
+    ``torch.distributed``'s ``DistStoreError`` ("Timed out after 1801 seconds waiting for clients. 1/2 clients
+    joined.") or ``DistNetworkError`` ("The client socket has timed out after 1800000ms while trying to connect
+    to (10.0.0.1, 29500)."). :func:`lost_peer` took them for a rank that was gone; none had been there.
+
+    Examples:
+        >>> import torch.distributed as dist
+        >>> ranks_absent(dist.DistStoreError("Timed out after 11 seconds waiting for clients. 1/2 clients joined."))
+        'Timed out after 11 seconds waiting for clients, 1/2 clients joined'
+        >>> ranks_absent(RuntimeError("Timed out after 11 seconds waiting for clients")) is None  # not the store's
+        True
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and isinstance(err, (dist.DistStoreError, dist.DistNetworkError))):
+        return None
+    text = first_line(err)
+    if "waiting for clients" not in text and "trying to connect to" not in text:
+        return None
+    return text.replace(". ", ", ").rstrip(".")
 
 
 def lost_peer(err: BaseException) -> str | None:

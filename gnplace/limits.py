@@ -50,7 +50,7 @@ __all__ = [
     "MAX_FILE_BYTES", "MAX_TEXT_BYTES", "MAX_DEPTH", "MAX_NODES", "MAX_EDGES", "MAX_DEVICES", "MAX_COUNT", "MIN_RATE",
     "MAX_SECONDS", "MAX_WIDTH", "MAX_LAYERS", "MAX_DRAWN", "MAX_BUDGET", "MAX_EPOCHS", "MAX_INFLATION", "MIN_INFLATED",
     "read_file", "as_path", "check_budget", "as_float", "finite_number", "is_whole", "is_number", "gunzip",
-    "inflation_limit", "parse_json", "parse_yaml", "check_depth",
+    "inflation_limit", "parse_json", "parse_yaml", "check_depth", "MAX_TIMEOUT_S", "check_timeout",
 ]
 
 MAX_FILE_BYTES = 4 * 2**30
@@ -393,6 +393,27 @@ def is_number(value: object) -> TypeIs[int | float | np.integer[Any] | np.floati
         (True, True, True, False, False)
     """
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+#: The longest a distributed run's processes may be let wait for each other, in seconds (a day; more overflowed
+#: ``timedelta``).
+MAX_TIMEOUT_S = 86_400
+
+
+def check_timeout(timeout_s: Any) -> float:
+    """``timeout_s`` as a float: seconds above 0 and at most :data:`MAX_TIMEOUT_S`.
+
+    Raises:
+        InvalidArgument: for anything else (NaN, inf, 0, a negative number, a bool, a string).
+
+    Examples:
+        >>> check_timeout(60)
+        60.0
+    """
+    if not is_number(timeout_s) or not 0 < float(timeout_s) <= MAX_TIMEOUT_S:  # (NaN compares false)
+        raise InvalidArgument(f"timeout_s must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+                              f"got {timeout_s!r}")
+    return float(timeout_s)
 
 
 def check_budget(budget: Any, owner: str) -> int:

@@ -44,7 +44,7 @@ import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
 from gnplace.graph_io import refuse_link
-from gnplace.limits import as_float, finite_number
+from gnplace.limits import as_float, check_timeout, finite_number
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
     DEFAULT_CONFIG,
     MAX_RANDOM_CLUSTERS,
@@ -66,7 +66,7 @@ from gnplace.workers import (
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
     "EndWithLauncher", "ExportPolicy", "RankDigest", "ResumedTogether", "check_resumable", "check_resumed_together",
-    "check_strategy", "pairs_digest",
+    "check_strategy", "pairs_digest", "wait_at_most",
     "imitation_recipe",
     "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
 ]
@@ -610,12 +610,31 @@ def check_strategy(strategy: str) -> str:
     return strategy
 
 
+def wait_at_most(trainer: L.Trainer, timeout_s: float) -> None:
+    """Have the ranks of ``trainer``'s run wait ``timeout_s`` seconds for each other, not Lightning's half hour.
+
+    A machine of a multi-node run that was never started, or that cannot reach node 0 (a firewall, another
+    ``MASTER_PORT``), kept the others waiting 30 minutes (``torch.distributed``'s default) before they failed.
+    Lightning's :class:`~lightning.pytorch.strategies.DDPStrategy` takes the wait as ``timeout`` when it is made;
+    the trainer has made it from the ``strategy`` name already, so it is set on the made one, which keeps it as
+    ``_timeout`` (Lightning 2.6) and passes it to ``init_process_group``. A run of one process has no other ranks
+    to wait for, and its strategy no timeout: nothing is set.
+    """
+    from datetime import timedelta
+
+    from lightning.pytorch.strategies import DDPStrategy
+
+    strategy = trainer.strategy
+    if isinstance(strategy, DDPStrategy):
+        strategy._timeout = timedelta(seconds=timeout_s)
+
+
 @holds_folder("out", "--out", slurm=True)  # one run at a time in a folder (a SLURM job's tasks: one run)
 @stray_ranks_hidden  # LOCAL_RANK=1 left in the shell: no logs were written, a rank other than 0 writes none
 def pretrain(
     config: PretrainConfig, out: str | os.PathLike[str], *, resume: bool = False, devices: int = 1,
     strategy: str = "auto", num_nodes: int = 1, progress: bool | None = None,
-    export: str | os.PathLike[str] | None = None, jobs: int | None = None,
+    export: str | os.PathLike[str] | None = None, jobs: int | None = None, timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Pretrain a policy as ``config`` says; logs and checkpoints under ``out``.
 
@@ -636,6 +655,10 @@ def pretrain(
             ``checkpoints/gnplace-base.ckpt``).
         jobs (int, optional): worker processes of the teacher searches (``data.teacher_budget``); 1 runs them in
             this process. They do not change what is searched (default: one per core).
+        timeout_s (float, optional): seconds a rank of a run of several processes waits for the others, when they
+            meet at the start and in each exchange, before the run ends with an error; it sets Lightning's
+            ``DDPStrategy(timeout=...)`` (default: None, Lightning's 1,800; at most
+            :data:`~gnplace.limits.MAX_TIMEOUT_S`).
 
     Returns:
         dict: ``iterations``, ``wall_seconds`` (the run's, teacher searches and earlier sessions included),
@@ -652,6 +675,8 @@ def pretrain(
 
     if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
         raise InvalidArgument(f"devices, num_nodes and jobs must be >= 1, got {devices}, {num_nodes}, {jobs}")
+    if timeout_s is not None:
+        check_timeout(timeout_s)
     cores = available_cores()
     if devices > cores:  # CPU ranks sharing cores only slow each other (64 on 2 cores: silent for minutes)
         raise InvalidArgument(f"{devices} processes on this machine need a core each, and it gives this process "
@@ -698,12 +723,13 @@ def pretrain(
     # and the caller's deterministic-algorithms mode, which the trainer turns off
     with torch_threads(1), deterministic_mode_kept():
         return _fit(config, out, learner, data, digest=digest, began=began, ckpt_path=ckpt_path, devices=devices,
-                    num_nodes=num_nodes, strategy=strategy, export=export, progress=progress)
+                    num_nodes=num_nodes, strategy=strategy, export=export, progress=progress, timeout_s=timeout_s)
 
 
 def _fit(
     config: PretrainConfig, out: Path, learner: Any, data: Any, *, digest: str, began: float, ckpt_path: str | None,
     devices: int, num_nodes: int, strategy: str, export: str | os.PathLike[str] | None, progress: bool | None,
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Train ``learner`` on ``data`` with Lightning, export the best policy, and return :func:`pretrain`'s summary.
 
@@ -756,6 +782,8 @@ def _fit(
             raise
         raise InvalidArgument(f"this SLURM job: {' '.join(str(err).split())}") from None
     _check_ranks_can_start(trainer, strategy)
+    if timeout_s is not None:
+        wait_at_most(trainer, timeout_s)
     if _spawned(trainer):
         import multiprocessing
 

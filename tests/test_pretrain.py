@@ -446,6 +446,28 @@ def test_two_nodes_with_their_own_out_refuse_a_resume_that_only_node_0_can_make(
         assert run.stderr.splitlines()[-1].startswith("pretrain: error: rank 1 starts a new run where rank 0 resumes")
 
 
+def test_a_node_whose_peers_never_come_waits_timeout_s_then_ends_in_one_line(tiny_config, tmp_path):
+    """Node 0 of a two-node run started alone waited Lightning's half hour for node 1; then ended as if a rank it
+    had trained with were gone. ``--timeout`` sets the wait, and the error says what did not happen."""
+    import socket
+
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    began = time.monotonic()
+    done = subprocess.run(_script("--config", str(tiny_config), "--out", str(tmp_path / "node0"), "--num-nodes", "2",
+                                  "--strategy", "ddp", "--timeout", "2"),
+                          env={**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"},
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1] == (
+        "pretrain: error: rank 0: the run's 2 processes did not all meet (Timed out after 3 seconds waiting for "
+        "clients, 1/2 clients joined): start the command on every machine, with MASTER_ADDR and MASTER_PORT naming "
+        "node 0's; --timeout sets the wait")
+    assert "Traceback" not in done.stderr
+    assert time.monotonic() - began < 240  # not 1,800 s and more
+
+
 def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_path):
     from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain import check_strategy, load_pretrain_config, pretrain

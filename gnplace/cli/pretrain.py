@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", default="auto", help="Lightning strategy for --devices > 1: ddp or ddp_spawn")
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="how long the processes of a multi-process run wait for each other, at the start and in "
+                   "each exchange, before ending with an error (default: 1800, Lightning's)")
     p.add_argument("--jobs", "-j", type=int, default=None,
                    help="worker processes of the teacher searches, 1 for none (default: one per core)")
     p.add_argument("--export", default=None,
@@ -95,6 +98,21 @@ def _check_nodes_launched(num_nodes: int) -> None:
                               "is set, and the run would wait for the other machines; on one machine use --devices")
 
 
+def _check_timeout(timeout: float | None) -> None:
+    """Refuse a ``--timeout`` that is not a number of seconds above 0 and at most a day, naming the flag.
+
+    Raises:
+        InvalidArgument: naming ``--timeout`` and the value.
+    """
+    import math
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.limits import MAX_TIMEOUT_S
+
+    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise InvalidArgument(f"--timeout must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, got {timeout:g}")
+
+
 def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
     """Refuse a config value that ``--set`` gives twice, or ``--seed`` and ``--set learner.seed=`` give, differently.
 
@@ -141,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.devices, "--devices", minimum=1)  # named by flag, not as the library's argument
     check_count(args.num_nodes, "--num-nodes", minimum=1)
     check_count(args.jobs, "--jobs", minimum=1)
+    _check_timeout(args.timeout)
     _check_nodes_launched(args.num_nodes)  # (a hang, before)
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names
@@ -162,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain", slurm=True)
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,
-                      jobs=args.jobs)
+                      jobs=args.jobs, timeout_s=args.timeout)
     if result["rank"] != 0:  # the other ranks of a data-parallel run print nothing
         return 0
     summary = {k: v for k, v in result.items() if k != "rank"}

@@ -66,7 +66,7 @@ from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref, without_autocast
-from gnplace.limits import is_number
+from gnplace.limits import MAX_TIMEOUT_S, check_timeout
 from gnplace.seed import torch_rng_kept
 from gnplace.sim.timer import StepResult
 from gnplace.workers import available_cores
@@ -78,9 +78,6 @@ __all__ = [
 
 #: Exit code of a started rank that ran out of memory in a step (told apart from a rank that failed).
 OOM_EXIT_CODE = 86
-
-#: The longest a collective may be let wait, in seconds (a day; more overflowed ``timedelta``).
-MAX_TIMEOUT_S = 86_400
 
 
 class RankOutOfMemory(ExecutionFailed):
@@ -632,11 +629,7 @@ class DistTimer(RealStepTimer):
             raise InvalidArgument(f"backend must be 'gloo' or 'nccl', got {backend!r}")
         self.backend = backend
         self.threads = check_threads(threads)  # 1.5 was cut to 1, and 0 killed every rank as it started
-        if not is_number(timeout_s) or \
-                not 0 < timeout_s <= MAX_TIMEOUT_S:  # 0 or -5 was gloo's raw DistNetworkError traceback
-            raise InvalidArgument(f"timeout_s must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
-                                  f"got {timeout_s!r}")
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = check_timeout(timeout_s)  # 0 or -5 was gloo's raw DistNetworkError traceback
         self.world = 0
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []  # each started rank's stderr (a temporary file)

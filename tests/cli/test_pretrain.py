@@ -172,6 +172,18 @@ def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "86401"])
+def test_a_timeout_that_is_no_wait_is_refused_by_its_flag(tmp_path, capsys, value):
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), "--timeout", value]) == 2
+    assert capsys.readouterr().err == (f"gnplace: error: --timeout must be seconds above 0 and at most 86,400, "
+                                       f"got {float(value):g}\n")
+    assert not out.exists()
+    with pytest.raises(InvalidArgument, match=r"^timeout_s must be a number of seconds above 0 and at most 86,400"):
+        pretrain(load_pretrain_config(), out, timeout_s=float(value))
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("flags", "error"), [
     (["--set", "schedule.iterations=1", "--set", "schedule.iterations=2"],
      "--set schedule.iterations is given twice, as '1' and '2': give it once"),
