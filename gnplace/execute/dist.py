@@ -520,15 +520,27 @@ def serve() -> None:
     """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
 
     Start it in every process but rank 0's when launching across hosts with ``torchrun``; it joins
-    the process group from the environment if this process has none yet.
+    the process group from the environment if this process has none yet, with the backend that
+    ``GNPLACE_DIST_BACKEND`` names (``gloo``, the default, or ``nccl``) and waiting ``GNPLACE_DIST_TIMEOUT``
+    seconds (default 300) for rank 0's next command.
 
     Raises:
         ExecutionFailed: in one line, when rank 0 is gone while this rank waits for its next command (a rank that
             ``torchrun`` started on another host printed a gloo traceback when its driver was killed).
+        InvalidArgument: for a ``GNPLACE_DIST_BACKEND`` or ``GNPLACE_DIST_TIMEOUT`` out of range (``abc`` was a
+            ``ValueError`` traceback).
     """
     if not dist.is_initialized():
         backend = os.environ.get("GNPLACE_DIST_BACKEND", "gloo")
-        dist.init_process_group(backend, timeout=timedelta(seconds=float(os.environ.get("GNPLACE_DIST_TIMEOUT", 300))))
+        if backend not in ("gloo", "nccl"):
+            raise InvalidArgument(f"GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got {backend!r}")
+        text = os.environ.get("GNPLACE_DIST_TIMEOUT", "300")
+        try:
+            timeout_s = check_timeout(float(text))
+        except (ValueError, InvalidArgument):
+            raise InvalidArgument(f"GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, "
+                                  f"got {text!r}") from None
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     device = _rank_device(dist.get_backend())
     program: Program | None = None
     try:

@@ -521,6 +521,25 @@ def test_a_torchrun_rank_whose_rank_0_is_gone_ends_in_one_line(monkeypatch):
     assert ended == [True]
 
 
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("GNPLACE_DIST_TIMEOUT", "abc", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 and at most 86,400, got 'abc'$"),
+    ("GNPLACE_DIST_TIMEOUT", "0", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 .* got '0'$"),
+    ("GNPLACE_DIST_TIMEOUT", "nan", r"^GNPLACE_DIST_TIMEOUT must be seconds above 0 .* got 'nan'$"),
+    ("GNPLACE_DIST_BACKEND", "mpi", r"^GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got 'mpi'$"),
+])
+def test_a_serving_ranks_settings_out_of_range_are_refused_in_one_line(monkeypatch, name, value, message):
+    """A torchrun rank serving rank 0 read GNPLACE_DIST_TIMEOUT with float(): 'abc' was a ValueError traceback."""
+    import torch.distributed as dist
+
+    from gnplace.execute.dist import serve
+
+    monkeypatch.setenv(name, value)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("joined a process group"))
+    with pytest.raises(InvalidArgument, match=message):
+        serve()
+
+
 def _alive(pid):
     """Whether ``pid`` runs (a zombie left for a parent that does not reap counts as ended)."""
     try:
