@@ -599,6 +599,32 @@ class EventFilesClosedAtExit(L.Callback):
             Finalize(None, _close_event_files, args=(trainer,), exitpriority=self.EXIT_PRIORITY)
 
 
+class QuietSpawnedRanks(L.Callback):
+    """In the ranks that ``ddp_spawn`` starts, silence Lightning as :func:`quiet_lightning` does in the launcher.
+
+    ``pretrain --strategy ddp_spawn`` printed, from its spawned ranks (rank 0 among them), Lightning's start-up
+    banner ("Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2", "distributed_backend=gloo"), a
+    deprecation warning of its own pytree helper, and one advice per metric to log validation with
+    ``sync_dist=True``, where every rank validates every held-out pair and the values agree. ``ddp``'s ranks run
+    the command again and silence themselves; a spawned one runs Lightning's code alone, and prints its banner
+    before any callback hook is called. The callback is unpickled in each such rank before that, and silences
+    the rank then, for the rest of its process (which ends with the run).
+    """
+
+    def __init__(self) -> None:
+        self.silence_spawned = True  # some state: pickle restores an object without any without __setstate__
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Silence Lightning, in a process that ``multiprocessing`` started (a spawned rank unpickles the trainer)."""
+        import multiprocessing
+
+        self.__dict__.update(state)
+        # a spawned process unpickles what it is to run before multiprocessing's bootstrap names its parent, while
+        # it marks itself as inheriting (multiprocessing.spawn._main)
+        if getattr(multiprocessing.current_process(), "_inheriting", False) or multiprocessing.parent_process():
+            _silence_lightning()  # never undone: the rank's process ends with the run
+
+
 def _close_event_files(trainer: L.Trainer) -> None:
     """Close the TensorBoard event files of ``trainer``'s loggers, whatever their last bytes the disk refuses.
 

@@ -742,6 +742,7 @@ def _fit(
     from gnplace.callbacks import (
         AtomicCheckpointIO,
         EventFilesClosedAtExit,
+        QuietSpawnedRanks,
         StopAfter,
         TimedCheckpoint,
         fit_interruptibly,
@@ -767,8 +768,8 @@ def _fit(
                 accelerator="cpu", devices=devices, num_nodes=num_nodes, strategy=strategy,
                 enable_checkpointing=False,
                 # the last save after the export at the end: a finished last.ckpt never sits beside an older policy
-                callbacks=[EndWithLauncher(), EventFilesClosedAtExit(), OneThread(), StopAfter(schedule.iterations),
-                           exporter, RankDigest(out / "ranks"),
+                callbacks=[EndWithLauncher(), EventFilesClosedAtExit(), QuietSpawnedRanks(), OneThread(),
+                           StopAfter(schedule.iterations), exporter, RankDigest(out / "ranks"),
                            ResumedTogether(Path(ckpt_path) if ckpt_path is not None else None), saver, *bars],
                 logger=[CSVLogger(out, name="logs"), TensorBoardLogger(out, name="tensorboard")], log_every_n_steps=1,
                 enable_progress_bar=bool(bars), enable_model_summary=False, default_root_dir=out,

@@ -565,3 +565,45 @@ def test_a_spawned_rank_ends_with_its_event_files_closed(tmp_path):
     assert done.stdout.strip() == "exit 0"
     # (without the callback, `rank.py LOGS 0`, its stderr holds the traceback: 'OSError: handle is closed')
     assert "Traceback" not in done.stderr and "handle is closed" not in done.stderr, done.stderr[-2000:]
+
+
+_UNPICKLED_IN_A_RANK = """
+import logging, multiprocessing, pickle, sys
+
+def rank(callback, queue):
+    queue.put(logging.getLogger("lightning.pytorch").getEffectiveLevel())
+
+if __name__ == "__main__":
+    from gnplace.callbacks import QuietSpawnedRanks
+    context = multiprocessing.get_context("spawn")
+    queue = context.SimpleQueue()
+    p = context.Process(target=rank, args=(QuietSpawnedRanks() if sys.argv[1] == "1" else None, queue))
+    p.start()
+    p.join()
+    pickle.loads(pickle.dumps(QuietSpawnedRanks()))  # in the launcher: nothing silenced
+    print(queue.get(), logging.getLogger("lightning.pytorch").getEffectiveLevel())
+"""
+
+
+def test_a_spawned_rank_is_silenced_as_it_unpickles_the_trainer(tmp_path):
+    """The ranks of ``pretrain --strategy ddp_spawn`` printed Lightning's banner ("Initializing distributed:
+    GLOBAL_RANK: 1, MEMBER: 2/2"), a deprecation warning of its own and advice on sync_dist: they run Lightning's
+    code alone, and the banner comes before any callback hook. The callback silences a rank as it is unpickled."""
+    import logging
+    import subprocess
+    import sys
+
+    script = tmp_path / "rank.py"
+    script.write_text(_UNPICKLED_IN_A_RANK)
+    root = Path(__file__).resolve().parents[1]
+
+    def levels(callback: str) -> list[int]:
+        done = subprocess.run([sys.executable, str(script), callback], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  [str(root), os.environ.get("PYTHONPATH", "")])})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return [int(level) for level in done.stdout.split()]
+
+    rank, launcher = levels("1")
+    assert rank == logging.ERROR and launcher < logging.ERROR
+    assert levels("0")[0] < logging.ERROR  # a rank given none prints Lightning's lines
