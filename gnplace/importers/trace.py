@@ -385,7 +385,7 @@ def record_training_step(
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
     recorder = _Recorder(origin, keep, call_stack)
     try:
-        with fake_mode:
+        with _training_grad_mode(), fake_mode:
             fake_params = {}
             for k, p in params.items():
                 fp = fake_mode.from_tensor(p.detach()).requires_grad_(True)
@@ -671,6 +671,18 @@ def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any], 
         for now, held in ((mod._parameters, params), (mod._buffers, buffers)):
             now.clear()
             now.update(held)
+
+
+@contextmanager
+def _training_grad_mode() -> Iterator[None]:
+    """Record with gradients on and inference mode off, whatever the caller's: the step recorded is a training step.
+
+    Under the caller's ``torch.no_grad()`` or ``torch.inference_mode()`` (an import from an evaluation loop, a
+    notebook cell under a decorator) the fake parameters would carry no autograd graph, and the loss none to
+    differentiate; both modes are the caller's again afterwards.
+    """
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
 
 
 @contextmanager

@@ -330,3 +330,17 @@ def test_replay_refuses_a_checkpointed_dropout_rather_than_give_another_masks_gr
     trace = record_training_step(net, (x,))
     with pytest.raises(ExecutionFailed, match=r"backward draws random numbers \(aten\.bernoulli_\.float\)"):
         trace.replay()
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_a_step_recorded_under_no_grad_or_inference_mode_is_a_training_step_and_the_mode_is_kept(mode):
+    """The caller's no_grad or inference_mode (an import from an evaluation loop) gave 'the loss has no gradient'."""
+    model = mlp()
+    x = torch.randn(5, 6)
+    with mode():
+        trace = record_training_step(model, (x,), loss=mse)
+        assert not torch.is_grad_enabled()
+    loss, grads = trace.replay()
+    eager = torch.autograd.grad(mse(model(x)), list(model.parameters()))
+    for got, want in zip(grads.values(), eager):
+        torch.testing.assert_close(got, want)
