@@ -675,13 +675,15 @@ def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any], 
 
 @contextmanager
 def _training_grad_mode() -> Iterator[None]:
-    """Record with gradients on and inference mode off, whatever the caller's: the step recorded is a training step.
+    """Record with gradients on, inference mode and anomaly detection off, whatever the caller's.
 
     Under the caller's ``torch.no_grad()`` or ``torch.inference_mode()`` (an import from an evaluation loop, a
     notebook cell under a decorator) the fake parameters would carry no autograd graph, and the loss none to
-    differentiate; both modes are the caller's again afterwards.
+    differentiate. Anomaly detection (``torch.autograd.detect_anomaly()``) checks each gradient for NaN by reading
+    its values, which fake tensors have none of: the recording failed as data-dependent control flow. All three
+    are the caller's again afterwards.
     """
-    with torch.inference_mode(False), torch.enable_grad():
+    with torch.inference_mode(False), torch.enable_grad(), torch.autograd.set_detect_anomaly(False):
         yield
 
 

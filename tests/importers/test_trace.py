@@ -344,3 +344,15 @@ def test_a_step_recorded_under_no_grad_or_inference_mode_is_a_training_step_and_
     eager = torch.autograd.grad(mse(model(x)), list(model.parameters()))
     for got, want in zip(grads.values(), eager):
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+def test_a_step_recorded_under_anomaly_detection_records_and_leaves_it_on():
+    """detect_anomaly's NaN check read the fake gradients' values: 'its forward reads a tensor's value'."""
+    model = mlp()
+    x = torch.randn(5, 6)
+    with torch.autograd.detect_anomaly():
+        trace = record_training_step(model, (x,), loss=mse)
+        assert torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+    loss, _ = trace.replay()
+    torch.testing.assert_close(loss, mse(model(x)).detach())
