@@ -123,7 +123,8 @@ class PlacedModule(torch.nn.Module):
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
                 step's, a constant (not a tensor) differs, an input requires a gradient that the step was
                 not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, it is called
-                under another ``torch.autocast`` than the step was recorded under (or none), or a
+                under another ``torch.autocast`` than the step was recorded under (or none), under another default
+                dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, or a
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
                 (``module.to(...)``) changed since.
         """
@@ -137,6 +138,14 @@ class PlacedModule(torch.nn.Module):
                 f"the placed module is called {_autocast_text(autocast)}, but its step was recorded "
                 f"{_autocast_text(self.recorded_autocast)} and runs the casts it was recorded with, not those eager "
                 "would make now: call it as it was recorded, or apply again in the autocast state it is called in"
+            )
+        recorded_default = getattr(self.program, "default_dtype", None)  # None: no op of the step reads it
+        if recorded_default is not None and torch.get_default_dtype() != recorded_default:
+            raise InvalidArgument(
+                f"torch's default dtype is {torch.get_default_dtype()} now, and the placed step was recorded under "
+                f"{recorded_default}: its ops that make floating tensors without a dtype (torch.ones(n), an integer "
+                "tensor divided) make the recorded one, not what eager would make now: call it under "
+                f"torch.set_default_dtype({recorded_default}), or apply again under the default it is called in"
             )
         self._check_state(moved=True)
         self._warn_changed_attributes()

@@ -62,7 +62,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, check_threads, oom_result
 from gnplace.execute.optim import OptimizerState
-from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of
+from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of, under_recorded_default_dtype
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref, without_autocast
@@ -132,6 +132,7 @@ def transfer_tags(plan: Plan) -> dict[tuple[Ref, int], int]:
 
 
 @without_autocast()  # the casts autocast made when recording are ops of the step; none is added
+@under_recorded_default_dtype  # torch.ones(n) makes the dtype it made when recorded
 def run_rank(
     program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
     collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64, state: OptimizerState | None = None,

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -35,10 +36,13 @@ from torch.utils._pytree import tree_flatten
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement
 from gnplace.execute.memory import Ledger
 from gnplace.execute.optim import optimizer_of, state_bytes
-from gnplace.importers.trace import Ref, memory_owners, written_argument
+from gnplace.importers.trace import Ref, memory_owners, recorded_default_dtype, written_argument
 from gnplace.placement import GraphKey, check_whole_devices
 
-__all__ = ["ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in", "shared_source", "storage_of"]
+__all__ = [
+    "ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in", "shared_source", "storage_of",
+    "under_recorded_default_dtype",
+]
 
 #: Where a value is made before the first op (parameters and inputs): its "op index" in a plan.
 BEFORE = -1
@@ -204,6 +208,9 @@ class Program:
         optimizer (str): the optimizer the graph's update nodes name (``"sgd"``, ``"momentum"``, ``"adam"``,
             ``"adamw"``): the update the executors run on each parameter, whose state they keep and count
             on its device (:mod:`gnplace.execute.optim`).
+        default_dtype (torch.dtype | None): torch's default dtype when the step was recorded, where one of its ops
+            makes a floating tensor of it (``torch.ones(n)``, an integer tensor divided); the executors run the
+            step under it. ``None``: no op reads it.
     """
 
     ops: list[ProgramOp]
@@ -220,6 +227,7 @@ class Program:
     buffer_alias: dict[Ref, str] = field(default_factory=dict)
     graph_digest: str = ""
     optimizer: str = "sgd"
+    default_dtype: torch.dtype | None = None
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -893,4 +901,24 @@ def compile_step(step: Any) -> Program:
                       if r.index in new_index},
         graph_digest=GraphKey.of(step.graph).digest,
         optimizer=optimizer_of(step.graph.op_types[node] for node in step.update_node.values()) or "sgd",
+        default_dtype=trace.default_dtype if any(ops[i].reads_default_dtype for i in keep) else None,
     )
+
+
+_Run = TypeVar("_Run", bound=Callable[..., Any])
+
+
+def under_recorded_default_dtype(run: _Run) -> _Run:
+    """Decorate an executor whose first argument is a :class:`Program`: it runs under the program's default dtype.
+
+    A step recorded under ``torch.set_default_dtype(torch.float64)`` runs so in a process of float32 (a rank, a
+    later call), and the caller's default dtype is put back after (:func:`recorded_default_dtype
+    <gnplace.importers.trace.recorded_default_dtype>`).
+    """
+
+    @functools.wraps(run)
+    def under(program: Program, *args: Any, **kwargs: Any) -> Any:
+        with recorded_default_dtype(getattr(program, "default_dtype", None)):
+            return run(program, *args, **kwargs)
+
+    return cast(_Run, under)

@@ -23,7 +23,15 @@ from torch.utils._pytree import tree_flatten, tree_map
 from gnplace.exceptions import ExecutionFailed, InvalidPlacement, first_line
 from gnplace.execute.memory import DeviceOutOfMemory, Ledger
 from gnplace.execute.optim import OptimizerState
-from gnplace.execute.program import BEFORE, Plan, Program, ProgramOp, resolve_aten, shared_source
+from gnplace.execute.program import (
+    BEFORE,
+    Plan,
+    Program,
+    ProgramOp,
+    resolve_aten,
+    shared_source,
+    under_recorded_default_dtype,
+)
 from gnplace.importers.trace import Ref, without_autocast
 
 __all__ = [
@@ -256,6 +264,7 @@ def optimizer_state(program: Program, params: Mapping[str, torch.Tensor], plan: 
 
 
 @without_autocast()  # the casts autocast made when recording are ops of the step; none is added
+@under_recorded_default_dtype  # torch.ones(n) makes the dtype it made when recorded
 def run_step(
     program: Program,
     plan: Plan,

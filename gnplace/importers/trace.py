@@ -30,7 +30,7 @@ from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGrap
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
     "held_tensors",
-    "written_argument", "memory_owners", "autocast_state", "without_autocast",
+    "written_argument", "memory_owners", "autocast_state", "without_autocast", "recorded_default_dtype",
 ]
 
 CallKey = tuple[str, int]  # (module path, how many times that module was called before)
@@ -60,6 +60,9 @@ class TracedOp:
         outputs: the fake output tensors, flattened (``None`` for non-tensor outputs).
         call: the module call that owns the op (its colocation group).
         backward: whether it ran in the backward pass.
+        reads_default_dtype: whether its floating output's dtype is torch's default dtype, given by no input
+            and no ``dtype`` argument (``torch.ones(n)``, an integer tensor divided): run under another
+            default, it makes another dtype.
     """
 
     func: Any
@@ -68,6 +71,7 @@ class TracedOp:
     outputs: list[Any]
     call: CallKey
     backward: bool
+    reads_default_dtype: bool = False
 
     @property
     def name(self) -> str:
@@ -99,6 +103,8 @@ class TrainingTrace:
             parameter are left out (they go with it under its key: batch norm's running statistics).
         autocast: the ``torch.autocast`` regions the step was recorded in (:func:`autocast_state`): the casts they
             made are ops of the step, which runs with autocast off.
+        default_dtype: ``torch.get_default_dtype()`` when the step was recorded, which its ops that read it
+            (:attr:`TracedOp.reads_default_dtype`) run under.
     """
 
     ops: list[TracedOp]
@@ -113,6 +119,7 @@ class TrainingTrace:
     tied: dict[str, str] = field(default_factory=dict)
     untrained_state: list[str] = field(default_factory=list)
     autocast: tuple[tuple[str, str], ...] = ()
+    default_dtype: torch.dtype = torch.float32
 
     def results(self) -> list[Ref]:
         """What the step hands back: the loss, then every parameter's and input's gradient that exists."""
@@ -167,7 +174,8 @@ class TrainingTrace:
                 return inputs[int(x.name)]
             return x
 
-        with torch.no_grad(), without_autocast():  # the casts autocast made when recording are ops of the step
+        # the casts autocast made when recording are ops of the step; factories make the recorded default dtype
+        with torch.no_grad(), without_autocast(), recorded_default_dtype(self.default_dtype):
             for op in self.ops:
                 out = op.func(*tree_map(resolve, op.args), **tree_map(resolve, op.kwargs))
                 flat, _ = tree_flatten(out)
@@ -225,8 +233,28 @@ class _Recorder(TorchDispatchMode):
                 outputs.append(t)
             else:
                 outputs.append(None)
-        self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None))
+        self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None,
+                                 _reads_default_dtype(func, args, kwargs, flat)))
         return out
+
+
+def _reads_default_dtype(func: Any, args: Any, kwargs: Any, outputs: list[Any]) -> bool:
+    """Whether an op made a floating (or complex) tensor whose dtype only torch's default dtype gave it.
+
+    ``torch.ones(n)``, ``torch.arange(0.0, 1.0, 0.1)``, ``torch.rand(n)`` without ``dtype``, and an integer or
+    boolean tensor divided or scaled by a Python float: no floating tensor among its inputs, no ``dtype`` given.
+    """
+    def floating(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+
+    if not any(floating(t) for t in outputs) or any(floating(t) for t in tree_flatten((args, kwargs))[0]):
+        return False
+    for k, argument in enumerate(func._schema.arguments):
+        if argument.name == "dtype":
+            given = args[k] if k < len(args) else kwargs.get("dtype")
+            if given is not None:
+                return False
+    return True
 
 
 #: Ops whose eager kernels refuse tensors of several floating dtypes (``mat1 and mat2 must have the same dtype``),
@@ -508,7 +536,7 @@ def record_training_step(
     module_calls = {k: v + 1 for k, v in calls.items()}
     tied, untrained_state = _state_names(module)
     return TrainingTrace(recorder.ops, params, buffers, inputs, loss_ref, grad_refs, module_calls, input_grad_refs,
-                         input_spec, tied, untrained_state, autocast_state())
+                         input_spec, tied, untrained_state, autocast_state(), torch.get_default_dtype())
 
 
 #: The device types whose ``torch.autocast`` state a recording keeps.
@@ -542,6 +570,25 @@ def without_autocast() -> Iterator[None]:
         for device, _ in autocast_state():
             stack.enter_context(torch.autocast(device, enabled=False))
         yield
+
+
+@contextmanager
+def recorded_default_dtype(dtype: torch.dtype | None) -> Iterator[None]:
+    """Run with torch's default dtype set to ``dtype`` (``None``: as it is), and the caller's put back after.
+
+    A recorded step's ops that read the default dtype (:attr:`TracedOp.reads_default_dtype`) make what they made
+    when recorded: ``torch.ones(n)`` recorded under float64 and run in a process of float32 (a rank) would make
+    float32 and fail in the first product with a float64 tensor.
+    """
+    was = torch.get_default_dtype()
+    if dtype is None or dtype == was:
+        yield
+        return
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(was)
 
 
 def held_tensors(ops: Sequence[TracedOp]) -> Iterator[tuple[TracedOp, torch.Tensor]]:

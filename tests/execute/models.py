@@ -125,3 +125,15 @@ class DropsOut(torch.nn.Module):
 
     def forward(self, x):
         return self.b(self.drop(self.a(x))).square().mean()
+
+
+class MakesItsOwnConstants(torch.nn.Module):
+    """Tensors made in the forward without a dtype (``torch.ones(n, n)``, an integer ``arange`` divided): of the default."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 4)
+
+    def forward(self, x):
+        y = self.fc(x) @ torch.ones(4, 4) + torch.arange(4) / 7
+        return y.square().mean()

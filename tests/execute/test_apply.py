@@ -826,3 +826,27 @@ def test_a_python_attribute_changed_since_the_recording_is_warned_of_once_and_th
     net.lin.out_features = 7
     with pytest.warns(UserWarning, match="attribute out_features of module 'lin' is 7 now and was 2"):
         placed(x)
+
+
+def test_a_call_under_another_default_dtype_is_refused_where_the_step_makes_tensors_of_it():
+    """Applied under float32 and called under float64, torch.ones(4, 4) made float32 where eager's made float64:
+    another loss than eager's, silently. A step that makes no tensor of the default dtype runs under any."""
+    from tests.execute.models import MakesItsOwnConstants
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 6)
+    placed = []
+    for net, loss in ((MakesItsOwnConstants(), None), (torch.nn.Linear(6, 2), _loss)):
+        ops = import_step(net, (x,), loss=loss).graph.num_ops
+        placed.append(gnplace.apply(net, Placement([0] * ops, load_cluster("k80x2")), (x,), loss=loss,
+                                    devices=["cpu", "cpu"]))
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(InvalidArgument, match=r"default dtype is torch.float64 now, and the placed step was "
+                                                  r"recorded under torch.float32.*torch.set_default_dtype"):
+            placed[0](x)
+        placed[1](x)
+    finally:
+        torch.set_default_dtype(was)
+    placed[0](x)

@@ -5,7 +5,7 @@ import torch
 from gnplace.execute.program import compile_step
 from gnplace.execute.runner import DeviceOutOfMemory, is_oom_error, run_step
 from gnplace.importers.torch import import_step
-from tests.execute.models import Net, ScalesItsInput, SharedGrad
+from tests.execute.models import MakesItsOwnConstants, Net, ScalesItsInput, SharedGrad
 
 CPU = torch.device("cpu")
 
@@ -320,3 +320,32 @@ def test_an_input_the_step_writes_in_place_is_as_recorded_in_every_run():
         for _ in range(3):
             torch.testing.assert_close(run_step(program, program.plan(devices), [CPU, CPU]).loss, want)
     assert torch.equal(program.inputs[0], recorded)
+
+
+def test_a_step_recorded_under_another_default_dtype_makes_its_tensors_of_that_dtype_wherever_it_runs():
+    """Recorded under float64, run under float32 (a rank's process, a later call): torch.ones(4, 4) came out float32 and
+    the product with the float64 layer failed ('expected m1 and m2 to have the same dtype')."""
+    from gnplace.execute.dist import run_rank
+
+    torch.manual_seed(0)
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        net, x = MakesItsOwnConstants(), torch.randn(5, 6)
+        step = import_step(net, (x,))
+        want_loss, want_grads = _eager(net, x)
+    finally:
+        torch.set_default_dtype(was)
+    program = compile_step(step)
+    assert program.default_dtype == torch.float64
+    assert compile_step(import_step(Net(), (torch.randn(4, 8),))).default_dtype is None  # no op reads it
+    plan = program.plan(np.arange(step.graph.num_ops) % 2)
+    out = run_step(program, plan, [CPU, CPU])
+    torch.testing.assert_close(out.loss, want_loss, rtol=0, atol=0)
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(out.grads[name], grad, rtol=0, atol=0)
+    params = {k: v.clone() for k, v in program.params.items()}
+    alone = program.plan(np.zeros(step.graph.num_ops, dtype=np.int64))
+    _, _, got = run_rank(program, alone, 0, CPU, params, lr=0.0, collect=True, op_seconds=np.zeros(len(program)))
+    torch.testing.assert_close(got["loss"], want_loss, rtol=0, atol=0)
+    assert torch.get_default_dtype() == was

@@ -356,3 +356,29 @@ def test_a_step_recorded_under_anomaly_detection_records_and_leaves_it_on():
         assert torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
     loss, _ = trace.replay()
     torch.testing.assert_close(loss, mse(model(x)).detach())
+
+
+class _MakesTensors(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, tokens):
+        y = self.fc(x) * 2.0 + torch.ones(4) + torch.zeros(4, dtype=torch.float32) + tokens / 3
+        return y.square().sum()
+
+
+def test_ops_that_make_a_tensor_of_the_default_dtype_are_marked_and_replay_under_the_recorded_one():
+    """Replayed under float64, torch.ones(4) and tokens / 3 made float64 where the step recorded float32."""
+    model, x, tokens = _MakesTensors(), torch.randn(3, 4), torch.arange(12).reshape(3, 4)
+    trace = record_training_step(model, (x, tokens))
+    assert trace.default_dtype == torch.float32
+    assert sorted(op.name for op in trace.ops if op.reads_default_dtype) == ["div", "ones"]
+    want, _ = trace.replay()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got, _ = trace.replay()
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
