@@ -116,18 +116,24 @@ class PlacedModule(torch.nn.Module):
                 p = named[name]
                 p.data = p.data.to(self.devices[self.plan.param_device.get(name, 0)])
 
-    def forward(self, *inputs: Any) -> torch.Tensor:
+    def forward(self, *inputs: Any, **named: Any) -> torch.Tensor:
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
+
+        An input may be given by its name in the wrapped module's ``forward`` (``placed(x, labels=y)``), where it
+        is one of the example inputs (they were given by position).
 
         Raises:
             InvalidArgument: if the inputs differ in number, nesting, shape or dtype from the recorded
                 step's, a constant (not a tensor) differs, an input requires a gradient that the step was
                 not recorded to compute, a submodule's train or eval mode changed since :func:`apply`, it is called
                 under another ``torch.autocast`` than the step was recorded under (or none), under another default
-                dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, or a
+                dtype (``torch.set_default_dtype``) where an op of the step makes a tensor of it, an input is named
+                that is not among the example inputs, or a
                 parameter's or buffer's dtype or shape (``module.double()``) or a parameter's device
                 (``module.to(...)``) changed since.
         """
+        if named:
+            inputs = self._by_position(inputs, named)
         if [m.training for m in self.module.modules()] != self.recorded_modes:
             mode = "train" if self.module.training else "eval"
             raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
@@ -182,6 +188,42 @@ class PlacedModule(torch.nn.Module):
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
         return loss
+
+    def _by_position(self, inputs: tuple[Any, ...], named: dict[str, Any]) -> tuple[Any, ...]:
+        """``inputs`` followed by the ``named`` ones, in the order of the wrapped module's ``forward`` parameters.
+
+        Raises:
+            InvalidArgument: if a name is not that of an example input (a parameter the step was recorded with
+                its default for, one given by position too, or no parameter at all).
+        """
+        import inspect
+
+        count = self.input_spec.num_children
+        try:
+            parameters = [p for p in inspect.signature(self.module.forward).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):  # no signature to read
+            parameters = []
+        order = [p.name for p in parameters]
+        named = dict(named)
+        given = list(inputs)
+        for p in parameters[len(given):count]:
+            if p.name not in named or p.kind == p.POSITIONAL_ONLY:
+                break
+            given.append(named.pop(p.name))
+        twice = sorted(set(named) & set(order[:len(inputs)]))
+        if twice:
+            raise InvalidArgument(f"input {twice[0]!r} is given both by position and by name")
+        recorded = ", ".join(order[:count]) if len(order) >= count else f"{count} inputs"
+        if set(named) & set(order[:count]):
+            raise InvalidArgument(f"input {order[len(given)]!r} is not given (the placed step takes {recorded})")
+        if named:
+            raise InvalidArgument(
+                f"input {sorted(named)[0]!r} is not one of the example inputs the placed step was recorded with "
+                f"({recorded}, by position; forward's other parameters are constants of the step): name only "
+                "those, or apply again with it among the example inputs"
+            )
+        return tuple(given)
 
     def live_state(self) -> dict[str, torch.Tensor]:
         """The module's buffers and frozen parameters as they are now: the step reads them at each call.

@@ -850,3 +850,37 @@ def test_a_call_under_another_default_dtype_is_refused_where_the_step_makes_tens
     finally:
         torch.set_default_dtype(was)
     placed[0](x)
+
+
+class _TakesLabels(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 3)
+
+    def forward(self, x, labels, scale=1.0):
+        return torch.nn.functional.cross_entropy(self.fc(x) * scale, labels)
+
+
+def test_inputs_named_as_in_forward_are_the_example_inputs_and_other_names_are_refused_in_one_line():
+    """placed(x, labels=y) was Python's TypeError 'got an unexpected keyword argument', though forward takes it."""
+    torch.manual_seed(0)
+    net = _TakesLabels()
+    reference = copy.deepcopy(net)
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    ops = import_step(net, (x, y)).graph.num_ops
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(ops)], load_cluster("k80x2")), (x, y),
+                           devices=["cpu", "cpu"])
+    placed(labels=y, x=x).backward()
+    reference(x, labels=y).backward()
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+    torch.testing.assert_close(placed(x, labels=y), placed(x, y))
+    with pytest.raises(InvalidArgument, match=r"input 'scale' is not one of the example inputs .* \(x, labels, by "
+                                              r"position; forward's other parameters are constants of the step\)"):
+        placed(x, labels=y, scale=2.0)  # recorded with its default, 1.0
+    with pytest.raises(InvalidArgument, match="input 'x' is given both by position and by name"):
+        placed(x, y, x=x)
+    with pytest.raises(InvalidArgument, match=r"input 'x' is not given \(the placed step takes x, labels\)"):
+        placed(labels=y)
+    with pytest.raises(InvalidArgument, match="takes 2 inputs, got 1"):
+        placed(x)
