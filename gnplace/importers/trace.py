@@ -306,10 +306,20 @@ def _check_dtypes(func: Any, args: Any, kwargs: Any) -> None:
 def positional_inputs(example_inputs: Any) -> tuple[Any, ...]:
     """``example_inputs`` as the tuple of positional inputs of ``forward``: a lone tensor is one input.
 
+    Raises:
+        InvalidArgument: for a dict, which a tuple would make the tuple of its keys: the strings reached
+            ``forward`` as its inputs ("linear(): argument 'input' must be Tensor, not str").
+
     Examples:
         >>> len(positional_inputs(torch.zeros(3, 2))), len(positional_inputs([torch.zeros(3), 1]))
         (1, 2)
     """
+    from collections.abc import Mapping
+
+    if isinstance(example_inputs, Mapping):
+        keys = ", ".join(repr(k) for k in list(example_inputs)[:3])
+        raise InvalidArgument(f"the example inputs are a dict ({keys}), not forward's inputs in order: give a "
+                              "tuple of them, and a dict that forward takes as one argument inside it, (inputs,)")
     return (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
 
 

@@ -382,3 +382,25 @@ def test_ops_that_make_a_tensor_of_the_default_dtype_are_marked_and_replay_under
         torch.set_default_dtype(torch.float32)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_a_dict_of_example_inputs_is_refused_in_one_line_not_passed_as_its_keys():
+    """``import_step(net, {"x": x})`` passed the string "x" to forward: "linear(): argument 'input' must be Tensor,
+    not str", a message that named no dict."""
+    from gnplace.importers.torch import from_module, import_step
+
+    net = nn.Linear(3, 2)
+    for call in (lambda: import_step(net, {"x": torch.zeros(4, 3)}), lambda: from_module(net, {"x": torch.zeros(4, 3)})):
+        with pytest.raises(InvalidArgument, match=r"^the example inputs are a dict \('x'\), not forward's inputs in "
+                                                  r"order: give a tuple of them"):
+            call()
+    # a dict that forward takes as one argument goes inside a tuple
+    class Keyed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, batch: dict) -> torch.Tensor:
+            return self.fc(batch["x"]).sum()
+
+    assert import_step(Keyed(), ({"x": torch.zeros(4, 3)},)).graph.num_ops > 0
