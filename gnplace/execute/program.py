@@ -636,6 +636,15 @@ def _buffer_aliases(ops: list[Any]) -> dict[Ref, str]:
     return aliases
 
 
+#: In-place writes that a PyTorch layer makes into its own parameter, by the op's name: what the layer does, and
+#: what to do instead, as :func:`_refuse_writes_into_views` says them (it named only the op, and ``y[:, 0] = 0``).
+LAYER_WRITES = {
+    "embedding_renorm_": ("nn.Embedding(max_norm=...) renormalises, in place, the rows of its weight that it reads",
+                          "leave max_norm unset (or renormalise the weight yourself, out of place) to run it on "
+                          "devices"),
+}
+
+
 def _refuse_writes_into_views(ops: list[Any]) -> None:
     """Refuse a step that writes in place into a view and then reads the viewed tensor (``y[:, 0] = 0``).
 
@@ -679,6 +688,10 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
             n = min(len(pieces), len(other))  # one piece inside the other: they share memory
             # a value made from the write on sees it; one made before it and sharing its memory does not
             if j > w and (ref.kind != "op" or ref.index < w) and pieces[:n] == other[:n]:
+                if ops[w].name in LAYER_WRITES:
+                    what, instead = LAYER_WRITES[ops[w].name]
+                    raise ExecutionFailed(f"{what}, which running the step op by op cannot keep; {instead} (the graph "
+                                          "still places and simulates)")
                 if ops[w].backward:  # nothing the user wrote: a backward formula of PyTorch's own
                     who, advice = "the step's backward (PyTorch's own)", (
                         "so this step cannot run on devices op by op (its graph still places and simulates)")

@@ -185,6 +185,28 @@ def test_a_write_into_a_view_by_pytorchs_own_backward_is_named_so():
     assert "out of place" not in str(caught.value)
 
 
+class _Renormed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 4, max_norm=1.0)
+        self.fc = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.embed(x)).sum()
+
+
+def test_an_embedding_with_max_norm_is_refused_naming_the_layer_and_its_setting():
+    """The refusal named only aten.embedding_renorm_ and 'as y[:, 0] = 0 does': not the layer the user wrote."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (embedding_renorm_ has no FLOP rule)
+        step = import_step(_Renormed(), (torch.tensor([[1, 2], [3, 4]]),))
+    with pytest.raises(ExecutionFailed, match=r"^nn.Embedding\(max_norm=...\) renormalises, in place, the rows of its "
+                                              r"weight that it reads, .* leave max_norm unset"):
+        compile_step(step)
+
+
 def test_plan_refuses_device_indices_that_are_not_whole_or_not_one_per_node():
     """0.7 was cut to device 0, and a [1, n] array was read as one placement."""
     program = compile_step(_step())
