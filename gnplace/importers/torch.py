@@ -129,9 +129,44 @@ def _import(
 ) -> ImportedStep:
     """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
     check_optimizer(optimizer)
+    _warn_of_hooks(module, stacklevel=4)
     trace = record_training_step(module, example_inputs, loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,
                           stacklevel=4)
+
+
+#: The hooks of a module, by the attribute that holds them and the kind a warning names.
+_HOOKS = {"_forward_pre_hooks": "forward pre-hook", "_forward_hooks": "forward hook",
+          "_backward_pre_hooks": "backward pre-hook", "_backward_hooks": "backward hook"}
+
+
+def _warn_of_hooks(module: torch.nn.Module, stacklevel: int) -> None:
+    """Warn that the hooks registered on ``module`` (or on every module) run once, at the recording, not at each step.
+
+    A hook runs as the step is recorded, on fake tensors: what it computes into the step is recorded as ops
+    and runs at every placed step, but the hook itself never runs again, and what it keeps is a fake tensor
+    (``acts.append(output.detach())`` left a ``FakeTensor`` in ``acts``, and nothing more after any step).
+    PyTorch's own hooks of ``weight_norm`` and ``spectral_norm`` compute into the step only, and are not named.
+    """
+    from torch.nn.modules import module as torch_module
+
+    def own(hook: Any) -> bool:
+        return type(hook).__module__.startswith("torch.nn.utils.")  # WeightNorm, SpectralNorm and their kin
+
+    found: list[str] = []
+    for path, mod in module.named_modules():
+        for attribute, kind in _HOOKS.items():
+            if any(not own(hook) for hook in getattr(mod, attribute, {}).values()):
+                found.append(f"a {kind} on {repr(path) if path else 'the module'}")
+    for attribute, kind in _HOOKS.items():
+        if getattr(torch_module, f"_global{attribute}", None):
+            found.append(f"a global {kind} (torch.nn.modules.module.register_module_{kind.replace(' ', '_')})")
+    if found:
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        warnings.warn(
+            f"hooks ran once, as the step was recorded, on fake tensors ({', '.join(found[:3])}{more}): the placed "
+            "step runs what they computed into it, not the hooks themselves, and what a hook kept (an activation "
+            "it stored) is a fake tensor", stacklevel=stacklevel)
 
 
 def from_module(

@@ -586,3 +586,33 @@ def test_a_write_into_a_tensor_after_a_view_of_it_is_a_node_that_readers_of_the_
     square = next(i for i, op in enumerate(ops) if op.name == "pow" and not op.backward)
     assert write in step.node_of_op
     assert step.node_of_op[square] in _reaches(step.graph, step.node_of_op[write])
+
+
+def test_hooks_of_the_users_are_named_in_a_warning_as_they_run_once_at_the_recording():
+    """A forward hook storing activations ran once, on fake tensors, and never at a placed step: the user was left
+    holding a FakeTensor, with no word. PyTorch's own hooks of weight_norm compute into the step and are not named."""
+    from gnplace.importers.torch import import_step
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    acts: list[torch.Tensor] = []
+    net[0].register_forward_hook(lambda m, a, o: acts.append(o.detach()))
+    net.register_forward_pre_hook(lambda m, a: None)
+    with pytest.warns(UserWarning, match=r"^hooks ran once, as the step was recorded, on fake tensors \(a forward "
+                                         r"pre-hook on the module, a forward hook on '0'\): the placed step runs") as w:
+        import_step(net, (torch.zeros(2, 3),), loss=lambda y: y.sum())
+    assert w[0].filename == __file__  # the caller's line
+    plain = nn.Linear(3, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # (the old weight_norm)
+        torch.nn.utils.weight_norm(plain)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import_step(plain, (torch.zeros(2, 3),), loss=lambda y: y.sum())
+    assert not [c for c in caught if "hooks ran once" in str(c.message)]
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    try:
+        with pytest.warns(UserWarning, match=r"a global forward hook \(torch.nn.modules.module."
+                                             r"register_module_forward_hook\)"):
+            import_step(nn.Linear(3, 1), (torch.zeros(2, 3),), loss=lambda y: y.sum())
+    finally:
+        handle.remove()
