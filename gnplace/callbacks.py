@@ -494,9 +494,12 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     except RuntimeError as err:
         absent = ranks_absent(err)
         if absent is not None:
+            # a rank other than 0 found no node 0 there: not started, elsewhere, or ended at once (a --resume of a
+            # finished run, in a --out of its own, returns without waiting for the others)
+            node_0 = "" if trainer.global_rank == 0 else " (or node 0 had ended: its --out may hold a finished run)"
             raise ExecutionFailed(f"rank {trainer.global_rank}: the run's {trainer.world_size} processes did not all "
                                   f"meet ({absent}): start the command on every machine, with MASTER_ADDR and "
-                                  "MASTER_PORT naming node 0's; --timeout sets the wait") from err
+                                  f"MASTER_PORT naming node 0's{node_0}; --timeout sets the wait") from err
         lost = lost_peer(err)
         if lost is None:
             raise

@@ -522,6 +522,28 @@ def test_a_rank_that_died_ends_the_others_in_one_line(tmp_path, error, reported)
                                  "--resume continues from the last checkpoint")
 
 
+@pytest.mark.parametrize(("rank", "error", "reported"), [
+    (0, torch.distributed.DistStoreError("Timed out after 61 seconds waiting for clients. 1/2 clients joined."),
+     "Timed out after 61 seconds waiting for clients, 1/2 clients joined"),
+    (1, torch.distributed.DistNetworkError("The client socket has timed out after 60000ms while trying to connect to "
+                                           "(10.0.0.1, 29500)."),
+     "The client socket has timed out after 60000ms while trying to connect to (10.0.0.1, 29500)"),
+])
+def test_a_rank_that_never_came_is_named_so_not_as_a_rank_that_is_gone(tmp_path, monkeypatch, rank, error, reported):
+    """Node 0 of a two-node run started alone ended, after the timeout, with 'another rank of this run is gone'."""
+    class NeverCame(L.Callback):
+        def on_train_batch_start(self, *args):
+            raise error
+
+    monkeypatch.setattr(L.Trainer, "global_rank", property(lambda self: rank))  # as the rank of another machine
+    with quiet_lightning(), pytest.raises(ExecutionFailed) as caught:
+        fit_interruptibly(_boring_trainer(tmp_path, [NeverCame()]), BoringModel())
+    hint = "" if rank == 0 else " (or node 0 had ended: its --out may hold a finished run)"
+    assert str(caught.value) == (f"rank {rank}: the run's 1 processes did not all meet ({reported}): start the command "
+                                 f"on every machine, with MASTER_ADDR and MASTER_PORT naming node 0's{hint}; --timeout "
+                                 "sets the wait")
+
+
 def test_another_runtime_error_is_not_taken_for_a_lost_rank(tmp_path):
     class Broken(L.Callback):
         def on_train_batch_start(self, *args):
