@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidGraph
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
 from gnplace.pretrain import load_pretrain_config, pretrain, pretrain_pairs
@@ -623,6 +623,21 @@ def test_the_runs_wall_seconds_count_its_teacher_searches(tiny_config, tmp_path,
     began = time.monotonic()
     summary = pretrain(config, tmp_path / "run", progress=False)
     assert 1.0 <= summary["wall_seconds"] <= time.monotonic() - began + 0.1
+
+
+@pytest.mark.parametrize(("bad", "teacher"), [("a_bad.gnpg", []), ("z_bad.gnpg", ["data.teacher_budget=30"])])
+def test_a_family_file_that_is_no_graph_is_refused_before_the_searches_and_training(tiny_config, tmp_path, bad,
+                                                                                      teacher):
+    # read when its pair was first drawn (a_bad: training), or at the first validation (z_bad, sorted last: held
+    # out): the run ended there, after its iterations and teacher searches
+    family = tmp_path / "data" / "mine"
+    shutil.copytree(Path(yaml.safe_load(tiny_config.read_text())["data"]["root"]) / "alpha", family)
+    (family / bad).write_text("{}")
+    config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", "data.families=[mine]",
+                                                "data.random_clusters=0", *teacher])
+    with pytest.raises(InvalidGraph, match=rf"{bad}: not a gnplace graph file"):
+        pretrain(config, tmp_path / "run", progress=False, jobs=1)
+    assert not (tmp_path / "run" / "teacher").exists() and not (tmp_path / "run" / "logs").exists()
 
 
 def test_settings_a_run_cannot_train_with_are_refused_before_any_work(tiny_config, tmp_path):
