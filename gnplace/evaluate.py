@@ -238,7 +238,7 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
             if not found and path.suffix == ".gnpg":  # named like a graph file, which it is not
                 raise InvalidGraph(f"{path}: is a folder holding no graphs, not a graph file")
             if not found:
-                raise GnplaceError(f"{path}: no graphs (split {split!r})")
+                raise GnplaceError(f"{path}: no graphs (split {split!r}){_json_graphs_note(path)}")
             for graph_path in found:
                 _check_graph_file(graph_path, where)
             paths.extend(found)
@@ -251,6 +251,20 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
     for path in paths:  # a file named twice (itself and in its folder) is one graph
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+def _json_graphs_note(folder: Path) -> str:
+    """What to do with the ``*.json`` files of a ``folder`` of no ``*.gnpg`` file, which a folder's graphs never are.
+
+    ``gnplace import -o model.json`` writes a graph as plain JSON, and every command reads such a file named alone;
+    a folder of them said "no graphs" and nothing of its files.
+    """
+    count = sum(1 for f in folder.glob("*.json") if f.is_file()) if not (folder / "manifest.json").exists() else 0
+    if not count:
+        return ""
+    files = f"its {count} .json file{'s' if count != 1 else ''}"
+    return (f": a folder's graphs are its *.gnpg files, and {files} are read only where named one by one "
+            "(or saved as .gnpg)")
 
 
 def _check_graph_file(path: Path, where: str) -> None:

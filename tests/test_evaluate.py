@@ -16,7 +16,7 @@ import pytest
 
 from gnplace.evaluate import Row, Task, collect_graphs, evaluate, run_task, summarise, task_key, write_markdown
 from gnplace.exceptions import GnplaceError, InvalidArgument
-from gnplace.graph_io import save_graph
+from gnplace.graph_io import load_graph, save_graph
 from gnplace.placers import PLACERS
 from gnplace.toy import chain_graph, mlp_training_graph
 
@@ -39,6 +39,19 @@ def test_collect_graphs(graphs, tmp_path):
         collect_graphs([str(tmp_path / "empty")])
     with pytest.raises(GnplaceError, match=r"no manifest\.json, so no 'test' split to choose \(--split all takes"):
         collect_graphs([str(graphs)], split="test")  # a folder of bare graph files has no split to choose from
+
+
+def test_a_folder_of_json_graphs_says_that_a_folders_graphs_are_its_gnpg_files(graphs, tmp_path):
+    """``gnplace import -o m.json`` writes plain JSON graphs; a folder of them said "no graphs", naming none of them."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for name in ("a", "b"):
+        save_graph(load_graph(graphs / "mlp2.gnpg"), folder / f"{name}.json")
+    with pytest.raises(GnplaceError, match=r"mine: no graphs \(split 'all'\): a folder's graphs are its \*\.gnpg files, "
+                                           r"and its 2 \.json files are read only where named one by one \(or saved "
+                                           r"as \.gnpg\)$"):
+        collect_graphs([str(folder)])
+    assert len(collect_graphs([str(folder / "a.json"), str(folder / "b.json")])) == 2
 
 
 def test_collect_graphs_takes_one_path_as_one_and_refuses_what_is_no_path(graphs):
