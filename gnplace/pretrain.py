@@ -72,8 +72,11 @@ __all__ = [
 ]
 
 
-def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
-    """Training and held-out graph files of every family (the training split only, where a manifest has one)."""
+def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path], list[str]]:
+    """Training and held-out graph files of every family (the training split only, where a manifest has one).
+
+    The third list is the family (``data.families``'s name) of each held-out file.
+    """
     from gnplace.evaluate import collect_graphs
 
     root = Path(config.data.root)
@@ -85,7 +88,9 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
             f"run from a gnplace checkout, or write each family there first "
             f"(gnplace generate --family F --out {config.data.root}/F)"
         )
-    train, val = [], []
+    train: list[Path] = []
+    val: list[Path] = []
+    families: list[str] = []
     for family in config.data.families:
         folder = root / family  # a dataset's training split; every graph of a folder of bare graph files
         graphs = collect_graphs([str(folder)], split="train" if (folder / "manifest.json").exists() else "all")
@@ -102,8 +107,10 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path]]:
             if not kept:
                 raise InvalidArgument(f"family {family!r}: no training graph of at most {config.data.max_ops} ops")
         train += kept
-        val += graphs[cut:] + (left_out if config.data.val_left_out else [])
-    return train, val
+        held_out = graphs[cut:] + (left_out if config.data.val_left_out else [])
+        val += held_out
+        families += [family] * len(held_out)
+    return train, val, families
 
 
 def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
@@ -111,6 +118,12 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
 
     Clusters are preset names or random :class:`~gnplace.cluster.Cluster` objects.
     """
+    pairs, val_pairs, _ = _pairs_and_families(config)
+    return pairs, val_pairs
+
+
+def _pairs_and_families(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]], list[str]]:
+    """:func:`pretrain_pairs`, and the family (``data.families``'s name) of each validation pair."""
     from gnplace.cluster import load_cluster
     from gnplace.cluster_sampler import random_cluster
 
@@ -121,14 +134,14 @@ def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[
         except InvalidCluster as err:
             raise InvalidCluster(f"data.{key}: {err}") from err
 
-    train, val = _family_graphs(config)
+    train, val, families = _family_graphs(config)
     clusters: list[Any] = [configured(p, "presets") for p in config.data.presets]
     clusters += [random_cluster(config.data.random_cluster_seed + i) for i in range(config.data.random_clusters)]
     if not clusters:
         raise InvalidArgument("data: no clusters (give presets or random_clusters)")
     pairs = [(str(g), c) for g in train for c in clusters]
     val_pairs = [(str(g), configured(c, "val_clusters")) for g in val for c in config.data.val_clusters]
-    return pairs, val_pairs
+    return pairs, val_pairs, [f for f in families for _ in config.data.val_clusters]
 
 
 def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> None:
@@ -715,7 +728,7 @@ def pretrain(
     if exported and not last.exists() and not is_launched_rank(slurm=True):  # stopped before its first checkpoint
         raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
                               "from: use another --out, or move them away")
-    pairs, val_pairs = pretrain_pairs(config)
+    pairs, val_pairs, val_families = _pairs_and_families(config)
     processes = devices * num_nodes
     if min(config.schedule.pairs_per_step, len(pairs)) < processes:  # a rank without a pair has no gradient to share
         raise InvalidArgument(f"{processes} processes need a pair each every iteration: schedule.pairs_per_step "
@@ -736,7 +749,8 @@ def pretrain(
                                 workers=jobs, progress=progress) if config.data.teacher_budget else {}
     data = PlacementDataModule(pairs, pairs_per_step=schedule.pairs_per_step, steps_per_epoch=schedule.steps_per_epoch,
                                max_nodes=config.data.max_nodes, seed=config.learner.seed, val_pairs=val_pairs,
-                               modules=config.data.modules, anchored=config.data.anchored, starts=starts)
+                               modules=config.data.modules, anchored=config.data.anchored, starts=starts,
+                               val_families=val_families)
     # small tensors: one thread per process is fastest, and deterministic; the caller's own count back afterwards,
     # and the caller's deterministic-algorithms mode, which the trainer turns off
     with torch_threads(1), deterministic_mode_kept():

@@ -494,6 +494,8 @@ class PlacementDataModule(L.LightningDataModule):
         starts (Mapping[int, np.ndarray], optional): a placement (device of every op) offered to pair
             ``i`` as its best before training, timed then: a search's, which imitation then fits
             (:mod:`gnplace.rl.teacher`) (default: none).
+        val_families (Sequence[str], optional): the family of each held-out pair whose graph names none
+            (``meta["family"]``): pretraining's dataset folder (default: none, ``"other"``).
     """
 
     def __init__(
@@ -502,7 +504,7 @@ class PlacementDataModule(L.LightningDataModule):
         seed: int = 0, reference_seed: int | None = None,
         val_pairs: Sequence[tuple[OpGraph | str, Cluster | str]] = (), modules: bool = False,
         anchored: bool = False, starts: Mapping[int, np.ndarray] | None = None, memo: bool = False,
-        widen: bool = False,
+        widen: bool = False, val_families: Sequence[str] = (),
     ) -> None:
         super().__init__()
         if not pairs:
@@ -525,6 +527,7 @@ class PlacementDataModule(L.LightningDataModule):
         self._restored: dict[int, dict[str, Any]] = {}
         self._fingerprints: list[list[str]] | None = None
         self.val_pairs = list(val_pairs)
+        self.val_families = list(val_families)
         self._val_problems: dict[int, PlacementProblem] = {}
         self.starts = dict(starts or {})
 
@@ -574,8 +577,15 @@ class PlacementDataModule(L.LightningDataModule):
         return problem
 
     def val_family(self, index: int) -> str:
-        """The family of held-out pair ``index`` (its graph's ``meta["family"]``, else ``"other"``)."""
-        return str(self.val_problem(index).inp.graph.meta.get("family", "other"))
+        """The family of held-out pair ``index``: its graph's ``meta["family"]``, else ``val_families``', else "other".
+
+        An imported graph (``gnplace import``, ``module:factory``) names no family: a run over two folders of them
+        logged both as ``val/other``.
+        """
+        meta = self.val_problem(index).inp.graph.meta
+        if "family" in meta:
+            return str(meta["family"])
+        return self.val_families[index] if index < len(self.val_families) else "other"
 
     def val_dataloader(self) -> ProblemStream:
         """One tick per held-out pair (empty without ``val_pairs``)."""

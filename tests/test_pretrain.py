@@ -625,6 +625,18 @@ def test_the_runs_wall_seconds_count_its_teacher_searches(tiny_config, tmp_path,
     assert 1.0 <= summary["wall_seconds"] <= time.monotonic() - began + 0.1
 
 
+def test_validation_names_the_family_folder_of_graphs_that_name_no_family(tiny_config, tmp_path):
+    # imported graphs (gnplace import, module:factory) have no meta["family"]: two folders of them were one val/other
+    for family, width in (("mine", 64), ("yours", 128)):
+        for i in range(2):
+            save_graph(mlp_training_graph(layers=2 + i, width=width, batch=8), tmp_path / "data" / family / f"g{i}.gnpg")
+    config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", "data.families=[mine,yours]",
+                                                "data.random_clusters=0", "schedule.iterations=2"])
+    summary = pretrain(config, tmp_path / "run", progress=False)
+    assert {"val/mine", "val/yours"} <= set(summary["validation"]) and "val/other" not in summary["validation"]
+    assert set(load_policy(tmp_path / "run" / "best.ckpt")[1]["validation"]) == set(summary["validation"])
+
+
 @pytest.mark.parametrize(("bad", "teacher"), [("a_bad.gnpg", []), ("z_bad.gnpg", ["data.teacher_budget=30"])])
 def test_a_family_file_that_is_no_graph_is_refused_before_the_searches_and_training(tiny_config, tmp_path, bad,
                                                                                       teacher):
