@@ -91,8 +91,13 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path], list
     train: list[Path] = []
     val: list[Path] = []
     families: list[str] = []
+    seen: dict[Path, str] = {}
     for family in config.data.families:
         folder = root / family  # a dataset's training split; every graph of a folder of bare graph files
+        same = seen.setdefault(folder.resolve(), family)
+        if same != family:  # (torchfam and ./torchfam, or a link to it: each pair twice, held-out ones too)
+            raise InvalidArgument(f"data: families {same!r} and {family!r} are one folder ({folder.resolve()}); "
+                                  "name it once")
         graphs = collect_graphs([str(folder)], split="train" if (folder / "manifest.json").exists() else "all")
         cut = len(graphs) - config.data.val_per_family
         if cut < 1:

@@ -139,6 +139,10 @@ class PretrainConfig:
             twice = sorted({x for x in listed if listed.count(x) > 1})
             if twice:
                 raise InvalidArgument(f"data: {name} names {', '.join(map(str, twice))} more than once")
+        taken = sorted(set(self.data.families) & RESERVED_FAMILY_NAMES)
+        if taken:  # val/<family> would overwrite the overall metric, and val/best_vs_auto picks best.ckpt
+            raise InvalidArgument(f"data: families names {taken[0]!r}, which validation logs as an overall figure "
+                                  f"(val/{taken[0]}); rename that folder")
         every = self.schedule.checkpoint_every_s
         if not (isinstance(every, (int, float)) and finite_number(every) and every > 0):  # (10**400: no float)
             raise InvalidArgument(f"schedule: checkpoint_every_s must be a positive number of seconds, got {every!r}")
@@ -151,6 +155,11 @@ class PretrainConfig:
     def digest(self) -> str:
         """SHA-256 of :meth:`to_dict`: two runs with the same digest (and seed) train the same policy."""
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+#: Names no family may have: validation logs ``val/<family>`` beside the overall ``val/greedy_vs_auto``,
+#: ``val/oom`` and ``val/best_vs_auto`` (:meth:`gnplace.train.PlacementLearner.on_validation_epoch_end`).
+RESERVED_FAMILY_NAMES = frozenset({"greedy_vs_auto", "oom", "best_vs_auto"})
 
 
 def _plain(value: Any) -> Any:

@@ -637,6 +637,21 @@ def test_validation_names_the_family_folder_of_graphs_that_name_no_family(tiny_c
     assert set(load_policy(tmp_path / "run" / "best.ckpt")[1]["validation"]) == set(summary["validation"])
 
 
+def test_one_family_folder_named_twice_is_refused_not_drawn_twice(tiny_config, tmp_path):
+    """data.families=[mine, ./mine] (or a link to it) passed the check of names given twice: every pair twice."""
+    from gnplace.pretrain import pretrain_pairs
+
+    root = Path(yaml.safe_load(tiny_config.read_text())["data"]["root"])
+    shutil.copytree(root / "alpha", tmp_path / "data" / "mine")
+    (tmp_path / "data" / "link").symlink_to(tmp_path / "data" / "mine")
+    for second in ("./mine", "link"):
+        config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", f"data.families=[mine,{second}]"])
+        with pytest.raises(InvalidArgument, match=rf"^data: families 'mine' and '{second}' are one folder \("):
+            pretrain_pairs(config)
+    config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", "data.families=[mine]"])
+    assert len(pretrain_pairs(config)[0]) == 2 * 2  # 2 training graphs (one held out) on 2 clusters
+
+
 @pytest.mark.parametrize(("bad", "teacher"), [("a_bad.gnpg", []), ("z_bad.gnpg", ["data.teacher_budget=30"])])
 def test_a_family_file_that_is_no_graph_is_refused_before_the_searches_and_training(tiny_config, tmp_path, bad,
                                                                                       teacher):

@@ -38,6 +38,9 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
     ("data: {random_clusters: 1000000000}", "random_clusters must be at most 10,000"),
     ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
+    # val/oom of a family named so overwrote the overall share, and val/best_vs_auto picks best.ckpt
+    ("data: {families: [ptb, oom]}", r"families names 'oom', which validation logs as an overall figure \(val/oom\)"),
+    ("data: {families: [best_vs_auto]}", r"names 'best_vs_auto', which .*\(val/best_vs_auto\); rename that folder"),
     ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
     ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),
     ("data: {val_left_out: true}", "val_left_out needs max_ops"),
