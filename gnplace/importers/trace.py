@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph, first_line
+from gnplace.workers import SharedSetting
 
 __all__ = [
     "Ref", "TracedOp", "TrainingTrace", "record_training_step", "positional_inputs", "input_leaves", "SPLIT_OPS",
@@ -380,7 +381,6 @@ def record_training_step(
     if not isinstance(module, torch.nn.Module):  # None or a function was an AttributeError ('named_parameters')
         raise InvalidArgument(f"the model must be a torch.nn.Module (an instance), got {_described(module)}")
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     params: dict[str, torch.Tensor] = {k: p for k, p in module.named_parameters() if p.requires_grad}
     buffers = dict(module.named_buffers())
@@ -423,7 +423,7 @@ def record_training_step(
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
     recorder = _Recorder(origin, keep, call_stack)
     try:
-        with _training_grad_mode(), fake_mode:
+        with _RECORDING_SWITCHES, _training_grad_mode(), fake_mode:
             fake_params = {}
             for k, p in params.items():
                 fp = fake_mode.from_tensor(p.detach()).requires_grad_(True)
@@ -487,7 +487,7 @@ def record_training_step(
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
 
-            with recorder, sdpa_kernel(SDPBackend.MATH), _without_onednn(), _quiet_fake_tensor_log():
+            with recorder:
                 state = {f"module.{k}": v for k, v in {**fake_params, **fake_buffers}.items()}
                 value, grads = torch.func.functional_call(_Call(module, step), state,
                                                           tree_unflatten(fake_inputs, input_spec))
@@ -732,41 +732,56 @@ def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any], 
 
 @contextmanager
 def _training_grad_mode() -> Iterator[None]:
-    """Record with gradients on, inference mode and anomaly detection off, whatever the caller's.
+    """Record with gradients on and inference mode off (this thread's modes), whatever the caller's.
 
     Under the caller's ``torch.no_grad()`` or ``torch.inference_mode()`` (an import from an evaluation loop, a
     notebook cell under a decorator) the fake parameters would carry no autograd graph, and the loss none to
-    differentiate. Anomaly detection (``torch.autograd.detect_anomaly()``) checks each gradient for NaN by reading
-    its values, which fake tensors have none of: the recording failed as data-dependent control flow. All three
-    are the caller's again afterwards.
+    differentiate. Both are the caller's again afterwards; anomaly detection, the process's, is
+    :data:`_RECORDING_SWITCHES`'.
     """
-    with torch.inference_mode(False), torch.enable_grad(), torch.autograd.set_detect_anomaly(False):
+    with torch.inference_mode(False), torch.enable_grad():
         yield
 
 
-@contextmanager
-def _without_onednn() -> Iterator[None]:
-    """Record with oneDNN (mkldnn) off, so that composite ops take their portable decompositions."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # said on every switch
-        with torch.backends.mkldnn.flags(enabled=False):
-            yield
+def _switch_for_recording() -> Callable[[], None]:
+    """Set the process's switches a recording needs (see :data:`_RECORDING_SWITCHES`); returns what puts them back."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-
-@contextmanager
-def _quiet_fake_tensor_log() -> Iterator[None]:
-    """Mute the log of fake tensors while recording.
-
-    An op that fails on its fake inputs (a user's shape mistake) logs its traceback at ERROR level there,
-    and the failure reaches the caller as one line anyway.
-    """
+    anomaly = torch.autograd.set_detect_anomaly(False)  # (switches as it is made)
+    kernels = sdpa_kernel(SDPBackend.MATH)
+    onednn = torch.backends.mkldnn.flags(enabled=False)
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     was = logger.disabled
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # said on every switch
+        kernels.__enter__()
+        onednn.__enter__()
     logger.disabled = True
-    try:
-        yield
-    finally:
+
+    def back() -> None:
         logger.disabled = was
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
+            onednn.__exit__(None, None, None)
+            kernels.__exit__(None, None, None)
+        anomaly.__exit__(None, None, None)
+
+    return back
+
+
+_RECORDING_SWITCHES = SharedSetting(_switch_for_recording)
+"""What a recording switches for the process while it runs, and the caller's switches back after the last.
+
+Anomaly detection off (``torch.autograd.detect_anomaly()`` checks each gradient for NaN by reading its values,
+which fake tensors have none of: the recording failed as data-dependent control flow); scaled dot-product
+attention's math kernel alone and oneDNN (mkldnn) off, so that composite ops take their portable decompositions;
+the log of fake tensors muted (an op that fails on its fake inputs, a user's shape mistake, logs its traceback at
+ERROR level there, and the failure reaches the caller as one line anyway). Each is torch's, or logging's, for the
+whole process: recordings in threads at once share one switching, made by the first to enter and undone by the
+last to leave (:class:`~gnplace.workers.SharedSetting`). Each recording saved and restored its own, and four
+imports in threads left oneDNN off, the fake tensors' log muted and a warnings filter behind for the rest of the
+process.
+"""
 
 
 def _forward_signature(module: torch.nn.Module) -> str:

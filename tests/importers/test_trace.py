@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -404,3 +408,48 @@ def test_a_dict_of_example_inputs_is_refused_in_one_line_not_passed_as_its_keys(
             return self.fc(batch["x"]).sum()
 
     assert import_step(Keyed(), ({"x": torch.zeros(4, 3)},)).graph.num_ops > 0
+
+
+class _WaitsInForward(nn.Module):
+    """Marks ``inside`` as its forward runs (fake tensors, in a recording), then waits for ``go`` (at most 60 s)."""
+
+    def __init__(self, inside: threading.Event, go: threading.Event) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        self.inside, self.go = inside, go
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.inside.set()
+        assert self.go.wait(60)
+        return self.fc(x).sum()
+
+
+def _process_switches() -> tuple[object, ...]:
+    return (torch.backends.mkldnn.enabled, torch.is_anomaly_enabled(), torch.backends.cuda.flash_sdp_enabled(),
+            torch.backends.cuda.mem_efficient_sdp_enabled(), logging.getLogger("torch._subclasses.fake_tensor").disabled,
+            list(warnings.filters))
+
+
+def test_recordings_in_threads_that_overlap_leave_the_process_switches_as_they_were():
+    """Each recording saved and restored oneDNN, the attention kernels, the fake tensors' log and a warnings filter
+    (the process's): a second recording that began inside the first and ended after it restored the first's switches,
+    and oneDNN stayed off, the log muted and the filter set for the rest of the process (imports in four threads)."""
+    before = _process_switches()
+    a_inside, b_inside, a_done = threading.Event(), threading.Event(), threading.Event()
+    traces: dict[str, TrainingTrace] = {}
+
+    def first() -> None:  # enters first, leaves first: while the second records
+        traces["a"] = record_training_step(_WaitsInForward(a_inside, b_inside), (torch.randn(3, 4),))
+        a_done.set()
+
+    def second() -> None:
+        assert a_inside.wait(60)
+        traces["b"] = record_training_step(_WaitsInForward(b_inside, a_done), (torch.randn(3, 4),))
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert set(traces) == {"a", "b"}
+    assert _process_switches() == before
