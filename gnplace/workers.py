@@ -32,7 +32,7 @@ from typing import Any
 
 __all__ = ["PARENT_POLL_S", "SharedSetting", "available_cores", "check_main_guarded", "is_launched_rank",
            "limit_threads", "process_pool", "task_mapper", "terminate_workers", "threads_kept", "threads_per_worker",
-           "torch_threads", "THREAD_VARIABLES",
+           "torch_threads", "set_torch_threads_here", "THREAD_VARIABLES",
            "watch_parent",
            "RANK_VARIABLES", "stray_ranks_hidden"]
 
@@ -411,6 +411,10 @@ def _numba_threads_if_started() -> int | None:
     return int(numba.get_num_threads())
 
 
+#: Held while a thread changes torch's thread counts in :func:`torch_threads`.
+_TORCH_THREADS = threading.Lock()
+
+
 @contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
     """Run the body with torch's intra-op pool at ``threads`` threads; the caller's count back afterwards.
@@ -418,6 +422,12 @@ def torch_threads(threads: int) -> Iterator[None]:
     The learners' tensors are small, and more threads spin and slow them down, so their loops run on one; a
     library call that set it and left it (``gnplace.pretrain.pretrain`` did) left the caller's own training
     on one thread for the rest of the process.
+
+    Under OpenMP (torch's CPU builds) each thread has its count, and ``torch.set_num_threads`` also sets the count
+    that threads yet to use torch start with. Placements in threads at once (``policy``, ``ppo``, ``finetune``)
+    left that one at 1: a thread started later, the caller's next training in one, ran on one thread. It is put
+    back as each call sets its own thread's, and a thread that first used torch inside another's call started
+    with the caller's count, not that call's.
 
     Examples:
         >>> import torch
@@ -430,13 +440,44 @@ def torch_threads(threads: int) -> Iterator[None]:
     """
     import torch
 
-    kept = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    with _TORCH_THREADS:
+        kept = torch.get_num_threads()
+        set_torch_threads_here(torch, threads)
     try:
         yield
     finally:
-        if torch.get_num_threads() != kept:
-            torch.set_num_threads(kept)
+        with _TORCH_THREADS:
+            if torch.get_num_threads() != kept:
+                set_torch_threads_here(torch, kept)
+
+
+def set_torch_threads_here(torch: Any, threads: int) -> None:
+    """``torch.set_num_threads(threads)`` (``torch`` the module) for this thread, where counts are each thread's.
+
+    There (OpenMP, torch's CPU builds) the count that threads yet to use torch start with, which
+    ``torch.set_num_threads`` sets too, is left as it was.
+    """
+    if not _torch_counts_per_thread(torch):
+        torch.set_num_threads(threads)
+        return
+    start = _in_new_thread(torch.get_num_threads)  # the count threads yet to use torch start with
+    torch.set_num_threads(threads)
+    if start != threads:
+        _in_new_thread(lambda: torch.set_num_threads(start))
+
+
+def _torch_counts_per_thread(torch: Any) -> bool:
+    """Whether torch's intra-op thread counts are each thread's: its OpenMP backend (its CPU builds)."""
+    return "parallel backend: OpenMP" in torch.__config__.parallel_info()
+
+
+def _in_new_thread(call: Callable[[], Any]) -> Any:
+    """What ``call()`` returns in a thread started for it (one that has not used torch yet)."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(call()), name="gnplace-torch-threads", daemon=True)
+    thread.start()
+    thread.join()
+    return out[0]
 
 
 def watch_parent(parent: int) -> None:

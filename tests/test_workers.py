@@ -373,3 +373,50 @@ def test_threads_kept_gives_back_the_variables_and_numbas_count_limit_threads_se
     finally:
         numba.set_num_threads(numba_before)
         torch.set_num_threads(torch_before)
+
+
+_OVERLAPPING_TORCH_THREADS = """
+import threading
+import torch
+from gnplace.workers import torch_threads
+
+torch.set_num_threads(3)
+a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+counts = {}
+
+def first():
+    with torch_threads(1):
+        a_inside.set()
+        assert b_inside.wait(60)
+    a_left.set()
+
+def second():  # first uses torch inside first's call, and leaves after it
+    assert a_inside.wait(60)
+    with torch_threads(1):
+        b_inside.set()
+        assert a_left.wait(60)
+    counts["second, after"] = torch.get_num_threads()
+
+threads = [threading.Thread(target=first), threading.Thread(target=second)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(120)
+later = threading.Thread(target=lambda: counts.update(later=torch.get_num_threads()))
+later.start()
+later.join(60)
+print(torch.get_num_threads(), counts["second, after"], counts["later"])
+"""
+
+
+@pytest.mark.skipif("parallel backend: OpenMP" not in __import__("torch").__config__.parallel_info(),
+                    reason="torch's thread counts are each thread's under its OpenMP backend alone")
+def test_torch_threads_in_threads_at_once_give_every_thread_the_callers_count_back():
+    """Under OpenMP each thread has its count, and new threads start with the last one ``torch.set_num_threads`` set:
+    a thread that first used torch inside another's call started at its 1 and kept it, and ``policy`` placements in
+    threads (which set torch's count without this context) left threads started later at 1 thread, not the caller's
+    3. A fresh process: the counts are the process's."""
+    done = subprocess.run([sys.executable, "-c", _OVERLAPPING_TORCH_THREADS], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["3", "3", "3"]

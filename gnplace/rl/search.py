@@ -46,7 +46,7 @@ from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, SHIPPED_CONSTRUCTORS, Policy
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, relative_step, simulated, unwrapped
-from gnplace.workers import stray_ranks_hidden
+from gnplace.workers import stray_ranks_hidden, torch_threads
 
 __all__ = [
     "PPOSearchPlacer", "FineTunePlacer", "ReinforceSearchPlacer", "RUN_KEY",
@@ -354,7 +354,6 @@ class PPOSearchPlacer:
     def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike) -> Placement:
         """:meth:`place`, its folder (if any) held."""
         import lightning as L
-        import torch
 
         from gnplace.callbacks import (
             StopAtBudget,
@@ -443,9 +442,7 @@ class PPOSearchPlacer:
                 callbacks.append(StopAtBudget(counted, samples + polish_budget + 1,
                                               spent=lambda: data.problem(0).evaluations))
             bars = progress_callbacks(self.progress, f"{self.name} {graph.name}", self.budget, count="evaluations")
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)  # the policy's tensors are small: more threads spin and slow it down
-            try:
+            with torch_threads(1):  # the policy's tensors are small: more threads spin and slow it down
                 with quiet_lightning():
                     trainer = L.Trainer(
                         max_epochs=1, accelerator="cpu", devices=1,
@@ -460,8 +457,6 @@ class PPOSearchPlacer:
                 problem = data.problem(0)  # a resumed run's, with its saved best placement and reference step
                 self.last_reference_step = problem.reference_step
                 self.last_greedy_after_search = relative_step(learner.greedy_step(problem), problem.reference_step)
-            finally:
-                torch.set_num_threads(threads)
             after = problem.greedy_steps.get(config.imitation_steps - 1)
             self.last_greedy_after_imitation = None if after is None else relative_step(after, problem.reference_step)
         history = list(problem.history)

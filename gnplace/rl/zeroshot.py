@@ -40,6 +40,7 @@ from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, relative_step
+from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:
     import argparse
@@ -552,9 +553,7 @@ class PolicyPlacer:
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
         sizes = [*subset_sizes(d), d] if self.subsets else [d]
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # small tensors: one thread is fastest
-        try:
+        with torch_threads(1):  # small tensors: one thread is fastest
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
                 whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed,
@@ -597,8 +596,6 @@ class PolicyPlacer:
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
                     blocks.append(built)
                     names += built_names
-        finally:
-            torch.set_num_threads(threads)
         result = timed
         if self.portfolio and not around_auto:  # around auto, auto's placement is a candidate already
             from gnplace.placers.auto import FAST_PLACERS

@@ -293,8 +293,10 @@ def _simulate_many(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray
         return _kernel.simulate_many(array, *args)  # type: ignore[no-any-return]
     finally:
         _POOL_STARTED = True
-        if torch is not None and torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
+        if torch is not None and threads is not None and torch.get_num_threads() != threads:
+            from gnplace.workers import set_torch_threads_here
+
+            set_torch_threads_here(torch, threads)  # threads yet to use torch start with the count they had
 
 
 def simulate(
