@@ -458,6 +458,40 @@ def _note_sigterm_without_a_collective(trainer: L.Trainer) -> bool:
     return True
 
 
+def _isolate_rng_in_turn() -> Callable[[], None]:
+    """Lightning's trainers isolate the random generators holding :func:`~gnplace.seed.global_generators_lock`.
+
+    ``Trainer.fit`` saves torch's, numpy's and Python's generators before its sanity check and restores them after
+    (``isolate_rng``). Fitted in one thread while another seeded torch's (a placer's initial weights under
+    :func:`~gnplace.seed.seeded_torch`), it saved that seeded state and restored it after the other had put the
+    caller's back: ``ppo``, ``finetune`` or ``reinforce`` placements in threads at once left torch's generator
+    seeded for the rest of the process, and could rewind another thread's draws of its initial weights. Returns
+    what puts Lightning's own back.
+    """
+    from lightning.pytorch.trainer import trainer as trainer_module
+
+    from gnplace.seed import global_generators_lock
+
+    isolate = getattr(trainer_module, "isolate_rng", None)
+    if isolate is None:  # a Lightning that isolates otherwise, or not at all
+        return lambda: None
+
+    @contextlib.contextmanager
+    def in_turn(*args: Any, **kwargs: Any) -> Iterator[None]:
+        with global_generators_lock(), isolate(*args, **kwargs):
+            yield
+
+    trainer_module.isolate_rng = in_turn
+
+    def back() -> None:
+        trainer_module.isolate_rng = isolate
+
+    return back
+
+
+_ISOLATE_RNG_IN_TURN = SharedSetting(_isolate_rng_in_turn)
+
+
 def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     """``trainer.fit(*args, **kwargs)``; Ctrl-C reaches the caller as ``KeyboardInterrupt``, SIGTERM as ``Terminated``.
 
@@ -477,7 +511,8 @@ def fit_interruptibly(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
     handler = signal.getsignal(signal.SIGINT)
     finished = False
     try:
-        trainer.fit(*args, **kwargs)
+        with _ISOLATE_RNG_IN_TURN:  # fits in threads at once: see _isolate_rng_in_turn
+            trainer.fit(*args, **kwargs)
         finished = True
     except SIGTERMException as err:
         raise Terminated("SIGTERM") from err

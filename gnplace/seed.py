@@ -17,7 +17,8 @@ from gnplace.limits import is_whole
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SeedLike", "as_generator", "check_seed", "seeded_torch", "torch_generator", "torch_rng_kept", "torch_seed"]
+__all__ = ["SeedLike", "as_generator", "check_seed", "global_generators_lock", "seeded_torch", "torch_generator",
+           "torch_rng_kept", "torch_seed"]
 
 #: seed (int, np.random.Generator or None): what every stochastic function of gnplace accepts.
 SeedLike = int | np.random.Generator | None
@@ -108,6 +109,15 @@ def torch_generator(seed: SeedLike = None) -> torch.Generator:
 
 #: Held while a thread runs the body of :func:`seeded_torch` (torch's global CPU generator is the process's).
 _GLOBAL_GENERATOR = threading.RLock()
+
+
+def global_generators_lock() -> threading.RLock:
+    """The lock that :func:`seeded_torch` and :func:`torch_rng_kept` hold while they run their body.
+
+    Other code that saves and restores the process's generators (Lightning's ``isolate_rng``) holds it too, so
+    that it never saves one body's seeded state and restores it after that body has ended.
+    """
+    return _GLOBAL_GENERATOR
 
 
 @contextmanager

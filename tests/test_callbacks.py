@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import pytest
@@ -24,6 +26,7 @@ from gnplace.callbacks import (
     single_process_plugins,
 )
 from gnplace.exceptions import ExecutionFailed, Terminated
+from gnplace.seed import seeded_torch
 from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, toy_cluster
 
@@ -629,3 +632,72 @@ def test_a_spawned_rank_is_silenced_as_it_unpickles_the_trainer(tmp_path):
     rank, launcher = levels("1")
     assert rank == logging.ERROR and launcher < logging.ERROR
     assert levels("0")[0] < logging.ERROR  # a rank given none prints Lightning's lines
+
+
+class _WaitsInSanityCheck(BoringModel):
+    """Marks ``checking`` as its sanity check's validation step runs, then waits for ``go`` (at most 60 s).
+
+    Its weights and data are drawn as it is made, and its loaders draw from a generator of their own: its fit
+    draws nothing from torch's global generator.
+    """
+
+    def __init__(self, checking: threading.Event, go: threading.Event) -> None:
+        super().__init__()
+        self.checking, self.go = checking, go
+        self.data = torch.randn(4, 32)
+
+    def train_dataloader(self) -> Any:
+        return torch.utils.data.DataLoader(self.data, batch_size=2, generator=torch.Generator().manual_seed(0))
+
+    def val_dataloader(self) -> Any:
+        return self.train_dataloader()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        if self.trainer.sanity_checking:
+            self.checking.set()
+            assert self.go.wait(60)
+        return super().validation_step(batch, batch_idx)
+
+
+class _StartsInside(L.Callback):
+    """Holds the fit at its start until ``inside`` is set (at most 60 s)."""
+
+    def __init__(self, inside: threading.Event) -> None:
+        self.inside = inside
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        assert self.inside.wait(60)
+
+
+def test_a_fit_in_one_thread_leaves_another_threads_seeding_of_torchs_generator_alone(tmp_path):
+    """Lightning saves the generators before its sanity check and restores them after: a fit that did so while
+    another thread's seeded_torch body ran (a placer drawing its initial weights) restored that body's seeded state
+    after the body had put the caller's back, and ppo placements in threads left torch's generator seeded. The
+    seeding thread waits for the fit's sanity check at most 3 s: with the fix the check waits for it instead."""
+    inside, checking, seeded_left = threading.Event(), threading.Event(), threading.Event()
+    model = _WaitsInSanityCheck(checking, seeded_left)
+    before = torch.random.get_rng_state()
+    errors: list[BaseException] = []
+
+    def seeding() -> None:
+        with seeded_torch(7):
+            inside.set()
+            checking.wait(3)  # (set only without the fix)
+        seeded_left.set()
+
+    def fit() -> None:
+        try:
+            trainer = L.Trainer(max_steps=1, limit_val_batches=1, num_sanity_val_steps=1, logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                                default_root_dir=tmp_path, callbacks=[_StartsInside(inside)])
+            fit_interruptibly(trainer, model)
+        except BaseException as err:  # noqa: BLE001 - the main thread raises it
+            errors.append(err)
+
+    threads = [threading.Thread(target=seeding), threading.Thread(target=fit)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors
+    assert torch.equal(torch.random.get_rng_state(), before)
