@@ -164,7 +164,8 @@ class PPOSearchPlacer:
             simulator as the timer (default: ``"auto"``).
         timer (StepTimer, optional): times placements (default: ``Simulator()``).
         checkpoint (str, optional): a policy checkpoint to start from instead of a fresh policy
-            (fine-tuning; its network shape replaces ``hidden`` and ``layers``) (default: ``None``).
+            (fine-tuning; its network shape replaces ``hidden`` and ``layers``, and other values given for them
+            are refused) (default: ``None``).
         zero_shot (bool, optional): with a ``checkpoint``, first place the graph zero-shot with it
             (:class:`~gnplace.rl.zeroshot.PolicyPlacer`, ``zero_shot_samples`` samples; its evaluations
             count against the budget) and return that placement if the search ends slower, so
@@ -268,6 +269,7 @@ class PPOSearchPlacer:
 
             policy, _ = cached_policy(self.checkpoint)  # raises InvalidCheckpoint on a bad file, before any work
             shape = {k: getattr(policy.config, k) for k in ("hidden", "layers", "head", "alpha")}
+            self._check_shape_given(hidden=hidden, layers=layers, shape=shape)
         self.timer = timer or Simulator()
         if screen_model == "auto":  # the simulator ranks a real timer's candidates; it cannot rank its own
             screen_model = "learned" if simulated(self.timer) else "simulator"
@@ -324,6 +326,23 @@ class PPOSearchPlacer:
         if algo == "reinforce" and epochs != self._default("epochs"):
             raise InvalidArgument(f"{owner}: epochs counts PPO's gradient steps per batch; algo=reinforce makes one "
                                   f"step per batch, so leave epochs out (got {epochs!r})")
+
+    def _check_shape_given(self, *, hidden: Any, layers: Any, shape: dict[str, Any]) -> None:
+        """Refuse a ``hidden`` or ``layers`` set beside a checkpoint: its network's ``shape`` replaces them.
+
+        ``-O finetune.hidden=8`` fine-tuned the checkpoint's 64-wide network without a word. A value equal to the
+        default or to the checkpoint's own is accepted: it asks for nothing else.
+
+        Raises:
+            InvalidArgument: naming the options and the checkpoint's values.
+        """
+        given = [name for name, value in (("hidden", hidden), ("layers", layers))
+                 if value != self._default(name) and value != shape[name]]
+        if given:
+            ours = ", ".join(f"{name}={shape[name]}" for name in given)
+            raise InvalidArgument(f"{type(self).__name__}: {' and '.join(given)} shape a new network, and this search "
+                                  f"starts from the checkpoint {self.checkpoint}, whose network is its own ({ours}): "
+                                  f"leave {' and '.join(given)} out")
 
     def __repr__(self) -> str:
         c = self.config

@@ -642,3 +642,19 @@ def test_resume_without_an_output_folder_is_refused():
     """``-O ppo.resume=true`` with no ``-O ppo.out`` started a new search, exit 0: there was nothing to resume from."""
     with pytest.raises(InvalidArgument, match="resume continues the run checkpointed in out .* no out is given"):
         PPOSearchPlacer(budget=40, resume=True, **FAST)
+
+
+def test_a_network_shape_beside_a_checkpoint_is_refused_not_ignored():
+    """``-O finetune.hidden=8`` fine-tuned the shipped checkpoint's 64-wide network without a word."""
+    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
+
+    shipped = cached_policy(str(SHIPPED_CHECKPOINT))[0].config
+    for options in (dict(hidden=8), dict(layers=1), dict(hidden=8, layers=1)):
+        with pytest.raises(InvalidArgument, match=r"FineTunePlacer: (hidden|layers).* starts from the checkpoint .*"
+                                                  r"gnplace-base.ckpt, whose network is its own \((hidden|layers)="):
+            make_placer("finetune", budget=100, **options)
+    with pytest.raises(InvalidArgument, match=r"PPOSearchPlacer: hidden shape a new network.*\(hidden=64\)"):
+        PPOSearchPlacer(budget=100, checkpoint=str(SHIPPED_CHECKPOINT), hidden=32)
+    # the checkpoint's own shape, or the default, asks for nothing else; without a checkpoint both shape the network
+    assert FineTunePlacer(budget=100, hidden=shipped.hidden, layers=shipped.layers).config.hidden == shipped.hidden
+    assert PPOSearchPlacer(budget=100, hidden=8, layers=1).config.hidden == 8
