@@ -20,6 +20,9 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: float32's smallest normal number (1.2e-38): a setting that must be > 0 is refused below it, where the policy's
 #: float32 tensors hold it as 0 or a subnormal (``lr=1e-50`` trained nothing, and said nothing).
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+#: torch reads a Python int multiplying a tensor as a 64-bit integer: a setting that is an int is refused from this
+#: magnitude on (a float of any size within float32's range is taken).
+INT64_BOUND = 2**63
 
 if TYPE_CHECKING:
     from gnplace.policy.gnn import PolicyConfig
@@ -165,6 +168,10 @@ class LearnerConfig:
             if not -FLOAT32_MAX <= value <= FLOAT32_MAX:
                 shown = f"{value:.4g}" if isinstance(value, float) else f"one of {len(str(abs(value)))} digits"
                 raise InvalidArgument(f"{name} must be a finite number within float32's range (+-3.4e38), got {shown}")
+            if isinstance(value, int) and not -INT64_BOUND <= value < INT64_BOUND:  # torch takes an int as 64 bits:
+                # entropy=10**20 was an OverflowError traceback ("int too big to convert") at the first update
+                raise InvalidArgument(f"{name} must be a whole number of at most 64 bits (below 9.2e18), or a float "
+                                      f"such as {float(value):.0e}, got one of {len(str(abs(value)))} digits")
         positive = {"lr": self.lr, "clip": self.clip, "grad_clip": self.grad_clip, "kl_target": self.kl_target,
                     "alpha": self.alpha}
         for name, value in positive.items():

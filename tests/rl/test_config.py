@@ -76,3 +76,14 @@ def test_a_positive_number_that_float32_rounds_to_zero_is_refused(option):
                                               r"number; .*got 1e-50$"):
         LearnerConfig(**{option: 1e-50})
     LearnerConfig(**{option: 1e-30 if option != "alpha" else 1.0})
+
+
+@pytest.mark.parametrize("option", ["entropy", "elite", "beta", "prior", "oom_penalty"])
+def test_a_whole_number_past_64_bits_is_refused_a_float_of_its_size_is_taken(option):
+    """``-O ppo.entropy=100000000000000000000`` passed float32's range and ended in an OverflowError traceback (``int
+    too big to convert``) at the first update: torch reads an int multiplying a tensor as a 64-bit integer."""
+    with pytest.raises(InvalidArgument, match=rf"^{option} must be a whole number of at most 64 bits \(below 9.2e18\), "
+                                              r"or a float such as 1e\+20, got one of 21 digits$"):
+        LearnerConfig(**{option: 10**20})
+    assert getattr(LearnerConfig(**{option: 1e20}), option) == 1e20
+    assert getattr(LearnerConfig(**{option: 2**63 - 1}), option) == 2**63 - 1

@@ -117,7 +117,8 @@ def test_edge_cases_and_bad_options(counting_simulator):
            dict(oom_penalty=float("nan")), dict(passes=0), dict(hidden=10_000_000), dict(rounds=65), dict(episodes=16385),
            dict(budget=10**9 + 1),  # past MAX_BUDGET: was accepted, a search that never ends
            dict(lr=1e300), dict(lr_end=1e300),  # were accepted, then Adam's float32 step overflowed mid-run
-           dict(lr=10**400))  # an OverflowError of float()
+           dict(lr=10**400),  # an OverflowError of float()
+           dict(entropy=10**20))  # within float32's range, then an OverflowError of torch ("int too big to convert")
     for options in bad:
         with pytest.raises(InvalidArgument) as err:
             PlacetoPlacer(**options)
