@@ -76,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
     if args.algo == "reinforce" and args.epochs != LearnerConfig.epochs:  # inert: never ignored silently
         raise InvalidArgument(f"--epochs counts PPO's gradient steps per batch; --algo reinforce makes one step per "
                               f"batch, so leave --epochs out (got {args.epochs})")
+    if args.screen <= 1 and args.screen_model != LearnerConfig.screen_model:  # inert: no screen, every sample timed
+        raise InvalidArgument(f"--screen-model {args.screen_model} is what the screen starts from, and --screen "
+                              f"{args.screen} screens nothing (every sample is timed): leave --screen-model out, or "
+                              "raise --screen")
     config = LearnerConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(LearnerConfig)
                               if f.name not in NOT_FLAGS})
     if args.resume:

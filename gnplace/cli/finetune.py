@@ -97,6 +97,9 @@ def _check_learning_flags(args: argparse.Namespace) -> None:
     check_count(args.samples, "--samples", minimum=2)  # PPO's advantages need two placements of a batch
     check_count(args.epochs, "--epochs", minimum=1)
     check_count(args.screen, "--screen", minimum=1)
+    if args.screen == 1 and args.screen_model != "auto":  # (the fine-tuner's own words named no flag)
+        raise InvalidArgument(f"--screen-model {args.screen_model} is what the screen starts from, and --screen 1 "
+                              "screens nothing (every sample is timed): leave --screen-model out, or raise --screen")
     if not (math.isfinite(args.lr) and args.lr > 0):  # as bench.py finetune's --ft-lr
         raise InvalidArgument(f"--lr must be a finite number > 0, got {args.lr}")
     if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):  # as train.py's

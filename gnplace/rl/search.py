@@ -259,7 +259,8 @@ class PPOSearchPlacer:
         self.checkpoint_every_s = float(checkpoint_every_s)
         self.progress = progress
         self._check_inert(epochs=epochs, algo=algo or self.algo, zero_shot=zero_shot,
-                          zero_shot_samples=zero_shot_samples, zero_shot_start=zero_shot_start)
+                          zero_shot_samples=zero_shot_samples, zero_shot_start=zero_shot_start, screen=screen,
+                          screen_model=screen_model)
         self.zero_shot = bool(zero_shot)
         self.zero_shot_samples = int(zero_shot_samples)
         self.zero_shot_start = bool(zero_shot_start)
@@ -306,13 +307,14 @@ class PPOSearchPlacer:
         raise KeyError(name)
 
     def _check_inert(self, *, epochs: Any, algo: str, zero_shot: Any, zero_shot_samples: Any,
-                     zero_shot_start: Any) -> None:
+                     zero_shot_start: Any, screen: Any = 1, screen_model: Any = "auto") -> None:
         """Refuse options set to no effect: never ignored silently (``-O reinforce.epochs=5`` changed nothing).
 
         Raises:
             InvalidArgument: for ``zero_shot`` without a ``checkpoint``, ``zero_shot_samples`` or
-                ``zero_shot_start`` set without ``zero_shot``, or ``epochs`` set with ``algo="reinforce"``
-                (one policy-gradient step per batch).
+                ``zero_shot_start`` set without ``zero_shot``, ``epochs`` set with ``algo="reinforce"``
+                (one policy-gradient step per batch), or ``screen_model`` set with ``screen`` 1 (no screen:
+                every sample is timed; ``gnplace finetune --screen 1 --screen-model learned`` was taken).
         """
         owner = type(self).__name__
         if zero_shot and self.checkpoint is None:
@@ -323,6 +325,10 @@ class PPOSearchPlacer:
         if unused and not zero_shot:
             raise InvalidArgument(f"{owner}: {' and '.join(unused)} apply only with zero_shot=true (and a checkpoint); "
                                   "leave them out")
+        if screen_model != self._default("screen_model") and is_whole(screen) and screen <= 1:
+            raise InvalidArgument(f"{owner}: screen_model is what the screen of screen > 1 starts from, and screen="
+                                  f"{screen} screens nothing (every sample is timed): leave screen_model out, or "
+                                  "set screen above 1")
         if algo == "reinforce" and epochs != self._default("epochs"):
             raise InvalidArgument(f"{owner}: epochs counts PPO's gradient steps per batch; algo=reinforce makes one "
                                   f"step per batch, so leave epochs out (got {epochs!r})")

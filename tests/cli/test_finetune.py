@@ -302,6 +302,18 @@ def test_a_simulator_screen_with_the_simulator_timer_exits_2_before_anything_is_
     assert not out.exists()
 
 
+def test_a_screen_model_without_a_screen_exits_2_before_anything_is_written(tmp_path, capsys):
+    """``--screen 1 --screen-model learned`` ran, and the model chose nothing: no screen, every sample timed."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", "--screen", "1", "--screen-model", "learned", "-o",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("gnplace: error: --screen-model learned is what the screen starts from, and --screen 1 screens "
+                   "nothing (every sample is timed): leave --screen-model out, or raise --screen\n")
+    assert not out.exists()
+
+
 def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, capsys):
     """It was Lightning's OverflowError (the epoch's length is an index-sized integer), after the logs were made."""
     graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")

@@ -436,6 +436,8 @@ def test_a_search_that_timed_only_overflowing_placements_takes_the_polishs_place
     (dict(zero_shot_samples=4), "zero_shot_samples apply only with zero_shot=true"),
     (dict(zero_shot_start=True), "zero_shot_start apply only with zero_shot=true"),
     (dict(algo="reinforce", epochs=3), "algo=reinforce makes one step per batch"),
+    (dict(screen_model="learned"), "screen_model is what the screen of screen > 1 starts from, and screen=1 screens"),
+    (dict(screen=1, screen_model="simulator"), "screen=1 screens nothing"),  # (ppo's default screen is 1)
 ])
 def test_options_set_to_no_effect_are_refused(options, message):
     with pytest.raises(InvalidArgument, match=message):
@@ -450,6 +452,8 @@ def test_options_left_at_their_defaults_are_taken_whatever_the_algorithm():
     with pytest.raises(InvalidArgument, match="epochs counts PPO's gradient steps"):
         FineTunePlacer(budget=100, algo="reinforce", epochs=10)  # fine-tuning's default is 4
     assert FineTunePlacer(budget=100, algo="reinforce").config.algo == "reinforce"
+    assert PPOSearchPlacer(budget=100, screen=1, screen_model="auto").config.screen == 1  # its default, said again
+    assert FineTunePlacer(budget=100, screen=2, screen_model="learned").config.screen_model == "learned"
 
 
 @pytest.mark.parametrize("name", ["ppo", "reinforce"])

@@ -22,3 +22,14 @@ def test_a_cluster_named_twice_is_trained_on_once(tmp_path, load_script, monkeyp
     args = ["--graphs", str(GRAPH), "--split", "all", "--out", str(tmp_path / "out")]
     assert script.main([*args, "--clusters", "k80x2, k80x4,k80x2"]) == 0
     assert given["pairs"] == [(str(GRAPH), "k80x2"), (str(GRAPH), "k80x4")]
+
+
+def test_a_screen_model_without_a_screen_is_refused_before_training(tmp_path, load_script, monkeypatch, capsys):
+    """``--screen-model simulator`` at the default ``--screen 1`` trained with no screen at all, without a word."""
+    monkeypatch.setitem(sys.modules, "gnplace.train", types.SimpleNamespace(fit=None))  # (never reached)
+    script = load_script("train")
+    args = ["--graphs", str(GRAPH), "--split", "all", "--out", str(tmp_path / "out"), "--screen-model", "simulator"]
+    assert script.main(args) == 2
+    assert capsys.readouterr().err == ("train: error: --screen-model simulator is what the screen starts from, and "
+                                       "--screen 1 screens nothing (every sample is timed): leave --screen-model out, "
+                                       "or raise --screen\n")
