@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from gnplace.rl.zeroshot import add_decoding_arguments
 
     parser = script_parser(__file__, __doc__)
-    parser.add_argument("graph", help="graph file, ONNX file or MODULE:FACTORY")
+    parser.add_argument("graph", type=file_path, help="graph file, ONNX file or MODULE:FACTORY")
     parser.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     parser.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     parser.add_argument("--samples", type=int, default=16, help="sampled placements beside the greedy one (default: 16)")

@@ -34,3 +34,11 @@ def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_scrip
     documented_keys("placement-file", written)
     assert set(written["predicted"]) == {"step_time_s", "oom", "devices", "place_seconds", "mode"}
     assert written["predicted"]["mode"] == "default" and written["predicted"]["step_time_s"] == row["policy"]
+
+
+def test_an_empty_graph_argument_is_refused_by_argparse_as_gnplace_place_refuses_it(load_script, capsys):
+    """``place.py ""`` (an unset variable) read the current folder: ``place: error: .: is a folder, not a graph file``."""
+    with pytest.raises(SystemExit) as exit_:
+        load_script("place").main(["", "-c", "k80x2"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.endswith("place.py: error: argument graph: expected a file's path, got ''\n")
