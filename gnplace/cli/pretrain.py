@@ -39,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how long the processes of a multi-process run wait for each other, at the start and in "
                    "each exchange, before ending with an error (default: 1800, Lightning's)")
     p.add_argument("--jobs", "-j", type=int, default=None,
-                   help="worker processes of the teacher searches, 1 for none (default: one per core)")
+                   help="worker processes of the teacher searches (a config with data.teacher_budget), 1 for none "
+                   "(default: one per core)")
     p.add_argument("--export", default=None,
                    help="copy the policy of the best validation (OUT/best.ckpt, else the final OUT/policy.ckpt) "
                    "here, e.g. checkpoints/gnplace-base.ckpt")
@@ -168,6 +169,11 @@ def run(args: argparse.Namespace) -> int:
         _check_export_is_not_the_runs(Path(args.export), Path(args.out))
     _check_overrides_once(args.set, args.seed)
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
+    if args.jobs is not None and not config.data.teacher_budget:  # it was taken, and ran nothing
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument(f"--jobs {args.jobs}: the processes of the teacher searches, and this config runs none "
+                              "(data.teacher_budget is 0): leave --jobs out")
     # Lightning's import (about 10 s) once the config is read
     from gnplace.pretrain import exported_files, pretrain, pretrain_pairs
 

@@ -172,6 +172,15 @@ def test_no_devices_nodes_or_jobs_are_refused_by_their_flags(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_jobs_without_teacher_searches_are_refused_before_the_run(tmp_path, capsys):
+    """``--jobs 4`` with the shipped base config (no teacher searches) was taken, and set nothing."""
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), "--jobs", "2"]) == 2
+    assert capsys.readouterr().err == ("gnplace: error: --jobs 2: the processes of the teacher searches, and this "
+                                       "config runs none (data.teacher_budget is 0): leave --jobs out\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "86401"])
 def test_a_timeout_that_is_no_wait_is_refused_by_its_flag(tmp_path, capsys, value):
     out = tmp_path / "run"
