@@ -102,6 +102,8 @@ def _check_learning_flags(args: argparse.Namespace) -> None:
                               "screens nothing (every sample is timed): leave --screen-model out, or raise --screen")
     if not (math.isfinite(args.lr) and args.lr > 0):  # as bench.py finetune's --ft-lr
         raise InvalidArgument(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.polish is not None and not 0 <= args.polish < 1:  # (NaN too) the library's words named its "prelude"
+        raise InvalidArgument(f"--polish must be a share of the budget in [0, 1), got {args.polish}")
     if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every > 0):  # as train.py's
         raise InvalidArgument(f"--checkpoint-every must be a positive number of seconds, got {args.checkpoint_every}")
 

@@ -314,6 +314,17 @@ def test_a_screen_model_without_a_screen_exits_2_before_anything_is_written(tmp_
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value", ["1", "1.5", "-0.1", "nan", "inf"])
+def test_a_polish_share_out_of_range_is_refused_by_its_flag(tmp_path, capsys, value):
+    """The fine-tuner's words were "FineTunePlacer: polish and prelude must be in [0, 1) ...", naming no flag."""
+    graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
+    out = tmp_path / "run"
+    assert main(["finetune", str(graph), "-c", "k80x2", "--polish", value, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (f"gnplace: error: --polish must be a share of the budget in [0, 1), got "
+                                       f"{float(value)}\n")
+    assert not out.exists()
+
+
 def test_a_budget_past_the_limit_exits_2_before_anything_is_written(tmp_path, capsys):
     """It was Lightning's OverflowError (the epoch's length is an index-sized integer), after the logs were made."""
     graph = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
