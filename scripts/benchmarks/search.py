@@ -8,7 +8,7 @@ import os
 import time
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, parse_placer_options, whole_number
+from gnplace.cli.common import add_option_argument, file_path, parse_placer_options, whole_number
 from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -252,7 +252,7 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--out", "-o", default="out/bench_search")
     add_option_argument(search)  # e.g. -O ppo.prelude=0: PPO alone
     curves = add_command(sub, "curves", run_curves, "learning curves of the search placers")
-    curves.add_argument("--graphs", nargs="+", help="graph files (default: the first test graph of each family)",
+    curves.add_argument("--graphs", nargs="+", type=file_path, help="graph files (default: the first test graph of each family)",
                         default=[str(DATASETS / family / f"{family}_002.gnpg") for family in ("cifar10", "ptb", "nmt")])
     curves.add_argument("--cluster", default="k80x4")
     curves.add_argument("--placers", nargs="+", default=["ppo", "reinforce", "annealing"])

@@ -179,3 +179,14 @@ def test_curves_of_a_graph_whose_name_is_a_path_stay_in_the_out_folder(load_scri
     assert sorted(p.name for p in out.iterdir()) == ["curve_x_.._.._.._.._pwned__k80x2.json",
                                                      "curve_x_.._.._.._.._pwned__k80x2.png"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "shared.gnpg"]
+
+
+def test_curves_refuse_an_empty_graph_path_by_argparse(load_script, capsys):
+    """``--graphs ""`` said '.: is a folder, not a graph file' (the current folder, Path(""))."""
+    bench = load_script("bench")
+    try:
+        code = bench.main(["curves", "--graphs", ""])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    assert "argument --graphs: expected a file's path, got ''" in capsys.readouterr().err
