@@ -34,8 +34,9 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import as_float, check_budget, finite_number, is_whole
+from gnplace.limits import MAX_BUDGET, as_float, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
+from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
@@ -402,8 +403,9 @@ class PolicyPlacer:
         if prior is not None and (not isinstance(prior, (int, float)) or not finite_number(prior)):  # (10**400)
             raise InvalidArgument(f"PolicyPlacer needs prior >= 0, a number, got {prior!r}")
         self.prior = float(prior if prior is not None else trained["prior"] or 3.0)
-        if not (math.isfinite(self.prior) and self.prior >= 0):
-            raise InvalidArgument(f"PolicyPlacer needs prior >= 0, got {prior!r}")
+        if not (math.isfinite(self.prior) and 0 <= self.prior <= FLOAT32_MAX):  # a bias of float32 logits: 1e308
+            raise InvalidArgument(f"PolicyPlacer needs prior >= 0 and within float32's range (3.4e38), "  # overflowed
+                                  f"got {prior!r}")
         self.modules, self.anchored = trained["modules"], trained["anchored"]
         if not is_whole(rounds) or rounds < 1:
             raise InvalidArgument(f"PolicyPlacer needs rounds >= 1, a whole number, got {rounds!r}")
@@ -439,11 +441,13 @@ class PolicyPlacer:
                                   f"got {constructor_refine!r}")
         self.constructor_refine = int(constructor_refine)
         if not isinstance(constructor_prior, (int, float, np.floating)) \
-                or not (finite_number(constructor_prior) and constructor_prior >= 0):
-            raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0, a number, got {constructor_prior!r}")
+                or not (finite_number(constructor_prior) and 0 <= constructor_prior <= FLOAT32_MAX):
+            raise InvalidArgument(f"PolicyPlacer needs constructor_prior >= 0 and within float32's range (3.4e38), "
+                                  f"a number, got {constructor_prior!r}")
         self.constructor_prior = float(constructor_prior)
-        if not is_whole(last_rounds) or last_rounds < 1:
-            raise InvalidArgument(f"PolicyPlacer needs last_rounds >= 1, a whole number, got {last_rounds!r}")
+        if not is_whole(last_rounds) or not 1 <= last_rounds <= MAX_BUDGET:  # 10**20 rounds: no end, not an error
+            raise InvalidArgument(f"PolicyPlacer needs last_rounds from 1 to {MAX_BUDGET:,}, a whole number, "
+                                  f"got {last_rounds!r}")
         self.last_rounds = int(last_rounds)
         if not is_whole(polish) or polish < 0:
             raise InvalidArgument(f"PolicyPlacer needs polish >= 0 evaluations, a whole number, got {polish!r}")
@@ -459,6 +463,10 @@ class PolicyPlacer:
             check_budget(self.polish_evaluations(), "PolicyPlacer's polish" + (
                 f" on a small graph ({POLISH_CAP} x polish, with polish_ops)" if self.polish_ops else ""))
         self.constructors = _constructor_paths(constructor)
+        refining = self.refine + self.constructor_refine * len(self.constructors)
+        if refining:  # the last rounds' samples, all timed: refused here rather than after hours of them
+            check_budget(self.last_rounds * refining, "PolicyPlacer's last rounds (last_rounds x (refine + "
+                         "constructor_refine for each constructor))")
         self.constructor_policies: list[tuple[Any, bool]] = []  # (policy, decides on module subtrees first)
         for path in self.constructors:
             built_by, constructor_meta = cached_policy(path, mode="construct")  # fail early here too

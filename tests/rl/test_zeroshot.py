@@ -481,9 +481,15 @@ def test_the_last_rounds_move_every_proposer_around_the_best_so_far_in_turn(monk
         placer.last_step <= one.last_step  # the first round is the one-round placer's: never slower
     again = PolicyPlacer(timer=sim, last_rounds=3, **few)
     assert np.array_equal(again.place(graph, cluster, seed=0).devices, chosen.devices)
-    for bad in (0, -1, 1.5, True):
-        with pytest.raises(InvalidArgument, match="last_rounds >= 1"):
+    for bad in (0, -1, 1.5, True, 10**20):  # 10**20 rounds ran on past any wait, refused by nothing
+        with pytest.raises(InvalidArgument, match="last_rounds from 1 to 1,000,000,000"):
             PolicyPlacer(constructor="none", last_rounds=bad)
+    with pytest.raises(InvalidArgument, match=r"^PolicyPlacer's last rounds \(last_rounds x \(refine \+ "
+                                              r"constructor_refine for each constructor\)\) needs a budget"):
+        PolicyPlacer(constructor="none", refine=2, last_rounds=10**9)
+    for bad in ({"prior": 1e308}, {"constructor_prior": 1e308}):  # float32 logits' bias: an overflow warning
+        with pytest.raises(InvalidArgument, match="within float32's range"):
+            PolicyPlacer(constructor="none", **bad)
 
 
 def test_the_constructors_candidates_join_the_others_and_never_slow_the_result(fresh_checkpoint, tmp_path):
