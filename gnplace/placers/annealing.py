@@ -157,6 +157,15 @@ class AnnealingPlacer:
             from gnplace.placers.registry import PLACERS  # deferred: the registry names this module
 
             PLACERS.resolve(start)  # a misspelt start is refused here, not after the run began
+        numbers = {"initial_temperature": initial_temperature, "final_temperature": final_temperature,
+                   "reheat_temperature": reheat_temperature, "swap_probability": swap_probability,
+                   "block_probability": block_probability, "pull_probability": pull_probability,
+                   "sibling_probability": sibling_probability, "module_probability": module_probability}
+        if reheat_after is not None:
+            numbers["reheat_after"] = reheat_after
+        for name, value in numbers.items():  # true was taken for 1, and 'zzz' said "'<=' not supported between ..."
+            if not is_number(value):
+                raise InvalidArgument(f"AnnealingPlacer needs {name} to be a number, got {value!r}")
         if not 0 < final_temperature <= initial_temperature:
             raise InvalidArgument(
                 f"AnnealingPlacer needs 0 < final_temperature <= initial_temperature, got {final_temperature} "

@@ -122,6 +122,13 @@ def test_single_device_cluster_and_empty_graph(one_device_cluster, counting_simu
         (dict(reheat_after=1.0), "reheat_after"),
         (dict(reheat_after=0.0), "reheat_after"),
         (dict(reheat_temperature=0.0), "reheat_temperature"),
+        # true was taken for 1 (every other placer refuses it), and a string leaked Python's "'<=' not supported"
+        (dict(initial_temperature=True), r"^AnnealingPlacer needs initial_temperature to be a number, got True$"),
+        (dict(swap_probability=True), "swap_probability to be a number"),
+        (dict(reheat_temperature=True), "reheat_temperature to be a number"),
+        (dict(final_temperature="zzz"), r"final_temperature to be a number, got 'zzz'"),
+        (dict(reheat_after=""), "reheat_after to be a number"),
+        (dict(pull_probability=None), "pull_probability to be a number"),
     ],
 )
 def test_bad_options(kwargs, message):

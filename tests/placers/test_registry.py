@@ -105,9 +105,19 @@ def test_make_placer_passes_shared_options_only_to_placers_that_accept_them():
 def test_unknown_option_is_one_clear_error():
     with pytest.raises(InvalidArgument, match="placer 'round_robin' does not take these options"):
         get_placer("round_robin", temperature=1.0)
-    with pytest.raises(InvalidArgument, match=r"placer 'annealing': an option value of the wrong type "
-                                              r"\(initial_temperature='abc'\)"):
+    with pytest.raises(InvalidArgument, match=r"^AnnealingPlacer needs initial_temperature to be a number, got 'abc'"):
         get_placer("annealing", initial_temperature="abc")
+    from gnplace.placers.annealing import AnnealingPlacer
+
+    class Unchecked(AnnealingPlacer):  # a constructor that lets Python's TypeError out
+        def __init__(self, **options):
+            raise TypeError("'<=' not supported between instances of 'float' and 'str'")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PLACERS, "resolve", lambda name: Unchecked)
+        with pytest.raises(InvalidArgument, match=r"placer 'annealing': an option value of the wrong type "
+                                                  r"\(initial_temperature='abc'\)"):
+            get_placer("annealing", initial_temperature="abc")
 
 
 @pytest.mark.parametrize("name, options", [("annealing", {"budget": 0}), ("random_search", {"batch": 0}),
