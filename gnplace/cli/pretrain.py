@@ -36,8 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-nodes", type=int, default=1,
                    help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help="how long the processes of a multi-process run wait for each other, at the start and in "
-                   "each exchange, before ending with an error (default: 1800, Lightning's)")
+                   help="how long the processes of a run of several (--devices, --num-nodes) wait for each other, at "
+                   "the start and in each exchange, before ending with an error (default: 1800, Lightning's)")
     p.add_argument("--jobs", "-j", type=int, default=None,
                    help="worker processes of the teacher searches (a config with data.teacher_budget), 1 for none "
                    "(default: one per core)")
@@ -161,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.num_nodes, "--num-nodes", minimum=1)
     check_count(args.jobs, "--jobs", minimum=1)
     _check_timeout(args.timeout)
+    if args.timeout is not None and args.devices * args.num_nodes == 1:  # it was taken, and nothing waited
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument(f"--timeout {args.timeout:g}: how long the processes of a run wait for each other, and "
+                              "this run is one process (--devices 1, --num-nodes 1): leave --timeout out")
     _check_nodes_launched(args.num_nodes)  # (a hang, before)
     check_output_folder(args.out)
     if args.export is not None:  # refused now: the copy is made after the whole run, over what it names

@@ -193,6 +193,16 @@ def test_a_timeout_that_is_no_wait_is_refused_by_its_flag(tmp_path, capsys, valu
     assert not out.exists()
 
 
+def test_a_timeout_for_a_run_of_one_process_is_refused(tmp_path, capsys):
+    """--timeout with --devices 1 --num-nodes 1 was taken and waited for nothing."""
+    out = tmp_path / "run"
+    assert main(["pretrain", "--out", str(out), "--timeout", "60"]) == 2
+    assert capsys.readouterr().err == ("gnplace: error: --timeout 60: how long the processes of a run wait for each "
+                                       "other, and this run is one process (--devices 1, --num-nodes 1): leave "
+                                       "--timeout out\n")
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(("flags", "error"), [
     (["--set", "schedule.iterations=1", "--set", "schedule.iterations=2"],
      "--set schedule.iterations is given twice, as '1' and '2': give it once"),
