@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gnplace.exceptions import InvalidArgument
-from gnplace.limits import MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH, is_number, is_whole
+from gnplace.limits import MAX_BUDGET, MAX_DRAWN, MAX_EPOCHS, MAX_LAYERS, MAX_WIDTH, is_number, is_whole
 
 #: The largest float32 (3.4028235e38): the learner's numbers enter float32 tensors.
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -135,7 +135,8 @@ class LearnerConfig:
         if bad:  # only the settings at fault: fine-tuning, say, has no imitation_steps or val_samples to set
             raise InvalidArgument(f"need {'; '.join(bad)}")
         shape = {"hidden": (self.hidden, MAX_WIDTH), "head": (self.head, MAX_WIDTH),
-                 "layers": (self.layers, MAX_LAYERS), "epochs": (self.epochs, MAX_EPOCHS)}
+                 "layers": (self.layers, MAX_LAYERS), "epochs": (self.epochs, MAX_EPOCHS),
+                 "imitation_steps": (self.imitation_steps, MAX_BUDGET)}  # (10**20 ran on without end)
         big = [f"{name} <= {most}, got {value}" for name, (value, most) in shape.items() if value > most]
         if big:  # refused, not allocated (or not run: an update hears no kill before its last epoch)
             raise InvalidArgument(f"need {'; '.join(big)}")

@@ -87,3 +87,10 @@ def test_a_whole_number_past_64_bits_is_refused_a_float_of_its_size_is_taken(opt
         LearnerConfig(**{option: 10**20})
     assert getattr(LearnerConfig(**{option: 1e20}), option) == 1e20
     assert getattr(LearnerConfig(**{option: 2**63 - 1}), option) == 2**63 - 1
+
+
+def test_imitation_steps_past_the_budget_limit_are_refused():
+    """``-O ppo.imitation_steps=10**20`` was taken, and the search imitated without end."""
+    with pytest.raises(InvalidArgument, match=r"^need imitation_steps <= 1000000000, got 100000000000000000000$"):
+        LearnerConfig(imitation_steps=10**20)
+    assert LearnerConfig(imitation_steps=10**9).imitation_steps == 10**9
