@@ -624,3 +624,96 @@ def test_op_times_are_the_prepared_columns_spread_read_only_with_the_cost_models
         assert not times.flags.writeable and sim._prepared(g, c).cost.flags.writeable  # the kernel's own left as it was
     with pytest.raises(InvalidArgument, match="graph"):
         Simulator().op_times("g.gnpg", c)
+
+
+# ------------------------------------------------------- invariants on heterogeneous random clusters
+@st.composite
+def mixed_placed_graphs(draw):
+    """A graph (random layered, or hand-timed with ties and ops of 0 s) placed at random on a cluster, and a mode."""
+    from gnplace.cluster_sampler import random_cluster
+
+    if draw(st.booleans()):
+        g = layered_graph(draw(st.integers(1, 40)), width=draw(st.integers(1, 5)), seed=draw(st.integers(0, 10**6)))
+        c = random_cluster(draw(st.integers(0, 10**6)), min_devices=1, tight_probability=0.5)
+    else:  # measured seconds from a few values: equal ready times, and ops of 0 s that take no gap after them
+        n = draw(st.integers(1, 25))
+        edges = sorted({(u, v) for v in range(1, n) for u in draw(st.sets(st.integers(0, v - 1), max_size=3))})
+        seconds = draw(st.lists(st.sampled_from([0.0, 1.5e-4, 1e-3, 2e-3]), min_size=n, max_size=n))
+        out_bytes = draw(st.lists(st.sampled_from([0, 5 * 10**5, 10**6]), min_size=n, max_size=n))
+        g = timed_graph([f"n{i}" for i in range(n)], edges, seconds, out_bytes)
+        c = unit_cluster(draw(st.integers(1, 4)), bandwidth=1e9, latency=draw(st.sampled_from([0.0, 1e-4])))
+    devices = np.array(draw(st.lists(st.integers(0, c.num_devices - 1), min_size=g.num_ops, max_size=g.num_ops)))
+    return g, c, devices, draw(st.sampled_from(["default", "placeto"]))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_placed_graphs())
+def test_every_device_and_link_runs_its_work_in_ready_order_without_idling(case):
+    """Each op starts at max(ready, its device free after the last op and gap), in ready order; transfers likewise."""
+    g, c, devices, mode = case
+    sim = Simulator(mode)
+    r = sim.time(g, c, devices, timeline=True)
+    t = r.timeline
+    cost = sim.op_times(g, c)[np.arange(g.num_ops), devices]
+    op_gap, xfer_gap = (PLACETO_OP_GAP, PLACETO_TRANSFER_GAP) if mode == "placeto" else (0.0, 0.0)
+    ptr, dst, edge_bytes = g.out_csr
+    arrival = {}
+    for x in range(t.num_transfers):
+        u = int(t.xfer_node[x])
+        here = edge_bytes[ptr[u]:ptr[u + 1]]
+        on = devices[dst[ptr[u]:ptr[u + 1]]]
+        remote = sorted(set(on.tolist()) - {int(devices[u])})
+        if mode == "default":
+            remote = [int(t.xfer_dst[x])]
+            expected = min(here[on == remote[0]].sum(), g.out_bytes[u])
+            seconds = c.latency[devices[u], remote[0]] + expected / c.bandwidth[devices[u], remote[0]]
+        else:  # one send to every remote device: the most bytes one of them reads, at the channel's rate
+            expected = min(max(here[on == k].sum() for k in remote), g.out_bytes[u])
+            seconds = expected / sim.cost_model.channel_bandwidth
+        assert t.xfer_bytes[x] == expected
+        assert t.xfer_end[x] - t.xfer_start[x] == pytest.approx(seconds, rel=1e-9, abs=1e-15)
+        arrival.update({(u, k): t.xfer_end[x] for k in remote})
+    channel = t.xfer_dst if mode == "default" else np.zeros_like(t.xfer_src)  # a link per pair, or per sender
+    for a, b in set(zip(t.xfer_src.tolist(), channel.tolist())):
+        on_link = np.flatnonzero((t.xfer_src == a) & (channel == b))
+        free = 0.0
+        for x in on_link[np.argsort(t.xfer_start[on_link], kind="stable")]:
+            assert t.xfer_start[x] == max(t.op_end[t.xfer_node[x]], free)  # sent as soon as made and the link is free
+            free = t.xfer_end[x] + xfer_gap
+    ready = np.zeros(g.num_ops)
+    for u, v in zip(g.edge_src.tolist(), g.edge_dst.tolist()):
+        ready[v] = max(ready[v], t.op_end[u] if devices[u] == devices[v] else arrival[(u, int(devices[v]))])
+    for k in range(c.num_devices):
+        on_k = np.flatnonzero(devices == k)
+        free, last_ready = 0.0, 0.0
+        for v in on_k[np.lexsort((t.op_end[on_k], t.op_start[on_k]))]:  # an op of 0 s before one started with it
+            assert t.op_start[v] == max(ready[v], free)
+            assert t.op_end[v] - t.op_start[v] == pytest.approx(cost[v], rel=1e-12, abs=0)
+            assert cost[v] == 0 or ready[v] >= last_ready  # FIFO by ready time
+            free, last_ready = t.op_end[v] + (op_gap if cost[v] > 0 else 0.0), max(last_ready, ready[v])
+    assert r.step_time == (t.op_end.max() if g.num_ops else 0.0)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_placed_graphs())
+def test_step_busy_memory_and_batches_agree_on_any_cluster(case):
+    """The bound, busy time, memory limits and OOM flags hold, and time_batch gives time's bits in any batch."""
+    g, c, devices, mode = case
+    sim = Simulator(mode)
+    times = sim.op_times(g, c)
+    r = sim.time(g, c, devices)
+    assert r.step_time >= lower_bound(g, c, times=times).value
+    busy = np.bincount(devices, weights=times[np.arange(g.num_ops), devices], minlength=c.num_devices)
+    assert r.busy_time == pytest.approx(busy, rel=1e-12, abs=0) and r.step_time >= r.busy_time.max()
+    params = np.bincount(devices, weights=g.param_bytes, minlength=c.num_devices)
+    assert np.all(r.peak_memory >= params) and np.array_equal(r.oom, r.peak_memory > c.memory)
+    others = np.random.default_rng(0).integers(0, c.num_devices, size=(3, g.num_ops))
+    batch = sim.time_batch(g, c, np.vstack([others, devices[None], others[::-1]]))
+    assert batch.step_time[3] == r.step_time and batch.oom[3] == r.is_oom
+    assert np.array_equal(batch.busy_time[3], r.busy_time) and np.array_equal(batch.peak_memory[3], r.peak_memory)
+    assert np.array_equal(batch.step_time[:3], batch.step_time[4:][::-1])
+    for k in range(c.num_devices):  # every op on one device: its compute, and in Placeto's mode a gap after each
+        alone = sim.time(g, c, np.full(g.num_ops, k)).step_time  # op of non-zero cost but perhaps the last one run
+        gaps = np.count_nonzero(times[:, k] > 0) if mode == "placeto" else 0
+        assert any(alone == pytest.approx(times[:, k].sum() + m * PLACETO_OP_GAP, rel=1e-12, abs=1e-18)
+                   for m in {gaps, max(gaps - 1, 0)})
