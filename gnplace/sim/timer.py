@@ -18,6 +18,7 @@ search, memory repair and reinforcement learning share.
 from __future__ import annotations
 
 import math
+import reprlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
@@ -180,6 +181,31 @@ class BatchResult(_ArrayFields):
         )
 
 
+def _check_rows(batch: Any, what: str, width: int) -> None:
+    """Refuse a list or tuple of rows that are not all lists of one length (:class:`InvalidPlacement`).
+
+    numpy reads such a batch as one row of lists: check_batch said "device indices must be whole numbers, got
+    [0, 1, 0]" of ``[[0, 1, 0], [0, 1]]``, and ``BudgetedTimer.time_groups`` raised numpy's "inhomogeneous shape"
+    ValueError.
+
+    Examples:
+        >>> _check_rows([[0, 1], [0]], "batch of placements", 2)
+        Traceback (most recent call last):
+        ...
+        gnplace.exceptions.InvalidPlacement: batch of placements has rows of 2 and 1 entries, expected (batch, 2)
+    """
+    if not isinstance(batch, list | tuple):
+        return
+    lengths = [len(row) if isinstance(row, list | tuple | np.ndarray) and np.ndim(row) == 1 else None for row in batch]
+    if len(set(lengths)) > 1:
+        if None in lengths:
+            other = batch[lengths.index(None)]
+            raise InvalidPlacement(f"{what} mixes lists of devices with a row that is no list, "
+                                   f"{reprlib.repr(other)}, expected (batch, {width})")
+        shown = " and ".join(str(n) for n in dict.fromkeys(lengths))
+        raise InvalidPlacement(f"{what} has rows of {shown} entries, expected (batch, {width})")
+
+
 def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray:
     """``placements`` as a C-contiguous int64 array ``[batch, num_ops]`` of valid device indices.
 
@@ -188,6 +214,7 @@ def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray
         InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
     """
     check_graph_and_cluster(graph, cluster)
+    _check_rows(placements, "batch of placements", graph.num_ops)
     try:
         check_whole_devices(placements, "batch of placements: ", names_hint=False)  # as time() (a Placement) does
         given = np.asarray(placements)
@@ -362,6 +389,7 @@ class BudgetedTimer(StepTimer):
         Raises:
             InvalidPlacement: if the array is not ``[batch, num_groups]`` or names a device that does not exist.
         """
+        _check_rows(group_placements, "batch of group placements", graph.num_groups)
         array = np.asarray(group_placements)
         if array.ndim != 2 or array.shape[1] != graph.num_groups:
             raise InvalidPlacement(f"batch of group placements has shape {array.shape}, expected "

@@ -138,6 +138,22 @@ def test_budget_is_enforced_before_timing(counting_simulator):
     assert issubclass(BudgetExhausted, GnplaceError)
 
 
+@pytest.mark.parametrize(("rows", "says"), [
+    ([[0, 1, 0], [0, 1]], "has rows of 3 and 2 entries"),
+    (([0, 1, 0], (0, 1, 0, 1)), "has rows of 3 and 4 entries"),
+    ([[0, 1, 0], 5], "mixes lists of devices with a row that is no list, 5"),
+])
+def test_a_ragged_batch_is_refused_as_ragged(rows, says):
+    # time_batch said "device indices must be whole numbers, got [0, 1, 0]"; time_groups raised numpy's ValueError
+    g, c = chain_graph(3), load_cluster("k80x2")
+    timer = BudgetedTimer(budget=5)
+    with pytest.raises(InvalidPlacement, match=rf"^batch of placements {says}, expected \(batch, 3\)$"):
+        timer.time_batch(g, c, rows)
+    with pytest.raises(InvalidPlacement, match=rf"^batch of group placements {says}, expected \(batch, 3\)$"):
+        timer.time_groups(g, c, rows)
+    assert timer.evaluations == 0
+
+
 @pytest.mark.parametrize("groups", [[0, 1, 0], [[0, 1]], [[0, 1, 0, 1]], [[[0, 1, 0]]]])
 def test_a_group_batch_of_the_wrong_shape_is_refused_before_it_is_counted(groups):
     # a 1-D placement or one with too few or too many groups gave a raw IndexError or timed a wrong placement
