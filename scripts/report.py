@@ -815,15 +815,54 @@ def check_paths(args: argparse.Namespace) -> tuple[str, Path, Path, str]:
     return out_name, doc, figures, cache
 
 
+class Elapsed:
+    """This run's minutes, added to ``elapsed.json`` (:func:`add_minutes`) as it goes, not only at its end.
+
+    :meth:`book` runs after each section and where the run is cut short (Ctrl-C, an error): a report interrupted
+    and resumed says the minutes of every run that made its rows, not the last one's alone, and a ``kill -9``
+    loses at most the section it cut.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.started = self._booked = time.perf_counter()
+
+    def book(self) -> float:
+        """Add the minutes since the last booking to ``path``; the minutes of every run, this one so far included."""
+        now = time.perf_counter()
+        spent = add_minutes(self.path, (now - self._booked) / 60)
+        self._booked = now
+        return spent
+
+    @property
+    def minutes(self) -> float:
+        """Minutes since this run started."""
+        return (time.perf_counter() - self.started) / 60
+
+
 def run(args: argparse.Namespace) -> Path:
-    """Run every section (resuming from ``--out``), then write the report and its figures."""
-    config = QUICK if args.quick else FULL
+    """Run every section (resuming from ``--out``), then write the report and its figures.
+
+    The minutes spent are booked in ``--out``'s ``elapsed.json`` (:class:`Elapsed`) however the run ends.
+    """
     out_name, doc, figures, cache = check_paths(args)
     out = Path(out_name)
     out.mkdir(parents=True, exist_ok=True)
     add_minutes(out / "elapsed.json", 0.0, args.quick)  # the folder is this kind of report's from now on
     figures.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
+    clock = Elapsed(out / "elapsed.json")
+    try:
+        return _run_sections(args, out_name, doc, figures, cache, clock)
+    except BaseException:  # Ctrl-C, an error: the minutes this run spent on the rows it saved count too
+        clock.book()
+        raise
+
+
+def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: Path, cache: str,
+                  clock: Elapsed) -> Path:
+    """:func:`run`'s sections and report, booking the minutes spent on ``clock`` after each section."""
+    config = QUICK if args.quick else FULL
+    out = Path(out_name)
     command = " ".join(["python scripts/bench.py report", *(["--quick"] if args.quick else []), *(
         f"{flag} {value}" for flag, value in (("--out", args.out), ("--doc", args.doc), ("--figures", args.figures),
                                               ("--cache", args.cache)) if value is not None)])
@@ -839,6 +878,7 @@ def run(args: argparse.Namespace) -> Path:
              for p in paths for c in config.table_clusters for name in config.table_placers]
     table_rows = table_placements(tasks, out / "table", args.jobs)
     summary = summarise(rows_of(tasks, table_rows))  # not a full report's rows in a quick one's table
+    clock.book()
 
     # 2. learned placers with one budget
     store = Store(out / "learned.jsonl")
@@ -854,6 +894,7 @@ def run(args: argparse.Namespace) -> Path:
     plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
                 config.rl_clusters[0])
     plot_learned_bars(learned, figures / "report_learned.png", placers)
+    clock.book()
 
     # 4. the proved optimum
     exact_store = Store(out / "exact.jsonl")
@@ -870,13 +911,13 @@ def run(args: argparse.Namespace) -> Path:
                       **{field: r[field] for field in IDENTITY}} for r in exact]
     sampled = [r["ratio"] for r in Store(out / "exact_sampled.jsonl").run(sampled_tasks, sampled_row, 1, "section 4b",
                                                                           IDENTITY, sampled_row_stands)]
+    clock.book()
 
     # 5. time to place against size
     scale = scale_rows(config, Path(cache), Store(out / "scale.jsonl"))
     plot_scale(scale, figures / "report_scale.png")
 
-    minutes = (time.perf_counter() - started) / 60
-    spent = add_minutes(out / "elapsed.json", minutes)
+    minutes, spent = clock.minutes, clock.book()
     rel = os.path.relpath(figures, doc.parent)
     lines = [
         "# gnplace benchmark report" + (" (quick)" if args.quick else ""),

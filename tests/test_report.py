@@ -129,6 +129,25 @@ def test_minutes_spent_add_up_and_survive_a_file_cut_short(tmp_path, load_script
     assert [p.name for p in tmp_path.iterdir()] == ["elapsed.json"]  # no temporary file left
 
 
+def test_a_report_cut_short_counts_the_minutes_it_spent(tmp_path, load_script, monkeypatch, capsys):
+    """Ctrl-C in a section booked none of the run's minutes: the resumed report said the last run's alone."""
+    import time
+
+    import gnplace.evaluate
+
+    def interrupted(*args, **kwargs):  # section 1's placements, a while in
+        time.sleep(0.06)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gnplace.evaluate, "evaluate", interrupted)
+    out = tmp_path / "out"
+    bench = load_script("bench")
+    assert bench.main(["report", "--quick", "--jobs", "1", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    saved = json.loads((out / "elapsed.json").read_text())
+    assert saved["quick"] is True and saved["minutes"] >= 0.06 / 60  # was 0.0
+
+
 @pytest.mark.heavy
 def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script):
     doc, figures, out = tmp_path / "RESULTS.md", tmp_path / "figures", tmp_path / "out"
@@ -207,7 +226,8 @@ def test_a_quick_report_keeps_its_runs_apart_from_the_full_reports(tmp_path, loa
     with pytest.raises(_Stop):
         bench.main(["report", "--quick", "--jobs", "1"])
     assert not (tmp_path / "out" / "report").exists()
-    assert json.loads((tmp_path / "out" / "report_quick" / "elapsed.json").read_text()) == {"minutes": 0.0, "quick": True}
+    saved = json.loads((tmp_path / "out" / "report_quick" / "elapsed.json").read_text())
+    assert saved["quick"] is True and 0.0 <= saved["minutes"] < 1.0  # the run stopped: its seconds booked
     # and a folder holding one kind's runs is refused to the other, in one line, before any run
     for argv, theirs in ((["--out", "out/report_quick"], "--quick"), (["--quick", "--out", "out/report"], "full")):
         (tmp_path / "out" / "report").mkdir(exist_ok=True)
