@@ -891,9 +891,6 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
         learned_tasks += placeto_zero_shot_tasks(family, config, out)
     learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", LEARNED_IDENTITY, learned_row_stands)
     placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
-    plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
-                config.rl_clusters[0])
-    plot_learned_bars(learned, figures / "report_learned.png", placers)
     clock.book()
 
     # 4. the proved optimum
@@ -915,6 +912,11 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
 
     # 5. time to place against size
     scale = scale_rows(config, Path(cache), Store(out / "scale.jsonl"))
+
+    # the figures after every run, just before the report: one cut short leaves the figures of the report before
+    plot_curves([r for r in learned if r["placer"] != "placeto_zs"], figures / "report_curves.png",
+                config.rl_clusters[0])
+    plot_learned_bars(learned, figures / "report_learned.png", placers)
     plot_scale(scale, figures / "report_scale.png")
 
     minutes, spent = clock.minutes, clock.book()

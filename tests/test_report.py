@@ -267,6 +267,26 @@ def test_report_figures_killed_while_written_stay_as_before(tmp_path, load_scrip
     assert figure.read_bytes().startswith(b"\x89PNG")
 
 
+def test_a_report_cut_short_leaves_every_figure_of_the_report_before(tmp_path, load_script, monkeypatch):
+    """A run cut short in section 4 or 5 had drawn section 2's figures anew beside the report of before."""
+    bench = load_script("bench")
+    report = bench.report
+    drawn = []
+    for name in ("plot_curves", "plot_learned_bars", "plot_scale"):
+        monkeypatch.setattr(report, name, lambda *args, name=name: drawn.append(name))
+    monkeypatch.setattr(report, "table_placements", lambda *args: [])
+    monkeypatch.setattr(report, "placeto_zero_shot_tasks", lambda *args: [])
+    monkeypatch.setattr(report.Store, "run", lambda *args: [])
+
+    def killed(*args):
+        raise _Stop
+
+    monkeypatch.setattr(report, "scale_rows", killed)  # section 5, the last
+    with pytest.raises(_Stop):
+        bench.main(["report", "--quick", "--jobs", "1", "--out", str(tmp_path / "out")])
+    assert drawn == []
+
+
 def test_report_keys_of_today_stand(load_script, monkeypatch, revisions_of_before):
     """auto's candidates are at today's revisions, exact and placeto at 1, finetune's policy as before: today's keys.
 
