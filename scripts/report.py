@@ -370,6 +370,8 @@ def pretrain_placeto_family(family: str, config: Config, cluster_name: str, out:
         save_placeto(model, path)
         print(f"[report] placeto pretrained on {family} ({len(graphs)} graphs, {config.placeto_episodes} episodes) "
               f"in {time.perf_counter() - start:.0f} s", flush=True)
+    else:
+        print(f"[report] placeto pretrained on {family}: saved, {path}", flush=True)
     return str(path)
 
 
@@ -451,27 +453,33 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
     torch.set_num_threads(1)
     cluster = load_cluster("k80x4")
     warm = layered_graph(8, width=2, seed=0)
-    rows = []
+    plan = []  # (graph, its identity, placer, key, saved): what is saved said before anything runs
     for ops in config.scale_ops:
         graph = large_graph(ops, cache)  # made again where its generator changed: rows on the one of before run again
         identity = {"graph_fingerprint": graph.fingerprint()}
         same_ops = _placed_ops(graph.num_ops)
         for name in config.scale_placers:
             key = f"scale|{ops}|{revised(name)}|{config.scale_budget}"
-            if store.saved(key, identity, same_ops) is None:
-                if name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # they place every op, no coarsening
-                    continue
-                options: dict[str, Any] = {}
-                if name in SEEDS or name in ("ppo", "finetune"):
-                    options = {"budget": config.scale_budget}
-                placer = make_placer(name, **options)
-                placer.place(warm, cluster, seed=0)  # untimed: compiled kernels and checkpoints load once a process
-                start = time.perf_counter()
-                placer.place(graph, cluster, seed=0)
-                store.add({"key": key, "ops": graph.num_ops, "placer": name, "seconds": time.perf_counter() - start,
-                           "budget": options.get("budget"), **identity})
-                print(f"[report] scale {graph.num_ops} ops {name}: {store.rows[key]['seconds']:.1f} s", flush=True)
-            rows.append(store.rows[key])
+            saved = store.saved(key, identity, same_ops) is not None
+            if not saved and name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # they place every op,
+                continue  # no coarsening
+            plan.append((graph, identity, name, key, saved))
+    reused = sum(saved for *_, saved in plan)
+    print(f"[report] section 5: {reused} saved, {len(plan) - reused} to run", flush=True)
+    rows = []
+    for graph, identity, name, key, saved in plan:
+        if not saved:
+            options: dict[str, Any] = {}
+            if name in SEEDS or name in ("ppo", "finetune"):
+                options = {"budget": config.scale_budget}
+            placer = make_placer(name, **options)
+            placer.place(warm, cluster, seed=0)  # untimed: compiled kernels and checkpoints load once a process
+            start = time.perf_counter()
+            placer.place(graph, cluster, seed=0)
+            store.add({"key": key, "ops": graph.num_ops, "placer": name, "seconds": time.perf_counter() - start,
+                       "budget": options.get("budget"), **identity})
+            print(f"[report] scale {graph.num_ops} ops {name}: {store.rows[key]['seconds']:.1f} s", flush=True)
+        rows.append(store.rows[key])
     return rows
 
 

@@ -179,6 +179,28 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
     assert re.search(r"section 1: \d+ saved, 0 to run", second)
     assert re.search(r"section 2: \d+ saved, 0 to run", second)
     assert re.search(r"section 4: \d+ saved, 0 to run", second)
+    assert re.search(r"section 5: \d+ saved, 0 to run", second) and "placeto pretrained on ptb: saved" in second
+
+
+def test_sections_five_and_placetos_pretraining_say_what_they_reused(tmp_path, load_script, monkeypatch, capsys):
+    """A rerun said what sections 1, 2 and 4 reused, and nothing of section 5's rows or Placeto's saved model."""
+    from gnplace.toy import layered_graph
+
+    report = load_script("report")
+    graph = layered_graph(8, width=2, seed=0)
+    monkeypatch.setattr(report, "large_graph", lambda ops, cache: graph)
+    config = report.Config(scale_ops=(500,), scale_placers=("m_etf", "single"), scale_budget=4)
+    store = report.Store(tmp_path / "scale.jsonl")
+    store.add({"key": f"scale|500|{report.revised('m_etf')}|4", "ops": graph.num_ops, "placer": "m_etf",
+               "seconds": 0.25, "budget": None, "graph_fingerprint": graph.fingerprint()})
+    rows = report.scale_rows(config, tmp_path, store)
+    assert [(r["placer"], r["seconds"] == 0.25) for r in rows] == [("m_etf", True), ("single", False)]
+    assert "[report] section 5: 1 saved, 1 to run" in capsys.readouterr().out
+    quick = report.QUICK
+    saved = report.placeto_checkpoint("ptb", quick, "k80x4", tmp_path)
+    saved.write_bytes(b"the model pretrained before")
+    assert report.pretrain_placeto_family("ptb", quick, "k80x4", tmp_path) == str(saved)
+    assert f"placeto pretrained on ptb: saved, {saved}" in capsys.readouterr().out
 
 
 def test_a_placer_keeps_one_colour_whether_drawn_as_a_line_or_a_star(tmp_path, load_script, monkeypatch):
