@@ -511,7 +511,10 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
         ax.set_title(f"{graph} on {cluster}")
         ax.set_xlabel("simulator evaluations")
         ax.set_ylabel("best step / auto's")
-    axes[0][-1].legend(fontsize=7, loc="upper right")
+    # beside the last panel, not over it (where it hid the seeds' curves), naming every placer of every panel
+    handles = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
+    axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                       borderaxespad=0.0)
     fig.tight_layout()
     save_figure(fig, path)  # a kill leaves the figure before, not half of it
     plt.close(fig)

@@ -227,6 +227,27 @@ def test_a_placer_keeps_one_colour_whether_drawn_as_a_line_or_a_star(tmp_path, l
     assert len(set(colours.values())) == 3  # the policy's star was drawn in finetune's colour
 
 
+def test_the_curves_legend_hides_no_panel_and_names_every_placer(tmp_path, load_script, monkeypatch):
+    """The legend sat over the last panel's upper right, where the seeds' curves run (ptb's in docs/figures)."""
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    rows = [dict(family=family, cluster="k80x4", name=f"{family}_002", placer=placer, history=history)
+            for family, placers in (("nmt", ("rnn_pg", "placeto")), ("ptb", ("rnn_pg", "spotlight")))
+            for placer in placers for history in ([[1, 1.2], [20, 1.15], [64, 1.1]],)]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    (fig,) = drawn
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 1 and sorted(t.get_text() for t in legends[0].get_texts()) == [
+        "placeto", "rnn_pg", "spotlight"]  # placeto is in the first panel alone
+    box = legends[0].get_window_extent(renderer)
+    assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    assert box.x1 <= fig.bbox.x1  # and inside the image
+
+
 class _Stop(Exception):
     """Raised in place of section 1's placements: the test is about what comes before them."""
 
