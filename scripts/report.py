@@ -588,6 +588,19 @@ def _mean_or_dash(values: list[Any]) -> str:
     return f"{np.mean(kept):.0f}" if kept else "-"
 
 
+def direction(ratio: float, where: str = "") -> str:
+    """The verdict on a published claim that a method's step is shorter, from the ratio of its step to the other's.
+
+    A ratio that shows as 100.0% (:func:`fmt` of its percentage) is level, not a lead: 0.9996 said "The direction
+    holds." beside "100.0%". ``where`` qualifies a verdict that it does not hold (``" at this budget"``).
+    """
+    if not math.isfinite(ratio):
+        return "No pair to compare."
+    if fmt(ratio * 100, 1) == "100.0":
+        return "Level: neither leads at the precision shown."
+    return "The direction holds." if ratio < 1 else f"The direction does not hold{where}."
+
+
 def claims(rows: list[dict[str, Any]]) -> list[str]:
     """The seeds' claims measured on the learned runs (Markdown lines)."""
     by = {(r["graph"], r["cluster"], r["placer"]): r for r in rows}
@@ -621,11 +634,11 @@ def claims(rows: list[dict[str, Any]]) -> list[str]:
     lines += [f"- **Spotlight (PPO) against the policy gradient (rnn_pg).** Published: Spotlight's placements train "
               f"in 60.9% of the policy gradient's time. Measured: Spotlight's step time is {fmt(r * 100, 1)}% of "
               f"rnn_pg's (geometric mean over {n} graph-cluster pairs, equal budgets). "
-              + ("The direction holds." if r < 1 else "The direction does not hold at this budget.")]
+              + direction(r, " at this budget")]
     r, n = ratio("post", "spotlight")
     lines += [f"- **Post against Spotlight.** Published: up to 63.7% shorter training times than the prior methods "
               f"for the same learning time. Measured: Post's step time is {fmt(r * 100, 1)}% of Spotlight's "
-              f"({n} pairs, equal budgets). " + ("The direction holds." if r < 1 else "The direction does not hold.")]
+              f"({n} pairs, equal budgets). " + direction(r)]
     lines += ["- **Placeto's training steps against the RNN's.** Published: up to 6.1x fewer training steps to "
               "placements on par with the RNN method's. Measured: evaluations (and policy updates) Placeto needed to "
               "first reach rnn_pg's final step time, against rnn_pg's own: "

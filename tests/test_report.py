@@ -248,6 +248,19 @@ def test_the_curves_legend_hides_no_panel_and_names_every_placer(tmp_path, load_
     assert box.x1 <= fig.bbox.x1  # and inside the image
 
 
+def test_a_claim_measured_at_100_percent_is_level_not_held(load_script):
+    """Post at 99.96% of Spotlight's step printed "100.0% of Spotlight's ... The direction holds." (docs/RESULTS.md)."""
+    report = load_script("report")
+    rows = [dict(graph="g.gnpg", cluster="k80x4", placer=placer, name="g", step_s=step, oom=False, vs_auto=step,
+                 history=[[64, step]], evaluations=64, updates=4)
+            for placer, step in (("rnn_pg", 1.0), ("spotlight", 0.99), ("post", 0.99 * 0.9996))]
+    text = "\n".join(report.claims(rows))
+    assert "Spotlight's step time is 99.0% of rnn_pg's" in text and "The direction holds." in text
+    assert "Post's step time is 100.0% of Spotlight's (1 pairs, equal budgets). Level" in text
+    assert report.direction(1.0004) == report.direction(0.9996) and report.direction(1.01).endswith("not hold.")
+    assert report.direction(float("nan")) == "No pair to compare."
+
+
 class _Stop(Exception):
     """Raised in place of section 1's placements: the test is about what comes before them."""
 
