@@ -166,6 +166,36 @@ def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, A
         load_graph(path)
 
 
+def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> None:
+    """Refuse a cluster that ``data.presets`` or ``data.val_clusters`` names and on which some graph cannot fit.
+
+    Such a pair was taken: it trained on overflowing placements only, and a held-out one logged ``val/oom`` 1.0 at
+    a ratio that still competed for ``best.ckpt``, where ``place`` and ``finetune`` refuse the same graph and cluster.
+    The random clusters, drawn and some memory-tight by design, are left to the draw. No pair of the shipped
+    configs is refused.
+
+    Raises:
+        InfeasiblePlacement: naming the key, the graph, the cluster and what does not fit
+            (:func:`~gnplace.sim.bounds.memory_shortfall`).
+    """
+    from gnplace.cluster import load_cluster
+    from gnplace.exceptions import InfeasiblePlacement
+    from gnplace.graph_io import load_graph
+    from gnplace.sim.bounds import memory_shortfall
+
+    graphs: dict[str, Any] = {}
+    for key, named, paths in (("presets", config.data.presets, [g for g, _ in pairs]),
+                              ("val_clusters", config.data.val_clusters, [g for g, _ in val_pairs])):
+        for spec in named:
+            cluster = load_cluster(spec)
+            for path in dict.fromkeys(str(p) for p in paths):
+                graph = graphs.get(path) or graphs.setdefault(path, load_graph(path))
+                short = memory_shortfall(graph, cluster)
+                if short is not None:
+                    raise InfeasiblePlacement(f"data.{key}: no placement of {path} fits cluster {spec!r} ({short}); "
+                                              "leave that cluster out, or that graph")
+
+
 def imitation_recipe(teacher_budget: int = 0) -> dict[str, Any]:
     """What the imitation targets and the reward's baseline depend on beside the pairs, where it changed.
 
@@ -740,6 +770,7 @@ def pretrain(
                               f"({config.schedule.pairs_per_step}) and the training pairs ({len(pairs)}) must be at "
                               f"least {processes}")
     check_graph_files(pairs, val_pairs)  # a file that is no graph was refused when first drawn, or at validation
+    check_pairs_fit(config, pairs, val_pairs)  # (a pair nothing fits trained on overflows alone)
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
         done = check_resumable(last, config, digest, processes=processes)

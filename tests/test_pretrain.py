@@ -637,6 +637,22 @@ def test_validation_names_the_family_folder_of_graphs_that_name_no_family(tiny_c
     assert set(load_policy(tmp_path / "run" / "best.ckpt")[1]["validation"]) == set(summary["validation"])
 
 
+@pytest.mark.parametrize("key", ["presets", "val_clusters"])
+def test_a_named_cluster_that_a_graph_cannot_fit_is_refused_before_any_work(tiny_config, tmp_path, key):
+    """Two K80s of 1 KiB each: taken, its pairs trained on overflows alone, and held out it logged val/oom 1.0 at a
+    ratio that competed for best.ckpt (place and finetune refuse the same pair)."""
+    from gnplace.exceptions import InfeasiblePlacement
+
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text("name: tiny\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1024}\n"
+                    "links: {default: pcie3}\n")
+    config = load_pretrain_config(tiny_config, [f"data.{key}=[{tiny}]", "data.teacher_budget=30"])
+    with pytest.raises(InfeasiblePlacement, match=rf"^data.{key}: no placement of .*\.gnpg fits cluster "
+                                                  rf"'{tiny}' \(.*\); leave that cluster out, or that graph$"):
+        pretrain(config, tmp_path / "run", progress=False, jobs=1)
+    assert not (tmp_path / "run" / "teacher").exists() and not (tmp_path / "run" / "logs").exists()
+
+
 def test_one_family_folder_named_twice_is_refused_not_drawn_twice(tiny_config, tmp_path):
     """data.families=[mine, ./mine] (or a link to it) passed the check of names given twice: every pair twice."""
     from gnplace.pretrain import pretrain_pairs
