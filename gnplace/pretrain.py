@@ -37,12 +37,14 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
+from gnplace.graph import OpGraph
 from gnplace.graph_io import refuse_link
 from gnplace.limits import as_float, check_timeout, finite_number
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
@@ -149,7 +151,7 @@ def _pairs_and_families(config: PretrainConfig) -> tuple[list[tuple[str, Any]], 
     return pairs, val_pairs, [f for f in families for _ in config.data.val_clusters]
 
 
-def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> None:
+def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> dict[str, OpGraph]:
     """Read every graph file of the training and validation pairs once, before the run's searches and training.
 
     The run reads each file when it first draws its pair, or at the first validation: a family's file that is no
@@ -157,16 +159,20 @@ def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, A
     searches (minutes) and iterations, with no checkpoint to resume from. About 1.5 s for the shipped config's
     72 files.
 
+    Returns:
+        dict: each graph by its path, for the checks that follow (:func:`check_pairs_fit`).
+
     Raises:
         InvalidGraph: naming the first file that is not a readable graph.
     """
     from gnplace.graph_io import load_graph
 
-    for path in dict.fromkeys(str(g) for g, _ in (*pairs, *val_pairs)):  # each file once, in the pairs' order
-        load_graph(path)
+    # each file once, in the pairs' order
+    return {path: load_graph(path) for path in dict.fromkeys(str(g) for g, _ in (*pairs, *val_pairs))}
 
 
-def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]]) -> None:
+def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]],
+                    graphs: Mapping[str, OpGraph]) -> None:
     """Refuse a cluster that ``data.presets`` or ``data.val_clusters`` names and on which some graph cannot fit.
 
     Such a pair was taken: it trained on overflowing placements only, and a held-out one logged ``val/oom`` 1.0 at
@@ -174,23 +180,22 @@ def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pa
     The random clusters, drawn and some memory-tight by design, are left to the draw. No pair of the shipped
     configs is refused.
 
+    ``graphs`` holds each pair's graph by its path (:func:`check_graph_files`).
+
     Raises:
         InfeasiblePlacement: naming the key, the graph, the cluster and what does not fit
             (:func:`~gnplace.sim.bounds.memory_shortfall`).
     """
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InfeasiblePlacement
-    from gnplace.graph_io import load_graph
     from gnplace.sim.bounds import memory_shortfall
 
-    graphs: dict[str, Any] = {}
     for key, named, paths in (("presets", config.data.presets, [g for g, _ in pairs]),
                               ("val_clusters", config.data.val_clusters, [g for g, _ in val_pairs])):
         for spec in named:
             cluster = load_cluster(spec)
             for path in dict.fromkeys(str(p) for p in paths):
-                graph = graphs.get(path) or graphs.setdefault(path, load_graph(path))
-                short = memory_shortfall(graph, cluster)
+                short = memory_shortfall(graphs[path], cluster)
                 if short is not None:
                     raise InfeasiblePlacement(f"data.{key}: no placement of {path} fits cluster {spec!r} ({short}); "
                                               "leave that cluster out, or that graph")
@@ -769,8 +774,9 @@ def pretrain(
         raise InvalidArgument(f"{processes} processes need a pair each every iteration: schedule.pairs_per_step "
                               f"({config.schedule.pairs_per_step}) and the training pairs ({len(pairs)}) must be at "
                               f"least {processes}")
-    check_graph_files(pairs, val_pairs)  # a file that is no graph was refused when first drawn, or at validation
-    check_pairs_fit(config, pairs, val_pairs)  # (a pair nothing fits trained on overflows alone)
+    graphs = check_graph_files(pairs, val_pairs)  # a file that is no graph was refused when first drawn
+    check_pairs_fit(config, pairs, val_pairs, graphs)  # (a pair nothing fits trained on overflows alone)
+    del graphs  # the data module reads each pair's graph when it draws it
     digest = pairs_digest(pairs, val_pairs, config.data.teacher_budget)
     if resume and last.exists():
         done = check_resumable(last, config, digest, processes=processes)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import print_json, whole_number
+from gnplace.exceptions import InvalidArgument
 from gnplace.runlock import LOCK_NAME
 
 
@@ -64,8 +65,6 @@ def _check_export_is_not_the_runs(export: Path, out: Path) -> None:
     Raises:
         InvalidArgument: naming ``--export``.
     """
-    from gnplace.exceptions import InvalidArgument
-
     target, folder = export.resolve(), out.resolve()
     if target == folder:
         raise InvalidArgument(f"--export {export}: is --out, the run's folder; name a file")
@@ -91,8 +90,6 @@ def _check_nodes_launched(num_nodes: int) -> None:
     """
     import os
 
-    from gnplace.exceptions import InvalidArgument
-
     if num_nodes > 1 and not any(name in os.environ for name in LAUNCHED_BY):
         raise InvalidArgument(f"--num-nodes {num_nodes}: a run over several machines needs MASTER_ADDR (node 0's "
                               "address), MASTER_PORT and NODE_RANK set on each, or a cluster launcher (SLURM); none "
@@ -105,13 +102,15 @@ def _check_timeout(timeout: float | None) -> None:
     Raises:
         InvalidArgument: naming ``--timeout`` and the value.
     """
-    import math
+    from gnplace.limits import MAX_TIMEOUT_S, check_timeout
 
-    from gnplace.exceptions import InvalidArgument
-    from gnplace.limits import MAX_TIMEOUT_S
-
-    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
-        raise InvalidArgument(f"--timeout must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, got {timeout:g}")
+    if timeout is None:
+        return
+    try:
+        check_timeout(timeout)
+    except InvalidArgument:  # (the library's words name its argument, timeout_s)
+        raise InvalidArgument(f"--timeout must be seconds above 0 and at most {MAX_TIMEOUT_S:,}, got {timeout:g}") \
+            from None
 
 
 def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
@@ -124,8 +123,6 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
         InvalidArgument: naming the key and both values.
     """
     import yaml
-
-    from gnplace.exceptions import InvalidArgument
 
     def value(text: str) -> Any:
         try:
@@ -162,8 +159,6 @@ def run(args: argparse.Namespace) -> int:
     check_count(args.jobs, "--jobs", minimum=1)
     _check_timeout(args.timeout)
     if args.timeout is not None and args.devices * args.num_nodes == 1:  # it was taken, and nothing waited
-        from gnplace.exceptions import InvalidArgument
-
         raise InvalidArgument(f"--timeout {args.timeout:g}: how long the processes of a run wait for each other, and "
                               "this run is one process (--devices 1, --num-nodes 1): leave --timeout out")
     _check_nodes_launched(args.num_nodes)  # (a hang, before)
@@ -175,8 +170,6 @@ def run(args: argparse.Namespace) -> int:
     _check_overrides_once(args.set, args.seed)
     config = load_pretrain_config(args.config, args.set, seed=args.seed)
     if args.jobs is not None and not config.data.teacher_budget:  # it was taken, and ran nothing
-        from gnplace.exceptions import InvalidArgument
-
         raise InvalidArgument(f"--jobs {args.jobs}: the processes of the teacher searches, and this config runs none "
                               "(data.teacher_budget is 0): leave --jobs out")
     # Lightning's import (about 10 s) once the config is read

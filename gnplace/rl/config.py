@@ -24,6 +24,23 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)
 #: magnitude on (a float of any size within float32's range is taken).
 INT64_BOUND = 2**63
 
+
+def past_64_bits(value: object) -> str | None:
+    """What a setting must be instead, where ``value`` is an int past :data:`INT64_BOUND`; else ``None``.
+
+    ``entropy=10**20`` was an OverflowError traceback ("int too big to convert") at the first update.
+
+    Examples:
+        >>> past_64_bits(10**20)
+        'a whole number of at most 64 bits (below 9.2e18), or a float such as 1e+20, got one of 21 digits'
+        >>> past_64_bits(1e20) is None
+        True
+    """
+    if not isinstance(value, int) or -INT64_BOUND <= value < INT64_BOUND:
+        return None
+    return (f"a whole number of at most 64 bits (below 9.2e18), or a float such as {float(value):.0e}, got one of "
+            f"{len(str(abs(value)))} digits")
+
 if TYPE_CHECKING:
     from gnplace.policy.gnn import PolicyConfig
     from gnplace.sim.timer import StepTimer
@@ -169,10 +186,9 @@ class LearnerConfig:
             if not -FLOAT32_MAX <= value <= FLOAT32_MAX:
                 shown = f"{value:.4g}" if isinstance(value, float) else f"one of {len(str(abs(value)))} digits"
                 raise InvalidArgument(f"{name} must be a finite number within float32's range (+-3.4e38), got {shown}")
-            if isinstance(value, int) and not -INT64_BOUND <= value < INT64_BOUND:  # torch takes an int as 64 bits:
-                # entropy=10**20 was an OverflowError traceback ("int too big to convert") at the first update
-                raise InvalidArgument(f"{name} must be a whole number of at most 64 bits (below 9.2e18), or a float "
-                                      f"such as {float(value):.0e}, got one of {len(str(abs(value)))} digits")
+            wide = past_64_bits(value)  # torch takes an int as 64 bits
+            if wide is not None:
+                raise InvalidArgument(f"{name} must be {wide}")
         positive = {"lr": self.lr, "clip": self.clip, "grad_clip": self.grad_clip, "kl_target": self.kl_target,
                     "alpha": self.alpha}
         for name, value in positive.items():

@@ -96,7 +96,7 @@ from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.progress import evaluation_bar
 from gnplace.rl import comparator
 from gnplace.rl.comparator import MAX_LR, check_finite_weights, check_update_bytes
-from gnplace.rl.config import INT64_BOUND
+from gnplace.rl.config import past_64_bits
 from gnplace.seed import SeedLike, as_generator
 from gnplace.sim.costmodel import CostModel
 from gnplace.sim.simulator import Simulator
@@ -275,9 +275,9 @@ class PlacetoHyper:
                 and math.isfinite(_as_float(value)) and (float(value) > low if strict else float(value) >= low)
             if not ok:
                 raise InvalidArgument(f"{who} needs {name} {'>' if strict else '>='} {low:g}, got {value!r}")
-            if isinstance(value, int) and not -INT64_BOUND <= value < INT64_BOUND:  # entropy=10**20: an OverflowError
-                raise InvalidArgument(f"{who} needs {name} a whole number of at most 64 bits (below 9.2e18), or a "
-                                      f"float such as {float(value):.0e}, got one of {len(str(abs(value)))} digits")
+            wide = past_64_bits(value)  # entropy=10**20: an OverflowError
+            if wide is not None:
+                raise InvalidArgument(f"{who} needs {name} {wide}")
         for name in ("lr", "lr_end"):
             if float(getattr(self, name)) > MAX_LR:  # Adam's float32 step overflowed: a RuntimeError mid-run
                 raise InvalidArgument(f"{who} needs {name} <= {MAX_LR:g}, got {getattr(self, name)!r}")
