@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import signal
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +34,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from gnplace.exceptions import ExecutionFailed, Terminated, after_interrupt, first_line
 from gnplace.progress import ProgressLine, show_bar
+from gnplace.quiet import ignored_warnings, logger_at_error
 from gnplace.workers import SharedSetting
 
 __all__ = ["StopAfter", "StopAtBudget", "TimedCheckpoint", "AtomicCheckpointIO", "RunProgressBar", "ProgressLines",
@@ -692,22 +691,16 @@ def _close_event_files(trainer: L.Trainer) -> None:
 
 
 def _silence_lightning() -> Callable[[], None]:
-    """Lightning's loggers at ERROR and its chatty warnings ignored; returns what puts both back."""
-    loggers = [logging.getLogger(n) for n in ("lightning.pytorch", "lightning.fabric", "lightning")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    caught = warnings.catch_warnings()
-    caught.__enter__()
-    warnings.filterwarnings("ignore", module="lightning")
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    """Lightning's loggers at ERROR and its chatty warnings ignored; returns what puts both back.
 
-    def back() -> None:
-        caught.__exit__(None, None, None)
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-    return back
+    Each logger and filter is :mod:`gnplace.quiet`'s, shared with every other use of it in the process.
+    """
+    stack = contextlib.ExitStack()
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        stack.enter_context(logger_at_error(name))
+    stack.enter_context(ignored_warnings(module="lightning"))
+    stack.enter_context(ignored_warnings(message=".*does not have many workers.*"))
+    return stack.close
 
 
 _QUIET_LIGHTNING = SharedSetting(_silence_lightning)

@@ -19,12 +19,10 @@ would make, for comparison.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import reprlib
 import warnings
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +31,7 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, MissingDependency, UnsupportedGraph, first_line
 from gnplace.graph import PHASES, OpGraph
 from gnplace.placement import GraphKey, Placement, as_placement
+from gnplace.quiet import quietly
 
 __all__ = [
     "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
@@ -379,7 +378,7 @@ def accelerate_device_map(
     _check_mode(mode)
     blocks = no_split_module_classes(module) if no_split is None else list(no_split)
     memory = _max_memory(cluster)
-    with _quietly("accelerate"):
+    with quietly("accelerate"):
         if mode != "sequential":
             balanced = get_balanced_memory(module, max_memory=dict(memory), no_split_module_classes=blocks,
                                            low_zero=mode == "balanced_low_0")
@@ -403,22 +402,6 @@ def _max_memory(cluster: Cluster) -> dict[int | str, int]:
     for value, dev in zip(device_map_values(cluster), cluster.devices):
         memory[value] = memory.get(value, 0) + int(dev.memory)
     return memory
-
-
-@contextlib.contextmanager
-def _quietly(*names: str) -> Iterator[None]:
-    """Warnings off, the loggers ``names`` at ERROR (notes on devices this machine lacks), then as they were."""
-    loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for logger in loggers:
-            logger.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            for logger, level in zip(loggers, levels):
-                logger.setLevel(level)
 
 
 def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -> dict[str, Any] | None:
@@ -454,7 +437,7 @@ def transformers_device_map(module: Any, cluster: Cluster, mode: str = "auto") -
     if found is None:
         return None
     path, model = found
-    with _quietly("accelerate", "transformers"):
+    with quietly("accelerate", "transformers"):
         try:
             inner = dict(_get_device_map(**_device_map_arguments(_get_device_map, model, mode, _max_memory(cluster))))
         except (TypeError, AttributeError) as err:  # a private function: another transformers may take other ones

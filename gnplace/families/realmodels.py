@@ -25,7 +25,6 @@ Examples:
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from torch import nn
 
 from gnplace.families._common import check_choice
 from gnplace.graph import OpGraph
+from gnplace.quiet import ignored_warnings, logger_at_error, stdout_discarded
 from gnplace.seed import seeded_torch, torch_generator
 
 __all__ = ["RealModel", "REAL_MODELS", "build_model", "real_graph", "export_onnx", "write_real_dataset"]
@@ -61,13 +61,8 @@ def _quiet_transformers() -> Iterator[Any]:
         import transformers
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("building the real models needs transformers: pip install 'gnplace[models]'") from err
-    library = logging.getLogger("transformers")  # what transformers.logging.set_verbosity sets
-    level = library.level
-    library.setLevel(logging.ERROR)
-    try:
+    with logger_at_error("transformers"):  # what transformers.logging.set_verbosity sets
         yield transformers
-    finally:
-        library.setLevel(level)
 
 
 class _Step(nn.Module):
@@ -259,20 +254,10 @@ def export_onnx(name: str, path: str | os.PathLike[str] | None = None) -> Any:
     Raises:
         ImportError: if transformers or onnxscript is not installed.
     """
-    import contextlib
-    import io
-    import warnings
-
     module, inputs = build_model(name, output="logits")
-    registry_log = logging.getLogger("torch.onnx._internal.exporter._registration")  # "torchvision is not installed"
-    level = registry_log.level
-    registry_log.setLevel(logging.ERROR)
-    try:
-        with _quiet_transformers(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(module, inputs, dynamo=True, optimize=False, verbose=False)
-    finally:
-        registry_log.setLevel(level)
+    registry_log = "torch.onnx._internal.exporter._registration"  # "torchvision is not installed"
+    with _quiet_transformers(), logger_at_error(registry_log), stdout_discarded(), ignored_warnings():
+        program = torch.onnx.export(module, inputs, dynamo=True, optimize=False, verbose=False)
     if program is None:  # pragma: no cover - dynamo export returns a program or raises
         raise RuntimeError(f"torch.onnx.export returned nothing for {type(module).__name__}")
     proto = program.model_proto
