@@ -15,7 +15,6 @@ the tests check it reproduces eager gradients.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, UnsupportedGraph, first_line
+from gnplace.quiet import ignored_warnings
 from gnplace.workers import SharedSetting
 
 __all__ = [
@@ -743,6 +743,9 @@ def _training_grad_mode() -> Iterator[None]:
         yield
 
 
+_TF32_NOTE_IGNORED = ignored_warnings(message="TF32 acceleration on top of oneDNN")
+
+
 def _switch_for_recording() -> Callable[[], None]:
     """Set the process's switches a recording needs (see :data:`_RECORDING_SWITCHES`); returns what puts them back."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -752,16 +755,14 @@ def _switch_for_recording() -> Callable[[], None]:
     onednn = torch.backends.mkldnn.flags(enabled=False)
     logger = logging.getLogger("torch._subclasses.fake_tensor")
     was = logger.disabled
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # said on every switch
+    with _TF32_NOTE_IGNORED:  # said on every switch
         kernels.__enter__()
         onednn.__enter__()
     logger.disabled = True
 
     def back() -> None:
         logger.disabled = was
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")
+        with _TF32_NOTE_IGNORED:
             onednn.__exit__(None, None, None)
             kernels.__exit__(None, None, None)
         anomaly.__exit__(None, None, None)
