@@ -68,7 +68,7 @@ from gnplace.workers import (
 __all__ = [
     "DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "pretrain_pairs", "pretrain",
     "EndWithLauncher", "ExportPolicy", "RankDigest", "ResumedTogether", "check_resumable", "check_resumed_together",
-    "check_graph_files", "check_strategy", "pairs_digest", "wait_at_most",
+    "check_graph_files", "check_strategy", "cluster_spec", "pairs_digest", "wait_at_most",
     "imitation_recipe",
     "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
 ]
@@ -120,6 +120,27 @@ def _family_graphs(config: PretrainConfig) -> tuple[list[Path], list[Path], list
     return train, val, families
 
 
+def cluster_spec(config: PretrainConfig, spec: str) -> str:
+    """``spec`` of ``data.presets`` or ``data.val_clusters`` as :func:`~gnplace.cluster.load_cluster` takes it.
+
+    A preset's name, an absolute path and a file the working directory holds are kept; a relative path that is not
+    there is taken from ``config.base`` (the parent of the config file's folder) where it is there, as ``data.root``
+    is. A config beside its cluster files (``configs/mine.yaml`` naming ``configs/mycluster.yaml``) was refused
+    when run from another folder, where its families were found.
+
+    Examples:
+        >>> cluster_spec(PretrainConfig(), "k80x4")
+        'k80x4'
+    """
+    from gnplace.cluster import preset_names
+
+    path = Path(spec)
+    if spec in preset_names() or path.is_absolute() or path.exists():
+        return spec
+    there = Path(config.base) / path
+    return str(there) if there.is_file() else spec
+
+
 def pretrain_pairs(config: PretrainConfig) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     """The training and the validation ``(graph file, cluster)`` pairs of ``config``.
 
@@ -137,7 +158,7 @@ def _pairs_and_families(config: PretrainConfig) -> tuple[list[tuple[str, Any]], 
     def configured(spec: str, key: str) -> Any:
         """The cluster ``spec`` that ``data.KEY`` lists, its errors naming that key."""
         try:
-            return load_cluster(spec)
+            return load_cluster(cluster_spec(config, spec))
         except InvalidCluster as err:
             raise InvalidCluster(f"data.{key}: {err}") from err
 
@@ -193,7 +214,7 @@ def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pa
     for key, named, paths in (("presets", config.data.presets, [g for g, _ in pairs]),
                               ("val_clusters", config.data.val_clusters, [g for g, _ in val_pairs])):
         for spec in named:
-            cluster = load_cluster(spec)
+            cluster = load_cluster(cluster_spec(config, spec))
             for path in dict.fromkeys(str(p) for p in paths):
                 short = memory_shortfall(graphs[path], cluster)
                 if short is not None:

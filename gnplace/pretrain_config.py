@@ -42,10 +42,11 @@ class DataConfig:
             ``configs/pretrain.yaml``) (default: ``"datasets"``).
         families (tuple[str, ...]): dataset folders under ``root`` (default: the three families).
         val_per_family (int): training graphs of each family held out for validation (default: 2).
-        presets (tuple[str, ...]): cluster presets (default: all five).
+        presets (tuple[str, ...]): cluster presets, or cluster files found as ``root`` is (default: all five).
         random_clusters (int): random clusters (default: 12).
         random_cluster_seed (int): seed of the first random cluster; the others follow (default: 1000).
-        val_clusters (tuple[str, ...]): clusters of the validation pairs (default: k80x4, v100x8, tight4).
+        val_clusters (tuple[str, ...]): clusters of the validation pairs, presets or files as in ``presets``
+            (default: k80x4, v100x8, tight4).
         max_nodes (int): most nodes of a decision graph (default: 1,000).
         modules (bool): coarsen graphs along their module hierarchy first, as the ``ppo`` search does
             (:func:`~gnplace.policy.features.decision_graph`) (default: :obj:`False`).

@@ -17,8 +17,8 @@ import pytest
 import torch
 import yaml
 
-from gnplace.cluster import Cluster
-from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidGraph
+from gnplace.cluster import Cluster, load_cluster
+from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster, InvalidGraph
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
 from gnplace.pretrain import load_pretrain_config, pretrain, pretrain_pairs
@@ -1059,3 +1059,19 @@ def test_every_rank_trains_on_one_thread_whatever_the_launcher_gives(tiny_config
              strategy="ddp", progress=False)
     assert seen and set(seen) == {1}
     assert torch.get_num_threads() == before  # the caller's count back
+
+
+def test_a_cluster_file_named_relative_to_the_config_repository_is_found_from_another_folder(tiny_config, tmp_path,
+                                                                                           monkeypatch):
+    base = tiny_config.parent.parent  # the config's repository, where data.root's relative paths start as well
+    (base / "clusters").mkdir(exist_ok=True)
+    (base / "clusters" / "two.yaml").write_text((ROOT / "gnplace" / "clusters" / "k80x2.yaml").read_text())
+    monkeypatch.chdir(tmp_path)  # not the repository: the file is not in the working folder
+    config = load_pretrain_config(tiny_config, ["data.presets=[clusters/two.yaml]",
+                                                "data.val_clusters=[clusters/two.yaml]"])
+    pairs, val_pairs = pretrain_pairs(config)
+    assert {c.name for _, c in pairs[:1] + val_pairs} == {load_cluster("k80x2").name}
+    (tmp_path / "clusters").mkdir()  # the working folder's file goes first, as data.root's folder does
+    (tmp_path / "clusters" / "two.yaml").write_text("not: [a cluster")
+    with pytest.raises(InvalidCluster, match="data.presets: clusters/two.yaml"):
+        pretrain_pairs(config)

@@ -173,12 +173,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--jobs {args.jobs}: the processes of the teacher searches, and this config runs none "
                               "(data.teacher_budget is 0): leave --jobs out")
     # Lightning's import (about 10 s) once the config is read
-    from gnplace.pretrain import exported_files, pretrain, pretrain_pairs
+    from gnplace.pretrain import cluster_spec, exported_files, pretrain, pretrain_pairs
 
     if args.export is not None:  # nor over a graph or cluster file the run reads (the dataset was lost with it)
         pairs, val_pairs = pretrain_pairs(config)
         read = [*dict.fromkeys(graph for graph, _ in pairs + val_pairs)]
-        read += [spec for spec in (*config.data.presets, *config.data.val_clusters) if Path(spec).is_file()]
+        specs = (cluster_spec(config, spec) for spec in (*config.data.presets, *config.data.val_clusters))
+        read += [spec for spec in specs if Path(spec).is_file()]
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export", others=read)
 
     if args.resume and not exported_files(args.out):  # (beside exported files pretrain refuses: no new run starts)
