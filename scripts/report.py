@@ -258,6 +258,13 @@ def _same(recorded: Any, today: float) -> bool:
     return isinstance(recorded, (int, float)) and math.isclose(recorded, today, rel_tol=1e-9)
 
 
+#: What the report reads of each row of section 2 (:func:`learned_row`) and of section 4 (:func:`exact_row`): a saved
+#: row without one of them is made again.
+LEARNED_FIELDS = ("graph", "cluster", "placer", "budget", "family", "name", "ops", "step_s", "vs_auto", "oom", "seconds",
+                  "evaluations", "updates", "history")
+EXACT_FIELDS = ("name", "groups_placed", "status", "exact_ms", "auto", "policy")
+
+
 def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     """Whether section 2's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
 
@@ -913,7 +920,8 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
         for p in rl_graphs for c in config.rl_clusters for name in config.rl_placers]
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
         learned_tasks += placeto_zero_shot_tasks(family, config, out)
-    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", LEARNED_IDENTITY, learned_row_stands)
+    learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", LEARNED_IDENTITY, learned_row_stands,
+                        LEARNED_FIELDS)
     placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
     clock.book()
 
@@ -926,12 +934,13 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     exact_tasks = [{"key": exact_key(p, g, c, config.exact_time_limit), "graph": p, "groups": g,
                     "cluster": c, "time_limit": config.exact_time_limit, **inputs_identity(p, c)}
                    for c in config.exact_clusters for p, g in exact_graphs]
-    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4", IDENTITY, exact_row_stands)
+    exact = exact_store.run(exact_tasks, exact_row, args.jobs, "section 4", IDENTITY, exact_row_stands, EXACT_FIELDS)
     sampled_tasks = [{"key": f"{r['key']}|samples={config.exact_samples}", "graph": r["graph"], "groups": r["groups"],
                       "cluster": r["cluster"], "samples": config.exact_samples, "exact_ms": r["exact_ms"],
                       **{field: r[field] for field in IDENTITY}} for r in exact]
     sampled = [r["ratio"] for r in Store(out / "exact_sampled.jsonl").run(sampled_tasks, sampled_row, 1, "section 4b",
-                                                                          IDENTITY, sampled_row_stands)]
+                                                                          IDENTITY, sampled_row_stands,
+                                                                          ("ratio",))]
     clock.book()
 
     # 5. time to place against size

@@ -47,6 +47,18 @@ def test_store_resumes_and_skips_a_line_cut_short(tmp_path, load_script):
     assert set(report.Store(path).rows) == {"a", "b"}
 
 
+def test_a_saved_row_without_a_field_the_report_reads_is_made_again(tmp_path, load_script):
+    # a line edited by hand (its history cut out) was a KeyError once every task had run
+    report = load_script("report")
+    path = tmp_path / "learned.jsonl"
+    full = {"key": "a", **{field: 1 for field in report.LEARNED_FIELDS}}
+    path.write_text(json.dumps({k: v for k, v in full.items() if k != "history"}) + "\n" + json.dumps({**full, "key": "b"}))
+    ran = []
+    rows = report.Store(path).run([{"key": "a"}, {"key": "b"}], lambda t: ran.append(t["key"]) or {**full, **t}, 1,
+                                  "test", fields=report.LEARNED_FIELDS)
+    assert ran == ["a"] and all("history" in r for r in rows)
+
+
 def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(tmp_path, load_script, disk_fills_in):
     import errno
 
