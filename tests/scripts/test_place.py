@@ -42,3 +42,14 @@ def test_an_empty_graph_argument_is_refused_by_argparse_as_gnplace_place_refuses
         load_script("place").main(["", "-c", "k80x2"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.endswith("place.py: error: argument graph: expected a file's path, got ''\n")
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--rounds", "0", "--rounds needs >= 1, a whole number, got 0"),
+    ("--constructor-sizes", "0", "--constructor-sizes needs whole numbers >= 2 (devices), got [0]"),
+])
+def test_a_value_the_placer_refuses_is_named_by_its_flag(load_script, capsys, flag, value, said):
+    """``--rounds 0`` said "PolicyPlacer needs rounds >= 1": a class and an argument the user never wrote."""
+    code = load_script("place").main(["datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", flag, value])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"place: error: {said}\n"
