@@ -38,21 +38,6 @@ STEP_SECONDS = ("policy", "greedy", "auto", "single", "bound")
 give to ratios to auto: ``--json`` also writes each as ``NAME_s``, as evaluate's rows and finetune name theirs."""
 
 
-def _named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
-    """``err`` of ``PolicyPlacer`` naming its argument (``rounds``) by this script's flag (``--rounds``), if it has one.
-
-    ``--rounds 0`` said "PolicyPlacer needs rounds >= 1", naming a library class and argument the user never wrote.
-    """
-    import re
-
-    from gnplace.exceptions import InvalidArgument
-
-    found = re.match(r"PolicyPlacer needs (\w+) (?:of )?(.*)", str(err), flags=re.DOTALL)
-    if found is None or not hasattr(args, found[1]):
-        return err
-    return InvalidArgument(f"--{found[1].replace('_', '-')} needs {found[2]}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.cli.common import add_optimizer_argument, file_path, script_parser, whole_number
@@ -116,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         SHIPPED_CONSTRUCTORS,
         PolicyPlacer,
         compare_with_references,
+        named_by_flag,
     )
     from gnplace.sim.bounds import require_memory
     from gnplace.sim.simulator import Simulator
@@ -148,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                               subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
                               **options)
     except InvalidArgument as err:
-        raise _named_by_flag(err, args) from err
+        raise named_by_flag(err, args) from err
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)
     if args.output:
         predicted = {**sim.time(graph, cluster, placement).to_dict(), "place_seconds": row["place_seconds"],

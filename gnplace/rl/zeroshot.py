@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -897,6 +898,25 @@ def _constructor_paths(constructor: Any) -> tuple[Path, ...]:
 #: a caller passes each one given (not None) on to the placer.
 DECODING_ARGUMENTS = ("constructor_samples", "constructor_temperature", "constructor_sizes", "refine",
                       "constructor_refine", "constructor_prior", "last_rounds", "polish", "polish_ops")
+
+
+def named_by_flag(err: Exception, args: argparse.Namespace) -> Exception:
+    """``err`` of :class:`PolicyPlacer` naming its argument (``rounds``) by a script's flag (``--rounds``) instead.
+
+    Only where ``args`` has that argument's destination, as the flags of :func:`add_decoding_arguments` and the
+    scripts' ``--rounds``, ``--samples`` and ``--temperatures`` have; any other error is returned as it is.
+    ``scripts/place.py --rounds 0`` said "PolicyPlacer needs rounds >= 1", a class and an argument the user never
+    wrote.
+
+    Examples:
+        >>> import argparse
+        >>> named_by_flag(InvalidArgument("PolicyPlacer needs rounds >= 1, got 0"), argparse.Namespace(rounds=0))
+        InvalidArgument('--rounds needs >= 1, got 0')
+    """
+    found = re.match(r"PolicyPlacer needs (\w+) (?:of )?(.*)", str(err), flags=re.DOTALL)
+    if not isinstance(err, InvalidArgument) or found is None or not hasattr(args, found[1]):
+        return err
+    return InvalidArgument(f"--{found[1].replace('_', '-')} needs {found[2]}")
 
 
 def add_decoding_arguments(parser: argparse.ArgumentParser) -> None:

@@ -114,7 +114,7 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows of this run, in the order of its tasks, go to ``OUT/zeroshot.json`` at its end.
     """
     from gnplace.datasets import load_manifest
-    from gnplace.rl.zeroshot import DECODING_ARGUMENTS, PolicyPlacer
+    from gnplace.rl.zeroshot import DECODING_ARGUMENTS, PolicyPlacer, named_by_flag
     from gnplace.workers import task_mapper
 
     out = check_output_folder(args.out)
@@ -128,7 +128,10 @@ def bench_zeroshot(args: argparse.Namespace) -> list[dict[str, Any]]:
         if getattr(args, name) is not None:  # given: else the placer's default
             options[name] = getattr(args, name)
     # the policy's settings and checkpoints refused here (one line), not by the first row's worker
-    PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, **options)
+    try:
+        PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, **options)
+    except InvalidArgument as err:
+        raise named_by_flag(err, args) from err
 
     def task(graph: str, cluster: str, group: str) -> ZeroShotTask:
         return graph, cluster, args.checkpoint, args.samples, group, options, args.seed

@@ -299,3 +299,12 @@ def test_a_zeroshot_json_nested_thousands_deep_is_one_line_not_a_traceback(load_
     assert bench.main(["zeroshot-seeds", str(tmp_path), str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert err.startswith("bench: error: ") and err.count("\n") == 1 and "not a zeroshot.json" in err, err
+
+
+def test_a_decoding_value_the_placer_refuses_is_named_by_its_flag(load_script, tmp_path, capsys):
+    """``--last-rounds 0`` said "PolicyPlacer needs last_rounds from 1 ...", an argument the user never wrote."""
+    bench = load_script("bench")
+    assert bench.main(["zeroshot", "--families", "cifar10", "--clusters", "k80x2", "--out", str(tmp_path / "z"),
+                       "--last-rounds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: --last-rounds needs from 1 to ") and "PolicyPlacer" not in err
