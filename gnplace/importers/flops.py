@@ -43,6 +43,8 @@ FREE_OPS = frozenset({
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "reflection_pad1d",
     "reflection_pad2d", "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "im2col",
     "scatter", "scatter_",
+    # tensors made from a few numbers (an identity, a range, index lists, a diagonal), as arange and ONNX's EyeLike
+    "eye", "linspace", "logspace", "tril_indices", "triu_indices", "diag", "diag_embed", "randint_like",
     # random numbers, counted as the dropout masks above are (bernoulli): generated, not computed
     "rand", "randn", "randint", "randperm", "uniform_", "normal_", "random_", "exponential_",
 })

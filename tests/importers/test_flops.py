@@ -341,3 +341,27 @@ def test_an_in_place_activation_costs_as_its_out_of_place_form(act):
         return [float(fl) for name, fl in zip(g.node_names, g.flops) if name.rstrip("_").endswith("/" + act)]
 
     assert forward_flops(True) == forward_flops(False) and len(forward_flops(True)) == 1
+
+
+def test_an_identity_a_range_and_index_lists_are_made_free_and_import_without_an_unknown_op_warning():
+    """``torch.eye`` fell to the one-FLOP-per-element fallback with a warning, where ONNX's ``EyeLike`` is free."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    class Made(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 6)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            rows, cols = torch.tril_indices(6, 6)
+            made = torch.eye(6) + torch.linspace(0, 1, 6) + torch.diag(torch.ones(6)) + torch.diag_embed(x)[0]
+            return self.proj(x @ made)[:, rows % 6].sum() + cols.sum()
+
+    for name in ("eye", "linspace", "logspace", "tril_indices", "triu_indices", "diag", "diag_embed", "randint_like"):
+        assert op_flops(name, (), {}, [torch.zeros(6, 6)]) == 0.0, name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = from_module(Made(), (torch.randn(6, 6),), loss=lambda y: y)
+    assert {"eye", "linspace", "tril_indices"} <= set(graph.op_types)
