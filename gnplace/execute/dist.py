@@ -73,7 +73,7 @@ from gnplace.workers import available_cores
 
 __all__ = [
     "DistTimer", "RankOutOfMemory", "serve", "run_rank", "transfer_tags", "launched_by_torchrun", "check_cores",
-    "MAX_TIMEOUT_S",
+    "MAX_TIMEOUT_S", "environment_backend",
 ]
 
 #: Exit code of a started rank that ran out of memory in a step (told apart from a rank that failed).
@@ -517,6 +517,22 @@ def exchange_cost(peer: int, rounds: int, device: torch.device, *, iterations: i
     return max(0.0, float(np.median(talking) - np.median(alone)) / 2)
 
 
+def environment_backend() -> str:
+    """The backend ``GNPLACE_DIST_BACKEND`` names: ``"gloo"`` (also where it is unset) or ``"nccl"``.
+
+    What :func:`serve` joins with and what a :class:`DistTimer` given no backend uses, so that rank 0 and the ranks
+    ``torchrun`` started agree: a ``gnplace finetune --timer dist`` under ``torchrun`` with ``nccl`` named there
+    had rank 0 on gloo and the others on NCCL.
+
+    Raises:
+        InvalidArgument: for any other value.
+    """
+    backend = os.environ.get("GNPLACE_DIST_BACKEND", "gloo")
+    if backend not in ("gloo", "nccl"):
+        raise InvalidArgument(f"GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got {backend!r}")
+    return backend
+
+
 def serve() -> None:
     """Run as a worker rank (1..n-1): take commands from rank 0 until it stops the timer.
 
@@ -532,9 +548,7 @@ def serve() -> None:
             ``ValueError`` traceback).
     """
     if not dist.is_initialized():
-        backend = os.environ.get("GNPLACE_DIST_BACKEND", "gloo")
-        if backend not in ("gloo", "nccl"):
-            raise InvalidArgument(f"GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got {backend!r}")
+        backend = environment_backend()
         text = os.environ.get("GNPLACE_DIST_TIMEOUT", "300")
         try:
             timeout_s = check_timeout(float(text))
@@ -618,7 +632,8 @@ class DistTimer(RealStepTimer):
 
     Args:
         step (ImportedStep or Program): the recorded step (:func:`~gnplace.importers.torch.import_step`).
-        backend (str, optional): ``"gloo"`` or ``"nccl"`` (default: ``"gloo"``).
+        backend (str, optional): ``"gloo"`` or ``"nccl"`` (default: what ``GNPLACE_DIST_BACKEND`` names, else
+            ``"gloo"``: :func:`environment_backend`).
         threads (int, optional): CPU threads of each rank, a whole number from 1 to the cores here (default: 1).
         warmup (int, optional): untimed steps first (default: 1).
         repeats (int, optional): timed steps, the median is reported (default: 5).
@@ -634,10 +649,12 @@ class DistTimer(RealStepTimer):
     """
 
     def __init__(
-        self, step: Any, *, backend: str = "gloo", threads: int = 1, warmup: int = 1, repeats: int = 5,
+        self, step: Any, *, backend: str | None = None, threads: int = 1, warmup: int = 1, repeats: int = 5,
         lr: float = 1e-3, timeout_s: float = 120.0,
     ) -> None:
         super().__init__(step, warmup=warmup, repeats=repeats, lr=lr)
+        if backend is None:
+            backend = environment_backend()
         if backend not in ("gloo", "nccl"):
             raise InvalidArgument(f"backend must be 'gloo' or 'nccl', got {backend!r}")
         self.backend = backend

@@ -717,3 +717,16 @@ def test_rank_0_timing_a_model_with_dropout_leaves_the_callers_generator_where_i
         state = torch.random.get_rng_state()
         timer.time(step.graph, _cluster(), np.zeros(step.graph.num_ops, dtype=np.int64))  # the dropout on rank 0
         assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_a_timer_given_no_backend_takes_the_one_the_serving_ranks_join_with(setup, monkeypatch):
+    """Under torchrun, ``GNPLACE_DIST_BACKEND=nccl`` had the serving ranks on NCCL and the CLI's rank 0 on gloo."""
+    step = setup[0]
+    monkeypatch.setenv("GNPLACE_DIST_BACKEND", "nccl")
+    assert DistTimer(step).backend == "nccl"
+    assert DistTimer(step, backend="gloo").backend == "gloo"  # named: the caller's
+    monkeypatch.delenv("GNPLACE_DIST_BACKEND")
+    assert DistTimer(step).backend == "gloo"
+    monkeypatch.setenv("GNPLACE_DIST_BACKEND", "mpi")
+    with pytest.raises(InvalidArgument, match=r"^GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got 'mpi'$"):
+        DistTimer(step)
