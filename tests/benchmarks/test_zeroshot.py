@@ -308,3 +308,17 @@ def test_a_decoding_value_the_placer_refuses_is_named_by_its_flag(load_script, t
                        "--last-rounds", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bench: error: --last-rounds needs from 1 to ") and "PolicyPlacer" not in err
+
+
+def test_zeroshot_tables_leave_placements_out_of_memory_out_of_the_means(load_script):
+    """A greedy decode over memory is counted as OOM, not averaged: 0.5x auto on an overflowing device is no gain."""
+    bench = load_script("benchmarks.zeroshot")
+    base = {"group": "test", "family": "cifar10", "cluster": "tight4", "auto_ms": 1.0, "auto_oom": False,
+            "policy_oom": False, "plain_oom": False, "place_s": 1.0, "plain_s": 1.0}
+    rows = [{**base, "graph": "a", "greedy": 0.5, "greedy_oom": True, "plain": 0.9, "policy": 0.8, "portfolio": 0.8},
+            {**base, "graph": "b", "greedy": 1.2, "greedy_oom": False, "plain": 2.0, "plain_oom": True, "policy": 0.9,
+             "portfolio": 0.9}]
+    line = next(row for row in bench.zeroshot_tables(rows).splitlines() if row.startswith("| cifar10 "))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    # greedy: b's alone (a's 0.5 made the mean 0.775); greedy + K: a's alone (b's 2.0 made it 1.342)
+    assert cells[3:8] == ["1.200", "0.900", "0.849", "0.849", "0 (1, 1)"]
