@@ -72,14 +72,18 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
         for cluster in args.clusters:
             line: dict[str, Any] = {"family": family, "cluster": cluster}
             for placer in args.placers:
-                ratios = [r.step_time_s / auto[(r.graph_path, slot(r))] for r in rows
-                          if r.placer == placer and r.budget == args.budget and r.seed == args.seed
-                          and families[r.graph_path] == family
-                          and json.loads(r.options) == asked[placer]
-                          and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted
-                          and (r.graph_path, slot(r)) in auto]
+                mine = [r for r in rows
+                        if r.placer == placer and r.budget == args.budget and r.seed == args.seed
+                        and families[r.graph_path] == family
+                        and json.loads(r.options) == asked[placer]
+                        and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted
+                        and (r.graph_path, slot(r)) in auto]
+                # a placement out of memory has no step to compare, a failed run none at all (as gnplace evaluate)
+                ratios = [r.step_time_s / auto[(r.graph_path, slot(r))] for r in mine if not r.error and not r.oom]
                 line[placer] = geomean(ratios)
                 line[f"{placer}_n"] = len(ratios)
+                line[f"{placer}_oom"] = sum(r.oom is True for r in mine)
+                line[f"{placer}_failed"] = sum(bool(r.error) for r in mine)
             summary.append(line)
     return summary
 
@@ -202,20 +206,35 @@ def run_search(args: argparse.Namespace) -> int:
     """``search``: the search placers with one budget of timer evaluations on the test graphs, against ``auto``.
 
     By default ``ppo``, ``reinforce`` and ``annealing`` on the test graphs of each family; reported:
-    the geometric mean of step time over ``auto``'s (the best fast placer) per family and cluster,
+    the geometric mean of step time over ``auto``'s (the best fast placer) per family and cluster, over
+    the runs that fit (in brackets: their count, then the runs out of memory and failed, where any are),
     through ``gnplace.evaluate`` (its ``results.csv`` in ``--out`` resumes an interrupted run;
     ``--jobs`` processes of one thread each; ``-O PLACER.NAME=VALUE`` passes an option, e.g.
     ``-O ppo.prelude=0`` for PPO alone).
     """
     summary = bench_search(args)
     head = "| family | cluster | " + " | ".join(f"{p} / auto" for p in args.placers) + " |"
-    print(f"budget {args.budget} evaluations; geometric mean of step time over auto's")
+    print(f"budget {args.budget} evaluations; geometric mean of step time over auto's of the runs that fit (runs)")
     print(head)
     print("| --- " * (2 + len(args.placers)) + "|")
     for line in summary:
-        cells = " | ".join(f"{line[p]:.3f} ({line[p + '_n']})" for p in args.placers)
+        cells = " | ".join(f"{line[p]:.3f} ({_runs_text(line, p)})" for p in args.placers)
         print(f"| {line['family']} | {line['cluster']} | {cells} |")
     return 0
+
+
+def _runs_text(line: dict[str, Any], placer: str) -> str:
+    """What a ``search`` cell's mean is over: its runs that fit, then those out of memory and failed, where any are.
+
+    Examples:
+        >>> _runs_text({"ppo_n": 5, "ppo_oom": 1, "ppo_failed": 0}, "ppo"), _runs_text({"ppo_n": 6}, "ppo")
+        ('5; 1 OOM', '6')
+    """
+    parts = [str(line[f"{placer}_n"])]
+    for field, what in (("oom", "OOM"), ("failed", "failed")):
+        if line.get(f"{placer}_{field}"):
+            parts.append(f"{line[f'{placer}_{field}']} {what}")
+    return "; ".join(parts)
 
 
 def run_curves(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 from pathlib import Path
@@ -190,3 +191,35 @@ def test_curves_refuse_an_empty_graph_path_by_argparse(load_script, capsys):
         code = exit_.code
     assert code == 2
     assert "argument --graphs: expected a file's path, got ''" in capsys.readouterr().err
+
+
+class _FailingPlacer:
+    """A placer that always raises: its rows are failed runs."""
+
+    name = "always_fails"
+
+    def place(self, graph, cluster, *, seed=None):
+        raise RuntimeError("no placement")
+
+
+def test_search_means_leave_out_runs_out_of_memory_and_failed_and_count_them(load_script, tmp_path, capsys):
+    """round_robin overflows tight4 on cifar10_004 (its step was averaged in) and a failed run counted as a run."""
+    from gnplace.placers import register_placer
+    from gnplace.placers.registry import PLACERS
+
+    search = load_script("benchmarks.search")
+    register_placer(_FailingPlacer.name, _FailingPlacer)
+    try:
+        args = argparse.Namespace(families=["cifar10"], split="test", per_family=2, clusters=["tight4"], seed=0,
+                                  placers=["round_robin", _FailingPlacer.name], option=[], budget=None, jobs=1,
+                                  out=str(tmp_path))
+        (line,) = search.bench_search(args)
+        search.run_search(args)
+    finally:
+        PLACERS.unregister(_FailingPlacer.name)
+    rows = {(r["graph"], r["placer"]): r for r in csv.DictReader((tmp_path / "results.csv").open())}
+    assert rows[("cifar10_004", "round_robin")]["oom"] == "True"  # the case this test is about
+    fits = float(rows[("cifar10_002", "round_robin")]["step_time_s"]) / float(rows[("cifar10_002", "auto")]["step_time_s"])
+    assert math.isclose(line["round_robin"], fits) and line["round_robin_n"] == 1 and line["round_robin_oom"] == 1
+    assert math.isnan(line["always_fails"]) and line["always_fails_n"] == 0 and line["always_fails_failed"] == 2
+    assert f"| {fits:.3f} (1; 1 OOM) | nan (0; 2 failed) |" in capsys.readouterr().out
