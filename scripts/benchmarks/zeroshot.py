@@ -212,7 +212,7 @@ def zeroshot_tables(rows: list[dict[str, Any]]) -> str:
 
 def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", budget: int | None = None,
                             seed: int | None = None) -> list[dict[str, Any]]:
-    """Zero-shot against a search on the pairs both placed: step times over ``auto``'s, and their quotient.
+    """Zero-shot against a search on the pairs both placed within memory: step times over ``auto``'s, their quotient.
 
     Args:
         zeroshot (Path): a :func:`bench_zeroshot` run's ``zeroshot.json``.
@@ -258,10 +258,11 @@ def zeroshot_against_search(zeroshot: Path, search: Path, placer: str = "ppo", b
     reference = {(r["graph"], r["cluster"]): auto[(r["graph"], r["cluster"], r.get("seed", ""))] for r in searched_rows}
     found = {(r["graph"], r["cluster"]): float(r["step_time_s"]) / reference[(r["graph"], r["cluster"])]
              for r in searched_rows}
-    # the policy's step time over the search run's auto (a zero-shot run under another seed divides by another auto)
+    # the policy's step time over the search run's auto (a zero-shot run under another seed divides by another auto);
+    # a placement out of memory has no step to compare, as the search's rows out of memory are left out above
     ours = {(r["graph"], r["cluster"]):
             (r["family"], r["policy"] * r["auto_ms"] / 1e3 / reference[(r["graph"], r["cluster"])])
-            for r in saved if r["group"] == "test" and (r["graph"], r["cluster"]) in found}
+            for r in saved if r["group"] == "test" and (r["graph"], r["cluster"]) in found and not r.get("policy_oom")}
     if not ours:
         raise SystemExit(f"no test pair of {zeroshot} is in {search}'s {placer} rows")
     cells = sorted({(fam, cluster) for (_, cluster), (fam, _) in ours.items()}) + [("all", "")]

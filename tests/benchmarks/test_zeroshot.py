@@ -322,3 +322,18 @@ def test_zeroshot_tables_leave_placements_out_of_memory_out_of_the_means(load_sc
     cells = [cell.strip() for cell in line.strip("|").split("|")]
     # greedy: b's alone (a's 0.5 made the mean 0.775); greedy + K: a's alone (b's 2.0 made it 1.342)
     assert cells[3:8] == ["1.200", "0.900", "0.849", "0.849", "0 (1, 1)"]
+
+
+def test_vs_search_leaves_out_a_zero_shot_placement_out_of_memory(load_script, tmp_path):
+    """The search's rows out of memory were left out, the policy's kept: a pair is compared where both fit."""
+    import math
+
+    bench = load_script("benchmarks.zeroshot")
+    zeroshot, search = _vs_search_files(tmp_path, [("auto", 2.0, "", "0"), ("ppo", 1.6, "", "0")])
+    (row,) = json.loads(zeroshot.read_text())  # a: 0.9x auto, fits; b: 0.5x auto on a device it overflows
+    zeroshot.write_text(json.dumps([{**row, "policy_oom": False}, {**row, "graph": "b", "policy": 0.5,
+                                                                    "policy_oom": True}]))
+    with search.open("a", newline="") as handle:
+        handle.write("b,k80x4,auto,2.0,False,,,0,{}\nb,k80x4,ppo,1.6,False,,,0,{}\n")
+    table = bench.zeroshot_against_search(zeroshot, search)
+    assert table[-1]["pairs"] == 1 and math.isclose(table[-1]["policy"], 0.9)
