@@ -660,3 +660,18 @@ def test_report_run_alone_under_python_p_names_the_command_to_run(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "python scripts/bench.py report" in done.stderr
+
+
+def test_placeto_zero_shot_over_auto_leaves_out_placements_out_of_memory(load_script):
+    """Section 3 averaged a Placeto zero-shot placement out of memory into its 'x auto's step time', which section 2's
+    table (and the pairs counted beside it) leave out."""
+    report = load_script("report")
+    rows = [dict(graph=graph, cluster="tight4", placer=placer, name=graph, step_s=step, oom=oom, vs_auto=step,
+                 vs_bound=2 * step, family="ptb", history=[[64, step]], evaluations=64, updates=4, seconds=1.0)
+            for graph, placer, step, oom in (("a", "placeto", 1.0, False), ("a", "placeto_zs", 1.2, False),
+                                             ("b", "placeto", 1.0, False), ("b", "placeto_zs", 0.3, True))]
+    text = "\n".join(report.claims(rows))
+    assert "test graphs is 1.200x auto's step time and 120.0% of Placeto trained on the graph itself" in text
+    assert "(1 pairs)" in text
+    table = "\n".join(report.learned_table(rows, ["placeto_zs"]))
+    assert "| placeto_zs | 2 | 1.200 |" in table  # the same figure
