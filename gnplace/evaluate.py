@@ -166,7 +166,8 @@ class Row:
     """The result of one :class:`Task` (seconds, bytes) and the inputs that made it.
 
     A run that failed (``error`` says why) timed nothing: its step time, peak memory and placing time are nan and
-    its ``oom`` None (an empty cell of ``results.csv``), never False beside a step time of nan.
+    its ``oom`` None (an empty cell of ``results.csv``), never False beside a step time of nan. ``single_oom`` says
+    whether the single-device placement of ``single_s`` runs out of memory (None: a row saved before it was kept).
     """
 
     graph: str
@@ -190,6 +191,7 @@ class Row:
     options: str = "{}"
     cluster_spec: str = ""
     key: str = ""
+    single_oom: bool | None = None
 
     def task(self) -> Task:
         """The task that made this row."""
@@ -471,12 +473,12 @@ def _placer(name: str, budget: int | None, mode: str, options: str) -> Any:
 
 
 @lru_cache(maxsize=32)
-def _references(path: str, stamp: Any, cluster_spec: str, cluster_stamp: Any, mode: str) -> tuple[float, float]:
-    """Lower bound and single-device step time (seconds) of a graph on a cluster, once per worker."""
+def _references(path: str, stamp: Any, cluster_spec: str, cluster_stamp: Any, mode: str) -> tuple[float, float, bool]:
+    """Lower bound and single-device step (seconds) of a graph on a cluster, and whether it overflows; once a worker."""
     graph, cluster, sim = _graph(path, stamp), _cluster(cluster_spec, cluster_stamp), _timer(mode)
     bound = lower_bound(graph, cluster, times=sim.op_times(graph, cluster)).value
-    single = make_placer("single", timer=sim).place(graph, cluster)
-    return bound, sim.time(graph, cluster, single).step_time
+    single = sim.time(graph, cluster, make_placer("single", timer=sim).place(graph, cluster))
+    return bound, single.step_time, bool(single.is_oom)
 
 
 def place_task(task: Task) -> tuple[OpGraph, Cluster, Placement, float]:
@@ -502,12 +504,12 @@ def _run_task(task: Task, key: str) -> tuple[Row, Placement | None]:
     """The row of ``task`` and the placement it timed (None where placing or timing failed)."""
     graph_stamp, cluster_stamp = _stamp(task.graph_path), _stamp(task.cluster)
     graph, cluster = _graph(task.graph_path, graph_stamp), _cluster(task.cluster, cluster_stamp)
-    bound, single_s = _references(task.graph_path, graph_stamp, task.cluster, cluster_stamp, task.mode)
+    bound, single_s, single_oom = _references(task.graph_path, graph_stamp, task.cluster, cluster_stamp, task.mode)
     base: dict[str, Any] = dict(
         graph=graph.name, family=str(graph.meta.get("family", "")), graph_path=os.path.realpath(task.graph_path),
         ops=graph.num_ops,
         groups=graph.num_groups, cluster=cluster.name, placer=task.placer, seed=task.seed, bound_s=bound,
-        single_s=single_s, learned=is_learned(task), budget=task.budget, mode=task.mode,
+        single_s=single_s, single_oom=single_oom, learned=is_learned(task), budget=task.budget, mode=task.mode,
         options=json.dumps(task.options_dict, sort_keys=True), cluster_spec=cluster_slot(task.cluster), key=key,
     )
     try:
@@ -592,7 +594,7 @@ def _read_rows(path: Path) -> list[Row]:
         try:
             values: dict[str, Any] = {}
             for f in fields(Row):
-                text = raw[f.name]
+                text = raw.get(f.name, "") if f.name == "single_oom" else raw[f.name]  # (none in a file of before)
                 if text is None:
                     raise ValueError(f"missing {f.name}")
                 if f.name in _INT_FIELDS:
@@ -601,7 +603,7 @@ def _read_rows(path: Path) -> list[Row]:
                     values[f.name] = float(text)
                 elif f.name in _BOOL_FIELDS:
                     values[f.name] = text == "True"
-                elif f.name == "oom":  # empty: not timed
+                elif f.name in ("oom", "single_oom"):  # empty: not timed (single_oom: not kept)
                     values[f.name] = {"True": True, "False": False}.get(text)
                 elif f.name == "budget":
                     values[f.name] = int(text) if text else None
@@ -998,8 +1000,10 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
     first, then ascending) and label. ``runs`` counts the rows summarised, ``graphs`` their distinct graph files
     (a graph run with two seeds is one graph and two runs; every mean and count below is over runs),
     ``vs_best_graphs`` the runs whose ratio is in ``vs_best`` (not the out-of-memory or failed ones, nor those of
-    a graph without a best); ``place_s`` is the mean seconds of the runs that placed (nan if none did). A ratio is
-    ``inf`` where every run's is (a step of work against one of 0 s), nan where no run has one.
+    a graph without a best); ``vs_single`` leaves out the runs of a graph that the single device cannot hold
+    (its step is no step a device can run: ``step / single device`` of a memory-tight cluster was over a device
+    that overflows on half its graphs); ``place_s`` is the mean seconds of the runs that placed (nan if none did).
+    A ratio is ``inf`` where every run's is (a step of work against one of 0 s), nan where no run has one.
 
     "Best" is the fastest placement that fits among the non-learned placers' rows of the same graph
     and cluster (rows of learned placers are compared with it, never part of it). Clusters are told
@@ -1028,7 +1032,9 @@ def summarise(rows: Sequence[Row]) -> list[dict[str, Any]]:
             "graphs": len({r.graph_path for r in members}),
             "vs_best": _mean_ratio(vs_best),
             "vs_best_graphs": sum(math.isfinite(v) and v > 0 for v in vs_best),
-            "vs_single": _mean_ratio([relative_step(r.step_time_s, r.single_s) for r in ok]),
+            # where one device overflows there is no single-device step to compare with (as with the best's)
+            "vs_single": _mean_ratio([relative_step(r.step_time_s, r.single_s) for r in ok
+                                      if r.single_oom is not True]),
             "vs_bound": _mean_ratio([relative_step(r.step_time_s, r.bound_s) for r in ok]),
             "oom": sum(r.oom is True for r in members),
             "errors": sum(bool(r.error) for r in members),

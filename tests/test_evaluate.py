@@ -1203,3 +1203,30 @@ def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(g
     monkeypatch.undo()
     seen = []
     assert len(evaluate(tasks, out, progress=seen.append)) == 4 and len(seen) == 3
+
+
+def test_step_over_single_leaves_out_graphs_the_single_device_cannot_hold(tmp_path):
+    """On tight4 the 1.1 GiB example overflows one device: heft's step / single device was averaged over that
+    device's step too, while the single line itself left it out (1.000 over the other graph)."""
+    examples = Path(__file__).resolve().parents[1] / "datasets" / "examples"
+    tasks = [Task(str(examples / name), "tight4", placer) for name in ("mlp1x8w6144b256.gnpg", "mlp2x8w2048b512.gnpg")
+             for placer in ("single", "heft")]
+    rows = evaluate(tasks, tmp_path)
+    over = {r.graph: r.single_oom for r in rows}
+    assert over == {"mlp1x8w6144b256": True, "mlp2x8w2048b512": False}  # the case this test is about
+    fits = next(r for r in rows if r.placer == "heft" and r.graph == "mlp2x8w2048b512")
+    by = {s["placer"]: s for s in summarise(rows)}
+    assert by["heft"]["vs_single"] == pytest.approx(fits.step_time_s / fits.single_s)
+    assert by["single"]["vs_single"] == pytest.approx(1.0) and by["single"]["oom"] == 1
+    # read back from results.csv, and from a file written before the column was kept (kept in the mean then)
+    assert {r.graph: r.single_oom for r in evaluate(tasks, tmp_path)} == over
+    with (tmp_path / "results.csv").open(newline="") as handle:
+        old = [{k: v for k, v in line.items() if k != "single_oom"} for line in csv.DictReader(handle)]
+    with (tmp_path / "results.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(old[0]))
+        writer.writeheader()
+        writer.writerows(old)
+    reused = []
+    again = evaluate(tasks, tmp_path, progress=reused.append)
+    assert reused == [] and {r.single_oom for r in again} == {None}
+    assert "single_oom" in (tmp_path / "results.csv").read_text().splitlines()[0]
