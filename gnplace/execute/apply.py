@@ -62,8 +62,10 @@ class _PlacedStep(torch.autograd.Function):
         with torch.no_grad():  # the step's running statistics, as an eager training step updates them
             for name, value in out.buffers.items():
                 live[name].copy_(value)
-        ctx.grads = [out.grads.get(name) for name in names]
-        ctx.input_grads = [out.input_grads.get(k) for k in range(len(inputs))]
+        # saved, not kept on ctx: autograd frees them after backward (unless retain_graph), as it frees an eager
+        # step's activations, so a loss kept past its backward (total += loss) holds no copy of the gradients
+        ctx.save_for_backward(*(out.grads.get(name) for name in names),
+                              *(out.input_grads.get(k) for k in range(len(inputs))))
         assert out.loss is not None
         return out.loss.detach().clone()
 
@@ -75,7 +77,7 @@ class _PlacedStep(torch.autograd.Function):
                 "create_graph=True (a gradient penalty, a second derivative) cannot differentiate them; "
                 "compute such a loss on the module itself, not placed"
             )
-        grads = [None if g is None else g * grad_loss.to(g.device) for g in (*ctx.grads, *ctx.input_grads)]
+        grads = [None if g is None else g * grad_loss.to(g.device) for g in ctx.saved_tensors]
         return (None, *grads)
 
 

@@ -884,3 +884,30 @@ def test_inputs_named_as_in_forward_are_the_example_inputs_and_other_names_are_r
         placed(labels=y)
     with pytest.raises(InvalidArgument, match="takes 2 inputs, got 1"):
         placed(x)
+
+
+def test_a_loss_kept_after_its_backward_holds_no_gradients_and_backs_up_as_eager_does():
+    """The step's gradients were kept on the autograd node: a loss kept past its backward (total += loss, a list of
+    losses to log) held a copy of every gradient, so memory grew by the model's size each step, and a second
+    backward without retain_graph=True added the gradients again where eager raises."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(6, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    loss, eager = placed(x), _loss(reference(x))
+    loss.backward()
+    eager.backward()
+    assert not any(isinstance(v, (torch.Tensor, list)) for v in vars(loss.grad_fn).values())  # nothing kept on it
+    for kept in (loss, eager):
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            kept.backward()
+    loss, eager = placed(x), _loss(reference(x))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    eager.backward(retain_graph=True)
+    eager.backward()
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
