@@ -104,9 +104,11 @@ class PlacedModule(torch.nn.Module):
         self.devices = list(devices)
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
-        self.recorded_modes = [m.training for m in module.modules()]  # train or eval, as when applied
+        # train or eval, as when applied, by submodule name (one added later has no recorded mode: it is warned of)
+        self.recorded_modes = {name: m.training for name, m in module.named_modules()}
         self.recorded_autocast = step.trace.autocast  # the torch.autocast regions the step was recorded in
         self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
+        self.recorded_layout = _layout(module)  # its submodules' classes, its parameters' and buffers' names
         self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, repr of the value) warned of
         # plain tensor attributes the step reads (self.scale = torch.ones(4), no buffer): constants of it too
         self.recorded_tensors = _tensor_constants(module, step)
@@ -136,10 +138,13 @@ class PlacedModule(torch.nn.Module):
         """
         if named:
             inputs = self._by_position(inputs, named)
-        if [m.training for m in self.module.modules()] != self.recorded_modes:
-            mode = "train" if self.module.training else "eval"
-            raise InvalidArgument(f"the module is in {mode} mode now, and the placed step was recorded in the modes "
-                                  f"it had at apply (dropout, batch norm): apply again on the module in {mode} mode")
+        switched = next((name for name, m in self.module.named_modules()
+                         if self.recorded_modes.get(name, m.training) != m.training), None)
+        if switched is not None:
+            mode = "train" if self.module.get_submodule(switched).training else "eval"
+            which, fix = (f"submodule {switched!r}", "as it is now") if switched else ("the module", f"in {mode} mode")
+            raise InvalidArgument(f"{which} is in {mode} mode now, and the placed step was recorded in the modes it "
+                                  f"had at apply (dropout, batch norm): apply again on the module {fix}")
         autocast = autocast_state()
         if autocast != self.recorded_autocast:
             raise InvalidArgument(
@@ -248,7 +253,9 @@ class PlacedModule(torch.nn.Module):
 
         A number or a flag a submodule's ``forward`` reads (``self.scale = 2.0``) was recorded as a constant of
         the step: set to 3.0 later, the placed step still computes with 2.0. An attribute ``forward`` does not
-        read (a counter) changes nothing, hence a warning rather than a refusal.
+        read (a counter) changes nothing, hence a warning rather than a refusal. So for a submodule, parameter or
+        buffer added since (``net.layers.append(...)``), or a submodule replaced by one of another class (a ``ReLU``
+        by a ``GELU``): the recorded step does not have it.
         """
         modules = dict(self.module.named_modules())
         for (where, name), (recorded_tensor, version) in self.recorded_tensors.items():
@@ -262,6 +269,11 @@ class PlacedModule(torch.nn.Module):
                               "since the step was recorded, and the placed step still computes with its recorded "
                               "values: register it as a buffer (register_buffer) to have it read at each call, or "
                               "apply again", stacklevel=3)
+        change = _layout_change(self.recorded_layout, _layout(self.module))
+        if change is not None and (("", "layout"), change) not in self._warned:
+            self._warned.add((("", "layout"), change))
+            warnings.warn(f"gnplace.apply: {change} since the step was recorded; if forward uses it, the placed step "
+                          "still computes as recorded, without it: apply again to use it", stacklevel=3)
         now = _plain_attributes(self.module)
         for key, recorded in self.recorded_attributes.items():
             value = now.get(key, recorded)
@@ -474,6 +486,45 @@ def _plain_attributes(module: torch.nn.Module) -> dict[tuple[str, str], Any]:
             if not name.startswith("_") and name != "training" and isinstance(value, plain):
                 found[(where, name)] = value
     return found
+
+
+#: A module's layout: ``(submodule name, class)`` of each submodule, names of its parameters, names of its buffers.
+_Layout = tuple[tuple[tuple[str, type], ...], tuple[str, ...], tuple[str, ...]]
+
+
+def _layout(module: torch.nn.Module) -> _Layout:
+    """The submodules (name and class) and the names of the parameters and buffers of ``module``, in order."""
+    return (tuple((name, type(sub)) for name, sub in module.named_modules()),
+            tuple(name for name, _ in module.named_parameters()), tuple(name for name, _ in module.named_buffers()))
+
+
+def _layout_change(recorded: _Layout, now: _Layout) -> str | None:
+    """The first difference of ``now`` from ``recorded`` (:func:`_layout`) in words, or ``None`` where they agree.
+
+    Examples:
+        >>> net = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        >>> before = _layout(net)
+        >>> net.append(torch.nn.ReLU())
+        Sequential(...)
+        >>> _layout_change(before, _layout(net))
+        "submodule '1' (ReLU) was added"
+    """
+    if recorded == now:
+        return None
+    was, is_now = dict(recorded[0]), dict(now[0])
+    for name, kind in is_now.items():
+        if name not in was:
+            return f"submodule {name!r} ({kind.__name__}) was added"
+        if was[name] is not kind:
+            return f"submodule {name!r} is a {kind.__name__} now, and was a {was[name].__name__}"
+    gone = [name for name in was if name not in is_now]
+    if gone:
+        return f"submodule {gone[0]!r} ({was[gone[0]].__name__}) was removed"
+    for what, old, new in (("parameter", recorded[1], now[1]), ("buffer", recorded[2], now[2])):
+        added = [name for name in new if name not in set(old)]
+        if added:
+            return f"{what} {added[0]} was added"
+    return None
 
 
 def _tensor_constants(module: torch.nn.Module, step: Any) -> dict[tuple[str, str], tuple[torch.Tensor, int]]:

@@ -911,3 +911,49 @@ def test_a_loss_kept_after_its_backward_holds_no_gradients_and_backs_up_as_eager
     eager.backward()
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+class _Stack(torch.nn.Module):
+    """Linear layers applied in turn: a layer appended after apply is one forward would run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.ReLU()])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
+    """A layer appended to a ModuleList after apply (or a ReLU swapped for a GELU) ran in eager; the placed step
+    computed without it, silently: another loss and no gradient for the new layer's parameters."""
+    torch.manual_seed(0)
+    net, x = _Stack(), torch.randn(3, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    net.layers[0] = torch.nn.Linear(4, 4)  # a fresh layer of the same class: the step reads its parameters
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(placed(x), _loss(net(x)))
+    net.layers.append(torch.nn.Linear(4, 4))
+    with pytest.warns(UserWarning, match=r"^gnplace.apply: submodule 'layers.2' \(Linear\) was added since the step "
+                                         r"was recorded; .* apply again to use it"):
+        placed(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        placed(x)  # once
+    del net.layers[2]
+    net.layers[1] = torch.nn.GELU()
+    with pytest.warns(UserWarning, match=r"submodule 'layers.1' is a GELU now, and was a ReLU since"):
+        placed(x)
+    net.layers[1] = torch.nn.ReLU()
+    net.layers[0].register_parameter("gain", torch.nn.Parameter(torch.ones(4)))
+    with pytest.warns(UserWarning, match=r"parameter layers.0.gain was added since"):
+        placed(x)
+    net.layers[1].eval()  # one submodule's mode: the refusal names it
+    with pytest.raises(InvalidArgument, match=r"^submodule 'layers.1' is in eval mode now, .* apply again on the "
+                                              r"module as it is now$"):
+        placed(x)
