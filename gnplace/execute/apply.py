@@ -120,8 +120,13 @@ class PlacedModule(torch.nn.Module):
                 p = named[name]
                 p.data = p.data.to(self.devices[self.plan.param_device.get(name, 0)])
 
+    # the step runs op by op on the devices its placement gives them: torch.compile(placed) runs it so too, as
+    # placed, rather than tracing the executor itself (minutes of recompiling, once per op, fused across devices)
+    @torch.compiler.disable(reason="gnplace.apply: the placed step runs op by op on its devices")
     def forward(self, *inputs: Any, **named: Any) -> torch.Tensor:
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
+
+        Under ``torch.compile`` it runs so too, uncompiled (compile the module before :func:`apply` instead).
 
         An input may be given by its name in the wrapped module's ``forward`` (``placed(x, labels=y)``), where it
         is one of the example inputs (they were given by position).

@@ -957,3 +957,34 @@ def test_a_layer_added_or_replaced_since_the_recording_is_warned_of_once():
     with pytest.raises(InvalidArgument, match=r"^submodule 'layers.1' is in eval mode now, .* apply again on the "
                                               r"module as it is now$"):
         placed(x)
+
+
+def test_torch_compile_of_a_placed_module_runs_the_placed_step_uncompiled():
+    """torch.compile(placed) traced the executor itself: a recompilation per op (minutes for a small conv net, then
+    torch's recompile limit), and inductor's fused kernels in place of the placed ops (another loss in the 7th
+    digit). It runs the placed step as it is now, and gives the loss and gradients of the uncompiled one."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    reference = copy.deepcopy(net)
+    x = torch.randn(6, 4)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=_loss, devices=["cpu", "cpu"])
+    graphs = []
+
+    def backend(gm, example_inputs):  # counts what dynamo hands a compiler
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        loss = torch.compile(placed, backend=backend)(x)
+    finally:
+        torch._dynamo.reset()
+    assert graphs == []
+    loss.backward()
+    eager = _loss(reference(x))
+    eager.backward()
+    torch.testing.assert_close(loss, eager)
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
