@@ -183,9 +183,12 @@ class PlacedModule(torch.nn.Module):
                 )
             if isinstance(x, torch.Tensor):
                 if x.shape != recorded.shape:
+                    last = (x.dim() == recorded.dim() and x.dim() > 0 and x.shape[0] < recorded.shape[0]
+                            and x.shape[1:] == recorded.shape[1:])
                     raise InvalidArgument(
                         f"{self._input_label(k)} has shape {tuple(x.shape)}; the step was recorded for "
-                        f"{tuple(recorded.shape)} (apply again with it)"
+                        f"{tuple(recorded.shape)} (apply again with it"
+                        + ("; a DataLoader's last, smaller batch: DataLoader(..., drop_last=True))" if last else ")")
                     )
                 if x.dtype != recorded.dtype:
                     raise InvalidArgument(f"{self._input_label(k)} has dtype {x.dtype}; the step was recorded for "

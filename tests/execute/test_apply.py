@@ -43,8 +43,12 @@ def test_inputs_of_another_shape_are_refused():
     graph = import_step(net, (x,), loss=_loss).graph
     placed = gnplace.apply(net, Placement([0] * graph.num_ops, load_cluster("k80x2")), (x,), loss=_loss,
                            devices=["cpu", "cpu"])
-    with pytest.raises(InvalidArgument, match="recorded for"):
-        placed(torch.randn(3, 4))
+    with pytest.raises(InvalidArgument, match=r"^input 0 has shape \(3, 4\); the step was recorded for \(8, 4\) \(apply "
+                                              r"again with it; a DataLoader's last, smaller batch: "
+                                              r"DataLoader\(..., drop_last=True\)\)$"):
+        placed(torch.randn(3, 4))  # an epoch's last batch
+    with pytest.raises(InvalidArgument, match=r"recorded for \(8, 4\) \(apply again with it\)$"):
+        placed(torch.randn(8, 5))
     with pytest.raises(InvalidArgument, match="Placement"):
         gnplace.apply(net, [0] * graph.num_ops, (x,), loss=_loss)
     beyond = Placement([0] * (graph.num_ops - 1) + [2], load_cluster("k80x2"))  # k80x2 has devices 0 and 1
