@@ -992,3 +992,30 @@ def test_torch_compile_of_a_placed_module_runs_the_placed_step_uncompiled():
     torch.testing.assert_close(loss, eager)
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+class _LossAndLogits(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return logits.square().mean(), logits
+
+
+def test_a_module_returning_loss_and_logits_is_placed_returning_the_loss_alone():
+    """As the README says: the first element of a returned tuple is the loss, and the placed module returns it."""
+    torch.manual_seed(0)
+    net, x = _LossAndLogits(), torch.randn(5, 4)
+    reference = copy.deepcopy(net)
+    graph = import_step(net, (x,)).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           devices=["cpu", "cpu"])
+    loss = placed(x)
+    assert isinstance(loss, torch.Tensor) and loss.shape == ()
+    loss.backward()
+    reference(x)[0].backward()
+    torch.testing.assert_close(loss, reference(x)[0])
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
