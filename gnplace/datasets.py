@@ -69,14 +69,19 @@ def generate_graph(
 
     Raises:
         GnplaceError: if no draw within ``max_draws`` has an op count in ``[min_ops, max_ops]``.
-        InvalidArgument: if ``seed`` or ``index`` is not a whole number >= 0 (numpy's own errors named neither).
+        InvalidArgument: if ``seed``, ``index`` or ``min_ops`` is not a whole number >= 0 (numpy's own errors named
+            neither), ``max_ops`` is no whole number >= ``min_ops`` (no draw could be kept: every draw was built
+            before the error came) or ``max_draws`` no whole number >= 1.
     """
     from gnplace.importers.torch import from_module
 
     module = _family(family)
-    for name, value in (("seed", seed), ("index", index)):
-        if not is_whole(value) or value < 0:
-            raise InvalidArgument(f"generate_graph: {name} must be a whole number >= 0, got {value!r}")
+    for name, value, low in (("seed", seed, 0), ("index", index, 0), ("min_ops", min_ops, 0),
+                             ("max_ops", max_ops, min_ops), ("max_draws", max_draws, 1)):
+        if not is_whole(value) or value < low:
+            at_least = f"min_ops ({min_ops})" if name == "max_ops" else low
+            raise InvalidArgument(f"generate_graph: {name} must be a whole number >= {at_least}, got {value!r}")
+    seed, index = int(seed), int(index)  # numpy integers too: they go into the graph's JSON meta, which refused them
     rng = np.random.default_rng([seed, index])
     for _ in range(max_draws):
         knobs = module.random_knobs(rng)

@@ -7,6 +7,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gnplace.datasets import generate_dataset, generate_graph, graph_summary, load_manifest
@@ -490,3 +491,26 @@ def test_a_dataset_folder_that_is_no_path_is_one_clear_error():
         generate_dataset("ptb", 1, None)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match=r"^a dataset folder is given by its path \(str or os\.PathLike\), got None$"):
         load_manifest(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("short_ptb")
+def test_generate_graph_takes_numpy_integers_as_generate_dataset_does(tmp_path):
+    """A numpy integer seed or index went into the graph's meta as it was, and save_graph refused the graph."""
+    graph, _ = generate_graph("ptb", np.uint8(1), seed=np.int64(3))
+    assert (graph.meta["seed"], graph.meta["index"]) == (3, 1)
+    assert load_graph(save_graph(graph, tmp_path / "g.gnpg")) == generate_graph("ptb", 1, seed=3)[0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(min_ops=-1), "min_ops must be a whole number >= 0, got -1"),
+    (dict(min_ops=300, max_ops=200), r"max_ops must be a whole number >= min_ops \(300\), got 200"),
+    (dict(max_ops=1e9), "max_ops must be a whole number >= min_ops \\(200\\), got 1000000000.0"),
+    (dict(max_draws=0), "max_draws must be a whole number >= 1, got 0"),
+])
+def test_generate_graph_refuses_a_size_range_no_draw_could_meet_before_drawing(kwargs, message, monkeypatch):
+    """min_ops above max_ops built max_draws graphs (20, minutes) before saying that none was kept."""
+    from gnplace.families import ptb
+
+    monkeypatch.setattr(ptb, "sample", lambda *a, **k: pytest.fail("a graph was built"))
+    with pytest.raises(InvalidArgument, match=f"generate_graph: {message}"):
+        generate_graph("ptb", 0, **kwargs)
