@@ -11,14 +11,14 @@ ptb       an ENAS recurrent cell unrolled into a language model       tokens, ta
 nmt       an LSTM encoder-decoder with attention (tensorflow/nmt)     source, target in, out
 ========  ==========================================================  ======================
 
-Each family module has ``sample(rng, **knobs) -> (module, example_inputs)`` (``module(*inputs)``
-is the scalar training loss) and ``random_knobs(rng) -> dict`` (knobs spanning training graphs of
-a few hundred to about 5,000 aten ops). ``rng`` is a seed as everywhere in gnplace (an int, a
-``numpy.random.Generator`` or None; an int ``s`` samples as ``numpy.random.default_rng(s)``), and each
-size knob has a cap, a ``MAX_*`` constant of its module far above every real use; since a graph grows with the
-product of its knobs, each module's ``estimate_size(**knobs)`` also bounds the ops of the training graph and the
-parameter bytes before anything is built, and ``sample`` refuses knobs past :data:`MAX_GRAPH_OPS` (1,000,000 ops)
-or :data:`MAX_PARAM_BYTES` (16 GiB). Sampling is
+Each family module has ``sample(rng, **knobs) -> (module, example_inputs)`` (``module(*inputs)`` is the scalar
+training loss) and ``random_knobs(rng) -> dict`` (knobs spanning training graphs of about 150 to 6,400 aten
+ops; the datasets redraw those outside 200 to 5,000). ``rng`` is a seed as everywhere in gnplace (an int, a
+``numpy.random.Generator`` or None; an int ``s`` samples as ``numpy.random.default_rng(s)``), and each size
+knob has a cap, a ``MAX_*`` constant of its module far above every real use; since a graph grows with the
+product of its knobs, each module's ``estimate_size(**knobs)`` also bounds the ops of the training graph and
+the parameter bytes before anything is built, and ``sample`` refuses knobs past :data:`MAX_GRAPH_OPS`
+(1,000,000 ops) or :data:`MAX_PARAM_BYTES` (16 GiB). Sampling is
 deterministic: the same ``rng`` state gives the same architecture, weights and inputs. To trace
 without computing, build under fake tensors::
 

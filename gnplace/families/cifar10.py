@@ -677,9 +677,10 @@ def sample(
 def random_knobs(rng: SeedLike, space: str = "micro") -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
-    Micro: ``layers`` 1..30 (about 300 to 3,700 ops of the imported training graph), ``channels``
-    8..48 (log-uniform, even), ``batch`` 32..160 (multiple of 16). Macro: ``layers`` 4..24 (about 400 to
-    2,500 nodes), ``channels`` 16..96, same batches.
+    Micro: ``layers`` 1..30 (about 300 to 6,400 ops of the imported training graph), ``channels``
+    8..48 (log-uniform, even), ``batch`` 32..160 (multiple of 16). Macro: ``layers`` 4..24 (about 150 to
+    1,300 ops), ``channels`` 16..96, same batches. Datasets (:func:`gnplace.datasets.generate_graph`) draw
+    with the default, micro.
 
     Args:
         rng (int, numpy.random.Generator or None): the generator, or a seed of one.

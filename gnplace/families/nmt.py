@@ -437,8 +437,8 @@ def random_knobs(rng: SeedLike) -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
     ``layers`` 1..4; ``src_steps`` and ``tgt_steps`` 2..30, with
-    ``layers * (src_steps + tgt_steps) <= 100`` (about 500 to 5,000 call_function
-    nodes of the joint training graph); ``units`` 128..1024 (log-uniform, multiple of 32);
+    ``layers * (src_steps + tgt_steps) <= 100`` (about 200 to 5,500 ops of the imported
+    training graph); ``units`` 128..1024 (log-uniform, multiple of 32);
     ``batch`` 16..128 (multiple of 16); ``vocab`` 2,000..32,000 (log-uniform, multiple of 1,000);
     ``attention`` uniform among :data:`ATTENTIONS`; ``bidirectional`` with probability 3/4.
 

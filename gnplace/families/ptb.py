@@ -307,7 +307,7 @@ def sample(
 def random_knobs(rng: SeedLike) -> dict[str, Any]:
     """Draw knobs for :func:`sample` spanning small to large training graphs.
 
-    ``num_nodes`` 4..12, ``steps`` 2..35 with ``num_nodes * steps <= 320`` (about 250 to 5,000
+    ``num_nodes`` 4..12, ``steps`` 2..35 with ``num_nodes * steps <= 320`` (about 150 to 5,800
     ops of the imported training graph), ``hidden`` 64..748 (log-uniform, multiple of 4), ``batch``
     16..64 (multiple of 4), ``vocab`` 1,000..10,000 (multiple of 1,000).
 
