@@ -583,10 +583,19 @@ def estimate_size(
     Returns:
         SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
 
+    Raises:
+        UnknownName: for an unknown ``space`` (any other name was estimated as the macro space).
+        InvalidArgument: for a count knob that is no integer or below its least (``channels`` 2, the others 1) or a
+            ``skip_prob`` outside ``[0, 1]`` (a negative count gave negative ops). The caps of :func:`sample` are
+            not checked: an estimate says how large knobs past them would build.
+
     Examples:
         >>> estimate_size(layers=840, channels=16).ops  # the benchmarks' 100,000-op graph
         261060
     """
+    check_choice("search space", space, SPACES)
+    layers, channels = check_int("layers", layers, 1), check_int("channels", channels, 2)
+    num_blocks, skip_prob = check_int("num_blocks", num_blocks, 1), check_probability("skip_prob", skip_prob)
     if space == "micro":
         ops = _FIXED_OPS + (layers + 2) * (_MICRO_CELL_OPS + _MICRO_BLOCK_OPS * num_blocks)
         params = _micro_param_bound(layers, channels, num_blocks)

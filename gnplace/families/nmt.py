@@ -306,10 +306,14 @@ def num_parameters(config: NMTConfig) -> int:
     Returns:
         int: the number of scalars.
 
+    Raises:
+        UnknownName: for an unknown ``config.attention`` (it was a KeyError).
+
     Examples:
         >>> num_parameters(NMTConfig(layers=2, units=512, vocab=17_000))
         39491585
     """
+    check_choice("attention", config.attention, ATTENTIONS)
     h, v, m = config.units, config.vocab, config.memory_features
 
     def cell(n: int) -> int:
@@ -346,10 +350,20 @@ def estimate_size(
     Returns:
         SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
 
+    Raises:
+        UnknownName: for an unknown ``attention`` (it was a KeyError).
+        InvalidArgument: for a count knob that is no integer or below its least (``vocab`` 2, the others 1; a
+            negative one gave negative ops) or a non-boolean ``bidirectional``. The caps of :func:`sample` are not
+            checked: an estimate says how large knobs past them would build.
+
     Examples:
         >>> estimate_size()
         SizeEstimate(ops=2432, param_bytes=157966340)
     """
+    check_choice("attention", attention, ATTENTIONS)
+    layers, units, vocab = check_int("layers", layers, 1), check_int("units", units, 1), check_int("vocab", vocab, 2)
+    src_steps, tgt_steps = check_int("src_steps", src_steps, 1), check_int("tgt_steps", tgt_steps, 1)
+    bidirectional = check_bool("bidirectional", bidirectional)
     cell_steps = layers * src_steps + (src_steps if bidirectional else 0) + layers * tgt_steps
     ops = _FIXED_OPS + _LAYER_OPS * layers + _CELL_STEP_OPS * cell_steps + _ATTENTION_STEP_OPS * tgt_steps
     config = NMTConfig(layers=layers, units=units, vocab=vocab, bidirectional=bidirectional, attention=attention)

@@ -244,10 +244,17 @@ def estimate_size(*, hidden: int = 720, steps: int = 10, vocab: int = 10_000, nu
     Returns:
         SizeEstimate: ops of the imported training graph and bytes of float32 parameters.
 
+    Raises:
+        InvalidArgument: for a knob that is no integer or below its least (``vocab`` 2, the others 1; a negative
+            one gave negative ops, a fraction fractional ones). The caps of :func:`sample` are not checked: an
+            estimate says how large knobs past them would build.
+
     Examples:
         >>> estimate_size()
         SizeEstimate(ops=2376, param_bytes=82713600)
     """
+    hidden, steps = check_int("hidden", hidden, 1), check_int("steps", steps, 1)
+    vocab, num_nodes = check_int("vocab", vocab, 2), check_int("num_nodes", num_nodes, 1)
     ops = _FIXED_OPS + _NODE_OPS * num_nodes + steps * (_STEP_OPS + _STEP_NODE_OPS * num_nodes)
     return SizeEstimate(ops=ops, param_bytes=4 * num_parameters(hidden, vocab, num_nodes))
 

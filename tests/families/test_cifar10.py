@@ -257,3 +257,16 @@ def test_the_benchmarks_largest_graph_is_within_the_caps() -> None:
     """scripts/benchmarks builds 840 micro layers (about 100,000 ops); 3,223 layers is the last of the op cap."""
     assert cifar10.estimate_size(layers=840, channels=16).ops * 3 <= cifar10.MAX_GRAPH_OPS
     assert cifar10.estimate_size(layers=3_223, channels=16).ops <= cifar10.MAX_GRAPH_OPS
+
+
+def test_estimate_size_refuses_an_unknown_space_and_a_count_below_its_least() -> None:
+    """space="Micro" was estimated as the macro space, and layers=-3 gave a bound of -270 ops."""
+    with pytest.raises(UnknownName, match="unknown search space 'Micro'"):
+        cifar10.estimate_size(space="Micro")
+    for knobs, message in (({"layers": -3}, "'layers' must be >= 1, got -3"),
+                           ({"channels": 1}, "'channels' must be >= 2, got 1"),
+                           ({"num_blocks": 2.5}, "'num_blocks' must be an integer >= 1, got 2.5"),
+                           ({"skip_prob": 1.5}, "'skip_prob' must be in \\[0, 1\\], got 1.5")):
+        with pytest.raises(InvalidArgument, match=message):
+            cifar10.estimate_size(**knobs)
+    assert cifar10.estimate_size(layers=cifar10.MAX_LAYERS + 1).ops > cifar10.MAX_GRAPH_OPS  # no cap: it says how big

@@ -201,3 +201,16 @@ def test_knobs_that_build_too_much_together_are_refused_before_building(knobs: d
                                               r"vocab=\d+ would build .* past the cap of [\d,]+ "
                                               r"\(gnplace\.families\.MAX_(GRAPH_OPS|PARAM_BYTES)\): lower them$"):
         sample(np.random.default_rng(0), **dict(TINY, **knobs))
+
+
+def test_estimate_size_and_num_parameters_refuse_an_unknown_attention_and_a_bad_knob() -> None:
+    """attention="dot" was a KeyError of num_parameters, and a negative length a negative bound."""
+    with pytest.raises(UnknownName, match="unknown attention 'dot'"):
+        estimate_size(attention="dot")
+    with pytest.raises(UnknownName, match="unknown attention 'dot'"):
+        num_parameters(NMTConfig(layers=1, units=4, vocab=5, attention="dot"))
+    for knobs, message in (({"src_steps": -2}, "'src_steps' must be >= 1, got -2"),
+                           ({"vocab": 1}, "'vocab' must be >= 2, got 1"),
+                           ({"bidirectional": "False"}, "'bidirectional' must be True or False")):
+        with pytest.raises(InvalidArgument, match=message):
+            estimate_size(**knobs)

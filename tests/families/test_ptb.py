@@ -180,3 +180,15 @@ def test_knobs_that_build_too_much_together_are_refused_before_building(knobs: d
                                               r".* past the cap of [\d,]+ \(gnplace\.families\.MAX_(GRAPH_OPS|PARAM_BYTES)\)"
                                               r": lower them$"):
         sample(np.random.default_rng(0), **dict(TINY, **knobs))
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"steps": 2.5}, "'steps' must be an integer >= 1, got 2.5"),
+    ({"num_nodes": -1}, "'num_nodes' must be >= 1, got -1"),
+    ({"vocab": 1}, "'vocab' must be >= 2, got 1"),
+    ({"hidden": 0}, "'hidden' must be >= 1, got 0"),
+])
+def test_estimate_size_refuses_a_knob_below_its_least(knobs: dict[str, Any], message: str) -> None:
+    """steps=2.5 gave a bound of 621.0 ops and num_nodes=-1 a negative one."""
+    with pytest.raises(InvalidArgument, match=message):
+        estimate_size(**knobs)
