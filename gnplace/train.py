@@ -24,7 +24,6 @@ continues a run exactly where it stopped.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -61,7 +60,7 @@ from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relative_step
 from gnplace.workers import stray_ranks_hidden
 
-__all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "iterations_for_budget", "fit",
+__all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "fit",
            "changed_settings", "every_rank", "SCREEN_MODELS"]
 
 
@@ -749,21 +748,6 @@ def _restored_values(saved: Mapping[str, Any]) -> dict[str, Any]:
         values["sample_best_devices"] = np.asarray(saved["sample_best_devices"], dtype=np.int64)
         values["sample_best_step"] = float(saved["sample_best_step"])
     return values
-
-
-def iterations_for_budget(budget: int, samples: int, pairs: int = 1) -> int:
-    """Reinforcement iterations that spend at most ``budget`` timer evaluations on ``pairs`` pairs.
-
-    Raises:
-        InvalidArgument: if ``samples`` or ``pairs`` is below 1 (it was a ZeroDivisionError at 0).
-
-    Examples:
-        >>> iterations_for_budget(1000, 32)
-        31
-    """
-    if samples < 1 or pairs < 1:
-        raise InvalidArgument(f"iterations_for_budget needs samples >= 1 and pairs >= 1, got {samples} and {pairs}")
-    return max(0, math.floor(budget / (samples * pairs)))
 
 
 def changed_settings(saved: Mapping[str, Any], config: LearnerConfig) -> list[str]:

@@ -511,15 +511,6 @@ def test_a_malformed_screen_state_in_a_checkpoint_is_refused_with_one_error():
             fresh.problem(1)
 
 
-def test_iterations_for_budget_refuses_no_samples_or_pairs():
-    from gnplace.train import iterations_for_budget
-
-    assert iterations_for_budget(1000, 32, 2) == 15 and iterations_for_budget(-5, 4) == 0
-    for samples, count in ((0, 1), (4, 0), (-4, 1)):  # 0 was a ZeroDivisionError, -4 gave 0 iterations silently
-        with pytest.raises(InvalidArgument, match="samples >= 1 and pairs >= 1"):
-            iterations_for_budget(100, samples, count)
-
-
 @pytest.mark.parametrize("state, found", [({"iteration": "x"}, "iteration"), ({"beta": "x"}, "beta"),
                                           ({"beta": float("nan")}, "beta"), ({"beta": -1.0}, "beta"), ({"beta": 10**400}, "beta"),
                                           ({"rng": {"state": 3}}, "sampling generator"), ({"iteration": -2}, "iteration")])
