@@ -36,9 +36,10 @@ Each base kind but ``input``, ``read`` and ``update`` has a forward form (``conv
 form (``conv_grad``): an op of the backward phase (``phase == 1``) takes the gradient form of its
 base kind, so aten's backward ``mm`` and ONNX's ``MatMul_grad`` are both ``matmul_grad``, aten's
 ``convolution_backward`` and ONNX's ``Conv_grad`` both ``conv_grad``. Every op of the update phase
-(``phase == 2``) is ``update``. :data:`KIND_VOCABULARY` lists every form in a fixed order: a kind's
-position there is the index a feature embedding uses (:func:`op_kind_index`), so the vocabulary is
-**append-only**: new kinds go at its end, and no kind is ever removed, renamed or moved.
+(``phase == 2``) is ``update``. :data:`KIND_VOCABULARY` lists every form in a fixed order: graph files
+store each op's kind by name, and a kind's position is a stable index for an embedding of kinds
+(``KIND_VOCABULARY.index(kind)``), so the vocabulary is **append-only**: new kinds go at its end, and no
+kind is ever removed, renamed or moved.
 
 How a raw op type finds its base kind (:func:`base_kind`), case-sensitively, so that torch's
 reduction ``max`` and ONNX's elementwise ``Max`` stay apart:
@@ -61,8 +62,6 @@ Examples:
     ('softmax_grad', 'elementwise')
     >>> canonical_kind("sgd_update", 2), canonical_kind("warp_drive", 0)
     ('update', 'other')
-    >>> op_kind_index("input")
-    0
 """
 
 from __future__ import annotations
@@ -77,7 +76,6 @@ __all__ = [
     "base_kind",
     "canonical_kind",
     "gradient_form",
-    "op_kind_index",
 ]
 
 # Phases by value, as in gnplace.graph (kept here so that graph.py can import this module).
@@ -92,7 +90,7 @@ OP_KINDS: tuple[str, ...] = (
 #: Base kinds that have no gradient form: they are never differentiated.
 NO_GRADIENT_FORM: frozenset[str] = frozenset({"input", "read", "update"})
 
-#: Every kind an op can have, forward and gradient forms. A kind's position is its embedding index:
+#: Every kind an op can have, forward and gradient forms. A kind's position is a stable index:
 #: this tuple is append-only (add new kinds at the end; never remove, rename or reorder one).
 KIND_VOCABULARY: tuple[str, ...] = (
     "input", "read",
@@ -112,8 +110,6 @@ KIND_VOCABULARY: tuple[str, ...] = (
     "update",
     "other", "other_grad",
 )
-
-_INDEX: dict[str, int] = {kind: i for i, kind in enumerate(KIND_VOCABULARY)}
 
 # The raw op types of each base kind, after normalisation (see the module docstring): aten names
 # (lower case), ONNX names (CamelCase) and gnplace's own. Case-sensitive.
@@ -325,19 +321,3 @@ def canonical_kind(op_type: str, phase: int) -> str:
     if phase == _BACKWARD:
         return gradient_form(kind)
     return kind
-
-
-def op_kind_index(kind: str) -> int:
-    """Position of ``kind`` in :data:`KIND_VOCABULARY` (the index a feature embedding uses).
-
-    Raises:
-        UnknownName: if ``kind`` is not in the vocabulary (a ``ValueError``).
-
-    Examples:
-        >>> op_kind_index("matmul"), op_kind_index("matmul_grad")
-        (2, 3)
-    """
-    try:
-        return _INDEX[kind]
-    except KeyError:
-        raise UnknownName(f"unknown op kind {kind!r} (expected one of {', '.join(KIND_VOCABULARY)})") from None
