@@ -187,11 +187,10 @@ def _numel(shape: Shape | None) -> int:
     return math.prod(shape) if shape is not None else 0
 
 
-def _kernel(attrs: Mapping[str, Any], weight: Shape | None) -> int:
+def _kernel(attrs: Mapping[str, Any]) -> int:
+    """Taps of a pool's window: the product of its ``kernel_shape`` (1 without one)."""
     kernel = attrs.get("kernel_shape")
-    if kernel:
-        return math.prod(int(k) for k in kernel)
-    return math.prod(weight[2:]) if weight is not None and len(weight) > 2 else 1
+    return math.prod(int(k) for k in kernel) if kernel else 1
 
 
 def _resize_taps(attrs: Mapping[str, Any], x: Shape | None, out: Shape | None) -> int:
@@ -347,7 +346,7 @@ def forward_flops(
         # per step: gates = W x_t + R h_{t-1} + b (2 FLOP per multiply-add), then the cell's elementwise update
         return rows * (2.0 * gates * (size_in + hidden) + _RECURRENT[op_type] * hidden)
     if op_type in _POOLS:
-        return float(n_out * _kernel(attrs, None))
+        return float(n_out * _kernel(attrs))
     if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
         return float(_numel(x))
     if op_type in _NORMS or op_type in _SOFTMAX:
@@ -435,7 +434,7 @@ def grad_flops(
     if op_type == "SoftmaxCrossEntropyLoss":
         return 3.0 * _numel(x)
     if op_type in _POOLS:
-        return float(_numel(x) * _kernel(attrs, None))
+        return float(_numel(x) * _kernel(attrs))
     if op_type in _GLOBAL_POOLS or op_type in _REDUCTIONS:
         return float(_numel(x))
     if op_type in ("Resize", "Upsample"):  # each gradient element spread back over the points it was read from
