@@ -171,7 +171,7 @@ def sample(
 
 @torch.no_grad()
 def sample_move(
-    policy: PlacementPolicy, mdp: RefinementMDP, rng: np.random.Generator, enc: Encoded | None = None
+    policy: PlacementPolicy, mdp: RefinementMDP, rng: np.random.Generator
 ) -> Trajectories:
     """One step of the refinement MDP in every chain: the visited group's new device, drawn from the policy.
 
@@ -179,7 +179,7 @@ def sample_move(
     one decision each (``S = 1``) and a placeholder rollout whose ``group_devices`` are the chains'
     new placements.
     """
-    enc = enc if enc is not None else policy.encode(mdp.inp)
+    enc = policy.encode(mdp.inp)
     dynamic, mask = mdp.observe()
     g = mdp.group
     log_p = _log_softmax(_numpy_logits(_head_arrays(policy, enc), g, dynamic, mask))
@@ -192,8 +192,8 @@ def sample_move(
     return _wrap(rollout, torch.from_numpy(log_p[:, None].astype(np.float32)))
 
 
-def teacher_forced(mdp: PlacementMDP, group_devices: np.ndarray, batch: int = 1) -> Trajectories:
-    """Episodes that place every group on ``group_devices`` (``[G]``) where allowed (imitation targets).
+def teacher_forced(mdp: PlacementMDP, group_devices: np.ndarray) -> Trajectories:
+    """One episode that places every group on ``group_devices`` (``[G]``) where allowed (the imitation target).
 
     Where the target device is masked (the group no longer fits there by the MDP's estimate), the
     allowed device with the earliest finish is taken instead.
@@ -205,7 +205,7 @@ def teacher_forced(mdp: PlacementMDP, group_devices: np.ndarray, batch: int = 1)
         fallback = np.where(mask, dynamic[:, :, 0], np.inf).argmin(axis=1)
         return np.where(mask[np.arange(mask.shape[0]), wanted], wanted, fallback)
 
-    traj = _wrap(mdp.rollout(batch, choose), torch.zeros(batch, mdp.num_groups, mdp.num_devices))
+    traj = _wrap(mdp.rollout(1, choose), torch.zeros(1, mdp.num_groups, mdp.num_devices))
     traj.equivalent = torch.from_numpy(equivalent_devices(traj.rollout, mdp.inp.device_x.numpy()))
     return traj
 
