@@ -485,7 +485,6 @@ class _Episodes:
     states: torch.Tensor | None = None  # state features, [L, B, N, F]
     actions: np.ndarray | None = None  # [L, B]
     returns: np.ndarray | None = None  # R_t, [L, B]
-    start_cost: np.ndarray | None = None  # c(p_0), [B]
     final_cost: np.ndarray | None = None  # c(p_L), [B]
 
 
@@ -577,7 +576,7 @@ def _play(
         running = rewards[t] + gamma * running
         returns[t] = running
     return _Episodes(final=groups, steps=steps, states=torch.stack(states), actions=actions, returns=returns,
-                     start_cost=costs[0].copy(), final_cost=costs[-1].copy())
+                     final_cost=costs[-1].copy())
 
 
 class _Learner:
