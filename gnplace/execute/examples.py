@@ -43,8 +43,9 @@ class _Branches(nn.Module):
         return self.head(sum(t(x) for t in self.towers))
 
 
-def _made(body: nn.Module, x: torch.Tensor, out: int, seed: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    generator = torch.Generator().manual_seed(seed + 1)
+def _made(body: nn.Module, x: torch.Tensor, out: int) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """``body`` as a regression on ``x`` with ``out`` targets, drawn from a generator of seed 1."""
+    generator = torch.Generator().manual_seed(1)
     y = torch.randn(x.shape[0], out, generator=generator)
     return Regression(body), (x, y)
 
@@ -52,14 +53,14 @@ def _made(body: nn.Module, x: torch.Tensor, out: int, seed: int) -> tuple[nn.Mod
 def tiny() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Two linear layers on a batch of 16 (tests)."""
     with seeded_torch(0):
-        return _made(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), torch.randn(16, 8), 4, 0)
+        return _made(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), torch.randn(16, 8), 4)
 
 
 def mlp() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Six ReLU layers of width 512 on a batch of 128."""
     with seeded_torch(0):
         layers = [m for _ in range(6) for m in (nn.Linear(512, 512), nn.ReLU())]
-        return _made(nn.Sequential(*layers, nn.Linear(512, 10)), torch.randn(128, 512), 10, 0)
+        return _made(nn.Sequential(*layers, nn.Linear(512, 10)), torch.randn(128, 512), 10)
 
 
 def convnet() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -71,13 +72,13 @@ def convnet() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
             nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
         )
-        return _made(body, torch.randn(16, 3, 32, 32), 10, 0)
+        return _made(body, torch.randn(16, 3, 32, 32), 10)
 
 
 def branchy() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """Four parallel towers of three tanh layers (width 384) on a batch of 128: parallel work."""
     with seeded_torch(0):
-        return _made(_Branches(384, 3), torch.randn(128, 384), 8, 0)
+        return _made(_Branches(384, 3), torch.randn(128, 384), 8)
 
 
 class _Tokens(nn.Module):
