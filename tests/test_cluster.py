@@ -18,7 +18,6 @@ from gnplace.toy import layered_graph
 GiB = 2**30
 PCIE3 = LINK_KINDS["pcie3"]
 NVLINK = LINK_KINDS["nvlink2"]
-PLACETO = LINK_KINDS["placeto"]
 
 
 def write(tmp_path, text: str, name: str = "c.yaml"):
