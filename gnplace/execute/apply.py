@@ -109,7 +109,7 @@ class PlacedModule(torch.nn.Module):
         self.recorded_autocast = step.trace.autocast  # the torch.autocast regions the step was recorded in
         self.recorded_attributes = _plain_attributes(module)  # Python numbers and flags: constants of the step
         self.recorded_layout = _layout(module)  # its submodules' classes, its parameters' and buffers' names
-        self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, repr of the value) warned of
+        self._warned: set[tuple[tuple[str, str], str]] = set()  # (attribute, what of it) warned of
         # plain tensor attributes the step reads (self.scale = torch.ones(4), no buffer): constants of it too
         self.recorded_tensors = _tensor_constants(module, step)
         self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
@@ -257,13 +257,16 @@ class PlacedModule(torch.nn.Module):
         return state
 
     def _warn_changed_attributes(self) -> None:
-        """Warn, once per attribute and value, that a Python attribute changed since the step was recorded.
+        """Warn, once per attribute, that a Python attribute changed since the step was recorded.
 
         A number or a flag a submodule's ``forward`` reads (``self.scale = 2.0``) was recorded as a constant of
         the step: set to 3.0 later, the placed step still computes with 2.0. An attribute ``forward`` does not
         read (a counter) changes nothing, hence a warning rather than a refusal. So for a submodule, parameter or
         buffer added since (``net.layers.append(...)``), or a submodule replaced by one of another class (a ``ReLU``
         by a ``GELU``): the recorded step does not have it.
+
+        Once per attribute, not per value: a counter the training loop sets each step (``net.global_step = k``) warned
+        at every step, and the set of what was warned of grew by an entry a step.
         """
         modules = dict(self.module.named_modules())
         for (where, name), (recorded_tensor, version) in self.recorded_tensors.items():
@@ -271,8 +274,8 @@ class PlacedModule(torch.nn.Module):
             if not isinstance(value, torch.Tensor) or (value is recorded_tensor and value._version == version):
                 continue
             how = "written in place" if value is recorded_tensor else "assigned another tensor"
-            if ((where, name), f"{id(value)}:{value._version}") not in self._warned:
-                self._warned.add(((where, name), f"{id(value)}:{value._version}"))
+            if ((where, name), how) not in self._warned:
+                self._warned.add(((where, name), how))
                 warnings.warn(f"gnplace.apply: tensor attribute {name} of module {where or 'the module'!r} was {how} "
                               "since the step was recorded, and the placed step still computes with its recorded "
                               "values: register it as a buffer (register_buffer) to have it read at each call, or "
@@ -285,8 +288,8 @@ class PlacedModule(torch.nn.Module):
         now = _plain_attributes(self.module)
         for key, recorded in self.recorded_attributes.items():
             value = now.get(key, recorded)
-            if value != recorded and (key, repr(value)) not in self._warned:
-                self._warned.add((key, repr(value)))
+            if value != recorded and (key, "value") not in self._warned:
+                self._warned.add((key, "value"))
                 where, name = key
                 warnings.warn(f"gnplace.apply: attribute {name} of module {where or 'the module'!r} is {value!r} now "
                               f"and was {recorded!r} when the step was recorded; if forward reads it, the placed step "

@@ -826,7 +826,18 @@ def test_a_python_attribute_changed_since_the_recording_is_warned_of_once_and_th
         assert placed(x).item() == before  # the recorded 2.0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        placed(x)  # once per value
+        placed(x)  # once per attribute
+        net.scale = 4.0
+        placed(x)
+        net.calls = 1  # a counter the loop sets: one warning, not one a step, and no entry kept a step
+    with pytest.warns(UserWarning, match="attribute calls of module 'the module' is 1 now and was 0"):
+        placed(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(2, 50):
+            net.calls = k
+            placed(x)
+    assert len(placed._warned) == 2
     net.lin.out_features = 7
     with pytest.warns(UserWarning, match="attribute out_features of module 'lin' is 7 now and was 2"):
         placed(x)
