@@ -62,6 +62,27 @@ def _zero_shot(task: tuple[str, str, str | None, int]) -> dict[str, Any]:
     return row
 
 
+def summary_cell(rows: list[dict[str, Any]], family: str, cluster: str) -> str:
+    """The geometric mean of ``policy / auto`` of ``family``'s rows on ``cluster``, over the placements that fit.
+
+    A placement out of memory (where nothing fits) has no step to compare: it is counted beside the mean, as
+    ``gnplace evaluate`` and ``bench.py zeroshot`` count theirs, not averaged in. "-": no row.
+
+    Examples:
+        >>> rows = [{"family": "ptb", "cluster": "k80x2", "policy_vs_auto": v, "oom": o} for v, o in ((0.9, False),
+        ...         (0.5, True))]
+        >>> summary_cell(rows, "ptb", "k80x2"), summary_cell(rows, "nmt", "k80x2")
+        ('0.900 (1 OOM)', '-')
+    """
+    mine = [r for r in rows if r["family"] == family and r["cluster"] == cluster]
+    if not mine:
+        return "-"
+    fits = [r["policy_vs_auto"] for r in mine if not r["oom"]]
+    over = len(mine) - len(fits)
+    mean = f"{geomean(fits):.3f}" if fits else "none fits"
+    return mean + (f" ({over} OOM)" if over and fits else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -128,11 +149,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     for c in clusters:
         summary.add_column(c, justify="right")
     for family in ("cifar10", "ptb", "nmt", "real"):
-        cells = []
-        for c in clusters:
-            vals = [r["policy_vs_auto"] for r in rows if r["family"] == family and r["cluster"] == c]
-            cells.append(f"{geomean(vals):.3f}" if vals else "-")
-        summary.add_row(family, *cells)
+        summary.add_row(family, *(summary_cell(rows, family, c) for c in clusters))
     console.print(summary)
     first = rows[0]
     sim = Simulator()

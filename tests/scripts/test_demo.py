@@ -54,3 +54,13 @@ def test_baselines_print_a_graphs_and_clusters_names_as_they_are_on_one_line(tmp
     lines = capsys.readouterr().out.splitlines()
     assert any(line.strip().startswith("g\\x0a[red]x: ") for line in lines), lines
     assert any(line.startswith("│ c\\x0a[/] ") for line in lines), lines
+
+
+def test_the_summary_leaves_a_placement_out_of_memory_out_of_its_mean_and_counts_it(load_script):
+    """Where nothing fits, the policy's overflowing step was averaged in as if a device could run it."""
+    demo = load_script("demo")
+    rows = [{"family": "cifar10", "cluster": "tight4", "policy_vs_auto": v, "oom": o}
+            for v, o in ((0.8, False), (0.2, True))]
+    assert demo.summary_cell(rows, "cifar10", "tight4") == "0.800 (1 OOM)"
+    assert demo.summary_cell(rows[1:], "cifar10", "tight4") == "none fits"
+    assert demo.summary_cell(rows, "ptb", "tight4") == "-"
