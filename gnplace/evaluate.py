@@ -46,6 +46,7 @@ from gnplace.exceptions import (
     first_line,
 )
 from gnplace.graph import OpGraph, require_ops
+from gnplace.graph_io import FORMAT as GRAPH_FORMAT
 from gnplace.graph_io import append_to, load_graph, refuse_link, write_atomically
 from gnplace.limits import as_path, check_budget, check_regular_file, is_whole, parse_json
 from gnplace.placement import Placement, check_placed, save_placement
@@ -237,6 +238,14 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
                                    "every graph of the folder)")
             else:
                 found, where = sorted(path.glob("*.gnpg")), f" (matched by {path / '*.gnpg'})"
+                left_out = _json_graph_files(path) if found else []
+                if left_out:  # read without a word where .gnpg files were beside them
+                    import warnings
+
+                    count = f"{len(left_out)} plain-JSON graph file{'s' if len(left_out) != 1 else ''}"
+                    warnings.warn(f"{path}: {count} left out ({left_out[0].name}"
+                                  f"{', ...' if len(left_out) > 1 else ''}): a folder's graphs are its *.gnpg files; "
+                                  "name them one by one, or save them as .gnpg", stacklevel=2)
             if not found and path.suffix == ".gnpg":  # named like a graph file, which it is not
                 raise InvalidGraph(f"{path}: is a folder holding no graphs, not a graph file")
             if not found:
@@ -253,6 +262,28 @@ def collect_graphs(specs: Sequence[str | os.PathLike[str]] | str | os.PathLike[s
     for path in paths:  # a file named twice (itself and in its folder) is one graph
         unique.setdefault(path.resolve(), path)
     return list(unique.values())
+
+
+#: Largest ``.json`` file :func:`_json_graph_files` reads to tell whether it holds a graph, bytes.
+_JSON_SNIFF_BYTES = 64 * 2**20
+
+
+def _json_graph_files(folder: Path) -> list[Path]:
+    """The ``*.json`` files of ``folder`` (its manifest aside) that hold a gnplace graph (``gnplace import -o m.json``).
+
+    Other JSON files (a placement, a summary) are none of them; a file past :data:`_JSON_SNIFF_BYTES` is not read.
+    """
+    graphs = []
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "manifest.json" or not path.is_file() or path.stat().st_size > _JSON_SNIFF_BYTES:
+            continue
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(data, dict) and data.get("format") == GRAPH_FORMAT:
+            graphs.append(path)
+    return graphs
 
 
 def _json_graphs_note(folder: Path) -> str:

@@ -54,6 +54,23 @@ def test_a_folder_of_json_graphs_says_that_a_folders_graphs_are_its_gnpg_files(g
     assert len(collect_graphs([str(folder / "a.json"), str(folder / "b.json")])) == 2
 
 
+def test_json_graphs_beside_gnpg_files_in_a_folder_are_warned_of_and_other_json_files_are_not(graphs, tmp_path):
+    """A folder's *.gnpg files were read and its plain-JSON graphs (gnplace import -o m.json) skipped without a word."""
+    import warnings
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    save_graph(load_graph(graphs / "mlp2.gnpg"), folder / "a.gnpg")
+    (folder / "placement.json").write_text('{"devices": [0, 1]}')  # another kind of JSON file: no graph
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert collect_graphs([str(folder)]) == [folder / "a.gnpg"]
+    save_graph(load_graph(graphs / "mlp2.gnpg"), folder / "b.json")
+    with pytest.warns(UserWarning, match=r"mine: 1 plain-JSON graph file left out \(b\.json\): a folder's graphs are "
+                                         r"its \*\.gnpg files; name them one by one, or save them as \.gnpg$"):
+        assert collect_graphs([str(folder)]) == [folder / "a.gnpg"]
+
+
 def test_collect_graphs_takes_one_path_as_one_and_refuses_what_is_no_path(graphs):
     """A str was iterated character by character ("g: no such graph file or folder"); None was a TypeError."""
     assert collect_graphs(str(graphs)) == collect_graphs([str(graphs)])
