@@ -99,14 +99,25 @@ def _caller_imports(name: str, module: ModuleType | None, path: list[str]) -> bo
 
     ``name`` is a top-level name: a submodule is the caller's if its top package is (it is found in the
     package's own folder). A module not made from a file (built in, frozen, made by hand) is left alone.
+    The finders of ``sys.meta_path`` are asked as ``import`` asks them: an editable install (``pip install -e``,
+    gnplace's own included) is found by a finder of its own, not on ``sys.path``, and its modules that the factory
+    imported first (``gnplace.importers.torch``, which records the step) were dropped, so that the caller's next
+    import made a second copy of them (``apply(step=...)`` refused the ``ImportedStep`` of the first).
     """
     spec = getattr(module, "__spec__", None)
     if spec is None or not (spec.has_location or spec.submodule_search_locations):
         return True
-    try:
-        found = importlib.machinery.PathFinder.find_spec(name, path)
-    except (ImportError, ValueError):
-        return False
+    found = None
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            found = find_spec(name, path) if finder is importlib.machinery.PathFinder else find_spec(name, None)
+        except Exception:  # noqa: BLE001 - another package's finder may raise anything: not found by it
+            continue
+        if found is not None:
+            break
     if found is None:
         return False
     if spec.has_location and spec.origin is not None:

@@ -185,6 +185,35 @@ def test_a_file_beside_a_factory_file_hides_no_module_of_its_name(tmp_path):
         assert result.stdout.strip() == "True", (factory, result.stderr)
 
 
+def test_modules_an_editable_install_finds_stay_loaded_after_a_factory_imported_them_first(tmp_path, monkeypatch):
+    """An editable install (``pip install -e``, gnplace's own) is found by a finder of sys.meta_path, not on sys.path:
+    its modules that a factory imported first were dropped from sys.modules, and the caller's next import made a
+    second copy (gnplace.apply refused load_step_source's ImportedStep as another class's)."""
+    import importlib.machinery
+
+    source = tmp_path / "installed"
+    (source / "editable_lib_xyz").mkdir(parents=True)
+    (source / "editable_lib_xyz" / "__init__.py").write_text(
+        "import torch\n\nclass Net(torch.nn.Linear):\n    pass\n")
+
+    class EditableFinder:  # as setuptools' __editable___*_finder: the package's folder is not on sys.path
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "editable_lib_xyz":
+                return None
+            return importlib.machinery.PathFinder.find_spec(name, [str(source)])
+
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, EditableFinder])
+    monkeypatch.delitem(sys.modules, "editable_lib_xyz", raising=False)
+    (tmp_path / "model.py").write_text("import torch\nimport editable_lib_xyz\n\ndef make():\n"
+                                       "    return editable_lib_xyz.Net(2, 1), (torch.ones(4, 2),), lambda out: out.sum()\n")
+    _, module = load_step_source(f"{tmp_path / 'model.py'}:make")
+    import editable_lib_xyz
+
+    assert isinstance(module, editable_lib_xyz.Net)  # the caller's import is the module the factory used
+    assert "model" not in sys.modules  # the factory's own file is still the factory's alone
+
+
 def test_a_module_factory_in_the_working_folder_is_found_as_python_m_finds_it(tmp_path, monkeypatch):
     """The gnplace command puts its own folder on sys.path, not the working one: mypkg.models:make was not found."""
     package = tmp_path / "mypkg_cwd_test"
