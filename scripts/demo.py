@@ -186,6 +186,13 @@ def _run_baselines(args: argparse.Namespace) -> int:
     clusters = cluster_list(args.clusters)  # each once: "k80x4,k80x4" placed every graph twice
     if not clusters:  # "" would be read as the current folder, refused as a cluster file
         raise InvalidArgument(f"--clusters names no cluster: {args.clusters!r}")
+    # as evaluate reads them: spaces around a name dropped ("single, heft"), empty items too, each once; an unknown
+    # one refused before any graph is placed (" heft" was unknown once single had placed every graph on a cluster)
+    placers = list(dict.fromkeys(name.strip() for name in args.placers.split(",") if name.strip()))
+    if not placers:
+        raise InvalidArgument(f"--placers names no placer: {args.placers!r}")
+    for name in placers:
+        PLACERS.resolve(name)
     for path in args.graphs:
         graph = require_ops(load_graph(path), path)  # no ops: nothing to place, no step to divide by
         table = Table(title=f"{markup_name(graph.name)}: {graph.num_ops} ops, {graph.num_groups} groups, "
@@ -197,7 +204,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
             bound = lower_bound(graph, cluster, times=sim.cost_model.op_times(graph, cluster)).value
             # the step / single column's reference, whether or not --placers names single (or names it first)
             single_step = sim.time(graph, cluster, make_placer("single").place(graph, cluster, seed=0)).step_time
-            for name in dict.fromkeys(args.placers.split(",")):  # each once, as --clusters: "single,heft,single"
+            for name in placers:
                 options = {"time_limit": args.exact_time} if name == "exact" else {}
                 start = time.perf_counter()
                 placement = make_placer(name, timer=sim, budget=args.budget, **options).place(graph, cluster, seed=0)

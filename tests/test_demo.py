@@ -104,6 +104,21 @@ def test_baselines_refuse_no_cluster_in_one_line(load_script, capsys):
     assert capsys.readouterr().err == "demo: error: --clusters names no cluster: ''\n"
 
 
+def test_baselines_read_placers_as_evaluate_does_and_refuse_an_unknown_one_before_placing(load_script, capsys):
+    """``--placers "single, heft"`` was refused as the placer ' heft' (evaluate and --clusters drop the spaces), and
+    only after single had placed the graph; ``single,,heft`` asked for a placer ''."""
+    demo = load_script("demo")
+    graph = str(ROOT / "datasets" / "examples" / "mlp1x8w6144b256.gnpg")
+    assert demo.main(["--baselines", graph, "--clusters", "k80x2", "--placers", " single, heft,,single"]) == 0
+    rows = [line.split("│") for line in capsys.readouterr().out.splitlines() if line.startswith("│ k80x2")]
+    assert [r[2].strip() for r in rows] == ["single", "heft"]
+    assert demo.main(["--baselines", graph, "--clusters", "k80x2", "--placers", "single,nosuch"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("demo: error: unknown placer 'nosuch'")
+    assert demo.main(["--baselines", graph, "--clusters", "k80x2", "--placers", " , "]) == 2
+    assert capsys.readouterr().err == "demo: error: --placers names no placer: ' , '\n"
+
+
 def test_baselines_of_a_graph_without_ops_is_one_line(load_script, capsys, tmp_path):
     """A graph of no ops reached the table's step / bound: a ZeroDivisionError traceback."""
     from gnplace.graph import OpGraph
