@@ -35,6 +35,8 @@ def test_every_benchmark_is_a_subcommand_documented_by_its_handler(load_script, 
     (["latency", "--checkpoint", "TRUNCATED", "--ops", "100"], "not a readable checkpoint"),
     (["apply", "--rounds", "0"], "--rounds must be at least 1, got 0"),
     (["apply", "--models", "gnplace.execute.examples:nosuch"], "nosuch"),
+    (["apply", "--models", "os.path:join"], "'os.path:join': the factory raised TypeError: join() missing"),
+    (["apply", "--models", "os:getcwd"], "'os:getcwd': the factory must return (module, example_inputs) or"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, argv, message):
     truncated = tmp_path / "truncated.ckpt"

@@ -116,25 +116,56 @@ def _training_step(module: Any, run: Any, inputs: tuple[Any, ...]) -> None:
     run(*inputs).backward()
 
 
-def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread)."""
+def _made(source: str) -> tuple[Any, tuple[Any, ...], Callable[[Any], Any] | None]:
+    """``(module, example_inputs, loss)`` of the factory ``source``, called once (``loss`` None: the module's output).
+
+    Raises:
+        InvalidArgument: in one line, if the factory raises or returns anything else.
+    """
     import torch
-    from torch.utils._pytree import tree_unflatten
+
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.importers.sources import load_factory
+
+    factory = load_factory(source)
+    try:
+        made = factory()
+    except Exception as err:  # noqa: BLE001 - the user's code: any failure is one line
+        raise InvalidArgument(f"{source!r}: the factory raised {type(err).__name__}: {err}") from err
+    if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
+            and (len(made) == 2 or made[2] is None or callable(made[2]))):
+        raise InvalidArgument(f"{source!r}: the factory must return (module, example_inputs) or (module, "
+                              "example_inputs, loss) with loss a callable from the module's output to a scalar")
+    module, inputs, loss = made if len(made) == 3 else (*made, None)
+    return module, tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,), loss
+
+
+def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread).
+
+    The eager step is the factory's loss of the module's output where the factory gives one (a module that
+    returns logits): ``module(*inputs).backward()`` was a RuntimeError traceback there (its output no scalar).
+    """
+    import torch
 
     from gnplace.cluster import load_cluster
     from gnplace.execute.apply import apply
-    from gnplace.importers.sources import load_step_source
+    from gnplace.importers.torch import import_step
     from gnplace.placement import Placement
 
     check_step_sources(args.models)  # refused before the first model is timed, not after it
     torch.set_num_threads(1)
     rows = []
     for source in args.models:
-        step, module = load_step_source(source)
-        inputs = tuple(tree_unflatten(step.trace.inputs, step.trace.input_spec))  # the factory's example inputs
+        module, inputs, loss = _made(source)
+        step = import_step(module, inputs, loss=loss, name=source.rpartition(":")[2])
         one_device = Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("cpu_gpu"))
-        placed = apply(module, one_device, inputs, devices=["cpu", "cpu"], step=step)  # all on device 0
-        eager_step = functools.partial(_training_step, module, module, inputs)
+        placed = apply(module, one_device, inputs, loss=loss, devices=["cpu", "cpu"], step=step)  # all on device 0
+
+        def eager(*x: Any, module: Any = module, loss: Any = loss) -> Any:
+            return module(*x) if loss is None else loss(module(*x))
+
+        eager_step = functools.partial(_training_step, module, eager, inputs)
         placed_step = functools.partial(_training_step, module, placed, inputs)
         best = {"eager": np.inf, "placed": np.inf}
         steps: list[tuple[str, Callable[[], None]]] = [("eager", eager_step), ("placed", placed_step)]

@@ -59,6 +59,19 @@ def test_apply_times_a_placed_step_beside_eager(load_script, capsys):
     assert "| tiny |" in capsys.readouterr().out
 
 
+def test_apply_times_a_factory_that_gives_its_loss(load_script, capsys, tmp_path):
+    """A factory returning (module, inputs, loss), its module giving logits: the eager step ran
+    ``module(*inputs).backward()``, a RuntimeError traceback (grad of a non-scalar output)."""
+    import argparse
+
+    (tmp_path / "logits.py").write_text("import torch\n\ndef make():\n    torch.manual_seed(0)\n"
+                                        "    return torch.nn.Linear(4, 3), (torch.randn(8, 4),), lambda y: y.square().mean()\n")
+    bench = load_script("benchmarks.execute")
+    rows = bench.bench_apply(argparse.Namespace(models=[f"{tmp_path / 'logits.py'}:make"], rounds=1, repeat=1))
+    assert len(rows) == 1 and rows[0]["eager_s"] > 0 and rows[0]["placed_s"] > 0
+    assert "| make |" in capsys.readouterr().out
+
+
 def test_device_map_compares_the_placement_with_its_module_map_and_accelerates(load_script):
     import argparse
 
