@@ -119,7 +119,7 @@ _FINETUNE_SMALL = ["--families", "ptb", "--per-family", "1", "--clusters", "k80x
     (["screen-model", "--out", "OUT", "--mismatch", "0.5", "0.5", "inf"],
      "LATENCY must be a finite number >= 0, got inf"),
     (["screen-model", "--out", "OUT", "--budget", "0"], "needs a budget >= 1"),
-    (["zeroshot", *_ZEROSHOT_SMALL, "--temperatures", "-1"], "temperatures > 0"),
+    (["zeroshot", *_ZEROSHOT_SMALL, "--temperatures", "-1"], "--temperatures needs > 0"),
     (["zeroshot", *_ZEROSHOT_SMALL, "--checkpoint", "NOSUCH.ckpt"], "no such checkpoint file"),
     (["zeroshot", *_ZEROSHOT_SMALL, "--constructor", "NOSUCH.ckpt"], "no such checkpoint file"),
     (["zeroshot", "--families", "nosuch", "--out", "OUT"], "--families nosuch: no such family in"),  # a manifest path
