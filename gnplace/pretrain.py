@@ -13,8 +13,9 @@ The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped chec
    reference placement (``auto``'s) of each drawn pair (:mod:`gnplace.rl.imitation`), or, with
    ``data.teacher_budget``, to the placement a long search found for it (:mod:`gnplace.rl.teacher`:
    searched once per training pair before training, in parallel, and kept under ``OUT/teacher``);
-3. **PPO** afterwards (Spotlight's, :mod:`gnplace.rl.ppo`), with the pull toward the best placement
-   seen of each pair (``learner.elite``, Post's cross-entropy term);
+3. **PPO** afterwards (Spotlight's, :mod:`gnplace.rl.ppo`), with a pull (``learner.elite``, Post's
+   cross-entropy term) toward the best placement seen of each pair or, with ``learner.elite_target:
+   samples`` (the shipped recipe's), toward the best placement the policy itself sampled for it;
 4. **validation** at the end of every epoch of ``steps_per_epoch`` iterations: the greedy placement of
    every held-out (graph, cluster) pair, logged as ``val/greedy_vs_auto`` (geometric mean of step
    time over ``auto``'s), per family and as the share that overflows memory.

@@ -289,7 +289,10 @@ class PlacementLearner(L.LightningModule):
         return problem.prior(self.config.prior if problem.kappa is None else problem.kappa)
 
     def _refine_step(self, problem: PlacementProblem) -> tuple[Trajectories, np.ndarray]:
-        """One move of every refinement chain of ``problem``, timed; the move's reward is the decrease in step time."""
+        """One move of every refinement chain of ``problem``, timed and rewarded.
+
+        The move's reward is the decrease in step time over the reference's step, less the memory penalty.
+        """
         cfg = self.config
         mdp = problem.refiner
         if mdp is None:  # (the pair's chains: saved with its state, so that a resume moves them on)

@@ -8,9 +8,10 @@ the group's device there. The state a decision sees is what has been placed so f
 list schedulers keep it (:class:`~gnplace.placers.listsched.ListSchedule`): per device the time it
 is next free, the memory left and the work assigned; per candidate device the time the node's inputs
 arrive there (producers' finish plus the transfer over the link from their devices), its earliest
-start and the group's earliest finish. An episode ends when every group has a device; its reward is
-the step time of the finished placement, measured by a timer on the original graph
-(:func:`gnplace.rl.problem.reward`).
+start and the group's earliest finish. An episode ends when every group has a device; its reward comes
+from the step time of the finished placement, measured by a timer on the original graph: its log over
+the reference's, negated, less a penalty for memory overflow (:func:`gnplace.rl.problem.reward`; no
+unit).
 
 The schedule keeps the simulator's semantics where a list schedule can (:mod:`gnplace.rl._schedule`):
 an output crosses a link once per receiving device, each link carries one transfer at a time, and
