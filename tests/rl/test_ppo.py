@@ -120,3 +120,70 @@ def test_beta_keeps_inside_the_band_and_doubles_just_above_it():
     """Schulman et al.'s band is [target / 1.5, 1.5 target]: kept at its edges, halved or doubled outside."""
     assert adapt_beta(1.0, 0.01 / 1.5, 0.01) == 1.0 and adapt_beta(1.0, 0.01 * 1.5, 0.01) == 1.0
     assert adapt_beta(1.0, 0.016, 0.01) == 2.0 and adapt_beta(1.0, 0.0066, 0.01) == 0.5
+
+
+def _masked_batch(seed=0):
+    """Logits of 4 episodes x 3 decisions x 5 devices with some devices masked (device 0 always allowed)."""
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(4, 3, 5, generator=gen).requires_grad_()
+    mask = torch.rand(4, 3, 5, generator=gen) > 0.3
+    mask[..., 0] = True
+    return logits, mask
+
+
+def test_at_the_old_policy_the_clipped_surrogates_gradient_is_the_policy_gradient():
+    """At ratio 1 (the first epoch) PPO's gradient is REINFORCE's: d r / d theta = grad log pi there.
+
+    A flipped sign, or a ratio taken otherwise than as ``exp(log pi - log pi_old)`` of the chosen device, breaks it.
+    """
+    from gnplace.rl.reinforce import reinforce_loss
+
+    logits, mask = _masked_batch()
+
+    def log_pi():
+        return torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+
+    old = log_pi().detach()
+    actions = torch.distributions.Categorical(logits=old).sample()
+    adv = torch.tensor([1.5, -0.5, 0.25, -1.25])
+    ppo, _ = ppo_loss(log_pi(), old, actions, adv, mask, clip=0.2, beta=0.0, entropy=0.0)
+    pg, _ = reinforce_loss(log_pi(), actions, adv, mask, entropy=0.0)
+    (g_ppo,), (g_pg,) = torch.autograd.grad(ppo, logits), torch.autograd.grad(pg, logits)
+    assert float(g_pg.abs().sum()) > 0
+    assert torch.allclose(g_ppo, g_pg, atol=1e-7)
+    # the KL penalty is at its minimum there: no gradient
+    penalty, _ = ppo_loss(log_pi(), old, actions, torch.zeros(4), mask, clip=0.2, beta=1.0, entropy=0.0)
+    (g_kl,) = torch.autograd.grad(penalty, logits)
+    assert float(g_kl.abs().max()) < 1e-6
+
+
+def test_the_kl_and_the_entropy_are_those_of_the_allowed_devices_distributions():
+    """``exact_kl`` and the entropy bonus equal torch's over the masked categorical distributions, per decision."""
+    from torch.distributions import Categorical, kl_divergence
+
+    logits, mask = _masked_batch(1)
+    with torch.no_grad():
+        old = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+        new = torch.log_softmax((logits + torch.randn(logits.shape)).masked_fill(~mask, float("-inf")), dim=-1)
+    _, stats = ppo_loss(new, old, torch.zeros(4, 3, dtype=torch.int64), torch.zeros(4), mask, clip=0.2, beta=1.0,
+                        entropy=0.01)
+    p_old, p_new = Categorical(logits=old), Categorical(logits=new)
+    assert stats["losses/approx_kl"] == pytest.approx(float(kl_divergence(p_old, p_new).mean()), rel=1e-5)
+    assert stats["losses/entropy"] == pytest.approx(float(p_new.entropy().mean()), rel=1e-5)
+
+
+def test_a_batch_of_one_sample_has_no_advantage_and_finite_losses():
+    """One sample of a graph: the baseline is its own reward, so no advantage (0, not 0/0), and finite losses."""
+    from gnplace.rl.reinforce import reinforce_loss
+
+    for advantages in (normalise_advantages(np.array([0.3])), risk_seeking_advantages(np.array([0.3]), 0.25)):
+        assert advantages.tolist() == [0.0]
+    logits = torch.tensor([[[0.2, -0.1, 0.4]]], requires_grad=True)
+    mask = torch.ones(1, 1, 3, dtype=torch.bool)
+    new = torch.log_softmax(logits, dim=-1)
+    adv = normalise_advantages(np.array([0.3]))
+    ppo, stats = ppo_loss(new, new.detach(), torch.tensor([[2]]), adv, mask, clip=0.2, beta=1.0, entropy=0.01)
+    pg, _ = reinforce_loss(new, torch.tensor([[2]]), adv, mask, entropy=0.01)
+    (ppo + pg).backward()
+    assert torch.isfinite(ppo) and torch.isfinite(pg) and torch.isfinite(logits.grad).all()
+    assert all(math.isfinite(v) for v in stats.values())
