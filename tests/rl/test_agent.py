@@ -113,3 +113,33 @@ def test_taking_episodes_keeps_each_ones_decisions_and_log_probs_together():
     with torch.no_grad():  # the update re-evaluates the kept episodes as it would have in the whole batch
         enc = policy.encode(mdp.inp)
         assert torch.allclose(log_probs(policy, enc, part), log_probs(policy, enc, traj)[[4, 1]])
+
+
+def test_a_decision_with_one_allowed_device_takes_it_with_probability_one_and_learns_nothing_there():
+    """Every group fits on one device only: both heads give it probability 1, the entropy, KL and PPO's gradient are 0.
+
+    Masked devices are out of the softmax, the entropy and the log-probabilities: none leaks into them, as a
+    ``-inf`` logit times a zero probability (NaN) or a large finite mask value (a share of the probability) would.
+    """
+    from gnplace.cluster import Device
+    from gnplace.rl.ppo import normalise_advantages, ppo_loss
+    from gnplace.toy import uniform_cluster
+
+    roomy = [Device(f"gpu{k}", "k80", 2.8e12, 2.4e11, 1e15 if k == 1 else 1.0) for k in range(3)]
+    torch.manual_seed(0)
+    policy = PlacementPolicy()
+    with torch.no_grad():  # a trained-looking head, not the EFT rule alone
+        policy.out.weight.normal_()
+    mdp = PlacementMDP(build_policy_input(layered_graph(30, seed=2), uniform_cluster(roomy)))
+    traj = sample(policy, mdp, 4, np.random.default_rng(0))
+    one = (traj.mask.sum(-1) == 1).all(0)  # the decisions of groups that hold bytes: they fit on gpu1 alone
+    assert one.sum() >= 10 and (traj.actions[:, one] == 1).all()
+    assert traj.old_log_probs[:, one, 1].eq(0.0).all() and torch.isinf(traj.old_log_probs[:, one][..., [0, 2]]).all()
+    assert (sample(policy, mdp, 1, greedy=True).actions[:, one] == 1).all()
+    new = log_probs(policy, policy.encode(mdp.inp), traj)[:, one]
+    advantages = normalise_advantages(np.array([0.1, -0.2, 0.3, 0.0]))
+    loss, stats = ppo_loss(new, traj.old_log_probs[:, one], traj.actions[:, one], advantages, traj.mask[:, one],
+                           clip=0.2, beta=1.0, entropy=0.01)
+    loss.backward()
+    assert stats["losses/entropy"] == 0.0 and stats["losses/approx_kl"] == 0.0 and stats["losses/clipfrac"] == 0.0
+    assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in policy.parameters())
