@@ -250,6 +250,28 @@ def test_reinforce_and_refine_run(tmp_path):
         assert data.problem(0).evaluations == 1 + 3 * 8
 
 
+@pytest.mark.parametrize("config", [
+    LearnerConfig(samples=2, epochs=2, imitation_steps=1, elite=1.0, elite_target="samples", prior=2.0),
+    LearnerConfig(samples=2, epochs=2, imitation_steps=1, mode="refine"),
+    LearnerConfig(samples=2, imitation_steps=1, algo="reinforce", risk=0.5),
+], ids=["ppo", "refine", "reinforce"])
+def test_one_op_graphs_and_one_device_clusters_train_on(tmp_path, config):
+    """The least a pair can be: one decision, or one device (every decision's mask one device, its entropy 0).
+
+    Imitation and every update run on them: no 0/0 in an advantage, a normalisation or a masked entropy stops the
+    run (``_update`` refuses weights that are not finite).
+    """
+    from gnplace.toy import chain_graph, toy_cluster
+
+    learner = PlacementLearner(config)
+    data = PlacementDataModule([(chain_graph(1), toy_cluster(1)), (chain_graph(1), toy_cluster(2)),
+                                (chain_graph(3), toy_cluster(1))], pairs_per_step=3, steps_per_epoch=3)
+    with quiet_lightning():
+        trainer(tmp_path, 3).fit(learner, datamodule=data)
+    assert learner.iteration == 3 and all(bool(torch.isfinite(p).all()) for p in learner.policy.parameters())
+    assert [data.problem(i).evaluations for i in range(3)] == [1 + 1 + 2 * config.samples] * 3
+
+
 def test_metrics_are_logged_to_csv(tmp_path):
     from lightning.pytorch.loggers import CSVLogger
 
