@@ -86,6 +86,11 @@ MAX_EPOCHS = 1000
 MAX_INFLATION = 100
 #: What any compressed file may decompress to, whatever its ratio (parsed as JSON in well under a gigabyte).
 MIN_INFLATED = 64 * 2**20
+#: The least sampling temperature ``tau`` a policy's draws take (``softmax(logits / tau)``): its float32 logits, at
+#: most 3.4e38 (twice that with a sampling bias), divided by it stay far within float64. Divided by a ``tau`` below
+#: about 1e-270 they overflowed to infinity, the draw's probabilities turned to NaN, and a decision whose allowed
+#: logits were all negative took device 0, masked or not.
+MIN_TEMPERATURE = 1e-6
 
 
 def as_path(path: Any, what: str) -> Path:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from gnplace.exceptions import InvalidArgument
+from gnplace.limits import MIN_TEMPERATURE
 from gnplace.policy.gnn import Encoded, PlacementPolicy
 from gnplace.rl.env import PlacementMDP, RefinementMDP, Rollout
 
@@ -133,16 +134,17 @@ def sample(
         greedy (bool, optional): take the most likely device at every decision (default: :obj:`False`).
         enc (Encoded, optional): the policy's encoding of the graph, if already computed.
         temperature (float or np.ndarray, optional): the draws follow ``softmax(logits / tau)``, one
-            ``tau`` for all episodes or one per episode (``[B]``); below 1 they stay nearer the greedy
-            placement (default: 1). The recorded log-probabilities are the policy's own (``tau = 1``).
+            ``tau`` for all episodes or one per episode (``[B]``), each at least
+            :data:`~gnplace.limits.MIN_TEMPERATURE`; below 1 they stay nearer the greedy placement (default: 1).
+            The recorded log-probabilities are the policy's own (``tau = 1``).
         bias (np.ndarray, optional): logits added to the policy's for each group and device, ``[G, D]``
             for every episode or ``[B, G, D]`` per episode (a search's pull toward its best placement;
             default: none). The recorded log-probabilities and the trajectories' ``bias`` include it.
     """
     enc = enc if enc is not None else policy.encode(mdp.inp)
     tau = np.broadcast_to(np.asarray(temperature, dtype=np.float64), (batch,)).reshape(batch, 1)
-    if not (tau > 0).all():
-        raise InvalidArgument(f"sampling temperatures must be > 0, got {temperature!r}")
+    if not (tau >= MIN_TEMPERATURE).all():  # (NaN too) below it, logits / tau overflow: a draw may take a masked device
+        raise InvalidArgument(f"sampling temperatures must be at least {MIN_TEMPERATURE:g} (> 0), got {temperature!r}")
     tempered = not (greedy or (tau == 1.0).all())
     arrays = _head_arrays(policy, enc)
     rng = rng if rng is not None else np.random.default_rng()

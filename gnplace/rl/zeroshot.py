@@ -35,7 +35,7 @@ import numpy as np
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
-from gnplace.limits import MAX_BUDGET, as_float, check_budget, finite_number, is_whole
+from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, as_float, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
@@ -77,9 +77,6 @@ DEFAULT_CONSTRUCTOR_TEMPERATURE = 0.1
 #: the cluster's count): it was taught on clusters of 2 and 4 devices, and on 8 it builds worse placements than on
 #: the 4 fastest of them (README).
 DEFAULT_CONSTRUCTOR_SIZES: tuple[int, ...] = (4,)
-
-#: The least sampling temperature: logits divided by less overflow (``softmax(logits / tau)`` turns to NaN).
-MIN_TEMPERATURE = 1e-6
 
 #: Samples of each last round, drawn around the best candidate of all before it (the constructors' included).
 DEFAULT_REFINE = 4

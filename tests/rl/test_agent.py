@@ -143,3 +143,23 @@ def test_a_decision_with_one_allowed_device_takes_it_with_probability_one_and_le
     loss.backward()
     assert stats["losses/entropy"] == 0.0 and stats["losses/approx_kl"] == 0.0 and stats["losses/clipfrac"] == 0.0
     assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in policy.parameters())
+
+
+def test_a_temperature_too_small_to_divide_by_is_refused_and_the_least_draws_allowed_devices():
+    """``temperature=1e-310`` was taken: logits / tau overflowed, the draw's probabilities were NaN, and every decision
+    whose allowed logits were all negative took device 0, which the mask forbade (120 of 120 decisions here)."""
+    from gnplace.cluster import Device
+    from gnplace.limits import MIN_TEMPERATURE
+    from gnplace.toy import uniform_cluster
+
+    roomy = [Device(f"gpu{k}", "k80", 2.8e12, 2.4e11, 1e15 if k == 1 else 1.0) for k in range(3)]
+    torch.manual_seed(0)
+    policy = PlacementPolicy()
+    with torch.no_grad():
+        policy.out.bias.fill_(-1.0)  # every logit negative
+    mdp = PlacementMDP(build_policy_input(layered_graph(30, seed=2), uniform_cluster(roomy)))
+    for tau in (1e-310, np.array([1.0, 1e-310]), MIN_TEMPERATURE / 2, float("nan")):
+        with pytest.raises(InvalidArgument, match="temperatures must be at least 1e-06"):
+            sample(policy, mdp, 2, np.random.default_rng(0), temperature=tau)
+    traj = sample(policy, mdp, 4, np.random.default_rng(0), temperature=MIN_TEMPERATURE)
+    assert traj.mask.gather(-1, traj.actions.unsqueeze(-1)).all()
