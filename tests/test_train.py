@@ -272,6 +272,22 @@ def test_one_op_graphs_and_one_device_clusters_train_on(tmp_path, config):
     assert [data.problem(i).evaluations for i in range(3)] == [1 + 1 + 2 * config.samples] * 3
 
 
+def test_every_step_adam_takes_has_its_gradient_norm_bounded_by_grad_clip(tmp_path, monkeypatch):
+    """Imitation's steps and each PPO epoch's: the gradient Adam steps on has norm at most ``grad_clip``."""
+    norms = []
+    real_step = torch.optim.Adam.step
+
+    def step(optimizer, *args, **kwargs):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))))
+        return real_step(optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step)
+    run(tmp_path, 3, config=replace(CONFIG, grad_clip=1e-3))
+    assert len(norms) == CONFIG.imitation_steps + CONFIG.epochs  # 2 imitation steps, then one batch of 2 epochs
+    assert max(norms) <= 1e-3 * (1 + 1e-5) and min(norms) > 1e-3 / 2  # bounded, and every gradient reached it
+
+
 def test_metrics_are_logged_to_csv(tmp_path):
     from lightning.pytorch.loggers import CSVLogger
 
