@@ -49,7 +49,8 @@ class Coarsening:
     Attributes:
         graph (OpGraph): the coarse graph (a DAG), one colocation group per part.
         node_of_op (np.ndarray): coarse node of every original op, ``[num_ops]``.
-        part_of_unit (np.ndarray): part (coarse group) of every original colocation group.
+        part_of_unit (np.ndarray): part (coarse group: ``graph.group`` of its nodes) of every original colocation
+            group, ``[original.num_groups]``.
         original (OpGraph): the graph that was coarsened.
     """
 
@@ -516,4 +517,9 @@ def _coarse_graph(
         name=f"{graph.name}@{num_groups}",
         meta={**graph.meta, "coarsened_from": graph.name, "original_ops": graph.num_ops},
     )
-    return Coarsening(coarse, node_of_op, part_of_unit, graph)
+    # the coarse graph numbers its groups by first appearance among its nodes; the parts, by unit: the same
+    # numbers for the map, so that a unit's part is the group of its nodes (it was not, for a graph whose first
+    # node held a later unit)
+    group_of_part = np.zeros(int(part_of_unit.max(initial=-1)) + 1, dtype=np.int64)
+    group_of_part[node_part] = coarse.group
+    return Coarsening(coarse, node_of_op, group_of_part[part_of_unit], graph)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gnplace.cluster import load_cluster
 from gnplace.coarsen import _acyclic_nodes, coarsen, coarsen_within, module_units
+from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
 from gnplace.placement import GraphKey, Placement
 from gnplace.sim import Simulator
@@ -314,3 +315,76 @@ def test_metis_parts_chooses_the_metis_method_itself_as_the_metis_placer_does(me
     g = layered_graph(300, width=4, seed=0)
     metis_parts(g, np.arange(g.num_groups), np.ones(g.num_groups), parts, seed=0)
     assert metis_methods == [recursive]
+
+
+def _random_dag(seed: int, num_ops: int, *, groups: int | None = None, modules: bool = False) -> OpGraph:
+    """A random DAG of ``num_ops`` ops, labels not in topological order: up to three producers each, random groups,
+    phases and module paths, some FLOP, outputs, parameters and edges of zero."""
+    rng = np.random.default_rng(seed)
+    label = rng.permutation(num_ops)
+    edges = sorted({(int(label[u]), int(label[v])) for v in range(1, num_ops)
+                    for u in rng.choice(v, size=min(int(rng.integers(0, 4)), v), replace=False)})
+    some = rng.random((3, num_ops)) < 0.25
+    out = np.where(some[0], 0, np.round(10.0 ** rng.uniform(2, 8, num_ops))).astype(np.int64)
+    src = np.array([u for u, _ in edges], dtype=np.int64)
+    edge_bytes = np.where(rng.random(len(edges)) < 0.25, 0, (out[src] * rng.random(len(edges))).astype(np.int64))
+    count = groups or int(rng.integers(1, num_ops + 1))
+    paths = [".".join(f"m{int(x)}" for x in rng.integers(0, 3, int(rng.integers(0, 4)))) for _ in range(num_ops)]
+    flops = np.where(some[1], 0.0, 10.0 ** rng.uniform(3, 11, num_ops))
+    params = np.where(some[2], 0, np.round(10.0 ** rng.uniform(2, 8, num_ops)))
+    return OpGraph([f"op{i}" for i in range(num_ops)], edges, flops=flops, out_bytes=out, param_bytes=params,
+                   edge_bytes=edge_bytes, phase=rng.integers(0, 3, num_ops),
+                   group=rng.integers(0, count, num_ops) * 7 + 3, module=paths if modules else None, name=f"dag{seed}")
+
+
+def _check_coarsening(graph: OpGraph, co, num_groups: int) -> None:
+    """What the module docstring promises of a coarsening of ``graph`` to at most ``num_groups`` groups."""
+    coarse, node = co.graph, co.node_of_op
+    assert node.shape == (graph.num_ops,) and coarse.num_groups <= num_groups
+    assert np.array_equal(np.unique(node), np.arange(coarse.num_ops))  # every op in one node, no node empty
+    assert co.part_of_unit.shape == (graph.num_groups,)
+    assert np.array_equal(coarse.group[node], co.part_of_unit[graph.group])  # no group split; the map is the groups
+    a, b = node[graph.edge_src], node[graph.edge_dst]
+    assert np.all(a[a != b] < b[a != b])  # every coarse edge from an older node to a newer one: a DAG
+    cross = a != b
+    edges = set(zip(coarse.edge_src.tolist(), coarse.edge_dst.tolist()))
+    assert edges == set(zip(a[cross].tolist(), b[cross].tolist()))
+    per_node = np.zeros(coarse.num_ops, dtype=np.int64)
+    np.add.at(per_node, node, graph.param_bytes)
+    assert np.array_equal(coarse.param_bytes, per_node)
+    flops = np.bincount(node, weights=graph.flops, minlength=coarse.num_ops)
+    np.testing.assert_allclose(coarse.flops, flops, rtol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=st.integers(1, 300), groups=st.integers(1, 40), seed=st.integers(0, 2**16), modules=st.booleans(),
+       devices=st.integers(1, 16))
+def test_coarsening_random_dags_keeps_groups_whole_its_map_their_numbers_and_sums_exact(ops, groups, seed, modules,
+                                                                                      devices):
+    """``part_of_unit`` numbered the parts apart from the coarse graph's groups (a graph whose first coarse node
+    held a later part): ``coarse.group[node_of_op]`` and ``part_of_unit[graph.group]`` disagreed."""
+    from gnplace.cluster_sampler import random_cluster
+
+    graph = _random_dag(seed, ops, modules=modules)
+    cluster = random_cluster(seed, min_devices=1, max_devices=devices, tight_probability=0.5)
+    co = coarsen(graph, groups, cluster, seed=seed % 5, modules=modules)
+    _check_coarsening(graph, co, groups)
+    assert co == coarsen(graph, groups, cluster, seed=seed % 5, modules=modules)
+    per_group = np.random.default_rng(seed).integers(0, cluster.num_devices, co.graph.num_groups)
+    expanded = co.expand(Placement.from_groups(co.graph, cluster, per_group))
+    assert not expanded.splits_groups(graph)
+    assert np.array_equal(expanded.group_devices(graph), per_group[co.part_of_unit])
+    within = coarsen_within(graph, groups, cluster, seed=seed % 5, modules=modules)
+    _check_coarsening(graph, within, graph.num_groups)
+    assert within.graph.num_ops <= groups
+    if coarsen(graph, graph.num_groups, cluster).graph.num_ops <= groups:  # every group kept while that suffices
+        assert within.graph.num_groups == graph.num_groups
+
+
+def test_a_units_part_is_the_group_of_its_coarse_nodes():
+    """b -> a: the first node holds b, the coarse graph's group 0, which ``part_of_unit`` called part 1."""
+    from gnplace.toy import toy_cluster
+
+    co = coarsen(OpGraph(["a", "b"], [(1, 0)]), 2, toy_cluster(2))
+    assert co.node_of_op.tolist() == [1, 0] and co.graph.group.tolist() == [0, 1]
+    assert co.part_of_unit.tolist() == [1, 0]
