@@ -36,8 +36,10 @@ import torch
 
 from gnplace.cluster import Cluster
 from gnplace.coarsen import Coarsening, coarsen_within, node_written_bytes
+from gnplace.exceptions import InvalidArgument, InvalidPlacement
 from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
+from gnplace.placement import GraphKey
 from gnplace.placers.groups import group_times, held_at_peak
 from gnplace.placers.listsched import mean_comm_time, upward_rank
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
@@ -123,8 +125,16 @@ class PolicyInput:
         return self.decision.num_groups
 
     def expand(self, group_devices: np.ndarray) -> np.ndarray:
-        """Device of every op of :attr:`graph` from a device per decision group, ``[..., G] -> [..., num_ops]``."""
+        """Device of every op of :attr:`graph` from a device per decision group, ``[..., G] -> [..., num_ops]``.
+
+        Raises:
+            InvalidPlacement: ``group_devices`` does not end in ``G`` entries (a longer one was cut to its first ``G``
+                without a word, a shorter one an IndexError).
+        """
         group_devices = np.asarray(group_devices, dtype=np.int64)
+        if group_devices.ndim == 0 or group_devices.shape[-1] != self.num_groups:
+            raise InvalidPlacement(f"a device per decision group takes {self.num_groups} entries (the last axis), got "
+                                   f"shape {group_devices.shape}")
         return group_devices[..., self.decision.group[self.coarsening.node_of_op]]
 
     def groups_of(self, devices: np.ndarray) -> np.ndarray:
@@ -302,6 +312,27 @@ def _priority_order(graph: OpGraph, rank: np.ndarray) -> np.ndarray:
     return order
 
 
+def _check_reused(graph: OpGraph, coarsening: Coarsening | None, held: np.ndarray | None) -> None:
+    """Refuse a ``coarsening`` of another graph (other op names or edges) and ``held`` not of ``[num_ops]``.
+
+    A decision graph of another graph of as many ops gave features of the one and a map to the other's ops, whose
+    placements split ``graph``'s colocation groups, without a word; of another size, or a ``held`` of another length,
+    a numpy ValueError.
+    """
+    if coarsening is not None:
+        if not isinstance(coarsening, Coarsening):
+            raise InvalidArgument(f"build_policy_input: coarsening must be a Coarsening (decision_graph's), got "
+                                  f"{type(coarsening).__name__}")
+        original = coarsening.original
+        if original is not graph and GraphKey.of(original).digest != GraphKey.of(graph).digest:
+            raise InvalidArgument(f"build_policy_input: the coarsening is of graph {original.name!r} "
+                                  f"({original.num_ops} ops), not of {graph.name!r} ({graph.num_ops} ops): make it "
+                                  "with decision_graph(graph, ...)")
+    if held is not None and np.shape(held) != (graph.num_ops,):
+        raise InvalidArgument(f"build_policy_input: held takes the bytes of each of the {graph.num_ops} ops of "
+                              f"{graph.name!r}, got shape {np.shape(held)}")
+
+
 def build_policy_input(
     graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS, max_nodes: int = 1000, seed: int = 0,
     coarsening: Coarsening | None = None, held: np.ndarray | None = None, modules: bool = False,
@@ -325,6 +356,10 @@ def build_policy_input(
         modules (bool, optional): coarsen along the module hierarchy first (see
             :func:`decision_graph`) (default: :obj:`False`).
 
+    Raises:
+        InvalidArgument: ``coarsening`` is of another graph (other op names or edges), or ``held`` is not
+            ``[num_ops]``.
+
     Examples:
         >>> from gnplace.toy import mlp_training_graph
         >>> from gnplace.cluster import load_cluster
@@ -332,6 +367,7 @@ def build_policy_input(
         >>> inp.num_groups, tuple(inp.node_x.shape) == (inp.decision.num_ops, len(NODE_FEATURES))
         (4, True)
     """
+    _check_reused(graph, coarsening, held)
     co = coarsening if coarsening is not None else decision_graph(graph, cluster, max_nodes=max_nodes, seed=seed,
                                                                   modules=modules, cost_model=cost_model)
     coarse = co.graph

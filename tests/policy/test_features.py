@@ -170,3 +170,34 @@ def test_features_of_a_tiny_graph_equal_hand_computed_values():
     device = inp.device_x
     assert device[:, DEVICE_FEATURES.index("capacity_over_need")].tolist() == pytest.approx([math.log(100)] * 2)
     assert device[:, DEVICE_FEATURES.index("log_link_latency")].tolist() == pytest.approx([math.log(2), math.log(4)])
+
+
+def test_a_reused_coarsening_or_held_bytes_of_another_graph_are_refused():
+    """A decision graph of another graph of as many ops gave its features and a map whose placements split this
+    graph's groups, without a word; of another size, or ``held`` of another length, a numpy ValueError."""
+    from gnplace.exceptions import InvalidArgument
+
+    cluster = load_cluster("k80x2")
+    graph, other = layered_graph(100, seed=1), layered_graph(100, seed=2)
+    made = decision_graph(other, cluster, max_nodes=20)
+    for wrong in (made, decision_graph(layered_graph(50, seed=1), cluster, max_nodes=20)):
+        with pytest.raises(InvalidArgument, match=r"^build_policy_input: the coarsening is of graph 'layered"):
+            build_policy_input(graph, cluster, coarsening=wrong)
+    with pytest.raises(InvalidArgument, match=r"^build_policy_input: coarsening must be a Coarsening"):
+        build_policy_input(graph, cluster, coarsening=np.zeros(100))
+    with pytest.raises(InvalidArgument, match=r"^build_policy_input: held takes the bytes of each of the 100 ops"):
+        build_policy_input(graph, cluster, held=np.ones(99))
+    again = layered_graph(100, seed=1)  # the same graph made again: its coarsening is reused
+    reused = build_policy_input(again, cluster, coarsening=decision_graph(graph, cluster, max_nodes=20))
+    assert torch.equal(reused.node_x, build_policy_input(again, cluster, max_nodes=20).node_x)
+
+
+def test_expanding_a_device_per_group_refuses_another_count_of_groups():
+    """One entry too many was cut off without a word; one too few, an IndexError."""
+    from gnplace.exceptions import InvalidPlacement
+
+    inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
+    assert inp.expand(np.zeros((2, inp.num_groups))).shape == (2, inp.graph.num_ops)
+    for shape in ((inp.num_groups + 1,), (inp.num_groups - 1,), (3, inp.num_groups + 1), ()):
+        with pytest.raises(InvalidPlacement, match=f"takes {inp.num_groups} entries"):
+            inp.expand(np.zeros(shape, dtype=np.int64))
