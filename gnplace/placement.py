@@ -79,8 +79,16 @@ class GraphKey:
         if known is not None and known[0]() is graph:
             return cls(graph.name, known[1])
         hasher = hashlib.sha256()
-        for name in graph.node_names:
-            hasher.update(name.encode("utf-8", "surrogatepass") + b"\0")
+        if any("\0" in name for name in graph.node_names):
+            # a name's own NUL ended it early: the names ("a\0b", "c") hashed as ("a", "b\0c"). These names are hashed
+            # by length, after a byte no UTF-8 text holds, so that no other graph's digest changes or meets theirs
+            hasher.update(b"\xff")
+            for name in graph.node_names:
+                raw = name.encode("utf-8", "surrogatepass")
+                hasher.update(len(raw).to_bytes(8, "little") + raw)
+        else:
+            for name in graph.node_names:
+                hasher.update(name.encode("utf-8", "surrogatepass") + b"\0")
         order = np.lexsort((graph.edge_dst, graph.edge_src))  # edges as a set: their order is no part of it
         hasher.update(np.ascontiguousarray(np.stack([graph.edge_src[order], graph.edge_dst[order]]),
                                            dtype=np.int64).tobytes())

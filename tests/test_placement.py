@@ -764,3 +764,16 @@ def test_a_placement_file_with_its_clusters_earlier_fingerprint_is_used_on_it_wi
     path.write_text(json.dumps(data))
     with pytest.warns(UserWarning, match=r"p\.json was made for another cluster named 'k80x2'"):
         load_placement(path, g, cluster)
+
+
+def test_a_placement_refuses_a_graph_whose_op_names_differ_only_in_where_a_nul_falls():
+    """Names hashed NUL-terminated: ("a\\0b", "c") and ("a", "b\\0c") had one digest, and each took the other's
+    placement; every other graph's digest (what compiled programs record) is the one of before."""
+    from gnplace.placement import GraphKey
+
+    k80x2 = load_cluster("k80x2")
+    one, other = OpGraph(["a\0b", "c"], [(0, 1)]), OpGraph(["a", "b\0c"], [(0, 1)])
+    with pytest.raises(InvalidPlacement, match="made for another graph of that name"):
+        as_placement(other, k80x2, Placement.from_groups(one, k80x2, [0, 1]))
+    assert GraphKey.of(OpGraph(["a\0b", "c"], [(0, 1)])) == GraphKey.of(one)
+    assert GraphKey.of(chain_graph(3)).digest == "deb452d03c411c904ba03c4039ed5dc38db31feba24fc345a452e94787129020"
