@@ -33,9 +33,9 @@ from numba import njit
 
 from gnplace.cluster import Cluster
 from gnplace.cstdout import quiet_c_stdout
-from gnplace.exceptions import InvalidArgument
-from gnplace.graph import OpGraph
-from gnplace.limits import is_whole
+from gnplace.exceptions import InvalidArgument, UnsupportedGraph
+from gnplace.graph import OpGraph, exact_sum
+from gnplace.limits import MAX_COUNT, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
@@ -431,9 +431,19 @@ def node_peak_bytes(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndarray |
         node_of_op (np.ndarray): coarse node of every op, ``[num_ops]``.
         leaves (np.ndarray, optional): which ops' outputs leave their node (default: computed).
     """
+    return _node_peaks(graph, node_of_op, leaves).astype(np.float64)
+
+
+def _node_peaks(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndarray | None = None) -> np.ndarray:
+    """:func:`node_peak_bytes` in whole bytes (int64) where the graph's outputs sum to under 2**63, else float64.
+
+    Summed in floats, the running sum past 2**53 bytes was rounded, and the error carried into every later node:
+    an op of 2**53 bytes beside one of 1 left the next node 1 byte short of the output it sends on, a coarse graph
+    that refused itself (an edge larger than its producer's output).
+    """
     n = int(node_of_op.max()) + 1 if graph.num_ops else 0
     leaves = _leaving_outputs(graph, node_of_op) if leaves is None else leaves
-    out = graph.out_bytes.astype(np.float64)
+    out = _summable(graph.out_bytes)
     position = np.empty(graph.num_ops, dtype=np.int64)
     position[graph.topological_order()] = np.arange(graph.num_ops)
     freed = position.copy()  # an internal output after its last reader (all in its node); a leaving one, at the end
@@ -445,9 +455,27 @@ def node_peak_bytes(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndarray |
     events_kind = np.repeat([0, 1], graph.num_ops)
     order = np.lexsort((events_kind, events_at, events_node))
     live = np.cumsum(np.concatenate([out, -out])[order])  # each node's events are contiguous and sum to zero
-    peak = np.zeros(n)
+    peak = np.zeros(n, dtype=out.dtype)
     np.maximum.at(peak, events_node[order], live)
     return peak
+
+
+def _summable(values: np.ndarray) -> np.ndarray:
+    """Whole numbers as int64 where all of them sum to under 2**63 (every partial sum exact), else as float64."""
+    return values.astype(np.int64) if exact_sum(values) < 2**63 else values.astype(np.float64)
+
+
+def _sums(index: np.ndarray, values: np.ndarray, count: int) -> np.ndarray:
+    """The sum of the whole numbers ``values`` at each of ``count`` indices: exact (int64) where all sum under 2**63.
+
+    ``np.bincount`` sums in floats: a node's parameters of 2**53 + 1 bytes were 2**53. Past int64, float64 sums.
+    """
+    summable = _summable(values)
+    if summable.dtype == np.float64:
+        return np.bincount(index, weights=summable, minlength=count)
+    total = np.zeros(count, dtype=np.int64)
+    np.add.at(total, index, summable)
+    return total
 
 
 def _leaving_outputs(graph: OpGraph, node_of_op: np.ndarray) -> np.ndarray:
@@ -466,6 +494,21 @@ def _leaving_and_largest(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndar
     largest = np.zeros(n)
     np.maximum.at(largest, node_of_op, np.where(leaves, 0.0, out))
     return leaving, largest
+
+
+def _check_node_bytes(graph: OpGraph, num_groups: int, peaks: np.ndarray, params: np.ndarray) -> None:
+    """Refuse coarse nodes past :data:`~gnplace.limits.MAX_COUNT` bytes of outputs (``peaks``) or parameters.
+
+    The coarse graph refused itself, naming node ``'c0'`` and a byte count wrapped negative. Edges carry at most
+    their node's leaving outputs, so they stay under the limit too.
+
+    Raises:
+        UnsupportedGraph: naming the graph, the count of groups and the bytes.
+    """
+    for what, values in (("outputs live at once", peaks), ("parameters and optimizer state", params)):
+        if values.size and values.max() > MAX_COUNT:  # (a float sum past int64, before a cast wraps it negative)
+            raise UnsupportedGraph(f"coarsening {graph.name!r} to {num_groups} groups: a coarse node would hold more "
+                                   f"than 2**62 bytes of {what}, past the limit of any size (no device holds it)")
 
 
 def _coarse_graph(
@@ -491,9 +534,12 @@ def _coarse_graph(
     tensor_src, tensor_dst = node_of_op[producer], uniq % max(n, 1)
     pair = tensor_src * max(n, 1) + tensor_dst
     pairs, pair_inverse = np.unique(pair, return_inverse=True)
-    pair_bytes = np.bincount(pair_inverse, weights=per_tensor).astype(np.int64)
+    pair_bytes = _sums(pair_inverse, per_tensor, pairs.shape[0])
     # what a node holds while it runs: its outputs live at once at their peak (the leaving ones stay after)
-    out_bytes = node_peak_bytes(graph, node_of_op).astype(np.int64)
+    peaks = _node_peaks(graph, node_of_op)
+    params = _sums(node_of_op, graph.param_bytes, n)
+    _check_node_bytes(graph, num_groups, peaks, params)
+    out_bytes = peaks.astype(np.int64)
     node_part = np.zeros(n, dtype=np.int64)
     node_part[node_of_op] = part_of_op
     first_op = np.full(n, graph.num_ops, dtype=np.int64)
@@ -507,7 +553,7 @@ def _coarse_graph(
         np.stack([pairs // max(n, 1), pairs % max(n, 1)], axis=1) if pairs.size else [],
         flops=np.bincount(node_of_op, weights=graph.flops, minlength=n),
         out_bytes=out_bytes,
-        param_bytes=np.bincount(node_of_op, weights=graph.param_bytes, minlength=n).astype(np.int64),
+        param_bytes=params,
         edge_bytes=pair_bytes,
         op_types=["cluster"] * n,
         phase=graph.phase[first_op],

@@ -388,3 +388,26 @@ def test_a_units_part_is_the_group_of_its_coarse_nodes():
     co = coarsen(OpGraph(["a", "b"], [(1, 0)]), 2, toy_cluster(2))
     assert co.node_of_op.tolist() == [1, 0] and co.graph.group.tolist() == [0, 1]
     assert co.part_of_unit.tolist() == [1, 0]
+
+
+def test_coarse_bytes_are_exact_sums_past_2_to_the_53_and_a_node_past_the_limit_is_refused_in_one_line():
+    """Float sums past 2**53 bytes were rounded: a, of 2**53 bytes, and b, of 1, left the next node one byte short of
+    the output it sends on (a coarse graph that refused itself), and parameters of 2**53 + 1 bytes summed to 2**53;
+    a node past 2**62 bytes was the coarse graph's "node 'c0' has param_bytes too large (-9223372036854775808)"."""
+    from gnplace.coarsen import node_peak_bytes
+    from gnplace.exceptions import UnsupportedGraph
+    from gnplace.toy import toy_cluster
+
+    two = toy_cluster(2)
+    g = OpGraph(["a", "b", "c", "e"], [(0, 1), (2, 3)], out_bytes=[2**53, 1, 3, 0], param_bytes=[2**53, 1, 0, 0],
+                group=[0, 0, 1, 2])
+    co = coarsen(g, 3, two)
+    assert co.node_of_op.tolist() == [0, 0, 1, 2]
+    assert co.graph.out_bytes.tolist() == [2**53 + 1, 3, 0] and co.graph.edge_bytes.tolist() == [3]
+    assert co.graph.param_bytes.tolist() == [2**53 + 1, 0, 0]
+    assert node_peak_bytes(g, co.node_of_op).tolist() == [2.0**53, 3.0, 0.0]
+    for field in ("param_bytes", "out_bytes"):
+        huge = OpGraph(["a", "b"], [(0, 1)], group=[0, 0], **{field: [2**62, 2**62]})
+        with pytest.raises(UnsupportedGraph, match=r"^coarsening 'graph' to 1 groups: a coarse node would hold more "
+                                                   r"than 2\*\*62 bytes of (parameters|outputs)"):
+            coarsen(huge, 1, two)
