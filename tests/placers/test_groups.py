@@ -384,3 +384,38 @@ def test_memory_need_expert_and_metis_never_make_the_op_time_matrix(monkeypatch,
     assert memory_need(g, c) == before[0]
     assert ExpertPlacer().place(g, c).devices.tolist() == before[1].tolist()
     assert MetisPlacer().place(g, c, seed=0).devices.tolist() == before[2].tolist()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), ops=st.integers(1, 80), devices=st.integers(1, 6),
+       room=st.sampled_from([0.3, 0.6, 1.0, 2.0]))
+def test_repair_from_any_start_keeps_a_fit_and_fits_where_the_largest_device_holds_the_graph(seed, ops, devices, room):
+    """Random DAGs of random groups, from random starts, on devices of up to ``room`` times the one-device peak (1.0:
+    the largest holds exactly that): a fitting start comes back as it is, the result is the same run again, and where
+    every group on the largest device fits, the result fits."""
+    from gnplace.cluster import Device
+    from gnplace.toy import toy_cluster, uniform_cluster
+
+    rng = np.random.default_rng(seed)
+    edges = sorted({(int(u), v) for v in range(1, ops) for u in rng.choice(v, size=min(int(rng.integers(0, 4)), v),
+                                                                           replace=False)})
+    g = OpGraph([f"op{i}" for i in range(ops)], edges, flops=10.0 ** rng.uniform(6, 10, ops),
+                out_bytes=np.where(rng.random(ops) < 0.2, 0, np.round(10.0 ** rng.uniform(3, 8, ops))),
+                param_bytes=np.where(rng.random(ops) < 0.5, 0, np.round(10.0 ** rng.uniform(3, 8, ops))),
+                group=rng.integers(0, int(rng.integers(1, ops + 1)), ops))
+    sim = Simulator()
+    alone = float(sim.time(g, toy_cluster(1), np.zeros(ops, dtype=np.int64)).peak_memory[0])
+    memory = [max(1.0, alone * room * (1.0 if k == 0 else float(rng.uniform(0.2, 1.0)))) for k in range(devices)]
+    c = uniform_cluster([Device(f"gpu{k}", "k80", 2.8e12, 240e9, m) for k, m in enumerate(memory)])
+    start = rng.integers(0, devices, g.num_groups)
+    fixed = repair_memory(g, c, start)
+    assert fixed.shape == (g.num_groups,) and np.all((fixed >= 0) & (fixed < devices))
+    assert np.array_equal(fixed, repair_memory(g, c, start.copy()))
+
+    def fits(per_group: np.ndarray) -> bool:
+        return not sim.time(g, c, Placement.from_groups(g, c, per_group)).is_oom
+
+    if fits(start):
+        assert np.array_equal(fixed, start)
+    if fits(np.zeros(g.num_groups, dtype=np.int64)):
+        assert fits(fixed)

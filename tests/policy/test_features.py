@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
@@ -201,3 +203,41 @@ def test_expanding_a_device_per_group_refuses_another_count_of_groups():
     for shape in ((inp.num_groups + 1,), (inp.num_groups - 1,), (3, inp.num_groups + 1), ()):
         with pytest.raises(InvalidPlacement, match=f"takes {inp.num_groups} entries"):
             inp.expand(np.zeros(shape, dtype=np.int64))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), ops=st.integers(1, 200), max_nodes=st.integers(1, 60), placeto=st.booleans())
+def test_features_of_random_dags_on_random_clusters_are_finite_shaped_and_expand_to_whole_groups(seed, ops,
+                                                                                                 max_nodes, placeto):
+    """Random DAGs (FLOP, outputs, parameters and edges of zero to 1e16, unmeasured and measured kinds, random
+    groups) on random clusters of 1 to 16 devices, some memory-tight."""
+    from gnplace.cluster_sampler import random_cluster
+    from gnplace.graph import OpGraph
+    from gnplace.placement import Placement
+    from gnplace.sim.costmodel import DEFAULT_COSTS, PLACETO_COSTS
+
+    rng = np.random.default_rng(seed)
+    edges = sorted({(int(u), v) for v in range(1, ops) for u in rng.choice(v, size=min(int(rng.integers(0, 4)), v),
+                                                                           replace=False)})
+
+    def sizes(top: float) -> np.ndarray:
+        return np.where(rng.random(ops) < 0.3, 0.0, np.round(10.0 ** rng.uniform(0, top, ops)))
+
+    measured = np.where(rng.random(ops) < 0.2, np.nan, sizes(3) * 1e-6)
+    graph = OpGraph([f"op{i}" for i in range(ops)], edges, flops=sizes(16), out_bytes=sizes(16), param_bytes=sizes(14),
+                    phase=rng.integers(0, 3, ops), group=rng.integers(0, int(rng.integers(1, ops + 1)), ops),
+                    cost_s={"v100": measured} if seed % 2 else None)
+    cluster = random_cluster(seed, min_devices=1, max_devices=16, tight_probability=0.5)
+    inp = build_policy_input(graph, cluster, max_nodes=max_nodes, cost_model=PLACETO_COSTS if placeto else DEFAULT_COSTS)
+    nodes, devices = inp.decision.num_ops, cluster.num_devices
+    assert nodes <= max_nodes and inp.op_time.shape == (nodes, devices)
+    assert inp.node_x.shape == (nodes, len(NODE_FEATURES)) and inp.device_x.shape == (devices, len(DEVICE_FEATURES))
+    assert inp.edge_x.shape == (inp.decision.num_edges, len(EDGE_FEATURES))
+    assert all(bool(torch.isfinite(x).all()) for x in (inp.node_x, inp.edge_x, inp.device_x))
+    position = np.empty(nodes, dtype=np.int64)
+    position[inp.order] = np.arange(nodes)  # the priority order is a topological order of the nodes
+    assert np.all(position[inp.decision.edge_src] < position[inp.decision.edge_dst])
+    per_group = rng.integers(0, devices, inp.num_groups)
+    expanded = inp.expand(per_group)
+    assert not Placement(expanded, cluster).splits_groups(graph)
+    assert np.array_equal(inp.groups_of(expanded), per_group)
