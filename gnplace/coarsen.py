@@ -496,19 +496,20 @@ def _leaving_and_largest(graph: OpGraph, node_of_op: np.ndarray, leaves: np.ndar
     return leaving, largest
 
 
-def _check_node_bytes(graph: OpGraph, num_groups: int, peaks: np.ndarray, params: np.ndarray) -> None:
-    """Refuse coarse nodes past :data:`~gnplace.limits.MAX_COUNT` bytes of outputs (``peaks``) or parameters.
+def _check_node_sizes(graph: OpGraph, num_groups: int, sums: dict[str, np.ndarray]) -> None:
+    """Refuse coarse nodes whose sums (``sums``: what, e.g. ``"FLOP"``, to its sum per node) pass 2**62.
 
-    The coarse graph refused itself, naming node ``'c0'`` and a byte count wrapped negative. Edges carry at most
-    their node's leaving outputs, so they stay under the limit too.
+    The coarse graph refused itself, naming its node ``'c0'`` and a sum past :data:`~gnplace.limits.MAX_COUNT`
+    (bytes wrapped negative). Edges carry at most their node's leaving outputs, so they stay under it too.
 
     Raises:
-        UnsupportedGraph: naming the graph, the count of groups and the bytes.
+        UnsupportedGraph: naming the graph, the count of groups and the sum.
     """
-    for what, values in (("outputs live at once", peaks), ("parameters and optimizer state", params)):
-        if values.size and values.max() > MAX_COUNT:  # (a float sum past int64, before a cast wraps it negative)
+    for what, values in sums.items():
+        finite = values[np.isfinite(values)]  # (NaN seconds: an op not measured on that kind)
+        if finite.size and finite.max() > MAX_COUNT:  # (a float sum past int64, before a cast wraps it negative)
             raise UnsupportedGraph(f"coarsening {graph.name!r} to {num_groups} groups: a coarse node would hold more "
-                                   f"than 2**62 bytes of {what}, past the limit of any size (no device holds it)")
+                                   f"than 2**62 {what}, past the limit of any size")
 
 
 def _coarse_graph(
@@ -538,8 +539,6 @@ def _coarse_graph(
     # what a node holds while it runs: its outputs live at once at their peak (the leaving ones stay after)
     peaks = _node_peaks(graph, node_of_op)
     params = _sums(node_of_op, graph.param_bytes, n)
-    _check_node_bytes(graph, num_groups, peaks, params)
-    out_bytes = peaks.astype(np.int64)
     node_part = np.zeros(n, dtype=np.int64)
     node_part[node_of_op] = part_of_op
     first_op = np.full(n, graph.num_ops, dtype=np.int64)
@@ -548,11 +547,15 @@ def _coarse_graph(
     for k, dev in enumerate(cluster.devices):
         if dev.kind.lower() not in cost_s:  # (kinds are read without case: "K80" is "k80", which the cluster checks)
             cost_s[dev.kind.lower()] = np.bincount(node_of_op, weights=columns[:, column[k]], minlength=n)
+    flops = np.bincount(node_of_op, weights=graph.flops, minlength=n)
+    _check_node_sizes(graph, num_groups, {"bytes of outputs live at once": peaks,
+                                          "bytes of parameters and optimizer state": params, "FLOP": flops,
+                                          **{f"seconds on a {kind}": seconds for kind, seconds in cost_s.items()}})
     coarse = OpGraph(
         [f"c{i}" for i in range(n)],
         np.stack([pairs // max(n, 1), pairs % max(n, 1)], axis=1) if pairs.size else [],
-        flops=np.bincount(node_of_op, weights=graph.flops, minlength=n),
-        out_bytes=out_bytes,
+        flops=flops,
+        out_bytes=peaks,
         param_bytes=params,
         edge_bytes=pair_bytes,
         op_types=["cluster"] * n,

@@ -393,7 +393,8 @@ def test_a_units_part_is_the_group_of_its_coarse_nodes():
 def test_coarse_bytes_are_exact_sums_past_2_to_the_53_and_a_node_past_the_limit_is_refused_in_one_line():
     """Float sums past 2**53 bytes were rounded: a, of 2**53 bytes, and b, of 1, left the next node one byte short of
     the output it sends on (a coarse graph that refused itself), and parameters of 2**53 + 1 bytes summed to 2**53;
-    a node past 2**62 bytes was the coarse graph's "node 'c0' has param_bytes too large (-9223372036854775808)"."""
+    a node past 2**62 bytes (FLOP, seconds) was the coarse graph's "node 'c0' has param_bytes too large
+    (-9223372036854775808)"."""
     from gnplace.coarsen import node_peak_bytes
     from gnplace.exceptions import UnsupportedGraph
     from gnplace.toy import toy_cluster
@@ -406,8 +407,11 @@ def test_coarse_bytes_are_exact_sums_past_2_to_the_53_and_a_node_past_the_limit_
     assert co.graph.out_bytes.tolist() == [2**53 + 1, 3, 0] and co.graph.edge_bytes.tolist() == [3]
     assert co.graph.param_bytes.tolist() == [2**53 + 1, 0, 0]
     assert node_peak_bytes(g, co.node_of_op).tolist() == [2.0**53, 3.0, 0.0]
-    for field in ("param_bytes", "out_bytes"):
+    for field, what in (("param_bytes", "bytes of parameters"), ("out_bytes", "bytes of outputs"), ("flops", "FLOP")):
         huge = OpGraph(["a", "b"], [(0, 1)], group=[0, 0], **{field: [2**62, 2**62]})
         with pytest.raises(UnsupportedGraph, match=r"^coarsening 'graph' to 1 groups: a coarse node would hold more "
-                                                   r"than 2\*\*62 bytes of (parameters|outputs)"):
+                                                   rf"than 2\*\*62 {what}"):
             coarsen(huge, 1, two)
+    measured = OpGraph(["a", "b"], [(0, 1)], group=[0, 0], cost_s={"k80": [2.0**62, 2.0**62]})
+    with pytest.raises(UnsupportedGraph, match=r"than 2\*\*62 seconds on a k80, past the limit of any size$"):
+        coarsen(measured, 1, two)
