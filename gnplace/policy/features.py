@@ -138,9 +138,18 @@ class PolicyInput:
         return group_devices[..., self.decision.group[self.coarsening.node_of_op]]
 
     def groups_of(self, devices: np.ndarray) -> np.ndarray:
-        """Device of every decision group from a placement of :attr:`graph` that keeps them whole, ``[G]``."""
+        """Device of every decision group from a placement of :attr:`graph` that keeps them whole, ``[G]``.
+
+        Raises:
+            InvalidPlacement: ``devices`` is not ``[num_ops]`` (one device, or a list of one, was spread over
+                every group; another length was a numpy ValueError).
+        """
+        devices = np.asarray(devices, dtype=np.int64)
+        if devices.shape != (self.graph.num_ops,):
+            raise InvalidPlacement(f"a device per op of {self.graph.name!r} takes {self.graph.num_ops} entries, got "
+                                   f"shape {devices.shape}")
         per_group = np.zeros(self.num_groups, dtype=np.int64)
-        per_group[self.decision.group[self.coarsening.node_of_op]] = np.asarray(devices, dtype=np.int64)
+        per_group[self.decision.group[self.coarsening.node_of_op]] = devices
         return per_group
 
 

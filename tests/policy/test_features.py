@@ -195,7 +195,8 @@ def test_a_reused_coarsening_or_held_bytes_of_another_graph_are_refused():
 
 
 def test_expanding_a_device_per_group_refuses_another_count_of_groups():
-    """One entry too many was cut off without a word; one too few, an IndexError."""
+    """One entry too many was cut off without a word; one too few, an IndexError. Back from ops to groups, one
+    device was spread over every group."""
     from gnplace.exceptions import InvalidPlacement
 
     inp = build_policy_input(mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2"))
@@ -203,6 +204,10 @@ def test_expanding_a_device_per_group_refuses_another_count_of_groups():
     for shape in ((inp.num_groups + 1,), (inp.num_groups - 1,), (3, inp.num_groups + 1), ()):
         with pytest.raises(InvalidPlacement, match=f"takes {inp.num_groups} entries"):
             inp.expand(np.zeros(shape, dtype=np.int64))
+    assert inp.groups_of(inp.expand([1, 0, 1, 0])).tolist() == [1, 0, 1, 0]
+    for devices in ([1], 1, np.zeros(inp.graph.num_ops - 1)):  # one device was spread over every group
+        with pytest.raises(InvalidPlacement, match=f"takes {inp.graph.num_ops} entries"):
+            inp.groups_of(devices)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
