@@ -478,15 +478,15 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
                        "--constructor-sizes", "--json"]) == 0
     capsys.readouterr()
     assert (made[-1].constructors, made[-1].constructor_sizes) == ((SHIPPED_CONSTRUCTOR,), ())
-    assert "constructor_sizes of whole numbers >= 2" in one_error(
+    assert "--constructor-sizes needs whole numbers >= 2" in one_error(
         capsys, place.main([graph, "-c", "k80x2", "--constructor-sizes", "1"]), prefix="place: error: ")
     for flag, value, message in (("--refine", "-1", "--refine must be at least 0, got -1"),
-                                 ("--constructor-temperature", "0", "constructor_temperature > 0"),
+                                 ("--constructor-temperature", "0", "--constructor-temperature needs > 0"),
                                  ("--samples", "100000000", "--samples must be at most 4096, got 100000000"),
                                  ("--constructor-samples", "5000", "--constructor-samples must be at most 4096"),
                                  ("--refine", "4097", "--refine must be at most 4096"),
                                  ("--constructor-refine", "-2", "--constructor-refine must be at least 0"),
-                                 ("--constructor-prior", "-1", "constructor_prior >= 0"),
+                                 ("--constructor-prior", "-1", "--constructor-prior needs >= 0"),
                                  ("--last-rounds", "0", "--last-rounds must be at least 1, got 0")):
         assert message in one_error(capsys, place.main([graph, "-c", "k80x2", flag, value]), prefix="place: error: ")
     # the same limit through the library and --option: one batch of rollouts, not an allocation of gigabytes

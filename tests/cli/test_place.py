@@ -328,7 +328,7 @@ def test_the_zero_shot_script_draws_samples_in_rounds(tmp_path, capsys, load_scr
     row = json.loads(capsys.readouterr().out)
     assert row["policy"] <= row["auto"] * (1 + 1e-12) and not row["oom"]
     checkpoint = _fresh_policy(tmp_path)  # no pretraining prior: nothing to re-centre
-    for args, message in ((["--rounds", "0"], "rounds >= 1"), (["--rounds", "2", "--checkpoint", str(checkpoint)],
+    for args, message in ((["--rounds", "0"], "--rounds needs >= 1"), (["--rounds", "2", "--checkpoint", str(checkpoint)],
                                                                "re-centre")):
         assert script.main([ptb, "--samples", "4", *args]) == 2
         err = capsys.readouterr().err
