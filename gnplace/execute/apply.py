@@ -121,8 +121,10 @@ class PlacedModule(torch.nn.Module):
                 p.data = p.data.to(self.devices[self.plan.param_device.get(name, 0)])
 
     # the step runs op by op on the devices its placement gives them: torch.compile(placed) runs it so too, as
-    # placed, rather than tracing the executor itself (minutes of recompiling, once per op, fused across devices)
-    @torch.compiler.disable(reason="gnplace.apply: the placed step runs op by op on its devices")
+    # placed, rather than tracing the executor itself (minutes of recompiling, once per op, fused across devices).
+    # No reason= keyword: torch took it from 2.8 on, and under the torch 2.4-2.7 gnplace takes it was a TypeError
+    # at the import of gnplace.apply
+    @torch.compiler.disable
     def forward(self, *inputs: Any, **named: Any) -> torch.Tensor:
         """Run the placed step on ``inputs`` (shaped as the example inputs); returns the loss.
 

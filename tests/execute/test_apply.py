@@ -1030,3 +1030,27 @@ def test_a_module_returning_loss_and_logits_is_placed_returning_the_loss_alone()
     torch.testing.assert_close(loss, reference(x)[0])
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_gnplace_apply_imports_under_a_torch_whose_compiler_disable_takes_no_reason():
+    """torch 2.4-2.7 (pyproject takes torch>=2.4) have ``torch.compiler.disable(fn=None, recursive=True)``: the
+    ``reason=`` keyword, passed at the class's definition, made ``import gnplace.execute.apply`` a TypeError."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import torch\n"
+        "real = torch.compiler.disable\n"
+        "def disable(fn=None, recursive=True):\n"  # torch 2.4-2.7's signature
+        "    return real(fn, recursive=recursive)\n"
+        "torch.compiler.disable = disable\n"
+        "from gnplace.execute.apply import PlacedModule\n"
+        "print(PlacedModule.forward is not None)\n"
+    )
+    root = str(Path(gnplace.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"
