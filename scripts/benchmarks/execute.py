@@ -130,8 +130,10 @@ def _made(source: str) -> tuple[Any, tuple[Any, ...], Callable[[Any], Any] | Non
     factory = load_factory(source)
     try:
         made = factory()
-    except Exception as err:  # noqa: BLE001 - the user's code: any failure is one line
-        raise InvalidArgument(f"{source!r}: the factory raised {type(err).__name__}: {err}") from err
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line (a sys.exit()
+        # in it ended bench.py with no word, and status 0 where it gave none, as load_step_source's factories do not)
+        what = f"SystemExit (sys.exit({err.code!r}))" if isinstance(err, SystemExit) else f"{type(err).__name__}: {err}"
+        raise InvalidArgument(f"{source!r}: the factory raised {what}") from err
     if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
             and (len(made) == 2 or made[2] is None or callable(made[2]))):
         raise InvalidArgument(f"{source!r}: the factory must return (module, example_inputs) or (module, "
