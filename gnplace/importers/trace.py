@@ -702,27 +702,39 @@ class _Call(torch.nn.Module):
         return self.fn(*args)
 
 
-def _tensor_attributes(module: torch.nn.Module) -> list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any],
-                                                                   dict[str, Any]]]:
+#: What :func:`_tensor_attributes` saves of a submodule: the submodule, its plain tensor attributes, its parameters, its
+#: buffers and its other plain attributes (by name).
+_Saved = tuple[torch.nn.Module, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]
+
+
+def _tensor_attributes(module: torch.nn.Module) -> list[_Saved]:
     """Each submodule's plain tensor attributes, parameters and buffers, to put back exactly after recording.
 
     A forward hook that assigns a plain one (``nn.utils.spectral_norm`` sets ``module.weight`` before each
     call) would otherwise leave a fake tensor of the recording on the user's module; so would
     ``functional_call`` for a module registered under two names (``self.b = self.a``), which it swaps in
     twice and back in the same order, its second restore putting the fakes back; and a buffer the forward
-    registers while recording is fake.
+    registers while recording is fake. The other plain attributes are kept too, for those the forward sets to a
+    tensor (``self.last_logits = logits`` over an ``__init__``'s ``None``): they get their value back.
     """
     return [(mod, {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor)}, dict(mod._parameters),
-             dict(mod._buffers)) for mod in module.modules()]
+             dict(mod._buffers), {k: v for k, v in vars(mod).items() if not isinstance(v, torch.Tensor)})
+            for mod in module.modules()]
 
 
-def _restore_attributes(attributes: list[tuple[torch.nn.Module, dict[str, Any], dict[str, Any],
-                                               dict[str, Any]]]) -> None:
-    """Put back what :func:`_tensor_attributes` saw; drop tensors, parameters and buffers the recording added."""
-    for mod, saved, params, buffers in attributes:
+def _restore_attributes(attributes: list[_Saved]) -> None:
+    """Put back what :func:`_tensor_attributes` saw; drop tensors, parameters and buffers the recording added.
+
+    An attribute the recording set to a tensor over another value (``None``) gets that value back: it was deleted,
+    and the user's ``net.last_logits`` after :func:`~gnplace.apply` an AttributeError.
+    """
+    for mod, saved, params, buffers, others in attributes:
         for k, v in list(vars(mod).items()):
             if isinstance(v, torch.Tensor) and k not in saved:
-                delattr(mod, k)
+                if k in others:
+                    object.__setattr__(mod, k, others[k])
+                else:
+                    delattr(mod, k)
         for k, v in saved.items():
             object.__setattr__(mod, k, v)
         for now, held in ((mod._parameters, params), (mod._buffers, buffers)):

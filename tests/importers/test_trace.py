@@ -314,6 +314,31 @@ def test_recording_leaves_a_module_registered_twice_with_its_own_tensors():
     model.to(torch.float64)
 
 
+class _KeepsLogits(nn.Module):
+    """Keeps its last logits for logging, ``None`` before any call; counts its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.last_logits, self.calls = nn.Linear(4, 2), None, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.a(x)
+        self.last_logits, self.calls = logits, self.calls + 1
+        return logits.square().mean()
+
+
+def test_an_attribute_the_forward_sets_to_a_tensor_keeps_its_value_from_before_the_recording():
+    """``self.last_logits = logits`` over ``__init__``'s ``None`` was deleted after the recording (it held one of its
+    fake tensors): ``net.last_logits`` after ``gnplace.apply`` was an AttributeError, where README says it keeps the
+    value it had before. One the forward adds (none before) is still dropped, and a counter counts the recording."""
+    model = _KeepsLogits()
+    record_training_step(model, (torch.randn(3, 4),))
+    assert model.last_logits is None and model.calls == 1
+    del model.last_logits
+    record_training_step(model, (torch.randn(3, 4),))
+    assert not hasattr(model, "last_logits")
+
+
 class _CheckpointedDropout(nn.Module):
     """A checkpointed segment with dropout: eager recomputes it in the backward with the forward's mask."""
 
