@@ -119,10 +119,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         load_cluster(name)
     from gnplace.datasets import load_manifest
     from gnplace.graph_io import name_in_file
-    from gnplace.rl.zeroshot import PolicyPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer, named_by_flag
     from gnplace.viz import plot_timeline
 
-    PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)  # a bad checkpoint or count fails here, in one line
+    try:  # a bad checkpoint or count fails here, in one line naming the flag ("PolicyPlacer needs samples ...")
+        PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples)
+    except InvalidArgument as err:
+        raise named_by_flag(err, args) from err
     graphs = []
     for family in ("cifar10", "ptb", "nmt"):
         folder = ROOT / "datasets" / family

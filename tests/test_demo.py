@@ -62,6 +62,8 @@ def test_demo_refuses_no_cluster_and_an_out_that_is_a_file_in_one_line(load_scri
     assert err == "demo: error: --clusters names no cluster: ','\n"
     assert demo.main(["--clusters", "k80x2", "--per-family", "-1"]) == 2
     assert capsys.readouterr().err == "demo: error: --per-family must be at least 0, got -1\n"
+    assert demo.main(["--clusters", "k80x2", "--samples", "-1"]) == 2  # said "PolicyPlacer needs samples >= 0"
+    assert capsys.readouterr().err == "demo: error: --samples needs >= 0, a whole number, got -1\n"
     chart = ROOT / "README.md"  # a file where the chart's folder goes: refused before any placement
     assert demo.main(["--clusters", "k80x2", "--jobs", "1", "--out", str(chart)]) == 2
     err = capsys.readouterr().err
@@ -70,7 +72,7 @@ def test_demo_refuses_no_cluster_and_an_out_that_is_a_file_in_one_line(load_scri
 
 @pytest.mark.parametrize("args, message", [
     (["--clusters", "nosuch"], "unknown cluster 'nosuch'"),
-    (["--clusters", "k80x2", "--samples", "-2"], "samples >= 0"),
+    (["--clusters", "k80x2", "--samples", "-2"], "--samples needs >= 0"),
     (["--baselines", "nosuch.gnpg"], "no such graph file"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(args, message):
