@@ -950,7 +950,8 @@ def test_ctrl_c_to_the_launcher_of_ddp_spawn_alone_stops_its_ranks_saved(tiny_co
     out = tmp_path / "run"
     launcher = subprocess.Popen(_script("--config", str(tiny_config), "--out", str(out), "--devices", "2", "--strategy",
                                         "ddp_spawn", "--set", "schedule.iterations=100000"),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's
     last = out / "checkpoints" / "last.ckpt"
     ranks: list[int] = []
     try:

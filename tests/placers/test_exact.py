@@ -564,6 +564,14 @@ print("returned", placer.last_status, flush=True)
 """
 
 
+def _interruptible() -> None:
+    """A child's Ctrl-C as a terminal gives it: a test suite run in the background (``make test &``, ``nohup``) starts
+    its processes with SIGINT ignored, which a Python child keeps, so no KeyboardInterrupt ever came."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_a_one_worker_solve_interrupts_the_placer():
     """CP-SAT's own SIGINT handler stopped the search and the placer returned as if its time had run out:
     ``gnplace place -p exact`` on one worker exited 0 on Ctrl-C (and a solve left running at exit aborted, -6)."""
@@ -577,7 +585,8 @@ def test_ctrl_c_during_a_one_worker_solve_interrupts_the_placer():
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", _ONE_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root,
+                            preexec_fn=_interruptible)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "solving"
         time.sleep(0.5)
@@ -624,7 +633,8 @@ def _start_two_worker_solve(how: str) -> tuple[object, int]:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen([sys.executable, "-c", _TWO_WORKER_SOLVE, str(root / "datasets/examples/mlp2x8w2048b512.gnpg"),
-                             how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+                             how], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root,
+                            preexec_fn=_interruptible)
     children: list[int] = []
     deadline = time.monotonic() + 60
     while not children and proc.poll() is None and time.monotonic() < deadline:
