@@ -263,6 +263,8 @@ def _same(recorded: Any, today: float) -> bool:
 LEARNED_FIELDS = ("graph", "cluster", "placer", "budget", "family", "name", "ops", "step_s", "vs_auto", "oom", "seconds",
                   "evaluations", "updates", "history")
 EXACT_FIELDS = ("name", "groups_placed", "status", "exact_ms", "auto", "policy")
+#: What the report reads of each row of section 5 (:func:`scale_rows`).
+SCALE_FIELDS = ("ops", "placer", "seconds")
 
 
 def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
@@ -467,7 +469,8 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
         same_ops = _placed_ops(graph.num_ops)
         for name in config.scale_placers:
             key = f"scale|{ops}|{revised(name)}|{config.scale_budget}"
-            saved = store.saved(key, identity, same_ops) is not None
+            row = store.saved(key, identity, same_ops)
+            saved = row is not None and all(field in row for field in SCALE_FIELDS)  # else (edited) made again
             if not saved and name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # they place every op,
                 continue  # no coarsening
             plan.append((graph, identity, name, key, saved))

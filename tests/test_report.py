@@ -208,6 +208,10 @@ def test_sections_five_and_placetos_pretraining_say_what_they_reused(tmp_path, l
     rows = report.scale_rows(config, tmp_path, store)
     assert [(r["placer"], r["seconds"] == 0.25) for r in rows] == [("m_etf", True), ("single", False)]
     assert "[report] section 5: 1 saved, 1 to run" in capsys.readouterr().out
+    edited = {k: v for k, v in store.rows[f"scale|500|{report.revised('m_etf')}|4"].items() if k != "seconds"}
+    store.add(edited)  # a line edited by hand: its seconds were a KeyError in the report's table
+    rows = report.scale_rows(config, tmp_path, store)
+    assert all("seconds" in r for r in rows) and "[report] section 5: 1 saved, 1 to run" in capsys.readouterr().out
     quick = report.QUICK
     saved = report.placeto_checkpoint("ptb", quick, "k80x4", tmp_path)
     saved.write_bytes(b"the model pretrained before")
