@@ -37,7 +37,7 @@ def test_every_benchmark_is_a_subcommand_documented_by_its_handler(load_script, 
     (["apply", "--models", "gnplace.execute.examples:nosuch"], "nosuch"),
     (["apply", "--models", "os.path:join"], "'os.path:join': the factory raised TypeError: join() missing"),
     (["apply", "--models", "os:getcwd"], "'os:getcwd': the factory must return (module, example_inputs) or"),
-    (["apply", "--models", "sys:exit"], "'sys:exit': the factory raised SystemExit (sys.exit(None))"),  # (was status 0)
+    (["apply", "--models", "sys:exit"], "'sys:exit': the factory raised SystemExit (sys.exit(None)"),  # (was status 0)
 ])
 def test_bad_input_is_one_error_line_and_exit_2(load_script, tmp_path, capsys, argv, message):
     truncated = tmp_path / "truncated.ckpt"

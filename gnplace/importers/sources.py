@@ -37,7 +37,7 @@ from gnplace.exceptions import InvalidArgument, InvalidGraph
 from gnplace.graph import OpGraph
 from gnplace.importers import check_optimizer
 
-__all__ = ["load_graph_source", "load_factory", "load_step_source", "refuse_input_shapes"]
+__all__ = ["load_graph_source", "load_factory", "load_model_source", "load_step_source", "refuse_input_shapes"]
 
 
 def _failure(err: BaseException) -> str:
@@ -317,32 +317,52 @@ def load_step_source(spec: str, *, optimizer: str = "sgd") -> tuple[Any, Any]:
             ``(module, example_inputs)`` or ``(module, example_inputs, loss)``.
         UnknownName: for an unknown ``optimizer``.
     """
+    from gnplace.importers.torch import import_step
+
+    _refuse_no_factory(spec)
+    check_optimizer(optimizer)  # before the user's code runs
+    factory, imports = _load_factory(spec)
+    with imports.active():  # the module's forward, recorded below, may import files beside it too
+        module, inputs, loss = _called(spec, factory)
+        return import_step(module, inputs, loss=loss, optimizer=optimizer, name=spec.rpartition(":")[2]), module
+
+
+def load_model_source(spec: str) -> tuple[Any, tuple[Any, ...], Callable[[Any], Any] | None]:
+    """What ``module:factory`` returns, checked: ``(module, example_inputs, loss)``, the inputs a tuple.
+
+    ``loss`` is None where the module's output is the loss. For a caller that runs the model itself besides
+    recording it (``bench.py apply`` times eager steps against placed ones).
+
+    Raises:
+        InvalidArgument: as :func:`load_step_source`.
+    """
+    _refuse_no_factory(spec)
+    factory, imports = _load_factory(spec)
+    with imports.active():
+        return _called(spec, factory)
+
+
+def _refuse_no_factory(spec: str) -> None:
+    """Refuse a ``spec`` that names no ``module:factory`` (a graph or ONNX file): a real step needs the model."""
     if ":" not in spec or Path(spec).suffix.lower() in (".gnpg", ".json", ".onnx"):
         raise InvalidArgument(
             f"{spec!r}: running steps on real devices needs the PyTorch model: give MODULE:FACTORY (a function "
             "returning (module, example_inputs))"
         )
-    check_optimizer(optimizer)  # before the user's code runs
-    factory, imports = _load_factory(spec)
-    with imports.active():  # the module's forward, recorded below, may import files beside it too
-        try:
-            made = factory()
-        except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
-            raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
-        return _import_made(spec, made, optimizer)
 
 
-def _import_made(spec: str, made: Any, optimizer: str) -> tuple[Any, Any]:
-    """:func:`load_step_source`'s result from what the factory ``spec`` returned, ``made``."""
+def _called(spec: str, factory: Callable[..., Any]) -> tuple[Any, tuple[Any, ...], Callable[[Any], Any] | None]:
+    """``factory()`` of ``spec``, checked: ``(module, example_inputs as a tuple, loss or None)``."""
     import torch
 
-    from gnplace.importers.torch import import_step
-
+    try:
+        made = factory()
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line
+        raise InvalidArgument(f"{spec!r}: the factory raised {_failure(err)}") from err
     if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
             and (len(made) == 2 or made[2] is None or callable(made[2]))):
         raise InvalidArgument(f"{spec!r}: the factory must return (module, example_inputs) or (module, "
                               "example_inputs, loss) with loss a callable from the module's output to a scalar")
     module, inputs, loss = made if len(made) == 3 else (*made, None)
     # the positional inputs of forward, as from_module reads them (a list is one input each, as a tuple is)
-    inputs = tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,)
-    return import_step(module, inputs, loss=loss, optimizer=optimizer, name=spec.rpartition(":")[2]), module
+    return module, tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,), loss

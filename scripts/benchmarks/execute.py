@@ -116,32 +116,6 @@ def _training_step(module: Any, run: Any, inputs: tuple[Any, ...]) -> None:
     run(*inputs).backward()
 
 
-def _made(source: str) -> tuple[Any, tuple[Any, ...], Callable[[Any], Any] | None]:
-    """``(module, example_inputs, loss)`` of the factory ``source``, called once (``loss`` None: the module's output).
-
-    Raises:
-        InvalidArgument: in one line, if the factory raises or returns anything else.
-    """
-    import torch
-
-    from gnplace.exceptions import InvalidArgument
-    from gnplace.importers.sources import load_factory
-
-    factory = load_factory(source)
-    try:
-        made = factory()
-    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's code: any failure is one line (a sys.exit()
-        # in it ended bench.py with no word, and status 0 where it gave none, as load_step_source's factories do not)
-        what = f"SystemExit (sys.exit({err.code!r}))" if isinstance(err, SystemExit) else f"{type(err).__name__}: {err}"
-        raise InvalidArgument(f"{source!r}: the factory raised {what}") from err
-    if not (isinstance(made, tuple) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module)
-            and (len(made) == 2 or made[2] is None or callable(made[2]))):
-        raise InvalidArgument(f"{source!r}: the factory must return (module, example_inputs) or (module, "
-                              "example_inputs, loss) with loss a callable from the module's output to a scalar")
-    module, inputs, loss = made if len(made) == 3 else (*made, None)
-    return module, tuple(inputs) if isinstance(inputs, tuple | list) else (inputs,), loss
-
-
 def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Seconds of a training step of each model eagerly and placed on one CPU by ``gnplace.apply`` (one thread).
 
@@ -152,6 +126,7 @@ def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from gnplace.cluster import load_cluster
     from gnplace.execute.apply import apply
+    from gnplace.importers.sources import load_model_source
     from gnplace.importers.torch import import_step
     from gnplace.placement import Placement
 
@@ -159,7 +134,7 @@ def bench_apply(args: argparse.Namespace) -> list[dict[str, Any]]:
     torch.set_num_threads(1)
     rows = []
     for source in args.models:
-        module, inputs, loss = _made(source)
+        module, inputs, loss = load_model_source(source)
         step = import_step(module, inputs, loss=loss, name=source.rpartition(":")[2])
         one_device = Placement(np.zeros(step.graph.num_ops, dtype=np.int64), load_cluster("cpu_gpu"))
         placed = apply(module, one_device, inputs, loss=loss, devices=["cpu", "cpu"], step=step)  # all on device 0
