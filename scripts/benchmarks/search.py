@@ -65,12 +65,16 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
     wanted = {(os.path.realpath(g), c) for g in graphs for c in args.clusters}  # rows keep graph files by real path
     # rows of other seeds stay in the folder (a run per seed): this run's seed alone, its auto the reference
     # clusters by slot (a file's real path, a preset's name), not by name: two files may share one (README)
-    auto = {(r.graph_path, slot(r)): r.step_time_s for r in rows if r.placer == "auto" and r.seed == args.seed}
+    # a pair whose auto overflows memory or failed has no reference step: left out of every mean, counted per line
+    auto_rows = [r for r in rows if r.placer == "auto" and r.seed == args.seed]
+    auto = {(r.graph_path, slot(r)): r.step_time_s for r in auto_rows if not r.error and not r.oom}
     summary = []
     families = {r.graph_path: r.family for r in rows}
     for family in args.families:
         for cluster in args.clusters:
             line: dict[str, Any] = {"family": family, "cluster": cluster}
+            line["no_auto"] = sum(1 for r in auto_rows if (r.error or r.oom) and families[r.graph_path] == family
+                                  and slot(r) == cluster_slot(cluster) and (r.graph_path, cluster) in wanted)
             for placer in args.placers:
                 mine = [r for r in rows
                         if r.placer == placer and r.budget == args.budget and r.seed == args.seed
@@ -207,7 +211,8 @@ def run_search(args: argparse.Namespace) -> int:
 
     By default ``ppo``, ``reinforce`` and ``annealing`` on the test graphs of each family; reported:
     the geometric mean of step time over ``auto``'s (the best fast placer) per family and cluster, over
-    the runs that fit (in brackets: their count, then the runs out of memory and failed, where any are),
+    the runs that fit (in brackets: their count, then the runs out of memory and failed, where any are;
+    a graph on which ``auto`` overflows memory or failed has no reference and is left out, counted beside its cluster),
     through ``gnplace.evaluate`` (its ``results.csv`` in ``--out`` resumes an interrupted run;
     ``--jobs`` processes of one thread each; ``-O PLACER.NAME=VALUE`` passes an option, e.g.
     ``-O ppo.prelude=0`` for PPO alone).
@@ -219,7 +224,9 @@ def run_search(args: argparse.Namespace) -> int:
     print("| --- " * (2 + len(args.placers)) + "|")
     for line in summary:
         cells = " | ".join(f"{line[p]:.3f} ({_runs_text(line, p)})" for p in args.placers)
-        print(f"| {line['family']} | {line['cluster']} | {cells} |")
+        left = line["no_auto"]
+        unreferenced = f" ({left} graph{'s' * (left != 1)} left out: auto out of memory or failed)" if left else ""
+        print(f"| {line['family']} | {line['cluster']}{unreferenced} | {cells} |")
     return 0
 
 

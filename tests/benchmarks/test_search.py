@@ -223,3 +223,19 @@ def test_search_means_leave_out_runs_out_of_memory_and_failed_and_count_them(loa
     assert math.isclose(line["round_robin"], fits) and line["round_robin_n"] == 1 and line["round_robin_oom"] == 1
     assert math.isnan(line["always_fails"]) and line["always_fails_n"] == 0 and line["always_fails_failed"] == 2
     assert f"| {fits:.3f} (1; 1 OOM) | nan (0; 2 failed) |" in capsys.readouterr().out
+
+
+def test_search_means_leave_out_graphs_on_which_auto_overflows_and_say_so(load_script, tmp_path, capsys):
+    """A cluster too small for the graph: auto's step, over memory, is no reference; the line says it left it out."""
+    search = load_script("benchmarks.search")
+    small = tmp_path / "small.yaml"
+    small.write_text("name: small\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 1 MiB}\nlinks:\n"
+                     "  default: pcie3\n")
+    args = argparse.Namespace(families=["ptb"], split="test", per_family=1, clusters=[str(small)], seed=0,
+                              placers=["round_robin"], option=[], budget=None, jobs=1, out=str(tmp_path / "out"))
+    (line,) = search.bench_search(args)
+    rows = {r["placer"]: r for r in csv.DictReader((tmp_path / "out" / "results.csv").open())}
+    assert rows["auto"]["oom"] == "True"  # the case this test is about
+    assert line["no_auto"] == 1 and line["round_robin_n"] == 0 and math.isnan(line["round_robin"])
+    search.run_search(args)
+    assert f"| ptb | {small} (1 graph left out: auto out of memory or failed)" in capsys.readouterr().out
