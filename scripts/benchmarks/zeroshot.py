@@ -175,17 +175,22 @@ def _zeroshot_cells(rows: list[dict[str, Any]]) -> str:
     can run, so its ratio is left out and counted instead (as ``gnplace evaluate`` leaves OOM runs out of its
     means; a greedy decode over memory on tight4 at 0.79x ``auto`` pulled the greedy mean under its fitting rows').
     The OOM cell counts the policy's, then in brackets greedy + K's and the greedy decode's, where ``auto`` fits.
+    A row whose ``auto`` overflows memory has no reference step: it is left out of every mean and counted
+    after the OOM counts (``; auto k``).
     """
-    port = [r["portfolio"] for r in rows if r["portfolio"] is not None]
+    referenced = [r for r in rows if not r["auto_oom"]]
+    port = [r["portfolio"] for r in referenced if r["portfolio"] is not None]
 
     def fitting(name: str) -> float:
-        return geomean([r[name] for r in rows if not r.get(f"{name}_oom")])
+        return geomean([r[name] for r in referenced if not r.get(f"{name}_oom")])
 
     def over(name: str) -> int:
-        return sum(bool(r.get(f"{name}_oom")) and not r["auto_oom"] for r in rows)
+        return sum(bool(r.get(f"{name}_oom")) for r in referenced)
 
+    unreferenced = len(rows) - len(referenced)
     return (f"{fitting('greedy'):.3f} | {fitting('plain'):.3f} | {fitting('policy'):.3f} | "
-            f"{geomean(port) if port else float('nan'):.3f} | {over('policy')} ({over('plain')}, {over('greedy')})")
+            f"{geomean(port) if port else float('nan'):.3f} | {over('policy')} ({over('plain')}, {over('greedy')})"
+            + (f"; auto {unreferenced}" if unreferenced else ""))
 
 
 def zeroshot_tables(rows: list[dict[str, Any]]) -> str:

@@ -337,3 +337,15 @@ def test_vs_search_leaves_out_a_zero_shot_placement_out_of_memory(load_script, t
         handle.write("b,k80x4,auto,2.0,False,,,0,{}\nb,k80x4,ppo,1.6,False,,,0,{}\n")
     table = bench.zeroshot_against_search(zeroshot, search)
     assert table[-1]["pairs"] == 1 and math.isclose(table[-1]["policy"], 0.9)
+
+
+def test_zeroshot_tables_leave_out_rows_whose_auto_overflows_and_count_them(load_script):
+    """A ratio over a step of auto's that overflows memory is over no step a device runs: left out, counted."""
+    bench = load_script("benchmarks.zeroshot")
+    base = {"group": "test", "family": "cifar10", "cluster": "tight4", "auto_ms": 1.0, "greedy_oom": False,
+            "policy_oom": False, "plain_oom": False, "place_s": 1.0, "plain_s": 1.0}
+    rows = [{**base, "graph": "a", "auto_oom": False, "greedy": 1.0, "plain": 0.9, "policy": 0.8, "portfolio": 0.8},
+            {**base, "graph": "b", "auto_oom": True, "greedy": 0.1, "plain": 0.1, "policy": 0.1, "portfolio": 0.1}]
+    line = next(row for row in bench.zeroshot_tables(rows).splitlines() if row.startswith("| cifar10 "))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[3:8] == ["1.000", "0.900", "0.800", "0.800", "0 (0, 0); auto 1"]
