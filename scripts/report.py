@@ -672,7 +672,11 @@ def claims(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def equal_budgets(rows: list[dict[str, Any]], seeds: list[str]) -> list[str]:
-    """Gnplace zero-shot and fine-tuned against every comparator at the same evaluations, per family (Markdown)."""
+    """Gnplace zero-shot and fine-tuned against every comparator at the same evaluations, per family (Markdown).
+
+    Each mean is over the runs whose placement fits (as section 2's tables); the runs left out are counted in
+    the cell (`` (k OOM)``).
+    """
     lines = ["| family | gnplace | its evaluations | gnplace / auto | "
              + " | ".join(f"{s} / auto" for s in seeds) + " | gnplace leads |",
              "| --- | --- | --- | --- | " + " | ".join("---" for _ in seeds) + " | --- |"]
@@ -682,17 +686,28 @@ def equal_budgets(rows: list[dict[str, Any]], seeds: list[str]) -> list[str]:
             if not mine:
                 continue
             budget = max(r["evaluations"] for r in mine)
-            theirs = []
+            theirs, their_oom = [], []
             for seed in seeds:
-                values = [best_at(r["history"], budget) for r in rows
-                          if r["family"] == family and r["placer"] == seed]
+                runs = [r for r in rows if r["family"] == family and r["placer"] == seed]
+                # a run that ended out of memory found nothing that fits: its curve is of steps no device runs
+                values = [best_at(r["history"], budget) for r in runs if not r["oom"]]
                 theirs.append(geomean(values) if values and all(math.isfinite(v) for v in values) else math.inf)
-            own = geomean(r["history"][-1][1] for r in mine)
+                their_oom.append(sum(bool(r["oom"]) for r in runs))
+            fits = [r for r in mine if not r["oom"]]  # as section 2's means: over the placements that fit
+            own = geomean(r["history"][-1][1] for r in fits) if fits else math.nan
             worst = min(theirs) if theirs else math.inf
-            verdict = "yes" if own <= worst else f"no: trails by {(own / worst - 1) * 100:.1f}%"
-            cells = " | ".join("none yet" if not math.isfinite(v) else fmt(v) for v in theirs)
-            lines.append(f"| {family} | {ours} | {budget} | {fmt(own)} | {cells} | {verdict} |")
+            verdict = ("no: every placement out of memory" if not fits else "yes" if own <= worst
+                       else f"no: trails by {(own / worst - 1) * 100:.1f}%")
+            cells = " | ".join(("none yet" if not math.isfinite(v) else fmt(v)) + _oom_text(k)
+                               for v, k in zip(theirs, their_oom))
+            lines.append(f"| {family} | {ours} | {budget} | {fmt(own)}{_oom_text(len(mine) - len(fits))} | {cells} "
+                         f"| {verdict} |")
     return lines
+
+
+def _oom_text(count: int) -> str:
+    """`` (k OOM)`` after a table cell whose mean leaves out ``count`` runs out of memory; nothing where none is."""
+    return f" ({count} OOM)" if count else ""
 
 
 def _elapsed(path: Path) -> dict[str, Any]:

@@ -679,3 +679,17 @@ def test_placeto_zero_shot_over_auto_leaves_out_placements_out_of_memory(load_sc
     assert "(1 pairs)" in text
     table = "\n".join(report.learned_table(rows, ["placeto_zs"]))
     assert "| placeto_zs | 2 | 1.200 |" in table  # the same figure
+
+
+def test_equal_budgets_leave_runs_out_of_memory_out_of_the_means_and_count_them(load_script):
+    """The equal-budgets table averaged gnplace's placement over memory (and a comparator's run that never fit)."""
+    report = load_script("report")
+
+    def row(graph, placer, step, oom):
+        return dict(graph=graph, cluster="tight4", placer=placer, name=graph, step_s=step, oom=oom, vs_auto=step,
+                    family="ptb", history=[[8, step]], evaluations=8, updates=1, seconds=1.0)
+
+    rows = [row("a", "policy", 0.9, False), row("b", "policy", 0.2, True),
+            row("a", "spotlight", 1.0, False), row("b", "spotlight", 0.1, True)]
+    (_, _, line) = report.equal_budgets(rows, ["spotlight"])
+    assert line == "| ptb | policy | 8 | 0.900 (1 OOM) | 1.000 (1 OOM) | yes |"
