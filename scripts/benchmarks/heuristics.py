@@ -54,8 +54,8 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
             row: dict[str, Any] = dict(graph=graph.name, cluster=cluster.name, groups=graph.num_groups,
                                        status=exact.last_status, gap=exact.last_gap, exact_ms=exact_step * 1e3)
             for name in args.placers:
-                step = sim.time(graph, cluster, get_placer(name).place(graph, cluster, seed=0)).step_time
-                row[name] = step / exact_step
+                result = sim.time(graph, cluster, get_placer(name).place(graph, cluster, seed=0))
+                row[name], row[f"{name}_oom"] = result.step_time / exact_step, bool(result.is_oom)
             rows.append(row)
             print(json_text(row), flush=True)
     return rows
@@ -84,7 +84,8 @@ def run_exact(args: argparse.Namespace) -> int:
     The graphs are the shipped examples and the first ``--per-family`` test graphs of each of
     ``--families`` coarsened to ``--groups`` groups (``--families`` with no name: the examples alone);
     the exact placer runs for at most ``--time-limit`` seconds a graph and reports whether it proved
-    its placement optimal, and its gap. The summary is over the placements proved optimal.
+    its placement optimal, and its gap. The summary is over the placements proved optimal, and each
+    placer's mean over its placements that fit (those out of memory are counted: a step no device runs).
     """
     rows = bench_exact(args)
     proved = [r for r in rows if r["status"] == "optimal"]  # over an unproved placement a heuristic may be < 1
@@ -92,8 +93,13 @@ def run_exact(args: argparse.Namespace) -> int:
         print(f"{len(proved)} of {len(rows)} exact placements proved optimal within --time-limit "
               f"{args.time_limit:g}: the summary is over those {len(proved)}" + (", none: no summary" if not proved else ""))
     for name in args.placers if proved else ():
-        ratios = [r[name] for r in proved]
-        print(f"{name}: geometric mean step / exact {geomean(ratios):.3f}, worst {max(ratios):.3f}")
+        ratios = [r[name] for r in proved if not r.get(f"{name}_oom")]
+        over = len(proved) - len(ratios)
+        oom = f" ({over} out of memory, left out)" if over else ""
+        if ratios:
+            print(f"{name}: geometric mean step / exact {geomean(ratios):.3f}, worst {max(ratios):.3f}{oom}")
+        else:
+            print(f"{name}: each of its {over} placements out of memory, no mean")
     return 0
 
 

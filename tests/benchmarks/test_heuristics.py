@@ -40,3 +40,18 @@ def test_the_exact_summary_is_over_the_proved_placements_alone(load_script, monk
     heuristics.run_exact(args)
     assert capsys.readouterr().out.splitlines() == [
         "0 of 2 exact placements proved optimal within --time-limit 2: the summary is over those 0, none: no summary"]
+
+
+def test_the_exact_summary_leaves_a_heuristics_placement_out_of_memory_out_and_counts_it(load_script, monkeypatch,
+                                                                                         capsys):
+    """round_robin's step over memory (0.5x exact: no step a device runs) was averaged in with the others."""
+    heuristics = load_script("benchmarks.heuristics")
+    rows = [{"status": "optimal", "round_robin": 1.2, "round_robin_oom": False},
+            {"status": "optimal", "round_robin": 0.5, "round_robin_oom": True}]
+    monkeypatch.setattr(heuristics, "bench_exact", lambda args: rows)
+    assert heuristics.run_exact(argparse.Namespace(placers=["round_robin"], time_limit=2.0)) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "round_robin: geometric mean step / exact 1.200, worst 1.200 (1 out of memory, left out)"]
+    rows.pop(0)
+    heuristics.run_exact(argparse.Namespace(placers=["round_robin"], time_limit=2.0))
+    assert capsys.readouterr().out.splitlines() == ["round_robin: each of its 1 placements out of memory, no mean"]
