@@ -99,11 +99,17 @@ _FLOAT_TYPES = frozenset({
 _DEFINED_TYPES = frozenset(v for v in TensorProto.DataType.values() if v != TensorProto.UNDEFINED)
 
 
+#: Bits per element of the sub-byte ONNX types, which files store packed (``raw_data`` of ``ceil(n * bits / 8)``
+#: bytes): numpy's dtypes for them (ml_dtypes') take a byte per element.
+_PACKED_BITS = {getattr(TensorProto, name): bits for name, bits in (
+    ("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2), ("FLOAT6E2M3", 6), ("FLOAT6E3M2", 6),
+) if hasattr(TensorProto, name)}
+
+
 def _itemsize(elem_type: int) -> float:
-    """Bytes per element of an ONNX tensor type (sub-byte types count a fraction)."""
-    if elem_type in (getattr(TensorProto, "INT4", -1), getattr(TensorProto, "UINT4", -1),
-                     getattr(TensorProto, "FLOAT4E2M1", -1)):
-        return 0.5
+    """Bytes per element of an ONNX tensor type (sub-byte types count a fraction: 4-bit 0.5, 2-bit 0.25, 6-bit 0.75)."""
+    if elem_type in _PACKED_BITS:
+        return _PACKED_BITS[elem_type] / 8
     try:
         return float(onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
     except (KeyError, TypeError, ValueError):

@@ -1191,3 +1191,21 @@ def test_metadata_no_literal_can_read_is_ignored_not_a_traceback(tmp_path, text)
     graph.initializer[0].metadata_props.add(key=_FOLDED_FROM_KEY, value=text)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
     assert from_onnx(tmp_path / "m.onnx").num_ops > 0
+
+
+@pytest.mark.parametrize("elem, bits", [(TensorProto.INT2, 2), (TensorProto.UINT2, 2), (TensorProto.FLOAT6E2M3, 6),
+                                        (TensorProto.FLOAT6E3M2, 6), (TensorProto.INT4, 4)])
+def test_packed_sub_byte_tensors_count_their_bits(elem, bits):
+    """ONNX stores 2-bit and 6-bit elements packed, as 4-bit ones: a quantised weight of INT2 or FLOAT6 (16 or 48
+    bytes for 64 elements) was refused as a truncated file ('needs 64'), and an input of them counted a byte each."""
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    q = helper.make_tensor("q", elem, [16, 4], np.zeros((16, 4), dtype), raw=True)
+    assert len(q.raw_data) == 64 * bits // 8
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"]), helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("Cast", ["z"], ["zf"], to=F), helper.make_node("Add", ["y", "zf"], ["out"])]
+    graph = model(nodes, [vi("x", [8, 16]), vi("z", [8, 4], elem)], [vi("out", [8, 4])],
+                  [q, numpy_helper.from_array(np.ones((), np.float32), "s")], opset=25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no weight is trained: the forward pass alone
+        g = from_onnx(graph)
+    assert int(g.out_bytes[g.index("input/z")]) == 32 * bits // 8
