@@ -31,7 +31,7 @@ FREE_OPS = frozenset({
     "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_empty", "new_full", "scalar_tensor",
     "arange", "index_select", "gather", "embedding", "constant_pad_nd", "index", "slice_backward", "select_backward",
     "fill", "fill_", "zero_", "masked_fill", "masked_fill_", "where", "roll", "flip", "repeat",
-    "index_put", "index_put_", "select_scatter", "slice_scatter", "as_strided_scatter", "new_empty_strided",
+    "select_scatter", "slice_scatter", "as_strided_scatter", "new_empty_strided",
     "empty_strided", "bernoulli", "bernoulli_", "rand_like", "randn_like", "native_dropout", "_to_dtype",
     "_unsafe_index", "detach_", "resize_", "set_", "split_copy", "unsqueeze_copy", "squeeze_copy", "view_copy",
     "expand_copy", "permute_copy", "t_copy", "transpose_copy", "sort", "topk", "argmax", "argmin",
@@ -393,6 +393,11 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
                 "index_reduce"):
         # (self, dim, index, src, ...): one add (or reduction step) per element of src
         return float(_numel(args[3]) if len(args) > 3 else _numel(kwargs.get("src", kwargs.get("source"))))
+    if name in ("index_put", "index_put_", "_index_put_impl_", "_unsafe_index_put"):
+        # (self, indices, values, accumulate): with accumulate, one add per element of values, as index_add (the
+        # backward of x[idx] is one); without, an overwrite: data movement, as scatter
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        return float(_numel(args[2] if len(args) > 2 else kwargs.get("values"))) if accumulate else 0.0
     if name in ("native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
                 "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm", "batch_norm",
                 "layer_norm"):

@@ -365,3 +365,23 @@ def test_an_identity_a_range_and_index_lists_are_made_free_and_import_without_an
         warnings.simplefilter("error")
         graph = from_module(Made(), (torch.randn(6, 6),), loss=lambda y: y)
     assert {"eye", "linspace", "tril_indices"} <= set(graph.op_types)
+
+
+def test_an_accumulating_index_put_adds_each_value_as_index_add_does():
+    """The backward of ``w[idx]`` is ``index_put(zeros, [idx], grad, accumulate=True)``: it was free (0 FLOP) where
+    the backward of ``w.index_select(0, idx)`` (``index_add``) and of ``w.gather`` (``scatter_add``) add each value."""
+    w, idx, values = torch.zeros(10, 4), torch.zeros(3, 5, dtype=torch.long), torch.zeros(3, 5, 4)
+    assert op_flops("index_put", (w, [idx], values, True), {}, [w]) == 60
+    assert op_flops("index_put_", (w, [idx], values), {"accumulate": True}, [w]) == 60
+    assert op_flops("index_put", (w, [idx], values), {}, [w]) == 0  # an overwrite moves data
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(10, 4))
+
+        def forward(self, i: torch.Tensor) -> torch.Tensor:
+            return self.w[i].sum() + self.w.index_select(0, i.flatten()).sum()
+
+    totals = _flops_by_op(Net(), torch.randint(0, 10, (3, 5)))
+    assert totals["index_put"] == totals["index_add"] == 60
