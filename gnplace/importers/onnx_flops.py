@@ -60,13 +60,18 @@ STATIC_OPS = frozenset({
 #: Input positions whose type or shape an op reads, never the values: constants for the op's purposes.
 TYPE_ONLY_INPUTS: dict[str, frozenset[int]] = {"CastLike": frozenset({1})}
 
-#: Ops that move or create data but do no arithmetic: 0 FLOP, kept as nodes (like aten ``cat``).
+#: Ops that move or create data but do no arithmetic: 0 FLOP, kept as nodes (like aten ``cat``); a scatter with a
+#: ``reduction`` (:data:`_SCATTERS`) does arithmetic, one FLOP per update.
 FREE_OPS = frozenset({
     "Concat", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter", "Pad", "Tile",
     "Cast", "CastLike", "Range", "ConstantOfShape", "OneHot", "Trilu", "NonZero", "ArgMax", "ArgMin", "TopK",
     "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Unique", "CenterCropPad", "ConcatFromSequence",
     "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
 })
+
+#: Scatters whose ``reduction`` attribute (``add``, ``mul``, ``max``, ``min``; ``none`` by default) combines each
+#: update with the element it lands on, as aten's ``scatter_add`` and ``scatter_reduce``.
+_SCATTERS = frozenset({"ScatterElements", "ScatterND"})
 
 # FLOP per output element of elementwise ops.
 _ELEMENTWISE: dict[str, float] = {
@@ -365,6 +370,9 @@ def forward_flops(
         return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
     if op_type in _ELEMENTWISE:
         return _ELEMENTWISE[op_type] * n_out
+    if op_type in _SCATTERS and str(attrs.get("reduction", "none")) != "none":
+        # (data, indices, updates): one add, multiply, max or min per update, as aten's scatter_add and scatter_reduce
+        return float(_numel(inputs[2] if len(inputs) > 2 else None))
     if op_type in FREE_OPS or op_type in VIEW_OPS or op_type in STATIC_OPS:
         return 0.0
     return None

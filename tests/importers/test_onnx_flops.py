@@ -135,3 +135,20 @@ def test_grid_sample_counts_as_the_torch_importer_counts_grid_sampler_2d():
     gradients = [grad_flops("GridSample", {}, [x, grid], [y], position, 0.0) for position in (0, 1)]
     assert gradients == [2 * 240 * 4, 2 * 240 * 4 + 4 * 60]
     assert shared_grad_flops("GridSample", {}, [x, grid]) == 60 * 16
+
+
+def test_a_scatter_with_a_reduction_counts_one_flop_per_update_as_atens_scatter_add():
+    """A ``ScatterElements`` or ``ScatterND`` with ``reduction`` add (what ``torch.scatter_add`` and an accumulating
+    ``index_put`` export to) was free, where the torch importer counts aten's ``scatter_add`` one add per update."""
+    import torch
+
+    from gnplace.importers.flops import op_flops
+
+    data, indices, updates = (10, 8), (6, 8), (6, 8)
+    scattered = forward_flops("ScatterElements", {"reduction": "add"}, [data, indices, updates], [data])
+    aten = op_flops("scatter_add", (torch.zeros(data), 0, torch.zeros(indices, dtype=torch.long),
+                                    torch.zeros(updates)), {}, [torch.zeros(data)])
+    assert scattered == aten == 48
+    assert forward_flops("ScatterND", {"reduction": "mul"}, [(10, 8), (6, 1), (6, 8)], [(10, 8)]) == 48
+    assert forward_flops("ScatterElements", {}, [data, indices, updates], [data]) == 0  # an overwrite moves data
+    assert forward_flops("ScatterND", {"reduction": "none"}, [(10, 8), (6, 1), (6, 8)], [(10, 8)]) == 0
