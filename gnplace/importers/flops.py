@@ -294,9 +294,44 @@ def _median(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -
     return 2.0 * _numel(args[0])
 
 
+def _trilinear(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim)``: ``nn.Bilinear`` and its backward.
+
+    Each input gets size-1 dims at its ``expand`` positions; aten multiplies ``i1`` by ``i2`` (one FLOP per element
+    of their broadcast) and sums the products with ``i3`` over ``sumdim`` (a multiply-add, 2 FLOP, per element of
+    the three's broadcast): ``3 B O I J`` for a bilinear layer of ``I`` and ``J`` inputs and ``O`` outputs.
+    """
+    def expanded(x: Any, where: Any) -> list[int]:
+        shape = list(_shape(x))
+        for dim in sorted(int(d) for d in where):
+            shape.insert(dim, 1)
+        return shape
+
+    shapes = [expanded(args[k], args[k + 3]) for k in range(3)]
+    pair = [max(a, b) for a, b in zip(shapes[0], shapes[1])]
+    full = [max(a, b) for a, b in zip(pair, shapes[2])]
+    return float(math.prod(pair) + 2 * math.prod(full))
+
+
+def _binary_cross_entropy_with_logits(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``binary_cross_entropy_with_logits(input, target, weight, pos_weight, reduction)``, per element of ``input``.
+
+    aten's ``(1 - t) x - log_sigmoid(x)``: the log-sigmoid (4 FLOP, as :data:`_ELEMENTWISE`'s
+    ``log_sigmoid_forward``), ``1 - t``, the product and the difference: 7 FLOP; 3 more for a ``pos_weight``
+    (``(p - 1) t + 1`` and its product with the log-sigmoid), one for a ``weight``, one for a mean or sum.
+    """
+    weight = args[2] if len(args) > 2 else kwargs.get("weight")
+    pos_weight = args[3] if len(args) > 3 else kwargs.get("pos_weight")
+    reduction = _reduction_mode(args[4] if len(args) > 4 else kwargs.get("reduction", 1))
+    per = (7.0 + (3.0 if isinstance(pos_weight, torch.Tensor) else 0.0)
+           + (1.0 if isinstance(weight, torch.Tensor) else 0.0) + (1.0 if reduction else 0.0))
+    return per * _numel(args[0])
+
+
 _Rule = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], float]
 
-#: Rules of one op each that need more than a shape or two: losses, sampling, pairwise distances, bags, medians.
+#: Rules of one op each that need more than a shape or two: losses, sampling, pairwise distances, bags, medians,
+#: trilinear products.
 _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "binary_cross_entropy": _binary_cross_entropy,
     "binary_cross_entropy_backward": _binary_cross_entropy_backward,
@@ -311,6 +346,8 @@ _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "_embedding_bag_per_sample_weights_backward": _embedding_bag_per_sample_weights_backward,
     "median": _median,
     "nanmedian": _median,
+    "_trilinear": _trilinear,
+    "binary_cross_entropy_with_logits": _binary_cross_entropy_with_logits,
 }
 
 

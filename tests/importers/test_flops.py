@@ -385,3 +385,27 @@ def test_an_accumulating_index_put_adds_each_value_as_index_add_does():
 
     totals = _flops_by_op(Net(), torch.randint(0, 10, (3, 5)))
     assert totals["index_put"] == totals["index_add"] == 60
+
+
+def test_a_bilinear_layer_and_a_loss_with_logits_get_rules():
+    """``_trilinear`` (``nn.Bilinear``, forward and backward) and ``binary_cross_entropy_with_logits``
+    (``nn.BCEWithLogitsLoss``) had no rule: one FLOP per output element, with a warning; the loss over a batch
+    was 1 FLOP, the bilinear layer 28 of its 2,520 (i1 * i2, then a multiply-add with i3 per element)."""
+    x1, w, x2 = torch.zeros(4, 5), torch.zeros(7, 5, 6), torch.zeros(4, 6)
+    assert op_flops("_trilinear", (x1, w, x2, [1, 3], [0], [1, 2], [2, 3], 1), {}, [torch.zeros(4, 7)]) == 3 * 840
+    x, t = torch.zeros(8, 3), torch.zeros(8, 3)
+    assert op_flops("binary_cross_entropy_with_logits", (x, t), {}, [torch.zeros(())]) == 8 * 24
+    assert op_flops("binary_cross_entropy_with_logits", (x, t, torch.ones(3), torch.ones(3), 0), {}, [x]) == 11 * 24
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bilinear = torch.nn.Bilinear(5, 6, 7)
+
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            logits = self.bilinear(a, b)
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.full_like(logits, 0.5))
+
+    totals = _flops_by_op(Net(), torch.randn(4, 5), torch.randn(4, 6))  # fails on an unknown-op warning
+    assert totals["_trilinear"] == 3 * 840 + 140 + 2 * 840  # forward; weight gradient (the inputs need none)
+    assert totals["binary_cross_entropy_with_logits"] == 8 * 28
