@@ -386,9 +386,12 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         bsz, m, k = _shape(a)
         n = _shape(b)[-1]
         return 2.0 * bsz * m * k * n + (bsz * m * n if name == "baddbmm" else 0)
-    if name == "addbmm":
+    if name == "addbmm":  # input + the sum of the batch's products: the add per output element, as addmm's bias
         bsz, m, k = _shape(args[1])
-        return 2.0 * bsz * m * k * _shape(args[2])[-1]
+        n = _shape(args[2])[-1]
+        return 2.0 * bsz * m * k * n + m * n
+    if name == "addr":  # input + the outer product of two vectors [M] and [N]: a multiply and an add per element
+        return 2.0 * _numel(args[1]) * _numel(args[2])
     if name in ("convolution", "_convolution", "conv2d", "conv1d", "cudnn_convolution"):
         # convolution(input, weight, bias, stride, padding, dilation, transposed, ...); conv2d's 7th is groups
         transposed = name in ("convolution", "_convolution") and bool(args[6] if len(args) > 6

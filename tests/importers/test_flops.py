@@ -409,3 +409,11 @@ def test_a_bilinear_layer_and_a_loss_with_logits_get_rules():
     totals = _flops_by_op(Net(), torch.randn(4, 5), torch.randn(4, 6))  # fails on an unknown-op warning
     assert totals["_trilinear"] == 3 * 840 + 140 + 2 * 840  # forward; weight gradient (the inputs need none)
     assert totals["binary_cross_entropy_with_logits"] == 8 * 28
+
+
+def test_addbmm_adds_its_input_as_addmm_and_baddbmm_do_and_addr_gets_a_rule():
+    """``addbmm`` counted its products but not the add of its input (``addmm`` and ``baddbmm`` count one per output
+    element); ``addr`` had no rule (one FLOP per output element, with a warning)."""
+    b1, b2 = torch.zeros(3, 6, 8), torch.zeros(3, 8, 5)
+    assert op_flops("addbmm", (torch.zeros(6, 5), b1, b2), {}, [torch.zeros(6, 5)]) == 2 * 3 * 6 * 8 * 5 + 6 * 5
+    assert op_flops("addr", (torch.zeros(6, 5), torch.zeros(6), torch.zeros(5)), {}, [torch.zeros(6, 5)]) == 2 * 30
