@@ -60,7 +60,11 @@ _ELEMENTWISE: dict[str, float] = {
                      "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not", "sgn", "trunc",
                      "frac", "logical_and_", "logical_or_", "logical_xor", "bitwise_and_", "bitwise_or_",
                      "bitwise_xor", "_prelu_kernel", "clamp_min_", "clamp_max_", "hardtanh_", "leaky_relu_", "neg_",
-                     "abs_", "sqrt_", "rsqrt_"], 1.0),
+                     "abs_", "sqrt_", "rsqrt_",
+                     # a compare and a select (or a shift) per element, as ONNX's Shrink and ThresholdedRelu; rrelu
+                     # is leaky_relu with a random slope (drawn, as dropout masks are)
+                     "threshold", "threshold_", "hardshrink", "hardshrink_backward", "softshrink",
+                     "softshrink_backward", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward"], 1.0),
     # _prelu_kernel_backward: grad_input (a select and a multiply) and the full-size grad_weight (a select and a
     # multiply), per element of each; aten sums grad_weight to the weight's shape in a separate op
     "_prelu_kernel_backward": 2.0,
@@ -69,7 +73,7 @@ _ELEMENTWISE: dict[str, float] = {
                      "elu_backward", "softplus_backward", "sigmoid_", "tanh_", "exp_", "log_sigmoid_forward",
                      "log_sigmoid_backward", "hardswish", "hardsigmoid", "mish", "atan", "asin", "acos", "tan",
                      "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "exp2", "erfc", "erfinv", "atan2",
-                     "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward",
+                     "hypot", "logaddexp", "logaddexp2", "xlogy", "logit", "logit_backward", "celu", "celu_",
                      # in-place forms (nn.SiLU(inplace=True), ...) cost as their out-of-place ones
                      "silu_", "elu_", "hardswish_", "hardsigmoid_", "mish_", "gelu_", "log_", "hardswish_backward",
                      "hardsigmoid_backward"],

@@ -417,3 +417,14 @@ def test_addbmm_adds_its_input_as_addmm_and_baddbmm_do_and_addr_gets_a_rule():
     b1, b2 = torch.zeros(3, 6, 8), torch.zeros(3, 8, 5)
     assert op_flops("addbmm", (torch.zeros(6, 5), b1, b2), {}, [torch.zeros(6, 5)]) == 2 * 3 * 6 * 8 * 5 + 6 * 5
     assert op_flops("addr", (torch.zeros(6, 5), torch.zeros(6), torch.zeros(5)), {}, [torch.zeros(6, 5)]) == 2 * 30
+
+
+def test_shrinks_thresholds_rrelu_and_celu_import_without_an_unknown_op_warning():
+    """They had no rule (one FLOP per output element, with a warning); celu costs elu's 4, as ONNX's Celu."""
+    from torch.nn import functional as F
+
+    x = torch.randn(4, 8)
+    totals = _flops_by_op(_Scaled(lambda a: F.celu(a) + F.hardshrink(a) + F.softshrink(a) + F.threshold(a, 0.1, 0.0)
+                                  + F.rrelu(a, training=True)), x)
+    assert totals["celu"] == 4 * 32
+    assert totals["hardshrink"] == totals["softshrink"] == totals["threshold"] == totals["rrelu_with_noise"] == 32
