@@ -43,7 +43,8 @@ builds the training graph of one step by the conventions of the PyTorch importer
   trainable initializer (and its gradient) is an ``embedding`` (``embedding_grad``): what PyTorch
   records as ``embedding``, ONNX exports as ``Gather``.
 
-Only shapes and dtypes are read, never weight values: files with external data load without it.
+Only shapes and dtypes are read, never weight values: files with external data load without it, but for
+the small values shape computations read (a ``Reshape``'s target shape), taken from the data file beside the model.
 """
 
 from __future__ import annotations
@@ -620,6 +621,8 @@ def from_onnx(
         folder = os.path.dirname(os.path.abspath(model))
     folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
     proto = _without_weights(proto, copy=proto is model)
+    if folder is not None:
+        _read_small_external(proto, folder, source)
     graph = proto.graph
     order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
     if order != sorted(order):  # shape inference reads nodes in file order
@@ -674,6 +677,8 @@ def _infer_shapes(
         try:
             onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=False)
         except onnx.shape_inference.InferenceError as without_values:
+            if _EXTERNAL_VALUE in str(without_values):  # the op reads the value itself (a Reshape's shape)
+                raise InvalidGraph(_unread_external(without_values, source)) from without_values
             raise InvalidGraph(f"{source}: {_inference_errors(without_values, shown or proto)}") from without_values
         return _infer_shapes(proto, source)
     except Exception as err:  # noqa: BLE001 - onnx raises several types here
@@ -682,6 +687,15 @@ def _infer_shapes(
 
 #: Strict data propagation's complaint about a tensor whose value lies in external data (onnx 1.17-1.23).
 _EXTERNAL_VALUE = "Cannot parse data from external tensors"
+
+
+def _unread_external(err: Exception, source: str) -> str:
+    """The refusal of a model whose small tensor shape inference needs lies in external data that was not read."""
+    found = re.search(r"for tensor: ([^\s]+)", str(err))
+    tensor = f"tensor {found.group(1)!r}" if found else "a tensor"
+    return (f"{source}: the value of {tensor}, which shape inference needs, lies in external data that cannot be "
+            "read (its file is missing, truncated or outside the model's folder, or the model was loaded without "
+            "it: keep the data file beside the ONNX file, as saved, and give the ONNX file's path)")
 
 
 def _inference_errors(err: Exception, proto: onnx.ModelProto) -> str:
@@ -898,6 +912,42 @@ def _external_value(node: onnx.NodeProto) -> bool:
         if any(tensor.data_location == TensorProto.EXTERNAL for tensor in tensors):
             return True
     return False
+
+
+def _read_small_external(proto: onnx.ModelProto, folder: str, source: str) -> None:
+    """Read into ``proto`` the values of its small initializers kept in external data beside the model.
+
+    Shape inference reads such values (a ``Reshape``'s target shape, a ``Resize``'s scales) from the model
+    itself and cannot open external data: a model saved with ``onnx.save_model(..., save_as_external_data=True,
+    size_threshold=0)`` was refused as though its ``Reshape`` could not take its inputs. Only initializers of
+    at most :data:`_KEEP_VALUES` elements are read (weights never are), each from a regular file under
+    ``folder`` (the model file's folder) through onnx's own checks of the location; one that cannot be read
+    stays external, and is refused by name where shape inference needs it.
+
+    Raises:
+        InvalidGraph: if a value read holds another number of bytes than its shape needs.
+    """
+    from onnx.external_data_helper import load_external_data_for_tensor
+
+    for init in proto.graph.initializer:
+        if init.data_location != TensorProto.EXTERNAL or math.prod(init.dims) > _KEEP_VALUES:
+            continue
+        expected = math.ceil(math.prod(init.dims) * _itemsize(init.data_type))
+        entries = {entry.key: entry.value for entry in init.external_data}
+        if not _external_file_is_regular(init, folder) or entries.get("length", str(expected)) != str(expected):
+            continue  # (without a length onnx reads to the end of the file: only the shape's bytes are taken)
+        inlined = TensorProto()
+        inlined.CopyFrom(init)
+        if "length" not in entries:
+            inlined.external_data.add(key="length", value=str(expected))
+        try:
+            load_external_data_for_tensor(inlined, folder)
+        except Exception:  # noqa: BLE001 - a location outside the folder, a short file: left external
+            continue
+        if len(inlined.raw_data) != expected:
+            raise InvalidGraph(f"{source}: initializer {init.name!r} holds {len(inlined.raw_data)} bytes in its "
+                               f"external data, its shape {list(init.dims)} needs {expected} (truncated file?)")
+        init.CopyFrom(inlined)
 
 
 def _external_file_is_regular(init: TensorProto, folder: str) -> bool:

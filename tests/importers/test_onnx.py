@@ -1209,3 +1209,21 @@ def test_packed_sub_byte_tensors_count_their_bits(elem, bits):
         warnings.simplefilter("ignore")  # no weight is trained: the forward pass alone
         g = from_onnx(graph)
     assert int(g.out_bytes[g.index("input/z")]) == 32 * bits // 8
+
+
+def test_a_shape_saved_as_external_data_beside_the_model_is_read(tmp_path):
+    """onnx.save_model(..., save_as_external_data=True, size_threshold=0) keeps a Reshape's target shape in the data
+    file, where shape inference cannot read it: the model was refused as though the Reshape could not take its
+    inputs. Its data file missing, the tensor is named."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="rs"), helper.make_node("MatMul", ["r", "w"], ["y"],
+                                                                                         name="mm")]
+    shape = numpy_helper.from_array(np.array([4, 32], np.int64), "s")
+    proto = model(nodes, [vi("x", [8, 16])], [vi("y", None)], [shape, weight("w", 32, 4)])
+    inline = from_onnx(proto)
+    onnx.save_model(proto, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    g = from_onnx(tmp_path / "m.onnx")
+    assert g.flops[g.index("mm")] == 2 * 4 * 32 * 4
+    assert g.flops.tolist() == inline.flops.tolist() and g.out_bytes.tolist() == inline.out_bytes.tolist()
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(InvalidGraph, match="value of tensor 's', which shape inference needs, lies in external data"):
+        from_onnx(tmp_path / "m.onnx")
