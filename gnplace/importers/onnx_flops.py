@@ -5,7 +5,9 @@ types, so that a model imported from an ONNX file and the same model imported fr
 the same forward FLOP: a multiply-add is 2 FLOP; ``Conv`` ``2 N Ho Wo Cout (Cin / groups) Kh Kw``
 (plus one per output element for a bias); ``MatMul`` and ``Gemm`` ``2 M K N``; elementwise ops a
 few FLOP per output element (1 for arithmetic, 4 for transcendental functions); reductions and
-global pooling one per input element; normalisations and softmax 5 per element.
+global pooling one per input element; normalisations and softmax 5 per element. Quantized products
+(``MatMulInteger``, ``QLinearMatMul``, ``ConvInteger``, ``QLinearConv``) count as their float forms, and
+``QuantizeLinear`` and ``DequantizeLinear`` 2 per element (a scale and a zero point).
 
 ONNX files hold only the forward graph, so the importer synthesises the backward pass.
 :func:`grad_flops` gives the FLOP of the gradient with respect to one input: for ``Conv``,
@@ -104,7 +106,13 @@ _REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "R
                          "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum"})
 _POOLS = frozenset({"MaxPool", "AveragePool", "LpPool", "MaxRoiPool"})
 _GLOBAL_POOLS = frozenset({"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
-_MATMULS = frozenset({"MatMul", "MatMulInteger", "FusedMatMul"})
+_MATMULS = frozenset({"MatMul", "MatMulInteger", "FusedMatMul", "QLinearMatMul"})
+#: Quantized convolutions: (weight's input position, bias's input position or None). ``ConvInteger`` is
+#: ``(x, w, x_zero_point, w_zero_point)``, ``QLinearConv`` ``(x, x_scale, x_zero_point, w, w_scale, w_zero_point,
+#: y_scale, y_zero_point, B)``: the rule of ``Conv`` with the weight and bias where they are.
+_QUANTIZED_CONVS: dict[str, tuple[int, int | None]] = {"ConvInteger": (1, None), "QLinearConv": (3, 8)}
+#: (De)quantization, per element: a scale and a zero point (``x / scale + zero_point``, ``(x - zero_point) * scale``).
+_QUANTIZE = frozenset({"QuantizeLinear", "DequantizeLinear"})
 #: Recurrent layers: FLOP per hidden unit, time step and sequence of everything but the gate
 #: matmuls (the two bias adds per gate, the gate activations at 4 FLOP, the cell and state updates).
 _RECURRENT: dict[str, float] = {"LSTM": 32.0, "GRU": 24.0, "RNN": 6.0}
@@ -331,6 +339,13 @@ def forward_flops(
         w = inputs[1]
         flops = 2.0 * n_out * _numel(w[1:] if w is not None else None)
         return flops + (n_out if len(inputs) > 2 and inputs[2] is not None else 0)
+    if op_type in _QUANTIZED_CONVS:
+        at, bias = _QUANTIZED_CONVS[op_type]
+        w = inputs[at] if at < len(inputs) else None
+        flops = 2.0 * n_out * _numel(w[1:] if w is not None else None)
+        return flops + (n_out if bias is not None and bias < len(inputs) and inputs[bias] is not None else 0)
+    if op_type in _QUANTIZE:
+        return 2.0 * n_out
     if op_type == "ConvTranspose":
         w = inputs[1]
         flops = 2.0 * _numel(x) * _numel(w[1:] if w is not None else None)

@@ -152,3 +152,21 @@ def test_a_scatter_with_a_reduction_counts_one_flop_per_update_as_atens_scatter_
     assert forward_flops("ScatterND", {"reduction": "mul"}, [(10, 8), (6, 1), (6, 8)], [(10, 8)]) == 48
     assert forward_flops("ScatterElements", {}, [data, indices, updates], [data]) == 0  # an overwrite moves data
     assert forward_flops("ScatterND", {"reduction": "none"}, [(10, 8), (6, 1), (6, 8)], [(10, 8)]) == 0
+
+
+@pytest.mark.parametrize("op, inputs, outputs, expected", [
+    # (a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point): a MatMul of a and b
+    ("QLinearMatMul", [(8, 16), (), (), (16, 32), (), (), (), ()], [(8, 32)], 2 * 8 * 16 * 32),
+    ("MatMulInteger", [(8, 16), (16, 32)], [(8, 32)], 2 * 8 * 16 * 32),
+    # (x, w, x_zero_point): no bias, though an input is third
+    ("ConvInteger", [(2, 3, 8, 8), (4, 3, 3, 3), ()], [(2, 4, 6, 6)], 2 * 2 * 4 * 36 * 27),
+    ("QLinearConv", [(2, 3, 8, 8), (), (), (4, 3, 3, 3), (), (), (), ()], [(2, 4, 6, 6)], 2 * 2 * 4 * 36 * 27),
+    ("QLinearConv", [(2, 3, 8, 8), (), (), (4, 3, 3, 3), (), (), (), (), (4,)], [(2, 4, 6, 6)],
+     2 * 2 * 4 * 36 * 27 + 2 * 4 * 36),
+    ("QuantizeLinear", [(8, 16), (), ()], [(8, 16)], 2 * 8 * 16),
+    ("DequantizeLinear", [(8, 16), (), ()], [(8, 16)], 2 * 8 * 16),
+])
+def test_quantized_products_count_as_their_float_forms(op, inputs, outputs, expected):
+    """QLinearMatMul, QLinearConv and ConvInteger had no rule: counted at 1 FLOP per output element (with a warning)
+    where MatMulInteger counted as a MatMul, and opkinds names all four products."""
+    assert forward_flops(op, {}, inputs, outputs) == expected
