@@ -1320,6 +1320,9 @@ class _Builder:
             o.name for o in self.proto.graph.output
             if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"
         ]
+        for o in outputs:  # (a view's output, a Reshape to a shape the model is given, is checked nowhere else:
+            if self.shape(o) is None:  # its unknown shape was read as a scalar, the loss, and the graph had none)
+                raise self._no_shape(o)
         seeded: set[int] = set()
         contributions: dict[tuple[str, int, str], list[int]] = {}
         if len(outputs) == 1 and math.prod(self.shape(outputs[0]) or ()) == 1:

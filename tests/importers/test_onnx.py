@@ -1227,3 +1227,12 @@ def test_a_shape_saved_as_external_data_beside_the_model_is_read(tmp_path):
     (tmp_path / "m.data").unlink()
     with pytest.raises(InvalidGraph, match="value of tensor 's', which shape inference needs, lies in external data"):
         from_onnx(tmp_path / "m.onnx")
+
+
+def test_an_output_of_unknown_shape_is_refused_not_taken_for_the_loss():
+    """A view's output is checked by no op that reads it: a Reshape to a shape the model is given, returned, had
+    no shape, which was read as a scalar, the model's own loss: the graph had no loss op and no gradient of it."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Reshape", ["h", "s"], ["y"])]
+    proto = model(nodes, [vi("x", [8, 16]), vi("s", [2], TensorProto.INT64)], [vi("y", None)], [weight("w", 16, 4)])
+    with pytest.raises(UnsupportedGraph, match="static shape for output 'y' of node 'Reshape'"):
+        from_onnx(proto)
