@@ -1316,10 +1316,10 @@ class _Builder:
                 elif v not in param_users.setdefault(value, []):
                     param_users[value].append(v)
         # ---- the loss: the outputs that depend on parameters
-        outputs = [
+        outputs = list(dict.fromkeys(  # (a value the graph lists twice is one output: counted once)
             o.name for o in self.proto.graph.output
             if requires_grad.get(o.name, False) and ref.get(o.name, ("",))[0] == "node"
-        ]
+        ))
         for o in outputs:  # (a view's output, a Reshape to a shape the model is given, is checked nowhere else:
             if self.shape(o) is None:  # its unknown shape was read as a scalar, the loss, and the graph had none)
                 raise self._no_shape(o)
@@ -1330,7 +1330,7 @@ class _Builder:
         elif outputs:
             loss = self.add_node("loss", "loss", FORWARD, sum(math.prod(self.shape(o) or ()) for o in outputs), 4,
                                  self.new_group(), "")
-            for o in dict.fromkeys(outputs):
+            for o in outputs:
                 _, u, value = ref[o]
                 self.edge(u, loss, self.nbytes(value))
                 g = self.add_node(f"grad/loss/{o}", "loss_grad", BACKWARD, math.prod(self.shape(o) or ()),

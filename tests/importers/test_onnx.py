@@ -1236,3 +1236,14 @@ def test_an_output_of_unknown_shape_is_refused_not_taken_for_the_loss():
     proto = model(nodes, [vi("x", [8, 16]), vi("s", [2], TensorProto.INT64)], [vi("y", None)], [weight("w", 16, 4)])
     with pytest.raises(UnsupportedGraph, match="static shape for output 'y' of node 'Reshape'"):
         from_onnx(proto)
+
+
+def test_an_output_the_graph_lists_twice_is_one_output():
+    """Its elements were counted twice in the loss's FLOP, and a scalar listed twice got a loss op of its own."""
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    twice = from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])] * 2, [weight("w", 16, 4)]))
+    assert twice == from_onnx(model([node], [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", 16, 4)]))
+    assert twice.flops[twice.index("loss")] == 8 * 4
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    scalar = from_onnx(model([node], [vi("x", [16])], [vi("y", [])] * 2, [weight("w", 16)]))
+    assert "loss" not in scalar.node_names
