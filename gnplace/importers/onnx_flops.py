@@ -151,7 +151,7 @@ SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul"
 #: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
 SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
                              "Pow", "Div", "Reciprocal", "Max", "Min", "HardSigmoid", "HardSwish", "Mish", "Selu",
-                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "Resize", "GridSample"} | _NORMS | _POOLS
+                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "GridSample"} | _NORMS | _POOLS
                             | _GLOBAL_POOLS | {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSumExp"})
 #: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
 SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX

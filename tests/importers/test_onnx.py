@@ -1247,3 +1247,16 @@ def test_an_output_the_graph_lists_twice_is_one_output():
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
     scalar = from_onnx(model([node], [vi("x", [16])], [vi("y", [])] * 2, [weight("w", 16)]))
     assert "loss" not in scalar.node_names
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_a_resizes_gradient_reads_the_outputs_gradient_alone(mode):
+    """As aten's upsample_*_backward (and the importer's Upsample): it read Resize's input as well."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], name="c1", pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["h", "", "scales"], ["r"], name="rs", mode=mode),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="c2", pads=[1, 1, 1, 1])]
+    inits = [weight("w1", 4, 3, 3, 3), numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"),
+             weight("w2", 2, 4, 3, 3)]
+    g = from_onnx(model(nodes, [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits))
+    into = [g.node_names[u] for u, v in zip(g.edge_src, g.edge_dst) if g.node_names[v] == "grad/rs/h"]
+    assert into == ["grad/c2/r"]
