@@ -763,8 +763,9 @@ def evaluate(
         row, placement = result
         if placement is not None:  # before its row: a row saved is never without the placement it timed
             graph = _graph(item[0].graph_path, _stamp(item[0].graph_path))
+            # its mode as gnplace place records it: gnplace simulate times a file of --mode placeto in that mode
             save_placement(kept_placement(out, row.key), graph, placement, placer=row.placer,
-                           predicted={"step_time_s": row.step_time_s})
+                           predicted={"step_time_s": row.step_time_s, "oom": row.oom, "mode": row.mode})
         text = _row_text(row, names)
         append_to(csv_path, text.encode("utf-8", "surrogateescape"))  # (a full disk: the line taken back, named)
         on_file[id(row)] = (row, text)

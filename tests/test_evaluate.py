@@ -778,6 +778,24 @@ def test_kept_placements_are_those_the_rows_timed(graphs, tmp_path):
     assert not kept_placement(tmp_path, by["round_robin"].key).exists()
 
 
+def test_a_kept_placement_of_placeto_mode_is_timed_in_that_mode_by_simulate(graphs, tmp_path, capsys,
+                                                                            documented_keys):
+    """Its predicted had no mode: gnplace simulate timed a --mode placeto row's placement in the default mode."""
+    from gnplace.cli import main
+    from gnplace.evaluate import kept_placement
+
+    path = str(graphs / "mlp3.gnpg")
+    (row,) = evaluate([Task(path, "k80x2", "round_robin", mode="placeto")], tmp_path, keep_placements=lambda t: True)
+    kept = kept_placement(tmp_path, row.key)
+    documented_keys("placement-file", json.loads(kept.read_text()))
+    assert json.loads(kept.read_text())["predicted"] == {"step_time_s": row.step_time_s, "oom": row.oom,
+                                                         "mode": "placeto"}
+    capsys.readouterr()
+    assert main(["simulate", path, "-p", str(kept), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mode"] == "placeto" and report["step_time_s"] == row.step_time_s
+
+
 def test_a_file_in_the_place_of_the_kept_placements_is_refused_before_any_run(graphs, tmp_path):
     (tmp_path / "placements").write_text("")
     with pytest.raises(GnplaceError, match="placements: the folder of the kept placements is a file"):
