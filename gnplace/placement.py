@@ -2,7 +2,8 @@
 
 A placement file is JSON::
 
-    {"format": "gnplace-placement", "version": 1, "graph": "<graph name>", "cluster": "<cluster name>",
+    {"format": "gnplace-placement", "version": 1, "graph": "<graph name>",
+     "graph_fingerprint": "<OpGraph.fingerprint()>", "cluster": "<cluster name>",
      "cluster_fingerprint": "<Cluster.fingerprint()>", "devices": [{"name": "gpu0", "kind": "k80"}, ...],
      "placer": "m_etf", "placement": {"<op name>": "<device name>", ...},
      "predicted": {"step_time_s": ..., "oom": false, "devices": [...], ...}}
@@ -10,7 +11,8 @@ A placement file is JSON::
 ``placement`` must name every op; ``predicted`` is informative (what the simulator or timer said when
 the file was written: ``gnplace place`` writes :meth:`~gnplace.sim.timer.StepResult.to_dict`'s keys,
 ``place_seconds`` and ``mode``) and optional, as are ``cluster_fingerprint`` and ``devices`` (what the file is
-checked against when used on another cluster, or on one of the same name).
+checked against when used on another cluster, or on one of the same name) and ``graph_fingerprint`` (what it is
+checked against when used on a graph of the same op names: another optimizer's, input shapes' or costs' is warned of).
 
 A :class:`Placement` made from a graph (:meth:`Placement.from_groups`, :func:`as_placement`,
 :func:`load_placement`) remembers which graph (:class:`GraphKey`: its name, a digest of its op
@@ -385,6 +387,7 @@ def placement_file_bytes(
         "format": FORMAT,
         "version": VERSION,
         "graph": graph.name,
+        "graph_fingerprint": graph.fingerprint(),  # the same op names may be another optimizer's or shapes' graph
         "cluster": placement.cluster.name,
         "cluster_fingerprint": placement.cluster.fingerprint(),  # a cluster file may borrow a preset's name
         "devices": [{"name": d.name, "kind": d.kind} for d in placement.cluster.devices],  # to compare where used
@@ -411,7 +414,8 @@ def load_placement(
         graph (OpGraph): the graph it places.
         cluster (Cluster, str or Path, optional): the cluster it was made for, or its preset name or YAML
             file (default: the preset the file names).
-        warn_other_name (bool, optional): warn when the file names another graph (default: :obj:`True`).
+        warn_other_name (bool, optional): warn when the file names another graph, or records another version of
+            this one (default: :obj:`True`).
 
     Raises:
         InvalidPlacement: if the file is missing, not JSON, not a placement, or does not fit; without
@@ -421,8 +425,10 @@ def load_placement(
         InvalidArgument: if ``path`` is no ``str`` or ``os.PathLike`` (None), or ``graph`` no graph.
 
     Warns (:class:`UserWarning`, one line each) when the file was written for a graph of another name
-    whose op names are all the same, or for a cluster of another name (a preset of the same devices, or
-    a cluster file, which cannot be compared): such a placement applies, but may not be the one meant;
+    whose op names are all the same, or for another version of this graph (the same name and op names,
+    another fingerprint: imported with another optimizer or input shapes, or with measured costs), or for
+    a cluster of another name (a preset of the same devices, or a cluster file, which cannot be compared):
+    such a placement applies, but may not be the one meant;
     and when it splits a colocation group over devices, which the simulator times as given.
     """
     from gnplace.limits import as_path, parse_json, read_file
@@ -453,6 +459,12 @@ def load_placement(
         # every op name matched, so the placement applies; the user may still have picked the wrong file
         warnings.warn(f"{path} was written for graph {written_for!r}, not {graph.name!r}; its op names all match, "
                       "so it is used as it is", stacklevel=2)
+    elif warn_other_name and isinstance(data.get("graph_fingerprint"), str) and \
+            data["graph_fingerprint"] != graph.fingerprint():
+        # an --optimizer adam placement read with the sgd graph of the same model was timed without a word
+        warnings.warn(f"{path} was made for another version of graph {graph.name!r} (other op kinds, sizes or costs: "
+                      "another --optimizer or --input-shape, or measured costs?); its op names all match, so it is "
+                      "used as it is, on this graph", stacklevel=2)
     other_cluster = _other_cluster(data.get("cluster"), cluster, path, data.get("devices"),
                                    data.get("cluster_fingerprint"))
     if other_cluster:

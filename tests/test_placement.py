@@ -497,6 +497,26 @@ def test_a_placement_file_that_splits_a_colocation_group_is_timed_but_warned_of(
         load_placement(whole, g, k80x2)
 
 
+def test_a_placement_file_of_another_version_of_the_graph_is_warned_of(tmp_path, k80x2):
+    """An --optimizer adam placement read with the sgd graph of that model (the same op names) was timed silently."""
+    sgd = mlp_training_graph(layers=2, width=8, batch=4)
+    adam = sgd.replace(param_bytes=sgd.param_bytes * 3)  # the same names and edges, three times the state
+    path = save_placement(tmp_path / "adam.json", adam, Placement.from_groups(adam, k80x2, [1, 0, 1]))
+    assert json.loads(path.read_text())["graph_fingerprint"] == adam.fingerprint()
+    with pytest.warns(UserWarning, match=r"adam\.json was made for another version of graph 'mlp1x2w8b4' \(other op kinds, "
+                                         r"sizes or costs: another --optimizer or --input-shape, or measured costs\?\); "
+                                         r"its op names all match, so it is used as it is, on this graph$"):
+        assert load_placement(path, sgd, k80x2).devices.tolist() == load_placement(path, adam, k80x2).devices.tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_placement(path, adam, k80x2)  # its own graph, or one without its name: no word
+        load_placement(path, sgd, k80x2, warn_other_name=False)
+        data = json.loads(path.read_text())
+        del data["graph_fingerprint"]  # written before files recorded it: by op names alone, as before
+        path.write_text(json.dumps(data))
+        load_placement(path, sgd, k80x2)
+
+
 def test_a_placement_file_made_for_another_cluster_is_refused_or_warned_of(tmp_path, k80x2, k80x4):
     """It ran silently on any cluster that has its device names: k80x2's file on k80x4 timed another placement."""
     from gnplace.cluster import Cluster
