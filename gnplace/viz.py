@@ -78,7 +78,8 @@ def plot_timeline(
     in it included (no matplotlib maths).
 
     Raises:
-        ValueError: if ``result`` was simulated without ``timeline=True``, or ``path`` has no suffix of
+        ValueError: if ``result`` was simulated without ``timeline=True``, or is another graph's step (another
+            number of ops: :class:`~gnplace.exceptions.InvalidArgument`), or ``path`` has no suffix of
             :data:`IMAGE_SUFFIXES` (matplotlib would write ``path.png`` for none).
     """
     path = _image_path(path)
@@ -88,6 +89,11 @@ def plot_timeline(
     timeline = result.timeline
     if timeline is None:
         raise ValueError("the step result has no timeline: simulate with timeline=True")
+    if timeline.op_start.shape != (graph.num_ops,):  # another graph's step: a numpy IndexError (boolean index)
+        from gnplace.exceptions import InvalidArgument
+
+        raise InvalidArgument(f"the step result times {timeline.op_start.shape[0]} ops, graph {graph.name!r} has "
+                              f"{graph.num_ops}: draw the result of this graph's step")
     names = result.device_names
     d = len(names)
     fig = _figure((12, 1.0 + 0.6 * 2 * d))

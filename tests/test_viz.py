@@ -69,6 +69,19 @@ def test_raises_without_timeline(tmp_path, case):
     assert not (tmp_path / "t.png").exists()
 
 
+def test_another_graphs_step_is_refused_in_one_line(tmp_path, case):
+    """A step of another graph was a numpy IndexError (a boolean index of another length)."""
+    from gnplace.exceptions import InvalidArgument
+
+    _, result, _ = case
+    other = mlp_training_graph(layers=3, width=8, batch=4)
+    with pytest.raises(InvalidArgument, match=rf"^the step result times {result.timeline.op_start.shape[0]} ops, "
+                                              rf"graph 'mlp1x3w8b4' has {other.num_ops}: draw the result of this "
+                                              r"graph's step$"):
+        plot_timeline(other, result, tmp_path / "t.png")
+    assert not (tmp_path / "t.png").exists()
+
+
 @pytest.mark.parametrize("name", ["gantt", "gantt.txt"])
 def test_a_path_without_an_image_suffix_is_refused_before_drawing(tmp_path, case, name):
     g, result, _ = case
