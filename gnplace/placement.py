@@ -319,20 +319,25 @@ def _listed(names: list[str], shown: int = 8) -> str:
 
 
 def _from_names(
-    graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str, made_for: Any = None
+    graph: OpGraph, cluster: Cluster, mapping: dict[str, Any], *, source: str, made_for: Any = None,
+    graph_name: Any = None,
 ) -> Placement:
     """The placement a file's op-to-device-name ``mapping`` gives on ``cluster``.
 
     ``made_for`` is the name of the cluster the file records: where it is not ``cluster``'s, a device
-    ``cluster`` lacks is refused with a pointer to that cluster.
+    ``cluster`` lacks is refused with a pointer to that cluster. ``graph_name`` is the name of the graph it
+    records: where it is not ``graph``'s, an op missing on either side is refused naming it (an ONNX import's
+    placement read with the torch import of the model).
     """
     names = cluster.device_names
     elsewhere = (f"; the file was made for cluster {made_for!r}, not {cluster.name!r}: give that cluster (its file)"
                  if isinstance(made_for, str) and made_for and made_for != cluster.name else "")
+    other_graph = (f" (the file was made for graph {graph_name!r})"
+                   if isinstance(graph_name, str) and graph_name and graph_name != graph.name else "")
     devices = np.full(graph.num_ops, -1, dtype=np.int64)
     for op, device in mapping.items():
         if op not in graph._name_index:
-            raise InvalidPlacement(f"{source}: op {op!r} is not in graph {graph.name!r}")
+            raise InvalidPlacement(f"{source}: op {op!r} is not in graph {graph.name!r}{other_graph}")
         if device not in names:
             raise InvalidPlacement(
                 f"{source}: op {op!r} is placed on unknown device {device!r} (cluster {cluster.name!r} has "
@@ -343,7 +348,7 @@ def _from_names(
     if missing.size:
         raise InvalidPlacement(
             f"{source}: {missing.size} ops of graph {graph.name!r} have no device, "
-            f"e.g. {graph.node_names[int(missing[0])]!r}"
+            f"e.g. {graph.node_names[int(missing[0])]!r}{other_graph}"
         )
     return Placement(devices, cluster, GraphKey.of(graph))
 
@@ -453,7 +458,8 @@ def load_placement(
         from gnplace.cluster import load_cluster
 
         cluster = load_cluster(cluster)
-    placement = _from_names(graph, cluster, data["placement"], source=str(path), made_for=data.get("cluster"))
+    placement = _from_names(graph, cluster, data["placement"], source=str(path), made_for=data.get("cluster"),
+                            graph_name=data.get("graph"))
     written_for = data.get("graph")
     if warn_other_name and isinstance(written_for, str) and written_for and written_for != graph.name:
         # every op name matched, so the placement applies; the user may still have picked the wrong file

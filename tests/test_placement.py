@@ -317,10 +317,13 @@ def test_bad_placement_file_contents(tmp_path, k80x2, mapping, problem):
 
 
 def test_placement_file_for_another_graph(tmp_path, k80x2):
+    """The error named the graph given alone: an ONNX import's file read with the torch import said an op was missing."""
     path = save_placement(tmp_path / "p.json", chain_graph(4), Placement([0, 1, 0, 1], k80x2))
-    with pytest.raises(InvalidPlacement, match=r"op 'op3' is not in graph 'chain3'"):
+    with pytest.raises(InvalidPlacement, match=r"op 'op3' is not in graph 'chain3' \(the file was made for graph "
+                                               r"'chain4'\)$"):
         load_placement(path, chain_graph(3), k80x2)
-    with pytest.raises(InvalidPlacement, match=r"1 ops of graph 'chain5' have no device, e\.g\. 'op4'"):
+    with pytest.raises(InvalidPlacement, match=r"1 ops of graph 'chain5' have no device, e\.g\. 'op4' \(the file was "
+                                               r"made for graph 'chain4'\)$"):
         load_placement(path, chain_graph(5), k80x2)
 
 

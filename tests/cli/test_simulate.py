@@ -320,7 +320,7 @@ def test_placement_file_for_the_wrong_graph(capsys, graph_file, tmp_path):
     c = load_cluster("k80x2")
     path = save_placement(tmp_path / "chain.json", chain_graph(3), Placement([0, 1, 0], c))
     line = run_error(capsys, str(graph_file), "-c", "k80x2", "-p", str(path))
-    assert line == f"gnplace: error: {path}: op 'op0' is not in graph 'mlp2x2w8b4'"
+    assert line == f"gnplace: error: {path}: op 'op0' is not in graph 'mlp2x2w8b4' (the file was made for graph 'chain3')"
 
 
 def test_placement_file_for_the_wrong_cluster(capsys, tmp_path):
