@@ -178,8 +178,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  written to {args.output}")
     if args.device_map:
         print(f"  device_map written to {args.device_map}; simulated step times:")
+        width = max(20, *(len(name) for name in compared))  # accelerate_sequential is 21 characters
         for name, seconds in compared.items():
-            print(f"    {name:<20} {ms(seconds)} ms")
+            print(f"    {name:<{width}} {ms(seconds)} ms")
         wrapper = _single_top_module(device_map) if not args.device_map_root else None
         if wrapper:
             print(f"  every key is under {wrapper!r}: --device-map-root {wrapper} writes them relative to it, "

@@ -358,6 +358,17 @@ def test_place_writes_a_device_map_and_compares_with_accelerate(tmp_path, capsys
     assert set(report["device_map_step_s"]) == {"placement", "device_map", "accelerate_auto", "accelerate_sequential"}
 
 
+def test_the_device_map_comparison_prints_its_step_times_in_one_column(tmp_path, capsys):
+    """``accelerate_sequential`` (21 characters) overflowed the 20-character name column, its time one column right."""
+    from gnplace.cli import main
+
+    assert main(["place", "gnplace.execute.examples:mlp", "-c", "k80x4", "-p", "auto", "--device-map",
+                 str(tmp_path / "map.json")]) == 0
+    lines = capsys.readouterr().out.split("simulated step times:\n", 1)[1].splitlines()[:4]
+    assert [line.split()[0] for line in lines] == ["placement", "device_map", "accelerate_auto", "accelerate_sequential"]
+    assert len({line.index(" ms") for line in lines}) == 1, lines
+
+
 WRAPPED = """
 import torch
 
