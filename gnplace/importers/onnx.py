@@ -8,8 +8,12 @@ builds the training graph of one step by the conventions of the PyTorch importer
 
 * shape computations (``Constant``, ``Shape``, ``Gather`` or ``Concat`` of constants, anything whose
   inputs are all constants) are dropped; view-like ops (``Reshape``, ``Transpose``, ``Squeeze``,
-  ``Unsqueeze``, ``Flatten``, ``Identity``, ``Slice``, ``Split``, ``Expand``, ``Dropout``) are folded
-  into the op that produced the data; ops no output needs are dropped;
+  ``Unsqueeze``, ``Flatten``, ``Identity``, ``Slice``, ``Split``, ``Expand``, and ``Dropout`` in inference
+  mode) are folded into the op that produced the data; ops no output needs are dropped. A ``Dropout`` in
+  training mode (its ``training_mode`` input a true constant, its ratio not 0: what ``torch.onnx.export`` of a
+  module in ``train()`` mode writes) is an op, as the PyTorch importer's ``bernoulli_``, ``div_`` and ``mul``:
+  2 FLOP per element, holding its output and the mask it keeps (a byte per element), whose gradient reads the
+  output's gradient and the mask;
 * forward FLOP come from :func:`~gnplace.importers.onnx_flops.forward_flops`; an op type with no
   rule is counted at one FLOP per output element and listed once in a warning;
 * trainable parameters are the float initializers (at least two elements) read as weights: at an
@@ -71,6 +75,7 @@ from gnplace.importers.onnx_flops import (
     FUSED_NORM_GRADS,
     NON_DIFFERENTIABLE,
     PASS_THROUGH_GRADS,
+    SAVES_MASK,
     SAVES_OTHER_INPUTS,
     SAVES_OUTPUT,
     SAVES_OWN_INPUT,
@@ -1010,6 +1015,8 @@ class _Builder:
             self.types[init.name] = (tuple(int(d) for d in init.dims), init.data_type)
         self.input_shapes = {vi.name: list(self.types[vi.name][0] or ()) for vi in g.input if vi.name not in self.inits}
         self.nodes = list(g.node)
+        self.constants = {out: n for n in self.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
+                          for out in n.output[:1] if out}
         self.read = {x for n in self.nodes for x in n.input} | {o.name for o in g.output}
         self.order = _topological(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
         self.trainable_override = set(trainable) if trainable is not None else None
@@ -1059,6 +1066,48 @@ class _Builder:
             raise UnsupportedGraph(f"{self.source}: value {value!r} of shape {_show(shape)} holds {size:.3g} bytes, "
                                    "over the limit of 2**62")
         return int(size)
+
+    def small_value(self, value: str) -> np.ndarray | None:
+        """The value of a small constant: an initializer or a ``Constant`` whose values the file holds; else ``None``.
+
+        Only tensors of at most :data:`_KEEP_VALUES` elements held in the model are read (never external data).
+        """
+        tensor = self.inits.get(value)
+        node = self.constants.get(value) if tensor is None else None
+        for attribute in node.attribute if node is not None else ():
+            if attribute.name == "value" and attribute.HasField("t"):
+                tensor = attribute.t
+            elif attribute.name in ("value_float", "value_int", "value_floats", "value_ints"):
+                return np.asarray(onnx.helper.get_attribute_value(attribute))
+        if tensor is None or tensor.data_location == TensorProto.EXTERNAL or math.prod(tensor.dims) > _KEEP_VALUES:
+            return None
+        try:
+            array = numpy_helper.to_array(tensor)
+        except Exception:  # noqa: BLE001 - values numpy cannot read tell nothing
+            return None
+        return array if array.size == math.prod(tensor.dims) else None
+
+    def training_dropout(self, node: onnx.NodeProto) -> bool:
+        """Whether a ``Dropout`` node drops elements: its ``training_mode`` a true constant, its ``ratio`` not 0.
+
+        ``training_mode`` (input 2, since opset 12) is false by default, and ``ratio`` (input 1) 0.5; a ratio
+        computed in the graph, or given as a graph input, is taken for not 0. Before opset 12 Dropout has no
+        training mode: a view, as an inference-mode one.
+        """
+        if len(node.input) < 3 or not node.input[2]:
+            return False
+        mode = self.small_value(node.input[2])
+        if mode is None or mode.size != 1 or not bool(mode.reshape(-1)[0]):
+            return False
+        ratio = self.small_value(node.input[1]) if node.input[1] else np.asarray(0.5)
+        return ratio is None or ratio.size != 1 or float(ratio.reshape(-1)[0]) != 0.0
+
+    def mask_bytes(self, node: onnx.NodeProto) -> int:
+        """Bytes of the mask a training ``Dropout`` keeps for its gradient, named as its second output or not.
+
+        ONNX's mask is bool: a byte per element of the output.
+        """
+        return math.ceil(math.prod(self.shape(node.output[0]) or ()))
 
     def new_group(self) -> int:
         self._groups += 1
@@ -1256,7 +1305,8 @@ class _Builder:
             ins = [x for pos, x in enumerate(node.input) if x and pos not in type_only]
             if kind in STATIC_OPS or all(x not in ref for x in ins):
                 continue  # a constant: computed once, before the step
-            if kind in VIEW_OPS:
+            dropping = kind == "Dropout" and self.training_dropout(node)
+            if kind in VIEW_OPS and not dropping:
                 data = node.input[0] if node.input else ""
                 if data not in ref:
                     continue
@@ -1275,6 +1325,10 @@ class _Builder:
                 if out and out in self.read and self.shape(out) is None:
                     raise self._no_shape(out, node)
             attrs = _attributes(node)
+            out_bytes = sum(self.nbytes(o) for o in node.output if o)
+            if dropping:  # its output, and the mask it keeps for the backward (counted once, named or not)
+                attrs["training_mode"] = 1
+                out_bytes = self.nbytes(node.output[0]) + self.mask_bytes(node)
             in_shapes = [self.shape(x) if x else None for x in node.input]
             out_shapes = [self.shape(x) if x else None for x in node.output]
             _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
@@ -1293,8 +1347,8 @@ class _Builder:
                 fl = float(sum(math.prod(s) for s in out_shapes if s is not None))
             label = node.name or f"{node.op_type}_{i}"
             lookup = kind in _LOOKUPS and bool(node.input) and ref.get(node.input[0], ("",))[0] == "param"
-            v = self.add_node(label, kind, FORWARD, fl, sum(self.nbytes(o) for o in node.output if o),
-                              self.new_group(), _module_of(node), op_kind="embedding" if lookup else None)
+            v = self.add_node(label, kind, FORWARD, fl, out_bytes, self.new_group(), _module_of(node),
+                              op_kind="embedding" if lookup else None)
             forward.append((v, node, kind, attrs))
             skip = NON_DIFFERENTIABLE.get(kind, frozenset())
             grad_in = any(requires_grad.get(x, False) for pos, x in enumerate(node.input) if x and pos not in skip)
@@ -1411,6 +1465,8 @@ class _Builder:
                         param_source(value, g)
                 if (kind in SAVES_OUTPUT or kind not in _KNOWN_SAVES) and kind not in FUSED_NORM_GRADS:
                     self.edge(v, g, self.out_bytes[v])
+                if kind in SAVES_MASK:  # the mask the forward op kept, not its output
+                    self.edge(v, g, self.mask_bytes(node))
                 for t in targets:
                     contributions.setdefault(ref[t], []).append(g)
         # ---- one update op per trainable parameter, in the group of its first reader
@@ -1595,7 +1651,7 @@ _LOOKUPS = frozenset({"Gather"})
 #: stores a zero initial state so); ``trainable`` still names one to train.
 _STATE_INPUTS: dict[str, frozenset[int]] = {"LSTM": frozenset({5, 6}), "GRU": frozenset({5}), "RNN": frozenset({5})}
 
-_KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | frozenset({
+_KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | SAVES_MASK | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",
     "CumSum", "Resize", "Upsample", "Trilu", "ScatterND", "ScatterElements", "Scatter", "loss",
 })

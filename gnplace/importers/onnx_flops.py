@@ -40,13 +40,16 @@ __all__ = [
     "SAVES_OTHER_INPUTS",
     "SAVES_OWN_INPUT",
     "SAVES_OUTPUT",
+    "SAVES_MASK",
     "canonical_op_type",
 ]
 
 Shape = tuple[int, ...]
 
 #: Ops that only re-describe their first input (views, aliases, inference-mode dropout): folded into
-#: the op that produced the data, as the PyTorch importer folds aten views.
+#: the op that produced the data, as the PyTorch importer folds aten views. A ``Dropout`` in training mode
+#: (its ``training_mode`` input true, its ratio not 0) is no view: the importer keeps it as an op, and passes
+#: it here with ``training_mode`` among its attributes.
 VIEW_OPS = frozenset({
     "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Slice", "Split",
     "Dropout", "Optional", "OptionalGetElement", "SplitToSequence", "SequenceAt",
@@ -156,6 +159,10 @@ SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplu
 #: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
 SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX
                          | _NORMS)
+
+#: Ops whose gradient reads the mask they keep (not their input or output): a training ``Dropout``'s gradient is
+#: the output's gradient times its mask and scale (aten's ``native_dropout_backward``, or ``mul`` by the mask).
+SAVES_MASK = frozenset({"Dropout"})
 
 #: Norms laid out (X, scale, bias, ...) whose gradients aten computes in one op (``native_batch_norm_backward``,
 #: ``native_layer_norm_backward``, ...): one gradient op reading X and the scale, not the output (the
@@ -315,7 +322,8 @@ def forward_flops(
 
     Args:
         op_type (str): the op type after :func:`canonical_op_type`, e.g. ``"Conv"``.
-        attrs (Mapping): the node's attributes by name (strings as :class:`str`).
+        attrs (Mapping): the node's attributes by name (strings as :class:`str`); for ``Dropout``, the importer
+            adds ``training_mode`` (the value of that input: in training mode it is an op, else a view).
         inputs (Sequence): shape of each input (``None`` for an absent optional input).
         outputs (Sequence): shape of each output.
 
@@ -385,6 +393,10 @@ def forward_flops(
         return float(n_out * max(1, sum(s is not None for s in inputs) - 1))
     if op_type in _ELEMENTWISE:
         return _ELEMENTWISE[op_type] * n_out
+    if op_type == "Dropout" and attrs.get("training_mode"):
+        # the mask scaled by 1 / (1 - ratio), then the product with it: 2 FLOP per element, as aten's
+        # bernoulli_ (drawn, free), div_ and mul; in inference mode a view
+        return 2.0 * n_out
     if op_type in _SCATTERS and str(attrs.get("reduction", "none")) != "none":
         # (data, indices, updates): one add, multiply, max or min per update, as aten's scatter_add and scatter_reduce
         return float(_numel(inputs[2] if len(inputs) > 2 else None))
@@ -466,6 +478,8 @@ def grad_flops(
         grid = inputs[1] if len(inputs) > 1 else None
         elements, points, spatial, taps = _grid_sample_sizes(attrs, grid, out)
         return 2.0 * elements * taps + (2.0 * spatial * points if position == 1 else 0.0)
+    if op_type == "Dropout":  # the output's gradient times the mask (scaled): native_dropout_backward
+        return float(n_out)
     if op_type in ("Gather", "GatherElements", "GatherND", "Tile"):
         return float(n_out)  # scatter-add (embedding_dense_backward) or a reduction
     if op_type in FREE_OPS:

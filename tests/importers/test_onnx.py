@@ -513,6 +513,63 @@ def test_declared_shapes_less_specific_than_inferred_ones_import():
     assert g.flops[g.index("conv")] == 2 * 4 * 6 * 6 * 27 and g.out_bytes[g.index("relu")] == 4 * 6 * 6 * 4
 
 
+def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", opset=17):
+    """MatMul -> Dropout -> MatMul; ``mode`` and ``ratio`` as Constant nodes (``None``: the input left out), ``"r"``
+    a graph input, ``"init"`` an initializer of 0.2; ``mask``: ``""`` no mask output, ``"named"`` one nothing reads,
+    ``"read"`` one a Cast reads."""
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1")]
+    extra, outputs, inits = [], [vi("y", [8, 4])], [weight("w1", 16, 32), weight("w2", 32, 4)]
+    inputs = ["h", "ratio" if ratio is not None else "", "mode" if mode is not None else ""]
+    if isinstance(ratio, float):
+        nodes.append(helper.make_node("Constant", [], ["ratio"], value=numpy_helper.from_array(np.float32(ratio))))
+    elif ratio == "r":
+        inputs[1] = "r"
+        extra.append(vi("r", [], elem=F))
+    elif ratio == "init":
+        inits.append(numpy_helper.from_array(np.float32(0.2), "ratio"))
+    if mode is not None:
+        nodes.append(helper.make_node("Constant", [], ["mode"], value=numpy_helper.from_array(np.bool_(mode))))
+    drop_out = ["d", "m"] if mask else ["d"]
+    nodes += [helper.make_node("Dropout", [x for x in inputs if opset >= 12 or x == "h"], drop_out, name="drop"),
+              helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
+    if mask == "read":
+        nodes.append(helper.make_node("Cast", ["m"], ["mf"], name="cast", to=F))
+        outputs.append(vi("mf", [8, 32]))
+    return model(nodes, [vi("x", [8, 16]), *extra], outputs, inits, opset=opset)
+
+
+@pytest.mark.parametrize("mode, ratio, mask, opset", [
+    (True, 0.1, "", 17), (True, None, "", 17), (True, 0.5, "named", 17), (True, 0.1, "read", 17),
+    (True, "r", "", 17), (True, "init", "", 17),
+])
+def test_a_training_dropout_is_an_op_keeping_its_mask_whose_gradient_reads_the_mask(mode, ratio, mask, opset):
+    """A training-mode Dropout (torch.onnx.export of a module in train()) was folded as a view: no op, no mask, no
+    gradient, where the PyTorch importer has bernoulli_, div_ and mul (2 FLOP per element) and a mul's gradient."""
+    g = from_onnx(_dropout_model(mode, ratio, mask, opset))
+    numel = 8 * 32
+    drop, grad = g.index("drop"), g.index("grad/drop/h")
+    assert g.op_types[drop] == "Dropout" and g.op_kinds[drop] == "dropout" and g.op_kinds[grad] == "dropout_grad"
+    assert g.flops[drop] == 2 * numel and g.flops[grad] == numel
+    assert g.out_bytes[drop] == numel * 4 + numel  # the output and its bool mask, named or not
+    edges = {(g.node_names[u], g.node_names[v]): b for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes)}
+    assert edges[("drop", "mm2")] == numel * 4 and edges[("mm1", "drop")] == numel * 4
+    # the gradient reads the output's gradient and the mask, not the input (nor the output)
+    assert {u for (u, v) in edges if v == "grad/drop/h"} == {"drop", "grad/mm2/d"}
+    assert edges[("drop", "grad/drop/h")] == numel and g.out_bytes[grad] == numel * 4
+    assert edges[("grad/drop/h", "grad/mm1/w1")] == numel * 4
+    if mask == "read":
+        assert edges[("drop", "cast")] == numel
+    g.validate()
+
+
+@pytest.mark.parametrize("mode, ratio, opset", [(False, 0.1, 17), (None, 0.1, 17), (True, 0.0, 17), (True, 0.1, 11)])
+def test_an_inference_mode_or_ratio_0_dropout_stays_a_view(mode, ratio, opset):
+    g = from_onnx(_dropout_model(mode, ratio, opset=opset))
+    assert "Dropout" not in g.op_types and "Dropout_grad" not in g.op_types
+    edges = {(g.node_names[u], g.node_names[v]) for u, v in zip(g.edge_src, g.edge_dst)}
+    assert ("mm1", "mm2") in edges
+
+
 # ----------------------------------------------------------------------------- dynamic shapes
 def test_dynamic_input_without_shape_names_the_input():
     with pytest.raises(UnsupportedGraph, match=r"input 'x' has a dynamic shape \[batch, 16\].*--input-shape x=N,16"):
@@ -750,6 +807,36 @@ def test_forward_flops_agree_with_the_torch_importer(make, exporter):
     assert phase_flops(onnx_graph, BACKWARD) == pytest.approx(phase_flops(torch_graph, BACKWARD), rel=0.10)
     assert onnx_graph.total_param_bytes == torch_graph.total_param_bytes
     assert int((onnx_graph.phase == UPDATE).sum()) == int((torch_graph.phase == UPDATE).sum())
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_a_training_dropouts_flops_agree_with_the_torch_importer(exporter):
+    """An exported Dropout in train() mode was a view: the PyTorch importer's bernoulli_, div_ and mul (512 FLOP here)
+    and the gradient's mul (256) were missing from the ONNX import of the same model."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    torch.manual_seed(0)
+    net, inputs = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.1), nn.Linear(32, 4)).train(), (torch.randn(8, 16),)
+    torch_graph = from_module(net, inputs, loss=lambda out: out.sum())
+    onnx_graph = from_onnx(_export(net, inputs, exporter))
+
+    def dropout(g, phase):  # the ops of the Dropout module "1" (torch), or the Dropout op (ONNX)
+        return [i for i in np.flatnonzero(g.phase == phase)
+                if g.module[i] == "1" or g.op_types[i] in ("Dropout", "Dropout_grad")]
+
+    for phase in (FORWARD, BACKWARD):
+        ours, theirs = dropout(onnx_graph, phase), dropout(torch_graph, phase)
+        assert ours and float(onnx_graph.flops[ours].sum()) == float(torch_graph.flops[theirs].sum())
+    assert phase_flops(onnx_graph, FORWARD) == phase_flops(torch_graph, FORWARD)
+    # the gradient reads the output's gradient and the mask: bool in ONNX (a byte per element), float in aten
+    (forward,), (grad,) = dropout(onnx_graph, FORWARD), dropout(onnx_graph, BACKWARD)
+    read = {int(u): int(b) for u, v, b in zip(onnx_graph.edge_src, onnx_graph.edge_dst, onnx_graph.edge_bytes)
+            if v == grad}
+    assert onnx_graph.out_bytes[forward] == 8 * 32 * 4 + 8 * 32 and read.pop(forward) == 8 * 32
+    assert list(read.values()) == [8 * 32 * 4]  # the output's gradient
 
 
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])

@@ -47,6 +47,14 @@ def test_forward_closed_forms(op, attrs, inputs, outputs, expected):
     assert forward_flops(op, attrs, inputs, outputs) == expected
 
 
+def test_a_training_dropout_costs_a_scale_and_a_product_and_its_gradient_one_product():
+    """As aten's bernoulli_ (drawn), div_ and mul, and the gradient's mul; in inference mode a view, 0 FLOP."""
+    x = (4, 8)
+    assert forward_flops("Dropout", {"training_mode": 1}, [x, (), ()], [x]) == 64
+    assert forward_flops("Dropout", {}, [x], [x]) == 0
+    assert grad_flops("Dropout", {"training_mode": 1}, [x, (), ()], [x, x], 0, 64.0) == 32
+
+
 def test_unknown_op_has_no_rule():
     assert forward_flops("NoSuchOp", {}, [(2,)], [(2,)]) is None
     assert forward_flops("Einsum", {"equation": "ij,jk->ik"}, [(2, 3)], [(2, 2)]) is None  # does not fit
