@@ -83,7 +83,10 @@ _ELEMENTWISE: dict[str, float] = {
     **dict.fromkeys(["Add", "Sub", "Mul", "Div", "Neg", "Relu", "LeakyRelu", "PRelu", "Clip", "Abs", "Sign", "Floor",
                      "Ceil", "Round", "Reciprocal", "Sqrt", "Pow", "Mod", "Equal", "Less", "LessOrEqual", "Greater",
                      "GreaterOrEqual", "Not", "And", "Or", "Xor", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-                     "BitwiseNot", "BitShift", "Where", "IsNaN", "IsInf", "ThresholdedRelu", "Shrink"], 1.0),
+                     "BitwiseNot", "BitShift", "IsNaN", "IsInf", "ThresholdedRelu", "Shrink"], 1.0),
+    # a selection, no arithmetic: free, as aten's where and masked_fill (its gradient too, but for the sum of
+    # a broadcast input's)
+    "Where": 0.0,
     **dict.fromkeys(["Sigmoid", "Tanh", "Exp", "Log", "Erf", "Gelu", "Softplus", "Softsign", "Elu", "Selu", "Celu",
                      "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
                      "HardSigmoid", "HardSwish", "Mish"], 4.0),
@@ -95,8 +98,8 @@ _VARIADIC = frozenset({"Sum", "Mean", "Max", "Min"})
 # FLOP per output element of the gradient of elementwise ops (per input), after aten's backward ops:
 # add passes the gradient through, mul multiplies by the other factor, relu is threshold_backward, ...
 _ELEMENTWISE_GRAD: dict[str, float] = {
-    **dict.fromkeys(["Add", "Sum"], 0.0),
-    **dict.fromkeys(["Sub", "Neg", "Mul", "Relu", "LeakyRelu", "Clip", "Abs", "Where", "Max", "Min", "Mean", "Exp",
+    **dict.fromkeys(["Add", "Sum", "Where"], 0.0),
+    **dict.fromkeys(["Sub", "Neg", "Mul", "Relu", "LeakyRelu", "Clip", "Abs", "Max", "Min", "Mean", "Exp",
                      "Log", "ThresholdedRelu", "Shrink", "Sign", "Floor", "Ceil", "Round"], 1.0),
     **dict.fromkeys(["Div", "Sqrt", "Reciprocal", "PRelu"], 2.0),
     "Pow": 3.0,

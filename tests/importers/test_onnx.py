@@ -839,6 +839,34 @@ def test_a_training_dropouts_flops_agree_with_the_torch_importer(exporter):
     assert list(read.values()) == [8 * 32 * 4]  # the output's gradient
 
 
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_a_where_is_free_as_the_torch_importers(exporter):
+    """ONNX's Where counted 1 FLOP per element forward and backward; aten's where (and its gradients) count none."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Select(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.floor = nn.Linear(16, 32), nn.Parameter(torch.zeros(32))
+
+        def forward(self, x):
+            h = self.fc(x)
+            return torch.where(h > 0, h, self.floor)  # the floor broadcast: its gradient is a sum
+
+    torch.manual_seed(0)
+    net, inputs = Select(), (torch.randn(8, 16),)
+    torch_graph = from_module(net, inputs, loss=lambda out: out.sum())
+    onnx_graph = from_onnx(_export(net, inputs, exporter))
+    assert phase_flops(onnx_graph, FORWARD) == phase_flops(torch_graph, FORWARD)
+    where = [i for i, t in enumerate(onnx_graph.op_types) if t.startswith("Where")]
+    assert float(onnx_graph.flops[where].sum()) == 8 * 32  # the broadcast floor's gradient, as aten's sum
+    torch_where = [i for i, t in enumerate(torch_graph.op_types) if t == "where"]
+    assert float(torch_graph.flops[torch_where].sum()) == 0
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 def test_an_exported_recurrent_layer_has_the_parameter_bytes_of_the_torch_importer(layer):
     """torch.onnx's default exporter stores the zero initial state as an initializer: it was trained (+192 B)."""

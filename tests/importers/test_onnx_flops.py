@@ -36,7 +36,7 @@ from gnplace.importers.onnx_flops import (
         ("Gelu", {}, [(5, 5)], [(5, 5)], 100),
         ("Add", {}, [(5, 5), (5,)], [(5, 5)], 25),
         ("Sum", {}, [(5,), (5,), (5,)], [(5,)], 10),
-        ("Where", {}, [(5,), (5,), (5,)], [(5,)], 5),
+        ("Where", {}, [(5,), (5,), (5,)], [(5,)], 0),  # a selection: free, as aten's where
         ("Attention", {}, [(2, 4, 8, 16), (2, 4, 8, 16), (2, 4, 8, 16)], [(2, 4, 8, 16)],
          2 * 8 * 8 * 8 * 32 + 5 * 8 * 8 * 8),
         ("Concat", {}, [(2, 3), (2, 3)], [(4, 3)], 0),
@@ -53,6 +53,14 @@ def test_a_training_dropout_costs_a_scale_and_a_product_and_its_gradient_one_pro
     assert forward_flops("Dropout", {"training_mode": 1}, [x, (), ()], [x]) == 64
     assert forward_flops("Dropout", {}, [x], [x]) == 0
     assert grad_flops("Dropout", {"training_mode": 1}, [x, (), ()], [x, x], 0, 64.0) == 32
+
+
+def test_where_is_free_as_atens_and_its_gradient_sums_a_broadcast_input_alone():
+    """Where counted 1 FLOP per element forward and backward, where the PyTorch importer's where is free."""
+    x, out = (4, 8), (4, 8)
+    assert forward_flops("Where", {}, [x, x, (8,)], [out]) == 0
+    assert grad_flops("Where", {}, [x, x, (8,)], [out], 1, 0.0) == 0
+    assert grad_flops("Where", {}, [x, x, (8,)], [out], 2, 0.0) == 32  # the broadcast one's sum, as aten's
 
 
 def test_unknown_op_has_no_rule():
