@@ -23,7 +23,6 @@ the weights is refused as corrupt rather than loaded as a slightly different pol
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -55,32 +54,37 @@ def feature_set() -> dict[str, list[str]]:
 def atomic_torch_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     """``torch.save(obj)`` to a temporary file beside ``path``, then rename it over ``path`` (a link's target).
 
-    What was at ``path`` stays as it was when the write fails, and the temporary file is removed.
+    What was at ``path`` stays as it was when the write fails, and the temporary file is removed. The temporary
+    file is named as :func:`~gnplace.graph_io.write_atomically` names its own (``NAME.PID.RANDOM.tmp``), so that
+    one a ``kill -9`` left mid-write (an interval's ``last.ckpt``: megabytes, one more each kill) is removed by
+    a later write of ``path`` (:func:`~gnplace.graph_io.remove_stale_temporaries`); ``.NAME.RANDOM`` stayed forever.
 
     Raises:
         OSError: naming ``path``, if the file cannot be written (a full disk: ``No space left on device``), also
             where torch's archive writer met the error and raised its own ``RuntimeError`` (``unexpected pos``).
     """
-    from gnplace.graph_io import fitting_name, regular_target
+    from gnplace.graph_io import fitting_name, regular_target, remove_stale_temporaries
 
     given, path = path, regular_target(Path(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{fitting_name(path.name, 10)}.", dir=path.parent)  # .NAME.(8 random)
+    tag = f".{os.getpid()}.{os.urandom(4).hex()}.tmp"  # the pid alone is shared by other hosts' processes
+    tmp = path.with_name(fitting_name(path.name, len(tag)) + tag)
     try:
+        # an ordinary file's mode (the umask's), made here alone (O_EXCL: never another's file, nor a link's target)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         with os.fdopen(fd, "wb") as handle:
             torch.save(obj, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is an ordinary file
         os.replace(tmp, path)
     except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
+        if not isinstance(err, FileExistsError):  # (the name another write took: not ours to remove)
+            tmp.unlink(missing_ok=True)
         failed = _write_error(err)
         if failed is None:
             raise
         raise OSError(failed.errno, failed.strerror or str(failed), os.fspath(given)) from err
+    remove_stale_temporaries(path)  # what a killed write of this file left
     return path
 
 

@@ -391,3 +391,28 @@ def test_a_checkpoint_whose_entries_unpack_past_its_size_is_refused_unread(saved
                                                 r"uncompressed\); refused unread$"):
         read_checkpoint(tmp_path / "packed.ckpt")
     assert read_checkpoint(tmp_path / "plain.ckpt")["meta"]["padding"].shape == (2**22,)
+
+
+def test_a_checkpoint_write_killed_before_its_rename_leaves_nothing_the_next_write_keeps(tmp_path):
+    """``kill -9`` in the middle of an interval's ``last.ckpt`` left its temporary file (``.last.ckpt.RANDOM``)
+    beside it, never removed: another one a kill. It is named as write_atomically's now, and removed as theirs are."""
+    import subprocess
+    import sys
+    import time
+
+    from gnplace.graph_io import STALE_TEMPORARY_S
+    from gnplace.policy.checkpoint import atomic_torch_save
+
+    path = tmp_path / "last.ckpt"
+    killed = ("import os, signal, sys\n"
+              "from gnplace.policy.checkpoint import atomic_torch_save\n"
+              "os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # killed as it renames\n"
+              "atomic_torch_save({'step': 2}, sys.argv[1])\n")
+    assert subprocess.run([sys.executable, "-c", killed, str(path)]).returncode == -9
+    left = [entry for entry in tmp_path.iterdir()]
+    assert len(left) == 1 and not path.exists()  # the killed write's temporary file alone
+    old = time.time() - STALE_TEMPORARY_S - 60  # as old as no write of another host's same process id is
+    os.utime(left[0], (old, old))
+    atomic_torch_save({"step": 3}, path)
+    assert [entry.name for entry in tmp_path.iterdir()] == ["last.ckpt"]
+    assert torch.load(path, weights_only=True) == {"step": 3}
