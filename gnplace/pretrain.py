@@ -47,7 +47,7 @@ import lightning as L
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
 from gnplace.graph import OpGraph
 from gnplace.graph_io import refuse_link
-from gnplace.limits import as_float, check_timeout, finite_number
+from gnplace.limits import as_float, check_timeout, finite_number, is_whole
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
     DEFAULT_CONFIG,
     MAX_RANDOM_CLUSTERS,
@@ -653,6 +653,29 @@ def exported_files(out: str | os.PathLike[str]) -> list[str]:
     return [name for name in ("policy.ckpt", "best.ckpt") if (Path(out) / name).exists()]
 
 
+def _exported_by(out: Path, exported: list[str], config: PretrainConfig) -> bool:
+    """Whether every policy exported in ``out`` (``exported``: their names) is one ``config``'s run writes first.
+
+    That is, before its first checkpoint: of that config (:data:`RESUMABLE_CHANGES` aside, as :func:`check_resumable`
+    takes them), at most ``schedule.steps_per_epoch`` iterations in (the first validation's, or a shorter run's end).
+    A file that cannot be read, records no config, or comes from further in (a finished run whose ``checkpoints/``
+    was removed) is not.
+    """
+    def kept(recorded: Any) -> str | None:
+        if not isinstance(recorded, dict) or not all(isinstance(recorded.get(s), dict) for s in ("data", "schedule")):
+            return None
+        schedule = {k: v for k, v in recorded["schedule"].items() if k not in RESUMABLE_CHANGES}
+        return json.dumps({**recorded, "schedule": schedule}, sort_keys=True, default=str)
+
+    wanted = kept(config.to_dict())
+    try:
+        metas = [_exported_meta(out / name) for name in exported]
+    except InvalidCheckpoint:
+        return False
+    return all(kept(meta.get("config")) == wanted and is_whole(meta.get("iterations"))
+               and 0 <= meta["iterations"] <= config.schedule.steps_per_epoch for meta in metas)
+
+
 def _exported_meta(path: Path) -> dict[str, Any]:
     """The meta of the policy exported at ``path`` (the meta alone: no network is built); ``{}`` if none is."""
     from gnplace.policy.checkpoint import read_checkpoint
@@ -735,7 +758,9 @@ def pretrain(
         out (str or Path): output folder: ``logs/`` (CSV), ``tensorboard/``, ``checkpoints/last.ckpt``,
             ``policy.ckpt``.
         resume (bool, optional): continue from ``out/checkpoints/last.ckpt`` if it exists; without it,
-            a folder that holds a run already is refused (default: :obj:`False`).
+            a folder that holds a run already is refused (default: :obj:`False`). A folder with no ``last.ckpt``
+            whose exported policies a run of this config writes before its first checkpoint (a kill came between the
+            first validation's export and that checkpoint) starts the run again.
         devices (int, optional): processes (data-parallel ranks) (default: 1).
         strategy (str, optional): Lightning's strategy, e.g. ``"ddp"`` or ``"ddp_spawn"`` for ``devices > 1``
             (default: ``"auto"``).
@@ -787,7 +812,10 @@ def pretrain(
     if last.exists() and not resume and not is_launched_rank(slurm=True):
         raise InvalidArgument(f"{out} holds a run already ({last.relative_to(out)}): --resume it, or use another --out")
     exported = exported_files(out)
-    if exported and not last.exists() and not is_launched_rank(slurm=True):  # stopped before its first checkpoint
+    # stopped before its first checkpoint: with --resume, a run of this config killed between its first validation's
+    # export and the checkpoint that follows it starts again (the same config and seed write the same files)
+    if exported and not last.exists() and not is_launched_rank(slurm=True) \
+            and not (resume and _exported_by(out, exported, config)):
         raise InvalidArgument(f"{out} holds {exported[0]} of an earlier run but no {last.relative_to(out)} to resume "
                               "from: use another --out, or move them away")
     pairs, val_pairs, val_families = _pairs_and_families(config)

@@ -241,6 +241,27 @@ def test_a_run_stopped_in_its_last_iteration_exports_its_policy_on_resume(tiny_c
     assert torch.load(full / "checkpoints" / "last.ckpt", weights_only=True)["gnplace"]["iteration"] == 4  # no more
 
 
+def test_a_run_killed_between_its_first_export_and_its_first_checkpoint_resumes(tiny_config, tmp_path):
+    """``kill -9`` after the first validation wrote policy.ckpt and best.ckpt, before its last.ckpt: ``--resume`` was
+    refused ("holds policy.ckpt of an earlier run"), the user left to move the run's own files away. It starts again."""
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    config = load_pretrain_config(tiny_config, ["schedule.iterations=2"])  # its one validation: iteration 2
+    pretrain(config, whole, progress=False)
+    killed.mkdir()
+    for name in ("policy.ckpt", "best.ckpt"):  # what the first validation exports (the same config, the same bytes)
+        (killed / name).write_bytes((whole / name).read_bytes())
+    for refused in (dict(config=config, resume=False),  # a new run would overwrite them
+                    dict(config=load_pretrain_config(tiny_config, ["schedule.iterations=2", "learner.lr=0.5"]),
+                         resume=True)):  # another config's
+        with pytest.raises(InvalidArgument, match="holds policy.ckpt of an earlier run but no checkpoints/last.ckpt"):
+            pretrain(refused["config"], killed, resume=refused["resume"], progress=False)
+    done = pretrain(config, killed, resume=True, progress=False)
+    assert done["iterations"] == 2 and not done["already_done"] and _session_steps(killed) == [1]  # from the start
+    for name in ("policy.ckpt", "best.ckpt", "checkpoints/last.ckpt"):
+        assert (killed / name).exists()
+    assert (killed / "policy.ckpt").read_bytes() == (whole / "policy.ckpt").read_bytes()  # the run not killed
+
+
 def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
     out = tmp_path / "run"
     pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
