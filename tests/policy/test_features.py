@@ -246,3 +246,29 @@ def test_features_of_random_dags_on_random_clusters_are_finite_shaped_and_expand
     expanded = inp.expand(per_group)
     assert not Placement(expanded, cluster).splits_groups(graph)
     assert np.array_equal(inp.groups_of(expanded), per_group)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), ops=st.integers(1, 30), devices=st.integers(1, 6))
+def test_features_at_the_limits_of_a_cluster_file_are_finite(seed, ops, devices):
+    """Devices of 1e3 to 1e18 FLOP/s and 1 byte to 2**62 of memory, links of 1e3 to 1e18 B/s and latencies up to
+    MAX_SECONDS, ops of 0 or 2**62 FLOP and bytes: every static feature, op time and held byte count is finite."""
+    from gnplace.cluster import Cluster, Device
+    from gnplace.graph import OpGraph
+    from gnplace.limits import MAX_COUNT, MAX_SECONDS, MIN_RATE
+
+    rng = np.random.default_rng(seed)
+    edges = sorted({(int(u), v) for v in range(1, ops) for u in rng.choice(v, size=min(int(rng.integers(0, 3)), v),
+                                                                           replace=False)})
+    graph = OpGraph([f"op{i}" for i in range(ops)], edges, flops=rng.choice([0.0, 1e9, float(MAX_COUNT)], ops),
+                    out_bytes=rng.choice([0, 2**20, 2**50, MAX_COUNT], ops), param_bytes=rng.choice([0, 1, MAX_COUNT], ops))
+    rates, seconds = [MIN_RATE * 2, 1e12, 1e18], [0.0, 1e-5, MAX_SECONDS]
+    cluster = Cluster([Device(f"d{k}", f"kind{k}", float(rng.choice(rates)), float(rng.choice(rates)),
+                              float(rng.choice([1, 2**30, MAX_COUNT])), launch_overhead=float(rng.choice(seconds)))
+                       for k in range(devices)],
+                      rng.choice(rates, (devices, devices)), rng.choice(seconds, (devices, devices)), name="limits")
+    inp = build_policy_input(graph, cluster)
+    for name in ("node_x", "edge_x", "device_x"):
+        assert torch.isfinite(getattr(inp, name)).all(), name
+    for name in ("op_time", "group_time", "group_bytes"):
+        assert np.isfinite(getattr(inp, name)).all(), name

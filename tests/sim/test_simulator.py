@@ -717,3 +717,47 @@ def test_step_busy_memory_and_batches_agree_on_any_cluster(case):
         gaps = np.count_nonzero(times[:, k] > 0) if mode == "placeto" else 0
         assert any(alone == pytest.approx(times[:, k].sum() + m * PLACETO_OP_GAP, rel=1e-12, abs=1e-18)
                    for m in {gaps, max(gaps - 1, 0)})
+
+
+@st.composite
+def graphs_on_clusters_at_the_limits(draw):
+    """A DAG of FLOP and bytes from 0 to 2**62 on 1 to 6 devices at the limits a cluster file allows.
+
+    Rates reached from MIN_RATE (1e3) to 1e18, memory from 1 byte to 2**62, links asymmetric from 1e3 to 1e18 B/s,
+    latencies and launch overheads from 0 to MAX_SECONDS, each device a kind of its own.
+    """
+    from gnplace.cluster import Device
+    from gnplace.limits import MAX_COUNT, MAX_SECONDS, MIN_RATE
+
+    n = draw(st.integers(1, 12))
+    edges = sorted({(u, v) for v in range(1, n) for u in draw(st.sets(st.integers(0, v - 1), max_size=3))})
+    flops = draw(st.lists(st.sampled_from([0.0, 1.0, 1e9, 1e15, float(MAX_COUNT)]), min_size=n, max_size=n))
+    out_bytes = draw(st.lists(st.sampled_from([0, 1, 2**30, 2**50, MAX_COUNT]), min_size=n, max_size=n))
+    params = draw(st.lists(st.sampled_from([0, 1, 2**40, MAX_COUNT]), min_size=n, max_size=n))
+    groups = draw(st.lists(st.integers(0, n - 1), min_size=n, max_size=n))
+    g = OpGraph([f"n{i}" for i in range(n)], edges, flops=flops, out_bytes=out_bytes, param_bytes=params, group=groups)
+    d = draw(st.integers(1, 6))
+    rates, seconds = st.sampled_from([MIN_RATE, 1e6, 1e12, 1e18]), st.sampled_from([0.0, 1e-5, 1.0, MAX_SECONDS])
+    devices = [Device(f"d{k}", f"kind{k}", draw(rates) * 2, draw(rates) * 2,
+                      float(draw(st.sampled_from([1, 2**20, 2**40, MAX_COUNT]))), flops_efficiency=0.5,
+                      mem_efficiency=0.5, launch_overhead=draw(seconds)) for k in range(d)]
+    bandwidth = np.array(draw(st.lists(rates, min_size=d * d, max_size=d * d))).reshape(d, d)
+    latency = np.array(draw(st.lists(seconds, min_size=d * d, max_size=d * d))).reshape(d, d)
+    placed = np.array(draw(st.lists(st.integers(0, d - 1), min_size=n, max_size=n)))
+    return g, Cluster(devices, bandwidth, latency, name="limits"), placed
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(graphs_on_clusters_at_the_limits(), st.sampled_from(["default", "placeto"]))
+def test_steps_at_the_limits_of_a_cluster_file_are_finite_and_never_under_the_bound(case, mode):
+    """Devices of 1e3 to 1e18 FLOP/s, links of 1e3 to 1e18 B/s, latencies up to MAX_SECONDS, ops of 2**62 FLOP and
+    bytes: every step is finite, at least the lower bound of its cost model, and a batch gives each step's bits."""
+    g, c, devices = case
+    sim = Simulator(mode)
+    result = sim.time(g, c, devices)
+    bound = lower_bound(g, c, times=sim.cost_model.op_times(g, c))
+    assert np.isfinite(result.step_time) and result.step_time >= 0.0
+    assert np.isfinite(bound.value) and result.step_time >= bound.value * (1 - 1e-12)
+    assert np.all(np.isfinite(result.busy_time)) and np.all(np.isfinite(result.peak_memory))
+    batch = sim.time_batch(g, c, np.stack([devices, np.zeros_like(devices)]))
+    assert batch.step_time[0] == result.step_time
