@@ -71,7 +71,7 @@ __all__ = [
     "EndWithLauncher", "ExportPolicy", "RankDigest", "ResumedTogether", "check_resumable", "check_resumed_together",
     "check_graph_files", "check_strategy", "cluster_spec", "pairs_digest", "wait_at_most",
     "imitation_recipe",
-    "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files",
+    "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS", "exported_files", "resume_starts_afresh",
 ]
 
 
@@ -674,6 +674,17 @@ def _exported_by(out: Path, exported: list[str], config: PretrainConfig) -> bool
         return False
     return all(kept(meta.get("config")) == wanted and is_whole(meta.get("iterations"))
                and 0 <= meta["iterations"] <= config.schedule.steps_per_epoch for meta in metas)
+
+
+def resume_starts_afresh(out: str | os.PathLike[str], config: PretrainConfig) -> bool:
+    """Whether ``--resume`` in ``out`` starts ``config``'s run at its first iteration, rather than continue or refuse.
+
+    It does where ``out`` holds no ``checkpoints/last.ckpt``, and no exported policy but those a run of ``config``
+    writes before its first checkpoint (a kill came between its first validation's export and that checkpoint).
+    """
+    out = Path(out)
+    exported = exported_files(out)
+    return not (out / "checkpoints" / "last.ckpt").exists() and (not exported or _exported_by(out, exported, config))
 
 
 def _exported_meta(path: Path) -> dict[str, Any]:

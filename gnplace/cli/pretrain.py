@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"--jobs {args.jobs}: the processes of the teacher searches, and this config runs none "
                               "(data.teacher_budget is 0): leave --jobs out")
     # Lightning's import (about 10 s) once the config is read
-    from gnplace.pretrain import cluster_spec, exported_files, pretrain, pretrain_pairs
+    from gnplace.pretrain import cluster_spec, pretrain, pretrain_pairs, resume_starts_afresh
 
     if args.export is not None:  # nor over a graph or cluster file the run reads (the dataset was lost with it)
         pairs, val_pairs = pretrain_pairs(config)
@@ -182,7 +182,9 @@ def run(args: argparse.Namespace) -> int:
         read += [spec for spec in specs if Path(spec).is_file()]
         check_not_input(args.export, str(args.config or DEFAULT_CONFIG), "--export", others=read)
 
-    if args.resume and not exported_files(args.out):  # (beside exported files pretrain refuses: no new run starts)
+    # (beside another run's exported files pretrain refuses: no new run starts; beside this config's first validation's
+    # it starts again, which was said nowhere: the run read as resumed)
+    if args.resume and resume_starts_afresh(args.out, config):
         note_nothing_to_resume(Path(args.out) / "checkpoints" / "last.ckpt", "gnplace pretrain", slurm=True)
     result = pretrain(config, args.out, resume=args.resume, devices=args.devices, strategy=args.strategy,
                       num_nodes=args.num_nodes, progress=False if args.no_progress else None, export=args.export,

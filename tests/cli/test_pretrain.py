@@ -122,6 +122,23 @@ def test_resume_beside_exported_files_but_no_checkpoint_says_one_thing(tmp_path,
     assert code == 2 and err.count("\n") == 1 and "holds policy.ckpt of an earlier run" in err
 
 
+def test_resume_of_a_run_killed_before_its_first_checkpoint_says_the_run_starts_again(tmp_path, capsys):
+    """``--resume`` beside the policy.ckpt and best.ckpt of this config's first validation (a kill came before the
+    checkpoint that follows them) started the run again without a word: it read as resumed."""
+    config = _config(tmp_path)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    args = ["pretrain", "--config", str(config), "--no-progress", "--set", "schedule.iterations=1"]
+    assert main([*args, "--out", str(whole)]) == 0
+    killed.mkdir()
+    for name in ("policy.ckpt", "best.ckpt"):  # what the first validation exports, before its checkpoint
+        (killed / name).write_bytes((whole / name).read_bytes())
+    capsys.readouterr()
+    assert main([*args, "--out", str(killed), "--resume"]) == 0
+    last = killed / "checkpoints" / "last.ckpt"
+    assert f"gnplace pretrain: --resume: no {last} yet, so a new run starts" in capsys.readouterr().err
+    assert last.is_file()
+
+
 def test_an_export_over_the_config_or_the_runs_own_files_is_refused_before_the_run(tmp_path, capsys):
     """``--export`` naming ``--config`` overwrote the user's YAML with a checkpoint once the whole run had ended."""
     config = _config(tmp_path)
