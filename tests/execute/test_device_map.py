@@ -483,25 +483,16 @@ def _blocks(k):
                    phase=["forward"] * k + ["update"] * k, name=f"blocks{k}")
 
 
-def test_device_maps_of_many_modules_take_time_linear_in_the_modules():
+def test_device_maps_of_many_modules_are_made_and_read_back_module_by_module():
     """to_device_map scanned every module path for each module it walked, and sorted its keys by a scan of the
     nodes each; from_device_map tested every key for each node: 20 s for a 28,000-op graph of 9,000 modules, more
-    than 3 minutes for 100,000 ops (``gnplace place --device-map``). 8 times the modules now take about 8 times as
-    long (the scans: about 54 times), for the same map and placement."""
-    import time
-
+    than 3 minutes for 100,000 ops (``gnplace place --device-map``). Each is a lookup by path now; the map and the
+    placement read back are those of before: one key per module, in module order, each on its device. (Its speed
+    is a benchmark's to measure, not a unit test's.)"""
     cluster = load_cluster("k80x2")
-    seconds = {}
-    for k in (300, 2400):
+    for k in (4, 2400):  # (an even k: block i's update is on its forward's device)
         graph = _blocks(k)
         placement = Placement(np.arange(2 * k) % 2, cluster)
         device_map = to_device_map(graph, placement)
-        assert device_map == {f"block{i}": i % 2 for i in range(k)}
+        assert list(device_map.items()) == [(f"block{i}", i % 2) for i in range(k)]
         assert from_device_map(graph, cluster, device_map).devices.tolist() == placement.devices.tolist()
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            from_device_map(graph, cluster, to_device_map(graph, placement))
-            times.append(time.perf_counter() - start)
-        seconds[k] = min(times)
-    assert seconds[2400] / seconds[300] < 24
