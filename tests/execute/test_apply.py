@@ -12,6 +12,12 @@ from gnplace.importers.torch import import_step
 from gnplace.placement import Placement
 
 
+def _assert_same_grads(module, reference):
+    """Every parameter's gradient of ``module`` (placed) equals ``reference``'s (eager), parameter by parameter."""
+    for a, b in zip(module.parameters(), reference.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
 def _loss(y):
     return y.square().mean()
 
@@ -85,8 +91,7 @@ def test_recurrent_layers_run_placed_with_eager_gradients(kind):
     eager = reference(tokens, targets)
     eager.backward()
     torch.testing.assert_close(loss, eager.detach())
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
 
 
 def test_batch_norm_statistics_update_as_in_eager_training():
@@ -184,8 +189,7 @@ def test_tensors_nested_in_the_inputs_are_inputs_and_constants_are_checked():
     eager = reference(*batch)
     eager.backward()
     torch.testing.assert_close(loss, eager.detach())
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
     pair, named, _ = batch
     with pytest.raises(InvalidArgument, match="input leaf 3 is 3.0; the step was recorded with 1.0"):
         placed(pair, named, 3.0)
@@ -220,8 +224,7 @@ def test_a_dict_input_is_read_by_key_not_by_order():
     eager = reference(batch)
     eager.backward()
     torch.testing.assert_close(loss, eager.detach())
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
     with pytest.raises(InvalidArgument, match="nested as"):
         placed({"x": batch["x"], "z": batch["y"]})
 
@@ -307,8 +310,7 @@ def test_a_checkpointed_segment_recomputes_with_the_current_weights():
         theirs.zero_grad()
         placed(x).backward()
         _loss(reference(x)).backward()
-        for a, b in zip(net.parameters(), reference.parameters()):
-            torch.testing.assert_close(a.grad, b.grad)
+        _assert_same_grads(net, reference)
         ours.step()
         theirs.step()
 
@@ -385,8 +387,7 @@ def test_a_placement_file_written_by_the_cli_applies(tmp_path):
     eager = reference(*inputs)
     eager.backward()
     torch.testing.assert_close(loss, eager)
-    for a, b in zip(module.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(module, reference)
     with pytest.raises(InvalidArgument, match="cluster= goes with a placement file"):
         gnplace.apply(module, Placement([0] * import_step(module, inputs).graph.num_ops, load_cluster("k80x2")),
                       inputs, devices=["cpu", "cpu"], cluster="k80x2")
@@ -476,8 +477,7 @@ def test_inputs_laid_out_otherwise_than_recorded_give_eager_gradients(recorded_l
         expected.backward()
         torch.testing.assert_close(loss, expected)
         torch.testing.assert_close(ours.grad, theirs.grad)
-        for a, b in zip(net.parameters(), reference.parameters()):
-            torch.testing.assert_close(a.grad, b.grad)
+        _assert_same_grads(net, reference)
 
 
 class _Ema(torch.nn.Module):
@@ -674,8 +674,7 @@ def test_a_view_read_after_its_tensor_is_written_in_place_sees_the_write(of_inpu
         eager = reference(x.clone())
         eager.backward()
         torch.testing.assert_close(loss, eager.detach())
-        for a, b in zip(net.parameters(), reference.parameters()):
-            torch.testing.assert_close(a.grad, b.grad)
+        _assert_same_grads(net, reference)
 
 
 class _ShrinksItsWeightAfterAView(torch.nn.Module):
@@ -887,8 +886,7 @@ def test_inputs_named_as_in_forward_are_the_example_inputs_and_other_names_are_r
                            devices=["cpu", "cpu"])
     placed(labels=y, x=x).backward()
     reference(x, labels=y).backward()
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
     torch.testing.assert_close(placed(x, labels=y), placed(x, y))
     with pytest.raises(InvalidArgument, match=r"input 'scale' is not one of the example inputs .* \(x, labels, by "
                                               r"position; forward's other parameters are constants of the step\)"):
@@ -924,8 +922,7 @@ def test_a_loss_kept_after_its_backward_holds_no_gradients_and_backs_up_as_eager
     loss.backward()
     eager.backward(retain_graph=True)
     eager.backward()
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
 
 
 class _Stack(torch.nn.Module):
@@ -1001,8 +998,7 @@ def test_torch_compile_of_a_placed_module_runs_the_placed_step_uncompiled():
     eager = _loss(reference(x))
     eager.backward()
     torch.testing.assert_close(loss, eager)
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
 
 
 class _LossAndLogits(torch.nn.Module):
@@ -1028,8 +1024,7 @@ def test_a_module_returning_loss_and_logits_is_placed_returning_the_loss_alone()
     loss.backward()
     reference(x)[0].backward()
     torch.testing.assert_close(loss, reference(x)[0])
-    for a, b in zip(net.parameters(), reference.parameters()):
-        torch.testing.assert_close(a.grad, b.grad)
+    _assert_same_grads(net, reference)
 
 
 def test_gnplace_apply_imports_under_a_torch_whose_compiler_disable_takes_no_reason():
