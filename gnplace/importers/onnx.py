@@ -1079,13 +1079,7 @@ class _Builder:
                 tensor = attribute.t
             elif attribute.name in ("value_float", "value_int", "value_floats", "value_ints"):
                 return np.asarray(onnx.helper.get_attribute_value(attribute))
-        if tensor is None or tensor.data_location == TensorProto.EXTERNAL or math.prod(tensor.dims) > _KEEP_VALUES:
-            return None
-        try:
-            array = numpy_helper.to_array(tensor)
-        except Exception:  # noqa: BLE001 - values numpy cannot read tell nothing
-            return None
-        return array if array.size == math.prod(tensor.dims) else None
+        return None if tensor is None else _held_values(tensor)
 
     def training_dropout(self, node: onnx.NodeProto) -> bool:
         """Whether a ``Dropout`` node drops elements: its ``training_mode`` a true constant, its ``ratio`` not 0.
@@ -1626,15 +1620,24 @@ def _fold_roles(
     return alias, parameter_of, made
 
 
+def _held_values(tensor: TensorProto) -> np.ndarray | None:
+    """The values of a small tensor the model file holds (at most :data:`_KEEP_VALUES` elements, not external data).
+
+    ``None`` where it is larger, kept in external data, or its values cannot be read (or were dropped).
+    """
+    if math.prod(tensor.dims) > _KEEP_VALUES or tensor.data_location == TensorProto.EXTERNAL:
+        return None
+    try:
+        values = numpy_helper.to_array(tensor)
+    except Exception:  # noqa: BLE001 - values numpy cannot read (or dropped) tell nothing
+        return None
+    return values if values.size == math.prod(tensor.dims) else None
+
+
 def _repeats(init: TensorProto) -> bool:
     """Whether the values of ``init`` repeat along an axis of more than one element (``False`` if not held)."""
-    if math.prod(init.dims) > _KEEP_VALUES or init.data_location == TensorProto.EXTERNAL:
-        return False
-    try:
-        values = numpy_helper.to_array(init)
-    except Exception:  # noqa: BLE001 - values numpy cannot read (or dropped) tell nothing
-        return False
-    if values.size != math.prod(init.dims):
+    values = _held_values(init)
+    if values is None:
         return False
     return any(size > 1 and bool(np.all(values == values.take([0], axis=axis)))
                for axis, size in enumerate(values.shape))
