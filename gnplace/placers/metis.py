@@ -125,7 +125,10 @@ def partition_groups(
 
 
 class MetisPlacer:
-    """Place colocation groups by a METIS k-way partition balanced by compute, then fix memory.
+    """Place colocation groups by a METIS partition balanced by compute, one part per device, then fix memory.
+
+    Up to :data:`RECURSIVE_MAX_PARTS` devices METIS bisects recursively, past them it partitions k-way
+    (:func:`partition_groups`).
 
     Args:
         min_speed (float, optional): leave out devices slower than this fraction of the fastest
