@@ -106,6 +106,7 @@ class PlacementLearner(L.LightningModule):
             from gnplace.exceptions import InvalidArgument
 
             raise InvalidArgument("PlacementLearner trains with a PlacementDataModule (fit(..., datamodule=...))")
+        self._forget_earlier_steps()
         batch = data.batch(self.iteration)
         world, rank = self._world()
         if world > 1:  # data parallel: each rank simulates its own share of the pairs (DDP averages the gradients)
@@ -115,6 +116,19 @@ class PlacementLearner(L.LightningModule):
         else:
             self._reinforcement_step(batch)
         self.iteration += 1
+
+    def _forget_earlier_steps(self) -> None:
+        """Drop what the earlier iterations of this epoch logged: each row of the log holds its own iteration's figures.
+
+        Lightning resets what a step logs once an epoch only, and writes every metric logged earlier in the epoch
+        again at each later step, with its old value: a search's log (one epoch) carried the last imitation step's
+        ``imitation/loss`` and ``greedy/after_imitation`` on every PPO row (54 of 54 for ``ppo``, 3 imitation steps,
+        budget 200), and pretraining's did up to its epoch's end. Lightning resets a step's logged values this way
+        itself at an epoch's first step (``LightningModule.log``); its collection has no public name.
+        """
+        results = getattr(self._trainer, "_results", None) if self._trainer is not None else None
+        if results is not None:
+            results.reset(metrics=False, fx="training_step")
 
     def _update(self, loss: torch.Tensor) -> None:
         """One gradient step of Adam on ``loss``, the gradient norm bounded."""

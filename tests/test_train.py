@@ -302,6 +302,27 @@ def test_metrics_are_logged_to_csv(tmp_path):
         assert name in text
 
 
+def test_each_row_of_the_log_holds_only_what_its_own_iteration_measured(tmp_path):
+    """Lightning wrote a metric logged earlier in an epoch again at every later step of it, with its old value: the
+    PPO rows carried the last imitation step's loss and greedy ratio."""
+    import csv
+
+    from lightning.pytorch.loggers import CSVLogger
+
+    learner = PlacementLearner(CONFIG)  # 2 imitation steps, then PPO, all in one epoch of 4
+    data = PlacementDataModule(pairs()[:1], steps_per_epoch=4)
+    with quiet_lightning():
+        t = L.Trainer(max_epochs=1, accelerator="cpu", logger=CSVLogger(tmp_path), log_every_n_steps=1,
+                      enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+        t.fit(learner, datamodule=data)
+    with (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").open(newline="") as handle:
+        rows = {int(r["step"]): {k for k, v in r.items() if v != ""} for r in csv.DictReader(handle)}
+    assert sorted(rows) == [0, 1, 2, 3]
+    assert [step for step, names in rows.items() if "imitation/loss" in names] == [0, 1]
+    assert [step for step, names in rows.items() if "greedy/after_imitation" in names] == [1]  # the end of imitation
+    assert [step for step, names in rows.items() if "reward/mean" in names] == [2, 3]
+
+
 def test_the_training_script_logs_checkpoints_and_resumes(tmp_path, capsys, load_script):
     from pathlib import Path
 
