@@ -381,15 +381,20 @@ _DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_da
                 "external_data")
 
 
-def _without_weights(proto: onnx.ModelProto, *, copy: bool) -> onnx.ModelProto:
-    """``proto`` with the values of large initializers dropped (their names, types and dims stay)."""
+def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx.ModelProto:
+    """``proto`` with the values of large initializers dropped (their names, types and dims stay).
+
+    Sparse initializers become dense ones (:func:`_dense_of_sparse`).
+
+    Raises:
+        InvalidGraph: for a sparse initializer whose indices do not fit its shape or its values.
+    """
     if copy:
         light = onnx.ModelProto()
         light.CopyFrom(proto)
         proto = light
-    for sparse in proto.graph.sparse_initializer:  # only its dense shape matters: a value-less dense one
-        dense = proto.graph.initializer.add(name=sparse.values.name, data_type=sparse.values.data_type)
-        dense.dims.extend(sparse.dims)
+    for sparse in proto.graph.sparse_initializer:  # a dense one, holding its values where it is small
+        proto.graph.initializer.add().CopyFrom(_dense_of_sparse(sparse, source))
     proto.graph.ClearField("sparse_initializer")
     for init in proto.graph.initializer:
         if math.prod(init.dims) > _KEEP_VALUES:
@@ -397,6 +402,52 @@ def _without_weights(proto: onnx.ModelProto, *, copy: bool) -> onnx.ModelProto:
                 init.ClearField(field)
             init.data_location = TensorProto.DEFAULT
     return proto
+
+
+def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str) -> TensorProto:
+    """The dense initializer a sparse one stands for, with its values where it is small and holds them.
+
+    Shape inference reads the values of small tensors (a ``Reshape``'s target shape) from dense initializers
+    alone: a sparse one's, stood for by a dense one of no values, was refused as a ``Reshape`` that cannot
+    take its inputs ("expected num elements 2 does not match the actual num elements 0"). One of more than
+    :data:`_KEEP_VALUES` elements (a weight), or whose values or indices lie in external data, keeps only its
+    name, type and dims.
+
+    Raises:
+        InvalidGraph: if its shape has a negative dimension, or its indices are not one per value, each
+            inside its shape (as ``[NNZ]`` linear or ``[NNZ, rank]`` coordinates).
+    """
+    values, dims, name = sparse.values, [int(d) for d in sparse.dims], sparse.values.name
+    if any(d < 0 for d in dims):
+        raise InvalidGraph(f"{source}: sparse initializer {name!r} has the shape {dims}, with a negative dimension "
+                           "(malformed file?)")
+    dense = TensorProto(name=name, data_type=values.data_type, dims=dims)
+    external = TensorProto.EXTERNAL in (values.data_location, sparse.indices.data_location)
+    if math.prod(dims) > _KEEP_VALUES or external:
+        return dense
+    try:
+        held = numpy_helper.to_array(values).reshape(-1)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+    except Exception:  # noqa: BLE001 - values numpy cannot read tell nothing: its dims stay
+        return dense
+    numel = math.prod(dims)
+    try:
+        if indices.ndim == 2 and dims and indices.shape[1] == len(dims):
+            linear = np.ravel_multi_index(tuple(indices.T), dims) if indices.size else indices.reshape(-1)
+        elif indices.ndim == 1:
+            linear = indices
+        else:
+            raise ValueError("indices neither [NNZ] nor [NNZ, rank]")
+        if len(linear) != held.size or (linear.size and (linear.min() < 0 or linear.max() >= numel)):
+            raise ValueError("indices outside the shape, or not one per value")
+    except ValueError:
+        raise InvalidGraph(f"{source}: sparse initializer {name!r} of shape {dims} holds {held.size} values at "
+                           f"indices of shape {list(indices.shape)} that do not fit it (one index per value, each "
+                           "inside the shape; malformed file?)") from None
+    flat = np.zeros(numel, dtype=held.dtype)
+    flat[linear] = held
+    filled = numpy_helper.from_array(flat.reshape(dims), name)
+    return filled if filled.data_type == values.data_type else dense
 
 
 def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
@@ -625,7 +676,7 @@ def from_onnx(
         default_name = Path(model).name.removesuffix(".onnx")
         folder = os.path.dirname(os.path.abspath(model))
     folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
-    proto = _without_weights(proto, copy=proto is model)
+    proto = _without_weights(proto, source, copy=proto is model)
     if folder is not None:
         _read_small_external(proto, folder, source)
     graph = proto.graph

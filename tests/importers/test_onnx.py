@@ -1375,3 +1375,35 @@ def test_a_resizes_gradient_reads_the_outputs_gradient_alone(mode):
     g = from_onnx(model(nodes, [vi("x", [2, 3, 8, 8])], [vi("y", None)], inits))
     into = [g.node_names[u] for u, v in zip(g.edge_src, g.edge_dst) if g.node_names[v] == "grad/rs/h"]
     assert into == ["grad/c2/r"]
+
+
+def _sparse_model(shape_values, shape_indices, dense_shape, weight_as_sparse=False):
+    """x [8, 8] -> Reshape to a shape held in a sparse initializer ([4, 16]) -> MatMul by w [16, 4]."""
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array(shape_values, np.int64), "shape"),
+                                       numpy_helper.from_array(np.array(shape_indices, np.int64), "shape_idx"),
+                                       dense_shape)
+    w = weight("w", 16, 4)
+    sparse_inits = [sparse]
+    if weight_as_sparse:  # every element of w, as a sparse tensor of [NNZ, rank] coordinates
+        coords = np.argwhere(np.ones((16, 4), bool)).astype(np.int64)
+        sparse_inits.append(helper.make_sparse_tensor(w, numpy_helper.from_array(coords, "w_idx"), [16, 4]))
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="rs"),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="mm")]
+    graph = helper.make_graph(nodes, "test", [vi("x", [8, 8])], [vi("y", [4, 4])], [] if weight_as_sparse else [w],
+                              sparse_initializer=sparse_inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("indices", [[0, 1], [[0], [1]]])  # linear indices, or [NNZ, rank] coordinates
+def test_a_shape_held_in_a_sparse_initializer_is_read(indices):
+    """A Reshape's shape in a sparse initializer was refused as 'expected num elements 2 ... actual num elements 0'."""
+    g = from_onnx(_sparse_model([4, 16], indices, [2]))
+    assert g.flops[g.index("mm")] == 2 * 4 * 16 * 4
+    dense = from_onnx(_sparse_model([4, 16], indices, [2], weight_as_sparse=True))  # a sparse weight: its bytes
+    assert dense.node_names == g.node_names and int(dense.param_bytes[dense.index("update/w")]) == 16 * 4 * 4
+
+
+@pytest.mark.parametrize("indices", [[0, 2], [0], [[0, 0], [0, 1]], [-1, 0]])
+def test_a_sparse_initializer_whose_indices_do_not_fit_is_malformed(indices):
+    with pytest.raises(InvalidGraph, match=r"sparse initializer 'shape' of shape \[2\] holds 2 values at indices"):
+        from_onnx(_sparse_model([4, 16], indices, [2]))
