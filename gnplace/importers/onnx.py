@@ -453,17 +453,19 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str) -> TensorProto
 def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
     """Give the inputs of ``g`` the sizes of ``input_shapes``, and drop the shapes recorded for the old ones.
 
-    A symbolic input dim (``"N"``) is bound to the size given for it. The declared shapes of the
-    outputs of ops that ONNX has no schema for (inference cannot recompute them) are kept, with the
+    A symbolic input dim (``"N"``) is bound to the size given for it, in every input that names it (the
+    inputs not given included: ``mask [batch]`` gets the batch given for ``x [batch, 16]``). The declared
+    shapes of the outputs of ops that ONNX has no schema for (inference cannot recompute them) are kept, with the
     bound dims replaced by their sizes; all other declared shapes of values are dropped.
 
     Raises:
         UnknownName: if ``input_shapes`` names no input of ``g``.
-        InvalidArgument: for a size below 1, or a rank or fixed size the model contradicts.
+        InvalidArgument: for a size below 1, a rank or fixed size the model contradicts, or two sizes of one
+            symbolic dim.
     """
     inits = {i.name for i in g.initializer}
     inputs = {i.name: i for i in g.input if i.name not in inits}
-    bound: dict[str, int | None] = {}  # symbolic dim name -> the size the inputs give it
+    bound: dict[str, tuple[int, str]] = {}  # symbolic dim name -> the size the inputs give it, and the first input
     for name, sizes in input_shapes.items():
         if name not in inputs:
             raise UnknownName(f"{source}: --input-shape names {name!r}, which is not an input of the model "
@@ -487,12 +489,19 @@ def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[in
         for s in sizes:
             tensor_type.shape.dim.add().dim_value = s
         for d, s in zip(declared or (), sizes):
+            if isinstance(d, str) and d in bound and bound[d][0] != s:  # ONNX: a dim name is one size in a graph
+                raise InvalidArgument(f"{source}: --input-shape gives dimension {d!r} two sizes, {bound[d][0]} "
+                                      f"(input {bound[d][1]!r}) and {s} (input {name!r}); ONNX holds a named "
+                                      "dimension at one size across the graph")
             if isinstance(d, str):
-                bound[d] = s if bound.get(d, s) == s else None  # one name given two sizes binds neither
+                bound.setdefault(d, (s, name))
+    sizes_of = {d: size for d, (size, _) in bound.items()}
+    for name, value in inputs.items():  # an input not given, of a dim a given one names (mask [batch] of x's batch)
+        if name not in input_shapes:
+            _bind_dims(value.type, sizes_of)
     # shapes recorded for the old sizes would contradict the new ones: inference computes them again, except
     # those of outputs of ops it has no schema for (com.microsoft ...), whose declared shapes get the new sizes
     keep = _schemaless_outputs(g)
-    sizes_of = {name: size for name, size in bound.items() if size is not None}
     kept = [vi for vi in g.value_info if vi.name in keep]
     for vi in kept:
         _bind_dims(vi.type, sizes_of)
@@ -646,7 +655,8 @@ def from_onnx(
     Raises:
         InvalidGraph: if the file is missing, truncated or not ONNX, declares a shape its op contradicts,
             or holds a view op (``Reshape``, ...) that changes the element count at these input sizes.
-        InvalidArgument: if ``input_shapes`` gives a size below 1, or a rank or fixed size the model contradicts.
+        InvalidArgument: if ``input_shapes`` gives a size below 1, a rank or fixed size the model contradicts, or
+            two sizes of one named dimension (``x [batch, 16]`` at 8, ``mask [batch]`` at 4).
         UnsupportedGraph: if an input has a dynamic size that ``input_shapes`` does not give (the
             message names the input), or shapes cannot be inferred.
         UnknownName: for an unknown optimizer, or ``input_shapes``, ``trainable`` or ``frozen`` naming

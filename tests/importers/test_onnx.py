@@ -594,6 +594,27 @@ def test_input_shapes_reach_shapes_computed_from_the_input():
     assert g.flops[g.index("mm")] == 2 * 32 * 8 * 8
 
 
+def _masked_model():
+    """x [batch, 16] @ w, times mask [batch] (unsqueezed): two inputs of one named dimension."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Unsqueeze", ["mask", "axis"], ["m"], name="unsqueeze"),
+             helper.make_node("Mul", ["h", "m"], ["y"], name="mul")]
+    inits = [weight("w", 16, 4), numpy_helper.from_array(np.array([1], np.int64), "axis")]
+    return model(nodes, [vi("x", ["batch", 16]), vi("mask", ["batch"])], [vi("y", ["batch", 4])], inits)
+
+
+def test_a_named_dimension_given_for_one_input_binds_it_in_every_input():
+    """x=8,16 left mask [batch] dynamic ('give its sizes with --input-shape mask=N'); x=8,16 and mask=4 bound neither."""
+    both = from_onnx(_masked_model(), input_shapes={"x": [8, 16], "mask": [8]})
+    one = from_onnx(_masked_model(), input_shapes={"x": [8, 16]})
+    assert one.node_names == both.node_names and np.array_equal(one.flops, both.flops)
+    assert np.array_equal(one.out_bytes, both.out_bytes) and one.meta["input_shapes"] == {"x": [8, 16], "mask": [8]}
+    assert one.out_bytes[one.index("input/mask")] == 8 * 4
+    with pytest.raises(InvalidArgument, match=r"gives dimension 'batch' two sizes, 8 \(input 'x'\) and 4 "
+                       r"\(input 'mask'\)"):
+        from_onnx(_masked_model(), input_shapes={"x": [8, 16], "mask": [4]})
+
+
 def _fast_gelu_model(batch, declare_gelu=True):
     """MatMul -> com.microsoft FastGelu -> MatMul, as an ORT-optimised export writes it, with its value_info."""
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="up"),
