@@ -40,9 +40,11 @@ builds the training graph of one step by the conventions of the PyTorch importer
   output's shape gets the output's gradient itself, with no op (a broadcast one gets a reduction).
   A value that several ops read gets its gradients summed by a ``grad_sum`` op;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
-  factor; each forward op, its gradient ops and the updates of its initializers form one
-  colocation group; an initializer read by ops of several groups is served to the others by a
-  ``read`` op in the group of its first reader, as in the PyTorch importer;
+  factor (a default weight no gradient reaches, as one whose only path to the outputs runs through
+  ``QuantizeLinear``'s integers, is read as a constant, as a ``frozen`` one); each forward op, its
+  gradient ops and the updates of its initializers form one colocation group; an initializer read by
+  ops of several groups is served to the others by a ``read`` op in the group of its first reader, as
+  in the PyTorch importer;
 * op kinds (:mod:`gnplace.opkinds`) follow from op type and phase, except that a ``Gather`` from a
   trainable initializer (and its gradient) is an ``embedding`` (``embedding_grad``): what PyTorch
   records as ``embedding``, ONNX exports as ``Gather``.
@@ -1052,6 +1054,14 @@ def _check_static_inputs(proto: onnx.ModelProto, source: str) -> None:
             )
 
 
+class _NoGradient(Exception):  # noqa: N818 - a signal inside the builder, never raised out of it
+    """Default parameters that no gradient reaches: the builder builds the graph again without them."""
+
+    def __init__(self, parameters: set[str]) -> None:
+        super().__init__(", ".join(sorted(parameters)))
+        self.parameters = parameters
+
+
 class _Builder:
     """Builds the training graph from a shape-inferred ONNX model (one use)."""
 
@@ -1096,7 +1106,10 @@ class _Builder:
                               "an initializer of the model")
         self.folded_from = dict(folded or {})
         self.alias, self.parameter_of, self.made = _fold_roles(proto, self.folded_from, set(self.inits))
-        # output nodes
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start the output graph afresh (no node, no edge)."""
         self.names: list[str] = []
         self.op_types: list[str] = []
         self.op_kinds: list[str] = []
@@ -1327,13 +1340,34 @@ class _Builder:
         return False
 
     def build(self, graph_name: str, meta: dict[str, Any]) -> OpGraph:
+        """The training graph, its trainable parameters those a gradient reaches.
+
+        A default weight no gradient reaches (a quantization scale read by ``QuantizeLinear`` alone, a weight
+        whose only path to the outputs is an integer tensor) is no parameter: it is read as a constant, as one
+        ``--frozen`` names, and gets no update op (one holding its bytes and optimizer state, fed by nothing).
+        """
         needed = self._needed()
         trainable = self._trainable(needed)
+        while True:
+            try:
+                graph = self._build_step(graph_name, meta, needed, trainable)
+                break
+            except _NoGradient as ungraded:  # built again without them, as constants (each pass drops one or more)
+                trainable -= ungraded.parameters
+                self._reset()
         self._warn_folded_parameters(trainable)
         if not trainable:  # the torch importer refuses such a model; a forward pass alone may still be worth placing
             warnings.warn(f"{self.source}: no initializer is trained (none is a float weight of two elements or more "
                           "that a gradient reaches, or --frozen names them all): the graph holds the forward pass "
                           "alone, with no backward pass or updates", stacklevel=3)
+        return graph
+
+    def _build_step(self, graph_name: str, meta: dict[str, Any], needed: list[bool], trainable: set[str]) -> OpGraph:
+        """The training graph with ``trainable`` as its parameters.
+
+        Raises:
+            _NoGradient: naming the default parameters no gradient reaches (never one ``trainable`` names).
+        """
         graph_inputs = {vi.name for vi in self.proto.graph.input if vi.name not in self.inits}
         # where each value comes from: ("node", node index, producing value), ("param", name),
         # ("input", name); absent = a constant
@@ -1533,6 +1567,9 @@ class _Builder:
             if unread:  # dropped without a word
                 raise InvalidArgument(f"{self.source}: trainable names {unread[0]!r}, which no op of the model reads "
                                       "where a gradient can reach it")
+        ungraded = {p for p in param_users if ("param", -1, p) not in contributions}
+        if self.trainable_override is None and ungraded:
+            raise _NoGradient(ungraded)
         for p in sorted(param_users, key=lambda p: param_users[p][0]):
             pbytes = self.nbytes(p)
             module = p.rsplit(".", 1)[0] if "." in p else self.module[param_users[p][0]]
@@ -1550,7 +1587,7 @@ class _Builder:
             warnings.warn(
                 f"{self.source}: FLOP rules do not know {len(unknown)} op types, counted at 1 FLOP per output "
                 f"element: {', '.join(sorted(unknown))}",
-                stacklevel=3,
+                stacklevel=4,
             )
         pairs = sorted(self.edges)
         return OpGraph(

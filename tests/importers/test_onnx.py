@@ -1428,3 +1428,31 @@ def test_a_shape_held_in_a_sparse_initializer_is_read(indices):
 def test_a_sparse_initializer_whose_indices_do_not_fit_is_malformed(indices):
     with pytest.raises(InvalidGraph, match=r"sparse initializer 'shape' of shape \[2\] holds 2 values at indices"):
         from_onnx(_sparse_model([4, 16], indices, [2]))
+
+
+def _quantized_model(scale_shape=()):
+    """x @ w1 -> QuantizeLinear -> DequantizeLinear (scale of ``scale_shape``, on axis 1) -> @ w2."""
+    scale = numpy_helper.from_array(np.full(scale_shape, 0.05, np.float32), "scale")
+    zero = numpy_helper.from_array(np.zeros(scale_shape, np.int8), "zero")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("QuantizeLinear", ["h", "scale", "zero"], ["q"], name="quant", axis=1),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["d"], name="dequant", axis=1),
+             helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
+    return model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w1", 16, 32), weight("w2", 32, 4), scale, zero])
+
+
+def _updates_fed(g):
+    """Each update op's name, with whether a gradient feeds it."""
+    fed = set(g.edge_dst.tolist())
+    return {g.node_names[i]: i in fed for i in np.flatnonzero(g.phase == UPDATE)}
+
+
+def test_a_weight_no_gradient_reaches_gets_no_update():
+    """w1 reaches the loss through QuantizeLinear's integers alone: it had an update op that nothing fed."""
+    g = from_onnx(_quantized_model())
+    assert _updates_fed(g) == {"update/w2": True}
+    frozen = from_onnx(_quantized_model(), frozen=["w1"])  # as a weight --frozen names: a constant
+    assert g.node_names == frozen.node_names and np.array_equal(g.flops, frozen.flops)
+    assert np.array_equal(g.edge_src, frozen.edge_src) and np.array_equal(g.edge_dst, frozen.edge_dst)
+    with pytest.raises(InvalidArgument, match="trainable names 'w1', which no gradient reaches"):
+        from_onnx(_quantized_model(), trainable=["w1", "w2"])  # named: refused, as before
