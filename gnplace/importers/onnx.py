@@ -17,9 +17,9 @@ builds the training graph of one step by the conventions of the PyTorch importer
 * forward FLOP come from :func:`~gnplace.importers.onnx_flops.forward_flops`; an op type with no
   rule is counted at one FLOP per output element and listed once in a warning;
 * trainable parameters are the float initializers (at least two elements) read as weights: at an
-  input where a gradient flows (not a shape, an index or a batch-norm running statistic) and that
-  holds no state (not the initial state of a recurrent layer, which exporters store as an
-  initializer when it is zero); where the file holds torch.export's graph signature, its buffers
+  input where a gradient flows (not a shape, an index, a batch-norm running statistic or a quantization
+  scale or zero point) and that holds no state (not the initial state of a recurrent layer, which
+  exporters store as an initializer when it is zero); where the file holds torch.export's graph signature, its buffers
   are no weights, and neither are the constants the exporter folded that stand for no parameter
   (the unit scale and zero bias of a norm without weights or over ``GroupNorm``'s groups, an
   ``RNN``'s first step from its zero state); where the file also records what each folded constant was

@@ -140,6 +140,10 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
     "SoftmaxCrossEntropyLoss": frozenset({1, 2}),
     "NegativeLogLikelihoodLoss": frozenset({1, 2}),
     "CastLike": frozenset({1}),  # read for its type alone (TYPE_ONLY_INPUTS)
+    # quantization scales and zero points: fixed parameters of the format (buffers of torch's observers), no weights
+    **dict.fromkeys(["QuantizeLinear", "DequantizeLinear"], frozenset({1, 2})),
+    **dict.fromkeys(["QLinearConv", "QLinearMatMul"], frozenset({1, 2, 4, 5, 6, 7})),
+    **dict.fromkeys(["ConvInteger", "MatMulInteger"], frozenset({2, 3})),
     **dict.fromkeys(["Shape", "Size", "OneHot", "Range", "ConstantOfShape", "EyeLike", "ArgMax", "ArgMin", "NonZero",
                      "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial",
                      # comparisons and logic: a boolean result, no gradient to any input (a float threshold

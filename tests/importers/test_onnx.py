@@ -1456,3 +1456,19 @@ def test_a_weight_no_gradient_reaches_gets_no_update():
     assert np.array_equal(g.edge_src, frozen.edge_src) and np.array_equal(g.edge_dst, frozen.edge_dst)
     with pytest.raises(InvalidArgument, match="trainable names 'w1', which no gradient reaches"):
         from_onnx(_quantized_model(), trainable=["w1", "w2"])  # named: refused, as before
+
+
+def test_quantization_scales_and_zero_points_are_no_weights():
+    """A per-channel scale (32 floats) read by DequantizeLinear was trained, with a data gradient of mm2 for it alone."""
+    g = from_onnx(_quantized_model(scale_shape=(32,)))
+    assert _updates_fed(g) == {"update/w2": True}
+    assert not any(n.startswith(("grad/dequant", "grad/mm2/d", "read/scale")) for n in g.node_names)
+    per_tensor = from_onnx(_quantized_model())  # the same graph as of a scalar scale
+    assert g.node_names == per_tensor.node_names and np.array_equal(g.flops, per_tensor.flops)
+    # a weight-only quantised product: the int8 weight and its per-row scale train nothing (the forward pass alone)
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["w"], name="dq", axis=0),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    inits = [numpy_helper.from_array(np.ones((16, 4), np.int8), "q"), numpy_helper.from_array(np.ones(16, np.float32), "s")]
+    with pytest.warns(UserWarning, match="no initializer is trained"):
+        weight_only = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=21))
+    assert not (weight_only.phase == UPDATE).any()
