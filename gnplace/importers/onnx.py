@@ -11,9 +11,10 @@ builds the training graph of one step by the conventions of the PyTorch importer
   ``Unsqueeze``, ``Flatten``, ``Identity``, ``Slice``, ``Split``, ``Expand``, and ``Dropout`` in inference
   mode) are folded into the op that produced the data; ops no output needs are dropped. A ``Dropout`` in
   training mode (its ``training_mode`` input a true constant, its ratio not 0: what ``torch.onnx.export`` of a
-  module in ``train()`` mode writes) is an op, as the PyTorch importer's ``bernoulli_``, ``div_`` and ``mul``:
-  2 FLOP per element, holding its output and the mask it keeps (a byte per element), whose gradient reads the
-  output's gradient and the mask;
+  module in ``train()`` mode writes; a ``training_mode`` a graph input gives is read as true, with a warning;
+  before opset 7, its ``is_test`` attribute 0, as by default) is an op, as the PyTorch importer's
+  ``bernoulli_``, ``div_`` and ``mul``: 2 FLOP per element, holding its output and the mask it keeps (a
+  byte per element), whose gradient reads the output's gradient and the mask;
 * forward FLOP come from :func:`~gnplace.importers.onnx_flops.forward_flops`; an op type with no
   rule is counted at one FLOP per output element and listed once in a warning;
 * trainable parameters are the float initializers (at least two elements) read as weights: at an
@@ -59,7 +60,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1104,6 +1105,7 @@ class _Builder:
         if self.frozen - set(self.inits):
             raise UnknownName(f"{source}: frozen names {sorted(self.frozen - set(self.inits))[0]!r}, which is not "
                               "an initializer of the model")
+        self.opset = max((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
         self.folded_from = dict(folded or {})
         self.alias, self.parameter_of, self.made = _fold_roles(proto, self.folded_from, set(self.inits))
         self._reset()
@@ -1123,6 +1125,7 @@ class _Builder:
         self._counters: dict[str, int] = {}
         self._used: set[str] = set()
         self._groups = 0
+        self.fed_modes: list[str] = []  # the Dropout nodes whose training mode a graph input gives
 
     # ------------------------------------------------------------------ helpers
     def shape(self, value: str) -> Shape | None:
@@ -1155,16 +1158,27 @@ class _Builder:
                 return np.asarray(onnx.helper.get_attribute_value(attribute))
         return None if tensor is None else _held_values(tensor)
 
-    def training_dropout(self, node: onnx.NodeProto) -> bool:
-        """Whether a ``Dropout`` node drops elements: its ``training_mode`` a true constant, its ``ratio`` not 0.
+    def training_dropout(self, node: onnx.NodeProto, fed: Container[str] = ()) -> bool:
+        """Whether a ``Dropout`` node drops elements: in training mode, its ``ratio`` not 0.
 
-        ``training_mode`` (input 2, since opset 12) is false by default, and ``ratio`` (input 1) 0.5; a ratio
-        computed in the graph, or given as a graph input, is taken for not 0. Before opset 12 Dropout has no
-        training mode: a view, as an inference-mode one.
+        Since opset 12 ``training_mode`` (input 2) is false by default, and ``ratio`` (input 1) 0.5; a ratio
+        computed in the graph, or given as a graph input, is taken for not 0. A ``training_mode`` that is no
+        constant but ``fed`` (a graph input, or computed from one: a file made to switch between training and
+        evaluation) is taken as true, the mode of the training step gnplace builds, and the node is named in
+        :attr:`fed_modes` (for a warning). In opsets 7 to 11 Dropout has no training mode (ONNX's version
+        converter turns only ``is_test=1`` into them, and its reference runs them as the identity): a view, as an
+        inference-mode one. Before opset 7 its ``is_test`` attribute is 0 by default: a training dropout but for
+        ``is_test=1`` or a ``ratio`` attribute of 0.
         """
+        if self.opset < 7:
+            attrs = _attributes(node)
+            return not int(attrs.get("is_test", 0)) and float(attrs.get("ratio", 0.5)) != 0.0
         if len(node.input) < 3 or not node.input[2]:
             return False
         mode = self.small_value(node.input[2])
+        if mode is None and node.input[2] in fed and node.input[2] not in self.constants:
+            self.fed_modes.append(node.name or node.op_type)
+            mode = np.asarray(True)
         if mode is None or mode.size != 1 or not bool(mode.reshape(-1)[0]):
             return False
         ratio = self.small_value(node.input[1]) if node.input[1] else np.asarray(0.5)
@@ -1356,6 +1370,11 @@ class _Builder:
                 trainable -= ungraded.parameters
                 self._reset()
         self._warn_folded_parameters(trainable)
+        if self.fed_modes:
+            shown = ", ".join(repr(n) for n in self.fed_modes[:5]) + (", ..." if len(self.fed_modes) > 5 else "")
+            warnings.warn(f"{self.source}: {len(self.fed_modes)} Dropout nodes ({shown}) take training_mode from the "
+                          "graph's inputs: read as training mode, that of the training step gnplace builds (export "
+                          "the model with the mode a constant for another)", stacklevel=3)
         if not trainable:  # the torch importer refuses such a model; a forward pass alone may still be worth placing
             warnings.warn(f"{self.source}: no initializer is trained (none is a float weight of two elements or more "
                           "that a gradient reaches, or --frozen names them all): the graph holds the forward pass "
@@ -1394,7 +1413,7 @@ class _Builder:
             ins = [x for pos, x in enumerate(node.input) if x and pos not in type_only]
             if kind in STATIC_OPS or all(x not in ref for x in ins):
                 continue  # a constant: computed once, before the step
-            dropping = kind == "Dropout" and self.training_dropout(node)
+            dropping = kind == "Dropout" and self.training_dropout(node, ref)
             if kind in VIEW_OPS and not dropping:
                 data = node.input[0] if node.input else ""
                 if data not in ref:

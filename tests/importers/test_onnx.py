@@ -513,10 +513,11 @@ def test_declared_shapes_less_specific_than_inferred_ones_import():
     assert g.flops[g.index("conv")] == 2 * 4 * 6 * 6 * 27 and g.out_bytes[g.index("relu")] == 4 * 6 * 6 * 4
 
 
-def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", opset=17):
+def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", opset=17, attrs=None):
     """MatMul -> Dropout -> MatMul; ``mode`` and ``ratio`` as Constant nodes (``None``: the input left out), ``"r"``
-    a graph input, ``"init"`` an initializer of 0.2; ``mask``: ``""`` no mask output, ``"named"`` one nothing reads,
-    ``"read"`` one a Cast reads."""
+    a graph input, ``"init"`` an initializer of 0.2; ``mode`` ``"input"`` a graph input, ``"not"`` the Not of one;
+    ``mask``: ``""`` no mask output, ``"named"`` one nothing reads, ``"read"`` one a Cast reads; ``attrs`` the
+    Dropout's (``is_test`` and ``ratio`` before opset 7: an attribute there)."""
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1")]
     extra, outputs, inits = [], [vi("y", [8, 4])], [weight("w1", 16, 32), weight("w2", 32, 4)]
     inputs = ["h", "ratio" if ratio is not None else "", "mode" if mode is not None else ""]
@@ -527,10 +528,17 @@ def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", o
         extra.append(vi("r", [], elem=F))
     elif ratio == "init":
         inits.append(numpy_helper.from_array(np.float32(0.2), "ratio"))
-    if mode is not None:
+    if mode in ("input", "not"):
+        extra.append(vi("train" if mode == "input" else "evaluating", [], elem=TensorProto.BOOL))
+        if mode == "not":
+            nodes.append(helper.make_node("Not", ["evaluating"], ["mode"], name="not"))
+        else:
+            inputs[2] = "train"
+    elif mode is not None:
         nodes.append(helper.make_node("Constant", [], ["mode"], value=numpy_helper.from_array(np.bool_(mode))))
     drop_out = ["d", "m"] if mask else ["d"]
-    nodes += [helper.make_node("Dropout", [x for x in inputs if opset >= 12 or x == "h"], drop_out, name="drop"),
+    nodes += [helper.make_node("Dropout", [x for x in inputs if opset >= 12 or x == "h"], drop_out, name="drop",
+                               **(attrs or {})),
               helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
     if mask == "read":
         nodes.append(helper.make_node("Cast", ["m"], ["mf"], name="cast", to=F))
@@ -562,9 +570,30 @@ def test_a_training_dropout_is_an_op_keeping_its_mask_whose_gradient_reads_the_m
     g.validate()
 
 
-@pytest.mark.parametrize("mode, ratio, opset", [(False, 0.1, 17), (None, 0.1, 17), (True, 0.0, 17), (True, 0.1, 11)])
-def test_an_inference_mode_or_ratio_0_dropout_stays_a_view(mode, ratio, opset):
-    g = from_onnx(_dropout_model(mode, ratio, opset=opset))
+@pytest.mark.parametrize("mode, opset, attrs", [("input", 17, {}), ("not", 17, {}), (None, 6, {}),
+                                               (None, 6, {"ratio": 0.1, "is_test": 0})])
+def test_a_dropout_whose_mode_a_graph_input_gives_or_before_opset_7_trains(mode, opset, attrs):
+    """A training_mode fed by a graph input, and an opset-6 Dropout (is_test 0 by default), were views: the first is
+    the mode of the training step (with one warning), the second a training dropout by the opset's spec."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = from_onnx(_dropout_model(mode, None, opset=opset, attrs=attrs))
+    drop = g.index("drop")
+    assert g.op_types[drop] == "Dropout" and g.flops[drop] == 2 * 8 * 32 and g.out_bytes[drop] == 8 * 32 * 5
+    assert g.flops[g.index("grad/drop/h")] == 8 * 32
+    said = [str(w.message) for w in caught]
+    if mode is None:
+        assert said == []
+    else:
+        assert len(said) == 1 and "1 Dropout nodes ('drop') take training_mode from the graph's inputs" in said[0]
+
+
+@pytest.mark.parametrize("mode, ratio, opset, attrs", [
+    (False, 0.1, 17, {}), (None, 0.1, 17, {}), (True, 0.0, 17, {}), (True, 0.1, 11, {}), (True, 0.1, 7, {}),
+    (None, None, 6, {"is_test": 1}), (None, None, 6, {"ratio": 0.0}),
+])
+def test_an_inference_mode_or_ratio_0_dropout_stays_a_view(mode, ratio, opset, attrs):
+    g = from_onnx(_dropout_model(mode, ratio, opset=opset, attrs=attrs))
     assert "Dropout" not in g.op_types and "Dropout_grad" not in g.op_types
     edges = {(g.node_names[u], g.node_names[v]) for u, v in zip(g.edge_src, g.edge_dst)}
     assert ("mm1", "mm2") in edges
