@@ -387,7 +387,8 @@ _DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_da
 def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx.ModelProto:
     """``proto`` with the values of large initializers dropped (their names, types and dims stay).
 
-    Sparse initializers become dense ones (:func:`_dense_of_sparse`).
+    Sparse initializers become dense ones (:func:`_dense_of_sparse`), and so does the ``sparse_value`` of a
+    ``Constant`` where it is small and held.
 
     Raises:
         InvalidGraph: for a sparse initializer whose indices do not fit its shape or its values.
@@ -399,6 +400,14 @@ def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx
     for sparse in proto.graph.sparse_initializer:  # a dense one, holding its values where it is small
         proto.graph.initializer.add().CopyFrom(_dense_of_sparse(sparse, source))
     proto.graph.ClearField("sparse_initializer")
+    for node in proto.graph.node:  # a small Constant's sparse_value, which shape inference does not read: dense
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+            continue
+        for attribute in node.attribute:
+            if attribute.name == "sparse_value" and attribute.HasField("sparse_tensor"):
+                dense = _dense_of_sparse(attribute.sparse_tensor, source, f"node {node.name or 'Constant'!r}'s value")
+                if _held_values(dense) is not None:
+                    attribute.CopyFrom(onnx.helper.make_attribute("value", dense))
     for init in proto.graph.initializer:
         if math.prod(init.dims) > _KEEP_VALUES:
             for field in _DATA_FIELDS:
@@ -407,7 +416,7 @@ def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx
     return proto
 
 
-def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str) -> TensorProto:
+def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "sparse initializer") -> TensorProto:
     """The dense initializer a sparse one stands for, with its values where it is small and holds them.
 
     Shape inference reads the values of small tensors (a ``Reshape``'s target shape) from dense initializers
@@ -422,7 +431,7 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str) -> TensorProto
     """
     values, dims, name = sparse.values, [int(d) for d in sparse.dims], sparse.values.name
     if any(d < 0 for d in dims):
-        raise InvalidGraph(f"{source}: sparse initializer {name!r} has the shape {dims}, with a negative dimension "
+        raise InvalidGraph(f"{source}: {what} {name!r} has the shape {dims}, with a negative dimension "
                            "(malformed file?)")
     dense = TensorProto(name=name, data_type=values.data_type, dims=dims)
     external = TensorProto.EXTERNAL in (values.data_location, sparse.indices.data_location)
@@ -444,7 +453,7 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str) -> TensorProto
         if len(linear) != held.size or (linear.size and (linear.min() < 0 or linear.max() >= numel)):
             raise ValueError("indices outside the shape, or not one per value")
     except ValueError:
-        raise InvalidGraph(f"{source}: sparse initializer {name!r} of shape {dims} holds {held.size} values at "
+        raise InvalidGraph(f"{source}: {what} {name!r} of shape {dims} holds {held.size} values at "
                            f"indices of shape {list(indices.shape)} that do not fit it (one index per value, each "
                            "inside the shape; malformed file?)") from None
     flat = np.zeros(numel, dtype=held.dtype)

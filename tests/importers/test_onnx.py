@@ -1501,3 +1501,20 @@ def test_quantization_scales_and_zero_points_are_no_weights():
     with pytest.warns(UserWarning, match="no initializer is trained"):
         weight_only = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=21))
     assert not (weight_only.phase == UPDATE).any()
+
+
+@pytest.mark.parametrize("indices", [[0, 1], [0, 2]])
+def test_a_constants_sparse_value_holding_a_shape_is_read(indices):
+    """A Constant(sparse_value=...) as a Reshape's shape was refused: 'could not find a static shape ... data-dependent'."""
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(np.array([4, 16], np.int64), "v"),
+                                       numpy_helper.from_array(np.array(indices, np.int64), "i"), [2])
+    nodes = [helper.make_node("Constant", [], ["shape"], name="shape_const", sparse_value=sparse),
+             helper.make_node("Reshape", ["x", "shape"], ["r"], name="rs"),
+             helper.make_node("MatMul", ["r", "w"], ["y"], name="mm")]
+    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [4, 4])], [weight("w", 16, 4)])
+    if indices == [0, 2]:
+        with pytest.raises(InvalidGraph, match=r"node 'shape_const''s value 'v' of shape \[2\] holds 2 values at"):
+            from_onnx(onnx_model)
+        return
+    g = from_onnx(onnx_model)
+    assert g.flops[g.index("mm")] == 2 * 4 * 16 * 4 and g.node_names == from_onnx(_sparse_model([4, 16], [0, 1], [2])).node_names
