@@ -10,7 +10,7 @@ import math
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes"]
+__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds"]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -128,6 +128,8 @@ def parse_flops(value: object) -> float:
 def format_bytes(value: float) -> str:
     """Bytes in the largest binary unit that keeps the number at least 1, e.g. ``"1.50 GiB"``.
 
+    A size under 1 KiB is shown in bytes (``"12 B"``), so that no size prints as zero of a larger unit.
+
     Examples:
         >>> format_bytes(1536), format_bytes(3 * 2**30), format_bytes(12)
         ('1.50 KiB', '3.00 GiB', '12 B')
@@ -136,3 +138,21 @@ def format_bytes(value: float) -> str:
         if abs(value) >= size:
             return f"{value / size:.2f} {unit}"
     return f"{value:.0f} B"
+
+
+def format_seconds(value: float) -> str:
+    """Seconds in the largest of s, ms, us and ns that keeps the number at least 1, e.g. ``"17.580 ms"``.
+
+    Zero is ``"0 s"``; a duration under 1 ns is shown in ns (``"0.500 ns"``), so that no duration over
+    0.5 ps prints as zero. ``us`` is written as cluster files write it (:func:`parse_seconds` reads it).
+
+    Examples:
+        >>> format_seconds(0.017580), format_seconds(2.5), format_seconds(1e-9), format_seconds(0.0)
+        ('17.580 ms', '2.500 s', '1.000 ns', '0 s')
+    """
+    if value == 0:
+        return "0 s"
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(value) >= size:
+            return f"{value / size:.3f} {unit}"
+    return f"{value / 1e-9:.3f} ns"

@@ -14,6 +14,7 @@ import numpy as np
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
+from gnplace.units import format_seconds
 
 __all__ = ["agg_pyplot", "plot_timeline", "plot_ratios", "IMAGE_SUFFIXES"]
 
@@ -110,7 +111,7 @@ def plot_timeline(
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("time (ms)")
-    ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {result.step_time * 1e3:.3f} ms")
+    ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {format_seconds(result.step_time)}")
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()]
     handles.append(Patch(color=_TRANSFER_COLOUR, label="transfer"))
     ax.legend(handles=handles, loc="lower right", fontsize="small")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
+from gnplace.units import format_bytes, format_seconds, parse_bytes, parse_flops, parse_rate, parse_seconds
 
 
 @pytest.mark.parametrize(
@@ -156,3 +156,25 @@ def test_a_compute_rate_with_a_binary_prefix_is_refused(text):
     """"2 TiFLOP/s" was read as 2 * 2**40 FLOP/s, 10% above 2 TFLOP/s: no one counts FLOP in powers of two."""
     with pytest.raises(ValueError, match=r"unknown unit"):
         parse_flops(text)
+
+
+@pytest.mark.parametrize(
+    ("num_bytes", "text"),
+    [(0, "0 B"), (1, "1 B"), (1023, "1023 B"), (1024, "1.00 KiB"), (1.5 * 2**20, "1.50 MiB"), (2**40, "1.00 TiB")],
+)
+def test_format_bytes_never_shows_a_size_as_zero_of_a_larger_unit(num_bytes, text):
+    assert format_bytes(num_bytes) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.0, "0 s"), (1e-9, "1.000 ns"), (2.5e-6, "2.500 us"), (0.0123456, "12.346 ms"), (1.0, "1.000 s"),
+     (-0.001, "-1.000 ms"), (5e-13, "0.001 ns")],
+)
+def test_format_seconds_picks_the_unit_that_shows_the_value(seconds, text):
+    assert format_seconds(seconds) == text
+
+
+@pytest.mark.parametrize("seconds", [1e-9, 3.2e-7, 2.5e-6, 0.0123456, 1.0, 42.0])
+def test_format_seconds_reads_back_with_parse_seconds(seconds):
+    assert parse_seconds(format_seconds(seconds)) == pytest.approx(seconds, rel=1e-3)

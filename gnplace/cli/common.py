@@ -22,7 +22,7 @@ from gnplace.placers.registry import PLACERS, make_placer
 
 __all__ = [
     "add_option_argument", "add_input_shape_argument", "input_shapes", "parse_placer_options", "resolve_placement",
-    "ms", "mib", "check_count", "check_output_folder", "check_not_input", "check_not_run_output", "require_ops",
+    "check_count", "check_output_folder", "check_not_input", "check_not_run_output", "require_ops",
     "writing", "describe_os_error", "run_reporting_errors", "checkpoint_readers", "checkpoint_format",
     "check_shared_options", "option_files", "check_output_file", "collect_input_shapes", "add_optimizer_argument",
     "file_path", "whole_number", "names_placement_file", "print_json", "cluster_list",
@@ -171,16 +171,6 @@ def resolve_placement(
         return Path(placer).name, load_placement(placer, graph, cluster)
     placed = make_placer(placer, timer=timer, budget=budget, **(options or {})).place(graph, cluster, seed=seed)
     return placer, check_placed(placed, graph, cluster, placer)
-
-
-def ms(seconds: float) -> str:
-    """Seconds as milliseconds with three decimals."""
-    return f"{seconds * 1e3:.3f}"
-
-
-def mib(num_bytes: float) -> str:
-    """Bytes as MiB with one decimal."""
-    return f"{num_bytes / 2**20:.1f}"
 
 
 def whole_number(text: str) -> int:

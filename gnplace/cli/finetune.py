@@ -167,26 +167,28 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({k: v for k, v in summary.items() if k != "history"})
         return 0
-    ms = 1e3
+    from gnplace.units import format_seconds
+
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
           f"{summary['evaluations']} evaluations ({summary['polish_evaluations']} of them annealing from the "
           f"search's best) in {summary['seconds']:.1f} s")
-    print(f"  fine-tuned   {summary['step_time_s'] * ms:9.3f} ms{'  (OOM)' if summary['oom'] else ''}")
+    print(f"  fine-tuned   {format_seconds(summary['step_time_s']):>12}{'  (OOM)' if summary['oom'] else ''}")
     rounds = len(summary["final_rounds_s"]["search"])
     afresh = "afresh" if rounds == 1 else f"afresh (median of {rounds} rounds)"
     if summary["chosen"] != "search":
         winner = "the search's next fastest" if summary["chosen"].startswith("search_") else f"{summary['chosen']}'s"
-        print(f"  (the search's best measured {summary['search_step_s'] * ms:.3f} ms {afresh}"
+        print(f"  (the search's best measured {format_seconds(summary['search_step_s'])} {afresh}"
               f"{' (OOM)' if summary['search_oom'] else ''}, slower than {winner} placement, which is returned)")
     elif rounds > 1:
         print(f"  (each step below measured {afresh})")
     if summary.get("zero_shot_s") is not None:
-        print(f"  zero-shot    {summary['zero_shot_s'] * ms:9.3f} ms{'  (OOM)' if summary['zero_shot_oom'] else ''}"
+        oom = "  (OOM)" if summary["zero_shot_oom"] else ""
+        print(f"  zero-shot    {format_seconds(summary['zero_shot_s']):>12}{oom}"
               "  (a candidate; the search starts from auto)")
     elif summary.get("zero_shot_budget_needed") is not None:
         print(f"  zero-shot    not timed: its candidates and one PPO batch need --budget "
               f"{summary['zero_shot_budget_needed']} or more")
     for name in ("auto", "single", "round_robin"):
-        print(f"  {name:<12} {summary[name + '_s'] * ms:9.3f} ms{'  (OOM)' if summary[name + '_oom'] else ''}")
+        print(f"  {name:<12} {format_seconds(summary[name + '_s']):>12}{'  (OOM)' if summary[name + '_oom'] else ''}")
     print(f"  best placement: {summary['placement']}")
     return 0

@@ -12,6 +12,7 @@ from gnplace.cli.common import file_path
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
 from gnplace.importers import OPTIMIZERS
+from gnplace.units import format_bytes
 
 
 def add_parser(sub: Any) -> None:
@@ -91,5 +92,5 @@ def run(args: argparse.Namespace) -> int:
     phases = ", ".join(f"{n} {p}" for p, n in summary["ops_by_phase"].items())
     gflop = ", ".join(f"{p} {f / 1e9:.3f}" for p, f in summary["flops_by_phase"].items())
     print(f"wrote {path}: {graph.num_ops} ops ({phases}), {graph.num_edges} edges, {graph.num_groups} groups; "
-          f"GFLOP {gflop}; parameters + optimizer state {graph.total_param_bytes / 2**20:.1f} MiB")
+          f"GFLOP {gflop}; parameters + optimizer state {format_bytes(graph.total_param_bytes)}")
     return 0

@@ -14,8 +14,6 @@ from gnplace.cli.common import (
     file_path,
     input_shapes,
     markup_name,
-    mib,
-    ms,
     print_json,
     stdout_console,
     whole_number,
@@ -26,6 +24,7 @@ from gnplace.importers.sources import load_graph_source
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.bounds import critical_path
 from gnplace.sim.simulator import Simulator
+from gnplace.units import format_bytes, format_seconds
 
 
 def add_parser(sub: Any) -> None:
@@ -92,15 +91,18 @@ def run(args: argparse.Namespace) -> int:
     )
     console.print(f"by phase: {phases}")
     console.print(f"total {report['total_flops'] / 1e9:.3f} GFLOP; "
-                  f"parameters + optimizer state {mib(report['param_bytes'])} MiB; "
-                  f"outputs {mib(report['activation_bytes'])} MiB; edges carry {mib(report['edge_bytes'])} MiB")
+                  f"parameters + optimizer state {format_bytes(report['param_bytes'])}; "
+                  f"outputs {format_bytes(report['activation_bytes'])}; "
+                  f"edges carry {format_bytes(report['edge_bytes'])}")
     oom = " [red]OUT OF MEMORY[/]" if report["single_device_oom"] else ""
     if report["single_device"] is None:  # a graph of no ops (a TypeError from escape(None) before)
         console.print(f"on {markup_name(report['cluster'])}: no ops, so no step to time")
     else:
-        console.print(f"on {markup_name(report['cluster'])}: critical path {ms(report['critical_path_s'])} ms; single "
-                      f"device ({markup_name(report['single_device'])}) step {ms(report['single_device_step_s'])} ms, "
-                      f"peak {mib(report['single_device_peak_bytes'])} MiB{oom}")
+        console.print(f"on {markup_name(report['cluster'])}: "
+                      f"critical path {format_seconds(report['critical_path_s'])}; "
+                      f"single device ({markup_name(report['single_device'])}) step "
+                      f"{format_seconds(report['single_device_step_s'])}, "
+                      f"peak {format_bytes(report['single_device_peak_bytes'])}{oom}")
     table = Table(title="op types")
     for col in ("type", "count", "GFLOP"):
         table.add_column(col, justify="left" if col == "type" else "right",

@@ -27,8 +27,6 @@ from gnplace.cli.common import (
     check_shared_options,
     file_path,
     input_shapes,
-    mib,
-    ms,
     option_files,
     parse_placer_options,
     print_json,
@@ -46,6 +44,7 @@ from gnplace.placers.registry import check_placer_options
 from gnplace.shipped import shipped_files
 from gnplace.sim.bounds import require_memory
 from gnplace.sim.simulator import Simulator
+from gnplace.units import format_bytes, format_seconds
 
 
 def add_parser(sub: Any) -> None:
@@ -167,12 +166,12 @@ def run(args: argparse.Namespace) -> int:
     counts = np.bincount(placement.devices, minlength=cluster.num_devices)
     shown = [k for k in range(cluster.num_devices) if counts[k] or cluster.num_devices <= 16]
     per_device = ", ".join(f"{printable_name(cluster.device_names[k])} {int(counts[k])} ops / "
-                           f"{mib(result.peak_memory[k])} MiB" for k in shown)
+                           f"{format_bytes(result.peak_memory[k])}" for k in shown)
     if len(shown) < cluster.num_devices:  # a large cluster: the devices used, and how many are not
         per_device += f"; {cluster.num_devices - len(shown)} of {cluster.num_devices} devices unused"
     oom = "  OUT OF MEMORY" if result.is_oom else ""
     print(f"{printable_name(graph.name)} on {printable_name(cluster.name)} by {printable_name(args.placer)} in "
-          f"{took:.3f} s: step {ms(result.step_time)} ms{oom}")
+          f"{format_seconds(took)}: step {format_seconds(result.step_time)}{oom}")
     print(f"  {per_device}")
     if args.output:
         print(f"  written to {args.output}")
@@ -180,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  device_map written to {args.device_map}; simulated step times:")
         width = max(20, *(len(name) for name in compared))  # accelerate_sequential is 21 characters
         for name, seconds in compared.items():
-            print(f"    {name:<{width}} {ms(seconds)} ms")
+            print(f"    {name:<{width}} {format_seconds(seconds)}")
         wrapper = _single_top_module(device_map) if not args.device_map_root else None
         if wrapper:
             print(f"  every key is under {wrapper!r}: --device-map-root {wrapper} writes them relative to it, "

@@ -95,6 +95,7 @@ def _profile(args: argparse.Namespace) -> int:
     )
     from gnplace.graph_io import refuse_link, write_atomically
     from gnplace.importers.sources import load_step_source
+    from gnplace.units import format_seconds
 
     if args.timer == "local" and args.ranks is not None:  # each timer has its own way to say its devices
         raise InvalidArgument("--ranks is for --timer dist; --timer local runs on --devices")
@@ -159,20 +160,20 @@ def _profile(args: argparse.Namespace) -> int:
         return 0
     print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
     for pair, link in calibration.links.items():
-        print(f"  link {pair}: latency {link['latency'] * 1e6:.1f} us, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
+        print(f"  link {pair}: latency {format_seconds(link['latency'])}, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
     overhead = {dev.kind: dev.launch_overhead for dev in calibration.cluster.devices}
     for kind, factor in calibration.scale.items():
         print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it); "
-              f"other models get {overhead[kind] * 1e6:.1f} us per op on top of the measured rates")
+              f"other models get {format_seconds(overhead[kind])} per op on top of the measured rates")
     if calibration.message_cpu:
-        print(f"  a message costs each end {calibration.message_cpu * 1e6:.0f} us of compute while the other end "
+        print(f"  a message costs each end {format_seconds(calibration.message_cpu)} of compute while the other end "
               "computes (both ranks' communication threads need a core)")
     if rows:
-        print(f"{'placement':<16} {'measured ms':>12} {'simulated ms':>13} {'error':>7}")
+        print(f"{'placement':<16} {'measured':>13} {'simulated':>13} {'error':>7}")
         for r in rows:
-            measured = f"{'out of memory':>12}" if r["oom"] else f"{r['measured_s'] * 1e3:12.3f}"
+            measured = f"{'out of memory' if r['oom'] else format_seconds(r['measured_s']):>13}"
             error = f"{'-':>7}" if r["oom"] else f"{r['error']:7.1%}"
-            print(f"{r['name']:<16} {measured} {r['simulated_s'] * 1e3:13.3f} {error}")
+            print(f"{r['name']:<16} {measured} {format_seconds(r['simulated_s']):>13} {error}")
         if timed:
             print(f"median absolute error of the simulator: {report['median_abs_error']:.1%} "
                   "(placements that split the step; one-device steps are what the calibration is scaled to)")

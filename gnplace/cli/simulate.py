@@ -13,8 +13,6 @@ from gnplace.cli.common import (
     file_path,
     input_shapes,
     markup_name,
-    mib,
-    ms,
     names_placement_file,
     print_json,
     require_ops,
@@ -30,6 +28,7 @@ from gnplace.placement import recorded_mode, recorded_placer, recorded_preset
 from gnplace.placers.registry import PLACERS
 from gnplace.sim.bounds import lower_bound
 from gnplace.sim.simulator import SimMode, Simulator
+from gnplace.units import format_bytes, format_seconds
 from gnplace.viz import IMAGE_SUFFIXES
 
 TIMELINE_SUFFIXES = IMAGE_SUFFIXES
@@ -148,20 +147,21 @@ def _print_table(report: dict[str, Any]) -> None:
         f"[bold]{markup_name(report['cluster'])}[/], {_placed_by(report)}, mode {report['mode']}"
     )
     console.print(
-        f"step time [bold]{ms(report['step_time_s'])} ms[/]   bound {ms(report['bound_s'])} ms "
-        f"(critical path {ms(report['critical_path_s'])} ms, work {ms(report['work_bound_s'])} ms)   "
+        f"step time [bold]{format_seconds(report['step_time_s'])}[/]   bound {format_seconds(report['bound_s'])} "
+        f"(critical path {format_seconds(report['critical_path_s'])}, work {format_seconds(report['work_bound_s'])})   "
         + (f"step/bound {report['ratio_to_bound']:.3f}" if report["ratio_to_bound"] is not None else "step/bound -")
         + ("   [red bold]OUT OF MEMORY[/]" if report["oom"] else "")
     )
     table = Table()
-    for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):
+    for col in ("device", "busy", "utilisation", "peak memory", "capacity", "OOM"):
         # a name too long for its share of the width wraps in its cell: cut with "…", two devices read alike
         table.add_column(col, justify="left" if col == "device" else "right",
                          overflow="fold" if col == "device" else "ellipsis")
     for dev in report["devices"]:
         table.add_row(
-            markup_name(dev["name"]), ms(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%",
-            mib(dev["peak_memory_bytes"]), mib(dev["memory_capacity_bytes"]), "[red]yes[/]" if dev["oom"] else "no",
+            markup_name(dev["name"]), format_seconds(dev["busy_s"]), f"{dev['utilisation'] * 100:.1f}%",
+            format_bytes(dev["peak_memory_bytes"]), format_bytes(dev["memory_capacity_bytes"]),
+            "[red]yes[/]" if dev["oom"] else "no",
         )
     console.print(table)
     if "timeline" in report:

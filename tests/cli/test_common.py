@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from gnplace.cli.common import check_output_folder, mib, ms, parse_placer_options, resolve_placement
+from gnplace.cli.common import check_output_folder, parse_placer_options, resolve_placement
 from gnplace.cluster import load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidPlacement, UnknownName
 from gnplace.placement import Placement, save_placement
@@ -65,22 +65,6 @@ def test_placement_file_of_another_graph_is_rejected(tmp_path):
 def test_unknown_placer_name_lists_the_choices():
     with pytest.raises(UnknownName, match=r"unknown placer 'magic' \(choose one of: .*round_robin"):
         resolve_placement(chain_graph(2), load_cluster("k80x2"), "magic")
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [(0.0, "0.000"), (1.0, "1000.000"), (0.0123456, "12.346"), (2.5e-6, "0.003"), (-0.001, "-1.000")],
-)
-def test_ms_gives_milliseconds_with_three_decimals(seconds, text):
-    assert ms(seconds) == text
-
-
-@pytest.mark.parametrize(
-    ("num_bytes", "text"),
-    [(0, "0.0"), (2**20, "1.0"), (1.5 * 2**20, "1.5"), (2**30, "1024.0"), (10**6, "1.0"), (52_429, "0.1")],
-)
-def test_mib_gives_mebibytes_with_one_decimal(num_bytes, text):
-    assert mib(num_bytes) == text
 
 
 def test_a_file_named_like_a_placer_does_not_hide_the_placer(tmp_path, monkeypatch):

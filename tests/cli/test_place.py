@@ -117,7 +117,7 @@ def test_a_large_cluster_lists_the_devices_used(tmp_path, capsys):
     cluster.write_text("devices: [{name: a, count: 40, kind: v100}]\nlinks: {default: pcie3}\n")
     assert main(["place", str(EXAMPLES / "mlp2x8w2048b512.gnpg"), "-c", str(cluster), "-p", "single"]) == 0
     line = capsys.readouterr().out.splitlines()[1]
-    assert line == "  a0 98 ops / 360.0 MiB; 39 of 40 devices unused"
+    assert line == "  a0 98 ops / 360.00 MiB; 39 of 40 devices unused"
 
 
 def test_unknown_placer_is_named_before_its_options(capsys):

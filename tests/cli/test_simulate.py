@@ -64,11 +64,23 @@ def test_table_output(capsys, graph_file):
     out = run_ok(capsys, str(graph_file), "--cluster", "k80x4", "--placer", "round_robin")
     assert squash("mlp2x2w8b4 (26 ops, 5 groups) on k80x4, placer round_robin, mode default") in squash(out)
     assert "step time" in out and "bound" in out
-    for col in ("device", "busy ms", "utilisation", "peak MiB", "capacity MiB", "OOM"):
+    for col in ("device", "busy", "utilisation", "peak memory", "capacity", "OOM"):
         assert squash(col) in squash(out)
     for name in ("gpu0", "gpu1", "gpu2", "gpu3"):
         assert name in out
     assert "OUT OF MEMORY" not in out
+
+
+def test_tiny_capacities_and_steps_print_in_a_unit_that_shows_them(capsys, tmp_path):
+    """A 1 KiB device printed "0.0" MiB and a 3 ns step "0.000" ms: each is now shown in a unit that holds it."""
+    cluster = tmp_path / "fast.yaml"
+    cluster.write_text("name: fast\ndevices: [{name: gpu, count: 1, peak_flops: 1e18, mem_bandwidth: 1e18, "
+                       "memory: 1 KiB, launch_overhead: 1 ns}]\n")
+    graph = save_graph(chain_graph(1, flops=1e9, out_bytes=0), tmp_path / "one.gnpg")
+    out = run_ok(capsys, str(graph), "-c", str(cluster))
+    assert "step time 3.000 ns" in out and "critical path 3.000 ns" in out
+    row = next(line for line in out.splitlines() if "gpu0" in line)
+    assert row.split("│")[2:6] == [" 3.000 ns ", "      100.0% ", "         0 B ", " 1.00 KiB "]
 
 
 def test_json_output(capsys, graph_file):
