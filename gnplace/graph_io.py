@@ -43,7 +43,9 @@ from gnplace.graph import PHASES, OpGraph, check_graph
 from gnplace.limits import MAX_COUNT, MAX_EDGES, MAX_NODES, as_path, gunzip, parse_json, read_file
 from gnplace.opkinds import canonical_kind
 
-__all__ = ["save_graph", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx"]
+__all__ = [
+    "save_graph", "graph_file_bytes", "load_graph", "graph_to_dict", "graph_from_dict", "to_networkx", "from_networkx",
+]
 
 FORMAT = "gnplace-opgraph"
 #: The version :func:`save_graph` writes.
@@ -198,6 +200,15 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     Raises:
         InvalidArgument: if ``graph`` is no graph or ``path`` no ``str`` or ``os.PathLike`` (None).
     """
+    return write_atomically(path, graph_file_bytes(graph, path))
+
+
+def graph_file_bytes(graph: OpGraph, path: str | os.PathLike[str]) -> bytes:
+    """The bytes :func:`save_graph` writes to ``path`` (for a command that writes it with other files, all or none).
+
+    Raises:
+        InvalidArgument: as :func:`save_graph`.
+    """
     check_graph(graph)  # (path, graph) the wrong way round was pathlib's TypeError
     path = as_path(path, "graph file")  # None too
     _check_meta(graph.meta, graph.name)
@@ -205,7 +216,7 @@ def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
     payload = text.encode("utf-8")
     if path.suffix.lower() != ".json":  # (OUT.JSON too: the names are matched without case)
         payload = gzip.compress(payload, compresslevel=9, mtime=0)
-    return write_atomically(path, payload)
+    return payload
 
 
 def _check_meta(meta: Any, name: str) -> None:

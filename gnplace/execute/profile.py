@@ -83,17 +83,24 @@ class Calibration:
     message_cpu: float = 0.0
 
     def save(self, out: str | os.PathLike[str]) -> tuple[Path, Path]:
-        """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml``; returns their paths."""
+        """Write ``OUT/graph.gnpg`` and ``OUT/cluster.yaml`` together; returns their paths.
+
+        Both are written to temporary files before either is renamed into place
+        (:func:`~gnplace.graph_io.write_together`): a run stopped while writing leaves the pair an earlier
+        run wrote, not a new graph beside an old cluster (each file's costs were measured for the other).
+        """
         import yaml
 
-        from gnplace.graph_io import save_graph, write_atomically
+        from gnplace.graph_io import graph_file_bytes, write_together
 
         folder = Path(out)
         folder.mkdir(parents=True, exist_ok=True)
-        graph_path = save_graph(self.graph, folder / "graph.gnpg")
-        cluster_path = write_atomically(folder / "cluster.yaml",  # a failed write leaves no .tmp
-                                        yaml.safe_dump(self.cluster_spec, sort_keys=False).encode("utf-8"))
-        return Path(graph_path), cluster_path
+        graph_path, cluster_path = folder / "graph.gnpg", folder / "cluster.yaml"
+        graph_path, cluster_path = write_together([
+            (graph_path, graph_file_bytes(self.graph, graph_path)),
+            (cluster_path, yaml.safe_dump(self.cluster_spec, sort_keys=False).encode("utf-8")),
+        ])
+        return Path(graph_path), Path(cluster_path)
 
 
 def measure_op_seconds(program: Program, device: torch.device, *, repeats: int = 5, threads: int = 1) -> np.ndarray:

@@ -336,6 +336,33 @@ def test_a_cluster_file_that_cannot_be_renamed_into_place_leaves_no_tmp(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.gnpg"]  # a cluster.yaml.tmp was left behind
 
 
+def test_a_save_stopped_between_its_two_files_leaves_the_earlier_pair(tmp_path, monkeypatch):
+    """Stopped (Ctrl-C) as it wrote cluster.yaml, a save had replaced graph.gnpg: a new graph beside an old cluster."""
+    import pathlib
+
+    from gnplace.execute.profile import Calibration
+    from gnplace.toy import mlp_training_graph, toy_cluster
+
+    old = Calibration(mlp_training_graph(layers=2, width=8, batch=4), toy_cluster(2), {}, cluster_spec={"name": "old"})
+    old.save(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    new = Calibration(mlp_training_graph(layers=3, width=8, batch=4), toy_cluster(2), {}, cluster_spec={"name": "new"})
+    write_bytes = pathlib.Path.write_bytes
+
+    def stopped_at_the_cluster(self, data):
+        if self.name.startswith("cluster.yaml."):
+            raise KeyboardInterrupt
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", stopped_at_the_cluster)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # both old, and no .tmp left
+    monkeypatch.undo()
+    graph_path, cluster_path = new.save(tmp_path)
+    assert load_graph(graph_path) == new.graph and cluster_path.read_text() == "name: new\n"
+
+
 def test_a_calibration_draws_nothing_from_the_callers_global_generator():
     """The matmul that measures a device's FLOP/s was drawn from torch's global generator, moving the caller's stream."""
     import torch
