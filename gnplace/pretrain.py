@@ -46,7 +46,7 @@ import lightning as L
 
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster
 from gnplace.graph import OpGraph
-from gnplace.graph_io import refuse_link
+from gnplace.graph_io import refuse_link, write_atomically
 from gnplace.limits import as_float, check_timeout, finite_number, is_whole
 from gnplace.pretrain_config import (  # re-exported: the config is read before Lightning's import
     DEFAULT_CONFIG,
@@ -515,17 +515,16 @@ class RankDigest(L.Callback):
         self.folder = folder
 
     def on_train_end(self, trainer: L.Trainer, pl_module: Any) -> None:
-        """Write this rank's digest (distributed runs only)."""
+        """Write this rank's digest (distributed runs only), atomically: a failed write leaves the file before."""
         if trainer.world_size <= 1:
             return
         digest = hashlib.sha256()
         for name, tensor in sorted(pl_module.policy.state_dict().items()):
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().numpy().tobytes())
-        self.folder.mkdir(parents=True, exist_ok=True)
-        (self.folder / f"rank{trainer.global_rank}.json").write_text(json.dumps(
+        write_atomically(self.folder / f"rank{trainer.global_rank}.json", json.dumps(  # (makes the folder)
             {"rank": trainer.global_rank, "iteration": int(pl_module.iteration), "weights": digest.hexdigest()}
-        ))
+        ).encode("utf-8"))
 
 
 #: Settings a resumed run may change: how long it runs and how often it checkpoints. Its exports then record the
@@ -701,7 +700,6 @@ def _finished(
 
     ``meta`` is ``policy.ckpt``'s, where the caller has read it already.
     """
-    from gnplace.graph_io import write_atomically
     from gnplace.policy.checkpoint import pretraining_state, read_checkpoint
 
     meta = _exported_meta(out / "policy.ckpt") if meta is None else meta
@@ -942,8 +940,6 @@ def _fit(
         summary["already_done"] = False
         return summary
     if trainer.global_rank == 0 and export is not None:
-        from gnplace.graph_io import write_atomically
-
         chosen = exporter.best_path if exporter.best_path.exists() else out / "policy.ckpt"
         write_atomically(export, chosen.read_bytes())
     return {"iterations": int(learner.iteration), "wall_seconds": round(exporter.elapsed(), 1),

@@ -1097,3 +1097,32 @@ def test_a_cluster_file_named_relative_to_the_config_repository_is_found_from_an
     (tmp_path / "clusters" / "two.yaml").write_text("not: [a cluster")
     with pytest.raises(InvalidCluster, match="data.presets: clusters/two.yaml"):
         pretrain_pairs(config)
+
+
+def test_a_rank_digest_that_cannot_be_written_leaves_the_one_before(tmp_path, monkeypatch):
+    """``ranks/rank<r>.json`` was written in place: a disk that filled up mid-write left half a JSON document."""
+    import errno
+    import pathlib
+    from types import SimpleNamespace
+
+    from gnplace.pretrain import RankDigest
+
+    trainer = SimpleNamespace(world_size=2, global_rank=1)
+    torch.manual_seed(0)
+    module = SimpleNamespace(policy=torch.nn.Linear(3, 2), iteration=4)
+    RankDigest(tmp_path / "ranks").on_train_end(trainer, module)
+    before = (tmp_path / "ranks" / "rank1.json").read_bytes()
+    assert json.loads(before)["iteration"] == 4
+
+    def half_then_full(self, data, *args, **kwargs):
+        with open(self, "wb" if isinstance(data, bytes) else "w") as file:
+            file.write(data[:len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device", str(self))
+
+    monkeypatch.setattr(pathlib.Path, "write_text", half_then_full)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", half_then_full)
+    module.iteration = 5
+    with pytest.raises(OSError, match="No space left"):
+        RankDigest(tmp_path / "ranks").on_train_end(trainer, module)
+    assert [p.name for p in (tmp_path / "ranks").iterdir()] == ["rank1.json"]  # no .tmp left either
+    assert (tmp_path / "ranks" / "rank1.json").read_bytes() == before
