@@ -14,6 +14,9 @@ from gnplace.graph import PHASES
 from gnplace.importers import OPTIMIZERS
 from gnplace.units import format_bytes
 
+GRAPH_SUFFIXES = (".gnpg", ".json", ".json.gz")
+"""The names ``--output`` may end with: gzip JSON (``.gnpg``, ``.json.gz``) or plain JSON (``.json``)."""
+
 
 def add_parser(sub: Any) -> None:
     """Register ``import`` on the subparsers ``sub``."""
@@ -21,7 +24,8 @@ def add_parser(sub: Any) -> None:
                        description="Read the forward graph of MODEL (an .onnx file), synthesise its backward pass and "
                        "one optimizer update per trainable initializer, and write the training graph to OUTPUT.")
     p.add_argument("model", type=file_path, help="ONNX file")
-    p.add_argument("--output", "-o", required=True, help="graph file to write (.gnpg, or .json for plain JSON)")
+    p.add_argument("--output", "-o", required=True,
+                   help="graph file to write (.gnpg or .json.gz, or .json for plain JSON)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="sizes of an input with dynamic dimensions, e.g. pixel_values=8,3,224,224 (repeatable)")
     p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd",
@@ -59,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.output).suffix.lower() == ".onnx":  # every command would read it back as an ONNX model
         raise InvalidArgument(f"--output {args.output}: a gnplace graph file, not an ONNX model; name it .gnpg "
                               "(or .json for plain JSON)")
+    if not str(args.output).lower().endswith(GRAPH_SUFFIXES):  # m.txt was written as gzip: its name said text
+        suffixes = Path(args.output).suffixes
+        suffix = "".join(suffixes[-2:] if suffixes[-1:] == [".gz"] else suffixes[-1:]) or "(none)"
+        raise InvalidArgument(f"--output {args.output}: unsupported file type {suffix!r}; name it .gnpg or .json.gz "
+                              "(gzip JSON), or .json (plain JSON)")
     if args.name is not None and not args.name.strip():  # "" (an unset variable) was dropped for the model's name,
         raise InvalidArgument(f"--name {args.name!r} names nothing; give the graph a name, or leave --name out for "
                               "the model's")  # and " " named the graph by a space

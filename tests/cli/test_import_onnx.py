@@ -187,3 +187,20 @@ def test_an_empty_graph_name_is_refused(tmp_path, capsys, name):
     assert f"--name {name!r} names nothing; give the graph a name, or leave --name out for the model's" in \
         one_line_error(capsys)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", ["m.txt", "m", "m.gz", "m.yaml"])
+def test_an_output_of_no_graph_file_type_is_refused(tmp_path, capsys, name):
+    """`-o m.txt` wrote gzip, which its name does not say; only the names the file's format has are taken."""
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    assert main(["import", str(model), "-o", str(tmp_path / name)]) == 2
+    assert "unsupported file type" in one_line_error(capsys)
+    assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize(("name", "gzipped"), [("m.gnpg", True), ("m.json.gz", True), ("m.JSON", False)])
+def test_an_output_is_written_as_its_name_says(tmp_path, capsys, name, gzipped):
+    model = write_mlp(tmp_path / "mlp.onnx", batch=8)
+    assert main(["import", str(model), "-o", str(tmp_path / name)]) == 0
+    assert ((tmp_path / name).read_bytes()[:2] == b"\x1f\x8b") == gzipped
+    assert load_graph(tmp_path / name).num_ops > 0
