@@ -1253,15 +1253,30 @@ def test_step_over_single_leaves_out_graphs_the_single_device_cannot_hold(tmp_pa
     by = {s["placer"]: s for s in summarise(rows)}
     assert by["heft"]["vs_single"] == pytest.approx(fits.step_time_s / fits.single_s)
     assert by["single"]["vs_single"] == pytest.approx(1.0) and by["single"]["oom"] == 1
-    # read back from results.csv, and from a file written before the column was kept (kept in the mean then)
+    # read back from results.csv
     assert {r.graph: r.single_oom for r in evaluate(tasks, tmp_path)} == over
+
+
+@pytest.mark.parametrize("column", ["absent", "empty"])
+def test_rows_saved_before_single_oom_was_kept_get_it_when_resumed(tmp_path, column):
+    """A file written before the column (none, or left empty) was resumed with single_oom None on every row: heft's
+    step / single device on tight4 averaged in the graph one device cannot hold (0.680 where a fresh run says 0.506)."""
+    examples = Path(__file__).resolve().parents[1] / "datasets" / "examples"
+    tasks = [Task(str(examples / name), "tight4", placer) for name in ("mlp1x8w6144b256.gnpg", "mlp2x8w2048b512.gnpg")
+             for placer in ("single", "heft")]
+    rows = evaluate(tasks, tmp_path)
+    fresh = (tmp_path / "results.csv").read_bytes()
     with (tmp_path / "results.csv").open(newline="") as handle:
         old = [{k: v for k, v in line.items() if k != "single_oom"} for line in csv.DictReader(handle)]
+    if column == "empty":
+        old = [{**line, "single_oom": ""} for line in old]
     with (tmp_path / "results.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(old[0]))
         writer.writeheader()
         writer.writerows(old)
     reused = []
     again = evaluate(tasks, tmp_path, progress=reused.append)
-    assert reused == [] and {r.single_oom for r in again} == {None}
-    assert "single_oom" in (tmp_path / "results.csv").read_text().splitlines()[0]
+    assert reused == []  # nothing ran again
+    assert {r.graph: r.single_oom for r in again} == {"mlp1x8w6144b256": True, "mlp2x8w2048b512": False}
+    assert summarise(again) == summarise(rows)
+    assert (tmp_path / "results.csv").read_bytes() == fresh  # the file as a fresh run writes it
