@@ -37,7 +37,20 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["PPOConfig", "normalise_advantages", "risk_seeking_advantages", "ppo_loss", "exact_kl", "adapt_beta"]
+__all__ = [
+    "PPOConfig", "normalise_advantages", "risk_seeking_advantages", "ppo_loss", "exact_kl", "adapt_beta", "BETA_FLOOR",
+]
+
+BETA_FLOOR = 2.0**-1022
+"""The least :math:`\\beta` :func:`adapt_beta` halves to: the smallest normal float (about 2.2e-308).
+
+Halved without a floor, a :math:`\\beta` of 1 reached 0 after 1,075 halvings, and 0 doubled stays 0: the KL penalty
+could never come back, however far the policy moved. No shipped run comes near the floor: pretraining adapts
+:math:`\\beta` once an iteration, at most 300 times (``configs/pretrain.yaml``; the constructor configs only
+imitate), so it stays at least 2**-300. And below about 2**-150 a :math:`\\beta` times a float32 KL is 0 in the
+loss, so a run that does reach the floor computes the same updates as at 0 until :math:`\\beta` has doubled back
+up some 870 times.
+"""
 
 
 @dataclass(frozen=True)
@@ -153,12 +166,15 @@ def ppo_loss(
 def adapt_beta(beta: float, kl: float, target: float) -> float:
     """Schulman et al.'s rule: halve :math:`\\beta` below ``target / 1.5``, double it above ``1.5 target``.
 
+    Halving stops at :data:`BETA_FLOOR` (or at ``beta`` itself, where it starts below it): a :math:`\\beta` of 0,
+    no KL penalty, stays 0, and a positive one never underflows to 0.
+
     Examples:
         >>> adapt_beta(1.0, 0.001, 0.01), adapt_beta(1.0, 0.1, 0.01), adapt_beta(1.0, 0.01, 0.01)
         (0.5, 2.0, 1.0)
     """
     if kl < target / 1.5:
-        return beta / 2.0
+        return max(beta / 2.0, min(beta, BETA_FLOOR))
     if kl > target * 1.5:
         return beta * 2.0
     return beta

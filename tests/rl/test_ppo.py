@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +188,33 @@ def test_a_batch_of_one_sample_has_no_advantage_and_finite_losses():
     (ppo + pg).backward()
     assert torch.isfinite(ppo) and torch.isfinite(pg) and torch.isfinite(logits.grad).all()
     assert all(math.isfinite(v) for v in stats.values())
+
+
+def test_beta_halves_down_to_its_floor_and_doubles_back_up():
+    """1,075 halvings took a beta of 1 to 0, which no doubling moves: the KL penalty was gone for good."""
+    from gnplace.rl.ppo import BETA_FLOOR
+
+    beta = 1.0
+    for _ in range(1100):
+        beta = adapt_beta(beta, 0.0, 0.01)
+    assert beta == BETA_FLOOR == 2.0**-1022
+    assert adapt_beta(beta, 1.0, 0.01) == 2.0**-1021
+    assert adapt_beta(2.0**-1021, 0.0, 0.01) == BETA_FLOOR  # the halvings above the floor are as before
+    assert adapt_beta(0.0, 0.0, 0.01) == 0.0 and adapt_beta(0.0, 1.0, 0.01) == 0.0  # no penalty stays none
+    assert adapt_beta(2.0**-1030, 0.0, 0.01) == 2.0**-1030  # one set below the floor is not raised to it
+
+
+def test_no_shipped_pretraining_config_adapts_beta_down_to_its_floor():
+    """The floor leaves the shipped runs as they were: beta adapts once an iteration past imitation, from 1."""
+    import yaml
+
+    from gnplace.rl.ppo import BETA_FLOOR
+
+    root = Path(__file__).resolve().parents[2]
+    for path in (root / "configs").glob("*.yaml"):
+        config = yaml.safe_load(path.read_text())
+        if "schedule" not in config:
+            continue
+        learner = config.get("learner", {})
+        adapted = config["schedule"]["iterations"] - learner.get("imitation_steps", 0)
+        assert learner.get("beta", 1.0) * 2.0**-adapted > BETA_FLOOR, path
