@@ -128,3 +128,23 @@ def test_the_runners_console_settings_change_no_tests_output(tmp_path):
                              f"--basetemp={tmp_path}", names],
                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+TRACKED_TOP_LEVEL = {".ci", ".gitignore", "LICENSE", "MANIFEST.in", "Makefile", "README.md", "checkpoints", "configs",
+                     "datasets", "docs", "gnplace", "pyproject.toml", "scripts", "setup.py", "tests"}
+
+
+def test_the_repository_tracks_no_stray_top_level_entry():
+    """A run folder committed by mistake (``zzz/``: a 896 KB ``last.ckpt`` and its logs, tracked for a stop) is caught:
+    every top-level path git tracks is one the layout names."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    top = {line.split("/", 1)[0] for line in listed.splitlines() if line}
+    assert "gnplace" in top  # the listing is the repository's
+    assert top <= TRACKED_TOP_LEVEL, f"tracked paths the layout does not name: {sorted(top - TRACKED_TOP_LEVEL)}"
