@@ -189,7 +189,10 @@ def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:
 
 
 def save_graph(graph: OpGraph, path: str | os.PathLike[str]) -> Path:
-    """Write ``graph`` to ``path`` (``.gnpg``: gzip JSON; ``.json``: plain JSON), atomically.
+    """Write ``graph`` to ``path`` atomically: ``.json`` as plain JSON, any other name (``.gnpg``) as gzip JSON.
+
+    :func:`load_graph` tells the two apart by the file's bytes, not its name. (``gnplace import -o`` takes only
+    ``.gnpg``, ``.json.gz`` and ``.json``: a command's output named otherwise is refused.)
 
     The file is first written beside its target and then renamed, so an interrupted save never
     leaves a truncated graph where a good one was.
