@@ -363,12 +363,12 @@ def run_step(
 
     for name, p in params.items():
         values[(Ref("param", name=name), plan.param_device.get(name, 0))] = p
-    for position, x in enumerate(inputs):
+    for position in range(len(inputs)):  # (no loop variable: it held the last input, a device copy, all step)
         key = (Ref("input", name=str(position)), plan.input_device.get(position, 0))
         if position in plan.input_device:  # an input the step reads: on its device until its last use
-            admit(key, x, _nbytes(x))
+            admit(key, inputs[position], _nbytes(inputs[position]))
         else:
-            values[key] = x
+            values[key] = inputs[position]
     if made_inputs:
         inputs = ()
 

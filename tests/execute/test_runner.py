@@ -349,3 +349,38 @@ def test_a_step_recorded_under_another_default_dtype_makes_its_tensors_of_that_d
     _, _, got = run_rank(program, alone, 0, CPU, params, lr=0.0, collect=True, op_seconds=np.zeros(len(program)))
     torch.testing.assert_close(got["loss"], want_loss, rtol=0, atol=0)
     assert torch.get_default_dtype() == was
+
+
+def test_an_input_leaves_memory_after_its_last_use(monkeypatch):
+    """The loop that admitted the inputs kept the last one in its variable all step: a GPU copy of tiny's target
+    stayed on its device through the backward (16 ops after its last use), where the ledger counted it freed."""
+    import weakref
+
+    import gnplace.execute.runner as runner
+    from gnplace.execute import examples
+    from gnplace.execute.program import Program
+    from gnplace.importers.trace import Ref
+
+    module, inputs = examples.tiny()
+    program = compile_step(import_step(module, inputs))
+    plan = program.plan(np.zeros(program.num_nodes, dtype=np.int64))
+    made = {}
+
+    def input_copy(self, k, device):  # a copy of its own, as on a GPU (on a CPU it is the program's tensor)
+        copy = self.inputs[k].clone()
+        made[k] = weakref.ref(copy)
+        return copy
+
+    alive = []  # whether the target's copy lives, before each op
+    call_op = runner.call_op
+
+    def spy(op, fn, resolve, device):
+        alive.append(made[1]() is not None)
+        return call_op(op, fn, resolve, device)
+
+    monkeypatch.setattr(Program, "input_copy", input_copy)
+    monkeypatch.setattr(runner, "call_op", spy)
+    run_step(program, plan, [CPU])
+    last = plan.last_use[Ref("input", name="1")]
+    assert len(alive) == len(program.ops) > last + 1
+    assert alive[last] and not any(alive[last + 1:])
