@@ -7,6 +7,15 @@ crosses to every other device that consumes it once, over the link between the t
 transfer at a time per link direction; memory per device is resident parameters plus live
 activations (freed after the last consumer), whose peak is compared with the device's capacity.
 
+What the memory count follows, where frameworks differ: a gradient is freed once its update, its last
+consumer, has read it, as in a graph that applies each update as its gradient is ready (TensorFlow's, the
+setting of the seed papers); eager PyTorch holds every ``.grad`` to the step's end (held so, the peaks of
+the shipped real models and cifar10 graphs on one tight4 device rise by at most 7.5%, no OOM verdict
+changes). An op's outputs are one block of bytes, live until the last consumer of any of them: a batch
+norm's whole output waits for its backward, which reads only the small saved statistics (a small convnet's
+peak is 1.38x the bytes its placed step measured live, where most of the other example models are
+counted within 0.72-1.06x).
+
 Two modes:
 
 ``"default"``

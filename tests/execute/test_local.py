@@ -179,8 +179,10 @@ def test_a_graph_of_as_many_nodes_but_other_ops_is_refused():
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
 @pytest.mark.parametrize("groups", [(0, 0, 0, 0), (0, 0, 1, 1), (1, 0, 0, 1), (0, 1, 1, 0), (1, 1, 0, 0)])
 def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups, optimizer):
-    """Each device's peak is the simulator's: parameters, the input, activations kept for backward, gradients
-    (returned as views of what made them) and the copies each receives, the gradient copies included.
+    """On this three-layer model each device's peak is the simulator's: parameters, the input, activations kept
+    for backward, gradients (returned as views of what made them) and the copies each receives, the gradient
+    copies included. (Where gradients wait for one another or an op has several outputs the two count
+    differently: the simulator's module docstring says how.)
 
     Once more the loss's bytes on its device: the executor holds the loss it returns to the end, where the
     simulator frees it after the backward's seed read it. It measured ``[3076, 2704]`` against the
