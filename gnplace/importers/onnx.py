@@ -39,13 +39,19 @@ builds the training graph of one step by the conventions of the PyTorch importer
   aten runs them, a norm's gradients are one op reading its input and scale (not its output), a
   bias's gradient reads the output's gradient alone, and an ``Add`` or ``Sum`` input of the
   output's shape gets the output's gradient itself, with no op (a broadcast one gets a reduction).
-  A value that several ops read gets its gradients summed by a ``grad_sum`` op;
+  A value that several ops read gets its gradients summed by a ``grad_sum`` op. A ``QuantizeLinear`` of a
+  float a gradient reaches, read by ``DequantizeLinear`` (fake quantization, as ``torch.onnx.export`` writes
+  torch's ``fake_quantize_per_tensor_affine`` and ``_per_channel_affine`` for quantization-aware training), passes
+  the gradient straight through as aten does (its integers hold none): one ``QuantizeLinear_grad`` op of 1 FLOP per
+  element of the float, in the group of ``QuantizeLinear``, reading the gradient of ``DequantizeLinear``'s output
+  and the mask (a byte per element) that ``QuantizeLinear`` keeps for it, as aten's ``fake_quantize_*_cachemask``;
+  a ``DequantizeLinear`` of integers the file holds (a post-training-quantized weight) trains nothing;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor (a default weight no gradient reaches, as one whose only path to the outputs runs through
-  ``QuantizeLinear``'s integers, is read as a constant, as a ``frozen`` one); each forward op, its
-  gradient ops and the updates of its initializers form one colocation group; an initializer read by
-  ops of several groups is served to the others by a ``read`` op in the group of its first reader, as
-  in the PyTorch importer;
+  ``QuantizeLinear``'s integers and no ``DequantizeLinear`` of them, is read as a constant, as a ``frozen`` one);
+  each forward op, its gradient ops and the updates of its initializers form one colocation group; an
+  initializer read by ops of several groups is served to the others by a ``read`` op in the group of its first
+  reader, as in the PyTorch importer;
 * op kinds (:mod:`gnplace.opkinds`) follow from op type and phase, except that a ``Gather`` from a
   trainable initializer (and its gradient) is an ``embedding`` (``embedding_grad``): what PyTorch
   records as ``embedding``, ONNX exports as ``Gather``.
@@ -1366,8 +1372,9 @@ class _Builder:
         """The training graph, its trainable parameters those a gradient reaches.
 
         A default weight no gradient reaches (a quantization scale read by ``QuantizeLinear`` alone, a weight
-        whose only path to the outputs is an integer tensor) is no parameter: it is read as a constant, as one
-        ``--frozen`` names, and gets no update op (one holding its bytes and optimizer state, fed by nothing).
+        whose only path to the outputs is an integer tensor that no ``DequantizeLinear`` reads) is no parameter:
+        it is read as a constant, as one ``--frozen`` names, and gets no update op (one holding its bytes and
+        optimizer state, fed by nothing).
         """
         needed = self._needed()
         trainable = self._trainable(needed)
@@ -1410,6 +1417,11 @@ class _Builder:
                 ref[x] = ("param", -1, parameter)
                 requires_grad[x] = True
         input_node: dict[str, int] = {}
+        # fake quantization: a QuantizeLinear node of a float input a gradient reaches -> that input; a
+        # DequantizeLinear node of its integers -> the QuantizeLinear node (their straight-through gradient)
+        quantizes: dict[int, str] = {}
+        fake_quant: dict[int, int] = {}
+        masked: set[int] = set()  # the QuantizeLinear nodes that keep a mask for the gradient
         param_users: dict[str, list[int]] = {}
         forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
         unknown: set[str] = set()
@@ -1473,6 +1485,10 @@ class _Builder:
                 if out:
                     ref[out] = ("node", v, out)
                     requires_grad[out] = grad_in and self.is_float(out)
+            if kind == "QuantizeLinear" and node.input and requires_grad.get(node.input[0], False):
+                quantizes[v] = node.input[0]
+            if kind == "DequantizeLinear" and self._fake_quantized(node, ref, quantizes, fake_quant, masked, v):
+                requires_grad[node.output[0]] = self.is_float(node.output[0])
             for x in ins:
                 if x not in ref:
                     continue
@@ -1532,6 +1548,9 @@ class _Builder:
                     sources.append(self._summed(contributions.pop(key), out, self.group[v], self.module[v]))
             if not sources and v not in seeded:
                 continue  # no gradient reaches this op
+            if v in fake_quant:  # the straight-through estimator, to QuantizeLinear's float input
+                self._straight_through(fake_quant[v], quantizes[fake_quant[v]], sources, ref, contributions)
+                continue
             skip = NON_DIFFERENTIABLE.get(kind, frozenset())
             in_shapes = [self.shape(x) if x else None for x in node.input]
             out_shapes = [self.shape(x) if x else None for x in node.output]
@@ -1623,6 +1642,43 @@ class _Builder:
             edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
             module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
         )
+
+    def _fake_quantized(self, node: onnx.NodeProto, ref: Mapping[str, tuple[str, int, str]],
+                        quantizes: Mapping[int, str], fake_quant: dict[int, int], masked: set[int], v: int) -> bool:
+        """Whether ``DequantizeLinear`` node ``v`` undoes a ``QuantizeLinear`` of a float a gradient reaches.
+
+        That is, it reads (directly or through views) the integers of such a node: a fake quantization, as
+        ``torch.onnx.export`` writes torch's ``fake_quantize_per_tensor_affine`` (or ``_per_channel_affine``). If
+        so, it is noted in ``fake_quant``, and the ``QuantizeLinear`` node (noted in ``masked``) holds the mask its
+        gradient reads (once, however many nodes dequantize it), as aten's ``fake_quantize_*_cachemask`` does: a
+        bool per element of its input.
+        """
+        data = ref.get(node.input[0]) if node.input and node.output and node.output[0] else None
+        if data is None or data[0] != "node" or data[1] not in quantizes:
+            return False
+        u = data[1]
+        if u not in masked:
+            masked.add(u)
+            self.out_bytes[u] += math.prod(self.shape(quantizes[u]) or ())
+        fake_quant[v] = u
+        return True
+
+    def _straight_through(self, u: int, x: str, sources: Sequence[int], ref: Mapping[str, tuple[str, int, str]],
+                          contributions: dict[tuple[str, int, str], list[int]]) -> None:
+        """The gradient of fake quantization (``QuantizeLinear`` node ``u`` of ``x``, then ``DequantizeLinear``).
+
+        As aten's ``fake_quantize_per_tensor_affine_cachemask_backward``: the straight-through estimator, the
+        output's gradient passed to ``x`` where ``x`` was inside the quantization range (1 FLOP per element of
+        ``x``, a select), reading that gradient and the mask ``u`` holds (a byte per element). One op in the group
+        of the ``QuantizeLinear`` node, named for its input, whatever ``DequantizeLinear`` read the integers.
+        """
+        numel = math.prod(self.shape(x) or ())
+        g = self.add_node(f"grad/{self.names[u]}/{x}", "QuantizeLinear_grad", BACKWARD, numel, self.nbytes(x),
+                          self.group[u], self.module[u], op_kind="elementwise_grad")
+        for s in sources:
+            self.edge(s, g, self.out_bytes[s])
+        self.edge(u, g, numel)
+        contributions.setdefault(ref[x], []).append(g)
 
     def _check_same_numel(self, node: onnx.NodeProto, kind: str) -> None:
         """Refuse a view op whose output does not hold as many elements as its data input.

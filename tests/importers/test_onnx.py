@@ -1459,14 +1459,18 @@ def test_a_sparse_initializer_whose_indices_do_not_fit_is_malformed(indices):
         from_onnx(_sparse_model([4, 16], indices, [2]))
 
 
-def _quantized_model(scale_shape=()):
-    """x @ w1 -> QuantizeLinear -> DequantizeLinear (scale of ``scale_shape``, on axis 1) -> @ w2."""
+def _quantized_model(scale_shape=(), integers=False):
+    """x @ w1 -> QuantizeLinear -> DequantizeLinear (scale of ``scale_shape``, on axis 1) -> @ w2.
+
+    With ``integers``, the integers are cast to floats (``Cast``) instead of dequantized: no gradient passes.
+    """
     scale = numpy_helper.from_array(np.full(scale_shape, 0.05, np.float32), "scale")
     zero = numpy_helper.from_array(np.zeros(scale_shape, np.int8), "zero")
+    back = helper.make_node("Cast", ["q"], ["d"], name="dequant", to=F) if integers else \
+        helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["d"], name="dequant", axis=1)
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
              helper.make_node("QuantizeLinear", ["h", "scale", "zero"], ["q"], name="quant", axis=1),
-             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["d"], name="dequant", axis=1),
-             helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
+             back, helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
     return model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w1", 16, 32), weight("w2", 32, 4), scale, zero])
 
 
@@ -1478,20 +1482,21 @@ def _updates_fed(g):
 
 def test_a_weight_no_gradient_reaches_gets_no_update():
     """w1 reaches the loss through QuantizeLinear's integers alone: it had an update op that nothing fed."""
-    g = from_onnx(_quantized_model())
+    g = from_onnx(_quantized_model(integers=True))
     assert _updates_fed(g) == {"update/w2": True}
-    frozen = from_onnx(_quantized_model(), frozen=["w1"])  # as a weight --frozen names: a constant
+    frozen = from_onnx(_quantized_model(integers=True), frozen=["w1"])  # as a weight --frozen names: a constant
     assert g.node_names == frozen.node_names and np.array_equal(g.flops, frozen.flops)
     assert np.array_equal(g.edge_src, frozen.edge_src) and np.array_equal(g.edge_dst, frozen.edge_dst)
     with pytest.raises(InvalidArgument, match="trainable names 'w1', which no gradient reaches"):
-        from_onnx(_quantized_model(), trainable=["w1", "w2"])  # named: refused, as before
+        from_onnx(_quantized_model(integers=True), trainable=["w1", "w2"])  # named: refused, as before
 
 
 def test_quantization_scales_and_zero_points_are_no_weights():
     """A per-channel scale (32 floats) read by DequantizeLinear was trained, with a data gradient of mm2 for it alone."""
     g = from_onnx(_quantized_model(scale_shape=(32,)))
-    assert _updates_fed(g) == {"update/w2": True}
-    assert not any(n.startswith(("grad/dequant", "grad/mm2/d", "read/scale")) for n in g.node_names)
+    assert _updates_fed(g) == {"update/w1": True, "update/w2": True}  # (w1 through the straight-through gradient)
+    assert not any(n.startswith(("grad/dequant", "read/scale")) or n.endswith(("/scale", "/zero"))
+                   for n in g.node_names)
     per_tensor = from_onnx(_quantized_model())  # the same graph as of a scalar scale
     assert g.node_names == per_tensor.node_names and np.array_equal(g.flops, per_tensor.flops)
     # a weight-only quantised product: the int8 weight and its per-row scale train nothing (the forward pass alone)
@@ -1501,6 +1506,106 @@ def test_quantization_scales_and_zero_points_are_no_weights():
     with pytest.warns(UserWarning, match="no initializer is trained"):
         weight_only = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=21))
     assert not (weight_only.phase == UPDATE).any()
+
+
+def _fake_quantized_model(post_training=False):
+    """QAT as torch.onnx.export writes it: x, w1 (per tensor), h = x @ w1 and w2 (per channel) each through
+    QuantizeLinear -> DequantizeLinear, then d @ w2. With ``post_training``, w1 is held as int8 (dequantized alone)."""
+    def pair(value, out, axis=None, scale=()):
+        inits = [numpy_helper.from_array(np.full(scale, 0.05, np.float32), f"s_{value}"),
+                 numpy_helper.from_array(np.zeros(scale, np.int8), f"z_{value}")]
+        args = {} if axis is None else {"axis": axis}
+        return [helper.make_node("QuantizeLinear", [value, *(i.name for i in inits)], [f"q_{value}"], name=f"q{value}",
+                                 **args),
+                helper.make_node("DequantizeLinear", [f"q_{value}", *(i.name for i in inits)], [out],
+                                 name=f"dq{value}", **args)], inits
+
+    nodes, inits = [], []
+    for value, out, axis, scale in (("x", "dx", None, ()), ("w1", "dw1", None, ()), ("h", "dh", None, ()),
+                                    ("w2", "dw2", 1, (4,))):
+        made, held = pair(value, out, axis, scale)
+        if value == "w1" and post_training:
+            made = made[1:]
+            held.append(numpy_helper.from_array(np.ones((16, 32), np.int8), "q_w1"))
+        nodes += made
+        inits += held
+        if value == "w1":
+            nodes.append(helper.make_node("MatMul", ["dx", "dw1"], ["h"], name="mm1"))
+    nodes.append(helper.make_node("MatMul", ["dh", "dw2"], ["y"], name="mm2"))
+    inits += [weight("w2", 32, 4)] + ([] if post_training else [weight("w1", 16, 32)])
+    return model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], inits, opset=13)
+
+
+def _reads(g, node):
+    """The bytes each producer's edge into ``node`` carries, by producer name."""
+    return {g.node_names[u]: int(b) for u, v, b in zip(g.edge_src, g.edge_dst, g.edge_bytes) if v == node}
+
+
+def test_fake_quantization_passes_the_gradient_straight_through():
+    """A QAT export (float -> QuantizeLinear -> DequantizeLinear) trained no weight: the integers stopped the gradient,
+    so its weights were constants and its activations' backward was missing. The pair's gradient is the
+    straight-through estimator of torch's fake_quantize backward: one op of 1 FLOP per element reading the gradient
+    and the mask QuantizeLinear keeps (a byte per element)."""
+    g = from_onnx(_fake_quantized_model())
+    assert _updates_fed(g) == {"update/w1": True, "update/w2": True}
+    for value, numel in (("w1", 16 * 32), ("h", 8 * 32), ("w2", 32 * 4)):
+        quant, grad = g.index(f"q{value}"), g.index(f"grad/q{value}/{value}")
+        assert g.flops[grad] == numel and g.out_bytes[grad] == 4 * numel and g.phase[grad] == BACKWARD
+        assert g.op_kinds[grad] == "elementwise_grad" and g.group[grad] == g.group[quant]
+        assert g.out_bytes[quant] == numel + numel  # int8, and the mask
+        assert _reads(g, grad) == {f"q{value}": numel, f"grad/mm{2 if value != 'w1' else 1}/d{value}": 4 * numel}
+    assert _reads(g, g.index("update/w1")) == {"grad/qw1/w1": 4 * 16 * 32}
+    assert g.out_bytes[g.index("qx")] == 8 * 16 and not any(n.startswith("grad/qx") for n in g.node_names)
+    # a post-training-quantized weight (int8 held in the file): no float to pass a gradient to, forward-only
+    ptq = from_onnx(_fake_quantized_model(post_training=True))
+    assert _updates_fed(ptq) == {"update/w2": True}
+    assert not any(n.startswith(("grad/qh", "grad/dqw1", "grad/mm1")) for n in ptq.node_names)
+    assert ptq.out_bytes[ptq.index("qh")] == 8 * 32  # no gradient reaches h: no mask kept
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_fake_quantization_agrees_with_the_torch_importer(exporter):
+    """torch.fake_quantize_per_tensor_affine and _per_channel_ export as QuantizeLinear -> DequantizeLinear: their
+    straight-through gradients (aten's mul of the gradient by the cached mask) were missing from the ONNX import, and
+    with them both weights' updates."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Fake(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(16, 32, bias=False), nn.Linear(32, 4, bias=False)
+
+        def forward(self, x):
+            w1 = torch.fake_quantize_per_channel_affine(self.fc1.weight, torch.full((32,), 0.05),
+                                                        torch.zeros(32, dtype=torch.int32), 0, -128, 127)
+            h = torch.fake_quantize_per_tensor_affine(x @ w1.t(), 0.1, 0, -128, 127)
+            return h @ torch.fake_quantize_per_tensor_affine(self.fc2.weight, 0.05, 0, -128, 127).t()
+
+    torch.manual_seed(0)
+    net, inputs = Fake(), (torch.randn(8, 16),)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch_graph = from_module(net, inputs, loss=lambda out: out.sum())
+    onnx_graph = from_onnx(_export(net, inputs, exporter))
+
+    def straight_through(g, types):  # (FLOP, bytes, bytes read from each producer) of each straight-through op
+        return sorted((float(g.flops[i]), int(g.out_bytes[i]), sorted(_reads(g, i).values()))
+                      for i in np.flatnonzero(g.phase == BACKWARD) if g.op_types[i] in types)
+
+    ours = straight_through(onnx_graph, ("QuantizeLinear_grad",))
+    assert ours == straight_through(torch_graph, ("mul",))
+    assert [flops for flops, _, _ in ours] == [32 * 4, 8 * 32, 32 * 16]  # fc2.weight, h, fc1.weight
+    # the rest of the backward but the loss's gradient: aten's ones_like (0 FLOP), ONNX's loss_grad (1 per element)
+    assert phase_flops(onnx_graph, BACKWARD) == phase_flops(torch_graph, BACKWARD) + 8 * 4
+    assert phase_flops(onnx_graph, UPDATE) == phase_flops(torch_graph, UPDATE)
+    assert onnx_graph.total_param_bytes == torch_graph.total_param_bytes
+    # forward: QuantizeLinear + DequantizeLinear count 2 + 2 FLOP per element; the PyTorch importer has no rule for
+    # fake_quantize_*_cachemask (1 FLOP per output element, the values and the mask: 2 per element)
+    quantized = 16 * 32 + 8 * 32 + 32 * 4
+    assert phase_flops(onnx_graph, FORWARD) == phase_flops(torch_graph, FORWARD) + 2 * quantized
 
 
 @pytest.mark.parametrize("indices", [[0, 1], [0, 2]])
