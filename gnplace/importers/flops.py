@@ -64,6 +64,8 @@ _ELEMENTWISE: dict[str, float] = {
                      # a compare and a select (or a shift) per element, as ONNX's Shrink and ThresholdedRelu; rrelu
                      # is leaky_relu with a random slope (drawn, as dropout masks are)
                      "threshold", "threshold_", "hardshrink", "hardshrink_backward", "softshrink",
+                     # fake quantization's backward: the gradient times the in-range mask
+                     "fake_quantize_per_tensor_affine_cachemask_backward",
                      "softshrink_backward", "rrelu_with_noise", "rrelu_with_noise_", "rrelu_with_noise_backward"], 1.0),
     # _prelu_kernel_backward: grad_input (a select and a multiply) and the full-size grad_weight (a select and a
     # multiply), per element of each; aten sums grad_weight to the weight's shape in a separate op
@@ -81,6 +83,14 @@ _ELEMENTWISE: dict[str, float] = {
     # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
     "glu": 5.0,
 }
+
+#: Fake quantization (quantization-aware training), per element of the input: quantize with a scale and a zero point
+#: (2 FLOP), dequantize (2), as ONNX's ``QuantizeLinear`` and ``DequantizeLinear``, which ``torch.onnx.export`` writes
+#: for them; the ``_cachemask`` forms also keep the in-range mask their backward (a ``mul`` by it) reads.
+_FAKE_QUANTIZE = frozenset({
+    "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "fake_quantize_per_tensor_affine_cachemask",
+    "fake_quantize_per_channel_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+})
 
 # Input points read per output element by interpolation, one FLOP each (fvcore's convention: nearest 1,
 # bilinear 4): 2 per resized axis for linear, 4 for cubic. The backward spreads each element of grad_output
@@ -484,6 +494,8 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         points = math.prod(_shape(signal)[d] for d in dims)
         per = (5.0 if name == "_fft_c2c" else 2.5) * points * math.log2(max(points, 2))
         return per * _numel(signal) / max(points, 1)
+    if name in _FAKE_QUANTIZE:
+        return 4.0 * _numel(args[0])
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

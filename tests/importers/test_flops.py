@@ -83,6 +83,33 @@ def test_views_and_data_movement_are_free_and_unknown_ops_are_none():
     assert op_flops("special_zeta", (torch.zeros(3),), {}, [torch.zeros(3)]) is None
 
 
+def test_fake_quantization_counts_a_quantize_and_a_dequantize_and_imports_without_an_unknown_op_warning():
+    """fake_quantize_per_tensor_affine (and _per_channel_) had no rule: 1 FLOP per output element, its values and its
+    mask (2 per element), with a warning; ONNX counts its export, QuantizeLinear + DequantizeLinear, at 4."""
+    import warnings
+
+    from gnplace.importers.torch import from_module
+
+    class Fake(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 5, bias=False)
+
+        def forward(self, x):
+            w = torch.fake_quantize_per_channel_affine(self.proj.weight, torch.full((5,), 0.1),
+                                                       torch.zeros(5, dtype=torch.int32), 0, -128, 127)
+            return torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127) @ w.t()
+
+    mask = torch.zeros(4, 6, dtype=torch.bool)
+    assert op_flops("fake_quantize_per_tensor_affine_cachemask", (torch.zeros(4, 6), 0.1, 0, -128, 127), {},
+                    [torch.zeros(4, 6), mask]) == 4 * 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
+        graph = from_module(Fake(), (torch.randn(4, 6),), loss=lambda y: y.sum())
+    fake = [i for i, t in enumerate(graph.op_types) if t.startswith("fake_quantize")]
+    assert sorted(graph.flops[fake].tolist()) == [4.0 * 4 * 6, 4.0 * 5 * 6]  # x, the weight
+
+
 def test_a_causal_mask_imports_without_an_unknown_op_warning():
     """transformers 5 builds GPT-2's causal mask with ``torch.tril``: a masking copy, free as ONNX's ``Trilu`` is."""
     import warnings
