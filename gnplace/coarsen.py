@@ -116,39 +116,86 @@ def heavy_edge_matching(
         np.ndarray: merged unit of every colocation group, numbered ``0..k-1``.
     """
     label = np.arange(graph.num_groups, dtype=np.int64) if start is None else np.asarray(start, dtype=np.int64)
-    src_unit, dst_unit = graph.group[graph.edge_src], graph.group[graph.edge_dst]
+    # each round keys the unit edges: the graph's edges while a weight may round, else the last round's, one per pair
+    # of units (whole bytes summing under 2**53 are added exactly in any grouping: the same weights). Late rounds of
+    # a large graph merge a few pairs each (908 rounds to 8 groups at 280,158 ops): keying every edge of the graph,
+    # matching in a Python loop and renumbering in numpy passes over every group took 6.6 s of it (1.0 s in all now)
+    exact = exact_sum(graph.edge_bytes) < 2**53
+    a, b = label[graph.group[graph.edge_src]], label[graph.group[graph.edge_dst]]
+    nbytes: np.ndarray = graph.edge_bytes.astype(np.float64)
+    unit_seconds = np.asarray(unit_seconds, dtype=np.float64)
     cap = cap_factor * float(unit_seconds.sum()) / max(target, 1)
-    while True:
-        count = int(label.max()) + 1 if label.size else 0
-        if count <= target:
-            return label
-        seconds = np.bincount(label, weights=unit_seconds, minlength=count)
-        a, b = label[src_unit], label[dst_unit]
+    count = int(label.max()) + 1 if label.size else 0
+    seconds = np.bincount(label, weights=unit_seconds, minlength=count)
+    while count > target:
         keep = a != b
-        lo, hi = np.minimum(a[keep], b[keep]), np.maximum(a[keep], b[keep])
-        key, inverse = np.unique(lo * count + hi, return_inverse=True)
-        weight = np.bincount(inverse, weights=graph.edge_bytes[keep]) if key.size else np.zeros(0)
-        merged_into = np.arange(count, dtype=np.int64)
-        matched = np.zeros(count, dtype=bool)
-        merges = 0
-        for e in np.lexsort((key, -weight)).tolist():
-            u, v = divmod(int(key[e]), count)
-            if matched[u] or matched[v] or seconds[u] + seconds[v] > cap:
-                continue
-            matched[u] = matched[v] = True
-            merged_into[v] = u
-            merges += 1
-            if count - merges <= target:
-                break
+        a, b, nbytes = a[keep], b[keep], nbytes[keep]
+        key, inverse = np.unique(np.minimum(a, b) * count + np.maximum(a, b), return_inverse=True)
+        weight = np.bincount(inverse, weights=nbytes) if key.size else np.zeros(0)
+        merged_into, merges = _match_kernel(key, np.lexsort((key, -weight)), count, seconds, cap, target)
         if merges == 0:
-            return label
-        # renumbered 0..k-1 in order, as ``np.unique(merged_into[label], return_inverse=True)`` numbers them, but
-        # without sorting every group each round: a round late in a large graph merges one pair, and the sort
-        # of 300,000 labels took 2.8 s of 82 rounds' 4.4 s
-        merged = merged_into[label]
-        used = np.zeros(count, dtype=bool)
-        used[merged] = True
-        label = (np.cumsum(used, dtype=np.int64) - 1)[merged]
+            break
+        label, seconds, renumber = _relabel_kernel(label, merged_into, unit_seconds, count)
+        if exact:
+            a, b, nbytes = renumber[key // count], renumber[key % count], weight
+        else:
+            a, b = renumber[a], renumber[b]
+        count = seconds.shape[0]
+    return label
+
+
+@njit(cache=True)
+def _relabel_kernel(label, merged_into, unit_seconds, count):  # type: ignore[no-untyped-def]
+    """:func:`heavy_edge_matching`'s units after a round's merges, numbered ``0..k-1`` in order, and their seconds.
+
+    The numbers ``np.unique(merged_into[label], return_inverse=True)`` gives, and the seconds ``np.bincount(label,
+    weights=unit_seconds)`` sums (group by group, in order: the same bits), in two passes over the groups.
+
+    Returns:
+        tuple: unit of each group, seconds of each unit, and the new unit of each of the ``count`` old ones.
+    """
+    used = np.zeros(count, dtype=np.bool_)
+    for unit in label:
+        used[merged_into[unit]] = True
+    rank = np.empty(count, dtype=np.int64)
+    k = 0
+    for u in range(count):
+        if used[u]:
+            k += 1
+        rank[u] = k - 1
+    renumber = rank[merged_into]
+    new = np.empty_like(label)
+    seconds = np.zeros(k)
+    for i in range(label.shape[0]):
+        unit = renumber[label[i]]
+        new[i] = unit
+        seconds[unit] += unit_seconds[i]
+    return new, seconds, renumber
+
+
+@njit(cache=True)
+def _match_kernel(key, order, count, seconds, cap, target):  # type: ignore[no-untyped-def]
+    """One round of :func:`heavy_edge_matching`, its loop: match units along the unit edges in order.
+
+    Each edge ``key[e]`` (``lo * count + hi``) in ``order`` matches its units, each once, and only while their
+    ``seconds`` sum to at most ``cap``, until ``target`` units remain.
+
+    Returns the unit each unit merges into (itself, or the lower unit of its pair) and the count of merges.
+    """
+    merged_into = np.arange(count)
+    matched = np.zeros(count, dtype=np.bool_)
+    merges = 0
+    for e in order:
+        u, v = key[e] // count, key[e] % count
+        if matched[u] or matched[v] or seconds[u] + seconds[v] > cap:
+            continue
+        matched[u] = True
+        matched[v] = True
+        merged_into[v] = u
+        merges += 1
+        if count - merges <= target:
+            break
+    return merged_into, merges
 
 
 def module_units(graph: OpGraph, target: int) -> np.ndarray:
