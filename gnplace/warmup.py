@@ -49,6 +49,8 @@ def warm_up() -> list[str]:
         make_placer(name).place(graph, cluster)
         done.append(name)
     coarsen(graph, 8, cluster)
+    modules = [f"block{i // 10}.op" for i in range(graph.num_ops)]  # module units (the ppo search's) too
+    coarsen(graph.replace(module=modules), 8, cluster, modules=True)
     done.append("coarsen")
     make_placer("policy", samples=2).place(graph, cluster)
     done.append("policy")
