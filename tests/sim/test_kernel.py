@@ -216,6 +216,16 @@ def test_an_output_sent_in_no_time_is_free_for_the_op_that_starts_at_that_instan
     assert out[2][0] == 100.0
 
 
+def test_ready_ops_of_one_instant_queue_in_the_order_of_their_events():
+    # ops 0, 1, 2 end at 1 s on devices 0, 1, 2; each output reaches its consumer (3, 4, 5) on device 3 at 1.5 s.
+    # Events of one time are handled in the order they were made: op 0's end, then 1's, then 2's, so their
+    # transfers and then their consumers' readiness follow in that order (a heap whose ties went by the later
+    # sequence number ran op 4 first, then 5, then 3)
+    out = step([0, 1, 2, 3, 3, 3], [[1.0] * 4] * 6, [0.0] * 6, [(0, 3), (1, 4), (2, 5)])
+    assert out[0] == 4.5
+    assert out[3].tolist() == [0.0, 0.0, 0.0, 1.5, 2.5, 3.5]
+
+
 def test_a_cycle_never_finishes():
     out = step([0, 0], [[1.0, 1.0], [1.0, 1.0]], [1.0, 1.0], [(0, 1), (1, 0)])
     assert out[0] == -1.0
