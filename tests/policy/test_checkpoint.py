@@ -162,6 +162,7 @@ def _edit_dynamic(data, count):
      "weights are missing or malformed"),  # was loaded, its imaginary part dropped
     ("meta.ckpt", lambda d: d["state_dict"].__setitem__("out.bias", torch.zeros(1, device="meta")),
      "weights are missing or malformed"),  # no data: was a RuntimeError from Tensor.item()
+    ("version.ckpt", lambda d: d.__setitem__("version", 2), r"checkpoint version 2; this gnplace reads 1$"),
 ])
 def test_an_edited_checkpoint_is_one_clear_error(saved, tmp_path, name, edit, message):
     _, path = saved
@@ -180,6 +181,34 @@ def test_a_training_checkpoint_with_odd_keys_or_shape_is_one_clear_error(saved, 
         "hidden": 16, "layers": 2, "head": 8, "dynamic_features": 4}}, tmp_path / "last.ckpt")
     with pytest.raises(InvalidCheckpoint, match="4 dynamic features"):
         load_policy(tmp_path / "last.ckpt")
+
+
+def test_a_training_checkpoint_made_for_other_features_is_refused(saved, tmp_path):
+    policy, _ = saved
+    weights = {f"policy.{k}": v for k, v in policy.state_dict().items()}
+    shape = {"hidden": 16, "layers": 2, "head": 8}
+    torch.save({"state_dict": weights, "gnplace": {"features": feature_set()}, "hyper_parameters": shape},
+               tmp_path / "same.ckpt")
+    assert load_policy(tmp_path / "same.ckpt")[0].config == policy.config
+    other = {**feature_set(), "node": feature_set()["node"][:-1]}
+    torch.save({"state_dict": weights, "gnplace": {"features": other}, "hyper_parameters": shape},
+               tmp_path / "other.ckpt")
+    with pytest.raises(InvalidCheckpoint, match=r"made for other policy features; retrain with this gnplace version$"):
+        load_policy(tmp_path / "other.ckpt")
+
+def test_resumed_weights_that_are_not_finite_or_not_the_policys_are_refused(saved, tmp_path):
+    """``check_training_weights``: the config's policy's weights, finite, and no other ``policy.`` weight."""
+    policy, _ = saved
+    weights = {f"policy.{k}": v.clone() for k, v in policy.state_dict().items()}
+    ckpt.check_training_weights(tmp_path / "last.ckpt", weights, policy.config, "the config's policy")
+    name = next(k for k, v in weights.items() if v.is_floating_point() and v.dim() == 2)
+    broken = {**weights, name: torch.full_like(weights[name], float("inf"))}
+    with pytest.raises(InvalidCheckpoint, match=rf"{name} holds non-finite weights \(a run that diverged\)"):
+        ckpt.check_training_weights(tmp_path / "last.ckpt", broken, policy.config, "the config's policy")
+    with pytest.raises(InvalidCheckpoint, match=r"\(policy.extra is not one of its weights\); cannot resume"):
+        ckpt.check_training_weights(tmp_path / "last.ckpt", {**weights, "policy.extra": torch.zeros(1)},
+                                    policy.config, "the config's policy")
+
 
 def test_a_failed_write_leaves_the_old_checkpoint_whole(saved, monkeypatch):
     policy, path = saved
