@@ -366,6 +366,8 @@ def test_missing_version(tmp_path):
         # an int past a float's range: an OverflowError traceback (isfinite, float())
         (lambda d: d["nodes"].__setitem__("flops", [1, 10**400, 1, 1, 1]), r"field 'flops'\[1\] is too large \(1000"),
         (lambda d: d["nodes"].__setitem__("phase", [0, 10**400, 0, 0, 0]), r"field 'phase'\[1\] is too large"),
+        # just past the limit of any size (2**62): a bound of twice that passed it
+        (lambda d: d["nodes"].__setitem__("flops", [1, 2**62 + 1, 1, 1, 1]), r"field 'flops'\[1\] is too large"),
         (lambda d: d.__setitem__("cost_s", {"k80": [10**400] * 5}), r"field 'k80'\[0\] is too large"),
         (lambda d: d["nodes"].__setitem__("out_bytes", [1, 2.5, 1, 1, 1]), r"field 'out_bytes'\[1\] must be a whole number"),
         (lambda d: d["nodes"].__setitem__("phase", ["forward"] * 4 + ["sideways"]), r"unknown phase 'sideways'"),
@@ -382,6 +384,19 @@ def test_malformed_graph_file(tmp_path, mutate, match):
     with pytest.raises(InvalidGraph, match=rf"^{re.escape(str(path))}: .*{match}") as info:
         load_graph(path)
     assert "\n" not in str(info.value)
+
+
+def test_a_graph_of_one_node_past_the_limit_is_refused_and_one_at_it_read(monkeypatch):
+    """``MAX_NODES`` nodes are read; one more is refused by count (a limit of 4 nodes here, a 5-node graph)."""
+    from gnplace import graph_io
+
+    data = graph_to_dict(rich_graph())
+    assert len(data["nodes"]["name"]) == 5
+    monkeypatch.setattr(graph_io, "MAX_NODES", 5)
+    assert graph_from_dict(data).num_ops == 5
+    monkeypatch.setattr(graph_io, "MAX_NODES", 4)
+    with pytest.raises(InvalidGraph, match=r"^graph: field 'name' has 5 entries, over the limit of 4$"):
+        graph_from_dict(data)
 
 
 def test_cyclic_graph_in_file(tmp_path):
@@ -681,6 +696,17 @@ def test_a_file_name_of_255_bytes_is_written(tmp_path):
     write_together([(long, b"1"), (short, b"2")])
     assert long.read_bytes() == b"1" and short.read_bytes() == b"2"
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([long.name, short.name])  # no .tmp left
+
+
+def test_a_name_is_kept_while_it_and_its_room_fit_255_bytes():
+    """``fitting_name`` keeps a name up to 255 bytes with its room and digests one byte more."""
+    from gnplace.graph_io import fitting_name
+
+    assert fitting_name("p" * 245, 10) == "p" * 245
+    assert fitting_name("\u00e9" * 120 + "p" * 5, 10) == "\u00e9" * 120 + "p" * 5  # 245 bytes in UTF-8
+    for name in ("p" * 246, "\u00e9" * 123):
+        digest = fitting_name(name, 10)
+        assert len(digest) == 16 and digest != name[:16]
 
 
 def test_two_writers_of_one_process_id_never_move_each_others_temporary_file(tmp_path):
