@@ -206,6 +206,17 @@ def test_a_placement_is_not_read_on_a_cluster_whose_devices_at_its_indices_diffe
     assert simulate(chain_graph(3), load_cluster("k80x2"), Placement([0, 1, 0], k80x2)).step_time > 0
 
 
+def test_a_placement_is_not_read_where_a_device_of_the_same_name_is_of_another_kind(k80x2):
+    """Devices are the same at an index when both their names and their kinds are: a gpu0 that is a V100 is not."""
+    from gnplace.cluster import Cluster
+
+    v100s = Cluster([dataclasses.replace(d, kind="v100") for d in k80x2.devices], k80x2.bandwidth, k80x2.latency,
+                    name="v100s")
+    with pytest.raises(InvalidPlacement, match=r"^placement was made for cluster 'k80x2', whose device 0 is 'gpu0' "
+                                               r"\(k80\), not for cluster 'v100s', whose device 0 is 'gpu0' \(v100\)"):
+        as_placement(chain_graph(3), v100s, Placement([0, 0, 0], k80x2))
+
+
 @pytest.mark.parametrize(
     "value, match",
     [
