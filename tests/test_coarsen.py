@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gnplace.cluster import load_cluster
-from gnplace.coarsen import _acyclic_nodes, coarsen, coarsen_within, heavy_edge_matching, module_units
+from gnplace.coarsen import _acyclic_nodes, _unit_seconds, coarsen, coarsen_within, heavy_edge_matching, module_units
 from gnplace.graph import OpGraph
 from gnplace.graph_io import load_graph
 from gnplace.placement import GraphKey, Placement
 from gnplace.sim import Simulator
-from gnplace.toy import layered_graph
+from gnplace.toy import chain_graph, layered_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = [ROOT / "datasets" / "cifar10" / "cifar10_000.gnpg", ROOT / "datasets" / "ptb" / "ptb_001.gnpg",
@@ -239,6 +239,22 @@ def _matching_reference(graph, unit_seconds, target, start=None):
             break
         label = np.unique(merged_into[label], return_inverse=True)[1].astype(np.int64)
     return label
+
+
+def test_heavy_edge_matching_stops_merging_at_the_target_count():
+    """A round stops once the units are down to ``target``: a 4-op chain to 3 merges its first pair only, though
+    the cap (2 x 4 s / 3) lets the last pair merge too."""
+    g = chain_graph(4)
+    assert g.num_groups == 4
+    assert heavy_edge_matching(g, np.ones(4), 3, cap_factor=2.0).tolist() == [0, 0, 1, 2]
+    assert heavy_edge_matching(g, np.ones(4), 2, cap_factor=2.0).tolist() == [0, 0, 1, 1]
+
+
+def test_a_units_seconds_are_those_of_its_ops_on_their_fastest_device():
+    """The seconds matching and METIS weigh a unit by: each op's least time over the kinds of device, summed."""
+    g = chain_graph(3)
+    columns = np.array([[1.0, 3.0], [4.0, 2.0], [5.0, 6.0]])
+    assert _unit_seconds(g, columns).tolist() == [1.0, 2.0, 5.0]
 
 
 def test_heavy_edge_matching_renumbers_units_without_sorting_every_group_each_round(monkeypatch):
