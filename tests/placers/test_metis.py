@@ -71,6 +71,41 @@ def test_faster_device_gets_more_work():
     assert busy[0] == pytest.approx(busy[1], rel=0.35)
 
 
+def test_groups_are_weighed_by_their_seconds_on_the_fastest_device(monkeypatch):
+    """METIS's vertex weights are each group's seconds on the fastest device (``fast``), not on another one."""
+    from gnplace.placers import metis
+
+    g, c = layered_graph(80, seed=0), fast_and_slow()
+    weights = []
+    partition = metis.partition_groups
+
+    def spy(graph, weight, parts, **kwargs):
+        weights.append(np.array(weight))
+        return partition(graph, weight, parts, **kwargs)
+
+    monkeypatch.setattr(metis, "partition_groups", spy)
+    MetisPlacer().place(g, c, seed=0)
+    times = op_times(g, c)
+    on_fast, on_slow = (np.bincount(g.group, weights=times[:, d], minlength=g.num_groups) for d in (0, 1))
+    assert len(weights) == 1 and not np.allclose(on_fast / on_fast.sum(), on_slow / on_slow.sum())
+    np.testing.assert_allclose(weights[0], on_fast, rtol=1e-12)
+
+
+def test_a_partition_that_overflows_a_device_is_repaired():
+    """A balanced partition put half the work on a device with room for a fifth of the parameters: repaired."""
+    import dataclasses
+
+    from gnplace.cluster import Cluster
+
+    k80x2 = load_cluster("k80x2")
+    g = mlp_training_graph(layers=4, width=256, batch=32)
+    small = dataclasses.replace(k80x2.devices[1], memory=int(0.2 * g.total_param_bytes))
+    c = Cluster([k80x2.devices[0], small], k80x2.bandwidth, k80x2.latency, name="lopsided")
+    p = MetisPlacer().place(g, c, seed=0)
+    assert not Simulator().time(g, c, p).is_oom
+    assert Simulator().time(g, c, MetisPlacer(memory_aware=False).place(g, c, seed=0)).is_oom
+
+
 def test_a_much_slower_cpu_is_left_out_unless_min_speed_allows_it():
     g, c = mlp_training_graph(layers=4, width=512, batch=64), load_cluster("cpu_gpu")
     assert set(MetisPlacer().place(g, c, seed=0).devices.tolist()) == {1}
