@@ -576,6 +576,15 @@ def test_a_step_of_work_beside_a_best_of_no_work_summarises_as_infinite_not_nan(
     assert "| round_robin | 1 | inf | inf | inf |" in (tmp_path / "table.md").read_text()
 
 
+def test_a_line_with_some_infinite_ratios_is_the_mean_of_the_others():
+    """Only a line whose every ratio is infinite is infinite; beside finite ones an infinite ratio is left out."""
+    from gnplace.evaluate import _mean_ratio
+
+    assert _mean_ratio([math.inf, 2.0, 0.5]) == 1.0
+    assert _mean_ratio([math.inf, math.inf]) == math.inf
+    assert math.isnan(_mean_ratio([]))
+
+
 def test_placers_run_by_evaluate_draw_no_bar_of_their_own():
     """Evaluation shows one bar; workers drawing their own on one terminal garbled it."""
     from gnplace.evaluate import _placer
