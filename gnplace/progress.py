@@ -21,9 +21,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
-__all__ = ["LINE_EVERY_S", "CountBar", "ProgressLine", "count_bar", "evaluation_bar", "format_duration", "show_bar"]
+__all__ = ["LINE_EVERY_S", "Advance", "CountBar", "ProgressLine", "count_bar", "evaluation_bar", "format_duration",
+           "show_bar"]
 
 #: Seconds between two progress lines where stderr is not a terminal.
 LINE_EVERY_S = 30.0
@@ -158,13 +159,28 @@ def _bar_columns() -> tuple[Any, ...]:
     return TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
 
 
+class Advance(Protocol):
+    """What :func:`evaluation_bar` yields: ``advance_to(done, note="")``.
+
+    ``done`` of the total are done; ``note`` (where given) says what runs now, e.g. ``"coarsening"``: the bar's
+    text becomes ``LABEL: NOTE`` and a progress line ends ``; NOTE``.
+    """
+
+    def __call__(self, done: int, note: str = "") -> None:
+        """Show ``done`` of the total done, and ``note`` (where given) as what runs now."""
+
+
+def _no_progress(done: int, note: str = "") -> None:
+    """:class:`Advance` that shows nothing."""
+
+
 @contextmanager
-def evaluation_bar(label: str, total: int, enabled: bool | None = None,
-                   unit: str = "evaluations") -> Iterator[Callable[[int], None]]:
-    """A transient rich bar of ``total`` evaluations; yields ``advance_to(evaluations_so_far)``.
+def evaluation_bar(label: str, total: int, enabled: bool | None = None, unit: str = "evaluations") -> Iterator[Advance]:
+    """A transient rich bar of ``total`` evaluations; yields ``advance_to(evaluations_so_far, note="")``.
 
     Where ``enabled`` is None and stderr is not a terminal, a :class:`ProgressLine` every
-    :data:`LINE_EVERY_S` seconds instead.
+    :data:`LINE_EVERY_S` seconds instead. A ``note`` names the stage that runs (:class:`Advance`): work in stages,
+    some of them long and counting nothing (``policy``'s coarsening), shows which one it is in.
 
     Args:
         label (str): what runs, e.g. ``"annealing cifar10_002"``.
@@ -176,9 +192,10 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None,
     Examples:
         >>> with evaluation_bar("annealing", 100, enabled=False) as advance_to:
         ...     advance_to(50)
+        ...     advance_to(60, note="polish")
     """
     if enabled is False:
-        yield lambda evaluations: None
+        yield _no_progress
         return
     if not show_bar(enabled):
         line = ProgressLine(label, total, unit)
@@ -190,7 +207,11 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None,
 
     with Progress(*_bar_columns(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(_shown(label), total=total)
-        yield lambda evaluations: bar.update(task, completed=evaluations)
+
+        def advance_to(done: int, note: str = "") -> None:
+            bar.update(task, completed=done, description=_shown(f"{label}: {note}") if note else None)
+
+        yield advance_to
 
 
 class CountBar:

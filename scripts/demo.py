@@ -55,7 +55,7 @@ def _zero_shot(task: tuple[str, str, str | None, int]) -> dict[str, Any]:
     path, cluster_name, checkpoint, samples = task
     sim = Simulator()
     graph, cluster = load_graph(path), load_cluster(cluster_name)
-    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim)
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, progress=False)  # a worker's row
     _, row = compare_with_references(graph, cluster, placer, seed=0, timer=sim)
     row["family"] = str(graph.meta.get("family", "real"))
     row["path"] = path

@@ -3,7 +3,7 @@
 Usage::
 
     python scripts/place.py GRAPH --cluster C [--checkpoint PATH] [--samples K] [--rounds R] [--seed S] \\
-        [-o placement.json] [--json] [--portfolio] [--no-subsets] [--op-level OPS] [--no-around] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...] \\
+        [-o placement.json] [--json] [--no-progress] [--portfolio] [--no-subsets] [--op-level OPS] [--no-around] [--temperatures T1,T2,...] [--input-shape NAME=D1,D2,...] \\
         [--optimizer sgd|momentum|adam|adamw]
 
 GRAPH is a graph file (``.gnpg``), an ONNX file or a Python ``module:factory`` (a function returning a
@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     add_optimizer_argument(parser)
     parser.add_argument("--output", "-o", default=None, help="placement file to write")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar of the placement (nor, where stderr is not a terminal, progress lines)")
     args = parser.parse_args(argv)
     from gnplace.cli.common import run_reporting_errors
 
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, portfolio=args.portfolio,
                               subsets=args.subsets, timer=sim, rounds=args.rounds, constructor=args.constructor,
-                              **options)
+                              progress=False if args.no_progress else None, **options)
     except InvalidArgument as err:
         raise named_by_flag(err, args) from err
     placement, row = compare_with_references(graph, cluster, placer, seed=args.seed, timer=sim)

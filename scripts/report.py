@@ -311,7 +311,7 @@ def make_learned(name: str, budget: int, checkpoint: str | None) -> Any:
     from gnplace.placers.registry import make_placer
 
     if name == "policy":
-        return make_placer("policy", samples=16)
+        return make_placer("policy", samples=16, progress=False)
     if name == "placeto_zs":  # a budget below one episode: one greedy episode, no training (zero-shot)
         return make_placer("placeto", budget=1, checkpoint=checkpoint, progress=False)
     options: dict[str, Any] = {"budget": budget, "progress": False}
@@ -427,7 +427,7 @@ def exact_row(task: dict[str, Any]) -> dict[str, Any]:
     row = {**task, "name": graph.name, "groups_placed": graph.num_groups, "status": exact.last_status,
            "exact_ms": exact_s * 1e3}
     for name in ("auto", "policy"):
-        options: dict[str, Any] = {"samples": 16} if name == "policy" else {}
+        options: dict[str, Any] = {"samples": 16, "progress": False} if name == "policy" else {}
         placer = make_placer(name, timer=sim, **options)
         row[name] = sim.time(graph, cluster, placer.place(graph, cluster, seed=0)).step_time / exact_s
     return row
@@ -438,7 +438,7 @@ def sampled_row(task: dict[str, Any]) -> dict[str, Any]:
     from gnplace.placers.registry import make_placer
 
     graph, cluster, sim = _small_case(task)
-    placement = make_placer("policy", timer=sim, samples=task["samples"]).place(graph, cluster, seed=0)
+    placement = make_placer("policy", timer=sim, samples=task["samples"], progress=False).place(graph, cluster, seed=0)
     return {**task, "ratio": sim.time(graph, cluster, placement).step_time / (task["exact_ms"] / 1e3)}
 
 

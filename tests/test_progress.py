@@ -174,3 +174,22 @@ def test_names_with_terminal_escapes_print_escaped_in_bars_lines_and_notes(recor
     stream = io.StringIO()
     ProgressLine(f"annealing {name}", 10, "evaluations", stream=stream).update(5, note=name, force=True)
     assert stream.getvalue().count("\n") == 1 and "\x1b" not in stream.getvalue()
+
+
+def test_a_note_names_the_stage_on_the_bar_and_ends_the_progress_line(recorded_consoles, capsys, monkeypatch):
+    """Work in stages (``policy``: coarsening, greedy decodes, ...) shows which one runs, bar or line."""
+    import sys
+
+    import gnplace.progress
+
+    with evaluation_bar("policy net", 10, enabled=True) as advance_to:
+        advance_to(0, note="coarsening")
+    assert "policy net: coarsening " in recorded_consoles[0].export_text()
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with evaluation_bar("policy net", 10) as advance_to:
+        advance_to(4, note="polish")
+    assert capsys.readouterr().err.splitlines()[-1].endswith("; polish")
+    with evaluation_bar("policy net", 10, enabled=False) as advance_to:
+        advance_to(4, note="polish")
+    assert capsys.readouterr() == ("", "")

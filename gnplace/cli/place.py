@@ -65,6 +65,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (nor, where stderr is not a terminal, progress lines) of the placers that "
+                   "show one (the searches, policy)")
     p.add_argument("--device-map", default=None, metavar="FILE",
                    help="also write the placement as a module-level device_map (JSON) for transformers' "
                    "from_pretrained and accelerate's dispatch_model; with MODULE:FACTORY, compare with accelerate's")
@@ -129,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     if args.algo is not None:
         options["algo"] = args.algo
     placer = make_placer(args.placer, timer=sim, budget=args.budget, checkpoint=args.checkpoint, **options)
+    if args.no_progress and hasattr(placer, "progress"):  # as evaluate turns its rows' off
+        placer.progress = False
     if hasattr(placer, "out_option"):  # its messages name its folder as typed here: -o is the placement file
         placer.out_option = f"-O {args.placer}.out"
     start = time.perf_counter()

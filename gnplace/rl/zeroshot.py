@@ -26,7 +26,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +37,12 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, as_float, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
+from gnplace.progress import Advance, evaluation_bar
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
-from gnplace.sim.timer import BatchResult, BudgetedTimer, StepTimer, overflow, relative_step
+from gnplace.sim.timer import BatchResult, BudgetedTimer, StepResult, StepTimer, overflow, relative_step
 from gnplace.workers import torch_threads
 
 if TYPE_CHECKING:
@@ -311,6 +312,10 @@ class PolicyPlacer:
             :data:`DEFAULT_POLISH_OPS`, 5,120,000).
         polish_reheat (bool, optional): whether that chain restarts hot from its best when it stalls, as
             annealing's default chain does (default: :data:`DEFAULT_POLISH_REHEAT`, False; True is revision 15).
+        progress (bool or None, optional): show the stages (coarsening, greedy decodes, samples, constructors, last
+            rounds, polish) and the evaluations made of :meth:`evaluations_needed` as a bar on stderr (True), nothing
+            (False), or the bar on a terminal and a line every half minute elsewhere (None; default). A
+            100,000-op graph takes about half a minute to a minute (:mod:`gnplace.progress`).
 
     After :meth:`place`: ``last_greedy_step`` and ``last_step`` (seconds, by the timer), ``last_greedy_oom``,
     ``last_choice`` (``"only"`` on one device or for no ops, ``"greedy"``, ``"constructor greedy"``,
@@ -363,6 +368,7 @@ class PolicyPlacer:
         constructor_refine: int = DEFAULT_CONSTRUCTOR_REFINE, constructor_prior: float = DEFAULT_CONSTRUCTOR_PRIOR,
         last_rounds: int = DEFAULT_LAST_ROUNDS, polish: int = DEFAULT_POLISH,
         polish_reheat: bool = DEFAULT_POLISH_REHEAT, polish_ops: int = DEFAULT_POLISH_OPS,
+        progress: bool | None = None,
     ) -> None:
         for label, count in (("samples", samples), ("constructor_samples", constructor_samples), ("refine", refine),
                              ("constructor_refine", constructor_refine)):
@@ -457,6 +463,7 @@ class PolicyPlacer:
             raise InvalidArgument(f"PolicyPlacer needs polish_ops >= 0 op-evaluations, a whole number, "
                                   f"got {polish_ops!r}")
         self.polish_ops = int(polish_ops)
+        self.progress = progress
         if self.polish:  # the most any graph's chain is given, refused here rather than by the chain after the rest
             check_budget(self.polish_evaluations(), "PolicyPlacer's polish" + (
                 f" on a small graph ({POLISH_CAP} x polish, with polish_ops)" if self.polish_ops else ""))
@@ -545,16 +552,23 @@ class PolicyPlacer:
                 coarsening (default: None). The same seed gives the same placement.
         """
         check_graph_and_cluster(graph, cluster)
-        import torch
-
-        from gnplace.placers.groups import held_at_peak
-        from gnplace.policy.features import decision_graph, ops_alone
-
         self.last_evaluations = 0
         self.last_greedy_step, self.last_greedy_oom = None, False  # not the last graph's, when nothing is decoded
         if graph.num_ops == 0 or cluster.num_devices == 1:  # one placement: nothing decoded or timed
             self.last_choice, self.last_step = "only", None
             return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
+        # a 100,000-op graph took 23 to 75 s without a word: its stages and evaluations are shown (stderr)
+        with evaluation_bar(f"{self.name} {graph.name}", self.evaluations_needed(cluster, graph),
+                            self.progress) as advance_to:
+            return self._place(graph, cluster, seed, advance_to)
+
+    def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike, advance_to: Advance) -> Placement:
+        """:meth:`place` on two devices or more and one op or more, its stages and evaluations told ``advance_to``."""
+        import torch
+
+        from gnplace.placers.groups import held_at_peak
+        from gnplace.policy.features import decision_graph, ops_alone
+
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
@@ -562,9 +576,11 @@ class PolicyPlacer:
         with torch_threads(1):  # small tensors: one thread is fastest
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
+                advance_to(0, "coarsening")
                 whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed,
                                        cost_model=self.timer.cost_model)
                 held = held_at_peak(graph, cluster)  # one simulation for every device set
+                advance_to(0, "greedy decodes")
                 decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
                 greedy = [dec.greedy() for dec in decoders]
                 names = [dec.name("greedy") for dec in decoders]
@@ -575,6 +591,7 @@ class PolicyPlacer:
                     greedy.append(self._decoder(graph, cluster, d, ops_alone(graph), held).greedy())
                     names.append("greedy, op level")
                 candidates = np.concatenate(greedy, axis=0)
+                advance_to(0, "scoring the greedy decodes")
                 timed = self.timer.time_batch(graph, cluster, candidates)
                 # the candidates are kept as the blocks they were timed in until the best is known: stacked, the 137 of
                 # a 93,567-op graph with the defaults (103 MB) were held twice at once, and `place` peaked 114 MB higher
@@ -585,19 +602,22 @@ class PolicyPlacer:
                     # auto runs under the caller's seed: its placement is the one `auto` itself gives for it
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
                     around, drawn_timed, labels, auto_evaluations = self._around(
-                        graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held)
+                        graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held,
+                        lambda done, note: advance_to(candidates.shape[0] + done, note))
                     timed = _concat_results(timed, drawn_timed)
                     blocks += around
                     names += labels
                 elif self.samples > 0:
                     best = decoders[next(int(i) for i in _ranking(timed, cluster) if i < len(decoders))]
                     taus = np.resize(np.asarray(self.temperatures), self.samples)
+                    advance_to(candidates.shape[0], "samples")
                     drawn = best.sample(self.samples, rng, taus)
                     sampled = self.timer.time_batch(graph, cluster, drawn)
                     blocks.append(drawn)
                     names += [best.name("sample")] * self.samples
                     timed = _concat_results(timed, sampled)
                 if self.constructor_policies and not around_auto:  # around auto, _around built them
+                    advance_to(sum(block.shape[0] for block in blocks), "constructors")
                     built, built_names = self._construct(graph, cluster, coarsen_seed, held=held)
                     timed = _concat_results(timed, self.timer.time_batch(graph, cluster, built))
                     blocks.append(built)
@@ -607,6 +627,7 @@ class PolicyPlacer:
             from gnplace.placers.auto import FAST_PLACERS
             from gnplace.placers.registry import make_placer
 
+            advance_to(sum(block.shape[0] for block in blocks) + auto_evaluations, "heuristics")
             own = BudgetedTimer(self.timer)  # the heuristics' own timings (memory repairs, single's devices) count
             heuristics = np.stack([make_placer(name, timer=own).place(graph, cluster, seed=coarsen_seed).devices
                                    for name in FAST_PLACERS])
@@ -627,7 +648,7 @@ class PolicyPlacer:
 
             per_group = np.zeros(graph.num_groups, dtype=np.int64)
             per_group[graph.group] = chosen
-            counter = BudgetedTimer(self.timer)  # the repair's rounds are timings too (up to 36, 1,061)
+            counter = _Reporting(self.timer, functools.partial(_advance_past, advance_to, evaluations, "memory repair"))
             fixed = Placement.from_groups(graph, cluster, repair_memory(graph, cluster, per_group, timer=counter))
             repaired = counter.time(graph, cluster, fixed)
             evaluations += counter.evaluations
@@ -636,8 +657,9 @@ class PolicyPlacer:
         placement = Placement(chosen, cluster, GraphKey.of(graph))
         if self.polish_evaluations(graph) >= 2:  # annealing from the best: the start's timing and at least one move
             fits = not result.oom[best_index] or choice == "repaired"
-            placement, step, choice, spent = self._anneal(graph, cluster, placement, fits,
-                                                          int(rng.integers(2**31 - 1)), step, choice)
+            placement, step, choice, spent = self._anneal(
+                graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice,
+                functools.partial(_advance_past, advance_to, evaluations, "polish"))
             evaluations += spent
         self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = evaluations, greedy_step, greedy_oom
         self.last_step, self.last_choice = step, choice
@@ -645,17 +667,18 @@ class PolicyPlacer:
 
     def _anneal(
         self, graph: OpGraph, cluster: Cluster, start: Placement, fits: bool, seed: int, step: float | None,
-        choice: str,
+        choice: str, report: Callable[[int], None] | None = None,
     ) -> tuple[Placement, float | None, str, int]:
         """``polish`` evaluations of annealing from ``start``, the best candidate (of ``step`` seconds, ``choice``).
 
         Returns the placement (the chain's where better: faster and fitting, or fitting where ``start`` did not,
         ``fits``), its step and choice, and the evaluations spent. The chain times its start again, counted: one
-        of its ``polish`` evaluations.
+        of its ``polish`` evaluations. ``report`` is called with the chain's evaluations so far after each timing
+        (default: nothing).
         """
         from gnplace.placers.annealing import AnnealingPlacer, GivenStart
 
-        counted = BudgetedTimer(self.timer)  # the chain's own timings and any repair of its result
+        counted = _Reporting(self.timer, report)  # the chain's own timings and any repair of its result
         chain: dict[str, Any] = {} if self.polish_reheat else {"reheat_after": None}  # {}: annealing's default
         AnnealingPlacer(budget=self.polish_evaluations(graph), start=GivenStart(start), timer=counted, progress=False,
                         **chain).place(graph, cluster, seed=seed)
@@ -668,6 +691,7 @@ class PolicyPlacer:
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
         greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
+        report: Callable[[int, str], None] | None = None,
     ) -> tuple[list[np.ndarray], BatchResult, list[str], int]:
         """``auto``'s placement, rounds of samples around the best so far, the constructors', the last rounds; timed.
 
@@ -681,7 +705,9 @@ class PolicyPlacer:
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
         centre is the best of those too. ``held``: the bytes each op holds at the memory peak on the whole
-        cluster, for the constructors' inputs (default: computed there).
+        cluster, for the constructors' inputs (default: computed there). ``report(evaluations, stage)`` is told the
+        evaluations made here so far (``auto``'s included) as each stage starts and as ``auto`` times (default:
+        nothing).
 
         The policy decides per decision group (module subtrees first when it was pretrained so) with
         a bonus ``prior`` on the incumbent's device of each group (:math:`\\kappa 1[d = d^{inc}_g]`, as
@@ -692,12 +718,21 @@ class PolicyPlacer:
         from gnplace.rl.agent import sample
         from gnplace.rl.problem import PlacementProblem
 
-        counted = BudgetedTimer(self.timer)  # auto's own evaluations (it times its heuristics' placements)
+        shown = report or _no_report
+
+        def stage(note: str) -> None:
+            """Tell ``report`` that ``note`` starts, with the evaluations so far."""
+            shown(counted.evaluations + sum(block.shape[0] for block in candidates), note)
+
+        candidates: list[np.ndarray] = []
+        # auto's own evaluations (it times its heuristics' placements), shown as they are made
+        counted = _Reporting(self.timer, lambda evaluations: stage("auto"))
+        stage("coarsening and auto")
         problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
                                          reference_seed=auto_seed, modules=self.modules)
         problem.anchored = self.anchored
         enc = self.policy.encode(problem.inp)
-        candidates = [problem.reference_devices[None, :]]
+        candidates.append(problem.reference_devices[None, :])
         timed = self.timer.time_batch(graph, cluster, candidates[0])
         names = ["auto"]
         def draw_round(count: int, label: str, greedy: bool = True) -> tuple[np.ndarray, BatchResult, list[str]]:
@@ -719,9 +754,11 @@ class PolicyPlacer:
             names.extend(labels)
 
         for index, share in enumerate(np.array_split(np.arange(self.samples), self.rounds)):
+            stage("samples around auto" if index == 0 else f"samples, round {index + 1} of {self.rounds}")
             add(*draw_round(share.size, " around auto" if index == 0 else " around the best so far"))
         offers = [greedy]
         if self.constructor_policies:  # whole placements built by the search-distilled policies
+            stage("constructors")
             reuse = {self.modules: problem.inp}  # the same decision graph where they decide as this policy does
             built, built_names = self._construct(graph, cluster, seed, reuse, held=held)
             offers.append((built, self.timer.time_batch(graph, cluster, built)))
@@ -734,6 +771,7 @@ class PolicyPlacer:
                     problem.offer(placements[best], float(result.step_time[best]), False, evaluations=0)  # counted
         encoded = {rank: constructor.encode(problem.inp) for rank, constructor in refining}  # once for every round
         for again in range(self.last_rounds):  # local search: every proposer moves groups of the best so far
+            stage(f"last round {again + 1} of {self.last_rounds}")
             if self.refine:  # this policy's round around the best of everything before it (a greedy decode first)
                 add(*draw_round(self.refine, ", last round", greedy=again == 0))
             for rank, constructor in refining:  # each constructor's moves around the best (scoring moves it)
@@ -971,6 +1009,39 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
     return {"prior": prior if prior is not None and math.isfinite(prior) and prior > 0 else 0.0,
             "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
             "mode": "refine" if learner.get("mode") == "refine" else "construct"}
+
+
+def _no_report(evaluations: int, note: str) -> None:
+    """A stage's report that shows nothing."""
+
+
+def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
+    """``advance_to(before + evaluations, note)``: a stage's ``evaluations`` after ``before`` made by the others."""
+    advance_to(before + evaluations, note)
+
+
+class _Reporting(BudgetedTimer):
+    """A :class:`~gnplace.sim.timer.BudgetedTimer`, no budget, that calls ``report(evaluations)`` after each timing.
+
+    Its timings are the wrapped timer's; ``report`` (None: nothing) shows a stage's evaluations as they are made, on a
+    progress bar (:class:`PolicyPlacer`'s ``progress``).
+    """
+
+    def __init__(self, timer: StepTimer, report: Callable[[int], None] | None = None) -> None:
+        super().__init__(timer)
+        self._report = report
+
+    def time(self, graph: OpGraph, cluster: Cluster, placement: Any, *, timeline: bool = False) -> StepResult:
+        result = super().time(graph, cluster, placement, timeline=timeline)
+        if self._report is not None:
+            self._report(self.evaluations)
+        return result
+
+    def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
+        result = super().time_batch(graph, cluster, placements)
+        if self._report is not None:
+            self._report(self.evaluations)
+        return result
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:

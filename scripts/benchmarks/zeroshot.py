@@ -60,13 +60,14 @@ def _zero_shot_row(task: ZeroShotTask) -> dict[str, Any]:
     path, cluster_spec, checkpoint, samples, group, options, seed = task
     graph, cluster = load_graph(path), load_cluster(cluster_spec)
     sim = Simulator()
-    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, **options)  # default: subsets, tempered
+    # default: subsets, tempered; no progress in a worker's row
+    placer = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, progress=False, **options)
     start = time.perf_counter()
     ours = sim.time(graph, cluster, placer.place(graph, cluster, seed=seed))
     took = time.perf_counter() - start
     # the default before 2026-11-23: K samples of the policy itself (tau = 1) on the whole cluster
     plain = PolicyPlacer(checkpoint=checkpoint, samples=samples, timer=sim, subsets=False, temperatures=(1.0,),
-                         op_level=0, around=False, constructor="none")
+                         op_level=0, around=False, constructor="none", progress=False)
     start = time.perf_counter()
     untempered = sim.time(graph, cluster, plain.place(graph, cluster, seed=seed))
     took_plain = time.perf_counter() - start
@@ -377,8 +378,8 @@ def bench_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
     torch.set_num_threads(1)
     cluster = load_cluster(args.cluster)
     cache = check_output_folder(args.cache, "--cache")
-    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets,
-                          **LATENCY_DECODINGS[args.decoding])
+    placer = PolicyPlacer(checkpoint=args.checkpoint, samples=args.samples, subsets=args.subsets, progress=False,
+                          **LATENCY_DECODINGS[args.decoding])  # timed: no bar drawn meanwhile
     cache.mkdir(parents=True, exist_ok=True)  # once the placer's arguments are checked
     rows = []
     for ops in args.ops:

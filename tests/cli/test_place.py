@@ -662,3 +662,25 @@ def test_names_holding_line_breaks_print_on_one_line(tmp_path, capsys):
         lines = out.splitlines()  # splits at \u2028, \u2029 and \x85 too
         assert any(line.startswith("g\\x0ah\\u2028i\\x85j") for line in lines), (command, lines)
         assert any("c\\x0ad\\u2029e" in line for line in lines) and any("gp\\x0au0" in line for line in lines), command
+
+
+def test_policy_shows_its_stages_on_stderr_and_no_progress_shows_nothing(capsys, monkeypatch):
+    """``-p policy`` ran 23-75 s silent on 100,000-op graphs; stdout (``--json``) is the same with or without lines."""
+    import sys
+
+    import gnplace.progress
+
+    monkeypatch.setattr(gnplace.progress, "LINE_EVERY_S", 0.0)  # a line at every update, as a log file gets
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    graph = EXAMPLES / "mlp2x8w2048b512.gnpg"
+    args = ["place", str(graph), "-c", "k80x2", "-p", "policy", "-O", "policy.polish=20", "--json"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert lines and all(line.startswith("policy mlp2x8w2048b512: ") for line in lines)
+    assert any(line.endswith("; coarsening") for line in lines) and any(line.endswith("; polish") for line in lines)
+    assert main([*args, "--no-progress"]) == 0
+    quiet, nothing = capsys.readouterr()
+    assert nothing == ""
+    shown, hidden = json.loads(out), json.loads(quiet)
+    assert {**shown, "place_seconds": 0} == {**hidden, "place_seconds": 0}
