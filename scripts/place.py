@@ -147,8 +147,9 @@ def run(args: argparse.Namespace) -> int:
         seconds = {f"{key}_s": row[key] for key in STEP_SECONDS}  # named as evaluate's rows and finetune name them
         print_json({**row, **seconds, "checkpoint": str(placer.checkpoint), "output": args.output})
         return 0
-    # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place)
-    with_auto = (placer.samples > 0 and placer.around) or placer.portfolio
+    # auto's placement is a candidate where the samples are drawn around it, or in the portfolio (zeroshot.place), or
+    # where every placement was timed
+    with_auto = (placer.samples > 0 and placer.around) or placer.portfolio or row["choice"] == "every placement"
     among = ", auto's included" if with_auto else "; auto's not among them"
     how = (f"{row['choice']}: the fastest of {row['evaluations']} placements simulated{among}"
            if row["evaluations"] else "one device or no ops: the only placement")

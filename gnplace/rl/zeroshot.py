@@ -17,7 +17,9 @@ the fast heuristics' placements (``auto``'s candidates) join the candidates as w
 never worse than ``auto``'s, at the cost of running them.
 
 Graphs past the policy's node limit are coarsened first (:mod:`gnplace.policy.features`), so a
-100,000-op graph places in seconds.
+100,000-op graph places in seconds. A graph with no more placements (a device per colocation group, ``D ** groups``)
+than the candidates all that times before the polish gets each of them timed once instead, and the exact best: a
+one-op graph took 1,432 evaluations on two devices, now 2.
 """
 
 from __future__ import annotations
@@ -148,6 +150,9 @@ DEFAULT_CONSTRUCTOR_PRIOR = 6.0
 #: ``bench.py zeroshot --split train --families cifar10 ptb nmt --clusters k80x2 k80x4 v100x8 tight4``): no
 #: gain, so revision 18's streams stay.
 _AROUND_BEST_STREAM = 0
+#: Most ops of the placements timed in one batch when :meth:`PolicyPlacer.place` times every placement (8 MB each of
+#: their int64 devices).
+_EVERY_PLACEMENT_CELLS = 1 << 20
 #: Most samples of one kind (``samples``, ``constructor_samples``, ``refine``, ``constructor_refine``): each kind
 #: is drawn as one batch of rollouts, int64 arrays of samples x decision nodes (a million samples of a 1,000-node
 #: graph: 8 GB each).
@@ -326,7 +331,7 @@ class PolicyPlacer:
     ``"greedy around the best so far"``, ``"sample around the best so far"``, ``"greedy, last round"``,
     ``"sample, last round"``, ``"constructor around the best"`` (``"constructor 2 around the best"``),
     ``"auto"``, ``"repaired"``, a heuristic's name, or any of these followed by ``", annealed"`` when the polish
-    improved on it), ``last_evaluations``.
+    improved on it; ``"every placement"`` where every placement was timed, :meth:`place`), ``last_evaluations``.
 
     Examples:
         >>> from gnplace.graph_io import load_graph
@@ -507,6 +512,45 @@ class PolicyPlacer:
     def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
+        On a ``graph`` with no more placements than the search's candidates (:meth:`placement_space`), that many:
+        each is timed once.
+        """
+        space = None if graph is None else self.placement_space(graph, cluster)
+        if space is not None:
+            return space
+        polish = self.polish_evaluations(graph)
+        return self._candidates(cluster) + (polish if polish >= 2 else 0)  # one evaluation cannot anneal: none spent
+
+    def placement_space(self, graph: OpGraph, cluster: Cluster) -> int | None:
+        """The placements of ``graph`` on ``cluster``, ``D ** groups``, where no more than the candidates; else None.
+
+        A placement puts each colocation group on one device. :meth:`place` times each of them once where there are
+        no more than the candidates its search times before the polish (:meth:`_candidates`: 156 on two devices with
+        the defaults), for the exact best: a one-op graph on two devices took 1,432 evaluations, the polish's 1,280
+        among them, for its 2 placements. The polish is left out of the comparison so that no graph of ``datasets/``
+        is placed so (the smallest, ``examples/mlp1x8w6144b256``, has 9 groups: 512 placements on two devices). A
+        graph of no op, or one device, has one placement, timed by nobody (None here).
+
+        Examples:
+            >>> from gnplace.toy import chain_graph
+            >>> from gnplace.cluster import load_cluster
+            >>> placer = PolicyPlacer()
+            >>> placer.placement_space(chain_graph(3), load_cluster("k80x2")), placer.placement_space(
+            ...     chain_graph(40), load_cluster("k80x2"))
+            (8, None)
+        """
+        if graph.num_ops == 0 or cluster.num_devices == 1:
+            return None
+        limit, space = self._candidates(cluster), 1
+        for _ in range(graph.num_groups):  # D ** groups, given up past the limit (a 100,000-group graph: 2 ** 11)
+            space *= cluster.num_devices
+            if space > limit:
+                return None
+        return space
+
+    def _candidates(self, cluster: Cluster) -> int:
+        """The evaluations of :meth:`place`'s search before its polish (decodes, samples, constructors, last rounds).
+
         Device sets, the op-level decode, the samples and a repair (``D + 2 + samples`` on ``D <= 16``
         devices); with the ``portfolio``, each heuristic's own timings and its timing of each; around
         ``auto``, ``auto``'s own timings (its heuristics' placements, its reference), the greedy decode
@@ -530,8 +574,7 @@ class PolicyPlacer:
                 self.constructor_refine * self.last_rounds * len(self._refining_constructors())
         needed += (1 + self.constructor_samples) * (1 + len(self._constructor_subsets(cluster))) * \
             len(self.constructor_policies)
-        polish = self.polish_evaluations(graph)
-        return needed + (polish if polish >= 2 else 0)  # one evaluation cannot anneal: none is spent
+        return needed
 
     def _refining_constructors(self) -> list[tuple[int, Any]]:
         """The constructors (rank from 1, policy) that draw the round around the best: those deciding as this policy."""
@@ -557,10 +600,36 @@ class PolicyPlacer:
         if graph.num_ops == 0 or cluster.num_devices == 1:  # one placement: nothing decoded or timed
             self.last_choice, self.last_step = "only", None
             return Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster, GraphKey.of(graph))
+        space = self.placement_space(graph, cluster)  # None unless the search would time more placements than exist
         # a 100,000-op graph took 23 to 75 s without a word: its stages and evaluations are shown (stderr)
         with evaluation_bar(f"{self.name} {graph.name}", self.evaluations_needed(cluster, graph),
                             self.progress) as advance_to:
+            if space is not None:  # a one-op graph took 1,432 evaluations of its 2 placements: each is timed once
+                return self._every_placement(graph, cluster, space, advance_to)
             return self._place(graph, cluster, seed, advance_to)
+
+    def _every_placement(self, graph: OpGraph, cluster: Cluster, count: int, advance_to: Advance) -> Placement:
+        """Every one of the ``count`` (``D ** groups``) placements of ``graph`` timed once, and the best returned.
+
+        The best by the timer, as :meth:`_place` ranks its candidates: fitting placements by step time first, then
+        the least overflow, ties to the first (group 0's device changing slowest); the search, whose candidates and
+        polish are among these placements, can do no better. Timed in batches of at most
+        :data:`_EVERY_PLACEMENT_CELLS` ops in all: a one-group graph of 100,000 ops has but ``D``.
+        """
+        d, groups = cluster.num_devices, graph.num_groups
+        digit = d ** np.arange(groups - 1, -1, -1, dtype=np.int64)  # group 0's device changes slowest
+        rows = max(1, _EVERY_PLACEMENT_CELLS // max(graph.num_ops, 1))
+        timed: BatchResult | None = None
+        for start in range(0, count, rows):
+            index = np.arange(start, min(start + rows, count), dtype=np.int64)
+            result = self.timer.time_batch(graph, cluster, ((index[:, None] // digit) % d)[:, graph.group])
+            timed = result if timed is None else _concat_results(timed, result)
+            advance_to(int(index[-1]) + 1, "every placement")
+        assert timed is not None
+        best = int(_ranking(timed, cluster)[0])
+        self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = count, None, False  # nothing decoded
+        self.last_step, self.last_choice = float(timed.step_time[best]), "every placement"
+        return Placement(((best // digit) % d)[graph.group], cluster, GraphKey.of(graph))
 
     def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike, advance_to: Advance) -> Placement:
         """:meth:`place` on two devices or more and one op or more, its stages and evaluations told ``advance_to``."""

@@ -684,3 +684,20 @@ def test_policy_shows_its_stages_on_stderr_and_no_progress_shows_nothing(capsys,
     assert nothing == ""
     shown, hidden = json.loads(out), json.loads(quiet)
     assert {**shown, "place_seconds": 0} == {**hidden, "place_seconds": 0}
+
+
+def test_the_zero_shot_script_times_each_placement_of_a_one_op_graph_once(tmp_path, capsys, load_script):
+    """It timed 1,432 placements of a one-op graph, which has 2 on two devices."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import chain_graph
+
+    script = load_script("place")
+    save_graph(chain_graph(1), tmp_path / "one.gnpg")
+    for samples in ("0", "16"):
+        assert script.main([str(tmp_path / "one.gnpg"), "-c", "k80x2", "--samples", samples, "--json"]) == 0
+        row = json.loads(capsys.readouterr().out)
+        assert row["choice"] == "every placement" and row["evaluations"] == 2 and row["greedy"] is None
+        assert row["policy"] == row["auto"] and not row["oom"]
+        assert script.main([str(tmp_path / "one.gnpg"), "-c", "k80x2", "--samples", samples]) == 0
+        out = capsys.readouterr().out  # auto's placement is one of the two: among those timed, samples or none
+        assert "(every placement: the fastest of 2 placements simulated, auto's included)" in out

@@ -817,3 +817,47 @@ def test_without_around_the_samples_and_constructors_are_stages_too(monkeypatch,
     notes = [note for _, note in calls]
     assert "samples" in notes and "constructors" in notes and "heuristics" in notes
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+@pytest.mark.parametrize(("ops", "cluster", "count"), [(1, "k80x2", 2), (1, "v100x8", 8), (3, "k80x2", 8)])
+def test_a_graph_with_no_more_placements_than_the_search_times_each_once_and_gets_the_best(ops, cluster, count):
+    """A one-op graph took 1,432 evaluations of its 2 placements (1,280 of them the polish): each is timed once."""
+    import itertools
+
+    from gnplace.toy import chain_graph
+
+    graph, devices, sim = chain_graph(ops), load_cluster(cluster), Simulator()
+    counted = BudgetedTimer(sim)
+    placer = zeroshot.PolicyPlacer(timer=counted)  # the defaults, polish included
+    placement = placer.place(graph, devices, seed=0)
+    assert placer.last_evaluations == counted.evaluations == count == placer.evaluations_needed(devices, graph)
+    assert placer.last_choice == "every placement" and placer.last_greedy_step is None
+    every = np.array(list(itertools.product(range(devices.num_devices), repeat=ops)))
+    best = sim.time_batch(graph, devices, every).step_time.min()
+    assert placer.last_step == sim.time(graph, devices, placement).step_time == best
+    assert (placer.place(graph, devices, seed=5).devices == placement.devices).all()
+
+
+def test_every_placement_keeps_colocation_groups_whole():
+    graph = layered_graph(6, width=2, seed=0).replace(group=np.arange(6) // 3)  # 2 groups: 16 placements on 4
+    cluster, sim = load_cluster("k80x4"), Simulator()
+    placer = zeroshot.PolicyPlacer(timer=sim, samples=4)
+    placement = placer.place(graph, cluster, seed=0)
+    assert placer.last_evaluations == 16 and not placement.splits_groups(graph)
+    every = np.array([[a, b] for a in range(4) for b in range(4)])[:, graph.group]
+    assert placer.last_step == sim.time_batch(graph, cluster, every).step_time.min()
+
+
+def test_a_graph_with_more_placements_than_the_candidates_is_searched_as_before():
+    """Every graph of datasets/ places as before: the smallest has 9 groups, 512 placements on two devices."""
+    from gnplace.toy import chain_graph
+
+    placer, cluster = zeroshot.PolicyPlacer(), load_cluster("k80x2")  # the defaults: 156 candidates, 1,280 polish
+    assert placer._candidates(cluster) == 156
+    assert placer.placement_space(chain_graph(7), cluster) == 128 and placer.placement_space(chain_graph(8), cluster) \
+        is None
+    graph = load_graph("datasets/examples/mlp1x8w6144b256.gnpg")
+    assert graph.num_groups == 9 and placer.placement_space(graph, cluster) is None
+    placer.place(chain_graph(8), cluster, seed=0)
+    assert placer.last_choice != "every placement" and placer.last_evaluations > 256  # its search, polish included
+    assert placer.evaluations_needed(cluster, chain_graph(8)) == 156 + 4 * 320
