@@ -41,7 +41,7 @@ from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, as_float, check_budget, 
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.progress import Advance, evaluation_bar
 from gnplace.rl.config import FLOAT32_MAX
-from gnplace.seed import SeedLike, as_generator
+from gnplace.seed import SeedLike, as_generator, check_seed
 from gnplace.shipped import shipped_path
 from gnplace.sim.simulator import Simulator
 from gnplace.sim.timer import BatchResult, BudgetedTimer, StepResult, StepTimer, overflow, relative_step
@@ -595,6 +595,7 @@ class PolicyPlacer:
                 coarsening (default: None). The same seed gives the same placement.
         """
         check_graph_and_cluster(graph, cluster)
+        check_seed(seed)  # also where no sample is drawn (every placement timed, one placement): a bad one is refused
         self.last_evaluations = 0
         self.last_greedy_step, self.last_greedy_oom = None, False  # not the last graph's, when nothing is decoded
         if graph.num_ops == 0 or cluster.num_devices == 1:  # one placement: nothing decoded or timed
