@@ -115,15 +115,16 @@ class PretrainConfig:
     def __post_init__(self) -> None:
         if self.learner is None:
             object.__setattr__(self, "learner", LearnerConfig())
-        if self.schedule.iterations < 1 or self.schedule.pairs_per_step < 1 or self.schedule.steps_per_epoch < 1:
-            raise InvalidArgument("schedule: iterations, pairs_per_step and steps_per_epoch must be >= 1")
-        if self.data.val_per_family < 0 or self.data.random_clusters < 0 or self.data.random_cluster_seed < 0:
-            raise InvalidArgument("data: val_per_family, random_clusters and random_cluster_seed must be >= 0")
+        least = {"schedule": (self.schedule, {"iterations": 1, "pairs_per_step": 1, "steps_per_epoch": 1}),
+                 "data": (self.data, {"val_per_family": 0, "random_clusters": 0, "random_cluster_seed": 0,
+                                      "teacher_budget": 0, "max_ops": 0})}
+        for section, (values, bounds) in least.items():  # the key at fault and its value: it named a group of three
+            for key, bound in bounds.items():
+                if getattr(values, key) < bound:
+                    raise InvalidArgument(f"{section}: {key} must be >= {bound}, got {getattr(values, key)}")
         if self.data.random_clusters > MAX_RANDOM_CLUSTERS:  # each is drawn and digested before the first step
             raise InvalidArgument(f"data: random_clusters must be at most {MAX_RANDOM_CLUSTERS:,}, got "
                                   f"{self.data.random_clusters}")
-        if self.data.teacher_budget < 0 or self.data.max_ops < 0:
-            raise InvalidArgument("data: teacher_budget and max_ops must be >= 0")
         if self.data.val_left_out and not self.data.max_ops:
             raise InvalidArgument("data: val_left_out needs max_ops (the graphs it leaves out are validated on)")
         if self.data.max_nodes < 1:

@@ -34,15 +34,15 @@ def test_the_shipped_config_reads_and_overrides_apply():
     ("schedule: {checkpoint_every_s: -5}", "checkpoint_every_s must be a positive number of seconds"),
     ("learner: {alpha: 0}", "alpha > 0, got 0"),
     ("learner: {kl_target: 0}", "kl_target > 0, got 0"),
-    ("data: {random_cluster_seed: -1}", "random_cluster_seed must be >= 0"),
+    ("data: {random_cluster_seed: -1}", "data: random_cluster_seed must be >= 0, got -1"),
     ("data: {max_nodes: 0}", "max_nodes must be >= 1, got 0"),
     ("data: {random_clusters: 1000000000}", "random_clusters must be at most 10,000"),
     ("data: {families: [ptb, ptb]}", "families names ptb more than once"),
     # val/oom of a family named so overwrote the overall share, and val/best_vs_auto picks best.ckpt
     ("data: {families: [ptb, oom]}", r"families names 'oom', which validation logs as an overall figure \(val/oom\)"),
     ("data: {families: [best_vs_auto]}", r"names 'best_vs_auto', which .*\(val/best_vs_auto\); rename that folder"),
-    ("data: {teacher_budget: -1}", "teacher_budget and max_ops must be >= 0"),
-    ("data: {max_ops: -5}", "teacher_budget and max_ops must be >= 0"),
+    ("data: {teacher_budget: -1}", "data: teacher_budget must be >= 0, got -1"),
+    ("data: {max_ops: -5}", "data: max_ops must be >= 0, got -5"),
     ("data: {val_left_out: true}", "val_left_out needs max_ops"),
     ("data: {val_left_out: 1, max_ops: 10}", "val_left_out must be true or false"),
 ])
@@ -116,3 +116,16 @@ def test_a_config_that_is_a_pipe_is_said_to_be_one(tmp_path):
     os.mkfifo(pipe)
     with pytest.raises(InvalidArgument, match=r"config.yaml: is not a regular file \(a device or a pipe\), not a config"):
         load_pretrain_config(pipe)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("schedule.iterations=0", "schedule: iterations must be >= 1, got 0"),
+    ("schedule.pairs_per_step=-2", "schedule: pairs_per_step must be >= 1, got -2"),
+    ("schedule.steps_per_epoch=0", "schedule: steps_per_epoch must be >= 1, got 0"),
+    ("data.val_per_family=-1", "data: val_per_family must be >= 0, got -1"),
+    ("data.random_clusters=-3", "data: random_clusters must be >= 0, got -3"),
+])
+def test_a_value_below_its_least_names_its_key_and_value(override, message):
+    """``steps_per_epoch: 0`` was refused as "iterations, pairs_per_step and steps_per_epoch must be >= 1"."""
+    with pytest.raises(InvalidArgument, match=f"^{message}$"):
+        load_pretrain_config(overrides=[override])
