@@ -260,6 +260,7 @@ def load_pretrain_config(
     for item in overrides:
         target, sep, text = item.partition("=")
         section, dot, key = target.partition(".")
+        section, key = section.strip(), key.strip()  # as YAML reads "lr : 3" ("lr =3": "unknown key learner.lr")
         if not sep or not dot or section not in sections or not key:
             raise InvalidArgument(
                 f"override {item!r}: expected SECTION.KEY=VALUE with SECTION data, schedule or learner"

@@ -129,3 +129,9 @@ def test_a_value_below_its_least_names_its_key_and_value(override, message):
     """``steps_per_epoch: 0`` was refused as "iterations, pairs_per_step and steps_per_epoch must be >= 1"."""
     with pytest.raises(InvalidArgument, match=f"^{message}$"):
         load_pretrain_config(overrides=[override])
+
+
+@pytest.mark.parametrize("override", ["learner.lr =3e-4", " learner.lr=3e-4", "learner . lr = 3e-4"])
+def test_spaces_around_an_overrides_key_are_no_part_of_it(override):
+    """``--set "learner.lr =3e-4"`` was refused as "unknown key learner.lr", a key that is known."""
+    assert load_pretrain_config(overrides=[override]).learner.lr == 3e-4

@@ -133,7 +133,8 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
     given: dict[str, tuple[str, Any]] = {}
     for item in overrides:
         target, sep, text = item.partition("=")
-        key = target.strip()
+        section, _, name = target.partition(".")
+        key = f"{section.strip()}.{name.strip()}"  # as load_pretrain_config reads it ("learner . lr" is learner.lr)
         if not sep:
             continue
         if key in given and given[key][1] != value(text):

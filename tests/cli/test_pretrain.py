@@ -224,6 +224,10 @@ def test_a_timeout_for_a_run_of_one_process_is_refused(tmp_path, capsys):
     (["--set", "schedule.iterations=1", "--set", "schedule.iterations=2"],
      "--set schedule.iterations is given twice, as '1' and '2': give it once"),
     (["--seed", "3", "--set", "learner.seed=4"], "--seed 3 and --set learner.seed=4 differ: give one"),
+    # spaces around the key are no part of it, as the config's reader takes it: the second won without a word
+    (["--set", "learner.lr=1e-3", "--set", "learner . lr =0.5"],
+     "--set learner.lr is given twice, as '1e-3' and '0.5': give it once"),
+    (["--seed", "3", "--set", "learner.seed =4"], "--seed 3 and --set learner.seed=4 differ: give one"),
 ])
 def test_a_config_value_given_twice_differently_is_refused(tmp_path, capsys, flags, error):
     """The last one won without a word (a run of 2 iterations; --seed over --set learner.seed)."""
