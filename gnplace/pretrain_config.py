@@ -189,6 +189,11 @@ def _section(cls: type, raw: Any, name: str) -> Any:
                 value = [v for v in value.split(",") if v]
             if not isinstance(value, list):
                 raise InvalidArgument(f"pretrain config: {name}.{key} must be a list, got {value!r}")
+            # a number may name a folder or file ("1"); null, true, a list or a mapping names none: [null] was refused
+            # 10 s later as "datasets/None: no such graph file or folder", [[cifar10]] as "datasets/['cifar10']"
+            odd = [v for v in value if isinstance(v, (bool, list, dict)) or v is None]
+            if odd:
+                raise InvalidArgument(f"pretrain config: {name}.{key} must be a list of names, got {odd[0]!r} in it")
             value = tuple(str(v) for v in value)
         elif isinstance(default, bool):
             if not isinstance(value, bool):

@@ -135,3 +135,15 @@ def test_a_value_below_its_least_names_its_key_and_value(override, message):
 def test_spaces_around_an_overrides_key_are_no_part_of_it(override):
     """``--set "learner.lr =3e-4"`` was refused as "unknown key learner.lr", a key that is known."""
     assert load_pretrain_config(overrides=[override]).learner.lr == 3e-4
+
+
+@pytest.mark.parametrize("override, shown", [
+    ("data.families=[null]", "None"), ("data.families=[[cifar10]]", r"\['cifar10'\]"),
+    ("data.presets=[k80x2, {a: 1}]", r"\{'a': 1\}"), ("data.val_clusters=[true]", "True"),
+])
+def test_a_list_item_that_is_no_name_is_refused_at_once(override, shown):
+    """``families: [null]`` was read as the folder "None", refused after Lightning's import as no such folder."""
+    key = override.split("=")[0]
+    with pytest.raises(InvalidArgument, match=rf"^pretrain config: {key} must be a list of names, got {shown} in it$"):
+        load_pretrain_config(overrides=[override])
+    assert load_pretrain_config(overrides=["data.presets=[k80x2, 7]"]).data.presets == ("k80x2", "7")
