@@ -262,6 +262,9 @@ def load_pretrain_config(
         if raw.get(k) is not None and not isinstance(raw[k], Mapping):
             raise InvalidArgument(f"{path}: section {k!r} must be a mapping of keys, got {type(raw[k]).__name__}")
     sections = {k: dict(raw.get(k) or {}) for k in ("data", "schedule", "learner")}
+    if not any(sections.values()):  # a truncated file ran as the code's defaults, which are not the shipped recipe's
+        raise InvalidArgument(f"{path}: holds no settings (empty, or comments or empty sections alone); name the "
+                              "values to run with, as configs/pretrain.yaml does")
     for item in overrides:
         target, sep, text = item.partition("=")
         section, dot, key = target.partition(".")

@@ -147,3 +147,16 @@ def test_a_list_item_that_is_no_name_is_refused_at_once(override, shown):
     with pytest.raises(InvalidArgument, match=rf"^pretrain config: {key} must be a list of names, got {shown} in it$"):
         load_pretrain_config(overrides=[override])
     assert load_pretrain_config(overrides=["data.presets=[k80x2, 7]"]).data.presets == ("k80x2", "7")
+
+
+@pytest.mark.parametrize("text", ["", "# nothing yet\n", "\n\n", "data:\nschedule:\nlearner:\n", "learner: {}\n", "{}"])
+def test_a_config_without_a_setting_is_refused(tmp_path, text):
+    """An empty file ran pretraining on the code's defaults (samples 32, no prior, no modules: not the shipped
+    recipe's) without a word, even with overrides."""
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidArgument, match=r"empty.yaml: holds no settings \(empty, or comments or empty sections "
+                       r"alone\); name the values to run with, as configs/pretrain.yaml does$"):
+        load_pretrain_config(path, ["schedule.iterations=2"])
+    path.write_text("schedule: {iterations: 2}\n")  # one setting is a config: the rest take their defaults
+    assert load_pretrain_config(path).schedule.iterations == 2
