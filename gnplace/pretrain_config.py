@@ -224,6 +224,13 @@ def load_pretrain_config(
 ) -> PretrainConfig:
     """Read a pretraining config (YAML: sections ``data``, ``schedule``, ``learner``), then apply overrides.
 
+    A key the file leaves out takes its class's default (:class:`DataConfig`, :class:`ScheduleConfig`,
+    :class:`~gnplace.rl.config.LearnerConfig`), not ``configs/pretrain.yaml``'s value: the two differ in
+    ``data.modules``, ``data.anchored``, ``schedule.iterations``, ``schedule.steps_per_epoch``,
+    ``learner.samples``, ``learner.epochs``, ``learner.elite``, ``learner.elite_target``, ``learner.prior`` and
+    ``learner.val_samples``. To change a few values of the shipped recipe, pass ``configs/pretrain.yaml`` (the
+    default) with overrides, or copy the whole file. A file with no setting at all is refused.
+
     Args:
         path (str or Path, optional): the YAML file (default: ``configs/pretrain.yaml`` of the repository).
         overrides (Sequence[str], optional): ``SECTION.KEY=VALUE`` strings (YAML values), applied in order.

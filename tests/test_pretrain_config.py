@@ -160,3 +160,26 @@ def test_a_config_without_a_setting_is_refused(tmp_path, text):
         load_pretrain_config(path, ["schedule.iterations=2"])
     path.write_text("schedule: {iterations: 2}\n")  # one setting is a config: the rest take their defaults
     assert load_pretrain_config(path).schedule.iterations == 2
+
+
+def test_the_docs_name_every_key_whose_default_is_not_the_shipped_configs():
+    """Nothing said that a key a config leaves out takes the code's default, which for 10 keys is not the shipped
+    recipe's (``samples`` 32, not 16; no prior): the README, ``--config``'s help and the reader's docstring name them."""
+    from pathlib import Path
+
+    from gnplace.cli.pretrain import add_arguments
+    from gnplace.pretrain_config import PretrainConfig
+
+    shipped, coded = load_pretrain_config().to_dict(), PretrainConfig().to_dict()
+    differ = [f"{s}.{k}" for s in shipped for k in shipped[s] if shipped[s][k] != coded[s][k]]
+    assert differ  # (else the docs' list is moot, and this test with it)
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    docstring = " ".join((load_pretrain_config.__doc__ or "").split())
+    assert all(f"`{key}`" in readme and f"``{key}``" in docstring for key in differ), differ
+    assert f"{len(differ)} differ" in readme
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    help_text = " ".join(parser.format_help().split())
+    assert f"not configs/pretrain.yaml's value ({len(differ)} differ" in help_text

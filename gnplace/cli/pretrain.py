@@ -26,7 +26,10 @@ def add_parser(sub: Any) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of ``gnplace pretrain`` and ``scripts/pretrain.py``."""
-    p.add_argument("--config", default=None, help="YAML config (default: configs/pretrain.yaml)")
+    p.add_argument("--config", default=None,
+                   help="YAML config (default: configs/pretrain.yaml); a key it leaves out takes the code's default, "
+                   "not configs/pretrain.yaml's value (10 differ: change the shipped recipe with --set, or copy the "
+                   "whole file)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one config value, e.g. schedule.iterations=100 (repeatable)")
     p.add_argument("--seed", type=whole_number, default=None, help="overrides learner.seed")
