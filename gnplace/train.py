@@ -87,6 +87,7 @@ class PlacementLearner(L.LightningModule):
         self.beta = config.beta
         self.iteration = 0
         self._teachers: dict[tuple[int, str], tuple[tuple[Any, ...], Trajectories]] = {}
+        self._share = 1.0  # this rank's pairs of the iteration over an even share of them (see training_step)
         self._val_ratios: list[tuple[str, float, bool, float]] = []
         self.last_validation: dict[str, float] = {}
 
@@ -110,6 +111,9 @@ class PlacementLearner(L.LightningModule):
         batch = data.batch(self.iteration)
         world, rank = self._world()
         if world > 1:  # data parallel: each rank simulates its own share of the pairs (DDP averages the gradients)
+            # 4 pairs on 3 ranks are 2, 1 and 1: a mean over the ranks of each rank's mean weighted the pairs 1/6,
+            # 1/3, 1/3 and 1/6, where one process weights each 1/4; each rank's mean counts as its pairs' share
+            self._share = len(batch[rank::world]) * world / len(batch)
             batch = batch[rank::world]
         if self.iteration < self.config.imitation_steps:
             self._imitation_step(batch)
@@ -131,10 +135,17 @@ class PlacementLearner(L.LightningModule):
             results.reset(metrics=False, fx="training_step")
 
     def _update(self, loss: torch.Tensor) -> None:
-        """One gradient step of Adam on ``loss``, the gradient norm bounded."""
+        """One gradient step of Adam on ``loss``, the gradient norm bounded.
+
+        ``loss`` is the mean over this rank's pairs; in a distributed run the ranks' gradients are averaged (by DDP's
+        hooks in the backward, then :meth:`_average_gradients`), each rank's counting as many pairs as it holds, so
+        that the step is the one process's: the mean over the iteration's pairs.
+        """
         optimizer = self.optimizers()
         assert not isinstance(optimizer, list)
         optimizer.zero_grad()
+        if self._share != 1.0:  # a rank of an uneven share: its mean counts as its pairs (an even one is left exact)
+            loss = loss * self._share
         self.manual_backward(loss)
         self._average_gradients()
         self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip,  # type: ignore[arg-type]
@@ -173,10 +184,16 @@ class PlacementLearner(L.LightningModule):
             offset += g.numel()
 
     def _mean_over_ranks(self, value: float) -> float:
-        """``value`` averaged over the ranks of a distributed run (itself otherwise)."""
+        """``value``, this rank's mean over its pairs, as the mean over every rank's pairs (itself otherwise).
+
+        Each rank's counts as many pairs as it holds (see :meth:`_update`).
+        """
         if self._world()[0] <= 1:
             return value
-        return float(self.trainer.strategy.reduce(torch.tensor([value], dtype=torch.float64), reduce_op="mean")[0])
+        mine = torch.tensor([value], dtype=torch.float64)
+        if self._share != 1.0:
+            mine = mine * self._share
+        return float(self.trainer.strategy.reduce(mine, reduce_op="mean")[0])
 
     def _imitation_step(self, batch: list[PlacementProblem]) -> None:
         trajectories = [self._incumbent(p) for p in batch]  # the best so far: the reference, or a search's start

@@ -1126,3 +1126,73 @@ def test_a_rank_digest_that_cannot_be_written_leaves_the_one_before(tmp_path, mo
         RankDigest(tmp_path / "ranks").on_train_end(trainer, module)
     assert [p.name for p in (tmp_path / "ranks").iterdir()] == ["rank1.json"]  # no .tmp left either
     assert (tmp_path / "ranks" / "rank1.json").read_bytes() == before
+
+
+#: A caller's script that pretrains 3 ranks under ddp on a machine of any cores, and records in DUMP.rank<r> the
+#: pairs of its share and the gradient of every update, as the ranks averaged it.
+_THREE_RANKS = """
+import json, sys
+import torch
+import gnplace.pretrain
+from gnplace.pretrain import load_pretrain_config, pretrain
+from gnplace.train import PlacementLearner
+
+gnplace.pretrain.available_cores = lambda: 3  # the ranks of 1 thread each take turns on fewer cores
+averaged, step = PlacementLearner._average_gradients, PlacementLearner._imitation_step
+
+def recorded(self):
+    averaged(self)
+    grad = torch.cat([p.grad.reshape(-1) for p in self.policy.parameters()])
+    with open(f"{sys.argv[3]}.rank{self._world()[1]}", "a") as file:
+        file.write(json.dumps(["grad", grad.tolist()]) + "\\n")
+
+def imitated(self, batch):
+    with open(f"{sys.argv[3]}.rank{self._world()[1]}", "a") as file:
+        file.write(json.dumps(["pairs", [[p.inp.graph.name, p.inp.cluster.name] for p in batch]]) + "\\n")
+    step(self, batch)
+
+PlacementLearner._average_gradients, PlacementLearner._imitation_step = recorded, imitated
+if __name__ == "__main__":
+    overrides = ["schedule.iterations=1", "schedule.pairs_per_step=4"]
+    pretrain(load_pretrain_config(sys.argv[1], overrides), sys.argv[2], devices=3, strategy="ddp", progress=False)
+"""
+
+
+@pytest.mark.heavy
+def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config, tmp_path, monkeypatch):
+    """4 pairs on 3 ranks are 2, 1 and 1: DDP's mean of each rank's mean weighted them 1/6, 1/3, 1/3 and 1/6 (the
+    imitation step's gradient, which draws nothing, 4.8% off one process's); each pair now counts 1/4."""
+    from gnplace.train import PlacementLearner
+
+    script = tmp_path / "three.py"
+    script.write_text(_THREE_RANKS)
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script), str(tiny_config), str(tmp_path / "run"),
+                           str(tmp_path / "dump")], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [[json.loads(line) for line in (tmp_path / f"dump.rank{r}").read_text().splitlines()] for r in range(3)]
+    shares = [[tuple(pair) for kind, pairs in rank if kind == "pairs" for pair in pairs] for rank in ranks]
+    grads = [torch.tensor([g for kind, g in rank if kind == "grad"]) for rank in ranks]
+    assert [len(share) for share in shares] == [2, 1, 1] and all(torch.equal(g, grads[0]) for g in grads)
+    assert load_policy(tmp_path / "run" / "policy.ckpt")[1]["processes"] == 3
+
+    seen: list[tuple[str, str]] = []
+    one: list[torch.Tensor] = []
+    step, averaged = PlacementLearner._imitation_step, PlacementLearner._average_gradients
+
+    def imitated(self, batch):
+        seen.extend((p.inp.graph.name, p.inp.cluster.name) for p in batch)
+        step(self, batch)
+
+    def recorded(self):
+        averaged(self)
+        one.append(torch.cat([p.grad.reshape(-1) for p in self.policy.parameters()]))
+
+    monkeypatch.setattr(PlacementLearner, "_imitation_step", imitated)
+    monkeypatch.setattr(PlacementLearner, "_average_gradients", recorded)
+    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=1", "schedule.pairs_per_step=4"]),
+             tmp_path / "one", progress=False)
+    assert sorted(seen) == sorted(p for share in shares for p in share) and len(set(seen)) == 4  # each pair once
+    assert len(one) == 1 and grads[0].shape == (1, one[0].numel())
+    assert torch.allclose(grads[0][0], one[0], rtol=0, atol=1e-6 * float(one[0].abs().max()))
