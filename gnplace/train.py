@@ -137,16 +137,27 @@ class PlacementLearner(L.LightningModule):
     def _update(self, loss: torch.Tensor) -> None:
         """One gradient step of Adam on ``loss``, the gradient norm bounded.
 
-        ``loss`` is the mean over this rank's pairs; in a distributed run the ranks' gradients are averaged (by DDP's
-        hooks in the backward, then :meth:`_average_gradients`), each rank's counting as many pairs as it holds, so
-        that the step is the one process's: the mean over the iteration's pairs.
+        ``loss`` is the mean over this rank's pairs; in a distributed run the ranks' gradients are averaged
+        (:meth:`_average_gradients`, not DDP's hooks), each rank's counting as many pairs as it holds, so that the step
+        is the one process's: the mean over the iteration's pairs.
         """
         optimizer = self.optimizers()
         assert not isinstance(optimizer, list)
         optimizer.zero_grad()
         if self._share != 1.0:  # a rank of an uneven share: its mean counts as its pairs (an even one is left exact)
             loss = loss * self._share
-        self.manual_backward(loss)
+        if self._world()[0] > 1:
+            # DDP's hooks summed each bucket of 3 ranks' gradients in an order that its bucket layout sets, and a
+            # resumed run's first backward has the layout of before the first rebuild: 1 ulp off the run not stopped
+            # (2 ranks' sums have no order). The one reduce is _average_gradients', of one tensor laid out alike.
+            from lightning.pytorch.strategies import ParallelStrategy
+
+            strategy = self.trainer.strategy
+            assert isinstance(strategy, ParallelStrategy)
+            with strategy.block_backward_sync():
+                self.manual_backward(loss)
+        else:
+            self.manual_backward(loss)
         self._average_gradients()
         self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip,  # type: ignore[arg-type]
                             gradient_clip_algorithm="norm")
@@ -170,8 +181,8 @@ class PlacementLearner(L.LightningModule):
     def _average_gradients(self) -> None:
         """Average the gradients over the ranks of a distributed run (the strategy's ``reduce``).
 
-        Every backward of the step is averaged, not only the first one DDP's hooks see: PPO takes
-        ``epochs`` steps per batch.
+        Every backward of the step is averaged here, in one flat tensor (:meth:`_update` keeps DDP's hooks out of
+        the backward): PPO takes ``epochs`` steps per batch.
         """
         if self._world()[0] <= 1:
             return
