@@ -455,3 +455,34 @@ def test_shrinks_thresholds_rrelu_and_celu_import_without_an_unknown_op_warning(
                                   + F.rrelu(a, training=True)), x)
     assert totals["celu"] == 4 * 32
     assert totals["hardshrink"] == totals["softshrink"] == totals["threshold"] == totals["rrelu_with_noise"] == 32
+
+
+def test_only_a_mean_adds_its_one_over_n_to_the_binary_cross_entropy_backward():
+    """A sum (reduction 2) divides by nothing: 6 FLOP per element, as with no reduction; a weight adds one."""
+    x, t, grad = torch.zeros(8, 3), torch.zeros(8, 3), torch.zeros(())
+    assert op_flops("binary_cross_entropy_backward", (grad, x, t, None, 2), {}, [x]) == 6 * 24
+    assert op_flops("binary_cross_entropy_backward", (grad, x, t, None, 0), {}, [x]) == 6 * 24
+    assert op_flops("binary_cross_entropy_backward", (grad, x, t, torch.ones(3), 2), {}, [x]) == 7 * 24
+
+
+def test_an_embedding_bags_per_sample_weights_cost_one_product_per_looked_up_value():
+    weight, indices, offsets = torch.zeros(20, 6), torch.zeros(12, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+    bags = [torch.zeros(4, 6), indices, offsets, offsets]
+    scaled = op_flops("_embedding_bag", (weight, indices, offsets, False, 0, False, torch.ones(12)), {}, bags)
+    assert scaled == 2 * 12 * 6
+
+
+def test_a_padding_backward_adds_each_padded_elements_gradient_once_and_no_padding_costs_nothing():
+    x = torch.zeros(2, 3, 4, 4)
+    padded = torch.zeros(2, 3, 6, 6)  # one element each side: 2 * 3 * (36 - 16) copies added back
+    assert op_flops("reflection_pad2d_backward", (padded, x, [1, 1, 1, 1]), {}, [x]) == 2 * 3 * 20
+    assert op_flops("replication_pad2d_backward", (x, x, [0, 0, 0, 0]), {}, [x]) == 0.0
+
+
+def test_scaled_dot_product_attentions_backward_is_twice_its_forward():
+    """Forward 4 B Lq Lk d + 5 B Lq Lk (two products, the softmax); backward 8 and 10: B = 2 x 4 heads, 8 x 8, d 16."""
+    q = k = v = torch.zeros(2, 4, 8, 16)
+    fwd = op_flops("_scaled_dot_product_flash_attention", (q, k, v), {}, [q])
+    assert fwd == 4 * 8 * 8 * 8 * 16 + 5 * 8 * 8 * 8
+    grad = op_flops("_scaled_dot_product_flash_attention_backward", (q, q, k, v), {}, [q, k, v])
+    assert grad == 2 * fwd
