@@ -186,3 +186,44 @@ def test_quantized_products_count_as_their_float_forms(op, inputs, outputs, expe
     """QLinearMatMul, QLinearConv and ConvInteger had no rule: counted at 1 FLOP per output element (with a warning)
     where MatMulInteger counted as a MatMul, and opkinds names all four products."""
     assert forward_flops(op, {}, inputs, outputs) == expected
+
+
+def test_a_transposed_fused_matmul_reduces_over_its_first_inputs_rows():
+    """FusedMatMul's transA takes A [16, 8] as [8, 16]: 16 products per output element, not 8."""
+    assert forward_flops("FusedMatMul", {"transA": 1}, [(16, 8), (16, 4)], [(8, 4)]) == 2 * 8 * 4 * 16
+    assert forward_flops("FusedMatMul", {}, [(8, 16), (16, 4)], [(8, 4)]) == 2 * 8 * 4 * 16
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_a_recurrent_layers_initial_state_gradient_is_one_step_of_its_batch(layout):
+    """5 steps, batch 3, 2 directions, hidden 16: initial_h's gradient is batch x directions x hidden under either
+    layout (batch first under layout 1), not seq x directions x hidden."""
+    x = (5, 3, 8) if layout == 0 else (3, 5, 8)
+    inputs = [x, (2, 64, 8), (2, 64, 16), (2, 128), None, (2, 3, 16)]
+    assert grad_flops("LSTM", {"layout": layout}, inputs, [(5, 2, 3, 16)], 5, 0.0) == 3 * 2 * 16
+
+
+def test_softmax_cross_entropy_counts_the_softmax_and_one_pick_per_sample():
+    assert forward_flops("SoftmaxCrossEntropyLoss", {}, [(4, 10), (4,)], [()]) == 5 * 40 + 4
+
+
+def test_a_3d_attention_splits_its_hidden_size_over_its_heads():
+    """q, k, v of [2, 8, 32] with 4 heads: 8 batch-heads of head size 8, as the 4-d [2, 4, 8, 8] form."""
+    three = [(2, 8, 32)] * 3
+    heads = {"q_num_heads": 4, "kv_num_heads": 4}
+    expected = 2 * 8 * 8 * 8 * (8 + 8) + 5 * 8 * 8 * 8
+    assert forward_flops("Attention", heads, three, [(2, 8, 32)]) == expected
+    assert forward_flops("Attention", {}, [(2, 4, 8, 8)] * 3, [(2, 4, 8, 8)]) == expected
+
+
+def test_an_attentions_three_gradients_share_atens_backward():
+    """aten's attention backward is 8 B Lq Lk d + 10 B Lq Lk for all three gradients: a third each."""
+    inputs, out = [(2, 4, 8, 16)] * 3, [(2, 4, 8, 16)]
+    grads = [grad_flops("Attention", {}, inputs, out, k, 0.0) for k in range(3)]
+    assert grads[0] == grads[1] == grads[2]
+    assert sum(grads) == pytest.approx(8 * 8 * 8 * 8 * 16 + 10 * 8 * 8 * 8)
+
+
+def test_an_einsum_of_three_operands_counts_a_multiply_and_add_per_pair():
+    """ij,jk,kl->il over i=2, j=3, k=4, l=5: the loop nest of 120 points, two products (each a multiply-add)."""
+    assert forward_flops("Einsum", {"equation": "ij,jk,kl->il"}, [(2, 3), (3, 4), (4, 5)], [(2, 5)]) == 2 * 2 * 120
