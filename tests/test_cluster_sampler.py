@@ -84,7 +84,24 @@ def test_a_numpy_integer_seed_is_the_same_as_an_int():
 @pytest.mark.parametrize("kwargs", [{"min_devices": 2.5, "max_devices": 4}, {"min_devices": True, "max_devices": True},
                                     {"max_devices": 4.0}, {"tight_probability": "0.25"},
                                     {"cpu_probability": float("nan")}, {"cpu_probability": -0.5},
-                                    {"tight_probability": 2}])
+                                    {"tight_probability": 2}, {"min_devices": 0, "max_devices": 0}])
 def test_bad_device_counts_and_probabilities_are_refused(kwargs):
     with pytest.raises(InvalidArgument, match="random_cluster"):
         random_cluster(0, **kwargs)
+
+
+def test_a_one_device_cluster_is_a_gpu_however_likely_a_cpu_is():
+    """A CPU is one device among at least two: a cluster of one device is a GPU, never a lone CPU."""
+    for seed in range(10):
+        (device,) = random_cluster(seed, min_devices=1, max_devices=1, cpu_probability=1.0).devices
+        assert device.kind in GPU_KINDS
+
+
+def test_a_cpu_reaches_its_gpus_over_pcie3_or_the_network_never_nvlink():
+    allowed = {LINK_KINDS[k]["bandwidth"] for k in ("pcie3", "infiniband", "ethernet20g")}
+    for seed in range(20):
+        c = random_cluster(seed, min_devices=2, max_devices=8, cpu_probability=1.0)
+        cpu = c.device_names.index("cpu0")
+        for other in range(c.num_devices):
+            if other != cpu:
+                assert c.bandwidth[cpu, other] in allowed and c.bandwidth[other, cpu] in allowed
