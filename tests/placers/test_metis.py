@@ -12,7 +12,7 @@ import pytest
 
 from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.graph import OpGraph
-from gnplace.placers.metis import MetisPlacer, partition_groups
+from gnplace.placers.metis import MetisPlacer, _integer_weights, partition_groups
 from gnplace.sim.costmodel import op_times
 from gnplace.sim.simulator import Simulator
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
@@ -188,3 +188,12 @@ def test_recursive_bisection_balances_a_large_graph_within_about_one_percent():
         load = np.bincount(partition_groups(g, weight, parts, fractions=fractions, seed=0), weights=weight,
                            minlength=parts)
         assert (load / (fractions / fractions.sum() * weight.sum())).max() <= 1.015
+
+
+def test_metis_weights_are_positive_even_for_groups_of_no_seconds_or_bytes():
+    """A vertex or edge of weight 0 would count for nothing in METIS's balance and cut: every weight is 1 + its
+    share of ``total``, rounded down."""
+    weights = _integer_weights(np.array([0.0, 1.0, 3.0]), 100.0)
+    assert weights.tolist() == [1, 26, 76]
+    assert weights.dtype == np.int64
+    assert _integer_weights(np.zeros(3), 100.0).tolist() == [1, 1, 1]
