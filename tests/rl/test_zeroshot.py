@@ -861,3 +861,17 @@ def test_a_graph_with_more_placements_than_the_candidates_is_searched_as_before(
     placer.place(chain_graph(8), cluster, seed=0)
     assert placer.last_choice != "every placement" and placer.last_evaluations > 256  # its search, polish included
     assert placer.evaluations_needed(cluster, chain_graph(8)) == 156 + 4 * 320
+
+
+def test_the_polish_keeps_its_start_where_the_chain_finds_nothing_faster():
+    """A chain of ops is fastest on one device: annealing from there ties it at best, and a tie is no gain, so the
+    start comes back with its own choice (not ``", annealed"``) and step."""
+    from gnplace.placement import Placement
+    from gnplace.toy import chain_graph
+
+    graph, cluster, sim = chain_graph(6), load_cluster("k80x2"), Simulator()
+    start = Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
+    step = sim.time(graph, cluster, start).step_time
+    placer = zeroshot.PolicyPlacer(constructor="none", timer=sim, polish=4)
+    got, got_step, choice, spent = placer._anneal(graph, cluster, start, True, 0, step, "greedy")
+    assert got is start and got_step == step and choice == "greedy" and spent == placer.polish_evaluations(graph)
