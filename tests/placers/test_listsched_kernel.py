@@ -8,12 +8,13 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnplace.cluster import Cluster, load_cluster
+from gnplace.cluster import Cluster, Device, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers._listsched_kernel import _pop, _push
 from gnplace.placers.heft import heft_schedule
-from gnplace.placers.listsched import ListSchedule, etf_schedule, static_rank
+from gnplace.placers.listsched import ListSchedule, etf_schedule, interchangeable_devices, static_rank
 from gnplace.sim.costmodel import op_times
+from gnplace.toy import chain_graph
 
 
 @settings(deadline=None, max_examples=60)
@@ -157,3 +158,14 @@ def test_heft_weighs_one_of_many_alike_devices_without_ops():
     (fewer, *twins), (every, *separate) = runs
     assert twins == separate
     assert every == graph.num_ops * d and fewer < graph.num_ops * 20
+
+
+def test_devices_the_first_of_their_class_reaches_over_other_links_are_not_twins():
+    """gpu1 and gpu2 each match gpu0 from the third device's side, but gpu0 reaches gpu1 at 40 GB/s and gpu2 at
+    12 GB/s (one-way links): gpu1 is gpu0's twin, gpu2 its own, not all three one class."""
+    devices = [Device(name=f"gpu{i}", kind="k80", peak_flops=2.8e12, mem_bandwidth=240e9, memory=12 * 2**30)
+               for i in range(3)]
+    bandwidth = np.array([[np.inf, 40e9, 12e9], [12e9, np.inf, 12e9], [6e9, 6e9, np.inf]])
+    cluster = Cluster(devices, bandwidth, np.full((3, 3), 1e-5) - np.eye(3) * 1e-5, name="one_way")
+    graph = chain_graph(2)
+    assert interchangeable_devices(ListSchedule(graph, cluster, op_times(graph, cluster))).tolist() == [0, 0, 2]
