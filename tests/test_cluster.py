@@ -592,6 +592,7 @@ def test_a_device_made_in_python_with_no_memory_is_refused():
         ("flops_efficiency", 0.0, "it must be in \\(0, 1\\]"),  # op times were inf (nan for ops of no FLOP)
         ("mem_efficiency", -0.5, "it must be in \\(0, 1\\]"),  # negative op times
         ("flops_efficiency", np.nan, "it must be in \\(0, 1\\]"),  # was reported as two devices that differ
+        ("mem_efficiency", 1.5, "it must be in \\(0, 1\\]"),  # a device faster than its own peak
         ("launch_overhead", -1.0, "it must be finite and >= 0"),  # a step of 0 s with negative busy time
         ("message_cpu", -1e-3, "it must be finite and >= 0"),
     ],
@@ -858,3 +859,12 @@ def test_a_numpy_integer_count_builds_the_devices_as_a_python_one_does():
     cluster = cluster_from_dict(spec)
     assert [d.name for d in cluster.devices] == ["gpu0", "gpu1"]
     assert cluster == cluster_from_dict({**spec, "devices": [{"name": "gpu", "kind": "k80", "count": 2}]})
+
+
+def test_a_files_device_count_over_the_limit_is_refused_at_its_entry(tmp_path):
+    """One entry of MAX_DEVICES + 1 devices: refused at that entry's count, as the file says it, before any is made."""
+    from gnplace.limits import MAX_DEVICES
+
+    text = f"devices: [{{name: g, kind: k80, count: {MAX_DEVICES + 1}}}]\n" + GOOD_LINKS
+    with pytest.raises(InvalidCluster, match=rf"devices\[0\]\.count: more than {MAX_DEVICES} devices in all, the limit"):
+        load_cluster(write(tmp_path, text, name="big.yaml"))
