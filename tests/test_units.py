@@ -178,3 +178,10 @@ def test_format_seconds_picks_the_unit_that_shows_the_value(seconds, text):
 @pytest.mark.parametrize("seconds", [1e-9, 3.2e-7, 2.5e-6, 0.0123456, 1.0, 42.0])
 def test_format_seconds_reads_back_with_parse_seconds(seconds):
     assert parse_seconds(format_seconds(seconds)) == pytest.approx(seconds, rel=1e-3)
+
+
+@pytest.mark.parametrize("text, expected", [("70.3e-17 us", 7.03e-22), ("91.5e23 us", 9.15e18),
+                                            ("60.6e30 ms", 6.06e28)])
+def test_a_number_with_its_own_exponent_is_exact_too(text, expected):
+    """Exponents up to 1000 are scaled exactly before the one rounding: 70.3e-17 * 1e-6 in floats is 7.0299...e-22."""
+    assert parse_seconds(text) == expected
