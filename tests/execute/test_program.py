@@ -307,3 +307,29 @@ def test_a_step_its_trace_program_and_plan_print_in_one_short_line():
     assert repr(program) == (f"Program(graph='Sequential', ops={len(program)}, params=4, buffers=0, inputs=1, "
                              "optimizer='sgd')")
     assert repr(plan) == f"Plan(ops={len(program)}, devices=[0, 1], moves={plan.num_moves})" and plan.num_moves > 0
+
+
+@pytest.mark.parametrize("how", ["itself", "pieces"])
+def test_an_in_place_write_runs_where_the_value_it_writes_is(how):
+    """A write into a split's piece follows the piece, which is placed only once the split (a view) follows its
+    consumer: the second pass over the ops puts the write there too (with one pass, 'pieces' under seed 5 wrote
+    on device 0 into a piece on device 1)"""
+    torch.manual_seed(0)
+    step = import_step(_WritesInPlace(how), (torch.randn(3, 4),))
+    program = compile_step(step)
+    for seed in range(8):
+        plan = program.plan(np.random.default_rng(seed).integers(0, 2, step.graph.num_ops))
+        for i, op in enumerate(program.ops):
+            target = plan.value_device.get(op.mutates, -1) if op.mutates is not None else -1
+            assert target < 0 or plan.op_device[i] == target, (seed, i)
+
+
+def test_a_value_read_by_several_ops_on_another_device_crosses_to_it_once():
+    """Each (value, device) pair is one move, however many ops there read it (a second send under the same tag
+    would never be received)."""
+    step = _step()
+    program = compile_step(step)
+    for seed in range(6):
+        plan = program.plan(np.random.default_rng(seed).integers(0, 2, step.graph.num_ops))
+        moves = [(ref, dst) for m in plan.moves.values() for ref, _, dst in m]
+        assert len(moves) == len(set(moves)), seed
