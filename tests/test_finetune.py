@@ -569,3 +569,49 @@ def test_a_rank_variable_left_in_the_shell_does_not_silence_the_logs(tmp_path, m
     path = save_graph(mlp_training_graph(layers=2, width=64, batch=8), tmp_path / "g.gnpg")
     finetune(str(path), "k80x2", budget=8, samples=4, epochs=1, out=tmp_path / "run", progress=False)
     assert list((tmp_path / "run" / "logs").glob("version_*/metrics.csv"))
+
+
+def test_single_is_returned_where_it_measures_faster_than_the_search_and_auto(tmp_path, monkeypatch):
+    """The race's eligible placements are the search's, auto's and single's: with the search and auto both spreading
+    the step round robin, single's one device is the fastest and is the one returned."""
+    from gnplace.placers import get_placer
+    from gnplace.placers.auto import AutoPlacer
+    from gnplace.rl.search import FineTunePlacer
+
+    graph = mlp_training_graph(layers=3, width=256, batch=32)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+
+    def spread(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
+        return get_placer("round_robin").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", spread)
+    monkeypatch.setattr(AutoPlacer, "place", lambda self, graph, cluster, *, seed=None:
+                        get_placer("round_robin").place(graph, cluster, seed=seed))
+    summary = finetune(str(path), "k80x2", budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["single_s"] < summary["auto_s"] == summary["search_step_s"]
+    assert summary["chosen"] == "single" and summary["step_time_s"] == summary["single_s"]
+
+
+def test_a_fitting_placement_is_returned_over_a_faster_one_that_runs_out_of_memory(tmp_path, monkeypatch):
+    """On two k80s that each hold 90% of the step, the search's pick of all on one device (faster, no transfers) runs
+    out of memory: auto's fitting placement is returned."""
+    from gnplace.placers import get_placer
+    from gnplace.rl.search import FineTunePlacer
+    from gnplace.sim.simulator import Simulator
+
+    graph = mlp_training_graph(layers=3, width=512, batch=64)
+    path = save_graph(graph, tmp_path / "g.gnpg")
+    single = Simulator().time(graph, load_cluster("k80x2"), get_placer("single").place(graph, load_cluster("k80x2")))
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text(f"devices: [{{name: gpu, count: 2, kind: k80, memory: {int(single.peak_memory.max() * 0.9)}}}]\n"
+                       "links: {default: pcie3}\n")
+
+    def on_one(self, graph, cluster, *, seed=None):
+        self.last_evaluations, self.last_zero_shot_step, self.last_history = 1, None, [(1, 0.0)]
+        return get_placer("single").place(graph, cluster, seed=seed)
+
+    monkeypatch.setattr(FineTunePlacer, "place", on_one)
+    summary = finetune(str(path), str(cluster), budget=8, out=tmp_path / "run", progress=False)
+    assert summary is not None and summary["search_oom"] and summary["search_step_s"] < summary["auto_s"]
+    assert summary["chosen"] == "auto" and not summary["oom"]
