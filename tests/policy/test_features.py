@@ -14,11 +14,12 @@ from gnplace.policy.features import (
     DEVICE_FEATURES,
     EDGE_FEATURES,
     NODE_FEATURES,
+    _priority_order,
     build_policy_input,
     decision_graph,
 )
 from gnplace.sim.simulator import Simulator
-from gnplace.toy import layered_graph, mixed_cluster, mlp_training_graph
+from gnplace.toy import chain_graph, layered_graph, mixed_cluster, mlp_training_graph
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
@@ -272,3 +273,10 @@ def test_features_at_the_limits_of_a_cluster_file_are_finite(seed, ops, devices)
         assert torch.isfinite(getattr(inp, name)).all(), name
     for name in ("op_time", "group_time", "group_bytes"):
         assert np.isfinite(getattr(inp, name)).all(), name
+
+
+def test_the_priority_order_stays_topological_where_ranks_grow_downstream():
+    """Ranks that put a consumer ahead of its producer (upward ranks never do) fall back to the topological order."""
+    graph = chain_graph(4)
+    assert _priority_order(graph, np.array([0.0, 1.0, 2.0, 3.0])).tolist() == graph.topological_order().tolist()
+    assert _priority_order(graph, np.array([3.0, 2.0, 1.0, 0.0])).tolist() == [0, 1, 2, 3]
