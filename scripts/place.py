@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
           f"({how})")
     for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
                        ("single", "single"), ("lower bound", "bound")):
-        if row[key] is None:  # nothing to decode (one device, or no ops): no greedy placement
+        if row[key] is None:  # nothing decoded (one device, no ops, every placement timed)
             print(f"  {label:<18} {'-':>10}")
             continue
         ratio = f"{row[key] / row['auto']:6.3f}x auto" if row["auto"] else ""
