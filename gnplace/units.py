@@ -152,6 +152,8 @@ def format_seconds(value: float) -> str:
     """
     if value == 0:
         return "0 s"
+    if not math.isfinite(value):  # NaN compares below every unit: it printed as "nan ns"
+        return f"{value} s"
     for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if abs(value) >= size:
             return f"{value / size:.3f} {unit}"

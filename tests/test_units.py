@@ -175,6 +175,12 @@ def test_format_seconds_picks_the_unit_that_shows_the_value(seconds, text):
     assert format_seconds(seconds) == text
 
 
+@pytest.mark.parametrize(("seconds", "text"), [(math.nan, "nan s"), (math.inf, "inf s"), (-math.inf, "-inf s")])
+def test_format_seconds_shows_a_value_that_is_no_number_in_seconds(seconds, text):
+    """NaN is not >= any unit's size: it fell through to nanoseconds, "nan ns"."""
+    assert format_seconds(seconds) == text
+
+
 @pytest.mark.parametrize("seconds", [1e-9, 3.2e-7, 2.5e-6, 0.0123456, 1.0, 42.0])
 def test_format_seconds_reads_back_with_parse_seconds(seconds):
     assert parse_seconds(format_seconds(seconds)) == pytest.approx(seconds, rel=1e-3)
