@@ -65,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
                               "(or .json for plain JSON)")
     if not str(args.output).lower().endswith(GRAPH_SUFFIXES):  # m.txt was written as gzip: its name said text
         suffixes = Path(args.output).suffixes
-        suffix = "".join(suffixes[-2:] if suffixes[-1:] == [".gz"] else suffixes[-1:]) or "(none)"
-        raise InvalidArgument(f"--output {args.output}: unsupported file type {suffix!r}; name it .gnpg or .json.gz "
-                              "(gzip JSON), or .json (plain JSON)")
+        suffix = "".join(suffixes[-2:] if suffixes[-1:] == [".gz"] else suffixes[-1:])
+        kind = f"unsupported file type {suffix!r}" if suffix else "no file type"  # ("'(none)'" before)
+        raise InvalidArgument(f"--output {args.output}: {kind}; name it .gnpg or .json.gz (gzip JSON), or .json "
+                              "(plain JSON)")
     if args.name is not None and not args.name.strip():  # "" (an unset variable) was dropped for the model's name,
         raise InvalidArgument(f"--name {args.name!r} names nothing; give the graph a name, or leave --name out for "
                               "the model's")  # and " " named the graph by a space

@@ -189,12 +189,15 @@ def test_an_empty_graph_name_is_refused(tmp_path, capsys, name):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["m.txt", "m", "m.gz", "m.yaml"])
-def test_an_output_of_no_graph_file_type_is_refused(tmp_path, capsys, name):
-    """`-o m.txt` wrote gzip, which its name does not say; only the names the file's format has are taken."""
+@pytest.mark.parametrize(("name", "said"), [("m.txt", "unsupported file type '.txt'"), ("m", "no file type"),
+                                            ("m.gz", "unsupported file type '.gz'"),
+                                            ("m.yaml.gz", "unsupported file type '.yaml.gz'")])
+def test_an_output_of_no_graph_file_type_is_refused(tmp_path, capsys, name, said):
+    """`-o m.txt` wrote gzip, which its name does not say; only the names the file's format has are taken. A name
+    with no suffix was said to be of file type '(none)'."""
     model = write_mlp(tmp_path / "mlp.onnx", batch=8)
     assert main(["import", str(model), "-o", str(tmp_path / name)]) == 2
-    assert "unsupported file type" in one_line_error(capsys)
+    assert f"--output {tmp_path / name}: {said}; name it .gnpg" in one_line_error(capsys)
     assert not (tmp_path / name).exists()
 
 
