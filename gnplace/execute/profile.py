@@ -87,7 +87,8 @@ class Calibration:
 
         Both are written to temporary files before either is renamed into place
         (:func:`~gnplace.graph_io.write_together`): a run stopped while writing leaves the pair an earlier
-        run wrote, not a new graph beside an old cluster (each file's costs were measured for the other).
+        run wrote, not a new graph beside an old cluster (each file's costs were measured for the other). Only a
+        stop in the microseconds between the two renames can still leave the new graph beside the old cluster.
         """
         import yaml
 
