@@ -20,8 +20,8 @@ from gnplace.limits import finite_number
 from gnplace.rl.config import LearnerConfig
 from gnplace.shipped import shipped_path
 
-__all__ = ["DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "DEFAULT_CONFIG",
-           "MAX_RANDOM_CLUSTERS"]
+__all__ = ["DataConfig", "ScheduleConfig", "PretrainConfig", "load_pretrain_config", "override_parts",
+           "DEFAULT_CONFIG", "MAX_RANDOM_CLUSTERS"]
 
 
 #: The config of the shipped checkpoint (``configs/pretrain.yaml``; a wheel's copy: :mod:`gnplace.shipped`).
@@ -219,6 +219,23 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     return cls(**values)
 
 
+def override_parts(item: str) -> tuple[str, str, str] | None:
+    """``SECTION.KEY=VALUE`` (a ``--set``) as ``(section, key, value text)``, or None where it has no ``=``.
+
+    Spaces around the section and the key are dropped, as YAML reads ``lr : 3`` (``"learner.lr =3"`` was an
+    unknown key ``learner.lr``); the key is ``""`` where the target has no dot.
+
+    Examples:
+        >>> override_parts("learner . lr =3e-4"), override_parts("learner"), override_parts("seed=1")
+        (('learner', 'lr', '3e-4'), None, ('seed', '', '1'))
+    """
+    target, sep, text = item.partition("=")
+    if not sep:
+        return None
+    section, _, key = target.partition(".")
+    return section.strip(), key.strip(), text
+
+
 def load_pretrain_config(
     path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = (), *, seed: int | None = None
 ) -> PretrainConfig:
@@ -273,13 +290,12 @@ def load_pretrain_config(
         raise InvalidArgument(f"{path}: holds no settings (empty, or comments or empty sections alone); name the "
                               "values to run with, as configs/pretrain.yaml does")
     for item in overrides:
-        target, sep, text = item.partition("=")
-        section, dot, key = target.partition(".")
-        section, key = section.strip(), key.strip()  # as YAML reads "lr : 3" ("lr =3": "unknown key learner.lr")
-        if not sep or not dot or section not in sections or not key:
+        parts = override_parts(item)
+        if parts is None or parts[0] not in sections or not parts[1]:
             raise InvalidArgument(
                 f"override {item!r}: expected SECTION.KEY=VALUE with SECTION data, schedule or learner"
             )
+        section, key, text = parts
         sections[section][key] = parse_yaml(text, InvalidArgument, f"override {item!r}")
     if seed is not None:
         sections["learner"]["seed"] = int(seed)

@@ -127,6 +127,8 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
     """
     import yaml
 
+    from gnplace.pretrain_config import override_parts
+
     def value(text: str) -> Any:
         try:
             return yaml.safe_load(text)
@@ -135,11 +137,10 @@ def _check_overrides_once(overrides: list[str], seed: int | None) -> None:
 
     given: dict[str, tuple[str, Any]] = {}
     for item in overrides:
-        target, sep, text = item.partition("=")
-        section, _, name = target.partition(".")
-        key = f"{section.strip()}.{name.strip()}"  # as load_pretrain_config reads it ("learner . lr" is learner.lr)
-        if not sep:
+        parts = override_parts(item)  # as load_pretrain_config reads it ("learner . lr" is learner.lr)
+        if parts is None:
             continue
+        key, text = f"{parts[0]}.{parts[1]}", parts[2]
         if key in given and given[key][1] != value(text):
             raise InvalidArgument(f"--set {key} is given twice, as {given[key][0]!r} and {text!r}: give it once")
         given[key] = (text, value(text))
