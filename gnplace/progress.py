@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TextIO
 
 __all__ = ["LINE_EVERY_S", "Advance", "CountBar", "ProgressLine", "count_bar", "evaluation_bar", "format_duration",
-           "show_bar"]
+           "no_progress", "show_bar"]
 
 #: Seconds between two progress lines where stderr is not a terminal.
 LINE_EVERY_S = 30.0
@@ -170,7 +170,7 @@ class Advance(Protocol):
         """Show ``done`` of the total done, and ``note`` (where given) as what runs now."""
 
 
-def _no_progress(done: int, note: str = "") -> None:
+def no_progress(done: int, note: str = "") -> None:
     """:class:`Advance` that shows nothing."""
 
 
@@ -195,7 +195,7 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None, unit: st
         ...     advance_to(60, note="polish")
     """
     if enabled is False:
-        yield _no_progress
+        yield no_progress
         return
     if not show_bar(enabled):
         line = ProgressLine(label, total, unit)

@@ -39,7 +39,7 @@ from gnplace.exceptions import InvalidArgument, InvalidCheckpoint
 from gnplace.graph import OpGraph
 from gnplace.limits import MAX_BUDGET, MIN_TEMPERATURE, as_float, check_budget, finite_number, is_whole
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
-from gnplace.progress import Advance, evaluation_bar
+from gnplace.progress import Advance, evaluation_bar, no_progress
 from gnplace.rl.config import FLOAT32_MAX
 from gnplace.seed import SeedLike, as_generator, check_seed
 from gnplace.shipped import shipped_path
@@ -788,7 +788,7 @@ class PolicyPlacer:
         from gnplace.rl.agent import sample
         from gnplace.rl.problem import PlacementProblem
 
-        shown = report or _no_report
+        shown = report or no_progress
 
         def stage(note: str) -> None:
             """Tell ``report`` that ``note`` starts, with the evaluations so far."""
@@ -1079,10 +1079,6 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
     return {"prior": prior if prior is not None and math.isfinite(prior) and prior > 0 else 0.0,
             "modules": data.get("modules") is True, "anchored": data.get("anchored") is True,
             "mode": "refine" if learner.get("mode") == "refine" else "construct"}
-
-
-def _no_report(evaluations: int, note: str) -> None:
-    """A stage's report that shows nothing."""
 
 
 def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
