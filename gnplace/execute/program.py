@@ -165,6 +165,11 @@ class Plan:
         last_use (dict[Ref, int]): index of the last op that reads each value (``num_ops`` for
             values read after the step: the loss and the gradients).
         value_device (dict[Ref, int]): the device each op output, parameter and input is made on.
+        frees (dict[int, list[tuple[Ref, int]]]): after op ``i`` (or :data:`BEFORE` the first op, once its
+            moves are made), the copies the local executor drops: ``(ref, device)``, each copy after the last
+            op on its own device that reads it, the one on the value's own device not before the value's
+            sends (so a value made for another device alone leaves its maker's right after it is sent); the
+            loss and the gradients are held to the end.
     """
 
     op_device: np.ndarray
@@ -174,10 +179,29 @@ class Plan:
     grad_moves: list[tuple[str, Ref, int, int]] = field(default_factory=list)
     last_use: dict[Ref, int] = field(default_factory=dict)
     value_device: dict[Ref, int] = field(default_factory=dict)
+    frees: dict[int, list[tuple[Ref, int]]] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # every op's device and every value's last use ran to 41,000 characters
         used = sorted({int(d) for d in self.op_device.tolist()})
         return f"Plan(ops={len(self.op_device)}, devices={used}, moves={self.num_moves})"
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled plan (a saved placed module's); one pickled before :attr:`frees` frees as it then did.
+
+        That is each copy of a value at the value's last use anywhere, so that a module saved before still runs.
+        """
+        self.__dict__.update(state)
+        if "frees" in state:
+            return
+        copies: dict[Ref, set[int]] = {}
+        for moves in self.moves.values():
+            for ref, _, dst in moves:
+                copies.setdefault(ref, set()).add(dst)
+        self.frees = {}
+        for ref, i in self.last_use.items():
+            if i < len(self.op_device):  # the loss and the gradients (last used after the step) are held
+                for d in sorted({self.value_device.get(ref, -1), *copies.get(ref, ())} - {-1}):
+                    self.frees.setdefault(i, []).append((ref, d))
 
     @property
     def num_moves(self) -> int:
@@ -305,18 +329,26 @@ class Program:
                 if shape is not None:
                     plan.value_device[Ref("op", i, k)] = int(op_device[i])
         seen: set[tuple[Ref, int]] = set()
+        last_here: dict[tuple[Ref, int], int] = {}  # (value, device) -> the last op there that reads or sends it
         for i, op in enumerate(self.ops):
             d = int(op_device[i])
             for ref in op.reads:
                 plan.last_use[ref] = i
+                last_here[(ref, d)] = i
                 src = plan.value_device.get(ref, -1)
                 if src < 0 or src == d or (ref, d) in seen:
                     continue
                 seen.add((ref, d))
                 after = ref.index if ref.kind == "op" else BEFORE
                 plan.moves.setdefault(after, []).append((ref, src, d))
+                # sent right after it is made: its maker's copy is needed no later than that, and its own reads
+                last_here[(ref, src)] = max(last_here.get((ref, src), BEFORE), after)
         for ref in self.results():
             plan.last_use[ref] = n
+        held = set(self.results())
+        for (ref, d), i in last_here.items():
+            if ref not in held:
+                plan.frees.setdefault(i, []).append((ref, d))
         for name, grad_ref in self.grads.items():
             if grad_ref is None or name not in param_device:
                 continue
@@ -433,7 +465,8 @@ class Program:
         buffer's copy on each device that reads it, for the whole step; the inputs the step reads, on
         their devices; each op's new outputs (a view or an in-place result shares the storage of what it
         shows or writes, so that storage stays while either is held); each copy on another device, made
-        after the op that makes its value; all of these freed after the value's last use, but the loss
+        after the op that makes its value; each of these freed after the last op on its device that reads it (the
+        value's own copy not before it is sent: :attr:`Plan.frees`), but the loss
         and the gradients, held to the end, where each gradient is copied to its parameter's device
         (:meth:`deliveries`).
 
@@ -474,35 +507,26 @@ class Program:
 
     def _walk_local(self, plan: Plan, ledger: Ledger) -> None:
         """:meth:`peak_bytes` of the local executor: one walk over every op in recorded order."""
-        keep = set(self.results())
-        where: dict[Ref, list[int]] = {}
         copied: set[tuple[str, int]] = set()
 
         def cross(after: int) -> None:
             for ref, _, dst in plan.moves.get(after, ()):
                 ledger.make((ref, dst), dst, self.value_bytes(ref))
-                where.setdefault(ref, []).append(dst)
+            for ref, device in plan.frees.get(after, ()):  # (a parameter's copy on its device was never made)
+                ledger.release((ref, device))
 
         for k, d in plan.input_device.items():
             ref = Ref("input", name=str(k))
             ledger.make((ref, d), d, self.value_bytes(ref))
-            where[ref] = [d]
         cross(BEFORE)
-        for i, op in enumerate(self.ops):
+        for i in range(len(self.ops)):
             d = int(plan.op_device[i])
             for name in self.buffers_read(i):
                 if (name, d) not in copied:
                     copied.add((name, d))
                     ledger.hold(d, self.buffer_bytes(name))
             self._outputs(plan, ledger, i)
-            for k, shape in enumerate(op.out_shapes):
-                if shape is not None:
-                    where.setdefault(Ref("op", i, k), []).append(d)
             cross(i)
-            for ref in set(op.reads):
-                if plan.last_use.get(ref) == i and ref not in keep:
-                    for device in where.pop(ref, ()):
-                        ledger.release((ref, device))
         for ref, _, dst in self.deliveries(plan):
             ledger.make((ref, dst), dst, self.value_bytes(ref))
 

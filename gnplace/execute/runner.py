@@ -2,10 +2,12 @@
 
 :func:`run_step` walks the program's ops in order, runs each on the torch device its plan gives it,
 moves a tensor to another device once per consuming device (right after the op that makes it), frees
-every value after its last use, applies the update of the graph's optimizer to each parameter on its
-own device (:mod:`gnplace.execute.optim`: SGD, momentum, Adam or AdamW, its state kept there), and
-counts the bytes resident on each device against a capacity (:class:`~gnplace.execute.memory.Ledger`,
-the count :meth:`~gnplace.execute.program.Program.peak_bytes` gives without running).
+each copy of a value after the last op on its device that reads it (the maker's copy, once sent, does not
+wait for the other devices' reads: :attr:`~gnplace.execute.program.Plan.frees`), applies the update of the
+graph's optimizer to each parameter on its own device (:mod:`gnplace.execute.optim`: SGD, momentum, Adam or
+AdamW, its state kept there), and counts the bytes resident on each device against a capacity
+(:class:`~gnplace.execute.memory.Ledger`, the count :meth:`~gnplace.execute.program.Program.peak_bytes`
+gives without running).
 :func:`call_op` runs one op; the distributed executor shares it.
 """
 
@@ -344,7 +346,6 @@ def run_step(
     counted: set[tuple[str, int]] = set()  # (buffer, device) whose copy the ledger holds
     updated: dict[str, int] = {}  # buffer -> the device whose copy the step last updated
     fresh: dict[str, set[int]] = {}  # buffer -> the devices whose copy holds its latest value
-    keep = set(program.results())
     moved_bytes, moves = 0.0, 0
 
     where: dict[Ref, list[int]] = {}  # devices holding a copy of each op output
@@ -373,12 +374,19 @@ def run_step(
         inputs = ()
 
     def move_after(index: int) -> None:
+        """Send what crosses after op ``index``, then drop the copies no op reads any more (:attr:`Plan.frees`)."""
         nonlocal moved_bytes, moves
         for ref, src, dst in plan.moves.get(index, ()):
             value = values[(ref, src)]
             admit((ref, dst), _cross(value, devices, dst), _nbytes(value))
             moved_bytes += _nbytes(value)
             moves += 1
+        for ref, dev in plan.frees.get(index, ()):
+            held = where.get(ref)
+            if held and dev in held:  # (a parameter on its own device is the caller's, never the step's)
+                held.remove(dev)
+                values.pop((ref, dev), None)
+                ledger.release((ref, dev))
 
     synchronize(devices)
     start = time.perf_counter()
@@ -420,10 +428,6 @@ def run_step(
             updated[name] = d
             fresh[name] = {d}
         move_after(i)
-        for ref in {r for r in op.reads if plan.last_use.get(r) == i and r not in keep}:
-            for dev in where.pop(ref, ()):
-                values.pop((ref, dev), None)
-                ledger.release((ref, dev))
 
     def deliver(ref: Ref | None, target: int | None) -> torch.Tensor | None:
         """The value ``ref`` names, moved to device ``target`` (None: where it was made)."""

@@ -191,6 +191,11 @@ def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups
     the input and the storages that views keep (gradients are returned as ``t(t(mm))``). With momentum or
     Adam it left out the optimizer's state, which the simulator counts on each update node (``[6820, 0]``
     against ``[12228, 0]`` for Adam on one device).
+
+    Less, where a device sends a tensor and runs its next op while the simulator's transfer is in flight: the
+    simulator holds the sender's copy until the transfer ends, the executor drops it once copied (its copy is done
+    before the sender's next op). Split at the layers, the device of layer 2 sends ``grad/2/mm`` (1,024 bytes) and
+    makes ``grad/2/mm_1`` (512 bytes): 512 bytes fewer at its peak.
     """
     from gnplace.sim.simulator import Simulator
 
@@ -203,7 +208,10 @@ def test_measured_peak_memory_is_the_simulators_where_both_count_the_same(groups
     program = timer.program
     loss_held = np.zeros(2)
     loss_held[program.plan(devices).value_device[program.loss]] = program.value_bytes(program.loss)
-    np.testing.assert_array_equal(measured, simulated + loss_held)
+    in_flight = np.zeros(2)
+    if groups[0] == groups[1] != groups[2] == groups[3]:  # split at the layers: layer 2's device sends
+        in_flight[groups[2]] = 512
+    np.testing.assert_array_equal(measured, simulated + loss_held - in_flight)
 
 
 def test_each_measured_step_runs_the_graphs_optimizer_with_its_state_kept_across_the_steps(monkeypatch):
