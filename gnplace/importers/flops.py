@@ -90,7 +90,23 @@ _ELEMENTWISE: dict[str, float] = {
 _FAKE_QUANTIZE = frozenset({
     "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "fake_quantize_per_tensor_affine_cachemask",
     "fake_quantize_per_channel_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+    # learnable scale and zero point (torch.ao's _LearnableFakeQuantize): the same forward, no mask kept
+    "_fake_quantize_learnable_per_tensor_affine", "_fake_quantize_learnable_per_channel_affine",
 })
+#: The backward of learnable fake quantization, per element of the input: it keeps no mask, so it quantizes and
+#: dequantizes again (4 FLOP, as the forward), passes the gradient where the input was in range (a select, 1), and
+#: takes each element's terms of the scale's gradient (``(x_fq - x) / scale * dy`` in range, ``dy * (bound -
+#: zero_point)`` outside: 3) and of the zero point's (``-dy * scale`` outside: 1), then sums both over the elements
+#: (per tensor or per channel: 1 each): 11 FLOP, as aten's ``_fake_quantize_grad_learnable_*_kernel``.
+_LEARNABLE_FAKE_QUANTIZE_GRADS = frozenset({
+    "_fake_quantize_learnable_per_tensor_affine_backward", "_fake_quantize_learnable_per_channel_affine_backward",
+})
+#: torch.ao's fused observer and fake quantization (``FusedMovingAvgObsFakeQuantize``), per element of the input:
+#: the observer's running min and max (``aminmax``: a compare each, 2 FLOP; the moving averages and the scale and
+#: zero point from them are a few scalars), then the fake quantization keeping its mask (4, as
+#: ``fake_quantize_per_tensor_affine_cachemask``), whose backward is a ``mul`` by the mask. Counted with the observer
+#: and the fake quantization both on, as in a training step (their flags are tensors, read only at run time).
+_FUSED_OBSERVER_FAKE_QUANTIZE = frozenset({"fused_moving_avg_obs_fake_quant", "_fused_moving_avg_obs_fq_helper"})
 
 # Input points read per output element by interpolation, one FLOP each (fvcore's convention: nearest 1,
 # bilinear 4): 2 per resized axis for linear, 4 for cubic. The backward spreads each element of grad_output
@@ -496,6 +512,10 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return per * _numel(signal) / max(points, 1)
     if name in _FAKE_QUANTIZE:
         return 4.0 * _numel(args[0])
+    if name in _LEARNABLE_FAKE_QUANTIZE_GRADS:  # (grad, self, scale, zero_point, ...)
+        return 11.0 * _numel(args[1])
+    if name in _FUSED_OBSERVER_FAKE_QUANTIZE:
+        return 6.0 * _numel(args[0])
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

@@ -110,6 +110,50 @@ def test_fake_quantization_counts_a_quantize_and_a_dequantize_and_imports_withou
     assert sorted(graph.flops[fake].tolist()) == [4.0 * 4 * 6, 4.0 * 5 * 6]  # x, the weight
 
 
+def test_learnable_and_observed_fake_quantization_have_rules_and_their_gradients_reach_scale_and_zero_point():
+    """_fake_quantize_learnable_per_tensor_affine / _per_channel_ and torch.ao's fused observer
+    (fused_moving_avg_obs_fake_quant, recorded as _fused_moving_avg_obs_fq_helper) had no rule: 1 FLOP per output
+    element, with an unknown-op warning. The forward is 4 per input element as fake_quantize_*, the observer's min
+    and max 2 more; the learnable backward 11 (dX, and the scale's and zero point's gradients), feeding their updates."""
+    import warnings
+
+    from gnplace.graph import BACKWARD, FORWARD
+    from gnplace.importers.torch import from_module
+
+    class Learnable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 5, bias=False)
+            self.scale, self.zero = torch.nn.Parameter(torch.tensor([0.1])), torch.nn.Parameter(torch.tensor([0.0]))
+            self.w_scale, self.w_zero = torch.nn.Parameter(torch.full((5,), 0.1)), torch.nn.Parameter(torch.zeros(5))
+            self.observer = torch.ao.quantization.FusedMovingAvgObsFakeQuantize()
+
+        def forward(self, x):
+            w = torch._fake_quantize_learnable_per_channel_affine(self.proj.weight, self.w_scale, self.w_zero, 0,
+                                                                  -128, 127, 1.0)
+            x = torch._fake_quantize_learnable_per_tensor_affine(x, self.scale, self.zero, -128, 127, 1.0)
+            return self.observer(x @ w.t())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the FLOP-rule warning would fail the import
+        graph = from_module(Learnable(), (torch.randn(4, 6),), loss=lambda y: y.sum())
+    flops = {(int(graph.phase[i]), t): float(graph.flops[i]) for i, t in enumerate(graph.op_types)}
+    assert flops[FORWARD, "_fake_quantize_learnable_per_tensor_affine"] == 4 * 4 * 6
+    assert flops[FORWARD, "_fake_quantize_learnable_per_channel_affine"] == 4 * 5 * 6
+    assert flops[FORWARD, "_fused_moving_avg_obs_fq_helper"] == 6 * 4 * 5
+    assert flops[BACKWARD, "_fake_quantize_learnable_per_tensor_affine_backward"] == 11 * 4 * 6
+    assert flops[BACKWARD, "_fake_quantize_learnable_per_channel_affine_backward"] == 11 * 5 * 6
+    assert flops[BACKWARD, "mul"] == 4 * 5  # the observer's fake quantization: the gradient times its mask
+    fed = {graph.node_names[v]: graph.op_types[u] for u, v in zip(graph.edge_src, graph.edge_dst)
+           if graph.node_names[v].startswith("update/")}
+    assert fed == {"update/scale": "_fake_quantize_learnable_per_tensor_affine_backward",
+                   "update/zero": "_fake_quantize_learnable_per_tensor_affine_backward",
+                   "update/w_scale": "_fake_quantize_learnable_per_channel_affine_backward",
+                   "update/w_zero": "_fake_quantize_learnable_per_channel_affine_backward",
+                   "update/proj.weight": "_fake_quantize_learnable_per_channel_affine_backward"}
+    assert op_flops("fused_moving_avg_obs_fake_quant", (torch.zeros(3, 7),), {}, [torch.zeros(3, 7)]) == 6 * 21
+
+
 def test_a_causal_mask_imports_without_an_unknown_op_warning():
     """transformers 5 builds GPT-2's causal mask with ``torch.tril``: a masking copy, free as ONNX's ``Trilu`` is."""
     import warnings
