@@ -429,7 +429,10 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "s
     alone: a sparse one's, stood for by a dense one of no values, was refused as a ``Reshape`` that cannot
     take its inputs ("expected num elements 2 does not match the actual num elements 0"). One of more than
     :data:`_KEEP_VALUES` elements (a weight), or whose values or indices lie in external data, keeps only its
-    name, type and dims.
+    name, type and dims; the second, small, is marked as external data of no file (:data:`_SPARSE_EXTERNAL`), so
+    that shape inference, if it needs its value, is refused by :func:`_unread_external` naming it (it read as a
+    tensor of 0 elements: "Reshape cannot take its inputs ... expected num elements 2 does not match the actual
+    num elements 0").
 
     Raises:
         InvalidGraph: if its shape has a negative dimension, or its indices are not one per value, each
@@ -441,7 +444,11 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "s
                            "(malformed file?)")
     dense = TensorProto(name=name, data_type=values.data_type, dims=dims)
     external = TensorProto.EXTERNAL in (values.data_location, sparse.indices.data_location)
-    if math.prod(dims) > _KEEP_VALUES or external:
+    if math.prod(dims) > _KEEP_VALUES:
+        return dense
+    if external:
+        dense.data_location = TensorProto.EXTERNAL
+        dense.external_data.add(key=_SPARSE_EXTERNAL, value="1")
         return dense
     try:
         held = numpy_helper.to_array(values).reshape(-1)
@@ -466,6 +473,11 @@ def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "s
     flat[linear] = held
     filled = numpy_helper.from_array(flat.reshape(dims), name)
     return filled if filled.data_type == values.data_type else dense
+
+
+#: The key that marks, in its ``external_data``, the dense stand-in of a small sparse initializer whose values or
+#: indices lie in external data (which gnplace does not read).
+_SPARSE_EXTERNAL = "gnplace.sparse_external"
 
 
 def _fix_input_shapes(g: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]], source: str) -> None:
@@ -762,7 +774,7 @@ def _infer_shapes(
             onnx.shape_inference.infer_shapes(proto, strict_mode=True, data_prop=False)
         except onnx.shape_inference.InferenceError as without_values:
             if _EXTERNAL_VALUE in str(without_values):  # the op reads the value itself (a Reshape's shape)
-                raise InvalidGraph(_unread_external(without_values, source)) from without_values
+                raise InvalidGraph(_unread_external(without_values, source, proto)) from without_values
             raise InvalidGraph(f"{source}: {_inference_errors(without_values, shown or proto)}") from without_values
         return _infer_shapes(proto, source)
     except Exception as err:  # noqa: BLE001 - onnx raises several types here
@@ -773,10 +785,20 @@ def _infer_shapes(
 _EXTERNAL_VALUE = "Cannot parse data from external tensors"
 
 
-def _unread_external(err: Exception, source: str) -> str:
-    """The refusal of a model whose small tensor shape inference needs lies in external data that was not read."""
+def _unread_external(err: Exception, source: str, proto: onnx.ModelProto | None = None) -> str:
+    """The refusal of a model whose small tensor shape inference needs lies in external data that was not read.
+
+    A sparse initializer's (its stand-in in ``proto`` marked :data:`_SPARSE_EXTERNAL`) is refused as such: gnplace
+    reads no sparse tensor's external data, whatever file holds it.
+    """
     found = re.search(r"for tensor: ([^\s]+)", str(err))
     tensor = f"tensor {found.group(1)!r}" if found else "a tensor"
+    if found is not None and proto is not None and any(
+            init.name == found.group(1) and any(entry.key == _SPARSE_EXTERNAL for entry in init.external_data)
+            for init in proto.graph.initializer):
+        return (f"{source}: sparse initializer {found.group(1)!r} keeps its values or indices in external data, "
+                "which gnplace does not read for sparse tensors, and shape inference needs its value (save the model "
+                "without external data for it, or store it as a dense initializer)")
     return (f"{source}: the value of {tensor}, which shape inference needs, lies in external data that cannot be "
             "read (its file is missing, truncated or outside the model's folder, or the model was loaded without "
             "it: keep the data file beside the ONNX file, as saved, and give the ONNX file's path)")

@@ -1459,6 +1459,37 @@ def test_a_sparse_initializer_whose_indices_do_not_fit_is_malformed(indices):
         from_onnx(_sparse_model([4, 16], indices, [2]))
 
 
+@pytest.mark.parametrize("part", ["values", "indices"])
+def test_a_sparse_initializer_in_external_data_that_shape_inference_needs_is_refused_by_name(tmp_path, part):
+    """Its stand-in held no values: refused as "node 'rs' (Reshape) cannot take its inputs (...): Data size mismatch
+    ... expected num elements 2 does not match the actual num elements 0", the data file beside it or not. A sparse
+    weight in external data (its values never read) still imports."""
+    proto = _sparse_model([4, 16], [0, 1], [2])
+    tensor = getattr(proto.graph.sparse_initializer[0], part)
+    (tmp_path / "shape.bin").write_bytes(tensor.raw_data)
+    length = len(tensor.raw_data)
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value="shape.bin")
+    tensor.external_data.add(key="length", value=str(length))
+    onnx.save_model(proto, tmp_path / "m.onnx")
+    for source in (str(tmp_path / "m.onnx"), proto):
+        with pytest.raises(InvalidGraph) as caught:
+            from_onnx(source)
+        said = str(caught.value)
+        assert "\n" not in said and said.endswith(
+            ": sparse initializer 'shape' keeps its values or indices in external data, which gnplace does not read "
+            "for sparse tensors, and shape inference needs its value (save the model without external data for it, or "
+            "store it as a dense initializer)")
+    weights = _sparse_model([4, 16], [0, 1], [2], weight_as_sparse=True)
+    values = weights.graph.sparse_initializer[1].values
+    values.ClearField("raw_data")
+    values.ClearField("float_data")
+    values.data_location = TensorProto.EXTERNAL
+    values.external_data.add(key="location", value="w.bin")
+    assert int(from_onnx(weights).param_bytes[-1]) == 16 * 4 * 4
+
+
 def _quantized_model(scale_shape=(), integers=False):
     """x @ w1 -> QuantizeLinear -> DequantizeLinear (scale of ``scale_shape``, on axis 1) -> @ w2.
 
