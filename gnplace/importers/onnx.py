@@ -878,6 +878,9 @@ _SHAPE_OPS = frozenset({
     "Unsqueeze", "Squeeze", "Slice", "Cast", "Reshape", "Equal", "Less", "Greater", "Not", "Where", "Range",
     "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile",
 })
+#: Ops whose result :meth:`_Builder.constant_value` computes when their inputs are constants (a ``Dropout``'s
+#: ``training_mode`` as ``Not`` of a constant, its ratio as a ``Cast`` of one): shape arithmetic and logic.
+_CONSTANT_OPS = _SHAPE_OPS | {"And", "Or", "Xor", "LessOrEqual", "GreaterOrEqual", "CastLike"}
 #: Element types of shape arithmetic (whole numbers and flags): only these are folded.
 _INDEX_TYPES = frozenset({TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8, TensorProto.UINT64,
                           TensorProto.UINT32, TensorProto.UINT16, TensorProto.UINT8, TensorProto.BOOL})
@@ -1127,6 +1130,7 @@ class _Builder:
         self.constants = {out: n for n in self.nodes if n.op_type == "Constant" and n.domain in ("", "ai.onnx")
                           for out in n.output[:1] if out}
         self.read = {x for n in self.nodes for x in n.input} | {o.name for o in g.output}
+        self._producer = {out: n for n in self.nodes for out in n.output if out}
         self.order = _topological(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
         self.trainable_override = set(trainable) if trainable is not None else None
         if self.trainable_override is not None:
@@ -1195,30 +1199,61 @@ class _Builder:
                 return np.asarray(onnx.helper.get_attribute_value(attribute))
         return None if tensor is None else _held_values(tensor)
 
+    def constant_value(self, value: str, depth: int = 0) -> np.ndarray | None:
+        """The value of a small constant, or of one that standard ops compute from constants alone; else ``None``.
+
+        A constant is read by :meth:`small_value`; a value computed from constants alone (``Not`` of a ``Constant``,
+        a ``Cast`` of one) is computed as ONNX would evaluate it. Only :data:`_CONSTANT_OPS` nodes are computed (by
+        ONNX's reference evaluator), on inputs of at most :data:`_KEEP_VALUES` elements each, and results of at most
+        as many; a chain deeper than 16 nodes is not.
+        """
+        held = self.small_value(value)
+        if held is not None or depth >= 16 or value in self.inits or value in self.constants:
+            return held
+        node = self._producer.get(value)
+        if node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _CONSTANT_OPS \
+                or node.output[0] != value or _external_value(node):
+            return None
+        feeds = {}
+        for x in node.input:
+            if x:
+                known = self.constant_value(x, depth + 1)
+                if known is None:
+                    return None
+                feeds[x] = known
+        if _result_size(node, feeds) > _KEEP_VALUES:
+            return None
+        try:
+            result = _evaluate(node, feeds, {"": self.opset})
+        except Exception:  # noqa: BLE001 - a node the evaluator cannot compute: not known
+            return None
+        return result if result.size <= _KEEP_VALUES else None
+
     def training_dropout(self, node: onnx.NodeProto, fed: Container[str] = ()) -> bool:
         """Whether a ``Dropout`` node drops elements: in training mode, its ``ratio`` not 0.
 
-        Since opset 12 ``training_mode`` (input 2) is false by default, and ``ratio`` (input 1) 0.5; a ratio
-        computed in the graph, or given as a graph input, is taken for not 0. A ``training_mode`` that is no
-        constant but ``fed`` (a graph input, or computed from one: a file made to switch between training and
-        evaluation) is taken as true, the mode of the training step gnplace builds, and the node is named in
-        :attr:`fed_modes` (for a warning). In opsets 7 to 11 Dropout has no training mode (ONNX's version
-        converter turns only ``is_test=1`` into them, and its reference runs them as the identity): a view, as an
-        inference-mode one. Before opset 7 its ``is_test`` attribute is 0 by default: a training dropout but for
-        ``is_test=1`` or a ``ratio`` attribute of 0.
+        Since opset 12 ``training_mode`` (input 2) is false by default, and ``ratio`` (input 1) 0.5; either computed
+        from constants alone (``Not`` of a ``Constant``, a ``Cast`` of one) is read as ONNX evaluates it
+        (:meth:`constant_value`); a ratio computed from the graph's inputs, or given as one, is taken for not 0. A
+        ``training_mode`` that is no constant but ``fed`` (a graph input, or computed from one: a file made to switch
+        between training and evaluation) is taken as true, the mode of the training step gnplace builds, and the
+        node is named in :attr:`fed_modes` (for a warning). In opsets 7 to 11 Dropout has no training mode (ONNX's
+        version converter turns only ``is_test=1`` into them, and its reference runs them as the identity): a view,
+        as an inference-mode one. Before opset 7 its ``is_test`` attribute is 0 by default: a training dropout but
+        for ``is_test=1`` or a ``ratio`` attribute of 0.
         """
         if self.opset < 7:
             attrs = _attributes(node)
             return not int(attrs.get("is_test", 0)) and float(attrs.get("ratio", 0.5)) != 0.0
         if len(node.input) < 3 or not node.input[2]:
             return False
-        mode = self.small_value(node.input[2])
+        mode = self.constant_value(node.input[2])
         if mode is None and node.input[2] in fed and node.input[2] not in self.constants:
             self.fed_modes.append(node.name or node.op_type)
             mode = np.asarray(True)
         if mode is None or mode.size != 1 or not bool(mode.reshape(-1)[0]):
             return False
-        ratio = self.small_value(node.input[1]) if node.input[1] else np.asarray(0.5)
+        ratio = self.constant_value(node.input[1]) if node.input[1] else np.asarray(0.5)
         return ratio is None or ratio.size != 1 or float(ratio.reshape(-1)[0]) != 0.0
 
     def mask_bytes(self, node: onnx.NodeProto) -> int:

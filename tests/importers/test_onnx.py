@@ -515,7 +515,8 @@ def test_declared_shapes_less_specific_than_inferred_ones_import():
 
 def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", opset=17, attrs=None):
     """MatMul -> Dropout -> MatMul; ``mode`` and ``ratio`` as Constant nodes (``None``: the input left out), ``"r"``
-    a graph input, ``"init"`` an initializer of 0.2; ``mode`` ``"input"`` a graph input, ``"not"`` the Not of one;
+    a graph input, ``"init"`` an initializer of 0.2; ``mode`` ``"input"`` a graph input, ``"not"`` the Not of one,
+    ``"not false"`` the Not of a Constant false, ``"cast"`` a Cast to bool of a Constant int64 1 (``"cast 0"``: of 0);
     ``mask``: ``""`` no mask output, ``"named"`` one nothing reads, ``"read"`` one a Cast reads; ``attrs`` the
     Dropout's (``is_test`` and ``ratio`` before opset 7: an attribute there)."""
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1")]
@@ -534,6 +535,13 @@ def _dropout_model(mode=True, ratio: float | str | None = 0.1, mask: str = "", o
             nodes.append(helper.make_node("Not", ["evaluating"], ["mode"], name="not"))
         else:
             inputs[2] = "train"
+    elif mode == "not false":
+        nodes += [helper.make_node("Constant", [], ["false"], value=numpy_helper.from_array(np.bool_(False))),
+                  helper.make_node("Not", ["false"], ["mode"], name="not")]
+    elif mode in ("cast", "cast 0"):
+        one = np.int64(mode == "cast")
+        nodes += [helper.make_node("Constant", [], ["flag"], value=numpy_helper.from_array(one)),
+                  helper.make_node("Cast", ["flag"], ["mode"], name="cast_mode", to=TensorProto.BOOL)]
     elif mode is not None:
         nodes.append(helper.make_node("Constant", [], ["mode"], value=numpy_helper.from_array(np.bool_(mode))))
     drop_out = ["d", "m"] if mask else ["d"]
@@ -588,8 +596,21 @@ def test_a_dropout_whose_mode_a_graph_input_gives_or_before_opset_7_trains(mode,
         assert len(said) == 1 and "1 Dropout nodes ('drop') take training_mode from the graph's inputs" in said[0]
 
 
+@pytest.mark.parametrize("mode", ["not false", "cast"])
+def test_a_dropout_whose_mode_is_computed_from_constants_reads_it_as_onnx_evaluates_it(mode):
+    """training_mode = Not(Constant false), or Cast(Constant 1) to bool, is true; it was read as inference mode (a
+    view: no Dropout op, no 512 FLOP forward nor 256 backward); no warning, as for a constant mode."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = from_onnx(_dropout_model(mode, 0.1))
+    drop = g.index("drop")
+    assert g.op_types[drop] == "Dropout" and g.flops[drop] == 2 * 8 * 32 and g.out_bytes[drop] == 8 * 32 * 5
+    assert g.flops[g.index("grad/drop/h")] == 8 * 32
+
+
 @pytest.mark.parametrize("mode, ratio, opset, attrs", [
     (False, 0.1, 17, {}), (None, 0.1, 17, {}), (True, 0.0, 17, {}), (True, 0.1, 11, {}), (True, 0.1, 7, {}),
+    ("cast 0", 0.1, 17, {}),
     (None, None, 6, {"is_test": 1}), (None, None, 6, {"ratio": 0.0}),
 ])
 def test_an_inference_mode_or_ratio_0_dropout_stays_a_view(mode, ratio, opset, attrs):
