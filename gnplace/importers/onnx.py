@@ -39,13 +39,14 @@ builds the training graph of one step by the conventions of the PyTorch importer
   aten runs them, a norm's gradients are one op reading its input and scale (not its output), a
   bias's gradient reads the output's gradient alone, and an ``Add`` or ``Sum`` input of the
   output's shape gets the output's gradient itself, with no op (a broadcast one gets a reduction).
-  A value that several ops read gets its gradients summed by a ``grad_sum`` op. A ``QuantizeLinear`` of a
-  float a gradient reaches, read by ``DequantizeLinear`` (fake quantization, as ``torch.onnx.export`` writes
-  torch's ``fake_quantize_per_tensor_affine`` and ``_per_channel_affine`` for quantization-aware training), passes
-  the gradient straight through as aten does (its integers hold none): one ``QuantizeLinear_grad`` op of 1 FLOP per
+  A value that several ops read gets its gradients summed by a ``grad_sum`` op; the parts of a ``Split`` (disjoint)
+  get theirs concatenated, as aten's split backward does: a ``Split_grad`` op of 0 FLOP. A ``QuantizeLinear`` of a
+  float a gradient reaches, read by ``DequantizeLinear`` (fake quantization, as ``torch.onnx.export`` writes torch's
+  ``fake_quantize_per_tensor_affine`` and ``_per_channel_affine`` for quantization-aware training), passes the
+  gradient straight through as aten does (its integers hold none): one ``QuantizeLinear_grad`` op of 1 FLOP per
   element of the float, in the group of ``QuantizeLinear``, reading the gradient of ``DequantizeLinear``'s output
-  and the mask (a byte per element) that ``QuantizeLinear`` keeps for it, as aten's ``fake_quantize_*_cachemask``;
-  a ``DequantizeLinear`` of integers the file holds (a post-training-quantized weight) trains nothing;
+  and the mask (a byte per element) that ``QuantizeLinear`` keeps for it, as aten's ``fake_quantize_*_cachemask``; a
+  ``DequantizeLinear`` of integers the file holds (a post-training-quantized weight) trains nothing;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor (a default weight no gradient reaches, as one whose only path to the outputs runs through
   ``QuantizeLinear``'s integers and no ``DequantizeLinear`` of them, is read as a constant, as a ``frozen`` one);
@@ -1481,6 +1482,9 @@ class _Builder:
         masked: set[int] = set()  # the QuantizeLinear nodes that keep a mask for the gradient
         param_users: dict[str, list[int]] = {}
         forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
+        # a Split's output (or a view of one) a gradient reaches -> the key its gradients gather under, apart from
+        # the other parts': they are concatenated, not summed (a Split is listed in ``forward`` with node id -1)
+        parts: dict[str, tuple[str, int, str]] = {}
         unknown: set[str] = set()
         for i in self.order:
             node = self.nodes[i]
@@ -1503,6 +1507,12 @@ class _Builder:
                         # a sequence (SplitToSequence) has no tensor type: it inherits its data's
                         requires_grad[out] = requires_grad.get(data, False) and (
                             self.is_float(out) or self.types.get(out, (None, 0))[1] == 0)
+                        if kind == "Split" and requires_grad[out]:
+                            parts[out] = ("part", i, out)
+                        elif data in parts:
+                            parts[out] = parts[data]
+                if kind == "Split" and any(out in parts for out in node.output):
+                    forward.append((-1, node, kind, {}))
                 continue
             for x in ins:
                 if self.shape(x) is None and x in ref:
@@ -1580,7 +1590,7 @@ class _Builder:
                 g = self.add_node(f"grad/loss/{o}", "loss_grad", BACKWARD, math.prod(self.shape(o) or ()),
                                   self.nbytes(o), self.group[loss], "")
                 self.edge(loss, g, 4)
-                contributions.setdefault(ref[o], []).append(g)
+                contributions.setdefault(parts.get(o, ref[o]), []).append(g)
         # ---- read ops for parameters used in several groups
         home = {p: self.group[users[0]] for p, users in param_users.items()}
         read_node: dict[str, int] = {}
@@ -1598,6 +1608,9 @@ class _Builder:
                 param_source(p, v)
         # ---- backward, in reverse topological order of the forward ops
         for v, node, kind, attrs in reversed(forward):
+            if v < 0:  # a Split: the gradients of its parts, concatenated
+                self._concatenated(node, ref, parts, contributions, home)
+                continue
             sources = []
             for out in node.output:
                 key = ("node", v, out)
@@ -1606,7 +1619,7 @@ class _Builder:
             if not sources and v not in seeded:
                 continue  # no gradient reaches this op
             if v in fake_quant:  # the straight-through estimator, to QuantizeLinear's float input
-                self._straight_through(fake_quant[v], quantizes[fake_quant[v]], sources, ref, contributions)
+                self._straight_through(fake_quant[v], quantizes[fake_quant[v]], sources, ref, parts, contributions)
                 continue
             skip = NON_DIFFERENTIABLE.get(kind, frozenset())
             in_shapes = [self.shape(x) if x else None for x in node.input]
@@ -1627,7 +1640,7 @@ class _Builder:
                 if (kind in PASS_THROUGH_GRADS and len(slots) == 1 and fl == 0.0 and len(sources) == 1
                         and self.out_bytes[sources[0]] == self.nbytes(x)):
                     # the gradient is the output's own (an Add of equal shapes): no op, as aten runs none
-                    contributions.setdefault(ref[x], []).append(sources[0])
+                    contributions.setdefault(parts.get(x, ref[x]), []).append(sources[0])
                     continue
                 g = self.add_node(f"grad/{self.names[v]}/{x}", f"{kind}_grad", BACKWARD, fl,
                                   sum(self.nbytes(t) for t in targets), self.group[v], self.module[v],
@@ -1661,7 +1674,7 @@ class _Builder:
                 if kind in SAVES_MASK:  # the mask the forward op kept, not its output
                     self.edge(v, g, self.mask_bytes(node))
                 for t in targets:
-                    contributions.setdefault(ref[t], []).append(g)
+                    contributions.setdefault(parts.get(t, ref[t]), []).append(g)
         # ---- one update op per trainable parameter, in the group of its first reader
         if param_users and not outputs and not seeded:  # (ArgMax or Shape of the outputs: an update of no gradient)
             raise UnsupportedGraph(f"{self.source}: no output of the model depends on a trainable parameter through "
@@ -1721,6 +1734,7 @@ class _Builder:
         return True
 
     def _straight_through(self, u: int, x: str, sources: Sequence[int], ref: Mapping[str, tuple[str, int, str]],
+                          parts: Mapping[str, tuple[str, int, str]],
                           contributions: dict[tuple[str, int, str], list[int]]) -> None:
         """The gradient of fake quantization (``QuantizeLinear`` node ``u`` of ``x``, then ``DequantizeLinear``).
 
@@ -1735,7 +1749,35 @@ class _Builder:
         for s in sources:
             self.edge(s, g, self.out_bytes[s])
         self.edge(u, g, numel)
-        contributions.setdefault(ref[x], []).append(g)
+        contributions.setdefault(parts.get(x, ref[x]), []).append(g)
+
+    def _concatenated(self, node: onnx.NodeProto, ref: Mapping[str, tuple[str, int, str]],
+                      parts: Mapping[str, tuple[str, int, str]], contributions: dict[tuple[str, int, str], list[int]],
+                      home: Mapping[str, int]) -> None:
+        """The gradient of a ``Split``: its parts' gradients concatenated into the gradient of its data.
+
+        Each part's gradient is summed first if several ops read that part; then they are concatenated, as aten's
+        split backward does (a ``cat``, zeros for a part no gradient reaches): data movement, 0 FLOP, one
+        ``Split_grad`` op holding the data's bytes, in the group of the data's producer (the home group of a split
+        parameter). Summing the parts (``grad_sum``) counted (parts - 1) FLOP per element of the data.
+        """
+        data = node.input[0]
+        where, u, value = ref[data]
+        if where == "node":
+            group, module = self.group[u], self.module[u]
+        else:  # a split parameter (a packed weight): its update's group and module
+            group, module = home[value], value.rsplit(".", 1)[0] if "." in value else ""
+        pieces = []
+        for out in node.output:
+            if out and out in parts and parts[out] in contributions:
+                pieces.append(self._summed(contributions.pop(parts[out]), out, group, module))
+        if not pieces:
+            return
+        g = self.add_node(f"grad/{node.name or node.op_type}/{data}", "Split_grad", BACKWARD, 0.0, self.nbytes(data),
+                          group, module)
+        for s in pieces:
+            self.edge(s, g, self.out_bytes[s])
+        contributions.setdefault(parts.get(data, ref[data]), []).append(g)
 
     def _check_same_numel(self, node: onnx.NodeProto, kind: str) -> None:
         """Refuse a view op whose output does not hold as many elements as its data input.

@@ -938,6 +938,72 @@ def test_a_where_is_free_as_the_torch_importers(exporter):
     assert float(torch_graph.flops[torch_where].sum()) == 0
 
 
+def test_a_splits_gradient_is_a_concatenation_of_its_parts():
+    """A Split's gradient summed its parts' gradients (grad_sum: (parts - 1) FLOP per element of its data, 2 x 96
+    here); the parts are disjoint, so aten concatenates them (a cat, 0 FLOP): one Split_grad op, 0 FLOP, the data's
+    bytes, reading each part's gradient (part a read twice: its two gradients summed first, 32 FLOP; part c read by
+    nothing: zeros, written by the concatenation)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Split", ["h"], ["a", "b", "c"], name="split", axis=1, num_outputs=3),
+             helper.make_node("Tanh", ["a"], ["t"], name="tanh"),
+             helper.make_node("Mul", ["t", "a"], ["p"], name="mul"),
+             helper.make_node("Add", ["p", "b"], ["y"], name="add")]
+    g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", 16, 12)], opset=18))
+    split = g.index("grad/split/h")
+    assert (g.op_types[split], float(g.flops[split]), int(g.out_bytes[split])) == ("Split_grad", 0.0, 8 * 12 * 4)
+    assert _reads(g, split) == {"grad_sum/a": 8 * 4 * 4, "grad/loss/y": 8 * 4 * 4}  # b's: the loss's, passed through
+    assert float(g.flops[g.index("grad_sum/a")]) == 8 * 4
+    assert [g.node_names[i] for i, t in enumerate(g.op_types) if t == "grad_sum"] == ["grad_sum/a"]
+    assert _reads(g, g.index("grad/mm/w")) == {"grad/split/h": 8 * 12 * 4, "input/x": 8 * 16 * 4}
+
+
+def test_a_split_of_a_value_read_elsewhere_sums_its_concatenation_with_the_other_gradient():
+    """h is split and read whole: its gradient is the parts' concatenation (0 FLOP) plus the other reader's (one
+    FLOP per element of h), as aten's cat then the accumulating add."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("Split", ["h"], ["a", "b"], name="split", axis=1, num_outputs=2),
+             helper.make_node("Mul", ["a", "b"], ["p"], name="mul"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Concat", ["p", "r"], ["y"], name="cat", axis=1)]
+    g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 18])], [weight("w", 16, 12)], opset=18))
+    total = g.index("grad_sum/h")
+    assert float(g.flops[total]) == 8 * 12
+    assert sorted(_reads(g, total)) == ["grad/relu/h", "grad/split/h"]
+    assert float(g.flops[g.index("grad/split/h")]) == 0.0
+
+
+def test_a_splits_backward_agrees_with_the_torch_importers_cat():
+    """torch's split exported as an ONNX Split (the legacy exporter): its gradient, a grad_sum of its parts'
+    gradients, counted (3 - 1) x 8 x 48 = 768 FLOP that aten's cat of them does not."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    class Gated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc, self.out = nn.Linear(16, 48), nn.Linear(16, 4)
+
+        def forward(self, x):
+            a, b, c = self.fc(x).split(16, dim=-1)
+            return self.out(torch.tanh(a) * b + c)
+
+    torch.manual_seed(0)
+    net, inputs = Gated(), (torch.randn(8, 16),)
+    torch_graph = from_module(net, inputs, loss=lambda out: out.sum())
+    onnx_graph = from_onnx(_export(net, inputs, "legacy"))
+    assert [n.op_type for n in _export(net, inputs, "legacy").graph.node].count("Split") == 1
+    (ours,) = [i for i, t in enumerate(onnx_graph.op_types) if t == "Split_grad"]
+    (theirs,) = [i for i in np.flatnonzero(torch_graph.phase == BACKWARD) if torch_graph.op_types[i] == "cat"]
+    assert (float(onnx_graph.flops[ours]), int(onnx_graph.out_bytes[ours])) == (
+        float(torch_graph.flops[theirs]), int(torch_graph.out_bytes[theirs])) == (0.0, 8 * 48 * 4)
+    assert "grad_sum" not in onnx_graph.op_types
+    # the rest of the backward but the loss's gradient: aten's ones_like (0 FLOP), ONNX's loss_grad (1 per element)
+    assert phase_flops(onnx_graph, BACKWARD) == phase_flops(torch_graph, BACKWARD) + 8 * 4
+    assert phase_flops(onnx_graph, FORWARD) == phase_flops(torch_graph, FORWARD)
+
+
 @pytest.mark.parametrize("layer", ["LSTM", "GRU"])
 def test_an_exported_recurrent_layer_has_the_parameter_bytes_of_the_torch_importer(layer):
     """torch.onnx's default exporter stores the zero initial state as an initializer: it was trained (+192 B)."""
