@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gnplace.cluster import load_cluster
@@ -95,6 +97,51 @@ def test_work_done_before_a_run_counts_towards_the_total_but_not_the_rate():
     now[0] = 20.0
     line.update(70)  # 10 rows in 20 s: 30 left take 60 s
     assert out.getvalue() == "evaluate: 70/100 rows (70%), 0:20 elapsed, about 1:00 left\n"
+
+
+def test_a_searchs_time_left_leaves_out_the_stages_before_its_first_evaluation(monkeypatch):
+    """``policy`` coarsens a large graph before it times anything (7 s of a 30 s run at 20,000 ops): a line after
+    the coarsening and 4 of 478 evaluations extrapolated those seconds over all 474 left ("about 15:44 left" of what
+    took 22 s). The elapsed time still counts them."""
+    import functools
+    import io
+
+    import gnplace.progress
+
+    now = [0.0]
+    out = io.StringIO()
+    monkeypatch.setattr(gnplace.progress, "ProgressLine", functools.partial(
+        ProgressLine, every_s=0.0, stream=out, clock=lambda: now[0]))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with evaluation_bar("policy big", 478) as advance_to:
+        advance_to(0, "coarsening")
+        now[0] = 30.0
+        advance_to(0, "greedy decodes")
+        now[0] = 31.0
+        advance_to(0, "scoring the greedy decodes")
+        now[0] = 33.0
+        advance_to(4, "coarsening and auto")  # 4 evaluations in the 2 s since: 474 left take 237 s
+        now[0] = 35.0
+        advance_to(8, "auto")  # the rate stays measured from the scoring: 4 s for 8
+    lines = out.getvalue().splitlines()
+    assert lines[-2] == "policy big: 4/478 evaluations (1%), 0:33 elapsed, about 3:57 left; coarsening and auto"
+    assert lines[-1] == "policy big: 8/478 evaluations (2%), 0:35 elapsed, about 3:55 left; auto"
+
+
+def test_a_line_counting_from_its_first_update_keeps_the_rate_of_every_second(monkeypatch):
+    """Without ``from_first_count`` (Lightning's lines, whose logged count may move in lumps) the rate is measured
+    from the first update, as before."""
+    import io
+
+    now = [0.0]
+    out = io.StringIO()
+    line = ProgressLine("run", 100, "episodes", every_s=0.0, stream=out, clock=lambda: now[0])
+    line.update(0)
+    now[0] = 30.0
+    line.update(0)
+    now[0] = 40.0
+    line.update(20)
+    assert out.getvalue().splitlines()[-1] == "run: 20/100 episodes (20%), 0:40 elapsed, about 2:40 left"
 
 
 def test_a_count_bar_on_a_terminal_counts_notes_above_itself_and_ends_full(capsys):
