@@ -18,8 +18,8 @@ never worse than ``auto``'s, at the cost of running them.
 
 Graphs past the policy's node limit are coarsened first (:mod:`gnplace.policy.features`), so a
 100,000-op graph places in seconds. A graph with no more placements (a device per colocation group, ``D ** groups``)
-than the candidates all that times before the polish gets each of them timed once instead, and the exact best: a
-one-op graph took 1,432 evaluations on two devices, now 2.
+than all that would time, its polish included, gets each of them timed once instead, and the exact best: a
+one-op graph took 1,432 evaluations on two devices, now 2; a 10-group one 1,432, now 1,024.
 """
 
 from __future__ import annotations
@@ -516,32 +516,38 @@ class PolicyPlacer:
         each is timed once.
         """
         space = None if graph is None else self.placement_space(graph, cluster)
-        if space is not None:
-            return space
+        return space if space is not None else self._searched(cluster, graph)
+
+    def _searched(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
+        """The evaluations of :meth:`place`'s search where nothing overflows: its candidates and its polish."""
         polish = self.polish_evaluations(graph)
         return self._candidates(cluster) + (polish if polish >= 2 else 0)  # one evaluation cannot anneal: none spent
 
     def placement_space(self, graph: OpGraph, cluster: Cluster) -> int | None:
-        """The placements of ``graph`` on ``cluster``, ``D ** groups``, where no more than the candidates; else None.
+        """The placements of ``graph`` on ``cluster``, ``D ** groups``, where no more than the search times; else None.
 
         A placement puts each colocation group on one device. :meth:`place` times each of them once where there are
-        no more than the candidates its search times before the polish (:meth:`_candidates`: 156 on two devices with
-        the defaults), for the exact best: a one-op graph on two devices took 1,432 evaluations, the polish's 1,280
-        among them, for its 2 placements. The polish is left out of the comparison so that no graph of ``datasets/``
-        is placed so (the smallest, ``examples/mlp1x8w6144b256``, has 9 groups: 512 placements on two devices). A
-        graph of no op, or one device, has one placement, timed by nobody (None here).
+        no more than its search would time, polish included (:meth:`_searched`: 1,436 on two devices with the
+        defaults on a graph of at most 4,000 ops, 476 past 16,000), for the exact best: every candidate of the search
+        and every step of its polish is such a placement (the polish moves whole groups), ranked the same way, so
+        none is better; a one-op graph on two devices took 1,432 evaluations, the polish's 1,280 among them, for its 2
+        placements, and a 10-group one 1,432 for 1,024. One graph of ``datasets/`` is that small,
+        ``examples/mlp1x8w6144b256`` (9 groups: 512 placements on two devices): on ``cpu_gpu`` it places as its
+        search did, on ``k80x2`` in the mirror image of the search's placement (two identical devices; the same step,
+        0.2858 s: ties go to the first placement, group 0 on device 0). A graph of no op, or one device, has one
+        placement, timed by nobody (None here).
 
         Examples:
             >>> from gnplace.toy import chain_graph
             >>> from gnplace.cluster import load_cluster
             >>> placer = PolicyPlacer()
-            >>> placer.placement_space(chain_graph(3), load_cluster("k80x2")), placer.placement_space(
-            ...     chain_graph(40), load_cluster("k80x2"))
-            (8, None)
+            >>> placer.placement_space(chain_graph(10), load_cluster("k80x2")), placer.placement_space(
+            ...     chain_graph(11), load_cluster("k80x2"))
+            (1024, None)
         """
         if graph.num_ops == 0 or cluster.num_devices == 1:
             return None
-        limit, space = self._candidates(cluster), 1
+        limit, space = self._searched(cluster, graph), 1
         for _ in range(graph.num_groups):  # D ** groups, given up past the limit (a 100,000-group graph: 2 ** 11)
             space *= cluster.num_devices
             if space > limit:

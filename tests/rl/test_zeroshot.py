@@ -819,7 +819,8 @@ def test_without_around_the_samples_and_constructors_are_stages_too(monkeypatch,
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
 
 
-@pytest.mark.parametrize(("ops", "cluster", "count"), [(1, "k80x2", 2), (1, "v100x8", 8), (3, "k80x2", 8)])
+@pytest.mark.parametrize(("ops", "cluster", "count"), [(1, "k80x2", 2), (1, "v100x8", 8), (3, "k80x2", 8),
+                                                      (10, "k80x2", 1024), (5, "k80x4", 1024)])
 def test_a_graph_with_no_more_placements_than_the_search_times_each_once_and_gets_the_best(ops, cluster, count):
     """A one-op graph took 1,432 evaluations of its 2 placements (1,280 of them the polish): each is timed once."""
     import itertools
@@ -848,19 +849,20 @@ def test_every_placement_keeps_colocation_groups_whole():
     assert placer.last_step == sim.time_batch(graph, cluster, every).step_time.min()
 
 
-def test_a_graph_with_more_placements_than_the_candidates_is_searched_as_before():
-    """Every graph of datasets/ places as before: the smallest has 9 groups, 512 placements on two devices."""
+def test_a_graph_with_more_placements_than_the_search_times_is_searched_as_before():
+    """Graphs of 156 to 1,436 placements on two devices were searched (1,432 evaluations) though each can be timed."""
     from gnplace.toy import chain_graph
 
     placer, cluster = zeroshot.PolicyPlacer(), load_cluster("k80x2")  # the defaults: 156 candidates, 1,280 polish
-    assert placer._candidates(cluster) == 156
-    assert placer.placement_space(chain_graph(7), cluster) == 128 and placer.placement_space(chain_graph(8), cluster) \
-        is None
-    graph = load_graph("datasets/examples/mlp1x8w6144b256.gnpg")
-    assert graph.num_groups == 9 and placer.placement_space(graph, cluster) is None
-    placer.place(chain_graph(8), cluster, seed=0)
-    assert placer.last_choice != "every placement" and placer.last_evaluations > 256  # its search, polish included
-    assert placer.evaluations_needed(cluster, chain_graph(8)) == 156 + 4 * 320
+    assert placer._candidates(cluster) == 156 and placer._searched(cluster, chain_graph(11)) == 156 + 4 * 320
+    assert placer.placement_space(chain_graph(10), cluster) == 1024 and placer.placement_space(chain_graph(11),
+                                                                                                 cluster) is None
+    assert placer._searched(cluster, chain_graph(16_000)) == 156 + 320  # a large graph's polish: 2 ** 8 placements
+    assert placer.placement_space(load_graph("datasets/examples/mlp1x8w6144b256.gnpg"), cluster) == 512
+    assert placer.placement_space(load_graph("datasets/examples/mlp2x8w2048b512.gnpg"), cluster) is None  # 17 groups
+    placer.place(chain_graph(11), cluster, seed=0)
+    assert placer.last_choice != "every placement" and placer.last_evaluations > 1024  # its search, polish included
+    assert placer.evaluations_needed(cluster, chain_graph(11)) == 156 + 4 * 320
 
 
 def test_the_polish_keeps_its_start_where_the_chain_finds_nothing_faster():
