@@ -11,6 +11,8 @@ Quick start::
 """
 # ruff: noqa: E402 (numba's cache folder is settled before the modules that compile kernels are imported)
 
+from typing import TYPE_CHECKING
+
 from gnplace.startup import check_thread_settings, command_imports
 
 with command_imports():  # a command's Ctrl-C or bad setting in these imports: one line, not a traceback
@@ -26,6 +28,9 @@ with command_imports():  # a command's Ctrl-C or bad setting in these imports: o
     from gnplace.placement import Placement, load_placement, save_placement
     from gnplace.placers import PLACERS, get_placer
     from gnplace.sim import Simulator, StepResult, lower_bound, simulate
+
+if TYPE_CHECKING:  # what a type checker sees of ``gnplace.apply``, which __getattr__ imports on first use
+    from gnplace.execute.apply import apply
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,47 @@
+"""The package's top level: ``import gnplace`` and the names it offers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import gnplace
+
+INIT = Path(gnplace.__file__)
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    """The names ``body`` binds at module level (imports, defs, assignments), ``if`` and ``with`` blocks included.
+
+    A function's body is left out: what ``__getattr__`` imports is no name a type checker sees.
+    """
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.If):
+            names |= _bound_names(node.body) | _bound_names(node.orelse)
+        elif isinstance(node, ast.With):
+            names |= _bound_names(node.body)
+    return names
+
+
+def test_every_public_name_exists():
+    """Each name of ``__all__`` is there (``apply`` is imported on first use) and none is listed twice."""
+    assert len(set(gnplace.__all__)) == len(gnplace.__all__)
+    for name in gnplace.__all__:
+        assert getattr(gnplace, name) is not None, name
+
+
+def test_every_public_name_is_seen_by_a_type_checker():
+    """Each name of ``__all__`` is bound where a type checker reads, not only by the module's ``__getattr__``.
+
+    ``gnplace.apply`` came from ``__getattr__`` alone, typed ``object``, so ``mypy --strict`` refused a
+    user's ``gnplace.apply(module, placement, inputs)`` as a call of an object that is not callable.
+    """
+    bound = _bound_names(ast.parse(INIT.read_text()).body)
+    assert set(gnplace.__all__) - {"__version__"} <= bound, sorted(set(gnplace.__all__) - bound)
