@@ -625,6 +625,10 @@ def from_networkx(G: Any, *, name: str | None = None) -> OpGraph:
     producer's ``out_bytes``. Edges are in the order of their ``index`` (:func:`to_networkx`'s), those without
     one after, in networkx's order.
 
+    Args:
+        G (networkx.DiGraph): the graph; its nodes' names become the op names (as ``str``).
+        name (str, optional): the graph's name (default: ``G.graph["name"]``, else ``"graph"``).
+
     Raises:
         InvalidGraph: if the graph is undirected, cyclic, has invalid sizes or an unknown op kind.
 

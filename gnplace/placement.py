@@ -367,6 +367,17 @@ def save_placement(
 ) -> Path:
     """Write ``placement`` of ``graph`` as a JSON placement file (atomically; a failed write leaves no ``.tmp``).
 
+    Args:
+        path (str | os.PathLike): the file to write.
+        graph (OpGraph): the graph placed; the file names its ops.
+        placement (Placement): the placement to write.
+        placer (str, optional): the name of the placer that made it, recorded in the file (default: none).
+        predicted (dict, optional): what a timer said of it (:meth:`~gnplace.sim.timer.StepResult.to_dict`:
+            seconds and bytes), recorded as the file's ``"predicted"`` (default: none).
+
+    Returns:
+        Path: the file written.
+
     Raises:
         InvalidPlacement: if ``placement`` is not one of ``graph`` (another graph's was cut short, or written
             under this graph's op names), before anything is written.

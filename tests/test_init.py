@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 from pathlib import Path
 
 import gnplace
@@ -45,3 +47,18 @@ def test_every_public_name_is_seen_by_a_type_checker():
     """
     bound = _bound_names(ast.parse(INIT.read_text()).body)
     assert set(gnplace.__all__) - {"__version__"} <= bound, sorted(set(gnplace.__all__) - bound)
+
+
+def test_every_public_callable_documents_its_arguments():
+    """``help(gnplace.X)`` names every argument X takes: ``simulate`` said nothing of ``placement``'s three forms,
+    ``mode`` or ``timeline``, ``from_networkx`` nothing of ``name``, ``save_placement`` nothing of ``placer``."""
+    undocumented = []
+    for name in gnplace.__all__:
+        obj = getattr(gnplace, name)
+        if not callable(obj) or (inspect.isclass(obj) and issubclass(obj, BaseException)) or name == "PLACERS":
+            continue
+        doc = inspect.getdoc(obj) or ""
+        for arg in inspect.signature(obj).parameters:
+            if arg not in ("options",) and not re.search(rf"\b{arg}\b", doc):
+                undocumented.append(f"{name}({arg})")
+    assert not undocumented, undocumented

@@ -321,6 +321,26 @@ def simulate(
 ) -> StepResult:
     """Simulate one training step; a shortcut for ``Simulator(mode).time(...)``.
 
+    Args:
+        graph (OpGraph): the training graph.
+        cluster (Cluster): the devices and links to run it on.
+        placement (Placement | array-like | dict): a :class:`~gnplace.placement.Placement`, a device
+            index per op (``[num_ops]``), or a mapping of op name to device name.
+        mode (str, optional): ``"default"`` (gnplace's simulator) or ``"placeto"`` (Placeto's reference
+            simulator; default: ``"default"``).
+        timeline (bool, optional): also record every op's and transfer's start and end, in seconds, as
+            ``result.timeline`` (default: :obj:`False`).
+
+    Returns:
+        StepResult: ``step_time`` in seconds, and per device ``busy_time`` (seconds), ``peak_memory`` and
+        ``memory_capacity`` (bytes); ``is_oom`` says whether some device ran out of memory.
+
+    Raises:
+        InvalidPlacement: if ``placement`` does not place every op of ``graph`` on a device of ``cluster``.
+        InvalidArgument: if ``graph`` is no :class:`~gnplace.graph.OpGraph`, ``cluster`` no
+            :class:`~gnplace.cluster.Cluster`, or ``timeline`` no bool.
+        UnknownName: if ``mode`` is no simulator mode.
+
     Examples:
         >>> from gnplace.toy import fork_graph
         >>> from gnplace.cluster import load_cluster
