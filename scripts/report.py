@@ -422,7 +422,7 @@ def exact_row(task: dict[str, Any]) -> dict[str, Any]:
     from gnplace.placers.registry import make_placer
 
     graph, cluster, sim = _small_case(task)
-    exact = make_placer("exact", time_limit=task["time_limit"], timer=sim)
+    exact: Any = make_placer("exact", time_limit=task["time_limit"], timer=sim)  # its last_status: ExactPlacer's own
     exact_s = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
     row = {**task, "name": graph.name, "groups_placed": graph.num_groups, "status": exact.last_status,
            "exact_ms": exact_s * 1e3}

@@ -39,9 +39,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
+
+if TYPE_CHECKING:
+    from gnplace.placers.base import Placer
 
 __all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer",
            "check_placer_options", "constructor_options"]
@@ -376,8 +379,13 @@ def check_placer_options(name: str, options: Mapping[str, Any], given_as: Mappin
     raise InvalidArgument(f"placer {name!r} does not take these options: {shown}; it takes{listed}")
 
 
-def get_placer(name: str, **options: Any) -> Any:
+def get_placer(name: str, **options: Any) -> Placer:
     """A new placer registered as ``name``, built with ``options``.
+
+    Returns:
+        Placer: call ``.place(graph, cluster, seed=...)`` for a :class:`~gnplace.placement.Placement`. It is
+        typed as the :class:`~gnplace.placers.base.Placer` protocol: what one placer alone offers (``exact``'s
+        ``last_status``) is typed on its class (:class:`gnplace.placers.exact.ExactPlacer`).
 
     Raises:
         UnknownName: if no placer is registered under ``name``; the message lists the choices.
@@ -445,7 +453,7 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
 
 def make_placer(
     name: str, *, timer: Any = None, budget: int | None = None, checkpoint: str | None = None, **options: Any
-) -> Any:
+) -> Placer:
     """Like :func:`get_placer`, but passes the shared options only to placers that accept them.
 
     The command line and evaluation use this so that one ``--budget``, timer or checkpoint applies

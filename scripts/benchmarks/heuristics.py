@@ -49,7 +49,7 @@ def bench_exact(args: argparse.Namespace) -> list[dict[str, Any]]:
         graphs += [coarsen(load_graph(p), args.groups, cluster).graph for p in paths]
         for graph in graphs:
             sim = Simulator()
-            exact = get_placer("exact", time_limit=args.time_limit, timer=sim)
+            exact: Any = get_placer("exact", time_limit=args.time_limit, timer=sim)  # last_status: ExactPlacer's
             exact_step = sim.time(graph, cluster, exact.place(graph, cluster, seed=0)).step_time
             row: dict[str, Any] = dict(graph=graph.name, cluster=cluster.name, groups=graph.num_groups,
                                        status=exact.last_status, gap=exact.last_gap, exact_ms=exact_step * 1e3)

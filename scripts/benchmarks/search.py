@@ -126,7 +126,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         for name in args.placers:
             # the learning algorithms alone: no annealing prelude, so PPO, REINFORCE and annealing stay apart
             alone: dict[str, Any] = {"prelude": 0.0} if name in ("ppo", "reinforce") else {}
-            placer = make_placer(name, budget=args.budget, **alone)
+            placer: Any = make_placer(name, budget=args.budget, **alone)  # last_history or last_trace: its own
             start = time.perf_counter()
             placer.place(graph, cluster, seed=args.seed)
             seconds = time.perf_counter() - start

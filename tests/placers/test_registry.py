@@ -314,3 +314,17 @@ def test_the_registry_prints_its_placers_names():
     """``gnplace.PLACERS`` printed as ``<gnplace.placers.registry.PlacerRegistry object at 0x7f...>``."""
     assert repr(PLACERS) == f"PlacerRegistry({sorted(PLACERS)})" and "'single'" in repr(PLACERS)
     assert repr(PlacerRegistry()) == "PlacerRegistry([])"
+
+
+def test_a_placer_is_typed_as_the_placer_protocol():
+    """``get_placer`` and ``make_placer`` return a ``Placer`` to a type checker, not ``Any``.
+
+    With ``Any``, ``mypy --strict`` refused a user's ``def f(...) -> Placement: return
+    get_placer(name).place(graph, cluster)`` (returning Any), and passed ``get_placer(name).plce(...)``.
+    """
+    import typing
+
+    for function in (get_placer, make_placer):
+        hints = typing.get_type_hints(function, localns={"Placer": Placer})
+        assert hints["return"] is Placer, function.__name__
+    assert isinstance(get_placer("round_robin"), Placer)
