@@ -166,7 +166,8 @@ class Cluster(ReadOnlyArrays):
     """Devices and the bandwidth and latency between every ordered pair of them.
 
     Args:
-        devices (Sequence[Device]): the devices, ``num_devices`` of them, unique names.
+        devices (Iterable[Device]): the devices (a list, a tuple such as another cluster's ``devices``),
+            ``num_devices`` of them, unique names.
         bandwidth (array-like): ``[num_devices, num_devices]`` effective bytes/s from row to
             column; the diagonal is ignored (no transfer on one device).
         latency (array-like): ``[num_devices, num_devices]`` seconds per transfer.
@@ -180,7 +181,7 @@ class Cluster(ReadOnlyArrays):
         1.000025
     """
 
-    def __init__(self, devices: list[Device], bandwidth: Any, latency: Any, *, name: str = "cluster") -> None:
+    def __init__(self, devices: Iterable[Device], bandwidth: Any, latency: Any, *, name: str = "cluster") -> None:
         if not isinstance(name, str) or not name.strip():  # as a cluster file's name: is checked
             raise InvalidCluster(f"cluster name: expected a non-empty string, got {name!r}")
         self.name = name

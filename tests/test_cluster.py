@@ -868,3 +868,16 @@ def test_a_files_device_count_over_the_limit_is_refused_at_its_entry(tmp_path):
     text = f"devices: [{{name: g, kind: k80, count: {MAX_DEVICES + 1}}}]\n" + GOOD_LINKS
     with pytest.raises(InvalidCluster, match=rf"devices\[0\]\.count: more than {MAX_DEVICES} devices in all, the limit"):
         load_cluster(write(tmp_path, text, name="big.yaml"))
+
+
+def test_a_cluster_is_typed_to_take_another_clusters_devices():
+    """``Cluster(c.devices[:2], ...)`` runs, and is typed to: ``devices`` was annotated ``list[Device]``, so
+    ``mypy --strict`` refused another cluster's ``devices`` (a tuple), which the constructor takes."""
+    import collections.abc
+    import typing
+
+    hints = typing.get_type_hints(Cluster.__init__)
+    assert typing.get_origin(hints["devices"]) in (collections.abc.Iterable, collections.abc.Sequence)
+    c = load_cluster("k80x4")
+    half = Cluster(c.devices[:2], c.bandwidth[:2, :2], c.latency[:2, :2], name="half")
+    assert half.device_names == ["gpu0", "gpu1"]
