@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -139,7 +140,7 @@ def _race(timer: Any, graph: Any, cluster: Any, placements: dict[str, Any], roun
 
 @holds_folder("out", "-o")  # one run at a time in a folder
 def finetune(
-    source: str,
+    source: str | os.PathLike[str],
     cluster: Any,
     *,
     checkpoint: str | None = None,
@@ -169,7 +170,8 @@ def finetune(
     """Fine-tune the policy on ``source`` placed on ``cluster`` (see the module docstring).
 
     Args:
-        source (str): a graph file, an ONNX file or ``module:factory`` (real timers: ``module:factory``).
+        source (str or Path): a graph file, an ONNX file or ``module:factory`` (real timers: ``module:factory``);
+            an :class:`~gnplace.graph.OpGraph` in hand is saved first (:func:`~gnplace.graph_io.save_graph`).
         cluster (Cluster or str): the target cluster (a preset, a YAML file such as ``gnplace profile``'s).
         checkpoint (str, optional): the policy to start from (default: the shipped checkpoint).
         timer (str, optional): ``"sim"``, ``"local"`` or ``"dist"`` (default: ``"sim"``).
@@ -241,6 +243,15 @@ def finetune(
     from gnplace.rl.search import FINETUNE_POLISH, FineTunePlacer
     from gnplace.sim.bounds import require_memory
 
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    if not isinstance(source, str):  # an OpGraph was a TypeError from pathlib
+        from gnplace.graph import OpGraph
+
+        given = f"{source!r} (save it with gnplace.save_graph and give the file)" if isinstance(source, OpGraph) \
+            else reprlib.repr(source)
+        raise InvalidArgument(f"finetune's source is a graph file, an ONNX file or MODULE:FACTORY (a str or path), "
+                              f"got {given}")
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
     if screen_model not in ("auto", "learned", "simulator"):
