@@ -28,6 +28,7 @@ import io
 import json
 import math
 import os
+import reprlib
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,6 +88,16 @@ class Task:
     seed: int = 0
     mode: str = "default"
     options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        """Refuse a graph or cluster given as an object, not as a file or name (a TypeError from ``os.stat``)."""
+        for name, what in (("graph_path", "a graph file's path (save an OpGraph with gnplace.save_graph)"),
+                           ("cluster", "a preset's name or a cluster file's path")):
+            value = getattr(self, name)
+            if not isinstance(value, str | os.PathLike):
+                given = f"{type(value).__name__} {value.name!r}" if isinstance(value, OpGraph | Cluster) \
+                    else reprlib.repr(value)
+                raise InvalidArgument(f"Task's {name} is {what}, got {given}")
 
     @classmethod
     def with_options(cls, graph_path: str, cluster: str, placer: str, options: Mapping[str, Any] | None = None, *,
@@ -721,7 +732,13 @@ def evaluate(
     folder = out / PLACEMENTS_FOLDER
     if keep_placements is not None and folder.exists() and not folder.is_dir():
         raise InvalidArgument(f"{folder}: the folder of the kept placements is a file; move it away")
+    if isinstance(tasks, str | Mapping) or not isinstance(tasks, Iterable):
+        raise InvalidArgument(f"evaluate's tasks are an iterable of Task, got {reprlib.repr(tasks)}")
     tasks = list(tasks)
+    for task in tasks:  # a dict or a tuple of fields was an AttributeError deep inside
+        if not isinstance(task, Task):
+            raise InvalidArgument(f"evaluate's tasks must each be a Task (Task(graph_path, cluster, placer), "
+                                  f"Task.with_options(...)), got {reprlib.repr(task)}")
     for budget in dict.fromkeys(t.budget for t in tasks if t.budget is not None):
         check_budget(budget, "evaluate")  # whichever placers run: 0 or -5 is no budget, even where none takes one
     for placer, options in {(t.placer, json.dumps(t.options_dict, sort_keys=True)) for t in tasks}:

@@ -1289,3 +1289,19 @@ def test_rows_saved_before_single_oom_was_kept_get_it_when_resumed(tmp_path, col
     assert {r.graph: r.single_oom for r in again} == {"mlp1x8w6144b256": True, "mlp2x8w2048b512": False}
     assert summarise(again) == summarise(rows)
     assert (tmp_path / "results.csv").read_bytes() == fresh  # the file as a fresh run writes it
+
+
+def test_tasks_that_are_no_tasks_are_one_clear_error(graphs, tmp_path):
+    """A dict for a task, or an OpGraph or Cluster in a task, was an AttributeError or os.stat's TypeError."""
+    from gnplace.cluster import load_cluster
+
+    graph_file = str(graphs / "mlp2.gnpg")
+    with pytest.raises(InvalidArgument, match=r"^evaluate's tasks must each be a Task .*got \{'graph': 'g'\}$"):
+        evaluate([{"graph": "g"}], tmp_path / "out")
+    with pytest.raises(InvalidArgument, match=r"^evaluate's tasks are an iterable of Task, got 'heft'$"):
+        evaluate("heft", tmp_path / "out")
+    with pytest.raises(InvalidArgument, match=r"^Task's graph_path is a graph file's path .*got OpGraph 'chain3'$"):
+        Task(chain_graph(3), "k80x2", "heft")
+    with pytest.raises(InvalidArgument, match=r"^Task's cluster is a preset's name or .*got Cluster 'k80x2'$"):
+        Task.with_options(graph_file, load_cluster("k80x2"), "heft")
+    assert not (tmp_path / "out").exists()
