@@ -240,10 +240,16 @@ class Simulator(StepTimer):
         Args:
             graph (OpGraph): the graph.
             cluster (Cluster): the cluster.
-            placements (array-like): device index per op for each placement, ``[batch, num_ops]``.
+            placements (array-like or list of Placement): device index per op for each placement,
+                ``[batch, num_ops]``, or the placements themselves.
+
+        Returns:
+            BatchResult: each placement's ``step_time`` (seconds), ``busy_time`` (seconds) and ``peak_memory``
+            (bytes) per device, and whether it runs out of memory.
 
         Raises:
-            InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
+            InvalidPlacement: if the array has the wrong shape or names a device that does not exist, or a
+                :class:`~gnplace.placement.Placement` is not one of ``graph`` on ``cluster``.
         """
         array = check_batch(graph, cluster, placements)
         prepared = self._prepared(graph, cluster)

@@ -209,11 +209,17 @@ def _check_rows(batch: Any, what: str, width: int) -> None:
 def check_batch(graph: OpGraph, cluster: Cluster, placements: Any) -> np.ndarray:
     """``placements`` as a C-contiguous int64 array ``[batch, num_ops]`` of valid device indices.
 
+    ``placements`` is such an array, or a list of :class:`Placement` (each checked as :meth:`StepTimer.time`
+    checks one: made for ``graph``, on ``cluster``'s devices).
+
     Raises:
-        InvalidPlacement: if the array has the wrong shape or names a device that does not exist.
+        InvalidPlacement: if the array has the wrong shape or names a device that does not exist, or a
+            :class:`Placement` is not one of ``graph`` on ``cluster``.
         InvalidArgument: if ``graph`` is no :class:`OpGraph` or ``cluster`` no :class:`Cluster`.
     """
     check_graph_and_cluster(graph, cluster)
+    if isinstance(placements, list | tuple) and placements and all(isinstance(p, Placement) for p in placements):
+        placements = np.stack([as_placement(graph, cluster, p).devices for p in placements])  # was refused as text
     _check_rows(placements, "batch of placements", graph.num_ops)
     try:
         check_whole_devices(placements, "batch of placements: ", names_hint=False)  # as time() (a Placement) does

@@ -154,6 +154,24 @@ def test_a_ragged_batch_is_refused_as_ragged(rows, says):
     assert timer.evaluations == 0
 
 
+def test_a_batch_of_placements_is_timed_as_each_alone():
+    """``time_batch(graph, cluster, [p, q])`` times Placements as ``time`` does; it was refused as "device indices
+    must be whole numbers, got Placement(...)". One of another graph or cluster is refused as ``time`` refuses it."""
+    g, c = mlp_training_graph(layers=2, width=8, batch=4), load_cluster("k80x2")
+    sim = Simulator()
+    ps = [Placement.from_groups(g, c, [0, 1, 0]), Placement.from_groups(g, c, [1, 1, 0])]
+    batch = sim.time_batch(g, c, ps)
+    assert batch.step_time.tolist() == [sim.time(g, c, p).step_time for p in ps]
+    assert np.array_equal(batch.step_time, sim.time_batch(g, c, np.stack([p.devices for p in ps])).step_time)
+    on_k80x4 = Placement.from_groups(g, load_cluster("k80x4"), [0, 1, 0])  # the same devices at those indices
+    assert sim.time_batch(g, c, [on_k80x4]).step_time.tolist() == [sim.time(g, c, ps[0]).step_time]
+    other = Placement.from_groups(chain_graph(3), c, [0, 1, 0])
+    with pytest.raises(InvalidPlacement, match="^placement has 3 entries, graph 'mlp.*' has .* ops$"):
+        sim.time_batch(g, c, [ps[0], other])
+    with pytest.raises(InvalidPlacement, match="made for cluster 'k80x4'.*not for cluster 'v100x8'"):
+        sim.time_batch(g, load_cluster("v100x8"), [on_k80x4])
+
+
 @pytest.mark.parametrize("groups", [[0, 1, 0], [[0, 1]], [[0, 1, 0, 1]], [[[0, 1, 0]]]])
 def test_a_group_batch_of_the_wrong_shape_is_refused_before_it_is_counted(groups):
     # a 1-D placement or one with too few or too many groups gave a raw IndexError or timed a wrong placement
