@@ -26,6 +26,7 @@ then turned into an :class:`~gnplace.graph.OpGraph`:
 
 from __future__ import annotations
 
+import reprlib
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
+from gnplace.exceptions import InvalidArgument
 from gnplace.graph import BACKWARD, FORWARD, UPDATE, OpGraph
 from gnplace.importers import OPTIMIZERS, check_optimizer
 from gnplace.importers.flops import VIEW_OPS, op_flops
@@ -95,11 +97,12 @@ def import_step(
             ``requires_grad``, as eager ``backward()`` does, and the graph holds those ops too.
         loss (callable, optional): maps the module's output to a scalar loss (default: the module
             returns its loss).
-        optimizer (str, optional): ``"sgd"``, ``"momentum"`` or ``"adam"`` (default: ``"sgd"``).
+        optimizer (str, optional): ``"sgd"``, ``"momentum"``, ``"adam"`` or ``"adamw"`` (default: ``"sgd"``).
         name (str, optional): graph name (default: the module's class name).
         meta (dict, optional): facts to store with the graph.
 
     Raises:
+        InvalidArgument: if ``module`` is no ``torch.nn.Module``.
         UnsupportedGraph: if the step cannot be traced (the message names the failing op).
         UnknownName: for an unknown optimizer (a ``ValueError``).
 
@@ -129,6 +132,8 @@ def _import(
 ) -> ImportedStep:
     """:func:`import_step`, called by it and by :func:`from_module` (the warning names their caller's line)."""
     check_optimizer(optimizer)
+    if not isinstance(module, torch.nn.Module):  # a str or None was an AttributeError ('named_modules')
+        raise InvalidArgument(f"a training graph is recorded from a torch.nn.Module, got {reprlib.repr(module)}")
     _warn_of_hooks(module, stacklevel=4)
     trace = record_training_step(module, example_inputs, loss)
     return _trace_to_step(trace, optimizer=optimizer, name=name or type(module).__name__, meta=meta,

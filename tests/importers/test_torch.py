@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from gnplace.exceptions import UnsupportedGraph
+from gnplace.exceptions import InvalidArgument, UnsupportedGraph
 from gnplace.graph import BACKWARD, FORWARD, UPDATE
 from gnplace.importers.flops import VIEW_OPS
 from gnplace.importers.torch import OPTIMIZERS, from_module
@@ -616,3 +616,10 @@ def test_hooks_of_the_users_are_named_in_a_warning_as_they_run_once_at_the_recor
             import_step(nn.Linear(3, 1), (torch.zeros(2, 3),), loss=lambda y: y.sum())
     finally:
         handle.remove()
+
+
+@pytest.mark.parametrize("module", ["net", None])
+def test_what_is_no_module_is_one_clear_error(module):
+    """``from_module("net", ...)`` was an AttributeError ('str' object has no attribute 'named_modules')."""
+    with pytest.raises(InvalidArgument, match=rf"^a training graph is recorded from a torch.nn.Module, got {module!r}$"):
+        from_module(module, (torch.zeros(2, 4),), loss=lambda out: out.sum())
