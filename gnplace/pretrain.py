@@ -36,6 +36,7 @@ import hashlib
 import json
 import math
 import os
+import reprlib
 import sys
 import time
 from collections.abc import Mapping
@@ -792,13 +793,17 @@ def pretrain(
 
     Raises:
         InvalidCheckpoint: if ``resume`` finds a checkpoint that is unreadable, foreign or of another config.
-        InvalidArgument: if ``out`` holds a run already and ``resume`` is off.
+        InvalidArgument: if ``out`` holds a run already and ``resume`` is off, or ``config`` is no
+            :class:`PretrainConfig` (a file's path: :func:`load_pretrain_config` reads it).
     """
     began = time.monotonic()  # the run's wall time counts its teacher searches (most of a constructor's run)
 
     from gnplace.callbacks import deterministic_mode_kept
     from gnplace.train import PlacementDataModule, PlacementLearner
 
+    if not isinstance(config, PretrainConfig):  # a file's path or a dict was an AttributeError ('data') mid-way
+        raise InvalidArgument("pretrain's config is a PretrainConfig (gnplace.pretrain.load_pretrain_config(path)), "
+                              f"got {reprlib.repr(config)}")
     if devices < 1 or num_nodes < 1 or (jobs is not None and jobs < 1):
         raise InvalidArgument(f"devices, num_nodes and jobs must be >= 1, got {devices}, {num_nodes}, {jobs}")
     if timeout_s is not None:

@@ -510,6 +510,18 @@ def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("config", ["configs/pretrain.yaml", {"data": {}}])
+def test_a_config_that_is_no_pretrain_config_is_one_clear_error(tmp_path, config):
+    """``pretrain("configs/pretrain.yaml", out)`` was an AttributeError ('str' object has no attribute 'data')."""
+    from gnplace.exceptions import InvalidArgument
+    from gnplace.pretrain import pretrain
+
+    with pytest.raises(InvalidArgument, match=r"^pretrain's config is a PretrainConfig \(gnplace.pretrain."
+                                              r"load_pretrain_config\(path\)\), got "):
+        pretrain(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):
     """A graph added to a family between runs: refused in one line (it was an IndexError inside training)."""
     import shutil
