@@ -130,7 +130,7 @@ def test_the_runners_console_settings_change_no_tests_output(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:]
 
 
-TRACKED_TOP_LEVEL = {".ci", ".gitignore", "LICENSE", "MANIFEST.in", "Makefile", "README.md", "checkpoints", "configs",
+TRACKED_TOP_LEVEL = {".ci", ".gitignore", "LICENSE", "MANIFEST.in", "Makefile", "README.md", "checkpoints", "configs", "conftest.py",
                      "datasets", "docs", "gnplace", "pyproject.toml", "scripts", "setup.py", "tests"}
 
 
