@@ -56,16 +56,19 @@ def add_parser(sub: Any) -> None:
                        "every row is written (other bad input: 2, before any run); a graph every placer ran out of "
                        "memory on a cluster is a warning.")
     p.add_argument("--graphs", "-g", nargs="+", required=True, help="graph files or dataset folders")
-    p.add_argument("--split", choices=("all", "train", "test"), default="all", help="manifest split of folders")
-    p.add_argument("--clusters", "-c", default="k80x2,k80x4", help="comma-separated presets or YAML files")
+    p.add_argument("--split", choices=("all", "train", "test"), default="all",
+                   help="manifest split of folders (default: all)")
+    p.add_argument("--clusters", "-c", default="k80x2,k80x4",
+                   help="comma-separated presets or YAML files (default: k80x2,k80x4)")
     p.add_argument("--placers", "-p", default=None, help="comma-separated placers (default: every non-learned one)")
     p.add_argument("--budget", type=int, default=None,
                    help=f"timer evaluations for search placers (1 to {MAX_BUDGET:,}; default: each one's own)")
-    p.add_argument("--seed", type=whole_number, default=0)
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of every run (default: 0)")
     p.add_argument("--checkpoint", default=None, type=file_path,
                    help="a checkpoint for the placers that read its kind (a policy's: policy, finetune; a Placeto "
                         "one: placeto); the others keep their default (the shipped policy, Placeto from scratch)")
-    p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
+    p.add_argument("--mode", choices=("default", "placeto"), default="default",
+                   help="simulator mode (default: default)")
     p.add_argument("--jobs", "-j", type=int, default=available_cores(),
                    help="worker processes (default: the cores this process may run on, its CPU affinity)")
     p.add_argument("--out", "-o", default="out/evaluate", help="output folder (default: out/evaluate)")

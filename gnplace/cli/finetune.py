@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="graph file, ONNX file or MODULE:FACTORY (real timers need MODULE:FACTORY)")
     p.add_argument("-c", "--cluster", required=True, help="cluster preset or YAML file (e.g. gnplace profile's)")
     p.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
-    p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"], help="what scores a placement")
+    p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"],
+                   help="what scores a placement (default: sim)")
     add_optimizer_argument(p)
     add_input_shape_argument(p)  # a dynamic ONNX model's sizes: the error asked for --input-shape, which was none
     p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")
@@ -47,16 +48,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "which to time; 1 times every sample (default: 48)")
     p.add_argument("--screen-model", default="auto", choices=["auto", "learned", "simulator"],
                    help="what that model starts from: the simulator's step of each candidate, corrected by what is "
-                        "measured (simulator), or nothing (learned); auto: the simulator with a real timer")
+                        "measured (simulator), or nothing (learned) (default: auto, the simulator with a real timer "
+                        "and learned with --timer sim)")
     p.add_argument("--polish", type=float, default=None, metavar="SHARE",
                    help="share of the budget spent last on simulated annealing from the search's best placement; "
                         "0: PPO spends it all (default: 0.25)")
     p.add_argument("--no-zero-shot", dest="zero_shot", action="store_false",
                    help="skip the checkpoint's zero-shot placement (default: timed first, its evaluations "
                         "counted, and returned if the search from auto's placement ends slower)")
-    p.add_argument("--seed", type=whole_number, default=0)
+    p.add_argument("--seed", type=whole_number, default=0, help="seed of the search (default: 0)")
     p.add_argument("--devices", default=None, type=device_names,
-                   help="local timer: torch devices per cluster device, e.g. cuda:0,cpu")
+                   help="local timer: torch devices per cluster device, e.g. cuda:0,cpu (default: cpu for each CPU "
+                        "of the cluster, cuda:0, cuda:1, ... for its other devices in order)")
     p.add_argument("--threads", type=int, default=None,
                    help="real timers: torch CPU threads per rank (dist) or while timing (local), at most the "
                         "cores this process may run on (default: 1)")

@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--count", "-n", type=int, default=32, help="graphs to draw (default: 32)")
     p.add_argument("--seed", "-s", type=whole_number, default=0, help="dataset seed (default: 0)")
     p.add_argument("--test-count", type=int, default=None, help="graphs in the test split (default: count / 4)")
-    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd")
+    p.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="sgd",
+                   help="optimizer whose update and state the graphs hold (default: sgd)")
     p.add_argument("--out", "-o", required=True, help="output folder")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a dataset of other arguments in OUT (refused without it)")

@@ -56,13 +56,15 @@ def add_parser(sub: Any) -> None:
                    help="graph file, ONNX file or MODULE:FACTORY (a function returning a module and inputs)")
     p.add_argument("--cluster", "-c", default="k80x4", help="preset or YAML file (default: k80x4)")
     p.add_argument("--placer", "-p", default="m_etf", help="placer name (default: m_etf)")
-    p.add_argument("--budget", type=int, default=None, help="timer evaluations for search placers")
+    p.add_argument("--budget", type=int, default=None,
+                   help=f"timer evaluations for search placers (1 to {MAX_BUDGET:,}; default: the placer's own)")
     p.add_argument("--checkpoint", default=None, type=file_path,
                    help="policy checkpoint of learned placers (default: the shipped one)")
     add_input_shape_argument(p)
     add_optimizer_argument(p)
     p.add_argument("--seed", type=whole_number, default=0, help="seed (default: 0)")
-    p.add_argument("--mode", choices=("default", "placeto"), default="default", help="simulator mode")
+    p.add_argument("--mode", choices=("default", "placeto"), default="default",
+                   help="simulator mode (default: default)")
     p.add_argument("--output", "-o", default=None, help="placement file to write (default: print only)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true",

@@ -36,9 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", "-o", default="out/pretrain", help="output folder (default: out/pretrain)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoints/last.ckpt")
     p.add_argument("--devices", type=int, default=1, help="data-parallel processes (default: 1)")
-    p.add_argument("--strategy", default="auto", help="Lightning strategy for --devices > 1: ddp or ddp_spawn")
+    p.add_argument("--strategy", default="auto",
+                   help="Lightning strategy for --devices > 1: ddp or ddp_spawn (default: auto, Lightning's choice)")
     p.add_argument("--num-nodes", type=int, default=1,
-                   help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK)")
+                   help="machines of a multi-node run (Lightning reads MASTER_ADDR, MASTER_PORT, NODE_RANK; "
+                        "default: 1)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="how long the processes of a run of several (--devices, --num-nodes) wait for each other, at "
                    "the start and in each exchange, before ending with an error (default: 1800, Lightning's)")

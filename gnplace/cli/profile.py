@@ -29,7 +29,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--devices", default=None, type=device_names,
                    help="local: torch devices, e.g. cuda:0,cpu (default: cpu + cuda:0)")
     p.add_argument("--repeats", type=int, default=5, help="timed steps per measurement (default: 5)")
-    p.add_argument("--placements", type=int, default=20, help="placements to check the simulator on (0: none)")
+    p.add_argument("--placements", type=int, default=20,
+                   help="placements to check the simulator on (0: none; default: 20)")
     p.add_argument("--rounds", type=int, default=None,
                    help="measurements of each checked placement, in turn; the median is its step (default: 3)")
     p.add_argument("--anchor-rounds", type=int, default=5,
@@ -37,7 +38,8 @@ def add_parser(sub: Any) -> None:
                    "(default: 5)")
     p.add_argument("--probe-rounds", type=int, default=None,
                    help="dist: rounds of the link and message probes; their medians are kept (default: 5)")
-    p.add_argument("--seed", type=whole_number, default=0)
+    p.add_argument("--seed", type=whole_number, default=0,
+                   help="seed of the placements checked (default: 0)")
     p.add_argument("-o", "--out", default="out/profile", help="output folder (default: out/profile)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run)

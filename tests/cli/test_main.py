@@ -97,3 +97,22 @@ def test_main_called_from_a_program_leaves_its_streams_as_they_were(tmp_path, mo
     monkeypatch.setattr(sys, "stdout", None)  # a closed stdout (`>&-`) is written to os.devnull while it runs
     assert main(["place", str(tmp_path / "missing.gnpg"), "-c", "k80x2"]) == 2
     assert sys.stdout is None
+
+
+def test_every_option_of_every_subcommand_has_help_that_states_its_default():
+    """--help must say what each option does and what it is when not given: evaluate's, finetune's and profile's
+    --seed and generate's --optimizer had no help at all, and evaluate's --clusters (k80x2,k80x4), --split and
+    --mode, place's --budget and --mode, finetune's --timer and profile's --placements (20) said no default."""
+    import argparse
+
+    missing, silent = [], []
+    for action in _options(build_parser()):
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        name = "/".join(action.option_strings)
+        if not action.help:
+            missing.append(name)
+        elif action.default not in (None, False, []) and not action.required and "default" not in action.help:
+            silent.append(f"{name} (default {action.default!r})")
+    assert missing == [], f"options without help: {missing}"
+    assert silent == [], f"options whose help does not state their default: {silent}"
