@@ -38,6 +38,26 @@ STEP_SECONDS = ("policy", "greedy", "auto", "single", "bound")
 give to ratios to auto: ``--json`` also writes each as ``NAME_s``, as evaluate's rows and finetune name theirs."""
 
 
+def comparison_lines(row: dict[str, Any]) -> list[str]:
+    """The text table of ``row`` (:func:`gnplace.rl.zeroshot.compare_with_references`' row: step times in seconds).
+
+    Each step time is printed in the largest unit that keeps it at least 1, as ``gnplace place`` prints its own
+    (:func:`gnplace.units.format_seconds`: ``"9.912 ms"``, ``"115.000 us"``), beside its ratio to ``auto``'s.
+    """
+    from gnplace.units import format_seconds
+
+    lines = []
+    for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
+                       ("single", "single"), ("lower bound", "bound")):
+        if row[key] is None:  # nothing decoded (one device, no ops, every placement timed)
+            lines.append(f"  {label:<18} {'-':>12}")
+            continue
+        ratio = f"{row[key] / row['auto']:6.3f}x auto" if row["auto"] else ""
+        oom = "  OUT OF MEMORY" if row.get("oom" if key == "policy" else f"{key}_oom") else ""
+        lines.append(f"  {label:<18} {format_seconds(row[key]):>12}   {ratio}{oom}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, place and print; returns the exit status."""
     from gnplace.cli.common import add_optimizer_argument, file_path, script_parser, whole_number
@@ -107,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from gnplace.sim.bounds import require_memory
     from gnplace.sim.simulator import Simulator
+    from gnplace.units import format_seconds
 
     for count, flag in ((args.samples, "--samples"), (args.constructor_samples, "--constructor-samples"),
                         (args.refine, "--refine"), (args.constructor_refine, "--constructor-refine")):
@@ -154,16 +175,10 @@ def run(args: argparse.Namespace) -> int:
     how = (f"{row['choice']}: the fastest of {row['evaluations']} placements simulated{among}"
            if row["evaluations"] else "one device or no ops: the only placement")
     print(f"{printable_name(graph.name)} ({graph.num_ops} ops) on {printable_name(cluster.name)}: policy placed it in "
-          f"{row['place_seconds']:.2f} s "
+          f"{format_seconds(row['place_seconds'])} "
           f"({how})")
-    for label, key in (("policy", "policy"), ("greedy", "greedy"), (f"auto ({row['auto_choice']})", "auto"),
-                       ("single", "single"), ("lower bound", "bound")):
-        if row[key] is None:  # nothing decoded (one device, no ops, every placement timed)
-            print(f"  {label:<18} {'-':>10}")
-            continue
-        ratio = f"{row[key] / row['auto']:6.3f}x auto" if row["auto"] else ""
-        oom = "  OUT OF MEMORY" if row.get("oom" if key == "policy" else f"{key}_oom") else ""
-        print(f"  {label:<18} {row[key] * 1e3:10.3f} ms   {ratio}{oom}")
+    for line in comparison_lines(row):
+        print(line)
     if args.output:
         print(f"  written to {args.output}")
     return 0

@@ -54,3 +54,17 @@ def test_a_value_the_placer_refuses_is_named_by_its_flag(load_script, capsys, fl
     code = load_script("place").main(["datasets/examples/mlp2x8w2048b512.gnpg", "-c", "k80x2", flag, value])
     err = capsys.readouterr().err
     assert code == 2 and err == f"place: error: {said}\n"
+
+
+def test_the_table_prints_each_step_time_in_the_unit_that_keeps_it_at_least_1(load_script):
+    """It printed every step in milliseconds, as gnplace did before 7dee48b: a 115 us step as ``0.115 ms``, a 3 ns
+    one as ``0.000 ms``; it now prints them as ``gnplace place`` does (``115.000 us``, ``3.000 ns``)."""
+    import re
+
+    row = {"policy": 115e-6, "greedy": 160e-6, "auto": 115e-6, "auto_choice": "single", "single": 2.5,
+           "bound": 3e-9, "oom": False, "greedy_oom": False, "auto_oom": False, "single_oom": True}
+    lines = load_script("place").comparison_lines(row)
+    assert [re.search(r" (\S+ \S+) +\S+x auto", line).group(1) for line in lines[:4]] == [
+        "115.000 us", "160.000 us", "115.000 us", "2.500 s"]
+    assert lines[3].endswith("  OUT OF MEMORY") and " 3.000 ns " in lines[4]
+    assert load_script("place").comparison_lines({**row, "greedy": None})[1] == f"  {'greedy':<18} {'-':>12}"
