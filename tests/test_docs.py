@@ -334,3 +334,30 @@ def test_a_modules_examples_run_alone():
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def _undocumented_options(readme: str) -> list[str]:
+    """The options of ``gnplace``'s subcommands that ``readme`` never names, as ``"SUBCOMMAND --option"``."""
+    import argparse
+
+    from gnplace.cli import build_parser
+
+    found = []
+    for action in build_parser()._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, sub in action.choices.items():
+            for option in sub._actions:
+                if isinstance(option, argparse._HelpAction) or not option.option_strings:
+                    continue
+                if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", readme) for o in option.option_strings):
+                    found.append(f"{name} {option.option_strings[0]}")
+    return found
+
+
+def test_every_option_of_the_command_is_named_in_the_readme():
+    """The other way from the check above: an option --help lists that the README never names is a feature no reader
+    finds. finetune's --epochs, --lr, --no-zero-shot and --checkpoint-every, import's --name, inspect's --top and
+    generate's --test-count were named nowhere in it."""
+    assert _undocumented_options((ROOT / "README.md").read_text()) == []
+    assert _undocumented_options("`gnplace finetune --epochs 4`") != []  # the check sees what is missing
