@@ -361,3 +361,19 @@ def test_every_option_of_the_command_is_named_in_the_readme():
     generate's --test-count were named nowhere in it."""
     assert _undocumented_options((ROOT / "README.md").read_text()) == []
     assert _undocumented_options("`gnplace finetune --epochs 4`") != []  # the check sees what is missing
+
+
+def test_the_quick_starts_note_remakes_its_example_graph_byte_for_byte(tmp_path, monkeypatch):
+    """A wheel carries no ``datasets/``: the quick start says how to make its example graph elsewhere, and the
+    expression it gives (run as written, in a folder of its own) writes the checkout's file, byte for byte."""
+    import gnplace
+
+    quick_start = (ROOT / "README.md").read_text().split("\n## Quick start\n", 1)[1].split("```", 1)[0]
+    text = quick_start.replace("\n", " ")
+    imports, calls = re.findall(r"`(from gnplace[^`]*)`", text), re.findall(r"`(gnplace\.save_graph\([^`]*)`", text)
+    assert len(imports) == len(calls) == 1, quick_start
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "datasets" / "examples").mkdir(parents=True)
+    exec(f"{imports[0]}\n{calls[0]}", {"gnplace": gnplace})  # noqa: S102 - the README's own example
+    name = "datasets/examples/mlp2x8w2048b512.gnpg"
+    assert (tmp_path / name).read_bytes() == (ROOT / name).read_bytes()
