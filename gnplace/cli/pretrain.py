@@ -218,7 +218,8 @@ def _print_summary(summary: dict[str, Any], export: str | None) -> None:
         print(f"  best        {printable_name(summary['best'])}"
               + (f" (validation {score:.4f})" if score is not None else ""))
     else:
-        print("  best        none: no validation ran")
+        # a run's last validation competes only on schedule (every schedule.steps_per_epoch iterations)
+        print("  best        none: no validation every schedule.steps_per_epoch iterations ran")
     if summary["validation"]:
         print("  validation  " + ", ".join(f"{printable_name(str(k))} {_figure(v)}"
                                            for k, v in summary["validation"].items()))

@@ -262,3 +262,15 @@ def test_several_nodes_with_no_launcher_are_refused_not_a_hang(tmp_path, capsys,
     monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")  # set by the user on each machine: the run goes on
     with pytest.raises(AssertionError, match="went on"):
         main(["pretrain", "--out", str(out), "--num-nodes", "2"])
+
+
+def test_a_summary_without_a_best_checkpoint_does_not_deny_the_validation_it_shows(capsys):
+    """A 2-iteration run (validation every 25) validates at its end, but that validation does not compete for
+    best.ckpt: the summary said "best  none: no validation ran" above the line of that validation's figures."""
+    from gnplace.cli.pretrain import _print_summary
+
+    _print_summary({"already_done": False, "iterations": 2, "wall_seconds": 20.0, "policy": "out/policy.ckpt",
+                    "best": None, "best_validation": None, "validation": {"val/greedy_vs_auto": 0.9949}}, None)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "  best        none: no validation every schedule.steps_per_epoch iterations ran"
+    assert lines[3] == "  validation  val/greedy_vs_auto 0.9949"
