@@ -377,3 +377,31 @@ def test_the_quick_starts_note_remakes_its_example_graph_byte_for_byte(tmp_path,
     exec(f"{imports[0]}\n{calls[0]}", {"gnplace": gnplace})  # noqa: S102 - the README's own example
     name = "datasets/examples/mlp2x8w2048b512.gnpg"
     assert (tmp_path / name).read_bytes() == (ROOT / name).read_bytes()
+
+
+#: ``-O NAME.KEY=VALUE`` namespaces that name no placer: ``bench.py finetune``'s PPO from scratch is ``ppo``
+_OPTION_ALIASES = {"scratch": "ppo"}
+
+
+def _placer_options_taken_by_none(docs: list[Path]) -> list[str]:
+    """The ``-O PLACER.NAME=VALUE`` (``--option``) of ``docs`` whose placer does not take ``NAME``."""
+    from gnplace.exceptions import GnplaceError
+    from gnplace.placers.registry import check_placer_options
+
+    bad = []
+    for doc in docs:
+        for placer, name in re.findall(r"(?:-O|--option)\s*\"?([a-z_0-9]+)\.([a-z_0-9]+)=", doc.read_text()):
+            try:
+                check_placer_options(_OPTION_ALIASES.get(placer, placer), {name: None})
+            except GnplaceError:
+                bad.append(f"{doc.name}: -O {placer}.{name}")
+    return sorted(set(bad))
+
+
+def test_every_placer_option_the_docs_pass_is_one_its_placer_takes(tmp_path):
+    """The check of documented commands reads ``-O`` as one option and never looks inside: a placer option renamed
+    (``-O policy.samples``, ``-O exact.time_limit``, ``-O ppo.screen``) would leave 70-odd documented settings behind."""
+    assert _placer_options_taken_by_none(DOCS) == []
+    doc = tmp_path / "doc.md"
+    doc.write_text("`gnplace place G -p policy -O policy.samples=4 -O policy.sample=4 --option exact.time=5`")
+    assert _placer_options_taken_by_none([doc]) == ["doc.md: -O exact.time", "doc.md: -O policy.sample"]
