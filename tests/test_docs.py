@@ -405,3 +405,14 @@ def test_every_placer_option_the_docs_pass_is_one_its_placer_takes(tmp_path):
     doc = tmp_path / "doc.md"
     doc.write_text("`gnplace place G -p policy -O policy.samples=4 -O policy.sample=4 --option exact.time=5`")
     assert _placer_options_taken_by_none([doc]) == ["doc.md: -O exact.time", "doc.md: -O policy.sample"]
+
+
+def test_the_readme_names_every_suffix_import_writes_and_no_other():
+    """``gnplace import -o`` refuses a name that is not ``.gnpg``, ``.json.gz`` or ``.json``: the README's graph
+    files section named ``.json`` alone beside the format, and nothing said another name is refused."""
+    from gnplace.cli.import_onnx import GRAPH_SUFFIXES
+
+    section = (ROOT / "README.md").read_text().split("\n### Graph files", 1)[1].split("\n### ", 1)[0]
+    taken = re.search(r"`gnplace import -o` takes\s(.*?)\sand refuses", section, flags=re.DOTALL)
+    assert taken, "README's graph files section does not say which names gnplace import -o takes"
+    assert set(re.findall(r"`(\.[\w.]+)`", taken.group(1))) == set(GRAPH_SUFFIXES)
