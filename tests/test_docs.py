@@ -416,3 +416,28 @@ def test_the_readme_names_every_suffix_import_writes_and_no_other():
     taken = re.search(r"`gnplace import -o` takes\s(.*?)\sand refuses", section, flags=re.DOTALL)
     assert taken, "README's graph files section does not say which names gnplace import -o takes"
     assert set(re.findall(r"`(\.[\w.]+)`", taken.group(1))) == set(GRAPH_SUFFIXES)
+
+
+def _unit_examples(text: str) -> list[str]:
+    """The sizes and times shown as the CLI prints them, in the parentheses after "largest unit that keeps it at
+    least 1" (``3.000 ns``, ``1.00 KiB``)."""
+    found = []
+    for said in re.findall(r"largest unit\s+that keeps it at least 1 \((.*?)\)[.;]", text, flags=re.DOTALL):
+        found += re.findall(r"`(-?\d[\d.]* (?:[KMGT]iB|B|ns|us|ms|s))`", said)
+    return found
+
+
+def test_the_unit_examples_are_what_the_cli_prints():
+    """README and docs/outputs.md show how the CLI prints times and sizes; each example must be what
+    ``format_seconds`` / ``format_bytes`` print for its own value (``231.7 ms`` or ``512 KiB`` are not: the CLI
+    prints ``231.700 ms`` and ``512.00 KiB``)."""
+    from gnplace.units import format_bytes, format_seconds, parse_bytes, parse_seconds
+
+    def printed(example: str) -> str:
+        return format_bytes(parse_bytes(example)) if example.endswith("B") else format_seconds(parse_seconds(example))
+
+    examples = [e for doc in (ROOT / "README.md", ROOT / "docs" / "outputs.md") for e in _unit_examples(doc.read_text())]
+    assert len(examples) >= 6, examples
+    assert [e for e in examples if printed(e) != e] == []
+    assert [e for e in _unit_examples("the largest unit that keeps it at least 1 (`231.7 ms`, `512 KiB`).")
+            if printed(e) != e] == ["231.7 ms", "512 KiB"]
