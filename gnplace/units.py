@@ -10,7 +10,9 @@ import math
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 
-__all__ = ["parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds"]
+__all__ = [
+    "parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds", "format_flops",
+]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -158,3 +160,21 @@ def format_seconds(value: float) -> str:
         if abs(value) >= size:
             return f"{value / size:.3f} {unit}"
     return f"{value / 1e-9:.3f} ns"
+
+
+def format_flops(value: float) -> str:
+    """A FLOP count in the largest SI unit (k, M, G, T, P) that keeps the number at least 1, e.g. ``"1.360 MFLOP"``.
+
+    A count under 1,000 is shown whole (``"512 FLOP"``), so that no count prints as zero of a larger unit
+    (a small model's updates showed as ``0.000 GFLOP``); a value that is no finite number as it is.
+
+    Examples:
+        >>> format_flops(1_360_032), format_flops(4.626e9), format_flops(512), format_flops(0)
+        ('1.360 MFLOP', '4.626 GFLOP', '512 FLOP', '0 FLOP')
+    """
+    if not math.isfinite(value):
+        return f"{value} FLOP"
+    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3f} {unit}"
+    return f"{value:.0f} FLOP"

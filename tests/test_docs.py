@@ -422,8 +422,8 @@ def _unit_examples(text: str) -> list[str]:
     """The sizes and times shown as the CLI prints them, in the parentheses after "largest unit that keeps it at
     least 1" (``3.000 ns``, ``1.00 KiB``)."""
     found = []
-    for said in re.findall(r"largest unit\s+that keeps it at least 1 \((.*?)\)[.;]", text, flags=re.DOTALL):
-        found += re.findall(r"`(-?\d[\d.]* (?:[KMGT]iB|B|ns|us|ms|s))`", said)
+    for said in re.findall(r"largest\s+unit\s+that keeps it at least 1 \((.*?)\)[.;]", text, flags=re.DOTALL):
+        found += re.findall(r"`(-?\d[\d.]* (?:[KMGT]iB|B|ns|us|ms|s|[kMGTP]?FLOP))`", said)
     return found
 
 
@@ -431,13 +431,15 @@ def test_the_unit_examples_are_what_the_cli_prints():
     """README and docs/outputs.md show how the CLI prints times and sizes; each example must be what
     ``format_seconds`` / ``format_bytes`` print for its own value (``231.7 ms`` or ``512 KiB`` are not: the CLI
     prints ``231.700 ms`` and ``512.00 KiB``)."""
-    from gnplace.units import format_bytes, format_seconds, parse_bytes, parse_seconds
+    from gnplace.units import format_bytes, format_flops, format_seconds, parse_bytes, parse_flops, parse_seconds
 
     def printed(example: str) -> str:
+        if example.endswith("FLOP"):
+            return format_flops(parse_flops(f"{example}/s"))  # the rate parser reads the count's prefixes
         return format_bytes(parse_bytes(example)) if example.endswith("B") else format_seconds(parse_seconds(example))
 
     examples = [e for doc in (ROOT / "README.md", ROOT / "docs" / "outputs.md") for e in _unit_examples(doc.read_text())]
-    assert len(examples) >= 6, examples
+    assert len(examples) >= 9, examples
     assert [e for e in examples if printed(e) != e] == []
     assert [e for e in _unit_examples("the largest unit that keeps it at least 1 (`231.7 ms`, `512 KiB`).")
             if printed(e) != e] == ["231.7 ms", "512 KiB"]

@@ -191,3 +191,15 @@ def test_format_seconds_reads_back_with_parse_seconds(seconds):
 def test_a_number_with_its_own_exponent_is_exact_too(text, expected):
     """Exponents up to 1000 are scaled exactly before the one rounding: 70.3e-17 * 1e-6 in floats is 7.0299...e-22."""
     assert parse_seconds(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("flops", "text"),
+    [(0, "0 FLOP"), (512, "512 FLOP"), (1000, "1.000 kFLOP"), (214_628, "214.628 kFLOP"), (1_360_032, "1.360 MFLOP"),
+     (4.626e9, "4.626 GFLOP"), (2.5e12, "2.500 TFLOP"), (3e15, "3.000 PFLOP"), (math.nan, "nan FLOP")],
+)
+def test_format_flops_never_shows_a_count_as_zero_of_a_larger_unit(flops, text):
+    """gnplace inspect and import printed every FLOP count in GFLOP: a small model's updates as 0.000 GFLOP."""
+    from gnplace.units import format_flops
+
+    assert format_flops(flops) == text

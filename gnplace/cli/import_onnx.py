@@ -12,7 +12,7 @@ from gnplace.cli.common import file_path
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph import PHASES
 from gnplace.importers import OPTIMIZERS
-from gnplace.units import format_bytes
+from gnplace.units import format_bytes, format_flops
 
 GRAPH_SUFFIXES = (".gnpg", ".json", ".json.gz")
 """The names ``--output`` may end with: gzip JSON (``.gnpg``, ``.json.gz``) or plain JSON (``.json``)."""
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(summary)
         return 0
     phases = ", ".join(f"{n} {p}" for p, n in summary["ops_by_phase"].items())
-    gflop = ", ".join(f"{p} {f / 1e9:.3f}" for p, f in summary["flops_by_phase"].items())
+    flops = ", ".join(f"{p} {format_flops(f)}" for p, f in summary["flops_by_phase"].items())
     print(f"wrote {path}: {graph.num_ops} ops ({phases}), {graph.num_edges} edges, {graph.num_groups} groups; "
-          f"GFLOP {gflop}; parameters + optimizer state {format_bytes(graph.total_param_bytes)}")
+          f"{flops}; parameters + optimizer state {format_bytes(graph.total_param_bytes)}")
     return 0

@@ -24,7 +24,7 @@ from gnplace.importers.sources import load_graph_source
 from gnplace.placers.single import SinglePlacer
 from gnplace.sim.bounds import critical_path
 from gnplace.sim.simulator import Simulator
-from gnplace.units import format_bytes, format_seconds
+from gnplace.units import format_bytes, format_flops, format_seconds
 
 
 def add_parser(sub: Any) -> None:
@@ -87,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"[bold]{markup_name(report['graph'])}[/]: {report['ops']} ops, {report['edges']} edges, "
                   f"{report['groups']} groups (largest {report['largest_group_ops']} ops)")
     phases = ", ".join(
-        f"{p} {n} ops / {report['flops_by_phase'][p] / 1e9:.3f} GFLOP" for p, n in report["ops_by_phase"].items()
+        f"{p} {n} ops / {format_flops(report['flops_by_phase'][p])}" for p, n in report["ops_by_phase"].items()
     )
     console.print(f"by phase: {phases}")
-    console.print(f"total {report['total_flops'] / 1e9:.3f} GFLOP; "
+    console.print(f"total {format_flops(report['total_flops'])}; "
                   f"parameters + optimizer state {format_bytes(report['param_bytes'])}; "
                   f"outputs {format_bytes(report['activation_bytes'])}; "
                   f"edges carry {format_bytes(report['edge_bytes'])}")
@@ -104,10 +104,10 @@ def run(args: argparse.Namespace) -> int:
                       f"{format_seconds(report['single_device_step_s'])}, "
                       f"peak {format_bytes(report['single_device_peak_bytes'])}{oom}")
     table = Table(title="op types")
-    for col in ("type", "count", "GFLOP"):
+    for col in ("type", "count", "FLOP"):
         table.add_column(col, justify="left" if col == "type" else "right",
                          overflow="fold" if col == "type" else "ellipsis")  # a name too long wraps, not cut
     for row in report["top_op_types"]:
-        table.add_row(markup_name(row["type"]), str(row["count"]), f"{row['flops'] / 1e9:.3f}")
+        table.add_row(markup_name(row["type"]), str(row["count"]), format_flops(row["flops"]))
     console.print(table)
     return 0

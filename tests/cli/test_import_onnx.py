@@ -42,6 +42,7 @@ def test_import_writes_the_training_graph(tmp_path, capsys):
     assert main(["import", str(model), "-o", str(tmp_path / "mlp.gnpg")]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"wrote {tmp_path / 'mlp.gnpg'}: 11 ops (5 forward, 4 backward, 2 update)")
+    assert "; forward 4.480 kFLOP, backward 4.480 kFLOP, update 544 FLOP;" in out  # was "GFLOP forward 0.000, ..."
     g = load_graph(tmp_path / "mlp.gnpg")
     assert g.name == "mlp" and g.flops[g.index("mm")] == 2 * 8 * 16 * 16
 

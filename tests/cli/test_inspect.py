@@ -35,6 +35,8 @@ def test_inspect_table(tmp_path, capsys):
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
     assert "by phase" in out and "matmul" in out and "single device" in out
+    # each FLOP count in the unit that shows it: the 2 updates of 2 x 32 x 32 FLOP printed as "0.000 GFLOP"
+    assert "update 2 ops / 4.096 kFLOP" in out and "0.000" not in out
 
 
 def test_inspect_shows_names_as_they_are(tmp_path, capsys):
