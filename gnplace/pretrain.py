@@ -24,9 +24,9 @@ Engineering is Lightning's: its ``Trainer`` runs the loop, shows progress, logs 
 TensorBoard, writes ``OUT/checkpoints/last.ckpt`` atomically every ``checkpoint_every_s`` seconds
 (``--resume`` continues from it after a kill, losing at most one interval), and runs data-parallel on
 ``devices`` processes with ``strategy="ddp"`` (each rank simulates its own share of the pairs of an
-iteration; gradients are averaged). ``OUT/policy.ckpt``, the policy alone
-(:mod:`gnplace.policy.checkpoint`), is written after every validation and at the end, and
-``OUT/best.ckpt`` whenever the held-out geometric mean improves: model selection on held-out
+iteration; gradients are averaged; the logged figures are the whole batch's, pooled over the ranks).
+``OUT/policy.ckpt``, the policy alone (:mod:`gnplace.policy.checkpoint`), is written after every validation and
+at the end, and ``OUT/best.ckpt`` whenever the held-out geometric mean improves: model selection on held-out
 *training* graphs, never on the test splits. ``--export`` copies ``best.ckpt``.
 """
 

@@ -61,7 +61,7 @@ from gnplace.sim.timer import BudgetedTimer, StepTimer, geomean, overflow, relat
 from gnplace.workers import stray_ranks_hidden
 
 __all__ = ["LearnerConfig", "PlacementLearner", "PlacementDataModule", "ProblemStream", "fit",
-           "changed_settings", "every_rank", "SCREEN_MODELS"]
+           "changed_settings", "every_rank", "pooled_means", "SCREEN_MODELS"]
 
 
 class PlacementLearner(L.LightningModule):
@@ -369,11 +369,26 @@ class PlacementLearner(L.LightningModule):
         return cached[1]
 
     def _log_mean(self, stats: list[dict[str, float]]) -> None:
-        if self._trainer is None or not stats:
+        """Log the mean of each figure of ``stats`` (a dict per pair, or per pair and PPO epoch) as this iteration's.
+
+        In a distributed run each rank holds its own pairs' figures: every rank's sums and counts are pooled
+        (:func:`pooled_means`; a collective, which every rank makes once an iteration), so that the logged figures
+        are the whole batch's, each pair weighted alike, as one process logs them (up to float rounding). Rank 0's
+        share alone was logged before (2 processes, 2 pairs: ``imitation/loss`` 0.408, its pair's, where the batch's
+        was 0.371).
+        """
+        if self._trainer is None:
             return
-        keys = {k for s in stats for k in s}
-        values = {k: float(np.mean([s[k] for s in stats if k in s])) for k in sorted(keys)}
-        self.log_dict(values, prog_bar=False, on_step=True, on_epoch=False, batch_size=1)
+        world = self._world()[0]
+        if world > 1:
+            values = pooled_means(every_rank(_sums_and_counts(stats), world))
+        elif not stats:
+            return
+        else:
+            keys = {k for s in stats for k in s}
+            values = {k: float(np.mean([s[k] for s in stats if k in s])) for k in sorted(keys)}
+        if values:
+            self.log_dict(values, prog_bar=False, on_step=True, on_epoch=False, batch_size=1)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """Adam over the policy's parameters."""
@@ -730,6 +745,36 @@ def every_rank(value: Any, world: int) -> list[Any]:
     gathered: list[Any] = [None] * world
     dist.all_gather_object(gathered, value)
     return gathered
+
+
+def _sums_and_counts(stats: Sequence[Mapping[str, float]]) -> dict[str, tuple[float, int]]:
+    """The sum and the count of each figure of ``stats`` (the dicts that :meth:`PlacementLearner._log_mean` logs).
+
+    Examples:
+        >>> _sums_and_counts([{"a": 1.0, "b": 2.0}, {"a": 3.0}])
+        {'a': (4.0, 2), 'b': (2.0, 1)}
+    """
+    keys = sorted({k for s in stats for k in s})
+    return {k: (float(np.sum([s[k] for s in stats if k in s])), sum(k in s for s in stats)) for k in keys}
+
+
+def pooled_means(parts: Sequence[Mapping[str, tuple[float, int]]]) -> dict[str, float]:
+    """The mean of each figure over every rank's values, from each rank's ``(sum, count)`` of it (rank order).
+
+    Each value counts once, whichever rank holds it: a mean of the ranks' means weighted 2 pairs of a rank like
+    1 pair of another.
+
+    Examples:
+        >>> pooled_means([{"loss": (3.0, 2)}, {"loss": (3.0, 1), "kl": (0.5, 1)}])
+        {'kl': 0.5, 'loss': 2.0}
+    """
+    totals: dict[str, list[float]] = {}
+    for part in parts:
+        for key, (total, count) in part.items():
+            pooled = totals.setdefault(key, [0.0, 0])
+            pooled[0] += total
+            pooled[1] += count
+    return {k: totals[k][0] / totals[k][1] for k in sorted(totals) if totals[k][1]}
 
 
 def _restore_problem(problem: PlacementProblem, saved: Mapping[str, Any]) -> None:

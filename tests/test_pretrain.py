@@ -1171,6 +1171,14 @@ if __name__ == "__main__":
 """
 
 
+def _logged(out: Path) -> list[dict[str, float]]:
+    """The rows of the run's CSV log (``out/logs/version_0/metrics.csv``), each with the figures it holds."""
+    import csv
+
+    with open(out / "logs" / "version_0" / "metrics.csv", newline="") as file:
+        return [{k: float(v) for k, v in row.items() if v} for row in csv.DictReader(file)]
+
+
 def _three_ranks(tiny_config: Path, tmp_path: Path, out: str, *args: str) -> None:
     """Run :data:`_THREE_RANKS` into ``tmp_path / out`` (its dump ``tmp_path / "dump"``)."""
     script = tmp_path / "three.py"
@@ -1185,7 +1193,8 @@ def _three_ranks(tiny_config: Path, tmp_path: Path, out: str, *args: str) -> Non
 @pytest.mark.heavy
 def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config, tmp_path, monkeypatch):
     """4 pairs on 3 ranks are 2, 1 and 1: DDP's mean of each rank's mean weighted them 1/6, 1/3, 1/3 and 1/6 (the
-    imitation step's gradient, which draws nothing, 4.8% off one process's); each pair now counts 1/4."""
+    imitation step's gradient, which draws nothing, 4.8% off one process's); each pair now counts 1/4. The log
+    showed rank 0's 2 pairs alone: it shows the batch's, as one process does."""
     from gnplace.train import PlacementLearner
 
     _three_ranks(tiny_config, tmp_path, "run")
@@ -1214,6 +1223,10 @@ def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config,
     assert sorted(seen) == sorted(p for share in shares for p in share) and len(set(seen)) == 4  # each pair once
     assert len(one) == 1 and grads[0].shape == (1, one[0].numel())
     assert torch.allclose(grads[0][0], one[0], rtol=0, atol=1e-6 * float(one[0].abs().max()))
+    logged = {run: [row for row in _logged(tmp_path / run) if "imitation/loss" in row] for run in ("run", "one")}
+    assert len(logged["run"]) == len(logged["one"]) == 1
+    assert logged["run"][0] == pytest.approx(logged["one"][0], rel=1e-6)  # every pair's, weighted alike
+    assert {"imitation/accuracy", "greedy/after_imitation"} < set(logged["run"][0])
 
 
 @pytest.mark.heavy
