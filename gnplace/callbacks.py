@@ -642,10 +642,10 @@ class QuietSpawnedRanks(L.Callback):
     ``pretrain --strategy ddp_spawn`` printed, from its spawned ranks (rank 0 among them), Lightning's start-up
     banner ("Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2", "distributed_backend=gloo"), a
     deprecation warning of its own pytree helper, and one advice per metric to log validation with
-    ``sync_dist=True``, where every rank validates every held-out pair and the values agree. ``ddp``'s ranks run
-    the command again and silence themselves; a spawned one runs Lightning's code alone, and prints its banner
-    before any callback hook is called. The callback is unpickled in each such rank before that, and silences
-    the rank then, for the rest of its process (which ends with the run).
+    ``sync_dist=True``, where every rank logs the same values (the learner pools them over the ranks itself).
+    ``ddp``'s ranks run the command again and silence themselves; a spawned one runs Lightning's code alone, and
+    prints its banner before any callback hook is called. The callback is unpickled in each such rank before that,
+    and silences the rank then, for the rest of its process (which ends with the run).
     """
 
     def __init__(self) -> None:

@@ -18,7 +18,8 @@ The recipe (the defaults of ``configs/pretrain.yaml`` reproduce the shipped chec
    samples`` (the shipped recipe's), toward the best placement the policy itself sampled for it;
 4. **validation** at the end of every epoch of ``steps_per_epoch`` iterations: the greedy placement of
    every held-out (graph, cluster) pair, logged as ``val/greedy_vs_auto`` (geometric mean of step
-   time over ``auto``'s), per family and as the share that overflows memory.
+   time over ``auto``'s), per family and as the share that overflows memory (on several processes, each
+   rank validates its share of the pairs and every rank takes all of them, as one process does).
 
 Engineering is Lightning's: its ``Trainer`` runs the loop, shows progress, logs to CSV and
 TensorBoard, writes ``OUT/checkpoints/last.ckpt`` atomically every ``checkpoint_every_s`` seconds

@@ -88,7 +88,8 @@ class PlacementLearner(L.LightningModule):
         self.iteration = 0
         self._teachers: dict[tuple[int, str], tuple[tuple[Any, ...], Trajectories]] = {}
         self._share = 1.0  # this rank's pairs of the iteration over an even share of them (see training_step)
-        self._val_ratios: list[tuple[str, float, bool, float]] = []
+        # (held-out pair, family, greedy ratio, greedy overflows, best ratio) of each pair this rank validated
+        self._val_ratios: list[tuple[int, str, float, bool, float]] = []
         self.last_validation: dict[str, float] = {}
 
     def forward(self, problem: PlacementProblem) -> np.ndarray:
@@ -457,11 +458,16 @@ class PlacementLearner(L.LightningModule):
         With a ``prior``, the greedy decode and the samples carry it around the reference placement
         (and, with an anchored data module, keep its ops where a group stays), as a search from
         ``auto`` would; the samples come from a generator seeded by the pair, the same each validation.
+        In a distributed run each rank validates the pairs ``index % world == rank`` only (every rank validated every
+        pair); :meth:`on_validation_epoch_end` gathers them.
         """
         data = getattr(self.trainer, "datamodule", None)
         if not isinstance(data, PlacementDataModule):
             return
         index = int(batch)
+        world, rank = self._world()
+        if index % world != rank:  # another rank's: each held-out pair is validated once, by rank index % world
+            return
         problem = data.val_problem(index)
         bias = self._prior(problem)  # a held-out problem is never scored: its best placement is the reference
         with torch.no_grad():
@@ -475,7 +481,7 @@ class PlacementLearner(L.LightningModule):
         ratios = np.maximum(result.step_time, STEP_FLOOR_S) / max(problem.reference_step, STEP_FLOOR_S)
         fits = ~result.oom
         best = float(ratios[fits].min()) if fits.any() else float(ratios[0])
-        self._val_ratios.append((data.val_family(index), float(ratios[0]), bool(result.oom[0]), best))
+        self._val_ratios.append((index, data.val_family(index), float(ratios[0]), bool(result.oom[0]), best))
 
     def on_validation_epoch_start(self) -> None:
         """Start collecting the held-out ratios of this validation."""
@@ -488,20 +494,27 @@ class PlacementLearner(L.LightningModule):
         overall and per family (``val/<family>``); ``val/oom`` the share of greedy placements that
         overflow; with ``val_samples``, ``val/best_vs_auto`` the geometric mean of the best fitting
         placement of the greedy one and the samples (per family ``val/best/<family>``).
+
+        In a distributed run each rank validated its share of the pairs (:meth:`validation_step`): every rank's are
+        gathered (a collective, which every rank makes) and taken in the pairs' order, as one process takes them, so
+        that every rank logs, exports and selects ``best.ckpt`` by the same figures, those of one process.
         """
         ratios = getattr(self, "_val_ratios", [])
+        world = self._world()[0]
+        if world > 1:
+            ratios = sorted((r for share in every_rank(ratios, world) for r in share), key=lambda r: r[0])
         if not ratios:
             return
 
-        values = {"val/greedy_vs_auto": geomean([r for _, r, _, _ in ratios]),
-                  "val/oom": float(np.mean([o for _, _, o, _ in ratios]))}
-        families = sorted({f for f, _, _, _ in ratios})
+        values = {"val/greedy_vs_auto": geomean([r for _, _, r, _, _ in ratios]),
+                  "val/oom": float(np.mean([o for _, _, _, o, _ in ratios]))}
+        families = sorted({f for _, f, _, _, _ in ratios})
         for family in families:
-            values[f"val/{family}"] = geomean([r for f, r, _, _ in ratios if f == family])
+            values[f"val/{family}"] = geomean([r for _, f, r, _, _ in ratios if f == family])
         if self.config.val_samples > 0:
-            values["val/best_vs_auto"] = geomean([b for _, _, _, b in ratios])
+            values["val/best_vs_auto"] = geomean([b for _, _, _, _, b in ratios])
             for family in families:
-                values[f"val/best/{family}"] = geomean([b for f, _, _, b in ratios if f == family])
+                values[f"val/best/{family}"] = geomean([b for _, f, _, _, b in ratios if f == family])
         self.last_validation = values
         self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 

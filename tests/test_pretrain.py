@@ -1140,14 +1140,15 @@ def test_a_rank_digest_that_cannot_be_written_leaves_the_one_before(tmp_path, mo
     assert (tmp_path / "ranks" / "rank1.json").read_bytes() == before
 
 
-#: A caller's script that pretrains 3 ranks under ddp on a machine of any cores (CONFIG OUT DUMP [ITERATIONS
-#: [--resume]]), and records in DUMP.rank<r> the pairs of its share and the gradient of every update, as averaged.
+#: A caller's script that pretrains 3 ranks under ddp on a machine of any cores (CONFIG OUT DUMP [ITERATIONS]
+#: [--resume] [SECTION.KEY=VALUE...]), and records in DUMP.rank<r> the pairs of its share, the gradient of every
+#: update, as averaged, the held-out pairs it prepared and each validation's figures, as the rank sees them.
 _THREE_RANKS = """
 import json, sys
 import torch
 import gnplace.pretrain
 from gnplace.pretrain import load_pretrain_config, pretrain
-from gnplace.train import PlacementLearner
+from gnplace.train import PlacementDataModule, PlacementLearner
 
 gnplace.pretrain.available_cores = lambda: 3  # the ranks of 1 thread each take turns on fewer cores
 averaged, step = PlacementLearner._average_gradients, PlacementLearner._imitation_step
@@ -1163,9 +1164,24 @@ def imitated(self, batch):
         file.write(json.dumps(["pairs", [[p.inp.graph.name, p.inp.cluster.name] for p in batch]]) + "\\n")
     step(self, batch)
 
+val_problem, validated = PlacementDataModule.val_problem, PlacementLearner.on_validation_epoch_end
+
+def prepared(self, index):
+    with open(f"{sys.argv[3]}.rank{self.trainer.global_rank}", "a") as file:
+        file.write(json.dumps(["val", index]) + "\\n")
+    return val_problem(self, index)
+
+def seen(self):
+    validated(self)
+    with open(f"{sys.argv[3]}.rank{self._world()[1]}", "a") as file:
+        file.write(json.dumps(["validation", self.last_validation]) + "\\n")
+
 PlacementLearner._average_gradients, PlacementLearner._imitation_step = recorded, imitated
+PlacementDataModule.val_problem, PlacementLearner.on_validation_epoch_end = prepared, seen
 if __name__ == "__main__":
-    overrides = [f"schedule.iterations={(sys.argv[4:] or [1])[0]}", "schedule.pairs_per_step=4"]
+    args = sys.argv[4:]
+    iterations = next((a for a in args if a.isdigit()), "1")
+    overrides = [f"schedule.iterations={iterations}", "schedule.pairs_per_step=4", *(a for a in args if "=" in a)]
     pretrain(load_pretrain_config(sys.argv[1], overrides), sys.argv[2], devices=3, strategy="ddp", progress=False,
              resume="--resume" in sys.argv)
 """
@@ -1194,10 +1210,12 @@ def _three_ranks(tiny_config: Path, tmp_path: Path, out: str, *args: str) -> Non
 def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config, tmp_path, monkeypatch):
     """4 pairs on 3 ranks are 2, 1 and 1: DDP's mean of each rank's mean weighted them 1/6, 1/3, 1/3 and 1/6 (the
     imitation step's gradient, which draws nothing, 4.8% off one process's); each pair now counts 1/4. The log
-    showed rank 0's 2 pairs alone: it shows the batch's, as one process does."""
+    showed rank 0's 2 pairs alone: it shows the batch's, as one process does.
+    Every rank validated every held-out pair: each is validated once, and every rank sees one process's figures."""
     from gnplace.train import PlacementLearner
 
-    _three_ranks(tiny_config, tmp_path, "run")
+    validating = ["schedule.steps_per_epoch=1", "learner.val_samples=4"]  # a validation after the one iteration
+    _three_ranks(tiny_config, tmp_path, "run", *validating)
     ranks = [[json.loads(line) for line in (tmp_path / f"dump.rank{r}").read_text().splitlines()] for r in range(3)]
     shares = [[tuple(pair) for kind, pairs in rank if kind == "pairs" for pair in pairs] for rank in ranks]
     grads = [torch.tensor([g for kind, g in rank if kind == "grad"]) for rank in ranks]
@@ -1218,8 +1236,8 @@ def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config,
 
     monkeypatch.setattr(PlacementLearner, "_imitation_step", imitated)
     monkeypatch.setattr(PlacementLearner, "_average_gradients", recorded)
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=1", "schedule.pairs_per_step=4"]),
-             tmp_path / "one", progress=False)
+    summary = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=1", "schedule.pairs_per_step=4",
+                                                          *validating]), tmp_path / "one", progress=False)
     assert sorted(seen) == sorted(p for share in shares for p in share) and len(set(seen)) == 4  # each pair once
     assert len(one) == 1 and grads[0].shape == (1, one[0].numel())
     assert torch.allclose(grads[0][0], one[0], rtol=0, atol=1e-6 * float(one[0].abs().max()))
@@ -1227,6 +1245,13 @@ def test_three_ranks_of_four_pairs_take_the_gradient_of_one_process(tiny_config,
     assert len(logged["run"]) == len(logged["one"]) == 1
     assert logged["run"][0] == pytest.approx(logged["one"][0], rel=1e-6)  # every pair's, weighted alike
     assert {"imitation/accuracy", "greedy/after_imitation"} < set(logged["run"][0])
+    # the 2 held-out pairs: one on rank 0, one on rank 1, none on rank 2 (each validated both before)
+    assert [sorted({i for kind, i in rank if kind == "val"}) for rank in ranks] == [[0], [1], []]
+    validation = summary["validation"]
+    assert {"val/greedy_vs_auto", "val/best_vs_auto", "val/alpha", "val/beta"} <= set(validation)
+    assert all([v for kind, v in rank if kind == "validation"] == [validation] for rank in ranks)
+    assert [row for row in _logged(tmp_path / "run") if "val/oom" in row] == \
+        [row for row in _logged(tmp_path / "one") if "val/oom" in row]
 
 
 @pytest.mark.heavy
