@@ -30,8 +30,9 @@ The step time is the slowest rank's, all ranks starting together after a barrier
 ``repeats`` steps after ``warmup``. A placement whose resident bytes exceed a device's capacity is
 reported out of memory without running, by the bytes each rank holds in its step
 (:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters and their optimizer
-state, inputs, buffers' copies, every receive buffer from the step's start, what it sends until the step
-ends; exact for a rank that runs its ops in recorded order, which the ready queue may change).
+state, inputs, buffers' copies, every receive buffer from the step's start, an op's output it sends until its
+last use on the rank, where the rank waits for its sends and lets it go; exact for a rank that runs its ops in
+recorded order, which the ready queue may change).
 A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
 failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
 started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer
@@ -147,6 +148,11 @@ def run_rank(
     Gloo's receives cannot be seen arriving (a receive's ``is_completed()`` stays false until its
     ``wait()``, torch 2.13), so with gloo an op that reads another rank's tensor runs only as the rank's
     earliest op not yet run, once no other op in the window is ready, and the rank then waits for it.
+    An op output the rank sends leaves after its last use on the rank (right after it is sent, where nothing
+    there reads it): the rank waits for its sends then, which cannot deadlock, as every receive of the step is
+    posted before any rank waits for anything (gloo's sends cannot be seen leaving either, and one of up to a
+    few MiB has left when ``isend`` returns). Parameters, inputs, the loss and gradients sent are waited for
+    when the step ends, before the update.
 
     Args:
         program (Program): the step.
@@ -187,11 +193,14 @@ def run_rank(
     for i in mine:
         for ref in set(inputs_of[i]):
             uses[ref] = uses.get(ref, 0) + 1
-    pending: list[Any] = []
+    pending: list[Any] = []  # (message, tensor) of every send waited for when the step ends
+    # the messages of each op output this rank sends (not the loss or a gradient), with the tensors they read:
+    # waited for, and let go, where the output leaves (release)
+    sending: dict[Ref, list[tuple[Any, torch.Tensor]]] = {}
     arriving: dict[Ref, Any] = {}
     all_moves = [*plan.moves.values(), [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]]
     layouts = {ref: _layout(program, ref) for moves in all_moves for ref, src, dst in moves if rank in (src, dst)}
-    waited = 0.0  # seconds spent waiting for tensors from other ranks (not computing)
+    waited = 0.0  # seconds spent waiting for tensors from other ranks, and for sends to leave (not computing)
     start = time.perf_counter()
     for moves in all_moves:
         for ref, src, dst in moves:
@@ -223,7 +232,27 @@ def run_rank(
                 wire = tensor.permute(layout.order)  # its memory in order (no copy) where it is laid out as recorded
                 if storage_of(program, ref) in written or not wire.is_contiguous():
                     wire = _laid_out(layout, tensor.device).copy_(tensor).permute(layout.order)
-                pending.append((dist.isend(wire, dst, tag=tags[(ref, dst)]), wire))
+                message = (dist.isend(wire, dst, tag=tags[(ref, dst)]), wire)
+                if ref.kind == "op" and ref not in keep:
+                    sending.setdefault(ref, []).append(message)
+                else:
+                    pending.append(message)
+
+    def release(ref: Ref) -> None:
+        """Let go of this rank's output ``ref`` after its last use here, its sends waited for (they read it).
+
+        Every receive of the step is posted when it starts, before any rank waits for anything, so a send's wait
+        ends once the message has left (gloo writes one of up to a few MiB within ``isend`` itself; its
+        ``is_completed()`` stays false until ``wait()``, torch 2.13, so there is nothing to poll).
+        """
+        nonlocal waited
+        values.pop(ref, None)
+        messages = sending.pop(ref, None)
+        if messages:
+            t0 = time.perf_counter()
+            for work, _ in messages:
+                work.wait()
+            waited += time.perf_counter() - t0
 
     def resolve(ref: Ref) -> Any:
         nonlocal waited
@@ -276,19 +305,21 @@ def run_rank(
         op = ops[i]
         t0, waited_before = time.perf_counter(), waited
         current = i
-        flat = call_op(op, fns[i], resolve, device)
-        for k, value in enumerate(flat):
-            if op.out_shapes[k] is not None:
-                values[Ref("op", i, k)] = value
+        # (no name here keeps an output past its release: a list of them held it through the next op)
+        values.update({Ref("op", i, k): value for k, value in enumerate(call_op(op, fns[i], resolve, device))
+                       if op.out_shapes[k] is not None})
         busy += time.perf_counter() - t0 - (waited - waited_before)
         send(plan.moves.get(i, []))
         for name, dst, tag in buffer_out.get(i, ()):  # a copy: a later update here must not reach the message
             update = buffers[name].clone()
             pending.append((dist.isend(update, dst, tag=tag), update))
+        for k in range(len(op.out_shapes)):  # an output made for other ranks alone leaves once sent
+            if Ref("op", i, k) in sending and Ref("op", i, k) not in uses:
+                release(Ref("op", i, k))
         for ref in set(inputs_of[i]):
             uses[ref] -= 1
             if uses[ref] == 0 and ref not in keep and ref.kind == "op" and ref not in arriving:
-                values.pop(ref, None)
+                release(ref)
         done[pick] = True
         while first < len(mine) and done[first]:
             first += 1

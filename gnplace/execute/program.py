@@ -476,9 +476,11 @@ class Program:
             ranks (bool, optional): the count of the distributed executor instead
                 (:func:`~gnplace.execute.dist.run_rank`, each rank walking its ops in recorded order):
                 a rank holds the inputs it reads all step, has the buffer of every tensor it receives
-                from the step's start, frees a value after its own last use of it, and holds a tensor
-                it sends (as a copy, where a later in-place op writes its storage) until the step ends
-                (default: :obj:`False`).
+                from the step's start, and frees an op's output after its own last use of it, or right after
+                sending it where it has none; what the rank sends (as a copy, where a later in-place op writes its
+                storage) is held as long as the output, and to the step's end for a parameter, an input, the
+                loss or a gradient; a tensor that crosses as a copy because its memory has gaps (a slice, an
+                ``expand``) and a buffer update sent are left out (default: :obj:`False`).
 
         Returns:
             np.ndarray: peak bytes per device, ``[num_devices]``.
@@ -539,18 +541,28 @@ class Program:
         crossing += [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]
         for ref, dst in dict.fromkeys((ref, dst) for ref, _, dst in crossing):  # posted when the step starts
             ledger.make((ref, dst), dst, self.value_bytes(ref))
-        sent = {(ref, src) for ref, src, _ in crossing}
         written = self.written_storages
         uses: dict[tuple[Ref, int], int] = {}
         for i, op in enumerate(self.ops):
             for ref in set(op.reads):
                 key = (ref, int(plan.op_device[i]))
                 uses[key] = uses.get(key, 0) + 1
+        wires: dict[tuple[Ref, int], list[Any]] = {}  # an op output's copies on the wire, by the output's copy
 
-        def send(moves: Any) -> None:  # a tensor a later in-place op writes goes as a copy, held to the end
-            for ref, src, _ in moves:  # one copy per destination
-                if storage_of(self, ref) in written:
+        def send(moves: Any) -> None:  # a tensor a later in-place op writes goes as a copy, one per destination
+            for ref, src, dst in moves:
+                if storage_of(self, ref) not in written:
+                    continue
+                if ref.kind == "op" and ref not in keep:  # let go with the output
+                    ledger.make(("wire", ref, dst), src, self.value_bytes(ref))
+                    wires.setdefault((ref, src), []).append(("wire", ref, dst))
+                else:  # a parameter's, an input's, the loss's or a gradient's: waited for when the step ends
                     ledger.hold(src, self.value_bytes(ref))
+
+        def release(key: tuple[Ref, int]) -> None:  # an op output's copy and what its sends hold of it
+            ledger.release(key)
+            for wire in wires.pop(key, ()):
+                ledger.release(wire)
 
         send(plan.moves.get(BEFORE, ()))
         copied: set[tuple[str, int]] = set()
@@ -561,11 +573,15 @@ class Program:
                     copied.add((name, d))
                     ledger.hold(d, self.buffer_bytes(name))
             self._outputs(plan, ledger, i)
-            send(plan.moves.get(i, ()))
+            moves = plan.moves.get(i, ())
+            send(moves)
+            for ref in dict.fromkeys(ref for ref, _, _ in moves):  # made for other ranks alone: leaves once sent
+                if (ref, d) not in uses and ref not in keep:
+                    release((ref, d))
             for ref in set(op.reads):
                 uses[(ref, d)] -= 1
-                if uses[(ref, d)] == 0 and ref.kind == "op" and ref not in keep and (ref, d) not in sent:
-                    ledger.release((ref, d))
+                if uses[(ref, d)] == 0 and ref.kind == "op" and ref not in keep:
+                    release((ref, d))
         send([(ref, src, dst) for _, ref, src, dst in plan.grad_moves])
 
 

@@ -609,12 +609,14 @@ def test_ranks_this_machine_cannot_give_a_core_each_are_refused_before_any_start
     assert timer.world == 0 and not timer.worker_pids  # nothing was started
 
 
-def test_a_ranks_count_holds_its_receive_buffers_from_the_start_and_what_it_sends_to_the_end():
+def test_a_ranks_count_holds_its_receive_buffers_from_the_start_and_what_it_sends_until_sent():
     """The bytes a rank holds in :func:`run_rank`, which the timer checks capacity by before running.
 
     The first layer on rank 1: its receive buffer for the ReLU's gradient is posted when the step starts,
-    and the layer's output, sent to rank 0, is held (by its message) until the step ends. The count the
-    timer used was the local executor's, which has neither.
+    and the layer's output, sent to rank 0 and read by nothing on rank 1, leaves once its send is waited for
+    (right after it is made). The count the timer used was the local executor's, which has no receive buffer;
+    then it held every tensor a rank sends until the step ended (6,912 bytes, the output's 1,024 held beside
+    the gradients).
     """
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
@@ -623,29 +625,75 @@ def test_a_ranks_count_holds_its_receive_buffers_from_the_start_and_what_it_send
     plan = program.plan(np.array([1 if k == 0 else 0 for k in step.graph.group], dtype=np.int64))
     f32 = 4
     params, batch = (32 * 16 + 32) * f32, 8 * 16 * f32
-    received = sent = 8 * 32 * f32  # the ReLU's gradient in, the layer's output out
+    received = 8 * 32 * f32  # the ReLU's gradient in
     grads = (32 * 16 + 32) * f32  # made on rank 1, kept to the update
-    assert program.peak_bytes(plan, 2, ranks=True)[1] == params + batch + received + sent + grads == 6912
-    assert program.peak_bytes(plan, 2)[1] == 5760  # the local executor frees both after their last use
+    assert program.peak_bytes(plan, 2, ranks=True)[1] == params + batch + received + grads == 5888
+    assert program.peak_bytes(plan, 2)[1] == 5760  # the local executor has no receive buffer before the gradient
+
+
+def test_a_tensor_a_rank_sends_and_no_longer_reads_is_let_go_once_sent(setup, monkeypatch):
+    """The first layer on rank 0 (this process), the rest on rank 1: the layer's output, made for rank 1 alone, was
+    held (by its send, by the rank's last outputs) until the step ended; now it is gone before rank 0's next op.
+    The loss and the gradients are eager's."""
+    import weakref
+
+    import gnplace.execute.dist as dist_module
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    step = import_step(net, (x,), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    devices = np.array([0 if k == 0 else 1 for k in step.graph.group], dtype=np.int64)
+    plan = program.plan(devices)
+    [(made, (sent, _, _))] = [(i, m[0]) for i, m in plan.moves.items() if i >= 0 and m[0][1] == 0]
+    assert not any(sent in op.reads for i, op in enumerate(program.ops) if plan.op_device[i] == 0)
+    outputs, alive = {}, []  # rank 0's op outputs, and whether the sent one lives as each later op starts
+    call_op = dist_module.call_op
+
+    def spy(op, fn, resolve, device):
+        index = program.ops.index(op)
+        if index > made and made in outputs:
+            alive.append(outputs.pop(made)() is not None)
+        flat = call_op(op, fn, resolve, device)
+        if index == made:
+            outputs[made] = weakref.ref(flat[0])
+        return flat
+
+    monkeypatch.setattr(dist_module, "call_op", spy)
+    with setup[2].using(program):
+        per_rank = setup[2].run(_cluster(), devices, collect=True)
+    assert alive and not any(alive)
+    assert program.peak_bytes(plan, 2, ranks=True)[0] == 5888  # the count the timer checks lets it go too (6,912)
+    net.zero_grad()
+    loss = net(x).square().mean()
+    loss.backward()
+    grads = {k: v for _, _, collected in per_rank for k, v in collected["grads"].items()}
+    torch.testing.assert_close(per_rank[1][2]["loss"], loss.detach())
+    for name, p in net.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad)
 
 
 def test_a_tensor_sent_and_then_written_in_place_is_held_as_a_copy():
-    """The rank sends a copy of ``h`` (written in place after it is sent): both are held until the step ends."""
+    """Rank 0 makes ``h`` and writes it in place, the rest on rank 1: it sends a copy of ``h`` as made (the sum's),
+    held until the write has read ``h``, and one as written (the second layer's), let go once sent; both at once."""
     torch.manual_seed(0)
     module, x = _WrittenAfterSent(), torch.randn(4, 64)
     step = import_step(module, (x,))
     program = compile_step(step)
-    devices = np.array([1 if name == "root/sum" else 0 for name in step.graph.node_names], dtype=np.int64)
+    devices = np.array([int(name not in ("l1/addmm", "root/mul_")) for name in step.graph.node_names], dtype=np.int64)
     plan = program.plan(devices)
-    [(ref, src, dst)] = [m for moves in plan.moves.values() for m in moves if m[2] == 1]
-    copy = program.value_bytes(ref)
-    assert copy == 4 * 256 * 4
+    sent = [ref for i, moves in plan.moves.items() if i >= 0 for ref, src, _ in moves if src == 0]
+    assert len(sent) == 2 and {program.value_bytes(ref) for ref in sent} == {4 * 256 * 4}
+    h = 4 * 256 * 4
+    received = (256 * 64 + 256 + 4 * 64) * 4  # the first layer's parameters and the batch, from rank 1
     held = program.peak_bytes(plan, 2, ranks=True)[0]
-    # the same step but for the write (h, sent, is held to the end either way): one copy of h fewer
+    assert held == received + h + 2 * h
+    # the same step but for the write: h goes itself, no copy
+    ref = sent[0]
     unwritten = replace(program, ops=[replace(op, mutates=None) if op.mutates == ref else op for op in program.ops])
     assert sum(op.mutates == ref for op in program.ops) == 1
-    assert held == unwritten.peak_bytes(unwritten.plan(devices), 2, ranks=True)[0] + copy
-
+    assert held == unwritten.peak_bytes(unwritten.plan(devices), 2, ranks=True)[0] + 2 * h
 
 
 @pytest.mark.parametrize("kwargs, message", [
