@@ -12,17 +12,17 @@ consumer, has read it, as in a graph that applies each update as its gradient is
 setting of the seed papers); eager PyTorch holds every ``.grad`` to the step's end (held so, the peaks of
 the shipped real models and cifar10 graphs on one tight4 device rise by at most 7.5%, no OOM verdict
 changes). An op's outputs are one block of bytes, live until the last consumer of any of them: a batch
-norm's whole output waits for its backward, which reads only the small saved statistics (a small convnet's
-peak is 1.38x the bytes its placed step measured live, where most of the other example models are
-counted within 0.72-1.06x). An update counts its optimizer's state (the update node's ``param_bytes``), not the
-temporaries it makes as it runs: Adam's and AdamW's make two tensors of the parameter's size at once (``sqrt`` of
-the second moment, then its division), 2x the largest parameter on a device where the executors update one
-parameter at a time; they are left out of the peak (measured on the example models with Adam: 1-16% of the
-simulator's peak on the device, 2-2.7% for the transformer). SGD's update (the shipped graphs') makes none. The
-shipped test-split graphs drawn with Adam, and the real graphs given Adam's state, placed on tight4 by seven
-heuristic placers keep every OOM verdict with the temporaries added when each update runs (the nearest, gpt2 by
-heft, 12 MiB under its 1 GiB); added to the peak instead, 2 of 168 family placements and 12 of 70 real ones would
-go over (temporaries of up to 11% and 29% of the device).
+norm's whole output waits for its backward, which reads only the small saved statistics (a small convnet's peak on
+one device is 1.38x the bytes its step measured live there, and 1.13-1.37x on each device split in halves or
+alternately by op group; the other example models are counted within 0.72-1.10x so). An update counts its
+optimizer's state (the update node's ``param_bytes``), not the temporaries it makes as it runs: Adam's and AdamW's
+make two tensors of the parameter's size at once (``sqrt`` of the second moment, then its division), 2x the largest
+parameter on a device where the executors update one parameter at a time; they are left out of the peak (measured on
+the example models with Adam: 1-16% of the simulator's peak on the device, 2-2.7% for the transformer). SGD's update
+(the shipped graphs') makes none. The shipped test-split graphs drawn with Adam, and the real graphs given Adam's
+state, placed on tight4 by seven heuristic placers keep every OOM verdict with the temporaries added when each
+update runs (the nearest, gpt2 by heft, 12 MiB under its 1 GiB); added to the peak instead, 2 of 168 family
+placements and 12 of 70 real ones would go over (temporaries of up to 11% and 29% of the device).
 
 Two modes:
 
