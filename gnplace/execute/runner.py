@@ -415,14 +415,16 @@ def run_step(
                 ledger.hold(d, _nbytes(start_buffers[name]))
         t0 = time.perf_counter()
         try:
-            flat = call_op(op, fns[i], resolve, device)
+            outputs = call_op(op, fns[i], resolve, device)
         except Exception as err:
             if is_oom_error(err):
                 raise DeviceOutOfMemory(d, float("inf")) from err
             raise
-        for out_index, value in enumerate(flat):
-            if op.out_shapes[out_index] is not None:
-                admit((Ref("op", i, out_index), d), value, _nbytes(value) if op.out_bytes else 0, sources[i])
+        for out_index in range(len(outputs)):  # (no loop variable holding an output, nor the list: they held the
+            if op.out_shapes[out_index] is not None:  # op's outputs through the next op, though freed after this)
+                size = _nbytes(outputs[out_index]) if op.out_bytes else 0
+                admit((Ref("op", i, out_index), d), outputs[out_index], size, sources[i])
+        del outputs
         busy[d] += time.perf_counter() - t0
         for name in op.writes_buffers:
             updated[name] = d

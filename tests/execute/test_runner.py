@@ -414,6 +414,36 @@ def test_a_tensor_sent_to_another_device_leaves_its_maker_once_sent():
         torch.testing.assert_close(out.grads[name], p.grad)
 
 
+def test_a_tensor_sent_to_another_device_is_gone_from_its_maker_before_the_makers_next_op(monkeypatch):
+    """The count frees ``grad/2/mm`` on device 1 once copied to device 0, but the executor's list of the op's outputs
+    (and its loop variable) held it through the next op: one op's outputs more than counted on a GPU. The copy is a
+    clone here, as between two devices (one CPU hands back the tensor itself)."""
+    import weakref
+
+    import gnplace.execute.runner as runner
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    plan = program.plan(np.array([(0, 0, 1, 1)[k] for k in step.graph.group], dtype=np.int64))
+    made = next(i for i, op in enumerate(program.ops) if step.graph.node_names[op.node] == "grad/2/mm")
+    call_op, made_here, alive = runner.call_op, [], []
+
+    def spy(op, fn, resolve, device):
+        if made_here:
+            alive.append(made_here.pop()() is not None)
+        outputs = call_op(op, fn, resolve, device)
+        if op is program.ops[made]:
+            made_here.append(weakref.ref(outputs[0]))
+        return outputs
+
+    monkeypatch.setattr(runner, "call_op", spy)
+    monkeypatch.setattr(runner, "_cross", lambda value, devices, target: value.clone())
+    run_step(program, plan, [CPU, CPU])
+    assert alive == [False]
+
+
 def test_a_plan_pickled_before_it_had_frees_runs_and_frees_as_it_then_did():
     """A placed module saved before :attr:`Plan.frees` unpickles a plan without it: the step failed on it."""
     import pickle
