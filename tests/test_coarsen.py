@@ -567,3 +567,19 @@ def test_coarse_bytes_are_exact_sums_past_2_to_the_53_and_a_node_past_the_limit_
     measured = OpGraph(["a", "b"], [(0, 1)], group=[0, 0], cost_s={"k80": [2.0**62, 2.0**62]})
     with pytest.raises(UnsupportedGraph, match=r"than 2\*\*62 seconds on a k80, past the limit of any size$"):
         coarsen(measured, 1, two)
+
+
+def test_module_units_keep_a_module_named_like_another_groups_placeholder_apart():
+    """Each level's key was a string: a group's path prefix, or ``#k`` for group k without one at that level, in
+    one table, so a module named ``#0.c`` took group 0's placeholder and joined it (a module ``a``) at level 1.
+    The prefixes are numbered apart from the groups without one now (and each part looked up once, not each
+    prefix joined again at every level: 0.75 s at 280,158 ops)."""
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9] * 3, module=["a", "#0.c", "x.y.z"])
+    assert module_units(g, 2).tolist() == [0, 1, 2]  # no two groups share a module at any level
+    joined = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9] * 3, module=["m.a", "m.b", "x.y.z"])
+    assert module_units(joined, 2).tolist() == [0, 0, 1]
+    odd = ["", "a..b", "a..c", ".a.b", ".a.c", "a.", "a.x", "a.b.c.d", "a.b.c.e", "a.b.f", "", "q"]  # empty parts
+    g = OpGraph([f"n{i}" for i in range(len(odd))], [(i, i + 1) for i in range(len(odd) - 1)],
+                flops=[1e9] * len(odd), module=odd)
+    for target in range(1, len(odd)):
+        assert np.array_equal(module_units(g, target), _module_units_reference(g, target)), target
