@@ -1132,6 +1132,7 @@ class _Builder:
                           for out in n.output[:1] if out}
         self.read = {x for n in self.nodes for x in n.input} | {o.name for o in g.output}
         self._producer = {out: n for n in self.nodes for out in n.output if out}
+        self._computed: dict[tuple[str, int], np.ndarray | None] = {}  # (value, depth) -> constant_value's
         self.order = _topological(self.nodes, set(self.inits) | {vi.name for vi in g.input}, source)
         self.trainable_override = set(trainable) if trainable is not None else None
         if self.trainable_override is not None:
@@ -1206,8 +1207,16 @@ class _Builder:
         A constant is read by :meth:`small_value`; a value computed from constants alone (``Not`` of a ``Constant``,
         a ``Cast`` of one) is computed as ONNX would evaluate it. Only :data:`_CONSTANT_OPS` nodes are computed (by
         ONNX's reference evaluator), on inputs of at most :data:`_KEEP_VALUES` elements each, and results of at most
-        as many; a chain deeper than 16 nodes is not.
+        as many; a chain deeper than 16 nodes is not. Each value is computed once at each depth (:attr:`_computed`):
+        a chain of ``Max`` nodes each reading the one before four times was computed ``4 ** depth`` times.
         """
+        key = (value, depth)
+        if key not in self._computed:
+            self._computed[key] = self._compute_constant(value, depth)
+        return self._computed[key]
+
+    def _compute_constant(self, value: str, depth: int) -> np.ndarray | None:
+        """:meth:`constant_value` of ``value`` reached ``depth`` nodes down a chain, not looked up."""
         held = self.small_value(value)
         if held is not None or depth >= 16 or value in self.inits or value in self.constants:
             return held

@@ -608,6 +608,28 @@ def test_a_dropout_whose_mode_is_computed_from_constants_reads_it_as_onnx_evalua
     assert g.flops[g.index("grad/drop/h")] == 8 * 32
 
 
+def test_a_dropout_mode_computed_by_a_chain_that_reads_each_value_several_times_computes_each_once(monkeypatch):
+    """training_mode = Cast(v8), v(k+1) = Max(vk, vk, vk, vk), v0 a Constant 1: each node is computed once (9
+    evaluations); each was computed once per path to it, 4 ** 8 / 3 = 21,845 evaluations (4.0 s), and a chain of 15 such
+    nodes (the depth allowed) about 4 ** 15 / 3, 358 million (some 18 hours at the 0.18 ms each took)."""
+    import gnplace.importers.onnx as onnx_importer
+
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Constant", [], ["v0"], value=numpy_helper.from_array(np.int64(1)))]
+    nodes += [helper.make_node("Max", [f"v{k}"] * 4, [f"v{k + 1}"], name=f"max{k}") for k in range(8)]
+    nodes += [helper.make_node("Cast", ["v8"], ["mode"], name="cast_mode", to=TensorProto.BOOL),
+              helper.make_node("Constant", [], ["ratio"], value=numpy_helper.from_array(np.float32(0.1))),
+              helper.make_node("Dropout", ["h", "ratio", "mode"], ["d"], name="drop"),
+              helper.make_node("MatMul", ["d", "w2"], ["y"], name="mm2")]
+    evaluated = []
+    evaluate = onnx_importer._evaluate
+    monkeypatch.setattr(onnx_importer, "_evaluate", lambda node, *args: evaluated.append(node.name) or evaluate(
+        node, *args))
+    g = from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w1", 16, 32), weight("w2", 32, 4)]))
+    assert g.op_types[g.index("drop")] == "Dropout"
+    assert sorted(evaluated) == sorted(["cast_mode", *(f"max{k}" for k in range(8))])
+
+
 @pytest.mark.parametrize("mode, ratio, opset, attrs", [
     (False, 0.1, 17, {}), (None, 0.1, 17, {}), (True, 0.0, 17, {}), (True, 0.1, 11, {}), (True, 0.1, 7, {}),
     ("cast 0", 0.1, 17, {}),
