@@ -968,12 +968,13 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
     return folded > 0
 
 
-#: Shape ops whose output has the broadcast shape of their inputs.
-_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Equal", "Less", "Greater", "Where"})
+#: Ops (of :data:`_CONSTANT_OPS`) whose output has the broadcast shape of their inputs.
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Mod", "Min", "Max", "Equal", "Less", "Greater", "Where", "And",
+                           "Or", "Xor", "LessOrEqual", "GreaterOrEqual"})
 
 
 def _result_size(node: onnx.NodeProto, known: Mapping[str, Any]) -> float:
-    """An upper bound on the elements of a :data:`_SHAPE_OPS` node's output on the ``known`` inputs.
+    """An upper bound on the elements of a :data:`_CONSTANT_OPS` node's output on the ``known`` inputs.
 
     Read from the inputs' shapes and, for ``Range``, ``ConstantOfShape``, ``Expand`` and ``Tile``,
     their values, before anything is computed; ``inf`` where it cannot be bounded.

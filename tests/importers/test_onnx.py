@@ -1367,6 +1367,9 @@ def test_shape_folding_never_builds_a_value_past_its_limit(monkeypatch, limit, b
     ("Range", [np.array(0), np.array(10), np.array(0)], {}, math.inf),  # a step of 0: unbounded
     ("Expand", [np.zeros(3), np.array([-1, 3])], {}, math.inf),  # a negative size: not folded
     ("Reshape", [np.zeros(4096), np.array([64, 64])], {}, 4096),
+    # constant_value's logic ops broadcast too: bounded by their larger input (64), a Dropout's training_mode of 4,096
+    *[(op, [np.zeros((64, 1), bool), np.zeros((1, 64), bool)], {}, 4096) for op in ("And", "Or", "Xor")],
+    *[(op, [np.zeros((64, 1)), np.zeros((1, 64))], {}, 4096) for op in ("LessOrEqual", "GreaterOrEqual")],
 ])
 def test_the_bound_of_a_folded_value_is_read_before_it_is_computed(op, inputs, attrs, bound):
     from gnplace.importers.onnx import _result_size
