@@ -1619,7 +1619,7 @@ class _Builder:
         # ---- backward, in reverse topological order of the forward ops
         for v, node, kind, attrs in reversed(forward):
             if v < 0:  # a Split: the gradients of its parts, concatenated
-                self._concatenated(node, ref, parts, contributions, home)
+                self._concatenated(node, ref, parts, contributions, param_users)
                 continue
             sources = []
             for out in node.output:
@@ -1699,7 +1699,7 @@ class _Builder:
             raise _NoGradient(ungraded)
         for p in sorted(param_users, key=lambda p: param_users[p][0]):
             pbytes = self.nbytes(p)
-            module = p.rsplit(".", 1)[0] if "." in p else self.module[param_users[p][0]]
+            module = self._param_module(p, param_users[p])
             grads = contributions.pop(("param", -1, p), [])
             source = self._summed(grads, p, home[p], module) if grads else None
             if source is None and self.trainable_override is not None and p in self.trainable_override:
@@ -1763,7 +1763,7 @@ class _Builder:
 
     def _concatenated(self, node: onnx.NodeProto, ref: Mapping[str, tuple[str, int, str]],
                       parts: Mapping[str, tuple[str, int, str]], contributions: dict[tuple[str, int, str], list[int]],
-                      home: Mapping[str, int]) -> None:
+                      param_users: Mapping[str, Sequence[int]]) -> None:
         """The gradient of a ``Split``: its parts' gradients concatenated into the gradient of its data.
 
         Each part's gradient is summed first if several ops read that part; then they are concatenated, as aten's
@@ -1776,7 +1776,7 @@ class _Builder:
         if where == "node":
             group, module = self.group[u], self.module[u]
         else:  # a split parameter (a packed weight): its update's group and module
-            group, module = home[value], value.rsplit(".", 1)[0] if "." in value else ""
+            group, module = self.group[param_users[value][0]], self._param_module(value, param_users[value])
         pieces = []
         for out in node.output:
             if out and out in parts and parts[out] in contributions:
@@ -1788,6 +1788,13 @@ class _Builder:
         for s in pieces:
             self.edge(s, g, self.out_bytes[s])
         contributions.setdefault(parts.get(data, ref[data]), []).append(g)
+
+    def _param_module(self, p: str, users: Sequence[int]) -> str:
+        """The module of parameter ``p``'s update: its name's (``layer.weight``: ``layer``), else its first reader's.
+
+        ``users`` are the forward ops that read it, in order.
+        """
+        return p.rsplit(".", 1)[0] if "." in p else self.module[users[0]]
 
     def _check_same_numel(self, node: onnx.NodeProto, kind: str) -> None:
         """Refuse a view op whose output does not hold as many elements as its data input.

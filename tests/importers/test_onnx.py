@@ -994,6 +994,23 @@ def test_a_split_of_a_value_read_elsewhere_sums_its_concatenation_with_the_other
     assert float(g.flops[g.index("grad/split/h")]) == 0.0
 
 
+def test_a_split_parameters_concatenated_gradient_is_in_its_updates_module():
+    """A split parameter's Split_grad (and the sum of a part's gradients) is in the module of the update it feeds: for
+    a parameter named without a module (``w``, the update's module that of its first reader, ``gate``) it was in
+    none (``""``), apart from its update."""
+    nodes = [helper.make_node("Split", ["w"], ["w0", "w1", "w2"], name="split", axis=1, num_outputs=3),
+             helper.make_node("MatMul", ["x", "w0"], ["a"], name="/gate/MatMul"),
+             helper.make_node("MatMul", ["x", "w1"], ["b"], name="/gate/MatMul_1"),
+             helper.make_node("Mul", ["a", "b"], ["p"], name="/gate/Mul"),
+             helper.make_node("MatMul", ["x", "w1"], ["c"], name="/out/MatMul"),
+             helper.make_node("Add", ["p", "c"], ["y"], name="/out/Add")]
+    g = from_onnx(model(nodes, [vi("x", [4, 16])], [vi("y", [4, 4])], [weight("w", 16, 12)], opset=18))
+    split, summed, update = g.index("grad/split/w"), g.index("grad_sum/w1"), g.index("update/w")
+    assert g.op_types[split] == "Split_grad" and _reads(g, update) == {"grad/split/w": 16 * 12 * 4}
+    assert g.module[split] == g.module[summed] == g.module[update] == "gate"
+    assert g.group[split] == g.group[summed] == g.group[update]
+
+
 def test_a_splits_backward_agrees_with_the_torch_importers_cat():
     """torch's split exported as an ONNX Split (the legacy exporter): its gradient, a grad_sum of its parts'
     gradients, counted (3 - 1) x 8 x 48 = 768 FLOP that aten's cat of them does not."""
