@@ -99,20 +99,37 @@ def test_main_called_from_a_program_leaves_its_streams_as_they_were(tmp_path, mo
     assert sys.stdout is None
 
 
+def _unhelpful(parser) -> tuple[list[str], list[str]]:
+    """The options of ``parser`` (subcommands' included) without help, and those whose help does not state a default.
+
+    A default of none, ``False`` or ``[]`` (a flag, a list to add to) needs no words; ``0`` or ``0.0`` does (``--seed``).
+    """
+    import argparse
+
+    missing, silent = [], []
+    for action in _options(parser):
+        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            continue
+        name = "/".join(action.option_strings)
+        if not action.help:
+            missing.append(name)
+        elif (action.default is not None and action.default is not False and action.default != []
+              and not action.required and "default" not in action.help):
+            silent.append(f"{name} (default {action.default!r})")
+    return missing, silent
+
+
 def test_every_option_of_every_subcommand_has_help_that_states_its_default():
     """--help must say what each option does and what it is when not given: evaluate's, finetune's and profile's
     --seed and generate's --optimizer had no help at all, and evaluate's --clusters (k80x2,k80x4), --split and
     --mode, place's --budget and --mode, finetune's --timer and profile's --placements (20) said no default."""
     import argparse
 
-    missing, silent = [], []
-    for action in _options(build_parser()):
-        if isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
-            continue
-        name = "/".join(action.option_strings)
-        if not action.help:
-            missing.append(name)
-        elif action.default not in (None, False, []) and not action.required and "default" not in action.help:
-            silent.append(f"{name} (default {action.default!r})")
+    missing, silent = _unhelpful(build_parser())
     assert missing == [], f"options without help: {missing}"
     assert silent == [], f"options whose help does not state their default: {silent}"
+    parser = argparse.ArgumentParser()  # the check sees a default of 0 left unsaid (it took 0 for False)
+    parser.add_argument("--seed", type=int, default=0, help="seed")
+    parser.add_argument("--ratio", type=float, default=0.0, help="ratio")
+    parser.add_argument("--quiet", action="store_true", help="say less")
+    assert _unhelpful(parser) == ([], ["--seed (default 0)", "--ratio (default 0.0)"])
