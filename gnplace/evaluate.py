@@ -91,13 +91,8 @@ class Task:
 
     def __post_init__(self) -> None:
         """Refuse a graph or cluster given as an object, not as a file or name (a TypeError from ``os.stat``)."""
-        for name, what in (("graph_path", "a graph file's path (save an OpGraph with gnplace.save_graph)"),
-                           ("cluster", "a preset's name or a cluster file's path")):
-            value = getattr(self, name)
-            if not isinstance(value, str | os.PathLike):
-                given = f"{type(value).__name__} {value.name!r}" if isinstance(value, OpGraph | Cluster) \
-                    else reprlib.repr(value)
-                raise InvalidArgument(f"Task's {name} is {what}, got {given}")
+        as_path(self.graph_path, "task's graph file")
+        as_path(self.cluster, "task's cluster (a preset's name or a cluster file)")
 
     @classmethod
     def with_options(cls, graph_path: str, cluster: str, placer: str, options: Mapping[str, Any] | None = None, *,

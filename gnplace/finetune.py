@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import os
-import reprlib
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +45,7 @@ import numpy as np
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.graph_io import refuse_link, write_atomically
-from gnplace.limits import is_whole, json_text
+from gnplace.limits import as_path, is_whole, json_text
 from gnplace.runlock import holds_folder
 from gnplace.sim.timer import median_step, relative_step
 
@@ -171,7 +170,7 @@ def finetune(
 
     Args:
         source (str or Path): a graph file, an ONNX file or ``module:factory`` (real timers: ``module:factory``);
-            an :class:`~gnplace.graph.OpGraph` in hand is saved first (:func:`~gnplace.graph_io.save_graph`).
+            an :class:`~gnplace.graph.OpGraph` in hand must be saved first (:func:`~gnplace.graph_io.save_graph`).
         cluster (Cluster or str): the target cluster (a preset, a YAML file such as ``gnplace profile``'s).
         checkpoint (str, optional): the policy to start from (default: the shipped checkpoint).
         timer (str, optional): ``"sim"``, ``"local"`` or ``"dist"`` (default: ``"sim"``).
@@ -243,15 +242,8 @@ def finetune(
     from gnplace.rl.search import FINETUNE_POLISH, FineTunePlacer
     from gnplace.sim.bounds import require_memory
 
-    if isinstance(source, os.PathLike):
-        source = os.fspath(source)
-    if not isinstance(source, str):  # an OpGraph was a TypeError from pathlib
-        from gnplace.graph import OpGraph
-
-        given = f"{source!r} (save it with gnplace.save_graph and give the file)" if isinstance(source, OpGraph) \
-            else reprlib.repr(source)
-        raise InvalidArgument(f"finetune's source is a graph file, an ONNX file or MODULE:FACTORY (a str or path), "
-                              f"got {given}")
+    as_path(source, "finetune source (a graph file, an ONNX file or MODULE:FACTORY)")  # an OpGraph: pathlib's TypeError
+    source = os.fspath(source)
     if timer not in TIMERS:
         raise InvalidArgument(f"unknown timer {timer!r} (choose one of: {', '.join(TIMERS)})")
     if screen_model not in ("auto", "learned", "simulator"):

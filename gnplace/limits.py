@@ -104,11 +104,24 @@ def as_path(path: Any, what: str) -> Path:
         PosixPath('g.gnpg')
     """
     if not isinstance(path, str | os.PathLike):
-        import reprlib
-
-        raise InvalidArgument(f"{_article(what)} {what} is given by its path (str or os.PathLike), "
-                              f"got {reprlib.repr(path)}")
+        raise InvalidArgument(f"{_article(what)} {what} is given by its path (str or os.PathLike), got {_given(path)}")
     return Path(path)
+
+
+def _given(value: Any) -> str:
+    """How an error names ``value``, given where a path belongs.
+
+    A graph or cluster object by its name and the way to a file (a graph's repr is its name and sizes), anything
+    else by its short repr.
+    """
+    kind = type(value).__name__
+    if kind == "OpGraph":
+        return f"OpGraph {value.name!r} (save it with gnplace.save_graph and give the file)"
+    if kind == "Cluster":
+        return f"Cluster {value.name!r} (give a preset's name or its YAML file)"
+    import reprlib
+
+    return reprlib.repr(value)
 
 
 def read_file(path: str | os.PathLike[str], error: type[GnplaceError], what: str) -> bytes:

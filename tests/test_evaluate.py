@@ -1300,8 +1300,8 @@ def test_tasks_that_are_no_tasks_are_one_clear_error(graphs, tmp_path):
         evaluate([{"graph": "g"}], tmp_path / "out")
     with pytest.raises(InvalidArgument, match=r"^evaluate's tasks are an iterable of Task, got 'heft'$"):
         evaluate("heft", tmp_path / "out")
-    with pytest.raises(InvalidArgument, match=r"^Task's graph_path is a graph file's path .*got OpGraph 'chain3'$"):
+    with pytest.raises(InvalidArgument, match=r"^a task's graph file is given by its path .*got OpGraph 'chain3' \(save it with gnplace.save_graph"):
         Task(chain_graph(3), "k80x2", "heft")
-    with pytest.raises(InvalidArgument, match=r"^Task's cluster is a preset's name or .*got Cluster 'k80x2'$"):
+    with pytest.raises(InvalidArgument, match=r"^a task's cluster \(a preset's name or a cluster file\) is given .*got Cluster 'k80x2' \(give"):
         Task.with_options(graph_file, load_cluster("k80x2"), "heft")
     assert not (tmp_path / "out").exists()

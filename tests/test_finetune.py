@@ -137,7 +137,7 @@ def test_bad_inputs_are_one_clear_error(tmp_path):
 def test_a_source_that_is_no_file_or_reference_is_one_clear_error(tmp_path):
     """An ``OpGraph`` in hand (or None) as ``source`` was a ``TypeError`` from pathlib, deep inside."""
     graph = mlp_training_graph(layers=2, width=64, batch=8)
-    with pytest.raises(InvalidArgument, match=r"^finetune's source is a graph file, .*got OpGraph\(name='mlp.*\) "
+    with pytest.raises(InvalidArgument, match=r"^a finetune source \(a graph file, .*got OpGraph 'mlp.*' "
                                               r"\(save it with gnplace.save_graph and give the file\)$"):
         finetune(graph, "k80x2", out=tmp_path / "run", progress=False)
     with pytest.raises(InvalidArgument, match="got None$"):

@@ -512,8 +512,8 @@ class PolicyPlacer:
     def evaluations_needed(self, cluster: Cluster, graph: OpGraph | None = None) -> int:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
-        On a ``graph`` with no more placements than the search's candidates (:meth:`placement_space`), that many:
-        each is timed once.
+        On a ``graph`` with no more placements than the search would time, its polish included
+        (:meth:`placement_space`), that many: each is timed once.
         """
         space = None if graph is None else self.placement_space(graph, cluster)
         return space if space is not None else self._searched(cluster, graph)
