@@ -54,18 +54,24 @@ def add_input_shape_argument(parser: argparse.ArgumentParser) -> None:
                         help="ONNX input sizes for dynamic dimensions (repeatable)")
 
 
-def add_optimizer_argument(parser: argparse.ArgumentParser, *, graph_files: bool = True) -> None:
+def add_optimizer_argument(parser: argparse.ArgumentParser, *, onnx: bool = True, graph_files: bool = True,
+                           real_steps: bool = False) -> None:
     """Add ``--optimizer {sgd,momentum,adam,adamw}``: the optimizer a model is imported with (``None`` if not given).
 
-    It sets the update and state the graph counts and the real-device executors run; ``graph_files``:
-    the command also reads graph files, which keep their own optimizer (one given must be that one).
+    It sets the update and state the graph counts (and, ``real_steps``, the steps the real-device executors run);
+    ``onnx``: the command imports ONNX files as well as ``MODULE:FACTORY``; ``graph_files``: it also reads graph
+    files, which keep their own optimizer (one given must be that one). The help says what the command does: it
+    told ``gnplace profile``, which takes MODULE:FACTORY alone, of ONNX, and place, simulate and inspect, which run
+    no step, of real steps.
     """
     from gnplace.importers import OPTIMIZERS
 
+    sources = "MODULE:FACTORY or ONNX" if onnx else "MODULE:FACTORY"
+    runs = " and real steps run" if real_steps else ""
     also = "; a graph file keeps its own, and one given must be it" if graph_files else ""
     parser.add_argument("--optimizer", default=None, choices=list(OPTIMIZERS),
-                        help="optimizer of the training step imported from MODULE:FACTORY or ONNX: the update and "
-                        f"state its graph counts and real steps run (default: sgd{also})")
+                        help=f"optimizer of the training step imported from {sources}: the update and state its "
+                        f"graph counts{runs} (default: sgd{also})")
 
 
 def input_shapes(args: argparse.Namespace) -> dict[str, list[int]] | None:

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", default=None, type=file_path, help="policy checkpoint (default: the shipped one)")
     p.add_argument("--timer", default="sim", choices=["sim", "local", "dist"],
                    help="what scores a placement (default: sim)")
-    add_optimizer_argument(p)
+    add_optimizer_argument(p, real_steps=True)  # --timer local and dist run them
     add_input_shape_argument(p)  # a dynamic ONNX model's sizes: the error asked for --input-shape, which was none
     p.add_argument("--budget", type=int, default=1000, help="timer evaluations (default: 1000)")
     p.add_argument("--samples", type=int, default=16, help="placements per PPO iteration (default: 16)")

@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("graph", help="MODULE:FACTORY (a function returning (module, example_inputs), or (module, "
                                  "example_inputs, loss))")
-    add_optimizer_argument(p, graph_files=False)
+    add_optimizer_argument(p, onnx=False, graph_files=False, real_steps=True)  # MODULE:FACTORY alone
     p.add_argument("--timer", default="dist", choices=["dist", "local"],
                    help="dist: one torch.distributed rank per device (default); local: devices of this process")
     p.add_argument("--ranks", type=int, default=None, help="dist: ranks (devices) (default: 2)")

@@ -133,3 +133,22 @@ def test_every_option_of_every_subcommand_has_help_that_states_its_default():
     parser.add_argument("--ratio", type=float, default=0.0, help="ratio")
     parser.add_argument("--quiet", action="store_true", help="say less")
     assert _unhelpful(parser) == ([], ["--seed (default 0)", "--ratio (default 0.0)"])
+
+
+def test_each_commands_optimizer_help_names_what_it_imports_and_whether_it_runs_steps():
+    """--optimizer's help came from one text: profile's said "imported from MODULE:FACTORY or ONNX" (it takes
+    MODULE:FACTORY alone) and place, simulate and inspect's said of "real steps run" (they run none)."""
+    import argparse
+
+    commands = {}
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            commands = action.choices
+    helps = {name: next(a.help for a in _options(parser) if "--optimizer" in a.option_strings)
+             for name, parser in commands.items() if name in ("place", "simulate", "inspect", "finetune", "profile")}
+    assert len(helps) == 5
+    for name, text in helps.items():
+        assert ("ONNX" in text) == (name != "profile"), name
+        assert "MODULE:FACTORY" in text, name
+        assert ("a graph file keeps its own" in text) == (name != "profile"), name
+        assert ("real steps run" in text) == (name in ("finetune", "profile")), name
