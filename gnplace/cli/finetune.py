@@ -170,11 +170,21 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({k: v for k, v in summary.items() if k != "history"})
         return 0
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    """The summary of a fine-tuning run as lines of text (``--json`` prints its keys, docs/outputs.md).
+
+    Every time is :func:`~gnplace.units.format_seconds`'s, the run's own too: its "in 0.0 s" of a run under
+    50 ms, or "in 3600.0 s", was the CLI's one time in hand-formatted seconds.
+    """
     from gnplace.units import format_seconds
 
     print(f"{summary['graph']} ({summary['ops']} ops) on {summary['cluster']}, timer {summary['timer']}, "
           f"{summary['evaluations']} evaluations ({summary['polish_evaluations']} of them annealing from the "
-          f"search's best) in {summary['seconds']:.1f} s")
+          f"search's best) in {format_seconds(summary['seconds'])}")
     print(f"  fine-tuned   {format_seconds(summary['step_time_s']):>12}{'  (OOM)' if summary['oom'] else ''}")
     rounds = len(summary["final_rounds_s"]["search"])
     afresh = "afresh" if rounds == 1 else f"afresh (median of {rounds} rounds)"
@@ -194,4 +204,3 @@ def run(args: argparse.Namespace) -> int:
     for name in ("auto", "single", "round_robin"):
         print(f"  {name:<12} {format_seconds(summary[name + '_s']):>12}{'  (OOM)' if summary[name + '_oom'] else ''}")
     print(f"  best placement: {summary['placement']}")
-    return 0

@@ -503,3 +503,20 @@ def test_a_real_timer_setting_out_of_range_is_refused_by_its_flag(tmp_path, caps
         assert load_script("finetune").main(argv) == 2
         assert capsys.readouterr().err == f"finetune: error: {message}\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_the_summary_prints_the_runs_seconds_in_the_unit_that_fits(capsys):
+    """The header printed the run's seconds by hand, "in 0.0 s" for a 40 ms run, where every other time of the
+    CLI is units.format_seconds's ("40.000 ms")."""
+    from gnplace.cli.finetune import _print_summary
+
+    times = {f"{name}_s": 0.012 for name in ("auto", "single", "round_robin")}
+    summary = {"graph": "g", "ops": 3, "cluster": "k80x2", "timer": "sim", "evaluations": 30, "polish_evaluations": 7,
+               "seconds": 0.04, "step_time_s": 0.01, "oom": False, "final_rounds_s": {"search": [0.01]},
+               "chosen": "search", "zero_shot_s": None, "zero_shot_budget_needed": None, "placement": "p.json",
+               **times, **{f"{name}_oom": False for name in ("auto", "single", "round_robin")}}
+    _print_summary(summary)
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("(7 of them annealing from the search's best) in 40.000 ms"), first
+    _print_summary({**summary, "seconds": 3600.0})
+    assert capsys.readouterr().out.splitlines()[0].endswith(" in 3600.000 s")
