@@ -209,9 +209,16 @@ def run(args: argparse.Namespace) -> int:
 def _print_summary(summary: dict[str, Any], export: str | None) -> None:
     """The summary of a pretraining run as lines of text (``--json`` prints its keys, docs/outputs.md)."""
     from gnplace.cli.common import printable_name
+    from gnplace.units import format_seconds
 
     done = "had finished before: nothing trained" if summary["already_done"] else "done"
-    print(f"pretraining {done}: {summary['iterations']} iterations in {summary['wall_seconds']:.1f} s")
+    # the run's seconds as every time of the CLI's ("in 20.0 s" was by hand); None where neither a finished run's
+    # last.ckpt nor its policy.ckpt holds its wall time (pretrain._finished): that raised "unsupported format
+    # string passed to NoneType.__format__"
+    seconds = summary["wall_seconds"]
+    took = f" in {format_seconds(seconds)}" if seconds is not None else \
+        " (its wall time is unknown: its checkpoints hold none)"
+    print(f"pretraining {done}: {summary['iterations']} iterations{took}")
     print(f"  policy      {printable_name(summary['policy'])}")
     if summary["best"] is not None:
         score = summary["best_validation"]

@@ -274,3 +274,17 @@ def test_a_summary_without_a_best_checkpoint_does_not_deny_the_validation_it_sho
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == "  best        none: no validation every schedule.steps_per_epoch iterations ran"
     assert lines[3] == "  validation  val/greedy_vs_auto 0.9949"
+
+
+def test_the_summary_prints_the_runs_wall_time_as_the_cli_prints_times_and_says_when_it_is_unknown(capsys):
+    """It printed "in 20.0 s" by hand where every other time of the CLI is units.format_seconds's, and raised a
+    TypeError on the None wall time of a finished run whose checkpoints hold none (pretrain._finished)."""
+    from gnplace.cli.pretrain import _print_summary
+
+    summary = {"already_done": False, "iterations": 2, "wall_seconds": 0.04, "policy": "out/policy.ckpt",
+               "best": None, "best_validation": None, "validation": {}}
+    _print_summary(summary, None)
+    assert capsys.readouterr().out.splitlines()[0] == "pretraining done: 2 iterations in 40.000 ms"
+    _print_summary({**summary, "already_done": True, "wall_seconds": None}, None)
+    assert capsys.readouterr().out.splitlines()[0] == ("pretraining had finished before: nothing trained: 2 iterations "
+                                                       "(its wall time is unknown: its checkpoints hold none)")
