@@ -41,6 +41,7 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.placers import make_placer
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
+from gnplace.units import format_flops, format_seconds
 from gnplace.workers import task_mapper
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,9 +163,9 @@ def _run_demo(args: argparse.Namespace) -> int:
     chart_name = name_in_file(f"gantt_{graph.name}_{cluster.name}", len(".png"))  # a cluster file's name: no path
     chart = plot_timeline(graph, result, Path(args.out) / f"{chart_name}.png",
                           title=f"{graph.name} on {cluster.name}, placed zero-shot by the policy: "
-                                f"step {result.step_time * 1e3:.3f} ms")
+                                f"step {format_seconds(result.step_time)}")
     console.print(f"Gantt chart of {markup_name(graph.name)} on {markup_name(cluster.name)}: {escape(str(chart))}")
-    console.print(f"{len(rows)} placements in {time.perf_counter() - started:.0f} s")
+    console.print(f"{len(rows)} placements in {format_seconds(time.perf_counter() - started)}")
     return 0
 
 
@@ -199,7 +200,7 @@ def _run_baselines(args: argparse.Namespace) -> int:
     for path in args.graphs:
         graph = require_ops(load_graph(path), path)  # no ops: nothing to place, no step to divide by
         table = Table(title=f"{markup_name(graph.name)}: {graph.num_ops} ops, {graph.num_groups} groups, "
-                            f"{graph.total_flops / 1e9:.1f} GFLOP per step (simulator mode: {args.mode})")
+                            f"{format_flops(graph.total_flops)} per step (simulator mode: {args.mode})")
         for col in ("cluster", "placer", "step ms", "bound ms", "step / bound", "step / single", "peak MiB (max dev)", "OOM", "place s"):
             table.add_column(col, justify="left" if col in ("cluster", "placer") else "right")
         for cluster_name in clusters:

@@ -31,6 +31,7 @@ from gnplace.graph import FORWARD, OpGraph
 from gnplace.graph_io import save_graph, write_atomically
 from gnplace.progress import CountBar, count_bar
 from gnplace.toy import mlp_training_graph
+from gnplace.units import format_bytes, format_flops, format_seconds
 
 #: The shipped families, in the order of the README's rows.
 FAMILIES = ("cifar10", "ptb", "nmt")
@@ -55,9 +56,9 @@ def write_real(out: Path) -> None:
 
     def report(file: str, graph: OpGraph, seconds: float) -> None:
         forward = float(graph.flops[graph.phase == FORWARD].sum())
-        print(f"{out / 'real' / file}: {graph.num_ops} ops, {graph.num_groups} groups, forward {forward / 1e9:.3f} GFLOP, "
-              f"step {graph.total_flops / 1e9:.3f} GFLOP, parameters {graph.total_param_bytes / 2**20:.1f} MiB, "
-              f"built in {seconds:.1f} s", flush=True)
+        print(f"{out / 'real' / file}: {graph.num_ops} ops, {graph.num_groups} groups, forward {format_flops(forward)}, "
+              f"step {format_flops(graph.total_flops)}, parameters {format_bytes(graph.total_param_bytes)}, "
+              f"built in {format_seconds(seconds)}", flush=True)
 
     write_real_dataset(out / "real", progress=report)
 

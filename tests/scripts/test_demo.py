@@ -64,3 +64,19 @@ def test_the_summary_leaves_a_placement_out_of_memory_out_of_its_mean_and_counts
     assert demo.summary_cell(rows, "cifar10", "tight4") == "0.800 (1 OOM)"
     assert demo.summary_cell(rows[1:], "cifar10", "tight4") == "none fits"
     assert demo.summary_cell(rows, "ptb", "tight4") == "-"
+
+
+def test_baselines_title_prints_the_graphs_flop_in_the_unit_that_fits(tmp_path, load_script, capsys):
+    """The title printed a step's FLOP in GFLOP with one decimal by hand: a 206 kFLOP graph's "0.0 GFLOP per step",
+    where gnplace prints units.format_flops's ("206.336 kFLOP")."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import mlp_training_graph
+    from gnplace.units import format_flops
+
+    graph = mlp_training_graph(layers=1, width=64, batch=8)
+    save_graph(graph, tmp_path / "g.gnpg")
+    demo = load_script("demo")
+    assert demo.main(["--baselines", str(tmp_path / "g.gnpg"), "--clusters", "k80x2", "--placers", "single"]) == 0
+    out = capsys.readouterr().out
+    assert f"{graph.num_groups} groups, {format_flops(graph.total_flops)} per step" in out, out
+    assert "GFLOP" not in out

@@ -37,3 +37,20 @@ def test_a_negative_seed_is_refused_by_its_flag_as_every_command_refuses_it(tmp_
         load_script("make_datasets").main(["--out", str(tmp_path / "out"), "--seed", "-1"])
     assert stop.value.code == 2 and not (tmp_path / "out").exists()
     assert "argument --seed: expected a whole number >= 0, got -1" in capsys.readouterr().err
+
+
+def test_the_real_models_progress_prints_flop_bytes_and_seconds_as_gnplace_does(tmp_path, capsys, load_script,
+                                                                                monkeypatch):
+    """Each real model's line printed GFLOP, MiB and seconds by hand ("forward 0.000 GFLOP", "built in 0.0 s"); it
+    prints units.format_flops, format_bytes and format_seconds's, as the CLI does."""
+    import gnplace.families.realmodels as realmodels
+    from gnplace.toy import mlp_training_graph
+
+    script = load_script("make_datasets")
+    graph = mlp_training_graph(layers=1, width=64, batch=8)
+    monkeypatch.setattr(realmodels, "write_real_dataset",
+                        lambda out, progress: progress("tiny.gnpg", graph, 0.04))
+    script.write_real(tmp_path)
+    line = capsys.readouterr().out
+    assert " GFLOP" not in line and " MiB" not in line, line
+    assert "FLOP, step " in line and line.rstrip().endswith(" KiB, built in 40.000 ms"), line
