@@ -39,12 +39,30 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from gnplace.exceptions import GnplaceError, InvalidArgument, MissingDependency, UnknownName
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the shipped placers' classes, for get_placer's and make_placer's overloads: never imported
+    from gnplace.placers.annealing import AnnealingPlacer
+    from gnplace.placers.auto import AutoPlacer
     from gnplace.placers.base import Placer
+    from gnplace.placers.exact import ExactPlacer
+    from gnplace.placers.expert import ExpertPlacer
+    from gnplace.placers.heft import HeftPlacer
+    from gnplace.placers.m_etf import METFPlacer
+    from gnplace.placers.m_sct import MSCTPlacer
+    from gnplace.placers.metis import MetisPlacer
+    from gnplace.placers.random_search import RandomSearchPlacer
+    from gnplace.placers.round_robin import RoundRobinPlacer
+    from gnplace.placers.single import SinglePlacer
+    from gnplace.rl.hierarchical import HierarchicalPlacer
+    from gnplace.rl.placeto import PlacetoPlacer
+    from gnplace.rl.post import PostPlacer
+    from gnplace.rl.rnn_pg import RnnPGPlacer
+    from gnplace.rl.search import FineTunePlacer, PPOSearchPlacer, ReinforceSearchPlacer
+    from gnplace.rl.spotlight import SpotlightPlacer
+    from gnplace.rl.zeroshot import PolicyPlacer
 
 __all__ = ["SHARED_OPTIONS", "PlacerInfo", "PlacerRegistry", "PLACERS", "get_placer", "make_placer", "register_placer",
            "check_placer_options", "constructor_options"]
@@ -379,13 +397,60 @@ def check_placer_options(name: str, options: Mapping[str, Any], given_as: Mappin
     raise InvalidArgument(f"placer {name!r} does not take these options: {shown}; it takes{listed}")
 
 
+# one overload a shipped name (SHIPPED_PLACERS), so that get_placer("exact").last_status type-checks; the classes
+# are imported for the type checker alone (TYPE_CHECKING), the registry stays lazy
+@overload
+def get_placer(name: Literal["single"], **options: Any) -> SinglePlacer: ...
+@overload
+def get_placer(name: Literal["round_robin"], **options: Any) -> RoundRobinPlacer: ...
+@overload
+def get_placer(name: Literal["expert"], **options: Any) -> ExpertPlacer: ...
+@overload
+def get_placer(name: Literal["metis"], **options: Any) -> MetisPlacer: ...
+@overload
+def get_placer(name: Literal["heft"], **options: Any) -> HeftPlacer: ...
+@overload
+def get_placer(name: Literal["m_etf"], **options: Any) -> METFPlacer: ...
+@overload
+def get_placer(name: Literal["m_sct"], **options: Any) -> MSCTPlacer: ...
+@overload
+def get_placer(name: Literal["random_search"], **options: Any) -> RandomSearchPlacer: ...
+@overload
+def get_placer(name: Literal["annealing"], **options: Any) -> AnnealingPlacer: ...
+@overload
+def get_placer(name: Literal["exact"], **options: Any) -> ExactPlacer: ...
+@overload
+def get_placer(name: Literal["auto"], **options: Any) -> AutoPlacer: ...
+@overload
+def get_placer(name: Literal["ppo"], **options: Any) -> PPOSearchPlacer: ...
+@overload
+def get_placer(name: Literal["finetune"], **options: Any) -> FineTunePlacer: ...
+@overload
+def get_placer(name: Literal["reinforce"], **options: Any) -> ReinforceSearchPlacer: ...
+@overload
+def get_placer(name: Literal["policy"], **options: Any) -> PolicyPlacer: ...
+@overload
+def get_placer(name: Literal["rnn_pg"], **options: Any) -> RnnPGPlacer: ...
+@overload
+def get_placer(name: Literal["hierarchical"], **options: Any) -> HierarchicalPlacer: ...
+@overload
+def get_placer(name: Literal["spotlight"], **options: Any) -> SpotlightPlacer: ...
+@overload
+def get_placer(name: Literal["post"], **options: Any) -> PostPlacer: ...
+@overload
+def get_placer(name: Literal["placeto"], **options: Any) -> PlacetoPlacer: ...
+@overload
+def get_placer(name: str, **options: Any) -> Placer: ...
+
+
 def get_placer(name: str, **options: Any) -> Placer:
     """A new placer registered as ``name``, built with ``options``.
 
     Returns:
-        Placer: call ``.place(graph, cluster, seed=...)`` for a :class:`~gnplace.placement.Placement`. It is
-        typed as the :class:`~gnplace.placers.base.Placer` protocol: what one placer alone offers (``exact``'s
-        ``last_status``) is typed on its class (:class:`gnplace.placers.exact.ExactPlacer`).
+        Placer: call ``.place(graph, cluster, seed=...)`` for a :class:`~gnplace.placement.Placement`. A
+        shipped name's placer is typed as its class (``get_placer("exact")`` as
+        :class:`gnplace.placers.exact.ExactPlacer`, with its ``last_status``); any other name's as the
+        :class:`~gnplace.placers.base.Placer` protocol.
 
     Raises:
         UnknownName: if no placer is registered under ``name``; the message lists the choices.
@@ -449,6 +514,72 @@ def _check_flags(name: str, cls: Any, options: dict[str, Any]) -> None:
         # null: the default where the option takes None too, else refused (bool(None) turned subsets off)
         if kinds <= {"bool", "None"} and (value is not None or "None" not in kinds):
             check_flag(name, key, value)
+
+
+@overload
+def make_placer(name: Literal["single"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> SinglePlacer: ...
+@overload
+def make_placer(name: Literal["round_robin"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> RoundRobinPlacer: ...
+@overload
+def make_placer(name: Literal["expert"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> ExpertPlacer: ...
+@overload
+def make_placer(name: Literal["metis"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> MetisPlacer: ...
+@overload
+def make_placer(name: Literal["heft"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> HeftPlacer: ...
+@overload
+def make_placer(name: Literal["m_etf"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> METFPlacer: ...
+@overload
+def make_placer(name: Literal["m_sct"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> MSCTPlacer: ...
+@overload
+def make_placer(name: Literal["random_search"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> RandomSearchPlacer: ...
+@overload
+def make_placer(name: Literal["annealing"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> AnnealingPlacer: ...
+@overload
+def make_placer(name: Literal["exact"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> ExactPlacer: ...
+@overload
+def make_placer(name: Literal["auto"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> AutoPlacer: ...
+@overload
+def make_placer(name: Literal["ppo"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> PPOSearchPlacer: ...
+@overload
+def make_placer(name: Literal["finetune"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> FineTunePlacer: ...
+@overload
+def make_placer(name: Literal["reinforce"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> ReinforceSearchPlacer: ...
+@overload
+def make_placer(name: Literal["policy"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> PolicyPlacer: ...
+@overload
+def make_placer(name: Literal["rnn_pg"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> RnnPGPlacer: ...
+@overload
+def make_placer(name: Literal["hierarchical"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> HierarchicalPlacer: ...
+@overload
+def make_placer(name: Literal["spotlight"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> SpotlightPlacer: ...
+@overload
+def make_placer(name: Literal["post"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> PostPlacer: ...
+@overload
+def make_placer(name: Literal["placeto"], *, timer: Any = None, budget: int | None = None,
+                checkpoint: str | None = None, **options: Any) -> PlacetoPlacer: ...
+@overload
+def make_placer(
+    name: str, *, timer: Any = None, budget: int | None = None, checkpoint: str | None = None, **options: Any
+) -> Placer: ...
 
 
 def make_placer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -328,3 +329,32 @@ def test_a_placer_is_typed_as_the_placer_protocol():
         hints = typing.get_type_hints(function, localns={"Placer": Placer})
         assert hints["return"] is Placer, function.__name__
     assert isinstance(get_placer("round_robin"), Placer)
+
+
+def test_each_shipped_name_types_its_placer_as_its_own_class():
+    """``get_placer("exact")`` and ``make_placer("exact")`` were typed as the ``Placer`` protocol alone, so
+    ``mypy --strict`` refused README's ``exact``'s ``last_status`` and ``last_gap`` ("Placer" has no attribute
+    "last_status"): one overload a shipped name returns the class it is registered as, other names ``Placer``."""
+    import typing
+
+    from gnplace.placers.registry import SHIPPED_PLACERS
+
+    for function in (get_placer, make_placer):
+        typed = {}
+        for overload in typing.get_overloads(function):
+            annotations = overload.__annotations__  # strings: the classes are imported for a type checker alone
+            literal = re.fullmatch(r"Literal\[['\"](\w+)['\"]\]", annotations["name"])
+            typed[literal.group(1) if literal else annotations["name"]] = annotations["return"]
+        assert typed.pop("str") == "Placer", function.__name__
+        assert typed == {name: target.partition(":")[2] for name, target in SHIPPED_PLACERS.items()}, function.__name__
+    # and each class is imported for the type checker from the module it is registered in
+    import ast
+    import inspect
+
+    import gnplace.placers.registry as registry
+
+    checked = next(node for node in ast.parse(inspect.getsource(registry)).body
+                   if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING")
+    imported = {f"{node.module}:{alias.name}" for node in checked.body if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    assert set(SHIPPED_PLACERS.values()) <= imported
