@@ -186,13 +186,18 @@ def check_graph_files(pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, A
     Returns:
         dict: each graph by its path, for the checks that follow (:func:`check_pairs_fit`).
 
+    A graph of no ops is refused as every command refuses one (nothing to place, no step to compare with
+    ``auto``'s): it was trained on, its 0 s steps over 0 s giving NaN ratios ("NaN or Inf found in input tensor").
+
     Raises:
-        InvalidGraph: naming the first file that is not a readable graph.
+        InvalidGraph: naming the first file that is not a readable graph, or that has no ops.
     """
+    from gnplace.graph import require_ops
     from gnplace.graph_io import load_graph
 
     # each file once, in the pairs' order
-    return {path: load_graph(path) for path in dict.fromkeys(str(g) for g, _ in (*pairs, *val_pairs))}
+    return {path: require_ops(load_graph(path), path)
+            for path in dict.fromkeys(str(g) for g, _ in (*pairs, *val_pairs))}
 
 
 def check_pairs_fit(config: PretrainConfig, pairs: list[tuple[str, Any]], val_pairs: list[tuple[str, Any]],

@@ -73,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
     for cluster in clusters:  # a typo is reported now, not after Lightning's import
         load_cluster(cluster)
     pairs = [(str(g), c) for g in graphs for c in clusters]
+    from gnplace.graph import require_ops
+    from gnplace.graph_io import load_graph
+
+    for graph in graphs:  # as pretrain's check_graph_files (whose module imports Lightning): one of no ops was
+        require_ops(load_graph(graph), str(graph))  # trained on, its 0 s over 0 s a NaN ratio
     if args.algo == "reinforce" and args.epochs != LearnerConfig.epochs:  # inert: never ignored silently
         raise InvalidArgument(f"--epochs counts PPO's gradient steps per batch; --algo reinforce makes one step per "
                               f"batch, so leave --epochs out (got {args.epochs})")

@@ -19,6 +19,7 @@ import yaml
 
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.exceptions import InvalidArgument, InvalidCheckpoint, InvalidCluster, InvalidGraph
+from gnplace.graph import OpGraph
 from gnplace.graph_io import save_graph
 from gnplace.policy.checkpoint import load_policy
 from gnplace.pretrain import load_pretrain_config, pretrain, pretrain_pairs
@@ -714,6 +715,19 @@ def test_a_family_file_that_is_no_graph_is_refused_before_the_searches_and_train
     with pytest.raises(InvalidGraph, match=rf"{bad}: not a gnplace graph file"):
         pretrain(config, tmp_path / "run", progress=False, jobs=1)
     assert not (tmp_path / "run" / "teacher").exists() and not (tmp_path / "run" / "logs").exists()
+
+
+def test_a_family_graph_of_no_ops_is_refused_before_the_searches_and_training(tiny_config, tmp_path):
+    """A graph of no ops in a family was trained on (0 s over auto's 0 s: NaN ratios), where gnplace place,
+    simulate, evaluate and finetune refuse one in one line."""
+    family = tmp_path / "data" / "mine"
+    shutil.copytree(Path(yaml.safe_load(tiny_config.read_text())["data"]["root"]) / "alpha", family)
+    save_graph(OpGraph([], name="empty"), family / "a_empty.gnpg")
+    config = load_pretrain_config(tiny_config, [f"data.root={tmp_path / 'data'}", "data.families=[mine]",
+                                                "data.random_clusters=0"])
+    with pytest.raises(InvalidGraph, match=r"a_empty.gnpg: graph 'empty' has no ops; there is nothing to place"):
+        pretrain(config, tmp_path / "run", progress=False, jobs=1)
+    assert not (tmp_path / "run" / "logs").exists()
 
 
 def test_settings_a_run_cannot_train_with_are_refused_before_any_work(tiny_config, tmp_path):

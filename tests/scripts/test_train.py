@@ -33,3 +33,16 @@ def test_a_screen_model_without_a_screen_is_refused_before_training(tmp_path, lo
     assert capsys.readouterr().err == ("train: error: --screen-model simulator is what the screen starts from, and "
                                        "--screen 1 screens nothing (every sample is timed): leave --screen-model out, "
                                        "or raise --screen\n")
+
+
+def test_a_graph_of_no_ops_is_refused_before_training(tmp_path, load_script, monkeypatch, capsys):
+    """It was trained on (0 s steps over auto's 0 s: "NaN or Inf found in input tensor" each iteration), where
+    gnplace place, simulate, evaluate, finetune and pretrain refuse one in one line."""
+    from gnplace.graph import OpGraph
+    from gnplace.graph_io import save_graph
+
+    monkeypatch.setitem(sys.modules, "gnplace.train", types.SimpleNamespace(fit=None))  # (never reached)
+    empty = save_graph(OpGraph([], name="empty"), tmp_path / "empty.gnpg")
+    script = load_script("train")
+    assert script.main(["--graphs", str(GRAPH), str(empty), "--split", "all", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == f"train: error: {empty}: graph 'empty' has no ops; there is nothing to place\n"
