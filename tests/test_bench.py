@@ -207,3 +207,18 @@ def test_bench_runs_with_no_script_folder_on_the_path(tmp_path, flag):
                           capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "zeroshot-seeds" in done.stdout
+
+
+def test_curves_refuse_a_graph_of_no_ops_before_the_first_search(load_script, tmp_path, capsys):
+    """Its search's empty trace was a ValueError traceback (not enough values to unpack), after the graphs
+    before it were searched; gnplace place, simulate, evaluate and finetune refuse such a graph in one line."""
+    from gnplace.graph import OpGraph
+    from gnplace.graph_io import save_graph
+
+    empty = save_graph(OpGraph([], name="empty"), tmp_path / "empty.gnpg")
+    code = load_script("bench").main(["curves", "--graphs", str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg"),
+                                      str(empty), "--cluster", "k80x2", "--placers", "annealing", "--budget", "8",
+                                      "--out", str(tmp_path / "out")])
+    out, err = capsys.readouterr()
+    assert code == 2 and not out and not (tmp_path / "out").exists()
+    assert err == f"bench: error: {empty}: graph 'empty' has no ops; there is nothing to place\n"

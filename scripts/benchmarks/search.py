@@ -109,7 +109,11 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
             searches = ", ".join(n for n in PLACERS.names() if "budget" in PLACERS.info(n).accepts)
             raise InvalidArgument(f"--placers {name}: takes no budget and has no learning curve; curves draws "
                                   f"the search placers' ({searches})")
-    graphs = [load_graph(path) for path in args.graphs]  # a missing graph refused before the first search
+    from gnplace.graph import require_ops
+
+    # a missing graph refused before the first search; one of no ops too (auto's 0 s step: an empty trace, a
+    # ValueError traceback after the graphs before it were searched)
+    graphs = [require_ops(load_graph(path), path) for path in args.graphs]
     cluster = load_cluster(args.cluster)
     if cluster.num_devices < 2:  # nothing to search: the placers return at once, with no curve to draw
         raise InvalidArgument(f"--cluster {args.cluster}: one device, so no search and no learning curve; give a "

@@ -271,10 +271,22 @@ def test_unparsable_option_value_is_one_line(capsys, graph):
 
 
 # ------------------------------------------------------------------------------ 3: empty graph
-def test_empty_graph_is_refused_by_simulate_and_place(tmp_path, capsys):
+def test_empty_graph_is_refused_by_every_command_that_places_or_times_it(tmp_path, capsys):
+    """As README says: one line from simulate, place, finetune and evaluate; the library answers 0 s and []."""
+    import gnplace
+
     empty = str(save_graph(OpGraph([], name="empty"), tmp_path / "empty.json"))
+    line = f"{empty}: graph 'empty' has no ops; there is nothing to place"
     for command in ("simulate", "place"):
-        assert "has no ops" in one_error(capsys, main([command, empty, "-c", "k80x2"]))
+        assert line in one_error(capsys, main([command, empty, "-c", "k80x2"]))
+    assert line in one_error(capsys, main(["finetune", empty, "-c", "k80x2", "-o", str(tmp_path / "ft")]))
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": "gnplace-dataset",
+                                                        "graphs": [{"file": "empty.json", "split": "test"}]}))
+    assert line in one_error(capsys, main(["evaluate", "-g", str(tmp_path), "-c", "k80x2", "-p", "single", "-o",
+                                           str(tmp_path / "ev")]))
+    graph, cluster = OpGraph([], name="empty"), gnplace.load_cluster("k80x2")
+    placement = gnplace.get_placer("auto").place(graph, cluster)
+    assert placement.devices.tolist() == [] and gnplace.simulate(graph, cluster, placement).step_time == 0.0
 
 
 # ------------------------------------------------------------------------------ 4: evaluate
