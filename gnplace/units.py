@@ -162,6 +162,26 @@ def format_seconds(value: float) -> str:
     return f"{value / 1e-9:.3f} ns"
 
 
+def format_rate(value: float) -> str:
+    """A bandwidth in bytes per second in the largest SI unit (kB/s to TB/s) that keeps it at least 1: ``"12.00 GB/s"``.
+
+    Written as cluster files write it (:func:`parse_rate` reads it back).
+
+    A rate under 1 kB/s is shown in B/s, so that no measured link prints as ``0.00 GB/s``; a value that is no finite
+    number as it is.
+
+    Examples:
+        >>> format_rate(12e9), format_rate(1.5e6), format_rate(800), format_rate(0)
+        ('12.00 GB/s', '1.50 MB/s', '800 B/s', '0 B/s')
+    """
+    if not math.isfinite(value):
+        return f"{value} B/s"
+    for unit, size in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B/s"
+
+
 def format_flops(value: float) -> str:
     """A FLOP count in the largest SI unit (k, M, G, T, P) that keeps the number at least 1, e.g. ``"1.360 MFLOP"``.
 

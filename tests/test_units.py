@@ -203,3 +203,14 @@ def test_format_flops_never_shows_a_count_as_zero_of_a_larger_unit(flops, text):
     from gnplace.units import format_flops
 
     assert format_flops(flops) == text
+
+
+@pytest.mark.parametrize(("rate", "text"), [(0, "0 B/s"), (800, "800 B/s"), (1e6, "1.00 MB/s"), (1.5e6, "1.50 MB/s"),
+                                            (12e9, "12.00 GB/s"), (2e12, "2.00 TB/s"), (math.inf, "inf B/s")])
+def test_format_rate_never_shows_a_link_as_zero_of_a_larger_unit(rate, text):
+    """gnplace profile printed every link's bandwidth in GB/s: a 1 MB/s link as 0.00 GB/s."""
+    from gnplace.units import format_rate, parse_rate
+
+    assert format_rate(rate) == text
+    if 0 < rate < math.inf:
+        assert parse_rate(text) == pytest.approx(rate, rel=5e-3)  # as a cluster file writes it

@@ -97,7 +97,7 @@ def _profile(args: argparse.Namespace) -> int:
     )
     from gnplace.graph_io import refuse_link, write_atomically
     from gnplace.importers.sources import load_step_source
-    from gnplace.units import format_seconds
+    from gnplace.units import format_rate, format_seconds
 
     if args.timer == "local" and args.ranks is not None:  # each timer has its own way to say its devices
         raise InvalidArgument("--ranks is for --timer dist; --timer local runs on --devices")
@@ -162,7 +162,7 @@ def _profile(args: argparse.Namespace) -> int:
         return 0
     print(f"wrote {graph_path} (measured op seconds) and {cluster_path}")
     for pair, link in calibration.links.items():
-        print(f"  link {pair}: latency {format_seconds(link['latency'])}, bandwidth {link['bandwidth'] / 1e9:.2f} GB/s")
+        print(f"  link {pair}: latency {format_seconds(link['latency'])}, bandwidth {format_rate(link['bandwidth'])}")
     overhead = {dev.kind: dev.launch_overhead for dev in calibration.cluster.devices}
     for kind, factor in calibration.scale.items():
         print(f"  {kind}: the one-device step measured {factor:.2f}x the ops timed one by one (ops scaled to it); "
