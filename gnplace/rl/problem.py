@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gnplace.cluster import Cluster
+from gnplace.coarsen import Coarsening
 from gnplace.graph import OpGraph
 from gnplace.policy.features import PolicyInput, build_policy_input
 from gnplace.rl.env import PlacementMDP, RefinementMDP
@@ -123,19 +124,24 @@ class PlacementProblem:
     def build(
         cls, graph: OpGraph, cluster: Cluster, timer: StepTimer, *, max_nodes: int = 1000, reference: str = "auto",
         seed: int = 0, reference_seed: int | None = None, modules: bool = False,
+        coarsening: Coarsening | None = None, held: np.ndarray | None = None,
     ) -> PlacementProblem:
         """Prepare ``graph`` on ``cluster``: coarsen, compute features, place and time the reference.
 
         The reference placer runs with ``reference_seed`` (default: ``seed``) and its own evaluations
         are made with ``timer``; timing its placement is counted as this problem's first evaluation.
         ``modules`` coarsens along the module hierarchy first
-        (:func:`~gnplace.policy.features.decision_graph`).
+        (:func:`~gnplace.policy.features.decision_graph`). ``coarsening`` (that decision graph, made by the
+        caller with the same ``max_nodes``, ``seed``, ``modules`` and the timer's cost model) and ``held`` (bytes each
+        op holds at the memory peak, :func:`~gnplace.placers.groups.held_at_peak` of ``cluster``) are reused rather
+        than made again (default: None, made here; see
+        :func:`~gnplace.policy.features.build_policy_input`).
         """
         from gnplace.placement import check_placed
         from gnplace.placers.registry import make_placer
 
         inp = build_policy_input(graph, cluster, cost_model=timer.cost_model, max_nodes=max_nodes, seed=seed,
-                                 modules=modules)
+                                 modules=modules, coarsening=coarsening, held=held)
         placement = check_placed(make_placer(reference, timer=timer).place(
             graph, cluster, seed=seed if reference_seed is None else reference_seed), graph, cluster, reference)
         result = timer.time(graph, cluster, placement)

@@ -679,7 +679,7 @@ class PolicyPlacer:
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
                     around, drawn_timed, labels, auto_evaluations = self._around(
                         graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held,
-                        lambda done, note: advance_to(candidates.shape[0] + done, note))
+                        lambda done, note: advance_to(candidates.shape[0] + done, note), coarsened={False: whole})
                     timed = _concat_results(timed, drawn_timed)
                     blocks += around
                     names += labels
@@ -767,7 +767,7 @@ class PolicyPlacer:
     def _around(
         self, graph: OpGraph, cluster: Cluster, rng: np.random.Generator, seed: int, auto_seed: int,
         greedy: tuple[np.ndarray, BatchResult], held: np.ndarray | None = None,
-        report: Callable[[int, str], None] | None = None,
+        report: Callable[[int, str], None] | None = None, coarsened: dict[bool, Coarsening] | None = None,
     ) -> tuple[list[np.ndarray], BatchResult, list[str], int]:
         """``auto``'s placement, rounds of samples around the best so far, the constructors', the last rounds; timed.
 
@@ -781,7 +781,11 @@ class PolicyPlacer:
         their timings, their names and the evaluations ``auto`` made to choose its placement. ``greedy``
         holds the greedy decodes timed before (``[n, num_ops]``, and their timings): the last round's
         centre is the best of those too. ``held``: the bytes each op holds at the memory peak on the whole
-        cluster, for the constructors' inputs (default: computed there). ``report(evaluations, stage)`` is told the
+        cluster, for the problem's and the constructors' inputs (default: computed there). ``coarsened`` maps a
+        ``modules`` setting to the decision graph of ``graph`` on ``cluster`` made with ``seed``, ``max_nodes``, the
+        timer's cost model and that setting (:func:`~gnplace.policy.features.decision_graph`): where this policy
+        decides with that setting, the problem decides on it rather than coarsening the graph again, the same
+        coarsening (default: none, coarsened here). ``report(evaluations, stage)`` is told the
         evaluations made here so far (``auto``'s included) as each stage starts and as ``auto`` times (default:
         nothing).
 
@@ -804,8 +808,10 @@ class PolicyPlacer:
         # auto's own evaluations (it times its heuristics' placements), shown as they are made
         counted = _Reporting(self.timer, lambda evaluations: stage("auto"))
         stage("coarsening and auto")
+        # the same coarsening (graph, cluster, seed, max_nodes, cost model, modules) and peak bytes as _place's, reused
         problem = PlacementProblem.build(graph, cluster, counted, max_nodes=self.max_nodes, seed=seed,
-                                         reference_seed=auto_seed, modules=self.modules)
+                                         reference_seed=auto_seed, modules=self.modules,
+                                         coarsening=(coarsened or {}).get(self.modules), held=held)
         problem.anchored = self.anchored
         enc = self.policy.encode(problem.inp)
         candidates.append(problem.reference_devices[None, :])

@@ -877,3 +877,32 @@ def test_the_polish_keeps_its_start_where_the_chain_finds_nothing_faster():
     placer = zeroshot.PolicyPlacer(constructor="none", timer=sim, polish=4)
     got, got_step, choice, spent = placer._anneal(graph, cluster, start, True, 0, step, "greedy")
     assert got is start and got_step == step and choice == "greedy" and spent == placer.polish_evaluations(graph)
+
+
+def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_the_policy_decides_on_op_groups(
+        tmp_path, monkeypatch):
+    """The problem around auto coarsened the graph again with the same seed (about 1 s at 20,000 ops) and simulated the
+    peak again: a policy deciding on op groups (no ``modules``) reuses ``_place``'s decision graph and peak bytes, for
+    the same placement; one deciding on module subtrees first coarsens its own, differently (the shipped policy)."""
+    from gnplace.placers import groups
+    from gnplace.policy import features
+
+    torch.manual_seed(0)
+    groups_first = save_policy(tmp_path / "groups.ckpt", PlacementPolicy(),
+                               {"config": {"learner": {"prior": 3.0}, "data": {"anchored": True}}})
+    graph, cluster = layered_graph(600, seed=0), load_cluster("k80x4")
+    made: list[bool] = []  # the modules setting of each coarsening
+    peaks: list[int] = []
+    decision_graph_, held_at_peak_ = features.decision_graph, groups.held_at_peak
+    for checkpoint, coarsenings in ((groups_first, [False]), (SHIPPED_CHECKPOINT, [False, True])):
+        placer = PolicyPlacer(checkpoint=checkpoint, constructor="none", samples=4, last_rounds=1, max_nodes=100)
+        assert placer.around
+        expected = placer.place(graph, cluster, seed=3)
+        made.clear(), peaks.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(features, "decision_graph",
+                            lambda *a, **k: made.append(k.get("modules", False)) or decision_graph_(*a, **k))
+            for module in (groups, features):  # features holds its own name of it
+                patched.setattr(module, "held_at_peak", lambda *a, **k: peaks.append(1) or held_at_peak_(*a, **k))
+            again = placer.place(graph, cluster, seed=3)
+        assert np.array_equal(again.devices, expected.devices) and len(peaks) == 1 and made == coarsenings
