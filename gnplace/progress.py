@@ -182,14 +182,15 @@ class Advance(Protocol):
     """What :func:`evaluation_bar` yields: ``advance_to(done, note="")``.
 
     ``done`` of the total are done; ``note`` (where given) says what runs now, e.g. ``"coarsening"``: the bar's
-    text becomes ``LABEL: NOTE`` and a progress line ends ``; NOTE``.
+    text becomes ``LABEL: NOTE`` and a progress line ends ``; NOTE``. ``total`` (where given) is the count the work
+    now ends at, where it has grown past the one planned (``policy``'s memory repairs on a memory-tight cluster).
     """
 
-    def __call__(self, done: int, note: str = "") -> None:
-        """Show ``done`` of the total done, and ``note`` (where given) as what runs now."""
+    def __call__(self, done: int, note: str = "", total: int | None = None) -> None:
+        """Show ``done`` of the total done, ``note`` (where given) as what runs now, ``total`` as the new total."""
 
 
-def no_progress(done: int, note: str = "") -> None:
+def no_progress(done: int, note: str = "", total: int | None = None) -> None:
     """:class:`Advance` that shows nothing."""
 
 
@@ -202,6 +203,11 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None, unit: st
     some of them long and counting nothing (``policy``'s coarsening), shows which one it is in. The lines' time left
     is extrapolated from the rate since the last update before the first evaluation (``from_first_count``): those
     stages' seconds are not spread over every evaluation left.
+
+    The total only grows: to a ``total`` given (:class:`Advance`) and to ``done`` where the count passes it, so that
+    no bar shows more than 100% nor a line a negative time left (``policy`` planned 1,436 evaluations of graphs that
+    took 2,582 on a memory-tight cluster); once past the one planned, the text says so: ``N more than the M
+    planned``.
 
     Args:
         label (str): what runs, e.g. ``"annealing cifar10_002"``.
@@ -218,10 +224,26 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None, unit: st
     if enabled is False:
         yield no_progress
         return
+    planned, now = total, [total]  # the total planned, and the one shown now
+
+    def grown(done: int, given: int | None, note: str) -> str:
+        """Raise the total shown to ``given`` and to ``done``; ``note``, with what the total grew by past the plan."""
+        now[0] = max(now[0], int(done), 0 if given is None else int(given))
+        if now[0] <= planned:
+            return note
+        past = f"{now[0] - planned:,} more than the {planned:,} planned"
+        return f"{note}; {past}" if note else past
+
     if not show_bar(enabled):
         line = ProgressLine(label, total, unit, from_first_count=True)  # a stage counting nothing first: no rate
         line.update(0)
-        yield line.update
+
+        def update(done: int, note: str = "", total: int | None = None) -> None:
+            note = grown(done, total, note)
+            line.total = now[0]
+            line.update(done, note)
+
+        yield update
         return
     from rich.console import Console
     from rich.progress import Progress
@@ -229,8 +251,9 @@ def evaluation_bar(label: str, total: int, enabled: bool | None = None, unit: st
     with Progress(*_bar_columns(), console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(_shown(label), total=total)
 
-        def advance_to(done: int, note: str = "") -> None:
-            bar.update(task, completed=done, description=_shown(f"{label}: {note}") if note else None)
+        def advance_to(done: int, note: str = "", total: int | None = None) -> None:
+            note = grown(done, total, note)
+            bar.update(task, completed=done, total=now[0], description=_shown(f"{label}: {note}") if note else None)
 
         yield advance_to
 

@@ -240,3 +240,44 @@ def test_a_note_names_the_stage_on_the_bar_and_ends_the_progress_line(recorded_c
     with evaluation_bar("policy net", 10, enabled=False) as advance_to:
         advance_to(4, note="polish")
     assert capsys.readouterr() == ("", "")
+
+
+def test_a_count_past_its_total_grows_the_total_and_says_so_never_past_100_percent(monkeypatch):
+    """``policy`` planned 1,436 evaluations of graphs that took 2,582 on a memory-tight cluster: the lines read
+    "2,582/1,436 evaluations (180%)" with no time left. The total grows to the count, and to a total the caller
+    raises it to; once past the plan the line says by how much, and the time left is the rate's over what is left."""
+    import functools
+    import io
+
+    import rich.progress
+
+    import gnplace.progress
+
+    now = [0.0]
+    out = io.StringIO()
+    monkeypatch.setattr(gnplace.progress, "ProgressLine", functools.partial(
+        ProgressLine, every_s=0.0, stream=out, clock=lambda: now[0]))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with evaluation_bar("policy g", 100) as advance_to:
+        now[0] = 10.0
+        advance_to(50, "auto")
+        now[0] = 20.0
+        advance_to(150, "memory repair")
+        now[0] = 30.0
+        advance_to(160, "polish", total=400)  # the caller knows 240 more are coming
+        advance_to(170, "polish", total=300)  # a total never shrinks
+    assert out.getvalue().splitlines()[-4:] == [
+        "policy g: 50/100 evaluations (50%), 0:10 elapsed, about 0:10 left; auto",
+        "policy g: 150/150 evaluations (100%), 0:20 elapsed; memory repair; 50 more than the 100 planned",
+        "policy g: 160/400 evaluations (40%), 0:30 elapsed, about 0:45 left; polish; 300 more than the 100 planned",
+        "policy g: 170/400 evaluations (42%), 0:30 elapsed, about 0:41 left; polish; 300 more than the 100 planned"]
+    # the bar on a terminal: its task's total grows the same way
+    updates = []
+    update = rich.progress.Progress.update
+    monkeypatch.setattr(rich.progress.Progress, "update",
+                        lambda self, task, **kwargs: updates.append(kwargs) or update(self, task, **kwargs))
+    with evaluation_bar("policy g", 100, enabled=True) as advance_to:
+        for done, total in ((50, None), (150, None), (160, 400), (170, 300)):
+            advance_to(done, "stage", total=total)
+    assert [(u["completed"], u["total"]) for u in updates] == [(50, 100), (150, 150), (160, 400), (170, 400)]
+    assert updates[-1]["description"] == "policy g: stage; 300 more than the 100 planned"

@@ -513,7 +513,8 @@ class PolicyPlacer:
         """How many timer evaluations :meth:`place` makes on ``cluster`` where nothing overflows: what a caller budgets.
 
         On a ``graph`` with no more placements than the search would time, its polish included
-        (:meth:`placement_space`), that many: each is timed once.
+        (:meth:`placement_space`), that many: each is timed once. Memory repairs on a memory-tight cluster make more
+        (:meth:`_candidates`): the progress bar, whose total this is, grows its total with them (:class:`_Repairs`).
         """
         space = None if graph is None else self.placement_space(graph, cluster)
         return space if space is not None else self._searched(cluster, graph)
@@ -638,13 +639,18 @@ class PolicyPlacer:
         self.last_step, self.last_choice = float(timed.step_time[best]), "every placement"
         return Placement(((best // digit) % d)[graph.group], cluster, GraphKey.of(graph))
 
-    def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike, advance_to: Advance) -> Placement:
-        """:meth:`place` on two devices or more and one op or more, its stages and evaluations told ``advance_to``."""
+    def _place(self, graph: OpGraph, cluster: Cluster, seed: SeedLike, shown: Advance) -> Placement:
+        """:meth:`place` on two devices or more and one op or more, its stages and evaluations told ``shown``.
+
+        The total shown grows where memory repairs take the count past :meth:`evaluations_needed` (:class:`_Repairs`).
+        """
         import torch
 
         from gnplace.placers.groups import held_at_peak
         from gnplace.policy.features import decision_graph, ops_alone
 
+        polish = self.polish_evaluations(graph) if self.polish_evaluations(graph) >= 2 else 0
+        advance_to = _Repairs(shown, self._searched(cluster, graph), polish)
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
         d = cluster.num_devices
@@ -735,7 +741,7 @@ class PolicyPlacer:
             fits = not result.oom[best_index] or choice == "repaired"
             placement, step, choice, spent = self._anneal(
                 graph, cluster, placement, fits, int(rng.integers(2**31 - 1)), step, choice,
-                functools.partial(_advance_past, advance_to, evaluations, "polish"))
+                functools.partial(advance_to.polish, evaluations))
             evaluations += spent
         self.last_evaluations, self.last_greedy_step, self.last_greedy_oom = evaluations, greedy_step, greedy_oom
         self.last_step, self.last_choice = step, choice
@@ -1096,6 +1102,34 @@ def pretraining(meta: dict[str, Any]) -> dict[str, Any]:
 def _advance_past(advance_to: Advance, before: int, note: str, evaluations: int) -> None:
     """``advance_to(before + evaluations, note)``: a stage's ``evaluations`` after ``before`` made by the others."""
     advance_to(before + evaluations, note)
+
+
+class _Repairs:
+    """:class:`~gnplace.progress.Advance` of :meth:`PolicyPlacer._place` whose total grows where memory repairs add.
+
+    :meth:`PolicyPlacer.evaluations_needed` (``planned``) bounds the count where nothing overflows: the search's
+    candidates, then the polish's ``polish`` evaluations. A memory repair (of a heuristic inside ``auto``, of the
+    placement chosen, of the chain's) times up to 1,061 placements more: 2,582 evaluations were made of 1,436
+    planned, and the bar stood past 100% (the lines at 180%) with no time left shown. Where the count so far and the
+    polish's evaluations still to come pass ``planned``, the total told ``shown`` is raised to them, and the note says
+    that memory repairs did it; nothing changes where nothing overflows.
+    """
+
+    def __init__(self, shown: Advance, planned: int, polish: int) -> None:
+        self.shown, self.planned = shown, planned
+        self.polish_total, self.tail = polish, polish  # the polish's evaluations, and those still to come
+
+    def __call__(self, done: int, note: str = "", total: int | None = None) -> None:
+        needed = max(done + self.tail, 0 if total is None else total)
+        if needed > self.planned:  # only a memory repair takes the count past the plan
+            self.shown(done, f"{note} (memory repairs)" if note else "memory repairs", needed)
+        else:
+            self.shown(done, note)
+
+    def polish(self, before: int, spent: int) -> None:
+        """The polish has made ``spent`` evaluations after the ``before`` of the search."""
+        self.tail = max(0, self.polish_total - spent)
+        self(before + spent, "polish")
 
 
 class _Reporting(BudgetedTimer):

@@ -906,3 +906,37 @@ def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_th
                 patched.setattr(module, "held_at_peak", lambda *a, **k: peaks.append(1) or held_at_peak_(*a, **k))
             again = placer.place(graph, cluster, seed=3)
         assert np.array_equal(again.devices, expected.devices) and len(peaks) == 1 and made == coarsenings
+
+
+def test_where_memory_repairs_pass_the_plan_the_bars_total_grows_with_them_and_says_so(monkeypatch):
+    """On a memory-tight cluster the repairs (auto's heuristics', the chosen placement's) time hundreds of placements
+    more than evaluations_needed plans (2,582 and 2,736 of 1,436 planned seen): the bar stood past 100%. Its total is
+    raised as soon as the count and the polish still to come pass the plan, the notes say memory repairs did it, and it
+    ends at the evaluations made; the placement is the same as without a bar."""
+    import contextlib
+
+    from gnplace.placers.groups import memory_need
+
+    graph = load_graph("datasets/examples/mlp2x8w2048b512.gnpg")
+    cluster = toy_cluster(4, memory=0.3 * memory_need(graph, toy_cluster(4)))
+    options = dict(samples=2, last_rounds=1, polish=20, polish_ops=0, constructor="none")
+    expected = zeroshot.PolicyPlacer(**options, progress=False).place(graph, cluster, seed=0).devices
+    bars, calls = [], []
+
+    @contextlib.contextmanager
+    def recorded(label, total, enabled=None, unit="evaluations"):
+        bars.append(total)
+        yield lambda done, note="", total=None: calls.append((done, note, total))
+
+    monkeypatch.setattr(zeroshot, "evaluation_bar", recorded)
+    placer = zeroshot.PolicyPlacer(**options, progress=True)
+    assert np.array_equal(placer.place(graph, cluster, seed=0).devices, expected)
+    planned, made = placer.evaluations_needed(cluster, graph), placer.last_evaluations
+    assert bars == [planned] and made > 2 * planned
+    shown = planned
+    for done, note, total in calls:
+        shown = max(shown, total or 0)
+        assert done <= shown and (total is None or total > planned and "memory repairs" in note), (done, total)
+    grown = [(done, total) for done, _, total in calls if total]
+    assert grown[0][1] == grown[0][0] + 20  # the count so far and the polish still to come
+    assert calls[-1][0] == calls[-1][2] == made  # it ends full
