@@ -315,11 +315,8 @@ def repair_memory(
             need = over[d]
             mine = np.flatnonzero(current == d)
             mine = mine[np.argsort(-memory[mine], kind="stable")]
-            for g in mine:  # largest first, each to the device with the most room that takes it
-                target = int(np.argmax(room))
-                if need > 0 and room[target] >= memory[g]:
-                    current[g], need, moved = target, need - memory[g], True
-                    room[target] -= memory[g]
+            need, moved_here = _move_largest(current, mine, memory, room, need)
+            moved = moved or moved_here
             if need == over[d] and len(mine) > 1 and room.max() > 0:  # none fits by the estimate
                 target = int(np.argmax(room))
                 current[mine[-1]], moved = target, True
@@ -376,6 +373,28 @@ def best_repaired(graph: OpGraph, cluster: Cluster, scorer: BudgetedTimer, timer
     return Placement(fixed, cluster, GraphKey.of(graph))
 
 
+def _move_largest(
+    current: np.ndarray, mine: np.ndarray, memory: np.ndarray, room: np.ndarray, need: np.float64,
+) -> tuple[np.float64, bool]:
+    """Move groups ``mine`` (largest first) to the device with the most ``room`` (bytes) that takes each, in place.
+
+    Until ``need`` (bytes) is moved: ``current`` and ``room`` are updated; returned are the bytes still to
+    move and whether a group moved. The device with the most room is found again only after a move (room
+    changes only then), and the loop ends once nothing is left to move (a call for each group, each time,
+    took about a second for 88,334 groups on k80x4 and v100x8).
+    """
+    moved = False
+    target = int(np.argmax(room))
+    for g in mine.tolist():
+        if not need > 0:  # the rest would stay where they are
+            break
+        if room[target] >= memory[g]:
+            current[g], need, moved = target, need - memory[g], True
+            room[target] -= memory[g]
+            target = int(np.argmax(room))
+    return need, moved
+
+
 def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> np.ndarray:
     """Placements that spread memory evenly, ``[3, num_groups]``: blocks, round robin, bin packing."""
     order = group_order(graph)
@@ -385,14 +404,44 @@ def _memory_fallbacks(graph: OpGraph, cluster: Cluster, memory: np.ndarray) -> n
     blocks[order] = contiguous_blocks(memory[order], capacity)
     robin = np.empty(graph.num_groups, dtype=np.int64)
     robin[order] = np.arange(graph.num_groups) % d
-    packed = np.empty(graph.num_groups, dtype=np.int64)
+    return np.stack([blocks, robin, _first_fit_decreasing(memory, capacity)])
+
+
+#: Devices up to which :func:`_first_fit_decreasing` scans a Python list of each device's room, not numpy's arrays.
+_SCAN_DEVICES = 64
+
+
+def _first_fit_decreasing(memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Device of each group (``[num_groups]``), largest ``memory`` (bytes) first, on the first with room for it.
+
+    Where no device has room, the one with the most room (the first of those) takes it. Up to
+    :data:`_SCAN_DEVICES` float64 devices the rooms are Python floats, the same float64 sums as numpy's (numpy's calls
+    for each of 88,334 groups took 2.6 s); past it numpy finds each device.
+    """
+    order = np.argsort(-memory, kind="stable")
+    packed = np.empty(memory.shape[0], dtype=np.int64)
+    if capacity.shape[0] <= _SCAN_DEVICES and capacity.dtype == memory.dtype == np.float64:
+        room, need = capacity.tolist(), memory.tolist()
+        targets = []
+        for g in order.tolist():
+            m = need[g]
+            for k, left in enumerate(room):
+                if left >= m:
+                    target = k
+                    break
+            else:
+                target = room.index(max(room))
+            targets.append(target)
+            room[target] -= m
+        packed[order] = targets
+        return packed
     free = capacity.copy()
-    for g in np.argsort(-memory, kind="stable"):
+    for g in order:
         fits = np.flatnonzero(free >= memory[g])
         target = int(fits[0]) if fits.size else int(np.argmax(free))
         packed[g] = target
         free[target] -= memory[g]
-    return np.stack([blocks, robin, packed])
+    return packed
 
 
 def _rescue(

@@ -419,3 +419,62 @@ def test_repair_from_any_start_keeps_a_fit_and_fits_where_the_largest_device_hol
         assert np.array_equal(fixed, start)
     if fits(np.zeros(g.num_groups, dtype=np.int64)):
         assert fits(fixed)
+
+
+def _first_fit_by_numpy(memory: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """The bin packing of :func:`_memory_fallbacks` as it was written: numpy calls for each group."""
+    packed, free = np.empty(memory.shape[0], dtype=np.int64), capacity.copy()
+    for g in np.argsort(-memory, kind="stable"):
+        fits = np.flatnonzero(free >= memory[g])
+        target = int(fits[0]) if fits.size else int(np.argmax(free))
+        packed[g] = target
+        free[target] -= memory[g]
+    return packed
+
+
+@pytest.mark.parametrize("devices", [1, 2, 3, 8, 64, 65, 200])
+def test_first_fit_decreasing_places_as_numpy_did(devices):
+    """The Python scan of each device's room (and numpy's past 64 devices) places every group as numpy's calls
+    for each did: ties of sizes and of room, groups no device takes, sums of float64 bytes rounded alike."""
+    from gnplace.placers.groups import _first_fit_decreasing
+
+    rng = np.random.default_rng(devices)
+    for trial in range(20):
+        groups = int(rng.integers(0, 300))
+        memory = rng.choice(rng.random(max(1, groups // 3)) * 1e9 + 0.1, size=groups)  # repeated sizes
+        capacity = rng.choice([1e9, 2.5e9, 3e8 + 0.3], size=devices) * (trial % 3 + 1) / 3
+        got = _first_fit_decreasing(memory, capacity)
+        assert got.dtype == np.int64 and got.tolist() == _first_fit_by_numpy(memory, capacity).tolist()
+
+
+def _move_largest_as_before(current, mine, memory, room, need):
+    """The rounds' moves of :func:`repair_memory` as they were written: the most room found for each group."""
+    moved = False
+    for g in mine:
+        target = int(np.argmax(room))
+        if need > 0 and room[target] >= memory[g]:
+            current[g], need, moved = target, need - memory[g], True
+            room[target] -= memory[g]
+    return need, moved
+
+
+def test_move_largest_moves_as_the_loop_over_every_group_did():
+    """Found again only after a move, and done once nothing is left to move: the same devices, rooms and bytes
+    left as the loop that found the most room for every group of the device."""
+    from gnplace.placers.groups import _move_largest
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        devices, groups = int(rng.integers(2, 9)), int(rng.integers(0, 60))
+        current = rng.integers(0, devices, groups)
+        d = int(rng.integers(devices))
+        memory = rng.choice(rng.random(8) * 1e9, size=groups)
+        mine = np.flatnonzero(current == d)
+        mine = mine[np.argsort(-memory[mine], kind="stable")]
+        room = rng.choice([0.0, 5e8, 1e9, 3e9], size=devices)
+        room[d] = -np.inf
+        need = np.float64(rng.choice([0.0, 1e8, 2e9, 1e10]))
+        want_current, want_room = current.copy(), room.copy()
+        want = _move_largest_as_before(want_current, mine, memory, want_room, need)
+        got = _move_largest(current, mine, memory, room, need)
+        assert got == want and current.tolist() == want_current.tolist() and room.tolist() == want_room.tolist()
