@@ -513,3 +513,25 @@ def test_mean_comm_time_holds_one_array_of_pairs_at_a_time():
     off = ~np.eye(1024, dtype=bool)
     assert got.tolist() == [c.latency[off].mean(), c.latency[off].mean() + 1e6 * (1.0 / c.bandwidth[off]).mean()]
     assert peak < 1.5 * pair_bytes
+
+
+@pytest.mark.parametrize("columns", [0, 1, 2, 3, 5])
+def test_unique_rows_is_numpys_unique_of_rows(columns):
+    """The distinct rows in numpy's order and each row's index among them, as ``np.unique(axis=0)`` gives: rows
+    repeated, values with the top bit set (negative float64 seconds) and values apart only in a later column."""
+    from gnplace.placers.listsched import _unique_rows
+
+    rng = np.random.default_rng(columns)
+    for n in (0, 1, 2, 7, 500):
+        pool = rng.choice(np.array([0, 1, 2**63, 2**64 - 1, 12345, 2**63 + 5], dtype=np.uint64), size=(6, columns))
+        pool[:, -1:] = rng.integers(0, 3, size=(6, min(columns, 1)), dtype=np.uint64)
+        rows = pool[rng.integers(0, 6, n)]
+        want_rows, want_index = np.unique(rows, axis=0, return_inverse=True)
+        got_rows, got_index = _unique_rows(rows)
+        assert got_rows.dtype == rows.dtype and got_rows.shape == want_rows.shape
+        assert got_rows.tolist() == want_rows.tolist() and got_index.tolist() == want_index.reshape(-1).tolist()
+    floats = rng.choice(np.array([-1.5, 0.0, -0.0, 2.0, 1e-9]), size=(300, max(columns, 1)))
+    bits = floats.view(np.uint64)
+    assert _unique_rows(bits)[1].tolist() == np.unique(bits, axis=0, return_inverse=True)[1].reshape(-1).tolist()
+    with pytest.raises(ValueError, match="2-D unsigned"):
+        _unique_rows(floats)
