@@ -41,14 +41,11 @@ def group_order(graph: OpGraph) -> np.ndarray:
         >>> group_order(mlp_training_graph(layers=2, width=8, batch=4)).tolist()
         [0, 1, 2]
     """
-    seen = np.zeros(graph.num_groups, dtype=bool)
-    order: list[int] = []
-    for v in graph.topological_order().tolist():
-        g = int(graph.group[v])
-        if not seen[g]:
-            seen[g] = True
-            order.append(g)
-    return np.asarray(order, dtype=np.int64)
+    in_order = np.asarray(graph.group, dtype=np.int64)[graph.topological_order()]
+    # each group's first place in topological order (np.unique's return_index is a stable sort's: the first),
+    # then the groups by it: a Python loop over the ops took 0.6 s at 280,158 ops
+    _, first = np.unique(in_order, return_index=True)
+    return in_order[np.sort(first)]
 
 
 def check_fraction(owner: str, name: str, value: Any) -> float:

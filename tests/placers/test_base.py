@@ -46,6 +46,22 @@ def test_group_order_lists_each_group_once_by_its_first_op():
     assert first == sorted(first)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_group_order_is_the_loop_over_the_topological_order(seed):
+    """Numbered by numpy, the order of the loop that listed each group at its first op in topological order."""
+    rng = np.random.default_rng(seed)
+    g = layered_graph(int(rng.integers(1, 400)), width=int(rng.integers(1, 9)), seed=seed)
+    grouped = g.replace(group=rng.permutation(rng.integers(0, max(1, g.num_ops // 3), g.num_ops)))
+    grouped = grouped.replace(group=np.unique(grouped.group, return_inverse=True)[1])  # groups 0..k-1, each used
+    seen, want = set(), []
+    for v in grouped.topological_order().tolist():
+        if int(grouped.group[v]) not in seen:
+            seen.add(int(grouped.group[v]))
+            want.append(int(grouped.group[v]))
+    got = group_order(grouped)
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
 def test_group_order_of_an_empty_graph():
     order = group_order(OpGraph([], []))
     assert order.shape == (0,) and order.dtype == np.int64
