@@ -325,7 +325,7 @@ def repair_memory(
         if not moved:
             break
     fallbacks = _memory_fallbacks(graph, cluster, memory)
-    scores = sim.time_batch(graph, cluster, fallbacks[:, graph.group])
+    scores = sim.time_batch(graph, cluster, np.take(fallbacks, graph.group, axis=1))
     fits = np.flatnonzero(~scores.oom)
     if fits.size:
         return fallbacks[fits[np.argmin(scores.step_time[fits])]]
@@ -508,7 +508,7 @@ def _overflow_descent(
             if not len(candidates):
                 continue
             left -= len(candidates)
-            scores = timer.time_batch(graph, cluster, candidates[:, graph.group])
+            scores = timer.time_batch(graph, cluster, np.take(candidates, graph.group, axis=1))
             total = (scores.peak_memory - capacity).clip(0).sum(axis=1)
             pick = int(np.lexsort((scores.step_time, total))[0])
             if total[pick] < over:

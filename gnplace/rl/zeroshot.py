@@ -630,7 +630,7 @@ class PolicyPlacer:
         timed: BatchResult | None = None
         for start in range(0, count, rows):
             index = np.arange(start, min(start + rows, count), dtype=np.int64)
-            result = self.timer.time_batch(graph, cluster, ((index[:, None] // digit) % d)[:, graph.group])
+            result = self.timer.time_batch(graph, cluster, np.take((index[:, None] // digit) % d, graph.group, axis=1))
             timed = result if timed is None else _concat_results(timed, result)
             advance_to(int(index[-1]) + 1, "every placement")
         assert timed is not None

@@ -400,7 +400,7 @@ class BudgetedTimer(StepTimer):
         if array.ndim != 2 or array.shape[1] != graph.num_groups:
             raise InvalidPlacement(f"batch of group placements has shape {array.shape}, expected "
                                    f"(batch, {graph.num_groups}) for graph {graph.name!r}")
-        return self.time_batch(graph, cluster, array[:, graph.group])
+        return self.time_batch(graph, cluster, np.take(array, graph.group, axis=1))  # C order: [:, group] was not
 
     def _afford(self, count: int) -> None:
         """Raise :class:`BudgetExhausted` unless ``count`` more evaluations fit the budget."""
