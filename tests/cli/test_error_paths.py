@@ -459,8 +459,8 @@ def test_place_script_passes_refine_and_the_constructor_temperature_and_refuses_
     from gnplace.rl import zeroshot
 
     place = load_script("place")
-    # 8 groups: 256 placements on two devices, past what the search times (a smaller graph has every one timed)
-    graph = str(save_graph(chain_graph(8), tmp_path / "g.gnpg"))
+    # 11 groups: 2,048 placements on two devices, past the 1,436 the search times (a smaller graph has every one timed)
+    graph = str(save_graph(chain_graph(11), tmp_path / "g.gnpg"))
     made: list[zeroshot.PolicyPlacer] = []
     original = zeroshot.PolicyPlacer.__init__
 

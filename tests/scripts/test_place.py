@@ -22,8 +22,8 @@ def test_json_names_each_step_time_in_seconds_as_the_other_outputs_do(load_scrip
     from gnplace.graph_io import save_graph
     from gnplace.toy import mlp_training_graph
 
-    # 9 groups: 512 placements on two devices, past what the search times (a smaller graph has every one timed)
-    graph = save_graph(mlp_training_graph(layers=8, width=16, batch=4), tmp_path / "g.gnpg")
+    # 11 groups: 2,048 placements on two devices, past the 1,436 the search times (a smaller graph has every one timed)
+    graph = save_graph(mlp_training_graph(layers=10, width=16, batch=4), tmp_path / "g.gnpg")
     target = tmp_path / "p.json"
     assert load_script("place").main([str(graph), "-c", "k80x2", "--samples", "1", "--json", "-o", str(target)]) == 0
     row = json.loads(capsys.readouterr().out)
