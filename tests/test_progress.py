@@ -28,6 +28,23 @@ def recorded_consoles(monkeypatch):
     return consoles
 
 
+@pytest.fixture
+def line_clock(monkeypatch):
+    """Progress lines (stderr no terminal) written to a buffer on every update, by a clock the test sets: ``(now, out)``
+    where ``now[0]`` is the clock's reading in seconds and ``out`` the buffer."""
+    import functools
+    import io
+
+    import gnplace.progress
+
+    now = [0.0]
+    out = io.StringIO()
+    monkeypatch.setattr(gnplace.progress, "ProgressLine", functools.partial(
+        ProgressLine, every_s=0.0, stream=out, clock=lambda: now[0]))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    return now, out
+
+
 def test_a_disabled_bar_prints_nothing(capsys):
     with evaluation_bar("x", 10, enabled=False) as advance_to:
         advance_to(5)
@@ -99,20 +116,11 @@ def test_work_done_before_a_run_counts_towards_the_total_but_not_the_rate():
     assert out.getvalue() == "evaluate: 70/100 rows (70%), 0:20 elapsed, about 1:00 left\n"
 
 
-def test_a_searchs_time_left_leaves_out_the_stages_before_its_first_evaluation(monkeypatch):
+def test_a_searchs_time_left_leaves_out_the_stages_before_its_first_evaluation(line_clock):
     """``policy`` coarsens a large graph before it times anything (7 s of a 30 s run at 20,000 ops): a line after
     the coarsening and 4 of 478 evaluations extrapolated those seconds over all 474 left ("about 15:44 left" of what
     took 22 s). The elapsed time still counts them."""
-    import functools
-    import io
-
-    import gnplace.progress
-
-    now = [0.0]
-    out = io.StringIO()
-    monkeypatch.setattr(gnplace.progress, "ProgressLine", functools.partial(
-        ProgressLine, every_s=0.0, stream=out, clock=lambda: now[0]))
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    now, out = line_clock
     with evaluation_bar("policy big", 478) as advance_to:
         advance_to(0, "coarsening")
         now[0] = 30.0
@@ -242,22 +250,13 @@ def test_a_note_names_the_stage_on_the_bar_and_ends_the_progress_line(recorded_c
     assert capsys.readouterr() == ("", "")
 
 
-def test_a_count_past_its_total_grows_the_total_and_says_so_never_past_100_percent(monkeypatch):
+def test_a_count_past_its_total_grows_the_total_and_says_so_never_past_100_percent(line_clock, monkeypatch):
     """``policy`` planned 1,436 evaluations of graphs that took 2,582 on a memory-tight cluster: the lines read
     "2,582/1,436 evaluations (180%)" with no time left. The total grows to the count, and to a total the caller
     raises it to; once past the plan the line says by how much, and the time left is the rate's over what is left."""
-    import functools
-    import io
-
     import rich.progress
 
-    import gnplace.progress
-
-    now = [0.0]
-    out = io.StringIO()
-    monkeypatch.setattr(gnplace.progress, "ProgressLine", functools.partial(
-        ProgressLine, every_s=0.0, stream=out, clock=lambda: now[0]))
-    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    now, out = line_clock
     with evaluation_bar("policy g", 100) as advance_to:
         now[0] = 10.0
         advance_to(50, "auto")
