@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 
 __all__ = [
     "parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds", "format_flops",
+    "format_rate",
 ]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -174,12 +175,7 @@ def format_rate(value: float) -> str:
         >>> format_rate(12e9), format_rate(1.5e6), format_rate(800), format_rate(0)
         ('12.00 GB/s', '1.50 MB/s', '800 B/s', '0 B/s')
     """
-    if not math.isfinite(value):
-        return f"{value} B/s"
-    for unit, size in (("TB/s", 1e12), ("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B/s"
+    return _format_si(value, "B/s", 2, "TGMk")
 
 
 def format_flops(value: float) -> str:
@@ -192,9 +188,17 @@ def format_flops(value: float) -> str:
         >>> format_flops(1_360_032), format_flops(4.626e9), format_flops(512), format_flops(0)
         ('1.360 MFLOP', '4.626 GFLOP', '512 FLOP', '0 FLOP')
     """
+    return _format_si(value, "FLOP", 3, "PTGMk")
+
+
+def _format_si(value: float, unit: str, decimals: int, prefixes: str) -> str:
+    """``value`` of ``unit`` scaled by the largest of ``prefixes`` (SI, :data:`_PREFIX`) that keeps it at least 1.
+
+    With ``decimals`` decimals; under 1,000 whole and unscaled, and a value that is no finite number as it is.
+    """
     if not math.isfinite(value):
-        return f"{value} FLOP"
-    for unit, size in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.3f} {unit}"
-    return f"{value:.0f} FLOP"
+        return f"{value} {unit}"
+    for prefix in prefixes:
+        if abs(value) >= _PREFIX[prefix]:
+            return f"{value / _PREFIX[prefix]:.{decimals}f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
