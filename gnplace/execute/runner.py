@@ -91,6 +91,13 @@ def _nbytes(x: Any) -> int:
     return int(x.numel()) * int(x.element_size()) if isinstance(x, torch.Tensor) else 0
 
 
+def _storage_nbytes(x: Any) -> int:
+    """Bytes of the storage under ``x``, as torch allocated it (a loss's 0-d mean can hold its batch's bytes)."""
+    if isinstance(x, torch.Tensor) and x.layout == torch.strided:
+        return int(x.untyped_storage().nbytes())
+    return _nbytes(x)
+
+
 #: How to make an argument at run time from ``(resolve, device)``: ``None`` for a constant used as it is.
 _Build = Callable[[Callable[[Ref], Any], torch.device], Any] | None
 
@@ -422,7 +429,7 @@ def run_step(
             raise
         for out_index in range(len(outputs)):  # (no loop variable holding an output, nor the list: they held the
             if op.out_shapes[out_index] is not None:  # op's outputs through the next op, though freed after this)
-                size = _nbytes(outputs[out_index]) if op.out_bytes else 0
+                size = _storage_nbytes(outputs[out_index]) if op.out_bytes else 0
                 admit((Ref("op", i, out_index), d), outputs[out_index], size, sources[i])
         del outputs
         busy[d] += time.perf_counter() - t0

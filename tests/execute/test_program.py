@@ -333,3 +333,54 @@ def test_a_value_read_by_several_ops_on_another_device_crosses_to_it_once():
         plan = program.plan(np.random.default_rng(seed).integers(0, 2, step.graph.num_ops))
         moves = [(ref, dst) for m in plan.moves.values() for ref, _, dst in m]
         assert len(moves) == len(set(moves)), seed
+
+
+_LOSSES = {  # each loss of a batch; the 0-d result of the first four lies in the storage of its elementwise losses
+    "mse": lambda y, t: torch.nn.functional.mse_loss(y, t),
+    "smooth_l1": lambda y, t: torch.nn.functional.smooth_l1_loss(y, t),
+    "soft_margin": lambda y, t: torch.nn.functional.soft_margin_loss(y, t.sign()),
+    "bce": lambda y, t: torch.nn.functional.binary_cross_entropy(y.sigmoid(), t.sigmoid(), reduction="sum"),
+    "huber": lambda y, t: torch.nn.functional.huber_loss(y, t),
+    "mse_none": lambda y, t: torch.nn.functional.mse_loss(y, t, reduction="none").sum(),
+}
+
+
+class _Scored(torch.nn.Module):
+    def __init__(self, loss):
+        super().__init__()
+        self.layer, self.loss = torch.nn.Linear(8, 4), loss
+
+    def forward(self, x, t):
+        return self.loss(self.layer(x), t)
+
+
+@pytest.mark.filterwarnings("ignore:FLOP rules do not know")
+@pytest.mark.parametrize("loss", sorted(_LOSSES))
+def test_each_output_is_counted_by_the_storage_torch_makes_it_in(loss, monkeypatch):
+    """A 0-d ``mse_loss`` lies in a storage of its batch's elementwise losses (256 bytes here, 131,072 for
+    ``examples.transformer``'s): the count held the loss's 4 bytes all step. Each new output of the step is now
+    counted as the storage torch allocates for it, statically and as the step runs, which then agree."""
+    import gnplace.execute.runner as runner
+
+    torch.manual_seed(0)
+    step = import_step(_Scored(_LOSSES[loss]), (torch.randn(16, 8), torch.randn(16, 4)))
+    program = compile_step(step)
+    made = {}
+    call_op = runner.call_op
+
+    def spy(op, fn, resolve, device):
+        outputs = call_op(op, fn, resolve, device)
+        if op.out_bytes:
+            index = program.ops.index(op)
+            made.update({Ref("op", index, k): o.untyped_storage().nbytes() for k, o in enumerate(outputs)
+                         if isinstance(o, torch.Tensor)})
+        return outputs
+
+    monkeypatch.setattr(runner, "call_op", spy)
+    plan = program.plan(np.zeros(step.graph.num_ops, dtype=np.int64))
+    out = run_step(program, plan, [torch.device("cpu")])
+    assert made and {ref: program.made_bytes(ref) for ref in made} == made
+    held = made[program.loss] if program.loss in made else 0
+    assert held == (16 * 4 * 4 if loss in ("mse", "smooth_l1", "soft_margin", "bce") else 4)
+    np.testing.assert_array_equal(program.peak_bytes(plan, 1), out.peak_bytes)
+    _check_static_peaks(step, 0, 2, np.testing.assert_array_equal)
