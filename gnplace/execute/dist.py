@@ -31,8 +31,9 @@ The step time is the slowest rank's, all ranks starting together after a barrier
 reported out of memory without running, by the bytes each rank holds in its step
 (:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters and their optimizer
 state, inputs, buffers' copies, every receive buffer from the step's start, an op's output it sends until its
-last use on the rank, where the rank waits for its sends and lets it go; exact for a rank that runs its ops in
-recorded order, which the ready queue may change).
+last use on the rank, where the rank waits for its sends and lets it go, with the copy it sends of one written in
+place or with gaps, and the buffer updates it sends; exact for a rank that runs its ops in recorded order, which the
+ready queue may change).
 A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
 failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
 started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer

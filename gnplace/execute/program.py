@@ -421,6 +421,29 @@ class Program:
             return tuple(self.buffers[ref.name].shape)
         return None
 
+    def sent_as_copy(self, ref: Ref) -> bool:
+        """Whether the distributed executor (:func:`~gnplace.execute.dist.run_rank`) sends ``ref`` as a copy.
+
+        A tensor whose storage an op of the step writes in place (the message would read the write), and one whose
+        memory has gaps or overlaps (a slice, an ``expand``: its recorded strides are no permutation of a contiguous
+        tensor's), which gloo and NCCL send only contiguous.
+        """
+        if storage_of(self, ref) in self.written_storages:
+            return True
+        if ref.kind == "op":
+            op = self.ops[ref.index]
+            shape = op.out_shapes[ref.output]
+            stride = op.out_strides[ref.output] if ref.output < len(op.out_strides) else None
+        elif ref.kind in ("param", "input"):
+            tensor = self.params[ref.name] if ref.kind == "param" else self.inputs[int(ref.name)]
+            shape, stride = tuple(tensor.shape), tuple(tensor.stride())
+        else:
+            return False
+        if shape is None or stride is None:
+            return False
+        order = sorted(range(len(shape)), key=lambda d: (-stride[d], d))
+        return not torch.empty_strided(shape, stride, device="meta").permute(order).is_contiguous()
+
     def state_bytes(self, name: str) -> int:
         """Bytes of the optimizer state parameter ``name`` has on its device (0 for SGD), beside the parameter."""
         return state_bytes(self.optimizer, self.value_bytes(Ref("param", name=name)))
@@ -523,10 +546,11 @@ class Program:
                 (:func:`~gnplace.execute.dist.run_rank`, each rank walking its ops in recorded order):
                 a rank holds the inputs it reads all step, has the buffer of every tensor it receives
                 from the step's start, and frees an op's output after its own last use of it, or right after
-                sending it where it has none; what the rank sends (as a copy, where a later in-place op writes its
-                storage) is held as long as the output, and to the step's end for a parameter, an input, the
-                loss or a gradient; a tensor that crosses as a copy because its memory has gaps (a slice, an
-                ``expand``) and a buffer update sent are left out (default: :obj:`False`).
+                sending it where it has none; what the rank sends as a copy (:meth:`sent_as_copy`: where a later
+                in-place op writes its storage, or its memory has gaps) is held as long as the output, and to the
+                step's end for a parameter, an input, the loss or a gradient; a buffer's update from another rank
+                has its receive buffer from the step's start (then the rank's copy of it), and the clone its rank
+                sends is held to the step's end (default: :obj:`False`).
 
         Returns:
             np.ndarray: peak bytes per device, ``[num_devices]``.
@@ -587,7 +611,6 @@ class Program:
         crossing += [(ref, src, dst) for _, ref, src, dst in plan.grad_moves]
         for ref, dst in dict.fromkeys((ref, dst) for ref, _, dst in crossing):  # posted when the step starts
             ledger.make((ref, dst), dst, self.value_bytes(ref))
-        written = self.written_storages
         uses: dict[tuple[Ref, int], int] = {}
         for i, op in enumerate(self.ops):
             for ref in set(op.reads):
@@ -595,9 +618,9 @@ class Program:
                 uses[key] = uses.get(key, 0) + 1
         wires: dict[tuple[Ref, int], list[Any]] = {}  # an op output's copies on the wire, by the output's copy
 
-        def send(moves: Any) -> None:  # a tensor a later in-place op writes goes as a copy, one per destination
+        def send(moves: Any) -> None:  # a tensor written later, or with gaps, goes as a copy, one per destination
             for ref, src, dst in moves:
-                if storage_of(self, ref) not in written:
+                if not self.sent_as_copy(ref):
                     continue
                 if ref.kind == "op" and ref not in keep:  # let go with the output
                     ledger.make(("wire", ref, dst), src, self.value_bytes(ref))
@@ -610,17 +633,35 @@ class Program:
             for wire in wires.pop(key, ()):
                 ledger.release(wire)
 
+        # a buffer's copy on a rank, by (Ref("buffer"), rank): the results of in-place updates share it. Every update
+        # from another rank has its receive buffer from the step's start, which becomes the rank's copy at its reader
+        # (the copy before it let go); the rank that updates sends a clone, held to the step's end
+        arriving: dict[tuple[int, str], Any] = {}
+        clones: dict[int, list[tuple[str, int]]] = {}  # writer -> [(buffer, rank)]
+        for k, (name, writer, src, dst, reader) in enumerate(self.buffer_moves(plan)):
+            ledger.make(("buffer in", k), dst, self.buffer_bytes(name))
+            arriving[(reader, name)] = ("buffer in", k)
+            clones.setdefault(writer, []).append((name, src))
         send(plan.moves.get(BEFORE, ()))
         copied: set[tuple[str, int]] = set()
         for i, op in enumerate(self.ops):
             d = int(plan.op_device[i])
             for name in self.buffers_read(i, aliases=False):
-                if (name, d) not in copied:
+                key = (Ref("buffer", name=name), d)
+                update = arriving.pop((i, name), None)
+                if update is not None:
+                    ledger.release(key)
+                    ledger.share(key, update)
+                    ledger.release(update)
                     copied.add((name, d))
-                    ledger.hold(d, self.buffer_bytes(name))
+                elif (name, d) not in copied:
+                    copied.add((name, d))
+                    ledger.make(key, d, self.buffer_bytes(name))
             self._outputs(plan, ledger, i)
             moves = plan.moves.get(i, ())
             send(moves)
+            for name, src in clones.get(i, ()):
+                ledger.hold(src, self.buffer_bytes(name))
             for ref in dict.fromkeys(ref for ref, _, _ in moves):  # made for other ranks alone: leaves once sent
                 if (ref, d) not in uses and ref not in keep:
                     release((ref, d))

@@ -778,3 +778,84 @@ def test_a_timer_given_no_backend_takes_the_one_the_serving_ranks_join_with(setu
     monkeypatch.setenv("GNPLACE_DIST_BACKEND", "mpi")
     with pytest.raises(InvalidArgument, match=r"^GNPLACE_DIST_BACKEND must be 'gloo' or 'nccl', got 'mpi'$"):
         DistTimer(step)
+
+
+class _SlicesAcross(torch.nn.Module):
+    """A slice of ``a``'s output read on both ranks: its memory has gaps, so it crosses as a contiguous copy."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(16, 64), torch.nn.Linear(32, 4), torch.nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = self.a(x)[:, ::2]
+        return self.b(v).square().mean() + self.c(v).square().mean()
+
+
+def _sent_on_rank_0(monkeypatch):
+    """What rank 0 (this process) hands to gloo's isend: ``(tag, bytes of the tensor's storage)``."""
+    sent, isend = [], torch.distributed.isend
+
+    def spy(tensor, dst, tag=0, **kwargs):
+        sent.append((tag, tensor.untyped_storage().nbytes()))
+        return isend(tensor, dst, tag=tag, **kwargs)
+
+    monkeypatch.setattr(torch.distributed, "isend", spy)
+    return sent
+
+
+def test_a_ranks_count_holds_the_copy_it_sends_of_a_tensor_with_gaps(setup, monkeypatch):
+    """A slice goes as a contiguous copy (32,768 bytes on rank 0 while the slice is held there), which the count
+    the timer checks capacity by left out: rank 0 counted 156,948 bytes, now 189,716. Loss and gradients are eager's.
+    """
+    import copy
+
+    torch.manual_seed(0)
+    module, x = _SlicesAcross(), torch.randn(256, 16)
+    eager = copy.deepcopy(module)
+    loss = eager(x)
+    loss.backward()
+    step = import_step(module, (x,))
+    program = compile_step(step)
+    devices = np.array([1 if m.startswith("c") else 0 for m in step.graph.module], dtype=np.int64)
+    plan = program.plan(devices)
+    [(slice_ref, tag)] = [(ref, t) for (ref, dst), t in transfer_tags(plan).items()
+                          if ref.kind == "op" and program.ops[ref.index].target == "aten.slice.Tensor"]
+    copy_bytes = 256 * 32 * 4
+    assert program.sent_as_copy(slice_ref) and program.value_bytes(slice_ref) == copy_bytes
+    # the same step with the slice recorded contiguous: it would go itself
+    op = program.ops[slice_ref.index]
+    dense = replace(program, ops=[replace(o, out_strides=((32, 1),)) if o is op else o for o in program.ops])
+    assert not dense.sent_as_copy(slice_ref)
+    held = program.peak_bytes(plan, 2, ranks=True)
+    assert held[0] == dense.peak_bytes(plan, 2, ranks=True)[0] + copy_bytes == 189716
+    sent = _sent_on_rank_0(monkeypatch)
+    with setup[2].using(program):
+        per_rank = setup[2].run(_cluster(), devices, collect=True)
+    assert (tag, copy_bytes) in sent  # a copy of its own (the slice lies in a storage of 65,536 bytes)
+    torch.testing.assert_close(per_rank[0][2]["loss"], loss.detach())
+    grads = {k: v for _, _, collected in per_rank for k, v in collected["grads"].items()}
+    for name, p in eager.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad)
+
+
+def test_a_ranks_count_holds_the_buffer_update_it_sends_and_the_one_it_receives(setup, monkeypatch):
+    """Batch norm's running mean, updated on rank 0 and read on rank 1: rank 0 sends a clone of it (16 bytes), held
+    until the step ends, which the count left out (728 bytes, now 744); rank 1's receive buffer is its copy."""
+    import copy
+
+    torch.manual_seed(0)
+    module, x = ReadsTheStatisticsAfterTheirUpdate(), torch.randn(8, 4)
+    want = copy.deepcopy(module)(x).detach()
+    step = import_step(module, (x,))
+    program = compile_step(step)
+    devices = np.array([0 if m.startswith(("a", "bn")) else 1 for m in step.graph.module], dtype=np.int64)
+    plan = program.plan(devices)
+    [(name, _, src, dst, _)] = program.buffer_moves(plan)
+    assert (name, src, dst, program.buffer_bytes(name)) == ("bn.running_mean", 0, 1, 16)
+    assert program.peak_bytes(plan, 2, ranks=True).tolist() == [744, 488]
+    sent = _sent_on_rank_0(monkeypatch)
+    with setup[2].using(program):
+        per_rank = setup[2].run(_cluster(), devices, collect=True)
+    assert (len(transfer_tags(plan)), 16) in sent  # the clone, under the first tag after the tensors'
+    torch.testing.assert_close([c["loss"] for _, _, c in per_rank if "loss" in c][0], want)
