@@ -40,13 +40,16 @@ builds the training graph of one step by the conventions of the PyTorch importer
   bias's gradient reads the output's gradient alone, and an ``Add`` or ``Sum`` input of the
   output's shape gets the output's gradient itself, with no op (a broadcast one gets a reduction).
   A value that several ops read gets its gradients summed by a ``grad_sum`` op; the parts of a ``Split`` (disjoint)
-  get theirs concatenated, as aten's split backward does: a ``Split_grad`` op of 0 FLOP. A ``QuantizeLinear`` of a
-  float a gradient reaches, read by ``DequantizeLinear`` (fake quantization, as ``torch.onnx.export`` writes torch's
-  ``fake_quantize_per_tensor_affine`` and ``_per_channel_affine`` for quantization-aware training), passes the
-  gradient straight through as aten does (its integers hold none): one ``QuantizeLinear_grad`` op of 1 FLOP per
-  element of the float, in the group of ``QuantizeLinear``, reading the gradient of ``DequantizeLinear``'s output
-  and the mask (a byte per element) that ``QuantizeLinear`` keeps for it, as aten's ``fake_quantize_*_cachemask``; a
-  ``DequantizeLinear`` of integers the file holds (a post-training-quantized weight) trains nothing;
+  get theirs concatenated, as aten's split backward does: a ``Split_grad`` op of 0 FLOP; so do the tensors of a
+  ``SplitToSequence`` that ``SequenceAt`` reads at constant positions (torch's split, as the dynamo exporter writes
+  it unoptimized; one read at a position no constant gives is summed into the data's gradient). A
+  ``QuantizeLinear`` of a float a gradient reaches, read by ``DequantizeLinear`` (fake quantization, as
+  ``torch.onnx.export`` writes torch's ``fake_quantize_per_tensor_affine`` and ``_per_channel_affine`` for
+  quantization-aware training), passes the gradient straight through as aten does (its integers hold none): one
+  ``QuantizeLinear_grad`` op of 1 FLOP per element of the float, in the group of ``QuantizeLinear``, reading the
+  gradient of ``DequantizeLinear``'s output and the mask (a byte per element) that ``QuantizeLinear`` keeps for it,
+  as aten's ``fake_quantize_*_cachemask``; a ``DequantizeLinear`` of integers the file holds (a
+  post-training-quantized weight) trains nothing;
 * each trainable initializer gets one update op holding its bytes times the optimizer's state
   factor (a default weight no gradient reaches, as one whose only path to the outputs runs through
   ``QuantizeLinear``'s integers and no ``DequantizeLinear`` of them, is read as a constant, as a ``frozen`` one);
@@ -1493,8 +1496,11 @@ class _Builder:
         param_users: dict[str, list[int]] = {}
         forward: list[tuple[int, onnx.NodeProto, str, dict[str, Any]]] = []  # (node id, proto, kind, attrs)
         # a Split's output (or a view of one) a gradient reaches -> the key its gradients gather under, apart from
-        # the other parts': they are concatenated, not summed (a Split is listed in ``forward`` with node id -1)
+        # the other parts': they are concatenated, not summed (a Split is listed in ``forward`` with node id -1, and
+        # its parts by position in its attributes' "parts"); the same for a SplitToSequence's tensors that SequenceAt
+        # reads at a constant position, as torch.onnx's dynamo exporter writes torch's split
         parts: dict[str, tuple[str, int, str]] = {}
+        sequences: dict[str, tuple[int, dict[int, str]]] = {}  # a sequence -> (its SplitToSequence, its parts)
         unknown: set[str] = set()
         for i in self.order:
             node = self.nodes[i]
@@ -1517,12 +1523,21 @@ class _Builder:
                         # a sequence (SplitToSequence) has no tensor type: it inherits its data's
                         requires_grad[out] = requires_grad.get(data, False) and (
                             self.is_float(out) or self.types.get(out, (None, 0))[1] == 0)
+                        at = self._sequence_position(node, sequences) if requires_grad[out] else None
                         if kind == "Split" and requires_grad[out]:
                             parts[out] = ("part", i, out)
+                        elif at is not None:  # a SplitToSequence's tensor: a part of its data, as a Split's
+                            split, members = sequences[data]
+                            parts[out] = ("part", split, f"{data}[{at}]")
+                            members.setdefault(at, out)
                         elif data in parts:
                             parts[out] = parts[data]
                 if kind == "Split" and any(out in parts for out in node.output):
-                    forward.append((-1, node, kind, {}))
+                    forward.append((-1, node, kind, {"parts": {k: out for k, out in enumerate(node.output)
+                                                               if out in parts}}))
+                if kind == "SplitToSequence" and requires_grad.get(node.output[0], False):
+                    sequences[node.output[0]] = (i, {})  # its parts, as SequenceAt nodes read them
+                    forward.append((-1, node, kind, {"parts": sequences[node.output[0]][1]}))
                 continue
             for x in ins:
                 if self.shape(x) is None and x in ref:
@@ -1618,8 +1633,8 @@ class _Builder:
                 param_source(p, v)
         # ---- backward, in reverse topological order of the forward ops
         for v, node, kind, attrs in reversed(forward):
-            if v < 0:  # a Split: the gradients of its parts, concatenated
-                self._concatenated(node, ref, parts, contributions, param_users)
+            if v < 0:  # a Split or SplitToSequence: the gradients of its parts, concatenated
+                self._concatenated(node, attrs["parts"], ref, parts, contributions, param_users)
                 continue
             sources = []
             for out in node.output:
@@ -1761,15 +1776,17 @@ class _Builder:
         self.edge(u, g, numel)
         contributions.setdefault(parts.get(x, ref[x]), []).append(g)
 
-    def _concatenated(self, node: onnx.NodeProto, ref: Mapping[str, tuple[str, int, str]],
+    def _concatenated(self, node: onnx.NodeProto, members: Mapping[int, str], ref: Mapping[str, tuple[str, int, str]],
                       parts: Mapping[str, tuple[str, int, str]], contributions: dict[tuple[str, int, str], list[int]],
                       param_users: Mapping[str, Sequence[int]]) -> None:
-        """The gradient of a ``Split``: its parts' gradients concatenated into the gradient of its data.
+        """The gradient of a ``Split`` or ``SplitToSequence``: its parts' gradients concatenated into its data's.
 
-        Each part's gradient is summed first if several ops read that part; then they are concatenated, as aten's
-        split backward does (a ``cat``, zeros for a part no gradient reaches): data movement, 0 FLOP, one
-        ``Split_grad`` op holding the data's bytes, in the group of the data's producer (the home group of a split
-        parameter). Summing the parts (``grad_sum``) counted (parts - 1) FLOP per element of the data.
+        ``members`` names each part a gradient may reach by its position (a ``Split``'s output; the first ``SequenceAt``
+        output of a ``SplitToSequence``'s tensor). Each part's gradient is summed first if several ops read that part;
+        then they are concatenated, as aten's split backward does (a ``cat``, zeros for a part no gradient reaches):
+        data movement, 0 FLOP, one ``Split_grad`` op holding the data's bytes, in the group of the data's producer
+        (the home group of a split parameter). Summing the parts (``grad_sum``) counted (parts - 1) FLOP per element
+        of the data.
         """
         data = node.input[0]
         where, u, value = ref[data]
@@ -1778,8 +1795,8 @@ class _Builder:
         else:  # a split parameter (a packed weight): its update's group and module
             group, module = self.group[param_users[value][0]], self._param_module(value, param_users[value])
         pieces = []
-        for out in node.output:
-            if out and out in parts and parts[out] in contributions:
+        for _, out in sorted(members.items()):
+            if parts[out] in contributions:
                 pieces.append(self._summed(contributions.pop(parts[out]), out, group, module))
         if not pieces:
             return
@@ -1788,6 +1805,40 @@ class _Builder:
         for s in pieces:
             self.edge(s, g, self.out_bytes[s])
         contributions.setdefault(parts.get(data, ref[data]), []).append(g)
+
+    def _sequence_position(self, node: onnx.NodeProto, sequences: Mapping[str, tuple[int, Any]]) -> int | None:
+        """The position (from 0) of the tensor a ``SequenceAt`` node reads of a ``SplitToSequence``'s sequence.
+
+        ``None`` for any other node, a sequence not in ``sequences``, or a position that is no constant (or outside
+        the sequence, or negative where the sequence's length is not known).
+        """
+        if node.op_type != "SequenceAt" or len(node.input) < 2 or node.input[0] not in sequences:
+            return None
+        position = self.constant_value(node.input[1])
+        if position is None or position.size != 1 or position.dtype.kind not in "iu":
+            return None
+        at = int(position.reshape(()))
+        count = self._sequence_length(self.nodes[sequences[node.input[0]][0]])
+        if count is None:
+            return at if at >= 0 else None
+        at += count if at < 0 else 0
+        return at if 0 <= at < count else None
+
+    def _sequence_length(self, node: onnx.NodeProto) -> int | None:
+        """How many tensors a ``SplitToSequence`` node yields: ``None`` if its data's shape or its split is unknown."""
+        shape = self.shape(node.input[0])
+        axis = int(_attributes(node).get("axis", 0))
+        if shape is None or not -len(shape) <= axis < len(shape):
+            return None
+        size = shape[axis]
+        if len(node.input) < 2 or not node.input[1]:
+            return size  # one tensor per index along the axis
+        split = self.constant_value(node.input[1])
+        if split is None or split.dtype.kind not in "iu":
+            return None
+        if split.ndim == 0:  # chunks of that size, the last one smaller
+            return -(-size // int(split)) if int(split) > 0 else None
+        return int(split.size)
 
     def _param_module(self, p: str, users: Sequence[int]) -> str:
         """The module of parameter ``p``'s update: its name's (``layer.weight``: ``layer``), else its first reader's.

@@ -979,6 +979,59 @@ def test_a_splits_gradient_is_a_concatenation_of_its_parts():
     assert _reads(g, g.index("grad/mm/w")) == {"grad/split/h": 8 * 12 * 4, "input/x": 8 * 16 * 4}
 
 
+def test_a_split_to_sequences_gradient_is_a_concatenation_of_its_parts_as_a_splits():
+    """torch.onnx's dynamo exporter (unoptimized) writes torch's split as SplitToSequence and a SequenceAt per part:
+    the parts' gradients were summed into the data's (grad_sum: (3 - 1) x 8 x 12 = 192 FLOP), where the same model
+    written with Split (and torch) concatenates them: one Split_grad op, 0 FLOP, the data's bytes, reading each
+    part's gradient (part 0 read twice, at position 0 and -3: its two gradients summed first, 32 FLOP)."""
+    def build(split):
+        if split:
+            nodes = [helper.make_node("Split", ["h"], ["a", "b", "c"], name="split", axis=1, num_outputs=3)]
+        else:
+            nodes = [helper.make_node("SplitToSequence", ["h", "four"], ["seq"], name="split", axis=1),
+                     *(helper.make_node("Constant", [], [f"at{k}"], value=helper.make_tensor(f"at{k}", TensorProto.INT64,
+                                                                                            [], [k]))
+                       for k in (0, 1, -3)),
+                     helper.make_node("SequenceAt", ["seq", "at0"], ["a"], name="a"),
+                     helper.make_node("SequenceAt", ["seq", "at1"], ["b"], name="b"),
+                     helper.make_node("SequenceAt", ["seq", "at-3"], ["a2"], name="a2")]
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), *nodes,
+                 helper.make_node("Tanh", ["a"], ["t"], name="tanh"),
+                 helper.make_node("Mul", ["t", "a" if split else "a2"], ["p"], name="mul"),
+                 helper.make_node("Add", ["p", "b"], ["y"], name="add")]
+        four = numpy_helper.from_array(np.array(4, np.int64), "four")
+        return from_onnx(model(nodes, [vi("x", [8, 16])], [vi("y", [8, 4])], [weight("w", 16, 12), four], opset=18))
+
+    g, by_split = build(split=False), build(split=True)
+    concat = g.index("grad/split/h")
+    assert (g.op_types[concat], float(g.flops[concat]), int(g.out_bytes[concat])) == ("Split_grad", 0.0, 8 * 12 * 4)
+    assert _reads(g, concat) == {"grad_sum/a": 8 * 4 * 4, "grad/loss/y": 8 * 4 * 4}
+    assert [(g.node_names[i], float(g.flops[i])) for i, t in enumerate(g.op_types) if t == "grad_sum"] == [
+        ("grad_sum/a", 8 * 4)]
+    assert _reads(g, g.index("grad/mm/w")) == {"grad/split/h": 8 * 12 * 4, "input/x": 8 * 16 * 4}
+    assert phase_flops(g, BACKWARD) == phase_flops(by_split, BACKWARD)
+    assert float(g.out_bytes[g.index("grad_sum/a")]) == float(by_split.out_bytes[by_split.index("grad_sum/a")])
+
+
+def test_a_split_to_sequence_read_at_a_position_that_is_no_constant_still_sums_into_its_data():
+    """A SequenceAt whose position a graph input gives reads a part no one can name: its gradient is summed into the
+    data's with the concatenation of the parts read at constant positions (8 x 12 FLOP)."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("SplitToSequence", ["h"], ["seq"], name="split", axis=0, keepdims=0),
+             helper.make_node("Constant", [], ["at"], value=helper.make_tensor("at", TensorProto.INT64, [], [-1])),
+             helper.make_node("SequenceAt", ["seq", "at"], ["last"], name="last"),
+             helper.make_node("SequenceAt", ["seq", "k"], ["any"], name="any"),
+             helper.make_node("Mul", ["last", "any"], ["y"], name="mul")]
+    g = from_onnx(model(nodes, [vi("x", [8, 16]), vi("k", [], TensorProto.INT64)], [vi("y", [12])],
+                        [weight("w", 16, 12)], opset=18))
+    concat = g.index("grad/split/h")
+    assert (float(g.flops[concat]), int(g.out_bytes[concat])) == (0.0, 8 * 12 * 4)
+    assert _reads(g, concat) == {"grad/mul/last": 12 * 4}
+    total = g.index("grad_sum/h")
+    assert float(g.flops[total]) == 8 * 12
+    assert sorted(_reads(g, total)) == ["grad/mul/any", "grad/split/h"]
+
+
 def test_a_split_of_a_value_read_elsewhere_sums_its_concatenation_with_the_other_gradient():
     """h is split and read whole: its gradient is the parts' concatenation (0 FLOP) plus the other reader's (one
     FLOP per element of h), as aten's cat then the accumulating add."""
@@ -1011,9 +1064,11 @@ def test_a_split_parameters_concatenated_gradient_is_in_its_updates_module():
     assert g.group[split] == g.group[summed] == g.group[update]
 
 
-def test_a_splits_backward_agrees_with_the_torch_importers_cat():
-    """torch's split exported as an ONNX Split (the legacy exporter): its gradient, a grad_sum of its parts'
-    gradients, counted (3 - 1) x 8 x 48 = 768 FLOP that aten's cat of them does not."""
+@pytest.mark.parametrize("exporter, written", [("legacy", "Split"), ("dynamo", "SplitToSequence")])
+def test_a_splits_backward_agrees_with_the_torch_importers_cat(exporter, written):
+    """torch's split exported as an ONNX Split (the legacy exporter) or SplitToSequence and SequenceAt (the dynamo
+    exporter, unoptimized): its gradient, a grad_sum of its parts' gradients, counted (3 - 1) x 8 x 48 = 768 FLOP
+    that aten's cat of them does not."""
     import torch
     from torch import nn
 
@@ -1031,8 +1086,8 @@ def test_a_splits_backward_agrees_with_the_torch_importers_cat():
     torch.manual_seed(0)
     net, inputs = Gated(), (torch.randn(8, 16),)
     torch_graph = from_module(net, inputs, loss=lambda out: out.sum())
-    onnx_graph = from_onnx(_export(net, inputs, "legacy"))
-    assert [n.op_type for n in _export(net, inputs, "legacy").graph.node].count("Split") == 1
+    onnx_graph = from_onnx(_export(net, inputs, exporter))
+    assert [n.op_type for n in _export(net, inputs, exporter).graph.node].count(written) == 1
     (ours,) = [i for i, t in enumerate(onnx_graph.op_types) if t == "Split_grad"]
     (theirs,) = [i for i in np.flatnonzero(torch_graph.phase == BACKWARD) if torch_graph.op_types[i] == "cat"]
     assert (float(onnx_graph.flops[ours]), int(onnx_graph.out_bytes[ours])) == (
