@@ -86,7 +86,8 @@ _ELEMENTWISE: dict[str, float] = {
 
 #: Fake quantization (quantization-aware training), per element of the input: quantize with a scale and a zero point
 #: (2 FLOP), dequantize (2), as ONNX's ``QuantizeLinear`` and ``DequantizeLinear``, which ``torch.onnx.export`` writes
-#: for them; the ``_cachemask`` forms also keep the in-range mask their backward (a ``mul`` by it) reads.
+#: for them; the ``_cachemask`` forms also keep the in-range mask their backward (a ``mul`` by it) reads. The
+#: ``_tensor_qparams`` form reads a ``fake_quant_enabled`` flag as the fused observer below does: cleared, it copies.
 _FAKE_QUANTIZE = frozenset({
     "fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine", "fake_quantize_per_tensor_affine_cachemask",
     "fake_quantize_per_channel_affine_cachemask", "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
@@ -103,9 +104,11 @@ _LEARNABLE_FAKE_QUANTIZE_GRADS = frozenset({
 })
 #: torch.ao's fused observer and fake quantization (``FusedMovingAvgObsFakeQuantize``), per element of the input:
 #: the observer's running min and max (``aminmax``: a compare each, 2 FLOP; the moving averages and the scale and
-#: zero point from them are a few scalars), then the fake quantization keeping its mask (4, as
-#: ``fake_quantize_per_tensor_affine_cachemask``), whose backward is a ``mul`` by the mask. Counted with the observer
-#: and the fake quantization both on, as in a training step (their flags are tensors, read only at run time).
+#: zero point from them are a few scalars) if its ``observer_on`` flag is set, then the fake quantization keeping its
+#: mask (4, as ``fake_quantize_per_tensor_affine_cachemask``) if ``fake_quant_on`` is, else a copy of the input and a
+#: mask of ones (0); its backward is a ``mul`` by the mask. The flags are one-element tensors (the module's
+#: ``observer_enabled`` and ``fake_quant_enabled`` buffers, which ``disable_observer()`` and ``disable_fake_quant()``
+#: clear), read where their values are known, counted on where they are not (a fake tensor, one the step computes).
 _FUSED_OBSERVER_FAKE_QUANTIZE = frozenset({"fused_moving_avg_obs_fake_quant", "_fused_moving_avg_obs_fq_helper"})
 
 # Input points read per output element by interpolation, one FLOP each (fvcore's convention: nearest 1,
@@ -141,6 +144,19 @@ _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "n
 
 def _numel(x: Any) -> int:
     return int(x.numel()) if isinstance(x, torch.Tensor) else 0
+
+
+def _flag_on(x: Any) -> bool:
+    """Whether a flag an op reads as a one-element tensor is set (not 0).
+
+    Its value where the tensor is real (a module's buffer, which the importers pass as it is); ``True`` where its value
+    is unknown (a fake or meta tensor, or none given).
+    """
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor) or x.device.type == "meta" or x.numel() != 1:
+        return True
+    return bool(x.item())
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -510,12 +526,17 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         points = math.prod(_shape(signal)[d] for d in dims)
         per = (5.0 if name == "_fft_c2c" else 2.5) * points * math.log2(max(points, 2))
         return per * _numel(signal) / max(points, 1)
+    if name == "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams":  # its fake_quant_enabled flag cleared:
+        quantize = _flag_on(args[3] if len(args) > 3 else kwargs.get("fake_quant_enabled"))  # a copy, a mask of ones
+        return 4.0 * quantize * _numel(args[0])
     if name in _FAKE_QUANTIZE:
         return 4.0 * _numel(args[0])
     if name in _LEARNABLE_FAKE_QUANTIZE_GRADS:  # (grad, self, scale, zero_point, ...)
         return 11.0 * _numel(args[1])
-    if name in _FUSED_OBSERVER_FAKE_QUANTIZE:
-        return 6.0 * _numel(args[0])
+    if name in _FUSED_OBSERVER_FAKE_QUANTIZE:  # (self, observer_on, fake_quant_on, running_min, ...)
+        observe, quantize = (_flag_on(args[k] if len(args) > k else kwargs.get(key))
+                             for k, key in ((1, "observer_on"), (2, "fake_quant_on")))
+        return (2.0 * observe + 4.0 * quantize) * _numel(args[0])
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

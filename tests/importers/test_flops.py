@@ -154,6 +154,43 @@ def test_learnable_and_observed_fake_quantization_have_rules_and_their_gradients
     assert op_flops("fused_moving_avg_obs_fake_quant", (torch.zeros(3, 7),), {}, [torch.zeros(3, 7)]) == 6 * 21
 
 
+@pytest.mark.parametrize("observe, quantize", [(True, True), (True, False), (False, True), (False, False)])
+def test_the_fused_observer_counts_only_what_its_flags_turn_on(observe, quantize):
+    """torch.ao's fused observer was counted at 6 FLOP per element whatever its flags: disable_observer() drops the
+    running min and max (2), disable_fake_quant() the fake quantization (4: the input is copied, its mask all
+    ones). The flags are the module's buffers, whose values the importer holds; a fake one is counted on."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gnplace.importers.torch import from_module
+
+    class Observed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(6, 5, bias=False)
+            self.observer = torch.ao.quantization.FusedMovingAvgObsFakeQuantize()
+
+        def forward(self, x):
+            return self.observer(self.proj(x))
+
+    net = Observed()
+    if not observe:
+        net.observer.disable_observer()
+    if not quantize:
+        net.observer.disable_fake_quant()
+    graph = from_module(net, (torch.randn(4, 6),), loss=lambda y: y.sum())
+    (fused,) = [i for i, t in enumerate(graph.op_types) if t == "_fused_moving_avg_obs_fq_helper"]
+    assert float(graph.flops[fused]) == (2 * observe + 4 * quantize) * 4 * 5
+    off, x = torch.zeros(1, dtype=torch.long), torch.zeros(3, 7)
+    qparams = (torch.ones(1), torch.zeros(1, dtype=torch.int32))
+    assert op_flops("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", (x, *qparams, off, -8, 7), {},
+                    [x, x.bool()]) == 0.0
+    with FakeTensorMode() as mode:
+        unknown = mode.from_tensor(off)
+    assert op_flops("_fused_moving_avg_obs_fq_helper", (x, unknown, off), {}, [x]) == 2 * 21
+    assert op_flops("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", (x, *qparams, unknown, -8, 7), {},
+                    [x, x.bool()]) == 4 * 21
+
+
 def test_a_causal_mask_imports_without_an_unknown_op_warning():
     """transformers 5 builds GPT-2's causal mask with ``torch.tril``: a masking copy, free as ONNX's ``Trilu`` is."""
     import warnings
