@@ -209,6 +209,28 @@ def test_bench_runs_with_no_script_folder_on_the_path(tmp_path, flag):
     assert "zeroshot-seeds" in done.stdout
 
 
+def test_bench_imports_torch_only_for_a_benchmark_that_uses_it(tmp_path):
+    """Every ``bench.py`` run imported torch (2.1-2.9 s of ``-X importtime``), ``--help`` and ``sim`` included:
+    ``benchmarks/finetune.py`` subclassed the real-device timer, whose package imports torch, at its top; its
+    ``NoisySteps`` is made on first use now."""
+    import os
+    import subprocess
+    import sys
+
+    script = str(ROOT / "scripts" / "bench.py")
+    code = ("import runpy, sys\n"
+            f"sys.argv = [{script!r}, '--help']\n"
+            "try:\n"
+            f"    runpy.run_path({script!r}, run_name='__main__')\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(sorted(m for m in ('torch', 'lightning', 'torch_geometric', 'onnx') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "zeroshot-seeds" in done.stdout and done.stdout.splitlines()[-1] == "[]"
+
+
 def test_curves_refuse_a_graph_of_no_ops_before_the_first_search(load_script, tmp_path, capsys):
     """Its search's empty trace was a ValueError traceback (not enough values to unpack), after the graphs
     before it were searched; gnplace place, simulate, evaluate and finetune refuse such a graph in one line."""

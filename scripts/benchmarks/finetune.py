@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import time
@@ -15,7 +16,6 @@ import numpy as np
 from gnplace.cli.common import add_option_argument, parse_placer_options, whole_number
 from gnplace.cluster import Cluster
 from gnplace.exceptions import InvalidArgument
-from gnplace.execute.base import RealStepTimer
 from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import StepTimer, geomean
@@ -477,32 +477,50 @@ def screen_model_summary(rows: list[dict[str, Any]], points: tuple[int, ...] = (
     return "\n".join(lines)
 
 
-class NoisySteps(RealStepTimer):
-    """A stand-in for a real timer: :class:`MismatchedSteps`' step, each measurement times ``exp(sigma * N(0, 1))``.
+@functools.cache
+def _noisy_steps_class() -> type[Any]:
+    """:class:`NoisySteps`, made on first use: it subclasses the real-device timer, whose package imports torch.
 
-    A real timer's cache and ``confirm`` (:class:`~gnplace.execute.base.RealStepTimer`) over a known true step, so
-    that what the noise makes a search keep can be told apart from what it found. No recorded step is run.
+    Defined at the module's top, it had every ``bench.py`` run import torch (3.4 s of ``-X importtime`` on the 2-core
+    VM), ``bench.py sim`` and ``bench.py --help`` included; only ``noisy-steps`` uses it.
     """
+    from gnplace.execute.base import RealStepTimer
 
-    def __init__(self, truth: MismatchedSteps, sigma: float, seed: int) -> None:  # (no step: RealStepTimer's state)
-        self.truth, self.sigma, self.rng = truth, sigma, np.random.default_rng(seed)
-        self.warmup, self.repeats, self.lr = 0, 1, 0.0
-        self.cache, self.measured, self.journal, self.confirm = {}, 0, None, 0
+    class NoisySteps(RealStepTimer):
+        """A stand-in for a real timer: :class:`MismatchedSteps`' step, each measurement times ``exp(sigma * N(0, 1))``.
 
-    def settings(self) -> dict[str, Any]:
-        """How this stand-in measures: its noise and ``confirm``."""
-        return {"sigma": self.sigma, "confirm": self.confirm}
+        A real timer's cache and ``confirm`` (:class:`~gnplace.execute.base.RealStepTimer`) over a known true step, so
+        that what the noise makes a search keep can be told apart from what it found. No recorded step is run.
+        """
 
-    def _placed(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
-        from gnplace.placement import as_placement
+        def __init__(self, truth: MismatchedSteps, sigma: float, seed: int) -> None:  # (no step: RealStepTimer's state)
+            self.truth, self.sigma, self.rng = truth, sigma, np.random.default_rng(seed)
+            self.warmup, self.repeats, self.lr = 0, 1, 0.0
+            self.cache, self.measured, self.journal, self.confirm = {}, 0, None, 0
 
-        return as_placement(graph, cluster, placement)
+        def settings(self) -> dict[str, Any]:
+            """How this stand-in measures: its noise and ``confirm``."""
+            return {"sigma": self.sigma, "confirm": self.confirm}
 
-    def _measure(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
-        from dataclasses import replace
+        def _placed(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
+            from gnplace.placement import as_placement
 
-        true = self.truth.time(graph, cluster, placement)
-        return replace(true, step_time=true.step_time * float(np.exp(self.sigma * self.rng.standard_normal())))
+            return as_placement(graph, cluster, placement)
+
+        def _measure(self, graph: Any, cluster: Cluster, placement: Any) -> Any:
+            from dataclasses import replace
+
+            true = self.truth.time(graph, cluster, placement)
+            return replace(true, step_time=true.step_time * float(np.exp(self.sigma * self.rng.standard_normal())))
+
+    return NoisySteps
+
+
+def __getattr__(name: str) -> Any:
+    """``NoisySteps``, made on first use (:func:`_noisy_steps_class`)."""
+    if name == "NoisySteps":
+        return _noisy_steps_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _noisy_steps_row(task: tuple[str, str, int, int, float, float, int]) -> dict[str, Any]:
@@ -516,7 +534,7 @@ def _noisy_steps_row(task: tuple[str, str, int, int, float, float, int]) -> dict
     path, cluster_name, budget, seed, sigma, mismatch, confirm = task
     graph, cluster = load_graph(path), load_cluster(cluster_name)
     truth = MismatchedSteps(graph, cluster, mismatch, 1.0, 1.0)
-    timer = NoisySteps(truth, sigma, 1000 + seed)
+    timer = _noisy_steps_class()(truth, sigma, 1000 + seed)
     timer.confirm = confirm
     best = FineTunePlacer(budget=budget, timer=timer, progress=False).place(graph, cluster, seed=seed)
     auto = get_placer("auto", timer=truth).place(graph, cluster, seed=seed)
