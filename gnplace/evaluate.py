@@ -338,18 +338,28 @@ def _manifest_files(folder: Path, manifest: Any, split: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------- what shapes a row
-def _stamp(path: str) -> tuple[int, int] | None:
-    """``(size, mtime_ns)`` of a file, or None if ``path`` names no file: a cheap change detector."""
+#: What :func:`_stamp` tells a file by: ``(size in bytes, mtime in ns, device, inode)``.
+Stamp = tuple[int, int, int, int]
+
+
+def _stamp(path: str) -> Stamp | None:
+    """``(size, mtime_ns, device, inode)`` of a file, or None if ``path`` names no file: a cheap change detector.
+
+    The caches below are keyed by the path as given and this stamp. The file's device and inode tell two files of
+    one relative path apart: ``g.gnpg`` in two working folders (a process that changed folder, or a link swapped to
+    another dataset) was one cache entry where both files had the same size and mtime (copies that keep mtimes,
+    archives that fix them), and the second folder's rows were keyed, named and timed with the first's graph.
+    """
     try:
         stat = os.stat(path)
     except OSError:
         return None
-    return (stat.st_size, stat.st_mtime_ns) if os.path.isfile(path) else None
+    return (stat.st_size, stat.st_mtime_ns, stat.st_dev, stat.st_ino) if os.path.isfile(path) else None
 
 
 @lru_cache(maxsize=256)
-def _file_digest(path: str, stamp: tuple[int, int]) -> str:
-    """SHA-256 (hex) of a file's bytes (cached while its size and modification time stay)."""
+def _file_digest(path: str, stamp: Stamp) -> str:
+    """SHA-256 (hex) of a file's bytes (cached while the file, its size and its modification time stay)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -482,12 +492,12 @@ MAX_FIELD_CHARS = 2**31 - 1
 
 
 @lru_cache(maxsize=8)
-def _graph(path: str, stamp: tuple[int, int] | None) -> OpGraph:
+def _graph(path: str, stamp: Stamp | None) -> OpGraph:
     return load_graph(path)
 
 
 @lru_cache(maxsize=16)
-def _cluster(spec: str, stamp: tuple[int, int] | None) -> Cluster:
+def _cluster(spec: str, stamp: Stamp | None) -> Cluster:
     return load_cluster(spec)
 
 

@@ -288,6 +288,24 @@ def test_every_input_that_shapes_a_row_changes_its_key(graphs, tmp_path):
     assert task_key(base) == task_key(Task(path, "k80x2", "annealing", budget=10))
 
 
+def test_one_relative_path_in_two_working_folders_is_two_graphs(tmp_path, monkeypatch):
+    """``g.gnpg`` of two folders, the same size and mtime (copies that keep mtimes), was one cache entry: the
+    second folder's row had the first's key and graph."""
+    stamp_ns = 1_700_000_000_123_456_789
+    for folder, name in (("a", "ga"), ("b", "gb")):
+        path = tmp_path / folder / "g.gnpg"
+        save_graph(mlp_training_graph(layers=2, width=64).replace(name=name), path)
+        os.utime(path, ns=(stamp_ns, stamp_ns))
+    assert (tmp_path / "a" / "g.gnpg").stat().st_size == (tmp_path / "b" / "g.gnpg").stat().st_size
+    found = []
+    for folder in ("a", "b"):
+        monkeypatch.chdir(tmp_path / folder)
+        task = Task("g.gnpg", "k80x2", "single")
+        found.append((task_key(task), run_task(task).graph))
+    assert found[0][1] == "ga" and found[1][1] == "gb"
+    assert found[0][0] != found[1][0]
+
+
 def test_a_placer_revision_changes_its_key(graphs, monkeypatch):
     from gnplace.placers.heft import HeftPlacer
 
