@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidArgument, InvalidCluster
+from gnplace.exceptions import InvalidArgument, InvalidCluster, UnknownName
 from gnplace.limits import MAX_COUNT, MAX_DEVICES, MAX_SECONDS, MIN_RATE, is_whole, parse_yaml, read_file
 from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
@@ -247,12 +247,21 @@ class Cluster(ReadOnlyArrays):
         """Index of the device called ``device_name``.
 
         Raises:
-            KeyError: if no device has that name.
+            UnknownName: if no device has that name (it was a bare ``KeyError: 'gpu7'``, naming no cluster).
+
+        Examples:
+            >>> load_cluster("cpu_gpu").index("gpu7")
+            Traceback (most recent call last):
+            ...
+            gnplace.exceptions.UnknownName: cluster 'cpu_gpu' has no device named 'gpu7' (its devices: cpu0, gpu0)
         """
+        names = self.device_names
         try:
-            return self.device_names.index(device_name)
+            return names.index(device_name)
         except ValueError:
-            raise KeyError(device_name) from None
+            shown = ", ".join(names[:8]) + (f", ... ({len(names)} devices)" if len(names) > 8 else "")
+            raise UnknownName(f"cluster {self.name!r} has no device named {reprlib.repr(device_name)} (its devices: "
+                              f"{shown})") from None
 
     def subset(self, indices: Any, *, name: str | None = None) -> Cluster:
         """The cluster of the devices at ``indices``, in that order, with the links between them.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gnplace.exceptions import InvalidArgument, InvalidGraph
+from gnplace.exceptions import InvalidArgument, InvalidGraph, UnknownName
 from gnplace.limits import MAX_COUNT
 from gnplace.opkinds import KIND_VOCABULARY, canonical_kind
 from gnplace.readonly import ReadOnlyArrays
@@ -475,9 +475,24 @@ class OpGraph(ReadOnlyArrays):
         """Index of the node called ``node_name``.
 
         Raises:
-            KeyError: if no node has that name.
+            UnknownName: if no node has that name (it was a bare ``KeyError: 'nope'``, naming no graph).
+
+        Examples:
+            >>> g = OpGraph(["a", "b"], [(0, 1)], name="pair")
+            >>> g.index("b")
+            1
+            >>> g.index("c")
+            Traceback (most recent call last):
+            ...
+            gnplace.exceptions.UnknownName: graph 'pair' has no node named 'c' (its 2 nodes: 'a', 'b')
         """
-        return self._name_index[node_name]
+        try:
+            return self._name_index[node_name]
+        except (KeyError, TypeError):  # TypeError: an unhashable name, such as a list
+            names = self.node_names
+            shown = ", ".join(repr(name) for name in names[:8]) + (", ..." if len(names) > 8 else "")
+            raise UnknownName(f"graph {self.name!r} has no node named {reprlib.repr(node_name)} (its {len(names)} "
+                              f"nodes: {shown or 'none'})") from None
 
     @cached_property
     def _name_index(self) -> dict[str, int]:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Cluster, Device, cluster_from_dict, load_cluster, preset_names
-from gnplace.exceptions import GnplaceError, InvalidCluster
+from gnplace.exceptions import GnplaceError, InvalidCluster, UnknownName
 from gnplace.placers import get_placer
 from gnplace.sim import Simulator
 from gnplace.toy import layered_graph
@@ -161,8 +161,8 @@ def test_unknown_preset():
 def test_cluster_helpers():
     c = load_cluster("cpu_gpu")
     assert c.index("gpu0") == 1
-    with pytest.raises(KeyError):
-        c.index("gpu7")
+    with pytest.raises(UnknownName, match=r"^cluster 'cpu_gpu' has no device named 'gpu7' \(its devices: cpu0, gpu0\)$"):
+        c.index("gpu7")  # it was a bare KeyError: 'gpu7'
     assert c.transfer_time(0, 0, 1e9) == 0.0
     assert c.transfer_time(0, 1, 12e9) == pytest.approx(1.0 + 10e-6)
     assert c.memory.dtype == np.float64

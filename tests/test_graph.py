@@ -156,8 +156,19 @@ def test_a_kind_measured_twice_in_two_cases_is_refused_not_overwritten():
 def test_index_by_name():
     g = diamond()
     assert [g.index(n) for n in "abcd"] == [0, 1, 2, 3]
-    with pytest.raises(KeyError):
-        g.index("nope")
+
+
+@pytest.mark.parametrize("name", ["nope", ["a"], None])
+def test_an_unknown_node_name_is_one_line_naming_the_graph(name):
+    # it was a bare KeyError: 'nope' (a list: TypeError: unhashable type), naming neither the graph nor its nodes
+    from gnplace.exceptions import UnknownName
+
+    with pytest.raises(UnknownName) as err:
+        diamond().index(name)
+    assert str(err.value) == f"graph 'diamond' has no node named {name!r} (its 4 nodes: 'a', 'b', 'c', 'd')"
+    many = OpGraph([f"op{i}" for i in range(10)], name="ten")
+    with pytest.raises(UnknownName, match=r"\(its 10 nodes: 'op0', .*, 'op7', \.\.\.\)$"):
+        many.index("op10")
 
 
 def test_meta_is_copied():
