@@ -35,6 +35,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def torch_on_one_thread() -> None:
+    """The tests' own torch computes on one thread (the processes they start keep torch's default).
+
+    Each xdist worker's torch took a thread per core, so ``make test``'s two workers ran four OpenMP threads on two
+    cores, and every parallel region of one waited for a thread the other had: the policy's tiny tensors spent their
+    time at OpenMP's barriers (tests/rl/test_imitation.py's 214 Adam steps on a 40-op graph, 0.72 s a step on two
+    threads on a loaded 2-core VM, 0.02 s on one). A test of thread counts sets the count it starts from itself.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+
+
 #: What rich reads of the environment to colour and size its output (rich.console): the runner's own must not
 #: decide what a test's output holds.
 CONSOLE_VARIABLES = ("FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "LINES",

@@ -1103,10 +1103,14 @@ def test_every_rank_trains_on_one_thread_whatever_the_launcher_gives(tiny_config
 
     monkeypatch.setattr(PlacementLearner, "training_step", counting)
     before = torch.get_num_threads()
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), tmp_path / "run", devices=1,
-             strategy="ddp", progress=False)
-    assert seen and set(seen) == {1}
-    assert torch.get_num_threads() == before  # the caller's count back
+    torch.set_num_threads(3)  # the caller's own count, not the one thread the ranks train on
+    try:
+        pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), tmp_path / "run", devices=1,
+                 strategy="ddp", progress=False)
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 3  # the caller's count back
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_cluster_file_named_relative_to_the_config_repository_is_found_from_another_folder(tiny_config, tmp_path,
