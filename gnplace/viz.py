@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import sys
@@ -77,11 +78,13 @@ def plot_timeline(
 ) -> Path:
     """Draw a Gantt chart of ``result.timeline`` and write it to ``path`` (PNG, PDF, SVG).
 
-    One row per device for ops (coloured by phase) and one row per sending device for transfers;
-    times in milliseconds. A device sends over a link to each other device at once (the default mode's links,
-    one per ordered pair): a device whose transfers overlap in time has its row split in lanes, as many as it ran at
-    once (:func:`_lanes`); they were drawn over each other, two transfers as one bar. ``title`` (default: the
-    graph's name and step time) is drawn as it is, names in it included (no matplotlib maths).
+    One row per device for ops (coloured by phase) and one row per sending device for transfers; times in the
+    unit of :func:`~gnplace.units.format_seconds` for the step time (ns, us, ms or s: a 15 us step's axis read
+    0.000-0.014 ms, a 6-hour step's 0-2.0 ms with "1e7" in a corner), with no offset or exponent. A device sends
+    over a link to each other device at once (the default mode's links, one per ordered pair): a device whose
+    transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
+    drawn over each other, two transfers as one bar. ``title`` (default: the graph's name and step time) is drawn
+    as it is, names in it included (no matplotlib maths).
 
     A step of more than :data:`RASTER_ABOVE` ops and transfers has its bars drawn as one image at the file's
     resolution (120 dpi) inside a vector file (SVG, PDF, PostScript), as a PNG draws them: one lane per device
@@ -114,21 +117,23 @@ def plot_timeline(
     ax = fig.subplots()
     # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     raster = graph.num_ops + timeline.num_transfers > RASTER_ABOVE
+    unit, scale = _time_unit(result.step_time)
     for phase_index, phase in enumerate(PHASES):
         mask = graph.phase == phase_index
         _bars(ax, 2 * timeline.op_device[mask], timeline.op_start[mask], timeline.op_end[mask], 0.8,
-              _PHASE_COLOURS[phase], raster)
+              _PHASE_COLOURS[phase], raster, scale)
     if timeline.num_transfers:
         lane, lanes = _lanes(timeline.xfer_src, timeline.xfer_start, timeline.xfer_end, d)
         pitch = 0.6 / lanes[timeline.xfer_src]  # a sender's row of 0.6 split into its lanes, top to bottom
         height = np.where(lanes[timeline.xfer_src] > 1, 0.8 * pitch, pitch)  # a gap between lanes: bars apart
         _bars(ax, 2 * timeline.xfer_src + 1 - 0.3 + (lane + 0.5) * pitch, timeline.xfer_start, timeline.xfer_end,
-              height, _TRANSFER_COLOUR, raster)
+              height, _TRANSFER_COLOUR, raster, scale)
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
     ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
+    ax.set_xlabel(f"time ({unit})")
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
     ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {format_seconds(result.step_time)}")
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()]
     handles.append(Patch(color=_TRANSFER_COLOUR, label="transfer"))
@@ -182,9 +187,9 @@ def _lanes(
 
 def _bars(
     ax: Any, rows: np.ndarray, start_s: np.ndarray, end_s: np.ndarray, height: float | np.ndarray, colour: str,
-    raster: bool,
+    raster: bool, scale: float = 1e3,
 ) -> None:
-    """One bar per interval ``[start_s, end_s)`` (seconds, drawn in ms) on its row, centred on the row, one colour.
+    """One bar per interval ``[start_s, end_s)`` (seconds, drawn as ``scale`` a second: ms) on its row, one colour.
 
     ``rows``: each bar's centre (a row or a lane of one); ``height``: the bars' height, or each bar's (the bars of
     a row share one).
@@ -204,8 +209,8 @@ def _bars(
 
     for row in np.unique(rows):
         on_row = rows == row
-        x0 = start_s[on_row] * 1e3
-        x1 = x0 + (end_s[on_row] * 1e3 - x0)  # broken_barh's right edge, start plus width, to the last bit
+        x0 = start_s[on_row] * scale
+        x1 = x0 + (end_s[on_row] * scale - x0)  # broken_barh's right edge, start plus width, to the last bit
         if raster:  # bars that touch or overlap as their union, one rectangle: the same area, so the same pixels
             order = np.argsort(x0, kind="stable")
             x0, x1 = x0[order], x1[order]
@@ -229,6 +234,19 @@ def _bars(
         else:
             bars = PolyCollection(corners, facecolors=colour, linewidth=0)  # type: ignore[arg-type]  # (N, 4, 2): its fast path
         ax.add_collection(bars)
+
+
+def _time_unit(step_s: float) -> tuple[str, float]:
+    """The unit of a timeline's axis, and its count a second: :func:`~gnplace.units.format_seconds`'s for the step.
+
+    Examples:
+        >>> _time_unit(0.0175), _time_unit(15e-6), _time_unit(21_428.0), _time_unit(5e-10), _time_unit(0.0)
+        (('ms', 1000.0), ('us', 1000000.0), ('s', 1.0), ('ns', 1000000000.0), ('s', 1.0))
+    """
+    for unit, per_second in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
+        if step_s >= 1.0 / per_second or step_s == 0 or not math.isfinite(step_s):
+            return unit, per_second
+    return "ns", 1e9
 
 
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:

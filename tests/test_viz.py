@@ -50,12 +50,13 @@ def test_each_op_and_transfer_is_one_bar_at_its_times_on_its_row_in_its_colour(t
             drawn.append((round((y0 + y1) / 2, 6), round(x0, 9), round(x1, 9), colour))
     t = result.timeline
     colours = list(viz._PHASE_COLOURS.values())
-    expected = [(2.0 * t.op_device[i], t.op_start[i] * 1e3, t.op_end[i] * 1e3, colours[g.phase[i]])
+    assert ax.get_xlabel() == "time (us)"  # a step of 421 us
+    expected = [(2.0 * t.op_device[i], t.op_start[i] * 1e6, t.op_end[i] * 1e6, colours[g.phase[i]])
                 for i in range(g.num_ops)]
-    expected += [(2.0 * t.xfer_src[k] + 1, t.xfer_start[k] * 1e3, t.xfer_end[k] * 1e3, viz._TRANSFER_COLOUR)
+    expected += [(2.0 * t.xfer_src[k] + 1, t.xfer_start[k] * 1e6, t.xfer_end[k] * 1e6, viz._TRANSFER_COLOUR)
                  for k in range(t.num_transfers)]
     assert sorted(drawn) == sorted((round(r, 6), round(a, 9), round(b, 9), to_hex(c)) for r, a, b, c in expected)
-    assert ax.get_xlim()[0] == 0 and ax.get_xlim()[1] >= result.step_time * 1e3  # the whole step, from 0
+    assert ax.get_xlim()[0] == 0 and ax.get_xlim()[1] >= result.step_time * 1e6  # the whole step, from 0
     assert ax.get_ylim()[0] > ax.get_ylim()[1]  # row 0 on top
 
 
@@ -331,14 +332,14 @@ def test_a_large_timeline_draws_its_bars_as_one_image_in_an_svg_one_lane_per_dev
     assert not any(c.get_rasterized() for c in figures[0].axes[0].collections)
 
 
-def _bars_reference(ax, rows, start_s, end_s, height, colour, raster):
+def _bars_reference(ax, rows, start_s, end_s, height, colour, raster, scale):
     """``viz._bars`` as it was: ``broken_barh`` per row, a span per bar (its Python loop and a ``Path`` a bar)."""
     import numpy as np
 
     for row in np.unique(rows):
         on_row = rows == row
-        starts = start_s[on_row] * 1e3
-        spans = list(zip(starts.tolist(), (end_s[on_row] * 1e3 - starts).tolist()))
+        starts = start_s[on_row] * scale
+        spans = list(zip(starts.tolist(), (end_s[on_row] * scale - starts).tolist()))
         h = height if np.ndim(height) == 0 else float(height[on_row][0])  # a lane's (the bars of a row share one)
         bars = ax.broken_barh(spans, (row - h / 2, h), facecolors=colour, linewidth=0)
         if raster:
@@ -456,3 +457,31 @@ def test_a_sender_has_as_many_lanes_as_transfers_it_runs_at_once():
     lane, lanes = _lanes(sender, start, end, 4)
     assert lanes.tolist() == [1, 2, 1, 1] and lane.tolist() == [0, 1, 1, 0, 0, 0, 0]  # touching ends share a lane
     assert [x.tolist() for x in _lanes(np.zeros(0, np.int64), np.zeros(0), np.zeros(0), 2)] == [[], [1, 1]]
+
+
+@pytest.mark.parametrize(("flops", "unit", "per_second"), [(1e3, "us", 1e6), (1e10, "ms", 1e3), (1e13, "s", 1.0),
+                                                           (6e16, "s", 1.0)])
+def test_the_time_axis_is_in_the_unit_of_the_step_with_no_offset_or_exponent(tmp_path, monkeypatch, flops, unit,
+                                                                               per_second):
+    """The axis was in ms whatever the step: 0.000-0.014 ms for a 15 us step, 0-2.0 with "1e7" in a corner for 6
+    hours. It is in format_seconds' unit of the step time (the title's), its numbers plain."""
+    import numpy as np
+
+    import gnplace.viz as viz
+    from gnplace.toy import chain_graph, toy_cluster
+    from gnplace.units import format_seconds
+
+    g = chain_graph(3, flops=flops, out_bytes=10)
+    result = Simulator().time(g, toy_cluster(1), [0, 0, 0], timeline=True)
+    assert format_seconds(result.step_time).endswith(f" {unit}")  # 15.002 us, 3.586 ms, 10.719 s, 64285.714 s
+    figures = []
+    save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    plot_timeline(g, result, tmp_path / "t.png")
+    ax = figures[0].axes[0]
+    assert ax.get_xlabel() == f"time ({unit})"
+    assert ax.xaxis.get_offset_text().get_text() == ""
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert all(label.replace(".", "").isdigit() for label in labels), labels
+    ends = sorted(x1 for *_, x1, _ in _drawn(figures[0]))
+    assert np.allclose(ends, np.sort(result.timeline.op_end) * per_second, rtol=1e-12, atol=0)
