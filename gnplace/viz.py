@@ -83,8 +83,9 @@ def plot_timeline(
     0.000-0.014 ms, a 6-hour step's 0-2.0 ms with "1e7" in a corner), with no offset or exponent. A device sends
     over a link to each other device at once (the default mode's links, one per ordered pair): a device whose
     transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
-    drawn over each other, two transfers as one bar. ``title`` (default: the graph's name and step time) is drawn
-    as it is, names in it included (no matplotlib maths).
+    drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
+    is drawn beside the axes. ``title`` (default: the graph's name and step time) is drawn as it is, names in it
+    included (no matplotlib maths).
 
     A step of more than :data:`RASTER_ABOVE` ops and transfers has its bars drawn as one image at the file's
     resolution (120 dpi) inside a vector file (SVG, PDF, PostScript), as a PNG draws them: one lane per device
@@ -135,9 +136,13 @@ def plot_timeline(
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
     ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {format_seconds(result.step_time)}")
+    # the step's end, marked: a title given (simulate's, evaluate's) said nothing of it
+    step = ax.axvline(result.step_time * scale, color="black", linestyle="--", linewidth=1.0,
+                      label=f"step {format_seconds(result.step_time)}")
     handles = [Patch(color=c, label=p) for p, c in _PHASE_COLOURS.items()]
-    handles.append(Patch(color=_TRANSFER_COLOUR, label="transfer"))
-    ax.legend(handles=handles, loc="lower right", fontsize="small")
+    handles += [Patch(color=_TRANSFER_COLOUR, label="transfer"), step]
+    # beside the axes: inside (lower right) it covered the last bars of the step, where the step ends
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
     # laid out once: no layout engine left, so writing draws the figure once. tight_layout leaves a placeholder
     # engine, for which savefig first draws with drawing turned off, but an SVG's or PDF's raster of the bars was

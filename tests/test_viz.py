@@ -485,3 +485,28 @@ def test_the_time_axis_is_in_the_unit_of_the_step_with_no_offset_or_exponent(tmp
     assert all(label.replace(".", "").isdigit() for label in labels), labels
     ends = sorted(x1 for *_, x1, _ in _drawn(figures[0]))
     assert np.allclose(ends, np.sort(result.timeline.op_end) * per_second, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("title", [None, "g on k80x2 (heft)"])
+def test_the_step_time_is_marked_and_the_legend_covers_no_bar(tmp_path, case, monkeypatch, title):
+    """A title given (simulate's, evaluate's) left the step time off the chart; the legend sat on the axes' lower
+    right, over the last bars of the step. The step's end is a dashed line, its time in the legend, beside the axes."""
+    import gnplace.viz as viz
+
+    g, result, _ = case
+    figures = []
+    save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    plot_timeline(g, result, tmp_path / "t.png", title=title)
+    fig = figures[0]
+    ax = fig.axes[0]
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [result.step_time * 1e6] * 2  # us: a step of 421 us
+    assert max(x1 for *_, x1, _ in _drawn(fig)) == pytest.approx(result.step_time * 1e6, rel=1e-12)  # the last end
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()][-1] == "step 420.937 us"
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # beside, not over the bars
+    assert legend.get_window_extent(renderer).x1 <= fig.bbox.x1  # and on the figure
