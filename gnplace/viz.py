@@ -132,7 +132,7 @@ def plot_timeline(
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
-    ax.invert_yaxis()
+    ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
     ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {format_seconds(result.step_time)}")

@@ -510,3 +510,21 @@ def test_the_step_time_is_marked_and_the_legend_covers_no_bar(tmp_path, case, mo
     renderer = FigureCanvasAgg(fig).get_renderer()
     assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # beside, not over the bars
     assert legend.get_window_extent(renderer).x1 <= fig.bbox.x1  # and on the figure
+
+
+def test_every_device_row_is_drawn_whole_whether_or_not_it_ran_an_op(tmp_path, monkeypatch):
+    """The y limits were the bars': gpu0 and gpu3 ran nothing, and their rows and labels sat on the axes' edges
+    (limits 7 to 0, a row 1 high); every device keeps its two rows, whole, whatever ran on it."""
+    import gnplace.viz as viz
+    from gnplace.toy import chain_graph, toy_cluster
+
+    g = chain_graph(4)
+    result = Simulator().time(g, toy_cluster(4), [1, 1, 2, 2], timeline=True)
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    plot_timeline(g, result, tmp_path / "t.png")
+    ax = figures[0].axes[0]
+    assert ax.get_ylim() == (7.5, -0.5)  # rows 0 (gpu0) to 7 (gpu3 send), half a row apart from the edges
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu0 send", "gpu1 send",
+                                                          "gpu2 send", "gpu3 send"]
+    assert sorted({round((y0 + y1) / 2) for y0, y1, *_ in _drawn(figures[0])}) == [2, 3, 4]
