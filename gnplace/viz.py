@@ -71,6 +71,7 @@ RASTER_ABOVE = 20_000
 
 _PHASE_COLOURS = {"forward": "#4C72B0", "backward": "#DD8452", "update": "#55A868"}
 _TRANSFER_COLOUR = "#8C8C8C"
+_OOM_COLOUR = "#C44E52"
 
 
 def plot_timeline(
@@ -84,8 +85,9 @@ def plot_timeline(
     over a link to each other device at once (the default mode's links, one per ordered pair): a device whose
     transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
     drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
-    is drawn beside the axes. ``title`` (default: the graph's name and step time) is drawn as it is, names in it
-    included (no matplotlib maths).
+    is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
+    ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
+    maths).
 
     A step of more than :data:`RASTER_ABOVE` ops and transfers has its bars drawn as one image at the file's
     resolution (120 dpi) inside a vector file (SVG, PDF, PostScript), as a PNG draws them: one lane per device
@@ -131,7 +133,11 @@ def plot_timeline(
               height, _TRANSFER_COLOUR, raster, scale)
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
-    ax.set_yticklabels([_plain(n) for n in names] + [f"{_plain(n)} send" for n in names])
+    oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
+    labels = ax.set_yticklabels([_plain(n) + (" (out of memory)" if oom[k] else "") for k, n in enumerate(names)]
+                                + [f"{_plain(n)} send" for n in names])
+    for k in np.flatnonzero(oom).tolist():
+        labels[k].set_color(_OOM_COLOUR)
     ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner

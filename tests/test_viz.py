@@ -528,3 +528,22 @@ def test_every_device_row_is_drawn_whole_whether_or_not_it_ran_an_op(tmp_path, m
     assert [t.get_text() for t in ax.get_yticklabels()] == ["gpu0", "gpu1", "gpu2", "gpu3", "gpu0 send", "gpu1 send",
                                                           "gpu2 send", "gpu3 send"]
     assert sorted({round((y0 + y1) / 2) for y0, y1, *_ in _drawn(figures[0])}) == [2, 3, 4]
+
+
+def test_a_device_out_of_memory_is_labelled_so(tmp_path, monkeypatch):
+    """An out-of-memory placement's chart looked like any other: the devices past their memory are labelled so."""
+    from matplotlib.colors import to_hex
+
+    import gnplace.viz as viz
+    from gnplace.graph import OpGraph
+    from gnplace.toy import toy_cluster
+
+    g = OpGraph(["a", "b", "c"], [(0, 1), (1, 2)], flops=[1e9] * 3, out_bytes=[4e6, 4e6, 0], param_bytes=[0, 3e6, 0])
+    result = Simulator().time(g, toy_cluster(3, memory=5e6), [0, 1, 2], timeline=True)
+    assert result.oom.tolist() == [False, True, False]  # gpu1 holds 3 MB of parameters, 4 MB in and 4 MB out
+    figures = []
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or path)
+    plot_timeline(g, result, tmp_path / "t.png")
+    labels = figures[0].axes[0].get_yticklabels()
+    assert [t.get_text() for t in labels[:3]] == ["gpu0", "gpu1 (out of memory)", "gpu2"]
+    assert [to_hex(t.get_color()) for t in labels[:4]] == ["#000000", to_hex(viz._OOM_COLOUR), "#000000", "#000000"]
