@@ -53,7 +53,7 @@ def agg_pyplot() -> Any:
     return plt
 
 
-def _figure(figsize: tuple[float, float]) -> Any:
+def _figure(figsize: tuple[float, float], dpi: float | None = None) -> Any:
     """A matplotlib ``Figure`` of ``figsize`` inches that pyplot does not know of, to be written to a file.
 
     pyplot's figures switched the caller's backend to Agg (``matplotlib.use``) for the rest of the process: a
@@ -63,7 +63,7 @@ def _figure(figsize: tuple[float, float]) -> Any:
     _matplotlib()
     from matplotlib.figure import Figure
 
-    return Figure(figsize=figsize)
+    return Figure(figsize=figsize, dpi=dpi)
 
 
 RASTER_ABOVE = 20_000
@@ -86,6 +86,7 @@ def plot_timeline(
     transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
     drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
+    A device's name longer than :data:`ROW_NAME_CHARS` is shortened in its rows' labels (:func:`_row_names`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
     maths).
 
@@ -116,7 +117,9 @@ def plot_timeline(
                               f"{graph.num_ops}: draw the result of this graph's step")
     names = result.device_names
     d = len(names)
-    fig = _figure((12, 1.0 + 0.6 * 2 * d))
+    # laid out at the resolution written: text measured at 100 dpi is narrower than drawn at 120 (hinting), and a
+    # long row label laid out to fit ran off the left edge
+    fig = _figure((12, 1.0 + 0.6 * 2 * d), dpi=_DPI)
     ax = fig.subplots()
     # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     raster = graph.num_ops + timeline.num_transfers > RASTER_ABOVE
@@ -134,8 +137,9 @@ def plot_timeline(
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
-    labels = ax.set_yticklabels([_plain(n) + (" (out of memory)" if oom[k] else "") for k, n in enumerate(names)]
-                                + [f"{_plain(n)} send" for n in names])
+    rows = _row_names([_plain(n) for n in names])
+    labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in enumerate(rows)]
+                                + [f"{n} send" for n in rows])
     for k in np.flatnonzero(oom).tolist():
         labels[k].set_color(_OOM_COLOUR)
     ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
@@ -247,6 +251,31 @@ def _bars(
         ax.add_collection(bars)
 
 
+ROW_NAME_CHARS = 48
+"""The most characters of a device's name a timeline's row label shows (its start and end, ``…`` between)."""
+
+
+def _row_names(names: list[str]) -> list[str]:
+    """``names`` shortened to :data:`ROW_NAME_CHARS` characters for the rows' labels, each still its own.
+
+    A name of 300 characters took the figure's width: tight_layout gave up ("Tight layout not applied") and the
+    labels ran off the left edge. A long name keeps its start and end with ``…`` between; where two names shorten
+    alike, each is shown with its device's index first (``#3 …``).
+
+    Examples:
+        >>> _row_names(["gpu0", "a" * 30 + "x" + "b" * 30])
+        ['gpu0', 'aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb']
+        >>> _row_names(["a" * 30 + "x" + "b" * 30, "a" * 30 + "y" + "b" * 30])[1]
+        '#1 aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb'
+    """
+    head = (ROW_NAME_CHARS - 1) // 2
+    tail = ROW_NAME_CHARS - 1 - head
+    short = [n if len(n) <= ROW_NAME_CHARS else f"{n[:head]}…{n[-tail:]}" for n in names]
+    if len(set(short)) < len(short):
+        return [f"#{k} {s}" if s != n else s for k, (s, n) in enumerate(zip(short, names))]
+    return short
+
+
 def _time_unit(step_s: float) -> tuple[str, float]:
     """The unit of a timeline's axis, and its count a second: :func:`~gnplace.units.format_seconds`'s for the step.
 
@@ -321,6 +350,9 @@ def _plain(name: str) -> str:
 
 #: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
 #: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).
+_DPI = 120
+"""The resolution of the plots written (dots an inch), a PNG's and a vector file's raster of bars."""
+
 _NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 
@@ -332,7 +364,7 @@ def _save(fig: Any, path: Path) -> Path:
     kind = path.suffix.lower()[1:]
     # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
     with _matplotlib().rc_context({"svg.hashsalt": "gnplace"}):
-        fig.savefig(buffer, dpi=120, format=kind, metadata=_NO_DATE.get(kind))
+        fig.savefig(buffer, dpi=_DPI, format=kind, metadata=_NO_DATE.get(kind))
     data = buffer.getvalue()
     if kind in ("ps", "eps"):
         data = re.sub(rb"^%%CreationDate: [^\n]*\n", b"", data, count=1, flags=re.MULTILINE)

@@ -547,3 +547,33 @@ def test_a_device_out_of_memory_is_labelled_so(tmp_path, monkeypatch):
     labels = figures[0].axes[0].get_yticklabels()
     assert [t.get_text() for t in labels[:3]] == ["gpu0", "gpu1 (out of memory)", "gpu2"]
     assert [to_hex(t.get_color()) for t in labels[:4]] == ["#000000", to_hex(viz._OOM_COLOUR), "#000000", "#000000"]
+
+
+def test_a_long_device_name_is_shortened_and_every_row_label_is_on_the_figure(tmp_path, monkeypatch):
+    """A device named with 300 characters took the figure's width: "Tight layout not applied", the labels ran off the
+    left edge. Its rows' labels keep its start and end; laid out at the resolution written, each is on the figure
+    (laid out at 100 dpi and drawn at 120, a label of 53 characters began 1 pixel left of the edge)."""
+    import warnings
+
+    import gnplace.viz as viz
+    from gnplace.cluster import Device
+    from gnplace.toy import chain_graph, uniform_cluster
+
+    names = ["gpu0", "x" * 150 + "0" + "x" * 149, "x" * 150 + "1" + "x" * 149, "y" * 48]
+    devices = [Device(name, "k80", 2.8e12, 240e9, 12e9) for name in names]
+    g = chain_graph(4)
+    result = Simulator().time(g, uniform_cluster(devices), [0, 1, 2, 3], timeline=True)
+    figures = []
+    save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: figures.append(fig) or save(fig, path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_timeline(g, result, tmp_path / "t.png")
+    fig = figures[0]
+    labels = fig.axes[0].get_yticklabels()
+    short = "x" * 23 + "…" + "x" * 24
+    assert [t.get_text() for t in labels[:4]] == ["gpu0", f"#1 {short}", f"#2 {short}", "y" * 48]  # two alike: #k
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    assert fig.dpi == 120 and min(t.get_window_extent(renderer).x0 for t in labels) >= 0
