@@ -577,3 +577,37 @@ def test_a_long_device_name_is_shortened_and_every_row_label_is_on_the_figure(tm
 
     renderer = FigureCanvasAgg(fig).get_renderer()
     assert fig.dpi == 120 and min(t.get_window_extent(renderer).x0 for t in labels) >= 0
+
+
+def test_the_timelines_colours_are_apart_to_each_kind_of_colour_blindness():
+    """The update's green (#55A868) and the backward's orange (#DD8452) were 7.3 apart (CIELAB) to a protanope: one
+    tint. Every two of the four colours are at least 20 apart to normal, protan, deutan and tritan vision (Machado,
+    Oliveira and Fernandes 2009, severity 1)."""
+    from itertools import combinations
+
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    import gnplace.viz as viz
+
+    def linear(c):
+        return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+    def lab(rgb):  # linear sRGB -> CIELAB (D65)
+        xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb
+        t = xyz / np.array([0.95047, 1.0, 1.08883])
+        f = np.where(t > 0.008856, np.cbrt(t), 7.787 * t + 16 / 116)
+        return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+    seen = {"normal": np.eye(3),
+            "protan": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                                [-0.003882, -0.048116, 1.051998]]),
+            "deutan": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                                [-0.011820, 0.042940, 0.968881]]),
+            "tritan": np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602],
+                                [0.004733, 0.691367, 0.303900]])}
+    colours = [*viz._PHASE_COLOURS.values(), viz._TRANSFER_COLOUR]
+    for vision, matrix in seen.items():
+        for a, b in combinations(colours, 2):
+            seen_a, seen_b = (np.clip(matrix @ linear(np.array(to_rgb(c))), 0, 1) for c in (a, b))
+            assert np.linalg.norm(lab(seen_a) - lab(seen_b)) >= 20, (vision, a, b)
