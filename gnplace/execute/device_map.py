@@ -286,6 +286,35 @@ def _prefixes(path: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)] if path else []
 
 
+def _known_paths(graph: OpGraph, paths: list[str] | None = None) -> set[str]:
+    """The keys a ``device_map`` of ``graph`` may have: ``""``, its nodes' modules and every module above them.
+
+    Also the state-dict entries the import recorded without a node (buffers, tied parameters). ``paths``:
+    the graph's :func:`module_paths`, where the caller has them.
+    """
+    named = [*(module_paths(graph) if paths is None else paths), *_untrained(graph), *_tied(graph)]
+    return {""} | {prefix for path in named for prefix in _prefixes(path)}
+
+
+def _without_stateless_modules(device_map: Mapping[str, Any], module: Any, graph: OpGraph) -> dict[str, Any]:
+    """``device_map`` (accelerate's, of ``module``) less keys of modules with no state and no op in ``graph``.
+
+    accelerate's map names every module in order, a parameterless one too (ResNet-50's ``nn.Identity``
+    shortcuts), which has no node in the graph: it places nothing, and :func:`from_device_map`, which
+    refuses a key naming no module of the graph, made the whole comparison fail on it.
+    """
+    known = _known_paths(graph)
+
+    def stateless(key: str) -> bool:
+        try:
+            sub = module.get_submodule(key)
+        except AttributeError:  # a parameter's name, or no module of ``module``: from_device_map judges it
+            return False
+        return next(iter(sub.parameters()), None) is None and next(iter(sub.buffers()), None) is None
+
+    return {key: value for key, value in device_map.items() if key in known or not stateless(key)}
+
+
 def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any]) -> Placement:
     """The placement a ``device_map`` gives ``graph``: each node where the longest key prefixing its module says.
 
@@ -312,9 +341,7 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
                               f"(have {values})")
 
     paths = module_paths(graph)
-    # the modules of its nodes, and the state-dict entries the import recorded without one (buffers, tied)
-    named = [*paths, *_untrained(graph), *_tied(graph)]
-    known = {""} | {prefix for path in named for prefix in _prefixes(path)}
+    known = _known_paths(graph, paths)
     unknown = [key for key in device_map if key not in known]
     if unknown:
         raise InvalidArgument(f"device_map key {reprlib.repr(unknown[0])} names no module of graph {graph.name!r} "
@@ -495,7 +522,8 @@ def compare_device_maps(
         transformers model, ``"transformers_auto"`` (``from_pretrained``'s, :func:`transformers_device_map`).
         A map that offloads modules to ``"disk"`` (the model does not fit the cluster's memory) has
         no device of the cluster to simulate and is left out, as is one accelerate fails to make (with
-        a warning naming the failure).
+        a warning naming the failure). Keys of theirs naming a module with no state and no node in
+        ``graph`` (an ``nn.Identity``) place nothing and are skipped.
     """
     from gnplace.sim.simulator import Simulator
 
@@ -519,6 +547,6 @@ def compare_device_maps(
         for name, their_map in maps.items():
             if their_map is None or "disk" in their_map.values():
                 continue
-            theirs = from_device_map(graph, cluster, their_map)
+            theirs = from_device_map(graph, cluster, _without_stateless_modules(their_map, module, graph))
             found[name] = timer.time(graph, cluster, theirs).step_time
     return found

@@ -10,8 +10,10 @@ from gnplace.exceptions import InvalidArgument
 from gnplace.execute.device_map import (
     ACCELERATE_MODES,
     accelerate_device_map,
+    compare_device_maps,
     device_map_values,
     from_device_map,
+    module_paths,
     no_split_module_classes,
     to_device_map,
 )
@@ -496,3 +498,23 @@ def test_device_maps_of_many_modules_are_made_and_read_back_module_by_module():
         device_map = to_device_map(graph, placement)
         assert list(device_map.items()) == [(f"block{i}", i % 2) for i in range(k)]
         assert from_device_map(graph, cluster, device_map).devices.tolist() == placement.devices.tolist()
+
+
+def test_the_comparison_skips_keys_of_accelerates_map_that_name_stateless_modules_without_ops():
+    """ResNet-50's ``nn.Identity`` shortcuts: accelerate names them, the graph has no node of them (the comparison
+    raised on them since from_device_map refuses unknown keys; ``bench.py device-map`` failed on resnet50)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Identity(), torch.nn.Linear(16, 16),
+                              torch.nn.Identity(), torch.nn.Linear(16, 16))
+    graph = _graph(net)
+    cluster = load_cluster("k80x4")
+    auto = accelerate_device_map(net, cluster, "auto")
+    assert "1" in auto and "1" not in module_paths(graph)  # a key the graph has no node of
+    with pytest.raises(InvalidArgument, match="names no module"):
+        from_device_map(graph, cluster, auto)  # still refused when given by hand
+    placement = Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)
+    found = compare_device_maps(graph, cluster, placement, net)
+    assert {"accelerate_auto", "accelerate_sequential"} <= set(found)
+    want = from_device_map(graph, cluster, {k: v for k, v in auto.items() if k not in ("1", "3")})
+    from gnplace.sim.simulator import Simulator
+    assert found["accelerate_auto"] == Simulator().time(graph, cluster, want).step_time
