@@ -185,7 +185,13 @@ def to_device_map(
     per_param = _parameter_devices(graph, placed.devices)
     # every state-dict entry needs a key: transformers and accelerate refuse a map that leaves one out
     per_key = per_param | _state_devices(graph, placed.devices, per_param)  # keys under root: require_parameters
-    per_key = _modules_kept_whole(per_key, per_param, _tied(graph))
+    hosts = _hosts_of_modules_never_run(graph, per_key)
+    held = {module.rpartition(".")[0] for module in per_key}
+    for key in per_key:  # the state of a module never run, whose host holds none, goes where the host's ops run
+        host = hosts.get(key.rpartition(".")[0])
+        if host is not None and host not in held:
+            per_key[key] = _module_device(graph, placed.devices, host)
+    per_key = _modules_kept_whole(per_key, per_param, _tied(graph), hosts)
     values = device_map_values(cluster)
     # the map's values under every module path (a parameter's path and each prefix of it): by value, not by
     # device, so that a module over several CPUs, all "cpu" to accelerate, is one key
@@ -221,8 +227,28 @@ def to_device_map(
     return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
 
 
+def _hosts_of_modules_never_run(graph: OpGraph, keys: Any) -> dict[str, str]:
+    """Modules holding state-dict ``keys`` whose forward never runs, each with the nearest module above it that runs.
+
+    ``nn.MultiheadAttention`` reads ``out_proj.weight`` in its own forward and never calls ``out_proj``, so
+    the import records no forward node under ``out_proj``: a map that put ``out_proj`` apart from its host
+    would leave its weight where no hook of accelerate's fetches it (``dispatch_model`` failed on "disk",
+    a tensor on device meta; on two GPUs the host's ops would read it from the other one).
+    """
+    forward = PHASES.index("forward")
+    ran = {""} | {prefix for module in {m for m, phase in zip(graph.module, graph.phase) if int(phase) == forward}
+                  for prefix in _prefixes(module)}
+    hosts: dict[str, str] = {}
+    for key in keys:
+        module = key.rpartition(".")[0]
+        if module not in ran:
+            hosts[module] = next((p for p in _dotted_prefixes(module) if p in ran), "")
+    return hosts
+
+
 def _modules_kept_whole(
-    per_key: dict[str, int], per_param: dict[str, int], tied: dict[str, str] | None = None
+    per_key: dict[str, int], per_param: dict[str, int], tied: dict[str, str] | None = None,
+    hosts: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """``per_key`` with the state each module holds directly (not its children's) moved to one device.
 
@@ -232,7 +258,8 @@ def _modules_kept_whole(
     A module's direct state goes where most of its trainable parameters' updates run (ties: the lower
     device index), or, with none, where most of its buffers and frozen parameters go. Modules that
     share a tied parameter (``tied``: alias -> the name it shares) hold one tensor, so they are kept on
-    one device together, chosen over the state of them all.
+    one device together, chosen over the state of them all; so is a module never run with the module
+    above it that reads its state (``hosts``: see :func:`_hosts_of_modules_never_run`).
     """
     direct: dict[str, list[str]] = defaultdict(list)
     for key in per_key:
@@ -248,6 +275,9 @@ def _modules_kept_whole(
         ends = [key.rpartition(".")[0] for key in (alias, name)]
         if all(end in joined for end in ends):
             joined[find(ends[0])] = find(ends[1])
+    for module, host in (hosts or {}).items():
+        if module in joined and host in joined and find(module) != find(host):
+            joined[find(module)] = find(host)
     groups: dict[str, list[str]] = defaultdict(list)
     for module, keys in direct.items():
         groups[find(module)].extend(keys)

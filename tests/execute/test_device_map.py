@@ -518,3 +518,38 @@ def test_the_comparison_skips_keys_of_accelerates_map_that_name_stateless_module
     want = from_device_map(graph, cluster, {k: v for k, v in auto.items() if k not in ("1", "3")})
     from gnplace.sim.simulator import Simulator
     assert found["accelerate_auto"] == Simulator().time(graph, cluster, want).step_time
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = torch.nn.Linear(8, 1)
+
+    def forward(self, x):
+        return self.head(self.attn(x, x, x)[0])
+
+
+def test_a_module_whose_forward_never_runs_stays_with_the_module_that_reads_its_state(tmp_path):
+    """``nn.MultiheadAttention`` reads ``out_proj.weight`` itself: ``out_proj`` apart was a key no hook acts on."""
+    from accelerate import dispatch_model
+
+    torch.manual_seed(0)
+    net = _Attention().eval()
+    x = torch.randn(2, 3, 8)
+    graph = from_module(net, (x,), loss=lambda y: y.sum())
+    assert not any(m.startswith("attn.out_proj") for m, name in zip(graph.module, graph.node_names)
+                   if not name.startswith("update/"))  # only its update nodes: the import saw no forward
+    cluster = load_cluster("k80x2")
+    out_proj_on_1 = to_device_map(graph, Placement([int(n.startswith("update/attn.out_proj.")) for n in graph.node_names],
+                                                   cluster))
+    # was {"attn.in_proj_weight": 0, "attn.in_proj_bias": 0, "head": 0, "attn.out_proj": 1}
+    assert out_proj_on_1 == {"": 0}
+    assert to_device_map(graph, Placement([int(m.startswith("attn")) for m in graph.module], cluster)) == {
+        "attn": 1, "head": 0}
+    with torch.no_grad():
+        want = net(x)
+        # "cpu" for GPU 0, "disk" for GPU 1, the one other place a CPU-only machine offers: out_proj on "disk"
+        # was left on the meta device (no hook of its own runs), a RuntimeError in attn's forward
+        cpu_map = {key: "disk" if value else "cpu" for key, value in out_proj_on_1.items()}
+        torch.testing.assert_close(dispatch_model(net, cpu_map, offload_dir=str(tmp_path))(x), want)
