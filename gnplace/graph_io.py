@@ -96,6 +96,8 @@ def _column(container: dict[str, Any], key: str, kind: str, length: int | None, 
         raise InvalidGraph(f"field {key!r} has {len(value)} entries, over the limit of {limit}")
     if length is not None and len(value) != length:
         raise InvalidGraph(f"field {key!r} has {len(value)} entries, expected {length}")
+    if _plainly_valid(value, kind):  # else the checks below, item by item, name the first bad one
+        return value
     if kind == "str":
         bad = next((i for i, x in enumerate(value) if not isinstance(x, str)), None)
         if bad is not None:
@@ -120,6 +122,26 @@ def _column(container: dict[str, Any], key: str, kind: str, length: int | None, 
         if kind == "int" and isinstance(x, float) and not x.is_integer():
             raise InvalidGraph(f"field {key!r}[{i}] must be a whole number, found {x!r}")
     return value
+
+
+def _plainly_valid(value: list[Any], kind: str) -> bool:
+    """Whether ``_column`` would accept every item of ``value`` as ``kind``, told from whole-list checks in C.
+
+    True only where the item-by-item checks pass: names all of type ``str``; whole numbers all of type ``int`` within
+    :data:`~gnplace.limits.MAX_COUNT`; numbers all ``int`` so, or all ``float`` (``None`` beside them for
+    ``"number?"``), finite, within it and, for ``"int"``, with no fraction. False is no verdict: the checks run.
+    Those checks took 1.3 s of loading a 280,000-op graph.
+    """
+    kinds = set(map(type, value))
+    if kind == "str" or kind == "str|int":
+        return kinds <= {str}
+    if kinds <= {int}:
+        return not value or (min(value) >= -MAX_COUNT and max(value) <= MAX_COUNT)
+    if not kinds <= ({float, type(None)} if kind == "number?" else {float}):
+        return False
+    numbers = np.array([x for x in value if x is not None] if type(None) in kinds else value, dtype=np.float64)
+    within = bool(np.all(np.abs(numbers) <= MAX_COUNT))  # NaN compares False; so do infinities here
+    return within and (kind != "int" or bool(np.all(numbers == np.floor(numbers))))
 
 
 def graph_from_dict(data: Any, *, source: str = "graph") -> OpGraph:

@@ -216,7 +216,12 @@ def gunzip(raw: bytes, error: type[GnplaceError], source: str) -> bytes:
 
 
 def check_depth(value: Any, error: type[GnplaceError], source: str, limit: int = MAX_DEPTH) -> None:
-    """Raise ``error`` if ``value`` nests lists and mappings deeper than ``limit`` levels (iterative walk)."""
+    """Raise ``error`` if ``value`` nests lists and mappings deeper than ``limit`` levels (iterative walk).
+
+    A list or mapping is walked into only where one of the types of its items is a list, tuple or mapping: the
+    set of its items' types is made in C, where a test of each item in Python took 1.3 s of loading a 280,000-op
+    graph, whose columns are lists of numbers and names.
+    """
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -228,7 +233,8 @@ def check_depth(value: Any, error: type[GnplaceError], source: str, limit: int =
             continue
         if depth > limit:
             raise error(f"{source}: nested more than {limit} levels deep")
-        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+        if any(issubclass(kind, dict | list | tuple) for kind in set(map(type, children))):
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
 
 
 def json_text(value: Any, **options: Any) -> str:
