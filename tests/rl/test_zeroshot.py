@@ -940,3 +940,81 @@ def test_where_memory_repairs_pass_the_plan_the_bars_total_grows_with_them_and_s
     grown = [(done, total) for done, _, total in calls if total]
     assert grown[0][1] == grown[0][0] + 20  # the count so far and the polish still to come
     assert calls[-1][0] == calls[-1][2] == made  # it ends full
+
+
+def test_memo_gives_back_the_simulators_bits_and_simulates_a_placement_once():
+    """``_Memo`` returns what the simulator gave for a placement timed before, without simulating it again."""
+    from gnplace.rl.problem import placement_key
+
+    g, c = layered_graph(60, seed=1), load_cluster("tight4")
+    rows: list[bytes] = []
+
+    class Counting(Simulator):
+        def time(self, graph, cluster, placement, *, timeline=False):  # type: ignore[no-untyped-def]
+            rows.append(placement_key(np.asarray(getattr(placement, "devices", placement))))
+            return super().time(graph, cluster, placement, timeline=timeline)
+
+        def time_batch(self, graph, cluster, placements):  # type: ignore[no-untyped-def]
+            rows.extend(placement_key(row) for row in np.asarray(placements))
+            return super().time_batch(graph, cluster, placements)
+
+    rng = np.random.default_rng(0)
+    batch = rng.integers(0, c.num_devices, size=(5, g.num_ops))
+    batch[3], batch[4] = batch[1], 0
+    memo, plain = zeroshot._Memo(Counting()), Simulator()
+    first = memo.time(g, c, batch[0])
+    assert first == plain.time(g, c, batch[0]) and memo.time(g, c, batch[0]) == first
+    timed = memo.time_batch(g, c, batch)
+    assert timed == plain.time_batch(g, c, batch)
+    assert memo.time(g, c, batch[1]) == plain.time(g, c, batch[1])
+    assert len(rows) == len(set(rows)) == 4  # rows 0 (once), 1 (row 3 is row 1), 2 and 4
+    assert memo.time_batch(g, c, batch[:0]).step_time.shape == (0,)
+    assert memo.time(g, c, batch[2], timeline=True).timeline is not None  # a timeline is simulated
+    other = layered_graph(60, seed=2)
+    assert memo.time(other, c, batch[0]) == plain.time(other, c, batch[0])  # another graph: its own results
+
+
+
+def test_around_auto_simulates_each_placement_once(monkeypatch):
+    """``auto``'s placement was simulated three times before the samples around it (auto, the problem, the first
+    candidate), and a heuristic's twice (its memory check, auto): each is simulated once up to the first draw."""
+    from gnplace.rl import agent
+    from gnplace.rl.problem import placement_key
+
+    g, c = layered_graph(300, seed=0), load_cluster("k80x4")
+    rows: list[bytes] = []
+    batch, single, around = Simulator.time_batch, Simulator.time, zeroshot.PolicyPlacer._around
+    inside = [False]
+
+    def time_batch(self, graph, cluster, placements):  # type: ignore[no-untyped-def]
+        if inside[0]:
+            rows.extend(placement_key(row) for row in np.asarray(placements))
+        return batch(self, graph, cluster, placements)
+
+    def time(self, graph, cluster, placement, *, timeline=False):  # type: ignore[no-untyped-def]
+        if inside[0]:
+            rows.append(placement_key(np.asarray(getattr(placement, "devices", placement))))
+        return single(self, graph, cluster, placement, timeline=timeline)
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        inside[0] = True
+        return around(self, *args, **kwargs)
+
+    class Drawn(Exception):
+        pass
+
+    def first_draw() -> None:
+        raise Drawn
+
+    placer = make_placer("policy", samples=2, constructor="none", refine=0, constructor_refine=0, last_rounds=1,
+                         polish=0, subsets=False, op_level=0, progress=False)
+    monkeypatch.setattr(Simulator, "time_batch", time_batch)
+    monkeypatch.setattr(Simulator, "time", time)
+    monkeypatch.setattr(zeroshot.PolicyPlacer, "_around", counted)
+    real = agent.sample
+    monkeypatch.setattr(agent, "sample", lambda *args, **kwargs: first_draw() if inside[0] else real(*args, **kwargs))
+    with pytest.raises(Drawn):
+        placer.place(g, c, seed=0)
+    inside[0] = False
+    auto = placement_key(make_placer("auto").place(g, c, seed=0).devices)
+    assert rows.count(auto) == 1 and len(rows) == len(set(rows)) > 6
