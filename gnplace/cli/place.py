@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device_map:
         from gnplace.execute.device_map import to_device_map
 
-        device_map = to_device_map(graph, placement, cluster, root=args.device_map_root)
+        device_map = to_device_map(graph, placement, cluster, root=args.device_map_root, module=module)
         outputs.append((args.device_map, json.dumps(device_map, indent=1).encode("utf-8")))
     try:
         write_together(outputs)  # -o was replaced before a --device-map that could not be written failed
@@ -160,10 +160,12 @@ def run(args: argparse.Namespace) -> int:
         from gnplace.exceptions import MissingDependency
         from gnplace.execute.device_map import compare_device_maps
 
+        root = args.device_map_root  # the map as written, its keys as full paths again
+        exported = {(f"{root}.{key}" if key else root) if root else key: value for key, value in device_map.items()}
         try:
-            compared = compare_device_maps(graph, cluster, placement, module, sim)
+            compared = compare_device_maps(graph, cluster, placement, module, sim, exported)
         except MissingDependency:
-            compared = compare_device_maps(graph, cluster, placement, None, sim)
+            compared = compare_device_maps(graph, cluster, placement, None, sim, exported)
     if args.json:
         extra = {"device_map": args.device_map, "device_map_step_s": compared} if args.device_map else {}
         print_json({"graph": graph.name, "ops": graph.num_ops, "groups": graph.num_groups, "cluster": cluster.name,

@@ -8,7 +8,10 @@ embedding) with the parameter it shares, a buffer or frozen parameter with its m
 module's own state (not its children's) stays on one device, that of most of its parameters, since
 accelerate moves modules, not single tensors; and modules whose state all shares a device are merged
 into their parent, so the map is as short as the placement allows and names every state-dict entry
-(``from_pretrained`` refuses a map that misses one).
+(``from_pretrained`` refuses a map that misses one). accelerate hooks only the modules a map names, so
+the own ops of a module above the keys run on their inputs where they are: a module whose own ops
+would read tensors from two devices (:func:`cross_device_reads`; GPT-2's ``GPT2Block`` adds its
+residual itself) is put on one device whole, as is every block the model lists in ``_no_split_modules``.
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
@@ -35,7 +38,8 @@ from gnplace.quiet import quietly
 
 __all__ = [
     "to_device_map", "from_device_map", "accelerate_device_map", "device_map_values", "compare_device_maps",
-    "module_paths", "require_parameters", "no_split_module_classes", "ACCELERATE_MODES", "transformers_device_map",
+    "module_paths", "require_parameters", "cross_device_reads", "no_split_module_classes", "ACCELERATE_MODES",
+    "transformers_device_map",
 ]
 
 
@@ -148,7 +152,7 @@ def require_parameters(graph: OpGraph, root: str = "") -> None:
 
 
 def to_device_map(
-    graph: OpGraph, placement: Any, cluster: Cluster | None = None, *, root: str = ""
+    graph: OpGraph, placement: Any, cluster: Cluster | None = None, *, root: str = "", module: Any = None
 ) -> dict[str, int | str]:
     """The module-level ``device_map`` of ``placement`` (see the module docstring).
 
@@ -161,6 +165,15 @@ def to_device_map(
             wrapper that only computes the loss: with ``root="model"`` the key ``model.transformer.h.0``
             becomes ``transformer.h.0``, what ``from_pretrained`` of the inner model expects (default:
             ``""``, the imported module itself).
+        module (torch.nn.Module, optional): the module ``graph`` was imported from; where given, every
+            submodule whose class it names in ``_no_split_modules`` (:func:`no_split_module_classes`) is kept
+            on one device, as accelerate's own maps keep it.
+
+    A module no key names or lies under runs unhooked: accelerate moves no input of its own ops (GPT-2's
+    ``GPT2Block`` adds ``residual + attn_output`` itself), so where such an op would read tensors from two
+    devices (:func:`cross_device_reads`) the smallest module running it is put on one device whole, the
+    device holding most of its parameter bytes, until none does; a placement whose map has no such op
+    keeps its map.
 
     Raises:
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
@@ -192,7 +205,17 @@ def to_device_map(
         if host is not None and host not in held:
             per_key[key] = _module_device(graph, placed.devices, host)
     per_key = _modules_kept_whole(per_key, per_param, _tied(graph), hosts)
-    values = device_map_values(cluster)
+    per_key = _kept_off_unhooked_ops(graph, cluster, per_key, root, module)
+    chosen = _walked(per_key, device_map_values(cluster), root)
+    first = _first_nodes(graph)
+    ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
+    if not root:
+        return dict(ordered)
+    return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+
+
+def _walked(per_key: dict[str, int], values: list[int | str], root: str) -> dict[str, int | str]:
+    """The shortest map of ``per_key`` (device by state-dict entry) under ``root``, its keys as full paths."""
     # the map's values under every module path (a parameter's path and each prefix of it): by value, not by
     # device, so that a module over several CPUs, all "cpu" to accelerate, is one key
     under: dict[str, set[int | str]] = defaultdict(set)
@@ -220,11 +243,120 @@ def to_device_map(
                 walk(child)
 
     walk(root)
-    first = _first_nodes(graph)
-    ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
-    if not root:
-        return dict(ordered)
-    return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+    return chosen
+
+
+def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any], root: str = "") -> list[int]:
+    """Forward ops that accelerate runs unhooked and that read tensors from two devices under ``device_map``.
+
+    ``dispatch_model`` hooks the modules a map names (moving their inputs to their device), so an op of a
+    module that no key names or lies under (at or below ``root``: the keys are full paths, as
+    :func:`from_device_map` takes them) runs on its inputs where they are: one reading the outputs of two
+    modules on two devices (a block's residual add, with its attention on another GPU) fails on real
+    devices, though on a CPU, where every device is ``"cpu"``, it runs.
+
+    An op's inputs are its producers' outputs: a hooked module's on its device, an unhooked op's where its
+    first input is, or, with none (it reads only its module's own parameters), where the map puts its
+    module's own state; a user input (an ``input`` node) wherever the unhooked op reading it needs it, as its
+    caller can put it (labels on the device of the logits).
+
+    Returns:
+        list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
+    """
+    placed = from_device_map(graph, cluster, device_map)
+    values = device_map_values(cluster)
+    # a user input is where the user puts it: on the device of the unhooked op reading it (None: any)
+    devices: list[int | str | None] = [None if kind == "input" else values[int(d)]
+                                       for kind, d in zip(graph.op_types, placed.devices)]
+    forward = PHASES.index("forward")
+    in_ptr, in_src, _ = graph.in_csr
+    hooked: dict[str, bool] = {}
+
+    def unhooked(module: str) -> bool:
+        if module not in hooked:
+            inside = not root or module == root or module.startswith(root + ".")
+            hooked[module] = not inside or any(key in device_map for key in _dotted_prefixes(module)) or \
+                "" in device_map
+        return not hooked[module]
+
+    found = []
+    for v in graph.topological_order():
+        if int(graph.phase[v]) != forward or not unhooked(graph.module[v]):
+            continue
+        sources = in_src[in_ptr[v]:in_ptr[v + 1]]
+        if not len(sources):  # its module's own state, where a key of the map holds it
+            own = [value for key, value in device_map.items() if key.rpartition(".")[0] == graph.module[v]]
+            if own:
+                devices[v] = own[0]
+            continue  # an op with no input reads one device
+        read = [devices[s] for s in sources if devices[s] is not None]
+        devices[v] = read[0] if read else None
+        if len(set(read)) > 1:
+            found.append(int(v))
+    return sorted(found)
+
+
+def _kept_off_unhooked_ops(
+    graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: str, module: Any = None
+) -> dict[str, int]:
+    """``per_key`` with modules moved whole to one device until no unhooked op reads two (:func:`cross_device_reads`).
+
+    First the blocks ``module`` names as no-split, then, round by round, the smallest modules whose own ops
+    read two devices: each goes where most of its parameter bytes are, with the parameters tied to its own.
+    Keys moved together stay together, so every round joins some and it ends (at worst with one device).
+    """
+    tied = _tied(graph)
+    partners: dict[str, list[str]] = defaultdict(list)
+    for alias, name in tied.items():
+        partners[alias].append(name)
+        partners[name].append(alias)
+    weight = {name: float(graph.param_bytes[i]) for i, name in _updated_parameters(graph).items()}
+    joined = {key: key for key in per_key}
+
+    def find(key: str) -> str:
+        while joined[key] != key:
+            joined[key] = joined[joined[key]]
+            key = joined[key]
+        return key
+
+    kept = dict(per_key)
+
+    def merge(path: str) -> bool:
+        """Put ``path`` (or, holding no state, the nearest module above it that does) on one device; False: it was."""
+        while True:
+            keys = [key for key in kept if not path or key.startswith(path + ".")]
+            if keys or not path:
+                break
+            path = path.rpartition(".")[0]
+        keys += [other for key in keys for other in partners.get(key, ()) if other in kept]
+        if len({find(key) for key in keys}) < 2 and len({kept[key] for key in keys}) < 2:
+            return False
+        for key in keys:
+            joined[find(key)] = find(keys[0])
+        top = find(keys[0])
+        group = [key for key in kept if find(key) == top]
+        bytes_on = np.zeros(cluster.num_devices)
+        for key in group:
+            bytes_on[kept[key]] += weight.get(key, 0.0)
+        device = int(bytes_on.argmax()) if bytes_on.any() else int(np.bincount([kept[k] for k in group]).argmax())
+        kept.update(dict.fromkeys(group, device))
+        return True
+
+    if module is not None:
+        blocks = set(no_split_module_classes(module))
+        for path, sub in module.named_modules(remove_duplicate=False):
+            if type(sub).__name__ in blocks and (not root or path.startswith(root + ".")):
+                merge(path)
+    values = device_map_values(cluster)
+    while True:
+        bad = cross_device_reads(graph, cluster, _walked(kept, values, root), root)
+        if not bad:
+            return kept
+        modules = {graph.module[v] for v in bad}
+        smallest = [path for path in sorted(modules)  # one with a module below it that reads two devices waits
+                    if not any(other != path and (not path or other.startswith(path + ".")) for other in modules)]
+        if not any([merge(path) for path in smallest]) and not merge(root):  # else all of it on one device
+            return kept  # one device already: no op reads two
 
 
 def _hosts_of_modules_never_run(graph: OpGraph, keys: Any) -> dict[str, str]:
@@ -540,9 +672,14 @@ def _device_map_arguments(function: Any, model: Any, mode: str, memory: dict[int
 
 
 def compare_device_maps(
-    graph: OpGraph, cluster: Cluster, placement: Any, module: Any = None, timer: Any = None
+    graph: OpGraph, cluster: Cluster, placement: Any, module: Any = None, timer: Any = None,
+    device_map: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
     """Simulated step seconds of ``placement``, of its ``device_map``, and of accelerate's maps (given ``module``).
+
+    ``device_map`` is the map as exported, its keys full module paths of ``graph`` (default:
+    ``to_device_map(graph, placement, cluster, module=module)``); its step is that of the placement
+    :func:`from_device_map` reads from it.
 
     Returns:
         dict[str, float]: ``"placement"``, ``"device_map"`` (the placement at module granularity, what
@@ -558,10 +695,10 @@ def compare_device_maps(
     from gnplace.sim.simulator import Simulator
 
     timer = timer or Simulator()
+    exported = to_device_map(graph, placement, cluster, module=module) if device_map is None else device_map
     found = {
         "placement": timer.time(graph, cluster, placement).step_time,
-        "device_map": timer.time(graph, cluster, from_device_map(graph, cluster, to_device_map(graph, placement,
-                                                                                               cluster))).step_time,
+        "device_map": timer.time(graph, cluster, from_device_map(graph, cluster, exported)).step_time,
     }
     if module is not None:
         maps: dict[str, dict[str, Any] | None] = {}

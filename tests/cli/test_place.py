@@ -701,3 +701,23 @@ def test_the_zero_shot_script_times_each_placement_of_a_one_op_graph_once(tmp_pa
         assert script.main([str(tmp_path / "one.gnpg"), "-c", "k80x2", "--samples", samples]) == 0
         out = capsys.readouterr().out  # auto's placement is one of the two: among those timed, samples or none
         assert "(every placement: the fastest of 2 placements simulated, auto's included)" in out
+
+
+def test_the_device_map_step_printed_is_that_of_the_map_written(tmp_path, capsys):
+    """The simulated step of ``device_map`` is the map in the file, read back as a placement (keys relative to
+    ``--device-map-root`` made full again), with the blocks it keeps whole (no op reads two devices)."""
+    from gnplace.execute.device_map import cross_device_reads, from_device_map
+    from gnplace.importers.sources import load_step_source
+    from gnplace.sim.simulator import Simulator
+
+    (tmp_path / "wrapped.py").write_text(WRAPPED)
+    factory, out = f"{tmp_path / 'wrapped.py'}:make", tmp_path / "map.json"
+    assert main(["place", factory, "-c", "k80x4", "-p", "round_robin", "--device-map", str(out),
+                 "--device-map-root", "model", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    written = {(f"model.{key}" if key else "model"): value for key, value in json.loads(out.read_text()).items()}
+    graph = load_step_source(factory, optimizer="sgd")[0].graph
+    cluster = load_cluster("k80x4")
+    assert cross_device_reads(graph, cluster, written, root="model") == []
+    step = Simulator().time(graph, cluster, from_device_map(graph, cluster, written)).step_time
+    assert report["device_map_step_s"]["device_map"] == pytest.approx(step, rel=1e-12)

@@ -11,6 +11,7 @@ from gnplace.execute.device_map import (
     ACCELERATE_MODES,
     accelerate_device_map,
     compare_device_maps,
+    cross_device_reads,
     device_map_values,
     from_device_map,
     module_paths,
@@ -553,3 +554,109 @@ def test_a_module_whose_forward_never_runs_stays_with_the_module_that_reads_its_
         # was left on the meta device (no hook of its own runs), a RuntimeError in attn's forward
         cpu_map = {key: "disk" if value else "cpu" for key, value in out_proj_on_1.items()}
         torch.testing.assert_close(dispatch_model(net, cpu_map, offload_dir=str(tmp_path))(x), want)
+
+
+class _Residual(torch.nn.Module):
+    """A residual block: its own forward adds the input to its children's outputs (GPT2Block's ``residual + attn``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn = torch.nn.Linear(16, 16)
+        self.mlp = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(x)
+
+
+def _residual_blocks():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(_Residual(), _Residual(), _Residual())
+    return net, _graph(net)
+
+
+def test_cross_device_reads_lists_the_ops_of_an_unhooked_block_that_read_two_devices():
+    """accelerate hooks only the modules a map names: a block split between its children runs its own adds on
+    tensors from two devices (a device mismatch on GPUs, though on a CPU every device is ``"cpu"``)."""
+    net, graph = _residual_blocks()
+    cluster = load_cluster("k80x2")
+    split = {"0": 0, "1.attn": 0, "1.mlp": 1, "2": 1}
+    bad = cross_device_reads(graph, cluster, split)
+    assert [graph.node_names[v] for v in bad] == ["1/add_1"]  # x (GPU 0) + mlp(x) (GPU 1); x + attn(x) is on GPU 0
+    assert cross_device_reads(graph, cluster, {"0": 0, "1": 0, "2": 1}) == []  # whole blocks: hooked, moved
+    apart = cross_device_reads(graph, cluster, {"0": 0, "1.attn": 1, "1.mlp": 1, "2": 1})
+    assert graph.node_names[apart[0]] == "1/add"  # block 0's output (GPU 0) + attn(x) (GPU 1)
+    assert cross_device_reads(graph, cluster, {"": 0}) == []
+    # on CPUs every device is "cpu": nothing reads two
+    cpus = cluster_from_dict({"name": "cpus", "devices": [{"name": "cpu", "count": 2, "kind": "cpu"}],
+                              "links": {"default": "pcie3"}})
+    assert cross_device_reads(graph, cpus, {"0": "cpu", "1.attn": "cpu", "1.mlp": "cpu", "2": "cpu"}) == []
+
+
+def test_a_block_split_between_its_children_is_exported_whole_and_whole_blocks_keep_their_map():
+    net, graph = _residual_blocks()
+    cluster = load_cluster("k80x2")
+    on_mlp = [1 if module.startswith("1.mlp") else 0 for module in graph.module]  # block 1's mlp apart
+    device_map = to_device_map(graph, Placement(on_mlp, cluster))
+    assert device_map == {"": 0}  # block 1 (its attention's bytes tie with its mlp's: GPU 0) whole, then all agree
+    assert cross_device_reads(graph, cluster, device_map) == []
+    # a placement of whole blocks: the map it always had
+    whole = [1 if module.startswith("2") else 0 for module in graph.module]
+    assert to_device_map(graph, Placement(whole, cluster)) == {"0": 0, "1": 0, "2": 1}
+
+
+def test_random_placements_of_the_examples_export_maps_without_ops_reading_two_devices():
+    from gnplace.execute import examples
+
+    cluster = load_cluster("k80x4")
+    rng = np.random.default_rng(0)
+    for name in ("tiny", "mlp", "convnet", "branchy", "transformer"):
+        net, inputs = getattr(examples, name)()
+        graph = from_module(net, inputs)
+        for module_level in (False, True):
+            for _ in range(4):
+                if module_level:  # whole modules at random: maps that keep more keys
+                    modules = sorted(set(graph.module))
+                    pick = dict(zip(modules, rng.integers(0, 4, len(modules))))
+                    devices = np.array([pick[m] for m in graph.module])
+                else:
+                    devices = rng.integers(0, 4, graph.num_ops)
+                device_map = to_device_map(graph, Placement(devices, cluster), module=net)
+                assert cross_device_reads(graph, cluster, device_map) == [], (name, device_map)
+
+
+def test_a_gpt2_map_keeps_its_no_split_blocks_whole_and_dispatches_on_cpu():
+    """GPT-2's blocks add their residuals in ``GPT2Block.forward``: split placements export them whole (its
+    ``_no_split_modules``, and without the module too, from the ops), and the map dispatches."""
+    transformers = pytest.importorskip("transformers")
+    from accelerate import dispatch_model
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=100, n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    model.eval()
+    ids = torch.randint(0, 100, (2, 8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the trace's notes on transformers' internals
+        graph = from_module(model, (ids,), loss=lambda out: out.logits.mean())
+    cluster = load_cluster("k80x4")
+    rng = np.random.default_rng(1)
+    modules = sorted(set(graph.module))
+    with torch.no_grad():
+        want = model(ids).logits
+    for trial in range(6):
+        if trial % 2:
+            pick = dict(zip(modules, rng.integers(0, 4, len(modules))))
+            devices = np.array([pick[m] for m in graph.module])
+        else:
+            devices = rng.integers(0, 4, graph.num_ops)
+        for module in (model, None):
+            device_map = to_device_map(graph, Placement(devices, cluster), module=module)
+            assert cross_device_reads(graph, cluster, device_map) == [], device_map
+            assert not any(re.search(r"\.h\.\d+\.", key) for key in device_map), device_map  # GPT2Block whole
+        with torch.no_grad():
+            dispatched = dispatch_model(model, device_map={key: "cpu" for key in device_map})
+            torch.testing.assert_close(dispatched(ids).logits, want)
+        from accelerate.hooks import remove_hook_from_submodules
+
+        remove_hook_from_submodules(model)
