@@ -22,7 +22,7 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.base import group_order
 
-__all__ = ["Outcome", "solve"]
+__all__ = ["Outcome", "fits_nowhere", "memory_unit", "solve"]
 
 #: :func:`_solve`'s arguments before the worker count and seed: graph, cluster, dur, delay, activation_memory,
 #: link_contention, op_gap, symmetric, hint, time_limit.
@@ -76,6 +76,8 @@ def solve(
     """
     if graph.num_ops == 0:
         return Outcome("optimal", [np.zeros(0, dtype=np.int64)], 0.0, 0.0, 0.0)
+    if fits_nowhere(graph, cluster, dur, activation_memory) is not None:
+        return Outcome("infeasible", [], None, 0.0, None)
     args: _Args = (graph, cluster, dur, delay, activation_memory, link_contention, op_gap, symmetric, hint, time_limit)
     workers = 1 if cluster.num_devices == 1 else num_workers  # one device: nothing to search in parallel
     if workers == 1:
@@ -90,6 +92,49 @@ def solve(
                       RuntimeWarning, stacklevel=2)
         return _solve(*args, 1, random_seed)
     return outcome
+
+
+def memory_unit(cluster: Cluster) -> float:
+    """Bytes per memory unit of the model: the power of two that puts the largest capacity near 2^20 units."""
+    return 2.0 ** max(0, math.ceil(math.log2(max(cluster.memory.max(), 1.0) / 2**20)))
+
+
+def fits_nowhere(graph: OpGraph, cluster: Cluster, dur: np.ndarray, activation_memory: bool) -> int | None:
+    """An op that no device can run within the model's memory count, or ``None``: the model is then infeasible.
+
+    A necessary condition of the model, checked before CP-SAT: while an op runs on device ``k`` (``dur[v, k] > 0``
+    ticks), its device holds its group's parameters, its own output and each input (the whole output of a producer
+    in its group; of another, at least the bytes of the edges to it, capped at the whole output), all in units
+    rounded up as :meth:`_Model.add_memory` counts them; an op that takes no tick holds its own output. CP-SAT's
+    parallel search did not prove such models infeasible: its "fixed" subsolver counted 0.4 deterministic units in
+    40 s, so the search ran to the wall-clock safety net ("unknown" at time_limit=1, for a fork of four 4 MB
+    outputs on two devices of 9.6 MB) and ended at a load-dependent point.
+
+    Args:
+        graph (OpGraph): the graph.
+        cluster (Cluster): the devices.
+        dur (np.ndarray): int ticks of each op on each device, ``[num_ops, D]``.
+        activation_memory (bool): count live activations, not only parameters.
+
+    Returns:
+        int | None: the first such op's index, or ``None`` if every op fits some device by this count.
+    """
+    unit = memory_unit(cluster)
+    limit = np.floor(cluster.memory / unit)
+    params = np.ceil(np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups) / unit)
+    need = np.repeat(params[graph.group][:, None], cluster.num_devices, axis=1)  # [num_ops, D] units
+    if activation_memory:
+        own = np.ceil(graph.out_bytes / unit)
+        inputs = np.zeros(graph.num_ops)
+        read: dict[tuple[int, int], float] = {}  # (producer, consumer) -> bytes of their edges
+        for u, w, b in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_bytes.tolist()):
+            read[u, w] = read.get((u, w), 0.0) + b
+        group = graph.group
+        for (u, w), b in read.items():
+            inputs[w] += own[u] if group[u] == group[w] else min(own[u], math.ceil(b / unit))
+        need += own[:, None] + np.where(dur > 0, inputs[:, None], 0.0)
+    nowhere = np.flatnonzero((need > limit[None, :]).all(axis=1))
+    return int(nowhere[0]) if nowhere.size else None
 
 
 def _can_fork() -> bool:
@@ -449,7 +494,7 @@ class _Model:
         """
         model, graph, x, group = self.model, self.graph, self.x, self.group
         capacity, devices = self.cluster.memory, range(self.cluster.num_devices)
-        unit = 2.0 ** max(0, math.ceil(math.log2(max(capacity.max(), 1.0) / 2**20)))
+        unit = memory_unit(self.cluster)
         params = np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups)
         resident = [sum(math.ceil(params[g] / unit) * x[g][k] for g in range(graph.num_groups) if params[g] > 0)
                     for k in devices]

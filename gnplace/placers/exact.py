@@ -141,7 +141,8 @@ class ExactPlacer:
     After :meth:`place`, these attributes describe the solve: ``last_status`` (``"optimal"``,
     ``"feasible"`` when the time limit stopped a solve with a solution, ``"unknown"`` when it
     stopped without one, or ``"infeasible"`` when the model's memory accounting admits no placement
-    while a baseline fits; the baseline is returned). The model counts memory in its own schedule,
+    while a baseline fits; the baseline is returned; a model where some op fits no device, its group's parameters,
+    inputs and output together, is infeasible without a search). The model counts memory in its own schedule,
     with demands rounded up, and the timer in its first-come-first-served one: a placement the model
     admits may still run out of memory on the timer, which is why the timer's verdict picks the
     placement returned among the solver's solutions and the baselines;

@@ -298,6 +298,18 @@ def test_activations_that_fit_nowhere_are_infeasible(small_gpus):
         ExactPlacer(time_limit=5).place(g, c)
 
 
+def test_an_op_that_fits_no_device_is_one_error_without_a_search():
+    # the fork's sink holds its two 4 MB inputs and its 4 MB output: on 9.6 MB devices the two-worker search ran
+    # to the wall-clock net (40 s at time_limit=1, "unknown") and returned a placement out of memory
+    import dataclasses
+
+    k80x2 = load_cluster("k80x2")
+    c = Cluster([dataclasses.replace(d, memory=9.6e6) for d in k80x2.devices], k80x2.bandwidth, k80x2.latency,
+                name="tight")
+    with pytest.raises(InfeasiblePlacement, match=r"^no placement of graph 'fork' fits the memory of cluster 'tight'"):
+        ExactPlacer(time_limit=1).place(fork_graph(), c, seed=0)
+
+
 def test_a_placement_that_fits_exactly_is_found_where_the_models_rounding_refuses_it():
     """Parameters of exactly each device's memory: the model (demands rounded up, capacities down) found no
     placement, no baseline fitted (single and round robin), and the placer said none fits; [0, 1, 1] does."""

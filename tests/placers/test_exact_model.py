@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnplace.cluster import load_cluster
+from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
-from gnplace.placers._exact_model import Outcome, solve
+from gnplace.placers import _exact_model
+from gnplace.placers._exact_model import Outcome, fits_nowhere, solve
 from gnplace.toy import chain_graph, fork_graph, toy_cluster
 
 GiB = 2**30
@@ -186,3 +187,69 @@ def test_a_solve_in_a_fresh_interpreter_is_the_forked_solve(case, monkeypatch):
                                                                        forked.gap)
     # (the improving solutions before the last are as many as the threads' timing reports, forked or not)
     assert apart.solutions[-1].tolist() == forked.solutions[-1].tolist()
+
+
+def tight_fork(memory: float) -> tuple[OpGraph, Cluster]:
+    """The fork of four 4 MB outputs on k80x2 with ``memory`` bytes a device: its sink holds 12 MB while it runs."""
+    import dataclasses
+
+    k80x2 = load_cluster("k80x2")
+    devices = [dataclasses.replace(d, memory=memory) for d in k80x2.devices]
+    return fork_graph(), Cluster(devices, k80x2.bandwidth, k80x2.latency, name="tight")
+
+
+def test_an_op_that_fits_no_device_is_infeasible_before_cp_sat(monkeypatch):
+    # its sink holds its two inputs and its output, 12 MB, on 9.6 MB devices: CP-SAT's parallel search ran to the
+    # wall-clock safety net (40 s, "unknown", at time_limit=1) where this proves it at once
+    graph, cluster = tight_fork(9.6e6)
+    dur = np.ones((4, 2), dtype=np.int64)
+    assert fits_nowhere(graph, cluster, dur, activation_memory=True) == 3
+    assert fits_nowhere(graph, cluster, dur, activation_memory=False) is None  # no parameters
+    assert fits_nowhere(*tight_fork(12e6), dur, activation_memory=True) is None  # all three fit
+
+    def no_search(*args):
+        raise AssertionError("CP-SAT searched a model the memory count proves infeasible")
+
+    monkeypatch.setattr(_exact_model, "_solve", no_search)
+    out = run(graph, cluster, dur, uniform_delay(graph, 2, 5), num_workers=2, time_limit=1.0)
+    assert out.status == "infeasible" and not out.solutions
+
+
+def test_an_op_that_takes_no_tick_holds_only_its_output():
+    # the model's inputs may end as an instant op starts: only its own output counts there
+    graph, cluster = tight_fork(9.6e6)
+    dur = np.ones((4, 2), dtype=np.int64)
+    dur[3, 1] = 0
+    assert fits_nowhere(graph, cluster, dur, activation_memory=True) is None
+
+
+def test_fits_nowhere_never_refuses_a_model_cp_sat_solves():
+    # random tiny graphs on tight devices (parameters, partial edges, groups): wherever the check fires, CP-SAT's
+    # search finds no placement either (on 150 such cases it fired 50 times, and CP-SAT proved 47 infeasible)
+    import dataclasses
+
+    from gnplace.placers.exact import _interchangeable
+
+    rng = np.random.default_rng(0)
+    fired = 0
+    for _ in range(40):
+        n = int(rng.integers(2, 6))
+        edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4]
+        out_bytes = rng.integers(0, 5, n) * 1_000_000
+        graph = OpGraph([f"o{i}" for i in range(n)], edges, flops=[1e9] * n, out_bytes=out_bytes.tolist(),
+                        edge_bytes=[int(out_bytes[u] * rng.choice([1.0, 0.5, 0.25])) for u, _ in edges] or None,
+                        param_bytes=(rng.integers(0, 3, n) * 1_000_000).tolist(),
+                        group=np.unique(rng.integers(0, n, n), return_inverse=True)[1].tolist(), name="r")
+        k80 = load_cluster("k80x2")
+        cluster = Cluster([dataclasses.replace(d, memory=float(rng.integers(2, 16)) * 1e6) for d in k80.devices],
+                          k80.bandwidth, k80.latency, name="t")
+        dur = rng.integers(0, 3, (n, 2)) * 1000
+        delay = uniform_delay(graph, 2, 500)
+        if fits_nowhere(graph, cluster, dur, activation_memory=True) is None:
+            continue
+        fired += 1
+        for contention in (False, True):
+            found = _exact_model._solve(graph, cluster, dur, delay, True, contention, 0, _interchangeable(cluster, dur),
+                                        None, 1.0, 1, 0)
+            assert not found.solutions
+    assert fired >= 5
