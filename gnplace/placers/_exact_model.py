@@ -28,6 +28,16 @@ __all__ = ["Outcome", "fits_nowhere", "memory_unit", "solve"]
 #: link_contention, op_gap, symmetric, hint, time_limit.
 _Args = tuple[OpGraph, Cluster, np.ndarray, np.ndarray, bool, bool, int, list[list[int]], "np.ndarray | None", float]
 
+#: CP-SAT subsolvers the interleaved search runs without (OR-Tools 9.15), and which the search would otherwise wait on
+#: far past its deterministic time, to the wall-clock net of ``10 x time_limit + 30`` s. "reduced_costs": its chunk
+#: ran on after the optimum was proved (33,000 conflicts, 0.18 deterministic units in 15 s): a 5-op graph proved
+#: optimal in 0.08 s returned after 230 s at time_limit 20; 6 of 80 random 5-7-op graphs took 13-231 s (then 4.2 at
+#: most). "fixed": it counted 0.40 deterministic units in 39.9 wall seconds on a loaded 2-core machine, and with
+#: batches of CP-SAT's default 6 tasks (each chunk up to one unit) ``scripts/bench.py exact`` left ptb_004@12 and
+#: nmt_004@12 on k80x4 "feasible" at the net (gaps 0.011 and 0.023), where an idle machine proved both optimal; the
+#: batch is now one task per worker (``interleave_batch_size``).
+IGNORED_SUBSOLVERS = ("reduced_costs", "fixed")
+
 
 @dataclass
 class Outcome:
@@ -291,10 +301,8 @@ def _solve(
     solver.parameters.interleave_search = workers > 1  # one worker is deterministic by itself
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = random_seed
-    # without "reduced_costs": in OR-Tools 9.15's interleaved search its chunk can run on after the optimum is
-    # proved, to the wall-clock net (33,000 conflicts, 0.18 deterministic units in 15 s): a 5-op graph proved optimal
-    # in 0.08 s returned after 230 s at time_limit 20; 6 of 80 random 5-7-op graphs took 13-231 s (now 4.2 at most)
-    solver.parameters.ignore_subsolvers.append("reduced_costs")
+    solver.parameters.ignore_subsolvers.extend(IGNORED_SUBSOLVERS)
+    solver.parameters.interleave_batch_size = workers  # one task per worker a batch (CP-SAT's default: 6 tasks)
     solutions: list[np.ndarray] = []
 
     class Collect(cp_model.CpSolverSolutionCallback):  # type: ignore[misc]

@@ -186,8 +186,10 @@ class ExactPlacer:
     name = "exact"
     accepts = frozenset({"timer"})
     #: Changes when results under the same options change. 1 (2026-12-04): ``select="simulator"`` descends from each
-    #: candidate by the simulator, and CP-SAT runs without its reduced_costs subsolver.
-    revision = "1"
+    #: candidate by the simulator, and CP-SAT runs without its reduced_costs subsolver. 2 (2026-12-06): CP-SAT runs
+    #: without its fixed subsolver too, in batches of one task per worker (a loaded machine no longer reaches the
+    #: wall-clock net first).
+    revision = "2"
 
     def __init__(
         self,
