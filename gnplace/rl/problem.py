@@ -26,10 +26,13 @@ from gnplace.rl.env import PlacementMDP, RefinementMDP
 from gnplace.rl.screen import MoveScreen
 from gnplace.sim.timer import BatchResult, StepTimer, overflow
 
-__all__ = ["PlacementProblem", "reward", "placement_key", "STEP_FLOOR_S"]
+__all__ = ["PlacementProblem", "reward", "placement_key", "time_distinct", "untimed_rows", "Timed", "STEP_FLOOR_S"]
 
 #: Step times below this (seconds) count as this in rewards: no real training step is that short.
 STEP_FLOOR_S = 1e-12
+
+#: What :func:`time_distinct` keeps of a placement's timing: ``(step seconds, busy seconds [D], peak bytes [D], oom)``.
+Timed = tuple[float, np.ndarray, np.ndarray, bool]
 
 #: :meth:`PlacementProblem.widen`: a batch with a smaller share of new placements lowers the prior by 1 ...
 WIDEN_BELOW = 0.25
@@ -109,7 +112,7 @@ class PlacementProblem:
     sample_best_step: float = field(init=False, default=float("inf"))
     anchored: bool = field(init=False, default=False)
     memo: bool = field(init=False, default=False)
-    timed: dict[bytes, tuple[float, np.ndarray, np.ndarray, bool]] = field(init=False, default_factory=dict)
+    timed: dict[bytes, Timed] = field(init=False, default_factory=dict)
     widening: bool = field(init=False, default=False)
     kappa: float | None = field(init=False, default=None)
     screen: MoveScreen | None = field(init=False, default=None)
@@ -251,12 +254,7 @@ class PlacementProblem:
             ``(keys [B], rows)``: ``rows`` holds the first row of each distinct placement not timed
             before, in batch order.
         """
-        keys = [placement_key(row) for row in devices]
-        first: dict[bytes, int] = {}
-        for i, key in enumerate(keys):
-            if key not in self.timed:
-                first.setdefault(key, i)  # each new placement's first row, in batch order
-        return keys, list(first.values())
+        return untimed_rows(devices, self.timed)
 
     def start_screen(self) -> MoveScreen:
         """This pair's :attr:`screen`, made (empty) the first time it is asked for (residual over a :attr:`model`)."""
@@ -283,16 +281,9 @@ class PlacementProblem:
         is the incumbent itself), and a real timer caches them anyway
         (:class:`~gnplace.execute.base.RealStepTimer`): timing one again would spend budget on nothing new.
         """
-        keys, new = self.untimed(devices)
-        if new:
-            fresh = timer.time_batch(self.inp.graph, self.inp.cluster, devices[new])
-            for j, i in enumerate(new):
-                self.timed[keys[i]] = (float(fresh.step_time[j]), fresh.busy_time[j].copy(),
-                                       fresh.peak_memory[j].copy(), bool(fresh.oom[j]))
-            self.evaluations += len(new)
-        rows = [self.timed[key] for key in keys]
-        return BatchResult(np.array([r[0] for r in rows], dtype=np.float64), np.stack([r[1] for r in rows]),
-                           np.stack([r[2] for r in rows]), np.array([r[3] for r in rows], dtype=bool))
+        result, new = time_distinct(timer, self.inp.graph, self.inp.cluster, devices, self.timed)
+        self.evaluations += new
+        return result
 
     def placements(self, group_devices: np.ndarray) -> np.ndarray:
         """Every op's device from a device per decision group (``[B, G]``): :meth:`anchor`'s if :attr:`anchored`."""
@@ -339,6 +330,39 @@ class PlacementProblem:
             self.best_devices = np.asarray(devices, dtype=np.int64).copy()
             self.best_step, self.best_oom = float(step), False
         self.history.append((self.evaluations, self.best_step))
+
+
+def untimed_rows(devices: np.ndarray, timed: dict[bytes, Timed]) -> tuple[list[bytes], list[int]]:
+    """Each placement's :func:`placement_key` (``devices`` ``[B, num_ops]``), and each new one's first row.
+
+    Returns:
+        ``(keys [B], rows)``: ``rows`` the first row of each placement not in ``timed``, in batch order.
+    """
+    keys = [placement_key(row) for row in devices]
+    first: dict[bytes, int] = {}
+    for i, key in enumerate(keys):
+        if key not in timed:
+            first.setdefault(key, i)  # each new placement's first row, in batch order
+    return keys, list(first.values())
+
+
+def time_distinct(
+    timer: StepTimer, graph: OpGraph, cluster: Cluster, devices: np.ndarray, timed: dict[bytes, Timed]
+) -> tuple[BatchResult, int]:
+    """Every placement's result (``devices`` ``[B, num_ops]``, B >= 1), timing only the distinct ones not in ``timed``.
+
+    What is timed is added to ``timed`` (by :func:`placement_key`); returned are the batch's results and how many
+    placements were timed.
+    """
+    keys, new = untimed_rows(devices, timed)
+    if new:
+        fresh = timer.time_batch(graph, cluster, devices[new])
+        for j, i in enumerate(new):
+            timed[keys[i]] = (float(fresh.step_time[j]), fresh.busy_time[j].copy(), fresh.peak_memory[j].copy(),
+                              bool(fresh.oom[j]))
+    rows = [timed[key] for key in keys]
+    return BatchResult(np.array([r[0] for r in rows], dtype=np.float64), np.stack([r[1] for r in rows]),
+                       np.stack([r[2] for r in rows]), np.array([r[3] for r in rows], dtype=bool)), len(new)
 
 
 def placement_key(devices: np.ndarray) -> bytes:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import argparse
 
     from gnplace.coarsen import Coarsening
+    from gnplace.rl.problem import Timed
 
 __all__ = ["PolicyPlacer", "SHIPPED_CHECKPOINT", "SHIPPED_CONSTRUCTOR", "SHIPPED_CONSTRUCTORS", "cached_policy",
            "pretraining"]
@@ -649,7 +650,8 @@ class PolicyPlacer:
         from gnplace.placers.groups import held_at_peak
         from gnplace.policy.features import decision_graph, ops_alone
 
-        polish = self.polish_evaluations(graph) if self.polish_evaluations(graph) >= 2 else 0
+        polish = self.polish_evaluations(graph)
+        polish = polish if polish >= 2 else 0
         advance_to = _Repairs(shown, self._searched(cluster, graph), polish)
         rng = as_generator(seed)
         coarsen_seed = int(rng.integers(2**31 - 1))
@@ -1164,17 +1166,18 @@ class _Memo(StepTimer):
     placements, the problem's reference, the first candidate), and each heuristic's placement that its memory check
     had timed once more: 10 simulations of 0.2 s at 280,158 ops on v100x8. The simulator's result depends on the
     graph, the cluster and the placement alone, so the same bits come back; the counting timers around this one
-    still count each timing. Results are kept (step, busy and peak of each device) for the (graph, cluster) pair
-    timed last; a timeline is always simulated.
+    still count each timing. Results are kept (:data:`~gnplace.rl.problem.Timed`, as a search's problem keeps them:
+    :func:`~gnplace.rl.problem.time_distinct`) for the (graph, cluster) pair timed last; a timeline is always
+    simulated.
     """
 
     def __init__(self, timer: Simulator) -> None:
         self.timer = timer
         self.cost_model = timer.cost_model
         self._pair: tuple[OpGraph, Cluster] | None = None
-        self._kept: dict[bytes, tuple[float, np.ndarray, np.ndarray]] = {}
+        self._kept: dict[bytes, Timed] = {}
 
-    def _results(self, graph: OpGraph, cluster: Cluster) -> dict[bytes, tuple[float, np.ndarray, np.ndarray]]:
+    def _results(self, graph: OpGraph, cluster: Cluster) -> dict[bytes, Timed]:
         """The results kept for ``(graph, cluster)``, by placement key (none for a new pair)."""
         if self._pair is None or self._pair[0] is not graph or self._pair[1] is not cluster:
             self._pair, self._kept = (graph, cluster), {}
@@ -1190,32 +1193,19 @@ class _Memo(StepTimer):
         kept, key = self._results(graph, cluster), placement_key(placed.devices)
         if key not in kept:
             result = self.timer.time(graph, cluster, placed)
-            kept[key] = (result.step_time, result.busy_time.copy(), result.peak_memory.copy())
+            kept[key] = (result.step_time, result.busy_time.copy(), result.peak_memory.copy(), result.is_oom)
             return result
-        step, busy, peak = kept[key]
+        step, busy, peak, _ = kept[key]
         return StepResult(step, busy.copy(), peak.copy(), cluster.memory, cluster.device_names)
 
     def time_batch(self, graph: OpGraph, cluster: Cluster, placements: Any) -> BatchResult:
-        from gnplace.rl.problem import placement_key
+        from gnplace.rl.problem import time_distinct
         from gnplace.sim.timer import check_batch
 
         array = check_batch(graph, cluster, placements)
         if not array.shape[0]:
             return self.timer.time_batch(graph, cluster, array)
-        kept = self._results(graph, cluster)
-        keys = [placement_key(row) for row in array]
-        first: dict[bytes, int] = {}  # the first row of each placement not timed before
-        for i, key in enumerate(keys):
-            if key not in kept:
-                first.setdefault(key, i)
-        if first:
-            fresh = self.timer.time_batch(graph, cluster, array[list(first.values())])
-            for j, key in enumerate(first):
-                kept[key] = (float(fresh.step_time[j]), fresh.busy_time[j].copy(), fresh.peak_memory[j].copy())
-        peak = np.stack([kept[key][2] for key in keys])
-        return BatchResult(np.array([kept[key][0] for key in keys], dtype=np.float64),
-                           np.stack([kept[key][1] for key in keys]), peak,
-                           np.any(peak > cluster.memory[None, :], axis=1))
+        return time_distinct(self.timer, graph, cluster, array, self._results(graph, cluster))[0]
 
 
 def _by_speed(cluster: Cluster) -> np.ndarray:
