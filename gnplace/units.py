@@ -12,7 +12,7 @@ from decimal import Decimal, InvalidOperation, localcontext
 
 __all__ = [
     "parse_bytes", "parse_seconds", "parse_rate", "parse_flops", "format_bytes", "format_seconds", "format_flops",
-    "format_rate",
+    "format_rate", "seconds_unit",
 ]
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -157,10 +157,24 @@ def format_seconds(value: float) -> str:
         return "0 s"
     if not math.isfinite(value):  # NaN compares below every unit: it printed as "nan ns"
         return f"{value} s"
-    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= size:
-            return f"{value / size:.3f} {unit}"
-    return f"{value / 1e-9:.3f} ns"
+    unit = seconds_unit(value)
+    return f"{value / _SECOND_SIZES[unit]:.3f} {unit}"
+
+
+#: Seconds in each unit :func:`format_seconds` writes, the largest first.
+_SECOND_SIZES = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def seconds_unit(value: float) -> str:
+    """The unit :func:`format_seconds` writes ``value`` seconds in: s, ms, us or ns (s for zero and a non-number).
+
+    Examples:
+        >>> seconds_unit(0.0175), seconds_unit(15e-6), seconds_unit(21_428.0), seconds_unit(5e-10), seconds_unit(0)
+        ('ms', 'us', 's', 'ns', 's')
+    """
+    if value == 0 or not math.isfinite(value):
+        return "s"
+    return next((unit for unit, size in _SECOND_SIZES.items() if abs(value) >= size), "ns")
 
 
 def format_rate(value: float) -> str:

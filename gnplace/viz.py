@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import math
 import os
 import re
 import sys
@@ -15,7 +14,7 @@ import numpy as np
 from gnplace.graph import PHASES, OpGraph
 from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
-from gnplace.units import format_seconds
+from gnplace.units import format_seconds, seconds_unit
 
 __all__ = ["agg_pyplot", "plot_timeline", "plot_ratios", "IMAGE_SUFFIXES", "RASTER_ABOVE"]
 
@@ -286,10 +285,8 @@ def _time_unit(step_s: float) -> tuple[str, float]:
         >>> _time_unit(0.0175), _time_unit(15e-6), _time_unit(21_428.0), _time_unit(5e-10), _time_unit(0.0)
         (('ms', 1000.0), ('us', 1000000.0), ('s', 1.0), ('ns', 1000000000.0), ('s', 1.0))
     """
-    for unit, per_second in (("s", 1.0), ("ms", 1e3), ("us", 1e6)):
-        if step_s >= 1.0 / per_second or step_s == 0 or not math.isfinite(step_s):
-            return unit, per_second
-    return "ns", 1e9
+    unit = seconds_unit(step_s)
+    return unit, {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
 
 
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
@@ -351,11 +348,11 @@ def _plain(name: str) -> str:
     return text.replace("$", r"\$")
 
 
-#: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
-#: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).
 _DPI = 120
 """The resolution of the plots written (dots an inch), a PNG's and a vector file's raster of bars."""
 
+#: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
+#: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).
 _NO_DATE: dict[str, dict[str, None]] = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}
 
 
