@@ -6,6 +6,8 @@ import io
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +108,6 @@ def plot_timeline(
             :data:`IMAGE_SUFFIXES` (matplotlib would write ``path.png`` for none).
     """
     path = _image_path(path)
-    _matplotlib()
-    from matplotlib.patches import Patch
-
     timeline = result.timeline
     if timeline is None:
         raise ValueError("the step result has no timeline: simulate with timeline=True")
@@ -117,6 +116,19 @@ def plot_timeline(
 
         raise InvalidArgument(f"the step result times {timeline.op_start.shape[0]} ops, graph {graph.name!r} has "
                               f"{graph.num_ops}: draw the result of this graph's step")
+    # a name's characters the default font lacks drawn in an installed font that has them (or escaped): inside the
+    # context, the figure's text and the ticks drawn as it is written take the fonts it names
+    with _fonts_for([*result.device_names, title if title else graph.name]):
+        return _save(_timeline_figure(graph, result, title), path)
+
+
+def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> Any:
+    """:func:`plot_timeline`'s figure of ``result`` (a step of ``graph`` with a timeline), laid out, not written."""
+    _matplotlib()
+    from matplotlib.patches import Patch
+
+    timeline = result.timeline
+    assert timeline is not None  # plot_timeline checked it
     names = result.device_names
     d = len(names)
     # laid out at the resolution written: text measured at 100 dpi is narrower than drawn at 120 (hinting), and a
@@ -161,7 +173,7 @@ def plot_timeline(
     # drawn in full (1.1 of 2.4 s at 280,158 ops). The rc settings would put an engine back in the placeholder's stead.
     with _matplotlib().rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
-    return _save(fig, path)
+    return fig
 
 
 def _lanes(
@@ -306,6 +318,12 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     if not summary:
         raise ValueError("no rows to plot")
 
+    with _fonts_for([*(str(s["cluster"]) for s in summary), *(_bar(s)[2] for s in summary)]):
+        return _save(_ratios_figure(summary), path)
+
+
+def _ratios_figure(summary: list[dict]) -> Any:
+    """:func:`plot_ratios`' figure of ``summary`` (not empty), laid out, not written."""
     clusters = sorted({s["cluster"] for s in summary})
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
     names = {_bar(s): _bar(s)[2] for s in summary}
@@ -324,7 +342,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
         ax.set_title(_plain(cluster))
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
-    return _save(fig, path)
+    return fig
 
 
 def _bar(line: dict) -> tuple[str, int, str]:
@@ -341,11 +359,102 @@ def _plain(name: str) -> str:
     (a graph or device name's ``\\x1b``, newline) are drawn as the ``\\xNN`` escapes the text output prints
     (:func:`~gnplace.cli.common.printable_name`), a tab as ``\\x09``: no font has their glyphs, and matplotlib
     warned once per character and drawing ("Glyph 27 missing from font(s) DejaVu Sans"); a newline split a title.
+    So is any other character that none of the fonts text is drawn in has (:func:`_fonts_for` adds an installed
+    font that has it), as Python escapes it (``\\u6a21``): a module named in Chinese (``模型``) was drawn as
+    missing-glyph boxes, with a warning per character and drawing.
     """
+    text = _printable(name)
+    drawn = _drawn_codepoints()
+    text = "".join(c if ord(c) in drawn else _escaped(c) for c in text)
+    return text.replace("$", r"\$")
+
+
+def _printable(name: str) -> str:
+    """``name`` with its control characters, line breaks, tabs and lone surrogates escaped (see :func:`_plain`)."""
     from gnplace.cli.common import printable_name  # here: the CLI's module imports the placers
 
-    text = printable_name(str(name)).replace("\t", "\\x09").encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("$", r"\$")
+    return printable_name(str(name)).replace("\t", "\\x09").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _escaped(char: str) -> str:
+    """``char`` as Python's ``ascii`` writes it, without quotes: ``\\xe9``, ``\\u6a21``, ``\\U0001f600``."""
+    return char.encode("ascii", "backslashreplace").decode("ascii")
+
+
+_LAST_RESORT = "LastResort"
+"""The start of the file name of matplotlib's Last Resort font (3.10 on): a box for every character, not a glyph."""
+
+
+def _text_fonts(family: list[str] | None = None) -> list[str]:
+    """The files of the fonts matplotlib draws text in for ``family`` (default: ``font.family``), in fallback order.
+
+    matplotlib's Last Resort font, appended to every list by 3.10 on, is left out: its boxes name no character.
+    """
+    from matplotlib import font_manager
+    from matplotlib.font_manager import FontProperties
+
+    prop = FontProperties(family=family)
+    find = getattr(font_manager.fontManager, "_find_fonts_by_props", None)  # 3.6 on: the fallback list
+    paths = find(prop) if find is not None else [font_manager.findfont(prop)]
+    return [str(p) for p in paths if not Path(str(p)).name.startswith(_LAST_RESORT)]
+
+
+def _charmap(path: str) -> frozenset[int]:
+    """The code points that the font in file ``path`` has a glyph for (read once a process)."""
+    if path not in _CHARMAPS:
+        from matplotlib import font_manager
+
+        _CHARMAPS[path] = frozenset(font_manager.get_font(path).get_charmap())
+    return _CHARMAPS[path]
+
+
+_CHARMAPS: dict[str, frozenset[int]] = {}
+
+
+def _drawn_codepoints() -> frozenset[int]:
+    """The code points the fonts of matplotlib's ``font.family`` now draw (:func:`_text_fonts`)."""
+    fonts = _text_fonts()
+    return frozenset().union(*(_charmap(f) for f in fonts)) if fonts else frozenset()
+
+
+def _fallback_families(texts: list[str]) -> list[str]:
+    """Installed fonts' family names that draw the characters of ``texts`` that ``font.family``'s fonts lack.
+
+    Each is the font that has the most characters still lacking (ties: by family name, then file), until none has
+    any: the same fonts installed, the same families. A character none has is left out (:func:`_plain` escapes it).
+    """
+    from matplotlib import font_manager
+
+    lacking = {ord(c) for text in texts for c in _printable(text)} - _drawn_codepoints()
+    if not lacking:
+        return []
+    ours = set(_text_fonts())
+    candidates = sorted({(e.name, e.fname) for e in font_manager.fontManager.ttflist
+                         if e.fname not in ours and not Path(e.fname).name.startswith(_LAST_RESORT)})
+    families: list[str] = []
+    while lacking:
+        best = min(candidates, key=lambda c: (-len(lacking & _charmap(c[1])), c), default=None)
+        if best is None or not lacking & _charmap(best[1]):
+            break
+        families.append(best[0])
+        lacking -= _charmap(best[1])
+        candidates = [c for c in candidates if c[0] != best[0]]
+    return families
+
+
+@contextmanager
+def _fonts_for(texts: list[str]) -> Iterator[None]:
+    """A context in which text is drawn in ``font.family`` and, after it, the fonts :func:`_fallback_families` finds.
+
+    matplotlib draws a character its first font lacks in the next one of the list that has it (3.6 on).
+    """
+    mpl = _matplotlib()
+    extra = _fallback_families(texts)
+    if not extra:
+        yield
+        return
+    with mpl.rc_context({"font.family": [*mpl.rcParams["font.family"], *extra]}):
+        yield
 
 
 _DPI = 120

@@ -611,3 +611,69 @@ def test_the_timelines_colours_are_apart_to_each_kind_of_colour_blindness():
         for a, b in combinations(colours, 2):
             seen_a, seen_b = (np.clip(matrix @ linear(np.array(to_rgb(c))), 0, 1) for c in (a, b))
             assert np.linalg.norm(lab(seen_a) - lab(seen_b)) >= 20, (vision, a, b)
+
+
+@pytest.fixture
+def shipped_fonts(monkeypatch):
+    """Only the fonts matplotlib ships (none with CJK glyphs) installed, whatever this machine holds."""
+    from matplotlib import font_manager
+
+    shipped = Path(font_manager.__file__).parent / "mpl-data"
+    monkeypatch.setattr(font_manager.fontManager, "ttflist",
+                        [e for e in font_manager.fontManager.ttflist if Path(e.fname).is_relative_to(shipped)])
+
+
+def test_characters_no_font_has_are_drawn_as_code_points_without_glyph_warnings(tmp_path, monkeypatch, shipped_fonts):
+    """A graph (an ONNX model, a module named in Chinese), device, cluster or placer named in CJK was drawn as
+    missing-glyph boxes, with a warning "Glyph 27169 (\\N{CJK UNIFIED IDEOGRAPH-6A21}) missing from font(s) DejaVu
+    Sans" per character and drawing (50 for these names). Without a font that has them, they are Python's escapes."""
+    import warnings
+
+    import gnplace.viz as viz
+    from gnplace.graph import OpGraph
+    from gnplace.toy import toy_cluster
+
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="模型_net")
+    result = Simulator().time(g, toy_cluster(2, prefix="显卡"), [0, 1], timeline=True)
+    summary = [{"family": "a", "cluster": "集群", "placer": "放置", "vs_best": 1.0, "graphs": 1}]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = plot_timeline(g, result, tmp_path / "t.png").read_bytes()
+        plot_timeline(g, result, tmp_path / "t.svg")
+        plot_ratios(summary, tmp_path / "r.png")
+    timeline, _, ratios = (fig.axes[0] for fig in figures)
+    assert timeline.get_title().startswith(r"\u6a21\u578b_net: step ")
+    assert [t.get_text() for t in timeline.get_yticklabels()][:2] == [r"\u663e\u53610", r"\u663e\u53611"]
+    assert ratios.get_title() == r"\u96c6\u7fa4" and [t.get_text() for t in ratios.get_xticklabels()] == [
+        r"\u653e\u7f6e"]
+    assert plot_timeline(g, result, tmp_path / "again.png").read_bytes() == first  # the same file
+
+
+def test_a_character_the_default_font_lacks_is_drawn_in_an_installed_font_that_has_it(tmp_path, monkeypatch,
+                                                                                     shipped_fonts):
+    """DejaVu Sans has no script g (U+210A); STIX, shipped with matplotlib, has: it is drawn in it, as it is."""
+    import warnings
+
+    import matplotlib
+    from matplotlib import font_manager
+
+    import gnplace.viz as viz
+    from gnplace.graph import OpGraph
+    from gnplace.toy import toy_cluster
+
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="net\u210a")
+    result = Simulator().time(g, toy_cluster(2), [0, 1], timeline=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_timeline(g, result, tmp_path / "t.png")
+    title = figures[0].axes[0].title
+    assert title.get_text().startswith("net\u210a: step ")
+    *default, fallback = title.get_fontfamily()
+    assert default == list(matplotlib.rcParams["font.family"]) and fallback.startswith("STIX")
+    assert ord("\u210a") in font_manager.get_font(font_manager.findfont(fallback)).get_charmap()
