@@ -91,6 +91,7 @@ def plot_timeline(
     drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
     A device's name longer than :data:`ROW_NAME_CHARS` is shortened in its rows' labels (:func:`_row_names`).
+    An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
     maths).
 
@@ -240,6 +241,7 @@ def _bars(
         on_row = rows == row
         x0 = start_s[on_row] * scale
         x1 = x0 + (end_s[on_row] * scale - x0)  # broken_barh's right edge, start plus width, to the last bit
+        instants = np.unique(x0[end_s[on_row] <= start_s[on_row]])  # no width: no pixel of its own, a mark instead
         if raster:  # bars that touch or overlap as their union, one rectangle: the same area, so the same pixels
             order = np.argsort(x0, kind="stable")
             x0, x1 = x0[order], x1[order]
@@ -263,6 +265,33 @@ def _bars(
         else:
             bars = PolyCollection(corners, facecolors=colour, linewidth=0)  # type: ignore[arg-type]  # (N, 4, 2): its fast path
         ax.add_collection(bars)
+        if instants.shape[0]:
+            _marks(ax, instants, row - h / 2, row + h / 2, colour, raster)
+
+
+MARK_POINTS = 1.2
+"""The width of a timeline's mark of an op or transfer of no duration (points: 2 pixels at 120 dpi)."""
+
+
+def _marks(ax: Any, x: np.ndarray, y0: float, y1: float, colour: str, raster: bool) -> None:
+    """A mark :data:`MARK_POINTS` wide from each of the times ``x`` (the axis' unit) on, from ``y0`` to ``y1``.
+
+    An op of no duration (0 s: a reshape, a gradient of 0 FLOP on a device without launch overhead) was a bar of
+    no width, not drawn: nothing showed the op ran, or where. Its mark is a vertical line shifted right by half
+    its width, so that it starts at the op's time, as its bar would; it leaves the axes' limits alone (not in
+    the data's limits: the same time axis).
+    """
+    from matplotlib.collections import LineCollection
+    from matplotlib.transforms import ScaledTranslation
+
+    segments = np.empty((x.shape[0], 2, 2))
+    segments[:, :, 0] = x[:, None]
+    segments[:, 0, 1], segments[:, 1, 1] = y0, y1
+    half = ScaledTranslation(MARK_POINTS / 2 / 72, 0.0, ax.figure.dpi_scale_trans)  # points -> inches
+    marks = LineCollection(list(segments), colors=colour, linewidths=MARK_POINTS, capstyle="butt",
+                           transform=ax.transData + half)
+    marks.set_rasterized(raster)
+    ax.add_collection(marks, autolim=False)
 
 
 ROW_NAME_CHARS = 48

@@ -677,3 +677,35 @@ def test_a_character_the_default_font_lacks_is_drawn_in_an_installed_font_that_h
     *default, fallback = title.get_fontfamily()
     assert default == list(matplotlib.rcParams["font.family"]) and fallback.startswith("STIX")
     assert ord("\u210a") in font_manager.get_font(font_manager.findfont(fallback)).get_charmap()
+
+
+def test_an_op_of_no_duration_is_marked_without_changing_the_time_axis(tmp_path, monkeypatch):
+    """An op of 0 s (0 FLOP and no bytes on a device without launch overhead: a reshape, a gradient of 0 FLOP) was a
+    bar of no width: no pixel showed it. It is a mark of MARK_POINTS (2 pixels) from its time on, in its phase's
+    colour, on its row; the axis keeps the step's limits (0 to the step and its 5% margin)."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.image import imread
+
+    import gnplace.viz as viz
+    from gnplace.cluster import Device
+    from gnplace.graph import OpGraph
+    from gnplace.toy import uniform_cluster
+
+    devices = [Device(f"gpu{k}", "k80", 2.8e12, 240e9, 12e9, launch_overhead=0.0) for k in range(2)]
+    g = OpGraph(["a", "d", "r", "c"], [(0, 1), (0, 2), (1, 3)], flops=[1e9, 1e9, 0, 1e9], out_bytes=[0, 4e6, 0, 0])
+    result = Simulator().time(g, uniform_cluster(devices), [0, 0, 1, 1], timeline=True)
+    t = result.timeline
+    assert t.op_start[2] == t.op_end[2] and 0 < t.op_start[2] < t.op_start[3]  # r: 0 s, alone on gpu1
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    path = plot_timeline(g, result, tmp_path / "t.png")
+    fig, ax = figures[0], figures[0].axes[0]
+    assert ax.get_xlim() == pytest.approx((0.0, result.step_time * 1e3 * 1.05))  # the step's axis, in ms
+    x, y = ax.transData.transform((t.op_start[2] * 1e3, 2.0))  # r's time on gpu1's row (pixels from bottom left)
+    image = imread(path)[:, :, :3]
+    column = image[image.shape[0] - int(round(y)), int(x) - 2:int(x) + 4]
+    blue = np.array(to_rgb(viz._PHASE_COLOURS["forward"]))
+    assert (np.abs(column - blue).max(axis=1) < 0.02).sum() >= 2  # its pixels, in the forward's colour
+    assert fig.dpi * viz.MARK_POINTS / 72 == pytest.approx(2.0)
