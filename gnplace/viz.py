@@ -356,7 +356,7 @@ def _ratios_figure(summary: list[dict]) -> Any:
     clusters = sorted({s["cluster"] for s in summary})
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
     names = {_bar(s): _bar(s)[2] for s in summary}
-    fig = _figure((4 + 2.5 * len(clusters), 4))
+    fig = _figure((4 + 2.5 * len(clusters), 4), dpi=_DPI)  # laid out at the resolution written, as the timeline
     axes = fig.subplots(1, len(clusters), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
@@ -487,7 +487,8 @@ def _fonts_for(texts: list[str]) -> Iterator[None]:
 
 
 _DPI = 120
-"""The resolution of the plots written (dots an inch), a PNG's and a vector file's raster of bars."""
+"""The resolution of the plots written (dots an inch), a PNG's and a vector file's raster of bars; each figure is
+laid out at it (text measured at another resolution is another width: hinting)."""
 
 #: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
 #: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).

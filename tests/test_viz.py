@@ -709,3 +709,29 @@ def test_an_op_of_no_duration_is_marked_without_changing_the_time_axis(tmp_path,
     blue = np.array(to_rgb(viz._PHASE_COLOURS["forward"]))
     assert (np.abs(column - blue).max(axis=1) < 0.02).sum() >= 2  # its pixels, in the forward's colour
     assert fig.dpi * viz.MARK_POINTS / 72 == pytest.approx(2.0)
+
+
+def test_the_ratio_plot_is_laid_out_at_the_resolution_it_is_written_at(tmp_path, monkeypatch):
+    """The ratio plot was laid out at 100 dpi and written at 120 (the timeline at 120 both): on the baselines' chart
+    (5 clusters, 10 placers) its margins were 0.4 pixels short on the left and 1.2 too tall at the bottom of the
+    layout at 120. Its figure is at the written resolution, so laying it out again at that resolution moves nothing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import gnplace.viz as viz
+
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    placers = ["annealing", "auto", "expert", "heft", "m_etf", "m_sct", "metis", "random_search", "round_robin",
+               "single"]
+    summary = [{"family": "a", "cluster": c, "placer": p, "vs_best": 1.0 + k / 10, "graphs": 8}
+               for c in ("cpu_gpu", "k80x2", "k80x4", "tight4", "v100x8") for k, p in enumerate(placers)]
+    plot_ratios(summary, tmp_path / "r.png")
+    fig = figures[0]
+    assert fig.dpi == viz._DPI == 120
+    margins = ("left", "bottom", "right", "top")
+    laid_out = [getattr(fig.subplotpars, m) for m in margins]
+    fig.set_dpi(120)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()  # again, at the resolution written
+    assert [getattr(fig.subplotpars, m) for m in margins] == pytest.approx(laid_out, abs=1e-9)
