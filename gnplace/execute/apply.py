@@ -114,6 +114,9 @@ class PlacedModule(torch.nn.Module):
         self.recorded_tensors = _tensor_constants(module, step)
         self.recorded_state = _recorded_state(self.program)  # dtype and shape of each parameter and buffer, once
         self._check_state(moved=False)
+        # state_dict() gives the wrapped module's keys (0.weight, not module.0.weight): a checkpoint of the placed
+        # module loads into the model, and the model's into it (_load_from_state_dict), as eager's would
+        self._register_state_dict_hook(_state_without_wrapper)
         named = dict(module.named_parameters())
         with torch.no_grad():
             for name in self.param_names:
@@ -205,6 +208,16 @@ class PlacedModule(torch.nn.Module):
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
         return loss
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
+        """Read the wrapped module's state dict (``0.weight``, as :meth:`state_dict` gives) into it.
+
+        One keyed as its attribute (``module.0.weight``) is read too (:func:`_into_wrapper`).
+        """
+        _into_wrapper(self.module, state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def _by_position(self, inputs: tuple[Any, ...], named: dict[str, Any]) -> tuple[Any, ...]:
         """``inputs`` followed by the ``named`` ones, in the order of the wrapped module's ``forward`` parameters.
@@ -405,6 +418,35 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _state_without_wrapper(placed: torch.nn.Module, state: Any, prefix: str, local_metadata: Any) -> None:
+    """A :class:`PlacedModule`'s state dict hook: its wrapped module's entries under the wrapped module's own keys.
+
+    ``module.0.weight`` becomes ``0.weight`` (after ``prefix``, where the placed module is itself a submodule),
+    and so for the version metadata, so that the state dict is the wrapped module's: the model loads it.
+    """
+    inner = prefix + "module."
+    for key in [k for k in state if k.startswith(inner)]:  # the placed module's own entries come last: order kept
+        state[prefix + key[len(inner):]] = state.pop(key)
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        for key in [k for k in metadata if k == inner[:-1] or k.startswith(inner)]:
+            metadata[prefix[:-1] if key == inner[:-1] else prefix + key[len(inner):]] = metadata.pop(key)
+
+
+def _into_wrapper(module: torch.nn.Module, state: Any, prefix: str) -> None:
+    """Key ``state``'s entries after ``prefix`` as the wrapped ``module``'s attribute of a :class:`PlacedModule`.
+
+    ``0.weight`` becomes ``module.0.weight``, in place; a state dict already keyed so (every key begins with
+    ``module.``, which none of ``module``'s own does) is left as it is.
+    """
+    inner = prefix + "module."
+    keys = [k for k in state if k.startswith(prefix)]
+    if all(k.startswith(inner) for k in keys) and not any(k.startswith("module.") for k in module.state_dict()):
+        return
+    for key in keys:
+        state[inner + key[len(prefix):]] = state.pop(key)
 
 
 def _warn_captured_tensors(loss: Callable[[Any], torch.Tensor], step: Any) -> None:

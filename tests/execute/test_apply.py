@@ -1049,3 +1049,59 @@ def test_gnplace_apply_imports_under_a_torch_whose_compiler_disable_takes_no_rea
                           env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "True"
+
+
+class _WrapsAModule(torch.nn.Module):
+    """A loss wrapper whose model is its attribute ``module``: its own keys begin with ``module.``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.module = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.Linear(6, 1))
+
+    def forward(self, x):
+        return self.module(x).square().mean()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(), torch.nn.Linear(6, 1)),
+    _WrapsAModule,
+])
+def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into_it(make):
+    """After three AdamW steps placed and eager, the placed module's state dict has the model's keys and eager's
+    values (the model loads it); the model's loads into the placed module, which then computes with it."""
+    torch.manual_seed(0)
+    net = make()
+    reference = copy.deepcopy(net)
+    x = torch.randn(8, 5)
+    loss = None if isinstance(net, _WrapsAModule) else _loss
+    graph = import_step(net, (x,), loss=loss).graph
+    placed = gnplace.apply(net, Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2")), (x,),
+                           loss=loss, devices=["cpu", "cpu"])
+    ours = torch.optim.AdamW(placed.parameters(), lr=0.01)
+    theirs = torch.optim.AdamW(reference.parameters(), lr=0.01)
+    for _ in range(3):
+        batch = torch.randn(8, 5)
+        ours.zero_grad()
+        placed(batch).backward()
+        ours.step()
+        theirs.zero_grad()
+        out = reference(batch)
+        (out if loss is None else loss(out)).backward()
+        theirs.step()
+    state, want = placed.state_dict(), reference.state_dict()
+    assert list(state) == list(want)  # was module.0.weight, ...: the model refused it (missing keys)
+    for key, value in want.items():
+        torch.testing.assert_close(state[key], value, msg=key)
+    fresh = make()
+    fresh.load_state_dict(state)
+    again = make()
+    placed.load_state_dict(again.state_dict())  # the model's keys; was: missing keys module.0.weight, ...
+    for key, value in again.state_dict().items():
+        torch.testing.assert_close(net.state_dict()[key], value, msg=key)
+    torch.testing.assert_close(placed(x), _loss(again(x)) if loss else again(x))
+    if not isinstance(net, _WrapsAModule):  # keyed as the attribute, as before, where that is not ambiguous
+        placed.load_state_dict({"module." + k: v for k, v in want.items()})
+        torch.testing.assert_close(net.state_dict()[next(iter(want))], next(iter(want.values())))
+    outer = torch.nn.ModuleDict({"placed": placed})  # a submodule: its keys follow its own prefix
+    assert list(outer.state_dict()) == ["placed." + k for k in want]
+    outer.load_state_dict(outer.state_dict())
