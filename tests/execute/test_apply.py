@@ -1105,3 +1105,50 @@ def test_the_state_dict_of_a_placed_module_is_the_models_and_a_models_loads_into
     outer = torch.nn.ModuleDict({"placed": placed})  # a submodule: its keys follow its own prefix
     assert list(outer.state_dict()) == ["placed." + k for k in want]
     outer.load_state_dict(outer.state_dict())
+
+
+class _Dropouts(torch.nn.Module):
+    """Dropout between layers, one inside the forward (``F.dropout``) and a noise draw: three random ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(6, 16), torch.nn.Linear(16, 1)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.drop(torch.relu(self.a(x)))
+        h = torch.nn.functional.dropout(h, 0.3, self.training) + 0.1 * torch.randn_like(h)
+        return self.b(h).square().mean()
+
+
+def test_dropout_on_two_cpu_devices_draws_eagers_masks_under_the_same_seed():
+    """Random ops draw, in the recorded order, from the generator of the device each runs on: on CPUs the masks
+    eager draws under the same seed, so three AdamW steps end on eager's weights (and apply leaves the seed)."""
+    torch.manual_seed(0)
+    net = _Dropouts()
+    reference = copy.deepcopy(net)
+    x = torch.randn(8, 6)
+    graph = import_step(net, (x,)).graph
+    placement = gnplace.get_placer("round_robin").place(graph, load_cluster("k80x2"))
+    assert len(set(placement.devices.tolist())) == 2
+    torch.manual_seed(1)
+    placed = gnplace.apply(net, placement, (x,), devices=["cpu", "cpu"])
+    seeded = torch.get_rng_state()
+    torch.manual_seed(1)
+    assert torch.equal(seeded, torch.get_rng_state())  # the recording drew nothing from the generator
+    ours, theirs = torch.optim.AdamW(net.parameters(), lr=0.01), torch.optim.AdamW(reference.parameters(), lr=0.01)
+    for step in range(3):
+        batch = torch.randn(8, 6)
+        torch.manual_seed(10 + step)
+        ours.zero_grad()
+        loss = placed(batch)
+        loss.backward()
+        ours.step()
+        torch.manual_seed(10 + step)
+        theirs.zero_grad()
+        want = reference(batch)
+        want.backward()
+        theirs.step()
+        torch.testing.assert_close(loss, want.detach())
+    for a, b in zip(net.parameters(), reference.parameters()):
+        torch.testing.assert_close(a, b)
