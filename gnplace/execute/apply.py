@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._pytree import tree_flatten
 
 from gnplace.exceptions import InvalidArgument
 from gnplace.execute.base import check_device_names, torch_devices
@@ -104,6 +105,7 @@ class PlacedModule(torch.nn.Module):
         self.devices = list(devices)
         self.param_names = list(self.program.params)
         self.input_spec = step.trace.input_spec or input_leaves(tuple(step.trace.inputs))[1]
+        self._refuse_tensors_in_constants(step)
         # train or eval, as when applied, by submodule name (one added later has no recorded mode: it is warned of)
         self.recorded_modes = {name: m.training for name, m in module.named_modules()}
         self.recorded_autocast = step.trace.autocast  # the torch.autocast regions the step was recorded in
@@ -208,6 +210,31 @@ class PlacedModule(torch.nn.Module):
         named = dict(self.module.named_parameters())
         loss: torch.Tensor = _PlacedStep.apply(self, *[named[n] for n in self.param_names], *moved)
         return loss
+
+    def _refuse_tensors_in_constants(self, step: Any) -> None:
+        """Refuse an example input that is no tensor nor container apply follows, yet holds a tensor the step reads.
+
+        A dataclass batch (``Batch(x, y)``, ``forward(batch)`` reading ``batch.x``) is one leaf of the inputs,
+        a constant of the step, and the tensors it holds were recorded as constants: every later batch was
+        refused as another constant, with advice (apply again with it) that could not help.
+
+        Raises:
+            InvalidArgument: naming the input, its class and the attribute, and the fix.
+        """
+        read = {id(x) for _, x in held_tensors(step.trace.ops)}
+        for k, leaf in enumerate(self.program.inputs):
+            if isinstance(leaf, torch.Tensor):
+                continue
+            held = next((name for name, value in _attributes(leaf)
+                         if any(isinstance(x, torch.Tensor) and id(x) in read for x in tree_flatten(value)[0])), None)
+            if held is not None:
+                kind = type(leaf).__name__
+                raise InvalidArgument(
+                    f"{self._input_label(k)} is a {kind} whose tensor {held} the step reads, but apply follows "
+                    f"only tensors in tuples, lists, dicts and namedtuples: {held} would stay the example's at "
+                    f"every call; register {kind} with torch.utils._pytree (torch.export.register_dataclass({kind}) "
+                    "for a dataclass) before recording, or pass its tensors as inputs"
+                )
 
     def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: Any, strict: bool,
                               missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str]) -> None:
@@ -418,6 +445,16 @@ def apply(
         raise InvalidArgument("apply needs a Placement or a placement file (it names the cluster whose devices "
                               "run the step)")
     return PlacedModule(module, step, placement, torch_devices(placed_on, devices))
+
+
+def _attributes(value: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of an object's instance attributes (``__dict__`` and ``__slots__``); none of a built-in."""
+    found = list(getattr(value, "__dict__", {}).items())
+    for cls in type(value).__mro__:
+        for name in getattr(cls, "__slots__", ()):
+            if isinstance(name, str) and hasattr(value, name):
+                found.append((name, getattr(value, name)))
+    return found
 
 
 def _state_without_wrapper(placed: torch.nn.Module, state: Any, prefix: str, local_metadata: Any) -> None:

@@ -1,4 +1,5 @@
 import copy
+import dataclasses
 import warnings
 
 import numpy as np
@@ -1152,3 +1153,52 @@ def test_dropout_on_two_cpu_devices_draws_eagers_masks_under_the_same_seed():
         torch.testing.assert_close(loss, want.detach())
     for a, b in zip(net.parameters(), reference.parameters()):
         torch.testing.assert_close(a, b)
+
+
+@dataclasses.dataclass
+class _Batch:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclasses.dataclass
+class _RegisteredBatch:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+torch.export.register_dataclass(_RegisteredBatch)  # a pytree node: its tensors are inputs
+
+
+class _ReadsABatch(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, batch):
+        return torch.nn.functional.cross_entropy(self.fc(batch.x), batch.y)
+
+
+@pytest.mark.parametrize("kind", [_Batch, _RegisteredBatch])
+def test_a_batch_object_apply_cannot_follow_is_refused_at_apply_and_a_registered_one_is_followed(kind):
+    """A dataclass batch is one constant leaf of the inputs: its tensors were recorded as constants, and each next
+    batch was refused at the call with advice (apply again with it) that could not help."""
+    torch.manual_seed(0)
+    net = _ReadsABatch()
+    reference = copy.deepcopy(net)
+    example = kind(torch.randn(5, 4), torch.randint(0, 3, (5,)))
+    graph = import_step(net, (example,)).graph
+    placement = Placement([k % 2 for k in range(graph.num_ops)], load_cluster("k80x2"))
+    if kind is _Batch:
+        with pytest.raises(InvalidArgument, match=r"^input 0 is a _Batch whose tensor x the step reads, .*"
+                                                  r"torch.export.register_dataclass\(_Batch\)[^\n]*$"):
+            gnplace.apply(net, placement, (example,), devices=["cpu", "cpu"])
+        return
+    placed = gnplace.apply(net, placement, (example,), devices=["cpu", "cpu"])
+    batch = kind(torch.randn(5, 4), torch.randint(0, 3, (5,)))
+    loss = placed(batch)
+    loss.backward()
+    want = reference(batch)
+    want.backward()
+    torch.testing.assert_close(loss, want.detach())
+    _assert_same_grads(net, reference)
