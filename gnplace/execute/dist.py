@@ -32,8 +32,9 @@ reported out of memory without running, by the bytes each rank holds in its step
 (:meth:`~gnplace.execute.program.Program.peak_bytes` with ``ranks=True``: parameters and their optimizer
 state, inputs, buffers' copies, every receive buffer from the step's start, an op's output it sends until its
 last use on the rank, where the rank waits for its sends and lets it go, with the copy it sends of one written in
-place or with gaps, and the buffer updates it sends; exact for a rank that runs its ops in recorded order, which the
-ready queue may change).
+place or with gaps, and the buffer updates it sends; each rank's ops in the order its ready queue runs them over
+gloo, :meth:`~gnplace.execute.program.Program.rank_order`, where NCCL may run an op reading another rank's tensor
+sooner).
 A rank that runs out of memory for real (``torch.OutOfMemoryError`` on a GPU, the CPU allocator's
 failure) leaves the step, which is then reported out of memory on that device; the ranks this timer
 started are restarted at the next step (a few seconds). A rank that dies otherwise ends the timer
@@ -64,7 +65,16 @@ from gnplace.cluster import Cluster
 from gnplace.exceptions import ExecutionFailed, InvalidArgument, first_line
 from gnplace.execute.base import RealStepTimer, check_threads, oom_result
 from gnplace.execute.optim import OptimizerState
-from gnplace.execute.program import BEFORE, Plan, Program, resolve_aten, storage_of, under_recorded_default_dtype
+from gnplace.execute.program import (
+    BEFORE,
+    READY_WINDOW,
+    Plan,
+    Program,
+    next_ready,
+    resolve_aten,
+    storage_of,
+    under_recorded_default_dtype,
+)
 from gnplace.execute.runner import call_op, is_oom_error
 from gnplace.graph import OpGraph
 from gnplace.importers.trace import Ref, without_autocast
@@ -137,7 +147,8 @@ def transfer_tags(plan: Plan) -> dict[tuple[Ref, int], int]:
 @under_recorded_default_dtype  # torch.ones(n) makes the dtype it made when recorded
 def run_rank(
     program: Program, plan: Plan, rank: int, device: torch.device, params: dict[str, torch.Tensor], *, lr: float,
-    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = 64, state: OptimizerState | None = None,
+    collect: bool = False, op_seconds: np.ndarray | None = None, window: int = READY_WINDOW,
+    state: OptimizerState | None = None,
 ) -> tuple[float, float, dict[str, Any]]:
     """Run this rank's share of one step (see the module docstring).
 
@@ -292,16 +303,7 @@ def run_rank(
     first = 0  # the earliest of this rank's ops not yet run
     last = time.perf_counter()
     while first < len(mine):
-        pick = first
-        if not _in_order(ops[mine[first]]):
-            for k in range(first, min(len(mine), first + window)):
-                if done[k]:
-                    continue
-                if _in_order(ops[mine[k]]):
-                    break  # nothing passes an in-place op or one that reads or updates a buffer
-                if ready(mine[k]):
-                    pick = k
-                    break
+        pick = next_ready(ops, mine, done, first, ready, window)
         i = mine[pick]
         op = ops[i]
         t0, waited_before = time.perf_counter(), waited
@@ -360,16 +362,6 @@ def run_rank(
             collected["loss"] = resolve(program.loss).detach().cpu()
         collected["grads"] = {k: v.detach().cpu() for k, v in grads.items()}
     return seconds, busy, collected
-
-
-def _in_order(op: Any) -> bool:
-    """Whether ``op`` runs in the recorded order on its rank, no later op passing it (see :func:`run_rank`).
-
-    An in-place op, and one that reads or updates a buffer: batch norm's update of its running statistics is
-    no marked in-place write, and a reader run before it read the statistic of before (a wrong loss); an update
-    from another rank goes to the first reader in the recorded order.
-    """
-    return op.mutates is not None or bool(op.writes_buffers) or any(ref.kind == "buffer" for ref in op.reads)
 
 
 def _lazy(program: Program, ref: Ref) -> tuple[bool, bool]:

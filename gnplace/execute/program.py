@@ -41,11 +41,14 @@ from gnplace.placement import GraphKey, check_whole_devices
 
 __all__ = [
     "ProgramOp", "Program", "Plan", "compile_step", "resolve_aten", "refs_in", "shared_source", "storage_of",
-    "under_recorded_default_dtype", "REDUCED_IN_STORAGE",
+    "under_recorded_default_dtype", "REDUCED_IN_STORAGE", "READY_WINDOW", "in_recorded_order", "next_ready",
 ]
 
 #: Where a value is made before the first op (parameters and inputs): its "op index" in a plan.
 BEFORE = -1
+
+#: How many of its next ops a rank of the distributed executor looks through for one that is ready.
+READY_WINDOW = 64
 
 #: Losses whose 0-d result (reduction mean or sum) torch leaves in the storage of the elementwise losses it reduced,
 #: of the broadcast input's size (:meth:`Program.made_bytes`).
@@ -525,6 +528,47 @@ class Program:
                 out.append((ref, src, target))
         return out
 
+    def rank_order(self, plan: Plan, rank: int, *, window: int = READY_WINDOW) -> list[int]:
+        """The order in which a gloo rank of the distributed executor runs its ops under ``plan`` (op indices).
+
+        Its ready queue (:func:`next_ready`): the first of its next ``window`` ops whose inputs are there, else its
+        earliest op not yet run, for which it waits. Gloo's receives are seen to arrive only when waited for
+        (:func:`~gnplace.execute.dist.run_rank`), so an op reading a tensor from another rank is ready only once an
+        op run before it has read that tensor (or a buffer's update, its own reader): the order depends on the plan
+        alone, not on the other ranks' pace. Over NCCL a receive can be seen arriving earlier, and a rank may then
+        run such an op sooner than this order says.
+        """
+        ops = self.ops
+        mine = [i for i in range(len(ops)) if int(plan.op_device[i]) == rank]
+        arriving = {ref for moves in plan.moves.values() for ref, _, dst in moves if dst == rank}
+        arriving |= {ref for _, ref, _, dst in plan.grad_moves if dst == rank}
+        there = set(arriving)  # op outputs on this rank: received (their buffers posted at the start) or made
+        updates = {(reader, name) for name, _, _, dst, reader in self.buffer_moves(plan) if dst == rank}
+
+        def ready(i: int) -> bool:
+            for ref in ops[i].reads:
+                if ref in arriving or (ref.kind == "op" and ref not in there):
+                    return False
+                if ref.kind == "buffer" and (i, ref.name) in updates:
+                    return False
+            return True
+
+        order: list[int] = []
+        done = [False] * len(mine)
+        first = 0
+        while first < len(mine):
+            pick = next_ready(ops, mine, done, first, ready, window)
+            i = mine[pick]
+            for ref in ops[i].reads:  # waited for as the op reads them
+                arriving.discard(ref)
+                updates.discard((i, ref.name))
+            there.update(Ref("op", i, k) for k in range(len(ops[i].out_shapes)))
+            order.append(i)
+            done[pick] = True
+            while first < len(mine) and done[first]:
+                first += 1
+        return order
+
     def peak_bytes(self, plan: Plan, num_devices: int, *, ranks: bool = False) -> np.ndarray:
         """Most bytes resident on each device during a step under ``plan``, ``[num_devices]``, without running it.
 
@@ -543,7 +587,8 @@ class Program:
             plan (Plan): where everything runs (:meth:`plan`).
             num_devices (int): devices of the cluster.
             ranks (bool, optional): the count of the distributed executor instead
-                (:func:`~gnplace.execute.dist.run_rank`, each rank walking its ops in recorded order):
+                (:func:`~gnplace.execute.dist.run_rank`, each rank running its ops in the order of its ready queue
+                over gloo, :meth:`rank_order`, which may run a later op while an earlier one waits for a tensor):
                 a rank holds the inputs it reads all step, has the buffer of every tensor it receives
                 from the step's start, and frees an op's output after its own last use of it, or right after
                 sending it where it has none; what the rank sends as a copy (:meth:`sent_as_copy`: where a later
@@ -603,7 +648,11 @@ class Program:
             ledger.make((ref, dst), dst, self.value_bytes(ref))
 
     def _walk_ranks(self, plan: Plan, ledger: Ledger) -> None:
-        """:meth:`peak_bytes` of the distributed executor: each rank's ops in recorded order."""
+        """:meth:`peak_bytes` of the distributed executor: each rank's ops as it runs them (:meth:`rank_order`).
+
+        The ranks' counts are apart (a device's bytes depend on its own ops alone), so the walk takes each rank's
+        ops in turn.
+        """
         keep = set(self.results())
         for k, d in plan.input_device.items():  # a rank holds the inputs it reads all step
             ledger.hold(d, self.value_bytes(Ref("input", name=str(k))))
@@ -644,7 +693,9 @@ class Program:
             clones.setdefault(writer, []).append((name, src))
         send(plan.moves.get(BEFORE, ()))
         copied: set[tuple[str, int]] = set()
-        for i, op in enumerate(self.ops):
+        ranks = sorted({int(d) for d in plan.op_device.tolist()})
+        for i in [i for rank in ranks for i in self.rank_order(plan, rank)]:
+            op = self.ops[i]
             d = int(plan.op_device[i])
             for name in self.buffers_read(i, aliases=False):
                 key = (Ref("buffer", name=name), d)
@@ -670,6 +721,46 @@ class Program:
                 if uses[(ref, d)] == 0 and ref.kind == "op" and ref not in keep:
                     release((ref, d))
         send([(ref, src, dst) for _, ref, src, dst in plan.grad_moves])
+
+
+def in_recorded_order(op: ProgramOp) -> bool:
+    """Whether ``op`` runs in the recorded order on its rank, no later op passing it (see :func:`next_ready`).
+
+    An in-place op, and one that reads or updates a buffer: batch norm's update of its running statistics is
+    no marked in-place write, and a reader run before it read the statistic of before (a wrong loss); an update
+    from another rank goes to the first reader in the recorded order.
+    """
+    return op.mutates is not None or bool(op.writes_buffers) or any(ref.kind == "buffer" for ref in op.reads)
+
+
+def next_ready(
+    ops: list[ProgramOp], mine: list[int], done: list[bool], first: int, ready: Callable[[int], bool],
+    window: int = READY_WINDOW,
+) -> int:
+    """The position in ``mine`` of the op a rank of the distributed executor runs next (its ready queue).
+
+    The first of its ops not yet run, from the earliest (``first``) and looking ``window`` ops ahead, that is
+    ``ready`` (its inputs there), else the earliest itself (the rank then waits for its inputs); no op passes
+    one that runs in the recorded order (:func:`in_recorded_order`).
+
+    Args:
+        ops (list[ProgramOp]): the program's ops.
+        mine (list[int]): the rank's ops (indices into ``ops``), in recorded order.
+        done (list[bool]): per position in ``mine``, whether the op has run.
+        first (int): the position of the earliest op not yet run.
+        ready (Callable[[int], bool]): whether the op of that index has every input there.
+        window (int, optional): ops looked through (default: :data:`READY_WINDOW`).
+    """
+    if in_recorded_order(ops[mine[first]]):
+        return first
+    for k in range(first, min(len(mine), first + window)):
+        if done[k]:
+            continue
+        if in_recorded_order(ops[mine[k]]):
+            break  # nothing passes an in-place op or one that reads or updates a buffer
+        if ready(mine[k]):
+            return k
+    return first
 
 
 def shared_source(op: ProgramOp) -> Ref | None:

@@ -859,3 +859,33 @@ def test_a_ranks_count_holds_the_buffer_update_it_sends_and_the_one_it_receives(
         per_rank = setup[2].run(_cluster(), devices, collect=True)
     assert (len(transfer_tags(plan)), 16) in sent  # the clone, under the first tag after the tensors'
     torch.testing.assert_close([c["loss"] for _, _, c in per_rank if "loss" in c][0], want)
+
+
+def test_a_ranks_count_follows_the_order_its_ready_queue_runs_its_ops(setup, monkeypatch):
+    """Over gloo a rank runs a later op while an earlier one waits for another rank's tensor: rank 0 of this split of
+    ``examples:branchy`` runs its 52 ops in an order of its own, which the count the timer checks capacity by did
+    not follow (it walked them in recorded order): rank 0 peaked at 4,334,592 bytes there, 4,529,664 in the order
+    the rank runs (:meth:`Program.rank_order`, seen on the rank itself here)."""
+    import gnplace.execute.dist as dist_module
+    from gnplace.execute.examples import branchy
+
+    step = import_step(*branchy())
+    program = compile_step(step)
+    groups = int(step.graph.group.max()) + 1
+    devices = np.random.default_rng(0).integers(0, 2, groups)[step.graph.group].astype(np.int64)
+    plan = program.plan(devices)
+    recorded = [i for i in range(len(program.ops)) if plan.op_device[i] == 0]
+    order = program.rank_order(plan, 0)
+    assert sorted(order) == recorded and order != recorded
+    assert program.peak_bytes(plan, 2, ranks=True).tolist() == [4529664, 11070528]
+    ran, call_op = [], dist_module.call_op
+
+    def spy(op, fn, resolve, device):
+        ran.append(program.ops.index(op))
+        return call_op(op, fn, resolve, device)
+
+    monkeypatch.setattr(dist_module, "call_op", spy)
+    with setup[2].using(program):
+        setup[2].run(_cluster(), devices)
+    steps = setup[2].warmup + setup[2].repeats
+    assert ran == order * steps
