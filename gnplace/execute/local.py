@@ -12,7 +12,8 @@ there across the steps of a measurement, made afresh (zeroed) for each placement
 
 Memory: the bytes resident on each device (parameters and their optimizer state, inputs, buffers'
 copies, live tensors by storage, copies received, gradients and their copies on the parameters'
-devices) are counted as the step runs;
+devices) are counted as the step runs (no op's workspace, which its kernel allocates and frees inside it:
+561,920 bytes more at torch's peak on ``examples:convnet``, :mod:`gnplace.execute.memory` says where);
 a device that would hold more than its capacity in the cluster, or a real ``torch.OutOfMemoryError``,
 ends the step, which is reported as out of memory (:func:`~gnplace.execute.base.oom_result`), never
 raised.

@@ -5,6 +5,20 @@ tensor it shows or writes, so its bytes stay on the device until the last value 
 freed (a gradient returned as ``t(t(mm))`` keeps the ``mm``'s bytes). Both the local executor, as it
 runs (:func:`~gnplace.execute.runner.run_step`), and the static count of a plan
 (:meth:`~gnplace.execute.program.Program.peak_bytes`) keep one.
+
+What it leaves out: the memory an op's kernel allocates and frees inside the op (its workspace), which no value
+holds. On a CPU, oneDNN's convolutions copy their input, output and gradients into its blocked layout and back,
+and batch norm's backward makes a temporary of its input's size; on a GPU, cuDNN picks workspaces of its own.
+Measured with ``torch.profiler`` (``profile_memory=True``) on ``gnplace.execute.examples:convnet`` run on one CPU
+(torch 2.13 with oneDNN, 1 or 2 threads): torch's allocator peaks at 6,063,976 bytes, 561,920 (10.2%) above the
+count's 5,502,056, inside the second convolution's backward (``aten.convolution_backward``), which holds 2,078,592
+bytes beyond its outputs while it runs (the first convolution's forward 1,048,576, each batch norm's backward
+524,288 to 1,048,576). 640 bytes of the gap are the target ``y``: the count lets an input go after its last use,
+but on a CPU device the step reads the program's own tensor (copied only to another device), which stays.
+Between ops the count is torch's to the byte but for those inputs (``tests/execute/test_memory.py``); a model of
+linear layers alone (``examples:mlp``, ``branchy``, ``transformer``) shows no other gap. The simulator does not
+count workspaces either. On a GPU, running out inside an op is a real ``torch.OutOfMemoryError``, reported as out
+of memory; a CPU device's capacity is checked against the count (and the allocator's own failure) alone.
 """
 
 from __future__ import annotations

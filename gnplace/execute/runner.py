@@ -61,7 +61,8 @@ class StepOutput:
         peak_bytes (np.ndarray): most bytes resident on each device, ``[num_devices]``: parameters and
             their optimizer state, inputs until their last use, buffers' copies, live tensors by storage
             (a view keeps what it shows), copies received from other devices, the loss and the gradients
-            (and their copies on the parameters' devices) to the end.
+            (and their copies on the parameters' devices) to the end; no op's workspace (what its kernel
+            frees before it returns: :mod:`gnplace.execute.memory`).
         moved_bytes (float): bytes that crossed devices.
         moves (int): tensors that crossed devices.
         buffers (dict[str, torch.Tensor]): the new value of each buffer the step updated (batch norm's
