@@ -11,7 +11,8 @@ into their parent, so the map is as short as the placement allows and names ever
 (``from_pretrained`` refuses a map that misses one). accelerate hooks only the modules a map names, so
 the own ops of a module above the keys run on their inputs where they are: a module whose own ops
 would read tensors from two devices (:func:`cross_device_reads`; GPT-2's ``GPT2Block`` adds its
-residual itself) is put on one device whole, as is every block the model lists in ``_no_split_modules``.
+residual itself, ViT's embeddings add their own ``position_embeddings``) is put on one device whole, as
+is every block the model lists in ``_no_split_modules``.
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
 node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
@@ -249,16 +250,21 @@ def _walked(per_key: dict[str, int], values: list[int | str], root: str) -> dict
 def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any], root: str = "") -> list[int]:
     """Forward ops that accelerate runs unhooked and that read tensors from two devices under ``device_map``.
 
-    ``dispatch_model`` hooks the modules a map names (moving their inputs to their device), so an op of a
-    module that no key names or lies under (at or below ``root``: the keys are full paths, as
-    :func:`from_device_map` takes them) runs on its inputs where they are: one reading the outputs of two
-    modules on two devices (a block's residual add, with its attention on another GPU) fails on real
-    devices, though on a CPU, where every device is ``"cpu"``, it runs.
+    ``dispatch_model`` hooks the modules a map names (``AlignDevicesHook`` moves their inputs and their
+    state to their device), so an op of a module that no key names or lies under (at or below ``root``: the
+    keys are full paths, as :func:`from_device_map` takes them) runs on its tensors where they are: one
+    reading the outputs of two modules on two devices (a block's residual add, with its attention on
+    another GPU), or an output and a parameter of its own module on another device (ViT's embeddings add
+    their ``position_embeddings`` to the patch embeddings' output), fails on real devices, though on a CPU,
+    where every device is ``"cpu"``, it runs.
 
-    An op's inputs are its producers' outputs: a hooked module's on its device, an unhooked op's where its
-    first input is, or, with none (it reads only its module's own parameters), where the map puts its
-    module's own state; a user input (an ``input`` node) wherever the unhooked op reading it needs it, as its
-    caller can put it (labels on the device of the logits).
+    An op reads its producers' outputs: a hooked module's on its device, an unhooked op's where its first
+    tensor is; a user input (an ``input`` node) wherever the unhooked op reading it needs it, as its caller
+    (or the model: transformers moves the labels to the logits' device) can put it. It also reads the
+    parameters first used in its module call (the import records which call that is, the group of the
+    parameter's update node, not which op of the call; a later call reads one through its ``read`` node):
+    each on the device the map gives it, but those of the dispatched model's root itself (``root``) on
+    accelerate's main device (the map's first GPU), where the root's hook moves them.
 
     Returns:
         list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
@@ -268,6 +274,13 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     # a user input is where the user puts it: on the device of the unhooked op reading it (None: any)
     devices: list[int | str | None] = [None if kind == "input" else values[int(d)]
                                        for kind, d in zip(graph.op_types, placed.devices)]
+    main = _main_device(device_map)
+    names = _updated_parameters(graph)
+    parameters: dict[int, list[int | str]] = defaultdict(list)  # the devices of the parameters each op reads
+    for up, readers in _parameter_readers(graph).items():
+        held = main if names[up].rpartition(".")[0] == root else values[int(placed.devices[up])]
+        for v in readers:
+            parameters[v].append(held)
     forward = PHASES.index("forward")
     in_ptr, in_src, _ = graph.in_csr
     hooked: dict[str, bool] = {}
@@ -281,19 +294,71 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
 
     found = []
     for v in graph.topological_order():
-        if int(graph.phase[v]) != forward or not unhooked(graph.module[v]):
+        if int(graph.phase[v]) != forward or graph.op_types[v] == "input" or not unhooked(graph.module[v]):
             continue
         sources = in_src[in_ptr[v]:in_ptr[v + 1]]
-        if not len(sources):  # its module's own state, where a key of the map holds it
-            own = [value for key, value in device_map.items() if key.rpartition(".")[0] == graph.module[v]]
-            if own:
-                devices[v] = own[0]
-            continue  # an op with no input reads one device
-        read = [devices[s] for s in sources if devices[s] is not None]
-        devices[v] = read[0] if read else None
+        read = [devices[s] for s in sources if devices[s] is not None] + parameters.get(int(v), [])
+        if read:
+            devices[v] = read[0]
+        elif len(sources):
+            devices[v] = None  # it reads user inputs only: where they are put
         if len(set(read)) > 1:
             found.append(int(v))
     return sorted(found)
+
+
+def _main_device(device_map: Mapping[str, Any]) -> int | str:
+    """Accelerate's main device for ``device_map``: its first GPU, or ``"cpu"`` with none.
+
+    ``dispatch_model`` takes the first of the map's values other than ``"cpu"`` and ``"disk"`` (of GPU
+    indices, the lowest) and hooks the model's root there, moving the root's own tensors to it.
+    """
+    gpus = sorted({int(value[5:]) if isinstance(value, str) and value.startswith("cuda:") else value
+                   for value in device_map.values() if not isinstance(value, str) or value.startswith("cuda:")})
+    return gpus[0] if gpus else "cpu"
+
+
+def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
+    """The forward ops that read each parameter where it is held, by update node: ``{update: [readers]}``.
+
+    The import puts a parameter's update node in the group (the module call) of its first forward reader (a
+    later call reads it through a ``read`` node) but records no edge from the parameter to that reader. Its
+    gradient tells more: walking back from the update node through the call's backward ops, the first ones
+    that read forward tensors compute the gradient from what the reader saved (``x`` of ``x * w``, ``h`` of
+    ``h @ w``), so the readers are the call's forward ops among those tensors or reading one. A gradient
+    computed from no saved tensor (``x + w``: the output's gradient, summed) names none, and then every
+    forward op of the call may read it.
+    """
+    in_ptr, in_src, _ = graph.in_csr
+    out_ptr, out_dst, _ = graph.out_csr
+    forward, backward = PHASES.index("forward"), PHASES.index("backward")
+    group = graph.group
+    in_call: dict[int, list[int]] = defaultdict(list)  # each call's forward ops
+    for v in np.flatnonzero(graph.phase == forward):
+        if graph.op_types[v] != "input":
+            in_call[int(group[v])].append(int(v))
+    found: dict[int, list[int]] = {}
+    for up in _updated_parameters(graph):
+        call = int(group[up])
+        saved: set[int] = set()
+        seen = {up}
+        stack = [up]
+        while stack:
+            u = stack.pop()
+            sources = [int(s) for s in in_src[in_ptr[u]:in_ptr[u + 1]]]
+            kept = [s for s in sources if int(graph.phase[s]) == forward]
+            if kept and u != up:
+                saved.update(kept)  # a gradient formula: the tensors it reads are the reader's
+                continue
+            for s in sources:
+                if s not in seen and int(graph.phase[s]) == backward and int(group[s]) == call:
+                    seen.add(s)
+                    stack.append(s)
+        members = set(in_call.get(call, ()))
+        readers = {s for s in saved if s in members}
+        readers.update(int(d) for s in saved for d in out_dst[out_ptr[s]:out_ptr[s + 1]] if int(d) in members)
+        found[up] = sorted(readers) if saved else sorted(members)
+    return found
 
 
 def _kept_off_unhooked_ops(

@@ -263,10 +263,14 @@ def test_a_split_module_keeps_its_own_state_on_one_device_and_names_its_buffers(
     net = _Scaled()
     graph = from_module(net, (torch.zeros(4, 8),), loss=lambda y: y.sum())
     assert graph.meta["untrained_state"] == ["center"]
-    on_b = [1 if module.startswith("b") or "logit_scale" in name else 0
+    on_a = [0 if module.startswith("b") or "logit_scale" in name else 1
             for name, module in zip(graph.node_names, graph.module)]
-    device_map = to_device_map(graph, Placement(on_b, load_cluster("k80x2")))
-    assert device_map == {"a": 0, "b": 1, "center": 1, "logit_scale": 1}  # the buffer goes with the root's parameter
+    device_map = to_device_map(graph, Placement(on_a, load_cluster("k80x2")))
+    assert device_map == {"a": 1, "b": 0, "center": 0, "logit_scale": 0}  # the buffer goes with the root's parameter
+    # with b and the root's state on GPU 1, dispatch_model would still move the root's own tensors to its main
+    # device, GPU 0, and the root's ``* logit_scale`` would read b's output from GPU 1: the model goes whole
+    on_b = [1 - device for device in on_a]
+    assert to_device_map(graph, Placement(on_b, load_cluster("k80x2"))) == {"": 1}
     # it refused the map without "center" before; it warns of tensor keys, which accelerate's own maps also hold
     with pytest.warns(UserWarning, match="do not match any submodules"):
         check_device_map(net, device_map)
@@ -660,3 +664,77 @@ def test_a_gpt2_map_keeps_its_no_split_blocks_whole_and_dispatches_on_cpu():
         from accelerate.hooks import remove_hook_from_submodules
 
         remove_hook_from_submodules(model)
+
+
+class _Embeddings(torch.nn.Module):
+    """ViT's embeddings: its own forward adds its position parameter to its child's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches = torch.nn.Linear(16, 16)
+        self.position = torch.nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        return self.patches(x) + self.position
+
+
+def test_an_unhooked_op_reading_its_modules_parameter_and_an_input_from_another_device_reads_two():
+    """``0/add`` reads the patches' output (GPU 1) and ``0.position`` (GPU 0): accelerate hooks neither ``0`` nor
+    anything above it, so the add sees both where they are (a device mismatch on GPUs)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(_Embeddings(), torch.nn.Linear(16, 16))
+    graph = _graph(net)
+    cluster = load_cluster("k80x2")
+    split = {"0.patches": 1, "0.position": 0, "1": 0}
+    assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, split)] == ["0/add"]
+    assert cross_device_reads(graph, cluster, {"0.patches": 1, "0.position": 1, "1": 0}) == []
+    assert cross_device_reads(graph, cluster, {"0": 1, "1": 0}) == []  # hooked: moved to GPU 1
+    # the placement behind ``split``: the embeddings go whole where most of their parameter bytes are
+    devices = [1 if module.startswith("0.patches") else 0 for module in module_paths(graph)]
+    device_map = to_device_map(graph, Placement(devices, cluster), module=net)
+    assert device_map == {"0": 1, "1": 0}
+    assert cross_device_reads(graph, cluster, device_map) == []
+
+
+class _Scaled2(torch.nn.Module):
+    """A root holding a parameter its own forward reads: accelerate's root hook moves it to the main device."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 16)
+        self.scale = torch.nn.Parameter(torch.ones(16))
+
+    def forward(self, x):
+        return self.head(self.body(x) * self.scale)
+
+
+def test_the_roots_own_parameters_are_read_on_accelerates_main_device():
+    torch.manual_seed(0)
+    graph = _graph(_Scaled2())
+    cluster = load_cluster("k80x2")
+    # the map puts ``scale`` with ``body`` on GPU 1, but dispatch_model moves the root's own tensors to GPU 0
+    bad = cross_device_reads(graph, cluster, {"body": 1, "scale": 1, "head": 0})
+    assert [graph.node_names[v] for v in bad] == ["root/mul"]
+    assert cross_device_reads(graph, cluster, {"body": 0, "scale": 1, "head": 1}) == []
+    # the order of a map's keys changes nothing: a top-level module's key is no state of the root
+    assert cross_device_reads(graph, cluster, {"head": 0, "scale": 0, "body": 0}) == []
+
+
+def test_vits_embeddings_read_their_position_embeddings_beside_the_patch_embeddings_output():
+    """The shipped ViT-Base graph: ``ViTEmbeddings`` concatenates its ``cls_token`` to, and adds its
+    ``position_embeddings`` to, its patch embeddings' output, in its own forward."""
+    from gnplace.graph_io import load_graph
+    from gnplace.shipped import shipped_path
+
+    graph = load_graph(shipped_path("datasets/real/vit_base.gnpg"))
+    cluster = load_cluster("k80x2")
+    e = "model.vit.embeddings."
+    split = {e + "patch_embeddings": 1, e + "cls_token": 0, e + "position_embeddings": 0, "model.vit.layers": 0,
+             "model.vit.layernorm": 0, "model.classifier": 0}
+    bad = cross_device_reads(graph, cluster, split)
+    assert [graph.node_names[v] for v in bad] == [e[:-1] + "/cat", e[:-1] + "/add"]
+    assert cross_device_reads(graph, cluster, {**split, e + "patch_embeddings": 0}) == []
+    devices = from_device_map(graph, cluster, split).devices
+    device_map = to_device_map(graph, Placement(devices, cluster))
+    assert e + "patch_embeddings" not in device_map and cross_device_reads(graph, cluster, device_map) == []
