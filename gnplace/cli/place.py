@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         outputs.append((args.output, placement_file_bytes(graph, placement, placer=args.placer, predicted=predicted)))
     compared: dict[str, float] = {}
+    map_oom = False  # whether the device_map's simulated step runs a device out of memory
     if args.device_map:
         from gnplace.execute.device_map import to_device_map
 
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"cannot write {os.fsdecode(err.filename)}: {err.strerror or err}") from err
     if args.device_map:
         from gnplace.exceptions import MissingDependency
-        from gnplace.execute.device_map import compare_device_maps
+        from gnplace.execute.device_map import compare_device_maps, from_device_map
 
         root = args.device_map_root  # the map as written, its keys as full paths again
         exported = {(f"{root}.{key}" if key else root) if root else key: value for key, value in device_map.items()}
@@ -166,8 +167,10 @@ def run(args: argparse.Namespace) -> int:
             compared = compare_device_maps(graph, cluster, placement, module, sim, exported)
         except MissingDependency:
             compared = compare_device_maps(graph, cluster, placement, None, sim, exported)
+        map_oom = sim.time(graph, cluster, from_device_map(graph, cluster, exported)).is_oom
     if args.json:
-        extra = {"device_map": args.device_map, "device_map_step_s": compared} if args.device_map else {}
+        extra = {"device_map": args.device_map, "device_map_step_s": compared, "device_map_oom": map_oom} \
+            if args.device_map else {}
         print_json({"graph": graph.name, "ops": graph.num_ops, "groups": graph.num_groups, "cluster": cluster.name,
                     "placer": args.placer, "output": args.output,
                     **predicted, **extra})
@@ -188,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  device_map written to {args.device_map}; simulated step times:")
         width = max(20, *(len(name) for name in compared))  # accelerate_sequential is 21 characters
         for name, seconds in compared.items():
-            print(f"    {name:<{width}} {format_seconds(seconds)}")
+            over = "  OUT OF MEMORY" if name == "device_map" and map_oom else ""
+            print(f"    {name:<{width}} {format_seconds(seconds)}{over}")
         wrapper = _single_top_module(device_map) if not args.device_map_root else None
         if wrapper:
             print(f"  every key is under {wrapper!r}: --device-map-root {wrapper} writes them relative to it, "

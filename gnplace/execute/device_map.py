@@ -174,11 +174,16 @@ def to_device_map(
     ``GPT2Block`` adds ``residual + attn_output`` itself), so where such an op would read tensors from two
     devices (:func:`cross_device_reads`) the smallest module running it is put on one device whole, the
     device holding most of its parameter bytes, until none does; a placement whose map has no such op
-    keeps its map.
+    keeps its map. Where the map so made runs a device out of memory (its simulated step's peak bytes over the
+    device's ``memory``), the modules are moved again, each to the first device, in that order, where the
+    step keeps it within memory; where none does, the least over, and a warning names the devices over memory.
 
     Raises:
         InvalidArgument: if the graph has no parameters (it was not imported from a PyTorch module), or
             ``root`` is given and holds none of them, or some state lies outside ``root``.
+
+    Warns:
+        UserWarning: if the map's simulated step runs a device out of memory (saying whether the placement does).
 
     Examples:
         >>> import torch
@@ -206,13 +211,34 @@ def to_device_map(
         if host is not None and host not in held:
             per_key[key] = _module_device(graph, placed.devices, host)
     per_key = _modules_kept_whole(per_key, per_param, _tied(graph), hosts)
-    per_key = _kept_off_unhooked_ops(graph, cluster, per_key, root, module)
-    chosen = _walked(per_key, device_map_values(cluster), root)
+    whole = _kept_off_unhooked_ops(graph, cluster, per_key, root, module)
+    peaks = _map_peaks(graph, cluster, whole, root)
+    if _overflow(peaks, cluster) > 0:  # modules kept whole went where they do not fit: again, minding memory
+        roomy = _kept_off_unhooked_ops(graph, cluster, per_key, root, module, within_memory=True)
+        roomy_peaks = _map_peaks(graph, cluster, roomy, root)
+        if _overflow(roomy_peaks, cluster) < _overflow(peaks, cluster):
+            whole, peaks = roomy, roomy_peaks
+        if _overflow(peaks, cluster) > 0:
+            _warn_over_memory(graph, cluster, placed, peaks)
+    chosen = _walked(whole, device_map_values(cluster), root)
     first = _first_nodes(graph)
     ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
     if not root:
         return dict(ordered)
     return {("" if key == root else key.removeprefix(root + ".")): value for key, value in ordered}
+
+
+def _warn_over_memory(graph: OpGraph, cluster: Cluster, placement: Placement, peaks: np.ndarray) -> None:
+    """Warn that a ``device_map`` runs devices out of memory (simulated peak bytes) and whether its placement does."""
+    from gnplace.sim.simulator import simulate
+    from gnplace.units import format_bytes
+
+    over = [f"{cluster.device_names[k]} {format_bytes(peaks[k])} of {format_bytes(cluster.memory[k])}"
+            for k in np.flatnonzero(peaks > cluster.memory)]
+    itself = "as the placement itself is" if simulate(graph, cluster, placement).is_oom else \
+        "though the placement is not: no device holds the modules accelerate needs whole"
+    warnings.warn(f"the device_map of {graph.name!r} on {cluster.name!r} is over memory ({', '.join(over)}; "
+                  f"simulated peaks), {itself}", stacklevel=3)
 
 
 def _walked(per_key: dict[str, int], values: list[int | str], root: str) -> dict[str, int | str]:
@@ -362,13 +388,17 @@ def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
 
 
 def _kept_off_unhooked_ops(
-    graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: str, module: Any = None
+    graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: str, module: Any = None,
+    within_memory: bool = False,
 ) -> dict[str, int]:
     """``per_key`` with modules moved whole to one device until no unhooked op reads two (:func:`cross_device_reads`).
 
     First the blocks ``module`` names as no-split, then, round by round, the smallest modules whose own ops
     read two devices: each goes where most of its parameter bytes are, with the parameters tied to its own.
     Keys moved together stay together, so every round joins some and it ends (at worst with one device).
+    With ``within_memory``, each goes to the first device, in that order then by its bytes there, where the
+    simulated step of the map so far keeps that device within its memory, or, where none does, the one that
+    leaves the fewest bytes over the devices' memories (:func:`_overflow`).
     """
     tied = _tied(graph)
     partners: dict[str, list[str]] = defaultdict(list)
@@ -404,6 +434,8 @@ def _kept_off_unhooked_ops(
         for key in group:
             bytes_on[kept[key]] += weight.get(key, 0.0)
         device = int(bytes_on.argmax()) if bytes_on.any() else int(np.bincount([kept[k] for k in group]).argmax())
+        if within_memory:
+            device = _roomiest(graph, cluster, kept, group, [device, *np.argsort(-bytes_on, kind="stable")], root)
         kept.update(dict.fromkeys(group, device))
         return True
 
@@ -422,6 +454,39 @@ def _kept_off_unhooked_ops(
                     if not any(other != path and (not path or other.startswith(path + ".")) for other in modules)]
         if not any([merge(path) for path in smallest]) and not merge(root):  # else all of it on one device
             return kept  # one device already: no op reads two
+
+
+def _map_peaks(graph: OpGraph, cluster: Cluster, per_key: dict[str, int], root: str) -> np.ndarray:
+    """Simulated peak bytes on each device of the map ``per_key`` makes, ``[num_devices]``."""
+    from gnplace.sim.simulator import simulate
+
+    device_map = _walked(per_key, device_map_values(cluster), root)
+    return np.asarray(simulate(graph, cluster, from_device_map(graph, cluster, device_map)).peak_memory, dtype=float)
+
+
+def _overflow(peaks: np.ndarray, cluster: Cluster) -> float:
+    """Bytes over memory, summed over the devices (0 where the map fits)."""
+    return float(np.maximum(peaks - cluster.memory, 0.0).sum())
+
+
+def _roomiest(
+    graph: OpGraph, cluster: Cluster, kept: dict[str, int], group: list[str], order: list[Any], root: str
+) -> int:
+    """The first device of ``order`` on which the keys ``group`` keep it within memory, else the least over memory.
+
+    Each candidate is judged by the simulated step of the whole map with ``group`` moved there: the device
+    must stay within its memory (bytes); where none does, the one with the fewest bytes over all the
+    devices' memories wins (ties: the earlier in ``order``).
+    """
+    best, least = int(order[0]), np.inf
+    for device in dict.fromkeys(int(d) for d in order):  # in order, each once
+        peaks = _map_peaks(graph, cluster, {**kept, **dict.fromkeys(group, device)}, root)
+        if peaks[device] <= cluster.memory[device]:
+            return device
+        over = _overflow(peaks, cluster)
+        if over < least:
+            best, least = device, over
+    return best
 
 
 def _hosts_of_modules_never_run(graph: OpGraph, keys: Any) -> dict[str, str]:

@@ -721,3 +721,21 @@ def test_the_device_map_step_printed_is_that_of_the_map_written(tmp_path, capsys
     assert cross_device_reads(graph, cluster, written, root="model") == []
     step = Simulator().time(graph, cluster, from_device_map(graph, cluster, written)).step_time
     assert report["device_map_step_s"]["device_map"] == pytest.approx(step, rel=1e-12)
+
+
+def test_a_device_map_over_memory_says_so(tmp_path, capsys):
+    """A cluster too small for the model: the map's step is marked, its JSON says so, a warning names the devices."""
+    from gnplace.cli import main
+
+    cluster = tmp_path / "small.yaml"
+    cluster.write_text("name: small\ndevices:\n  - {name: gpu, count: 2, kind: k80, memory: 4 MiB}\nlinks:\n"
+                       "  default: pcie3\n")
+    args = ["place", "gnplace.execute.examples:mlp", "-c", str(cluster), "-p", "single", "--device-map",
+            str(tmp_path / "map.json")]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "device_map" in out.split("simulated step times:\n", 1)[1].splitlines()[1]
+    assert out.split("simulated step times:\n", 1)[1].splitlines()[1].endswith("OUT OF MEMORY")
+    assert "is over memory" in err
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device_map_oom"] is True

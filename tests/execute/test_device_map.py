@@ -184,7 +184,8 @@ def test_accelerate_maps_that_offload_to_disk_are_left_out_of_the_comparison():
     small = cluster_from_dict({"name": "small", "devices": [{"name": "gpu", "count": 2, "kind": "k80",
                                                              "memory": "300KiB"}], "links": {"default": "pcie3"}})
     assert "disk" in accelerate_device_map(net, small, "auto").values()
-    found = compare_device_maps(graph, small, Placement((graph.group % 2).astype(np.int64), small), net)
+    with pytest.warns(UserWarning, match="is over memory .* as the placement itself is"):
+        found = compare_device_maps(graph, small, Placement((graph.group % 2).astype(np.int64), small), net)
     assert set(found) == {"placement", "device_map"} and all(v > 0 for v in found.values())
 
 
@@ -738,3 +739,35 @@ def test_vits_embeddings_read_their_position_embeddings_beside_the_patch_embeddi
     devices = from_device_map(graph, cluster, split).devices
     device_map = to_device_map(graph, Placement(devices, cluster))
     assert e + "patch_embeddings" not in device_map and cross_device_reads(graph, cluster, device_map) == []
+
+
+def _two_gpus(*memory):
+    """Two K80s with ``memory`` bytes each (per device)."""
+    return cluster_from_dict({"name": "small", "devices": [{"name": f"gpu{k}", "count": 1, "kind": "k80",
+                                                              "memory": int(m)} for k, m in enumerate(memory)],
+                              "links": {"default": "pcie3"}})
+
+
+def test_a_module_kept_whole_goes_to_a_device_it_fits_on():
+    """Block 1, split between its children, goes whole: on GPU 0, where most of its bytes are, the step peaks at
+    9,412 bytes, over an 8,500-byte GPU; on GPU 1 both devices keep within memory (6,724 and 4,288 bytes)."""
+    from gnplace.sim.simulator import simulate
+
+    net, graph = _residual_blocks()
+    on_mlp = [1 if module.startswith("1.mlp") else 0 for module in graph.module]
+    roomy = _two_gpus(10**9, 10**9)
+    assert to_device_map(graph, Placement(on_mlp, roomy)) == {"": 0}  # within memory: the map it always had
+    tight = _two_gpus(8500, 8500)
+    assert not simulate(graph, tight, Placement(on_mlp, tight)).is_oom
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # it fits: no warning
+        device_map = to_device_map(graph, Placement(on_mlp, tight))
+    assert device_map == {"0": 0, "1": 1, "2": 0}
+    assert cross_device_reads(graph, tight, device_map) == []
+    assert not simulate(graph, tight, from_device_map(graph, tight, device_map)).is_oom
+    # where no device holds it, the map says so
+    tighter = _two_gpus(8100, 4000)
+    assert not simulate(graph, tighter, Placement(on_mlp, tighter)).is_oom
+    with pytest.warns(UserWarning, match=r"over memory \(\S+ 4\.\d+ KiB of 3\.\d+ KiB.*though the placement is not"):
+        device_map = to_device_map(graph, Placement(on_mlp, tighter))
+    assert cross_device_reads(graph, tighter, device_map) == []
