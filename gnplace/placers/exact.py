@@ -149,8 +149,9 @@ class ExactPlacer:
     ``last_objective_s`` (the solver's makespan, seconds; None if unknown),
     ``last_bound_s`` (its proved lower bound, seconds), ``last_gap`` (``(objective - bound) /
     objective``), ``last_model_step_time_s`` (timed step of the solver's placement),
-    ``last_step_time_s`` and ``last_oom`` (the timer's verdict on the returned placement) and
-    ``last_solve_s`` (wall seconds of the whole call). Objective and bound are exact for the model
+    ``last_step_time_s`` and ``last_oom`` (the timer's verdict on the returned placement),
+    ``last_solve_s`` (wall seconds of the whole call) and ``last_deterministic_time`` (CP-SAT's deterministic time
+    spent, in the units of ``time_limit``; 0 where the solver did not run). Objective and bound are exact for the model
     with op times rounded to ``time_unit``.
 
     Args:
@@ -232,6 +233,7 @@ class ExactPlacer:
         self.last_step_time_s: float | None = None
         self.last_oom: bool | None = None
         self.last_solve_s: float | None = None
+        self.last_deterministic_time: float | None = None
 
     def __repr__(self) -> str:
         return (
@@ -338,6 +340,7 @@ class ExactPlacer:
         self.last_objective_s = None if outcome.objective is None else outcome.objective * unit
         self.last_bound_s = outcome.bound * unit
         self.last_gap = outcome.gap
+        self.last_deterministic_time = outcome.deterministic_time
         self.last_model_step_time_s = None
         if outcome.solutions:
             model_placement = Placement.from_groups(graph, cluster, outcome.solutions[-1])
