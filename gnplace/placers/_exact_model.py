@@ -79,7 +79,8 @@ def solve(
         op_gap (int): ticks a device idles after each op of non-zero duration (Placeto's simulator).
         symmetric (list[list[int]]): classes of interchangeable devices, for symmetry breaking.
         hint (np.ndarray | None): a group placement to start the search from, ``[num_groups]``.
-        time_limit (float): wall seconds.
+        time_limit (float): CP-SAT deterministic time, not seconds; a wall-clock net of ``10 x time_limit + 30`` s
+            stops a search that falls far behind it.
         num_workers (int): solver threads.
         random_seed (int): the solver's seed.
 

@@ -155,9 +155,16 @@ class ExactPlacer:
     with op times rounded to ``time_unit``.
 
     Args:
-        time_limit (float, optional): CP-SAT deterministic time the solver may run (one unit took
-            1 to 4 wall seconds on a 2-core machine); a budget in deterministic time keeps the
-            result reproducible (default: 30.0).
+        time_limit (float, optional): CP-SAT deterministic time the solver may run, not seconds: a budget in
+            deterministic time keeps the result reproducible (default: 30.0). A call takes longer than
+            ``time_limit`` seconds: wall seconds per unit depend on the machine and its load (1 to 4 on an
+            idle 2-core machine; 14 on one shared with ten busy processes, where ptb_002@12 on k80x4 at
+            ``time_limit=2`` spent 28.3 s in CP-SAT for 2.003 units and returned after 29.9 s); the
+            search's running batch may end past the limit (1.8 units at ``time_limit=1`` on a memory-tight
+            16-op model); and a wall-clock net of ``10 x time_limit + 30`` s stops CP-SAT (that model
+            reached it: 40 s). Before the solve come the baselines and the model's building (0.3 s there),
+            after it the descent by the timer (1.1 s there; at most
+            :data:`MOST_DESCENT_OP_PLACEMENTS`, about 10 s).
         max_groups (int, optional): most colocation groups accepted (default: 60).
         activation_memory (bool, optional): count live activations against memory, not only
             resident parameters (default: :obj:`True`).
