@@ -50,6 +50,32 @@ def tiny_config(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def tiny_run(tiny_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``tiny_run(*overrides)``: the folder of a run of the tiny config with those overrides, trained once a module.
+
+    Read it only: a test that resumes the run or changes its files takes a copy (:func:`_copied`). Seven tests
+    trained the same two runs (the config's 4 iterations, and 2) nine times; the same config and seed write the
+    same files (:func:`test_the_same_config_and_seed_give_the_same_policy`).
+    """
+    made: dict[tuple[str, ...], Path] = {}
+
+    def run(*overrides: str) -> Path:
+        if overrides not in made:
+            out = tmp_path_factory.mktemp("tiny_run") / "run"
+            pretrain(load_pretrain_config(tiny_config, list(overrides)), out, progress=False)
+            made[overrides] = out
+        return made[overrides]
+
+    return run
+
+
+def _copied(run: Path, to: Path) -> Path:
+    """A copy of the run folder ``run`` at ``to``, for a test to resume or change: ``to``."""
+    shutil.copytree(run, to)
+    return to
+
+
 def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_policy(path)[0].state_dict()
 
@@ -176,14 +202,14 @@ def test_pretraining_in_the_search_regime_validates_samples_around_auto(tiny_con
         load_pretrain_config(tiny_config, ["learner.risk=0"])
 
 
-def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tmp_path):
+def test_the_same_config_and_seed_give_the_same_policy(tiny_config, tiny_run, tmp_path):
     config = load_pretrain_config(tiny_config)
-    pretrain(config, tmp_path / "a", progress=False)
+    first = tiny_run()  # trained earlier in this process, maybe by another test
     pretrain(config, tmp_path / "b", progress=False)
-    a, b = _weights(tmp_path / "a" / "policy.ckpt"), _weights(tmp_path / "b" / "policy.ckpt")
+    a, b = _weights(first / "policy.ckpt"), _weights(tmp_path / "b" / "policy.ckpt")
     assert all(torch.equal(a[k], b[k]) for k in a)
     for name in ("policy.ckpt", "best.ckpt"):  # the files too, not only the weights (the wall time made them differ)
-        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+        assert (first / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     other = load_pretrain_config(tiny_config, seed=1)
     pretrain(other, tmp_path / "c", progress=False)
     c = _weights(tmp_path / "c" / "policy.ckpt")
@@ -225,10 +251,9 @@ def _session_steps(out: Path) -> list[int]:
         return [int(r["step"]) for r in csv.DictReader(handle) if r.get("losses/policy")]
 
 
-def test_a_run_stopped_in_its_last_iteration_exports_its_policy_on_resume(tiny_config, tmp_path):
-    full, early = tmp_path / "full", tmp_path / "early"
-    pretrain(load_pretrain_config(tiny_config), full, progress=False)  # 4 iterations
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), early, progress=False)
+def test_a_run_stopped_in_its_last_iteration_exports_its_policy_on_resume(tiny_config, tiny_run, tmp_path):
+    full = _copied(tiny_run(), tmp_path / "full")  # 4 iterations
+    early = tiny_run("schedule.iterations=2")
     final = _weights(full / "policy.ckpt")
     # a stop during the last iteration saves it (last.ckpt) before its export: policy.ckpt is an earlier one's
     (full / "policy.ckpt").write_bytes((early / "policy.ckpt").read_bytes())
@@ -242,12 +267,12 @@ def test_a_run_stopped_in_its_last_iteration_exports_its_policy_on_resume(tiny_c
     assert torch.load(full / "checkpoints" / "last.ckpt", weights_only=True)["gnplace"]["iteration"] == 4  # no more
 
 
-def test_a_run_killed_between_its_first_export_and_its_first_checkpoint_resumes(tiny_config, tmp_path):
+def test_a_run_killed_between_its_first_export_and_its_first_checkpoint_resumes(tiny_config, tiny_run, tmp_path):
     """``kill -9`` after the first validation wrote policy.ckpt and best.ckpt, before its last.ckpt: ``--resume`` was
     refused ("holds policy.ckpt of an earlier run"), the user left to move the run's own files away. It starts again."""
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    killed = tmp_path / "killed"
     config = load_pretrain_config(tiny_config, ["schedule.iterations=2"])  # its one validation: iteration 2
-    pretrain(config, whole, progress=False)
+    whole = tiny_run("schedule.iterations=2")
     killed.mkdir()
     for name in ("policy.ckpt", "best.ckpt"):  # what the first validation exports (the same config, the same bytes)
         (killed / name).write_bytes((whole / name).read_bytes())
@@ -263,9 +288,8 @@ def test_a_run_killed_between_its_first_export_and_its_first_checkpoint_resumes(
     assert (killed / "policy.ckpt").read_bytes() == (whole / "policy.ckpt").read_bytes()  # the run not killed
 
 
-def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tmp_path):
-    out = tmp_path / "run"
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
+def test_resume_continues_and_refuses_bad_checkpoints(tiny_config, tiny_run, tmp_path):
+    out = _copied(tiny_run("schedule.iterations=2"), tmp_path / "run")
     result = pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=5"]), out, resume=True, progress=False)
     assert result["iterations"] == 5
     assert _session_steps(out) == [2, 3, 4]  # the resumed session ran only the iterations after the saved two
@@ -540,7 +564,7 @@ def test_resume_after_the_data_changed_is_refused(tiny_config, tmp_path):
     assert pretrain(more, out, resume=True, progress=False)["iterations"] == 4
 
 
-def test_a_resumed_run_whose_best_came_first_exports_its_final_config(tiny_config, tmp_path):
+def test_a_resumed_run_whose_best_came_first_exports_its_final_config(tiny_config, tiny_run, tmp_path):
     """Run for 2 iterations, then resumed for 4: best.ckpt is the file a run of 4 from the start writes.
 
     The best validation came in the first session (iteration 2), so best.ckpt was not written again, and its meta
@@ -549,17 +573,16 @@ def test_a_resumed_run_whose_best_came_first_exports_its_final_config(tiny_confi
     from gnplace.policy.checkpoint import read_checkpoint
 
     longer = load_pretrain_config(tiny_config)  # 4 iterations
-    pretrain(longer, tmp_path / "straight", progress=False)
-    straight = read_checkpoint(tmp_path / "straight" / "best.ckpt")["meta"]
-    assert straight["iterations"] == 2 < longer.schedule.iterations  # the case: the best came before the resume
-    out = tmp_path / "resumed"
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2"]), out, progress=False)
+    straight = tiny_run()
+    assert read_checkpoint(straight / "best.ckpt")["meta"]["iterations"] == 2 < longer.schedule.iterations  # the case:
+    # the best came before the resume
+    out = _copied(tiny_run("schedule.iterations=2"), tmp_path / "resumed")
     pretrain(longer, out, resume=True, progress=False, export=tmp_path / "exported.ckpt")
     meta = read_checkpoint(out / "best.ckpt")["meta"]
     assert meta["iterations"] == 2 and meta["config_digest"] == longer.digest()  # was the 2-iteration config's
     assert meta["config"]["schedule"]["iterations"] == 4
     for name in ("best.ckpt", "policy.ckpt"):
-        assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes(), name
+        assert (out / name).read_bytes() == (straight / name).read_bytes(), name
     assert (tmp_path / "exported.ckpt").read_bytes() == (out / "best.ckpt").read_bytes()
 
 
@@ -753,12 +776,11 @@ def test_a_run_without_validation_names_no_best_checkpoint(tiny_config, tmp_path
     assert again["already_done"] and again["best"] is None
 
 
-def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, tmp_path):
+def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, tiny_run):
     from gnplace.pretrain import check_resumable
 
     config = load_pretrain_config(tiny_config, ["schedule.iterations=2"])
-    pretrain(config, tmp_path / "run", progress=False)
-    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last = tiny_run("schedule.iterations=2") / "checkpoints" / "last.ckpt"
     assert check_resumable(last, config, processes=1) == 2
     # each rank draws its own share of the pairs and keeps their state: 2 ranks cannot continue 1's run
     with pytest.raises(InvalidCheckpoint, match=r"a run of 1 process, resumed with 2; resume it with as many"):
@@ -767,9 +789,9 @@ def test_a_run_resumed_with_another_number_of_processes_is_refused(tiny_config, 
 
 @pytest.mark.parametrize("teacher", [[], ["data.teacher_budget=30", "data.random_clusters=0", "learner.imitation_steps=2"]])
 def test_resume_after_a_revision_of_autos_candidates_is_refused(
-    tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-    load_script: Callable[[str], ModuleType], teacher: list[str], auto_uses: dict[str, str],
-    revisions_of_before: Callable[[], None],
+    tiny_config: Path, tiny_run: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], load_script: Callable[[str], ModuleType], teacher: list[str],
+    auto_uses: dict[str, str], revisions_of_before: Callable[[], None],
 ) -> None:
     """A new m_etf revision between a run and its resume: auto's placements, imitated (or the teacher's start), and
     the baselines change; the resume went on silently with other targets."""
@@ -778,8 +800,11 @@ def test_resume_after_a_revision_of_autos_candidates_is_refused(
     from gnplace.placers.m_etf import METFPlacer
 
     out = tmp_path / "run"
-    pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False,
-             jobs=1)  # the teacher's searches in this process (no pool of workers to start)
+    if teacher:
+        pretrain(load_pretrain_config(tiny_config, ["schedule.iterations=2", *teacher]), out, progress=False,
+                 jobs=1)  # the teacher's searches in this process (no pool of workers to start)
+    else:  # (jobs sets the teacher's workers alone)
+        _copied(tiny_run("schedule.iterations=2"), out)
     more = load_pretrain_config(tiny_config, ["schedule.iterations=3", *teacher])
     monkeypatch.setattr(METFPlacer, "revision", "4")  # the next one (3 since 2026-12-04)
     then, now = ({"uses": uses} for uses in (auto_uses, {**auto_uses, "m_etf": "4"}))
