@@ -352,27 +352,29 @@ def test_stray_ranks_hidden_takes_out_rank_variables_no_launcher_set_and_puts_th
         assert os.environ["LOCAL_RANK"] == "1" and rank_zero_only.rank == 1
 
 
-def test_threads_kept_gives_back_the_variables_and_numbas_count_limit_threads_set(monkeypatch):
-    import numba
-    import torch
+#: A fresh process with a numba pool of 2 (the tests' own numba has one thread, conftest.py): ``threads_kept`` around
+#: ``limit_threads(1)`` prints the thread variables and numba's count inside, then whether both are as before.
+_KEEP_THREADS = """
+import os
+import numba
+from gnplace.workers import THREAD_VARIABLES, limit_threads, threads_kept
 
-    from gnplace.workers import THREAD_VARIABLES, limit_threads, threads_kept
+os.environ["OMP_NUM_THREADS"] = "3"
+os.environ.pop("MKL_NUM_THREADS", None)
+numba_before = numba.get_num_threads()  # (starts numba's pool)
+before = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+with threads_kept():
+    limit_threads(1, torch=False)
+    print(os.environ["OMP_NUM_THREADS"], os.environ["MKL_NUM_THREADS"], numba.get_num_threads())
+print(numba_before, {name: os.environ.get(name) for name in THREAD_VARIABLES} == before, numba.get_num_threads())
+"""
 
-    torch_before = torch.get_num_threads()
-    numba_before = numba.get_num_threads()  # (starts numba's pool, which may set torch's count: put back below)
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
-    before = {name: os.environ.get(name) for name in THREAD_VARIABLES}
-    try:
-        with threads_kept():
-            limit_threads(1, torch=False)
-            assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"
-            assert numba.get_num_threads() == 1
-        assert {name: os.environ.get(name) for name in THREAD_VARIABLES} == before
-        assert numba.get_num_threads() == numba_before
-    finally:
-        numba.set_num_threads(numba_before)
-        torch.set_num_threads(torch_before)
+
+def test_threads_kept_gives_back_the_variables_and_numbas_count_limit_threads_set():
+    done = subprocess.run([sys.executable, "-c", _KEEP_THREADS], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "1", "1", "2", "True", "2"]
 
 
 _OVERLAPPING_TORCH_THREADS = """

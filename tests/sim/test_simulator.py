@@ -394,6 +394,17 @@ def test_one_compiled_kernel_serves_time_time_batch_and_an_unpickled_graph_and_c
     assert {name: set(getattr(_kernel, name).signatures) for name in compiled} == compiled
 
 
+def test_the_tests_and_the_processes_they_start_time_batches_on_one_numba_thread():
+    """Each of ``make test``'s two xdist workers ran numba's batch kernel on a thread per core: every batch waited at
+    OpenMP's barrier for a thread the other worker held (tests/placers/test_annealing.py and test_random_search.py,
+    42 s on two threads, 11 s on one, on the loaded 2-core VM). conftest.py sets one before numba is imported."""
+    import os
+
+    import numba
+
+    assert numba.config.NUMBA_NUM_THREADS == 1 and os.environ["NUMBA_NUM_THREADS"] == "1"
+
+
 def test_the_first_batch_of_a_process_leaves_torchs_thread_count_as_it_was():
     """numba's first parallel call starts its OpenMP pool, which set torch's thread count to one per core: a
     fine-tuning that had set one thread trained on two in the first run of a process only (another placement)."""
