@@ -13,7 +13,9 @@ after which op). The rules:
 * an op that became a graph node runs on its node's device; a view (folded into its producer in the
   graph) runs where its first consumer runs, so that only the data it shows crosses devices, once,
   as the simulator charges it;
-* an in-place op runs where the tensor it writes lives, so that aliasing is kept;
+* an in-place op runs where the tensor it writes lives, so that aliasing is kept; a tensor written through a
+  view of it and read afterwards (``y[:, 0] = v; f(y)``) is copied as written, on the write's device, for its
+  later readers (:func:`_snapshots_after_writes_into_views`);
 * an op with no node (a view of a buffer or of a constant) runs where its first consumer runs;
 * a parameter lives on the device of its update node (it is updated there); an input on the device
   of its input node; buffers and constants are copied to whichever device uses them;
@@ -855,7 +857,7 @@ def _buffer_aliases(ops: list[Any]) -> dict[Ref, str]:
 
 
 #: In-place writes that a PyTorch layer makes into its own parameter, by the op's name: what the layer does, and
-#: what to do instead, as :func:`_refuse_writes_into_views` says them (it named only the op, and ``y[:, 0] = 0``).
+#: what to do instead, as :func:`_writes_into_views_read_after` says them (it named only the op, and ``y[:, 0] = 0``).
 LAYER_WRITES = {
     "embedding_renorm_": ("nn.Embedding(max_norm=...) renormalises, in place, the rows of its weight that it reads",
                           "leave max_norm unset (or renormalise the weight yourself, out of place) to run it on "
@@ -863,17 +865,19 @@ LAYER_WRITES = {
 }
 
 
-def _refuse_writes_into_views(ops: list[Any]) -> None:
-    """Refuse a step that writes in place into a view and then reads the viewed tensor (``y[:, 0] = 0``).
+def _writes_into_views_read_after(ops: list[Any]) -> set[int]:
+    """The writes into a view whose tensor is read afterwards (``y[:, 0] = v; f(y)``), by recorded op index.
 
-    The write changes the viewed tensor, but the recording ties the tensor's later users to the op
-    that made it, not to the write; run op by op, on one device or several, the write would be lost
-    (a wrong loss and wrong gradients), so such a step is refused rather than run wrongly. A write
-    whose view is the only thing read afterwards (LSTM cells activate their gate chunks in place,
-    ``gates.unsafe_chunk(4)[0].sigmoid_()``) is kept: its readers follow the write's own result.
+    The write changes the viewed tensor, but the recording ties the tensor's later readers to the op that made
+    it, not to the write; run op by op as recorded, the write would be lost (a wrong loss and wrong gradients),
+    so :func:`_snapshots_after_writes_into_views` makes the tensor as written a value of its own after each of
+    these. A write whose view is the only thing read afterwards (LSTM cells activate their gate chunks in place,
+    ``gates.unsafe_chunk(4)[0].sigmoid_()``) is not one: its readers follow the write's own result.
 
     Raises:
-        ExecutionFailed: naming the write and the view.
+        ExecutionFailed: for a write into part of a buffer or parameter, which must persist in the module and
+            which running the step op by op cannot keep (naming the write and the view), and for a layer's write
+            into its own weight (:data:`LAYER_WRITES`).
     """
     from gnplace.importers.flops import VIEW_OPS
 
@@ -890,6 +894,7 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
         for ref in refs_in((op.args, op.kwargs)):
             base, pieces = storage(ref)
             reads.setdefault(base, []).append((j, ref, pieces))
+    found: set[int] = set()
     for w, target in enumerate(written):
         if not (isinstance(target, Ref) and target.kind == "op" and ops[target.index].name in VIEW_OPS):
             continue
@@ -910,18 +915,15 @@ def _refuse_writes_into_views(ops: list[Any]) -> None:
                     what, instead = LAYER_WRITES[ops[w].name]
                     raise ExecutionFailed(f"{what}, which running the step op by op cannot keep; {instead} (the graph "
                                           "still places and simulates)")
-                if ops[w].backward:  # nothing the user wrote: a backward formula of PyTorch's own
-                    who, advice = "the step's backward (PyTorch's own)", (
-                        "so this step cannot run on devices op by op (its graph still places and simulates)")
-                else:
-                    who, advice = "the step", (
-                        "write it out of place (torch.where, index_put, torch.cat) to run it on devices; a write "
-                        "inside PyTorch or a library cannot be run so (the graph still places and simulates)")
-                raise ExecutionFailed(
-                    f"{who} writes in place into a view ({ops[w].func} into the {ops[target.index].func} of "
-                    f"another tensor, as y[:, 0] = 0 does) and then reads that tensor ({ops[j].func}), which "
-                    f"running it op by op cannot keep; {advice}"
-                )
+                if base.kind not in ("op", "input"):
+                    raise ExecutionFailed(
+                        f"the step writes in place into a view ({ops[w].func} into the {ops[target.index].func} of "
+                        f"{base.kind} {base.name!r}) and then reads it ({ops[j].func}), which running it op by op "
+                        "cannot keep; write it out of place to run it on devices (the graph still places and simulates)"
+                    )
+                found.add(w)
+                break
+    return found
 
 
 def _whole_view(ops: list[Any], ref: Ref, written: list[Any]) -> bool:
@@ -1030,6 +1032,167 @@ def _views_remade_after_writes(ops: list[ProgramOp]) -> tuple[list[ProgramOp], l
     return out, [new_of[i] for i in range(len(ops))]
 
 
+def _snapshots_after_writes_into_views(
+    ops: list[ProgramOp], writes: set[int], inputs: list[Any], results: list[Ref],
+) -> tuple[list[ProgramOp], list[int], dict[Ref, Ref]]:
+    """``ops`` with the tensor a write into a view of it leaves made a value of its own after the write.
+
+    ``y = torch.zeros(b, n); y[:, 0] = v; f(y)``: ``f`` reads ``y`` as the write left it, but the recording ties
+    it to ``zeros``; run op by op on several devices, ``y`` crossed to ``f``'s device when it was made, before the
+    write, and the write went into the copy its view was made from (a wrong loss and wrong gradients). So after
+    each write in ``writes`` (:func:`_writes_into_views_read_after`), a ``clone`` of the tensor as written runs on
+    the write's device (the write's node), as functionalization's scatter would make it, and every later read of
+    that tensor's memory reads the snapshot: the tensor itself, or a view of it (made again from the snapshot,
+    right before its reader; an in-place result is the tensor it writes). The write itself goes into a view made
+    afresh from the tensor's latest value, so that it lands, on its own device, in the memory the snapshot copies;
+    a write into the whole tensor makes its result the latest value (as :func:`_views_remade_after_writes` does).
+    Views left unread are dropped.
+
+    Args:
+        ops (list[ProgramOp]): the program's ops, in recorded order.
+        writes (set[int]): indices (into ``ops``) of the writes into views whose tensor is read afterwards.
+        inputs (list): the example inputs, for the shape of an input so written.
+        results (list[Ref]): the loss and gradients, read after the last op.
+
+    Returns:
+        The ops, each old op's new index (``-1``: dropped), and each of ``results`` as it reads now.
+    """
+    if not writes:
+        return ops, list(range(len(ops))), {r: r for r in results}
+    out: list[ProgramOp] = []
+    new_of: dict[int, int] = {}
+    latest: dict[Ref, tuple[Ref, float]] = {}  # tensor (its storage) -> its latest value, and from when (old index)
+
+    def renumbered(ref: Ref) -> Ref:
+        return Ref("op", new_of[ref.index], ref.output) if ref.kind == "op" else ref
+
+    def views_down_to(ref: Ref) -> list[Ref]:  # the views from ref's tensor down to ref, outermost first
+        chain: list[Ref] = []
+        while ref.kind == "op":
+            op = ops[ref.index]
+            if op.mutates is not None:  # an in-place result is the tensor it writes
+                ref = op.mutates
+            elif op.is_view and op.args and isinstance(op.args[0], Ref):
+                chain.append(ref)
+                ref = op.args[0]
+            else:
+                break
+        return chain[::-1]
+
+    remade: dict[tuple[int, Ref], int] = {}  # (old view op, the value it is made from) -> its new index
+
+    def made_from(chain: list[Ref], base: Ref, *, fresh: bool) -> Ref:
+        at = base
+        for view in chain:
+            key = (view.index, at)
+            if fresh or key not in remade:
+                op = ops[view.index]
+                out.append(dataclasses.replace(op, args=(at, *_renumbered(op.args[1:], renumbered)),
+                                               kwargs=_renumbered(op.kwargs, renumbered)))
+                remade[key] = len(out) - 1
+            at = Ref("op", remade[key], view.output)
+        return at
+
+    def current(storage: Ref) -> Ref:
+        return latest[storage][0] if storage in latest else renumbered(storage)
+
+    def read(ref: Ref) -> Ref:  # a read of ref now: made again from its tensor's latest value if that is newer
+        storage = _storage(ops, ref)
+        made = ref.index if ref.kind == "op" else -1
+        if storage in latest and latest[storage][1] > made:
+            return made_from(views_down_to(ref), latest[storage][0], fresh=False)
+        return renumbered(ref)
+
+    def whole(ref: Ref) -> bool:  # the tensor itself, or an in-place result of it: not a view of part of it
+        return not views_down_to(ref)
+
+    for i, op in enumerate(ops):
+        target = op.mutates
+        swap: dict[Ref, Ref] = {}
+        if i in writes and target is not None:
+            swap[target] = made_from(views_down_to(target), current(_storage(ops, target)), fresh=True)
+        args, kwargs = _renumbered((op.args, op.kwargs), functools.partial(_swapped, swap, read))
+        mutates = None if target is None else _swapped(swap, read, target)
+        out.append(dataclasses.replace(op, args=args, kwargs=kwargs, mutates=mutates))
+        new_of[i] = len(out) - 1
+        if target is None:
+            continue
+        storage = _storage(ops, target)
+        if storage.kind not in ("op", "input"):
+            continue
+        if i in writes:
+            base = current(storage)
+            shape, dtype, stride, lazy = _described(ops, inputs, storage)
+            out.append(ProgramOp(
+                target="aten.clone.default", args=(base,), kwargs={}, node=op.node, mutates=None,
+                out_shapes=[shape], out_dtypes=[dtype], out_bytes=int(np.prod(shape, dtype=np.int64)) * (
+                    torch.empty(0, dtype=dtype).element_size()),
+                out_lazy=(lazy,), out_strides=(stride,),
+            ))
+            latest[storage] = (Ref("op", len(out) - 1, 0), i + 0.5)
+        elif whole(target):
+            latest[storage] = (Ref("op", new_of[i], 0), float(i))
+    at_end = {r: read(r) for r in results}
+    return _without_unread_views(out, new_of, len(ops), at_end)
+
+
+def _swapped(swap: dict[Ref, Ref], read: Callable[[Ref], Ref], ref: Ref) -> Ref:
+    """``swap[ref]`` where ``swap`` has it, else ``read(ref)``."""
+    return swap[ref] if ref in swap else read(ref)
+
+
+def _renumbered(value: Any, one: Callable[[Ref], Ref]) -> Any:
+    """``value`` with every :class:`Ref` in it replaced by ``one(ref)``."""
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda x: one(x) if isinstance(x, Ref) else x, value)
+
+
+def _described(
+    ops: list[ProgramOp], inputs: list[Any], ref: Ref,
+) -> tuple[tuple[int, ...], torch.dtype, tuple[int, ...] | None, tuple[bool, bool]]:
+    """Shape, dtype, strides and lazy bits (conjugate, negative) of an op output or an input."""
+    if ref.kind == "op":
+        op = ops[ref.index]
+        shape, dtype = op.out_shapes[ref.output], op.out_dtypes[ref.output]
+        assert shape is not None and dtype is not None
+        stride = op.out_strides[ref.output] if op.out_strides else None
+        lazy = op.out_lazy[ref.output] if op.out_lazy else (False, False)
+        return shape, dtype, stride, lazy
+    x = inputs[int(ref.name)]
+    return tuple(int(s) for s in x.shape), x.dtype, tuple(int(s) for s in x.stride()), (False, False)
+
+
+def _without_unread_views(
+    ops: list[ProgramOp], new_of: dict[int, int], num_old: int, at_end: dict[Ref, Ref],
+) -> tuple[list[ProgramOp], list[int], dict[Ref, Ref]]:
+    """``ops`` less the views nothing reads (a write's view made afresh leaves the recorded one unread)."""
+    read = [False] * len(ops)
+    for ref in at_end.values():
+        if ref.kind == "op":
+            read[ref.index] = True
+    keep = [True] * len(ops)
+    for i in range(len(ops) - 1, -1, -1):
+        keep[i] = read[i] or not ops[i].is_view
+        if keep[i]:
+            for ref in ops[i].reads:
+                if ref.kind == "op":
+                    read[ref.index] = True
+            written = ops[i].mutates
+            if written is not None and written.kind == "op":
+                read[written.index] = True
+    index = {old: new for new, old in enumerate(k for k in range(len(ops)) if keep[k])}
+
+    def one(ref: Ref) -> Ref:
+        return Ref("op", index[ref.index], ref.output) if ref.kind == "op" else ref
+
+    kept = [dataclasses.replace(op, args=_renumbered(op.args, one), kwargs=_renumbered(op.kwargs, one),
+                                mutates=one(op.mutates) if op.mutates is not None else None)
+            for k, op in enumerate(ops) if keep[k]]
+    moved = [index.get(new_of[i], -1) for i in range(num_old)]
+    return kept, moved, {r: one(v) for r, v in at_end.items()}
+
+
 def compile_step(step: Any) -> Program:
     """The :class:`Program` of an imported step (:func:`~gnplace.importers.torch.import_step`).
 
@@ -1046,7 +1209,7 @@ def compile_step(step: Any) -> Program:
     """
     trace = step.trace
     ops = trace.ops
-    _refuse_writes_into_views(ops)
+    into_views = _writes_into_views_read_after(ops)
     trace.check_replayable()  # a checkpointed dropout's recomputation: gradients of another mask
     aliases = _buffer_aliases(ops)
     needed = np.zeros(len(ops), dtype=bool)
@@ -1107,14 +1270,20 @@ def compile_step(step: Any) -> Program:
                               for o in op.outputs),
         ))
 
+    kept_results = {Ref("op", new_index[r.index], r.output) for r in trace.results()
+                    if r.kind == "op" and r.index in new_index}
+    program_ops, snapped, at_end = _snapshots_after_writes_into_views(
+        program_ops, {new_index[w] for w in into_views if w in new_index}, trace.inputs, list(kept_results))
+    program_ops, remade = _views_remade_after_writes(program_ops)
+    moved = [remade[k] if k >= 0 else -1 for k in snapped]
+
     def renumbered(ref: Ref) -> Ref:
         if ref.kind != "op":
             return ref
         if ref.index not in new_index:
             raise ExecutionFailed("the recorded step's loss or gradients come from an op it does not keep")
-        return Ref("op", moved[new_index[ref.index]], ref.output)
-
-    program_ops, moved = _views_remade_after_writes(program_ops)
+        now = at_end[Ref("op", new_index[ref.index], ref.output)]
+        return Ref("op", remade[now.index], now.output)
 
     return Program(
         ops=program_ops,
@@ -1129,7 +1298,7 @@ def compile_step(step: Any) -> Program:
         graph_name=step.graph.name,
         input_grads={k: (renumbered(r) if r is not None else None) for k, r in trace.input_grads.items()},
         buffer_alias={Ref("op", moved[new_index[r.index]], r.output): name for r, name in aliases.items()
-                      if r.index in new_index},
+                      if r.index in new_index and moved[new_index[r.index]] >= 0},
         graph_digest=GraphKey.of(step.graph).digest,
         optimizer=optimizer_of(step.graph.op_types[node] for node in step.update_node.values()) or "sgd",
         default_dtype=trace.default_dtype if any(ops[i].reads_default_dtype for i in keep) else None,

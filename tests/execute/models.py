@@ -137,3 +137,21 @@ class MakesItsOwnConstants(torch.nn.Module):
     def forward(self, x):
         y = self.fc(x) @ torch.ones(4, 4) + torch.arange(4) / 7
         return y.square().mean()
+
+
+class WritesIntoAView(torch.nn.Module):
+    """Sets a column of a fresh tensor (``y[:, 0] = v``) and adds into a slice of an activation, then reads both
+    whole: each write goes through a view, and the readers follow the tensor the recording ties to its maker."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 6)
+        self.b = torch.nn.Linear(4, 2)
+        self.w = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        y = torch.zeros(x.shape[0], 6)
+        y[:, 0] = self.b(x)[:, 0]
+        h = self.a(x)
+        h[..., :2] += self.b(x)
+        return ((y + h).tanh() * self.w).sum()

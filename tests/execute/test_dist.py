@@ -25,6 +25,7 @@ from tests.execute.models import (
     ScalesItsInput,
     ViewsATransposedResult,
     ViewsBeforeWrites,
+    WritesIntoAView,
 )
 
 
@@ -333,6 +334,15 @@ def test_a_view_made_before_an_in_place_write_and_read_after_it_reads_the_writte
     _runs_as_eager(setup[2], ViewsBeforeWrites(), torch.randn(3, 4), lambda step: [
         *(rng.integers(0, 2, step.graph.num_ops) for _ in range(6)),
         np.array([int(name == "l3/addmm") for name in step.graph.node_names])])
+
+
+def test_a_tensor_written_through_a_view_and_read_after_gives_eagers_loss_on_two_ranks(setup):
+    """``y[:, 0] = v`` and ``h[..., :2] += z``, then ``y`` and ``h`` read: refused before (the readers had the copy
+    sent before the write); the tensor is now copied as written on the write's rank."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    _runs_as_eager(setup[2], WritesIntoAView(), torch.randn(3, 4),
+                   lambda step: [rng.integers(0, 2, step.graph.num_ops) for _ in range(4)])
 
 
 def test_a_parameter_sent_is_updated_only_after_its_message_has_left(setup, monkeypatch):
