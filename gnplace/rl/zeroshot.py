@@ -1171,6 +1171,10 @@ class _Memo(StepTimer):
     simulated.
     """
 
+    #: its results are the simulator's (``timer``'s), bit for bit: a memory repair may prove that nothing fits by them
+    #: (:func:`gnplace.placers.groups._proven_over_memory`)
+    replays_simulator = True
+
     def __init__(self, timer: Simulator) -> None:
         self.timer = timer
         self.cost_model = timer.cost_model

@@ -552,3 +552,24 @@ def longest_path(order, weight, out_ptr, out_dst):  # type: ignore[no-untyped-de
             if finish[v] > finish[w]:
                 finish[w] = finish[v]
     return best
+
+
+@njit(cache=True)
+def reachable(ptr, nbr, source):  # type: ignore[no-untyped-def]
+    """Whether each node is reached from ``source`` (itself included) along the CSR adjacency ``ptr``, ``nbr``."""
+    n = ptr.shape[0] - 1
+    seen = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    seen[source] = True
+    stack[0] = source
+    top = 1
+    while top > 0:
+        top -= 1
+        v = stack[top]
+        for e in range(ptr[v], ptr[v + 1]):
+            w = nbr[e]
+            if not seen[w]:
+                seen[w] = True
+                stack[top] = w
+                top += 1
+    return seen

@@ -26,9 +26,15 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placement import check_graph_and_cluster
 from gnplace.sim import _kernel
-from gnplace.sim.costmodel import op_times
+from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel, op_times
 
-__all__ = ["Bound", "lower_bound", "critical_path", "work_bound", "memory_shortfall", "require_memory"]
+__all__ = [
+    "Bound", "lower_bound", "critical_path", "work_bound", "memory_shortfall", "require_memory", "live_memory_floor",
+    "never_fits",
+]
+
+#: The most ops at the start of the backward pass whose live bytes :func:`live_memory_floor` counts (one each).
+FLOOR_CANDIDATES = 4
 
 
 @dataclass(frozen=True)
@@ -327,3 +333,87 @@ def require_memory(graph: OpGraph, cluster: Cluster) -> None:
     short = memory_shortfall(graph, cluster)
     if short is not None:
         raise InfeasiblePlacement(f"no placement of {graph.name!r} fits the memory of {cluster.name!r}: {short}")
+
+
+def live_memory_floor(graph: OpGraph, columns: np.ndarray, *, candidates: int = FLOOR_CANDIDATES) -> float:
+    """Bytes the devices hold together at one instant of the simulated step of every placement, at least.
+
+    The simulator's memory (:mod:`gnplace.sim.simulator`): parameters are resident throughout, an op's output
+    occupies its device from the op's start until its last local consumer has ended and its last transfer is
+    done, and a received copy (the bytes its consumers there read, at most the output) occupies its receiver
+    from the transfer's start until its last consumer there ends. So when an op :math:`v` of positive seconds
+    on every device starts, each ancestor :math:`u` with a consumer :math:`w` among :math:`v` and its
+    descendants (which end after that instant) holds a copy of at least :math:`\\min(B^{out}_u, B_{uw})` somewhere,
+    whatever the placement and schedule:
+
+    .. math::
+        \\sum_k \\text{peak}_k \\ge \\sum_x P_x + B^{out}_v
+        + \\sum_{u \\in \\text{anc}(v)} \\min\\big(B^{out}_u, \\max_{w \\in \\text{succ}(u) \\cap (\\{v\\} \\cup
+        \\text{desc}(v))} B_{uw}\\big)
+
+    Taken at the first ops of the backward pass (up to ``candidates`` of them, latest in topological order
+    first): the forward outputs the backward pass reads are live there. On the 93,567-op ENAS cifar10 graph
+    (``scripts/bench.py scale``) the floor is 31.8 GiB of the 39.5 GiB peak on one device.
+
+    Args:
+        graph (OpGraph): the graph.
+        columns (np.ndarray): seconds of each op on each kind of device the simulator charges, ``[num_ops,
+            num_kinds]`` (:meth:`~gnplace.sim.costmodel.CostModel.op_time_columns`): an op of 0 s somewhere
+            is no candidate (what it reads may be freed at the instant it starts).
+        candidates (int, optional): most candidate ops (default: :data:`FLOOR_CANDIDATES`).
+
+    Returns:
+        float: bytes; the parameters alone where no candidate qualifies (a graph without a backward pass).
+
+    Examples:
+        >>> from gnplace.toy import mlp_training_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> g, c = mlp_training_graph(layers=3, width=64, batch=8), load_cluster("k80x2")
+        >>> live_memory_floor(g, DEFAULT_COSTS.op_time_columns(g, c)[0]) > g.total_param_bytes
+        True
+    """
+    params = float(graph.total_param_bytes)
+    if graph.num_ops == 0:
+        return params
+    backward = graph.phase == 1
+    follows_backward = np.zeros(graph.num_ops, dtype=bool)
+    follows_backward[graph.edge_dst[backward[graph.edge_src]]] = True
+    first = backward & ~follows_backward & (np.asarray(columns).min(axis=1) > 0)
+    position = np.empty(graph.num_ops, dtype=np.int64)
+    position[graph.topological_order()] = np.arange(graph.num_ops)
+    chosen = np.flatnonzero(first)
+    chosen = chosen[np.argsort(-position[chosen], kind="stable")][:candidates]
+    return max([params] + [params + _held_when_starting(graph, int(v)) for v in chosen.tolist()])
+
+
+def _held_when_starting(graph: OpGraph, v: int) -> float:
+    """Bytes of outputs (``v``'s and its ancestors' that ``v`` or a descendant reads) live when ``v`` starts."""
+    out_ptr, out_dst, _ = graph.out_csr
+    in_ptr, in_src, _ = graph.in_csr
+    ancestor = _kernel.reachable(in_ptr, in_src, v)
+    ancestor[v] = False
+    later = _kernel.reachable(out_ptr, out_dst, v)  # v and its descendants
+    read = ancestor[graph.edge_src] & later[graph.edge_dst]
+    largest = np.zeros(graph.num_ops)
+    np.maximum.at(largest, graph.edge_src[read], graph.edge_bytes[read].astype(np.float64))
+    return float(graph.out_bytes[v]) + float(np.minimum(graph.out_bytes.astype(np.float64), largest).sum())
+
+
+def never_fits(graph: OpGraph, cluster: Cluster, *, cost_model: CostModel = DEFAULT_COSTS) -> bool:
+    """Whether every placement of ``graph`` runs some device of ``cluster`` out of memory in the simulator.
+
+    A proof, never a guess: :func:`memory_shortfall` (the parameters), or :func:`live_memory_floor` of the
+    simulator's ``cost_model`` over the devices' memory in all (some device then peaks over its own), with a
+    margin for the float sums of bytes past :math:`2^{53}`. False where neither can tell.
+
+    Examples:
+        >>> from gnplace.toy import chain_graph
+        >>> from gnplace.cluster import load_cluster
+        >>> never_fits(chain_graph(3), load_cluster("k80x2"))
+        False
+    """
+    if memory_shortfall(graph, cluster) is not None:
+        return True
+    floor = live_memory_floor(graph, cost_model.op_time_columns(graph, cluster)[0])
+    slack = 1e-6 * (floor + 2.0 * float(graph.out_bytes.astype(np.float64).sum()))  # the simulator's float rounding
+    return floor > float(np.sum(cluster.memory)) + slack

@@ -33,6 +33,7 @@ from gnplace.placers.metis import MetisPlacer
 from gnplace.placers.round_robin import RoundRobinPlacer
 from gnplace.sim.costmodel import op_times
 from gnplace.sim.simulator import Simulator
+from gnplace.sim.timer import BudgetedTimer
 from gnplace.toy import chain_graph, layered_graph, mlp_training_graph
 
 GiB = 2**30
@@ -497,5 +498,52 @@ def test_repair_times_its_fallbacks_and_descents_as_rows_in_c_order():
     g = layered_graph(40, width=4, seed=1).replace(param_bytes=[GiB] * 40)
     c = uniform_cluster([2 * GiB, 2 * GiB, 2 * GiB])
     timer = _RowOrderSimulator()
-    repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), timer=timer, max_rounds=0)
+    # under a budget the descents run where nothing fits (40 GiB of parameters on 6 GiB): a budget counts them
+    repair_memory(g, c, np.zeros(g.num_groups, dtype=np.int64), timer=BudgetedTimer(timer, 10**6), max_rounds=0)
     assert len(timer.c_order) >= 2 and all(timer.c_order)
+
+
+def _beyond_any_placement() -> tuple[OpGraph, Cluster]:
+    """An MLP whose forward outputs, read by its backward pass, fill no placement on two devices; parameters fit."""
+    g = mlp_training_graph(layers=3, width=64, batch=4096)
+    one = float(Simulator().time(g, uniform_cluster([GiB]), np.zeros(g.num_ops, dtype=np.int64)).peak_memory.max())
+    return g, uniform_cluster([0.3 * one, 0.3 * one])
+
+
+def test_repair_spares_the_last_resorts_timings_where_the_simulator_proves_nothing_fits(monkeypatch):
+    """The descents and the largest device were timed where no placement fits (10.8 s of 11.5 at 280,158 ops on
+    k80x4): now none is, and the repair returns the rounds' least-overflow placement, as it did."""
+    import gnplace.placers.groups as groups
+
+    g, c = _beyond_any_placement()
+    start = np.zeros(g.num_groups, dtype=np.int64)
+    counted = BudgetedTimer(Simulator())
+    fixed = repair_memory(g, c, start, timer=counted, max_rounds=4)
+    assert counted.evaluations <= 4 + 1 + 3  # the rounds and the fallbacks
+    assert Simulator().time(g, c, Placement.from_groups(g, c, fixed)).is_oom
+    monkeypatch.setattr(groups, "never_fits", lambda *args, **kwargs: False)  # the descents of before
+    before = BudgetedTimer(Simulator())
+    assert repair_memory(g, c, start, timer=before, max_rounds=4).tolist() == fixed.tolist()
+    assert before.evaluations > counted.evaluations
+
+
+def test_repair_under_a_budget_or_on_another_timer_times_its_last_resort_as_before(monkeypatch):
+    """A search's budget counts the repair's timings (what the search does next depends on them), and a real timer
+    follows no proof of the simulator's: both time the descents as before."""
+    from gnplace.sim.timer import StepTimer
+
+    class Other(StepTimer):
+        def __init__(self) -> None:
+            self.sim = Simulator()
+
+        def time(self, graph, cluster, placement, *, timeline=False):
+            return self.sim.time(graph, cluster, placement, timeline=timeline)
+
+    g, c = _beyond_any_placement()
+    start = np.zeros(g.num_groups, dtype=np.int64)
+    free = BudgetedTimer(Simulator())
+    repair_memory(g, c, start, timer=free, max_rounds=4)
+    for inner in (BudgetedTimer(Simulator(), 10**6), Other()):
+        counted = BudgetedTimer(inner)
+        repair_memory(g, c, start, timer=counted, max_rounds=4)
+        assert counted.evaluations > free.evaluations + 1

@@ -333,3 +333,63 @@ def test_weights_past_two_to_the_53_project_onto_the_simplex():
     for x in ([2.0**53 + 2, 0.0], [1e279, 1.0], [np.inf, 1.0, np.inf], [1.7e308, 1.7e308, 0.0]):
         lam = _project_simplex(np.array(x))
         assert (lam >= 0).all() and lam.sum() == pytest.approx(1.0, abs=1e-15)
+
+
+def _training_like_graph(rng: np.random.Generator) -> OpGraph:
+    """A random DAG of forward ops, a backward pass reading forward outputs, and updates; some ops of no FLOP."""
+    n = int(rng.integers(4, 12))
+    edges = sorted({(int(u), v) for v in range(1, n) for u in rng.choice(v, size=min(v, int(rng.integers(1, 3))),
+                                                                        replace=False)})
+    phase = np.zeros(n, dtype=np.int64)
+    phase[int(rng.integers(1, n - 1)):] = 1
+    phase[n - 1] = 2 if rng.random() < 0.5 else 1
+    out = rng.integers(0, 400, n)
+    flops = rng.uniform(1e6, 1e8, n) * (rng.random(n) < 0.7)  # ops of no FLOP take no time in Placeto's mode
+    return OpGraph([f"v{i}" for i in range(n)], edges, flops=flops.tolist(), phase=phase.tolist(),
+                   param_bytes=rng.integers(0, 300, n) * (rng.random(n) < 0.4), out_bytes=out,
+                   edge_bytes=[int(rng.integers(0, out[u] + 1)) for u, _ in edges], group=rng.integers(0, 3, n))
+
+
+@pytest.mark.parametrize("mode", ["default", "placeto"])
+def test_the_live_memory_floor_is_below_every_placements_summed_peaks(mode):
+    """Whatever the placement and schedule, the devices' peaks add up to the floor at least (both simulators)."""
+    from gnplace.sim.bounds import live_memory_floor
+
+    sim, c = Simulator(mode=mode), load_cluster("k80x4")
+    above = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        g = _training_like_graph(rng)
+        floor = live_memory_floor(g, sim.cost_model.op_time_columns(g, c)[0])
+        placements = rng.integers(0, c.num_devices, (64, g.num_ops))
+        placements[0] = 0
+        summed = sim.time_batch(g, c, placements).peak_memory.sum(axis=1)
+        assert np.all(summed >= floor), (seed, floor, summed.min())
+        above += floor > g.total_param_bytes
+    assert above > 10  # the floor counts activations on most graphs, or the test proves little
+
+
+def test_the_live_memory_floor_counts_the_forward_outputs_the_backward_pass_reads():
+    from gnplace.sim.bounds import live_memory_floor
+    from gnplace.toy import mlp_training_graph
+
+    g, c = mlp_training_graph(layers=4, width=256, batch=64), load_cluster("k80x4")
+    floor = live_memory_floor(g, Simulator().cost_model.op_time_columns(g, c)[0])
+    peak = float(Simulator().time(g, c, np.zeros(g.num_ops, dtype=np.int64)).peak_memory.max())
+    assert g.total_param_bytes < floor <= peak
+    assert floor > g.total_param_bytes + 0.5 * (peak - g.total_param_bytes)
+
+
+def test_never_fits_proves_activations_that_no_cluster_of_that_memory_holds(tmp_path):
+    """Parameters fit, the forward outputs the backward pass reads do not: no placement fits, and it says so."""
+    from gnplace.sim.bounds import live_memory_floor, memory_shortfall, never_fits
+    from gnplace.toy import mlp_training_graph
+
+    g = mlp_training_graph(layers=2, width=64, batch=4096)
+    small = _cluster_of(tmp_path, *[g.total_param_bytes] * 2)
+    floor = live_memory_floor(g, Simulator().cost_model.op_time_columns(g, small)[0])
+    tight = _cluster_of(tmp_path, *[0.45 * floor] * 2)
+    assert memory_shortfall(g, tight) is None and never_fits(g, tight)
+    assert _every_placement_overflows(g, tight)
+    one = float(Simulator().time(g, small, np.zeros(g.num_ops, dtype=np.int64)).peak_memory.max())
+    assert not never_fits(g, _cluster_of(tmp_path, one, one))  # one device holds it all
