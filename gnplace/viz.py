@@ -93,7 +93,8 @@ def plot_timeline(
     A device's name longer than :data:`ROW_NAME_CHARS` is shortened in its rows' labels (:func:`_row_names`).
     An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
-    maths).
+    maths); one wider than the figure keeps its start and end with ``…`` between, the most characters that fit
+    (a graph named with 200 characters put the title's start 687 pixels left of the figure's edge).
 
     A step of more than :data:`RASTER_ABOVE` ops and transfers has its bars drawn as one image at the file's
     resolution (120 dpi) inside a vector file (SVG, PDF, PostScript), as a PNG draws them: one lane per device
@@ -160,7 +161,8 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
-    ax.set_title(_plain(title) if title else f"{_plain(graph.name)}: step {format_seconds(result.step_time)}")
+    heading = _drawable(title) if title else f"{_drawable(graph.name)}: step {format_seconds(result.step_time)}"
+    ax.set_title(_dollars(heading))
     # the step's end, marked: a title given (simulate's, evaluate's) said nothing of it
     step = ax.axvline(result.step_time * scale, color="black", linestyle="--", linewidth=1.0,
                       label=f"step {format_seconds(result.step_time)}")
@@ -169,6 +171,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     # beside the axes: inside (lower right) it covered the last bars of the step, where the step ends
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
+    _fit_title(ax, heading, room=_title_room(fig, ax, whole_figure=True))
     # laid out once: no layout engine left, so writing draws the figure once. tight_layout leaves a placeholder
     # engine, for which savefig first draws with drawing turned off, but an SVG's or PDF's raster of the bars was
     # drawn in full (1.1 of 2.4 s at 280,158 ops). The rc settings would put an engine back in the placeholder's stead.
@@ -311,11 +314,62 @@ def _row_names(names: list[str]) -> list[str]:
         >>> _row_names(["a" * 30 + "x" + "b" * 30, "a" * 30 + "y" + "b" * 30])[1]
         '#1 aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb'
     """
-    head = (ROW_NAME_CHARS - 1) // 2
-    tail = ROW_NAME_CHARS - 1 - head
-    short = [n if len(n) <= ROW_NAME_CHARS else f"{n[:head]}…{n[-tail:]}" for n in names]
+    short = [_middle_cut(n, ROW_NAME_CHARS) for n in names]
     if len(set(short)) < len(short):
         return [f"#{k} {s}" if s != n else s for k, (s, n) in enumerate(zip(short, names))]
+    return short
+
+
+def _middle_cut(text: str, chars: int) -> str:
+    """``text`` if at most ``chars`` characters, else its start and end with ``…`` between, ``chars`` in all.
+
+    Examples:
+        >>> _middle_cut("abcdefgh", 8), _middle_cut("abcdefgh", 5), _middle_cut("abcdefgh", 1)
+        ('abcdefgh', 'ab…gh', '…')
+    """
+    if len(text) <= chars:
+        return text
+    head = (chars - 1) // 2
+    tail = chars - 1 - head
+    return f"{text[:head]}…{text[len(text) - tail:]}"
+
+
+def _text_width(text: str, prop: Any) -> float:
+    """The width (pixels at :data:`_DPI`) of ``text`` drawn as it is (no maths) in font ``prop`` (a FontProperties).
+
+    Measured as Agg draws it, as tight_layout measures text to lay a figure out.
+    """
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    return float(RendererAgg(1, 1, _DPI).get_text_width_height_descent(text, prop, ismath=False)[0])
+
+
+def _fitted(text: str, pixels: float, prop: Any, prefix: str = "") -> str:
+    """``prefix + text`` if drawn at most ``pixels`` wide, else ``prefix`` and the start and end of ``text``.
+
+    The start and end have ``…`` between and are the most characters of ``text`` whose drawing in ``prop`` (a
+    FontProperties), after ``prefix``, is at most ``pixels`` wide at :data:`_DPI` (:func:`_text_width`).
+    """
+    if _text_width(prefix + text, prop) <= pixels:
+        return prefix + text
+    lo, hi = 1, len(text) - 1  # characters kept, ``…`` counted: 1 (``…`` alone) always taken
+    while lo < hi:  # the most that fit: a wider cut is (all but always) no narrower
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _text_width(prefix + _middle_cut(text, mid), prop) <= pixels else (lo, mid - 1)
+    while lo > 1 and _text_width(prefix + _middle_cut(text, lo), prop) > pixels:
+        lo -= 1
+    return prefix + _middle_cut(text, lo)
+
+
+def _fitted_labels(texts: list[str], pixels: float, prop: Any) -> list[str]:
+    """``texts`` each :func:`_fitted` to ``pixels`` (at :data:`_DPI`, drawn in ``prop``), each still its own.
+
+    Where two shorten alike, each shortened one is shown with its index first (``#3 …``), as :func:`_row_names` does.
+    """
+    short = [_fitted(t, pixels, prop) for t in texts]
+    if len(set(short)) < len(short):
+        return [_fitted(t, pixels, prop, prefix=f"#{k} ") if s != t else s
+                for k, (s, t) in enumerate(zip(short, texts))]
     return short
 
 
@@ -330,6 +384,10 @@ def _time_unit(step_s: float) -> tuple[str, float]:
     return unit, {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}[unit]
 
 
+RATIO_LABEL_POINTS = 160.0
+"""The widest a bar's label is drawn in the ratio plot (points): at its 60 degrees, under half the figure's height."""
+
+
 def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     """Bar chart of each placer's geometric-mean step time over the best non-learned placer, per cluster.
 
@@ -339,6 +397,11 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     ``vs_best`` is a geometric mean over its ``vs_best_graphs`` graphs (``graphs`` where not given); a bar is
     the mean over every graph of the cluster with a ratio, each family weighted by its graphs counted in
     ``vs_best`` (an out-of-memory or failed placement has none).
+
+    A bar's label drawn wider than :data:`RATIO_LABEL_POINTS` keeps its start and end with ``…`` between, the most
+    characters that fit; where two shorten alike, each is shown with its bar's index first (``#3 …``). A cluster's
+    title wider than its axes is shortened so too. A label of 58 characters (``ppo[...]@2000`` given several
+    options) was too tall for the figure: matplotlib warned "Tight layout not applied" and the labels ran off it.
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -357,6 +420,10 @@ def _ratios_figure(summary: list[dict]) -> Any:
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
     names = {_bar(s): _bar(s)[2] for s in summary}
     fig = _figure((4 + 2.5 * len(clusters), 4), dpi=_DPI)  # laid out at the resolution written, as the timeline
+    from matplotlib.font_manager import FontProperties
+
+    labels = [_dollars(t) for t in _fitted_labels([_drawable(names[bar]) for bar in bars],
+                                                  RATIO_LABEL_POINTS * _DPI / 72, FontProperties(size="small"))]
     axes = fig.subplots(1, len(clusters), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
@@ -367,11 +434,37 @@ def _ratios_figure(summary: list[dict]) -> Any:
         ax.bar(range(len(bars)), values, color="#4C72B0")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(bars)))
-        ax.set_xticklabels([_plain(names[bar]) for bar in bars], rotation=60, ha="right", fontsize="small")
+        ax.set_xticklabels(labels, rotation=60, ha="right", fontsize="small")
         ax.set_title(_plain(cluster))
     axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
     fig.tight_layout()
+    for ax, cluster in zip(axes[0], clusters):
+        _fit_title(ax, _drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
     return fig
+
+
+def _fit_title(ax: Any, heading: str, room: float) -> None:
+    """Draw ``heading`` as ``ax``'s title :func:`_fitted` to ``room`` pixels (at :data:`_DPI`), where it is wider.
+
+    ``heading`` is the text drawn, its ``$`` not escaped. A title that fits is left as it is: the same figure.
+    """
+    fitted = _fitted(heading, room, ax.title.get_fontproperties())
+    if fitted != heading:
+        ax.set_title(_dollars(fitted))
+
+
+def _title_room(fig: Any, ax: Any, whole_figure: bool) -> float:
+    """The width (pixels at :data:`_DPI`) a title centred over laid-out ``ax`` may take.
+
+    Inside the figure, 2 points from each edge (``whole_figure``), or over ``ax`` (a title over each of axes side by
+    side).
+    """
+    x0, _, width, _ = ax.get_position().bounds
+    figure_width = fig.get_figwidth() * _DPI
+    if not whole_figure:
+        return width * figure_width
+    centre = (x0 + width / 2) * figure_width
+    return 2 * (min(centre, figure_width - centre) - 2 * _DPI / 72)
 
 
 def _bar(line: dict) -> tuple[str, int, str]:
@@ -392,9 +485,17 @@ def _plain(name: str) -> str:
     font that has it), as Python escapes it (``\\u6a21``): a module named in Chinese (``模型``) was drawn as
     missing-glyph boxes, with a warning per character and drawing.
     """
-    text = _printable(name)
+    return _dollars(_drawable(name))
+
+
+def _drawable(name: str) -> str:
+    """``name`` as :func:`_plain` draws it, its ``$`` not yet escaped: the text drawn, to measure and shorten."""
     drawn = _drawn_codepoints()
-    text = "".join(c if ord(c) in drawn else _escaped(c) for c in text)
+    return "".join(c if ord(c) in drawn else _escaped(c) for c in _printable(name))
+
+
+def _dollars(text: str) -> str:
+    """``text`` with each ``$`` escaped, drawn as a ``$``: matplotlib reads text between two ``$`` as maths."""
     return text.replace("$", r"\$")
 
 

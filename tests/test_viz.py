@@ -735,3 +735,103 @@ def test_the_ratio_plot_is_laid_out_at_the_resolution_it_is_written_at(tmp_path,
     FigureCanvasAgg(fig)
     fig.tight_layout()  # again, at the resolution written
     assert [getattr(fig.subplotpars, m) for m in margins] == pytest.approx(laid_out, abs=1e-9)
+
+
+def _laid_out(monkeypatch):
+    """The figures the plots write, collected as they are written."""
+    import gnplace.viz as viz
+
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    return figures
+
+
+def test_long_bar_labels_are_shortened_each_its_own_and_on_the_figure(tmp_path, monkeypatch, bars):
+    """A label of 58 characters or more (``ppo[...]@2000`` with several options) made matplotlib warn "Tight layout
+    not applied" and the labels ran off the figure. A label drawn wider than RATIO_LABEL_POINTS keeps its start and
+    end; two that shorten alike are numbered by their bar; every label, however wide its characters, is on the
+    figure; a label that fits is drawn as it is."""
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import gnplace.viz as viz
+
+    figures = _laid_out(monkeypatch)
+    _, names = bars
+    options = "clip=0.2,ent=0.01,lr=0.0003,mode=refine,steps=64,epochs=8"
+    labels = [f"ppo[{options}]@2000", f"ppo[{options.replace('0.0003', '0.0001')}]@2000", "heft", "W" * 60,
+              "\u2031" * 40 + "$x$"]
+    summary = [{"family": "f", "cluster": "k80x2", "placer": label[:3], "label": label, "vs_best": 1.0, "graphs": 1}
+               for label in labels]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_ratios(summary, tmp_path / "r.png")
+    drawn = names[0]  # in the bars' order: by placer (W, hef, ppo, \u2031), then label
+    assert drawn[1] == "heft" and len(set(drawn)) == 5
+    assert [d[:8] for d in drawn[2:4]] == ["#2 ppo[c", "#3 ppo[c"]  # alike but for the middle: numbered
+    assert all(d.endswith("]@2000") and "…" in d for d in drawn[2:4])
+    # where two shorten alike, each shortened label is numbered, as a timeline's rows
+    assert drawn[0].startswith("#0 W") and drawn[0].endswith("W") and "…" in drawn[0]
+    assert drawn[4].startswith("#4 \u2031") and drawn[4].endswith(r"\$x\$")  # drawn as text, its end kept
+    fig = figures[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for text in fig.axes[0].get_xticklabels():
+        box = text.get_window_extent(renderer)
+        assert box.y0 >= 0 and box.x0 >= 0
+        assert viz._text_width(text.get_text().replace(r"\$", "$"), text.get_fontproperties()) <= (
+            viz.RATIO_LABEL_POINTS * fig.dpi / 72)
+
+
+def test_a_long_cluster_name_is_shortened_over_its_axes(tmp_path, monkeypatch):
+    """A cluster named with 80 characters was a title wider than its axes, over its neighbour's and off the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    figures = _laid_out(monkeypatch)
+    summary = [{"family": "f", "cluster": cluster, "placer": "heft", "vs_best": 1.0, "graphs": 1}
+               for cluster in ("a" * 40 + "b" * 40, "k80x2")]
+    plot_ratios(summary, tmp_path / "r.png")
+    fig = figures[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[1] == "k80x2" and titles[0].startswith("a") and titles[0].endswith("b") and "…" in titles[0]
+    for ax in fig.axes:
+        box, over = ax.title.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert over.x0 <= box.x0 and box.x1 <= over.x1
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_a_long_timeline_title_is_shortened_inside_the_figure(tmp_path, monkeypatch, case, given):
+    """A graph named with 200 characters put the title's start 687 pixels left of the figure's edge (1440 wide). A
+    title wider than the figure keeps its start and end (the step time) with ``…`` between, inside the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    g, result, _ = case
+    figures = _laid_out(monkeypatch)
+    name = "s" * 100 + "$" + "e" * 99
+    if given:
+        plot_timeline(g, result, tmp_path / "t.png", title=f"{name} on k80x2")
+    else:
+        monkeypatch.setattr(g, "name", name)  # put back after
+        plot_timeline(g, result, tmp_path / "t.png")
+    fig = figures[0]
+    title = fig.axes[0].title
+    text = title.get_text()
+    assert text.startswith("sss") and "…" in text
+    assert text.endswith(" on k80x2" if given else "us")
+    box = title.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width
+
+
+def test_short_labels_and_titles_are_drawn_as_before(tmp_path, monkeypatch, case):
+    """Labels and titles that fit are drawn as they are: the fitting measures them, nothing else changes."""
+    g, result, _ = case
+    figures = _laid_out(monkeypatch)
+    summary = [{"family": "f", "cluster": "k80x2", "placer": "ppo", "label": "ppo[clip=0.2,lr=0.0003]@2000",
+                "vs_best": 1.0, "graphs": 1}]
+    plot_ratios(summary, tmp_path / "r.png")
+    plot_timeline(g, result, tmp_path / "t.png", title="y" * 100)
+    ratios, timeline = figures
+    assert [t.get_text() for t in ratios.axes[0].get_xticklabels()] == ["ppo[clip=0.2,lr=0.0003]@2000"]
+    assert ratios.axes[0].get_title() == "k80x2" and timeline.axes[0].get_title() == "y" * 100
