@@ -46,6 +46,7 @@ if os.path.dirname(os.path.realpath(__file__)) not in sys.path:  # python -P or 
 
 import numpy as np
 from benchmarks.common import (
+    FIGURE_DPI,
     Store,
     best_at,
     first_reaching,
@@ -503,7 +504,8 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     families = sorted({r["family"] for r in rows})
     # one colour per placer in every panel: a scatter (a one-point history) and a line draw from two colour cycles
     colour = {placer: f"C{i % 10}" for i, placer in enumerate(sorted({r["placer"] for r in rows}))}
-    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6), squeeze=False,
+                             dpi=FIGURE_DPI)
     for ax, family in zip(axes[0], families):
         part = [r for r in rows if r["family"] == family and r["cluster"] == cluster]
         graph = sorted({r["name"] for r in part})[0]
@@ -537,7 +539,7 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
     plt = agg_pyplot()
 
     families = sorted({r["family"] for r in rows})
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=FIGURE_DPI)
     width = 0.8 / max(len(families), 1)
     for i, family in enumerate(families):
         values = [geomean(r["vs_auto"] for r in rows if r["family"] == family and r["placer"] == p and not r["oom"])
@@ -558,7 +560,7 @@ def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
 
     plt = agg_pyplot()
 
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = plt.subplots(figsize=(6, 3.8), dpi=FIGURE_DPI)
     for name in sorted({r["placer"] for r in rows}):
         part = sorted((r["ops"], r["seconds"]) for r in rows if r["placer"] == name)
         budget = next((r["budget"] for r in rows if r["placer"] == name and r.get("budget")), None)

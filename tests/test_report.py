@@ -694,3 +694,24 @@ def test_equal_budgets_leave_runs_out_of_memory_out_of_the_means_and_count_them(
             row("a", "spotlight", 1.0, False), row("b", "spotlight", 0.1, True)]
     (_, _, line) = report.equal_budgets(rows, ["spotlight"])
     assert line == "| ptb | policy | 8 | 0.900 (1 OOM) | 1.000 (1 OOM) | yes |"
+
+
+def test_each_report_figure_is_laid_out_at_the_resolution_it_is_written_at(tmp_path, load_script, monkeypatch):
+    """The report's figures were laid out at pyplot's 100 dpi and written at 110 (save_figure's): their margins were
+    measured on text of other widths. Each is made at FIGURE_DPI, laid out and written at 110."""
+    import matplotlib.figure
+
+    report = load_script("report")
+    laid_out, written = [], []
+    real_layout, real_savefig = matplotlib.figure.Figure.tight_layout, matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout",
+                        lambda fig, *a, **kw: (laid_out.append(fig.dpi), real_layout(fig, *a, **kw))[1])
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, target, **kw: (written.append(kw["dpi"]), real_savefig(fig, target, **kw))[1])
+    rows = [dict(family=family, cluster="k80x4", name=f"{family}_002", placer=placer, history=[[1, 1.2], [64, 1.1]],
+                 vs_auto=1.1, oom=False)
+            for family in ("nmt", "ptb") for placer in ("rnn_pg", "spotlight")]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    report.plot_learned_bars(rows, tmp_path / "learned.png", ["rnn_pg", "spotlight"])
+    report.plot_scale([dict(placer="auto", ops=ops, seconds=ops / 1e4) for ops in (100, 1000)], tmp_path / "s.png")
+    assert laid_out == written == [110, 110, 110]

@@ -16,6 +16,7 @@ from gnplace.toy import layered_graph
 
 from .common import (
     DATASETS,
+    FIGURE_DPI,
     add_command,
     add_per_family_argument,
     check_families,
@@ -157,7 +158,7 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         stem = name_in_file(f"curve_{graph.name}_{cluster.name}", len(".json"))  # a name is never a path
         write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
             {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=FIGURE_DPI)
         for name, (evals, ratio) in curves.items():
             ax.step(evals, ratio, where="post", label=name)
         ax.set_xlabel("timer evaluations")

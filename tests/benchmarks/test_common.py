@@ -175,3 +175,23 @@ def test_a_rows_line_nested_thousands_deep_is_no_row_not_a_traceback(load_script
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"key": "a", "x": 1}) + "\n" + "[" * 200_000 + "\n")
     assert list(common.Store(rows).rows) == ["a"]
+
+
+def test_a_figure_is_written_at_the_resolution_it_is_made_and_laid_out_at(load_script, tmp_path):
+    """pyplot's figures were laid out at its 100 dpi and written at 110: a figure made at another resolution than
+    FIGURE_DPI is refused, one made at it is written at it (6x3.6 inches: 660x396 pixels)."""
+    from gnplace.viz import agg_pyplot
+
+    common = load_script("benchmarks.common")
+    plt = agg_pyplot()
+    at_100, _ = plt.subplots(figsize=(6, 3.6), dpi=100)
+    at_110, _ = plt.subplots(figsize=(6, 3.6), dpi=common.FIGURE_DPI)
+    try:
+        with pytest.raises(ValueError, match="a figure of 100 dpi: make it at FIGURE_DPI"):
+            common.save_figure(at_100, tmp_path / "a.png")
+        assert not (tmp_path / "a.png").exists()
+        data = common.save_figure(at_110, tmp_path / "b.png").read_bytes()
+        assert common.FIGURE_DPI == 110 and data[16:24] == (660).to_bytes(4, "big") + (396).to_bytes(4, "big")
+    finally:
+        plt.close(at_100)
+        plt.close(at_110)
