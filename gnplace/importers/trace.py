@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import TreeSpec, tree_flatten, tree_map, tree_unflatten
 
@@ -203,7 +204,7 @@ class _Recorder(TorchDispatchMode):
         self.current = str(func)
         try:
             _check_dtypes(func, args, kwargs)
-            out = func(*args, **kwargs)
+            out = _ctc_loss_outputs(*args, **kwargs) if func is _CTC_LOSS else func(*args, **kwargs)
         except Exception:
             self.failed = str(func)  # the op itself failed, not the model's Python code around it
             raise
@@ -237,6 +238,74 @@ class _Recorder(TorchDispatchMode):
         self.ops.append(TracedOp(func, arg_refs, kwarg_refs, outputs, call, node is not None,
                                  _reads_default_dtype(func, args, kwargs, flat)))
         return out
+
+
+_CTC_LOSS = torch.ops.aten._ctc_loss.default
+"""CTC's loss with its lengths given as Python ints (``F.ctc_loss``'s, as tuples or lists): fake tensors refuse it as an
+op whose output shape depends on the data (torch tags it so, as its overload of lengths in tensors), though its outputs'
+shapes follow from the lengths (:func:`_ctc_loss_outputs`)."""
+
+
+def _ctc_loss_outputs(log_probs: torch.Tensor, targets: torch.Tensor, input_lengths: Sequence[int],
+                      target_lengths: Sequence[int], blank: int = 0, zero_infinity: bool = False
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:data:`_CTC_LOSS`'s outputs, of the shapes its kernels (CPU and CUDA) make, after their checks of shapes.
+
+    The loss of each sequence ``[batch]`` and the forward variables ``[batch, T, 2 * max(target_lengths) + 1]``
+    its backward reads, both of ``log_probs``' dtype (``log_probs`` ``[T, batch, classes]``: ``F.ctc_loss``
+    unsqueezes an unbatched one; ``targets`` ``[batch, S]`` padded or ``[sum(target_lengths)]`` concatenated).
+
+    Raises:
+        RuntimeError: where the kernels refuse the shapes or lengths, as they do.
+    """
+    if log_probs.dim() != 3:
+        raise RuntimeError(f"ctc_loss: log_probs has {log_probs.dim()} dimensions, [T, batch, classes] wanted")
+    steps, batch, classes = log_probs.shape
+    if not 0 <= blank < classes:
+        raise RuntimeError(f"ctc_loss: blank {blank} must be in label range (0..{classes - 1})")
+    if len(input_lengths) != batch or len(target_lengths) != batch:
+        raise RuntimeError(f"ctc_loss: input_lengths ({len(input_lengths)}) and target_lengths "
+                           f"({len(target_lengths)}) must be of size batch_size ({batch})")
+    longest = max(target_lengths, default=0)
+    if targets.dim() == 1 and targets.shape[0] != sum(target_lengths):
+        raise RuntimeError(f"ctc_loss: concatenated targets of size {targets.shape[0]}, the target lengths sum to "
+                           f"{sum(target_lengths)}")
+    if targets.dim() != 1 and (targets.dim() != 2 or targets.shape[0] != batch or targets.shape[1] < longest):
+        raise RuntimeError(f"ctc_loss: padded targets of shape {tuple(targets.shape)}, [{batch}, >= {longest}] "
+                           "wanted")
+    if any(not 0 <= n <= steps for n in input_lengths) or min(target_lengths, default=0) < 0:
+        raise RuntimeError(f"ctc_loss: input lengths {tuple(input_lengths)} must be in 0..{steps}, target lengths "
+                           f"{tuple(target_lengths)} at least 0")
+    return log_probs.new_empty((batch,)), log_probs.new_empty((batch, steps, 2 * longest + 1))
+
+
+class _CtcLossMean(TorchFunctionMode):
+    """``F.ctc_loss`` (and ``torch.ctc_loss``) of lengths given as Python ints, averaged as ATen averages it, in ops.
+
+    ATen's ``ctc_loss`` of ``reduction="mean"`` divides each sequence's loss by its target length, made a tensor
+    in C++ (``at::tensor``) where fake tensors have no memory to write it to ("its data is not allocated yet"): the
+    recording failed. Here its ``reduction="none"`` loss is divided by ``torch.tensor(target_lengths).clamp_min(1)``
+    and averaged, as ATen does, so the step records :data:`_CTC_LOSS` and that division (the same values, and
+    gradients, as eager's). Any other call runs as it is.
+    """
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.ctc_loss and func is not torch.ctc_loss:
+            return func(*args, **kwargs)
+        import inspect
+
+        from torch.nn import _reduction
+
+        call = inspect.signature(torch.nn.functional.ctc_loss).bind(*args, **kwargs)
+        call.apply_defaults()
+        reduction, lengths = call.arguments["reduction"], call.arguments["target_lengths"]
+        mean = reduction == "mean" if isinstance(reduction, str) else reduction == _reduction.get_enum("mean")
+        if not mean or isinstance(lengths, torch.Tensor) or isinstance(call.arguments["input_lengths"], torch.Tensor):
+            return func(*args, **kwargs)
+        call.arguments["reduction"] = "none" if isinstance(reduction, str) else _reduction.get_enum("none")
+        each = func(*call.args, **call.kwargs)
+        return (each / torch.tensor(lengths, dtype=each.dtype, device=each.device).clamp_min(1)).mean()
 
 
 def _reads_default_dtype(func: Any, args: Any, kwargs: Any, outputs: list[Any]) -> bool:
@@ -423,7 +492,7 @@ def record_training_step(
     stage = ["forward"]  # what the step was running when it failed: "forward", "loss" or "backward"
     recorder = _Recorder(origin, keep, call_stack)
     try:
-        with _RECORDING_SWITCHES, _training_grad_mode(), fake_mode:
+        with _RECORDING_SWITCHES, _training_grad_mode(), fake_mode, _CtcLossMean():
             fake_params = {}
             for k, p in params.items():
                 fp = fake_mode.from_tensor(p.detach()).requires_grad_(True)
@@ -514,6 +583,11 @@ def record_training_step(
                 f"cannot trace a training step of {name}: its forward reads a tensor's value "
                 f"({recorder.failed or first}), as in `if x.sum() > 0:` or `.item()`; a recorded step cannot "
                 "follow data-dependent control flow"
+            ) from err
+        if "DynamicOutputShape" in type(err).__name__ and "ctc_loss" in recorder.failed:
+            raise UnsupportedGraph(
+                f"cannot trace a training step of {name}: ctc_loss's lengths are tensors, whose values size its "
+                f"work ({recorder.failed}); give input_lengths and target_lengths as tuples of ints"
             ) from err
         if "DynamicOutputShape" in type(err).__name__:  # nonzero, unique, x[mask], packed sequences
             raise UnsupportedGraph(

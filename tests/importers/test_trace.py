@@ -478,3 +478,66 @@ def test_recordings_in_threads_that_overlap_leave_the_process_switches_as_they_w
         thread.join(120)
     assert set(traces) == {"a", "b"}
     assert _process_switches() == before
+
+
+class CTC(nn.Module):
+    """Classes by frame and ``F.ctc_loss`` (``call``: ``functional``, ``module`` or ``torch``) of lengths given here."""
+
+    def __init__(self, call: str, lengths: tuple, **options) -> None:
+        super().__init__()
+        self.head = nn.Linear(8, 6)
+        self.call, self.lengths, self.options = call, lengths, options
+
+    def forward(self, frames: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        log_probs = self.head(frames).log_softmax(-1)
+        if self.call == "torch":  # reduction 1: the mean
+            return torch.ctc_loss(log_probs, targets, *self.lengths, 0, 1, False)
+        if self.call == "module":
+            return nn.CTCLoss(**self.options)(log_probs, targets, *self.lengths)
+        return nn.functional.ctc_loss(log_probs, targets, *self.lengths, **self.options)
+
+
+@pytest.mark.parametrize("call, lengths, targets, options", [
+    ("functional", ((12, 10, 12), (4, 3, 5)), (3, 5), {}),
+    ("module", ((12, 10, 12), [4, 3, 5]), (3, 5), {"reduction": "sum", "zero_infinity": True}),
+    ("torch", ([12, 12, 12], [4, 3, 5]), (3, 5), {}),
+    ("functional", ((12, 12, 12), (4, 3, 5)), (12,), {"blank": 0}),  # targets concatenated
+    ("functional", ((12,), (4,)), (4,), {}),  # unbatched: frames [T, 8]
+])
+def test_ctc_loss_of_lengths_given_as_ints_records_and_replays_eagers_loss_and_gradients(call, lengths, targets,
+                                                                                         options):
+    """F.ctc_loss was refused as an op whose "output shape depends on the data": fake tensors refuse aten._ctc_loss
+    (torch tags it so for its overload of lengths in tensors), though its outputs' shapes follow from the lengths as
+    ints; and its mean failed making a tensor of the target lengths in C++. Recorded, its outputs have the kernel's
+    shapes, and the replay gives eager's loss and gradients, bit for bit."""
+    torch.manual_seed(0)
+    model = CTC(call, lengths, **options)
+    frames = torch.randn(12, 8) if len(targets) == 1 and len(lengths[0]) == 1 else torch.randn(12, 3, 8)
+    target = torch.randint(1, 6, targets)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "FLOP rules do not know")
+        trace = record_training_step(model, (frames, target), loss=lambda loss: loss)
+    loss, grads = trace.replay()
+    want = model(frames, target)
+    assert torch.equal(loss, want.detach())
+    for got, eager in zip(grads.values(), torch.autograd.grad(want, list(model.parameters()))):
+        assert torch.equal(got, eager)
+    (ctc,) = [op for op in trace.ops if op.name == "_ctc_loss"]
+    log_probs = model.head(frames).log_softmax(-1).detach()
+    eager_outputs = torch.ops.aten._ctc_loss(log_probs if log_probs.dim() == 3 else log_probs.unsqueeze(1),
+                                             target, list(lengths[0]), list(lengths[1]))
+    assert [o.shape for o in ctc.outputs] == [o.shape for o in eager_outputs]
+
+
+def test_ctc_loss_of_lengths_in_tensors_or_of_lengths_that_do_not_fit_is_refused_in_one_line():
+    """Lengths in tensors size its work by their values: the message said to use masks of a fixed shape."""
+    frames, targets = torch.randn(12, 3, 8), torch.randint(1, 6, (3, 5))
+    tensors = CTC("functional", (torch.tensor([12, 12, 12]), torch.tensor([4, 3, 5])))
+    with pytest.raises(UnsupportedGraph, match=r"^cannot trace a training step of CTC: ctc_loss's lengths are "
+                                               r"tensors, whose values size its work \(aten._ctc_loss.Tensor\); give "
+                                               r"input_lengths and target_lengths as tuples of ints$"):
+        record_training_step(tensors, (frames, targets), loss=lambda loss: loss)
+    for lengths, why in ((((12, 12, 13), (4, 3, 5)), "input lengths"), (((12, 12, 12), (4, 3, 6)), "padded targets"),
+                         (((12, 12), (4, 3)), "must be of size batch_size")):
+        with pytest.raises(UnsupportedGraph, match=f"op aten._ctc_loss.default failed: ctc_loss: .*{why}"):
+            record_training_step(CTC("functional", lengths), (frames, targets), loss=lambda loss: loss)
