@@ -374,10 +374,32 @@ def _binary_cross_entropy_with_logits(args: tuple[Any, ...], kwargs: dict[str, A
     return per * _numel(args[0])
 
 
+def _ctc_loss(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)``, the CTC forward pass.
+
+    Graves et al. (2006)'s forward variables in log space, one per element of ``log_alpha`` (``[N, T, 2S + 1]``,
+    the op's second output): the log-sum-exp of up to three predecessors (two ``logaddexp``, 4 FLOP each, as
+    :data:`_ELEMENTWISE`) plus the emission's log-probability, 9 FLOP; each sequence's loss then joins its two last
+    variables (a ``logaddexp``, 4).
+    """
+    return 9.0 * _numel(outputs[1]) + 4.0 * _numel(outputs[0])
+
+
+def _ctc_loss_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, nll, log_alpha, blank, ...)``.
+
+    The backward variables (9 FLOP per element of ``log_alpha``, as the forward's), each ``alpha * beta`` gathered
+    into its label's log-probability (a ``logaddexp`` and an add, 5), then per element of the gradient
+    (``[T, N, C]``) ``(exp(lp) - exp(lab - nll - lp)) * grad``: two ``exp`` (4 each), three subtractions and a
+    product, 12 FLOP.
+    """
+    return 14.0 * _numel(args[6]) + 12.0 * _numel(outputs[0])
+
+
 _Rule = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], float]
 
-#: Rules of one op each that need more than a shape or two: losses, sampling, pairwise distances, bags, medians,
-#: trilinear products.
+#: Rules of one op each that need more than a shape or two: losses (CTC's too), sampling, pairwise distances, bags,
+#: medians, trilinear products.
 _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "binary_cross_entropy": _binary_cross_entropy,
     "binary_cross_entropy_backward": _binary_cross_entropy_backward,
@@ -394,6 +416,8 @@ _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "nanmedian": _median,
     "_trilinear": _trilinear,
     "binary_cross_entropy_with_logits": _binary_cross_entropy_with_logits,
+    "_ctc_loss": _ctc_loss,
+    "_ctc_loss_backward": _ctc_loss_backward,
 }
 
 

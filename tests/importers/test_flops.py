@@ -567,3 +567,33 @@ def test_scaled_dot_product_attentions_backward_is_twice_its_forward():
     assert fwd == 4 * 8 * 8 * 8 * 16 + 5 * 8 * 8 * 8
     grad = op_flops("_scaled_dot_product_flash_attention_backward", (q, q, k, v), {}, [q, k, v])
     assert grad == 2 * fwd
+
+
+def test_ctc_loss_and_its_backward_get_rules():
+    """The forward variables (9 FLOP per element of log_alpha, 4 per loss) and the backward's (14, 12 per gradient)."""
+    log_probs, alpha, nll = torch.zeros(7, 2, 5), torch.zeros(2, 7, 9), torch.zeros(2)  # T=7, N=2, C=5, S=4
+    targets = torch.zeros(2, 4, dtype=torch.long)
+    assert op_flops("_ctc_loss", (log_probs, targets, (7, 7), (4, 4), 0, False), {}, [nll, alpha]) == 9 * 126 + 4 * 2
+    grad = op_flops("_ctc_loss_backward", (torch.ones(2), log_probs, targets, (7, 7), (4, 4), nll, alpha, 0, False),
+                    {}, [torch.zeros(7, 2, 5)])
+    assert grad == 14 * 126 + 12 * 70
+
+
+def test_a_ctc_model_imports_with_no_unknown_op_types():
+    import warnings
+
+    from gnplace.importers.torch import import_step
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(3, 5)
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            lp = self.proj(x).log_softmax(-1)
+            return torch.nn.functional.ctc_loss(lp, y, (6, 6), (2, 3))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'FLOP rules do not know 2 op types' without the rules
+        graph = import_step(Net(), (torch.randn(6, 2, 3), torch.tensor([[1, 2, 0], [3, 4, 1]]))).graph
+    assert graph.num_ops > 0
