@@ -880,7 +880,7 @@ def _static(dims: Sequence[int | str | None] | None) -> bool:
 _SHAPE_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Mod", "Neg", "Abs", "Floor", "Ceil", "Min", "Max", "Gather", "Concat",
     "Unsqueeze", "Squeeze", "Slice", "Cast", "Reshape", "Equal", "Less", "Greater", "Not", "Where", "Range",
-    "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile",
+    "ConstantOfShape", "Identity", "ReduceProd", "ReduceSum", "Expand", "Tile", "Transpose",
 })
 #: Ops whose result :meth:`_Builder.constant_value` computes when their inputs are constants (a ``Dropout``'s
 #: ``training_mode`` as ``Not`` of a constant, its ratio as a ``Cast`` of one): shape arithmetic and logic.
@@ -914,7 +914,9 @@ def _fold_shape_arithmetic(proto: onnx.ModelProto, inferred: onnx.ModelProto, fo
     values folded before it) becomes a ``Constant`` of its value, computed by ONNX's reference
     evaluator. Shape inference's data propagation covers part of this; it stops at ``Div``, so the
     split sizes of ``torch.chunk`` exports (``Shape -> Gather -> Add -> Div -> Mul -> Slice``) were
-    left unknown.
+    left unknown, and at ``Transpose``, so the pads of every ``F.pad`` (``nn.ZeroPad2d``) that
+    ``torch.onnx.export(dynamo=False)`` writes (``ConstantOfShape -> Concat -> Reshape -> Slice -> Transpose ->
+    Reshape -> Cast -> Pad``) were too, and the model was refused.
 
     A small initializer kept in a file beside the model (external data) is read from ``folder``, the
     model file's folder, never from the working directory; a loaded model's (``folder`` :obj:`None`)

@@ -1188,6 +1188,21 @@ def test_shape_arithmetic_past_data_propagation_is_folded():
     assert {"update/w", "update/b"} <= set(g.node_names)
 
 
+def test_pads_transposed_from_constants_are_folded():
+    """torch.onnx.export(dynamo=False) writes F.pad's pads as ConstantOfShape -> Concat -> Reshape -> Slice ->
+    Transpose -> Reshape -> Cast; data propagation stops at Transpose, and every such pad was refused."""
+    const = numpy_helper.from_array
+    nodes = [helper.make_node("Transpose", ["pairs"], ["by_axis"], perm=[1, 0]),
+             helper.make_node("Reshape", ["by_axis", "flat"], ["pads"]),
+             helper.make_node("Pad", ["x", "pads"], ["padded"], name="pad"),
+             helper.make_node("Conv", ["padded", "w"], ["y"], name="conv")]
+    inits = [const(np.array([[0, 0], [0, 0], [0, 1], [0, 1]], np.int64), "pairs"),  # (begin, end) by axis
+             const(np.array([-1], np.int64), "flat"), weight("w", 4, 3, 3, 3)]
+    g = from_onnx(model(nodes, [vi("x", [1, 3, 8, 8])], [vi("y", [1, 4, 7, 7])], inits))
+    assert int(g.out_bytes[g.index("pad")]) == 3 * 9 * 9 * 4
+    assert float(g.flops[g.index("conv")]) == 2 * 4 * 7 * 7 * 27
+
+
 def test_an_op_type_onnx_does_not_define_is_refused_unless_allowed():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
              helper.make_node("FrobnicateOp", ["h"], ["y"], name="frob")]
