@@ -268,9 +268,17 @@ def _matmul_k(attrs: Mapping[str, Any], a: Shape) -> int:
 
 
 def _einsum_size(inputs: Sequence[Shape | None], attrs: Mapping[str, Any]) -> int | None:
-    """Product of the sizes of every index of an einsum (``None`` if the equation does not fit the shapes)."""
+    """Points of the loop nest an einsum runs (``None`` if the equation does not fit the shapes).
+
+    One operand: the product of the sizes of its indices. Several: the multiply-adds of contracting them left
+    to right, as ``torch.einsum`` (without opt_einsum) and aten's ``bmm`` decomposition run it: each pair loops
+    over the indices of both operands that are shared or still needed (by a later operand or the output); an
+    index of one side that nothing later reads is summed out first. ``bi,oij,bj->bo`` is ``b o i j + b o j``
+    multiply-adds, not the ``2 b o i j`` of a nest over every index for each product.
+    """
     equation = str(attrs.get("equation", "")).replace(" ", "")
-    terms = equation.partition("->")[0].split(",")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
     if len(terms) != len(inputs):
         return None
     sizes: dict[str, int] = {}
@@ -290,7 +298,18 @@ def _einsum_size(inputs: Sequence[Shape | None], attrs: Mapping[str, Any]) -> in
             return None
         for letter, size in zip(letters, shape):
             sizes[letter] = max(sizes.get(letter, 1), size)
-    return math.prod(sizes.values()) * ellipsis
+    if len(terms) == 1:
+        return math.prod(sizes.values()) * ellipsis
+    letters_of = [set(term.replace("...", "")) for term in terms]
+    output = set(rhs.replace("...", "")) if arrow else {c for c in sizes if lhs.count(c) == 1}
+    current, points = letters_of[0], 0
+    for k in range(1, len(terms)):
+        after = output.union(*letters_of[k + 1:])
+        other = letters_of[k]
+        loop = (current & other) | (current & after) | (other & after)
+        points += math.prod(sizes[c] for c in loop)
+        current = (current | other) & after
+    return points * ellipsis
 
 
 def _attention_sizes(attrs: Mapping[str, Any], q: Shape, k: Shape, v: Shape) -> tuple[int, int, int, int, int]:
@@ -369,7 +388,7 @@ def forward_flops(
         size = _einsum_size(inputs, attrs)
         if size is None:
             return None
-        return float(size) * (2.0 if len(inputs) > 1 else 1.0) * max(1, len(inputs) - 1)
+        return float(size) * (2.0 if len(inputs) > 1 else 1.0)
     if op_type == "Attention" and len(inputs) >= 3:
         q_shape, k_shape, v_shape = inputs[:3]
         if q_shape is not None and k_shape is not None and v_shape is not None:

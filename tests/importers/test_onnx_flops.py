@@ -224,6 +224,13 @@ def test_an_attentions_three_gradients_share_atens_backward():
     assert sum(grads) == pytest.approx(8 * 8 * 8 * 8 * 16 + 10 * 8 * 8 * 8)
 
 
-def test_an_einsum_of_three_operands_counts_a_multiply_and_add_per_pair():
-    """ij,jk,kl->il over i=2, j=3, k=4, l=5: the loop nest of 120 points, two products (each a multiply-add)."""
-    assert forward_flops("Einsum", {"equation": "ij,jk,kl->il"}, [(2, 3), (3, 4), (4, 5)], [(2, 5)]) == 2 * 2 * 120
+def test_an_einsum_of_three_operands_counts_its_products_left_to_right_as_torch_runs_them():
+    """ij,jk,kl->il over i=2, j=3, k=4, l=5 is (ij,jk->ik) then (ik,kl->il): 2 (2 3 4 + 2 4 5) FLOP, as the two
+    bmm torch.einsum runs, not two products over the nest of all 120 points (2 2 120, 3.75x as many)."""
+    assert forward_flops("Einsum", {"equation": "ij,jk,kl->il"}, [(2, 3), (3, 4), (4, 5)], [(2, 5)]) == 2 * (24 + 40)
+    # nn.Bilinear's form: b i o j multiply-adds, then b o j; 1.85x as many when each product looped over all four
+    bilinear = forward_flops("Einsum", {"equation": "bi,oij,bj->bo"}, [(4, 12), (6, 12, 12), (4, 12)], [(4, 6)])
+    assert bilinear == 2 * (4 * 12 * 6 * 12 + 4 * 6 * 12)
+    # an index of one operand that nothing after reads is summed out before the product
+    assert forward_flops("Einsum", {"equation": "ij,jk->k"}, [(5, 3), (3, 4)], [(4,)]) == 2 * 3 * 4
+    assert forward_flops("Einsum", {"equation": "ij,jk"}, [(2, 3), (3, 4)], [(2, 4)]) == 2 * 2 * 3 * 4
