@@ -285,8 +285,13 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     where every device is ``"cpu"``, it runs.
 
     An op reads its producers' outputs: a hooked module's on its device, an unhooked op's where its first
-    tensor is; a user input (an ``input`` node) wherever the unhooked op reading it needs it, as its caller
-    (or the model: transformers moves the labels to the logits' device) can put it. It also reads the
+    tensor is. A user input (an ``input`` node, or with ``root`` a tensor made outside it) enters through the
+    root's forward, whose hook moves every argument to accelerate's main device: an op of the root's own
+    forward reads it there (a loss in the root reading the labels beside the logits of a head on another GPU
+    reads two), and an op of any module below the root wherever that op needs it (a hooked module's hook
+    moves it; transformers' models move the labels to the logits' device themselves). A model that moves
+    them in the root's own forward too (``labels.to(logits.device)``) records no op for it at import (the
+    move is a no-op on one device), so its root's loss is listed anyway. It also reads the
     parameters first used in its module call (the import records which call that is, the group of the
     parameter's update node, not which op of the call; a later call reads one through its ``read`` node):
     each on the device the map gives it, but those of the dispatched model's root itself (``root``) on
@@ -297,10 +302,12 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     """
     placed = from_device_map(graph, cluster, device_map)
     values = device_map_values(cluster)
-    # a user input is where the user puts it: on the device of the unhooked op reading it (None: any)
+    main = _main_device(device_map)
+    # a user input is where the unhooked op reading it needs it (None: any), but the root's own ops read it on
+    # the main device, where the root's hook moves it (as it moves what a wrapper around ``root`` passes in)
     devices: list[int | str | None] = [None if kind == "input" else values[int(d)]
                                        for kind, d in zip(graph.op_types, placed.devices)]
-    main = _main_device(device_map)
+    entering = [kind == "input" or not _inside(module, root) for kind, module in zip(graph.op_types, graph.module)]
     names = _updated_parameters(graph)
     parameters: dict[int, list[int | str]] = defaultdict(list)  # the devices of the parameters each op reads
     for up, readers in _parameter_readers(graph).items():
@@ -313,17 +320,19 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
 
     def unhooked(module: str) -> bool:
         if module not in hooked:
-            inside = not root or module == root or module.startswith(root + ".")
-            hooked[module] = not inside or any(key in device_map for key in _dotted_prefixes(module)) or \
-                "" in device_map
+            hooked[module] = not _inside(module, root) or \
+                any(key in device_map for key in _dotted_prefixes(module)) or "" in device_map
         return not hooked[module]
 
     found = []
     for v in graph.topological_order():
-        if int(graph.phase[v]) != forward or graph.op_types[v] == "input" or not unhooked(graph.module[v]):
+        module = graph.module[v]
+        if int(graph.phase[v]) != forward or graph.op_types[v] == "input" or not unhooked(module):
             continue
         sources = in_src[in_ptr[v]:in_ptr[v + 1]]
-        read = [devices[s] for s in sources if devices[s] is not None] + parameters.get(int(v), [])
+        own = module == root  # an op of the root's own forward: what enters the model is on the main device
+        read = [main if own and entering[s] else devices[s] for s in sources
+                if devices[s] is not None or own and entering[s]] + parameters.get(int(v), [])
         if read:
             devices[v] = read[0]
         elif len(sources):
@@ -331,6 +340,11 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
         if len(set(read)) > 1:
             found.append(int(v))
     return sorted(found)
+
+
+def _inside(module: str, root: str) -> bool:
+    """Whether ``module`` is ``root`` or lies below it (every module lies inside the root ``""``)."""
+    return not root or module == root or module.startswith(root + ".")
 
 
 def _main_device(device_map: Mapping[str, Any]) -> int | str:

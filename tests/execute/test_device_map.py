@@ -771,3 +771,63 @@ def test_a_module_kept_whole_goes_to_a_device_it_fits_on():
     with pytest.warns(UserWarning, match=r"over memory \(\S+ 4\.\d+ KiB of 3\.\d+ KiB.*though the placement is not"):
         device_map = to_device_map(graph, Placement(on_mlp, tighter))
     assert cross_device_reads(graph, tighter, device_map) == []
+
+
+class _AddsInput(torch.nn.Module):
+    """A root whose own forward adds a user input to its head's output, as a loss in the root reads the labels."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 16)
+
+    def forward(self, x, y):
+        return self.head(self.body(x)) + y
+
+
+class _PassesInput(torch.nn.Module):
+    """A wrapper around ``_AddsInput`` that passes it a tensor of its own making."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = _AddsInput()
+
+    def forward(self, x, y):
+        return self.model(x, y * 2)
+
+
+def test_a_user_input_read_by_the_roots_own_forward_is_on_the_main_device():
+    """dispatch_model's root hook moves every input to its main device (GPU 0), where the root's own add reads it
+    beside the head's output: a device mismatch with the head on GPU 1, whoever puts ``y`` where."""
+    torch.manual_seed(0)
+    graph = from_module(_AddsInput(), (torch.randn(4, 16), torch.randn(4, 16)), loss=lambda y: y.sum())
+    cluster = load_cluster("k80x2")
+    for split in ({"body": 0, "head": 1}, {"head": 1, "body": 0}):  # the main device is the lowest GPU, in any order
+        assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, split)] == ["root/add"]
+    # the body reads ``x`` in its own hooked call, moved to GPU 1: fine; the head on the main device: fine
+    assert cross_device_reads(graph, cluster, {"body": 1, "head": 0}) == []
+    assert cross_device_reads(graph, cluster, {"body": 1, "head": 1}) == []
+    on_head = [1 if module.startswith("head") else 0 for module in module_paths(graph)]
+    device_map = to_device_map(graph, Placement(on_head, cluster))
+    assert len(set(device_map.values())) == 1 and cross_device_reads(graph, cluster, device_map) == []
+    # a map of a submodule: what the wrapper passes it enters through its root's hook too
+    graph = from_module(_PassesInput(), (torch.randn(4, 16), torch.randn(4, 16)), loss=lambda y: y.sum())
+    bad = cross_device_reads(graph, cluster, {"model.body": 0, "model.head": 1}, root="model")
+    assert [graph.node_names[v] for v in bad] == ["model/add"]
+    assert cross_device_reads(graph, cluster, {"model.body": 1, "model.head": 0}, root="model") == []
+
+
+def test_accelerates_root_hook_moves_the_inputs_to_its_main_device():
+    """What the test above models, with accelerate on CPU and meta devices: with the head on "meta" and the main
+    device "cpu", the root's add fails wherever the caller puts ``y`` (on "meta", the root's hook copies it off)."""
+    from accelerate import dispatch_model
+
+    split = {"body": "cpu", "head": "meta"}
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    with pytest.raises(RuntimeError, match="expected device meta"):
+        dispatch_model(_AddsInput(), device_map=split, main_device="cpu")(x, y)
+    with pytest.raises(NotImplementedError, match="Cannot copy out of meta tensor"):
+        dispatch_model(_AddsInput(), device_map=split, main_device="cpu")(x, y.to("meta"))
+    # the same map with the head's device as the main one runs
+    out = dispatch_model(_AddsInput(), device_map=split, main_device="meta")(x.to("meta"), y.to("meta"))
+    assert out.device.type == "meta" and out.shape == (4, 16)
