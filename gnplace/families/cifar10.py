@@ -420,7 +420,9 @@ class MicroNet(nn.Module):
             out = self.cells[str(i)](s0, s1) if self.live[i] else None
             s0, s1 = s1, out
         assert s1 is not None
-        return F.cross_entropy(self.head(s1), labels)
+        logits = self.head(s1)
+        # on the logits' device, as transformers' losses move them: accelerate's root hook puts inputs on its main GPU
+        return F.cross_entropy(logits, labels.to(logits.device))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -522,7 +524,9 @@ class MacroNet(nn.Module):
                 # An output no later layer reads keeps its old resolution; nothing reads it again.
                 outs = [pools[str(j)](o) if str(j) in pools else o for j, o in enumerate(outs)]
                 x = outs[-1]
-        return F.cross_entropy(self.head(x), labels)
+        logits = self.head(x)
+        # on the logits' device, as transformers' losses move them: accelerate's root hook puts inputs on its main GPU
+        return F.cross_entropy(logits, labels.to(logits.device))
 
 
 # --------------------------------------------------------------------------------------------------

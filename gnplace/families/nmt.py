@@ -288,7 +288,8 @@ class NMTModel(nn.Module):
         out = self.decoder(self.target_embedding(target_in), memory, finals)
         batch, steps, units = out.shape
         logits = torch.mm(out.reshape(batch * steps, units), self.projection)
-        return F.cross_entropy(logits, target_out.reshape(batch * steps))
+        # on the logits' device, as transformers' losses move them: accelerate's root hook puts inputs on its main GPU
+        return F.cross_entropy(logits, target_out.to(logits.device).reshape(batch * steps))
 
 
 def num_parameters(config: NMTConfig) -> int:

@@ -208,7 +208,8 @@ class PTBModel(nn.Module):
             outputs.append(h)
         out = torch.stack(outputs, dim=1).reshape(batch * steps, self.hidden)
         logits = torch.mm(out, self.embedding.weight.t())  # tied softmax
-        return F.cross_entropy(logits, targets.reshape(batch * steps))
+        # on the logits' device, as transformers' losses move them: accelerate's root hook puts inputs on its main GPU
+        return F.cross_entropy(logits, targets.to(logits.device).reshape(batch * steps))
 
 
 def num_parameters(hidden: int, vocab: int, num_nodes: int = 12) -> int:

@@ -275,3 +275,15 @@ def test_every_sampler_refuses_what_its_knobs_build_together_in_one_line(name: s
         with pytest.raises(InvalidArgument, match=r"past the cap of 1,000,000 \(gnplace\.families\.MAX_GRAPH_OPS\)") as info:
             call()
         assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "knobs"), [("cifar10", {"space": "micro"}), ("cifar10", {"space": "macro"}),
+                                             ("ptb", {}), ("nmt", {})])
+def test_the_loss_reads_the_labels_on_the_logits_device(name: str, knobs: dict[str, Any]) -> None:
+    """accelerate's ``dispatch_model`` puts every input on its main device, where the root's loss read the labels
+    beside a head's logits on another GPU: each family moves them to the logits' device, as transformers' losses do
+    (a model on "meta" here, its labels left on the CPU; the import records no op for it, the datasets are unchanged)."""
+    model, inputs = draw(name, seed=0, **TINY[name], **knobs)
+    model.to("meta")
+    loss = model(*[x.to("meta") for x in inputs[:-1]], inputs[-1])
+    assert loss.device.type == "meta" and loss.dim() == 0
