@@ -287,15 +287,15 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     An op reads its producers' outputs: a hooked module's on its device, an unhooked op's where its first
     tensor is. A user input (an ``input`` node, or with ``root`` a tensor made outside it) enters through the
     root's forward, whose hook moves every argument to accelerate's main device: an op of the root's own
-    forward reads it there (a loss in the root reading the labels beside the logits of a head on another GPU
-    reads two), and an op of any module below the root wherever that op needs it (a hooked module's hook
-    moves it; transformers' models move the labels to the logits' device themselves). A model that moves
-    them in the root's own forward too (``labels.to(logits.device)``) records no op for it at import (the
-    move is a no-op on one device), so its root's loss is listed anyway. It also reads the
-    parameters first used in its module call (the import records which call that is, the group of the
-    parameter's update node, not which op of the call; a later call reads one through its ``read`` node):
-    each on the device the map gives it, but those of the dispatched model's root itself (``root``) on
-    accelerate's main device (the map's first GPU), where the root's hook moves them.
+    forward reads it there (an add of an input to the output of a child on another GPU reads two), and an op
+    of any module below the root wherever that op needs it (a hooked module's hook moves it). A loss (an op
+    of kind ``loss``, :mod:`gnplace.opkinds`) is the exception: the models that compute one in the root's own
+    forward move its labels there (``labels.to(logits.device)``, as transformers' and gnplace's families do),
+    which the import records as no op (the move is a no-op on one device), so a loss reads its labels where
+    it needs them. It also reads the parameters first used in its module call (the import records which call
+    that is, the group of the parameter's update node, not which op of the call; a later call reads one
+    through its ``read`` node): each on the device the map gives it, but those of the dispatched model's root
+    itself (``root``) on accelerate's main device (the map's first GPU), where the root's hook moves them.
 
     Returns:
         list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
@@ -330,7 +330,9 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
         if int(graph.phase[v]) != forward or graph.op_types[v] == "input" or not unhooked(module):
             continue
         sources = in_src[in_ptr[v]:in_ptr[v + 1]]
-        own = module == root  # an op of the root's own forward: what enters the model is on the main device
+        # an op of the root's own forward reads what enters the model on the main device, but for a loss: models
+        # move their labels to the logits' device (transformers' do, and gnplace's families), a no-op at import
+        own = module == root and graph.op_kinds[v] != "loss"
         read = [main if own and entering[s] else devices[s] for s in sources
                 if devices[s] is not None or own and entering[s]] + parameters.get(int(v), [])
         if read:

@@ -817,6 +817,33 @@ def test_a_user_input_read_by_the_roots_own_forward_is_on_the_main_device():
     assert cross_device_reads(graph, cluster, {"model.body": 1, "model.head": 0}, root="model") == []
 
 
+class _LossInRoot(torch.nn.Module):
+    """A root computing its loss itself, moving the labels to the logits' device first, as transformers' models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 5)
+
+    def forward(self, x, labels):
+        logits = self.head(self.body(x))
+        return torch.nn.functional.cross_entropy(logits, labels.to(logits.device))
+
+
+def test_a_loss_in_the_root_reads_its_labels_where_the_logits_are():
+    """The labels' move (a no-op on one device) is no op of the graph: a loss is taken to make it, so a head off the
+    main device is no cross-device read (accelerate runs such a model), and the map keeps the split."""
+    torch.manual_seed(0)
+    graph = from_module(_LossInRoot(), (torch.randn(4, 16), torch.tensor([0, 1, 2, 3])))
+    cluster = load_cluster("k80x2")
+    assert cross_device_reads(graph, cluster, {"body": 0, "head": 1}) == []
+    on_head = [1 if module.startswith("head") else 0 for module in module_paths(graph)]
+    assert to_device_map(graph, Placement(on_head, cluster)) == {"body": 0, "head": 1}
+    # an add of an input in the root, beside the loss, is no loss: it reads the input on the main device
+    graph = from_module(_AddsInput(), (torch.randn(4, 16), torch.randn(4, 16)), loss=lambda y: y.sum())
+    assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, {"body": 0, "head": 1})] == ["root/add"]
+
+
 def test_accelerates_root_hook_moves_the_inputs_to_its_main_device():
     """What the test above models, with accelerate on CPU and meta devices: with the head on "meta" and the main
     device "cpu", the root's add fails wherever the caller puts ``y`` (on "meta", the root's hook copies it off)."""
