@@ -273,9 +273,21 @@ _POOL_STARTED = False
 _FORKED_AFTER_POOL = False
 
 
+def _numba_pool_started() -> bool:
+    """Whether numba's parallel thread pool has started in this process, or in the one it was forked from.
+
+    Not only a parallel kernel starts it: ``numba.set_num_threads`` and ``numba.get_num_threads`` do too
+    (:func:`gnplace.workers.limit_threads`, :func:`gnplace.workers.threads_kept`). A process forked after
+    ``limit_threads(1)`` but before its parent's first batch was ended by GNU OpenMP at its own first batch.
+    """
+    parallel = sys.modules.get("numba.np.ufunc.parallel")  # loaded with numba; not there, no pool
+    return bool(getattr(parallel, "_is_initialized", False))
+
+
 def _after_fork_in_child() -> None:
+    """Mark a child forked from a process whose thread pool had started (by any caller): its batches run row by row."""
     global _FORKED_AFTER_POOL
-    _FORKED_AFTER_POOL = _FORKED_AFTER_POOL or _POOL_STARTED
+    _FORKED_AFTER_POOL = _FORKED_AFTER_POOL or _POOL_STARTED or _numba_pool_started()
 
 
 if hasattr(os, "register_at_fork"):
@@ -301,9 +313,11 @@ def _simulate_many(array: np.ndarray, args: tuple[Any, ...]) -> tuple[np.ndarray
     process: a second identical fine-tuning in the same process trained on one thread throughout and
     returned another placement (2026-12-01; fresh processes agreed). The first call puts torch's count back.
 
-    A process forked after that call (a ``multiprocessing`` pool's worker under Linux's default start method)
-    times its batches row by row: GNU OpenMP ended such a child at its first parallel call ("fork() called from
-    a process already using GNU OpenMP, this is unsafe"), a BrokenProcessPool in the parent.
+    A process forked after that call, or after any other start of numba's pool (``numba.set_num_threads``, as
+    :func:`gnplace.workers.limit_threads` calls it; a ``multiprocessing`` pool's worker under Linux's default
+    start method) times its batches row by row: GNU OpenMP ended such a child at its first parallel call
+    ("fork() called from a process already using GNU OpenMP, this is unsafe"), a BrokenProcessPool in the parent.
+    (A fork before gnplace is imported is not seen: the hook that marks the child is registered on import.)
     """
     global _POOL_STARTED
     if _FORKED_AFTER_POOL:
