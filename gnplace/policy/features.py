@@ -41,7 +41,7 @@ from gnplace.graph import OpGraph
 from gnplace.opkinds import OP_KINDS
 from gnplace.placement import GraphKey
 from gnplace.placers.groups import group_times, held_at_peak
-from gnplace.placers.listsched import mean_comm_time, upward_rank
+from gnplace.placers.listsched import mean_comm_time, mean_link_costs, upward_rank
 from gnplace.sim.costmodel import DEFAULT_COSTS, CostModel
 
 __all__ = [
@@ -381,7 +381,9 @@ def build_policy_input(
                                                                   modules=modules, cost_model=cost_model)
     coarse = co.graph
     op_time = cost_model.op_times(coarse, cluster)
-    comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.out_csr[2])
+    devices = np.arange(cluster.num_devices)
+    links = mean_link_costs(cluster, devices)  # once: it reads every device pair (0.25 s at 4,096 devices)
+    comm = mean_comm_time(cluster, devices, coarse.out_csr[2], links=links)
     g_time = group_times(coarse, op_time)
     # the bytes a group holds at the peak of a one-device step, not all its outputs at once (2.3-10x more)
     held = held_at_peak(graph, cluster) if held is None else np.asarray(held, dtype=np.float64)
@@ -390,7 +392,7 @@ def build_policy_input(
     node_x = _node_features(graph, co, op_time, comm)
     src, dst = coarse.edge_src, coarse.edge_dst
     mean_node = max(float(op_time.min(axis=1).mean()) if coarse.num_ops else 0.0, 1e-12)
-    edge_comm = mean_comm_time(cluster, np.arange(cluster.num_devices), coarse.edge_bytes.astype(np.float64))
+    edge_comm = mean_comm_time(cluster, devices, coarse.edge_bytes.astype(np.float64), links=links)
     edge_x = np.stack([
         standardise(np.log1p(coarse.edge_bytes.astype(np.float64))),
         np.log1p(edge_comm / mean_node),
