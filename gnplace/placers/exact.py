@@ -172,7 +172,8 @@ class ExactPlacer:
             ordered device pair; ignored (transfers stay delays) when the timer's cost model has
             Placeto's shared channel (default: :obj:`True`).
         select (str, optional): ``"simulator"`` returns the fastest by the timer of a descent
-            (single-group moves) from each of the solver's solutions and the baselines (fits first;
+            (single-group moves) from each of the solver's solutions and the baselines, and ``auto``'s placement
+            where the solver found none (fits first;
             if none fits, that one repaired by :func:`~gnplace.placers.groups.repair_placement` where
             the repair fits); ``"model"`` returns the solver's final solution (default: ``"simulator"``).
         time_unit (float, optional): seconds per tick of the integer model; ``None`` picks the
@@ -297,7 +298,7 @@ class ExactPlacer:
             num_workers=self.num_workers,
             random_seed=int(as_generator(seed).integers(2**31 - 1)),
         )
-        repaired = None
+        repaired, heuristic = None, None
         if not outcome.solutions and baselines.best_key[0] > 0 and baseline is not None:
             # the model counts memory conservatively (demands rounded up, capacities down), so it can refuse
             # what fits the timer's count exactly (or the time limit ends with no solution): the best baseline
@@ -306,9 +307,7 @@ class ExactPlacer:
             if repaired is not None:
                 baseline = Placement(fixed, cluster, GraphKey.of(graph))  # chosen: the solver found nothing
             else:  # an exact fit (two devices filled to the byte) that neither finds: the memory-aware heuristics'
-                from gnplace.placers.auto import AutoPlacer
-
-                found = AutoPlacer(timer=self.timer).place(graph, cluster, seed=seed)
+                found = heuristic = self._auto(graph, cluster, seed)
                 timed = self.timer.time(graph, cluster, found)
                 if not timed.is_oom:
                     baseline, repaired = found, timed.step_time
@@ -334,6 +333,10 @@ class ExactPlacer:
         if self.select == "simulator" and chosen is not None and cluster.num_devices > 1 and graph.num_groups \
                 and not chosen.splits_groups(graph):
             starts = [chosen.group_devices(graph), *outcome.solutions[::-1], *baseline_candidates(graph, cluster)]
+            if not outcome.solutions:  # the solver found nothing: the baselines' descents alone were up to 1.13x auto's
+                heuristic = self._auto(graph, cluster, seed) if heuristic is None else heuristic
+                if not heuristic.splits_groups(graph):
+                    starts.append(heuristic.group_devices(graph))
             placement = _descend(graph, cluster, np.stack(starts), self.timer)
         result = self.timer.time(graph, cluster, placement)
         if result.is_oom and self.select == "simulator":
@@ -356,6 +359,12 @@ class ExactPlacer:
         self.last_oom = result.is_oom
         self.last_solve_s = time.perf_counter() - began
         return placement
+
+    def _auto(self, graph: OpGraph, cluster: Cluster, seed: SeedLike) -> Placement:
+        """``auto``'s placement (the memory-aware heuristics' best by the timer): a start if the solver finds none."""
+        from gnplace.placers.auto import AutoPlacer
+
+        return AutoPlacer(timer=self.timer).place(graph, cluster, seed=seed)
 
     def _check_parameters_fit(self, graph: OpGraph, cluster: Cluster) -> None:
         per_group = np.bincount(graph.group, weights=graph.param_bytes, minlength=graph.num_groups)
