@@ -197,8 +197,9 @@ class ExactPlacer:
     #: Changes when results under the same options change. 1 (2026-12-04): ``select="simulator"`` descends from each
     #: candidate by the simulator, and CP-SAT runs without its reduced_costs subsolver. 2 (2026-12-06): CP-SAT runs
     #: without its fixed subsolver too, in batches of one task per worker (a loaded machine no longer reaches the
-    #: wall-clock net first).
-    revision = "2"
+    #: wall-clock net first). 3 (2026-12-06): where CP-SAT finds no solution, the descent starts from ``auto``'s
+    #: placement too.
+    revision = "3"
 
     def __init__(
         self,
