@@ -90,7 +90,8 @@ def plot_timeline(
     transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
     drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
-    A device's name longer than :data:`ROW_NAME_CHARS` is shortened in its rows' labels (:func:`_row_names`).
+    A device's name longer than :data:`ROW_NAME_CHARS`, or whose label is drawn wider than :data:`ROW_LABEL_POINTS`,
+    is shortened in its rows' labels (:func:`_row_names`).
     An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
     maths); one wider than the figure keeps its start and end with ``…`` between, the most characters that fit
@@ -153,7 +154,8 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
-    rows = _row_names([_plain(n) for n in names])
+    ends = [" (out of memory)" if out else " send" for out in oom.tolist()]  # the wider of each device's two labels
+    rows = [_dollars(n) for n in _row_names([_drawable(n) for n in names], ends)]
     labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in enumerate(rows)]
                                 + [f"{n} send" for n in rows])
     for k in np.flatnonzero(oom).tolist():
@@ -300,23 +302,41 @@ def _marks(ax: Any, x: np.ndarray, y0: float, y1: float, colour: str, raster: bo
 ROW_NAME_CHARS = 48
 """The most characters of a device's name a timeline's row label shows (its start and end, ``…`` between)."""
 
+ROW_LABEL_POINTS = 612.0
+"""The widest a timeline's row label is drawn (points): 8.5 inches, 1,020 pixels of the figure's 1,440 at 120 dpi,
+the rest for the axes and the legend. A label of :data:`ROW_NAME_CHARS` of the widest ASCII characters (``@``,
+``W``, ``m``), numbered and out of memory (``#63 @@@… (out of memory)``, 1,001 pixels), fits: drawn as the cap on
+characters alone drew it."""
 
-def _row_names(names: list[str]) -> list[str]:
-    """``names`` shortened to :data:`ROW_NAME_CHARS` characters for the rows' labels, each still its own.
 
-    A name of 300 characters took the figure's width: tight_layout gave up ("Tight layout not applied") and the
-    labels ran off the left edge. A long name keeps its start and end with ``…`` between; where two names shorten
-    alike, each is shown with its device's index first (``#3 …``).
+def _row_names(names: list[str], suffixes: list[str] | None = None) -> list[str]:
+    """``names`` (the text drawn) shortened for the rows' labels, each still its own, ``suffixes`` left off.
+
+    A name of more than :data:`ROW_NAME_CHARS` characters keeps its start and end with ``…`` between, and one whose
+    label, the name and its ``suffixes`` (the widest text drawn after each name: ``" send"``, ``" (out of memory)"``;
+    default none), is drawn wider than :data:`ROW_LABEL_POINTS` keeps the most characters that fit
+    (:func:`_fitted`). Where two names shorten alike, each is shown with its device's index first (``#3 …``). A
+    name of 300 characters took the figure's width: tight_layout gave up ("Tight layout not applied") and the labels
+    ran off the left edge; so did one of 48 wide characters (per-ten-thousand signs, 1,440 pixels).
 
     Examples:
         >>> _row_names(["gpu0", "a" * 30 + "x" + "b" * 30])
         ['gpu0', 'aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb']
         >>> _row_names(["a" * 30 + "x" + "b" * 30, "a" * 30 + "y" + "b" * 30])[1]
         '#1 aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb'
+        >>> len(_row_names(["\u2031" * 48])[0])
+        34
     """
-    short = [_middle_cut(n, ROW_NAME_CHARS) for n in names]
+    from matplotlib.font_manager import FontProperties
+
+    prop = FontProperties(size=_matplotlib().rcParams["ytick.labelsize"])
+    pixels = ROW_LABEL_POINTS * _DPI / 72
+    ends = suffixes or [""] * len(names)
+    cut = [_middle_cut(n, ROW_NAME_CHARS) for n in names]
+    short = [_fitted(c, pixels, prop, suffix=e) for c, e in zip(cut, ends)]
     if len(set(short)) < len(short):
-        return [f"#{k} {s}" if s != n else s for k, (s, n) in enumerate(zip(short, names))]
+        return [_fitted(c, pixels, prop, prefix=f"#{k} ", suffix=e) if s != n else s
+                for k, (s, c, e, n) in enumerate(zip(short, cut, ends, names))]
     return short
 
 
@@ -344,19 +364,20 @@ def _text_width(text: str, prop: Any) -> float:
     return float(RendererAgg(1, 1, _DPI).get_text_width_height_descent(text, prop, ismath=False)[0])
 
 
-def _fitted(text: str, pixels: float, prop: Any, prefix: str = "") -> str:
+def _fitted(text: str, pixels: float, prop: Any, prefix: str = "", suffix: str = "") -> str:
     """``prefix + text`` if drawn at most ``pixels`` wide, else ``prefix`` and the start and end of ``text``.
 
     The start and end have ``…`` between and are the most characters of ``text`` whose drawing in ``prop`` (a
-    FontProperties), after ``prefix``, is at most ``pixels`` wide at :data:`_DPI` (:func:`_text_width`).
+    FontProperties), after ``prefix`` and before ``suffix`` (measured, not returned: drawn after it), is at most
+    ``pixels`` wide at :data:`_DPI` (:func:`_text_width`).
     """
-    if _text_width(prefix + text, prop) <= pixels:
+    if _text_width(prefix + text + suffix, prop) <= pixels:
         return prefix + text
     lo, hi = 1, len(text) - 1  # characters kept, ``…`` counted: 1 (``…`` alone) always taken
     while lo < hi:  # the most that fit: a wider cut is (all but always) no narrower
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if _text_width(prefix + _middle_cut(text, mid), prop) <= pixels else (lo, mid - 1)
-    while lo > 1 and _text_width(prefix + _middle_cut(text, lo), prop) > pixels:
+        lo, hi = (mid, hi) if _text_width(prefix + _middle_cut(text, mid) + suffix, prop) <= pixels else (lo, mid - 1)
+    while lo > 1 and _text_width(prefix + _middle_cut(text, lo) + suffix, prop) > pixels:
         lo -= 1
     return prefix + _middle_cut(text, lo)
 

@@ -835,3 +835,75 @@ def test_short_labels_and_titles_are_drawn_as_before(tmp_path, monkeypatch, case
     ratios, timeline = figures
     assert [t.get_text() for t in ratios.axes[0].get_xticklabels()] == ["ppo[clip=0.2,lr=0.0003]@2000"]
     assert ratios.axes[0].get_title() == "k80x2" and timeline.axes[0].get_title() == "y" * 100
+
+
+def _row_names_by_characters(names, suffixes=None):
+    """``viz._row_names`` as it was: a name cut to ROW_NAME_CHARS characters, however wide they are drawn."""
+    import gnplace.viz as viz
+
+    short = [viz._middle_cut(n, viz.ROW_NAME_CHARS) for n in names]
+    if len(set(short)) < len(short):
+        return [f"#{k} {s}" if s != n else s for k, (s, n) in enumerate(zip(short, names))]
+    return short
+
+
+def _named_cluster_step(names, oom=()):
+    """A chain's step on a cluster of devices named ``names``, those of index in ``oom`` out of memory."""
+    import dataclasses
+
+    import numpy as np
+
+    from gnplace.cluster import Device
+    from gnplace.toy import chain_graph, uniform_cluster
+
+    devices = [Device(name, "k80", 2.8e12, 240e9, 12e9) for name in names]
+    g = chain_graph(len(names))
+    result = Simulator().time(g, uniform_cluster(devices), list(range(len(names))), timeline=True)
+    return g, dataclasses.replace(result, peak_memory=np.where(np.isin(np.arange(len(names)), oom), 1e20, 0.0))
+
+
+def test_a_device_named_with_wide_characters_is_shortened_by_its_drawn_width(tmp_path, monkeypatch):
+    """A device named with 48 per-ten-thousand signs (1,440 pixels drawn, the figure's width) was under the
+    48-character cap: matplotlib warned "Tight layout not applied" and its label ran off the figure. A label drawn
+    wider than ROW_LABEL_POINTS (with its " send" or " (out of memory)") keeps the most characters that fit; two
+    that shorten alike are numbered by their device; every label is on the figure."""
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import gnplace.viz as viz
+
+    figures = _laid_out(monkeypatch)
+    g, result = _named_cluster_step(["gpu0", "\u2031" * 48, "\u2031" * 20 + "y" + "\u2031" * 27,
+                                     "W" * 20 + "\u2031" * 28], oom=[3])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_timeline(g, result, tmp_path / "t.png")
+    fig = figures[0]
+    labels = fig.axes[0].get_yticklabels()
+    texts = [t.get_text() for t in labels]
+    assert texts[0] == "gpu0" and texts[4:] == [f"{n} send" for n in [*texts[:3], texts[3].removesuffix(
+        " (out of memory)")]]
+    assert texts[1].startswith("#1 \u2031") and texts[2].startswith("#2 \u2031")  # alike but for the middle
+    assert texts[3].startswith("#3 WWW") and texts[3].endswith("\u2031 (out of memory)")  # each shortened: numbered
+    assert all("…" in t for t in texts[1:4]) and len(set(texts)) == 8
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for text in labels:
+        box = text.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= fig.axes[0].get_window_extent(renderer).x0
+        assert viz._text_width(text.get_text(), text.get_fontproperties()) <= viz.ROW_LABEL_POINTS * fig.dpi / 72
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_device_names_that_fit_are_drawn_as_the_character_cap_drew_them(tmp_path, monkeypatch, suffix):
+    """Names whose labels fit ROW_LABEL_POINTS (48 of the widest ASCII characters out of memory, two of 300
+    characters cut alike and numbered) draw the same files as the 48-character cap alone."""
+    import gnplace.viz as viz
+
+    names = ["gpu0", "@" * 48, "x" * 150 + "0" + "x" * 149, "x" * 150 + "1" + "x" * 149, "W" * 48]
+    g, result = _named_cluster_step(names, oom=[1, 3])
+    with monkeypatch.context() as before:
+        before.setattr(viz, "_row_names", _row_names_by_characters)
+        plot_timeline(g, result, tmp_path / f"before{suffix}")
+    plot_timeline(g, result, tmp_path / f"after{suffix}")
+    assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes()
