@@ -423,6 +423,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     characters that fit; where two shorten alike, each is shown with its bar's index first (``#3 …``). A cluster's
     title wider than its axes is shortened so too. A label of 58 characters (``ppo[...]@2000`` given several
     options) was too tall for the figure: matplotlib warned "Tight layout not applied" and the labels ran off it.
+    The y-axis label is broken onto lines where it would run off the figure (:func:`_fit_ylabel`).
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -457,11 +458,58 @@ def _ratios_figure(summary: list[dict]) -> Any:
         ax.set_xticks(range(len(bars)))
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize="small")
         ax.set_title(_plain(cluster))
-    axes[0][0].set_ylabel("step time / best non-learned (geo. mean)")
+    axes[0][0].set_ylabel(RATIO_YLABELS[0])
     fig.tight_layout()
+    _fit_ylabel(fig, axes[0][0], RATIO_YLABELS)
     for ax, cluster in zip(axes[0], clusters):
         _fit_title(ax, _drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
     return fig
+
+
+RATIO_YLABELS = ("step time / best non-learned (geo. mean)", "step time / best non-learned\n(geo. mean)",
+                 "step time /\nbest non-learned\n(geo. mean)")
+"""The ratio plot's y-axis label on one, two and three lines: the first, or the first its axes' height holds."""
+
+
+def _fit_ylabel(fig: Any, ax: Any, texts: tuple[str, ...]) -> None:
+    """Draw ``ax``'s y label ``texts[0]`` as it is if within the figure, else on lines ``ax``'s height holds.
+
+    The label is centred on the axes: the ratio plot's (348 pixels) ran off the figure's top (to 484 of its 480
+    pixels) once its bars' labels, at 60 degrees, left the axes 255 pixels high (12 'W's, 20 'a's). It is drawn as
+    the first of ``texts`` whose longest line laid-out ``ax``'s height holds: beside the axes, clear of the bars'
+    labels below them. Where even the last (most lines) is longer, it is drawn in the font size that fits (half a
+    point smaller at a time). The figure is laid out again after a change; a label that lies within the figure is
+    left as it is: the same figure.
+    """
+    label = ax.yaxis.label
+    size = label.get_fontsize()
+    if _longest_line(label.get_text(), label.get_fontproperties()) <= _label_room(fig, ax):
+        return
+    for _ in range(len(texts) + 1):  # a new label's margin, laid out, moves the axes' top and bottom at most a little
+        height = ax.get_position().height * fig.get_figheight() * _DPI
+        prop = label.get_fontproperties().copy()
+        prop.set_size(size)
+        text = next((t for t in texts if _longest_line(t, prop) <= height), texts[-1])
+        while _longest_line(text, prop) > height and prop.get_size_in_points() > 1:
+            prop.set_size(prop.get_size_in_points() - 0.5)
+        if text == label.get_text() and prop.get_size_in_points() == label.get_fontsize():
+            return
+        label.set_text(text)
+        label.set_fontsize(prop.get_size_in_points())
+        fig.tight_layout()
+
+
+def _label_room(fig: Any, ax: Any) -> float:
+    """The length (pixels at :data:`_DPI`) a y label centred on laid-out ``ax`` may take inside the figure."""
+    y0, height = ax.get_position().y0, ax.get_position().height
+    figure_height = fig.get_figheight() * _DPI
+    centre = (y0 + height / 2) * figure_height
+    return 2 * min(centre, figure_height - centre)
+
+
+def _longest_line(text: str, prop: Any) -> float:
+    """The width (pixels at :data:`_DPI`) of the longest line of ``text`` drawn in ``prop`` (:func:`_text_width`)."""
+    return max(_text_width(line, prop) for line in text.split("\n"))
 
 
 def _fit_title(ax: Any, heading: str, room: float) -> None:

@@ -907,3 +907,69 @@ def test_device_names_that_fit_are_drawn_as_the_character_cap_drew_them(tmp_path
         plot_timeline(g, result, tmp_path / f"before{suffix}")
     plot_timeline(g, result, tmp_path / f"after{suffix}")
     assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes()
+
+
+def _ylabel_inside(fig):
+    """The ratio plot's y label: its text, its font size, whether its drawn extent lies within the figure, and
+    whether within its axes' height (a pixel of rounding either way)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    box, over = ax.yaxis.label.get_window_extent(renderer), ax.get_window_extent(renderer)
+    inside = fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1
+    return ax.get_ylabel(), ax.yaxis.label.get_fontsize(), inside, over.y0 - 1 <= box.y0 and box.y1 <= over.y1 + 1
+
+
+@pytest.mark.parametrize(("label", "lines"), [("a" * 14, 1), ("W" * 10, 1), ("a" * 20, 2), ("W" * 12, 2),
+                                              ("W" * 14, 3), ("W" * 60, 3)],
+                         ids=["14a", "10W", "20a", "12W", "14W", "60W"])
+def test_the_ratio_plots_y_label_lies_within_the_figure_whatever_its_bar_labels(tmp_path, monkeypatch, label, lines):
+    """The y label (348 pixels) is centred on the axes: bar labels of 12 or more wide characters left the axes
+    shorter (255 pixels), and the label ran off the figure's top (to 484 of its 480 pixels; 526 for 20 or more).
+    Where it would, it is broken onto two lines, or three, that the axes' height holds; one that lies within the
+    figure is left on one line."""
+    import warnings
+
+    import gnplace.viz as viz
+
+    figures = _laid_out(monkeypatch)
+    summary = [{"family": "f", "cluster": "k80x2", "placer": placer, "vs_best": 1.0, "graphs": 1}
+               for placer in ("heft", label)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_ratios(summary, tmp_path / "r.png")
+    text, size, inside, beside = _ylabel_inside(figures[0])
+    assert text == viz.RATIO_YLABELS[lines - 1] and size == 10 and inside and (beside or lines == 1)
+
+
+def test_the_ratio_plots_y_label_is_drawn_smaller_where_even_three_lines_are_too_long(tmp_path, monkeypatch):
+    """Bar labels of 230 points (RATIO_LABEL_POINTS raised) leave the axes 73 pixels high, under the three lines'
+    longest (144): the label is drawn in the font size that fits, within the axes and the figure."""
+    import gnplace.viz as viz
+
+    monkeypatch.setattr(viz, "RATIO_LABEL_POINTS", 230.0)
+    figures = _laid_out(monkeypatch)
+    summary = [{"family": "f", "cluster": "k80x2", "placer": label, "vs_best": 1.0, "graphs": 1}
+               for label in ("heft", "W" * 80)]
+    plot_ratios(summary, tmp_path / "r.png")
+    assert _ylabel_inside(figures[0]) == (viz.RATIO_YLABELS[-1], 5.0, True, True)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_a_ratio_plot_whose_y_label_fits_is_drawn_as_before(tmp_path, monkeypatch, suffix):
+    """The baselines' chart (5 clusters, 10 placers; its y label longer than its axes are high, within the figure)
+    and bar labels of 11 'W's: the y label lies within the figure, the same files as without its fitting."""
+    import gnplace.viz as viz
+
+    placers = ["annealing", "auto", "expert", "heft", "m_etf", "m_sct", "metis", "random_search", "round_robin",
+               "single"]
+    baselines = [{"family": "a", "cluster": c, "placer": p, "vs_best": 1.0 + k / 10, "graphs": 8}
+                 for c in ("cpu_gpu", "k80x2", "k80x4", "tight4", "v100x8") for k, p in enumerate(placers)]
+    eleven = [{"family": "f", "cluster": "k80x2", "placer": p, "vs_best": 1.0, "graphs": 1} for p in ("heft", "W" * 11)]
+    for name, summary in (("baselines", baselines), ("eleven", eleven)):
+        with monkeypatch.context() as before:
+            before.setattr(viz, "_fit_ylabel", lambda fig, ax, texts: None)
+            plot_ratios(summary, tmp_path / f"before{suffix}")
+        plot_ratios(summary, tmp_path / f"after{suffix}")
+        assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes(), name
