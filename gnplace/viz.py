@@ -92,7 +92,8 @@ def plot_timeline(
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
     A device's name longer than :data:`ROW_NAME_CHARS`, or whose label is drawn wider than :data:`ROW_LABEL_POINTS`,
     is shortened in its rows' labels (:func:`_row_names`).
-    An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`).
+    An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`). The time
+    axis has fewer ticks where its labels would be nearer than :data:`TICK_GAP_POINTS` (:func:`_space_ticks`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
     maths); one wider than the figure keeps its start and end with ``…`` between, the most characters that fit
     (a graph named with 200 characters put the title's start 687 pixels left of the figure's edge).
@@ -173,6 +174,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     # beside the axes: inside (lower right) it covered the last bars of the step, where the step ends
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
+    _space_ticks(fig, ax)
     _fit_title(ax, heading, room=_title_room(fig, ax, whole_figure=True))
     # laid out once: no layout engine left, so writing draws the figure once. tight_layout leaves a placeholder
     # engine, for which savefig first draws with drawing turned off, but an SVG's or PDF's raster of the bars was
@@ -180,6 +182,47 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     with _matplotlib().rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
     return fig
+
+
+TICK_GAP_POINTS = 5.0
+"""The least room between two of a timeline's time-axis labels (points: half their 10-point font)."""
+
+
+def _space_ticks(fig: Any, ax: Any) -> None:
+    """Fewer time-axis ticks on laid-out ``ax`` where two labels would be nearer than :data:`TICK_GAP_POINTS`.
+
+    matplotlib chooses the ticks by the axes' width and the labels' height, not their width: beside rows' labels of
+    1,000 pixels, a step of 1e9 s drew 500000000 over 1000000000 (8 pixels). The axis keeps matplotlib's steps
+    (1, 2, 2.5, 5, 10 times a power of ten) with at most as many intervals as leave the labels apart, and the
+    figure is laid out again; an axis whose labels are apart is left as it is: the same figure.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    bins = None
+    while _crowded(fig, ax) and bins != 1:
+        bins = len(_ticks_in_view(ax)) - 1 if bins is None else bins - 1
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=max(bins, 1), steps=[1, 2, 2.5, 5, 10]))
+        fig.tight_layout()
+
+
+def _ticks_in_view(ax: Any) -> list[float]:
+    """The time axis' ticks of ``ax`` within its limits (the ones drawn)."""
+    lo, hi = sorted(ax.get_xlim())
+    return [float(x) for x in ax.xaxis.get_major_locator()() if lo <= x <= hi]
+
+
+def _crowded(fig: Any, ax: Any) -> bool:
+    """Whether two neighbouring tick labels of laid-out ``ax``'s time axis are nearer than :data:`TICK_GAP_POINTS`."""
+    ticks = _ticks_in_view(ax)
+    if len(ticks) < 2:
+        return False
+    texts = ax.xaxis.get_major_formatter().format_ticks(ticks)
+    prop = ax.xaxis.get_major_ticks()[0].label1.get_fontproperties()
+    lo, hi = ax.get_xlim()
+    per_unit = ax.get_position().width * fig.get_figwidth() * _DPI / (hi - lo)  # pixels at _DPI
+    widths = [_text_width(t, prop) for t in texts]
+    gaps = [(b - a) * per_unit - (wa + wb) / 2 for a, b, wa, wb in zip(ticks, ticks[1:], widths, widths[1:])]
+    return min(gaps) < TICK_GAP_POINTS * _DPI / 72
 
 
 def _lanes(

@@ -973,3 +973,57 @@ def test_a_ratio_plot_whose_y_label_fits_is_drawn_as_before(tmp_path, monkeypatc
             plot_ratios(summary, tmp_path / f"before{suffix}")
         plot_ratios(summary, tmp_path / f"after{suffix}")
         assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes(), name
+
+
+def _lasting(result, seconds):
+    """``result`` with its timeline's times scaled so that its step lasts ``seconds``."""
+    import dataclasses
+
+    t, f = result.timeline, seconds / result.step_time
+    timeline = dataclasses.replace(t, op_start=t.op_start * f, op_end=t.op_end * f, xfer_start=t.xfer_start * f,
+                                   xfer_end=t.xfer_end * f)
+    return dataclasses.replace(result, timeline=timeline, step_time=result.step_time * f)
+
+
+@pytest.mark.parametrize("seconds", [1e8, 1e9, 1e10])
+def test_the_time_axis_labels_of_a_narrow_timeline_are_apart(tmp_path, monkeypatch, seconds):
+    """Beside rows' labels of 960 pixels (48 '@' out of memory), a step of 1e9 s drew 500000000 over 1000000000
+    (8 pixels): matplotlib chose the ticks by the axes' width and the labels' height. Neighbouring labels are at
+    least TICK_GAP_POINTS apart."""
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import gnplace.viz as viz
+
+    figures = _laid_out(monkeypatch)
+    g, result = _named_cluster_step(["@" * 48, "W" * 48], oom=[0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_timeline(g, _lasting(result, seconds), tmp_path / "t.png")
+    fig = figures[0]
+    ax = fig.axes[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    lo, hi = ax.get_xlim()
+    boxes = [tick.label1.get_window_extent(renderer) for tick in ax.xaxis.get_major_ticks()
+             if lo <= tick.get_loc() <= hi]
+    assert len(boxes) >= 2 and all(b.x0 - a.x1 >= viz.TICK_GAP_POINTS * fig.dpi / 72 - 1
+                                   for a, b in zip(boxes, boxes[1:]))
+    assert all(0 <= b.x0 and b.x1 <= fig.bbox.x1 for b in boxes)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_a_timeline_whose_time_labels_are_apart_is_drawn_as_before(tmp_path, monkeypatch, case, suffix):
+    """Steps of 1 ns to 1e9 s on two devices, and a 1e6 s step beside labels of 960 pixels: the same files as
+    without the spacing of the time axis' labels."""
+    import gnplace.viz as viz
+
+    g, result, _ = case
+    wide, wide_result = _named_cluster_step(["@" * 48, "W" * 48], oom=[0, 1])
+    cases = [(g, _lasting(result, s)) for s in (1e-9, 0.0123, 1e6, 1e9)] + [(wide, _lasting(wide_result, 1e6))]
+    for k, (graph, step) in enumerate(cases):
+        with monkeypatch.context() as before:
+            before.setattr(viz, "_space_ticks", lambda fig, ax: None)
+            plot_timeline(graph, step, tmp_path / f"before{suffix}")
+        plot_timeline(graph, step, tmp_path / f"after{suffix}")
+        assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes(), k
