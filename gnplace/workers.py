@@ -497,7 +497,18 @@ _watching: set[int] = set()  # the processes in which :func:`watch_parent` start
 
 
 def _exit_when_orphaned(parent: int) -> None:
-    """End this process (exit status 1, no clean-up: its task's result has nowhere to go) once ``parent`` is gone."""
-    while os.getppid() == parent:
+    """End this process (exit status 1, no clean-up: its task's result has nowhere to go) once ``parent`` is gone.
+
+    A process that ``multiprocessing`` started for ``parent`` watches the pipe its start-up came through, which
+    reads end of file once ``parent`` has died, whatever started it: a worker of a ``forkserver`` context is the
+    server's child, not its pool's, and the re-parenting check alone (its parent id is not ``parent``) ended it
+    at once, before its first task (every task a ``BrokenProcessPool``). Any other process (one that
+    ``subprocess`` started) watches its parent id.
+    """
+    launcher = multiprocessing.parent_process()  # None where multiprocessing did not start this process
+    if launcher is not None and launcher.pid != parent:
+        launcher = None
+    by_parent_id = launcher is None or os.getppid() == parent  # a forkserver's child is the server's, not parent's
+    while (launcher is None or launcher.is_alive()) and (not by_parent_id or os.getppid() == parent):
         time.sleep(PARENT_POLL_S)
     os._exit(1)

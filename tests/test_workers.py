@@ -24,11 +24,14 @@ def _tests_importable_in_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT))
 
 PARENT = f"""
-import os, sys, time
+import multiprocessing, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
 sys.path.insert(0, {str(ROOT)!r})
-from gnplace.workers import process_pool
+from gnplace.workers import _start_worker, process_pool
 
-pool = process_pool(1)
+method = sys.argv[1]
+pool = process_pool(1) if method == "spawn" else ProcessPoolExecutor(
+    1, mp_context=multiprocessing.get_context(method), initializer=_start_worker, initargs=(os.getpid(), False, 1))
 print(pool.submit(os.getpid).result(), flush=True)
 pool.submit(time.sleep, 600)  # a long task under way when the parent is killed
 time.sleep(600)
@@ -50,8 +53,12 @@ def test_the_pool_runs_tasks():
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
-def test_a_worker_exits_when_its_parent_is_killed():
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+def test_a_worker_exits_when_its_parent_is_killed(method):
+    """Whatever starts the workers: a forkserver's worker (the server's child, not the pool's) exited at once, its
+    parent id not the pool's, and each task of the pool was a ``BrokenProcessPool`` (Python 3.14's default on
+    Linux, had the pool not asked for spawn)."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, method], stdout=subprocess.PIPE, text=True)
     try:
         worker = int(parent.stdout.readline())
         assert worker != parent.pid and _running(worker)
