@@ -728,16 +728,26 @@ def _finished(
 
 
 def check_strategy(strategy: str) -> str:
-    """``strategy`` if Lightning knows it (``"auto"``, ``"ddp"``, ``"ddp_spawn"``, ...).
+    """``strategy`` if Lightning knows it (``"auto"``, ``"ddp"``, ``"ddp_spawn"``, ...) and can start its ranks here.
+
+    ``ddp_fork`` and ``ddp_notebook`` fork their ranks: where ``fork`` is no start method (Windows) Lightning refused
+    them only as the trainer was made, after every teacher search had run.
 
     Raises:
-        InvalidArgument: naming the strategies Lightning knows.
+        InvalidArgument: naming the strategies Lightning knows, or the start method this platform lacks.
     """
+    import multiprocessing
+
     from lightning.pytorch.strategies import StrategyRegistry
 
     known = ["auto", *StrategyRegistry.available_strategies()]
     if strategy not in known:
         raise InvalidArgument(f"--strategy {strategy!r} is not a Lightning strategy; known: {', '.join(known)}")
+    method = StrategyRegistry[strategy].get("init_params", {}).get("start_method") if strategy != "auto" else None
+    methods = multiprocessing.get_all_start_methods()
+    if method in ("fork", "forkserver", "spawn") and method not in methods:
+        raise InvalidArgument(f"--strategy {strategy!r} starts its ranks with {method!r}, which this platform cannot "
+                              f"(its start methods: {', '.join(methods)}): use 'ddp' or 'ddp_spawn'")
     return strategy
 
 

@@ -514,6 +514,29 @@ def test_a_node_whose_peers_never_come_waits_timeout_s_then_ends_in_one_line(tin
     assert time.monotonic() - began < 240  # not 1,800 s and more
 
 
+def test_a_strategy_that_forks_where_fork_is_no_start_method_is_refused_before_the_teacher_searches(
+        tiny_config, tmp_path, monkeypatch):
+    """On Windows (no ``fork``) ``--strategy ddp_fork`` was refused by Lightning as the trainer was made, after every
+    teacher search had run; elsewhere it trains as ``ddp_spawn`` does."""
+    import multiprocessing
+
+    import gnplace.pretrain
+    from gnplace.pretrain import check_strategy
+
+    assert check_strategy("ddp_fork") == "ddp_fork"
+    for module in (multiprocessing, torch.multiprocessing):  # as on Windows (torch's is a copy: Lightning reads it)
+        monkeypatch.setattr(module, "get_all_start_methods", lambda: ["spawn", "forkserver"])
+    assert check_strategy("ddp_spawn") == "ddp_spawn" and check_strategy("ddp") == "ddp"
+    config = load_pretrain_config(tiny_config, ["data.teacher_budget=30"])
+    monkeypatch.setattr(gnplace.pretrain, "available_cores", lambda: 2)
+    for strategy in ("ddp_fork", "ddp_notebook_find_unused_parameters_true"):
+        with pytest.raises(InvalidArgument, match=rf"^--strategy '{strategy}' starts its ranks with 'fork', which this "
+                                                  r"platform cannot \(its start methods: spawn, forkserver\): use "
+                                                  r"'ddp' or 'ddp_spawn'$"):
+            pretrain(config, tmp_path / "run", devices=2, strategy=strategy, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_unknown_strategy_and_unwritable_export_are_refused_before_training(tmp_path):
     from gnplace.exceptions import InvalidArgument
     from gnplace.pretrain import check_strategy, load_pretrain_config, pretrain
