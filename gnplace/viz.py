@@ -6,14 +6,24 @@ import io
 import os
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from gnplace.graph import PHASES, OpGraph
+from gnplace.plot_text import (
+    DPI,
+    dollars,
+    drawable,
+    fitted,
+    fitted_labels,
+    fonts_for,
+    longest_line,
+    plain,
+    row_names,
+    text_width,
+)
 from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
 from gnplace.units import format_seconds, seconds_unit
@@ -90,8 +100,9 @@ def plot_timeline(
     transfers overlap in time has its row split in lanes, as many as it ran at once (:func:`_lanes`); they were
     drawn over each other, two transfers as one bar. The step's end is a dashed line, its time in the legend, which
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
-    A device's name longer than :data:`ROW_NAME_CHARS`, or whose label is drawn wider than :data:`ROW_LABEL_POINTS`,
-    is shortened in its rows' labels (:func:`_row_names`).
+    A device's name longer than :data:`~gnplace.plot_text.ROW_NAME_CHARS`, or whose label is drawn wider than
+    :data:`~gnplace.plot_text.ROW_LABEL_POINTS`, is shortened in its rows' labels
+    (:func:`~gnplace.plot_text.row_names`).
     An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`). The time
     axis has fewer ticks where its labels would be nearer than :data:`TICK_GAP_POINTS` (:func:`_space_ticks`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
@@ -122,7 +133,8 @@ def plot_timeline(
                               f"{graph.num_ops}: draw the result of this graph's step")
     # a name's characters the default font lacks drawn in an installed font that has them (or escaped): inside the
     # context, the figure's text and the ticks drawn as it is written take the fonts it names
-    with _fonts_for([*result.device_names, title if title else graph.name]):
+    _matplotlib()  # imported with MPLBACKEND set aside before fonts_for looks the fonts up
+    with fonts_for([*result.device_names, title if title else graph.name]):
         return _save(_timeline_figure(graph, result, title), path)
 
 
@@ -137,7 +149,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     d = len(names)
     # laid out at the resolution written: text measured at 100 dpi is narrower than drawn at 120 (hinting), and a
     # long row label laid out to fit ran off the left edge
-    fig = _figure((12, 1.0 + 0.6 * 2 * d), dpi=_DPI)
+    fig = _figure((12, 1.0 + 0.6 * 2 * d), dpi=DPI)
     ax = fig.subplots()
     # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     raster = graph.num_ops + timeline.num_transfers > RASTER_ABOVE
@@ -156,7 +168,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
     ends = [" (out of memory)" if out else " send" for out in oom.tolist()]  # the wider of each device's two labels
-    rows = [_dollars(n) for n in _row_names([_drawable(n) for n in names], ends)]
+    rows = [dollars(n) for n in row_names([drawable(n) for n in names], ends)]
     labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in enumerate(rows)]
                                 + [f"{n} send" for n in rows])
     for k in np.flatnonzero(oom).tolist():
@@ -164,8 +176,8 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
-    heading = _drawable(title) if title else f"{_drawable(graph.name)}: step {format_seconds(result.step_time)}"
-    ax.set_title(_dollars(heading))
+    heading = drawable(title) if title else f"{drawable(graph.name)}: step {format_seconds(result.step_time)}"
+    ax.set_title(dollars(heading))
     # the step's end, marked: a title given (simulate's, evaluate's) said nothing of it
     step = ax.axvline(result.step_time * scale, color="black", linestyle="--", linewidth=1.0,
                       label=f"step {format_seconds(result.step_time)}")
@@ -219,10 +231,10 @@ def _crowded(fig: Any, ax: Any) -> bool:
     texts = ax.xaxis.get_major_formatter().format_ticks(ticks)
     prop = ax.xaxis.get_major_ticks()[0].label1.get_fontproperties()
     lo, hi = ax.get_xlim()
-    per_unit = ax.get_position().width * fig.get_figwidth() * _DPI / (hi - lo)  # pixels at _DPI
-    widths = [_text_width(t, prop) for t in texts]
+    per_unit = ax.get_position().width * fig.get_figwidth() * DPI / (hi - lo)  # pixels at DPI
+    widths = [text_width(t, prop) for t in texts]
     gaps = [(b - a) * per_unit - (wa + wb) / 2 for a, b, wa, wb in zip(ticks, ticks[1:], widths, widths[1:])]
-    return min(gaps) < TICK_GAP_POINTS * _DPI / 72
+    return min(gaps) < TICK_GAP_POINTS * DPI / 72
 
 
 def _lanes(
@@ -342,101 +354,6 @@ def _marks(ax: Any, x: np.ndarray, y0: float, y1: float, colour: str, raster: bo
     ax.add_collection(marks, autolim=False)
 
 
-ROW_NAME_CHARS = 48
-"""The most characters of a device's name a timeline's row label shows (its start and end, ``…`` between)."""
-
-ROW_LABEL_POINTS = 612.0
-"""The widest a timeline's row label is drawn (points): 8.5 inches, 1,020 pixels of the figure's 1,440 at 120 dpi,
-the rest for the axes and the legend. A label of :data:`ROW_NAME_CHARS` of the widest ASCII characters (``@``,
-``W``, ``m``), numbered and out of memory (``#63 @@@… (out of memory)``, 1,001 pixels), fits: drawn as the cap on
-characters alone drew it."""
-
-
-def _row_names(names: list[str], suffixes: list[str] | None = None) -> list[str]:
-    """``names`` (the text drawn) shortened for the rows' labels, each still its own, ``suffixes`` left off.
-
-    A name of more than :data:`ROW_NAME_CHARS` characters keeps its start and end with ``…`` between, and one whose
-    label, the name and its ``suffixes`` (the widest text drawn after each name: ``" send"``, ``" (out of memory)"``;
-    default none), is drawn wider than :data:`ROW_LABEL_POINTS` keeps the most characters that fit
-    (:func:`_fitted`). Where two names shorten alike, each is shown with its device's index first (``#3 …``). A
-    name of 300 characters took the figure's width: tight_layout gave up ("Tight layout not applied") and the labels
-    ran off the left edge; so did one of 48 wide characters (per-ten-thousand signs, 1,440 pixels).
-
-    Examples:
-        >>> _row_names(["gpu0", "a" * 30 + "x" + "b" * 30])
-        ['gpu0', 'aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb']
-        >>> _row_names(["a" * 30 + "x" + "b" * 30, "a" * 30 + "y" + "b" * 30])[1]
-        '#1 aaaaaaaaaaaaaaaaaaaaaaa…bbbbbbbbbbbbbbbbbbbbbbbb'
-        >>> len(_row_names(["\u2031" * 48])[0])
-        34
-    """
-    from matplotlib.font_manager import FontProperties
-
-    prop = FontProperties(size=_matplotlib().rcParams["ytick.labelsize"])
-    pixels = ROW_LABEL_POINTS * _DPI / 72
-    ends = suffixes or [""] * len(names)
-    cut = [_middle_cut(n, ROW_NAME_CHARS) for n in names]
-    short = [_fitted(c, pixels, prop, suffix=e) for c, e in zip(cut, ends)]
-    if len(set(short)) < len(short):
-        return [_fitted(c, pixels, prop, prefix=f"#{k} ", suffix=e) if s != n else s
-                for k, (s, c, e, n) in enumerate(zip(short, cut, ends, names))]
-    return short
-
-
-def _middle_cut(text: str, chars: int) -> str:
-    """``text`` if at most ``chars`` characters, else its start and end with ``…`` between, ``chars`` in all.
-
-    Examples:
-        >>> _middle_cut("abcdefgh", 8), _middle_cut("abcdefgh", 5), _middle_cut("abcdefgh", 1)
-        ('abcdefgh', 'ab…gh', '…')
-    """
-    if len(text) <= chars:
-        return text
-    head = (chars - 1) // 2
-    tail = chars - 1 - head
-    return f"{text[:head]}…{text[len(text) - tail:]}"
-
-
-def _text_width(text: str, prop: Any) -> float:
-    """The width (pixels at :data:`_DPI`) of ``text`` drawn as it is (no maths) in font ``prop`` (a FontProperties).
-
-    Measured as Agg draws it, as tight_layout measures text to lay a figure out.
-    """
-    from matplotlib.backends.backend_agg import RendererAgg
-
-    return float(RendererAgg(1, 1, _DPI).get_text_width_height_descent(text, prop, ismath=False)[0])
-
-
-def _fitted(text: str, pixels: float, prop: Any, prefix: str = "", suffix: str = "") -> str:
-    """``prefix + text`` if drawn at most ``pixels`` wide, else ``prefix`` and the start and end of ``text``.
-
-    The start and end have ``…`` between and are the most characters of ``text`` whose drawing in ``prop`` (a
-    FontProperties), after ``prefix`` and before ``suffix`` (measured, not returned: drawn after it), is at most
-    ``pixels`` wide at :data:`_DPI` (:func:`_text_width`).
-    """
-    if _text_width(prefix + text + suffix, prop) <= pixels:
-        return prefix + text
-    lo, hi = 1, len(text) - 1  # characters kept, ``…`` counted: 1 (``…`` alone) always taken
-    while lo < hi:  # the most that fit: a wider cut is (all but always) no narrower
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if _text_width(prefix + _middle_cut(text, mid) + suffix, prop) <= pixels else (lo, mid - 1)
-    while lo > 1 and _text_width(prefix + _middle_cut(text, lo) + suffix, prop) > pixels:
-        lo -= 1
-    return prefix + _middle_cut(text, lo)
-
-
-def _fitted_labels(texts: list[str], pixels: float, prop: Any) -> list[str]:
-    """``texts`` each :func:`_fitted` to ``pixels`` (at :data:`_DPI`, drawn in ``prop``), each still its own.
-
-    Where two shorten alike, each shortened one is shown with its index first (``#3 …``), as :func:`_row_names` does.
-    """
-    short = [_fitted(t, pixels, prop) for t in texts]
-    if len(set(short)) < len(short):
-        return [_fitted(t, pixels, prop, prefix=f"#{k} ") if s != t else s
-                for k, (s, t) in enumerate(zip(short, texts))]
-    return short
-
-
 def _time_unit(step_s: float) -> tuple[str, float]:
     """The unit of a timeline's axis, and its count a second: :func:`~gnplace.units.format_seconds`'s for the step.
 
@@ -475,7 +392,8 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     if not summary:
         raise ValueError("no rows to plot")
 
-    with _fonts_for([*(str(s["cluster"]) for s in summary), *(_bar(s)[2] for s in summary)]):
+    _matplotlib()  # imported with MPLBACKEND set aside before fonts_for looks the fonts up
+    with fonts_for([*(str(s["cluster"]) for s in summary), *(_bar(s)[2] for s in summary)]):
         return _save(_ratios_figure(summary), path)
 
 
@@ -484,11 +402,11 @@ def _ratios_figure(summary: list[dict]) -> Any:
     clusters = sorted({s["cluster"] for s in summary})
     bars = sorted({_bar(s) for s in summary})  # (placer, budget: -1 for none, label): a placer's budgets in order
     names = {_bar(s): _bar(s)[2] for s in summary}
-    fig = _figure((4 + 2.5 * len(clusters), 4), dpi=_DPI)  # laid out at the resolution written, as the timeline
+    fig = _figure((4 + 2.5 * len(clusters), 4), dpi=DPI)  # laid out at the resolution written, as the timeline
     from matplotlib.font_manager import FontProperties
 
-    labels = [_dollars(t) for t in _fitted_labels([_drawable(names[bar]) for bar in bars],
-                                                  RATIO_LABEL_POINTS * _DPI / 72, FontProperties(size="small"))]
+    labels = [dollars(t) for t in fitted_labels([drawable(names[bar]) for bar in bars],
+                                                  RATIO_LABEL_POINTS * DPI / 72, FontProperties(size="small"))]
     axes = fig.subplots(1, len(clusters), squeeze=False, sharey=True)
     for ax, cluster in zip(axes[0], clusters):
         values = []
@@ -500,12 +418,12 @@ def _ratios_figure(summary: list[dict]) -> Any:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(bars)))
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize="small")
-        ax.set_title(_plain(cluster))
+        ax.set_title(plain(cluster))
     axes[0][0].set_ylabel(RATIO_YLABELS[0])
     fig.tight_layout()
     _fit_ylabel(fig, axes[0][0], RATIO_YLABELS)
     for ax, cluster in zip(axes[0], clusters):
-        _fit_title(ax, _drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
+        _fit_title(ax, drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
     return fig
 
 
@@ -526,14 +444,14 @@ def _fit_ylabel(fig: Any, ax: Any, texts: tuple[str, ...]) -> None:
     """
     label = ax.yaxis.label
     size = label.get_fontsize()
-    if _longest_line(label.get_text(), label.get_fontproperties()) <= _label_room(fig, ax):
+    if longest_line(label.get_text(), label.get_fontproperties()) <= _label_room(fig, ax):
         return
     for _ in range(len(texts) + 1):  # a new label's margin, laid out, moves the axes' top and bottom at most a little
-        height = ax.get_position().height * fig.get_figheight() * _DPI
+        height = ax.get_position().height * fig.get_figheight() * DPI
         prop = label.get_fontproperties().copy()
         prop.set_size(size)
-        text = next((t for t in texts if _longest_line(t, prop) <= height), texts[-1])
-        while _longest_line(text, prop) > height and prop.get_size_in_points() > 1:
+        text = next((t for t in texts if longest_line(t, prop) <= height), texts[-1])
+        while longest_line(text, prop) > height and prop.get_size_in_points() > 1:
             prop.set_size(prop.get_size_in_points() - 0.5)
         if text == label.get_text() and prop.get_size_in_points() == label.get_fontsize():
             return
@@ -543,40 +461,35 @@ def _fit_ylabel(fig: Any, ax: Any, texts: tuple[str, ...]) -> None:
 
 
 def _label_room(fig: Any, ax: Any) -> float:
-    """The length (pixels at :data:`_DPI`) a y label centred on laid-out ``ax`` may take inside the figure."""
+    """The length (pixels at :data:`DPI`) a y label centred on laid-out ``ax`` may take inside the figure."""
     y0, height = ax.get_position().y0, ax.get_position().height
-    figure_height = fig.get_figheight() * _DPI
+    figure_height = fig.get_figheight() * DPI
     centre = (y0 + height / 2) * figure_height
     return 2 * min(centre, figure_height - centre)
 
 
-def _longest_line(text: str, prop: Any) -> float:
-    """The width (pixels at :data:`_DPI`) of the longest line of ``text`` drawn in ``prop`` (:func:`_text_width`)."""
-    return max(_text_width(line, prop) for line in text.split("\n"))
-
-
 def _fit_title(ax: Any, heading: str, room: float) -> None:
-    """Draw ``heading`` as ``ax``'s title :func:`_fitted` to ``room`` pixels (at :data:`_DPI`), where it is wider.
+    """Draw ``heading`` as ``ax``'s title :func:`fitted` to ``room`` pixels (at :data:`DPI`), where it is wider.
 
     ``heading`` is the text drawn, its ``$`` not escaped. A title that fits is left as it is: the same figure.
     """
-    fitted = _fitted(heading, room, ax.title.get_fontproperties())
-    if fitted != heading:
-        ax.set_title(_dollars(fitted))
+    shortened = fitted(heading, room, ax.title.get_fontproperties())
+    if shortened != heading:
+        ax.set_title(dollars(shortened))
 
 
 def _title_room(fig: Any, ax: Any, whole_figure: bool) -> float:
-    """The width (pixels at :data:`_DPI`) a title centred over laid-out ``ax`` may take.
+    """The width (pixels at :data:`DPI`) a title centred over laid-out ``ax`` may take.
 
     Inside the figure, 2 points from each edge (``whole_figure``), or over ``ax`` (a title over each of axes side by
     side).
     """
     x0, _, width, _ = ax.get_position().bounds
-    figure_width = fig.get_figwidth() * _DPI
+    figure_width = fig.get_figwidth() * DPI
     if not whole_figure:
         return width * figure_width
     centre = (x0 + width / 2) * figure_width
-    return 2 * (min(centre, figure_width - centre) - 2 * _DPI / 72)
+    return 2 * (min(centre, figure_width - centre) - 2 * DPI / 72)
 
 
 def _bar(line: dict) -> tuple[str, int, str]:
@@ -584,124 +497,6 @@ def _bar(line: dict) -> tuple[str, int, str]:
     budget = line.get("budget")
     return str(line["placer"]), -1 if budget is None else int(budget), str(line.get("label", line["placer"]))
 
-
-def _plain(name: str) -> str:
-    """``name`` drawn as it is: matplotlib reads text between two ``$`` as maths (and fails on ``a$\\frac$``).
-
-    A lone surrogate (a file name's byte that is not UTF-8, ``caf\\udce9``) is drawn escaped, as the
-    text output prints it: the font engine refused it with a TypeError. Control characters and line breaks
-    (a graph or device name's ``\\x1b``, newline) are drawn as the ``\\xNN`` escapes the text output prints
-    (:func:`~gnplace.cli.common.printable_name`), a tab as ``\\x09``: no font has their glyphs, and matplotlib
-    warned once per character and drawing ("Glyph 27 missing from font(s) DejaVu Sans"); a newline split a title.
-    So is any other character that none of the fonts text is drawn in has (:func:`_fonts_for` adds an installed
-    font that has it), as Python escapes it (``\\u6a21``): a module named in Chinese (``模型``) was drawn as
-    missing-glyph boxes, with a warning per character and drawing.
-    """
-    return _dollars(_drawable(name))
-
-
-def _drawable(name: str) -> str:
-    """``name`` as :func:`_plain` draws it, its ``$`` not yet escaped: the text drawn, to measure and shorten."""
-    drawn = _drawn_codepoints()
-    return "".join(c if ord(c) in drawn else _escaped(c) for c in _printable(name))
-
-
-def _dollars(text: str) -> str:
-    """``text`` with each ``$`` escaped, drawn as a ``$``: matplotlib reads text between two ``$`` as maths."""
-    return text.replace("$", r"\$")
-
-
-def _printable(name: str) -> str:
-    """``name`` with its control characters, line breaks, tabs and lone surrogates escaped (see :func:`_plain`)."""
-    from gnplace.cli.common import printable_name  # here: the CLI's module imports the placers
-
-    return printable_name(str(name)).replace("\t", "\\x09").encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _escaped(char: str) -> str:
-    """``char`` as Python's ``ascii`` writes it, without quotes: ``\\xe9``, ``\\u6a21``, ``\\U0001f600``."""
-    return char.encode("ascii", "backslashreplace").decode("ascii")
-
-
-_LAST_RESORT = "LastResort"
-"""The start of the file name of matplotlib's Last Resort font (3.10 on): a box for every character, not a glyph."""
-
-
-def _text_fonts(family: list[str] | None = None) -> list[str]:
-    """The files of the fonts matplotlib draws text in for ``family`` (default: ``font.family``), in fallback order.
-
-    matplotlib's Last Resort font, appended to every list by 3.10 on, is left out: its boxes name no character.
-    """
-    from matplotlib import font_manager
-    from matplotlib.font_manager import FontProperties
-
-    prop = FontProperties(family=family)
-    find = getattr(font_manager.fontManager, "_find_fonts_by_props", None)  # 3.6 on: the fallback list
-    paths = find(prop) if find is not None else [font_manager.findfont(prop)]
-    return [str(p) for p in paths if not Path(str(p)).name.startswith(_LAST_RESORT)]
-
-
-def _charmap(path: str) -> frozenset[int]:
-    """The code points that the font in file ``path`` has a glyph for (read once a process)."""
-    if path not in _CHARMAPS:
-        from matplotlib import font_manager
-
-        _CHARMAPS[path] = frozenset(font_manager.get_font(path).get_charmap())
-    return _CHARMAPS[path]
-
-
-_CHARMAPS: dict[str, frozenset[int]] = {}
-
-
-def _drawn_codepoints() -> frozenset[int]:
-    """The code points the fonts of matplotlib's ``font.family`` now draw (:func:`_text_fonts`)."""
-    fonts = _text_fonts()
-    return frozenset().union(*(_charmap(f) for f in fonts)) if fonts else frozenset()
-
-
-def _fallback_families(texts: list[str]) -> list[str]:
-    """Installed fonts' family names that draw the characters of ``texts`` that ``font.family``'s fonts lack.
-
-    Each is the font that has the most characters still lacking (ties: by family name, then file), until none has
-    any: the same fonts installed, the same families. A character none has is left out (:func:`_plain` escapes it).
-    """
-    from matplotlib import font_manager
-
-    lacking = {ord(c) for text in texts for c in _printable(text)} - _drawn_codepoints()
-    if not lacking:
-        return []
-    ours = set(_text_fonts())
-    candidates = sorted({(e.name, e.fname) for e in font_manager.fontManager.ttflist
-                         if e.fname not in ours and not Path(e.fname).name.startswith(_LAST_RESORT)})
-    families: list[str] = []
-    while lacking:
-        best = min(candidates, key=lambda c: (-len(lacking & _charmap(c[1])), c), default=None)
-        if best is None or not lacking & _charmap(best[1]):
-            break
-        families.append(best[0])
-        lacking -= _charmap(best[1])
-        candidates = [c for c in candidates if c[0] != best[0]]
-    return families
-
-
-@contextmanager
-def _fonts_for(texts: list[str]) -> Iterator[None]:
-    """A context in which text is drawn in ``font.family`` and, after it, the fonts :func:`_fallback_families` finds.
-
-    matplotlib draws a character its first font lacks in the next one of the list that has it (3.6 on).
-    """
-    mpl = _matplotlib()
-    extra = _fallback_families(texts)
-    if not extra:
-        yield
-        return
-    with mpl.rc_context({"font.family": [*mpl.rcParams["font.family"], *extra]}):
-        yield
-
-
-_DPI = 120
-"""The resolution of the plots written (dots an inch), a PNG's and a vector file's raster of bars; each figure is
-laid out at it (text measured at another resolution is another width: hinting)."""
 
 #: The ``metadata`` that keeps each format's writer from stamping the time of writing into the file
 #: (PostScript's writer takes none: its ``%%CreationDate`` comment line is dropped after).
@@ -716,7 +511,7 @@ def _save(fig: Any, path: Path) -> Path:
     kind = path.suffix.lower()[1:]
     # the same figure, the same bytes: no creation date (PDF, SVG, PostScript), no random SVG ids
     with _matplotlib().rc_context({"svg.hashsalt": "gnplace"}):
-        fig.savefig(buffer, dpi=_DPI, format=kind, metadata=_NO_DATE.get(kind))
+        fig.savefig(buffer, dpi=DPI, format=kind, metadata=_NO_DATE.get(kind))
     data = buffer.getvalue()
     if kind in ("ps", "eps"):
         data = re.sub(rb"^%%CreationDate: [^\n]*\n", b"", data, count=1, flags=re.MULTILINE)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gnplace import plot_text
 from gnplace.cluster import load_cluster
 from gnplace.graph_io import load_graph
 from gnplace.sim.simulator import Simulator
@@ -153,49 +154,6 @@ def test_a_ratio_bar_leaves_out_the_graphs_a_placer_ran_out_of_memory_on(tmp_pat
     assert drawn == [[1.0, pytest.approx(2.0)]]  # heft, single: the mean of 4 (a3) and 1 (b1), not 4 ** 0.75
 
 
-def test_names_with_dollar_signs_are_drawn_as_text_not_parsed_as_maths(tmp_path):
-    """A graph, device, cluster or placer named with two ``$`` made matplotlib parse mathtext and fail to draw."""
-    from gnplace.graph import OpGraph
-    from gnplace.toy import toy_cluster
-
-    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name=r"net$\frac$")
-    c = toy_cluster(2, prefix="gpu$x$")
-    result = Simulator().time(g, c, [0, 1], timeline=True)
-    assert plot_timeline(g, result, tmp_path / "t.png").read_bytes().startswith(PNG_MAGIC)
-    summary = [{"family": "a", "cluster": "c$\\x$", "placer": "my$\\frac$", "vs_best": 1.0, "graphs": 1}]
-    assert plot_ratios(summary, tmp_path / "r.svg").exists()
-
-
-def test_control_characters_in_names_are_drawn_escaped_without_glyph_warnings(tmp_path, monkeypatch):
-    """A graph, device, cluster or placer named with ESC, a tab or a newline made matplotlib warn "Glyph 27 missing
-    from font(s) DejaVu Sans" once per character and drawing (14 warnings for these names); a newline split the
-    title in two. They are drawn as the escapes the text output prints."""
-    import warnings
-
-    import gnplace.viz as viz
-    from gnplace.graph import OpGraph
-    from gnplace.toy import toy_cluster
-
-    figures = []
-    real_save = viz._save
-    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
-    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="net\x1b[2J\tx\ny\x85")
-    c = toy_cluster(2, prefix="gpu\x01")
-    result = Simulator().time(g, c, [0, 1], timeline=True)
-    summary = [{"family": "a", "cluster": "c\x7f", "placer": "p\x02\t", "vs_best": 1.0, "graphs": 1}]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        plot_timeline(g, result, tmp_path / "t.png")
-        plot_timeline(g, result, tmp_path / "u.png", title="a\x1bb\tc\nd")
-        plot_ratios(summary, tmp_path / "r.png")
-    default, titled, ratios = (fig.axes[0] for fig in figures)
-    assert default.get_title().startswith(r"net\x1b[2J\x09x\x0ay\x85: step ")
-    assert titled.get_title() == r"a\x1bb\x09c\x0ad"
-    assert [t.get_text() for t in default.get_yticklabels()] == [r"gpu\x010", r"gpu\x011", r"gpu\x010 send",
-                                                                 r"gpu\x011 send"]
-    assert ratios.get_title() == r"c\x7f" and [t.get_text() for t in ratios.get_xticklabels()] == [r"p\x02\x09"]
-
-
 @pytest.fixture
 def bars(monkeypatch):
     """``(heights, labels)``: what each bar chart drawn draws, as lists, one per chart."""
@@ -234,12 +192,6 @@ def test_a_placer_run_with_two_option_sets_is_drawn_as_a_bar_each(tmp_path, bars
                                                   ("ppo", 2.0, 20, '{"mode": "refine"}'))]
     plot_ratios(summarise(rows), tmp_path / "r.png")
     assert names == [["heft", "ppo@20", "ppo[mode=refine]@20"]] and drawn == [[1.0, 4.0, 2.0]]
-
-
-def test_a_name_with_a_byte_that_is_not_utf8_is_drawn_escaped(tmp_path, case):
-    """A graph imported from ``caf\\xe9.onnx`` is named ``caf\\udce9``: the font engine's TypeError was a traceback."""
-    g, result, _ = case
-    assert plot_timeline(g, result, tmp_path / "t.png", title="caf\udce9").read_bytes().startswith(PNG_MAGIC)
 
 
 @pytest.mark.parametrize("suffix", [".pdf", ".svg", ".ps", ".eps", ".png"])
@@ -613,72 +565,6 @@ def test_the_timelines_colours_are_apart_to_each_kind_of_colour_blindness():
             assert np.linalg.norm(lab(seen_a) - lab(seen_b)) >= 20, (vision, a, b)
 
 
-@pytest.fixture
-def shipped_fonts(monkeypatch):
-    """Only the fonts matplotlib ships (none with CJK glyphs) installed, whatever this machine holds."""
-    from matplotlib import font_manager
-
-    shipped = Path(font_manager.__file__).parent / "mpl-data"
-    monkeypatch.setattr(font_manager.fontManager, "ttflist",
-                        [e for e in font_manager.fontManager.ttflist if Path(e.fname).is_relative_to(shipped)])
-
-
-def test_characters_no_font_has_are_drawn_as_code_points_without_glyph_warnings(tmp_path, monkeypatch, shipped_fonts):
-    """A graph (an ONNX model, a module named in Chinese), device, cluster or placer named in CJK was drawn as
-    missing-glyph boxes, with a warning "Glyph 27169 (\\N{CJK UNIFIED IDEOGRAPH-6A21}) missing from font(s) DejaVu
-    Sans" per character and drawing (50 for these names). Without a font that has them, they are Python's escapes."""
-    import warnings
-
-    import gnplace.viz as viz
-    from gnplace.graph import OpGraph
-    from gnplace.toy import toy_cluster
-
-    figures = []
-    real_save = viz._save
-    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
-    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="模型_net")
-    result = Simulator().time(g, toy_cluster(2, prefix="显卡"), [0, 1], timeline=True)
-    summary = [{"family": "a", "cluster": "集群", "placer": "放置", "vs_best": 1.0, "graphs": 1}]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        first = plot_timeline(g, result, tmp_path / "t.png").read_bytes()
-        plot_timeline(g, result, tmp_path / "t.svg")
-        plot_ratios(summary, tmp_path / "r.png")
-    timeline, _, ratios = (fig.axes[0] for fig in figures)
-    assert timeline.get_title().startswith(r"\u6a21\u578b_net: step ")
-    assert [t.get_text() for t in timeline.get_yticklabels()][:2] == [r"\u663e\u53610", r"\u663e\u53611"]
-    assert ratios.get_title() == r"\u96c6\u7fa4" and [t.get_text() for t in ratios.get_xticklabels()] == [
-        r"\u653e\u7f6e"]
-    assert plot_timeline(g, result, tmp_path / "again.png").read_bytes() == first  # the same file
-
-
-def test_a_character_the_default_font_lacks_is_drawn_in_an_installed_font_that_has_it(tmp_path, monkeypatch,
-                                                                                     shipped_fonts):
-    """DejaVu Sans has no script g (U+210A); STIX, shipped with matplotlib, has: it is drawn in it, as it is."""
-    import warnings
-
-    import matplotlib
-    from matplotlib import font_manager
-
-    import gnplace.viz as viz
-    from gnplace.graph import OpGraph
-    from gnplace.toy import toy_cluster
-
-    figures = []
-    real_save = viz._save
-    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
-    g = OpGraph(["a", "b"], [(0, 1)], flops=[1e9, 1e9], out_bytes=[4e6, 0], name="net\u210a")
-    result = Simulator().time(g, toy_cluster(2), [0, 1], timeline=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        plot_timeline(g, result, tmp_path / "t.png")
-    title = figures[0].axes[0].title
-    assert title.get_text().startswith("net\u210a: step ")
-    *default, fallback = title.get_fontfamily()
-    assert default == list(matplotlib.rcParams["font.family"]) and fallback.startswith("STIX")
-    assert ord("\u210a") in font_manager.get_font(font_manager.findfont(fallback)).get_charmap()
-
-
 def test_an_op_of_no_duration_is_marked_without_changing_the_time_axis(tmp_path, monkeypatch):
     """An op of 0 s (0 FLOP and no bytes on a device without launch overhead: a reshape, a gradient of 0 FLOP) was a
     bar of no width: no pixel showed it. It is a mark of MARK_POINTS (2 pixels) from its time on, in its phase's
@@ -728,7 +614,7 @@ def test_the_ratio_plot_is_laid_out_at_the_resolution_it_is_written_at(tmp_path,
                for c in ("cpu_gpu", "k80x2", "k80x4", "tight4", "v100x8") for k, p in enumerate(placers)]
     plot_ratios(summary, tmp_path / "r.png")
     fig = figures[0]
-    assert fig.dpi == viz._DPI == 120
+    assert fig.dpi == plot_text.DPI == 120
     margins = ("left", "bottom", "right", "top")
     laid_out = [getattr(fig.subplotpars, m) for m in margins]
     fig.set_dpi(120)
@@ -780,7 +666,7 @@ def test_long_bar_labels_are_shortened_each_its_own_and_on_the_figure(tmp_path, 
     for text in fig.axes[0].get_xticklabels():
         box = text.get_window_extent(renderer)
         assert box.y0 >= 0 and box.x0 >= 0
-        assert viz._text_width(text.get_text().replace(r"\$", "$"), text.get_fontproperties()) <= (
+        assert plot_text.text_width(text.get_text().replace(r"\$", "$"), text.get_fontproperties()) <= (
             viz.RATIO_LABEL_POINTS * fig.dpi / 72)
 
 
@@ -838,10 +724,8 @@ def test_short_labels_and_titles_are_drawn_as_before(tmp_path, monkeypatch, case
 
 
 def _row_names_by_characters(names, suffixes=None):
-    """``viz._row_names`` as it was: a name cut to ROW_NAME_CHARS characters, however wide they are drawn."""
-    import gnplace.viz as viz
-
-    short = [viz._middle_cut(n, viz.ROW_NAME_CHARS) for n in names]
+    """``plot_text.row_names`` as it was: a name cut to ROW_NAME_CHARS characters, however wide they are drawn."""
+    short = [plot_text._middle_cut(n, plot_text.ROW_NAME_CHARS) for n in names]
     if len(set(short)) < len(short):
         return [f"#{k} {s}" if s != n else s for k, (s, n) in enumerate(zip(short, names))]
     return short
@@ -871,7 +755,6 @@ def test_a_device_named_with_wide_characters_is_shortened_by_its_drawn_width(tmp
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    import gnplace.viz as viz
 
     figures = _laid_out(monkeypatch)
     g, result = _named_cluster_step(["gpu0", "\u2031" * 48, "\u2031" * 20 + "y" + "\u2031" * 27,
@@ -891,7 +774,8 @@ def test_a_device_named_with_wide_characters_is_shortened_by_its_drawn_width(tmp
     for text in labels:
         box = text.get_window_extent(renderer)
         assert 0 <= box.x0 and box.x1 <= fig.axes[0].get_window_extent(renderer).x0
-        assert viz._text_width(text.get_text(), text.get_fontproperties()) <= viz.ROW_LABEL_POINTS * fig.dpi / 72
+        assert plot_text.text_width(text.get_text(), text.get_fontproperties()) <= (
+            plot_text.ROW_LABEL_POINTS * fig.dpi / 72)
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
@@ -903,7 +787,7 @@ def test_device_names_that_fit_are_drawn_as_the_character_cap_drew_them(tmp_path
     names = ["gpu0", "@" * 48, "x" * 150 + "0" + "x" * 149, "x" * 150 + "1" + "x" * 149, "W" * 48]
     g, result = _named_cluster_step(names, oom=[1, 3])
     with monkeypatch.context() as before:
-        before.setattr(viz, "_row_names", _row_names_by_characters)
+        before.setattr(viz, "row_names", _row_names_by_characters)
         plot_timeline(g, result, tmp_path / f"before{suffix}")
     plot_timeline(g, result, tmp_path / f"after{suffix}")
     assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes()
