@@ -15,7 +15,12 @@ residual itself, ViT's embeddings add their own ``position_embeddings``) is put 
 is every block the model lists in ``_no_split_modules``.
 
 :func:`from_device_map` goes the other way, so that the simulator can score what a map does: each
-node runs where the longest map key that prefixes its module path says. :func:`accelerate_device_map`
+node runs where the longest map key that prefixes its module path says. ``"cpu"`` runs on the CPU only in a
+map without a GPU: beside one, ``dispatch_model`` (and so ``from_pretrained``) offloads a ``"cpu"`` module's
+parameters to CPU memory and runs the module on its main device, the map's first GPU, copying them over on
+each forward (``AlignDevicesHook(execution_device=main, offload=True)``), and a training step never updates
+them (the model's parameters are left on ``meta``; their gradients are lost), so :func:`to_device_map` warns
+where its map puts modules there. :func:`accelerate_device_map`
 asks accelerate itself for the map its ``"auto"`` (also ``"balanced"``: memory spread evenly over the
 GPUs, the model's no-split blocks kept whole) or ``"sequential"`` (fill each device in module order)
 would make, for comparison.
@@ -221,6 +226,7 @@ def to_device_map(
         if _overflow(peaks, cluster) > 0:
             _warn_over_memory(graph, cluster, placed, peaks)
     chosen = _walked(whole, device_map_values(cluster), root)
+    _warn_offloaded(graph, cluster, chosen)
     first = _first_nodes(graph)
     ordered = sorted(chosen.items(), key=lambda kv: (first.get(kv[0], graph.num_ops), kv[0]))
     if not root:
@@ -239,6 +245,27 @@ def _warn_over_memory(graph: OpGraph, cluster: Cluster, placement: Placement, pe
         "though the placement is not: no device holds the modules accelerate needs whole"
     warnings.warn(f"the device_map of {graph.name!r} on {cluster.name!r} is over memory ({', '.join(over)}; "
                   f"simulated peaks), {itself}", stacklevel=3)
+
+
+def _offloaded(device_map: Mapping[str, Any]) -> list[str]:
+    """The keys of ``device_map`` accelerate offloads: its ``"cpu"`` entries where it has a GPU (none without one).
+
+    ``dispatch_model`` runs such a module on its main device (:func:`_main_device`), its parameters kept in CPU
+    memory and copied over on each forward; in a map of ``"cpu"`` (and ``"disk"``) alone, ``"cpu"`` runs there.
+    """
+    if _main_device(device_map) == "cpu":
+        return []
+    return [key for key, value in device_map.items() if isinstance(value, str) and value == "cpu"]
+
+
+def _warn_offloaded(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, Any]) -> None:
+    """Warn that ``device_map`` puts modules on ``"cpu"`` beside a GPU: accelerate runs them on the GPU, offloaded."""
+    offloaded = _offloaded(device_map)
+    if offloaded:
+        warnings.warn(f"the device_map of {graph.name!r} on {cluster.name!r} puts {len(offloaded)} module(s) on "
+                      f"\"cpu\" beside GPU {_main_device(device_map)} ({reprlib.repr(offloaded)}): accelerate runs "
+                      "them on that GPU with their parameters offloaded to CPU memory, copied over each step and "
+                      "never trained, not on the CPU as the placement does", stacklevel=3)
 
 
 def _walked(per_key: dict[str, int], values: list[int | str], root: str) -> dict[str, int | str]:
@@ -282,7 +309,8 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     reading the outputs of two modules on two devices (a block's residual add, with its attention on
     another GPU), or an output and a parameter of its own module on another device (ViT's embeddings add
     their ``position_embeddings`` to the patch embeddings' output), fails on real devices, though on a CPU,
-    where every device is ``"cpu"``, it runs.
+    where every device is ``"cpu"``, it runs. A ``"cpu"`` module of a map with a GPU is hooked to run on the main
+    device (offloaded, :func:`from_device_map`), so its ops read there.
 
     An op reads its producers' outputs: a hooked module's on its device, an unhooked op's where its first
     tensor is. A user input (an ``input`` node, or with ``root`` a tensor made outside it) enters through the
@@ -627,7 +655,16 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
     """The placement a ``device_map`` gives ``graph``: each node where the longest key prefixing its module says.
 
     Nodes of no mapped module (inputs, the loss) run where their first producer runs, or, with
-    none, where the map's first module does.
+    none, where the map's first module does. In a map with a GPU, ``"cpu"`` means offloaded, as
+    ``dispatch_model`` runs it: the module's ops run on accelerate's main device (the map's first GPU),
+    and only the update nodes of its parameters stay on the CPU, standing for the parameters kept
+    there: their gradients cross the link each step, as many bytes as the weights accelerate copies
+    over (the other way) before each forward, and the parameters and their optimizer state are
+    counted in the CPU's memory. It is a floor: the bytes cross once and after the backward, where other
+    work may hide them, where accelerate copies the weights before each call of the module, on the step's
+    critical path; and accelerate does not train an offloaded parameter (the step's gradient of it is
+    lost), so the CPU's update, which runs beside the GPU's work, is the approximation's own: a map that
+    offloads may be scored a little faster than one keeping it all on the GPU.
 
     Raises:
         InvalidArgument: if ``device_map`` is no mapping or an empty one, a value names no device of
@@ -670,6 +707,10 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
         if devices[v] < 0:
             sources = in_src[in_ptr[v]:in_ptr[v + 1]]
             devices[v] = devices[sources[0]] if len(sources) and devices[sources[0]] >= 0 else first
+    if _offloaded(device_map):  # nothing runs on the CPU: its modules run on the main GPU, their updates stay
+        on_cpu = np.array([value == "cpu" for value in values], dtype=bool)[devices]
+        on_cpu[list(_updated_parameters(graph))] = False
+        devices[on_cpu] = index(_main_device(device_map))
     return Placement(devices, cluster, GraphKey.of(graph))
 
 

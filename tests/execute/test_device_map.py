@@ -20,6 +20,7 @@ from gnplace.execute.device_map import (
 )
 from gnplace.importers.torch import from_module
 from gnplace.placement import Placement
+from gnplace.sim.simulator import simulate
 
 
 def _net():
@@ -84,6 +85,58 @@ def test_a_module_named_update_is_no_parameter():
     assert "addmm" not in exported and exported["scale"] == 1
     placed = from_device_map(graph, cluster, {"out": 0, "update": 1, "scale": 0})
     assert placed.devices[names.index("update/addmm")] == 1
+
+
+def test_accelerate_runs_a_cpu_entry_beside_a_gpu_on_the_gpu_and_never_trains_it():
+    """What "cpu" means to ``dispatch_model`` (and so ``from_pretrained``): beside a GPU, an offload. On a CPU-only
+    machine ``torch.device("cpu")`` plays the GPU (it is not the string "cpu" to accelerate, so it is the main
+    device): module 1's hook runs it there, its weights kept in CPU memory (the model's on meta), and a training
+    step leaves them as they were. Without a GPU in the map, "cpu" is where the module runs."""
+    from accelerate import dispatch_model
+
+    net = _net()
+    before = net[1].weight.detach().clone()
+    dispatch_model(net, {"0": torch.device("cpu"), "1": "cpu", "2": torch.device("cpu"), "3": torch.device("cpu")})
+    hook = net[1]._hf_hook
+    assert hook.offload and hook.execution_device == net._hf_hook.execution_device == torch.device("cpu")
+    assert net[1].weight.device.type == "meta" and not net[0]._hf_hook.offload
+    trained = [p for p in net.parameters() if p.device.type != "meta"]
+    net(torch.randn(4, 16)).sum().backward()
+    torch.optim.SGD(trained, lr=0.1).step()
+    assert torch.equal(hook.weights_map["weight"], before) and net[1].weight.grad is None
+    on_cpu = _net()
+    dispatch_model(on_cpu, dict.fromkeys(("0", "1", "2", "3"), "cpu"), force_hooks=True)
+    assert not on_cpu[1]._hf_hook.offload and on_cpu[1]._hf_hook.execution_device == "cpu"
+
+
+def test_a_cpu_entry_beside_a_gpu_runs_on_the_main_gpu_its_updates_on_the_cpu():
+    """from_device_map ran a "cpu" module of a map with a GPU on the CPU; accelerate runs it on its main GPU,
+    its parameters offloaded to the CPU (their update nodes stay there, so their bytes cross the link)."""
+    graph = _graph(_net())
+    cluster = load_cluster("cpu_gpu")  # device 0 the CPU, 1 the GPU ("cpu", 0 to accelerate)
+    placed = from_device_map(graph, cluster, {"0": 0, "1": "cpu", "2": 0, "3": 0})
+    names = graph.node_names
+    assert {int(placed.devices[i]) for i, n in enumerate(names) if n.startswith("update/1.")} == {0}
+    assert {int(d) for n, d in zip(names, placed.devices) if not n.startswith("update/1.")} == {1}
+    first = from_device_map(graph, cluster, {"0": "cpu", "1": 0, "2": 0, "3": 0})  # the inputs too: on the GPU
+    assert int(first.devices[names.index("input/0")]) == 1
+    on_cpu = from_device_map(graph, cluster, {"0": "cpu", "1": "cpu", "2": "cpu", "3": "cpu"})
+    assert set(on_cpu.devices.tolist()) == {0}  # no GPU in the map: "cpu" runs on the CPU
+    on_gpu = simulate(graph, cluster, from_device_map(graph, cluster, {"": 0})).peak_memory
+    offloaded = simulate(graph, cluster, placed).peak_memory
+    assert offloaded[0] > 0 and offloaded[1] < on_gpu[1]  # module 1's parameters are held in the CPU's memory
+
+
+def test_to_device_map_warns_of_a_cpu_entry_beside_a_gpu():
+    """A placement running module 1 on cpu_gpu's CPU has no map accelerate runs as it does: its map says so."""
+    graph = _graph(_net())
+    cluster = load_cluster("cpu_gpu")
+    devices = np.array([0 if module.startswith("1") else 1 for module in module_paths(graph)])
+    with pytest.warns(UserWarning, match=r"puts 1 module\(s\) on \"cpu\" beside GPU 0 \(\['1'\]\).*never trained"):
+        assert to_device_map(graph, Placement(devices, cluster)) == {"0": 0, "1": "cpu", "2": 0, "3": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert to_device_map(graph, Placement(np.zeros(graph.num_ops, dtype=np.int64), cluster)) == {"": "cpu"}
 
 
 def test_a_module_over_several_cpus_is_one_key():
@@ -305,7 +358,8 @@ def test_a_split_gpt2_map_loads_with_from_pretrained(tmp_path):
     graph = from_module(model, (ids,), loss=lambda out: out.logits.mean())
     assert graph.meta["tied_parameters"] == {"lm_head.weight": "transformer.wte.weight"}
     second = [1 if module.startswith(("transformer.h.1", "transformer.ln_f")) else 0 for module in graph.module]
-    device_map = to_device_map(graph, Placement(second, load_cluster("cpu_gpu")))
+    with pytest.warns(UserWarning, match="offloaded to CPU memory"):  # on a GPU, "cpu" would mean offloaded
+        device_map = to_device_map(graph, Placement(second, load_cluster("cpu_gpu")))
     assert device_map["lm_head"] == device_map["transformer.wte"] == "cpu" and device_map["transformer.h.1"] == 0
     loaded = transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path / "tiny", device_map={k: "cpu" if v == "cpu" else "disk" for k, v in device_map.items()},
