@@ -402,3 +402,18 @@ def documented_keys() -> Callable[[str, dict], None]:
                                        f"{sorted(documented - written)}")
 
     return check
+
+
+@pytest.fixture
+def figure_dpis(monkeypatch: pytest.MonkeyPatch) -> tuple[list[float], list[float]]:
+    """The dpi each matplotlib figure is laid out at (``tight_layout``) and written at (``savefig``), as drawn."""
+    import matplotlib.figure
+
+    laid_out: list[float] = []
+    written: list[float] = []
+    real_layout, real_savefig = matplotlib.figure.Figure.tight_layout, matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout",
+                        lambda fig, *a, **kw: (laid_out.append(fig.dpi), real_layout(fig, *a, **kw))[1])
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
+                        lambda fig, target, **kw: (written.append(kw["dpi"]), real_savefig(fig, target, **kw))[1])
+    return laid_out, written

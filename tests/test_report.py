@@ -696,18 +696,11 @@ def test_equal_budgets_leave_runs_out_of_memory_out_of_the_means_and_count_them(
     assert line == "| ptb | policy | 8 | 0.900 (1 OOM) | 1.000 (1 OOM) | yes |"
 
 
-def test_each_report_figure_is_laid_out_at_the_resolution_it_is_written_at(tmp_path, load_script, monkeypatch):
+def test_each_report_figure_is_laid_out_at_the_resolution_it_is_written_at(tmp_path, load_script, figure_dpis):
     """The report's figures were laid out at pyplot's 100 dpi and written at 110 (save_figure's): their margins were
     measured on text of other widths. Each is made at FIGURE_DPI, laid out and written at 110."""
-    import matplotlib.figure
-
     report = load_script("report")
-    laid_out, written = [], []
-    real_layout, real_savefig = matplotlib.figure.Figure.tight_layout, matplotlib.figure.Figure.savefig
-    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout",
-                        lambda fig, *a, **kw: (laid_out.append(fig.dpi), real_layout(fig, *a, **kw))[1])
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda fig, target, **kw: (written.append(kw["dpi"]), real_savefig(fig, target, **kw))[1])
+    laid_out, written = figure_dpis
     rows = [dict(family=family, cluster="k80x4", name=f"{family}_002", placer=placer, history=[[1, 1.2], [64, 1.1]],
                  vs_auto=1.1, oom=False)
             for family in ("nmt", "ptb") for placer in ("rnn_pg", "spotlight")]

@@ -241,17 +241,10 @@ def test_search_means_leave_out_graphs_on_which_auto_overflows_and_say_so(load_s
     assert f"| ptb | {small} (1 graph left out: auto out of memory or failed)" in capsys.readouterr().out
 
 
-def test_a_curves_figure_is_laid_out_at_the_resolution_it_is_written_at(load_script, tmp_path, monkeypatch):
+def test_a_curves_figure_is_laid_out_at_the_resolution_it_is_written_at(load_script, tmp_path, figure_dpis):
     """A learning curve's figure was laid out at pyplot's 100 dpi and written at 110 (save_figure's)."""
-    import matplotlib.figure
-
     search = load_script("benchmarks.search")
-    laid_out, written = [], []
-    real_layout, real_savefig = matplotlib.figure.Figure.tight_layout, matplotlib.figure.Figure.savefig
-    monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout",
-                        lambda fig, *a, **kw: (laid_out.append(fig.dpi), real_layout(fig, *a, **kw))[1])
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda fig, target, **kw: (written.append(kw["dpi"]), real_savefig(fig, target, **kw))[1])
+    laid_out, written = figure_dpis
     args = argparse.Namespace(graphs=[str(ROOT / "datasets" / "ptb" / "ptb_002.gnpg")], cluster="k80x2",
                               placers=["annealing"], budget=10, seed=0, out=str(tmp_path))
     search.bench_curves(args)

@@ -427,42 +427,15 @@ def test_the_first_batch_of_a_process_leaves_torchs_thread_count_as_it_was():
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
-def test_a_process_forked_after_a_batch_times_its_batches():
-    """A worker forked after the parent's first batch (a multiprocessing pool under Linux's default start
-    method) was ended by GNU OpenMP at its first batch ("fork() called from a process already using GNU
-    OpenMP"): a BrokenProcessPool in the parent. It times them row by row, as the parent does in parallel."""
-    import os
-    import subprocess
-    import sys
-
-    code = ("import multiprocessing as mp\n"
-            "from concurrent.futures import ProcessPoolExecutor\n"
-            "import numpy as np\n"
-            "from gnplace.cluster import load_cluster\n"
-            "from gnplace.sim import Simulator\n"
-            "from gnplace.toy import layered_graph\n"
-            "g, c = layered_graph(20, width=3, seed=0), load_cluster('k80x2')\n"
-            "rows = np.random.default_rng(0).integers(0, 2, (6, 20))\n"
-            "def batch(_):\n"
-            "    r = Simulator().time_batch(g, c, rows)\n"
-            "    return r.step_time.tolist(), r.busy_time.tolist(), r.peak_memory.tolist()\n"
-            "here = batch(0)\n"
-            "with ProcessPoolExecutor(1, mp_context=mp.get_context('fork')) as pool:\n"
-            "    there = pool.submit(batch, 0).result()\n"
-            "print(there == here)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NUMBA_NUM_THREADS": "2"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True"]
-
-
-@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
-@pytest.mark.parametrize("start", ["import numba; numba.set_num_threads(1)", "import numba; numba.get_num_threads()",
+@pytest.mark.parametrize("start", ["batch(0)", "import numba; numba.set_num_threads(1)",
+                                   "import numba; numba.get_num_threads()",
                                    "from gnplace.workers import limit_threads; limit_threads(1)"])
-def test_a_process_forked_after_numbas_pool_started_elsewhere_times_its_batches(start):
-    """``numba.set_num_threads`` and ``get_num_threads`` (:func:`gnplace.workers.limit_threads`, ``threads_kept``)
-    start numba's OpenMP pool too, before the parent's first batch: a worker forked then was ended by GNU OpenMP
-    at its first batch, a BrokenProcessPool in the parent. It times them row by row, as the parent does."""
+def test_a_process_forked_after_numbas_pool_started_times_its_batches(start):
+    """A worker forked after numba's OpenMP pool started in the parent, by the parent's first batch (a multiprocessing
+    pool under Linux's default start method) or by ``numba.set_num_threads`` / ``get_num_threads``
+    (:func:`gnplace.workers.limit_threads`, ``threads_kept``) before any, was ended by GNU OpenMP at its first batch
+    ("fork() called from a process already using GNU OpenMP"): a BrokenProcessPool in the parent. It times them row
+    by row, as the parent does in parallel."""
     import os
     import subprocess
     import sys
