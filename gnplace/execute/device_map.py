@@ -877,7 +877,9 @@ def compare_device_maps(
         A map that offloads modules to ``"disk"`` (the model does not fit the cluster's memory) has
         no device of the cluster to simulate and is left out, as is one accelerate fails to make (with
         a warning naming the failure). Keys of theirs naming a module with no state and no node in
-        ``graph`` (an ``nn.Identity``) place nothing and are skipped.
+        ``graph`` (an ``nn.Identity``) place nothing and are skipped. A map putting modules on ``"cpu"``
+        beside a GPU (an offload) is timed as :func:`from_device_map` reads it, its weights crossing the link
+        once a step: a floor on what accelerate's copies before each call cost.
     """
     from gnplace.sim.simulator import Simulator
 
