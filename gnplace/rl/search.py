@@ -74,8 +74,9 @@ ZERO_SHOT_CONSTRUCTOR_SAMPLES = 4
 ZERO_SHOT_REFINE = 4
 #: Nor do the search's zero-shot candidates include the constructors' samples around the best (``policy`` revision
 #: 13, ``constructor_refine``) or more than one last round (revision 14, ``last_rounds``): 32 and 124 evaluations
-#: more, which the search spends around the best placement itself.
-_ZERO_SHOT_REVISION = "11"
+#: more, which the search spends around the best placement itself. "11.1": those candidates with ``policy``
+#: revision 20's greedy decodes, on the decision graph the policy was pretrained on (graphs past ``max_nodes``).
+_ZERO_SHOT_REVISION = "11.1"
 
 #: ``finetune``'s ``polish`` (revision 19): the share of its budget spent last on simulated annealing from the
 #: search's best placement. Chosen on the training graphs no shipped checkpoint trained on (``python

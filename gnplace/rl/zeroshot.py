@@ -357,7 +357,10 @@ class PolicyPlacer:
     # of larger clusters; 10: a last round around the best, constructor samples at tau 0.1; 9: the constructor)
     # 19, 2026-12-04: on clusters of more than 16 devices, the device sets of subset_sizes, not every k (the same
     # placements on 16 devices or fewer)
-    revision = "19"
+    # 20, 2026-12-06: the greedy decodes decide on the decision graph the policy was pretrained on (module subtrees
+    # first for a ``modules`` checkpoint, as the shipped one is since d522bf0), not the plain coarsening; the graphs
+    # past ``max_nodes`` only
+    revision = "20"
     default_checkpoint = SHIPPED_CHECKPOINT  # its content is part of evaluate's row identity
     default_files = {"constructor": SHIPPED_CONSTRUCTORS}  # so are the constructors'
     checkpoint_format = "gnplace-policy"  # gnplace.policy.checkpoint.FORMAT (that module loads torch)
@@ -661,8 +664,9 @@ class PolicyPlacer:
             with torch.no_grad():
                 # greedy on every device set, the whole cluster first (ties go to it); one coarsening for all
                 advance_to(0, "coarsening")
+                # the decision graph this policy was pretrained on (module subtrees first where ``modules``)
                 whole = decision_graph(graph, cluster, max_nodes=self.max_nodes, seed=coarsen_seed,
-                                       cost_model=self.timer.cost_model)
+                                       modules=self.modules, cost_model=self.timer.cost_model)
                 held = held_at_peak(graph, cluster)  # one simulation for every device set
                 advance_to(0, "greedy decodes")
                 decoders = [self._decoder(graph, cluster, size, whole, held) for size in sizes][::-1]
@@ -687,7 +691,8 @@ class PolicyPlacer:
                     auto_seed = int(seed) if isinstance(seed, int | np.integer) else coarsen_seed
                     around, drawn_timed, labels, auto_evaluations = self._around(
                         graph, cluster, rng, coarsen_seed, auto_seed, (candidates, timed), held,
-                        lambda done, note: advance_to(candidates.shape[0] + done, note), coarsened={False: whole})
+                        lambda done, note: advance_to(candidates.shape[0] + done, note),
+                        coarsened={self.modules: whole})
                     timed = _concat_results(timed, drawn_timed)
                     blocks += around
                     names += labels

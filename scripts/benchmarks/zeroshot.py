@@ -409,13 +409,14 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
     from gnplace.policy.features import build_policy_input, ops_alone
     from gnplace.rl.agent import sample
     from gnplace.rl.env import PlacementMDP
-    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy
+    from gnplace.rl.zeroshot import SHIPPED_CHECKPOINT, cached_policy, pretraining
     from gnplace.sim.simulator import Simulator
 
     check_clusters(args.clusters)  # refused before the first graph is placed, not after it
     check_families(args.families)
     torch.set_num_threads(1)
-    policy, _ = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT, mode="construct")  # decoded constructively
+    policy, meta = cached_policy(args.checkpoint or SHIPPED_CHECKPOINT, mode="construct")  # decoded constructively
+    modules = pretraining(meta)["modules"]  # the decision graph it was pretrained on
     sim = Simulator()
     rows = []
     for family in args.families:
@@ -428,7 +429,7 @@ def bench_constructor(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if args.op_level:
                     levels.append(("op", ops_alone(graph)))
                 for label, coarsening in levels:
-                    inp = build_policy_input(graph, cluster, coarsening=coarsening)
+                    inp = build_policy_input(graph, cluster, coarsening=coarsening, modules=modules)
                     with torch.no_grad():
                         greedy = sample(policy, PlacementMDP(inp), 1, greedy=True, enc=policy.encode(inp)).rollout
                     on_decision = greedy.group_devices[:, inp.decision.group]

@@ -327,8 +327,9 @@ def test_only_fine_tuning_records_the_constructor_its_zero_shot_step_uses():
     digests = FineTunePlacer(budget=100).run_identity(g, c)["settings"]["constructor"]
     assert [len(d) for d in digests] == [64, 64] and digests[0] != digests[1]  # both shipped constructors
     # the zero-shot step's revision, only where there is one: a run without it resumes across policy revisions
-    # policy revision 11's candidates (4 constructor samples), whatever policy's own default since: runs resume
-    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_revision"] == "11"
+    # policy revision 11's candidates (4 constructor samples), whatever policy's own default since: runs resume;
+    # "11.1": with revision 20's greedy decodes on the pretrained decision graph
+    assert FineTunePlacer(budget=100).run_identity(g, c)["settings"]["zero_shot_revision"] == "11.1"
     assert PolicyPlacer.revision != "11" and PolicyPlacer().constructor_samples != ZERO_SHOT_CONSTRUCTOR_SAMPLES
     assert "zero_shot_revision" not in FineTunePlacer(budget=100, zero_shot=False).run_identity(g, c)["settings"]
     # revision 12 seeds the zero-shot step with the caller's seed: a revision 11 run does not resume under it

@@ -882,8 +882,9 @@ def test_the_polish_keeps_its_start_where_the_chain_finds_nothing_faster():
 def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_the_policy_decides_on_op_groups(
         tmp_path, monkeypatch):
     """The problem around auto coarsened the graph again with the same seed (about 1 s at 20,000 ops) and simulated the
-    peak again: a policy deciding on op groups (no ``modules``) reuses ``_place``'s decision graph and peak bytes, for
-    the same placement; one deciding on module subtrees first coarsens its own, differently (the shipped policy)."""
+    peak again: it reuses ``_place``'s decision graph and peak bytes, for the same placement. That decision graph is
+    made with the policy's own ``modules`` setting: the shipped policy, pretrained on module subtrees first, had its
+    greedy decodes decide on plain op groups (a coarsening it never saw) and the problem coarsen a second time."""
     from gnplace.placers import groups
     from gnplace.policy import features
 
@@ -894,7 +895,7 @@ def test_around_auto_the_graph_is_coarsened_and_its_peak_simulated_once_where_th
     made: list[bool] = []  # the modules setting of each coarsening
     peaks: list[int] = []
     decision_graph_, held_at_peak_ = features.decision_graph, groups.held_at_peak
-    for checkpoint, coarsenings in ((groups_first, [False]), (SHIPPED_CHECKPOINT, [False, True])):
+    for checkpoint, coarsenings in ((groups_first, [False]), (SHIPPED_CHECKPOINT, [True])):
         placer = PolicyPlacer(checkpoint=checkpoint, constructor="none", samples=4, last_rounds=1, max_nodes=100)
         assert placer.around
         expected = placer.place(graph, cluster, seed=3)
