@@ -5,7 +5,8 @@ types, so that a model imported from an ONNX file and the same model imported fr
 the same forward FLOP: a multiply-add is 2 FLOP; ``Conv`` ``2 N Ho Wo Cout (Cin / groups) Kh Kw``
 (plus one per output element for a bias); ``MatMul`` and ``Gemm`` ``2 M K N``; elementwise ops a
 few FLOP per output element (1 for arithmetic, 4 for transcendental functions); reductions and
-global pooling one per input element; normalisations and softmax 5 per element. Quantized products
+global pooling one per input element; normalisations and softmax 5 per element; ``LRN`` as the steps of
+``torch.nn.LocalResponseNorm`` (its window sum plus 5 per element). Quantized products
 (``MatMulInteger``, ``QLinearMatMul``, ``ConvInteger``, ``QLinearConv``) count as their float forms, and
 ``QuantizeLinear`` and ``DequantizeLinear`` 2 per element (a scale and a zero point).
 
@@ -161,10 +162,10 @@ SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul"
 #: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
 SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
                              "Pow", "Div", "Reciprocal", "Max", "Min", "HardSigmoid", "HardSwish", "Mish", "Selu",
-                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "GridSample"} | _NORMS | _POOLS
+                             "Celu", "PRelu", "Shrink", "ThresholdedRelu", "GridSample", "LRN"} | _NORMS | _POOLS
                             | _GLOBAL_POOLS | {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceLogSumExp"})
 #: Ops whose gradient reads their own output (relu, sigmoid, tanh, softmax, exp, sqrt, norms).
-SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention"} | _SOFTMAX
+SAVES_OUTPUT = frozenset({"Relu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Elu", "Softsign", "Attention", "LRN"} | _SOFTMAX
                          | _NORMS)
 
 #: Ops whose gradient reads the mask they keep (not their input or output): a training ``Dropout``'s gradient is
@@ -231,6 +232,20 @@ def _resize_taps(attrs: Mapping[str, Any], x: Shape | None, out: Shape | None) -
         return 1
     resized = sum(a != b for a, b in zip(x, out)) if x is not None and out is not None and len(x) == len(out) else 2
     return (4 if mode == "cubic" else 2) ** max(resized, 1)
+
+
+def _lrn_reads(attrs: Mapping[str, Any], x: Shape | None) -> tuple[int, int]:
+    """(elements of the input, window reads of its padded square) of an ``LRN`` over ``x`` ``[N, C, ...]``.
+
+    As ``torch.nn.LocalResponseNorm`` runs it: ``x * x`` is padded by ``size - 1`` channels and averaged over a
+    window of ``size`` channels (``avg_pool3d``), so its backward spreads each gradient over the ``size`` windows of
+    every padded element (``avg_pool3d_backward``, :mod:`gnplace.importers.flops`' rule).
+    """
+    size = int(attrs.get("size", 1))
+    numel = _numel(x)
+    if x is None or len(x) < 2 or x[1] == 0:
+        return numel, size * numel
+    return numel, size * (numel // x[1]) * (x[1] + size - 1)
 
 
 def _grid_sample_sizes(attrs: Mapping[str, Any], grid: Shape | None, out: Shape | None) -> tuple[int, int, int, int]:
@@ -405,6 +420,8 @@ def forward_flops(
         return float(_numel(x))
     if op_type in _NORMS or op_type in _SOFTMAX:
         return 5.0 * _numel(x)
+    if op_type == "LRN":  # x * x, the window mean (size FLOP), then * alpha, + bias, ** beta and x / that: 5
+        return (int(attrs.get("size", 1)) + 5.0) * _numel(x)
     if op_type == "SoftmaxCrossEntropyLoss":
         return 5.0 * _numel(x) + (x[0] if x else 0)
     if op_type == "NegativeLogLikelihoodLoss":
@@ -492,6 +509,9 @@ def grad_flops(
         return (5.0 if position == 0 else 2.0 if position == 1 else 1.0) * _numel(x)
     if op_type in _SOFTMAX:
         return 3.0 * _numel(x)
+    if op_type == "LRN":  # aten's 13 elementwise backward ops of the forward steps, and the window mean's backward
+        numel, window = _lrn_reads(attrs, x)
+        return 13.0 * numel + window
     if op_type == "SoftmaxCrossEntropyLoss":
         return 3.0 * _numel(x)
     if op_type in _POOLS:

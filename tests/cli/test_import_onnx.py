@@ -72,15 +72,15 @@ def test_an_initializer_left_untrained_gets_no_gradient_and_no_update(tmp_path, 
 
 
 def test_unknown_op_types_are_one_warning_line(tmp_path, capsys):
-    lrn = helper.make_node("LRN", ["y4"], ["n"], name="lrn", size=3)
+    det = helper.make_node("Det", ["y4"], ["n"], name="det")
     unsq = helper.make_node("Unsqueeze", ["y", "axes"], ["y4"], name="unsq")
-    model = write_mlp(tmp_path / "lrn.onnx", batch=4, extra_nodes=[unsq, lrn])
+    model = write_mlp(tmp_path / "det.onnx", batch=4, extra_nodes=[unsq, det])
     proto = onnx.load(str(model))
     proto.graph.initializer.append(numpy_helper.from_array(np.array([2, 3], np.int64), "axes"))
     model.write_bytes(proto.SerializeToString())
     assert main(["import", str(model), "-o", str(tmp_path / "g.gnpg")]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "LRN" in err
+    assert err.count("\n") == 1 and err.startswith("gnplace: warning:") and "Det" in err
 
 
 @pytest.mark.parametrize(

@@ -263,13 +263,12 @@ def test_batch_norm_statistics_are_not_trained():
 
 def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("LRN", ["h4"], ["n"], name="lrn", size=3),
+             helper.make_node("Det", ["h4"], ["n"], name="det"),
              helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
              helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
              helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
-    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 2, 8], np.int64), "shape4")]
-    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2, 2, 8])], inits,
-                       value_info=[vi("m1", [2, 2, 2, 8])])
+    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 4, 4], np.int64), "shape4")]
+    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])])
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
         from_onnx(onnx_model)
@@ -278,8 +277,44 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
         g = from_onnx(onnx_model, allow_unknown_ops=True)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "2 op types" in messages[0]
-    assert "LRN" in messages[0] and "my.ops.Mystery" in messages[0]
-    assert g.flops[g.index("mystery1")] == g.flops[g.index("lrn")] == 64
+    assert "Det" in messages[0] and "my.ops.Mystery" in messages[0]
+    assert g.flops[g.index("mystery1")] == g.flops[g.index("det")] == 4
+
+
+def _zoo_lrn_model(opset: int) -> onnx.ModelProto:
+    """Conv, then LRN(size 5), as the ONNX model zoo's AlexNet and GoogLeNet write it: opset 7 or 9 files of IR
+    version 3 or 4, whose weights are also graph inputs (IR 3 requires it)."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["h"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("LRN", ["h"], ["y"], name="lrn", size=5, alpha=1e-4, beta=0.75, bias=1.0)]
+    inits = [weight("w", 8, 3, 3, 3), weight("b", 8)]
+    proto = model(nodes, [vi("x", [2, 3, 8, 8]), vi("w", [8, 3, 3, 3]), vi("b", [8])], [vi("y", [2, 8, 8, 8])],
+                  inits, opset=opset)
+    proto.ir_version = 3 if opset < 9 else 4
+    return proto
+
+
+@pytest.mark.parametrize("opset", [7, 9])
+def test_an_lrn_counts_as_the_torch_importer_counts_local_response_norm(opset):
+    """LRN had no FLOP rule: counted at 1 FLOP per output element (1,024 forward, 1,024 backward) with a warning,
+    where torch's LocalResponseNorm(5) runs 10 per element forward (x * x, a window mean of 5, * alpha, + k, ** beta,
+    x / that) and 13 per element plus the window mean's backward (5 per element of x * x padded by 4 channels)."""
+    import torch
+    from torch import nn
+
+    from gnplace.importers.torch import from_module
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = from_onnx(_zoo_lrn_model(opset))
+    numel = 2 * 8 * 8 * 8
+    assert g.flops[g.index("lrn")] == 10 * numel
+    assert g.flops[g.index("grad/lrn/h")] == 13 * numel + 5 * 2 * 12 * 8 * 8
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.LocalResponseNorm(5, 1e-4, 0.75, 1.0))
+    torch_graph = from_module(net, (torch.randn(2, 3, 8, 8),), loss=lambda y: y.sum())
+    in_lrn = [k for k, module in enumerate(torch_graph.module) if module == "1"]
+    for phase in (FORWARD, BACKWARD):
+        mine = sum(float(torch_graph.flops[k]) for k in in_lrn if torch_graph.phase[k] == phase)
+        assert mine == g.flops[g.index("lrn" if phase == FORWARD else "grad/lrn/h")]
 
 
 def test_onnx_runtimes_attention_is_not_read_as_the_standard_one():

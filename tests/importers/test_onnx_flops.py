@@ -32,6 +32,7 @@ from gnplace.importers.onnx_flops import (
         ("LayerNormalization", {}, [(4, 10), (10,), (10,)], [(4, 10)], 200),
         ("BatchNormalization", {}, [(2, 3, 4, 4)] + [(3,)] * 4, [(2, 3, 4, 4)], 5 * 96),
         ("Softmax", {}, [(4, 10)], [(4, 10)], 200),
+        ("LRN", {"size": 5}, [(2, 8, 4, 4)], [(2, 8, 4, 4)], (5 + 5) * 256),
         ("Relu", {}, [(5, 5)], [(5, 5)], 25),
         ("Gelu", {}, [(5, 5)], [(5, 5)], 100),
         ("Add", {}, [(5, 5), (5,)], [(5, 5)], 25),
@@ -61,6 +62,12 @@ def test_where_is_free_as_atens_and_its_gradient_sums_a_broadcast_input_alone():
     assert forward_flops("Where", {}, [x, x, (8,)], [out]) == 0
     assert grad_flops("Where", {}, [x, x, (8,)], [out], 1, 0.0) == 0
     assert grad_flops("Where", {}, [x, x, (8,)], [out], 2, 0.0) == 32  # the broadcast one's sum, as aten's
+
+
+def test_an_lrns_gradient_is_atens_elementwise_steps_and_its_window_means_backward():
+    """13 FLOP per element, and 3 per padded element of x * x (8 + 3 - 1 channels) for a window of 3."""
+    x = (2, 8, 4, 4)
+    assert grad_flops("LRN", {"size": 3}, [x], [x], 0, 0.0) == 13 * 256 + 3 * 2 * 10 * 16
 
 
 def test_unknown_op_has_no_rule():
