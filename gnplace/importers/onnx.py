@@ -426,6 +426,20 @@ def _without_weights(proto: onnx.ModelProto, source: str, *, copy: bool) -> onnx
     return proto
 
 
+def _type_initializers(proto: onnx.ModelProto) -> None:
+    """Let shape inference read the initializers of an IR version 3 file that are not graph inputs.
+
+    IR version 3 lists every initializer among the graph inputs, and ONNX's shape inference reads the types of
+    those alone: an initializer the file does not list (which onnx.checker refuses) was
+    of no type, and the first op reading it had no static shape ("the op may be data-dependent", with advice to give
+    ``--input-shape``). IR version 4 reads every initializer, listed or not, and means the same for one listed: the
+    version of ``proto`` is raised to 4 where it holds an initializer it does not list.
+    """
+    listed = {value.name for value in proto.graph.input}
+    if proto.ir_version < 4 and any(init.name not in listed for init in proto.graph.initializer):
+        proto.ir_version = 4
+
+
 def _dense_of_sparse(sparse: onnx.SparseTensorProto, source: str, what: str = "sparse initializer") -> TensorProto:
     """The dense initializer a sparse one stands for, with its values where it is small and holds them.
 
@@ -721,6 +735,7 @@ def from_onnx(
         folder = os.path.dirname(os.path.abspath(model))
     folded = _folded_sources(proto)  # before input_shapes drop the declared value_info that holds it
     proto = _without_weights(proto, source, copy=proto is model)
+    _type_initializers(proto)
     if folder is not None:
         _read_small_external(proto, folder, source)
     graph = proto.graph

@@ -317,6 +317,19 @@ def test_an_lrn_counts_as_the_torch_importer_counts_local_response_norm(opset):
         assert mine == g.flops[g.index("lrn" if phase == FORWARD else "grad/lrn/h")]
 
 
+def test_an_ir_3_file_that_does_not_list_its_initializers_as_inputs_imports_as_one_that_does():
+    """Shape inference of IR version 3 reads the types of listed initializers alone: conv's output had no static
+    shape, and the file was refused with advice to give --input-shape; the caller's model stays at IR 3."""
+    listed = _zoo_lrn_model(7)
+    unlisted = onnx.ModelProto()
+    unlisted.CopyFrom(listed)
+    del unlisted.graph.input[1:]
+    g, expected = from_onnx(unlisted), from_onnx(listed)
+    assert g.node_names == expected.node_names and list(g.flops) == list(expected.flops)
+    assert g.flops[g.index("conv")] == 2 * 2 * 8 * 64 * 27 + 2 * 8 * 64
+    assert unlisted.ir_version == 3
+
+
 def test_onnx_runtimes_attention_is_not_read_as_the_standard_one():
     """com.microsoft Attention (input, packed QKV weights, bias) got the rule of ONNX's (Q, K, V): an IndexError."""
     nodes = [helper.make_node("Attention", ["x", "qkv_w", "qkv_b"], ["y"], name="attn", domain="com.microsoft",
