@@ -216,11 +216,8 @@ def run_rank(
     start = time.perf_counter()
     for moves in all_moves:
         for ref, src, dst in moves:
-            if dst == rank and ref not in arriving:
-                buffer = _laid_out(layouts[ref], device)
-                # received in the order its memory holds it, so that it arrives in the layout it was made in
-                arriving[ref] = dist.irecv(buffer.permute(layouts[ref].order), src, tag=tags[(ref, dst)])
-                values[ref] = _off_the_wire(buffer, *_lazy(program, ref))  # (a view: filled as it arrives)
+            if dst == rank and ref not in arriving:  # (no name here holds a receive buffer past its release)
+                arriving[ref], values[ref] = _post_receive(program, ref, layouts[ref], src, tags[(ref, dst)], device)
 
     written = program.written_storages
     # buffer updates from other ranks (program.buffer_moves), under tags after the tensors' own
@@ -439,6 +436,18 @@ def _laid_out(layout: _Layout, device: torch.device) -> torch.Tensor:
     if layout.stride is None:
         return torch.empty(layout.shape, dtype=layout.dtype, device=device)
     return torch.empty_strided(layout.shape, layout.stride, dtype=layout.dtype, device=device)
+
+
+def _post_receive(
+    program: Program, ref: Ref, layout: _Layout, src: int, tag: int, device: torch.device,
+) -> tuple[Any, torch.Tensor]:
+    """Post the receive of ``ref`` from rank ``src``: its message, and the tensor it fills (as ``ref`` was recorded).
+
+    The buffer is received in the order its memory holds it, so that it arrives in the layout it was made in.
+    """
+    buffer = _laid_out(layout, device)
+    work = dist.irecv(buffer.permute(layout.order), src, tag=tag)
+    return work, _off_the_wire(buffer, *_lazy(program, ref))  # (a view: filled as it arrives)
 
 
 def _run_command(program: Program, placement: np.ndarray, device: torch.device, options: dict[str, Any]) -> Any:
