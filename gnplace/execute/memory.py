@@ -14,7 +14,12 @@ Measured with ``torch.profiler`` (``profile_memory=True``) on ``gnplace.execute.
 count's 5,502,056, inside the second convolution's backward (``aten.convolution_backward``), which holds 2,078,592
 bytes beyond its outputs while it runs (the first convolution's forward 1,048,576, each batch norm's backward
 524,288 to 1,048,576). 640 bytes of the gap are the target ``y``: the count lets an input go after its last use,
-but on a CPU device the step reads the program's own tensor (copied only to another device), which stays.
+but on a CPU device the step reads the program's own tensor (copied only to another device), which stays. The
+count keeps the lifetime of the step's own copy on every device, so that CPU devices standing in for GPUs count as
+GPUs do and as the simulator does; an input read early is undercounted by its bytes on a real CPU device alone.
+The distributed executor's count (``Program.peak_bytes(..., ranks=True)``) holds the inputs a rank reads all step,
+as the rank does: on both gloo ranks of six random 2-rank splits of ``examples:branchy`` on CPUs it is torch's
+peak to the byte (``tests/execute/test_dist.py`` follows a rank's count and torch's allocator op by op).
 Between ops the count is torch's to the byte but for those inputs (``tests/execute/test_memory.py``); a model of
 linear layers alone (``examples:mlp``, ``branchy``, ``transformer``) shows no other gap. The simulator does not
 count workspaces either. On a GPU, running out inside an op is a real ``torch.OutOfMemoryError``, reported as out

@@ -59,7 +59,8 @@ class StepOutput:
         busy (np.ndarray): seconds the host spent in each device's ops, ``[num_devices]`` (on a CUDA
             device this is launch time).
         peak_bytes (np.ndarray): most bytes resident on each device, ``[num_devices]``: parameters and
-            their optimizer state, inputs until their last use, buffers' copies, live tensors by storage
+            their optimizer state, inputs until their last use (on a CPU device the program's own tensor, which
+            torch keeps to the end: :mod:`gnplace.execute.memory`), buffers' copies, live tensors by storage
             (a view keeps what it shows), copies received from other devices, the loss and the gradients
             (and their copies on the parameters' devices) to the end; no op's workspace (what its kernel
             frees before it returns: :mod:`gnplace.execute.memory`).
