@@ -550,8 +550,8 @@ def record_training_step(
                 _tag_autograd_nodes(value, ("", 0))
                 stage[0] = "backward"
                 with without_autocast():  # as eager's loss.backward() outside the autocast region, as PyTorch advises
-                    grads = torch.autograd.grad(value, [*[fake_params[k] for k in wanted],
-                                                        *[fake_inputs[i] for i in differentiated]], allow_unused=True)
+                    grads = _gradients(value, [*[fake_params[k] for k in wanted],
+                                               *[fake_inputs[i] for i in differentiated]])
                 stage[0] = "forward"  # a buffer the forward reassigned, carried below
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
@@ -908,6 +908,39 @@ def _tag_autograd_nodes(output: Any, tag: CallKey, stop: Sequence[Any] = ()) -> 
             continue
         _node_metadata(node)["gnplace_call"] = tag
         todo.extend(f for f, _ in node.next_functions if f is not None)
+
+
+def _reentrant_checkpoint_in(output: torch.Tensor) -> bool:
+    """Whether the autograd graph of ``output`` holds a ``torch.utils.checkpoint`` segment with ``use_reentrant=True``.
+
+    Such a segment runs a backward of its own inside the step's (its recomputed forward's), which accumulates
+    into the ``.grad`` of the leaves and refuses :func:`torch.autograd.grad`.
+    """
+    seen: set[int] = set()
+    todo = [output.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.name() == "CheckpointFunctionBackward":
+            return True
+        todo.extend(f for f, _ in node.next_functions)
+    return False
+
+
+def _gradients(loss: torch.Tensor, leaves: list[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
+    """The gradient of ``loss`` with respect to each of ``leaves`` (``None`` for one it does not depend on).
+
+    :func:`torch.autograd.grad` where it can; a step with a reentrant checkpoint (``use_reentrant=True``, the
+    older default, as transformers' gradient checkpointing uses) refuses it, so there the loss is
+    back-propagated as eager's ``loss.backward()`` does and the gradients read from the leaves' ``.grad``
+    (each leaf is a fresh fake tensor of the recording, without one before).
+    """
+    if not _reentrant_checkpoint_in(loss):
+        return torch.autograd.grad(loss, leaves, allow_unused=True)
+    loss.backward()
+    return tuple(leaf.grad for leaf in leaves)
 
 
 #: View ops whose outputs are disjoint pieces of their input: a write into one leaves the others as they were.

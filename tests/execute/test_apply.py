@@ -316,6 +316,47 @@ def test_a_checkpointed_segment_recomputes_with_the_current_weights():
         theirs.step()
 
 
+class _ReentrantCheckpointed(torch.nn.Module):
+    """Two reentrant checkpointed segments (batch norm inside) of a layer also used outside them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.bn, self.out = torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 2)
+
+    def segment(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.bn(self.a(h)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.utils.checkpoint.checkpoint(self.segment, self.a(x), use_reentrant=True)
+        h = torch.utils.checkpoint.checkpoint(self.segment, h, use_reentrant=True)
+        return self.out(self.a(h))
+
+
+def test_a_reentrant_checkpoint_trains_placed_as_eager():
+    """use_reentrant=True refuses torch.autograd.grad: its step was refused; it records as loss.backward() runs."""
+    torch.manual_seed(0)
+    net = _ReentrantCheckpointed()
+    reference = copy.deepcopy(net)
+    x = torch.randn(6, 5)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placement = Placement(np.random.default_rng(0).integers(0, 2, graph.num_ops), load_cluster("k80x2"))
+    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    ours, theirs = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(reference.parameters(), lr=0.5)
+    for _ in range(3):
+        batch = torch.randn(6, 5)
+        ours.zero_grad()
+        theirs.zero_grad()
+        loss, eager = placed(batch), _loss(reference(batch))
+        loss.backward()
+        eager.backward()
+        torch.testing.assert_close(loss, eager.detach())
+        _assert_same_grads(net, reference)
+        ours.step()
+        theirs.step()
+    for name, value in reference.named_buffers():  # the recomputations update the statistics too, as eager's do
+        torch.testing.assert_close(dict(net.named_buffers())[name], value, msg=name)
+
+
 def test_another_mode_or_dtype_than_recorded_is_refused():
     """Batch norm recorded in train mode would stay in it after .eval(); a float64 batch failed inside an op."""
     net = torch.nn.Sequential(torch.nn.Linear(5, 5), torch.nn.BatchNorm1d(5))
