@@ -198,6 +198,7 @@ class _Recorder(TorchDispatchMode):
         self.ops: list[TracedOp] = []
         self.current: str = ""
         self.failed: str = ""
+        self.failed_in: str = ""  # the autograd node whose backward ran the failed op ("" in the forward)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -207,6 +208,8 @@ class _Recorder(TorchDispatchMode):
             out = _ctc_loss_outputs(*args, **kwargs) if func is _CTC_LOSS else func(*args, **kwargs)
         except Exception:
             self.failed = str(func)  # the op itself failed, not the model's Python code around it
+            node = torch._C._current_autograd_node()
+            self.failed_in = node.name() if node is not None else ""
             raise
         if func.namespace in _SKIP_NAMESPACES:
             return out
@@ -588,6 +591,14 @@ def record_training_step(
             raise UnsupportedGraph(
                 f"cannot trace a training step of {name}: ctc_loss's lengths are tensors, whose values size its "
                 f"work ({recorder.failed}); give input_lengths and target_lengths as tuples of ints"
+            ) from err
+        if "DynamicOutputShape" in type(err).__name__ and recorder.failed_in:  # a backward formula's, not the model's
+            raise UnsupportedGraph(
+                f"cannot trace a training step of {name}: the backward of {recorder.failed_in} runs "
+                f"{recorder.failed}, whose output shape depends on the data"
+                + (" (nn.Embedding(sparse=True) with padding_idx drops the padding's rows from its gradient: give "
+                   "sparse=False or no padding_idx)" if recorder.failed_in.startswith("EmbeddingBackward") else "")
+                + "; a recorded step has fixed shapes"
             ) from err
         if "DynamicOutputShape" in type(err).__name__:  # nonzero, unique, x[mask], packed sequences
             raise UnsupportedGraph(

@@ -166,6 +166,15 @@ def test_a_shape_that_depends_on_the_data_is_named(select):
         from_module(Masked(), (torch.randn(2, 4),))
 
 
+def test_a_backward_of_a_shape_that_depends_on_the_data_names_the_layer_not_a_mask():
+    """A sparse embedding's gradient drops its padding's rows (aten.index): the model indexes by no mask of its own."""
+    net = nn.Sequential(nn.Embedding(10, 4, sparse=True, padding_idx=0), nn.Flatten(), nn.Linear(12, 1))
+    with pytest.raises(UnsupportedGraph, match=r"^cannot trace a training step of Sequential: the backward of "
+                                               r"EmbeddingBackward0 runs aten.index.Tensor, whose output shape depends "
+                                               r"on the data \(nn.Embedding\(sparse=True\) with padding_idx .*sparse=False"):
+        from_module(net, (torch.tensor([[0, 3, 4], [5, 0, 1]]),), loss=lambda out: out.sum())
+
+
 def test_a_forward_that_raises_is_named_with_how_inputs_are_matched():
     class Picky(nn.Module):
         def forward(self, input_ids: torch.Tensor, embeds: torch.Tensor | None = None) -> torch.Tensor:
