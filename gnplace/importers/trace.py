@@ -199,6 +199,7 @@ class _Recorder(TorchDispatchMode):
         self.current: str = ""
         self.failed: str = ""
         self.failed_in: str = ""  # the autograd node whose backward ran the failed op ("" in the forward)
+        self.memory: dict[int, int | None] = {}  # id of each tensor the step made -> its memory when last made
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -235,6 +236,7 @@ class _Recorder(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 self.origin[id(t)] = Ref("op", index, k)
                 self.keep.append(t)
+                self.memory[id(t)] = _memory_of(t)
                 outputs.append(t)
             else:
                 outputs.append(None)
@@ -559,10 +561,14 @@ def record_training_step(
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
 
+            recorder.memory.update({id(t): _memory_of(t) for t in (*fake_params.values(), *fake_buffers.values(),
+                                                                     *fake_inputs) if isinstance(t, torch.Tensor)})
             with recorder:
                 state = {f"module.{k}": v for k, v in {**fake_params, **fake_buffers}.items()}
                 value, grads = torch.func.functional_call(_Call(module, step), state,
                                                           tree_unflatten(fake_inputs, input_spec))
+            _refuse_swapped_memory(module, [*fake_params.values(), *fake_buffers.values(), *fake_inputs, *keep],
+                                   recorder, set(buffer_names))
     except UnsupportedGraph:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside a user's model becomes one clear line
@@ -716,6 +722,55 @@ def _refuse_state_read_from_outside(
                 f"that kept the tensor itself), which the step would keep as a constant, without its gradient; "
                 f"read it through the module at each call (module.{held[id(x)]} inside the loss function)"
             )
+
+
+def _memory_of(t: torch.Tensor) -> int | None:
+    """The memory (storage) that ``t`` holds its values in, or ``None`` for a tensor without one (a sparse one)."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+def _refuse_swapped_memory(
+    module: torch.nn.Module, tensors: Sequence[Any], recorder: _Recorder, buffers: set[str]
+) -> None:
+    """Refuse a step that gave a tensor other memory by no op (``h.data = new``, ``self.t.weight.data = new``).
+
+    Assigning ``.data`` is no op the recording sees: the tensor keeps its place in the step, with the new
+    values in it, so the step's later reads of it were recorded as reads of what the step made there (or
+    of the parameter as the step starts with it): another loss and other gradients than eager's, silently
+    (an EMA teacher updated so in ``forward``: loss 0.831, eager's 0.710; a straight-through sign
+    ``h.data = h.data.sign()``). ``set_`` is an op of the step, which the recording follows.
+
+    Args:
+        module (torch.nn.Module): the recorded module (named in the message).
+        tensors (Sequence): the recording's parameters, buffers, inputs and the tensors its ops made.
+        recorder (_Recorder): the recording (its ops, and the memory of each tensor when made).
+        buffers (set): the names of the buffers (a frozen parameter is read as one, but named a parameter).
+
+    Raises:
+        UnsupportedGraph: naming the tensor, and the writes that record.
+    """
+    for t in tensors:
+        if not isinstance(t, torch.Tensor) or recorder.memory.get(id(t)) == _memory_of(t):
+            continue
+        ref = recorder.origin.get(id(t))
+        if ref is None:
+            continue
+        if ref.kind == "op":
+            op = recorder.ops[ref.index]
+            what = f"the output of {op.func} (in {repr(op.call[0]) if op.call[0] else 'the module'})"
+        elif ref.kind == "input":
+            what = f"input {ref.name}"
+        else:
+            what = f"{'buffer' if ref.name in buffers else 'parameter'} {ref.name!r}"
+        raise UnsupportedGraph(
+            f"cannot trace a training step of {type(module).__name__}: it gives {what} new values by assigning "
+            "its .data, which a recorded step cannot follow (it would read the old values); compute them out of "
+            "place (h = h + (new - h).detach() for a straight-through estimate) or write them in place under "
+            "torch.no_grad() (x.copy_(new))"
+        )
 
 
 def _carry_reassigned_buffers(module: torch.nn.Module, fakes: dict[str, torch.Tensor]) -> None:

@@ -541,3 +541,57 @@ def test_ctc_loss_of_lengths_in_tensors_or_of_lengths_that_do_not_fit_is_refused
                          (((12, 12), (4, 3)), "must be of size batch_size")):
         with pytest.raises(UnsupportedGraph, match=f"op aten._ctc_loss.default failed: ctc_loss: .*{why}"):
             record_training_step(CTC("functional", lengths), (frames, targets), loss=lambda loss: loss)
+
+
+class _Teacher(nn.Module):
+    """A student and a frozen teacher whose weights ``forward`` moves toward the student's, as ``how`` says."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.student, self.teacher, self.how = nn.Linear(4, 3), nn.Linear(4, 3), how
+        self.teacher.requires_grad_(False)
+        self.register_buffer("shift", torch.zeros(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        moved = 0.9 * self.teacher.weight + 0.1 * self.student.weight.detach()
+        if self.how == "assign teacher":
+            self.teacher.weight.data = moved
+        elif self.how == "assign student":
+            self.student.weight.data = self.student.weight.data.clamp(-0.2, 0.2)
+        elif self.how == "assign buffer":
+            self.shift.data = self.shift + 1
+        elif self.how == "copy":
+            with torch.no_grad():
+                self.teacher.weight.copy_(moved)
+        elif self.how == "set_":
+            self.shift.set_(self.shift + 1)
+        elif self.how == "assign activation":  # a straight-through sign
+            h = self.student(x)
+            h.data = h.data.sign()
+            return (h - self.teacher(x)).square().mean()
+        return (self.student(x) - self.teacher(x) + self.shift).square().mean()
+
+
+@pytest.mark.parametrize("how, name", [("assign teacher", "parameter 'teacher.weight'"),
+                                       ("assign student", "parameter 'student.weight'"),
+                                       ("assign buffer", "buffer 'shift'"),
+                                       ("assign activation", r"the output of aten.addmm.default \(in 'student'\)")])
+def test_a_forward_assigning_data_of_its_state_is_refused_not_recorded_reading_the_old_values(how, name):
+    """``.data =`` is no op: the step read the old values (the old teacher: loss 0.831, eager's 0.710), silently."""
+    with pytest.raises(UnsupportedGraph, match=rf"^cannot trace a training step of _Teacher: it gives {name} new "
+                                               r"values by assigning its .data, .*torch.no_grad\(\) \(x.copy_\(new\)\)$"):
+        record_training_step(_Teacher(how), (torch.randn(5, 4),))
+
+
+@pytest.mark.parametrize("how", ["copy", "set_"])
+def test_a_forward_writing_its_state_by_ops_replays_eagers_loss_and_gradients(how):
+    torch.manual_seed(0)
+    net, x = _Teacher(how), torch.randn(5, 4)
+    eager_net = _Teacher(how)
+    eager_net.load_state_dict(net.state_dict())
+    trace = record_training_step(net, (x,))
+    loss, grads = trace.replay()
+    eager = eager_net(x)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    torch.testing.assert_close(grads["student.weight"], eager_net.student.weight.grad)
