@@ -556,7 +556,7 @@ def record_training_step(
                 stage[0] = "backward"
                 with without_autocast():  # as eager's loss.backward() outside the autocast region, as PyTorch advises
                     grads = _gradients(value, [*[fake_params[k] for k in wanted],
-                                               *[fake_inputs[i] for i in differentiated]])
+                                               *[fake_inputs[i] for i in differentiated]], recorder.ops)
                 stage[0] = "forward"  # a buffer the forward reassigned, carried below
                 _carry_reassigned_buffers(module, {k: fake_buffers[k] for k in buffer_names})
                 return value, grads
@@ -995,17 +995,27 @@ def _reentrant_checkpoint_in(output: torch.Tensor) -> bool:
     return False
 
 
-def _gradients(loss: torch.Tensor, leaves: list[torch.Tensor]) -> tuple[torch.Tensor | None, ...]:
+def _gradients(
+    loss: torch.Tensor, leaves: list[torch.Tensor], ops: Sequence[TracedOp]
+) -> tuple[torch.Tensor | None, ...]:
     """The gradient of ``loss`` with respect to each of ``leaves`` (``None`` for one it does not depend on).
 
     :func:`torch.autograd.grad` where it can; a step with a reentrant checkpoint (``use_reentrant=True``, the
     older default, as transformers' gradient checkpointing uses) refuses it, so there the loss is
     back-propagated as eager's ``loss.backward()`` does and the gradients read from the leaves' ``.grad``
-    (each leaf is a fresh fake tensor of the recording, without one before).
+    (each leaf is a fresh fake tensor of the recording, without one before). A tensor of the caller's
+    that requires grad and that the step read (``ops`` so far hold it: ``self.scale = torch.ones(4,
+    requires_grad=True)``, no parameter) keeps its ``.grad``, where the backward put a fake tensor.
     """
     if not _reentrant_checkpoint_in(loss):
         return torch.autograd.grad(loss, leaves, allow_unused=True)
-    loss.backward()
+    outside = {id(x): x for _, x in held_tensors(ops) if x.requires_grad}
+    kept = {key: x.grad for key, x in outside.items()}
+    try:
+        loss.backward()
+    finally:
+        for key, x in outside.items():
+            x.grad = kept[key]
     return tuple(leaf.grad for leaf in leaves)
 
 

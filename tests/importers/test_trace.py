@@ -595,3 +595,30 @@ def test_a_forward_writing_its_state_by_ops_replays_eagers_loss_and_gradients(ho
     eager.backward()
     torch.testing.assert_close(loss, eager.detach())
     torch.testing.assert_close(grads["student.weight"], eager_net.student.weight.grad)
+
+
+class _ScaledCheckpoint(nn.Module):
+    """A reentrant checkpointed segment reading a plain tensor attribute that requires grad (no parameter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.scale = nn.Linear(4, 4), torch.ones(4, requires_grad=True)
+
+    def segment(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.fc(h)) * self.scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.utils.checkpoint.checkpoint(self.segment, self.fc(x), use_reentrant=True).square().mean()
+
+
+def test_a_reentrant_checkpoint_records_eagers_gradients_and_leaves_the_callers_tensors_without_fake_ones():
+    """Its step is back-propagated (torch.autograd.grad is refused), which must not fill .grad of the caller's tensors."""
+    torch.manual_seed(0)
+    net, x = _ScaledCheckpoint(), torch.randn(3, 4)
+    trace = record_training_step(net, (x,))
+    assert net.scale.grad is None and net.fc.weight.grad is None
+    loss, grads = trace.replay()
+    eager = net(x)
+    eager.backward()
+    torch.testing.assert_close(loss, eager.detach())
+    torch.testing.assert_close(grads["fc.weight"], net.fc.weight.grad)
