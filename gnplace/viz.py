@@ -104,7 +104,8 @@ def plot_timeline(
     :data:`~gnplace.plot_text.ROW_LABEL_POINTS`, is shortened in its rows' labels
     (:func:`~gnplace.plot_text.row_names`).
     An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`). The time
-    axis has fewer ticks where its labels would be nearer than :data:`TICK_GAP_POINTS` (:func:`_space_ticks`).
+    axis has fewer ticks where its labels would be nearer than :data:`TICK_GAP_POINTS` (:func:`_space_ticks`); a
+    step of 0 s has one, ``0``, in the middle of the axis (:func:`_instant_axis`).
     ``title`` (default: the graph's name and step time) is drawn as it is, names in it included (no matplotlib
     maths); one wider than the figure keeps its start and end with ``…`` between, the most characters that fit
     (a graph named with 200 characters put the title's start 687 pixels left of the figure's edge).
@@ -165,6 +166,8 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
         _bars(ax, 2 * timeline.xfer_src + 1 - 0.3 + (lane + 0.5) * pitch, timeline.xfer_start, timeline.xfer_end,
               height, _TRANSFER_COLOUR, raster, scale)
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
+    if not result.step_time > 0:
+        _instant_axis(ax)
     ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
     ends = [" (out of memory)" if out else " send" for out in oom.tolist()]  # the wider of each device's two labels
@@ -194,6 +197,16 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     with _matplotlib().rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
     return fig
+
+
+def _instant_axis(ax: Any) -> None:
+    """The time axis of a step of 0 s on ``ax``: one tick, ``0``, in the middle of the axes.
+
+    Every op and transfer starts and ends at 0. matplotlib widened the empty range to 0-0.055 s, ticks every
+    0.01 s as if the step took 50 ms, with the ops' marks and the step's end on the left spine, hidden by it.
+    """
+    ax.set_xlim(-1.0, 1.0)
+    ax.set_xticks([0.0])
 
 
 TICK_GAP_POINTS = 5.0

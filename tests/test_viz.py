@@ -597,6 +597,35 @@ def test_an_op_of_no_duration_is_marked_without_changing_the_time_axis(tmp_path,
     assert fig.dpi * viz.MARK_POINTS / 72 == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("num_ops, placement", [(1, [0]), (5, [0, 1, 0, 1, 0])])
+def test_a_step_of_no_time_has_one_tick_at_0_in_the_middle_of_its_axis(tmp_path, monkeypatch, num_ops, placement):
+    """A step of 0 s (ops of 0 FLOP and no bytes, no launch overhead nor latency) drew an axis of 0-0.055 s with a
+    tick every 0.01 s, as if the step had taken 50 ms, its ops' marks and its end's line on the left spine, hidden.
+    Its axis has one tick, 0, in the middle: the marks and the step's end drawn there, inside the axes."""
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.image import imread
+
+    import gnplace.viz as viz
+    from gnplace.toy import chain_graph, toy_cluster
+
+    g = chain_graph(num_ops, flops=0.0, out_bytes=0)
+    result = Simulator().time(g, toy_cluster(2, launch_overhead=0.0, latency=0.0), placement, timeline=True)
+    assert result.step_time == 0.0 and result.timeline.num_transfers == len(placement) - 1
+    figures = []
+    real_save = viz._save
+    monkeypatch.setattr(viz, "_save", lambda fig, path: (figures.append(fig), real_save(fig, path))[1])
+    path = plot_timeline(g, result, tmp_path / "t.png")
+    ax = figures[0].axes[0]
+    assert ax.get_xlim() == (-1.0, 1.0) and ax.get_xticks().tolist() == [0.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0"] and ax.get_xlabel() == "time (s)"
+    x, y = ax.transData.transform((0.0, 0.0))  # op 0 on gpu0's row (pixels from bottom left)
+    image = imread(path)[:, :, :3]
+    row = image[image.shape[0] - int(round(y)), int(x) - 2:int(x) + 4]
+    blue = np.array(to_rgb(viz._PHASE_COLOURS["forward"]))
+    assert (np.abs(row - blue).max(axis=1) < 0.02).sum() >= 1  # its mark, in the forward's colour, not the spine
+
+
 def test_the_ratio_plot_is_laid_out_at_the_resolution_it_is_written_at(tmp_path, monkeypatch):
     """The ratio plot was laid out at 100 dpi and written at 120 (the timeline at 120 both): on the baselines' chart
     (5 clusters, 10 placers) its margins were 0.4 pixels short on the left and 1.2 too tall at the bottom of the
