@@ -396,7 +396,8 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     characters that fit; where two shorten alike, each is shown with its bar's index first (``#3 …``). A cluster's
     title wider than its axes is shortened so too. A label of 58 characters (``ppo[...]@2000`` given several
     options) was too tall for the figure: matplotlib warned "Tight layout not applied" and the labels ran off it.
-    The y-axis label is broken onto lines where it would run off the figure (:func:`_fit_ylabel`).
+    The y-axis label is broken onto lines where it would run off the figure (:func:`_fit_ylabel`). Bars nearer
+    than :data:`RATIO_BAR_POINTS` (their labels drawn over each other) widen the figure (:func:`_space_bars`).
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -434,10 +435,55 @@ def _ratios_figure(summary: list[dict]) -> Any:
         ax.set_title(plain(cluster))
     axes[0][0].set_ylabel(RATIO_YLABELS[0])
     fig.tight_layout()
+    _space_bars(fig, axes[0], labels)
     _fit_ylabel(fig, axes[0][0], RATIO_YLABELS)
     for ax, cluster in zip(axes[0], clusters):
         _fit_title(ax, drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
     return fig
+
+
+RATIO_BAR_POINTS = 9.0
+"""The least room from one bar of the ratio plot to the next (points): their labels, at 60 degrees, 7.8 points apart
+across their lines, the most that 40 bars on one cluster have (9.3 points)."""
+
+RATIO_MAX_INCHES = 540.0
+"""The widest the ratio plot is drawn (inches): 64,800 pixels at 120 dpi, under Agg's 65,536."""
+
+
+def _space_bars(fig: Any, axes: Any, labels: list[str]) -> None:
+    """Widen laid-out ``fig`` until the bars of each of ``axes`` are :data:`RATIO_BAR_POINTS` apart.
+
+    The figure's width was set by the clusters alone: 48 bars on one, or 30 on each of three, had their labels
+    drawn over each other, 120 a black band. The axes keep a bar's room either side of the bars, and the figure is
+    widened by what the bars lack (laid out again, at most three times: the margins move a little), up to
+    :data:`RATIO_MAX_INCHES`; where even that is too narrow, every k-th bar is labelled, k the fewest that leaves
+    the labels apart. A figure whose bars are apart is left as it is: the same figure.
+    """
+    need = RATIO_BAR_POINTS * DPI / 72  # pixels from one bar to the next
+    if _bar_pitch(fig, axes[0]) >= need:
+        return
+    for ax in axes:  # a bar's room either side: matplotlib's 5% of 300 bars was 15 bars' room, blank
+        ax.set_xlim(-1.0, len(labels))
+    for _ in range(3):
+        lack = need - _bar_pitch(fig, axes[0])
+        if lack <= 1e-6 or fig.get_figwidth() >= RATIO_MAX_INCHES:
+            break
+        span = np.diff(axes[0].get_xlim())[0]
+        wider = fig.get_figwidth() + len(axes) * lack * span / DPI
+        fig.set_figwidth(min(wider, RATIO_MAX_INCHES))
+        fig.tight_layout()
+    every = int(np.ceil(need / _bar_pitch(fig, axes[0]) - 1e-6))
+    if every > 1:
+        for ax in axes:
+            ax.set_xticks(range(0, len(labels), every))
+            ax.set_xticklabels(labels[::every], rotation=60, ha="right", fontsize="small")
+        fig.tight_layout()
+
+
+def _bar_pitch(fig: Any, ax: Any) -> float:
+    """The distance (pixels at :data:`DPI`) from one bar of laid-out ``ax`` to the next."""
+    lo, hi = ax.get_xlim()
+    return float(ax.get_position().width * fig.get_figwidth() * DPI / (hi - lo))
 
 
 RATIO_YLABELS = ("step time / best non-learned (geo. mean)", "step time / best non-learned\n(geo. mean)",

@@ -940,3 +940,61 @@ def test_a_timeline_whose_time_labels_are_apart_is_drawn_as_before(tmp_path, mon
             plot_timeline(graph, step, tmp_path / f"before{suffix}")
         plot_timeline(graph, step, tmp_path / f"after{suffix}")
         assert (tmp_path / f"before{suffix}").read_bytes() == (tmp_path / f"after{suffix}").read_bytes(), k
+
+
+def _bar_rows(bars: int, clusters: int) -> list[dict]:
+    """A ratio summary of ``bars`` placers (``placer0``, ...) on each of ``clusters`` clusters, rising ratios."""
+    return [{"family": "f", "cluster": f"c{j}", "placer": f"placer{k}", "vs_best": 1 + k / 10, "graphs": 1}
+            for j in range(clusters) for k in range(bars)]
+
+
+def _label_pitches(fig) -> list[float]:
+    """The distances (pixels) between neighbouring labelled ticks of each axes of laid-out ratio plot ``fig``."""
+    import numpy as np
+
+    return [float(d) for ax in fig.axes for d in np.diff(ax.transData.transform(
+        [(x, 0.0) for x in ax.get_xticks()])[:, 0])]
+
+
+@pytest.mark.parametrize(("bars", "clusters", "wider"), [(40, 1, False), (48, 1, True), (120, 1, True),
+                                                         (30, 3, True)])
+def test_the_ratio_plots_bars_are_widened_apart_where_their_labels_would_overlap(tmp_path, monkeypatch, bars,
+                                                                                  clusters, wider):
+    """The figure's width was set by the clusters alone: 48 bars on one cluster (14 pixels apart), or 30 on each of
+    three (13), drew their 60-degree labels over each other. The figure is widened until the bars are
+    RATIO_BAR_POINTS (15 pixels) apart, every bar labelled; 40 bars on one cluster are drawn as before."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import gnplace.viz as viz
+
+    figures = _laid_out(monkeypatch)
+    plot_ratios(_bar_rows(bars, clusters), tmp_path / "r.png")
+    fig = figures[0]
+    assert bool(fig.get_figwidth() > 4 + 2.5 * clusters) is wider
+    assert all(len(ax.get_xticklabels()) == bars for ax in fig.axes)
+    assert min(_label_pitches(fig)) >= viz.RATIO_BAR_POINTS * fig.dpi / 72 - 1e-6
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    width = fig.get_figwidth() * fig.dpi
+    for ax in fig.axes:  # on the figure, and each under its bar: the axes' limits hold every bar
+        lo, hi = ax.get_xlim()
+        assert lo < -0.4 and hi > bars - 0.6
+        assert all(0 <= t.get_window_extent(renderer).x0 and t.get_window_extent(renderer).x1 <= width
+                   for t in ax.get_xticklabels())
+
+
+def test_bars_too_many_for_the_widest_ratio_plot_are_labelled_one_in_k(tmp_path, monkeypatch):
+    """Past RATIO_MAX_INCHES (Agg draws no image 65,536 pixels wide), the figure keeps that width and every k-th
+    bar is labelled, k the fewest that leaves the labels RATIO_BAR_POINTS apart."""
+    import gnplace.viz as viz
+
+    monkeypatch.setattr(viz, "RATIO_MAX_INCHES", 8.0)
+    figures = _laid_out(monkeypatch)
+    plot_ratios(_bar_rows(120, 1), tmp_path / "r.png")
+    fig, ax = figures[0], figures[0].axes[0]
+    assert fig.get_figwidth() == 8.0
+    ticks = ax.get_xticks().tolist()
+    every = ticks[1] - ticks[0]
+    assert ticks == list(range(0, 120, every))
+    assert [t.get_text() for t in ax.get_xticklabels()] == sorted(f"placer{k}" for k in range(120))[::every]
+    need, pitch = viz.RATIO_BAR_POINTS * fig.dpi / 72, min(_label_pitches(fig)) / every  # pixels
+    assert every > 1 and (every - 1) * pitch < need <= every * pitch
