@@ -397,7 +397,8 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     title wider than its axes is shortened so too. A label of 58 characters (``ppo[...]@2000`` given several
     options) was too tall for the figure: matplotlib warned "Tight layout not applied" and the labels ran off it.
     The y-axis label is broken onto lines where it would run off the figure (:func:`_fit_ylabel`). Bars nearer
-    than :data:`RATIO_BAR_POINTS` (their labels drawn over each other) widen the figure (:func:`_space_bars`).
+    than :data:`RATIO_BAR_POINTS` (their labels drawn over each other) widen the figure (:func:`_space_bars`). A
+    bar with no ratio (its every run out of memory or failed) is written ``n/a`` (:func:`_mark_missing`).
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -429,6 +430,7 @@ def _ratios_figure(summary: list[dict]) -> Any:
             weights = (s.get("vs_best_graphs", s.get("graphs", 1)) for s in rows)
             values.append(geomean((s["vs_best"] for s in rows), weights=weights))
         ax.bar(range(len(bars)), values, color="#4C72B0")
+        _mark_missing(ax, values)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(bars)))
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize="small")
@@ -440,6 +442,21 @@ def _ratios_figure(summary: list[dict]) -> Any:
     for ax, cluster in zip(axes[0], clusters):
         _fit_title(ax, drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
     return fig
+
+
+def _mark_missing(ax: Any, values: list[float]) -> None:
+    """Write ``n/a`` at the foot of each bar of ``ax`` with no ratio (``nan``: every run out of memory or failed).
+
+    Such a bar was no bar and nothing said so; at either end, it was out of the axes' limits, its label on the
+    axes' corner, and with no ratio at all the y axis ran 0.95 to 1.05. The axes' limits hold every bar's place from
+    0 up. Axes whose bars all have a ratio are left as they are: the same figure.
+    """
+    missing = [k for k, v in enumerate(values) if not np.isfinite(v)]
+    if not missing:
+        return
+    ax.update_datalim([(-0.4, 0.0), (len(values) - 0.6, 0.0)])  # each bar's edges (``bar``'s width 0.8), from 0
+    for k in missing:
+        ax.text(k, 0.0, " n/a", rotation=90, ha="center", va="bottom", fontsize="small", color="#555555")
 
 
 RATIO_BAR_POINTS = 9.0

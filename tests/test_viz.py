@@ -998,3 +998,19 @@ def test_bars_too_many_for_the_widest_ratio_plot_are_labelled_one_in_k(tmp_path,
     assert [t.get_text() for t in ax.get_xticklabels()] == sorted(f"placer{k}" for k in range(120))[::every]
     need, pitch = viz.RATIO_BAR_POINTS * fig.dpi / 72, min(_label_pitches(fig)) / every  # pixels
     assert every > 1 and (every - 1) * pitch < need <= every * pitch
+
+
+@pytest.mark.parametrize("ratios", [[None, 1.2, 0.9, 2.0, None], [None, None, None]], ids=["ends", "all"])
+def test_a_ratio_bar_with_no_ratio_is_written_n_a_within_the_axes(tmp_path, monkeypatch, ratios):
+    """A bar with no ratio (every run out of memory: ``vs_best`` None, its mean nan) was no bar and nothing said
+    so; at either end its place was outside the axes' limits (its label on the corner), and with no ratio at all
+    the y axis ran 0.95 to 1.05. Each is written ``n/a`` at its foot, every bar's place within the axes, from 0."""
+    figures = _laid_out(monkeypatch)
+    summary = [{"family": "f", "cluster": "k80x2", "placer": f"p{k}", "vs_best": v, "graphs": 1,
+                "vs_best_graphs": int(v is not None)} for k, v in enumerate(ratios)]
+    plot_ratios(summary, tmp_path / "r.png")
+    ax = figures[0].axes[0]
+    (lo, hi), (bottom, top) = ax.get_xlim(), ax.get_ylim()
+    assert lo < -0.4 and hi > len(ratios) - 0.6 and bottom == 0.0 and top >= 1.0
+    assert [(t.get_text(), t.get_position()) for t in ax.texts] == [(" n/a", (k, 0.0)) for k, v in enumerate(ratios)
+                                                                     if v is None]
