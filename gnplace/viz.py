@@ -102,7 +102,9 @@ def plot_timeline(
     is drawn beside the axes. A device out of memory (``result.oom``) is labelled so, in red: nothing said it.
     A device's name longer than :data:`~gnplace.plot_text.ROW_NAME_CHARS`, or whose label is drawn wider than
     :data:`~gnplace.plot_text.ROW_LABEL_POINTS`, is shortened in its rows' labels
-    (:func:`~gnplace.plot_text.row_names`).
+    (:func:`~gnplace.plot_text.row_names`). The figure is at most :data:`TIMELINE_MAX_INCHES` tall: past 449
+    devices the rows are thinner, and where a row is shorter than its label, every k-th device's ops' row is
+    labelled (:func:`_row_label_step`).
     An op or transfer of no duration is a mark :data:`MARK_POINTS` wide from its time on (:func:`_marks`). The time
     axis has fewer ticks where its labels would be nearer than :data:`TICK_GAP_POINTS` (:func:`_space_ticks`); a
     step of 0 s has one, ``0``, in the middle of the axis (:func:`_instant_axis`).
@@ -150,7 +152,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     d = len(names)
     # laid out at the resolution written: text measured at 100 dpi is narrower than drawn at 120 (hinting), and a
     # long row label laid out to fit ran off the left edge
-    fig = _figure((12, 1.0 + 0.6 * 2 * d), dpi=DPI)
+    fig = _figure((12, min(1.0 + 0.6 * 2 * d, TIMELINE_MAX_INCHES)), dpi=DPI)
     ax = fig.subplots()
     # one collection per row and colour (``broken_barh``): a Rectangle per op (``barh``) took 5 s for 800 ops
     raster = graph.num_ops + timeline.num_transfers > RASTER_ABOVE
@@ -168,14 +170,24 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.set_xlim(left=0.0)  # the step starts at 0 (``barh`` held its bars' left edges; a collection has no such edge)
     if not result.step_time > 0:
         _instant_axis(ax)
-    ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
     oom = np.asarray(result.oom, dtype=bool)  # a device past its memory: its row says so, in red
     ends = [" (out of memory)" if out else " send" for out in oom.tolist()]  # the wider of each device's two labels
-    rows = [dollars(n) for n in row_names([drawable(n) for n in names], ends)]
-    labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in enumerate(rows)]
-                                + [f"{n} send" for n in rows])
-    for k in np.flatnonzero(oom).tolist():
-        labels[k].set_color(_OOM_COLOUR)
+    every = _row_label_step(fig, d)
+    if every is None:
+        ax.set_yticks([2 * k for k in range(d)] + [2 * k + 1 for k in range(d)])
+        rows = [dollars(n) for n in row_names([drawable(n) for n in names], ends)]
+        labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in enumerate(rows)]
+                                    + [f"{n} send" for n in rows])
+        for k in np.flatnonzero(oom).tolist():
+            labels[k].set_color(_OOM_COLOUR)
+    else:  # rows too thin for a label each: every k-th device's ops' row labelled
+        shown = list(range(0, d, every))
+        ax.set_yticks([2 * k for k in shown])
+        rows = [dollars(n) for n in row_names([drawable(names[k]) for k in shown], [ends[k] for k in shown])]
+        labels = ax.set_yticklabels([n + (" (out of memory)" if oom[k] else "") for k, n in zip(shown, rows)])
+        for label, k in zip(labels, shown):
+            if oom[k]:
+                label.set_color(_OOM_COLOUR)
     ax.set_ylim(2 * d - 0.5, -0.5)  # every row, row 0 on top: the data's limits put an unused end row on the edge
     ax.set_xlabel(f"time ({unit})")
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # 20000 s, not 2 and "1e4" in a corner
@@ -197,6 +209,26 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     with _matplotlib().rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
     return fig
+
+
+TIMELINE_MAX_INCHES = 540.0
+"""The tallest a timeline is drawn (inches): 64,800 pixels at 120 dpi. A row of 0.6 inches each for 4,096 devices'
+ops and sends was 4,916 inches, a PNG of 1,440 x 589,944 pixels (3.4 GB to draw, 352 s)."""
+
+
+def _row_label_step(fig: Any, num_devices: int) -> int | None:
+    """None where each of a timeline's rows in ``fig`` is as tall as its label, else k: every k-th device labelled.
+
+    The rows of :data:`TIMELINE_MAX_INCHES` for more than 449 devices are thinner than 0.6 inches; where a row is
+    shorter than its label's line (the y ticks' font size and a fifth), only every k-th device's ops' row is
+    labelled, k the fewest that leaves those labels a line apart.
+    """
+    import matplotlib
+
+    line = matplotlib.font_manager.FontProperties(size=matplotlib.rcParams["ytick.labelsize"]).get_size_in_points()
+    need = 1.2 * line * DPI / 72  # pixels
+    row = (fig.get_figheight() - 1.0) * DPI / (2 * num_devices)  # the figure's height less its title's and axis'
+    return None if row >= need else int(np.ceil(need / (2 * row)))
 
 
 def _instant_axis(ax: Any) -> None:

@@ -1014,3 +1014,31 @@ def test_a_ratio_bar_with_no_ratio_is_written_n_a_within_the_axes(tmp_path, monk
     assert lo < -0.4 and hi > len(ratios) - 0.6 and bottom == 0.0 and top >= 1.0
     assert [(t.get_text(), t.get_position()) for t in ax.texts] == [(" n/a", (k, 0.0)) for k, v in enumerate(ratios)
                                                                      if v is None]
+
+
+@pytest.mark.parametrize(("devices", "every"), [(8, None), (32, 1), (128, 3)])
+def test_a_timeline_of_more_devices_than_its_tallest_figure_holds_labels_every_kth(tmp_path, monkeypatch, devices,
+                                                                                   every):
+    """A row of 0.6 inches each for 4,096 devices' ops and sends made a PNG of 1,440 x 589,944 pixels (3.4 GB to
+    draw, 352 s). The figure is at most TIMELINE_MAX_INCHES tall (here 10: 1,080 pixels of rows); where a row is
+    shorter than its label's line (20 pixels), only every k-th device's ops' row is labelled, the labels a line
+    apart, one out of memory in red. A figure within the height keeps a label on each row."""
+    from matplotlib.colors import to_hex
+
+    import gnplace.viz as viz
+
+    monkeypatch.setattr(viz, "TIMELINE_MAX_INCHES", 10.0)
+    figures = _laid_out(monkeypatch)
+    g, result = _named_cluster_step([f"gpu{k}" for k in range(devices)], oom=[0])
+    plot_timeline(g, result, tmp_path / "t.png")
+    fig, ax = figures[0], figures[0].axes[0]
+    assert fig.get_figheight() == 10.0
+    ticks, labels = ax.get_yticks().tolist(), ax.get_yticklabels()
+    assert labels[0].get_text() == "gpu0 (out of memory)" and to_hex(labels[0].get_color()) == viz._OOM_COLOUR.lower()
+    if every is None:
+        assert ticks == [*range(0, 2 * devices, 2), *range(1, 2 * devices, 2)]
+        return
+    assert ticks == list(range(0, 2 * devices, 2 * every))
+    assert [t.get_text() for t in labels[1:]] == [f"gpu{k}" for k in range(every, devices, every)]
+    pitch = ax.transData.transform((0, 0))[1] - ax.transData.transform((0, 2 * every))[1]  # pixels
+    assert pitch >= 1.2 * 10 * fig.dpi / 72 and (every == 1 or pitch * (every - 1) / every < 1.2 * 10 * fig.dpi / 72)
