@@ -324,6 +324,11 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     that is, the group of the parameter's update node, not which op of the call; a later call reads one
     through its ``read`` node): each on the device the map gives it, but those of the dispatched model's root
     itself (``root``) on accelerate's main device (the map's first GPU), where the root's hook moves them.
+    A parameter whose gradient reads no saved tensor (``x + b``, ``torch.cat([token, x])``) names no reader
+    (:func:`_parameter_readers`): every forward op of its call is taken to read it, and one that does not
+    (``y * 2`` beside ``x + b``, ``y`` on another device than ``b``) is listed too. The graph cannot tell them
+    apart (where the caller adds the two outputs, both their gradients are one tensor of the caller's); the
+    import knows the readers but records them nowhere, and a record would change the shipped graphs' meta.
 
     Returns:
         list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
@@ -396,8 +401,11 @@ def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
     gradient tells more: walking back from the update node through the call's backward ops, the first ones
     that read forward tensors compute the gradient from what the reader saved (``x`` of ``x * w``, ``h`` of
     ``h @ w``), so the readers are the call's forward ops among those tensors or reading one. A gradient
-    computed from no saved tensor (``x + w``: the output's gradient, summed) names none, and then every
-    forward op of the call may read it.
+    computed from no saved tensor (``x + w``: the output's gradient, summed) names none, nor does one whose
+    forward tensors are no op of the call's nor read by one (``x + w`` summed by the caller: the sum's gradient,
+    ``ones_like``, is recorded as a forward op of the caller), and then every forward op of the call may read
+    it: an over-count where the call has ops that do not (a call returning ``a(x) + w, b(x) * 2`` lists ``mul``
+    as reading ``w``).
     """
     in_ptr, in_src, _ = graph.in_csr
     out_ptr, out_dst, _ = graph.out_csr
@@ -427,7 +435,7 @@ def _parameter_readers(graph: OpGraph) -> dict[int, list[int]]:
         members = set(in_call.get(call, ()))
         readers = {s for s in saved if s in members}
         readers.update(int(d) for s in saved for d in out_dst[out_ptr[s]:out_ptr[s + 1]] if int(d) in members)
-        found[up] = sorted(readers) if saved else sorted(members)
+        found[up] = sorted(readers or members)
     return found
 
 

@@ -4,6 +4,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
 
 from gnplace.cluster import cluster_from_dict, load_cluster
 from gnplace.exceptions import InvalidArgument
@@ -912,3 +914,110 @@ def test_accelerates_root_hook_moves_the_inputs_to_its_main_device():
     # the same map with the head's device as the main one runs
     out = dispatch_model(_AddsInput(), device_map=split, main_device="meta")(x.to("meta"), y.to("meta"))
     assert out.device.type == "meta" and out.shape == (4, 16)
+
+
+class _DeviceLog(TorchFunctionMode):
+    """The ops that read tensors of two devices, by name; each then runs on "meta", and a copy off "meta" is zeros."""
+
+    def __init__(self):
+        super().__init__()
+        self.mixed = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "to" and args[0].device.type == "meta" and "cpu" in map(str, (*args[1:], *kwargs.values())):
+            return torch.zeros(args[0].shape, dtype=args[0].dtype)  # accelerate moving a result back to the CPU
+        tensors = [x for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor) and x.dim()]
+        if len({x.device.type for x in tensors}) > 1:
+            self.mixed.append(name)
+            args, kwargs = tree_map(lambda x: x.to("meta") if isinstance(x, torch.Tensor) else x, (args, kwargs))
+        return func(*args, **kwargs)
+
+
+def _ops_reading_two_devices(net, device_map, x, tmp_path):
+    """What accelerate runs of ``device_map`` (GPU 0 as "cpu", GPU 1 as "meta"): the names of the ops that read two.
+
+    As ``load_checkpoint_and_dispatch`` does, each state-dict entry is loaded to its longest key's device first.
+    """
+    from accelerate import dispatch_model
+    from accelerate.utils import load_checkpoint_in_model
+
+    on = {key: "cpu" if value == 0 else "meta" for key, value in device_map.items()}
+    torch.save(net.state_dict(), tmp_path / "state.pt")
+    load_checkpoint_in_model(net, str(tmp_path / "state.pt"), device_map=on)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # keys naming a tensor: "do not match any submodules"
+        dispatch_model(net, device_map=on, main_device="cpu")
+    with _DeviceLog() as log:
+        net(x)
+    return log.mixed
+
+
+class _Shifted(torch.nn.Module):
+    """A module whose own forward adds its parameter to its child's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 16)
+        self.shift = torch.nn.Parameter(torch.zeros(16))
+
+    def forward(self, x):
+        return self.a(x) + self.shift
+
+
+class _SumsShifted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = torch.nn.Linear(16, 16)
+        self.out = _Shifted()
+
+    def forward(self, x):
+        return self.out(self.body(x)).sum()
+
+
+def test_a_parameter_whose_gradient_reads_only_its_callers_tensors_is_read_by_the_ops_of_its_call(tmp_path):
+    """``shift``'s gradient sums the loss's gradient, ``ones_like``, a forward op of the root, not of ``out``'s call:
+    no op of the call was taken to read ``shift``, and ``out/add`` read ``a``'s output and ``shift`` unlisted."""
+    pytest.importorskip("accelerate")
+    graph = from_module(_SumsShifted(), (torch.randn(4, 16),))
+    cluster = load_cluster("k80x2")
+    split = {"body": 0, "out.a": 1, "out.shift": 0}
+    assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, split)] == ["out/add"]
+    assert _ops_reading_two_devices(_SumsShifted(), split, torch.randn(4, 16), tmp_path) == ["add"]
+    together = {"body": 0, "out.a": 1, "out.shift": 1}
+    assert cross_device_reads(graph, cluster, together) == []
+    assert _ops_reading_two_devices(_SumsShifted(), together, torch.randn(4, 16), tmp_path) == []
+
+
+class _TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.bias = torch.nn.Parameter(torch.zeros(16))
+
+    def forward(self, x):
+        return self.a(x) + self.bias, self.b(x) * 2
+
+
+class _Joins(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 1)
+
+    def forward(self, pair):
+        return self.lin(pair[0] + pair[1])
+
+
+def test_a_parameter_added_in_its_modules_forward_is_taken_to_be_read_by_every_op_of_its_call(tmp_path):
+    """The limit :func:`cross_device_reads` documents: ``bias``'s gradient reads no saved tensor, so ``mul``, which
+    reads ``b``'s output alone (GPU 1), is listed as reading ``bias`` (GPU 0) too, though accelerate runs the map."""
+    pytest.importorskip("accelerate")
+    graph = _graph(torch.nn.Sequential(_TwoOutputs(), _Joins()))
+    split = {"0.a": 0, "0.bias": 0, "0.b": 1, "1": 1}
+    assert [graph.node_names[v] for v in cross_device_reads(graph, load_cluster("k80x2"), split)] == ["0/mul"]
+    net = torch.nn.Sequential(_TwoOutputs(), _Joins())
+    assert _ops_reading_two_devices(net, split, torch.randn(4, 16), tmp_path) == []
+
