@@ -122,6 +122,20 @@ def _untrained(graph: OpGraph) -> list[str]:
     return [str(k) for k in untrained] if isinstance(untrained, list) else []
 
 
+def _untrained_readers(graph: OpGraph) -> dict[str, list[int]]:
+    """The forward nodes that read each buffer or frozen parameter, from the import's record (``graph.meta``).
+
+    Names the record gives that are no node of ``graph`` are skipped; a graph imported before gnplace recorded
+    it (or from ONNX) has none.
+    """
+    record = graph.meta.get("untrained_readers")
+    if not isinstance(record, dict):
+        return {}
+    node = {name: i for i, name in enumerate(graph.node_names)}
+    return {str(state): [node[r] for r in readers if r in node]
+            for state, readers in record.items() if isinstance(readers, list)}
+
+
 def _tied(graph: OpGraph) -> dict[str, str]:
     """Each tied parameter's name and the name of the parameter it shares, from the import's record."""
     tied = graph.meta.get("tied_parameters")
@@ -330,6 +344,19 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
     apart (where the caller adds the two outputs, both their gradients are one tensor of the caller's); the
     import knows the readers but records them nowhere, and a record would change the shipped graphs' meta.
 
+    Buffers and frozen parameters have no gradient: an op reads one where the import recorded it
+    (``graph.meta["untrained_readers"]``, :mod:`gnplace.importers.torch`; a graph imported before 2026-12-06
+    or from ONNX has no record, and its reads of them go unchecked). The record leaves out ops reading no
+    other tensor (their output's device is then :func:`from_device_map`'s) and ops of a module holding its
+    trainable parameters itself and no state below it (a batch norm), which every map that keeps a module's
+    own state together hooks. One of the root's own is read on the main device; another on the device of the
+    longest key naming it or a module above it (``load_checkpoint_and_dispatch`` and ``from_pretrained`` load
+    a state-dict entry to its own key's device, a hook moves a module's), and a non-persistent buffer (in no
+    state dict) of a module no key names or lies above stays where the model was made, which no device of a
+    map with two devices, one a GPU, is taken to be (a causal mask or position ids added in a split module's
+    own forward). ``dispatch_model`` of a model already in memory moves no tensor that a key names by its own
+    name: it stays where it was (accelerate warns that the key matches no submodule).
+
     Returns:
         list[int]: the node indices, in order (none for a map accelerate runs as the placement does).
     """
@@ -342,9 +369,13 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
                                        for kind, d in zip(graph.op_types, placed.devices)]
     entering = [kind == "input" or not _inside(module, root) for kind, module in zip(graph.op_types, graph.module)]
     names = _updated_parameters(graph)
-    parameters: dict[int, list[int | str]] = defaultdict(list)  # the devices of the parameters each op reads
+    parameters: dict[int, list[int | str]] = defaultdict(list)  # the devices of the state each op reads
     for up, readers in _parameter_readers(graph).items():
         held = main if names[up].rpartition(".")[0] == root else values[int(placed.devices[up])]
+        for v in readers:
+            parameters[v].append(held)
+    for state, readers in _untrained_readers(graph).items():
+        held = _untrained_device(state, device_map, cluster, root, main)
         for v in readers:
             parameters[v].append(held)
     forward = PHASES.index("forward")
@@ -375,6 +406,31 @@ def cross_device_reads(graph: OpGraph, cluster: Cluster, device_map: Mapping[str
         if len(set(read)) > 1:
             found.append(int(v))
     return sorted(found)
+
+
+_UNMOVED = "unmoved"
+"""Where :func:`cross_device_reads` takes a tensor accelerate never moves to be: where the model was made."""
+
+
+def _untrained_device(
+    name: str, device_map: Mapping[str, Any], cluster: Cluster, root: str, main: int | str
+) -> int | str:
+    """Where a buffer or frozen parameter ``name`` is under ``device_map``, for the ops reading it.
+
+    One of the root's own is on the main device (the root's hook moves it there); another on the device of the
+    longest key naming it or a module above it (a module's hook moves it there; the map places a state-dict
+    entry named by its own key there). With no such key (a non-persistent buffer, in no state dict, of a module
+    the map splits), nothing moves it: it stays where the model was made, ``"unmoved"``, but in a map without a
+    GPU, where that is the CPU, and in a map of one device, to which ``dispatch_model`` moves the whole model.
+    """
+    if name.rpartition(".")[0] == root:
+        return main
+    values = device_map_values(cluster)
+    key = next((k for k in _dotted_prefixes(name) if k in device_map), "" if "" in device_map else None)
+    if key is not None:
+        return values[_device_index(device_map[key], cluster, values)]
+    used = {values[_device_index(value, cluster, values)] for value in device_map.values()}
+    return next(iter(used)) if len(used) == 1 else _UNMOVED if main != "cpu" else "cpu"
 
 
 def _inside(module: str, root: str) -> bool:
@@ -685,13 +741,7 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
     values = device_map_values(cluster)
 
     def index(value: Any) -> int:
-        given = value
-        if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdecimal():
-            value = int(value[5:])
-        if not isinstance(value, bool | float) and value in values:
-            return values.index(value)
-        raise InvalidArgument(f"device_map value {reprlib.repr(given)} is no device of {cluster.name!r} "
-                              f"(have {values})")
+        return _device_index(value, cluster, values)
 
     paths = module_paths(graph)
     known = _known_paths(graph, paths)
@@ -720,6 +770,20 @@ def from_device_map(graph: OpGraph, cluster: Cluster, device_map: Mapping[str, A
         on_cpu[list(_updated_parameters(graph))] = False
         devices[on_cpu] = index(_main_device(device_map))
     return Placement(devices, cluster, GraphKey.of(graph))
+
+
+def _device_index(value: Any, cluster: Cluster, values: list[int | str]) -> int:
+    """The device of ``cluster`` that a ``device_map`` value names (``values``: :func:`device_map_values`).
+
+    Raises:
+        InvalidArgument: if it names none (``True`` and ``1.0`` were read as GPU 1, ``"cuda:x"`` was a ValueError).
+    """
+    given = value
+    if isinstance(value, str) and value.startswith("cuda:") and value[5:].isdecimal():
+        value = int(value[5:])
+    if not isinstance(value, bool | float) and value in values:
+        return values.index(value)
+    raise InvalidArgument(f"device_map value {reprlib.repr(given)} is no device of {cluster.name!r} (have {values})")
 
 
 ACCELERATE_MODES = ("auto", "balanced", "balanced_low_0", "sequential")

@@ -215,20 +215,70 @@ def trace_to_graph(
     return _trace_to_step(trace, optimizer=optimizer, name=name, meta=meta, stacklevel=3).graph
 
 
-def _state_meta(trace: TrainingTrace, meta: dict[str, Any] | None) -> dict[str, Any]:
-    """``meta`` with what a ``device_map`` of the graph must also place (:mod:`gnplace.execute.device_map`).
+def _state_meta(
+    trace: TrainingTrace, meta: dict[str, Any] | None, untrained_readers: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """``meta`` with what a ``device_map`` of the graph must also place or check (:mod:`gnplace.execute.device_map`).
 
     ``tied_parameters`` maps each tied parameter name to the parameter it shares (no update node of its
     own), ``untrained_state`` lists the persistent buffers and frozen parameters a ``device_map`` must
-    place (:attr:`TrainingTrace.untrained_state`); each is left out when empty, so a
-    model without either keeps the meta it was given.
+    place (:attr:`TrainingTrace.untrained_state`), ``untrained_readers`` names the forward nodes that read
+    each buffer or frozen parameter (:func:`_untrained_readers`; the graph has no edge from such state);
+    each is left out when empty, so a model without any keeps the meta it was given.
     """
     out = dict(meta or {})
     if trace.tied:
         out["tied_parameters"] = dict(trace.tied)
     if trace.untrained_state:
         out["untrained_state"] = list(trace.untrained_state)
+    if untrained_readers:
+        out["untrained_readers"] = dict(untrained_readers)
     return out
+
+
+def _untrained_readers(
+    trace: TrainingTrace, keep: list[int], inputs_of: list[list[Ref]], node_of_op: dict[int, int], names: list[str]
+) -> dict[str, list[str]]:
+    """The forward nodes reading each buffer or frozen parameter, by its name: ``{name: [node names]}``.
+
+    An op reads it itself or through a view (views are folded, ``inputs_of`` is resolved). Left out: ops of a
+    module every ``device_map`` hooks (:func:`_always_hooked`: a batch norm's reads of its running statistics),
+    which read it on their own device; ops reading no tensor but such state (BERT's embeddings gather their
+    token type ids by their position ids, two buffers of one module), which read one device where the module's
+    state is kept together; and a ``copy_`` into it (a buffer the forward reassigned), which copies across
+    devices. Empty for a model whose other ops read no such state (none of the shipped real models' do), so its
+    meta stays as it was.
+    """
+    hooked = _always_hooked(trace)
+    found: dict[str, list[str]] = {}
+    for i in keep:
+        op = trace.ops[i]
+        if op.backward or op.call[0] in hooked or all(r.kind == "buffer" for r in inputs_of[i]):
+            continue
+        written = written_argument(op) if op.name == "copy_" else None
+        for r in inputs_of[i]:
+            if r.kind == "buffer" and r != written:
+                readers = found.setdefault(r.name, [])
+                if names[node_of_op[i]] not in readers:
+                    readers.append(names[node_of_op[i]])
+    return found
+
+
+def _always_hooked(trace: TrainingTrace) -> set[str]:
+    """Modules that every ``device_map`` hooks: those holding a trainable parameter and no state below them.
+
+    All the state-dict entries under such a module (a ``Linear``, an ``Embedding``, a batch norm) are its own,
+    on one device (:mod:`gnplace.execute.device_map` keeps a module's own state together), so a map names it
+    or a module above it, and accelerate's hook moves its arguments and its buffers to its device.
+    """
+    owners = {name.rpartition(".")[0] for name in trace.params}
+    above: set[str] = set()  # modules with state below them: "" and every proper prefix of a holder's path
+    for name in [*trace.params, *trace.buffers, *trace.tied]:
+        holder = name.rpartition(".")[0]
+        if holder:
+            above.add("")
+            above.update(holder[:j] for j, char in enumerate(holder) if char == ".")
+    return owners - above
 
 
 def _trace_to_step(
@@ -386,7 +436,7 @@ def _trace_to_step(
     graph = OpGraph(
         names, pairs, flops=flops, out_bytes=out_bytes, param_bytes=param_bytes,
         edge_bytes=[edge_bytes[p] for p in pairs], op_types=op_types, phase=phase, group=group, module=modules,
-        name=name, meta=_state_meta(trace, meta),
+        name=name, meta=_state_meta(trace, meta, _untrained_readers(trace, keep, inputs_of, node_of_op, names)),
     )
     # ---- views: the node that holds the data each one shows
     for i in range(len(ops)):

@@ -1021,3 +1021,50 @@ def test_a_parameter_added_in_its_modules_forward_is_taken_to_be_read_by_every_o
     net = torch.nn.Sequential(_TwoOutputs(), _Joins())
     assert _ops_reading_two_devices(net, split, torch.randn(4, 16), tmp_path) == []
 
+
+class _Positioned(torch.nn.Module):
+    """Adds its ``pos`` to its child's output in its own forward: a buffer, a frozen parameter, or a buffer in
+    no state dict (``persistent=False``, as transformers' position ids and causal masks)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        if kind == "frozen":
+            self.pos = torch.nn.Parameter(torch.randn(16), requires_grad=False)
+        else:
+            self.register_buffer("pos", torch.randn(16), persistent=kind == "buffer")
+
+    def forward(self, x):
+        return self.b(self.a(x) + self.pos)
+
+
+@pytest.mark.parametrize("kind", ["buffer", "frozen", "non-persistent"])
+def test_an_unhooked_op_reading_its_modules_buffer_and_an_output_from_another_device_reads_two(kind, tmp_path):
+    """``0/add`` reads ``pos`` where the map loads it (or, in no state dict, where the model was made: nothing
+    moves it) and ``a``'s output: buffers have no gradient, so only the import's record tells who reads them."""
+    pytest.importorskip("accelerate")
+
+    def net():
+        return torch.nn.Sequential(_Positioned(kind), torch.nn.Linear(16, 1))
+
+    graph = _graph(net())
+    assert graph.meta["untrained_readers"] == {"0.pos": ["0/add"]}
+    cluster = load_cluster("k80x2")
+    x = torch.randn(4, 16)
+    if kind == "non-persistent":  # where the model was made (the CPU, GPU 0 here): read beside "a" on GPU 1
+        split = {"0.a": 1, "0.b": 1, "1": 0}
+        assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, split)] == ["0/add"]
+        assert _ops_reading_two_devices(net(), split, x, tmp_path) == ["add"]
+    else:
+        split = {"0.a": 0, "0.pos": 1, "0.b": 1, "1": 1}
+        assert [graph.node_names[v] for v in cross_device_reads(graph, cluster, split)] == ["0/add"]
+        assert _ops_reading_two_devices(net(), split, x, tmp_path) == ["add"]
+        together = {"0.a": 1, "0.pos": 1, "0.b": 1, "1": 0}
+        assert cross_device_reads(graph, cluster, together) == []
+        assert _ops_reading_two_devices(net(), together, x, tmp_path) == []
+    # a placement splitting module 0 so: it goes whole (hooked: its hook moves ``pos`` and its input), to GPU 0,
+    # where ``a`` holds as many parameter bytes as ``b`` on GPU 1
+    devices = [0 if module.startswith("0.a") else 1 for module in module_paths(graph)]
+    device_map = to_device_map(graph, Placement(devices, cluster))
+    assert device_map == {"0": 0, "1": 1} and cross_device_reads(graph, cluster, device_map) == []

@@ -632,3 +632,28 @@ def test_what_is_no_module_is_one_clear_error(module):
     """``from_module("net", ...)`` was an AttributeError ('str' object has no attribute 'named_modules')."""
     with pytest.raises(InvalidArgument, match=rf"^a training graph is recorded from a torch.nn.Module, got {module!r}$"):
         from_module(module, (torch.zeros(2, 4),), loss=lambda out: out.sum())
+
+
+class _Centred(nn.Module):
+    """A batch norm beside its own ``center`` buffer and ``gain`` frozen parameter, read in its own forward."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(8)
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("center", torch.zeros(8))
+        self.register_buffer("mask", torch.ones(8), persistent=False)
+        self.gain = nn.Parameter(torch.ones(8), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin((self.bn(x) - self.center) * self.gain) * (self.mask * 2)
+
+
+def test_the_forward_ops_reading_a_buffer_or_frozen_parameter_beside_another_tensor_are_recorded() -> None:
+    """No edge leaves a buffer or frozen parameter, so the import names their readers in the meta, for
+    device_map's check of the ops accelerate runs unhooked; a batch norm's reads of its running statistics (it is
+    always hooked) and ``mask * 2`` (it reads no other tensor) are left out."""
+    graph = from_module(_Centred(), (torch.randn(4, 8),), loss=lambda y: y.sum())
+    assert graph.meta["untrained_readers"] == {"center": ["root/sub"], "gain": ["root/mul"]}
+    assert "untrained_readers" not in from_module(nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8)),
+                                                  (torch.randn(4, 8),), loss=lambda y: y.sum()).meta
