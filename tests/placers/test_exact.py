@@ -213,6 +213,48 @@ def test_where_the_solver_finds_nothing_the_result_is_no_slower_than_auto():
     assert result.step_time <= auto.step_time
 
 
+def _two_homes() -> tuple[OpGraph, Cluster]:
+    """Ten ops, each 1-2 us on its home device of two and 100x that on the other; 19.23 MB a device, where 8.6% of the
+    1,024 placements fit: single moves from any fitting placement near the optimum overflow or slow it."""
+    home = np.array([0, 1, 0, 1, 1, 1, 0, 0, 0, 1])
+    base = np.array([1.56, 1.41, 1.45, 1.10, 1.60, 1.60, 1.38, 1.93, 1.60, 1.96]) * 1e-6
+    kinds = ["v100", "k80"]
+    graph = layered_graph(10, width=2, seed=14)
+    graph = graph.replace(cost_s={k: np.where(home == i, base, base * 100) for i, k in enumerate(kinds)})
+    cluster = cluster_from_dict({"name": "homes", "devices": [{"name": f"d{i}", "kind": k, "memory": 19.23e6}
+                                                              for i, k in enumerate(kinds)],
+                                 "links": {"default": {"bandwidth": 1e10, "latency": 1e-5}}})
+    return graph, cluster
+
+
+def test_a_wide_descent_leaves_the_local_optimum_of_single_moves():
+    # from single and round robin, single moves stopped at 1.134 times the brute-force optimum; moving two groups at
+    # once (or exchanging two devices' groups) reaches it
+    from gnplace.placers._search import baseline_candidates
+    from gnplace.placers.exact import _descend
+
+    g, c = _two_homes()
+    sim = Simulator()
+    best = sim.time(g, c, brute_force(g, c)).step_time
+    starts = baseline_candidates(g, c)
+    narrow = sim.time(g, c, _descend(g, c, starts, sim))
+    wide = sim.time(g, c, _descend(g, c, starts, sim, wide=True))
+    assert not narrow.is_oom and narrow.step_time > 1.1 * best
+    assert not wide.is_oom and wide.step_time == pytest.approx(best)
+
+
+def test_where_the_solver_proves_nothing_the_result_is_the_brute_force_optimum():
+    # in 0.02 deterministic units CP-SAT finds no solution (status unknown): the descent from auto, single and round
+    # robin by single moves stopped at 1.134 times the brute-force optimum
+    g, c = _two_homes()
+    sim = Simulator()
+    placer = ExactPlacer(time_limit=0.02, num_workers=1)
+    placement = placer.place(g, c, seed=0)
+    assert placer.last_status == "unknown"
+    result = sim.time(g, c, placement)
+    assert not result.is_oom and result.step_time == pytest.approx(sim.time(g, c, brute_force(g, c)).step_time)
+
+
 def test_activation_memory_counts(small_gpus):
     # a -> b -> c; a writes 0.7 GiB, c holds 0.5 GiB of parameters; 1 GiB devices. Parameters alone fit
     # anywhere, but a's output and c's parameters cannot share a device: c must sit apart
