@@ -495,8 +495,65 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
 
 
 # -------------------------------------------------------------------------------------------- figures
+def curve_points(history: Any) -> tuple[np.ndarray, str | None]:
+    """The points of a learning curve that a figure draws, and what it left out, said in a few words.
+
+    A row's ``history`` holds ``[evaluations, best step over auto's]`` pairs (:func:`learned_row`: never empty, each
+    ratio finite and positive). A saved row edited by hand, or cut, may hold others: a point that is no such pair of
+    numbers, whose numbers are not finite, whose evaluations are below 0 or whose ratio is 0 or below (no step
+    takes 0 s or less) is left out, and said so; a history of none is "no points".
+
+    Args:
+        history (Any): a row's learning curve, ``[[evaluations, ratio], ...]``.
+
+    Returns:
+        tuple: the points drawn (``[n, 2]`` float array: evaluations, ratio), and None where all are, else what was
+        left out (``"no points"``, ``"2 of 5 points left out (1 not finite, 1 ratio <= 0)"``).
+
+    Examples:
+        >>> points, note = curve_points([[1, 1.0], [10, float("nan")], [100, 0.8]])
+        >>> points.tolist(), note
+        ([[1.0, 1.0], [100.0, 0.8]], '1 of 3 points left out (1 not finite)')
+    """
+    entries = history if isinstance(history, list) else []
+    kept: list[tuple[float, float]] = []
+    dropped = {"not a pair of numbers": 0, "not finite": 0, "evaluations < 0": 0, "ratio <= 0": 0}
+    for entry in entries:
+        pair = _number_pair(entry)
+        reason = ("not a pair of numbers" if pair is None else "not finite" if not all(map(math.isfinite, pair))
+                  else "evaluations < 0" if pair[0] < 0 else "ratio <= 0" if pair[1] <= 0 else None)
+        if reason is None and pair is not None:
+            kept.append(pair)
+        elif reason is not None:
+            dropped[reason] += 1
+    points = np.array(kept, dtype=float).reshape(-1, 2)
+    if not kept:
+        return points, "no points" if not entries else f"no points ({_reasons(dropped)})"
+    left_out = len(entries) - len(kept)
+    return points, (f"{left_out} of {len(entries)} points left out ({_reasons(dropped)})" if left_out else None)
+
+
+def _number_pair(entry: Any) -> tuple[float, float] | None:
+    """``entry`` as ``(evaluations, ratio)`` floats, None where it is no list of two numbers (bools are none)."""
+    if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in entry):
+        return None
+    return float(entry[0]), float(entry[1])
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    """``1 not finite, 2 ratio <= 0``: how many points each reason left out, those that left out any."""
+    return ", ".join(f"{count} {reason}" for reason, count in counts.items() if count)
+
+
 def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
-    """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``)."""
+    """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``).
+
+    What a panel cannot draw is written under its title: a placer's points left out (:func:`curve_points`), or
+    no run of the family on ``cluster``; with no row at all, one panel says so. Where a curve has a point at 0
+    evaluations (a placement timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
+    """
     from gnplace.viz import agg_pyplot
 
     plt = agg_pyplot()
@@ -504,32 +561,66 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     families = sorted({r["family"] for r in rows})
     # one colour per placer in every panel: a scatter (a one-point history) and a line draw from two colour cycles
     colour = {placer: f"C{i % 10}" for i, placer in enumerate(sorted({r["placer"] for r in rows}))}
-    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 3.6), squeeze=False,
-                             dpi=FIGURE_DPI)
+    panels = max(len(families), 1)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.6), squeeze=False, dpi=FIGURE_DPI)
+    if not families:
+        _say_not_drawn(axes[0][0], f"no learning curves on {cluster}", "no learned placer's run to draw")
     for ax, family in zip(axes[0], families):
         part = [r for r in rows if r["family"] == family and r["cluster"] == cluster]
-        graph = sorted({r["name"] for r in part})[0]
-        for r in sorted(part, key=lambda r: r["placer"]):
-            if r["name"] != graph:
-                continue
-            h = np.array(r["history"], dtype=float)
-            if len(h) == 1:
-                ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3, color=colour[r["placer"]])
-            else:
-                ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"], color=colour[r["placer"]])
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set_xscale("log")
-        ax.set_xlim(left=1)
-        ax.set_title(f"{graph} on {cluster}")
-        ax.set_xlabel("simulator evaluations")
-        ax.set_ylabel("best step / auto's")
+        if not part:
+            _say_not_drawn(ax, f"{family} on {cluster}", f"no run of {family} on {cluster}")
+            continue
+        _curves_panel(ax, part, colour, cluster)
     # beside the last panel, not over it (where it hid the seeds' curves), naming every placer of every panel
     handles = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
-    axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                       borderaxespad=0.0)
+    if handles:
+        axes[0][-1].legend(handles.values(), handles.keys(), fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     save_figure(fig, path)  # a kill leaves the figure before, not half of it
     plt.close(fig)
+
+
+def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], cluster: str) -> None:
+    """One family's panel of :func:`plot_curves`: the curves of its first graph's rows (``part``: on ``cluster``)."""
+    graph = sorted({r["name"] for r in part})[0]
+    notes, zero, drawn = [], False, 0
+    for r in sorted(part, key=lambda r: r["placer"]):
+        if r["name"] != graph:
+            continue
+        h, note = curve_points(r["history"])
+        if note is not None:
+            notes.append(f"{r['placer']}: {note}")
+        zero, drawn = zero or bool(len(h) and h[:, 0].min() == 0), drawn + bool(len(h))
+        if len(h) == 1:
+            ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3, color=colour[r["placer"]])
+        elif len(h):
+            ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"], color=colour[r["placer"]])
+    title = f"{graph} on {cluster}"
+    if not drawn:
+        _say_not_drawn(ax, title, "no point to draw:\n" + "\n".join(notes))
+        return
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    if zero:  # 0 evaluations has no place on a log axis: linear up to 1
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(0, max(ax.get_xlim()[1], 10.0))  # at least a decade past 1 (one point at 0: 0 to 0.055)
+    else:
+        ax.set_xscale("log")
+        ax.set_xlim(left=1)
+    if notes:  # under the title, smaller: what this panel leaves out
+        ax.set_title(title + "\n" + "\n".join(notes), fontsize=8)
+    else:
+        ax.set_title(title)
+    ax.set_xlabel("simulator evaluations")
+    ax.set_ylabel("best step / auto's")
+
+
+def _say_not_drawn(ax: Any, title: str, text: str) -> None:
+    """A panel with no curve: ``title`` above, ``text`` in its middle, no ticks."""
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="dimgrey")
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]) -> None:

@@ -709,3 +709,47 @@ def test_each_report_figure_is_laid_out_at_the_resolution_it_is_written_at(tmp_p
     report.plot_learned_bars(rows, tmp_path / "learned.png", ["rnn_pg", "spotlight"])
     report.plot_scale([dict(placer="auto", ops=ops, seconds=ops / 1e4) for ops in (100, 1000)], tmp_path / "s.png")
     assert laid_out == written == [110, 110, 110]
+
+
+def test_curves_draw_what_a_history_holds_and_say_what_they_leave_out(tmp_path, load_script, monkeypatch):
+    """A history of none was an IndexError (a 1-D array indexed [:, 0]); a nan point broke the line and hid the final
+    value, a ratio below 0 was drawn as it was, and a point at 0 evaluations lay off the log axis. Each point that
+    can be drawn now is; what is left out is written under the panel's title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    base = dict(family="ptb", cluster="k80x4", name="ptb_002")
+    rows = [dict(base, placer="ppo", history=[]), dict(base, placer="heft", history=[[1, 1.0], [5, 0.95]]),
+            dict(base, placer="rnn_pg", history=[[1, -0.5], [10, float("nan")], [100, 0.8], [200, 0.7]]),
+            dict(base, placer="policy", history=[[0, 0.9]])]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    (fig,) = drawn
+    FigureCanvasAgg(fig).draw()
+    (ax,) = fig.axes
+    assert ax.get_title().splitlines() == ["ptb_002 on k80x4", "ppo: no points",
+                                           "rnn_pg: 2 of 4 points left out (1 not finite, 1 ratio <= 0)"]
+    lines = {line.get_label(): line.get_xydata().tolist() for line in ax.get_lines()
+             if not line.get_label().startswith("_")}
+    assert lines["rnn_pg"][-1] == [200.0, 0.7] and min(y for _, y in lines["rnn_pg"]) == 0.7  # the final value
+    (star,) = ax.collections
+    assert star.get_label() == "policy" and star.get_offsets().tolist() == [[0.0, 0.9]]
+    assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] == 0  # 0 evaluations drawn at the axis' start
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["heft", "policy", "rnn_pg"]
+
+
+def test_curves_say_so_where_a_family_or_every_row_has_nothing_to_draw(tmp_path, load_script, monkeypatch):
+    """A family with no run on the cluster drawn (an IndexError), and no row at all (a ValueError: 0 columns)."""
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    rows = [dict(family="nmt", cluster="k80x4", name="nmt_002", placer="ppo", history=[[1, 1.0], [8, 0.9]]),
+            dict(family="ptb", cluster="tight4", name="ptb_002", placer="ppo", history=[[1, 1.0]]),
+            dict(family="yelp", cluster="k80x4", name="yelp_002", placer="ppo", history=[[1, float("inf")]])]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    report.plot_curves([], tmp_path / "none.png", "k80x4")
+    texts = [[t.get_text() for t in ax.texts] for fig in drawn for ax in fig.axes]
+    assert texts == [[], ["no run of ptb on k80x4"], ["no point to draw:\nppo: no points (1 not finite)"],
+                     ["no learned placer's run to draw"]]
+    assert drawn[1].axes[0].get_legend() is None
