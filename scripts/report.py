@@ -281,6 +281,15 @@ def learned_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     return _same(row.get("auto_s"), auto) and _same(row.get("bound_s"), bound)
 
 
+def learned_row_readable(row: dict[str, Any]) -> bool:
+    """Whether section 2's saved row holds a learning curve the report reads: each point one :func:`curve_points` draws.
+
+    :func:`learned_row` never makes another; a line edited by hand may (``"history": []`` was an ``IndexError`` in
+    the seeds' claims after every section had run): it is made again, as a row without a field is.
+    """
+    return curve_points(row["history"])[1] is None
+
+
 def exact_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     """Whether section 4's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
 
@@ -1034,7 +1043,7 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
     for family in config.families:  # Placeto pretrained per family, placing the family's test graphs zero-shot
         learned_tasks += placeto_zero_shot_tasks(family, config, out)
     learned = store.run(learned_tasks, learned_row, args.jobs, "section 2", LEARNED_IDENTITY, learned_row_stands,
-                        LEARNED_FIELDS)
+                        LEARNED_FIELDS, learned_row_readable)
     placers = [p for p in (*config.rl_placers, "placeto_zs") if any(r["placer"] == p for r in learned)]
     clock.book()
 

@@ -59,6 +59,20 @@ def test_a_saved_row_without_a_field_the_report_reads_is_made_again(tmp_path, lo
     assert ran == ["a"] and all("history" in r for r in rows)
 
 
+@pytest.mark.parametrize("history", [[], [[1, float("nan")]], [[1, 1.1], [8, -0.5]], [[0.5]], None])
+def test_a_saved_row_whose_learning_curve_the_report_cannot_read_is_made_again(tmp_path, load_script, history):
+    """A line edited by hand with ``"history": []`` stood, and the seeds' claims raised IndexError after every section
+    had run (``rb["history"][-1][1]``); a curve with a point the figure leaves out is made again too."""
+    report = load_script("report")
+    path = tmp_path / "learned.jsonl"
+    full = {"key": "a", **{field: 1 for field in report.LEARNED_FIELDS}, "history": [[1, 1.1], [8, 0.9]]}
+    path.write_text(json.dumps({**full, "history": history}) + "\n" + json.dumps({**full, "key": "b"}) + "\n")
+    ran = []
+    rows = report.Store(path).run([{"key": "a"}, {"key": "b"}], lambda t: ran.append(t["key"]) or {**full, **t}, 1,
+                                  "test", fields=report.LEARNED_FIELDS, readable=report.learned_row_readable)
+    assert ran == ["a"] and [r["history"] for r in rows] == [full["history"]] * 2
+
+
 def test_a_row_the_disk_has_no_room_for_names_the_file_and_leaves_no_half_line(tmp_path, load_script, disk_fills_in):
     import errno
 

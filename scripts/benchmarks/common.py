@@ -277,19 +277,22 @@ class Store:
     def run(self, tasks: list[dict[str, Any]], fn: Callable[[dict[str, Any]], dict[str, Any]], jobs: int,
             label: str, identity: tuple[str, ...] = (),
             legacy: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
-            fields: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+            fields: tuple[str, ...] = (),
+            readable: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
         """Run the tasks not yet saved (in ``jobs`` processes), saving each row; all rows of ``tasks``, in order.
 
         ``identity`` names the fields of a task that its row records (``fn`` copies them) and that a saved row must
         match to stand, ``legacy(row, task)`` judges a row saved before it recorded them (:meth:`saved`); a row
         that does not stand runs again, its new row replacing it. So does a saved row without one of ``fields``
         (what the caller reads of each row): a line edited by hand, or one of an older program, was a ``KeyError``
-        after every task had run.
+        after every task had run; and one holding all of them where ``readable(row)`` says the caller cannot read
+        their values (a learning curve of no points was an ``IndexError`` there).
         """
         def stands(task: dict[str, Any]) -> bool:
             check = None if legacy is None else (lambda row: legacy(row, task))
             row = self.saved(task["key"], {field: task[field] for field in identity}, check)
-            return row is not None and all(field in row for field in fields)
+            return (row is not None and all(field in row for field in fields)
+                    and (readable is None or readable(row)))
 
         todo = [t for t in tasks if not stands(t)]
         print(f"[report] {label}: {len(tasks) - len(todo)} saved, {len(todo)} to run", flush=True)
