@@ -159,8 +159,11 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
             {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=FIGURE_DPI)
-        for name, (evals, ratio) in curves.items():
-            ax.step(evals, ratio, where="post", label=name)
+        for i, (name, (evals, ratio)) in enumerate(curves.items()):
+            if len(evals) == 1:  # one batch timed (a budget of one): a step of one point is a line of no length
+                ax.scatter(evals, ratio, label=name, marker="*", s=80, zorder=3, color=f"C{i % 10}")
+            else:
+                ax.step(evals, ratio, where="post", label=name, color=f"C{i % 10}")
         ax.set_xlabel("timer evaluations")
         ax.set_ylabel("best step time / auto")
         ax.set_title(f"{graph.name} on {cluster.name}")

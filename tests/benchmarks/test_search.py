@@ -249,3 +249,25 @@ def test_a_curves_figure_is_laid_out_at_the_resolution_it_is_written_at(load_scr
                               placers=["annealing"], budget=10, seed=0, out=str(tmp_path))
     search.bench_curves(args)
     assert laid_out == written == [110]
+
+
+def test_a_curve_of_one_point_is_drawn_as_a_star(load_script, tmp_path, monkeypatch):
+    """A budget of one batch left each curve one point, which ``ax.step`` drew as a line of no length: the figure
+    was empty but for its legend. Such a curve is now a star, in the colour its line would have had."""
+    from matplotlib.colors import to_hex
+
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import layered_graph
+
+    search = load_script("benchmarks.search")
+    drawn = []
+    monkeypatch.setattr(search, "save_figure", lambda fig, path: drawn.append(fig))
+    save_graph(layered_graph(8, width=2, seed=0), tmp_path / "toy.gnpg")
+    args = argparse.Namespace(graphs=[str(tmp_path / "toy.gnpg")], cluster="k80x4", placers=["annealing", "rnn_pg"],
+                              budget=1, seed=0, out=str(tmp_path / "out"))
+    search.bench_curves(args)
+    (ax,) = drawn[0].axes
+    stars = {dots.get_label(): (dots.get_offsets().tolist(), to_hex(dots.get_facecolor()[0])) for dots in ax.collections}
+    assert sorted(stars) == ["annealing", "rnn_pg"]
+    assert [stars[name][1] for name in ("annealing", "rnn_pg")] == ["#1f77b4", "#ff7f0e"]  # C0, C1: as lines
+    assert all(len(points) == 1 and points[0][0] == 1 for points, _ in stars.values())
