@@ -476,19 +476,27 @@ def _ratios_figure(summary: list[dict]) -> Any:
     return fig
 
 
-def _mark_missing(ax: Any, values: list[float]) -> None:
+def _mark_missing(ax: Any, values: list[float], positions: list[float] | None = None, width: float = 0.8) -> None:
     """Write ``n/a`` at the foot of each bar of ``ax`` with no ratio (``nan``: every run out of memory or failed).
 
     Such a bar was no bar and nothing said so; at either end, it was out of the axes' limits, its label on the
     axes' corner, and with no ratio at all the y axis ran 0.95 to 1.05. The axes' limits hold every bar's place from
     0 up. Axes whose bars all have a ratio are left as they are: the same figure.
+
+    Args:
+        ax (matplotlib.axes.Axes): the axes the bars are drawn on.
+        values (list[float]): each bar's height, ``nan`` where it has none.
+        positions (list[float], optional): each bar's centre on the x axis, in ascending order
+            (default: :obj:`None`, bar ``k`` at ``k``).
+        width (float, optional): each bar's width, in x-axis units (default: :obj:`0.8`, ``bar``'s).
     """
+    xs = list(range(len(values))) if positions is None else positions
     missing = [k for k, v in enumerate(values) if not np.isfinite(v)]
     if not missing:
         return
-    ax.update_datalim([(-0.4, 0.0), (len(values) - 0.6, 0.0)])  # each bar's edges (``bar``'s width 0.8), from 0
+    ax.update_datalim([(xs[0] - width / 2, 0.0), (xs[-1] + width / 2, 0.0)])  # each bar's edges, from 0
     for k in missing:
-        ax.text(k, 0.0, " n/a", rotation=90, ha="center", va="bottom", fontsize="small", color="#555555")
+        ax.text(xs[k], 0.0, " n/a", rotation=90, ha="center", va="bottom", fontsize="small", color="#555555")
 
 
 RATIO_BAR_POINTS = 9.0

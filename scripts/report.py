@@ -633,8 +633,12 @@ def _say_not_drawn(ax: Any, title: str, text: str) -> None:
 
 
 def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]) -> None:
-    """Geometric mean of step over auto's per placer and family (bars)."""
-    from gnplace.viz import agg_pyplot
+    """Geometric mean of step over auto's per placer and family (bars).
+
+    A bar with no mean (each of the placer's runs of the family out of memory, or none) is written ``n/a`` at its
+    foot (:func:`gnplace.viz._mark_missing`): it was no bar and nothing said so.
+    """
+    from gnplace.viz import _mark_missing, agg_pyplot
 
     plt = agg_pyplot()
 
@@ -645,6 +649,7 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
         values = [geomean(r["vs_auto"] for r in rows if r["family"] == family and r["placer"] == p and not r["oom"])
                   for p in placers]
         ax.bar(np.arange(len(placers)) + i * width, values, width, label=family)
+        _mark_missing(ax, values, positions=list(np.arange(len(placers)) + i * width), width=width)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(placers)) + width * (len(families) - 1) / 2, placers, rotation=20)
     ax.set_ylabel("step / auto's (geometric mean)")

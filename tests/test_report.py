@@ -767,3 +767,22 @@ def test_curves_say_so_where_a_family_or_every_row_has_nothing_to_draw(tmp_path,
     assert texts == [[], ["no run of ptb on k80x4"], ["no point to draw:\nppo: no points (1 not finite)"],
                      ["no learned placer's run to draw"]]
     assert drawn[1].axes[0].get_legend() is None
+
+
+def test_a_learned_bar_with_no_mean_is_written_n_a_within_the_axes(tmp_path, load_script, monkeypatch):
+    """A placer whose every run of a family was out of memory (tight4) had a nan mean: no bar, and nothing said so;
+    alone, the axes ran 0.95 to 1.05 about the line at 1. It is written ``n/a`` at its foot, the axes from 0."""
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    report.plot_learned_bars([dict(family="f", placer="ppo", vs_auto=1.1, oom=True)], tmp_path / "b.png", ["ppo"])
+    rows = [dict(family=family, placer=placer, vs_auto=0.9, oom=placer == "policy" or (family, placer) == ("ptb", "ppo"))
+            for family in ("nmt", "ptb") for placer in ("policy", "ppo")]
+    report.plot_learned_bars(rows, tmp_path / "b.png", ["policy", "ppo"])
+    alone, both = (fig.axes[0] for fig in drawn)
+    assert [(t.get_text(), t.get_position()) for t in alone.texts] == [(" n/a", (0.0, 0.0))]
+    assert alone.get_ylim()[0] == 0.0 and alone.get_xlim()[0] < -0.4 and alone.get_xlim()[1] > 0.4
+    # nmt's bars at k, ptb's at k + 0.4: policy's both, ptb's ppo
+    assert [(t.get_text(), t.get_position()) for t in both.texts] == [(" n/a", (0.0, 0.0)), (" n/a", (0.4, 0.0)),
+                                                                     (" n/a", (1.4, 0.0))]
+    assert both.get_xlim()[0] < -0.2 and both.get_xlim()[1] > 1.6
