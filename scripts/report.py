@@ -636,15 +636,30 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
     """Geometric mean of step over auto's per placer and family (bars).
 
     A bar with no mean (each of the placer's runs of the family out of memory, or none) is written ``n/a`` at its
-    foot (:func:`gnplace.viz._mark_missing`): it was no bar and nothing said so.
+    foot (:func:`gnplace.viz._mark_missing`): it was no bar and nothing said so. With no row or no placer, the axes
+    say so (they were empty).
     """
-    from gnplace.viz import _mark_missing, agg_pyplot
+    from gnplace.viz import agg_pyplot
 
     plt = agg_pyplot()
 
-    families = sorted({r["family"] for r in rows})
     fig, ax = plt.subplots(figsize=(9, 3.6), dpi=FIGURE_DPI)
-    width = 0.8 / max(len(families), 1)
+    if rows and placers:
+        _learned_bars(ax, rows, placers)
+    else:
+        _say_not_drawn(ax, "", "no learned placer's run to draw")
+    ax.set_ylabel("step / auto's (geometric mean)")
+    fig.tight_layout()
+    save_figure(fig, path)  # a kill leaves the figure before, not half of it
+    plt.close(fig)
+
+
+def _learned_bars(ax: Any, rows: list[dict[str, Any]], placers: list[str]) -> None:
+    """:func:`plot_learned_bars`' bars (``rows`` and ``placers`` not empty): one group per placer, a bar per family."""
+    from gnplace.viz import _mark_missing
+
+    families = sorted({r["family"] for r in rows})
+    width = 0.8 / len(families)
     for i, family in enumerate(families):
         values = [geomean(r["vs_auto"] for r in rows if r["family"] == family and r["placer"] == p and not r["oom"])
                   for p in placers]
@@ -652,32 +667,36 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
         _mark_missing(ax, values, positions=list(np.arange(len(placers)) + i * width), width=width)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(placers)) + width * (len(families) - 1) / 2, placers, rotation=20)
-    ax.set_ylabel("step / auto's (geometric mean)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)  # a kill leaves the figure before, not half of it
-    plt.close(fig)
 
 
 def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
-    """Seconds to place against ops, log-log, one line per placer."""
+    """Seconds to place against ops, log-log, one line per placer; with no row, the axes say so (they were empty)."""
     from gnplace.viz import agg_pyplot
 
     plt = agg_pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.8), dpi=FIGURE_DPI)
+    if rows:
+        _scale_lines(ax, rows)
+    else:
+        _say_not_drawn(ax, "", "no placement timed to draw")
+    ax.set_xlabel("ops in the training graph")
+    ax.set_ylabel("seconds to place (one core)")
+    fig.tight_layout()
+    save_figure(fig, path)  # a kill leaves the figure before, not half of it
+    plt.close(fig)
+
+
+def _scale_lines(ax: Any, rows: list[dict[str, Any]]) -> None:
+    """:func:`plot_scale`'s lines (``rows`` not empty) on log-log axes, and their legend."""
     for name in sorted({r["placer"] for r in rows}):
         part = sorted((r["ops"], r["seconds"]) for r in rows if r["placer"] == name)
         budget = next((r["budget"] for r in rows if r["placer"] == name and r.get("budget")), None)
         ax.plot(*zip(*part), marker="o", label=name + (f" (budget {budget})" if budget else ""))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("ops in the training graph")
-    ax.set_ylabel("seconds to place (one core)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)  # a kill leaves the figure before, not half of it
-    plt.close(fig)
 
 
 # --------------------------------------------------------------------------------------------- report

@@ -786,3 +786,19 @@ def test_a_learned_bar_with_no_mean_is_written_n_a_within_the_axes(tmp_path, loa
     assert [(t.get_text(), t.get_position()) for t in both.texts] == [(" n/a", (0.0, 0.0)), (" n/a", (0.4, 0.0)),
                                                                      (" n/a", (1.4, 0.0))]
     assert both.get_xlim()[0] < -0.2 and both.get_xlim()[1] > 1.6
+
+
+def test_the_bars_and_the_scale_say_so_where_they_have_nothing_to_draw(tmp_path, load_script, monkeypatch):
+    """No row drew empty axes: the bars' with a legend of none, the scale's with an empty legend (and a warning)."""
+    import warnings
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "No artists with labels found to put in legend"
+        report.plot_learned_bars([], tmp_path / "b.png", [])
+        report.plot_scale([], tmp_path / "s.png")
+    texts = [[t.get_text() for t in fig.axes[0].texts] for fig in drawn]
+    assert texts == [["no learned placer's run to draw"], ["no placement timed to draw"]]
+    assert all(fig.axes[0].get_legend() is None for fig in drawn)
