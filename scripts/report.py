@@ -50,6 +50,7 @@ from benchmarks.common import (
     Store,
     best_at,
     first_reaching,
+    hidden_curves,
     large_graph,
     revisions_used,
     save_figure,
@@ -559,9 +560,10 @@ def _reasons(counts: dict[str, int]) -> str:
 def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``).
 
-    What a panel cannot draw is written under its title: a placer's points left out (:func:`curve_points`), or
-    no run of the family on ``cluster``; with no row at all, one panel says so. Where a curve has a point at 0
-    evaluations (a placement timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
+    What a panel cannot draw is written under its title: a placer's points left out (:func:`curve_points`), a
+    curve hidden under another (:func:`~benchmarks.common.hidden_curves`), or no run of the family on
+    ``cluster``; with no row at all, one panel says so. Where a curve has a point at 0 evaluations (a placement
+    timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
     """
     from gnplace.viz import agg_pyplot
 
@@ -593,18 +595,20 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
 def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], cluster: str) -> None:
     """One family's panel of :func:`plot_curves`: the curves of its first graph's rows (``part``: on ``cluster``)."""
     graph = sorted({r["name"] for r in part})[0]
+    curves = {r["placer"]: curve_points(r["history"]) for r in sorted(part, key=lambda r: r["placer"])
+              if r["name"] == graph}
+    under = hidden_curves({placer: h for placer, (h, _) in curves.items()})  # the same steps as a later curve's
     notes, zero, drawn = [], False, 0
-    for r in sorted(part, key=lambda r: r["placer"]):
-        if r["name"] != graph:
-            continue
-        h, note = curve_points(r["history"])
+    for placer, (h, note) in curves.items():
         if note is not None:
-            notes.append(f"{r['placer']}: {note}")
+            notes.append(f"{placer}: {note}")
+        if placer in under:
+            notes.append(f"{placer}: hidden under {under[placer]}")
         zero, drawn = zero or bool(len(h) and h[:, 0].min() == 0), drawn + bool(len(h))
         if len(h) == 1:
-            ax.scatter(h[:, 0], h[:, 1], label=r["placer"], marker="*", s=80, zorder=3, color=colour[r["placer"]])
+            ax.scatter(h[:, 0], h[:, 1], label=placer, marker="*", s=80, zorder=3, color=colour[placer])
         elif len(h):
-            ax.step(h[:, 0], h[:, 1], where="post", label=r["placer"], color=colour[r["placer"]])
+            ax.step(h[:, 0], h[:, 1], where="post", label=placer, color=colour[placer])
     title = f"{graph} on {cluster}"
     if not drawn:
         _say_not_drawn(ax, title, "no point to draw:\n" + "\n".join(notes))

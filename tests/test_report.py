@@ -802,3 +802,19 @@ def test_the_bars_and_the_scale_say_so_where_they_have_nothing_to_draw(tmp_path,
     texts = [[t.get_text() for t in fig.axes[0].texts] for fig in drawn]
     assert texts == [["no learned placer's run to draw"], ["no placement timed to draw"]]
     assert all(fig.axes[0].get_legend() is None for fig in drawn)
+
+
+def test_a_learning_curve_hidden_under_another_is_said_so_under_the_title(tmp_path, load_script, monkeypatch):
+    """Curves of the same steps (PPO and the policy gradient flat at auto's, or two stars at one point) were drawn one
+    over another: the legend named a placer whose curve no one could see. Each hidden one is said so."""
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    base = dict(family="ptb", cluster="k80x4", name="ptb_002")
+    rows = [dict(base, placer="ppo", history=[[1, 1.0], [64, 1.0]]),
+            dict(base, placer="rnn_pg", history=[[1, 1.0], [16, 1.0], [64, 1.0]]),
+            dict(base, placer="heft", history=[[1, 1.0], [8, 0.9], [64, 0.9]]),
+            dict(base, placer="finetune", history=[[16, 0.95]]), dict(base, placer="policy", history=[[16, 0.95]])]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    assert drawn[0].axes[0].get_title().splitlines() == ["ptb_002 on k80x4", "finetune: hidden under policy",
+                                                         "ppo: hidden under rnn_pg"]

@@ -451,3 +451,51 @@ def best_at(history: list[list[float]], evaluations: int) -> float:
     """The best value of a learning curve after at most ``evaluations`` evaluations (inf: none yet)."""
     values = [v for e, v in history if e <= evaluations]
     return min(values) if values else math.inf
+
+
+def hidden_curves(curves: dict[str, Any]) -> dict[str, str]:
+    """The learning curves a figure draws wholly under a later one, each with the last of those (the one on top).
+
+    A curve of several points is drawn as steps (``ax.step(..., where="post")``): from its first evaluations to its
+    last, the best value so far. It is hidden under a later curve of steps whose span holds its span and whose value
+    is the same at every evaluation of it (annealing and PPO, one budget of one batch or no better placement, both
+    flat at auto's step). A curve of one point is drawn as a star, hidden only under a later star at the same point.
+
+    Args:
+        curves (dict[str, Any]): each curve's ``[n, 2]`` points (evaluations ascending, value), by name, in the order
+            drawn; a curve of no points is drawn as nothing, and hides nothing.
+
+    Returns:
+        dict[str, str]: the name of each hidden curve's topmost cover, by the hidden curve's name (empty: none is
+        hidden).
+
+    Examples:
+        >>> hidden_curves({"annealing": [[1, 1.0], [8, 1.0]], "ppo": [[1, 1.0], [4, 1.0], [16, 1.0]],
+        ...                "heft": [[2, 1.0]], "rnn_pg": [[2, 1.0]]})
+        {'annealing': 'ppo', 'heft': 'rnn_pg'}
+    """
+    points = {name: np.asarray(curve, dtype=float).reshape(-1, 2) for name, curve in curves.items()}
+    names = [name for name in points if len(points[name])]
+    hidden = {}
+    for k, name in enumerate(names):
+        cover = next((top for top in reversed(names[k + 1:]) if _covers(points[top], points[name])), None)
+        if cover is not None:
+            hidden[name] = cover
+    return hidden
+
+
+def _covers(top: np.ndarray, under: np.ndarray) -> bool:
+    """Whether curve ``top`` (``[n, 2]``, not empty), drawn over ``under``, hides it (:func:`hidden_curves`)."""
+    if len(top) == 1 or len(under) == 1:  # stars: a star covers a star at its point; lines and stars, nothing
+        return len(top) == len(under) == 1 and bool((top == under).all())
+    start, end = under[0, 0], under[-1, 0]
+    if top[0, 0] > start or top[-1, 0] < end:
+        return False
+    xs = np.union1d(top[:, 0], under[:, 0])
+    xs = xs[(xs >= start) & (xs <= end)]  # steps' corners: both are constant between them
+    return bool((_step_values(top, xs) == _step_values(under, xs)).all())
+
+
+def _step_values(curve: np.ndarray, xs: np.ndarray) -> np.ndarray:
+    """A curve of steps' value at each of ``xs`` (each at or past its first evaluations): its last point's at or before."""
+    return curve[np.searchsorted(curve[:, 0], xs, side="right") - 1, 1]

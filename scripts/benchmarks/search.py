@@ -21,6 +21,7 @@ from .common import (
     add_per_family_argument,
     check_families,
     check_output_folder,
+    hidden_curves,
     median_seconds,
     save_figure,
 )
@@ -159,11 +160,14 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
             {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=FIGURE_DPI)
+        # a curve wholly under a later one (the same steps) is named beside its cover: it was in the legend alone
+        under = hidden_curves({name: list(zip(*curve)) for name, curve in curves.items()})
         for i, (name, (evals, ratio)) in enumerate(curves.items()):
+            label = name + (f" (hidden under {under[name]})" if name in under else "")
             if len(evals) == 1:  # one batch timed (a budget of one): a step of one point is a line of no length
-                ax.scatter(evals, ratio, label=name, marker="*", s=80, zorder=3, color=f"C{i % 10}")
+                ax.scatter(evals, ratio, label=label, marker="*", s=80, zorder=3, color=f"C{i % 10}")
             else:
-                ax.step(evals, ratio, where="post", label=name, color=f"C{i % 10}")
+                ax.step(evals, ratio, where="post", label=label, color=f"C{i % 10}")
         ax.set_xlabel("timer evaluations")
         ax.set_ylabel("best step time / auto")
         ax.set_title(f"{graph.name} on {cluster.name}")

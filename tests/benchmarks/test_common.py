@@ -195,3 +195,19 @@ def test_a_figure_is_written_at_the_resolution_it_is_made_and_laid_out_at(load_s
     finally:
         plt.close(at_100)
         plt.close(at_110)
+
+
+def test_a_curve_drawn_wholly_under_a_later_one_is_found_hidden(load_script):
+    """Curves of the same steps (or a span of them) were drawn one over another: the legend named a curve not seen."""
+    common = load_script("benchmarks.common")
+    flat = [[1, 1.0], [16, 1.0]]
+    assert common.hidden_curves({"a": flat, "b": [[1, 1.0], [4, 1.0], [16, 1.0]]}) == {"a": "b"}  # the same steps
+    assert common.hidden_curves({"a": [[8, 1.0], [12, 1.0]], "b": flat}) == {"a": "b"}  # a span of them
+    assert common.hidden_curves({"a": flat, "b": [[8, 1.0], [16, 1.0]]}) == {}  # the later is shorter: a seen
+    assert common.hidden_curves({"a": flat, "b": [[1, 1.0], [12, 0.9], [16, 0.9]]}) == {}  # apart past 12
+    assert common.hidden_curves({"a": [[1, 1.0], [8, 0.9]], "b": [[1, 1.0], [9, 0.9]]}) == {}  # drops apart
+    # stars: under a star at their point, under the last of several; never under a line, nor a line under a star
+    assert common.hidden_curves({"a": [[1, 1.0]], "b": [[1, 1.0]], "c": [[1, 1.0]], "d": [[2, 1.0]]}) == {
+        "a": "c", "b": "c"}
+    assert common.hidden_curves({"a": [[1, 1.0]], "b": flat}) == common.hidden_curves({"a": flat, "b": [[1, 1.0]]}) == {}
+    assert common.hidden_curves({"a": [], "b": [], "c": flat}) == {}

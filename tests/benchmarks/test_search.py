@@ -271,3 +271,22 @@ def test_a_curve_of_one_point_is_drawn_as_a_star(load_script, tmp_path, monkeypa
     assert sorted(stars) == ["annealing", "rnn_pg"]
     assert [stars[name][1] for name in ("annealing", "rnn_pg")] == ["#1f77b4", "#ff7f0e"]  # C0, C1: as lines
     assert all(len(points) == 1 and points[0][0] == 1 for points, _ in stars.values())
+
+
+def test_a_curve_hidden_under_another_is_said_so_in_the_legend(load_script, tmp_path, monkeypatch):
+    """A budget of one batch left annealing and random search each one star at auto's step, the second over the
+    first: the legend named annealing, whose star no one could see. Its entry now says what hides it."""
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import layered_graph
+
+    search = load_script("benchmarks.search")
+    drawn = []
+    monkeypatch.setattr(search, "save_figure", lambda fig, path: drawn.append(fig))
+    save_graph(layered_graph(8, width=2, seed=0), tmp_path / "toy.gnpg")
+    args = argparse.Namespace(graphs=[str(tmp_path / "toy.gnpg")], cluster="k80x4",
+                              placers=["annealing", "random_search"], budget=1, seed=0, out=str(tmp_path / "out"))
+    rows = search.bench_curves(args)
+    assert [row["final"] for row in rows] == [1.0, 1.0]
+    (ax,) = drawn[0].axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["annealing (hidden under random_search)",
+                                                                   "random_search"]
