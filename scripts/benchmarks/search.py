@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from gnplace.cli.common import add_option_argument, file_path, parse_placer_options, whole_number
@@ -96,10 +97,6 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Learning curves (best step over auto's against evaluations) of the search placers; PNGs in ``--out``."""
-    from gnplace.viz import agg_pyplot
-
-    plt = agg_pyplot()
-
     from gnplace.cluster import load_cluster
     from gnplace.exceptions import InvalidArgument
     from gnplace.graph_io import load_graph, name_in_file, write_atomically
@@ -159,6 +156,24 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
         stem = name_in_file(f"curve_{graph.name}_{cluster.name}", len(".json"))  # a name is never a path
         write_atomically(out / f"{stem}.json", (json.dumps(  # a kill never truncates it
             {"auto_step_s": auto, "budget": args.budget, "best_over_auto": changes}) + "\n").encode())
+        _draw_curves(curves, graph.name, cluster.name, out / f"{stem}.png")
+    return rows
+
+
+def _draw_curves(curves: dict[str, tuple[list[int], list[float]]], graph: str, cluster: str, path: Path) -> None:
+    """:func:`bench_curves`' figure of one graph's ``curves`` (evaluations, best over auto's; by placer), to ``path``.
+
+    The graph's and the cluster's names are drawn as they are written (:func:`gnplace.plot_text.plain`): a ``$``
+    pair was read as maths (``a$\\frac$`` a ValueError after every search), a newline split the title and a
+    control character was a missing glyph. A title wider than the figure is shortened in its middle: it ran off
+    both edges.
+    """
+    from gnplace.plot_text import dollars, drawable, fonts_for
+    from gnplace.viz import _fit_title, _title_room, agg_pyplot
+
+    plt = agg_pyplot()
+    heading = f"{drawable(graph)} on {drawable(cluster)}"
+    with fonts_for([graph, cluster]):  # a character the default font lacks drawn in an installed one that has it
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=FIGURE_DPI)
         # a curve wholly under a later one (the same steps) is named beside its cover: it was in the legend alone
         under = hidden_curves({name: list(zip(*curve)) for name, curve in curves.items()})
@@ -170,13 +185,13 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ax.step(evals, ratio, where="post", label=label, color=f"C{i % 10}")
         ax.set_xlabel("timer evaluations")
         ax.set_ylabel("best step time / auto")
-        ax.set_title(f"{graph.name} on {cluster.name}")
+        ax.set_title(dollars(heading))
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        save_figure(fig, out / f"{stem}.png")
+        _fit_title(ax, heading, room=_title_room(fig, ax, whole_figure=True))
+        save_figure(fig, path)
         plt.close(fig)
-    return rows
 
 
 def bench_ppo_speed(args: argparse.Namespace) -> dict[str, float]:

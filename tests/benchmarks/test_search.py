@@ -290,3 +290,30 @@ def test_a_curve_hidden_under_another_is_said_so_in_the_legend(load_script, tmp_
     (ax,) = drawn[0].axes
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["annealing (hidden under random_search)",
                                                                    "random_search"]
+
+
+def test_a_curves_title_draws_the_graphs_name_as_written_within_the_figure(load_script, tmp_path, monkeypatch):
+    """A graph named ``a$\\frac$b`` was read as maths: a ValueError after every search, no figure; a newline split the
+    title; a name of 138 characters ran off both edges. Each is drawn as written, a long one shortened to fit."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from gnplace.graph_io import save_graph
+    from gnplace.toy import layered_graph
+
+    search = load_script("benchmarks.search")
+    drawn = []
+    monkeypatch.setattr(search, "save_figure", lambda fig, path: drawn.append(fig))
+    names = ["a$\\frac$b", "two\nlines", "a_very_long_graph_name_" * 6]
+    for k, name in enumerate(names):
+        graph = layered_graph(8, width=2, seed=0)
+        graph.name = name
+        save_graph(graph, tmp_path / f"{k}.gnpg")
+    args = argparse.Namespace(graphs=[str(tmp_path / f"{k}.gnpg") for k in range(3)], cluster="k80x4",
+                              placers=["annealing"], budget=1, seed=0, out=str(tmp_path / "out"))
+    search.bench_curves(args)
+    titles = [fig.axes[0].get_title() for fig in drawn]
+    assert titles[:2] == ["a\\$\\frac\\$b on k80x4", "two\\x0alines on k80x4"]
+    assert "…" in titles[2] and titles[2].startswith("a_very_long") and titles[2].endswith("_ on k80x4")
+    fig = drawn[2]
+    box = fig.axes[0].title.get_window_extent(FigureCanvasAgg(fig).get_renderer())
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.x1
