@@ -675,16 +675,22 @@ def _learned_bars(ax: Any, rows: list[dict[str, Any]], placers: list[str]) -> No
 
 
 def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
-    """Seconds to place against ops, log-log, one line per placer; with no row, the axes say so (they were empty)."""
+    """Seconds to place against ops, log-log, one line per placer.
+
+    A point that log axes cannot draw (a saved row edited by hand: seconds or ops not a finite number above 0) is
+    left out and said so above the axes (:func:`scale_points`): a nan broke the line, a 0 ran it off the axes'
+    foot, and with no point at all the log axes raised ValueError. With nothing to draw, the axes say so.
+    """
     from gnplace.viz import agg_pyplot
 
     plt = agg_pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 3.8), dpi=FIGURE_DPI)
-    if rows:
-        _scale_lines(ax, rows)
-    else:
-        _say_not_drawn(ax, "", "no placement timed to draw")
+    notes = _scale_lines(ax, rows)
+    if not ax.get_lines():
+        _say_not_drawn(ax, "", "\n".join(["no placement timed to draw", *notes]))
+    elif notes:  # above the axes, small: what the figure leaves out
+        ax.set_title("\n".join(notes), fontsize=8)
     ax.set_xlabel("ops in the training graph")
     ax.set_ylabel("seconds to place (one core)")
     fig.tight_layout()
@@ -692,15 +698,53 @@ def plot_scale(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def _scale_lines(ax: Any, rows: list[dict[str, Any]]) -> None:
-    """:func:`plot_scale`'s lines (``rows`` not empty) on log-log axes, and their legend."""
-    for name in sorted({r["placer"] for r in rows}):
-        part = sorted((r["ops"], r["seconds"]) for r in rows if r["placer"] == name)
+def _scale_lines(ax: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """:func:`plot_scale`'s lines on log-log axes and their legend, where any; what each placer left out, in words."""
+    notes = []
+    for i, name in enumerate(sorted({r["placer"] for r in rows})):
+        part, note = scale_points([r for r in rows if r["placer"] == name])
+        if note is not None:
+            notes.append(f"{name}: {note}")
+        if not part:
+            continue
         budget = next((r["budget"] for r in rows if r["placer"] == name and r.get("budget")), None)
-        ax.plot(*zip(*part), marker="o", label=name + (f" (budget {budget})" if budget else ""))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
+        # its colour by its place among all placers: one with no point drawn leaves the others' as they were
+        ax.plot(*zip(*part), marker="o", label=name + (f" (budget {budget})" if budget else ""), color=f"C{i % 10}")
+    if ax.get_lines():
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    return notes
+
+
+def scale_points(rows: list[dict[str, Any]]) -> tuple[list[tuple[Any, Any]], str | None]:
+    """One placer's ``(ops, seconds)`` points that log-log axes draw, by ops, and what it left out, in a few words.
+
+    Args:
+        rows (list[dict]): section 5's rows of one placer (``ops``, ``seconds``: seconds to place).
+
+    Returns:
+        tuple: the points drawn (each as its row holds it), and None where all are, else what was left out
+        (``"1 of 3 points left out (1 not finite)"``, ``"no points (2 <= 0)"``).
+
+    Examples:
+        >>> scale_points([{"ops": 2000, "seconds": 0.5}, {"ops": 100, "seconds": float("nan")}])
+        ([(2000, 0.5)], '1 of 2 points left out (1 not finite)')
+    """
+    kept = []
+    dropped = {"not a number": 0, "not finite": 0, "<= 0": 0}
+    for r in rows:
+        pair = _number_pair([r.get("ops"), r.get("seconds")])
+        reason = ("not a number" if pair is None else "not finite" if not all(map(math.isfinite, pair))
+                  else "<= 0" if min(pair) <= 0 else None)
+        if reason is None:
+            kept.append((r["ops"], r["seconds"]))
+        else:
+            dropped[reason] += 1
+    if not kept:
+        return kept, f"no points ({_reasons(dropped)})"
+    left_out = len(rows) - len(kept)
+    return sorted(kept), (f"{left_out} of {len(rows)} points left out ({_reasons(dropped)})" if left_out else None)
 
 
 # --------------------------------------------------------------------------------------------- report

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import subprocess
 import sys
@@ -818,3 +819,29 @@ def test_a_learning_curve_hidden_under_another_is_said_so_under_the_title(tmp_pa
     report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
     assert drawn[0].axes[0].get_title().splitlines() == ["ptb_002 on k80x4", "finetune: hidden under policy",
                                                          "ppo: hidden under rnn_pg"]
+
+
+def test_the_scale_draws_the_points_log_axes_can_and_says_what_it_leaves_out(tmp_path, load_script, monkeypatch):
+    """A saved section 5 row edited by hand: a nan broke its placer's line, a 0 ran it off the axes' foot, and a
+    placer with no drawable point was a legend entry alone; with none at all, the log axes raised ValueError."""
+    from matplotlib.colors import to_hex
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    report.plot_scale([dict(placer="policy", ops=100, seconds=math.nan, budget=None)], tmp_path / "s.png")
+    assert [t.get_text() for t in drawn[0].axes[0].texts] == [
+        "no placement timed to draw\npolicy: no points (1 not finite)"]
+    rows = [dict(placer=placer, ops=ops, seconds=seconds, budget=None)
+            for placer, points in (("auto", ((100, 0.01), (1000, math.nan), (10000, 1.0))),
+                                   ("m_etf", ((100, 0.0), (1000, 0.02), (10000, 0.2))),
+                                   ("policy", ((100, math.nan), (1000, None))), ("rnn_pg", ((100, 0.1), (1000, 1.0))))
+            for ops, seconds in points]
+    report.plot_scale(rows, tmp_path / "s.png")
+    (ax,) = drawn[-1].axes
+    assert ax.get_title().splitlines() == ["auto: 1 of 3 points left out (1 not finite)",
+                                           "m_etf: 1 of 3 points left out (1 <= 0)",
+                                           "policy: no points (1 not a number, 1 not finite)"]
+    lines = {line.get_label(): (line.get_xydata().tolist(), to_hex(line.get_color())) for line in ax.get_lines()}
+    assert lines == {"auto": ([[100, 0.01], [10000, 1.0]], "#1f77b4"),  # C0, C1, C3: each its colour of before
+                     "m_etf": ([[1000, 0.02], [10000, 0.2]], "#ff7f0e"), "rnn_pg": ([[100, 0.1], [1000, 1.0]], "#d62728")}
