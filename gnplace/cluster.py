@@ -50,7 +50,8 @@ from gnplace.readonly import ReadOnlyArrays
 from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 
 # MAX_SECONDS (gnplace.limits, with the other limits) stays importable from here, where clusters are checked against it
-__all__ = ["Device", "Cluster", "load_cluster", "preset_names", "DEVICE_KINDS", "LINK_KINDS", "MAX_SECONDS"]
+__all__ = ["Device", "Cluster", "load_cluster", "preset_names", "off_diagonal", "DEVICE_KINDS", "LINK_KINDS",
+           "MAX_SECONDS"]
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,34 @@ class Cluster(ReadOnlyArrays):
         digest.update(np.ascontiguousarray(self.bandwidth).tobytes())
         digest.update(np.ascontiguousarray(self.latency).tobytes())
         return digest.hexdigest()
+
+
+def off_diagonal(matrix: np.ndarray, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Rows ``start`` to ``stop`` of a square ``matrix``'s entries off its diagonal, ``[stop - start, D - 1]``.
+
+    Row ``k`` holds device ``k``'s links to every other device, in order: the elements a ``~np.eye(D)`` mask picks,
+    in its order, in a new C-ordered array, without the ``[D, D]`` mask or a gather by it (16.8 million booleans at
+    4,096 devices). Past the first entry, each diagonal entry ends a run of ``D + 1``: the runs without their last
+    entries, ``[D - 1, D]``, hold the rows' entries back to back.
+
+    Args:
+        matrix (np.ndarray): ``[D, D]``, a cluster's bandwidth (bytes/s) or latency (seconds).
+        start (int, optional): the first row (default: 0).
+        stop (int, optional): past the last row (default: None, ``D``).
+
+    Examples:
+        >>> m = np.arange(9.0).reshape(3, 3)
+        >>> off_diagonal(m).tolist(), off_diagonal(m, 1, 2).tolist()
+        ([[1.0, 2.0], [3.0, 5.0], [6.0, 7.0]], [[3.0, 5.0]])
+    """
+    d = matrix.shape[0]
+    stop = d if stop is None else stop
+    if d < 2 or stop <= start:
+        return np.empty((max(stop - start, 0), max(d - 1, 0)), dtype=matrix.dtype)
+    runs = matrix.reshape(-1)[1:].reshape(d - 1, d + 1)[:, :d]
+    first, last = start * (d - 1), stop * (d - 1)  # the rows' entries, counted along the runs
+    top, bottom = first // d, -(-last // d)
+    return runs[top:bottom].copy().reshape(-1)[first - top * d:last - top * d].reshape(stop - start, d - 1)
 
 
 def _check_links(bandwidth: np.ndarray, latency: np.ndarray, devices: tuple[Device, ...], name: str) -> None:

@@ -9,7 +9,16 @@ import textwrap
 import numpy as np
 import pytest
 
-from gnplace.cluster import DEVICE_KINDS, LINK_KINDS, Cluster, Device, cluster_from_dict, load_cluster, preset_names
+from gnplace.cluster import (
+    DEVICE_KINDS,
+    LINK_KINDS,
+    Cluster,
+    Device,
+    cluster_from_dict,
+    load_cluster,
+    off_diagonal,
+    preset_names,
+)
 from gnplace.exceptions import GnplaceError, InvalidCluster, UnknownName
 from gnplace.placers import get_placer
 from gnplace.sim import Simulator
@@ -944,3 +953,23 @@ def test_every_off_diagonal_latency_is_checked_and_the_diagonal_is_not(value):
     latency[2, 0] = value
     with pytest.raises(InvalidCluster, match="every link needs a finite latency >= 0"):
         Cluster([_dev(f"gpu{i}") for i in range(3)], np.ones((3, 3)) * 1e9, latency)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 7])
+def test_off_diagonal_is_what_a_mask_picks_row_by_row_in_a_new_array(d):
+    """Each row's links to the others in order, as ``matrix[~np.eye(D)]`` gives them, in an array of its own (at two
+    devices the entries kept are one contiguous run, which a view would have written through), whole or a block of
+    rows."""
+    matrix = np.arange(float(d * d)).reshape(d, d)
+    matrix.flags.writeable = False
+    for m in (matrix, matrix.T):
+        got = off_diagonal(m)
+        assert got.shape == (d, d - 1) and got.flags.c_contiguous and got.flags.writeable
+        assert not np.shares_memory(got, m)
+        want = m[~np.eye(d, dtype=bool)].reshape(d, d - 1)
+        assert got.tolist() == want.tolist()
+        for start in range(d + 1):  # every block of rows
+            for stop in range(start, d + 1):
+                block = off_diagonal(m, start, stop)
+                assert block.shape == (stop - start, d - 1) and block.tolist() == want[start:stop].tolist()
+                assert block.flags.c_contiguous and not np.shares_memory(block, m)
