@@ -527,6 +527,26 @@ def test_repair_spares_the_last_resorts_timings_where_the_simulator_proves_nothi
     assert before.evaluations > counted.evaluations
 
 
+def test_repair_builds_and_times_no_fallback_where_the_simulator_proves_nothing_fits(monkeypatch):
+    """The three memory-balanced fallbacks were built and timed before the proof spared the last resort (10-12 s
+    of auto's 33-36 s for a 280,158-op graph on k80x4, where no fallback can fit): the rounds' least-overflow placement
+    comes back after the rounds now, as it did, with their timings alone; a budget still times the fallbacks."""
+    import gnplace.placers.groups as groups
+
+    g, c = _beyond_any_placement()
+    start = np.zeros(g.num_groups, dtype=np.int64)
+    before = repair_memory(g, c, start, max_rounds=4)
+    real = groups._memory_fallbacks
+    built = []
+    monkeypatch.setattr(groups, "_memory_fallbacks", lambda *args: built.append(1) or real(*args))
+    counted = BudgetedTimer(Simulator())
+    assert repair_memory(g, c, start, timer=counted, max_rounds=4).tolist() == before.tolist()
+    assert built == [] and counted.evaluations <= 4 + 1  # the rounds
+    budgeted = BudgetedTimer(BudgetedTimer(Simulator(), 10**6))
+    assert repair_memory(g, c, start, timer=budgeted, max_rounds=4).tolist() == before.tolist()
+    assert built == [1]
+
+
 def test_repair_under_a_budget_or_on_another_timer_times_its_last_resort_as_before(monkeypatch):
     """A search's budget counts the repair's timings (what the search does next depends on them), and a real timer
     follows no proof of the simulator's: both time the descents as before."""
