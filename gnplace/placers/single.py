@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from gnplace.cluster import Cluster
+from gnplace.cluster import Cluster, Device
 from gnplace.graph import OpGraph
 from gnplace.placement import GraphKey, Placement, check_graph_and_cluster
 from gnplace.seed import SeedLike, check_seed
@@ -65,7 +65,10 @@ def _devices_to_try(cluster: Cluster, timer: StepTimer) -> np.ndarray:
     """
     if not isinstance(timer, Simulator):
         return np.arange(cluster.num_devices)
+    # every field but the name, read directly: dataclasses.replace and astuple per device (a validated copy, then a
+    # deep copy) took 1.0 s at 4,096 devices
+    fields = [field.name for field in dataclasses.fields(Device) if field.name != "name"]
     first: dict[tuple[object, ...], int] = {}
     for k, device in enumerate(cluster.devices):
-        first.setdefault(dataclasses.astuple(dataclasses.replace(device, name="")), k)
+        first.setdefault(tuple(getattr(device, field) for field in fields), k)
     return np.fromiter(first.values(), dtype=np.int64)
