@@ -28,7 +28,8 @@ from gnplace.sim.simulator import StepResult
 from gnplace.sim.timer import geomean
 from gnplace.units import format_seconds, seconds_unit
 
-__all__ = ["agg_pyplot", "plot_timeline", "plot_ratios", "IMAGE_SUFFIXES", "RASTER_ABOVE"]
+__all__ = ["agg_pyplot", "plot_timeline", "plot_ratios", "mark_missing", "fit_title", "title_room", "IMAGE_SUFFIXES",
+           "RASTER_ABOVE"]
 
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff", ".webp")
 """The file types the plots write (matplotlib's formats, by suffix)."""
@@ -202,7 +203,7 @@ def _timeline_figure(graph: OpGraph, result: StepResult, title: str | None) -> A
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
     _space_ticks(fig, ax)
-    _fit_title(ax, heading, room=_title_room(fig, ax, whole_figure=True))
+    fit_title(ax, heading, room=title_room(fig, ax, whole_figure=True))
     # laid out once: no layout engine left, so writing draws the figure once. tight_layout leaves a placeholder
     # engine, for which savefig first draws with drawing turned off, but an SVG's or PDF's raster of the bars was
     # drawn in full (1.1 of 2.4 s at 280,158 ops). The rc settings would put an engine back in the placeholder's stead.
@@ -430,7 +431,7 @@ def plot_ratios(summary: list[dict], path: str | os.PathLike[str]) -> Path:
     options) was too tall for the figure: matplotlib warned "Tight layout not applied" and the labels ran off it.
     The y-axis label is broken onto lines where it would run off the figure (:func:`_fit_ylabel`). Bars nearer
     than :data:`RATIO_BAR_POINTS` (their labels drawn over each other) widen the figure (:func:`_space_bars`). A
-    bar with no ratio (its every run out of memory or failed) is written ``n/a`` (:func:`_mark_missing`).
+    bar with no ratio (its every run out of memory or failed) is written ``n/a`` (:func:`mark_missing`).
 
     Raises:
         ValueError: if ``summary`` is empty, or ``path`` has no suffix of :data:`IMAGE_SUFFIXES`.
@@ -462,7 +463,7 @@ def _ratios_figure(summary: list[dict]) -> Any:
             weights = (s.get("vs_best_graphs", s.get("graphs", 1)) for s in rows)
             values.append(geomean((s["vs_best"] for s in rows), weights=weights))
         ax.bar(range(len(bars)), values, color="#4C72B0")
-        _mark_missing(ax, values)
+        mark_missing(ax, values)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(bars)))
         ax.set_xticklabels(labels, rotation=60, ha="right", fontsize="small")
@@ -472,11 +473,11 @@ def _ratios_figure(summary: list[dict]) -> Any:
     _space_bars(fig, axes[0], labels)
     _fit_ylabel(fig, axes[0][0], RATIO_YLABELS)
     for ax, cluster in zip(axes[0], clusters):
-        _fit_title(ax, drawable(cluster), room=_title_room(fig, ax, whole_figure=False))
+        fit_title(ax, drawable(cluster), room=title_room(fig, ax, whole_figure=False))
     return fig
 
 
-def _mark_missing(ax: Any, values: list[float], positions: list[float] | None = None, width: float = 0.8) -> None:
+def mark_missing(ax: Any, values: list[float], positions: list[float] | None = None, width: float = 0.8) -> None:
     """Write ``n/a`` at the foot of each bar of ``ax`` with no ratio (``nan``: every run out of memory or failed).
 
     Such a bar was no bar and nothing said so; at either end, it was out of the axes' limits, its label on the
@@ -584,7 +585,7 @@ def _label_room(fig: Any, ax: Any) -> float:
     return 2 * min(centre, figure_height - centre)
 
 
-def _fit_title(ax: Any, heading: str, room: float) -> None:
+def fit_title(ax: Any, heading: str, room: float) -> None:
     """Draw ``heading`` as ``ax``'s title :func:`fitted` to ``room`` pixels (at :data:`DPI`), where it is wider.
 
     ``heading`` is the text drawn, its ``$`` not escaped. A title that fits is left as it is: the same figure.
@@ -594,7 +595,7 @@ def _fit_title(ax: Any, heading: str, room: float) -> None:
         ax.set_title(dollars(shortened))
 
 
-def _title_room(fig: Any, ax: Any, whole_figure: bool) -> float:
+def title_room(fig: Any, ax: Any, whole_figure: bool) -> float:
     """The width (pixels at :data:`DPI`) a title centred over laid-out ``ax`` may take.
 
     Inside the figure, 2 points from each edge (``whole_figure``), or over ``ax`` (a title over each of axes side by

@@ -640,7 +640,7 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
     """Geometric mean of step over auto's per placer and family (bars).
 
     A bar with no mean (each of the placer's runs of the family out of memory, or none) is written ``n/a`` at its
-    foot (:func:`gnplace.viz._mark_missing`): it was no bar and nothing said so. With no row or no placer, the axes
+    foot (:func:`gnplace.viz.mark_missing`): it was no bar and nothing said so. With no row or no placer, the axes
     say so (they were empty).
     """
     from gnplace.viz import agg_pyplot
@@ -660,7 +660,7 @@ def plot_learned_bars(rows: list[dict[str, Any]], path: Path, placers: list[str]
 
 def _learned_bars(ax: Any, rows: list[dict[str, Any]], placers: list[str]) -> None:
     """:func:`plot_learned_bars`' bars (``rows`` and ``placers`` not empty): one group per placer, a bar per family."""
-    from gnplace.viz import _mark_missing
+    from gnplace.viz import mark_missing
 
     families = sorted({r["family"] for r in rows})
     width = 0.8 / len(families)
@@ -668,7 +668,7 @@ def _learned_bars(ax: Any, rows: list[dict[str, Any]], placers: list[str]) -> No
         values = [geomean(r["vs_auto"] for r in rows if r["family"] == family and r["placer"] == p and not r["oom"])
                   for p in placers]
         ax.bar(np.arange(len(placers)) + i * width, values, width, label=family)
-        _mark_missing(ax, values, positions=list(np.arange(len(placers)) + i * width), width=width)
+        mark_missing(ax, values, positions=list(np.arange(len(placers)) + i * width), width=width)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(np.arange(len(placers)) + width * (len(families) - 1) / 2, placers, rotation=20)
     ax.legend(fontsize=8)

@@ -169,7 +169,7 @@ def _draw_curves(curves: dict[str, tuple[list[int], list[float]]], graph: str, c
     both edges.
     """
     from gnplace.plot_text import dollars, drawable, fonts_for
-    from gnplace.viz import _fit_title, _title_room, agg_pyplot
+    from gnplace.viz import agg_pyplot, fit_title, title_room
 
     plt = agg_pyplot()
     heading = f"{drawable(graph)} on {drawable(cluster)}"
@@ -189,7 +189,7 @@ def _draw_curves(curves: dict[str, tuple[list[int], list[float]]], graph: str, c
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        _fit_title(ax, heading, room=_title_room(fig, ax, whole_figure=True))
+        fit_title(ax, heading, room=title_room(fig, ax, whole_figure=True))
         save_figure(fig, path)
         plt.close(fig)
 
