@@ -47,6 +47,8 @@ FREE_OPS = frozenset({
     "eye", "linspace", "logspace", "tril_indices", "triu_indices", "diag", "diag_embed", "randint_like",
     # random numbers, counted as the dropout masks above are (bernoulli): generated, not computed
     "rand", "randn", "randint", "randperm", "uniform_", "normal_", "random_", "exponential_",
+    # an LU factorization's triangles copied out and its pivots as a permutation matrix
+    "lu_unpack",
 })
 
 # FLOP per output element of elementwise ops.
@@ -56,7 +58,7 @@ _ELEMENTWISE: dict[str, float] = {
                      "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "bitwise_and", "le_scalar",
                      "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "reciprocal", "square",
                      "native_dropout_backward", "masked_scale", "sign_", "floor", "ceil", "round", "fmod", "remainder",
-                     "mul_scalar", "addcmul", "addcdiv", "lerp", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
+                     "mul_scalar", "addcmul", "addcdiv", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
                      "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not", "sgn", "trunc",
                      "frac", "logical_and_", "logical_or_", "logical_xor", "bitwise_and_", "bitwise_or_",
                      "bitwise_xor", "_prelu_kernel", "clamp_min_", "clamp_max_", "hardtanh_", "leaky_relu_", "neg_",
@@ -82,6 +84,8 @@ _ELEMENTWISE: dict[str, float] = {
                     4.0),
     # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
     "glu": 5.0,
+    # lerp(a, b, w) = a + w * (b - a): a difference, a product and a sum (aten's lerp kernel; the in-place form too)
+    **dict.fromkeys(["lerp", "lerp_"], 3.0),
 }
 
 #: Fake quantization (quantization-aware training), per element of the input: quantize with a scale and a zero point
@@ -396,7 +400,151 @@ def _ctc_loss_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: l
     return 14.0 * _numel(args[6]) + 12.0 * _numel(outputs[0])
 
 
+def _matrices(x: Any) -> tuple[int, int, int]:
+    """(matrices in the batch, rows ``m``, columns ``n``) of a tensor ``[*, m, n]``."""
+    shape = _shape(x)
+    m, n = (shape[-2], shape[-1]) if len(shape) > 1 else (1, shape[-1] if shape else 1)
+    return math.prod(shape[:-2]), m, n
+
+
+def _lu_flops(m: int, n: int) -> float:
+    """Leading-order FLOP of an LU factorization with partial pivoting of one ``m x n`` matrix (LAPACK ``getrf``).
+
+    ``m n^2 - n^3 / 3`` multiplies and adds for ``m >= n`` (LAWN 41, Blackford and Dongarra, table of ``xGETRF``),
+    ``n m^2 - m^3 / 3`` else: ``2 n^3 / 3`` for a square matrix.
+    """
+    big, small = max(m, n), min(m, n)
+    return big * small * small - small ** 3 / 3.0
+
+
+def _linalg_matrix_exp(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``linalg_matrix_exp(A [*, n, n])``: aten's scaling and squaring with a Taylor polynomial of degree 18.
+
+    aten (``mexp_impl`` in ``LinearAlgebra.cpp``, after Bader, Blanes and Casas, *Computing the matrix exponential
+    with an optimized Taylor polynomial approximation*, Mathematics 7 (2019) 1174) picks per matrix, by its 1-norm,
+    the least of the degrees 1, 2, 4, 8, 12, 18, which take 0, 1, 2, 3, 4, 5 matrix products; past the norm of
+    degree 18 it scales ``A`` by ``2^-s`` and squares the result ``s`` times. The norm is data, so this counts the
+    most a matrix takes without squaring: degree 18, its 5 products (``A^2``, ``A^3``, ``A^6``, then ``A^9`` and
+    the result: ``2 n^3`` each), the 5 x 5 linear combination of ``I, A, A^2, A^3, A^6`` (a multiply-add per
+    coefficient and element, ``50 n^2``), its three sums (``3 n^2``), the 1-norm (an abs and an add per element,
+    ``2 n^2``) and the scaling (``n^2``): ``10 n^3 + 56 n^2`` per matrix. Each squaring, taken for a 1-norm past
+    3.01 (float32; 1.09 for float64), would add ``2 n^3``.
+    """
+    batch, _, n = _matrices(args[0])
+    return float(batch * (10 * n ** 3 + 56 * n ** 2))
+
+
+def _linalg_householder_product(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``linalg_householder_product(A [*, m, n], tau [*, k])``: the first ``n`` columns of ``H_1 ... H_k``.
+
+    LAPACK's ``orgqr`` (aten calls it, or cuSOLVER's), ``4 m n k - 2 (m + n) k^2 + 4 k^3 / 3`` FLOP per matrix
+    (LAWN 41's ``xORGQR``): ``4 n^3 / 3`` for ``m = n = k``.
+    """
+    batch, m, n = _matrices(args[0])
+    k = _shape(args[1])[-1] if _shape(args[1]) else 1
+    return float(batch * (4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3.0))
+
+
+def _linalg_solve_ex(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_linalg_solve_ex(A [*, n, n], B, left, check_errors) -> (X, LU, pivots, info)``: ``torch.linalg.solve``.
+
+    An LU factorization of each matrix (``2 n^3 / 3``, :func:`_lu_flops`), then a forward and a back substitution
+    per right-hand side (``getrs``: ``2 n^2`` per column of ``B``, ``2 n`` per element of ``X``).
+    """
+    systems, m, n = _matrices(outputs[1] if len(outputs) > 1 and outputs[1] is not None else args[0])
+    return systems * _lu_flops(m, n) + 2.0 * n * _numel(outputs[0])
+
+
+def _linalg_lu_solve(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``linalg_lu_solve(LU [*, n, n], pivots, B, left, adjoint)``: two triangular solves per right-hand side.
+
+    ``getrs``: ``2 n^2`` FLOP per column of ``B`` (``n^2`` each for the forward and the back substitution), so
+    ``2 n`` per element of the result.
+    """
+    return 2.0 * _shape(args[0])[-1] * _numel(outputs[0])
+
+
+def _linalg_solve_triangular(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``linalg_solve_triangular(A [*, n, n], B, upper, left, unitriangular)``: ``trsm``, ``n^2`` per column of ``B``.
+
+    (LAWN 41's ``xTRSM``: ``n^2 k / 2`` multiplies and as many adds): ``n`` per element of the result.
+    """
+    return float(_shape(args[0])[-1] * _numel(outputs[0]))
+
+
+def _linalg_lu_factor_ex(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``linalg_lu_factor_ex(A [*, m, n], pivot, check_errors) -> (LU, pivots, info)``: :func:`_lu_flops` each."""
+    batch, m, n = _matrices(args[0])
+    return batch * _lu_flops(m, n)
+
+
+def _linalg_det(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_linalg_det(A [*, n, n]) -> (det, LU, pivots)``: an LU factorization and the product of its diagonal.
+
+    ``2 n^3 / 3`` (:func:`_lu_flops`) and ``n`` multiplies (the pivots' sign, a parity, is free) per matrix.
+    """
+    batch, m, n = _matrices(args[0])
+    return batch * (_lu_flops(m, n) + n)
+
+
+def _weight_norm_interface(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_weight_norm_interface(v, g, dim) -> (w, norm)``: ``w = v * g / ||v||``, the norm over all dims but ``dim``.
+
+    aten's ``weight_norm`` kernels: per element of ``v``, a square and an add into its slice's norm and the product
+    with the slice's factor (3 FLOP); per slice (element of ``g``), the square root and ``g / norm`` (2).
+    """
+    return 3.0 * _numel(args[0]) + 2.0 * _numel(args[1])
+
+
+def _weight_norm_interface_backward(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``_weight_norm_interface_backward(grad_w, v, g, norm, dim) -> (grad_v, grad_g)``.
+
+    aten's ``weight_norm_backward`` kernels: ``grad_g = sum(grad_w * v) / norm`` (a multiply-add per element of
+    ``v``, a division per slice) and ``grad_v = g / norm * (grad_w - v * grad_g / norm)`` (a product, a difference
+    and a product per element, two divisions per slice): 5 FLOP per element of ``v``, 3 per element of ``g``.
+    """
+    return 5.0 * _numel(args[1]) + 3.0 * _numel(args[2])
+
+
+def _angle(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``angle(x)``, per element: ``atan2(imag, real)`` of a complex ``x``, or ``pi`` or 0 by the sign of a real one.
+
+    4 FLOP for the complex form (as :data:`_ELEMENTWISE`'s ``atan2``), 1 for the real one (a compare, as ``sign``).
+    """
+    x = args[0]
+    return (4.0 if isinstance(x, torch.Tensor) and x.is_complex() else 1.0) * sum(_numel(o) for o in outputs)
+
+
+def _embedding_renorm(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``embedding_renorm_(weight, indices, max_norm, norm_type)``: ``nn.Embedding(max_norm=...)``'s rescaling.
+
+    aten visits each distinct index's row of ``D`` values: its norm (a power and an add per value, 2 FLOP), then,
+    if it is past ``max_norm``, ``max_norm / (norm + 1e-7)`` and the row's product with it (``D`` + 2). Which
+    indices repeat and which rows are too long is data: counted as if every index were distinct and every row
+    rescaled, ``3 D + 4`` FLOP per index (the root and the compare: 2 more), an upper bound; the sort that finds
+    repeats is data movement, as ``sort``.
+    """
+    width = _shape(args[0])[-1] if _shape(args[0]) else 1
+    return float(_numel(args[1]) * (3 * width + 4))
+
+
 _Rule = Callable[[tuple[Any, ...], dict[str, Any], list[Any]], float]
+
+#: Rules of linear algebra (factorizations, solves, the matrix exponential) from LAPACK's operation counts, and of
+#: the reparametrizations and rescalings of ``torch.nn`` (weight norm, ``Embedding``'s ``max_norm``).
+_LINEAR_ALGEBRA_RULES: dict[str, _Rule] = {
+    "linalg_matrix_exp": _linalg_matrix_exp,
+    "linalg_householder_product": _linalg_householder_product,
+    "_linalg_solve_ex": _linalg_solve_ex,
+    "linalg_lu_solve": _linalg_lu_solve,
+    "linalg_solve_triangular": _linalg_solve_triangular,
+    "linalg_lu_factor_ex": _linalg_lu_factor_ex,
+    "_linalg_det": _linalg_det,
+    "_weight_norm_interface": _weight_norm_interface,
+    "_weight_norm_interface_backward": _weight_norm_interface_backward,
+    "angle": _angle,
+    "embedding_renorm_": _embedding_renorm,
+}
 
 #: Rules of one op each that need more than a shape or two: losses (CTC's too), sampling, pairwise distances, bags,
 #: medians, trilinear products.
@@ -529,7 +677,7 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         return 3.0 * _numel(args[1])
     if name in ("embedding_dense_backward", "embedding_backward"):
         return float(_numel(args[0]))
-    rule = _LOSS_AND_SAMPLING_RULES.get(name)
+    rule = _LOSS_AND_SAMPLING_RULES.get(name) or _LINEAR_ALGEBRA_RULES.get(name)
     if rule is not None:
         return rule(args, kwargs, outputs)
     if name in ("_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",

@@ -597,3 +597,64 @@ def test_a_ctc_model_imports_with_no_unknown_op_types():
         warnings.simplefilter("error")  # 'FLOP rules do not know 2 op types' without the rules
         graph = import_step(Net(), (torch.randn(6, 2, 3), torch.tensor([[1, 2, 0], [3, 4, 1]]))).graph
     assert graph.num_ops > 0
+
+
+def test_linear_algebra_rules_follow_lapacks_operation_counts():
+    """LU 2 n^3 / 3, getrs 2 n^2 per column, trsm n^2, orgqr 4 m n k - 2 (m + n) k^2 + 4 k^3 / 3, the matrix
+    exponential's degree-18 Taylor polynomial 10 n^3 + 56 n^2: each was 1 FLOP per output element."""
+    a, b = torch.zeros(4, 6, 6), torch.zeros(4, 6, 3)
+    lu, pivots, info = torch.zeros(4, 6, 6), torch.zeros(4, 6, dtype=torch.int32), torch.zeros(4, dtype=torch.int32)
+    x = torch.zeros(4, 6, 3)
+    assert op_flops("_linalg_solve_ex", (a, b), {}, [x, lu, pivots, info]) == 4 * (2 * 6 ** 3 / 3 + 2 * 6 ** 2 * 3)
+    assert op_flops("linalg_lu_solve", (lu, pivots, b), {}, [x]) == 4 * 2 * 6 ** 2 * 3
+    assert op_flops("linalg_solve_triangular", (a, b), {"upper": True}, [x]) == 4 * 6 ** 2 * 3
+    assert op_flops("linalg_lu_factor_ex", (a,), {}, [lu, pivots, info]) == 4 * 2 * 6 ** 3 / 3
+    assert op_flops("linalg_lu_factor_ex", (torch.zeros(8, 4),), {}, [torch.zeros(8, 4)]) == 8 * 16 - 64 / 3
+    assert op_flops("_linalg_det", (a,), {}, [torch.zeros(4), lu, pivots]) == 4 * (2 * 6 ** 3 / 3 + 6)
+    assert op_flops("linalg_matrix_exp", (a,), {}, [a]) == 4 * (10 * 6 ** 3 + 56 * 6 ** 2)
+    q = op_flops("linalg_householder_product", (torch.zeros(2, 8, 6), torch.zeros(2, 5)), {}, [torch.zeros(2, 8, 6)])
+    assert q == pytest.approx(2 * (4 * 8 * 6 * 5 - 2 * (8 + 6) * 25 + 4 * 125 / 3))
+    square = op_flops("linalg_householder_product", (a, torch.zeros(4, 6)), {}, [a])
+    assert square == pytest.approx(4 * 4 * 6 ** 3 / 3)  # forming Q of a square QR: 4 n^3 / 3
+
+
+def test_weight_norm_angle_lerp_and_embedding_renorm_get_rules():
+    """w = v g / ||v||: 3 per element of v, 2 per norm; its backward 5 and 3; angle atan2 (4) of a complex tensor,
+    a compare (1) of a real one; lerp a + w (b - a), 3; max_norm's renorm 3 D + 4 per index."""
+    v, g = torch.zeros(6, 5), torch.zeros(6, 1)
+    assert op_flops("_weight_norm_interface", (v, g, 0), {}, [v, g]) == 3 * 30 + 2 * 6
+    assert op_flops("_weight_norm_interface_backward", (v, v, g, g, 0), {}, [v, g]) == 5 * 30 + 3 * 6
+    z = torch.zeros(4, 5, dtype=torch.complex64)
+    assert op_flops("angle", (z,), {}, [torch.zeros(4, 5)]) == 4 * 20
+    assert op_flops("angle", (torch.zeros(4, 5),), {}, [torch.zeros(4, 5)]) == 20
+    for name in ("lerp", "lerp_"):
+        assert op_flops(name, (v, v, 0.3), {}, [v]) == 3 * 30
+    table, tokens = torch.zeros(50, 8), torch.zeros(2, 3, dtype=torch.long)
+    assert op_flops("embedding_renorm_", (table, tokens, 1.0, 2.0), {}, [table]) == 6 * (3 * 8 + 4)
+
+
+def test_a_step_through_these_ops_has_no_unknown_op_types():
+    """Recorded with torch, every op of these layers has a rule: no 'FLOP rules do not know' warning."""
+    import warnings
+
+    from gnplace.importers.torch import import_step
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 4, 4) * 0.1)
+            self.emb = torch.nn.Embedding(20, 4, max_norm=1.0)
+            self.lin = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(4, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a = self.w + 3 * torch.eye(4)
+            out = torch.linalg.matrix_exp(self.w) + torch.linalg.solve(a, x) + torch.lerp(self.w, x, 0.3)
+            out = out + torch.linalg.householder_product(self.w, x[..., 0, :3].contiguous())
+            out = out + torch.linalg.lu_solve(*torch.linalg.lu_factor(a), x) + torch.det(a)[:, None, None]
+            out = out + torch.angle(self.w - x)
+            return out.sum() + self.emb(torch.tensor([1, 2, 2])).sum() + self.lin(x).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = import_step(Net(), (torch.randn(3, 4, 4),)).graph
+    assert {"_weight_norm_interface", "_weight_norm_interface_backward", "embedding_renorm_"} <= set(graph.op_types)
