@@ -23,6 +23,7 @@ VIEW_OPS = frozenset({
     "unsqueeze", "detach", "alias", "slice", "select", "as_strided", "split", "split_with_sizes", "unbind",
     "chunk", "narrow", "lift_fresh", "diagonal", "view_as", "expand_as", "unsafe_split", "numpy_T", "movedim",
     "unflatten", "flatten", "_local_scalar_dense", "lift_fresh_copy",
+    "view_as_real", "view_as_complex",  # a complex tensor's memory as pairs of reals [..., 2], and back
 })
 
 #: Ops that move or create data but do no arithmetic: 0 FLOP, counted as known.

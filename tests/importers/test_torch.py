@@ -69,6 +69,26 @@ def test_views_are_folded_and_gradients_share_their_forward_group():
     assert g.group[g.index("conv2/convolution")] != g.group[conv]
 
 
+def test_complex_views_are_folded_into_their_producers():
+    """view_as_complex and view_as_real re-describe memory: they were nodes of their own, at 1 FLOP an element."""
+
+    class Rotate(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(8, 2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = torch.view_as_complex(self.w) * torch.view_as_complex(x)
+            return torch.view_as_real(z).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'FLOP rules do not know 2 op types' without them among the views
+        g = from_module(Rotate(), (torch.randn(8, 2),))
+    assert not set(g.op_types) & {"view_as_complex", "view_as_real"}
+    assert [g.node_names[i] for i in np.flatnonzero(g.phase == FORWARD)] == [
+        "root/mul", "root/sum", "root/ones_like", "input/0"]
+
+
 def test_backward_flops_about_twice_forward_for_conv_and_matmul_nets():
     model, inputs = cnn_case()
     fwd, bwd = forward_backward_flops(from_module(model, inputs))
