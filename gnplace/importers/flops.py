@@ -50,6 +50,8 @@ FREE_OPS = frozenset({
     "rand", "randn", "randint", "randperm", "uniform_", "normal_", "random_", "exponential_",
     # an LU factorization's triangles copied out and its pivots as a permutation matrix
     "lu_unpack",
+    # a sparse COO tensor wrapping its indices and values (nn.Embedding(sparse=True)'s gradient): no arithmetic
+    "_sparse_coo_tensor_with_dims_and_tensors",
 })
 
 # FLOP per output element of elementwise ops.

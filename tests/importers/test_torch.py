@@ -89,6 +89,20 @@ def test_complex_views_are_folded_into_their_producers():
         "root/mul", "root/sum", "root/ones_like", "input/0"]
 
 
+def test_a_sparse_embedding_gradient_holds_its_entries_not_the_table():
+    """nn.Embedding(sparse=True)'s gradient is a COO tensor of one entry per token: 32 x (an int64 index + 64 floats)
+    = 8,448 bytes, not the 50,000 x 64 table's 12.8 MB; wrapping indices and values is no arithmetic (was 3.2 MFLOP)."""
+    model = nn.Sequential(nn.Embedding(50_000, 64, sparse=True), nn.Linear(64, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # '_sparse_coo_tensor_with_dims_and_tensors' had no rule
+        g = from_module(model, (torch.randint(0, 50_000, (4, 8)),), loss=lambda out: out.sum())
+    grad = g.index("grad/0/_sparse_coo_tensor_with_dims_and_tensors")
+    assert g.out_bytes[grad] == 4 * 8 * (8 + 64 * 4)
+    assert g.flops[grad] == 0
+    edge = np.flatnonzero((g.edge_src == grad) & (g.edge_dst == g.index("update/0.weight")))
+    assert g.edge_bytes[edge].tolist() == [8448]
+
+
 def test_backward_flops_about_twice_forward_for_conv_and_matmul_nets():
     model, inputs = cnn_case()
     fwd, bwd = forward_backward_flops(from_module(model, inputs))
