@@ -73,6 +73,8 @@ FREE_OPS = frozenset({
     "Cast", "CastLike", "Range", "ConstantOfShape", "OneHot", "Trilu", "NonZero", "ArgMax", "ArgMin", "TopK",
     "Compress", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Unique", "CenterCropPad", "ConcatFromSequence",
     "SequenceConstruct", "SequenceInsert", "SequenceLength", "Col2Im",
+    # MaxUnpool writes each value at its index into zeros (its gradient gathers from there): data movement
+    "MaxUnpool",
 })
 
 #: Scatters whose ``reduction`` attribute (``add``, ``mul``, ``max``, ``min``; ``none`` by default) combines each
@@ -141,6 +143,8 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
     "SoftmaxCrossEntropyLoss": frozenset({1, 2}),
     "NegativeLogLikelihoodLoss": frozenset({1, 2}),
     "CastLike": frozenset({1}),  # read for its type alone (TYPE_ONLY_INPUTS)
+    "MaxUnpool": frozenset({1, 2}),  # the indices and the output shape
+    "RoiAlign": frozenset({1, 2}),  # the boxes and their batch indices (torchvision's roi_align takes no gradient)
     # quantization scales and zero points: fixed parameters of the format (buffers of torch's observers), no weights
     **dict.fromkeys(["QuantizeLinear", "DequantizeLinear"], frozenset({1, 2})),
     **dict.fromkeys(["QLinearConv", "QLinearMatMul"], frozenset({1, 2, 4, 5, 6, 7})),
@@ -150,7 +154,9 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
                      # comparisons and logic: a boolean result, no gradient to any input (a float threshold
                      # read by Less is no weight)
                      "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Equal", "And", "Or", "Xor", "Not",
-                     "IsNaN", "IsInf"],
+                     "IsNaN", "IsInf",
+                     # selections and quantization to integers: index or integer results
+                     "NonMaxSuppression", "DynamicQuantizeLinear"],
                     frozenset(range(8))),
 }
 
@@ -269,6 +275,59 @@ def _grid_sample_points(attrs: Mapping[str, Any], grid: Shape | None) -> float:
     """
     _, points, spatial, taps = _grid_sample_sizes(attrs, grid, None)
     return float(points * (2 * spatial + (0 if taps == 1 else 3 * taps)))
+
+
+#: Sample points per axis of a ``RoiAlign`` bin whose ``sampling_ratio`` is 0 (adaptive: ``ceil(roi size / output
+#: size)``, set by the boxes' values, data): 2, the ratio torchvision's Mask R-CNN and most exports fix.
+_ROI_ALIGN_ADAPTIVE_SAMPLES = 2
+#: FLOP per sample point of a ``RoiAlign`` (shared by the channels): its two coordinates (a multiply-add each for the
+#: bin's start and the sample's offset) and its four bilinear tap weights (3 FLOP a tap), as ``GridSample``'s per-point
+#: work (:func:`_grid_sample_points`).
+_ROI_ALIGN_POINT = 16
+
+
+def _roi_align_sizes(attrs: Mapping[str, Any], out: Shape | None) -> tuple[int, int]:
+    """(output elements ``R C Ho Wo``, sample points per bin) of a ``RoiAlign`` with output ``[R, C, Ho, Wo]``."""
+    ratio = int(attrs.get("sampling_ratio", 0))
+    per_axis = ratio if ratio > 0 else _ROI_ALIGN_ADAPTIVE_SAMPLES
+    return _numel(out), per_axis * per_axis
+
+
+def _roi_align_forward(attrs: Mapping[str, Any], out: Shape | None) -> float:
+    """FLOP of a ``RoiAlign`` (ONNX spec: each output element pools the bilinear samples of its bin).
+
+    Per output element and sample, its 4 taps read (1 FLOP each, as ``Resize``'s linear taps) and the pooling step
+    (an add for ``avg``, a compare for ``max``); one divide per element for ``avg``; per sample point of the boxes'
+    bins, :data:`_ROI_ALIGN_POINT` for the coordinates and tap weights.
+    """
+    elements, samples = _roi_align_sizes(attrs, out)
+    channels = out[1] if out is not None and len(out) > 1 and out[1] else 1
+    average = str(attrs.get("mode", "avg")) == "avg"
+    return float(elements * (5 * samples + average) + elements // channels * samples * _ROI_ALIGN_POINT)
+
+
+def _nms_flops(inputs: Sequence[Shape | None]) -> float:
+    """FLOP of a ``NonMaxSuppression`` of ``boxes [B, N, 4]`` and ``scores [B, C, N]`` (ONNX spec).
+
+    Per class of each batch, each box's score is compared with ``score_threshold`` and its area taken (1 + 3 FLOP);
+    the boxes then are visited by score (the sort is data movement, as ``TopK``) and each is compared with the boxes
+    kept so far: an IoU (the intersection's corners, 4; its sides, clamped, and area, 5; the union, 2; the ratio and
+    the compare with ``iou_threshold``, 2: 13 FLOP) per pair. Which boxes are kept is data: counted as if every box
+    were, ``N (N - 1) / 2`` pairs, an upper bound (``max_output_boxes_per_class`` stops it sooner).
+    """
+    boxes = inputs[0] if inputs else None
+    scores = inputs[1] if len(inputs) > 1 else None
+    if boxes is None or scores is None or len(scores) != 3:
+        return 0.0
+    batch, classes, n = scores
+    return float(batch * classes * (4 * n + 13 * n * (n - 1) // 2))
+
+
+def _det_sizes(x: Shape | None) -> tuple[int, int]:
+    """(matrices, size ``n``) of a ``Det`` input ``[*, n, n]``."""
+    if x is None or len(x) < 2:
+        return 1, 1
+    return math.prod(x[:-2]), x[-1]
 
 
 def _gemm_mkn(attrs: Mapping[str, Any], a: Shape, out: Shape) -> tuple[int, int, int]:
@@ -440,6 +499,19 @@ def forward_flops(
         # the mask scaled by 1 / (1 - ratio), then the product with it: 2 FLOP per element, as aten's
         # bernoulli_ (drawn, free), div_ and mul; in inference mode a view
         return 2.0 * n_out
+    if op_type == "RoiAlign":
+        return _roi_align_forward(attrs, out)
+    if op_type == "NonMaxSuppression":
+        return _nms_flops(inputs)
+    if op_type == "DynamicQuantizeLinear":
+        # the range: min and max of x with 0 (2 FLOP per element; the scale and zero point are a few scalars), then
+        # QuantizeLinear's 2 per element (a scale and a zero point; the rounding and saturation, as there, free)
+        return 4.0 * _numel(x)
+    if op_type == "Det":
+        # an LU factorization (2 n^3 / 3, LAPACK's getrf as aten's _linalg_det runs it) and the product of its
+        # diagonal (n) per matrix
+        matrices, n = _det_sizes(x)
+        return matrices * (2.0 * n ** 3 / 3.0 + n)
     if op_type in _SCATTERS and str(attrs.get("reduction", "none")) != "none":
         # (data, indices, updates): one add, multiply, max or min per update, as aten's scatter_add and scatter_reduce
         return float(_numel(inputs[2] if len(inputs) > 2 else None))
@@ -524,6 +596,13 @@ def grad_flops(
         grid = inputs[1] if len(inputs) > 1 else None
         elements, points, spatial, taps = _grid_sample_sizes(attrs, grid, out)
         return 2.0 * elements * taps + (2.0 * spatial * points if position == 1 else 0.0)
+    if op_type == "RoiAlign":  # each gradient element spread over its samples' taps (a multiply-add a tap, as
+        elements, samples = _roi_align_sizes(attrs, out)  # GridSample's), the sample points recomputed
+        channels = out[1] if out is not None and len(out) > 1 and out[1] else 1
+        return float(8 * elements * samples + elements // channels * samples * _ROI_ALIGN_POINT)
+    if op_type == "Det":  # aten's linalg_det_backward: det * grad (1), the LU's diagonal checked for a zero (n), the
+        matrices, n = _det_sizes(x)  # scaled identity (n^2) and an adjoint LU solve of n columns (2 n^3)
+        return float(matrices * (2 * n ** 3 + n * n + n + 1))
     if op_type == "Dropout":  # the output's gradient times the mask (scaled): native_dropout_backward
         return float(n_out)
     if op_type in ("Gather", "GatherElements", "GatherND", "Tile"):

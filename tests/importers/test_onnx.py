@@ -263,11 +263,11 @@ def test_batch_norm_statistics_are_not_trained():
 
 def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("Det", ["h4"], ["n"], name="det"),
+             helper.make_node("DFT", ["h4"], ["n"], name="dft", axis=2),  # a standard op without a rule
              helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
              helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
              helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
-    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 4, 4], np.int64), "shape4")]
+    inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 16, 1], np.int64), "shape4")]
     onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])])
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
@@ -277,8 +277,8 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
         g = from_onnx(onnx_model, allow_unknown_ops=True)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "2 op types" in messages[0]
-    assert "Det" in messages[0] and "my.ops.Mystery" in messages[0]
-    assert g.flops[g.index("mystery1")] == g.flops[g.index("det")] == 4
+    assert "DFT" in messages[0] and "my.ops.Mystery" in messages[0]
+    assert g.flops[g.index("mystery1")] == 4 and g.flops[g.index("dft")] == 2 * 2 * 16 * 2
 
 
 def _zoo_lrn_model(opset: int) -> onnx.ModelProto:

@@ -241,3 +241,58 @@ def test_an_einsum_of_three_operands_counts_its_products_left_to_right_as_torch_
     # an index of one operand that nothing after reads is summed out before the product
     assert forward_flops("Einsum", {"equation": "ij,jk->k"}, [(5, 3), (3, 4)], [(4,)]) == 2 * 3 * 4
     assert forward_flops("Einsum", {"equation": "ij,jk"}, [(2, 3), (3, 4)], [(2, 4)]) == 2 * 2 * 3 * 4
+
+
+def test_roi_align_nms_dynamic_quantization_and_det_get_rules():
+    """Each was 1 FLOP per output element with a warning (RoiAlign 72, its boxes a trainable weight; Det 8)."""
+    out = (3, 4, 2, 3)  # 3 boxes, 4 channels, 2 x 3 bins; 2 x 2 samples a bin: 5 FLOP a sample, a divide, 16 a point
+    assert forward_flops("RoiAlign", {"sampling_ratio": 2}, [(2, 4, 8, 8), (3, 4), (3,)], [out]) == 72 * 21 + 18 * 64
+    assert forward_flops("RoiAlign", {"mode": "max"}, [(2, 4, 8, 8), (3, 4), (3,)], [out]) == 72 * 20 + 18 * 64
+    assert grad_flops("RoiAlign", {"sampling_ratio": 1}, [(2, 4, 8, 8), (3, 4), (3,)], [out], 0, 0.0) == 72 * 8 + 18 * 16
+    # 2 images, 3 classes, 10 boxes: a threshold and an area per box, an IoU (13) per pair of the 45
+    nms = forward_flops("NonMaxSuppression", {}, [(2, 10, 4), (2, 3, 10), (1,)], [(6, 3)])
+    assert nms == 2 * 3 * (4 * 10 + 13 * 45)
+    assert forward_flops("DynamicQuantizeLinear", {}, [(4, 5)], [(4, 5), (), ()]) == 4 * 20
+    assert forward_flops("Det", {}, [(3, 6, 6)], [(3,)]) == 3 * (2 * 6 ** 3 / 3 + 6)  # as aten's _linalg_det
+    assert grad_flops("Det", {}, [(3, 6, 6)], [(3,)], 0, 0.0) == 3 * (2 * 6 ** 3 + 36 + 6 + 1)
+    assert forward_flops("MaxUnpool", {"kernel_shape": [2, 2]}, [(1, 2, 4, 4), (1, 2, 4, 4)], [(1, 2, 8, 8)]) == 0
+    assert "MaxUnpool" in FREE_OPS
+
+
+def test_a_det_imports_as_torchs_det_and_roi_aligns_boxes_are_no_weights():
+    import warnings
+
+    import numpy as np
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    from gnplace.importers.onnx import from_onnx
+    from gnplace.importers.torch import from_module
+
+    def vi(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+    w = numpy_helper.from_array(np.ones((3, 5, 5), np.float32), "w")
+    rois = numpy_helper.from_array(np.array([[0, 0, 4, 4], [1, 1, 7, 7]], np.float32), "rois")
+    batch = numpy_helper.from_array(np.array([0, 1], np.int64), "batch")
+    nodes = [helper.make_node("Mul", ["x", "w"], ["m"], name="mul"), helper.make_node("Det", ["m"], ["d"], name="det"),
+             helper.make_node("Unsqueeze", ["m", "axis"], ["img"]),
+             helper.make_node("RoiAlign", ["img", "rois", "batch"], ["r"], name="roi", sampling_ratio=2)]
+    axis = numpy_helper.from_array(np.array([1], np.int64), "axis")
+    graph = helper.make_graph(nodes, "g", [vi("x", [3, 5, 5])], [vi("d", [3]), vi("r", [2, 1, 1, 1])],
+                              [w, rois, batch, axis])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 'FLOP rules do not know 2 op types: Det, RoiAlign'
+        g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert "update/rois" not in g.node_names  # the boxes were trained as a weight
+
+    class Det(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3, 5, 5))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.det(self.w * x).sum()
+
+    traced = from_module(Det(), (torch.randn(3, 5, 5),))
+    assert g.flops[g.index("det")] == traced.flops[traced.index("root/_linalg_det")]
