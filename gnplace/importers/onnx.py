@@ -196,7 +196,7 @@ def load_onnx(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProt
             raise UnsupportedGraph(f"{source}: cannot inline the model's local functions ({err})") from err
     _check_complete(proto, source)
     _check_attribute_types(proto, source)
-    _refuse_control_flow(proto, source)
+    _refuse_control_flow(proto, source, _LOOPS)
     return proto
 
 
@@ -274,22 +274,134 @@ def _check_attribute_types(proto: onnx.ModelProto, source: str) -> None:
 
 #: ONNX ops whose work lies in subgraphs run a data-dependent number of times (or on a chosen branch).
 _CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
+#: Of those, the loops: refused as the model is read. An ``If`` whose condition folds to a constant is replaced by
+#: the branch it takes (:func:`_inline_constant_branches`); one whose condition does not is refused after folding.
+_LOOPS = ("Loop", "Scan", "SequenceMap")
 
 
-def _refuse_control_flow(proto: onnx.ModelProto, source: str) -> None:
-    """Refuse a graph with control flow: the work of its subgraphs is neither timed nor differentiated.
+def _refuse_control_flow(proto: onnx.ModelProto, source: str, kinds: Sequence[str] = _CONTROL_FLOW) -> None:
+    """Refuse a graph with control flow of ``kinds``: the work of its subgraphs is neither timed nor differentiated.
 
     Raises:
         UnsupportedGraph: naming the first such node.
     """
     for node in proto.graph.node:
-        if node.op_type in _CONTROL_FLOW and node.domain in ("", "ai.onnx"):
+        if node.op_type in kinds and node.domain in ("", "ai.onnx"):
             label = node.name or node.op_type
+            unknown = " on a condition that is not a constant" if node.op_type == "If" else ""
             raise UnsupportedGraph(
-                f"{source}: node {label!r} is control flow ({node.op_type}), whose subgraphs gnplace cannot "
+                f"{source}: node {label!r} is control flow ({node.op_type}){unknown}, whose subgraphs gnplace cannot "
                 "import: export the model with its branches and loops traced out (torch.onnx.export records "
                 "the path the example input takes)"
             )
+
+
+def _constant_condition(name: str, proto: onnx.ModelProto) -> bool | None:
+    """The value of an ``If``'s condition where a ``Constant`` node or a held initializer gives it, else ``None``."""
+    from onnx import numpy_helper
+
+    opsets = {o.domain or "": int(o.version) for o in proto.opset_import if o.domain in ("", "ai.onnx")}
+    value: Any = None
+    try:
+        for node in proto.graph.node:
+            if list(node.output) == [name] and node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                value = _evaluate(node, {}, opsets)
+        for init in proto.graph.initializer:
+            if init.name == name and _held_values(init) is not None:
+                value = numpy_helper.to_array(init)
+    except Exception:  # noqa: BLE001 - a value the evaluator cannot read: not known
+        return None
+    if value is None or np.asarray(value).size != 1:
+        return None
+    return bool(np.asarray(value).reshape(-1)[0])
+
+
+def _branch_nodes(node: onnx.NodeProto, branch: onnx.GraphProto, taken: set[str]) -> list[onnx.NodeProto] | None:
+    """The nodes that stand for ``node`` (an ``If``) taking ``branch``, or ``None`` where they cannot.
+
+    The branch's nodes read the outer graph's values as they are; a value the branch makes whose name the outer
+    graph (or a branch inlined before) already holds is renamed; each branch output becomes the ``If``'s output
+    through an ``Identity`` (a view, folded). A branch with initializers, or a renamed value read inside a subgraph
+    of the branch, is left as it is (the ``If`` is then refused).
+    """
+    if branch.initializer or branch.sparse_initializer or len(branch.output) != len(node.output):
+        return None
+    made = [out for inner in branch.node for out in inner.output if out]
+    renamed: dict[str, str] = {}
+    for out in (out for out in made if out in taken):
+        fresh, k = f"{out}/{node.name or 'If'}", 0
+        while fresh in taken or fresh in made or fresh in renamed.values():
+            k += 1
+            fresh = f"{out}/{node.name or 'If'}_{k}"
+        renamed[out] = fresh
+    nodes = []
+    for inner in branch.node:
+        if renamed and any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in inner.attribute):
+            return None  # its subgraphs may read a renamed value
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        for field in (copy.input, copy.output):
+            for i, x in enumerate(field):
+                field[i] = renamed.get(x, x)
+        nodes.append(copy)
+    label = node.name or "If"
+    for out, inner_out in zip(node.output, branch.output):
+        if out:
+            nodes.append(onnx.helper.make_node("Identity", [renamed.get(inner_out.name, inner_out.name)], [out],
+                                               name=f"{label}/{out}"))
+    taken.update(renamed.get(out, out) for out in made)
+    return nodes
+
+
+def _inline_constant_branches(proto: onnx.ModelProto, source: str) -> bool:
+    """Replace, in ``proto``, each ``If`` whose condition is a constant by the branch it takes; whether any was.
+
+    ``torch.onnx.export(dynamo=False)`` writes one for ``nn.LocalResponseNorm`` from opset 11 on (its
+    ``squeeze(1)``, on whether that dim's size is 1), which :func:`_fold_shape_arithmetic` folds; the model was
+    refused as control flow. The graph is then put back in topological order and checked as a read model is.
+    """
+    graph = proto.graph
+    taken = ({i.name for i in graph.initializer} | {i.name for i in graph.input}
+             | {out for n in graph.node for out in n.output if out})
+    nodes: list[onnx.NodeProto] = []
+    inlined = False
+    for node in graph.node:
+        condition = (_constant_condition(node.input[0], proto)
+                     if node.op_type == "If" and node.domain in ("", "ai.onnx") and node.input else None)
+        branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+        branch = branches.get("then_branch" if condition else "else_branch") if condition is not None else None
+        taken_nodes = _branch_nodes(node, branch, taken) if branch is not None else None
+        if taken_nodes is None:
+            nodes.append(node)
+            continue
+        nodes.extend(taken_nodes)
+        inlined = True
+    if not inlined:
+        return False
+    del graph.node[:]
+    graph.node.extend(nodes)
+    _check_text(proto, source)
+    _check_complete(proto, source)
+    _check_attribute_types(proto, source)
+    _refuse_control_flow(proto, source, _LOOPS)
+    _sort_nodes(proto, source)
+    return True
+
+
+def _sort_nodes(proto: onnx.ModelProto, source: str) -> None:
+    """Put the nodes of ``proto`` in an order where each value is made before it is read.
+
+    Shape inference reads the nodes in file order.
+
+    Raises:
+        InvalidGraph: for a graph with a cycle.
+    """
+    graph = proto.graph
+    order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
+    if order != sorted(order):
+        nodes = [onnx.NodeProto.FromString(graph.node[i].SerializeToString()) for i in order]
+        del graph.node[:]
+        graph.node.extend(nodes)
 
 
 def _check_text(proto: onnx.ModelProto, source: str) -> None:
@@ -738,20 +850,20 @@ def from_onnx(
     _type_initializers(proto)
     if folder is not None:
         _read_small_external(proto, folder, source)
-    graph = proto.graph
-    order = _topological(graph.node, {i.name for i in graph.initializer} | {i.name for i in graph.input}, source)
-    if order != sorted(order):  # shape inference reads nodes in file order
-        nodes = [onnx.NodeProto.FromString(graph.node[i].SerializeToString()) for i in order]
-        del graph.node[:]
-        graph.node.extend(nodes)
+    _sort_nodes(proto, source)
     if input_shapes:
         _fix_input_shapes(proto.graph, input_shapes, source)
     _check_static_inputs(proto, source)
     inferred = _infer_shapes(proto, source)
     for _ in range(_FOLD_ROUNDS):  # shape arithmetic data propagation leaves open (torch.chunk's Shape -> Div -> Slice)
-        if not _unshaped(inferred) or not _fold_shape_arithmetic(proto, inferred, folder):
+        if _inline_constant_branches(proto, source):  # an If on a folded condition: the branch it takes
+            inferred = _infer_shapes(proto, source)
+            continue
+        branching = any(node.op_type == "If" for node in proto.graph.node)
+        if not (_unshaped(inferred) or branching) or not _fold_shape_arithmetic(proto, inferred, folder):
             break
         inferred = _infer_shapes(proto, source)
+    _refuse_control_flow(proto, source)  # an If whose condition did not fold
     _check_declared_shapes(proto, inferred, source)
     builder = _Builder(inferred, source, OPTIMIZERS[optimizer], optimizer, trainable, bool(allow_unknown_ops),
                        frozen, shapes_given=bool(input_shapes), folded=folded)

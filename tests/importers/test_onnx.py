@@ -1214,6 +1214,52 @@ def test_control_flow_is_refused_not_dropped():
         from_onnx(model(nodes, [vi("x", [8, 4])], [vi("y", [8, 4])], [weight("w", 4, 4), zero]))
 
 
+def _branching_model(rows: int):
+    """y = If(x's first size == 8) then x @ w else -x, plus -x: the then branch makes a value named as an outer one."""
+    const = numpy_helper.from_array
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm")], "then", [], [vi("m", None)])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="neg_in_else")], "else", [], [vi("e", None)])
+    nodes = [helper.make_node("Neg", ["x"], ["m"], name="neg"),
+             helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["rows"]),
+             helper.make_node("Equal", ["rows", "eight"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], name="choose", then_branch=then, else_branch=other),
+             helper.make_node("Add", ["y", "m"], ["out"], name="add")]
+    inits = [weight("w", 4, 4), const(np.array(0, np.int64), "zero"), const(np.array(8, np.int64), "eight")]
+    return model(nodes, [vi("x", [rows, 4])], [vi("out", [rows, 4])], inits, opset=17)
+
+
+def test_an_if_on_a_condition_that_folds_to_a_constant_is_its_taken_branch():
+    """The condition Equal(Gather(Shape(x), 0), 8) folds; the model was refused as control flow."""
+    g = from_onnx(_branching_model(8))
+    assert g.flops[g.index("mm")] == 2 * 8 * 4 * 4 and "neg_in_else" not in g.node_names
+    assert g.flops[g.index("grad/mm/w")] == 2 * 8 * 4 * 4
+    # the taken branch's m (renamed) and the outer m both reach the Add
+    add = g.index("add")
+    assert {g.node_names[u] for u in g.edge_src[g.edge_dst == add]} == {"mm", "neg"}
+    with pytest.warns(UserWarning, match="no initializer is trained"):
+        other = from_onnx(_branching_model(6))  # the else branch, -x, reads no weight
+    assert "neg_in_else" in other.node_names and "mm" not in other.node_names
+
+
+def test_a_local_response_norm_exported_at_opset_11_imports():
+    """torch.onnx.export(dynamo=False) writes LRN's squeeze(1) as an If on the size of a dim: it was refused."""
+    torch = pytest.importorskip("torch")
+    from gnplace.importers.torch import from_module
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.LocalResponseNorm(5))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net, (torch.randn(2, 3, 32, 32),), buffer, opset_version=11, dynamo=False)
+    proto = onnx.load_from_string(buffer.getvalue())
+    assert "If" in [node.op_type for node in proto.graph.node]
+    g = from_onnx(proto)
+    assert "If" not in g.op_types
+    traced = from_module(net, (torch.randn(2, 3, 32, 32),), loss=lambda out: out.sum())
+    onnx_fwd, torch_fwd = (float(x.flops[x.phase == FORWARD].sum()) for x in (g, traced))
+    assert onnx_fwd == pytest.approx(torch_fwd, rel=0.02)
+
+
 def test_shape_arithmetic_past_data_propagation_is_folded():
     """torch.chunk exports its split size as Shape -> Gather -> Div -> Slice; ONNX's data propagation stops at Div."""
     const = numpy_helper.from_array
