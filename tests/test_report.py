@@ -375,13 +375,13 @@ def test_a_report_cut_short_leaves_every_figure_of_the_report_before(tmp_path, l
 
 
 def test_report_keys_of_today_stand(load_script, monkeypatch, revisions_of_before):
-    """auto's candidates are at today's revisions, exact at 4 and placeto at 1, finetune's policy as before: today's keys.
+    """auto's candidates are at today's revisions, exact at 5 and placeto at 1, finetune's policy as before: today's keys.
 
     2026-11-30: m_etf and m_sct revision 2 (the ETF fix) moved every key over auto; 2026-12-04: the memory repair's
     last resort (expert, heft, metis 1, m_etf and m_sct 3) did again, and exact's descent by the simulator and
     placeto's repair gave those two revision 1; 2026-12-06: exact's CP-SAT parameters gave it 2, its descent from auto
-    3 and its wide descent where nothing is proved 4. Without those
-    revisions, no placer used or measured against declares one (finetune's policy as before) and the keys are those
+    3, its wide descent where nothing is proved 4 and its wall-clock net far past the deterministic limit 5. Without
+    those revisions, no placer used or measured against declares one (finetune's policy as before) and the keys are those
     of before.
     """
     from gnplace.placers.exact import ExactPlacer
@@ -399,7 +399,7 @@ def test_report_keys_of_today_stand(load_script, monkeypatch, revisions_of_befor
     against = "|against expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     assert report.learned_key(graph, "k80x4", "rnn_pg", 64) == f"ptb_002|k80x4|{report.revised('rnn_pg')}|64{against}"
     assert report.placeto_zero_shot_key(graph, "k80x4", 400) == f"ptb_002|k80x4|placeto_zs@1|400{against}"
-    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@4,expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
+    assert report.exact_key(graph, 12, "k80x2", 20.0) == f"ptb_002@12|k80x2|20.0|{policy}|against exact@5,expert@1,heft@1,m_etf@3,m_sct@3,metis@1"
     revisions_of_before()  # as before 2026-11-30
     monkeypatch.setattr(ExactPlacer, "revision", "")
     monkeypatch.setattr(PlacetoPlacer, "revision", "")
@@ -438,8 +438,8 @@ def test_a_new_revision_of_a_placer_used_or_measured_against_changes_the_keys(lo
     assert report.revised("finetune") == before["finetune"]
     monkeypatch.setattr(FineTunePlacer, "uses", ("auto", "policy@98"))  # their next one
     assert report.revised("finetune") == before["finetune"].replace("policy@13", "policy@98") != before["finetune"]
-    monkeypatch.setattr(ExactPlacer, "revision", "5", raising=False)  # its next one (4 since 2026-12-06)
-    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@5,expert@1,heft@1,m_etf@3,m_sct@3,metis@1")  # and auto's
+    monkeypatch.setattr(ExactPlacer, "revision", "6", raising=False)  # its next one (5 since 2026-12-06)
+    assert report.exact_key(graph, 12, "k80x2", 20.0).endswith("|against exact@6,expert@1,heft@1,m_etf@3,m_sct@3,metis@1")  # and auto's
     monkeypatch.setattr(PlacetoPlacer, "revision", "2", raising=False)
     assert "|placeto_zs@2|" in report.placeto_zero_shot_key(graph, "k80x4", 400)
 

@@ -11,6 +11,7 @@ import math
 import multiprocessing
 import os
 import sys
+import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,14 +23,14 @@ from gnplace.cluster import Cluster
 from gnplace.graph import OpGraph
 from gnplace.placers.base import group_order
 
-__all__ = ["Outcome", "fits_nowhere", "memory_unit", "solve"]
+__all__ = ["Outcome", "fits_nowhere", "memory_unit", "solve", "wall_net"]
 
 #: :func:`_solve`'s arguments before the worker count and seed: graph, cluster, dur, delay, activation_memory,
 #: link_contention, op_gap, symmetric, hint, time_limit.
 _Args = tuple[OpGraph, Cluster, np.ndarray, np.ndarray, bool, bool, int, list[list[int]], "np.ndarray | None", float]
 
 #: CP-SAT subsolvers the interleaved search runs without (OR-Tools 9.15), and which the search would otherwise wait on
-#: far past its deterministic time, to the wall-clock net of ``10 x time_limit + 30`` s. "reduced_costs": its chunk
+#: far past its deterministic time, to the wall-clock net (then ``10 x time_limit + 30`` s). "reduced_costs": its chunk
 #: ran on after the optimum was proved (33,000 conflicts, 0.18 deterministic units in 15 s): a 5-op graph proved
 #: optimal in 0.08 s returned after 230 s at time_limit 20; 6 of 80 random 5-7-op graphs took 13-231 s (then 4.2 at
 #: most). "fixed": it counted 0.40 deterministic units in 39.9 wall seconds on a loaded 2-core machine, and with
@@ -37,6 +38,18 @@ _Args = tuple[OpGraph, Cluster, np.ndarray, np.ndarray, bool, bool, int, list[li
 #: nmt_004@12 on k80x4 "feasible" at the net (gaps 0.011 and 0.023), where an idle machine proved both optimal; the
 #: batch is now one task per worker (``interleave_batch_size``).
 IGNORED_SUBSOLVERS = ("reduced_costs", "fixed")
+
+#: Wall seconds the solve may take per unit of ``time_limit`` (CP-SAT's deterministic time) before the wall-clock net
+#: stops it, plus :data:`WALL_NET_BASE_S`. The net only guards against a search whose deterministic time stops
+#: advancing: where it stops the solve before the deterministic limit, the result depends on the machine's load.
+#: Measured on a 2-core machine beside two busy processes (load 8-11): 15 to 63 wall seconds a unit over bench.py
+#: exact's 16 solves at time_limit 20 (median 30), 25 to 56 over tests/placers/test_exact*.py's solves of 0.01 units
+#: or more, and up to 114 on memory-tight models before; the net of 10 x time_limit + 30 s (before exact revision 5)
+#: came first there, and left ptb_004@12 on k80x4 "unknown" and three others "feasible" where an idle machine proved
+#: them optimal. 1000 is about nine times the slowest unit seen; a search that stalls is ended by Ctrl-C at once.
+WALL_SECONDS_PER_UNIT = 1000.0
+#: Wall seconds the net allows whatever the limit (model building and presolve of a small limit).
+WALL_NET_BASE_S = 60.0
 
 
 @dataclass
@@ -50,6 +63,23 @@ class Outcome:
     gap: float | None
     #: CP-SAT's deterministic time spent, in its units (0 where it did not run): a statistic, left out of ``==``
     deterministic_time: float = field(default=0.0, compare=False)
+    #: CP-SAT's wall seconds (0 where it did not run): a statistic, left out of ``==``
+    wall_s: float = field(default=0.0, compare=False)
+    #: whether the wall-clock net (:func:`wall_net`), not the deterministic limit or a proof, ended the search: the
+    #: status and solutions may then depend on the machine's load
+    wall_net_hit: bool = False
+
+
+def wall_net(time_limit: float) -> float:
+    """Wall seconds after which CP-SAT stops whatever deterministic time it counted: ``1000 x time_limit + 60``.
+
+    Args:
+        time_limit (float): CP-SAT deterministic time of the solve.
+
+    Returns:
+        float: seconds, :data:`WALL_SECONDS_PER_UNIT` per unit plus :data:`WALL_NET_BASE_S`.
+    """
+    return WALL_SECONDS_PER_UNIT * time_limit + WALL_NET_BASE_S
 
 
 def solve(
@@ -79,8 +109,8 @@ def solve(
         op_gap (int): ticks a device idles after each op of non-zero duration (Placeto's simulator).
         symmetric (list[list[int]]): classes of interchangeable devices, for symmetry breaking.
         hint (np.ndarray | None): a group placement to start the search from, ``[num_groups]``.
-        time_limit (float): CP-SAT deterministic time, not seconds; a wall-clock net of ``10 x time_limit + 30`` s
-            stops a search that falls far behind it.
+        time_limit (float): CP-SAT deterministic time, not seconds; a wall-clock net (:func:`wall_net`) stops a
+            search that falls far behind it, and says so in the outcome's ``wall_net_hit``.
         num_workers (int): solver threads.
         random_seed (int): the solver's seed.
 
@@ -295,12 +325,11 @@ def _solve(
                 model.add_hint(x[g][k], int(hint[g]) == k)
     solver = cp_model.CpSolver()
     # deterministic: the limit is CP-SAT's deterministic time and parallel workers interleave in a
-    # fixed order; the wall-clock limit (10x plus 30 s; measured 1-4 wall seconds per deterministic unit
-    # on a 2-core machine) is only a safety net against a pathological model: with a short budget on a
-    # loaded machine, a tight wall limit would end the search at a load-dependent point (seen with 0.2 units
-    # and a 2 s wall limit while two other jobs shared the cores)
+    # fixed order; the wall-clock limit (wall_net) is only a safety net against a pathological model: a
+    # tight one ended the search at a load-dependent point on a loaded machine
+    net = wall_net(time_limit)
     solver.parameters.max_deterministic_time = time_limit
-    solver.parameters.max_time_in_seconds = 10.0 * time_limit + 30.0
+    solver.parameters.max_time_in_seconds = net
     solver.parameters.interleave_search = workers > 1  # one worker is deterministic by itself
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = random_seed
@@ -313,20 +342,26 @@ def _solve(
             lits = [[self.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)]
             solutions.append(np.array(lits, dtype=bool).argmax(axis=1).astype(np.int64))
 
+    began = time.perf_counter()
     status = _solve_interruptibly(solver, model, Collect())
-    spent = float(solver.response_proto.deterministic_time)
+    spent, wall = float(solver.response_proto.deterministic_time), time.perf_counter() - began
+    # a proof ends the search whenever it comes; otherwise the net ended it if its time came. Timed around the call,
+    # not by CP-SAT's wall_time, which starts after the net's clock (0.046 s reported for a net of 0.05 s); where both
+    # limits came at once, the net is blamed: the result may depend on the load
+    cut = status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and wall >= net
     if status == cp_model.INFEASIBLE:
-        return Outcome("infeasible", [], None, 0.0, None, spent)
+        return Outcome("infeasible", [], None, 0.0, None, spent, wall)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         if status == cp_model.MODEL_INVALID:  # pragma: no cover - a bug in this module
             raise RuntimeError(f"CP-SAT rejected the model: {model.validate().splitlines()[0]}")
-        return Outcome("unknown", [], None, float(solver.best_objective_bound), None, spent)
+        return Outcome("unknown", [], None, float(solver.best_objective_bound), None, spent, wall, cut)
     objective = float(solver.objective_value)
     bound = float(solver.best_objective_bound)
     chosen = np.array([[solver.boolean_value(x[g][k]) for k in devices] for g in range(graph.num_groups)], dtype=bool)
     solutions.append(chosen.argmax(axis=1).astype(np.int64))  # the final one, last
     gap = (objective - bound) / objective if objective > 0 else 0.0
-    return Outcome("optimal" if status == cp_model.OPTIMAL else "feasible", solutions, objective, bound, gap, spent)
+    status_name = "optimal" if status == cp_model.OPTIMAL else "feasible"
+    return Outcome(status_name, solutions, objective, bound, gap, spent, wall, cut)
 
 
 

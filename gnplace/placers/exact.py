@@ -44,6 +44,7 @@ import dataclasses
 import itertools
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -156,7 +157,9 @@ class ExactPlacer:
     objective``), ``last_model_step_time_s`` (timed step of the solver's placement),
     ``last_step_time_s`` and ``last_oom`` (the timer's verdict on the returned placement),
     ``last_solve_s`` (wall seconds of the whole call) and ``last_deterministic_time`` (CP-SAT's deterministic time
-    spent, in the units of ``time_limit``; 0 where the solver did not run). Objective and bound are exact for the model
+    spent, in the units of ``time_limit``; 0 where the solver did not run), ``last_wall_net`` (whether CP-SAT's
+    wall-clock net, not its deterministic limit or a proof, ended the search: the status and placement may then depend
+    on the machine's load; a :class:`RuntimeWarning` says so too). Objective and bound are exact for the model
     with op times rounded to ``time_unit``.
 
     Args:
@@ -166,8 +169,12 @@ class ExactPlacer:
             idle 2-core machine; 14 on one shared with ten busy processes, where ptb_002@12 on k80x4 at
             ``time_limit=2`` spent 28.3 s in CP-SAT for 2.003 units and returned after 29.9 s); the
             search's running batch may end past the limit (1.8 units at ``time_limit=1`` on a memory-tight
-            16-op model); and a wall-clock net of ``10 x time_limit + 30`` s stops CP-SAT (that model
-            reached it: 40 s). Before the solve come the baselines and the model's building (0.3 s there),
+            16-op model). A wall-clock net of ``1000 x time_limit + 60`` s
+            (:func:`~gnplace.placers._exact_model.wall_net`) stops a search whose deterministic time stalls;
+            ``last_wall_net`` and a :class:`RuntimeWarning` say when it did, as the result then depends on the load.
+            Beside two busy processes a unit took 15 to 63 wall seconds (up to 114 measured before): the net of
+            ``10 x time_limit + 30`` s before revision 5 came first there, and bench.py exact's results depended on
+            the load. Before the solve come the baselines and the model's building (0.3 s on that 16-op model),
             after it the descent by the timer (1.1 s there; at most
             :data:`MOST_DESCENT_OP_PLACEMENTS`, about 10 s).
         max_groups (int, optional): most colocation groups accepted (default: 60).
@@ -205,8 +212,10 @@ class ExactPlacer:
     #: without its fixed subsolver too, in batches of one task per worker (a loaded machine no longer reaches the
     #: wall-clock net first). 3 (2026-12-06): where CP-SAT finds no solution, the descent starts from ``auto``'s
     #: placement too. 4 (2026-12-06): where CP-SAT proves no optimum, the descent goes on with two groups moved at once
-    #: and two devices' groups exchanged (never slower: it only adds placements timed).
-    revision = "4"
+    #: and two devices' groups exchanged (never slower: it only adds placements timed). 5 (2026-12-06): CP-SAT's
+    #: wall-clock net is 1000 x ``time_limit`` + 60 s, not 10 x + 30 (a loaded machine reached that first, and the
+    #: result depended on the load), and ``last_wall_net`` says when it ended the search.
+    revision = "5"
 
     def __init__(
         self,
@@ -250,6 +259,7 @@ class ExactPlacer:
         self.last_oom: bool | None = None
         self.last_solve_s: float | None = None
         self.last_deterministic_time: float | None = None
+        self.last_wall_net: bool | None = None
 
     def __repr__(self) -> str:
         return (
@@ -359,6 +369,9 @@ class ExactPlacer:
         self.last_bound_s = outcome.bound * unit
         self.last_gap = outcome.gap
         self.last_deterministic_time = outcome.deterministic_time
+        self.last_wall_net = outcome.wall_net_hit
+        if outcome.wall_net_hit:
+            self._warn_of_the_net(graph, outcome.status, outcome.deterministic_time)
         self.last_model_step_time_s = None
         if outcome.solutions:
             model_placement = Placement.from_groups(graph, cluster, outcome.solutions[-1])
@@ -367,6 +380,15 @@ class ExactPlacer:
         self.last_oom = result.is_oom
         self.last_solve_s = time.perf_counter() - began
         return placement
+
+    def _warn_of_the_net(self, graph: OpGraph, status: str, spent: float) -> None:
+        """Say that CP-SAT's wall-clock net, not its deterministic limit, ended the search (``spent``: units)."""
+        from gnplace.placers._exact_model import wall_net
+
+        warnings.warn(
+            f"ExactPlacer: CP-SAT reached its wall-clock net ({wall_net(self.time_limit):g} s) on graph {graph.name!r} "
+            f"after {spent:.3g} of time_limit={self.time_limit:g} deterministic units: its result ({status!r}) may "
+            "depend on the machine's load", RuntimeWarning, stacklevel=3)
 
     def _auto(self, graph: OpGraph, cluster: Cluster, seed: SeedLike) -> Placement:
         """``auto``'s placement (the memory-aware heuristics' best by the timer): a start if the solver finds none."""

@@ -8,7 +8,7 @@ import pytest
 from gnplace.cluster import Cluster, load_cluster
 from gnplace.graph import OpGraph
 from gnplace.placers import _exact_model
-from gnplace.placers._exact_model import Outcome, fits_nowhere, solve
+from gnplace.placers._exact_model import Outcome, fits_nowhere, solve, wall_net
 from gnplace.toy import chain_graph, fork_graph, toy_cluster
 
 GiB = 2**30
@@ -284,3 +284,12 @@ def test_the_interleaved_search_runs_without_the_subsolvers_that_outran_the_wall
     assert parameters.interleave_batch_size == 2  # one task per worker a batch
     # stopped by its deterministic limit with a solution, not by the wall-clock net (which stops it short of that)
     assert placer.last_status == "feasible" and response.deterministic_time >= 0.2
+
+
+def test_the_wall_clock_net_leaves_room_for_the_slowest_unit_measured():
+    # measured on a 2-core machine beside busy processes: up to 114 wall seconds per deterministic unit on memory-tight
+    # models (median 33); the net of 10 x time_limit + 30 s stopped bench.py exact's solves first, at a point the load
+    # decided. It must stay well above the slowest unit measured, and above a minute for small limits
+    assert wall_net(20.0) >= 5 * 114 * 20.0 and wall_net(0.01) >= 60.0
+    out = run(fork_graph(), load_cluster("k80x2"), np.full((4, 2), 10), uniform_delay(fork_graph(), 2, 1))
+    assert out.status == "optimal" and not out.wall_net_hit and out.wall_s > 0
