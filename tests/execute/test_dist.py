@@ -901,6 +901,16 @@ def test_a_ranks_count_follows_the_order_its_ready_queue_runs_its_ops(setup, mon
     assert ran == order * steps
 
 
+def _first_layer_on_rank_0():
+    """A 16-32-4 MLP's step compiled, with its first layer's groups on rank 0 and the rest on rank 1, and its plan."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
+    program = compile_step(step)
+    devices = np.array([0 if k == 0 else 1 for k in step.graph.group], dtype=np.int64)
+    return program, devices, program.plan(devices)
+
+
 def test_a_tensor_a_rank_receives_is_let_go_after_its_last_use_there(setup, monkeypatch):
     """The first layer on rank 0 (this process), the rest on rank 1: the ReLU's gradient that rank 0 receives is
     read by two of its ops and no more. Its receive buffer, the last one rank 0 posts, stayed until the step ended
@@ -910,12 +920,7 @@ def test_a_tensor_a_rank_receives_is_let_go_after_its_last_use_there(setup, monk
 
     import gnplace.execute.dist as dist_module
 
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
-    program = compile_step(step)
-    devices = np.array([0 if k == 0 else 1 for k in step.graph.group], dtype=np.int64)
-    plan = program.plan(devices)
+    program, devices, plan = _first_layer_on_rank_0()
     [received] = [ref for moves in plan.moves.values() for ref, _, dst in moves if dst == 0]
     order = program.rank_order(plan, 0)
     readers = [i for i in order if received in program.ops[i].reads]
@@ -950,12 +955,7 @@ def test_a_ranks_count_moves_as_torchs_allocator_does_op_by_op(setup, monkeypatc
     import gnplace.execute.dist as dist_module
     from gnplace.execute.program import Program
 
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    step = import_step(net, (torch.randn(8, 16),), loss=lambda y: y.square().mean())
-    program = compile_step(step)
-    devices = np.array([0 if k == 0 else 1 for k in step.graph.group], dtype=np.int64)
-    plan = program.plan(devices)
+    program, devices, plan = _first_layer_on_rank_0()
     counted: dict[int, float] = {}  # the count's bytes on rank 0 as each of its ops starts
     outputs = Program._outputs
 
