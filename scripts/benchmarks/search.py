@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gnplace.cli.common import add_option_argument, file_path, parse_placer_options, whole_number
+from gnplace.cli.common import add_option_argument, file_path, parse_placer_options, printable_name, whole_number
 from gnplace.limits import json_text
 from gnplace.sim import Simulator
 from gnplace.sim.timer import geomean
@@ -54,7 +54,8 @@ def bench_search(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     def progress(row: Any) -> None:
         done[0] += 1
-        print(f"[{done[0]}/{total}] {row.graph} {row.cluster} {row.placer}: {row.step_time_s * 1e3:.3f} ms "
+        print(f"[{done[0]}/{total}] {printable_name(row.graph)} {printable_name(row.cluster)} {row.placer}: "
+              f"{row.step_time_s * 1e3:.3f} ms "
               f"in {row.place_seconds:.0f} s{' ERROR ' + row.error if row.error else ''}", flush=True)
 
     rows = evaluate(tasks, args.out, jobs=args.jobs, progress=progress, reused=reused)
@@ -144,7 +145,8 @@ def bench_curves(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if getattr(placer, attr, None) is not None:  # greedy policy's step over auto's (learned placers)
                     row[attr.removeprefix("last_")] = getattr(placer, attr)
             rows.append(row)
-            print(f"{graph.name} {cluster.name} {name}: {best[-1] / auto:.4f} of auto in {seconds:.0f} s", flush=True)
+            print(f"{printable_name(graph.name)} {printable_name(cluster.name)} {name}: {best[-1] / auto:.4f} of auto "
+                  f"in {seconds:.0f} s", flush=True)  # names as written: a newline or an escape in one is shown
         for row in rows[-len(args.placers):]:
             evals, ratio = curves[row["placer"]]
             # evaluations this placer needed to first reach each placer's final quality (None: never reached)

@@ -165,21 +165,24 @@ def test_curves_killed_while_writing_leave_the_files_of_before(load_script, tmp_
         assert written["curve_ptb_002_k80x2.png"] == before["curve_ptb_002_k80x2.png"] and len(written) == 2
 
 
-def test_curves_of_a_graph_whose_name_is_a_path_stay_in_the_out_folder(load_script, tmp_path):
-    """A shared graph named x/../../../../pwned had its curve's JSON and PNG written three folders above --out."""
+def test_curves_of_a_graph_whose_name_is_a_path_stay_in_the_out_folder(load_script, tmp_path, capsys):
+    """A shared graph named x/../../../../pwned had its curve's JSON and PNG written three folders above --out; its
+    progress line printed the name's newline and escape as they were (a line in two, a terminal escape)."""
     from gnplace.graph_io import load_graph, save_graph
 
     search = load_script("benchmarks.search")
     graph = load_graph(ROOT / "datasets" / "examples" / "mlp2x8w2048b512.gnpg")
-    graph.name = "x/../../../../pwned\n"
+    graph.name = "x/../../../../pwned\n\x1b[2J"
     save_graph(graph, tmp_path / "shared.gnpg")
     out = tmp_path / "a" / "b" / "out"
     args = argparse.Namespace(graphs=[str(tmp_path / "shared.gnpg")], cluster="k80x2", placers=["annealing"],
                               budget=10, seed=0, out=str(out))
     search.bench_curves(args)
-    assert sorted(p.name for p in out.iterdir()) == ["curve_x_.._.._.._.._pwned__k80x2.json",
-                                                     "curve_x_.._.._.._.._pwned__k80x2.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve_x_.._.._.._.._pwned___2J_k80x2.json",
+                                                     "curve_x_.._.._.._.._pwned___2J_k80x2.png"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "shared.gnpg"]
+    printed = capsys.readouterr().out
+    assert "x/../../../../pwned\\x0a\\x1b[2J k80x2 annealing: " in printed and "\x1b" not in printed
 
 
 def test_curves_refuse_an_empty_graph_path_by_argparse(load_script, capsys):
