@@ -23,14 +23,19 @@ def _loss(y):
     return y.square().mean()
 
 
+def _placed_at_random_on_two_cpus(net, x):
+    """``net`` applied with each op of its step on ``x`` on one of two CPU devices at random (seed 0), and an eager
+    copy of it made first."""
+    reference = copy.deepcopy(net)
+    graph = import_step(net, (x,), loss=_loss).graph
+    placement = Placement(np.random.default_rng(0).integers(0, 2, graph.num_ops), load_cluster("k80x2"))
+    return gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"]), reference
+
+
 def test_placed_module_trains_exactly_like_eager():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
-    reference = copy.deepcopy(net)
-    x = torch.randn(12, 6)
-    graph = import_step(net, (x,), loss=_loss).graph
-    placement = Placement(np.random.default_rng(0).integers(0, 2, graph.num_ops), load_cluster("k80x2"))
-    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    placed, reference = _placed_at_random_on_two_cpus(net, torch.randn(12, 6))
     ours, theirs = torch.optim.SGD(net.parameters(), lr=0.1), torch.optim.SGD(reference.parameters(), lr=0.1)
     for _ in range(3):
         batch = torch.randn(12, 6)
@@ -336,11 +341,7 @@ def test_a_reentrant_checkpoint_trains_placed_as_eager():
     """use_reentrant=True refuses torch.autograd.grad: its step was refused; it records as loss.backward() runs."""
     torch.manual_seed(0)
     net = _ReentrantCheckpointed()
-    reference = copy.deepcopy(net)
-    x = torch.randn(6, 5)
-    graph = import_step(net, (x,), loss=_loss).graph
-    placement = Placement(np.random.default_rng(0).integers(0, 2, graph.num_ops), load_cluster("k80x2"))
-    placed = gnplace.apply(net, placement, (x,), loss=_loss, devices=["cpu", "cpu"])
+    placed, reference = _placed_at_random_on_two_cpus(net, torch.randn(6, 5))
     ours, theirs = torch.optim.SGD(net.parameters(), lr=0.5), torch.optim.SGD(reference.parameters(), lr=0.5)
     for _ in range(3):
         batch = torch.randn(6, 5)
