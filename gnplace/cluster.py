@@ -36,11 +36,11 @@ import numbers
 import os
 import reprlib
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -52,6 +52,8 @@ from gnplace.units import parse_bytes, parse_flops, parse_rate, parse_seconds
 # MAX_SECONDS (gnplace.limits, with the other limits) stays importable from here, where clusters are checked against it
 __all__ = ["Device", "Cluster", "load_cluster", "preset_names", "off_diagonal", "DEVICE_KINDS", "LINK_KINDS",
            "MAX_SECONDS"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -321,14 +323,28 @@ class Cluster(ReadOnlyArrays):
             >>> load_cluster("k80x2").fingerprint() == load_cluster("k80x4").fingerprint()
             False
         """
-        inputs = (self.name, self.devices, self.bandwidth, self.latency)
-        cached = self.__dict__.get("_fingerprint")
-        if cached is not None and all(a is b for a, b in zip(cached[0], inputs)):
-            return cached[1]
-        fingerprint = self._digest(_canonical)
-        if not (self.bandwidth.flags.writeable or self.latency.flags.writeable):  # else they may change in place
-            self._fingerprint = (inputs, fingerprint)
-        return fingerprint
+        return self.kept("_fingerprint", (self.name, self.devices), None, lambda: self._digest(_canonical))
+
+    def kept(self, slot: str, inputs: tuple[object, ...], key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()``, kept in the attribute ``slot`` while it would give the same.
+
+        That is while ``inputs`` and the link matrices are the objects it was computed from, the link matrices
+        read-only (else they may change in place), and ``key`` (compared by ``==``) the one it was last computed for.
+
+        Examples:
+            >>> c = load_cluster("k80x2")
+            >>> c.kept("_answer", (), 1, lambda: 42), c.kept("_answer", (), 1, lambda: 0)
+            (42, 42)
+        """
+        inputs = (*inputs, self.bandwidth, self.latency)
+        cached = self.__dict__.get(slot)
+        if cached is not None and len(cached[0]) == len(inputs) and all(a is b for a, b in zip(cached[0], inputs)) \
+                and cached[1] == key:
+            return cast(_T, cached[2])
+        value = compute()
+        if not (self.bandwidth.flags.writeable or self.latency.flags.writeable):
+            self.__dict__[slot] = (inputs, key, value)
+        return value
 
     def earlier_fingerprint(self) -> str:
         """The fingerprint gnplace recorded before 2026-12-04 (commit 32c87da): each number hashed as it was given.

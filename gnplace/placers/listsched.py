@@ -79,19 +79,15 @@ def mean_link_costs(cluster: Cluster, devices: np.ndarray) -> tuple[float, float
     d = np.asarray(devices)
     if d.size < 2:
         return None
-    latency, bandwidth = cluster.latency, cluster.bandwidth
-    key = (d.dtype.str, d.shape, d.tobytes())
-    cached = cluster.__dict__.get("_mean_link_costs")
-    if cached is not None and cached[0] is latency and cached[1] is bandwidth and cached[2] == key:
-        return cached[3]
-    if not np.array_equal(d, np.arange(cluster.num_devices)):  # all of them, in order: the matrices as they are
-        latency, bandwidth = latency[np.ix_(d, d)], bandwidth[np.ix_(d, d)]
-    lat = off_diagonal(latency).reshape(-1).mean()
-    pairs = off_diagonal(bandwidth).reshape(-1)
-    costs = lat, np.divide(1.0, pairs, out=pairs).mean()
-    if not (cluster.latency.flags.writeable or cluster.bandwidth.flags.writeable):  # else they may change in place
-        cluster.__dict__["_mean_link_costs"] = (cluster.latency, cluster.bandwidth, key, costs)
-    return costs
+
+    def costs() -> tuple[float, float]:
+        latency, bandwidth = cluster.latency, cluster.bandwidth
+        if not np.array_equal(d, np.arange(cluster.num_devices)):  # all of them, in order: the matrices as they are
+            latency, bandwidth = latency[np.ix_(d, d)], bandwidth[np.ix_(d, d)]
+        pairs = off_diagonal(bandwidth).reshape(-1)
+        return off_diagonal(latency).reshape(-1).mean(), np.divide(1.0, pairs, out=pairs).mean()
+
+    return cluster.kept("_mean_link_costs", (), (d.dtype.str, d.shape, d.tobytes()), costs)
 
 
 def mean_comm_time(
