@@ -789,6 +789,33 @@ def test_a_learned_bar_with_no_mean_is_written_n_a_within_the_axes(tmp_path, loa
     assert both.get_xlim()[0] < -0.2 and both.get_xlim()[1] > 1.6
 
 
+def test_the_learned_bars_legend_covers_no_bar(tmp_path, load_script, monkeypatch):
+    """With every family's bars about as tall, matplotlib's best place inside the axes still covered the first three
+    (its lower left, over policy's bars). The legend moves beside the axes, clear of every bar and in the image; a
+    legend with a free spot inside stays there."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    placers = ["policy", "finetune", "ppo", "rnn_pg", "hierarchical", "spotlight", "post", "placeto", "placeto_zs"]
+    rows = [dict(family=family, placer=placer, vs_auto=1.2, oom=False)
+            for family in ("cifar10", "nmt", "ptb") for placer in placers]
+    report.plot_learned_bars(rows, tmp_path / "b.png", placers)
+    free = [dict(row, vs_auto=0.5 if row["placer"] == "policy" else 1.2) for row in rows]
+    report.plot_learned_bars(free, tmp_path / "b.png", placers)
+    for fig in drawn:
+        (ax,) = fig.axes
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        box = ax.get_legend().get_window_extent(renderer)
+        assert len(ax.patches) == 27
+        assert not any(bar.get_window_extent(renderer).overlaps(box) for bar in ax.patches)
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1
+    full, free_spot = (fig.axes[0].get_legend().get_window_extent(FigureCanvasAgg(fig).get_renderer())
+                       for fig in drawn)
+    assert full.x0 > drawn[0].axes[0].get_window_extent().x1 and free_spot.x1 < drawn[1].axes[0].get_window_extent().x1
+
+
 def test_the_bars_and_the_scale_say_so_where_they_have_nothing_to_draw(tmp_path, load_script, monkeypatch):
     """No row drew empty axes: the bars' with a legend of none, the scale's with an empty legend (and a warning)."""
     import warnings
