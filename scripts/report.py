@@ -291,6 +291,17 @@ def learned_row_readable(row: dict[str, Any]) -> bool:
     return curve_points(row["history"])[1] is None
 
 
+def scale_row_readable(row: dict[str, Any]) -> bool:
+    """Whether section 5's saved row holds a time to place the report reads: a point :func:`scale_points` draws.
+
+    :func:`scale_rows` never saves another (seconds measured, above 0); a line edited by hand may (``"seconds":
+    NaN``, JSON's not-a-number, read back as one): it was reused, a ``-`` in the table and a point left out of the
+    figure on every rerun. It is made again, as a row of section 2 whose curve cannot be read is
+    (:func:`learned_row_readable`).
+    """
+    return scale_points([row])[1] is None
+
+
 def exact_row_stands(row: dict[str, Any], task: dict[str, Any]) -> bool:
     """Whether section 4's row saved before rows recorded :data:`IDENTITY` was made on today's graph and cluster.
 
@@ -481,7 +492,8 @@ def scale_rows(config: Config, cache: Path, store: Store) -> list[dict[str, Any]
         for name in config.scale_placers:
             key = f"scale|{ops}|{revised(name)}|{config.scale_budget}"
             row = store.saved(key, identity, same_ops)
-            saved = row is not None and all(field in row for field in SCALE_FIELDS)  # else (edited) made again
+            # else (edited by hand, or cut) made again, as a row of section 2 whose curve cannot be read is
+            saved = row is not None and all(field in row for field in SCALE_FIELDS) and scale_row_readable(row)
             if not saved and name in ("auto", "m_etf") and ops > config.scale_auto_up_to:  # they place every op,
                 continue  # no coarsening
             plan.append((graph, identity, name, key, saved))

@@ -210,7 +210,8 @@ def test_quick_report_runs_end_to_end_and_resumes(tmp_path, capsys, load_script)
 
 
 def test_sections_five_and_placetos_pretraining_say_what_they_reused(tmp_path, load_script, monkeypatch, capsys):
-    """A rerun said what sections 1, 2 and 4 reused, and nothing of section 5's rows or Placeto's saved model."""
+    """A rerun said what sections 1, 2 and 4 reused, and nothing of section 5's rows or Placeto's saved model; a saved
+    section 5 row without seconds, or whose seconds are NaN, is made again."""
     from gnplace.toy import layered_graph
 
     report = load_script("report")
@@ -227,6 +228,11 @@ def test_sections_five_and_placetos_pretraining_say_what_they_reused(tmp_path, l
     store.add(edited)  # a line edited by hand: its seconds were a KeyError in the report's table
     rows = report.scale_rows(config, tmp_path, store)
     assert all("seconds" in r for r in rows) and "[report] section 5: 1 saved, 1 to run" in capsys.readouterr().out
+    store.add({**edited, "seconds": math.nan})  # saved as JSON's NaN, read back as one: reused, a "-" in the table
+    rows = report.scale_rows(config, tmp_path, store)
+    assert all(math.isfinite(r["seconds"]) for r in rows)
+    assert "[report] section 5: 1 saved, 1 to run" in capsys.readouterr().out
+    assert report.Store(tmp_path / "scale.jsonl").rows[edited["key"]]["seconds"] > 0  # the row made again, saved
     quick = report.QUICK
     saved = report.placeto_checkpoint("ptb", quick, "k80x4", tmp_path)
     saved.write_bytes(b"the model pretrained before")
