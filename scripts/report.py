@@ -572,9 +572,11 @@ def _reasons(counts: dict[str, int]) -> str:
 def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``).
 
-    What a panel cannot draw is written under its title: a placer's points left out (:func:`curve_points`), a
-    curve hidden under another (:func:`~benchmarks.common.hidden_curves`), or no run of the family on
-    ``cluster``; with no row at all, one panel says so. Where a curve has a point at 0 evaluations (a placement
+    A curve of steps is held at its final value to the panel's right edge (:func:`held_to`), so that its final level
+    reads. What a panel cannot draw is written under its title: a
+    placer's points left out (:func:`curve_points`), a curve hidden under another
+    (:func:`~benchmarks.common.hidden_curves`), or no run of the family on ``cluster``; with no row at all, one
+    panel says so. Where a curve has a point at 0 evaluations (a placement
     timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
     """
     from gnplace.viz import agg_pyplot
@@ -607,10 +609,12 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
 def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], cluster: str) -> None:
     """One family's panel of :func:`plot_curves`: the curves of its first graph's rows (``part``: on ``cluster``)."""
     graph = sorted({r["name"] for r in part})[0]
-    curves = {r["placer"]: curve_points(r["history"]) for r in sorted(part, key=lambda r: r["placer"])
-              if r["name"] == graph}
+    runs = sorted((r for r in part if r["name"] == graph), key=lambda r: r["placer"])
+    curves = {r["placer"]: curve_points(r["history"]) for r in runs}
+    end = _panel_end([h for h, _ in curves.values()], [r.get("evaluations") for r in runs])
+    curves = {placer: (held_to(h, end), note) for placer, (h, note) in curves.items()}  # as drawn, up to the data's
     under = hidden_curves({placer: h for placer, (h, _) in curves.items()})  # the same steps as a later curve's
-    notes, zero, drawn = [], False, 0
+    notes, zero, drawn, steps = [], False, 0, []
     for placer, (h, note) in curves.items():
         if note is not None:
             notes.append(f"{placer}: {note}")
@@ -620,7 +624,7 @@ def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], c
         if len(h) == 1:
             ax.scatter(h[:, 0], h[:, 1], label=placer, marker="*", s=80, zorder=3, color=colour[placer])
         elif len(h):
-            ax.step(h[:, 0], h[:, 1], where="post", label=placer, color=colour[placer])
+            steps += ax.step(h[:, 0], h[:, 1], where="post", label=placer, color=colour[placer])
     title = f"{graph} on {cluster}"
     if not drawn:
         _say_not_drawn(ax, title, "no point to draw:\n" + "\n".join(notes))
@@ -632,12 +636,64 @@ def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], c
     else:
         ax.set_xscale("log")
         ax.set_xlim(left=1)
+    _hold_to_right_edge(ax, steps, end)
     if notes:  # under the title, smaller: what this panel leaves out
         ax.set_title(title + "\n" + "\n".join(notes), fontsize=8)
     else:
         ax.set_title(title)
     ax.set_xlabel("simulator evaluations")
     ax.set_ylabel("best step / auto's")
+
+
+def held_to(points: np.ndarray, end: float) -> np.ndarray:
+    """A curve of steps (``[n, 2]``: evaluations, best so far) with its last value held on to ``end`` evaluations.
+
+    Drawn as steps (``where="post"``), a curve ended at its last point: its final value, where it had just dropped
+    to it (``post``'s at the budget's last batch), showed as the foot of a drop alone, a level of no length. A curve
+    of one point (a star) or none, or one already reaching ``end``, is returned as it is.
+
+    Examples:
+        >>> held_to(np.array([[1.0, 1.2], [64.0, 1.1]]), 100.0).tolist()
+        [[1.0, 1.2], [64.0, 1.1], [100.0, 1.1]]
+    """
+    if len(points) < 2 or points[:, 0].max() >= end:
+        return points
+    return np.vstack([points, [end, points[-1, 1]]])
+
+
+FINAL_LEVEL_ROOM = 0.04
+"""The least of a learning curves panel's width (a fraction) right of its last evaluations, where each curve of steps
+is held at its final value (:func:`_hold_to_right_edge`): 4%, 16 pixels of a 5-inch panel at 110 dpi."""
+
+
+def _hold_to_right_edge(ax: Any, steps: list[Any], end: float) -> None:
+    """Hold each line of ``steps`` (``ax.step``'s) at its final value to ``ax``'s right edge, its x limits fixed.
+
+    Held to the panel's last evaluations ``end`` alone (:func:`held_to`), a curve whose last drop came at them (the
+    seeds', at the budget's last batch, where no star lies further right) still ended at the foot of that drop. The
+    right edge is at least :data:`FINAL_LEVEL_ROOM` of the axes' width past ``end`` (on the axis' scale): the
+    symlog axis' margin past 64 evaluations (from 0) was 3 pixels.
+    """
+    lo, right = ax.get_xlim()
+    scale = ax.xaxis.get_transform()
+    t_lo, t_right, t_end = scale.transform(np.array([lo, right, end], dtype=float))
+    least = (t_end - FINAL_LEVEL_ROOM * t_lo) / (1 - FINAL_LEVEL_ROOM)  # (t_right - t_end) / (t_right - t_lo) >= room
+    if t_right < least:
+        right = float(scale.inverted().transform(np.array([least]))[0])
+    ax.set_xlim(right=right)  # the lines held to the edge move it no further
+    for line in steps:
+        line.set_data(*held_to(np.asarray(line.get_xydata()), right).T)
+
+
+def _panel_end(curves: list[np.ndarray], evaluations: list[Any]) -> float:
+    """The last evaluations of a panel of curves: the most of any point drawn, and of any run's evaluations used.
+
+    ``evaluations`` holds each run's ``evaluations`` as its row recorded it (None, or anything but a finite number
+    of 0 or more, is passed over: a row edited by hand). 0 where there is neither.
+    """
+    used = [float(e) for e in evaluations
+            if isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e) and e >= 0]
+    return max([float(h[:, 0].max()) for h in curves if len(h)] + used, default=0.0)
 
 
 def _say_not_drawn(ax: Any, title: str, text: str) -> None:
@@ -1229,7 +1285,8 @@ def _run_sections(args: argparse.Namespace, out_name: str, doc: Path, figures: P
         "![step over auto per learned placer](" + f"{rel}/report_learned.png)",
         "",
         f"`{command}` (section 2): learning curves, best step time over `auto`'s against evaluations, "
-        f"first graph of each family on {config.rl_clusters[0]} (a star: a placer that made one placement).",
+        f"first graph of each family on {config.rl_clusters[0]} (a star: a placer that made one placement; "
+        "each line held at its final best to its panel's right edge).",
         "",
         f"![learning curves]({rel}/report_curves.png)",
         "",

@@ -753,11 +753,43 @@ def test_curves_draw_what_a_history_holds_and_say_what_they_leave_out(tmp_path, 
                                            "rnn_pg: 2 of 4 points left out (1 not finite, 1 ratio <= 0)"]
     lines = {line.get_label(): line.get_xydata().tolist() for line in ax.get_lines()
              if not line.get_label().startswith("_")}
-    assert lines["rnn_pg"][-1] == [200.0, 0.7] and min(y for _, y in lines["rnn_pg"]) == 0.7  # the final value
+    assert lines["rnn_pg"][-2:] == [[200.0, 0.7], [ax.get_xlim()[1], 0.7]]  # the final value, held to the edge
+    assert min(y for _, y in lines["rnn_pg"]) == 0.7
     (star,) = ax.collections
     assert star.get_label() == "policy" and star.get_offsets().tolist() == [[0.0, 0.9]]
     assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] == 0  # 0 evaluations drawn at the axis' start
     assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["heft", "policy", "rnn_pg"]
+
+
+def test_a_step_curve_holds_its_final_level_to_the_panels_right_edge(tmp_path, load_script, monkeypatch):
+    """A curve of steps ended at its last point: ``post``'s final value, reached at its budget's last batch, showed as
+    the foot of a drop alone, and ``finetune``'s, found 17 evaluations before the end of its run, as a level of one
+    evaluation. Each line is held at its final value to the panel's right edge, the axes' limits as they were (a
+    star stays a star)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    base = dict(family="ptb", cluster="k80x4", name="ptb_002")
+    rows = [dict(base, placer="post", history=[[16, 1.15], [48, 1.15], [64, 1.14]], evaluations=64),
+            dict(base, placer="finetune", history=[[0, 1.0], [46, 0.9], [47, 0.9]], evaluations=64),
+            dict(base, placer="policy", history=[[40, 0.95]], evaluations=40)]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    report.plot_curves([dict(rows[0], history=[[1, 1.2], *rows[0]["history"]])], tmp_path / "curves.png", "k80x4")
+    for fig in drawn:
+        (ax,) = fig.axes
+        FigureCanvasAgg(fig).draw()
+        right = ax.get_xlim()[1]
+        assert right > 64
+        lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+        assert lines["post"].get_xydata()[-2:].tolist() == [[64.0, 1.14], [right, 1.14]]
+        level = ax.transData.transform([[64.0, 1.14], [right, 1.14]])
+        assert level[1, 0] - level[0, 0] > 10  # pixels: the final level reads
+    assert drawn[0].axes[0].get_xlim()[0] == 0.0  # symlog from 0, as before
+    finetune = drawn[0].axes[0].get_lines()[0].get_xydata().tolist()
+    assert finetune[-1] == [drawn[0].axes[0].get_xlim()[1], 0.9] and {y for x, y in finetune if x >= 46} == {0.9}
+    assert drawn[0].axes[0].collections[0].get_offsets().tolist() == [[40.0, 0.95]]
 
 
 def test_curves_say_so_where_a_family_or_every_row_has_nothing_to_draw(tmp_path, load_script, monkeypatch):
