@@ -49,6 +49,7 @@ from benchmarks.common import (
     FIGURE_DPI,
     Store,
     best_at,
+    covered_stretches,
     first_reaching,
     hidden_curves,
     large_graph,
@@ -574,8 +575,8 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
 
     A curve of steps is held at its final value to the panel's right edge (:func:`held_to`), so that its final level
     reads. What a panel cannot draw is written under its title: a
-    placer's points left out (:func:`curve_points`), a curve hidden under another
-    (:func:`~benchmarks.common.hidden_curves`), or no run of the family on ``cluster``; with no row at all, one
+    placer's points left out (:func:`curve_points`), a curve hidden under another, or under others over
+    stretches of its evaluations (:func:`_curve_notes`), or no run of the family on ``cluster``; with no row at all, one
     panel says so. Where a curve has a point at 0 evaluations (a placement
     timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
     """
@@ -613,13 +614,8 @@ def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], c
     curves = {r["placer"]: curve_points(r["history"]) for r in runs}
     end = _panel_end([h for h, _ in curves.values()], [r.get("evaluations") for r in runs])
     curves = {placer: (held_to(h, end), note) for placer, (h, note) in curves.items()}  # as drawn, up to the data's
-    under = hidden_curves({placer: h for placer, (h, _) in curves.items()})  # the same steps as a later curve's
-    notes, zero, drawn, steps = [], False, 0, []
-    for placer, (h, note) in curves.items():
-        if note is not None:
-            notes.append(f"{placer}: {note}")
-        if placer in under:
-            notes.append(f"{placer}: hidden under {under[placer]}")
+    notes, zero, drawn, steps = _curve_notes(curves), False, 0, []
+    for placer, (h, _) in curves.items():
         zero, drawn = zero or bool(len(h) and h[:, 0].min() == 0), drawn + bool(len(h))
         if len(h) == 1:
             ax.scatter(h[:, 0], h[:, 1], label=placer, marker="*", s=80, zorder=3, color=colour[placer])
@@ -643,6 +639,35 @@ def _curves_panel(ax: Any, part: list[dict[str, Any]], colour: dict[str, str], c
         ax.set_title(title)
     ax.set_xlabel("simulator evaluations")
     ax.set_ylabel("best step / auto's")
+
+
+def _curve_notes(curves: dict[str, tuple[np.ndarray, str | None]]) -> list[str]:
+    """The lines a panel says under its title: each placer's points left out, each curve drawn under a later one.
+
+    ``curves`` holds each placer's points as drawn and what :func:`curve_points` left out, in the order drawn. A
+    curve wholly under one later curve is "hidden under" it (:func:`~benchmarks.common.hidden_curves`); one under
+    later ones over stretches of its evaluations alone (:func:`~benchmarks.common.covered_stretches`) is "under"
+    each, a line per cover: ``finetune: under ppo over 1-60 evaluations`` (both flat at auto's step until
+    fine-tuning's first better placement: fine-tuning's curve seemed to start at 60).
+    """
+    points = {placer: h for placer, (h, _) in curves.items()}
+    hidden, partly = hidden_curves(points), covered_stretches(points)
+    notes = []
+    for placer, (_, note) in curves.items():
+        if note is not None:
+            notes.append(f"{placer}: {note}")
+        if placer in hidden:
+            notes.append(f"{placer}: hidden under {hidden[placer]}")
+        elif placer in partly:  # a line per cover, its stretches in order: a line per curve ran past its panel
+            for cover in dict.fromkeys(cover for *_, cover in partly[placer]):
+                spans = ", ".join(f"{_count(lo)}-{_count(hi)}" for lo, hi, c in partly[placer] if c == cover)
+                notes.append(f"{placer}: under {cover} over {spans} evaluations")
+    return notes
+
+
+def _count(evaluations: float) -> str:
+    """A number of evaluations as a note writes it: ``1,436``, ``0.5``."""
+    return f"{evaluations:,.0f}" if float(evaluations).is_integer() else f"{evaluations:,.3g}"
 
 
 def held_to(points: np.ndarray, end: float) -> np.ndarray:

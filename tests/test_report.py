@@ -883,7 +883,30 @@ def test_a_learning_curve_hidden_under_another_is_said_so_under_the_title(tmp_pa
             dict(base, placer="finetune", history=[[16, 0.95]]), dict(base, placer="policy", history=[[16, 0.95]])]
     report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
     assert drawn[0].axes[0].get_title().splitlines() == ["ptb_002 on k80x4", "finetune: hidden under policy",
+                                                         "heft: under rnn_pg over 1-8 evaluations",
                                                          "ppo: hidden under rnn_pg"]
+
+
+def test_a_learning_curve_under_another_over_a_stretch_is_said_so_under_the_title(tmp_path, load_script, monkeypatch):
+    """Fine-tuning and PPO flat at auto's step until their first better placements (60 and 200 evaluations), and the
+    seeds' first batches timed alike, were drawn one over another with nothing said: fine-tuning's curve seemed to
+    start at 60, post's at 32. Each stretch under a later curve is said so; a curve hidden wholly, as before."""
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    base = dict(family="ptb", cluster="k80x4", name="ptb_002")
+    rows = [dict(base, placer="annealing", history=[[1, 1.0], [60, 0.95], [300, 0.9], [1000, 0.9]]),
+            dict(base, placer="finetune", history=[[1, 1.0], [60, 0.95], [1000, 0.95]]),
+            dict(base, placer="ppo", history=[[1, 1.0], [200, 0.9], [1000, 0.88]]),
+            dict(base, placer="post", history=[[16, 1.15], [32, 1.12], [500, 1.1], [1000, 1.1]]),
+            dict(base, placer="rnn_pg", history=[[16, 1.15], [1000, 1.15]]),
+            dict(base, placer="spotlight", history=[[16, 1.15], [48, 1.13], [500, 1.1], [1000, 1.1]])]
+    report.plot_curves(rows, tmp_path / "curves.png", "k80x4")
+    assert drawn[0].axes[0].get_title().splitlines() == [
+        "ptb_002 on k80x4", "annealing: under ppo over 1-60, 300-1,000 evaluations",
+        "annealing: under finetune over 60-300 evaluations",
+        "finetune: under ppo over 1-60 evaluations", "post: under spotlight over 16-32, 500-1,000 evaluations",
+        "rnn_pg: under spotlight over 16-48 evaluations"]
 
 
 def test_the_scale_draws_the_points_log_axes_can_and_says_what_it_leaves_out(tmp_path, load_script, monkeypatch):

@@ -484,6 +484,58 @@ def hidden_curves(curves: dict[str, Any]) -> dict[str, str]:
     return hidden
 
 
+def covered_stretches(curves: dict[str, Any]) -> dict[str, list[tuple[float, float, str]]]:
+    """The stretches of evaluations over which a figure draws a curve of steps under a later one, and the later one.
+
+    :func:`hidden_curves` names a curve hidden from its first evaluations to its last; one hidden over a stretch of
+    them alone (PPO flat at auto's step under fine-tuning's until fine-tuning's first better placement, or the seeds'
+    first batches, timed alike, under the last seed drawn) was said nowhere: its curve seemed to start where it came
+    out. A curve of steps is under a later one of steps over each stretch of positive length where both are drawn
+    (from first evaluations to last) at the same value; the later is the topmost of those. Stars are points, no
+    stretch: they cover none and none is counted under a line. Touching drops (vertical) are not counted either.
+
+    Args:
+        curves (dict[str, Any]): each curve's ``[n, 2]`` points (evaluations ascending, value), by name, in the order
+            drawn.
+
+    Returns:
+        dict: by the name of each curve under a later one over a stretch, its stretches ``(first, last, cover)`` in
+        order of evaluations, each as long as one cover stays topmost (empty: none is).
+
+    Examples:
+        >>> covered_stretches({"ppo": [[1, 1.0], [200, 0.9], [1000, 0.9]], "finetune": [[1, 1.0], [60, 0.95],
+        ...                    [1000, 0.95]], "rnn_pg": [[16, 1.1], [1000, 1.1]]})
+        {'ppo': [(1.0, 60.0, 'finetune')]}
+    """
+    points = {name: np.asarray(curve, dtype=float).reshape(-1, 2) for name, curve in curves.items()}
+    lines = [name for name in points if len(points[name]) > 1]
+    found = {}
+    for k, name in enumerate(lines):
+        stretches = _stretches_under(points[name], [(top, points[top]) for top in reversed(lines[k + 1:])])
+        if stretches:
+            found[name] = stretches
+    return found
+
+
+def _stretches_under(under: np.ndarray, tops: list[tuple[str, np.ndarray]]) -> list[tuple[float, float, str]]:
+    """:func:`covered_stretches` of curve ``under`` below the curves ``tops`` (topmost first), by name."""
+    start, end = under[0, 0], under[-1, 0]
+    xs = np.union1d(under[:, 0], np.concatenate([top[:, 0] for _, top in tops] or [np.empty(0)]))
+    xs = xs[(xs >= start) & (xs <= end)]  # steps' corners: every curve is constant between two of them
+    stretches: list[tuple[float, float, str]] = []
+    for lo, hi in zip(xs[:-1], xs[1:]):
+        value = _step_values(under, np.array([lo]))[0]
+        cover = next((name for name, top in tops if top[0, 0] <= lo and hi <= top[-1, 0]
+                      and _step_values(top, np.array([lo]))[0] == value), None)
+        if cover is None:
+            continue
+        if stretches and stretches[-1][1] == lo and stretches[-1][2] == cover:
+            stretches[-1] = (stretches[-1][0], float(hi), cover)
+        else:
+            stretches.append((float(lo), float(hi), cover))
+    return stretches
+
+
 def _covers(top: np.ndarray, under: np.ndarray) -> bool:
     """Whether curve ``top`` (``[n, 2]``, not empty), drawn over ``under``, hides it (:func:`hidden_curves`)."""
     if len(top) == 1 or len(under) == 1:  # stars: a star covers a star at its point; lines and stars, nothing

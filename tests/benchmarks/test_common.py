@@ -211,3 +211,22 @@ def test_a_curve_drawn_wholly_under_a_later_one_is_found_hidden(load_script):
         "a": "c", "b": "c"}
     assert common.hidden_curves({"a": [[1, 1.0]], "b": flat}) == common.hidden_curves({"a": flat, "b": [[1, 1.0]]}) == {}
     assert common.hidden_curves({"a": [], "b": [], "c": flat}) == {}
+
+
+def test_a_curve_drawn_under_later_ones_over_stretches_names_them(load_script):
+    """A curve under a later one over a stretch of its evaluations alone (PPO and fine-tuning flat at auto's step
+    until their first better placements) was said nowhere: it seemed to start where it came out from under."""
+    common = load_script("benchmarks.common")
+    finetune = [[1, 1.0], [60, 0.95], [1000, 0.95]]
+    ppo = [[1, 1.0], [200, 0.9], [1000, 0.9]]
+    assert common.covered_stretches({"finetune": finetune, "ppo": ppo}) == {"finetune": [(1.0, 60.0, "ppo")]}
+    assert common.covered_stretches({"ppo": ppo, "finetune": finetune}) == {"ppo": [(1.0, 60.0, "finetune")]}
+    # under the topmost of several; a stretch as long as one cover stays on top, each cover's stretches apart
+    seeds = {"a": [[16, 1.2], [32, 1.1], [64, 1.0], [128, 1.0]], "b": [[16, 1.2], [48, 1.2], [128, 1.2]],
+             "c": [[16, 1.2], [32, 1.1], [48, 1.1]], "d": [[64, 1.0], [100, 1.0]]}
+    assert common.covered_stretches(seeds) == {"a": [(16.0, 48.0, "c"), (64.0, 100.0, "d")], "b": [(16.0, 32.0, "c")]}
+    # no stretch: curves apart, touching at a point or a drop, a later curve starting after, stars
+    assert common.covered_stretches({"a": [[1, 1.0], [8, 0.9]], "b": [[1, 1.1], [8, 0.9]]}) == {}
+    assert common.covered_stretches({"a": [[1, 1.0], [8, 1.0]], "b": [[8, 1.0], [16, 1.0]]}) == {}
+    assert common.covered_stretches({"a": [[1, 1.0], [8, 1.0]], "b": [[1, 1.0]], "c": [[4, 1.0]]}) == {}
+    assert common.covered_stretches({"a": [[1, 1.0]], "b": [[1, 1.0], [8, 1.0]], "c": []}) == {}
