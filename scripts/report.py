@@ -570,15 +570,20 @@ def _reasons(counts: dict[str, int]) -> str:
     return ", ".join(f"{count} {reason}" for reason, count in counts.items() if count)
 
 
+NOTE_INCHES = 8 * 1.2 / 72
+"""The height of a line of a learning curves panel's notes (inches): its title's 8 points, lines 1.2 apart. The
+figure grows by it for each line the panel with the most of them has."""
+
+
 def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
     """Best step over auto's against evaluations, one panel per family (its first RL graph on ``cluster``).
 
     A curve of steps is held at its final value to the panel's right edge (:func:`held_to`), so that its final level
-    reads. What a panel cannot draw is written under its title: a
-    placer's points left out (:func:`curve_points`), a curve hidden under another, or under others over
-    stretches of its evaluations (:func:`_curve_notes`), or no run of the family on ``cluster``; with no row at all, one
-    panel says so. Where a curve has a point at 0 evaluations (a placement
-    timed by no evaluation), the axis is linear from 0 to 1 and logarithmic past it.
+    reads. What a panel cannot draw is written under its title: a placer's points left out (:func:`curve_points`), a
+    curve hidden under another, or under others over stretches of its evaluations (:func:`_curve_notes`), or no run
+    of the family on ``cluster``; with no row at all, one panel says so. The figure grows by the most lines of notes
+    a panel has. Where a curve has a point at 0 evaluations (a placement timed by no evaluation), the axis is linear
+    from 0 to 1 and logarithmic past it.
     """
     from gnplace.viz import agg_pyplot
 
@@ -597,6 +602,9 @@ def plot_curves(rows: list[dict[str, Any]], path: Path, cluster: str) -> None:
             _say_not_drawn(ax, f"{family} on {cluster}", f"no run of {family} on {cluster}")
             continue
         _curves_panel(ax, part, colour, cluster)
+    notes = max(ax.get_title().count("\n") for ax in axes[0])
+    if notes:  # the axes keep their height: 7 lines of notes over a panel left it half of it
+        fig.set_figheight(3.6 + notes * NOTE_INCHES)
     # beside the last panel, not over it (where it hid the seeds' curves), naming every placer of every panel
     handles = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
     if handles:

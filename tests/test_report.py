@@ -909,6 +909,28 @@ def test_a_learning_curve_under_another_over_a_stretch_is_said_so_under_the_titl
         "rnn_pg: under spotlight over 16-48 evaluations"]
 
 
+def test_the_curves_notes_leave_the_axes_their_height(tmp_path, load_script, monkeypatch):
+    """Seven lines of notes over a panel (curves hidden under another) left its axes half the height of a panel
+    without notes. The figure grows by the notes' lines; one without notes is as it was, 3.6 inches high."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    report = load_script("report")
+    drawn = []
+    monkeypatch.setattr(report, "save_figure", lambda fig, path: drawn.append(fig))
+    base = dict(family="ptb", cluster="k80x4", name="ptb_002")
+    placers = ("a2c", "annealing", "finetune", "hierarchical", "placeto", "post", "ppo", "rnn_pg")
+    report.plot_curves([dict(base, placer=p, history=[[1, 1.0 + k / 10], [64, 1.0 + k / 10]])
+                        for k, p in enumerate(placers)], tmp_path / "curves.png", "k80x4")
+    report.plot_curves([dict(base, placer=p, history=[[1, 1.0], [64, 1.0]]) for p in placers], tmp_path / "c.png",
+                       "k80x4")
+    heights = []
+    for fig in drawn:
+        FigureCanvasAgg(fig).draw()
+        heights.append(fig.axes[0].get_window_extent().height)
+    assert drawn[0].get_figheight() == 3.6 and drawn[1].axes[0].get_title().count("\n") == 7
+    assert heights[1] >= 0.95 * heights[0]
+
+
 def test_the_scale_draws_the_points_log_axes_can_and_says_what_it_leaves_out(tmp_path, load_script, monkeypatch):
     """A saved section 5 row edited by hand: a nan broke its placer's line, a 0 ran it off the axes' foot, and a
     placer with no drawable point was a legend entry alone; with none at all, the log axes raised ValueError."""
