@@ -91,6 +91,24 @@ _ELEMENTWISE: dict[str, float] = {
     **dict.fromkeys(["lerp", "lerp_"], 3.0),
 }
 
+#: FLOP per element of the common elementwise arithmetic on complex values, by LAPACK's convention for complex
+#: operation counts (LAWN 41, Blackford and Dongarra, *Installation Guide for LAPACK*: a complex multiply is 6 real
+#: FLOP, 4 multiplies and 2 adds; a complex add 2): a sum, difference or negation 2 (each part); a product 6; a
+#: quotient ``((a c + b d) + i (b c - a d)) / (c^2 + d^2)`` 11 (6 multiplies, 3 adds, 2 divides); a reciprocal
+#: ``(c - i d) / (c^2 + d^2)`` 6; ``abs`` ``sqrt(a^2 + b^2)`` 4 (as :data:`_ELEMENTWISE`'s ``hypot``); ``sgn``
+#: ``z / |z|`` 6. An op is complex when any tensor it reads or writes is: aten promotes a real operand (a scalar too)
+#: to complex and runs the complex kernel, so ``z * 2`` is a complex product. Counted per output element, as the real
+#: rules are (``abs`` writes one real value per complex one).
+_COMPLEX_ELEMENTWISE: dict[str, float] = {
+    **dict.fromkeys(["add", "add_", "sub", "sub_", "rsub", "neg", "neg_"], 2.0),
+    **dict.fromkeys(["mul", "mul_", "square"], 6.0),
+    **dict.fromkeys(["div", "div_"], 11.0),
+    **dict.fromkeys(["reciprocal", "sgn"], 6.0),
+    **dict.fromkeys(["abs", "abs_"], 4.0),
+}
+#: Reductions that add complex values, per input element: a complex add (2 FLOP, :data:`_COMPLEX_ELEMENTWISE`).
+_COMPLEX_SUMS = frozenset({"sum", "mean", "cumsum"})
+
 #: Fake quantization (quantization-aware training), per element of the input: quantize with a scale and a zero point
 #: (2 FLOP), dequantize (2), as ONNX's ``QuantizeLinear`` and ``DequantizeLinear``, which ``torch.onnx.export`` writes
 #: for them; the ``_cachemask`` forms also keep the in-range mask their backward (a ``mul`` by it) reads. The
@@ -151,6 +169,12 @@ _REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "prod", "n
 
 def _numel(x: Any) -> int:
     return int(x.numel()) if isinstance(x, torch.Tensor) else 0
+
+
+def _is_complex(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> bool:
+    """Whether any tensor an op reads (positionally or by keyword) or writes holds complex values."""
+    tensors = [*args, *kwargs.values(), *outputs]
+    return any(isinstance(t, torch.Tensor) and t.is_complex() for t in tensors)
 
 
 def _flag_on(x: Any) -> bool:
@@ -712,6 +736,10 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
         observe, quantize = (_flag_on(args[k] if len(args) > k else kwargs.get(key))
                              for k, key in ((1, "observer_on"), (2, "fake_quant_on")))
         return (2.0 * observe + 4.0 * quantize) * _numel(args[0])
+    if (name in _COMPLEX_ELEMENTWISE or name in _COMPLEX_SUMS) and _is_complex(args, kwargs, outputs):
+        if name in _COMPLEX_SUMS:
+            return 2.0 * _numel(args[0])
+        return _COMPLEX_ELEMENTWISE[name] * out_numel
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name] * out_numel
     if name in _REDUCTIONS:

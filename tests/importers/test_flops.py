@@ -658,3 +658,20 @@ def test_a_step_through_these_ops_has_no_unknown_op_types():
         warnings.simplefilter("error")
         graph = import_step(Net(), (torch.randn(3, 4, 4),)).graph
     assert {"_weight_norm_interface", "_weight_norm_interface_backward", "embedding_renorm_"} <= set(graph.op_types)
+
+
+def test_complex_elementwise_arithmetic_counts_real_flop_by_lapacks_convention():
+    """A complex product is 6 real FLOP (4 multiplies, 2 adds), a sum 2, a quotient 11, |z| 4, a complex sum 2 per
+    element; each was counted as one real FLOP per element. A real operand (or scalar) makes no difference: aten
+    promotes it and runs the complex kernel. Real tensors keep their counts."""
+    z, r = torch.zeros(4, 5, dtype=torch.complex64), torch.zeros(4, 5)
+    for name, per in (("mul", 6), ("mul_", 6), ("add", 2), ("sub", 2), ("neg", 2), ("div", 11), ("reciprocal", 6),
+                      ("sgn", 6)):
+        assert op_flops(name, (z, z), {}, [z]) == per * 20, name
+        assert op_flops(name, (r, r), {}, [r]) == 20, name
+    assert op_flops("mul", (z, 2.0), {}, [z]) == 6 * 20
+    assert op_flops("mul", (r, z), {}, [z]) == 6 * 20
+    assert op_flops("abs", (z,), {}, [r]) == 4 * 20 and op_flops("abs", (r,), {}, [r]) == 20
+    assert op_flops("sum", (z,), {}, [torch.zeros((), dtype=torch.complex64)]) == 2 * 20
+    assert op_flops("sum", (r,), {}, [torch.zeros(())]) == 20
+    assert op_flops("relu", (r,), {}, [r]) == 20
