@@ -177,6 +177,41 @@ def _is_complex(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any
     return any(isinstance(t, torch.Tensor) and t.is_complex() for t in tensors)
 
 
+def _product_counts(name: str, args: tuple[Any, ...], out: Any) -> tuple[int, int] | None:
+    """(multiply-adds, adds) of a matrix or vector product, ``None`` for other ops.
+
+    ``mm`` and ``matmul`` ``M K N`` per matrix of the batch; ``mv`` ``M N``; ``dot`` ``N``; the ``add`` forms add
+    their input once per output element (``addbmm``'s output is one matrix); ``addr``, an outer product added to its
+    input, a multiply and an add per element. Each multiply-add is 2 FLOP of real values, 8 of complex ones.
+    """
+    if name in ("mm", "matmul"):
+        m, k = _shape(args[0])[-2:]
+        n = _shape(args[1])[-1]
+        batch = math.prod(_shape(out)[:-2]) if out is not None and out.dim() > 2 else 1
+        return batch * m * k * n, 0
+    if name in ("mv", "addmv"):  # matrix [M, N] times vector [N]
+        m, n = _shape(args[0] if name == "mv" else args[1])
+        return m * n, (m if name == "addmv" else 0)
+    if name in ("dot", "vdot"):
+        return _numel(args[0]), 0
+    if name == "addmm":  # bias + a @ b
+        m, k = _shape(args[1])
+        n = _shape(args[2])[1]
+        return m * k * n, m * n
+    if name in ("bmm", "baddbmm"):
+        a, b = (args[0], args[1]) if name == "bmm" else (args[1], args[2])
+        bsz, m, k = _shape(a)
+        n = _shape(b)[-1]
+        return bsz * m * k * n, (bsz * m * n if name == "baddbmm" else 0)
+    if name == "addbmm":  # input + the sum of the batch's products: the add per output element, as addmm's bias
+        bsz, m, k = _shape(args[1])
+        n = _shape(args[2])[-1]
+        return bsz * m * k * n, m * n
+    if name == "addr":  # input + the outer product of two vectors [M] and [N]: a multiply and an add per element
+        return _numel(args[1]) * _numel(args[2]), 0
+    return None
+
+
 def _flag_on(x: Any) -> bool:
     """Whether a flag an op reads as a one-element tensor is set (not 0).
 
@@ -612,31 +647,11 @@ def op_flops(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: 
     """
     out = next((o for o in outputs if isinstance(o, torch.Tensor)), None)
     out_numel = sum(_numel(o) for o in outputs)
-    if name in ("mm", "matmul"):
-        m, k = _shape(args[0])[-2:]
-        n = _shape(args[1])[-1]
-        batch = math.prod(_shape(out)[:-2]) if out is not None and out.dim() > 2 else 1
-        return 2.0 * batch * m * k * n
-    if name in ("mv", "addmv"):  # matrix [M, N] times vector [N]
-        m, n = _shape(args[0] if name == "mv" else args[1])
-        return 2.0 * m * n + (m if name == "addmv" else 0)
-    if name in ("dot", "vdot"):
-        return 2.0 * _numel(args[0])
-    if name == "addmm":  # bias + a @ b
-        m, k = _shape(args[1])
-        n = _shape(args[2])[1]
-        return 2.0 * m * k * n + m * n
-    if name in ("bmm", "baddbmm"):
-        a, b = (args[0], args[1]) if name == "bmm" else (args[1], args[2])
-        bsz, m, k = _shape(a)
-        n = _shape(b)[-1]
-        return 2.0 * bsz * m * k * n + (bsz * m * n if name == "baddbmm" else 0)
-    if name == "addbmm":  # input + the sum of the batch's products: the add per output element, as addmm's bias
-        bsz, m, k = _shape(args[1])
-        n = _shape(args[2])[-1]
-        return 2.0 * bsz * m * k * n + m * n
-    if name == "addr":  # input + the outer product of two vectors [M] and [N]: a multiply and an add per element
-        return 2.0 * _numel(args[1]) * _numel(args[2])
+    products = _product_counts(name, args, out)
+    if products is not None:  # a complex multiply-add is 8 real FLOP (6 + 2), a complex add 2 (LAWN 41)
+        multiply_adds, adds = products
+        complex_values = _is_complex(args, kwargs, outputs)
+        return (8.0 if complex_values else 2.0) * multiply_adds + (2.0 if complex_values else 1.0) * adds
     if name in ("convolution", "_convolution", "conv2d", "conv1d", "cudnn_convolution"):
         # convolution(input, weight, bias, stride, padding, dilation, transposed, ...); conv2d's 7th is groups
         transposed = name in ("convolution", "_convolution") and bool(args[6] if len(args) > 6

@@ -675,3 +675,18 @@ def test_complex_elementwise_arithmetic_counts_real_flop_by_lapacks_convention()
     assert op_flops("sum", (z,), {}, [torch.zeros((), dtype=torch.complex64)]) == 2 * 20
     assert op_flops("sum", (r,), {}, [torch.zeros(())]) == 20
     assert op_flops("relu", (r,), {}, [r]) == 20
+
+
+def test_complex_products_count_a_multiply_add_as_8_real_flop():
+    """A complex multiply-add is a product (6) and a sum (2): ``mm`` of complex matrices is 8 M K N, ``addmm``'s
+    bias a complex add per output element; each was counted as the real product's 2 M K N (+ M N)."""
+    c = torch.complex64
+    a, b, out = torch.zeros(8, 16, dtype=c), torch.zeros(16, 4, dtype=c), torch.zeros(8, 4, dtype=c)
+    assert op_flops("mm", (a, b), {}, [out]) == 8 * 8 * 16 * 4
+    assert op_flops("addmm", (torch.zeros(4, dtype=c), a, b), {}, [out]) == 8 * 8 * 16 * 4 + 2 * 8 * 4
+    batch = (torch.zeros(3, 8, 16, dtype=c), torch.zeros(3, 16, 4, dtype=c))
+    assert op_flops("bmm", batch, {}, [torch.zeros(3, 8, 4, dtype=c)]) == 8 * 3 * 8 * 16 * 4
+    assert op_flops("vdot", (torch.zeros(16, dtype=c), torch.zeros(16, dtype=c)), {}, [torch.zeros((), dtype=c)]) \
+        == 8 * 16
+    real = (torch.zeros(4), torch.zeros(8, 16), torch.zeros(16, 4))
+    assert op_flops("addmm", real, {}, [torch.zeros(8, 4)]) == 2 * 8 * 16 * 4 + 8 * 4
