@@ -61,7 +61,7 @@ _ELEMENTWISE: dict[str, float] = {
                      "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "bitwise_and", "le_scalar",
                      "hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "reciprocal", "square",
                      "native_dropout_backward", "masked_scale", "sign_", "floor", "ceil", "round", "fmod", "remainder",
-                     "mul_scalar", "addcmul", "addcdiv", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
+                     "mul_scalar", "pow", "sqrt", "rsqrt", "lt_", "gt_", "clamp_",
                      "add_scalar", "isnan", "isinf", "logical_or", "bitwise_or", "bitwise_not", "sgn", "trunc",
                      "frac", "logical_and_", "logical_or_", "logical_xor", "bitwise_and_", "bitwise_or_",
                      "bitwise_xor", "_prelu_kernel", "clamp_min_", "clamp_max_", "hardtanh_", "leaky_relu_", "neg_",
@@ -87,8 +87,10 @@ _ELEMENTWISE: dict[str, float] = {
                     4.0),
     # glu(x) = a * sigmoid(b) for x = [a, b]: a sigmoid (4) and a multiply per output element
     "glu": 5.0,
-    # lerp(a, b, w) = a + w * (b - a): a difference, a product and a sum (aten's lerp kernel; the in-place form too)
-    **dict.fromkeys(["lerp", "lerp_"], 3.0),
+    # lerp(a, b, w) = a + w * (b - a): a difference, a product and a sum (aten's lerp kernel; the in-place form too);
+    # addcmul(a, t1, t2, value) = a + value * t1 * t2 and addcdiv's a + value * t1 / t2: two products (or a product and
+    # a quotient) and a sum, as aten's kernels compute them
+    **dict.fromkeys(["lerp", "lerp_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"], 3.0),
 }
 
 #: FLOP per element of the common elementwise arithmetic on complex values, by LAPACK's convention for complex
@@ -577,6 +579,18 @@ def _angle(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) ->
     return (4.0 if isinstance(x, torch.Tensor) and x.is_complex() else 1.0) * sum(_numel(o) for o in outputs)
 
 
+def _affine_grid_generator(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
+    """``affine_grid_generator(theta [N, s, s + 1], size, align_corners)``: the grid ``[N, *spatial, s]``.
+
+    aten multiplies the base grid of homogeneous coordinates ``[N, prod(spatial), s + 1]`` by ``theta``'s transpose
+    (a ``bmm``): ``s + 1`` multiply-adds, 2 FLOP each, per output coordinate; the base grid (``linspace``) is made
+    from the size alone. Its backward is the same ``bmm`` transposed, which aten records as one.
+    """
+    out = outputs[0]
+    terms = _shape(out)[-1] + 1 if isinstance(out, torch.Tensor) and out.dim() else 1
+    return 2.0 * terms * _numel(out)
+
+
 def _embedding_renorm(args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]) -> float:
     """``embedding_renorm_(weight, indices, max_norm, norm_type)``: ``nn.Embedding(max_norm=...)``'s rescaling.
 
@@ -608,8 +622,8 @@ _LINEAR_ALGEBRA_RULES: dict[str, _Rule] = {
     "embedding_renorm_": _embedding_renorm,
 }
 
-#: Rules of one op each that need more than a shape or two: losses (CTC's too), sampling, pairwise distances, bags,
-#: medians, trilinear products.
+#: Rules of one op each that need more than a shape or two: losses (CTC's too), sampling (and its affine grid),
+#: pairwise distances, bags, medians, trilinear products.
 _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "binary_cross_entropy": _binary_cross_entropy,
     "binary_cross_entropy_backward": _binary_cross_entropy_backward,
@@ -626,6 +640,7 @@ _LOSS_AND_SAMPLING_RULES: dict[str, _Rule] = {
     "nanmedian": _median,
     "_trilinear": _trilinear,
     "binary_cross_entropy_with_logits": _binary_cross_entropy_with_logits,
+    "affine_grid_generator": _affine_grid_generator,
     "_ctc_loss": _ctc_loss,
     "_ctc_loss_backward": _ctc_loss_backward,
 }

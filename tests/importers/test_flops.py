@@ -690,3 +690,32 @@ def test_complex_products_count_a_multiply_add_as_8_real_flop():
         == 8 * 16
     real = (torch.zeros(4), torch.zeros(8, 16), torch.zeros(16, 4))
     assert op_flops("addmm", real, {}, [torch.zeros(8, 4)]) == 2 * 8 * 16 * 4 + 8 * 4
+
+
+def test_affine_grid_counts_its_bmm_and_addcmul_addcdiv_their_three_flop():
+    """affine_grid is a bmm of the base grid [N, H W, 3] by theta's transpose: 2 x 3 FLOP per output coordinate, as
+    the bmm its backward records (it had no rule: 1 per element); addcmul a + v t1 t2 and addcdiv a + v t1 / t2 are
+    two products and a sum (were 1)."""
+    import warnings
+
+    import torch.nn.functional as F
+
+    from gnplace.importers.torch import import_step
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.theta = torch.nn.Parameter(torch.randn(2, 2, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            grid = F.affine_grid(self.theta, [2, 3, 5, 6], align_corners=False)
+            return F.grid_sample(x, grid, align_corners=False).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        graph = import_step(Net(), (torch.randn(2, 3, 5, 6),)).graph
+    flops = dict(zip(graph.op_types, graph.flops))
+    assert flops["affine_grid_generator"] == 2 * 3 * (2 * 5 * 6 * 2) == flops["bmm"]
+    x = torch.zeros(4, 5)
+    for name in ("addcmul", "addcmul_", "addcdiv", "addcdiv_"):
+        assert op_flops(name, (x, x, x), {"value": 0.5}, [x]) == 3 * 20, name
