@@ -1682,6 +1682,8 @@ class _Builder:
             in_shapes = [self.shape(x) if x else None for x in node.input]
             out_shapes = [self.shape(x) if x else None for x in node.output]
             _check_inner_sizes(kind, attrs, in_shapes, node.name or node.op_type, self.source)
+            if kind == "DFT" and "axis" not in attrs:  # opset 20 made the axis an input (default -2)
+                attrs["axis"] = self._dft_axis(node)
             fl = forward_flops(kind, attrs, in_shapes, out_shapes)
             if fl is None:
                 standard = node.domain in ("", "ai.onnx")
@@ -1866,6 +1868,17 @@ class _Builder:
             edge_bytes=[self.edges[p] for p in pairs], op_types=self.op_types, phase=self.phase, group=self.group,
             module=self.module, name=graph_name, meta=meta, op_kinds=self.op_kinds,
         )
+
+    def _dft_axis(self, node: onnx.NodeProto) -> int:
+        """The axis of a ``DFT`` without an ``axis`` attribute (opset 17's default, 1, before opset 20).
+
+        From opset 20 on, its constant ``axis`` input; -2 without one, or where it is not a constant.
+        """
+        opset = max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        if opset < 20:
+            return 1
+        value = self.constant_value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        return int(value.reshape(-1)[0]) if value is not None and value.size == 1 else -2
 
     def _fake_quantized(self, node: onnx.NodeProto, ref: Mapping[str, tuple[str, int, str]],
                         quantizes: Mapping[int, str], fake_quant: dict[int, int], masked: set[int], v: int) -> bool:
@@ -2135,4 +2148,5 @@ _STATE_INPUTS: dict[str, frozenset[int]] = {"LSTM": frozenset({5, 6}), "GRU": fr
 _KNOWN_SAVES = SAVES_OTHER_INPUTS | SAVES_OWN_INPUT | SAVES_OUTPUT | SAVES_MASK | frozenset({
     "Add", "Sub", "Neg", "Sum", "Mean", "Concat", "Cast", "CastLike", "Pad", "Tile", "ReduceMean", "ReduceSum",
     "CumSum", "Resize", "Upsample", "Trilu", "ScatterND", "ScatterElements", "Scatter", "loss",
+    "DFT", "AffineGrid",  # linear in their one float input: the gradient is the transposed map, reading no value
 })

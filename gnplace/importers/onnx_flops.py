@@ -8,7 +8,9 @@ few FLOP per output element (1 for arithmetic, 4 for transcendental functions); 
 global pooling one per input element; normalisations and softmax 5 per element; ``LRN`` as the steps of
 ``torch.nn.LocalResponseNorm`` (its window sum plus 5 per element). Quantized products
 (``MatMulInteger``, ``QLinearMatMul``, ``ConvInteger``, ``QLinearConv``) count as their float forms, and
-``QuantizeLinear`` and ``DequantizeLinear`` 2 per element (a scale and a zero point).
+``QuantizeLinear`` and ``DequantizeLinear`` 2 per element (a scale and a zero point). ``DFT`` and ``STFT`` count
+FFTW's ``5 n log2 n`` per complex transform (half for real input), as aten's ``_fft_*``; ``AffineGrid`` its product
+by the base grid, as aten's ``affine_grid_generator``; ``DeformConv`` its convolution plus ``GridSample``'s sampling.
 
 ONNX files hold only the forward graph, so the importer synthesises the backward pass.
 :func:`grad_flops` gives the FLOP of the gradient with respect to one input: for ``Conv``,
@@ -145,6 +147,10 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
     "CastLike": frozenset({1}),  # read for its type alone (TYPE_ONLY_INPUTS)
     "MaxUnpool": frozenset({1, 2}),  # the indices and the output shape
     "RoiAlign": frozenset({1, 2}),  # the boxes and their batch indices (torchvision's roi_align takes no gradient)
+    # a transform's length and axis, a frame's step and length, a grid's size: integers
+    "DFT": frozenset({1, 2}),
+    "STFT": frozenset({1, 3}),
+    "AffineGrid": frozenset({1}),
     # quantization scales and zero points: fixed parameters of the format (buffers of torch's observers), no weights
     **dict.fromkeys(["QuantizeLinear", "DequantizeLinear"], frozenset({1, 2})),
     **dict.fromkeys(["QLinearConv", "QLinearMatMul"], frozenset({1, 2, 4, 5, 6, 7})),
@@ -163,7 +169,8 @@ NON_DIFFERENTIABLE: dict[str, frozenset[int]] = {
 #: Ops whose gradient with respect to one input reads the *other* inputs (products, selections).
 SAVES_OTHER_INPUTS = frozenset({"Conv", "ConvTranspose", "Gemm", "Einsum", "Mul", "Div", "Pow", "Where", "Attention",
                                 "Gather", "GatherElements", "GatherND", "Max", "Min", "PRelu",
-                                "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "GridSample"} | _MATMULS
+                                "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", "GridSample", "DeformConv",
+                                "STFT"} | _MATMULS
                                | _NORMS)
 #: Ops whose gradient reads the input it is taken for (gelu, erf, log, norms, pooling, ...).
 SAVES_OWN_INPUT = frozenset({"Gelu", "Erf", "Log", "Sin", "Cos", "Tan", "Softplus", "LeakyRelu", "Abs", "Clip",
@@ -328,6 +335,117 @@ def _det_sizes(x: Shape | None) -> tuple[int, int]:
     if x is None or len(x) < 2:
         return 1, 1
     return math.prod(x[:-2]), x[-1]
+
+
+
+def _fft_flops(points: int, transforms: int, real: bool) -> float:
+    """FLOP of ``transforms`` discrete Fourier transforms of ``points`` points each, by FFTW's benchmark convention.
+
+    ``5 n log2 n`` per complex transform of ``n`` points (the radix-2 Cooley-Tukey count: ``n/2 log2 n`` butterflies
+    of a complex multiply (6 FLOP) and two complex adds (4); FFTW's "mflops" use it for every size), half that for a
+    real one, as :mod:`gnplace.importers.flops` counts aten's ``_fft_r2c``, ``_fft_c2r`` and ``_fft_c2c``.
+    """
+    return (2.5 if real else 5.0) * points * math.log2(max(points, 2)) * transforms
+
+
+def _dft_flops(attrs: Mapping[str, Any], x: Shape | None, out: Shape | None) -> float:
+    """FLOP of a ``DFT`` of ``x`` ``[batch, ..., 1 or 2]`` (real or complex values) along its ``axis``.
+
+    The transform's length is ``dft_length`` (the output's size on the axis), or, of a one-sided transform, the
+    input's size on the axis where its half spectrum is the output's (else ``2 (bins - 1)``). The importer passes the
+    ``axis`` input of opset 20 as an attribute; without one, 1 (opset 17's default).
+    """
+    if x is None or out is None or len(x) < 2 or len(out) != len(x):
+        return 0.0
+    axis = int(attrs.get("axis", 1)) % len(x)
+    bins = out[axis]
+    points = bins
+    if int(attrs.get("onesided", 0)) and not int(attrs.get("inverse", 0)):
+        points = x[axis] if x[axis] // 2 + 1 == bins else 2 * max(bins - 1, 0)
+    transforms = _numel(x) // max(x[axis] * x[-1], 1)
+    return _fft_flops(points, transforms, x[-1] == 1)
+
+
+def _stft_flops(inputs: Sequence[Shape | None], attrs: Mapping[str, Any], out: Shape | None) -> float:
+    """FLOP of an ``STFT`` of ``signal [batch, length, 1 or 2]`` into ``[batch, frames, bins, 2]``.
+
+    Per frame, the window's product (one FLOP per point, 2 of a complex signal) and the frame's DFT
+    (:func:`_fft_flops`). The frame's length is the window's, or, without one, the bins' (``2 (bins - 1)`` of a
+    one-sided transform).
+    """
+    signal = inputs[0] if inputs else None
+    window = inputs[2] if len(inputs) > 2 else None
+    if signal is None or out is None or len(out) != 4 or len(signal) != 3:
+        return 0.0
+    frames, bins = out[0] * out[1], out[2]
+    onesided = int(attrs.get("onesided", 1)) and signal[-1] == 1
+    points = window[0] if window else (2 * max(bins - 1, 0) if onesided else bins)
+    windowing = points * signal[-1] if window is not None else 0
+    return frames * windowing + _fft_flops(points, frames, signal[-1] == 1)
+
+
+def _deform_conv_sizes(inputs: Sequence[Shape | None], out: Shape | None) -> tuple[int, int, int, int, int, bool]:
+    """(output elements, multiply-adds per output element, sampled values, sample points, taps, masked).
+
+    Of a ``DeformConv`` of ``X [N, C, *in]``, ``W [Cout, C / group, *kernel]`` and ``offset [N, og 2 prod(kernel),
+    *out]``: each output location reads ``C prod(kernel)`` values (sampled values), each of ``2^s`` bilinear taps
+    over ``s`` spatial dims; the points sampled are one per offset group, kernel tap and output location.
+    """
+    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+    offset = inputs[2] if len(inputs) > 2 else None
+    mask = inputs[4] if len(inputs) > 4 else None
+    if x is None or w is None or out is None or len(out) < 3:
+        return 0, 0, 0, 0, 1, False
+    spatial = len(out) - 2
+    kernel = math.prod(w[2:])
+    locations = _numel(out) // max(out[1], 1)
+    points = _numel(offset) // spatial if offset is not None else 0
+    return _numel(out), _numel(w[1:]), locations * x[1] * kernel, points, 2 ** spatial, mask is not None
+
+
+def _deform_conv_flops(attrs: Mapping[str, Any], inputs: Sequence[Shape | None], out: Shape | None) -> float:
+    """FLOP of a ``DeformConv``: a ``Conv`` of the sampled values plus their bilinear sampling (``GridSample``'s rule).
+
+    The convolution ``2 N Cout *out (C / group) *kernel`` (and a bias add per output element); per sampled value, one
+    FLOP per tap read and one for the ``mask``'s product; per sample point, its coordinates (an add of the offset
+    to the kernel tap's position, and the position's multiply-add: 2 per dim) and its tap weights (3 FLOP a tap).
+    """
+    elements, per, values, points, taps, masked = _deform_conv_sizes(inputs, out)
+    bias = elements if len(inputs) > 3 and inputs[3] is not None else 0
+    spatial = len(out) - 2 if out is not None else 2
+    return 2.0 * elements * per + bias + values * (taps + masked) + points * (2 * spatial + 3 * taps)
+
+
+
+def _deform_conv_output(inputs: Sequence[Shape | None]) -> Shape | None:
+    """The output shape ``[N, Cout, *out]`` of a ``DeformConv``, from ``X``, ``W`` and ``offset`` (``None`` unknown)."""
+    x, w = inputs[0] if inputs else None, inputs[1] if len(inputs) > 1 else None
+    offset = inputs[2] if len(inputs) > 2 else None
+    if x is None or w is None or offset is None or len(offset) < 3:
+        return None
+    return (x[0], w[0], *offset[2:])
+
+
+def _deform_conv_grad(inputs: Sequence[Shape | None], out: Shape | None, position: int) -> float:
+    """FLOP of a ``DeformConv``'s gradient for its input at ``position``, after :func:`shared_grad_flops`' share.
+
+    The sampled values' gradient (``W``'s transpose by the output's gradient) and the sample points are shared: the
+    ``X`` gradient spreads each value's gradient over its taps (a multiply-add a tap, as ``GridSample``'s); ``W``'s
+    is the conv's weight gradient over the values sampled again (:func:`_deform_conv_flops`' sampling); the
+    ``offset``'s weighs each tap by its weight's derivative (a multiply-add a tap) and goes back through each point's
+    coordinates (2 per dim); the ``mask``'s samples each value again and takes its product with the value's gradient
+    (a multiply-add); the bias's sums the output's gradient.
+    """
+    elements, per, values, points, taps, masked = _deform_conv_sizes(inputs, out)
+    spatial = len(out) - 2 if out is not None else 2
+    by_position = {
+        0: 2.0 * values * taps,
+        1: 2.0 * elements * per + values * (taps + masked),
+        2: 2.0 * values * taps + 2.0 * spatial * points,
+        3: float(elements),
+        4: values * (taps + 2.0),
+    }
+    return by_position.get(position, 0.0)
 
 
 def _gemm_mkn(attrs: Mapping[str, Any], a: Shape, out: Shape) -> tuple[int, int, int]:
@@ -501,6 +619,14 @@ def forward_flops(
         return 2.0 * n_out
     if op_type == "RoiAlign":
         return _roi_align_forward(attrs, out)
+    if op_type == "DFT":
+        return _dft_flops(attrs, x, out)
+    if op_type == "STFT":
+        return _stft_flops(inputs, attrs, out)
+    if op_type == "AffineGrid":  # theta [N, s, s + 1] by the base grid's homogeneous coordinates: s + 1 multiply-adds
+        return 2.0 * ((out[-1] if out else 0) + 1) * n_out  # per output coordinate, as aten's affine_grid_generator
+    if op_type == "DeformConv":
+        return _deform_conv_flops(attrs, inputs, out)
     if op_type == "NonMaxSuppression":
         return _nms_flops(inputs)
     if op_type == "DynamicQuantizeLinear":
@@ -600,6 +726,8 @@ def grad_flops(
         elements, samples = _roi_align_sizes(attrs, out)  # GridSample's), the sample points recomputed
         channels = out[1] if out is not None and len(out) > 1 and out[1] else 1
         return float(8 * elements * samples + elements // channels * samples * _ROI_ALIGN_POINT)
+    if op_type == "DeformConv":
+        return _deform_conv_grad(inputs, out, position)
     if op_type == "Det":  # aten's linalg_det_backward: det * grad (1), the LU's diagonal checked for a zero (n), the
         matrices, n = _det_sizes(x)  # scaled identity (n^2) and an adjoint LU solve of n columns (2 n^3)
         return float(matrices * (2 * n ** 3 + n * n + n + 1))
@@ -643,6 +771,11 @@ def shared_grad_flops(op_type: str, attrs: Mapping[str, Any], inputs: Sequence[S
     """
     if op_type == "GridSample":  # the coordinates and tap weights, recomputed once for both gradients
         return _grid_sample_points(attrs, inputs[1] if len(inputs) > 1 else None)
+    if op_type == "DeformConv":  # the sampled values' gradient (the conv's data gradient), the points recomputed
+        out = _deform_conv_output(inputs)
+        elements, per, _, points, taps, _ = _deform_conv_sizes(inputs, out)
+        spatial = len(out) - 2 if out is not None else 2
+        return 2.0 * elements * per + points * (2 * spatial + 3 * taps)
     sizes = _recurrent_sizes(op_type, attrs, inputs)
     if sizes is None:
         return 0.0

@@ -263,12 +263,12 @@ def test_batch_norm_statistics_are_not_trained():
 
 def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
-             helper.make_node("DFT", ["h4"], ["n"], name="dft", axis=2),  # a standard op without a rule
+             helper.make_node("Swish", ["h4"], ["n"], name="swish"),  # a standard op (opset 24) without a rule
              helper.make_node("Reshape", ["h", "shape4"], ["h4"], name="to4d"),
              helper.make_node("Mystery", ["n"], ["m1"], name="mystery1", domain="my.ops"),
              helper.make_node("Mystery", ["m1"], ["y"], name="mystery2", domain="my.ops")]
     inits = [weight("w", 8, 8), numpy_helper.from_array(np.array([2, 2, 16, 1], np.int64), "shape4")]
-    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])])
+    onnx_model = model(nodes, [vi("x", [8, 8])], [vi("y", [2, 2])], inits, value_info=[vi("m1", [2, 2])], opset=24)
     onnx_model.opset_import.append(helper.make_opsetid("my.ops", 1))
     with pytest.raises(UnsupportedGraph, match="node 'mystery1' is my.ops.Mystery, an op of a custom domain"):
         from_onnx(onnx_model)
@@ -277,8 +277,8 @@ def test_op_types_without_a_rule_are_counted_per_output_element_and_warned_once(
         g = from_onnx(onnx_model, allow_unknown_ops=True)
     messages = [str(w.message) for w in caught]
     assert len(messages) == 1 and "2 op types" in messages[0]
-    assert "DFT" in messages[0] and "my.ops.Mystery" in messages[0]
-    assert g.flops[g.index("mystery1")] == 4 and g.flops[g.index("dft")] == 2 * 2 * 16 * 2
+    assert "Swish" in messages[0] and "my.ops.Mystery" in messages[0]
+    assert g.flops[g.index("mystery1")] == 4 and g.flops[g.index("swish")] == 2 * 2 * 16 * 1
 
 
 def _zoo_lrn_model(opset: int) -> onnx.ModelProto:
@@ -1945,3 +1945,33 @@ def test_a_constants_sparse_value_holding_a_shape_is_read(indices):
         return
     g = from_onnx(onnx_model)
     assert g.flops[g.index("mm")] == 2 * 4 * 16 * 4 and g.node_names == from_onnx(_sparse_model([4, 16], [0, 1], [2])).node_names
+
+
+def test_dft_reads_its_axis_input_from_opset_20_and_deform_conv_imports_with_its_gradients():
+    """Opset 20 made DFT's axis an input (default -2): the transform runs along it, 16 points, not the 8 of the
+    default axis; a DeformConv of trainable weights and offsets gets a rule forward and backward, no warning (both
+    were counted at 1 FLOP per output element)."""
+    def dft_model(axis: int | None) -> onnx.ModelProto:
+        inputs = ["h", "", "axis"] if axis is not None else ["h"]
+        nodes = [helper.make_node("Mul", ["x", "s"], ["h"], name="scale"),
+                 helper.make_node("DFT", inputs, ["y"], name="dft")]
+        inits = [weight("s", 2, 16, 8, 1)]
+        inits += [numpy_helper.from_array(np.array(axis, np.int64), "axis")] if axis is not None else []
+        return model(nodes, [vi("x", [2, 16, 8, 1])], [vi("y", [2, 16, 8, 2])], inits, opset=20)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        along_1 = from_onnx(dft_model(1))
+        along_default = from_onnx(dft_model(None))
+        deform = from_onnx(model(
+            [helper.make_node("Conv", ["x", "wo"], ["offset"], name="offsets", pads=[1, 1, 1, 1]),
+             helper.make_node("DeformConv", ["x", "w", "offset"], ["y"], name="deform", pads=[1, 1, 1, 1])],
+            [vi("x", [1, 4, 6, 6])], [vi("y", [1, 6, 6, 6])], [weight("wo", 18, 4, 3, 3), weight("w", 6, 4, 3, 3)],
+            opset=22))
+    assert along_1.flops[along_1.index("dft")] == 2 * 8 * 2.5 * 16 * 4  # 16 transforms of 16 real points
+    assert along_default.flops[along_default.index("dft")] == 2 * 16 * 2.5 * 8 * 3
+    conv, values, points = 2 * 216 * 36, 36 * 4 * 9, 18 * 36 // 2
+    assert deform.flops[deform.index("deform")] == conv + values * 4 + points * 16
+    grads = {name: deform.flops[k] for k, name in enumerate(deform.node_names) if name.startswith("grad/deform/")}
+    shared = conv + points * 16  # the sampled values' gradient and the points, once, with the first gradient
+    assert grads == {"grad/deform/w": conv + values * 4 + shared, "grad/deform/offset": 2 * values * 4 + 2 * 2 * points}

@@ -296,3 +296,31 @@ def test_a_det_imports_as_torchs_det_and_roi_aligns_boxes_are_no_weights():
 
     traced = from_module(Det(), (torch.randn(3, 5, 5),))
     assert g.flops[g.index("det")] == traced.flops[traced.index("root/_linalg_det")]
+
+
+def test_dft_stft_affine_grid_and_deform_conv_get_rules_as_torchs():
+    """DFT 5 n log2 n per complex transform of n points, half that of real input (FFTW's convention, as aten's
+    _fft_r2c and _fft_c2c); STFT that per frame plus its window's products; AffineGrid 2 (s + 1) per output
+    coordinate, as aten's affine_grid_generator; DeformConv its conv plus bilinear sampling. Each had no rule (1 FLOP
+    per output element, and a warning)."""
+    import torch
+
+    from gnplace.importers.flops import op_flops
+
+    real, half = torch.zeros(2, 16), torch.zeros(2, 9, dtype=torch.complex64)
+    r2c = op_flops("_fft_r2c", (real, [1], 0, True), {}, [half])
+    assert forward_flops("DFT", {"axis": 1, "onesided": 1}, [(2, 16, 1)], [(2, 9, 2)]) == r2c == 2 * 2.5 * 16 * 4
+    assert forward_flops("DFT", {"axis": -2}, [(3, 2, 16, 2)], [(3, 2, 16, 2)]) == 3 * 2 * 5 * 16 * 4
+    frames, bins = 2 * 6, 9  # a 16-point window: each frame's 16 products and its real DFT
+    assert forward_flops("STFT", {}, [(2, 100, 1), (), (16,)], [(2, 6, bins, 2)]) == frames * (16 + 2.5 * 16 * 4)
+    theta, grid = torch.zeros(2, 2, 3), torch.zeros(2, 5, 6, 2)
+    affine = op_flops("affine_grid_generator", (theta, [2, 3, 5, 6], False), {}, [grid])
+    assert forward_flops("AffineGrid", {}, [(2, 2, 3), (4,)], [(2, 5, 6, 2)]) == affine == 2 * 3 * 120
+    x, w, offset, b, mask, out = (1, 4, 8, 8), (6, 4, 3, 3), (1, 18, 6, 6), (6,), (1, 9, 6, 6), (1, 6, 6, 6)
+    conv = forward_flops("Conv", {}, [x, w, b], [out])
+    values, points = 36 * 4 * 9, 18 * 36 // 2  # per output location C kernel values, per offset pair a point
+    sampling = values * (4 + 1) + points * (2 * 2 + 3 * 4)
+    assert forward_flops("DeformConv", {}, [x, w, offset, b, mask], [out]) == conv + sampling
+    grads = [grad_flops("DeformConv", {}, [x, w, offset, b, mask], [out], k, 0.0) for k in range(5)]
+    assert grads == [2 * values * 4, conv - 216 + values * 5, 2 * values * 4 + 2 * 2 * points, 216, values * 6]
+    assert shared_grad_flops("DeformConv", {}, [x, w, offset, b, mask]) == conv - 216 + points * 16
