@@ -220,6 +220,20 @@ def _tensor_bytes(t: Any) -> int:
     return int(t.numel()) * int(t.element_size())
 
 
+def _written_bytes(name: str, args: tuple[Any, ...], whole: int) -> int:
+    """Bytes an op writes: its outputs' (``whole``), or, of an op that writes rows of the tensor it returns, the rows.
+
+    ``embedding_renorm_(weight, indices, ...)`` (``nn.Embedding(max_norm=...)``) returns its whole ``weight`` but
+    rescales in place only the rows ``indices`` look up: at most one row per index, as its FLOP rule counts them
+    (:mod:`gnplace.importers.flops`), and at most the table.
+    """
+    if name == "embedding_renorm_" and len(args) > 1 and isinstance(args[0], torch.Tensor) and args[0].dim() > 0:
+        table, indices = args[0], args[1]
+        rows = min(int(indices.numel()) if isinstance(indices, torch.Tensor) else 0, int(table.shape[0]))
+        return min(whole, rows * _tensor_bytes(table) // max(int(table.shape[0]), 1))
+    return whole
+
+
 def trace_to_graph(
     trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None
 ) -> OpGraph:
@@ -364,16 +378,22 @@ def _trace_to_step(
         return len(names) - 1
 
     input_nodes: dict[str, int] = {}
+    partial_writes: set[int] = set()  # nodes that write part of the tensor they return (their out_bytes)
     for i in keep:
         op = ops[i]
-        fl = op_flops(op.name, *_concrete_args(op, trace), op.outputs)
+        args, kwargs = _concrete_args(op, trace)
+        fl = op_flops(op.name, args, kwargs, op.outputs)
         if fl is None:
             unknown.add(op.name)
             fl = float(sum(int(o.numel()) for o in op.outputs if isinstance(o, torch.Tensor)))
         path, _ = op.call
         prefix = ("grad/" if op.backward else "") + (path or "root")
+        whole = sum(_tensor_bytes(o) for o in op.outputs)
+        written = _written_bytes(op.name, args, whole)
         node_of_op[i] = add_node(f"{prefix}/{op.name}", op.name, BACKWARD if op.backward else FORWARD, fl,
-                                 sum(_tensor_bytes(o) for o in op.outputs), 0, path, op.call)
+                                 written, 0, path, op.call)
+        if written < whole:
+            partial_writes.add(node_of_op[i])
     for r in [r for i in keep for r in inputs_of[i]]:
         if r.kind == "input" and r.name not in input_nodes:
             x = trace.inputs[int(r.name)]
@@ -389,6 +409,7 @@ def _trace_to_step(
                     continue
                 u = node_of_op[r.index]
                 b = _tensor_bytes(ops[r.index].outputs[r.output])
+                b = min(b, out_bytes[u]) if u in partial_writes else b
             elif r.kind == "input":
                 u = input_nodes[r.name]
                 b = out_bytes[u]
@@ -404,6 +425,8 @@ def _trace_to_step(
         for w, r in after_writes.get(i, ()):  # the tensor it reads, as the write into a view of it left it
             u = node_of_op[w]
             b = _tensor_bytes(_value(r, trace))
+            if u in partial_writes:  # what it wrote in place (rows of a parameter, which its holder keeps)
+                b = min(b, out_bytes[u])
             if u != v:
                 out_bytes[u] = max(out_bytes[u], b)  # the write's node passes on the whole tensor, not its view
                 edge_bytes[(u, v)] = max(edge_bytes.get((u, v), 0), b)

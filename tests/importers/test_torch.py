@@ -103,6 +103,17 @@ def test_a_sparse_embedding_gradient_holds_its_entries_not_the_table():
     assert g.edge_bytes[edge].tolist() == [8448]
 
 
+def test_max_norms_renorm_writes_the_rows_it_looks_up_not_the_table():
+    """nn.Embedding(max_norm=...) rescales in place the rows its 4 x 5 tokens look up: 20 x 16 floats = 1,280 bytes
+    written and passed to the look-up that follows it, not the 1,000 x 16 table's 64,000 it returns."""
+    model = nn.Embedding(1000, 16, max_norm=1.0)
+    g = from_module(model, (torch.randint(0, 1000, (4, 5)),), loss=lambda out: out.sum())
+    renorm, lookup = g.index("root/embedding_renorm_"), g.index("root/embedding")
+    assert g.out_bytes[renorm] == 20 * 16 * 4
+    edge = np.flatnonzero((g.edge_src == renorm) & (g.edge_dst == lookup))
+    assert g.edge_bytes[edge].tolist() == [20 * 16 * 4]
+    g.validate()
+
 def test_backward_flops_about_twice_forward_for_conv_and_matmul_nets():
     model, inputs = cnn_case()
     fwd, bwd = forward_backward_flops(from_module(model, inputs))
