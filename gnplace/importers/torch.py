@@ -234,6 +234,20 @@ def _written_bytes(name: str, args: tuple[Any, ...], whole: int) -> int:
     return whole
 
 
+def _updated_numel(optimizer: str, param: torch.Tensor, grad: Any) -> int:
+    """Elements of ``param`` that one step of ``optimizer`` updates: all of them, or those a sparse gradient holds.
+
+    Plain SGD adds a sparse COO gradient (``nn.Embedding(sparse=True)``'s) into the parameter entry by entry
+    (``param.add_(grad, alpha=-lr)``): its ``nnz`` entries times the dense dims, repeats included (aten's sparse
+    embedding backward leaves them uncoalesced), at most the parameter. Optimizers with state update all of it
+    (momentum decays its whole buffer; Adam takes no sparse gradient).
+    """
+    if optimizer == "sgd" and isinstance(grad, torch.Tensor) and grad.layout == torch.sparse_coo:
+        entries = int(grad._nnz()) * math.prod(grad.shape[grad.sparse_dim():])
+        return min(entries, int(param.numel()))
+    return int(param.numel())
+
+
 def trace_to_graph(
     trace: TrainingTrace, *, optimizer: str = "sgd", name: str = "graph", meta: dict[str, Any] | None = None
 ) -> OpGraph:
@@ -444,15 +458,16 @@ def _trace_to_step(
         forward_users = [v for v in users if phase[v] == FORWARD] or users
         home = calls[min(forward_users)] if forward_users else ("", 0)
         module_path = pname.rsplit(".", 1)[0] if "." in pname else ""
-        up = add_node(f"update/{pname}", f"{optimizer}_update", UPDATE, update_flops * p.numel(), 0,
-                      pbytes * state_factor, module_path, home)
-        update_node[pname] = up
         grad = trace.grads.get(pname)
-        if grad is not None:
-            g = resolve(grad)
-            if g.kind == "op" and g.index in node_of_op:
-                u = node_of_op[g.index]
-                edge_bytes[(u, up)] = max(edge_bytes.get((u, up), 0), min(pbytes, out_bytes[u]))
+        g = resolve(grad) if grad is not None else None
+        grad_value = _value(g, trace) if g is not None and g.kind == "op" else None
+        up = add_node(f"update/{pname}", f"{optimizer}_update", UPDATE,
+                      update_flops * _updated_numel(optimizer, p, grad_value), 0, pbytes * state_factor, module_path,
+                      home)
+        update_node[pname] = up
+        if g is not None and g.kind == "op" and g.index in node_of_op:
+            u = node_of_op[g.index]
+            edge_bytes[(u, up)] = max(edge_bytes.get((u, up), 0), min(pbytes, out_bytes[u]))
         away = [v for v in users if calls[v] != home]
         if away:
             rd = add_node(f"read/{pname}", "read", FORWARD, 0.0, pbytes, 0, module_path, home)

@@ -103,6 +103,18 @@ def test_a_sparse_embedding_gradient_holds_its_entries_not_the_table():
     assert g.edge_bytes[edge].tolist() == [8448]
 
 
+def test_sgd_updates_the_rows_a_sparse_gradient_holds_and_momentum_the_whole_table():
+    """Plain SGD adds nn.Embedding(sparse=True)'s gradient entry by entry: 32 tokens x 64 values x 2 FLOP, not the
+    50,000 x 64 table's 6.4 MFLOP; momentum decays its whole buffer, so it stays dense, as a dense gradient's."""
+    def update_flops(optimizer: str, sparse: bool) -> float:
+        model = nn.Sequential(nn.Embedding(50_000, 64, sparse=sparse), nn.Linear(64, 2))
+        g = from_module(model, (torch.randint(0, 50_000, (4, 8)),), loss=lambda out: out.sum(), optimizer=optimizer)
+        return float(g.flops[g.index("update/0.weight")])
+
+    assert update_flops("sgd", sparse=True) == 2 * 4 * 8 * 64
+    assert update_flops("sgd", sparse=False) == 2 * 50_000 * 64
+    assert update_flops("momentum", sparse=True) == update_flops("momentum", sparse=False) == 4 * 50_000 * 64
+
 def test_max_norms_renorm_writes_the_rows_it_looks_up_not_the_table():
     """nn.Embedding(max_norm=...) rescales in place the rows its 4 x 5 tokens look up: 20 x 16 floats = 1,280 bytes
     written and passed to the look-up that follows it, not the 1,000 x 16 table's 64,000 it returns."""
